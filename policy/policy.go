@@ -1,0 +1,172 @@
+// Package policy is the enforcement policy that the collector hands out in
+// every report reply and that each process applies locally: throttles and
+// RU price multipliers per tenant or per tier, each with an expiry and a
+// reason.
+//
+// The collector owns the policy (GET/POST /v1/policy); the ingest reporter
+// receives it; the enforce package applies it. A Policy is plain data,
+// encoded as JSON on the wire.
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+// Errors returned by Validate; test with errors.Is.
+var (
+	ErrInvalid = errors.New("policy: invalid rule")
+)
+
+// Action is what a rule does.
+type Action string
+
+// The actions.
+const (
+	// Throttle caps a tenant's (or a tier's per-tenant) RU rate at
+	// RUPerSecond; 0 rejects everything it matches.
+	Throttle Action = "throttle"
+	// Price multiplies the RU cost of what the rule matches by Multiplier,
+	// so the same bucket admits proportionally less work.
+	Price Action = "price"
+)
+
+// MaxRules bounds a policy so that a reply stays small.
+const MaxRules = 10000
+
+// Rule is one decision. It matches one tenant (Tenant set) or every tenant
+// of a tier (Tenant empty, Tier set).
+type Rule struct {
+	ID          string      `json:"id"`
+	Tenant      string      `json:"tenant,omitempty"`
+	Tier        tenant.Tier `json:"tier,omitempty"`
+	Action      Action      `json:"action"`
+	RUPerSecond float64     `json:"ru_per_second,omitempty"`
+	Multiplier  float64     `json:"multiplier,omitempty"`
+	// Shadow rules are decided and counted but not applied.
+	Shadow    bool      `json:"shadow,omitempty"`
+	Expires   time.Time `json:"expires"`
+	Reason    string    `json:"reason"`
+	CreatedBy string    `json:"created_by,omitempty"`
+	Created   time.Time `json:"created"`
+}
+
+// Policy is the whole set of rules at one version.
+type Policy struct {
+	// Version increases with every change, so processes can tell a new
+	// policy from a repeated one.
+	Version uint64    `json:"version"`
+	Rules   []Rule    `json:"rules"`
+	Updated time.Time `json:"updated"`
+}
+
+// Validate checks one rule.
+func (r Rule) Validate() error {
+	switch {
+	case r.Tenant == "" && !r.Tier.Valid():
+		return fmt.Errorf("%w: a rule needs a tenant or a tier (T0…T3)", ErrInvalid)
+	case r.Tenant != "" && tenant.ValidateTenant(r.Tenant) != nil:
+		return fmt.Errorf("%w: tenant: %v", ErrInvalid, tenant.ValidateTenant(r.Tenant))
+	case r.Expires.IsZero():
+		return fmt.Errorf("%w: expires is required (a rule never lasts for ever)", ErrInvalid)
+	case r.Reason == "":
+		return fmt.Errorf("%w: reason is required", ErrInvalid)
+	case len(r.Reason) > 1024:
+		return fmt.Errorf("%w: reason longer than 1024 bytes", ErrInvalid)
+	}
+	switch r.Action {
+	case Throttle:
+		if r.RUPerSecond < 0 || math.IsNaN(r.RUPerSecond) || math.IsInf(r.RUPerSecond, 0) {
+			return fmt.Errorf("%w: ru_per_second must be a finite number ≥ 0", ErrInvalid)
+		}
+	case Price:
+		if !(r.Multiplier >= 1) || math.IsInf(r.Multiplier, 0) {
+			return fmt.Errorf("%w: multiplier must be a finite number ≥ 1", ErrInvalid)
+		}
+	default:
+		return fmt.Errorf("%w: action %q (want %q or %q)", ErrInvalid, r.Action, Throttle, Price)
+	}
+	return nil
+}
+
+// Validate checks every rule and the size of the policy.
+func (p Policy) Validate() error {
+	if len(p.Rules) > MaxRules {
+		return fmt.Errorf("%w: %d rules, at most %d", ErrInvalid, len(p.Rules), MaxRules)
+	}
+	for i, r := range p.Rules {
+		if err := r.Validate(); err != nil {
+			return fmt.Errorf("rule %d (%s): %w", i, r.ID, err)
+		}
+	}
+	return nil
+}
+
+// Active returns the rules that have not expired at now, in a stable order
+// (tenant rules first, then tier rules, each by ID).
+func (p Policy) Active(now time.Time) []Rule {
+	out := make([]Rule, 0, len(p.Rules))
+	for _, r := range p.Rules {
+		if now.Before(r.Expires) {
+			out = append(out, r)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if (out[i].Tenant == "") != (out[j].Tenant == "") {
+			return out[i].Tenant != ""
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// Effect is what the active, non-shadow rules of a policy mean for one
+// tenant at one instant.
+type Effect struct {
+	// Multiplier is the product of the matching price rules (1 if none).
+	Multiplier float64
+	// Throttled is true when a throttle rule matches; RUPerSecond is then
+	// the lowest matching cap.
+	Throttled   bool
+	RUPerSecond float64
+	// Shadow is true when a shadow rule matched and would have changed the
+	// outcome; shadow rules never change Multiplier or RUPerSecond.
+	Shadow bool
+}
+
+// For returns the effect of p on tags at now. A tenant rule and a tier rule
+// that both match apply together (prices multiply, the lowest cap wins).
+func (p Policy) For(tags tenant.Tags, now time.Time) Effect {
+	e := Effect{Multiplier: 1}
+	for _, r := range p.Rules {
+		if !now.Before(r.Expires) {
+			continue
+		}
+		if r.Tenant != "" {
+			if r.Tenant != tags.Tenant {
+				continue
+			}
+		} else if r.Tier != tags.Tier {
+			continue
+		}
+		if r.Shadow {
+			e.Shadow = true
+			continue
+		}
+		switch r.Action {
+		case Price:
+			e.Multiplier *= r.Multiplier
+		case Throttle:
+			if !e.Throttled || r.RUPerSecond < e.RUPerSecond {
+				e.RUPerSecond = r.RUPerSecond
+			}
+			e.Throttled = true
+		}
+	}
+	return e
+}

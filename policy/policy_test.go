@@ -1,0 +1,104 @@
+package policy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+var t0 = time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
+
+func TestValidate(t *testing.T) {
+	ok := Rule{ID: "r1", Tenant: "acme", Action: Throttle, RUPerSecond: 100, Expires: t0.Add(time.Hour), Reason: "import"}
+	cases := []struct {
+		name string
+		mod  func(*Rule)
+		bad  bool
+	}{
+		{"ok", func(*Rule) {}, false},
+		{"tier rule", func(r *Rule) { r.Tenant = ""; r.Tier = tenant.T3 }, false},
+		{"no target", func(r *Rule) { r.Tenant = "" }, true},
+		{"hostile tenant", func(r *Rule) { r.Tenant = "a\x00b" }, true},
+		{"no expiry", func(r *Rule) { r.Expires = time.Time{} }, true},
+		{"no reason", func(r *Rule) { r.Reason = "" }, true},
+		{"negative rate", func(r *Rule) { r.RUPerSecond = -1 }, true},
+		{"unknown action", func(r *Rule) { r.Action = "ban" }, true},
+		{"price below 1", func(r *Rule) { r.Action = Price; r.Multiplier = 0.5 }, true},
+		{"price ok", func(r *Rule) { r.Action = Price; r.Multiplier = 4 }, false},
+	}
+	for _, c := range cases {
+		r := ok
+		c.mod(&r)
+		err := r.Validate()
+		if (err != nil) != c.bad {
+			t.Errorf("%s: Validate() = %v, want error %v", c.name, err, c.bad)
+		}
+		if err != nil && !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: error %v is not ErrInvalid", c.name, err)
+		}
+	}
+}
+
+func TestForAndActive(t *testing.T) {
+	p := Policy{Version: 3, Rules: []Rule{
+		{ID: "a", Tenant: "acme", Action: Throttle, RUPerSecond: 50, Expires: t0.Add(time.Minute), Reason: "x"},
+		{ID: "b", Tier: tenant.T3, Action: Price, Multiplier: 4, Expires: t0.Add(time.Hour), Reason: "ratio"},
+		{ID: "c", Tier: tenant.T3, Action: Price, Multiplier: 2, Expires: t0.Add(time.Hour), Reason: "ratio"},
+		{ID: "d", Tenant: "acme", Action: Throttle, RUPerSecond: 10, Shadow: true, Expires: t0.Add(time.Hour), Reason: "try"},
+	}}
+	steps := []struct {
+		at    time.Time
+		tags  tenant.Tags
+		want  Effect
+		nLive int
+	}{
+		{t0, tenant.Tags{Tenant: "acme", Tier: tenant.T3}, Effect{Multiplier: 8, Throttled: true, RUPerSecond: 50, Shadow: true}, 4},
+		{t0, tenant.Tags{Tenant: "beta", Tier: tenant.T0}, Effect{Multiplier: 1}, 4},
+		{t0.Add(time.Minute), tenant.Tags{Tenant: "acme", Tier: tenant.T1}, Effect{Multiplier: 1, Shadow: true}, 3},
+		{t0.Add(2 * time.Hour), tenant.Tags{Tenant: "acme", Tier: tenant.T3}, Effect{Multiplier: 1}, 0},
+	}
+	for i, s := range steps {
+		if got := p.For(s.tags, s.at); got != s.want {
+			t.Errorf("step %d: For = %+v, want %+v", i, got, s.want)
+		}
+		if got := len(p.Active(s.at)); got != s.nLive {
+			t.Errorf("step %d: %d active rules, want %d", i, got, s.nLive)
+		}
+	}
+	if a := p.Active(t0); a[0].Tenant == "" {
+		t.Errorf("tenant rules should come first: %+v", a)
+	}
+}
+
+func TestJSONRoundTrip(t *testing.T) {
+	p := Policy{Version: 1, Updated: t0, Rules: []Rule{{ID: "a", Tier: tenant.T2, Action: Price, Multiplier: 2, Expires: t0, Reason: "r", Created: t0}}}
+	b, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var q Policy
+	if err := json.Unmarshal(b, &q); err != nil {
+		t.Fatal(err)
+	}
+	if q.Rules[0].Tier != tenant.T2 || !q.Updated.Equal(t0) {
+		t.Fatalf("round trip lost data: %s -> %+v", b, q)
+	}
+	if err := json.Unmarshal([]byte(`{"rules":[{"tier":"T9"}]}`), &q); err == nil {
+		t.Fatal("a tier T9 must not decode")
+	}
+}
+
+func ExamplePolicy_For() {
+	now := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
+	p := Policy{Rules: []Rule{
+		{ID: "import", Tenant: "acme", Action: Throttle, RUPerSecond: 200, Expires: now.Add(15 * time.Minute), Reason: "catalog import"},
+		{ID: "shed-t3", Tier: tenant.T3, Action: Price, Multiplier: 4, Expires: now.Add(time.Minute), Reason: "latency ratio 0.4"},
+	}}
+	e := p.For(tenant.Tags{Tenant: "acme", Tier: tenant.T3}, now)
+	fmt.Println(e.Throttled, e.RUPerSecond, e.Multiplier)
+	// Output: true 200 4
+}
