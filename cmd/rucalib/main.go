@@ -1,0 +1,117 @@
+// Command rucalib fits the coefficients of the enforce RU cost model,
+//
+//	RU = base(op) + KiB × per_kib + ms × per_ms
+//
+// by least squares from a load-test CSV, and prints them with their fit
+// quality.
+//
+// Procedure:
+//
+//  1. Run a load test against a staging copy of the backend that mixes the
+//     operations your service performs (read, write, delete, scan) over a
+//     realistic spread of payload sizes and latencies. For each operation
+//     record the op, the bytes it moved, its latency and its measured
+//     backend cost in the unit you want to price in (for PostgreSQL, for
+//     example, the statement's total_exec_time plus blk_read_time from
+//     pg_stat_statements, or the CPU-seconds the database spent).
+//  2. Write one CSV line per operation with a header naming the columns
+//     op, bytes, latency (a Go duration or plain milliseconds) and cost;
+//     other columns are ignored, lines starting with # are comments.
+//  3. Run `rucalib -scale 1 load.csv`. -scale divides the measured cost so
+//     that one read comes out near 1 RU (use the mean cost of a small read).
+//  4. Check the fit: R² close to 1 and a small RMSE relative to the mean
+//     cost. Standard errors larger than a coefficient mean the load test did
+//     not vary that term enough; a negative coefficient means the same.
+//  5. Put the printed coefficients into enforce.WithCostModel (the -json
+//     output is an enforce.Model).
+//
+// Any malformed line fails the run with its line number: nothing is
+// dropped silently.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/qtop-dev/qtop/enforce"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("rucalib", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print the fitted model as JSON (an enforce.Model)")
+	scale := fs.Float64("scale", 1, "divide every measured cost by this before fitting (cost of one RU)")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: rucalib [-json] [-scale N] [file.csv]   (reads standard input without a file)")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if !(*scale > 0) {
+		fmt.Fprintln(stderr, "rucalib: -scale must be > 0")
+		return 2
+	}
+	in := stdin
+	name := "standard input"
+	switch fs.NArg() {
+	case 0:
+	case 1:
+		f, err := os.Open(fs.Arg(0))
+		if err != nil {
+			fmt.Fprintf(stderr, "rucalib: %v\n", err)
+			return 1
+		}
+		defer f.Close()
+		in, name = f, fs.Arg(0)
+	default:
+		fs.Usage()
+		return 2
+	}
+	samples, err := enforce.ReadSamples(in)
+	if err != nil {
+		fmt.Fprintf(stderr, "rucalib: %s: %v\n", name, err)
+		return 1
+	}
+	for i := range samples {
+		samples[i].Cost /= *scale
+	}
+	fit, err := enforce.FitModel(samples, enforce.DefaultModel())
+	if err != nil {
+		fmt.Fprintf(stderr, "rucalib: %s: %v\n", name, err)
+		return 1
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(fit.Model); err != nil {
+			fmt.Fprintf(stderr, "rucalib: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	fmt.Fprintf(stdout, "samples %d\n", fit.N)
+	fmt.Fprintf(stdout, "%-12s %12s %12s %8s\n", "coefficient", "value", "std err", "samples")
+	for op := 0; op < enforce.NumOps; op++ {
+		o := enforce.Op(op)
+		if fit.Fitted[op] {
+			fmt.Fprintf(stdout, "%-12s %12.4f %12.4f %8d\n", "base "+o.String(), fit.Model.Base[op], fit.StdErr[op], fit.PerOp[op])
+		} else {
+			fmt.Fprintf(stdout, "%-12s %12.4f %12s %8d  (default, not in data)\n", "base "+o.String(), fit.Model.Base[op], "-", 0)
+		}
+	}
+	fmt.Fprintf(stdout, "%-12s %12.6f %12.6f\n", "per_kib", fit.Model.PerKiB, fit.StdErr[enforce.NumOps])
+	fmt.Fprintf(stdout, "%-12s %12.6f %12.6f\n", "per_ms", fit.Model.PerMs, fit.StdErr[enforce.NumOps+1])
+	fmt.Fprintf(stdout, "fit: R² %.4f, RMSE %.4f, max |residual| %.4f\n", fit.R2, fit.RMSE, fit.MaxAbsResidual)
+	if err := fit.Model.Validate(); err != nil {
+		fmt.Fprintf(stdout, "warning: %v: the load test did not vary that term enough\n", err)
+	}
+	return 0
+}
