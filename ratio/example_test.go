@@ -1,0 +1,52 @@
+package ratio_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/qtop-dev/qtop/ratio"
+)
+
+func ExampleSignal() {
+	s := ratio.NewSignal()
+	t0 := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
+	// Five minutes of 20 ms requests, 100 per second...
+	for i := 0; i < 5*60*100; i++ {
+		s.ObserveAt(t0.Add(time.Duration(i)*10*time.Millisecond), 0.020)
+	}
+	now := t0.Add(5 * time.Minute)
+	r, ok := s.ValueAt(now)
+	fmt.Printf("steady: ratio %.2f ok %v degraded %v\n", r, ok, s.DegradedAt(now))
+	// ...then latency triples for 10 seconds.
+	for i := 0; i < 10*100; i++ {
+		s.ObserveAt(now.Add(time.Duration(i)*10*time.Millisecond), 0.060)
+	}
+	now = now.Add(10 * time.Second)
+	r, ok = s.ValueAt(now)
+	fmt.Printf("tripled: ratio %.2f ok %v degraded %v\n", r, ok, s.DegradedAt(now))
+	// Output:
+	// steady: ratio 1.00 ok true degraded false
+	// tripled: ratio 0.33 ok true degraded true
+}
+
+func ExampleHistogram() {
+	var h ratio.Histogram
+	for i := 1; i <= 1000; i++ {
+		h.ObserveDuration(time.Duration(i) * time.Millisecond)
+	}
+	// Each quantile is within 1% of the exact 0.500, 0.950 and 0.990 s.
+	fmt.Printf("count %d, p50 %.3f s, p95 %.3f s, p99 %.3f s\n",
+		h.Count(), h.Quantile(0.5), h.Quantile(0.95), h.Quantile(0.99))
+	// Output:
+	// count 1000, p50 0.505 s, p95 0.954 s, p99 0.991 s
+}
+
+func ExampleP2() {
+	e := ratio.NewP2(0.5)
+	for _, x := range []float64{3, 1, 2} {
+		e.Add(x)
+	}
+	fmt.Println(e.Value())
+	// Output:
+	// 2
+}
