@@ -1,0 +1,194 @@
+package sqlcomment
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+// A Commenter appends the tags of a statement's context to its text. The
+// database/sql wrapper and pgxcomment use one each; use it directly for
+// other drivers. It is safe for concurrent use.
+type Commenter struct {
+	cfg     config
+	dropped atomic.Uint64
+	drops   *prometheus.CounterVec // nil without WithRegisterer
+}
+
+// NewCommenter returns a Commenter configured by opts. Invalid option values
+// are corrected as each option documents; see WithMaxLen.
+func NewCommenter(opts ...Option) *Commenter {
+	c := &Commenter{cfg: newConfig(opts)}
+	if c.cfg.reg != nil {
+		vec := prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "qtop_sqlcomment_dropped_tags_total",
+			Help: "Tags left out of SQL comments because the comment would exceed its length cap, by key.",
+		}, []string{"key"})
+		if err := c.cfg.reg.Register(vec); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				if v, ok := are.ExistingCollector.(*prometheus.CounterVec); ok {
+					vec = v
+				}
+			}
+		}
+		c.drops = vec
+	}
+	return c
+}
+
+// Statement is a statement as a Commenter rewrote it.
+type Statement struct {
+	// Query is the text to send, comment included.
+	Query string
+	// Tags are the context's tags; Tagged reports whether it had any.
+	Tags   tenant.Tags
+	Tagged bool
+	// Unique reports whether the comment carries per-request values (the
+	// context's tags, a traceparent): such a text must not be prepared and
+	// cached by text, or each tenant adds a prepared statement.
+	Unique bool
+}
+
+// Comment returns query with the comment for ctx appended (see Append): the
+// static tags, the context's tenant.Tags (tenant.From) and, with
+// WithTraceContext and unless prepare is true, the span's traceparent and
+// tracestate. Pass prepare = true for a text that will be prepared and
+// reused. The comment is capped as WithMaxLen says.
+func (c *Commenter) Comment(ctx context.Context, query string, prepare bool) Statement {
+	t, tagged := tenant.From(ctx)
+	st := Statement{Query: query, Tags: t, Tagged: tagged, Unique: tagged}
+	at, ok := insertAt(query)
+	if !ok {
+		return st
+	}
+	var buf [16]pair
+	ps := buf[:0]
+	if tagged {
+		if t.Tenant != "" {
+			ps = append(ps, pair{KeyTenant, t.Tenant})
+		}
+		if t.Route != "" {
+			ps = append(ps, pair{KeyRoute, t.Route})
+		}
+		if t.Tier != tenant.TierUnset {
+			ps = append(ps, pair{KeyTier, t.Tier.String()})
+		}
+		if c.cfg.key && t.Key != "" {
+			ps = append(ps, pair{KeyKey, t.Key})
+		}
+	}
+	if c.cfg.application != "" {
+		ps = append(ps, pair{KeyApplication, c.cfg.application})
+	}
+	if c.cfg.dbDriver != "" {
+		ps = append(ps, pair{KeyDBDriver, c.cfg.dbDriver})
+	}
+	ps = append(ps, c.cfg.static...)
+	if c.cfg.trace && !prepare {
+		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+			ps = append(ps, pair{KeyTraceparent, traceparent(sc)})
+			if ts := sc.TraceState().String(); ts != "" {
+				ps = append(ps, pair{KeyTracestate, ts})
+			}
+			st.Unique = true
+		}
+	}
+	if len(ps) == 0 {
+		return st
+	}
+	ps = c.fit(ps)
+	if len(ps) == 0 {
+		return st
+	}
+	sortPairs(ps)
+	st.Query = splice(query, at, ps)
+	return st
+}
+
+// Dropped returns how many tags were left out so far to respect the cap.
+func (c *Commenter) Dropped() uint64 { return c.dropped.Load() }
+
+// Observing reports whether an Observer is set.
+func (c *Commenter) Observing() bool { return c.cfg.observer != nil }
+
+// Observe passes e to the Observer, if any.
+func (c *Commenter) Observe(ctx context.Context, e Event) {
+	if c.cfg.observer != nil {
+		c.cfg.observer(ctx, e)
+	}
+}
+
+// fit drops the lowest-priority pairs until the comment is at most
+// cfg.maxLen bytes, counting each drop.
+func (c *Commenter) fit(ps []pair) []pair {
+	n := commentLen(ps)
+	for n > c.cfg.maxLen && len(ps) > 0 {
+		worst := 0
+		for i := 1; i < len(ps); i++ {
+			if priority(ps[i].k) >= priority(ps[worst].k) {
+				worst = i
+			}
+		}
+		c.dropped.Add(1)
+		if c.drops != nil {
+			c.drops.WithLabelValues(dropLabel(ps[worst].k)).Inc()
+		}
+		ps = append(ps[:worst], ps[worst+1:]...)
+		n = commentLen(ps)
+	}
+	return ps
+}
+
+// priority orders keys for dropping: higher is dropped first.
+func priority(k string) int {
+	switch k {
+	case KeyTenant:
+		return 0
+	case KeyRoute:
+		return 1
+	case KeyTier:
+		return 2
+	case KeyApplication:
+		return 3
+	case KeyDBDriver:
+		return 4
+	case KeyTraceparent:
+		return 6
+	case KeyTracestate:
+		return 7
+	case KeyKey:
+		return 8
+	}
+	return 5 // WithTag tags
+}
+
+// dropLabel bounds the key label of the drop counter.
+func dropLabel(k string) string {
+	if builtinKey(k) {
+		return k
+	}
+	return "other"
+}
+
+// traceparent formats sc as a W3C traceparent, version 00.
+func traceparent(sc trace.SpanContext) string {
+	var b [55]byte
+	b[0], b[1], b[2] = '0', '0', '-'
+	tid, sid := sc.TraceID(), sc.SpanID()
+	hex.Encode(b[3:35], tid[:])
+	b[35] = '-'
+	hex.Encode(b[36:52], sid[:])
+	b[52] = '-'
+	f := byte(sc.TraceFlags())
+	b[53], b[54] = hexLower[f>>4], hexLower[f&15]
+	return string(b[:])
+}
+
+const hexLower = "0123456789abcdef"

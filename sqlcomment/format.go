@@ -1,0 +1,337 @@
+package sqlcomment
+
+import (
+	"slices"
+	"strings"
+)
+
+// Tag keys written by this package. Keys are sorted in the comment, as the
+// sqlcommenter specification requires.
+const (
+	KeyApplication = "application"
+	KeyDBDriver    = "db_driver"
+	KeyKey         = "key"
+	KeyRoute       = "route"
+	KeyTenant      = "tenant"
+	KeyTier        = "tier"
+	KeyTraceparent = "traceparent"
+	KeyTracestate  = "tracestate"
+)
+
+// pair is one key='value' of a comment, before encoding.
+type pair struct{ k, v string }
+
+// Format returns the sqlcommenter comment for tags, "/*k='v',…*/", with keys
+// sorted and keys and values URL-encoded as encodeURIComponent does (space
+// as %20), then ' escaped as \'. It returns "" for no tags.
+//
+// No key or value can close the comment or open a nested one: '/' is always
+// percent-encoded, so "*/" and "/*" never appear inside.
+func Format(tags map[string]string) string {
+	if len(tags) == 0 {
+		return ""
+	}
+	var buf [16]pair
+	ps := buf[:0]
+	for k, v := range tags {
+		ps = append(ps, pair{k, v})
+	}
+	sortPairs(ps)
+	var b strings.Builder
+	b.Grow(commentLen(ps))
+	writeComment(&b, ps)
+	return b.String()
+}
+
+// Append returns query with the comment for tags appended, as Format writes
+// it, after the statement and before a trailing ';' and trailing white
+// space. The inserted text is exactly " " + Format(tags); nothing else in
+// query changes.
+//
+// Query is returned unchanged when tags is empty, when query is empty (only
+// white space and semicolons), when it already has a comment (/* or --
+// outside string literals, quoted identifiers and dollar quotes), or when a
+// literal or quoted identifier is left open (appending would land inside it).
+func Append(query string, tags map[string]string) string {
+	if len(tags) == 0 {
+		return query
+	}
+	at, ok := insertAt(query)
+	if !ok {
+		return query
+	}
+	var buf [16]pair
+	ps := buf[:0]
+	for k, v := range tags {
+		ps = append(ps, pair{k, v})
+	}
+	sortPairs(ps)
+	return splice(query, at, ps)
+}
+
+// splice inserts " /*…*/" for the sorted pairs ps at byte at of query, in one
+// allocation.
+func splice(query string, at int, ps []pair) string {
+	var b strings.Builder
+	b.Grow(len(query) + 1 + commentLen(ps))
+	b.WriteString(query[:at])
+	b.WriteByte(' ')
+	writeComment(&b, ps)
+	b.WriteString(query[at:])
+	return b.String()
+}
+
+func sortPairs(ps []pair) {
+	if len(ps) > 16 {
+		slices.SortFunc(ps, func(a, b pair) int { return strings.Compare(a.k, b.k) })
+		return
+	}
+	// Insertion sort: comments have a handful of tags.
+	for i := 1; i < len(ps); i++ {
+		for j := i; j > 0 && ps[j].k < ps[j-1].k; j-- {
+			ps[j], ps[j-1] = ps[j-1], ps[j]
+		}
+	}
+}
+
+// commentLen is the length of the comment for ps, "/*" and "*/" included.
+func commentLen(ps []pair) int {
+	if len(ps) == 0 {
+		return 0
+	}
+	n := 4 + len(ps) - 1 // /* */ and commas
+	for _, p := range ps {
+		n += pairLen(p)
+	}
+	return n
+}
+
+// pairLen is the encoded length of k='v'.
+func pairLen(p pair) int { return encodedLen(p.k) + 3 + encodedLen(p.v) }
+
+func writeComment(b *strings.Builder, ps []pair) {
+	if len(ps) == 0 {
+		return
+	}
+	b.WriteString("/*")
+	for i, p := range ps {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		writeEncoded(b, p.k)
+		b.WriteString("='")
+		writeEncoded(b, p.v)
+		b.WriteByte('\'')
+	}
+	b.WriteString("*/")
+}
+
+// unreserved marks the bytes encodeURIComponent leaves alone:
+// A–Z a–z 0–9 - _ . ! ~ * ' ( ).
+var unreserved = func() (t [256]bool) {
+	for c := 'A'; c <= 'Z'; c++ {
+		t[c] = true
+	}
+	for c := 'a'; c <= 'z'; c++ {
+		t[c] = true
+	}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = true
+	}
+	for _, c := range "-_.!~*'()" {
+		t[c] = true
+	}
+	return t
+}()
+
+// encodedLen is the length of s once percent-encoded and with ' escaped.
+func encodedLen(s string) int {
+	n := len(s)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '\'':
+			n++ // \'
+		case !unreserved[c]:
+			n += 2 // %XX
+		}
+	}
+	return n
+}
+
+const hexDigits = "0123456789ABCDEF"
+
+// writeEncoded percent-encodes every byte of s outside the unreserved set,
+// byte by byte (so invalid UTF-8 survives the round trip), and escapes '.
+func writeEncoded(b *strings.Builder, s string) {
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if unreserved[c] && c != '\'' {
+			continue
+		}
+		b.WriteString(s[start:i])
+		if c == '\'' {
+			b.WriteString(`\'`)
+		} else {
+			b.WriteByte('%')
+			b.WriteByte(hexDigits[c>>4])
+			b.WriteByte(hexDigits[c&15])
+		}
+		start = i + 1
+	}
+	b.WriteString(s[start:])
+}
+
+// insertAt returns where the comment goes in query: before the trailing run
+// of ';' and white space. ok is false when query must be left unchanged:
+// it is empty, it has a comment, or it ends inside a literal.
+func insertAt(query string) (at int, ok bool) {
+	end := len(query)
+	for end > 0 && (query[end-1] == ';' || isSpace(query[end-1])) {
+		end--
+	}
+	if end == 0 {
+		return 0, false
+	}
+	s := scan(query[:end])
+	if s.comment || s.open {
+		return 0, false
+	}
+	return end, true
+}
+
+func isSpace(c byte) bool {
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'
+}
+
+func isIdent(c byte) bool {
+	return c == '_' || c == '$' || c >= 0x80 ||
+		('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9')
+}
+
+// scanResult describes a statement's lexical structure, as far as comments
+// are concerned.
+type scanResult struct {
+	comment bool // a /* or -- outside literals
+	open    bool // ends inside a literal, quoted identifier or dollar quote
+	// lastStart and lastEnd delimit the last block comment (lastEnd is past
+	// "*/"), or are -1. lastEnd is -1 when that comment is left open.
+	lastStart, lastEnd int
+}
+
+// scan lexes query the way PostgreSQL does for the parts that matter here:
+// '…' literals ('' doubles a quote; E'…' also escapes with \), "…"
+// identifiers, $tag$…$tag$ dollar quotes, -- line comments and nested
+// /* … */ block comments.
+func scan(q string) scanResult {
+	r := scanResult{lastStart: -1, lastEnd: -1}
+	for i := 0; i < len(q); {
+		c := q[i]
+		switch {
+		case c == '\'':
+			escapes := i > 0 && (q[i-1] == 'E' || q[i-1] == 'e') && (i == 1 || !isIdent(q[i-2]))
+			j, ok := skipQuoted(q, i+1, '\'', escapes)
+			if !ok {
+				r.open = true
+				return r
+			}
+			i = j
+		case c == '"':
+			j, ok := skipQuoted(q, i+1, '"', false)
+			if !ok {
+				r.open = true
+				return r
+			}
+			i = j
+		case c == '$' && (i == 0 || !isIdent(q[i-1])):
+			tagEnd, ok := dollarTag(q, i)
+			if !ok {
+				i++
+				continue
+			}
+			tag := q[i:tagEnd]
+			k := strings.Index(q[tagEnd:], tag)
+			if k < 0 {
+				r.open = true
+				return r
+			}
+			i = tagEnd + k + len(tag)
+		case c == '-' && i+1 < len(q) && q[i+1] == '-':
+			r.comment = true
+			k := strings.IndexByte(q[i:], '\n')
+			if k < 0 {
+				return r
+			}
+			i += k + 1
+		case c == '/' && i+1 < len(q) && q[i+1] == '*':
+			r.comment = true
+			r.lastStart = i
+			depth := 1
+			j := i + 2
+			for j < len(q) && depth > 0 {
+				switch {
+				case q[j] == '/' && j+1 < len(q) && q[j+1] == '*':
+					depth++
+					j += 2
+				case q[j] == '*' && j+1 < len(q) && q[j+1] == '/':
+					depth--
+					j += 2
+				default:
+					j++
+				}
+			}
+			if depth > 0 {
+				r.lastEnd = -1
+				r.open = true
+				return r
+			}
+			r.lastEnd = j
+			i = j
+		default:
+			i++
+		}
+	}
+	return r
+}
+
+// skipQuoted returns the index just past the closing quote q of a literal
+// whose body starts at i. A doubled quote is part of the body; with escapes
+// a backslash escapes the next byte.
+func skipQuoted(s string, i int, q byte, escapes bool) (int, bool) {
+	for i < len(s) {
+		c := s[i]
+		switch {
+		case escapes && c == '\\':
+			i += 2
+		case c == q:
+			if i+1 < len(s) && s[i+1] == q {
+				i += 2
+				continue
+			}
+			return i + 1, true
+		default:
+			i++
+		}
+	}
+	return 0, false
+}
+
+// dollarTag returns the end of a dollar-quote opening tag ($$ or $name$)
+// at i, or false when the '$' at i is not one (a $1 parameter, say).
+func dollarTag(s string, i int) (int, bool) {
+	j := i + 1
+	if j < len(s) && s[j] >= '0' && s[j] <= '9' {
+		return 0, false
+	}
+	for j < len(s) && s[j] != '$' {
+		if !isIdent(s[j]) {
+			return 0, false
+		}
+		j++
+	}
+	if j >= len(s) {
+		return 0, false
+	}
+	return j + 1, true
+}
