@@ -1,0 +1,126 @@
+// Package store holds the collector's history: per-minute rollups, hot keys,
+// sampled statements and the policy audit, behind one interface with an
+// embedded (DuckDB) and a clustered (ClickHouse) implementation.
+//
+// This package is pure Go: the implementations live in the subpackages
+// duckstore (cgo) and chstore, and the application picks one; library code
+// never links DuckDB.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+// Errors returned by this package and its implementations, wrapped with %w.
+var (
+	// ErrClosed is returned by calls after Close.
+	ErrClosed = errors.New("store: closed")
+	// ErrInvalid is returned for rows that cannot be stored (an out-of-range
+	// tier, a latency histogram of the wrong length, a zero minute); the
+	// whole batch is rejected and nothing is written.
+	ErrInvalid = errors.New("store: invalid row")
+	// ErrURL is returned by ParseURL for a store URL it cannot read.
+	ErrURL = errors.New("store: invalid store URL")
+	// ErrSpoolCorrupt reports a spool file that could not be decoded; the
+	// spool skips it and goes on.
+	ErrSpoolCorrupt = errors.New("store: corrupt spool file")
+)
+
+// Kinds of rollup.
+const (
+	KindRequest = "request"
+	KindDB      = "db"
+	KindJob     = "job"
+	KindPG      = "pg" // the pg_stat_activity sampler
+)
+
+// Rollup is one minute of one tenant×route×kind from one writer.
+type Rollup struct {
+	Minute  time.Time // UTC, truncated to the minute
+	Writer  string    // identity of the collector instance that wrote it
+	Version uint64    // increases each time the writer re-emits the same row (late reports): the latest version wins
+	Service string    // reporting service ("" for the pg sampler)
+	Tenant  string
+	Route   string
+	Tier    tenant.Tier
+	Kind    string // "request", "db", "job", or "pg" for the pg_stat_activity sampler
+
+	Count, Errors   uint64
+	DurationSeconds float64 // sum
+	RU              float64
+	Bytes, Rows     uint64
+	// ActiveSessionSeconds is, for the pg sampler, the sum over samples of
+	// active sessions × sample interval; DB load (AAS) = this / 60.
+	ActiveSessionSeconds float64
+	// Latency holds ratio.Histogram Dense() buckets (len ratio.NumBuckets) or nil.
+	Latency []uint64
+}
+
+// HotKey is one key's count in one minute from one writer, with the
+// Space-Saving error bound: the true count lies in [Count−Err, Count].
+type HotKey struct {
+	Minute  time.Time
+	Writer  string
+	Version uint64
+	Key     string
+	Tenant  string
+	Count   uint64
+	Err     uint64
+}
+
+// Statement is one sampled slow or long-running statement with its tags.
+type Statement struct {
+	Time                     time.Time
+	Writer                   string
+	PID                      int32
+	Tenant, Route            string
+	Application, Query       string
+	State                    string
+	WaitEventType, WaitEvent string
+	Duration                 time.Duration
+}
+
+// Audit is one policy change: who made it, when, and the rule as JSON.
+type Audit struct {
+	Time          time.Time
+	Who, Action   string
+	PolicyVersion uint64
+	Rule          string // JSON of policy.Rule
+}
+
+// Usage is one tenant's (or tenant×route's) consumption over a range.
+// DBSeconds is kind "db" duration plus "pg" active-session seconds.
+type Usage struct {
+	Tenant, Route   string
+	Requests        uint64
+	Errors          uint64
+	DurationSeconds float64
+	DBSeconds       float64
+	RU              float64
+	Bytes           uint64
+}
+
+// Store keeps the collector's history. Implementations are safe for
+// concurrent use. Writes are idempotent so an at-least-once writer (a retry
+// after a lost reply, a spool replay) never doubles a figure.
+type Store interface {
+	// WriteRollups is idempotent: the same (Minute, Writer, Service, Tenant,
+	// Route, Kind) at the same or older Version never doubles a figure.
+	WriteRollups(ctx context.Context, rows []Rollup) error
+	// WriteHotKeys is idempotent likewise on (Minute, Writer, Key).
+	WriteHotKeys(ctx context.Context, rows []HotKey) error
+	WriteStatements(ctx context.Context, rows []Statement) error
+	WriteAudit(ctx context.Context, rows []Audit) error
+	// Usage sums [from, to) across writers, latest version of each row,
+	// per tenant (Route "") or per tenant×route when byRoute.
+	Usage(ctx context.Context, from, to time.Time, byRoute bool) ([]Usage, error)
+	// History returns one row per minute in [from, to) for one tenant: all
+	// routes, kinds and writers summed, Writer "", Kind "", ordered by minute.
+	History(ctx context.Context, tenant string, from, to time.Time) ([]Rollup, error)
+	Ping(ctx context.Context) error
+	Close() error
+}
