@@ -1,0 +1,129 @@
+package spacesaving
+
+import (
+	"math/bits"
+	"runtime"
+	"sync"
+)
+
+// Concurrent is a Sketch safe for concurrent use, for the request path.
+// It keeps several shards, each a Sketch of the full capacity behind its
+// own lock. A key goes to the shard its hash picks; if that shard is busy
+// it goes to the next free one, so a single hot key does not serialise
+// all callers. Shards are merged on Snapshot and Flush, which keeps the
+// guarantees of a single sketch of the same capacity (Merge).
+//
+// Memory is that of one Sketch per shard; see WithShards.
+type Concurrent struct {
+	shards []shard
+	mask   uint64
+}
+
+type shard struct {
+	mu sync.Mutex
+	s  Sketch
+	_  [64]byte // keep neighbouring locks off one cache line
+}
+
+// ConcurrentOption configures NewConcurrent.
+type ConcurrentOption func(*concurrentConfig)
+
+type concurrentConfig struct{ shards int }
+
+// WithShards sets the number of shards, rounded up to a power of two
+// (default: 4 × GOMAXPROCS, at most 64). n < 1 means the default.
+func WithShards(n int) ConcurrentOption {
+	return func(c *concurrentConfig) {
+		if n >= 1 {
+			c.shards = n
+		}
+	}
+}
+
+// NewConcurrent returns an empty concurrent sketch whose snapshots monitor
+// at most capacity keys. It panics on a capacity New rejects.
+func NewConcurrent(capacity int, opts ...ConcurrentOption) *Concurrent {
+	cfg := concurrentConfig{shards: min(4*runtime.GOMAXPROCS(0), 64)}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	n := 1 << bits.Len(uint(cfg.shards-1))
+	c := &Concurrent{shards: make([]shard, n), mask: uint64(n - 1)}
+	for i := range c.shards {
+		c.shards[i].s = *New(capacity)
+	}
+	return c
+}
+
+// Add counts weight more for key. It never blocks for long: when the
+// key's shard is busy it tries the others before waiting.
+func (c *Concurrent) Add(key string, weight uint64) {
+	if weight == 0 {
+		return
+	}
+	h := hashKey(key)
+	i := h & c.mask // the low bits; the shard sketch uses the high ones
+	for range len(c.shards) {
+		sh := &c.shards[i]
+		if sh.mu.TryLock() {
+			sh.s.addHash(key, h, weight)
+			sh.mu.Unlock()
+			return
+		}
+		i = (i + 1) & c.mask
+	}
+	sh := &c.shards[h&c.mask]
+	sh.mu.Lock()
+	sh.s.addHash(key, h, weight)
+	sh.mu.Unlock()
+}
+
+// Total returns the sum of all weights added so far.
+func (c *Concurrent) Total() uint64 {
+	var t uint64
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		t += sh.s.total
+		sh.mu.Unlock()
+	}
+	return t
+}
+
+// Capacity returns the capacity of the sketches Snapshot returns.
+func (c *Concurrent) Capacity() int { return c.shards[0].s.Capacity() }
+
+// Snapshot returns a merged copy of all shards.
+func (c *Concurrent) Snapshot() *Sketch { return c.collect(false) }
+
+// Flush returns a merged copy of all shards and empties them, to cut a
+// reporting window. Each weight lands in exactly one window.
+func (c *Concurrent) Flush() *Sketch { return c.collect(true) }
+
+func (c *Concurrent) collect(reset bool) *Sketch {
+	out := New(c.Capacity())
+	tmp := New(c.Capacity())
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		if reset {
+			// Swap the shard's memory with tmp: the lock is held for
+			// a copy of pointers, not for the merge.
+			sh.s, *tmp = *tmp, sh.s
+		} else {
+			tmp.copyFrom(&sh.s)
+		}
+		sh.mu.Unlock()
+		out.Merge(tmp)
+		tmp.Reset()
+	}
+	return out
+}
+
+// copyFrom makes s a copy of o, reusing the memory of s (same capacity).
+func (s *Sketch) copyFrom(o *Sketch) {
+	s.heap = append(s.heap[:0], o.heap...)
+	copy(s.index, o.index)
+	copy(s.alpha, o.alpha)
+	s.total = o.total
+}

@@ -1,0 +1,206 @@
+package spacesaving
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/bits"
+)
+
+// Errors returned by UnmarshalBinary; test with errors.Is.
+var (
+	ErrVersion   = errors.New("spacesaving: unknown encoding version")
+	ErrCorrupt   = errors.New("spacesaving: corrupt encoding")
+	ErrTruncated = errors.New("spacesaving: truncated encoding")
+)
+
+// encodingVersion is the first byte of MarshalBinary's output.
+//
+// Version 1, after the version byte, all integers unsigned varints:
+//
+//	capacity, log2(len(alpha)), seed id (8 bytes, little endian), total,
+//	n, n × (len(key), key bytes, count, err), len(alpha) × bucket
+const encodingVersion = 1
+
+// MarshalBinary encodes the sketch: counters, buckets and total. The
+// encoding is versioned and portable between processes.
+func (s *Sketch) MarshalBinary() ([]byte, error) {
+	if s.heap == nil {
+		s.init(DefaultCapacity)
+	}
+	n := 1 + 3*binary.MaxVarintLen64 + 8 + len(s.heap)*(3*binary.MaxVarintLen64) + len(s.alpha)*2
+	for i := range s.heap {
+		n += len(s.heap[i].key)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, encodingVersion)
+	b = binary.AppendUvarint(b, uint64(cap(s.heap)))
+	b = binary.AppendUvarint(b, uint64(64-s.shift))
+	b = binary.LittleEndian.AppendUint64(b, seedID)
+	b = binary.AppendUvarint(b, s.total)
+	b = binary.AppendUvarint(b, uint64(len(s.heap)))
+	for i := range s.heap {
+		c := &s.heap[i]
+		b = binary.AppendUvarint(b, uint64(len(c.key)))
+		b = append(b, c.key...)
+		b = binary.AppendUvarint(b, c.count)
+		b = binary.AppendUvarint(b, c.err)
+	}
+	for _, a := range s.alpha {
+		b = binary.AppendUvarint(b, a)
+	}
+	return b, nil
+}
+
+// UnmarshalBinary replaces the sketch with the one encoded in data. On
+// error the sketch is unchanged. Allocation is bounded by len(data): each
+// counter and bucket takes at least one byte of input.
+//
+// A sketch encoded by another process was hashed with another seed; its
+// buckets are then replaced by their maximum, a bound that holds whatever
+// the hash, so merging it stays correct (if looser for light keys).
+func (s *Sketch) UnmarshalBinary(data []byte) error {
+	d := decoder{b: data}
+	if len(data) == 0 {
+		return fmt.Errorf("%w: empty", ErrTruncated)
+	}
+	if v := d.byte(); v != encodingVersion {
+		return fmt.Errorf("%w: %d", ErrVersion, v)
+	}
+	capacity := d.uvarint()
+	abits := d.uvarint()
+	id := d.uint64()
+	total := d.uvarint()
+	n := d.uvarint()
+	if d.err != nil {
+		return d.err
+	}
+	if capacity < 1 || capacity > MaxCapacity {
+		return fmt.Errorf("%w: capacity %d", ErrCorrupt, capacity)
+	}
+	want := uint64(bits.Len(uint(alphaPerCounter*capacity - 1)))
+	if want < 2 {
+		want = 2
+	}
+	if abits != want {
+		return fmt.Errorf("%w: %d bucket bits for capacity %d", ErrCorrupt, abits, capacity)
+	}
+	if n > capacity {
+		return fmt.Errorf("%w: %d counters for capacity %d", ErrCorrupt, n, capacity)
+	}
+	// Every counter needs 3 bytes and every bucket 1: refuse before
+	// allocating what the input cannot fill.
+	if rest := uint64(len(d.b)); n*3+(1<<abits) > rest {
+		return fmt.Errorf("%w: %d counters and %d buckets in %d bytes", ErrTruncated, n, 1<<abits, rest)
+	}
+	t := new(Sketch)
+	t.init(int(capacity))
+	t.total = total
+	keys := string(d.b) // one allocation for all keys
+	base := len(data) - len(d.b)
+	cs := make([]counter, n)
+	var sum uint64
+	for i := range cs {
+		kl := d.uvarint()
+		if d.err != nil {
+			return d.err
+		}
+		if kl > uint64(len(d.b)) {
+			return fmt.Errorf("%w: key of %d bytes", ErrTruncated, kl)
+		}
+		off := len(data) - len(d.b) - base
+		key := keys[off : off+int(kl)]
+		d.b = d.b[kl:]
+		c := counter{key: key, count: d.uvarint(), err: d.uvarint(), hash: hashKey(key)}
+		if d.err != nil {
+			return d.err
+		}
+		if c.err > c.count || c.count > total {
+			return fmt.Errorf("%w: counter %q: count %d, err %d, total %d", ErrCorrupt, key, c.count, c.err, total)
+		}
+		var carry uint64
+		if sum, carry = bits.Add64(sum, c.count-c.err, 0); carry != 0 || sum > total {
+			return fmt.Errorf("%w: guaranteed counts exceed total %d", ErrCorrupt, total)
+		}
+		cs[i] = c
+	}
+	var amax uint64
+	for i := range t.alpha {
+		t.alpha[i] = d.uvarint()
+		amax = max(amax, t.alpha[i])
+	}
+	if d.err != nil {
+		return d.err
+	}
+	if len(d.b) != 0 {
+		return fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(d.b))
+	}
+	if amax > total {
+		return fmt.Errorf("%w: bucket %d exceeds total %d", ErrCorrupt, amax, total)
+	}
+	if id != seedID {
+		for i := range t.alpha {
+			t.alpha[i] = amax
+		}
+	}
+	for i := range cs {
+		t.heap = append(t.heap, cs[i])
+		if t.find(cs[i].key, cs[i].hash) >= 0 {
+			return fmt.Errorf("%w: key %q twice", ErrCorrupt, cs[i].key)
+		}
+		t.place(i)
+	}
+	for p := len(t.heap)/2 - 1; p >= 0; p-- {
+		t.down(p)
+	}
+	*s = *t
+	return nil
+}
+
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) byte() byte {
+	if d.err != nil || len(d.b) < 1 {
+		d.fail()
+		return 0
+	}
+	v := d.b[0]
+	d.b = d.b[1:]
+	return v
+}
+
+func (d *decoder) uint64() uint64 {
+	if d.err != nil || len(d.b) < 8 {
+		d.fail()
+		return 0
+	}
+	v := binary.LittleEndian.Uint64(d.b)
+	d.b = d.b[8:]
+	return v
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		if n == 0 {
+			d.fail()
+		} else {
+			d.err = fmt.Errorf("%w: varint overflows 64 bits", ErrCorrupt)
+		}
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) fail() {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: input ends early", ErrTruncated)
+	}
+}
