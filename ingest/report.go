@@ -1,0 +1,656 @@
+package ingest
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/qtop-dev/qtop/ratio"
+	"github.com/qtop-dev/qtop/spacesaving"
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+// Errors of the package; test with errors.Is. Every error returned by the
+// package wraps one of them behind an "ingest:" prefix.
+var (
+	// ErrVersion: the report was written by a newer (or unknown) version
+	// of the format than this decoder understands.
+	ErrVersion = errors.New("ingest: unsupported report version")
+	// ErrMalformed: the bytes are not a report (bad magic, truncated,
+	// out-of-range field, trailing bytes, bad compression).
+	ErrMalformed = errors.New("ingest: malformed report")
+	// ErrTooLarge: a body, a decompressed body, a count or a string is
+	// above its limit.
+	ErrTooLarge = errors.New("ingest: report too large")
+	// ErrInvalid: a value cannot be encoded (or an option is out of range).
+	ErrInvalid = errors.New("ingest: invalid value")
+	// ErrShutdown: the reporter or span processor has been shut down.
+	ErrShutdown = errors.New("ingest: shut down")
+)
+
+// OtherTenant is the tenant of the row that holds, with exact totals, the
+// load of every tenant beyond the recorder's tenant sketch. OtherRoute
+// plays the same role for routes beyond a tenant's route limit.
+const (
+	OtherTenant = "other"
+	OtherRoute  = "other"
+	// UnknownTenant counts records that carried no tenant.
+	UnknownTenant = "unknown"
+)
+
+// Source identifies the process that sent a report.
+type Source struct {
+	// Service is the application's name, e.g. "billing-api".
+	Service string
+	// Instance is unique per process lifetime (a restart gets a new one),
+	// so that Seq restarting from 1 is never taken for a duplicate.
+	Instance string
+	// Host is the machine or pod name.
+	Host string
+}
+
+// Row is the aggregate of one tenant × route × kind over a report's window.
+type Row struct {
+	Tenant string
+	Route  string
+	// Tier is the tier of the most recent record of the row.
+	Tier tenant.Tier
+	Kind Kind
+	// Count and Errors count records.
+	Count, Errors uint64
+	// Duration is the sum of the records' durations.
+	Duration time.Duration
+	// RU is the sum of the records' request units.
+	RU float64
+	// Bytes and Rows are sums.
+	Bytes, Rows uint64
+	// Latency is the histogram of the records' durations.
+	Latency ratio.Histogram
+}
+
+// Enforcement is what the enforce package did during the window, per tier
+// (index tenant.Tier.Index(): 0 for T0 … 3 for T3).
+type Enforcement struct {
+	Admitted, Throttled, Shed   [tenant.NumTiers]uint64
+	ShadowThrottled, ShadowShed [tenant.NumTiers]uint64
+	PriceMultiplier             [tenant.NumTiers]float64
+}
+
+// Report is what a process sends per window. See the package
+// documentation for its encoding.
+type Report struct {
+	// Version is the format version the report was decoded from; 0 or
+	// CurrentVersion when encoding.
+	Version uint16
+	Source  Source
+	// Seq increases by one per report of a Source; the collector drops a
+	// report whose (Source.Instance, Seq) it has already merged, which
+	// happens when a reply was lost and the reporter retried.
+	Seq uint64
+	// Start and End bound the window: [Start, End).
+	Start, End time.Time
+	// Rows are the tenant × route × kind aggregates, at most one per
+	// combination, in no particular order.
+	Rows []Row
+	// Keys are the hot keys of the window (key → number of records that
+	// touched it), with Space-Saving error bounds; nil when no record
+	// carried a key.
+	Keys *spacesaving.Sketch
+	// KeyTenants maps a top key to the tenant that last touched it;
+	// optional and possibly partial.
+	KeyTenants map[string]string
+	// Enforcement holds the enforce package's counters of the window.
+	Enforcement Enforcement
+}
+
+// Format constants. See the package documentation for the layout.
+const (
+	// CurrentVersion is the format version MarshalBinary writes.
+	CurrentVersion uint16 = 1
+	// ContentType is the media type of a report body (POST /v1/reports).
+	// The compression is named inside the body's header, so no
+	// Content-Encoding is needed.
+	ContentType = "application/vnd.qtop.report"
+
+	// MaxReportBytes bounds an encoded (compressed) report; the collector
+	// rejects a larger body with 413 before reading it all.
+	MaxReportBytes = 4 << 20
+	// MaxDecodedBytes bounds a report once decompressed.
+	MaxDecodedBytes = 32 << 20
+	// MaxRows bounds the rows of one report. A decoded row holds a
+	// ratio.Histogram of about 9 KiB, so this also bounds what a forged
+	// body can make the decoder allocate (about 150 MB).
+	MaxRows = 16_384
+	// MaxStrings bounds the string table of one report.
+	MaxStrings = 2 * MaxRows
+	// MaxStringLen bounds every string of a report (tenant, route, key,
+	// source fields).
+	MaxStringLen = 1024
+	// MaxSketchBytes bounds the encoded key sketch.
+	MaxSketchBytes = 8 << 20
+	// MaxKeyTenants bounds Report.KeyTenants.
+	MaxKeyTenants = 100_000
+)
+
+// The compression of a body, byte 6 of the header.
+const (
+	codecNone byte = 0
+	codecZstd byte = 1
+)
+
+var magic = [4]byte{'q', 't', 'r', 'p'}
+
+const headerLen = 8
+
+// zstd is safe for concurrent EncodeAll/DecodeAll; one of each serves the
+// whole process. They are created on first use.
+var (
+	zenc = sync.OnceValue(func() *zstd.Encoder {
+		e, err := zstd.NewWriter(nil,
+			zstd.WithEncoderConcurrency(1),
+			zstd.WithEncoderLevel(zstd.SpeedDefault),
+			zstd.WithEncoderCRC(false),
+			zstd.WithLowerEncoderMem(true))
+		if err != nil {
+			panic("ingest: zstd encoder: " + err.Error()) // only on bad options
+		}
+		return e
+	})
+	zdec = sync.OnceValue(func() *zstd.Decoder {
+		d, err := zstd.NewReader(nil,
+			zstd.WithDecoderConcurrency(1),
+			zstd.WithDecoderMaxMemory(MaxDecodedBytes),
+			zstd.WithDecoderMaxWindow(MaxDecodedBytes),
+			zstd.WithDecodeAllCapLimit(true))
+		if err != nil {
+			panic("ingest: zstd decoder: " + err.Error())
+		}
+		return d
+	})
+)
+
+// MarshalBinary encodes r, compressed, as the body of POST /v1/reports.
+func (r *Report) MarshalBinary() ([]byte, error) {
+	raw, err := r.appendRaw(make([]byte, 0, 64+len(r.Rows)*48))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, headerLen, headerLen+binary.MaxVarintLen64+len(raw)/2+64)
+	copy(out, magic[:])
+	binary.BigEndian.PutUint16(out[4:], CurrentVersion)
+	out[6] = codecZstd
+	out = binary.AppendUvarint(out, uint64(len(raw)))
+	out = zenc().EncodeAll(raw, out)
+	if len(out) > MaxReportBytes {
+		return nil, fmt.Errorf("%w: %d bytes encoded, at most %d", ErrTooLarge, len(out), MaxReportBytes)
+	}
+	return out, nil
+}
+
+// marshalUncompressed is MarshalBinary without compression (codec 0), for
+// tests and measurements.
+func (r *Report) marshalUncompressed() ([]byte, error) {
+	raw, err := r.appendRaw(nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, headerLen, headerLen+binary.MaxVarintLen64+len(raw))
+	copy(out, magic[:])
+	binary.BigEndian.PutUint16(out[4:], CurrentVersion)
+	out[6] = codecNone
+	out = binary.AppendUvarint(out, uint64(len(raw)))
+	return append(out, raw...), nil
+}
+
+func (r *Report) appendRaw(b []byte) ([]byte, error) {
+	if r.Version != 0 && r.Version != CurrentVersion {
+		return nil, fmt.Errorf("%w: cannot encode version %d (this build writes %d)", ErrVersion, r.Version, CurrentVersion)
+	}
+	if r.Start.IsZero() || r.End.Before(r.Start) {
+		return nil, fmt.Errorf("%w: window [%v, %v) (start is required, end must not precede it)", ErrInvalid, r.Start, r.End)
+	}
+	if len(r.Rows) > MaxRows {
+		return nil, fmt.Errorf("%w: %d rows, at most %d", ErrTooLarge, len(r.Rows), MaxRows)
+	}
+	if len(r.KeyTenants) > MaxKeyTenants {
+		return nil, fmt.Errorf("%w: %d key tenants, at most %d", ErrTooLarge, len(r.KeyTenants), MaxKeyTenants)
+	}
+	var err error
+	str := func(s string) {
+		if err == nil && len(s) > MaxStringLen {
+			err = fmt.Errorf("%w: string of %d bytes, at most %d", ErrTooLarge, len(s), MaxStringLen)
+		}
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	str(r.Source.Service)
+	str(r.Source.Instance)
+	str(r.Source.Host)
+	b = binary.AppendUvarint(b, r.Seq)
+	b = binary.AppendVarint(b, r.Start.UnixNano())
+	b = binary.AppendUvarint(b, uint64(r.End.Sub(r.Start)))
+
+	// String table: every tenant and route once, in order of first use.
+	index := make(map[string]uint64, 2*len(r.Rows)+len(r.KeyTenants))
+	table := make([]string, 0, 2*len(r.Rows)+len(r.KeyTenants))
+	intern := func(s string) uint64 {
+		i, ok := index[s]
+		if !ok {
+			i = uint64(len(table))
+			index[s] = i
+			table = append(table, s)
+		}
+		return i
+	}
+	for i := range r.Rows {
+		intern(r.Rows[i].Tenant)
+		intern(r.Rows[i].Route)
+	}
+	keys := make([]string, 0, len(r.KeyTenants))
+	for k, t := range r.KeyTenants {
+		keys = append(keys, k)
+		intern(t)
+	}
+	sort.Strings(keys) // deterministic output
+	b = binary.AppendUvarint(b, uint64(len(table)))
+	for _, s := range table {
+		str(s)
+	}
+
+	b = binary.AppendUvarint(b, uint64(len(r.Rows)))
+	for i := range r.Rows {
+		row := &r.Rows[i]
+		if row.Tier != tenant.TierUnset && !row.Tier.Valid() {
+			return nil, fmt.Errorf("%w: row %d: tier %d", ErrInvalid, i, uint8(row.Tier))
+		}
+		if !row.Kind.Valid() {
+			return nil, fmt.Errorf("%w: row %d: kind %d", ErrInvalid, i, uint8(row.Kind))
+		}
+		if !finite(row.RU) || row.RU < 0 || row.Duration < 0 || row.Errors > row.Count {
+			return nil, fmt.Errorf("%w: row %d (%s %s): ru %v, duration %v, %d errors of %d", ErrInvalid, i, row.Tenant, row.Route, row.RU, row.Duration, row.Errors, row.Count)
+		}
+		b = binary.AppendUvarint(b, index[row.Tenant])
+		b = binary.AppendUvarint(b, index[row.Route])
+		b = append(b, byte(row.Tier), byte(row.Kind))
+		b = binary.AppendUvarint(b, row.Count)
+		b = binary.AppendUvarint(b, row.Errors)
+		b = binary.AppendUvarint(b, uint64(row.Duration))
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(row.RU))
+		b = binary.AppendUvarint(b, row.Bytes)
+		b = binary.AppendUvarint(b, row.Rows)
+		b = appendHistogram(b, &row.Latency)
+	}
+
+	if r.Keys == nil {
+		b = binary.AppendUvarint(b, 0)
+	} else {
+		kb, kerr := r.Keys.MarshalBinary()
+		if kerr != nil {
+			return nil, fmt.Errorf("%w: key sketch: %v", ErrInvalid, kerr)
+		}
+		if len(kb) > MaxSketchBytes {
+			return nil, fmt.Errorf("%w: key sketch of %d bytes, at most %d", ErrTooLarge, len(kb), MaxSketchBytes)
+		}
+		b = binary.AppendUvarint(b, uint64(len(kb))+1) // 0 means no sketch
+		b = append(b, kb...)
+	}
+	b = binary.AppendUvarint(b, uint64(len(keys)))
+	for _, k := range keys {
+		str(k)
+		b = binary.AppendUvarint(b, index[r.KeyTenants[k]])
+	}
+
+	e := &r.Enforcement
+	for _, a := range [...]*[tenant.NumTiers]uint64{&e.Admitted, &e.Throttled, &e.Shed, &e.ShadowThrottled, &e.ShadowShed} {
+		for _, v := range a {
+			b = binary.AppendUvarint(b, v)
+		}
+	}
+	for i, v := range e.PriceMultiplier {
+		if !finite(v) || v < 0 {
+			return nil, fmt.Errorf("%w: price multiplier of T%d: %v", ErrInvalid, i, v)
+		}
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxDecodedBytes {
+		return nil, fmt.Errorf("%w: %d bytes before compression, at most %d", ErrTooLarge, len(b), MaxDecodedBytes)
+	}
+	return b, nil
+}
+
+// appendHistogram writes the non-empty buckets as (gap, count) pairs, the
+// gap being the bucket index minus the previous index plus one.
+func appendHistogram(b []byte, h *ratio.Histogram) []byte {
+	n := 0
+	h.Buckets(func(int, uint64) { n++ })
+	b = binary.AppendUvarint(b, uint64(n))
+	next := 0
+	h.Buckets(func(i int, c uint64) {
+		b = binary.AppendUvarint(b, uint64(i-next))
+		b = binary.AppendUvarint(b, c)
+		next = i + 1
+	})
+	return b
+}
+
+func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
+
+// DecodeReport decodes a body written by MarshalBinary into a new Report.
+// It never panics and never allocates more than a bounded amount,
+// whatever b holds. A report of a newer format version gives ErrVersion;
+// anything else that is not a report gives ErrMalformed or ErrTooLarge.
+func DecodeReport(b []byte) (*Report, error) {
+	r := new(Report)
+	if err := r.UnmarshalBinary(b); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// UnmarshalBinary decodes b like DecodeReport, into r. It reuses r.Rows
+// (and their histograms) when it has the capacity, so a collector that
+// decodes into one Report per worker allocates little per report. On error
+// r is left empty and usable.
+func (r *Report) UnmarshalBinary(b []byte) error {
+	raw, v, err := openBody(b)
+	if err == nil {
+		d := decoder{b: raw}
+		d.report(r)
+		err = d.err
+		if err == nil && len(d.b) != 0 {
+			err = fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(d.b))
+		}
+	}
+	if err != nil {
+		r.clear()
+		return err
+	}
+	r.Version = v
+	return nil
+}
+
+// clear empties r, keeping the capacity of Rows.
+func (r *Report) clear() {
+	rows := r.Rows[:0]
+	*r = Report{Rows: rows}
+}
+
+// openBody checks the header and returns the decompressed body and the
+// version.
+func openBody(b []byte) ([]byte, uint16, error) {
+	if len(b) > MaxReportBytes {
+		return nil, 0, fmt.Errorf("%w: body of %d bytes, at most %d", ErrTooLarge, len(b), MaxReportBytes)
+	}
+	if len(b) < headerLen || [4]byte(b[:4]) != magic {
+		return nil, 0, fmt.Errorf("%w: not a qtop report (bad magic)", ErrMalformed)
+	}
+	v := binary.BigEndian.Uint16(b[4:])
+	if v == 0 || v > CurrentVersion {
+		return nil, 0, fmt.Errorf("%w: report format version %d, this decoder reads versions 1 to %d; upgrade the collector", ErrVersion, v, CurrentVersion)
+	}
+	codec, reserved := b[6], b[7]
+	if reserved != 0 {
+		return nil, 0, fmt.Errorf("%w: reserved header byte is %d", ErrMalformed, reserved)
+	}
+	rawLen, n := binary.Uvarint(b[headerLen:])
+	if n <= 0 {
+		return nil, 0, fmt.Errorf("%w: bad length", ErrMalformed)
+	}
+	if rawLen > MaxDecodedBytes {
+		return nil, 0, fmt.Errorf("%w: %d bytes decompressed, at most %d", ErrTooLarge, rawLen, MaxDecodedBytes)
+	}
+	body := b[headerLen+n:]
+	var raw []byte
+	switch codec {
+	case codecNone:
+		raw = body
+	case codecZstd:
+		var err error
+		raw, err = zdec().DecodeAll(body, make([]byte, 0, rawLen))
+		if err != nil {
+			return nil, 0, fmt.Errorf("%w: zstd: %v", ErrMalformed, err)
+		}
+	default:
+		return nil, 0, fmt.Errorf("%w: unknown compression %d", ErrMalformed, codec)
+	}
+	if uint64(len(raw)) != rawLen {
+		return nil, 0, fmt.Errorf("%w: body is %d bytes, header says %d", ErrMalformed, len(raw), rawLen)
+	}
+	return raw, v, nil
+}
+
+// decoder reads the raw body; the first error sticks and every later read
+// returns zero values.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(err error) {
+	if d.err == nil {
+		d.err = err
+		d.b = nil
+	}
+}
+
+func (d *decoder) uvarint(what string) uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail(fmt.Errorf("%w: %s: truncated or overlong varint", ErrMalformed, what))
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint(what string) int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail(fmt.Errorf("%w: %s: truncated or overlong varint", ErrMalformed, what))
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) bytes(n uint64, what string) []byte {
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.b)) {
+		d.fail(fmt.Errorf("%w: %s: %d bytes wanted, %d left", ErrMalformed, what, n, len(d.b)))
+		return nil
+	}
+	p := d.b[:n]
+	d.b = d.b[n:]
+	return p
+}
+
+func (d *decoder) byte(what string) byte {
+	p := d.bytes(1, what)
+	if p == nil {
+		return 0
+	}
+	return p[0]
+}
+
+func (d *decoder) float(what string) float64 {
+	p := d.bytes(8, what)
+	if p == nil {
+		return 0
+	}
+	f := math.Float64frombits(binary.LittleEndian.Uint64(p))
+	if !finite(f) || f < 0 {
+		d.fail(fmt.Errorf("%w: %s: %v (want a finite number ≥ 0)", ErrMalformed, what, f))
+		return 0
+	}
+	return f
+}
+
+func (d *decoder) string(what string) string {
+	n := d.uvarint(what)
+	if n > MaxStringLen {
+		d.fail(fmt.Errorf("%w: %s of %d bytes, at most %d", ErrTooLarge, what, n, MaxStringLen))
+		return ""
+	}
+	return string(d.bytes(n, what))
+}
+
+// count reads an element count, checked against its limit and against
+// the bytes left (each element takes at least minSize bytes), so that a
+// forged count never makes the decoder allocate.
+func (d *decoder) count(what string, limit uint64, minSize int) int {
+	n := d.uvarint(what)
+	if d.err != nil {
+		return 0
+	}
+	if n > limit {
+		d.fail(fmt.Errorf("%w: %d %s, at most %d", ErrTooLarge, n, what, limit))
+		return 0
+	}
+	if n > uint64(len(d.b)/minSize) {
+		d.fail(fmt.Errorf("%w: %d %s in %d bytes", ErrMalformed, n, what, len(d.b)))
+		return 0
+	}
+	return int(n)
+}
+
+// minRowLen is the smallest encoded row: 2 indexes, tier, kind, 5 varints,
+// the RU and the bucket count.
+const minRowLen = 2 + 2 + 5 + 8 + 1
+
+func (d *decoder) report(r *Report) {
+	rows := r.Rows[:0]
+	*r = Report{}
+	r.Source.Service = d.string("source service")
+	r.Source.Instance = d.string("source instance")
+	r.Source.Host = d.string("source host")
+	r.Seq = d.uvarint("seq")
+	start := d.varint("start")
+	span := d.uvarint("window")
+	if span > math.MaxInt64 || (start > 0 && int64(span) > math.MaxInt64-start) {
+		d.fail(fmt.Errorf("%w: window of %d ns", ErrMalformed, span))
+	}
+	r.Start = time.Unix(0, start).UTC()
+	r.End = r.Start.Add(time.Duration(span))
+
+	table := make([]string, d.count("strings", MaxStrings, 1))
+	for i := range table {
+		table[i] = d.string("string")
+	}
+	ref := func(what string) string {
+		i := d.uvarint(what)
+		if d.err != nil {
+			return ""
+		}
+		if i >= uint64(len(table)) {
+			d.fail(fmt.Errorf("%w: %s refers to string %d of %d", ErrMalformed, what, i, len(table)))
+			return ""
+		}
+		return table[i]
+	}
+
+	n := d.count("rows", MaxRows, minRowLen)
+	if n > cap(rows) {
+		rows = make([]Row, n)
+	} else {
+		rows = rows[:n]
+		for i := range rows {
+			rows[i].Latency.Reset()
+		}
+	}
+	r.Rows = rows
+	for i := range r.Rows {
+		row := &r.Rows[i]
+		row.Tenant = ref("row tenant")
+		row.Route = ref("row route")
+		row.Tier = tenant.Tier(d.byte("row tier"))
+		row.Kind = Kind(d.byte("row kind"))
+		row.Count = d.uvarint("row count")
+		row.Errors = d.uvarint("row errors")
+		dur := d.uvarint("row duration")
+		row.RU = d.float("row ru")
+		row.Bytes = d.uvarint("row bytes")
+		row.Rows = d.uvarint("row rows")
+		d.histogram(&row.Latency)
+		if d.err != nil {
+			break
+		}
+		switch {
+		case row.Tier != tenant.TierUnset && !row.Tier.Valid():
+			d.fail(fmt.Errorf("%w: row %d: tier %d", ErrMalformed, i, uint8(row.Tier)))
+		case !row.Kind.Valid():
+			d.fail(fmt.Errorf("%w: row %d: kind %d", ErrMalformed, i, uint8(row.Kind)))
+		case row.Errors > row.Count:
+			d.fail(fmt.Errorf("%w: row %d: %d errors of %d records", ErrMalformed, i, row.Errors, row.Count))
+		case dur > math.MaxInt64:
+			d.fail(fmt.Errorf("%w: row %d: duration %d ns", ErrMalformed, i, dur))
+		}
+		row.Duration = time.Duration(dur)
+	}
+
+	if n := d.uvarint("key sketch length"); n > 0 {
+		if n-1 > MaxSketchBytes {
+			d.fail(fmt.Errorf("%w: key sketch of %d bytes, at most %d", ErrTooLarge, n-1, MaxSketchBytes))
+		}
+		if kb := d.bytes(n-1, "key sketch"); d.err == nil {
+			s := new(spacesaving.Sketch)
+			if err := s.UnmarshalBinary(kb); err != nil {
+				d.fail(fmt.Errorf("%w: key sketch: %v", ErrMalformed, err))
+			} else {
+				r.Keys = s
+			}
+		}
+	}
+	if n := d.count("key tenants", MaxKeyTenants, 2); n > 0 {
+		r.KeyTenants = make(map[string]string, n)
+		for range n {
+			k := d.string("key")
+			r.KeyTenants[k] = ref("key tenant")
+		}
+	}
+
+	e := &r.Enforcement
+	for _, a := range [...]*[tenant.NumTiers]uint64{&e.Admitted, &e.Throttled, &e.Shed, &e.ShadowThrottled, &e.ShadowShed} {
+		for i := range a {
+			a[i] = d.uvarint("enforcement counter")
+		}
+	}
+	for i := range e.PriceMultiplier {
+		e.PriceMultiplier[i] = d.float("price multiplier")
+	}
+}
+
+// histogram reads what appendHistogram wrote.
+func (d *decoder) histogram(h *ratio.Histogram) {
+	n := d.count("histogram buckets", ratio.NumBuckets, 2)
+	next := uint64(0)
+	for range n {
+		i := next + d.uvarint("bucket gap")
+		c := d.uvarint("bucket count")
+		if d.err != nil {
+			return
+		}
+		if i >= ratio.NumBuckets || i < next {
+			d.fail(fmt.Errorf("%w: histogram bucket %d (at most %d buckets, increasing)", ErrMalformed, i, ratio.NumBuckets))
+			return
+		}
+		h.AddBucket(int(i), c)
+		next = i + 1
+	}
+}
