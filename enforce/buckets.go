@@ -1,0 +1,245 @@
+package enforce
+
+import (
+	"fmt"
+	"hash/maphash"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const numShards = 64
+
+// Buckets is a set of RU token buckets, one per key (usually a tenant),
+// created on first use with the limit a caller-given function resolves
+// (plan, override, policy cap) and evicted once idle, so memory stays
+// bounded by WithMaxKeys. The decision path takes the time as an argument,
+// does not allocate once the key exists, and scales across cores for
+// distinct keys. Safe for concurrent use. Make one with NewBuckets.
+type Buckets struct {
+	seed     maphash.Seed
+	shards   [numShards]shard
+	def      Limit
+	limitOf  func(key string) (Limit, bool)
+	gen      atomic.Uint64
+	perShard int
+	idle     time.Duration
+	evicted  atomic.Uint64
+}
+
+type shard struct {
+	mu sync.RWMutex
+	m  map[string]*Bucket
+	_  [32]byte // keep shards on separate cache lines
+}
+
+type bucketsConfig struct {
+	limitOf func(string) (Limit, bool)
+	maxKeys int
+	idle    time.Duration
+}
+
+// BucketsOption configures NewBuckets.
+type BucketsOption func(*bucketsConfig)
+
+// WithLimitOf sets the function that resolves a key's limit when its
+// bucket is made or after Invalidate. Returning false (or an invalid
+// limit) means the default limit.
+func WithLimitOf(f func(key string) (Limit, bool)) BucketsOption {
+	return func(c *bucketsConfig) { c.limitOf = f }
+}
+
+// WithMaxKeys bounds the number of buckets kept (default 100,000). Past it,
+// full buckets are evicted first, then the fullest ones.
+func WithMaxKeys(n int) BucketsOption { return func(c *bucketsConfig) { c.maxKeys = n } }
+
+// WithIdle sets how long a bucket must have been full before a sweep
+// evicts it (default one minute). A full bucket is the same as a new one,
+// so evicting it loses nothing.
+func WithIdle(d time.Duration) BucketsOption { return func(c *bucketsConfig) { c.idle = d } }
+
+// NewBuckets returns an empty set of buckets whose default limit is def.
+func NewBuckets(def Limit, opts ...BucketsOption) (*Buckets, error) {
+	if err := def.Validate(); err != nil {
+		return nil, err
+	}
+	c := bucketsConfig{maxKeys: 100_000, idle: time.Minute}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.maxKeys < 1 {
+		return nil, fmt.Errorf("%w: max keys %d (want ≥ 1)", ErrConfig, c.maxKeys)
+	}
+	if c.idle < 0 {
+		return nil, fmt.Errorf("%w: idle %v (want ≥ 0)", ErrConfig, c.idle)
+	}
+	k := &Buckets{seed: maphash.MakeSeed(), def: def, limitOf: c.limitOf, idle: c.idle,
+		perShard: max(1, (c.maxKeys+numShards-1)/numShards)}
+	for i := range k.shards {
+		k.shards[i].m = make(map[string]*Bucket)
+	}
+	return k, nil
+}
+
+func (k *Buckets) resolve(key string) Limit {
+	if k.limitOf != nil {
+		if l, ok := k.limitOf(key); ok && l.Validate() == nil {
+			return l
+		}
+	}
+	return k.def
+}
+
+// get returns key's bucket, creating it, and brings its limit up to date.
+func (k *Buckets) get(n int64, key string) *Bucket {
+	s := &k.shards[maphash.String(k.seed, key)%numShards]
+	s.mu.RLock()
+	b := s.m[key]
+	s.mu.RUnlock()
+	gen := k.gen.Load()
+	if b == nil {
+		return k.insert(s, n, key, gen)
+	}
+	if b.p.Load().gen != gen {
+		b.setParams(n, newParams(k.resolve(key), gen))
+	}
+	return b
+}
+
+func (k *Buckets) insert(s *shard, n int64, key string, gen uint64) *Bucket {
+	l := k.resolve(key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.m[key]; b != nil {
+		return b
+	}
+	if len(s.m) >= k.perShard {
+		k.evictLocked(s, n)
+	}
+	b := &Bucket{}
+	b.p.Store(newParams(l, gen))
+	b.tat.Store(math.MinInt64 / 2)
+	s.m[key] = b
+	return b
+}
+
+// evictLocked removes idle full buckets, or else the fullest one.
+func (k *Buckets) evictLocked(s *shard, n int64) {
+	var (
+		victim string
+		minTat int64 = math.MaxInt64
+		freed  int
+	)
+	for key, b := range s.m {
+		t := b.tat.Load()
+		if t+int64(k.idle) <= n {
+			delete(s.m, key)
+			freed++
+			continue
+		}
+		if t < minTat {
+			minTat, victim = t, key
+		}
+	}
+	if freed == 0 && victim != "" {
+		delete(s.m, victim)
+		freed++
+	}
+	k.evicted.Add(uint64(freed))
+}
+
+// AllowAt reports whether key may start work at now (its bucket holds
+// more than zero tokens) and, when not, how long until it may.
+func (k *Buckets) AllowAt(now time.Time, key string) (ok bool, wait time.Duration) {
+	n := now.UnixNano()
+	b := k.get(n, key)
+	p := b.p.Load()
+	tat := b.tat.Load()
+	if tat-n < p.burstNs {
+		return true, 0
+	}
+	return false, retryAfter(p, tat, n)
+}
+
+// ChargeAt charges key ru tokens at now, into debt if needed.
+func (k *Buckets) ChargeAt(now time.Time, key string, ru float64) {
+	if !(ru > 0) {
+		return
+	}
+	n := now.UnixNano()
+	b := k.get(n, key)
+	b.charge(n, ru*b.p.Load().nsPerRU)
+}
+
+// TakeAt admits work of known cost ru for key: when its bucket holds more
+// than zero tokens it is charged and TakeAt returns true; otherwise it
+// returns false and how long until the bucket is back above zero.
+func (k *Buckets) TakeAt(now time.Time, key string, ru float64) (bool, time.Duration) {
+	n := now.UnixNano()
+	b := k.get(n, key)
+	if b.TakeAt(now, ru) {
+		return true, 0
+	}
+	return false, retryAfter(b.p.Load(), b.tat.Load(), n)
+}
+
+// TokensAt returns key's tokens at now (negative: debt).
+func (k *Buckets) TokensAt(now time.Time, key string) float64 {
+	n := now.UnixNano()
+	b := k.get(n, key)
+	return tokens(b.p.Load(), b.tat.Load(), n)
+}
+
+// LimitOf returns the limit key's bucket currently uses (resolving it
+// when the key has no bucket yet).
+func (k *Buckets) LimitOf(key string) Limit {
+	s := &k.shards[maphash.String(k.seed, key)%numShards]
+	s.mu.RLock()
+	b := s.m[key]
+	s.mu.RUnlock()
+	if b == nil || b.p.Load().gen != k.gen.Load() {
+		return k.resolve(key)
+	}
+	return b.p.Load().limit
+}
+
+// Invalidate makes every bucket resolve its limit again on next use,
+// keeping the tokens (and debt) it holds. Call it after plans, overrides
+// or policy caps change.
+func (k *Buckets) Invalidate() { k.gen.Add(1) }
+
+// SweepAt evicts every bucket that has been full for the idle duration at
+// now and returns how many it evicted.
+func (k *Buckets) SweepAt(now time.Time) int {
+	n := now.UnixNano()
+	var freed int
+	for i := range k.shards {
+		s := &k.shards[i]
+		s.mu.Lock()
+		for key, b := range s.m {
+			if b.tat.Load()+int64(k.idle) <= n {
+				delete(s.m, key)
+				freed++
+			}
+		}
+		s.mu.Unlock()
+	}
+	k.evicted.Add(uint64(freed))
+	return freed
+}
+
+// Len returns the number of buckets held.
+func (k *Buckets) Len() int {
+	var n int
+	for i := range k.shards {
+		s := &k.shards[i]
+		s.mu.RLock()
+		n += len(s.m)
+		s.mu.RUnlock()
+	}
+	return n
+}
+
+// Evicted returns the cumulative number of evicted buckets.
+func (k *Buckets) Evicted() uint64 { return k.evicted.Load() }
