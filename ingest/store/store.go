@@ -93,7 +93,12 @@ type Audit struct {
 }
 
 // Usage is one tenant's (or tenant×route's) consumption over a range.
-// DBSeconds is kind "db" duration plus "pg" active-session seconds.
+//
+// Requests, Errors and DurationSeconds sum the Count, Errors and
+// DurationSeconds of kinds "request" and "job" (units of work a caller
+// waited for); DBSeconds is kind "db" DurationSeconds plus kind "pg"
+// ActiveSessionSeconds; RU and Bytes sum every kind. Tenant "" is load no
+// tenant tag covered (the unattributed line of a cost report).
 type Usage struct {
 	Tenant, Route   string
 	Requests        uint64
