@@ -1,0 +1,130 @@
+package pgactivity
+
+import (
+	"strings"
+	"time"
+
+	"github.com/qtop-dev/qtop/sqlcomment"
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+// Backend states as pg_stat_activity reports them.
+const (
+	StateActive            = "active"
+	StateIdle              = "idle"
+	StateIdleInTransaction = "idle in transaction"
+	StateIdleInAborted     = "idle in transaction (aborted)"
+	StateFastpath          = "fastpath function call"
+)
+
+// WaitCPU is the wait class of an active session that waits on nothing:
+// it is running (or runnable) on a CPU, as Performance Insights names it.
+const WaitCPU = "CPU"
+
+// HiddenQuery is the text PostgreSQL shows instead of another role's
+// statement to a role without pg_read_all_stats (which pg_monitor includes).
+const HiddenQuery = "<insufficient privilege>"
+
+// Backend is one client session as one sample saw it.
+type Backend struct {
+	PID      int32
+	Database string
+	User     string
+	// Application is application_name, or the sqlcommenter tag
+	// "application" when the session set none.
+	Application string
+
+	// From the statement's sqlcommenter comment (sqlcomment.Parse); ""
+	// (and TierUnset) when untagged, when the comment is malformed or was
+	// cut off by track_activity_query_size, or when a value is not a valid
+	// tenant or route (tenant.ValidateTenant, tenant.ValidateRoute).
+	Tenant string
+	Route  string
+	Tier   tenant.Tier
+	Tags   map[string]string // every tag of the comment; nil when untagged
+
+	State         string // StateActive, StateIdle, …; "" when hidden
+	WaitEventType string // "" when not waiting
+	WaitEvent     string
+
+	// QueryStart is when the current (or, for idle sessions, the last)
+	// statement started; zero when unknown.
+	QueryStart time.Time
+	// Duration is how long the statement has run, by the server's clock,
+	// for active sessions; zero for the others.
+	Duration time.Duration
+	Query    string
+	// Truncated: the query text fills track_activity_query_size, so its end
+	// (where sqlcommenter puts the comment) may be missing.
+	Truncated bool
+
+	// BlockedBy lists the pids that block this session (pg_blocking_pids);
+	// nil when it waits for no lock.
+	BlockedBy []int32
+}
+
+// Active reports whether the session counts toward database load: it is
+// running a statement, on a CPU or waiting.
+func (b *Backend) Active() bool { return b.State == StateActive || b.State == StateFastpath }
+
+// Hidden reports whether PostgreSQL hid this session's details from the
+// sampling role.
+func (b *Backend) Hidden() bool { return b.Query == HiddenQuery && b.State == "" }
+
+// Wait returns the session's wait class for load accounting: its
+// wait_event_type, or WaitCPU when it waits on nothing.
+func (b *Backend) Wait() string {
+	if b.WaitEventType == "" {
+		return WaitCPU
+	}
+	return b.WaitEventType
+}
+
+// Snapshot is one sample of pg_stat_activity.
+type Snapshot struct {
+	// Time is when the sample was taken, by the sampler's clock.
+	Time     time.Time
+	Backends []Backend
+	// Hidden counts the sessions whose details PostgreSQL hid from the
+	// sampling role (see ErrInsufficientPrivilege).
+	Hidden int
+}
+
+// setTags fills the tag fields of b from its query text. A truncated query
+// lost its end, where sqlcommenter appends the comment: only a comment that
+// opens the statement is read from it. Nothing here panics on any input.
+func (b *Backend) setTags() {
+	q := b.Query
+	if b.Truncated && !endsWithComment(q) {
+		t := strings.TrimLeft(q, " \t\r\n")
+		end := strings.Index(t, "*/")
+		if !strings.HasPrefix(t, "/*") || end < 0 {
+			return
+		}
+		q = t[:end+2]
+	}
+	tags, err := sqlcomment.Parse(q)
+	if err != nil || len(tags) == 0 {
+		return
+	}
+	b.Tags = tags
+	if v := tags[sqlcomment.KeyTenant]; tenant.ValidateTenant(v) == nil {
+		b.Tenant = v
+	}
+	if v := tags[sqlcomment.KeyRoute]; v != "" && tenant.ValidateRoute(v) == nil {
+		b.Route = v
+	}
+	if t, err := tenant.ParseTier(tags[sqlcomment.KeyTier]); err == nil {
+		b.Tier = t
+	}
+	if b.Application == "" {
+		b.Application = tags[sqlcomment.KeyApplication]
+	}
+}
+
+// endsWithComment reports whether q ends with a closed block comment,
+// optionally followed by ';' and spaces.
+func endsWithComment(q string) bool {
+	q = strings.TrimRight(q, " \t\r\n;")
+	return strings.HasSuffix(q, "*/")
+}

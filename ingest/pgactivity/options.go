@@ -1,0 +1,35 @@
+package pgactivity
+
+import "time"
+
+// Option configures a Sampler.
+type Option func(*config)
+
+type config struct {
+	idle bool
+	now  func() time.Time
+}
+
+func newConfig(opts []Option) config {
+	c := config{now: time.Now}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	return c
+}
+
+// WithIdle makes snapshots include idle sessions (state "idle"), which
+// carry the tags of their last statement. By default they are left out:
+// they add no load, and a server with thousands of pooled connections
+// would otherwise ship them all every second. Sessions idle in a
+// transaction are always included, since they can hold locks.
+func WithIdle(include bool) Option { return func(c *config) { c.idle = include } }
+
+// WithClock sets the clock that stamps Snapshot.Time (time.Now by
+// default). Statement durations come from the server's clock regardless.
+func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }

@@ -1,0 +1,145 @@
+package pgactivity
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// marker is in the sampling query's text, so every sampler (this process's
+// and any other's, sampling as the same role) leaves its own queries out.
+const marker = "qtop pgactivity sampler"
+
+// sampleSQL reads every client backend but the sampler's own. It calls
+// pg_blocking_pids only for sessions that wait for a lock (or for a safe
+// snapshot), since the function takes the lock manager's locks.
+const sampleSQL = `SELECT /* ` + marker + ` */
+	a.pid,
+	coalesce(a.datname, ''),
+	coalesce(a.usename, ''),
+	coalesce(a.application_name, ''),
+	coalesce(a.state, ''),
+	coalesce(a.wait_event_type, ''),
+	coalesce(a.wait_event, ''),
+	a.query_start,
+	coalesce(a.query, ''),
+	CASE WHEN a.wait_event_type = 'Lock' OR a.wait_event = 'SafeSnapshot'
+		THEN pg_blocking_pids(a.pid) END,
+	clock_timestamp(),
+	current_user,
+	(SELECT setting::int FROM pg_settings WHERE name = 'track_activity_query_size')
+FROM pg_stat_activity a
+WHERE a.backend_type = 'client backend'
+	AND a.pid <> pg_backend_pid()
+	AND coalesce(a.query, '') NOT LIKE '%` + marker + `%'
+	AND ($1 OR coalesce(a.state, '') <> 'idle')`
+
+// Sampler reads pg_stat_activity through a pool. It is safe for concurrent
+// use; it holds one pooled connection only while a sample runs.
+type Sampler struct {
+	pool *pgxpool.Pool
+	cfg  config
+}
+
+// NewSampler returns a sampler that reads through pool. The pool's role
+// should have pg_monitor (see the package documentation).
+func NewSampler(pool *pgxpool.Pool, opts ...Option) *Sampler {
+	return &Sampler{pool: pool, cfg: newConfig(opts)}
+}
+
+// Sample reads pg_stat_activity once. Sessions whose details PostgreSQL
+// hid from the sampling role are kept (State "", Query HiddenQuery) and
+// counted in Snapshot.Hidden; when there are any, Sample returns the
+// snapshot together with an error wrapping ErrInsufficientPrivilege that
+// names the missing grant. Any other error wraps ErrSample and comes with
+// an empty snapshot.
+func (s *Sampler) Sample(ctx context.Context) (Snapshot, error) {
+	snap := Snapshot{Time: s.cfg.now()}
+	rows, err := s.pool.Query(ctx, sampleSQL, s.cfg.idle)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("%w: %w", ErrSample, err)
+	}
+	defer rows.Close()
+	var (
+		role      string
+		querySize int32
+	)
+	for rows.Next() {
+		var (
+			b          Backend
+			queryStart *time.Time
+			serverNow  time.Time
+		)
+		if err := rows.Scan(&b.PID, &b.Database, &b.User, &b.Application, &b.State,
+			&b.WaitEventType, &b.WaitEvent, &queryStart, &b.Query, &b.BlockedBy,
+			&serverNow, &role, &querySize); err != nil {
+			return Snapshot{}, fmt.Errorf("%w: %w", ErrSample, err)
+		}
+		if queryStart != nil {
+			b.QueryStart = *queryStart
+		}
+		if b.Active() && !b.QueryStart.IsZero() {
+			if d := serverNow.Sub(b.QueryStart); d > 0 {
+				b.Duration = d
+			}
+		}
+		if b.Hidden() {
+			snap.Hidden++
+		} else {
+			b.Truncated = querySize > 0 && len(b.Query) >= int(querySize)-4
+			b.setTags()
+		}
+		snap.Backends = append(snap.Backends, b)
+	}
+	if err := rows.Err(); err != nil {
+		return Snapshot{}, fmt.Errorf("%w: %w", ErrSample, err)
+	}
+	if snap.Hidden > 0 {
+		return snap, hiddenError(role, snap.Hidden, len(snap.Backends))
+	}
+	return snap, nil
+}
+
+func hiddenError(role string, hidden, total int) error {
+	return fmt.Errorf("%w: %d of %d sessions belong to other roles and their statements, states and waits are hidden from role %q; "+
+		"grant it pg_monitor (or pg_read_all_stats): GRANT pg_monitor TO %s",
+		ErrInsufficientPrivilege, hidden, total, role, quoteIdent(role))
+}
+
+// quoteIdent quotes a role name for the GRANT statement in an error.
+func quoteIdent(s string) string {
+	if s == "" {
+		return `"…"`
+	}
+	return `"` + strings.ReplaceAll(s, `"`, `""`) + `"`
+}
+
+// Run calls Sample at once and then every interval (1 s when interval is
+// not positive) until ctx ends, and hands each result to fn, in Run's
+// goroutine. Each sample may take at most one interval; ticks missed
+// while fn or a sample runs are skipped, not queued. Run returns when ctx
+// ends.
+func (s *Sampler) Run(ctx context.Context, interval time.Duration, fn func(Snapshot, error)) {
+	if interval <= 0 {
+		interval = time.Second
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		sctx, cancel := context.WithTimeout(ctx, interval)
+		snap, err := s.Sample(sctx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		fn(snap, err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
