@@ -221,7 +221,7 @@ type scanResult struct {
 }
 
 // scan lexes query the way PostgreSQL does for the parts that matter here:
-// '…' literals ('' doubles a quote; E'…' also escapes with \), "…"
+// '…' literals (a doubled quote stays inside; E'…' also escapes with \), "…"
 // identifiers, $tag$…$tag$ dollar quotes, -- line comments and nested
 // /* … */ block comments.
 func scan(q string) scanResult {

@@ -39,13 +39,19 @@ func parseBody(body string) (map[string]string, error) {
 		// Key, up to '=' or ':'.
 		start := i
 		for i < len(body) && body[i] != '=' && body[i] != ':' && body[i] != ',' {
+			if body[i] == '\\' {
+				i++ // \' in a key
+			}
 			i++
+		}
+		if i > len(body) {
+			return nil, fmt.Errorf("%w: key ends in a lone '\\'", ErrMalformed)
 		}
 		if i == len(body) || body[i] == ',' {
 			return nil, fmt.Errorf("%w: %q has no '=' or ':'", ErrMalformed, clip(body[start:i]))
 		}
 		sep := body[i]
-		rawKey := strings.TrimRight(body[start:i], " \t\r\n")
+		rawKey := unbackslash(strings.TrimRight(body[start:i], " \t\r\n"))
 		if rawKey == "" {
 			return nil, fmt.Errorf("%w: empty key at byte %d", ErrMalformed, start)
 		}
@@ -133,6 +139,21 @@ func quoted(s string, i int) (string, int, error) {
 		}
 	}
 	return "", 0, fmt.Errorf("%w: value quote is not closed", ErrMalformed)
+}
+
+// unbackslash removes \ escapes (Format writes \' for a quote in a key).
+func unbackslash(s string) string {
+	if strings.IndexByte(s, '\\') < 0 {
+		return s
+	}
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) {
+			i++
+		}
+		b = append(b, s[i])
+	}
+	return string(b)
 }
 
 // unescape undoes percent-encoding byte by byte and reads '+' as a space.

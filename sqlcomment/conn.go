@@ -1,0 +1,277 @@
+package sqlcomment
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"time"
+)
+
+// conn comments statements and forwards every optional interface of
+// database/sql/driver. Where the wrapped connection lacks one, it does what
+// database/sql does for a connection without it, so a program sees the same
+// behaviour wrapped or not: Ping and ResetSession succeed, IsValid is true,
+// CheckNamedValue and Exec/QueryContext return driver.ErrSkip (which
+// database/sql handles by falling back), PrepareContext and BeginTx fall
+// back to Prepare and Begin with database/sql's own checks.
+type conn struct {
+	c  driver.Conn
+	cm *Commenter
+}
+
+var (
+	_ driver.Conn               = (*conn)(nil)
+	_ driver.Pinger             = (*conn)(nil)
+	_ driver.ExecerContext      = (*conn)(nil)
+	_ driver.QueryerContext     = (*conn)(nil)
+	_ driver.ConnPrepareContext = (*conn)(nil)
+	_ driver.ConnBeginTx        = (*conn)(nil)
+	_ driver.SessionResetter    = (*conn)(nil)
+	_ driver.Validator          = (*conn)(nil)
+	_ driver.NamedValueChecker  = (*conn)(nil)
+)
+
+// Unwrap returns the wrapped driver connection; sql.Conn.Raw hands out the
+// wrapper, and Unwrap (or the package function Unwrap) reaches the driver's.
+func (c *conn) Unwrap() driver.Conn { return c.c }
+
+// Unwrap returns the driver connection inside a connection of this
+// package's wrapper, as sql.Conn.Raw passes it, and any other value as is.
+func Unwrap(driverConn any) any {
+	if w, ok := driverConn.(*conn); ok {
+		return w.c
+	}
+	return driverConn
+}
+
+func (c *conn) Prepare(query string) (driver.Stmt, error) {
+	return c.PrepareContext(context.Background(), query)
+}
+
+func (c *conn) Close() error { return c.c.Close() }
+
+func (c *conn) Begin() (driver.Tx, error) {
+	return c.BeginTx(context.Background(), driver.TxOptions{})
+}
+
+func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
+	st := c.cm.Comment(ctx, query, true)
+	if !c.cm.Observing() {
+		return c.prepare(ctx, st.Query)
+	}
+	start := time.Now()
+	s, err := c.prepare(ctx, st.Query)
+	c.cm.Observe(ctx, Event{Tags: st.Tags, Tagged: st.Tagged, Op: OpPrepare, Query: st.Query,
+		Start: start, Duration: time.Since(start), Rows: -1, Err: err})
+	if err != nil {
+		return nil, err
+	}
+	return wrapStmt(s, st.Query, c), nil
+}
+
+func (c *conn) prepare(ctx context.Context, query string) (driver.Stmt, error) {
+	if p, ok := c.c.(driver.ConnPrepareContext); ok {
+		return p.PrepareContext(ctx, query)
+	}
+	s, err := c.c.Prepare(query)
+	if err == nil {
+		select {
+		default:
+		case <-ctx.Done():
+			s.Close()
+			return nil, ctx.Err()
+		}
+	}
+	return s, err
+}
+
+func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	ec, hasCtx := c.c.(driver.ExecerContext)
+	e, hasOld := c.c.(driver.Execer) //nolint:staticcheck // forwarded for old drivers
+	if !hasCtx && !hasOld {
+		return nil, driver.ErrSkip
+	}
+	st := c.cm.Comment(ctx, query, false)
+	if st.Unique && len(c.cm.cfg.leadingArgs) > 0 {
+		args = leading(c.cm.cfg.leadingArgs, args)
+	}
+	var start time.Time
+	if c.cm.Observing() {
+		start = time.Now()
+	}
+	var res driver.Result
+	var err error
+	if hasCtx {
+		res, err = ec.ExecContext(ctx, st.Query, args)
+	} else {
+		res, err = execOld(ctx, e, st.Query, args)
+	}
+	if c.cm.Observing() && !errors.Is(err, driver.ErrSkip) {
+		rows := int64(-1)
+		if err == nil {
+			if n, rerr := res.RowsAffected(); rerr == nil {
+				rows = n
+			}
+		}
+		c.cm.Observe(ctx, Event{Tags: st.Tags, Tagged: st.Tagged, Op: OpExec, Query: st.Query,
+			Start: start, Duration: time.Since(start), Rows: rows, Err: err})
+	}
+	return res, err
+}
+
+func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
+	qc, hasCtx := c.c.(driver.QueryerContext)
+	q, hasOld := c.c.(driver.Queryer) //nolint:staticcheck // forwarded for old drivers
+	if !hasCtx && !hasOld {
+		return nil, driver.ErrSkip
+	}
+	st := c.cm.Comment(ctx, query, false)
+	if st.Unique && len(c.cm.cfg.leadingArgs) > 0 {
+		args = leading(c.cm.cfg.leadingArgs, args)
+	}
+	var start time.Time
+	if c.cm.Observing() {
+		start = time.Now()
+	}
+	var r driver.Rows
+	var err error
+	if hasCtx {
+		r, err = qc.QueryContext(ctx, st.Query, args)
+	} else {
+		r, err = queryOld(ctx, q, st.Query, args)
+	}
+	if !c.cm.Observing() || errors.Is(err, driver.ErrSkip) {
+		return r, err
+	}
+	ev := Event{Tags: st.Tags, Tagged: st.Tagged, Op: OpQuery, Query: st.Query, Start: start}
+	if err != nil {
+		ev.Duration, ev.Rows, ev.Err = time.Since(start), -1, err
+		c.cm.Observe(ctx, ev)
+		return nil, err
+	}
+	return &rows{r: r, ctx: ctx, cm: c.cm, ev: ev}, nil
+}
+
+// leading returns args after the values vs, in a new slice.
+func leading(vs []driver.Value, args []driver.NamedValue) []driver.NamedValue {
+	out := make([]driver.NamedValue, 0, len(vs)+len(args))
+	for _, v := range vs {
+		out = append(out, driver.NamedValue{Value: v})
+	}
+	return append(out, args...)
+}
+
+// errNamed is database/sql's error for named arguments to an old driver.
+var errNamed = errors.New("sql: driver does not support the use of Named Parameters")
+
+func values(args []driver.NamedValue) ([]driver.Value, error) {
+	vs := make([]driver.Value, len(args))
+	for i, a := range args {
+		if a.Name != "" {
+			return nil, errNamed
+		}
+		vs[i] = a.Value
+	}
+	return vs, nil
+}
+
+func execOld(ctx context.Context, e driver.Execer, query string, args []driver.NamedValue) (driver.Result, error) { //nolint:staticcheck
+	vs, err := values(args)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	default:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return e.Exec(query, vs)
+}
+
+func queryOld(ctx context.Context, q driver.Queryer, query string, args []driver.NamedValue) (driver.Rows, error) { //nolint:staticcheck
+	vs, err := values(args)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	default:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return q.Query(query, vs)
+}
+
+func (c *conn) Ping(ctx context.Context) error {
+	p, ok := c.c.(driver.Pinger)
+	if !ok {
+		return nil
+	}
+	if !c.cm.Observing() {
+		return p.Ping(ctx)
+	}
+	start := time.Now()
+	err := p.Ping(ctx)
+	t, tagged := tenantFrom(ctx)
+	c.cm.Observe(ctx, Event{Tags: t, Tagged: tagged, Op: OpPing, Start: start,
+		Duration: time.Since(start), Rows: -1, Err: err})
+	return err
+}
+
+func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	if !c.cm.Observing() {
+		return c.begin(ctx, opts)
+	}
+	start := time.Now()
+	tx, err := c.begin(ctx, opts)
+	t, tagged := tenantFrom(ctx)
+	c.cm.Observe(ctx, Event{Tags: t, Tagged: tagged, Op: OpBegin, Start: start,
+		Duration: time.Since(start), Rows: -1, Err: err})
+	if err != nil {
+		return nil, err
+	}
+	return &txn{tx: tx, ctx: ctx, cm: c.cm, tags: t, tagged: tagged}, nil
+}
+
+// begin is database/sql's ctxDriverBegin.
+func (c *conn) begin(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	if b, ok := c.c.(driver.ConnBeginTx); ok {
+		return b.BeginTx(ctx, opts)
+	}
+	if opts.Isolation != driver.IsolationLevel(0) {
+		return nil, errors.New("sql: driver does not support non-default isolation level")
+	}
+	if opts.ReadOnly {
+		return nil, errors.New("sql: driver does not support read-only transactions")
+	}
+	tx, err := c.c.Begin() //nolint:staticcheck // the fallback database/sql uses
+	if err == nil {
+		select {
+		default:
+		case <-ctx.Done():
+			tx.Rollback()
+			return nil, ctx.Err()
+		}
+	}
+	return tx, err
+}
+
+func (c *conn) ResetSession(ctx context.Context) error {
+	if r, ok := c.c.(driver.SessionResetter); ok {
+		return r.ResetSession(ctx)
+	}
+	return nil
+}
+
+func (c *conn) IsValid() bool {
+	if v, ok := c.c.(driver.Validator); ok {
+		return v.IsValid()
+	}
+	return true
+}
+
+func (c *conn) CheckNamedValue(nv *driver.NamedValue) error {
+	if n, ok := c.c.(driver.NamedValueChecker); ok {
+		return n.CheckNamedValue(nv)
+	}
+	return driver.ErrSkip
+}

@@ -1,0 +1,72 @@
+package sqlcomment
+
+import (
+	"maps"
+	"strings"
+	"testing"
+)
+
+// FuzzAppendParse: for any statement and tags, Append changes nothing
+// outside the comment it inserts, the comment is one closed block at the
+// insertion point, and Parse returns the tags.
+func FuzzAppendParse(f *testing.F) {
+	f.Add("SELECT * FROM t WHERE a = $1;", "tenant", "acme", "route", "GET /x")
+	f.Add("SELECT 'x", "k", "*/ DROP TABLE t; --", "q", "'")
+	f.Add("SELECT E'\\'' ;  ", "\x00", "\xff", "\\", "\n")
+	f.Add("SELECT $a$ x $a$", "tier", "T1", "", "")
+	f.Add("", "a", "b", "c", "d")
+	f.Fuzz(func(t *testing.T, q, k1, v1, k2, v2 string) {
+		tags := map[string]string{}
+		if k1 != "" {
+			tags[k1] = v1
+		}
+		if k2 != "" {
+			tags[k2] = v2
+		}
+		got := Append(q, tags)
+		at, ok := insertAt(q)
+		if !ok || len(tags) == 0 {
+			if got != q {
+				t.Fatalf("Append changed %q to %q", q, got)
+			}
+			return
+		}
+		c := Format(tags)
+		if got[:at] != q[:at] || got[at:at+1+len(c)] != " "+c || got[at+1+len(c):] != q[at:] {
+			t.Fatalf("Append(%q) = %q: the statement changed outside the comment", q, got)
+		}
+		body := c[2 : len(c)-2]
+		if strings.Contains(body, "*/") || strings.Contains(body, "/*") {
+			t.Fatalf("comment body %q can close or nest", body)
+		}
+		back, err := Parse(got)
+		if err != nil {
+			t.Fatalf("Parse(Append(%q, %q)) = %v", q, tags, err)
+		}
+		if !maps.Equal(back, tags) {
+			t.Fatalf("Parse(Append(%q, %q)) = %q", q, tags, back)
+		}
+	})
+}
+
+// FuzzParse: Parse never panics, and what it returns without error
+// formats and parses back to itself.
+func FuzzParse(f *testing.F) {
+	f.Add("SELECT 1 /*a='1',b=2*/")
+	f.Add("/*x:y, z:w*/ SELECT")
+	f.Add("SELECT 1 /*a='%'*/")
+	f.Add("SELECT '/*' /* /* */ */")
+	f.Fuzz(func(t *testing.T, q string) {
+		tags, err := Parse(q)
+		if err != nil {
+			return
+		}
+		back, err := Parse("SELECT 1" + " " + Format(tags))
+		if err != nil {
+			t.Fatalf("reparse of %q: %v", tags, err)
+		}
+		if !maps.Equal(back, tags) {
+			t.Fatalf("reparse of %q = %q", tags, back)
+		}
+	})
+}
