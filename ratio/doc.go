@@ -23,6 +23,6 @@
 // a short window (default 10 s). It is about 1.0 while latency is steady
 // and falls toward 0.3 when latency triples: a tripling crosses the default
 // threshold of 0.5 within one short window. Hysteresis (healthy again above
-// 0.65) keeps it from flapping, and a minimum of 200 short-window samples
+// 0.65) keeps it from flapping, and a minimum of 250 short-window samples
 // keeps low traffic from raising false alarms.
 package ratio

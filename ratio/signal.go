@@ -36,7 +36,7 @@ const (
 	DefaultQuantile    = 0.95
 	DefaultEnter       = 0.5
 	DefaultExit        = 0.65
-	DefaultMinSamples  = 200
+	DefaultMinSamples  = 250
 )
 
 type config struct {
@@ -73,8 +73,12 @@ func WithThreshold(enter, exit float64) Option {
 }
 
 // WithMinSamples sets how many observations the short window needs before
-// the ratio is known (default 200, 20 per second over 10 s). At fewer, the
-// short-window p95 is too noisy to compare.
+// the ratio is known (default 250, 25 per second over 10 s). At fewer, the
+// short-window p95 is too noisy to compare. For latency whose logarithm has
+// a standard deviation σ (lognormal: σ = ln(p50/p16)), the p95 of n samples
+// has a log-standard-deviation of about 2.1σ/√n; keeping a halving of the
+// ratio five of those away takes n ≥ 250σ². The default suits σ up to 1
+// (p95 about 5× p50); heavier tails want more.
 func WithMinSamples(n uint64) Option { return func(c *config) { c.minSamples = n } }
 
 func (c *config) validate() error {
