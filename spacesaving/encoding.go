@@ -100,6 +100,7 @@ func (s *Sketch) UnmarshalBinary(data []byte) error {
 	base := len(data) - len(d.b)
 	cs := make([]counter, n)
 	var sum uint64
+	minCount := uint64(1<<64 - 1)
 	for i := range cs {
 		kl := d.uvarint()
 		if d.err != nil {
@@ -122,6 +123,7 @@ func (s *Sketch) UnmarshalBinary(data []byte) error {
 		if sum, carry = bits.Add64(sum, c.count-c.err, 0); carry != 0 || sum > total {
 			return fmt.Errorf("%w: guaranteed counts exceed total %d", ErrCorrupt, total)
 		}
+		minCount = min(minCount, c.count)
 		cs[i] = c
 	}
 	var amax uint64
@@ -135,8 +137,10 @@ func (s *Sketch) UnmarshalBinary(data []byte) error {
 	if len(d.b) != 0 {
 		return fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(d.b))
 	}
-	if amax > total {
-		return fmt.Errorf("%w: bucket %d exceeds total %d", ErrCorrupt, amax, total)
+	if amax > total || amax > minCount {
+		// A bucket holds evicted or filtered counts, never more than a
+		// monitored key: the filter's invariant.
+		return fmt.Errorf("%w: bucket %d exceeds a monitored count or the total %d", ErrCorrupt, amax, total)
 	}
 	if id != seedID {
 		for i := range t.alpha {

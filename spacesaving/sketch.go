@@ -347,7 +347,8 @@ func (s *Sketch) maxAlpha() uint64 {
 // Merge adds the stream summarised by o to s, so that s summarises the
 // union of both streams with the guarantees of the package doc (for
 // sketches of equal capacity; otherwise those of the smaller one). o is
-// not modified; merging a sketch into itself doubles it.
+// not modified; merging a sketch into itself doubles it. A zero Sketch
+// takes the capacity of o.
 //
 // A key monitored by only one of the two is charged, in count and in
 // error, the largest bucket of the other: a bound on any key that other
@@ -361,7 +362,7 @@ func (s *Sketch) Merge(o *Sketch) {
 		o = s.Clone()
 	}
 	if s.heap == nil {
-		s.init(DefaultCapacity)
+		s.init(cap(o.heap)) // a zero Sketch takes the capacity of the first it merges
 	}
 	us, uo := s.maxAlpha(), o.maxAlpha()
 
