@@ -1,0 +1,183 @@
+package ingest
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/qtop-dev/qtop/policy"
+)
+
+// Option configures a Recorder, a Reporter or a SpanProcessor. Each
+// option says what it applies to; the others ignore it.
+type Option func(*config)
+
+type config struct {
+	// recorder
+	source      Source
+	maxTenants  int
+	maxRoutes   int
+	maxRows     int
+	keyCapacity int
+	shards      int
+	clock       func() time.Time
+	reg         prometheus.Registerer
+
+	// reporter
+	interval    time.Duration
+	timeout     time.Duration
+	token       string
+	client      *http.Client
+	queueLen    int
+	minBackoff  time.Duration
+	maxBackoff  time.Duration
+	onPolicy    func(policy.Policy)
+	enforcement func() Enforcement
+}
+
+// Defaults.
+const (
+	DefaultMaxTenants  = 512
+	DefaultMaxRoutes   = 32
+	DefaultMaxRows     = 2048
+	DefaultKeyCapacity = 1000
+	DefaultInterval    = time.Second
+	DefaultTimeout     = 5 * time.Second
+	DefaultQueueLen    = 60
+)
+
+func newConfig(opts []Option) (config, error) {
+	c := config{
+		maxTenants:  DefaultMaxTenants,
+		maxRoutes:   DefaultMaxRoutes,
+		maxRows:     DefaultMaxRows,
+		keyCapacity: DefaultKeyCapacity,
+		clock:       time.Now,
+		interval:    DefaultInterval,
+		timeout:     DefaultTimeout,
+		queueLen:    DefaultQueueLen,
+		minBackoff:  100 * time.Millisecond,
+		maxBackoff:  30 * time.Second,
+	}
+	for _, o := range opts {
+		o(&c)
+	}
+	switch {
+	case c.maxTenants < 1 || c.maxTenants > MaxRows:
+		return c, fmt.Errorf("%w: max tenants %d (want 1 to %d)", ErrInvalid, c.maxTenants, MaxRows)
+	case c.maxRoutes < 1:
+		return c, fmt.Errorf("%w: max routes %d (want ≥ 1)", ErrInvalid, c.maxRoutes)
+	case c.maxRows < 1 || c.maxRows > MaxRows/2:
+		return c, fmt.Errorf("%w: max rows %d (want 1 to %d)", ErrInvalid, c.maxRows, MaxRows/2)
+	case c.keyCapacity < 1 || c.keyCapacity > 1<<16:
+		return c, fmt.Errorf("%w: key capacity %d (want 1 to 65536)", ErrInvalid, c.keyCapacity)
+	case c.shards < 0 || c.shards > 1024:
+		return c, fmt.Errorf("%w: shards %d (want 0 to 1024)", ErrInvalid, c.shards)
+	case c.clock == nil:
+		return c, fmt.Errorf("%w: nil clock", ErrInvalid)
+	case c.interval <= 0:
+		return c, fmt.Errorf("%w: interval %v", ErrInvalid, c.interval)
+	case c.timeout <= 0:
+		return c, fmt.Errorf("%w: timeout %v", ErrInvalid, c.timeout)
+	case c.queueLen < 1:
+		return c, fmt.Errorf("%w: queue length %d", ErrInvalid, c.queueLen)
+	case c.minBackoff <= 0 || c.maxBackoff < c.minBackoff:
+		return c, fmt.Errorf("%w: backoff %v to %v", ErrInvalid, c.minBackoff, c.maxBackoff)
+	}
+	for _, s := range []string{c.source.Service, c.source.Instance, c.source.Host} {
+		if len(s) > MaxStringLen {
+			return c, fmt.Errorf("%w: source field of %d bytes, at most %d", ErrInvalid, len(s), MaxStringLen)
+		}
+	}
+	if c.source.Service == "" {
+		c.source.Service = filepath.Base(os.Args[0])
+	}
+	if c.source.Host == "" {
+		c.source.Host, _ = os.Hostname()
+	}
+	if c.source.Instance == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		c.source.Instance = hex.EncodeToString(b[:])
+	}
+	return c, nil
+}
+
+// WithSource sets the identity of the reporting process (Recorder). An
+// empty Service defaults to the program name, an empty Host to the host
+// name, an empty Instance to a random one.
+func WithSource(s Source) Option { return func(c *config) { c.source = s } }
+
+// WithMaxTenants bounds the tenants tracked per window (Recorder); the
+// load of the others is folded into OtherTenant. Default
+// DefaultMaxTenants.
+func WithMaxTenants(n int) Option { return func(c *config) { c.maxTenants = n } }
+
+// WithMaxRoutes bounds the routes of one tenant per window (Recorder);
+// further routes are counted under OtherRoute. Default DefaultMaxRoutes.
+func WithMaxRoutes(n int) Option { return func(c *config) { c.maxRoutes = n } }
+
+// WithMaxRows bounds the tenant × route × kind rows per window
+// (Recorder); beyond it new routes go to OtherRoute. Each row holds a
+// latency histogram of about 9 KiB, so this bounds the recorder's memory.
+// Default DefaultMaxRows.
+func WithMaxRows(n int) Option { return func(c *config) { c.maxRows = n } }
+
+// WithKeyCapacity sets the capacity of the hot-key sketch (Recorder).
+// Default DefaultKeyCapacity.
+func WithKeyCapacity(n int) Option { return func(c *config) { c.keyCapacity = n } }
+
+// WithShards sets the number of lock shards of the Recorder (rounded up
+// to a power of two); 0, the default, picks 4 × GOMAXPROCS.
+func WithShards(n int) Option { return func(c *config) { c.shards = n } }
+
+// WithClock sets the clock of everything off the hot path: the first
+// window's start (Recorder), the reporter's cuts and backoff (Reporter).
+// Default time.Now.
+func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
+
+// WithRegisterer registers the metrics of a Recorder or Reporter on reg.
+// Without it there are no metrics; the default registerer is never used.
+func WithRegisterer(reg prometheus.Registerer) Option { return func(c *config) { c.reg = reg } }
+
+// WithInterval sets how often the Reporter cuts and sends a window.
+// Default DefaultInterval.
+func WithInterval(d time.Duration) Option { return func(c *config) { c.interval = d } }
+
+// WithTimeout bounds each POST of the Reporter. Default DefaultTimeout.
+func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+// WithToken makes the Reporter send "Authorization: Bearer token".
+func WithToken(token string) Option { return func(c *config) { c.token = token } }
+
+// WithHTTPClient sets the Reporter's HTTP client (default: a client of its
+// own with no overall timeout; WithTimeout bounds each attempt).
+func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.client = hc } }
+
+// WithQueueLen bounds the encoded reports waiting to be sent (Reporter);
+// when full, the oldest is dropped and counted. Default DefaultQueueLen.
+func WithQueueLen(n int) Option { return func(c *config) { c.queueLen = n } }
+
+// WithBackoff sets the Reporter's retry delays: the first retry waits
+// about min, each next one twice as long up to max, with full jitter.
+// Default 100 ms to 30 s.
+func WithBackoff(min, max time.Duration) Option {
+	return func(c *config) { c.minBackoff, c.maxBackoff = min, max }
+}
+
+// WithPolicyHandler has the Reporter call fn with each new policy (a
+// higher Version than the last one handed over) found in a reply. fn runs
+// on the reporter's goroutine and should return quickly.
+func WithPolicyHandler(fn func(policy.Policy)) Option { return func(c *config) { c.onPolicy = fn } }
+
+// WithEnforcementSource has the Reporter fill each report's Enforcement
+// with fn's counters for the window (fn returns the counters since its
+// previous call).
+func WithEnforcementSource(fn func() Enforcement) Option {
+	return func(c *config) { c.enforcement = fn }
+}
