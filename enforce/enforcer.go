@@ -1,0 +1,681 @@
+package enforce
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+// Plan is what a tenant's subscription buys: an RU limit, a weight in the
+// fair queue and a cap on work in flight.
+type Plan struct {
+	Limit Limit `json:"limit"`
+	// Weight is the tenant's share in FairQueue (≥ 1).
+	Weight int `json:"weight"`
+	// Concurrency caps the tenant's work in flight in FairQueue (0: no cap).
+	Concurrency int `json:"concurrency"`
+}
+
+// The plan names DefaultPlans knows.
+const (
+	PlanFree       = "free"
+	PlanPro        = "pro"
+	PlanEnterprise = "enterprise"
+)
+
+// DefaultPlans returns free (100 RU/s, burst 200, weight 1, 4 in flight),
+// pro (1,000 RU/s, burst 2,000, weight 4, 16 in flight) and enterprise
+// (10,000 RU/s, burst 20,000, weight 16, 64 in flight).
+func DefaultPlans() map[string]Plan {
+	return map[string]Plan{
+		PlanFree:       {Limit: Limit{100, 200}, Weight: 1, Concurrency: 4},
+		PlanPro:        {Limit: Limit{1000, 2000}, Weight: 4, Concurrency: 16},
+		PlanEnterprise: {Limit: Limit{10000, 20000}, Weight: 16, Concurrency: 64},
+	}
+}
+
+// Rule names an enforcement stage, for shadow mode.
+type Rule uint8
+
+// The stages, in the order the middleware applies them.
+const (
+	// RuleShed is tier shedding and the ratio-driven price multipliers.
+	RuleShed Rule = iota
+	// RuleQueue is CoDel admission of queued work.
+	RuleQueue
+	// RuleBucket is the per-tenant RU bucket (and policy throttles).
+	RuleBucket
+	numRules
+)
+
+var ruleNames = [numRules]string{"shed", "queue", "bucket"}
+
+func (r Rule) String() string {
+	if r < numRules {
+		return ruleNames[r]
+	}
+	return fmt.Sprintf("Rule(%d)", uint8(r))
+}
+
+// Verdict is what a stage decided.
+type Verdict uint8
+
+// The verdicts.
+const (
+	Admit Verdict = iota
+	Throttle
+	Shed
+	Drop // CoDel failed queued work early
+)
+
+var verdictNames = [...]string{"admit", "throttle", "shed", "drop"}
+
+func (v Verdict) String() string {
+	if int(v) < len(verdictNames) {
+		return verdictNames[v]
+	}
+	return fmt.Sprintf("Verdict(%d)", uint8(v))
+}
+
+// Decision is the outcome of an admission check.
+type Decision struct {
+	Verdict Verdict
+	// Shadow means the verdict was decided and counted but not applied:
+	// the work goes ahead.
+	Shadow bool
+	// RetryAfter is when a refused caller may try again: until its bucket
+	// is back above zero, or until the next possible recovery step.
+	RetryAfter time.Duration
+	// Tier is the tier the request was judged in (TierUnset resolved).
+	Tier tenant.Tier
+}
+
+// Admitted reports whether the work may go ahead.
+func (d Decision) Admitted() bool { return d.Verdict == Admit || d.Shadow }
+
+// Err returns nil when admitted, else ErrThrottled, ErrShed or
+// ErrQueueDelay wrapped with detail.
+func (d Decision) Err() error {
+	if d.Admitted() {
+		return nil
+	}
+	switch d.Verdict {
+	case Throttle:
+		return fmt.Errorf("%w (retry after %v)", ErrThrottled, d.RetryAfter)
+	case Shed:
+		return fmt.Errorf("%w (tier %v, retry after %v)", ErrShed, d.Tier, d.RetryAfter)
+	default:
+		return fmt.Errorf("%w (tier %v)", ErrQueueDelay, d.Tier)
+	}
+}
+
+type config struct {
+	plans      map[string]Plan
+	planOf     func(tenant string) string
+	model      Model
+	signal     Signal
+	price      PriceConfig
+	defTier    tenant.Tier
+	shadow     [numRules]bool
+	maxTenants int
+	idle       time.Duration
+	evalEvery  time.Duration
+	logger     *slog.Logger
+}
+
+// Option configures New.
+type Option func(*config)
+
+// WithPlans replaces the plan table (default DefaultPlans).
+func WithPlans(p map[string]Plan) Option { return func(c *config) { c.plans = p } }
+
+// WithPlanOf sets how a tenant's plan is found (default: every tenant is
+// on "free"). An unknown plan name means the first of free, pro,
+// enterprise that the table has.
+func WithPlanOf(f func(tenant string) string) Option { return func(c *config) { c.planOf = f } }
+
+// WithCostModel sets the RU cost model (default DefaultModel).
+func WithCostModel(m Model) Option { return func(c *config) { c.model = m } }
+
+// WithSignal sets the latency-ratio signal that drives tier prices; the
+// middleware feeds it every request's latency. Without one, prices stay
+// at rest unless set by hand.
+func WithSignal(s Signal) Option { return func(c *config) { c.signal = s } }
+
+// WithPriceConfig tunes the price controller.
+func WithPriceConfig(p PriceConfig) Option { return func(c *config) { c.price = p } }
+
+// WithDefaultTier sets the tier of requests whose tier is unset (default
+// T2). It may not be T0: unknown work is never made unsheddable.
+func WithDefaultTier(t tenant.Tier) Option { return func(c *config) { c.defTier = t } }
+
+// WithShadow runs the given stages in shadow mode: their decisions are
+// made, counted and logged, and the work goes ahead anyway.
+func WithShadow(rules ...Rule) Option {
+	return func(c *config) {
+		for _, r := range rules {
+			if r < numRules {
+				c.shadow[r] = true
+			}
+		}
+	}
+}
+
+// WithMaxTenants bounds the tenants whose buckets are kept (default
+// 100,000); WithIdleTenant sets how long a full bucket stays (default 1 m).
+func WithMaxTenants(n int) Option           { return func(c *config) { c.maxTenants = n } }
+func WithIdleTenant(d time.Duration) Option { return func(c *config) { c.idle = d } }
+
+// WithEvalEvery sets how often requests re-read the signal and step the
+// price controller (default 250 ms).
+func WithEvalEvery(d time.Duration) Option { return func(c *config) { c.evalEvery = d } }
+
+// WithLogger sets where shadow decisions are logged, at debug level
+// (default: nowhere).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+type tierCounters struct {
+	admitted, throttled, shed, dropped      atomic.Uint64
+	shadowThrottled, shadowShed, shadowDrop atomic.Uint64
+	ru                                      atomic.Uint64 // float64 bits, RU charged (with price)
+	_                                       [24]byte
+}
+
+// Enforcer applies RU buckets, tier prices and shedding, and the
+// collector's policy, inside one process. Every decision is local: there
+// is no remote call on the request path. Safe for concurrent use; make one
+// with New.
+type Enforcer struct {
+	cfg       config
+	buckets   *Buckets
+	price     *PriceController
+	nextEval  atomic.Int64
+	pol       atomic.Pointer[compiled]
+	polMu     sync.Mutex
+	overrides atomic.Pointer[map[string]Limit]
+	ovMu      sync.Mutex
+	tiers     [tenant.NumTiers]tierCounters
+	shadowLog atomic.Uint64
+}
+
+// New returns an Enforcer.
+func New(opts ...Option) (*Enforcer, error) {
+	c := config{plans: DefaultPlans(), model: DefaultModel(), defTier: tenant.T2,
+		maxTenants: 100_000, idle: time.Minute, evalEvery: 250 * time.Millisecond}
+	for _, o := range opts {
+		o(&c)
+	}
+	if len(c.plans) == 0 {
+		return nil, fmt.Errorf("%w: no plans", ErrConfig)
+	}
+	for name, p := range c.plans {
+		if err := p.Limit.Validate(); err != nil {
+			return nil, fmt.Errorf("plan %s: %w", name, err)
+		}
+		if p.Weight < 1 || p.Concurrency < 0 {
+			return nil, fmt.Errorf("%w: plan %s: weight %d, concurrency %d (want ≥ 1, ≥ 0)", ErrConfig, name, p.Weight, p.Concurrency)
+		}
+	}
+	if err := c.model.Validate(); err != nil {
+		return nil, err
+	}
+	if !c.defTier.Valid() || c.defTier == tenant.T0 {
+		return nil, fmt.Errorf("%w: default tier %v (want T1, T2 or T3)", ErrConfig, c.defTier)
+	}
+	if c.evalEvery <= 0 {
+		return nil, fmt.Errorf("%w: eval every %v (want > 0)", ErrConfig, c.evalEvery)
+	}
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
+	}
+	e := &Enforcer{cfg: c}
+	var err error
+	if e.price, err = NewPriceController(c.price); err != nil {
+		return nil, err
+	}
+	def := e.plan("").Limit
+	if e.buckets, err = NewBuckets(def, WithLimitOf(e.limitOf), WithMaxKeys(c.maxTenants), WithIdle(c.idle)); err != nil {
+		return nil, err
+	}
+	empty := map[string]Limit{}
+	e.overrides.Store(&empty)
+	return e, nil
+}
+
+// plan returns the plan of tenant t.
+func (e *Enforcer) plan(t string) Plan {
+	if e.cfg.planOf != nil && t != "" {
+		if p, ok := e.cfg.plans[e.cfg.planOf(t)]; ok {
+			return p
+		}
+	}
+	for _, n := range []string{PlanFree, PlanPro, PlanEnterprise} {
+		if p, ok := e.cfg.plans[n]; ok {
+			return p
+		}
+	}
+	for _, p := range e.cfg.plans {
+		return p // a table without the standard names: any plan, consistently enough
+	}
+	return Plan{}
+}
+
+// PlanOf returns the plan tenant t is on.
+func (e *Enforcer) PlanOf(t string) Plan { return e.plan(t) }
+
+// Bucket keys: a tenant's own bucket is keyed by the tenant (validated
+// tenants are printable, so they never start with a control byte); the
+// buckets of policy caps are keyed with a control-byte prefix.
+const (
+	keyTierCap         = '\x00' // + tier digit + tenant
+	keyShadowTenantCap = '\x01' // + tenant
+	keyShadowTierCap   = '\x02' // + tier digit + tenant
+)
+
+func (e *Enforcer) limitOf(key string) (Limit, bool) {
+	pol := e.pol.Load()
+	if key != "" && key[0] <= keyShadowTierCap {
+		var capp float64 = -1
+		switch key[0] {
+		case keyShadowTenantCap:
+			l := e.tenantLimit(key[1:], pol)
+			if c := shadowCap(pol, key[1:]); c > 0 && c < l.RUPerSecond {
+				l.RUPerSecond = c
+			}
+			return l, true
+		case keyTierCap, keyShadowTierCap:
+			if len(key) < 2 {
+				return Limit{}, false
+			}
+			tier := tenant.T0 + tenant.Tier(key[1]-'0')
+			eff := pol.effect(key[2:], tier)
+			capp = eff.tierCap
+			if key[0] == keyShadowTierCap {
+				capp = eff.shadowTierCap
+			}
+		}
+		if capp > 0 {
+			return Limit{RUPerSecond: capp, Burst: capp}, true
+		}
+		return Limit{}, false
+	}
+	return e.tenantLimit(key, pol), true
+}
+
+func shadowCap(pol *compiled, t string) float64 {
+	return pol.effect(t, tenant.TierUnset).shadowTenantCap
+}
+
+// tenantLimit is the plan's limit, or the override, lowered to the policy's
+// tenant throttle cap.
+func (e *Enforcer) tenantLimit(t string, pol *compiled) Limit {
+	l, ok := (*e.overrides.Load())[t]
+	if !ok {
+		l = e.plan(t).Limit
+	}
+	if c := pol.tenantCap(t); c > 0 && c < l.RUPerSecond {
+		l.RUPerSecond = c
+		l.Burst = min(l.Burst, c)
+	}
+	return l
+}
+
+// SetOverride gives tenant t its own limit in place of its plan's, keeping
+// the tokens (or debt) its bucket holds.
+func (e *Enforcer) SetOverride(t string, l Limit) error {
+	if err := tenant.ValidateTenant(t); err != nil {
+		return fmt.Errorf("enforce: override: %w", err)
+	}
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	e.ovMu.Lock()
+	defer e.ovMu.Unlock()
+	m := make(map[string]Limit, len(*e.overrides.Load())+1)
+	for k, v := range *e.overrides.Load() {
+		m[k] = v
+	}
+	m[t] = l
+	e.overrides.Store(&m)
+	e.buckets.Invalidate()
+	return nil
+}
+
+// DeleteOverride puts tenant t back on its plan's limit.
+func (e *Enforcer) DeleteOverride(t string) {
+	e.ovMu.Lock()
+	defer e.ovMu.Unlock()
+	old := *e.overrides.Load()
+	if _, ok := old[t]; !ok {
+		return
+	}
+	m := make(map[string]Limit, len(old))
+	for k, v := range old {
+		if k != t {
+			m[k] = v
+		}
+	}
+	e.overrides.Store(&m)
+	e.buckets.Invalidate()
+}
+
+// ApplyPolicy installs the collector's policy: its price rules multiply
+// RU charges, its throttle rules cap tenants (a cap of 0 refuses
+// everything), its shadow rules are only counted. Rules that fail
+// validation are skipped. A policy with the version already applied costs
+// nothing, so it can be wired straight to the reporter's callback:
+// reporter.OnPolicy(enf.ApplyPolicy). Safe for concurrent use; requests
+// read the policy without a lock.
+func (e *Enforcer) ApplyPolicy(p policy.Policy) { e.ApplyPolicyAt(time.Now(), p) }
+
+// ApplyPolicyAt is ApplyPolicy with the time as an argument.
+func (e *Enforcer) ApplyPolicyAt(now time.Time, p policy.Policy) {
+	e.polMu.Lock()
+	defer e.polMu.Unlock()
+	if cur := e.pol.Load(); cur != nil && cur.version == p.Version && p.Version != 0 {
+		return
+	}
+	c := compile(p, now)
+	if c.invalid > 0 {
+		e.cfg.logger.Warn("enforce: policy rules skipped as invalid", "version", p.Version, "invalid", c.invalid)
+	}
+	e.pol.Store(c)
+	e.buckets.Invalidate()
+}
+
+// Policy returns the policy last applied.
+func (e *Enforcer) Policy() policy.Policy {
+	if c := e.pol.Load(); c != nil {
+		return c.src
+	}
+	return policy.Policy{}
+}
+
+// refreshAt recompiles the policy when one of its rules has expired.
+func (e *Enforcer) refreshAt(n int64, now time.Time) *compiled {
+	c := e.pol.Load()
+	if c == nil || n < c.nextExpiry {
+		return c
+	}
+	e.polMu.Lock()
+	defer e.polMu.Unlock()
+	if c = e.pol.Load(); n >= c.nextExpiry {
+		c = compile(c.src, now)
+		e.pol.Store(c)
+		e.buckets.Invalidate()
+	}
+	return c
+}
+
+// Price returns the tier price controller.
+func (e *Enforcer) Price() *PriceController { return e.price }
+
+// Buckets returns the per-tenant RU buckets.
+func (e *Enforcer) Buckets() *Buckets { return e.buckets }
+
+// Model returns the RU cost model.
+func (e *Enforcer) Model() Model { return e.cfg.model }
+
+// Shadowed reports whether stage r runs in shadow mode.
+func (e *Enforcer) Shadowed(r Rule) bool { return r < numRules && e.cfg.shadow[r] }
+
+func (e *Enforcer) tierOf(t tenant.Tier) tenant.Tier {
+	if t.Valid() {
+		return t
+	}
+	return e.cfg.defTier
+}
+
+// ObserveAt feeds the latency of finished work to the signal.
+func (e *Enforcer) ObserveAt(now time.Time, latency time.Duration) {
+	if e.cfg.signal != nil {
+		e.cfg.signal.ObserveAt(now, latency.Seconds())
+	}
+}
+
+// stepAt lets the price controller follow the signal, at most once per
+// eval interval across all requests.
+func (e *Enforcer) stepAt(now time.Time) {
+	if e.cfg.signal == nil {
+		return
+	}
+	n := now.UnixNano()
+	next := e.nextEval.Load()
+	if n < next || !e.nextEval.CompareAndSwap(next, n+int64(e.cfg.evalEvery)) {
+		return
+	}
+	r, ok := e.cfg.signal.ValueAt(now)
+	e.price.UpdateAt(now, r, ok)
+}
+
+func (e *Enforcer) logShadow(r Rule, tags tenant.Tags, tier tenant.Tier, v Verdict) {
+	e.shadowLog.Add(1)
+	if e.cfg.logger.Enabled(context.Background(), slog.LevelDebug) {
+		e.cfg.logger.Debug("enforce: shadow decision", "rule", r.String(), "verdict", v.String(),
+			"tenant", tags.Tenant, "tier", tier.String(), "route", tags.Route)
+	}
+}
+
+// ShedAt is the tier shedder: it refuses work whose tier the price
+// controller is shedding. It also lets the controller follow the signal.
+func (e *Enforcer) ShedAt(now time.Time, tags tenant.Tags) Decision {
+	tier := e.tierOf(tags.Tier)
+	e.stepAt(now)
+	d := Decision{Tier: tier}
+	if !e.price.Shed(tier) {
+		return d
+	}
+	c := &e.tiers[tier.Index()]
+	d.Verdict, d.RetryAfter = Shed, e.price.cfg.RecoverEvery
+	if e.cfg.shadow[RuleShed] {
+		d.Shadow = true
+		c.shadowShed.Add(1)
+		e.logShadow(RuleShed, tags, tier, Shed)
+		return d
+	}
+	c.shed.Add(1)
+	return d
+}
+
+// AllowAt is the RU bucket stage: it refuses work of a tenant whose
+// bucket is in debt, or that the policy throttles, and counts admitted
+// work. Charge the work's real cost with ChargeAt when it is done.
+func (e *Enforcer) AllowAt(now time.Time, tags tenant.Tags) Decision {
+	tier := e.tierOf(tags.Tier)
+	n := now.UnixNano()
+	pol := e.refreshAt(n, now)
+	c := &e.tiers[tier.Index()]
+	d := Decision{Tier: tier}
+	ok, wait := true, time.Duration(0)
+	if pol == nil || pol.rules == 0 {
+		ok, wait = e.buckets.AllowAt(now, tags.Tenant)
+	} else {
+		eff := pol.effect(tags.Tenant, tier)
+		ok, wait = e.allowPolicy(now, tags.Tenant, tier, eff, false)
+		if sok, _ := e.allowPolicy(now, tags.Tenant, tier, eff, true); !sok && ok {
+			c.shadowThrottled.Add(1)
+			e.logShadow(RuleBucket, tags, tier, Throttle)
+		}
+	}
+	if ok {
+		c.admitted.Add(1)
+		return d
+	}
+	d.Verdict, d.RetryAfter = Throttle, wait
+	if e.cfg.shadow[RuleBucket] {
+		d.Shadow = true
+		c.shadowThrottled.Add(1)
+		c.admitted.Add(1)
+		e.logShadow(RuleBucket, tags, tier, Throttle)
+		return d
+	}
+	c.throttled.Add(1)
+	return d
+}
+
+// allowPolicy decides with the policy's caps: applied ones, or (shadow)
+// what the shadow rules would decide.
+func (e *Enforcer) allowPolicy(now time.Time, t string, tier tenant.Tier, eff effect, shadow bool) (bool, time.Duration) {
+	tenantCap, tierCap, zero := eff.tenantCap, eff.tierCap, eff.zeroUntil
+	key := t
+	if shadow {
+		tenantCap, tierCap, zero = eff.shadowTenantCap, eff.shadowTierCap, eff.shadowZeroUntil
+		if tenantCap < 0 && tierCap < 0 {
+			return true, 0
+		}
+		key = string(rune(keyShadowTenantCap)) + t
+	}
+	if tenantCap == 0 || tierCap == 0 {
+		return false, max(zero.Sub(now), time.Millisecond)
+	}
+	if shadow && tenantCap < 0 {
+		key = t
+	}
+	ok, wait := e.buckets.AllowAt(now, key)
+	if tierCap > 0 {
+		k := tierKey(keyTierCap, tier, t)
+		if shadow {
+			k = tierKey(keyShadowTierCap, tier, t)
+		}
+		ok2, w2 := e.buckets.AllowAt(now, k)
+		ok = ok && ok2
+		wait = max(wait, w2)
+	}
+	return ok, wait
+}
+
+func tierKey(prefix byte, tier tenant.Tier, t string) string {
+	b := make([]byte, 0, 2+len(t))
+	b = append(b, prefix, byte('0'+tier.Index()))
+	return string(append(b, t...))
+}
+
+// AdmitAt runs the tier shedder and then the bucket stage, for work that
+// is not queued (CoDel is the Queue type's job).
+func (e *Enforcer) AdmitAt(now time.Time, tags tenant.Tags) Decision {
+	if d := e.ShedAt(now, tags); !d.Admitted() {
+		return d
+	}
+	return e.AllowAt(now, tags)
+}
+
+// Multiplier returns the RU price multiplier that ChargeAt applies to
+// tags at now: the tier's price (its highest finite step while shed, 1 in
+// shadow mode) times the policy's price rules.
+func (e *Enforcer) Multiplier(now time.Time, tags tenant.Tags) float64 {
+	tier := e.tierOf(tags.Tier)
+	m := 1.0
+	if !e.cfg.shadow[RuleShed] {
+		m = e.price.Multiplier(tier)
+		if math.IsInf(m, 1) {
+			m = e.price.cfg.Steps[len(e.price.cfg.Steps)-1]
+			if len(e.price.cfg.Steps) == 0 {
+				m = 1
+			}
+		}
+	}
+	if pol := e.refreshAt(now.UnixNano(), now); pol != nil && pol.rules > 0 {
+		m *= pol.effect(tags.Tenant, tier).mult
+	}
+	return m
+}
+
+// ChargeAt charges finished work's cost ru (from the cost model) to the
+// tenant's bucket, multiplied by the current price, and returns the RU
+// charged.
+func (e *Enforcer) ChargeAt(now time.Time, tags tenant.Tags, ru float64) float64 {
+	if !(ru > 0) || math.IsInf(ru, 0) {
+		return 0
+	}
+	tier := e.tierOf(tags.Tier)
+	pol := e.refreshAt(now.UnixNano(), now)
+	m := e.Multiplier(now, tags)
+	charged := ru * m
+	e.buckets.ChargeAt(now, tags.Tenant, charged)
+	if pol != nil && pol.rules > 0 {
+		eff := pol.effect(tags.Tenant, tier)
+		if eff.tierCap > 0 {
+			e.buckets.ChargeAt(now, tierKey(keyTierCap, tier, tags.Tenant), charged)
+		}
+		sm := charged * eff.shadowMult
+		if eff.shadowTenantCap > 0 {
+			e.buckets.ChargeAt(now, string(rune(keyShadowTenantCap))+tags.Tenant, sm)
+		}
+		if eff.shadowTierCap > 0 {
+			e.buckets.ChargeAt(now, tierKey(keyShadowTierCap, tier, tags.Tenant), sm)
+		}
+	}
+	addFloat(&e.tiers[tier.Index()].ru, charged)
+	return charged
+}
+
+// CostAt prices work with the cost model and charges it (ChargeAt).
+func (e *Enforcer) CostAt(now time.Time, tags tenant.Tags, op Op, bytes int64, d time.Duration) float64 {
+	return e.ChargeAt(now, tags, e.cfg.model.Cost(op, bytes, d))
+}
+
+func addFloat(a *atomic.Uint64, v float64) {
+	for {
+		old := a.Load()
+		if a.CompareAndSwap(old, math.Float64bits(math.Float64frombits(old)+v)) {
+			return
+		}
+	}
+}
+
+// countDrop records a CoDel drop (or shadow drop) for tier.
+func (e *Enforcer) countDrop(tier tenant.Tier, shadow bool) {
+	c := &e.tiers[e.tierOf(tier).Index()]
+	if shadow {
+		c.shadowDrop.Add(1)
+	} else {
+		c.dropped.Add(1)
+	}
+}
+
+// TierStats are the cumulative counters of one tier.
+type TierStats struct {
+	Admitted, Throttled, Shed, Dropped         uint64
+	ShadowThrottled, ShadowShed, ShadowDropped uint64
+	// RU is the RU charged, prices included.
+	RU float64
+	// Multiplier is the tier's current price (+Inf while shed).
+	Multiplier float64
+}
+
+// Stats is a cheap snapshot of the Enforcer's counters, for the reporter.
+type Stats struct {
+	Tiers         [tenant.NumTiers]TierStats
+	Level         int
+	PolicyVersion uint64
+	Tenants       int
+	Evicted       uint64
+}
+
+// Stats returns the cumulative counters, per tier (index 0 is T0).
+func (e *Enforcer) Stats() Stats {
+	var s Stats
+	for i := range e.tiers {
+		c := &e.tiers[i]
+		s.Tiers[i] = TierStats{
+			Admitted: c.admitted.Load(), Throttled: c.throttled.Load(), Shed: c.shed.Load(), Dropped: c.dropped.Load(),
+			ShadowThrottled: c.shadowThrottled.Load(), ShadowShed: c.shadowShed.Load(), ShadowDropped: c.shadowDrop.Load(),
+			RU:         math.Float64frombits(c.ru.Load()),
+			Multiplier: e.price.Multiplier(tenant.T0 + tenant.Tier(i)),
+		}
+	}
+	s.Level = e.price.Level()
+	if c := e.pol.Load(); c != nil {
+		s.PolicyVersion = c.version
+	}
+	s.Evicted = e.buckets.Evicted()
+	s.Tenants = e.buckets.Len()
+	return s
+}
