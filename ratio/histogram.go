@@ -171,7 +171,7 @@ func (h *Histogram) Observe(seconds float64) {
 
 // ObserveDuration adds one observation of d.
 func (h *Histogram) ObserveDuration(d time.Duration) {
-	h.Observe(d.Seconds())
+	h.Observe(float64(d) / 1e9)
 }
 
 // Count returns the number of observations.

@@ -28,6 +28,12 @@ type Window struct {
 	offset  int64   // slot of epoch e is at (e+offset) mod len
 	head    int64   // newest epoch seen
 	started bool
+
+	// The head slot's time range [curLo, curHi) in Unix nanoseconds and
+	// its index: most observations land there, and finding it takes no
+	// division.
+	curLo, curHi int64
+	curIdx       int
 }
 
 // NewWindow returns an empty window of span made of slots sub-windows. It
@@ -70,6 +76,9 @@ func (w *Window) index(e int64) int {
 
 // at returns the histogram of the slot of instant now, ready to add to.
 func (w *Window) at(now time.Time) *Histogram {
+	if t := now.UnixNano(); t >= w.curLo && t < w.curHi {
+		return &w.hist[w.curIdx]
+	}
 	e := w.epochOf(now)
 	n := int64(len(w.hist))
 	switch {
@@ -95,6 +104,9 @@ func (w *Window) at(now time.Time) *Histogram {
 	if w.epoch[i] != e {
 		w.hist[i].Reset()
 		w.epoch[i] = e
+	}
+	if e == w.head {
+		w.curLo, w.curHi, w.curIdx = e*w.slot, e*w.slot+w.slot, i
 	}
 	return &w.hist[i]
 }
@@ -176,4 +188,5 @@ func (w *Window) Reset() {
 		w.hist[i].Reset()
 	}
 	w.offset, w.head, w.started = 0, 0, false
+	w.curLo, w.curHi, w.curIdx = 0, 0, 0
 }
