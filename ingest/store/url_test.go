@@ -1,0 +1,62 @@
+package store
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestParseURL(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want URL
+	}{
+		{"duckdb://qtop.duckdb", URL{Scheme: SchemeDuckDB, Path: "qtop.duckdb"}},
+		{"duckdb:///var/lib/qtop/q.duckdb", URL{Scheme: SchemeDuckDB, Path: "/var/lib/qtop/q.duckdb"}},
+		{"DuckDB://a/b.db", URL{Scheme: SchemeDuckDB, Path: "a/b.db"}},
+		{"clickhouse://127.0.0.1:9000/qtop", URL{Scheme: SchemeClickHouse, Addr: "127.0.0.1:9000", Database: "qtop"}},
+		{"clickhouse://ch.internal/metrics", URL{Scheme: SchemeClickHouse, Addr: "ch.internal:9000", Database: "metrics"}},
+		{"clickhouse://localhost:9440", URL{Scheme: SchemeClickHouse, Addr: "localhost:9440", Database: "qtop"}},
+		{"clickhouse://[::1]:9000/q_1/", URL{Scheme: SchemeClickHouse, Addr: "[::1]:9000", Database: "q_1"}},
+		{"clickhouse://[::1]/q", URL{Scheme: SchemeClickHouse, Addr: "[::1]:9000", Database: "q"}},
+	} {
+		got, err := ParseURL(c.in)
+		if err != nil || got != c.want {
+			t.Errorf("ParseURL(%q) = %+v, %v; want %+v", c.in, got, err, c.want)
+			continue
+		}
+		if again, err := ParseURL(got.String()); err != nil || again != got {
+			t.Errorf("ParseURL(%q.String()) = %+v, %v", c.in, again, err)
+		}
+	}
+	for _, bad := range []string{
+		"", "qtop.duckdb", "duckdb://", "postgres://x/y", "clickhouse://", "clickhouse:///db",
+		"clickhouse://h:9000/my-db", "clickhouse://h:9000/db?x=1", "clickhouse://u:p@h:9000/db",
+		"clickhouse://::1/db", "clickhouse://h:9000/1db", "clickhouse://:9000/db",
+	} {
+		if u, err := ParseURL(bad); !errors.Is(err, ErrURL) {
+			t.Errorf("ParseURL(%q) = %+v, %v; want ErrURL", bad, u, err)
+		}
+	}
+}
+
+func FuzzParseURL(f *testing.F) {
+	for _, s := range []string{"duckdb://q.db", "clickhouse://h:9000/db", "clickhouse://[::1]/x", "x://"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		u, err := ParseURL(s)
+		if err != nil {
+			if !errors.Is(err, ErrURL) {
+				t.Fatalf("error %v is not ErrURL", err)
+			}
+			return
+		}
+		again, err := ParseURL(u.String())
+		if err != nil || again != u {
+			t.Fatalf("%q parsed to %+v, which renders %q and parses to %+v, %v", s, u, u.String(), again, err)
+		}
+		if u.Scheme == SchemeClickHouse && !ValidIdent(u.Database) {
+			t.Fatalf("database %q is not a plain identifier", u.Database)
+		}
+	})
+}
