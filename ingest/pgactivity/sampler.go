@@ -13,7 +13,11 @@ import (
 // and any other's, sampling as the same role) leaves its own queries out.
 const marker = "qtop pgactivity sampler"
 
-// sampleSQL reads every client backend but the sampler's own. It calls
+// sampleSQL reads every client backend but the sampler's own. For a
+// session hidden from the role PostgreSQL shows neither its backend_type
+// nor its state: every hidden session attached to a database is kept (a
+// hidden autovacuum or parallel worker among them, which cannot be told
+// apart), so that Sample can say how many it could not see. It calls
 // pg_blocking_pids only for sessions that wait for a lock (or for a safe
 // snapshot), since the function takes the lock manager's locks.
 const sampleSQL = `SELECT /* ` + marker + ` */
@@ -32,7 +36,7 @@ const sampleSQL = `SELECT /* ` + marker + ` */
 	current_user,
 	(SELECT setting::int FROM pg_settings WHERE name = 'track_activity_query_size')
 FROM pg_stat_activity a
-WHERE a.backend_type = 'client backend'
+WHERE (a.backend_type = 'client backend' OR (a.backend_type IS NULL AND a.datid IS NOT NULL))
 	AND a.pid <> pg_backend_pid()
 	AND coalesce(a.query, '') NOT LIKE '%` + marker + `%'
 	AND ($1 OR coalesce(a.state, '') <> 'idle')`

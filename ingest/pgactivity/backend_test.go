@@ -1,0 +1,160 @@
+package pgactivity
+
+import (
+	"maps"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/qtop-dev/qtop/sqlcomment"
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+func TestSetTags(t *testing.T) {
+	long := strings.Repeat("x", 5000)
+	tests := []struct {
+		name      string
+		query     string
+		truncated bool
+		app       string
+		want      Backend // only the tag fields are compared
+	}{
+		{name: "untagged", query: "SELECT 1"},
+		{name: "empty", query: ""},
+		{
+			name:  "tagged",
+			query: "SELECT pg_sleep(1) /*application='billing',route='GET%20%2Fr',tenant='acme',tier='T2'*/",
+			want: Backend{Tenant: "acme", Route: "GET /r", Tier: tenant.T2, Application: "billing",
+				Tags: map[string]string{"application": "billing", "route": "GET /r", "tenant": "acme", "tier": "T2"}},
+		},
+		{
+			name:  "application_name wins over the tag",
+			query: "SELECT 1 /*application='billing',tenant='acme'*/", app: "psql",
+			want: Backend{Tenant: "acme", Application: "psql", Tags: map[string]string{"application": "billing", "tenant": "acme"}},
+		},
+		{
+			name:  "tags without a tenant",
+			query: "SELECT 1 /*route='r'*/",
+			want:  Backend{Route: "r", Tags: map[string]string{"route": "r"}},
+		},
+		{name: "malformed comment", query: "SELECT 1 /*tenant='acme*/"},
+		{name: "unterminated comment", query: "SELECT 1 /*tenant='acme'"},
+		{name: "a plain comment", query: "SELECT 1 /* fetch users */"},
+		{
+			name:  "bad tier is unset, the rest kept",
+			query: "SELECT 1 /*tenant='acme',tier='T9'*/",
+			want:  Backend{Tenant: "acme", Tags: map[string]string{"tenant": "acme", "tier": "T9"}},
+		},
+		{
+			name:  "non-printable tenant is untagged",
+			query: "SELECT 1 /*tenant='a%0Ab'*/",
+			want:  Backend{Tags: map[string]string{"tenant": "a\nb"}},
+		},
+		{
+			name:  "over-long tenant is untagged",
+			query: "SELECT 1 /*tenant='" + strings.Repeat("a", tenant.MaxTenantLen+1) + "'*/",
+			want:  Backend{Tags: map[string]string{"tenant": strings.Repeat("a", tenant.MaxTenantLen+1)}},
+		},
+		{
+			name:  "truncated: the trailing comment was cut",
+			query: "SELECT '" + long[:100] + "' /*route='r',ten", truncated: true,
+		},
+		{
+			name:  "truncated: only an inner comment is left",
+			query: "SELECT /*tenant='inner'*/ '" + long[:100], truncated: true,
+		},
+		{
+			name:  "truncated: a comment opening the statement is read",
+			query: "  /*tenant='lead'*/ SELECT '" + long[:100], truncated: true,
+			want: Backend{Tenant: "lead", Tags: map[string]string{"tenant": "lead"}},
+		},
+		{
+			name:  "truncated exactly after the comment",
+			query: "SELECT '" + long[:100] + "' /*tenant='acme'*/", truncated: true,
+			want: Backend{Tenant: "acme", Tags: map[string]string{"tenant": "acme"}},
+		},
+		{
+			name:  "truncated: an opening comment left open",
+			query: "/*tenant='lead'", truncated: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := Backend{Query: tt.query, Truncated: tt.truncated, Application: tt.app}
+			b.setTags()
+			if b.Tenant != tt.want.Tenant || b.Route != tt.want.Route || b.Tier != tt.want.Tier {
+				t.Errorf("tenant, route, tier = %q, %q, %v; want %q, %q, %v", b.Tenant, b.Route, b.Tier, tt.want.Tenant, tt.want.Route, tt.want.Tier)
+			}
+			wantApp := tt.want.Application
+			if tt.app != "" {
+				wantApp = tt.app
+			}
+			if b.Application != wantApp {
+				t.Errorf("application = %q, want %q", b.Application, wantApp)
+			}
+			if !maps.Equal(b.Tags, tt.want.Tags) {
+				t.Errorf("tags = %v, want %v", b.Tags, tt.want.Tags)
+			}
+		})
+	}
+}
+
+func TestBackendWaitAndState(t *testing.T) {
+	for _, tt := range []struct {
+		b      Backend
+		active bool
+		wait   string
+		hidden bool
+	}{
+		{Backend{State: StateActive}, true, WaitCPU, false},
+		{Backend{State: StateActive, WaitEventType: "Lock", WaitEvent: "transactionid"}, true, "Lock", false},
+		{Backend{State: StateFastpath}, true, WaitCPU, false},
+		{Backend{State: StateIdleInTransaction, WaitEventType: "Client"}, false, "Client", false},
+		{Backend{State: StateIdle}, false, WaitCPU, false},
+		{Backend{Query: HiddenQuery}, false, WaitCPU, true},
+		{Backend{State: StateActive, Query: HiddenQuery}, true, WaitCPU, false}, // a query that reads like the marker
+	} {
+		if got := tt.b.Active(); got != tt.active {
+			t.Errorf("%+v: Active = %v", tt.b, got)
+		}
+		if got := tt.b.Wait(); got != tt.wait {
+			t.Errorf("%+v: Wait = %q", tt.b, got)
+		}
+		if got := tt.b.Hidden(); got != tt.hidden {
+			t.Errorf("%+v: Hidden = %v", tt.b, got)
+		}
+	}
+}
+
+// FuzzSetTags feeds any query text, truncated or not, to the tag reader:
+// it never panics, a tenant it reports is valid, and an untruncated
+// sqlcommenter comment appended to any comment-free query reads back.
+func FuzzSetTags(f *testing.F) {
+	f.Add("SELECT 1 /*tenant='acme'*/", "acme", false)
+	f.Add("/*tenant='a'*/ SELECT", "b", true)
+	f.Add("SELECT '/*' /*tenant='x%2", "x", true)
+	f.Add("SELECT 1 /*tenant=acme,tier=T1*/;", "", false)
+	f.Add("/*", "*/", true)
+	f.Fuzz(func(t *testing.T, query, name string, truncated bool) {
+		b := Backend{Query: query, Truncated: truncated}
+		b.setTags()
+		if b.Tenant != "" && tenant.ValidateTenant(b.Tenant) != nil {
+			t.Fatalf("invalid tenant %q accepted from %q", b.Tenant, query)
+		}
+		if b.Tenant == "" && b.Route == "" && b.Tier == tenant.TierUnset && b.Tags == nil && b.Application != "" {
+			t.Fatalf("application %q without tags", b.Application)
+		}
+		if tenant.ValidateTenant(name) != nil || !utf8.ValidString(query) {
+			return
+		}
+		q := sqlcomment.Append(query, map[string]string{"tenant": name})
+		if q == query {
+			return // Append declined (the query already has a comment, or is empty)
+		}
+		c := Backend{Query: q}
+		c.setTags()
+		if c.Tenant != name {
+			t.Fatalf("Append(%q) = %q reads back tenant %q, want %q", query, q, c.Tenant, name)
+		}
+	})
+}
