@@ -1,0 +1,317 @@
+package enforce
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// FairQueue holds work per tenant and hands it out by deficit round-robin
+// weighted by plan, so a tenant that enqueues 2,000 jobs does not make a
+// small tenant wait behind all of them.
+//
+// Starvation bound: a tenant i with pending work that is not at its
+// concurrency cap is served within R = ⌈largest cost / (wᵢ × quantum)⌉
+// rounds, that is after at most Σ over the other active tenants j of
+// (R × wⱼ × quantum + largest cost) cost units of their work; with unit
+// costs, one round: Σ wⱼ items.
+//
+// Per-tenant concurrency caps: a tenant with cap items popped and not yet
+// Done is skipped until one is. Backpressure: a tenant with MaxPending
+// items waiting makes its producers wait in Push (delay rather than
+// reject). Safe for concurrent use; make one with NewFairQueue.
+type FairQueue[T any] struct {
+	cfg fairConfig
+
+	mu      sync.Mutex
+	flows   map[string]*flow[T]
+	active  []*flow[T] // round-robin order; the head is being served
+	pending int
+	changed chan struct{} // closed and replaced on every change
+	closed  bool
+}
+
+// Item is one unit of queued work.
+type Item[T any] struct {
+	Tenant   string
+	Value    T
+	Cost     float64
+	Enqueued time.Time
+}
+
+type flow[T any] struct {
+	name     string
+	items    []Item[T]
+	head     int
+	deficit  float64
+	inflight int
+	active   bool
+}
+
+func (f *flow[T]) len() int { return len(f.items) - f.head }
+
+type fairConfig struct {
+	weight     func(tenant string) int
+	cap        func(tenant string) int
+	quantum    float64
+	maxPending int
+	maxTenants int
+	now        func() time.Time
+}
+
+// FairOption configures NewFairQueue.
+type FairOption func(*fairConfig)
+
+// WithWeights sets each tenant's weight (default 1; values < 1 count as 1).
+func WithWeights(f func(tenant string) int) FairOption { return func(c *fairConfig) { c.weight = f } }
+
+// WithConcurrency sets each tenant's cap on work popped and not yet Done
+// (≤ 0: no cap).
+func WithConcurrency(f func(tenant string) int) FairOption { return func(c *fairConfig) { c.cap = f } }
+
+// WithPlanFairness takes weights and concurrency caps from the plans of e.
+func WithPlanFairness(e *Enforcer) FairOption {
+	return func(c *fairConfig) {
+		c.weight = func(t string) int { return e.PlanOf(t).Weight }
+		c.cap = func(t string) int { return e.PlanOf(t).Concurrency }
+	}
+}
+
+// WithQuantum sets the cost credited per unit of weight each round
+// (default 1, one unit-cost item per unit of weight).
+func WithQuantum(q float64) FairOption { return func(c *fairConfig) { c.quantum = q } }
+
+// WithMaxPending sets how many items one tenant may have waiting before
+// Push delays its producer (default 1,000).
+func WithMaxPending(n int) FairOption { return func(c *fairConfig) { c.maxPending = n } }
+
+// WithFairClock sets the clock that stamps Item.Enqueued (default time.Now).
+func WithFairClock(now func() time.Time) FairOption { return func(c *fairConfig) { c.now = now } }
+
+// NewFairQueue returns an empty fair queue.
+func NewFairQueue[T any](opts ...FairOption) (*FairQueue[T], error) {
+	c := fairConfig{quantum: 1, maxPending: 1000, now: time.Now}
+	for _, o := range opts {
+		o(&c)
+	}
+	if !(c.quantum > 0) {
+		return nil, fmt.Errorf("%w: quantum %v (want > 0)", ErrConfig, c.quantum)
+	}
+	if c.maxPending < 1 {
+		return nil, fmt.Errorf("%w: max pending %d (want ≥ 1)", ErrConfig, c.maxPending)
+	}
+	return &FairQueue[T]{cfg: c, flows: make(map[string]*flow[T]), changed: make(chan struct{})}, nil
+}
+
+func (q *FairQueue[T]) notifyLocked() {
+	close(q.changed)
+	q.changed = make(chan struct{})
+}
+
+func (q *FairQueue[T]) flowLocked(t string) *flow[T] {
+	f := q.flows[t]
+	if f == nil {
+		f = &flow[T]{name: t}
+		q.flows[t] = f
+	}
+	return f
+}
+
+func (q *FairQueue[T]) weight(t string) float64 {
+	w := 1
+	if q.cfg.weight != nil {
+		w = max(q.cfg.weight(t), 1)
+	}
+	return float64(w) * q.cfg.quantum
+}
+
+func (q *FairQueue[T]) capOf(t string) int {
+	if q.cfg.cap == nil {
+		return 0
+	}
+	return q.cfg.cap(t)
+}
+
+// Push queues item for tenant at unit cost, waiting while the tenant has
+// MaxPending items queued. It fails only after Close (ErrClosed).
+func (q *FairQueue[T]) Push(tenant string, item T) error {
+	return q.PushCost(context.Background(), tenant, item, 1)
+}
+
+// PushCtx is Push that gives up when ctx ends, returning its error.
+func (q *FairQueue[T]) PushCtx(ctx context.Context, tenant string, item T) error {
+	return q.PushCost(ctx, tenant, item, 1)
+}
+
+// PushCost queues item with a cost (its RU estimate, > 0) that the
+// deficit round-robin charges against the tenant's share.
+func (q *FairQueue[T]) PushCost(ctx context.Context, tenant string, item T, cost float64) error {
+	if !(cost > 0) {
+		return fmt.Errorf("%w: item cost %v (want > 0)", ErrConfig, cost)
+	}
+	q.mu.Lock()
+	for {
+		if q.closed {
+			q.mu.Unlock()
+			return ErrClosed
+		}
+		f := q.flowLocked(tenant)
+		if f.len() < q.cfg.maxPending {
+			if f.head > 0 && f.head*2 >= len(f.items) {
+				n := copy(f.items, f.items[f.head:])
+				clear(f.items[n:])
+				f.items, f.head = f.items[:n], 0
+			}
+			f.items = append(f.items, Item[T]{Tenant: tenant, Value: item, Cost: cost, Enqueued: q.cfg.now()})
+			q.pending++
+			if !f.active {
+				f.active = true
+				f.deficit = 0
+				q.active = append(q.active, f)
+			}
+			q.notifyLocked()
+			q.mu.Unlock()
+			return nil
+		}
+		ch := q.changed
+		q.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		q.mu.Lock()
+	}
+}
+
+// Pop returns the next item by weighted deficit round-robin, or false
+// when nothing can be popped (empty, or every tenant with work at its
+// concurrency cap). It does not wait; see PopWait.
+func (q *FairQueue[T]) Pop() (T, bool) {
+	it, ok := q.PopItem()
+	return it.Value, ok
+}
+
+// PopItem is Pop that also returns the item's tenant, cost and enqueue
+// time. Call Done(item.Tenant) when the work ends if concurrency caps are
+// set.
+func (q *FairQueue[T]) PopItem() (Item[T], bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.popLocked()
+}
+
+func (q *FairQueue[T]) popLocked() (Item[T], bool) {
+	var zero Item[T]
+	// Each visit to a flow either serves it or credits it one quantum and
+	// moves on, so the loop ends: a flow whose deficit is short gets
+	// enough after a bounded number of rounds. skipped counts flows that
+	// cannot be served (at their cap) in a row.
+	skipped := 0
+	for len(q.active) > 0 && skipped < len(q.active) {
+		f := q.active[0]
+		if c := q.capOf(f.name); c > 0 && f.inflight >= c {
+			q.rotateLocked()
+			skipped++
+			continue
+		}
+		it := f.items[f.head]
+		if f.deficit < it.Cost {
+			f.deficit += q.weight(f.name)
+			if f.deficit < it.Cost {
+				q.rotateLocked()
+				skipped = 0
+				continue
+			}
+		}
+		f.deficit -= it.Cost
+		var zeroItem Item[T]
+		f.items[f.head] = zeroItem
+		f.head++
+		q.pending--
+		f.inflight++
+		if f.len() == 0 {
+			f.items, f.head = f.items[:0], 0
+			f.active = false
+			f.deficit = 0
+			q.active[0] = nil
+			q.active = q.active[1:]
+			if f.inflight == 0 {
+				delete(q.flows, f.name)
+			}
+		} else if f.deficit < f.items[f.head].Cost {
+			q.rotateLocked()
+		}
+		q.notifyLocked()
+		return it, true
+	}
+	return zero, false
+}
+
+func (q *FairQueue[T]) rotateLocked() {
+	f := q.active[0]
+	copy(q.active, q.active[1:])
+	q.active[len(q.active)-1] = f
+}
+
+// PopWait waits until an item can be popped, ctx ends (its error) or the
+// queue is closed and drained (ErrClosed).
+func (q *FairQueue[T]) PopWait(ctx context.Context) (Item[T], error) {
+	for {
+		q.mu.Lock()
+		it, ok := q.popLocked()
+		if ok {
+			q.mu.Unlock()
+			return it, nil
+		}
+		if q.closed && q.pending == 0 {
+			q.mu.Unlock()
+			return it, ErrClosed
+		}
+		ch := q.changed
+		q.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return it, ctx.Err()
+		}
+	}
+}
+
+// Done releases one unit of tenant's concurrency after popped work ends.
+func (q *FairQueue[T]) Done(tenant string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	f := q.flows[tenant]
+	if f == nil || f.inflight == 0 {
+		return
+	}
+	f.inflight--
+	if f.inflight == 0 && f.len() == 0 {
+		delete(q.flows, tenant)
+	}
+	q.notifyLocked()
+}
+
+// Len returns the items queued; PendingOf those of one tenant.
+func (q *FairQueue[T]) Len() int { q.mu.Lock(); defer q.mu.Unlock(); return q.pending }
+
+// PendingOf returns the items tenant has queued.
+func (q *FairQueue[T]) PendingOf(tenant string) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if f := q.flows[tenant]; f != nil {
+		return f.len()
+	}
+	return 0
+}
+
+// Close stops new pushes (ErrClosed) and wakes waiting producers; items
+// already queued can still be popped.
+func (q *FairQueue[T]) Close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.closed = true
+	q.notifyLocked()
+}
