@@ -62,9 +62,7 @@ func (h *Histogram) AppendBinary(b []byte) ([]byte, error) {
 
 func (h *Histogram) nonEmptyCount() int {
 	n := 0
-	for _, w := range h.nonEmpty {
-		n += bits.OnesCount64(w)
-	}
+	h.Buckets(func(int, uint64) { n++ })
 	return n
 }
 
@@ -137,7 +135,7 @@ func (h *Histogram) decode(data []byte) error {
 		}
 		h.count = total
 		h.counts[idx] = c
-		h.nonEmpty[idx>>6] |= 1 << (idx & 63)
+		h.groups[idx>>groupShift] += c
 	}
 	if len(data) != 0 {
 		return errorf(ErrCorrupt, "%d trailing bytes", len(data))

@@ -2,7 +2,6 @@ package ratio
 
 import (
 	"math"
-	"math/bits"
 	"time"
 )
 
@@ -48,7 +47,11 @@ const (
 	// MinSeconds and MaxSeconds: (γ−1)/(γ+1) with γ = exp(0.7/36).
 	RelativeAccuracy = 0.0098
 
-	bitmapWords = (NumBuckets + 63) / 64
+	// Buckets are counted in groups of 64 too, so that a quantile query
+	// finds its group in at most 19 steps and its bucket in at most 64.
+	groupShift = 6
+	groupSize  = 1 << groupShift
+	numGroups  = (NumBuckets + groupSize - 1) / groupSize
 
 	cubicA = 6.0 / 35.0
 	cubicB = -3.0 / 5.0
@@ -66,10 +69,10 @@ const (
 // A Histogram is not safe for concurrent use: callers shard or lock it.
 // It is a value of about 9 KiB with no pointers; copying it copies it.
 type Histogram struct {
-	counts   [NumBuckets]uint64
-	nonEmpty [bitmapWords]uint64
-	count    uint64
-	sum      float64
+	counts [NumBuckets]uint64
+	groups [numGroups]uint64 // groups[g] = sum of counts[g*64 : g*64+64]
+	count  uint64
+	sum    float64
 }
 
 // BucketIndex returns the bucket a value in seconds falls into. Values below
@@ -164,7 +167,7 @@ func (h *Histogram) Observe(seconds float64) {
 		seconds = MaxSeconds
 	}
 	h.counts[i]++
-	h.nonEmpty[i>>6] |= 1 << (i & 63)
+	h.groups[i>>groupShift]++
 	h.count++
 	h.sum += seconds
 }
@@ -195,45 +198,43 @@ func (h *Histogram) Mean() float64 {
 // observation when it lies between MinSeconds and MaxSeconds. An empty
 // histogram returns 0.
 func (h *Histogram) Quantile(q float64) float64 {
-	return quantile(h.count, q, &h.nonEmpty, func(i int) uint64 { return h.counts[i] })
-}
-
-// quantile finds the nearest-rank q-quantile of count observations whose
-// non-empty buckets are marked in nonEmpty and counted by at. It walks from
-// the end nearer the rank, so a p95 looks at the few buckets of the tail.
-func quantile(count uint64, q float64, nonEmpty *[bitmapWords]uint64, at func(int) uint64) float64 {
-	if count == 0 {
+	if h.count == 0 {
 		return 0
 	}
-	rank := rankOf(count, q)
-	if rank <= count/2 {
+	rank := rankOf(h.count, q)
+	if rank <= h.count/2 {
+		// From the bottom: the group holding the rank, then its bucket.
 		var cum uint64
-		for w := 0; w < bitmapWords; w++ {
-			for m := nonEmpty[w]; m != 0; m &= m - 1 {
-				i := w<<6 | bits.TrailingZeros64(m)
-				cum += at(i)
-				if cum >= rank {
+		for g := 0; g < numGroups; g++ {
+			if cum+h.groups[g] < rank {
+				cum += h.groups[g]
+				continue
+			}
+			for i := g << groupShift; i < NumBuckets; i++ {
+				if cum += h.counts[i]; cum >= rank {
 					return layout.value[i]
 				}
 			}
 		}
 	} else {
-		need := count - rank + 1 // rank counted from the top
+		// From the top, counting the rank from the largest observation, so
+		// that a p95 looks at the tail only.
+		need := h.count - rank + 1
 		var cum uint64
-		for w := bitmapWords - 1; w >= 0; w-- {
-			for m := nonEmpty[w]; m != 0; {
-				top := 63 - bits.LeadingZeros64(m)
-				m &^= 1 << top
-				i := w<<6 | top
-				cum += at(i)
-				if cum >= need {
+		for g := numGroups - 1; g >= 0; g-- {
+			if cum+h.groups[g] < need {
+				cum += h.groups[g]
+				continue
+			}
+			for i := min(g<<groupShift+groupSize, NumBuckets) - 1; i >= 0; i-- {
+				if cum += h.counts[i]; cum >= need {
 					return layout.value[i]
 				}
 			}
 		}
 	}
-	// Only reached if the counts disagree with count (they never do for a
-	// histogram built through its methods); answer with the extreme.
+	// Only reached if the counts disagree with count, which they never do
+	// for a histogram built through its methods.
 	return layout.value[NumBuckets-1]
 }
 
@@ -257,12 +258,16 @@ func rankOf(count uint64, q float64) uint64 {
 // Merge adds every observation of o to h. o is not changed; h.Merge(h)
 // doubles h.
 func (h *Histogram) Merge(o *Histogram) {
-	for w := 0; w < bitmapWords; w++ {
-		m := o.nonEmpty[w]
-		h.nonEmpty[w] |= m
-		for ; m != 0; m &= m - 1 {
-			i := w<<6 | bits.TrailingZeros64(m)
-			h.counts[i] += o.counts[i]
+	for g, n := range o.groups {
+		if n == 0 {
+			continue
+		}
+		h.groups[g] += n
+		lo := g << groupShift
+		hi := min(lo+groupSize, NumBuckets)
+		dst, src := h.counts[lo:hi], o.counts[lo:hi]
+		for i := range dst {
+			dst[i] += src[i]
 		}
 	}
 	h.count += o.count
@@ -279,7 +284,7 @@ func (h *Histogram) AddBucket(i int, count uint64) {
 	}
 	i = clampIndex(i)
 	h.counts[i] += count
-	h.nonEmpty[i>>6] |= 1 << (i & 63)
+	h.groups[i>>groupShift] += count
 	h.count += count
 	h.sum += float64(count) * layout.value[i]
 }
@@ -300,10 +305,14 @@ func (h *Histogram) AddDense(counts []uint64) error {
 
 // Buckets calls fn for every non-empty bucket in increasing order.
 func (h *Histogram) Buckets(fn func(i int, count uint64)) {
-	for w := 0; w < bitmapWords; w++ {
-		for m := h.nonEmpty[w]; m != 0; m &= m - 1 {
-			i := w<<6 | bits.TrailingZeros64(m)
-			fn(i, h.counts[i])
+	for g, n := range h.groups {
+		if n == 0 {
+			continue
+		}
+		for i := g << groupShift; i < min(g<<groupShift+groupSize, NumBuckets); i++ {
+			if c := h.counts[i]; c != 0 {
+				fn(i, c)
+			}
 		}
 	}
 }
@@ -319,14 +328,13 @@ func (h *Histogram) Dense() []uint64 {
 
 // Reset empties h.
 func (h *Histogram) Reset() {
-	for w := 0; w < bitmapWords; w++ {
-		for m := h.nonEmpty[w]; m != 0; m &= m - 1 {
-			h.counts[w<<6|bits.TrailingZeros64(m)] = 0
+	for g, n := range h.groups {
+		if n != 0 {
+			clear(h.counts[g<<groupShift : min(g<<groupShift+groupSize, NumBuckets)])
 		}
-		h.nonEmpty[w] = 0
 	}
-	h.count = 0
-	h.sum = 0
+	h.groups = [numGroups]uint64{}
+	h.count, h.sum = 0, 0
 }
 
 // Clone returns a copy of h.

@@ -163,12 +163,34 @@ func randomHistogram(r *rand.Rand, n int) (*Histogram, []float64) {
 	return h, xs
 }
 
+// checkGroups verifies the invariant behind Quantile: each group count is
+// the sum of its buckets, and the groups sum to Count.
+func checkGroups(t *testing.T, h *Histogram) {
+	t.Helper()
+	var total uint64
+	for g := range h.groups {
+		var n uint64
+		for i := g * groupSize; i < min((g+1)*groupSize, NumBuckets); i++ {
+			n += h.counts[i]
+		}
+		if n != h.groups[g] {
+			t.Fatalf("group %d counts %d, its buckets %d", g, h.groups[g], n)
+		}
+		total += n
+	}
+	if total != h.count {
+		t.Fatalf("groups sum to %d, Count %d", total, h.count)
+	}
+}
+
 func sameBuckets(t *testing.T, a, b *Histogram) {
 	t.Helper()
+	checkGroups(t, a)
+	checkGroups(t, b)
 	if a.Count() != b.Count() {
 		t.Fatalf("count %d != %d", a.Count(), b.Count())
 	}
-	if a.counts != b.counts || a.nonEmpty != b.nonEmpty {
+	if a.counts != b.counts || a.groups != b.groups {
 		t.Fatal("buckets differ")
 	}
 }
@@ -281,7 +303,7 @@ func TestHistogramResetAndClone(t *testing.T) {
 	h, _ := randomHistogram(r, 1000)
 	c := h.Clone()
 	h.Reset()
-	if h.Count() != 0 || h.Sum() != 0 || h.counts != ([NumBuckets]uint64{}) || h.nonEmpty != ([bitmapWords]uint64{}) {
+	if h.Count() != 0 || h.Sum() != 0 || h.counts != ([NumBuckets]uint64{}) || h.groups != ([numGroups]uint64{}) {
 		t.Fatal("Reset left observations")
 	}
 	if c.Count() != 1000 {

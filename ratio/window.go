@@ -126,10 +126,7 @@ func (w *Window) live(now time.Time, fn func(h *Histogram)) {
 	if !w.started {
 		return
 	}
-	e := w.epochOf(now)
-	if e < w.head {
-		e = w.head
-	}
+	e := max(w.epochOf(now), w.head)
 	n := int64(len(w.hist))
 	for i := range w.hist {
 		if ep := w.epoch[i]; ep > e-n && ep <= e {
@@ -147,31 +144,69 @@ func (w *Window) CountAt(now time.Time) uint64 {
 
 // QuantileAt returns the q-quantile of the observations in the window at
 // instant now, as Histogram.Quantile would for their merge; 0 when empty.
-// It does not allocate.
+// It does not allocate (up to 64 slots).
 func (w *Window) QuantileAt(now time.Time, q float64) float64 {
 	var (
-		live     [64]*Histogram
-		hs       = live[:0]
-		count    uint64
-		nonEmpty [bitmapWords]uint64
+		buf    [64]*Histogram
+		hs     = buf[:0]
+		count  uint64
+		groups [numGroups]uint64
 	)
-	w.live(now, func(h *Histogram) {
-		if h.count == 0 {
-			return
+	if !w.started {
+		return 0
+	}
+	e := max(w.epochOf(now), w.head)
+	n := int64(len(w.hist))
+	for i := range w.hist {
+		if ep := w.epoch[i]; ep > e-n && ep <= e && w.hist[i].count != 0 {
+			h := &w.hist[i]
+			hs = append(hs, h)
+			count += h.count
+			for g, c := range h.groups {
+				groups[g] += c
+			}
 		}
-		hs = append(hs, h)
-		count += h.count
-		for i := range nonEmpty {
-			nonEmpty[i] |= h.nonEmpty[i]
-		}
-	})
-	return quantile(count, q, &nonEmpty, func(i int) uint64 {
+	}
+	if count == 0 {
+		return 0
+	}
+	at := func(i int) uint64 {
 		var c uint64
 		for _, h := range hs {
 			c += h.counts[i]
 		}
 		return c
-	})
+	}
+	rank := rankOf(count, q)
+	if rank <= count/2 {
+		var cum uint64
+		for g := 0; g < numGroups; g++ {
+			if cum+groups[g] < rank {
+				cum += groups[g]
+				continue
+			}
+			for i := g << groupShift; i < NumBuckets; i++ {
+				if cum += at(i); cum >= rank {
+					return layout.value[i]
+				}
+			}
+		}
+	} else {
+		need := count - rank + 1
+		var cum uint64
+		for g := numGroups - 1; g >= 0; g-- {
+			if cum+groups[g] < need {
+				cum += groups[g]
+				continue
+			}
+			for i := min(g<<groupShift+groupSize, NumBuckets) - 1; i >= 0; i-- {
+				if cum += at(i); cum >= need {
+					return layout.value[i]
+				}
+			}
+		}
+	}
+	return layout.value[NumBuckets-1]
 }
 
 // HistogramAt returns a new histogram of the observations in the window at
