@@ -1,0 +1,366 @@
+package enforce
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/qtop-dev/qtop/spacesaving"
+)
+
+// Guard defends a backend against hot keys. Misses are counted in a
+// Space-Saving sketch; a key found hot is kept in a small local cache for
+// a short TTL (default 3 s), and concurrent misses of a key are coalesced
+// into one load, so under a storm each process sends about one request per
+// hot key per TTL to the backend. Cold keys are never cached: the guard
+// adds no staleness to the long tail.
+//
+// Coalescing respects every caller's context: a waiter whose context ends
+// leaves at once with its error; the shared load runs under the guard's
+// own context (so one caller leaving does not fail the others), bounded
+// by WithLoadTimeout; a panic in the load is re-raised, as a *PanicError,
+// in every caller waiting for it. Errors are never cached.
+//
+// A cache hit is lock-free and does not allocate. Safe for concurrent
+// use; make one with NewGuard and end it with Shutdown.
+type Guard[K comparable, V any] struct {
+	load    func(ctx context.Context, key K) (V, error)
+	str     func(K) string
+	ttl     int64
+	window  int64
+	minHits uint64
+	maxKeys int
+	now     func() time.Time
+	timeout time.Duration
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	cache   atomic.Pointer[map[K]*hotEntry[V]]
+	cacheMu sync.Mutex
+
+	mu        sync.Mutex
+	calls     map[K]*call[V]
+	sketch    *spacesaving.Sketch
+	windowEnd int64
+	closed    bool
+
+	misses, loads, coalesced, left, panics, cached atomic.Uint64
+}
+
+type hotEntry[V any] struct {
+	state   atomic.Pointer[hotValue[V]]
+	touched atomic.Bool // hit since stored: still hot when it expires
+}
+
+type hotValue[V any] struct {
+	v   V
+	exp int64
+}
+
+type call[V any] struct {
+	done  chan struct{} // made by the first waiter, under g.mu
+	v     V
+	err   error
+	panic *PanicError
+	sk    string // the sketch's key
+}
+
+// PanicError is what every caller waiting on a load that panicked panics
+// with: the value the load panicked with and its stack.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (p *PanicError) Error() string { return fmt.Sprintf("enforce: hot-key load panicked: %v\n\n%s", p.Value, p.Stack) }
+
+type guardConfig struct {
+	ttl, window, timeout time.Duration
+	minHits              int
+	maxKeys, sketchCap   int
+	now                  func() time.Time
+}
+
+// GuardOption configures NewGuard.
+type GuardOption func(*guardConfig)
+
+// WithTTL sets how long a hot key's value is served from the local cache
+// (default 3 s).
+func WithTTL(d time.Duration) GuardOption { return func(c *guardConfig) { c.ttl = d } }
+
+// WithHotThreshold sets how many misses of a key within one detection
+// window (default the TTL) make it hot (default 3).
+func WithHotThreshold(misses int, window time.Duration) GuardOption {
+	return func(c *guardConfig) { c.minHits, c.window = misses, window }
+}
+
+// WithCacheSize bounds the hot keys cached (default 1,024) and sets the
+// sketch's capacity (default 4 × that).
+func WithCacheSize(n int) GuardOption { return func(c *guardConfig) { c.maxKeys = n } }
+
+// WithLoadTimeout bounds each shared load (default: no bound but the
+// guard's own context, which Shutdown cancels).
+func WithLoadTimeout(d time.Duration) GuardOption { return func(c *guardConfig) { c.timeout = d } }
+
+// WithGuardClock sets the clock Get uses (default time.Now).
+func WithGuardClock(now func() time.Time) GuardOption { return func(c *guardConfig) { c.now = now } }
+
+// NewGuard returns a guard in front of load. keyString turns a key into
+// the sketch's string key; nil is allowed when K is string (or any type
+// whose fmt form identifies it, at the cost of an allocation per miss).
+func NewGuard[K comparable, V any](load func(ctx context.Context, key K) (V, error), keyString func(K) string, opts ...GuardOption) (*Guard[K, V], error) {
+	if load == nil {
+		return nil, fmt.Errorf("%w: nil load function", ErrConfig)
+	}
+	c := guardConfig{ttl: 3 * time.Second, minHits: 3, maxKeys: 1024, now: time.Now}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.window == 0 {
+		c.window = c.ttl
+	}
+	if c.ttl <= 0 || c.window <= 0 || c.minHits < 1 || c.maxKeys < 1 || c.timeout < 0 {
+		return nil, fmt.Errorf("%w: guard ttl %v, window %v, threshold %d, cache size %d, load timeout %v (want all > 0, timeout ≥ 0)",
+			ErrConfig, c.ttl, c.window, c.minHits, c.maxKeys, c.timeout)
+	}
+	if keyString == nil {
+		keyString = func(k K) string {
+			if s, ok := any(k).(string); ok {
+				return s
+			}
+			return fmt.Sprint(k)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g := &Guard[K, V]{load: load, str: keyString, ttl: int64(c.ttl), window: int64(c.window), minHits: uint64(c.minHits),
+		maxKeys: c.maxKeys, now: c.now, timeout: c.timeout, ctx: ctx, cancel: cancel,
+		calls: make(map[K]*call[V]), sketch: spacesaving.New(4 * c.maxKeys)}
+	m := make(map[K]*hotEntry[V])
+	g.cache.Store(&m)
+	return g, nil
+}
+
+// Get returns key's value from the hot-key cache or from a (shared) load.
+func (g *Guard[K, V]) Get(ctx context.Context, key K) (V, error) { return g.GetAt(ctx, g.now(), key) }
+
+// GetAt is Get with the time as an argument (the cache-hit path then
+// costs no clock read).
+func (g *Guard[K, V]) GetAt(ctx context.Context, now time.Time, key K) (V, error) {
+	n := now.UnixNano()
+	if e := (*g.cache.Load())[key]; e != nil {
+		if s := e.state.Load(); n < s.exp {
+			if !e.touched.Load() {
+				e.touched.Store(true)
+			}
+			return s.v, nil
+		}
+	}
+	return g.miss(ctx, n, key)
+}
+
+func (g *Guard[K, V]) miss(ctx context.Context, n int64, key K) (V, error) {
+	g.misses.Add(1)
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		var zero V
+		return zero, ErrClosed
+	}
+	if n >= g.windowEnd || n < g.windowEnd-2*g.window {
+		g.sketch.Reset()
+		g.windowEnd = n + g.window
+	}
+	sk := g.str(key)
+	g.sketch.Add(sk, 1)
+	if c := g.calls[key]; c != nil {
+		if c.done == nil {
+			c.done = make(chan struct{})
+		}
+		done := c.done
+		g.mu.Unlock()
+		g.coalesced.Add(1)
+		return g.wait(ctx, c, done)
+	}
+	c := &call[V]{sk: sk}
+	g.calls[key] = c
+	g.wg.Add(1)
+	if ctx.Done() == nil {
+		// This caller can never leave: run the load here, no goroutine.
+		g.mu.Unlock()
+		g.loads.Add(1)
+		g.run(key, c)
+		return g.result(c)
+	}
+	c.done = make(chan struct{})
+	done := c.done
+	g.mu.Unlock()
+	g.loads.Add(1)
+	go g.run(key, c)
+	return g.wait(ctx, c, done)
+}
+
+func (g *Guard[K, V]) wait(ctx context.Context, c *call[V], done chan struct{}) (V, error) {
+	select {
+	case <-done:
+		return g.result(c)
+	case <-ctx.Done():
+		select {
+		case <-done:
+			return g.result(c)
+		default:
+		}
+		g.left.Add(1)
+		var zero V
+		return zero, ctx.Err()
+	}
+}
+
+func (g *Guard[K, V]) result(c *call[V]) (V, error) {
+	if c.panic != nil {
+		panic(c.panic)
+	}
+	return c.v, c.err
+}
+
+// run performs the shared load under the guard's context, caches the
+// value when the key is hot, and releases every waiter.
+func (g *Guard[K, V]) run(key K, c *call[V]) {
+	defer g.wg.Done()
+	defer func() {
+		if r := recover(); r != nil {
+			g.panics.Add(1)
+			c.panic = &PanicError{Value: r, Stack: debug.Stack()}
+			c.err = c.panic
+		}
+		g.finish(key, c)
+	}()
+	ctx := g.ctx
+	if g.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, g.timeout)
+		defer cancel()
+	}
+	c.v, c.err = g.load(ctx, key)
+}
+
+func (g *Guard[K, V]) finish(key K, c *call[V]) {
+	g.mu.Lock()
+	hot := false
+	if c.err == nil {
+		if cnt, e, ok := g.sketch.Estimate(c.sk); ok && cnt-e >= g.minHits {
+			hot = true
+		} else if e := (*g.cache.Load())[key]; e != nil && e.touched.Load() {
+			hot = true // hit while cached: still hot
+		}
+	}
+	if hot {
+		// Store before the call is removed, so that no request in
+		// between loads the key a second time.
+		g.mu.Unlock()
+		g.store(key, c.v)
+		g.mu.Lock()
+	}
+	delete(g.calls, key)
+	if c.done != nil {
+		close(c.done)
+	}
+	g.mu.Unlock()
+}
+
+func (g *Guard[K, V]) store(key K, v V) {
+	n := g.now().UnixNano()
+	val := &hotValue[V]{v: v, exp: n + g.ttl}
+	if e := (*g.cache.Load())[key]; e != nil {
+		e.touched.Store(false)
+		e.state.Store(val)
+		return
+	}
+	g.cacheMu.Lock()
+	defer g.cacheMu.Unlock()
+	old := *g.cache.Load()
+	if e := old[key]; e != nil {
+		e.touched.Store(false)
+		e.state.Store(val)
+		return
+	}
+	// Copy on write: hot keys are few and change rarely, and readers
+	// never lock. Expired, untouched entries are dropped on the way.
+	m := make(map[K]*hotEntry[V], len(old)+1)
+	for k, e := range old {
+		if s := e.state.Load(); s.exp > n || e.touched.Load() {
+			m[k] = e
+		}
+	}
+	if len(m) >= g.maxKeys {
+		g.cache.Store(&m)
+		return // full of live hot keys: serve this one by coalescing only
+	}
+	e := &hotEntry[V]{}
+	e.state.Store(val)
+	m[key] = e
+	g.cache.Store(&m)
+	g.cached.Add(1)
+}
+
+// Invalidate drops key from the cache, for callers that write it.
+func (g *Guard[K, V]) Invalidate(key K) {
+	g.cacheMu.Lock()
+	defer g.cacheMu.Unlock()
+	old := *g.cache.Load()
+	if _, ok := old[key]; !ok {
+		return
+	}
+	m := make(map[K]*hotEntry[V], len(old))
+	for k, e := range old {
+		if k != key {
+			m[k] = e
+		}
+	}
+	g.cache.Store(&m)
+}
+
+// GuardStats are cumulative counters of a Guard.
+type GuardStats struct {
+	// Misses are requests not served from the cache; Loads the calls made
+	// to the backend; Coalesced the misses that joined a load in flight;
+	// Left the waiters whose context ended first; Panics the loads that
+	// panicked; Cached the hot keys stored; Entries the keys cached now.
+	Misses, Loads, Coalesced, Left, Panics, Cached uint64
+	Entries                                         int
+}
+
+// Stats returns the guard's counters.
+func (g *Guard[K, V]) Stats() GuardStats {
+	return GuardStats{Misses: g.misses.Load(), Loads: g.loads.Load(), Coalesced: g.coalesced.Load(),
+		Left: g.left.Load(), Panics: g.panics.Load(), Cached: g.cached.Load(), Entries: len(*g.cache.Load())}
+}
+
+// Hot returns the n keys with the most misses in the current window, as
+// the sketch sees them.
+func (g *Guard[K, V]) Hot(n int) []spacesaving.Counter {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.sketch.Top(n)
+}
+
+// Shutdown cancels loads in flight and waits for them to return, or for
+// ctx to end. Later calls that miss the cache get ErrClosed.
+func (g *Guard[K, V]) Shutdown(ctx context.Context) error {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	g.cancel()
+	done := make(chan struct{})
+	go func() { g.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("enforce: guard shutdown: %w", ctx.Err())
+	}
+}
