@@ -77,7 +77,9 @@ type PanicError struct {
 	Stack []byte
 }
 
-func (p *PanicError) Error() string { return fmt.Sprintf("enforce: hot-key load panicked: %v\n\n%s", p.Value, p.Stack) }
+func (p *PanicError) Error() string {
+	return fmt.Sprintf("enforce: hot-key load panicked: %v\n\n%s", p.Value, p.Stack)
+}
 
 type guardConfig struct {
 	ttl, window, timeout time.Duration
@@ -331,7 +333,7 @@ type GuardStats struct {
 	// Left the waiters whose context ended first; Panics the loads that
 	// panicked; Cached the hot keys stored; Entries the keys cached now.
 	Misses, Loads, Coalesced, Left, Panics, Cached uint64
-	Entries                                         int
+	Entries                                        int
 }
 
 // Stats returns the guard's counters.
