@@ -50,6 +50,10 @@ type Backend struct {
 	// QueryStart is when the current (or, for idle sessions, the last)
 	// statement started; zero when unknown.
 	QueryStart time.Time
+	// XactStart is when the session's transaction began; zero outside a
+	// transaction. For a session idle in a transaction (often the one
+	// holding a lock others wait for) it tells how long it has held it.
+	XactStart time.Time
 	// Duration is how long the statement has run, by the server's clock,
 	// for active sessions; zero for the others.
 	Duration time.Duration

@@ -6,12 +6,16 @@ import "time"
 type Option func(*config)
 
 type config struct {
-	idle bool
-	now  func() time.Time
+	idle    bool
+	now     func() time.Time
+	timeout time.Duration
 }
 
+// DefaultTimeout is how long Run lets one sample take.
+const DefaultTimeout = 5 * time.Second
+
 func newConfig(opts []Option) config {
-	c := config{now: time.Now}
+	c := config{now: time.Now, timeout: DefaultTimeout}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
@@ -19,6 +23,9 @@ func newConfig(opts []Option) config {
 	}
 	if c.now == nil {
 		c.now = time.Now
+	}
+	if c.timeout <= 0 {
+		c.timeout = DefaultTimeout
 	}
 	return c
 }
@@ -33,3 +40,7 @@ func WithIdle(include bool) Option { return func(c *config) { c.idle = include }
 // WithClock sets the clock that stamps Snapshot.Time (time.Now by
 // default). Statement durations come from the server's clock regardless.
 func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
+
+// WithTimeout limits how long one sample may take in Run (DefaultTimeout
+// when d is not positive). Sample itself is bounded by its context only.
+func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }

@@ -256,7 +256,8 @@ func TestBlockedPairCancelTerminate(t *testing.T) {
 		t.Fatalf("no pair for the waiter in %+v", w.Blocked)
 	}
 	if pair.Blocked.Tenant != waitT || pair.Blocking.Tenant != holdT || pair.Blocking.PID != holder.pid ||
-		pair.Blocking.State != StateIdleInTransaction || pair.Blocked.WaitEventType != "Lock" || pair.Blocking.Route != "POST /hold" {
+		pair.Blocking.State != StateIdleInTransaction || pair.Blocked.WaitEventType != "Lock" || pair.Blocking.Route != "POST /hold" ||
+		pair.Blocking.XactStart.IsZero() || pair.Blocking.XactStart.After(pair.Blocking.QueryStart) || pair.Blocking.Duration != 0 {
 		t.Errorf("pair: blocked %+v\nblocking %+v", pair.Blocked, pair.Blocking)
 	}
 	if l := load(w, waitT); !near(l.AAS, 1) || !near(l.Waits["Lock"], 1) {
@@ -362,6 +363,12 @@ func TestLeastPrivilege(t *testing.T) {
 	if err := monPool.QueryRow(ctx, `SELECT pg_has_role('pg_monitor', 'MEMBER') AND NOT (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)`).Scan(&hasMon); err != nil || !hasMon {
 		t.Fatalf("monitor role is not a plain pg_monitor member: %v", err)
 	}
+	if err := NewSampler(monPool).Check(ctx); err != nil {
+		t.Errorf("check as pg_monitor: %v", err)
+	}
+	if err := NewSampler(admin).Check(ctx); err != nil {
+		t.Errorf("check as superuser: %v", err)
+	}
 	snap := waitFor(t, NewSampler(monPool), "the other role's session", func(s Snapshot) bool {
 		return countActive(s, ten) == 1
 	})
@@ -371,6 +378,9 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 
 	noPool := newPool(t, nomon, "pw")
+	if err := NewSampler(noPool).Check(ctx); !errors.Is(err, ErrInsufficientPrivilege) || !strings.Contains(err.Error(), "GRANT pg_monitor TO "+`"`+nomon+`"`) {
+		t.Errorf("check without pg_monitor: %v", err)
+	}
 	snap, err := NewSampler(noPool).Sample(ctx)
 	if !errors.Is(err, ErrInsufficientPrivilege) {
 		t.Fatalf("without pg_monitor: err = %v", err)
@@ -496,6 +506,20 @@ func TestSampleError(t *testing.T) {
 	if !errors.Is(err, ErrSample) || !errors.Is(err, context.Canceled) || snap.Backends != nil {
 		t.Errorf("cancelled sample: %v, %+v", err, snap)
 	}
+	// Run bounds each sample by WithTimeout.
+	var got []error
+	rctx, rstop := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	NewSampler(pool, WithTimeout(time.Nanosecond)).Run(rctx, 50*time.Millisecond, func(s Snapshot, err error) {
+		got = append(got, err)
+	})
+	rstop()
+	if len(got) == 0 || !errors.Is(got[0], ErrSample) || !errors.Is(got[0], context.DeadlineExceeded) {
+		t.Errorf("timed-out samples: %v", got)
+	}
+	if err := NewSampler(pool).Check(ctx); !errors.Is(err, ErrSample) {
+		t.Errorf("check with a cancelled context: %v", err)
+	}
+
 	// Run reports a failing sample and goes on; it returns when ctx ends.
 	pool.Close()
 	var mu sync.Mutex

@@ -29,6 +29,7 @@ const sampleSQL = `SELECT /* ` + marker + ` */
 	coalesce(a.wait_event_type, ''),
 	coalesce(a.wait_event, ''),
 	a.query_start,
+	a.xact_start,
 	coalesce(a.query, ''),
 	CASE WHEN a.wait_event_type = 'Lock' OR a.wait_event = 'SafeSnapshot'
 		THEN pg_blocking_pids(a.pid) END,
@@ -75,15 +76,19 @@ func (s *Sampler) Sample(ctx context.Context) (Snapshot, error) {
 		var (
 			b          Backend
 			queryStart *time.Time
+			xactStart  *time.Time
 			serverNow  time.Time
 		)
 		if err := rows.Scan(&b.PID, &b.Database, &b.User, &b.Application, &b.State,
-			&b.WaitEventType, &b.WaitEvent, &queryStart, &b.Query, &b.BlockedBy,
+			&b.WaitEventType, &b.WaitEvent, &queryStart, &xactStart, &b.Query, &b.BlockedBy,
 			&serverNow, &role, &querySize); err != nil {
 			return Snapshot{}, fmt.Errorf("%w: %w", ErrSample, err)
 		}
 		if queryStart != nil {
 			b.QueryStart = *queryStart
+		}
+		if xactStart != nil {
+			b.XactStart = *xactStart
 		}
 		if b.Active() && !b.QueryStart.IsZero() {
 			if d := serverNow.Sub(b.QueryStart); d > 0 {
@@ -107,6 +112,29 @@ func (s *Sampler) Sample(ctx context.Context) (Snapshot, error) {
 	return snap, nil
 }
 
+// checkSQL asks whether the role sees every session: pg_read_all_stats
+// (a member of pg_monitor) or superuser, for which pg_has_role is true.
+const checkSQL = `SELECT /* ` + marker + ` */ current_user, pg_has_role('pg_read_all_stats', 'USAGE')`
+
+// Check tells whether the pool's role may see other roles' sessions. It
+// returns an error wrapping ErrInsufficientPrivilege, naming the grant,
+// when it may not, even while no other role is connected; call it once at
+// start to warn early.
+func (s *Sampler) Check(ctx context.Context) error {
+	var (
+		role string
+		ok   bool
+	)
+	if err := s.pool.QueryRow(ctx, checkSQL).Scan(&role, &ok); err != nil {
+		return fmt.Errorf("%w: %w", ErrSample, err)
+	}
+	if !ok {
+		return fmt.Errorf("%w: role %q is not a member of pg_monitor or pg_read_all_stats, so the statements, states and waits of other roles' sessions are hidden from it; "+
+			"grant it: GRANT pg_monitor TO %s", ErrInsufficientPrivilege, role, quoteIdent(role))
+	}
+	return nil
+}
+
 func hiddenError(role string, hidden, total int) error {
 	return fmt.Errorf("%w: %d of %d sessions belong to other roles and their statements, states and waits are hidden from role %q; "+
 		"grant it pg_monitor (or pg_read_all_stats): GRANT pg_monitor TO %s",
@@ -123,9 +151,10 @@ func quoteIdent(s string) string {
 
 // Run calls Sample at once and then every interval (1 s when interval is
 // not positive) until ctx ends, and hands each result to fn, in Run's
-// goroutine. Each sample may take at most one interval; ticks missed
-// while fn or a sample runs are skipped, not queued. Run returns when ctx
-// ends.
+// goroutine. Each sample may take up to the WithTimeout limit: a server
+// under stress answers slowly, and a late sample is worth more than none
+// during an incident. Ticks missed while a sample or fn runs are skipped,
+// not queued. Run returns when ctx ends; it starts no goroutine.
 func (s *Sampler) Run(ctx context.Context, interval time.Duration, fn func(Snapshot, error)) {
 	if interval <= 0 {
 		interval = time.Second
@@ -133,7 +162,7 @@ func (s *Sampler) Run(ctx context.Context, interval time.Duration, fn func(Snaps
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		sctx, cancel := context.WithTimeout(ctx, interval)
+		sctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 		snap, err := s.Sample(sctx)
 		cancel()
 		if ctx.Err() != nil {
