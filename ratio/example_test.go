@@ -50,3 +50,43 @@ func ExampleP2() {
 	// Output:
 	// 2
 }
+
+func ExampleWindow() {
+	w := ratio.NewWindow(10*time.Second, 10)
+	t0 := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
+	for i := 0; i < 20; i++ { // one request a second for 20 s, slower and slower
+		w.ObserveAt(t0.Add(time.Duration(i)*time.Second), float64(i+1)/100)
+	}
+	now := t0.Add(19 * time.Second)
+	fmt.Printf("last 10 s: %d requests, p50 %.3f s\n", w.CountAt(now), w.QuantileAt(now, 0.5))
+	// Output:
+	// last 10 s: 10 requests, p50 0.150 s
+}
+
+// A process sends its histogram in a report; the collector merges it, and
+// the store keeps it as a dense array that ClickHouse sums with sumForEach.
+func ExampleHistogram_MarshalBinary() {
+	var h ratio.Histogram
+	for i := 0; i < 1000; i++ {
+		h.Observe(0.012)
+	}
+	h.Observe(0.250)
+	b, _ := h.MarshalBinary()
+
+	var got ratio.Histogram
+	if err := got.UnmarshalBinary(b); err != nil {
+		fmt.Println(err)
+		return
+	}
+	var merged ratio.Histogram
+	merged.Merge(&got)
+	merged.Merge(&got)
+	fmt.Printf("%d bytes; merged %d observations; dense array of %d buckets\n",
+		len(b), merged.Count(), len(merged.Dense()))
+
+	err := got.UnmarshalBinary(b[:len(b)-1])
+	fmt.Println(err)
+	// Output:
+	// 17 bytes; merged 2002 observations; dense array of 1154 buckets
+	// ratio: corrupt encoding: truncated count of bucket 649
+}
