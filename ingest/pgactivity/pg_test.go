@@ -174,27 +174,33 @@ func TestSampleAAS(t *testing.T) {
 		t.Errorf("session: %+v", b)
 	}
 
+	// Ten samples, 200 ms apart: two seconds of sampling.
+	const samples, interval = 10, 200 * time.Millisecond
 	agg := NewAggregator()
-	rctx, rstop := context.WithTimeout(context.Background(), 2*time.Second)
+	rctx, rstop := context.WithTimeout(context.Background(), time.Minute)
 	defer rstop()
 	var errs []error
-	smp.Run(rctx, 100*time.Millisecond, func(s Snapshot, err error) {
+	taken := 0
+	smp.Run(rctx, interval, func(s Snapshot, err error) {
 		if err != nil {
 			errs = append(errs, err)
-			return
+		} else {
+			agg.Add(s)
 		}
-		agg.Add(s)
+		if taken++; taken == samples {
+			rstop()
+		}
 	})
 	if len(errs) > 0 {
 		t.Fatalf("run: %v", errs)
 	}
 	w := agg.Cut(time.Now())
-	if w.Samples < 5 {
-		t.Fatalf("only %d samples in 2 s", w.Samples)
+	if w.Samples != samples {
+		t.Fatalf("%d samples, want %d", w.Samples, samples)
 	}
 	la, lb := load(w, tenA), load(w, tenB)
 	t.Logf("%d samples: AAS(A) = %v %v, AAS(B) = %v %v", w.Samples, la.AAS, la.Waits, lb.AAS, lb.Waits)
-	if !near(la.AAS, n) || !near(la.Waits["Timeout"], n) || la.Statements != n || la.Longest < 2*time.Second/10 {
+	if !near(la.AAS, n) || !near(la.Waits["Timeout"], n) || la.Statements != n || la.Longest < (samples-1)*interval {
 		t.Errorf("A: %+v", la)
 	}
 	if !near(lb.AAS, m) || !near(lb.Waits["Timeout"], m) || lb.Statements != m {
