@@ -26,6 +26,9 @@ type TenantLoad struct {
 	// with WaitCPU for active sessions waiting on nothing; its values add
 	// up to AAS.
 	Waits map[string]float64
+	// Routes splits AAS by the route tag ("" for statements without one);
+	// its values add up to AAS.
+	Routes map[string]float64
 	// Longest is the longest duration seen of one of its statements.
 	Longest time.Duration
 	// Statements counts the distinct statements (pid, query_start) seen
@@ -82,6 +85,7 @@ type Aggregator struct {
 type tenantAcc struct {
 	active     int
 	waits      map[string]int
+	routes     map[string]int
 	longest    time.Duration
 	statements int
 }
@@ -125,11 +129,12 @@ func (a *Aggregator) Add(s Snapshot) {
 		}
 		t := a.tenants[b.Tenant]
 		if t == nil {
-			t = &tenantAcc{waits: map[string]int{}}
+			t = &tenantAcc{waits: map[string]int{}, routes: map[string]int{}}
 			a.tenants[b.Tenant] = t
 		}
 		t.active++
 		t.waits[b.Wait()]++
+		t.routes[b.Route]++
 		t.longest = max(t.longest, b.Duration)
 		prev, seen := a.current[b.PID]
 		switch {
@@ -201,9 +206,12 @@ func (a *Aggregator) Cut(now time.Time) Window {
 		w.Tenants = make([]TenantLoad, 0, len(a.tenants))
 		for name, t := range a.tenants {
 			l := TenantLoad{Tenant: name, AAS: float64(t.active) / n, Waits: make(map[string]float64, len(t.waits)),
-				Longest: t.longest, Statements: t.statements}
+				Routes: make(map[string]float64, len(t.routes)), Longest: t.longest, Statements: t.statements}
 			for k, v := range t.waits {
 				l.Waits[k] = float64(v) / n
+			}
+			for k, v := range t.routes {
+				l.Routes[k] = float64(v) / n
 			}
 			w.Tenants = append(w.Tenants, l)
 		}

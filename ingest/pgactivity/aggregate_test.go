@@ -15,7 +15,7 @@ func at(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 // act is an active backend of tenant ten, running since start second s0,
 // seen at second now, waiting on wait ("" for CPU).
 func act(pid int32, ten string, s0, now int, wait string) Backend {
-	return Backend{PID: pid, Tenant: ten, State: StateActive, WaitEventType: wait,
+	return Backend{PID: pid, Tenant: ten, Route: fmt.Sprintf("r%d", pid%2), State: StateActive, WaitEventType: wait,
 		QueryStart: at(s0), Duration: at(now).Sub(at(s0)), Query: fmt.Sprintf("q%d@%d", pid, s0)}
 }
 
@@ -70,13 +70,19 @@ func TestAggregatorSteps(t *testing.T) {
 	if len(w.Tenants) != 3 || w.Tenants[0].Tenant != "a" || w.Tenants[1].Tenant != "" || w.Tenants[2].Tenant != "b" {
 		t.Errorf("order: %+v", w.Tenants)
 	}
+	// a's routes: pid 1 (r1) active 3 times, pid 2 (r0) twice.
+	if !near(la.Routes["r1"], 0.75) || !near(la.Routes["r0"], 0.5) || len(la.Routes) != 2 {
+		t.Errorf("a's routes: %v", la.Routes)
+	}
 	for _, l := range w.Tenants {
-		sum := 0.0
-		for _, v := range l.Waits {
-			sum += v
-		}
-		if !near(sum, l.AAS) {
-			t.Errorf("%q: waits add to %v, AAS %v", l.Tenant, sum, l.AAS)
+		for what, m := range map[string]map[string]float64{"waits": l.Waits, "routes": l.Routes} {
+			sum := 0.0
+			for _, v := range m {
+				sum += v
+			}
+			if !near(sum, l.AAS) {
+				t.Errorf("%q: %s add to %v, AAS %v", l.Tenant, what, sum, l.AAS)
+			}
 		}
 	}
 	// Longest: pid 1 (3 s), pid 3 (1 s), pid 5 (1 s), pid 2's statements (0 s), pid 6 (0 s).

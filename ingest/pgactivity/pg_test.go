@@ -203,6 +203,9 @@ func TestSampleAAS(t *testing.T) {
 	if !near(la.AAS, n) || !near(la.Waits["Timeout"], n) || la.Statements != n || la.Longest < (samples-1)*interval {
 		t.Errorf("A: %+v", la)
 	}
+	if !near(la.Routes["GET /sleep"], n) {
+		t.Errorf("A's routes: %v", la.Routes)
+	}
 	if !near(lb.AAS, m) || !near(lb.Waits["Timeout"], m) || lb.Statements != m {
 		t.Errorf("B: %+v", lb)
 	}
@@ -474,6 +477,15 @@ func TestSampleExcludesItself(t *testing.T) {
 	if _, err := idler.conn.Exec(ctx, tagged("SELECT 1", ten, "GET /idle")); err != nil {
 		t.Fatal(err)
 	}
+	// A session whose statement carries the sampler's marker is taken for
+	// another sampler and left out; the same statement without it is not.
+	other, plain := connect(t), connect(t)
+	sctx, stop := context.WithCancel(ctx)
+	other.start(sctx, "SELECT /* "+marker+" */ pg_sleep(60)")
+	plain.start(sctx, tagged("SELECT pg_sleep(60)", "plain-"+sfx, "r"))
+	defer func() { stop(); other.wait(t); plain.wait(t) }()
+	waitFor(t, NewSampler(pool), "the plain session", func(s Snapshot) bool { return countActive(s, "plain-"+sfx) == 1 })
+
 	clock := func() time.Time { return t0 }
 	for _, tt := range []struct {
 		opts []Option
@@ -490,6 +502,12 @@ func TestSampleExcludesItself(t *testing.T) {
 			if strings.Contains(b.Query, marker) {
 				t.Errorf("a sampling query is in the snapshot: %+v", b)
 			}
+		}
+		if _, ok := byPID(snap, other.pid); ok {
+			t.Errorf("a session running the sampler's query is in the snapshot")
+		}
+		if _, ok := byPID(snap, plain.pid); !ok {
+			t.Errorf("the plain session is missing")
 		}
 		b, ok := byPID(snap, idler.pid)
 		if ok != tt.idle {
