@@ -33,7 +33,13 @@ func NewP2(q float64) *P2 {
 	if !(q > 0 && q < 1) {
 		panic(fmt.Sprintf("ratio: NewP2: quantile %v outside (0, 1)", q))
 	}
-	return &P2{
+	e := new(P2)
+	e.init(q)
+	return e
+}
+
+func (e *P2) init(q float64) {
+	*e = P2{
 		p:       q,
 		pos:     [5]float64{1, 2, 3, 4, 5},
 		desired: [5]float64{1, 1 + 2*q, 1 + 4*q, 3 + 2*q, 5},
@@ -146,5 +152,5 @@ func (e *P2) Value() float64 {
 
 // Reset forgets every observation and keeps the quantile.
 func (e *P2) Reset() {
-	*e = *NewP2(e.p)
+	e.init(e.p)
 }

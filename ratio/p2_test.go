@@ -174,4 +174,7 @@ func TestP2AddAllocs(t *testing.T) {
 	if a := testing.AllocsPerRun(1000, func() { x += 0.37; e.Add(math.Mod(x, 1)) }); a != 0 {
 		t.Errorf("Add allocates %v", a)
 	}
+	if a := testing.AllocsPerRun(100, func() { e.Reset() }); a != 0 {
+		t.Errorf("Reset allocates %v", a)
+	}
 }
