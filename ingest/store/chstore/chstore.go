@@ -1,0 +1,327 @@
+// Package chstore is the ClickHouse implementation of store.Store, over the
+// native protocol (clickhouse-go v2).
+//
+// Open creates and migrates the schema, rendered for the server's version:
+// ClickHouse 18.16 gets plain types; newer servers get LowCardinality,
+// codecs and, with WithRetention, a TTL. WithCluster renders ON CLUSTER,
+// …_dist Distributed tables sharded by tenant, and with WithReplicated the
+// Replicated… engines.
+//
+// Writes are idempotent. ClickHouse inserts are at-least-once: a batch
+// whose reply was lost may have been committed, and its retry writes it
+// again. Every table is a ReplacingMergeTree keyed by the writer's identity
+// and the window, and reads take the latest version of each key (argMax)
+// before summing across writers, so a repeated write never doubles a figure.
+package chstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/qtop-dev/qtop/ingest/store"
+)
+
+// Errors of this package, wrapped with %w.
+var (
+	// ErrConfig reports an option or name Open cannot use.
+	ErrConfig = errors.New("chstore: invalid configuration")
+	// ErrNoDistributedDDL reports a cluster whose servers cannot run ON
+	// CLUSTER (no ZooKeeper or Keeper); WithNodeLocalDDL creates each
+	// node's tables from the collector connected to it instead.
+	ErrNoDistributedDDL = errors.New("chstore: server cannot run ON CLUSTER DDL")
+)
+
+// Store is a store.Store on ClickHouse. It is safe for concurrent use.
+type Store struct {
+	conn   driver.Conn
+	schema Schema
+	cfg    config
+
+	mu     sync.Mutex
+	closed bool
+
+	rowsWritten *prometheus.CounterVec
+	writeErrors *prometheus.CounterVec
+	writeTime   prometheus.Histogram
+}
+
+var _ store.Store = (*Store)(nil)
+
+type config struct {
+	cluster      string
+	replicated   bool
+	nodeLocal    bool
+	retention    time.Duration
+	reg          prometheus.Registerer
+	log          *slog.Logger
+	user, pass   string
+	dialTimeout  time.Duration
+	maxConns     int
+	maxMigration int // tests: stop after this migration
+}
+
+// Option configures Open.
+type Option func(*config)
+
+// WithCluster renders the schema for the named cluster (from
+// system.clusters): ON CLUSTER DDL and …_dist Distributed tables.
+func WithCluster(name string) Option { return func(c *config) { c.cluster = name } }
+
+// WithReplicated uses Replicated… engines on the cluster (ZooKeeper path
+// /clickhouse/tables/{shard}/DB/TABLE, replica {replica}).
+func WithReplicated() Option { return func(c *config) { c.replicated = true } }
+
+// WithNodeLocalDDL leaves ON CLUSTER out of the cluster schema: the tables
+// of each node are created by the collector connected to it. For clusters
+// without distributed DDL.
+func WithNodeLocalDDL() Option { return func(c *config) { c.nodeLocal = true } }
+
+// WithRetention drops rows older than d (a TTL; servers from 19.6, ignored
+// with a warning before). Audit rows are kept.
+func WithRetention(d time.Duration) Option { return func(c *config) { c.retention = d } }
+
+// WithRegisterer registers the store's metrics on reg.
+func WithRegisterer(reg prometheus.Registerer) Option { return func(c *config) { c.reg = reg } }
+
+// WithLogger logs schema changes and warnings to l.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
+// WithAuth sets the user and password (default: user default, no password).
+func WithAuth(user, password string) Option {
+	return func(c *config) { c.user, c.pass = user, password }
+}
+
+// WithDialTimeout bounds connecting (default 10 s).
+func WithDialTimeout(d time.Duration) Option { return func(c *config) { c.dialTimeout = d } }
+
+// WithMaxConns caps open connections (default 8).
+func WithMaxConns(n int) Option { return func(c *config) { c.maxConns = n } }
+
+// Open connects to the ClickHouse server at addr (host:port of the native
+// protocol), creates database if missing and migrates the schema.
+func Open(ctx context.Context, addr, database string, opts ...Option) (*Store, error) {
+	cfg := config{dialTimeout: 10 * time.Second, maxConns: 8, user: "default"}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.log == nil {
+		cfg.log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.dialTimeout <= 0 || cfg.maxConns <= 0 {
+		return nil, fmt.Errorf("%w: dial timeout and connections must be positive", ErrConfig)
+	}
+	schema := Schema{Database: database, Cluster: cfg.cluster, Replicated: cfg.replicated, NodeLocal: cfg.nodeLocal, Retention: cfg.retention}
+	if err := schema.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.nodeLocal && cfg.cluster == "" {
+		return nil, fmt.Errorf("%w: node-local DDL needs a cluster", ErrConfig)
+	}
+	conn, err := clickhouse.Open(&clickhouse.Options{
+		Addr:         []string{addr},
+		Auth:         clickhouse.Auth{Database: "default", Username: cfg.user, Password: cfg.pass},
+		Compression:  &clickhouse.Compression{Method: clickhouse.CompressionLZ4},
+		DialTimeout:  cfg.dialTimeout,
+		MaxOpenConns: cfg.maxConns,
+		MaxIdleConns: cfg.maxConns,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("chstore: open %s: %w", addr, err)
+	}
+	s := &Store{conn: conn, cfg: cfg}
+	if err := s.start(ctx, schema); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) start(ctx context.Context, schema Schema) error {
+	if err := s.conn.Ping(ctx); err != nil {
+		return fmt.Errorf("chstore: ping: %w", err)
+	}
+	sv, err := s.conn.ServerVersion()
+	if err != nil {
+		return fmt.Errorf("chstore: server version: %w", err)
+	}
+	schema.Version = Version{Major: int(sv.Version.Major), Minor: int(sv.Version.Minor)}
+	if schema.Retention > 0 && !schema.features().TTL {
+		s.cfg.log.Warn("chstore: this server has no TTL; rows are kept", "server", schema.Version.String(), "retention", schema.Retention)
+	}
+	if schema.Cluster != "" {
+		var n uint64
+		if err := s.conn.QueryRow(ctx, "SELECT count() FROM system.clusters WHERE cluster = ?", schema.Cluster).Scan(&n); err != nil {
+			return fmt.Errorf("chstore: look up cluster: %w", err)
+		}
+		if n == 0 {
+			return fmt.Errorf("%w: cluster %q is not in system.clusters", ErrConfig, schema.Cluster)
+		}
+	}
+	s.schema = schema
+	if err := s.metrics(); err != nil {
+		return err
+	}
+	return s.migrate(ctx)
+}
+
+func (s *Store) metrics() error {
+	s.rowsWritten = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "qtop_collector_store_rows_written_total",
+		Help: "Rows written to the store, by table.",
+	}, []string{"table"})
+	s.writeErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "qtop_collector_store_write_errors_total",
+		Help: "Batches the store failed to write, by table.",
+	}, []string{"table"})
+	s.writeTime = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "qtop_collector_store_write_seconds",
+		Help:    "Time to write one batch to the store.",
+		Buckets: prometheus.ExponentialBuckets(0.001, 4, 8),
+	})
+	if s.cfg.reg == nil {
+		return nil
+	}
+	for _, c := range []prometheus.Collector{s.rowsWritten, s.writeErrors, s.writeTime} {
+		if err := s.cfg.reg.Register(c); err != nil {
+			return fmt.Errorf("chstore: metrics: %w", err)
+		}
+	}
+	return nil
+}
+
+// migrate brings the schema to the newest version. It is safe to run from
+// several collectors at once and again after a crash halfway: tables are
+// created IF NOT EXISTS and a column is only added where it is missing.
+func (s *Store) migrate(ctx context.Context) error {
+	sc := s.schema
+	for _, q := range []string{sc.CreateDatabase(), sc.CreateMigrations()} {
+		if err := s.exec(ctx, q); err != nil {
+			return err
+		}
+	}
+	applied := map[int]bool{}
+	rows, err := s.conn.Query(ctx, fmt.Sprintf("SELECT version FROM %s.%s", sc.Database, TableMigrations))
+	if err != nil {
+		return fmt.Errorf("chstore: read migrations: %w", err)
+	}
+	for rows.Next() {
+		var v uint32
+		if err := rows.Scan(&v); err != nil {
+			rows.Close()
+			return fmt.Errorf("chstore: read migrations: %w", err)
+		}
+		applied[int(v)] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("chstore: read migrations: %w", err)
+	}
+	for _, m := range sc.Migrations() {
+		if applied[m.Version] || s.cfg.maxMigration > 0 && m.Version > s.cfg.maxMigration {
+			continue
+		}
+		for _, st := range m.Steps {
+			if st.AddColumn != nil {
+				has, err := s.hasColumn(ctx, st.AddColumn.Table, st.AddColumn.Name)
+				if err != nil {
+					return err
+				}
+				if has {
+					continue
+				}
+			}
+			if err := s.exec(ctx, st.SQL); err != nil {
+				return fmt.Errorf("chstore: migration %d (%s): %w", m.Version, m.Name, err)
+			}
+		}
+		if err := s.record(ctx, m); err != nil {
+			return fmt.Errorf("chstore: record migration %d: %w", m.Version, err)
+		}
+		s.cfg.log.Info("chstore: migrated", "database", sc.Database, "version", m.Version, "name", m.Name, "server", sc.Version.String())
+	}
+	return nil
+}
+
+func (s *Store) record(ctx context.Context, m Migration) error {
+	b, err := s.conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.%s (version, name, applied_at)", s.schema.Database, TableMigrations))
+	if err != nil {
+		return err
+	}
+	defer b.Abort()
+	if err := b.Append(uint32(m.Version), m.Name, time.Now().UTC().Truncate(time.Second)); err != nil {
+		return err
+	}
+	return b.Send()
+}
+
+func (s *Store) exec(ctx context.Context, q string) error {
+	if err := s.conn.Exec(ctx, q); err != nil {
+		if strings.Contains(err.Error(), "DDL background thread is not initialized") ||
+			strings.Contains(err.Error(), "no Zookeeper") || strings.Contains(err.Error(), "There is no ZooKeeper") {
+			return fmt.Errorf("%w (use WithNodeLocalDDL to create each node's tables from its own collector): %w", ErrNoDistributedDDL, err)
+		}
+		return fmt.Errorf("chstore: %s: %w", firstLine(q), err)
+	}
+	return nil
+}
+
+func firstLine(q string) string {
+	if i := strings.IndexByte(q, '\n'); i >= 0 {
+		return q[:i]
+	}
+	return q
+}
+
+func (s *Store) hasColumn(ctx context.Context, table, column string) (bool, error) {
+	var n uint64
+	err := s.conn.QueryRow(ctx, "SELECT count() FROM system.columns WHERE database = ? AND table = ? AND name = ?",
+		s.schema.Database, table, column).Scan(&n)
+	if err != nil {
+		return false, fmt.Errorf("chstore: look up column %s.%s: %w", table, column, err)
+	}
+	return n > 0, nil
+}
+
+// Schema returns the schema as rendered for the connected server.
+func (s *Store) Schema() Schema { return s.schema }
+
+func (s *Store) check() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return store.ErrClosed
+	}
+	return nil
+}
+
+// Ping implements store.Store.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	if err := s.conn.Ping(ctx); err != nil {
+		return fmt.Errorf("chstore: ping: %w", err)
+	}
+	return nil
+}
+
+// Close implements store.Store. Calls after Close return store.ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return store.ErrClosed
+	}
+	s.closed = true
+	s.mu.Unlock()
+	return s.conn.Close()
+}

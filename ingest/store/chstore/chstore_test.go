@@ -1,0 +1,81 @@
+package chstore
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"go.uber.org/goleak"
+
+	"github.com/qtop-dev/qtop/internal/testsvc"
+	"github.com/qtop-dev/qtop/ingest/store"
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/ClickHouse/clickhouse-go/v2.(*clickhouse).startAutoCloseIdleConnections"))
+}
+
+var dbSeq atomic.Int64
+
+// testDB returns a fresh database name, dropped when the test ends.
+func testDB(t testing.TB, addr string) string {
+	t.Helper()
+	name := fmt.Sprintf("qtop_chstore_test_%d_%d", os.Getpid(), dbSeq.Add(1))
+	t.Cleanup(func() {
+		conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{addr}})
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		conn.Exec(ctx, "DROP DATABASE IF EXISTS "+name)
+	})
+	return name
+}
+
+func openTest(t testing.TB, opts ...Option) (*Store, string, string) {
+	t.Helper()
+	addr := testsvc.ClickHouse(t)
+	db := testDB(t, addr)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := Open(ctx, addr, db, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, addr, db
+}
+
+var m0 = time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
+
+func TestSmoke(t *testing.T) {
+	s, _, _ := openTest(t)
+	ctx := context.Background()
+	rows := []store.Rollup{
+		{Minute: m0, Writer: "w1", Version: 1, Service: "api", Tenant: "acme", Route: "GET /", Tier: tenant.T1, Kind: store.KindRequest, Count: 10, Errors: 1, DurationSeconds: 2, RU: 30, Bytes: 100},
+		{Minute: m0, Writer: "w1", Version: 1, Tenant: "acme", Route: "GET /", Kind: store.KindPG, ActiveSessionSeconds: 12},
+	}
+	if err := s.WriteRollups(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteRollups(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	u, err := s.Usage(ctx, m0, m0.Add(time.Hour), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", u)
+	h, err := s.History(ctx, "acme", m0, m0.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%+v", h)
+}
