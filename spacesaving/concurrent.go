@@ -4,24 +4,30 @@ import (
 	"math/bits"
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // Concurrent is a Sketch safe for concurrent use, for the request path.
 // It keeps several shards, each a Sketch of the full capacity behind its
-// own lock. A key goes to the shard its hash picks; if that shard is busy
-// it goes to the next free one, so a single hot key does not serialise
-// all callers. Shards are merged on Snapshot and Flush, which keeps the
-// guarantees of a single sketch of the same capacity (Merge).
+// own lock. Each processor (P) of the Go scheduler tends to keep using
+// the same shard, handed out through a sync.Pool, so that two cores
+// rarely touch the same memory; when that shard is busy an Add takes the
+// next free one. A key may thus be counted in several shards: they are
+// merged on Snapshot and Flush, which keeps the guarantees of a single
+// sketch of the same capacity (see Merge).
 //
 // Memory is that of one Sketch per shard; see WithShards.
 type Concurrent struct {
 	shards []shard
 	mask   uint64
+	local  sync.Pool // of *shard: the P's current shard
+	next   atomic.Uint64
 }
 
 type shard struct {
 	mu sync.Mutex
 	s  Sketch
+	i  uint64   // position in Concurrent.shards
 	_  [64]byte // keep neighbouring locks off one cache line
 }
 
@@ -51,31 +57,35 @@ func NewConcurrent(capacity int, opts ...ConcurrentOption) *Concurrent {
 	c := &Concurrent{shards: make([]shard, n), mask: uint64(n - 1)}
 	for i := range c.shards {
 		c.shards[i].s = *New(capacity)
+		c.shards[i].i = uint64(i)
 	}
+	// The pool only holds pointers into c.shards: when the garbage
+	// collector empties it, no counts are lost, Ps just pick again.
+	c.local.New = func() any { return &c.shards[c.next.Add(1)&c.mask] }
 	return c
 }
 
-// Add counts weight more for key. It never blocks for long: when the
-// key's shard is busy it tries the others before waiting.
+// Add counts weight more for key. It does not allocate and never blocks
+// for long: when its shard is busy it tries the others before waiting.
 func (c *Concurrent) Add(key string, weight uint64) {
 	if weight == 0 {
 		return
 	}
 	h := hashKey(key)
-	i := h & c.mask // the low bits; the shard sketch uses the high ones
+	sh := c.local.Get().(*shard)
 	for range len(c.shards) {
-		sh := &c.shards[i]
 		if sh.mu.TryLock() {
 			sh.s.addHash(key, h, weight)
 			sh.mu.Unlock()
+			c.local.Put(sh)
 			return
 		}
-		i = (i + 1) & c.mask
+		sh = &c.shards[(sh.i+1)&c.mask]
 	}
-	sh := &c.shards[h&c.mask]
 	sh.mu.Lock()
 	sh.s.addHash(key, h, weight)
 	sh.mu.Unlock()
+	c.local.Put(sh)
 }
 
 // Total returns the sum of all weights added so far.
