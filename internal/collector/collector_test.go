@@ -1,0 +1,442 @@
+package collector
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"go.uber.org/goleak"
+
+	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/ingest/store"
+	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// clock is a settable fake clock.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
+func (c *clock) Add(d time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+	return c.t
+}
+
+// t0 is a fixed instant 10 s into a minute.
+var t0 = time.Date(2026, 3, 4, 9, 0, 10, 0, time.UTC)
+
+type fixture struct {
+	t     *testing.T
+	s     *Server
+	clk   *clock
+	mem   *memStore
+	reg   *prometheus.Registry
+	dir   string
+	token string
+}
+
+func newFixture(t *testing.T, mutate ...func(*Config)) *fixture {
+	t.Helper()
+	f := &fixture{t: t, clk: &clock{t: t0}, mem: newMemStore(), dir: t.TempDir()}
+	f.start(mutate...)
+	return f
+}
+
+func (f *fixture) start(mutate ...func(*Config)) {
+	f.t.Helper()
+	f.reg = prometheus.NewRegistry()
+	cfg := Config{
+		Store: "duckdb://unused.duckdb", DataDir: f.dir, Writer: "w1",
+		Registerer: f.reg, Now: f.clk.Now,
+		OpenStore: func(string) (store.Store, error) { return f.mem, nil },
+	}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	s, err := New(cfg)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.s = s
+	f.token = s.Token()
+}
+
+func (f *fixture) stop() {
+	f.t.Helper()
+	if err := f.s.Shutdown(context.Background()); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// process makes reports the way an application process does.
+type process struct {
+	rec *ingest.Recorder
+	clk *clock
+}
+
+func newProcess(clk *clock, service, instance string) *process {
+	return &process{clk: clk, rec: ingest.NewRecorder(
+		ingest.WithSource(ingest.Source{Service: service, Instance: instance, Host: "h"}),
+		ingest.WithClock(clk.Now))}
+}
+
+// report records n requests of tenant (1 RU, 10 ms each) and cuts a report.
+func (p *process) report(t *testing.T, tenantName string, n int, key string) []byte {
+	t.Helper()
+	for range n {
+		p.rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: tenantName, Route: "GET /x", Tier: tenant.T2, Key: key},
+			Kind: ingest.KindRequest, Duration: 10 * time.Millisecond, RU: 1, Bytes: 100})
+	}
+	rep := p.rec.Cut(p.clk.Now())
+	b, err := rep.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func (f *fixture) ingest(body []byte) int {
+	f.t.Helper()
+	status, _, msg, _, _ := f.s.Ingest(body)
+	if status != http.StatusOK {
+		f.t.Logf("ingest: %d %s", status, msg)
+	}
+	return status
+}
+
+func ru(r store.Rollup) float64     { return r.RU }
+func count(r store.Rollup) float64  { return float64(r.Count) }
+func errsOf(r store.Rollup) float64 { return float64(r.Errors) }
+
+func TestMergeEmitDuplicateLate(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	a := newProcess(f.clk, "api", "a1")
+	b := newProcess(f.clk, "api", "b1")
+	ctx := context.Background()
+
+	f.clk.Add(time.Second) // 09:00:11
+	ra := a.report(t, "acme", 30, "k1")
+	if f.ingest(ra) != 200 || f.ingest(b.report(t, "acme", 12, "k1")) != 200 {
+		t.Fatal("refused")
+	}
+	// The same report again (a retry after a lost reply) is acknowledged
+	// and not counted twice.
+	if f.ingest(ra) != 200 {
+		t.Fatal("duplicate refused")
+	}
+	if got := testutil.ToFloat64(f.s.met.duplicates); got != 1 {
+		t.Fatalf("duplicates = %v", got)
+	}
+	// Step table on fixed instants: nothing is written before the minute
+	// closes plus the grace period.
+	steps := []struct {
+		at      time.Time
+		wantRU  float64
+		writes  int
+	}{
+		{t0.Add(5 * time.Second), 0, 0},
+		{time.Date(2026, 3, 4, 9, 1, 9, 0, time.UTC), 0, 0},  // minute closed, grace not over
+		{time.Date(2026, 3, 4, 9, 1, 10, 0, time.UTC), 42, 1}, // grace over
+		{time.Date(2026, 3, 4, 9, 1, 20, 0, time.UTC), 42, 1}, // nothing new: no rewrite
+	}
+	for i, st := range steps {
+		f.clk.Set(st.at)
+		f.s.Tick(ctx, st.at)
+		if got := f.mem.sum("acme", "request", ru); got != st.wantRU || f.mem.writes != st.writes {
+			t.Fatalf("step %d at %v: RU %v writes %d, want %v and %d", i, st.at, got, f.mem.writes, st.wantRU, st.writes)
+		}
+	}
+	// A late report for 09:00 re-emits the cumulative row at a higher
+	// version, which replaces the first.
+	late := newProcess(f.clk, "api", "c1")
+	late.rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /x"}, Kind: ingest.KindRequest, RU: 1})
+	rep := late.rec.Cut(time.Date(2026, 3, 4, 9, 0, 59, 0, time.UTC))
+	rep.Start = time.Date(2026, 3, 4, 9, 0, 58, 0, time.UTC)
+	rep.End = rep.Start.Add(time.Second)
+	body, _ := rep.MarshalBinary()
+	if f.ingest(body) != 200 {
+		t.Fatal("late refused")
+	}
+	f.s.Tick(ctx, f.clk.Add(time.Second))
+	if got := f.mem.sum("acme", "request", ru); got != 43 {
+		t.Fatalf("after late report: RU %v, want 43", got)
+	}
+	if got := f.mem.sum("acme", "request", count); got != 43 {
+		t.Fatalf("after late report: count %v, want 43", got)
+	}
+	f.mem.mu.Lock()
+	nhot := len(f.mem.hot)
+	f.mem.mu.Unlock()
+	if nhot == 0 {
+		t.Fatal("no hot keys written")
+	}
+}
+
+func TestWALReplayAfterCrash(t *testing.T) {
+	f := newFixture(t)
+	p := newProcess(f.clk, "api", "p1")
+	for i := range 5 {
+		f.clk.Add(time.Second)
+		if f.ingest(p.report(t, "acme", 10+i, "")) != 200 {
+			t.Fatal("refused")
+		}
+	}
+	// Emit the minute once (a partial write), then "crash": no Shutdown,
+	// the process is gone; a new server opens the same data dir.
+	f.s.Tick(context.Background(), time.Date(2026, 3, 4, 9, 1, 10, 0, time.UTC))
+	if got := f.mem.sum("acme", "", count); got != 60 {
+		t.Fatalf("before crash: %v", got)
+	}
+	f.clk.Set(time.Date(2026, 3, 4, 9, 1, 11, 0, time.UTC))
+	last := p.report(t, "acme", 7, "") // late, acknowledged, then the crash
+	if f.ingest(last) != 200 {
+		t.Fatal("refused")
+	}
+	crashed := f.s
+	f.start()
+	defer f.stop()
+	defer func() { crashed.spool.Close() }()
+	// The retried last report is recognised as a duplicate after restart.
+	if f.ingest(last) != 200 || testutil.ToFloat64(f.s.met.duplicates) != 1 {
+		t.Fatal("retried report after restart was not recognised as a duplicate")
+	}
+	f.s.Tick(context.Background(), f.clk.Add(time.Second))
+	if got := f.mem.sum("acme", "", count); got != 67 {
+		t.Fatalf("after restart: count %v, want 67 (nothing lost, nothing doubled)", got)
+	}
+}
+
+func TestHostileInput(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.Token = "sekret"; c.SourceRate = 1 })
+	defer f.stop()
+	h := f.s.Handler()
+	post := func(body []byte, token string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, live.PathReports, bytes.NewReader(body))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w
+	}
+	p := newProcess(f.clk, "api", "p1")
+	good := p.report(t, "acme", 3, "")
+	future := make([]byte, len(good))
+	copy(future, good)
+	binary.BigEndian.PutUint16(future[4:], 99)
+
+	cases := []struct {
+		name   string
+		body   []byte
+		token  string
+		status int
+		reason string
+	}{
+		{"wrong token", good, "nope", 401, reasonUnauthorized},
+		{"no token", good, "", 401, reasonUnauthorized},
+		{"unknown version", future, "sekret", 400, reasonVersion},
+		{"truncated", good[:len(good)/2], "sekret", 400, reasonMalformed},
+		{"garbage", []byte("GET / HTTP/1.1\r\n\r\n"), "sekret", 400, reasonMalformed},
+		{"empty", nil, "sekret", 400, reasonMalformed},
+		{"oversized", make([]byte, ingest.MaxReportBytes+1), "sekret", 413, reasonTooLarge},
+	}
+	for _, c := range cases {
+		w := post(c.body, c.token)
+		if w.Code != c.status {
+			t.Errorf("%s: status %d, want %d: %s", c.name, w.Code, c.status, w.Body)
+			continue
+		}
+		r, err := ingest.DecodeReply(w.Body.Bytes())
+		if err != nil || r.Accepted || r.Message == "" {
+			t.Errorf("%s: reply %+v %v: want a refusal with a reason", c.name, r, err)
+		}
+		if got := testutil.ToFloat64(f.s.met.rejected.WithLabelValues(c.reason)); got < 1 {
+			t.Errorf("%s: not counted under %s", c.name, c.reason)
+		}
+	}
+	// The refusals lost nothing: the good report is still accepted.
+	if w := post(good, "sekret"); w.Code != 200 {
+		t.Fatalf("good report after refusals: %d %s", w.Code, w.Body)
+	}
+	r, _ := ingest.DecodeReply(post(good, "sekret").Body.Bytes())
+	if !r.Accepted || r.Policy == nil {
+		t.Fatalf("duplicate reply %+v", r)
+	}
+
+	// A hostile tenant value is data, never SQL or markup.
+	hostile := "x'*/ DROP TABLE rollups; --"
+	f.clk.Add(time.Second)
+	if w := post(p.report(t, hostile, 5, ""), "sekret"); w.Code != 200 {
+		t.Fatalf("hostile tenant: %d %s", w.Code, w.Body)
+	}
+	f.clk.Add(time.Second)
+	snap := f.s.Snapshot(f.clk.Now(), live.MeasureRU, 10)
+	found := false
+	for _, tr := range snap.Tenants {
+		found = found || tr.Tenant == hostile
+	}
+	if !found {
+		t.Fatalf("hostile tenant missing from live view: %+v", snap.Tenants)
+	}
+
+	// A flood from one source is held back by admission; another source
+	// still gets in.
+	flood := newProcess(f.clk, "api", "flood")
+	var refused int
+	for range 20 {
+		w := post(flood.report(t, "spam", 1, ""), "sekret")
+		if w.Code == http.StatusTooManyRequests {
+			refused++
+			if w.Header().Get("Retry-After") == "" {
+				t.Fatal("429 without Retry-After")
+			}
+		}
+	}
+	if refused < 10 {
+		t.Fatalf("flood: only %d of 20 refused", refused)
+	}
+	other := newProcess(f.clk, "api", "quiet")
+	if w := post(other.report(t, "acme", 1, ""), "sekret"); w.Code != 200 {
+		t.Fatalf("quiet source starved by the flood: %d", w.Code)
+	}
+}
+
+func TestClockJumps(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	for _, c := range []struct {
+		name string
+		skew time.Duration
+	}{{"future", 2 * time.Hour}, {"past", -3 * time.Hour}} {
+		pc := &clock{t: f.clk.Now().Add(c.skew)}
+		p := newProcess(pc, "api", c.name)
+		pc.Add(time.Second)
+		if f.ingest(p.report(t, "acme", 2, "")) != 200 {
+			t.Fatalf("%s: refused", c.name)
+		}
+	}
+	if got := testutil.ToFloat64(f.s.met.retimed); got != 2 {
+		t.Fatalf("retimed = %v, want 2", got)
+	}
+	f.s.Tick(context.Background(), time.Date(2026, 3, 4, 9, 1, 10, 0, time.UTC))
+	f.mem.mu.Lock()
+	defer f.mem.mu.Unlock()
+	for k, r := range f.mem.rollups {
+		if k.minute != time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC).Unix() || r.Count != 4 {
+			t.Fatalf("skewed reports should count in the arrival minute: %+v", r)
+		}
+	}
+}
+
+func TestPolicyEndpoint(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	srv := httptest.NewServer(f.s.Handler())
+	defer srv.Close()
+	c, _ := live.NewClient(srv.URL)
+	ctx := context.Background()
+	rule := policy.Rule{ID: "import", Tenant: "bigcorp", Action: policy.Throttle, RUPerSecond: 100,
+		Reason: "catalog import", Expires: t0.Add(time.Hour)}
+	if _, err := c.PostPolicy(ctx, rule, "wrong"); err == nil {
+		t.Fatal("policy change without the token accepted")
+	}
+	bad := rule
+	bad.Reason = ""
+	if _, err := c.PostPolicy(ctx, bad, f.token); err == nil || !strings.Contains(err.Error(), "reason") {
+		t.Fatalf("invalid rule: %v", err)
+	}
+	p, err := c.PostPolicy(ctx, rule, f.token)
+	if err != nil || p.Version != 1 || len(p.Rules) != 1 || p.Rules[0].CreatedBy == "" {
+		t.Fatalf("post: %v %+v", err, p)
+	}
+	// Every process gets it in its reply.
+	pr := newProcess(f.clk, "api", "p")
+	_, _, _, _, reply := f.s.Ingest(pr.report(t, "acme", 1, ""))
+	r, err := ingest.DecodeReply(reply)
+	if err != nil || r.Policy == nil || r.Policy.Version != 1 || r.Policy.Rules[0].Tenant != "bigcorp" {
+		t.Fatalf("reply policy %+v %v", r, err)
+	}
+	// Lift it.
+	rule.Expires = t0.Add(-time.Second)
+	if p, err = c.PostPolicy(ctx, rule, f.token); err != nil || len(p.Rules) != 0 || p.Version != 2 {
+		t.Fatalf("lift: %v %+v", err, p)
+	}
+	f.mem.mu.Lock()
+	defer f.mem.mu.Unlock()
+	if len(f.mem.audit) != 2 || f.mem.audit[0].Action != "add" || f.mem.audit[1].Action != "lift" || !strings.Contains(f.mem.audit[0].Rule, "bigcorp") {
+		t.Fatalf("audit %+v", f.mem.audit)
+	}
+}
+
+func TestPolicySurvivesRestart(t *testing.T) {
+	f := newFixture(t)
+	rule := policy.Rule{ID: "r", Tier: tenant.T3, Action: policy.Price, Multiplier: 2, Reason: "ratio", Expires: t0.Add(time.Hour)}
+	if _, err := f.s.SetRule(context.Background(), rule, "test"); err != nil {
+		t.Fatal(err)
+	}
+	f.stop()
+	f.start()
+	defer f.stop()
+	if p := f.s.Policy(); p.Version != 1 || len(p.Rules) != 1 {
+		t.Fatalf("policy after restart %+v", p)
+	}
+}
+
+func TestLiveTopNAndOther(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	p := newProcess(f.clk, "api", "p")
+	for i := range 10 {
+		for range 3 {
+			p.rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: "t" + string(rune('a'+i)), Route: "r"}, Kind: ingest.KindRequest,
+				Duration: time.Millisecond, RU: float64(i + 1)})
+		}
+	}
+	f.clk.Add(time.Second)
+	body, _ := p.rec.Cut(f.clk.Now()).MarshalBinary()
+	f.ingest(body)
+	f.clk.Add(time.Second)
+	snap := f.s.Snapshot(f.clk.Now(), live.MeasureRU, 3)
+	if len(snap.Tenants) != 4 || snap.Tenants[0].Tenant != "tj" || snap.Tenants[3].Tenant != live.OtherTenant {
+		t.Fatalf("tenants %+v", snap.Tenants)
+	}
+	var sumRU, sumShare float64
+	for _, tr := range snap.Tenants {
+		sumRU += tr.RUPerSec
+		sumShare += tr.Share
+	}
+	// 3 × (1+…+10) RU in one second over a 10 s window.
+	if d := sumRU - 16.5; d > 1e-9 || d < -1e-9 {
+		t.Fatalf("top + other RU/s = %v, want exactly 16.5", sumRU)
+	}
+	if d := sumShare - 1; d > 1e-9 || d < -1e-9 {
+		t.Fatalf("shares add to %v", sumShare)
+	}
+	if len(snap.Tenants[0].History) != live.HistoryLen || snap.Tenants[0].History[live.HistoryLen-1] != 30 {
+		t.Fatalf("history %v", snap.Tenants[0].History[live.HistoryLen-3:])
+	}
+	b, _ := json.Marshal(snap)
+	var back live.Snapshot
+	if err := json.Unmarshal(b, &back); err != nil || back.Tenants[0].Tenant != "tj" {
+		t.Fatal("snapshot JSON does not round-trip", err)
+	}
+}

@@ -1,0 +1,380 @@
+package collector
+
+import (
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/ingest/store"
+)
+
+// ErrReport: a cost report request is invalid.
+var ErrReport = errors.New("collector: invalid report request")
+
+// Cost report measures.
+const (
+	MeasureRU       = "ru"
+	MeasureDBTime   = "db_time"
+	MeasureRequests = "requests"
+)
+
+// Unattributed names the line of a cost report for load no tenant tag
+// covers: work recorded without a tenant and untagged database sessions.
+const Unattributed = "(unattributed)"
+
+// ReportRequest asks for a cost-attribution report.
+type ReportRequest struct {
+	From, To time.Time
+	ByRoute  bool
+	Measure  string  // MeasureRU (default), MeasureDBTime, MeasureRequests
+	Cost     float64 // shared cost to split; 0: shares only
+	Currency string
+}
+
+// CostReport is every tenant's usage over [From, To), its share of the
+// measure, and its part of the shared cost.
+type CostReport struct {
+	From     time.Time  `json:"from"`
+	To       time.Time  `json:"to"`
+	Measure  string     `json:"measure"`
+	Cost     float64    `json:"cost,omitempty"`
+	Currency string     `json:"currency,omitempty"`
+	Lines    []CostLine `json:"lines"`
+	Total    CostLine   `json:"total"`
+}
+
+// CostLine is one tenant (or tenant×route) of a CostReport.
+type CostLine struct {
+	Tenant       string  `json:"tenant"`
+	Route        string  `json:"route,omitempty"`
+	Requests     uint64  `json:"requests"`
+	Errors       uint64  `json:"errors"`
+	DBSeconds    float64 `json:"db_seconds"`
+	RU           float64 `json:"ru"`
+	Bytes        uint64  `json:"bytes"`
+	Share        float64 `json:"share"`
+	Cost         float64 `json:"cost,omitempty"`
+	Unattributed bool    `json:"unattributed,omitempty"`
+}
+
+// ParseMeasure checks a measure name ("" is MeasureRU).
+func ParseMeasure(s string) (string, error) {
+	switch s {
+	case "", MeasureRU:
+		return MeasureRU, nil
+	case MeasureDBTime, MeasureRequests:
+		return s, nil
+	}
+	return "", fmt.Errorf("%w: measure %q: want ru, db_time or requests", ErrReport, s)
+}
+
+func (l *CostLine) value(measure string) float64 {
+	switch measure {
+	case MeasureDBTime:
+		return l.DBSeconds
+	case MeasureRequests:
+		return float64(l.Requests)
+	}
+	return l.RU
+}
+
+// chunk is the span of one store query of a long report, so progress can
+// be shown and no single query scans the whole range.
+const chunk = 24 * time.Hour
+
+// BuildReport queries st over req's range, a day at a time, calling
+// progress (if not nil) with the fraction done after each day.
+func BuildReport(ctx context.Context, st store.Store, req ReportRequest, progress func(done float64)) (*CostReport, error) {
+	measure, err := ParseMeasure(req.Measure)
+	if err != nil {
+		return nil, err
+	}
+	if !req.From.Before(req.To) {
+		return nil, fmt.Errorf("%w: --from %v is not before --to %v", ErrReport, req.From, req.To)
+	}
+	if req.Cost < 0 || math.IsNaN(req.Cost) || math.IsInf(req.Cost, 0) {
+		return nil, fmt.Errorf("%w: cost %v", ErrReport, req.Cost)
+	}
+	type key struct{ tenant, route string }
+	acc := make(map[key]*CostLine)
+	span := req.To.Sub(req.From)
+	for from := req.From; from.Before(req.To); from = from.Add(chunk) {
+		to := from.Add(chunk)
+		if to.After(req.To) {
+			to = req.To
+		}
+		us, err := st.Usage(ctx, from, to, req.ByRoute)
+		if err != nil {
+			return nil, fmt.Errorf("collector: report: %w", err)
+		}
+		for _, u := range us {
+			t := u.Tenant
+			unattr := t == "" || t == ingest.UnknownTenant
+			if unattr {
+				t = Unattributed
+			}
+			k := key{t, u.Route}
+			l := acc[k]
+			if l == nil {
+				l = &CostLine{Tenant: t, Route: u.Route, Unattributed: unattr}
+				acc[k] = l
+			}
+			l.Requests += u.Requests
+			l.Errors += u.Errors
+			l.DBSeconds += u.DBSeconds
+			l.RU += u.RU
+			l.Bytes += u.Bytes
+		}
+		if progress != nil {
+			progress(min(1, to.Sub(req.From).Seconds()/span.Seconds()))
+		}
+	}
+	rep := &CostReport{From: req.From.UTC(), To: req.To.UTC(), Measure: measure, Cost: req.Cost, Currency: req.Currency}
+	var total float64
+	for _, l := range acc {
+		rep.Lines = append(rep.Lines, *l)
+		total += l.value(measure)
+		rep.Total.Requests += l.Requests
+		rep.Total.Errors += l.Errors
+		rep.Total.DBSeconds += l.DBSeconds
+		rep.Total.RU += l.RU
+		rep.Total.Bytes += l.Bytes
+	}
+	for i := range rep.Lines {
+		l := &rep.Lines[i]
+		if total > 0 {
+			l.Share = l.value(measure) / total
+		}
+		l.Cost = req.Cost * l.Share
+	}
+	// Tenants by share, the unattributed line last.
+	slices.SortFunc(rep.Lines, func(a, b CostLine) int {
+		if a.Unattributed != b.Unattributed {
+			if a.Unattributed {
+				return 1
+			}
+			return -1
+		}
+		if a.Share != b.Share {
+			if a.Share > b.Share {
+				return -1
+			}
+			return 1
+		}
+		if c := strings.Compare(a.Tenant, b.Tenant); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Route, b.Route)
+	})
+	rep.Total.Tenant = "total"
+	if total > 0 {
+		rep.Total.Share = 1
+	}
+	rep.Total.Cost = req.Cost
+	if len(rep.Lines) == 0 {
+		rep.Lines = []CostLine{}
+	}
+	return rep, nil
+}
+
+// Formats of a cost report.
+const (
+	FormatTable = "table"
+	FormatCSV   = "csv"
+	FormatJSON  = "json"
+)
+
+// Write writes the report in format (FormatTable, FormatCSV, FormatJSON).
+func (r *CostReport) Write(w io.Writer, format string, byRoute bool) error {
+	switch format {
+	case FormatJSON:
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	case FormatCSV:
+		cw := csv.NewWriter(w)
+		head := []string{"tenant"}
+		if byRoute {
+			head = append(head, "route")
+		}
+		head = append(head, "requests", "errors", "db_seconds", "ru", "bytes", "share", "cost")
+		cw.Write(head)
+		for _, l := range append(append([]CostLine{}, r.Lines...), r.Total) {
+			rec := []string{csvSafe(l.Tenant)}
+			if byRoute {
+				rec = append(rec, csvSafe(l.Route))
+			}
+			rec = append(rec, strconv.FormatUint(l.Requests, 10), strconv.FormatUint(l.Errors, 10),
+				strconv.FormatFloat(l.DBSeconds, 'f', 3, 64), strconv.FormatFloat(l.RU, 'f', 3, 64),
+				strconv.FormatUint(l.Bytes, 10), strconv.FormatFloat(l.Share, 'f', 6, 64),
+				strconv.FormatFloat(l.Cost, 'f', 2, 64))
+			cw.Write(rec)
+		}
+		cw.Flush()
+		return cw.Error()
+	case FormatTable, "":
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintf(w, "Usage %s – %s, split by %s", r.From.Format(time.RFC3339), r.To.Format(time.RFC3339), r.Measure)
+		if r.Cost > 0 {
+			fmt.Fprintf(w, ", shared cost %.2f %s", r.Cost, r.Currency)
+		}
+		fmt.Fprintln(w)
+		head := "TENANT\t"
+		if byRoute {
+			head += "ROUTE\t"
+		}
+		head += "REQUESTS\tERRORS\tDB TIME (s)\tRU\tBYTES\tSHARE\t"
+		if r.Cost > 0 {
+			head += "COST\t"
+		}
+		fmt.Fprintln(tw, head)
+		for _, l := range append(append([]CostLine{}, r.Lines...), r.Total) {
+			line := printable(l.Tenant) + "\t"
+			if byRoute {
+				line += printable(l.Route) + "\t"
+			}
+			line += fmt.Sprintf("%d\t%d\t%.1f\t%.1f\t%d\t%.2f%%\t", l.Requests, l.Errors, l.DBSeconds, l.RU, l.Bytes, 100*l.Share)
+			if r.Cost > 0 {
+				line += fmt.Sprintf("%.2f %s\t", l.Cost, r.Currency)
+			}
+			fmt.Fprintln(tw, line)
+		}
+		return tw.Flush()
+	}
+	return fmt.Errorf("%w: format %q: want table, csv or json", ErrReport, format)
+}
+
+// csvSafe keeps a tenant name from being read as a formula by a
+// spreadsheet.
+func csvSafe(s string) string {
+	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+		return "'" + s
+	}
+	return s
+}
+
+// printable replaces control characters so a tenant name cannot move the
+// terminal's cursor or break the table.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f {
+			return '?'
+		}
+		return r
+	}, s)
+}
+
+// handleCostReport is GET /v1/report?from=…&to=…&by=tenant|tenant,route&measure=…&cost=…&currency=…&format=json|csv|table.
+func (s *Server) handleCostReport(w http.ResponseWriter, r *http.Request) {
+	if s.store == nil {
+		writeError(w, http.StatusServiceUnavailable, "this collector runs without a store", 0)
+		return
+	}
+	q := r.URL.Query()
+	req, format, err := ParseReportQuery(q.Get("from"), q.Get("to"), q.Get("by"), q.Get("measure"), q.Get("cost"), q.Get("currency"), q.Get("format"), s.cfg.Now())
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error(), 0)
+		return
+	}
+	rep, err := BuildReport(r.Context(), s.store, req, nil)
+	if err != nil {
+		status := http.StatusInternalServerError
+		if errors.Is(err, ErrReport) {
+			status = http.StatusBadRequest
+		}
+		writeError(w, status, err.Error(), 0)
+		return
+	}
+	switch format {
+	case FormatCSV:
+		w.Header().Set("Content-Type", "text/csv")
+	case FormatTable:
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	default:
+		w.Header().Set("Content-Type", "application/json")
+	}
+	rep.Write(w, format, req.ByRoute)
+}
+
+// ParseTime reads a report bound: RFC 3339, a date (YYYY-MM-DD, UTC), or a
+// duration before now ("24h", "7d").
+func ParseTime(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, fmt.Errorf("%w: empty time", ErrReport)
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.Parse("2006-01-02", s); err == nil {
+		return t, nil
+	}
+	if strings.HasSuffix(s, "d") {
+		if n, err := strconv.Atoi(strings.TrimSuffix(s, "d")); err == nil && n >= 0 {
+			return now.Add(-time.Duration(n) * 24 * time.Hour), nil
+		}
+	}
+	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
+		return now.Add(-d), nil
+	}
+	if s == "now" {
+		return now, nil
+	}
+	return time.Time{}, fmt.Errorf("%w: time %q: want RFC 3339, YYYY-MM-DD, now, or an age like 24h or 7d", ErrReport, s)
+}
+
+// ParseReportQuery reads the options of a cost report as the command line
+// and GET /v1/report spell them.
+func ParseReportQuery(from, to, by, measure, cost, currency, format string, now time.Time) (ReportRequest, string, error) {
+	var req ReportRequest
+	var err error
+	if from == "" {
+		from = "24h"
+	}
+	if to == "" {
+		to = "now"
+	}
+	if req.From, err = ParseTime(from, now); err != nil {
+		return req, "", err
+	}
+	if req.To, err = ParseTime(to, now); err != nil {
+		return req, "", err
+	}
+	switch by {
+	case "", "tenant":
+	case "tenant,route":
+		req.ByRoute = true
+	default:
+		return req, "", fmt.Errorf("%w: by %q: want tenant or tenant,route", ErrReport, by)
+	}
+	if req.Measure, err = ParseMeasure(measure); err != nil {
+		return req, "", err
+	}
+	if cost != "" {
+		if req.Cost, err = strconv.ParseFloat(cost, 64); err != nil || req.Cost < 0 || math.IsInf(req.Cost, 0) || math.IsNaN(req.Cost) {
+			return req, "", fmt.Errorf("%w: cost %q: want a number ≥ 0", ErrReport, cost)
+		}
+	}
+	req.Currency = currency
+	if req.Currency == "" {
+		req.Currency = "USD"
+	}
+	switch format {
+	case "":
+		format = FormatJSON
+	case FormatJSON, FormatCSV, FormatTable:
+	default:
+		return req, "", fmt.Errorf("%w: format %q: want table, csv or json", ErrReport, format)
+	}
+	return req, format, nil
+}

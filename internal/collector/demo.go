@@ -1,0 +1,185 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+// The demo fleet: services × processes, each a real ingest.Recorder whose
+// report is encoded and handed to Ingest every second, exactly as a
+// process's reporter would POST it.
+const (
+	demoProcesses   = 3   // per service
+	demoRequests    = 250 // requests per second per process
+	demoImportAfter = 5 * time.Second
+	// DemoImportTenant is the tenant whose catalog import starts a few
+	// seconds into the demo.
+	DemoImportTenant = "bigcorp"
+)
+
+var demoServices = []string{"storefront-api", "search-api", "catalog-worker"}
+
+var demoTenants = []string{
+	"acme", "globex", "initech", "umbrella", "hooli", "stark", "wayne", "wonka", "tyrell", "cyberdyne",
+	"soylent", "aperture", "blackmesa", "gringotts", "oscorp", "vandelay", "pied-piper", "monarch",
+	"dunder-mifflin", "prestige", "duff", "krusty", "nakatomi", "massive-dynamic", "virtucon", "zorg",
+	"bluth", "sterling-cooper", "los-pollos", "paper-street", "sirius", "veidt", "yoyodyne", "weyland",
+	"tessier", "rekall", "omni", "gekko", "trust-safety", DemoImportTenant,
+}
+
+var demoRoutes = []string{"GET /products", "GET /search", "POST /orders", "GET /cart", "GET /reports"}
+
+type demoProc struct {
+	rec     *ingest.Recorder
+	service string
+}
+
+// demoFleet is the synthetic workload; all of its randomness comes from
+// one seeded source, and its time from the server's clock.
+type demoFleet struct {
+	s     *Server
+	rng   *rand.Rand
+	zipf  *rand.Zipf
+	keys  *rand.Zipf
+	procs []demoProc
+	start time.Time
+}
+
+func newDemoFleet(s *Server, start time.Time) *demoFleet {
+	rng := rand.New(rand.NewPCG(1, 2))
+	f := &demoFleet{
+		s:     s,
+		rng:   rng,
+		zipf:  rand.NewZipf(rng, 1.1, 1, uint64(len(demoTenants)-2)),
+		keys:  rand.NewZipf(rng, 1.2, 1, 50_000),
+		start: start,
+	}
+	for _, svc := range demoServices {
+		for i := range demoProcesses {
+			src := ingest.Source{Service: svc, Instance: fmt.Sprintf("%s-%d-%d", svc, i, start.UnixNano()), Host: fmt.Sprintf("demo-%d", i)}
+			now := start
+			f.procs = append(f.procs, demoProc{
+				rec:     ingest.NewRecorder(ingest.WithSource(src), ingest.WithClock(func() time.Time { return now })),
+				service: svc,
+			})
+		}
+	}
+	return f
+}
+
+func demoTier(name string) tenant.Tier {
+	switch name {
+	case "trust-safety":
+		return tenant.T0
+	case DemoImportTenant:
+		return tenant.T2
+	}
+	return tenant.Tier(len(name)%3 + 2) // T1…T3
+}
+
+// lognormal returns a latency around median with spread sigma.
+func (f *demoFleet) lognormal(median float64, sigma float64) time.Duration {
+	return time.Duration(median * math.Exp(sigma*f.rng.NormFloat64()) * float64(time.Second))
+}
+
+// step generates one second of load ending at now and sends every
+// process's report through Ingest.
+func (f *demoFleet) step(now time.Time) {
+	elapsed := now.Sub(f.start)
+	// The import ramps up over 10 s and slows everything down with it,
+	// unless a policy throttles bigcorp.
+	ramp := 0.0
+	if elapsed > demoImportAfter {
+		ramp = min(1, (elapsed-demoImportAfter).Seconds()/10)
+	}
+	f.s.mu.Lock()
+	effect := f.s.policy.For(tenant.Tags{Tenant: DemoImportTenant, Tier: tenant.T2}, now)
+	f.s.mu.Unlock()
+	importRate := ramp
+	throttled := uint64(0)
+	if effect.Throttled {
+		importRate = ramp * min(1, effect.RUPerSecond/5000)
+	}
+	if effect.Multiplier > 1 {
+		importRate /= effect.Multiplier
+	}
+	slow := 1 + 3*importRate // the database is saturated by the import
+	for pi, p := range f.procs {
+		var enf ingest.Enforcement
+		n := demoRequests
+		for range n {
+			name := demoTenants[f.zipf.Uint64()]
+			route := demoRoutes[f.rng.IntN(len(demoRoutes))]
+			tags := tenant.Tags{Tenant: name, Route: route, Tier: demoTier(name),
+				Key: fmt.Sprintf("product:%d", f.keys.Uint64())}
+			d := f.lognormal(0.02*slow, 0.5)
+			rows := int64(1 + f.rng.IntN(50))
+			p.rec.Record(ingest.Record{Time: now, Tags: tags, Kind: ingest.KindRequest, Duration: d,
+				Rows: rows, Bytes: 2048 + rows*100, Err: f.rng.Float64() < 0.002*slow,
+				RU: 1 + float64(rows)/10})
+			for range 2 {
+				p.rec.Record(ingest.Record{Time: now, Tags: tags, Kind: ingest.KindDB,
+					Duration: f.lognormal(0.003*slow, 0.6), Rows: rows})
+			}
+			enf.Admitted[demoTier(name).Index()]++
+		}
+		// The catalog worker processes run bigcorp's import.
+		if p.service == "catalog-worker" && importRate > 0 {
+			jobs := int(60 * importRate)
+			for range jobs {
+				tags := tenant.Tags{Tenant: DemoImportTenant, Route: "POST /catalog/import", Tier: tenant.T2,
+					Key: fmt.Sprintf("catalog:%d", f.rng.IntN(8))}
+				d := f.lognormal(0.4*slow, 0.3)
+				p.rec.Record(ingest.Record{Time: now, Tags: tags, Kind: ingest.KindJob, Duration: d,
+					Rows: 5000, Bytes: 1 << 20, RU: 400})
+				for range 3 {
+					p.rec.Record(ingest.Record{Time: now, Tags: tags, Kind: ingest.KindDB,
+						Duration: f.lognormal(0.25*slow, 0.4), Rows: 1700})
+				}
+			}
+			if effect.Throttled {
+				throttled = uint64(60*ramp) - uint64(jobs)
+				enf.Throttled[tenant.T2.Index()] += throttled
+			}
+		}
+		if slow > 2 {
+			enf.PriceMultiplier = [4]float64{1, 1, 1.5, 1 + slow}
+			enf.Shed[3] = uint64(10 * (slow - 2))
+		} else {
+			enf.PriceMultiplier = [4]float64{1, 1, 1, 1}
+		}
+		rep := p.rec.Cut(now)
+		rep.Enforcement = enf
+		body, err := rep.MarshalBinary()
+		if err != nil {
+			f.s.log.Error("demo: encode report", "err", err)
+			continue
+		}
+		if status, _, msg, _, _ := f.s.Ingest(body); status != http.StatusOK {
+			f.s.log.Warn("demo: report refused", "process", pi, "status", status, "msg", msg)
+		}
+	}
+}
+
+func (s *Server) runDemo(ctx context.Context) {
+	f := newDemoFleet(s, s.cfg.Now())
+	s.log.Info("demo fleet started", "services", len(demoServices), "processes", len(f.procs),
+		"tenants", len(demoTenants), "import_tenant", DemoImportTenant, "import_after", demoImportAfter)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			f.step(s.cfg.Now())
+		}
+	}
+}

@@ -1,0 +1,434 @@
+package collector
+
+import (
+	"strings"
+	"time"
+
+	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/ingest/store"
+	"github.com/qtop-dev/qtop/ratio"
+	"github.com/qtop-dev/qtop/spacesaving"
+	"github.com/qtop-dev/qtop/tenant"
+	"github.com/qtop-dev/qtop/topn"
+)
+
+// kindPG is the rollup kind of the pg_stat_activity sampler, after the
+// ingest kinds.
+const kindPG = 3
+
+var kindNames = [...]string{store.KindRequest, store.KindDB, store.KindJob, store.KindPG}
+
+// Capacities of the merged key sketches and of the key → tenant maps.
+const (
+	keyCapacity      = 1000
+	maxKeyTenants    = 10_000
+	hotKeysPerMinute = 100
+	maxServices      = 256
+	maxSources       = 100_000
+	maxStmtsMinute   = 200
+	slowStatement    = time.Second
+)
+
+type rowKey struct {
+	service, tenant, route string
+	kind                   uint8
+}
+
+type rowAgg struct {
+	tier          tenant.Tier
+	count, errors uint64
+	dur, ru       float64
+	active        float64 // pg: active-session seconds
+	bytes, rows   uint64
+	lat           sparse
+}
+
+// minute is the merged state of one minute of rollups.
+type minute struct {
+	start      time.Time
+	rows       map[rowKey]*rowAgg
+	keys       *spacesaving.Sketch
+	keyTenants map[string]string
+	stmts      map[stmtKey]store.Statement
+	dirty      bool // changed since the last emission
+	wal        *walFile
+}
+
+type stmtKey struct {
+	pid   int32
+	start int64
+}
+
+func newMinute(start time.Time) *minute {
+	return &minute{start: start, rows: make(map[rowKey]*rowAgg)}
+}
+
+// tenantLive is one tenant's live view.
+type tenantLive struct {
+	tier     tenant.Tier
+	w        window10
+	hru, hdb history
+	routes   map[string]*window10
+	waits    map[string]float64
+}
+
+const maxRoutesLive = 50
+
+// serviceLive is one service's live view.
+type serviceLive struct {
+	sig    *ratio.Signal
+	ratio  history
+	w      window10
+	shed   [rateN]int
+	shedAt [rateN]int64
+	procs  map[string]int64 // instance → last second seen
+}
+
+// enfSlot is one second of enforcement counters summed over processes.
+type enfSlot struct {
+	stamp int64
+	e     ingest.Enforcement
+}
+
+// source is one reporting process: admission bucket and duplicate filter.
+type source struct {
+	tokens float64
+	last   time.Time
+	max    uint64
+	seen   [seqWindow / 64]uint64
+	any    bool
+}
+
+const seqWindow = 1024
+
+// seqState says whether seq is new, already merged, or too old to tell.
+type seqState int
+
+const (
+	seqNew seqState = iota
+	seqDup
+	seqStale
+)
+
+func (s *source) check(seq uint64) seqState {
+	switch {
+	case !s.any || seq > s.max:
+		return seqNew
+	case s.max-seq >= seqWindow:
+		return seqStale
+	case s.seen[(seq%seqWindow)/64]&(1<<(seq%64)) != 0:
+		return seqDup
+	}
+	return seqNew
+}
+
+func (s *source) mark(seq uint64) {
+	if !s.any || seq > s.max {
+		from := s.max + 1
+		if !s.any || seq-s.max >= seqWindow {
+			s.seen = [seqWindow / 64]uint64{}
+		} else {
+			for q := from; q < seq; q++ {
+				s.seen[(q%seqWindow)/64] &^= 1 << (q % 64)
+			}
+		}
+		s.max, s.any = seq, true
+	}
+	s.seen[(seq%seqWindow)/64] |= 1 << (seq % 64)
+}
+
+// admit takes one token from the source's bucket; it returns how long to
+// wait when there is none.
+func (s *source) admit(now time.Time, rate float64) (time.Duration, bool) {
+	burst := 4 * rate
+	if s.last.IsZero() {
+		s.tokens = burst
+	} else if dt := now.Sub(s.last).Seconds(); dt > 0 {
+		s.tokens = min(burst, s.tokens+dt*rate)
+	}
+	s.last = now
+	if s.tokens < 1 {
+		return time.Duration((1 - s.tokens) / rate * float64(time.Second)), false
+	}
+	s.tokens--
+	return 0, true
+}
+
+func sourceKey(src ingest.Source) string {
+	return src.Service + "\x00" + src.Instance + "\x00" + src.Host
+}
+
+// minuteOf places a report in a minute: the minute of its window's middle,
+// unless that is outside what the collector still keeps (older than the
+// late-report horizon, or more than a minute in the future: a clock that
+// jumped), in which case it counts in the minute it arrived.
+func (s *Server) minuteOf(rep *ingest.Report, now time.Time) (time.Time, bool) {
+	arrival := now.UTC().Truncate(time.Minute)
+	if rep.Start.IsZero() || rep.End.Before(rep.Start) {
+		return arrival, true
+	}
+	mid := rep.Start.Add(rep.End.Sub(rep.Start) / 2).UTC().Truncate(time.Minute)
+	if !now.Before(mid.Add(time.Minute+s.cfg.Grace+s.cfg.LateKeep)) || mid.After(arrival.Add(time.Minute)) {
+		return arrival, true
+	}
+	return mid, false
+}
+
+// mergeLocked adds a decoded report to minute m and, when live, to the
+// live view at second sec. s.mu is held.
+func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live bool) {
+	m.dirty = true
+	sec := now.Unix()
+	service := rep.Source.Service
+	var svc *serviceLive
+	if live {
+		svc = s.serviceLocked(service)
+		if svc != nil {
+			svc.procs[rep.Source.Instance] = sec
+		}
+		s.scratch.Reset()
+	}
+	var reqRows int
+	for i := range rep.Rows {
+		row := &rep.Rows[i]
+		tn := row.Tenant
+		if tenant.ValidateTenant(tn) != nil && tn != ingest.UnknownTenant {
+			tn = ingest.UnknownTenant
+			s.met.invalidTags.Inc()
+		}
+		route := row.Route
+		if route != "" && tenant.ValidateRoute(route) != nil {
+			route = ingest.OtherRoute
+			s.met.invalidTags.Inc()
+		}
+		k := rowKey{service, tn, route, uint8(row.Kind)}
+		a := m.rows[k]
+		if a == nil {
+			if len(m.rows) >= s.cfg.MaxMinuteRows {
+				s.met.foldedRows.Inc()
+				k.tenant, k.route = ingest.OtherTenant, ingest.OtherRoute
+				a = m.rows[k]
+			}
+			if a == nil {
+				k.service, k.tenant, k.route = strings.Clone(k.service), strings.Clone(k.tenant), strings.Clone(k.route)
+				a = &rowAgg{}
+				m.rows[k] = a
+			}
+		}
+		if row.Tier != tenant.TierUnset {
+			a.tier = row.Tier
+		}
+		a.count += row.Count
+		a.errors += row.Errors
+		a.dur += row.Duration.Seconds()
+		a.ru += row.RU
+		a.bytes += row.Bytes
+		a.rows += row.Rows
+		a.lat.addHistogram(&row.Latency)
+		if !live {
+			continue
+		}
+		s.met.rows.Inc()
+		tl := s.tenantLocked(tn)
+		if row.Tier != tenant.TierUnset {
+			tl.tier = row.Tier
+		}
+		ws := [2]*window10{&tl.w, s.routeLocked(tl, route)}
+		for _, w := range ws {
+			j := w.slot(sec)
+			w.ru[j] += row.RU
+			switch row.Kind {
+			case ingest.KindDB:
+				w.db[j] += row.Duration.Seconds()
+			default:
+				w.req[j] += row.Count
+				w.err[j] += row.Errors
+				w.lat[j].addHistogram(&row.Latency)
+			}
+		}
+		var v topn.Values
+		v[topn.RU] = row.RU
+		v[topn.Bytes] = float64(row.Bytes)
+		if row.Kind == ingest.KindDB {
+			v[topn.DBTime] = row.Duration.Seconds()
+		} else {
+			v[topn.Requests] = float64(row.Count)
+			v[topn.Errors] = float64(row.Errors)
+		}
+		s.met.ranking.Add(tn, v)
+		tl.hru.add(sec, row.RU)
+		if row.Kind == ingest.KindDB {
+			tl.hdb.add(sec, row.Duration.Seconds())
+		}
+		if svc != nil && row.Kind == ingest.KindRequest {
+			j := svc.w.slot(sec)
+			svc.w.req[j] += row.Count
+			svc.w.err[j] += row.Errors
+			svc.w.lat[j].addHistogram(&row.Latency)
+			s.scratch.Merge(&row.Latency)
+			reqRows++
+		}
+	}
+	if rep.Keys != nil && rep.Keys.Total() > 0 {
+		if m.keys == nil {
+			m.keys = spacesaving.New(keyCapacity)
+		}
+		m.keys.Merge(rep.Keys)
+		if m.keyTenants == nil {
+			m.keyTenants = make(map[string]string)
+		}
+		addKeyTenants(m.keyTenants, rep.KeyTenants)
+		if live {
+			j := int(uint64(sec) % rateN)
+			if s.keyStamp[j] != sec || s.keys[j] == nil {
+				s.keyStamp[j] = sec
+				s.keys[j] = spacesaving.New(keyCapacity)
+			}
+			s.keys[j].Merge(rep.Keys)
+			addKeyTenants(s.keyTenants, rep.KeyTenants)
+		}
+	}
+	if !live {
+		return
+	}
+	if svc != nil && reqRows > 0 {
+		svc.sig.MergeAt(now, &s.scratch)
+	}
+	// Enforcement.
+	j := int(uint64(sec) % rateN)
+	es := &s.enf[j]
+	if es.stamp != sec {
+		*es = enfSlot{stamp: sec}
+	}
+	e := &rep.Enforcement
+	level := 0
+	for t := range tenant.NumTiers {
+		es.e.Admitted[t] += e.Admitted[t]
+		es.e.Throttled[t] += e.Throttled[t]
+		es.e.Shed[t] += e.Shed[t]
+		es.e.ShadowThrottled[t] += e.ShadowThrottled[t]
+		es.e.ShadowShed[t] += e.ShadowShed[t]
+		es.e.PriceMultiplier[t] = max(es.e.PriceMultiplier[t], e.PriceMultiplier[t])
+		if t > 0 && (e.Shed[t] > 0 || e.PriceMultiplier[t] > 1) {
+			level = max(level, tenant.NumTiers-t)
+		}
+	}
+	if svc != nil {
+		if svc.shedAt[j] != sec {
+			svc.shedAt[j], svc.shed[j] = sec, 0
+		}
+		svc.shed[j] = max(svc.shed[j], level)
+	}
+	rs := &s.reportsSec[j]
+	if rs.stamp != sec {
+		*rs = countSlot{stamp: sec}
+	}
+	rs.n++
+}
+
+type countSlot struct {
+	stamp int64
+	n     uint64
+}
+
+func addKeyTenants(dst, src map[string]string) {
+	for k, t := range src {
+		if len(dst) >= maxKeyTenants {
+			if _, ok := dst[k]; !ok {
+				continue
+			}
+		}
+		if _, ok := dst[k]; !ok {
+			k = strings.Clone(k)
+		}
+		dst[k] = strings.Clone(t)
+	}
+}
+
+// tenantLocked returns the live state of tenant name, or of "other" when
+// MaxTenants are already tracked.
+func (s *Server) tenantLocked(name string) *tenantLive {
+	if tl := s.tenants[name]; tl != nil {
+		return tl
+	}
+	if len(s.tenants) >= s.cfg.MaxTenants {
+		s.met.tenantOverflow.Inc()
+		name = ingest.OtherTenant
+		if tl := s.tenants[name]; tl != nil {
+			return tl
+		}
+	}
+	tl := &tenantLive{routes: make(map[string]*window10)}
+	s.tenants[strings.Clone(name)] = tl
+	return tl
+}
+
+func (s *Server) routeLocked(tl *tenantLive, route string) *window10 {
+	if w := tl.routes[route]; w != nil {
+		return w
+	}
+	if len(tl.routes) >= maxRoutesLive {
+		route = ingest.OtherRoute
+		if w := tl.routes[route]; w != nil {
+			return w
+		}
+	}
+	w := new(window10)
+	tl.routes[strings.Clone(route)] = w
+	return w
+}
+
+func (s *Server) serviceLocked(name string) *serviceLive {
+	if sv := s.services[name]; sv != nil {
+		return sv
+	}
+	if len(s.services) >= maxServices {
+		return nil
+	}
+	sv := &serviceLive{sig: ratio.NewSignal(), procs: make(map[string]int64)}
+	s.services[strings.Clone(name)] = sv
+	return sv
+}
+
+// pruneLocked forgets live tenants, services and sources idle for longer
+// than any view shows. s.mu is held.
+func (s *Server) pruneLocked(now time.Time) {
+	sec := now.Unix()
+	for name, tl := range s.tenants {
+		if sec-max(tl.hru.lastSeen(), tl.hdb.lastSeen(), maxStamp(&tl.w)) > histN+rateN {
+			delete(s.tenants, name)
+			continue
+		}
+		for r, w := range tl.routes {
+			if sec-maxStamp(w) > rateN+1 {
+				delete(tl.routes, r)
+			}
+		}
+	}
+	for name, sv := range s.services {
+		for inst, last := range sv.procs {
+			if sec-last > rateN {
+				delete(sv.procs, inst)
+			}
+		}
+		if len(sv.procs) == 0 && sec-sv.ratio.lastSeen() > histN+rateN && sec-maxStamp(&sv.w) > histN {
+			delete(s.services, name)
+		}
+	}
+	for k, src := range s.sources {
+		if now.Sub(src.last) > time.Minute+s.cfg.Grace+s.cfg.LateKeep {
+			delete(s.sources, k)
+		}
+	}
+	if len(s.keyTenants) >= maxKeyTenants {
+		clear(s.keyTenants)
+	}
+}
+
+func maxStamp(w *window10) int64 {
+	var m int64
+	for _, s := range w.stamp {
+		m = max(m, s)
+	}
+	return m
+}

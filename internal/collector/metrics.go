@@ -1,0 +1,115 @@
+package collector
+
+import (
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/qtop-dev/qtop/topn"
+)
+
+// Rejection reasons, the values of the reason label of
+// qtop_collector_reports_rejected_total.
+const (
+	reasonVersion      = "version"
+	reasonMalformed    = "malformed"
+	reasonTooLarge     = "too_large"
+	reasonUnauthorized = "unauthorized"
+	reasonAdmission    = "admission"
+	reasonBusy         = "busy"
+	reasonStale        = "stale"
+	reasonWAL          = "wal"
+	reasonMethod       = "method"
+)
+
+// metricsTopN is how many tenants get their own Prometheus series.
+const metricsTopN = 20
+
+type metrics struct {
+	accepted, duplicates    prometheus.Counter
+	rejected                *prometheus.CounterVec
+	rows                    prometheus.Counter
+	retimed                 prometheus.Counter
+	invalidTags, foldedRows prometheus.Counter
+	tenantOverflow          prometheus.Counter
+	mergeSeconds            prometheus.Histogram
+	rollupsWritten          *prometheus.CounterVec
+	storeErrors             prometheus.Counter
+	storeHealthy            prometheus.Gauge
+	walBytes                prometheus.Gauge
+	openMinutes             prometheus.Gauge
+	sources                 prometheus.Gauge
+	tenantsTracked          prometheus.Gauge
+	samplerErrors           prometheus.Counter
+	samples                 prometheus.Counter
+	policyChanges           prometheus.Counter
+	ranking                 *topn.Ranking
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		accepted: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_reports_total",
+			Help: "Reports merged."}),
+		duplicates: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_reports_duplicate_total",
+			Help: "Reports recognised as already merged (same source and sequence number) and acknowledged without counting them again."}),
+		rejected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qtop_collector_reports_rejected_total",
+			Help: "Reports refused, by reason."}, []string{"reason"}),
+		rows: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_report_rows_total",
+			Help: "Tenant×route×kind rows merged."}),
+		retimed: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_reports_retimed_total",
+			Help: "Reports whose window was too far in the past or future (a clock that jumped) and were counted in the minute they arrived."}),
+		invalidTags: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_invalid_tags_total",
+			Help: "Rows whose tenant or route was not a valid tag value and was counted as unknown or other."}),
+		foldedRows: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_rows_folded_total",
+			Help: "Rows folded into tenant other because the open minute held its maximum of rows."}),
+		tenantOverflow: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_live_tenant_overflow_total",
+			Help: "Rows counted under other in the live view because it tracked its maximum of tenants."}),
+		mergeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "qtop_collector_merge_seconds",
+			Help: "Time to decode, log and merge one report.", Buckets: prometheus.ExponentialBuckets(1e-5, 4, 10)}),
+		rollupsWritten: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qtop_collector_store_rows_written_total",
+			Help: "Rows handed to the store (written or spooled), by table."}, []string{"table"}),
+		storeErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_store_write_errors_total",
+			Help: "Writes that neither the store nor the spool took; the minute is written again at the next tick."}),
+		storeHealthy: prometheus.NewGauge(prometheus.GaugeOpts{Name: "qtop_collector_store_healthy",
+			Help: "1 when the store answers its ping, else 0."}),
+		walBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "qtop_collector_wal_bytes",
+			Help: "Bytes in the write-ahead log of open minutes."}),
+		openMinutes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "qtop_collector_open_minutes",
+			Help: "Minutes held in memory (open, in grace, or accepting late reports)."}),
+		sources: prometheus.NewGauge(prometheus.GaugeOpts{Name: "qtop_collector_sources",
+			Help: "Reporting processes seen recently."}),
+		tenantsTracked: prometheus.NewGauge(prometheus.GaugeOpts{Name: "qtop_collector_live_tenants",
+			Help: "Tenants tracked by the live view."}),
+		samplerErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_pg_sample_errors_total",
+			Help: "pg_stat_activity samples that failed."}),
+		samples: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_pg_samples_total",
+			Help: "pg_stat_activity samples taken."}),
+		policyChanges: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_policy_changes_total",
+			Help: "Policy changes accepted."}),
+	}
+	for _, c := range []prometheus.Collector{m.accepted, m.duplicates, m.rejected, m.rows, m.retimed, m.invalidTags,
+		m.foldedRows, m.tenantOverflow, m.mergeSeconds, m.rollupsWritten, m.storeErrors, m.storeHealthy,
+		m.walBytes, m.openMinutes, m.sources, m.tenantsTracked, m.samplerErrors, m.samples, m.policyChanges} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("collector: metrics: %w", err)
+		}
+	}
+	for _, r := range []string{reasonVersion, reasonMalformed, reasonTooLarge, reasonUnauthorized, reasonAdmission, reasonBusy, reasonStale, reasonWAL} {
+		m.rejected.WithLabelValues(r)
+	}
+	var err error
+	m.ranking, err = topn.New(metricsTopN, topn.WithRankBy(topn.RU))
+	if err != nil {
+		return nil, fmt.Errorf("collector: metrics: %w", err)
+	}
+	if _, err := topn.NewCollector(reg, m.ranking, "tenant",
+		topn.Metric{Measure: topn.RU, Name: "qtop_collector_tenant_ru_total"},
+		topn.Metric{Measure: topn.DBTime, Name: "qtop_collector_tenant_db_seconds_total"},
+		topn.Metric{Measure: topn.Requests, Name: "qtop_collector_tenant_requests_total"},
+		topn.Metric{Measure: topn.Errors, Name: "qtop_collector_tenant_errors_total"},
+		topn.Metric{Measure: topn.Bytes, Name: "qtop_collector_tenant_bytes_total"},
+	); err != nil {
+		return nil, fmt.Errorf("collector: metrics: %w", err)
+	}
+	return m, nil
+}

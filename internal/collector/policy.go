@@ -1,0 +1,222 @@
+package collector
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/ingest/store"
+	"github.com/qtop-dev/qtop/policy"
+)
+
+// maxPolicyBody bounds a POST /v1/policy body (one rule).
+const maxPolicyBody = 64 << 10
+
+const policyFile = "policy.json"
+
+// tokenOK compares the bearer token of r with want in constant time
+// (hashes of equal length, so the length does not leak either).
+func tokenOK(r *http.Request, want string) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return false
+	}
+	a, b := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
+	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
+}
+
+func randomToken() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// loadPolicy reads the policy kept in DataDir; a missing file is an empty
+// policy.
+func (s *Server) loadPolicy() error {
+	b, err := os.ReadFile(filepath.Join(s.cfg.DataDir, policyFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("collector: policy: %w", err)
+	}
+	var p policy.Policy
+	if err := json.Unmarshal(b, &p); err != nil {
+		return fmt.Errorf("collector: policy file %s: %w", policyFile, err)
+	}
+	if err := p.Validate(); err != nil {
+		return fmt.Errorf("collector: policy file %s: %w", policyFile, err)
+	}
+	s.policy = p
+	return nil
+}
+
+func (s *Server) savePolicyLocked() error {
+	b, err := json.MarshalIndent(s.policy, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(s.cfg.DataDir, policyFile+".tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(s.cfg.DataDir, policyFile))
+}
+
+// replyLocked returns the encoded reply of an accepted report, which
+// carries the current policy; it is encoded once per policy version.
+func (s *Server) replyLocked() []byte {
+	if s.reply != nil && s.replyVersion == s.policy.Version {
+		return s.reply
+	}
+	p := s.policy
+	b, err := ingest.EncodeReply(ingest.Reply{Accepted: true, Policy: &p})
+	if err != nil {
+		s.log.Error("policy cannot be encoded in replies; sending none", "err", err)
+		b, _ = ingest.EncodeReply(ingest.Reply{Accepted: true})
+	}
+	s.reply, s.replyVersion = b, s.policy.Version
+	return b
+}
+
+// prunePolicyLocked drops expired rules; it reports whether any was.
+func (s *Server) prunePolicyLocked(now time.Time) bool {
+	active := s.policy.Active(now)
+	if len(active) == len(s.policy.Rules) {
+		return false
+	}
+	s.policy.Rules = active
+	s.policy.Version++
+	s.policy.Updated = now.UTC()
+	if err := s.savePolicyLocked(); err != nil {
+		s.log.Error("policy: save", "err", err)
+	}
+	return true
+}
+
+// Policy returns the current policy.
+func (s *Server) Policy() policy.Policy {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return clonePolicy(s.policy)
+}
+
+func clonePolicy(p policy.Policy) policy.Policy {
+	p.Rules = append([]policy.Rule(nil), p.Rules...)
+	return p
+}
+
+// SetRule adds rule, or replaces the rule with its ID, or (when it has
+// expired) removes that rule; who is recorded in the audit. It returns the
+// new policy.
+func (s *Server) SetRule(ctx context.Context, rule policy.Rule, who string) (policy.Policy, error) {
+	now := s.cfg.Now().UTC()
+	lift := !rule.Expires.IsZero() && !now.Before(rule.Expires)
+	if rule.ID == "" {
+		if lift {
+			return policy.Policy{}, fmt.Errorf("%w: lifting a rule needs its id", policy.ErrInvalid)
+		}
+		rule.ID = randomToken()[:12]
+	}
+	if len(rule.ID) > 128 {
+		return policy.Policy{}, fmt.Errorf("%w: id longer than 128 bytes", policy.ErrInvalid)
+	}
+	rule.CreatedBy = who
+	rule.Created = now
+	if err := rule.Validate(); err != nil {
+		return policy.Policy{}, err
+	}
+	s.mu.Lock()
+	action := "add"
+	rules := make([]policy.Rule, 0, len(s.policy.Rules)+1)
+	for _, r := range s.policy.Rules {
+		if r.ID == rule.ID {
+			action = "replace"
+			continue
+		}
+		rules = append(rules, r)
+	}
+	if lift {
+		if action != "replace" {
+			s.mu.Unlock()
+			return policy.Policy{}, fmt.Errorf("%w: no rule %q to lift", policy.ErrInvalid, rule.ID)
+		}
+		action = "lift"
+	} else {
+		rules = append(rules, rule)
+	}
+	next := policy.Policy{Version: s.policy.Version + 1, Rules: rules, Updated: now}
+	next.Rules = next.Active(now)
+	if err := next.Validate(); err != nil {
+		s.mu.Unlock()
+		return policy.Policy{}, err
+	}
+	s.policy = next
+	if err := s.savePolicyLocked(); err != nil {
+		s.log.Error("policy: save", "err", err)
+	}
+	out := clonePolicy(s.policy)
+	s.mu.Unlock()
+	s.met.policyChanges.Inc()
+
+	rj, _ := json.Marshal(rule)
+	s.log.Info("policy changed", "who", who, "action", action, "version", out.Version, "rule", string(rj))
+	if s.store != nil {
+		a := []store.Audit{{Time: now, Who: who, Action: action, PolicyVersion: out.Version, Rule: string(rj)}}
+		if err := s.store.WriteAudit(ctx, a); err != nil {
+			s.log.Error("policy audit not written", "err", err, "rule", string(rj))
+		}
+	}
+	return out, nil
+}
+
+func (s *Server) handlePolicy(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		writeJSON(w, http.StatusOK, s.Policy())
+	case http.MethodPost:
+		if !tokenOK(r, s.token) {
+			writeError(w, http.StatusUnauthorized, "policy changes need the collector's bearer token", 0)
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxPolicyBody))
+		if err != nil {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("policy body larger than %d bytes", maxPolicyBody), 0)
+			return
+		}
+		var rule policy.Rule
+		dec := json.NewDecoder(strings.NewReader(string(body)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&rule); err != nil {
+			writeError(w, http.StatusBadRequest, "policy rule: "+err.Error(), 0)
+			return
+		}
+		who := r.Header.Get("X-Qtop-User")
+		if who == "" || len(who) > 128 {
+			who = "token"
+		}
+		who += "@" + r.RemoteAddr
+		p, err := s.SetRule(r.Context(), rule, who)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error(), 0)
+			return
+		}
+		writeJSON(w, http.StatusOK, p)
+	default:
+		w.Header().Set("Allow", "GET, POST")
+		writeError(w, http.StatusMethodNotAllowed, "use GET or POST", 0)
+	}
+}

@@ -1,0 +1,642 @@
+package collector
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/ingest/store"
+	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/ratio"
+	"github.com/qtop-dev/qtop/spacesaving"
+)
+
+// Server is the collector. Create it with New, serve Handler (or call
+// Start), and stop it with Shutdown.
+type Server struct {
+	cfg    Config
+	log    *slog.Logger
+	met    *metrics
+	token  string // policy token: Config.Token or a random one
+	store  store.Store
+	spool  *store.Spool
+	writer string
+	walDir string
+	start  time.Time
+
+	inflight chan struct{} // bounds reports decoded at once
+	reports  sync.Pool     // *ingest.Report
+
+	mu           sync.Mutex
+	minutes      map[int64]*minute
+	sources      map[string]*source
+	tenants      map[string]*tenantLive
+	services     map[string]*serviceLive
+	keys         [rateN]*spacesaving.Sketch
+	keyStamp     [rateN]int64
+	keyTenants   map[string]string
+	enf          [rateN]enfSlot
+	reportsSec   [rateN]countSlot
+	scratch      ratio.Histogram
+	policy       policy.Policy
+	reply        []byte
+	replyVersion uint64
+	version      uint64
+	pg           pgState
+	storeErr     string
+	snapCache    map[snapKey]*live.Snapshot
+	closed       bool
+	done         chan struct{}
+	doneOnce     sync.Once
+
+	httpSrv *http.Server
+	ln      net.Listener
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// New checks cfg, opens the store (through the spool), replays the
+// write-ahead log and returns a server that is not yet serving.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:        cfg,
+		log:        cfg.Logger,
+		token:      cfg.Token,
+		walDir:     filepath.Join(cfg.DataDir, "wal"),
+		start:      cfg.Now(),
+		inflight:   make(chan struct{}, 64),
+		minutes:    make(map[int64]*minute),
+		sources:    make(map[string]*source),
+		tenants:    make(map[string]*tenantLive),
+		services:   make(map[string]*serviceLive),
+		keyTenants: make(map[string]string),
+		snapCache:  make(map[snapKey]*live.Snapshot),
+	}
+	s.reports.New = func() any { return new(ingest.Report) }
+	var err error
+	if s.met, err = newMetrics(cfg.Registerer); err != nil {
+		return nil, err
+	}
+	if s.token == "" {
+		s.token = randomToken()
+		s.log.Info("no --token given: policy changes take this generated token", "token", s.token)
+	}
+	if err := os.MkdirAll(s.walDir, 0o700); err != nil {
+		return nil, fmt.Errorf("collector: data dir: %w", err)
+	}
+	if s.writer, err = writerID(cfg); err != nil {
+		return nil, err
+	}
+	if err := s.loadPolicy(); err != nil {
+		return nil, err
+	}
+	if cfg.Store != StoreNone {
+		open := cfg.OpenStore
+		if open == nil {
+			open = func(u string) (store.Store, error) { return OpenStore(context.Background(), u, cfg) }
+		}
+		next, err := open(cfg.Store)
+		if err != nil {
+			return nil, err
+		}
+		opts := []store.SpoolOption{store.WithRegisterer(cfg.Registerer), store.WithLogger(s.log)}
+		if cfg.SpoolMaxBytes > 0 {
+			opts = append(opts, store.WithMaxBytes(cfg.SpoolMaxBytes))
+		}
+		s.spool, err = store.NewSpool(next, filepath.Join(cfg.DataDir, "spool"), opts...)
+		if err != nil {
+			next.Close()
+			return nil, err
+		}
+		s.store = s.spool
+	}
+	if err := s.replay(); err != nil {
+		if s.store != nil {
+			s.store.Close()
+		}
+		return nil, err
+	}
+	return s, nil
+}
+
+// writerID is Config.Writer, or the identity kept in DataDir, made once.
+func writerID(cfg Config) (string, error) {
+	if cfg.Writer != "" {
+		return cfg.Writer, nil
+	}
+	p := filepath.Join(cfg.DataDir, "writer-id")
+	if b, err := os.ReadFile(p); err == nil {
+		if id := strings.TrimSpace(string(b)); id != "" {
+			return id, nil
+		}
+	}
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "collector"
+	}
+	id := host + "-" + randomToken()[:8]
+	if err := os.WriteFile(p, []byte(id+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("collector: writer id: %w", err)
+	}
+	return id, nil
+}
+
+// Token returns the bearer token that POST /v1/policy requires.
+func (s *Server) Token() string { return s.token }
+
+// Writer returns the identity under which this collector writes rollups.
+func (s *Server) Writer() string { return s.writer }
+
+// Store returns the store (behind its spool), or nil with StoreNone.
+func (s *Server) Store() store.Store { return s.store }
+
+// replay merges the reports of the write-ahead log into their minutes, so
+// that minutes a killed collector had not finished are emitted again in
+// full.
+func (s *Server) replay() error {
+	mins, err := walMinutes(s.walDir)
+	if err != nil {
+		return err
+	}
+	rep := new(ingest.Report)
+	now := s.cfg.Now()
+	for _, mt := range mins {
+		m := newMinute(mt)
+		n := 0
+		cut, err := readWAL(walPath(s.walDir, mt), func(body []byte) error {
+			if err := rep.UnmarshalBinary(body); err != nil {
+				s.log.Warn("wal: undecodable report skipped", "minute", mt, "err", err)
+				return nil
+			}
+			src := s.sources[sourceKey(rep.Source)]
+			if src == nil {
+				src = &source{last: now, tokens: 4 * s.cfg.SourceRate}
+				s.sources[sourceKey(rep.Source)] = src
+			}
+			if src.check(rep.Seq) == seqDup {
+				return nil
+			}
+			src.mark(rep.Seq)
+			s.mergeLocked(rep, m, now, false)
+			n++
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		if cut > 0 {
+			s.log.Warn("wal: cut a torn record (never acknowledged)", "minute", mt, "bytes", cut)
+		}
+		if m.wal, err = openWAL(s.walDir, mt); err != nil {
+			return err
+		}
+		m.dirty = true
+		s.minutes[mt.Unix()] = m
+		s.log.Info("wal: replayed minute", "minute", mt, "reports", n)
+	}
+	return nil
+}
+
+// Handler returns the collector's HTTP API.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc(live.PathReports, s.handleReports)
+	mux.HandleFunc(live.PathLive, s.handleLive)
+	mux.HandleFunc(live.PathStream, s.handleStream)
+	mux.HandleFunc(live.PathPolicy, s.handlePolicy)
+	mux.HandleFunc(live.PathReport, s.handleCostReport)
+	if s.cfg.Gatherer != nil {
+		mux.Handle("/metrics", promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}))
+	}
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	return mux
+}
+
+// Start listens on Config.Listen and runs the ticker, the sampler and the
+// demo fleet until Shutdown. It returns once listening.
+func (s *Server) Start(ctx context.Context) error {
+	ln, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("collector: listen: %w", err)
+	}
+	s.ln = ln
+	s.httpSrv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("http server", "err", err)
+		}
+	}()
+	s.Run(ctx)
+	s.log.Info("collector listening", "addr", ln.Addr().String(), "store", redactStore(s.cfg.Store), "writer", s.writer, "demo", s.cfg.Demo, "sampler", s.cfg.Postgres != "")
+	return nil
+}
+
+// Addr returns the address Start listens on.
+func (s *Server) Addr() string {
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
+// Run starts the background work — the once-a-second tick that writes
+// closed minutes, the pg sampler and the demo fleet — without an HTTP
+// listener (for callers that serve Handler themselves). Shutdown stops it.
+func (s *Server) Run(ctx context.Context) {
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.tickLoop(ctx)
+	}()
+	if s.cfg.Postgres != "" {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.runSampler(ctx)
+		}()
+	}
+	if s.cfg.Demo {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.runDemo(ctx)
+		}()
+	}
+}
+
+func (s *Server) tickLoop(ctx context.Context) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.Tick(ctx, s.cfg.Now())
+		}
+	}
+}
+
+// Tick does the once-a-second work at now: writes minutes whose grace has
+// passed, drops minutes no late report can change, prunes idle state,
+// syncs the write-ahead log and checks the store. The server calls it
+// every second; tests call it with a fake clock.
+func (s *Server) Tick(ctx context.Context, now time.Time) {
+	s.emit(ctx, now, false)
+	s.mu.Lock()
+	s.pruneLocked(now)
+	s.prunePolicyLocked(now)
+	s.met.ranking.Rerank()
+	for _, sv := range s.services {
+		if v, ok := sv.sig.ValueAt(now); ok {
+			sv.ratio.set(now.Unix()-1, v)
+		}
+	}
+	var walBytes int64
+	for _, m := range s.minutes {
+		if m.wal != nil {
+			walBytes += m.wal.size
+			m.wal.sync()
+		}
+	}
+	s.met.walBytes.Set(float64(walBytes))
+	s.met.openMinutes.Set(float64(len(s.minutes)))
+	s.met.sources.Set(float64(len(s.sources)))
+	s.met.tenantsTracked.Set(float64(len(s.tenants)))
+	clear(s.snapCache)
+	s.mu.Unlock()
+	if s.store != nil && now.Unix()%5 == 0 {
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := s.store.Ping(pctx)
+		cancel()
+		s.mu.Lock()
+		if err != nil {
+			s.storeErr = err.Error()
+			s.met.storeHealthy.Set(0)
+		} else {
+			s.storeErr = ""
+			s.met.storeHealthy.Set(1)
+		}
+		s.mu.Unlock()
+	}
+}
+
+// nextVersionLocked returns a rollup version above every one this writer
+// used before, across restarts (it follows the clock).
+func (s *Server) nextVersionLocked() uint64 {
+	v := max(s.version+1, uint64(s.cfg.Now().UnixNano()))
+	s.version = v
+	return v
+}
+
+// emission is what one minute hands to the store.
+type emission struct {
+	m       *minute
+	rollups []store.Rollup
+	hotKeys []store.HotKey
+	stmts   []store.Statement
+}
+
+// emit writes every changed minute whose grace has passed (all changed
+// minutes when all is set), and drops minutes past the late horizon.
+func (s *Server) emit(ctx context.Context, now time.Time, all bool) {
+	var todo []emission
+	s.mu.Lock()
+	for k, m := range s.minutes {
+		closeAt := m.start.Add(time.Minute + s.cfg.Grace)
+		if m.dirty && (all || !now.Before(closeAt)) {
+			if s.store == nil {
+				m.dirty = false
+			} else {
+				todo = append(todo, s.buildLocked(m))
+			}
+		}
+		if !m.dirty && !now.Before(closeAt.Add(s.cfg.LateKeep)) {
+			if m.wal != nil {
+				if err := m.wal.remove(); err != nil && !errors.Is(err, os.ErrNotExist) {
+					s.log.Warn("wal: remove", "err", err)
+				}
+			}
+			delete(s.minutes, k)
+		}
+	}
+	s.mu.Unlock()
+	for _, e := range todo {
+		err := s.write(ctx, e)
+		if err != nil {
+			s.met.storeErrors.Inc()
+			s.log.Error("minute not written; trying again next tick", "minute", e.m.start, "err", err)
+			s.mu.Lock()
+			e.m.dirty = true
+			s.mu.Unlock()
+		}
+	}
+}
+
+func (s *Server) write(ctx context.Context, e emission) error {
+	if err := s.store.WriteRollups(ctx, e.rollups); err != nil {
+		return err
+	}
+	s.met.rollupsWritten.WithLabelValues("rollups").Add(float64(len(e.rollups)))
+	if err := s.store.WriteHotKeys(ctx, e.hotKeys); err != nil {
+		return err
+	}
+	s.met.rollupsWritten.WithLabelValues("hot_keys").Add(float64(len(e.hotKeys)))
+	if err := s.store.WriteStatements(ctx, e.stmts); err != nil {
+		return err
+	}
+	s.met.rollupsWritten.WithLabelValues("statements").Add(float64(len(e.stmts)))
+	return nil
+}
+
+// buildLocked turns a minute into store rows at a new version and marks it
+// clean. s.mu is held.
+func (s *Server) buildLocked(m *minute) emission {
+	v := s.nextVersionLocked()
+	m.dirty = false
+	e := emission{m: m, rollups: make([]store.Rollup, 0, len(m.rows))}
+	for k, a := range m.rows {
+		r := store.Rollup{
+			Minute: m.start, Writer: s.writer, Version: v,
+			Service: k.service, Tenant: k.tenant, Route: k.route, Tier: a.tier, Kind: kindNames[k.kind],
+			Count: a.count, Errors: a.errors, DurationSeconds: a.dur, RU: a.ru,
+			Bytes: a.bytes, Rows: a.rows, ActiveSessionSeconds: a.active,
+			Latency: a.lat.dense(),
+		}
+		if r.Tenant == "" && k.kind == kindPG {
+			r.Tenant = "" // untagged sessions: the unattributed line of cost reports
+		}
+		e.rollups = append(e.rollups, r)
+	}
+	if m.keys != nil {
+		for _, c := range m.keys.Top(hotKeysPerMinute) {
+			e.hotKeys = append(e.hotKeys, store.HotKey{
+				Minute: m.start, Writer: s.writer, Version: v,
+				Key: c.Key, Tenant: m.keyTenants[c.Key], Count: c.Count, Err: c.Err,
+			})
+		}
+	}
+	for _, st := range m.stmts {
+		e.stmts = append(e.stmts, st)
+	}
+	m.stmts = nil // statements are written once
+	return e
+}
+
+// Shutdown stops accepting work, writes every open minute, flushes the
+// spool (within ctx) and closes the store. Calls after the first return
+// ErrShutdown.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return ErrShutdown
+	}
+	s.closed = true
+	s.mu.Unlock()
+	s.doneChan()
+	close(s.done)
+	var errs []error
+	if s.httpSrv != nil {
+		errs = append(errs, s.httpSrv.Shutdown(ctx))
+	}
+	if s.cancel != nil {
+		s.cancel()
+	}
+	s.wg.Wait()
+	s.emit(ctx, s.cfg.Now(), true)
+	s.mu.Lock()
+	for _, m := range s.minutes {
+		if m.wal != nil {
+			m.wal.sync()
+			m.wal.close()
+		}
+	}
+	s.mu.Unlock()
+	if s.spool != nil {
+		if err := s.spool.Flush(ctx); err != nil {
+			s.log.Warn("spool not empty at shutdown; kept on disk for the next start", "err", err)
+		}
+		errs = append(errs, s.spool.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// handleReports is POST /v1/reports.
+func (s *Server) handleReports(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", "POST")
+		s.reject(w, http.StatusMethodNotAllowed, reasonMethod, "use POST", 0)
+		return
+	}
+	if s.cfg.Token != "" && !tokenOK(r, s.cfg.Token) {
+		s.reject(w, http.StatusUnauthorized, reasonUnauthorized, "missing or wrong bearer token", 0)
+		return
+	}
+	if r.ContentLength > ingest.MaxReportBytes {
+		s.reject(w, http.StatusRequestEntityTooLarge, reasonTooLarge,
+			fmt.Sprintf("report of %d bytes, at most %d", r.ContentLength, ingest.MaxReportBytes), 0)
+		return
+	}
+	select {
+	case s.inflight <- struct{}{}:
+		defer func() { <-s.inflight }()
+	default:
+		s.reject(w, http.StatusServiceUnavailable, reasonBusy, "collector busy", time.Second)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, ingest.MaxReportBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			s.reject(w, http.StatusRequestEntityTooLarge, reasonTooLarge, fmt.Sprintf("report larger than %d bytes", ingest.MaxReportBytes), 0)
+			return
+		}
+		s.reject(w, http.StatusBadRequest, reasonMalformed, "reading body: "+err.Error(), 0)
+		return
+	}
+	status, reason, msg, retry, reply := s.Ingest(body)
+	if status != http.StatusOK {
+		s.reject(w, status, reason, msg, retry)
+		return
+	}
+	w.Header().Set("Content-Type", ingest.ReplyContentType)
+	w.Write(reply)
+}
+
+// Ingest decodes, logs and merges one report body, as POST /v1/reports
+// does; the demo fleet calls it directly. It returns the HTTP status, the
+// rejection reason and message when refused, and the reply body when
+// accepted.
+func (s *Server) Ingest(body []byte) (status int, reason, msg string, retry time.Duration, reply []byte) {
+	t0 := time.Now()
+	rep := s.reports.Get().(*ingest.Report)
+	defer s.reports.Put(rep)
+	if err := rep.UnmarshalBinary(body); err != nil {
+		switch {
+		case errors.Is(err, ingest.ErrVersion):
+			return http.StatusBadRequest, reasonVersion, err.Error(), 0, nil
+		case errors.Is(err, ingest.ErrTooLarge):
+			return http.StatusRequestEntityTooLarge, reasonTooLarge, err.Error(), 0, nil
+		default:
+			return http.StatusBadRequest, reasonMalformed, err.Error(), 0, nil
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return http.StatusServiceUnavailable, reasonBusy, "collector shutting down", time.Second, nil
+	}
+	now := s.cfg.Now()
+	key := sourceKey(rep.Source)
+	src := s.sources[key]
+	if src == nil {
+		if len(s.sources) >= maxSources {
+			return http.StatusServiceUnavailable, reasonBusy, "too many reporting sources", 5 * time.Second, nil
+		}
+		src = new(source)
+		s.sources[strings.Clone(key)] = src
+	}
+	if wait, ok := src.admit(now, s.cfg.SourceRate); !ok {
+		return http.StatusTooManyRequests, reasonAdmission,
+			fmt.Sprintf("source %s/%s sends more than %.0f reports/s", rep.Source.Service, rep.Source.Instance, s.cfg.SourceRate), max(wait, 100*time.Millisecond), nil
+	}
+	switch src.check(rep.Seq) {
+	case seqDup:
+		s.met.duplicates.Inc()
+		return http.StatusOK, "", "", 0, s.replyLocked()
+	case seqStale:
+		return http.StatusConflict, reasonStale, fmt.Sprintf("sequence %d is more than %d behind %d", rep.Seq, seqWindow, src.max), 0, nil
+	}
+	mt, retimed := s.minuteOf(rep, now)
+	if retimed {
+		s.met.retimed.Inc()
+	}
+	m := s.minutes[mt.Unix()]
+	if m == nil {
+		m = newMinute(mt)
+		s.minutes[mt.Unix()] = m
+	}
+	if m.wal == nil {
+		var err error
+		if m.wal, err = openWAL(s.walDir, mt); err != nil {
+			s.log.Error("report not logged; refused", "err", err)
+			return http.StatusServiceUnavailable, reasonWAL, "collector cannot log the report", 5 * time.Second, nil
+		}
+	}
+	if err := m.wal.append(body); err != nil {
+		s.log.Error("report not logged; refused", "err", err)
+		return http.StatusServiceUnavailable, reasonWAL, "collector cannot log the report", 5 * time.Second, nil
+	}
+	src.mark(rep.Seq)
+	s.mergeLocked(rep, m, now, true)
+	s.met.accepted.Inc()
+	s.met.mergeSeconds.Observe(time.Since(t0).Seconds())
+	return http.StatusOK, "", "", 0, s.replyLocked()
+}
+
+func (s *Server) reject(w http.ResponseWriter, status int, reason, msg string, retry time.Duration) {
+	s.met.rejected.WithLabelValues(reason).Inc()
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="qtop"`)
+	}
+	if retry > 0 {
+		w.Header().Set("Retry-After", fmt.Sprint(int((retry+time.Second-1)/time.Second)))
+	}
+	b, _ := ingest.EncodeReply(ingest.Reply{Accepted: false, RetryAfter: retry, Message: msg})
+	w.Header().Set("Content-Type", ingest.ReplyContentType)
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error(), 0)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(b)
+	w.Write([]byte("\n"))
+}
+
+func writeError(w http.ResponseWriter, status int, msg string, retry time.Duration) {
+	if retry > 0 {
+		w.Header().Set("Retry-After", fmt.Sprint(int((retry+time.Second-1)/time.Second)))
+	}
+	b, _ := json.Marshal(live.ErrorBody{Error: msg, RetryAfterSeconds: retry.Seconds()})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+// redactStore drops anything that looks like credentials from a store URL.
+func redactStore(u string) string {
+	if i := strings.Index(u, "@"); i >= 0 {
+		if j := strings.Index(u, "://"); j >= 0 && j < i {
+			return u[:j+3] + "…" + u[i:]
+		}
+	}
+	return u
+}

@@ -1,0 +1,375 @@
+package collector
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/spacesaving"
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+const (
+	defaultTop     = 20
+	maxTop         = 1000
+	hotKeysShown   = 20
+	routesShown    = 10
+	statementsShow = 20
+)
+
+type snapKey struct {
+	sec     int64
+	measure string
+	n       int
+}
+
+// Live returns the live snapshot now, tenants by RU, top 20.
+func (s *Server) Live() live.Snapshot {
+	return s.Snapshot(s.cfg.Now(), live.MeasureRU, defaultTop)
+}
+
+func measureOf(r rates, m string) float64 {
+	switch m {
+	case live.MeasureDB:
+		return r.db
+	case live.MeasureReq:
+		return r.req
+	case live.MeasureErr:
+		return r.err
+	case live.MeasureP95:
+		return r.p95
+	}
+	return r.ru
+}
+
+// Snapshot returns the live view at now with tenants ordered by measure,
+// the top n of them, then "other".
+func (s *Server) Snapshot(now time.Time, measure string, n int) live.Snapshot {
+	sec := now.Unix()
+	key := snapKey{sec, measure, n}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c := s.snapCache[key]; c != nil {
+		return *c
+	}
+	snap := s.snapshotLocked(now, measure, n)
+	if len(s.snapCache) > 64 {
+		clear(s.snapCache)
+	}
+	s.snapCache[key] = &snap
+	return snap
+}
+
+func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snapshot {
+	sec := now.Unix()
+	snap := live.Snapshot{
+		Time:    time.Unix(sec, 0).UTC(),
+		Window:  rateN * time.Second,
+		Source:  live.SourceCollector,
+		Measure: measure,
+	}
+	switch {
+	case s.cfg.Demo:
+		snap.Source = live.SourceDemo
+	case s.cfg.Postgres != "" && len(s.sources) == 0:
+		snap.Source = live.SourcePostgres
+	}
+	active := s.policy.Active(now)
+	snap.Policy = policy.Policy{Version: s.policy.Version, Rules: active, Updated: s.policy.Updated}
+	throttled := make(map[string]bool)
+	for _, r := range active {
+		if r.Tenant != "" && !r.Shadow {
+			throttled[r.Tenant] = true
+		}
+	}
+
+	// Tenants.
+	type trow struct {
+		name string
+		tl   *tenantLive
+		r    rates
+	}
+	rows := make([]trow, 0, len(s.tenants))
+	var total float64
+	for name, tl := range s.tenants {
+		r := tl.w.rates(sec)
+		if !r.active {
+			continue
+		}
+		rows = append(rows, trow{name, tl, r})
+		total += measureOf(r, measure)
+	}
+	snap.TenantsSeen = len(rows)
+	slices.SortFunc(rows, func(a, b trow) int {
+		ma, mb := measureOf(a.r, measure), measureOf(b.r, measure)
+		if ma != mb {
+			if ma > mb {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	share := func(v float64) float64 {
+		if total <= 0 || measure == live.MeasureP95 {
+			return 0
+		}
+		return v / total
+	}
+	var other live.TenantRow
+	var otherLat []*sparse
+	hasOther := false
+	for i, tr := range rows {
+		if i >= n || tr.name == ingest.OtherTenant {
+			hasOther = true
+			other.DBLoad += tr.r.db
+			other.RUPerSec += tr.r.ru
+			other.ReqPerSec += tr.r.req
+			other.ErrPerSec += tr.r.err
+			other.Share += share(measureOf(tr.r, measure))
+			for j := range rateN {
+				if tr.tl.w.inWindow(j, sec) {
+					otherLat = append(otherLat, &tr.tl.w.lat[j])
+				}
+			}
+			continue
+		}
+		row := live.TenantRow{
+			Tenant: tr.name, Tier: tr.tl.tier.String(),
+			DBLoad: tr.r.db, RUPerSec: tr.r.ru, ReqPerSec: tr.r.req, ErrPerSec: tr.r.err, P95Seconds: tr.r.p95,
+			Share: share(measureOf(tr.r, measure)), Throttled: throttled[tr.name],
+		}
+		if measure == live.MeasureDB {
+			row.History = tr.tl.hdb.series(sec)
+		} else {
+			row.History = tr.tl.hru.series(sec)
+		}
+		if len(tr.tl.waits) > 0 {
+			row.Waits = make(map[string]float64, len(tr.tl.waits))
+			for k, v := range tr.tl.waits {
+				row.Waits[k] = v
+			}
+		}
+		type rrow struct {
+			name string
+			r    rates
+		}
+		var rr []rrow
+		for name, w := range tr.tl.routes {
+			if r := w.rates(sec); r.active {
+				rr = append(rr, rrow{name, r})
+			}
+		}
+		slices.SortFunc(rr, func(a, b rrow) int {
+			ma, mb := measureOf(a.r, measure), measureOf(b.r, measure)
+			if ma != mb {
+				if ma > mb {
+					return -1
+				}
+				return 1
+			}
+			return strings.Compare(a.name, b.name)
+		})
+		for _, x := range rr[:min(len(rr), routesShown)] {
+			row.Routes = append(row.Routes, live.RouteRow{Route: x.name, DBLoad: x.r.db, RUPerSec: x.r.ru,
+				ReqPerSec: x.r.req, ErrPerSec: x.r.err, P95Seconds: x.r.p95})
+		}
+		snap.Tenants = append(snap.Tenants, row)
+	}
+	if hasOther {
+		other.Tenant = live.OtherTenant
+		if len(otherLat) > 0 {
+			other.P95Seconds = quantileOf(0.95, otherLat...)
+		}
+		other.History = make([]float64, histN)
+		snap.Tenants = append(snap.Tenants, other)
+	}
+	if snap.Tenants == nil {
+		snap.Tenants = []live.TenantRow{}
+	}
+
+	// Hot keys over the window.
+	merged := spacesaving.New(keyCapacity)
+	for j := range rateN {
+		if ks := s.keys[j]; ks != nil && s.keyStamp[j] >= sec-rateN && s.keyStamp[j] < sec {
+			merged.Merge(ks)
+		}
+	}
+	snap.HotKeys = []live.HotKeyRow{}
+	for _, c := range merged.Top(hotKeysShown) {
+		hk := live.HotKeyRow{Key: c.Key, Tenant: s.keyTenants[c.Key], Count: c.Count, Err: c.Err}
+		if t := merged.Total(); t > 0 {
+			hk.Share = float64(c.Count) / float64(t)
+		}
+		snap.HotKeys = append(snap.HotKeys, hk)
+	}
+
+	// Services.
+	snap.Services = []live.ServiceRow{}
+	for name, sv := range s.services {
+		r := sv.w.rates(sec)
+		v, ok := sv.sig.ValueAt(now)
+		if !ok {
+			v = 0
+		}
+		level := 0
+		for j := range rateN {
+			if sv.shedAt[j] >= sec-rateN {
+				level = max(level, sv.shed[j])
+			}
+		}
+		snap.Services = append(snap.Services, live.ServiceRow{
+			Service: name, Ratio: v, History: sv.ratio.series(sec),
+			Enter: 0.5, Exit: 0.65, Degraded: sv.sig.DegradedAt(now),
+			ShedLevel: level, ReqPerSec: r.req, P95Seconds: r.p95, Processes: len(sv.procs),
+		})
+	}
+	slices.SortFunc(snap.Services, func(a, b live.ServiceRow) int { return strings.Compare(a.Service, b.Service) })
+
+	// Enforcement.
+	for t := range tenant.NumTiers {
+		tr := &snap.Enforcement.Tiers[t]
+		tr.Tier = tenant.Tier(t + 1).String()
+		tr.PriceMultiplier = 1
+		for j := range rateN {
+			es := &s.enf[j]
+			if es.stamp < sec-rateN || es.stamp >= sec {
+				continue
+			}
+			tr.PriceMultiplier = max(tr.PriceMultiplier, es.e.PriceMultiplier[t])
+			tr.Admitted += es.e.Admitted[t]
+			tr.Throttled += es.e.Throttled[t]
+			tr.Shed += es.e.Shed[t]
+			tr.ShadowThrottled += es.e.ShadowThrottled[t]
+			tr.ShadowShed += es.e.ShadowShed[t]
+		}
+	}
+
+	// Sampler.
+	snap.Statements = append([]live.StatementRow{}, s.pg.statements...)
+	snap.Blocked = append([]live.BlockRow(nil), s.pg.blocked...)
+
+	// Collector.
+	var reports uint64
+	for _, c := range s.reportsSec {
+		if c.stamp >= sec-rateN && c.stamp < sec {
+			reports += c.n
+		}
+	}
+	sources := 0
+	for _, src := range s.sources {
+		if now.Sub(src.last) <= rateN*time.Second {
+			sources++
+		}
+	}
+	cs := live.CollectorStatus{
+		Uptime:        now.Sub(s.start),
+		ReportsPerSec: float64(reports) / rateN,
+		Sources:       sources,
+		Rejected:      sumCounterVec(s.met.rejected),
+		Duplicates:    uint64(counterValue(s.met.duplicates)),
+		Store:         redactStore(s.cfg.Store),
+		StoreHealthy:  s.store != nil && s.storeErr == "",
+		StoreError:    s.storeErr,
+		Sampler:       s.cfg.Postgres != "",
+		SamplerError:  s.pg.err,
+	}
+	if s.spool != nil {
+		_, cs.SpoolBytes = s.spool.Pending()
+	}
+	cs.DroppedRows = s.droppedRows()
+	snap.Collector = cs
+	return snap
+}
+
+func (s *Server) parseLiveQuery(r *http.Request) (string, int, error) {
+	q := r.URL.Query()
+	measure := q.Get("by")
+	switch measure {
+	case "":
+		measure = live.MeasureRU
+	case live.MeasureRU, live.MeasureDB, live.MeasureReq, live.MeasureErr, live.MeasureP95:
+	default:
+		return "", 0, fmt.Errorf("by=%q: want ru, db, req, err or p95", measure)
+	}
+	n := defaultTop
+	if v := q.Get("n"); v != "" {
+		var err error
+		n, err = strconv.Atoi(v)
+		if err != nil || n < 1 || n > maxTop {
+			return "", 0, fmt.Errorf("n=%q: want 1…%d", v, maxTop)
+		}
+	}
+	return measure, n, nil
+}
+
+func (s *Server) handleLive(w http.ResponseWriter, r *http.Request) {
+	measure, n, err := s.parseLiveQuery(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error(), 0)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.Snapshot(s.cfg.Now(), measure, n))
+}
+
+// handleStream sends one snapshot per second as a server-sent event.
+func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
+	measure, n, err := s.parseLiveQuery(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error(), 0)
+		return
+	}
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, "streaming unsupported", 0)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	ctx := r.Context()
+	send := func() error {
+		b, err := json.Marshal(s.Snapshot(s.cfg.Now(), measure, n))
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(w, "event: snapshot\ndata: %s\n\n", b); err != nil {
+			return err
+		}
+		fl.Flush()
+		return nil
+	}
+	if send() != nil {
+		return
+	}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	done := s.doneChan()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-done:
+			return
+		case <-t.C:
+			if send() != nil {
+				return
+			}
+		}
+	}
+}
+
+// doneChan is closed when the background work stops (Shutdown); streams
+// end with it so that http.Server.Shutdown does not wait for them.
+func (s *Server) doneChan() <-chan struct{} {
+	s.doneOnce.Do(func() { s.done = make(chan struct{}) })
+	return s.done
+}

@@ -1,0 +1,105 @@
+package collector
+
+import (
+	"slices"
+
+	"github.com/qtop-dev/qtop/ratio"
+)
+
+// sparse is a latency histogram that keeps only its non-empty buckets, in
+// bucket order: a row of one tenant touches a few dozen of the
+// ratio.NumBuckets buckets, so this is ~100 times smaller than a
+// ratio.Histogram.
+type sparse struct {
+	idx []uint16
+	cnt []uint64
+}
+
+func (s *sparse) add(i int, c uint64) {
+	if c == 0 {
+		return
+	}
+	n := len(s.idx)
+	if n == 0 || int(s.idx[n-1]) < i {
+		s.idx = append(s.idx, uint16(i))
+		s.cnt = append(s.cnt, c)
+		return
+	}
+	p, found := slices.BinarySearch(s.idx, uint16(i))
+	if found {
+		s.cnt[p] += c
+		return
+	}
+	s.idx = slices.Insert(s.idx, p, uint16(i))
+	s.cnt = slices.Insert(s.cnt, p, c)
+}
+
+func (s *sparse) addHistogram(h *ratio.Histogram) {
+	if h.Count() == 0 {
+		return
+	}
+	h.Buckets(s.add)
+}
+
+func (s *sparse) addSparse(o *sparse) {
+	for k, i := range o.idx {
+		s.add(int(i), o.cnt[k])
+	}
+}
+
+func (s *sparse) reset() {
+	s.idx = s.idx[:0]
+	s.cnt = s.cnt[:0]
+}
+
+func (s *sparse) count() uint64 {
+	var n uint64
+	for _, c := range s.cnt {
+		n += c
+	}
+	return n
+}
+
+// dense returns the buckets as ratio.Histogram.Dense does; nil when empty.
+func (s *sparse) dense() []uint64 {
+	if len(s.idx) == 0 {
+		return nil
+	}
+	d := make([]uint64, ratio.NumBuckets)
+	for k, i := range s.idx {
+		d[i] = s.cnt[k]
+	}
+	return d
+}
+
+// quantile estimates the q-quantile in seconds (0 when empty): the
+// representative value of the bucket holding rank ⌈q·n⌉.
+func (s *sparse) quantile(q float64) float64 {
+	n := s.count()
+	if n == 0 {
+		return 0
+	}
+	rank := uint64(q*float64(n) + 0.999999)
+	if rank < 1 {
+		rank = 1
+	}
+	var seen uint64
+	for k, c := range s.cnt {
+		seen += c
+		if seen >= rank {
+			return ratio.BucketValue(int(s.idx[k]))
+		}
+	}
+	return ratio.BucketValue(int(s.idx[len(s.idx)-1]))
+}
+
+func quantileOf(q float64, hs ...*sparse) float64 {
+	if len(hs) == 1 {
+		return hs[0].quantile(q)
+	}
+	var all sparse
+	for _, h := range hs {
+		all.addSparse(h)
+	}
+	return all.quantile(q)
+}

@@ -1,0 +1,38 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/qtop-dev/qtop/ingest/store"
+	"github.com/qtop-dev/qtop/ingest/store/chstore"
+)
+
+// OpenStore opens the store named by url (duckdb://PATH or
+// clickhouse://HOST:PORT/DB), not yet wrapped in the spool. It is the one
+// place that links the store implementations: library packages never
+// link DuckDB.
+func OpenStore(ctx context.Context, url string, cfg Config) (store.Store, error) {
+	u, err := store.ParseURL(url)
+	if err != nil {
+		return nil, err
+	}
+	switch u.Scheme {
+	case store.SchemeClickHouse:
+		opts := []chstore.Option{chstore.WithLogger(cfg.Logger)}
+		if cfg.Registerer != nil {
+			opts = append(opts, chstore.WithRegisterer(cfg.Registerer))
+		}
+		if cfg.Cluster != "" {
+			opts = append(opts, chstore.WithCluster(cfg.Cluster))
+		}
+		st, err := chstore.Open(ctx, u.Addr, u.Database, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("collector: open %s: %w", url, err)
+		}
+		return st, nil
+	case store.SchemeDuckDB:
+		return openDuck(u.Path, cfg)
+	}
+	return nil, fmt.Errorf("%w: store scheme %q", ErrConfig, u.Scheme)
+}

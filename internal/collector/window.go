@@ -1,0 +1,115 @@
+package collector
+
+import (
+	"github.com/qtop-dev/qtop/internal/live"
+)
+
+// Ring sizes: rates and quantiles are over the last rateN complete
+// seconds; histories hold histN seconds.
+const (
+	rateN = 10
+	histN = live.HistoryLen
+)
+
+// window10 is a ring of per-second sums over rateN seconds. A slot belongs
+// to the Unix second in stamp; a slot whose stamp is not the second being
+// written is reset first, so a clock that jumps (either way) only ever
+// forgets seconds, never mixes them.
+type window10 struct {
+	stamp    [rateN]int64
+	ru, db   [rateN]float64
+	pg       [rateN]float64 // sampled active sessions (max of the second's samples)
+	req, err [rateN]uint64
+	lat      [rateN]sparse
+}
+
+func (w *window10) slot(sec int64) int {
+	i := int(uint64(sec) % rateN)
+	if w.stamp[i] != sec {
+		w.stamp[i] = sec
+		w.ru[i], w.db[i], w.pg[i], w.req[i], w.err[i] = 0, 0, 0, 0, 0
+		w.lat[i].reset()
+	}
+	return i
+}
+
+// inWindow reports whether slot i holds one of the rateN complete seconds
+// before now.
+func (w *window10) inWindow(i int, now int64) bool {
+	s := w.stamp[i]
+	return s >= now-rateN && s < now && s != 0
+}
+
+type rates struct {
+	ru, db, req, err, p95 float64
+	active                bool
+}
+
+func (w *window10) rates(now int64) rates {
+	var r rates
+	var pg float64
+	var lats []*sparse
+	for i := range rateN {
+		if !w.inWindow(i, now) {
+			continue
+		}
+		r.ru += w.ru[i]
+		r.db += w.db[i]
+		pg += w.pg[i]
+		r.req += float64(w.req[i])
+		r.err += float64(w.err[i])
+		if len(w.lat[i].idx) > 0 {
+			lats = append(lats, &w.lat[i])
+		}
+		r.active = r.active || w.ru[i] > 0 || w.db[i] > 0 || w.pg[i] > 0 || w.req[i] > 0
+	}
+	r.ru /= rateN
+	r.db = max(r.db, pg) / rateN
+	r.req /= rateN
+	r.err /= rateN
+	if len(lats) > 0 {
+		r.p95 = quantileOf(0.95, lats...)
+	}
+	return r
+}
+
+// history is a ring of one float per second over histN seconds.
+type history struct {
+	stamp [histN]int64
+	v     [histN]float32
+}
+
+func (h *history) add(sec int64, v float64) {
+	i := int(uint64(sec) % histN)
+	if h.stamp[i] != sec {
+		h.stamp[i], h.v[i] = sec, 0
+	}
+	h.v[i] += float32(v)
+}
+
+func (h *history) set(sec int64, v float64) {
+	i := int(uint64(sec) % histN)
+	h.stamp[i], h.v[i] = sec, float32(v)
+}
+
+// series returns the histN complete seconds before now, oldest first,
+// with 0 where nothing was recorded.
+func (h *history) series(now int64) []float64 {
+	out := make([]float64, histN)
+	for k := range histN {
+		sec := now - histN + int64(k)
+		i := int(uint64(sec) % histN)
+		if h.stamp[i] == sec {
+			out[k] = float64(h.v[i])
+		}
+	}
+	return out
+}
+
+func (h *history) lastSeen() int64 {
+	var m int64
+	for _, s := range h.stamp {
+		m = max(m, s)
+	}
+	return m
+}
