@@ -576,9 +576,6 @@ func (e *Enforcer) Multiplier(now time.Time, tags tenant.Tags) float64 {
 		m = e.price.Multiplier(tier)
 		if math.IsInf(m, 1) {
 			m = e.price.cfg.Steps[len(e.price.cfg.Steps)-1]
-			if len(e.price.cfg.Steps) == 0 {
-				m = 1
-			}
 		}
 	}
 	if pol := e.refreshAt(now.UnixNano(), now); pol != nil && pol.rules > 0 {

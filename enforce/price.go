@@ -37,7 +37,7 @@ type PriceConfig struct {
 }
 
 func (c *PriceConfig) fill() error {
-	if c.Steps == nil {
+	if len(c.Steps) == 0 {
 		c.Steps = []float64{2, 4, 8}
 	}
 	prev := 1.0
