@@ -18,10 +18,11 @@ import (
 //
 // Memory is that of one Sketch per shard; see WithShards.
 type Concurrent struct {
-	shards []shard
-	mask   uint64
-	local  sync.Pool // of *shard: the P's current shard
-	next   atomic.Uint64
+	capacity int
+	shards   []shard
+	mask     uint64
+	local    sync.Pool // of *shard: the P's current shard
+	next     atomic.Uint64
 }
 
 type shard struct {
@@ -54,7 +55,7 @@ func NewConcurrent(capacity int, opts ...ConcurrentOption) *Concurrent {
 		o(&cfg)
 	}
 	n := 1 << bits.Len(uint(cfg.shards-1))
-	c := &Concurrent{shards: make([]shard, n), mask: uint64(n - 1)}
+	c := &Concurrent{capacity: capacity, shards: make([]shard, n), mask: uint64(n - 1)}
 	for i := range c.shards {
 		c.shards[i].s = *New(capacity)
 		c.shards[i].i = uint64(i)
@@ -101,7 +102,7 @@ func (c *Concurrent) Total() uint64 {
 }
 
 // Capacity returns the capacity of the sketches Snapshot returns.
-func (c *Concurrent) Capacity() int { return c.shards[0].s.Capacity() }
+func (c *Concurrent) Capacity() int { return c.capacity }
 
 // Snapshot returns a merged copy of all shards.
 func (c *Concurrent) Snapshot() *Sketch { return c.collect(false) }
