@@ -32,7 +32,7 @@ type TenantLoad struct {
 	// Longest is the longest duration seen of one of its statements.
 	Longest time.Duration
 	// Statements counts the distinct statements (pid, query_start) seen
-	// running.
+	// running; parallel workers are not counted apart from their leader.
 	Statements int
 }
 
@@ -51,7 +51,8 @@ type Window struct {
 	// under Tenant "".
 	Tenants []TenantLoad
 	// Longest holds the MaxLongest longest-running statements seen in the
-	// window, longest first, each as last seen.
+	// window, longest first, each as last seen (leaders, not their
+	// parallel workers).
 	Longest []Backend
 	// Blocked holds each distinct blocked/blocking pair seen in the
 	// window, as last seen, the longest-blocked first.
@@ -136,6 +137,9 @@ func (a *Aggregator) Add(s Snapshot) {
 		t.waits[b.Wait()]++
 		t.routes[b.Route]++
 		t.longest = max(t.longest, b.Duration)
+		if b.LeaderPID != 0 {
+			continue // a parallel worker: load, but its leader's statement
+		}
 		prev, seen := a.current[b.PID]
 		switch {
 		case !seen:

@@ -25,11 +25,17 @@ const WaitCPU = "CPU"
 // statement to a role without pg_read_all_stats (which pg_monitor includes).
 const HiddenQuery = "<insufficient privilege>"
 
-// Backend is one client session as one sample saw it.
+// Backend is one client session, or one parallel worker of a client
+// session, as one sample saw it.
 type Backend struct {
-	PID      int32
-	Database string
-	User     string
+	PID int32
+	// LeaderPID is, for a parallel worker, the pid of the session whose
+	// statement it helps run (it shows the same query, so the same tags);
+	// 0 for a client session. A worker adds to its tenant's load but is
+	// not a statement of its own.
+	LeaderPID int32
+	Database  string
+	User      string
 	// Application is application_name, or the sqlcommenter tag
 	// "application" when the session set none.
 	Application string

@@ -567,3 +567,85 @@ func TestSampleError(t *testing.T) {
 		}
 	}
 }
+
+// TestParallelWorkers: a tagged statement run by a leader and its parallel
+// workers is one statement, and every process of it is load of its tenant.
+func TestParallelWorkers(t *testing.T) {
+	sfx := suffix(t)
+	table, fn := "qtop_pgactivity_par_"+sfx, "qtop_pgactivity_sleepy_"+sfx
+	pool := newPool(t, "", "")
+	ctx := context.Background()
+	for _, sql := range []string{
+		fmt.Sprintf(`CREATE TABLE %s AS SELECT g FROM generate_series(1, 100000) g`, table),
+		fmt.Sprintf(`ANALYZE %s`, table),
+		// pg_sleep is parallel-restricted; this wrapper is declared safe.
+		fmt.Sprintf(`CREATE FUNCTION %s(int) RETURNS bool LANGUAGE plpgsql PARALLEL SAFE AS $$ BEGIN PERFORM pg_sleep(0.01); RETURN true; END $$`, fn),
+	} {
+		if _, err := pool.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	t.Cleanup(func() {
+		pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+table)
+		pool.Exec(context.Background(), "DROP FUNCTION IF EXISTS "+fn+"(int)")
+	})
+	leader := connect(t)
+	for _, set := range []string{"max_parallel_workers_per_gather = 2", "parallel_setup_cost = 0", "parallel_tuple_cost = 0", "min_parallel_table_scan_size = 0"} {
+		if _, err := leader.conn.Exec(ctx, "SET "+set); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ten := "par-" + sfx
+	sctx, stop := context.WithCancel(ctx)
+	leader.start(sctx, tagged(fmt.Sprintf("SELECT count(*) FROM %s WHERE %s(g)", table, fn), ten, "GET /report"))
+	defer func() { stop(); leader.wait(t) }()
+
+	smp := NewSampler(pool)
+	snap := waitFor(t, smp, "the leader with a worker", func(s Snapshot) bool {
+		return countActive(s, ten) >= 2
+	})
+	workers := 0
+	for _, b := range snap.Backends {
+		if b.Tenant != ten {
+			continue
+		}
+		switch b.LeaderPID {
+		case 0:
+			if b.PID != leader.pid {
+				t.Errorf("a client backend of the tenant that is not the leader: %+v", b)
+			}
+		case leader.pid:
+			workers++
+			if b.Route != "GET /report" {
+				t.Errorf("worker: %+v", b)
+			}
+		default:
+			t.Errorf("worker of another leader: %+v", b)
+		}
+	}
+	agg := NewAggregator()
+	agg.Add(snap)
+	w := agg.Cut(time.Now())
+	l := load(w, ten)
+	t.Logf("%d workers; tenant load %+v", workers, l)
+	if workers == 0 || !near(l.AAS, float64(1+workers)) || l.Statements != 1 {
+		t.Errorf("%d workers, load %+v", workers, l)
+	}
+	n := 0
+	for _, b := range w.Longest {
+		if b.Tenant == ten {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Errorf("the statement is %d times in Longest", n)
+	}
+}
+
+func TestServerMajor(t *testing.T) {
+	for v, want := range map[string]int{"15.18 (Debian 15.18-0+deb12u1)": 15, "9.6.24": 9, "17beta1": 17, "": 0, "x": 0, "99999999999999": 0} {
+		if got := serverMajor(v); got != want {
+			t.Errorf("serverMajor(%q) = %d, want %d", v, got, want)
+		}
+	}
+}

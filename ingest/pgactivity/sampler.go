@@ -13,15 +13,27 @@ import (
 // and any other's, sampling as the same role) leaves its own queries out.
 const marker = "qtop pgactivity sampler"
 
-// sampleSQL reads every client backend but the sampler's own. For a
-// session hidden from the role PostgreSQL shows neither its backend_type
-// nor its state: every hidden session attached to a database is kept (a
-// hidden autovacuum or parallel worker among them, which cannot be told
-// apart), so that Sample can say how many it could not see. It calls
-// pg_blocking_pids only for sessions that wait for a lock (or for a safe
-// snapshot), since the function takes the lock manager's locks.
-const sampleSQL = `SELECT /* ` + marker + ` */
+// sampleSQL reads every client backend but the sampler's own, and the
+// parallel workers of client backends (they are load of the same
+// statement: a query with two workers keeps three processes busy).
+// leader_pid appeared in PostgreSQL 13: before it workers cannot be tied
+// to their leader and are left out.
+//
+// For a session hidden from the role PostgreSQL shows neither its
+// backend_type nor its state: every hidden session attached to a database
+// is kept (a hidden autovacuum or parallel worker among them, which cannot
+// be told apart), so that Sample can say how many it could not see.
+//
+// It calls pg_blocking_pids only for sessions that wait for a lock (or for
+// a safe snapshot), since the function takes the lock manager's locks.
+func sampleSQL(leaderPID bool) string {
+	leader, types := "NULL::int4", "'client backend'"
+	if leaderPID {
+		leader, types = "a.leader_pid", "'client backend', 'parallel worker'"
+	}
+	return `SELECT /* ` + marker + ` */
 	a.pid,
+	` + leader + `,
 	coalesce(a.datname, ''),
 	coalesce(a.usename, ''),
 	coalesce(a.application_name, ''),
@@ -37,10 +49,30 @@ const sampleSQL = `SELECT /* ` + marker + ` */
 	current_user,
 	(SELECT setting::int FROM pg_settings WHERE name = 'track_activity_query_size')
 FROM pg_stat_activity a
-WHERE (a.backend_type = 'client backend' OR (a.backend_type IS NULL AND a.datid IS NOT NULL))
+WHERE (a.backend_type IN (` + types + `) OR (a.backend_type IS NULL AND a.datid IS NOT NULL))
 	AND a.pid <> pg_backend_pid()
 	AND coalesce(a.query, '') NOT LIKE '%` + marker + `%'
 	AND ($1 OR coalesce(a.state, '') <> 'idle')`
+}
+
+var (
+	sampleSQL13 = sampleSQL(true)
+	sampleSQL10 = sampleSQL(false)
+)
+
+// serverMajor reads the major version from the server_version the server
+// reports at connection start ("15.18 (Debian …)", "9.6.24", "17beta1");
+// 0 when it cannot.
+func serverMajor(v string) int {
+	n := 0
+	for i := 0; i < len(v) && v[i] >= '0' && v[i] <= '9'; i++ {
+		n = n*10 + int(v[i]-'0')
+		if n > 1000 {
+			return 0
+		}
+	}
+	return n
+}
 
 // Sampler reads pg_stat_activity through a pool. It is safe for concurrent
 // use; it holds one pooled connection only while a sample runs.
@@ -63,7 +95,19 @@ func NewSampler(pool *pgxpool.Pool, opts ...Option) *Sampler {
 // an empty snapshot.
 func (s *Sampler) Sample(ctx context.Context) (Snapshot, error) {
 	snap := Snapshot{Time: s.cfg.now()}
-	rows, err := s.pool.Query(ctx, sampleSQL, s.cfg.idle)
+	c, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("%w: %w", ErrSample, err)
+	}
+	defer c.Release()
+	sql := sampleSQL13
+	if v := c.Conn().PgConn().ParameterStatus("server_version"); serverMajor(v) < 13 {
+		if serverMajor(v) < 10 {
+			return Snapshot{}, fmt.Errorf("%w: PostgreSQL %q is too old; pg_stat_activity.backend_type needs 10 or later", ErrSample, v)
+		}
+		sql = sampleSQL10
+	}
+	rows, err := c.Query(ctx, sql, s.cfg.idle)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("%w: %w", ErrSample, err)
 	}
@@ -78,11 +122,15 @@ func (s *Sampler) Sample(ctx context.Context) (Snapshot, error) {
 			queryStart *time.Time
 			xactStart  *time.Time
 			serverNow  time.Time
+			leader     *int32
 		)
-		if err := rows.Scan(&b.PID, &b.Database, &b.User, &b.Application, &b.State,
+		if err := rows.Scan(&b.PID, &leader, &b.Database, &b.User, &b.Application, &b.State,
 			&b.WaitEventType, &b.WaitEvent, &queryStart, &xactStart, &b.Query, &b.BlockedBy,
 			&serverNow, &role, &querySize); err != nil {
 			return Snapshot{}, fmt.Errorf("%w: %w", ErrSample, err)
+		}
+		if leader != nil && *leader != b.PID { // a leader shows itself as its own leader
+			b.LeaderPID = *leader
 		}
 		if queryStart != nil {
 			b.QueryStart = *queryStart
