@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -119,24 +120,24 @@ func (s *Sampler) Sample(ctx context.Context) (Snapshot, error) {
 	for rows.Next() {
 		var (
 			b          Backend
-			queryStart *time.Time
-			xactStart  *time.Time
+			queryStart pgtype.Timestamptz // nullable without an allocation
+			xactStart  pgtype.Timestamptz
 			serverNow  time.Time
-			leader     *int32
+			leader     pgtype.Int4
 		)
 		if err := rows.Scan(&b.PID, &leader, &b.Database, &b.User, &b.Application, &b.State,
 			&b.WaitEventType, &b.WaitEvent, &queryStart, &xactStart, &b.Query, &b.BlockedBy,
 			&serverNow, &role, &querySize); err != nil {
 			return Snapshot{}, fmt.Errorf("%w: %w", ErrSample, err)
 		}
-		if leader != nil && *leader != b.PID { // a leader shows itself as its own leader
-			b.LeaderPID = *leader
+		if leader.Valid && leader.Int32 != b.PID { // a leader may show itself as its own leader
+			b.LeaderPID = leader.Int32
 		}
-		if queryStart != nil {
-			b.QueryStart = *queryStart
+		if queryStart.Valid {
+			b.QueryStart = queryStart.Time
 		}
-		if xactStart != nil {
-			b.XactStart = *xactStart
+		if xactStart.Valid {
+			b.XactStart = xactStart.Time
 		}
 		if b.Active() && !b.QueryStart.IsZero() {
 			if d := serverNow.Sub(b.QueryStart); d > 0 {
