@@ -110,7 +110,9 @@ func NewAggregator() *Aggregator {
 
 // Add accounts one snapshot. AAS and waits do not depend on the order of
 // the snapshots; statement counts and Longest assume time order (a
-// session's statements are told apart by their query_start).
+// session's statements are told apart by their query_start). The window
+// keeps the backends it reports, sharing their Tags maps and BlockedBy
+// slices with s: treat both as read-only once added.
 func (a *Aggregator) Add(s Snapshot) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
