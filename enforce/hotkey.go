@@ -188,6 +188,14 @@ func (g *Guard[K, V]) miss(ctx context.Context, n int64, key K) (V, error) {
 		g.coalesced.Add(1)
 		return g.wait(ctx, c, done)
 	}
+	// A load that finished since this caller looked may have cached the
+	// key: look again before starting another.
+	if e := (*g.cache.Load())[key]; e != nil {
+		if s := e.state.Load(); n < s.exp {
+			g.mu.Unlock()
+			return s.v, nil
+		}
+	}
 	c := &call[V]{sk: sk}
 	g.calls[key] = c
 	g.wg.Add(1)

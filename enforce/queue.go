@@ -194,8 +194,10 @@ func (q *Queue) releaser() func() {
 // release frees a slot and hands it to the next waiter CoDel keeps.
 func (q *Queue) release() {
 	type drop struct {
+		w      *waiter
 		tier   tenant.Tier
 		shadow bool
+		err    error
 	}
 	var drops []drop
 	q.mu.Lock()
@@ -209,13 +211,13 @@ func (q *Queue) release() {
 		if w.tier != tenant.T0 && q.codel.DropAt(now, now.Sub(w.enq), q.nwait == 0) {
 			if !q.shadow {
 				w.done = true
-				w.ready <- fmt.Errorf("%w: queued %v, above the %v target for over %v", ErrQueueDelay, now.Sub(w.enq), q.target, q.intv)
-				drops = append(drops, drop{w.tier, false})
+				drops = append(drops, drop{w, w.tier, false,
+					fmt.Errorf("%w: queued %v, above the %v target for over %v", ErrQueueDelay, now.Sub(w.enq), q.target, q.intv)})
 				continue
 			}
 			if !w.dropped {
 				w.dropped = true
-				drops = append(drops, drop{w.tier, true})
+				drops = append(drops, drop{nil, w.tier, true, nil})
 			}
 		} else if w.tier == tenant.T0 {
 			// T0 keeps CoDel's view of the delay up to date without drops.
@@ -229,8 +231,13 @@ func (q *Queue) release() {
 		q.lastEmpty = q.now()
 	}
 	q.mu.Unlock()
+	// Count first, then tell the waiter, so a caller that sees the error
+	// also sees the count.
 	for _, d := range drops {
 		q.report(d.tier, d.shadow)
+		if d.w != nil {
+			d.w.ready <- d.err
+		}
 	}
 }
 
