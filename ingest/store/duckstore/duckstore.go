@@ -1,0 +1,481 @@
+// Package duckstore is the embedded implementation of store.Store: one
+// DuckDB file, nothing to install. It links DuckDB through cgo, so only
+// applications import it; library packages stay cgo-free.
+//
+// Writes are idempotent upserts on each table's key (the writer, the
+// window and the row's identity): a row replaces the stored one when its
+// version is the same or newer, so a retried or replayed batch never
+// doubles a figure, and an older late version never overwrites a newer one.
+package duckstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/duckdb/duckdb-go/v2"
+
+	"github.com/qtop-dev/qtop/ingest/store"
+	"github.com/qtop-dev/qtop/ratio"
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+// ErrConfig reports an option or path Open cannot use.
+var ErrConfig = errors.New("duckstore: invalid configuration")
+
+// Store is a store.Store in a DuckDB file. It is safe for concurrent use:
+// reads run in parallel, writes are serialised (DuckDB would otherwise
+// abort one of two transactions that touch the same row).
+type Store struct {
+	db        *sql.DB
+	connector *duckdb.Connector
+	log       *slog.Logger
+
+	wmu    sync.Mutex // serialises writes
+	mu     sync.RWMutex
+	closed bool
+}
+
+var _ store.Store = (*Store)(nil)
+
+type config struct {
+	log          *slog.Logger
+	maxMigration int // tests: stop after this migration
+}
+
+// Option configures Open.
+type Option func(*config)
+
+// WithLogger logs schema changes to l.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
+// Open opens (creating if missing) the DuckDB file at path and migrates it.
+// The path ":memory:" or "" gives a store that lives in memory only.
+func Open(path string, opts ...Option) (*Store, error) {
+	var cfg config
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.log == nil {
+		cfg.log = slog.New(slog.DiscardHandler)
+	}
+	if path == ":memory:" {
+		path = ""
+	}
+	connector, err := duckdb.NewConnector(path, nil)
+	if err != nil {
+		return nil, fmt.Errorf("duckstore: open %q: %w", path, err)
+	}
+	s := &Store{db: sql.OpenDB(connector), connector: connector, log: cfg.log}
+	if err := s.migrate(context.Background(), cfg.maxMigration); err != nil {
+		s.db.Close()
+		connector.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+type migration struct {
+	version int
+	name    string
+	steps   []string
+}
+
+// migrations mirror chstore's: the same tables and the same later ALTER.
+var migrations = []migration{
+	{1, "rollups, hot keys, statements, audit", []string{
+		`CREATE TABLE IF NOT EXISTS rollups (
+    minute TIMESTAMP NOT NULL,
+    writer VARCHAR NOT NULL,
+    version UBIGINT NOT NULL,
+    service VARCHAR NOT NULL,
+    tenant VARCHAR NOT NULL,
+    route VARCHAR NOT NULL,
+    tier UTINYINT NOT NULL,
+    kind VARCHAR NOT NULL,
+    count UBIGINT NOT NULL,
+    errors UBIGINT NOT NULL,
+    duration_seconds DOUBLE NOT NULL,
+    ru DOUBLE NOT NULL,
+    bytes UBIGINT NOT NULL,
+    "rows" UBIGINT NOT NULL,
+    latency BLOB,
+    PRIMARY KEY (tenant, minute, route, kind, service, writer))`,
+		`CREATE TABLE IF NOT EXISTS hot_keys (
+    minute TIMESTAMP NOT NULL,
+    writer VARCHAR NOT NULL,
+    version UBIGINT NOT NULL,
+    key VARCHAR NOT NULL,
+    tenant VARCHAR NOT NULL,
+    count UBIGINT NOT NULL,
+    err UBIGINT NOT NULL,
+    PRIMARY KEY (minute, key, writer))`,
+		`CREATE TABLE IF NOT EXISTS statements (
+    time TIMESTAMP_NS NOT NULL,
+    writer VARCHAR NOT NULL,
+    pid INTEGER NOT NULL,
+    tenant VARCHAR NOT NULL,
+    route VARCHAR NOT NULL,
+    application VARCHAR NOT NULL,
+    query VARCHAR NOT NULL,
+    state VARCHAR NOT NULL,
+    wait_event_type VARCHAR NOT NULL,
+    wait_event VARCHAR NOT NULL,
+    duration_seconds DOUBLE NOT NULL,
+    PRIMARY KEY (time, writer, pid))`,
+		`CREATE TABLE IF NOT EXISTS audit (
+    time TIMESTAMP_NS NOT NULL,
+    who VARCHAR NOT NULL,
+    action VARCHAR NOT NULL,
+    policy_version UBIGINT NOT NULL,
+    rule VARCHAR NOT NULL,
+    PRIMARY KEY (time, who, policy_version, action))`,
+	}},
+	{2, "pg sampler active-session seconds", []string{
+		`ALTER TABLE rollups ADD COLUMN IF NOT EXISTS active_session_seconds DOUBLE DEFAULT 0`,
+	}},
+}
+
+func (s *Store) migrate(ctx context.Context, max int) error {
+	if _, err := s.db.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+    version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, applied_at TIMESTAMP NOT NULL)`); err != nil {
+		return fmt.Errorf("duckstore: migrations table: %w", err)
+	}
+	for _, m := range migrations {
+		if max > 0 && m.version > max {
+			break
+		}
+		tx, err := s.db.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("duckstore: migration %d: %w", m.version, err)
+		}
+		var n int
+		if err := tx.QueryRowContext(ctx, "SELECT count(*) FROM schema_migrations WHERE version = ?", m.version).Scan(&n); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("duckstore: migration %d: %w", m.version, err)
+		}
+		if n > 0 {
+			tx.Rollback()
+			continue
+		}
+		for _, q := range m.steps {
+			if _, err := tx.ExecContext(ctx, q); err != nil {
+				tx.Rollback()
+				return fmt.Errorf("duckstore: migration %d (%s): %w", m.version, m.name, err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, "INSERT INTO schema_migrations VALUES (?, ?, ?)", m.version, m.name, time.Now().UTC()); err != nil {
+			tx.Rollback()
+			return fmt.Errorf("duckstore: record migration %d: %w", m.version, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("duckstore: migration %d: %w", m.version, err)
+		}
+		s.log.Info("duckstore: migrated", "version", m.version, "name", m.name)
+	}
+	return nil
+}
+
+// begin checks the store is open and holds it open until done is called.
+func (s *Store) begin() (done func(), err error) {
+	s.mu.RLock()
+	if s.closed {
+		s.mu.RUnlock()
+		return nil, store.ErrClosed
+	}
+	return s.mu.RUnlock, nil
+}
+
+// write runs fn in one transaction, serialised with other writes.
+func (s *Store) write(ctx context.Context, what, q string, n int, bind func(i int) []any) error {
+	done, err := s.begin()
+	if err != nil {
+		return err
+	}
+	defer done()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("duckstore: write %s: %w", what, err)
+	}
+	defer tx.Rollback()
+	stmt, err := tx.PrepareContext(ctx, q)
+	if err != nil {
+		return fmt.Errorf("duckstore: write %s: %w", what, err)
+	}
+	defer stmt.Close()
+	for i := 0; i < n; i++ {
+		if _, err := stmt.ExecContext(ctx, bind(i)...); err != nil {
+			return fmt.Errorf("duckstore: write %s: %w", what, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("duckstore: write %s: %w", what, err)
+	}
+	return nil
+}
+
+const upsertRollup = `INSERT INTO rollups (minute, writer, version, service, tenant, route, tier, kind,
+    count, errors, duration_seconds, ru, bytes, "rows", active_session_seconds, latency)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (tenant, minute, route, kind, service, writer) DO UPDATE SET
+    version = excluded.version, tier = excluded.tier, count = excluded.count, errors = excluded.errors,
+    duration_seconds = excluded.duration_seconds, ru = excluded.ru, bytes = excluded.bytes,
+    "rows" = excluded."rows", active_session_seconds = excluded.active_session_seconds, latency = excluded.latency
+WHERE excluded.version >= rollups.version`
+
+// WriteRollups implements store.Store.
+func (s *Store) WriteRollups(ctx context.Context, rows []store.Rollup) error {
+	if err := store.ValidateRollups(rows); err != nil || len(rows) == 0 {
+		return err
+	}
+	rows = latestRollups(rows)
+	return s.write(ctx, "rollups", upsertRollup, len(rows), func(i int) []any {
+		r := &rows[i]
+		return []any{r.Minute.UTC(), r.Writer, r.Version, r.Service, r.Tenant, r.Route, uint8(r.Tier), r.Kind,
+			r.Count, r.Errors, r.DurationSeconds, r.RU, r.Bytes, r.Rows, r.ActiveSessionSeconds, encodeLatency(r.Latency)}
+	})
+}
+
+// latestRollups keeps the newest version of each key in a batch: one
+// statement may not update the same row twice.
+func latestRollups(rows []store.Rollup) []store.Rollup {
+	type key struct {
+		m                                    int64
+		writer, service, tenant, route, kind string
+	}
+	at := make(map[key]int, len(rows))
+	out := rows[:0:0]
+	for _, r := range rows {
+		k := key{r.Minute.Unix(), r.Writer, r.Service, r.Tenant, r.Route, r.Kind}
+		if i, ok := at[k]; ok {
+			if r.Version >= out[i].Version {
+				out[i] = r
+			}
+			continue
+		}
+		at[k] = len(out)
+		out = append(out, r)
+	}
+	return out
+}
+
+const upsertHotKey = `INSERT INTO hot_keys (minute, writer, version, key, tenant, count, err)
+VALUES (?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (minute, key, writer) DO UPDATE SET
+    version = excluded.version, tenant = excluded.tenant, count = excluded.count, err = excluded.err
+WHERE excluded.version >= hot_keys.version`
+
+// WriteHotKeys implements store.Store.
+func (s *Store) WriteHotKeys(ctx context.Context, rows []store.HotKey) error {
+	if err := store.ValidateHotKeys(rows); err != nil || len(rows) == 0 {
+		return err
+	}
+	type key struct {
+		m           int64
+		writer, key string
+	}
+	at := map[key]int{}
+	var uniq []store.HotKey
+	for _, r := range rows {
+		k := key{r.Minute.Unix(), r.Writer, r.Key}
+		if i, ok := at[k]; ok {
+			if r.Version >= uniq[i].Version {
+				uniq[i] = r
+			}
+			continue
+		}
+		at[k] = len(uniq)
+		uniq = append(uniq, r)
+	}
+	return s.write(ctx, "hot keys", upsertHotKey, len(uniq), func(i int) []any {
+		r := &uniq[i]
+		return []any{r.Minute.UTC(), r.Writer, r.Version, r.Key, r.Tenant, r.Count, r.Err}
+	})
+}
+
+// WriteStatements implements store.Store. A statement already stored (the
+// same time, writer and PID) is left as it is.
+func (s *Store) WriteStatements(ctx context.Context, rows []store.Statement) error {
+	if err := store.ValidateStatements(rows); err != nil || len(rows) == 0 {
+		return err
+	}
+	return s.write(ctx, "statements", `INSERT INTO statements (time, writer, pid, tenant, route, application, query,
+    state, wait_event_type, wait_event, duration_seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+		len(rows), func(i int) []any {
+			r := &rows[i]
+			return []any{r.Time.UTC(), r.Writer, r.PID, r.Tenant, r.Route, r.Application, r.Query,
+				r.State, r.WaitEventType, r.WaitEvent, r.Duration.Seconds()}
+		})
+}
+
+// WriteAudit implements store.Store. An identical change already stored is
+// left as it is.
+func (s *Store) WriteAudit(ctx context.Context, rows []store.Audit) error {
+	if err := store.ValidateAudit(rows); err != nil || len(rows) == 0 {
+		return err
+	}
+	return s.write(ctx, "audit", `INSERT INTO audit (time, who, action, policy_version, rule)
+VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, len(rows), func(i int) []any {
+		r := &rows[i]
+		return []any{r.Time.UTC(), r.Who, r.Action, r.PolicyVersion, r.Rule}
+	})
+}
+
+// Usage implements store.Store.
+func (s *Store) Usage(ctx context.Context, from, to time.Time, byRoute bool) ([]store.Usage, error) {
+	done, err := s.begin()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	route := "''"
+	if byRoute {
+		route = "route"
+	}
+	q := fmt.Sprintf(`SELECT tenant, %s AS r,
+    CAST(coalesce(sum(count) FILTER (WHERE kind IN ('request', 'job')), 0) AS UBIGINT),
+    CAST(coalesce(sum(errors) FILTER (WHERE kind IN ('request', 'job')), 0) AS UBIGINT),
+    coalesce(sum(duration_seconds) FILTER (WHERE kind IN ('request', 'job')), 0),
+    coalesce(sum(duration_seconds) FILTER (WHERE kind = 'db'), 0) + coalesce(sum(active_session_seconds) FILTER (WHERE kind = 'pg'), 0),
+    coalesce(sum(ru), 0),
+    CAST(coalesce(sum(bytes), 0) AS UBIGINT)
+FROM rollups
+WHERE minute >= ? AND minute < ?
+GROUP BY tenant, r
+ORDER BY tenant, r`, route)
+	rows, err := s.db.QueryContext(ctx, q, from.UTC(), to.UTC())
+	if err != nil {
+		return nil, fmt.Errorf("duckstore: usage: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Usage
+	for rows.Next() {
+		var u store.Usage
+		if err := rows.Scan(&u.Tenant, &u.Route, &u.Requests, &u.Errors, &u.DurationSeconds, &u.DBSeconds, &u.RU, &u.Bytes); err != nil {
+			return nil, fmt.Errorf("duckstore: usage: %w", err)
+		}
+		out = append(out, u)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("duckstore: usage: %w", err)
+	}
+	return out, nil
+}
+
+// History implements store.Store.
+func (s *Store) History(ctx context.Context, tenantName string, from, to time.Time) ([]store.Rollup, error) {
+	done, err := s.begin()
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	rows, err := s.db.QueryContext(ctx, `SELECT minute, tier, count, errors, duration_seconds, ru, bytes, "rows",
+    active_session_seconds, latency
+FROM rollups
+WHERE tenant = ? AND minute >= ? AND minute < ?
+ORDER BY minute`, tenantName, from.UTC(), to.UTC())
+	if err != nil {
+		return nil, fmt.Errorf("duckstore: history: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Rollup
+	for rows.Next() {
+		var (
+			r    store.Rollup
+			tier uint8
+			lat  []byte
+		)
+		if err := rows.Scan(&r.Minute, &tier, &r.Count, &r.Errors, &r.DurationSeconds, &r.RU, &r.Bytes, &r.Rows, &r.ActiveSessionSeconds, &lat); err != nil {
+			return nil, fmt.Errorf("duckstore: history: %w", err)
+		}
+		r.Minute = r.Minute.UTC()
+		n := len(out)
+		if n == 0 || !out[n-1].Minute.Equal(r.Minute) {
+			out = append(out, store.Rollup{Minute: r.Minute, Tenant: tenantName})
+			n++
+		}
+		h := &out[n-1]
+		h.Tier = max(h.Tier, tenant.Tier(tier))
+		h.Count += r.Count
+		h.Errors += r.Errors
+		h.DurationSeconds += r.DurationSeconds
+		h.RU += r.RU
+		h.Bytes += r.Bytes
+		h.Rows += r.Rows
+		h.ActiveSessionSeconds += r.ActiveSessionSeconds
+		if h.Latency, err = addLatency(h.Latency, lat); err != nil {
+			return nil, fmt.Errorf("duckstore: history: %w", err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("duckstore: history: %w", err)
+	}
+	return out, nil
+}
+
+// encodeLatency stores a histogram sparse: uvarint pairs (bucket, count)
+// of the non-empty buckets; nil when there is none.
+func encodeLatency(lat []uint64) []byte {
+	var b []byte
+	for i, c := range lat {
+		if c != 0 {
+			b = binary.AppendUvarint(b, uint64(i))
+			b = binary.AppendUvarint(b, c)
+		}
+	}
+	return b
+}
+
+// addLatency adds an encoded histogram to a dense one, allocating it on
+// the first non-empty bucket.
+func addLatency(dst []uint64, b []byte) ([]uint64, error) {
+	for len(b) > 0 {
+		i, n := binary.Uvarint(b)
+		if n <= 0 || i >= ratio.NumBuckets {
+			return dst, errors.New("corrupt latency histogram")
+		}
+		b = b[n:]
+		c, n := binary.Uvarint(b)
+		if n <= 0 {
+			return dst, errors.New("corrupt latency histogram")
+		}
+		b = b[n:]
+		if dst == nil {
+			dst = make([]uint64, ratio.NumBuckets)
+		}
+		dst[i] += c
+	}
+	return dst, nil
+}
+
+// Ping implements store.Store.
+func (s *Store) Ping(ctx context.Context) error {
+	done, err := s.begin()
+	if err != nil {
+		return err
+	}
+	defer done()
+	if err := s.db.PingContext(ctx); err != nil {
+		return fmt.Errorf("duckstore: ping: %w", err)
+	}
+	return nil
+}
+
+// Close implements store.Store: it waits for calls in flight, then closes
+// the file. Calls after Close return store.ErrClosed.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return store.ErrClosed
+	}
+	s.closed = true
+	return errors.Join(s.db.Close(), s.connector.Close())
+}

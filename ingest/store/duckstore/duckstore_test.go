@@ -1,0 +1,123 @@
+package duckstore
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/qtop-dev/qtop/ingest/store"
+	"github.com/qtop-dev/qtop/ingest/store/storetest"
+	"github.com/qtop-dev/qtop/ratio"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		s, err := Open(filepath.Join(t.TempDir(), "qtop.duckdb"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
+func TestConformanceInMemory(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		s, err := Open(":memory:")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+}
+
+func TestReopenKeepsDataAndMigratesOnce(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q.duckdb")
+	ctx := context.Background()
+	s, err := Open(path, func(c *config) { c.maxMigration = 1 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := storetest.Row(0, "w1", "acme", "/", 10)
+	if err := s.WriteHotKeys(ctx, []store.HotKey{{Minute: storetest.T0, Writer: "w", Key: "k", Count: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	// Written at schema version 1, before active_session_seconds existed.
+	if _, err := s.db.Exec(`INSERT INTO rollups (minute, writer, version, service, tenant, route, tier, kind, count, errors,
+    duration_seconds, ru, bytes, "rows") VALUES (?, 'w1', 1, 'api', 'acme', '/', 3, 'request', 10, 1, 0.1, 15, 1000, 30)`, old.Minute); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+
+	for range 2 { // the second open finds nothing to do
+		s, err = Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := s.db.QueryRow("SELECT count(*) FROM schema_migrations").Scan(&n); err != nil || n != 2 {
+			t.Fatalf("migrations recorded = %d, %v; want 2", n, err)
+		}
+		pg := store.Rollup{Minute: storetest.T0, Writer: "w1", Tenant: "acme", Kind: store.KindPG, ActiveSessionSeconds: 30}
+		if err := s.WriteRollups(ctx, []store.Rollup{pg}); err != nil {
+			t.Fatal(err)
+		}
+		u, err := s.Usage(ctx, storetest.T0, storetest.T0.Add(time.Hour), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		storetest.CheckUsage(t, u, storetest.ExpectUsage([]store.Rollup{old, pg}, storetest.T0, storetest.T0.Add(time.Hour), false))
+		s.Close()
+	}
+}
+
+func TestOpenBadPath(t *testing.T) {
+	_, err := Open(filepath.Join(t.TempDir(), "missing-dir", "x", "q.duckdb"))
+	if err == nil {
+		t.Fatal("Open in a missing directory succeeded")
+	}
+}
+
+func TestCorruptLatencyReported(t *testing.T) {
+	s, err := Open(":memory:")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.db.Exec(`INSERT INTO rollups VALUES (?, 'w', 1, '', 'acme', '/', 0, 'request', 1, 0, 0, 0, 0, 0, '\xFF\xFF\xFF'::BLOB, 0)`, storetest.T0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.History(context.Background(), "acme", storetest.T0, storetest.T0.Add(time.Hour)); err == nil {
+		t.Fatal("a corrupt latency blob was read without an error")
+	}
+	if err := s.Close(); err != nil || !errors.Is(s.Close(), store.ErrClosed) {
+		t.Fatal("Close twice")
+	}
+}
+
+func FuzzAddLatency(f *testing.F) {
+	f.Add(encodeLatency(func() []uint64 { l := make([]uint64, ratio.NumBuckets); l[3] = 7; return l }()))
+	f.Add([]byte{0xff})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		lat, err := addLatency(nil, b)
+		if err != nil {
+			return
+		}
+		if lat != nil {
+			again, err := addLatency(nil, encodeLatency(lat))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range lat {
+				if lat[i] != again[i] {
+					t.Fatalf("bucket %d: %d then %d", i, lat[i], again[i])
+				}
+			}
+		}
+	})
+}
