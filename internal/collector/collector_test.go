@@ -31,7 +31,7 @@ type clock struct {
 	t  time.Time
 }
 
-func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *clock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
 func (c *clock) Set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
 func (c *clock) Add(d time.Duration) time.Time {
 	c.mu.Lock()
@@ -149,12 +149,12 @@ func TestMergeEmitDuplicateLate(t *testing.T) {
 	// Step table on fixed instants: nothing is written before the minute
 	// closes plus the grace period.
 	steps := []struct {
-		at      time.Time
-		wantRU  float64
-		writes  int
+		at     time.Time
+		wantRU float64
+		writes int
 	}{
 		{t0.Add(5 * time.Second), 0, 0},
-		{time.Date(2026, 3, 4, 9, 1, 9, 0, time.UTC), 0, 0},  // minute closed, grace not over
+		{time.Date(2026, 3, 4, 9, 1, 9, 0, time.UTC), 0, 0},   // minute closed, grace not over
 		{time.Date(2026, 3, 4, 9, 1, 10, 0, time.UTC), 42, 1}, // grace over
 		{time.Date(2026, 3, 4, 9, 1, 20, 0, time.UTC), 42, 1}, // nothing new: no rewrite
 	}

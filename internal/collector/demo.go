@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/ratio"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -17,7 +18,7 @@ import (
 // process's reporter would POST it.
 const (
 	demoProcesses   = 3   // per service
-	demoRequests    = 250 // requests per second per process
+	demoRequests    = 100 // requests per second per process
 	demoImportAfter = 5 * time.Second
 	// DemoImportTenant is the tenant whose catalog import starts a few
 	// seconds into the demo.
@@ -110,7 +111,7 @@ func (f *demoFleet) step(now time.Time) {
 	if effect.Multiplier > 1 {
 		importRate /= effect.Multiplier
 	}
-	slow := 1 + 3*importRate // the database is saturated by the import
+	slow := 1 + 2*importRate // the database is saturated by the import
 	for pi, p := range f.procs {
 		var enf ingest.Enforcement
 		n := demoRequests
@@ -126,13 +127,13 @@ func (f *demoFleet) step(now time.Time) {
 				RU: 1 + float64(rows)/10})
 			for range 2 {
 				p.rec.Record(ingest.Record{Time: now, Tags: tags, Kind: ingest.KindDB,
-					Duration: f.lognormal(0.003*slow, 0.6), Rows: rows})
+					Duration: f.lognormal(0.001*slow, 0.6), Rows: rows})
 			}
 			enf.Admitted[demoTier(name).Index()]++
 		}
 		// The catalog worker processes run bigcorp's import.
 		if p.service == "catalog-worker" && importRate > 0 {
-			jobs := int(60 * importRate)
+			jobs := int(4*importRate + 0.5)
 			for range jobs {
 				tags := tenant.Tags{Tenant: DemoImportTenant, Route: "POST /catalog/import", Tier: tenant.T2,
 					Key: fmt.Sprintf("catalog:%d", f.rng.IntN(8))}
@@ -141,17 +142,17 @@ func (f *demoFleet) step(now time.Time) {
 					Rows: 5000, Bytes: 1 << 20, RU: 400})
 				for range 3 {
 					p.rec.Record(ingest.Record{Time: now, Tags: tags, Kind: ingest.KindDB,
-						Duration: f.lognormal(0.25*slow, 0.4), Rows: 1700})
+						Duration: f.lognormal(0.2*slow, 0.4), Rows: 1700})
 				}
 			}
 			if effect.Throttled {
-				throttled = uint64(60*ramp) - uint64(jobs)
+				throttled = uint64(4*ramp+0.5) - uint64(jobs)
 				enf.Throttled[tenant.T2.Index()] += throttled
 			}
 		}
-		if slow > 2 {
-			enf.PriceMultiplier = [4]float64{1, 1, 1.5, 1 + slow}
-			enf.Shed[3] = uint64(10 * (slow - 2))
+		if slow > 1.5 {
+			enf.PriceMultiplier = [4]float64{1, 1, 1 + (slow-1.5)*2, 1 + (slow-1)*4}
+			enf.Shed[3] = uint64(20 * (slow - 1.5))
 		} else {
 			enf.PriceMultiplier = [4]float64{1, 1, 1, 1}
 		}
@@ -170,6 +171,7 @@ func (f *demoFleet) step(now time.Time) {
 
 func (s *Server) runDemo(ctx context.Context) {
 	f := newDemoFleet(s, s.cfg.Now())
+	f.warm(f.start)
 	s.log.Info("demo fleet started", "services", len(demoServices), "processes", len(f.procs),
 		"tenants", len(demoTenants), "import_tenant", DemoImportTenant, "import_after", demoImportAfter)
 	t := time.NewTicker(time.Second)
@@ -180,6 +182,30 @@ func (s *Server) runDemo(ctx context.Context) {
 			return
 		case <-t.C:
 			f.step(s.cfg.Now())
+		}
+	}
+}
+
+// warm gives each demo service five minutes of healthy latency history
+// before the fleet starts, as a service that has been running would have,
+// so that the latency ratio has a baseline to fall from when the import
+// begins a few seconds in.
+func (f *demoFleet) warm(now time.Time) {
+	var h ratio.Histogram
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	for _, name := range demoServices {
+		sv := f.s.serviceLocked(name)
+		if sv == nil {
+			continue
+		}
+		sv.seen = now.Unix()
+		for sec := -300; sec < 0; sec++ {
+			h.Reset()
+			for range 2 * demoRequests {
+				h.ObserveDuration(f.lognormal(0.02, 0.5))
+			}
+			sv.sig.MergeAt(now.Add(time.Duration(sec)*time.Second), &h)
 		}
 	}
 }

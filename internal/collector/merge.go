@@ -82,6 +82,7 @@ type serviceLive struct {
 	shed   [rateN]int
 	shedAt [rateN]int64
 	procs  map[string]int64 // instance → last second seen
+	seen   int64            // last second with a report (or warm-up)
 }
 
 // enfSlot is one second of enforcement counters summed over processes.
@@ -184,7 +185,11 @@ func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live 
 	if live {
 		svc = s.serviceLocked(service)
 		if svc != nil {
+			if _, ok := svc.procs[rep.Source.Instance]; !ok {
+				rep.Source.Instance = strings.Clone(rep.Source.Instance)
+			}
 			svc.procs[rep.Source.Instance] = sec
+			svc.seen = sec
 		}
 		s.scratch.Reset()
 	}
@@ -411,7 +416,7 @@ func (s *Server) pruneLocked(now time.Time) {
 				delete(sv.procs, inst)
 			}
 		}
-		if len(sv.procs) == 0 && sec-sv.ratio.lastSeen() > histN+rateN && sec-maxStamp(&sv.w) > histN {
+		if len(sv.procs) == 0 && sec-sv.seen > histN+rateN {
 			delete(s.services, name)
 		}
 	}

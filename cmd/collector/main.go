@@ -1,0 +1,361 @@
+// Command collector is the qtop collector server: it merges the reports of
+// application processes, samples pg_stat_activity, stores per-minute
+// rollups in DuckDB or ClickHouse, serves the live API read by qtop, owns
+// the enforcement policy, and prints cost-attribution reports.
+//
+// Run `collector --help` for the commands and their flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/qtop-dev/qtop/internal/collector"
+)
+
+const usage = `collector — the qtop collector server
+
+Usage:
+  collector serve  [flags]   run the server (ingest, live API, policy, metrics)
+  collector report [flags]   print a cost-attribution report
+  collector help [command]   show help
+
+Every flag can also be set from the environment variable named beside it.
+
+Examples:
+  # A single collector on the embedded DuckDB store, with the demo fleet:
+  collector serve --demo
+
+  # Many collectors sharing a ClickHouse cluster, sampling PostgreSQL:
+  QTOP_TOKEN=s3cret collector serve --listen 0.0.0.0:7070 \
+      --store clickhouse://ch1:9000/qtop --cluster prod \
+      --postgres 'postgres://qtop_monitor@db:5432/app'
+
+  # Last week's shared database bill split by RU:
+  collector report --from 7d --measure ru --cost 12000 --currency USD
+`
+
+const serveUsage = `Usage: collector serve [flags]
+
+Runs the collector: POST /v1/reports (from ingest.Reporter), GET /v1/live and
+/v1/live/stream (for qtop), GET/POST /v1/policy, GET /v1/report, /metrics.
+Accepted reports are logged to --data-dir before they are acknowledged, so a
+killed collector loses nothing: restart it on the same --data-dir.
+
+Examples:
+  collector serve --demo
+  collector serve --store clickhouse://127.0.0.1:9000/qtop --token s3cret
+  QTOP_STORE=duckdb:///var/lib/qtop/qtop.duckdb QTOP_POSTGRES=postgres://… collector serve
+
+Flags:
+`
+
+const reportUsage = `Usage: collector report [flags]
+
+Prints every tenant's usage over a range, its share of the chosen measure,
+its part of a shared cost, and an "(unattributed)" line for load that no
+tenant tag covers. Reads the store directly (--store), or asks a running
+collector (--collector), which is needed for a DuckDB file the collector holds
+open. A progress bar goes to stderr for long ranges when stderr is a terminal.
+
+Times: RFC 3339, YYYY-MM-DD (UTC), "now", or an age such as 24h or 7d.
+
+Examples:
+  collector report --from 2026-03-01 --to 2026-04-01 --cost 12000 --currency USD
+  collector report --from 24h --by tenant,route --measure db_time --format csv > usage.csv
+  collector report --collector 127.0.0.1:7070 --from 7d --format json
+
+Flags:
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], stdout, stderr)
+	case "report":
+		return report(args[1:], stdout, stderr)
+	case "help", "-h", "--help", "-help":
+		if len(args) > 1 && args[0] == "help" {
+			return run([]string{args[1], "--help"}, stdout, stderr)
+		}
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	fmt.Fprintf(stderr, "collector: unknown command %q\n\n%s", args[0], usage)
+	return 2
+}
+
+// env returns the environment variable name's value, or def.
+func env(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}
+
+// flagSet builds a FlagSet whose usage prints head and every flag with
+// its environment variable.
+func flagSet(name, head string, out io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprint(out, head)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+type envFlag struct {
+	name, env string
+}
+
+func strFlag(fs *flag.FlagSet, envs *[]envFlag, name, envName, def, help string) *string {
+	*envs = append(*envs, envFlag{name, envName})
+	return fs.String(name, env(envName, def), help+" ($"+envName+")")
+}
+
+func boolFlag(fs *flag.FlagSet, envs *[]envFlag, name, envName string, help string) (*bool, error) {
+	*envs = append(*envs, envFlag{name, envName})
+	def := false
+	if v, ok := os.LookupEnv(envName); ok && v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return nil, fmt.Errorf("$%s=%q: want true or false", envName, v)
+		}
+		def = b
+	}
+	return fs.Bool(name, def, help+" ($"+envName+")"), nil
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text", "":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("log format %q: want text or json", format)
+}
+
+func serve(args []string, stdout, stderr io.Writer) int {
+	fs := flagSet("serve", serveUsage, stderr)
+	var envs []envFlag
+	listen := strFlag(fs, &envs, "listen", "QTOP_LISTEN", collector.DefaultListen, "HTTP address")
+	storeURL := strFlag(fs, &envs, "store", "QTOP_STORE", collector.DefaultStore, "store: duckdb://PATH, clickhouse://HOST:PORT/DB, or none")
+	cluster := strFlag(fs, &envs, "cluster", "QTOP_CLUSTER", "", "ClickHouse cluster name: ON CLUSTER DDL and Distributed tables")
+	pg := strFlag(fs, &envs, "postgres", "QTOP_POSTGRES", "", "PostgreSQL DSN whose pg_stat_activity is sampled every second (a role with pg_monitor)")
+	token := strFlag(fs, &envs, "token", "QTOP_TOKEN", "", "bearer token required on reports and policy changes (policy changes get a generated one when empty)")
+	dataDir := strFlag(fs, &envs, "data-dir", "QTOP_DATA_DIR", collector.DefaultDataDir, "folder for the write-ahead log, the store spool and the policy")
+	writer := strFlag(fs, &envs, "writer", "QTOP_WRITER", "", "this collector's identity in the store (default: made once and kept in --data-dir)")
+	grace := strFlag(fs, &envs, "grace", "QTOP_GRACE", collector.DefaultGrace.String(), "how long after a minute ends its rollups are written")
+	spoolMax := strFlag(fs, &envs, "spool-max-bytes", "QTOP_SPOOL_MAX_BYTES", "0", "cap of the on-disk spool while the store is down (0: 256 MiB)")
+	logFormat := strFlag(fs, &envs, "log-format", "QTOP_LOG_FORMAT", "text", "log format: text or json")
+	logLevel := strFlag(fs, &envs, "log-level", "QTOP_LOG_LEVEL", "info", "log level: debug, info, warn, error")
+	demo, err := boolFlag(fs, &envs, "demo", "QTOP_DEMO", "run a synthetic fleet in process (dozens of tenants, a heavy import by bigcorp)")
+	if err != nil {
+		fmt.Fprintln(stderr, "collector serve:", err)
+		return 2
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "collector serve: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	log, err := newLogger(stderr, *logFormat, *logLevel)
+	if err != nil {
+		fmt.Fprintln(stderr, "collector serve:", err)
+		return 2
+	}
+	g, err := time.ParseDuration(*grace)
+	if err != nil || g <= 0 {
+		fmt.Fprintf(stderr, "collector serve: --grace %q: want a positive duration such as 10s\n", *grace)
+		return 2
+	}
+	sm, err := strconv.ParseInt(*spoolMax, 10, 64)
+	if err != nil || sm < 0 {
+		fmt.Fprintf(stderr, "collector serve: --spool-max-bytes %q: want a number of bytes\n", *spoolMax)
+		return 2
+	}
+	cfg := collector.Config{
+		Listen: *listen, Store: *storeURL, Cluster: *cluster, Postgres: *pg, Token: *token,
+		Demo: *demo, DataDir: *dataDir, Writer: *writer, Grace: g, SpoolMaxBytes: sm, Logger: log,
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	s, err := collector.New(cfg)
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		return 1
+	}
+	if err := s.Start(ctx); err != nil {
+		log.Error("cannot start", "err", err)
+		s.Shutdown(context.Background())
+		return 1
+	}
+	<-ctx.Done()
+	log.Info("shutting down: writing open minutes and flushing the spool")
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.Shutdown(sctx); err != nil {
+		log.Error("shutdown", "err", err)
+		return 1
+	}
+	log.Info("stopped")
+	return 0
+}
+
+func report(args []string, stdout, stderr io.Writer) int {
+	fs := flagSet("report", reportUsage, stderr)
+	var envs []envFlag
+	from := fs.String("from", "24h", "start of the range (inclusive)")
+	to := fs.String("to", "now", "end of the range (exclusive)")
+	by := fs.String("by", "tenant", "tenant or tenant,route")
+	measure := fs.String("measure", "ru", "what splits the cost: ru, db_time or requests")
+	cost := fs.String("cost", "", "shared cost to split in proportion (e.g. 12000)")
+	currency := fs.String("currency", "USD", "currency of --cost")
+	format := fs.String("format", "table", "table, csv or json")
+	storeURL := strFlag(fs, &envs, "store", "QTOP_STORE", collector.DefaultStore, "store to read: duckdb://PATH or clickhouse://HOST:PORT/DB")
+	cluster := strFlag(fs, &envs, "cluster", "QTOP_CLUSTER", "", "ClickHouse cluster name")
+	remote := strFlag(fs, &envs, "collector", "QTOP_COLLECTOR", "", "ask a running collector (host:port) instead of opening the store")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "collector report: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	now := time.Now()
+	req, outFormat, err := collector.ParseReportQuery(*from, *to, *by, *measure, *cost, *currency, *format, now)
+	if err != nil {
+		fmt.Fprintln(stderr, "collector report:", err)
+		return 2
+	}
+	if outFormat == "" {
+		outFormat = collector.FormatTable
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	if *remote != "" {
+		return remoteReport(ctx, *remote, req, *by, outFormat, stdout, stderr)
+	}
+	st, err := collector.OpenStore(ctx, *storeURL, collector.Config{Cluster: *cluster, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		fmt.Fprintln(stderr, "collector report:", err)
+		return 1
+	}
+	defer st.Close()
+	bar := newProgress(stderr, req.To.Sub(req.From) > 48*time.Hour)
+	rep, err := collector.BuildReport(ctx, st, req, bar.update)
+	bar.done()
+	if err != nil {
+		fmt.Fprintln(stderr, "collector report:", err)
+		return 1
+	}
+	if err := rep.Write(stdout, outFormat, req.ByRoute); err != nil {
+		fmt.Fprintln(stderr, "collector report:", err)
+		return 1
+	}
+	return 0
+}
+
+func remoteReport(ctx context.Context, addr string, req collector.ReportRequest, by, format string, stdout, stderr io.Writer) int {
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	q := url.Values{}
+	q.Set("from", req.From.Format(time.RFC3339))
+	q.Set("to", req.To.Format(time.RFC3339))
+	q.Set("by", by)
+	q.Set("measure", req.Measure)
+	if req.Cost > 0 {
+		q.Set("cost", strconv.FormatFloat(req.Cost, 'f', -1, 64))
+	}
+	q.Set("currency", req.Currency)
+	q.Set("format", format)
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(addr, "/")+"/v1/report?"+q.Encode(), nil)
+	if err != nil {
+		fmt.Fprintln(stderr, "collector report:", err)
+		return 2
+	}
+	resp, err := http.DefaultClient.Do(hreq)
+	if err != nil {
+		fmt.Fprintln(stderr, "collector report:", err)
+		return 1
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		fmt.Fprintf(stderr, "collector report: %s: %s\n", resp.Status, strings.TrimSpace(string(b)))
+		return 1
+	}
+	io.Copy(stdout, resp.Body)
+	return 0
+}
+
+// progress draws a bar on stderr, only when stderr is a terminal and the
+// range is long enough to be worth it.
+type progress struct {
+	w     io.Writer
+	on    bool
+	drawn bool
+}
+
+func newProgress(w io.Writer, long bool) *progress {
+	p := &progress{w: w}
+	if f, ok := w.(*os.File); ok && long {
+		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+			p.on = true
+		}
+	}
+	return p
+}
+
+func (p *progress) update(done float64) {
+	if !p.on {
+		return
+	}
+	const width = 40
+	n := int(done * width)
+	fmt.Fprintf(p.w, "\r[%s%s] %3.0f%%", strings.Repeat("#", n), strings.Repeat(".", width-n), 100*done)
+	p.drawn = true
+}
+
+func (p *progress) done() {
+	if p.drawn {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+}
