@@ -11,8 +11,9 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"go.uber.org/goleak"
 
-	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/ingest/store"
+	"github.com/qtop-dev/qtop/ingest/store/storetest"
+	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -78,4 +79,11 @@ func TestSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%+v", h)
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Store {
+		s, _, _ := openTest(t)
+		return s
+	})
 }
