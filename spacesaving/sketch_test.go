@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"unsafe"
 )
 
 // exact is the oracle: true counts of a stream.
@@ -389,5 +390,18 @@ func TestAddDoesNotAllocate(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Fatalf("Add allocates %v times", allocs)
+	}
+}
+
+// The memory of a sketch, keys aside (they are the caller's strings):
+// capacity 1000 fits in 150 KB.
+func TestFootprint(t *testing.T) {
+	for _, tc := range []struct{ k, max int }{{200, 30_000}, {1000, 150_000}} {
+		s := New(tc.k)
+		size := cap(s.heap)*int(unsafe.Sizeof(counter{})) + 8*len(s.index) + 8*len(s.alpha) + int(unsafe.Sizeof(*s))
+		t.Logf("capacity %d: %d bytes", tc.k, size)
+		if size > tc.max {
+			t.Errorf("capacity %d takes %d bytes, budget %d", tc.k, size, tc.max)
+		}
 	}
 }
