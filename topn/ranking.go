@@ -199,10 +199,12 @@ func (r *Ranking) Add(key string, v Values) error {
 		m.total.Add(v)
 		m.window.Add(v)
 		m.score += v[r.cfg.rankBy]
-	} else {
-		r.total.Add(v)
-		r.window.Add(v)
+		return nil
 	}
+	r.total.Add(v)
+	r.window.Add(v)
+	// Members are scored exactly; only the others need the sketch, which
+	// then spends all of its capacity on finding challengers.
 	r.sketch.Add(key, weight(v[r.cfg.rankBy]))
 	return nil
 }
