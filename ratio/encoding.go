@@ -52,11 +52,18 @@ func (h *Histogram) AppendBinary(b []byte) ([]byte, error) {
 	b = binary.LittleEndian.AppendUint64(b, math.Float64bits(h.sum))
 	b = binary.AppendUvarint(b, uint64(h.nonEmptyCount()))
 	prev := 0
-	h.Buckets(func(i int, c uint64) {
-		b = binary.AppendUvarint(b, uint64(i-prev))
-		b = binary.AppendUvarint(b, c)
-		prev = i
-	})
+	for g, n := range h.groups {
+		if n == 0 {
+			continue
+		}
+		for i := g << groupShift; i < min(g<<groupShift+groupSize, NumBuckets); i++ {
+			if c := h.counts[i]; c != 0 {
+				b = binary.AppendUvarint(b, uint64(i-prev))
+				b = binary.AppendUvarint(b, c)
+				prev = i
+			}
+		}
+	}
 	return b, nil
 }
 

@@ -218,3 +218,94 @@ func TestWindowAllocs(t *testing.T) {
 		t.Errorf("QuantileAt allocates %v", a)
 	}
 }
+
+// Against a model: with the clock moving forward and jittering back by
+// less than the span, the window holds exactly the observations whose slot
+// lies within slots of the newest slot seen (or of the query's, if later).
+func TestWindowMatchesModel(t *testing.T) {
+	r := rand.New(rand.NewPCG(33, 34))
+	const slots = 8
+	slot := 250 * time.Millisecond
+	w := NewWindow(slot*slots, slots)
+	type obs struct {
+		epoch int64
+		v     float64
+	}
+	var all []obs
+	head := t0.UnixNano() / int64(slot)
+	now := t0
+	for step := 0; step < 20000; step++ {
+		switch k := r.IntN(10); {
+		case k < 6: // forward a little
+			now = now.Add(time.Duration(r.IntN(int(slot))))
+		case k < 8: // back, within the span
+			now = now.Add(-time.Duration(r.IntN(int(slot * (slots - 1)))))
+		case k < 9: // forward by a lot
+			now = now.Add(time.Duration(r.IntN(int(3 * slot * slots))))
+		}
+		e := now.UnixNano() / int64(slot)
+		if r.IntN(3) > 0 && e > head-slots {
+			v := 0.001 * math.Exp(2*r.NormFloat64())
+			w.ObserveAt(now, v)
+			all = append(all, obs{e, v})
+			head = max(head, e)
+		}
+		q := max(e, head)
+		var want Histogram
+		for _, o := range all {
+			if o.epoch > q-slots && o.epoch <= q {
+				want.Observe(o.v)
+			}
+		}
+		if got := w.CountAt(now); got != want.Count() {
+			t.Fatalf("step %d: CountAt %d, model %d", step, got, want.Count())
+		}
+		if got, exp := w.QuantileAt(now, 0.9), want.Quantile(0.9); got != exp {
+			t.Fatalf("step %d: p90 %v, model %v", step, got, exp)
+		}
+		if len(all) > 5000 { // keep the model small
+			all = all[len(all)-1000:]
+		}
+	}
+	if len(all) < 1000 {
+		t.Fatalf("only %d observations made: the model test tests little", len(all))
+	}
+}
+
+// Whatever the sequence of instants, a window never panics, never holds
+// more than it was given, and its quantile agrees with its merged slots.
+func FuzzWindow(f *testing.F) {
+	f.Add([]byte{0, 10, 200, 3, 128, 7, 255, 255, 1})
+	f.Add([]byte{255, 0, 255, 0, 1, 2, 3})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		w := NewWindow(4*time.Second, 4)
+		now := t0
+		var given uint64
+		for i, b := range ops {
+			// The high bits pick a move, the low bits its size.
+			size := time.Duration(b&31) * 300 * time.Millisecond
+			switch b >> 5 {
+			case 0, 1, 2:
+				now = now.Add(size)
+			case 3:
+				now = now.Add(-size)
+			case 4:
+				now = now.Add(time.Duration(b&31) * time.Hour)
+			case 5:
+				now = now.Add(-time.Duration(b&31) * time.Hour)
+			}
+			if i%2 == 0 {
+				w.ObserveAt(now, float64(b)/100)
+				given++
+			}
+			c := w.CountAt(now)
+			if c > given {
+				t.Fatalf("window holds %d of %d observations", c, given)
+			}
+			h := w.HistogramAt(now)
+			if h.Count() != c || w.QuantileAt(now, 0.95) != h.Quantile(0.95) {
+				t.Fatal("QuantileAt disagrees with the merged slots")
+			}
+		}
+	})
+}
