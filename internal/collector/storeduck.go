@@ -4,9 +4,15 @@ import (
 	"fmt"
 
 	"github.com/qtop-dev/qtop/ingest/store"
+	"github.com/qtop-dev/qtop/ingest/store/duckstore"
 )
 
-// openDuck opens the embedded DuckDB store.
+// openDuck opens the embedded DuckDB store (cgo; linked only here, in
+// application code).
 func openDuck(path string, cfg Config) (store.Store, error) {
-	return nil, fmt.Errorf("%w: duckdb://%s: the DuckDB store is not linked into this build yet", ErrConfig, path)
+	st, err := duckstore.Open(path, duckstore.WithLogger(cfg.Logger))
+	if err != nil {
+		return nil, fmt.Errorf("collector: open duckdb://%s: %w", path, err)
+	}
+	return st, nil
 }

@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"fmt"
+	"log/slog"
 
 	"github.com/qtop-dev/qtop/ingest/store"
 	"github.com/qtop-dev/qtop/ingest/store/chstore"
@@ -16,6 +17,9 @@ func OpenStore(ctx context.Context, url string, cfg Config) (store.Store, error)
 	u, err := store.ParseURL(url)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	switch u.Scheme {
 	case store.SchemeClickHouse:
