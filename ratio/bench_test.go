@@ -182,3 +182,19 @@ func TestQuantileErrorP2VersusHistogram(t *testing.T) {
 		}
 	}
 }
+
+// Many request goroutines observing into one process-wide Signal.
+func BenchmarkSignalObserveAtParallel(b *testing.B) {
+	xs := latencies(4096)
+	s := NewSignal()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		now := t0
+		i := 0
+		for pb.Next() {
+			now = now.Add(10 * time.Microsecond)
+			s.ObserveAt(now, xs[i&4095])
+			i++
+		}
+	})
+}

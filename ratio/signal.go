@@ -19,7 +19,8 @@ import (
 // window the ratio is unknown (ValueAt reports ok false) and the state does
 // not change, so low traffic raises no false alarm.
 //
-// A Signal is safe for concurrent use.
+// A Signal is safe for concurrent use. With the default 10 + 10 slots it
+// holds 20 histograms, about 190 KB.
 type Signal struct {
 	cfg config
 
@@ -53,11 +54,12 @@ type Option func(*config)
 // WithShortWindow sets the short window (default 10 s, in 10 slots).
 func WithShortWindow(span time.Duration) Option { return func(c *config) { c.short = span } }
 
-// WithLongWindow sets the long window (default 5 min, in 30 slots).
+// WithLongWindow sets the long window (default 5 min, in 10 slots).
 func WithLongWindow(span time.Duration) Option { return func(c *config) { c.long = span } }
 
 // WithSlots sets how many sub-windows make the short and the long window
-// (defaults 10 and 30): more slots expire old observations more smoothly.
+// (defaults 10 and 10): more slots expire old observations more smoothly,
+// and each costs a Histogram (about 9.4 KB).
 func WithSlots(short, long int) Option {
 	return func(c *config) { c.shortSlots, c.longSlots = short, long }
 }
@@ -108,7 +110,7 @@ func NewSignal(opts ...Option) *Signal {
 		short:      DefaultShortWindow,
 		long:       DefaultLongWindow,
 		shortSlots: 10,
-		longSlots:  30,
+		longSlots:  10,
 		q:          DefaultQuantile,
 		enter:      DefaultEnter,
 		exit:       DefaultExit,
