@@ -40,6 +40,8 @@ func testDB(t testing.TB, addr string) string {
 	return name
 }
 
+func testsvcClickHouse(t testing.TB) string { return testsvc.ClickHouse(t) }
+
 func openTest(t testing.TB, opts ...Option) (*Store, string, string) {
 	t.Helper()
 	addr := testsvc.ClickHouse(t)
