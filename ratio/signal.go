@@ -193,3 +193,7 @@ func (s *Signal) DegradedAt(now time.Time) bool {
 
 // Degraded returns DegradedAt(time.Now()).
 func (s *Signal) Degraded() bool { return s.DegradedAt(time.Now()) }
+
+// Thresholds returns the hysteresis band: DegradedAt turns true below
+// enter and false again above exit.
+func (s *Signal) Thresholds() (enter, exit float64) { return s.cfg.enter, s.cfg.exit }

@@ -280,6 +280,12 @@ func TestNewSignalRejectsBadOptions(t *testing.T) {
 	// Valid non-defaults work.
 	s := NewSignal(WithShortWindow(5*time.Second), WithLongWindow(time.Minute), WithSlots(5, 12),
 		WithQuantile(0.99), WithThreshold(0.4, 0.4), WithMinSamples(1))
+	if e, x := s.Thresholds(); e != 0.4 || x != 0.4 {
+		t.Fatalf("Thresholds %v, %v", e, x)
+	}
+	if e, x := NewSignal().Thresholds(); e != DefaultEnter || x != DefaultExit {
+		t.Fatalf("default Thresholds %v, %v", e, x)
+	}
 	s.ObserveAt(t0, 0.1)
 	if v, ok := s.ValueAt(t0); !ok || v != 1 {
 		t.Fatalf("custom signal: %v %v", v, ok)
