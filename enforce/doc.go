@@ -1,0 +1,64 @@
+// Package enforce turns what qtop finds into protection inside each
+// application process: RU-priced token buckets per tenant, tier shedding
+// driven by the latency ratio, CoDel admission, a hot-key guard and fair
+// queues. Every control loop is local (no remote call on the request
+// path) and every rule can run in shadow mode first.
+//
+// # Request units
+//
+// A request unit prices work by what it really costs the backend:
+//
+//	RU = base(op) + KiB × perKiB + ms × perMs
+//
+// [DefaultModel] starts at read 1, write 6, delete 6, scan 2, 1 RU per
+// 8 KiB and 1 RU per 10 ms; [FitModel] (and the rucalib command) fits the
+// coefficients of a deployment by least squares from a load test.
+//
+// # Buckets
+//
+// [Buckets] keeps one [Bucket] per tenant, refilled continuously and
+// charged after the work with its real cost. A bucket may go into debt,
+// so a tenant that just ran a 100,000-row scan waits until refill brings
+// it back above zero: overage is remembered, and Retry-After says when.
+// Limits come from the tenant's [Plan] (free, pro, enterprise), an
+// override, or the collector's policy; idle buckets are evicted, since a
+// full bucket is the same as a new one. Every method takes the time as
+// an argument.
+//
+// # Tiers and prices
+//
+// [PriceController] follows the latency ratio (p95 over a long window /
+// p95 over a short one, from package ratio): when it falls, the RU price
+// of T3 rises step by step until T3 is shed, then T2's, then T1's; T0 is
+// never priced up nor shed. Recovery is gradual, one step per interval,
+// T1 first. An [Enforcer] ties buckets, prices, plans and the collector's
+// [policy.Policy] ([Enforcer.ApplyPolicy], wired to the ingest reporter's
+// policy callback), and counts decisions per tier for the reporter
+// ([Enforcer.Stats]).
+//
+// # Queues
+//
+// [Queue] admits queued work into a fixed number of slots with CoDel
+// (RFC 8289, [CoDel]) and the adaptive wait limit of "Fail at Scale":
+// waiting beyond target while a queue stands fails early with
+// [ErrQueueDelay]; T0 is served first and never dropped. [FairQueue] hands
+// out work per tenant by weighted deficit round-robin with a starvation
+// bound, per-tenant concurrency caps and producer backpressure.
+//
+// # Hot keys
+//
+// [Guard] finds hot keys with a Space-Saving sketch, serves them from a
+// small local cache for a short TTL (3 s) and coalesces concurrent misses
+// into one load that respects each caller's context, so the backend sees
+// about one call per hot key per TTL per process.
+//
+// # HTTP
+//
+// [Middleware] chains tier shedder → CoDel → RU bucket → handler, answers
+// 503 (shed or dropped) or 429 with Retry-After (bucket in debt), charges
+// each request's real cost after the handler and exports qtop_enforce_*
+// metrics ([Metrics]), per tenant only through package topn.
+//
+// Package sim runs all of this in virtual time; its documentation has the
+// figures.
+package enforce
