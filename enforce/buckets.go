@@ -28,10 +28,58 @@ type Buckets struct {
 	evicted  atomic.Uint64
 }
 
+// shard is a read-mostly map in the manner of sync.Map: lookups of known
+// keys read an immutable map through an atomic pointer, without a lock or
+// a shared write; new keys go to a dirty map under the mutex, which
+// replaces the read map once enough lookups have missed it.
 type shard struct {
-	mu sync.RWMutex
-	m  map[string]*Bucket
-	_  [32]byte // keep shards on separate cache lines
+	read   atomic.Pointer[map[string]*Bucket]
+	mu     sync.Mutex
+	dirty  map[string]*Bucket // nil: read holds every key
+	misses int
+	_      [32]byte // keep shards on separate cache lines
+}
+
+func (s *shard) load(key string) *Bucket { return (*s.read.Load())[key] }
+
+// all returns the map that holds every key; the caller holds s.mu.
+func (s *shard) allLocked() map[string]*Bucket {
+	if s.dirty != nil {
+		return s.dirty
+	}
+	return *s.read.Load()
+}
+
+// dirtyLocked makes the dirty map (a copy of read) if there is none.
+func (s *shard) dirtyLocked() map[string]*Bucket {
+	if s.dirty == nil {
+		r := *s.read.Load()
+		s.dirty = make(map[string]*Bucket, len(r)+1)
+		for k, v := range r {
+			s.dirty[k] = v
+		}
+	}
+	return s.dirty
+}
+
+// missLocked counts a lookup that the read map could not answer and
+// promotes the dirty map once misses reach its size.
+func (s *shard) missLocked() {
+	s.misses++
+	if s.dirty != nil && s.misses >= len(s.dirty) {
+		d := s.dirty
+		s.read.Store(&d)
+		s.dirty, s.misses = nil, 0
+	}
+}
+
+// publishLocked makes the read map complete again after deletions.
+func (s *shard) publishLocked() {
+	if s.dirty != nil {
+		d := s.dirty
+		s.read.Store(&d)
+		s.dirty, s.misses = nil, 0
+	}
 }
 
 type bucketsConfig struct {
@@ -77,7 +125,8 @@ func NewBuckets(def Limit, opts ...BucketsOption) (*Buckets, error) {
 	k := &Buckets{seed: maphash.MakeSeed(), def: def, limitOf: c.limitOf, idle: c.idle,
 		perShard: max(1, (c.maxKeys+numShards-1)/numShards)}
 	for i := range k.shards {
-		k.shards[i].m = make(map[string]*Bucket)
+		m := make(map[string]*Bucket)
+		k.shards[i].read.Store(&m)
 	}
 	return k, nil
 }
@@ -94,9 +143,7 @@ func (k *Buckets) resolve(key string) Limit {
 // get returns key's bucket, creating it, and brings its limit up to date.
 func (k *Buckets) get(n int64, key string) *Bucket {
 	s := &k.shards[maphash.String(k.seed, key)%numShards]
-	s.mu.RLock()
-	b := s.m[key]
-	s.mu.RUnlock()
+	b := s.load(key)
 	gen := k.gen.Load()
 	if b == nil {
 		return k.insert(s, n, key, gen)
@@ -108,19 +155,30 @@ func (k *Buckets) get(n int64, key string) *Bucket {
 }
 
 func (k *Buckets) insert(s *shard, n int64, key string, gen uint64) *Bucket {
-	l := k.resolve(key)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if b := s.m[key]; b != nil {
+	if b := s.allLocked()[key]; b != nil {
+		s.missLocked()
+		s.mu.Unlock()
+		if b.p.Load().gen != gen {
+			b.setParams(n, newParams(k.resolve(key), gen))
+		}
 		return b
 	}
-	if len(s.m) >= k.perShard {
+	s.mu.Unlock()
+	l := k.resolve(key) // outside the lock: it may read the enforcer's tables
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if b := s.allLocked()[key]; b != nil {
+		return b
+	}
+	if len(s.allLocked()) >= k.perShard {
 		k.evictLocked(s, n)
 	}
 	b := &Bucket{}
 	b.p.Store(newParams(l, gen))
 	b.tat.Store(math.MinInt64 / 2)
-	s.m[key] = b
+	s.dirtyLocked()[key] = b
+	s.missLocked()
 	return b
 }
 
@@ -131,10 +189,11 @@ func (k *Buckets) evictLocked(s *shard, n int64) {
 		minTat int64 = math.MaxInt64
 		freed  int
 	)
-	for key, b := range s.m {
+	m := s.dirtyLocked()
+	for key, b := range m {
 		t := b.tat.Load()
 		if t+int64(k.idle) <= n {
-			delete(s.m, key)
+			delete(m, key)
 			freed++
 			continue
 		}
@@ -143,9 +202,10 @@ func (k *Buckets) evictLocked(s *shard, n int64) {
 		}
 	}
 	if freed == 0 && victim != "" {
-		delete(s.m, victim)
+		delete(m, victim)
 		freed++
 	}
+	s.publishLocked()
 	k.evicted.Add(uint64(freed))
 }
 
@@ -195,9 +255,12 @@ func (k *Buckets) TokensAt(now time.Time, key string) float64 {
 // when the key has no bucket yet).
 func (k *Buckets) LimitOf(key string) Limit {
 	s := &k.shards[maphash.String(k.seed, key)%numShards]
-	s.mu.RLock()
-	b := s.m[key]
-	s.mu.RUnlock()
+	b := s.load(key)
+	if b == nil {
+		s.mu.Lock()
+		b = s.allLocked()[key]
+		s.mu.Unlock()
+	}
 	if b == nil || b.p.Load().gen != k.gen.Load() {
 		return k.resolve(key)
 	}
@@ -217,11 +280,18 @@ func (k *Buckets) SweepAt(now time.Time) int {
 	for i := range k.shards {
 		s := &k.shards[i]
 		s.mu.Lock()
-		for key, b := range s.m {
+		var m map[string]*Bucket
+		for key, b := range s.allLocked() {
 			if b.tat.Load()+int64(k.idle) <= n {
-				delete(s.m, key)
+				if m == nil {
+					m = s.dirtyLocked()
+				}
+				delete(m, key)
 				freed++
 			}
+		}
+		if m != nil {
+			s.publishLocked()
 		}
 		s.mu.Unlock()
 	}
@@ -234,9 +304,9 @@ func (k *Buckets) Len() int {
 	var n int
 	for i := range k.shards {
 		s := &k.shards[i]
-		s.mu.RLock()
-		n += len(s.m)
-		s.mu.RUnlock()
+		s.mu.Lock()
+		n += len(s.allLocked())
+		s.mu.Unlock()
 	}
 	return n
 }
