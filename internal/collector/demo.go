@@ -132,7 +132,7 @@ func (f *demoFleet) step(now time.Time) {
 			enf.Admitted[demoTier(name).Index()]++
 		}
 		// The catalog worker processes run bigcorp's import.
-		if p.service == "catalog-worker" && importRate > 0 {
+		if p.service == "catalog-worker" && ramp > 0 {
 			jobs := int(4*importRate + 0.5)
 			for range jobs {
 				tags := tenant.Tags{Tenant: DemoImportTenant, Route: "POST /catalog/import", Tier: tenant.T2,
