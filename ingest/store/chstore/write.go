@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -56,46 +57,90 @@ func (s *Store) send(ctx context.Context, table string, columns []string, cols [
 	return nil
 }
 
+// rollupCols holds one batch's columns; reused through a pool, as a
+// 100k-row batch would otherwise allocate ~25 MB of slices each time.
+type rollupCols struct {
+	minute                               []time.Time
+	writer, service, tenant, route, kind []string
+	version, count, errs, bytes, nrows   []uint64
+	tier                                 []uint8
+	dur, ru, ass                         []float64
+	latIdx                               [][]uint16
+	latCnt                               [][]uint64
+	idxBuf                               []uint16
+	cntBuf                               []uint64
+}
+
+var colPool = sync.Pool{New: func() any { return new(rollupCols) }}
+
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+func (c *rollupCols) fill(rows []store.Rollup) {
+	n := len(rows)
+	c.minute = resize(c.minute, n)
+	c.writer, c.service, c.tenant = resize(c.writer, n), resize(c.service, n), resize(c.tenant, n)
+	c.route, c.kind = resize(c.route, n), resize(c.kind, n)
+	c.version, c.count, c.errs = resize(c.version, n), resize(c.count, n), resize(c.errs, n)
+	c.bytes, c.nrows, c.tier = resize(c.bytes, n), resize(c.nrows, n), resize(c.tier, n)
+	c.dur, c.ru, c.ass = resize(c.dur, n), resize(c.ru, n), resize(c.ass, n)
+	c.latIdx, c.latCnt = resize(c.latIdx, n), resize(c.latCnt, n)
+	c.idxBuf, c.cntBuf = c.idxBuf[:0], c.cntBuf[:0]
+	for i := range rows {
+		r := &rows[i]
+		c.minute[i], c.writer[i], c.version[i], c.service[i] = r.Minute.UTC(), r.Writer, r.Version, r.Service
+		c.tenant[i], c.route[i], c.tier[i], c.kind[i] = r.Tenant, r.Route, uint8(r.Tier), r.Kind
+		c.count[i], c.errs[i], c.dur[i], c.ru[i] = r.Count, r.Errors, r.DurationSeconds, r.RU
+		c.bytes[i], c.nrows[i], c.ass[i] = r.Bytes, r.Rows, r.ActiveSessionSeconds
+		for j, v := range r.Latency {
+			if v != 0 {
+				c.idxBuf = append(c.idxBuf, uint16(j))
+				c.cntBuf = append(c.cntBuf, v)
+			}
+		}
+	}
+	// Slice the flat buffers only now: appends above may have moved them.
+	off := 0
+	for i := range rows {
+		k := 0
+		for _, v := range rows[i].Latency {
+			if v != 0 {
+				k++
+			}
+		}
+		c.latIdx[i], c.latCnt[i] = c.idxBuf[off:off+k:off+k], c.cntBuf[off:off+k:off+k]
+		off += k
+	}
+}
+
+// release drops references to the caller's strings before pooling.
+func (c *rollupCols) release() {
+	clear(c.writer)
+	clear(c.service)
+	clear(c.tenant)
+	clear(c.route)
+	clear(c.kind)
+	clear(c.latIdx)
+	clear(c.latCnt)
+	colPool.Put(c)
+}
+
 // WriteRollups implements store.Store. Rows are appended column by column.
 func (s *Store) WriteRollups(ctx context.Context, rows []store.Rollup) error {
 	if err := store.ValidateRollups(rows); err != nil || len(rows) == 0 {
 		return err
 	}
-	n := len(rows)
-	var (
-		minute          = make([]time.Time, n)
-		writer, service = make([]string, n), make([]string, n)
-		tenant, route   = make([]string, n), make([]string, n)
-		kind            = make([]string, n)
-		version         = make([]uint64, n)
-		tier            = make([]uint8, n)
-		count, errs     = make([]uint64, n), make([]uint64, n)
-		bytes, nrows    = make([]uint64, n), make([]uint64, n)
-		dur, ru, ass    = make([]float64, n), make([]float64, n), make([]float64, n)
-		latIdx          = make([][]uint16, n)
-		latCnt          = make([][]uint64, n)
-		idxBuf          []uint16
-		cntBuf          []uint64
-	)
-	for i := range rows {
-		r := &rows[i]
-		minute[i], writer[i], version[i], service[i] = r.Minute.UTC(), r.Writer, r.Version, r.Service
-		tenant[i], route[i], tier[i], kind[i] = r.Tenant, r.Route, uint8(r.Tier), r.Kind
-		count[i], errs[i], dur[i], ru[i] = r.Count, r.Errors, r.DurationSeconds, r.RU
-		bytes[i], nrows[i], ass[i] = r.Bytes, r.Rows, r.ActiveSessionSeconds
-		start := len(idxBuf)
-		for j, c := range r.Latency {
-			if c != 0 {
-				idxBuf = append(idxBuf, uint16(j))
-				cntBuf = append(cntBuf, c)
-			}
-		}
-		latIdx[i], latCnt[i] = idxBuf[start:len(idxBuf):len(idxBuf)], cntBuf[start:len(cntBuf):len(cntBuf)]
-	}
-	err := s.send(ctx, TableRollups, rollupColumns, []any{minute, writer, version, service, tenant, route, tier, kind,
-		count, errs, dur, ru, bytes, nrows, ass, latIdx, latCnt})
+	c := colPool.Get().(*rollupCols)
+	defer c.release()
+	c.fill(rows)
+	err := s.send(ctx, TableRollups, rollupColumns, []any{c.minute, c.writer, c.version, c.service, c.tenant, c.route, c.tier, c.kind,
+		c.count, c.errs, c.dur, c.ru, c.bytes, c.nrows, c.ass, c.latIdx, c.latCnt})
 	if err == nil {
-		s.rowsWritten.WithLabelValues(TableRollups).Add(float64(n))
+		s.rowsWritten.WithLabelValues(TableRollups).Add(float64(len(rows)))
 	}
 	return err
 }
