@@ -1,6 +1,7 @@
 package enforce
 
 import (
+	"encoding/json"
 	"errors"
 	"math"
 	"sync"
@@ -310,4 +311,39 @@ func TestEnforcerConcurrent(t *testing.T) {
 	if total != 6*2000 {
 		t.Errorf("decisions counted %d, want %d", total, 6*2000)
 	}
+}
+
+// FuzzApplyPolicy feeds decoded policies, valid or not, to an Enforcer and
+// checks that decisions and charges stay sane.
+func FuzzApplyPolicy(f *testing.F) {
+	f.Add(`{"version":1,"rules":[{"id":"a","tenant":"acme","action":"throttle","ru_per_second":0,"expires":"2026-01-01T10:00:00Z","reason":"r"}]}`)
+	f.Add(`{"version":2,"rules":[{"id":"b","tier":"T3","action":"price","multiplier":4,"expires":"2026-01-01T09:00:30Z","reason":"r"},{"id":"c","tier":"T1","action":"throttle","ru_per_second":3,"shadow":true,"expires":"2026-01-01T10:00:00Z","reason":"r"}]}`)
+	f.Add(`{"version":3,"rules":[{"id":"d","tenant":"acme","action":"price","multiplier":0.1,"expires":"2026-01-01T10:00:00Z","reason":"bad"}]}`)
+	f.Fuzz(func(t *testing.T, doc string) {
+		var p policy.Policy
+		if json.Unmarshal([]byte(doc), &p) != nil {
+			return
+		}
+		e, err := New()
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.ApplyPolicyAt(t0, p)
+		for i, tn := range []string{"acme", "other"} {
+			for tier := tenant.TierUnset; tier <= tenant.T3+1; tier++ {
+				tags := tenant.Tags{Tenant: tn, Tier: tier}
+				now := at(time.Duration(i*40) * time.Second)
+				d := e.AdmitAt(now, tags)
+				if d.RetryAfter < 0 || (!d.Admitted() && d.Err() == nil) {
+					t.Fatalf("decision %+v", d)
+				}
+				if m := e.Multiplier(now, tags); !(m >= 1) || math.IsInf(m, 0) {
+					t.Fatalf("multiplier %v", m)
+				}
+				if ru := e.ChargeAt(now, tags, 1); !(ru >= 1) || math.IsInf(ru, 0) {
+					t.Fatalf("charged %v", ru)
+				}
+			}
+		}
+	})
 }
