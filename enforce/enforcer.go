@@ -676,3 +676,37 @@ func (e *Enforcer) Stats() Stats {
 	s.Tenants = e.buckets.Len()
 	return s
 }
+
+// Sub returns the counters of s minus those of prev (a window's worth, for
+// a reporter that sends deltas); RU likewise; Multiplier, Level,
+// PolicyVersion and Tenants are those of s.
+func (s Stats) Sub(prev Stats) Stats {
+	out := s
+	for i := range s.Tiers {
+		a, b := s.Tiers[i], prev.Tiers[i]
+		out.Tiers[i] = TierStats{
+			Admitted: a.Admitted - b.Admitted, Throttled: a.Throttled - b.Throttled, Shed: a.Shed - b.Shed, Dropped: a.Dropped - b.Dropped,
+			ShadowThrottled: a.ShadowThrottled - b.ShadowThrottled, ShadowShed: a.ShadowShed - b.ShadowShed, ShadowDropped: a.ShadowDropped - b.ShadowDropped,
+			RU: a.RU - b.RU, Multiplier: a.Multiplier,
+		}
+	}
+	out.Evicted = s.Evicted - prev.Evicted
+	return out
+}
+
+// StatsDelta returns a function that, at each call, returns the counters
+// since its previous call (since its creation for the first), for a
+// reporter that sends per-window counts. The function is safe for
+// concurrent use.
+func (e *Enforcer) StatsDelta() func() Stats {
+	var mu sync.Mutex
+	prev := e.Stats()
+	return func() Stats {
+		mu.Lock()
+		defer mu.Unlock()
+		cur := e.Stats()
+		d := cur.Sub(prev)
+		prev = cur
+		return d
+	}
+}

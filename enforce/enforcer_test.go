@@ -347,3 +347,20 @@ func FuzzApplyPolicy(f *testing.F) {
 		}
 	})
 }
+
+func TestEnforcerStatsDelta(t *testing.T) {
+	e := newTestEnforcer(t)
+	a := tenant.Tags{Tenant: "acme", Tier: tenant.T3}
+	e.AllowAt(t0, a)
+	delta := e.StatsDelta()
+	e.AllowAt(t0, a)
+	e.ChargeAt(t0, a, 50)
+	e.AllowAt(t0, a)
+	d := delta()
+	if d.Tiers[3].Admitted != 1 || d.Tiers[3].Throttled != 1 || d.Tiers[3].RU != 50 || d.Tiers[3].Multiplier != 1 {
+		t.Errorf("first delta %+v", d.Tiers[3])
+	}
+	if d = delta(); d.Tiers[3].Admitted != 0 || d.Tiers[3].Throttled != 0 || d.Tiers[3].RU != 0 {
+		t.Errorf("empty delta %+v", d.Tiers[3])
+	}
+}
