@@ -125,28 +125,36 @@ func (c *Commenter) Observe(ctx context.Context, e Event) {
 	}
 }
 
-// fit drops the lowest-priority pairs until the comment is at most
-// cfg.maxLen bytes, counting each drop.
+// fit keeps the pairs that fit in cfg.maxLen, in priority order: a pair
+// that would break the cap is left out (and counted) and the next ones are
+// still tried, so one huge value costs only itself.
 func (c *Commenter) fit(ps []pair) []pair {
-	n := commentLen(ps)
-	for n > c.cfg.maxLen && len(ps) > 0 {
-		worst := 0
-		for i := 1; i < len(ps); i++ {
-			if priority(ps[i].k) >= priority(ps[worst].k) {
-				worst = i
-			}
+	if commentLen(ps) <= c.cfg.maxLen {
+		return ps
+	}
+	// Stable insertion sort by priority, highest priority first.
+	for i := 1; i < len(ps); i++ {
+		for j := i; j > 0 && priority(ps[j].k) < priority(ps[j-1].k); j-- {
+			ps[j], ps[j-1] = ps[j-1], ps[j]
+		}
+	}
+	kept := ps[:0]
+	n := 3 // "/*" and "*/", less the comma the first pair does not need
+	for _, p := range ps {
+		if add := pairLen(p) + 1; n+add <= c.cfg.maxLen {
+			n += add
+			kept = append(kept, p)
+			continue
 		}
 		c.dropped.Add(1)
 		if c.drops != nil {
-			c.drops.WithLabelValues(dropLabel(ps[worst].k)).Inc()
+			c.drops.WithLabelValues(dropLabel(p.k)).Inc()
 		}
-		ps = append(ps[:worst], ps[worst+1:]...)
-		n = commentLen(ps)
 	}
-	return ps
+	return kept
 }
 
-// priority orders keys for dropping: higher is dropped first.
+// priority orders keys for the cap: lower is kept first.
 func priority(k string) int {
 	switch k {
 	case KeyTenant:

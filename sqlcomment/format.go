@@ -3,6 +3,7 @@ package sqlcomment
 import (
 	"slices"
 	"strings"
+	"unsafe"
 )
 
 // Tag keys written by this package. Keys are sorted in the comment, as the
@@ -37,11 +38,19 @@ func Format(tags map[string]string) string {
 		ps = append(ps, pair{k, v})
 	}
 	sortPairs(ps)
-	var b strings.Builder
-	b.Grow(commentLen(ps))
-	writeComment(&b, ps)
-	return b.String()
+	if maxCommentLen(ps) <= stackBuf {
+		var tmp [stackBuf]byte
+		n := render(tmp[:], ps)
+		return string(tmp[:n])
+	}
+	b := make([]byte, commentLen(ps))
+	render(b, ps)
+	return unsafe.String(&b[0], len(b))
 }
+
+// stackBuf is the size of the stack buffer comments are rendered into
+// when they surely fit, which saves a pass to compute their exact length.
+const stackBuf = 512
 
 // Append returns query with the comment for tags appended, as Format writes
 // it, after the statement and before a trailing ';' and trailing white
@@ -72,13 +81,34 @@ func Append(query string, tags map[string]string) string {
 // splice inserts " /*…*/" for the sorted pairs ps at byte at of query, in one
 // allocation.
 func splice(query string, at int, ps []pair) string {
-	var b strings.Builder
-	b.Grow(len(query) + 1 + commentLen(ps))
-	b.WriteString(query[:at])
-	b.WriteByte(' ')
-	writeComment(&b, ps)
-	b.WriteString(query[at:])
-	return b.String()
+	var b []byte
+	if maxCommentLen(ps) <= stackBuf {
+		var tmp [stackBuf]byte
+		n := render(tmp[:], ps)
+		b = make([]byte, len(query)+1+n)
+		copy(b[at+1:], tmp[:n])
+		b[at] = ' '
+		copy(b, query[:at])
+		copy(b[at+1+n:], query[at:])
+	} else {
+		n := commentLen(ps)
+		b = make([]byte, len(query)+1+n)
+		render(b[at+1:at+1+n], ps)
+		b[at] = ' '
+		copy(b, query[:at])
+		copy(b[at+1+n:], query[at:])
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+// maxCommentLen bounds commentLen(ps) without reading the values: each
+// byte encodes to at most 3.
+func maxCommentLen(ps []pair) int {
+	n := 4 + len(ps)
+	for _, p := range ps {
+		n += 3*len(p.k) + 3 + 3*len(p.v)
+	}
+	return n
 }
 
 func sortPairs(ps []pair) {
@@ -109,21 +139,25 @@ func commentLen(ps []pair) int {
 // pairLen is the encoded length of k='v'.
 func pairLen(p pair) int { return encodedLen(p.k) + 3 + encodedLen(p.v) }
 
-func writeComment(b *strings.Builder, ps []pair) {
-	if len(ps) == 0 {
-		return
-	}
-	b.WriteString("/*")
-	for i, p := range ps {
-		if i > 0 {
-			b.WriteByte(',')
+// render writes the comment for ps at the start of b, which holds at least
+// commentLen(ps) bytes, and returns its length. It writes bytes by index
+// into a buffer the caller sized: no appends, no growth.
+func render(b []byte, ps []pair) int {
+	b[0], b[1] = '/', '*'
+	i := 2
+	for j, p := range ps {
+		if j > 0 {
+			b[i] = ','
+			i++
 		}
-		writeEncoded(b, p.k)
-		b.WriteString("='")
-		writeEncoded(b, p.v)
-		b.WriteByte('\'')
+		i = encodeInto(b, i, p.k)
+		b[i], b[i+1] = '=', '\''
+		i = encodeInto(b, i+2, p.v)
+		b[i] = '\''
+		i++
 	}
-	b.WriteString("*/")
+	b[i], b[i+1] = '*', '/'
+	return i + 2
 }
 
 // unreserved marks the bytes encodeURIComponent leaves alone:
@@ -144,43 +178,61 @@ var unreserved = func() (t [256]bool) {
 	return t
 }()
 
+// plain marks the bytes written as they are: unreserved, less the quote.
+var plain = func() [256]bool {
+	t := unreserved
+	t['\''] = false
+	return t
+}()
+
 // encodedLen is the length of s once percent-encoded and with ' escaped.
 func encodedLen(s string) int {
 	n := len(s)
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '\'':
+	for {
+		k := plainRun(s)
+		if k == len(s) {
+			return n
+		}
+		if s[k] == '\'' {
 			n++ // \'
-		case !unreserved[c]:
+		} else {
 			n += 2 // %XX
 		}
+		s = s[k+1:]
 	}
-	return n
 }
 
 const hexDigits = "0123456789ABCDEF"
 
-// writeEncoded percent-encodes every byte of s outside the unreserved set,
-// byte by byte (so invalid UTF-8 survives the round trip), and escapes '.
-func writeEncoded(b *strings.Builder, s string) {
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if unreserved[c] && c != '\'' {
-			continue
+// encodeInto writes s at b[i:], percent-encoding every byte outside the
+// unreserved set (byte by byte, so invalid UTF-8 survives the round trip)
+// and escaping ' as \', and returns the index past it.
+func encodeInto(b []byte, i int, s string) int {
+	for {
+		k := plainRun(s)
+		i += copy(b[i:], s[:k])
+		if k == len(s) {
+			return i
 		}
-		b.WriteString(s[start:i])
-		if c == '\'' {
-			b.WriteString(`\'`)
+		if c := s[k]; c == '\'' {
+			b[i], b[i+1] = '\\', '\''
+			i += 2
 		} else {
-			b.WriteByte('%')
-			b.WriteByte(hexDigits[c>>4])
-			b.WriteByte(hexDigits[c&15])
+			b[i], b[i+1], b[i+2] = '%', hexDigits[c>>4], hexDigits[c&15]
+			i += 3
 		}
-		start = i + 1
+		s = s[k+1:]
 	}
-	b.WriteString(s[start:])
+}
+
+// plainRun returns the length of the prefix of s written as it is.
+func plainRun(s string) int {
+	for i := 0; i < len(s); i++ {
+		if !plain[s[i]] {
+			return i
+		}
+	}
+	return len(s)
 }
 
 // insertAt returns where the comment goes in query: before the trailing run

@@ -83,9 +83,10 @@ func WithKey() Option { return func(c *config) { c.key = true } }
 func WithTraceContext() Option { return func(c *config) { c.trace = true } }
 
 // WithMaxLen caps the comment at n bytes, "/*" and "*/" included (default
-// DefaultMaxLen). Tags are dropped from the lowest priority up until the
-// comment fits: key, tracestate, traceparent, WithTag tags, db_driver,
-// application, tier, route, tenant. Drops are counted (Commenter.Dropped,
+// DefaultMaxLen). Tags are kept in priority order while they fit (tenant,
+// route, tier, application, db_driver, WithTag tags, traceparent,
+// tracestate, key), so the lowest-priority tags go first and one oversized
+// value costs only itself. Drops are counted (Commenter.Dropped,
 // and qtop_sqlcomment_dropped_tags_total with WithRegisterer). Values below
 // 64 are raised to 64.
 func WithMaxLen(n int) Option { return func(c *config) { c.maxLen = n } }

@@ -46,20 +46,20 @@ func TestParse(t *testing.T) {
 
 func TestParseMalformed(t *testing.T) {
 	for _, q := range []string{
-		"SELECT 1 /*tenant='acme'",   // not closed (pg_stat_activity truncates long texts)
-		"SELECT 1 /*tenant='acme*/",  // quote not closed
-		"SELECT 1 /*tenant*/",        // no =
-		"SELECT 1 /*a='1',b*/",       // no = in the second pair
-		"SELECT 1 /*='1'*/",          // empty key
-		"SELECT 1 /*a='%G1'*/",       // bad escape
-		"SELECT 1 /*a='%4'*/",        // truncated escape
-		"SELECT 1 /*a%='1'*/",        // bad escape in key
-		"SELECT 1 /*a='1' b='2'*/",   // missing comma
-		"SELECT 1 /*a='1',a='2'*/",   // duplicate
-		"SELECT 1 /*a='1',*/",        // trailing comma
-		`SELECT 1 /*a='\*/`,          // lone backslash then unclosed
-		"SELECT 1 /* hint */",        // a plain comment
-		"SELECT 1 /*a=%zz*/",         // bad escape unquoted
+		"SELECT 1 /*tenant='acme'",    // not closed (pg_stat_activity truncates long texts)
+		"SELECT 1 /*tenant='acme*/",   // quote not closed
+		"SELECT 1 /*tenant*/",         // no =
+		"SELECT 1 /*a='1',b*/",        // no = in the second pair
+		"SELECT 1 /*='1'*/",           // empty key
+		"SELECT 1 /*a='%G1'*/",        // bad escape
+		"SELECT 1 /*a='%4'*/",         // truncated escape
+		"SELECT 1 /*a%='1'*/",         // bad escape in key
+		"SELECT 1 /*a='1' b='2'*/",    // missing comma
+		"SELECT 1 /*a='1',a='2'*/",    // duplicate
+		"SELECT 1 /*a='1',*/",         // trailing comma
+		`SELECT 1 /*a='\*/`,           // lone backslash then unclosed
+		"SELECT 1 /* hint */",         // a plain comment
+		"SELECT 1 /*a=%zz*/",          // bad escape unquoted
 		"SELECT 1 /* /* nested */ */", // nested, not tags
 	} {
 		got, err := Parse(q)

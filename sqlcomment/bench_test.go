@@ -1,0 +1,141 @@
+package sqlcomment
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"io"
+	"testing"
+
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+var sixTags = map[string]string{
+	"application": "billing-api",
+	"db_driver":   "pgx/v5",
+	"route":       "GET /v1/reports/{id}",
+	"tenant":      "acme-corp",
+	"tier":        "T2",
+	"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+}
+
+var sink string
+
+func BenchmarkFormat6(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		sink = Format(sixTags)
+	}
+}
+
+func BenchmarkAppend6(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		sink = Append("SELECT id, total FROM invoices WHERE customer_id = $1", sixTags)
+	}
+}
+
+func BenchmarkParse6(b *testing.B) {
+	q := Append("SELECT id, total FROM invoices WHERE customer_id = $1", sixTags)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse(q); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkCommenter(b *testing.B) {
+	c := NewCommenter(WithApplication("billing-api"), WithDBDriver("pgx/v5"))
+	ctx := tenant.With(context.Background(), tenant.Tags{Tenant: "acme-corp", Route: "GET /v1/reports/{id}", Tier: tenant.T2})
+	b.ReportAllocs()
+	for b.Loop() {
+		sink = c.Comment(ctx, "SELECT id, total FROM invoices WHERE customer_id = $1", false).Query
+	}
+}
+
+// noop is a driver that does nothing, to measure the wrapper's own cost.
+type noopDriver struct{}
+type noopConn struct{}
+type noopRows struct{ n int }
+
+func (noopDriver) Open(string) (driver.Conn, error)       { return noopConn{}, nil }
+func (noopConn) Prepare(string) (driver.Stmt, error)      { return nil, driver.ErrSkip }
+func (noopConn) Close() error                             { return nil }
+func (noopConn) Begin() (driver.Tx, error)                { return nil, driver.ErrSkip }
+func (noopConn) CheckNamedValue(*driver.NamedValue) error { return nil }
+func (*noopRows) Columns() []string                       { return []string{"x"} }
+func (*noopRows) Close() error                            { return nil }
+func (r *noopRows) Next(dest []driver.Value) error {
+	if r.n == 0 {
+		return io.EOF
+	}
+	r.n--
+	dest[0] = int64(1)
+	return nil
+}
+func (noopConn) ExecContext(context.Context, string, []driver.NamedValue) (driver.Result, error) {
+	return driver.RowsAffected(1), nil
+}
+func (noopConn) QueryContext(context.Context, string, []driver.NamedValue) (driver.Rows, error) {
+	return &noopRows{n: 1}, nil
+}
+
+type noopConnector struct{}
+
+func (noopConnector) Connect(context.Context) (driver.Conn, error) { return noopConn{}, nil }
+func (noopConnector) Driver() driver.Driver                        { return noopDriver{} }
+
+// benchDB runs the wrapper overhead benchmarks: raw is the driver alone,
+// tagged the wrapper with a tenant, a route, a tier and two static tags.
+func benchDB(b *testing.B, wrap bool, opts ...Option) (*sql.DB, context.Context) {
+	var c driver.Connector = noopConnector{}
+	ctx := context.Background()
+	if wrap {
+		c = WrapConnector(c, append([]Option{WithApplication("billing-api"), WithDBDriver("pgx/v5")}, opts...)...)
+		ctx = tenant.With(ctx, tenant.Tags{Tenant: "acme-corp", Route: "GET /v1/reports/{id}", Tier: tenant.T2})
+	}
+	db := sql.OpenDB(c)
+	db.SetMaxIdleConns(2)
+	b.Cleanup(func() { db.Close() })
+	return db, ctx
+}
+
+func benchExec(b *testing.B, db *sql.DB, ctx context.Context) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := db.ExecContext(ctx, "UPDATE invoices SET paid = true WHERE id = $1", 7); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func benchQuery(b *testing.B, db *sql.DB, ctx context.Context) {
+	b.ReportAllocs()
+	var x int64
+	for b.Loop() {
+		rows, err := db.QueryContext(ctx, "SELECT total FROM invoices WHERE id = $1", 7)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for rows.Next() {
+			rows.Scan(&x)
+		}
+		rows.Close()
+	}
+}
+
+func BenchmarkExecRaw(b *testing.B)     { db, ctx := benchDB(b, false); benchExec(b, db, ctx) }
+func BenchmarkExecTagged(b *testing.B)  { db, ctx := benchDB(b, true); benchExec(b, db, ctx) }
+func BenchmarkQueryRaw(b *testing.B)    { db, ctx := benchDB(b, false); benchQuery(b, db, ctx) }
+func BenchmarkQueryTagged(b *testing.B) { db, ctx := benchDB(b, true); benchQuery(b, db, ctx) }
+
+func BenchmarkExecTaggedObserved(b *testing.B) {
+	db, ctx := benchDB(b, true, WithObserver(func(context.Context, Event) {}))
+	benchExec(b, db, ctx)
+}
+
+func BenchmarkQueryTaggedObserved(b *testing.B) {
+	db, ctx := benchDB(b, true, WithObserver(func(context.Context, Event) {}))
+	benchQuery(b, db, ctx)
+}
