@@ -467,3 +467,56 @@ func FuzzDecodeBatch(f *testing.F) {
 		}
 	})
 }
+
+// TestSpoolConcurrentWriters: writers race each other, the background
+// replay and a store that goes down and up; every row arrives once.
+func TestSpoolConcurrentWriters(t *testing.T) {
+	f := newFixture(t, t.TempDir(), WithRetry(time.Millisecond, 5*time.Millisecond), func(c *spoolConfig) { c.manual = false })
+	ctx := context.Background()
+	stop := make(chan struct{})
+	var flip sync.WaitGroup
+	flip.Add(1)
+	go func() {
+		defer flip.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				f.mem.down.Store(false)
+				return
+			case <-time.After(time.Millisecond):
+				f.mem.down.Store(i%3 == 0)
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				if err := f.sp.WriteRollups(ctx, batchOf(fmt.Sprintf("w%d-%02d", w, i), 3)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	flip.Wait()
+	if err := f.sp.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := f.mem.counts()
+	if len(got) != 200 {
+		t.Fatalf("%d tenants stored, want 200", len(got))
+	}
+	for name, c := range got {
+		if c != 3 {
+			t.Fatalf("tenant %s has count %d, want 3", name, c)
+		}
+	}
+	if err := f.sp.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -3,12 +3,16 @@ package chstore
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 
 	"github.com/qtop-dev/qtop/ingest/store"
@@ -88,4 +92,23 @@ func TestConformance(t *testing.T) {
 		s, _, _ := openTest(t)
 		return s
 	})
+}
+
+func TestMetricsAndRetentionWarning(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	var logs strings.Builder
+	s, _, _ := openTest(t, WithRegisterer(reg), WithRetention(30*24*time.Hour),
+		WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	if !FeaturesOf(s.Schema().Version).TTL && !strings.Contains(logs.String(), "no TTL") {
+		t.Errorf("retention on a server without TTL was not warned about:\n%s", logs.String())
+	}
+	if err := s.WriteRollups(context.Background(), []store.Rollup{storetest.Row(0, "w", "a", "/", 1), storetest.Row(1, "w", "a", "/", 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(s.rowsWritten.WithLabelValues(TableRollups)); got != 2 {
+		t.Fatalf("rows written = %v, want 2", got)
+	}
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Fatal(problems, err)
+	}
 }
