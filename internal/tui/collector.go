@@ -1,0 +1,200 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync"
+
+	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/policy"
+)
+
+// startHint says how to get a collector when none answers.
+const startHint = "start one with `qtop demo` (a demo collector in this process) or `collector serve --demo`, or point --collector at yours"
+
+// Collector follows a collector's live stream (GET /v1/live/stream) and
+// posts throttles to its policy (POST /v1/policy).
+type Collector struct {
+	base  string
+	token string
+	user  string
+	opts  []live.ClientOption
+
+	mu     sync.Mutex
+	st     *stream
+	closed bool
+	wg     sync.WaitGroup
+}
+
+var _ Source = (*Collector)(nil)
+
+// stream is one connection to the live stream, for one query.
+type stream struct {
+	q      Query
+	snaps  chan live.Snapshot // the latest snapshot, if not yet taken
+	errc   chan error         // the connection's end
+	cancel context.CancelFunc
+}
+
+// NewCollector returns a source that reads the collector at base
+// (http://host:port or host:port); token is the bearer token of policy
+// changes (the collector's --token, needed only to throttle).
+func NewCollector(base, token string, opts ...live.ClientOption) (*Collector, error) {
+	if _, err := live.NewClient(base, opts...); err != nil {
+		return nil, fmt.Errorf("%w: --collector: %w", ErrInput, err)
+	}
+	return &Collector{base: base, token: token, opts: opts}, nil
+}
+
+func (c *Collector) client(q Query) *live.Client {
+	opts := append([]live.ClientOption{live.WithMeasure(q.Measure), live.WithTop(q.Top)}, c.opts...)
+	cl, _ := live.NewClient(c.base, opts...) // checked by NewCollector
+	return cl
+}
+
+// Describe names the collector.
+func (c *Collector) Describe() string { return "collector " + c.url() }
+
+func (c *Collector) url() string {
+	if !strings.Contains(c.base, "://") {
+		return "http://" + c.base
+	}
+	return c.base
+}
+
+// Features: a collector takes throttles; it cannot signal backends.
+func (c *Collector) Features() Features { return Features{Throttle: true} }
+
+// Next returns the next snapshot of the stream, connecting (again) when
+// needed; a query unlike the stream's reconnects with it.
+func (c *Collector) Next(ctx context.Context, q Query) (live.Snapshot, error) {
+	st, err := c.stream(q)
+	if err != nil {
+		return live.Snapshot{}, err
+	}
+	select {
+	case s := <-st.snaps:
+		return s, nil
+	case err := <-st.errc:
+		c.drop(st)
+		return live.Snapshot{}, c.explain(err)
+	case <-ctx.Done():
+		return live.Snapshot{}, ctx.Err()
+	}
+}
+
+// explain turns a connection error into one that says what to do.
+func (c *Collector) explain(err error) error {
+	switch {
+	case errors.Is(err, ErrClosed):
+		return err
+	case errors.Is(err, live.ErrStatus), errors.Is(err, live.ErrProtocol), errors.Is(err, live.ErrUnauthorized):
+		return fmt.Errorf("collector %s: %w", c.url(), err)
+	}
+	var op *net.OpError
+	if errors.As(err, &op) {
+		return fmt.Errorf("%w: no collector answers at %s (%v); %s", ErrUnreachable, c.url(), op.Err, startHint)
+	}
+	return fmt.Errorf("%w: %s: %v; %s", ErrUnreachable, c.url(), err, startHint)
+}
+
+// stream returns the running stream for q, starting one if there is none
+// or it was for another query.
+func (c *Collector) stream(q Query) (*stream, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if c.st != nil && c.st.q == q {
+		return c.st, nil
+	}
+	if c.st != nil {
+		c.st.cancel()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	st := &stream{q: q, snaps: make(chan live.Snapshot, 1), errc: make(chan error, 1), cancel: cancel}
+	c.st = st
+	cl := c.client(q)
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		err := cl.Stream(ctx, func(s live.Snapshot) {
+			select { // keep only the latest: a slow UI skips snapshots, never lags
+			case <-st.snaps:
+			default:
+			}
+			st.snaps <- s
+		})
+		if ctx.Err() != nil {
+			err = ErrClosed
+		}
+		st.errc <- err
+	}()
+	return st, nil
+}
+
+func (c *Collector) drop(st *stream) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st.cancel()
+	if c.st == st {
+		c.st = nil
+	}
+}
+
+// Throttle posts rule to the collector's policy.
+func (c *Collector) Throttle(ctx context.Context, rule policy.Rule) error {
+	if c.isClosed() {
+		return ErrClosed
+	}
+	cl := c.client(Query{})
+	if _, err := cl.PostPolicy(ctx, rule, c.token); err != nil {
+		if errors.Is(err, live.ErrUnauthorized) {
+			return fmt.Errorf("%w; pass the collector's token with --token or QTOP_TOKEN (collector serve logs a generated one at start)", err)
+		}
+		return c.explain(err)
+	}
+	return nil
+}
+
+// Cancel is not supported: a collector does not signal backends.
+func (c *Collector) Cancel(context.Context, int32) error {
+	return fmt.Errorf("%w: cancelling a backend needs qtop --postgres DSN", ErrUnsupported)
+}
+
+// Terminate is not supported: a collector does not signal backends.
+func (c *Collector) Terminate(context.Context, int32) error {
+	return fmt.Errorf("%w: terminating a backend needs qtop --postgres DSN", ErrUnsupported)
+}
+
+// Once returns one snapshot (GET /v1/live), for --once.
+func (c *Collector) Once(ctx context.Context, q Query) (live.Snapshot, error) {
+	s, err := c.client(q).Get(ctx)
+	if err != nil {
+		return live.Snapshot{}, c.explain(err)
+	}
+	return s, nil
+}
+
+func (c *Collector) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
+// Close ends the stream and waits for its goroutine.
+func (c *Collector) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	if c.st != nil {
+		c.st.cancel()
+		c.st = nil
+	}
+	c.mu.Unlock()
+	c.wg.Wait()
+	return nil
+}

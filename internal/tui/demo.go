@@ -1,0 +1,219 @@
+package tui
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/qtop-dev/qtop/internal/collector"
+	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/policy"
+)
+
+// DemoStoreFile is the DuckDB file of the demo, inside its data folder.
+const DemoStoreFile = "qtop.duckdb"
+
+// Demo runs a collector in this process, on the embedded DuckDB store,
+// with its synthetic fleet (dozens of tenants; a few seconds in, the
+// catalog import of collector.DemoImportTenant starts hurting everyone),
+// and reads it without HTTP.
+type Demo struct {
+	srv  *collector.Server
+	dir  string
+	temp bool
+	now  func() time.Time
+
+	mu     sync.Mutex
+	last   int64 // the second of the last snapshot handed out
+	closed bool
+	done   chan struct{}
+}
+
+var _ Source = (*Demo)(nil)
+
+type demoConfig struct {
+	dir    string
+	listen string
+	log    *slog.Logger
+	now    func() time.Time
+}
+
+// DemoOption configures NewDemo.
+type DemoOption func(*demoConfig)
+
+// WithDemoDir keeps the demo's data (its DuckDB file, write-ahead log and
+// policy) in dir instead of a temporary folder removed at Close.
+func WithDemoDir(dir string) DemoOption { return func(c *demoConfig) { c.dir = dir } }
+
+// WithDemoListen also serves the collector's HTTP API on addr, so that
+// another `qtop --collector` or the ingest reporter of an app can join.
+func WithDemoListen(addr string) DemoOption { return func(c *demoConfig) { c.listen = addr } }
+
+// WithDemoLogger sets the demo collector's logger (default: discard, as
+// log lines would tear the screen).
+func WithDemoLogger(l *slog.Logger) DemoOption { return func(c *demoConfig) { c.log = l } }
+
+// WithDemoClock sets the demo's clock (default time.Now).
+func WithDemoClock(now func() time.Time) DemoOption { return func(c *demoConfig) { c.now = now } }
+
+// NewDemo starts the demo collector; its fleet reports from the next
+// second on. Close stops it and removes its temporary folder.
+func NewDemo(ctx context.Context, opts ...DemoOption) (*Demo, error) {
+	cfg := demoConfig{log: slog.New(slog.DiscardHandler), now: time.Now}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	d := &Demo{dir: cfg.dir, now: cfg.now, done: make(chan struct{})}
+	if d.dir == "" {
+		dir, err := os.MkdirTemp("", "qtop-demo-")
+		if err != nil {
+			return nil, fmt.Errorf("tui: demo: %w", err)
+		}
+		d.dir, d.temp = dir, true
+	} else if err := os.MkdirAll(d.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("tui: demo: %w", err)
+	}
+	ccfg := collector.Config{
+		Demo: true, DataDir: d.dir, Store: "duckdb://" + filepath.Join(d.dir, DemoStoreFile),
+		Writer: "qtop-demo", Logger: cfg.log, Now: cfg.now,
+	}
+	if cfg.listen != "" {
+		ccfg.Listen = cfg.listen
+	}
+	srv, err := collector.New(ccfg)
+	if err != nil {
+		d.cleanup()
+		return nil, fmt.Errorf("tui: demo: %w", err)
+	}
+	d.srv = srv
+	if cfg.listen != "" {
+		err = srv.Start(ctx)
+	} else {
+		srv.Run(ctx)
+	}
+	if err != nil {
+		srv.Shutdown(context.Background())
+		d.cleanup()
+		return nil, fmt.Errorf("tui: demo: %w", err)
+	}
+	return d, nil
+}
+
+func (d *Demo) cleanup() {
+	if d.temp {
+		os.RemoveAll(d.dir)
+	}
+}
+
+// Dir returns the folder of the demo's data.
+func (d *Demo) Dir() string { return d.dir }
+
+// Addr returns the address the demo's HTTP API listens on ("" without
+// WithDemoListen).
+func (d *Demo) Addr() string { return d.srv.Addr() }
+
+// Token returns the demo collector's policy token.
+func (d *Demo) Token() string { return d.srv.Token() }
+
+// Describe names the demo.
+func (d *Demo) Describe() string {
+	if a := d.srv.Addr(); a != "" {
+		return "demo (collector on http://" + a + ")"
+	}
+	return "demo"
+}
+
+// Features: the demo takes throttles.
+func (d *Demo) Features() Features { return Features{Throttle: true} }
+
+// Next returns the snapshot of the next second (the current one at once on
+// the first call).
+func (d *Demo) Next(ctx context.Context, q Query) (live.Snapshot, error) {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return live.Snapshot{}, ErrClosed
+	}
+	last := d.last
+	d.mu.Unlock()
+	now := d.now()
+	if last != 0 && now.Unix() <= last {
+		next := time.Unix(last+1, 0)
+		t := time.NewTimer(next.Sub(now) + 5*time.Millisecond)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return live.Snapshot{}, ctx.Err()
+		case <-d.done:
+			return live.Snapshot{}, ErrClosed
+		case <-t.C:
+		}
+		now = d.now()
+	}
+	if q.Measure == "" {
+		q.Measure = live.MeasureRU
+	}
+	if q.Top <= 0 {
+		q.Top = DefaultTop
+	}
+	s := d.srv.Snapshot(now, q.Measure, min(q.Top, 1000))
+	d.mu.Lock()
+	d.last = now.Unix()
+	d.mu.Unlock()
+	return s, nil
+}
+
+// WaitData returns the first snapshot with tenants in it, for --once; the
+// demo fleet reports within a few seconds of the start.
+func (d *Demo) WaitData(ctx context.Context, q Query) (live.Snapshot, error) {
+	for {
+		s, err := d.Next(ctx, q)
+		if err != nil {
+			return s, err
+		}
+		if len(s.Tenants) > 0 && len(s.Services) > 0 {
+			return s, nil
+		}
+	}
+}
+
+// Throttle adds rule to the demo collector's policy.
+func (d *Demo) Throttle(ctx context.Context, rule policy.Rule) error {
+	who := "qtop demo"
+	if _, err := d.srv.SetRule(ctx, rule, who); err != nil {
+		return fmt.Errorf("tui: throttle: %w", err)
+	}
+	return nil
+}
+
+// Cancel is not supported: the demo has no PostgreSQL.
+func (d *Demo) Cancel(context.Context, int32) error {
+	return fmt.Errorf("%w: the demo has no PostgreSQL backends; run qtop --postgres DSN", ErrUnsupported)
+}
+
+// Terminate is not supported: the demo has no PostgreSQL.
+func (d *Demo) Terminate(context.Context, int32) error {
+	return fmt.Errorf("%w: the demo has no PostgreSQL backends; run qtop --postgres DSN", ErrUnsupported)
+}
+
+// Close stops the demo collector (writing its open minutes to the store)
+// and removes its temporary folder.
+func (d *Demo) Close() error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return nil
+	}
+	d.closed = true
+	close(d.done)
+	d.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := d.srv.Shutdown(ctx)
+	d.cleanup()
+	return err
+}

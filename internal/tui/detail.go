@@ -1,0 +1,153 @@
+package tui
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/qtop-dev/qtop/internal/live"
+)
+
+// detailView is the drill-in of one tenant: its numbers, its history
+// sparkline and waits, its routes, its hot keys and its statements.
+type detailView struct {
+	tenant  string
+	row     *live.TenantRow // nil when the tenant has no load in the window
+	measure string
+	keys    []live.HotKeyRow
+	stmts   []*live.StatementRow
+	scroll  int
+}
+
+func (v *detailView) open(name string, s *live.Snapshot) {
+	v.tenant, v.scroll = name, 0
+	v.set(s)
+}
+
+// set takes the tenant's parts of a new snapshot.
+func (v *detailView) set(s *live.Snapshot) {
+	v.row, v.keys, v.stmts = nil, v.keys[:0], v.stmts[:0]
+	if s == nil {
+		return
+	}
+	v.measure = s.Measure
+	for i := range s.Tenants {
+		if s.Tenants[i].Tenant == v.tenant {
+			r := s.Tenants[i]
+			v.row = &r
+			break
+		}
+	}
+	for _, k := range s.HotKeys {
+		if k.Tenant == v.tenant {
+			v.keys = append(v.keys, k)
+		}
+	}
+	for i := range s.Statements {
+		if s.Statements[i].Tenant == v.tenant {
+			v.stmts = append(v.stmts, &s.Statements[i])
+		}
+	}
+}
+
+func (v *detailView) update(c *common, msg keyMsg, page int) {
+	switch {
+	case matches(msg, c.keys.Up):
+		v.scroll = max(v.scroll-1, 0)
+	case matches(msg, c.keys.Down):
+		v.scroll++
+	case matches(msg, c.keys.PageUp):
+		v.scroll = max(v.scroll-page, 0)
+	case matches(msg, c.keys.PageDown):
+		v.scroll += page
+	case matches(msg, c.keys.Home):
+		v.scroll = 0
+	}
+}
+
+func (v *detailView) view(c *common, h int) string {
+	var lines []string
+	add := func(s ...string) { lines = append(lines, s...) }
+	title := c.st.title.Render(clip("Tenant "+clean(v.tenant), c.width))
+	if v.row == nil {
+		add(title, c.st.dim.Render(clip("no load in the window (or beyond the top tenants the source sends)", c.width)))
+		return strings.Join(lines, "\n")
+	}
+	r := v.row
+	head := "Tenant " + clean(r.Tenant)
+	if r.Tier != "" {
+		head += " (" + r.Tier + ")"
+	}
+	if r.Throttled {
+		head += "  THROTTLED"
+	}
+	add(c.st.title.Render(clip(head, c.width)))
+	add(clip("DB load "+fmtNum(r.DBLoad)+" AAS · "+fmtNum(r.RUPerSec)+" RU/s · "+fmtNum(r.ReqPerSec)+" req/s · p95 "+
+		fmtSeconds(r.P95Seconds)+" · "+fmtNum(r.ErrPerSec)+" err/s · "+fmtShare(r.Share)+" of the total", c.width))
+	what := "RU/s"
+	if v.measure == live.MeasureDB {
+		what = "DB load"
+	}
+	top := 0.0
+	for _, x := range r.History {
+		top = max(top, x)
+	}
+	add(c.st.dim.Render(clip(what+", last "+fmtCount(uint64(len(r.History)))+" s (peak "+fmtNum(top)+")", c.width)))
+	add(c.st.good.Render(sparkline(r.History, max(c.width-2, 1), top)))
+	if len(r.Waits) > 0 {
+		type wait struct {
+			name string
+			v    float64
+		}
+		ws := make([]wait, 0, len(r.Waits))
+		for k, x := range r.Waits {
+			ws = append(ws, wait{k, x})
+		}
+		slices.SortFunc(ws, func(a, b wait) int {
+			if a.v != b.v {
+				if a.v > b.v {
+					return -1
+				}
+				return 1
+			}
+			return strings.Compare(a.name, b.name)
+		})
+		parts := make([]string, len(ws))
+		for i, w := range ws {
+			parts[i] = clean(w.name) + " " + fmtNum(w.v)
+		}
+		add(clip("Waits (AAS): "+strings.Join(parts, " · "), c.width))
+	}
+	add("", c.st.title.Render("Routes"))
+	rw := max(min(c.width-(8*5+5), 40), 10)
+	add(c.st.header.Render(clip(fit("ROUTE", rw, false)+" "+fit("DB LOAD", 8, true)+" "+fit("RU/s", 8, true)+" "+
+		fit("REQ/s", 8, true)+" "+fit("ERR/s", 8, true)+" "+fit("P95", 8, true), c.width)))
+	for _, x := range r.Routes {
+		add(clip(fit(clean(x.Route), rw, false)+" "+fit(fmtNum(x.DBLoad), 8, true)+" "+fit(fmtNum(x.RUPerSec), 8, true)+" "+
+			fit(fmtNum(x.ReqPerSec), 8, true)+" "+fit(fmtNum(x.ErrPerSec), 8, true)+" "+fit(fmtSeconds(x.P95Seconds), 8, true), c.width))
+	}
+	if len(r.Routes) == 0 {
+		add(c.st.dim.Render("no route in the window"))
+	}
+	add("", c.st.title.Render("Hot keys"))
+	if len(v.keys) == 0 {
+		add(c.st.dim.Render("none among the hottest keys"))
+	} else {
+		kw := max(min(c.width-30, 50), 10)
+		add(c.st.header.Render(clip(fit("KEY", kw, false)+" "+fit("COUNT", 9, true)+" "+fit("± ERR", 9, true)+" "+fit("SHARE", 8, true), c.width)))
+		for _, k := range v.keys {
+			add(clip(fit(clean(k.Key), kw, false)+" "+fit(fmtCount(k.Count), 9, true)+" "+fit(fmtCount(k.Err), 9, true)+" "+fit(fmtShare(k.Share), 8, true), c.width))
+		}
+	}
+	add("", c.st.title.Render("Statements"))
+	if len(v.stmts) == 0 {
+		add(c.st.dim.Render("none running"))
+	} else {
+		add(strings.Split(statementLines(c, v.stmts, 0, len(v.stmts), -1), "\n")...)
+	}
+	v.scroll = min(v.scroll, max(len(lines)-h, 0))
+	lines = lines[v.scroll:]
+	if len(lines) > h {
+		lines = lines[:h]
+	}
+	return strings.Join(lines, "\n")
+}

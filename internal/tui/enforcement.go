@@ -1,0 +1,82 @@
+package tui
+
+import (
+	"strings"
+	"time"
+
+	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/policy"
+)
+
+// enforcementView is the Enforcement view: the active policy rules, and
+// per tier the RU price multiplier and the admitted, throttled and shed
+// counts of the window.
+type enforcementView struct {
+	enf   live.EnforcementRow
+	pol   policy.Policy
+	list  list
+	stamp time.Time // the snapshot's time, for "expires in"
+}
+
+func (v *enforcementView) set(s *live.Snapshot) {
+	v.enf, v.pol, v.stamp = s.Enforcement, s.Policy, s.Time
+	v.list.setLen(len(v.pol.Rules))
+}
+
+func (v *enforcementView) update(c *common, msg keyMsg, page int) { v.list.navigate(c.keys, msg, page) }
+
+func (v *enforcementView) view(c *common, h int) string {
+	var out strings.Builder
+	out.WriteString(c.st.header.Render(clip(fit("TIER", 5, false)+" "+fit("PRICE ×", 8, true)+" "+fit("ADMITTED", 9, true)+" "+
+		fit("THROTTLED", 9, true)+" "+fit("SHED", 8, true)+" "+fit("SHADOW THR", 10, true)+" "+fit("SHADOW SHED", 11, true), c.width)))
+	for _, t := range v.enf.Tiers {
+		if t.Tier == "" {
+			continue
+		}
+		line := clip(fit(t.Tier, 5, false)+" "+fit(fmtNum(t.PriceMultiplier), 8, true)+" "+fit(fmtCount(t.Admitted), 9, true)+" "+
+			fit(fmtCount(t.Throttled), 9, true)+" "+fit(fmtCount(t.Shed), 8, true)+" "+fit(fmtCount(t.ShadowThrottled), 10, true)+" "+
+			fit(fmtCount(t.ShadowShed), 11, true), c.width)
+		if t.PriceMultiplier > 1 || t.Shed > 0 {
+			line = c.st.warn.Render(line)
+		}
+		out.WriteString("\n" + line)
+	}
+	out.WriteString("\n\n" + c.st.title.Render(clip("Policy v"+fmtCount(v.pol.Version)+" — "+fmtCount(uint64(len(v.pol.Rules)))+" active rules", c.width)))
+	rw := max(c.width-(12+18+9+12+10+2*5), 8)
+	out.WriteString("\n" + c.st.header.Render(clip(fit("ID", 12, false)+" "+fit("TARGET", 18, false)+" "+fit("ACTION", 9, false)+" "+
+		fit("LIMIT", 12, true)+" "+fit("EXPIRES", 10, true)+" "+fit("REASON", rw, false), c.width)))
+	if len(v.pol.Rules) == 0 {
+		out.WriteString("\n" + c.st.dim.Render(clip("no active rule (t on a tenant throttles it)", c.width)))
+		return out.String()
+	}
+	from, to := v.list.window(max(h-9, 1))
+	for i := from; i < to; i++ {
+		r := &v.pol.Rules[i]
+		target := r.Tenant
+		if target == "" {
+			target = "tier " + r.Tier.String()
+		}
+		action := string(r.Action)
+		if r.Shadow {
+			action += " (shadow)"
+		}
+		limit := ""
+		switch r.Action {
+		case policy.Throttle:
+			limit = fmtNum(r.RUPerSecond) + " RU/s"
+		case policy.Price:
+			limit = "×" + fmtNum(r.Multiplier)
+		}
+		exp := "-"
+		if !v.stamp.IsZero() {
+			exp = fmtDuration(r.Expires.Sub(v.stamp).Truncate(time.Second))
+		}
+		line := clip(fit(clean(r.ID), 12, false)+" "+fit(clean(target), 18, false)+" "+fit(action, 9, false)+" "+
+			fit(limit, 12, true)+" "+fit(exp, 10, true)+" "+fit(clean(r.Reason), rw, false), c.width)
+		if i == v.list.cursor {
+			line = c.st.selected.Render(line)
+		}
+		out.WriteString("\n" + line)
+	}
+	return out.String()
+}

@@ -1,0 +1,181 @@
+package tui
+
+import (
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/charmbracelet/x/ansi"
+)
+
+// fmtNum formats a rate compactly in at most 6 columns: 0.42, 12.3, 842,
+// 12.3k, 4.5M.
+func fmtNum(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "-"
+	}
+	neg := v < 0
+	if neg {
+		v = -v
+	}
+	var s string
+	switch {
+	case v == 0:
+		s = "0"
+	case v < 10:
+		s = strconv.FormatFloat(v, 'f', 2, 64)
+	case v < 100:
+		s = strconv.FormatFloat(v, 'f', 1, 64)
+	case v < 10_000:
+		s = strconv.FormatFloat(v, 'f', 0, 64)
+	case v < 1e6:
+		s = strconv.FormatFloat(v/1e3, 'f', 1, 64) + "k"
+	case v < 1e9:
+		s = strconv.FormatFloat(v/1e6, 'f', 1, 64) + "M"
+	default:
+		s = strconv.FormatFloat(v/1e9, 'f', 1, 64) + "G"
+	}
+	if neg {
+		return "-" + s
+	}
+	return s
+}
+
+// fmtCount formats a count: 842, 12.3k, 4.5M.
+func fmtCount(n uint64) string {
+	if n < 10_000 {
+		return strconv.FormatUint(n, 10)
+	}
+	return fmtNum(float64(n))
+}
+
+// fmtSeconds formats a latency given in seconds: 850µs, 12ms, 1.25s, 3m20s.
+func fmtSeconds(s float64) string {
+	if s <= 0 || math.IsNaN(s) {
+		return "-"
+	}
+	return fmtDuration(time.Duration(s * float64(time.Second)))
+}
+
+// fmtDuration formats a duration with about three significant digits.
+func fmtDuration(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return "0s"
+	case d < time.Millisecond:
+		return strconv.FormatInt(int64(d/time.Microsecond), 10) + "µs"
+	case d < 100*time.Millisecond:
+		return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 1, 64) + "ms"
+	case d < time.Second:
+		return strconv.FormatInt(int64(d/time.Millisecond), 10) + "ms"
+	case d < time.Minute:
+		return strconv.FormatFloat(d.Seconds(), 'f', 2, 64) + "s"
+	case d < time.Hour:
+		return d.Truncate(time.Second).String()
+	}
+	return d.Truncate(time.Minute).String()
+}
+
+// fmtShare formats a 0–1 share as a percentage.
+func fmtShare(v float64) string {
+	if v <= 0 || math.IsNaN(v) {
+		return "-"
+	}
+	return strconv.FormatFloat(v*100, 'f', 1, 64) + "%"
+}
+
+// clean makes text from the wire safe to print: control characters
+// (escape sequences, newlines, tabs) become spaces, so a query or a
+// tenant name can never move the cursor or recolour the terminal.
+func clean(s string) string {
+	ok := true
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == unicode.ReplacementChar {
+			ok = false
+			break
+		}
+	}
+	if ok {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == unicode.ReplacementChar {
+			r = ' '
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// fit truncates s (already clean) to w columns with an ellipsis, and pads
+// it with spaces to exactly w columns, on the right or, with right set,
+// on the left.
+func fit(s string, w int, right bool) string {
+	if w <= 0 {
+		return ""
+	}
+	sw := ansi.StringWidth(s)
+	if sw > w {
+		s = ansi.Truncate(s, w, "…")
+		sw = ansi.StringWidth(s)
+	}
+	if sw == w {
+		return s
+	}
+	pad := strings.Repeat(" ", w-sw)
+	if right {
+		return pad + s
+	}
+	return s + pad
+}
+
+// clip cuts a rendered line to w columns (escape sequences kept intact).
+func clip(s string, w int) string {
+	if w <= 0 {
+		return ""
+	}
+	if ansi.StringWidth(s) <= w {
+		return s
+	}
+	return ansi.Truncate(s, w, "")
+}
+
+var sparks = []rune("▁▂▃▄▅▆▇█")
+
+// sparkline draws the last w values of vs, scaled from 0 to top (the
+// largest value when top ≤ 0), one column each; missing points (NaN or
+// before the series starts) are blank.
+func sparkline(vs []float64, w int, top float64) string {
+	if w <= 0 {
+		return ""
+	}
+	if len(vs) > w {
+		vs = vs[len(vs)-w:]
+	}
+	if top <= 0 {
+		for _, v := range vs {
+			top = max(top, v)
+		}
+	}
+	var b strings.Builder
+	b.Grow(w * 3)
+	for range w - len(vs) {
+		b.WriteByte(' ')
+	}
+	for _, v := range vs {
+		switch {
+		case math.IsNaN(v) || v < 0:
+			b.WriteByte(' ')
+		case top <= 0 || v == 0:
+			b.WriteRune(sparks[0])
+		default:
+			i := int(v / top * float64(len(sparks)-1))
+			b.WriteRune(sparks[min(max(i, 0), len(sparks)-1)])
+		}
+	}
+	return b.String()
+}

@@ -1,0 +1,68 @@
+package tui
+
+import (
+	"strings"
+
+	"github.com/qtop-dev/qtop/internal/live"
+)
+
+// hotKeysView is the Hot keys view: the hottest keys over the window with
+// their Space-Saving error bounds (the true count is in [count−err, count]).
+type hotKeysView struct {
+	rows   []live.HotKeyRow
+	order  []int
+	filter string
+	list   list
+}
+
+func (v *hotKeysView) setRows(rows []live.HotKeyRow) {
+	v.rows = rows
+	v.rebuild()
+}
+
+func (v *hotKeysView) setFilter(f string) {
+	v.filter = f
+	v.rebuild()
+}
+
+func (v *hotKeysView) rebuild() {
+	v.order = v.order[:0]
+	f := strings.ToLower(v.filter)
+	for i, r := range v.rows {
+		if f == "" || strings.Contains(strings.ToLower(r.Key), f) || strings.Contains(strings.ToLower(r.Tenant), f) {
+			v.order = append(v.order, i)
+		}
+	}
+	v.list.setLen(len(v.order))
+}
+
+func (v *hotKeysView) selected() *live.HotKeyRow {
+	if v.list.cursor < len(v.order) {
+		return &v.rows[v.order[v.list.cursor]]
+	}
+	return nil
+}
+
+func (v *hotKeysView) update(c *common, msg keyMsg, page int) { v.list.navigate(c.keys, msg, page) }
+
+func (v *hotKeysView) view(c *common, h int) string {
+	kw := min(max(c.width-(20+10+10+8+4), 12), 60)
+	tw := 20
+	var out strings.Builder
+	out.WriteString(c.st.header.Render(clip(fit("KEY", kw, false)+" "+fit("TENANT", tw, false)+" "+
+		fit("COUNT", 10, true)+" "+fit("± ERR", 10, true)+" "+fit("SHARE", 8, true), c.width)))
+	from, to := v.list.window(h - 1)
+	for i := from; i < to; i++ {
+		r := &v.rows[v.order[i]]
+		s := clip(fit(clean(r.Key), kw, false)+" "+fit(clean(r.Tenant), tw, false)+" "+
+			fit(fmtCount(r.Count), 10, true)+" "+fit(fmtCount(r.Err), 10, true)+" "+fit(fmtShare(r.Share), 8, true), c.width)
+		if i == v.list.cursor {
+			s = c.st.selected.Render(s)
+		}
+		out.WriteString("\n" + s)
+	}
+	if len(v.order) == 0 {
+		out.WriteString("\n" + c.st.dim.Render("no keyed work in the window (processes report keys with tenant.Tags.Key)"))
+	}
+	return out.String()
+}

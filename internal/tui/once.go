@@ -1,0 +1,90 @@
+package tui
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/qtop-dev/qtop/internal/live"
+)
+
+// Formats of Print.
+const (
+	FormatJSON  = "json"
+	FormatTable = "table"
+)
+
+// Print writes one snapshot for an incident note or a script: the
+// collector's JSON (FormatJSON), or plain tables (FormatTable).
+func Print(w io.Writer, s live.Snapshot, format string) error {
+	switch format {
+	case FormatJSON:
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(s)
+	case FormatTable:
+		return printTable(w, &s)
+	}
+	return fmt.Errorf("%w: format %q: want json or table", ErrInput, format)
+}
+
+func printTable(w io.Writer, s *live.Snapshot) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "qtop %s · source %s · window %s · %d tenants with load, ordered by %s\n\n",
+		s.Time.UTC().Format(time.RFC3339), s.Source, s.Window, s.TenantsSeen, s.Measure)
+	fmt.Fprintln(tw, "TENANT\tTIER\tDB LOAD\tRU/s\tREQ/s\tP95\tERR/s\tSHARE\tTHROTTLED\t")
+	for _, r := range s.Tenants {
+		th := ""
+		if r.Throttled {
+			th = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", clean(r.Tenant), r.Tier, fmtNum(r.DBLoad), fmtNum(r.RUPerSec),
+			fmtNum(r.ReqPerSec), fmtSeconds(r.P95Seconds), fmtNum(r.ErrPerSec), fmtShare(r.Share), th)
+	}
+	if len(s.HotKeys) > 0 {
+		fmt.Fprintln(tw, "\nKEY\tTENANT\tCOUNT\t± ERR\tSHARE\t")
+		for _, k := range s.HotKeys {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t\n", clean(k.Key), clean(k.Tenant), k.Count, k.Err, fmtShare(k.Share))
+		}
+	}
+	if len(s.Statements) > 0 {
+		fmt.Fprintln(tw, "\nPID\tTENANT\tROUTE\tDURATION\tSTATE\tWAIT\tQUERY\t")
+		for _, r := range s.Statements {
+			q := clean(r.Query)
+			if len(q) > 80 {
+				q = q[:77] + "..."
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.PID, clean(r.Tenant), clean(r.Route), fmtDuration(r.Duration),
+				clean(r.State), clean(r.WaitEventType+":"+r.WaitEvent), q)
+		}
+	}
+	if len(s.Services) > 0 {
+		fmt.Fprintln(tw, "\nSERVICE\tRATIO\tDEGRADED\tSHEDDING\tREQ/s\tP95\tPROCESSES\t")
+		for _, r := range s.Services {
+			fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\t%s\t%d\t\n", clean(r.Service), fmtRatio(r.Ratio), r.Degraded, shedName(r.ShedLevel),
+				fmtNum(r.ReqPerSec), fmtSeconds(r.P95Seconds), r.Processes)
+		}
+	}
+	if len(s.Policy.Rules) > 0 {
+		fmt.Fprintln(tw, "\nRULE\tTARGET\tACTION\tLIMIT\tEXPIRES\tREASON\t")
+		for _, r := range s.Policy.Rules {
+			target := r.Tenant
+			if target == "" {
+				target = "tier " + r.Tier.String()
+			}
+			limit := strconv.FormatFloat(r.RUPerSecond, 'f', -1, 64) + " RU/s"
+			if r.Action == "price" {
+				limit = "×" + strconv.FormatFloat(r.Multiplier, 'f', -1, 64)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", clean(r.ID), clean(target), r.Action, limit,
+				r.Expires.UTC().Format(time.RFC3339), clean(r.Reason))
+		}
+	}
+	if e := s.Collector.SamplerError; e != "" {
+		fmt.Fprintf(tw, "\nsampler: %s\n", clean(e))
+	}
+	return tw.Flush()
+}

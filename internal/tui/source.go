@@ -1,0 +1,49 @@
+package tui
+
+import (
+	"context"
+
+	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/policy"
+)
+
+// Query is what the UI asks of a source: the measure that orders the
+// tenants (live.MeasureRU …) and how many come before the "other" row.
+type Query struct {
+	Measure string
+	Top     int
+}
+
+// DefaultTop is how many tenants a source sends before "other" unless
+// told otherwise.
+const DefaultTop = 100
+
+// Features tells which actions a source supports.
+type Features struct {
+	// Throttle: the source can add a policy rule (a collector, the demo).
+	Throttle bool
+	// Signal: the source can cancel or terminate a PostgreSQL backend.
+	Signal bool
+}
+
+// Source hands the UI its snapshots and carries out its actions. The UI
+// calls every method inside a tea.Cmd, one Next at a time.
+//
+// Lifecycle: Next blocks until the next snapshot (about one a second; the
+// first one comes at once when the source has it) or until ctx ends. An
+// error from Next is not final: the UI shows it and calls Next again
+// later, and the source reconnects. Close releases everything; calls after
+// Close return ErrClosed.
+type Source interface {
+	Next(ctx context.Context, q Query) (live.Snapshot, error)
+	// Throttle posts rule (policy.Throttle) to the collector.
+	Throttle(ctx context.Context, rule policy.Rule) error
+	// Cancel and Terminate signal a PostgreSQL backend.
+	Cancel(ctx context.Context, pid int32) error
+	Terminate(ctx context.Context, pid int32) error
+	Features() Features
+	// Describe names the source for the title bar, e.g.
+	// "collector http://127.0.0.1:7070".
+	Describe() string
+	Close() error
+}

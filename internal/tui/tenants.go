@@ -1,0 +1,296 @@
+package tui
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+
+	"github.com/qtop-dev/qtop/internal/live"
+)
+
+// column is a column of the Tenants view, each one a sort order.
+type column int
+
+const (
+	colTenant column = iota
+	colTier
+	colDB
+	colRU
+	colReq
+	colP95
+	colErr
+	colShare
+	colThrottle
+	numColumns
+)
+
+var columnNames = [numColumns]string{"TENANT", "TIER", "DB LOAD", "RU/s", "REQ/s", "P95", "ERR/s", "SHARE", "THROTTLE"}
+
+// columnWidths are the widths of the columns after the tenant's, which
+// takes what is left (within tenantMin…tenantMax).
+var columnWidths = [numColumns]int{0, 4, 8, 8, 8, 8, 7, 7, 9}
+
+const (
+	tenantMin = 10
+	tenantMax = 40
+)
+
+func (c column) String() string { return columnNames[c] }
+
+// measure is the live measure the source should order tenants by when the
+// view is sorted by c, or "" when the column is not one.
+func (c column) measure() string {
+	switch c {
+	case colDB:
+		return live.MeasureDB
+	case colRU:
+		return live.MeasureRU
+	case colReq:
+		return live.MeasureReq
+	case colP95:
+		return live.MeasureP95
+	case colErr:
+		return live.MeasureErr
+	}
+	return ""
+}
+
+// tenantsView is the Tenants view: one row per tenant, the "other" row
+// last, sorted by any column, filtered by name.
+type tenantsView struct {
+	rows    []live.TenantRow // the snapshot's, "other" excluded
+	other   *live.TenantRow
+	order   []int // indices into rows, sorted and filtered
+	col     column
+	reverse bool
+	filter  string
+	list    list
+	sel     string // the selected tenant, kept across snapshots
+}
+
+func newTenantsView(col column) tenantsView { return tenantsView{col: col} }
+
+// setRows takes the tenants of a snapshot.
+func (v *tenantsView) setRows(rows []live.TenantRow) {
+	v.rows = v.rows[:0]
+	v.other = nil
+	for i := range rows {
+		if rows[i].Tenant == live.OtherTenant {
+			o := rows[i]
+			v.other = &o
+			continue
+		}
+		v.rows = append(v.rows, rows[i])
+	}
+	v.rebuild()
+}
+
+// less orders two rows by the view's column: names ascending, numbers
+// descending, ties by name; reverse flips it.
+func (v *tenantsView) compare(a, b *live.TenantRow) int {
+	var c int
+	switch v.col {
+	case colTenant:
+		c = strings.Compare(a.Tenant, b.Tenant)
+	case colTier:
+		c = cmp.Compare(tierKey(a.Tier), tierKey(b.Tier))
+	case colDB:
+		c = cmp.Compare(b.DBLoad, a.DBLoad)
+	case colRU:
+		c = cmp.Compare(b.RUPerSec, a.RUPerSec)
+	case colReq:
+		c = cmp.Compare(b.ReqPerSec, a.ReqPerSec)
+	case colP95:
+		c = cmp.Compare(b.P95Seconds, a.P95Seconds)
+	case colErr:
+		c = cmp.Compare(b.ErrPerSec, a.ErrPerSec)
+	case colShare:
+		c = cmp.Compare(b.Share, a.Share)
+	case colThrottle:
+		c = cmp.Compare(btoi(b.Throttled), btoi(a.Throttled))
+	}
+	if c == 0 && v.col != colTenant {
+		c = strings.Compare(a.Tenant, b.Tenant)
+	}
+	if v.reverse {
+		c = -c
+	}
+	return c
+}
+
+// tierKey orders tiers T0 first and unknown tiers last.
+func tierKey(t string) string {
+	if t == "" {
+		return "~"
+	}
+	return t
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// rebuild recomputes the order after new rows, a new sort or a new filter,
+// keeping the selected tenant selected.
+func (v *tenantsView) rebuild() {
+	v.order = v.order[:0]
+	f := strings.ToLower(v.filter)
+	for i := range v.rows {
+		if f == "" || strings.Contains(strings.ToLower(v.rows[i].Tenant), f) {
+			v.order = append(v.order, i)
+		}
+	}
+	slices.SortFunc(v.order, func(a, b int) int { return v.compare(&v.rows[a], &v.rows[b]) })
+	n := len(v.order)
+	if v.other != nil && f == "" {
+		n++
+	}
+	v.list.setLen(n)
+	if v.sel != "" {
+		for i, j := range v.order {
+			if v.rows[j].Tenant == v.sel {
+				v.list.cursor = i
+				return
+			}
+		}
+	}
+	v.remember()
+}
+
+// remember notes the tenant under the cursor.
+func (v *tenantsView) remember() {
+	if r := v.selected(); r != nil {
+		v.sel = r.Tenant
+	}
+}
+
+// selected returns the row under the cursor (the "other" row included),
+// or nil.
+func (v *tenantsView) selected() *live.TenantRow {
+	c := v.list.cursor
+	switch {
+	case c < len(v.order):
+		return &v.rows[v.order[c]]
+	case c == len(v.order) && v.other != nil && v.filter == "":
+		return v.other
+	}
+	return nil
+}
+
+func (v *tenantsView) sortNext() {
+	v.col = (v.col + 1) % numColumns
+	v.reverse = false
+	v.rebuild()
+}
+
+func (v *tenantsView) sortReverse() {
+	v.reverse = !v.reverse
+	v.rebuild()
+}
+
+func (v *tenantsView) setFilter(f string) {
+	v.filter = f
+	v.rebuild()
+}
+
+func (v *tenantsView) update(c *common, msg keyMsg, page int) {
+	if v.list.navigate(c.keys, msg, page) {
+		v.remember()
+	}
+}
+
+// tenantWidth is the width of the tenant column for a screen of width w.
+func tenantWidth(w int) int {
+	rest := 0
+	for _, cw := range columnWidths[1:] {
+		rest += cw + 1
+	}
+	return min(max(w-rest, tenantMin), tenantMax)
+}
+
+func (v *tenantsView) header(c *common) string {
+	tw := tenantWidth(c.width)
+	var b strings.Builder
+	for col := range numColumns {
+		name := columnNames[col]
+		if col == v.col {
+			if v.reverse == (col == colTenant || col == colTier) {
+				name += "↓"
+			} else {
+				name += "↑"
+			}
+		}
+		w := columnWidths[col]
+		if col == colTenant {
+			b.WriteString(fit(name, tw, false))
+			continue
+		}
+		b.WriteByte(' ')
+		b.WriteString(fit(name, w, col != colTier && col != colThrottle))
+	}
+	return c.st.header.Render(clip(b.String(), c.width))
+}
+
+// line renders one tenant row (plain text, no styles).
+func (v *tenantsView) line(b *strings.Builder, c *common, r *live.TenantRow) {
+	tw := tenantWidth(c.width)
+	b.WriteString(fit(clean(r.Tenant), tw, false))
+	cell := func(s string, col column, right bool) {
+		b.WriteByte(' ')
+		b.WriteString(fit(s, columnWidths[col], right))
+	}
+	cell(r.Tier, colTier, false)
+	cell(fmtNum(r.DBLoad), colDB, true)
+	cell(fmtNum(r.RUPerSec), colRU, true)
+	cell(fmtNum(r.ReqPerSec), colReq, true)
+	cell(fmtSeconds(r.P95Seconds), colP95, true)
+	cell(fmtNum(r.ErrPerSec), colErr, true)
+	cell(fmtShare(r.Share), colShare, true)
+	th := ""
+	if r.Throttled {
+		th = "THROTTLED"
+	}
+	cell(th, colThrottle, false)
+}
+
+// view renders the header and h−1 rows.
+func (v *tenantsView) view(c *common, h int) string {
+	var out strings.Builder
+	out.WriteString(v.header(c))
+	from, to := v.list.window(h - 1)
+	var b strings.Builder
+	for i := from; i < to; i++ {
+		out.WriteByte('\n')
+		b.Reset()
+		var r *live.TenantRow
+		isOther := i >= len(v.order)
+		if isOther {
+			r = v.other
+		} else {
+			r = &v.rows[v.order[i]]
+		}
+		v.line(&b, c, r)
+		s := clip(b.String(), c.width)
+		switch {
+		case i == v.list.cursor:
+			s = c.st.selected.Render(s)
+		case isOther:
+			s = c.st.other.Render(s)
+		case r.Throttled:
+			s = c.st.warn.Render(s)
+		}
+		out.WriteString(s)
+	}
+	if len(v.order) == 0 && v.other == nil {
+		out.WriteByte('\n')
+		if v.filter != "" {
+			out.WriteString(c.st.dim.Render("no tenant matches /" + clean(v.filter)))
+		} else {
+			out.WriteString(c.st.dim.Render("no tenant has load yet"))
+		}
+	}
+	return out.String()
+}
