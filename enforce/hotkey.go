@@ -38,7 +38,8 @@ type Guard[K comparable, V any] struct {
 
 	ctx    context.Context
 	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	wg     sync.WaitGroup // loads running on their own goroutine
+	pool   sync.Pool      // *call[V] nobody waited on
 
 	cache   atomic.Pointer[map[K]*hotEntry[V]]
 	cacheMu sync.Mutex
@@ -196,21 +197,33 @@ func (g *Guard[K, V]) miss(ctx context.Context, n int64, key K) (V, error) {
 			return s.v, nil
 		}
 	}
-	c := &call[V]{sk: sk}
+	c, _ := g.pool.Get().(*call[V])
+	if c == nil {
+		c = new(call[V])
+	}
+	c.sk = sk
 	g.calls[key] = c
-	g.wg.Add(1)
 	if ctx.Done() == nil {
 		// This caller can never leave: run the load here, no goroutine.
 		g.mu.Unlock()
 		g.loads.Add(1)
-		g.run(key, c)
-		return g.result(c)
+		g.run(key, c, false)
+		if c.done != nil || c.panic != nil {
+			return g.result(c) // waiters hold c: leave it to the collector
+		}
+		// Nobody joined (the call left the map under the lock), so c can
+		// be reused.
+		v, err := c.v, c.err
+		*c = call[V]{}
+		g.pool.Put(c)
+		return v, err
 	}
 	c.done = make(chan struct{})
 	done := c.done
+	g.wg.Add(1)
 	g.mu.Unlock()
 	g.loads.Add(1)
-	go g.run(key, c)
+	go g.run(key, c, true)
 	return g.wait(ctx, c, done)
 }
 
@@ -239,8 +252,10 @@ func (g *Guard[K, V]) result(c *call[V]) (V, error) {
 
 // run performs the shared load under the guard's context, caches the
 // value when the key is hot, and releases every waiter.
-func (g *Guard[K, V]) run(key K, c *call[V]) {
-	defer g.wg.Done()
+func (g *Guard[K, V]) run(key K, c *call[V], async bool) {
+	if async {
+		defer g.wg.Done()
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			g.panics.Add(1)
