@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"fmt"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -81,4 +82,48 @@ func (m *recorderMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.mu.Unlock()
 	ch <- prometheus.MustNewConstMetric(m.windows, prometheus.CounterValue, float64(nw))
 	ch <- prometheus.MustNewConstMetric(m.rows, prometheus.GaugeValue, float64(lr))
+}
+
+// reporterMetrics are the Reporter's metrics.
+type reporterMetrics struct {
+	sent, bytes, replyErrors, policies prometheus.Counter
+	failed, dropped                    *prometheus.CounterVec
+	queue                              prometheus.Gauge
+}
+
+func newReporterMetrics(*Reporter) *reporterMetrics {
+	m := &reporterMetrics{
+		sent: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_ingest_reports_sent_total",
+			Help: "Reports the collector accepted."}),
+		bytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_ingest_report_sent_bytes_total",
+			Help: "Encoded bytes of the reports the collector accepted."}),
+		replyErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_ingest_reply_errors_total",
+			Help: "Replies of the collector that could not be decoded (the report itself was accepted)."}),
+		policies: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_ingest_policy_updates_total",
+			Help: "New policies handed to the policy handler."}),
+		failed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qtop_ingest_report_attempts_failed_total",
+			Help: "Failed attempts to send a report, by reason: network, timeout, throttled (408/425/429), server (5xx), rejected (other 4xx)."},
+			[]string{"reason"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qtop_ingest_reports_dropped_total",
+			Help: "Reports given up, by reason: queue_full, rejected, shutdown, encode."},
+			[]string{"reason"}),
+		queue: prometheus.NewGauge(prometheus.GaugeOpts{Name: "qtop_ingest_queue_reports",
+			Help: "Reports waiting to be sent."}),
+	}
+	for _, r := range []string{"network", "timeout", "throttled", "server", "rejected"} {
+		m.failed.WithLabelValues(r)
+	}
+	for _, r := range []string{"queue_full", "rejected", "shutdown", "encode"} {
+		m.dropped.WithLabelValues(r)
+	}
+	return m
+}
+
+func (m *reporterMetrics) register(reg prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{m.sent, m.bytes, m.replyErrors, m.policies, m.failed, m.dropped, m.queue} {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("%w: registering metrics: %v", ErrInvalid, err)
+		}
+	}
+	return nil
 }

@@ -136,9 +136,9 @@ func WithKeyCapacity(n int) Option { return func(c *config) { c.keyCapacity = n 
 // to a power of two); 0, the default, picks 4 × GOMAXPROCS.
 func WithShards(n int) Option { return func(c *config) { c.shards = n } }
 
-// WithClock sets the clock of everything off the hot path: the first
-// window's start (Recorder), the reporter's cuts and backoff (Reporter).
-// Default time.Now.
+// WithClock sets the clock that dates windows: the first window's start
+// (Recorder) and the end of each window the Reporter cuts. Default
+// time.Now.
 func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
 
 // WithRegisterer registers the metrics of a Recorder or Reporter on reg.

@@ -146,7 +146,7 @@ func NewRecorder(opts ...Option) *Recorder {
 		seed:   maphash.MakeSeed(),
 		mask:   uint64(n - 1),
 		shards: make([]shard, n),
-		start:  cfg.clock(),
+		start:  cfg.clock().Round(0),
 	}
 	r.perShard = (cfg.maxTenants + n - 1) / n
 	r.alphaBits = uint(bits.Len(uint(4*r.perShard - 1)))
@@ -398,6 +398,7 @@ func (w *window) down(i int) {
 func (r *Recorder) Cut(now time.Time) *Report {
 	r.cutMu.Lock()
 	defer r.cutMu.Unlock()
+	now = now.Round(0) // wall clock only, like the encoding
 	start := r.start
 	if now.Before(start) {
 		now = start

@@ -212,7 +212,10 @@ func (r *Report) appendRaw(b []byte) ([]byte, error) {
 	if r.Version != 0 && r.Version != CurrentVersion {
 		return nil, fmt.Errorf("%w: cannot encode version %d (this build writes %d)", ErrVersion, r.Version, CurrentVersion)
 	}
-	if r.Start.IsZero() || r.End.Before(r.Start) {
+	// Wall-clock times only: a monotonic reading would make End − Start
+	// disagree with the Unix times.
+	start, end := r.Start.UnixNano(), r.End.UnixNano()
+	if r.Start.IsZero() || end < start {
 		return nil, fmt.Errorf("%w: window [%v, %v) (start is required, end must not precede it)", ErrInvalid, r.Start, r.End)
 	}
 	if len(r.Rows) > MaxRows {
@@ -233,8 +236,8 @@ func (r *Report) appendRaw(b []byte) ([]byte, error) {
 	str(r.Source.Instance)
 	str(r.Source.Host)
 	b = binary.AppendUvarint(b, r.Seq)
-	b = binary.AppendVarint(b, r.Start.UnixNano())
-	b = binary.AppendUvarint(b, uint64(r.End.Sub(r.Start)))
+	b = binary.AppendVarint(b, start)
+	b = binary.AppendUvarint(b, uint64(end-start))
 
 	// String table: every tenant and route once, in order of first use.
 	index := make(map[string]uint64, 2*len(r.Rows)+len(r.KeyTenants))

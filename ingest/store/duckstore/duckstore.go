@@ -447,6 +447,9 @@ func addLatency(dst []uint64, b []byte) ([]uint64, error) {
 			return dst, errors.New("corrupt latency histogram")
 		}
 		b = b[n:]
+		if c == 0 {
+			continue // never written so; keeps an all-empty histogram nil
+		}
 		if dst == nil {
 			dst = make([]uint64, ratio.NumBuckets)
 		}

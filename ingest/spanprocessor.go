@@ -1,0 +1,159 @@
+package ingest
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+// Span attribute keys the processor writes (OnStart) and reads (OnEnd).
+// tenant.id and tenant.tier are also the W3C baggage member names.
+const (
+	AttrTenant = attribute.Key(tenant.BaggageTenant) // "tenant.id"
+	AttrTier   = attribute.Key(tenant.BaggageTier)   // "tenant.tier"
+	AttrRoute  = attribute.Key("tenant.route")
+)
+
+// Semantic-convention attributes read in OnEnd (current names and the
+// older ones still emitted by many instrumentations).
+const (
+	attrHTTPRoute      = attribute.Key("http.route")
+	attrDBSystem       = attribute.Key("db.system")
+	attrDBSystemName   = attribute.Key("db.system.name")
+	attrDBRows         = attribute.Key("db.response.returned_rows")
+	attrRespBodySize   = attribute.Key("http.response.body.size")
+	attrRespContentLen = attribute.Key("http.response_content_length")
+)
+
+// SpanProcessor is an OpenTelemetry span processor that tags spans with
+// their tenant and turns finished spans into records:
+//
+//   - OnStart copies the tenant of the parent context (tenant.From, else
+//     the W3C baggage members tenant.id and tenant.tier) onto the span as
+//     the attributes tenant.id, tenant.tier and tenant.route;
+//   - OnEnd records server spans as KindRequest, database client spans
+//     (those with db.system or db.system.name) as KindDB and consumer
+//     spans as KindJob; the route is http.route, else tenant.route, else
+//     the span name.
+//
+// It only adds to the Recorder, which never blocks, so it can sit beside
+// the SDK's batch span processor (register both on the TracerProvider).
+type SpanProcessor struct {
+	rec  *Recorder
+	done atomic.Bool
+}
+
+var _ sdktrace.SpanProcessor = (*SpanProcessor)(nil)
+
+// NewSpanProcessor returns a span processor that feeds rec. It takes no
+// options yet; the parameter keeps room for them.
+func NewSpanProcessor(rec *Recorder, _ ...Option) *SpanProcessor {
+	if rec == nil {
+		panic("ingest: NewSpanProcessor with a nil Recorder")
+	}
+	return &SpanProcessor{rec: rec}
+}
+
+// OnStart implements sdktrace.SpanProcessor.
+func (p *SpanProcessor) OnStart(parent context.Context, s sdktrace.ReadWriteSpan) {
+	if p.done.Load() {
+		return
+	}
+	t, ok := tenant.From(parent)
+	if !ok {
+		if t, ok = tenant.Lookup(parent); !ok {
+			return
+		}
+	}
+	// The attributes go through a pooled array: SetAttributes copies
+	// them, and a fresh variadic slice would escape through the interface.
+	a := attrPool.Get().(*[3]attribute.KeyValue)
+	kv := append(a[:0], AttrTenant.String(t.Tenant))
+	if t.Tier.Valid() {
+		kv = append(kv, AttrTier.String(t.Tier.String()))
+	}
+	if t.Route != "" {
+		kv = append(kv, AttrRoute.String(t.Route))
+	}
+	s.SetAttributes(kv...)
+	*a = [3]attribute.KeyValue{}
+	attrPool.Put(a)
+}
+
+var attrPool = sync.Pool{New: func() any { return new([3]attribute.KeyValue) }}
+
+// OnEnd implements sdktrace.SpanProcessor.
+func (p *SpanProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
+	if p.done.Load() {
+		return
+	}
+	var kind Kind
+	switch s.SpanKind() {
+	case trace.SpanKindServer:
+		kind = KindRequest
+	case trace.SpanKindConsumer:
+		kind = KindJob
+	case trace.SpanKindClient:
+		kind = KindDB // if it turns out to be a database span, below
+	default:
+		return
+	}
+	var r Record
+	var httpRoute, route string
+	isDB := false
+	for _, kv := range s.Attributes() {
+		switch kv.Key {
+		case AttrTenant:
+			r.Tags.Tenant = kv.Value.AsString()
+		case AttrTier:
+			r.Tags.Tier, _ = tenant.ParseTier(kv.Value.AsString())
+		case AttrRoute:
+			route = kv.Value.AsString()
+		case attrHTTPRoute:
+			httpRoute = kv.Value.AsString()
+		case attrDBSystem, attrDBSystemName:
+			isDB = true
+		case attrDBRows:
+			r.Rows = kv.Value.AsInt64()
+		case attrRespBodySize, attrRespContentLen:
+			r.Bytes = kv.Value.AsInt64()
+		}
+	}
+	if kind == KindDB && !isDB {
+		return
+	}
+	switch {
+	case httpRoute != "" && kind == KindRequest:
+		r.Tags.Route = httpRoute
+	case route != "":
+		r.Tags.Route = route
+	default:
+		r.Tags.Route = s.Name()
+	}
+	r.Kind = kind
+	r.Time = s.EndTime()
+	r.Duration = s.EndTime().Sub(s.StartTime())
+	r.Err = s.Status().Code == codes.Error
+	p.rec.Record(r)
+}
+
+// Shutdown stops the processor: later spans are ignored. It returns the
+// context's error if ctx is already done.
+func (p *SpanProcessor) Shutdown(ctx context.Context) error {
+	p.done.Store(true)
+	return ctx.Err()
+}
+
+// ForceFlush has nothing to flush (records reach the Recorder as spans
+// end); it returns the context's error if ctx is already done. Flush the
+// Reporter to send them.
+func (p *SpanProcessor) ForceFlush(ctx context.Context) error {
+	return ctx.Err()
+}

@@ -1,0 +1,178 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/baggage"
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+func newTracer(t testing.TB, rec *Recorder) (trace.Tracer, *tracetest.InMemoryExporter, *sdktrace.TracerProvider) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(
+		sdktrace.WithSpanProcessor(NewSpanProcessor(rec)),
+		sdktrace.WithBatcher(exp),
+	)
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	return tp.Tracer("test"), exp, tp
+}
+
+func attrsOf(s tracetest.SpanStub) map[attribute.Key]string {
+	m := map[attribute.Key]string{}
+	for _, kv := range s.Attributes {
+		m[kv.Key] = kv.Value.Emit()
+	}
+	return m
+}
+
+func TestSpanProcessor(t *testing.T) {
+	rec := NewRecorder(fixedClock(t0))
+	tr, exp, tp := newTracer(t, rec)
+
+	ctx := tenant.With(context.Background(), tenant.Tags{Tenant: "acme", Route: "GET /reports", Tier: tenant.T2})
+	at := func(ms int) trace.SpanStartEventOption { return trace.WithTimestamp(t0.Add(time.Duration(ms) * time.Millisecond)) }
+	end := func(ms int) trace.SpanEndOption { return trace.WithTimestamp(t0.Add(time.Duration(ms) * time.Millisecond)) }
+
+	sctx, server := tr.Start(ctx, "GET /reports/{id}", trace.WithSpanKind(trace.SpanKindServer), at(0),
+		trace.WithAttributes(attribute.String("http.route", "GET /reports/{id}"), attribute.Int64("http.response.body.size", 2048)))
+	_, db := tr.Start(sctx, "SELECT reports", trace.WithSpanKind(trace.SpanKindClient), at(5),
+		trace.WithAttributes(attribute.String("db.system.name", "postgresql"), attribute.Int64("db.response.returned_rows", 12)))
+	db.End(end(35))
+	_, httpc := tr.Start(sctx, "GET", trace.WithSpanKind(trace.SpanKindClient), at(36)) // not a database: ignored
+	httpc.End(end(40))
+	_, internal := tr.Start(sctx, "render", at(40)) // internal: ignored
+	internal.End(end(45))
+	server.SetStatus(codes.Error, "boom")
+	server.End(end(50))
+
+	// Tenant from baggage only (a downstream service).
+	m1, _ := baggage.NewMemberRaw("tenant.id", "globex")
+	m2, _ := baggage.NewMemberRaw("tenant.tier", "T0")
+	bg, _ := baggage.New(m1, m2)
+	_, job := tr.Start(baggage.ContextWithBaggage(context.Background(), bg), "reindex", trace.WithSpanKind(trace.SpanKindConsumer), at(0))
+	job.End(end(1000))
+
+	// No tenant at all.
+	_, anon := tr.Start(context.Background(), "GET /health", trace.WithSpanKind(trace.SpanKindServer), at(0))
+	anon.End(end(1))
+
+	if err := tp.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	spans := exp.GetSpans()
+	if len(spans) != 6 {
+		t.Fatalf("%d spans exported, want 6", len(spans))
+	}
+	for _, s := range spans {
+		a := attrsOf(s)
+		switch s.Name {
+		case "GET /reports/{id}", "SELECT reports", "GET", "render":
+			if a["tenant.id"] != "acme" || a["tenant.tier"] != "T2" || a["tenant.route"] != "GET /reports" {
+				t.Errorf("span %s: attributes %v", s.Name, a)
+			}
+		case "reindex":
+			if a["tenant.id"] != "globex" || a["tenant.tier"] != "T0" || a["tenant.route"] != "" {
+				t.Errorf("span %s: attributes %v", s.Name, a)
+			}
+		case "GET /health":
+			if _, ok := a["tenant.id"]; ok {
+				t.Errorf("span %s: attributes %v", s.Name, a)
+			}
+		}
+	}
+
+	got := rowsByKey(rec.Cut(t0.Add(time.Second)))
+	want := map[string]struct {
+		count, errs uint64
+		dur         time.Duration
+		rows, bytes uint64
+		tier        tenant.Tier
+	}{
+		"acme|GET /reports/{id}|request": {1, 1, 50 * time.Millisecond, 0, 2048, tenant.T2},
+		"acme|GET /reports|db":           {1, 0, 30 * time.Millisecond, 12, 0, tenant.T2},
+		"globex|reindex|job":             {1, 0, time.Second, 0, 0, tenant.T0},
+		"unknown|GET /health|request":    {1, 0, time.Millisecond, 0, 0, tenant.TierUnset},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("rows %v", got)
+	}
+	for k, w := range want {
+		g := got[k]
+		if g.Count != w.count || g.Errors != w.errs || g.Duration != w.dur || g.Rows != w.rows || g.Bytes != w.bytes || g.Tier != w.tier {
+			t.Errorf("row %s: %+v, want %+v", k, g, w)
+		}
+	}
+}
+
+func TestSpanProcessorShutdown(t *testing.T) {
+	rec := NewRecorder(fixedClock(t0))
+	p := NewSpanProcessor(rec)
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(p))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := p.ForceFlush(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("ForceFlush with a done context: %v", err)
+	}
+	if err := p.ForceFlush(context.Background()); err != nil {
+		t.Errorf("ForceFlush: %v", err)
+	}
+	if err := tp.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Shutdown(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Shutdown with a done context: %v", err)
+	}
+	// Spans of a provider that shares the processor after its shutdown are ignored.
+	tp2 := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(p))
+	_, s := tp2.Tracer("t").Start(context.Background(), "x", trace.WithSpanKind(trace.SpanKindServer))
+	s.End()
+	if rows := rec.Cut(t0.Add(time.Second)).Rows; len(rows) != 0 {
+		t.Errorf("recorded after shutdown: %v", rows)
+	}
+}
+
+// BenchmarkSpan measures a server span with a database child, each with
+// the attributes their instrumentations usually set, through the SDK with
+// and without the processor; the difference is its overhead for two
+// spans.
+func BenchmarkSpan(b *testing.B) {
+	ctx := tenant.With(context.Background(), tenant.Tags{Tenant: "acme", Route: "GET /reports", Tier: tenant.T2})
+	run := func(b *testing.B, tp *sdktrace.TracerProvider) {
+		tr := tp.Tracer("bench")
+		b.ReportAllocs()
+		for b.Loop() {
+			sctx, s := tr.Start(ctx, "GET /reports/{id}", trace.WithSpanKind(trace.SpanKindServer),
+				trace.WithAttributes(attribute.String("http.request.method", "GET"), attribute.String("http.route", "/reports/{id}")))
+			_, d := tr.Start(sctx, "SELECT reports", trace.WithSpanKind(trace.SpanKindClient),
+				trace.WithAttributes(attribute.String("db.system.name", "postgresql"), attribute.String("db.query.text", "SELECT * FROM reports WHERE id = $1")))
+			s.SetAttributes(attribute.Int("http.response.status_code", 200))
+			d.End()
+			s.End()
+		}
+	}
+	b.Run("sdk", func(b *testing.B) {
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(noopProcessor{}))
+		run(b, tp)
+	})
+	b.Run("sdk+ingest", func(b *testing.B) {
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(noopProcessor{}),
+			sdktrace.WithSpanProcessor(NewSpanProcessor(NewRecorder())))
+		run(b, tp)
+	})
+}
+
+type noopProcessor struct{}
+
+func (noopProcessor) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (noopProcessor) OnEnd(sdktrace.ReadOnlySpan)                     {}
+func (noopProcessor) Shutdown(context.Context) error                  { return nil }
+func (noopProcessor) ForceFlush(context.Context) error                { return nil }

@@ -1,0 +1,44 @@
+package ingest
+
+import (
+	"context"
+
+	"github.com/qtop-dev/qtop/sqlcomment"
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+// SQLObserver returns a sqlcomment observer that records every statement,
+// begin, commit, rollback and prepare as a KindDB record of the tags of
+// its context (or of its OTel baggage), so that database time per tenant
+// is measured even in an application without tracing. Pings are not
+// recorded. Install it with sqlcomment.WithObserver.
+//
+// Do not also record database client spans of the same statements
+// through the SpanProcessor, or they count twice: an application that has
+// both should leave the db spans to the traces (they are recorded only
+// when they carry db.system or db.system.name).
+func SQLObserver(rec *Recorder) sqlcomment.Observer {
+	if rec == nil {
+		panic("ingest: SQLObserver with a nil Recorder")
+	}
+	return func(ctx context.Context, e sqlcomment.Event) {
+		if e.Op == sqlcomment.OpPing {
+			return
+		}
+		tags := e.Tags
+		if !e.Tagged {
+			tags, _ = tenant.Lookup(ctx)
+		}
+		r := Record{
+			Time:     e.Start.Add(e.Duration),
+			Tags:     tags,
+			Kind:     KindDB,
+			Duration: e.Duration,
+			Err:      e.Err != nil,
+		}
+		if e.Rows > 0 {
+			r.Rows = e.Rows
+		}
+		rec.Record(r)
+	}
+}
