@@ -266,3 +266,27 @@ func BenchmarkBucketsAllowAt(b *testing.B) {
 		}
 	})
 }
+
+func TestBucketConcurrentLimitChanges(t *testing.T) {
+	b, _ := NewBucket(Limit{RUPerSecond: 1, Burst: 0})
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 1000; i++ {
+				b.ChargeAt(t0, 1)
+				b.TakeAt(t0, 0)
+				_ = b.TokensAt(t0)
+				if g == 0 && i%10 == 0 {
+					_ = b.SetLimitAt(t0, Limit{RUPerSecond: 1, Burst: float64(i % 3)})
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	// Every charge lands; the burst ends at 0 or more, so tokens ≤ burst − 4000.
+	if got := b.TokensAt(t0); got > b.Limit().Burst-4000+1e-6 {
+		t.Errorf("tokens %v after 4000 RU of charges (burst %v)", got, b.Limit().Burst)
+	}
+}

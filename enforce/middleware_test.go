@@ -222,3 +222,51 @@ func TestMiddlewareContextTenantAndFlush(t *testing.T) {
 		t.Error("double registration accepted")
 	}
 }
+
+func TestMiddlewareConcurrent(t *testing.T) {
+	sig := &fixedSignal{}
+	sig.set(0.6)
+	e := newTestEnforcer(t, WithSignal(sig), WithEvalEvery(time.Millisecond))
+	q, _ := e.NewQueue(4)
+	reg := prometheus.NewRegistry()
+	met, _ := NewMetrics(reg, e, 3, time.Millisecond)
+	mw, _ := NewMiddleware(e, WithHeaderTenant("X-Tenant", "X-Tier"), WithQueue(q), WithMetrics(met))
+	h := mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok")) }))
+	var wg sync.WaitGroup
+	var served [5]int64
+	var mu sync.Mutex
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 200; i++ {
+				tier := []string{"T0", "T1", "T2", "T3"}[(g+i)%4]
+				w := serve(h, "GET", []string{"a", "b", "c", "d", "e"}[i%5], tier)
+				switch w.Code {
+				case 200, http.StatusTooManyRequests, http.StatusServiceUnavailable:
+				default:
+					t.Errorf("status %d", w.Code)
+				}
+				if g == 0 && i%50 == 0 {
+					e.ApplyPolicyAt(time.Now(), policy.Policy{Version: uint64(i + 1), Rules: []policy.Rule{
+						{ID: "x", Tenant: "e", Action: policy.Throttle, RUPerSecond: 1, Expires: time.Now().Add(time.Hour), Reason: "test"}}})
+					_, _ = testutil.GatherAndCount(reg)
+				}
+				mu.Lock()
+				served[(g+i)%4]++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	var decided uint64
+	for _, s := range e.Stats().Tiers {
+		decided += s.Admitted + s.Throttled + s.Shed + s.Dropped
+	}
+	if decided != 8*200 {
+		t.Errorf("%d decisions counted for %d requests", decided, 8*200)
+	}
+	if q.InFlight() != 0 {
+		t.Errorf("%d slots leaked", q.InFlight())
+	}
+}
