@@ -1,0 +1,226 @@
+// Package pgxcomment puts sqlcommenter tags on the statements of pgx v5
+// users who do not go through database/sql: a *pgxpool.Pool, a *pgx.Conn
+// or a pgx.Tx wrapped with Wrap.
+//
+// # Why a wrapper that switches the execution mode
+//
+// pgx by default prepares every statement text on the server and caches it
+// by text (QueryExecModeCacheStatement, 512 statements per connection).
+// A comment with a tenant makes the text differ per tenant: with 10,000
+// tenants each connection prepares, evicts and deallocates statements in a
+// loop, and server memory grows with prepared statements. That is why a
+// QueryRewriter that adds comments "defeats the statement cache", as pgx's
+// maintainers say, and why sqlcommenter users have seen prepared-statement
+// caches blow up in production.
+//
+// The statement cache cannot be kept for a text that varies per request:
+// PostgreSQL shows, in pg_stat_activity, the text a statement was prepared
+// with, so the comment must be in that text. What does not defeat the cache
+// is to leave it for the texts that do not vary, and to send the texts that
+// do with QueryExecModeExec: the unnamed statement, parsed and executed in
+// the same single round trip (Parse, Bind, Describe, Execute, Sync), with
+// nothing left prepared on the server and nothing put in pgx's caches. So a
+// DB here:
+//
+//   - sends a statement whose context has no tags (and no traceparent) as
+//     is, in the connection's default mode, cached as before; static tags
+//     (application, db_driver) do not vary, so they are kept on it;
+//   - sends a statement whose comment carries per-request values with
+//     QueryExecModeExec prepended to its arguments, unless the caller chose
+//     a mode (a QueryExecMode as first argument), which is respected;
+//   - adds traceparent (sqlcomment.WithTraceContext) only to statements it
+//     sends in QueryExecModeExec or QueryExecModeSimpleProtocol, where it
+//     cannot multiply prepared statements.
+//
+// The cost of QueryExecModeExec over a cached statement is the server
+// parsing and planning the statement each time, and arguments encoded from
+// their Go types rather than from a described statement; for the short
+// statements where it matters most that is a few percent of a loopback
+// round trip (see the benchmarks in this package's tests and the figures in
+// the sqlcomment package doc).
+//
+// For database/sql through pgx's stdlib, pass StdlibExecMode to
+// sqlcomment.WrapConnector or sqlcomment.Open: the wrapper then prepends
+// QueryExecModeExec to the arguments of tagged ExecContext and QueryContext
+// calls in the same way.
+//
+// Batches (SendBatch) and CopyFrom are not commented: a batch's queued
+// texts could be, but its execution mode is the connection's; COPY has no
+// statement text of the caller's. Run them through the wrapped value's
+// Querier if they must be attributed (QueryExecModeExec per statement).
+package pgxcomment
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/qtop-dev/qtop/sqlcomment"
+)
+
+// Querier is what *pgxpool.Pool, *pgx.Conn and pgx.Tx have in common.
+type Querier interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// DB comments the statements it sends to a Querier. It is safe for
+// concurrent use when the Querier is (a pool is; a pgx.Conn or a pgx.Tx is
+// not).
+type DB struct {
+	q Querier
+	c *sqlcomment.Commenter
+}
+
+var _ Querier = (*DB)(nil)
+
+// Wrap returns a DB that sends q's statements with the tags of their
+// context, configured by opts (sqlcomment.WithApplication, WithObserver, …).
+func Wrap(q Querier, opts ...sqlcomment.Option) *DB {
+	return &DB{q: q, c: sqlcomment.NewCommenter(opts...)}
+}
+
+// With returns a DB for q that shares db's configuration and counters; use
+// it for a transaction: tx, _ := pool.Begin(ctx); db.With(tx).Exec(…).
+func (db *DB) With(q Querier) *DB { return &DB{q: q, c: db.c} }
+
+// Commenter returns the DB's commenter (for Dropped).
+func (db *DB) Commenter() *sqlcomment.Commenter { return db.c }
+
+// StdlibExecMode is the option for sqlcomment.WrapConnector and
+// sqlcomment.Open over pgx's stdlib driver: tagged statements are sent with
+// QueryExecModeExec instead of being prepared and cached per text.
+func StdlibExecMode() sqlcomment.Option {
+	return sqlcomment.WithLeadingArgs(pgx.QueryExecModeExec)
+}
+
+// statement returns the text to send and the arguments to send it with.
+func (db *DB) statement(ctx context.Context, sql string, args []any) (sqlcomment.Statement, []any) {
+	if len(args) > 0 {
+		if m, ok := args[0].(pgx.QueryExecMode); ok {
+			// The caller chose the mode: a traceparent only where nothing is
+			// prepared by text.
+			noCache := m == pgx.QueryExecModeExec || m == pgx.QueryExecModeSimpleProtocol
+			return db.c.Comment(ctx, sql, !noCache), args
+		}
+	}
+	st := db.c.Comment(ctx, sql, false)
+	if !st.Unique {
+		return st, args
+	}
+	out := make([]any, 0, len(args)+1)
+	out = append(out, pgx.QueryExecModeExec)
+	return st, append(out, args...)
+}
+
+// Exec runs a statement with the comment of ctx.
+func (db *DB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	st, args := db.statement(ctx, sql, args)
+	if !db.c.Observing() {
+		return db.q.Exec(ctx, st.Query, args...)
+	}
+	start := time.Now()
+	tag, err := db.q.Exec(ctx, st.Query, args...)
+	rows := int64(-1)
+	if err == nil {
+		rows = tag.RowsAffected()
+	}
+	db.c.Observe(ctx, sqlcomment.Event{Tags: st.Tags, Tagged: st.Tagged, Op: sqlcomment.OpExec,
+		Query: st.Query, Start: start, Duration: time.Since(start), Rows: rows, Err: err})
+	return tag, err
+}
+
+// Query runs a query with the comment of ctx. With an Observer, the query
+// is reported when its rows are closed (pgx closes them when Next returns
+// false).
+func (db *DB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	st, args := db.statement(ctx, sql, args)
+	if !db.c.Observing() {
+		return db.q.Query(ctx, st.Query, args...)
+	}
+	start := time.Now()
+	r, err := db.q.Query(ctx, st.Query, args...)
+	ev := sqlcomment.Event{Tags: st.Tags, Tagged: st.Tagged, Op: sqlcomment.OpQuery, Query: st.Query, Start: start}
+	if err != nil {
+		ev.Duration, ev.Rows, ev.Err = time.Since(start), -1, err
+		db.c.Observe(ctx, ev)
+		return r, err
+	}
+	return &rows{Rows: r, ctx: ctx, c: db.c, ev: ev}, nil
+}
+
+// QueryRow runs a query expected to return at most one row, with the
+// comment of ctx; errors are deferred to Row.Scan, as in pgx.
+func (db *DB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	if !db.c.Observing() {
+		st, args := db.statement(ctx, sql, args)
+		return db.q.QueryRow(ctx, st.Query, args...)
+	}
+	r, err := db.Query(ctx, sql, args...)
+	return &row{rows: r, err: err}
+}
+
+// rows reports the query once, when pgx closes the rows.
+type rows struct {
+	pgx.Rows
+	ctx  context.Context
+	c    *sqlcomment.Commenter
+	ev   sqlcomment.Event
+	n    int64
+	done bool
+}
+
+func (r *rows) Next() bool {
+	if r.Rows.Next() {
+		r.n++
+		return true
+	}
+	r.report() // pgx has closed the rows
+	return false
+}
+
+func (r *rows) Close() {
+	r.Rows.Close()
+	r.report()
+}
+
+func (r *rows) report() {
+	if r.done {
+		return
+	}
+	r.done = true
+	r.ev.Duration = time.Since(r.ev.Start)
+	r.ev.Rows = r.n
+	r.ev.Err = r.Rows.Err()
+	r.c.Observe(r.ctx, r.ev)
+}
+
+// row is pgx's QueryRow over an observed Query.
+type row struct {
+	rows pgx.Rows
+	err  error
+}
+
+func (r *row) Scan(dest ...any) error {
+	if r.err != nil {
+		if r.rows != nil {
+			r.rows.Close()
+		}
+		return r.err
+	}
+	defer r.rows.Close()
+	if !r.rows.Next() {
+		if err := r.rows.Err(); err != nil {
+			return err
+		}
+		return pgx.ErrNoRows
+	}
+	if err := r.rows.Scan(dest...); err != nil {
+		return err
+	}
+	r.rows.Close()
+	return r.rows.Err()
+}
