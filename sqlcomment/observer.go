@@ -49,7 +49,7 @@ type Event struct {
 	// until their rows are closed, so that row iteration counts.
 	Duration time.Duration
 	// Rows is the number of rows read (queries) or affected (exec); -1
-	// when unknown.
+	// when unknown, and when the statement failed before any row.
 	Rows int64
 	// Err is the operation's error, if any (io.EOF at the end of rows is
 	// not an error).

@@ -57,6 +57,9 @@ func (r *rows) Close() error {
 		if r.ev.Err == nil {
 			r.ev.Err = err
 		}
+		if r.ev.Err != nil && r.n == 0 {
+			r.ev.Rows = -1 // failed before any row
+		}
 		r.cm.Observe(r.ctx, r.ev)
 	}
 	return err

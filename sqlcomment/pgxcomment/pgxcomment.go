@@ -195,6 +195,9 @@ func (r *rows) report() {
 	r.ev.Duration = time.Since(r.ev.Start)
 	r.ev.Rows = r.n
 	r.ev.Err = r.Rows.Err()
+	if r.ev.Err != nil && r.n == 0 {
+		r.ev.Rows = -1 // pgx defers errors to the rows: failed before any row
+	}
 	r.c.Observe(r.ctx, r.ev)
 }
 
