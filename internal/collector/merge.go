@@ -229,7 +229,8 @@ func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live 
 		a.ru += row.RU
 		a.bytes += row.Bytes
 		a.rows += row.Rows
-		a.lat.addHistogram(&row.Latency)
+		s.rowLat.load(&row.Latency)
+		a.lat.merge(&s.rowLat)
 		if !live {
 			continue
 		}
@@ -248,7 +249,7 @@ func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live 
 			default:
 				w.req[j] += row.Count
 				w.err[j] += row.Errors
-				w.lat[j].addHistogram(&row.Latency)
+				w.lat[j].merge(&s.rowLat)
 			}
 		}
 		var v topn.Values
@@ -269,7 +270,6 @@ func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live 
 			j := svc.w.slot(sec)
 			svc.w.req[j] += row.Count
 			svc.w.err[j] += row.Errors
-			svc.w.lat[j].addHistogram(&row.Latency)
 			s.scratch.Merge(&row.Latency)
 			reqRows++
 		}
@@ -298,6 +298,8 @@ func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live 
 	}
 	if svc != nil && reqRows > 0 {
 		svc.sig.MergeAt(now, &s.scratch)
+		s.svcLat.load(&s.scratch)
+		svc.w.lat[svc.w.slot(sec)].merge(&s.svcLat)
 	}
 	// Enforcement.
 	j := int(uint64(sec) % rateN)

@@ -39,7 +39,7 @@ type Server struct {
 	start  time.Time
 
 	inflight chan struct{} // bounds reports decoded at once
-	reports  sync.Pool     // *ingest.Report
+	reports  chan *ingest.Report // decoded reports kept for reuse (each holds ~1 MB of rows)
 
 	mu           sync.Mutex
 	minutes      map[int64]*minute
@@ -52,6 +52,9 @@ type Server struct {
 	enf          [rateN]enfSlot
 	reportsSec   [rateN]countSlot
 	scratch      ratio.Histogram
+	rowLat       sparse // the latency of the row being merged
+	svcLat       sparse
+	walBuf       []byte
 	policy       policy.Policy
 	reply        []byte
 	replyVersion uint64
@@ -89,7 +92,7 @@ func New(cfg Config) (*Server, error) {
 		keyTenants: make(map[string]string),
 		snapCache:  make(map[snapKey]*live.Snapshot),
 	}
-	s.reports.New = func() any { return new(ingest.Report) }
+	s.reports = make(chan *ingest.Report, cap(s.inflight))
 	var err error
 	if s.met, err = newMetrics(cfg.Registerer); err != nil {
 		return nil, err
@@ -530,8 +533,18 @@ func (s *Server) handleReports(w http.ResponseWriter, r *http.Request) {
 // accepted.
 func (s *Server) Ingest(body []byte) (status int, reason, msg string, retry time.Duration, reply []byte) {
 	t0 := time.Now()
-	rep := s.reports.Get().(*ingest.Report)
-	defer s.reports.Put(rep)
+	var rep *ingest.Report
+	select {
+	case rep = <-s.reports:
+	default:
+		rep = new(ingest.Report)
+	}
+	defer func() {
+		select {
+		case s.reports <- rep:
+		default:
+		}
+	}()
 	if err := rep.UnmarshalBinary(body); err != nil {
 		switch {
 		case errors.Is(err, ingest.ErrVersion):
@@ -584,7 +597,7 @@ func (s *Server) Ingest(body []byte) (status int, reason, msg string, retry time
 			return http.StatusServiceUnavailable, reasonWAL, "collector cannot log the report", 5 * time.Second, nil
 		}
 	}
-	if err := m.wal.append(body); err != nil {
+	if err := m.wal.append(body, &s.walBuf); err != nil {
 		s.log.Error("report not logged; refused", "err", err)
 		return http.StatusServiceUnavailable, reasonWAL, "collector cannot log the report", 5 * time.Second, nil
 	}

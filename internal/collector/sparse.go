@@ -41,6 +41,75 @@ func (s *sparse) addHistogram(h *ratio.Histogram) {
 	h.Buckets(s.add)
 }
 
+// load replaces s with the non-empty buckets of h.
+func (s *sparse) load(h *ratio.Histogram) {
+	s.reset()
+	if h.Count() == 0 {
+		return
+	}
+	h.Buckets(func(i int, c uint64) {
+		if c > 0 {
+			s.idx = append(s.idx, uint16(i))
+			s.cnt = append(s.cnt, c)
+		}
+	})
+}
+
+// merge adds o to s in one pass over both (both are in bucket order).
+func (s *sparse) merge(o *sparse) {
+	if len(o.idx) == 0 {
+		return
+	}
+	if len(s.idx) == 0 {
+		s.idx = append(s.idx, o.idx...)
+		s.cnt = append(s.cnt, o.cnt...)
+		return
+	}
+	// Count the buckets of o that s lacks.
+	missing := 0
+	for i, j := 0, 0; j < len(o.idx); {
+		switch {
+		case i < len(s.idx) && s.idx[i] < o.idx[j]:
+			i++
+		case i < len(s.idx) && s.idx[i] == o.idx[j]:
+			i++
+			j++
+		default:
+			missing++
+			j++
+		}
+	}
+	if missing == 0 {
+		for i, j := 0, 0; j < len(o.idx); i++ {
+			if s.idx[i] == o.idx[j] {
+				s.cnt[i] += o.cnt[j]
+				j++
+			}
+		}
+		return
+	}
+	// Merge from the back into the grown slices.
+	n := len(s.idx)
+	s.idx = append(s.idx, make([]uint16, missing)...)
+	s.cnt = append(s.cnt, make([]uint64, missing)...)
+	i, j, k := n-1, len(o.idx)-1, len(s.idx)-1
+	for j >= 0 {
+		switch {
+		case i >= 0 && s.idx[i] > o.idx[j]:
+			s.idx[k], s.cnt[k] = s.idx[i], s.cnt[i]
+			i--
+		case i >= 0 && s.idx[i] == o.idx[j]:
+			s.idx[k], s.cnt[k] = s.idx[i], s.cnt[i]+o.cnt[j]
+			i--
+			j--
+		default:
+			s.idx[k], s.cnt[k] = o.idx[j], o.cnt[j]
+			j--
+		}
+		k--
+	}
+}
+
 func (s *sparse) addSparse(o *sparse) {
 	for k, i := range o.idx {
 		s.add(int(i), o.cnt[k])
@@ -99,7 +168,7 @@ func quantileOf(q float64, hs ...*sparse) float64 {
 	}
 	var all sparse
 	for _, h := range hs {
-		all.addSparse(h)
+		all.merge(h)
 	}
 	return all.quantile(q)
 }

@@ -55,8 +55,11 @@ func openWAL(dir string, m time.Time) (*walFile, error) {
 }
 
 // append writes one record with a single write call.
-func (w *walFile) append(body []byte) error {
-	rec := make([]byte, 8+len(body))
+func (w *walFile) append(body []byte, buf *[]byte) error {
+	if cap(*buf) < 8+len(body) {
+		*buf = make([]byte, 8+len(body))
+	}
+	rec := (*buf)[:8+len(body)]
 	binary.LittleEndian.PutUint32(rec, uint32(len(body)))
 	binary.LittleEndian.PutUint32(rec[4:], crc32.Checksum(body, crcTable))
 	copy(rec[8:], body)
