@@ -38,7 +38,7 @@ type Server struct {
 	walDir string
 	start  time.Time
 
-	inflight chan struct{} // bounds reports decoded at once
+	inflight chan struct{}       // bounds reports decoded at once
 	reports  chan *ingest.Report // decoded reports kept for reuse (each holds ~1 MB of rows)
 
 	mu           sync.Mutex
