@@ -11,6 +11,9 @@ package bench
 //                         recall of the true top 100 among the sketch's top 100 (recall@100)
 // BenchmarkTopKParallel   qtop's Concurrent against go-topk behind a mutex, serial and
 //                         with GOMAXPROCS goroutines (ns per update)
+// BenchmarkTopKInterleaved all contenders warm, fed the same chunks of the stream in
+//                         turn (rotating the order), so that the load of a shared machine
+//                         falls on all alike: ns/update of each, and qtop's over each peer's
 
 import (
 	"fmt"
@@ -20,6 +23,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	gotopk "github.com/dgryski/go-topk"
 	hk "github.com/segmentio/topk"
@@ -225,6 +229,46 @@ func BenchmarkTopKParallel(b *testing.B) {
 					}
 				}
 			})
+		})
+	}
+}
+
+func BenchmarkTopKInterleaved(b *testing.B) {
+	st := zipfKeys()
+	const warm, chunk, rounds = topkEvents / 10, 20_000, 100
+	for _, k := range []int{200, 1000} {
+		b.Run(fmt.Sprintf("k=%d", k), func(b *testing.B) {
+			for b.Loop() {
+				hs := make([]heavyHitters, len(topkContenders))
+				spent := make([]time.Duration, len(topkContenders))
+				for i, c := range topkContenders {
+					hs[i] = c.new(k)
+					for _, e := range st.events[:warm] {
+						hs[i].add(st.keys[e])
+					}
+				}
+				pos := warm
+				for r := range rounds {
+					evs := st.events[pos : pos+chunk]
+					for j := range hs {
+						i := (j + r) % len(hs)
+						h := hs[i]
+						t0 := time.Now()
+						for _, e := range evs {
+							h.add(st.keys[e])
+						}
+						spent[i] += time.Since(t0)
+					}
+					pos += chunk
+				}
+				per := func(i int) float64 { return float64(spent[i].Nanoseconds()) / (chunk * rounds) }
+				for i, c := range topkContenders {
+					b.ReportMetric(per(i), c.name+"-ns/update")
+					if i > 0 {
+						b.ReportMetric(per(0)/per(i), "qtop/"+c.name)
+					}
+				}
+			}
 		})
 	}
 }
