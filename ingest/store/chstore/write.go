@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/qtop-dev/qtop/ingest/store"
 )
@@ -47,7 +48,7 @@ func (s *Store) send(ctx context.Context, table string, columns []string, cols [
 	}
 	defer batch.Abort()
 	for i, c := range cols {
-		if err := batch.Column(i).Append(c); err != nil {
+		if err := appendColumn(batch.Column(i), c); err != nil {
 			return fmt.Errorf("chstore: write %s column %s: %w", table, columns[i], err)
 		}
 	}
@@ -127,6 +128,29 @@ func (c *rollupCols) release() {
 	clear(c.latIdx)
 	clear(c.latCnt)
 	colPool.Put(c)
+}
+
+// appendColumn appends a whole column. Array columns go row by row with
+// their concrete slice type: clickhouse-go appends a slice of slices by
+// reflection, several allocations per row.
+func appendColumn(col driver.BatchColumn, c any) error {
+	switch c := c.(type) {
+	case [][]uint16:
+		for _, row := range c {
+			if err := col.AppendRow(row); err != nil {
+				return err
+			}
+		}
+		return nil
+	case [][]uint64:
+		for _, row := range c {
+			if err := col.AppendRow(row); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return col.Append(c)
 }
 
 // WriteRollups implements store.Store. Rows are appended column by column.
