@@ -1,10 +1,15 @@
 package ingest
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/qtop-dev/qtop/topn"
 )
 
 // recorderMetrics exposes the recorder's counters, which live in its
@@ -18,6 +23,66 @@ type recorderMetrics struct {
 	mu       sync.Mutex
 	nwindows uint64
 	lastRows int
+
+	// tenants names the top tenants by DB time, the rest as "other".
+	tenants *topn.Ranking
+}
+
+// Per-tenant metrics, top-N tenants plus "other" (package topn).
+var tenantMetrics = []topn.Metric{
+	{Measure: topn.DBTime, Name: "qtop_ingest_tenant_db_seconds_total", Help: "Database time recorded, by tenant (top N and \"other\")."},
+	{Measure: topn.Requests, Name: "qtop_ingest_tenant_requests_total", Help: "Requests and jobs recorded, by tenant (top N and \"other\")."},
+	{Measure: topn.Errors, Name: "qtop_ingest_tenant_errors_total", Help: "Failed requests and jobs recorded, by tenant (top N and \"other\")."},
+	{Measure: topn.RU, Name: "qtop_ingest_tenant_ru_total", Help: "Request units recorded, by tenant (top N and \"other\")."},
+	{Measure: topn.Bytes, Name: "qtop_ingest_tenant_bytes_total", Help: "Bytes recorded, by tenant (top N and \"other\")."},
+}
+
+// register registers the recorder's metrics, and the per-tenant ones
+// through a topn ranking of n tenants.
+func (m *recorderMetrics) register(reg prometheus.Registerer, n int) error {
+	if err := reg.Register(m); err != nil {
+		return fmt.Errorf("%w: registering metrics: %v", ErrInvalid, err)
+	}
+	rank, err := topn.New(n)
+	if err != nil {
+		return fmt.Errorf("%w: top tenants: %v", ErrInvalid, err)
+	}
+	if _, err := topn.NewCollector(reg, rank, "tenant", tenantMetrics...); err != nil {
+		return fmt.Errorf("%w: registering metrics: %v", ErrInvalid, err)
+	}
+	m.tenants = rank
+	return nil
+}
+
+// window feeds a cut window's rows to the per-tenant ranking, heaviest
+// first (so that the first members are the heaviest tenants of the first
+// window, whatever the order of the rows).
+func (m *recorderMetrics) window(rep *Report) {
+	order := make([]int, len(rep.Rows))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		ra, rb := &rep.Rows[a], &rep.Rows[b]
+		if c := cmp.Compare(rb.Duration, ra.Duration); c != 0 {
+			return c
+		}
+		return strings.Compare(ra.Tenant, rb.Tenant)
+	})
+	for _, i := range order {
+		row := &rep.Rows[i]
+		var v topn.Values
+		if row.Kind == KindDB {
+			v[topn.DBTime] = row.Duration.Seconds()
+		} else {
+			v[topn.Requests] = float64(row.Count)
+			v[topn.Errors] = float64(row.Errors)
+		}
+		v[topn.RU] = row.RU
+		v[topn.Bytes] = float64(row.Bytes)
+		_ = m.tenants.Add(row.Tenant, v) // values are finite and ≥ 0 by construction
+	}
+	m.tenants.Rerank()
 }
 
 func newRecorderMetrics(r *Recorder) *recorderMetrics {
@@ -40,11 +105,12 @@ func newRecorderMetrics(r *Recorder) *recorderMetrics {
 	}
 }
 
-func (m *recorderMetrics) cut(rows int) {
+func (m *recorderMetrics) cut(rep *Report) {
 	m.mu.Lock()
 	m.nwindows++
-	m.lastRows = rows
+	m.lastRows = len(rep.Rows)
 	m.mu.Unlock()
+	m.window(rep)
 }
 
 // Describe implements prometheus.Collector.

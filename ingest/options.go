@@ -27,6 +27,7 @@ type config struct {
 	shards      int
 	clock       func() time.Time
 	reg         prometheus.Registerer
+	topTenants  int
 
 	// reporter
 	interval    time.Duration
@@ -49,6 +50,7 @@ const (
 	DefaultInterval    = time.Second
 	DefaultTimeout     = 5 * time.Second
 	DefaultQueueLen    = 60
+	DefaultTopTenants  = 10
 )
 
 func newConfig(opts []Option) (config, error) {
@@ -58,6 +60,7 @@ func newConfig(opts []Option) (config, error) {
 		maxRows:     DefaultMaxRows,
 		keyCapacity: DefaultKeyCapacity,
 		clock:       time.Now,
+		topTenants:  DefaultTopTenants,
 		interval:    DefaultInterval,
 		timeout:     DefaultTimeout,
 		queueLen:    DefaultQueueLen,
@@ -78,6 +81,8 @@ func newConfig(opts []Option) (config, error) {
 		return c, fmt.Errorf("%w: key capacity %d (want 1 to 65536)", ErrInvalid, c.keyCapacity)
 	case c.shards < 0 || c.shards > 1024:
 		return c, fmt.Errorf("%w: shards %d (want 0 to 1024)", ErrInvalid, c.shards)
+	case c.topTenants < 1 || c.topTenants > 1000:
+		return c, fmt.Errorf("%w: top tenants %d (want 1 to 1000)", ErrInvalid, c.topTenants)
 	case c.clock == nil:
 		return c, fmt.Errorf("%w: nil clock", ErrInvalid)
 	case c.interval <= 0:
@@ -144,6 +149,11 @@ func WithClock(now func() time.Time) Option { return func(c *config) { c.clock =
 // WithRegisterer registers the metrics of a Recorder or Reporter on reg.
 // Without it there are no metrics; the default registerer is never used.
 func WithRegisterer(reg prometheus.Registerer) Option { return func(c *config) { c.reg = reg } }
+
+// WithTopTenants sets how many tenants the Recorder's per-tenant metrics
+// (qtop_ingest_tenant_*) name; the others are "other". Default
+// DefaultTopTenants.
+func WithTopTenants(n int) Option { return func(c *config) { c.topTenants = n } }
 
 // WithInterval sets how often the Reporter cuts and sends a window.
 // Default DefaultInterval.

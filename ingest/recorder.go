@@ -127,7 +127,8 @@ func (p *rowPool) put(rs []*rowAgg) {
 
 // NewRecorder returns a recorder whose first window starts now (by the
 // clock of WithClock). Options: WithSource, WithMaxTenants, WithMaxRoutes,
-// WithMaxRows, WithKeyCapacity, WithShards, WithClock, WithRegisterer. It
+// WithMaxRows, WithKeyCapacity, WithShards, WithClock, WithRegisterer,
+// WithTopTenants. It
 // panics on an invalid option or a failed metric registration, which are
 // errors of the program rather than of its input.
 func NewRecorder(opts ...Option) *Recorder {
@@ -156,7 +157,9 @@ func NewRecorder(opts ...Option) *Recorder {
 	}
 	if cfg.reg != nil {
 		r.metrics = newRecorderMetrics(r)
-		cfg.reg.MustRegister(r.metrics)
+		if err := r.metrics.register(cfg.reg, cfg.topTenants); err != nil {
+			panic(err)
+		}
 	}
 	return r
 }
@@ -473,7 +476,7 @@ func (r *Recorder) Cut(now time.Time) *Report {
 		r.shards[i].spare = w
 	}
 	if r.metrics != nil {
-		r.metrics.cut(len(rep.Rows))
+		r.metrics.cut(rep)
 	}
 	return rep
 }

@@ -423,3 +423,35 @@ func BenchmarkRecordKey(b *testing.B) {
 		i++
 	}
 }
+
+func TestRecorderTenantMetrics(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	rec := NewRecorder(fixedClock(t0), WithRegisterer(reg), WithTopTenants(2))
+	for i, name := range []string{"a", "b", "c", "d"} {
+		for range i + 1 {
+			rec.Record(Record{Tags: tenant.Tags{Tenant: name}, Duration: time.Second})
+			rec.Record(Record{Tags: tenant.Tags{Tenant: name}, Kind: KindDB, Duration: time.Second, Bytes: 10})
+		}
+	}
+	rec.Cut(t0.Add(time.Second))
+	// The two heaviest tenants become members; the others are "other".
+	expected := `
+# HELP qtop_ingest_tenant_requests_total Requests and jobs recorded, by tenant (top N and "other").
+# TYPE qtop_ingest_tenant_requests_total counter
+qtop_ingest_tenant_requests_total{tenant="c"} 3
+qtop_ingest_tenant_requests_total{tenant="d"} 4
+qtop_ingest_tenant_requests_total{tenant="other"} 3
+# HELP qtop_ingest_tenant_db_seconds_total Database time recorded, by tenant (top N and "other").
+# TYPE qtop_ingest_tenant_db_seconds_total counter
+qtop_ingest_tenant_db_seconds_total{tenant="c"} 3
+qtop_ingest_tenant_db_seconds_total{tenant="d"} 4
+qtop_ingest_tenant_db_seconds_total{tenant="other"} 3
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(expected),
+		"qtop_ingest_tenant_requests_total", "qtop_ingest_tenant_db_seconds_total"); err != nil {
+		t.Error(err)
+	}
+	if probs, err := testutil.GatherAndLint(reg); err != nil || len(probs) > 0 {
+		t.Errorf("lint: %v %v", err, probs)
+	}
+}

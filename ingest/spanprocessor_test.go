@@ -39,8 +39,12 @@ func TestSpanProcessor(t *testing.T) {
 	tr, exp, tp := newTracer(t, rec)
 
 	ctx := tenant.With(context.Background(), tenant.Tags{Tenant: "acme", Route: "GET /reports", Tier: tenant.T2})
-	at := func(ms int) trace.SpanStartEventOption { return trace.WithTimestamp(t0.Add(time.Duration(ms) * time.Millisecond)) }
-	end := func(ms int) trace.SpanEndOption { return trace.WithTimestamp(t0.Add(time.Duration(ms) * time.Millisecond)) }
+	at := func(ms int) trace.SpanStartEventOption {
+		return trace.WithTimestamp(t0.Add(time.Duration(ms) * time.Millisecond))
+	}
+	end := func(ms int) trace.SpanEndOption {
+		return trace.WithTimestamp(t0.Add(time.Duration(ms) * time.Millisecond))
+	}
 
 	sctx, server := tr.Start(ctx, "GET /reports/{id}", trace.WithSpanKind(trace.SpanKindServer), at(0),
 		trace.WithAttributes(attribute.String("http.route", "GET /reports/{id}"), attribute.Int64("http.response.body.size", 2048)))
