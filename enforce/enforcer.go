@@ -181,6 +181,20 @@ func WithEvalEvery(d time.Duration) Option { return func(c *config) { c.evalEver
 // (default: nowhere).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
+const numStripes = 8
+
+// stripe picks the counter stripe of tenant t (FNV-1a over a few bytes).
+func stripe(t string) int {
+	h := uint32(2166136261)
+	for i := 0; i < len(t) && i < 16; i++ {
+		h = (h ^ uint32(t[i])) * 16777619
+	}
+	if len(t) > 16 {
+		h = (h ^ uint32(t[len(t)-1])) * 16777619
+	}
+	return int(h % numStripes)
+}
+
 type tierCounters struct {
 	admitted, throttled, shed, dropped      atomic.Uint64
 	shadowThrottled, shadowShed, shadowDrop atomic.Uint64
@@ -201,7 +215,9 @@ type Enforcer struct {
 	polMu     sync.Mutex
 	overrides atomic.Pointer[map[string]Limit]
 	ovMu      sync.Mutex
-	tiers     [tenant.NumTiers]tierCounters
+	// tiers holds the counters striped by tenant, so that cores deciding
+	// for different tenants do not contend on one cache line.
+	tiers     [numStripes][tenant.NumTiers]tierCounters
 	shadowLog atomic.Uint64
 }
 
@@ -472,7 +488,7 @@ func (e *Enforcer) ShedAt(now time.Time, tags tenant.Tags) Decision {
 	if !e.price.Shed(tier) {
 		return d
 	}
-	c := &e.tiers[tier.Index()]
+	c := &e.tiers[stripe(tags.Tenant)][tier.Index()]
 	d.Verdict, d.RetryAfter = Shed, e.price.cfg.RecoverEvery
 	if e.cfg.shadow[RuleShed] {
 		d.Shadow = true
@@ -491,7 +507,7 @@ func (e *Enforcer) AllowAt(now time.Time, tags tenant.Tags) Decision {
 	tier := e.tierOf(tags.Tier)
 	n := now.UnixNano()
 	pol := e.refreshAt(n, now)
-	c := &e.tiers[tier.Index()]
+	c := &e.tiers[stripe(tags.Tenant)][tier.Index()]
 	d := Decision{Tier: tier}
 	ok, wait := true, time.Duration(0)
 	if pol == nil || pol.rules == 0 {
@@ -609,7 +625,7 @@ func (e *Enforcer) ChargeAt(now time.Time, tags tenant.Tags, ru float64) float64
 			e.buckets.ChargeAt(now, tierKey(keyShadowTierCap, tier, tags.Tenant), sm)
 		}
 	}
-	addFloat(&e.tiers[tier.Index()].ru, charged)
+	addFloat(&e.tiers[stripe(tags.Tenant)][tier.Index()].ru, charged)
 	return charged
 }
 
@@ -629,7 +645,7 @@ func addFloat(a *atomic.Uint64, v float64) {
 
 // countDrop records a CoDel drop (or shadow drop) for tier.
 func (e *Enforcer) countDrop(tier tenant.Tier, shadow bool) {
-	c := &e.tiers[e.tierOf(tier).Index()]
+	c := &e.tiers[0][e.tierOf(tier).Index()]
 	if shadow {
 		c.shadowDrop.Add(1)
 	} else {
@@ -659,14 +675,20 @@ type Stats struct {
 // Stats returns the cumulative counters, per tier (index 0 is T0).
 func (e *Enforcer) Stats() Stats {
 	var s Stats
-	for i := range e.tiers {
-		c := &e.tiers[i]
-		s.Tiers[i] = TierStats{
-			Admitted: c.admitted.Load(), Throttled: c.throttled.Load(), Shed: c.shed.Load(), Dropped: c.dropped.Load(),
-			ShadowThrottled: c.shadowThrottled.Load(), ShadowShed: c.shadowShed.Load(), ShadowDropped: c.shadowDrop.Load(),
-			RU:         math.Float64frombits(c.ru.Load()),
-			Multiplier: e.price.Multiplier(tenant.T0 + tenant.Tier(i)),
+	for i := range s.Tiers {
+		t := &s.Tiers[i]
+		for st := range e.tiers {
+			c := &e.tiers[st][i]
+			t.Admitted += c.admitted.Load()
+			t.Throttled += c.throttled.Load()
+			t.Shed += c.shed.Load()
+			t.Dropped += c.dropped.Load()
+			t.ShadowThrottled += c.shadowThrottled.Load()
+			t.ShadowShed += c.shadowShed.Load()
+			t.ShadowDropped += c.shadowDrop.Load()
+			t.RU += math.Float64frombits(c.ru.Load())
 		}
+		t.Multiplier = e.price.Multiplier(tenant.T0 + tenant.Tier(i))
 	}
 	s.Level = e.price.Level()
 	if c := e.pol.Load(); c != nil {

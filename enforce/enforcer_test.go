@@ -3,8 +3,10 @@ package enforce
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -363,4 +365,36 @@ func TestEnforcerStatsDelta(t *testing.T) {
 	if d = delta(); d.Tiers[3].Admitted != 0 || d.Tiers[3].Throttled != 0 || d.Tiers[3].RU != 0 {
 		t.Errorf("empty delta %+v", d.Tiers[3])
 	}
+}
+
+func BenchmarkEnforcerAdmitAt(b *testing.B) {
+	e, _ := New(WithPlans(map[string]Plan{PlanFree: {Limit: Limit{1e9, 1e9}, Weight: 1}}))
+	tags := make([]tenant.Tags, 1024)
+	for i := range tags {
+		tags[i] = tenant.Tags{Tenant: fmt.Sprintf("tenant-%04d", i), Tier: tenant.Tier(1 + i%4)}
+		e.AdmitAt(t0, tags[i])
+	}
+	b.Run("serial", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			e.AdmitAt(t0, tags[i&1023])
+		}
+	})
+	b.Run("parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		var seed atomic.Int64
+		b.RunParallel(func(pb *testing.PB) {
+			i := int(seed.Add(512))
+			for pb.Next() {
+				e.AdmitAt(t0, tags[i&1023])
+				i++
+			}
+		})
+	})
+	b.Run("charge", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			e.ChargeAt(t0, tags[i&1023], 1)
+		}
+	})
 }
