@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/qtop-dev/qtop/ratio"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -17,6 +18,8 @@ type Signal interface {
 	ObserveAt(now time.Time, seconds float64)
 	ValueAt(now time.Time) (ratio float64, ok bool)
 }
+
+var _ Signal = (*ratio.Signal)(nil)
 
 // PriceConfig tunes a PriceController. Zero fields take the defaults.
 type PriceConfig struct {
