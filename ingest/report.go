@@ -333,15 +333,20 @@ func (r *Report) appendRaw(b []byte) ([]byte, error) {
 // appendHistogram writes the non-empty buckets as (gap, count) pairs, the
 // gap being the bucket index minus the previous index plus one.
 func appendHistogram(b []byte, h *ratio.Histogram) []byte {
-	n := 0
-	h.Buckets(func(int, uint64) { n++ })
-	b = binary.AppendUvarint(b, uint64(n))
-	next := 0
+	// One pass into the tail of b, then the count in front of it.
+	at := len(b)
+	n, next := 0, 0
 	h.Buckets(func(i int, c uint64) {
 		b = binary.AppendUvarint(b, uint64(i-next))
 		b = binary.AppendUvarint(b, c)
 		next = i + 1
+		n++
 	})
+	var hdr [binary.MaxVarintLen64]byte
+	k := binary.PutUvarint(hdr[:], uint64(n))
+	b = append(b, hdr[:k]...)
+	copy(b[at+k:], b[at:len(b)-k])
+	copy(b[at:], hdr[:k])
 	return b
 }
 

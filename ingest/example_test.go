@@ -1,0 +1,48 @@
+package ingest_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+// A process records finished work; every interval the reporter cuts the
+// window and sends it. Here the window is cut by hand, encoded and
+// decoded as the collector would.
+func Example() {
+	start := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
+	rec := ingest.NewRecorder(
+		ingest.WithSource(ingest.Source{Service: "billing-api", Instance: "pod-7-boot-1", Host: "pod-7"}),
+		ingest.WithClock(func() time.Time { return start }),
+	)
+
+	acme := tenant.Tags{Tenant: "acme", Route: "GET /invoices", Tier: tenant.T2}
+	for _, ms := range []int{12, 30, 18} {
+		rec.Record(ingest.Record{Tags: acme, Kind: ingest.KindDB, Duration: time.Duration(ms) * time.Millisecond, Rows: 10})
+	}
+	rec.Record(ingest.Record{Tags: acme, Duration: 75 * time.Millisecond, Bytes: 2048})
+
+	body, err := rec.Cut(start.Add(time.Second)).MarshalBinary()
+	if err != nil {
+		panic(err)
+	}
+	rep, err := ingest.DecodeReport(body)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Printf("%s/%s seq %d, %v window\n", rep.Source.Service, rep.Source.Instance, rep.Seq, rep.End.Sub(rep.Start))
+	for _, kind := range []ingest.Kind{ingest.KindRequest, ingest.KindDB} {
+		for _, r := range rep.Rows {
+			if r.Kind == kind {
+				fmt.Printf("%s %q %s %s: %d × %v, p50 ≈ %.0f ms, %d rows, %d bytes\n",
+					r.Tenant, r.Route, r.Tier, r.Kind, r.Count, r.Duration, 1000*r.Latency.Quantile(0.5), r.Rows, r.Bytes)
+			}
+		}
+	}
+	// Output:
+	// billing-api/pod-7-boot-1 seq 1, 1s window
+	// acme "GET /invoices" T2 request: 1 × 75ms, p50 ≈ 75 ms, 0 rows, 2048 bytes
+	// acme "GET /invoices" T2 db: 3 × 60ms, p50 ≈ 18 ms, 30 rows, 0 bytes
+}
