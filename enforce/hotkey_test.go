@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 type countingBackend struct {
@@ -301,4 +305,37 @@ func BenchmarkGuard(b *testing.B) {
 			cold.GetAt(ctx, now, keys[i&7])
 		}
 	})
+}
+
+func TestGuardMetrics(t *testing.T) {
+	be := &countingBackend{}
+	g, _ := NewGuard(be.load, nil, WithHotThreshold(1, time.Minute))
+	defer g.Shutdown(context.Background())
+	for i := 0; i < 3; i++ {
+		_, _ = g.Get(context.Background(), "k")
+	}
+	reg := prometheus.NewPedanticRegistry()
+	if err := NewGuardMetrics(reg, "products", g); err != nil {
+		t.Fatal(err)
+	}
+	if err := NewGuardMetrics(reg, "products", g); err == nil {
+		t.Error("registered twice")
+	}
+	if err := NewGuardMetrics(nil, "x", g); !errors.Is(err, ErrConfig) {
+		t.Error(err)
+	}
+	want := `
+# HELP qtop_enforce_hotkey_loads_total Loads sent to the backend.
+# TYPE qtop_enforce_hotkey_loads_total counter
+qtop_enforce_hotkey_loads_total{guard="products"} 1
+# HELP qtop_enforce_hotkey_entries Hot keys in the cache now.
+# TYPE qtop_enforce_hotkey_entries gauge
+qtop_enforce_hotkey_entries{guard="products"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "qtop_enforce_hotkey_loads_total", "qtop_enforce_hotkey_entries"); err != nil {
+		t.Error(err)
+	}
+	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %v", problems, err)
+	}
 }

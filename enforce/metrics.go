@@ -123,3 +123,50 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	c("evicted", prometheus.CounterValue, float64(s.Evicted))
 	c("policy", prometheus.GaugeValue, float64(s.PolicyVersion))
 }
+
+// GuardStatser is what NewGuardMetrics reads: any *Guard.
+type GuardStatser interface{ Stats() GuardStats }
+
+type guardMetrics struct {
+	g     GuardStatser
+	descs [7]*prometheus.Desc
+}
+
+// NewGuardMetrics registers the counters of a hot-key guard on reg as
+// qtop_enforce_hotkey_*, labelled guard=name.
+func NewGuardMetrics(reg prometheus.Registerer, name string, g GuardStatser) error {
+	if reg == nil || g == nil {
+		return fmt.Errorf("%w: nil registerer or guard", ErrConfig)
+	}
+	l := prometheus.Labels{"guard": name}
+	d := func(n, help string) *prometheus.Desc {
+		return prometheus.NewDesc("qtop_enforce_hotkey_"+n, help, nil, l)
+	}
+	m := &guardMetrics{g: g, descs: [7]*prometheus.Desc{
+		d("misses_total", "Requests not served from the hot-key cache."),
+		d("loads_total", "Loads sent to the backend."),
+		d("coalesced_total", "Misses that joined a load in flight."),
+		d("left_total", "Waiters whose context ended before the load."),
+		d("panics_total", "Loads that panicked."),
+		d("cached_total", "Hot keys stored in the cache."),
+		d("entries", "Hot keys in the cache now."),
+	}}
+	if err := reg.Register(m); err != nil {
+		return fmt.Errorf("enforce: register guard metrics: %w", err)
+	}
+	return nil
+}
+
+func (m *guardMetrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range m.descs {
+		ch <- d
+	}
+}
+
+func (m *guardMetrics) Collect(ch chan<- prometheus.Metric) {
+	s := m.g.Stats()
+	for i, v := range []uint64{s.Misses, s.Loads, s.Coalesced, s.Left, s.Panics, s.Cached} {
+		ch <- prometheus.MustNewConstMetric(m.descs[i], prometheus.CounterValue, float64(v))
+	}
+	ch <- prometheus.MustNewConstMetric(m.descs[6], prometheus.GaugeValue, float64(s.Entries))
+}

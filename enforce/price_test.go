@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qtop-dev/qtop/ratio"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -110,4 +111,41 @@ func TestPriceControllerConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestEnforcerFollowsRatioSignal drives the Enforcer with the real latency
+// ratio: steady latency, then latency tripling, then back.
+func TestEnforcerFollowsRatioSignal(t *testing.T) {
+	sig := ratio.NewSignal(ratio.WithShortWindow(2*time.Second), ratio.WithLongWindow(60*time.Second),
+		ratio.WithSlots(4, 30), ratio.WithMinSamples(100))
+	e, err := New(WithSignal(sig), WithEvalEvery(250*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t3 := tenant.Tags{Tenant: "batch", Tier: tenant.T3}
+	t0t := tenant.Tags{Tenant: "support", Tier: tenant.T0}
+	feed := func(from, to time.Duration, latency time.Duration) {
+		for d := from; d < to; d += 5 * time.Millisecond { // 200 per second
+			now := at(d)
+			e.ObserveAt(now, latency)
+			e.ShedAt(now, t0t)
+		}
+	}
+	feed(0, 60*time.Second, 10*time.Millisecond)
+	if e.Price().Level() != 0 {
+		t.Fatalf("steady latency escalated to %d", e.Price().Level())
+	}
+	feed(60*time.Second, 66*time.Second, 30*time.Millisecond)
+	if !e.Price().Shed(tenant.T3) || e.Price().Multiplier(tenant.T0) != 1 {
+		t.Fatalf("latency tripled: level %d, T3 ×%v", e.Price().Level(), e.Price().Multiplier(tenant.T3))
+	}
+	if d := e.ShedAt(at(66*time.Second), t3); d.Admitted() {
+		t.Error("T3 admitted while shed")
+	}
+	// Latency back to normal: the long window still remembers the spike,
+	// the ratio rises above 1 and prices come down one step per 5 s.
+	feed(66*time.Second, 200*time.Second, 10*time.Millisecond)
+	if e.Price().Level() != 0 {
+		t.Errorf("level %d long after recovery", e.Price().Level())
+	}
 }
