@@ -17,5 +17,5 @@ const (
 // FS holds the dashboards, the rules with their tests, the runbook and
 // the README.
 //
-//go:embed rules/*.yml
+//go:embed grafana/*.json rules/*.yml RUNBOOK.md README.md
 var FS embed.FS
