@@ -25,6 +25,31 @@
 // A Sketch is for one goroutine. [Concurrent] shards it for the request
 // path; [Concurrent.Flush] cuts a reporting window.
 //
+// # Memory and speed
+//
+// A sketch of capacity k takes about 97 bytes per counter: k heap entries
+// of 48 bytes, an index of at least 2k slots and 4k filter buckets of 8
+// bytes, rounded up to powers of two (capacity 1000: 97 KB; 200: 22 KB),
+// plus the keys, which it shares with the caller. Add does not allocate.
+//
+// Measured on a shared 2-core VM, Go 1.26, Zipf(1.1) over 1M string keys
+// (go test -bench Add -benchmem): about 40 ns per update at capacity 200
+// and 1000 when the machine is quiet, most of it the first touch of the
+// key's bytes (hashing alone costs about 21 ns on the same stream).
+//
+// Side by side in bench/ (BenchmarkTopKInterleaved, 10M events over 1M
+// keys, every contender fed the same chunks in turn), ratios of ns/update,
+// ours over theirs:
+//
+//	capacity   dgryski/go-topk   segmentio/topk (HeavyKeeper)   map[string]int
+//	200        0.36              0.11                           0.26
+//	1000       0.58              0.04                           0.41
+//
+// Recall of the true top 100 among the top 100 reported, capacity 200,
+// whole stream (BenchmarkTopKRecall): 1.00 for this package, as for
+// go-topk (also filtered) and HeavyKeeper; plain Space-Saving reaches
+// about 0.5 there, which is why the filter is here.
+//
 // # Encoding
 //
 // [Sketch.MarshalBinary] writes a versioned encoding that any process can

@@ -19,4 +19,12 @@
 // [NewCollector] exports the ranking to Prometheus as one series per member
 // plus "other" for each metric family the caller names, so a metric never
 // has more than N+1 series.
+//
+// # Cost
+//
+// Memory is N members plus a sketch of max(8N, 64) counters (about 100
+// bytes each). Add takes one lock, one map lookup and, for non-members,
+// one sketch update: about 100 ns with 100,000 Zipf-distributed tenants
+// and N = 50 (BenchmarkAdd), without allocating. Rerank sorts the sketch
+// once per interval.
 package topn
