@@ -659,8 +659,11 @@ type TierStats struct {
 	ShadowThrottled, ShadowShed, ShadowDropped uint64
 	// RU is the RU charged, prices included.
 	RU float64
-	// Multiplier is the tier's current price (+Inf while shed).
+	// Multiplier is the tier's current RU price: 1 at rest, the highest
+	// step while the tier is shed (always finite, for reports).
 	Multiplier float64
+	// Shedding is true while the tier is shed.
+	Shedding bool
 }
 
 // Stats is a cheap snapshot of the Enforcer's counters, for the reporter.
@@ -689,6 +692,9 @@ func (e *Enforcer) Stats() Stats {
 			t.RU += math.Float64frombits(c.ru.Load())
 		}
 		t.Multiplier = e.price.Multiplier(tenant.T0 + tenant.Tier(i))
+		if math.IsInf(t.Multiplier, 1) {
+			t.Multiplier, t.Shedding = e.price.cfg.Steps[len(e.price.cfg.Steps)-1], true
+		}
 	}
 	s.Level = e.price.Level()
 	if c := e.pol.Load(); c != nil {
@@ -700,7 +706,7 @@ func (e *Enforcer) Stats() Stats {
 }
 
 // Sub returns the counters of s minus those of prev (a window's worth, for
-// a reporter that sends deltas); RU likewise; Multiplier, Level,
+// a reporter that sends deltas); RU likewise; Multiplier, Shedding, Level,
 // PolicyVersion and Tenants are those of s.
 func (s Stats) Sub(prev Stats) Stats {
 	out := s
@@ -709,7 +715,7 @@ func (s Stats) Sub(prev Stats) Stats {
 		out.Tiers[i] = TierStats{
 			Admitted: a.Admitted - b.Admitted, Throttled: a.Throttled - b.Throttled, Shed: a.Shed - b.Shed, Dropped: a.Dropped - b.Dropped,
 			ShadowThrottled: a.ShadowThrottled - b.ShadowThrottled, ShadowShed: a.ShadowShed - b.ShadowShed, ShadowDropped: a.ShadowDropped - b.ShadowDropped,
-			RU: a.RU - b.RU, Multiplier: a.Multiplier,
+			RU: a.RU - b.RU, Multiplier: a.Multiplier, Shedding: a.Shedding,
 		}
 	}
 	out.Evicted = s.Evicted - prev.Evicted

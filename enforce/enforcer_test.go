@@ -171,7 +171,7 @@ func TestEnforcerPriceAndShed(t *testing.T) {
 		t.Errorf("T0 charge = %v, want 1", got)
 	}
 	st := e.Stats()
-	if st.Tiers[3].Shed != 1 || st.Tiers[0].Shed != 0 || !math.IsInf(st.Tiers[3].Multiplier, 1) || st.Level != 12 {
+	if st.Tiers[3].Shed != 1 || st.Tiers[0].Shed != 0 || st.Tiers[3].Multiplier != 8 || !st.Tiers[3].Shedding || st.Tiers[0].Shedding || st.Level != 12 {
 		t.Errorf("stats %+v", st)
 	}
 	e.ObserveAt(t0, time.Millisecond)

@@ -2,7 +2,6 @@ package enforce
 
 import (
 	"fmt"
-	"math"
 	"sync/atomic"
 	"time"
 
@@ -111,11 +110,11 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		c("shadow", prometheus.CounterValue, float64(ts.ShadowShed), tier, "shed")
 		c("shadow", prometheus.CounterValue, float64(ts.ShadowDropped), tier, "queue")
 		c("ru", prometheus.CounterValue, ts.RU, tier)
-		mult, shed := ts.Multiplier, 0.0
-		if math.IsInf(mult, 1) {
-			mult, shed = m.e.price.cfg.Steps[len(m.e.price.cfg.Steps)-1], 1
+		shed := 0.0
+		if ts.Shedding {
+			shed = 1
 		}
-		c("multiplier", prometheus.GaugeValue, mult, tier)
+		c("multiplier", prometheus.GaugeValue, ts.Multiplier, tier)
 		c("shed", prometheus.GaugeValue, shed, tier)
 	}
 	c("level", prometheus.GaugeValue, float64(s.Level))
