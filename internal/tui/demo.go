@@ -211,9 +211,18 @@ func (d *Demo) Close() error {
 	d.closed = true
 	close(d.done)
 	d.mu.Unlock()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// A temporary folder is removed right after: writing its last minute
+	// to the store would only delay the exit.
+	wait := 30 * time.Second
+	if d.temp {
+		wait = 500 * time.Millisecond
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	err := d.srv.Shutdown(ctx)
+	if d.temp {
+		err = nil // what the deadline cut short lived in a folder removed now
+	}
 	d.cleanup()
 	return err
 }

@@ -144,6 +144,15 @@ func clip(s string, w int) string {
 	return ansi.Truncate(s, w, "")
 }
 
+// gutter prefixes a table line with the selection mark, visible without
+// colours too.
+func gutter(s string, selected bool) string {
+	if selected {
+		return "› " + s
+	}
+	return "  " + s
+}
+
 var sparks = []rune("▁▂▃▄▅▆▇█")
 
 // sparkline draws the last w values of vs, scaled from 0 to top (the

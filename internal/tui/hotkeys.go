@@ -46,16 +46,16 @@ func (v *hotKeysView) selected() *live.HotKeyRow {
 func (v *hotKeysView) update(c *common, msg keyMsg, page int) { v.list.navigate(c.keys, msg, page) }
 
 func (v *hotKeysView) view(c *common, h int) string {
-	kw := min(max(c.width-(20+10+10+8+4), 12), 60)
+	kw := min(max(c.width-(20+10+10+8+6), 12), 48)
 	tw := 20
 	var out strings.Builder
-	out.WriteString(c.st.header.Render(clip(fit("KEY", kw, false)+" "+fit("TENANT", tw, false)+" "+
+	out.WriteString(c.st.header.Render(clip("  "+fit("KEY", kw, false)+" "+fit("TENANT", tw, false)+" "+
 		fit("COUNT", 10, true)+" "+fit("± ERR", 10, true)+" "+fit("SHARE", 8, true), c.width)))
 	from, to := v.list.window(h - 1)
 	for i := from; i < to; i++ {
 		r := &v.rows[v.order[i]]
-		s := clip(fit(clean(r.Key), kw, false)+" "+fit(clean(r.Tenant), tw, false)+" "+
-			fit(fmtCount(r.Count), 10, true)+" "+fit(fmtCount(r.Err), 10, true)+" "+fit(fmtShare(r.Share), 8, true), c.width)
+		s := clip(gutter(fit(clean(r.Key), kw, false)+" "+fit(clean(r.Tenant), tw, false)+" "+
+			fit(fmtCount(r.Count), 10, true)+" "+fit(fmtCount(r.Err), 10, true)+" "+fit(fmtShare(r.Share), 8, true), i == v.list.cursor), c.width)
 		if i == v.list.cursor {
 			s = c.st.selected.Render(s)
 		}

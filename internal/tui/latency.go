@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"math"
 	"strconv"
 	"strings"
 
@@ -35,6 +36,19 @@ func shedName(level int) string {
 	return "T1–T3"
 }
 
+// unknownAsGap returns the ratio history with its unknown points (0) as
+// gaps.
+func unknownAsGap(h []float64) []float64 {
+	out := make([]float64, len(h))
+	for i, v := range h {
+		if v <= 0 {
+			v = math.NaN()
+		}
+		out[i] = v
+	}
+	return out
+}
+
 func fmtRatio(r float64) string {
 	if r <= 0 {
 		return "—"
@@ -44,23 +58,23 @@ func fmtRatio(r float64) string {
 
 func (v *latencyView) view(c *common, h int) string {
 	var out strings.Builder
-	out.WriteString(c.st.header.Render(clip(fit("SERVICE", 20, false)+" "+fit("RATIO", 6, true)+" "+fit("STATE", 9, false)+" "+
+	out.WriteString(c.st.header.Render(clip("  "+fit("SERVICE", 20, false)+" "+fit("RATIO", 6, true)+" "+fit("STATE", 9, false)+" "+
 		fit("SHEDDING", 8, false)+" "+fit("REQ/s", 8, true)+" "+fit("P95", 8, true)+" "+fit("PROCS", 5, true), c.width)))
 	if len(v.rows) == 0 {
 		out.WriteString("\n" + c.st.dim.Render("no service reports yet (the latency ratio needs app processes reporting through ingest.Reporter)"))
 		return out.String()
 	}
 	from, to := v.list.window(max((h-1)/3, 1))
-	sw := max(c.width-24, 10)
+	sw := max(c.width-26, 10)
 	for i := from; i < to; i++ {
 		r := &v.rows[i]
 		state := "ok"
 		if r.Degraded {
 			state = "DEGRADED"
 		}
-		line := clip(fit(clean(r.Service), 20, false)+" "+fit(fmtRatio(r.Ratio), 6, true)+" "+fit(state, 9, false)+" "+
+		line := clip(gutter(fit(clean(r.Service), 20, false)+" "+fit(fmtRatio(r.Ratio), 6, true)+" "+fit(state, 9, false)+" "+
 			fit(shedName(r.ShedLevel), 8, false)+" "+fit(fmtNum(r.ReqPerSec), 8, true)+" "+fit(fmtSeconds(r.P95Seconds), 8, true)+" "+
-			fit(strconv.Itoa(r.Processes), 5, true), c.width)
+			fit(strconv.Itoa(r.Processes), 5, true), i == v.list.cursor), c.width)
 		switch {
 		case i == v.list.cursor:
 			line = c.st.selected.Render(line)
@@ -71,14 +85,14 @@ func (v *latencyView) view(c *common, h int) string {
 		for _, x := range r.History {
 			top = max(top, x)
 		}
-		spark := "  " + sparkline(r.History, sw, top)
+		spark := "    " + sparkline(unknownAsGap(r.History), sw, top)
 		th := " enter<" + fmtRatio(r.Enter) + " exit>" + fmtRatio(r.Exit)
 		if r.Degraded || (r.Ratio > 0 && r.Ratio < r.Exit) {
 			spark = c.st.bad.Render(spark)
 		} else {
 			spark = c.st.good.Render(spark)
 		}
-		out.WriteString("\n" + line + "\n" + spark + c.st.dim.Render(clip(th, max(c.width-sw-2, 0))) + "\n")
+		out.WriteString("\n" + line + "\n" + spark + c.st.dim.Render(clip(th, max(c.width-sw-4, 0))) + "\n")
 	}
 	return strings.TrimRight(out.String(), "\n")
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/qtop-dev/qtop/internal/live"
@@ -575,17 +576,26 @@ func (m *Model) top() string {
 	}
 	b.WriteString(clip(tabs.String(), c.width))
 	if m.err != nil {
-		b.WriteString("\n" + c.st.banner.Render(fit(clean(m.bannerText()), c.width, false)))
+		// The error says what to do: wrap it (three lines at most)
+		// rather than cut it.
+		ls := strings.Split(ansi.Wrap("⚠ "+clean(m.err.Error()), c.width, " "), "\n")
+		if len(ls) > 3 {
+			ls = ls[:3]
+		}
+		ls = append(ls, m.retryText())
+		for _, l := range ls {
+			b.WriteString("\n" + c.st.banner.Render(fit(l, c.width, false)))
+		}
 	}
 	return b.String()
 }
 
-func (m *Model) bannerText() string {
+func (m *Model) retryText() string {
 	when := "showing the last snapshot"
 	if m.snap == nil {
 		when = "no data yet"
 	}
-	return fmt.Sprintf("⚠ %v — retrying in %s (attempt %d); %s", m.err, m.backoff, m.failures, when)
+	return fmt.Sprintf("  retrying in %s (attempt %d) · %s", m.backoff, m.failures, when)
 }
 
 func (m *Model) bottom() string {

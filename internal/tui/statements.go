@@ -87,8 +87,8 @@ func (v *statementsView) update(c *common, msg keyMsg, page int) {
 func statementLines(c *common, rows []*live.StatementRow, from, to, cursor int) string {
 	var out strings.Builder
 	tw, rw := 16, 18
-	qw := max(c.width-(8+tw+rw+9+8+16+6), 10)
-	out.WriteString(c.st.header.Render(clip(fit("PID", 8, true)+" "+fit("TENANT", tw, false)+" "+fit("ROUTE", rw, false)+" "+
+	qw := max(c.width-(8+tw+rw+9+8+16+8), 10)
+	out.WriteString(c.st.header.Render(clip("  "+fit("PID", 8, true)+" "+fit("TENANT", tw, false)+" "+fit("ROUTE", rw, false)+" "+
 		fit("DURATION", 9, true)+" "+fit("STATE", 8, false)+" "+fit("WAIT", 16, false)+" "+fit("QUERY", qw, false), c.width)))
 	for i := from; i < to; i++ {
 		r := rows[i]
@@ -103,9 +103,9 @@ func statementLines(c *common, rows []*live.StatementRow, from, to, cursor int) 
 		if tn == "" {
 			tn = "(untagged)"
 		}
-		s := clip(fit(strconv.Itoa(int(r.PID)), 8, true)+" "+fit(clean(tn), tw, false)+" "+fit(clean(r.Route), rw, false)+" "+
+		s := clip(gutter(fit(strconv.Itoa(int(r.PID)), 8, true)+" "+fit(clean(tn), tw, false)+" "+fit(clean(r.Route), rw, false)+" "+
 			fit(fmtDuration(r.Duration), 9, true)+" "+fit(clean(r.State), 8, false)+" "+fit(clean(wait), 16, false)+" "+
-			fit(clean(r.Query), qw, false), c.width)
+			fit(clean(r.Query), qw, false), i == cursor), c.width)
 		switch {
 		case i == cursor:
 			s = c.st.selected.Render(s)

@@ -28,11 +28,11 @@ var columnNames = [numColumns]string{"TENANT", "TIER", "DB LOAD", "RU/s", "REQ/s
 
 // columnWidths are the widths of the columns after the tenant's, which
 // takes what is left (within tenantMin…tenantMax).
-var columnWidths = [numColumns]int{0, 4, 8, 8, 8, 8, 7, 7, 9}
+var columnWidths = [numColumns]int{0, 5, 8, 8, 8, 8, 7, 7, 9}
 
 const (
 	tenantMin = 10
-	tenantMax = 40
+	tenantMax = 28
 )
 
 func (c column) String() string { return columnNames[c] }
@@ -65,7 +65,10 @@ type tenantsView struct {
 	reverse bool
 	filter  string
 	list    list
-	sel     string // the selected tenant, kept across snapshots
+	sel     string // the selected tenant, kept across snapshots once pinned
+	// pinned is set once the user moves the cursor: until then it stays
+	// on the first row, the worst offender, as in top.
+	pinned bool
 }
 
 func newTenantsView(col column) tenantsView { return tenantsView{col: col} }
@@ -149,13 +152,16 @@ func (v *tenantsView) rebuild() {
 		n++
 	}
 	v.list.setLen(n)
-	if v.sel != "" {
+	if v.pinned && v.sel != "" {
 		for i, j := range v.order {
 			if v.rows[j].Tenant == v.sel {
 				v.list.cursor = i
 				return
 			}
 		}
+	}
+	if !v.pinned {
+		v.list.cursor = 0
 	}
 	v.remember()
 }
@@ -198,6 +204,7 @@ func (v *tenantsView) setFilter(f string) {
 
 func (v *tenantsView) update(c *common, msg keyMsg, page int) {
 	if v.list.navigate(c.keys, msg, page) {
+		v.pinned = v.list.cursor != 0
 		v.remember()
 	}
 }
@@ -208,6 +215,7 @@ func tenantWidth(w int) int {
 	for _, cw := range columnWidths[1:] {
 		rest += cw + 1
 	}
+	rest += 2 // the gutter
 	return min(max(w-rest, tenantMin), tenantMax)
 }
 
@@ -231,7 +239,7 @@ func (v *tenantsView) header(c *common) string {
 		b.WriteByte(' ')
 		b.WriteString(fit(name, w, col != colTier && col != colThrottle))
 	}
-	return c.st.header.Render(clip(b.String(), c.width))
+	return c.st.header.Render(clip(gutter(b.String(), false), c.width))
 }
 
 // line renders one tenant row (plain text, no styles).
@@ -273,7 +281,7 @@ func (v *tenantsView) view(c *common, h int) string {
 			r = &v.rows[v.order[i]]
 		}
 		v.line(&b, c, r)
-		s := clip(b.String(), c.width)
+		s := clip(gutter(b.String(), i == v.list.cursor), c.width)
 		switch {
 		case i == v.list.cursor:
 			s = c.st.selected.Render(s)
@@ -284,7 +292,7 @@ func (v *tenantsView) view(c *common, h int) string {
 		}
 		out.WriteString(s)
 	}
-	if len(v.order) == 0 && v.other == nil {
+	if len(v.order) == 0 && (v.other == nil || v.filter != "") {
 		out.WriteByte('\n')
 		if v.filter != "" {
 			out.WriteString(c.st.dim.Render("no tenant matches /" + clean(v.filter)))
