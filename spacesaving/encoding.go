@@ -1,6 +1,7 @@
 package spacesaving
 
 import (
+	"encoding"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -14,6 +15,12 @@ var (
 	ErrTruncated = errors.New("spacesaving: truncated encoding")
 )
 
+var (
+	_ encoding.BinaryMarshaler   = (*Sketch)(nil)
+	_ encoding.BinaryUnmarshaler = (*Sketch)(nil)
+	_ encoding.BinaryAppender    = (*Sketch)(nil)
+)
+
 // encodingVersion is the first byte of MarshalBinary's output.
 //
 // Version 1, after the version byte, all integers unsigned varints:
@@ -25,14 +32,14 @@ const encodingVersion = 1
 // MarshalBinary encodes the sketch: counters, buckets and total. The
 // encoding is versioned and portable between processes.
 func (s *Sketch) MarshalBinary() ([]byte, error) {
+	return s.AppendBinary(make([]byte, 0, s.encodedSizeHint()))
+}
+
+// AppendBinary appends the encoding of MarshalBinary to b.
+func (s *Sketch) AppendBinary(b []byte) ([]byte, error) {
 	if s.heap == nil {
 		s.init(DefaultCapacity)
 	}
-	n := 1 + 3*binary.MaxVarintLen64 + 8 + len(s.heap)*(3*binary.MaxVarintLen64) + len(s.alpha)*2
-	for i := range s.heap {
-		n += len(s.heap[i].key)
-	}
-	b := make([]byte, 0, n)
 	b = append(b, encodingVersion)
 	b = binary.AppendUvarint(b, uint64(cap(s.heap)))
 	b = binary.AppendUvarint(b, uint64(64-s.shift))
@@ -50,6 +57,14 @@ func (s *Sketch) MarshalBinary() ([]byte, error) {
 		b = binary.AppendUvarint(b, a)
 	}
 	return b, nil
+}
+
+func (s *Sketch) encodedSizeHint() int {
+	n := 1 + 4*binary.MaxVarintLen64 + 8 + len(s.heap)*(3*4) + len(s.alpha)*2
+	for i := range s.heap {
+		n += len(s.heap[i].key)
+	}
+	return n
 }
 
 // UnmarshalBinary replaces the sketch with the one encoded in data. On

@@ -24,7 +24,11 @@ func TestEncodingRoundTrip(t *testing.T) {
 		if !slices.Equal(d.Top(-1), s.Top(-1)) || !slices.Equal(d.alpha, s.alpha) || d.Capacity() != k {
 			t.Fatal("decoded sketch differs")
 		}
-		b2, _ := d.MarshalBinary()
+		b2, err := d.AppendBinary([]byte("prefix"))
+		if err != nil || string(b2[:6]) != "prefix" {
+			t.Fatal("AppendBinary does not append")
+		}
+		b2 = b2[6:]
 		d2 := New(3)
 		if err := d2.UnmarshalBinary(b2); err != nil || !slices.Equal(d2.Top(-1), s.Top(-1)) {
 			t.Fatalf("second round trip: %v", err)
