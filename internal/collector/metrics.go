@@ -74,7 +74,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "1 when the store answers its ping, else 0."}),
 		walBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "qtop_collector_wal_bytes",
 			Help: "Bytes in the write-ahead log of open minutes."}),
-		openMinutes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "qtop_collector_open_minutes",
+		openMinutes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "qtop_collector_open_windows",
 			Help: "Minutes held in memory (open, in grace, or accepting late reports)."}),
 		sources: prometheus.NewGauge(prometheus.GaugeOpts{Name: "qtop_collector_sources",
 			Help: "Reporting processes seen recently."}),

@@ -1,0 +1,46 @@
+package collector_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/internal/collector"
+	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+// A collector without a store, fed one report the way POST /v1/reports
+// does, read back through the live view.
+func Example() {
+	dir, _ := os.MkdirTemp("", "collector-example")
+	defer os.RemoveAll(dir)
+	now := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	s, err := collector.New(collector.Config{Store: collector.StoreNone, DataDir: dir, Now: clock})
+	if err != nil {
+		panic(err)
+	}
+	defer s.Shutdown(context.Background())
+
+	rec := ingest.NewRecorder(ingest.WithSource(ingest.Source{Service: "api", Instance: "p1"}), ingest.WithClock(clock))
+	for range 50 {
+		rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: "bigcorp", Route: "POST /import"}, Kind: ingest.KindRequest, RU: 40})
+	}
+	rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /items"}, Kind: ingest.KindRequest, RU: 1})
+	now = now.Add(time.Second)
+	body, _ := rec.Cut(now).MarshalBinary()
+	status, _, _, _, _ := s.Ingest(body)
+	fmt.Println("status", status)
+
+	now = now.Add(time.Second)
+	for _, t := range s.Snapshot(now, live.MeasureRU, 1).Tenants {
+		fmt.Printf("%-7s %6.1f RU/s  %3.0f%%\n", t.Tenant, t.RUPerSec, 100*t.Share)
+	}
+	// Output:
+	// status 200
+	// bigcorp  200.0 RU/s  100%
+	// other      0.1 RU/s    0%
+}

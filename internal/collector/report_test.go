@@ -1,0 +1,197 @@
+package collector
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/qtop-dev/qtop/ingest/store"
+)
+
+func reportStore() *memStore {
+	m := newMemStore()
+	min := t0.Truncate(time.Minute)
+	m.WriteRollups(context.Background(), []store.Rollup{
+		{Minute: min, Writer: "w", Version: 1, Service: "api", Tenant: "bigcorp", Route: "POST /import", Kind: "request", Count: 10, RU: 600},
+		{Minute: min, Writer: "w", Version: 1, Service: "api", Tenant: "acme", Route: "GET /x", Kind: "request", Count: 90, RU: 300},
+		{Minute: min, Writer: "w", Version: 1, Service: "api", Tenant: "=cmd|' /C calc'!A0", Route: "GET /x", Kind: "request", Count: 1, RU: 50},
+		{Minute: min, Writer: "w", Version: 1, Service: "", Tenant: "", Route: "", Kind: "pg", Count: 5, ActiveSessionSeconds: 5},
+		{Minute: min, Writer: "w", Version: 1, Service: "api", Tenant: "unknown", Route: "GET /x", Kind: "request", Count: 1, RU: 50},
+	})
+	return m
+}
+
+func TestCostReport(t *testing.T) {
+	req := ReportRequest{From: t0.Add(-50 * time.Hour), To: t0.Add(time.Hour), Cost: 1000, Currency: "EUR"}
+	var steps []float64
+	rep, err := BuildReport(context.Background(), reportStore(), req, func(d float64) { steps = append(steps, d) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(steps) != 3 || steps[2] != 1 {
+		t.Fatalf("progress %v: want one step per day ending at 1", steps)
+	}
+	if rep.Lines[0].Tenant != "bigcorp" || rep.Lines[0].Share != 0.6 || rep.Lines[0].Cost != 600 {
+		t.Fatalf("first line %+v", rep.Lines[0])
+	}
+	last := rep.Lines[len(rep.Lines)-1]
+	if last.Tenant != Unattributed || last.RU != 50 || last.DBSeconds != 5 || last.Cost != 50 {
+		t.Fatalf("unattributed line %+v", last)
+	}
+	// CSV: a tenant that looks like a formula is neutralised.
+	var buf bytes.Buffer
+	if err := rep.Write(&buf, FormatCSV, false); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(&buf).ReadAll()
+	if err != nil || len(recs) != len(rep.Lines)+2 || recs[0][0] != "tenant" {
+		t.Fatalf("csv %v %v", recs, err)
+	}
+	for _, r := range recs {
+		if strings.HasPrefix(r[0], "=") {
+			t.Fatalf("formula left in CSV: %q", r[0])
+		}
+	}
+	buf.Reset()
+	if err := rep.Write(&buf, FormatJSON, false); err != nil {
+		t.Fatal(err)
+	}
+	var back CostReport
+	if err := json.Unmarshal(buf.Bytes(), &back); err != nil || back.Total.Cost != 1000 {
+		t.Fatalf("json %v %+v", err, back.Total)
+	}
+	buf.Reset()
+	if err := rep.Write(&buf, FormatTable, false); err != nil || !strings.Contains(buf.String(), "(unattributed)") || !strings.Contains(buf.String(), "1000.00 EUR") {
+		t.Fatalf("table %v\n%s", err, buf.String())
+	}
+	if err := rep.Write(&buf, "xlsx", false); !errors.Is(err, ErrReport) {
+		t.Fatalf("bad format: %v", err)
+	}
+}
+
+func TestCostReportEndpoint(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	f.mem = reportStore()
+	f.s.store = f.mem
+	h := f.s.Handler()
+	get := func(q string) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/report?"+q, nil))
+		return w
+	}
+	w := get("from=" + t0.Add(-time.Hour).Format(time.RFC3339) + "&to=" + t0.Add(time.Hour).Format(time.RFC3339) + "&by=tenant,route&format=csv&cost=10")
+	if w.Code != 200 || !strings.Contains(w.Body.String(), "POST /import") {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	for _, q := range []string{"measure=vibes", "from=soon", "by=route", "format=pdf", "cost=-1", "from=2026-03-05&to=2026-03-04"} {
+		if w := get(q); w.Code != 400 {
+			t.Errorf("%s: %d, want 400", q, w.Code)
+		}
+	}
+}
+
+func TestParseTime(t *testing.T) {
+	now := t0
+	cases := map[string]time.Time{
+		"now":                  now,
+		"24h":                  now.Add(-24 * time.Hour),
+		"7d":                   now.Add(-7 * 24 * time.Hour),
+		"2026-03-01":           time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC),
+		"2026-03-01T10:00:00Z": time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC),
+	}
+	for in, want := range cases {
+		got, err := ParseTime(in, now)
+		if err != nil || !got.Equal(want) {
+			t.Errorf("%q: %v %v, want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "-5h", "yesterday", "7x"} {
+		if _, err := ParseTime(bad, now); !errors.Is(err, ErrReport) {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+}
+
+func FuzzParseTime(f *testing.F) {
+	for _, s := range []string{"now", "24h", "7d", "2026-03-01", "2026-03-01T10:00:00Z", "-1d"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := ParseTime(s, t0)
+		if err == nil && got.After(t0) && !strings.Contains(s, "T") && !strings.Contains(s, "-") {
+			t.Fatalf("%q gave %v, after now", s, got)
+		}
+	})
+}
+
+// FuzzReadWAL: whatever a WAL file holds (a torn write, a flipped bit),
+// replay never fails or panics, hands on only intact records, and leaves
+// the file cut to them.
+func FuzzReadWAL(f *testing.F) {
+	var good []byte
+	w := &walFile{}
+	dir := f.TempDir()
+	p := filepath.Join(dir, "seed")
+	fh, _ := os.Create(p)
+	w.f = fh
+	var buf []byte
+	w.append([]byte("hello"), &buf)
+	w.append([]byte("world!"), &buf)
+	fh.Close()
+	good, _ = os.ReadFile(p)
+	f.Add(good)
+	f.Add(good[:len(good)-3])
+	f.Add([]byte{255, 255, 255, 255, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p := filepath.Join(t.TempDir(), "w.wal")
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		cut, err := readWAL(p, func(body []byte) error { n += 8 + len(body); return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		after, _ := os.ReadFile(p)
+		if int64(len(after)) != int64(len(b))-cut || len(after) != n || !bytes.Equal(after, b[:len(after)]) {
+			t.Fatalf("file %d bytes → %d, records %d, cut %d", len(b), len(after), n, cut)
+		}
+		// Replaying the cut file again cuts nothing.
+		if cut2, _ := readWAL(p, func([]byte) error { return nil }); cut2 != 0 {
+			t.Fatalf("second replay cut %d", cut2)
+		}
+	})
+}
+
+func TestMetricsLint(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	p := newProcess(f.clk, "api", "p")
+	f.clk.Add(time.Second)
+	f.ingest(p.report(t, "acme", 3, "k"))
+	problems, err := testutil.GatherAndLint(f.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pr := range problems {
+		t.Errorf("metric %s: %s", pr.Metric, pr.Text)
+	}
+	if n, err := testutil.GatherAndCount(f.reg, "qtop_collector_tenant_ru_total"); err != nil || n != 2 { // acme and other
+		t.Fatalf("per-tenant series: %d %v", n, err)
+	}
+	if got := testutil.ToFloat64(f.s.met.accepted); got != 1 {
+		t.Fatalf("accepted %v", got)
+	}
+}
