@@ -56,7 +56,6 @@ type fairConfig struct {
 	cap        func(tenant string) int
 	quantum    float64
 	maxPending int
-	maxTenants int
 	now        func() time.Time
 }
 

@@ -85,7 +85,7 @@ func (p *PanicError) Error() string {
 type guardConfig struct {
 	ttl, window, timeout time.Duration
 	minHits              int
-	maxKeys, sketchCap   int
+	maxKeys              int
 	now                  func() time.Time
 }
 
