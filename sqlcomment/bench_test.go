@@ -5,7 +5,12 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"io"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -138,4 +143,98 @@ func BenchmarkExecTaggedObserved(b *testing.B) {
 func BenchmarkQueryTaggedObserved(b *testing.B) {
 	db, ctx := benchDB(b, true, WithObserver(func(context.Context, Event) {}))
 	benchQuery(b, db, ctx)
+}
+
+// interleave runs batches of each f in turn, so that all see the same
+// machine load, and returns the median ns/op of each over the batches. The
+// machines these run on are shared and noisy; ratios and differences from
+// one interleaved run are what can be compared.
+func interleave(b *testing.B, fs ...func()) []float64 {
+	const batch = 64
+	samples := make([][]float64, len(fs))
+	for b.Loop() {
+		for i, f := range fs {
+			t0 := time.Now()
+			for range batch {
+				f()
+			}
+			samples[i] = append(samples[i], float64(time.Since(t0))/batch)
+		}
+	}
+	med := make([]float64, len(fs))
+	for i, s := range samples {
+		slices.Sort(s)
+		med[i] = s[len(s)/2]
+	}
+	return med
+}
+
+// BenchmarkOverhead reports the wrapper's cost per statement over the raw
+// fake driver (overhead-ns = median tagged − median raw), for ExecContext
+// and QueryContext, with a tenant, a route, a tier and two static tags.
+func BenchmarkOverhead(b *testing.B) {
+	rawDB, rawCtx := benchDB(b, false)
+	tagDB, tagCtx := benchDB(b, true)
+	obsDB, obsCtx := benchDB(b, true, WithObserver(func(context.Context, Event) {}))
+	exec := func(db *sql.DB, ctx context.Context) func() {
+		return func() {
+			if _, err := db.ExecContext(ctx, "UPDATE invoices SET paid = true WHERE id = $1", 7); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	query := func(db *sql.DB, ctx context.Context) func() {
+		return func() {
+			rows, err := db.QueryContext(ctx, "SELECT total FROM invoices WHERE id = $1", 7)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for rows.Next() {
+			}
+			rows.Close()
+		}
+	}
+	b.Run("Exec", func(b *testing.B) {
+		m := interleave(b, exec(rawDB, rawCtx), exec(tagDB, tagCtx), exec(obsDB, obsCtx))
+		b.ReportMetric(m[0], "raw-ns")
+		b.ReportMetric(m[1]-m[0], "overhead-ns")
+		b.ReportMetric(m[2]-m[0], "observed-overhead-ns")
+	})
+	b.Run("Query", func(b *testing.B) {
+		m := interleave(b, query(rawDB, rawCtx), query(tagDB, tagCtx), query(obsDB, obsCtx))
+		b.ReportMetric(m[0], "raw-ns")
+		b.ReportMetric(m[1]-m[0], "overhead-ns")
+		b.ReportMetric(m[2]-m[0], "observed-overhead-ns")
+	})
+}
+
+// naiveFormat is the straightforward builder PEERS.md measures (sort the
+// keys, url.PathEscape, strings.Builder), with the same output for these
+// tags: a yardstick run beside Format in the same loop.
+func naiveFormat(tags map[string]string) string {
+	keys := make([]string, 0, len(tags))
+	for k := range tags {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var sb strings.Builder
+	sb.WriteString("/*")
+	for i, k := range keys {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		sb.WriteString(url.PathEscape(k))
+		sb.WriteString("='")
+		sb.WriteString(strings.ReplaceAll(url.PathEscape(tags[k]), "'", `\'`))
+		sb.WriteByte('\'')
+	}
+	sb.WriteString("*/")
+	return sb.String()
+}
+
+func BenchmarkFormatVsNaive(b *testing.B) {
+	m := interleave(b, func() { sink = Format(sixTags) }, func() { sink = naiveFormat(sixTags) })
+	b.ReportMetric(m[0], "format-ns")
+	b.ReportMetric(m[1], "naive-ns")
+	b.ReportMetric(m[1]/m[0], "speedup")
 }

@@ -17,6 +17,7 @@ import (
 // other drivers. It is safe for concurrent use.
 type Commenter struct {
 	cfg     config
+	prefix  string // application and db_driver, encoded, when there are no WithTag tags
 	dropped atomic.Uint64
 	drops   *prometheus.CounterVec // nil without WithRegisterer
 }
@@ -25,6 +26,22 @@ type Commenter struct {
 // are corrected as each option documents; see WithMaxLen.
 func NewCommenter(opts ...Option) *Commenter {
 	c := &Commenter{cfg: newConfig(opts)}
+	if len(c.cfg.static) == 0 {
+		// application and db_driver sort before every other key this
+		// package writes: encode them once.
+		var ps []pair
+		if c.cfg.application != "" {
+			ps = append(ps, pair{KeyApplication, c.cfg.application})
+		}
+		if c.cfg.dbDriver != "" {
+			ps = append(ps, pair{KeyDBDriver, c.cfg.dbDriver})
+		}
+		if len(ps) > 0 {
+			b := make([]byte, commentLen(ps))
+			n := render(b, ps)
+			c.prefix = string(b[2 : n-2])
+		}
+	}
 	if c.cfg.reg != nil {
 		vec := prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "qtop_sqlcomment_dropped_tags_total",
@@ -68,29 +85,23 @@ func (c *Commenter) Comment(ctx context.Context, query string, prepare bool) Sta
 	if !ok {
 		return st
 	}
+	// The per-request pairs, in key order (all sort after db_driver).
 	var buf [16]pair
 	ps := buf[:0]
 	if tagged {
-		if t.Tenant != "" {
-			ps = append(ps, pair{KeyTenant, t.Tenant})
+		if c.cfg.key && t.Key != "" {
+			ps = append(ps, pair{KeyKey, t.Key})
 		}
 		if t.Route != "" {
 			ps = append(ps, pair{KeyRoute, t.Route})
 		}
+		if t.Tenant != "" {
+			ps = append(ps, pair{KeyTenant, t.Tenant})
+		}
 		if t.Tier != tenant.TierUnset {
 			ps = append(ps, pair{KeyTier, t.Tier.String()})
 		}
-		if c.cfg.key && t.Key != "" {
-			ps = append(ps, pair{KeyKey, t.Key})
-		}
 	}
-	if c.cfg.application != "" {
-		ps = append(ps, pair{KeyApplication, c.cfg.application})
-	}
-	if c.cfg.dbDriver != "" {
-		ps = append(ps, pair{KeyDBDriver, c.cfg.dbDriver})
-	}
-	ps = append(ps, c.cfg.static...)
 	if c.cfg.trace && !prepare {
 		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
 			ps = append(ps, pair{KeyTraceparent, traceparent(sc)})
@@ -100,6 +111,30 @@ func (c *Commenter) Comment(ctx context.Context, query string, prepare bool) Sta
 			st.Unique = true
 		}
 	}
+	if len(c.cfg.static) == 0 {
+		// Fast path: the static pairs are encoded already, the others are in
+		// order, and the comment surely fits the cap and the stack buffer.
+		if len(ps) == 0 && c.prefix == "" {
+			return st
+		}
+		if bound := len(c.prefix) + maxCommentLen(ps); bound <= c.cfg.maxLen && bound <= stackBuf {
+			var tmp [stackBuf]byte
+			n := renderAfter(tmp[:], c.prefix, ps)
+			st.Query = spliceRendered(query, at, tmp[:n])
+			return st
+		}
+	}
+	// General path: every pair, the cap, a sort.
+	var buf2 [16]pair
+	all := buf2[:0]
+	if c.cfg.application != "" {
+		all = append(all, pair{KeyApplication, c.cfg.application})
+	}
+	if c.cfg.dbDriver != "" {
+		all = append(all, pair{KeyDBDriver, c.cfg.dbDriver})
+	}
+	all = append(all, ps...)
+	ps = append(all, c.cfg.static...)
 	if len(ps) == 0 {
 		return st
 	}
@@ -129,7 +164,7 @@ func (c *Commenter) Observe(ctx context.Context, e Event) {
 // that would break the cap is left out (and counted) and the next ones are
 // still tried, so one huge value costs only itself.
 func (c *Commenter) fit(ps []pair) []pair {
-	if commentLen(ps) <= c.cfg.maxLen {
+	if maxCommentLen(ps) <= c.cfg.maxLen || commentLen(ps) <= c.cfg.maxLen {
 		return ps
 	}
 	// Stable insertion sort by priority, highest priority first.

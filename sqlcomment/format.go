@@ -81,23 +81,28 @@ func Append(query string, tags map[string]string) string {
 // splice inserts " /*…*/" for the sorted pairs ps at byte at of query, in one
 // allocation.
 func splice(query string, at int, ps []pair) string {
-	var b []byte
 	if maxCommentLen(ps) <= stackBuf {
 		var tmp [stackBuf]byte
 		n := render(tmp[:], ps)
-		b = make([]byte, len(query)+1+n)
-		copy(b[at+1:], tmp[:n])
-		b[at] = ' '
-		copy(b, query[:at])
-		copy(b[at+1+n:], query[at:])
-	} else {
-		n := commentLen(ps)
-		b = make([]byte, len(query)+1+n)
-		render(b[at+1:at+1+n], ps)
-		b[at] = ' '
-		copy(b, query[:at])
-		copy(b[at+1+n:], query[at:])
+		return spliceRendered(query, at, tmp[:n])
 	}
+	n := commentLen(ps)
+	b := make([]byte, len(query)+1+n)
+	copy(b, query[:at])
+	b[at] = ' '
+	render(b[at+1:at+1+n], ps)
+	copy(b[at+1+n:], query[at:])
+	return unsafe.String(&b[0], len(b))
+}
+
+// spliceRendered inserts " " + comment at byte at of query.
+func spliceRendered(query string, at int, comment []byte) string {
+	n := len(comment)
+	b := make([]byte, len(query)+1+n)
+	copy(b, query[:at])
+	b[at] = ' '
+	copy(b[at+1:], comment)
+	copy(b[at+1+n:], query[at:])
 	return unsafe.String(&b[0], len(b))
 }
 
@@ -142,11 +147,15 @@ func pairLen(p pair) int { return encodedLen(p.k) + 3 + encodedLen(p.v) }
 // render writes the comment for ps at the start of b, which holds at least
 // commentLen(ps) bytes, and returns its length. It writes bytes by index
 // into a buffer the caller sized: no appends, no growth.
-func render(b []byte, ps []pair) int {
+func render(b []byte, ps []pair) int { return renderAfter(b, "", ps) }
+
+// renderAfter is render with an already encoded prefix of pairs (without
+// a trailing comma) before ps.
+func renderAfter(b []byte, prefix string, ps []pair) int {
 	b[0], b[1] = '/', '*'
-	i := 2
+	i := 2 + copy(b[2:], prefix)
 	for j, p := range ps {
-		if j > 0 {
+		if j > 0 || prefix != "" {
 			b[i] = ','
 			i++
 		}
@@ -279,6 +288,10 @@ type scanResult struct {
 func scan(q string) scanResult {
 	r := scanResult{lastStart: -1, lastEnd: -1}
 	for i := 0; i < len(q); {
+		if !special[q[i]] {
+			i++
+			continue
+		}
 		c := q[i]
 		switch {
 		case c == '\'':
@@ -346,6 +359,14 @@ func scan(q string) scanResult {
 	}
 	return r
 }
+
+// special marks the bytes where scan has something to look at.
+var special = func() (t [256]bool) {
+	for _, c := range "'\"$-/" {
+		t[c] = true
+	}
+	return t
+}()
 
 // skipQuoted returns the index just past the closing quote q of a literal
 // whose body starts at i. A doubled quote is part of the body; with escapes
