@@ -264,7 +264,19 @@ func buildCatalog(chAddr string) (cat *Catalog, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("middleware: %w", err)
 	}
+	guard, err := enforce.NewGuard(func(_ context.Context, key string) (string, error) { return "v:" + key, nil },
+		func(k string) string { return k })
+	if err != nil {
+		return nil, fmt.Errorf("hot-key guard: %w", err)
+	}
+	if err := enforce.NewGuardMetrics(app, "products", guard); err != nil {
+		return nil, fmt.Errorf("hot-key guard metrics: %w", err)
+	}
 	h := mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := guard.Get(r.Context(), "product:1"); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
 		tags, _ := tenant.From(r.Context())
 		rec.Record(ingest.Record{Time: time.Now(), Tags: tags, Kind: ingest.KindRequest, Duration: 3 * time.Millisecond, RU: 1})
 		rec.Record(ingest.Record{Time: time.Now(), Tags: tags, Kind: ingest.KindDB, Duration: 2 * time.Millisecond, Rows: 1})
