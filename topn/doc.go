@@ -4,11 +4,13 @@
 // A [Ranking] adds up several measures per key ([DBTime], [RU], [Requests],
 // [Errors], [Bytes]) and ranks keys by one of them. The first N keys seen
 // become members at once; after that, membership changes only at
-// [Ranking.Rerank] (or [Ranking.Cut]), when a challenger found by a
-// Space-Saving sketch over the interval outranks the weakest member by a
-// margin, and that member has served a minimum tenure. The margin and the
-// tenure are the hysteresis that keeps a tenant near the cut from flapping
-// in and out of Prometheus series.
+// [Ranking.Rerank] (or [Ranking.Cut]), when a challenger found by
+// Space-Saving sketches outranks the weakest member by a margin, and that
+// member has served a minimum tenure. Scores are sums over the last few
+// reranks (members exactly, challengers by their sketch lower bounds), so
+// one quiet interval does not cost a member its place. The margin, the
+// tenure and this smoothing are the hysteresis that keeps a tenant near
+// the cut from flapping in and out of Prometheus series.
 //
 // Every unit of load is counted exactly once: in the row of the member it
 // belongs to if that key is a member when it is added, otherwise in
@@ -22,8 +24,8 @@
 //
 // # Cost
 //
-// Memory is N members plus a sketch of max(8N, 64) counters (about 100
-// bytes each). Add takes one lock, one map lookup and, for non-members,
+// Memory is N members plus, per interval of the smoothing ring (default
+// 3), a sketch of max(8N, 64) counters of about 100 bytes each. Add takes one lock, one map lookup and, for non-members,
 // one sketch update: about 100 ns with 100,000 Zipf-distributed tenants
 // and N = 50 (BenchmarkAdd), without allocating. Rerank sorts the sketch
 // once per interval.

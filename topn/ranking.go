@@ -81,6 +81,7 @@ type config struct {
 	margin   float64
 	tenure   int
 	capacity int
+	smooth   int
 }
 
 // WithRankBy sets the measure that ranks keys (default DBTime).
@@ -93,6 +94,12 @@ func WithMargin(f float64) Option { return func(c *config) { c.margin = f } }
 // WithMinTenure sets how many reranks a new member stays before it can be
 // replaced (default 3; 0 disables).
 func WithMinTenure(k int) Option { return func(c *config) { c.tenure = k } }
+
+// WithSmoothing sets over how many reranks, the current one included,
+// keys are scored (default 3; at least 1). A key whose load alternates
+// between busy and quiet intervals is then judged by its sum, not by its
+// last interval. Each interval keeps its own challenger sketch.
+func WithSmoothing(k int) Option { return func(c *config) { c.smooth = k } }
 
 // WithCapacity sets the capacity of the sketch that finds challengers
 // (default max(8N, 64)); at least N+1.
@@ -110,6 +117,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("%w: tenure %d", ErrInvalid, c.tenure)
 	case c.capacity <= c.n || c.capacity > spacesaving.MaxCapacity:
 		return fmt.Errorf("%w: capacity %d for N = %d", ErrInvalid, c.capacity, c.n)
+	case c.smooth < 1 || c.smooth > 64:
+		return fmt.Errorf("%w: smoothing over %d reranks", ErrInvalid, c.smooth)
 	}
 	return nil
 }
@@ -123,20 +132,21 @@ type Ranking struct {
 	members map[string]*member
 	total   Values // cumulative Other
 	window  Values // Other since the last Cut
-	sketch  *spacesaving.Sketch
+	sketch  []*spacesaving.Sketch // one per interval of the smoothing ring
+	cur     int                   // the current interval in the ring
 	reranks int
 }
 
 type member struct {
 	total  Values  // since it became a member
 	window Values  // since the last Cut
-	score  float64 // rank measure since the last Rerank
-	since  int     // reranks count when admitted
+	score  []float64 // rank measure per interval of the ring
+	since  int       // reranks count when admitted
 }
 
 // New returns an empty ranking of at most n members.
 func New(n int, opts ...Option) (*Ranking, error) {
-	cfg := config{n: n, rankBy: DBTime, margin: 1.25, tenure: 3}
+	cfg := config{n: n, rankBy: DBTime, margin: 1.25, tenure: 3, smooth: 3}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -146,11 +156,11 @@ func New(n int, opts ...Option) (*Ranking, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Ranking{
-		cfg:     cfg,
-		members: make(map[string]*member, n),
-		sketch:  spacesaving.New(cfg.capacity),
-	}, nil
+	r := &Ranking{cfg: cfg, members: make(map[string]*member, n)}
+	for range cfg.smooth {
+		r.sketch = append(r.sketch, spacesaving.New(cfg.capacity))
+	}
+	return r, nil
 }
 
 // N returns the most members the ranking names.
@@ -192,21 +202,33 @@ func (r *Ranking) Add(key string, v Values) error {
 	}
 	m := r.members[key]
 	if m == nil && len(r.members) < r.cfg.n {
-		m = &member{since: r.reranks}
+		m = r.newMember(r.reranks)
 		r.members[key] = m
 	}
 	if m != nil {
 		m.total.Add(v)
 		m.window.Add(v)
-		m.score += v[r.cfg.rankBy]
+		m.score[r.cur] += v[r.cfg.rankBy]
 		return nil
 	}
 	r.total.Add(v)
 	r.window.Add(v)
 	// Members are scored exactly; only the others need the sketch, which
 	// then spends all of its capacity on finding challengers.
-	r.sketch.Add(key, weight(v[r.cfg.rankBy]))
+	r.sketch[r.cur].Add(key, weight(v[r.cfg.rankBy]))
 	return nil
+}
+
+func (r *Ranking) newMember(since int) *member {
+	return &member{since: since, score: make([]float64, r.cfg.smooth)}
+}
+
+func sumOf(xs []float64) float64 {
+	var t float64
+	for _, x := range xs {
+		t += x
+	}
+	return t
 }
 
 // Rerank revisits membership with the amounts added since the last
@@ -222,10 +244,11 @@ func (r *Ranking) Rerank() {
 
 func (r *Ranking) rerank() {
 	defer func() {
+		r.cur = (r.cur + 1) % len(r.sketch)
+		r.sketch[r.cur].Reset()
 		for _, m := range r.members {
-			m.score = 0
+			m.score[r.cur] = 0
 		}
-		r.sketch.Reset()
 		r.reranks++
 	}()
 	if len(r.members) < r.cfg.n {
@@ -235,11 +258,20 @@ func (r *Ranking) rerank() {
 		key   string
 		score float64
 	}
-	var challengers []cand
-	for _, c := range r.sketch.Top(-1) {
-		if _, ok := r.members[c.Key]; !ok && c.Count > c.Err {
-			// The lower bound: a challenger is never promoted on error.
-			challengers = append(challengers, cand{c.Key, float64(c.Count-c.Err) / 1e6})
+	// A challenger's score is the sum of its lower bounds over the ring:
+	// it is never promoted on a sketch's error.
+	lower := map[string]uint64{}
+	for _, sk := range r.sketch {
+		for _, c := range sk.Top(-1) {
+			if _, ok := r.members[c.Key]; !ok {
+				lower[c.Key] += c.Count - c.Err
+			}
+		}
+	}
+	challengers := make([]cand, 0, len(lower))
+	for k, l := range lower {
+		if l > 0 {
+			challengers = append(challengers, cand{k, float64(l) / 1e6})
 		}
 	}
 	if len(challengers) == 0 {
@@ -257,7 +289,7 @@ func (r *Ranking) rerank() {
 	var weak []cand
 	for k, m := range r.members {
 		if r.reranks-m.since >= r.cfg.tenure {
-			weak = append(weak, cand{k, m.score})
+			weak = append(weak, cand{k, sumOf(m.score)})
 		}
 	}
 	slices.SortFunc(weak, func(a, b cand) int {
@@ -276,7 +308,7 @@ func (r *Ranking) rerank() {
 		out := r.members[weak[i].key]
 		r.window.Add(out.window)
 		delete(r.members, weak[i].key)
-		r.members[c.key] = &member{since: r.reranks + 1}
+		r.members[c.key] = r.newMember(r.reranks + 1)
 	}
 }
 

@@ -81,26 +81,14 @@ func TestWindowsExactAndBounded(t *testing.T) {
 	}
 }
 
-// The step table: one rerank per interval t0…t9, fixed amounts, N = 2.
-func TestHysteresisSteps(t *testing.T) {
-	r := mustNew(t, 2, WithMargin(1.5), WithMinTenure(2))
-	type step struct {
-		name    string
-		amounts map[string]float64 // DB seconds added in the interval
-		members []string           // after the rerank
-	}
-	steps := []step{
-		{"t0 first two keys are members at once", map[string]float64{"a": 10, "b": 5, "c": 1}, []string{"a", "b"}},
-		{"t1 c slightly above b: inside the margin", map[string]float64{"a": 10, "b": 5, "c": 7}, []string{"a", "b"}},
-		{"t2 c just below the margin", map[string]float64{"a": 10, "b": 5, "c": 7.4}, []string{"a", "b"}},
-		{"t3 c beyond the margin replaces b", map[string]float64{"a": 10, "b": 5, "c": 8}, []string{"a", "c"}},
-		{"t4 b comes back strong: c in tenure, a within margin", map[string]float64{"a": 60, "b": 50, "c": 1}, []string{"a", "c"}},
-		{"t5 still in tenure", map[string]float64{"a": 60, "b": 50, "c": 1}, []string{"a", "c"}},
-		{"t6 tenure over: b replaces c", map[string]float64{"a": 60, "b": 50, "c": 1}, []string{"a", "b"}},
-		{"t7 b and c flap around each other: no change", map[string]float64{"a": 10, "b": 5, "c": 6}, []string{"a", "b"}},
-		{"t8", map[string]float64{"a": 10, "b": 6, "c": 5}, []string{"a", "b"}},
-		{"t9 two strong newcomers, a silent", map[string]float64{"b": 6, "d": 30, "e": 20}, []string{"d", "e"}},
-	}
+type step struct {
+	name    string
+	amounts map[string]float64 // DB seconds added in the interval
+	members []string           // after the rerank
+}
+
+func runSteps(t *testing.T, r *Ranking, steps []step) {
+	t.Helper()
 	for _, s := range steps {
 		keys := make([]string, 0, len(s.amounts))
 		for k := range s.amounts {
@@ -123,6 +111,56 @@ func TestHysteresisSteps(t *testing.T) {
 			t.Fatalf("%s: members %v, want %v", s.name, got, s.members)
 		}
 	}
+}
+
+// The step table: one rerank per interval t0…t9, fixed amounts, N = 2,
+// each interval judged alone.
+func TestHysteresisSteps(t *testing.T) {
+	r := mustNew(t, 2, WithMargin(1.5), WithMinTenure(2), WithSmoothing(1))
+	runSteps(t, r, []step{
+		{"t0 first two keys are members at once", map[string]float64{"a": 10, "b": 5, "c": 1}, []string{"a", "b"}},
+		{"t1 c slightly above b: inside the margin", map[string]float64{"a": 10, "b": 5, "c": 7}, []string{"a", "b"}},
+		{"t2 c just below the margin", map[string]float64{"a": 10, "b": 5, "c": 7.4}, []string{"a", "b"}},
+		{"t3 c beyond the margin replaces b", map[string]float64{"a": 10, "b": 5, "c": 8}, []string{"a", "c"}},
+		{"t4 b comes back strong: c in tenure, a within margin", map[string]float64{"a": 60, "b": 50, "c": 1}, []string{"a", "c"}},
+		{"t5 still in tenure", map[string]float64{"a": 60, "b": 50, "c": 1}, []string{"a", "c"}},
+		{"t6 tenure over: b replaces c", map[string]float64{"a": 60, "b": 50, "c": 1}, []string{"a", "b"}},
+		{"t7 b and c flap around each other: no change", map[string]float64{"a": 10, "b": 5, "c": 6}, []string{"a", "b"}},
+		{"t8", map[string]float64{"a": 10, "b": 6, "c": 5}, []string{"a", "b"}},
+		{"t9 two strong newcomers, a silent", map[string]float64{"b": 6, "d": 30, "e": 20}, []string{"d", "e"}},
+	})
+}
+
+// With smoothing, a member whose load comes in bursts keeps its place
+// against a steady challenger of the same average; judged one interval at
+// a time it would flap.
+func TestSmoothingSteps(t *testing.T) {
+	ab, ac := []string{"a", "b"}, []string{"a", "c"}
+	bursty := func(want ...[]string) []step {
+		return []step{
+			{"t0 a and b members, c steady", map[string]float64{"a": 20, "b": 10, "c": 6}, want[0]},
+			{"t1 b quiet", map[string]float64{"a": 20, "b": 2, "c": 6}, want[1]},
+			{"t2 b busy", map[string]float64{"a": 20, "b": 10, "c": 6}, want[2]},
+			{"t3 b quiet", map[string]float64{"a": 20, "b": 2, "c": 6}, want[3]},
+		}
+	}
+	t.Run("one interval flaps", func(t *testing.T) {
+		r := mustNew(t, 2, WithMinTenure(0), WithSmoothing(1))
+		runSteps(t, r, bursty(ab, ac, ab, ac))
+	})
+	t.Run("two intervals hold", func(t *testing.T) {
+		r := mustNew(t, 2, WithMinTenure(0), WithSmoothing(2))
+		runSteps(t, r, bursty(ab, ab, ab, ab))
+	})
+	t.Run("a steady challenger wins over the ring", func(t *testing.T) {
+		r := mustNew(t, 2, WithMinTenure(0), WithSmoothing(3))
+		runSteps(t, r, []step{
+			{"t0", map[string]float64{"a": 20, "b": 5}, []string{"a", "b"}},
+			{"t1 c rises: one interval is not enough", map[string]float64{"a": 20, "b": 5, "c": 9}, []string{"a", "b"}},
+			{"t2 two intervals of 9 against b's 15", map[string]float64{"a": 20, "b": 5, "c": 9}, []string{"a", "b"}},
+			{"t3 three: 27 > 1.25 × 15", map[string]float64{"a": 20, "b": 5, "c": 9}, []string{"a", "c"}},
+		})
+	})
 }
 
 // A member replaced by Rerank between Cuts gives its window to Other.
@@ -195,6 +233,7 @@ func TestOptions(t *testing.T) {
 		{5, []Option{WithMargin(0.9)}}, {5, []Option{WithMargin(math.NaN())}}, {5, []Option{WithMargin(math.Inf(1))}},
 		{5, []Option{WithMinTenure(-1)}},
 		{5, []Option{WithCapacity(5)}}, {5, []Option{WithCapacity(1 << 30)}},
+		{5, []Option{WithSmoothing(0)}}, {5, []Option{WithSmoothing(65)}},
 	} {
 		if _, err := New(tc.n, tc.opts...); !errors.Is(err, ErrInvalid) {
 			t.Errorf("New(%d, …) = %v, want ErrInvalid", tc.n, err)
