@@ -130,16 +130,16 @@ type Ranking struct {
 
 	mu      sync.Mutex
 	members map[string]*member
-	total   Values // cumulative Other
-	window  Values // Other since the last Cut
+	total   Values                // cumulative Other
+	window  Values                // Other since the last Cut
 	sketch  []*spacesaving.Sketch // one per interval of the smoothing ring
 	cur     int                   // the current interval in the ring
 	reranks int
 }
 
 type member struct {
-	total  Values  // since it became a member
-	window Values  // since the last Cut
+	total  Values    // since it became a member
+	window Values    // since the last Cut
 	score  []float64 // rank measure per interval of the ring
 	since  int       // reranks count when admitted
 }
