@@ -15,6 +15,7 @@ type common struct {
 	keys          KeyMap
 	help          help.Model
 	now           func() time.Time
+	loc           *time.Location // of the times shown
 }
 
 // styles are the UI's lipgloss styles, bound to one renderer so that the

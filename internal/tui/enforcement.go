@@ -42,8 +42,8 @@ func (v *enforcementView) view(c *common, h int) string {
 		out.WriteString("\n" + line)
 	}
 	out.WriteString("\n\n" + c.st.title.Render(clip("Policy v"+fmtCount(v.pol.Version)+" — "+fmtCount(uint64(len(v.pol.Rules)))+" active rules", c.width)))
-	rw := max(c.width-(12+18+9+12+10+2*5+2), 8)
-	out.WriteString("\n" + c.st.header.Render(clip("  "+fit("ID", 12, false)+" "+fit("TARGET", 18, false)+" "+fit("ACTION", 9, false)+" "+
+	rw := max(c.width-(12+18+14+12+10+2*5+2), 8)
+	out.WriteString("\n" + c.st.header.Render(clip("  "+fit("ID", 12, false)+" "+fit("TARGET", 18, false)+" "+fit("ACTION", 14, false)+" "+
 		fit("LIMIT", 12, true)+" "+fit("EXPIRES", 10, true)+" "+fit("REASON", rw, false), c.width)))
 	if len(v.pol.Rules) == 0 {
 		out.WriteString("\n" + c.st.dim.Render(clip("no active rule (t on a tenant throttles it)", c.width)))
@@ -71,7 +71,7 @@ func (v *enforcementView) view(c *common, h int) string {
 		if !v.stamp.IsZero() {
 			exp = fmtDuration(r.Expires.Sub(v.stamp).Truncate(time.Second))
 		}
-		line := clip(gutter(fit(clean(r.ID), 12, false)+" "+fit(clean(target), 18, false)+" "+fit(action, 9, false)+" "+
+		line := clip(gutter(fit(clean(r.ID), 12, false)+" "+fit(clean(target), 18, false)+" "+fit(action, 14, false)+" "+
 			fit(limit, 12, true)+" "+fit(exp, 10, true)+" "+fit(clean(r.Reason), rw, false), i == v.list.cursor), c.width)
 		if i == v.list.cursor {
 			line = c.st.selected.Render(line)

@@ -30,10 +30,11 @@ type fakeSource struct {
 	cancels   []int32
 	terms     []int32
 	closed    bool
+	done      chan struct{}
 }
 
 func newFake(f Features) *fakeSource {
-	return &fakeSource{feats: f, snaps: make(chan live.Snapshot, 16)}
+	return &fakeSource{feats: f, snaps: make(chan live.Snapshot, 16), done: make(chan struct{})}
 }
 
 func (f *fakeSource) Next(ctx context.Context, q Query) (live.Snapshot, error) {
@@ -49,6 +50,8 @@ func (f *fakeSource) Next(ctx context.Context, q Query) (live.Snapshot, error) {
 		return s, nil
 	case <-ctx.Done():
 		return live.Snapshot{}, ctx.Err()
+	case <-f.done:
+		return live.Snapshot{}, ErrClosed
 	}
 }
 
@@ -78,7 +81,15 @@ func (f *fakeSource) Terminate(_ context.Context, pid int32) error {
 
 func (f *fakeSource) Features() Features { return f.feats }
 func (f *fakeSource) Describe() string   { return "fake" }
-func (f *fakeSource) Close() error       { f.closed = true; return nil }
+func (f *fakeSource) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.closed {
+		f.closed = true
+		close(f.done)
+	}
+	return nil
+}
 
 func asciiRenderer() *lipgloss.Renderer {
 	r := lipgloss.NewRenderer(nil)

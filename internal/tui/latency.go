@@ -65,7 +65,7 @@ func (v *latencyView) view(c *common, h int) string {
 		return out.String()
 	}
 	from, to := v.list.window(max((h-1)/3, 1))
-	sw := max(c.width-26, 10)
+	sw := max(c.width-28, 10)
 	for i := from; i < to; i++ {
 		r := &v.rows[i]
 		state := "ok"
@@ -86,7 +86,7 @@ func (v *latencyView) view(c *common, h int) string {
 			top = max(top, x)
 		}
 		spark := "    " + sparkline(unknownAsGap(r.History), sw, top)
-		th := " enter<" + fmtRatio(r.Enter) + " exit>" + fmtRatio(r.Exit)
+		th := " degraded<" + fmtRatio(r.Enter) + " ok>" + fmtRatio(r.Exit)
 		if r.Degraded || (r.Ratio > 0 && r.Ratio < r.Exit) {
 			spark = c.st.bad.Render(spark)
 		} else {

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/qtop-dev/qtop/internal/live"
 )
@@ -67,6 +67,9 @@ func WithRenderer(r *lipgloss.Renderer) Option { return func(m *Model) { m.rende
 
 // WithClock sets the clock used for throttle expiries (default time.Now).
 func WithClock(now func() time.Time) Option { return func(m *Model) { m.c.now = now } }
+
+// WithLocation sets the time zone of the times shown (default Local).
+func WithLocation(loc *time.Location) Option { return func(m *Model) { m.c.loc = loc } }
 
 // WithUser names who throttles, for the rule's reason.
 func WithUser(name string) Option { return func(m *Model) { m.user = name } }
@@ -137,7 +140,7 @@ func New(src Source, opts ...Option) *Model {
 		src:     src,
 		feats:   src.Features(),
 		ctx:     context.Background(),
-		c:       common{width: 80, height: 24, keys: DefaultKeyMap(), now: time.Now},
+		c:       common{width: 80, height: 24, keys: DefaultKeyMap(), now: time.Now, loc: time.Local},
 		query:   Query{Measure: live.MeasureRU, Top: DefaultTop},
 		tenants: newTenantsView(colRU),
 		filter:  field{limit: 64},
@@ -507,7 +510,7 @@ func (m *Model) promptKey(msg tea.KeyMsg) tea.Cmd {
 	m.state = stateBrowse
 	pr := *p
 	m.prompt = prompt{}
-	src, ctx := m.src, m.ctx
+	src, ctx, loc := m.src, m.ctx, m.c.loc
 	switch pr.kind {
 	case promptThrottle:
 		rule, err := pr.rule(m.c.now(), m.user)
@@ -519,7 +522,7 @@ func (m *Model) promptKey(msg tea.KeyMsg) tea.Cmd {
 				return actionMsg{err: fmt.Errorf("throttle %s: %w", rule.Tenant, err)}
 			}
 			return actionMsg{text: fmt.Sprintf("%s throttled to %s RU/s until %s (policy posted; see Enforcement, 5)",
-				rule.Tenant, fmtNum(rule.RUPerSecond), rule.Expires.Local().Format("15:04:05"))}
+				rule.Tenant, fmtNum(rule.RUPerSecond), rule.Expires.In(loc).Format("15:04:05"))}
 		}
 	case promptCancel:
 		return func() tea.Msg {
@@ -546,7 +549,7 @@ func (m *Model) top() string {
 	var b strings.Builder
 	title := "qtop · " + m.src.Describe()
 	if m.snap != nil {
-		title += " · " + m.snap.Time.Local().Format("15:04:05") + " · " + fmtCount(uint64(m.snap.TenantsSeen)) + " tenants"
+		title += " · " + m.snap.Time.In(m.c.loc).Format("15:04:05") + " · " + fmtCount(uint64(m.snap.TenantsSeen)) + " tenants"
 	}
 	if m.view == viewTenants {
 		col := m.tenants.col

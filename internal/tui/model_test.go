@@ -17,7 +17,7 @@ import (
 func newTestModel(t *testing.T, f Features) (*Model, *fakeSource) {
 	t.Helper()
 	src := newFake(f)
-	m := New(src, WithRenderer(asciiRenderer()), WithClock(func() time.Time { return t0 }), WithUser("alice"))
+	m := New(src, WithRenderer(asciiRenderer()), WithClock(func() time.Time { return t0 }), WithUser("alice"), WithLocation(time.UTC))
 	m.Update(tea.WindowSizeMsg{Width: 120, Height: 30})
 	if m.Init() == nil {
 		t.Fatal("Init returned no command: the model would never fetch")

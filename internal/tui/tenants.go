@@ -209,20 +209,36 @@ func (v *tenantsView) update(c *common, msg keyMsg, page int) {
 	}
 }
 
-// tenantWidth is the width of the tenant column for a screen of width w.
-func tenantWidth(w int) int {
-	rest := 0
-	for _, cw := range columnWidths[1:] {
-		rest += cw + 1
+// dropOrder is the order in which columns leave a narrow screen.
+var dropOrder = []column{colTier, colThrottle, colErr, colReq, colP95, colDB}
+
+// layout returns which columns a screen of width w shows, and the width of
+// the tenant column: the least useful columns go first when the screen is
+// too narrow for all of them.
+func layout(w int) (shown [numColumns]bool, tw int) {
+	rest := 2 // the gutter
+	for col := colTier; col < numColumns; col++ {
+		shown[col] = true
+		rest += columnWidths[col] + 1
 	}
-	rest += 2 // the gutter
-	return min(max(w-rest, tenantMin), tenantMax)
+	shown[colTenant] = true
+	for _, col := range dropOrder {
+		if w-rest >= tenantMin {
+			break
+		}
+		shown[col] = false
+		rest -= columnWidths[col] + 1
+	}
+	return shown, min(max(w-rest, tenantMin), tenantMax)
 }
 
 func (v *tenantsView) header(c *common) string {
-	tw := tenantWidth(c.width)
+	shown, tw := layout(c.width)
 	var b strings.Builder
 	for col := range numColumns {
+		if !shown[col] {
+			continue
+		}
 		name := columnNames[col]
 		if col == v.col {
 			if v.reverse == (col == colTenant || col == colTier) {
@@ -244,9 +260,12 @@ func (v *tenantsView) header(c *common) string {
 
 // line renders one tenant row (plain text, no styles).
 func (v *tenantsView) line(b *strings.Builder, c *common, r *live.TenantRow) {
-	tw := tenantWidth(c.width)
+	shown, tw := layout(c.width)
 	b.WriteString(fit(clean(r.Tenant), tw, false))
 	cell := func(s string, col column, right bool) {
+		if !shown[col] {
+			return
+		}
 		b.WriteByte(' ')
 		b.WriteString(fit(s, columnWidths[col], right))
 	}
