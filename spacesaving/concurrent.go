@@ -38,7 +38,9 @@ type ConcurrentOption func(*concurrentConfig)
 type concurrentConfig struct{ shards int }
 
 // WithShards sets the number of shards, rounded up to a power of two
-// (default: 4 × GOMAXPROCS, at most 64). n < 1 means the default.
+// (default: 2 × GOMAXPROCS, at most 64: each P keeps to one shard, and
+// the spares absorb the collisions after a garbage collection empties the
+// pool). n < 1 means the default.
 func WithShards(n int) ConcurrentOption {
 	return func(c *concurrentConfig) {
 		if n >= 1 {
@@ -50,7 +52,7 @@ func WithShards(n int) ConcurrentOption {
 // NewConcurrent returns an empty concurrent sketch whose snapshots monitor
 // at most capacity keys. It panics on a capacity New rejects.
 func NewConcurrent(capacity int, opts ...ConcurrentOption) *Concurrent {
-	cfg := concurrentConfig{shards: min(4*runtime.GOMAXPROCS(0), 64)}
+	cfg := concurrentConfig{shards: min(2*runtime.GOMAXPROCS(0), 64)}
 	for _, o := range opts {
 		o(&cfg)
 	}
