@@ -39,9 +39,11 @@ type Recorder struct {
 	rows      atomic.Int64 // rows of the current windows, all shards
 	pool      rowPool
 
-	cutMu sync.Mutex
-	start time.Time
-	seq   uint64
+	cutMu   sync.Mutex // guards the fields below
+	start   time.Time
+	seq     uint64
+	retired []*window
+	other   map[otherKey]int // index in the report's rows of the OtherTenant rows
 
 	metrics *recorderMetrics
 }
@@ -148,6 +150,7 @@ func NewRecorder(opts ...Option) *Recorder {
 		mask:   uint64(n - 1),
 		shards: make([]shard, n),
 		start:  cfg.clock().Round(0),
+		other:  make(map[otherKey]int),
 	}
 	r.perShard = (cfg.maxTenants + n - 1) / n
 	r.alphaBits = uint(bits.Len(uint(4*r.perShard - 1)))
@@ -399,6 +402,14 @@ func (w *window) down(i int) {
 // concurrently with Record and with itself; Record calls made while Cut
 // runs land in one window or the other, never in neither.
 func (r *Recorder) Cut(now time.Time) *Report {
+	rep := new(Report)
+	r.cutInto(now, rep)
+	return rep
+}
+
+// cutInto is Cut into rep, reusing its rows (and their histograms), its
+// key sketch and its key-tenant map.
+func (r *Recorder) cutInto(now time.Time, rep *Report) {
 	r.cutMu.Lock()
 	defer r.cutMu.Unlock()
 	now = now.Round(0) // wall clock only, like the encoding
@@ -408,14 +419,7 @@ func (r *Recorder) Cut(now time.Time) *Report {
 	}
 	r.start = now
 	r.seq++
-	rep := &Report{
-		Version: CurrentVersion,
-		Source:  r.cfg.source,
-		Seq:     r.seq,
-		Start:   start,
-		End:     now,
-	}
-	var retired []*window
+	retired := r.retired[:0]
 	var nrows int64
 	for i := range r.shards {
 		s := &r.shards[i]
@@ -429,56 +433,79 @@ func (r *Recorder) Cut(now time.Time) *Report {
 	}
 	r.rows.Add(-nrows)
 
-	rep.Rows = make([]Row, 0, nrows)
-	var other map[otherKey]int // index in rep.Rows of OtherTenant rows
-	var keys *spacesaving.Sketch
+	rows, keys, keyTen := rep.Rows[:0], rep.Keys, rep.KeyTenants
+	*rep = Report{Version: CurrentVersion, Source: r.cfg.source, Seq: r.seq, Start: start, End: now}
+	if int64(cap(rows)) < nrows {
+		rows = make([]Row, 0, nrows)
+	}
+	// next returns the next row of rows, emptied.
+	next := func() *Row {
+		rows = rows[:len(rows)+1]
+		row := &rows[len(rows)-1]
+		row.Latency.Reset()
+		return row
+	}
+	clear(r.other)
 	for _, w := range retired {
 		for _, t := range w.heap {
 			for _, a := range t.rows {
-				rep.Rows = append(rep.Rows, a.toRow(t.name))
+				a.fill(next(), t.name)
 			}
 		}
 		for _, a := range w.other.rows {
 			k := otherKey{a.route, a.kind}
-			if i, ok := other[k]; ok {
-				rep.Rows[i].merge(a)
+			if i, ok := r.other[k]; ok {
+				rows[i].merge(a)
 				continue
 			}
-			if other == nil {
-				other = make(map[otherKey]int)
-			}
-			other[k] = len(rep.Rows)
-			rep.Rows = append(rep.Rows, a.toRow(OtherTenant))
-		}
-		if w.keys != nil && w.keys.Len() > 0 {
-			if keys == nil {
-				keys = spacesaving.New(r.cfg.keyCapacity)
-			}
-			keys.Merge(w.keys)
+			r.other[k] = len(rows)
+			a.fill(next(), OtherTenant)
 		}
 	}
-	if keys != nil {
+	rep.Rows = rows
+
+	merged := false
+	for _, w := range retired {
+		if w.keys == nil || w.keys.Len() == 0 {
+			continue
+		}
+		if !merged {
+			if keys == nil {
+				keys = spacesaving.New(r.cfg.keyCapacity)
+			} else {
+				keys.Reset()
+			}
+			merged = true
+		}
+		keys.Merge(w.keys)
+	}
+	if merged {
 		rep.Keys = keys
+		clear(keyTen)
 		for _, c := range keys.Top(keys.Len()) {
 			for _, w := range retired {
 				if t, ok := w.keyTen[c.Key]; ok {
-					if rep.KeyTenants == nil {
-						rep.KeyTenants = make(map[string]string)
+					if keyTen == nil {
+						keyTen = make(map[string]string)
 					}
-					rep.KeyTenants[c.Key] = t
+					keyTen[c.Key] = t
 					break
 				}
 			}
+		}
+		if len(keyTen) > 0 {
+			rep.KeyTenants = keyTen
 		}
 	}
 	for i, w := range retired {
 		r.reset(w)
 		r.shards[i].spare = w
+		retired[i] = nil
 	}
+	r.retired = retired
 	if r.metrics != nil {
 		r.metrics.cut(rep)
 	}
-	return rep
 }
 
 type otherKey struct {
@@ -486,12 +513,12 @@ type otherKey struct {
 	kind  Kind
 }
 
-func (a *rowAgg) toRow(name string) Row {
-	return Row{
-		Tenant: name, Route: a.route, Tier: a.tier, Kind: a.kind,
-		Count: a.count, Errors: a.errors, Duration: a.dur, RU: a.ru,
-		Bytes: a.bytes, Rows: a.nrows, Latency: a.hist,
-	}
+// fill sets row, whose histogram is empty, to a's aggregates.
+func (a *rowAgg) fill(row *Row, name string) {
+	row.Tenant, row.Route, row.Tier, row.Kind = name, a.route, a.tier, a.kind
+	row.Count, row.Errors, row.Duration, row.RU = a.count, a.errors, a.dur, a.ru
+	row.Bytes, row.Rows = a.bytes, a.nrows
+	row.Latency.Merge(&a.hist)
 }
 
 func (row *Row) merge(a *rowAgg) {

@@ -455,3 +455,28 @@ qtop_ingest_tenant_db_seconds_total{tenant="other"} 3
 		t.Errorf("lint: %v %v", err, probs)
 	}
 }
+
+// TestRecorderCutIntoReuse: the reporter cuts into one Report again and
+// again; nothing of a window may leak into the next.
+func TestRecorderCutIntoReuse(t *testing.T) {
+	rec := NewRecorder(fixedClock(t0))
+	var rep Report
+	for i := range 3 {
+		rec.Record(Record{Tags: tenant.Tags{Tenant: "a", Route: "r", Key: "k1"}, Duration: time.Millisecond})
+		rec.Record(Record{Tags: tenant.Tags{Tenant: "b", Route: "r"}, Duration: time.Second})
+		rec.cutInto(t0.Add(time.Duration(2*i+1)*time.Second), &rep)
+		got := rowsByKey(&rep)
+		ra, rb := got["a|r|request"], got["b|r|request"]
+		if len(got) != 2 || ra.Latency.Count() != 1 || rb.Latency.Count() != 1 || rb.Duration != time.Second {
+			t.Fatalf("cut %d: %v", i, got)
+		}
+		if rep.Keys == nil || rep.KeyTenants["k1"] != "a" {
+			t.Fatalf("cut %d: keys %v %v", i, rep.Keys, rep.KeyTenants)
+		}
+		rec.Record(Record{Tags: tenant.Tags{Tenant: "c", Route: "r"}, Duration: time.Millisecond})
+		rec.cutInto(t0.Add(time.Duration(2*i+2)*time.Second), &rep)
+		if len(rep.Rows) != 1 || rep.Rows[0].Tenant != "c" || rep.Rows[0].Latency.Count() != 1 || rep.Keys != nil || rep.KeyTenants != nil {
+			t.Fatalf("cut %d: stale data: %+v keys %v %v", i, rep.Rows, rep.Keys, rep.KeyTenants)
+		}
+	}
+}

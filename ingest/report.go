@@ -293,15 +293,23 @@ func (r *Report) appendRaw(b []byte) ([]byte, error) {
 	if r.Keys == nil {
 		b = binary.AppendUvarint(b, 0)
 	} else {
-		kb, kerr := r.Keys.MarshalBinary()
+		// The sketch goes after a length prefix that is known only once
+		// it is written: write it, then slide it behind its prefix.
+		at := len(b)
+		var kerr error
+		b, kerr = r.Keys.AppendBinary(b)
 		if kerr != nil {
 			return nil, fmt.Errorf("%w: key sketch: %v", ErrInvalid, kerr)
 		}
-		if len(kb) > MaxSketchBytes {
-			return nil, fmt.Errorf("%w: key sketch of %d bytes, at most %d", ErrTooLarge, len(kb), MaxSketchBytes)
+		n := len(b) - at
+		if n > MaxSketchBytes {
+			return nil, fmt.Errorf("%w: key sketch of %d bytes, at most %d", ErrTooLarge, n, MaxSketchBytes)
 		}
-		b = binary.AppendUvarint(b, uint64(len(kb))+1) // 0 means no sketch
-		b = append(b, kb...)
+		var hdr [binary.MaxVarintLen64]byte
+		k := binary.PutUvarint(hdr[:], uint64(n)+1) // 0 means no sketch
+		b = append(b, hdr[:k]...)
+		copy(b[at+k:], b[at:at+n])
+		copy(b[at:], hdr[:k])
 	}
 	b = binary.AppendUvarint(b, uint64(len(keys)))
 	for _, k := range keys {

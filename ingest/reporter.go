@@ -53,6 +53,9 @@ type Reporter struct {
 	started    bool
 	shut       bool
 
+	cutMu   sync.Mutex
+	scratch Report // the report cut holds, reused; guarded by cutMu
+
 	dropped atomic.Uint64
 	sending chan struct{} // a one-slot semaphore: one sender at a time
 	wake    chan struct{}
@@ -159,11 +162,15 @@ func (r *Reporter) sendLoop() {
 // cut closes the recorder's window, encodes it and queues it; it returns
 // the report's Seq, or 0 if it could not be encoded.
 func (r *Reporter) cut() uint64 {
-	rep := r.rec.Cut(r.cfg.clock())
+	r.cutMu.Lock()
+	rep := &r.scratch // reused: rows hold 9 KiB histograms
+	r.rec.cutInto(r.cfg.clock(), rep)
 	if r.cfg.enforcement != nil {
 		rep.Enforcement = r.cfg.enforcement()
 	}
 	body, err := rep.MarshalBinary()
+	seq := rep.Seq
+	r.cutMu.Unlock()
 	if err != nil {
 		r.drop("encode", 1)
 		return 0
@@ -183,7 +190,7 @@ func (r *Reporter) cut() uint64 {
 		r.drop("queue_full", 1)
 		r.mu.Lock()
 	}
-	r.queue = append(r.queue, pending{seq: rep.Seq, body: body})
+	r.queue = append(r.queue, pending{seq: seq, body: body})
 	n := len(r.queue)
 	r.mu.Unlock()
 	if r.m != nil {
@@ -193,7 +200,7 @@ func (r *Reporter) cut() uint64 {
 	case r.wake <- struct{}{}:
 	default:
 	}
-	return rep.Seq
+	return seq
 }
 
 // Dropped returns how many reports were dropped so far: queue overflow,
