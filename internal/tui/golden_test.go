@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"net"
 	"os"
-	"syscall"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
