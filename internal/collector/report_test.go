@@ -14,9 +14,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/qtop-dev/qtop/ingest"
 	"github.com/qtop-dev/qtop/ingest/store"
+	"github.com/qtop-dev/qtop/tenant"
 )
 
 func reportStore() *memStore {
@@ -194,4 +197,35 @@ func TestMetricsLint(t *testing.T) {
 	if got := testutil.ToFloat64(f.s.met.accepted); got != 1 {
 		t.Fatalf("accepted %v", got)
 	}
+}
+
+// FuzzIngest: no body makes Ingest panic; a body is merged only when it
+// decodes, and a refused body changes no count.
+func FuzzIngest(f *testing.F) {
+	clk := &clock{t: t0}
+	p := &process{clk: clk, rec: ingest.NewRecorder(ingest.WithSource(ingest.Source{Service: "s", Instance: "i"}), ingest.WithClock(clk.Now))}
+	for range 3 {
+		p.rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: "acme", Key: "k"}, RU: 1})
+	}
+	good, _ := p.rec.Cut(clk.Add(time.Second)).MarshalBinary()
+	f.Add(good)
+	f.Add(good[:20])
+	f.Add([]byte("qtrp\x00\x01\x00\x00garbage"))
+	s, err := New(Config{Store: StoreNone, DataDir: f.TempDir(), Registerer: prometheus.NewRegistry(), Now: clk.Now, SourceRate: 1e9})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { s.Shutdown(context.Background()) })
+	f.Fuzz(func(t *testing.T, b []byte) {
+		before := testutil.ToFloat64(s.met.accepted) + testutil.ToFloat64(s.met.duplicates)
+		status, reason, msg, _, reply := s.Ingest(b)
+		after := testutil.ToFloat64(s.met.accepted) + testutil.ToFloat64(s.met.duplicates)
+		_, derr := ingest.DecodeReport(b)
+		switch {
+		case status == http.StatusOK && (derr != nil || after != before+1 || len(reply) == 0):
+			t.Fatalf("accepted a body that does not decode (%v) or was not counted", derr)
+		case status != http.StatusOK && (after != before || reason == "" || msg == ""):
+			t.Fatalf("refusal %d changed counts or gave no reason (%q %q)", status, reason, msg)
+		}
+	})
 }
