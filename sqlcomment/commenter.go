@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.opentelemetry.io/otel/trace"
@@ -102,26 +103,46 @@ func (c *Commenter) Comment(ctx context.Context, query string, prepare bool) Sta
 			ps = append(ps, pair{KeyTier, t.Tier.String()})
 		}
 	}
+	var sc trace.SpanContext
+	var ts string
 	if c.cfg.trace && !prepare {
-		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
-			ps = append(ps, pair{KeyTraceparent, traceparent(sc)})
-			if ts := sc.TraceState().String(); ts != "" {
-				ps = append(ps, pair{KeyTracestate, ts})
-			}
+		if sc = trace.SpanContextFromContext(ctx); sc.IsValid() {
+			ts = sc.TraceState().String()
 			st.Unique = true
 		}
 	}
 	if len(c.cfg.static) == 0 {
 		// Fast path: the static pairs are encoded already, the others are in
 		// order, and the comment surely fits the cap and the stack buffer.
-		if len(ps) == 0 && c.prefix == "" {
+		// Its pairs live on the stack, the traceparent too.
+		// (Indexed stores, not append: an appended value escapes.)
+		var fbuf [8]pair
+		var tp [55]byte
+		n := copy(fbuf[:6], ps) // at most 4 context pairs
+		if sc.IsValid() {
+			writeTraceparent(&tp, sc)
+			fbuf[n] = pair{KeyTraceparent, unsafe.String(&tp[0], len(tp))}
+			n++
+			if ts != "" {
+				fbuf[n] = pair{KeyTracestate, ts}
+				n++
+			}
+		}
+		fp := fbuf[:n]
+		if len(fp) == 0 && c.prefix == "" {
 			return st
 		}
-		if bound := len(c.prefix) + maxCommentLen(ps); bound <= c.cfg.maxLen && bound <= stackBuf {
+		if bound := len(c.prefix) + maxCommentLen(fp); bound <= c.cfg.maxLen && bound <= stackBuf {
 			var tmp [stackBuf]byte
-			n := renderAfter(tmp[:], c.prefix, ps)
-			st.Query = spliceRendered(query, at, tmp[:n])
+			m := renderAfter(tmp[:], c.prefix, fp)
+			st.Query = spliceRendered(query, at, tmp[:m])
 			return st
+		}
+	}
+	if sc.IsValid() {
+		ps = append(ps, pair{KeyTraceparent, traceparent(sc)})
+		if ts != "" {
+			ps = append(ps, pair{KeyTracestate, ts})
 		}
 	}
 	// General path: every pair, the cap, a sort.
@@ -223,6 +244,11 @@ func dropLabel(k string) string {
 // traceparent formats sc as a W3C traceparent, version 00.
 func traceparent(sc trace.SpanContext) string {
 	var b [55]byte
+	writeTraceparent(&b, sc)
+	return string(b[:])
+}
+
+func writeTraceparent(b *[55]byte, sc trace.SpanContext) {
 	b[0], b[1], b[2] = '0', '0', '-'
 	tid, sid := sc.TraceID(), sc.SpanID()
 	hex.Encode(b[3:35], tid[:])
@@ -231,7 +257,6 @@ func traceparent(sc trace.SpanContext) string {
 	b[52] = '-'
 	f := byte(sc.TraceFlags())
 	b[53], b[54] = hexLower[f>>4], hexLower[f&15]
-	return string(b[:])
 }
 
 const hexLower = "0123456789abcdef"

@@ -17,6 +17,20 @@ import (
 type conn struct {
 	c  driver.Conn
 	cm *Commenter
+	// The wrapped connection's statement interfaces, asserted once.
+	ec driver.ExecerContext
+	ex driver.Execer //nolint:staticcheck // forwarded for old drivers
+	qc driver.QueryerContext
+	qx driver.Queryer //nolint:staticcheck // forwarded for old drivers
+}
+
+func newConn(c driver.Conn, cm *Commenter) *conn {
+	w := &conn{c: c, cm: cm}
+	w.ec, _ = c.(driver.ExecerContext)
+	w.ex, _ = c.(driver.Execer) //nolint:staticcheck
+	w.qc, _ = c.(driver.QueryerContext)
+	w.qx, _ = c.(driver.Queryer) //nolint:staticcheck
+	return w
 }
 
 var (
@@ -86,9 +100,9 @@ func (c *conn) prepare(ctx context.Context, query string) (driver.Stmt, error) {
 }
 
 func (c *conn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	ec, hasCtx := c.c.(driver.ExecerContext)
-	e, hasOld := c.c.(driver.Execer) //nolint:staticcheck // forwarded for old drivers
-	if !hasCtx && !hasOld {
+	ec, e := c.ec, c.ex
+	hasCtx := ec != nil
+	if ec == nil && e == nil {
 		return nil, driver.ErrSkip
 	}
 	st := c.cm.Comment(ctx, query, false)
@@ -120,9 +134,9 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 }
 
 func (c *conn) QueryContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Rows, error) {
-	qc, hasCtx := c.c.(driver.QueryerContext)
-	q, hasOld := c.c.(driver.Queryer) //nolint:staticcheck // forwarded for old drivers
-	if !hasCtx && !hasOld {
+	qc, q := c.qc, c.qx
+	hasCtx := qc != nil
+	if qc == nil && q == nil {
 		return nil, driver.ErrSkip
 	}
 	st := c.cm.Comment(ctx, query, false)

@@ -64,7 +64,7 @@ func (w *wrappedDriver) Open(name string) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &conn{c: c, cm: w.cm}, nil
+	return newConn(c, w.cm), nil
 }
 
 // OpenConnector uses the wrapped driver's connector when it has one, and
@@ -104,7 +104,7 @@ func (c *connector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &conn{c: cn, cm: c.cm}, nil
+	return newConn(cn, c.cm), nil
 }
 
 func (c *connector) Driver() driver.Driver { return c.drv }
