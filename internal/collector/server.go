@@ -240,7 +240,8 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("collector: listen: %w", err)
 	}
 	s.ln = ln
-	s.httpSrv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	s.httpSrv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -501,13 +502,6 @@ func (s *Server) handleReports(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("report of %d bytes, at most %d", r.ContentLength, ingest.MaxReportBytes), 0)
 		return
 	}
-	select {
-	case s.inflight <- struct{}{}:
-		defer func() { <-s.inflight }()
-	default:
-		s.reject(w, http.StatusServiceUnavailable, reasonBusy, "collector busy", time.Second)
-		return
-	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, ingest.MaxReportBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
@@ -518,7 +512,16 @@ func (s *Server) handleReports(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, http.StatusBadRequest, reasonMalformed, "reading body: "+err.Error(), 0)
 		return
 	}
+	// Bound the reports decoded at once (the body is read first, under the
+	// server's read timeout, so a slow client holds no slot).
+	select {
+	case s.inflight <- struct{}{}:
+	default:
+		s.reject(w, http.StatusServiceUnavailable, reasonBusy, "collector busy", time.Second)
+		return
+	}
 	status, reason, msg, retry, reply := s.Ingest(body)
+	<-s.inflight
 	if status != http.StatusOK {
 		s.reject(w, status, reason, msg, retry)
 		return

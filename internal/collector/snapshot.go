@@ -125,6 +125,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 	}
 	var other live.TenantRow
 	var otherLat []*sparse
+	otherHist := make([]float64, histN)
 	hasOther := false
 	for i, tr := range rows {
 		if i >= n || tr.name == ingest.OtherTenant {
@@ -138,6 +139,13 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 				if tr.tl.w.inWindow(j, sec) {
 					otherLat = append(otherLat, &tr.tl.w.lat[j])
 				}
+			}
+			h := &tr.tl.hru
+			if measure == live.MeasureDB {
+				h = &tr.tl.hdb
+			}
+			for k, v := range h.series(sec) {
+				otherHist[k] += v
 			}
 			continue
 		}
@@ -188,7 +196,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 		if len(otherLat) > 0 {
 			other.P95Seconds = quantileOf(0.95, otherLat...)
 		}
-		other.History = make([]float64, histN)
+		other.History = otherHist
 		snap.Tenants = append(snap.Tenants, other)
 	}
 	if snap.Tenants == nil {
