@@ -163,3 +163,8 @@ func manyTenants(n int) live.Snapshot {
 	s.TenantsSeen = n
 	return s
 }
+
+// rule is a valid throttle of tenantName.
+func rule(tenantName string) policy.Rule {
+	return policy.Rule{Tenant: tenantName, Action: policy.Throttle, RUPerSecond: 10, Expires: time.Now().Add(time.Minute), Reason: "test"}
+}

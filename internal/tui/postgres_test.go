@@ -1,0 +1,232 @@
+package tui
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/qtop-dev/qtop/ingest/pgactivity"
+	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/internal/testsvc"
+	"github.com/qtop-dev/qtop/sqlcomment"
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+// sample1 has a parallel query of bigcorp (leader 10, worker 11 whose own
+// text carries no tags), acme waiting on bigcorp's lock, an idle acme
+// session and an untagged statement.
+func sample1() pgactivity.Snapshot {
+	return pgactivity.Snapshot{Time: t0, Backends: []pgactivity.Backend{
+		{PID: 10, Tenant: "bigcorp", Route: "POST /import", Tier: tenant.T2, State: pgactivity.StateActive, Duration: 40 * time.Second, Query: "INSERT …"},
+		{PID: 11, LeaderPID: 10, State: pgactivity.StateActive, WaitEventType: "IO", WaitEvent: "DataFileRead", Duration: 40 * time.Second, Query: "INSERT …"},
+		{PID: 20, Tenant: "acme", Route: "GET /cart", State: pgactivity.StateActive, WaitEventType: "Lock", WaitEvent: "transactionid",
+			Duration: 2 * time.Second, BlockedBy: []int32{10}},
+		{PID: 30, Tenant: "acme", State: pgactivity.StateIdle},
+		{PID: 40, State: pgactivity.StateActive, Duration: time.Second, Query: "VACUUM"},
+	}}
+}
+
+func TestPGWindowParallelWorkersAreLoadNotStatements(t *testing.T) {
+	w := newPGWindow()
+	w.add(sample1(), time.Second)
+	s := w.snapshot(t0, Query{Top: 10}, "")
+	if s.Source != live.SourcePostgres || s.Measure != live.MeasureDB || s.TenantsSeen != 3 || s.Window != time.Second {
+		t.Fatalf("snapshot header %+v", s)
+	}
+	got := map[string]live.TenantRow{}
+	for _, r := range s.Tenants {
+		got[r.Tenant] = r
+	}
+	big := got["bigcorp"]
+	if big.DBLoad != 2 || big.Tier != "T2" || big.Waits[pgactivity.WaitCPU] != 1 || big.Waits["IO"] != 1 ||
+		len(big.Routes) != 1 || big.Routes[0].Route != "POST /import" || big.Routes[0].DBLoad != 2 {
+		t.Fatalf("bigcorp (leader + worker) %+v", big)
+	}
+	if got["acme"].DBLoad != 1 || got[UntaggedTenant].DBLoad != 1 {
+		t.Fatalf("acme %+v unknown %+v", got["acme"], got[UntaggedTenant])
+	}
+	if s.Tenants[0].Tenant != "bigcorp" || s.Tenants[0].Share != 0.5 {
+		t.Fatalf("first row %+v", s.Tenants[0])
+	}
+	var pids []int32
+	for _, st := range s.Statements {
+		pids = append(pids, st.PID)
+	}
+	if fmt.Sprint(pids) != "[10 20 40]" {
+		t.Fatalf("statements %v: want the leader, not its worker, longest first", pids)
+	}
+	if len(s.Blocked) != 1 || s.Blocked[0].Blocked.PID != 20 || s.Blocked[0].Blocking.PID != 10 || s.Blocked[0].Blocking.Tenant != "bigcorp" {
+		t.Fatalf("blocked %+v", s.Blocked)
+	}
+
+	// A second sample with bigcorp's leader alone (its workers done): the
+	// window averages over both.
+	w.add(pgactivity.Snapshot{Time: t0.Add(time.Second), Backends: []pgactivity.Backend{
+		{PID: 10, Tenant: "bigcorp", State: pgactivity.StateActive, Duration: 41 * time.Second},
+	}}, time.Second)
+	s = w.snapshot(t0.Add(time.Second), Query{Top: 1}, "hidden sessions")
+	if len(s.Tenants) != 2 || s.Tenants[0].Tenant != "bigcorp" || s.Tenants[0].DBLoad != 1.5 {
+		t.Fatalf("top 1: %+v", s.Tenants)
+	}
+	h := s.Tenants[0].History
+	if len(h) != live.HistoryLen || h[len(h)-2] != 2 || h[len(h)-1] != 1 {
+		t.Fatalf("bigcorp history ends %v", h[len(h)-3:])
+	}
+	o := s.Tenants[1]
+	if o.Tenant != live.OtherTenant || o.DBLoad != 1 || math.Abs(o.Share-0.4) > 1e-9 {
+		t.Fatalf("other row %+v", o)
+	}
+	if s.Collector.SamplerError != "hidden sessions" {
+		t.Fatalf("sampler error %q", s.Collector.SamplerError)
+	}
+	// A tenant idle for a whole history is forgotten.
+	for range live.HistoryLen {
+		w.add(pgactivity.Snapshot{}, time.Second)
+	}
+	if len(w.tenants) != 0 {
+		t.Fatalf("%d tenants kept after %d idle samples", len(w.tenants), live.HistoryLen)
+	}
+	if s := w.snapshot(t0, Query{}, ""); len(s.Tenants) != 0 || len(s.Statements) != 0 {
+		t.Fatalf("idle snapshot %+v", s)
+	}
+}
+
+func TestPGWindowEmpty(t *testing.T) {
+	s := newPGWindow().snapshot(t0, Query{}, "")
+	if s.Tenants == nil || s.HotKeys == nil || s.Services == nil || s.Enforcement.Tiers[3].Tier != "T3" {
+		t.Fatalf("an empty snapshot must have empty, not null, lists: %+v", s)
+	}
+}
+
+func suffix(t *testing.T) string {
+	var b [4]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// sleeper runs a tagged pg_sleep on its own connection until the test
+// ends; it returns the backend's pid.
+func sleeper(t *testing.T, dsn, tenantName, route string) int32 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := int32(conn.PgConn().PID())
+	q := sqlcomment.Append("SELECT pg_sleep(60)", map[string]string{sqlcomment.KeyTenant: tenantName, sqlcomment.KeyRoute: route, sqlcomment.KeyTier: "T3"})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		conn.Exec(context.Background(), q) // ends when cancelled or terminated
+	}()
+	t.Cleanup(func() {
+		conn.PgConn().CancelRequest(context.Background())
+		<-done
+		conn.Close(context.Background())
+	})
+	return pid
+}
+
+// TestPostgresSourceReal samples the real PostgreSQL: tagged pg_sleep
+// sessions of two tenants show up grouped by tenant, and c / k cancel and
+// terminate them.
+func TestPostgresSourceReal(t *testing.T) {
+	dsn := testsvc.Postgres(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sfx := suffix(t)
+	a, b := "tui-a-"+sfx, "tui-b-"+sfx
+	pa1 := sleeper(t, dsn, a, "GET /a")
+	pa2 := sleeper(t, dsn, a, "GET /a2")
+	pb := sleeper(t, dsn, b, "GET /b")
+
+	src, err := NewPostgres(ctx, dsn, WithInterval(200*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if f := src.Features(); f.Throttle || !f.Signal {
+		t.Fatalf("features %+v", f)
+	}
+	var s live.Snapshot
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if s, err = src.Next(ctx, Query{Top: 1000}); err != nil {
+			t.Fatal(err)
+		}
+		rows := map[string]live.TenantRow{}
+		for _, r := range s.Tenants {
+			rows[r.Tenant] = r
+		}
+		if rows[a].DBLoad > 0 && rows[b].DBLoad > 0 && rows[a].Tier == "T3" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("tenants %s and %s not seen: %+v", a, b, s.Tenants)
+		}
+	}
+	stmts := map[int32]live.StatementRow{}
+	for _, st := range s.Statements {
+		stmts[st.PID] = st
+	}
+	if stmts[pa1].Tenant != a || stmts[pa2].Tenant != a || stmts[pb].Tenant != b || stmts[pb].Route != "GET /b" {
+		t.Fatalf("statements %+v", s.Statements)
+	}
+
+	// c cancels pa1's statement; k terminates pb's session.
+	if err := src.Cancel(ctx, pa1); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.Terminate(ctx, pb); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		if s, err = src.Next(ctx, Query{Top: 1000}); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[int32]bool{}
+		for _, st := range s.Statements {
+			seen[st.PID] = true
+		}
+		if !seen[pa1] && !seen[pb] && seen[pa2] {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after cancel/terminate: %+v", s.Statements)
+		}
+	}
+	if err := src.Cancel(ctx, -1); !errors.Is(err, pgactivity.ErrBadPID) {
+		t.Fatalf("cancel -1: %v", err)
+	}
+	if err := src.Throttle(ctx, rule("x")); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("throttle without a collector: %v", err)
+	}
+	src.Close()
+	if _, err := src.Next(ctx, Query{}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Next after Close: %v", err)
+	}
+}
+
+func TestPostgresBadDSN(t *testing.T) {
+	ctx := context.Background()
+	if _, err := NewPostgres(ctx, "postgres://%zz"); !errors.Is(err, ErrInput) {
+		t.Fatalf("bad DSN: %v", err)
+	}
+	_, err := NewPostgres(ctx, "postgres://nobody@127.0.0.1:1/none?connect_timeout=2")
+	if !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("closed port: %v", err)
+	}
+	if _, err := NewPostgres(ctx, "postgres://x@127.0.0.1/db", WithInterval(-time.Second)); !errors.Is(err, ErrInput) {
+		t.Fatalf("negative interval: %v", err)
+	}
+}
