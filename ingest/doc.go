@@ -8,6 +8,39 @@
 // kind with bounded memory; a [Reporter] cuts a [Report] every interval
 // and POSTs it to the collector, never on the request path.
 //
+// # Protocol
+//
+// The Reporter POSTs each report to the collector's /v1/reports with
+// Content-Type [ContentType] and, with WithToken, "Authorization: Bearer
+// …". The collector answers with a JSON [Reply] (EncodeReply), whatever
+// the status:
+//
+//	200  merged, or a duplicate of a merged (Source.Instance, Seq): drop it
+//	     silently and still answer 200
+//	400  DecodeReport failed (ErrMalformed, ErrVersion: say "upgrade the
+//	     collector" in Message); 401/403 bad token; 413 body above
+//	     MaxReportBytes; 415 wrong Content-Type: the reporter drops the
+//	     report and counts it
+//	429, 503 (+ Retry-After or RetryAfter)  overloaded: the reporter keeps
+//	     the report and retries with backoff
+//
+// A reply may carry the current policy; the reporter hands a policy with
+// a higher Version than the last to its WithPolicyHandler.
+//
+// # Metrics
+//
+// On the registerer of WithRegisterer: qtop_ingest_records_total{kind},
+// qtop_ingest_record_errors_total, qtop_ingest_records_folded_total,
+// qtop_ingest_tenants_evicted_total, qtop_ingest_records_invalid_total,
+// qtop_ingest_windows_total, qtop_ingest_window_rows, and per tenant, for
+// the top WithTopTenants tenants by DB time plus "other" (package topn):
+// qtop_ingest_tenant_{db_seconds,requests,errors,ru,bytes}_total (Recorder);
+// qtop_ingest_reports_sent_total, qtop_ingest_report_sent_bytes_total,
+// qtop_ingest_report_attempts_failed_total{reason},
+// qtop_ingest_reports_dropped_total{reason}, qtop_ingest_queue_reports,
+// qtop_ingest_reply_errors_total, qtop_ingest_policy_updates_total
+// (Reporter).
+//
 // # Report format, version 1
 //
 // A report body (Content-Type [ContentType]) is an 8-byte header followed

@@ -136,7 +136,7 @@ func (r *Reporter) cutLoop() {
 		case <-r.stop:
 			return
 		case <-t.C:
-			r.cut()
+			r.cut(false)
 		}
 	}
 }
@@ -160,8 +160,10 @@ func (r *Reporter) sendLoop() {
 }
 
 // cut closes the recorder's window, encodes it and queues it; it returns
-// the report's Seq, or 0 if it could not be encoded.
-func (r *Reporter) cut() uint64 {
+// the report's Seq, or 0 if it could not be encoded. Only Shutdown's own
+// last cut (final) is queued once the reporter is shut down; another
+// (a ForceFlush racing with Shutdown) is dropped and counted.
+func (r *Reporter) cut(final bool) uint64 {
 	r.cutMu.Lock()
 	rep := &r.scratch // reused: rows hold 9 KiB histograms
 	r.rec.cutInto(r.cfg.clock(), rep)
@@ -176,6 +178,11 @@ func (r *Reporter) cut() uint64 {
 		return 0
 	}
 	r.mu.Lock()
+	if r.shut && !final {
+		r.mu.Unlock()
+		r.drop("shutdown", 1)
+		return 0
+	}
 	if len(r.queue) >= r.cfg.queueLen {
 		// Drop the oldest report that is not being sent.
 		i := 0
@@ -387,7 +394,7 @@ func (r *Reporter) ForceFlush(ctx context.Context) error {
 	if shut {
 		return nil
 	}
-	return r.flush(ctx, r.cut())
+	return r.flush(ctx, r.cut(false))
 }
 
 func (r *Reporter) flush(ctx context.Context, upTo uint64) error {
@@ -444,7 +451,7 @@ func (r *Reporter) Shutdown(ctx context.Context) error {
 		<-stopped
 	}
 	r.cancel()
-	err := r.flush(ctx, r.cut())
+	err := r.flush(ctx, r.cut(true))
 	r.mu.Lock()
 	left := len(r.queue)
 	r.queue = nil
