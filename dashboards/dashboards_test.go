@@ -205,6 +205,11 @@ func checkRefs(cat *Catalog, rules []Rule, refs []Ref) []string {
 				problems = append(problems, fmt.Sprintf("%s: %s", ref.Where, msg))
 			}
 		}
+		for _, sel := range q.Selectors {
+			if msg := checkSelector(cat, sel); msg != "" {
+				problems = append(problems, fmt.Sprintf("%s: %s", ref.Where, msg))
+			}
+		}
 		if q.UsesLabel("tenant") || usesTenantRE.MatchString(ref.Legend) {
 			for _, m := range q.Metrics {
 				for _, r := range raw(m, map[string]bool{}) {
@@ -216,6 +221,53 @@ func checkRefs(cat *Catalog, rules []Rule, refs []Ref) []string {
 		}
 	}
 	return problems
+}
+
+// targetLabels are added by Prometheus to every scraped series.
+var targetLabels = []string{"job", "instance"}
+
+// checkSelector checks a selector of a code metric: its matchers use
+// labels the metric has, and rate-like functions read counters while
+// deriv-like ones read gauges. "" if all is well.
+func checkSelector(cat *Catalog, sel dashboards.Selector) string {
+	name, suffix := sel.Metric, ""
+	m, ok := cat.Lookup(name)
+	if !ok {
+		for _, suf := range []string{"_bucket", "_sum", "_count"} {
+			if base, cut := strings.CutSuffix(name, suf); cut {
+				if m, ok = cat.Lookup(base); ok {
+					suffix = suf
+					break
+				}
+			}
+		}
+	}
+	if !ok {
+		return "" // not a code metric (a recording rule), or reported by resolve
+	}
+	for _, l := range sel.Labels {
+		if !slices.Contains(m.Labels, l) && !slices.Contains(m.Const, l) && !slices.Contains(targetLabels, l) &&
+			!(l == "le" && suffix == "_bucket") {
+			return fmt.Sprintf("%s{%s=…}: %s has no label %s (labels %v, constant %v)", name, l, m.Name, l, m.Labels, m.Const)
+		}
+	}
+	typ := m.Type
+	if suffix != "" {
+		typ = "COUNTER" // _bucket, _sum and _count are counters
+	} else if typ == "" && strings.HasSuffix(name, "_total") {
+		typ = "COUNTER" // a vector with no series yet: the name says
+	}
+	switch sel.Func {
+	case "rate", "irate", "increase", "resets":
+		if typ != "" && typ != "COUNTER" {
+			return fmt.Sprintf("%s(%s): %s is a %s, not a counter", sel.Func, name, name, strings.ToLower(typ))
+		}
+	case "deriv", "delta", "idelta", "predict_linear":
+		if typ != "" && typ != "GAUGE" {
+			return fmt.Sprintf("%s(%s): %s is a %s, not a gauge", sel.Func, name, name, strings.ToLower(typ))
+		}
+	}
+	return ""
 }
 
 // resolve checks that the code registers name; "" if it does.
@@ -337,6 +389,10 @@ func TestRenamedMetricFails(t *testing.T) {
 		{Where: "undefined rule", Expr: `qtop:nothing:rate5m`},
 		{Where: "foreign", Expr: `up`},
 		{Where: "syntax", Expr: `rate(qtop_collector_reports_total[5m]`},
+		{Where: "label", Expr: `qtop_enforce_refused_total{cause="shed"}`},
+		{Where: "rate of gauge", Expr: `rate(qtop_collector_spool_bytes[5m])`},
+		{Where: "deriv of counter", Expr: `deriv(qtop_collector_reports_total[5m])`},
+		{Where: "le on a counter", Expr: `qtop_collector_reports_total{le="1"}`},
 	}
 	got := checkRefs(cat, rules, bad)
 	for _, b := range bad {
@@ -346,7 +402,9 @@ func TestRenamedMetricFails(t *testing.T) {
 	}
 	ok := []Ref{
 		{Where: "rule over topn", Expr: `qtop:tenant_db_load:share5m{tenant!="other"}`},
-		{Where: "histogram bucket", Expr: `rate(qtop_collector_store_write_seconds_bucket[5m])`},
+		{Where: "histogram bucket", Expr: `rate(qtop_collector_store_write_seconds_bucket{le="+Inf", instance="c1"}[5m])`},
+		{Where: "constant label", Expr: `qtop_enforce_hotkey_entries{guard="products"}`},
+		{Where: "vector without series", Expr: `increase(qtop_collector_dropped_rows_total{reason="spool_full"}[5m])`},
 	}
 	if got := checkRefs(cat, rules, ok); len(got) > 0 {
 		t.Errorf("good expressions refused: %q", got)

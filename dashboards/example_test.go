@@ -15,11 +15,16 @@ func ExampleParse() {
 	}
 	fmt.Println(q.Metrics)
 	fmt.Println(q.Labels, q.UsesLabel("tenant"))
+	for _, s := range q.Selectors {
+		fmt.Println(s.Func, s.Metric, s.Labels)
+	}
 
 	_, err = dashboards.Parse(`{__name__=~"qtop_.*"}`)
 	fmt.Println(err != nil)
 	// Output:
 	// [qtop_collector_tenant_db_seconds_total]
 	// [job tenant] true
+	// rate qtop_collector_tenant_db_seconds_total [job]
+	// rate qtop_collector_tenant_db_seconds_total []
 	// true
 }

@@ -21,10 +21,21 @@ var (
 // Query is what a PromQL expression reads: the metric names it selects
 // and the label names it uses (in matchers, in by/without/on/ignoring/
 // group_left/group_right lists, and as label_replace/label_join
-// arguments). Both are sorted and unique.
+// arguments). Both are sorted and unique. Selectors lists every vector
+// selector in the order written.
 type Query struct {
-	Metrics []string
-	Labels  []string
+	Metrics   []string
+	Labels    []string
+	Selectors []Selector
+}
+
+// Selector is one vector selector: the metric it names, the labels its
+// matchers use, and the function or aggregation directly around it
+// ("rate" in sum(rate(m[5m])), "" when none).
+type Selector struct {
+	Metric string
+	Labels []string
+	Func   string
 }
 
 // UsesLabel reports whether q uses the label name.
@@ -90,7 +101,7 @@ func Parse(expr string) (Query, error) {
 	if err := p.run(); err != nil {
 		return Query{}, err
 	}
-	return Query{Metrics: sortedKeys(p.metrics), Labels: sortedKeys(p.labels)}, nil
+	return Query{Metrics: sortedKeys(p.metrics), Labels: sortedKeys(p.labels), Selectors: p.sels}, nil
 }
 
 // paren is one open parenthesis: a call's, or a grouping one.
@@ -106,17 +117,23 @@ type scanner struct {
 	parens  []paren
 	metrics map[string]bool
 	labels  map[string]bool
+	sels    []Selector
 }
 
 func (p *scanner) errorf(sentinel error, format string, args ...any) error {
 	return fmt.Errorf("%w: %s at offset %d in %q", sentinel, fmt.Sprintf(format, args...), p.i, p.s)
 }
 
-func (p *scanner) addMetric(m string) {
+func (p *scanner) addSelector(m string, labels []string) {
 	if p.metrics == nil {
 		p.metrics = map[string]bool{}
 	}
 	p.metrics[m] = true
+	fn := ""
+	if n := len(p.parens); n > 0 && p.parens[n-1].call {
+		fn = p.parens[n-1].fn
+	}
+	p.sels = append(p.sels, Selector{Metric: m, Labels: labels, Func: fn})
 }
 
 func (p *scanner) addLabel(l string) {
@@ -257,10 +274,9 @@ func (p *scanner) ident() error {
 		p.i++
 		return nil
 	case next == '{':
-		p.addMetric(name)
 		return p.matchers(name)
 	}
-	p.addMetric(name)
+	p.addSelector(name, nil)
 	return nil
 }
 
@@ -303,11 +319,16 @@ func (p *scanner) labelList() error {
 func (p *scanner) matchers(metric string) error {
 	p.i++ // {
 	label, op := "", ""
+	var labels []string
 	for p.skipSpace(); p.i < len(p.s); p.skipSpace() {
 		c := p.s[p.i]
 		switch {
 		case c == '}':
 			p.i++
+			if metric == "" {
+				return p.errorf(ErrUnsupported, "selector without a metric name")
+			}
+			p.addSelector(metric, labels)
 			return nil
 		case c == ',':
 			label, op = "", ""
@@ -320,6 +341,7 @@ func (p *scanner) matchers(metric string) error {
 			label, op = p.s[start:p.i], ""
 			if label != "__name__" {
 				p.addLabel(label)
+				labels = append(labels, label)
 			}
 		case c == '=' || c == '!' || c == '~':
 			op += string(c)
@@ -339,7 +361,7 @@ func (p *scanner) matchers(metric string) error {
 				if metric != "" && v != metric {
 					return p.errorf(ErrSyntax, "two metric names, %s and %s", metric, v)
 				}
-				p.addMetric(v)
+				metric = v
 			}
 		case c == '$':
 			if err := p.variable(); err != nil {

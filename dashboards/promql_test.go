@@ -59,6 +59,25 @@ func TestParse(t *testing.T) {
 	}
 }
 
+func TestParseSelectors(t *testing.T) {
+	q, err := dashboards.Parse(`histogram_quantile(0.9, sum by (le) (rate(qtop_s_bucket{job="a", le!=""}[5m])))
+		/ on (job) group_left deriv(qtop_g[10m]) + qtop_c_total + ({__name__="qtop_n", tier="T1"})`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []dashboards.Selector{
+		{Metric: "qtop_s_bucket", Labels: []string{"job", "le"}, Func: "rate"},
+		{Metric: "qtop_g", Func: "deriv"},
+		{Metric: "qtop_c_total"},
+		{Metric: "qtop_n", Labels: []string{"tier"}},
+	}
+	if !slices.EqualFunc(q.Selectors, want, func(a, b dashboards.Selector) bool {
+		return a.Metric == b.Metric && a.Func == b.Func && slices.Equal(a.Labels, b.Labels)
+	}) {
+		t.Errorf("Selectors = %+v, want %+v", q.Selectors, want)
+	}
+}
+
 func TestParseErrors(t *testing.T) {
 	for _, tc := range []struct {
 		expr string
@@ -80,6 +99,7 @@ func TestParseErrors(t *testing.T) {
 		{`qtop_x / $`, dashboards.ErrSyntax},
 		{`qtop_x{__name__="qtop_y"}`, dashboards.ErrSyntax},
 		{`{__name__=~"qtop_.*"}`, dashboards.ErrUnsupported},
+		{`{job="a"}`, dashboards.ErrUnsupported}, // reads any metric
 		{`{__name__!="qtop_x"}`, dashboards.ErrUnsupported},
 	} {
 		q, err := dashboards.Parse(tc.expr)
@@ -123,6 +143,11 @@ func FuzzParse(f *testing.F) {
 				if !(c == '_' || c == ':' || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9' && i > 0)) {
 					t.Fatalf("Parse(%q): metric %q is not a valid name", expr, m)
 				}
+			}
+		}
+		for _, s := range q.Selectors {
+			if _, ok := slices.BinarySearch(q.Metrics, s.Metric); !ok {
+				t.Fatalf("Parse(%q): selector %+v not among the metrics %q", expr, s, q.Metrics)
 			}
 		}
 		if !slices.IsSorted(q.Metrics) || !slices.IsSorted(q.Labels) {

@@ -31,6 +31,7 @@ import (
 type Metric struct {
 	Name   string
 	Labels []string // variable labels of its descriptor
+	Const  []string // constant labels of its descriptor
 	TopN   bool     // exported through a topn.Collector: top N + "other"
 	From   []string // the components that registered it
 	Type   string   // from a gather ("" when no series was gathered)
@@ -76,26 +77,31 @@ type recordingRegisterer struct {
 
 var _ prometheus.Registerer = (*recordingRegisterer)(nil)
 
-var descRE = regexp.MustCompile(`^Desc\{fqName: ("(?:[^"\\]|\\.)*"), .*variableLabels: \{([^}]*)\}\}$`)
+var (
+	descRE  = regexp.MustCompile(`^Desc\{fqName: ("(?:[^"\\]|\\.)*"), help: "(?:[^"\\]|\\.)*", unit: "(?:[^"\\]|\\.)*", constLabels: \{(.*)\}, variableLabels: \{([^}]*)\}\}$`)
+	constRE = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="(?:[^"\\]|\\.)*"`)
+)
 
-// parseDesc reads the name and variable labels from Desc.String().
-func parseDesc(s string) (string, []string, error) {
+// parseDesc reads the name, variable and constant labels from
+// Desc.String().
+func parseDesc(s string) (name string, labels, consts []string, err error) {
 	m := descRE.FindStringSubmatch(s)
 	if m == nil {
-		return "", nil, fmt.Errorf("unexpected descriptor %s", s)
+		return "", nil, nil, fmt.Errorf("unexpected descriptor %s", s)
 	}
-	name, err := strconv.Unquote(m[1])
-	if err != nil {
-		return "", nil, fmt.Errorf("descriptor %s: %v", s, err)
+	if name, err = strconv.Unquote(m[1]); err != nil {
+		return "", nil, nil, fmt.Errorf("descriptor %s: %v", s, err)
 	}
-	var labels []string
-	for _, l := range strings.Split(m[2], ",") {
+	for _, c := range constRE.FindAllStringSubmatch(m[2], -1) {
+		consts = append(consts, c[1])
+	}
+	for _, l := range strings.Split(m[3], ",") {
 		l = strings.TrimSuffix(strings.TrimPrefix(l, "c("), ")") // constrained labels
 		if l != "" {
 			labels = append(labels, l)
 		}
 	}
-	return name, labels, nil
+	return name, labels, consts, nil
 }
 
 func (r *recordingRegisterer) Register(col prometheus.Collector) error {
@@ -110,7 +116,7 @@ func (r *recordingRegisterer) Register(col prometheus.Collector) error {
 	_, isTopN := col.(*topn.Collector)
 	var errs []error
 	for d := range ch {
-		name, labels, err := parseDesc(d.String())
+		name, labels, consts, err := parseDesc(d.String())
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -118,7 +124,7 @@ func (r *recordingRegisterer) Register(col prometheus.Collector) error {
 		r.c.mu.Lock()
 		m := r.c.metrics[name]
 		if m == nil {
-			m = &Metric{Name: name, Labels: labels, TopN: isTopN}
+			m = &Metric{Name: name, Labels: labels, Const: consts, TopN: isTopN}
 			r.c.metrics[name] = m
 		} else if m.TopN != isTopN || !slices.Equal(m.Labels, labels) {
 			errs = append(errs, fmt.Errorf("%s registered twice with different labels or exporters", name))
@@ -332,4 +338,19 @@ func dropDatabase(addr, db string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	conn.Exec(ctx, "DROP DATABASE IF EXISTS "+db)
+}
+
+func TestParseDesc(t *testing.T) {
+	d := prometheus.NewDesc("qtop_x_total", `help with "quotes", } and {braces}`, []string{"tier", "reason"},
+		prometheus.Labels{"guard": "a}b", "zone": `q"x`})
+	name, labels, consts, err := parseDesc(d.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name != "qtop_x_total" || !slices.Equal(labels, []string{"tier", "reason"}) || !slices.Equal(consts, []string{"guard", "zone"}) {
+		t.Errorf("parseDesc(%s) = %q %q %q", d, name, labels, consts)
+	}
+	if _, _, _, err := parseDesc("Desc{something else}"); err == nil {
+		t.Error("parseDesc accepted a string that is not a descriptor")
+	}
 }
