@@ -1,9 +1,12 @@
 package sqlcomment
 
 import (
+	"context"
 	"maps"
 	"strings"
 	"testing"
+
+	"github.com/qtop-dev/qtop/tenant"
 )
 
 // FuzzAppendParse: for any statement and tags, Append changes nothing
@@ -67,6 +70,46 @@ func FuzzParse(f *testing.F) {
 		}
 		if !maps.Equal(back, tags) {
 			t.Fatalf("reparse of %q = %q", tags, back)
+		}
+	})
+}
+
+// FuzzCommenter: the Commenter's fast path (static tags encoded once,
+// context tags on the stack) and its general path (WithTag, the cap) write
+// what Append writes for the same tags, when nothing is dropped.
+func FuzzCommenter(f *testing.F) {
+	f.Add("SELECT 1;", "acme", "GET /x", "api", "", 1024)
+	f.Add("SELECT '", "*/", "'", "\\", "region", 64)
+	f.Add("UPDATE t SET a = 1", "\xff", "\x00", "", "k", 200)
+	f.Fuzz(func(t *testing.T, q, ten, route, app, custom string, maxLen int) {
+		opts := []Option{WithApplication(app), WithMaxLen(maxLen)}
+		if custom != "" {
+			opts = append(opts, WithTag(custom, "v"))
+		}
+		c := NewCommenter(opts...)
+		ctx := tenant.With(context.Background(), tenant.Tags{Tenant: ten, Route: route, Tier: tenant.T3})
+		st := c.Comment(ctx, q, false)
+		if c.Dropped() > 0 {
+			if _, ok := insertAt(q); ok && len(st.Query) > len(q)+1+c.cfg.maxLen {
+				t.Fatalf("comment over the cap: %d bytes", len(st.Query)-len(q)-1)
+			}
+			return
+		}
+		want := map[string]string{"tier": "T3"}
+		if ten != "" {
+			want["tenant"] = ten
+		}
+		if route != "" {
+			want["route"] = route
+		}
+		if app != "" {
+			want["application"] = app
+		}
+		if custom != "" && !builtinKey(custom) {
+			want[custom] = "v"
+		}
+		if got := Append(q, want); st.Query != got {
+			t.Fatalf("Comment = %q, Append = %q", st.Query, got)
 		}
 	})
 }
