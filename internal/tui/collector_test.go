@@ -1,0 +1,173 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/qtop-dev/qtop/internal/collector"
+	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/policy"
+)
+
+// realCollector serves a real collector (no store) on addr ("" picks a
+// port); stop closes its listener and streams.
+func realCollector(t *testing.T, addr string) (srv *collector.Server, url string, stop func()) {
+	t.Helper()
+	srv, err := collector.New(collector.Config{Store: collector.StoreNone, DataDir: t.TempDir(), Token: "s3cret", Demo: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if addr == "" {
+		addr = "127.0.0.1:0"
+	}
+	var ln net.Listener
+	for deadline := time.Now().Add(5 * time.Second); ; { // the port of a stopped server may linger briefly
+		if ln, err = net.Listen("tcp", addr); err == nil || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &http.Server{Handler: srv.Handler()}
+	go hs.Serve(ln)
+	ctx, cancel := context.WithCancel(context.Background())
+	srv.Run(ctx)
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		srv.Shutdown(context.Background()) // ends the streams
+		hs.Close()
+	}
+	t.Cleanup(stop)
+	return srv, "http://" + ln.Addr().String(), stop
+}
+
+func TestCollectorSourceStreamThrottleReconnect(t *testing.T) {
+	srv, url, stop := realCollector(t, "")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	src, err := NewCollector(strings.TrimPrefix(url, "http://"), "s3cret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if src.Describe() != "collector "+url {
+		t.Fatalf("describe %q", src.Describe())
+	}
+	// The stream gives a snapshot per second, with the query's measure.
+	for _, q := range []Query{{Measure: live.MeasureRU, Top: 5}, {Measure: live.MeasureDB, Top: 5}} {
+		s, err := src.Next(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.Measure != q.Measure || s.Source != live.SourceDemo {
+			t.Fatalf("query %+v: snapshot measure %q source %q", q, s.Measure, s.Source)
+		}
+	}
+	// t posts a rule with the token.
+	if err := src.Throttle(ctx, rule("bigcorp")); err != nil {
+		t.Fatal(err)
+	}
+	if p := srv.Policy(); len(p.Rules) != 1 || p.Rules[0].Tenant != "bigcorp" {
+		t.Fatalf("policy %+v", p)
+	}
+	bad, _ := NewCollector(url, "wrong")
+	defer bad.Close()
+	if err := bad.Throttle(ctx, rule("bigcorp")); !errors.Is(err, live.ErrUnauthorized) || !strings.Contains(err.Error(), "--token") {
+		t.Fatalf("wrong token: %v", err)
+	}
+	if err := src.Throttle(ctx, policy.Rule{Tenant: "bigcorp", Action: policy.Throttle}); !errors.Is(err, live.ErrStatus) {
+		t.Fatalf("invalid rule: %v", err)
+	}
+	if s, err := src.Once(ctx, Query{Measure: live.MeasureReq, Top: 3}); err != nil || s.Measure != live.MeasureReq {
+		t.Fatalf("once: %v %q", err, s.Measure)
+	}
+
+	// The collector goes away: Next says so, with the URL and a hint …
+	stop()
+	for i := 0; ; i++ {
+		_, err := src.Next(ctx, Query{Measure: live.MeasureDB, Top: 5})
+		if errors.Is(err, ErrUnreachable) && strings.Contains(err.Error(), "no collector answers at "+url) && strings.Contains(err.Error(), "qtop demo") {
+			break
+		}
+		if err == nil && i > 5 || i > 10 {
+			t.Fatalf("after the collector stopped: %v", err)
+		}
+	}
+	// … and reconnects when it is back.
+	_, _, _ = realCollector(t, strings.TrimPrefix(url, "http://"))
+	if _, err := src.Next(ctx, Query{Measure: live.MeasureDB, Top: 5}); err != nil {
+		t.Fatalf("after the collector came back: %v", err)
+	}
+	src.Close()
+	if _, err := src.Next(ctx, Query{}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Next after Close: %v", err)
+	}
+	if err := src.Cancel(ctx, 1); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("cancel: %v", err)
+	}
+	if err := src.Terminate(ctx, 1); !errors.Is(err, ErrUnsupported) {
+		t.Fatalf("terminate: %v", err)
+	}
+}
+
+func TestNewCollectorBadURL(t *testing.T) {
+	for _, u := range []string{"ftp://x:1", "http://", "::nope"} {
+		if _, err := NewCollector(u, ""); !errors.Is(err, ErrInput) {
+			t.Errorf("%q: %v", u, err)
+		}
+	}
+}
+
+// TestDemoSource runs the in-process demo on its DuckDB store: data comes
+// within seconds, and a throttle lands in its policy.
+func TestDemoSource(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	d, err := NewDemo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := d.Dir()
+	s, err := d.WaitData(ctx, Query{Measure: live.MeasureRU, Top: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Tenants) == 0 || len(s.Services) != 3 || s.Source != live.SourceDemo || !strings.HasPrefix(s.Collector.Store, "duckdb://") {
+		t.Fatalf("demo snapshot: %d tenants, %d services, source %q, store %q", len(s.Tenants), len(s.Services), s.Source, s.Collector.Store)
+	}
+	if err := d.Throttle(ctx, rule(collector.DemoImportTenant)); err != nil {
+		t.Fatal(err)
+	}
+	s, err = d.Next(ctx, Query{Measure: live.MeasureRU, Top: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Policy.Rules) != 1 || s.Policy.Rules[0].Tenant != collector.DemoImportTenant {
+		t.Fatalf("policy after the throttle: %+v", s.Policy)
+	}
+	if err := d.Throttle(ctx, policy.Rule{}); err == nil {
+		t.Fatal("an invalid rule was accepted")
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Next(ctx, Query{}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Next after Close: %v", err)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Fatalf("the demo's temporary folder %s is still there", dir)
+	}
+}
