@@ -32,6 +32,7 @@ type Guard[K comparable, V any] struct {
 	ttl     int64
 	window  int64
 	minHits uint64
+	share   float64
 	maxKeys int
 	now     func() time.Time
 	timeout time.Duration
@@ -85,6 +86,7 @@ func (p *PanicError) Error() string {
 type guardConfig struct {
 	ttl, window, timeout time.Duration
 	minHits              int
+	share                float64
 	maxKeys              int
 	now                  func() time.Time
 }
@@ -101,6 +103,11 @@ func WithTTL(d time.Duration) GuardOption { return func(c *guardConfig) { c.ttl 
 func WithHotThreshold(misses int, window time.Duration) GuardOption {
 	return func(c *guardConfig) { c.minHits, c.window = misses, window }
 }
+
+// WithHotShare also requires a hot key to account for at least share of
+// the window's misses (default 0.001), so that a uniform spread over many
+// keys, each missed a few times, does not fill the cache.
+func WithHotShare(share float64) GuardOption { return func(c *guardConfig) { c.share = share } }
 
 // WithCacheSize bounds the hot keys cached (default 1,024) and sets the
 // sketch's capacity (default 4 × that).
@@ -120,16 +127,16 @@ func NewGuard[K comparable, V any](load func(ctx context.Context, key K) (V, err
 	if load == nil {
 		return nil, fmt.Errorf("%w: nil load function", ErrConfig)
 	}
-	c := guardConfig{ttl: 3 * time.Second, minHits: 3, maxKeys: 1024, now: time.Now}
+	c := guardConfig{ttl: 3 * time.Second, minHits: 3, share: 0.001, maxKeys: 1024, now: time.Now}
 	for _, o := range opts {
 		o(&c)
 	}
 	if c.window == 0 {
 		c.window = c.ttl
 	}
-	if c.ttl <= 0 || c.window <= 0 || c.minHits < 1 || c.maxKeys < 1 || c.timeout < 0 {
-		return nil, fmt.Errorf("%w: guard ttl %v, window %v, threshold %d, cache size %d, load timeout %v (want all > 0, timeout ≥ 0)",
-			ErrConfig, c.ttl, c.window, c.minHits, c.maxKeys, c.timeout)
+	if c.ttl <= 0 || c.window <= 0 || c.minHits < 1 || c.maxKeys < 1 || c.timeout < 0 || !(c.share >= 0 && c.share < 1) {
+		return nil, fmt.Errorf("%w: guard ttl %v, window %v, threshold %d, share %v, cache size %d, load timeout %v (want all > 0, share in [0, 1), timeout ≥ 0)",
+			ErrConfig, c.ttl, c.window, c.minHits, c.share, c.maxKeys, c.timeout)
 	}
 	if keyString == nil {
 		keyString = func(k K) string {
@@ -140,7 +147,7 @@ func NewGuard[K comparable, V any](load func(ctx context.Context, key K) (V, err
 		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	g := &Guard[K, V]{load: load, str: keyString, ttl: int64(c.ttl), window: int64(c.window), minHits: uint64(c.minHits),
+	g := &Guard[K, V]{load: load, str: keyString, ttl: int64(c.ttl), window: int64(c.window), minHits: uint64(c.minHits), share: c.share,
 		maxKeys: c.maxKeys, now: c.now, timeout: c.timeout, ctx: ctx, cancel: cancel,
 		calls: make(map[K]*call[V]), sketch: spacesaving.New(4 * c.maxKeys)}
 	m := make(map[K]*hotEntry[V])
@@ -277,7 +284,7 @@ func (g *Guard[K, V]) finish(key K, c *call[V]) {
 	g.mu.Lock()
 	hot := false
 	if c.err == nil {
-		if cnt, e, ok := g.sketch.Estimate(c.sk); ok && cnt-e >= g.minHits {
+		if cnt, e, ok := g.sketch.Estimate(c.sk); ok && cnt-e >= g.minHits && float64(cnt-e) >= g.share*float64(g.sketch.Total()) {
 			hot = true
 		} else if e := (*g.cache.Load())[key]; e != nil && e.touched.Load() {
 			hot = true // hit while cached: still hot

@@ -97,6 +97,30 @@ func TestGuardCachesHotKeysOnly(t *testing.T) {
 	}
 }
 
+func TestGuardHotShare(t *testing.T) {
+	be := &countingBackend{}
+	g, _ := NewGuard(be.load, nil, WithHotThreshold(2, time.Minute), WithHotShare(0.05))
+	defer g.Shutdown(context.Background())
+	ctx := context.Background()
+	// 100 keys missed 3 times each: above the count threshold, each only
+	// 1% of the misses: none is hot.
+	for r := 0; r < 3; r++ {
+		for k := 0; k < 100; k++ {
+			_, _ = g.Get(ctx, strconv.Itoa(k))
+		}
+	}
+	if n := g.Stats().Entries; n != 0 {
+		t.Errorf("%d keys cached from a uniform spread", n)
+	}
+	// One key takes 20% of the misses: hot.
+	for i := 0; i < 100; i++ {
+		_, _ = g.Get(ctx, "hot")
+	}
+	if n := g.Stats().Entries; n != 1 {
+		t.Errorf("%d entries, want the hot key", n)
+	}
+}
+
 func TestGuardErrorsNotCached(t *testing.T) {
 	be := &countingBackend{}
 	be.fail.Store(true)
@@ -229,7 +253,7 @@ func TestGuardConfigErrors(t *testing.T) {
 	if _, err := NewGuard[string, string](nil, nil); !errors.Is(err, ErrConfig) {
 		t.Error(err)
 	}
-	for _, o := range []GuardOption{WithTTL(-1), WithHotThreshold(0, time.Second), WithCacheSize(0), WithLoadTimeout(-1)} {
+	for _, o := range []GuardOption{WithHotShare(1), WithHotShare(-0.1), WithTTL(-1), WithHotThreshold(0, time.Second), WithCacheSize(0), WithLoadTimeout(-1)} {
 		if _, err := NewGuard(be.load, nil, o); !errors.Is(err, ErrConfig) {
 			t.Error(err)
 		}
