@@ -85,6 +85,8 @@ func (m *recorderMetrics) window(rep *Report) {
 	m.tenants.Rerank()
 }
 
+var _ prometheus.Collector = (*recorderMetrics)(nil)
+
 func newRecorderMetrics(r *Recorder) *recorderMetrics {
 	return &recorderMetrics{
 		r: r,
