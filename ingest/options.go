@@ -39,6 +39,9 @@ type config struct {
 	maxBackoff  time.Duration
 	onPolicy    func(policy.Policy)
 	enforcement func() Enforcement
+
+	// span processor
+	skipDBSpans bool
 }
 
 // Defaults.
@@ -191,3 +194,8 @@ func WithPolicyHandler(fn func(policy.Policy)) Option { return func(c *config) {
 func WithEnforcementSource(fn func() Enforcement) Option {
 	return func(c *config) { c.enforcement = fn }
 }
+
+// WithDBSpans says whether the SpanProcessor records database client
+// spans (default true). Pass false when SQLObserver already records the
+// same statements, so that they do not count twice.
+func WithDBSpans(record bool) Option { return func(c *config) { c.skipDBSpans = !record } }

@@ -38,7 +38,7 @@ func TestPostgresDBTimePerTenant(t *testing.T) {
 	rep.Start()
 
 	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithSpanProcessor(NewSpanProcessor(rec)))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithSpanProcessor(NewSpanProcessor(rec, WithDBSpans(false))))
 	defer tp.Shutdown(context.Background())
 	tr := tp.Tracer("e2e")
 

@@ -43,22 +43,29 @@ const (
 //     spans as KindJob; the route is http.route, else tenant.route, else
 //     the span name.
 //
+// With SQLObserver recording the same statements, pass WithDBSpans(false).
+//
 // It only adds to the Recorder, which never blocks, so it can sit beside
 // the SDK's batch span processor (register both on the TracerProvider).
 type SpanProcessor struct {
-	rec  *Recorder
-	done atomic.Bool
+	rec    *Recorder
+	skipDB bool
+	done   atomic.Bool
 }
 
 var _ sdktrace.SpanProcessor = (*SpanProcessor)(nil)
 
-// NewSpanProcessor returns a span processor that feeds rec. It takes no
-// options yet; the parameter keeps room for them.
-func NewSpanProcessor(rec *Recorder, _ ...Option) *SpanProcessor {
+// NewSpanProcessor returns a span processor that feeds rec. Option:
+// WithDBSpans. It panics on a nil Recorder or an invalid option.
+func NewSpanProcessor(rec *Recorder, opts ...Option) *SpanProcessor {
 	if rec == nil {
 		panic("ingest: NewSpanProcessor with a nil Recorder")
 	}
-	return &SpanProcessor{rec: rec}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		panic(err)
+	}
+	return &SpanProcessor{rec: rec, skipDB: cfg.skipDBSpans}
 }
 
 // OnStart implements sdktrace.SpanProcessor.
@@ -101,6 +108,9 @@ func (p *SpanProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 	case trace.SpanKindConsumer:
 		kind = KindJob
 	case trace.SpanKindClient:
+		if p.skipDB {
+			return
+		}
 		kind = KindDB // if it turns out to be a database span, below
 	default:
 		return

@@ -117,6 +117,22 @@ func TestSpanProcessor(t *testing.T) {
 	}
 }
 
+func TestSpanProcessorWithoutDBSpans(t *testing.T) {
+	rec := NewRecorder(fixedClock(t0))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(NewSpanProcessor(rec, WithDBSpans(false))))
+	defer tp.Shutdown(context.Background())
+	tr := tp.Tracer("t")
+	ctx := tenant.With(context.Background(), tenant.Tags{Tenant: "acme"})
+	ctx, s := tr.Start(ctx, "GET /a", trace.WithSpanKind(trace.SpanKindServer))
+	_, d := tr.Start(ctx, "SELECT", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attribute.String("db.system", "postgresql")))
+	d.End()
+	s.End()
+	rows := rec.Cut(t0.Add(time.Second)).Rows
+	if len(rows) != 1 || rows[0].Kind != KindRequest {
+		t.Errorf("rows %+v, want the request only", rows)
+	}
+}
+
 func TestSpanProcessorShutdown(t *testing.T) {
 	rec := NewRecorder(fixedClock(t0))
 	p := NewSpanProcessor(rec)

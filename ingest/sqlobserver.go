@@ -15,8 +15,7 @@ import (
 //
 // Do not also record database client spans of the same statements
 // through the SpanProcessor, or they count twice: an application that has
-// both should leave the db spans to the traces (they are recorded only
-// when they carry db.system or db.system.name).
+// both passes WithDBSpans(false) to NewSpanProcessor.
 func SQLObserver(rec *Recorder) sqlcomment.Observer {
 	if rec == nil {
 		panic("ingest: SQLObserver with a nil Recorder")
