@@ -11,6 +11,7 @@ package duckstore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -76,6 +77,13 @@ func Open(path string, opts ...Option) (*Store, error) {
 		s.db.Close()
 		connector.Close()
 		return nil, err
+	}
+	for _, q := range staging {
+		if _, err := s.db.Exec(q); err != nil {
+			s.db.Close()
+			connector.Close()
+			return nil, fmt.Errorf("duckstore: staging tables: %w", err)
+		}
 	}
 	return s, nil
 }
@@ -191,8 +199,25 @@ func (s *Store) begin() (done func(), err error) {
 	return s.mu.RUnlock, nil
 }
 
-// write runs fn in one transaction, serialised with other writes.
-func (s *Store) write(ctx context.Context, what, q string, n int, bind func(i int) []any) error {
+// staging tables take a batch through DuckDB's appender (row-at-a-time
+// INSERTs cost milliseconds a row); one statement then merges the batch into
+// its table. They are an implementation detail, recreated at every Open.
+var staging = []string{
+	`CREATE OR REPLACE TABLE staging_rollups (minute TIMESTAMP, writer VARCHAR, version UBIGINT, service VARCHAR,
+    tenant VARCHAR, route VARCHAR, tier UTINYINT, kind VARCHAR, count UBIGINT, errors UBIGINT, duration_seconds DOUBLE,
+    ru DOUBLE, bytes UBIGINT, "rows" UBIGINT, active_session_seconds DOUBLE, latency BLOB)`,
+	`CREATE OR REPLACE TABLE staging_hot_keys (minute TIMESTAMP, writer VARCHAR, version UBIGINT, key VARCHAR,
+    tenant VARCHAR, count UBIGINT, err UBIGINT)`,
+	`CREATE OR REPLACE TABLE staging_statements (time TIMESTAMP_NS, writer VARCHAR, pid INTEGER, tenant VARCHAR,
+    route VARCHAR, application VARCHAR, query VARCHAR, state VARCHAR, wait_event_type VARCHAR, wait_event VARCHAR,
+    duration_seconds DOUBLE)`,
+	`CREATE OR REPLACE TABLE staging_audit (time TIMESTAMP_NS, who VARCHAR, action VARCHAR, policy_version UBIGINT,
+    rule VARCHAR)`,
+}
+
+// write appends n rows to the staging table, then merges them into the
+// table with one statement in one transaction. Writes are serialised.
+func (s *Store) write(ctx context.Context, what, stagingTable, merge string, n int, row func(i int) []driver.Value) error {
 	done, err := s.begin()
 	if err != nil {
 		return err
@@ -200,20 +225,40 @@ func (s *Store) write(ctx context.Context, what, q string, n int, bind func(i in
 	defer done()
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	tx, err := s.db.BeginTx(ctx, nil)
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("duckstore: write %s: %w", what, err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "DELETE FROM "+stagingTable); err != nil {
+		return fmt.Errorf("duckstore: write %s: %w", what, err)
+	}
+	err = conn.Raw(func(dc any) error {
+		a, err := duckdb.NewAppenderFromConn(dc.(driver.Conn), "", stagingTable)
+		if err != nil {
+			return err
+		}
+		for i := 0; i < n; i++ {
+			if err := a.AppendRow(row(i)...); err != nil {
+				a.Close()
+				return err
+			}
+		}
+		return a.Close()
+	})
+	if err != nil {
+		return fmt.Errorf("duckstore: write %s: %w", what, err)
+	}
+	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("duckstore: write %s: %w", what, err)
 	}
 	defer tx.Rollback()
-	stmt, err := tx.PrepareContext(ctx, q)
-	if err != nil {
+	if _, err := tx.ExecContext(ctx, merge); err != nil {
 		return fmt.Errorf("duckstore: write %s: %w", what, err)
 	}
-	defer stmt.Close()
-	for i := 0; i < n; i++ {
-		if _, err := stmt.ExecContext(ctx, bind(i)...); err != nil {
-			return fmt.Errorf("duckstore: write %s: %w", what, err)
-		}
+	if _, err := tx.ExecContext(ctx, "DELETE FROM "+stagingTable); err != nil {
+		return fmt.Errorf("duckstore: write %s: %w", what, err)
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("duckstore: write %s: %w", what, err)
@@ -223,7 +268,9 @@ func (s *Store) write(ctx context.Context, what, q string, n int, bind func(i in
 
 const upsertRollup = `INSERT INTO rollups (minute, writer, version, service, tenant, route, tier, kind,
     count, errors, duration_seconds, ru, bytes, "rows", active_session_seconds, latency)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+SELECT minute, writer, version, service, tenant, route, tier, kind,
+    count, errors, duration_seconds, ru, bytes, "rows", active_session_seconds, latency
+FROM staging_rollups
 ON CONFLICT (tenant, minute, route, kind, service, writer) DO UPDATE SET
     version = excluded.version, tier = excluded.tier, count = excluded.count, errors = excluded.errors,
     duration_seconds = excluded.duration_seconds, ru = excluded.ru, bytes = excluded.bytes,
@@ -236,9 +283,9 @@ func (s *Store) WriteRollups(ctx context.Context, rows []store.Rollup) error {
 		return err
 	}
 	rows = latestRollups(rows)
-	return s.write(ctx, "rollups", upsertRollup, len(rows), func(i int) []any {
+	return s.write(ctx, "rollups", "staging_rollups", upsertRollup, len(rows), func(i int) []driver.Value {
 		r := &rows[i]
-		return []any{r.Minute.UTC(), r.Writer, r.Version, r.Service, r.Tenant, r.Route, uint8(r.Tier), r.Kind,
+		return []driver.Value{r.Minute.UTC(), r.Writer, r.Version, r.Service, r.Tenant, r.Route, uint8(r.Tier), r.Kind,
 			r.Count, r.Errors, r.DurationSeconds, r.RU, r.Bytes, r.Rows, r.ActiveSessionSeconds, encodeLatency(r.Latency)}
 	})
 }
@@ -267,7 +314,7 @@ func latestRollups(rows []store.Rollup) []store.Rollup {
 }
 
 const upsertHotKey = `INSERT INTO hot_keys (minute, writer, version, key, tenant, count, err)
-VALUES (?, ?, ?, ?, ?, ?, ?)
+SELECT minute, writer, version, key, tenant, count, err FROM staging_hot_keys
 ON CONFLICT (minute, key, writer) DO UPDATE SET
     version = excluded.version, tenant = excluded.tenant, count = excluded.count, err = excluded.err
 WHERE excluded.version >= hot_keys.version`
@@ -294,9 +341,9 @@ func (s *Store) WriteHotKeys(ctx context.Context, rows []store.HotKey) error {
 		at[k] = len(uniq)
 		uniq = append(uniq, r)
 	}
-	return s.write(ctx, "hot keys", upsertHotKey, len(uniq), func(i int) []any {
+	return s.write(ctx, "hot keys", "staging_hot_keys", upsertHotKey, len(uniq), func(i int) []driver.Value {
 		r := &uniq[i]
-		return []any{r.Minute.UTC(), r.Writer, r.Version, r.Key, r.Tenant, r.Count, r.Err}
+		return []driver.Value{r.Minute.UTC(), r.Writer, r.Version, r.Key, r.Tenant, r.Count, r.Err}
 	})
 }
 
@@ -306,11 +353,11 @@ func (s *Store) WriteStatements(ctx context.Context, rows []store.Statement) err
 	if err := store.ValidateStatements(rows); err != nil || len(rows) == 0 {
 		return err
 	}
-	return s.write(ctx, "statements", `INSERT INTO statements (time, writer, pid, tenant, route, application, query,
-    state, wait_event_type, wait_event, duration_seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-		len(rows), func(i int) []any {
+	return s.write(ctx, "statements", "staging_statements", `INSERT INTO statements BY NAME
+SELECT DISTINCT ON (time, writer, pid) * FROM staging_statements ON CONFLICT DO NOTHING`,
+		len(rows), func(i int) []driver.Value {
 			r := &rows[i]
-			return []any{r.Time.UTC(), r.Writer, r.PID, r.Tenant, r.Route, r.Application, r.Query,
+			return []driver.Value{r.Time.UTC(), r.Writer, r.PID, r.Tenant, r.Route, r.Application, r.Query,
 				r.State, r.WaitEventType, r.WaitEvent, r.Duration.Seconds()}
 		})
 }
@@ -321,11 +368,12 @@ func (s *Store) WriteAudit(ctx context.Context, rows []store.Audit) error {
 	if err := store.ValidateAudit(rows); err != nil || len(rows) == 0 {
 		return err
 	}
-	return s.write(ctx, "audit", `INSERT INTO audit (time, who, action, policy_version, rule)
-VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, len(rows), func(i int) []any {
-		r := &rows[i]
-		return []any{r.Time.UTC(), r.Who, r.Action, r.PolicyVersion, r.Rule}
-	})
+	return s.write(ctx, "audit", "staging_audit", `INSERT INTO audit BY NAME
+SELECT DISTINCT ON (time, who, policy_version, action) * FROM staging_audit ON CONFLICT DO NOTHING`,
+		len(rows), func(i int) []driver.Value {
+			r := &rows[i]
+			return []driver.Value{r.Time.UTC(), r.Who, r.Action, r.PolicyVersion, r.Rule}
+		})
 }
 
 // Usage implements store.Store.
