@@ -55,7 +55,9 @@ func (s *sparse) load(h *ratio.Histogram) {
 	})
 }
 
-// merge adds o to s in one pass over both (both are in bucket order).
+// merge adds o to s (both in bucket order): buckets s has are found by
+// binary search from the last position, and the buckets it lacks, if
+// any, are merged in from the back in one pass.
 func (s *sparse) merge(o *sparse) {
 	if len(o.idx) == 0 {
 		return
@@ -65,54 +67,45 @@ func (s *sparse) merge(o *sparse) {
 		s.cnt = append(s.cnt, o.cnt...)
 		return
 	}
-	// Count the buckets of o that s lacks.
-	missing := 0
-	for i, j := 0, 0; j < len(o.idx); {
-		switch {
-		case i < len(s.idx) && s.idx[i] < o.idx[j]:
-			i++
-		case i < len(s.idx) && s.idx[i] == o.idx[j]:
-			i++
-			j++
-		default:
-			missing++
-			j++
+	var missIdx [64]uint16
+	var missCnt [64]uint64
+	miss := 0
+	lo := 0
+	for j, b := range o.idx {
+		p, found := slices.BinarySearch(s.idx[lo:], b)
+		p += lo
+		if found {
+			s.cnt[p] += o.cnt[j]
+			lo = p + 1
+			continue
 		}
-	}
-	if missing == 0 {
-		for i, j := 0, 0; j < len(o.idx); i++ {
-			if s.idx[i] == o.idx[j] {
-				s.cnt[i] += o.cnt[j]
-				j++
+		lo = p
+		if miss == len(missIdx) {
+			// Many new buckets: add the rest one by one.
+			for k := j; k < len(o.idx); k++ {
+				s.add(int(o.idx[k]), o.cnt[k])
 			}
+			break
 		}
+		missIdx[miss], missCnt[miss] = b, o.cnt[j]
+		miss++
+	}
+	if miss == 0 {
 		return
 	}
-	// Merge from the back into the grown slices.
 	n := len(s.idx)
-	s.idx = append(s.idx, make([]uint16, missing)...)
-	s.cnt = append(s.cnt, make([]uint64, missing)...)
-	i, j, k := n-1, len(o.idx)-1, len(s.idx)-1
+	s.idx = append(s.idx, missIdx[:miss]...)
+	s.cnt = append(s.cnt, missCnt[:miss]...)
+	i, j, k := n-1, miss-1, len(s.idx)-1
 	for j >= 0 {
-		switch {
-		case i >= 0 && s.idx[i] > o.idx[j]:
+		if i >= 0 && s.idx[i] > missIdx[j] {
 			s.idx[k], s.cnt[k] = s.idx[i], s.cnt[i]
 			i--
-		case i >= 0 && s.idx[i] == o.idx[j]:
-			s.idx[k], s.cnt[k] = s.idx[i], s.cnt[i]+o.cnt[j]
-			i--
-			j--
-		default:
-			s.idx[k], s.cnt[k] = o.idx[j], o.cnt[j]
+		} else {
+			s.idx[k], s.cnt[k] = missIdx[j], missCnt[j]
 			j--
 		}
 		k--
-	}
-}
-
-func (s *sparse) addSparse(o *sparse) {
-	for k, i := range o.idx {
-		s.add(int(i), o.cnt[k])
 	}
 }
 
