@@ -275,6 +275,9 @@ func report(args []string, stdout, stderr io.Writer) int {
 	st, err := collector.OpenStore(ctx, *storeURL, collector.Config{Cluster: *cluster, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		fmt.Fprintln(stderr, "collector report:", err)
+		if strings.Contains(err.Error(), "lock") {
+			fmt.Fprintln(stderr, "collector report: a running collector holds the DuckDB file; ask it instead: --collector HOST:PORT")
+		}
 		return 1
 	}
 	defer st.Close()
