@@ -40,6 +40,7 @@ func Run(t *testing.T, open Opener) {
 		{"RandomRetriesMatchReference", randomRetries},
 		{"ConcurrentWriters", concurrent},
 		{"OtherTablesIdempotent", otherTables},
+		{"OddNames", oddNames},
 		{"InvalidRowsRejected", invalidRows},
 		{"Closed", closed},
 	} {
@@ -455,6 +456,18 @@ func otherTables(t *testing.T, s store.Store) {
 		must(t, err)
 	}
 	must(t, s.Ping(ctx(t)))
+}
+
+// oddNames: tenant and route values are data, never SQL.
+func oddNames(t *testing.T, s store.Store) {
+	names := []string{`it's`, `back\slash`, `"quoted"`, "ünïcødé 租户", "semi;colon --", "nul\x00byte", "new\nline"}
+	var rows []store.Rollup
+	for i, n := range names {
+		rows = append(rows, Row(i, "w'1", n, "GET /a?b='c'", uint64(i+1)))
+	}
+	must(t, s.WriteRollups(ctx(t), rows))
+	must(t, s.WriteHotKeys(ctx(t), []store.HotKey{{Minute: T0, Writer: "w'1", Key: `k'; DROP TABLE x; --`, Tenant: `it's`, Count: 2}}))
+	checkAll(t, s, rows)
 }
 
 func invalidRows(t *testing.T, s store.Store) {
