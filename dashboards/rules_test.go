@@ -1,11 +1,13 @@
 package dashboards_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -240,6 +242,33 @@ func TestLatencyThresholds(t *testing.T) {
 	for a := range want {
 		t.Errorf("alert %s is missing", a)
 	}
+	// The fleet dashboard draws the same band.
+	found := false
+	for _, d := range loadDashboards(t) {
+		for _, p := range panels(d.JSON) {
+			targets, _ := json.Marshal(p["targets"])
+			if p["type"] != "timeseries" || !strings.Contains(string(targets), "qtop_collector_latency_ratio") {
+				continue
+			}
+			found = true
+			var steps []float64
+			fc, _ := p["fieldConfig"].(map[string]any)
+			def, _ := fc["defaults"].(map[string]any)
+			th, _ := def["thresholds"].(map[string]any)
+			ss, _ := th["steps"].([]any)
+			for _, s := range ss {
+				if v, ok := s.(map[string]any)["value"].(float64); ok {
+					steps = append(steps, v)
+				}
+			}
+			if !slices.Equal(steps, []float64{ratio.DefaultEnter, ratio.DefaultExit}) {
+				t.Errorf("%s panel %q: thresholds %v, want package ratio's %v and %v", d.File, p["title"], steps, ratio.DefaultEnter, ratio.DefaultExit)
+			}
+		}
+	}
+	if !found {
+		t.Error("no dashboard panel draws qtop_collector_latency_ratio")
+	}
 }
 
 // runbookAnchors returns the GitHub anchors of RUNBOOK.md's headings.
@@ -276,4 +305,41 @@ func anchor(h string) string {
 		}
 	}
 	return b.String()
+}
+
+var recordNameRE = regexp.MustCompile(`^qtop:[a-z0-9_]+:[a-z0-9_]+$`)
+
+// TestRecordingRulesUsed: recording rules are named level:metric:operation
+// and each is read by an alert or a dashboard (no rule costs Prometheus
+// evaluations for nothing).
+func TestRecordingRulesUsed(t *testing.T) {
+	rules := loadRules(t)
+	refs := ruleRefs(rules)
+	for _, d := range loadDashboards(t) {
+		refs = append(refs, dashboardRefs(t, d)...)
+	}
+	read := map[string]bool{}
+	for _, ref := range refs {
+		q, err := dashboards.Parse(ref.Expr)
+		if err != nil {
+			t.Errorf("%s: %v", ref.Where, err)
+			continue
+		}
+		for _, m := range q.Metrics {
+			if !strings.HasSuffix(ref.Where, " rule "+m) {
+				read[m] = true
+			}
+		}
+	}
+	for _, r := range rules {
+		if r.Record == "" {
+			continue
+		}
+		if !recordNameRE.MatchString(r.Record) {
+			t.Errorf("recording rule %s: name is not qtop:<what>:<operation>", r.Record)
+		}
+		if !read[r.Record] {
+			t.Errorf("recording rule %s is read by no alert and no dashboard", r.Record)
+		}
+	}
 }
