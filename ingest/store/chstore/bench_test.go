@@ -13,7 +13,7 @@ import (
 func benchRows(n int, withLatency bool) []store.Rollup {
 	rows := make([]store.Rollup, n)
 	for i := range rows {
-		rows[i] = storetest.Row(i%1440, fmt.Sprintf("c%d", i%4), fmt.Sprintf("tenant-%05d", i%5000), fmt.Sprintf("/r/%d", i%50), uint64(i%977+1))
+		rows[i] = storetest.Row(i%60, fmt.Sprintf("c%d", i%4), fmt.Sprintf("tenant-%05d", i%5000), fmt.Sprintf("/r/%d", i%50), uint64(i%977+1))
 		if withLatency {
 			lat := make([]uint64, ratio.NumBuckets)
 			lat[200+i%300], lat[600+i%100] = uint64(i%50+1), 3
