@@ -505,3 +505,50 @@ func TestDatasourceCheckFails(t *testing.T) {
 		}
 	}
 }
+
+// TestLayout: what Grafana needs to import and draw a dashboard: a
+// title, schema version, unique panel ids, panels inside the 24-column
+// grid without overlapping, unique refIds per panel and a title on each.
+func TestLayout(t *testing.T) {
+	for _, d := range loadDashboards(t) {
+		if s, _ := d.JSON["title"].(string); !strings.HasPrefix(s, "qtop / ") {
+			t.Errorf("%s: title %q, want \"qtop / …\"", d.File, s)
+		}
+		if v, _ := d.JSON["schemaVersion"].(float64); v < 36 {
+			t.Errorf("%s: schemaVersion %v; data-source references by uid need 36 or later", d.File, v)
+		}
+		ids := map[float64]bool{}
+		type rect struct{ x, y, w, h float64 }
+		var placed []rect
+		for _, p := range panels(d.JSON) {
+			id, _ := p["id"].(float64)
+			if id == 0 || ids[id] {
+				t.Errorf("%s: panel %q id %v missing or repeated", d.File, p["title"], p["id"])
+			}
+			ids[id] = true
+			if s, _ := p["title"].(string); s == "" {
+				t.Errorf("%s: panel %v has no title", d.File, id)
+			}
+			g, _ := p["gridPos"].(map[string]any)
+			r := rect{g["x"].(float64), g["y"].(float64), g["w"].(float64), g["h"].(float64)}
+			if r.w <= 0 || r.h <= 0 || r.x < 0 || r.x+r.w > 24 {
+				t.Errorf("%s: panel %q gridPos %v outside the grid", d.File, p["title"], g)
+			}
+			for _, o := range placed {
+				if r.x < o.x+o.w && o.x < r.x+r.w && r.y < o.y+o.h && o.y < r.y+r.h {
+					t.Errorf("%s: panel %q overlaps another at %v", d.File, p["title"], g)
+				}
+			}
+			placed = append(placed, r)
+			refIDs := map[string]bool{}
+			targets, _ := p["targets"].([]any)
+			for _, tg := range targets {
+				id, _ := tg.(map[string]any)["refId"].(string)
+				if id == "" || refIDs[id] {
+					t.Errorf("%s: panel %q refId %q missing or repeated", d.File, p["title"], id)
+				}
+				refIDs[id] = true
+			}
+		}
+	}
+}
