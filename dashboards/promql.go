@@ -12,9 +12,9 @@ var (
 	// ErrSyntax: the expression does not scan as PromQL (an unbalanced
 	// bracket, an unterminated string, an unknown function).
 	ErrSyntax = errors.New("dashboards: promql syntax")
-	// ErrUnsupported: the expression names its metrics in a way Parse
-	// cannot resolve (a regular expression on __name__), so it could hide
-	// a metric from the checks.
+	// ErrUnsupported: the expression selects metrics in a way Parse
+	// cannot name (a regular expression on __name__, a selector with no
+	// metric name), so it could hide a metric from the checks.
 	ErrUnsupported = errors.New("dashboards: promql unsupported")
 )
 
@@ -91,7 +91,7 @@ var grouping = map[string]bool{
 // skipped), and returns the metrics it selects and the labels it uses.
 // Names in string literals are never taken for metrics, except in a
 // {__name__="…"} matcher. It returns ErrSyntax for what cannot be PromQL
-// and ErrUnsupported for a regular expression on __name__.
+// and ErrUnsupported for a selector whose metric it cannot name.
 //
 // Parse is a scanner, not a full parser: it checks that brackets balance
 // and that every call is a known function, which is what a check of
