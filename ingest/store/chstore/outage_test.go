@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -58,6 +59,20 @@ func TestSpoolAcrossOutage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("stops and restarts ClickHouse")
 	}
+	// Other packages' tests may use the same server at the same time (go
+	// test runs packages in parallel). Tests that take the shared lock on
+	// this file are not interrupted: the outage waits for them, and they
+	// wait for the outage.
+	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "qtop-clickhouse.lock"), os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
+
 	s, _, _ := openTest(t)
 	reg := prometheus.NewRegistry()
 	sp, err := store.NewSpool(s, t.TempDir(),
