@@ -87,20 +87,26 @@ func (c *Commenter) Comment(ctx context.Context, query string, prepare bool) Sta
 		return st
 	}
 	// The per-request pairs, in key order (all sort after db_driver).
+	// (Direct stores into local arrays, not append: no write barriers,
+	// and nothing escapes.)
 	var buf [16]pair
-	ps := buf[:0]
+	n := 0
 	if tagged {
 		if c.cfg.key && t.Key != "" {
-			ps = append(ps, pair{KeyKey, t.Key})
+			buf[n] = pair{KeyKey, t.Key}
+			n++
 		}
 		if t.Route != "" {
-			ps = append(ps, pair{KeyRoute, t.Route})
+			buf[n] = pair{KeyRoute, t.Route}
+			n++
 		}
 		if t.Tenant != "" {
-			ps = append(ps, pair{KeyTenant, t.Tenant})
+			buf[n] = pair{KeyTenant, t.Tenant}
+			n++
 		}
 		if t.Tier != tenant.TierUnset {
-			ps = append(ps, pair{KeyTier, t.Tier.String()})
+			buf[n] = pair{KeyTier, t.Tier.String()}
+			n++
 		}
 	}
 	var sc trace.SpanContext
@@ -116,29 +122,35 @@ func (c *Commenter) Comment(ctx context.Context, query string, prepare bool) Sta
 		// order, and the comment surely fits the cap and the stack buffer.
 		// Its pairs live on the stack, the traceparent too.
 		// (Indexed stores, not append: an appended value escapes.)
+		// Its own array, so that the stack traceparent never meets the
+		// general path's appends (which would move it to the heap).
 		var fbuf [8]pair
 		var tp [55]byte
-		n := copy(fbuf[:6], ps) // at most 4 context pairs
+		m := 0
+		for ; m < n; m++ {
+			fbuf[m] = buf[m]
+		}
 		if sc.IsValid() {
 			writeTraceparent(&tp, sc)
-			fbuf[n] = pair{KeyTraceparent, unsafe.String(&tp[0], len(tp))}
-			n++
+			fbuf[m] = pair{KeyTraceparent, unsafe.String(&tp[0], len(tp))}
+			m++
 			if ts != "" {
-				fbuf[n] = pair{KeyTracestate, ts}
-				n++
+				fbuf[m] = pair{KeyTracestate, ts}
+				m++
 			}
 		}
-		fp := fbuf[:n]
+		fp := fbuf[:m]
 		if len(fp) == 0 && c.prefix == "" {
 			return st
 		}
 		if bound := len(c.prefix) + maxCommentLen(fp); bound <= c.cfg.maxLen && bound <= stackBuf {
 			var tmp [stackBuf]byte
-			m := renderAfter(tmp[:], c.prefix, fp)
-			st.Query = spliceRendered(query, at, tmp[:m])
+			w := renderAfter(tmp[:], c.prefix, fp)
+			st.Query = spliceRendered(query, at, tmp[:w])
 			return st
 		}
 	}
+	ps := buf[:n] // the context pairs
 	if sc.IsValid() {
 		ps = append(ps, pair{KeyTraceparent, traceparent(sc)})
 		if ts != "" {

@@ -1,0 +1,90 @@
+// Package sqlcomment puts sqlcommenter tags on every SQL statement, so
+// that PostgreSQL can say which tenant runs what, and reads them back.
+//
+//	SELECT * FROM reports WHERE id = $1 /*route='GET%20%2Freports',tenant='acme'*/
+//
+// # Format
+//
+// Format, Append and Parse follow the public sqlcommenter specification:
+// key='value' pairs sorted by key and joined by commas; keys and values
+// URL-encoded as encodeURIComponent does (a space is %20, never +), byte by
+// byte, so invalid UTF-8 survives; then ' escaped as \'. The comment goes
+// after the statement, before a trailing ';' and white space. A statement
+// that already has a comment (/* or -- outside literals, quoted identifiers
+// and dollar quotes) is left alone, and so is an empty one or one that ends
+// inside a literal. No value can close the comment or change the statement:
+// '/' is always encoded, so "*/" and "/*" never appear inside it (fuzzed:
+// FuzzAppendParse, FuzzCommenter). Parse is the exact inverse and also
+// reads the variants seen in the wild.
+//
+// # database/sql
+//
+// WrapConnector, WrapDriver, Open and Register wrap a driver so that every
+// statement carries the tags of its context: tenant, route and tier from
+// tenant.From, the static application and db_driver, opt-in key
+// (WithKey; unbounded cardinality) and opt-in traceparent and tracestate
+// (WithTraceContext). The wrapper forwards every optional interface of
+// database/sql/driver (asserted at compile time); where the wrapped driver
+// lacks one, it does exactly what database/sql does without it, so a
+// program cannot tell the difference (TestConformance runs the same program
+// on fake drivers raw and wrapped and compares results and driver calls).
+// Statements and rows are wrapped only with WithObserver; otherwise the
+// driver's own are returned. sql.Conn.Raw hands out the wrapper: Unwrap
+// reaches the driver's connection.
+//
+// # Statement caches
+//
+// A comment that varies per request makes each statement text unique, and
+// drivers that prepare and cache statements by text then prepare one per
+// tenant: a known production incident with sqlcommenter. The defaults are
+// chosen against it:
+//
+//   - bounded tags only (tenant, route, tier, application, db_driver);
+//     key and traceparent are opt-in;
+//   - traceparent is never put on a prepared statement (PrepareContext),
+//     and pgxcomment adds it only in execution modes that prepare nothing;
+//   - with pgx, tagged texts are sent in QueryExecModeExec (one round
+//     trip, nothing left prepared) while untagged texts keep pgx's statement
+//     cache: pgxcomment for pgx itself, pgxcomment.StdlibExecMode for
+//     database/sql over pgx's stdlib (WithLeadingArgs).
+//
+// Measured on PostgreSQL 15 with 10,000 tenants cycling over one
+// connection: tagged statements leave 0 statements prepared on the server,
+// where the same comments in pgx's default mode leave 512 (its cache size),
+// prepare and deallocate on every miss, and run 1.6 to 5 times slower. What
+// exec mode costs is the server parsing and planning the statement each
+// time: for the shortest statement (SELECT $1::int8 + 1) that measured
+// 1.25–1.4 times the latency of a cached one on this shared, loaded
+// machine, more than the 10% hoped for; the text itself (comment included)
+// costs nothing measurable there, and the share falls as statements do
+// more work. No mode can keep the server's plan for a text that differs
+// per tenant; see pgxcomment.
+//
+// # DB time
+//
+// WithObserver calls an Observer once per statement (and per begin, commit,
+// rollback, prepare, ping) with the context's tags, the statement as sent,
+// its duration (for queries until the rows are closed), rows read or
+// affected and the error; ingest turns these into DB time per tenant.
+// Without an Observer the wrapper reads no clock and wraps no rows.
+//
+// # What PostgreSQL shows
+//
+// pg_stat_activity.query shows the statement with its comment while it
+// runs, and Parse reads the tags back (tested on a real server). Note that
+// PostgreSQL truncates that text at track_activity_query_size (1 kB by
+// default): raise it where statements are longer, or the trailing comment
+// is cut and Parse reports ErrMalformed. pg_stat_statements, in contrast,
+// normalises the statement: the same statement run by three tenants is one
+// row, with the text of whichever ran first. The tenant is lost there,
+// which is why qtop samples pg_stat_activity instead.
+//
+// # Speed
+//
+// See the package benchmarks (BenchmarkFormat6, BenchmarkOverhead,
+// BenchmarkFormatVsNaive), pgxcomment's BenchmarkPostgres and
+// BenchmarkPostgresInterleaved, and bench/ for the comparison with
+// github.com/google/sqlcommenter. Figures are in the closing note of the
+// change that added this package; on the shared 2-core machines they were
+// measured on, compare the interleaved ratios, not absolute numbers.
+package sqlcomment
