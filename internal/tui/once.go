@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -32,7 +33,8 @@ func Print(w io.Writer, s live.Snapshot, format string) error {
 }
 
 func printTable(w io.Writer, s *live.Snapshot) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	var buf bytes.Buffer
+	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "qtop %s · source %s · window %s · %d tenants with load, ordered by %s\n\n",
 		s.Time.UTC().Format(time.RFC3339), s.Source, s.Window, s.TenantsSeen, s.Measure)
 	fmt.Fprintln(tw, "TENANT\tTIER\tDB LOAD\tRU/s\tREQ/s\tP95\tERR/s\tSHARE\tTHROTTLED\t")
@@ -41,13 +43,13 @@ func printTable(w io.Writer, s *live.Snapshot) error {
 		if r.Throttled {
 			th = "yes"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", clean(r.Tenant), r.Tier, fmtNum(r.DBLoad), fmtNum(r.RUPerSec),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", clean(r.Tenant), r.Tier, fmtNum(r.DBLoad), fmtNum(r.RUPerSec),
 			fmtNum(r.ReqPerSec), fmtSeconds(r.P95Seconds), fmtNum(r.ErrPerSec), fmtShare(r.Share), th)
 	}
 	if len(s.HotKeys) > 0 {
 		fmt.Fprintln(tw, "\nKEY\tTENANT\tCOUNT\t± ERR\tSHARE\t")
 		for _, k := range s.HotKeys {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t\n", clean(k.Key), clean(k.Tenant), k.Count, k.Err, fmtShare(k.Share))
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", clean(k.Key), clean(k.Tenant), k.Count, k.Err, fmtShare(k.Share))
 		}
 	}
 	if len(s.Statements) > 0 {
@@ -57,14 +59,14 @@ func printTable(w io.Writer, s *live.Snapshot) error {
 			if len(q) > 80 {
 				q = q[:77] + "..."
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.PID, clean(r.Tenant), clean(r.Route), fmtDuration(r.Duration),
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.PID, clean(r.Tenant), clean(r.Route), fmtDuration(r.Duration),
 				clean(r.State), clean(r.WaitEventType+":"+r.WaitEvent), q)
 		}
 	}
 	if len(s.Services) > 0 {
 		fmt.Fprintln(tw, "\nSERVICE\tRATIO\tDEGRADED\tSHEDDING\tREQ/s\tP95\tPROCESSES\t")
 		for _, r := range s.Services {
-			fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\t%s\t%d\t\n", clean(r.Service), fmtRatio(r.Ratio), r.Degraded, shedName(r.ShedLevel),
+			fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\t%s\t%d\n", clean(r.Service), fmtRatio(r.Ratio), r.Degraded, shedName(r.ShedLevel),
 				fmtNum(r.ReqPerSec), fmtSeconds(r.P95Seconds), r.Processes)
 		}
 	}
@@ -79,12 +81,20 @@ func printTable(w io.Writer, s *live.Snapshot) error {
 			if r.Action == "price" {
 				limit = "×" + strconv.FormatFloat(r.Multiplier, 'f', -1, 64)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", clean(r.ID), clean(target), r.Action, limit,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", clean(r.ID), clean(target), r.Action, limit,
 				r.Expires.UTC().Format(time.RFC3339), clean(r.Reason))
 		}
 	}
 	if e := s.Collector.SamplerError; e != "" {
 		fmt.Fprintf(tw, "\nsampler: %s\n", clean(e))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	lines := bytes.Split(buf.Bytes(), []byte("\n"))
+	for i, l := range lines {
+		lines[i] = bytes.TrimRight(l, " ")
+	}
+	_, err := w.Write(bytes.Join(lines, []byte("\n")))
+	return err
 }
