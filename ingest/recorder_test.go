@@ -191,12 +191,13 @@ func TestRecorderRouteAndRowLimits(t *testing.T) {
 	if n != 30 {
 		t.Errorf("%d records in rows, want 30", n)
 	}
-	// 4 rows for a, then 6 tenants reach the limit of 10; the rest use
-	// their own OtherRoute rows (the one row a tenant always gets).
-	for _, r := range rep.Rows {
-		if r.Tenant != "a" && r.Route != "x" && r.Route != OtherRoute {
-			t.Errorf("unexpected row %+v", r)
-		}
+	// 4 rows for a, then 6 tenants reach the limit of 10; the records of
+	// the other 14 go to other/other, the one row created beyond the limit.
+	if len(rep.Rows) != 11 {
+		t.Errorf("%d rows, want 11: %v", len(rep.Rows), got)
+	}
+	if r := got["other|other|request"]; r.Count != 14 {
+		t.Errorf("other/other: %d records, want 14", r.Count)
 	}
 }
 
