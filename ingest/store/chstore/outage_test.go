@@ -37,14 +37,17 @@ func moduleRoot(t *testing.T) string {
 	}
 }
 
-func services(t *testing.T, args ...string) {
+// services runs scripts/services; it reports failure with Errorf so it can
+// run from a deferred restart.
+func services(t *testing.T, script string, args ...string) bool {
 	t.Helper()
-	script := filepath.Join(moduleRoot(t), "scripts", "services")
 	out, err := exec.Command(script, args...).CombinedOutput()
 	if err != nil {
-		t.Fatalf("scripts/services %v: %v\n%s", args, err, out)
+		t.Errorf("scripts/services %v: %v\n%s", args, err, out)
+		return false
 	}
 	t.Logf("scripts/services %v: %s", args, out)
+	return true
 }
 
 type testWriter struct{ t *testing.T }
@@ -59,6 +62,7 @@ func TestSpoolAcrossOutage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("stops and restarts ClickHouse")
 	}
+	script := filepath.Join(moduleRoot(t), "scripts", "services")
 	// Other packages' tests may use the same server at the same time (go
 	// test runs packages in parallel). Tests that take the shared lock on
 	// this file are not interrupted: the outage waits for them, and they
@@ -84,8 +88,8 @@ func TestSpoolAcrossOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	var restartOnce sync.Once
-	restart := func() { restartOnce.Do(func() { services(t, "up", "clickhouse") }) }
-	t.Cleanup(restart) // whatever happens, leave the server running
+	restart := func() { restartOnce.Do(func() { services(t, script, "up", "clickhouse") }) }
+	defer restart() // whatever happens, leave the server running, before the lock goes
 
 	var written []store.Rollup
 	write := func(i int) {
@@ -113,7 +117,8 @@ func TestSpoolAcrossOutage(t *testing.T) {
 		write(i)
 	}
 	down := make(chan struct{})
-	go func() { defer close(down); services(t, "down", "clickhouse") }()
+	go func() { defer close(down); services(t, script, "down", "clickhouse") }()
+	defer func() { <-down }()
 	for ; ; i++ { // keep writing while it goes down
 		write(i)
 		select {
