@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/klauspost/compress/zstd"
 
 	"github.com/qtop-dev/qtop/ratio"
 	"github.com/qtop-dev/qtop/spacesaving"
@@ -403,4 +406,31 @@ func FuzzDecodeReport(f *testing.F) {
 		}
 		sameReport(t, r, r2)
 	})
+}
+
+// TestReportDecompressionBomb: a small zstd body that inflates far beyond
+// what its header claims (and beyond MaxDecodedBytes) is refused without
+// inflating it.
+func TestReportDecompressionBomb(t *testing.T) {
+	enc, err := zstd.NewWriter(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bomb := enc.EncodeAll(make([]byte, 64<<20), nil)
+	enc.Close()
+	for _, claim := range []uint64{1000, MaxDecodedBytes} {
+		b := append([]byte("qtrp"), 0, 1, codecZstd, 0)
+		b = binary.AppendUvarint(b, claim)
+		b = append(b, bomb...)
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, err := DecodeReport(b)
+		runtime.ReadMemStats(&after)
+		if !errors.Is(err, ErrMalformed) {
+			t.Errorf("claim %d: got %v, want ErrMalformed", claim, err)
+		}
+		if grew := after.TotalAlloc - before.TotalAlloc; grew > claim+8<<20 {
+			t.Errorf("claim %d: decoding allocated %d bytes", claim, grew)
+		}
+	}
 }
