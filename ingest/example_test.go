@@ -1,10 +1,15 @@
 package ingest_test
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"time"
 
 	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -45,4 +50,45 @@ func Example() {
 	// billing-api/pod-7-boot-1 seq 1, 1s window
 	// acme "GET /invoices" T2 request: 1 × 75ms, p50 ≈ 75 ms, 0 rows, 2048 bytes
 	// acme "GET /invoices" T2 db: 3 × 60ms, p50 ≈ 18 ms, 30 rows, 0 bytes
+}
+
+// A reporter ships the recorder's windows to the collector and hands the
+// policy of its replies to the enforcement side. The collector here is a
+// stand-in that decodes reports and replies with a policy.
+func ExampleReporter() {
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(io.LimitReader(r.Body, ingest.MaxReportBytes))
+		rep, err := ingest.DecodeReport(body)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		for _, row := range rep.Rows {
+			fmt.Printf("collector: seq %d: %s %s × %d\n", rep.Seq, row.Tenant, row.Kind, row.Count)
+		}
+		reply, _ := ingest.EncodeReply(ingest.Reply{Accepted: true, Policy: &policy.Policy{Version: 1}})
+		w.Header().Set("Content-Type", ingest.ReplyContentType)
+		w.Write(reply)
+	}))
+	defer collector.Close()
+
+	rec := ingest.NewRecorder()
+	rep, err := ingest.NewReporter(collector.URL+"/v1/reports", rec,
+		ingest.WithToken("s3cret"),
+		ingest.WithPolicyHandler(func(p policy.Policy) { fmt.Println("policy version", p.Version) }))
+	if err != nil {
+		panic(err)
+	}
+	rep.Start()
+
+	rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /invoices"}, Duration: 40 * time.Millisecond})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := rep.Shutdown(ctx); err != nil { // sends the last window
+		panic(err)
+	}
+	// Output:
+	// collector: seq 1: acme request × 1
+	// policy version 1
 }
