@@ -263,6 +263,7 @@ func (r *Reporter) drain(ctx context.Context, upTo uint64) time.Duration {
 		} else if !res.retry {
 			r.attempt, r.retryAt = 0, time.Time{}
 			if head {
+				r.queue[0] = pending{} // let the body go
 				r.queue = r.queue[1:]
 			}
 		}
@@ -383,8 +384,8 @@ func (r *Reporter) applyPolicy(p *policy.Policy) {
 	r.cfg.onPolicy(*p)
 }
 
-// ForceFlush cuts the current window and sends every queued report,
-// retrying with backoff, until the queue holds nothing older than that
+// ForceFlush cuts the current window and sends every queued report, at
+// once and then retrying with backoff, until the queue holds nothing older than that
 // window or ctx is done (it then returns ctx's error; what is left stays
 // queued). After Shutdown it does nothing.
 func (r *Reporter) ForceFlush(ctx context.Context) error {
@@ -398,6 +399,11 @@ func (r *Reporter) ForceFlush(ctx context.Context) error {
 }
 
 func (r *Reporter) flush(ctx context.Context, upTo uint64) error {
+	// A flush tries at once, whatever the backoff of earlier failures;
+	// its own failures then back off as usual.
+	r.mu.Lock()
+	r.retryAt = time.Time{}
+	r.mu.Unlock()
 	for {
 		wait := r.drain(ctx, upTo)
 		if err := ctx.Err(); err != nil {

@@ -537,3 +537,21 @@ func TestReporterConcurrentFlushShutdown(t *testing.T) {
 		t.Errorf("%d reports left queued after shutdown", r.QueueLen())
 	}
 }
+
+// TestReporterFlushSkipsBackoff: a flush tries at once even when earlier
+// failures set a long backoff.
+func TestReporterFlushSkipsBackoff(t *testing.T) {
+	c := newCollector(t)
+	c.setMode("down")
+	r := newReporter(t, c, NewRecorder(), WithBackoff(time.Minute, time.Hour))
+	if err := r.ForceFlush(ctxTimeout(t, 50*time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("flush to a collector that is down: %v", err)
+	}
+	c.setMode("ok")
+	if err := r.ForceFlush(ctxTimeout(t, 5*time.Second)); err != nil {
+		t.Fatalf("flush after the collector came back, with a minute of backoff pending: %v", err)
+	}
+	if got := seqs(c.got()); len(got) != 2 {
+		t.Errorf("collector got %v", got)
+	}
+}
