@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -438,5 +439,34 @@ func TestLiveTopNAndOther(t *testing.T) {
 	var back live.Snapshot
 	if err := json.Unmarshal(b, &back); err != nil || back.Tenants[0].Tenant != "tj" {
 		t.Fatal("snapshot JSON does not round-trip", err)
+	}
+}
+
+// TestHugeValues: sums that would overflow to +Inf saturate, so the live
+// JSON still encodes and the store still takes the minute.
+func TestHugeValues(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	for i := range 3 {
+		rep := &ingest.Report{Source: ingest.Source{Service: "api", Instance: "huge"}, Seq: uint64(i + 1),
+			Start: f.clk.Now(), End: f.clk.Now().Add(time.Second),
+			Rows: []ingest.Row{{Tenant: "whale", Route: "r", Kind: ingest.KindRequest, Count: 1, RU: 1.5e308}}}
+		body, err := rep.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.ingest(body) != 200 {
+			t.Fatal("refused")
+		}
+	}
+	f.clk.Add(time.Second)
+	w := httptest.NewRecorder()
+	f.s.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/live", nil))
+	if w.Code != 200 {
+		t.Fatalf("live view with huge sums: %d %s", w.Code, w.Body)
+	}
+	f.s.Tick(context.Background(), time.Date(2026, 3, 4, 9, 1, 10, 0, time.UTC))
+	if got := f.mem.sum("whale", "", ru); got != math.MaxFloat64 {
+		t.Fatalf("stored RU %v, want the saturated maximum", got)
 	}
 }

@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"math"
 	"strings"
 	"time"
 
@@ -225,8 +226,8 @@ func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live 
 		}
 		a.count += row.Count
 		a.errors += row.Errors
-		a.dur += row.Duration.Seconds()
-		a.ru += row.RU
+		a.dur = finiteSum(a.dur, row.Duration.Seconds())
+		a.ru = finiteSum(a.ru, row.RU)
 		a.bytes += row.Bytes
 		a.rows += row.Rows
 		s.rowLat.load(&row.Latency)
@@ -242,10 +243,10 @@ func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live 
 		ws := [2]*window10{&tl.w, s.routeLocked(tl, route)}
 		for _, w := range ws {
 			j := w.slot(sec)
-			w.ru[j] += row.RU
+			w.ru[j] = finiteSum(w.ru[j], row.RU)
 			switch row.Kind {
 			case ingest.KindDB:
-				w.db[j] += row.Duration.Seconds()
+				w.db[j] = finiteSum(w.db[j], row.Duration.Seconds())
 			default:
 				w.req[j] += row.Count
 				w.err[j] += row.Errors
@@ -438,4 +439,13 @@ func maxStamp(w *window10) int64 {
 		m = max(m, s)
 	}
 	return m
+}
+
+// finiteSum adds without overflowing to +Inf, which no store accepts: a
+// sum saturates at the largest float64.
+func finiteSum(a, b float64) float64 {
+	if s := a + b; s <= math.MaxFloat64 {
+		return s
+	}
+	return math.MaxFloat64
 }

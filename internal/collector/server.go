@@ -387,7 +387,13 @@ func (s *Server) emit(ctx context.Context, now time.Time, all bool) {
 	s.mu.Unlock()
 	for _, e := range todo {
 		err := s.write(ctx, e)
-		if err != nil {
+		switch {
+		case err == nil:
+		case errors.Is(err, store.ErrInvalid):
+			// Writing again cannot make these rows valid; say so loudly.
+			s.met.storeErrors.Inc()
+			s.log.Error("store refused rows of a minute as invalid; they are not retried", "minute", e.m.start, "err", err)
+		default:
 			s.met.storeErrors.Inc()
 			s.log.Error("minute not written; trying again next tick", "minute", e.m.start, "err", err)
 			s.mu.Lock()
@@ -397,20 +403,31 @@ func (s *Server) emit(ctx context.Context, now time.Time, all bool) {
 	}
 }
 
+// write hands one minute's rows to the store, table by table; an invalid
+// table does not keep the others from being written.
 func (s *Server) write(ctx context.Context, e emission) error {
+	var errs []error
 	if err := s.store.WriteRollups(ctx, e.rollups); err != nil {
-		return err
+		errs = append(errs, err)
+	} else {
+		s.met.rollupsWritten.WithLabelValues("rollups").Add(float64(len(e.rollups)))
 	}
-	s.met.rollupsWritten.WithLabelValues("rollups").Add(float64(len(e.rollups)))
 	if err := s.store.WriteHotKeys(ctx, e.hotKeys); err != nil {
-		return err
+		errs = append(errs, err)
+	} else {
+		s.met.rollupsWritten.WithLabelValues("hot_keys").Add(float64(len(e.hotKeys)))
 	}
-	s.met.rollupsWritten.WithLabelValues("hot_keys").Add(float64(len(e.hotKeys)))
 	if err := s.store.WriteStatements(ctx, e.stmts); err != nil {
-		return err
+		errs = append(errs, err)
+	} else {
+		s.met.rollupsWritten.WithLabelValues("statements").Add(float64(len(e.stmts)))
 	}
-	s.met.rollupsWritten.WithLabelValues("statements").Add(float64(len(e.stmts)))
-	return nil
+	for _, err := range errs {
+		if !errors.Is(err, store.ErrInvalid) {
+			return errors.Join(errs...) // retried: the writes are idempotent
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // buildLocked turns a minute into store rows at a new version and marks it

@@ -104,7 +104,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 			continue
 		}
 		rows = append(rows, trow{name, tl, r})
-		total += measureOf(r, measure)
+		total = finiteSum(total, measureOf(r, measure))
 	}
 	snap.TenantsSeen = len(rows)
 	slices.SortFunc(rows, func(a, b trow) int {
@@ -130,8 +130,8 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 	for i, tr := range rows {
 		if i >= n || tr.name == ingest.OtherTenant {
 			hasOther = true
-			other.DBLoad += tr.r.db
-			other.RUPerSec += tr.r.ru
+			other.DBLoad = finiteSum(other.DBLoad, tr.r.db)
+			other.RUPerSec = finiteSum(other.RUPerSec, tr.r.ru)
 			other.ReqPerSec += tr.r.req
 			other.ErrPerSec += tr.r.err
 			other.Share += share(measureOf(tr.r, measure))
@@ -145,7 +145,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 				h = &tr.tl.hdb
 			}
 			for k, v := range h.series(sec) {
-				otherHist[k] += v
+				otherHist[k] = finiteSum(otherHist[k], v)
 			}
 			continue
 		}

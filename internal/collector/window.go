@@ -1,6 +1,8 @@
 package collector
 
 import (
+	"math"
+
 	"github.com/qtop-dev/qtop/internal/live"
 )
 
@@ -53,8 +55,8 @@ func (w *window10) rates(now int64) rates {
 		if !w.inWindow(i, now) {
 			continue
 		}
-		r.ru += w.ru[i]
-		r.db += w.db[i]
+		r.ru = finiteSum(r.ru, w.ru[i])
+		r.db = finiteSum(r.db, w.db[i])
 		pg += w.pg[i]
 		r.req += float64(w.req[i])
 		r.err += float64(w.err[i])
@@ -84,12 +86,12 @@ func (h *history) add(sec int64, v float64) {
 	if h.stamp[i] != sec {
 		h.stamp[i], h.v[i] = sec, 0
 	}
-	h.v[i] += float32(v)
+	h.v[i] = float32(min(float64(h.v[i])+v, math.MaxFloat32))
 }
 
 func (h *history) set(sec int64, v float64) {
 	i := int(uint64(sec) % histN)
-	h.stamp[i], h.v[i] = sec, float32(v)
+	h.stamp[i], h.v[i] = sec, float32(min(v, math.MaxFloat32))
 }
 
 // series returns the histN complete seconds before now, oldest first,
