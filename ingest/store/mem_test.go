@@ -20,6 +20,7 @@ type memStore struct {
 	stmts   []Statement
 	audit   []Audit
 	writes  int
+	order   []string // tenant of the first row of each rollup batch, in write order
 	closed  bool
 }
 
@@ -56,6 +57,9 @@ func (m *memStore) WriteRollups(_ context.Context, rows []Rollup) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.writes++
+	if len(rows) > 0 {
+		m.order = append(m.order, rows[0].Tenant)
+	}
 	for _, r := range rows {
 		k := rollupKey{r.Minute.UTC(), r.Writer, r.Service, r.Tenant, r.Route, r.Kind}
 		if old, ok := m.rollups[k]; !ok || old.Version <= r.Version {

@@ -520,3 +520,25 @@ func TestSpoolConcurrentWriters(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestSpoolReplaysInOrderAndCloseDrains(t *testing.T) {
+	f := newFixture(t, t.TempDir(), WithCloseTimeout(time.Minute))
+	ctx := context.Background()
+	f.mem.down.Store(true)
+	for i := range 5 {
+		if err := f.sp.WriteRollups(ctx, batchOf(fmt.Sprintf("b%d", i), 2)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.mem.down.Store(false)
+	if err := f.sp.Close(); err != nil { // Close drains what it can
+		t.Fatal(err)
+	}
+	if got := strings.Join(f.mem.order, ","); got != "b0,b1,b2,b3,b4" {
+		t.Fatalf("replay order %s, want b0,b1,b2,b3,b4", got)
+	}
+	entries, _ := os.ReadDir(f.dir)
+	if len(entries) != 0 {
+		t.Fatalf("%d files left after a successful drain", len(entries))
+	}
+}
