@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -110,6 +111,7 @@ func New(cfg Config) (*Server, error) {
 	if err := s.loadPolicy(); err != nil {
 		return nil, err
 	}
+	s.version = loadVersion(cfg.DataDir)
 	if cfg.Store != StoreNone {
 		open := cfg.OpenStore
 		if open == nil {
@@ -346,10 +348,27 @@ func (s *Server) Tick(ctx context.Context, now time.Time) {
 }
 
 // nextVersionLocked returns a rollup version above every one this writer
-// used before, across restarts (it follows the clock).
+// used before, across restarts: it follows the clock, and never goes below
+// the last version, which is kept in DataDir so a clock set back across a
+// restart cannot make a re-emitted row lose to an older one.
 func (s *Server) nextVersionLocked() uint64 {
 	v := max(s.version+1, uint64(s.cfg.Now().UnixNano()))
 	s.version = v
+	p := filepath.Join(s.cfg.DataDir, versionFile)
+	if err := os.WriteFile(p+".tmp", []byte(strconv.FormatUint(v, 10)), 0o600); err == nil {
+		os.Rename(p+".tmp", p)
+	}
+	return v
+}
+
+const versionFile = "version"
+
+func loadVersion(dir string) uint64 {
+	b, err := os.ReadFile(filepath.Join(dir, versionFile))
+	if err != nil {
+		return 0
+	}
+	v, _ := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
 	return v
 }
 
