@@ -1,10 +1,3 @@
-// Package store holds the collector's history: per-minute rollups, hot keys,
-// sampled statements and the policy audit, behind one interface with an
-// embedded (DuckDB) and a clustered (ClickHouse) implementation.
-//
-// This package is pure Go: the implementations live in the subpackages
-// duckstore (cgo) and chstore, and the application picks one; library code
-// never links DuckDB.
 package store
 
 import (
