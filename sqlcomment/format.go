@@ -49,7 +49,7 @@ func Format(tags map[string]string) string {
 	n := 0
 	for k, v := range tags {
 		buf[n] = pair{k, v}
-		for j := n; j > 0 && buf[j].k < buf[j-1].k; j-- {
+		for j := n; j > 0 && keyLess(buf[j].k, buf[j-1].k); j-- {
 			buf[j], buf[j-1] = buf[j-1], buf[j]
 		}
 		n++
@@ -63,6 +63,15 @@ func Format(tags map[string]string) string {
 	b := make([]byte, commentLen(ps))
 	render(b, ps)
 	return unsafe.String(&b[0], len(b))
+}
+
+// keyLess is a < b, deciding on the first byte inline when it differs,
+// which it does for most tag keys.
+func keyLess(a, b string) bool {
+	if len(a) > 0 && len(b) > 0 && a[0] != b[0] {
+		return a[0] < b[0]
+	}
+	return a < b
 }
 
 // stackBuf is the size of the stack buffer comments are rendered into
@@ -98,7 +107,7 @@ func Append(query string, tags map[string]string) string {
 	n := 0
 	for k, v := range tags {
 		buf[n] = pair{k, v}
-		for j := n; j > 0 && buf[j].k < buf[j-1].k; j-- {
+		for j := n; j > 0 && keyLess(buf[j].k, buf[j-1].k); j-- {
 			buf[j], buf[j-1] = buf[j-1], buf[j]
 		}
 		n++
@@ -245,21 +254,26 @@ const hexDigits = "0123456789ABCDEF"
 // unreserved set (byte by byte, so invalid UTF-8 survives the round trip)
 // and escaping ' as \', and returns the index past it.
 func encodeInto(b []byte, i int, s string) int {
-	for {
-		k := plainRun(s)
-		i += copy(b[i:], s[:k])
-		if k == len(s) {
-			return i
-		}
-		if c := s[k]; c == '\'' {
-			b[i], b[i+1] = '\\', '\''
-			i += 2
-		} else {
-			b[i], b[i+1], b[i+2] = '%', hexDigits[c>>4], hexDigits[c&15]
-			i += 3
-		}
-		s = s[k+1:]
+	if k := plainRun(s); k == len(s) {
+		return i + copy(b[i:], s) // the common case: nothing to encode
 	}
+	d := b[i:]
+	j := 0
+	for k := 0; k < len(s); k++ {
+		c := s[k]
+		switch {
+		case plain[c]:
+			d[j] = c
+			j++
+		case c == '\'':
+			d[j], d[j+1] = '\\', '\''
+			j += 2
+		default:
+			d[j], d[j+1], d[j+2] = '%', hexDigits[c>>4], hexDigits[c&15]
+			j += 3
+		}
+	}
+	return i + j
 }
 
 // plainRun returns the length of the prefix of s written as it is.
