@@ -542,17 +542,16 @@ func (e *Enforcer) allowPolicy(now time.Time, t string, tier tenant.Tier, eff ef
 	tenantCap, tierCap, zero := eff.tenantCap, eff.tierCap, eff.zeroUntil
 	key := t
 	if shadow {
+		// The shadow bucket mirrors the tenant's, charged at the shadow
+		// price and capped by the shadow caps.
 		tenantCap, tierCap, zero = eff.shadowTenantCap, eff.shadowTierCap, eff.shadowZeroUntil
-		if tenantCap < 0 && tierCap < 0 {
+		if tenantCap < 0 && tierCap < 0 && eff.shadowMult == 1 {
 			return true, 0
 		}
 		key = string(rune(keyShadowTenantCap)) + t
 	}
 	if tenantCap == 0 || tierCap == 0 {
 		return false, max(zero.Sub(now), time.Millisecond)
-	}
-	if shadow && tenantCap < 0 {
-		key = t
 	}
 	ok, wait := e.buckets.AllowAt(now, key)
 	if tierCap > 0 {
@@ -618,7 +617,7 @@ func (e *Enforcer) ChargeAt(now time.Time, tags tenant.Tags, ru float64) float64
 			e.buckets.ChargeAt(now, tierKey(keyTierCap, tier, tags.Tenant), charged)
 		}
 		sm := charged * eff.shadowMult
-		if eff.shadowTenantCap > 0 {
+		if eff.shadowTenantCap > 0 || eff.shadowMult != 1 {
 			e.buckets.ChargeAt(now, string(rune(keyShadowTenantCap))+tags.Tenant, sm)
 		}
 		if eff.shadowTierCap > 0 {

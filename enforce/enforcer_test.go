@@ -276,6 +276,24 @@ func TestEnforcerPolicy(t *testing.T) {
 	}
 }
 
+func TestEnforcerShadowPrice(t *testing.T) {
+	e := newTestEnforcer(t) // free: 10 RU/s, burst 10
+	a := tenant.Tags{Tenant: "acme", Tier: tenant.T2}
+	e.ApplyPolicyAt(t0, policy.Policy{Version: 1, Rules: []policy.Rule{
+		rule("sp", "acme", 0, policy.Price, 10, true, time.Hour)}})
+	if got := e.ChargeAt(t0, a, 5); got != 5 {
+		t.Fatalf("shadow price applied: %v", got)
+	}
+	// Real bucket: 10 − 5 = 5 left. Shadow bucket: 10 − 50 = −40.
+	d := e.AllowAt(t0, a)
+	if !d.Admitted() || d.Shadow {
+		t.Fatalf("%+v", d)
+	}
+	if st := e.Stats().Tiers[2]; st.ShadowThrottled != 1 || st.Throttled != 0 || st.Admitted != 1 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
 func TestEnforcerConcurrent(t *testing.T) {
 	sig := &fixedSignal{}
 	sig.set(0.7)
