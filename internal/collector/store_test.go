@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/qtop-dev/qtop/ingest"
 	"github.com/qtop-dev/qtop/ingest/store"
@@ -61,6 +62,25 @@ func feedAndStop(t *testing.T, storeURL string, dir string) (ru map[string]float
 	return ru
 }
 
+// restartAndStop opens a collector again on the same data folder and
+// store: it replays the write-ahead log and writes the minute again, at a
+// higher version, which must replace the first rows rather than add to
+// them.
+func restartAndStop(t *testing.T, storeURL, dir string) {
+	t.Helper()
+	clk := &clock{t: t0.Add(30 * time.Second)}
+	s, err := New(Config{Store: storeURL, DataDir: dir, Writer: "w1", Registerer: prometheus.NewRegistry(), Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.ToFloat64(s.met.rollupsWritten.WithLabelValues("rollups")); n == 0 {
+		t.Fatal("the restarted collector did not write the replayed minute again")
+	}
+}
+
 func checkUsage(t *testing.T, st store.Store, want map[string]float64) {
 	t.Helper()
 	ctx := context.Background()
@@ -104,6 +124,7 @@ func TestDuckDBEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "qtop.duckdb")
 	want := feedAndStop(t, "duckdb://"+path, filepath.Join(dir, "data"))
+	restartAndStop(t, "duckdb://"+path, filepath.Join(dir, "data"))
 	st, err := duckstore.Open(path)
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +136,9 @@ func TestDuckDBEndToEnd(t *testing.T) {
 func TestClickHouseEndToEnd(t *testing.T) {
 	addr := testsvc.ClickHouse(t)
 	db := fmt.Sprintf("qtop_col_e2e_%d", time.Now().UnixNano())
-	want := feedAndStop(t, "clickhouse://"+addr+"/"+db, t.TempDir())
+	dir := t.TempDir()
+	want := feedAndStop(t, "clickhouse://"+addr+"/"+db, dir)
+	restartAndStop(t, "clickhouse://"+addr+"/"+db, dir)
 	st, err := chstore.Open(context.Background(), addr, db)
 	if err != nil {
 		t.Fatal(err)
