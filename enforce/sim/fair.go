@@ -61,8 +61,9 @@ func Fair(c FairConfig) ([]FairRow, error) {
 	}
 	for s := 0; s < c.Small; s++ {
 		for j := 0; j < c.SmallJobs; j++ {
-			// Small tenants are staggered over the period.
-			at := time.Duration(j)*c.Every + time.Duration(s)*c.Every/time.Duration(c.Small)
+			// Small tenants are staggered over the period, off the
+			// workers' 10 ms rhythm (jobs rarely arrive as a worker frees).
+			at := time.Duration(j)*c.Every + time.Duration(s)*c.Every/time.Duration(c.Small) + time.Duration(1+s%7)*time.Millisecond
 			arrivals = append(arrivals, job{fmt.Sprintf("small-%02d", s), at})
 		}
 	}
