@@ -82,6 +82,9 @@ type Statement struct {
 func (c *Commenter) Comment(ctx context.Context, query string, prepare bool) Statement {
 	t, tagged := tenant.From(ctx)
 	st := Statement{Query: query, Tags: t, Tagged: tagged, Unique: tagged}
+	if !tagged && !c.cfg.trace && c.prefix == "" && len(c.cfg.static) == 0 {
+		return st // nothing to add: do not even scan the statement
+	}
 	at, ok := insertAt(query)
 	if !ok {
 		return st
