@@ -2,8 +2,15 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/internal/collector"
+	"github.com/qtop-dev/qtop/tenant"
 )
 
 func TestHelp(t *testing.T) {
@@ -61,5 +68,45 @@ func TestEnvironmentSetsFlags(t *testing.T) {
 	// refuses it.
 	if code := run([]string{"serve"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "not-an-address") {
 		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+}
+
+func TestReportCommand(t *testing.T) {
+	dir := t.TempDir()
+	storeURL := "duckdb://" + filepath.Join(dir, "q.duckdb")
+	at := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
+	now := at
+	s, err := collector.New(collector.Config{Store: storeURL, DataDir: filepath.Join(dir, "data"), Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := ingest.NewRecorder(ingest.WithSource(ingest.Source{Service: "api", Instance: "p"}), ingest.WithClock(func() time.Time { return now }))
+	rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /x"}, Kind: ingest.KindRequest, RU: 30})
+	rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: "bigcorp", Route: "POST /import"}, Kind: ingest.KindJob, RU: 70})
+	rec.Record(ingest.Record{Kind: ingest.KindRequest, RU: 5})
+	now = now.Add(time.Second)
+	body, _ := rec.Cut(now).MarshalBinary()
+	if status, _, msg, _, _ := s.Ingest(body); status != 200 {
+		t.Fatal(msg)
+	}
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	code := run([]string{"report", "--store", storeURL, "--from", "2026-02-01", "--to", "2026-03-05",
+		"--by", "tenant,route", "--cost", "1050", "--format", "csv"}, &out, &errb)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	// 32 days: long enough for a progress bar, but stderr is not a
+	// terminal here, so it stays empty.
+	if errb.Len() != 0 {
+		t.Fatalf("stderr not empty without a terminal: %q", errb.String())
+	}
+	want := []string{"bigcorp,POST /import,1,0,0.000,70.000,0,0.666667,700.00", "acme,GET /x,1,0,0.000,30.000,0,0.285714,300.00", "(unattributed),,1,0,0.000,5.000,0,0.047619,50.00"}
+	for _, w := range want {
+		if !strings.Contains(out.String(), w) {
+			t.Fatalf("csv lacks %q:\n%s", w, out.String())
+		}
 	}
 }
