@@ -1,18 +1,3 @@
-// Package collector is the qtop collector server: it merges the reports of
-// many processes per window (POST /v1/reports), samples pg_stat_activity,
-// writes per-minute rollups to a store through an on-disk spool, serves
-// the live API read by the qtop terminal UI (GET /v1/live and
-// /v1/live/stream), owns the enforcement policy (GET/POST /v1/policy),
-// produces cost-attribution reports (GET /v1/report) and exposes its own
-// metrics (/metrics). With Config.Demo it runs a synthetic fleet in
-// process through the same ingest path.
-//
-// Durability: every accepted report is appended to a write-ahead log (one
-// file per minute under DataDir/wal) before it is acknowledged, so a
-// collector killed mid-minute replays the log on its next start and
-// re-emits each open minute's cumulative rows with a higher version, which
-// the stores treat as a replacement. Nothing acknowledged is lost and
-// nothing is counted twice.
 package collector
 
 import (
