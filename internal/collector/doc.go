@@ -34,6 +34,6 @@
 // Memory is set by capacities, not by the number of tenants: at most
 // Config.MaxTenants tenants in the live view and Config.MaxMinuteRows
 // tenant×route×kind rows per open minute (the rest is folded into
-// "other", with exact totals), key sketches of fixed capacity, 1,000
+// "other", with exact totals), key sketches of fixed capacity, 256
 // services and 100,000 sources.
 package collector
