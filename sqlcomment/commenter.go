@@ -87,6 +87,7 @@ func (c *Commenter) Comment(ctx context.Context, query string, prepare bool) Sta
 	}
 	at, ok := insertAt(query)
 	if !ok {
+		st.Unique = false // the text is left as it is
 		return st
 	}
 	// The per-request pairs, in key order (all sort after db_driver).
@@ -123,10 +124,9 @@ func (c *Commenter) Comment(ctx context.Context, query string, prepare bool) Sta
 	if len(c.cfg.static) == 0 {
 		// Fast path: the static pairs are encoded already, the others are in
 		// order, and the comment surely fits the cap and the stack buffer.
-		// Its pairs live on the stack, the traceparent too.
-		// (Indexed stores, not append: an appended value escapes.)
-		// Its own array, so that the stack traceparent never meets the
-		// general path's appends (which would move it to the heap).
+		// Its pairs and the traceparent stay on the stack: fbuf is its own
+		// array, filled by indexed stores, so that the traceparent never
+		// meets an append (which would move it to the heap).
 		var fbuf [8]pair
 		var tp [55]byte
 		m := 0
@@ -143,6 +143,7 @@ func (c *Commenter) Comment(ctx context.Context, query string, prepare bool) Sta
 			}
 		}
 		fp := fbuf[:m]
+		st.Unique = m > 0 // per-request pairs only in fbuf
 		if len(fp) == 0 && c.prefix == "" {
 			return st
 		}
@@ -175,6 +176,13 @@ func (c *Commenter) Comment(ctx context.Context, query string, prepare bool) Sta
 		return st
 	}
 	ps = c.fit(ps)
+	st.Unique = false
+	for _, p := range ps {
+		switch p.k {
+		case KeyKey, KeyRoute, KeyTenant, KeyTier, KeyTraceparent, KeyTracestate:
+			st.Unique = true // a context tag or the trace context survived the cap
+		}
+	}
 	if len(ps) == 0 {
 		return st
 	}

@@ -161,3 +161,31 @@ func TestOpString(t *testing.T) {
 		}
 	}
 }
+
+// TestCommenterUnique: Unique says whether the text carries per-request
+// values, which decides whether pgxcomment may let pgx cache it.
+func TestCommenterUnique(t *testing.T) {
+	tagged := tenant.With(context.Background(), tenant.Tags{Tenant: "acme"})
+	huge := tenant.With(context.Background(), tenant.Tags{Tenant: strings.Repeat("x", 200)})
+	cases := []struct {
+		name  string
+		c     *Commenter
+		ctx   context.Context
+		q     string
+		want  bool
+		query string
+	}{
+		{"tagged", NewCommenter(), tagged, "SELECT 1", true, "SELECT 1 /*tenant='acme'*/"},
+		{"untagged static", NewCommenter(WithApplication("a")), context.Background(), "SELECT 1", false, "SELECT 1 /*application='a'*/"},
+		{"already commented", NewCommenter(), tagged, "SELECT 1 /* x */", false, "SELECT 1 /* x */"},
+		{"empty tags", NewCommenter(), tenant.With(context.Background(), tenant.Tags{}), "SELECT 1", false, "SELECT 1"},
+		{"tenant dropped by the cap", NewCommenter(WithMaxLen(64), WithTag("region", "eu")), huge, "SELECT 1", false, "SELECT 1 /*region='eu'*/"},
+		{"general path keeps tenant", NewCommenter(WithTag("region", "eu")), tagged, "SELECT 1", true, "SELECT 1 /*region='eu',tenant='acme'*/"},
+	}
+	for _, c := range cases {
+		st := c.c.Comment(c.ctx, c.q, false)
+		if st.Unique != c.want || st.Query != c.query {
+			t.Errorf("%s: %q unique=%v, want %q unique=%v", c.name, st.Query, st.Unique, c.query, c.want)
+		}
+	}
+}
