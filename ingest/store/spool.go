@@ -110,7 +110,8 @@ func WithRetry(min, max time.Duration) SpoolOption {
 	return func(c *spoolConfig) { c.minRetry, c.maxRetry = min, max }
 }
 
-// WithWriteTimeout bounds each replayed write (default 30 s).
+// WithWriteTimeout bounds each write to the next store, direct or replayed
+// (default 30 s): a store that hangs is treated as down.
 func WithWriteTimeout(d time.Duration) SpoolOption {
 	return func(c *spoolConfig) { c.writeTimeout = d }
 }
@@ -336,7 +337,9 @@ func (s *Spool) write(ctx context.Context, b *batch, direct func(context.Context
 		return ErrClosed
 	}
 	if pending == 0 {
-		err := direct(ctx)
+		dctx, cancel := context.WithTimeout(ctx, s.cfg.writeTimeout)
+		err := direct(dctx)
+		cancel()
 		if err == nil {
 			return nil
 		}

@@ -542,3 +542,25 @@ func TestSpoolReplaysInOrderAndCloseDrains(t *testing.T) {
 		t.Fatalf("%d files left after a successful drain", len(entries))
 	}
 }
+
+// hang is a store whose writes block until their context ends.
+type hang struct{ *memStore }
+
+func (h hang) WriteRollups(ctx context.Context, _ []Rollup) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func TestSpoolHungStoreIsDown(t *testing.T) {
+	sp, err := NewSpool(hang{newMemStore()}, t.TempDir(), WithWriteTimeout(20*time.Millisecond), func(c *spoolConfig) { c.manual = true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	if err := sp.WriteRollups(context.Background(), batchOf("a", 3)); err != nil {
+		t.Fatal(err)
+	}
+	if rows, _ := sp.Pending(); rows != 3 {
+		t.Fatalf("a write to a hung store was not spooled (pending %d)", rows)
+	}
+}
