@@ -12,8 +12,9 @@
 //     realistic spread of payload sizes and latencies. For each operation
 //     record the op, the bytes it moved, its latency and its measured
 //     backend cost in the unit you want to price in (for PostgreSQL, for
-//     example, the statement's total_exec_time plus blk_read_time from
-//     pg_stat_statements, or the CPU-seconds the database spent).
+//     example, the buffers and WAL a statement used, or its CPU time).
+//     For PostgreSQL, `rucalib pgload -dsn URL > load.csv` runs such a
+//     load test of its own (see below).
 //  2. Write one CSV line per operation with a header naming the columns
 //     op, bytes, latency (a Go duration or plain milliseconds) and cost;
 //     other columns are ignored, lines starting with # are comments.
@@ -27,6 +28,13 @@
 //
 // Any malformed line fails the run with its line number: nothing is
 // dropped silently.
+//
+// rucalib pgload runs such a load test against PostgreSQL: reads, writes,
+// deletes and scans of 0–1,900-byte rows (stored inline) in a table of its
+// own, which it drops afterwards. Each statement runs under EXPLAIN
+// (ANALYZE, BUFFERS, WAL); its measured cost is the shared buffers it hit,
+// read, dirtied and wrote plus the WAL it wrote in 8 KiB pages, its
+// latency the server's execution time. Pipe its output into rucalib.
 package main
 
 import (
@@ -44,12 +52,16 @@ func main() {
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "pgload" {
+		return pgloadMain(args[1:], stdout, stderr)
+	}
 	fs := flag.NewFlagSet("rucalib", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print the fitted model as JSON (an enforce.Model)")
 	scale := fs.Float64("scale", 1, "divide every measured cost by this before fitting (cost of one RU)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: rucalib [-json] [-scale N] [file.csv]   (reads standard input without a file)")
+		fmt.Fprintln(stderr, "       rucalib pgload -dsn URL [-n 3000] > load.csv   (a load test against PostgreSQL)")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
