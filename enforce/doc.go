@@ -16,7 +16,8 @@
 // `rucalib pgload` runs such a load test against PostgreSQL. On the
 // PostgreSQL 15 of the test machines, pricing in buffers and WAL pages,
 // it finds about read 2.7, write 8.2, delete 3.7, scan 3.5, 0.29 per KiB
-// (R² 0.94): divided by the read's cost, close to the defaults' 1 and 3×.
+// (R² 0.94): there a write costs about three reads, where the defaults
+// say six, which is why deployments calibrate.
 //
 // # Buckets
 //
