@@ -55,11 +55,16 @@ func (s *Server) Snapshot(now time.Time, measure string, n int) live.Snapshot {
 	sec := now.Unix()
 	key := snapKey{sec, measure, n}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if c := s.snapCache[key]; c != nil {
+		s.mu.Unlock()
 		return *c
 	}
+	s.mu.Unlock()
+	dropped := s.droppedRows() // gathers metrics: not under s.mu
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	snap := s.snapshotLocked(now, measure, n)
+	snap.Collector.DroppedRows = dropped
 	if len(s.snapCache) > 64 {
 		clear(s.snapCache)
 	}
@@ -292,7 +297,6 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 	if s.spool != nil {
 		_, cs.SpoolBytes = s.spool.Pending()
 	}
-	cs.DroppedRows = s.droppedRows()
 	snap.Collector = cs
 	return snap
 }
