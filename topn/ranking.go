@@ -308,7 +308,16 @@ func (r *Ranking) rerank() {
 		out := r.members[weak[i].key]
 		r.window.Add(out.window)
 		delete(r.members, weak[i].key)
-		r.members[c.key] = r.newMember(r.reranks + 1)
+		// Each keeps its history in the ring: the newcomer's lower bounds
+		// become its scores, the leaver's scores go to the sketches.
+		in := r.newMember(r.reranks + 1)
+		for j, sk := range r.sketch {
+			if count, errb, ok := sk.Estimate(c.key); ok {
+				in.score[j] = float64(count-errb) / 1e6
+			}
+			sk.Add(weak[i].key, weight(out.score[j]))
+		}
+		r.members[c.key] = in
 	}
 }
 

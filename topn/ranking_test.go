@@ -163,6 +163,27 @@ func TestSmoothingSteps(t *testing.T) {
 	})
 }
 
+// A swap keeps both histories in the ring: the newcomer is scored with
+// what the sketches saw of it, the leaver's scores go back to the
+// sketches, so neither starts from zero.
+func TestSwapKeepsHistory(t *testing.T) {
+	r := mustNew(t, 1, WithMinTenure(0), WithSmoothing(3))
+	a, b := []string{"a"}, []string{"b"}
+	runSteps(t, r, []step{
+		{"t0", map[string]float64{"a": 10}, a},
+		{"t1 b: 30 > 1.25 × 20", map[string]float64{"a": 10, "b": 30}, b},
+		{"t2 a 10+10+12 against b 30+10", map[string]float64{"a": 12, "b": 10}, b},
+		{"t3 a 10+12+40 against b 30+10+10", map[string]float64{"a": 40, "b": 10}, b},
+		{"t4 a 12+40+40 against b 10+10+10", map[string]float64{"a": 40, "b": 10}, a},
+	})
+	r = mustNew(t, 1, WithMinTenure(0), WithSmoothing(3))
+	runSteps(t, r, []step{
+		{"t0", map[string]float64{"a": 10}, a},
+		{"t1 b: 30 > 1.25 × 20", map[string]float64{"a": 10, "b": 30}, b},
+		{"t2 a 10+10+35 against b 30+5: a's member history counts", map[string]float64{"a": 35, "b": 5}, a},
+	})
+}
+
 // A member replaced by Rerank between Cuts gives its window to Other.
 func TestRerankBetweenCutsKeepsWindowExact(t *testing.T) {
 	r := mustNew(t, 1, WithMinTenure(0))
