@@ -38,7 +38,7 @@ func (s *Sketch) MarshalBinary() ([]byte, error) {
 // AppendBinary appends the encoding of MarshalBinary to b.
 func (s *Sketch) AppendBinary(b []byte) ([]byte, error) {
 	if s.heap == nil {
-		s.init(DefaultCapacity)
+		s = New(DefaultCapacity) // encode the zero Sketch without changing it
 	}
 	b = append(b, encodingVersion)
 	b = binary.AppendUvarint(b, uint64(cap(s.heap)))

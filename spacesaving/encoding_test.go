@@ -43,8 +43,12 @@ func TestEncodingRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := New(1).UnmarshalBinary(b); err != nil {
-		t.Fatal(err)
+	if z.heap != nil {
+		t.Fatal("MarshalBinary changed a zero Sketch")
+	}
+	d := New(1)
+	if err := d.UnmarshalBinary(b); err != nil || d.Capacity() != DefaultCapacity || d.Len() != 0 {
+		t.Fatalf("zero Sketch round trip: %v, capacity %d", err, d.Capacity())
 	}
 }
 
