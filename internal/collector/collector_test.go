@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -213,6 +214,12 @@ func TestWALReplayAfterCrash(t *testing.T) {
 		t.Fatal("refused")
 	}
 	crashed := f.s
+	// A second collector on the same data dir is refused while the first
+	// lives; the kernel drops the lock when a process dies, as here.
+	if _, err := New(Config{Store: StoreNone, DataDir: f.dir, Registerer: prometheus.NewRegistry()}); !errors.Is(err, ErrDataDirLocked) {
+		t.Fatalf("second collector on one data dir: %v", err)
+	}
+	crashed.lock.Close()
 	f.start()
 	defer f.stop()
 	defer func() { crashed.spool.Close() }()

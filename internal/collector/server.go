@@ -67,6 +67,7 @@ type Server struct {
 	done         chan struct{}
 	doneOnce     sync.Once
 
+	lock    *os.File // flock on DataDir
 	httpSrv *http.Server
 	ln      net.Listener
 	cancel  context.CancelFunc
@@ -105,6 +106,15 @@ func New(cfg Config) (*Server, error) {
 	if err := os.MkdirAll(s.walDir, 0o700); err != nil {
 		return nil, fmt.Errorf("collector: data dir: %w", err)
 	}
+	if s.lock, err = lockDataDir(cfg.DataDir); err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			s.lock.Close()
+		}
+	}()
 	if s.writer, err = writerID(cfg); err != nil {
 		return nil, err
 	}
@@ -138,6 +148,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		return nil, err
 	}
+	ok = true
 	return s, nil
 }
 
@@ -519,6 +530,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 		errs = append(errs, s.spool.Close())
 	}
+	s.lock.Close()
 	return errors.Join(errs...)
 }
 
