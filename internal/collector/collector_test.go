@@ -505,3 +505,24 @@ func TestVersionSurvivesClockSetBack(t *testing.T) {
 		}
 	}
 }
+
+// TestCollectorClockBack: when the collector's own clock goes back past a
+// minute already written for good, new reports never reopen that minute
+// (which would replace its rows with a part of them).
+func TestCollectorClockBack(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	p := newProcess(f.clk, "api", "p")
+	f.clk.Add(time.Second)
+	f.ingest(p.report(t, "acme", 5, ""))
+	done := time.Date(2026, 3, 4, 9, 1, 10, 0, time.UTC).Add(DefaultLateKeep)
+	f.s.Tick(context.Background(), done) // 09:00 written and closed for good
+	f.clk.Set(t0.Add(2 * time.Second)) // the clock goes back into 09:00
+	q := newProcess(f.clk, "api", "q")
+	f.clk.Add(time.Second)
+	f.ingest(q.report(t, "acme", 3, ""))
+	f.s.Tick(context.Background(), done.Add(time.Hour))
+	if got := f.mem.sum("acme", "", count); got != 8 {
+		t.Fatalf("count %v, want 8 (5 kept in 09:00, 3 in the next minute)", got)
+	}
+}

@@ -163,17 +163,26 @@ func sourceKey(src ingest.Source) string {
 // minuteOf places a report in a minute: the minute of its window's middle,
 // unless that is outside what the collector still keeps (older than the
 // late-report horizon, or more than a minute in the future: a clock that
-// jumped), in which case it counts in the minute it arrived.
+// jumped), in which case it counts in the minute it arrived. A minute
+// already written for good is never opened again (that would replace its
+// rows with a part of them): should the collector's own clock go back, the
+// report counts in the first minute after the last one closed.
 func (s *Server) minuteOf(rep *ingest.Report, now time.Time) (time.Time, bool) {
 	arrival := now.UTC().Truncate(time.Minute)
-	if rep.Start.IsZero() || rep.End.Before(rep.Start) {
-		return arrival, true
+	mt, retimed := arrival, true
+	if !rep.Start.IsZero() && !rep.End.Before(rep.Start) {
+		mid := rep.Start.Add(rep.End.Sub(rep.Start) / 2).UTC().Truncate(time.Minute)
+		if now.Before(mid.Add(time.Minute+s.cfg.Grace+s.cfg.LateKeep)) && !mid.After(arrival.Add(time.Minute)) {
+			mt, retimed = mid, false
+		}
 	}
-	mid := rep.Start.Add(rep.End.Sub(rep.Start) / 2).UTC().Truncate(time.Minute)
-	if !now.Before(mid.Add(time.Minute+s.cfg.Grace+s.cfg.LateKeep)) || mid.After(arrival.Add(time.Minute)) {
-		return arrival, true
+	if _, done := s.finalized[mt.Unix()]; done {
+		mt, retimed = arrival, true
+		if _, done := s.finalized[mt.Unix()]; done {
+			mt = time.Unix(s.lastFinal, 0).UTC().Add(time.Minute)
+		}
 	}
-	return mid, false
+	return mt, retimed
 }
 
 // mergeLocked adds a decoded report to minute m and, when live, to the

@@ -44,6 +44,8 @@ type Server struct {
 
 	mu           sync.Mutex
 	minutes      map[int64]*minute
+	finalized    map[int64]struct{} // minutes written for good (last 3 h)
+	lastFinal    int64
 	sources      map[string]*source
 	tenants      map[string]*tenantLive
 	services     map[string]*serviceLive
@@ -88,6 +90,7 @@ func New(cfg Config) (*Server, error) {
 		start:      cfg.Now(),
 		inflight:   make(chan struct{}, 64),
 		minutes:    make(map[int64]*minute),
+		finalized:  make(map[int64]struct{}),
 		sources:    make(map[string]*source),
 		tenants:    make(map[string]*tenantLive),
 		services:   make(map[string]*serviceLive),
@@ -412,6 +415,13 @@ func (s *Server) emit(ctx context.Context, now time.Time, all bool) {
 				}
 			}
 			delete(s.minutes, k)
+			s.finalized[k] = struct{}{}
+			s.lastFinal = max(s.lastFinal, k)
+		}
+	}
+	for k := range s.finalized {
+		if now.Unix()-k > 3*3600 && k < s.lastFinal {
+			delete(s.finalized, k)
 		}
 	}
 	s.mu.Unlock()
