@@ -517,7 +517,7 @@ func TestCollectorClockBack(t *testing.T) {
 	f.ingest(p.report(t, "acme", 5, ""))
 	done := time.Date(2026, 3, 4, 9, 1, 10, 0, time.UTC).Add(DefaultLateKeep)
 	f.s.Tick(context.Background(), done) // 09:00 written and closed for good
-	f.clk.Set(t0.Add(2 * time.Second)) // the clock goes back into 09:00
+	f.clk.Set(t0.Add(2 * time.Second))   // the clock goes back into 09:00
 	q := newProcess(f.clk, "api", "q")
 	f.clk.Add(time.Second)
 	f.ingest(q.report(t, "acme", 3, ""))
