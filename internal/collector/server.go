@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -328,7 +329,7 @@ func (s *Server) Tick(ctx context.Context, now time.Time) {
 	s.prunePolicyLocked(now)
 	s.met.ranking.Rerank()
 	for _, sv := range s.services {
-		if v, ok := sv.sig.ValueAt(now); ok {
+		if v, ok := sv.sig.ValueAt(now); ok && !math.IsNaN(v) && !math.IsInf(v, 0) {
 			sv.ratio.set(now.Unix()-1, v)
 		}
 	}

@@ -3,6 +3,7 @@ package collector
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"slices"
 	"strconv"
@@ -104,7 +105,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 	rows := make([]trow, 0, len(s.tenants))
 	var total float64
 	for name, tl := range s.tenants {
-		r := tl.w.rates(sec)
+		r := tl.w.ratesP95(sec, measure == live.MeasureP95)
 		if !r.active {
 			continue
 		}
@@ -153,6 +154,9 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 				otherHist[k] = finiteSum(otherHist[k], v)
 			}
 			continue
+		}
+		if measure != live.MeasureP95 {
+			tr.r.p95 = tr.tl.w.rates(sec).p95
 		}
 		row := live.TenantRow{
 			Tenant: tr.name, Tier: tr.tl.tier.String(),
@@ -229,7 +233,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 	for name, sv := range s.services {
 		r := sv.w.rates(sec)
 		v, ok := sv.sig.ValueAt(now)
-		if !ok {
+		if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
 			v = 0
 		}
 		level := 0

@@ -47,7 +47,11 @@ type rates struct {
 	active                bool
 }
 
-func (w *window10) rates(now int64) rates {
+func (w *window10) rates(now int64) rates { return w.ratesP95(now, true) }
+
+// ratesP95 is rates, with the p95 (which merges the slots' histograms)
+// only when withP95.
+func (w *window10) ratesP95(now int64, withP95 bool) rates {
 	var r rates
 	var pg float64
 	var lats []*sparse
@@ -60,7 +64,7 @@ func (w *window10) rates(now int64) rates {
 		pg += w.pg[i]
 		r.req += float64(w.req[i])
 		r.err += float64(w.err[i])
-		if len(w.lat[i].idx) > 0 {
+		if withP95 && len(w.lat[i].idx) > 0 {
 			lats = append(lats, &w.lat[i])
 		}
 		r.active = r.active || w.ru[i] > 0 || w.db[i] > 0 || w.pg[i] > 0 || w.req[i] > 0
