@@ -75,3 +75,33 @@ func BenchmarkWriteRollupsParallel(b *testing.B) {
 		})
 	}
 }
+
+func TestAppendSparse(t *testing.T) {
+	for _, set := range [][]int{nil, {0}, {7}, {8}, {ratio.NumBuckets - 1}, {3, 4, 5, 700, ratio.NumBuckets - 2}} {
+		lat := make([]uint64, ratio.NumBuckets)
+		for k, i := range set {
+			lat[i] = uint64(k + 1)
+		}
+		idx, cnt := appendSparse([]uint16{9}, []uint64{9}, lat)
+		if len(idx) != len(set)+1 || len(cnt) != len(set)+1 || idx[0] != 9 {
+			t.Fatalf("set %v: idx %v cnt %v", set, idx, cnt)
+		}
+		for k, i := range set {
+			if int(idx[k+1]) != i || cnt[k+1] != uint64(k+1) {
+				t.Fatalf("set %v: idx %v cnt %v", set, idx, cnt)
+			}
+		}
+	}
+}
+
+// BenchmarkFill is the client-side part of a write: rows to columns.
+func BenchmarkFill(b *testing.B) {
+	rows := benchRows(10_000, true)
+	c := new(rollupCols)
+	c.fill(rows) // warm: the pool keeps buffers this size
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		c.fill(rows)
+	}
+}

@@ -70,6 +70,7 @@ type rollupCols struct {
 	latCnt                               [][]uint64
 	idxBuf                               []uint16
 	cntBuf                               []uint64
+	ends                                 []int // end of each row's buckets in idxBuf and cntBuf
 }
 
 var colPool = sync.Pool{New: func() any { return new(rollupCols) }}
@@ -90,32 +91,47 @@ func (c *rollupCols) fill(rows []store.Rollup) {
 	c.bytes, c.nrows, c.tier = resize(c.bytes, n), resize(c.nrows, n), resize(c.tier, n)
 	c.dur, c.ru, c.ass = resize(c.dur, n), resize(c.ru, n), resize(c.ass, n)
 	c.latIdx, c.latCnt = resize(c.latIdx, n), resize(c.latCnt, n)
-	c.idxBuf, c.cntBuf = c.idxBuf[:0], c.cntBuf[:0]
+	c.idxBuf, c.cntBuf, c.ends = c.idxBuf[:0], c.cntBuf[:0], c.ends[:0]
 	for i := range rows {
 		r := &rows[i]
 		c.minute[i], c.writer[i], c.version[i], c.service[i] = r.Minute.UTC(), r.Writer, r.Version, r.Service
 		c.tenant[i], c.route[i], c.tier[i], c.kind[i] = r.Tenant, r.Route, uint8(r.Tier), r.Kind
 		c.count[i], c.errs[i], c.dur[i], c.ru[i] = r.Count, r.Errors, r.DurationSeconds, r.RU
 		c.bytes[i], c.nrows[i], c.ass[i] = r.Bytes, r.Rows, r.ActiveSessionSeconds
-		for j, v := range r.Latency {
-			if v != 0 {
-				c.idxBuf = append(c.idxBuf, uint16(j))
-				c.cntBuf = append(c.cntBuf, v)
-			}
-		}
+		c.idxBuf, c.cntBuf = appendSparse(c.idxBuf, c.cntBuf, r.Latency)
+		c.ends = append(c.ends, len(c.idxBuf))
 	}
 	// Slice the flat buffers only now: appends above may have moved them.
-	off := 0
-	for i := range rows {
-		k := 0
-		for _, v := range rows[i].Latency {
+	start := 0
+	for i, end := range c.ends {
+		c.latIdx[i], c.latCnt[i] = c.idxBuf[start:end:end], c.cntBuf[start:end:end]
+		start = end
+	}
+}
+
+// appendSparse appends the non-empty buckets of a dense histogram. Most
+// buckets of a minute are empty, so it skips eight at a time.
+func appendSparse(idx []uint16, cnt []uint64, lat []uint64) ([]uint16, []uint64) {
+	j := 0
+	for ; j+8 <= len(lat); j += 8 {
+		b := lat[j : j+8 : j+8]
+		if b[0]|b[1]|b[2]|b[3]|b[4]|b[5]|b[6]|b[7] == 0 {
+			continue
+		}
+		for k, v := range b {
 			if v != 0 {
-				k++
+				idx = append(idx, uint16(j+k))
+				cnt = append(cnt, v)
 			}
 		}
-		c.latIdx[i], c.latCnt[i] = c.idxBuf[off:off+k:off+k], c.cntBuf[off:off+k:off+k]
-		off += k
 	}
+	for ; j < len(lat); j++ {
+		if lat[j] != 0 {
+			idx = append(idx, uint16(j))
+			cnt = append(cnt, lat[j])
+		}
+	}
+	return idx, cnt
 }
 
 // release drops references to the caller's strings before pooling.
