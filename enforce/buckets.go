@@ -99,7 +99,9 @@ func WithLimitOf(f func(key string) (Limit, bool)) BucketsOption {
 }
 
 // WithMaxKeys bounds the number of buckets kept (default 100,000). Past it,
-// full buckets are evicted first, then the fullest ones.
+// idle full buckets are evicted first, then the fullest one of the shard;
+// that one forgets what it held (at worst a little debt), and a charge
+// racing with the eviction of its bucket is lost.
 func WithMaxKeys(n int) BucketsOption { return func(c *bucketsConfig) { c.maxKeys = n } }
 
 // WithIdle sets how long a bucket must have been full before a sweep
