@@ -104,6 +104,7 @@ func tryStart(bin string, args ...string) (*exec.Cmd, *bytes.Buffer, error) {
 func TestKillAndRestart(t *testing.T) {
 	addr := testsvc.ClickHouse(t)
 	bin := buildCollector(t)
+	waitClickHouse(t, addr)
 	db := fmt.Sprintf("qtop_kill_%d", time.Now().UnixNano())
 	dataDir := t.TempDir()
 	listen := freePort(t)
@@ -184,6 +185,7 @@ func TestKillAndRestart(t *testing.T) {
 			}
 		}
 	}
+	waitClickHouse(t, addr) // so the final flush reaches it
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -191,6 +193,7 @@ func TestKillAndRestart(t *testing.T) {
 		t.Fatalf("graceful stop: %v\n%s", err, logs.String())
 	}
 
+	waitClickHouse(t, addr)
 	st, err := chstore.Open(context.Background(), addr, db)
 	if err != nil {
 		t.Fatal(err)

@@ -135,10 +135,12 @@ func TestDuckDBEndToEnd(t *testing.T) {
 
 func TestClickHouseEndToEnd(t *testing.T) {
 	addr := testsvc.ClickHouse(t)
+	waitClickHouse(t, addr)
 	db := fmt.Sprintf("qtop_col_e2e_%d", time.Now().UnixNano())
 	dir := t.TempDir()
 	want := feedAndStop(t, "clickhouse://"+addr+"/"+db, dir)
 	restartAndStop(t, "clickhouse://"+addr+"/"+db, dir)
+	waitClickHouse(t, addr)
 	st, err := chstore.Open(context.Background(), addr, db)
 	if err != nil {
 		t.Fatal(err)

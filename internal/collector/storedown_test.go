@@ -92,6 +92,7 @@ func (p *proxy) up() {
 // ends up with exactly what was acknowledged, nothing lost or doubled.
 func TestClickHouseDownMidRun(t *testing.T) {
 	addr := testsvc.ClickHouse(t)
+	waitClickHouse(t, addr)
 	px := newProxy(t, addr)
 	defer px.down()
 	db := fmt.Sprintf("qtop_col_down_%d", time.Now().UnixNano())
