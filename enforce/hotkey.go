@@ -51,7 +51,8 @@ type Guard[K comparable, V any] struct {
 	windowEnd int64
 	closed    bool
 
-	misses, loads, coalesced, left, panics, cached atomic.Uint64
+	misses, loads, coalesced uint64 // under mu
+	left, panics, cached     atomic.Uint64
 }
 
 type hotEntry[V any] struct {
@@ -174,8 +175,8 @@ func (g *Guard[K, V]) GetAt(ctx context.Context, now time.Time, key K) (V, error
 }
 
 func (g *Guard[K, V]) miss(ctx context.Context, n int64, key K) (V, error) {
-	g.misses.Add(1)
 	g.mu.Lock()
+	g.misses++
 	if g.closed {
 		g.mu.Unlock()
 		var zero V
@@ -192,8 +193,8 @@ func (g *Guard[K, V]) miss(ctx context.Context, n int64, key K) (V, error) {
 			c.done = make(chan struct{})
 		}
 		done := c.done
+		g.coalesced++
 		g.mu.Unlock()
-		g.coalesced.Add(1)
 		return g.wait(ctx, c, done)
 	}
 	// A load that finished since this caller looked may have cached the
@@ -210,10 +211,10 @@ func (g *Guard[K, V]) miss(ctx context.Context, n int64, key K) (V, error) {
 	}
 	c.sk = sk
 	g.calls[key] = c
+	g.loads++
 	if ctx.Done() == nil {
 		// This caller can never leave: run the load here, no goroutine.
 		g.mu.Unlock()
-		g.loads.Add(1)
 		g.run(key, c, false)
 		if c.done != nil || c.panic != nil {
 			return g.result(c) // waiters hold c: leave it to the collector
@@ -229,7 +230,6 @@ func (g *Guard[K, V]) miss(ctx context.Context, n int64, key K) (V, error) {
 	done := c.done
 	g.wg.Add(1)
 	g.mu.Unlock()
-	g.loads.Add(1)
 	go g.run(key, c, true)
 	return g.wait(ctx, c, done)
 }
@@ -368,7 +368,10 @@ type GuardStats struct {
 
 // Stats returns the guard's counters.
 func (g *Guard[K, V]) Stats() GuardStats {
-	return GuardStats{Misses: g.misses.Load(), Loads: g.loads.Load(), Coalesced: g.coalesced.Load(),
+	g.mu.Lock()
+	misses, loads, coalesced := g.misses, g.loads, g.coalesced
+	g.mu.Unlock()
+	return GuardStats{Misses: misses, Loads: loads, Coalesced: coalesced,
 		Left: g.left.Load(), Panics: g.panics.Load(), Cached: g.cached.Load(), Entries: len(*g.cache.Load())}
 }
 
