@@ -133,7 +133,17 @@ func New(cfg Config) (*Server, error) {
 		}
 		next, err := open(cfg.Store)
 		if err != nil {
-			return nil, err
+			u, _ := store.ParseURL(cfg.Store)
+			if u.Scheme != store.SchemeClickHouse || errors.Is(err, ErrConfig) {
+				return nil, err
+			}
+			// A server that is down now may answer later: start anyway,
+			// log and acknowledge reports, and keep the minutes in the
+			// spool until it does.
+			s.log.Warn("store not reachable; starting anyway, rows wait in the spool", "store", redactStore(cfg.Store), "err", err)
+			s.storeErr = err.Error()
+			next = &lazyStore{log: s.log, lastTry: time.Now(), lastErr: err,
+				open: func(context.Context) (store.Store, error) { return open(cfg.Store) }}
 		}
 		opts := []store.SpoolOption{store.WithRegisterer(cfg.Registerer), store.WithLogger(s.log)}
 		if cfg.SpoolMaxBytes > 0 {

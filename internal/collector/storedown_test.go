@@ -154,3 +154,54 @@ func TestClickHouseDownMidRun(t *testing.T) {
 		t.Fatalf("stored RU %v, acknowledged %v", got, want)
 	}
 }
+
+// TestClickHouseDownAtStart: a collector whose ClickHouse is down when it
+// starts still starts, acknowledges reports and writes them once the
+// server answers.
+func TestClickHouseDownAtStart(t *testing.T) {
+	addr := testsvc.ClickHouse(t)
+	waitClickHouse(t, addr)
+	px := newProxy(t, addr)
+	px.down()
+	db := fmt.Sprintf("qtop_col_late_%d", time.Now().UnixNano())
+	clk := &clock{t: t0}
+	s, err := New(Config{Store: "clickhouse://" + px.addr + "/" + db, DataDir: t.TempDir(), Writer: "w1",
+		Registerer: prometheus.NewRegistry(), Now: clk.Now})
+	if err != nil {
+		t.Fatalf("collector refused to start with its store down: %v", err)
+	}
+	p := newProcess(clk, "api", "p")
+	clk.Add(time.Second)
+	if status, _, msg, _, _ := s.Ingest(p.report(t, "acme", 9, "")); status != 200 {
+		t.Fatalf("refused: %d %s", status, msg)
+	}
+	ctx := context.Background()
+	s.Tick(ctx, time.Date(2026, 3, 4, 9, 1, 10, 0, time.UTC))
+	if rows, _ := s.spool.Pending(); rows == 0 {
+		t.Fatal("minute not spooled")
+	}
+	px.up()
+	defer px.down()
+	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		if err := s.spool.Flush(fctx); err == nil {
+			break
+		} else if fctx.Err() != nil {
+			t.Fatalf("spool did not drain: %v", err)
+		}
+		time.Sleep(500 * time.Millisecond) // the store is opened at most every 2 s
+	}
+	if err := s.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err := chstore.Open(ctx, addr, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	us, err := st.Usage(ctx, t0.Add(-time.Hour), t0.Add(time.Hour), false)
+	if err != nil || len(us) != 1 || us[0].RU != 9 {
+		t.Fatalf("usage %+v %v", us, err)
+	}
+}
