@@ -10,16 +10,22 @@ import (
 	"github.com/qtop-dev/qtop/tenant"
 )
 
-// latest is the rollups of [from, to) with one row per key: the latest
+// latest is the rollups matching where with one row per key: the latest
 // version (argMax over version), so rows a retry or replay wrote twice
 // count once. It works on plain, sharded (through the Distributed table,
-// rows of one tenant live on one shard) and unmerged tables alike.
-func (s *Store) latest(where string) string {
+// rows of one tenant live on one shard) and unmerged tables alike. The
+// tuple v holds tier, count, errors, duration_seconds, ru, bytes, rows,
+// active_session_seconds and, with latency, latency_idx and latency_cnt.
+func (s *Store) latest(where string, latency bool) string {
+	lat := ""
+	if latency {
+		lat = ", latency_idx, latency_cnt"
+	}
 	return fmt.Sprintf(`SELECT tenant, route, kind, minute,
-        argMax((tier, count, errors, duration_seconds, ru, bytes, rows, active_session_seconds, latency_idx, latency_cnt), version) AS v
+        argMax((tier, count, errors, duration_seconds, ru, bytes, rows, active_session_seconds%s), version) AS v
     FROM %s
     WHERE %s
-    GROUP BY tenant, minute, route, kind, service, writer`, s.schema.target(TableRollups), where)
+    GROUP BY tenant, minute, route, kind, service, writer`, lat, s.schema.target(TableRollups), where)
 }
 
 func timeRange(from, to time.Time) string {
@@ -55,7 +61,7 @@ func (s *Store) Usage(ctx context.Context, from, to time.Time, byRoute bool) ([]
     sum(tupleElement(v, 6))
 FROM (%s)
 GROUP BY tenant, r
-ORDER BY tenant, r`, route, s.latest(timeRange(from, to)))
+ORDER BY tenant, r`, route, s.latest(timeRange(from, to), false))
 	rows, err := s.conn.Query(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("chstore: usage: %w", err)
@@ -88,7 +94,7 @@ func (s *Store) History(ctx context.Context, tenantName string, from, to time.Ti
     tupleElement(sumMap(tupleElement(v, 9), tupleElement(v, 10)), 2)
 FROM (%s)
 GROUP BY minute
-ORDER BY minute`, s.latest("tenant = ? AND "+timeRange(from, to)))
+ORDER BY minute`, s.latest("tenant = ? AND "+timeRange(from, to), true))
 	rows, err := s.conn.Query(ctx, q, tenantName)
 	if err != nil {
 		return nil, fmt.Errorf("chstore: history: %w", err)
