@@ -37,7 +37,8 @@ const (
 //
 //   - OnStart copies the tenant of the parent context (tenant.From, else
 //     the W3C baggage members tenant.id and tenant.tier) onto the span as
-//     the attributes tenant.id, tenant.tier and tenant.route;
+//     the attributes tenant.id and tenant.tier, and onto client and
+//     consumer spans the route as tenant.route;
 //   - OnEnd records server spans as KindRequest, database client spans
 //     (those with db.system or db.system.name) as KindDB and consumer
 //     spans as KindJob; the route is http.route, else tenant.route, else
@@ -81,13 +82,18 @@ func (p *SpanProcessor) OnStart(parent context.Context, s sdktrace.ReadWriteSpan
 	}
 	// The attributes go through a pooled array: SetAttributes copies
 	// them, and a fresh variadic slice would escape through the interface.
+	// Every attribute costs the SDK a share of a slice growth, so the
+	// route goes only where OnEnd needs it: on client and consumer spans
+	// (a server span has its http.route or its name).
 	a := attrPool.Get().(*[3]attribute.KeyValue)
 	kv := append(a[:0], AttrTenant.String(t.Tenant))
 	if t.Tier.Valid() {
 		kv = append(kv, AttrTier.String(t.Tier.String()))
 	}
 	if t.Route != "" {
-		kv = append(kv, AttrRoute.String(t.Route))
+		if k := s.SpanKind(); k == trace.SpanKindClient || k == trace.SpanKindConsumer {
+			kv = append(kv, AttrRoute.String(t.Route))
+		}
 	}
 	s.SetAttributes(kv...)
 	*a = [3]attribute.KeyValue{}
