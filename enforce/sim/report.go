@@ -76,6 +76,11 @@ func Deterministic(w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	writeTables(w, f, o, s)
+	return nil
+}
+
+func writeTables(w io.Writer, f []FairRow, o []OverloadRow, s []OvershootRow) {
 	fmt.Fprintln(w, "Fair queue:")
 	fmt.Fprintln(w)
 	WriteFair(w, f)
@@ -87,5 +92,4 @@ func Deterministic(w io.Writer) error {
 	fmt.Fprintln(w, "Steady overload against an RU limit:")
 	fmt.Fprintln(w)
 	WriteOvershoot(w, s)
-	return nil
 }
