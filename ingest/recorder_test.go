@@ -393,22 +393,33 @@ func BenchmarkRecord(b *testing.B) {
 	}
 }
 
+// BenchmarkRecordParallel: goroutines record the same 500 tenant × route
+// combinations (shared), or, in pairs, each its own 500 (disjoint).
 func BenchmarkRecordParallel(b *testing.B) {
-	rec := NewRecorder(fixedClock(t0))
-	recs := benchRecords(100, 5)
-	b.ReportAllocs()
-	var seed sync.Mutex
-	next := 0
-	b.RunParallel(func(pb *testing.PB) {
-		seed.Lock()
-		i := next * 7919
-		next++
-		seed.Unlock()
-		for pb.Next() {
-			rec.Record(recs[i%len(recs)])
-			i++
-		}
-	})
+	for _, disjoint := range []bool{false, true} {
+		b.Run(map[bool]string{false: "shared", true: "disjoint"}[disjoint], func(b *testing.B) {
+			rec := NewRecorder(fixedClock(t0))
+			all := benchRecords(200, 5)
+			var mu sync.Mutex
+			next := 0
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				mu.Lock()
+				g := next
+				next++
+				mu.Unlock()
+				recs := all[:500]
+				if disjoint {
+					recs = all[(g%2)*500 : (g%2+1)*500]
+				}
+				i := g * 7919
+				for pb.Next() {
+					rec.Record(recs[i%len(recs)])
+					i++
+				}
+			})
+		})
+	}
 }
 
 func BenchmarkRecordKey(b *testing.B) {
