@@ -339,7 +339,9 @@ func (g *Guard[K, V]) store(key K, v V) {
 	g.cached.Add(1)
 }
 
-// Invalidate drops key from the cache, for callers that write it.
+// Invalidate drops key from the cache, for callers that write it. A load
+// of the key already in flight may still store what it read before the
+// write, for at most one TTL.
 func (g *Guard[K, V]) Invalidate(key K) {
 	g.cacheMu.Lock()
 	defer g.cacheMu.Unlock()
