@@ -1,37 +1,64 @@
 package collector
 
 import (
+	"math/bits"
 	"slices"
 
 	"github.com/qtop-dev/qtop/ratio"
 )
 
-// sparse is a latency histogram that keeps only its non-empty buckets, in
-// bucket order: a row of one tenant touches a few dozen of the
-// ratio.NumBuckets buckets, so this is ~100 times smaller than a
-// ratio.Histogram.
+const sparseWords = (ratio.NumBuckets + 63) / 64
+
+// sparseIndex says which buckets of a sparse histogram are non-empty: one
+// bit per bucket, and for each word the number of bits set before it, so
+// the position of a bucket's count is found in constant time.
+type sparseIndex struct {
+	bits [sparseWords]uint64
+	pre  [sparseWords]uint16
+}
+
+// sparse is a latency histogram that keeps only its non-empty buckets: a
+// row of one tenant touches a few dozen of the ratio.NumBuckets buckets,
+// so this is ~30 times smaller than a ratio.Histogram. The index is
+// allocated on first use; an empty sparse is 32 bytes.
 type sparse struct {
-	idx []uint16
-	cnt []uint64
+	ix  *sparseIndex
+	cnt []uint64 // the counts of the non-empty buckets, in bucket order
+}
+
+func (s *sparse) rank(i int) (int, bool) {
+	w, b := i>>6, uint(i&63)
+	r := int(s.ix.pre[w]) + bits.OnesCount64(s.ix.bits[w]&(1<<b-1))
+	return r, s.ix.bits[w]&(1<<b) != 0
+}
+
+func (s *sparse) reindex() {
+	n := 0
+	for w := range sparseWords {
+		s.ix.pre[w] = uint16(n)
+		n += bits.OnesCount64(s.ix.bits[w])
+	}
 }
 
 func (s *sparse) add(i int, c uint64) {
 	if c == 0 {
 		return
 	}
-	n := len(s.idx)
-	if n == 0 || int(s.idx[n-1]) < i {
-		s.idx = append(s.idx, uint16(i))
-		s.cnt = append(s.cnt, c)
+	i = min(max(i, 0), ratio.NumBuckets-1)
+	if s.ix == nil {
+		s.ix = new(sparseIndex)
+	}
+	r, ok := s.rank(i)
+	if ok {
+		s.cnt[r] += c
 		return
 	}
-	p, found := slices.BinarySearch(s.idx, uint16(i))
-	if found {
-		s.cnt[p] += c
-		return
+	s.cnt = slices.Insert(s.cnt, r, c)
+	w := i >> 6
+	s.ix.bits[w] |= 1 << uint(i&63)
+	for k := w + 1; k < sparseWords; k++ {
+		s.ix.pre[k]++
 	}
-	s.idx = slices.Insert(s.idx, p, uint16(i))
-	s.cnt = slices.Insert(s.cnt, p, c)
 }
 
 func (s *sparse) addHistogram(h *ratio.Histogram) {
@@ -47,70 +74,86 @@ func (s *sparse) load(h *ratio.Histogram) {
 	if h.Count() == 0 {
 		return
 	}
+	if s.ix == nil {
+		s.ix = new(sparseIndex)
+	}
 	h.Buckets(func(i int, c uint64) {
 		if c > 0 {
-			s.idx = append(s.idx, uint16(i))
+			s.ix.bits[i>>6] |= 1 << uint(i&63)
 			s.cnt = append(s.cnt, c)
 		}
 	})
+	s.reindex()
 }
 
-// merge adds o to s (both in bucket order): buckets s has are found by
-// binary search from the last position, and the buckets it lacks, if
-// any, are merged in from the back in one pass.
+// merge adds o to s.
 func (s *sparse) merge(o *sparse) {
-	if len(o.idx) == 0 {
+	if len(o.cnt) == 0 {
 		return
 	}
-	if len(s.idx) == 0 {
-		s.idx = append(s.idx, o.idx...)
-		s.cnt = append(s.cnt, o.cnt...)
+	if s.ix == nil {
+		s.ix = new(sparseIndex)
+	}
+	if len(s.cnt) == 0 {
+		*s.ix = *o.ix
+		s.cnt = append(s.cnt[:0], o.cnt...)
 		return
 	}
-	var missIdx [64]uint16
-	var missCnt [64]uint64
-	miss := 0
-	lo := 0
-	for j, b := range o.idx {
-		p, found := slices.BinarySearch(s.idx[lo:], b)
-		p += lo
-		if found {
-			s.cnt[p] += o.cnt[j]
-			lo = p + 1
-			continue
-		}
-		lo = p
-		if miss == len(missIdx) {
-			// Many new buckets: add the rest one by one.
-			for k := j; k < len(o.idx); k++ {
-				s.add(int(o.idx[k]), o.cnt[k])
-			}
+	subset := true
+	for w := range sparseWords {
+		if o.ix.bits[w]&^s.ix.bits[w] != 0 {
+			subset = false
 			break
 		}
-		missIdx[miss], missCnt[miss] = b, o.cnt[j]
-		miss++
 	}
-	if miss == 0 {
+	if subset { // the common case: add in place
+		k := 0
+		for w := range sparseWords {
+			ob := o.ix.bits[w]
+			for ob != 0 {
+				b := uint(bits.TrailingZeros64(ob))
+				ob &= ob - 1
+				r := int(s.ix.pre[w]) + bits.OnesCount64(s.ix.bits[w]&(1<<b-1))
+				s.cnt[r] += o.cnt[k]
+				k++
+			}
+		}
 		return
 	}
-	n := len(s.idx)
-	s.idx = append(s.idx, missIdx[:miss]...)
-	s.cnt = append(s.cnt, missCnt[:miss]...)
-	i, j, k := n-1, miss-1, len(s.idx)-1
-	for j >= 0 {
-		if i >= 0 && s.idx[i] > missIdx[j] {
-			s.idx[k], s.cnt[k] = s.idx[i], s.cnt[i]
-			i--
-		} else {
-			s.idx[k], s.cnt[k] = missIdx[j], missCnt[j]
-			j--
-		}
-		k--
+	// New buckets: grow, and merge from the back in one pass.
+	total := 0
+	for w := range sparseWords {
+		total += bits.OnesCount64(s.ix.bits[w] | o.ix.bits[w])
 	}
+	is, io, k := len(s.cnt)-1, len(o.cnt)-1, total-1
+	s.cnt = append(s.cnt, make([]uint64, total-len(s.cnt))...)
+	for w := sparseWords - 1; w >= 0; w-- {
+		sb, ob := s.ix.bits[w], o.ix.bits[w]
+		nb := sb | ob
+		for nb != 0 {
+			b := uint(63 - bits.LeadingZeros64(nb))
+			nb &^= 1 << b
+			var v uint64
+			if sb&(1<<b) != 0 {
+				v += s.cnt[is]
+				is--
+			}
+			if ob&(1<<b) != 0 {
+				v += o.cnt[io]
+				io--
+			}
+			s.cnt[k] = v
+			k--
+		}
+		s.ix.bits[w] = sb | ob
+	}
+	s.reindex()
 }
 
 func (s *sparse) reset() {
-	s.idx = s.idx[:0]
+	if s.ix != nil && len(s.cnt) > 0 {
+		*s.ix = sparseIndex{}
+	}
 	s.cnt = s.cnt[:0]
 }
 
@@ -122,15 +165,32 @@ func (s *sparse) count() uint64 {
 	return n
 }
 
+// each calls fn with every non-empty bucket, in order.
+func (s *sparse) each(fn func(i int, c uint64) bool) {
+	if len(s.cnt) == 0 {
+		return
+	}
+	k := 0
+	for w := range sparseWords {
+		wb := s.ix.bits[w]
+		for wb != 0 {
+			b := bits.TrailingZeros64(wb)
+			wb &= wb - 1
+			if !fn(w<<6|b, s.cnt[k]) {
+				return
+			}
+			k++
+		}
+	}
+}
+
 // dense returns the buckets as ratio.Histogram.Dense does; nil when empty.
 func (s *sparse) dense() []uint64 {
-	if len(s.idx) == 0 {
+	if len(s.cnt) == 0 {
 		return nil
 	}
 	d := make([]uint64, ratio.NumBuckets)
-	for k, i := range s.idx {
-		d[i] = s.cnt[k]
-	}
+	s.each(func(i int, c uint64) bool { d[i] = c; return true })
 	return d
 }
 
@@ -146,13 +206,13 @@ func (s *sparse) quantile(q float64) float64 {
 		rank = 1
 	}
 	var seen uint64
-	for k, c := range s.cnt {
+	out := 0.0
+	s.each(func(i int, c uint64) bool {
 		seen += c
-		if seen >= rank {
-			return ratio.BucketValue(int(s.idx[k]))
-		}
-	}
-	return ratio.BucketValue(int(s.idx[len(s.idx)-1]))
+		out = ratio.BucketValue(i)
+		return seen < rank
+	})
+	return out
 }
 
 func quantileOf(q float64, hs ...*sparse) float64 {

@@ -37,3 +37,43 @@ func TestSparseMergeIsExact(t *testing.T) {
 		t.Fatalf("p95 %v, want %v", got.quantile(0.95), want.Quantile(0.95))
 	}
 }
+
+// TestSparseAddAndMergeAgree: random adds and merges, one bucket at a time
+// or by whole histograms, agree with a dense array.
+func TestSparseAddAndMergeAgree(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	want := make([]uint64, ratio.NumBuckets)
+	var got sparse
+	for round := range 500 {
+		var o sparse
+		for range rng.IntN(40) {
+			i := rng.IntN(ratio.NumBuckets)
+			if round%3 == 0 {
+				i = 300 + rng.IntN(20) // often the same buckets: the in-place path
+			}
+			c := uint64(1 + rng.IntN(5))
+			want[i] += c
+			if round%2 == 0 {
+				got.add(i, c)
+			} else {
+				o.add(i, c)
+			}
+		}
+		got.merge(&o)
+		if round%50 == 0 {
+			got2 := sparse{}
+			got2.merge(&got) // copy into an empty one
+			got = got2
+		}
+	}
+	d := got.dense()
+	for i := range want {
+		if d[i] != want[i] {
+			t.Fatalf("bucket %d: %d, want %d", i, d[i], want[i])
+		}
+	}
+	got.reset()
+	if got.count() != 0 || got.dense() != nil || got.quantile(0.5) != 0 {
+		t.Fatal("reset left something")
+	}
+}

@@ -64,7 +64,7 @@ func (w *window10) ratesP95(now int64, withP95 bool) rates {
 		pg += w.pg[i]
 		r.req += float64(w.req[i])
 		r.err += float64(w.err[i])
-		if withP95 && len(w.lat[i].idx) > 0 {
+		if withP95 && len(w.lat[i].cnt) > 0 {
 			lats = append(lats, &w.lat[i])
 		}
 		r.active = r.active || w.ru[i] > 0 || w.db[i] > 0 || w.pg[i] > 0 || w.req[i] > 0
