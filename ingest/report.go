@@ -102,8 +102,9 @@ type Report struct {
 	// touched it), with Space-Saving error bounds; nil when no record
 	// carried a key.
 	Keys *spacesaving.Sketch
-	// KeyTenants maps a top key to the tenant that last touched it;
-	// optional and possibly partial.
+	// KeyTenants maps a top key to a tenant that touched it in the window
+	// (the last one seen by one of the recorder's shards); optional and
+	// possibly partial.
 	KeyTenants map[string]string
 	// Enforcement holds the enforce package's counters of the window.
 	Enforcement Enforcement

@@ -555,3 +555,40 @@ func TestReporterFlushSkipsBackoff(t *testing.T) {
 		t.Errorf("collector got %v", got)
 	}
 }
+
+// TestReporterBackoff: the wait doubles from the minimum up to the
+// maximum, a random half of it waived, and never falls below the
+// collector's RetryAfter (itself capped at the maximum).
+func TestReporterBackoff(t *testing.T) {
+	r, err := NewReporter("http://collector/v1/reports", NewRecorder(), WithBackoff(100*time.Millisecond, 2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		attempt    int
+		retryAfter time.Duration
+		lo, hi     time.Duration
+	}{
+		{1, 0, 50 * time.Millisecond, 100 * time.Millisecond},
+		{2, 0, 100 * time.Millisecond, 200 * time.Millisecond},
+		{3, 0, 200 * time.Millisecond, 400 * time.Millisecond},
+		{5, 0, 800 * time.Millisecond, 1600 * time.Millisecond},
+		{6, 0, time.Second, 2 * time.Second},
+		{60, 0, time.Second, 2 * time.Second},
+		{1, time.Second, time.Second, time.Second},
+		{1, time.Hour, 2 * time.Second, 2 * time.Second},
+	}
+	for _, s := range steps {
+		seen := map[time.Duration]bool{}
+		for range 200 {
+			d := r.backoff(s.attempt, s.retryAfter)
+			if d < s.lo || d > s.hi {
+				t.Fatalf("attempt %d, retry after %v: %v outside [%v, %v]", s.attempt, s.retryAfter, d, s.lo, s.hi)
+			}
+			seen[d] = true
+		}
+		if s.lo != s.hi && len(seen) < 10 {
+			t.Errorf("attempt %d: only %d distinct waits in 200, jitter missing", s.attempt, len(seen))
+		}
+	}
+}
