@@ -30,6 +30,7 @@ type config struct {
 	topTenants  int
 
 	// reporter
+	ticker      func(time.Duration) (<-chan time.Time, func())
 	interval    time.Duration
 	timeout     time.Duration
 	token       string
@@ -161,6 +162,13 @@ func WithTopTenants(n int) Option { return func(c *config) { c.topTenants = n } 
 // WithInterval sets how often the Reporter cuts and sends a window.
 // Default DefaultInterval.
 func WithInterval(d time.Duration) Option { return func(c *config) { c.interval = d } }
+
+// WithTicker replaces the Reporter's time.Ticker: newTicker(interval)
+// returns the channel that triggers each cut and a function that stops
+// it. Tests use it to cut at will.
+func WithTicker(newTicker func(interval time.Duration) (ticks <-chan time.Time, stop func())) Option {
+	return func(c *config) { c.ticker = newTicker }
+}
 
 // WithTimeout bounds each POST of the Reporter. Default DefaultTimeout.
 func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }

@@ -72,7 +72,7 @@ type pending struct {
 
 // NewReporter returns a reporter that sends rec's windows to the
 // collector's report endpoint, url (e.g. "http://collector:7070/v1/reports").
-// Options: WithInterval, WithTimeout, WithToken, WithHTTPClient,
+// Options: WithInterval, WithTicker, WithTimeout, WithToken, WithHTTPClient,
 // WithQueueLen, WithBackoff, WithClock (the end of each window; backoff
 // runs on the monotonic clock), WithPolicyHandler,
 // WithEnforcementSource, WithRegisterer. It returns ErrInvalid for a URL
@@ -129,13 +129,21 @@ func (r *Reporter) Start() {
 
 func (r *Reporter) cutLoop() {
 	defer r.wg.Done()
-	t := time.NewTicker(r.cfg.interval)
-	defer t.Stop()
+	var ticks <-chan time.Time
+	if r.cfg.ticker != nil {
+		var stop func()
+		ticks, stop = r.cfg.ticker(r.cfg.interval)
+		defer stop()
+	} else {
+		t := time.NewTicker(r.cfg.interval)
+		defer t.Stop()
+		ticks = t.C
+	}
 	for {
 		select {
 		case <-r.stop:
 			return
-		case <-t.C:
+		case <-ticks:
 			r.cut(false)
 		}
 	}

@@ -411,15 +411,23 @@ func TestReporterLostReply(t *testing.T) {
 func TestReporterBackground(t *testing.T) {
 	c := newCollector(t)
 	rec := NewRecorder()
-	r := newReporter(t, c, rec, WithInterval(10*time.Millisecond))
+	ticks := make(chan time.Time)
+	stopped := make(chan struct{})
+	r := newReporter(t, c, rec, WithTicker(func(d time.Duration) (<-chan time.Time, func()) {
+		if d != DefaultInterval {
+			t.Errorf("ticker of %v, want the default interval", d)
+		}
+		return ticks, func() { close(stopped) }
+	}))
 	r.Start()
 	r.Start() // a second Start does nothing
 	rec.Record(Record{Tags: tenant.Tags{Tenant: "t"}, Duration: time.Millisecond})
 	for range 3 {
+		ticks <- time.Time{} // a cut, sent in the background
 		select {
 		case <-c.arrived:
 		case <-time.After(10 * time.Second):
-			t.Fatal("no report within 10 s")
+			t.Fatal("no report within 10 s of a tick")
 		}
 	}
 	if err := r.Shutdown(ctxTimeout(t, 10*time.Second)); err != nil {
@@ -430,6 +438,11 @@ func TestReporterBackground(t *testing.T) {
 	}
 	if err := r.ForceFlush(context.Background()); err != nil {
 		t.Errorf("flush after shutdown: %v", err)
+	}
+	select {
+	case <-stopped:
+	default:
+		t.Error("Shutdown did not stop the ticker")
 	}
 	// Deduplicate by Seq, as the collector does: an attempt aborted by
 	// Shutdown may have arrived.
