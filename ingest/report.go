@@ -257,11 +257,13 @@ func (r *Report) appendRaw(b []byte) ([]byte, error) {
 		intern(r.Rows[i].Route)
 	}
 	keys := make([]string, 0, len(r.KeyTenants))
-	for k, t := range r.KeyTenants {
+	for k := range r.KeyTenants {
 		keys = append(keys, k)
-		intern(t)
 	}
 	sort.Strings(keys) // deterministic output
+	for _, k := range keys {
+		intern(r.KeyTenants[k])
+	}
 	b = binary.AppendUvarint(b, uint64(len(table)))
 	for _, s := range table {
 		str(s)
