@@ -33,9 +33,10 @@
 // plus the keys, which it shares with the caller. Add does not allocate.
 //
 // Measured on a shared 2-core VM, Go 1.26, Zipf(1.1) over 1M string keys
-// (go test -bench Add -benchmem): about 40 ns per update at capacity 200
-// and 1000 when the machine is quiet, most of it the first touch of the
-// key's bytes (hashing alone costs about 21 ns on the same stream).
+// (go test -bench Add -benchmem): 38–44 ns per update at capacity 200 and
+// 1000 at a load average near 4, 55–63 ns near 5, most of it the first
+// touch of the key's bytes (hashing alone costs about 21 ns on the same
+// stream). Concurrent adds a lock and a pool round trip to each update.
 //
 // Side by side in bench/ (BenchmarkTopKInterleaved, 10M events over 1M
 // keys, every contender warm and fed the same chunks in turn, medians of
