@@ -96,13 +96,13 @@ func TestDemoInTmux(t *testing.T) {
 	t.Cleanup(func() {
 		if t.Failed() {
 			b, _ := os.ReadFile(bin + ".stderr")
-			out, _ := s.run("display-message", "-p", "-t", "qtop", "dead=#{pane_dead} status=#{pane_dead_status}")
-			t.Logf("qtop's pane: %s; its stderr:\n%s", strings.TrimSpace(out), b)
+			code, _ := os.ReadFile(bin + ".exit")
+			t.Logf("qtop's exit status: %q; its stderr:\n%s", code, b)
 		}
 		s.run("kill-server")
 	})
 	if out, err := s.run("-f", "/dev/null", "new-session", "-d", "-s", "qtop", "-x", "120", "-y", "36", "-c", dir,
-		"env", "TERM=xterm-256color", "sh", "-c", `exec "$0" demo 2>"$0.stderr"`, bin); err != nil {
+		"env", "TERM=xterm-256color", "sh", "-c", `"$0" demo 2>"$0.stderr"; echo $? >"$0.exit"`, bin); err != nil {
 		t.Fatalf("tmux new-session: %v: %s", err, out)
 	}
 	s.run("set-option", "-t", "qtop", "remain-on-exit", "on")
@@ -143,7 +143,10 @@ func TestDemoInTmux(t *testing.T) {
 	// q quits.
 	s.keys("q")
 	s.waitFor("qtop to exit", 30*time.Second, func(string) bool {
-		out, _ := s.run("display-message", "-p", "-t", "qtop", "#{pane_dead} #{pane_dead_status}")
-		return strings.TrimSpace(out) == "1 0"
+		_, err := os.Stat(bin + ".exit")
+		return err == nil
 	})
+	if b, _ := os.ReadFile(bin + ".exit"); strings.TrimSpace(string(b)) != "0" {
+		t.Fatalf("qtop exited with status %q", b)
+	}
 }
