@@ -41,3 +41,21 @@ func TestKind(t *testing.T) {
 		}
 	}
 }
+
+func FuzzParseKind(f *testing.F) {
+	for _, s := range []string{"request", "db", "job", " DB ", "", "x"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		k, err := ParseKind(s)
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error %v wraps no sentinel", err)
+			}
+			return
+		}
+		if back, err := ParseKind(k.String()); err != nil || back != k {
+			t.Fatalf("%q parsed as %v, which does not round-trip: %v %v", s, k, back, err)
+		}
+	})
+}
