@@ -48,8 +48,10 @@
 //
 // Recall of the true top 100 among the top 100 reported, capacity 200,
 // whole stream (BenchmarkTopKRecall): 1.00 for this package, as for
-// go-topk (also filtered) and HeavyKeeper; plain Space-Saving reaches
-// about 0.5 there, which is why the filter is here.
+// go-topk (also filtered) and HeavyKeeper. With its filter switched off
+// (plain Space-Saving: every unmonitored key evicts the minimum) this
+// sketch recalled 0.44 of the top 100 on 2M events over 400,000 keys at
+// capacity 200, against 1.00 with it; that is why the filter is here.
 //
 // # Encoding
 //
