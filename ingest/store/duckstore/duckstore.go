@@ -26,9 +26,6 @@ import (
 	"github.com/qtop-dev/qtop/tenant"
 )
 
-// ErrConfig reports an option or path Open cannot use.
-var ErrConfig = errors.New("duckstore: invalid configuration")
-
 // Store is a store.Store in a DuckDB file. It is safe for concurrent use:
 // reads run in parallel, writes are serialised (DuckDB would otherwise
 // abort one of two transactions that touch the same row).
