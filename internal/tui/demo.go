@@ -122,7 +122,7 @@ func (d *Demo) Token() string { return d.srv.Token() }
 // Describe names the demo.
 func (d *Demo) Describe() string {
 	if a := d.srv.Addr(); a != "" {
-		return "demo (collector on http://" + a + ")"
+		return "demo (collector on http://" + a + ", policy token " + d.srv.Token() + ")"
 	}
 	return "demo"
 }

@@ -232,6 +232,10 @@ func (m *Model) setStatus(s string, ok bool) tea.Cmd {
 // apply shows snapshot s.
 func (m *Model) apply(s *live.Snapshot) {
 	m.snap = s
+	m.tenants.dbOnly = s.Source == live.SourcePostgres
+	if m.tenants.hidden(m.tenants.col) {
+		m.tenants.col, m.tenants.reverse, m.query.Measure = colDB, false, live.MeasureDB
+	}
 	m.tenants.setRows(s.Tenants)
 	m.hotKeys.setRows(s.HotKeys)
 	m.statements.setRows(s.Statements)

@@ -421,7 +421,7 @@ func TestCancelTerminateKeys(t *testing.T) {
 	mustContain(t, m.View(), "Cancel the statement of backend 4242")
 	runCmd(t, m, press(m, "y"))
 	press(m, "down", "k")
-	mustContain(t, m.View(), "Terminate backend 4243 (UPDATE stock SET n = n - 1)")
+	mustContain(t, m.View(), "Terminate backend 4243? y confirm · n/esc keep it · UPDATE stock SET n = n - 1")
 	press(m, "n")
 	press(m, "k")
 	runCmd(t, m, press(m, "y"))
@@ -558,5 +558,25 @@ func TestOptions(t *testing.T) {
 	}
 	if len(src.queries) != 1 || src.queries[0] != m.query {
 		t.Fatalf("queries %+v", src.queries)
+	}
+}
+
+func TestPostgresSnapshotHidesRequestColumns(t *testing.T) {
+	m, _ := newTestModel(t, Features{Signal: true})
+	s := incident()
+	s.Source = live.SourcePostgres
+	m.Update(snapshotMsg{s})
+	screen := m.View()
+	mustContain(t, screen, "DB LOAD", "SHARE")
+	for _, col := range []string{"RU/s", "REQ/s", "P95", "ERR/s", "THROTTLE"} {
+		if strings.Contains(screen, col) {
+			t.Errorf("qtop --postgres shows %s:\n%s", col, screen)
+		}
+	}
+	for range 2 * numColumns {
+		press(m, "s")
+		if m.tenants.hidden(m.tenants.col) {
+			t.Fatalf("s sorts by the hidden column %v", m.tenants.col)
+		}
 	}
 }

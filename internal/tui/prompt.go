@@ -149,7 +149,7 @@ func (p *prompt) line(c *common) string {
 		if p.kind == promptTerminate {
 			what = "Terminate backend"
 		}
-		s = fmt.Sprintf("%s %d (%s)? y confirm · n/esc keep it", what, p.pid, clean(p.query))
+		s = fmt.Sprintf("%s %d? y confirm · n/esc keep it · %s", what, p.pid, clean(p.query))
 	}
 	out := c.st.prompt.Render(clip(s, c.width))
 	if p.err != "" {

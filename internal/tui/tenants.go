@@ -69,7 +69,16 @@ type tenantsView struct {
 	// pinned is set once the user moves the cursor: until then it stays
 	// on the first row, the worst offender, as in top.
 	pinned bool
+	// dbOnly: the source measures database load only (qtop --postgres),
+	// so the request columns are left out.
+	dbOnly bool
 }
+
+// appOnly are the columns only application reports fill.
+var appOnly = [numColumns]bool{colRU: true, colReq: true, colP95: true, colErr: true, colThrottle: true}
+
+// hidden reports whether col is left out of the view whatever the width.
+func (v *tenantsView) hidden(col column) bool { return v.dbOnly && appOnly[col] }
 
 func newTenantsView(col column) tenantsView { return tenantsView{col: col} }
 
@@ -188,6 +197,9 @@ func (v *tenantsView) selected() *live.TenantRow {
 
 func (v *tenantsView) sortNext() {
 	v.col = (v.col + 1) % numColumns
+	for v.hidden(v.col) {
+		v.col = (v.col + 1) % numColumns
+	}
 	v.reverse = false
 	v.rebuild()
 }
@@ -215,9 +227,12 @@ var dropOrder = []column{colTier, colThrottle, colErr, colReq, colP95, colDB}
 // layout returns which columns a screen of width w shows, and the width of
 // the tenant column: the least useful columns go first when the screen is
 // too narrow for all of them.
-func layout(w int) (shown [numColumns]bool, tw int) {
+func (v *tenantsView) layout(w int) (shown [numColumns]bool, tw int) {
 	rest := 2 // the gutter
 	for col := colTier; col < numColumns; col++ {
+		if v.hidden(col) {
+			continue
+		}
 		shown[col] = true
 		rest += columnWidths[col] + 1
 	}
@@ -226,6 +241,9 @@ func layout(w int) (shown [numColumns]bool, tw int) {
 		if w-rest >= tenantMin {
 			break
 		}
+		if !shown[col] {
+			continue
+		}
 		shown[col] = false
 		rest -= columnWidths[col] + 1
 	}
@@ -233,7 +251,7 @@ func layout(w int) (shown [numColumns]bool, tw int) {
 }
 
 func (v *tenantsView) header(c *common) string {
-	shown, tw := layout(c.width)
+	shown, tw := v.layout(c.width)
 	var b strings.Builder
 	for col := range numColumns {
 		if !shown[col] {
@@ -260,7 +278,7 @@ func (v *tenantsView) header(c *common) string {
 
 // line renders one tenant row (plain text, no styles).
 func (v *tenantsView) line(b *strings.Builder, c *common, r *live.TenantRow) {
-	shown, tw := layout(c.width)
+	shown, tw := v.layout(c.width)
 	b.WriteString(fit(clean(r.Tenant), tw, false))
 	cell := func(s string, col column, right bool) {
 		if !shown[col] {
