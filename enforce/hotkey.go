@@ -40,7 +40,6 @@ type Guard[K comparable, V any] struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // loads running on their own goroutine
-	pool   sync.Pool      // *call[V] nobody waited on
 
 	cache   atomic.Pointer[map[K]*hotEntry[V]]
 	cacheMu sync.Mutex
@@ -65,12 +64,13 @@ type hotValue[V any] struct {
 	exp int64
 }
 
+// call hands a load's result to the callers waiting for it. The leader of
+// a load that nobody waits for needs none (its entry in calls is nil).
 type call[V any] struct {
-	done  chan struct{} // made by the first waiter, under g.mu
+	done  chan struct{} // closed once v, err and panic are set
 	v     V
 	err   error
 	panic *PanicError
-	sk    string // the sketch's key
 }
 
 // PanicError is what every caller waiting on a load that panicked panics
@@ -188,14 +188,16 @@ func (g *Guard[K, V]) miss(ctx context.Context, n int64, key K) (V, error) {
 	}
 	sk := g.str(key)
 	g.sketch.Add(sk, 1)
-	if c := g.calls[key]; c != nil {
-		if c.done == nil {
-			c.done = make(chan struct{})
+	if c, ok := g.calls[key]; ok {
+		// A load is in flight: wait for it. The first waiter makes the
+		// call that the result is handed over in.
+		if c == nil {
+			c = &call[V]{done: make(chan struct{})}
+			g.calls[key] = c
 		}
-		done := c.done
 		g.coalesced++
 		g.mu.Unlock()
-		return g.wait(ctx, c, done)
+		return g.wait(ctx, c)
 	}
 	// A load that finished since this caller looked may have cached the
 	// key: look again before starting another.
@@ -205,42 +207,36 @@ func (g *Guard[K, V]) miss(ctx context.Context, n int64, key K) (V, error) {
 			return s.v, nil
 		}
 	}
-	c, _ := g.pool.Get().(*call[V])
-	if c == nil {
-		c = new(call[V])
-	}
-	c.sk = sk
-	g.calls[key] = c
 	g.loads++
 	if ctx.Done() == nil {
-		// This caller can never leave: run the load here, no goroutine.
+		// This caller can never leave: run the load here, no goroutine,
+		// and no call unless someone joins.
+		g.calls[key] = nil
 		g.mu.Unlock()
-		g.run(key, c, false)
-		if c.done != nil || c.panic != nil {
-			return g.result(c) // waiters hold c: leave it to the collector
+		v, pe, err := g.run(key, sk)
+		if pe != nil {
+			panic(pe)
 		}
-		// Nobody joined (the call left the map under the lock), so c can
-		// be reused.
-		v, err := c.v, c.err
-		*c = call[V]{}
-		g.pool.Put(c)
 		return v, err
 	}
-	c.done = make(chan struct{})
-	done := c.done
+	c := &call[V]{done: make(chan struct{})}
+	g.calls[key] = c
 	g.wg.Add(1)
 	g.mu.Unlock()
-	go g.run(key, c, true)
-	return g.wait(ctx, c, done)
+	go func() {
+		defer g.wg.Done()
+		_, _, _ = g.run(key, sk)
+	}()
+	return g.wait(ctx, c)
 }
 
-func (g *Guard[K, V]) wait(ctx context.Context, c *call[V], done chan struct{}) (V, error) {
+func (g *Guard[K, V]) wait(ctx context.Context, c *call[V]) (V, error) {
 	select {
-	case <-done:
+	case <-c.done:
 		return g.result(c)
 	case <-ctx.Done():
 		select {
-		case <-done:
+		case <-c.done:
 			return g.result(c)
 		default:
 		}
@@ -258,18 +254,16 @@ func (g *Guard[K, V]) result(c *call[V]) (V, error) {
 }
 
 // run performs the shared load under the guard's context, caches the
-// value when the key is hot, and releases every waiter.
-func (g *Guard[K, V]) run(key K, c *call[V], async bool) {
-	if async {
-		defer g.wg.Done()
-	}
+// value when the key is hot, and hands the result to every waiter. A
+// panic in the load is recovered and returned as pe.
+func (g *Guard[K, V]) run(key K, sk string) (v V, pe *PanicError, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			g.panics.Add(1)
-			c.panic = &PanicError{Value: r, Stack: debug.Stack()}
-			c.err = c.panic
+			pe = &PanicError{Value: r, Stack: debug.Stack()}
+			err = pe
 		}
-		g.finish(key, c)
+		g.finish(key, sk, v, err, pe)
 	}()
 	ctx := g.ctx
 	if g.timeout > 0 {
@@ -277,14 +271,15 @@ func (g *Guard[K, V]) run(key K, c *call[V], async bool) {
 		ctx, cancel = context.WithTimeout(ctx, g.timeout)
 		defer cancel()
 	}
-	c.v, c.err = g.load(ctx, key)
+	v, err = g.load(ctx, key)
+	return v, nil, err
 }
 
-func (g *Guard[K, V]) finish(key K, c *call[V]) {
+func (g *Guard[K, V]) finish(key K, sk string, v V, err error, pe *PanicError) {
 	g.mu.Lock()
 	hot := false
-	if c.err == nil {
-		if cnt, e, ok := g.sketch.Estimate(c.sk); ok && cnt-e >= g.minHits && float64(cnt-e) >= g.share*float64(g.sketch.Total()) {
+	if err == nil {
+		if cnt, e, ok := g.sketch.Estimate(sk); ok && cnt-e >= g.minHits && float64(cnt-e) >= g.share*float64(g.sketch.Total()) {
 			hot = true
 		} else if e := (*g.cache.Load())[key]; e != nil && e.touched.Load() {
 			hot = true // hit while cached: still hot
@@ -294,11 +289,13 @@ func (g *Guard[K, V]) finish(key K, c *call[V]) {
 		// Store before the call is removed, so that no request in
 		// between loads the key a second time.
 		g.mu.Unlock()
-		g.store(key, c.v)
+		g.store(key, v)
 		g.mu.Lock()
 	}
+	c := g.calls[key]
 	delete(g.calls, key)
-	if c.done != nil {
+	if c != nil {
+		c.v, c.err, c.panic = v, err, pe
 		close(c.done)
 	}
 	g.mu.Unlock()
