@@ -30,7 +30,7 @@ func DefaultKeyMap() KeyMap {
 		Statements:  b([]string{"3"}, "3", "statements"),
 		Latency:     b([]string{"4"}, "4", "latency"),
 		Enforcement: b([]string{"5"}, "5", "enforcement"),
-		NextView:    b([]string{"tab"}, "tab", "next view"),
+		NextView:    b([]string{"tab"}, "tab", "views"),
 		PrevView:    b([]string{"shift+tab"}, "shift+tab", "previous view"),
 		Up:          b([]string{"up", "ctrl+p"}, "↑", "up"),
 		Down:        b([]string{"down", "ctrl+n"}, "↓", "down"),
@@ -38,13 +38,13 @@ func DefaultKeyMap() KeyMap {
 		PageDown:    b([]string{"pgdown", " "}, "pgdn", "page down"),
 		Home:        b([]string{"home", "g"}, "home", "first row"),
 		End:         b([]string{"end", "G"}, "end", "last row"),
-		Sort:        b([]string{"s"}, "s", "sort by next column"),
+		Sort:        b([]string{"s"}, "s", "sort"),
 		Reverse:     b([]string{"S"}, "S", "reverse order"),
 		Filter:      b([]string{"/"}, "/", "filter"),
-		Enter:       b([]string{"enter"}, "enter", "drill into tenant"),
+		Enter:       b([]string{"enter"}, "enter", "drill in"),
 		Back:        b([]string{"esc", "backspace"}, "esc", "back"),
-		Pause:       b([]string{"p"}, "p", "pause / resume"),
-		Throttle:    b([]string{"t"}, "t", "throttle tenant"),
+		Pause:       b([]string{"p"}, "p", "pause"),
+		Throttle:    b([]string{"t"}, "t", "throttle"),
 		Cancel:      b([]string{"c"}, "c", "cancel statement (--postgres)"),
 		Terminate:   b([]string{"k"}, "k", "terminate backend (--postgres)"),
 		Help:        b([]string{"?"}, "?", "help"),
@@ -54,7 +54,7 @@ func DefaultKeyMap() KeyMap {
 
 // ShortHelp is the footer line (help.KeyMap).
 func (k KeyMap) ShortHelp() []key.Binding {
-	return []key.Binding{k.NextView, k.Sort, k.Filter, k.Enter, k.Throttle, k.Pause, k.Help, k.Quit}
+	return []key.Binding{k.Enter, k.Throttle, k.Sort, k.Filter, k.NextView, k.Help, k.Quit}
 }
 
 // FullHelp is the ? overlay (help.KeyMap).

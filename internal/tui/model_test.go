@@ -444,7 +444,7 @@ func TestHelpKey(t *testing.T) {
 	if m.state != stateHelp {
 		t.Fatal("? did not open help")
 	}
-	mustContain(t, m.View(), "Keys", "terminate backend", "drill into tenant", "reverse order")
+	mustContain(t, m.View(), "Keys", "terminate backend", "drill in", "reverse order")
 	press(m, "x")
 	if m.state != stateBrowse {
 		t.Fatal("a key did not close help")
