@@ -114,14 +114,23 @@ func suffix(t *testing.T) string {
 }
 
 // sleeper runs a tagged pg_sleep on its own connection until the test
-// ends; it returns the backend's pid.
-func sleeper(t *testing.T, dsn, tenantName, route string) int32 {
+// ends; it returns the backend's pid. With parallel set, the server runs
+// the statement in a parallel worker under its leader.
+func sleeper(t *testing.T, dsn, tenantName, route string, parallel ...bool) int32 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if len(parallel) > 0 && parallel[0] {
+		// debug_parallel_query since PostgreSQL 16, force_parallel_mode before.
+		if _, err := conn.Exec(ctx, "SET debug_parallel_query = on"); err != nil {
+			if _, err := conn.Exec(ctx, "SET force_parallel_mode = on"); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	pid := int32(conn.PgConn().PID())
 	q := sqlcomment.Append("SELECT pg_sleep(60)", map[string]string{sqlcomment.KeyTenant: tenantName, sqlcomment.KeyRoute: route, sqlcomment.KeyTier: "T3"})
@@ -150,6 +159,8 @@ func TestPostgresSourceReal(t *testing.T) {
 	pa1 := sleeper(t, dsn, a, "GET /a")
 	pa2 := sleeper(t, dsn, a, "GET /a2")
 	pb := sleeper(t, dsn, b, "GET /b")
+	par := "tui-par-" + sfx
+	pp := sleeper(t, dsn, par, "GET /par", true)
 
 	src, err := NewPostgres(ctx, dsn, WithInterval(200*time.Millisecond))
 	if err != nil {
@@ -168,7 +179,7 @@ func TestPostgresSourceReal(t *testing.T) {
 		for _, r := range s.Tenants {
 			rows[r.Tenant] = r
 		}
-		if rows[a].DBLoad > 0 && rows[b].DBLoad > 0 && rows[a].Tier == "T3" {
+		if rows[a].DBLoad > 0 && rows[b].DBLoad > 0 && rows[a].Tier == "T3" && rows[par].DBLoad > 1 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -181,6 +192,20 @@ func TestPostgresSourceReal(t *testing.T) {
 	}
 	if stmts[pa1].Tenant != a || stmts[pa2].Tenant != a || stmts[pb].Tenant != b || stmts[pb].Route != "GET /b" {
 		t.Fatalf("statements %+v", s.Statements)
+	}
+	// The parallel query: its worker is load of the tenant (DB load above
+	// 1 with one session) but not a statement of its own.
+	n := 0
+	for _, st := range s.Statements {
+		if st.Tenant == par {
+			n++
+			if st.PID != pp {
+				t.Fatalf("statement of %s from pid %d, want only the leader %d", par, st.PID, pp)
+			}
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d statements of %s, want 1 (the leader): %+v", n, par, s.Statements)
 	}
 
 	// c cancels pa1's statement; k terminates pb's session.
