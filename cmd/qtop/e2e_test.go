@@ -136,7 +136,7 @@ func TestDemoInTmux(t *testing.T) {
 	s.keys("5")
 	ruleRE := regexp.MustCompile(`(?m)^. \S+\s+` + demoTenant + `\s+throttle\s+\S+ RU/s`)
 	screen = s.waitFor("the rule in the Enforcement view", 10*time.Second, func(sc string) bool { return ruleRE.MatchString(sc) })
-	if !strings.Contains(screen, "1 active rules") {
+	if !strings.Contains(screen, "1 active rule") {
 		t.Fatalf("enforcement view:\n%s", screen)
 	}
 

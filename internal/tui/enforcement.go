@@ -41,7 +41,11 @@ func (v *enforcementView) view(c *common, h int) string {
 		}
 		out.WriteString("\n" + line)
 	}
-	out.WriteString("\n\n" + c.st.title.Render(clip("Policy v"+fmtCount(v.pol.Version)+" — "+fmtCount(uint64(len(v.pol.Rules)))+" active rules", c.width)))
+	rules := " active rules"
+	if len(v.pol.Rules) == 1 {
+		rules = " active rule"
+	}
+	out.WriteString("\n\n" + c.st.title.Render(clip("Policy v"+fmtCount(v.pol.Version)+" — "+fmtCount(uint64(len(v.pol.Rules)))+rules, c.width)))
 	rw := max(c.width-(12+18+14+12+10+2*5+2), 8)
 	out.WriteString("\n" + c.st.header.Render(clip("  "+fit("ID", 12, false)+" "+fit("TARGET", 18, false)+" "+fit("ACTION", 14, false)+" "+
 		fit("LIMIT", 12, true)+" "+fit("EXPIRES", 10, true)+" "+fit("REASON", rw, false), c.width)))
