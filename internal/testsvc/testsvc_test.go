@@ -123,3 +123,46 @@ func (f *fakeTB) Skipf(string, ...any) {
 	f.skipped = true
 	panic("skip")
 }
+
+// TestPrivateClickHouseRestart: the private server stops and starts again
+// and keeps its data, which is what outage tests rely on.
+func TestPrivateClickHouseRestart(t *testing.T) {
+	testsvc.ClickHouse(t) // the shared one being up means the binary is installed
+	p := testsvc.StartPrivateClickHouse(t)
+	ctx := context.Background()
+	open := func() clickhouse.Conn {
+		conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{p.Addr()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return conn
+	}
+	conn := open()
+	if err := conn.Exec(ctx, "CREATE TABLE default.kept (n UInt64) ENGINE = MergeTree ORDER BY n"); err != nil {
+		t.Fatal(err)
+	}
+	batch, err := conn.PrepareBatch(ctx, "INSERT INTO default.kept (n)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := batch.Append(uint64(7)); err != nil {
+		t.Fatal(err)
+	}
+	if err := batch.Send(); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close()
+	p.Stop()
+	conn = open()
+	if err := conn.Ping(ctx); err == nil {
+		t.Fatal("the private server still answers after Stop")
+	}
+	conn.Close()
+	p.Start()
+	conn = open()
+	defer conn.Close()
+	var n uint64
+	if err := conn.QueryRow(ctx, "SELECT n FROM default.kept").Scan(&n); err != nil || n != 7 {
+		t.Fatalf("after the restart: n=%d err=%v", n, err)
+	}
+}

@@ -4,11 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,68 +12,31 @@ import (
 
 	"github.com/qtop-dev/qtop/ingest/store"
 	"github.com/qtop-dev/qtop/ingest/store/storetest"
+	"github.com/qtop-dev/qtop/internal/testsvc"
 )
-
-// moduleRoot finds the directory of go.mod above the test's directory.
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	dir, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			t.Fatal("no go.mod above the test directory")
-		}
-		dir = parent
-	}
-}
-
-// services runs scripts/services; it reports failure with Errorf so it can
-// run from a deferred restart.
-func services(t *testing.T, script string, args ...string) bool {
-	t.Helper()
-	out, err := exec.Command(script, args...).CombinedOutput()
-	if err != nil {
-		t.Errorf("scripts/services %v: %v\n%s", args, err, out)
-		return false
-	}
-	t.Logf("scripts/services %v: %s", args, out)
-	return true
-}
 
 type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return len(p), nil }
 
-// TestSpoolAcrossOutage stops the real ClickHouse in the middle of a run of
+// TestSpoolAcrossOutage stops a real ClickHouse in the middle of a run of
 // writes through the spool, restarts it, and proves every row arrives once:
 // nothing lost, nothing doubled (writes in flight when the server went down
-// may be committed and replayed too; reads still count them once).
+// may be committed and replayed too; reads still count them once). The
+// server is a private one (testsvc.StartPrivateClickHouse), so stopping it
+// does not disturb the other packages' tests that share the main server.
 func TestSpoolAcrossOutage(t *testing.T) {
 	if testing.Short() {
 		t.Skip("stops and restarts ClickHouse")
 	}
-	script := filepath.Join(moduleRoot(t), "scripts", "services")
-	// Other packages' tests may use the same server at the same time (go
-	// test runs packages in parallel). Tests that take the shared lock on
-	// this file are not interrupted: the outage waits for them, and they
-	// wait for the outage.
-	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "qtop-clickhouse.lock"), os.O_CREATE|os.O_RDWR, 0o666)
+	ch := testsvc.StartPrivateClickHouse(t)
+	ctx0, cancel0 := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel0()
+	s, err := Open(ctx0, ch.Addr(), "qtop_outage")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer lock.Close()
-	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
-	defer syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
-
-	s, _, _ := openTest(t)
+	defer s.Close()
 	reg := prometheus.NewRegistry()
 	sp, err := store.NewSpool(s, t.TempDir(),
 		store.WithRegisterer(reg),
@@ -88,8 +47,13 @@ func TestSpoolAcrossOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	var restartOnce sync.Once
-	restart := func() { restartOnce.Do(func() { services(t, script, "up", "clickhouse") }) }
-	defer restart() // whatever happens, leave the server running, before the lock goes
+	restart := func() {
+		restartOnce.Do(func() {
+			if err := ch.Restart(); err != nil {
+				t.Error(err)
+			}
+		})
+	}
 
 	var written []store.Rollup
 	write := func(i int) {
@@ -117,7 +81,7 @@ func TestSpoolAcrossOutage(t *testing.T) {
 		write(i)
 	}
 	down := make(chan struct{})
-	go func() { defer close(down); services(t, script, "down", "clickhouse") }()
+	go func() { defer close(down); ch.Stop() }()
 	defer func() { <-down }()
 	for ; ; i++ { // keep writing while it goes down
 		write(i)
