@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,7 +27,7 @@ type tmuxSession struct {
 }
 
 func (s *tmuxSession) run(args ...string) (string, error) {
-	out, err := exec.Command("tmux", append([]string{"-L", s.socket}, args...)...).CombinedOutput()
+	out, err := exec.Command("tmux", append([]string{"-S", s.socket}, args...)...).CombinedOutput()
 	return string(out), err
 }
 
@@ -92,7 +91,9 @@ func TestDemoInTmux(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	s := &tmuxSession{t: t, socket: fmt.Sprintf("qtop-e2e-%d", os.Getpid())}
+	// A socket of its own, in the test's folder: no other tmux is touched,
+	// and nothing is left behind.
+	s := &tmuxSession{t: t, socket: filepath.Join(dir, "tmux.sock")}
 	t.Cleanup(func() {
 		if t.Failed() {
 			b, _ := os.ReadFile(bin + ".stderr")
