@@ -98,7 +98,12 @@ func (s *Server) AddSample(snap pgactivity.Snapshot, interval time.Duration) {
 		if !b.Active() {
 			continue
 		}
-		running = append(running, b)
+		// A parallel worker is load of its leader's tenant (pgactivity
+		// gives it the leader's tags) but not a statement of its own.
+		worker := b.LeaderPID != 0
+		if !worker {
+			running = append(running, b)
+		}
 		name := b.Tenant
 		k := rowKey{"", name, b.Route, kindPG}
 		a := m.rows[k]
@@ -113,7 +118,7 @@ func (s *Server) AddSample(snap pgactivity.Snapshot, interval time.Duration) {
 			name = ingest.UnknownTenant
 		}
 		active[name]++
-		if b.Duration >= slowStatement {
+		if !worker && b.Duration >= slowStatement {
 			if m.stmts == nil {
 				m.stmts = make(map[stmtKey]store.Statement)
 			}

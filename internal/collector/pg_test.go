@@ -2,12 +2,14 @@ package collector
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/qtop-dev/qtop/ingest/pgactivity"
 	"github.com/qtop-dev/qtop/ingest/store"
 	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/internal/testsvc"
@@ -82,5 +84,46 @@ func TestPostgresSampler(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("slow statement not stored: %+v", mem.stmts)
+	}
+}
+
+// TestParallelWorkersAreLoadNotStatements: a parallel query's workers add to
+// their leader's tenant load, but the statement is listed (and sampled as
+// slow) once, for the leader.
+func TestParallelWorkersAreLoadNotStatements(t *testing.T) {
+	mem := newMemStore()
+	s, err := New(Config{Store: "duckdb://unused", DataDir: t.TempDir(), Writer: "w1",
+		Registerer: prometheus.NewRegistry(), OpenStore: func(string) (store.Store, error) { return mem, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	now := time.Now()
+	q := "SELECT count(*) FROM big /*tenant='bigcorp'*/"
+	b := func(pid, leader int32) pgactivity.Backend {
+		return pgactivity.Backend{PID: pid, LeaderPID: leader, Tenant: "bigcorp", State: "active",
+			QueryStart: now.Add(-5 * time.Second), Duration: 5 * time.Second, Query: q}
+	}
+	s.AddSample(pgactivity.Snapshot{Time: now, Backends: []pgactivity.Backend{b(100, 0), b(101, 100), b(102, 100)}}, time.Second)
+	// Rates are over the complete seconds before the snapshot.
+	snap := s.Snapshot(now.Add(time.Second), live.MeasureDB, 10)
+	if len(snap.Statements) != 1 || snap.Statements[0].PID != 100 {
+		t.Fatalf("statements %+v: want only the leader, pid 100", snap.Statements)
+	}
+	var load float64
+	for _, tr := range snap.Tenants {
+		if tr.Tenant == "bigcorp" {
+			load = tr.DBLoad
+		}
+	}
+	// Three active sessions for one second of a ten-second window.
+	if math.Abs(load-0.3) > 1e-9 {
+		t.Fatalf("bigcorp DB load %v, want 0.3 (leader and two workers, 1 s of 10)", load)
+	}
+	s.Tick(context.Background(), now.Add(2*time.Minute))
+	mem.mu.Lock()
+	defer mem.mu.Unlock()
+	if len(mem.stmts) != 1 {
+		t.Fatalf("sampled slow statements %+v: want one, the leader's", mem.stmts)
 	}
 }
