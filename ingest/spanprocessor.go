@@ -19,6 +19,12 @@ const (
 	AttrTenant = attribute.Key(tenant.BaggageTenant) // "tenant.id"
 	AttrTier   = attribute.Key(tenant.BaggageTier)   // "tenant.tier"
 	AttrRoute  = attribute.Key("tenant.route")
+	// AttrRU is read (never written) in OnEnd: the request units the
+	// application charged for the span's work (enforce's cost model), a
+	// float64 that becomes Record.RU, so that an application whose
+	// requests are recorded from its server spans can report RU without
+	// recording each request a second time.
+	AttrRU = attribute.Key("qtop.ru")
 )
 
 // Semantic-convention attributes read in OnEnd (current names and the
@@ -140,6 +146,8 @@ func (p *SpanProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 			r.Rows = kv.Value.AsInt64()
 		case attrRespBodySize, attrRespContentLen:
 			r.Bytes = kv.Value.AsInt64()
+		case AttrRU:
+			r.RU = kv.Value.AsFloat64()
 		}
 	}
 	if kind == KindDB && !isDB {

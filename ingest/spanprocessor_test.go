@@ -137,6 +137,24 @@ func TestSpanProcessorWithoutDBSpans(t *testing.T) {
 	}
 }
 
+// The RU an application charged reaches the record through qtop.ru.
+func TestSpanProcessorRU(t *testing.T) {
+	rec := NewRecorder(fixedClock(t0))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(NewSpanProcessor(rec)))
+	defer tp.Shutdown(context.Background())
+	tr := tp.Tracer("t")
+	ctx := tenant.With(context.Background(), tenant.Tags{Tenant: "acme"})
+	for _, ru := range []float64{2.5, 4} {
+		_, s := tr.Start(ctx, "GET /a", trace.WithSpanKind(trace.SpanKindServer))
+		s.SetAttributes(AttrRU.Float64(ru))
+		s.End()
+	}
+	rows := rec.Cut(t0.Add(time.Second)).Rows
+	if len(rows) != 1 || rows[0].Count != 2 || rows[0].RU != 6.5 {
+		t.Errorf("rows %+v, want one request row of 2 records and 6.5 RU", rows)
+	}
+}
+
 func TestSpanProcessorShutdown(t *testing.T) {
 	rec := NewRecorder(fixedClock(t0))
 	p := NewSpanProcessor(rec)
