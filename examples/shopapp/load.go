@@ -26,6 +26,9 @@ type LoadConfig struct {
 	Tenants int
 	// Workers send the ordinary tenants' requests (default 4).
 	Workers int
+	// Pace is each ordinary worker's pause between requests (default
+	// 5 ms): ordinary tenants browse, they do not hammer.
+	Pace time.Duration
 	// Noisy is the tenant that hammers NoisyRoute; empty: none.
 	Noisy string
 	// NoisyRoute is "reports" (GET /reports) or "import" (POST
@@ -61,11 +64,14 @@ func NewLoad(cfg LoadConfig) (*Load, error) {
 	if cfg.Workers == 0 {
 		cfg.Workers = 4
 	}
+	if cfg.Pace == 0 {
+		cfg.Pace = 5 * time.Millisecond
+	}
 	if cfg.NoisyWorkers == 0 {
 		cfg.NoisyWorkers = 8
 	}
-	if cfg.Workers < 0 || cfg.NoisyWorkers < 0 {
-		return nil, fmt.Errorf("%w: negative worker count", ErrConfig)
+	if cfg.Workers < 0 || cfg.NoisyWorkers < 0 || cfg.Pace < 0 {
+		return nil, fmt.Errorf("%w: negative worker count or pace", ErrConfig)
 	}
 	switch cfg.NoisyRoute {
 	case "":
@@ -122,6 +128,7 @@ func (l *Load) Run(ctx context.Context) {
 					method, path = http.MethodPost, "/catalog/import?n=20"
 				}
 				l.send(ctx, t, "T1", method, path)
+				pause(ctx, l.cfg.Pace)
 			}
 		})
 	}
@@ -154,10 +161,7 @@ func (l *Load) send(ctx context.Context, tenantName, tier, method, path string) 
 			return // stopping: not an answer
 		}
 		l.count(tenantName, 0)
-		select { // the app is down: do not spin
-		case <-ctx.Done():
-		case <-time.After(100 * time.Millisecond):
-		}
+		pause(ctx, 100*time.Millisecond) // the app is down: do not spin
 		return
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
@@ -166,10 +170,16 @@ func (l *Load) send(ctx context.Context, tenantName, tier, method, path string) 
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
 		// A polite client waits a little when refused (a real one honours
 		// Retry-After); keep hammering but not in a hot loop.
-		select {
-		case <-ctx.Done():
-		case <-time.After(20 * time.Millisecond):
-		}
+		pause(ctx, 20*time.Millisecond)
+	}
+}
+
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }
 

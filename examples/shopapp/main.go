@@ -131,6 +131,7 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	noisy := fs.String("noisy", "bigcorp", "the noisy tenant; empty: none")
 	route := fs.String("noisy-route", "reports", "what the noisy tenant hammers: reports or import")
 	workers := fs.Int("workers", 4, "concurrent requests of the ordinary tenants")
+	pace := fs.Duration("pace", 5*time.Millisecond, "each ordinary worker's pause between requests")
 	noisyWorkers := fs.Int("noisy-workers", 8, "concurrent requests of the noisy tenant")
 	duration := fs.Duration("duration", time.Minute, "how long to send (Ctrl-C stops early)")
 	if err := fs.Parse(args); err != nil {
@@ -142,7 +143,7 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *duration <= 0 {
 		return fmt.Errorf("%w: --duration %v must be positive", ErrConfig, *duration)
 	}
-	l, err := NewLoad(LoadConfig{Target: *target, Tenants: *tenants, Workers: *workers, Noisy: *noisy,
+	l, err := NewLoad(LoadConfig{Target: *target, Tenants: *tenants, Workers: *workers, Pace: *pace, Noisy: *noisy,
 		NoisyRoute: *route, NoisyWorkers: *noisyWorkers})
 	if err != nil {
 		return err
