@@ -377,14 +377,14 @@ func (a *App) report(w http.ResponseWriter, r *http.Request) {
 	var total float64
 	err := a.db.QueryRowContext(r.Context(),
 		`SELECT s.n, s.total FROM (
-			SELECT count(*) AS n, coalesce(sum(p.price * g), 0)::float8 AS total
+			SELECT count(DISTINCT p.id) AS n, coalesce(sum(p.price * g), 0)::float8 AS total
 			FROM `+a.products+` p, generate_series(1, 20) g WHERE p.tenant = $1) s,
 			pg_sleep($2::float8)`, tags.Tenant, a.cfg.ReportSleep.Seconds()).Scan(&n, &total)
 	if err != nil {
 		a.fail(w, r, err)
 		return
 	}
-	writeJSON(w, map[string]any{"tenant": tags.Tenant, "products": n, "value": total})
+	writeJSON(w, map[string]any{"tenant": tags.Tenant, "products": n, "score": total})
 }
 
 func (a *App) importCatalog(w http.ResponseWriter, r *http.Request) {
