@@ -224,9 +224,16 @@ func (a *App) Start() {
 func (a *App) Shutdown(ctx context.Context) error {
 	var errs []error
 	if a.rep != nil {
-		errs = append(errs, a.rep.Shutdown(ctx))
+		if err := a.rep.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("shopapp: send the last report (%d reports dropped in all): %w", a.rep.Dropped(), err))
+		}
 	}
-	errs = append(errs, a.tp.Shutdown(ctx), a.db.Close())
+	if err := a.tp.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("shopapp: tracer: %w", err))
+	}
+	if err := a.db.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("shopapp: close database: %w", err))
+	}
 	return errors.Join(errs...)
 }
 
