@@ -228,7 +228,9 @@ func (a *App) Shutdown(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("shopapp: send the last report (%d reports dropped in all): %w", a.rep.Dropped(), err))
 		}
 	}
-	if err := a.tp.Shutdown(ctx); err != nil {
+	// The tracer holds only the ingest processor, which returns at once:
+	// it still shuts down when the reporter has used up ctx.
+	if err := a.tp.Shutdown(context.WithoutCancel(ctx)); err != nil {
 		errs = append(errs, fmt.Errorf("shopapp: tracer: %w", err))
 	}
 	if err := a.db.Close(); err != nil {
