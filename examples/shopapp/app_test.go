@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -255,4 +257,73 @@ func ExampleLoad() {
 	// Output:
 	// true true
 	// true true
+}
+
+// BenchmarkProducts prices qtop's wiring per request: GET /products through
+// the app's full chain (edge, span, enforce, sqlcomment, observer) against
+// the same query and encoding on a plain database/sql pool over pgx.
+func BenchmarkProducts(b *testing.B) {
+	dsn := testsvc.Postgres(b)
+	schema := "shopapp_bench_" + hex8(b)
+	a, err := New(context.Background(), Config{Postgres: dsn, Schema: schema, Plan: enforce.PlanEnterprise})
+	if err != nil {
+		b.Fatal(err)
+	}
+	plain, err := sql.Open("pgx", dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = a.Shutdown(context.Background())
+		_, _ = plain.Exec("DROP SCHEMA IF EXISTS " + pgx.Identifier{schema}.Sanitize() + " CASCADE")
+		plain.Close()
+	})
+	if w := serve(a.Handler(), "POST", "/catalog/import?n=50", "acme", "T1"); w.Code != http.StatusOK {
+		b.Fatalf("import: %d", w.Code)
+	}
+	table := pgx.Identifier{schema, "products"}.Sanitize()
+	bareWith := func(lead ...any) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			args := append(lead, r.Header.Get(HeaderTenant), 20)
+			rows, err := plain.QueryContext(r.Context(), "SELECT id, name, price::float8 FROM "+table+" WHERE tenant = $1 ORDER BY id DESC LIMIT $2", args...)
+			if err != nil {
+				http.Error(w, err.Error(), 500)
+				return
+			}
+			defer rows.Close()
+			out := []product{}
+			for rows.Next() {
+				var p product
+				if err := rows.Scan(&p.ID, &p.Name, &p.Price); err != nil {
+					http.Error(w, err.Error(), 500)
+					return
+				}
+				out = append(out, p)
+			}
+			writeJSON(w, out)
+		})
+	}
+	// bare: pgx's cached prepared statement; bare-exec: the unnamed
+	// statement (QueryExecModeExec), as the wrapper sends tagged texts.
+	for _, c := range []struct {
+		name string
+		h    http.Handler
+	}{{"bare", bareWith()}, {"bare-exec", bareWith(pgx.QueryExecModeExec)}, {"bare-simple", bareWith(pgx.QueryExecModeSimpleProtocol)}, {"wired", a.Handler()}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if w := serve(c.h, "GET", "/products", "acme", "T1"); w.Code != http.StatusOK {
+					b.Fatalf("status %d", w.Code)
+				}
+			}
+		})
+	}
+}
+
+func hex8(b *testing.B) string {
+	var x [4]byte
+	if _, err := rand.Read(x[:]); err != nil {
+		b.Fatal(err)
+	}
+	return hex.EncodeToString(x[:])
 }
