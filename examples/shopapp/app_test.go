@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/qtop-dev/qtop/enforce"
 	"github.com/qtop-dev/qtop/ingest"
@@ -326,4 +327,35 @@ func hex8(b *testing.B) string {
 		b.Fatal(err)
 	}
 	return hex.EncodeToString(x[:])
+}
+
+// FuzzEdge: whatever the headers hold, the edge answers 400 exactly when
+// they are not valid tags, and otherwise hands the handler those tags.
+func FuzzEdge(f *testing.F) {
+	for _, s := range [][2]string{{"acme", "T1"}, {"", ""}, {"a\x00b", "T2"}, {"acme", "t3"}, {"acme", "T4"}, {"ü", " 0 "}, {"\xff", ""}} {
+		f.Add(s[0], s[1])
+	}
+	a := &App{tracer: tracenoop.NewTracerProvider().Tracer("fuzz")}
+	f.Fuzz(func(t *testing.T, name, tier string) {
+		var got tenant.Tags
+		var called bool
+		h := a.edge(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			got, called = tenant.From(r.Context())
+		}))
+		r := httptest.NewRequest("GET", "/products", nil)
+		r.Pattern = "GET /products"
+		r.Header[HeaderTenant] = []string{name}
+		r.Header[HeaderTier] = []string{tier}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		tr, terr := tenant.ParseTier(tier)
+		want := tenant.Tags{Tenant: name, Route: "GET /products", Tier: tr}
+		valid := terr == nil && want.Validate() == nil
+		switch {
+		case valid && (!called || got != want):
+			t.Fatalf("valid %q %q: handler called %v with %+v", name, tier, called, got)
+		case !valid && (called || w.Code != http.StatusBadRequest):
+			t.Fatalf("invalid %q %q: status %d, handler called %v", name, tier, w.Code, called)
+		}
+	})
 }
