@@ -103,6 +103,9 @@ func New(cfg Config) (*Server, error) {
 	if s.met, err = newMetrics(cfg.Registerer); err != nil {
 		return nil, err
 	}
+	if err := cfg.Registerer.Register(ratioCollector{s}); err != nil {
+		return nil, fmt.Errorf("collector: metrics: %w", err)
+	}
 	if s.token == "" {
 		s.token = randomToken()
 		s.log.Info("no --token given: policy changes take this generated token", "token", s.token)
