@@ -208,15 +208,25 @@ scrape_configs:
 			}
 		}
 	}
-	// Some queries return data on the scraped series.
+	// Queries of each scraped job return data (once a rate has two
+	// scrapes to work with).
 	for _, q := range []string{
 		`sum by (tier) (rate(qtop_enforce_ru_total{job="checkout"}[1m]))`,
 		`qtop:collector_reports:rate5m`,
 		`qtop_collector_spool_bytes`,
+		`qtop_collector_latency_ratio{service!=""}`,
 	} {
-		res, err := instant(api, q)
-		if err != nil || len(res) == 0 {
-			t.Errorf("%s: %d series, %v", q, len(res), err)
+		for {
+			res, err := instant(api, q)
+			if err == nil && len(res) > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("%s: %d series, %v", q, len(res), err)
+				break
+			}
+			traffic()
+			time.Sleep(200 * time.Millisecond)
 		}
 	}
 }
