@@ -299,14 +299,19 @@ func resolve(cat *Catalog, name string) string {
 }
 
 // nearest names the registered metrics that share the longest prefix
-// with name, to point at a rename.
+// plus suffix with name, to point at a rename.
 func nearest(cat *Catalog, name string) string {
 	best, out := 0, []string{}
 	for _, n := range cat.Names() {
-		i := 0
-		for i < len(n) && i < len(name) && n[i] == name[i] {
-			i++
+		p := 0
+		for p < len(n) && p < len(name) && n[p] == name[p] {
+			p++
 		}
+		s := 0
+		for s < len(n)-p && s < len(name)-p && n[len(n)-1-s] == name[len(name)-1-s] {
+			s++
+		}
+		i := p + s
 		switch {
 		case i > best:
 			best, out = i, []string{n}
