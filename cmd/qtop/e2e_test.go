@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/qtop-dev/qtop/internal/testsvc"
 )
 
 // The end-to-end test of the README's first command: the real qtop binary
@@ -17,7 +19,7 @@ import (
 // demo reaches the top row of the Tenants view, that enter shows its
 // routes, that t throttles it after a confirmation, and that the policy
 // then shows in the Enforcement view. Every wait polls the screen until a
-// deadline. scripts/test installs tmux; with CI=true a missing tmux fails.
+// deadline. scripts/test installs tmux; with CI=true (or QTOP_REQUIRE_SERVICES=1) a missing tmux fails.
 
 const demoTenant = "bigcorp" // collector.DemoImportTenant
 
@@ -75,7 +77,7 @@ func topTenant(screen string) string {
 
 func TestDemoInTmux(t *testing.T) {
 	if _, err := exec.LookPath("tmux"); err != nil {
-		if os.Getenv("CI") == "true" {
+		if testsvc.Required() {
 			t.Fatal("tmux is required in CI (scripts/test installs it from Debian's packages)")
 		}
 		t.Skip("tmux not installed (scripts/test installs it: apt-get install tmux)")
