@@ -210,19 +210,7 @@ func (c *Client) GetPolicy(ctx context.Context) (policy.Policy, error) {
 	if err != nil {
 		return policy.Policy{}, err
 	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return policy.Policy{}, fmt.Errorf("live: get policy: %w", err)
-	}
-	defer resp.Body.Close()
-	if err := checkStatus(resp); err != nil {
-		return policy.Policy{}, err
-	}
-	var p policy.Policy
-	if err := decodeJSON(io.LimitReader(resp.Body, MaxEventBytes+1), &p); err != nil {
-		return policy.Policy{}, err
-	}
-	return p, nil
+	return c.policyCall(req, "get policy")
 }
 
 // PostPolicy adds rule to the collector's policy, or replaces the rule with
@@ -241,9 +229,15 @@ func (c *Client) PostPolicy(ctx context.Context, rule policy.Rule, token string)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
+	return c.policyCall(req, "post policy")
+}
+
+// policyCall sends a request of the policy endpoint and decodes the policy
+// it answers with.
+func (c *Client) policyCall(req *http.Request, what string) (policy.Policy, error) {
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return policy.Policy{}, fmt.Errorf("live: post policy: %w", err)
+		return policy.Policy{}, fmt.Errorf("live: %s: %w", what, err)
 	}
 	defer resp.Body.Close()
 	if err := checkStatus(resp); err != nil {
