@@ -80,11 +80,9 @@ func (p *SpanProcessor) OnStart(parent context.Context, s sdktrace.ReadWriteSpan
 	if p.done.Load() {
 		return
 	}
-	t, ok := tenant.From(parent)
+	t, ok := tenant.Lookup(parent) // tenant.From, else the baggage
 	if !ok {
-		if t, ok = tenant.Lookup(parent); !ok {
-			return
-		}
+		return
 	}
 	// The attributes go through a pooled array: SetAttributes copies
 	// them, and a fresh variadic slice would escape through the interface.
@@ -94,7 +92,7 @@ func (p *SpanProcessor) OnStart(parent context.Context, s sdktrace.ReadWriteSpan
 	a := attrPool.Get().(*[3]attribute.KeyValue)
 	kv := append(a[:0], AttrTenant.String(t.Tenant))
 	if t.Tier.Valid() {
-		kv = append(kv, AttrTier.String(t.Tier.String()))
+		kv = append(kv, tierAttrs[t.Tier])
 	}
 	if t.Route != "" {
 		if k := s.SpanKind(); k == trace.SpanKindClient || k == trace.SpanKindConsumer {
@@ -107,6 +105,26 @@ func (p *SpanProcessor) OnStart(parent context.Context, s sdktrace.ReadWriteSpan
 }
 
 var attrPool = sync.Pool{New: func() any { return new([3]attribute.KeyValue) }}
+
+// tierAttrs are the tenant.tier attributes, built once, by tier.
+var tierAttrs = [...]attribute.KeyValue{
+	tenant.T0: AttrTier.String(tenant.T0.String()),
+	tenant.T1: AttrTier.String(tenant.T1.String()),
+	tenant.T2: AttrTier.String(tenant.T2.String()),
+	tenant.T3: AttrTier.String(tenant.T3.String()),
+}
+
+// parseTier reads a tenant.tier value: the four values OnStart writes
+// without a call, anything else through tenant.ParseTier (which trims
+// space and ignores case), an invalid one as TierUnset.
+func parseTier(v attribute.Value) tenant.Tier {
+	str := v.AsString()
+	if len(str) == 2 && str[0] == 'T' && str[1] >= '0' && str[1] <= '3' {
+		return tenant.T0 + tenant.Tier(str[1]-'0')
+	}
+	t, _ := tenant.ParseTier(str)
+	return t
+}
 
 // OnEnd implements sdktrace.SpanProcessor.
 func (p *SpanProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
@@ -135,7 +153,7 @@ func (p *SpanProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 		case AttrTenant:
 			r.Tags.Tenant = kv.Value.AsString()
 		case AttrTier:
-			r.Tags.Tier, _ = tenant.ParseTier(kv.Value.AsString())
+			r.Tags.Tier = parseTier(kv.Value)
 		case AttrRoute:
 			route = kv.Value.AsString()
 		case attrHTTPRoute:
@@ -163,7 +181,7 @@ func (p *SpanProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 	}
 	r.Kind = kind
 	r.Time = s.EndTime()
-	r.Duration = s.EndTime().Sub(s.StartTime())
+	r.Duration = r.Time.Sub(s.StartTime())
 	r.Err = s.Status().Code == codes.Error
 	p.rec.Record(r)
 }
