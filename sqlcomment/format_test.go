@@ -1,6 +1,7 @@
 package sqlcomment
 
 import (
+	"encoding/binary"
 	"strings"
 	"testing"
 )
@@ -129,6 +130,102 @@ func TestHostileValues(t *testing.T) {
 		}
 		if back["tenant"] != v || back[v] != "k" || len(back) != 2 {
 			t.Errorf("value %q: round trip lost it", clip(v))
+		}
+	}
+}
+
+// TestPlain8 checks the word test against the plain table: for every byte
+// at every position of an otherwise plain word, plain8 accepts exactly the
+// letters, digits, '-', '.' and '_', and never a byte that must be encoded.
+func TestPlain8(t *testing.T) {
+	for _, fill := range []byte{'a', 'Z', '0', '9', '-', '.', '_'} {
+		for c := 0; c < 256; c++ {
+			for pos := 0; pos < 8; pos++ {
+				w := []byte(strings.Repeat(string(fill), 8))
+				w[pos] = byte(c)
+				x := binary.LittleEndian.Uint64(w)
+				want := ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9') ||
+					c == '-' || c == '.' || c == '_'
+				if got := plain8(x); got != want {
+					t.Fatalf("plain8(%q) = %v, want %v", w, got, want)
+				}
+				if plain8(x) && !plain[c] {
+					t.Fatalf("plain8 passes %q, which must be encoded", w)
+				}
+			}
+		}
+	}
+}
+
+// encodeRef is encodeInto written plainly, the reference for its fast
+// paths.
+func encodeRef(s string) string {
+	var sb strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case plain[c]:
+			sb.WriteByte(c)
+		case c == '\'':
+			sb.WriteString(`\'`)
+		default:
+			sb.WriteByte('%')
+			sb.WriteByte(hexDigits[c>>4])
+			sb.WriteByte(hexDigits[c&15])
+		}
+	}
+	return sb.String()
+}
+
+// TestEncodeIntoFastPaths puts every kind of byte at every position of
+// strings of every length around the word boundaries (the 4-byte short
+// path, whole words, the overlapping tail, words that fail), in a buffer
+// as tight as the comment's: the string's worst case and the three bytes
+// that follow it.
+func TestEncodeIntoFastPaths(t *testing.T) {
+	for n := 0; n <= 27; n++ {
+		for pos := -1; pos < n; pos++ {
+			for _, c := range []byte{'/', ' ', '\'', '~', '!', 0x00, 0x7f, 0x80, 0xff, 'z'} {
+				b := []byte(strings.Repeat("aB3-x_.", 4)[:n])
+				if pos >= 0 {
+					b[pos] = c
+				}
+				s := string(b)
+				buf := make([]byte, 3*len(s)+3)
+				end := encodeInto(buf, 0, s)
+				if got, want := string(buf[:end]), encodeRef(s); got != want {
+					t.Fatalf("encodeInto(%q) = %q, want %q", s, got, want)
+				}
+				if got, want := encodedLen(s), end; got != want {
+					t.Fatalf("encodedLen(%q) = %d, encodeInto wrote %d", s, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestScanWordSkip puts each construct the lexer looks for at every offset
+// from a word boundary, so the eight-byte skip lands on it from every side.
+func TestScanWordSkip(t *testing.T) {
+	cases := []struct {
+		tail          string
+		comment, open bool
+	}{
+		{"-- c", true, false},
+		{"/* c */", true, false},
+		{"'x", false, true},
+		{`"x`, false, true},
+		{"$q$ x", false, true},
+		{"'--' /**/", true, false},
+		{"$1 - 2 / 3", false, false},
+		{"'a''b' \"c\"", false, false},
+	}
+	for pad := 0; pad < 20; pad++ {
+		for _, c := range cases {
+			q := "SELECT " + strings.Repeat("x", pad) + " " + c.tail
+			r := scan(q)
+			if r.comment != c.comment || r.open != c.open {
+				t.Errorf("scan(%q): comment %v open %v, want %v %v", q, r.comment, r.open, c.comment, c.open)
+			}
 		}
 	}
 }
