@@ -301,7 +301,8 @@ func encodeInto(b []byte, i int, s string) int {
 // encoding (see escapes) is stored as four bytes and the index moves by
 // its length; the bytes past it are overwritten by what follows. Every
 // key and value is followed in the comment by at least three more bytes
-// (='' or '*/), so the four-byte store stays within the comment.
+// (a key by = and a value's two quotes, a value by its closing quote and
+// */), so the four-byte store stays within the comment.
 func encodeBytes(b []byte, i int, src []byte) int {
 	for _, c := range src {
 		e := escapes[c]
