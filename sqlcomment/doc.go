@@ -91,23 +91,41 @@
 // # Speed
 //
 // Measured on the project's shared 2-core VM (Go 1.26, PostgreSQL 15 on
-// loopback) with a load average of 7 to 16 from other jobs, so absolute
-// numbers swing by 2x between runs; the Interleaved benchmarks run the
-// contenders in the same loop and their ratios are the figures to trust.
-// Ranges over -count=3:
+// loopback) while other jobs kept its load average at 3 to 5, so a
+// benchmark run alone swings by 2x from one run to the next (Format 700 to
+// 1,600 ns/op in five runs of the same binary). Figures that run their
+// contenders in the same loop (the Interleaved, Overhead and VsNaive
+// benchmarks) are the ones to trust. Ranges over -count=5 (-count=3 for
+// the side by side):
 //
-//	Format, 6 tags              1 alloc; 480–530 ns interleaved (680–1,260 ns/op alone)
-//	  vs google/sqlcommenter    5.1x faster than core.ConvertMapToComment (2,440–2,720 ns, 25 allocs)
-//	  vs sort+PathEscape        2.4–2.5x faster (BenchmarkFormatVsNaive)
-//	wrapper, no-op driver       +1 alloc; overhead 375–660 ns (Exec), 390–440 ns (Query)
-//	  with an Observer          500–850 ns (Exec), 745–800 ns (Query)
-//	database/sql Exec, 6 tags   870–980 ns vs google's wrapper 4,970–6,440 ns: 5.7–6.7x;
-//	                            the commenting alone (minus the raw driver) 8.7–11.1x
+//	Format, 6 tags              1 alloc; 430–760 ns interleaved (700–1,600 ns/op alone)
+//	  vs google/sqlcommenter    5.3–5.6x faster than core.ConvertMapToComment
+//	                            (qtop 380–700 ns, google 2,000–3,900 ns and 25 allocs)
+//	  vs sort+PathEscape        2.3–2.6x faster (BenchmarkFormatVsNaive)
+//	Commenter.Comment           1 alloc; 330–490 ns (the previous code 360–520 ns beside it)
+//	wrapper, no-op driver       +1 alloc; overhead 317–654 ns (Exec), 361–615 ns (Query)
+//	  with an Observer          440–850 ns (Exec), 670–1,030 ns (Query)
+//	database/sql Exec, 6 tags   740–1,260 ns vs google's wrapper 4,130–6,840 ns: 5.4–6.2x;
+//	                            the commenting alone (minus the raw driver) 8.1–10.2x
 //	PostgreSQL, 10,000 tenants  pgx untagged 22–45 µs, tagged 34–47 µs (0 prepared),
 //	                            naive comments in pgx's cache mode 80–150 µs (512 prepared)
+//	                            (not measured again since)
 //
-// The budgets are not all met on this machine: Format is 5x the
-// peer, not 10x, and above 300 ns; the wrapper's overhead is at the 400 ns
-// budget in the quieter runs only; tagged PostgreSQL statements are
-// 1.2–1.5x untagged ones (see Statement caches), not within 10%.
+// Keys and values are encoded eight bytes at a time while the bytes are
+// letters, digits, '-', '.' or '_' (a word test, no table lookup per
+// byte), other bytes through a branch-free table, and the statement is
+// lexed a word at a time up to the next quote, '$', '-' or '/'. Run in one
+// loop beside the previous code, this made Comment 5–10% faster and left
+// Format within noise (−2% to +4%): most of Format's time is the map
+// iteration, the sort, the allocation and the garbage collector, not the
+// encoding. Rendering into one allocation sized by a first pass over the
+// values, instead of a stack buffer and a copy, was tried and dropped: the
+// extra pass cost more than the copy (Comment 15% slower, Format more
+// instructions and no faster).
+//
+// The budgets are not met on this machine: Format is 5.3–5.6x the
+// peer, not 10x, and above 300 ns; the wrapper's overhead is within 400 ns
+// in the quieter runs only (Exec 317 ns, Query 361 ns at best, 530–650 ns
+// in the busier ones); tagged PostgreSQL statements are 1.2–1.5x untagged
+// ones (see Statement caches), not within 10%.
 package sqlcomment
