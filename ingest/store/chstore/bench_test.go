@@ -3,7 +3,11 @@ package chstore
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
 
 	"github.com/qtop-dev/qtop/ingest/store"
 	"github.com/qtop-dev/qtop/ingest/store/storetest"
@@ -24,7 +28,8 @@ func benchRows(n int, withLatency bool) []store.Rollup {
 }
 
 // BenchmarkWriteRollups measures batched rollup inserts into the real
-// ClickHouse, column-wise with LZ4; rows/s is the figure to read.
+// ClickHouse, column-wise with LZ4; rows/s is the figure to read, and
+// client-ms/op the CPU the writing process spent per batch.
 func BenchmarkWriteRollups(b *testing.B) {
 	for _, c := range []struct {
 		name    string
@@ -34,6 +39,7 @@ func BenchmarkWriteRollups(b *testing.B) {
 		{"10k", 10_000, false},
 		{"100k", 100_000, false},
 		{"10k_latency", 10_000, true},
+		{"100k_latency", 100_000, true},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			s, _, _ := openTest(b)
@@ -41,12 +47,14 @@ func BenchmarkWriteRollups(b *testing.B) {
 			ctx := context.Background()
 			b.ReportAllocs()
 			b.ResetTimer()
+			cpu := processCPU()
 			for range b.N {
 				if err := s.WriteRollups(ctx, rows); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ReportMetric(float64(c.n)*float64(b.N)/b.Elapsed().Seconds(), "rows/s")
+			b.ReportMetric((processCPU()-cpu).Seconds()*1000/float64(b.N), "client-ms/op")
 		})
 	}
 }
@@ -104,4 +112,81 @@ func BenchmarkFill(b *testing.B) {
 	for range b.N {
 		c.fill(rows)
 	}
+}
+
+// TestWriteWithoutLatency writes a batch in which no row has a histogram
+// (latency arrays that are all empty): the rows read back with none, and a
+// newer version written that way replaces one that had one.
+func TestWriteWithoutLatency(t *testing.T) {
+	s, _, _ := openTest(t)
+	ctx := context.Background()
+	old := storetest.Row(0, "w1", "acme", "/a", 10)
+	old.Latency = make([]uint64, ratio.NumBuckets)
+	old.Latency[5] = 3
+	newer := storetest.Row(0, "w1", "acme", "/a", 12)
+	newer.Version = 2
+	other := storetest.Row(1, "w1", "acme", "/a", 7)
+	for _, batch := range [][]store.Rollup{{old}, {newer, other}} {
+		if err := s.WriteRollups(ctx, batch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	from, to := storetest.T0, storetest.T0.Add(time.Hour)
+	got, err := s.History(ctx, "acme", from, to)
+	if err != nil {
+		t.Fatal(err)
+	}
+	storetest.CheckHistory(t, got, storetest.ExpectHistory([]store.Rollup{old, newer, other}, "acme", from, to))
+	if len(got) != 2 || got[0].Count != 12 || got[0].Latency != nil || got[1].Latency != nil {
+		t.Fatalf("history %+v", got)
+	}
+}
+
+// rowColumn is a driver.BatchColumn over a bare column, as a batch's is.
+type rowColumn struct{ column.Interface }
+
+func (c rowColumn) Append(v any) error { _, err := c.Interface.Append(v); return err }
+
+// TestAppendArray checks that an Array column decoded from its wire form
+// holds what appending row by row holds, on both paths of appendArray.
+func TestAppendArray(t *testing.T) {
+	ends := []int{0, 2, 2, 5, 6}
+	idx := flatArray[uint16]{ends, []uint16{3, 700, 0, 255, 256, ratio.NumBuckets - 1}}
+	cnt := flatArray[uint64]{ends, []uint64{1, 1 << 40, 7, 300, 2, 9}}
+	newCol := func(typ column.Type) column.Interface {
+		col, err := typ.Column("x", &column.ServerContext{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return col
+	}
+	check := func(typ column.Type, c any, rows func(i int) any) {
+		fast, slow := newCol(typ), newCol(typ)
+		if err := appendColumn(rowColumn{fast}, fast, c); err != nil { // decoded
+			t.Fatal(err)
+		}
+		if err := appendColumn(rowColumn{slow}, nil, c); err != nil { // row by row
+			t.Fatal(err)
+		}
+		if fast.Rows() != len(ends) || slow.Rows() != len(ends) {
+			t.Fatalf("%s: rows %d and %d, want %d", typ, fast.Rows(), slow.Rows(), len(ends))
+		}
+		for i := range ends {
+			want := rows(i)
+			if got := fast.Row(i, false); !reflect.DeepEqual(got, want) {
+				t.Errorf("%s row %d decoded: %v, want %v", typ, i, got, want)
+			}
+			if got := slow.Row(i, false); !reflect.DeepEqual(got, want) {
+				t.Errorf("%s row %d row by row: %v, want %v", typ, i, got, want)
+			}
+		}
+	}
+	start := func(i int) int {
+		if i == 0 {
+			return 0
+		}
+		return ends[i-1]
+	}
+	check("Array(UInt16)", idx, func(i int) any { return idx.vals[start(i):ends[i]:ends[i]] })
+	check("Array(UInt64)", cnt, func(i int) any { return cnt.vals[start(i):ends[i]:ends[i]] })
 }

@@ -1,13 +1,17 @@
 package chstore
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/ClickHouse/ch-go/proto"
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"github.com/qtop-dev/qtop/ingest/store"
@@ -47,8 +51,9 @@ func (s *Store) send(ctx context.Context, table string, columns []string, cols [
 		return fmt.Errorf("chstore: write %s: %w", table, err)
 	}
 	defer batch.Abort()
+	block := batch.Columns()
 	for i, c := range cols {
-		if err := appendColumn(batch.Column(i), c); err != nil {
+		if err := appendColumn(batch.Column(i), block[i], c); err != nil {
 			return fmt.Errorf("chstore: write %s column %s: %w", table, columns[i], err)
 		}
 	}
@@ -66,11 +71,9 @@ type rollupCols struct {
 	version, count, errs, bytes, nrows   []uint64
 	tier                                 []uint8
 	dur, ru, ass                         []float64
-	latIdx                               [][]uint16
-	latCnt                               [][]uint64
-	idxBuf                               []uint16
-	cntBuf                               []uint64
-	ends                                 []int // end of each row's buckets in idxBuf and cntBuf
+	idxBuf                               []uint16 // every row's non-empty latency buckets
+	cntBuf                               []uint64 // and their counts
+	ends                                 []int    // end of each row's buckets in idxBuf and cntBuf
 }
 
 var colPool = sync.Pool{New: func() any { return new(rollupCols) }}
@@ -90,7 +93,6 @@ func (c *rollupCols) fill(rows []store.Rollup) {
 	c.version, c.count, c.errs = resize(c.version, n), resize(c.count, n), resize(c.errs, n)
 	c.bytes, c.nrows, c.tier = resize(c.bytes, n), resize(c.nrows, n), resize(c.tier, n)
 	c.dur, c.ru, c.ass = resize(c.dur, n), resize(c.ru, n), resize(c.ass, n)
-	c.latIdx, c.latCnt = resize(c.latIdx, n), resize(c.latCnt, n)
 	c.idxBuf, c.cntBuf, c.ends = c.idxBuf[:0], c.cntBuf[:0], c.ends[:0]
 	for i := range rows {
 		r := &rows[i]
@@ -100,12 +102,6 @@ func (c *rollupCols) fill(rows []store.Rollup) {
 		c.bytes[i], c.nrows[i], c.ass[i] = r.Bytes, r.Rows, r.ActiveSessionSeconds
 		c.idxBuf, c.cntBuf = appendSparse(c.idxBuf, c.cntBuf, r.Latency)
 		c.ends = append(c.ends, len(c.idxBuf))
-	}
-	// Slice the flat buffers only now: appends above may have moved them.
-	start := 0
-	for i, end := range c.ends {
-		c.latIdx[i], c.latCnt[i] = c.idxBuf[start:end:end], c.cntBuf[start:end:end]
-		start = end
 	}
 }
 
@@ -141,32 +137,60 @@ func (c *rollupCols) release() {
 	clear(c.tenant)
 	clear(c.route)
 	clear(c.kind)
-	clear(c.latIdx)
-	clear(c.latCnt)
 	colPool.Put(c)
 }
 
-// appendColumn appends a whole column. Array columns go row by row with
-// their concrete slice type: clickhouse-go appends a slice of slices by
-// reflection, several allocations per row.
-func appendColumn(col driver.BatchColumn, c any) error {
+// flatArray is an Array column as one slice of every row's elements and
+// the end of each row in it.
+type flatArray[T uint16 | uint64] struct {
+	ends []int
+	vals []T
+}
+
+// appendColumn appends a whole column.
+func appendColumn(col driver.BatchColumn, block column.Interface, c any) error {
 	switch c := c.(type) {
-	case [][]uint16:
-		for _, row := range c {
-			if err := col.AppendRow(row); err != nil {
+	case flatArray[uint16]:
+		return appendArray(col, block, c)
+	case flatArray[uint64]:
+		return appendArray(col, block, c)
+	}
+	return col.Append(c)
+}
+
+// appendArray appends an Array column in one go: it decodes the column's
+// wire form (each row's end as a UInt64, then the elements) into the
+// batch's still empty column. clickhouse-go appends an array row by row and
+// boxes each element into an interface, an allocation for every value
+// above 255; a histogram batch has several per row. Where the column is
+// not an empty Array it falls back to that, row by row.
+func appendArray[T uint16 | uint64](col driver.BatchColumn, block column.Interface, c flatArray[T]) error {
+	arr, ok := block.(*column.Array)
+	if !ok || arr.Rows() != 0 {
+		start := 0
+		for _, end := range c.ends {
+			if err := col.AppendRow(c.vals[start:end:end]); err != nil {
 				return err
 			}
-		}
-		return nil
-	case [][]uint64:
-		for _, row := range c {
-			if err := col.AppendRow(row); err != nil {
-				return err
-			}
+			start = end
 		}
 		return nil
 	}
-	return col.Append(c)
+	wire := make([]byte, 0, 8*(len(c.ends)+len(c.vals)))
+	for _, end := range c.ends {
+		wire = binary.LittleEndian.AppendUint64(wire, uint64(end))
+	}
+	switch vals := any(c.vals).(type) {
+	case []uint16:
+		for _, v := range vals {
+			wire = binary.LittleEndian.AppendUint16(wire, v)
+		}
+	case []uint64:
+		for _, v := range vals {
+			wire = binary.LittleEndian.AppendUint64(wire, v)
+		}
+	}
+	return arr.Decode(proto.NewReader(bytes.NewReader(wire)), len(c.ends))
 }
 
 // WriteRollups implements store.Store. Rows are appended column by column.
@@ -178,7 +202,7 @@ func (s *Store) WriteRollups(ctx context.Context, rows []store.Rollup) error {
 	defer c.release()
 	c.fill(rows)
 	err := s.send(ctx, TableRollups, rollupColumns, []any{c.minute, c.writer, c.version, c.service, c.tenant, c.route, c.tier, c.kind,
-		c.count, c.errs, c.dur, c.ru, c.bytes, c.nrows, c.ass, c.latIdx, c.latCnt})
+		c.count, c.errs, c.dur, c.ru, c.bytes, c.nrows, c.ass, flatArray[uint16]{c.ends, c.idxBuf}, flatArray[uint64]{c.ends, c.cntBuf}})
 	if err == nil {
 		s.rowsWritten.WithLabelValues(TableRollups).Add(float64(len(rows)))
 	}
