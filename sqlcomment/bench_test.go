@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"fmt"
 	"io"
 	"net/url"
 	"slices"
@@ -56,6 +57,26 @@ func BenchmarkCommenter(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		sink = c.Comment(ctx, "SELECT id, total FROM invoices WHERE customer_id = $1", false).Query
+	}
+}
+
+// BenchmarkCommenterTenants: 10,000 tenants in turn, so that the comment
+// cache never hits and every comment is encoded (BenchmarkCommenter is the
+// other end: one busy tenant, every comment from the cache).
+func BenchmarkCommenterTenants(b *testing.B) {
+	c := NewCommenter(WithApplication("billing-api"), WithDBDriver("pgx/v5"))
+	ctxs := make([]context.Context, 10000)
+	for i := range ctxs {
+		ctxs[i] = tenant.With(context.Background(), tenant.Tags{Tenant: fmt.Sprintf("tenant-%05d", i), Route: "GET /v1/reports/{id}", Tier: tenant.T2})
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		sink = c.Comment(ctxs[i], "SELECT id, total FROM invoices WHERE customer_id = $1", false).Query
+		i++
+		if i == len(ctxs) {
+			i = 0
+		}
 	}
 }
 

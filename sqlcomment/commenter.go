@@ -18,7 +18,9 @@ import (
 // other drivers. It is safe for concurrent use.
 type Commenter struct {
 	cfg     config
-	prefix  string // application and db_driver, encoded, when there are no WithTag tags
+	prefix  string        // application and db_driver, encoded, when there are no WithTag tags
+	cache   *commentCache // nil with WithTag tags
+	pos     posCache
 	dropped atomic.Uint64
 	drops   *prometheus.CounterVec // nil without WithRegisterer
 }
@@ -28,6 +30,7 @@ type Commenter struct {
 func NewCommenter(opts ...Option) *Commenter {
 	c := &Commenter{cfg: newConfig(opts)}
 	if len(c.cfg.static) == 0 {
+		c.cache = newCommentCache()
 		// application and db_driver sort before every other key this
 		// package writes: encode them once.
 		var ps []pair
@@ -85,11 +88,27 @@ func (c *Commenter) Comment(ctx context.Context, query string, prepare bool) Sta
 	if !tagged && !c.cfg.trace && c.prefix == "" && len(c.cfg.static) == 0 {
 		return st // nothing to add: do not even scan the statement
 	}
-	at, ok := insertAt(query)
+	at, ok := c.pos.insertAt(query)
 	if !ok {
 		st.Unique = false // the text is left as it is
 		return st
 	}
+	if tagged && c.cache != nil && !(c.cfg.key && t.Key != "") {
+		if q, unique, ok := c.cached(ctx, t, query, at, prepare); ok {
+			st.Query, st.Unique = q, unique
+			return st
+		}
+	}
+	return c.render(ctx, st, query, at, prepare)
+}
+
+// render is Comment without the cache: it encodes every pair. It is a
+// function of its own so that its local arrays (which hold pointers, so
+// are zeroed when the function is entered) cost nothing on a cache hit.
+//
+//go:noinline
+func (c *Commenter) render(ctx context.Context, st Statement, query string, at int, prepare bool) Statement {
+	t, tagged := st.Tags, st.Tagged
 	// The per-request pairs, in key order (all sort after db_driver).
 	// (Direct stores into local arrays, not append: no write barriers,
 	// and nothing escapes.)
@@ -100,18 +119,7 @@ func (c *Commenter) Comment(ctx context.Context, query string, prepare bool) Sta
 			buf[n] = pair{KeyKey, t.Key}
 			n++
 		}
-		if t.Route != "" {
-			buf[n] = pair{KeyRoute, t.Route}
-			n++
-		}
-		if t.Tenant != "" {
-			buf[n] = pair{KeyTenant, t.Tenant}
-			n++
-		}
-		if t.Tier != tenant.TierUnset {
-			buf[n] = pair{KeyTier, t.Tier.String()}
-			n++
-		}
+		n = contextPairs(&buf, n, t)
 	}
 	var sc trace.SpanContext
 	var ts string
@@ -189,6 +197,71 @@ func (c *Commenter) Comment(ctx context.Context, query string, prepare bool) Sta
 	sortPairs(ps)
 	st.Query = splice(query, at, ps)
 	return st
+}
+
+// cached is Comment for a tagged statement through the comment cache: the
+// context's tags encoded once, the trace pairs (if any) rendered after
+// them. ok is false when the tags are not cached or the comment might not
+// fit the cap; Comment's general path takes it then.
+func (c *Commenter) cached(ctx context.Context, t tenant.Tags, query string, at int, prepare bool) (q string, unique, ok bool) {
+	e := c.cache.get(c, t)
+	if e == nil {
+		return "", false, false
+	}
+	var sc trace.SpanContext
+	if c.cfg.trace && !prepare {
+		sc = trace.SpanContextFromContext(ctx)
+	}
+	if !sc.IsValid() {
+		if e.inner == "" {
+			return query, false, true
+		}
+		return spliceRendered(query, at, unsafe.Slice(unsafe.StringData(e.comment), len(e.comment))), e.unique, true
+	}
+	return c.cachedTrace(query, at, e, sc)
+}
+
+// cachedTrace renders the trace pairs after a cached entry (a function of
+// its own for the same reason as render).
+//
+//go:noinline
+func (c *Commenter) cachedTrace(query string, at int, e *cacheEntry, sc trace.SpanContext) (q string, unique, ok bool) {
+	// As in Comment's fast path: indexed stores into local arrays keep the
+	// traceparent on the stack.
+	var fbuf [2]pair
+	var tp [55]byte
+	writeTraceparent(&tp, sc)
+	fbuf[0] = pair{KeyTraceparent, unsafe.String(&tp[0], len(tp))}
+	m := 1
+	if ts := sc.TraceState().String(); ts != "" {
+		fbuf[1] = pair{KeyTracestate, ts}
+		m++
+	}
+	fp := fbuf[:m]
+	if bound := len(e.inner) + maxCommentLen(fp); bound > c.cfg.maxLen || bound > stackBuf {
+		return "", false, false
+	}
+	var tmp [stackBuf]byte
+	w := renderAfter(tmp[:], e.inner, fp)
+	return spliceRendered(query, at, tmp[:w]), true, true
+}
+
+// contextPairs stores the route, tenant and tier pairs of t that are set at
+// ps[n:], in key order, and returns the new count.
+func contextPairs(ps *[16]pair, n int, t tenant.Tags) int {
+	if t.Route != "" {
+		ps[n] = pair{KeyRoute, t.Route}
+		n++
+	}
+	if t.Tenant != "" {
+		ps[n] = pair{KeyTenant, t.Tenant}
+		n++
+	}
+	if t.Tier != tenant.TierUnset {
+		ps[n] = pair{KeyTier, t.Tier.String()}
+		n++
+	}
+	return n
 }
 
 // Dropped returns how many tags were left out so far to respect the cap.
