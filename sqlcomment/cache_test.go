@@ -39,6 +39,8 @@ func TestCacheHitsEqualMisses(t *testing.T) {
 	ts, _ := trace.ParseTraceState("congo=t61rcWkgMzE")
 	span := trace.ContextWithSpanContext(context.Background(),
 		trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceState: ts}))
+	spanNoState := trace.ContextWithSpanContext(context.Background(),
+		trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.FlagsSampled}))
 	tags := []tenant.Tags{
 		{Tenant: "acme", Route: "GET /r", Tier: tenant.T2},
 		{Tenant: "acme"},
@@ -55,11 +57,13 @@ func TestCacheHitsEqualMisses(t *testing.T) {
 		{WithApplication("api"), WithTraceContext()},
 		{WithKey()},
 		{WithMaxLen(100)},
+		{WithMaxLen(100), WithTraceContext()},
+		{WithTraceContext()},
 	}
 	queries := []string{"SELECT 1", "SELECT 1;  ", "SELECT 1 -- note", "", "SELECT 'open"}
 	for oi, o := range opts {
 		for _, tg := range tags {
-			for _, base := range []context.Context{context.Background(), span} {
+			for _, base := range []context.Context{context.Background(), span, spanNoState} {
 				ctx := tenant.With(base, tg)
 				for _, q := range queries {
 					for _, prepare := range []bool{false, true} {

@@ -226,6 +226,30 @@ func (c *Commenter) cached(ctx context.Context, t tenant.Tags, query string, at 
 //
 //go:noinline
 func (c *Commenter) cachedTrace(query string, at int, e *cacheEntry, sc trace.SpanContext) (q string, unique, ok bool) {
+	if sc.TraceState().Len() == 0 {
+		// The usual case: only a traceparent, which is hex digits and
+		// dashes (nothing to encode), written straight into the
+		// statement's single allocation.
+		sep := ",traceparent='"
+		if e.inner == "" {
+			sep = sep[1:]
+		}
+		cl := 2 + len(e.inner) + len(sep) + 55 + 3 // /*inner,traceparent='…'*/
+		if cl > c.cfg.maxLen {
+			return "", false, false
+		}
+		b := make([]byte, len(query)+1+cl)
+		i := copy(b, query[:at])
+		b[i], b[i+1], b[i+2] = ' ', '/', '*'
+		i += 3
+		i += copy(b[i:], e.inner)
+		i += copy(b[i:], sep)
+		writeTraceparent((*[55]byte)(b[i:i+55]), sc)
+		i += 55
+		b[i], b[i+1], b[i+2] = '\'', '*', '/'
+		copy(b[i+3:], query[at:])
+		return unsafe.String(&b[0], len(b)), true, true
+	}
 	// As in Comment's fast path: indexed stores into local arrays keep the
 	// traceparent on the stack.
 	var fbuf [2]pair
