@@ -34,15 +34,14 @@ func Format(tags map[string]string) string {
 	if len(tags) == 0 {
 		return ""
 	}
+	var kv knownValues
+	if kv.collect(tags) {
+		var tmp [stackBuf]byte
+		m := kv.render(tmp[:])
+		return string(tmp[:m])
+	}
 	if len(tags) > len([16]pair{}) {
-		ps := make([]pair, 0, len(tags))
-		for k, v := range tags {
-			ps = append(ps, pair{k, v})
-		}
-		sortPairs(ps)
-		b := make([]byte, commentLen(ps))
-		render(b, ps)
-		return unsafe.String(&b[0], len(b))
+		return formatSorted(tags)
 	}
 	// Sorted in a local array by direct stores: the compiler knows it is
 	// on the stack, so the pointer moves need no GC write barrier (which
@@ -62,6 +61,112 @@ func Format(tags map[string]string) string {
 		m := render(tmp[:], ps)
 		return string(tmp[:m])
 	}
+	b := make([]byte, commentLen(ps))
+	render(b, ps)
+	return unsafe.String(&b[0], len(b))
+}
+
+// knownKeys are the keys this package writes, in sorted order: a map whose
+// keys are all among them (the usual case) is sorted by placing each value
+// at its key's rank, with no comparisons between keys.
+var knownKeys = [...]string{KeyApplication, KeyDBDriver, KeyKey, KeyRoute, KeyTenant, KeyTier, KeyTraceparent, KeyTracestate}
+
+// knownRank returns the index of k in knownKeys, or -1.
+func knownRank(k string) int {
+	switch len(k) {
+	case 3:
+		if k == KeyKey {
+			return 2
+		}
+	case 4:
+		if k == KeyTier {
+			return 5
+		}
+	case 5:
+		if k == KeyRoute {
+			return 3
+		}
+	case 6:
+		if k == KeyTenant {
+			return 4
+		}
+	case 9:
+		if k == KeyDBDriver {
+			return 1
+		}
+	case 10:
+		if k == KeyTracestate {
+			return 7
+		}
+	case 11:
+		if k == KeyApplication {
+			return 0
+		}
+		if k == KeyTraceparent {
+			return 6
+		}
+	}
+	return -1
+}
+
+// knownValues holds the values of a map whose keys are all known keys, at
+// their keys' ranks.
+type knownValues struct {
+	v   [len(knownKeys)]string
+	set uint8 // bit r: v[r] is set
+}
+
+// collect fills kv from tags and reports whether every key is a known key
+// and the comment surely fits the stack buffer (render's precondition).
+func (kv *knownValues) collect(tags map[string]string) bool {
+	if len(tags) > len(knownKeys) {
+		return false
+	}
+	n := 0
+	for k, v := range tags {
+		r := knownRank(k)
+		if r < 0 {
+			return false
+		}
+		kv.v[r] = v
+		kv.set |= 1 << r
+		n += len(v)
+	}
+	// Each known key is at most 11 bytes and plain; each value encodes
+	// to at most 3 bytes a byte; 4 for "/*…*/", 4 per pair for ='',.
+	return 4+len(tags)*(11+4)+3*n <= stackBuf
+}
+
+// render writes the comment at the start of b and returns its length.
+func (kv *knownValues) render(b []byte) int {
+	b[0], b[1] = '/', '*'
+	i := 2
+	for r, k := range knownKeys {
+		if kv.set&(1<<r) == 0 {
+			continue
+		}
+		if i > 2 {
+			b[i] = ','
+			i++
+		}
+		i += copy(b[i:], k)
+		b[i], b[i+1] = '=', '\''
+		i = encodeInto(b, i+2, kv.v[r])
+		b[i] = '\''
+		i++
+	}
+	b[i], b[i+1] = '*', '/'
+	return i + 2
+}
+
+// formatSorted is Format for any number of tags: the pairs in a slice,
+// sorted, rendered into one allocation of the exact size.
+func formatSorted(tags map[string]string) string {
+	ps := make([]pair, 0, len(tags))
+	for k, v := range tags {
+		ps = append(ps, pair{k, v})
+	}
+	sortPairs(ps)
 	b := make([]byte, commentLen(ps))
 	render(b, ps)
 	return unsafe.String(&b[0], len(b))
@@ -96,6 +201,12 @@ func Append(query string, tags map[string]string) string {
 	at, ok := insertAt(query)
 	if !ok {
 		return query
+	}
+	var kv knownValues
+	if kv.collect(tags) {
+		var tmp [stackBuf]byte
+		m := kv.render(tmp[:])
+		return spliceRendered(query, at, tmp[:m])
 	}
 	if len(tags) > len([16]pair{}) {
 		ps := make([]pair, 0, len(tags))

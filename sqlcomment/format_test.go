@@ -2,6 +2,7 @@ package sqlcomment
 
 import (
 	"encoding/binary"
+	"math/rand/v2"
 	"strings"
 	"testing"
 )
@@ -226,6 +227,42 @@ func TestScanWordSkip(t *testing.T) {
 			if r.comment != c.comment || r.open != c.open {
 				t.Errorf("scan(%q): comment %v open %v, want %v %v", q, r.comment, r.open, c.comment, c.open)
 			}
+		}
+	}
+}
+
+// TestFormatKnownKeys: maps whose keys are all this package's keys take a
+// path of their own (placed by rank, no sort); it writes what the general
+// path (sort, then render) writes, for values of every kind and length,
+// including values too long for its stack buffer.
+func TestFormatKnownKeys(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	alphabet := []string{"a", "Z", "9", "-", "_", ".", "~", " ", "/", "'", "\\", "*", "é", "\x00", "\xff", "%", "="}
+	for range 20000 {
+		tags := map[string]string{}
+		for _, k := range knownKeys {
+			if rng.IntN(2) == 0 {
+				continue
+			}
+			var sb strings.Builder
+			n := rng.IntN(40)
+			if rng.IntN(50) == 0 {
+				n = 300 // past the stack buffer with the others
+			}
+			for range n {
+				sb.WriteString(alphabet[rng.IntN(len(alphabet))])
+			}
+			tags[k] = sb.String()
+		}
+		if len(tags) == 0 {
+			continue
+		}
+		want := formatSorted(tags)
+		if got := Format(tags); got != want {
+			t.Fatalf("Format(%q) = %q, want %q", tags, got, want)
+		}
+		if got, want := Append("SELECT 1", tags), "SELECT 1 "+want; got != want {
+			t.Fatalf("Append: %q, want %q", got, want)
 		}
 	}
 }

@@ -18,6 +18,8 @@ func FuzzAppendParse(f *testing.F) {
 	f.Add("SELECT E'\\'' ;  ", "\x00", "\xff", "\\", "\n")
 	f.Add("SELECT $a$ x $a$", "tier", "T1", "", "")
 	f.Add("", "a", "b", "c", "d")
+	f.Add("SELECT 1", "tenant", "*/ DROP TABLE t; --", "traceparent", "\xff'\\\x00")
+	f.Add("SELECT 1", "application", strings.Repeat("é/", 200), "tracestate", "a=b,c=d")
 	f.Fuzz(func(t *testing.T, q, k1, v1, k2, v2 string) {
 		tags := map[string]string{}
 		if k1 != "" {
