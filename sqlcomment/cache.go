@@ -74,19 +74,17 @@ func (cc *commentCache) lookup(t tenant.Tags) (h, i uint64, _ *cacheEntry) {
 }
 
 // newEntry encodes the comment for t after the static prefix, or returns
-// nil when it would not fit the cap or the stack buffer.
+// nil when it might not fit the cap or the stack buffer.
 func (c *Commenter) newEntry(h uint64, t tenant.Tags) *cacheEntry {
-	var buf [16]pair
-	n := contextPairs(&buf, 0, t)
-	ps := buf[:n]
-	if bound := len(c.prefix) + maxCommentLen(ps); bound > c.cfg.maxLen || bound > stackBuf {
+	var tmp [stackBuf]byte
+	w, unique := c.renderTags(tmp[:], t, 2)
+	if w < 0 {
 		return nil
 	}
-	var tmp [stackBuf]byte
-	w := renderAfter(tmp[:], c.prefix, ps)
-	comment := string(tmp[:w])
+	tmp[w], tmp[w+1] = '*', '/'
+	comment := string(tmp[:w+2])
 	return &cacheEntry{hash: h, tenant: t.Tenant, route: t.Route, tier: t.Tier,
-		comment: comment, inner: comment[2 : w-2], unique: n > 0}
+		comment: comment, inner: comment[2:w], unique: unique}
 }
 
 // Statement texts whose insert position (insertAt) is remembered: the

@@ -199,18 +199,19 @@ func (c *Commenter) render(ctx context.Context, st Statement, query string, at i
 	return st
 }
 
-// cached is Comment for a tagged statement through the comment cache: the
-// context's tags encoded once, the trace pairs (if any) rendered after
-// them. ok is false when the tags are not cached or the comment might not
-// fit the cap; Comment's general path takes it then.
+// cached is Comment for a tagged statement of a Commenter without WithTag
+// tags, whose key is not written (the usual case): the comment comes from
+// the cache when the tags are there, and is otherwise encoded straight
+// from the tags; the trace pairs, if any, go after it. ok is false when
+// the comment might not fit the cap; Comment's general path takes it then.
 func (c *Commenter) cached(ctx context.Context, t tenant.Tags, query string, at int, prepare bool) (q string, unique, ok bool) {
-	e := c.cache.get(c, t)
-	if e == nil {
-		return "", false, false
-	}
 	var sc trace.SpanContext
 	if c.cfg.trace && !prepare {
 		sc = trace.SpanContextFromContext(ctx)
+	}
+	e := c.cache.get(c, t)
+	if e == nil {
+		return c.uncached(t, query, at, sc)
 	}
 	if !sc.IsValid() {
 		if e.inner == "" {
@@ -221,53 +222,140 @@ func (c *Commenter) cached(ctx context.Context, t tenant.Tags, query string, at 
 	return c.cachedTrace(query, at, e, sc)
 }
 
-// cachedTrace renders the trace pairs after a cached entry (a function of
-// its own for the same reason as render).
+// uncached is cached for tags that are not in the cache. (Functions of
+// their own, uncached and cachedTrace keep their stack buffers, which are
+// zeroed on entry, off the path of a cache hit.)
+//
+//go:noinline
+func (c *Commenter) uncached(t tenant.Tags, query string, at int, sc trace.SpanContext) (q string, unique, ok bool) {
+	var tmp [stackBuf]byte
+	var ts string
+	room := 2 // "*/"
+	if sc.IsValid() {
+		ts = sc.TraceState().String()
+		room += traceRoom(ts)
+	}
+	w, unique := c.renderTags(tmp[:], t, room)
+	if w < 0 {
+		return "", false, false
+	}
+	if sc.IsValid() {
+		w = writeTracePairs(tmp[:], w, w == 2, sc, ts)
+		unique = true
+	}
+	if w == 2 {
+		return query, false, true // no pair at all
+	}
+	tmp[w], tmp[w+1] = '*', '/'
+	return spliceRendered(query, at, tmp[:w+2]), unique, true
+}
+
+// cachedTrace writes the trace pairs after a cached comment.
 //
 //go:noinline
 func (c *Commenter) cachedTrace(query string, at int, e *cacheEntry, sc trace.SpanContext) (q string, unique, ok bool) {
-	if sc.TraceState().Len() == 0 {
+	ts := sc.TraceState().String()
+	cl := 2 + len(e.inner) + traceRoom(ts) + 2 // "/*", the pairs, "*/"
+	if e.inner == "" {
+		cl-- // no comma before the traceparent
+	}
+	if cl > c.cfg.maxLen {
+		return "", false, false
+	}
+	if ts == "" {
 		// The usual case: only a traceparent, which is hex digits and
-		// dashes (nothing to encode), written straight into the
+		// dashes (so exactly cl bytes), written straight into the
 		// statement's single allocation.
-		sep := ",traceparent='"
-		if e.inner == "" {
-			sep = sep[1:]
-		}
-		cl := 2 + len(e.inner) + len(sep) + 55 + 3 // /*inner,traceparent='…'*/
-		if cl > c.cfg.maxLen {
-			return "", false, false
-		}
 		b := make([]byte, len(query)+1+cl)
 		i := copy(b, query[:at])
 		b[i], b[i+1], b[i+2] = ' ', '/', '*'
-		i += 3
-		i += copy(b[i:], e.inner)
-		i += copy(b[i:], sep)
-		writeTraceparent((*[55]byte)(b[i:i+55]), sc)
-		i += 55
-		b[i], b[i+1], b[i+2] = '\'', '*', '/'
-		copy(b[i+3:], query[at:])
+		i += 3 + copy(b[i+3:], e.inner)
+		i = writeTracePairs(b, i, e.inner == "", sc, "")
+		b[i], b[i+1] = '*', '/'
+		copy(b[i+2:], query[at:])
 		return unsafe.String(&b[0], len(b)), true, true
 	}
-	// As in Comment's fast path: indexed stores into local arrays keep the
-	// traceparent on the stack.
-	var fbuf [2]pair
-	var tp [55]byte
-	writeTraceparent(&tp, sc)
-	fbuf[0] = pair{KeyTraceparent, unsafe.String(&tp[0], len(tp))}
-	m := 1
-	if ts := sc.TraceState().String(); ts != "" {
-		fbuf[1] = pair{KeyTracestate, ts}
-		m++
-	}
-	fp := fbuf[:m]
-	if bound := len(e.inner) + maxCommentLen(fp); bound > c.cfg.maxLen || bound > stackBuf {
+	if cl > stackBuf {
 		return "", false, false
 	}
 	var tmp [stackBuf]byte
-	w := renderAfter(tmp[:], e.inner, fp)
-	return spliceRendered(query, at, tmp[:w]), true, true
+	tmp[0], tmp[1] = '/', '*'
+	w := 2 + copy(tmp[2:], e.inner)
+	w = writeTracePairs(tmp[:], w, e.inner == "", sc, ts)
+	tmp[w], tmp[w+1] = '*', '/'
+	return spliceRendered(query, at, tmp[:w+2]), true, true
+}
+
+// renderTags writes "/*", the static pairs and t's route, tenant and tier
+// pairs (those set) at the start of b, without the closing "*/", and
+// returns the length written and whether a pair of t is in it. The length
+// is -1 when the comment, with room bytes more after these pairs, might
+// not fit the cap or b.
+func (c *Commenter) renderTags(b []byte, t tenant.Tags, room int) (int, bool) {
+	tier := ""
+	if t.Tier != tenant.TierUnset {
+		tier = t.Tier.String()
+	}
+	// Each pair: ",key='" and "'" around a value of at most 3 bytes a byte.
+	bound := 2 + len(c.prefix) + len(",route=''") + 3*len(t.Route) +
+		len(",tenant=''") + 3*len(t.Tenant) + len(",tier=''") + 3*len(tier) + room
+	if bound > c.cfg.maxLen || bound > len(b) {
+		return -1, false
+	}
+	b[0], b[1] = '/', '*'
+	i := 2 + copy(b[2:], c.prefix)
+	n := i
+	i = putPair(b, i, ",route='", t.Route)
+	i = putPair(b, i, ",tenant='", t.Tenant)
+	i = putPair(b, i, ",tier='", tier)
+	return i, i > n
+}
+
+// putPair writes key (",k='", without the comma at a comment's start), v
+// encoded and the closing quote at b[i:], and returns the index past them;
+// nothing for an empty v. b[i:] must hold the pair at its longest and two
+// more bytes (encodeInto's precondition).
+func putPair(b []byte, i int, key, v string) int {
+	if v == "" {
+		return i
+	}
+	if i == 2 {
+		key = key[1:]
+	}
+	i += copy(b[i:], key)
+	i = encodeInto(b, i, v)
+	b[i] = '\''
+	return i + 1
+}
+
+// traceRoom is the longest the trace pairs can be, with their comma.
+func traceRoom(ts string) int {
+	n := len(",traceparent=''") + 55
+	if ts != "" {
+		n += len(",tracestate=''") + 3*len(ts)
+	}
+	return n
+}
+
+// writeTracePairs writes sc's traceparent and, when ts is not empty, the
+// tracestate ts at b[i:] (first: no comma before), and returns the index
+// past them. A traceparent is hex digits and dashes: nothing to encode.
+func writeTracePairs(b []byte, i int, first bool, sc trace.SpanContext, ts string) int {
+	k := ",traceparent='"
+	if first {
+		k = k[1:]
+	}
+	i += copy(b[i:], k)
+	writeTraceparent((*[55]byte)(b[i:i+55]), sc)
+	b[i+55] = '\''
+	i += 56
+	if ts != "" {
+		i += copy(b[i:], ",tracestate='")
+		i = encodeInto(b, i, ts)
+		b[i] = '\''
+		i++
+	}
+	return i
 }
 
 // contextPairs stores the route, tenant and tier pairs of t that are set at
