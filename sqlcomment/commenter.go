@@ -26,7 +26,9 @@ type Commenter struct {
 }
 
 // NewCommenter returns a Commenter configured by opts. Invalid option values
-// are corrected as each option documents; see WithMaxLen.
+// are corrected as each option documents; see WithMaxLen. A Commenter keeps
+// caches of about 20 KiB (see Speed in the package doc): make one per
+// database handle, not one per request.
 func NewCommenter(opts ...Option) *Commenter {
 	c := &Commenter{cfg: newConfig(opts)}
 	if len(c.cfg.static) == 0 {

@@ -85,6 +85,8 @@ var _ Querier = (*DB)(nil)
 
 // Wrap returns a DB that sends q's statements with the tags of their
 // context, configured by opts (sqlcomment.WithApplication, WithObserver, …).
+// Wrap a pool or connection once: each DB has a Commenter, whose caches
+// take about 20 KiB; use With for a transaction.
 func Wrap(q Querier, opts ...sqlcomment.Option) *DB {
 	return &DB{q: q, c: sqlcomment.NewCommenter(opts...)}
 }
