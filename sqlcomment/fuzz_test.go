@@ -91,6 +91,11 @@ func FuzzCommenter(f *testing.F) {
 		c := NewCommenter(opts...)
 		ctx := tenant.With(context.Background(), tenant.Tags{Tenant: ten, Route: route, Tier: tenant.T3})
 		st := c.Comment(ctx, q, false)
+		for range 2 { // admitted to the caches, then read from them
+			if again := c.Comment(ctx, q, false); again != st {
+				t.Fatalf("Comment again = %+v, first %+v", again, st)
+			}
+		}
 		if c.Dropped() > 0 {
 			if _, ok := insertAt(q); ok && len(st.Query) > len(q)+1+c.cfg.maxLen {
 				t.Fatalf("comment over the cap: %d bytes", len(st.Query)-len(q)-1)
