@@ -46,8 +46,8 @@ type cacheEntry struct {
 func newCommentCache() *commentCache { return &commentCache{seed: maphash.MakeSeed()} }
 
 // get returns the entry for t, encoding and storing it when t is admitted,
-// or nil: not cached (yet), or over the cap (the caller's general path
-// drops tags then).
+// or nil: not cached (yet), or over the cap (Commenter.general drops
+// tags then).
 func (cc *commentCache) get(c *Commenter, t tenant.Tags) *cacheEntry {
 	h, i, e := cc.lookup(t)
 	if e != nil {

@@ -101,15 +101,17 @@ func (c *Commenter) Comment(ctx context.Context, query string, prepare bool) Sta
 			return st
 		}
 	}
-	return c.render(ctx, st, query, at, prepare)
+	return c.general(ctx, st, query, at, prepare)
 }
 
-// render is Comment without the cache: it encodes every pair. It is a
-// function of its own so that its local arrays (which hold pointers, so
-// are zeroed when the function is entered) cost nothing on a cache hit.
+// general is Comment for what the cache does not cover (WithTag tags, a
+// key, untagged statements, comments over the cap): it encodes every
+// pair. It is a function of its own so that its local arrays (which hold
+// pointers, so are zeroed when the function is entered) cost nothing on
+// the cached path.
 //
 //go:noinline
-func (c *Commenter) render(ctx context.Context, st Statement, query string, at int, prepare bool) Statement {
+func (c *Commenter) general(ctx context.Context, st Statement, query string, at int, prepare bool) Statement {
 	t, tagged := st.Tags, st.Tagged
 	// The per-request pairs, in key order (all sort after db_driver).
 	// (Direct stores into local arrays, not append: no write barriers,
@@ -205,7 +207,7 @@ func (c *Commenter) render(ctx context.Context, st Statement, query string, at i
 // tags, whose key is not written (the usual case): the comment comes from
 // the cache when the tags are there, and is otherwise encoded straight
 // from the tags; the trace pairs, if any, go after it. ok is false when
-// the comment might not fit the cap; Comment's general path takes it then.
+// the comment might not fit the cap; general takes it then.
 func (c *Commenter) cached(ctx context.Context, t tenant.Tags, query string, at int, prepare bool) (q string, unique, ok bool) {
 	var sc trace.SpanContext
 	if c.cfg.trace && !prepare {
