@@ -58,8 +58,8 @@
 // connection (BenchmarkPostgres, BenchmarkPostgresInterleaved in
 // pgxcomment): tagged statements leave 0 statements prepared on the server,
 // where the same comments in pgx's default mode leave 512 (its cache size),
-// prepare and deallocate on every miss, and take 3 to 4 times as long as
-// untagged ones. Tagged statements through pgxcomment take 1.38 to 1.42
+// prepare and deallocate on every miss, and take 2.9 to 4.6 times as long
+// as untagged ones. Tagged statements through pgxcomment take 1.38 to 1.42
 // times as long as untagged ones in pgx's default mode, which is not the
 // 10% hoped for, and the interleaved benchmark shows why: the same untagged
 // statement sent in QueryExecModeExec takes 1.33 to 1.37 times as long as

@@ -42,7 +42,7 @@
 // it; so the comment and this wrapper 1.03 times the exec-mode statement.
 // The simple protocol (pgx.QueryExecModeSimpleProtocol as first argument,
 // respected here) was a little faster. The same comments in pgx's default
-// mode took 3 to 4 times as long and left 512 statements prepared per
+// mode took 2.9 to 4.6 times as long and left 512 statements prepared per
 // connection (BenchmarkPostgres reports the counts).
 //
 // For database/sql through pgx's stdlib, pass StdlibExecMode to
