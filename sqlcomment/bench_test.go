@@ -65,10 +65,7 @@ func BenchmarkCommenter(b *testing.B) {
 // other end: one busy tenant, every comment from the cache).
 func BenchmarkCommenterTenants(b *testing.B) {
 	c := NewCommenter(WithApplication("billing-api"), WithDBDriver("pgx/v5"))
-	ctxs := make([]context.Context, 10000)
-	for i := range ctxs {
-		ctxs[i] = tenant.With(context.Background(), tenant.Tags{Tenant: fmt.Sprintf("tenant-%05d", i), Route: "GET /v1/reports/{id}", Tier: tenant.T2})
-	}
+	ctxs := tenantContexts(10000)
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
@@ -78,6 +75,16 @@ func BenchmarkCommenterTenants(b *testing.B) {
 			i = 0
 		}
 	}
+}
+
+// tenantContexts returns n contexts, each with a tenant of its own and the
+// benchmarks' route and tier.
+func tenantContexts(n int) []context.Context {
+	ctxs := make([]context.Context, n)
+	for i := range ctxs {
+		ctxs[i] = tenant.With(context.Background(), tenant.Tags{Tenant: fmt.Sprintf("tenant-%05d", i), Route: "GET /v1/reports/{id}", Tier: tenant.T2})
+	}
+	return ctxs
 }
 
 // noop is a driver that does nothing, to measure the wrapper's own cost.
@@ -230,10 +237,7 @@ func BenchmarkOverhead(b *testing.B) {
 	// The same Exec with 10,000 tenants in turn: no comment comes from the
 	// cache, every one is encoded.
 	b.Run("ExecTenants", func(b *testing.B) {
-		ctxs := make([]context.Context, 10000)
-		for i := range ctxs {
-			ctxs[i] = tenant.With(context.Background(), tenant.Tags{Tenant: fmt.Sprintf("tenant-%05d", i), Route: "GET /v1/reports/{id}", Tier: tenant.T2})
-		}
+		ctxs := tenantContexts(10000)
 		i := 0
 		cycling := func() {
 			exec(tagDB, ctxs[i])()

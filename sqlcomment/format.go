@@ -162,14 +162,20 @@ func (kv *knownValues) render(b []byte) int {
 // formatSorted is Format for any number of tags: the pairs in a slice,
 // sorted, rendered into one allocation of the exact size.
 func formatSorted(tags map[string]string) string {
+	ps := sortedPairs(tags)
+	b := make([]byte, commentLen(ps))
+	render(b, ps)
+	return unsafe.String(&b[0], len(b))
+}
+
+// sortedPairs returns the pairs of tags in a new slice, sorted by key.
+func sortedPairs(tags map[string]string) []pair {
 	ps := make([]pair, 0, len(tags))
 	for k, v := range tags {
 		ps = append(ps, pair{k, v})
 	}
 	sortPairs(ps)
-	b := make([]byte, commentLen(ps))
-	render(b, ps)
-	return unsafe.String(&b[0], len(b))
+	return ps
 }
 
 // keyLess is a < b, deciding on the first byte inline when it differs,
@@ -209,12 +215,7 @@ func Append(query string, tags map[string]string) string {
 		return spliceRendered(query, at, tmp[:m])
 	}
 	if len(tags) > len([16]pair{}) {
-		ps := make([]pair, 0, len(tags))
-		for k, v := range tags {
-			ps = append(ps, pair{k, v})
-		}
-		sortPairs(ps)
-		return splice(query, at, ps)
+		return splice(query, at, sortedPairs(tags))
 	}
 	var buf [16]pair // as in Format
 	n := 0
