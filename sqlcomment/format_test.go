@@ -43,6 +43,9 @@ func TestFormatManyTagsSorted(t *testing.T) {
 		tags[string(rune('a'+i%26))+strings.Repeat("z", i/26)] = "v"
 	}
 	got := Format(tags)
+	if a := Append("SELECT 1;", tags); a != "SELECT 1 "+got+";" {
+		t.Fatalf("Append with %d tags: %q", len(tags), a)
+	}
 	back, err := Parse("SELECT 1 " + got)
 	if err != nil {
 		t.Fatal(err)
