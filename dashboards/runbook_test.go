@@ -11,7 +11,7 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 
 	"github.com/qtop-dev/qtop/dashboards"
-	"github.com/qtop-dev/qtop/ingest/store"
+	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/internal/tui"
 )
 

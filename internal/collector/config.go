@@ -9,7 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/qtop-dev/qtop/ingest/store"
+	"github.com/qtop-dev/qtop/store"
 )
 
 // Errors of the package; test with errors.Is.

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/qtop-dev/qtop/ingest/store"
+	"github.com/qtop-dev/qtop/store"
 )
 
 // errStoreNotOpen: the store could not be opened yet.

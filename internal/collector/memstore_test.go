@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/qtop-dev/qtop/ingest/store"
+	"github.com/qtop-dev/qtop/store"
 )
 
 // memStore keeps rows in memory with the Store contract's replacement

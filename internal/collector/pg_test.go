@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/qtop-dev/qtop/ingest/pgactivity"
-	"github.com/qtop-dev/qtop/ingest/store"
+	"github.com/qtop-dev/qtop/pgactivity"
+	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/internal/testsvc"
 )

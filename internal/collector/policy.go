@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/ingest"
-	"github.com/qtop-dev/qtop/ingest/store"
+	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/policy"
 )
 

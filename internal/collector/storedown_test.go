@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/qtop-dev/qtop/ingest/store/chstore"
+	"github.com/qtop-dev/qtop/store/chstore"
 	"github.com/qtop-dev/qtop/internal/testsvc"
 )
 

@@ -3,8 +3,8 @@ package collector
 import (
 	"fmt"
 
-	"github.com/qtop-dev/qtop/ingest/store"
-	"github.com/qtop-dev/qtop/ingest/store/duckstore"
+	"github.com/qtop-dev/qtop/store"
+	"github.com/qtop-dev/qtop/store/duckstore"
 )
 
 // openDuck opens the embedded DuckDB store (cgo; linked only here, in

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/qtop-dev/qtop/ingest/store"
-	"github.com/qtop-dev/qtop/ingest/store/chstore"
+	"github.com/qtop-dev/qtop/store"
+	"github.com/qtop-dev/qtop/store/chstore"
 )
 
 // OpenStore opens the store named by url (duckdb://PATH or

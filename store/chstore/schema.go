@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/qtop-dev/qtop/ingest/store"
+	"github.com/qtop-dev/qtop/store"
 )
 
 // Version is a ClickHouse server version, as far as the schema cares.

@@ -9,8 +9,8 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/qtop-dev/qtop/ingest/store"
-	"github.com/qtop-dev/qtop/ingest/store/storetest"
+	"github.com/qtop-dev/qtop/store"
+	"github.com/qtop-dev/qtop/store/storetest"
 	"github.com/qtop-dev/qtop/ratio"
 )
 

@@ -10,8 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/qtop-dev/qtop/ingest/store"
-	"github.com/qtop-dev/qtop/ingest/store/storetest"
+	"github.com/qtop-dev/qtop/store"
+	"github.com/qtop-dev/qtop/store/storetest"
 	"github.com/qtop-dev/qtop/internal/testsvc"
 )
 

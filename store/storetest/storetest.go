@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/qtop-dev/qtop/ingest/store"
+	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/ratio"
 	"github.com/qtop-dev/qtop/tenant"
 )

@@ -3,8 +3,8 @@ package storetest_test
 import (
 	"testing"
 
-	"github.com/qtop-dev/qtop/ingest/store"
-	"github.com/qtop-dev/qtop/ingest/store/storetest"
+	"github.com/qtop-dev/qtop/store"
+	"github.com/qtop-dev/qtop/store/storetest"
 )
 
 // TestExpectUsage checks the reference fold itself on a hand-computed case.

@@ -14,7 +14,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"github.com/qtop-dev/qtop/ingest/store"
+	"github.com/qtop-dev/qtop/store"
 )
 
 // Column lists are explicit: ClickHouse 18.16 sends an empty header for an

@@ -3,7 +3,7 @@ package chstore_test
 import (
 	"fmt"
 
-	"github.com/qtop-dev/qtop/ingest/store/chstore"
+	"github.com/qtop-dev/qtop/store/chstore"
 )
 
 // The schema Open would create on ClickHouse 18.16 for a sharded cluster,

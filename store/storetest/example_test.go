@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/qtop-dev/qtop/ingest/store"
-	"github.com/qtop-dev/qtop/ingest/store/storetest"
+	"github.com/qtop-dev/qtop/store"
+	"github.com/qtop-dev/qtop/store/storetest"
 )
 
 // ExpectUsage is the reference every store is checked against: the newest

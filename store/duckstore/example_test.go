@@ -7,8 +7,8 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/qtop-dev/qtop/ingest/store"
-	"github.com/qtop-dev/qtop/ingest/store/duckstore"
+	"github.com/qtop-dev/qtop/store"
+	"github.com/qtop-dev/qtop/store/duckstore"
 )
 
 func ExampleOpen() {

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/qtop-dev/qtop/ingest/pgactivity"
+	"github.com/qtop-dev/qtop/pgactivity"
 )
 
 // Sample once a second and print each tenant's database load every ten

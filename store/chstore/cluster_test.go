@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/qtop-dev/qtop/ingest/store"
-	"github.com/qtop-dev/qtop/ingest/store/storetest"
+	"github.com/qtop-dev/qtop/store"
+	"github.com/qtop-dev/qtop/store/storetest"
 )
 
 // localCluster returns a one-shard cluster of this server from

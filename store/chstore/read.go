@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/qtop-dev/qtop/ingest/store"
+	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/ratio"
 	"github.com/qtop-dev/qtop/tenant"
 )
