@@ -41,7 +41,7 @@
 // qtop_ingest_reply_errors_total, qtop_ingest_policy_updates_total
 // (Reporter).
 //
-// # Report format, version 1
+// # Report format, version 2
 //
 // A report body (Content-Type [ContentType]) is an 8-byte header followed
 // by the body length and the body:
@@ -60,7 +60,8 @@
 //	key sketch: u (0: none, else 1 + length of the spacesaving encoding), bytes |
 //	key tenants: u n, n × (key string, u tenant index), keys sorted |
 //	enforcement: admitted, throttled, shed, shadow throttled, shadow shed
-//	  (4 u each, T0…T3) | price multiplier (4 f)
+//	  (4 u each, T0…T3) | price multiplier (4 f) |
+//	sections (version 2): u n, n × (u tag, u length, payload), tags increasing
 //
 // and a row is
 //
@@ -70,7 +71,10 @@
 //
 // where a bucket's gap is its ratio.Histogram bucket index minus (the
 // previous non-empty index + 1), the first gap being the index itself.
-// Nothing may follow the enforcement counters.
+// Version 1 ends after the enforcement counters; version 2 adds the
+// optional sections, each written only when it has something to say, and a
+// decoder skips a section whose tag it does not know. Nothing may follow
+// them. A decoder reads versions 1 and 2.
 //
 // # Worked example
 //
@@ -78,11 +82,12 @@
 // 2026-11-29, one row: tenant acme, route "GET /a", T2, request, 2
 // records, 0 errors, 30 ms in all, 1.5 RU, 100 bytes, 0 rows, latencies
 // 10 ms (bucket 481) and 20 ms (bucket 517); no keys; no enforcement but
-// price multipliers of 1. Uncompressed (codec 0), it is 128 bytes
-// (testdata/report-v1.hex, checked by TestFormatGolden):
+// price multipliers of 1. Uncompressed (codec 0), it is 129 bytes
+// (testdata/report-v2.hex, checked by TestFormatGolden; report-v1.hex
+// holds the same window in version 1, which still decodes):
 //
-//	71 74 72 70 00 01 00 00   "qtrp", version 1, codec 0, reserved
-//	77                        body length 119
+//	71 74 72 70 00 02 00 00   "qtrp", version 2, codec 0, reserved
+//	78                        body length 120
 //	03 61 70 69 02 69 31      "api" "i1"
 //	02 68 31 07               "h1", seq 7
 //	80 80 dd ee c2 9d bc ec 31  start (zig-zag Unix ns)
@@ -97,6 +102,7 @@
 //	00 00                     no key sketch, no key tenants
 //	00 × 20                   enforcement counters
 //	(00 00 00 00 00 00 f0 3f) × 4   price multipliers 1.0
+//	00                        no sections
 //
 // # Span processor cost
 //

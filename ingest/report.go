@@ -113,7 +113,7 @@ type Report struct {
 // Format constants. See the package documentation for the layout.
 const (
 	// CurrentVersion is the format version MarshalBinary writes.
-	CurrentVersion uint16 = 1
+	CurrentVersion uint16 = 2
 	// ContentType is the media type of a report body (POST /v1/reports).
 	// The compression is named inside the body's header, so no
 	// Content-Encoding is needed.
@@ -335,6 +335,9 @@ func (r *Report) appendRaw(b []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if b, err = appendSections(b, r); err != nil {
+		return nil, err
+	}
 	if len(b) > MaxDecodedBytes {
 		return nil, fmt.Errorf("%w: %d bytes before compression, at most %d", ErrTooLarge, len(b), MaxDecodedBytes)
 	}
@@ -384,6 +387,9 @@ func (r *Report) UnmarshalBinary(b []byte) error {
 	if err == nil {
 		d := decoder{b: raw}
 		d.report(r)
+		if v >= 2 {
+			d.sections(r)
+		}
 		err = d.err
 		if err == nil && len(d.b) != 0 {
 			err = fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(d.b))

@@ -177,7 +177,7 @@ func TestReportNewerVersion(t *testing.T) {
 	if !errors.Is(err, ErrVersion) {
 		t.Fatalf("got %v, want ErrVersion", err)
 	}
-	if !strings.Contains(err.Error(), "version 2") || !strings.Contains(err.Error(), "upgrade") {
+	if !strings.Contains(err.Error(), fmt.Sprintf("version %d", CurrentVersion+1)) || !strings.Contains(err.Error(), "upgrade") {
 		t.Errorf("message %q does not say which version nor what to do", err)
 	}
 	binary.BigEndian.PutUint16(b[4:], 0)
