@@ -1,6 +1,6 @@
 package bench
 
-// Hot-key caching and coalescing side by side: qtop's enforce.Guard
+// Hot-key caching and coalescing side by side: qtop's hotkey.Guard
 // against github.com/maypok86/otter/v2 v2.4.0 (a cache hit) and
 // golang.org/x/sync/singleflight (a coalesced load). Eight hot string
 // keys; the time is passed in to Guard.GetAt (otter reads its own clock).
@@ -18,7 +18,7 @@ import (
 	"github.com/maypok86/otter/v2"
 	"golang.org/x/sync/singleflight"
 
-	"github.com/qtop-dev/qtop/enforce"
+	"github.com/qtop-dev/qtop/hotkey"
 )
 
 var hotKeys = []string{"product:0", "product:1", "product:2", "product:3", "product:4", "product:5", "product:6", "product:7"}
@@ -28,7 +28,7 @@ func hotLoad(_ context.Context, k string) (string, error) { return k, nil }
 func BenchmarkHotKey(b *testing.B) {
 	ctx := context.Background()
 	now := time.Now()
-	g, err := enforce.NewGuard(hotLoad, nil, enforce.WithTTL(time.Hour), enforce.WithHotThreshold(1, time.Hour))
+	g, err := hotkey.New(hotLoad, nil, hotkey.WithTTL(time.Hour), hotkey.WithThreshold(1, time.Hour))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func BenchmarkHotKey(b *testing.B) {
 	b.Run("hit/otter-GetIfPresent", func(b *testing.B) {
 		serialParallel(b, hotKeys, func(_ int, k string) { _, _ = oc.GetIfPresent(k) })
 	})
-	cold, _ := enforce.NewGuard(hotLoad, nil, enforce.WithHotThreshold(1<<30, time.Hour))
+	cold, _ := hotkey.New(hotLoad, nil, hotkey.WithThreshold(1<<30, time.Hour))
 	defer cold.Shutdown(ctx)
 	b.Run("miss/qtop-Guard-GetAt", func(b *testing.B) {
 		b.ReportAllocs()

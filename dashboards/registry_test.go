@@ -20,6 +20,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/qtop-dev/qtop/enforce"
+	"github.com/qtop-dev/qtop/hotkey"
 	"github.com/qtop-dev/qtop/ingest"
 	"github.com/qtop-dev/qtop/internal/collector"
 	"github.com/qtop-dev/qtop/internal/testsvc"
@@ -270,12 +271,12 @@ func buildCatalog(chAddr string) (cat *Catalog, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("middleware: %w", err)
 	}
-	guard, err := enforce.NewGuard(func(_ context.Context, key string) (string, error) { return "v:" + key, nil },
+	guard, err := hotkey.New(func(_ context.Context, key string) (string, error) { return "v:" + key, nil },
 		func(k string) string { return k })
 	if err != nil {
 		return nil, fmt.Errorf("hot-key guard: %w", err)
 	}
-	if err := enforce.NewGuardMetrics(app, "products", guard); err != nil {
+	if err := hotkey.NewMetrics(app, "products", guard); err != nil {
 		return nil, fmt.Errorf("hot-key guard metrics: %w", err)
 	}
 	h := mw.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -1,7 +1,6 @@
 // Package enforce turns what qtop finds into protection inside each
 // application process: RU-priced token buckets per tenant, tier shedding
-// driven by the latency ratio, CoDel admission, a hot-key guard and fair
-// queues. Every control loop is local (no remote call on the request
+// driven by the latency ratio and CoDel admission. Every control loop is local (no remote call on the request
 // path) and every rule can run in shadow mode first.
 //
 // # Request units
@@ -46,16 +45,9 @@
 // [Queue] admits queued work into a fixed number of slots with CoDel
 // (RFC 8289, [CoDel]) and the adaptive wait limit of "Fail at Scale":
 // waiting beyond target while a queue stands fails early with
-// [ErrQueueDelay]; T0 is served first and never dropped. [FairQueue] hands
-// out work per tenant by weighted deficit round-robin with a starvation
-// bound, per-tenant concurrency caps and producer backpressure.
-//
-// # Hot keys
-//
-// [Guard] finds hot keys with a Space-Saving sketch, serves them from a
-// small local cache for a short TTL (3 s) and coalesces concurrent misses
-// into one load that respects each caller's context, so the backend sees
-// about one call per hot key per TTL per process.
+// [ErrQueueDelay]; T0 is served first and never dropped. Fair queueing
+// of background work per tenant is package fairqueue (its weights and
+// caps come from [Plan]); hot-key defence is package hotkey.
 //
 // # HTTP
 //

@@ -17,9 +17,9 @@ import (
 // fair queue and a cap on work in flight.
 type Plan struct {
 	Limit Limit `json:"limit"`
-	// Weight is the tenant's share in FairQueue (≥ 1).
+	// Weight is the tenant's share in a fairqueue.Queue (≥ 1).
 	Weight int `json:"weight"`
-	// Concurrency caps the tenant's work in flight in FairQueue (0: no cap).
+	// Concurrency caps the tenant's work in flight in a fairqueue.Queue (0: no cap).
 	Concurrency int `json:"concurrency"`
 }
 
@@ -207,14 +207,20 @@ type tierCounters struct {
 // is no remote call on the request path. Safe for concurrent use; make one
 // with New.
 type Enforcer struct {
-	cfg       config
-	buckets   *Buckets
-	price     *PriceController
-	nextEval  atomic.Int64
-	pol       atomic.Pointer[compiled]
-	polMu     sync.Mutex
-	overrides atomic.Pointer[map[string]Limit]
-	ovMu      sync.Mutex
+	cfg config
+	// The buckets, one set per kind, each keyed by tenant: the tenant's
+	// own (plan, override, policy tenant cap), the shadow mirror of it,
+	// and per tier those of policy tier caps, applied and shadow.
+	buckets        *Buckets
+	shadowTenants  *Buckets
+	tierCaps       [tenant.NumTiers]*Buckets
+	shadowTierCaps [tenant.NumTiers]*Buckets
+	price          *PriceController
+	nextEval       atomic.Int64
+	pol            atomic.Pointer[compiled]
+	polMu          sync.Mutex
+	overrides      atomic.Pointer[map[string]Limit]
+	ovMu           sync.Mutex
 	// tiers holds the counters striped by tenant, so that cores deciding
 	// for different tenants do not contend on one cache line.
 	tiers     [numStripes][tenant.NumTiers]tierCounters
@@ -257,8 +263,23 @@ func New(opts ...Option) (*Enforcer, error) {
 		return nil, err
 	}
 	def := e.plan("").Limit
-	if e.buckets, err = NewBuckets(def, WithLimitOf(e.limitOf), WithMaxKeys(c.maxTenants), WithIdle(c.idle)); err != nil {
+	mk := func(limitOf func(string) (Limit, bool)) (*Buckets, error) {
+		return NewBuckets(def, WithLimitOf(limitOf), WithMaxKeys(c.maxTenants), WithIdle(c.idle))
+	}
+	if e.buckets, err = mk(e.tenantLimitOf); err != nil {
 		return nil, err
+	}
+	if e.shadowTenants, err = mk(e.shadowTenantLimitOf); err != nil {
+		return nil, err
+	}
+	for i := range e.tierCaps {
+		tier := tenant.T0 + tenant.Tier(i)
+		if e.tierCaps[i], err = mk(e.tierCapOf(tier, false)); err != nil {
+			return nil, err
+		}
+		if e.shadowTierCaps[i], err = mk(e.tierCapOf(tier, true)); err != nil {
+			return nil, err
+		}
 	}
 	empty := map[string]Limit{}
 	e.overrides.Store(&empty)
@@ -286,43 +307,45 @@ func (e *Enforcer) plan(t string) Plan {
 // PlanOf returns the plan tenant t is on.
 func (e *Enforcer) PlanOf(t string) Plan { return e.plan(t) }
 
-// Bucket keys: a tenant's own bucket is keyed by the tenant (validated
-// tenants are printable, so they never start with a control byte); the
-// buckets of policy caps are keyed with a control-byte prefix.
-const (
-	keyTierCap         = '\x00' // + tier digit + tenant
-	keyShadowTenantCap = '\x01' // + tenant
-	keyShadowTierCap   = '\x02' // + tier digit + tenant
-)
+func (e *Enforcer) tenantLimitOf(t string) (Limit, bool) {
+	return e.tenantLimit(t, e.pol.Load()), true
+}
 
-func (e *Enforcer) limitOf(key string) (Limit, bool) {
+// shadowTenantLimitOf is the limit of the shadow mirror of t's bucket:
+// its own, lowered to the shadow tenant cap.
+func (e *Enforcer) shadowTenantLimitOf(t string) (Limit, bool) {
 	pol := e.pol.Load()
-	if key != "" && key[0] <= keyShadowTierCap {
-		var capp float64 = -1
-		switch key[0] {
-		case keyShadowTenantCap:
-			l := e.tenantLimit(key[1:], pol)
-			if c := shadowCap(pol, key[1:]); c > 0 && c < l.RUPerSecond {
-				l.RUPerSecond = c
-			}
-			return l, true
-		case keyTierCap, keyShadowTierCap:
-			if len(key) < 2 {
-				return Limit{}, false
-			}
-			tier := tenant.T0 + tenant.Tier(key[1]-'0')
-			eff := pol.effect(key[2:], tier)
-			capp = eff.tierCap
-			if key[0] == keyShadowTierCap {
-				capp = eff.shadowTierCap
-			}
+	l := e.tenantLimit(t, pol)
+	if c := shadowCap(pol, t); c > 0 && c < l.RUPerSecond {
+		l.RUPerSecond = c
+	}
+	return l, true
+}
+
+// tierCapOf returns the limit function of the buckets of tier's policy
+// caps (shadow: of its shadow caps).
+func (e *Enforcer) tierCapOf(tier tenant.Tier, shadow bool) func(string) (Limit, bool) {
+	return func(t string) (Limit, bool) {
+		eff := e.pol.Load().effect(t, tier)
+		c := eff.tierCap
+		if shadow {
+			c = eff.shadowTierCap
 		}
-		if capp > 0 {
-			return Limit{RUPerSecond: capp, Burst: capp}, true
+		if c > 0 {
+			return Limit{RUPerSecond: c, Burst: c}, true
 		}
 		return Limit{}, false
 	}
-	return e.tenantLimit(key, pol), true
+}
+
+// invalidate makes every bucket resolve its limit again on next use.
+func (e *Enforcer) invalidate() {
+	e.buckets.Invalidate()
+	e.shadowTenants.Invalidate()
+	for i := range e.tierCaps {
+		e.tierCaps[i].Invalidate()
+		e.shadowTierCaps[i].Invalidate()
+	}
 }
 
 func shadowCap(pol *compiled, t string) float64 {
@@ -360,7 +383,7 @@ func (e *Enforcer) SetOverride(t string, l Limit) error {
 	}
 	m[t] = l
 	e.overrides.Store(&m)
-	e.buckets.Invalidate()
+	e.invalidate()
 	return nil
 }
 
@@ -379,7 +402,7 @@ func (e *Enforcer) DeleteOverride(t string) {
 		}
 	}
 	e.overrides.Store(&m)
-	e.buckets.Invalidate()
+	e.invalidate()
 }
 
 // ApplyPolicy installs the collector's policy: its price rules multiply
@@ -403,7 +426,7 @@ func (e *Enforcer) ApplyPolicyAt(now time.Time, p policy.Policy) {
 		e.cfg.logger.Warn("enforce: policy rules skipped as invalid", "version", p.Version, "invalid", c.invalid)
 	}
 	e.pol.Store(c)
-	e.buckets.Invalidate()
+	e.invalidate()
 }
 
 // Policy returns the policy last applied.
@@ -425,7 +448,7 @@ func (e *Enforcer) refreshAt(n int64, now time.Time) *compiled {
 	if c = e.pol.Load(); n >= c.nextExpiry {
 		c = compile(c.src, now)
 		e.pol.Store(c)
-		e.buckets.Invalidate()
+		e.invalidate()
 	}
 	return c
 }
@@ -540,7 +563,7 @@ func (e *Enforcer) AllowAt(now time.Time, tags tenant.Tags) Decision {
 // what the shadow rules would decide.
 func (e *Enforcer) allowPolicy(now time.Time, t string, tier tenant.Tier, eff effect, shadow bool) (bool, time.Duration) {
 	tenantCap, tierCap, zero := eff.tenantCap, eff.tierCap, eff.zeroUntil
-	key := t
+	own, caps := e.buckets, e.tierCaps[tier.Index()]
 	if shadow {
 		// The shadow bucket mirrors the tenant's, charged at the shadow
 		// price and capped by the shadow caps.
@@ -548,28 +571,18 @@ func (e *Enforcer) allowPolicy(now time.Time, t string, tier tenant.Tier, eff ef
 		if tenantCap < 0 && tierCap < 0 && eff.shadowMult == 1 {
 			return true, 0
 		}
-		key = string(rune(keyShadowTenantCap)) + t
+		own, caps = e.shadowTenants, e.shadowTierCaps[tier.Index()]
 	}
 	if tenantCap == 0 || tierCap == 0 {
 		return false, max(zero.Sub(now), time.Millisecond)
 	}
-	ok, wait := e.buckets.AllowAt(now, key)
+	ok, wait := own.AllowAt(now, t)
 	if tierCap > 0 {
-		k := tierKey(keyTierCap, tier, t)
-		if shadow {
-			k = tierKey(keyShadowTierCap, tier, t)
-		}
-		ok2, w2 := e.buckets.AllowAt(now, k)
+		ok2, w2 := caps.AllowAt(now, t)
 		ok = ok && ok2
 		wait = max(wait, w2)
 	}
 	return ok, wait
-}
-
-func tierKey(prefix byte, tier tenant.Tier, t string) string {
-	b := make([]byte, 0, 2+len(t))
-	b = append(b, prefix, byte('0'+tier.Index()))
-	return string(append(b, t...))
 }
 
 // AdmitAt runs the tier shedder and then the bucket stage, for work that
@@ -613,15 +626,16 @@ func (e *Enforcer) ChargeAt(now time.Time, tags tenant.Tags, ru float64) float64
 	e.buckets.ChargeAt(now, tags.Tenant, charged)
 	if pol != nil && pol.rules > 0 {
 		eff := pol.effect(tags.Tenant, tier)
+		i := tier.Index()
 		if eff.tierCap > 0 {
-			e.buckets.ChargeAt(now, tierKey(keyTierCap, tier, tags.Tenant), charged)
+			e.tierCaps[i].ChargeAt(now, tags.Tenant, charged)
 		}
 		sm := charged * eff.shadowMult
 		if eff.shadowTenantCap > 0 || eff.shadowMult != 1 {
-			e.buckets.ChargeAt(now, string(rune(keyShadowTenantCap))+tags.Tenant, sm)
+			e.shadowTenants.ChargeAt(now, tags.Tenant, sm)
 		}
 		if eff.shadowTierCap > 0 {
-			e.buckets.ChargeAt(now, tierKey(keyShadowTierCap, tier, tags.Tenant), sm)
+			e.shadowTierCaps[i].ChargeAt(now, tags.Tenant, sm)
 		}
 	}
 	addFloat(&e.tiers[stripe(tags.Tenant)][tier.Index()].ru, charged)
@@ -699,7 +713,10 @@ func (e *Enforcer) Stats() Stats {
 	if c := e.pol.Load(); c != nil {
 		s.PolicyVersion = c.version
 	}
-	s.Evicted = e.buckets.Evicted()
+	s.Evicted = e.buckets.Evicted() + e.shadowTenants.Evicted()
+	for i := range e.tierCaps {
+		s.Evicted += e.tierCaps[i].Evicted() + e.shadowTierCaps[i].Evicted()
+	}
 	s.Tenants = e.buckets.Len()
 	return s
 }

@@ -415,4 +415,50 @@ func BenchmarkEnforcerAdmitAt(b *testing.B) {
 			e.ChargeAt(t0, tags[i&1023], 1)
 		}
 	})
+	// With policy rules of every kind for every tier, applied and shadow
+	// (tenant caps for some tenants), so each request consults the tier
+	// cap buckets and the shadow mirror too: still no allocation.
+	p := policy.Policy{Version: 1}
+	for _, tier := range []tenant.Tier{tenant.T1, tenant.T2, tenant.T3} {
+		p.Rules = append(p.Rules,
+			policy.Rule{ID: "cap" + tier.String(), Tier: tier, Action: policy.Throttle, RUPerSecond: 1e9, Expires: t0.Add(time.Hour), Reason: "b"},
+			policy.Rule{ID: "shadow" + tier.String(), Tier: tier, Action: policy.Throttle, RUPerSecond: 1e9, Shadow: true, Expires: t0.Add(time.Hour), Reason: "b"},
+			policy.Rule{ID: "price" + tier.String(), Tier: tier, Action: policy.Price, Multiplier: 2, Shadow: true, Expires: t0.Add(time.Hour), Reason: "b"})
+	}
+	for i := 0; i < 1024; i += 7 {
+		p.Rules = append(p.Rules, policy.Rule{ID: fmt.Sprint("t", i), Tenant: tags[i].Tenant, Action: policy.Throttle, RUPerSecond: 1e9, Expires: t0.Add(time.Hour), Reason: "b"})
+	}
+	e.ApplyPolicyAt(t0, p)
+	for i := range tags {
+		e.AdmitAt(t0, tags[i])
+		e.ChargeAt(t0, tags[i], 1)
+	}
+	b.Run("policy", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			e.AdmitAt(t0, tags[i&1023])
+			e.ChargeAt(t0, tags[i&1023], 1)
+		}
+	})
+}
+
+// TestEnforcerPolicyPathAllocs guards what BenchmarkEnforcerAdmitAt/policy
+// shows: with policy rules, admission and charge allocate nothing once a
+// tenant's buckets exist.
+func TestEnforcerPolicyPathAllocs(t *testing.T) {
+	e := newTestEnforcer(t)
+	tags := tenant.Tags{Tenant: "acme", Tier: tenant.T3}
+	e.ApplyPolicyAt(t0, policy.Policy{Version: 1, Rules: []policy.Rule{
+		{ID: "a", Tier: tenant.T3, Action: policy.Throttle, RUPerSecond: 1e9, Expires: t0.Add(time.Hour), Reason: "r"},
+		{ID: "b", Tier: tenant.T3, Action: policy.Throttle, RUPerSecond: 1e9, Shadow: true, Expires: t0.Add(time.Hour), Reason: "r"},
+		{ID: "c", Tenant: "acme", Action: policy.Price, Multiplier: 2, Shadow: true, Expires: t0.Add(time.Hour), Reason: "r"},
+	}})
+	e.AdmitAt(t0, tags)
+	e.ChargeAt(t0, tags, 1)
+	if n := testing.AllocsPerRun(100, func() {
+		e.AdmitAt(t0, tags)
+		e.ChargeAt(t0, tags, 0.001)
+	}); n != 0 {
+		t.Errorf("%v allocations per request with a policy rule, want 0", n)
+	}
 }

@@ -44,24 +44,3 @@ func Example() {
 	// 3 RU
 	// 1 1
 }
-
-func ExampleFairQueue() {
-	q, _ := enforce.NewFairQueue[string]()
-	for i := 0; i < 4; i++ {
-		_ = q.Push("big", fmt.Sprint("big-", i))
-	}
-	_ = q.Push("small", "small-0")
-	for {
-		job, ok := q.Pop()
-		if !ok {
-			break
-		}
-		fmt.Println(job)
-	}
-	// Output:
-	// big-0
-	// small-0
-	// big-1
-	// big-2
-	// big-3
-}

@@ -1,11 +1,12 @@
 package sim
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"time"
 
-	"github.com/qtop-dev/qtop/enforce"
+	"github.com/qtop-dev/qtop/fairqueue"
 )
 
 // FairConfig is the shared-worker-pool scenario: one tenant enqueues Big
@@ -53,7 +54,7 @@ type job struct {
 	at     time.Duration
 }
 
-// Fair runs the scenario with a FIFO queue and with enforce.FairQueue.
+// Fair runs the scenario with a FIFO queue and with fairqueue.Queue.
 func Fair(c FairConfig) ([]FairRow, error) {
 	var arrivals []job
 	for i := 0; i < c.Big; i++ {
@@ -80,11 +81,11 @@ func Fair(c FairConfig) ([]FairRow, error) {
 	})
 	fifoRow.Mode = "FIFO"
 
-	q, err := enforce.NewFairQueue[job](enforce.WithMaxPending(c.Big + c.SmallJobs))
+	q, err := fairqueue.New[job](fairqueue.WithMaxPending(c.Big + c.SmallJobs))
 	if err != nil {
 		return nil, err
 	}
-	fairRow := run(c, arrivals, func(j job) { _ = q.Push(j.tenant, j) }, func() (job, bool) {
+	fairRow := run(c, arrivals, func(j job) { _ = q.PushAt(context.Background(), time.Time{}.Add(j.at), j.tenant, j, 1) }, func() (job, bool) {
 		it, ok := q.PopItem()
 		return it.Value, ok
 	})

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/qtop-dev/qtop/enforce"
+	"github.com/qtop-dev/qtop/hotkey"
 )
 
 // StormConfig is the hot-key storm: Requests spread evenly over Keys, sent
@@ -59,7 +59,6 @@ func storm(c StormConfig, cache bool) (int64, int, error) {
 	var tick atomic.Int64
 	step := c.Span / time.Duration(c.Requests)
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	now := func() time.Time { return base.Add(time.Duration(tick.Load()) * step) }
 	var calls atomic.Int64
 	var mu sync.Mutex
 	perWindow := map[[2]int]int{} // (key, window) → calls
@@ -67,15 +66,15 @@ func storm(c StormConfig, cache bool) (int64, int, error) {
 	for i := range keys {
 		keys[i] = fmt.Sprintf("product:%d", i)
 	}
-	opts := []enforce.GuardOption{enforce.WithGuardClock(now), enforce.WithTTL(c.TTL)}
+	opts := []hotkey.Option{hotkey.WithTTL(c.TTL)}
 	if !cache {
-		opts = append(opts, enforce.WithHotThreshold(1<<30, c.TTL))
+		opts = append(opts, hotkey.WithThreshold(1<<30, c.TTL))
 	}
 	index := map[string]int{}
 	for i, k := range keys {
 		index[k] = i
 	}
-	g, err := enforce.NewGuard(func(ctx context.Context, k string) (string, error) {
+	g, err := hotkey.New(func(ctx context.Context, k string) (string, error) {
 		calls.Add(1)
 		w := int(time.Duration(tick.Load()) * step / c.TTL)
 		mu.Lock()

@@ -1,4 +1,4 @@
-package enforce
+package hotkey
 
 import (
 	"context"
@@ -39,10 +39,19 @@ func (b *countingBackend) load(ctx context.Context, key string) (string, error) 
 	return "v:" + key, nil
 }
 
+var epoch = time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
+
+func at(d time.Duration) time.Time { return epoch.Add(d) }
+
+type manualClock struct{ n atomic.Int64 }
+
+func (m *manualClock) now() time.Time          { return at(time.Duration(m.n.Load())) }
+func (m *manualClock) advance(d time.Duration) { m.n.Add(int64(d)) }
+
 func TestGuardCachesHotKeysOnly(t *testing.T) {
 	clk := &manualClock{}
 	be := &countingBackend{}
-	g, err := NewGuard(be.load, nil, WithGuardClock(clk.now), WithTTL(3*time.Second), WithHotThreshold(3, 3*time.Second))
+	g, err := New(be.load, nil, WithTTL(3*time.Second), WithThreshold(3, 3*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,9 +59,9 @@ func TestGuardCachesHotKeysOnly(t *testing.T) {
 	ctx := context.Background()
 	get := func(k string) {
 		t.Helper()
-		v, err := g.Get(ctx, k)
+		v, err := g.GetAt(ctx, clk.now(), k)
 		if err != nil || v != "v:"+k {
-			t.Fatalf("Get(%s) = %q, %v", k, v, err)
+			t.Fatalf("GetAt(%s) = %q, %v", k, v, err)
 		}
 	}
 	// Three misses make "hot" hot; its third load is cached.
@@ -97,9 +106,32 @@ func TestGuardCachesHotKeysOnly(t *testing.T) {
 	}
 }
 
+// TestGuardClockBackwards: a guard given an earlier time than before
+// keeps serving what it cached (its expiry is still ahead) and starts a
+// fresh detection window rather than trusting the old one.
+func TestGuardClockBackwards(t *testing.T) {
+	be := &countingBackend{}
+	g, _ := New(be.load, nil, WithTTL(3*time.Second), WithThreshold(2, 3*time.Second))
+	defer g.Shutdown(context.Background())
+	ctx := context.Background()
+	t5 := at(5 * time.Second)
+	for i := 0; i < 2; i++ {
+		_, _ = g.GetAt(ctx, t5, "k")
+	}
+	if _, err := g.GetAt(ctx, at(4*time.Second), "k"); err != nil || be.calls.Load() != 2 {
+		t.Fatalf("one second back: %v, %d calls (want the cached value, 2)", err, be.calls.Load())
+	}
+	// Far back: the detection window restarts, one miss is not hot.
+	_, _ = g.GetAt(ctx, at(-time.Hour), "cold")
+	_, _ = g.GetAt(ctx, at(-time.Hour), "cold2")
+	if n := g.Stats().Entries; n != 1 {
+		t.Errorf("%d entries, want only k", n)
+	}
+}
+
 func TestGuardHotShare(t *testing.T) {
 	be := &countingBackend{}
-	g, _ := NewGuard(be.load, nil, WithHotThreshold(2, time.Minute), WithHotShare(0.05))
+	g, _ := New(be.load, nil, WithThreshold(2, time.Minute), WithShare(0.05))
 	defer g.Shutdown(context.Background())
 	ctx := context.Background()
 	// 100 keys missed 3 times each: above the count threshold, each only
@@ -124,7 +156,7 @@ func TestGuardHotShare(t *testing.T) {
 func TestGuardErrorsNotCached(t *testing.T) {
 	be := &countingBackend{}
 	be.fail.Store(true)
-	g, _ := NewGuard(be.load, nil, WithHotThreshold(1, time.Minute))
+	g, _ := New(be.load, nil, WithThreshold(1, time.Minute))
 	defer g.Shutdown(context.Background())
 	for i := 0; i < 3; i++ {
 		if _, err := g.Get(context.Background(), "k"); err == nil {
@@ -138,7 +170,7 @@ func TestGuardErrorsNotCached(t *testing.T) {
 
 func TestGuardCoalescesAndWaitersLeave(t *testing.T) {
 	be := &countingBackend{release: make(chan struct{})}
-	g, _ := NewGuard(be.load, nil)
+	g, _ := New(be.load, nil)
 	defer g.Shutdown(context.Background())
 	const n = 20
 	var wg sync.WaitGroup
@@ -186,7 +218,7 @@ func TestGuardCoalescesAndWaitersLeave(t *testing.T) {
 func TestGuardPanicReachesEveryWaiter(t *testing.T) {
 	release := make(chan struct{})
 	var started atomic.Int64
-	g, _ := NewGuard(func(ctx context.Context, k int) (int, error) {
+	g, _ := New(func(ctx context.Context, k int) (int, error) {
 		started.Add(1)
 		<-release
 		panic("boom")
@@ -226,7 +258,7 @@ func TestGuardPanicReachesEveryWaiter(t *testing.T) {
 
 func TestGuardShutdownCancelsLoads(t *testing.T) {
 	be := &countingBackend{release: make(chan struct{})}
-	g, _ := NewGuard(be.load, nil)
+	g, _ := New(be.load, nil)
 	errc := make(chan error, 1)
 	go func() {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -250,11 +282,11 @@ func TestGuardShutdownCancelsLoads(t *testing.T) {
 
 func TestGuardConfigErrors(t *testing.T) {
 	be := &countingBackend{}
-	if _, err := NewGuard[string, string](nil, nil); !errors.Is(err, ErrConfig) {
+	if _, err := New[string, string](nil, nil); !errors.Is(err, ErrConfig) {
 		t.Error(err)
 	}
-	for _, o := range []GuardOption{WithHotShare(1), WithHotShare(-0.1), WithTTL(-1), WithHotThreshold(0, time.Second), WithCacheSize(0), WithLoadTimeout(-1)} {
-		if _, err := NewGuard(be.load, nil, o); !errors.Is(err, ErrConfig) {
+	for _, o := range []Option{WithShare(1), WithShare(-0.1), WithTTL(-1), WithThreshold(0, time.Second), WithCacheSize(0), WithLoadTimeout(-1)} {
+		if _, err := New(be.load, nil, o); !errors.Is(err, ErrConfig) {
 			t.Error(err)
 		}
 	}
@@ -263,7 +295,7 @@ func TestGuardConfigErrors(t *testing.T) {
 func TestGuardStormConcurrent(t *testing.T) {
 	clk := &manualClock{}
 	be := &countingBackend{}
-	g, _ := NewGuard(be.load, nil, WithGuardClock(clk.now), WithCacheSize(4))
+	g, _ := New(be.load, nil, WithCacheSize(4))
 	defer g.Shutdown(context.Background())
 	var wg sync.WaitGroup
 	for w := 0; w < 16; w++ {
@@ -297,7 +329,7 @@ func TestGuardStormConcurrent(t *testing.T) {
 }
 
 func BenchmarkGuard(b *testing.B) {
-	g, _ := NewGuard(func(ctx context.Context, k string) (string, error) { return k, nil }, nil, WithHotThreshold(1, time.Hour), WithTTL(time.Hour))
+	g, _ := New(func(ctx context.Context, k string) (string, error) { return k, nil }, nil, WithThreshold(1, time.Hour), WithTTL(time.Hour))
 	defer g.Shutdown(context.Background())
 	ctx := context.Background()
 	now := time.Now()
@@ -321,7 +353,7 @@ func BenchmarkGuard(b *testing.B) {
 			}
 		})
 	})
-	cold, _ := NewGuard(func(ctx context.Context, k string) (string, error) { return k, nil }, nil, WithHotThreshold(1<<30, time.Hour))
+	cold, _ := New(func(ctx context.Context, k string) (string, error) { return k, nil }, nil, WithThreshold(1<<30, time.Hour))
 	defer cold.Shutdown(context.Background())
 	b.Run("miss", func(b *testing.B) {
 		b.ReportAllocs()
@@ -333,19 +365,19 @@ func BenchmarkGuard(b *testing.B) {
 
 func TestGuardMetrics(t *testing.T) {
 	be := &countingBackend{}
-	g, _ := NewGuard(be.load, nil, WithHotThreshold(1, time.Minute))
+	g, _ := New(be.load, nil, WithThreshold(1, time.Minute))
 	defer g.Shutdown(context.Background())
 	for i := 0; i < 3; i++ {
 		_, _ = g.Get(context.Background(), "k")
 	}
 	reg := prometheus.NewPedanticRegistry()
-	if err := NewGuardMetrics(reg, "products", g); err != nil {
+	if err := NewMetrics(reg, "products", g); err != nil {
 		t.Fatal(err)
 	}
-	if err := NewGuardMetrics(reg, "products", g); err == nil {
+	if err := NewMetrics(reg, "products", g); err == nil {
 		t.Error("registered twice")
 	}
-	if err := NewGuardMetrics(nil, "x", g); !errors.Is(err, ErrConfig) {
+	if err := NewMetrics(nil, "x", g); !errors.Is(err, ErrConfig) {
 		t.Error(err)
 	}
 	want := `

@@ -1,4 +1,4 @@
-package enforce
+package fairqueue
 
 import (
 	"context"
@@ -12,7 +12,12 @@ import (
 	"time"
 )
 
-func popAll[T any](q *FairQueue[T]) []Item[T] {
+var (
+	ctx0 = context.Background()
+	t0   = time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
+)
+
+func popAll[T any](q *Queue[T]) []Item[T] {
 	var out []Item[T]
 	for {
 		it, ok := q.PopItem()
@@ -31,8 +36,8 @@ func tenantsOf[T any](items []Item[T]) string {
 	return b.String()
 }
 
-func TestFairQueueWeightedOrder(t *testing.T) {
-	q, err := NewFairQueue[int](WithWeights(func(t string) int {
+func TestQueueWeightedOrder(t *testing.T) {
+	q, err := New[int](WithWeights(func(t string) int {
 		if t == "B" {
 			return 2
 		}
@@ -42,14 +47,14 @@ func TestFairQueueWeightedOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 6; i++ {
-		if err := q.Push("A", i); err != nil {
+		if err := q.Push(ctx0, "A", i); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for i := 0; i < 4; i++ {
-		_ = q.Push("B", i)
+		_ = q.Push(ctx0, "B", i)
 	}
-	_ = q.Push("C", 0)
+	_ = q.Push(ctx0, "C", 0)
 	// A, then B twice (weight 2), then C, round after round.
 	if got, want := tenantsOf(popAll(q)), "ABBCABBAAAA"; got != want {
 		t.Errorf("order %s, want %s", got, want)
@@ -59,10 +64,10 @@ func TestFairQueueWeightedOrder(t *testing.T) {
 	}
 }
 
-func TestFairQueueFIFOWithinTenant(t *testing.T) {
-	q, _ := NewFairQueue[int]()
+func TestQueueFIFOWithinTenant(t *testing.T) {
+	q, _ := New[int]()
 	for i := 0; i < 100; i++ {
-		_ = q.Push(fmt.Sprint(i%3), i)
+		_ = q.Push(ctx0, fmt.Sprint(i%3), i)
 	}
 	last := map[string]int{"0": -1, "1": -1, "2": -1}
 	for _, it := range popAll(q) {
@@ -73,35 +78,35 @@ func TestFairQueueFIFOWithinTenant(t *testing.T) {
 	}
 }
 
-func TestFairQueueCosts(t *testing.T) {
-	q, _ := NewFairQueue[string](WithQuantum(4))
+func TestQueueCosts(t *testing.T) {
+	q, _ := New[string](WithQuantum(4))
 	ctx := context.Background()
 	// scan costs 10, reads cost 1: the scan waits 3 rounds of credit.
-	_ = q.PushCost(ctx, "S", "scan", 10)
+	_ = q.PushAt(ctx, t0, "S", "scan", 10)
 	for i := 0; i < 12; i++ {
-		_ = q.PushCost(ctx, "R", "read", 1)
+		_ = q.PushAt(ctx, t0, "R", "read", 1)
 	}
 	got := tenantsOf(popAll(q))
 	if got != "RRRRRRRRSRRRR" {
 		t.Errorf("order %s", got)
 	}
-	if err := q.PushCost(ctx, "S", "x", 0); !errors.Is(err, ErrConfig) {
+	if err := q.PushAt(ctx, t0, "S", "x", 0); !errors.Is(err, ErrConfig) {
 		t.Errorf("zero cost: %v", err)
 	}
 }
 
-// TestFairQueueStarvationBound checks the documented bound on random
+// TestQueueStarvationBound checks the documented bound on random
 // weights, costs and arrivals: between two services of a backlogged
 // tenant i, the others get at most Σ (R × w × quantum + max cost), where
 // R = ⌈max cost / (w_i × quantum)⌉ rounds let i's credit reach its item.
-func TestFairQueueStarvationBound(t *testing.T) {
+func TestQueueStarvationBound(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	weights := map[string]int{"a": 1, "b": 3, "c": 7, "d": 1, "e": 2}
 	const quantum, maxCost = 2.0, 5.0
-	q, _ := NewFairQueue[int](WithWeights(func(t string) int { return weights[t] }), WithQuantum(quantum), WithMaxPending(1<<20))
+	q, _ := New[int](WithWeights(func(t string) int { return weights[t] }), WithQuantum(quantum), WithMaxPending(1<<20))
 	names := []string{"a", "b", "c", "d", "e"}
 	for i := 0; i < 3000; i++ {
-		_ = q.PushCost(context.Background(), names[r.IntN(5)], i, 1+float64(r.IntN(int(maxCost))))
+		_ = q.PushAt(context.Background(), t0, names[r.IntN(5)], i, 1+float64(r.IntN(int(maxCost))))
 	}
 	served := map[string]float64{} // cost served to others since a tenant's last service
 	for {
@@ -129,17 +134,17 @@ func TestFairQueueStarvationBound(t *testing.T) {
 	}
 }
 
-func TestFairQueueConcurrencyCap(t *testing.T) {
-	q, _ := NewFairQueue[int](WithConcurrency(func(t string) int {
+func TestQueueConcurrencyCap(t *testing.T) {
+	q, _ := New[int](WithConcurrency(func(t string) int {
 		if t == "big" {
 			return 2
 		}
 		return 0
 	}))
 	for i := 0; i < 5; i++ {
-		_ = q.Push("big", i)
+		_ = q.Push(ctx0, "big", i)
 	}
-	_ = q.Push("small", 0)
+	_ = q.Push(ctx0, "small", 0)
 	got := tenantsOf(popAll(q))
 	if got != "bigsmallbig" {
 		t.Errorf("order %q: big must stop at its cap of 2", got)
@@ -154,18 +159,18 @@ func TestFairQueueConcurrencyCap(t *testing.T) {
 	}
 }
 
-func TestFairQueueBackpressure(t *testing.T) {
-	q, _ := NewFairQueue[int](WithMaxPending(2))
-	_ = q.Push("a", 1)
-	_ = q.Push("a", 2)
-	_ = q.Push("b", 1) // other tenants are not held up
+func TestQueueBackpressure(t *testing.T) {
+	q, _ := New[int](WithMaxPending(2))
+	_ = q.Push(ctx0, "a", 1)
+	_ = q.Push(ctx0, "a", 2)
+	_ = q.Push(ctx0, "b", 1) // other tenants are not held up
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
-	if err := q.PushCtx(ctx, "a", 3); !errors.Is(err, context.DeadlineExceeded) {
+	if err := q.Push(ctx, "a", 3); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("push over the cap: %v", err)
 	}
 	pushed := make(chan error)
-	go func() { pushed <- q.Push("a", 3) }()
+	go func() { pushed <- q.Push(ctx0, "a", 3) }()
 	if it, _ := q.PopItem(); it.Tenant != "a" {
 		t.Fatalf("popped %+v", it)
 	}
@@ -176,7 +181,7 @@ func TestFairQueueBackpressure(t *testing.T) {
 		t.Errorf("a pending %d", q.PendingOf("a"))
 	}
 	// Close wakes a waiting producer with ErrClosed; queued items drain.
-	go func() { pushed <- q.Push("a", 4) }()
+	go func() { pushed <- q.Push(ctx0, "a", 4) }()
 	time.Sleep(time.Millisecond)
 	q.Close()
 	if err := <-pushed; !errors.Is(err, ErrClosed) {
@@ -195,18 +200,19 @@ func TestFairQueueBackpressure(t *testing.T) {
 	}
 }
 
-func TestFairQueueConfigErrors(t *testing.T) {
-	if _, err := NewFairQueue[int](WithQuantum(0)); !errors.Is(err, ErrConfig) {
+func TestQueueConfigErrors(t *testing.T) {
+	if _, err := New[int](WithQuantum(0)); !errors.Is(err, ErrConfig) {
 		t.Error(err)
 	}
-	if _, err := NewFairQueue[int](WithMaxPending(0)); !errors.Is(err, ErrConfig) {
+	if _, err := New[int](WithMaxPending(0)); !errors.Is(err, ErrConfig) {
 		t.Error(err)
 	}
 }
 
-func TestFairQueueConcurrent(t *testing.T) {
-	e := newTestEnforcer(t)
-	q, _ := NewFairQueue[int](WithPlanFairness(e), WithMaxPending(8))
+func TestQueueConcurrent(t *testing.T) {
+	plans := map[string][2]int{"bigco": {4, 16}, "a": {1, 4}, "b": {1, 4}} // weight, concurrency
+	q, _ := New[int](WithWeights(func(t string) int { return plans[t][0] }),
+		WithConcurrency(func(t string) int { return plans[t][1] }), WithMaxPending(8))
 	const producers, per = 6, 300
 	var wg sync.WaitGroup
 	for p := 0; p < producers; p++ {
@@ -214,7 +220,7 @@ func TestFairQueueConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < per; i++ {
-				if err := q.Push([]string{"bigco", "a", "b"}[(p+i)%3], i); err != nil {
+				if err := q.Push(ctx0, []string{"bigco", "a", "b"}[(p+i)%3], i); err != nil {
 					t.Error(err)
 					return
 				}
@@ -246,5 +252,20 @@ func TestFairQueueConcurrent(t *testing.T) {
 	}
 	if total != producers*per {
 		t.Errorf("popped %d, pushed %d", total, producers*per)
+	}
+}
+
+func BenchmarkQueuePushPop(b *testing.B) {
+	q, _ := New[int](WithMaxPending(1 << 20))
+	tenants := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
+	for i := range 64 {
+		_ = q.PushAt(ctx0, t0, tenants[i&7], i, 1)
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		_ = q.PushAt(ctx0, t0, tenants[i&7], i, 1)
+		if it, ok := q.PopItem(); ok {
+			q.Done(it.Tenant)
+		}
 	}
 }

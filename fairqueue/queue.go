@@ -1,4 +1,4 @@
-package enforce
+package fairqueue
 
 import (
 	"context"
@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// FairQueue holds work per tenant and hands it out by deficit round-robin
+// Queue holds work per tenant and hands it out by deficit round-robin
 // weighted by plan, so a tenant that enqueues 2,000 jobs does not make a
 // small tenant wait behind all of them.
 //
@@ -20,9 +20,10 @@ import (
 // Per-tenant concurrency caps: a tenant with cap items popped and not yet
 // Done is skipped until one is. Backpressure: a tenant with MaxPending
 // items waiting makes its producers wait in Push (delay rather than
-// reject). Safe for concurrent use; make one with NewFairQueue.
-type FairQueue[T any] struct {
-	cfg fairConfig
+// reject). Time is an argument (PushAt); Push reads the clock once. Safe
+// for concurrent use; make one with New.
+type Queue[T any] struct {
+	cfg config
 
 	mu      sync.Mutex
 	flows   map[string]*flow[T]
@@ -51,46 +52,34 @@ type flow[T any] struct {
 
 func (f *flow[T]) len() int { return len(f.items) - f.head }
 
-type fairConfig struct {
+type config struct {
 	weight     func(tenant string) int
 	cap        func(tenant string) int
 	quantum    float64
 	maxPending int
-	now        func() time.Time
 }
 
-// FairOption configures NewFairQueue.
-type FairOption func(*fairConfig)
+// Option configures New.
+type Option func(*config)
 
 // WithWeights sets each tenant's weight (default 1; values < 1 count as 1).
-func WithWeights(f func(tenant string) int) FairOption { return func(c *fairConfig) { c.weight = f } }
+func WithWeights(f func(tenant string) int) Option { return func(c *config) { c.weight = f } }
 
 // WithConcurrency sets each tenant's cap on work popped and not yet Done
 // (≤ 0: no cap).
-func WithConcurrency(f func(tenant string) int) FairOption { return func(c *fairConfig) { c.cap = f } }
-
-// WithPlanFairness takes weights and concurrency caps from the plans of e.
-func WithPlanFairness(e *Enforcer) FairOption {
-	return func(c *fairConfig) {
-		c.weight = func(t string) int { return e.PlanOf(t).Weight }
-		c.cap = func(t string) int { return e.PlanOf(t).Concurrency }
-	}
-}
+func WithConcurrency(f func(tenant string) int) Option { return func(c *config) { c.cap = f } }
 
 // WithQuantum sets the cost credited per unit of weight each round
 // (default 1, one unit-cost item per unit of weight).
-func WithQuantum(q float64) FairOption { return func(c *fairConfig) { c.quantum = q } }
+func WithQuantum(q float64) Option { return func(c *config) { c.quantum = q } }
 
 // WithMaxPending sets how many items one tenant may have waiting before
 // Push delays its producer (default 1,000).
-func WithMaxPending(n int) FairOption { return func(c *fairConfig) { c.maxPending = n } }
+func WithMaxPending(n int) Option { return func(c *config) { c.maxPending = n } }
 
-// WithFairClock sets the clock that stamps Item.Enqueued (default time.Now).
-func WithFairClock(now func() time.Time) FairOption { return func(c *fairConfig) { c.now = now } }
-
-// NewFairQueue returns an empty fair queue.
-func NewFairQueue[T any](opts ...FairOption) (*FairQueue[T], error) {
-	c := fairConfig{quantum: 1, maxPending: 1000, now: time.Now}
+// New returns an empty fair queue.
+func New[T any](opts ...Option) (*Queue[T], error) {
+	c := config{quantum: 1, maxPending: 1000}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -100,15 +89,15 @@ func NewFairQueue[T any](opts ...FairOption) (*FairQueue[T], error) {
 	if c.maxPending < 1 {
 		return nil, fmt.Errorf("%w: max pending %d (want ≥ 1)", ErrConfig, c.maxPending)
 	}
-	return &FairQueue[T]{cfg: c, flows: make(map[string]*flow[T]), changed: make(chan struct{})}, nil
+	return &Queue[T]{cfg: c, flows: make(map[string]*flow[T]), changed: make(chan struct{})}, nil
 }
 
-func (q *FairQueue[T]) notifyLocked() {
+func (q *Queue[T]) notifyLocked() {
 	close(q.changed)
 	q.changed = make(chan struct{})
 }
 
-func (q *FairQueue[T]) flowLocked(t string) *flow[T] {
+func (q *Queue[T]) flowLocked(t string) *flow[T] {
 	f := q.flows[t]
 	if f == nil {
 		f = &flow[T]{name: t}
@@ -117,7 +106,7 @@ func (q *FairQueue[T]) flowLocked(t string) *flow[T] {
 	return f
 }
 
-func (q *FairQueue[T]) weight(t string) float64 {
+func (q *Queue[T]) weight(t string) float64 {
 	w := 1
 	if q.cfg.weight != nil {
 		w = max(q.cfg.weight(t), 1)
@@ -125,27 +114,25 @@ func (q *FairQueue[T]) weight(t string) float64 {
 	return float64(w) * q.cfg.quantum
 }
 
-func (q *FairQueue[T]) capOf(t string) int {
+func (q *Queue[T]) capOf(t string) int {
 	if q.cfg.cap == nil {
 		return 0
 	}
 	return q.cfg.cap(t)
 }
 
-// Push queues item for tenant at unit cost, waiting while the tenant has
-// MaxPending items queued. It fails only after Close (ErrClosed).
-func (q *FairQueue[T]) Push(tenant string, item T) error {
-	return q.PushCost(context.Background(), tenant, item, 1)
+// Push queues item for tenant at unit cost, enqueued now (it reads the
+// clock once); see PushAt.
+func (q *Queue[T]) Push(ctx context.Context, tenant string, item T) error {
+	return q.PushAt(ctx, time.Now(), tenant, item, 1)
 }
 
-// PushCtx is Push that gives up when ctx ends, returning its error.
-func (q *FairQueue[T]) PushCtx(ctx context.Context, tenant string, item T) error {
-	return q.PushCost(ctx, tenant, item, 1)
-}
-
-// PushCost queues item with a cost (its RU estimate, > 0) that the
-// deficit round-robin charges against the tenant's share.
-func (q *FairQueue[T]) PushCost(ctx context.Context, tenant string, item T, cost float64) error {
+// PushAt queues item for tenant, stamped as enqueued at now, with a cost
+// (its RU estimate, > 0) that the deficit round-robin charges against the
+// tenant's share. While the tenant has MaxPending items queued it waits;
+// it gives up when ctx ends (its error) or the queue is closed
+// (ErrClosed).
+func (q *Queue[T]) PushAt(ctx context.Context, now time.Time, tenant string, item T, cost float64) error {
 	if !(cost > 0) {
 		return fmt.Errorf("%w: item cost %v (want > 0)", ErrConfig, cost)
 	}
@@ -162,7 +149,7 @@ func (q *FairQueue[T]) PushCost(ctx context.Context, tenant string, item T, cost
 				clear(f.items[n:])
 				f.items, f.head = f.items[:n], 0
 			}
-			f.items = append(f.items, Item[T]{Tenant: tenant, Value: item, Cost: cost, Enqueued: q.cfg.now()})
+			f.items = append(f.items, Item[T]{Tenant: tenant, Value: item, Cost: cost, Enqueued: now})
 			q.pending++
 			if !f.active {
 				f.active = true
@@ -187,7 +174,7 @@ func (q *FairQueue[T]) PushCost(ctx context.Context, tenant string, item T, cost
 // Pop returns the next item by weighted deficit round-robin, or false
 // when nothing can be popped (empty, or every tenant with work at its
 // concurrency cap). It does not wait; see PopWait.
-func (q *FairQueue[T]) Pop() (T, bool) {
+func (q *Queue[T]) Pop() (T, bool) {
 	it, ok := q.PopItem()
 	return it.Value, ok
 }
@@ -195,13 +182,13 @@ func (q *FairQueue[T]) Pop() (T, bool) {
 // PopItem is Pop that also returns the item's tenant, cost and enqueue
 // time. Call Done(item.Tenant) when the work ends if concurrency caps are
 // set.
-func (q *FairQueue[T]) PopItem() (Item[T], bool) {
+func (q *Queue[T]) PopItem() (Item[T], bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.popLocked()
 }
 
-func (q *FairQueue[T]) popLocked() (Item[T], bool) {
+func (q *Queue[T]) popLocked() (Item[T], bool) {
 	var zero Item[T]
 	// Each visit to a flow either serves it or credits it one quantum and
 	// moves on, so the loop ends: a flow whose deficit is short gets
@@ -248,7 +235,7 @@ func (q *FairQueue[T]) popLocked() (Item[T], bool) {
 	return zero, false
 }
 
-func (q *FairQueue[T]) rotateLocked() {
+func (q *Queue[T]) rotateLocked() {
 	f := q.active[0]
 	copy(q.active, q.active[1:])
 	q.active[len(q.active)-1] = f
@@ -256,7 +243,7 @@ func (q *FairQueue[T]) rotateLocked() {
 
 // PopWait waits until an item can be popped, ctx ends (its error) or the
 // queue is closed and drained (ErrClosed).
-func (q *FairQueue[T]) PopWait(ctx context.Context) (Item[T], error) {
+func (q *Queue[T]) PopWait(ctx context.Context) (Item[T], error) {
 	for {
 		q.mu.Lock()
 		it, ok := q.popLocked()
@@ -279,7 +266,7 @@ func (q *FairQueue[T]) PopWait(ctx context.Context) (Item[T], error) {
 }
 
 // Done releases one unit of tenant's concurrency after popped work ends.
-func (q *FairQueue[T]) Done(tenant string) {
+func (q *Queue[T]) Done(tenant string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	f := q.flows[tenant]
@@ -294,10 +281,10 @@ func (q *FairQueue[T]) Done(tenant string) {
 }
 
 // Len returns the items queued; PendingOf those of one tenant.
-func (q *FairQueue[T]) Len() int { q.mu.Lock(); defer q.mu.Unlock(); return q.pending }
+func (q *Queue[T]) Len() int { q.mu.Lock(); defer q.mu.Unlock(); return q.pending }
 
 // PendingOf returns the items tenant has queued.
-func (q *FairQueue[T]) PendingOf(tenant string) int {
+func (q *Queue[T]) PendingOf(tenant string) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if f := q.flows[tenant]; f != nil {
@@ -308,7 +295,7 @@ func (q *FairQueue[T]) PendingOf(tenant string) int {
 
 // Close stops new pushes (ErrClosed) and wakes waiting producers; items
 // already queued can still be popped.
-func (q *FairQueue[T]) Close() {
+func (q *Queue[T]) Close() {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.closed = true

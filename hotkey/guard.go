@@ -1,4 +1,4 @@
-package enforce
+package hotkey
 
 import (
 	"context"
@@ -24,8 +24,9 @@ import (
 // by WithLoadTimeout; a panic in the load is re-raised, as a *PanicError,
 // in every caller waiting for it. Errors are never cached.
 //
-// A cache hit is lock-free and does not allocate. Safe for concurrent
-// use; make one with NewGuard and end it with Shutdown.
+// A cache hit is lock-free and does not allocate. Time is an argument
+// (GetAt); Get reads the clock once. Safe for concurrent use; make one
+// with New and end it with Shutdown.
 type Guard[K comparable, V any] struct {
 	load    func(ctx context.Context, key K) (V, error)
 	str     func(K) string
@@ -34,7 +35,6 @@ type Guard[K comparable, V any] struct {
 	minHits uint64
 	share   float64
 	maxKeys int
-	now     func() time.Time
 	timeout time.Duration
 
 	ctx    context.Context
@@ -81,54 +81,50 @@ type PanicError struct {
 }
 
 func (p *PanicError) Error() string {
-	return fmt.Sprintf("enforce: hot-key load panicked: %v\n\n%s", p.Value, p.Stack)
+	return fmt.Sprintf("hotkey: load panicked: %v\n\n%s", p.Value, p.Stack)
 }
 
-type guardConfig struct {
+type config struct {
 	ttl, window, timeout time.Duration
 	minHits              int
 	share                float64
 	maxKeys              int
-	now                  func() time.Time
 }
 
-// GuardOption configures NewGuard.
-type GuardOption func(*guardConfig)
+// Option configures New.
+type Option func(*config)
 
 // WithTTL sets how long a hot key's value is served from the local cache
 // (default 3 s).
-func WithTTL(d time.Duration) GuardOption { return func(c *guardConfig) { c.ttl = d } }
+func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
 
-// WithHotThreshold sets how many misses of a key within one detection
+// WithThreshold sets how many misses of a key within one detection
 // window (default the TTL) make it hot (default 3).
-func WithHotThreshold(misses int, window time.Duration) GuardOption {
-	return func(c *guardConfig) { c.minHits, c.window = misses, window }
+func WithThreshold(misses int, window time.Duration) Option {
+	return func(c *config) { c.minHits, c.window = misses, window }
 }
 
-// WithHotShare also requires a hot key to account for at least share of
+// WithShare also requires a hot key to account for at least share of
 // the window's misses (default 0.001), so that a uniform spread over many
 // keys, each missed a few times, does not fill the cache.
-func WithHotShare(share float64) GuardOption { return func(c *guardConfig) { c.share = share } }
+func WithShare(share float64) Option { return func(c *config) { c.share = share } }
 
 // WithCacheSize bounds the hot keys cached (default 1,024) and sets the
 // sketch's capacity (default 4 × that).
-func WithCacheSize(n int) GuardOption { return func(c *guardConfig) { c.maxKeys = n } }
+func WithCacheSize(n int) Option { return func(c *config) { c.maxKeys = n } }
 
 // WithLoadTimeout bounds each shared load (default: no bound but the
 // guard's own context, which Shutdown cancels).
-func WithLoadTimeout(d time.Duration) GuardOption { return func(c *guardConfig) { c.timeout = d } }
+func WithLoadTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
 
-// WithGuardClock sets the clock Get uses (default time.Now).
-func WithGuardClock(now func() time.Time) GuardOption { return func(c *guardConfig) { c.now = now } }
-
-// NewGuard returns a guard in front of load. keyString turns a key into
+// New returns a guard in front of load. keyString turns a key into
 // the sketch's string key; nil is allowed when K is string (or any type
 // whose fmt form identifies it, at the cost of an allocation per miss).
-func NewGuard[K comparable, V any](load func(ctx context.Context, key K) (V, error), keyString func(K) string, opts ...GuardOption) (*Guard[K, V], error) {
+func New[K comparable, V any](load func(ctx context.Context, key K) (V, error), keyString func(K) string, opts ...Option) (*Guard[K, V], error) {
 	if load == nil {
 		return nil, fmt.Errorf("%w: nil load function", ErrConfig)
 	}
-	c := guardConfig{ttl: 3 * time.Second, minHits: 3, share: 0.001, maxKeys: 1024, now: time.Now}
+	c := config{ttl: 3 * time.Second, minHits: 3, share: 0.001, maxKeys: 1024}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -149,18 +145,21 @@ func NewGuard[K comparable, V any](load func(ctx context.Context, key K) (V, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	g := &Guard[K, V]{load: load, str: keyString, ttl: int64(c.ttl), window: int64(c.window), minHits: uint64(c.minHits), share: c.share,
-		maxKeys: c.maxKeys, now: c.now, timeout: c.timeout, ctx: ctx, cancel: cancel,
+		maxKeys: c.maxKeys, timeout: c.timeout, ctx: ctx, cancel: cancel,
 		calls: make(map[K]*call[V]), sketch: spacesaving.New(4 * c.maxKeys)}
 	m := make(map[K]*hotEntry[V])
 	g.cache.Store(&m)
 	return g, nil
 }
 
-// Get returns key's value from the hot-key cache or from a (shared) load.
-func (g *Guard[K, V]) Get(ctx context.Context, key K) (V, error) { return g.GetAt(ctx, g.now(), key) }
+// Get returns key's value from the hot-key cache or from a (shared) load,
+// reading the clock once; see GetAt.
+func (g *Guard[K, V]) Get(ctx context.Context, key K) (V, error) {
+	return g.GetAt(ctx, time.Now(), key)
+}
 
-// GetAt is Get with the time as an argument (the cache-hit path then
-// costs no clock read).
+// GetAt is Get at now: the cache-hit path costs no clock read, and a hot
+// key loaded on this miss is cached until now + TTL.
 func (g *Guard[K, V]) GetAt(ctx context.Context, now time.Time, key K) (V, error) {
 	n := now.UnixNano()
 	if e := (*g.cache.Load())[key]; e != nil {
@@ -213,7 +212,7 @@ func (g *Guard[K, V]) miss(ctx context.Context, n int64, key K) (V, error) {
 		// and no call unless someone joins.
 		g.calls[key] = nil
 		g.mu.Unlock()
-		v, pe, err := g.run(key, sk)
+		v, pe, err := g.run(n, key, sk)
 		if pe != nil {
 			panic(pe)
 		}
@@ -225,7 +224,7 @@ func (g *Guard[K, V]) miss(ctx context.Context, n int64, key K) (V, error) {
 	g.mu.Unlock()
 	go func() {
 		defer g.wg.Done()
-		_, _, _ = g.run(key, sk)
+		_, _, _ = g.run(n, key, sk)
 	}()
 	return g.wait(ctx, c)
 }
@@ -256,14 +255,14 @@ func (g *Guard[K, V]) result(c *call[V]) (V, error) {
 // run performs the shared load under the guard's context, caches the
 // value when the key is hot, and hands the result to every waiter. A
 // panic in the load is recovered and returned as pe.
-func (g *Guard[K, V]) run(key K, sk string) (v V, pe *PanicError, err error) {
+func (g *Guard[K, V]) run(n int64, key K, sk string) (v V, pe *PanicError, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			g.panics.Add(1)
 			pe = &PanicError{Value: r, Stack: debug.Stack()}
 			err = pe
 		}
-		g.finish(key, sk, v, err, pe)
+		g.finish(n, key, sk, v, err, pe)
 	}()
 	ctx := g.ctx
 	if g.timeout > 0 {
@@ -275,7 +274,7 @@ func (g *Guard[K, V]) run(key K, sk string) (v V, pe *PanicError, err error) {
 	return v, nil, err
 }
 
-func (g *Guard[K, V]) finish(key K, sk string, v V, err error, pe *PanicError) {
+func (g *Guard[K, V]) finish(n int64, key K, sk string, v V, err error, pe *PanicError) {
 	g.mu.Lock()
 	hot := false
 	if err == nil {
@@ -289,7 +288,7 @@ func (g *Guard[K, V]) finish(key K, sk string, v V, err error, pe *PanicError) {
 		// Store before the call is removed, so that no request in
 		// between loads the key a second time.
 		g.mu.Unlock()
-		g.store(key, v)
+		g.store(n, key, v)
 		g.mu.Lock()
 	}
 	c := g.calls[key]
@@ -301,8 +300,7 @@ func (g *Guard[K, V]) finish(key K, sk string, v V, err error, pe *PanicError) {
 	g.mu.Unlock()
 }
 
-func (g *Guard[K, V]) store(key K, v V) {
-	n := g.now().UnixNano()
+func (g *Guard[K, V]) store(n int64, key K, v V) {
 	val := &hotValue[V]{v: v, exp: n + g.ttl}
 	if e := (*g.cache.Load())[key]; e != nil {
 		e.touched.Store(false)
@@ -355,8 +353,8 @@ func (g *Guard[K, V]) Invalidate(key K) {
 	g.cache.Store(&m)
 }
 
-// GuardStats are cumulative counters of a Guard.
-type GuardStats struct {
+// Stats are cumulative counters of a Guard.
+type Stats struct {
 	// Misses are requests not served from the cache; Loads the calls made
 	// to the backend; Coalesced the misses that joined a load in flight;
 	// Left the waiters whose context ended first; Panics the loads that
@@ -366,11 +364,11 @@ type GuardStats struct {
 }
 
 // Stats returns the guard's counters.
-func (g *Guard[K, V]) Stats() GuardStats {
+func (g *Guard[K, V]) Stats() Stats {
 	g.mu.Lock()
 	misses, loads, coalesced := g.misses, g.loads, g.coalesced
 	g.mu.Unlock()
-	return GuardStats{Misses: misses, Loads: loads, Coalesced: coalesced,
+	return Stats{Misses: misses, Loads: loads, Coalesced: coalesced,
 		Left: g.left.Load(), Panics: g.panics.Load(), Cached: g.cached.Load(), Entries: len(*g.cache.Load())}
 }
 
@@ -395,6 +393,6 @@ func (g *Guard[K, V]) Shutdown(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("enforce: guard shutdown: %w", ctx.Err())
+		return fmt.Errorf("hotkey: shutdown: %w", ctx.Err())
 	}
 }
