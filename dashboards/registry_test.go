@@ -252,8 +252,11 @@ func buildCatalog(chAddr string) (cat *Catalog, err error) {
 	// An application process reporting to it, behind the enforcement
 	// middleware.
 	app := cat.Registerer("application")
-	rec := ingest.NewRecorder(ingest.WithSource(ingest.Source{Service: "checkout", Instance: "i1", Host: "h1"}),
+	rec, err := ingest.NewRecorder(ingest.WithSource(ingest.Source{Service: "checkout", Instance: "i1", Host: "h1"}),
 		ingest.WithRegisterer(app))
+	if err != nil {
+		return nil, fmt.Errorf("recorder: %w", err)
+	}
 	rep, err := ingest.NewReporter(hs.URL+"/v1/reports", rec, ingest.WithRegisterer(app), ingest.WithToken("dashboards"))
 	if err != nil {
 		return nil, fmt.Errorf("reporter: %w", err)

@@ -18,10 +18,14 @@ import (
 // decoded as the collector would.
 func Example() {
 	start := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
-	rec := ingest.NewRecorder(
+	rec, err := ingest.NewRecorder(
 		ingest.WithSource(ingest.Source{Service: "billing-api", Instance: "pod-7-boot-1", Host: "pod-7"}),
 		ingest.WithClock(func() time.Time { return start }),
 	)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 
 	acme := tenant.Tags{Tenant: "acme", Route: "GET /invoices", Tier: tenant.T2}
 	for _, ms := range []int{12, 30, 18} {
@@ -31,11 +35,13 @@ func Example() {
 
 	body, err := rec.Cut(start.Add(time.Second)).MarshalBinary()
 	if err != nil {
-		panic(err)
+		fmt.Println(err)
+		return
 	}
 	rep, err := ingest.DecodeReport(body)
 	if err != nil {
-		panic(err)
+		fmt.Println(err)
+		return
 	}
 	fmt.Printf("%s/%s seq %d, %v window\n", rep.Source.Service, rep.Source.Instance, rep.Seq, rep.End.Sub(rep.Start))
 	for _, kind := range []ingest.Kind{ingest.KindRequest, ingest.KindDB} {
@@ -72,12 +78,17 @@ func ExampleReporter() {
 	}))
 	defer collector.Close()
 
-	rec := ingest.NewRecorder()
+	rec, err := ingest.NewRecorder()
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	rep, err := ingest.NewReporter(collector.URL+"/v1/reports", rec,
 		ingest.WithToken("s3cret"),
 		ingest.WithPolicyHandler(func(p policy.Policy) { fmt.Println("policy version", p.Version) }))
 	if err != nil {
-		panic(err)
+		fmt.Println(err)
+		return
 	}
 	rep.Start()
 
@@ -86,7 +97,7 @@ func ExampleReporter() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := rep.Shutdown(ctx); err != nil { // sends the last window
-		panic(err)
+		fmt.Println(err)
 	}
 	// Output:
 	// collector: seq 1: acme request × 1

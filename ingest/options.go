@@ -13,11 +13,40 @@ import (
 	"github.com/qtop-dev/qtop/policy"
 )
 
-// Option configures a Recorder, a Reporter or a SpanProcessor. Each
-// option says what it applies to; the others ignore it.
-type Option func(*config)
+// RecorderOption configures NewRecorder, ReporterOption NewReporter and
+// SpanProcessorOption NewSpanProcessor. An Option (WithClock,
+// WithRegisterer) configures a Recorder or a Reporter. An option given to
+// a constructor it does not apply to does not compile.
+type (
+	RecorderOption      interface{ applyRecorder(*config) }
+	ReporterOption      interface{ applyReporter(*config) }
+	SpanProcessorOption interface{ applySpanProcessor(*config) }
+	Option              interface {
+		RecorderOption
+		ReporterOption
+	}
+)
 
+type (
+	recorderOption func(*config)
+	reporterOption func(*config)
+	spanOption     func(*config)
+	sharedOption   func(*config)
+)
+
+func (o recorderOption) applyRecorder(c *config)  { o(c) }
+func (o reporterOption) applyReporter(c *config)  { o(c) }
+func (o spanOption) applySpanProcessor(c *config) { o(c) }
+func (o sharedOption) applyRecorder(c *config)    { o(c) }
+func (o sharedOption) applyReporter(c *config)    { o(c) }
+
+// config holds the settings of the three constructors; each validates
+// only its own part.
 type config struct {
+	// recorder and reporter
+	clock func() time.Time
+	reg   prometheus.Registerer
+
 	// recorder
 	source      Source
 	maxTenants  int
@@ -25,8 +54,6 @@ type config struct {
 	maxRows     int
 	keyCapacity int
 	shards      int
-	clock       func() time.Time
-	reg         prometheus.Registerer
 	topTenants  int
 
 	// reporter
@@ -57,8 +84,8 @@ const (
 	DefaultTopTenants  = 10
 )
 
-func newConfig(opts []Option) (config, error) {
-	c := config{
+func defaults() config {
+	return config{
 		maxTenants:  DefaultMaxTenants,
 		maxRoutes:   DefaultMaxRoutes,
 		maxRows:     DefaultMaxRows,
@@ -71,8 +98,14 @@ func newConfig(opts []Option) (config, error) {
 		minBackoff:  100 * time.Millisecond,
 		maxBackoff:  30 * time.Second,
 	}
+}
+
+func newRecorderConfig(opts []RecorderOption) (config, error) {
+	c := defaults()
 	for _, o := range opts {
-		o(&c)
+		if o != nil {
+			o.applyRecorder(&c)
+		}
 	}
 	switch {
 	case c.maxTenants < 1 || c.maxTenants > MaxRows:
@@ -89,14 +122,6 @@ func newConfig(opts []Option) (config, error) {
 		return c, fmt.Errorf("%w: top tenants %d (want 1 to 1000)", ErrInvalid, c.topTenants)
 	case c.clock == nil:
 		return c, fmt.Errorf("%w: nil clock", ErrInvalid)
-	case c.interval <= 0:
-		return c, fmt.Errorf("%w: interval %v", ErrInvalid, c.interval)
-	case c.timeout <= 0:
-		return c, fmt.Errorf("%w: timeout %v", ErrInvalid, c.timeout)
-	case c.queueLen < 1:
-		return c, fmt.Errorf("%w: queue length %d", ErrInvalid, c.queueLen)
-	case c.minBackoff <= 0 || c.maxBackoff < c.minBackoff:
-		return c, fmt.Errorf("%w: backoff %v to %v", ErrInvalid, c.minBackoff, c.maxBackoff)
 	}
 	for _, s := range []string{c.source.Service, c.source.Instance, c.source.Host} {
 		if len(s) > MaxStringLen {
@@ -117,93 +142,143 @@ func newConfig(opts []Option) (config, error) {
 	return c, nil
 }
 
-// WithSource sets the identity of the reporting process (Recorder). An
-// empty Service defaults to the program name, an empty Host to the host
-// name, an empty Instance to a random one.
-func WithSource(s Source) Option { return func(c *config) { c.source = s } }
+func newReporterConfig(opts []ReporterOption) (config, error) {
+	c := defaults()
+	for _, o := range opts {
+		if o != nil {
+			o.applyReporter(&c)
+		}
+	}
+	switch {
+	case c.clock == nil:
+		return c, fmt.Errorf("%w: nil clock", ErrInvalid)
+	case c.interval <= 0:
+		return c, fmt.Errorf("%w: interval %v", ErrInvalid, c.interval)
+	case c.timeout <= 0:
+		return c, fmt.Errorf("%w: timeout %v", ErrInvalid, c.timeout)
+	case c.queueLen < 1:
+		return c, fmt.Errorf("%w: queue length %d", ErrInvalid, c.queueLen)
+	case c.minBackoff <= 0 || c.maxBackoff < c.minBackoff:
+		return c, fmt.Errorf("%w: backoff %v to %v", ErrInvalid, c.minBackoff, c.maxBackoff)
+	}
+	return c, nil
+}
 
-// WithMaxTenants bounds the tenants tracked per window (Recorder); the
-// load of the others is folded into OtherTenant. Default
-// DefaultMaxTenants.
-func WithMaxTenants(n int) Option { return func(c *config) { c.maxTenants = n } }
+func newSpanConfig(opts []SpanProcessorOption) config {
+	c := defaults()
+	for _, o := range opts {
+		if o != nil {
+			o.applySpanProcessor(&c)
+		}
+	}
+	return c
+}
 
-// WithMaxRoutes bounds the routes of one tenant per window (Recorder);
-// further routes are counted under OtherRoute. Default DefaultMaxRoutes.
-func WithMaxRoutes(n int) Option { return func(c *config) { c.maxRoutes = n } }
+// WithSource sets the identity of the reporting process. An empty Service
+// defaults to the program name, an empty Host to the host name, an empty
+// Instance to a random one.
+func WithSource(s Source) RecorderOption { return recorderOption(func(c *config) { c.source = s }) }
 
-// WithMaxRows bounds the tenant × route × kind rows per window
-// (Recorder); beyond it new routes go to OtherRoute. Each row holds a
-// latency histogram of about 9 KiB, so this bounds the recorder's memory.
-// Default DefaultMaxRows.
-func WithMaxRows(n int) Option { return func(c *config) { c.maxRows = n } }
+// WithMaxTenants bounds the tenants tracked per window; the load of the
+// others is folded into OtherTenant. Default DefaultMaxTenants.
+func WithMaxTenants(n int) RecorderOption {
+	return recorderOption(func(c *config) { c.maxTenants = n })
+}
 
-// WithKeyCapacity sets the capacity of the hot-key sketch (Recorder).
-// Default DefaultKeyCapacity.
-func WithKeyCapacity(n int) Option { return func(c *config) { c.keyCapacity = n } }
+// WithMaxRoutes bounds the routes of one tenant per window; further
+// routes are counted under OtherRoute. Default DefaultMaxRoutes.
+func WithMaxRoutes(n int) RecorderOption { return recorderOption(func(c *config) { c.maxRoutes = n }) }
 
-// WithShards sets the number of lock shards of the Recorder (rounded up
-// to a power of two); 0, the default, picks 4 × GOMAXPROCS.
-func WithShards(n int) Option { return func(c *config) { c.shards = n } }
+// WithMaxRows bounds the tenant × route × kind rows per window; beyond it
+// new routes go to OtherRoute. Each row holds a latency histogram of about
+// 9 KiB, so this bounds the recorder's memory. Default DefaultMaxRows.
+func WithMaxRows(n int) RecorderOption { return recorderOption(func(c *config) { c.maxRows = n }) }
+
+// WithKeyCapacity sets the capacity of the hot-key sketch. Default
+// DefaultKeyCapacity.
+func WithKeyCapacity(n int) RecorderOption {
+	return recorderOption(func(c *config) { c.keyCapacity = n })
+}
+
+// WithShards sets the number of lock shards (rounded up to a power of
+// two); 0, the default, picks 4 × GOMAXPROCS.
+func WithShards(n int) RecorderOption { return recorderOption(func(c *config) { c.shards = n }) }
+
+// WithTopTenants sets how many tenants the per-tenant metrics
+// (qtop_ingest_tenant_*) name; the others are "other". Default
+// DefaultTopTenants.
+func WithTopTenants(n int) RecorderOption {
+	return recorderOption(func(c *config) { c.topTenants = n })
+}
 
 // WithClock sets the clock that dates windows: the first window's start
 // (Recorder) and the end of each window the Reporter cuts. Default
 // time.Now.
-func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
+func WithClock(now func() time.Time) Option { return sharedOption(func(c *config) { c.clock = now }) }
 
 // WithRegisterer registers the metrics of a Recorder or Reporter on reg.
 // Without it there are no metrics; the default registerer is never used.
-func WithRegisterer(reg prometheus.Registerer) Option { return func(c *config) { c.reg = reg } }
-
-// WithTopTenants sets how many tenants the Recorder's per-tenant metrics
-// (qtop_ingest_tenant_*) name; the others are "other". Default
-// DefaultTopTenants.
-func WithTopTenants(n int) Option { return func(c *config) { c.topTenants = n } }
+func WithRegisterer(reg prometheus.Registerer) Option {
+	return sharedOption(func(c *config) { c.reg = reg })
+}
 
 // WithInterval sets how often the Reporter cuts and sends a window.
 // Default DefaultInterval.
-func WithInterval(d time.Duration) Option { return func(c *config) { c.interval = d } }
+func WithInterval(d time.Duration) ReporterOption {
+	return reporterOption(func(c *config) { c.interval = d })
+}
 
 // WithTicker replaces the Reporter's time.Ticker: newTicker(interval)
 // returns the channel that triggers each cut and a function that stops
 // it. Tests use it to cut at will.
-func WithTicker(newTicker func(interval time.Duration) (ticks <-chan time.Time, stop func())) Option {
-	return func(c *config) { c.ticker = newTicker }
+func WithTicker(newTicker func(interval time.Duration) (ticks <-chan time.Time, stop func())) ReporterOption {
+	return reporterOption(func(c *config) { c.ticker = newTicker })
 }
 
 // WithTimeout bounds each POST of the Reporter. Default DefaultTimeout.
-func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+func WithTimeout(d time.Duration) ReporterOption {
+	return reporterOption(func(c *config) { c.timeout = d })
+}
 
 // WithToken makes the Reporter send "Authorization: Bearer token".
-func WithToken(token string) Option { return func(c *config) { c.token = token } }
+func WithToken(token string) ReporterOption {
+	return reporterOption(func(c *config) { c.token = token })
+}
 
 // WithHTTPClient sets the Reporter's HTTP client (default: a client of its
 // own with no overall timeout; WithTimeout bounds each attempt).
-func WithHTTPClient(hc *http.Client) Option { return func(c *config) { c.client = hc } }
+func WithHTTPClient(hc *http.Client) ReporterOption {
+	return reporterOption(func(c *config) { c.client = hc })
+}
 
-// WithQueueLen bounds the encoded reports waiting to be sent (Reporter);
-// when full, the oldest is dropped and counted. Default DefaultQueueLen.
-func WithQueueLen(n int) Option { return func(c *config) { c.queueLen = n } }
+// WithQueueLen bounds the encoded reports waiting to be sent; when full,
+// the oldest is dropped and counted. Default DefaultQueueLen.
+func WithQueueLen(n int) ReporterOption { return reporterOption(func(c *config) { c.queueLen = n }) }
 
 // WithBackoff sets the Reporter's retry delays: the first retry waits
 // about min, each next one twice as long up to max, with full jitter.
 // Default 100 ms to 30 s.
-func WithBackoff(min, max time.Duration) Option {
-	return func(c *config) { c.minBackoff, c.maxBackoff = min, max }
+func WithBackoff(min, max time.Duration) ReporterOption {
+	return reporterOption(func(c *config) { c.minBackoff, c.maxBackoff = min, max })
 }
 
 // WithPolicyHandler has the Reporter call fn with each new policy (a
 // higher Version than the last one handed over) found in a reply. fn runs
 // on the reporter's goroutine and should return quickly.
-func WithPolicyHandler(fn func(policy.Policy)) Option { return func(c *config) { c.onPolicy = fn } }
+func WithPolicyHandler(fn func(policy.Policy)) ReporterOption {
+	return reporterOption(func(c *config) { c.onPolicy = fn })
+}
 
 // WithEnforcementSource has the Reporter fill each report's Enforcement
 // with fn's counters for the window (fn returns the counters since its
 // previous call).
-func WithEnforcementSource(fn func() Enforcement) Option {
-	return func(c *config) { c.enforcement = fn }
+func WithEnforcementSource(fn func() Enforcement) ReporterOption {
+	return reporterOption(func(c *config) { c.enforcement = fn })
 }
 
 // WithDBSpans says whether the SpanProcessor records database client
 // spans (default true). Pass false when SQLObserver already records the
 // same statements, so that they do not count twice.
-func WithDBSpans(record bool) Option { return func(c *config) { c.skipDBSpans = !record } }
+func WithDBSpans(record bool) SpanProcessorOption {
+	return spanOption(func(c *config) { c.skipDBSpans = !record })
+}

@@ -32,17 +32,17 @@ func TestPostgresDBTimePerTenant(t *testing.T) {
 	const query = "SELECT extract(epoch FROM clock_timestamp() - statement_timestamp())::float8 FROM pg_sleep($1)"
 	dsn := testsvc.Postgres(t)
 	c := newCollector(t)
-	rec := NewRecorder(WithSource(Source{Service: "e2e", Instance: "e2e-1"}))
+	rec := mustRecorder(WithSource(Source{Service: "e2e", Instance: "e2e-1"}))
 	rep := newReporter(t, c, rec, WithInterval(50*time.Millisecond), WithTimeout(100*time.Millisecond),
 		WithBackoff(5*time.Millisecond, 50*time.Millisecond))
 	rep.Start()
 
 	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithSpanProcessor(NewSpanProcessor(rec, WithDBSpans(false))))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithSpanProcessor(mustSpanProcessor(rec, WithDBSpans(false))))
 	defer tp.Shutdown(context.Background())
 	tr := tp.Tracer("e2e")
 
-	db, err := sqlcomment.Open("pgx", dsn, sqlcomment.WithObserver(SQLObserver(rec)))
+	db, err := sqlcomment.Open("pgx", dsn, sqlcomment.WithObserver(mustSQLObserver(rec)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -134,15 +134,12 @@ func (p *rowPool) put(rs []*rowAgg) {
 }
 
 // NewRecorder returns a recorder whose first window starts now (by the
-// clock of WithClock). Options: WithSource, WithMaxTenants, WithMaxRoutes,
-// WithMaxRows, WithKeyCapacity, WithShards, WithClock, WithRegisterer,
-// WithTopTenants. It
-// panics on an invalid option or a failed metric registration, which are
-// errors of the program rather than of its input.
-func NewRecorder(opts ...Option) *Recorder {
-	cfg, err := newConfig(opts)
+// clock of WithClock). It returns ErrInvalid for an invalid option, and
+// the registerer's error when its metrics cannot be registered.
+func NewRecorder(opts ...RecorderOption) (*Recorder, error) {
+	cfg, err := newRecorderConfig(opts)
 	if err != nil {
-		panic(err)
+		return nil, err
 	}
 	n := cfg.shards
 	if n == 0 {
@@ -167,10 +164,10 @@ func NewRecorder(opts ...Option) *Recorder {
 	if cfg.reg != nil {
 		r.metrics = newRecorderMetrics(r)
 		if err := r.metrics.register(cfg.reg, cfg.topTenants); err != nil {
-			panic(err)
+			return nil, err
 		}
 	}
-	return r
+	return r, nil
 }
 
 func (r *Recorder) newWindow() *window {

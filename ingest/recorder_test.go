@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/qtop-dev/qtop/sqlcomment"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -27,7 +29,7 @@ func rowsByKey(rep *Report) map[string]Row {
 }
 
 func TestRecorderSteps(t *testing.T) {
-	rec := NewRecorder(fixedClock(t0), WithSource(Source{Service: "api", Instance: "i1", Host: "h"}))
+	rec := mustRecorder(fixedClock(t0), WithSource(Source{Service: "api", Instance: "i1", Host: "h"}))
 	acme := tenant.Tags{Tenant: "acme", Route: "GET /a", Tier: tenant.T1}
 	steps := []struct {
 		at  time.Duration
@@ -93,7 +95,7 @@ func TestRecorderSteps(t *testing.T) {
 }
 
 func TestRecorderSeqAndClockBack(t *testing.T) {
-	rec := NewRecorder(fixedClock(t0))
+	rec := mustRecorder(fixedClock(t0))
 	r1 := rec.Cut(t0.Add(time.Second))
 	rec.Record(Record{Tags: tenant.Tags{Tenant: "a"}, Duration: time.Millisecond})
 	r2 := rec.Cut(t0.Add(500 * time.Millisecond)) // the clock went back
@@ -121,7 +123,7 @@ func TestRecorderSeqAndClockBack(t *testing.T) {
 // value, the heaviest tenants tracked.
 func TestRecorderManyTenants(t *testing.T) {
 	const tenants = 200_000
-	rec := NewRecorder(fixedClock(t0), WithMaxTenants(64), WithShards(4))
+	rec := mustRecorder(fixedClock(t0), WithMaxTenants(64), WithShards(4))
 	trueDur := make(map[string]time.Duration)
 	var total time.Duration
 	var count uint64
@@ -172,7 +174,7 @@ func TestRecorderManyTenants(t *testing.T) {
 }
 
 func TestRecorderRouteAndRowLimits(t *testing.T) {
-	rec := NewRecorder(fixedClock(t0), WithMaxRoutes(3), WithMaxRows(10), WithShards(1))
+	rec := mustRecorder(fixedClock(t0), WithMaxRoutes(3), WithMaxRows(10), WithShards(1))
 	for i := range 10 {
 		rec.Record(Record{Tags: tenant.Tags{Tenant: "a", Route: fmt.Sprint("r", i)}, Duration: time.Millisecond})
 	}
@@ -203,7 +205,7 @@ func TestRecorderRouteAndRowLimits(t *testing.T) {
 
 func TestRecorderInvalid(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	rec := NewRecorder(fixedClock(t0), WithRegisterer(reg))
+	rec := mustRecorder(fixedClock(t0), WithRegisterer(reg))
 	long := strings.Repeat("x", tenant.MaxKeyLen+1)
 	rec.Record(Record{Tags: tenant.Tags{Tenant: long, Route: "r"}})
 	rec.Record(Record{Tags: tenant.Tags{Tenant: "a", Route: long}})
@@ -253,7 +255,7 @@ qtop_ingest_windows_total 1
 }
 
 func TestRecorderKeys(t *testing.T) {
-	rec := NewRecorder(fixedClock(t0), WithKeyCapacity(8))
+	rec := mustRecorder(fixedClock(t0), WithKeyCapacity(8))
 	for i := range 100 {
 		rec.Record(Record{Tags: tenant.Tags{Tenant: "acme", Key: "sku:1"}})
 		if i%10 == 0 {
@@ -283,7 +285,7 @@ func TestRecorderKeys(t *testing.T) {
 // TestRecorderConcurrent records from several goroutines while cutting,
 // and checks that every record lands in exactly one window.
 func TestRecorderConcurrent(t *testing.T) {
-	rec := NewRecorder(fixedClock(t0), WithMaxTenants(16))
+	rec := mustRecorder(fixedClock(t0), WithMaxTenants(16))
 	const workers, each = 4, 5000
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -318,7 +320,7 @@ func TestRecorderConcurrent(t *testing.T) {
 }
 
 func TestRecorderNoAllocs(t *testing.T) {
-	rec := NewRecorder(fixedClock(t0))
+	rec := mustRecorder(fixedClock(t0))
 	recs := benchRecords(50, 4)
 	for _, r := range recs {
 		rec.Record(r)
@@ -339,7 +341,7 @@ func TestRecorderNoAllocs(t *testing.T) {
 }
 
 func TestRecorderOptions(t *testing.T) {
-	for name, o := range map[string]Option{
+	for name, o := range map[string]RecorderOption{
 		"tenants": WithMaxTenants(0),
 		"routes":  WithMaxRoutes(0),
 		"rows":    WithMaxRows(MaxRows),
@@ -349,19 +351,16 @@ func TestRecorderOptions(t *testing.T) {
 		"source":  WithSource(Source{Service: strings.Repeat("s", MaxStringLen+1)}),
 	} {
 		t.Run(name, func(t *testing.T) {
-			defer func() {
-				if recover() == nil {
-					t.Error("no panic")
-				}
-			}()
-			NewRecorder(o)
+			if r, err := NewRecorder(o); !errors.Is(err, ErrInvalid) || r != nil {
+				t.Errorf("NewRecorder = %v, %v; want ErrInvalid", r, err)
+			}
 		})
 	}
-	rec := NewRecorder()
+	rec := mustRecorder()
 	if s := rec.Source(); s.Service == "" || s.Instance == "" {
 		t.Errorf("default source %+v", s)
 	}
-	if a, b := NewRecorder().Source().Instance, NewRecorder().Source().Instance; a == b {
+	if a, b := mustRecorder().Source().Instance, mustRecorder().Source().Instance; a == b {
 		t.Errorf("two recorders share the instance %q", a)
 	}
 }
@@ -383,7 +382,7 @@ func benchRecords(tenants, routes int) []Record {
 }
 
 func BenchmarkRecord(b *testing.B) {
-	rec := NewRecorder(fixedClock(t0))
+	rec := mustRecorder(fixedClock(t0))
 	recs := benchRecords(100, 5)
 	b.ReportAllocs()
 	i := 0
@@ -398,7 +397,7 @@ func BenchmarkRecord(b *testing.B) {
 func BenchmarkRecordParallel(b *testing.B) {
 	for _, disjoint := range []bool{false, true} {
 		b.Run(map[bool]string{false: "shared", true: "disjoint"}[disjoint], func(b *testing.B) {
-			rec := NewRecorder(fixedClock(t0))
+			rec := mustRecorder(fixedClock(t0))
 			all := benchRecords(200, 5)
 			var mu sync.Mutex
 			next := 0
@@ -423,7 +422,7 @@ func BenchmarkRecordParallel(b *testing.B) {
 }
 
 func BenchmarkRecordKey(b *testing.B) {
-	rec := NewRecorder(fixedClock(t0))
+	rec := mustRecorder(fixedClock(t0))
 	recs := benchRecords(100, 5)
 	for i := range recs {
 		recs[i].Tags.Key = fmt.Sprint("key:", i%97)
@@ -438,7 +437,7 @@ func BenchmarkRecordKey(b *testing.B) {
 
 func TestRecorderTenantMetrics(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
-	rec := NewRecorder(fixedClock(t0), WithRegisterer(reg), WithTopTenants(2))
+	rec := mustRecorder(fixedClock(t0), WithRegisterer(reg), WithTopTenants(2))
 	for i, name := range []string{"a", "b", "c", "d"} {
 		for range i + 1 {
 			rec.Record(Record{Tags: tenant.Tags{Tenant: name}, Duration: time.Second})
@@ -471,7 +470,7 @@ qtop_ingest_tenant_db_seconds_total{tenant="other"} 3
 // TestRecorderCutIntoReuse: the reporter cuts into one Report again and
 // again; nothing of a window may leak into the next.
 func TestRecorderCutIntoReuse(t *testing.T) {
-	rec := NewRecorder(fixedClock(t0))
+	rec := mustRecorder(fixedClock(t0))
 	var rep Report
 	for i := range 3 {
 		rec.Record(Record{Tags: tenant.Tags{Tenant: "a", Route: "r", Key: "k1"}, Duration: time.Millisecond})
@@ -497,7 +496,7 @@ func TestRecorderCutIntoReuse(t *testing.T) {
 // the default sketch of 512: nearly every record goes through the
 // filtered admission to "other".
 func BenchmarkRecordChurn(b *testing.B) {
-	rec := NewRecorder(fixedClock(t0))
+	rec := mustRecorder(fixedClock(t0))
 	names := make([]string, 1<<20)
 	for i := range names {
 		names[i] = fmt.Sprintf("tenant-%07d", i)
@@ -510,4 +509,30 @@ func BenchmarkRecordChurn(b *testing.B) {
 		rec.Record(r)
 		i++
 	}
+}
+
+// mustRecorder, mustSpanProcessor and mustSQLObserver are the
+// constructors for tests whose options are known to be valid.
+func mustRecorder(opts ...RecorderOption) *Recorder {
+	r, err := NewRecorder(opts...)
+	if err != nil {
+		panic(err)
+	}
+	return r
+}
+
+func mustSpanProcessor(rec *Recorder, opts ...SpanProcessorOption) *SpanProcessor {
+	p, err := NewSpanProcessor(rec, opts...)
+	if err != nil {
+		panic(err)
+	}
+	return p
+}
+
+func mustSQLObserver(rec *Recorder) sqlcomment.Observer {
+	o, err := SQLObserver(rec)
+	if err != nil {
+		panic(err)
+	}
+	return o
 }

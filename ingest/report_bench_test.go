@@ -178,7 +178,7 @@ func BenchmarkReportDecode(b *testing.B) {
 func BenchmarkCut(b *testing.B) {
 	for _, reuse := range []bool{false, true} {
 		b.Run(map[bool]string{false: "new", true: "reuse"}[reuse], func(b *testing.B) {
-			rec := NewRecorder(fixedClock(t0))
+			rec := mustRecorder(fixedClock(t0))
 			recs := benchRecords(250, 4)
 			now := t0
 			var rep Report

@@ -72,12 +72,10 @@ type pending struct {
 
 // NewReporter returns a reporter that sends rec's windows to the
 // collector's report endpoint, url (e.g. "http://collector:7070/v1/reports").
-// Options: WithInterval, WithTicker, WithTimeout, WithToken, WithHTTPClient,
-// WithQueueLen, WithBackoff, WithClock (the end of each window; backoff
-// runs on the monotonic clock), WithPolicyHandler,
-// WithEnforcementSource, WithRegisterer. It returns ErrInvalid for a URL
-// that is not absolute http(s) or an invalid option.
-func NewReporter(rawURL string, rec *Recorder, opts ...Option) (*Reporter, error) {
+// WithClock dates the end of each window (backoff runs on the monotonic
+// clock). It returns ErrInvalid for a URL that is not absolute http(s) or
+// an invalid option.
+func NewReporter(rawURL string, rec *Recorder, opts ...ReporterOption) (*Reporter, error) {
 	if rec == nil {
 		return nil, fmt.Errorf("%w: nil Recorder", ErrInvalid)
 	}
@@ -85,7 +83,7 @@ func NewReporter(rawURL string, rec *Recorder, opts ...Option) (*Reporter, error
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("%w: collector URL %q (want http(s)://host/v1/reports)", ErrInvalid, rawURL)
 	}
-	cfg, err := newConfig(opts)
+	cfg, err := newReporterConfig(opts)
 	if err != nil {
 		return nil, err
 	}

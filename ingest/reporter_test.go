@@ -121,9 +121,9 @@ func (c *collector) serve(w http.ResponseWriter, req *http.Request) {
 	w.Write(b)
 }
 
-func newReporter(t *testing.T, c *collector, rec *Recorder, opts ...Option) *Reporter {
+func newReporter(t *testing.T, c *collector, rec *Recorder, opts ...ReporterOption) *Reporter {
 	t.Helper()
-	opts = append([]Option{WithHTTPClient(c.srv.Client()), WithBackoff(time.Millisecond, 20*time.Millisecond)}, opts...)
+	opts = append([]ReporterOption{WithHTTPClient(c.srv.Client()), WithBackoff(time.Millisecond, 20*time.Millisecond)}, opts...)
 	r, err := NewReporter(c.srv.URL+"/v1/reports", rec, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +154,7 @@ func TestReporterSendsAndHandsPolicy(t *testing.T) {
 	c := newCollector(t)
 	c.token = "s3cret"
 	c.pol = samplePolicy()
-	rec := NewRecorder(WithSource(Source{Service: "api", Instance: "i-1", Host: "h"}))
+	rec := mustRecorder(WithSource(Source{Service: "api", Instance: "i-1", Host: "h"}))
 	var mu sync.Mutex
 	var got []policy.Policy
 	reg := prometheus.NewPedanticRegistry()
@@ -196,7 +196,7 @@ func TestReporterSendsAndHandsPolicy(t *testing.T) {
 func TestReporterWrongToken(t *testing.T) {
 	c := newCollector(t)
 	c.token = "right"
-	r := newReporter(t, c, NewRecorder(), WithToken("wrong"))
+	r := newReporter(t, c, mustRecorder(), WithToken("wrong"))
 	if err := r.ForceFlush(ctxTimeout(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestReporterWrongToken(t *testing.T) {
 func TestReporterCollectorDown(t *testing.T) {
 	c := newCollector(t)
 	c.setMode("down")
-	rec := NewRecorder()
+	rec := mustRecorder()
 	reg := prometheus.NewPedanticRegistry()
 	r := newReporter(t, c, rec, WithRegisterer(reg))
 	for i := range 3 {
@@ -256,7 +256,7 @@ func TestReporterUnreachable(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close()
-	r, err := NewReporter("http://"+addr+"/v1/reports", NewRecorder(), WithBackoff(time.Millisecond, 10*time.Millisecond))
+	r, err := NewReporter("http://"+addr+"/v1/reports", mustRecorder(), WithBackoff(time.Millisecond, 10*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func TestReporterUnreachable(t *testing.T) {
 func TestReporterSlowCollector(t *testing.T) {
 	c := newCollector(t)
 	c.setMode("slow")
-	rec := NewRecorder()
+	rec := mustRecorder()
 	reg := prometheus.NewPedanticRegistry()
 	r := newReporter(t, c, rec, WithTimeout(20*time.Millisecond), WithRegisterer(reg))
 	r.Start()
@@ -312,7 +312,7 @@ func TestReporterSlowCollector(t *testing.T) {
 func TestReporterGarbageReplies(t *testing.T) {
 	c := newCollector(t)
 	reg := prometheus.NewPedanticRegistry()
-	r := newReporter(t, c, NewRecorder(), WithRegisterer(reg))
+	r := newReporter(t, c, mustRecorder(), WithRegisterer(reg))
 
 	c.setMode("garbage200") // accepted, reply unreadable
 	if err := r.ForceFlush(ctxTimeout(t, 10*time.Second)); err != nil {
@@ -343,7 +343,7 @@ func TestReporterGarbageReplies(t *testing.T) {
 func TestReporterRetryAfter(t *testing.T) {
 	c := newCollector(t)
 	c.setMode("429")
-	r := newReporter(t, c, NewRecorder(), WithBackoff(time.Millisecond, 5*time.Second))
+	r := newReporter(t, c, mustRecorder(), WithBackoff(time.Millisecond, 5*time.Second))
 	start := time.Now()
 	if err := r.ForceFlush(ctxTimeout(t, 300*time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("flush: %v", err)
@@ -358,7 +358,7 @@ func TestReporterQueueDropsOldest(t *testing.T) {
 	c := newCollector(t)
 	c.setMode("down")
 	reg := prometheus.NewPedanticRegistry()
-	r := newReporter(t, c, NewRecorder(), WithQueueLen(3), WithRegisterer(reg))
+	r := newReporter(t, c, mustRecorder(), WithQueueLen(3), WithRegisterer(reg))
 	for range 5 {
 		r.cut(false)
 	}
@@ -394,7 +394,7 @@ qtop_ingest_queue_reports 0
 func TestReporterLostReply(t *testing.T) {
 	c := newCollector(t)
 	c.setMode("lostreply")
-	r := newReporter(t, c, NewRecorder())
+	r := newReporter(t, c, mustRecorder())
 	if err := r.ForceFlush(ctxTimeout(t, 30*time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("flush: %v", err)
 	}
@@ -410,7 +410,7 @@ func TestReporterLostReply(t *testing.T) {
 
 func TestReporterBackground(t *testing.T) {
 	c := newCollector(t)
-	rec := NewRecorder()
+	rec := mustRecorder()
 	ticks := make(chan time.Time)
 	stopped := make(chan struct{})
 	r := newReporter(t, c, rec, WithTicker(func(d time.Duration) (<-chan time.Time, func()) {
@@ -471,7 +471,7 @@ func TestReporterBackground(t *testing.T) {
 
 func TestReporterShutdownFlushes(t *testing.T) {
 	c := newCollector(t)
-	rec := NewRecorder()
+	rec := mustRecorder()
 	r := newReporter(t, c, rec, WithInterval(time.Hour))
 	r.Start()
 	rec.Record(Record{Tags: tenant.Tags{Tenant: "t"}, Duration: time.Millisecond})
@@ -484,7 +484,7 @@ func TestReporterShutdownFlushes(t *testing.T) {
 }
 
 func TestNewReporterInvalid(t *testing.T) {
-	rec := NewRecorder()
+	rec := mustRecorder()
 	for _, u := range []string{"", "collector:7070", "ftp://x/v1/reports", "http://"} {
 		if _, err := NewReporter(u, rec); !errors.Is(err, ErrInvalid) {
 			t.Errorf("url %q: %v", u, err)
@@ -493,7 +493,7 @@ func TestNewReporterInvalid(t *testing.T) {
 	if _, err := NewReporter("http://x/v1/reports", nil); !errors.Is(err, ErrInvalid) {
 		t.Errorf("nil recorder: %v", err)
 	}
-	for _, o := range []Option{WithInterval(0), WithTimeout(-1), WithQueueLen(0), WithBackoff(time.Second, time.Millisecond)} {
+	for _, o := range []ReporterOption{WithInterval(0), WithTimeout(-1), WithQueueLen(0), WithBackoff(time.Second, time.Millisecond)} {
 		if _, err := NewReporter("http://x/v1/reports", rec, o); !errors.Is(err, ErrInvalid) {
 			t.Errorf("option: %v", err)
 		}
@@ -511,7 +511,7 @@ func TestNewReporterInvalid(t *testing.T) {
 // neither hang nor lose a report silently.
 func TestReporterConcurrentFlushShutdown(t *testing.T) {
 	c := newCollector(t)
-	rec := NewRecorder()
+	rec := mustRecorder()
 	r := newReporter(t, c, rec, WithInterval(time.Millisecond))
 	r.Start()
 	var wg sync.WaitGroup
@@ -556,7 +556,7 @@ func TestReporterConcurrentFlushShutdown(t *testing.T) {
 func TestReporterFlushSkipsBackoff(t *testing.T) {
 	c := newCollector(t)
 	c.setMode("down")
-	r := newReporter(t, c, NewRecorder(), WithBackoff(time.Minute, time.Hour))
+	r := newReporter(t, c, mustRecorder(), WithBackoff(time.Minute, time.Hour))
 	if err := r.ForceFlush(ctxTimeout(t, 50*time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("flush to a collector that is down: %v", err)
 	}
@@ -573,7 +573,7 @@ func TestReporterFlushSkipsBackoff(t *testing.T) {
 // maximum, a random half of it waived, and never falls below the
 // collector's RetryAfter (itself capped at the maximum).
 func TestReporterBackoff(t *testing.T) {
-	r, err := NewReporter("http://collector/v1/reports", NewRecorder(), WithBackoff(100*time.Millisecond, 2*time.Second))
+	r, err := NewReporter("http://collector/v1/reports", mustRecorder(), WithBackoff(100*time.Millisecond, 2*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -62,17 +63,14 @@ type SpanProcessor struct {
 
 var _ sdktrace.SpanProcessor = (*SpanProcessor)(nil)
 
-// NewSpanProcessor returns a span processor that feeds rec. Option:
-// WithDBSpans. It panics on a nil Recorder or an invalid option.
-func NewSpanProcessor(rec *Recorder, opts ...Option) *SpanProcessor {
+// NewSpanProcessor returns a span processor that feeds rec, or ErrInvalid
+// for a nil Recorder.
+func NewSpanProcessor(rec *Recorder, opts ...SpanProcessorOption) (*SpanProcessor, error) {
 	if rec == nil {
-		panic("ingest: NewSpanProcessor with a nil Recorder")
+		return nil, fmt.Errorf("%w: nil Recorder", ErrInvalid)
 	}
-	cfg, err := newConfig(opts)
-	if err != nil {
-		panic(err)
-	}
-	return &SpanProcessor{rec: rec, skipDB: cfg.skipDBSpans}
+	cfg := newSpanConfig(opts)
+	return &SpanProcessor{rec: rec, skipDB: cfg.skipDBSpans}, nil
 }
 
 // OnStart implements sdktrace.SpanProcessor.

@@ -19,7 +19,7 @@ import (
 func newTracer(t testing.TB, rec *Recorder) (trace.Tracer, *tracetest.InMemoryExporter, *sdktrace.TracerProvider) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(
-		sdktrace.WithSpanProcessor(NewSpanProcessor(rec)),
+		sdktrace.WithSpanProcessor(mustSpanProcessor(rec)),
 		sdktrace.WithBatcher(exp),
 	)
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
@@ -35,7 +35,7 @@ func attrsOf(s tracetest.SpanStub) map[attribute.Key]string {
 }
 
 func TestSpanProcessor(t *testing.T) {
-	rec := NewRecorder(fixedClock(t0))
+	rec := mustRecorder(fixedClock(t0))
 	tr, exp, tp := newTracer(t, rec)
 
 	ctx := tenant.With(context.Background(), tenant.Tags{Tenant: "acme", Route: "GET /reports", Tier: tenant.T2})
@@ -122,8 +122,8 @@ func TestSpanProcessor(t *testing.T) {
 }
 
 func TestSpanProcessorWithoutDBSpans(t *testing.T) {
-	rec := NewRecorder(fixedClock(t0))
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(NewSpanProcessor(rec, WithDBSpans(false))))
+	rec := mustRecorder(fixedClock(t0))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(mustSpanProcessor(rec, WithDBSpans(false))))
 	defer tp.Shutdown(context.Background())
 	tr := tp.Tracer("t")
 	ctx := tenant.With(context.Background(), tenant.Tags{Tenant: "acme"})
@@ -139,8 +139,8 @@ func TestSpanProcessorWithoutDBSpans(t *testing.T) {
 
 // The RU an application charged reaches the record through qtop.ru.
 func TestSpanProcessorRU(t *testing.T) {
-	rec := NewRecorder(fixedClock(t0))
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(NewSpanProcessor(rec)))
+	rec := mustRecorder(fixedClock(t0))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(mustSpanProcessor(rec)))
 	defer tp.Shutdown(context.Background())
 	tr := tp.Tracer("t")
 	ctx := tenant.With(context.Background(), tenant.Tags{Tenant: "acme"})
@@ -156,8 +156,8 @@ func TestSpanProcessorRU(t *testing.T) {
 }
 
 func TestSpanProcessorShutdown(t *testing.T) {
-	rec := NewRecorder(fixedClock(t0))
-	p := NewSpanProcessor(rec)
+	rec := mustRecorder(fixedClock(t0))
+	p := mustSpanProcessor(rec)
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(p))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -213,8 +213,8 @@ func TestParseTier(t *testing.T) {
 // A tier the application set itself (the context has none) reaches the
 // record, in any spelling tenant.ParseTier accepts.
 func TestSpanProcessorAppTier(t *testing.T) {
-	rec := NewRecorder(fixedClock(t0))
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(NewSpanProcessor(rec)))
+	rec := mustRecorder(fixedClock(t0))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(mustSpanProcessor(rec)))
 	defer tp.Shutdown(context.Background())
 	tr := tp.Tracer("t")
 	for route, tier := range map[string]string{"GET /a": "T1", "GET /b": " t3", "GET /c": "T7"} {
@@ -259,7 +259,7 @@ func BenchmarkSpan(b *testing.B) {
 	})
 	b.Run("sdk+ingest", func(b *testing.B) {
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(noopProcessor{}),
-			sdktrace.WithSpanProcessor(NewSpanProcessor(NewRecorder())))
+			sdktrace.WithSpanProcessor(mustSpanProcessor(mustRecorder())))
 		run(b, tp)
 	})
 }
@@ -283,7 +283,7 @@ func BenchmarkSpanOverhead(b *testing.B) {
 	ctx := tenant.With(context.Background(), tenant.Tags{Tenant: "acme", Route: "GET /reports", Tier: tenant.T2})
 	base := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(noopProcessor{})).Tracer("bench")
 	with := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(noopProcessor{}),
-		sdktrace.WithSpanProcessor(NewSpanProcessor(NewRecorder()))).Tracer("bench")
+		sdktrace.WithSpanProcessor(mustSpanProcessor(mustRecorder()))).Tracer("bench")
 	attrs := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(noopProcessor{}),
 		sdktrace.WithSpanProcessor(attrsProcessor{})).Tracer("bench")
 	chunk := func(tr trace.Tracer) time.Duration {
@@ -332,7 +332,7 @@ func (attrsProcessor) OnStart(_ context.Context, s sdktrace.ReadWriteSpan) {
 func BenchmarkSpanOnEnd(b *testing.B) {
 	ctx := tenant.With(context.Background(), tenant.Tags{Tenant: "acme", Route: "GET /reports", Tier: tenant.T2})
 	var ended endedSpans
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(NewSpanProcessor(NewRecorder())), sdktrace.WithSpanProcessor(&ended))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(mustSpanProcessor(mustRecorder())), sdktrace.WithSpanProcessor(&ended))
 	tr := tp.Tracer("bench")
 	sctx, s := tr.Start(ctx, "GET /reports/{id}", trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("http.request.method", "GET"), attribute.String("http.route", "/reports/{id}")))
@@ -341,7 +341,7 @@ func BenchmarkSpanOnEnd(b *testing.B) {
 	s.SetAttributes(attribute.Int("http.response.status_code", 200))
 	d.End()
 	s.End()
-	p := NewSpanProcessor(NewRecorder())
+	p := mustSpanProcessor(mustRecorder())
 	b.ReportAllocs()
 	for b.Loop() {
 		p.OnEnd(ended[0])
@@ -355,3 +355,12 @@ func (e *endedSpans) OnEnd(s sdktrace.ReadOnlySpan)                 { *e = appen
 func (*endedSpans) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
 func (*endedSpans) Shutdown(context.Context) error                  { return nil }
 func (*endedSpans) ForceFlush(context.Context) error                { return nil }
+
+func TestNewSpanProcessorNilRecorder(t *testing.T) {
+	if p, err := NewSpanProcessor(nil, WithDBSpans(false)); !errors.Is(err, ErrInvalid) || p != nil {
+		t.Errorf("NewSpanProcessor(nil) = %v, %v; want ErrInvalid", p, err)
+	}
+	if o, err := SQLObserver(nil); !errors.Is(err, ErrInvalid) || o != nil {
+		t.Errorf("SQLObserver(nil) = %v; want ErrInvalid", err)
+	}
+}

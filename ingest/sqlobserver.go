@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/qtop-dev/qtop/sqlcomment"
 	"github.com/qtop-dev/qtop/tenant"
@@ -16,9 +17,11 @@ import (
 // Do not also record database client spans of the same statements
 // through the SpanProcessor, or they count twice: an application that has
 // both passes WithDBSpans(false) to NewSpanProcessor.
-func SQLObserver(rec *Recorder) sqlcomment.Observer {
+//
+// It returns ErrInvalid for a nil Recorder.
+func SQLObserver(rec *Recorder) (sqlcomment.Observer, error) {
 	if rec == nil {
-		panic("ingest: SQLObserver with a nil Recorder")
+		return nil, fmt.Errorf("%w: nil Recorder", ErrInvalid)
 	}
 	return func(ctx context.Context, e sqlcomment.Event) {
 		if e.Op == sqlcomment.OpPing {
@@ -39,5 +42,5 @@ func SQLObserver(rec *Recorder) sqlcomment.Observer {
 			r.Rows = e.Rows
 		}
 		rec.Record(r)
-	}
+	}, nil
 }

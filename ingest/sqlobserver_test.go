@@ -16,8 +16,8 @@ import (
 // wrapper emits; the wrapper itself over the real PostgreSQL is in
 // TestPostgresDBTimePerTenant.
 func TestSQLObserverEvents(t *testing.T) {
-	rec := NewRecorder(fixedClock(t0))
-	obs := SQLObserver(rec)
+	rec := mustRecorder(fixedClock(t0))
+	obs := mustSQLObserver(rec)
 	acme := tenant.Tags{Tenant: "acme", Route: "GET /a", Tier: tenant.T1}
 	ctx := context.Background()
 
@@ -46,8 +46,8 @@ func TestSQLObserverEvents(t *testing.T) {
 }
 
 func BenchmarkSQLObserver(b *testing.B) {
-	rec := NewRecorder(fixedClock(t0))
-	obs := SQLObserver(rec)
+	rec := mustRecorder(fixedClock(t0))
+	obs := mustSQLObserver(rec)
 	e := sqlcomment.Event{Tags: tenant.Tags{Tenant: "acme", Route: "GET /a"}, Tagged: true, Op: sqlcomment.OpQuery,
 		Start: t0, Duration: time.Millisecond, Rows: 1}
 	ctx := context.Background()

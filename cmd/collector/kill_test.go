@@ -119,9 +119,13 @@ func TestKillAndRestart(t *testing.T) {
 	}
 	restarted := make(chan started, 1)
 	const reports = 150
-	recs := []*ingest.Recorder{
-		ingest.NewRecorder(ingest.WithSource(ingest.Source{Service: "api", Instance: "a", Host: "h"})),
-		ingest.NewRecorder(ingest.WithSource(ingest.Source{Service: "api", Instance: "b", Host: "h"})),
+	var recs []*ingest.Recorder
+	for _, inst := range []string{"a", "b"} {
+		rec, err := ingest.NewRecorder(ingest.WithSource(ingest.Source{Service: "api", Instance: inst, Host: "h"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, rec)
 	}
 	want := map[string]float64{}
 	client := &http.Client{Timeout: 5 * time.Second}

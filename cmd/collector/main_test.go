@@ -80,7 +80,10 @@ func TestReportCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := ingest.NewRecorder(ingest.WithSource(ingest.Source{Service: "api", Instance: "p"}), ingest.WithClock(func() time.Time { return now }))
+	rec, err := ingest.NewRecorder(ingest.WithSource(ingest.Source{Service: "api", Instance: "p"}), ingest.WithClock(func() time.Time { return now }))
+	if err != nil {
+		t.Fatal(err)
+	}
 	rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /x"}, Kind: ingest.KindRequest, RU: 30})
 	rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: "bigcorp", Route: "POST /import"}, Kind: ingest.KindJob, RU: 70})
 	rec.Record(ingest.Record{Kind: ingest.KindRequest, RU: 5})

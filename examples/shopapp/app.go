@@ -137,16 +137,17 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		return nil, err
 	}
 	a := &App{cfg: cfg, products: pgx.Identifier{cfg.Schema, "products"}.Sanitize()}
-	a.rec = ingest.NewRecorder(ingest.WithSource(ingest.Source{Service: cfg.Service}))
-
 	var err error
+	if a.rec, err = ingest.NewRecorder(ingest.WithSource(ingest.Source{Service: cfg.Service})); err != nil {
+		return nil, fmt.Errorf("shopapp: recorder: %w", err)
+	}
 	a.enf, err = enforce.New(enforce.WithPlanOf(func(string) string { return cfg.Plan }))
 	if err != nil {
 		return nil, fmt.Errorf("shopapp: enforcer: %w", err)
 	}
 	if cfg.Collector != "" {
 		u := strings.TrimRight(cfg.Collector, "/") + "/v1/reports"
-		opts := []ingest.Option{
+		opts := []ingest.ReporterOption{
 			ingest.WithInterval(cfg.Interval),
 			ingest.WithPolicyHandler(a.applyPolicy),
 			ingest.WithEnforcementSource(enforcementSource(a.enf)),
@@ -159,9 +160,13 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		}
 	}
 
+	obs, err := ingest.SQLObserver(a.rec)
+	if err != nil {
+		return nil, fmt.Errorf("shopapp: %w", err)
+	}
 	a.db, err = sqlcomment.Open("pgx", cfg.Postgres,
 		sqlcomment.WithApplication(cfg.Service),
-		sqlcomment.WithObserver(ingest.SQLObserver(a.rec)),
+		sqlcomment.WithObserver(obs),
 		pgxcomment.StdlibExecMode())
 	if err != nil {
 		return nil, fmt.Errorf("shopapp: open database: %w", err)
@@ -175,7 +180,12 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 
 	// The SQL observer records database time, so the span processor
 	// leaves database spans alone.
-	a.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(ingest.NewSpanProcessor(a.rec, ingest.WithDBSpans(false))))
+	sp, err := ingest.NewSpanProcessor(a.rec, ingest.WithDBSpans(false))
+	if err != nil {
+		a.db.Close()
+		return nil, fmt.Errorf("shopapp: %w", err)
+	}
+	a.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sp))
 	a.tracer = a.tp.Tracer("github.com/qtop-dev/qtop/examples/shopapp")
 
 	q, err := a.enf.NewQueue(cfg.Slots)

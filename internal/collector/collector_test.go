@@ -95,9 +95,13 @@ type process struct {
 }
 
 func newProcess(clk *clock, service, instance string) *process {
-	return &process{clk: clk, rec: ingest.NewRecorder(
+	rec, err := ingest.NewRecorder(
 		ingest.WithSource(ingest.Source{Service: service, Instance: instance, Host: "h"}),
-		ingest.WithClock(clk.Now))}
+		ingest.WithClock(clk.Now))
+	if err != nil {
+		panic(err) // the options are constant and valid
+	}
+	return &process{clk: clk, rec: rec}
 }
 
 // report records n requests of tenant (1 RU, 10 ms each) and cuts a report.

@@ -53,7 +53,7 @@ type demoFleet struct {
 	start time.Time
 }
 
-func newDemoFleet(s *Server, start time.Time) *demoFleet {
+func newDemoFleet(s *Server, start time.Time) (*demoFleet, error) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	f := &demoFleet{
 		s:     s,
@@ -66,13 +66,14 @@ func newDemoFleet(s *Server, start time.Time) *demoFleet {
 		for i := range demoProcesses {
 			src := ingest.Source{Service: svc, Instance: fmt.Sprintf("%s-%d-%d", svc, i, start.UnixNano()), Host: fmt.Sprintf("demo-%d", i)}
 			now := start
-			f.procs = append(f.procs, demoProc{
-				rec:     ingest.NewRecorder(ingest.WithSource(src), ingest.WithClock(func() time.Time { return now })),
-				service: svc,
-			})
+			rec, err := ingest.NewRecorder(ingest.WithSource(src), ingest.WithClock(func() time.Time { return now }))
+			if err != nil {
+				return nil, err
+			}
+			f.procs = append(f.procs, demoProc{rec: rec, service: svc})
 		}
 	}
-	return f
+	return f, nil
 }
 
 func demoTier(name string) tenant.Tier {
@@ -170,7 +171,11 @@ func (f *demoFleet) step(now time.Time) {
 }
 
 func (s *Server) runDemo(ctx context.Context) {
-	f := newDemoFleet(s, s.cfg.Now())
+	f, err := newDemoFleet(s, s.cfg.Now())
+	if err != nil {
+		s.log.Error("demo fleet not started", "err", err)
+		return
+	}
 	f.warm(f.start)
 	s.log.Info("demo fleet started", "services", len(demoServices), "processes", len(f.procs),
 		"tenants", len(demoTenants), "import_tenant", DemoImportTenant, "import_after", demoImportAfter)

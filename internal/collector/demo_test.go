@@ -16,7 +16,10 @@ import (
 func TestDemoIncident(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.Demo = true; c.Store = StoreNone })
 	defer f.stop()
-	fleet := newDemoFleet(f.s, f.clk.Now())
+	fleet, err := newDemoFleet(f.s, f.clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
 	fleet.warm(f.clk.Now())
 	step := func(n int) live.Snapshot {
 		for range n {

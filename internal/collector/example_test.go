@@ -25,7 +25,10 @@ func Example() {
 	}
 	defer s.Shutdown(context.Background())
 
-	rec := ingest.NewRecorder(ingest.WithSource(ingest.Source{Service: "api", Instance: "p1"}), ingest.WithClock(clock))
+	rec, err := ingest.NewRecorder(ingest.WithSource(ingest.Source{Service: "api", Instance: "p1"}), ingest.WithClock(clock))
+	if err != nil {
+		panic(err)
+	}
 	for range 50 {
 		rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: "bigcorp", Route: "POST /import"}, Kind: ingest.KindRequest, RU: 40})
 	}

@@ -15,7 +15,10 @@ import (
 func TestLatencyRatioMetric(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.Demo = true; c.Store = StoreNone })
 	defer f.stop()
-	fleet := newDemoFleet(f.s, f.clk.Now())
+	fleet, err := newDemoFleet(f.s, f.clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
 	fleet.warm(f.clk.Now())
 	gauges := func() map[string]float64 {
 		t.Helper()

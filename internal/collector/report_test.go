@@ -203,7 +203,7 @@ func TestMetricsLint(t *testing.T) {
 // decodes, and a refused body changes no count.
 func FuzzIngest(f *testing.F) {
 	clk := &clock{t: t0}
-	p := &process{clk: clk, rec: ingest.NewRecorder(ingest.WithSource(ingest.Source{Service: "s", Instance: "i"}), ingest.WithClock(clk.Now))}
+	p := newProcess(clk, "s", "i")
 	for range 3 {
 		p.rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: "acme", Key: "k"}, RU: 1})
 	}

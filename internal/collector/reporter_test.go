@@ -25,7 +25,10 @@ func TestWithIngestReporter(t *testing.T) {
 	}
 	srv := httptest.NewServer(f.s.Handler())
 	defer srv.Close()
-	rec := ingest.NewRecorder(ingest.WithSource(ingest.Source{Service: "billing", Instance: "i1", Host: "h"}), ingest.WithClock(f.clk.Now))
+	rec, err := ingest.NewRecorder(ingest.WithSource(ingest.Source{Service: "billing", Instance: "i1", Host: "h"}), ingest.WithClock(f.clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
 	var got atomic.Uint64
 	rep, err := ingest.NewReporter(srv.URL+live.PathReports, rec, ingest.WithToken("tok"), ingest.WithClock(f.clk.Now),
 		ingest.WithPolicyHandler(func(p policy.Policy) { got.Store(p.Version) }))
