@@ -102,20 +102,30 @@ func (q *Queue) Waiting() int { q.mu.Lock(); defer q.mu.Unlock(); return q.nwait
 // is done, or ErrQueueDelay (dropped by CoDel), the context's error, or
 // ErrClosed.
 func (q *Queue) Acquire(ctx context.Context, tier tenant.Tier) (release func(), err error) {
+	if err := q.WaitAt(ctx, q.now(), tier); err != nil {
+		return nil, err
+	}
+	return q.releaser(), nil
+}
+
+// WaitAt is Acquire at now, for a caller that reads the clock once per
+// request: it returns once a slot is taken (nil), and the caller must
+// then call Release exactly once. It allocates nothing when a slot is
+// free.
+func (q *Queue) WaitAt(ctx context.Context, now time.Time, tier tenant.Tier) error {
 	if !tier.Valid() {
 		tier = tenant.T3
 	}
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
-		return nil, ErrClosed
+		return ErrClosed
 	}
-	now := q.now()
 	if q.inflight < q.slots && q.nwait == 0 {
 		q.inflight++
 		q.lastEmpty = now
 		q.mu.Unlock()
-		return q.releaser(), nil
+		return nil
 	}
 	w := &waiter{tier: tier, enq: now, ready: make(chan error, 1)}
 	i := tier.Index()
@@ -137,19 +147,16 @@ func (q *Queue) Acquire(ctx context.Context, tier tenant.Tier) (release func(), 
 	for {
 		select {
 		case err := <-w.ready:
-			if err != nil {
-				return nil, err
-			}
-			return q.releaser(), nil
+			return err
 		case <-ctx.Done():
 			if q.leave(w) {
-				return nil, ctx.Err()
+				return ctx.Err()
 			}
 		case <-timeout:
 			timeout = nil
 			if q.leave(w) {
 				q.report(tier, false)
-				return nil, fmt.Errorf("%w: waited %v for a slot", ErrQueueDelay, limit)
+				return fmt.Errorf("%w: waited %v for a slot", ErrQueueDelay, limit)
 			}
 		}
 		// Settled meanwhile: the answer is in ready.
@@ -185,6 +192,9 @@ func (q *Queue) report(tier tenant.Tier, shadow bool) {
 		q.onDrop(tier, shadow)
 	}
 }
+
+// Release frees the slot of a successful WaitAt.
+func (q *Queue) Release() { q.release() }
 
 func (q *Queue) releaser() func() {
 	var once sync.Once

@@ -5,12 +5,11 @@ import (
 	"fmt"
 
 	"github.com/qtop-dev/qtop/sqlcomment"
-	"github.com/qtop-dev/qtop/tenant"
 )
 
 // SQLObserver returns a sqlcomment observer that records every statement,
 // begin, commit, rollback and prepare as a KindDB record of the tags of
-// its context (or of its OTel baggage), so that database time per tenant
+// its context (or of its OTel baggage, as the comment), so that database time per tenant
 // is measured even in an application without tracing. Pings are not
 // recorded. Install it with sqlcomment.WithObserver.
 //
@@ -27,13 +26,11 @@ func SQLObserver(rec *Recorder) (sqlcomment.Observer, error) {
 		if e.Op == sqlcomment.OpPing {
 			return
 		}
-		tags := e.Tags
-		if !e.Tagged {
-			tags, _ = tenant.Lookup(ctx)
-		}
+		// e.Tags are the tags the statement's comment carries (found with
+		// tenant.Lookup), so the record and the comment always agree.
 		r := Record{
 			Time:     e.Start.Add(e.Duration),
-			Tags:     tags,
+			Tags:     e.Tags,
 			Kind:     KindDB,
 			Duration: e.Duration,
 			Err:      e.Err != nil,

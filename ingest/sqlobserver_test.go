@@ -25,10 +25,13 @@ func TestSQLObserverEvents(t *testing.T) {
 	obs(ctx, sqlcomment.Event{Tags: acme, Tagged: true, Op: sqlcomment.OpExec, Start: t0, Duration: 10 * time.Millisecond, Rows: -1, Err: errors.New("deadlock")})
 	obs(ctx, sqlcomment.Event{Tags: acme, Tagged: true, Op: sqlcomment.OpCommit, Start: t0, Duration: 3 * time.Millisecond, Rows: -1})
 	obs(ctx, sqlcomment.Event{Tags: acme, Tagged: true, Op: sqlcomment.OpPing, Start: t0, Duration: time.Second})
-	// Untagged context with OTel baggage (a downstream service).
-	m, _ := baggage.NewMemberRaw("tenant.id", "globex")
+	// The event's tags are what the wrapper found (tenant.Lookup, the
+	// comment's): the observer does not look in the context again, so a
+	// context whose baggage names another tenant does not split them.
+	m, _ := baggage.NewMemberRaw("tenant.id", "initech")
 	bg, _ := baggage.New(m)
-	obs(baggage.ContextWithBaggage(ctx, bg), sqlcomment.Event{Op: sqlcomment.OpQuery, Start: t0, Duration: 7 * time.Millisecond})
+	globex := tenant.Tags{Tenant: "globex"}
+	obs(baggage.ContextWithBaggage(ctx, bg), sqlcomment.Event{Tags: globex, Tagged: true, Op: sqlcomment.OpQuery, Start: t0, Duration: 7 * time.Millisecond})
 	// No tenant anywhere.
 	obs(ctx, sqlcomment.Event{Op: sqlcomment.OpQuery, Start: t0, Duration: time.Millisecond})
 

@@ -80,12 +80,14 @@ type Statement struct {
 }
 
 // Comment returns query with the comment for ctx appended (see Append): the
-// static tags, the context's tenant.Tags (tenant.From) and, with
+// static tags, the context's tenant.Tags (tenant.Lookup: those of
+// tenant.With, else those of the OTel baggage, as ingest's SQLObserver
+// records them) and, with
 // WithTraceContext and unless prepare is true, the span's traceparent and
 // tracestate. Pass prepare = true for a text that will be prepared and
 // reused. The comment is capped as WithMaxLen says.
 func (c *Commenter) Comment(ctx context.Context, query string, prepare bool) Statement {
-	t, tagged := tenant.From(ctx)
+	t, tagged := tenant.Lookup(ctx)
 	st := Statement{Query: query, Tags: t, Tagged: tagged, Unique: tagged}
 	if !tagged && !c.cfg.trace && c.prefix == "" && len(c.cfg.static) == 0 {
 		return st // nothing to add: do not even scan the statement

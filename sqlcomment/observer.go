@@ -33,8 +33,8 @@ func (o Op) String() string {
 
 // Event is one finished database operation, as an Observer sees it.
 type Event struct {
-	// Tags are the tags of the operation's context; Tagged reports whether
-	// the context had any (tenant.From).
+	// Tags are the tags of the operation's context, the same the comment
+	// carries; Tagged reports whether the context had any (tenant.Lookup).
 	Tags   tenant.Tags
 	Tagged bool
 	Op     Op

@@ -31,4 +31,6 @@ func (t *txn) end(op Op, f func() error) error {
 	return err
 }
 
-func tenantFrom(ctx context.Context) (tenant.Tags, bool) { return tenant.From(ctx) }
+// tenantFrom is how every statement finds its tags: tenant.Lookup, so
+// that the comment and the Event (and so the DB-time record) agree.
+func tenantFrom(ctx context.Context) (tenant.Tags, bool) { return tenant.Lookup(ctx) }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"go.opentelemetry.io/otel/baggage"
 	"regexp"
 	"slices"
 	"strings"
@@ -275,5 +276,30 @@ func TestUntaggedStatementKeepsStaticTagsOnly(t *testing.T) {
 	calls := strings.Join(log.take(), "\n")
 	if !strings.Contains(calls, "UPDATE t SET a = 1 /*application='api',db_driver='fake'*/ []") {
 		t.Errorf("calls:\n%s", calls)
+	}
+}
+
+// TestBaggageTenantCommentAndEventAgree: a context that carries its tenant
+// only in OTel baggage (a downstream service) gets the same tenant in the
+// comment and in the observer's Event, so the DB-time record and the
+// comment never disagree.
+func TestBaggageTenantCommentAndEventAgree(t *testing.T) {
+	log := &fakeLog{}
+	var got []Event
+	db := sql.OpenDB(WrapConnector(rawConnector(t, &fullDriver{log: log}), WithDBDriver("fake"),
+		WithObserver(func(_ context.Context, e Event) { got = append(got, e) })))
+	defer db.Close()
+	m, _ := baggage.NewMemberRaw(tenant.BaggageTenant, "globex")
+	bg, _ := baggage.New(m)
+	ctx := baggage.ContextWithBaggage(context.Background(), bg)
+	if _, err := db.ExecContext(ctx, "UPDATE t SET a = 1"); err != nil {
+		t.Fatal(err)
+	}
+	calls := strings.Join(log.take(), "\n")
+	if !strings.Contains(calls, "tenant='globex'") {
+		t.Errorf("comment lacks the baggage tenant:\n%s", calls)
+	}
+	if len(got) != 1 || !got[0].Tagged || got[0].Tags.Tenant != "globex" {
+		t.Errorf("events %+v, want one for globex", got)
 	}
 }

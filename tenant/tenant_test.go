@@ -184,3 +184,30 @@ func BenchmarkLookupBaggage(b *testing.B) {
 		}
 	}
 }
+
+func TestContext(t *testing.T) {
+	parent := context.WithValue(context.Background(), testKey{}, "v")
+	c := &Context{Context: parent, Tags: Tags{Tenant: "acme", Tier: T1}}
+	child, cancel := context.WithCancel(c)
+	defer cancel()
+	for _, ctx := range []context.Context{c, child} {
+		if got, ok := From(ctx); !ok || got.Tenant != "acme" || got.Tier != T1 {
+			t.Errorf("From = %+v, %v", got, ok)
+		}
+		if got, ok := Lookup(ctx); !ok || got.Tenant != "acme" {
+			t.Errorf("Lookup = %+v, %v", got, ok)
+		}
+		if ctx.Value(testKey{}) != "v" {
+			t.Error("parent value lost")
+		}
+	}
+	// A With below it wins, as the nearer value does.
+	if got, _ := From(With(c, Tags{Tenant: "other"})); got.Tenant != "other" {
+		t.Errorf("With over Context: %+v", got)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = From(child) }); n != 0 {
+		t.Errorf("From allocates %v times", n)
+	}
+}
+
+type testKey struct{}
