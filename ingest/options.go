@@ -67,6 +67,7 @@ type config struct {
 	maxBackoff  time.Duration
 	onPolicy    func(policy.Policy)
 	enforcement func() Enforcement
+	onCut       func(*Report)
 
 	// span processor
 	skipDBSpans bool
@@ -281,4 +282,13 @@ func WithEnforcementSource(fn func() Enforcement) ReporterOption {
 // same statements, so that they do not count twice.
 func WithDBSpans(record bool) SpanProcessorOption {
 	return spanOption(func(c *config) { c.skipDBSpans = !record })
+}
+
+// WithCutHook has the Reporter call fn with each window's report, after
+// the recorder's rows and WithEnforcementSource's counters are in and
+// before it is encoded, so that what the recorder does not hold (pool
+// waits, enforcement detail) is added to it. fn runs on the reporter's
+// goroutine and must not keep rep.
+func WithCutHook(fn func(rep *Report)) ReporterOption {
+	return reporterOption(func(c *config) { c.onCut = fn })
 }

@@ -80,6 +80,9 @@ type Enforcement struct {
 	Admitted, Throttled, Shed   [tenant.NumTiers]uint64
 	ShadowThrottled, ShadowShed [tenant.NumTiers]uint64
 	PriceMultiplier             [tenant.NumTiers]float64
+	// Dropped and ShadowDropped (CoDel drops, apart from Shed) travel in
+	// the enforcement detail section (enforcedetail.go).
+	Dropped, ShadowDropped [tenant.NumTiers]uint64
 }
 
 // Report is what a process sends per window. See the package
@@ -108,6 +111,9 @@ type Report struct {
 	KeyTenants map[string]string
 	// Enforcement holds the enforce package's counters of the window.
 	Enforcement Enforcement
+	// PoolWait is the connection-pool wait per tenant of the window, in
+	// the enforcement detail section (enforcedetail.go).
+	PoolWait []PoolWait
 }
 
 // Format constants. See the package documentation for the layout.
