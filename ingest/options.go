@@ -70,7 +70,8 @@ type config struct {
 	onCut       func(*Report)
 
 	// span processor
-	skipDBSpans bool
+	skipDBSpans      bool
+	skipRequestSpans bool
 }
 
 // Defaults.
@@ -291,4 +292,12 @@ func WithDBSpans(record bool) SpanProcessorOption {
 // goroutine and must not keep rep.
 func WithCutHook(fn func(rep *Report)) ReporterOption {
 	return reporterOption(func(c *config) { c.onCut = fn })
+}
+
+// WithRequestSpans says whether the SpanProcessor records server spans as
+// requests (default true). Pass false when a middleware (the agent's)
+// already records each request, so that they do not count twice; the
+// processor still tags every span with its tenant.
+func WithRequestSpans(record bool) SpanProcessorOption {
+	return spanOption(func(c *config) { c.skipRequestSpans = !record })
 }

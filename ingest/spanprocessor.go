@@ -56,8 +56,9 @@ const (
 // It only adds to the Recorder, which never blocks, so it can sit beside
 // the SDK's batch span processor (register both on the TracerProvider).
 type SpanProcessor struct {
-	rec    *Recorder
-	skipDB bool
+	rec     *Recorder
+	skipDB  bool
+	skipReq bool
 	done   atomic.Bool
 }
 
@@ -70,7 +71,7 @@ func NewSpanProcessor(rec *Recorder, opts ...SpanProcessorOption) (*SpanProcesso
 		return nil, fmt.Errorf("%w: nil Recorder", ErrInvalid)
 	}
 	cfg := newSpanConfig(opts)
-	return &SpanProcessor{rec: rec, skipDB: cfg.skipDBSpans}, nil
+	return &SpanProcessor{rec: rec, skipDB: cfg.skipDBSpans, skipReq: cfg.skipRequestSpans}, nil
 }
 
 // OnStart implements sdktrace.SpanProcessor.
@@ -132,6 +133,9 @@ func (p *SpanProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 	var kind Kind
 	switch s.SpanKind() {
 	case trace.SpanKindServer:
+		if p.skipReq {
+			return
+		}
 		kind = KindRequest
 	case trace.SpanKindConsumer:
 		kind = KindJob

@@ -364,3 +364,18 @@ func TestNewSpanProcessorNilRecorder(t *testing.T) {
 		t.Errorf("SQLObserver(nil) = %v; want ErrInvalid", err)
 	}
 }
+
+func TestSpanProcessorWithoutRequestSpans(t *testing.T) {
+	rec := mustRecorder(fixedClock(t0))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(mustSpanProcessor(rec, WithRequestSpans(false))))
+	defer tp.Shutdown(context.Background())
+	ctx := tenant.With(context.Background(), tenant.Tags{Tenant: "acme"})
+	_, s := tp.Tracer("t").Start(ctx, "GET /x", trace.WithSpanKind(trace.SpanKindServer))
+	s.End()
+	_, c := tp.Tracer("t").Start(ctx, "job", trace.WithSpanKind(trace.SpanKindConsumer))
+	c.End()
+	got := rowsByKey(rec.Cut(t0.Add(time.Second)))
+	if len(got) != 1 || got["acme|job|job"].Count != 1 {
+		t.Errorf("rows %v, want only the consumer span", got)
+	}
+}

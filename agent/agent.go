@@ -1,0 +1,185 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/qtop-dev/qtop/enforce"
+	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/sqlcomment"
+)
+
+// Agent instruments one service: it owns the recorder that aggregates
+// its work per tenant, the reporter that ships it to the collector, and
+// the enforcer that admits and charges it. Make one per process with New,
+// wrap the HTTP handler with Handler, open the database through OpenDB
+// or OpenPgxPool, run background work with Job or a Workers pool, and
+// call Shutdown before exit. Safe for concurrent use.
+type Agent struct {
+	cfg     config
+	rec     *ingest.Recorder
+	rep     *ingest.Reporter
+	enf     *enforce.Enforcer
+	queue   *enforce.Queue
+	metrics *enforce.Metrics
+	obs     sqlcomment.Observer
+	pool    poolWaits
+	tracer  trace.Tracer
+	sp      *ingest.SpanProcessor
+
+	mu   sync.Mutex
+	shut bool
+}
+
+// New returns a started agent. With WithCollector it reports every
+// interval; without, it enforces and records locally.
+func New(opts ...Option) (*Agent, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{cfg: cfg}
+	a.pool.max = cfg.maxPoolTenants
+
+	ropts := []ingest.RecorderOption{ingest.WithSource(ingest.Source{Service: cfg.service})}
+	if cfg.reg != nil {
+		ropts = append(ropts, ingest.WithRegisterer(cfg.reg))
+	}
+	if a.rec, err = ingest.NewRecorder(ropts...); err != nil {
+		return nil, fmt.Errorf("agent: recorder: %w", err)
+	}
+	if cfg.service == "" {
+		a.cfg.service = a.rec.Source().Service
+	}
+
+	eopts := []enforce.Option{enforce.WithLogger(cfg.logger)}
+	if cfg.plans != nil {
+		eopts = append(eopts, enforce.WithPlans(cfg.plans))
+	}
+	if cfg.planOf != nil {
+		eopts = append(eopts, enforce.WithPlanOf(cfg.planOf))
+	}
+	if cfg.model != nil {
+		eopts = append(eopts, enforce.WithCostModel(*cfg.model))
+	}
+	shadow := cfg.shadow
+	if cfg.shadowAll {
+		shadow = []enforce.Rule{enforce.RuleShed, enforce.RuleQueue, enforce.RuleBucket}
+	}
+	if len(shadow) > 0 {
+		eopts = append(eopts, enforce.WithShadow(shadow...))
+	}
+	if a.enf, err = enforce.New(eopts...); err != nil {
+		return nil, fmt.Errorf("agent: enforcer: %w", err)
+	}
+	if cfg.slots > 0 {
+		if a.queue, err = a.enf.NewQueue(cfg.slots); err != nil {
+			return nil, fmt.Errorf("agent: queue: %w", err)
+		}
+	}
+	if cfg.reg != nil {
+		if a.metrics, err = enforce.NewMetrics(cfg.reg, a.enf, 10, 0); err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+	}
+	if a.obs, err = ingest.SQLObserver(a.rec); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	if cfg.tp != nil {
+		// The middleware records requests and the SQL observer
+		// statements: the processor tags spans and records the rest.
+		if a.sp, err = ingest.NewSpanProcessor(a.rec, ingest.WithRequestSpans(false), ingest.WithDBSpans(false)); err != nil {
+			return nil, fmt.Errorf("agent: %w", err)
+		}
+		cfg.tp.RegisterSpanProcessor(a.sp)
+		a.tracer = cfg.tp.Tracer("github.com/qtop-dev/qtop/agent")
+	}
+	if cfg.collector != "" {
+		popts := []ingest.ReporterOption{
+			ingest.WithInterval(cfg.interval),
+			ingest.WithPolicyHandler(a.enf.ApplyPolicy),
+			ingest.WithEnforcementSource(enforcementSource(a.enf)),
+			ingest.WithCutHook(func(rep *ingest.Report) { rep.PoolWait = a.pool.take() }),
+		}
+		if cfg.token != "" {
+			popts = append(popts, ingest.WithToken(cfg.token))
+		}
+		if cfg.reg != nil {
+			popts = append(popts, ingest.WithRegisterer(cfg.reg))
+		}
+		u := strings.TrimRight(cfg.collector, "/") + ReportsPath
+		if a.rep, err = ingest.NewReporter(u, a.rec, popts...); err != nil {
+			return nil, fmt.Errorf("agent: reporter: %w", err)
+		}
+		a.rep.Start()
+	}
+	return a, nil
+}
+
+// ReportsPath is where the collector takes reports.
+const ReportsPath = "/v1/reports"
+
+// Recorder returns the agent's recorder (for records of work the agent
+// does not see, and for tests).
+func (a *Agent) Recorder() *ingest.Recorder { return a.rec }
+
+// Enforcer returns the agent's enforcer (plans, overrides, statistics).
+func (a *Agent) Enforcer() *enforce.Enforcer { return a.enf }
+
+// Reporter returns the agent's reporter, nil without WithCollector.
+func (a *Agent) Reporter() *ingest.Reporter { return a.rep }
+
+// Service returns the service name the agent reports.
+func (a *Agent) Service() string { return a.cfg.service }
+
+// Shutdown sends the last report and stops the reporter and the span
+// processor, within ctx's deadline. Requests still in flight are
+// recorded, but not reported; later calls return nil.
+func (a *Agent) Shutdown(ctx context.Context) error {
+	a.mu.Lock()
+	if a.shut {
+		a.mu.Unlock()
+		return nil
+	}
+	a.shut = true
+	a.mu.Unlock()
+	var errs []error
+	if a.rep != nil {
+		if err := a.rep.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("agent: reporter: %w", err))
+		}
+	}
+	if a.sp != nil {
+		if err := a.sp.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("agent: span processor: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// enforcementSource turns the enforcer's counters into a report's, per
+// window, without folding CoDel drops into shedding.
+func enforcementSource(e *enforce.Enforcer) func() ingest.Enforcement {
+	delta := e.StatsDelta()
+	return func() ingest.Enforcement { return enforcementOf(delta()) }
+}
+
+func enforcementOf(s enforce.Stats) ingest.Enforcement {
+	var out ingest.Enforcement
+	for i, t := range s.Tiers {
+		out.Admitted[i] = t.Admitted
+		out.Throttled[i] = t.Throttled
+		out.Shed[i] = t.Shed
+		out.Dropped[i] = t.Dropped
+		out.ShadowThrottled[i] = t.ShadowThrottled
+		out.ShadowShed[i] = t.ShadowShed
+		out.ShadowDropped[i] = t.ShadowDropped
+		out.PriceMultiplier[i] = t.Multiplier
+	}
+	return out
+}

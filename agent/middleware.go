@@ -1,0 +1,210 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/qtop-dev/qtop/enforce"
+	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+// Handler returns next behind the agent: for each request it finds the
+// tenant (WithTenant), puts its tags in the context, then runs the
+// admission chain
+//
+//	tier shedder → CoDel queue → RU bucket → next
+//
+// and, after next, charges the request's real cost (op, bytes, latency)
+// to the tenant's bucket once and records it once: one record per
+// request with its RU, bytes, latency, status and tier. A refused
+// request gets 503 (shed, dropped by CoDel) or 429 (bucket in debt,
+// policy throttle) with Retry-After, and is recorded too. A request
+// without a valid tenant gets 400 (401 for a bad credential).
+func (a *Agent) Handler(next http.Handler) http.Handler { return &handler{a: a, next: next} }
+
+type handler struct {
+	a    *Agent
+	next http.Handler
+}
+
+// request is the per-request state, one allocation: the context that
+// carries the tags, the response writer that counts, and what the pool
+// tracer measures.
+type request struct {
+	tenant.Context
+	w        respWriter
+	acquire  atomic.Int64 // unix ns of the pgx acquire in flight
+	poolWait atomic.Int64 // ns waited for connections
+}
+
+type requestKey struct{}
+
+// Value answers the request's own key, then the tags', then the parent's.
+func (q *request) Value(key any) any {
+	if _, ok := key.(requestKey); ok {
+		return q
+	}
+	return q.Context.Value(key)
+}
+
+func requestOf(ctx context.Context) *request {
+	q, _ := ctx.Value(requestKey{}).(*request)
+	return q
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	a := h.a
+	start := time.Now()
+	tags, err := a.cfg.extract(r)
+	if err == nil {
+		err = tags.Validate()
+	}
+	if err != nil {
+		code := http.StatusBadRequest
+		if errors.Is(err, ErrUnauthorized) {
+			code = http.StatusUnauthorized
+		}
+		http.Error(w, "agent: tenant: "+err.Error(), code)
+		a.rec.Record(ingest.Record{Time: start, Tags: tenant.Tags{Route: r.Pattern}, Kind: ingest.KindRequest, Err: false})
+		return
+	}
+	q := &request{}
+	q.Context.Context, q.Tags = r.Context(), tags
+	q.w.ResponseWriter, q.w.status = w, http.StatusOK
+	var ctx context.Context = q
+	if a.cfg.baggage {
+		if c, err := tenant.WithBaggage(ctx, tags); err == nil {
+			ctx = c
+		}
+	}
+	var span trace.Span
+	if a.tracer != nil {
+		ctx, span = a.tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(start))
+	}
+	r = r.WithContext(ctx)
+
+	e := a.enf
+	d := e.ShedAt(start, tags)
+	if !d.Admitted() {
+		h.refuse(q, r, start, d, span)
+		return
+	}
+	if a.queue != nil {
+		if err := a.queue.WaitAt(ctx, start, d.Tier); err != nil {
+			if errors.Is(err, enforce.ErrQueueDelay) || errors.Is(err, enforce.ErrClosed) {
+				h.refuse(q, r, start, enforce.Decision{Verdict: enforce.Drop, Tier: d.Tier, RetryAfter: time.Second}, span)
+			}
+			// Otherwise the client left: nothing to answer.
+			if span != nil {
+				span.End()
+			}
+			return
+		}
+		defer a.queue.Release()
+	}
+	if d = e.AllowAt(start, tags); !d.Admitted() {
+		h.refuse(q, r, start, d, span)
+		return
+	}
+	defer a.finish(q, r, start, d.Tier, span, true)
+	h.next.ServeHTTP(&q.w, r)
+}
+
+// finish charges and records a request that ran (charge) or was refused.
+func (a *Agent) finish(q *request, r *http.Request, start time.Time, tier tenant.Tier, span trace.Span, charge bool) {
+	end := time.Now()
+	d := end.Sub(start)
+	tags := q.Tags
+	tags.Tier = tier
+	if tags.Route == "" {
+		tags.Route = r.Pattern
+	}
+	bytes := q.w.n
+	if r.ContentLength > 0 {
+		bytes += r.ContentLength
+	}
+	ru := 0.0
+	if charge {
+		ru = a.enf.CostAt(end, tags, a.cfg.op(r), bytes, d)
+		a.enf.ObserveAt(end, d)
+	}
+	if a.metrics != nil {
+		a.metrics.ObserveAt(end, tags.Tenant, ru, !charge)
+	}
+	failed := q.w.status >= 500
+	a.rec.Record(ingest.Record{Time: end, Tags: tags, Kind: ingest.KindRequest, Duration: d, Bytes: bytes, Err: failed, RU: ru})
+	if span != nil {
+		if tags.Route != "" {
+			span.SetName(r.Method + " " + tags.Route)
+			span.SetAttributes(attribute.String("http.route", tags.Route))
+		}
+		span.SetAttributes(attribute.Int("http.response.status_code", q.w.status), attribute.Float64(string(ingest.AttrRU), ru))
+		if failed {
+			span.SetStatus(codes.Error, "")
+		}
+		span.End(trace.WithTimestamp(end))
+	}
+}
+
+// refuse answers a refused request and records it, under the route a
+// ServeMux would have given it.
+func (h *handler) refuse(q *request, r *http.Request, start time.Time, d enforce.Decision, span trace.Span) {
+	if mux, ok := h.next.(*http.ServeMux); ok && q.Tags.Route == "" {
+		_, r.Pattern = mux.Handler(r)
+	}
+	code := http.StatusServiceUnavailable
+	if d.Verdict == enforce.Throttle {
+		code = http.StatusTooManyRequests
+	}
+	if d.RetryAfter > 0 {
+		secs := int64((d.RetryAfter + time.Second - 1) / time.Second)
+		q.w.Header().Set("Retry-After", strconv.FormatInt(max(secs, 1), 10))
+	}
+	http.Error(&q.w, d.Err().Error(), code)
+	h.a.finish(q, r, start, d.Tier, span, false)
+}
+
+// respWriter counts response bytes and keeps the status. It forwards
+// Flush and exposes the underlying writer to http.ResponseController
+// through Unwrap.
+type respWriter struct {
+	http.ResponseWriter
+	n      int64
+	status int
+	wrote  bool
+}
+
+var _ http.Flusher = (*respWriter)(nil)
+
+func (w *respWriter) WriteHeader(code int) {
+	if !w.wrote && code >= 200 {
+		w.status, w.wrote = code, true
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *respWriter) Write(b []byte) (int, error) {
+	w.wrote = true
+	n, err := w.ResponseWriter.Write(b)
+	w.n += int64(n)
+	return n, err
+}
+
+func (w *respWriter) Flush() {
+	w.wrote = true
+	if f, ok := w.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Unwrap returns the wrapped writer, for http.ResponseController.
+func (w *respWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

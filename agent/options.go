@@ -1,0 +1,147 @@
+package agent
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/qtop-dev/qtop/enforce"
+	"github.com/qtop-dev/qtop/ingest"
+)
+
+// Option configures New.
+type Option func(*config)
+
+type config struct {
+	collector, token string
+	service          string
+	extract          TenantFunc
+	plans            map[string]enforce.Plan
+	planOf           func(tenant string) string
+	shadow           []enforce.Rule
+	shadowAll        bool
+	reg              prometheus.Registerer
+	logger           *slog.Logger
+	slots            int
+	interval         time.Duration
+	op               func(*http.Request) enforce.Op
+	model            *enforce.Model
+	tp               *sdktrace.TracerProvider
+	baggage          bool
+	maxPoolTenants   int
+}
+
+// WithCollector sends the agent's reports to the collector at base (for
+// example "http://collector:7070"), with "Authorization: Bearer token"
+// when token is not empty, and applies the policy of its replies.
+// Without it the agent enforces and records locally and sends nothing.
+func WithCollector(base, token string) Option {
+	return func(c *config) { c.collector, c.token = base, token }
+}
+
+// WithService names the service in reports and SQL comments (default
+// the program name).
+func WithService(name string) Option { return func(c *config) { c.service = name } }
+
+// WithTenant sets how the middleware finds a request's tenant (default
+// FromContext, then FromBaggage: tags set by an earlier middleware, or
+// sent by a trusted upstream service). See FromHeader, FromJWT,
+// FromPathSegment and FirstOf.
+func WithTenant(f TenantFunc) Option { return func(c *config) { c.extract = f } }
+
+// WithPlans sets the plan table and how a tenant's plan is found
+// (default enforce.DefaultPlans, every tenant on "free").
+func WithPlans(plans map[string]enforce.Plan, planOf func(tenant string) string) Option {
+	return func(c *config) { c.plans, c.planOf = plans, planOf }
+}
+
+// WithShadow runs the given enforcement stages in shadow mode (all of
+// them when none is given): decided, counted, reported and logged, but
+// not applied.
+func WithShadow(rules ...enforce.Rule) Option {
+	return func(c *config) {
+		if len(rules) == 0 {
+			c.shadowAll = true
+		}
+		c.shadow = append(c.shadow, rules...)
+	}
+}
+
+// WithRegisterer exports the recorder's, reporter's and enforcer's
+// metrics on reg (default: none; the global registerer is never used).
+func WithRegisterer(reg prometheus.Registerer) Option { return func(c *config) { c.reg = reg } }
+
+// WithLogger sets where the agent logs (default: nowhere): shadow
+// decisions at debug level, failed jobs at warn.
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// WithSlots sets how many requests the middleware serves at once before
+// CoDel queues them (default 256; 0 turns the queue off).
+func WithSlots(n int) Option { return func(c *config) { c.slots = n } }
+
+// WithInterval sets how often a report is sent (default 1 s).
+func WithInterval(d time.Duration) Option { return func(c *config) { c.interval = d } }
+
+// WithOp sets how a request is priced (default: GET, HEAD and OPTIONS
+// read, DELETE deletes, anything else writes).
+func WithOp(f func(*http.Request) enforce.Op) Option { return func(c *config) { c.op = f } }
+
+// WithCostModel sets the RU cost model (default enforce.DefaultModel).
+func WithCostModel(m enforce.Model) Option { return func(c *config) { c.model = &m } }
+
+// WithTracerProvider turns tracing on: the middleware starts a server
+// span per request on tp, and the agent registers its span processor on
+// tp, which tags every span with its tenant (tenant.id, tenant.tier) and
+// records consumer spans of other instrumentation as jobs.
+func WithTracerProvider(tp *sdktrace.TracerProvider) Option { return func(c *config) { c.tp = tp } }
+
+// WithBaggage also puts each request's tenant in the W3C baggage of its
+// context, for OpenTelemetry propagators and instrumentations. The
+// agent's own Transport needs no baggage in the context.
+func WithBaggage() Option { return func(c *config) { c.baggage = true } }
+
+func newConfig(opts []Option) (config, error) {
+	c := config{slots: 256, interval: ingest.DefaultInterval, maxPoolTenants: ingest.MaxPoolWaits}
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	if c.collector != "" {
+		u, err := url.Parse(c.collector)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return c, fmt.Errorf("%w: collector %q (want http(s)://host:port)", ErrConfig, c.collector)
+		}
+	}
+	if c.slots < 0 {
+		return c, fmt.Errorf("%w: slots %d (want ≥ 0)", ErrConfig, c.slots)
+	}
+	if c.interval <= 0 {
+		return c, fmt.Errorf("%w: interval %v (want > 0)", ErrConfig, c.interval)
+	}
+	if c.extract == nil {
+		c.extract = FirstOf(FromContext(), FromBaggage())
+	}
+	if c.op == nil {
+		c.op = defaultOp
+	}
+	if c.logger == nil {
+		c.logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+func defaultOp(r *http.Request) enforce.Op {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return enforce.OpRead
+	case http.MethodDelete:
+		return enforce.OpDelete
+	}
+	return enforce.OpWrite
+}

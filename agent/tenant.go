@@ -1,0 +1,211 @@
+package agent
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/baggage"
+
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+// A TenantFunc finds the tenant of a request. It must read authenticated
+// data (a verified token, a header set by a trusted edge); the middleware
+// validates what it returns (tenant.Tags.Validate) and answers an error
+// with 401 (ErrUnauthorized) or 400.
+type TenantFunc func(r *http.Request) (tenant.Tags, error)
+
+// MaxTokenBytes bounds the bearer token FromJWT reads.
+const MaxTokenBytes = 8 << 10
+
+// FromContext reads the tags an earlier middleware put in the request's
+// context with tenant.With.
+func FromContext() TenantFunc {
+	return func(r *http.Request) (tenant.Tags, error) {
+		if t, ok := tenant.From(r.Context()); ok {
+			return t, nil
+		}
+		return tenant.Tags{}, ErrNoTenant
+	}
+}
+
+// FromHeader reads the tenant from one request header and, when
+// tierHeader is not empty, the tier (T0 … T3) from another. Only for
+// traffic from a trusted edge that sets them from authenticated data and
+// strips them from client requests.
+func FromHeader(tenantHeader, tierHeader string) TenantFunc {
+	return func(r *http.Request) (tenant.Tags, error) {
+		t := tenant.Tags{Tenant: r.Header.Get(tenantHeader)}
+		if t.Tenant == "" {
+			return t, ErrNoTenant
+		}
+		if tierHeader != "" {
+			if v := r.Header.Get(tierHeader); v != "" {
+				tier, err := tenant.ParseTier(v)
+				if err != nil {
+					return t, err
+				}
+				t.Tier = tier
+			}
+		}
+		return t, nil
+	}
+}
+
+// FromPathSegment reads the tenant from the n-th segment of the request
+// path (0: "acme" in "/acme/orders"), for APIs that route by tenant.
+func FromPathSegment(n int) TenantFunc {
+	return func(r *http.Request) (tenant.Tags, error) {
+		p := strings.TrimPrefix(r.URL.Path, "/")
+		for i := 0; i < n; i++ {
+			j := strings.IndexByte(p, '/')
+			if j < 0 {
+				return tenant.Tags{}, ErrNoTenant
+			}
+			p = p[j+1:]
+		}
+		if j := strings.IndexByte(p, '/'); j >= 0 {
+			p = p[:j]
+		}
+		if p == "" {
+			return tenant.Tags{}, ErrNoTenant
+		}
+		return tenant.Tags{Tenant: p}, nil
+	}
+}
+
+// FromBaggage reads tenant.id and tenant.tier from the request's W3C
+// baggage header, as the agent's Transport (or an OpenTelemetry
+// propagator) sends them. Only for traffic between services that trust
+// each other: a client can send any baggage.
+func FromBaggage() TenantFunc {
+	return func(r *http.Request) (tenant.Tags, error) {
+		h := r.Header.Values("Baggage")
+		if len(h) == 0 {
+			return tenant.Tags{}, ErrNoTenant
+		}
+		b, err := baggage.Parse(strings.Join(h, ","))
+		if err != nil {
+			return tenant.Tags{}, fmt.Errorf("agent: baggage header: %w", err)
+		}
+		t, err := tenant.FromBaggage(b)
+		if err == tenant.ErrBaggageMissing {
+			return t, ErrNoTenant
+		}
+		return t, err
+	}
+}
+
+// FirstOf tries each function in turn and returns the first tenant
+// found; a function that finds none (ErrNoTenant) passes to the next,
+// any other error stops the search.
+func FirstOf(fs ...TenantFunc) TenantFunc {
+	return func(r *http.Request) (tenant.Tags, error) {
+		for _, f := range fs {
+			t, err := f(r)
+			if err != ErrNoTenant {
+				return t, err
+			}
+		}
+		return tenant.Tags{}, ErrNoTenant
+	}
+}
+
+// FromJWT reads the tenant (and, when tierClaim is not empty, the tier)
+// from string claims of the request's "Authorization: Bearer" JSON Web
+// Token, after verifying it: the token must be signed with HS256 (HMAC
+// SHA-256) under key, and be within its exp and nbf (when present);
+// anything else is ErrUnauthorized. Other algorithms (RS256, ES256 …)
+// are refused rather than read unverified: with those, verify the token
+// in your authentication middleware, put the tags in the context with
+// tenant.With, and use FromContext.
+func FromJWT(key []byte, tenantClaim, tierClaim string) TenantFunc {
+	return func(r *http.Request) (tenant.Tags, error) {
+		claims, err := verifyHS256(r.Header.Get("Authorization"), key, time.Now())
+		if err != nil {
+			return tenant.Tags{}, err
+		}
+		var t tenant.Tags
+		v, ok := claims[tenantClaim].(string)
+		if !ok || v == "" {
+			return t, fmt.Errorf("%w: no string claim %q", ErrUnauthorized, tenantClaim)
+		}
+		t.Tenant = v
+		if tierClaim != "" {
+			if s, ok := claims[tierClaim].(string); ok && s != "" {
+				if t.Tier, err = tenant.ParseTier(s); err != nil {
+					return t, err
+				}
+			}
+		}
+		return t, nil
+	}
+}
+
+// verifyHS256 checks an "Authorization: Bearer" HS256 token and returns
+// its claims.
+func verifyHS256(auth string, key []byte, now time.Time) (map[string]any, error) {
+	tok, ok := strings.CutPrefix(auth, "Bearer ")
+	if !ok || tok == "" {
+		return nil, fmt.Errorf("%w: no bearer token", ErrUnauthorized)
+	}
+	if len(tok) > MaxTokenBytes {
+		return nil, fmt.Errorf("%w: token of %d bytes, at most %d", ErrUnauthorized, len(tok), MaxTokenBytes)
+	}
+	h, rest, ok1 := strings.Cut(tok, ".")
+	p, s, ok2 := strings.Cut(rest, ".")
+	if !ok1 || !ok2 || strings.Contains(s, ".") {
+		return nil, fmt.Errorf("%w: not a JWS compact token", ErrUnauthorized)
+	}
+	enc := base64.RawURLEncoding
+	hb, err := enc.DecodeString(h)
+	if err != nil {
+		return nil, fmt.Errorf("%w: header: %v", ErrUnauthorized, err)
+	}
+	var hdr struct {
+		Alg string `json:"alg"`
+	}
+	if err := json.Unmarshal(hb, &hdr); err != nil || hdr.Alg != "HS256" {
+		return nil, fmt.Errorf("%w: algorithm %q (want HS256)", ErrUnauthorized, hdr.Alg)
+	}
+	sig, err := enc.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("%w: signature: %v", ErrUnauthorized, err)
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(tok[:len(h)+1+len(p)]))
+	if !hmac.Equal(sig, m.Sum(nil)) {
+		return nil, fmt.Errorf("%w: bad signature", ErrUnauthorized)
+	}
+	pb, err := enc.DecodeString(p)
+	if err != nil {
+		return nil, fmt.Errorf("%w: payload: %v", ErrUnauthorized, err)
+	}
+	var claims map[string]any
+	if err := json.Unmarshal(pb, &claims); err != nil {
+		return nil, fmt.Errorf("%w: payload: %v", ErrUnauthorized, err)
+	}
+	sec := float64(now.Unix())
+	for _, c := range [...]string{"exp", "nbf"} {
+		v, present := claims[c]
+		if !present {
+			continue
+		}
+		f, ok := v.(float64)
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("%w: %s is not a number", ErrUnauthorized, c)
+		case c == "exp" && sec >= f:
+			return nil, fmt.Errorf("%w: expired", ErrUnauthorized)
+		case c == "nbf" && sec < f:
+			return nil, fmt.Errorf("%w: not valid yet", ErrUnauthorized)
+		}
+	}
+	return claims, nil
+}
