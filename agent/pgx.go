@@ -46,13 +46,13 @@ type poolTracer struct {
 }
 
 var (
-	_ pgx.QueryTracer        = (*poolTracer)(nil)
-	_ pgxpool.AcquireTracer  = (*poolTracer)(nil)
-	_ pgx.BatchTracer        = (*poolTracer)(nil)
-	_ pgx.ConnectTracer      = (*poolTracer)(nil)
-	_ pgx.PrepareTracer      = (*poolTracer)(nil)
-	_ pgx.CopyFromTracer     = (*poolTracer)(nil)
-	_ pgxpool.ReleaseTracer  = (*poolTracer)(nil)
+	_ pgx.QueryTracer       = (*poolTracer)(nil)
+	_ pgxpool.AcquireTracer = (*poolTracer)(nil)
+	_ pgx.BatchTracer       = (*poolTracer)(nil)
+	_ pgx.ConnectTracer     = (*poolTracer)(nil)
+	_ pgx.PrepareTracer     = (*poolTracer)(nil)
+	_ pgx.CopyFromTracer    = (*poolTracer)(nil)
+	_ pgxpool.ReleaseTracer = (*poolTracer)(nil)
 )
 
 type acquireKey struct{}

@@ -59,7 +59,7 @@ type SpanProcessor struct {
 	rec     *Recorder
 	skipDB  bool
 	skipReq bool
-	done   atomic.Bool
+	done    atomic.Bool
 }
 
 var _ sdktrace.SpanProcessor = (*SpanProcessor)(nil)
