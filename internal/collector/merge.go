@@ -90,6 +90,7 @@ type serviceLive struct {
 type enfSlot struct {
 	stamp int64
 	e     ingest.Enforcement
+	pool  map[string]ingest.PoolWait // poolwait.go
 }
 
 // source is one reporting process: admission bucket and duplicate filter.
@@ -318,6 +319,8 @@ func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live 
 		*es = enfSlot{stamp: sec}
 	}
 	e := &rep.Enforcement
+	es.addPool(rep.PoolWait)
+	s.met.enforcement.add(e, rep.PoolWait)
 	level := 0
 	for t := range tenant.NumTiers {
 		es.e.Admitted[t] += e.Admitted[t]
@@ -325,6 +328,8 @@ func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live 
 		es.e.Shed[t] += e.Shed[t]
 		es.e.ShadowThrottled[t] += e.ShadowThrottled[t]
 		es.e.ShadowShed[t] += e.ShadowShed[t]
+		es.e.Dropped[t] += e.Dropped[t]
+		es.e.ShadowDropped[t] += e.ShadowDropped[t]
 		es.e.PriceMultiplier[t] = max(es.e.PriceMultiplier[t], e.PriceMultiplier[t])
 		if t > 0 && (e.Shed[t] > 0 || e.PriceMultiplier[t] > 1) {
 			level = max(level, tenant.NumTiers-t)

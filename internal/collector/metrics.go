@@ -44,6 +44,7 @@ type metrics struct {
 	samples                 prometheus.Counter
 	policyChanges           prometheus.Counter
 	ranking                 *topn.Ranking
+	enforcement             *enforcementMetrics // enforcemetrics.go
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -98,6 +99,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.rejected.WithLabelValues(r)
 	}
 	var err error
+	if m.enforcement, err = newEnforcementMetrics(reg); err != nil {
+		return nil, err
+	}
 	m.ranking, err = topn.New(metricsTopN, topn.WithRankBy(topn.RU))
 	if err != nil {
 		return nil, fmt.Errorf("collector: metrics: %w", err)

@@ -266,8 +266,11 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 			tr.Shed += es.e.Shed[t]
 			tr.ShadowThrottled += es.e.ShadowThrottled[t]
 			tr.ShadowShed += es.e.ShadowShed[t]
+			tr.Dropped += es.e.Dropped[t]
+			tr.ShadowDropped += es.e.ShadowDropped[t]
 		}
 	}
+	snap.PoolWait = poolRows(&s.enf, sec)
 
 	// Sampler.
 	snap.Statements = append([]live.StatementRow{}, s.pg.statements...)

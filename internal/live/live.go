@@ -73,6 +73,9 @@ type Snapshot struct {
 	Blocked     []BlockRow     `json:"blocked,omitempty"`
 	Services    []ServiceRow   `json:"services"`
 	Enforcement EnforcementRow `json:"enforcement"`
+	// PoolWait is connection-pool wait per tenant over Window, most
+	// waited first (at most MaxPoolWaitRows).
+	PoolWait []PoolWaitRow `json:"pool_wait,omitempty"`
 	// Policy is the collector's policy; only rules active at Time.
 	Policy    policy.Policy   `json:"policy"`
 	Collector CollectorStatus `json:"collector"`
@@ -184,6 +187,24 @@ type TierRow struct {
 	Shed            uint64  `json:"shed"`
 	ShadowThrottled uint64  `json:"shadow_throttled"`
 	ShadowShed      uint64  `json:"shadow_shed"`
+	// Dropped and ShadowDropped count work CoDel failed early (or would
+	// have, in shadow mode), apart from Shed.
+	Dropped       uint64 `json:"dropped"`
+	ShadowDropped uint64 `json:"shadow_dropped"`
+}
+
+// MaxPoolWaitRows bounds Snapshot.PoolWait.
+const MaxPoolWaitRows = 20
+
+// PoolWaitRow is one tenant's wait for database connections from the
+// processes' pools over the window (see agent.OpenPgxPool).
+type PoolWaitRow struct {
+	Tenant string `json:"tenant"`
+	// WaitPerSec is seconds waited per second: the average number of the
+	// tenant's acquisitions waiting at any time.
+	WaitPerSec    float64 `json:"wait_per_sec"`
+	AcquirePerSec float64 `json:"acquire_per_sec"`
+	MaxSeconds    float64 `json:"max_seconds"`
 }
 
 // CollectorStatus is the collector's own health.
