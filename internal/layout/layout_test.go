@@ -1,0 +1,57 @@
+package layout
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/qtop-dev/qtop"
+
+// libraries are the packages an application imports.
+var libraries = []string{"tenant", "sqlcomment", "sqlcomment/pgxcomment", "spacesaving", "topn", "ratio",
+	"policy", "enforce", "ingest", "agent", "hotkey", "fairqueue"}
+
+func goList(t *testing.T, format string, pkgs ...string) []string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("go", append([]string{"list", "-deps", "-f", format}, pkgs...)...)
+	cmd.Dir = root
+	cmd.Env = append(cmd.Environ(), "CGO_ENABLED=1")
+	out, err := cmd.Output()
+	if err != nil {
+		msg := ""
+		if ee, ok := err.(*exec.ExitError); ok {
+			msg = string(ee.Stderr)
+		}
+		t.Fatalf("go list: %v\n%s", err, msg)
+	}
+	var lines []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+func TestLibrariesFreeOfCgo(t *testing.T) {
+	pkgs := make([]string, len(libraries))
+	for i, p := range libraries {
+		pkgs[i] = module + "/" + p
+	}
+	// Outside the standard library (whose net and os/user have optional
+	// cgo files), no dependency may have cgo files.
+	if cgo := goList(t, `{{if and (not .Standard) .CgoFiles}}{{.ImportPath}}{{end}}`, pkgs...); len(cgo) > 0 {
+		t.Errorf("library packages depend on cgo packages: %v", cgo)
+	}
+	for _, dep := range goList(t, `{{.ImportPath}}`, pkgs...) {
+		if strings.Contains(dep, "duckdb") || strings.HasPrefix(dep, module+"/store") || strings.HasPrefix(dep, module+"/internal/") {
+			t.Errorf("a library package depends on %s", dep)
+		}
+	}
+}
