@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/textproto"
 	"strings"
 	"time"
 
@@ -40,13 +41,22 @@ func FromContext() TenantFunc {
 // traffic from a trusted edge that sets them from authenticated data and
 // strips them from client requests.
 func FromHeader(tenantHeader, tierHeader string) TenantFunc {
+	// Canonical once, here, rather than by Header.Get on every request.
+	tk := textproto.CanonicalMIMEHeaderKey(tenantHeader)
+	rk := textproto.CanonicalMIMEHeaderKey(tierHeader)
+	first := func(h http.Header, k string) string {
+		if v := h[k]; len(v) > 0 {
+			return v[0]
+		}
+		return ""
+	}
 	return func(r *http.Request) (tenant.Tags, error) {
-		t := tenant.Tags{Tenant: r.Header.Get(tenantHeader)}
+		t := tenant.Tags{Tenant: first(r.Header, tk)}
 		if t.Tenant == "" {
 			return t, ErrNoTenant
 		}
-		if tierHeader != "" {
-			if v := r.Header.Get(tierHeader); v != "" {
+		if rk != "" {
+			if v := first(r.Header, rk); v != "" {
 				tier, err := tenant.ParseTier(v)
 				if err != nil {
 					return t, err

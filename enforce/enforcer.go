@@ -598,7 +598,10 @@ func (e *Enforcer) AdmitAt(now time.Time, tags tenant.Tags) Decision {
 // tags at now: the tier's price (its highest finite step while shed, 1 in
 // shadow mode) times the policy's price rules.
 func (e *Enforcer) Multiplier(now time.Time, tags tenant.Tags) float64 {
-	tier := e.tierOf(tags.Tier)
+	return e.multiplier(e.tierOf(tags.Tier), tags.Tenant, e.refreshAt(now.UnixNano(), now))
+}
+
+func (e *Enforcer) multiplier(tier tenant.Tier, t string, pol *compiled) float64 {
 	m := 1.0
 	if !e.cfg.shadow[RuleShed] {
 		m = e.price.Multiplier(tier)
@@ -606,8 +609,8 @@ func (e *Enforcer) Multiplier(now time.Time, tags tenant.Tags) float64 {
 			m = e.price.cfg.Steps[len(e.price.cfg.Steps)-1]
 		}
 	}
-	if pol := e.refreshAt(now.UnixNano(), now); pol != nil && pol.rules > 0 {
-		m *= pol.effect(tags.Tenant, tier).mult
+	if pol != nil && pol.rules > 0 {
+		m *= pol.effect(t, tier).mult
 	}
 	return m
 }
@@ -621,8 +624,7 @@ func (e *Enforcer) ChargeAt(now time.Time, tags tenant.Tags, ru float64) float64
 	}
 	tier := e.tierOf(tags.Tier)
 	pol := e.refreshAt(now.UnixNano(), now)
-	m := e.Multiplier(now, tags)
-	charged := ru * m
+	charged := ru * e.multiplier(tier, tags.Tenant, pol)
 	e.buckets.ChargeAt(now, tags.Tenant, charged)
 	if pol != nil && pol.rules > 0 {
 		eff := pol.effect(tags.Tenant, tier)
