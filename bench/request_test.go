@@ -18,8 +18,8 @@ import (
 
 	"github.com/XSAM/otelsql"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 
 	"github.com/qtop-dev/qtop/agent"
 	"github.com/qtop-dev/qtop/enforce"
