@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/qtop-dev/qtop/policy"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -397,5 +398,29 @@ func TestPoolWaitsBounded(t *testing.T) {
 	}
 	if got := p.take(); got != nil {
 		t.Errorf("second take %+v", got)
+	}
+}
+
+// The reporter's enforcement source copies one window of the enforcer's
+// counters per call.
+func TestEnforcementSource(t *testing.T) {
+	e, err := enforce.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := enforcementSource(e)
+	t0 := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
+	e.ApplyPolicyAt(t0, policy.Policy{Version: 1, Rules: []policy.Rule{{ID: "r", Tenant: "noisy", Action: policy.Throttle,
+		RUPerSecond: 0, Expires: t0.Add(time.Hour), Reason: "test"}}})
+	for i := range 3 {
+		e.AllowAt(t0.Add(time.Duration(i)*time.Millisecond), tenant.Tags{Tenant: "noisy", Tier: tenant.T2})
+	}
+	e.AllowAt(t0, tenant.Tags{Tenant: "small", Tier: tenant.T1})
+	got := src()
+	if got.Throttled[2] != 3 || got.Admitted[1] != 1 || got.Admitted[2] != 0 || got.PriceMultiplier[3] != 1 {
+		t.Errorf("first window %+v", got)
+	}
+	if got := src(); got.Throttled[2] != 0 || got.Admitted[1] != 0 {
+		t.Errorf("second window %+v, want no new counts", got)
 	}
 }

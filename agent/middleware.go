@@ -29,6 +29,10 @@ import (
 // request gets 503 (shed, dropped by CoDel) or 429 (bucket in debt,
 // policy throttle) with Retry-After, and is recorded too. A request
 // without a valid tenant gets 400 (401 for a bad credential).
+//
+// The record's route is the ServeMux pattern that served the request.
+// Wrapping each route (mux.Handle(pattern, a.Handler(h))) rather than the
+// whole mux also puts the route in the context, and so in SQL comments.
 func (a *Agent) Handler(next http.Handler) http.Handler { return &handler{a: a, next: next} }
 
 type handler struct {
@@ -73,9 +77,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if errors.Is(err, ErrUnauthorized) {
 			code = http.StatusUnauthorized
 		}
-		http.Error(w, "agent: tenant: "+err.Error(), code)
+		msg := err.Error()
+		if !errors.Is(err, ErrNoTenant) && !errors.Is(err, ErrUnauthorized) {
+			msg = "agent: bad tenant: " + msg
+		}
+		http.Error(w, msg, code)
 		a.rec.Record(ingest.Record{Time: start, Tags: tenant.Tags{Route: r.Pattern}, Kind: ingest.KindRequest, Err: false})
 		return
+	}
+	if tags.Route == "" {
+		// Known when the agent wraps one route of a ServeMux: the SQL
+		// comments then carry it too.
+		tags.Route = r.Pattern
 	}
 	q := &request{}
 	q.Context.Context, q.Tags = r.Context(), tags

@@ -53,11 +53,16 @@ func TestPostgresDBTimeCommentAndPoolWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
+	// Connect first, so that hog's acquisition below waits for nothing.
+	if err := pool.Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
 	hog := tenant.With(ctx, tenant.Tags{Tenant: "hog"})
 	held, err := pool.Acquire(hog)
 	if err != nil {
 		t.Fatal(err)
 	}
+	a.pool.take() // the ping's untagged wait
 	go func() {
 		// Release once the victim is waiting, and not before 20 ms more:
 		// its wait is then at least 20 ms, whatever the machine's load.

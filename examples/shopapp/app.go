@@ -9,21 +9,15 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/trace"
 
+	"github.com/qtop-dev/qtop/agent"
 	"github.com/qtop-dev/qtop/enforce"
 	"github.com/qtop-dev/qtop/ingest"
-	"github.com/qtop-dev/qtop/policy"
-	"github.com/qtop-dev/qtop/sqlcomment"
-	"github.com/qtop-dev/qtop/sqlcomment/pgxcomment"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -116,92 +110,59 @@ func (c *Config) defaults() error {
 	return nil
 }
 
-// App is the shop service: its handler, its database and its telemetry.
-// Make one with New, call Start to begin reporting, and Shutdown.
+// App is the shop service: its handler and its database, instrumented by
+// one qtop agent. Make one with New and end it with Shutdown.
 type App struct {
 	cfg      Config
-	db       *sql.DB
-	rec      *ingest.Recorder
-	rep      *ingest.Reporter // nil without a collector
-	enf      *enforce.Enforcer
+	agent    *agent.Agent
 	tp       *sdktrace.TracerProvider
-	tracer   trace.Tracer
+	db       *sql.DB
 	handler  http.Handler
 	products string // quoted table name
 }
 
-// New opens the database, creates the schema and wires the recorder, the
-// enforcer, the tracer and, with a collector, the reporter (not started).
+// New opens the database, creates the schema and starts the agent, which
+// reports to the collector when there is one.
 func New(ctx context.Context, cfg Config) (*App, error) {
 	if err := cfg.defaults(); err != nil {
 		return nil, err
 	}
 	a := &App{cfg: cfg, products: pgx.Identifier{cfg.Schema, "products"}.Sanitize()}
-	var err error
-	if a.rec, err = ingest.NewRecorder(ingest.WithSource(ingest.Source{Service: cfg.Service})); err != nil {
-		return nil, fmt.Errorf("shopapp: recorder: %w", err)
-	}
-	a.enf, err = enforce.New(enforce.WithPlanOf(func(string) string { return cfg.Plan }))
-	if err != nil {
-		return nil, fmt.Errorf("shopapp: enforcer: %w", err)
+	// Spans get the tenant too; the agent records requests and statements
+	// itself, so nothing is counted twice.
+	a.tp = sdktrace.NewTracerProvider()
+	opts := []agent.Option{
+		agent.WithService(cfg.Service),
+		agent.WithTenant(agent.FromHeader(HeaderTenant, HeaderTier)),
+		agent.WithPlans(enforce.DefaultPlans(), func(string) string { return cfg.Plan }),
+		agent.WithSlots(cfg.Slots),
+		agent.WithInterval(cfg.Interval),
+		agent.WithOp(opOf),
+		agent.WithLogger(cfg.Logger),
+		agent.WithTracerProvider(a.tp),
 	}
 	if cfg.Collector != "" {
-		u := strings.TrimRight(cfg.Collector, "/") + "/v1/reports"
-		opts := []ingest.ReporterOption{
-			ingest.WithInterval(cfg.Interval),
-			ingest.WithPolicyHandler(a.applyPolicy),
-			ingest.WithEnforcementSource(enforcementSource(a.enf)),
-		}
-		if cfg.Token != "" {
-			opts = append(opts, ingest.WithToken(cfg.Token))
-		}
-		if a.rep, err = ingest.NewReporter(u, a.rec, opts...); err != nil {
-			return nil, fmt.Errorf("shopapp: reporter: %w", err)
-		}
+		opts = append(opts, agent.WithCollector(cfg.Collector, cfg.Token))
 	}
-
-	obs, err := ingest.SQLObserver(a.rec)
-	if err != nil {
+	var err error
+	if a.agent, err = agent.New(opts...); err != nil {
 		return nil, fmt.Errorf("shopapp: %w", err)
 	}
-	a.db, err = sqlcomment.Open("pgx", cfg.Postgres,
-		sqlcomment.WithApplication(cfg.Service),
-		sqlcomment.WithObserver(obs),
-		pgxcomment.StdlibExecMode())
-	if err != nil {
+	if a.db, err = a.agent.OpenDB("pgx", cfg.Postgres); err != nil {
+		a.agent.Shutdown(ctx)
 		return nil, fmt.Errorf("shopapp: open database: %w", err)
 	}
 	a.db.SetMaxOpenConns(cfg.MaxConns)
 	a.db.SetMaxIdleConns(cfg.MaxConns)
 	if err := a.migrate(ctx); err != nil {
 		a.db.Close()
+		a.agent.Shutdown(ctx)
 		return nil, err
 	}
 
-	// The SQL observer records database time, so the span processor
-	// leaves database spans alone.
-	sp, err := ingest.NewSpanProcessor(a.rec, ingest.WithDBSpans(false))
-	if err != nil {
-		a.db.Close()
-		return nil, fmt.Errorf("shopapp: %w", err)
-	}
-	a.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sp))
-	a.tracer = a.tp.Tracer("github.com/qtop-dev/qtop/examples/shopapp")
-
-	q, err := a.enf.NewQueue(cfg.Slots)
-	if err != nil {
-		a.db.Close()
-		return nil, fmt.Errorf("shopapp: queue: %w", err)
-	}
-	mw, err := enforce.NewMiddleware(a.enf, enforce.WithQueue(q), enforce.WithOpFunc(opOf))
-	if err != nil {
-		a.db.Close()
-		return nil, fmt.Errorf("shopapp: middleware: %w", err)
-	}
 	mux := http.NewServeMux()
-	route := func(pattern string, h http.HandlerFunc) {
-		mux.Handle(pattern, a.edge(mw.Wrap(a.priced(h))))
-	}
+	// Each route behind the agent, so that its SQL carries the route too.
+	route := func(pattern string, h http.HandlerFunc) { mux.Handle(pattern, a.agent.Handler(h)) }
 	route("GET /products", a.listProducts)
 	route("GET /reports", a.report)
 	route("POST /catalog/import", a.importCatalog)
@@ -220,26 +181,15 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 func (a *App) Handler() http.Handler { return a.handler }
 
 // Enforcer returns the app's enforcer.
-func (a *App) Enforcer() *enforce.Enforcer { return a.enf }
-
-// Start starts reporting to the collector (nothing without one).
-func (a *App) Start() {
-	if a.rep != nil {
-		a.rep.Start()
-	}
-}
+func (a *App) Enforcer() *enforce.Enforcer { return a.agent.Enforcer() }
 
 // Shutdown sends the last window, stops the tracer and closes the
 // database, within ctx's deadline.
 func (a *App) Shutdown(ctx context.Context) error {
 	var errs []error
-	if a.rep != nil {
-		if err := a.rep.Shutdown(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("shopapp: send the last report (%d reports dropped in all): %w", a.rep.Dropped(), err))
-		}
+	if err := a.agent.Shutdown(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("shopapp: %w", err))
 	}
-	// The tracer holds only the ingest processor, which returns at once:
-	// it still shuts down when the reporter has used up ctx.
 	if err := a.tp.Shutdown(context.WithoutCancel(ctx)); err != nil {
 		errs = append(errs, fmt.Errorf("shopapp: tracer: %w", err))
 	}
@@ -247,31 +197,6 @@ func (a *App) Shutdown(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("shopapp: close database: %w", err))
 	}
 	return errors.Join(errs...)
-}
-
-func (a *App) applyPolicy(p policy.Policy) {
-	a.enf.ApplyPolicy(p)
-	a.cfg.Logger.Info("policy applied", "version", p.Version, "rules", len(p.Rules))
-}
-
-// enforcementSource copies the enforcer's counters of each window into the
-// report. CoDel drops are refusals for load like sheds (both answer 503),
-// so they count as shed.
-func enforcementSource(e *enforce.Enforcer) func() ingest.Enforcement {
-	delta := e.StatsDelta()
-	return func() ingest.Enforcement {
-		s := delta()
-		var out ingest.Enforcement
-		for i, t := range s.Tiers {
-			out.Admitted[i] = t.Admitted
-			out.Throttled[i] = t.Throttled
-			out.Shed[i] = t.Shed + t.Dropped
-			out.ShadowThrottled[i] = t.ShadowThrottled
-			out.ShadowShed[i] = t.ShadowShed + t.ShadowDropped
-			out.PriceMultiplier[i] = t.Multiplier
-		}
-		return out
-	}
 }
 
 func (a *App) migrate(ctx context.Context) error {
@@ -294,7 +219,6 @@ func (a *App) migrate(ctx context.Context) error {
 }
 
 // opOf prices a request: reports scan, other reads read, the rest write.
-// The middleware charges with it and priced reports with it, so both agree.
 func opOf(r *http.Request) enforce.Op {
 	switch {
 	case r.Pattern == "GET /reports":
@@ -303,55 +227,6 @@ func opOf(r *http.Request) enforce.Op {
 		return enforce.OpRead
 	}
 	return enforce.OpWrite
-}
-
-// edge takes the tenant from the headers, validates it, puts it in the
-// context and runs next inside a server span.
-func (a *App) edge(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		tier, err := tenant.ParseTier(r.Header.Get(HeaderTier))
-		tags := tenant.Tags{Tenant: r.Header.Get(HeaderTenant), Route: r.Pattern, Tier: tier}
-		if err == nil {
-			err = tags.Validate()
-		}
-		if err != nil {
-			http.Error(w, "shopapp: bad tenant: "+err.Error(), http.StatusBadRequest)
-			return
-		}
-		ctx, span := a.tracer.Start(tenant.With(r.Context(), tags), r.Pattern,
-			trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(attribute.String("http.route", r.Pattern), attribute.String("http.request.method", r.Method)))
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		defer func() {
-			span.SetAttributes(attribute.Int("http.response.status_code", sw.status), attribute.Int64("http.response.body.size", sw.n))
-			if sw.status >= 500 {
-				span.SetStatus(codes.Error, http.StatusText(sw.status))
-			}
-			span.End()
-		}()
-		next.ServeHTTP(sw, r.WithContext(ctx))
-	})
-}
-
-// priced runs h and puts the request's RU on its span: the cost model over
-// the same op, bytes and latency the middleware charges, at the price the
-// enforcer applies. The middleware's charge stage already charges the
-// bucket after the handler, so this only prices: charging here too would
-// count every request twice against the tenant.
-func (a *App) priced(h http.HandlerFunc) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		start := time.Now()
-		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-		h(sw, r)
-		end := time.Now()
-		bytes := sw.n
-		if r.ContentLength > 0 {
-			bytes += r.ContentLength
-		}
-		tags, _ := tenant.From(r.Context())
-		ru := a.enf.Model().Cost(opOf(r), bytes, end.Sub(start)) * a.enf.Multiplier(end, tags)
-		trace.SpanFromContext(r.Context()).SetAttributes(ingest.AttrRU.Float64(ru))
-	})
 }
 
 type product struct {
@@ -467,37 +342,3 @@ func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(v)
 }
-
-// statusWriter records the status and counts the body. It forwards Flush
-// and unwraps for http.ResponseController.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-	n      int64
-	wrote  bool
-}
-
-var _ http.Flusher = (*statusWriter)(nil)
-
-func (s *statusWriter) WriteHeader(code int) {
-	if !s.wrote {
-		s.status, s.wrote = code, true
-	}
-	s.ResponseWriter.WriteHeader(code)
-}
-
-func (s *statusWriter) Write(b []byte) (int, error) {
-	s.wrote = true
-	n, err := s.ResponseWriter.Write(b)
-	s.n += int64(n)
-	return n, err
-}
-
-func (s *statusWriter) Flush() {
-	if f, ok := s.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// Unwrap returns the wrapped writer.
-func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }

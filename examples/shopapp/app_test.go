@@ -17,12 +17,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/qtop-dev/qtop/agent"
 	"github.com/qtop-dev/qtop/enforce"
-	"github.com/qtop-dev/qtop/ingest"
 	"github.com/qtop-dev/qtop/internal/testsvc"
-	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -73,7 +71,7 @@ func TestRoutesAndBadInput(t *testing.T) {
 	bad := []struct {
 		name, method, target, tenant, tier, want string
 	}{
-		{"no tenant", "POST", "/catalog/import?n=5", "", "", "tenant is required"},
+		{"no tenant", "POST", "/catalog/import?n=5", "", "", "request has no tenant"},
 		{"bad tier", "POST", "/catalog/import?n=5", "acme", "T9", "want T0, T1, T2 or T3"},
 		{"unprintable tenant", "POST", "/catalog/import?n=5", "ac\x01me", "", "bad tenant"},
 		{"tenant too long", "POST", "/catalog/import?n=5", strings.Repeat("a", tenant.MaxTenantLen+1), "", "at most"},
@@ -122,7 +120,7 @@ func TestConfigErrors(t *testing.T) {
 		{"unknown plan", Config{Postgres: "postgres://x", Plan: "gold"}, ErrConfig},
 		{"negative slots", Config{Postgres: "postgres://x", Slots: -1}, ErrConfig},
 		{"report sleep above a minute", Config{Postgres: "postgres://x", ReportSleep: 2 * time.Minute}, ErrConfig},
-		{"collector not http", Config{Postgres: "postgres://x", Collector: "ftp://c:7070"}, ingest.ErrInvalid},
+		{"collector not http", Config{Postgres: "postgres://x", Collector: "ftp://c:7070"}, agent.ErrConfig},
 	} {
 		if _, err := New(context.Background(), c.cfg); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
@@ -172,30 +170,6 @@ func TestRunFlags(t *testing.T) {
 		if errors.Is(err, flag.ErrHelp) && !strings.Contains(stderr.String(), "Examples:") {
 			t.Errorf("%v: help without examples:\n%s", c.args, stderr.String())
 		}
-	}
-}
-
-// The reporter's enforcement source copies one window of the enforcer's
-// counters per call.
-func TestEnforcementSource(t *testing.T) {
-	e, err := enforce.New()
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := enforcementSource(e)
-	t0 := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
-	e.ApplyPolicyAt(t0, policy.Policy{Version: 1, Rules: []policy.Rule{{ID: "r", Tenant: "noisy", Action: policy.Throttle,
-		RUPerSecond: 0, Expires: t0.Add(time.Hour), Reason: "test"}}})
-	for i := range 3 {
-		e.AllowAt(t0.Add(time.Duration(i)*time.Millisecond), tenant.Tags{Tenant: "noisy", Tier: tenant.T2})
-	}
-	e.AllowAt(t0, tenant.Tags{Tenant: "small", Tier: tenant.T1})
-	got := src()
-	if got.Throttled[2] != 3 || got.Admitted[1] != 1 || got.Admitted[2] != 0 || got.PriceMultiplier[3] != 1 {
-		t.Errorf("first window %+v", got)
-	}
-	if got := src(); got.Throttled[2] != 0 || got.Admitted[1] != 0 {
-		t.Errorf("second window %+v, want no new counts", got)
 	}
 }
 
@@ -327,35 +301,4 @@ func hex8(b *testing.B) string {
 		b.Fatal(err)
 	}
 	return hex.EncodeToString(x[:])
-}
-
-// FuzzEdge: whatever the headers hold, the edge answers 400 exactly when
-// they are not valid tags, and otherwise hands the handler those tags.
-func FuzzEdge(f *testing.F) {
-	for _, s := range [][2]string{{"acme", "T1"}, {"", ""}, {"a\x00b", "T2"}, {"acme", "t3"}, {"acme", "T4"}, {"ü", " 0 "}, {"\xff", ""}} {
-		f.Add(s[0], s[1])
-	}
-	a := &App{tracer: tracenoop.NewTracerProvider().Tracer("fuzz")}
-	f.Fuzz(func(t *testing.T, name, tier string) {
-		var got tenant.Tags
-		var called bool
-		h := a.edge(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			got, called = tenant.From(r.Context())
-		}))
-		r := httptest.NewRequest("GET", "/products", nil)
-		r.Pattern = "GET /products"
-		r.Header[HeaderTenant] = []string{name}
-		r.Header[HeaderTier] = []string{tier}
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, r)
-		tr, terr := tenant.ParseTier(tier)
-		want := tenant.Tags{Tenant: name, Route: "GET /products", Tier: tr}
-		valid := terr == nil && want.Validate() == nil
-		switch {
-		case valid && (!called || got != want):
-			t.Fatalf("valid %q %q: handler called %v with %+v", name, tier, called, got)
-		case !valid && (called || w.Code != http.StatusBadRequest):
-			t.Fatalf("invalid %q %q: status %d, handler called %v", name, tier, w.Code, called)
-		}
-	})
 }

@@ -107,7 +107,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("shopapp: %w", err)
 	}
 	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 5 * time.Second}
-	a.Start()
+
 	log.Info("shopapp serving", "addr", ln.Addr().String(), "collector", *coll, "service", *service)
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ln) }()

@@ -115,7 +115,7 @@ func TestLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	app.Start()
+
 	appSrv := httptest.NewServer(app.Handler())
 	defer appSrv.Close()
 	defer func() {
