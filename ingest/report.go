@@ -8,6 +8,7 @@ import (
 	"sort"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -137,7 +138,33 @@ const (
 	MaxSketchBytes = 8 << 20
 	// MaxKeyTenants bounds Report.KeyTenants.
 	MaxKeyTenants = 100_000
+
+	// MaxExpansion bounds how much larger than the body received a
+	// report may be once decompressed (above a floor of MinDecodedBytes):
+	// a zstd bomb is refused from its header, before anything is
+	// allocated. Real reports expand 1.5 to 20 times.
+	MaxExpansion = 64
+	// MinDecodedBytes is what any body may decompress to.
+	MinDecodedBytes = 64 << 10
+	// rowSlack: a report holds at most one row per byte received, plus
+	// rowSlack, as a decoded row costs RowBytes whatever its encoding;
+	// real reports take 1.6 bytes or more per row (distinct tenants).
+	rowSlack = 64
 )
+
+// RowBytes is the memory one decoded Row takes (its dense histogram).
+const RowBytes = int64(unsafe.Sizeof(Row{}))
+
+// DecodeBudget is the most UnmarshalBinary allocates for a body of n
+// bytes, within a small constant: the decompressed body (at most
+// MaxExpansion × n) and the rows (at most n + 64 of RowBytes each), so
+// memory follows the bytes actually received, never a count the body
+// claims. A collector bounds the memory of concurrent decodes with it.
+func DecodeBudget(n int) int64 {
+	raw := min(int64(MaxDecodedBytes), max(int64(MinDecodedBytes), int64(MaxExpansion)*int64(n)))
+	rows := min(int64(MaxRows), int64(n)+rowSlack)
+	return int64(n) + raw + rows*RowBytes
+}
 
 // The compression of a body, byte 6 of the header.
 const (
@@ -149,8 +176,9 @@ var magic = [4]byte{'q', 't', 'r', 'p'}
 
 const headerLen = 8
 
-// zstd is safe for concurrent EncodeAll/DecodeAll; one of each serves the
-// whole process. They are created on first use.
+// The encoder is safe for concurrent EncodeAll and serves the whole
+// process. Decoding uses a bounded set of decoders (decoders), so that one
+// slow body never holds up the others.
 var (
 	zenc = sync.OnceValue(func() *zstd.Encoder {
 		e, err := zstd.NewWriter(nil,
@@ -163,18 +191,44 @@ var (
 		}
 		return e
 	})
-	zdec = sync.OnceValue(func() *zstd.Decoder {
-		d, err := zstd.NewReader(nil,
-			zstd.WithDecoderConcurrency(1),
-			zstd.WithDecoderMaxMemory(MaxDecodedBytes),
-			zstd.WithDecoderMaxWindow(MaxDecodedBytes),
-			zstd.WithDecodeAllCapLimit(true))
-		if err != nil {
-			panic("ingest: zstd decoder: " + err.Error())
-		}
-		return d
+	zdecs = sync.OnceValue(func() chan *zstd.Decoder {
+		return make(chan *zstd.Decoder, maxDecoders)
 	})
 )
+
+// maxDecoders bounds the zstd decoders kept for reuse; more decode at
+// once, each with a decoder of its own made for the call.
+const maxDecoders = 16
+
+func newDecoder() *zstd.Decoder {
+	d, err := zstd.NewReader(nil,
+		zstd.WithDecoderConcurrency(1),
+		zstd.WithDecoderMaxMemory(MaxDecodedBytes),
+		zstd.WithDecoderMaxWindow(MaxDecodedBytes),
+		zstd.WithDecodeAllCapLimit(true))
+	if err != nil {
+		panic("ingest: zstd decoder: " + err.Error()) // only on bad options
+	}
+	return d
+}
+
+// decompress decodes a zstd body into a buffer of capacity limit, which
+// the decoder never grows (a bomb stops at the limit).
+func decompress(body []byte, limit uint64) ([]byte, error) {
+	var d *zstd.Decoder
+	select {
+	case d = <-zdecs():
+	default:
+		d = newDecoder()
+	}
+	raw, err := d.DecodeAll(body, make([]byte, 0, limit))
+	select {
+	case zdecs() <- d:
+	default:
+		d.Close()
+	}
+	return raw, err
+}
 
 // MarshalBinary encodes r, compressed, as the body of POST /v1/reports.
 func (r *Report) MarshalBinary() ([]byte, error) {
@@ -385,7 +439,7 @@ func DecodeReport(b []byte) (*Report, error) {
 func (r *Report) UnmarshalBinary(b []byte) error {
 	raw, v, err := openBody(b)
 	if err == nil {
-		d := decoder{b: raw}
+		d := decoder{b: raw, wire: len(b)}
 		d.report(r)
 		if v >= 2 {
 			d.sections(r)
@@ -439,8 +493,13 @@ func openBody(b []byte) ([]byte, uint16, error) {
 	case codecNone:
 		raw = body
 	case codecZstd:
+		// Nothing is allocated from the claimed length until it is
+		// checked against the bytes actually received.
+		if limit := uint64(min(MaxDecodedBytes, max(MinDecodedBytes, MaxExpansion*len(b)))); rawLen > limit {
+			return nil, 0, fmt.Errorf("%w: %d bytes received claim %d decompressed, at most %d (%d times the body)", ErrTooLarge, len(b), rawLen, limit, MaxExpansion)
+		}
 		var err error
-		raw, err = zdec().DecodeAll(body, make([]byte, 0, rawLen))
+		raw, err = decompress(body, rawLen)
 		if err != nil {
 			return nil, 0, fmt.Errorf("%w: zstd: %v", ErrMalformed, err)
 		}
@@ -456,8 +515,9 @@ func openBody(b []byte) ([]byte, uint16, error) {
 // decoder reads the raw body; the first error sticks and every later read
 // returns zero values.
 type decoder struct {
-	b   []byte
-	err error
+	b    []byte
+	wire int // bytes received (before decompression)
+	err  error
 }
 
 func (d *decoder) fail(err error) {
@@ -591,6 +651,10 @@ func (d *decoder) report(r *Report) {
 	}
 
 	n := d.count("rows", MaxRows, minRowLen)
+	if d.err == nil && n > d.wire+rowSlack {
+		d.fail(fmt.Errorf("%w: %d rows in a body of %d bytes (at most one row per byte received, plus %d)", ErrTooLarge, n, d.wire, rowSlack))
+		n = 0
+	}
 	if n > cap(rows) {
 		rows = make([]Row, n)
 	} else {
