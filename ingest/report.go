@@ -31,6 +31,10 @@ var (
 	ErrTooLarge = errors.New("ingest: report too large")
 	// ErrInvalid: a value cannot be encoded (or an option is out of range).
 	ErrInvalid = errors.New("ingest: invalid value")
+	// ErrRange: a count, duration, RU or byte sum is above what one
+	// process can report for one window (see MaxCount), so it would
+	// wrap or swamp every sum it joins.
+	ErrRange = errors.New("ingest: value out of range")
 	// ErrShutdown: the reporter or span processor has been shut down.
 	ErrShutdown = errors.New("ingest: shut down")
 )
@@ -150,6 +154,25 @@ const (
 	// rowSlack, as a decoded row costs RowBytes whatever its encoding;
 	// real reports take 1.6 bytes or more per row (distinct tenants).
 	rowSlack = 64
+)
+
+// Bounds of the values of one row of one report, checked by the decoder
+// (ErrRange): far above what a process records in a window, far below
+// what would make a sum of a fleet's reports wrap or swamp every other
+// tenant's share.
+const (
+	// MaxCount bounds Count, Errors and each latency bucket of a row, and
+	// each enforcement counter (2^40, about 10^12).
+	MaxCount = 1 << 40
+	// MaxBytes bounds Bytes and Rows of a row (2^50, a PiB).
+	MaxBytes = 1 << 50
+	// MaxRecordDuration bounds a row's Duration per record counted (a row
+	// with Count 0 may hold one such duration).
+	MaxRecordDuration = 24 * time.Hour
+	// MaxRecordRU bounds a row's RU per record counted.
+	MaxRecordRU = 1e6
+	// MaxPriceMultiplier bounds an enforcement price multiplier.
+	MaxPriceMultiplier = 1e6
 )
 
 // RowBytes is the memory one decoded Row takes (its dense histogram).
@@ -689,6 +712,14 @@ func (d *decoder) report(r *Report) {
 			d.fail(fmt.Errorf("%w: row %d: %d errors of %d records", ErrMalformed, i, row.Errors, row.Count))
 		case dur > math.MaxInt64:
 			d.fail(fmt.Errorf("%w: row %d: duration %d ns", ErrMalformed, i, dur))
+		case row.Count > MaxCount:
+			d.fail(fmt.Errorf("%w: row %d (tenant %q): count %d, at most %d", ErrRange, i, row.Tenant, row.Count, uint64(MaxCount)))
+		case row.Bytes > MaxBytes || row.Rows > MaxBytes:
+			d.fail(fmt.Errorf("%w: row %d (tenant %q): %d bytes, %d rows, at most %d each", ErrRange, i, row.Tenant, row.Bytes, row.Rows, uint64(MaxBytes)))
+		case dur > uint64(max(row.Count, 1))*uint64(MaxRecordDuration):
+			d.fail(fmt.Errorf("%w: row %d (tenant %q): duration %v for %d records, at most %v each", ErrRange, i, row.Tenant, time.Duration(dur), row.Count, MaxRecordDuration))
+		case row.RU > float64(max(row.Count, 1))*MaxRecordRU:
+			d.fail(fmt.Errorf("%w: row %d (tenant %q): %g RU for %d records, at most %g each", ErrRange, i, row.Tenant, row.RU, row.Count, MaxRecordRU))
 		}
 		row.Duration = time.Duration(dur)
 	}
@@ -718,10 +749,16 @@ func (d *decoder) report(r *Report) {
 	for _, a := range [...]*[tenant.NumTiers]uint64{&e.Admitted, &e.Throttled, &e.Shed, &e.ShadowThrottled, &e.ShadowShed} {
 		for i := range a {
 			a[i] = d.uvarint("enforcement counter")
+			if a[i] > MaxCount {
+				d.fail(fmt.Errorf("%w: enforcement counter %d, at most %d", ErrRange, a[i], uint64(MaxCount)))
+			}
 		}
 	}
 	for i := range e.PriceMultiplier {
 		e.PriceMultiplier[i] = d.float("price multiplier")
+		if e.PriceMultiplier[i] > MaxPriceMultiplier {
+			d.fail(fmt.Errorf("%w: price multiplier of T%d %g, at most %g", ErrRange, i, e.PriceMultiplier[i], MaxPriceMultiplier))
+		}
 	}
 }
 
@@ -737,6 +774,10 @@ func (d *decoder) histogram(h *ratio.Histogram) {
 		}
 		if i >= ratio.NumBuckets || i < next {
 			d.fail(fmt.Errorf("%w: histogram bucket %d (at most %d buckets, increasing)", ErrMalformed, i, ratio.NumBuckets))
+			return
+		}
+		if c > MaxCount {
+			d.fail(fmt.Errorf("%w: histogram bucket %d counts %d, at most %d", ErrRange, i, c, uint64(MaxCount)))
 			return
 		}
 		h.AddBucket(int(i), c)

@@ -6,9 +6,9 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/ingest"
-	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/ratio"
 	"github.com/qtop-dev/qtop/spacesaving"
+	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tenant"
 	"github.com/qtop-dev/qtop/topn"
 )
@@ -233,12 +233,12 @@ func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live 
 		if row.Tier != tenant.TierUnset {
 			a.tier = row.Tier
 		}
-		a.count += row.Count
-		a.errors += row.Errors
+		if sat := addSat(&a.count, row.Count); addSat(&a.errors, row.Errors) || addSat(&a.bytes, row.Bytes) ||
+			addSat(&a.rows, row.Rows) || sat {
+			s.guard.saturated.Inc()
+		}
 		a.dur = finiteSum(a.dur, row.Duration.Seconds())
 		a.ru = finiteSum(a.ru, row.RU)
-		a.bytes += row.Bytes
-		a.rows += row.Rows
 		s.rowLat.load(&row.Latency)
 		a.lat.merge(&s.rowLat)
 		if !live {

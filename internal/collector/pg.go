@@ -9,9 +9,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/store"
-	"github.com/qtop-dev/qtop/internal/live"
 )
 
 // pgState is the sampler's part of the live view.

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/ingest"
-	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/store"
 )
 
 // maxPolicyBody bounds a POST /v1/policy body (one rule).
@@ -29,7 +29,7 @@ const policyFile = "policy.json"
 // tokenOK compares the bearer token of r with want in constant time
 // (hashes of equal length, so the length does not leak either).
 func tokenOK(r *http.Request, want string) bool {
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	got, ok := bearer(r)
 	if !ok {
 		return false
 	}

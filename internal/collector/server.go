@@ -18,13 +18,14 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/qtop-dev/qtop/ingest"
-	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/ratio"
 	"github.com/qtop-dev/qtop/spacesaving"
+	"github.com/qtop-dev/qtop/store"
 )
 
 // Server is the collector. Create it with New, serve Handler (or call
@@ -33,7 +34,9 @@ type Server struct {
 	cfg    Config
 	log    *slog.Logger
 	met    *metrics
-	token  string // policy token: Config.Token or a random one
+	guard  *guardMetrics
+	decode *semaphore.Weighted // bytes of memory decodes may take at once
+	token  string              // policy token: Config.Token or a random one
 	store  store.Store
 	spool  *store.Spool
 	writer string
@@ -98,10 +101,14 @@ func New(cfg Config) (*Server, error) {
 		keyTenants: make(map[string]string),
 		snapCache:  make(map[snapKey]*live.Snapshot),
 	}
-	s.reports = make(chan *ingest.Report, cap(s.inflight))
+	s.reports = make(chan *ingest.Report, pooledReports)
+	s.decode = semaphore.NewWeighted(decodeMemory)
 	var err error
 	if s.met, err = newMetrics(cfg.Registerer); err != nil {
 		return nil, err
+	}
+	if s.guard, err = newGuardMetrics(cfg.Registerer, s); err != nil {
+		return nil, fmt.Errorf("collector: metrics: %w", err)
 	}
 	if err := cfg.Registerer.Register(ratioCollector{s}); err != nil {
 		return nil, fmt.Errorf("collector: metrics: %w", err)
@@ -218,6 +225,7 @@ func (s *Server) replay() error {
 				s.log.Warn("wal: undecodable report skipped", "minute", mt, "err", err)
 				return nil
 			}
+			s.screen(rep)
 			src := s.sources[sourceKey(rep.Source)]
 			if src == nil {
 				src = &source{last: now, tokens: 4 * s.cfg.SourceRate}
@@ -363,6 +371,9 @@ func (s *Server) Tick(ctx context.Context, now time.Time) {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		err := s.store.Ping(pctx)
 		cancel()
+		if err == nil {
+			err = s.spoolDraining()
+		}
 		s.mu.Lock()
 		if err != nil {
 			s.storeErr = err.Error()
@@ -504,10 +515,18 @@ func (s *Server) buildLocked(m *minute) emission {
 		e.rollups = append(e.rollups, r)
 	}
 	if m.keys != nil {
+		at := make(map[string]int)
 		for _, c := range m.keys.Top(hotKeysPerMinute) {
+			k := s.cleanKey(c.Key)
+			if i, dup := at[k]; dup { // two keys cut to the same prefix
+				addSat(&e.hotKeys[i].Count, c.Count)
+				addSat(&e.hotKeys[i].Err, c.Err)
+				continue
+			}
+			at[k] = len(e.hotKeys)
 			e.hotKeys = append(e.hotKeys, store.HotKey{
 				Minute: m.start, Writer: s.writer, Version: v,
-				Key: c.Key, Tenant: m.keyTenants[c.Key], Count: c.Count, Err: c.Err,
+				Key: k, Tenant: m.keyTenants[c.Key], Count: c.Count, Err: c.Err,
 			})
 		}
 	}
@@ -569,6 +588,11 @@ func (s *Server) handleReports(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, http.StatusUnauthorized, reasonUnauthorized, "missing or wrong bearer token", 0)
 		return
 	}
+	if ct := r.Header.Get("Content-Type"); !contentTypeIs(ct, ingest.ContentType) {
+		s.reject(w, http.StatusUnsupportedMediaType, reasonContentType,
+			fmt.Sprintf("Content-Type %q: a report is %s", ct, ingest.ContentType), 0)
+		return
+	}
 	if r.ContentLength > ingest.MaxReportBytes {
 		s.reject(w, http.StatusRequestEntityTooLarge, reasonTooLarge,
 			fmt.Sprintf("report of %d bytes, at most %d", r.ContentLength, ingest.MaxReportBytes), 0)
@@ -584,16 +608,24 @@ func (s *Server) handleReports(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, http.StatusBadRequest, reasonMalformed, "reading body: "+err.Error(), 0)
 		return
 	}
-	// Bound the reports decoded at once (the body is read first, under the
-	// server's read timeout, so a slow client holds no slot).
+	// Bound the reports decoded at once, and the memory they may take
+	// (the body is read first, under the server's read timeout, so a slow
+	// client holds no slot).
+	budget := ingest.DecodeBudget(len(body))
+	if !s.decode.TryAcquire(budget) {
+		s.reject(w, http.StatusServiceUnavailable, reasonBusy, "collector busy decoding other reports", time.Second)
+		return
+	}
 	select {
 	case s.inflight <- struct{}{}:
 	default:
+		s.decode.Release(budget)
 		s.reject(w, http.StatusServiceUnavailable, reasonBusy, "collector busy", time.Second)
 		return
 	}
 	status, reason, msg, retry, reply := s.Ingest(body)
 	<-s.inflight
+	s.decode.Release(budget)
 	if status != http.StatusOK {
 		s.reject(w, status, reason, msg, retry)
 		return
@@ -615,6 +647,9 @@ func (s *Server) Ingest(body []byte) (status int, reason, msg string, retry time
 		rep = new(ingest.Report)
 	}
 	defer func() {
+		if cap(rep.Rows) > pooledRows {
+			return // a pooled report keeps its rows: keep only small ones
+		}
 		select {
 		case s.reports <- rep:
 		default:
@@ -624,12 +659,15 @@ func (s *Server) Ingest(body []byte) (status int, reason, msg string, retry time
 		switch {
 		case errors.Is(err, ingest.ErrVersion):
 			return http.StatusBadRequest, reasonVersion, err.Error(), 0, nil
+		case errors.Is(err, ingest.ErrRange):
+			return http.StatusBadRequest, reasonRange, err.Error(), 0, nil
 		case errors.Is(err, ingest.ErrTooLarge):
 			return http.StatusRequestEntityTooLarge, reasonTooLarge, err.Error(), 0, nil
 		default:
 			return http.StatusBadRequest, reasonMalformed, err.Error(), 0, nil
 		}
 	}
+	s.screen(rep)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {

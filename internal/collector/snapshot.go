@@ -221,7 +221,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 	}
 	snap.HotKeys = []live.HotKeyRow{}
 	for _, c := range merged.Top(hotKeysShown) {
-		hk := live.HotKeyRow{Key: c.Key, Tenant: s.keyTenants[c.Key], Count: c.Count, Err: c.Err}
+		hk := live.HotKeyRow{Key: s.cleanKey(c.Key), Tenant: s.keyTenants[c.Key], Count: c.Count, Err: c.Err}
 		if t := merged.Total(); t > 0 {
 			hk.Share = float64(c.Count) / float64(t)
 		}
@@ -299,7 +299,11 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 		SamplerError:  s.pg.err,
 	}
 	if s.spool != nil {
-		_, cs.SpoolBytes = s.spool.Pending()
+		st := s.spool.Stats()
+		cs.SpoolBytes, cs.DeadLetters = st.Bytes, st.DeadLetters
+		if !st.Oldest.IsZero() {
+			cs.SpoolOldestSeconds = time.Since(st.Oldest).Seconds()
+		}
 	}
 	snap.Collector = cs
 	return snap
