@@ -143,3 +143,26 @@ func TestSpoolNotDrainingIsUnhealthy(t *testing.T) {
 		t.Fatalf("ten minutes behind: %v %v", err, age)
 	}
 }
+
+// One service name that is not UTF-8 used to make every /metrics scrape
+// answer 500 (MustNewConstMetric panicked) until the service was pruned.
+func TestMetricsSurviveInvalidLabel(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	p := newProcess(f.clk, "svc\xff\xfe", "p1")
+	for range 3 {
+		f.clk.Add(time.Second)
+		if f.ingest(p.report(t, "acme\xff", 2, "k\x00")) != 200 {
+			t.Fatal("refused")
+		}
+	}
+	f.clk.Add(time.Second)
+	w := httptest.NewRecorder()
+	f.s.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if w.Code != 200 {
+		t.Fatalf("/metrics: %d %s", w.Code, w.Body)
+	}
+	if !strings.Contains(w.Body.String(), `qtop_collector_latency_ratio{service="svc\\xff\\xfe"}`) {
+		t.Fatalf("latency ratio of the cleaned service missing:\n%s", w.Body)
+	}
+}
