@@ -35,6 +35,8 @@ const (
 	// DefaultSourceRate is how many reports per second one source may send
 	// (with a burst of four times as many): a reporter sends one a second.
 	DefaultSourceRate = 10.0
+	// DefaultMaxSources bounds the established reporting processes.
+	DefaultMaxSources = 100_000
 	// StoreNone runs without a store: no history, no cost reports.
 	StoreNone = "none"
 )
@@ -73,6 +75,10 @@ type Config struct {
 	MaxTenants    int
 	MaxMinuteRows int
 	SourceRate    float64
+	// MaxSources bounds the established reporting processes (default
+	// DefaultMaxSources); newcomers are served on probation beside them
+	// (see sources.go), so junk sources cannot evict real ones.
+	MaxSources int
 	// SpoolMaxBytes caps the store spool (0: the store's default).
 	SpoolMaxBytes int64
 	// Registerer receives the collector's metrics; nil: a private
@@ -117,6 +123,9 @@ func (c *Config) fill() error {
 	}
 	if c.MaxMinuteRows <= 0 {
 		c.MaxMinuteRows = DefaultMaxMinuteRows
+	}
+	if c.MaxSources <= 0 {
+		c.MaxSources = DefaultMaxSources
 	}
 	if c.SourceRate <= 0 {
 		c.SourceRate = DefaultSourceRate

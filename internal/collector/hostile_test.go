@@ -3,6 +3,7 @@ package collector
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -164,5 +165,48 @@ func TestMetricsSurviveInvalidLabel(t *testing.T) {
 	}
 	if !strings.Contains(w.Body.String(), `qtop_collector_latency_ratio{service="svc\\xff\\xfe"}`) {
 		t.Fatalf("latency ratio of the cleaned service missing:\n%s", w.Body)
+	}
+}
+
+// TestJunkSourcesCannotEvictRealOnes: a flood of made-up sources used to
+// fill the source table, after which a new real process got 503 for
+// minutes. Now the real, established process keeps its place (its
+// duplicate filter still knows its reports), and a newcomer is served
+// from its first report.
+func TestJunkSourcesCannotEvictRealOnes(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.MaxSources = 200 })
+	defer f.stop()
+	real := newProcess(f.clk, "api", "real")
+	var first []byte
+	for i := range 3 {
+		f.clk.Add(time.Second)
+		b := real.report(t, "acme", 1, "")
+		if i == 0 {
+			first = b
+		}
+		if f.ingest(b) != 200 {
+			t.Fatal("real source refused")
+		}
+	}
+	f.clk.Add(time.Second)
+	for i := range f.s.cfg.MaxSources + 50 {
+		junk := newProcess(f.clk, "junk", fmt.Sprintf("j%d", i))
+		if status := f.ingest(junk.report(t, "spam", 1, "")); status != 200 {
+			t.Fatalf("junk source %d: %d", i, status)
+		}
+	}
+	newcomer := newProcess(f.clk, "api", "new")
+	if status := f.ingest(newcomer.report(t, "acme", 1, "")); status != 200 {
+		t.Fatalf("new real process after the flood: %d", status)
+	}
+	before := testutil.ToFloat64(f.s.met.duplicates)
+	if f.ingest(first) != 200 || testutil.ToFloat64(f.s.met.duplicates) != before+1 {
+		t.Fatal("the established source was forgotten: its retried report was merged again")
+	}
+	if n := len(f.s.sources); n > f.s.cfg.MaxSources+f.s.probationCap() {
+		t.Fatalf("%d sources tracked, bound %d", n, f.s.cfg.MaxSources+f.s.probationCap())
+	}
+	if testutil.ToFloat64(f.s.guard.sourcesEvicted) == 0 {
+		t.Fatal("no probationary source was evicted by the flood")
 	}
 }

@@ -25,7 +25,6 @@ const (
 	maxKeyTenants    = 10_000
 	hotKeysPerMinute = 100
 	maxServices      = 256
-	maxSources       = 100_000
 	maxStmtsMinute   = 200
 	slowStatement    = time.Second
 )
@@ -94,11 +93,15 @@ type enfSlot struct {
 
 // source is one reporting process: admission bucket and duplicate filter.
 type source struct {
-	tokens float64
-	last   time.Time
-	max    uint64
-	seen   [seqWindow / 64]uint64
-	any    bool
+	key      string
+	first    int64 // Unix second of the first report
+	accepted int
+	est      bool // established: never evicted by a newcomer (sources.go)
+	tokens   float64
+	last     time.Time
+	max      uint64
+	seen     [seqWindow / 64]uint64
+	any      bool
 }
 
 const seqWindow = 1024
@@ -434,7 +437,7 @@ func (s *Server) pruneLocked(now time.Time) {
 	}
 	for k, src := range s.sources {
 		if now.Sub(src.last) > time.Minute+s.cfg.Grace+s.cfg.LateKeep {
-			delete(s.sources, k)
+			s.forgetLocked(k, src)
 		}
 	}
 	if len(s.keyTenants) >= maxKeyTenants {

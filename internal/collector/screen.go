@@ -28,6 +28,8 @@ type guardMetrics struct {
 	saturated   prometheus.Counter
 	deadLetters prometheus.GaugeFunc
 	spoolStuck  prometheus.Gauge
+	// sourcesEvicted counts probationary sources a newer one displaced.
+	sourcesEvicted prometheus.Counter
 }
 
 func newGuardMetrics(reg prometheus.Registerer, s *Server) (*guardMetrics, error) {
@@ -45,10 +47,12 @@ func newGuardMetrics(reg prometheus.Registerer, s *Server) (*guardMetrics, error
 				}
 				return float64(s.spool.Stats().DeadLetters)
 			}),
+		sourcesEvicted: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_sources_evicted_total",
+			Help: "Sources on probation (new, not yet established) displaced by newer ones while the probation places were full; established sources are never evicted."}),
 		spoolStuck: prometheus.NewGauge(prometheus.GaugeOpts{Name: "qtop_collector_spool_oldest_seconds",
 			Help: "Age of the oldest batch waiting in the spool (0 when empty); growing means the spool is not draining."}),
 	}
-	for _, c := range []prometheus.Collector{g.cleaned, g.saturated, g.deadLetters, g.spoolStuck} {
+	for _, c := range []prometheus.Collector{g.cleaned, g.saturated, g.deadLetters, g.spoolStuck, g.sourcesEvicted} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -31,17 +31,19 @@ import (
 // Server is the collector. Create it with New, serve Handler (or call
 // Start), and stop it with Shutdown.
 type Server struct {
-	cfg    Config
-	log    *slog.Logger
-	met    *metrics
-	guard  *guardMetrics
-	decode *semaphore.Weighted // bytes of memory decodes may take at once
-	token  string              // policy token: Config.Token or a random one
-	store  store.Store
-	spool  *store.Spool
-	writer string
-	walDir string
-	start  time.Time
+	cfg     Config
+	log     *slog.Logger
+	met     *metrics
+	guard   *guardMetrics
+	admit   admission           // of sources (sources.go)
+	streams streams             // live stream clients and their shared events (stream.go)
+	decode  *semaphore.Weighted // bytes of memory decodes may take at once
+	token   string              // policy token: Config.Token or a random one
+	store   store.Store
+	spool   *store.Spool
+	writer  string
+	walDir  string
+	start   time.Time
 
 	inflight chan struct{}       // bounds reports decoded at once
 	reports  chan *ingest.Report // decoded reports kept for reuse (each holds ~1 MB of rows)
@@ -226,15 +228,15 @@ func (s *Server) replay() error {
 				return nil
 			}
 			s.screen(rep)
-			src := s.sources[sourceKey(rep.Source)]
-			if src == nil {
-				src = &source{last: now, tokens: 4 * s.cfg.SourceRate}
-				s.sources[sourceKey(rep.Source)] = src
+			src := s.sourceLocked(sourceKey(rep.Source), now)
+			if src.last.IsZero() {
+				src.last, src.tokens = now, 4*s.cfg.SourceRate
 			}
 			if src.check(rep.Seq) == seqDup {
 				return nil
 			}
 			src.mark(rep.Seq)
+			s.acceptedLocked(src, now)
 			s.mergeLocked(rep, m, now, false)
 			n++
 			return nil
@@ -674,15 +676,7 @@ func (s *Server) Ingest(body []byte) (status int, reason, msg string, retry time
 		return http.StatusServiceUnavailable, reasonBusy, "collector shutting down", time.Second, nil
 	}
 	now := s.cfg.Now()
-	key := sourceKey(rep.Source)
-	src := s.sources[key]
-	if src == nil {
-		if len(s.sources) >= maxSources {
-			return http.StatusServiceUnavailable, reasonBusy, "too many reporting sources", 5 * time.Second, nil
-		}
-		src = new(source)
-		s.sources[strings.Clone(key)] = src
-	}
+	src := s.sourceLocked(sourceKey(rep.Source), now)
 	if wait, ok := src.admit(now, s.cfg.SourceRate); !ok {
 		return http.StatusTooManyRequests, reasonAdmission,
 			fmt.Sprintf("source %s/%s sends more than %.0f reports/s", rep.Source.Service, rep.Source.Instance, s.cfg.SourceRate), max(wait, 100*time.Millisecond), nil
@@ -715,6 +709,7 @@ func (s *Server) Ingest(body []byte) (status int, reason, msg string, retry time
 		return http.StatusServiceUnavailable, reasonWAL, "collector cannot log the report", 5 * time.Second, nil
 	}
 	src.mark(rep.Seq)
+	s.acceptedLocked(src, now)
 	s.mergeLocked(rep, m, now, true)
 	s.met.accepted.Inc()
 	s.met.mergeSeconds.Observe(time.Since(t0).Seconds())

@@ -1,7 +1,6 @@
 package collector
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
@@ -337,54 +336,6 @@ func (s *Server) handleLive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, s.Snapshot(s.cfg.Now(), measure, n))
-}
-
-// handleStream sends one snapshot per second as a server-sent event.
-func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
-	measure, n, err := s.parseLiveQuery(r)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error(), 0)
-		return
-	}
-	fl, ok := w.(http.Flusher)
-	if !ok {
-		writeError(w, http.StatusInternalServerError, "streaming unsupported", 0)
-		return
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	ctx := r.Context()
-	send := func() error {
-		b, err := json.Marshal(s.Snapshot(s.cfg.Now(), measure, n))
-		if err != nil {
-			return err
-		}
-		if _, err := fmt.Fprintf(w, "event: snapshot\ndata: %s\n\n", b); err != nil {
-			return err
-		}
-		fl.Flush()
-		return nil
-	}
-	if send() != nil {
-		return
-	}
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	done := s.doneChan()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-done:
-			return
-		case <-t.C:
-			if send() != nil {
-				return
-			}
-		}
-	}
 }
 
 // doneChan is closed when the background work stops (Shutdown); streams
