@@ -151,3 +151,15 @@ func (m *memStore) sum(tenant, kind string, f func(store.Rollup) float64) float6
 	}
 	return s
 }
+
+func (m *memStore) ReadAudit(ctx context.Context, from, to time.Time) ([]store.Audit, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []store.Audit
+	for _, a := range m.audit {
+		if !a.Time.Before(from) && a.Time.Before(to) {
+			out = append(out, a)
+		}
+	}
+	return out, nil
+}

@@ -91,7 +91,6 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:        cfg,
 		log:        cfg.Logger,
-		token:      cfg.Token,
 		walDir:     filepath.Join(cfg.DataDir, "wal"),
 		start:      cfg.Now(),
 		inflight:   make(chan struct{}, 64),
@@ -115,12 +114,15 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Registerer.Register(ratioCollector{s}); err != nil {
 		return nil, fmt.Errorf("collector: metrics: %w", err)
 	}
-	if s.token == "" {
-		s.token = randomToken()
-		s.log.Info("no --token given: policy changes take this generated token", "token", s.token)
-	}
 	if err := os.MkdirAll(s.walDir, 0o700); err != nil {
 		return nil, fmt.Errorf("collector: data dir: %w", err)
+	}
+	var tokenPath string
+	if s.token, tokenPath, err = adminToken(cfg); err != nil {
+		return nil, err
+	}
+	if tokenPath != "" {
+		s.log.Info("no --admin-token given: policy changes take the token kept in this file", "file", tokenPath)
 	}
 	if s.lock, err = lockDataDir(cfg.DataDir); err != nil {
 		return nil, err
@@ -200,7 +202,8 @@ func writerID(cfg Config) (string, error) {
 	return id, nil
 }
 
-// Token returns the bearer token that POST /v1/policy requires.
+// Token returns the admin token (RoleAdmin), which POST /v1/policy and
+// GET /v1/audit require.
 func (s *Server) Token() string { return s.token }
 
 // Writer returns the identity under which this collector writes rollups.
@@ -261,12 +264,13 @@ func (s *Server) replay() error {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(live.PathReports, s.handleReports)
-	mux.HandleFunc(live.PathLive, s.handleLive)
-	mux.HandleFunc(live.PathStream, s.handleStream)
+	mux.HandleFunc(live.PathLive, s.authorized(RoleRead, s.handleLive))
+	mux.HandleFunc(live.PathStream, s.authorized(RoleRead, s.handleStream))
 	mux.HandleFunc(live.PathPolicy, s.handlePolicy)
-	mux.HandleFunc(live.PathReport, s.handleCostReport)
+	mux.HandleFunc(live.PathReport, s.authorized(RoleRead, s.handleCostReport))
+	mux.HandleFunc(live.PathAudit, s.authorized(RoleAdmin, s.handleAudit))
 	if s.cfg.Gatherer != nil {
-		mux.Handle("/metrics", promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}))
+		mux.Handle("/metrics", s.authorized(RoleRead, promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}).ServeHTTP))
 	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	return mux
@@ -586,8 +590,8 @@ func (s *Server) handleReports(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, http.StatusMethodNotAllowed, reasonMethod, "use POST", 0)
 		return
 	}
-	if s.cfg.Token != "" && !tokenOK(r, s.cfg.Token) {
-		s.reject(w, http.StatusUnauthorized, reasonUnauthorized, "missing or wrong bearer token", 0)
+	if _, err := s.Authorize(r, RoleReport); err != nil {
+		s.reject(w, http.StatusUnauthorized, reasonUnauthorized, err.Error(), 0)
 		return
 	}
 	if ct := r.Header.Get("Content-Type"); !contentTypeIs(ct, ingest.ContentType) {

@@ -24,6 +24,9 @@ const (
 	PathPolicy  = "/v1/policy"
 	PathReports = "/v1/reports"
 	PathReport  = "/v1/report"
+	// PathAudit is GET /v1/audit?from=…&to=… (admin token): the policy
+	// changes, expiries included.
+	PathAudit = "/v1/audit"
 )
 
 // Measures that order Snapshot.Tenants.
