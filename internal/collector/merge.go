@@ -79,8 +79,8 @@ type serviceLive struct {
 	sig    *ratio.Signal
 	ratio  history
 	w      window10
-	shed   [rateN]int
-	shedAt [rateN]int64
+	shed   [ringN]int
+	shedAt [ringN]int64
 	procs  map[string]int64 // instance → last second seen
 	seen   int64            // last second with a report (or warm-up)
 }
@@ -297,7 +297,7 @@ func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live 
 		}
 		addKeyTenants(m.keyTenants, rep.KeyTenants)
 		if live {
-			j := int(uint64(sec) % rateN)
+			j := int(uint64(sec) % ringN)
 			if s.keyStamp[j] != sec || s.keys[j] == nil {
 				s.keyStamp[j] = sec
 				s.keys[j] = spacesaving.New(keyCapacity)
@@ -315,7 +315,7 @@ func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live 
 		svc.w.lat[svc.w.slot(sec)].merge(&s.svcLat)
 	}
 	// Enforcement.
-	j := int(uint64(sec) % rateN)
+	j := int(uint64(sec) % ringN)
 	es := &s.enf[j]
 	if es.stamp != sec {
 		*es = enfSlot{stamp: sec}

@@ -55,11 +55,11 @@ type Server struct {
 	sources      map[string]*source
 	tenants      map[string]*tenantLive
 	services     map[string]*serviceLive
-	keys         [rateN]*spacesaving.Sketch
-	keyStamp     [rateN]int64
+	keys         [ringN]*spacesaving.Sketch
+	keyStamp     [ringN]int64
 	keyTenants   map[string]string
-	enf          [rateN]enfSlot
-	reportsSec   [rateN]countSlot
+	enf          [ringN]enfSlot
+	reportsSec   [ringN]countSlot
 	scratch      ratio.Histogram
 	rowLat       sparse // the latency of the row being merged
 	svcLat       sparse

@@ -140,7 +140,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 			other.ReqPerSec += tr.r.req
 			other.ErrPerSec += tr.r.err
 			other.Share += share(measureOf(tr.r, measure))
-			for j := range rateN {
+			for j := range ringN {
 				if tr.tl.w.inWindow(j, sec) {
 					otherLat = append(otherLat, &tr.tl.w.lat[j])
 				}
@@ -213,7 +213,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 
 	// Hot keys over the window.
 	merged := spacesaving.New(keyCapacity)
-	for j := range rateN {
+	for j := range ringN {
 		if ks := s.keys[j]; ks != nil && s.keyStamp[j] >= sec-rateN && s.keyStamp[j] < sec {
 			merged.Merge(ks)
 		}
@@ -236,7 +236,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 			v = 0
 		}
 		level := 0
-		for j := range rateN {
+		for j := range ringN {
 			if sv.shedAt[j] >= sec-rateN {
 				level = max(level, sv.shed[j])
 			}
@@ -254,7 +254,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 		tr := &snap.Enforcement.Tiers[t]
 		tr.Tier = tenant.Tier(t + 1).String()
 		tr.PriceMultiplier = 1
-		for j := range rateN {
+		for j := range ringN {
 			es := &s.enf[j]
 			if es.stamp < sec-rateN || es.stamp >= sec {
 				continue
