@@ -178,15 +178,24 @@ const (
 // RowBytes is the memory one decoded Row takes (its dense histogram).
 const RowBytes = int64(unsafe.Sizeof(Row{}))
 
-// DecodeBudget is the most UnmarshalBinary allocates for a body of n
-// bytes, within a small constant: the decompressed body (at most
-// MaxExpansion × n) and the rows (at most n + 64 of RowBytes each), so
-// memory follows the bytes actually received, never a count the body
-// claims. A collector bounds the memory of concurrent decodes with it.
-func DecodeBudget(n int) int64 {
-	raw := min(int64(MaxDecodedBytes), max(int64(MinDecodedBytes), int64(MaxExpansion)*int64(n)))
-	rows := min(int64(MaxRows), int64(n)+rowSlack)
-	return int64(n) + raw + rows*RowBytes
+// DecodeBudget is the most UnmarshalBinary allocates for body b, within a
+// small constant, read from its header without decoding it: the
+// decompressed body (as claimed, which is checked to be at most
+// MaxExpansion × len(b), or MinDecodedBytes) and the rows (at most one per
+// byte received plus 64, and one per minimal row of the claimed length, of
+// RowBytes each). So memory follows the bytes actually received, never a
+// count the body claims. A collector bounds the memory of concurrent
+// decodes with it.
+func DecodeBudget(b []byte) int64 {
+	n := int64(len(b))
+	raw := min(int64(MaxDecodedBytes), max(int64(MinDecodedBytes), int64(MaxExpansion)*n))
+	if len(b) > headerLen {
+		if claim, k := binary.Uvarint(b[headerLen:]); k > 0 && claim < uint64(raw) {
+			raw = int64(claim)
+		}
+	}
+	rows := min(int64(MaxRows), n+rowSlack, raw/minRowLen+1)
+	return n + raw + rows*RowBytes
 }
 
 // The compression of a body, byte 6 of the header.

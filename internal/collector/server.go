@@ -617,7 +617,7 @@ func (s *Server) handleReports(w http.ResponseWriter, r *http.Request) {
 	// Bound the reports decoded at once, and the memory they may take
 	// (the body is read first, under the server's read timeout, so a slow
 	// client holds no slot).
-	budget := ingest.DecodeBudget(len(body))
+	budget := ingest.DecodeBudget(body)
 	if !s.decode.TryAcquire(budget) {
 		s.reject(w, http.StatusServiceUnavailable, reasonBusy, "collector busy decoding other reports", time.Second)
 		return
