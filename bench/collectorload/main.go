@@ -298,8 +298,8 @@ func (e *env) line(name string, status int, reason string, before float64) {
 }
 
 // rowBomb: identical rows compress to nothing.
-func rowBomb(n int) []byte {
-	rep := &ingest.Report{Source: ingest.Source{Service: "s", Instance: "bomb"}, Start: time.Now().Add(-time.Second), End: time.Now(),
+func rowBomb(n int, inst string) []byte {
+	rep := &ingest.Report{Source: ingest.Source{Service: "s", Instance: inst}, Start: time.Now().Add(-time.Second), End: time.Now(),
 		Rows: make([]ingest.Row, n)}
 	for i := range rep.Rows {
 		rep.Rows[i] = ingest.Row{Tenant: "t", Route: "r", Kind: ingest.KindRequest}
@@ -329,12 +329,12 @@ func (e *env) hostile(args []string) int {
 	fmt.Println("| case | status | reason | RSS MB before → after |")
 	fmt.Println("|---|---|---|---|")
 
-	bomb := rowBomb(ingest.MaxRows)
+	bomb := rowBomb(ingest.MaxRows, "bomb")
 	r0 := e.rssMB()
 	var st int
 	var msg string
-	for range 1000 {
-		st, msg, _ = e.post(ctx, "/v1/reports", ct, bomb)
+	for i := range 1000 { // distinct sources, so admission does not hide the cost
+		st, msg, _ = e.post(ctx, "/v1/reports", ct, rowBomb(ingest.MaxRows, fmt.Sprintf("bomb-%d", i)))
 	}
 	e.line(fmt.Sprintf("%d-byte body claiming %d rows (×1000)", len(bomb), ingest.MaxRows), st, msg, r0)
 
@@ -345,7 +345,9 @@ func (e *env) hostile(args []string) int {
 	st, msg, _ = e.post(ctx, "/v1/reports", ct, claim)
 	e.line("header claiming 32 MiB decompressed (×1)", st, msg, r0)
 
-	// Quiet run, then the same fleet beside parallel bombs.
+	// Quiet run (after a warm-up), then the same fleet beside parallel
+	// bombs.
+	e.fleet(ctx, "warm", 200, 100, time.Second, 3*time.Second)
 	quiet := e.fleet(ctx, "quiet", 200, 100, time.Second, *d)
 	r0 = e.rssMB()
 	var peak atomic.Int64

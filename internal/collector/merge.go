@@ -13,12 +13,6 @@ import (
 	"github.com/qtop-dev/qtop/topn"
 )
 
-// kindPG is the rollup kind of the pg_stat_activity sampler, after the
-// ingest kinds.
-const kindPG = 3
-
-var kindNames = [...]string{store.KindRequest, store.KindDB, store.KindJob, store.KindPG}
-
 // Capacities of the merged key sketches and of the key → tenant maps.
 const (
 	keyCapacity      = 1000
@@ -31,11 +25,15 @@ const (
 
 type rowKey struct {
 	service, tenant, route string
-	kind                   uint8
+	kind                   ingest.Kind
 }
 
 type rowAgg struct {
-	tier          tenant.Tier
+	// tiers counts the records of each tier (tenant.Tier.Index); the
+	// rollup's tier is the one with most records, a tie going to the more
+	// critical tier (see tier). Not the last report's: that would make the
+	// store's tier attribution depend on arrival order.
+	tiers         [tenant.NumTiers]uint64
 	count, errors uint64
 	dur, ru       float64
 	active        float64 // pg: active-session seconds
@@ -219,7 +217,7 @@ func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live 
 			route = ingest.OtherRoute
 			s.met.invalidTags.Inc()
 		}
-		k := rowKey{service, tn, route, uint8(row.Kind)}
+		k := rowKey{service, tn, route, row.Kind}
 		a := m.rows[k]
 		if a == nil {
 			if len(m.rows) >= s.cfg.MaxMinuteRows {
@@ -233,8 +231,8 @@ func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live 
 				m.rows[k] = a
 			}
 		}
-		if row.Tier != tenant.TierUnset {
-			a.tier = row.Tier
+		if i := row.Tier.Index(); i >= 0 {
+			addSat(&a.tiers[i], max(row.Count, 1))
 		}
 		if sat := addSat(&a.count, row.Count); addSat(&a.errors, row.Errors) || addSat(&a.bytes, row.Bytes) ||
 			addSat(&a.rows, row.Rows) || sat {
@@ -344,6 +342,18 @@ func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live 
 		*rs = countSlot{stamp: sec}
 	}
 	rs.n++
+}
+
+// tier is the tier of a rollup row: the tier with most records, a tie
+// going to the more critical one; TierUnset when no record had one.
+func (a *rowAgg) tier() tenant.Tier {
+	best, n := tenant.TierUnset, uint64(0)
+	for i, c := range a.tiers {
+		if c > n {
+			best, n = tenant.T0+tenant.Tier(i), c
+		}
+	}
+	return best
 }
 
 type countSlot struct {

@@ -105,12 +105,15 @@ func (s *Server) AddSample(snap pgactivity.Snapshot, interval time.Duration) {
 			running = append(running, b)
 		}
 		name := b.Tenant
-		k := rowKey{"", name, b.Route, kindPG}
+		k := rowKey{"", name, b.Route, ingest.KindPG}
 		a := m.rows[k]
 		if a == nil {
 			k.tenant, k.route = strings.Clone(k.tenant), strings.Clone(k.route)
-			a = &rowAgg{tier: b.Tier}
+			a = &rowAgg{}
 			m.rows[k] = a
+		}
+		if i := b.Tier.Index(); i >= 0 {
+			a.tiers[i]++
 		}
 		a.count++
 		a.active += interval.Seconds()

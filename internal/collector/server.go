@@ -510,12 +510,12 @@ func (s *Server) buildLocked(m *minute) emission {
 	for k, a := range m.rows {
 		r := store.Rollup{
 			Minute: m.start, Writer: s.writer, Version: v,
-			Service: k.service, Tenant: k.tenant, Route: k.route, Tier: a.tier, Kind: kindNames[k.kind],
+			Service: k.service, Tenant: k.tenant, Route: k.route, Tier: a.tier(), Kind: k.kind.String(),
 			Count: a.count, Errors: a.errors, DurationSeconds: a.dur, RU: a.ru,
 			Bytes: a.bytes, Rows: a.rows, ActiveSessionSeconds: a.active,
 			Latency: a.lat.dense(),
 		}
-		if r.Tenant == "" && k.kind == kindPG {
+		if r.Tenant == "" && k.kind == ingest.KindPG {
 			r.Tenant = "" // untagged sessions: the unattributed line of cost reports
 		}
 		e.rollups = append(e.rollups, r)
