@@ -495,48 +495,71 @@ func (r *Report) clear() {
 	*r = Report{Rows: rows}
 }
 
-// openBody checks the header and returns the decompressed body and the
-// version.
-func openBody(b []byte) ([]byte, uint16, error) {
+// CheckHeader checks what the header of body b says — magic, version,
+// compression, and a decompressed length within what b may expand to —
+// without decompressing anything. A collector calls it before queueing a
+// body for decoding, so a bomb costs no decode slot. UnmarshalBinary
+// makes the same checks.
+func CheckHeader(b []byte) error {
+	_, _, _, _, err := header(b)
+	return err
+}
+
+// header checks the header of b and returns the version, the codec, the
+// claimed decompressed length and where the payload starts.
+func header(b []byte) (v uint16, codec byte, rawLen uint64, at int, err error) {
 	if len(b) > MaxReportBytes {
-		return nil, 0, fmt.Errorf("%w: body of %d bytes, at most %d", ErrTooLarge, len(b), MaxReportBytes)
+		return 0, 0, 0, 0, fmt.Errorf("%w: body of %d bytes, at most %d", ErrTooLarge, len(b), MaxReportBytes)
 	}
 	if len(b) < headerLen || [4]byte(b[:4]) != magic {
-		return nil, 0, fmt.Errorf("%w: not a qtop report (bad magic)", ErrMalformed)
+		return 0, 0, 0, 0, fmt.Errorf("%w: not a qtop report (bad magic)", ErrMalformed)
 	}
-	v := binary.BigEndian.Uint16(b[4:])
+	v = binary.BigEndian.Uint16(b[4:])
 	if v == 0 || v > CurrentVersion {
-		return nil, 0, fmt.Errorf("%w: report format version %d, this decoder reads versions 1 to %d; upgrade the collector", ErrVersion, v, CurrentVersion)
+		return 0, 0, 0, 0, fmt.Errorf("%w: report format version %d, this decoder reads versions 1 to %d; upgrade the collector", ErrVersion, v, CurrentVersion)
 	}
 	codec, reserved := b[6], b[7]
 	if reserved != 0 {
-		return nil, 0, fmt.Errorf("%w: reserved header byte is %d", ErrMalformed, reserved)
+		return 0, 0, 0, 0, fmt.Errorf("%w: reserved header byte is %d", ErrMalformed, reserved)
 	}
 	rawLen, n := binary.Uvarint(b[headerLen:])
 	if n <= 0 {
-		return nil, 0, fmt.Errorf("%w: bad length", ErrMalformed)
+		return 0, 0, 0, 0, fmt.Errorf("%w: bad length", ErrMalformed)
 	}
 	if rawLen > MaxDecodedBytes {
-		return nil, 0, fmt.Errorf("%w: %d bytes decompressed, at most %d", ErrTooLarge, rawLen, MaxDecodedBytes)
+		return 0, 0, 0, 0, fmt.Errorf("%w: %d bytes decompressed, at most %d", ErrTooLarge, rawLen, MaxDecodedBytes)
 	}
-	body := b[headerLen+n:]
+	switch codec {
+	case codecNone:
+	case codecZstd:
+		// Nothing is allocated from the claimed length until it is
+		// checked against the bytes actually received.
+		if limit := uint64(min(MaxDecodedBytes, max(MinDecodedBytes, MaxExpansion*len(b)))); rawLen > limit {
+			return 0, 0, 0, 0, fmt.Errorf("%w: %d bytes received claim %d decompressed, at most %d (%d times the body)", ErrTooLarge, len(b), rawLen, limit, MaxExpansion)
+		}
+	default:
+		return 0, 0, 0, 0, fmt.Errorf("%w: unknown compression %d", ErrMalformed, codec)
+	}
+	return v, codec, rawLen, headerLen + n, nil
+}
+
+// openBody checks the header and returns the decompressed body and the
+// version.
+func openBody(b []byte) ([]byte, uint16, error) {
+	v, codec, rawLen, at, err := header(b)
+	if err != nil {
+		return nil, 0, err
+	}
+	body := b[at:]
 	var raw []byte
 	switch codec {
 	case codecNone:
 		raw = body
 	case codecZstd:
-		// Nothing is allocated from the claimed length until it is
-		// checked against the bytes actually received.
-		if limit := uint64(min(MaxDecodedBytes, max(MinDecodedBytes, MaxExpansion*len(b)))); rawLen > limit {
-			return nil, 0, fmt.Errorf("%w: %d bytes received claim %d decompressed, at most %d (%d times the body)", ErrTooLarge, len(b), rawLen, limit, MaxExpansion)
-		}
-		var err error
 		raw, err = decompress(body, rawLen)
 		if err != nil {
 			return nil, 0, fmt.Errorf("%w: zstd: %v", ErrMalformed, err)
 		}
-	default:
-		return nil, 0, fmt.Errorf("%w: unknown compression %d", ErrMalformed, codec)
 	}
 	if uint64(len(raw)) != rawLen {
 		return nil, 0, fmt.Errorf("%w: body is %d bytes, header says %d", ErrMalformed, len(raw), rawLen)

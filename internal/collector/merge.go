@@ -94,7 +94,8 @@ type source struct {
 	key      string
 	first    int64 // Unix second of the first report
 	accepted int
-	est      bool // established: never evicted by a newcomer (sources.go)
+	est      bool     // established: never evicted by a newcomer (sources.go)
+	pending  []uint64 // sequence numbers being logged (sources.go)
 	tokens   float64
 	last     time.Time
 	max      uint64
@@ -187,8 +188,10 @@ func (s *Server) minuteOf(rep *ingest.Report, now time.Time) (time.Time, bool) {
 }
 
 // mergeLocked adds a decoded report to minute m and, when live, to the
-// live view at second sec. s.mu is held.
-func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live bool) {
+// live view at second sec. lats, when not nil, holds each row's latency
+// as a sparse histogram (made before the lock: see prepare); else they are
+// made here. s.mu is held.
+func (s *Server) mergeLocked(rep *ingest.Report, lats []sparse, m *minute, now time.Time, live bool) {
 	m.dirty = true
 	sec := now.Unix()
 	service := rep.Source.Service
@@ -202,21 +205,12 @@ func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live 
 			svc.procs[rep.Source.Instance] = sec
 			svc.seen = sec
 		}
-		s.scratch.Reset()
+		s.svcLat.reset()
 	}
 	var reqRows int
 	for i := range rep.Rows {
 		row := &rep.Rows[i]
-		tn := row.Tenant
-		if tenant.ValidateTenant(tn) != nil && tn != ingest.UnknownTenant {
-			tn = ingest.UnknownTenant
-			s.met.invalidTags.Inc()
-		}
-		route := row.Route
-		if route != "" && tenant.ValidateRoute(route) != nil {
-			route = ingest.OtherRoute
-			s.met.invalidTags.Inc()
-		}
+		tn, route := row.Tenant, row.Route // checked by screen
 		k := rowKey{service, tn, route, row.Kind}
 		a := m.rows[k]
 		if a == nil {
@@ -240,8 +234,13 @@ func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live 
 		}
 		a.dur = finiteSum(a.dur, row.Duration.Seconds())
 		a.ru = finiteSum(a.ru, row.RU)
-		s.rowLat.load(&row.Latency)
-		a.lat.merge(&s.rowLat)
+		lat := &s.rowLat
+		if lats != nil {
+			lat = &lats[i]
+		} else {
+			lat.load(&row.Latency)
+		}
+		a.lat.merge(lat)
 		if !live {
 			continue
 		}
@@ -260,7 +259,7 @@ func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live 
 			default:
 				w.req[j] += row.Count
 				w.err[j] += row.Errors
-				w.lat[j].merge(&s.rowLat)
+				w.lat[j].merge(lat)
 			}
 		}
 		var v topn.Values
@@ -281,7 +280,7 @@ func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live 
 			j := svc.w.slot(sec)
 			svc.w.req[j] += row.Count
 			svc.w.err[j] += row.Errors
-			s.scratch.Merge(&row.Latency)
+			s.svcLat.merge(lat)
 			reqRows++
 		}
 	}
@@ -308,8 +307,11 @@ func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live 
 		return
 	}
 	if svc != nil && reqRows > 0 {
+		// One dense histogram per report for the signal, not one merge
+		// of every row's dense histogram.
+		s.scratch.Reset()
+		s.svcLat.each(func(i int, c uint64) bool { s.scratch.AddBucket(i, c); return true })
 		svc.sig.MergeAt(now, &s.scratch)
-		s.svcLat.load(&s.scratch)
 		svc.w.lat[svc.w.slot(sec)].merge(&s.svcLat)
 	}
 	// Enforcement.

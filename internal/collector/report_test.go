@@ -171,9 +171,8 @@ func FuzzReadWAL(f *testing.F) {
 	p := filepath.Join(dir, "seed")
 	fh, _ := os.Create(p)
 	w.f = fh
-	var buf []byte
-	w.append([]byte("hello"), &buf)
-	w.append([]byte("world!"), &buf)
+	w.append([]byte("hello"))
+	w.append([]byte("world!"))
 	fh.Close()
 	good, _ = os.ReadFile(p)
 	f.Add(good)

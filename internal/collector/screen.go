@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/bits"
@@ -66,8 +67,9 @@ func newGuardMetrics(reg prometheus.Registerer, s *Server) (*guardMetrics, error
 // screen makes every string of a decoded report one a store and a
 // terminal take, with tenant's own check (tenant.Clean): the source's
 // names and the key → tenant map. Row tenants and routes are checked by
-// the merge (an invalid one counts as unknown or other), hot keys where
-// they leave the sketch (cleanKey). Values were bounded by the decoder.
+// tenant's tag checks (an invalid one counts as unknown or other), hot
+// keys where they leave the sketch (cleanKey). Values were bounded by the
+// decoder. It runs before the merge lock is taken.
 func (s *Server) screen(rep *ingest.Report) {
 	clean := func(v *string, field string, max int) {
 		if c, changed := tenant.Clean(*v, max); changed {
@@ -99,6 +101,17 @@ func (s *Server) screen(rep *ingest.Report) {
 	}
 	for k, t := range fixed {
 		rep.KeyTenants[k] = t
+	}
+	for i := range rep.Rows {
+		row := &rep.Rows[i]
+		if tenant.ValidateTenant(row.Tenant) != nil && row.Tenant != ingest.UnknownTenant {
+			row.Tenant = ingest.UnknownTenant
+			s.met.invalidTags.Inc()
+		}
+		if row.Route != "" && tenant.ValidateRoute(row.Route) != nil {
+			row.Route = ingest.OtherRoute
+			s.met.invalidTags.Inc()
+		}
 	}
 }
 
@@ -183,4 +196,17 @@ func spoolStuck(st store.SpoolStats, now time.Time) (time.Duration, error) {
 			st.PendingRows, age.Truncate(time.Second), st.DeadLetters)
 	}
 	return age, nil
+}
+
+// decodeStatus is the HTTP status and rejection reason of a decode error.
+func decodeStatus(err error) (int, string) {
+	switch {
+	case errors.Is(err, ingest.ErrVersion):
+		return http.StatusBadRequest, reasonVersion
+	case errors.Is(err, ingest.ErrRange):
+		return http.StatusBadRequest, reasonRange
+	case errors.Is(err, ingest.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge, reasonTooLarge
+	}
+	return http.StatusBadRequest, reasonMalformed
 }

@@ -45,8 +45,8 @@ type Server struct {
 	walDir  string
 	start   time.Time
 
-	inflight chan struct{}       // bounds reports decoded at once
-	reports  chan *ingest.Report // decoded reports kept for reuse (each holds ~1 MB of rows)
+	inflight chan struct{} // bounds reports decoded at once
+	reports  chan *decoded // decoded reports kept for reuse
 
 	mu           sync.Mutex
 	minutes      map[int64]*minute
@@ -63,7 +63,6 @@ type Server struct {
 	scratch      ratio.Histogram
 	rowLat       sparse // the latency of the row being merged
 	svcLat       sparse
-	walBuf       []byte
 	policy       policy.Policy
 	reply        []byte
 	replyVersion uint64
@@ -102,7 +101,7 @@ func New(cfg Config) (*Server, error) {
 		keyTenants: make(map[string]string),
 		snapCache:  make(map[snapKey]*live.Snapshot),
 	}
-	s.reports = make(chan *ingest.Report, pooledReports)
+	s.reports = make(chan *decoded, pooledReports)
 	s.decode = semaphore.NewWeighted(decodeMemory)
 	var err error
 	if s.met, err = newMetrics(cfg.Registerer); err != nil {
@@ -240,7 +239,7 @@ func (s *Server) replay() error {
 			}
 			src.mark(rep.Seq)
 			s.acceptedLocked(src, now)
-			s.mergeLocked(rep, m, now, false)
+			s.mergeLocked(rep, nil, m, now, false)
 			n++
 			return nil
 		})
@@ -363,7 +362,7 @@ func (s *Server) Tick(ctx context.Context, now time.Time) {
 	var walBytes int64
 	for _, m := range s.minutes {
 		if m.wal != nil {
-			walBytes += m.wal.size
+			walBytes += m.wal.size.Load()
 			m.wal.sync()
 		}
 	}
@@ -614,6 +613,13 @@ func (s *Server) handleReports(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, http.StatusBadRequest, reasonMalformed, "reading body: "+err.Error(), 0)
 		return
 	}
+	// A header that cannot be decoded (a bomb, a claim beyond what the
+	// body can expand to) is refused before it takes a decode slot.
+	if err := ingest.CheckHeader(body); err != nil {
+		status, reason := decodeStatus(err)
+		s.reject(w, status, reason, err.Error(), 0)
+		return
+	}
 	// Bound the reports decoded at once, and the memory they may take
 	// (the body is read first, under the server's read timeout, so a slow
 	// client holds no slot).
@@ -646,50 +652,56 @@ func (s *Server) handleReports(w http.ResponseWriter, r *http.Request) {
 // accepted.
 func (s *Server) Ingest(body []byte) (status int, reason, msg string, retry time.Duration, reply []byte) {
 	t0 := time.Now()
-	var rep *ingest.Report
+	var d *decoded
 	select {
-	case rep = <-s.reports:
+	case d = <-s.reports:
 	default:
-		rep = new(ingest.Report)
+		d = new(decoded)
 	}
 	defer func() {
-		if cap(rep.Rows) > pooledRows {
+		if cap(d.rep.Rows) > pooledRows {
 			return // a pooled report keeps its rows: keep only small ones
 		}
 		select {
-		case s.reports <- rep:
+		case s.reports <- d:
 		default:
 		}
 	}()
+	rep := &d.rep
 	if err := rep.UnmarshalBinary(body); err != nil {
-		switch {
-		case errors.Is(err, ingest.ErrVersion):
-			return http.StatusBadRequest, reasonVersion, err.Error(), 0, nil
-		case errors.Is(err, ingest.ErrRange):
-			return http.StatusBadRequest, reasonRange, err.Error(), 0, nil
-		case errors.Is(err, ingest.ErrTooLarge):
-			return http.StatusRequestEntityTooLarge, reasonTooLarge, err.Error(), 0, nil
-		default:
-			return http.StatusBadRequest, reasonMalformed, err.Error(), 0, nil
-		}
+		status, reason := decodeStatus(err)
+		return status, reason, err.Error(), 0, nil
 	}
+	// Everything that needs no shared state runs before the lock, on as
+	// many cores as there are requests: string checks, sparse latencies.
 	s.screen(rep)
+	lats := d.prepare()
+
+	// Under the lock: admission, the duplicate filter, the minute.
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return http.StatusServiceUnavailable, reasonBusy, "collector shutting down", time.Second, nil
 	}
 	now := s.cfg.Now()
 	src := s.sourceLocked(sourceKey(rep.Source), now)
 	if wait, ok := src.admit(now, s.cfg.SourceRate); !ok {
+		s.mu.Unlock()
 		return http.StatusTooManyRequests, reasonAdmission,
 			fmt.Sprintf("source %s/%s sends more than %.0f reports/s", rep.Source.Service, rep.Source.Instance, s.cfg.SourceRate), max(wait, 100*time.Millisecond), nil
 	}
 	switch src.check(rep.Seq) {
 	case seqDup:
+		if src.isPending(rep.Seq) {
+			s.mu.Unlock()
+			return http.StatusServiceUnavailable, reasonBusy, "the same report is being logged; retry", time.Second, nil
+		}
 		s.met.duplicates.Inc()
-		return http.StatusOK, "", "", 0, s.replyLocked()
+		reply := s.replyLocked()
+		s.mu.Unlock()
+		return http.StatusOK, "", "", 0, reply
 	case seqStale:
+		s.mu.Unlock()
 		return http.StatusConflict, reasonStale, fmt.Sprintf("sequence %d is more than %d behind %d", rep.Seq, seqWindow, src.max), 0, nil
 	}
 	mt, retimed := s.minuteOf(rep, now)
@@ -704,17 +716,33 @@ func (s *Server) Ingest(body []byte) (status int, reason, msg string, retry time
 	if m.wal == nil {
 		var err error
 		if m.wal, err = openWAL(s.walDir, mt); err != nil {
+			s.mu.Unlock()
 			s.log.Error("report not logged; refused", "err", err)
 			return http.StatusServiceUnavailable, reasonWAL, "collector cannot log the report", 5 * time.Second, nil
 		}
 	}
-	if err := m.wal.append(body, &s.walBuf); err != nil {
+	wal := m.wal
+	src.mark(rep.Seq)
+	src.pend(rep.Seq)
+	s.mu.Unlock()
+
+	// The write-ahead log, outside the merge lock: reports of other
+	// sources merge while this one is written.
+	err := wal.append(body)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	src.unpend(rep.Seq)
+	if err != nil {
+		src.unmark(rep.Seq) // not logged: a retry must count
 		s.log.Error("report not logged; refused", "err", err)
 		return http.StatusServiceUnavailable, reasonWAL, "collector cannot log the report", 5 * time.Second, nil
 	}
-	src.mark(rep.Seq)
+	if cur := s.minutes[mt.Unix()]; cur != nil {
+		m = cur // the minute may have been replaced while unlocked
+	}
 	s.acceptedLocked(src, now)
-	s.mergeLocked(rep, m, now, true)
+	s.mergeLocked(rep, lats, m, now, true)
 	s.met.accepted.Inc()
 	s.met.mergeSeconds.Observe(time.Since(t0).Seconds())
 	return http.StatusOK, "", "", 0, s.replyLocked()

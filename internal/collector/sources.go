@@ -3,6 +3,8 @@ package collector
 import (
 	"strings"
 	"time"
+
+	"github.com/qtop-dev/qtop/ingest"
 )
 
 // Source admission. A process that reports for the first time is on
@@ -64,4 +66,55 @@ func (s *Server) forgetLocked(key string, src *source) {
 		s.admit.established--
 	}
 	delete(s.sources, key)
+}
+
+// pend, unpend and isPending track the sequence numbers of a source whose
+// report is being logged (outside the merge lock): a retry of one of them
+// meanwhile is told to retry, not acknowledged as a duplicate of a report
+// that may yet fail to be logged. s.mu is held.
+func (src *source) pend(seq uint64) { src.pending = append(src.pending, seq) }
+
+func (src *source) unpend(seq uint64) {
+	for i, q := range src.pending {
+		if q == seq {
+			src.pending = append(src.pending[:i], src.pending[i+1:]...)
+			return
+		}
+	}
+}
+
+func (src *source) isPending(seq uint64) bool {
+	for _, q := range src.pending {
+		if q == seq {
+			return true
+		}
+	}
+	return false
+}
+
+// unmark forgets seq, whose report was not logged.
+func (src *source) unmark(seq uint64) {
+	if src.any && src.max-seq < seqWindow {
+		src.seen[(seq%seqWindow)/64] &^= 1 << (seq % 64)
+	}
+}
+
+// decoded is a report decoded for the merge, kept for reuse, with each
+// row's latency as a sparse histogram.
+type decoded struct {
+	rep ingest.Report
+	lat []sparse
+}
+
+// prepare makes the sparse latency of every row (before the merge lock).
+func (d *decoded) prepare() []sparse {
+	n := len(d.rep.Rows)
+	if cap(d.lat) < n {
+		d.lat = make([]sparse, n, max(n, cap(d.lat)*2))
+	}
+	d.lat = d.lat[:n]
+	for i := range d.rep.Rows {
+		d.lat[i].load(&d.rep.Rows[i].Latency)
+	}
+	return d.lat
 }
