@@ -20,28 +20,35 @@ const (
 	KindDB
 	// KindJob is one background job or queue task.
 	KindJob
+	// KindPG is a database session sampled from pg_stat_activity by the
+	// collector, not recorded by a process: Valid is false for it, so no
+	// report can carry it. Its rollups measure active-session seconds.
+	KindPG
 
-	numKinds = 3
+	numKinds = 3 // the kinds a process records (KindPG is not one)
 )
 
-var kindNames = [numKinds]string{"request", "db", "job"}
+// kindNames are the names of every kind, as the stores keep them
+// (store.KindRequest … store.KindPG).
+var kindNames = [...]string{"request", "db", "job", "pg"}
 
-// String returns "request", "db" or "job".
+// String returns "request", "db", "job" or "pg".
 func (k Kind) String() string {
-	if k < numKinds {
+	if int(k) < len(kindNames) {
 		return kindNames[k]
 	}
 	return fmt.Sprintf("Kind(%d)", uint8(k))
 }
 
-// Valid reports whether k is one of the defined kinds.
+// Valid reports whether k is a kind a process records (and a report
+// carries): request, db or job.
 func (k Kind) Valid() bool { return k < numKinds }
 
-// ParseKind is the inverse of Kind.String; it ignores case and
-// surrounding space.
+// ParseKind is the inverse of Kind.String for the kinds a process
+// records; it ignores case and surrounding space.
 func ParseKind(s string) (Kind, error) {
 	s = strings.ToLower(strings.TrimSpace(s))
-	for i, n := range kindNames {
+	for i, n := range kindNames[:numKinds] {
 		if s == n {
 			return Kind(i), nil
 		}

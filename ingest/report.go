@@ -8,6 +8,7 @@ import (
 	"sort"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/klauspost/compress/zstd"
 
@@ -30,6 +31,10 @@ var (
 	ErrTooLarge = errors.New("ingest: report too large")
 	// ErrInvalid: a value cannot be encoded (or an option is out of range).
 	ErrInvalid = errors.New("ingest: invalid value")
+	// ErrRange: a count, duration, RU or byte sum is above what one
+	// process can report for one window (see MaxCount), so it would
+	// wrap or swamp every sum it joins.
+	ErrRange = errors.New("ingest: value out of range")
 	// ErrShutdown: the reporter or span processor has been shut down.
 	ErrShutdown = errors.New("ingest: shut down")
 )
@@ -143,7 +148,61 @@ const (
 	MaxSketchBytes = 8 << 20
 	// MaxKeyTenants bounds Report.KeyTenants.
 	MaxKeyTenants = 100_000
+
+	// MaxExpansion bounds how much larger than the body received a
+	// report may be once decompressed (above a floor of MinDecodedBytes):
+	// a zstd bomb is refused from its header, before anything is
+	// allocated. Real reports expand 1.5 to 20 times.
+	MaxExpansion = 64
+	// MinDecodedBytes is what any body may decompress to.
+	MinDecodedBytes = 64 << 10
+	// rowSlack: a report holds at most one row per byte received, plus
+	// rowSlack, as a decoded row costs RowBytes whatever its encoding;
+	// real reports take 1.6 bytes or more per row (distinct tenants).
+	rowSlack = 64
 )
+
+// Bounds of the values of one row of one report, checked by the decoder
+// (ErrRange): far above what a process records in a window, far below
+// what would make a sum of a fleet's reports wrap or swamp every other
+// tenant's share.
+const (
+	// MaxCount bounds Count, Errors and each latency bucket of a row, and
+	// each enforcement counter (2^40, about 10^12).
+	MaxCount = 1 << 40
+	// MaxBytes bounds Bytes and Rows of a row (2^50, a PiB).
+	MaxBytes = 1 << 50
+	// MaxRecordDuration bounds a row's Duration per record counted (a row
+	// with Count 0 may hold one such duration).
+	MaxRecordDuration = 24 * time.Hour
+	// MaxRecordRU bounds a row's RU per record counted.
+	MaxRecordRU = 1e6
+	// MaxPriceMultiplier bounds an enforcement price multiplier.
+	MaxPriceMultiplier = 1e6
+)
+
+// RowBytes is the memory one decoded Row takes (its dense histogram).
+const RowBytes = int64(unsafe.Sizeof(Row{}))
+
+// DecodeBudget is the most UnmarshalBinary allocates for body b, within a
+// small constant, read from its header without decoding it: the
+// decompressed body (as claimed, which is checked to be at most
+// MaxExpansion × len(b), or MinDecodedBytes) and the rows (at most one per
+// byte received plus 64, and one per minimal row of the claimed length, of
+// RowBytes each). So memory follows the bytes actually received, never a
+// count the body claims. A collector bounds the memory of concurrent
+// decodes with it.
+func DecodeBudget(b []byte) int64 {
+	n := int64(len(b))
+	raw := min(int64(MaxDecodedBytes), max(int64(MinDecodedBytes), int64(MaxExpansion)*n))
+	if len(b) > headerLen {
+		if claim, k := binary.Uvarint(b[headerLen:]); k > 0 && claim < uint64(raw) {
+			raw = int64(claim)
+		}
+	}
+	rows := min(int64(MaxRows), n+rowSlack, raw/minRowLen+1)
+	return n + raw + rows*RowBytes
+}
 
 // The compression of a body, byte 6 of the header.
 const (
@@ -155,8 +214,9 @@ var magic = [4]byte{'q', 't', 'r', 'p'}
 
 const headerLen = 8
 
-// zstd is safe for concurrent EncodeAll/DecodeAll; one of each serves the
-// whole process. They are created on first use.
+// The encoder is safe for concurrent EncodeAll and serves the whole
+// process. Decoding uses a bounded set of decoders (decoders), so that one
+// slow body never holds up the others.
 var (
 	zenc = sync.OnceValue(func() *zstd.Encoder {
 		e, err := zstd.NewWriter(nil,
@@ -169,18 +229,44 @@ var (
 		}
 		return e
 	})
-	zdec = sync.OnceValue(func() *zstd.Decoder {
-		d, err := zstd.NewReader(nil,
-			zstd.WithDecoderConcurrency(1),
-			zstd.WithDecoderMaxMemory(MaxDecodedBytes),
-			zstd.WithDecoderMaxWindow(MaxDecodedBytes),
-			zstd.WithDecodeAllCapLimit(true))
-		if err != nil {
-			panic("ingest: zstd decoder: " + err.Error())
-		}
-		return d
+	zdecs = sync.OnceValue(func() chan *zstd.Decoder {
+		return make(chan *zstd.Decoder, maxDecoders)
 	})
 )
+
+// maxDecoders bounds the zstd decoders kept for reuse; more decode at
+// once, each with a decoder of its own made for the call.
+const maxDecoders = 16
+
+func newDecoder() *zstd.Decoder {
+	d, err := zstd.NewReader(nil,
+		zstd.WithDecoderConcurrency(1),
+		zstd.WithDecoderMaxMemory(MaxDecodedBytes),
+		zstd.WithDecoderMaxWindow(MaxDecodedBytes),
+		zstd.WithDecodeAllCapLimit(true))
+	if err != nil {
+		panic("ingest: zstd decoder: " + err.Error()) // only on bad options
+	}
+	return d
+}
+
+// decompress decodes a zstd body into a buffer of capacity limit, which
+// the decoder never grows (a bomb stops at the limit).
+func decompress(body []byte, limit uint64) ([]byte, error) {
+	var d *zstd.Decoder
+	select {
+	case d = <-zdecs():
+	default:
+		d = newDecoder()
+	}
+	raw, err := d.DecodeAll(body, make([]byte, 0, limit))
+	select {
+	case zdecs() <- d:
+	default:
+		d.Close()
+	}
+	return raw, err
+}
 
 // MarshalBinary encodes r, compressed, as the body of POST /v1/reports.
 func (r *Report) MarshalBinary() ([]byte, error) {
@@ -391,7 +477,7 @@ func DecodeReport(b []byte) (*Report, error) {
 func (r *Report) UnmarshalBinary(b []byte) error {
 	raw, v, err := openBody(b)
 	if err == nil {
-		d := decoder{b: raw}
+		d := decoder{b: raw, wire: len(b)}
 		d.report(r)
 		if v >= 2 {
 			d.sections(r)
@@ -415,43 +501,71 @@ func (r *Report) clear() {
 	*r = Report{Rows: rows}
 }
 
-// openBody checks the header and returns the decompressed body and the
-// version.
-func openBody(b []byte) ([]byte, uint16, error) {
+// CheckHeader checks what the header of body b says — magic, version,
+// compression, and a decompressed length within what b may expand to —
+// without decompressing anything. A collector calls it before queueing a
+// body for decoding, so a bomb costs no decode slot. UnmarshalBinary
+// makes the same checks.
+func CheckHeader(b []byte) error {
+	_, _, _, _, err := header(b)
+	return err
+}
+
+// header checks the header of b and returns the version, the codec, the
+// claimed decompressed length and where the payload starts.
+func header(b []byte) (v uint16, codec byte, rawLen uint64, at int, err error) {
 	if len(b) > MaxReportBytes {
-		return nil, 0, fmt.Errorf("%w: body of %d bytes, at most %d", ErrTooLarge, len(b), MaxReportBytes)
+		return 0, 0, 0, 0, fmt.Errorf("%w: body of %d bytes, at most %d", ErrTooLarge, len(b), MaxReportBytes)
 	}
 	if len(b) < headerLen || [4]byte(b[:4]) != magic {
-		return nil, 0, fmt.Errorf("%w: not a qtop report (bad magic)", ErrMalformed)
+		return 0, 0, 0, 0, fmt.Errorf("%w: not a qtop report (bad magic)", ErrMalformed)
 	}
-	v := binary.BigEndian.Uint16(b[4:])
+	v = binary.BigEndian.Uint16(b[4:])
 	if v == 0 || v > CurrentVersion {
-		return nil, 0, fmt.Errorf("%w: report format version %d, this decoder reads versions 1 to %d; upgrade the collector", ErrVersion, v, CurrentVersion)
+		return 0, 0, 0, 0, fmt.Errorf("%w: report format version %d, this decoder reads versions 1 to %d; upgrade the collector", ErrVersion, v, CurrentVersion)
 	}
 	codec, reserved := b[6], b[7]
 	if reserved != 0 {
-		return nil, 0, fmt.Errorf("%w: reserved header byte is %d", ErrMalformed, reserved)
+		return 0, 0, 0, 0, fmt.Errorf("%w: reserved header byte is %d", ErrMalformed, reserved)
 	}
 	rawLen, n := binary.Uvarint(b[headerLen:])
 	if n <= 0 {
-		return nil, 0, fmt.Errorf("%w: bad length", ErrMalformed)
+		return 0, 0, 0, 0, fmt.Errorf("%w: bad length", ErrMalformed)
 	}
 	if rawLen > MaxDecodedBytes {
-		return nil, 0, fmt.Errorf("%w: %d bytes decompressed, at most %d", ErrTooLarge, rawLen, MaxDecodedBytes)
+		return 0, 0, 0, 0, fmt.Errorf("%w: %d bytes decompressed, at most %d", ErrTooLarge, rawLen, MaxDecodedBytes)
 	}
-	body := b[headerLen+n:]
+	switch codec {
+	case codecNone:
+	case codecZstd:
+		// Nothing is allocated from the claimed length until it is
+		// checked against the bytes actually received.
+		if limit := uint64(min(MaxDecodedBytes, max(MinDecodedBytes, MaxExpansion*len(b)))); rawLen > limit {
+			return 0, 0, 0, 0, fmt.Errorf("%w: %d bytes received claim %d decompressed, at most %d (%d times the body)", ErrTooLarge, len(b), rawLen, limit, MaxExpansion)
+		}
+	default:
+		return 0, 0, 0, 0, fmt.Errorf("%w: unknown compression %d", ErrMalformed, codec)
+	}
+	return v, codec, rawLen, headerLen + n, nil
+}
+
+// openBody checks the header and returns the decompressed body and the
+// version.
+func openBody(b []byte) ([]byte, uint16, error) {
+	v, codec, rawLen, at, err := header(b)
+	if err != nil {
+		return nil, 0, err
+	}
+	body := b[at:]
 	var raw []byte
 	switch codec {
 	case codecNone:
 		raw = body
 	case codecZstd:
-		var err error
-		raw, err = zdec().DecodeAll(body, make([]byte, 0, rawLen))
+		raw, err = decompress(body, rawLen)
 		if err != nil {
 			return nil, 0, fmt.Errorf("%w: zstd: %v", ErrMalformed, err)
 		}
-	default:
-		return nil, 0, fmt.Errorf("%w: unknown compression %d", ErrMalformed, codec)
 	}
 	if uint64(len(raw)) != rawLen {
 		return nil, 0, fmt.Errorf("%w: body is %d bytes, header says %d", ErrMalformed, len(raw), rawLen)
@@ -462,8 +576,9 @@ func openBody(b []byte) ([]byte, uint16, error) {
 // decoder reads the raw body; the first error sticks and every later read
 // returns zero values.
 type decoder struct {
-	b   []byte
-	err error
+	b    []byte
+	wire int // bytes received (before decompression)
+	err  error
 }
 
 func (d *decoder) fail(err error) {
@@ -597,6 +712,10 @@ func (d *decoder) report(r *Report) {
 	}
 
 	n := d.count("rows", MaxRows, minRowLen)
+	if d.err == nil && n > d.wire+rowSlack {
+		d.fail(fmt.Errorf("%w: %d rows in a body of %d bytes (at most one row per byte received, plus %d)", ErrTooLarge, n, d.wire, rowSlack))
+		n = 0
+	}
 	if n > cap(rows) {
 		rows = make([]Row, n)
 	} else {
@@ -631,6 +750,14 @@ func (d *decoder) report(r *Report) {
 			d.fail(fmt.Errorf("%w: row %d: %d errors of %d records", ErrMalformed, i, row.Errors, row.Count))
 		case dur > math.MaxInt64:
 			d.fail(fmt.Errorf("%w: row %d: duration %d ns", ErrMalformed, i, dur))
+		case row.Count > MaxCount:
+			d.fail(fmt.Errorf("%w: row %d (tenant %q): count %d, at most %d", ErrRange, i, row.Tenant, row.Count, uint64(MaxCount)))
+		case row.Bytes > MaxBytes || row.Rows > MaxBytes:
+			d.fail(fmt.Errorf("%w: row %d (tenant %q): %d bytes, %d rows, at most %d each", ErrRange, i, row.Tenant, row.Bytes, row.Rows, uint64(MaxBytes)))
+		case dur > uint64(max(row.Count, 1))*uint64(MaxRecordDuration):
+			d.fail(fmt.Errorf("%w: row %d (tenant %q): duration %v for %d records, at most %v each", ErrRange, i, row.Tenant, time.Duration(dur), row.Count, MaxRecordDuration))
+		case row.RU > float64(max(row.Count, 1))*MaxRecordRU:
+			d.fail(fmt.Errorf("%w: row %d (tenant %q): %g RU for %d records, at most %g each", ErrRange, i, row.Tenant, row.RU, row.Count, MaxRecordRU))
 		}
 		row.Duration = time.Duration(dur)
 	}
@@ -660,10 +787,16 @@ func (d *decoder) report(r *Report) {
 	for _, a := range [...]*[tenant.NumTiers]uint64{&e.Admitted, &e.Throttled, &e.Shed, &e.ShadowThrottled, &e.ShadowShed} {
 		for i := range a {
 			a[i] = d.uvarint("enforcement counter")
+			if a[i] > MaxCount {
+				d.fail(fmt.Errorf("%w: enforcement counter %d, at most %d", ErrRange, a[i], uint64(MaxCount)))
+			}
 		}
 	}
 	for i := range e.PriceMultiplier {
 		e.PriceMultiplier[i] = d.float("price multiplier")
+		if e.PriceMultiplier[i] > MaxPriceMultiplier {
+			d.fail(fmt.Errorf("%w: price multiplier of T%d %g, at most %g", ErrRange, i, e.PriceMultiplier[i], MaxPriceMultiplier))
+		}
 	}
 }
 
@@ -679,6 +812,10 @@ func (d *decoder) histogram(h *ratio.Histogram) {
 		}
 		if i >= ratio.NumBuckets || i < next {
 			d.fail(fmt.Errorf("%w: histogram bucket %d (at most %d buckets, increasing)", ErrMalformed, i, ratio.NumBuckets))
+			return
+		}
+		if c > MaxCount {
+			d.fail(fmt.Errorf("%w: histogram bucket %d counts %d, at most %d", ErrRange, i, c, uint64(MaxCount)))
 			return
 		}
 		h.AddBucket(int(i), c)

@@ -31,6 +31,14 @@ import (
 // silently. A file that cannot be decoded is renamed to *.corrupt, reported
 // and skipped.
 //
+// A batch the store refuses — as invalid (ErrInvalid), or with any error
+// DeadLetterAfter times in a row while the store answers Ping — is a poison
+// batch: writing it again cannot succeed, and retrying it first would hold
+// every later batch behind it. It moves to a dead-letter file
+// (*.rejected, in the spool's format, for an operator to inspect or
+// replay), is counted on qtop_collector_dropped_rows_total{reason="rejected"}
+// and in SpoolStats.DeadLetters, logged, and the queue moves on.
+//
 // Replays are at-least-once (a write whose reply was lost is written again),
 // which the stores make harmless: their writes are idempotent.
 type Spool struct {
@@ -52,6 +60,7 @@ type Spool struct {
 
 	dropped  *prometheus.CounterVec
 	nDropped atomic.Uint64
+	nDead    atomic.Uint64
 	replayed prometheus.Counter
 	spooled  prometheus.Counter
 	size     prometheus.Gauge
@@ -65,7 +74,16 @@ type spoolFile struct {
 	rows     int
 	kind     batchKind
 	inflight bool
+	since    time.Time // when the batch was spooled
+	failures int       // replays refused while the store answered
 }
+
+// DeadLetterAfter is how many times in a row a spooled batch may fail while
+// the store answers Ping before it goes to a dead-letter file.
+const DeadLetterAfter = 3
+
+// DeadLetterSuffix ends the name of a dead-letter file in the spool folder.
+const DeadLetterSuffix = ".rejected"
 
 func (f *spoolFile) name() string { return fmt.Sprintf("%020d.spool", f.seq) }
 
@@ -270,7 +288,7 @@ func (s *Spool) readHeader(f *spoolFile) error {
 	if int64(h.payloadLen+headerLen) != st.Size() {
 		return fmt.Errorf("%w: file is %d bytes, header says %d", ErrSpoolCorrupt, st.Size(), h.payloadLen+headerLen)
 	}
-	f.size, f.rows, f.kind = st.Size(), h.rows, h.kind
+	f.size, f.rows, f.kind, f.since = st.Size(), h.rows, h.kind, st.ModTime()
 	return nil
 }
 
@@ -284,6 +302,32 @@ func (s *Spool) quarantine(f *spoolFile, cause error) {
 		s.drop(DropSpoolCorrupt, f.rows)
 	}
 	s.cfg.log.Error("spool: corrupt file skipped", "file", path+".corrupt", "rows", f.rows, "err", cause)
+}
+
+// deadLetter moves a poison batch out of the queue into a dead-letter file
+// and reports it. data, when not nil, is the batch encoded (a direct write
+// that was never spooled); otherwise f's file is renamed.
+func (s *Spool) deadLetter(f *spoolFile, data []byte, kind batchKind, rows int, cause error) {
+	var path string
+	if data != nil {
+		s.mu.Lock()
+		s.seq++
+		path = filepath.Join(s.dir, fmt.Sprintf("%020d.spool", s.seq)+DeadLetterSuffix)
+		s.mu.Unlock()
+		if err := writeFileSync(path, data); err != nil {
+			s.cfg.log.Error("spool: dead-letter file not written", "file", path, "err", err)
+		}
+	} else {
+		path = filepath.Join(s.dir, f.name())
+		if err := os.Rename(path, path+DeadLetterSuffix); err != nil {
+			os.Remove(path)
+		}
+		path += DeadLetterSuffix
+	}
+	s.drop(DropRejected, rows)
+	s.nDead.Add(1)
+	s.cfg.log.Error("spool: the store refused a batch; moved to a dead-letter file, the queue moves on",
+		"kind", kind.String(), "rows", rows, "file", path, "err", cause)
 }
 
 // WriteRollups implements Store.
@@ -344,7 +388,11 @@ func (s *Spool) write(ctx context.Context, b *batch, direct func(context.Context
 			return nil
 		}
 		if errors.Is(err, ErrInvalid) {
-			return err // spooling would not make it valid
+			// Spooling would not make it valid: keep it aside.
+			if data, eerr := encodeBatch(b); eerr == nil {
+				s.deadLetter(nil, data, b.kind, b.rows(), err)
+			}
+			return err
 		}
 		s.mu.Lock()
 		if !s.warned {
@@ -388,7 +436,7 @@ func (s *Spool) append(b *batch, data []byte) error {
 		s.cfg.log.Error("spool: full, oldest batch dropped", "kind", old.kind.String(), "rows", old.rows, "bytes", old.size, "max_bytes", s.cfg.maxBytes)
 	}
 	s.seq++
-	f := &spoolFile{seq: s.seq, size: size, rows: b.rows(), kind: b.kind}
+	f := &spoolFile{seq: s.seq, size: size, rows: b.rows(), kind: b.kind, since: time.Now()}
 	if err := writeFileSync(filepath.Join(s.dir, f.name()), data); err != nil {
 		s.seq--
 		return fmt.Errorf("store: spool: %w", err)
@@ -478,12 +526,26 @@ type SpoolStats struct {
 	PendingRows int    // rows waiting on disk
 	Bytes       int64  // their size on disk
 	DroppedRows uint64 // rows dropped since NewSpool (all reasons)
+	// DeadLetters counts batches moved to dead-letter files since NewSpool.
+	DeadLetters uint64
+	// Oldest is when the oldest waiting batch was spooled (zero when
+	// nothing waits): a spool that is not draining has an old one.
+	Oldest time.Time
 }
 
 // Stats returns what is waiting and what was dropped.
 func (s *Spool) Stats() SpoolStats {
-	rows, bytes := s.Pending()
-	return SpoolStats{PendingRows: rows, Bytes: bytes, DroppedRows: s.nDropped.Load()}
+	st := SpoolStats{DroppedRows: s.nDropped.Load(), DeadLetters: s.nDead.Load()}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range s.files {
+		st.PendingRows += f.rows
+	}
+	st.Bytes = s.bytes
+	if len(s.files) > 0 {
+		st.Oldest = s.files[0].since
+	}
+	return st
 }
 
 // Pending returns the rows and bytes waiting in the spool.
@@ -524,6 +586,19 @@ func (s *Spool) drain(ctx context.Context) error {
 
 		err := s.replay(ctx, f)
 
+		if err != nil && !errors.Is(err, ErrSpoolCorrupt) && !errors.Is(err, ErrInvalid) && ctx.Err() == nil {
+			// The store answers but refuses this batch: after
+			// DeadLetterAfter tries it is a poison batch, not an outage.
+			pctx, cancel := context.WithTimeout(ctx, s.cfg.writeTimeout)
+			if s.next.Ping(pctx) == nil {
+				f.failures++
+				if f.failures >= DeadLetterAfter {
+					s.deadLetter(f, nil, f.kind, f.rows, err)
+					err = nil
+				}
+			}
+			cancel()
+		}
 		s.mu.Lock()
 		f.inflight = false
 		if err != nil && !errors.Is(err, ErrSpoolCorrupt) && !errors.Is(err, ErrInvalid) {
@@ -572,8 +647,7 @@ func (s *Spool) replay(ctx context.Context, f *spoolFile) error {
 		err = s.next.WriteAudit(wctx, b.audit)
 	}
 	if errors.Is(err, ErrInvalid) {
-		s.drop(DropRejected, b.rows())
-		s.cfg.log.Error("spool: store rejected a spooled batch; dropped", "kind", b.kind.String(), "rows", b.rows(), "err", err)
+		s.deadLetter(f, nil, b.kind, b.rows(), err)
 		return err
 	}
 	if err != nil {

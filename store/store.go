@@ -39,8 +39,10 @@ type Rollup struct {
 	Service string    // reporting service ("" for the pg sampler)
 	Tenant  string
 	Route   string
-	Tier    tenant.Tier
-	Kind    string // "request", "db", "job", or "pg" for the pg_stat_activity sampler
+	// Tier is the tier of most of the row's records in the minute (a tie
+	// goes to the more critical tier), not the last report's.
+	Tier tenant.Tier
+	Kind string // "request", "db", "job", or "pg" for the pg_stat_activity sampler
 
 	Count, Errors   uint64
 	DurationSeconds float64 // sum

@@ -3,7 +3,9 @@ package store
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/qtop-dev/qtop/ratio"
 )
@@ -26,6 +28,8 @@ func ValidateRollups(rows []Rollup) error {
 			return invalid("rollup", i, "kind %q (request, db, job or pg)", r.Kind)
 		case r.Latency != nil && len(r.Latency) != ratio.NumBuckets:
 			return invalid("rollup", i, "latency has %d buckets, want %d", len(r.Latency), ratio.NumBuckets)
+		case !utf8OK(r.Writer, r.Service, r.Tenant, r.Route):
+			return invalid("rollup", i, "a string is not valid UTF-8 (writer %q, service %q, tenant %q, route %q)", r.Writer, r.Service, r.Tenant, r.Route)
 		}
 		for _, f := range [...]float64{r.DurationSeconds, r.RU, r.ActiveSessionSeconds} {
 			if math.IsNaN(f) || math.IsInf(f, 0) || f < 0 {
@@ -47,6 +51,8 @@ func ValidateHotKeys(rows []HotKey) error {
 			return invalid("hot key", i, "minute %v is not truncated to the minute", r.Minute)
 		case r.Err > r.Count:
 			return invalid("hot key", i, "error bound %d above count %d", r.Err, r.Count)
+		case !utf8OK(r.Writer, r.Key, r.Tenant):
+			return invalid("hot key", i, "a string is not valid UTF-8 (key %q, tenant %q)", r.Key, r.Tenant)
 		}
 	}
 	return nil
@@ -61,6 +67,10 @@ func ValidateStatements(rows []Statement) error {
 		if rows[i].Duration < 0 {
 			return invalid("statement", i, "negative duration %v", rows[i].Duration)
 		}
+		r := &rows[i]
+		if !utf8OK(r.Writer, r.Tenant, r.Route, r.Application, r.Query, r.State, r.WaitEventType, r.WaitEvent) {
+			return invalid("statement", i, "a string is not valid UTF-8")
+		}
 	}
 	return nil
 }
@@ -73,6 +83,8 @@ func ValidateAudit(rows []Audit) error {
 			return invalid("audit", i, "time %v outside 1970–2105", rows[i].Time)
 		case rows[i].Who == "" || rows[i].Action == "":
 			return invalid("audit", i, "who and action are required")
+		case !utf8OK(rows[i].Who, rows[i].Action, rows[i].Rule):
+			return invalid("audit", i, "a string is not valid UTF-8")
 		}
 	}
 	return nil
@@ -87,4 +99,16 @@ func invalid(what string, i int, format string, args ...any) error {
 func timeOK(t time.Time) bool {
 	u := t.Unix()
 	return !t.IsZero() && u > 0 && u < 1<<32-1
+}
+
+// utf8OK reports whether every string is valid UTF-8 without NUL bytes,
+// which no store's string type takes (DuckDB refuses the row, ClickHouse
+// clients mangle it).
+func utf8OK(ss ...string) bool {
+	for _, s := range ss {
+		if !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
+			return false
+		}
+	}
+	return true
 }

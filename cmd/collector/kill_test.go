@@ -19,8 +19,8 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/ingest"
-	"github.com/qtop-dev/qtop/store/chstore"
 	"github.com/qtop-dev/qtop/internal/testsvc"
+	"github.com/qtop-dev/qtop/store/chstore"
 	"github.com/qtop-dev/qtop/tenant"
 )
 

@@ -30,6 +30,7 @@ const usage = `collector — the qtop collector server
 Usage:
   collector serve  [flags]   run the server (ingest, live API, policy, metrics)
   collector report [flags]   print a cost-attribution report
+  collector audit  [flags]   print the policy changes (who, when, the rule, its expiry)
   collector help [command]   show help
 
 Every flag can also be set from the environment variable named beside it.
@@ -38,8 +39,10 @@ Examples:
   # A single collector on the embedded DuckDB store, with the demo fleet:
   collector serve --demo
 
-  # Many collectors sharing a ClickHouse cluster, sampling PostgreSQL:
-  QTOP_TOKEN=s3cret collector serve --listen 0.0.0.0:7070 \
+  # Many collectors sharing a ClickHouse cluster, sampling PostgreSQL
+  # (off loopback, reporting and reading each need their own token):
+  QTOP_TOKEN_FILE=/etc/qtop/report.token QTOP_READ_TOKEN_FILE=/etc/qtop/read.token \
+    collector serve --listen 0.0.0.0:7070 \
       --store clickhouse://ch1:9000/qtop --cluster prod \
       --postgres 'postgres://qtop_monitor@db:5432/app'
 
@@ -56,7 +59,8 @@ killed collector loses nothing: restart it on the same --data-dir.
 
 Examples:
   collector serve --demo
-  collector serve --store clickhouse://127.0.0.1:9000/qtop --token s3cret
+  collector serve --store clickhouse://127.0.0.1:9000/qtop --token-file report.token
+  collector serve --listen 0.0.0.0:7070 --token-file report.token --read-token-file read.token
   QTOP_STORE=duckdb:///var/lib/qtop/qtop.duckdb QTOP_POSTGRES=postgres://… collector serve
 
 Flags:
@@ -94,6 +98,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return serve(args[1:], stdout, stderr)
 	case "report":
 		return report(args[1:], stdout, stderr)
+	case "audit":
+		return audit(args[1:], stdout, stderr)
 	case "help", "-h", "--help", "-help":
 		if len(args) > 1 && args[0] == "help" {
 			return run([]string{args[1], "--help"}, stdout, stderr)
@@ -169,7 +175,11 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	storeURL := strFlag(fs, &envs, "store", "QTOP_STORE", collector.DefaultStore, "store: duckdb://PATH, clickhouse://HOST:PORT/DB, or none")
 	cluster := strFlag(fs, &envs, "cluster", "QTOP_CLUSTER", "", "ClickHouse cluster name: ON CLUSTER DDL and Distributed tables")
 	pg := strFlag(fs, &envs, "postgres", "QTOP_POSTGRES", "", "PostgreSQL DSN whose pg_stat_activity is sampled every second (a role with pg_monitor)")
-	token := strFlag(fs, &envs, "token", "QTOP_TOKEN", "", "bearer token required on reports and policy changes (policy changes get a generated one when empty)")
+	creds, err := credentialFlags(fs, &envs)
+	if err != nil {
+		fmt.Fprintln(stderr, "collector serve:", err)
+		return 2
+	}
 	dataDir := strFlag(fs, &envs, "data-dir", "QTOP_DATA_DIR", collector.DefaultDataDir, "folder for the write-ahead log, the store spool and the policy")
 	writer := strFlag(fs, &envs, "writer", "QTOP_WRITER", "", "this collector's identity in the store (default: made once and kept in --data-dir)")
 	grace := strFlag(fs, &envs, "grace", "QTOP_GRACE", collector.DefaultGrace.String(), "how long after a minute ends its rollups are written")
@@ -207,8 +217,12 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	cfg := collector.Config{
-		Listen: *listen, Store: *storeURL, Cluster: *cluster, Postgres: *pg, Token: *token,
+		Listen: *listen, Store: *storeURL, Cluster: *cluster, Postgres: *pg,
 		Demo: *demo, DataDir: *dataDir, Writer: *writer, Grace: g, SpoolMaxBytes: sm, Logger: log,
+	}
+	if err := creds.apply(&cfg.Token, &cfg.ReadToken, &cfg.AdminToken, &cfg.Insecure, &cfg.MaxRuleTTL); err != nil {
+		fmt.Fprintln(stderr, "collector serve:", err)
+		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -247,6 +261,7 @@ func report(args []string, stdout, stderr io.Writer) int {
 	storeURL := strFlag(fs, &envs, "store", "QTOP_STORE", collector.DefaultStore, "store to read: duckdb://PATH or clickhouse://HOST:PORT/DB")
 	cluster := strFlag(fs, &envs, "cluster", "QTOP_CLUSTER", "", "ClickHouse cluster name")
 	remote := strFlag(fs, &envs, "collector", "QTOP_COLLECTOR", "", "ask a running collector (host:port) instead of opening the store")
+	readToken := strFlag(fs, &envs, "read-token", "QTOP_READ_TOKEN", "", "the collector's read token, with --collector")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -270,7 +285,7 @@ func report(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 
 	if *remote != "" {
-		return remoteReport(ctx, *remote, req, *by, outFormat, stdout, stderr)
+		return remoteReport(ctx, *remote, req, *by, outFormat, *readToken, stdout, stderr)
 	}
 	st, err := collector.OpenStore(ctx, *storeURL, collector.Config{Cluster: *cluster, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -295,7 +310,7 @@ func report(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func remoteReport(ctx context.Context, addr string, req collector.ReportRequest, by, format string, stdout, stderr io.Writer) int {
+func remoteReport(ctx context.Context, addr string, req collector.ReportRequest, by, format, readToken string, stdout, stderr io.Writer) int {
 	if !strings.Contains(addr, "://") {
 		addr = "http://" + addr
 	}
@@ -313,6 +328,9 @@ func remoteReport(ctx context.Context, addr string, req collector.ReportRequest,
 	if err != nil {
 		fmt.Fprintln(stderr, "collector report:", err)
 		return 2
+	}
+	if readToken != "" {
+		hreq.Header.Set("Authorization", "Bearer "+readToken)
 	}
 	resp, err := http.DefaultClient.Do(hreq)
 	if err != nil {

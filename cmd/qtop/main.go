@@ -206,7 +206,7 @@ func open(ctx context.Context, demo bool, f *flags) (tui.Source, error) {
 	case f.postgres != "":
 		return tui.NewPostgres(ctx, f.postgres, tui.WithInterval(f.interval))
 	}
-	return tui.NewCollector(f.collector, f.token)
+	return tui.NewCollector(f.collector, f.token, live.WithToken(f.token))
 }
 
 // once prints one snapshot.

@@ -19,9 +19,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/qtop-dev/qtop/ingest"
-	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -246,6 +246,7 @@ func TestHostileInput(t *testing.T) {
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
+		req.Header.Set("Content-Type", ingest.ContentType)
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
 		return w
@@ -455,30 +456,65 @@ func TestLiveTopNAndOther(t *testing.T) {
 
 // TestHugeValues: sums that would overflow to +Inf saturate, so the live
 // JSON still encodes and the store still takes the minute.
+// TestHugeValues: a count of 2^64−1, a duration of MaxInt64 ns or an RU of
+// 1.5e308 used to be merged (and the counts to wrap); each is now refused
+// with 400 and its reason, and the other tenants' figures stay intact.
 func TestHugeValues(t *testing.T) {
 	f := newFixture(t)
 	defer f.stop()
-	for i := range 3 {
+	huge := []ingest.Row{
+		{Tenant: "whale", Route: "r", Kind: ingest.KindRequest, Count: 1, RU: 1.5e308},
+		{Tenant: "whale", Route: "r", Kind: ingest.KindRequest, Count: math.MaxUint64},
+		{Tenant: "whale", Route: "r", Kind: ingest.KindDB, Count: 1, Duration: math.MaxInt64},
+		{Tenant: "whale", Route: "r", Kind: ingest.KindRequest, Count: 1, Bytes: math.MaxUint64},
+	}
+	for i, row := range append(huge, ingest.Row{Tenant: "minnow", Route: "r", Kind: ingest.KindRequest, Count: 2, RU: 3}) {
 		rep := &ingest.Report{Source: ingest.Source{Service: "api", Instance: "huge"}, Seq: uint64(i + 1),
-			Start: f.clk.Now(), End: f.clk.Now().Add(time.Second),
-			Rows: []ingest.Row{{Tenant: "whale", Route: "r", Kind: ingest.KindRequest, Count: 1, RU: 1.5e308}}}
+			Start: f.clk.Now(), End: f.clk.Now().Add(time.Second), Rows: []ingest.Row{row}}
 		body, err := rep.MarshalBinary()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if f.ingest(body) != 200 {
-			t.Fatal("refused")
+		status, reason, msg, _, _ := f.s.Ingest(body)
+		if i < len(huge) {
+			if status != http.StatusBadRequest || reason != reasonRange || !strings.Contains(msg, "at most") {
+				t.Fatalf("row %+v: %d %s %q, want 400 %s with the bound", row, status, reason, msg, reasonRange)
+			}
+			continue
+		}
+		if status != 200 {
+			t.Fatalf("normal report refused: %d %s", status, msg)
 		}
 	}
 	f.clk.Add(time.Second)
 	w := httptest.NewRecorder()
 	f.s.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/live", nil))
 	if w.Code != 200 {
-		t.Fatalf("live view with huge sums: %d %s", w.Code, w.Body)
+		t.Fatalf("live view: %d %s", w.Code, w.Body)
 	}
 	f.s.Tick(context.Background(), time.Date(2026, 3, 4, 9, 1, 10, 0, time.UTC))
-	if got := f.mem.sum("whale", "", ru); got != math.MaxFloat64 {
-		t.Fatalf("stored RU %v, want the saturated maximum", got)
+	if got := f.mem.sum("whale", "", count); got != 0 {
+		t.Fatalf("whale stored %v", got)
+	}
+	if got := f.mem.sum("minnow", "", ru); got != 3 {
+		t.Fatalf("minnow RU %v, want 3", got)
+	}
+}
+
+func TestSumsSaturate(t *testing.T) {
+	a := uint64(math.MaxUint64 - 1)
+	if addSat(&a, 1) || a != math.MaxUint64 {
+		t.Fatalf("exact sum: %d", a)
+	}
+	if !addSat(&a, 5) || a != math.MaxUint64 {
+		t.Fatalf("overflow: %d, want saturated", a)
+	}
+	var x, y sparse
+	x.add(3, math.MaxUint64-1)
+	y.add(3, 10)
+	x.merge(&y)
+	if x.cnt[0] != math.MaxUint64 {
+		t.Fatalf("bucket wrapped to %d", x.cnt[0])
 	}
 }
 

@@ -35,6 +35,10 @@ const (
 	// DefaultSourceRate is how many reports per second one source may send
 	// (with a burst of four times as many): a reporter sends one a second.
 	DefaultSourceRate = 10.0
+	// DefaultMaxRuleTTL bounds a policy rule's expiry.
+	DefaultMaxRuleTTL = 24 * time.Hour
+	// DefaultMaxSources bounds the established reporting processes.
+	DefaultMaxSources = 100_000
 	// StoreNone runs without a store: no history, no cost reports.
 	StoreNone = "none"
 )
@@ -52,10 +56,25 @@ type Config struct {
 	// Postgres is the DSN of the PostgreSQL server whose pg_stat_activity
 	// is sampled every second; empty: no sampler.
 	Postgres string
-	// Token, when set, is required as a bearer token on POST /v1/reports.
-	// POST /v1/policy always requires a token: when Token is empty, the
-	// server makes a random one (see Server.Token) and logs it.
+	// Token, when set, is the report credential: the bearer token
+	// required on POST /v1/reports (RoleReport). It can neither read nor
+	// change policy.
 	Token string
+	// ReadToken, when set, is the reader credential (RoleRead): required
+	// on the live API, cost reports, the policy's GET and /metrics.
+	ReadToken string
+	// AdminToken is the policy credential (RoleAdmin): POST /v1/policy
+	// and GET /v1/audit. When empty, the server makes one, keeps it in
+	// DataDir/admin-token (mode 0600) and never logs it (see
+	// Server.Token).
+	AdminToken string
+	// Insecure lets the collector listen on an address that is not
+	// loopback without Token and ReadToken (anyone could report and
+	// read); without it, New refuses.
+	Insecure bool
+	// MaxRuleTTL bounds how far in the future a policy rule may expire
+	// (default DefaultMaxRuleTTL).
+	MaxRuleTTL time.Duration
 	// Demo runs a synthetic fleet in process.
 	Demo bool
 	// DataDir holds the write-ahead log, the spool, the policy and the
@@ -73,6 +92,10 @@ type Config struct {
 	MaxTenants    int
 	MaxMinuteRows int
 	SourceRate    float64
+	// MaxSources bounds the established reporting processes (default
+	// DefaultMaxSources); newcomers are served on probation beside them
+	// (see sources.go), so junk sources cannot evict real ones.
+	MaxSources int
 	// SpoolMaxBytes caps the store spool (0: the store's default).
 	SpoolMaxBytes int64
 	// Registerer receives the collector's metrics; nil: a private
@@ -117,6 +140,15 @@ func (c *Config) fill() error {
 	}
 	if c.MaxMinuteRows <= 0 {
 		c.MaxMinuteRows = DefaultMaxMinuteRows
+	}
+	if c.MaxRuleTTL <= 0 {
+		c.MaxRuleTTL = DefaultMaxRuleTTL
+	}
+	if err := checkExposure(c); err != nil {
+		return err
+	}
+	if c.MaxSources <= 0 {
+		c.MaxSources = DefaultMaxSources
 	}
 	if c.SourceRate <= 0 {
 		c.SourceRate = DefaultSourceRate

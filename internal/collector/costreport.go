@@ -89,12 +89,17 @@ func (l *CostLine) value(measure string) float64 {
 	return l.RU
 }
 
-// chunk is the span of one store query of a long report, so progress can
-// be shown and no single query scans the whole range.
-const chunk = 24 * time.Hour
+// MaxReportRange bounds the range of one cost report: a stranger's
+// from=0001-01-01 is a 400 with this reason, not hours of queries.
+const MaxReportRange = 400 * 24 * time.Hour
 
-// BuildReport queries st over req's range, a day at a time, calling
-// progress (if not nil) with the fraction done after each day.
+// maxAgeDays bounds an age in days ("7d"), so that it cannot overflow a
+// duration.
+const maxAgeDays = 100 * 366
+
+// BuildReport queries st over req's range in one pass (one Usage query),
+// calling progress (if not nil) with 1 when done. The range is at most
+// MaxReportRange.
 func BuildReport(ctx context.Context, st store.Store, req ReportRequest, progress func(done float64)) (*CostReport, error) {
 	measure, err := ParseMeasure(req.Measure)
 	if err != nil {
@@ -106,15 +111,13 @@ func BuildReport(ctx context.Context, st store.Store, req ReportRequest, progres
 	if req.Cost < 0 || math.IsNaN(req.Cost) || math.IsInf(req.Cost, 0) {
 		return nil, fmt.Errorf("%w: cost %v", ErrReport, req.Cost)
 	}
+	if err := checkRange(req.From, req.To); err != nil {
+		return nil, err
+	}
 	type key struct{ tenant, route string }
 	acc := make(map[key]*CostLine)
-	span := req.To.Sub(req.From)
-	for from := req.From; from.Before(req.To); from = from.Add(chunk) {
-		to := from.Add(chunk)
-		if to.After(req.To) {
-			to = req.To
-		}
-		us, err := st.Usage(ctx, from, to, req.ByRoute)
+	{
+		us, err := st.Usage(ctx, req.From, req.To, req.ByRoute)
 		if err != nil {
 			return nil, fmt.Errorf("collector: report: %w", err)
 		}
@@ -130,26 +133,26 @@ func BuildReport(ctx context.Context, st store.Store, req ReportRequest, progres
 				l = &CostLine{Tenant: t, Route: u.Route, Unattributed: unattr}
 				acc[k] = l
 			}
-			l.Requests += u.Requests
-			l.Errors += u.Errors
-			l.DBSeconds += u.DBSeconds
-			l.RU += u.RU
-			l.Bytes += u.Bytes
+			addSat(&l.Requests, u.Requests)
+			addSat(&l.Errors, u.Errors)
+			l.DBSeconds = finiteSum(l.DBSeconds, u.DBSeconds)
+			l.RU = finiteSum(l.RU, u.RU)
+			addSat(&l.Bytes, u.Bytes)
 		}
 		if progress != nil {
-			progress(min(1, to.Sub(req.From).Seconds()/span.Seconds()))
+			progress(1)
 		}
 	}
 	rep := &CostReport{From: req.From.UTC(), To: req.To.UTC(), Measure: measure, Cost: req.Cost, Currency: req.Currency}
 	var total float64
 	for _, l := range acc {
 		rep.Lines = append(rep.Lines, *l)
-		total += l.value(measure)
-		rep.Total.Requests += l.Requests
-		rep.Total.Errors += l.Errors
-		rep.Total.DBSeconds += l.DBSeconds
-		rep.Total.RU += l.RU
-		rep.Total.Bytes += l.Bytes
+		total = finiteSum(total, l.value(measure))
+		addSat(&rep.Total.Requests, l.Requests)
+		addSat(&rep.Total.Errors, l.Errors)
+		rep.Total.DBSeconds = finiteSum(rep.Total.DBSeconds, l.DBSeconds)
+		rep.Total.RU = finiteSum(rep.Total.RU, l.RU)
+		addSat(&rep.Total.Bytes, l.Bytes)
 	}
 	for i := range rep.Lines {
 		l := &rep.Lines[i]
@@ -321,7 +324,10 @@ func ParseTime(s string, now time.Time) (time.Time, error) {
 	}
 	if strings.HasSuffix(s, "d") {
 		if n, err := strconv.Atoi(strings.TrimSuffix(s, "d")); err == nil && n >= 0 {
-			return now.Add(-time.Duration(n) * 24 * time.Hour), nil
+			if n > maxAgeDays {
+				return time.Time{}, fmt.Errorf("%w: age %q: at most %dd", ErrReport, s, maxAgeDays)
+			}
+			return now.AddDate(0, 0, -n), nil
 		}
 	}
 	if d, err := time.ParseDuration(s); err == nil && d >= 0 {
@@ -348,6 +354,9 @@ func ParseReportQuery(from, to, by, measure, cost, currency, format string, now 
 		return req, "", err
 	}
 	if req.To, err = ParseTime(to, now); err != nil {
+		return req, "", err
+	}
+	if err := checkRange(req.From, req.To); err != nil {
 		return req, "", err
 	}
 	switch by {
@@ -377,4 +386,18 @@ func ParseReportQuery(from, to, by, measure, cost, currency, format string, now 
 		return req, "", fmt.Errorf("%w: format %q: want table, csv or json", ErrReport, format)
 	}
 	return req, format, nil
+}
+
+// checkRange refuses a report range that is empty, longer than
+// MaxReportRange, or outside what the stores keep (1970 to 2105).
+func checkRange(from, to time.Time) error {
+	switch {
+	case !from.Before(to):
+		return fmt.Errorf("%w: from %v is not before to %v", ErrReport, from.UTC(), to.UTC())
+	case from.Unix() < 0 || to.Unix() >= 1<<32-1:
+		return fmt.Errorf("%w: range %v – %v: the store keeps 1970 to 2105", ErrReport, from.UTC(), to.UTC())
+	case to.Sub(from) > MaxReportRange:
+		return fmt.Errorf("%w: range of %v, at most %d days", ErrReport, to.Sub(from).Truncate(time.Hour), MaxReportRange/(24*time.Hour))
+	}
+	return nil
 }

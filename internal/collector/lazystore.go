@@ -124,3 +124,16 @@ func (l *lazyStore) Close() error {
 	}
 	return nil
 }
+
+// ReadAudit implements store.AuditReader when the store it opens does.
+func (l *lazyStore) ReadAudit(ctx context.Context, from, to time.Time) ([]store.Audit, error) {
+	st, err := l.get(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ar, ok := st.(store.AuditReader)
+	if !ok {
+		return nil, ErrNoAudit
+	}
+	return ar.ReadAudit(ctx, from, to)
+}

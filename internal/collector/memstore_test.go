@@ -20,6 +20,8 @@ type memStore struct {
 	audit   []store.Audit
 	fail    error
 	writes  int
+	// usageCalls counts Usage queries.
+	usageCalls int
 }
 
 type rkey struct {
@@ -90,6 +92,7 @@ func (m *memStore) WriteAudit(ctx context.Context, rows []store.Audit) error {
 func (m *memStore) Usage(ctx context.Context, from, to time.Time, byRoute bool) ([]store.Usage, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.usageCalls++
 	acc := map[[2]string]*store.Usage{}
 	for _, r := range m.rollups {
 		if r.Minute.Before(from) || !r.Minute.Before(to) {
@@ -147,4 +150,16 @@ func (m *memStore) sum(tenant, kind string, f func(store.Rollup) float64) float6
 		}
 	}
 	return s
+}
+
+func (m *memStore) ReadAudit(ctx context.Context, from, to time.Time) ([]store.Audit, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []store.Audit
+	for _, a := range m.audit {
+		if !a.Time.Before(from) && a.Time.Before(to) {
+			out = append(out, a)
+		}
+	}
+	return out, nil
 }

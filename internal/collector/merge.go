@@ -6,18 +6,12 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/ingest"
-	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/ratio"
 	"github.com/qtop-dev/qtop/spacesaving"
+	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tenant"
 	"github.com/qtop-dev/qtop/topn"
 )
-
-// kindPG is the rollup kind of the pg_stat_activity sampler, after the
-// ingest kinds.
-const kindPG = 3
-
-var kindNames = [...]string{store.KindRequest, store.KindDB, store.KindJob, store.KindPG}
 
 // Capacities of the merged key sketches and of the key → tenant maps.
 const (
@@ -25,18 +19,21 @@ const (
 	maxKeyTenants    = 10_000
 	hotKeysPerMinute = 100
 	maxServices      = 256
-	maxSources       = 100_000
 	maxStmtsMinute   = 200
 	slowStatement    = time.Second
 )
 
 type rowKey struct {
 	service, tenant, route string
-	kind                   uint8
+	kind                   ingest.Kind
 }
 
 type rowAgg struct {
-	tier          tenant.Tier
+	// tiers counts the records of each tier (tenant.Tier.Index); the
+	// rollup's tier is the one with most records, a tie going to the more
+	// critical tier (see tier). Not the last report's: that would make the
+	// store's tier attribution depend on arrival order.
+	tiers         [tenant.NumTiers]uint64
 	count, errors uint64
 	dur, ru       float64
 	active        float64 // pg: active-session seconds
@@ -80,8 +77,8 @@ type serviceLive struct {
 	sig    *ratio.Signal
 	ratio  history
 	w      window10
-	shed   [rateN]int
-	shedAt [rateN]int64
+	shed   [ringN]int
+	shedAt [ringN]int64
 	procs  map[string]int64 // instance → last second seen
 	seen   int64            // last second with a report (or warm-up)
 }
@@ -95,11 +92,16 @@ type enfSlot struct {
 
 // source is one reporting process: admission bucket and duplicate filter.
 type source struct {
-	tokens float64
-	last   time.Time
-	max    uint64
-	seen   [seqWindow / 64]uint64
-	any    bool
+	key      string
+	first    int64 // Unix second of the first report
+	accepted int
+	est      bool     // established: never evicted by a newcomer (sources.go)
+	pending  []uint64 // sequence numbers being logged (sources.go)
+	tokens   float64
+	last     time.Time
+	max      uint64
+	seen     [seqWindow / 64]uint64
+	any      bool
 }
 
 const seqWindow = 1024
@@ -187,8 +189,10 @@ func (s *Server) minuteOf(rep *ingest.Report, now time.Time) (time.Time, bool) {
 }
 
 // mergeLocked adds a decoded report to minute m and, when live, to the
-// live view at second sec. s.mu is held.
-func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live bool) {
+// live view at second sec. lats, when not nil, holds each row's latency
+// as a sparse histogram (made before the lock: see prepare); else they are
+// made here. s.mu is held.
+func (s *Server) mergeLocked(rep *ingest.Report, lats []sparse, m *minute, now time.Time, live bool) {
 	m.dirty = true
 	sec := now.Unix()
 	service := rep.Source.Service
@@ -202,22 +206,13 @@ func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live 
 			svc.procs[rep.Source.Instance] = sec
 			svc.seen = sec
 		}
-		s.scratch.Reset()
+		s.svcLat.reset()
 	}
 	var reqRows int
 	for i := range rep.Rows {
 		row := &rep.Rows[i]
-		tn := row.Tenant
-		if tenant.ValidateTenant(tn) != nil && tn != ingest.UnknownTenant {
-			tn = ingest.UnknownTenant
-			s.met.invalidTags.Inc()
-		}
-		route := row.Route
-		if route != "" && tenant.ValidateRoute(route) != nil {
-			route = ingest.OtherRoute
-			s.met.invalidTags.Inc()
-		}
-		k := rowKey{service, tn, route, uint8(row.Kind)}
+		tn, route := row.Tenant, row.Route // checked by screen
+		k := rowKey{service, tn, route, row.Kind}
 		a := m.rows[k]
 		if a == nil {
 			if len(m.rows) >= s.cfg.MaxMinuteRows {
@@ -231,17 +226,22 @@ func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live 
 				m.rows[k] = a
 			}
 		}
-		if row.Tier != tenant.TierUnset {
-			a.tier = row.Tier
+		if i := row.Tier.Index(); i >= 0 {
+			addSat(&a.tiers[i], max(row.Count, 1))
 		}
-		a.count += row.Count
-		a.errors += row.Errors
+		if sat := addSat(&a.count, row.Count); addSat(&a.errors, row.Errors) || addSat(&a.bytes, row.Bytes) ||
+			addSat(&a.rows, row.Rows) || sat {
+			s.guard.saturated.Inc()
+		}
 		a.dur = finiteSum(a.dur, row.Duration.Seconds())
 		a.ru = finiteSum(a.ru, row.RU)
-		a.bytes += row.Bytes
-		a.rows += row.Rows
-		s.rowLat.load(&row.Latency)
-		a.lat.merge(&s.rowLat)
+		lat := &s.rowLat
+		if lats != nil {
+			lat = &lats[i]
+		} else {
+			lat.load(&row.Latency)
+		}
+		a.lat.merge(lat)
 		if !live {
 			continue
 		}
@@ -260,7 +260,7 @@ func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live 
 			default:
 				w.req[j] += row.Count
 				w.err[j] += row.Errors
-				w.lat[j].merge(&s.rowLat)
+				w.lat[j].merge(lat)
 			}
 		}
 		var v topn.Values
@@ -281,7 +281,7 @@ func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live 
 			j := svc.w.slot(sec)
 			svc.w.req[j] += row.Count
 			svc.w.err[j] += row.Errors
-			s.scratch.Merge(&row.Latency)
+			s.svcLat.merge(lat)
 			reqRows++
 		}
 	}
@@ -295,7 +295,7 @@ func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live 
 		}
 		addKeyTenants(m.keyTenants, rep.KeyTenants)
 		if live {
-			j := int(uint64(sec) % rateN)
+			j := int(uint64(sec) % ringN)
 			if s.keyStamp[j] != sec || s.keys[j] == nil {
 				s.keyStamp[j] = sec
 				s.keys[j] = spacesaving.New(keyCapacity)
@@ -308,12 +308,15 @@ func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live 
 		return
 	}
 	if svc != nil && reqRows > 0 {
+		// One dense histogram per report for the signal, not one merge
+		// of every row's dense histogram.
+		s.scratch.Reset()
+		s.svcLat.each(func(i int, c uint64) bool { s.scratch.AddBucket(i, c); return true })
 		svc.sig.MergeAt(now, &s.scratch)
-		s.svcLat.load(&s.scratch)
 		svc.w.lat[svc.w.slot(sec)].merge(&s.svcLat)
 	}
 	// Enforcement.
-	j := int(uint64(sec) % rateN)
+	j := int(uint64(sec) % ringN)
 	es := &s.enf[j]
 	if es.stamp != sec {
 		*es = enfSlot{stamp: sec}
@@ -346,6 +349,18 @@ func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live 
 		*rs = countSlot{stamp: sec}
 	}
 	rs.n++
+}
+
+// tier is the tier of a rollup row: the tier with most records, a tie
+// going to the more critical one; TierUnset when no record had one.
+func (a *rowAgg) tier() tenant.Tier {
+	best, n := tenant.TierUnset, uint64(0)
+	for i, c := range a.tiers {
+		if c > n {
+			best, n = tenant.T0+tenant.Tier(i), c
+		}
+	}
+	return best
 }
 
 type countSlot struct {
@@ -439,7 +454,7 @@ func (s *Server) pruneLocked(now time.Time) {
 	}
 	for k, src := range s.sources {
 		if now.Sub(src.last) > time.Minute+s.cfg.Grace+s.cfg.LateKeep {
-			delete(s.sources, k)
+			s.forgetLocked(k, src)
 		}
 	}
 	if len(s.keyTenants) >= maxKeyTenants {

@@ -9,9 +9,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/store"
-	"github.com/qtop-dev/qtop/internal/live"
 )
 
 // pgState is the sampler's part of the live view.
@@ -105,12 +105,15 @@ func (s *Server) AddSample(snap pgactivity.Snapshot, interval time.Duration) {
 			running = append(running, b)
 		}
 		name := b.Tenant
-		k := rowKey{"", name, b.Route, kindPG}
+		k := rowKey{"", name, b.Route, ingest.KindPG}
 		a := m.rows[k]
 		if a == nil {
 			k.tenant, k.route = strings.Clone(k.tenant), strings.Clone(k.route)
-			a = &rowAgg{tier: b.Tier}
+			a = &rowAgg{}
 			m.rows[k] = a
+		}
+		if i := b.Tier.Index(); i >= 0 {
+			a.tiers[i]++
 		}
 		a.count++
 		a.active += interval.Seconds()

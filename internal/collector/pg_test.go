@@ -9,10 +9,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/qtop-dev/qtop/pgactivity"
-	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/internal/testsvc"
+	"github.com/qtop-dev/qtop/pgactivity"
+	"github.com/qtop-dev/qtop/store"
 )
 
 // TestPostgresSampler runs the collector's sampler against the real

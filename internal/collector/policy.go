@@ -1,10 +1,9 @@
 package collector
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -13,29 +12,18 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
+	"strconv"
 	"time"
 
 	"github.com/qtop-dev/qtop/ingest"
-	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/store"
 )
 
 // maxPolicyBody bounds a POST /v1/policy body (one rule).
 const maxPolicyBody = 64 << 10
 
 const policyFile = "policy.json"
-
-// tokenOK compares the bearer token of r with want in constant time
-// (hashes of equal length, so the length does not leak either).
-func tokenOK(r *http.Request, want string) bool {
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
-		return false
-	}
-	a, b := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
-	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
-}
 
 func randomToken() string {
 	b := make([]byte, 16)
@@ -121,10 +109,26 @@ func clonePolicy(p policy.Policy) policy.Policy {
 
 // SetRule adds rule, or replaces the rule with its ID, or (when it has
 // expired) removes that rule; who is recorded in the audit. It returns the
-// new policy.
+// new policy. A rule is refused when it does not make sense (see
+// checkRule); a rule on tier T0 needs SetRuleAllowT0.
 func (s *Server) SetRule(ctx context.Context, rule policy.Rule, who string) (policy.Policy, error) {
+	return s.setRule(ctx, rule, who, false)
+}
+
+// SetRuleAllowT0 is SetRule with the override that lets a rule throttle
+// or price tier T0, which is otherwise never shed.
+func (s *Server) SetRuleAllowT0(ctx context.Context, rule policy.Rule, who string) (policy.Policy, error) {
+	return s.setRule(ctx, rule, who, true)
+}
+
+func (s *Server) setRule(ctx context.Context, rule policy.Rule, who string, allowT0 bool) (policy.Policy, error) {
 	now := s.cfg.Now().UTC()
 	lift := !rule.Expires.IsZero() && !now.Before(rule.Expires)
+	if !lift {
+		if err := checkRule(rule, now, s.cfg.MaxRuleTTL, allowT0); err != nil {
+			return policy.Policy{}, err
+		}
+	}
 	if rule.ID == "" {
 		if lift {
 			return policy.Policy{}, fmt.Errorf("%w: lifting a rule needs its id", policy.ErrInvalid)
@@ -186,10 +190,14 @@ func (s *Server) SetRule(ctx context.Context, rule policy.Rule, who string) (pol
 func (s *Server) handlePolicy(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
-		writeJSON(w, http.StatusOK, s.Policy())
+		s.authorized(RoleRead, func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusOK, s.Policy())
+		})(w, r)
 	case http.MethodPost:
-		if !tokenOK(r, s.token) {
-			writeError(w, http.StatusUnauthorized, "policy changes need the collector's bearer token", 0)
+		cred, err := s.Authorize(r, RoleAdmin)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="qtop"`)
+			writeError(w, http.StatusUnauthorized, "policy changes need the admin token: "+err.Error(), 0)
 			return
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxPolicyBody))
@@ -198,18 +206,27 @@ func (s *Server) handlePolicy(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		var rule policy.Rule
-		dec := json.NewDecoder(strings.NewReader(string(body)))
+		dec := json.NewDecoder(bytes.NewReader(body))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&rule); err != nil {
 			writeError(w, http.StatusBadRequest, "policy rule: "+err.Error(), 0)
 			return
 		}
-		who := r.Header.Get("X-Qtop-User")
-		if who == "" || len(who) > 128 {
-			who = "token"
+		if _, err := dec.Token(); err != io.EOF {
+			writeError(w, http.StatusBadRequest, "policy rule: data after the JSON object (send one rule)", 0)
+			return
 		}
-		who += "@" + r.RemoteAddr
-		p, err := s.SetRule(r.Context(), rule, who)
+		// Who comes from the credential, never from a header the client
+		// sets; the address says from where.
+		who := cred + "@" + r.RemoteAddr
+		allowT0 := false
+		if v := r.URL.Query().Get("allow_t0"); v != "" {
+			if allowT0, err = strconv.ParseBool(v); err != nil {
+				writeError(w, http.StatusBadRequest, fmt.Sprintf("allow_t0=%q: want true or false", v), 0)
+				return
+			}
+		}
+		p, err := s.setRule(r.Context(), rule, who, allowT0)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error(), 0)
 			return

@@ -42,6 +42,11 @@ func (c ratioCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.s.mu.Unlock()
 	for i, name := range names {
-		ch <- prometheus.MustNewConstMetric(ratioDesc, prometheus.GaugeValue, values[i], name)
+		// Names are cleaned at ingest; should one still not be a valid
+		// label value, the series is left out: a scrape never fails
+		// because of data.
+		if m, err := prometheus.NewConstMetric(ratioDesc, prometheus.GaugeValue, values[i], name); err == nil {
+			ch <- m
+		}
 	}
 }

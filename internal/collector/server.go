@@ -18,30 +18,35 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/qtop-dev/qtop/ingest"
-	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/ratio"
 	"github.com/qtop-dev/qtop/spacesaving"
+	"github.com/qtop-dev/qtop/store"
 )
 
 // Server is the collector. Create it with New, serve Handler (or call
 // Start), and stop it with Shutdown.
 type Server struct {
-	cfg    Config
-	log    *slog.Logger
-	met    *metrics
-	token  string // policy token: Config.Token or a random one
-	store  store.Store
-	spool  *store.Spool
-	writer string
-	walDir string
-	start  time.Time
+	cfg     Config
+	log     *slog.Logger
+	met     *metrics
+	guard   *guardMetrics
+	admit   admission           // of sources (sources.go)
+	streams streams             // live stream clients and their shared events (stream.go)
+	decode  *semaphore.Weighted // bytes of memory decodes may take at once
+	token   string              // policy token: Config.Token or a random one
+	store   store.Store
+	spool   *store.Spool
+	writer  string
+	walDir  string
+	start   time.Time
 
-	inflight chan struct{}       // bounds reports decoded at once
-	reports  chan *ingest.Report // decoded reports kept for reuse (each holds ~1 MB of rows)
+	inflight chan struct{} // bounds reports decoded at once
+	reports  chan *decoded // decoded reports kept for reuse
 
 	mu           sync.Mutex
 	minutes      map[int64]*minute
@@ -50,15 +55,14 @@ type Server struct {
 	sources      map[string]*source
 	tenants      map[string]*tenantLive
 	services     map[string]*serviceLive
-	keys         [rateN]*spacesaving.Sketch
-	keyStamp     [rateN]int64
+	keys         [ringN]*spacesaving.Sketch
+	keyStamp     [ringN]int64
 	keyTenants   map[string]string
-	enf          [rateN]enfSlot
-	reportsSec   [rateN]countSlot
+	enf          [ringN]enfSlot
+	reportsSec   [ringN]countSlot
 	scratch      ratio.Histogram
 	rowLat       sparse // the latency of the row being merged
 	svcLat       sparse
-	walBuf       []byte
 	policy       policy.Policy
 	reply        []byte
 	replyVersion uint64
@@ -86,7 +90,6 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg:        cfg,
 		log:        cfg.Logger,
-		token:      cfg.Token,
 		walDir:     filepath.Join(cfg.DataDir, "wal"),
 		start:      cfg.Now(),
 		inflight:   make(chan struct{}, 64),
@@ -98,20 +101,27 @@ func New(cfg Config) (*Server, error) {
 		keyTenants: make(map[string]string),
 		snapCache:  make(map[snapKey]*live.Snapshot),
 	}
-	s.reports = make(chan *ingest.Report, cap(s.inflight))
+	s.reports = make(chan *decoded, pooledReports)
+	s.decode = semaphore.NewWeighted(decodeMemory)
 	var err error
 	if s.met, err = newMetrics(cfg.Registerer); err != nil {
 		return nil, err
 	}
+	if s.guard, err = newGuardMetrics(cfg.Registerer, s); err != nil {
+		return nil, fmt.Errorf("collector: metrics: %w", err)
+	}
 	if err := cfg.Registerer.Register(ratioCollector{s}); err != nil {
 		return nil, fmt.Errorf("collector: metrics: %w", err)
 	}
-	if s.token == "" {
-		s.token = randomToken()
-		s.log.Info("no --token given: policy changes take this generated token", "token", s.token)
-	}
 	if err := os.MkdirAll(s.walDir, 0o700); err != nil {
 		return nil, fmt.Errorf("collector: data dir: %w", err)
+	}
+	var tokenPath string
+	if s.token, tokenPath, err = adminToken(cfg); err != nil {
+		return nil, err
+	}
+	if tokenPath != "" {
+		s.log.Info("no --admin-token given: policy changes take the token kept in this file", "file", tokenPath)
 	}
 	if s.lock, err = lockDataDir(cfg.DataDir); err != nil {
 		return nil, err
@@ -191,7 +201,8 @@ func writerID(cfg Config) (string, error) {
 	return id, nil
 }
 
-// Token returns the bearer token that POST /v1/policy requires.
+// Token returns the admin token (RoleAdmin), which POST /v1/policy and
+// GET /v1/audit require.
 func (s *Server) Token() string { return s.token }
 
 // Writer returns the identity under which this collector writes rollups.
@@ -218,16 +229,17 @@ func (s *Server) replay() error {
 				s.log.Warn("wal: undecodable report skipped", "minute", mt, "err", err)
 				return nil
 			}
-			src := s.sources[sourceKey(rep.Source)]
-			if src == nil {
-				src = &source{last: now, tokens: 4 * s.cfg.SourceRate}
-				s.sources[sourceKey(rep.Source)] = src
+			s.screen(rep)
+			src := s.sourceLocked(sourceKey(rep.Source), now)
+			if src.last.IsZero() {
+				src.last, src.tokens = now, 4*s.cfg.SourceRate
 			}
 			if src.check(rep.Seq) == seqDup {
 				return nil
 			}
 			src.mark(rep.Seq)
-			s.mergeLocked(rep, m, now, false)
+			s.acceptedLocked(src, now)
+			s.mergeLocked(rep, nil, m, now, false)
 			n++
 			return nil
 		})
@@ -251,12 +263,13 @@ func (s *Server) replay() error {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(live.PathReports, s.handleReports)
-	mux.HandleFunc(live.PathLive, s.handleLive)
-	mux.HandleFunc(live.PathStream, s.handleStream)
+	mux.HandleFunc(live.PathLive, s.authorized(RoleRead, s.handleLive))
+	mux.HandleFunc(live.PathStream, s.authorized(RoleRead, s.handleStream))
 	mux.HandleFunc(live.PathPolicy, s.handlePolicy)
-	mux.HandleFunc(live.PathReport, s.handleCostReport)
+	mux.HandleFunc(live.PathReport, s.authorized(RoleRead, s.handleCostReport))
+	mux.HandleFunc(live.PathAudit, s.authorized(RoleAdmin, s.handleAudit))
 	if s.cfg.Gatherer != nil {
-		mux.Handle("/metrics", promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}))
+		mux.Handle("/metrics", s.authorized(RoleRead, promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}).ServeHTTP))
 	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	return mux
@@ -349,7 +362,7 @@ func (s *Server) Tick(ctx context.Context, now time.Time) {
 	var walBytes int64
 	for _, m := range s.minutes {
 		if m.wal != nil {
-			walBytes += m.wal.size
+			walBytes += m.wal.size.Load()
 			m.wal.sync()
 		}
 	}
@@ -363,6 +376,9 @@ func (s *Server) Tick(ctx context.Context, now time.Time) {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		err := s.store.Ping(pctx)
 		cancel()
+		if err == nil {
+			err = s.spoolDraining()
+		}
 		s.mu.Lock()
 		if err != nil {
 			s.storeErr = err.Error()
@@ -493,21 +509,29 @@ func (s *Server) buildLocked(m *minute) emission {
 	for k, a := range m.rows {
 		r := store.Rollup{
 			Minute: m.start, Writer: s.writer, Version: v,
-			Service: k.service, Tenant: k.tenant, Route: k.route, Tier: a.tier, Kind: kindNames[k.kind],
+			Service: k.service, Tenant: k.tenant, Route: k.route, Tier: a.tier(), Kind: k.kind.String(),
 			Count: a.count, Errors: a.errors, DurationSeconds: a.dur, RU: a.ru,
 			Bytes: a.bytes, Rows: a.rows, ActiveSessionSeconds: a.active,
 			Latency: a.lat.dense(),
 		}
-		if r.Tenant == "" && k.kind == kindPG {
+		if r.Tenant == "" && k.kind == ingest.KindPG {
 			r.Tenant = "" // untagged sessions: the unattributed line of cost reports
 		}
 		e.rollups = append(e.rollups, r)
 	}
 	if m.keys != nil {
+		at := make(map[string]int)
 		for _, c := range m.keys.Top(hotKeysPerMinute) {
+			k := s.cleanKey(c.Key)
+			if i, dup := at[k]; dup { // two keys cut to the same prefix
+				addSat(&e.hotKeys[i].Count, c.Count)
+				addSat(&e.hotKeys[i].Err, c.Err)
+				continue
+			}
+			at[k] = len(e.hotKeys)
 			e.hotKeys = append(e.hotKeys, store.HotKey{
 				Minute: m.start, Writer: s.writer, Version: v,
-				Key: c.Key, Tenant: m.keyTenants[c.Key], Count: c.Count, Err: c.Err,
+				Key: k, Tenant: m.keyTenants[c.Key], Count: c.Count, Err: c.Err,
 			})
 		}
 	}
@@ -565,8 +589,13 @@ func (s *Server) handleReports(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, http.StatusMethodNotAllowed, reasonMethod, "use POST", 0)
 		return
 	}
-	if s.cfg.Token != "" && !tokenOK(r, s.cfg.Token) {
-		s.reject(w, http.StatusUnauthorized, reasonUnauthorized, "missing or wrong bearer token", 0)
+	if _, err := s.Authorize(r, RoleReport); err != nil {
+		s.reject(w, http.StatusUnauthorized, reasonUnauthorized, err.Error(), 0)
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); !contentTypeIs(ct, ingest.ContentType) {
+		s.reject(w, http.StatusUnsupportedMediaType, reasonContentType,
+			fmt.Sprintf("Content-Type %q: a report is %s", ct, ingest.ContentType), 0)
 		return
 	}
 	if r.ContentLength > ingest.MaxReportBytes {
@@ -584,16 +613,31 @@ func (s *Server) handleReports(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, http.StatusBadRequest, reasonMalformed, "reading body: "+err.Error(), 0)
 		return
 	}
-	// Bound the reports decoded at once (the body is read first, under the
-	// server's read timeout, so a slow client holds no slot).
+	// A header that cannot be decoded (a bomb, a claim beyond what the
+	// body can expand to) is refused before it takes a decode slot.
+	if err := ingest.CheckHeader(body); err != nil {
+		status, reason := decodeStatus(err)
+		s.reject(w, status, reason, err.Error(), 0)
+		return
+	}
+	// Bound the reports decoded at once, and the memory they may take
+	// (the body is read first, under the server's read timeout, so a slow
+	// client holds no slot).
+	budget := ingest.DecodeBudget(body)
+	if !s.decode.TryAcquire(budget) {
+		s.reject(w, http.StatusServiceUnavailable, reasonBusy, "collector busy decoding other reports", time.Second)
+		return
+	}
 	select {
 	case s.inflight <- struct{}{}:
 	default:
+		s.decode.Release(budget)
 		s.reject(w, http.StatusServiceUnavailable, reasonBusy, "collector busy", time.Second)
 		return
 	}
 	status, reason, msg, retry, reply := s.Ingest(body)
 	<-s.inflight
+	s.decode.Release(budget)
 	if status != http.StatusOK {
 		s.reject(w, status, reason, msg, retry)
 		return
@@ -608,52 +652,56 @@ func (s *Server) handleReports(w http.ResponseWriter, r *http.Request) {
 // accepted.
 func (s *Server) Ingest(body []byte) (status int, reason, msg string, retry time.Duration, reply []byte) {
 	t0 := time.Now()
-	var rep *ingest.Report
+	var d *decoded
 	select {
-	case rep = <-s.reports:
+	case d = <-s.reports:
 	default:
-		rep = new(ingest.Report)
+		d = new(decoded)
 	}
 	defer func() {
+		if cap(d.rep.Rows) > pooledRows {
+			return // a pooled report keeps its rows: keep only small ones
+		}
 		select {
-		case s.reports <- rep:
+		case s.reports <- d:
 		default:
 		}
 	}()
+	rep := &d.rep
 	if err := rep.UnmarshalBinary(body); err != nil {
-		switch {
-		case errors.Is(err, ingest.ErrVersion):
-			return http.StatusBadRequest, reasonVersion, err.Error(), 0, nil
-		case errors.Is(err, ingest.ErrTooLarge):
-			return http.StatusRequestEntityTooLarge, reasonTooLarge, err.Error(), 0, nil
-		default:
-			return http.StatusBadRequest, reasonMalformed, err.Error(), 0, nil
-		}
+		status, reason := decodeStatus(err)
+		return status, reason, err.Error(), 0, nil
 	}
+	// Everything that needs no shared state runs before the lock, on as
+	// many cores as there are requests: string checks, sparse latencies.
+	s.screen(rep)
+	lats := d.prepare()
+
+	// Under the lock: admission, the duplicate filter, the minute.
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return http.StatusServiceUnavailable, reasonBusy, "collector shutting down", time.Second, nil
 	}
 	now := s.cfg.Now()
-	key := sourceKey(rep.Source)
-	src := s.sources[key]
-	if src == nil {
-		if len(s.sources) >= maxSources {
-			return http.StatusServiceUnavailable, reasonBusy, "too many reporting sources", 5 * time.Second, nil
-		}
-		src = new(source)
-		s.sources[strings.Clone(key)] = src
-	}
+	src := s.sourceLocked(sourceKey(rep.Source), now)
 	if wait, ok := src.admit(now, s.cfg.SourceRate); !ok {
+		s.mu.Unlock()
 		return http.StatusTooManyRequests, reasonAdmission,
 			fmt.Sprintf("source %s/%s sends more than %.0f reports/s", rep.Source.Service, rep.Source.Instance, s.cfg.SourceRate), max(wait, 100*time.Millisecond), nil
 	}
 	switch src.check(rep.Seq) {
 	case seqDup:
+		if src.isPending(rep.Seq) {
+			s.mu.Unlock()
+			return http.StatusServiceUnavailable, reasonBusy, "the same report is being logged; retry", time.Second, nil
+		}
 		s.met.duplicates.Inc()
-		return http.StatusOK, "", "", 0, s.replyLocked()
+		reply := s.replyLocked()
+		s.mu.Unlock()
+		return http.StatusOK, "", "", 0, reply
 	case seqStale:
+		s.mu.Unlock()
 		return http.StatusConflict, reasonStale, fmt.Sprintf("sequence %d is more than %d behind %d", rep.Seq, seqWindow, src.max), 0, nil
 	}
 	mt, retimed := s.minuteOf(rep, now)
@@ -668,16 +716,33 @@ func (s *Server) Ingest(body []byte) (status int, reason, msg string, retry time
 	if m.wal == nil {
 		var err error
 		if m.wal, err = openWAL(s.walDir, mt); err != nil {
+			s.mu.Unlock()
 			s.log.Error("report not logged; refused", "err", err)
 			return http.StatusServiceUnavailable, reasonWAL, "collector cannot log the report", 5 * time.Second, nil
 		}
 	}
-	if err := m.wal.append(body, &s.walBuf); err != nil {
+	wal := m.wal
+	src.mark(rep.Seq)
+	src.pend(rep.Seq)
+	s.mu.Unlock()
+
+	// The write-ahead log, outside the merge lock: reports of other
+	// sources merge while this one is written.
+	err := wal.append(body)
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	src.unpend(rep.Seq)
+	if err != nil {
+		src.unmark(rep.Seq) // not logged: a retry must count
 		s.log.Error("report not logged; refused", "err", err)
 		return http.StatusServiceUnavailable, reasonWAL, "collector cannot log the report", 5 * time.Second, nil
 	}
-	src.mark(rep.Seq)
-	s.mergeLocked(rep, m, now, true)
+	if cur := s.minutes[mt.Unix()]; cur != nil {
+		m = cur // the minute may have been replaced while unlocked
+	}
+	s.acceptedLocked(src, now)
+	s.mergeLocked(rep, lats, m, now, true)
 	s.met.accepted.Inc()
 	s.met.mergeSeconds.Observe(time.Since(t0).Seconds())
 	return http.StatusOK, "", "", 0, s.replyLocked()

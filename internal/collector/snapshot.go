@@ -1,7 +1,6 @@
 package collector
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"net/http"
@@ -141,7 +140,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 			other.ReqPerSec += tr.r.req
 			other.ErrPerSec += tr.r.err
 			other.Share += share(measureOf(tr.r, measure))
-			for j := range rateN {
+			for j := range ringN {
 				if tr.tl.w.inWindow(j, sec) {
 					otherLat = append(otherLat, &tr.tl.w.lat[j])
 				}
@@ -214,14 +213,14 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 
 	// Hot keys over the window.
 	merged := spacesaving.New(keyCapacity)
-	for j := range rateN {
+	for j := range ringN {
 		if ks := s.keys[j]; ks != nil && s.keyStamp[j] >= sec-rateN && s.keyStamp[j] < sec {
 			merged.Merge(ks)
 		}
 	}
 	snap.HotKeys = []live.HotKeyRow{}
 	for _, c := range merged.Top(hotKeysShown) {
-		hk := live.HotKeyRow{Key: c.Key, Tenant: s.keyTenants[c.Key], Count: c.Count, Err: c.Err}
+		hk := live.HotKeyRow{Key: s.cleanKey(c.Key), Tenant: s.keyTenants[c.Key], Count: c.Count, Err: c.Err}
 		if t := merged.Total(); t > 0 {
 			hk.Share = float64(c.Count) / float64(t)
 		}
@@ -237,7 +236,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 			v = 0
 		}
 		level := 0
-		for j := range rateN {
+		for j := range ringN {
 			if sv.shedAt[j] >= sec-rateN {
 				level = max(level, sv.shed[j])
 			}
@@ -255,7 +254,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 		tr := &snap.Enforcement.Tiers[t]
 		tr.Tier = tenant.Tier(t + 1).String()
 		tr.PriceMultiplier = 1
-		for j := range rateN {
+		for j := range ringN {
 			es := &s.enf[j]
 			if es.stamp < sec-rateN || es.stamp >= sec {
 				continue
@@ -302,7 +301,11 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 		SamplerError:  s.pg.err,
 	}
 	if s.spool != nil {
-		_, cs.SpoolBytes = s.spool.Pending()
+		st := s.spool.Stats()
+		cs.SpoolBytes, cs.DeadLetters = st.Bytes, st.DeadLetters
+		if !st.Oldest.IsZero() {
+			cs.SpoolOldestSeconds = time.Since(st.Oldest).Seconds()
+		}
 	}
 	snap.Collector = cs
 	return snap
@@ -336,54 +339,6 @@ func (s *Server) handleLive(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, s.Snapshot(s.cfg.Now(), measure, n))
-}
-
-// handleStream sends one snapshot per second as a server-sent event.
-func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
-	measure, n, err := s.parseLiveQuery(r)
-	if err != nil {
-		writeError(w, http.StatusBadRequest, err.Error(), 0)
-		return
-	}
-	fl, ok := w.(http.Flusher)
-	if !ok {
-		writeError(w, http.StatusInternalServerError, "streaming unsupported", 0)
-		return
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	ctx := r.Context()
-	send := func() error {
-		b, err := json.Marshal(s.Snapshot(s.cfg.Now(), measure, n))
-		if err != nil {
-			return err
-		}
-		if _, err := fmt.Fprintf(w, "event: snapshot\ndata: %s\n\n", b); err != nil {
-			return err
-		}
-		fl.Flush()
-		return nil
-	}
-	if send() != nil {
-		return
-	}
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	done := s.doneChan()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-done:
-			return
-		case <-t.C:
-			if send() != nil {
-				return
-			}
-		}
-	}
 }
 
 // doneChan is closed when the background work stops (Shutdown); streams

@@ -50,7 +50,7 @@ func (s *sparse) add(i int, c uint64) {
 	}
 	r, ok := s.rank(i)
 	if ok {
-		s.cnt[r] += c
+		addSat(&s.cnt[r], c)
 		return
 	}
 	s.cnt = slices.Insert(s.cnt, r, c)
@@ -114,7 +114,7 @@ func (s *sparse) merge(o *sparse) {
 				b := uint(bits.TrailingZeros64(ob))
 				ob &= ob - 1
 				r := int(s.ix.pre[w]) + bits.OnesCount64(s.ix.bits[w]&(1<<b-1))
-				s.cnt[r] += o.cnt[k]
+				addSat(&s.cnt[r], o.cnt[k])
 				k++
 			}
 		}

@@ -13,10 +13,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/store/chstore"
 	"github.com/qtop-dev/qtop/store/duckstore"
-	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/tenant"
 )
 

@@ -11,8 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/qtop-dev/qtop/store/chstore"
 	"github.com/qtop-dev/qtop/internal/testsvc"
+	"github.com/qtop-dev/qtop/store/chstore"
 )
 
 // proxy forwards TCP to the real ClickHouse and can cut the link, so a

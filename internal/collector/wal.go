@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/qtop-dev/qtop/ingest"
@@ -30,10 +32,14 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 const walSuffix = ".wal"
 
+// walFile is one minute's log. Its methods are safe for concurrent use:
+// reports are appended outside the collector's merge lock.
 type walFile struct {
+	mu   sync.Mutex
 	f    *os.File
 	path string
-	size int64
+	size atomic.Int64
+	buf  []byte
 }
 
 func walPath(dir string, m time.Time) string {
@@ -51,36 +57,50 @@ func openWAL(dir string, m time.Time) (*walFile, error) {
 		f.Close()
 		return nil, fmt.Errorf("collector: wal: %w", err)
 	}
-	return &walFile{f: f, path: p, size: st.Size()}, nil
+	w := &walFile{f: f, path: p}
+	w.size.Store(st.Size())
+	return w, nil
 }
 
 // append writes one record with a single write call.
-func (w *walFile) append(body []byte, buf *[]byte) error {
-	if cap(*buf) < 8+len(body) {
-		*buf = make([]byte, 8+len(body))
+func (w *walFile) append(body []byte) error {
+	sum := crc32.Checksum(body, crcTable)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if cap(w.buf) < 8+len(body) || cap(w.buf) > 1<<20 && len(body) < 64<<10 {
+		w.buf = make([]byte, 8+len(body))
 	}
-	rec := (*buf)[:8+len(body)]
+	rec := w.buf[:8+len(body)]
 	binary.LittleEndian.PutUint32(rec, uint32(len(body)))
-	binary.LittleEndian.PutUint32(rec[4:], crc32.Checksum(body, crcTable))
+	binary.LittleEndian.PutUint32(rec[4:], sum)
 	copy(rec[8:], body)
 	n, err := w.f.Write(rec)
-	w.size += int64(n)
 	if err != nil {
 		// Cut a partial record so the file stays well formed.
 		if n > 0 {
-			w.size -= int64(n)
-			w.f.Truncate(w.size)
+			w.f.Truncate(w.size.Load())
 		}
 		return fmt.Errorf("collector: wal: %w", err)
 	}
+	w.size.Add(int64(n))
 	return nil
 }
 
-func (w *walFile) sync() error { return w.f.Sync() }
+func (w *walFile) sync() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.f.Sync()
+}
 
-func (w *walFile) close() error { return w.f.Close() }
+func (w *walFile) close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.f.Close()
+}
 
 func (w *walFile) remove() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.f.Close()
 	return os.Remove(w.path)
 }

@@ -7,9 +7,14 @@ import (
 )
 
 // Ring sizes: rates and quantiles are over the last rateN complete
-// seconds; histories hold histN seconds.
+// seconds; histories hold histN seconds. A ring of per-second slots holds
+// ringN = rateN + 1 of them: the rateN complete seconds and the one being
+// written. (With only rateN slots the current second overwrites the
+// oldest complete one, so 9 seconds were summed and divided by 10: every
+// rate read 10% low.)
 const (
 	rateN = 10
+	ringN = rateN + 1
 	histN = live.HistoryLen
 )
 
@@ -18,15 +23,15 @@ const (
 // written is reset first, so a clock that jumps (either way) only ever
 // forgets seconds, never mixes them.
 type window10 struct {
-	stamp    [rateN]int64
-	ru, db   [rateN]float64
-	pg       [rateN]float64 // sampled active sessions (max of the second's samples)
-	req, err [rateN]uint64
-	lat      [rateN]sparse
+	stamp    [ringN]int64
+	ru, db   [ringN]float64
+	pg       [ringN]float64 // sampled active sessions (max of the second's samples)
+	req, err [ringN]uint64
+	lat      [ringN]sparse
 }
 
 func (w *window10) slot(sec int64) int {
-	i := int(uint64(sec) % rateN)
+	i := int(uint64(sec) % ringN)
 	if w.stamp[i] != sec {
 		w.stamp[i] = sec
 		w.ru[i], w.db[i], w.pg[i], w.req[i], w.err[i] = 0, 0, 0, 0, 0
@@ -55,7 +60,7 @@ func (w *window10) ratesP95(now int64, withP95 bool) rates {
 	var r rates
 	var pg float64
 	var lats []*sparse
-	for i := range rateN {
+	for i := range ringN {
 		if !w.inWindow(i, now) {
 			continue
 		}

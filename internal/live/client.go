@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/qtop-dev/qtop/policy"
 )
@@ -38,6 +39,7 @@ type Client struct {
 	http    *http.Client
 	measure string
 	top     int
+	token   string
 }
 
 // ClientOption configures a Client.
@@ -49,6 +51,17 @@ func WithHTTPClient(h *http.Client) ClientOption { return func(c *Client) { c.ht
 
 // WithMeasure sets the measure that orders the tenants (MeasureRU …).
 func WithMeasure(m string) ClientOption { return func(c *Client) { c.measure = m } }
+
+// WithToken sends token as the bearer credential of reads (the
+// collector's read token, or its admin token).
+func WithToken(token string) ClientOption { return func(c *Client) { c.token = token } }
+
+// authorize sets the read credential on req, if any.
+func (c *Client) authorize(req *http.Request) {
+	if c.token != "" && req.Header.Get("Authorization") == "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+}
 
 // WithTop sets how many tenants come before the "other" row.
 func WithTop(n int) ClientOption { return func(c *Client) { c.top = n } }
@@ -93,6 +106,7 @@ func (c *Client) Get(ctx context.Context) (Snapshot, error) {
 		return Snapshot{}, err
 	}
 	req.Header.Set("Accept", "application/json")
+	c.authorize(req)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("live: get: %w", err)
@@ -117,6 +131,7 @@ func (c *Client) Stream(ctx context.Context, fn func(Snapshot)) error {
 		return err
 	}
 	req.Header.Set("Accept", "text/event-stream")
+	c.authorize(req)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -235,6 +250,7 @@ func (c *Client) PostPolicy(ctx context.Context, rule policy.Rule, token string)
 // policyCall sends a request of the policy endpoint and decodes the policy
 // it answers with.
 func (c *Client) policyCall(req *http.Request, what string) (policy.Policy, error) {
+	c.authorize(req)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return policy.Policy{}, fmt.Errorf("live: %s: %w", what, err)
@@ -286,4 +302,42 @@ func decodeJSON(r io.Reader, v any) error {
 		return fmt.Errorf("%w: %v", ErrProtocol, err)
 	}
 	return nil
+}
+
+// AuditRow is one policy change, as GET /v1/audit returns it.
+type AuditRow struct {
+	Time          time.Time       `json:"time"`
+	Who           string          `json:"who"`
+	Action        string          `json:"action"`
+	PolicyVersion uint64          `json:"policy_version"`
+	Rule          json.RawMessage `json:"rule"`
+}
+
+// Audit returns the policy changes of [from, to), oldest first; it needs
+// the collector's admin token.
+func (c *Client) Audit(ctx context.Context, from, to time.Time, adminToken string) ([]AuditRow, error) {
+	u := c.url(PathAudit, false)
+	q := url.Values{}
+	q.Set("from", from.UTC().Format(time.RFC3339Nano))
+	q.Set("to", to.UTC().Format(time.RFC3339Nano))
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u+"?"+q.Encode(), nil)
+	if err != nil {
+		return nil, err
+	}
+	if adminToken != "" {
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("live: audit: %w", err)
+	}
+	defer resp.Body.Close()
+	if err := checkStatus(resp); err != nil {
+		return nil, err
+	}
+	var rows []AuditRow
+	if err := decodeJSON(io.LimitReader(resp.Body, MaxEventBytes+1), &rows); err != nil {
+		return nil, err
+	}
+	return rows, nil
 }

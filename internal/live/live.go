@@ -24,6 +24,9 @@ const (
 	PathPolicy  = "/v1/policy"
 	PathReports = "/v1/reports"
 	PathReport  = "/v1/report"
+	// PathAudit is GET /v1/audit?from=…&to=… (admin token): the policy
+	// changes, expiries included.
+	PathAudit = "/v1/audit"
 )
 
 // Measures that order Snapshot.Tenants.
@@ -226,6 +229,11 @@ type CollectorStatus struct {
 	SpoolBytes   int64  `json:"spool_bytes"`
 	// DroppedRows counts rows that could not be kept (spool full).
 	DroppedRows uint64 `json:"dropped_rows"`
+	// DeadLetters counts batches the store refused, set aside in
+	// dead-letter files so the spool moves on; SpoolOldestSeconds is the
+	// age of the oldest batch waiting (growing: not draining).
+	DeadLetters        uint64  `json:"dead_letters"`
+	SpoolOldestSeconds float64 `json:"spool_oldest_seconds,omitempty"`
 	// Sampler is true when the pg_stat_activity sampler runs;
 	// SamplerError is its last error.
 	Sampler      bool   `json:"sampler"`

@@ -1,0 +1,459 @@
+// Command collectorload drives a running collector over real HTTP on
+// loopback: a load run of reporting processes (reports of 100 tenant rows
+// each, every process its own source) and the hostile cases of the
+// collector's hardening, each with its status, reason and the collector's
+// resident memory before and after.
+//
+//	collector serve --listen 127.0.0.1:7171 --store none --data-dir /tmp/qtop-load &
+//	go run ./collectorload -addr 127.0.0.1:7171 -pid $! load -reporters 1000 -interval 200ms -duration 10s
+//	go run ./collectorload -addr 127.0.0.1:7171 -pid $! hostile
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:7171", "the collector")
+	pid := flag.Int("pid", 0, "the collector's process id, to read its resident memory")
+	token := flag.String("token", "", "report token")
+	flag.Usage = func() {
+		fmt.Fprintln(os.Stderr, "usage: collectorload [-addr A] [-pid P] load [flags] | hostile [flags]")
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	if flag.NArg() < 1 {
+		flag.Usage()
+		os.Exit(2)
+	}
+	e := &env{base: "http://" + *addr, pid: *pid, token: *token, client: &http.Client{
+		Transport: &http.Transport{MaxIdleConnsPerHost: 4096, MaxConnsPerHost: 0, IdleConnTimeout: time.Minute,
+			DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext},
+		Timeout: 30 * time.Second,
+	}}
+	switch flag.Arg(0) {
+	case "load":
+		os.Exit(e.load(flag.Args()[1:]))
+	case "hostile":
+		os.Exit(e.hostile(flag.Args()[1:]))
+	}
+	flag.Usage()
+	os.Exit(2)
+}
+
+type env struct {
+	base   string
+	pid    int
+	token  string
+	client *http.Client
+}
+
+// rssMB is the collector's resident memory.
+func (e *env) rssMB() float64 {
+	if e.pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", e.pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			var kb float64
+			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &kb)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// cpuSeconds is the collector's user+system CPU time.
+func (e *env) cpuSeconds() float64 {
+	if e.pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", e.pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	var u, sy float64
+	fmt.Sscan(f[11], &u)
+	fmt.Sscan(f[12], &sy)
+	return (u + sy) / 100
+}
+
+// report encodes one report of rows tenant rows of source inst at seq.
+func report(rng *rand.Rand, service, inst string, seq uint64, rows int, now time.Time) []byte {
+	rep := &ingest.Report{Source: ingest.Source{Service: service, Instance: inst, Host: "loadhost"}, Seq: seq,
+		Start: now.Add(-time.Second), End: now, Rows: make([]ingest.Row, rows)}
+	for j := range rows {
+		r := &rep.Rows[j]
+		r.Tenant, r.Route, r.Tier, r.Kind = fmt.Sprintf("tenant-%04d", rng.IntN(2000)), "GET /items", tenant.T2, ingest.KindRequest
+		r.Count, r.RU, r.Bytes, r.Duration = 10, 12.5, 4096, 100*time.Millisecond
+		for range 10 {
+			r.Latency.Observe(0.005 * (1 + rng.ExpFloat64()))
+		}
+	}
+	// Distinct tenants per report.
+	seen := map[string]bool{}
+	out := rep.Rows[:0]
+	for _, r := range rep.Rows {
+		if !seen[r.Tenant] {
+			seen[r.Tenant] = true
+			out = append(out, r)
+		}
+	}
+	rep.Rows = out
+	b, err := rep.MarshalBinary()
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func (e *env) post(ctx context.Context, path, ct string, body []byte, hdr ...string) (int, string, time.Duration) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.base+path, bytes.NewReader(body))
+	req.Header.Set("Content-Type", ct)
+	if e.token != "" {
+		req.Header.Set("Authorization", "Bearer "+e.token)
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	t0 := time.Now()
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return 0, err.Error(), time.Since(t0)
+	}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	d := time.Since(t0)
+	msg := ""
+	if resp.StatusCode != 200 {
+		if r, err := ingest.DecodeReply(b); err == nil {
+			msg = r.Message
+		} else {
+			msg = strings.TrimSpace(string(b))
+		}
+	}
+	return resp.StatusCode, msg, d
+}
+
+type result struct {
+	elapsed                   time.Duration
+	cpu                       float64 // the collector's CPU seconds during the run
+	sent, ok, refused, failed atomic.Int64
+	mu                        sync.Mutex
+	lat                       []time.Duration
+	why                       map[string]int
+}
+
+func (r *result) add(status int, d time.Duration, msg string) {
+	if status != 200 {
+		r.mu.Lock()
+		if r.why == nil {
+			r.why = map[string]int{}
+		}
+		r.why[fmt.Sprintf("%d %s", status, short(msg))]++
+		r.mu.Unlock()
+	}
+	r.sent.Add(1)
+	switch {
+	case status == 200:
+		r.ok.Add(1)
+	case status == 0:
+		r.failed.Add(1)
+	default:
+		r.refused.Add(1)
+	}
+	r.mu.Lock()
+	r.lat = append(r.lat, d)
+	r.mu.Unlock()
+}
+
+func (r *result) quantile(q float64) time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.lat) == 0 {
+		return 0
+	}
+	slices.Sort(r.lat)
+	return r.lat[min(len(r.lat)-1, int(q*float64(len(r.lat))))]
+}
+
+// fleet runs reporters processes, each sending one report every interval
+// (open loop, phases spread) for d; bodies are encoded before the run.
+func (e *env) fleet(ctx context.Context, service string, reporters, rows int, interval, d time.Duration) *result {
+	per := int(d/interval) + 1
+	bodies := make([][][]byte, reporters)
+	var wg sync.WaitGroup
+	for i := range reporters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(i), 7))
+			inst := fmt.Sprintf("%s-%d-%d", service, i, time.Now().UnixNano())
+			for k := range per {
+				bodies[i] = append(bodies[i], report(rng, service, inst, uint64(k+1), rows, time.Now()))
+			}
+		}()
+	}
+	wg.Wait()
+	res := &result{}
+	cpu0 := e.cpuSeconds()
+	start := time.Now()
+	for i := range reporters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			phase := time.Duration(rand.Int64N(int64(interval)))
+			next := start.Add(phase)
+			for k := 0; ; k++ {
+				if dl := next.Sub(time.Now()); dl > 0 {
+					select {
+					case <-time.After(dl):
+					case <-ctx.Done():
+						return
+					}
+				}
+				if time.Since(start) >= d || k >= len(bodies[i]) {
+					return
+				}
+				status, msg, lat := e.post(ctx, "/v1/reports", ingest.ContentType, bodies[i][k])
+				res.add(status, lat, msg)
+				next = next.Add(interval)
+			}
+		}()
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	res.cpu = e.cpuSeconds() - cpu0
+	return res
+}
+
+func (e *env) load(args []string) int {
+	fs := flag.NewFlagSet("load", flag.ExitOnError)
+	reporters := fs.Int("reporters", 1000, "reporting processes")
+	rows := fs.Int("rows", 100, "tenant rows per report")
+	interval := fs.Duration("interval", 200*time.Millisecond, "each process sends one report per interval")
+	d := fs.Duration("duration", 10*time.Second, "length of the run")
+	fs.Parse(args)
+	ctx := context.Background()
+	rss0 := e.rssMB()
+	res := e.fleet(ctx, "load", *reporters, *rows, *interval, *d)
+	el, cpu := res.elapsed.Seconds(), res.cpu
+	fmt.Printf("load: %d reporters × 1 report/%v, %d rows each, %.1f s\n", *reporters, *interval, *rows, el)
+	fmt.Printf("  sent %d, accepted %d (%.0f/s), refused %d (%.2f%%), failed %d\n", res.sent.Load(), res.ok.Load(),
+		float64(res.ok.Load())/el, res.refused.Load(), 100*float64(res.refused.Load())/float64(max(1, res.sent.Load())), res.failed.Load())
+	fmt.Printf("  latency p50 %v p99 %v max %v\n", res.quantile(0.5).Round(time.Microsecond*100), res.quantile(0.99).Round(time.Microsecond*100), res.quantile(1).Round(time.Millisecond))
+	for w, n := range res.why {
+		fmt.Printf("  refused %d× %s\n", n, w)
+	}
+	fmt.Printf("  collector CPU %.2f s (%.0f%% of one core), RSS %.0f → %.0f MB\n", cpu, 100*cpu/el, rss0, e.rssMB())
+	return 0
+}
+
+func (e *env) get(path string, hdr ...string) (int, string) {
+	req, _ := http.NewRequest(http.MethodGet, e.base+path, nil)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, string(b)
+}
+
+func short(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) > 160 {
+		s = s[:160] + "…"
+	}
+	return s
+}
+
+func (e *env) line(name string, status int, reason string, before float64) {
+	fmt.Printf("| %s | %d | %s | %.0f → %.0f |\n", name, status, strings.ReplaceAll(short(reason), "|", "/"), before, e.rssMB())
+}
+
+// rowBomb: identical rows compress to nothing.
+func rowBomb(n int, inst string) []byte {
+	rep := &ingest.Report{Source: ingest.Source{Service: "s", Instance: inst}, Start: time.Now().Add(-time.Second), End: time.Now(),
+		Rows: make([]ingest.Row, n)}
+	for i := range rep.Rows {
+		rep.Rows[i] = ingest.Row{Tenant: "t", Route: "r", Kind: ingest.KindRequest}
+	}
+	b, _ := rep.MarshalBinary()
+	return b
+}
+
+func one(rows []ingest.Row, inst string, seq uint64) []byte {
+	rep := &ingest.Report{Source: ingest.Source{Service: "api", Instance: inst, Host: "h"}, Seq: seq,
+		Start: time.Now().Add(-time.Second), End: time.Now(), Rows: rows}
+	b, err := rep.MarshalBinary()
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+func (e *env) hostile(args []string) int {
+	fs := flag.NewFlagSet("hostile", flag.ExitOnError)
+	parallel := fs.Int("parallel", 64, "hostile clients at once")
+	d := fs.Duration("duration", 10*time.Second, "length of the parallel bomb run")
+	sources := fs.Int("sources", 100_050, "fake sources of the source flood")
+	fs.Parse(args)
+	ctx := context.Background()
+	ct := ingest.ContentType
+	fmt.Println("| case | status | reason | RSS MB before → after |")
+	fmt.Println("|---|---|---|---|")
+
+	bomb := rowBomb(ingest.MaxRows, "bomb")
+	r0 := e.rssMB()
+	var st int
+	var msg string
+	for i := range 1000 { // distinct sources, so admission does not hide the cost
+		st, msg, _ = e.post(ctx, "/v1/reports", ct, rowBomb(ingest.MaxRows, fmt.Sprintf("bomb-%d", i)))
+	}
+	e.line(fmt.Sprintf("%d-byte body claiming %d rows (×1000)", len(bomb), ingest.MaxRows), st, msg, r0)
+
+	claim := append([]byte("qtrp"), 0, 2, 1, 0)
+	claim = append(claim, 0x80, 0x80, 0x80, 0x10) // uvarint 32 MiB
+	claim = append(claim, bytes.Repeat([]byte{0}, 64)...)
+	r0 = e.rssMB()
+	st, msg, _ = e.post(ctx, "/v1/reports", ct, claim)
+	e.line("header claiming 32 MiB decompressed (×1)", st, msg, r0)
+
+	// Quiet run (after a warm-up), then the same fleet beside parallel
+	// bombs.
+	e.fleet(ctx, "warm", 200, 100, time.Second, 3*time.Second)
+	quiet := e.fleet(ctx, "quiet", 200, 100, time.Second, *d)
+	r0 = e.rssMB()
+	var peak atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+				if v := int64(e.rssMB()); v > peak.Load() {
+					peak.Store(v)
+				}
+			}
+		}
+	}()
+	var bombs, bomb413 atomic.Int64
+	bctx, cancel := context.WithTimeout(ctx, *d)
+	for range *parallel {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for bctx.Err() == nil {
+				st, _, _ := e.post(bctx, "/v1/reports", ct, bomb)
+				bombs.Add(1)
+				if st == 413 {
+					bomb413.Add(1)
+				}
+			}
+		}()
+	}
+	noisy := e.fleet(ctx, "noisy", 200, 100, time.Second, *d)
+	cancel()
+	close(stop)
+	wg.Wait()
+	fmt.Printf("| %d parallel bombs for %v (%d sent, %d got 413) | 413 | peak RSS %d MB | %.0f → %.0f |\n", *parallel, *d, bombs.Load(), bomb413.Load(), peak.Load(), r0, e.rssMB())
+	fmt.Printf("|   normal reporters (200 × 1/s, 100 rows): quiet p99 %v, refused %d; beside the bombs p99 %v, refused %d | | | |\n",
+		quiet.quantile(0.99).Round(100*time.Microsecond), quiet.refused.Load(), noisy.quantile(0.99).Round(100*time.Microsecond), noisy.refused.Load())
+
+	r0 = e.rssMB()
+	st, msg, _ = e.post(ctx, "/v1/reports", ct, one([]ingest.Row{{Tenant: "whale", Route: "r", Kind: ingest.KindRequest, Count: 1<<64 - 1}}, "ov", 1))
+	e.line("count 2^64−1", st, msg, r0)
+	st, msg, _ = e.post(ctx, "/v1/reports", ct, one([]ingest.Row{{Tenant: "whale", Route: "r", Kind: ingest.KindDB, Count: 1, Duration: 1<<63 - 1}}, "ov", 2))
+	e.line("duration MaxInt64 ns", st, msg, r0)
+	st, msg, _ = e.post(ctx, "/v1/reports", ct, one([]ingest.Row{{Tenant: "whale", Route: "r", Kind: ingest.KindRequest, Count: 1, RU: 1.79e308}}, "ov", 3))
+	e.line("RU MaxFloat64", st, msg, r0)
+
+	st, msg, _ = e.post(ctx, "/v1/reports", ct, one([]ingest.Row{{Tenant: "acme\xff", Route: "r\x00", Kind: ingest.KindRequest, Count: 1}}, "poison\xfe", 1))
+	e.line("invalid UTF-8 tenant, route, instance (accepted, cleaned)", st, msg, r0)
+	st, msg = e.get("/metrics")
+	cleaned := ""
+	for _, l := range strings.Split(msg, "\n") {
+		if strings.HasPrefix(l, "qtop_collector_strings_cleaned_total{field=\"instance\"}") || strings.HasPrefix(l, "qtop_collector_invalid_tags_total") {
+			cleaned += l + "; "
+		}
+	}
+	e.line("GET /metrics after it", st, cleaned, r0)
+
+	for _, q := range []string{"from=0001-01-01", "from=99999999999d", "from=2020-01-01"} {
+		t0 := time.Now()
+		st, msg = e.get("/v1/report?" + q)
+		e.line(fmt.Sprintf("GET /v1/report?%s (%v)", q, time.Since(t0).Round(time.Millisecond)), st, msg, r0)
+	}
+
+	st, msg, _ = e.post(ctx, "/v1/reports", "application/json", one([]ingest.Row{{Tenant: "acme", Route: "r", Kind: ingest.KindRequest, Count: 1}}, "ct", 1))
+	e.line("Content-Type application/json", st, msg, r0)
+
+	// Source flood, then a new real process.
+	r0 = e.rssMB()
+	t0 := time.Now()
+	var flooded atomic.Int64
+	var fwg sync.WaitGroup
+	per := *sources / 32
+	for g := range 32 {
+		fwg.Add(1)
+		go func() {
+			defer fwg.Done()
+			body := []ingest.Row{{Tenant: "spam", Route: "r", Kind: ingest.KindRequest, Count: 1}}
+			for i := range per + 2 {
+				if st, _, _ := e.post(ctx, "/v1/reports", ct, one(body, fmt.Sprintf("fake-%d-%d", g, i), 1)); st == 200 {
+					flooded.Add(1)
+				}
+			}
+		}()
+	}
+	fwg.Wait()
+	fl := time.Since(t0)
+	st, msg, _ = e.post(ctx, "/v1/reports", ct, one([]ingest.Row{{Tenant: "acme", Route: "r", Kind: ingest.KindRequest, Count: 1}}, "legit-new", 1))
+	e.line(fmt.Sprintf("new real process after %d fake sources in %v", flooded.Load(), fl.Round(100*time.Millisecond)), st, msg, r0)
+
+	// Live streams: one beyond the cap.
+	var streams []*http.Response
+	for range 64 {
+		resp, err := e.client.Get(e.base + "/v1/live/stream")
+		if err == nil {
+			streams = append(streams, resp)
+		}
+	}
+	r0 = e.rssMB()
+	st, msg = e.get("/v1/live/stream")
+	e.line("65th live stream", st, msg, r0)
+	for _, s := range streams {
+		s.Body.Close()
+	}
+	return 0
+}

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/qtop-dev/qtop/internal/collector"
+	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/policy"
+)
+
+const auditUsage = `Usage: collector audit [flags]
+
+Prints the policy changes of a range, oldest first: when, who (the
+credential and address that made it), the action (add, replace, lift), the
+policy version, the rule's tenant or tier, action and expiry. Reads the store
+directly (--store, DuckDB or ClickHouse), or asks a running collector
+(--collector, with its admin token), which is needed for a DuckDB file the
+collector holds open.
+
+Times: RFC 3339, YYYY-MM-DD (UTC), "now", or an age such as 24h or 7d.
+
+Examples:
+  collector audit --from 7d
+  collector audit --store clickhouse://127.0.0.1:9000/qtop --from 2026-03-01 --format json
+  collector audit --collector 127.0.0.1:7070 --admin-token-file qtop-data/admin-token
+
+Flags:
+`
+
+func audit(args []string, stdout, stderr io.Writer) int {
+	fs := flagSet("audit", auditUsage, stderr)
+	var envs []envFlag
+	from := fs.String("from", "7d", "start of the range (inclusive)")
+	to := fs.String("to", "now", "end of the range (exclusive)")
+	format := fs.String("format", "table", "table or json")
+	storeURL := strFlag(fs, &envs, "store", "QTOP_STORE", collector.DefaultStore, "store to read: duckdb://PATH or clickhouse://HOST:PORT/DB")
+	cluster := strFlag(fs, &envs, "cluster", "QTOP_CLUSTER", "", "ClickHouse cluster name")
+	remote := strFlag(fs, &envs, "collector", "QTOP_COLLECTOR", "", "ask a running collector (host:port) instead of opening the store")
+	admin := secretFlag(fs, &envs, "admin-token", "QTOP_ADMIN_TOKEN", "the collector's admin token, with --collector")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "collector audit: unexpected argument %q\n", fs.Arg(0))
+		return 2
+	}
+	if *format != "table" && *format != "json" {
+		fmt.Fprintf(stderr, "collector audit: --format %q: want table or json\n", *format)
+		return 2
+	}
+	now := time.Now()
+	f, err := collector.ParseTime(*from, now)
+	if err == nil {
+		var t time.Time
+		if t, err = collector.ParseTime(*to, now); err == nil {
+			now = t
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "collector audit:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var rows []live.AuditRow
+	if *remote != "" {
+		tok, err := admin.get()
+		if err != nil {
+			fmt.Fprintln(stderr, "collector audit:", err)
+			return 2
+		}
+		c, err := live.NewClient(*remote)
+		if err != nil {
+			fmt.Fprintln(stderr, "collector audit:", err)
+			return 2
+		}
+		if rows, err = c.Audit(ctx, f, now, tok); err != nil {
+			fmt.Fprintln(stderr, "collector audit:", err)
+			if errors.Is(err, live.ErrUnauthorized) {
+				fmt.Fprintln(stderr, "collector audit: pass the collector's admin token: --admin-token-file DATA_DIR/admin-token")
+			}
+			return 1
+		}
+	} else {
+		st, err := collector.OpenStore(ctx, *storeURL, collector.Config{Cluster: *cluster, Logger: slog.New(slog.DiscardHandler)})
+		if err != nil {
+			fmt.Fprintln(stderr, "collector audit:", err)
+			return 1
+		}
+		defer st.Close()
+		if rows, err = collector.ReadAudit(ctx, st, f, now); err != nil {
+			fmt.Fprintln(stderr, "collector audit:", err)
+			return 1
+		}
+	}
+	if *format == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rows); err != nil {
+			return 1
+		}
+		return 0
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tWHO\tACTION\tVERSION\tTARGET\tRULE\tEXPIRES\tREASON")
+	for _, r := range rows {
+		var rule policy.Rule
+		json.Unmarshal(r.Rule, &rule)
+		target := rule.Tenant
+		if target == "" {
+			target = "tier " + rule.Tier.String()
+		}
+		what := string(rule.Action)
+		switch rule.Action {
+		case policy.Throttle:
+			what = fmt.Sprintf("throttle %g RU/s", rule.RUPerSecond)
+		case policy.Price:
+			what = fmt.Sprintf("price ×%g", rule.Multiplier)
+		}
+		if rule.Shadow {
+			what += " (shadow)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Time.UTC().Format(time.RFC3339), printable(r.Who), r.Action,
+			r.PolicyVersion, printable(target), what, rule.Expires.UTC().Format(time.RFC3339), printable(rule.Reason))
+	}
+	if err := tw.Flush(); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// printable keeps a value from moving the terminal's cursor.
+func printable(s string) string {
+	out := []rune(s)
+	for i, r := range out {
+		if r < 0x20 || r == 0x7f {
+			out[i] = '?'
+		}
+	}
+	return string(out)
+}

@@ -1,0 +1,155 @@
+package collector
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Role is what a credential may do. There are three, each with its own
+// token, so that a reporting process's credential can neither read the
+// fleet nor change policy:
+//
+//   - RoleReport: send reports (POST /v1/reports, and any other intake
+//     such as an OTLP receiver's /v1/traces).
+//   - RoleRead: read the fleet (GET /v1/live, /v1/live/stream, /v1/report,
+//     /v1/policy, /metrics).
+//   - RoleAdmin: change policy (POST /v1/policy) and read the audit
+//     (GET /v1/audit); the admin token may also read.
+type Role uint8
+
+// The roles.
+const (
+	RoleReport Role = iota + 1
+	RoleRead
+	RoleAdmin
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleReport:
+		return "report"
+	case RoleRead:
+		return "read"
+	case RoleAdmin:
+		return "admin"
+	}
+	return fmt.Sprintf("role(%d)", uint8(r))
+}
+
+// ErrUnauthorized: a request lacks the credential its role needs; the
+// message says which token is wanted (never the token).
+var ErrUnauthorized = errors.New("collector: unauthorized")
+
+// adminTokenFile is where a generated admin token is kept in DataDir
+// (mode 0600): it is never logged.
+const adminTokenFile = "admin-token"
+
+// Authorize checks that r carries the bearer token of role, and returns
+// the name of the credential (for audit records: "admin", "report",
+// "read", or "anonymous" where the role needs none). A role whose token
+// is not configured needs none — which New allows only on a loopback
+// address or with Config.Insecure — except RoleAdmin, which always has
+// one. Every intake of the collector calls it: an OTLP receiver's
+// /v1/traces calls Authorize(r, RoleReport).
+func (s *Server) Authorize(r *http.Request, role Role) (who string, err error) {
+	got, ok := bearer(r)
+	switch role {
+	case RoleReport:
+		if s.cfg.Token == "" {
+			return "anonymous", nil
+		}
+		if ok && tokenEqual(got, s.cfg.Token) {
+			return RoleReport.String(), nil
+		}
+	case RoleRead:
+		if ok && tokenEqual(got, s.token) {
+			return RoleAdmin.String(), nil
+		}
+		if s.cfg.ReadToken == "" {
+			return "anonymous", nil
+		}
+		if ok && tokenEqual(got, s.cfg.ReadToken) {
+			return RoleRead.String(), nil
+		}
+	case RoleAdmin:
+		if ok && tokenEqual(got, s.token) {
+			return RoleAdmin.String(), nil
+		}
+	default:
+		return "", fmt.Errorf("%w: unknown role %d", ErrUnauthorized, uint8(role))
+	}
+	if !ok {
+		return "", fmt.Errorf("%w: this needs the %s token (Authorization: Bearer …)", ErrUnauthorized, role)
+	}
+	return "", fmt.Errorf("%w: wrong token for %s", ErrUnauthorized, role)
+}
+
+// authorized wraps h so that it runs only for requests Authorize lets
+// through for role; others get 401 with a JSON reason.
+func (s *Server) authorized(role Role, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if _, err := s.Authorize(r, role); err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="qtop"`)
+			writeError(w, http.StatusUnauthorized, err.Error(), 0)
+			return
+		}
+		h(w, r)
+	}
+}
+
+// tokenEqual compares in constant time (hashes of equal length, so the
+// length does not leak either).
+func tokenEqual(got, want string) bool {
+	a, b := sha256.Sum256([]byte(got)), sha256.Sum256([]byte(want))
+	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
+}
+
+// checkExposure refuses a listener that is not loopback while reports or
+// reads need no credential, unless Config.Insecure says so.
+func checkExposure(c *Config) error {
+	if c.Insecure || (c.Token != "" && c.ReadToken != "") {
+		return nil
+	}
+	host, _, _ := net.SplitHostPort(c.Listen)
+	if host == "localhost" {
+		return nil
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	var open []string
+	if c.Token == "" {
+		open = append(open, "anyone could post reports (set --token)")
+	}
+	if c.ReadToken == "" {
+		open = append(open, "anyone could read every tenant's usage (set --read-token)")
+	}
+	return fmt.Errorf("%w: listening on %s, which is not loopback, without credentials: %s; or pass --insecure to run open on purpose",
+		ErrConfig, c.Listen, strings.Join(open, ", "))
+}
+
+// adminToken is Config.AdminToken, or the token kept in DataDir, made
+// once (0600) and never logged.
+func adminToken(cfg Config) (token string, path string, err error) {
+	if cfg.AdminToken != "" {
+		return cfg.AdminToken, "", nil
+	}
+	p := filepath.Join(cfg.DataDir, adminTokenFile)
+	if b, err := os.ReadFile(p); err == nil {
+		if t := strings.TrimSpace(string(b)); t != "" {
+			return t, p, nil
+		}
+	}
+	t := randomToken()
+	if err := os.WriteFile(p, []byte(t+"\n"), 0o600); err != nil {
+		return "", "", fmt.Errorf("collector: admin token: %w", err)
+	}
+	return t, p, nil
+}

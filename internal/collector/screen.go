@@ -1,0 +1,212 @@
+package collector
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/store"
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+// More rejection reasons (see metrics.go).
+const (
+	reasonRange       = "out_of_range" // a value above ingest's bounds (ingest.ErrRange)
+	reasonContentType = "content_type" // not ingest.ContentType: 415
+)
+
+// guardMetrics count what the collector changed or refused in hostile
+// input and what it set aside.
+type guardMetrics struct {
+	cleaned     *prometheus.CounterVec // strings replaced, by field
+	saturated   prometheus.Counter
+	deadLetters prometheus.GaugeFunc
+	spoolStuck  prometheus.Gauge
+	// sourcesEvicted counts probationary sources a newer one displaced.
+	sourcesEvicted prometheus.Counter
+}
+
+func newGuardMetrics(reg prometheus.Registerer, s *Server) (*guardMetrics, error) {
+	g := &guardMetrics{
+		cleaned: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qtop_collector_strings_cleaned_total",
+			Help: "Strings of reports that were not printable UTF-8 within their length cap and were replaced by an escaped form, by field."},
+			[]string{"field"}),
+		saturated: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_sums_saturated_total",
+			Help: "Merged sums that reached their maximum and stopped growing instead of wrapping."}),
+		deadLetters: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "qtop_collector_dead_letter_batches",
+			Help: "Batches the store refused that were set aside in dead-letter files of the spool since start."},
+			func() float64 {
+				if s.spool == nil {
+					return 0
+				}
+				return float64(s.spool.Stats().DeadLetters)
+			}),
+		sourcesEvicted: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_sources_evicted_total",
+			Help: "Sources on probation (new, not yet established) displaced by newer ones while the probation places were full; established sources are never evicted."}),
+		spoolStuck: prometheus.NewGauge(prometheus.GaugeOpts{Name: "qtop_collector_spool_oldest_seconds",
+			Help: "Age of the oldest batch waiting in the spool (0 when empty); growing means the spool is not draining."}),
+	}
+	for _, c := range []prometheus.Collector{g.cleaned, g.saturated, g.deadLetters, g.spoolStuck, g.sourcesEvicted} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	for _, f := range []string{"service", "instance", "host", "key", "key_tenant"} {
+		g.cleaned.WithLabelValues(f)
+	}
+	return g, nil
+}
+
+// screen makes every string of a decoded report one a store and a
+// terminal take, with tenant's own check (tenant.Clean): the source's
+// names and the key → tenant map. Row tenants and routes are checked by
+// tenant's tag checks (an invalid one counts as unknown or other), hot
+// keys where they leave the sketch (cleanKey). Values were bounded by the
+// decoder. It runs before the merge lock is taken.
+func (s *Server) screen(rep *ingest.Report) {
+	clean := func(v *string, field string, max int) {
+		if c, changed := tenant.Clean(*v, max); changed {
+			*v = c
+			s.guard.cleaned.WithLabelValues(field).Inc()
+		}
+	}
+	clean(&rep.Source.Service, "service", tenant.MaxRouteLen)
+	clean(&rep.Source.Instance, "instance", tenant.MaxRouteLen)
+	clean(&rep.Source.Host, "host", tenant.MaxRouteLen)
+	var fixed map[string]string
+	for k, t := range rep.KeyTenants {
+		ck, kc := tenant.Clean(k, tenant.MaxKeyLen)
+		if tenant.ValidateTenant(t) != nil {
+			t = ingest.UnknownTenant
+			kc = true
+			s.guard.cleaned.WithLabelValues("key_tenant").Inc()
+		}
+		if kc {
+			if fixed == nil {
+				fixed = make(map[string]string)
+			}
+			delete(rep.KeyTenants, k)
+			fixed[ck] = t
+			if ck != k {
+				s.guard.cleaned.WithLabelValues("key").Inc()
+			}
+		}
+	}
+	for k, t := range fixed {
+		rep.KeyTenants[k] = t
+	}
+	for i := range rep.Rows {
+		row := &rep.Rows[i]
+		if tenant.ValidateTenant(row.Tenant) != nil && row.Tenant != ingest.UnknownTenant {
+			row.Tenant = ingest.UnknownTenant
+			s.met.invalidTags.Inc()
+		}
+		if row.Route != "" && tenant.ValidateRoute(row.Route) != nil {
+			row.Route = ingest.OtherRoute
+			s.met.invalidTags.Inc()
+		}
+	}
+}
+
+// cleanKey is a hot key as the store and the live view get it.
+func (s *Server) cleanKey(k string) string {
+	c, changed := tenant.Clean(k, tenant.MaxKeyLen)
+	if changed {
+		s.guard.cleaned.WithLabelValues("key").Inc()
+	}
+	return c
+}
+
+// addSat adds b to *a, stopping at the largest uint64 instead of wrapping;
+// it reports whether it saturated.
+func addSat(a *uint64, b uint64) bool {
+	sum, carry := bits.Add64(*a, b, 0)
+	if carry != 0 {
+		*a = math.MaxUint64
+		return true
+	}
+	*a = sum
+	return false
+}
+
+// Bounds of the decode path.
+const (
+	// pooledReports and pooledRows bound the decoded reports kept for
+	// reuse: a report whose rows outgrew pooledRows is left to the GC, so
+	// one large (or forged) report does not stay resident.
+	pooledReports = 16
+	pooledRows    = 512
+	// decodeMemory bounds the memory (ingest.DecodeBudget of each body)
+	// that reports being decoded may take at once; a report that does
+	// not fit gets 503 and Retry-After.
+	decodeMemory = 192 << 20
+)
+
+// contentTypeIs reports whether the media type of header ct is want
+// (parameters and case aside).
+func contentTypeIs(ct, want string) bool {
+	if i := strings.IndexByte(ct, ';'); i >= 0 {
+		ct = ct[:i]
+	}
+	return strings.EqualFold(strings.TrimSpace(ct), want)
+}
+
+// bearer returns the token of an "Authorization: Bearer …" header; the
+// scheme is case-insensitive (RFC 7235).
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	if len(h) < 7 || !strings.EqualFold(h[:7], "bearer ") {
+		return "", false
+	}
+	return strings.TrimLeft(h[7:], " "), true
+}
+
+// spoolStuckAfter is how long the oldest spooled batch may wait before
+// the store counts as unhealthy even though it answers its ping.
+const spoolStuckAfter = 2 * time.Minute
+
+// spoolDraining returns an error when the spool holds a batch older than
+// spoolStuckAfter: the store answers but the queue does not move.
+func (s *Server) spoolDraining() error {
+	if s.spool == nil {
+		return nil
+	}
+	st := s.spool.Stats()
+	age, err := spoolStuck(st, time.Now())
+	s.guard.spoolStuck.Set(age.Seconds())
+	return err
+}
+
+// spoolStuck judges spool stats at now (the spool stamps batches with the
+// wall clock).
+func spoolStuck(st store.SpoolStats, now time.Time) (time.Duration, error) {
+	if st.Oldest.IsZero() {
+		return 0, nil
+	}
+	age := now.Sub(st.Oldest)
+	if age > spoolStuckAfter {
+		return age, fmt.Errorf("spool not draining: %d rows waiting, the oldest for %v (%d batches set aside in dead-letter files)",
+			st.PendingRows, age.Truncate(time.Second), st.DeadLetters)
+	}
+	return age, nil
+}
+
+// decodeStatus is the HTTP status and rejection reason of a decode error.
+func decodeStatus(err error) (int, string) {
+	switch {
+	case errors.Is(err, ingest.ErrVersion):
+		return http.StatusBadRequest, reasonVersion
+	case errors.Is(err, ingest.ErrRange):
+		return http.StatusBadRequest, reasonRange
+	case errors.Is(err, ingest.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge, reasonTooLarge
+	}
+	return http.StatusBadRequest, reasonMalformed
+}

@@ -1,0 +1,120 @@
+package collector
+
+import (
+	"strings"
+	"time"
+
+	"github.com/qtop-dev/qtop/ingest"
+)
+
+// Source admission. A process that reports for the first time is on
+// probation: it is served, but it holds one of a bounded ring of
+// probation places, the oldest of which a newer stranger takes. It is
+// established — kept until idle, never evicted — once promoteAfter of its
+// reports were accepted over more than one second, while fewer than
+// Config.MaxSources sources are established. So a flood of junk sources
+// (one report each, from addresses or names made up) only ever evicts
+// other newcomers: real processes stay, and a new real process is served
+// from its first report and established from its third.
+const promoteAfter = 3
+
+// admission is the probation ring of the source table.
+type admission struct {
+	ring        []*source // probationary sources in order of arrival (circular)
+	head        int
+	established int
+}
+
+func (s *Server) probationCap() int { return max(s.cfg.MaxSources/10, 16) }
+
+// sourceLocked returns the source of key, admitting a new one on
+// probation. s.mu is held.
+func (s *Server) sourceLocked(key string, now time.Time) *source {
+	if src := s.sources[key]; src != nil {
+		return src
+	}
+	src := &source{key: strings.Clone(key), first: now.Unix()}
+	a := &s.admit
+	if n := s.probationCap(); len(a.ring) < n {
+		a.ring = append(a.ring, src)
+	} else {
+		old := a.ring[a.head]
+		if !old.est && s.sources[old.key] == old {
+			delete(s.sources, old.key)
+			s.guard.sourcesEvicted.Inc()
+		}
+		a.ring[a.head] = src
+		a.head = (a.head + 1) % n
+	}
+	s.sources[src.key] = src
+	return src
+}
+
+// acceptedLocked counts an accepted report of src at now and establishes
+// it when it has earned it. s.mu is held.
+func (s *Server) acceptedLocked(src *source, now time.Time) {
+	src.accepted++
+	if !src.est && src.accepted >= promoteAfter && now.Unix() > src.first && s.admit.established < s.cfg.MaxSources {
+		src.est = true
+		s.admit.established++
+	}
+}
+
+// forgetLocked removes an idle source. s.mu is held.
+func (s *Server) forgetLocked(key string, src *source) {
+	if src.est {
+		s.admit.established--
+	}
+	delete(s.sources, key)
+}
+
+// pend, unpend and isPending track the sequence numbers of a source whose
+// report is being logged (outside the merge lock): a retry of one of them
+// meanwhile is told to retry, not acknowledged as a duplicate of a report
+// that may yet fail to be logged. s.mu is held.
+func (src *source) pend(seq uint64) { src.pending = append(src.pending, seq) }
+
+func (src *source) unpend(seq uint64) {
+	for i, q := range src.pending {
+		if q == seq {
+			src.pending = append(src.pending[:i], src.pending[i+1:]...)
+			return
+		}
+	}
+}
+
+func (src *source) isPending(seq uint64) bool {
+	for _, q := range src.pending {
+		if q == seq {
+			return true
+		}
+	}
+	return false
+}
+
+// unmark forgets seq, whose report was not logged.
+func (src *source) unmark(seq uint64) {
+	if src.any && src.max-seq < seqWindow {
+		src.seen[(seq%seqWindow)/64] &^= 1 << (seq % 64)
+	}
+}
+
+// decoded is a report decoded for the merge, kept for reuse, with each
+// row's latency as a sparse histogram.
+type decoded struct {
+	rep ingest.Report
+	lat []sparse
+}
+
+// prepare makes the sparse latency of every row (before the merge lock).
+func (d *decoded) prepare() []sparse {
+	n := len(d.rep.Rows)
+	if cap(d.lat) < n {
+		d.lat = make([]sparse, n, max(n, cap(d.lat)*2))
+	}
+	d.lat = d.lat[:n]
+	for i := range d.rep.Rows {
+		d.lat[i].load(&d.rep.Rows[i].Latency)
+	}
+	return d.lat
+}

@@ -1,0 +1,115 @@
+package collector
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Bounds of GET /v1/live/stream.
+const (
+	// maxStreams bounds the live streams served at once; one more is
+	// refused with 503 and a reason (poll /v1/live instead).
+	maxStreams = 64
+	// streamWriteTimeout bounds each event's write: a client that does
+	// not read is dropped instead of holding its goroutine and buffers.
+	streamWriteTimeout = 5 * time.Second
+)
+
+// streams shares the encoded events among the clients of a stream: each
+// snapshot (second × measure × top) is encoded once, whatever the number
+// of clients.
+type streams struct {
+	n       atomic.Int64
+	encoded atomic.Int64 // events encoded (once per snapshot, not per client)
+	mu      sync.Mutex
+	events  map[snapKey][]byte
+}
+
+// event returns the encoded server-sent event of the snapshot at now.
+func (s *Server) event(now time.Time, measure string, n int) ([]byte, error) {
+	key := snapKey{now.Unix(), measure, n}
+	st := &s.streams
+	st.mu.Lock()
+	if b, ok := st.events[key]; ok {
+		st.mu.Unlock()
+		return b, nil
+	}
+	st.mu.Unlock()
+	snap := s.Snapshot(now, measure, n)
+	st.encoded.Add(1)
+	j, err := json.Marshal(snap)
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, len(j)+32)
+	b = append(b, "event: snapshot\ndata: "...)
+	b = append(b, j...)
+	b = append(b, "\n\n"...)
+	st.mu.Lock()
+	if st.events == nil || len(st.events) > 64 {
+		st.events = make(map[snapKey][]byte)
+	}
+	for k := range st.events {
+		if k.sec < key.sec {
+			delete(st.events, k)
+		}
+	}
+	st.events[key] = b
+	st.mu.Unlock()
+	return b, nil
+}
+
+// handleStream sends one snapshot per second as a server-sent event.
+func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
+	measure, n, err := s.parseLiveQuery(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error(), 0)
+		return
+	}
+	if s.streams.n.Add(1) > maxStreams {
+		s.streams.n.Add(-1)
+		writeError(w, http.StatusServiceUnavailable,
+			fmt.Sprintf("too many live streams (%d at most); try again later or poll %s", maxStreams, "/v1/live"), 5*time.Second)
+		return
+	}
+	defer s.streams.n.Add(-1)
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	ctx := r.Context()
+	send := func() error {
+		b, err := s.event(s.cfg.Now(), measure, n)
+		if err != nil {
+			return err
+		}
+		rc.SetWriteDeadline(time.Now().Add(streamWriteTimeout)) // not every writer has deadlines
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+		return rc.Flush()
+	}
+	if send() != nil {
+		return
+	}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	done := s.doneChan()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-done:
+			return
+		case <-t.C:
+			if send() != nil {
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,46 @@
+package chstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/qtop-dev/qtop/store"
+)
+
+var _ store.AuditReader = (*Store)(nil)
+
+// ReadAudit implements store.AuditReader. An identical row written twice
+// (a retried insert) is returned once.
+func (s *Store) ReadAudit(ctx context.Context, from, to time.Time) ([]store.Audit, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	q := fmt.Sprintf(`SELECT time, time_ns, who, action, policy_version, any(rule)
+FROM %s
+WHERE time >= toDateTime(%d) AND time < toDateTime(%d)
+GROUP BY time, time_ns, who, action, policy_version
+ORDER BY time DESC, time_ns DESC, policy_version DESC
+LIMIT %d`, s.schema.target(TableAudit), clampUnix(from), clampUnix(to), store.MaxAuditRows)
+	rows, err := s.conn.Query(ctx, q)
+	if err != nil {
+		return nil, fmt.Errorf("chstore: audit: %w", err)
+	}
+	defer rows.Close()
+	var out []store.Audit
+	for rows.Next() {
+		var a store.Audit
+		var ns uint32
+		if err := rows.Scan(&a.Time, &ns, &a.Who, &a.Action, &a.PolicyVersion, &a.Rule); err != nil {
+			return nil, fmt.Errorf("chstore: audit: %w", err)
+		}
+		a.Time = a.Time.UTC().Add(time.Duration(ns))
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("chstore: audit: %w", err)
+	}
+	slices.Reverse(out)
+	return out, nil
+}
