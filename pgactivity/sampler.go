@@ -149,12 +149,19 @@ func (s *Sampler) Sample(ctx context.Context) (Snapshot, error) {
 		} else {
 			b.Truncated = querySize > 0 && len(b.Query) >= int(querySize)-4
 			b.setTags()
+			if b.Malformed {
+				snap.Malformed++
+			}
+			if b.TagsCut {
+				snap.TagsCut++
+			}
 		}
 		snap.Backends = append(snap.Backends, b)
 	}
 	if err := rows.Err(); err != nil {
 		return Snapshot{}, fmt.Errorf("%w: %w", ErrSample, err)
 	}
+	s.cfg.metrics.observe(&snap)
 	if snap.Hidden > 0 {
 		return snap, hiddenError(role, snap.Hidden, len(snap.Backends))
 	}

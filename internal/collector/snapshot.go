@@ -301,6 +301,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 	if s.spool != nil {
 		_, cs.SpoolBytes = s.spool.Pending()
 	}
+	cs.MalformedComments, cs.TruncatedStatements = s.pg.metrics.Counts()
 	snap.Collector = cs
 	return snap
 }

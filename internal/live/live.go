@@ -209,4 +209,10 @@ type CollectorStatus struct {
 	// SamplerError is its last error.
 	Sampler      bool   `json:"sampler"`
 	SamplerError string `json:"sampler_error,omitempty"`
+	// MalformedComments counts the sampled statements, since start, whose
+	// sqlcommenter comment could not be read whole; TruncatedStatements
+	// those cut at track_activity_query_size with their tags lost. Each
+	// statement counts once.
+	MalformedComments   uint64 `json:"malformed_comments,omitempty"`
+	TruncatedStatements uint64 `json:"truncated_statements,omitempty"`
 }

@@ -554,6 +554,9 @@ func (m *Model) top() string {
 	title := "qtop · " + m.src.Describe()
 	if m.snap != nil {
 		title += " · " + m.snap.Time.In(m.c.loc).Format("15:04:05") + " · " + fmtCount(uint64(m.snap.TenantsSeen)) + " tenants"
+		if u := unreadTags(m.snap); u != "" {
+			title += " · ⚠ " + u
+		}
 	}
 	if m.view == viewTenants {
 		col := m.tenants.col
@@ -667,4 +670,17 @@ func (m *Model) View() string {
 		body += strings.Repeat("\n", h-n)
 	}
 	return top + "\n" + body + "\n" + bottom
+}
+
+// unreadTags says how many sampled statements lost their tags (a
+// malformed comment, a text cut at track_activity_query_size), or "".
+func unreadTags(s *live.Snapshot) string {
+	var parts []string
+	if n := s.Collector.MalformedComments; n > 0 {
+		parts = append(parts, fmtCount(n)+" comments unread")
+	}
+	if n := s.Collector.TruncatedStatements; n > 0 {
+		parts = append(parts, fmtCount(n)+" statements cut (track_activity_query_size)")
+	}
+	return strings.Join(parts, ", ")
 }

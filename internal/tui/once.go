@@ -88,6 +88,9 @@ func printTable(w io.Writer, s *live.Snapshot) error {
 	if e := s.Collector.SamplerError; e != "" {
 		fmt.Fprintf(tw, "\nsampler: %s\n", clean(e))
 	}
+	if u := unreadTags(s); u != "" {
+		fmt.Fprintf(tw, "\ntags lost: %s\n", u)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -24,6 +24,7 @@ import (
 type Postgres struct {
 	pool     *pgxpool.Pool
 	sampler  *pgactivity.Sampler
+	metrics  *pgactivity.Metrics
 	desc     string
 	interval time.Duration
 	now      func() time.Time
@@ -79,8 +80,9 @@ func NewPostgres(ctx context.Context, dsn string, opts ...PostgresOption) (*Post
 		pool.Close()
 		return nil, fmt.Errorf("%w: cannot connect to %s: %w", ErrUnreachable, desc, err)
 	}
+	met, _ := pgactivity.NewMetrics(nil) // cannot fail without a registerer
 	p := &Postgres{
-		pool: pool, sampler: pgactivity.NewSampler(pool, pgactivity.WithClock(cfg.now)),
+		pool: pool, sampler: pgactivity.NewSampler(pool, pgactivity.WithClock(cfg.now), pgactivity.WithMetrics(met)), metrics: met,
 		desc: desc, interval: cfg.interval, now: cfg.now, agg: newPGWindow(), done: make(chan struct{}),
 	}
 	if err := p.sampler.Check(pctx); err != nil {
@@ -149,7 +151,9 @@ func (p *Postgres) sample(ctx context.Context, q Query) (live.Snapshot, error) {
 	if err != nil {
 		msg = err.Error()
 	}
-	return p.agg.snapshot(snap.Time, q, msg), nil
+	out := p.agg.snapshot(snap.Time, q, msg)
+	out.Collector.MalformedComments, out.Collector.TruncatedStatements = p.metrics.Counts()
+	return out, nil
 }
 
 // Throttle is not supported: without a collector there is no policy.

@@ -12,9 +12,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/internal/testsvc"
+	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/sqlcomment"
 	"github.com/qtop-dev/qtop/tenant"
 )
