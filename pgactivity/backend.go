@@ -36,6 +36,8 @@ type Backend struct {
 	LeaderPID int32
 	Database  string
 	User      string
+	// Client is the client's address (client_addr); "" for a Unix socket.
+	Client string
 	// Application is application_name, or the sqlcommenter tag
 	// "application" when the session set none.
 	Application string
@@ -60,6 +62,13 @@ type Backend struct {
 	// transaction. For a session idle in a transaction (often the one
 	// holding a lock others wait for) it tells how long it has held it.
 	XactStart time.Time
+	// BackendStart is when the session connected: with the pid it names
+	// the session (a pid is reused once the session ends).
+	BackendStart time.Time
+	// XminAge is the age in transactions of the session's backend_xmin,
+	// the oldest snapshot it holds, which keeps VACUUM from removing rows
+	// dead since; -1 when it holds none.
+	XminAge int64
 	// Duration is how long the statement has run, by the server's clock,
 	// for active sessions; zero for the others.
 	Duration time.Duration

@@ -13,7 +13,9 @@ import (
 	"os"
 	"os/signal"
 	"os/user"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -47,6 +49,10 @@ Examples:
   # No collector: read PostgreSQL directly (a role with pg_monitor; c/k need pg_signal_backend):
   qtop --postgres 'postgres://qtop_monitor:secret@db:5432/app'
 
+  # Untagged load (pgbench, cron jobs, a new service): group it by what PostgreSQL knows.
+  qtop --postgres 'postgres://qtop_monitor@db/app' --group-by application
+  qtop --postgres 'postgres://qtop_monitor@db/app' --group-by fingerprint --once
+
   # One snapshot for an incident note or a script, then exit:
   qtop --once --format table
   qtop --collector 127.0.0.1:7070 --once --format json | jq '.tenants[0]'
@@ -56,8 +62,11 @@ Examples:
   # Keep the demo's data, and serve its API so that another qtop can join:
   qtop demo --data-dir ./qtop-demo --listen 127.0.0.1:7070
 
-Keys: 1–5 or tab switch views · s sort · / filter · enter drill in · t throttle
-      c/k cancel/terminate a backend (--postgres) · p pause · ? help · q quit
+Keys: 1–6 or tab switch views (6: lock tree, xmin horizon) · s sort · / filter
+      b group by tenant → application → user → database → client → fingerprint (--postgres)
+      enter drill in · t throttle · space mark statements · c/k cancel/terminate the
+      marked (or selected) backends, only if they still run what was shown (--postgres)
+      p pause · ? help · q quit
 
 Flags:
 `
@@ -70,7 +79,7 @@ type flags struct {
 	collector, token, postgres string
 	dataDir, listen            string
 	once                       bool
-	format, sort               string
+	format, sort, groupBy      string
 	top                        int
 	interval                   time.Duration
 }
@@ -106,6 +115,7 @@ func newFlagSet(demo bool, stderr io.Writer, f *flags) *flag.FlagSet {
 	fs.StringVar(&f.format, "format", tui.FormatTable, "with --once: table or json")
 	fs.StringVar(&f.sort, "sort", "", "initial sort: ru, db, req, err or p95 (default ru; db with --postgres)")
 	fs.IntVar(&f.top, "top", tui.DefaultTop, "tenants shown before the \"other\" row (1…1000)")
+	fs.StringVar(&f.groupBy, "group-by", live.GroupTenant, "group the load by tenant, application, user, database, client or fingerprint (all but tenant need --postgres; key b switches)")
 	return fs
 }
 
@@ -140,7 +150,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	q := tui.Query{Measure: f.sort, Top: f.top}
+	q := tui.Query{Measure: f.sort, Top: f.top, GroupBy: f.groupBy}
 	src, err := open(ctx, demo, &f)
 	if err != nil {
 		fmt.Fprintln(stderr, "qtop:", err)
@@ -158,7 +168,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if u, err := user.Current(); err == nil {
 		name = u.Username
 	}
-	m := tui.New(src, tui.WithTop(f.top), tui.WithSort(q.Measure), tui.WithUser(name), tui.WithContext(ctx),
+	m := tui.New(src, tui.WithTop(f.top), tui.WithSort(q.Measure), tui.WithGroupBy(f.groupBy), tui.WithUser(name), tui.WithContext(ctx),
 		tui.WithRenderer(lipgloss.NewRenderer(os.Stdout)))
 	p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx))
 	if _, err := p.Run(); err != nil && !errors.Is(err, tea.ErrProgramKilled) {
@@ -179,6 +189,12 @@ func check(f *flags) error {
 	case live.MeasureRU, live.MeasureDB, live.MeasureReq, live.MeasureErr, live.MeasureP95:
 	default:
 		return fmt.Errorf("--sort %q: want ru, db, req, err or p95", f.sort)
+	}
+	if !slices.Contains(live.Groups, f.groupBy) {
+		return fmt.Errorf("--group-by %q: want one of %s", f.groupBy, strings.Join(live.Groups, ", "))
+	}
+	if f.groupBy != live.GroupTenant && f.postgres == "" {
+		return fmt.Errorf("--group-by %s needs --postgres DSN: a collector groups its load by tenant only", f.groupBy)
 	}
 	if f.top < 1 || f.top > 1000 {
 		return fmt.Errorf("--top %s: want 1…1000", strconv.Itoa(f.top))

@@ -33,11 +33,12 @@ const (
 	viewStatements
 	viewLatency
 	viewEnforcement
+	viewLocks
 	numTabs
 	viewDetail = numTabs // the drill-in of one tenant, reached by enter
 )
 
-var viewNames = [numTabs]string{"Tenants", "Hot keys", "Statements", "Latency", "Enforcement"}
+var viewNames = [numTabs]string{"Tenants", "Hot keys", "Statements", "Latency", "Enforcement", "Locks"}
 
 // Backoff bounds of reconnecting to a lost source.
 const (
@@ -89,6 +90,10 @@ func WithSort(measure string) Option {
 	}
 }
 
+// WithGroupBy sets the initial grouping (live.GroupTenant …; only
+// qtop --postgres groups by anything but tenant).
+func WithGroupBy(g string) Option { return func(m *Model) { m.query.GroupBy = g } }
+
 // WithKeyMap replaces the default key bindings.
 func WithKeyMap(k KeyMap) Option { return func(m *Model) { m.c.keys = k } }
 
@@ -115,6 +120,7 @@ type Model struct {
 	statements  statementsView
 	latency     latencyView
 	enforcement enforcementView
+	locks       locksView
 	detail      detailView
 
 	snap     *live.Snapshot // shown
@@ -233,6 +239,7 @@ func (m *Model) setStatus(s string, ok bool) tea.Cmd {
 func (m *Model) apply(s *live.Snapshot) {
 	m.snap = s
 	m.tenants.dbOnly = s.Source == live.SourcePostgres
+	m.tenants.group = s.GroupBy
 	if m.tenants.hidden(m.tenants.col) {
 		m.tenants.col, m.tenants.reverse, m.query.Measure = colDB, false, live.MeasureDB
 	}
@@ -241,6 +248,7 @@ func (m *Model) apply(s *live.Snapshot) {
 	m.statements.setRows(s.Statements)
 	m.latency.setRows(s.Services)
 	m.enforcement.set(s)
+	m.locks.set(s)
 	if m.view == viewDetail {
 		m.detail.set(s)
 	}
@@ -278,6 +286,13 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 		m.view = viewLatency
 	case matches(msg, k.Enforcement):
 		m.view = viewEnforcement
+	case matches(msg, k.Locks):
+		m.view = viewLocks
+	case matches(msg, k.Select):
+		if m.view != viewStatements {
+			return m.setStatus("space marks statements in the Statements view (3), for c and k", false)
+		}
+		m.statements.toggle()
 	case matches(msg, k.NextView):
 		m.view = (m.tab() + 1) % numTabs
 	case matches(msg, k.PrevView):
@@ -300,6 +315,8 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 		if ms := m.tenants.col.measure(); ms != "" && ms != m.query.Measure {
 			m.query.Measure = ms // the next Next asks the source for the top tenants by it
 		}
+	case matches(msg, k.GroupBy):
+		return m.nextGroup()
 	case matches(msg, k.Filter):
 		if m.view == viewTenants || m.view == viewHotKeys || m.view == viewStatements {
 			m.state = stateFilter
@@ -347,6 +364,8 @@ func (m *Model) navigate(msg tea.KeyMsg) {
 		m.latency.update(&m.c, msg, p)
 	case viewEnforcement:
 		m.enforcement.update(&m.c, msg, p)
+	case viewLocks:
+		m.locks.update(&m.c, msg, p)
 	case viewDetail:
 		m.detail.update(&m.c, msg, p)
 	}
@@ -392,63 +411,107 @@ func (m *Model) filterKey(msg tea.KeyMsg) tea.Cmd {
 	return nil
 }
 
-// selectedTenant is the tenant the current view points at.
-func (m *Model) selectedTenant() (name string, ru float64) {
+// target is the row a view points at: a tenant (or group value), or the
+// untagged row.
+type target struct {
+	key      string
+	untagged bool
+	ru       float64
+}
+
+// selectedRow returns the row the current view points at.
+func (m *Model) selectedRow() (target, bool) {
+	var t target
 	switch m.view {
 	case viewTenants:
 		if r := m.tenants.selected(); r != nil {
-			return r.Tenant, r.RUPerSec
+			return target{key: r.Tenant, untagged: r.Untagged, ru: r.RUPerSec}, true
 		}
+		return t, false
 	case viewHotKeys:
-		if r := m.hotKeys.selected(); r != nil {
-			name = r.Tenant
+		r := m.hotKeys.selected()
+		if r == nil || r.Tenant == "" {
+			return t, false
 		}
+		t.key = r.Tenant
 	case viewStatements:
-		if r := m.statements.selected(); r != nil {
-			name = r.Tenant
+		r := m.statements.selected()
+		if r == nil {
+			return t, false
 		}
+		t.key = r.Tenant
+		if m.snap != nil && m.snap.GroupBy != "" {
+			t.key = r.Group
+		}
+		t.untagged = t.key == ""
 	case viewDetail:
-		name = m.detail.tenant
+		t.key, t.untagged = m.detail.tenant, m.detail.untagged
+	default:
+		return t, false
 	}
-	if name != "" && m.snap != nil {
+	if m.snap != nil {
 		for i := range m.snap.Tenants {
-			if m.snap.Tenants[i].Tenant == name {
-				return name, m.snap.Tenants[i].RUPerSec
+			if r := &m.snap.Tenants[i]; r.Tenant == t.key && r.Untagged == t.untagged {
+				t.ru = r.RUPerSec
 			}
 		}
 	}
-	return name, 0
+	return t, true
+}
+
+// group is the grouping shown.
+func (m *Model) group() string {
+	if m.snap != nil && m.snap.GroupBy != "" {
+		return m.snap.GroupBy
+	}
+	return live.GroupTenant
 }
 
 func (m *Model) drill() tea.Cmd {
-	if m.view == viewDetail || m.view == viewLatency || m.view == viewEnforcement {
+	if m.view == viewDetail || m.view == viewLatency || m.view == viewEnforcement || m.view == viewLocks {
 		return nil
 	}
-	name, _ := m.selectedTenant()
-	switch name {
-	case "":
+	t, ok := m.selectedRow()
+	switch {
+	case !ok:
 		return m.setStatus("no tenant selected", false)
-	case live.OtherTenant:
+	case t.key == live.OtherTenant && !t.untagged:
 		return m.setStatus(`"other" sums the tenants beyond the top ones; it has no routes of its own`, false)
 	}
 	m.back = m.view
 	m.view = viewDetail
-	m.detail.open(name, m.snap)
+	m.detail.open(t.key, t.untagged, m.group(), m.snap)
 	return nil
+}
+
+// nextGroup switches the grouping of the Tenants view.
+func (m *Model) nextGroup() tea.Cmd {
+	if !m.feats.Group {
+		return m.setStatus("b groups the load by application, user, database, client or statement: run qtop --postgres DSN (a collector groups by tenant)", false)
+	}
+	i := max(groupIndex(m.query.GroupBy), 0)
+	m.query.GroupBy = live.Groups[(i+1)%len(live.Groups)]
+	m.tenants.group = m.query.GroupBy
+	m.tenants.pinned = false
+	return m.setStatus("grouping by "+m.query.GroupBy+" from the next sample (b again: "+live.Groups[(i+2)%len(live.Groups)]+")", true)
 }
 
 func (m *Model) startThrottle() tea.Cmd {
 	if !m.feats.Throttle {
 		return m.setStatus("throttling needs a collector (qtop --collector URL, or qtop demo): qtop --postgres only reads PostgreSQL", false)
 	}
-	name, ru := m.selectedTenant()
-	switch name {
-	case "":
+	t, ok := m.selectedRow()
+	switch {
+	case !ok:
 		return m.setStatus("no tenant selected", false)
-	case live.OtherTenant:
+	case t.untagged:
+		return m.setStatus("untagged load has no tenant to throttle: enter on it shows how to tag it", false)
+	case m.group() != live.GroupTenant:
+		return m.setStatus("t throttles a tenant: press b until the grouping is tenant", false)
+	case t.key == live.OtherTenant:
 		return m.setStatus(`"other" is many tenants; throttle them one by one`, false)
 	}
-	m.prompt = throttlePrompt(name, ru)
+	m.prompt = throttlePrompt(t.key, t.ru)
 	m.state = statePrompt
 	return nil
 }
@@ -658,6 +721,8 @@ func (m *Model) View() string {
 			body = m.latency.view(c, h)
 		case viewEnforcement:
 			body = m.enforcement.view(c, h)
+		case viewLocks:
+			body = m.locks.view(c, h)
 		case viewDetail:
 			body = m.detail.view(c, h)
 		}

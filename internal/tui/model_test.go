@@ -92,7 +92,10 @@ func TestViewSwitchKeys(t *testing.T) {
 		{"tab", viewStatements, "DURATION"},
 		{"shift+tab", viewHotKeys, "± ERR"},
 		{"shift+tab", viewTenants, "DB LOAD"},
+		{"shift+tab", viewLocks, "Lock tree"},
 		{"shift+tab", viewEnforcement, "Policy v3"},
+		{"tab", viewLocks, "xmin horizon"},
+		{"6", viewLocks, "ROOT BLOCKER"},
 		{"tab", viewTenants, "RU/s"},
 	}
 	for i, s := range steps {
@@ -197,7 +200,7 @@ func TestFilterKey(t *testing.T) {
 	}
 	press(m, "/")
 	typeText(m, "nobody")
-	mustContain(t, m.View(), "no tenant matches /nobody")
+	mustContain(t, m.View(), "no row matches /nobody")
 	press(m, "esc")
 	if m.state != stateBrowse || m.tenants.filter != "" {
 		t.Fatalf("esc in the filter: state %v filter %q", m.state, m.tenants.filter)

@@ -12,6 +12,9 @@ import (
 type Query struct {
 	Measure string
 	Top     int
+	// GroupBy is live.GroupTenant (the default, "") or another of
+	// live.Groups; only qtop --postgres groups by anything but tenant.
+	GroupBy string
 }
 
 // DefaultTop is how many tenants a source sends before "other" unless
@@ -24,6 +27,9 @@ type Features struct {
 	Throttle bool
 	// Signal: the source can cancel or terminate a PostgreSQL backend.
 	Signal bool
+	// Group: the source groups load by other session fields than the
+	// tenant (Query.GroupBy).
+	Group bool
 }
 
 // Source hands the UI its snapshots and carries out its actions. The UI
