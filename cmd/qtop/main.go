@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"os/user"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -78,6 +79,7 @@ func main() {
 type flags struct {
 	collector, token, postgres string
 	dataDir, listen            string
+	actionLog                  string
 	once                       bool
 	format, sort, groupBy      string
 	top                        int
@@ -111,6 +113,7 @@ func newFlagSet(demo bool, stderr io.Writer, f *flags) *flag.FlagSet {
 		fs.StringVar(&f.dataDir, "data-dir", "", "keep the demo's DuckDB store, log and policy in this folder (default: a temporary folder, removed at exit)")
 		fs.StringVar(&f.listen, "listen", "", "also serve the demo collector's HTTP API on this address, e.g. 127.0.0.1:7070")
 	}
+	fs.StringVar(&f.actionLog, "action-log", defaultActionLog(), "append one JSON line per throttle, cancel and terminate (when, who, on which statement, result) to this file")
 	fs.BoolVar(&f.once, "once", false, "print one snapshot and exit")
 	fs.StringVar(&f.format, "format", tui.FormatTable, "with --once: table or json")
 	fs.StringVar(&f.sort, "sort", "", "initial sort: ru, db, req, err or p95 (default ru; db with --postgres)")
@@ -168,7 +171,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if u, err := user.Current(); err == nil {
 		name = u.Username
 	}
-	m := tui.New(src, tui.WithTop(f.top), tui.WithSort(q.Measure), tui.WithGroupBy(f.groupBy), tui.WithUser(name), tui.WithContext(ctx),
+	alog, err := openActionLog(f.actionLog)
+	if err != nil {
+		fmt.Fprintln(stderr, "qtop:", err)
+		return 1
+	}
+	defer alog.Close()
+	m := tui.New(src, tui.WithActionLog(alog), tui.WithTop(f.top), tui.WithSort(q.Measure), tui.WithGroupBy(f.groupBy), tui.WithUser(name), tui.WithContext(ctx),
 		tui.WithRenderer(lipgloss.NewRenderer(os.Stdout)))
 	p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx))
 	if _, err := p.Run(); err != nil && !errors.Is(err, tea.ErrProgramKilled) {
@@ -252,4 +261,33 @@ func once(ctx context.Context, src tui.Source, q tui.Query, format string, stdou
 		return 1
 	}
 	return 0
+}
+
+// defaultActionLog is $XDG_STATE_HOME/qtop/actions.log, or
+// ~/.local/state/qtop/actions.log.
+func defaultActionLog() string {
+	dir := os.Getenv("XDG_STATE_HOME")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "qtop-actions.log"
+		}
+		dir = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(dir, "qtop", "actions.log")
+}
+
+// openActionLog opens the action log for appending, creating its folder.
+func openActionLog(path string) (*os.File, error) {
+	if path == "" {
+		return nil, errors.New("--action-log: want a file (every action is logged)")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("--action-log %s: %w (choose another file with --action-log)", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("--action-log %s: %w (choose another file with --action-log)", path, err)
+	}
+	return f, nil
 }

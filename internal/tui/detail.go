@@ -14,11 +14,11 @@ type detailView struct {
 	untagged bool   // the untagged row
 	group    string // the grouping the row was opened under
 	source   string
-	row     *live.TenantRow // nil when the tenant has no load in the window
-	measure string
-	keys    []live.HotKeyRow
-	stmts   []*live.StatementRow
-	scroll  int
+	row      *live.TenantRow // nil when the tenant has no load in the window
+	measure  string
+	keys     []live.HotKeyRow
+	stmts    []*live.StatementRow
+	scroll   int
 }
 
 func (v *detailView) open(name string, untagged bool, group string, s *live.Snapshot) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/pgactivity"
 )
 
 // state is who has the keyboard.
@@ -75,6 +78,10 @@ func WithLocation(loc *time.Location) Option { return func(m *Model) { m.c.loc =
 // WithUser names who throttles, for the rule's reason.
 func WithUser(name string) Option { return func(m *Model) { m.user = name } }
 
+// WithActionLog writes one JSON line per action carried out (throttle,
+// cancel, terminate) to w: when, who, on what, and how it ended.
+func WithActionLog(w io.Writer) Option { return func(m *Model) { m.log = &actionLog{w: w} } }
+
 // WithTop sets how many tenants the source sends before "other".
 func WithTop(n int) Option { return func(m *Model) { m.query.Top = n } }
 
@@ -110,6 +117,7 @@ type Model struct {
 	c        common
 	user     string
 	query    Query
+	log      *actionLog
 
 	state state
 	view  viewID
@@ -521,19 +529,93 @@ func (m *Model) startSignal(terminate bool) tea.Cmd {
 		return m.setStatus("c and k signal PostgreSQL backends: run qtop --postgres DSN", false)
 	}
 	if m.view != viewStatements {
-		return m.setStatus("c and k act on the statement selected in the Statements view (3)", false)
+		return m.setStatus("c and k act on the statements marked (space) or selected in the Statements view (3)", false)
 	}
-	r := m.statements.selected()
-	if r == nil {
+	if _, ok := m.src.(SafeSignaler); !ok {
+		return m.setStatus("this source cannot check that a backend still runs the statement shown; nothing done", false)
+	}
+	ts := m.statements.targets()
+	if len(ts) == 0 {
 		return m.setStatus("no statement selected", false)
 	}
 	kind := promptCancel
 	if terminate {
 		kind = promptTerminate
 	}
-	m.prompt = prompt{kind: kind, pid: r.PID, tenant: r.Tenant, query: r.Query}
+	m.prompt = prompt{kind: kind, pid: ts[0].PID, tenant: ts[0].Tenant, query: ts[0].Query, targets: ts}
 	m.state = statePrompt
 	return nil
+}
+
+// signal carries out a confirmed cancel or terminate of every target, each
+// only if its backend still runs what was shown, and logs each one.
+func (m *Model) signal(pr prompt) tea.Cmd {
+	ss, ok := m.src.(SafeSignaler)
+	if !ok {
+		return nil
+	}
+	ctx, log, who, desc := m.ctx, m.log, m.actor(), m.src.Describe()
+	name := "cancel"
+	if pr.kind == promptTerminate {
+		name = "terminate"
+	}
+	now := m.c.now
+	m.statements.marked = nil
+	return func() tea.Msg {
+		var done, moved []string
+		var firstErr error
+		for _, r := range pr.targets {
+			t := pgactivity.Target{PID: r.PID, QueryStart: r.QueryStart, BackendStart: r.BackendStart}
+			var err error
+			if pr.kind == promptTerminate {
+				if strings.HasPrefix(r.State, "idle in transaction") {
+					t.XactStart = r.XactStart // the transaction that holds the lock
+				}
+				err = ss.TerminateSession(ctx, t, who)
+			} else {
+				err = ss.CancelStatement(ctx, t, who)
+			}
+			a := action{Time: now().UTC(), User: who, Source: desc, Action: name, PID: r.PID, QueryStart: r.QueryStart,
+				XactStart: t.XactStart, BackendStart: r.BackendStart, Tenant: r.Tenant, Query: r.Query, Result: "done"}
+			pid := strconv.Itoa(int(r.PID))
+			switch {
+			case err == nil:
+				done = append(done, pid)
+			case errors.Is(err, pgactivity.ErrMovedOn):
+				moved = append(moved, pid)
+				a.Result, a.Error = "moved on", err.Error()
+			default:
+				a.Result, a.Error = "error", err.Error()
+				if firstErr == nil {
+					firstErr = err
+				}
+			}
+			log.write(a)
+		}
+		var parts []string
+		if len(done) > 0 {
+			parts = append(parts, name+" sent to backend "+strings.Join(done, ", "))
+		}
+		if len(moved) > 0 {
+			parts = append(parts, "backend "+strings.Join(moved, ", ")+" moved on to another statement or session: nothing done")
+		}
+		if firstErr != nil {
+			parts = append(parts, firstErr.Error())
+		}
+		text := strings.Join(parts, " · ")
+		if len(done) == 0 {
+			return actionMsg{err: errors.New(text)}
+		}
+		return actionMsg{text: text}
+	}
+}
+
+// actor names who acts, for the logs: "qtop (alice)".
+func (m *Model) actor() string {
+	if m.user == "" {
+		return "qtop"
+	}
+	return "qtop (" + m.user + ")"
 }
 
 func (m *Model) promptKey(msg tea.KeyMsg) tea.Cmd {
@@ -584,27 +666,20 @@ func (m *Model) promptKey(msg tea.KeyMsg) tea.Cmd {
 		if err != nil {
 			return m.setStatus(err.Error(), false)
 		}
+		log, who, desc, now := m.log, m.actor(), m.src.Describe(), m.c.now
 		return func() tea.Msg {
+			a := action{Time: now().UTC(), User: who, Source: desc, Action: "throttle", Tenant: rule.Tenant, Result: "done"}
 			if err := src.Throttle(ctx, rule); err != nil {
+				a.Result, a.Error = "error", err.Error()
+				log.write(a)
 				return actionMsg{err: fmt.Errorf("throttle %s: %w", rule.Tenant, err)}
 			}
+			log.write(a)
 			return actionMsg{text: fmt.Sprintf("%s throttled to %s RU/s until %s (policy posted; see Enforcement, 5)",
 				rule.Tenant, fmtNum(rule.RUPerSecond), rule.Expires.In(loc).Format("15:04:05"))}
 		}
-	case promptCancel:
-		return func() tea.Msg {
-			if err := src.Cancel(ctx, pr.pid); err != nil {
-				return actionMsg{err: err}
-			}
-			return actionMsg{text: fmt.Sprintf("cancel sent to backend %d", pr.pid)}
-		}
-	case promptTerminate:
-		return func() tea.Msg {
-			if err := src.Terminate(ctx, pr.pid); err != nil {
-				return actionMsg{err: err}
-			}
-			return actionMsg{text: fmt.Sprintf("terminate sent to backend %d", pr.pid)}
-		}
+	case promptCancel, promptTerminate:
+		return m.signal(pr)
 	}
 	return nil
 }

@@ -177,6 +177,20 @@ func (p *Postgres) Terminate(ctx context.Context, pid int32) error {
 	return pgactivity.Terminate(ctx, p.pool, pid)
 }
 
+var _ SafeSignaler = (*Postgres)(nil)
+
+// CancelStatement cancels the statement of t only if its backend still
+// runs it (pgactivity.CancelStatement).
+func (p *Postgres) CancelStatement(ctx context.Context, t pgactivity.Target, actor string) error {
+	return pgactivity.CancelStatement(ctx, p.pool, t, actor)
+}
+
+// TerminateSession ends the session of t only if it is still the one
+// shown (pgactivity.TerminateSession).
+func (p *Postgres) TerminateSession(ctx context.Context, t pgactivity.Target, actor string) error {
+	return pgactivity.TerminateSession(ctx, p.pool, t, actor)
+}
+
 // Close closes the pool.
 func (p *Postgres) Close() error {
 	p.mu.Lock()

@@ -228,7 +228,7 @@ func TestPostgresSourceReal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	if f := src.Features(); f.Throttle || !f.Signal {
+	if f := src.Features(); f.Throttle || !f.Signal || !f.Group {
 		t.Fatalf("features %+v", f)
 	}
 	var s live.Snapshot
@@ -269,12 +269,16 @@ func TestPostgresSourceReal(t *testing.T) {
 		t.Fatalf("%d statements of %s, want 1 (the leader): %+v", n, par, s.Statements)
 	}
 
-	// c cancels pa1's statement; k terminates pb's session.
-	if err := src.Cancel(ctx, pa1); err != nil {
+	// c cancels pa1's statement; k terminates pb's session: as shown.
+	if err := src.CancelStatement(ctx, pgactivity.Target{PID: pa1, QueryStart: stmts[pa1].QueryStart}, "qtop test"); err != nil {
 		t.Fatal(err)
 	}
-	if err := src.Terminate(ctx, pb); err != nil {
+	if err := src.TerminateSession(ctx, pgactivity.Target{PID: pb, BackendStart: stmts[pb].BackendStart}, "qtop test"); err != nil {
 		t.Fatal(err)
+	}
+	// A statement of pa2 that is not the one shown is left alone.
+	if err := src.CancelStatement(ctx, pgactivity.Target{PID: pa2, QueryStart: stmts[pa2].QueryStart.Add(-time.Second)}, "qtop test"); !errors.Is(err, pgactivity.ErrMovedOn) {
+		t.Fatalf("cancel of another statement: %v", err)
 	}
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		if s, err = src.Next(ctx, Query{Top: 1000}); err != nil {

@@ -3,6 +3,8 @@ package tui
 import (
 	"context"
 
+	"github.com/qtop-dev/qtop/pgactivity"
+
 	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/policy"
 )
@@ -52,4 +54,14 @@ type Source interface {
 	// "collector http://127.0.0.1:7070".
 	Describe() string
 	Close() error
+}
+
+// SafeSignaler is implemented by the sources whose c and k act only on
+// what was shown: the statement (pid and query_start) for a cancel, the
+// session (backend_start) and its transaction (xact_start) for a
+// terminate, checked and signalled in one server-side statement. The UI
+// signals only through it; actor names who asked, for the server's log.
+type SafeSignaler interface {
+	CancelStatement(ctx context.Context, t pgactivity.Target, actor string) error
+	TerminateSession(ctx context.Context, t pgactivity.Target, actor string) error
 }
