@@ -117,6 +117,13 @@ func TestDemoInTmux(t *testing.T) {
 		os.WriteFile(out, []byte(screen), 0o644)
 	}
 
+	// The summary line names who is hurting whom.
+	screen = s.waitFor("the incident summary", 60*time.Second, func(sc string) bool {
+		return strings.Contains(sc, "⚑ "+demoTenant+" ") && strings.Contains(sc, "its baseline") && strings.Contains(sc, "victims: ") &&
+			!strings.Contains(sc, "victims: none")
+	})
+	t.Logf("the summary line:\n%s", screen)
+
 	// enter drills in: its routes.
 	s.keys("Enter")
 	s.waitFor("the drill-in of "+demoTenant, 10*time.Second, func(sc string) bool {

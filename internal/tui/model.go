@@ -130,6 +130,7 @@ type Model struct {
 	enforcement enforcementView
 	locks       locksView
 	detail      detailView
+	summary     summary
 
 	snap     *live.Snapshot // shown
 	pending  *live.Snapshot // arrived while paused
@@ -257,6 +258,7 @@ func (m *Model) apply(s *live.Snapshot) {
 	m.latency.setRows(s.Services)
 	m.enforcement.set(s)
 	m.locks.set(s)
+	m.summary.add(s)
 	if m.view == viewDetail {
 		m.detail.set(s)
 	}
@@ -723,6 +725,13 @@ func (m *Model) top() string {
 		tabs.WriteString("  ")
 	}
 	b.WriteString(clip(tabs.String(), c.width))
+	if m.snap != nil && m.summary.line != "" {
+		st := c.st.dim
+		if m.summary.alert {
+			st = c.st.warn
+		}
+		b.WriteString("\n" + st.Render(clip("⚑ "+clean(m.summary.line), c.width)))
+	}
 	if m.err != nil {
 		// The error says what to do: wrap it (three lines at most)
 		// rather than cut it.
