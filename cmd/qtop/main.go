@@ -33,6 +33,7 @@ Usage:
   qtop [--collector URL] [flags]   follow a collector's live stream (default http://127.0.0.1:7070)
   qtop --postgres DSN [flags]      standalone: sample pg_stat_activity, group by tenant (no collector)
   qtop demo [flags]                a demo collector in this process, with a noisy tenant a few seconds in
+  qtop replay FILE [flags]         play back what qtop --record FILE saved, with the same views and keys
   qtop help                        this text
 
 The demo keeps its DuckDB store (qtop.duckdb), write-ahead log and policy in a
@@ -60,6 +61,11 @@ Examples:
   qtop --postgres 'postgres://qtop_monitor@db/app' --once --format json
   qtop demo --once --format table
 
+  # Record the incident while you watch it; replay it for the post-mortem (p pauses):
+  qtop --postgres 'postgres://qtop_monitor@db/app' --record incident.qtop.gz
+  qtop replay incident.qtop.gz --speed 4
+  qtop replay incident.qtop.gz --once --format table     # its last snapshot
+
   # Keep the demo's data, and serve its API so that another qtop can join:
   qtop demo --data-dir ./qtop-demo --listen 127.0.0.1:7070
 
@@ -79,7 +85,8 @@ func main() {
 type flags struct {
 	collector, token, postgres string
 	dataDir, listen            string
-	actionLog                  string
+	actionLog, record          string
+	speed                      float64
 	once                       bool
 	format, sort, groupBy      string
 	top                        int
@@ -94,9 +101,15 @@ func env(name, def string) string {
 }
 
 func newFlagSet(demo bool, stderr io.Writer, f *flags) *flag.FlagSet {
+	return newFlagSetFor(map[bool]string{true: "demo", false: ""}[demo], stderr, f)
+}
+
+// newFlagSetFor returns the flags of a form: "" (collector or postgres),
+// "demo" or "replay".
+func newFlagSetFor(form string, stderr io.Writer, f *flags) *flag.FlagSet {
 	name := "qtop"
-	if demo {
-		name = "qtop demo"
+	if form != "" {
+		name = "qtop " + form
 	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -104,14 +117,20 @@ func newFlagSet(demo bool, stderr io.Writer, f *flags) *flag.FlagSet {
 		fmt.Fprint(stderr, usage)
 		fs.PrintDefaults()
 	}
-	if !demo {
+	switch form {
+	case "replay":
+		fs.Float64Var(&f.speed, "speed", 1, "play the recording this many times faster (up to 1000)")
+	case "":
 		fs.StringVar(&f.collector, "collector", env("QTOP_COLLECTOR", "http://127.0.0.1:7070"), "collector to follow ($QTOP_COLLECTOR)")
 		fs.StringVar(&f.token, "token", env("QTOP_TOKEN", ""), "the collector's bearer token, needed to throttle ($QTOP_TOKEN)")
 		fs.StringVar(&f.postgres, "postgres", env("QTOP_POSTGRES", ""), "PostgreSQL DSN: sample pg_stat_activity instead of following a collector ($QTOP_POSTGRES)")
 		fs.DurationVar(&f.interval, "interval", time.Second, "how often --postgres samples pg_stat_activity")
-	} else {
+	default:
 		fs.StringVar(&f.dataDir, "data-dir", "", "keep the demo's DuckDB store, log and policy in this folder (default: a temporary folder, removed at exit)")
 		fs.StringVar(&f.listen, "listen", "", "also serve the demo collector's HTTP API on this address, e.g. 127.0.0.1:7070")
+	}
+	if form != "replay" {
+		fs.StringVar(&f.record, "record", "", "also save every snapshot shown to this file (JSON lines; gzip when it ends in .gz), for qtop replay")
 	}
 	fs.StringVar(&f.actionLog, "action-log", defaultActionLog(), "append one JSON line per throttle, cancel and terminate (when, who, on which statement, result) to this file")
 	fs.BoolVar(&f.once, "once", false, "print one snapshot and exit")
@@ -123,11 +142,13 @@ func newFlagSet(demo bool, stderr io.Writer, f *flags) *flag.FlagSet {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	demo := false
+	demo, form := false, ""
 	if len(args) > 0 {
 		switch args[0] {
 		case "demo":
-			demo, args = true, args[1:]
+			demo, form, args = true, "demo", args[1:]
+		case "replay":
+			form, args = "replay", args[1:]
 		case "help":
 			fmt.Fprint(stdout, usage)
 			newFlagSet(false, stdout, new(flags)).PrintDefaults()
@@ -135,7 +156,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	var f flags
-	fs := newFlagSet(demo, stderr, &f)
+	fs := newFlagSetFor(form, stderr, &f)
+	if form == "replay" {
+		return replay(args, fs, &f, stdout, stderr)
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -159,6 +183,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "qtop:", err)
 		return 1
 	}
+	if f.record != "" {
+		rec, err := tui.NewRecorder(src, f.record, time.Now())
+		if err != nil {
+			src.Close()
+			fmt.Fprintln(stderr, "qtop:", err)
+			return 1
+		}
+		src = rec
+	}
 	defer func() {
 		if err := src.Close(); err != nil {
 			fmt.Fprintln(stderr, "qtop: closing:", err)
@@ -167,6 +200,58 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if f.once {
 		return once(ctx, src, q, f.format, stdout, stderr)
 	}
+	return interactive(ctx, src, &f, stderr)
+}
+
+// replay plays a recording back: qtop replay FILE [flags].
+func replay(args []string, fs *flag.FlagSet, f *flags, stdout, stderr io.Writer) int {
+	var file string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		file, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if file == "" && fs.NArg() > 0 {
+		file = fs.Arg(0)
+	}
+	if file == "" {
+		fmt.Fprintln(stderr, "qtop replay: which recording? qtop replay FILE (qtop --record FILE writes one)")
+		return 2
+	}
+	f.postgres, f.sort = "", ""
+	if err := check(f); err != nil {
+		fmt.Fprintln(stderr, "qtop:", err)
+		return 2
+	}
+	r, err := tui.OpenReplay(file, tui.WithSpeed(f.speed))
+	if err != nil {
+		fmt.Fprintln(stderr, "qtop:", err)
+		return 1
+	}
+	defer r.Close()
+	if f.once {
+		s, err := r.Last()
+		if err == nil {
+			err = tui.Print(stdout, s, f.format)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "qtop:", err)
+			return 1
+		}
+		return 0
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return interactive(ctx, r, f, stderr)
+}
+
+// interactive runs the UI on src until q.
+func interactive(ctx context.Context, src tui.Source, f *flags, stderr io.Writer) int {
+	q := tui.Query{Measure: f.sort, Top: f.top, GroupBy: f.groupBy}
 	name := ""
 	if u, err := user.Current(); err == nil {
 		name = u.Username

@@ -19,10 +19,16 @@ import (
 // no load in its baseline is "new".
 //
 // Victims: tenants whose p95 latency is at least victimP95 times their
-// own baseline while their load (RU/s, or requests/s) is at most
-// victimLoad times its baseline. The baseline of a tenant is the median of
-// what this qtop saw of it between 120 s and 30 s ago, or, while it has
-// watched for less than that, of the first baselineMin snapshots it saw.
+// own baseline while their load, as their share of the measure (RU),
+// is at most victimLoad times its baseline: a tenant whose own work grew
+// faster than the others' is not a victim. (The share, not the rate:
+// rates climb for everyone while a source's window fills after a start.) The baseline of a tenant is taken from
+// what this qtop saw of it between 120 s and 30 s ago (or, while it has
+// watched for less than that, from the first baselineMin snapshots it
+// saw): the lower quartile of its p95 (so that an incident filling part of
+// that span does not become the baseline at once) and the median of its
+// load. A baseline of the last hour needs the store's history, which the
+// live stream does not carry.
 // Drivers are never victims. PostgreSQL alone knows no latency: under
 // qtop --postgres victims are n/a.
 const (
@@ -102,12 +108,15 @@ func (b *tenantBaseline) baseline(now int64, psp, lsp *[]float64) (p95, load flo
 			ps, ls = append(ps, o.p95), append(ls, o.load)
 		}
 	}
-	return median(ps), median(ls), true
+	return quantile(ps, 0.25), median(ls), true
 }
 
-func median(v []float64) float64 {
+func median(v []float64) float64 { return quantile(v, 0.5) }
+
+// quantile sorts v and returns its q-quantile (nearest rank).
+func quantile(v []float64, q float64) float64 {
 	slices.Sort(v)
-	return v[len(v)/2]
+	return v[min(int(q*float64(len(v))), len(v)-1)]
 }
 
 // summary follows the tenants' baselines across snapshots and writes the
@@ -117,7 +126,7 @@ type summary struct {
 	rows  map[string]*tenantBaseline
 	seen  map[string]int64
 	line  string
-	alert bool // drivers or victims were found
+	alert bool      // drivers or victims were found
 	ps    []float64 // scratch
 	ls    []float64
 }
@@ -157,10 +166,7 @@ func (in *summary) add(s *live.Snapshot) {
 		if s.Source == live.SourcePostgres || group != live.GroupTenant || r.Untagged {
 			continue
 		}
-		load := r.RUPerSec
-		if load == 0 {
-			load = r.ReqPerSec
-		}
+		load := r.Share
 		b := in.rows[r.Tenant]
 		if b == nil {
 			if len(in.rows) >= maxBaselines {

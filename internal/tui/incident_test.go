@@ -55,7 +55,7 @@ func TestSummaryDriversAndVictims(t *testing.T) {
 	}
 	// A tenant whose load rose with its latency is no victim.
 	s := incidentAt(46)
-	s.Tenants[1].RUPerSec = 30
+	s.Tenants[1].RUPerSec, s.Tenants[1].Share = 30, 0.03
 	in.add(&s)
 	if !strings.Contains(in.line, "victims: 19 tenants") {
 		t.Fatalf("with t00's own load up: %q", in.line)
