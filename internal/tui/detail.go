@@ -155,24 +155,37 @@ func (v *detailView) view(c *common, h int) string {
 		add(clip("Waits (AAS): "+strings.Join(parts, " · "), c.width))
 	}
 	add("", c.st.title.Render("Routes"))
+	pg := v.source == live.SourcePostgres
 	rw := max(min(c.width-(8*5+5), 40), 10)
+	app := func(s string) string {
+		if pg {
+			return "n/a"
+		}
+		return s
+	}
 	add(c.st.header.Render(clip(fit("ROUTE", rw, false)+" "+fit("DB LOAD", 8, true)+" "+fit("RU/s", 8, true)+" "+
 		fit("REQ/s", 8, true)+" "+fit("ERR/s", 8, true)+" "+fit("P95", 8, true), c.width)))
 	for _, x := range r.Routes {
-		add(clip(fit(clean(x.Route), rw, false)+" "+fit(fmtNum(x.DBLoad), 8, true)+" "+fit(fmtNum(x.RUPerSec), 8, true)+" "+
-			fit(fmtNum(x.ReqPerSec), 8, true)+" "+fit(fmtNum(x.ErrPerSec), 8, true)+" "+fit(fmtSeconds(x.P95Seconds), 8, true), c.width))
+		route := clean(x.Route)
+		if route == "" {
+			route = "(no route tag)"
+		}
+		add(clip(fit(route, rw, false)+" "+fit(fmtNum(x.DBLoad), 8, true)+" "+fit(app(fmtNum(x.RUPerSec)), 8, true)+" "+
+			fit(app(fmtNum(x.ReqPerSec)), 8, true)+" "+fit(app(fmtNum(x.ErrPerSec)), 8, true)+" "+fit(app(fmtSeconds(x.P95Seconds)), 8, true), c.width))
 	}
 	if len(r.Routes) == 0 {
 		add(c.st.dim.Render("no route in the window"))
 	}
-	add("", c.st.title.Render("Hot keys"))
-	if len(v.keys) == 0 {
-		add(c.st.dim.Render("none among the hottest keys"))
-	} else {
-		kw := max(min(c.width-30, 50), 10)
-		add(c.st.header.Render(clip(fit("KEY", kw, false)+" "+fit("COUNT", 9, true)+" "+fit("± ERR", 9, true)+" "+fit("SHARE", 8, true), c.width)))
-		for _, k := range v.keys {
-			add(clip(fit(clean(k.Key), kw, false)+" "+fit(fmtCount(k.Count), 9, true)+" "+fit(fmtCount(k.Err), 9, true)+" "+fit(fmtShare(k.Share), 8, true), c.width))
+	if !pg { // pg_stat_activity has no keys
+		add("", c.st.title.Render("Hot keys"))
+		if len(v.keys) == 0 {
+			add(c.st.dim.Render("none among the hottest keys"))
+		} else {
+			kw := max(min(c.width-30, 50), 10)
+			add(c.st.header.Render(clip(fit("KEY", kw, false)+" "+fit("COUNT", 9, true)+" "+fit("± ERR", 9, true)+" "+fit("SHARE", 8, true), c.width)))
+			for _, k := range v.keys {
+				add(clip(fit(clean(k.Key), kw, false)+" "+fit(fmtCount(k.Count), 9, true)+" "+fit(fmtCount(k.Err), 9, true)+" "+fit(fmtShare(k.Share), 8, true), c.width))
+			}
 		}
 	}
 	lines = append(lines, v.statements(c)...)
