@@ -255,6 +255,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc(live.PathStream, s.handleStream)
 	mux.HandleFunc(live.PathPolicy, s.handlePolicy)
 	mux.HandleFunc(live.PathReport, s.handleCostReport)
+	mux.HandleFunc(live.PathHistory, s.handleHistory)
 	if s.cfg.Gatherer != nil {
 		mux.Handle("/metrics", promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}))
 	}

@@ -24,7 +24,31 @@ const (
 	PathPolicy  = "/v1/policy"
 	PathReports = "/v1/reports"
 	PathReport  = "/v1/report"
+	// PathHistory serves one tenant's per-minute history from the store:
+	// GET /v1/history?tenant=NAME&minutes=1440 (1…MaxHistoryMinutes).
+	PathHistory = "/v1/history"
 )
+
+// MaxHistoryMinutes bounds a history request: the last 24 hours.
+const MaxHistoryMinutes = 24 * 60
+
+// History is one tenant's load per minute from the collector's store,
+// oldest first; minutes without load are left out.
+type History struct {
+	Tenant string         `json:"tenant"`
+	From   time.Time      `json:"from"`
+	To     time.Time      `json:"to"`
+	Points []HistoryPoint `json:"points"`
+}
+
+// HistoryPoint is one minute of a tenant's load, averaged over the minute.
+type HistoryPoint struct {
+	Minute    time.Time `json:"minute"`
+	DBLoad    float64   `json:"db_load"`
+	RUPerSec  float64   `json:"ru_per_sec"`
+	ReqPerSec float64   `json:"req_per_sec"`
+	ErrPerSec float64   `json:"err_per_sec"`
+}
 
 // Measures that order Snapshot.Tenants.
 const (

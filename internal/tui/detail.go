@@ -19,6 +19,7 @@ type detailView struct {
 	keys     []live.HotKeyRow
 	stmts    []*live.StatementRow
 	scroll   int
+	hist     storeHistory
 }
 
 func (v *detailView) open(name string, untagged bool, group string, s *live.Snapshot) {
@@ -130,6 +131,7 @@ func (v *detailView) view(c *common, h int) string {
 	}
 	add(c.st.dim.Render(clip(what+", last "+fmtCount(uint64(len(r.History)))+" s (peak "+fmtNum(top)+")", c.width)))
 	add(c.st.good.Render(sparkline(r.History, max(c.width-2, 1), top)))
+	add(v.historyLines(c)...)
 	if len(r.Waits) > 0 {
 		type wait struct {
 			name string

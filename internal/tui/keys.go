@@ -13,7 +13,7 @@ type KeyMap struct {
 	NextView, PrevView                                 key.Binding
 	Up, Down, PageUp, PageDown, Home, End              key.Binding
 	Sort, Reverse, Filter, GroupBy                     key.Binding
-	Select                                             key.Binding
+	Select, History                                    key.Binding
 	Enter, Back                                        key.Binding
 	Pause, Throttle, Cancel, Terminate                 key.Binding
 	Help, Quit                                         key.Binding
@@ -47,6 +47,7 @@ func DefaultKeyMap() KeyMap {
 		Filter:      b([]string{"/"}, "/", "filter"),
 		GroupBy:     b([]string{"b"}, "b", "group by (--postgres)"),
 		Select:      b([]string{" "}, "space", "mark statement"),
+		History:     b([]string{"h"}, "h", "history (drill-in, [ ])"),
 		Enter:       b([]string{"enter"}, "enter", "drill in"),
 		Back:        b([]string{"esc", "backspace"}, "esc", "back"),
 		Pause:       b([]string{"p"}, "p", "pause"),
@@ -68,7 +69,7 @@ func (k KeyMap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{k.Tenants, k.HotKeys, k.Statements, k.Latency, k.Enforcement, k.Locks, k.NextView, k.PrevView},
 		{k.Up, k.Down, k.PageUp, k.PageDown, k.Home, k.End},
-		{k.Sort, k.Reverse, k.Filter, k.GroupBy, k.Enter, k.Back},
+		{k.Sort, k.Reverse, k.Filter, k.GroupBy, k.Enter, k.History, k.Back},
 		{k.Throttle, k.Select, k.Cancel, k.Terminate, k.Pause, k.Help, k.Quit},
 	}
 }

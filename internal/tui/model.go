@@ -221,6 +221,17 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, tea.Tick(m.backoff, func(time.Time) tea.Msg { return retryMsg{} })
 	case retryMsg:
 		return m, m.fetch()
+	case historyMsg:
+		if msg.tenant == m.detail.hist.tenant {
+			m.detail.hist.loading = false
+			if msg.err != nil {
+				m.detail.hist.err = msg.err.Error()
+			} else {
+				h := msg.h
+				m.detail.hist.h = &h
+			}
+		}
+		return m, nil
 	case actionMsg:
 		if msg.err != nil {
 			return m, m.setStatus(msg.err.Error(), false)
@@ -327,6 +338,16 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 		}
 	case matches(msg, k.GroupBy):
 		return m.nextGroup()
+	case matches(msg, k.History):
+		if m.view != viewDetail {
+			return m.setStatus("h shows a tenant's history: enter on it first", false)
+		}
+		if m.detail.hist.tenant == m.detail.tenant && m.detail.hist.h != nil {
+			m.detail.hist = storeHistory{}
+			return nil
+		}
+		return m.fetchHistory()
+	case m.view == viewDetail && m.detail.historyKey(&m.c, msg):
 	case matches(msg, k.Filter):
 		if m.view == viewTenants || m.view == viewHotKeys || m.view == viewStatements {
 			m.state = stateFilter

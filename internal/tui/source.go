@@ -3,9 +3,9 @@ package tui
 import (
 	"context"
 
+	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/pgactivity"
 
-	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/policy"
 )
 
@@ -64,4 +64,11 @@ type Source interface {
 type SafeSignaler interface {
 	CancelStatement(ctx context.Context, t pgactivity.Target, actor string) error
 	TerminateSession(ctx context.Context, t pgactivity.Target, actor string) error
+}
+
+// Historian is implemented by sources with a store behind them (a
+// collector): the drill-in's history beyond the live 120 s.
+type Historian interface {
+	// History returns tenant's per-minute load over the last minutes.
+	History(ctx context.Context, tenant string, minutes int) (live.History, error)
 }
