@@ -817,7 +817,12 @@ func (m *Model) View() string {
 	default:
 		switch m.view {
 		case viewTenants:
-			body = m.tenants.view(c, h)
+			if n := m.snap.ParallelWorkers; n > 0 && h > 3 {
+				body = m.tenants.view(c, h-1) + "\n" + c.st.dim.Render(clip("DB load counts "+strconv.Itoa(n)+
+					" parallel workers: a parallel query keeps several backends busy, so DB load can exceed the number of client sessions", c.width))
+			} else {
+				body = m.tenants.view(c, h)
+			}
 		case viewHotKeys:
 			body = m.hotKeys.view(c, h)
 		case viewStatements:
