@@ -20,6 +20,8 @@ type detailView struct {
 	stmts    []*live.StatementRow
 	scroll   int
 	hist     storeHistory
+	// canHistory: the source has a store (Historian).
+	canHistory bool
 }
 
 func (v *detailView) open(name string, untagged bool, group string, s *live.Snapshot) {

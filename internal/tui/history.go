@@ -66,6 +66,9 @@ func (m *Model) fetchHistory() tea.Cmd {
 func (v *detailView) historyLines(c *common) []string {
 	hs := &v.hist
 	if hs.tenant != v.tenant || (hs.h == nil && !hs.loading && hs.err == "") {
+		if !v.canHistory || v.untagged {
+			return nil
+		}
 		return []string{"", c.st.dim.Render(clip("h: history from the store (per minute, last 24 h)", c.width))}
 	}
 	out := []string{"", c.st.title.Render("History") + c.st.dim.Render(clip(" · from the store, per minute · [ earlier · ] later · h hide", max(c.width-7, 0)))}

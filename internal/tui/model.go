@@ -511,6 +511,7 @@ func (m *Model) drill() tea.Cmd {
 	}
 	m.back = m.view
 	m.view = viewDetail
+	_, m.detail.canHistory = m.src.(Historian)
 	m.detail.open(t.key, t.untagged, m.group(), m.snap)
 	return nil
 }
@@ -714,7 +715,11 @@ func (m *Model) top() string {
 	var b strings.Builder
 	title := "qtop · " + m.src.Describe()
 	if m.snap != nil {
-		title += " · " + m.snap.Time.In(m.c.loc).Format("15:04:05") + " · " + fmtCount(uint64(m.snap.TenantsSeen)) + " tenants"
+		what := " tenants"
+		if g := m.snap.GroupBy; g != "" && g != live.GroupTenant {
+			what = " groups by " + g
+		}
+		title += " · " + m.snap.Time.In(m.c.loc).Format("15:04:05") + " · " + fmtCount(uint64(m.snap.TenantsSeen)) + what
 		if u := unreadTags(m.snap); u != "" {
 			title += " · ⚠ " + u
 		}
