@@ -36,6 +36,8 @@ type Backend struct {
 	LeaderPID int32
 	Database  string
 	User      string
+	// Client is the client's address (client_addr); "" for a Unix socket.
+	Client string
 	// Application is application_name, or the sqlcommenter tag
 	// "application" when the session set none.
 	Application string
@@ -60,6 +62,13 @@ type Backend struct {
 	// transaction. For a session idle in a transaction (often the one
 	// holding a lock others wait for) it tells how long it has held it.
 	XactStart time.Time
+	// BackendStart is when the session connected: with the pid it names
+	// the session (a pid is reused once the session ends).
+	BackendStart time.Time
+	// XminAge is the age in transactions of the session's backend_xmin,
+	// the oldest snapshot it holds, which keeps VACUUM from removing rows
+	// dead since; -1 when it holds none.
+	XminAge int64
 	// Duration is how long the statement has run, by the server's clock,
 	// for active sessions; zero for the others.
 	Duration time.Duration
@@ -67,6 +76,13 @@ type Backend struct {
 	// Truncated: the query text fills track_activity_query_size, so its end
 	// (where sqlcommenter puts the comment) may be missing.
 	Truncated bool
+	// TagsCut: Truncated, and no tag could be read from what is left (a
+	// comment at the end of the statement was cut off).
+	TagsCut bool
+	// Malformed: the statement's comment could not be read whole
+	// (sqlcomment.Parse reported ErrMalformed); Tags holds the pairs that
+	// were well formed.
+	Malformed bool
 
 	// BlockedBy lists the pids that block this session (pg_blocking_pids);
 	// nil when it waits for no lock.
@@ -98,6 +114,9 @@ type Snapshot struct {
 	// Hidden counts the sessions whose details PostgreSQL hid from the
 	// sampling role (see ErrInsufficientPrivilege).
 	Hidden int
+	// Malformed and TagsCut count the backends of the sample with
+	// Backend.Malformed and Backend.TagsCut set.
+	Malformed, TagsCut int
 }
 
 // setTags fills the tag fields of b from its query text. A truncated query
@@ -109,12 +128,14 @@ func (b *Backend) setTags() {
 		t := strings.TrimLeft(q, " \t\r\n")
 		end := strings.Index(t, "*/")
 		if !strings.HasPrefix(t, "/*") || end < 0 {
+			b.TagsCut = true
 			return
 		}
 		q = t[:end+2]
 	}
 	tags, err := sqlcomment.Parse(q)
-	if err != nil || len(tags) == 0 {
+	b.Malformed = err != nil
+	if len(tags) == 0 {
 		return
 	}
 	b.Tags = tags

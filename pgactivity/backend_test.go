@@ -4,7 +4,11 @@ import (
 	"maps"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/qtop-dev/qtop/sqlcomment"
 	"github.com/qtop-dev/qtop/tenant"
@@ -96,6 +100,76 @@ func TestSetTags(t *testing.T) {
 				t.Errorf("tags = %v, want %v", b.Tags, tt.want.Tags)
 			}
 		})
+	}
+}
+
+// TestSetTagsFlags: what could not be read is flagged, and a malformed
+// comment keeps its well-formed pairs.
+func TestSetTagsFlags(t *testing.T) {
+	for _, tt := range []struct {
+		query          string
+		truncated      bool
+		malformed, cut bool
+		tenant         string
+	}{
+		{query: "SELECT 1 /*tenant='acme'*/", tenant: "acme"},
+		{query: "SELECT 1 /*tenant='acme',route='%ZZ'*/", malformed: true, tenant: "acme"},
+		{query: "SELECT 1 /*tenant='acme*/", malformed: true},
+		{query: "SELECT 1 /* nightly batch */"},
+		{query: "SELECT 1 /*tenant='acme'*/ /* nightly batch */", tenant: "acme"},
+		{query: "SELECT 'xxxx' /*tenant='ac", truncated: true, cut: true},
+		{query: "SELECT 'xxxx'", truncated: true, cut: true},
+		{query: "/*tenant='lead'*/ SELECT 'xxxx", truncated: true, tenant: "lead"},
+	} {
+		b := Backend{Query: tt.query, Truncated: tt.truncated}
+		b.setTags()
+		if b.Malformed != tt.malformed || b.TagsCut != tt.cut || b.Tenant != tt.tenant {
+			t.Errorf("%q: malformed %v cut %v tenant %q; want %v %v %q", tt.query, b.Malformed, b.TagsCut, b.Tenant, tt.malformed, tt.cut, tt.tenant)
+		}
+	}
+}
+
+// TestMetricsCountEachStatementOnce: a statement seen in many samples
+// counts once; a new statement of the same pid counts again.
+func TestMetricsCountEachStatementOnce(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t1 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	bad := Backend{PID: 7, QueryStart: t1, Malformed: true}
+	cut := Backend{PID: 8, QueryStart: t1, TagsCut: true}
+	ok := Backend{PID: 9, QueryStart: t1}
+	for range 3 {
+		m.observe(&Snapshot{Backends: []Backend{bad, cut, ok}})
+	}
+	bad.QueryStart = t1.Add(time.Second)
+	m.observe(&Snapshot{Backends: []Backend{bad, cut}})
+	if mal, tr := m.Counts(); mal != 2 || tr != 1 {
+		t.Fatalf("counts %d, %d; want 2, 1", mal, tr)
+	}
+	want := `
+# HELP qtop_pgactivity_malformed_comments_total Sampled statements whose sqlcommenter comment could not be read whole (some or all of their tags lost), each counted once.
+# TYPE qtop_pgactivity_malformed_comments_total counter
+qtop_pgactivity_malformed_comments_total 2
+# HELP qtop_pgactivity_truncated_statements_total Sampled statements cut at track_activity_query_size before their comment, so their tags are lost; raise track_activity_query_size.
+# TYPE qtop_pgactivity_truncated_statements_total counter
+qtop_pgactivity_truncated_statements_total 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
+		t.Fatal(err)
+	}
+	if probs, err := testutil.GatherAndLint(reg); err != nil || len(probs) > 0 {
+		t.Fatal(probs, err)
+	}
+	if _, err := NewMetrics(reg); err == nil {
+		t.Fatal("registering twice must fail")
+	}
+	var nilM *Metrics
+	nilM.observe(&Snapshot{Backends: []Backend{bad}})
+	if a, b := nilM.Counts(); a != 0 || b != 0 {
+		t.Fatal("nil metrics count")
 	}
 }
 

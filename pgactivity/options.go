@@ -9,6 +9,7 @@ type config struct {
 	idle    bool
 	now     func() time.Time
 	timeout time.Duration
+	metrics *Metrics
 }
 
 // DefaultTimeout is how long Run lets one sample take.
@@ -44,3 +45,7 @@ func WithClock(now func() time.Time) Option { return func(c *config) { c.now = n
 // WithTimeout limits how long one sample may take in Run (DefaultTimeout
 // when d is not positive). Sample itself is bounded by its context only.
 func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+// WithMetrics counts the statements whose tags could not be read into m
+// (see Metrics); by default they are only flagged on each Backend.
+func WithMetrics(m *Metrics) Option { return func(c *config) { c.metrics = m } }

@@ -422,18 +422,38 @@ func TestTruncatedQuery(t *testing.T) {
 		t.Fatal(err)
 	}
 	pad := "'" + strings.Repeat("x", size) + "'"
-	cut, lead := connect(t), connect(t)
+	cut, lead, bad := connect(t), connect(t), connect(t)
 	sctx, stop := context.WithCancel(ctx)
 	cut.start(sctx, tagged("SELECT pg_sleep(60), "+pad, "cut-"+sfx, "r"))
 	lead.start(sctx, "/*tenant='lead-"+sfx+"'*/ SELECT pg_sleep(60), "+pad)
-	defer func() { stop(); cut.wait(t); lead.wait(t) }()
+	bad.start(sctx, "SELECT pg_sleep(60) /*route='%ZZ',tenant='bad-"+sfx+"'*/")
+	defer func() { stop(); cut.wait(t); lead.wait(t); bad.wait(t) }()
 
-	smp := NewSampler(pool)
-	snap := waitFor(t, smp, "both long statements", func(s Snapshot) bool {
+	met, err := NewMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	smp := NewSampler(pool, WithMetrics(met))
+	snap := waitFor(t, smp, "the long statements", func(s Snapshot) bool {
 		b1, ok1 := byPID(s, cut.pid)
 		b2, ok2 := byPID(s, lead.pid)
-		return ok1 && ok2 && b1.Active() && b2.Active()
+		b3, ok3 := byPID(s, bad.pid)
+		return ok1 && ok2 && ok3 && b1.Active() && b2.Active() && b3.Active()
 	})
+	if _, err := smp.Sample(ctx); err != nil && !errors.Is(err, ErrInsufficientPrivilege) {
+		t.Fatal(err)
+	}
+	// Statements of other sessions of the server may be counted too: at
+	// least ours (that each counts once is TestMetricsCountEachStatementOnce).
+	if b3, _ := byPID(snap, bad.pid); !b3.Malformed || b3.Tenant != "bad-"+sfx || snap.Malformed < 1 {
+		t.Errorf("malformed: %+v (snapshot counts %d)", b3, snap.Malformed)
+	}
+	if b1, _ := byPID(snap, cut.pid); !b1.TagsCut || snap.TagsCut < 1 {
+		t.Errorf("cut: %+v", b1)
+	}
+	if mal, tr := met.Counts(); mal < 1 || tr < 1 {
+		t.Errorf("counted %d malformed, %d cut", mal, tr)
+	}
 	b1, _ := byPID(snap, cut.pid)
 	if !b1.Truncated || b1.Tenant != "" || b1.Tags != nil || len(b1.Query) >= size {
 		t.Errorf("cut: truncated %v, tenant %q, %d bytes", b1.Truncated, b1.Tenant, len(b1.Query))

@@ -48,7 +48,10 @@ func sampleSQL(leaderPID bool) string {
 		THEN pg_blocking_pids(a.pid) END,
 	clock_timestamp(),
 	current_user,
-	(SELECT setting::int FROM pg_settings WHERE name = 'track_activity_query_size')
+	(SELECT setting::int FROM pg_settings WHERE name = 'track_activity_query_size'),
+	coalesce(host(a.client_addr), ''),
+	a.backend_start,
+	coalesce(age(a.backend_xmin), -1)
 FROM pg_stat_activity a
 WHERE (a.backend_type IN (` + types + `) OR (a.backend_type IS NULL AND a.datid IS NOT NULL))
 	AND a.pid <> pg_backend_pid()
@@ -124,10 +127,12 @@ func (s *Sampler) Sample(ctx context.Context) (Snapshot, error) {
 			xactStart  pgtype.Timestamptz
 			serverNow  time.Time
 			leader     pgtype.Int4
+			backStart  pgtype.Timestamptz
+			xminAge    int32
 		)
 		if err := rows.Scan(&b.PID, &leader, &b.Database, &b.User, &b.Application, &b.State,
 			&b.WaitEventType, &b.WaitEvent, &queryStart, &xactStart, &b.Query, &b.BlockedBy,
-			&serverNow, &role, &querySize); err != nil {
+			&serverNow, &role, &querySize, &b.Client, &backStart, &xminAge); err != nil {
 			return Snapshot{}, fmt.Errorf("%w: %w", ErrSample, err)
 		}
 		if leader.Valid && leader.Int32 != b.PID { // a leader may show itself as its own leader
@@ -139,6 +144,10 @@ func (s *Sampler) Sample(ctx context.Context) (Snapshot, error) {
 		if xactStart.Valid {
 			b.XactStart = xactStart.Time
 		}
+		if backStart.Valid {
+			b.BackendStart = backStart.Time
+		}
+		b.XminAge = int64(xminAge)
 		if b.Active() && !b.QueryStart.IsZero() {
 			if d := serverNow.Sub(b.QueryStart); d > 0 {
 				b.Duration = d
@@ -149,12 +158,19 @@ func (s *Sampler) Sample(ctx context.Context) (Snapshot, error) {
 		} else {
 			b.Truncated = querySize > 0 && len(b.Query) >= int(querySize)-4
 			b.setTags()
+			if b.Malformed {
+				snap.Malformed++
+			}
+			if b.TagsCut {
+				snap.TagsCut++
+			}
 		}
 		snap.Backends = append(snap.Backends, b)
 	}
 	if err := rows.Err(); err != nil {
 		return Snapshot{}, fmt.Errorf("%w: %w", ErrSample, err)
 	}
+	s.cfg.metrics.observe(&snap)
 	if snap.Hidden > 0 {
 		return snap, hiddenError(role, snap.Hidden, len(snap.Backends))
 	}

@@ -15,7 +15,11 @@
 // inside a literal. No value can close the comment or change the statement:
 // '/' is always encoded, so "*/" and "/*" never appear inside it (fuzzed:
 // FuzzAppendParse, FuzzCommenter). Parse is the exact inverse and also
-// reads the variants seen in the wild.
+// reads the variants seen in the wild: it merges the tags of every block
+// comment (the one nearer the end wins a conflict), skips comments of
+// prose, keeps the well-formed pairs of a malformed comment, and reads a
+// bare '+' as a space (see Parse for the rule). The forms of other tools
+// it is tested on are in the repository's testdata/sqlcomments/corpus.json.
 //
 // # database/sql
 //
@@ -87,7 +91,8 @@
 // runs, and Parse reads the tags back (tested on a real server). Note that
 // PostgreSQL truncates that text at track_activity_query_size (1 kB by
 // default): raise it where statements are longer, or the trailing comment
-// is cut and Parse reports ErrMalformed. pg_stat_statements, in contrast,
+// is cut and Parse reports ErrMalformed (the pgactivity sampler counts such
+// statements: qtop_pgactivity_truncated_statements_total). pg_stat_statements, in contrast,
 // normalises the statement: the same statement run by three tenants is one
 // row, with the text of whichever ran first. The tenant is lost there,
 // which is why qtop samples pg_stat_activity instead.

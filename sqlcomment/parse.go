@@ -3,118 +3,282 @@ package sqlcomment
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
-// ErrMalformed is returned by Parse for a comment it cannot read; test with
-// errors.Is.
+// ErrMalformed is returned by Parse for a comment it cannot read whole;
+// test with errors.Is.
 var ErrMalformed = errors.New("sqlcomment: malformed comment")
 
-// Parse reads the tags of the last block comment in query: the inverse of
-// Append, so Parse(Append(q, tags)) returns tags for any q that had no
-// comment. A query without a block comment, or with an empty one, gives an
-// empty map and no error.
+// MaxParsedTags bounds the tags Parse returns for one statement; pairs past
+// it are reported as malformed.
+const MaxParsedTags = 64
+
+// Parse reads the tags of every block comment of query, outside literals:
+// the inverse of Append, so Parse(Append(q, tags)) returns tags for any q
+// that had no comment. A query without a block comment, or with only
+// empty ones, gives an empty map and no error.
 //
-// It also reads the variants seen in the wild: unquoted values (k=v), a
-// space after the commas, the comment at the start of the statement,
-// '+' for a space (as url.QueryEscape writes it), and marginalia's k:v pairs
-// (taken verbatim, not URL-decoded). Anything else (an unterminated comment
-// or quote, a pair without '=' or ':', an empty key, a bad %-escape, a key
-// given twice) is an error wrapping ErrMalformed. Parse never panics.
+// Comments written by other tools are read too: Rails' query log tags and
+// Django's sqlcommenter (key='value'), Datadog's prepended DBM comment,
+// marginalia's key:value pairs (taken verbatim, not URL-decoded), unquoted
+// values (k=v), spaces around '=' and ',', and Python sqlcommenter's
+// doubled '%' (%%3A reads as %3A, a ':').
+//
+// Several comments: their tags are merged, and on a key given in two
+// comments the comment nearer the end of the statement wins (where
+// sqlcommenter appends its comment). A comment of prose (/* nightly
+// batch */, Hibernate's /* select u from User u */: its first word is not
+// followed by '=' or ':') carries no tags and is skipped without error.
+//
+// A malformed pair (a quote left open, a pair without '=' or ':', an
+// empty key, a bad %-escape, a key given twice in one comment, where the
+// first value is kept) does not lose the others: Parse returns the
+// well-formed pairs of every comment together with an error wrapping
+// ErrMalformed that names the first problem and counts them. A comment
+// left open (pg_stat_activity cut the statement at
+// track_activity_query_size) is such an error too; its pairs before the
+// last ',' are kept (the last one may be cut). A quote inside a quoted
+// value that is followed by neither ',', a space nor the end of the
+// comment is part of the value (knex writes value quotes unescaped).
+//
+// The '+' rule: in a URL-encoded value (k='v' or k=v) a bare '+' is a
+// space. Go's url.QueryEscape (the sqlcommenter Go module) writes '+' for
+// a space and %2B for a '+'; encodeURIComponent and Python's quote (the
+// Node.js, knex, Django and Rails writers) never write a bare '+'. Only
+// marginalia's verbatim k:v pairs keep a '+' as it is.
+//
+// Parse never panics; its time and memory are linear in len(query).
 func Parse(query string) (map[string]string, error) {
-	r := scan(query)
-	if r.lastStart < 0 {
-		return map[string]string{}, nil
-	}
-	if r.lastEnd < 0 {
-		return nil, fmt.Errorf("%w: comment at byte %d is not closed", ErrMalformed, r.lastStart)
-	}
-	return parseBody(query[r.lastStart+2 : r.lastEnd-2])
+	tags := map[string]string{}
+	var p problems
+	eachComment(query, func(body string, closed bool) {
+		if !closed {
+			// Cut, most likely at track_activity_query_size: the pairs
+			// before the last ',' are whole, the last one may not be.
+			p.add(fmt.Errorf("%w: comment is not closed (the statement may be cut at track_activity_query_size)", ErrMalformed))
+			body = body[:max(strings.LastIndexByte(body, ','), 0)]
+		}
+		parseBody(body, tags, &p)
+	})
+	return tags, p.err()
 }
 
-func parseBody(body string) (map[string]string, error) {
-	tags := map[string]string{}
-	i := skipSpace(body, 0)
-	for i < len(body) {
-		// Key, up to '=' or ':'.
-		start := i
-		for i < len(body) && body[i] != '=' && body[i] != ':' && body[i] != ',' {
-			if body[i] == '\\' {
-				i++ // \' in a key
+// problems gathers the malformed parts of a statement: the first error and
+// how many there were.
+type problems struct {
+	first error
+	n     int
+}
+
+func (p *problems) add(err error) {
+	if p.first == nil {
+		p.first = err
+	}
+	p.n++
+}
+
+func (p *problems) err() error {
+	switch p.n {
+	case 0:
+		return nil
+	case 1:
+		return p.first
+	}
+	return fmt.Errorf("%w (and %d more)", p.first, p.n-1)
+}
+
+// eachComment calls fn with the body of every top-level block comment of
+// q outside literals, quoted identifiers and dollar quotes, in order;
+// closed is false for a comment left open at the end of q. Nested
+// comments are part of their outer comment's body.
+func eachComment(q string, fn func(body string, closed bool)) {
+	for i := 0; i < len(q); {
+		c := q[i]
+		switch {
+		case c == '\'':
+			escapes := i > 0 && (q[i-1] == 'E' || q[i-1] == 'e') && (i == 1 || !isIdent(q[i-2]))
+			j, ok := skipQuoted(q, i+1, '\'', escapes)
+			if !ok {
+				return
 			}
+			i = j
+		case c == '"':
+			j, ok := skipQuoted(q, i+1, '"', false)
+			if !ok {
+				return
+			}
+			i = j
+		case c == '$' && (i == 0 || !isIdent(q[i-1])):
+			tagEnd, ok := dollarTag(q, i)
+			if !ok {
+				i++
+				continue
+			}
+			k := strings.Index(q[tagEnd:], q[i:tagEnd])
+			if k < 0 {
+				return
+			}
+			i = tagEnd + k + (tagEnd - i)
+		case c == '-' && i+1 < len(q) && q[i+1] == '-':
+			k := strings.IndexByte(q[i:], '\n')
+			if k < 0 {
+				return
+			}
+			i += k + 1
+		case c == '/' && i+1 < len(q) && q[i+1] == '*':
+			depth, j := 1, i+2
+			for j < len(q) && depth > 0 {
+				switch {
+				case q[j] == '/' && j+1 < len(q) && q[j+1] == '*':
+					depth++
+					j += 2
+				case q[j] == '*' && j+1 < len(q) && q[j+1] == '/':
+					depth--
+					j += 2
+				default:
+					j++
+				}
+			}
+			if depth > 0 {
+				fn(q[i+2:], false)
+				return
+			}
+			fn(q[i+2:j-2], true)
+			i = j
+		default:
 			i++
 		}
-		if i > len(body) {
-			return nil, fmt.Errorf("%w: key ends in a lone '\\'", ErrMalformed)
-		}
-		if i == len(body) || body[i] == ',' {
-			return nil, fmt.Errorf("%w: %q has no '=' or ':'", ErrMalformed, clip(body[start:i]))
-		}
-		sep := body[i]
-		rawKey := unbackslash(strings.TrimRight(body[start:i], " \t\r\n"))
-		if rawKey == "" {
-			return nil, fmt.Errorf("%w: empty key at byte %d", ErrMalformed, start)
-		}
-		i = skipSpace(body, i+1)
+	}
+}
 
-		var key, val string
-		var err error
+// parseBody adds the pairs of one comment body to tags (a key already
+// there, from an earlier comment, is replaced) and the malformed ones to
+// p. A body of prose adds nothing.
+func parseBody(body string, tags map[string]string, p *problems) {
+	if prose(body) {
+		return
+	}
+	var buf [8]string // this comment's keys; a comment has a few
+	seen := buf[:0]
+	i := skipSpace(body, 0)
+	for i < len(body) {
+		next, key, val, err := readPair(body, i)
+		i = next
 		switch {
-		case sep == ':':
-			// Marginalia: verbatim key and value.
-			key = rawKey
-			j := i
-			for j < len(body) && body[j] != ',' {
-				j++
-			}
-			val = strings.TrimRight(body[i:j], " \t\r\n")
-			i = j
-		case i < len(body) && body[i] == '\'':
-			var raw string
-			raw, i, err = quoted(body, i+1)
-			if err != nil {
-				return nil, err
-			}
-			if key, err = unescape(rawKey); err != nil {
-				return nil, err
-			}
-			if val, err = unescape(raw); err != nil {
-				return nil, err
-			}
-			i = skipSpace(body, i)
-			if i < len(body) && body[i] != ',' {
-				return nil, fmt.Errorf("%w: %q after the value of %q", ErrMalformed, clip(body[i:]), clip(key))
-			}
+		case err != nil:
+			p.add(err)
+		case slices.Contains(seen, key):
+			p.add(fmt.Errorf("%w: key %q given twice in one comment (the first value is kept)", ErrMalformed, clip(key)))
+		case len(tags) >= MaxParsedTags && !has(tags, key):
+			p.add(fmt.Errorf("%w: more than %d tags", ErrMalformed, MaxParsedTags))
 		default:
-			j := i
-			for j < len(body) && body[j] != ',' {
-				j++
-			}
-			if key, err = unescape(rawKey); err != nil {
-				return nil, err
-			}
-			if val, err = unescape(strings.TrimRight(body[i:j], " \t\r\n")); err != nil {
-				return nil, err
-			}
-			i = j
+			seen = append(seen, key)
+			tags[key] = val
 		}
-		if _, dup := tags[key]; dup {
-			return nil, fmt.Errorf("%w: key %q given twice", ErrMalformed, clip(key))
-		}
-		tags[key] = val
 		if i < len(body) { // at ','
 			i = skipSpace(body, i+1)
 			if i == len(body) {
-				return nil, fmt.Errorf("%w: trailing ','", ErrMalformed)
+				p.add(fmt.Errorf("%w: trailing ','", ErrMalformed))
 			}
 		}
 	}
-	return tags, nil
+}
+
+func has(m map[string]string, k string) bool {
+	_, ok := m[k]
+	return ok
+}
+
+// prose reports whether a comment body is text rather than tags: it is
+// blank, or its first word (up to the first '=', ':', ',' or space) is
+// not followed by '=' or ':'.
+func prose(body string) bool {
+	i := skipSpace(body, 0)
+	if i == len(body) {
+		return true
+	}
+	for i < len(body) && body[i] != '=' && body[i] != ':' && body[i] != ',' && !isSpace(body[i]) {
+		if body[i] == '\\' {
+			i++
+		}
+		i++
+	}
+	i = skipSpace(body, i)
+	return i >= len(body) || (body[i] != '=' && body[i] != ':')
+}
+
+// readPair reads one key=value or key:value pair starting at i. It returns the
+// index of the ',' that ends it (or len(body)), and on a malformed pair an
+// error; the index then is past the pair's end as best it can tell, so
+// the pairs after it are still read.
+func readPair(body string, i int) (next int, key, val string, err error) {
+	start := i
+	for i < len(body) && body[i] != '=' && body[i] != ':' && body[i] != ',' {
+		if body[i] == '\\' {
+			i++ // \' in a key
+		}
+		i++
+	}
+	if i > len(body) {
+		return len(body), "", "", fmt.Errorf("%w: key ends in a lone '\\'", ErrMalformed)
+	}
+	if i == len(body) || body[i] == ',' {
+		return i, "", "", fmt.Errorf("%w: %q has no '=' or ':'", ErrMalformed, clip(body[start:i]))
+	}
+	sep := body[i]
+	rawKey := unbackslash(strings.TrimRight(body[start:i], " \t\r\n"))
+	i = skipSpace(body, i+1)
+	end := strings.IndexByte(body[i:], ',')
+	if end < 0 {
+		end = len(body)
+	} else {
+		end += i
+	}
+	if rawKey == "" {
+		return end, "", "", fmt.Errorf("%w: empty key at byte %d", ErrMalformed, start)
+	}
+	switch {
+	case sep == ':':
+		// Marginalia: verbatim key and value.
+		return end, rawKey, strings.TrimRight(body[i:end], " \t\r\n"), nil
+	case i < len(body) && body[i] == '\'':
+		raw, j, qerr := quoted(body, i+1)
+		if qerr != nil {
+			return end, "", "", qerr
+		}
+		if key, err = unescape(rawKey); err != nil {
+			return j, "", "", err
+		}
+		if val, err = unescape(raw); err != nil {
+			return j, "", "", err
+		}
+		j = skipSpace(body, j)
+		if j < len(body) && body[j] != ',' {
+			k := strings.IndexByte(body[j:], ',')
+			if k < 0 {
+				k = len(body) - j
+			}
+			return j + k, "", "", fmt.Errorf("%w: %q after the value of %q", ErrMalformed, clip(body[j:]), clip(key))
+		}
+		return j, key, val, nil
+	default:
+		if key, err = unescape(rawKey); err != nil {
+			return end, "", "", err
+		}
+		if val, err = unescape(strings.TrimRight(body[i:end], " \t\r\n")); err != nil {
+			return end, "", "", err
+		}
+		return end, key, val, nil
+	}
 }
 
 // quoted reads a '…' value whose body starts at i, with \' (or any \x) as
-// an escape. It returns the body with escapes removed and the index past
-// the closing quote.
+// an escape. A quote closes the value only when what follows it (after
+// spaces) is a ',' or the end of the comment; any other quote is part of
+// the value, as knex writes them. It returns the body with escapes
+// removed and the index past the closing quote.
 func quoted(s string, i int) (string, int, error) {
 	var b strings.Builder
 	start := i
@@ -129,6 +293,10 @@ func quoted(s string, i int) (string, int, error) {
 			i += 2
 			start = i
 		case '\'':
+			if j := i + 1; j < len(s) && s[j] != ',' && !isSpace(s[j]) && strings.IndexByte(s[j:], '\'') >= 0 {
+				i++ // an unescaped quote inside the value, with a closing one to come
+				continue
+			}
 			if b.Len() == 0 {
 				return s[start:i], i + 1, nil
 			}
@@ -156,7 +324,9 @@ func unbackslash(s string) string {
 	return string(b)
 }
 
-// unescape undoes percent-encoding byte by byte and reads '+' as a space.
+// unescape undoes percent-encoding byte by byte and reads '+' as a space
+// (see Parse for the rule). A doubled '%' before two hex digits is one
+// escape (Python sqlcommenter doubles '%' for %-style parameters).
 func unescape(s string) (string, error) {
 	if strings.IndexByte(s, '%') < 0 && strings.IndexByte(s, '+') < 0 {
 		return s, nil
@@ -165,6 +335,9 @@ func unescape(s string) (string, error) {
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; c {
 		case '%':
+			if i+1 < len(s) && s[i+1] == '%' {
+				i++ // %%XX: one escape
+			}
 			if i+2 >= len(s) {
 				return "", fmt.Errorf("%w: truncated %%-escape in %q", ErrMalformed, clip(s))
 			}

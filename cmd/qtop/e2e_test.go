@@ -105,7 +105,7 @@ func TestDemoInTmux(t *testing.T) {
 		s.run("kill-server")
 	})
 	if out, err := s.run("-f", "/dev/null", "new-session", "-d", "-s", "qtop", "-x", "120", "-y", "36", "-c", dir,
-		"env", "TERM=xterm-256color", "sh", "-c", `"$0" demo 2>"$0.stderr"; echo $? >"$0.exit"`, bin); err != nil {
+		"env", "TERM=xterm-256color", "XDG_STATE_HOME="+filepath.Join(dir, "state"), "sh", "-c", `"$0" demo 2>"$0.stderr"; echo $? >"$0.exit"`, bin); err != nil {
 		t.Fatalf("tmux new-session: %v: %s", err, out)
 	}
 	s.run("set-option", "-t", "qtop", "remain-on-exit", "on")
@@ -116,6 +116,13 @@ func TestDemoInTmux(t *testing.T) {
 	if out := os.Getenv("QTOP_E2E_CAPTURE"); out != "" {
 		os.WriteFile(out, []byte(screen), 0o644)
 	}
+
+	// The summary line names who is hurting whom.
+	screen = s.waitFor("the incident summary", 60*time.Second, func(sc string) bool {
+		return strings.Contains(sc, "⚑ "+demoTenant+" ") && strings.Contains(sc, "its baseline") && strings.Contains(sc, "victims: ") &&
+			!strings.Contains(sc, "victims: none")
+	})
+	t.Logf("the summary line:\n%s", screen)
 
 	// enter drills in: its routes.
 	s.keys("Enter")
@@ -151,5 +158,10 @@ func TestDemoInTmux(t *testing.T) {
 	})
 	if b, _ := os.ReadFile(bin + ".exit"); strings.TrimSpace(string(b)) != "0" {
 		t.Fatalf("qtop exited with status %q", b)
+	}
+	// The throttle is in the action log, with who did it.
+	b, err := os.ReadFile(filepath.Join(dir, "state", "qtop", "actions.log"))
+	if err != nil || !strings.Contains(string(b), `"action":"throttle"`) || !strings.Contains(string(b), `"tenant":"`+demoTenant+`"`) {
+		t.Fatalf("action log: %v\n%s", err, b)
 	}
 }

@@ -13,7 +13,10 @@ import (
 	"os"
 	"os/signal"
 	"os/user"
+	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -30,6 +33,7 @@ Usage:
   qtop [--collector URL] [flags]   follow a collector's live stream (default http://127.0.0.1:7070)
   qtop --postgres DSN [flags]      standalone: sample pg_stat_activity, group by tenant (no collector)
   qtop demo [flags]                a demo collector in this process, with a noisy tenant a few seconds in
+  qtop replay FILE [flags]         play back what qtop --record FILE saved, with the same views and keys
   qtop help                        this text
 
 The demo keeps its DuckDB store (qtop.duckdb), write-ahead log and policy in a
@@ -47,17 +51,29 @@ Examples:
   # No collector: read PostgreSQL directly (a role with pg_monitor; c/k need pg_signal_backend):
   qtop --postgres 'postgres://qtop_monitor:secret@db:5432/app'
 
+  # Untagged load (pgbench, cron jobs, a new service): group it by what PostgreSQL knows.
+  qtop --postgres 'postgres://qtop_monitor@db/app' --group-by application
+  qtop --postgres 'postgres://qtop_monitor@db/app' --group-by fingerprint --once
+
   # One snapshot for an incident note or a script, then exit:
   qtop --once --format table
   qtop --collector 127.0.0.1:7070 --once --format json | jq '.tenants[0]'
   qtop --postgres 'postgres://qtop_monitor@db/app' --once --format json
   qtop demo --once --format table
 
+  # Record the incident while you watch it; replay it for the post-mortem (p pauses):
+  qtop --postgres 'postgres://qtop_monitor@db/app' --record incident.qtop.gz
+  qtop replay incident.qtop.gz --speed 4
+  qtop replay incident.qtop.gz --once --format table     # its last snapshot
+
   # Keep the demo's data, and serve its API so that another qtop can join:
   qtop demo --data-dir ./qtop-demo --listen 127.0.0.1:7070
 
-Keys: 1–5 or tab switch views · s sort · / filter · enter drill in · t throttle
-      c/k cancel/terminate a backend (--postgres) · p pause · ? help · q quit
+Keys: 1–6 or tab switch views (6: lock tree, xmin horizon) · s sort · / filter
+      b group by tenant → application → user → database → client → fingerprint (--postgres)
+      enter drill in · t throttle · space mark statements · c/k cancel/terminate the
+      marked (or selected) backends, only if they still run what was shown (--postgres)
+      p pause · ? help · q quit
 
 Flags:
 `
@@ -69,8 +85,10 @@ func main() {
 type flags struct {
 	collector, token, postgres string
 	dataDir, listen            string
+	actionLog, record          string
+	speed                      float64
 	once                       bool
-	format, sort               string
+	format, sort, groupBy      string
 	top                        int
 	interval                   time.Duration
 }
@@ -83,9 +101,15 @@ func env(name, def string) string {
 }
 
 func newFlagSet(demo bool, stderr io.Writer, f *flags) *flag.FlagSet {
+	return newFlagSetFor(map[bool]string{true: "demo", false: ""}[demo], stderr, f)
+}
+
+// newFlagSetFor returns the flags of a form: "" (collector or postgres),
+// "demo" or "replay".
+func newFlagSetFor(form string, stderr io.Writer, f *flags) *flag.FlagSet {
 	name := "qtop"
-	if demo {
-		name = "qtop demo"
+	if form != "" {
+		name = "qtop " + form
 	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -93,28 +117,38 @@ func newFlagSet(demo bool, stderr io.Writer, f *flags) *flag.FlagSet {
 		fmt.Fprint(stderr, usage)
 		fs.PrintDefaults()
 	}
-	if !demo {
+	switch form {
+	case "replay":
+		fs.Float64Var(&f.speed, "speed", 1, "play the recording this many times faster (up to 1000)")
+	case "":
 		fs.StringVar(&f.collector, "collector", env("QTOP_COLLECTOR", "http://127.0.0.1:7070"), "collector to follow ($QTOP_COLLECTOR)")
 		fs.StringVar(&f.token, "token", env("QTOP_TOKEN", ""), "the collector's bearer token, needed to throttle ($QTOP_TOKEN)")
 		fs.StringVar(&f.postgres, "postgres", env("QTOP_POSTGRES", ""), "PostgreSQL DSN: sample pg_stat_activity instead of following a collector ($QTOP_POSTGRES)")
 		fs.DurationVar(&f.interval, "interval", time.Second, "how often --postgres samples pg_stat_activity")
-	} else {
+	default:
 		fs.StringVar(&f.dataDir, "data-dir", "", "keep the demo's DuckDB store, log and policy in this folder (default: a temporary folder, removed at exit)")
 		fs.StringVar(&f.listen, "listen", "", "also serve the demo collector's HTTP API on this address, e.g. 127.0.0.1:7070")
 	}
+	if form != "replay" {
+		fs.StringVar(&f.record, "record", "", "also save every snapshot shown to this file (JSON lines; gzip when it ends in .gz), for qtop replay")
+	}
+	fs.StringVar(&f.actionLog, "action-log", defaultActionLog(), "append one JSON line per throttle, cancel and terminate (when, who, on which statement, result) to this file")
 	fs.BoolVar(&f.once, "once", false, "print one snapshot and exit")
 	fs.StringVar(&f.format, "format", tui.FormatTable, "with --once: table or json")
 	fs.StringVar(&f.sort, "sort", "", "initial sort: ru, db, req, err or p95 (default ru; db with --postgres)")
 	fs.IntVar(&f.top, "top", tui.DefaultTop, "tenants shown before the \"other\" row (1…1000)")
+	fs.StringVar(&f.groupBy, "group-by", live.GroupTenant, "group the load by tenant, application, user, database, client or fingerprint (all but tenant need --postgres; key b switches)")
 	return fs
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	demo := false
+	demo, form := false, ""
 	if len(args) > 0 {
 		switch args[0] {
 		case "demo":
-			demo, args = true, args[1:]
+			demo, form, args = true, "demo", args[1:]
+		case "replay":
+			form, args = "replay", args[1:]
 		case "help":
 			fmt.Fprint(stdout, usage)
 			newFlagSet(false, stdout, new(flags)).PrintDefaults()
@@ -122,7 +156,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	var f flags
-	fs := newFlagSet(demo, stderr, &f)
+	fs := newFlagSetFor(form, stderr, &f)
+	if form == "replay" {
+		return replay(args, fs, &f, stdout, stderr)
+	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -140,11 +177,20 @@ func run(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	q := tui.Query{Measure: f.sort, Top: f.top}
+	q := tui.Query{Measure: f.sort, Top: f.top, GroupBy: f.groupBy}
 	src, err := open(ctx, demo, &f)
 	if err != nil {
 		fmt.Fprintln(stderr, "qtop:", err)
 		return 1
+	}
+	if f.record != "" {
+		rec, err := tui.NewRecorder(src, f.record, time.Now())
+		if err != nil {
+			src.Close()
+			fmt.Fprintln(stderr, "qtop:", err)
+			return 1
+		}
+		src = rec
 	}
 	defer func() {
 		if err := src.Close(); err != nil {
@@ -154,11 +200,69 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if f.once {
 		return once(ctx, src, q, f.format, stdout, stderr)
 	}
+	return interactive(ctx, src, &f, stderr)
+}
+
+// replay plays a recording back: qtop replay FILE [flags].
+func replay(args []string, fs *flag.FlagSet, f *flags, stdout, stderr io.Writer) int {
+	var file string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		file, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if file == "" && fs.NArg() > 0 {
+		file = fs.Arg(0)
+	}
+	if file == "" {
+		fmt.Fprintln(stderr, "qtop replay: which recording? qtop replay FILE (qtop --record FILE writes one)")
+		return 2
+	}
+	f.postgres, f.sort = "", ""
+	if err := check(f); err != nil {
+		fmt.Fprintln(stderr, "qtop:", err)
+		return 2
+	}
+	r, err := tui.OpenReplay(file, tui.WithSpeed(f.speed))
+	if err != nil {
+		fmt.Fprintln(stderr, "qtop:", err)
+		return 1
+	}
+	defer r.Close()
+	if f.once {
+		s, err := r.Last()
+		if err == nil {
+			err = tui.Print(stdout, s, f.format)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "qtop:", err)
+			return 1
+		}
+		return 0
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return interactive(ctx, r, f, stderr)
+}
+
+// interactive runs the UI on src until q.
+func interactive(ctx context.Context, src tui.Source, f *flags, stderr io.Writer) int {
+	q := tui.Query{Measure: f.sort, Top: f.top, GroupBy: f.groupBy}
 	name := ""
 	if u, err := user.Current(); err == nil {
 		name = u.Username
 	}
-	m := tui.New(src, tui.WithTop(f.top), tui.WithSort(q.Measure), tui.WithUser(name), tui.WithContext(ctx),
+	alog, err := openActionLog(f.actionLog)
+	if err != nil {
+		fmt.Fprintln(stderr, "qtop:", err)
+		return 1
+	}
+	defer alog.Close()
+	m := tui.New(src, tui.WithActionLog(alog), tui.WithTop(f.top), tui.WithSort(q.Measure), tui.WithGroupBy(f.groupBy), tui.WithUser(name), tui.WithContext(ctx),
 		tui.WithRenderer(lipgloss.NewRenderer(os.Stdout)))
 	p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx))
 	if _, err := p.Run(); err != nil && !errors.Is(err, tea.ErrProgramKilled) {
@@ -179,6 +283,12 @@ func check(f *flags) error {
 	case live.MeasureRU, live.MeasureDB, live.MeasureReq, live.MeasureErr, live.MeasureP95:
 	default:
 		return fmt.Errorf("--sort %q: want ru, db, req, err or p95", f.sort)
+	}
+	if !slices.Contains(live.Groups, f.groupBy) {
+		return fmt.Errorf("--group-by %q: want one of %s", f.groupBy, strings.Join(live.Groups, ", "))
+	}
+	if f.groupBy != live.GroupTenant && f.postgres == "" {
+		return fmt.Errorf("--group-by %s needs --postgres DSN: a collector groups its load by tenant only", f.groupBy)
 	}
 	if f.top < 1 || f.top > 1000 {
 		return fmt.Errorf("--top %s: want 1…1000", strconv.Itoa(f.top))
@@ -236,4 +346,33 @@ func once(ctx context.Context, src tui.Source, q tui.Query, format string, stdou
 		return 1
 	}
 	return 0
+}
+
+// defaultActionLog is $XDG_STATE_HOME/qtop/actions.log, or
+// ~/.local/state/qtop/actions.log.
+func defaultActionLog() string {
+	dir := os.Getenv("XDG_STATE_HOME")
+	if dir == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "qtop-actions.log"
+		}
+		dir = filepath.Join(home, ".local", "state")
+	}
+	return filepath.Join(dir, "qtop", "actions.log")
+}
+
+// openActionLog opens the action log for appending, creating its folder.
+func openActionLog(path string) (*os.File, error) {
+	if path == "" {
+		return nil, errors.New("--action-log: want a file (every action is logged)")
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("--action-log %s: %w (choose another file with --action-log)", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("--action-log %s: %w (choose another file with --action-log)", path, err)
+	}
+	return f, nil
 }

@@ -197,3 +197,27 @@ func TestOncePostgres(t *testing.T) {
 		t.Fatalf("unreachable PostgreSQL: exit %d %q", code, errOut)
 	}
 }
+
+// TestReplayOnce prints the last snapshot of the recorded incident of the
+// repository's testdata folder; bad invocations say what to do.
+func TestReplayOnce(t *testing.T) {
+	var out, errb strings.Builder
+	if code := run([]string{"replay", "../../testdata/incident/demo.qtop.gz", "--once", "--format", "table"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(out.String(), "bigcorp") || !strings.Contains(out.String(), "source demo") {
+		t.Fatalf("output:\n%s", out.String())
+	}
+	errb.Reset()
+	if code := run([]string{"replay"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "qtop replay FILE") {
+		t.Fatalf("no file: %d %s", code, errb.String())
+	}
+	errb.Reset()
+	if code := run([]string{"replay", "main.go", "--once"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "recording") {
+		t.Fatalf("not a recording: %d %s", code, errb.String())
+	}
+	errb.Reset()
+	if code := run([]string{"--group-by", "application", "--once"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "needs --postgres") {
+		t.Fatalf("group-by without --postgres: %d %s", code, errb.String())
+	}
+}

@@ -21,12 +21,23 @@ type pgState struct {
 	err        string
 	agg        *pgactivity.Aggregator
 	lastCut    time.Time
+	// metrics counts the statements whose tags could not be read; set
+	// once by runSampler, before its first sample.
+	metrics *pgactivity.Metrics
 }
 
 // waitsWindow is how often the per-tenant wait breakdown is recomputed.
 const waitsWindow = 10 * time.Second
 
 func (s *Server) runSampler(ctx context.Context) {
+	met, err := pgactivity.NewMetrics(s.cfg.Registerer)
+	if err != nil {
+		s.log.Error("pg sampler: metrics", "err", err)
+		met, _ = pgactivity.NewMetrics(nil)
+	}
+	s.mu.Lock()
+	s.pg.metrics = met
+	s.mu.Unlock()
 	for ctx.Err() == nil {
 		pool, err := pgxpool.New(ctx, s.cfg.Postgres)
 		if err == nil {
@@ -46,7 +57,7 @@ func (s *Server) runSampler(ctx context.Context) {
 			continue
 		}
 		s.log.Info("pg sampler: sampling pg_stat_activity every second")
-		pgactivity.NewSampler(pool).Run(ctx, time.Second, func(snap pgactivity.Snapshot, err error) {
+		pgactivity.NewSampler(pool, pgactivity.WithMetrics(met)).Run(ctx, time.Second, func(snap pgactivity.Snapshot, err error) {
 			if err != nil && len(snap.Backends) == 0 {
 				s.met.samplerErrors.Inc()
 				s.setSamplerErr(err)

@@ -39,7 +39,7 @@ func (es *enfSlot) addPool(pw []ingest.PoolWait) {
 
 // poolRows sums the pool waits of the complete seconds of the window
 // ending at sec, per tenant, most waited first.
-func poolRows(slots *[rateN]enfSlot, sec int64) []live.PoolWaitRow {
+func poolRows(slots *[ringN]enfSlot, sec int64) []live.PoolWaitRow {
 	sum := map[string]*live.PoolWaitRow{}
 	for j := range slots {
 		es := &slots[j]

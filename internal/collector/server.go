@@ -268,6 +268,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc(live.PathPolicy, s.handlePolicy)
 	mux.HandleFunc(live.PathReport, s.authorized(RoleRead, s.handleCostReport))
 	mux.HandleFunc(live.PathAudit, s.authorized(RoleAdmin, s.handleAudit))
+	mux.HandleFunc(live.PathHistory, s.authorized(RoleRead, s.handleHistory))
 	if s.cfg.Gatherer != nil {
 		mux.Handle("/metrics", s.authorized(RoleRead, promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}).ServeHTTP))
 	}

@@ -307,6 +307,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 			cs.SpoolOldestSeconds = time.Since(st.Oldest).Seconds()
 		}
 	}
+	cs.MalformedComments, cs.TruncatedStatements = s.pg.metrics.Counts()
 	snap.Collector = cs
 	return snap
 }

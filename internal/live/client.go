@@ -341,3 +341,29 @@ func (c *Client) Audit(ctx context.Context, from, to time.Time, adminToken strin
 	}
 	return rows, nil
 }
+
+// History returns tenant's per-minute history over the last minutes
+// (1…MaxHistoryMinutes) from the collector's store.
+func (c *Client) History(ctx context.Context, tenant string, minutes int) (History, error) {
+	u := *c.base
+	u.Path = strings.TrimSuffix(u.Path, "/") + PathHistory
+	u.RawQuery = url.Values{"tenant": {tenant}, "minutes": {strconv.Itoa(minutes)}}.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return History{}, err
+	}
+	c.authorize(req)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return History{}, fmt.Errorf("live: history: %w", err)
+	}
+	defer resp.Body.Close()
+	if err := checkStatus(resp); err != nil {
+		return History{}, err
+	}
+	var h History
+	if err := decodeJSON(io.LimitReader(resp.Body, MaxEventBytes+1), &h); err != nil {
+		return History{}, err
+	}
+	return h, nil
+}

@@ -27,7 +27,31 @@ const (
 	// PathAudit is GET /v1/audit?from=…&to=… (admin token): the policy
 	// changes, expiries included.
 	PathAudit = "/v1/audit"
+	// PathHistory serves one tenant's per-minute history from the store:
+	// GET /v1/history?tenant=NAME&minutes=1440 (1…MaxHistoryMinutes).
+	PathHistory = "/v1/history"
 )
+
+// MaxHistoryMinutes bounds a history request: the last 24 hours.
+const MaxHistoryMinutes = 24 * 60
+
+// History is one tenant's load per minute from the collector's store,
+// oldest first; minutes without load are left out.
+type History struct {
+	Tenant string         `json:"tenant"`
+	From   time.Time      `json:"from"`
+	To     time.Time      `json:"to"`
+	Points []HistoryPoint `json:"points"`
+}
+
+// HistoryPoint is one minute of a tenant's load, averaged over the minute.
+type HistoryPoint struct {
+	Minute    time.Time `json:"minute"`
+	DBLoad    float64   `json:"db_load"`
+	RUPerSec  float64   `json:"ru_per_sec"`
+	ReqPerSec float64   `json:"req_per_sec"`
+	ErrPerSec float64   `json:"err_per_sec"`
+}
 
 // Measures that order Snapshot.Tenants.
 const (
@@ -44,6 +68,21 @@ const (
 	SourcePostgres  = "postgres" // only the pg_stat_activity sampler reports
 	SourceDemo      = "demo"
 )
+
+// Groupings of Snapshot.Tenants (the query parameter group=, qtop's
+// --group-by). Only the pg_stat_activity sampler of qtop --postgres knows
+// the session fields to group by; a collector groups by tenant.
+const (
+	GroupTenant      = "tenant"
+	GroupApplication = "application" // application_name
+	GroupUser        = "user"
+	GroupDatabase    = "database"
+	GroupClient      = "client" // client_addr
+	GroupFingerprint = "fingerprint"
+)
+
+// Groups lists the groupings in the order qtop's key cycles through them.
+var Groups = []string{GroupTenant, GroupApplication, GroupUser, GroupDatabase, GroupClient, GroupFingerprint}
 
 // OtherTenant names the final row of Snapshot.Tenants: the exact totals of
 // every tenant beyond the top N.
@@ -66,6 +105,18 @@ type Snapshot struct {
 	// TenantsSeen counts the distinct tenants with load in Window (the
 	// tenants summed in "other" included).
 	TenantsSeen int `json:"tenants_seen"`
+	// GroupBy is what Tenants are grouped by (GroupTenant … ); "" means
+	// GroupTenant. Under another grouping TenantRow.Tenant holds the
+	// group's value (an application_name, a role, …).
+	GroupBy string `json:"group_by,omitempty"`
+	// ParallelWorkers counts the parallel workers active in the last
+	// sample: each is load of its leader's group, which is why DB load can
+	// exceed the number of client sessions.
+	ParallelWorkers int `json:"parallel_workers,omitempty"`
+	// XminHolders are the sessions holding the oldest snapshots
+	// (backend_xmin), oldest first: they keep VACUUM from removing dead
+	// rows (from the sampler, at most 10).
+	XminHolders []StatementRow `json:"xmin_holders,omitempty"`
 	// HotKeys are the hottest keys over Window, merged across processes,
 	// with their Space-Saving error bounds.
 	HotKeys []HotKeyRow `json:"hot_keys"`
@@ -87,6 +138,11 @@ type Snapshot struct {
 // TenantRow is one tenant's load over the snapshot's window.
 type TenantRow struct {
 	Tenant string `json:"tenant"`
+	// Untagged marks the row of the load without a value for the grouping
+	// (statements without a tenant tag, sessions without an
+	// application_name, …); its Tenant is "". It is never merged with a
+	// tenant of any name.
+	Untagged bool `json:"untagged,omitempty"`
 	// Tier is the tier of the tenant's most recent work ("" unknown).
 	Tier string `json:"tier,omitempty"`
 	// DBLoad is database load in average active sessions: statement time
@@ -144,6 +200,23 @@ type StatementRow struct {
 	Duration      time.Duration `json:"duration_ns"`
 	Query         string        `json:"query"`
 	BlockedBy     []int32       `json:"blocked_by,omitempty"`
+	// Session fields, from the sampler.
+	User     string `json:"user,omitempty"`
+	Database string `json:"database,omitempty"`
+	Client   string `json:"client,omitempty"`
+	// QueryStart, XactStart and BackendStart identify what a cancel or a
+	// terminate acts on: the statement, the transaction, the session.
+	QueryStart   time.Time `json:"query_start,omitzero"`
+	XactStart    time.Time `json:"xact_start,omitzero"`
+	BackendStart time.Time `json:"backend_start,omitzero"`
+	// XminAge is the age in transactions of the session's backend_xmin;
+	// 0 when it holds no snapshot.
+	XminAge int64 `json:"xmin_age,omitempty"`
+	// Workers counts the statement's active parallel workers.
+	Workers int `json:"workers,omitempty"`
+	// Group is the key of the Snapshot.Tenants row the statement belongs
+	// to under Snapshot.GroupBy ("" for the untagged row).
+	Group string `json:"group,omitempty"`
 }
 
 // BlockRow is a statement waiting on a lock held by another.
@@ -238,4 +311,10 @@ type CollectorStatus struct {
 	// SamplerError is its last error.
 	Sampler      bool   `json:"sampler"`
 	SamplerError string `json:"sampler_error,omitempty"`
+	// MalformedComments counts the sampled statements, since start, whose
+	// sqlcommenter comment could not be read whole; TruncatedStatements
+	// those cut at track_activity_query_size with their tags lost. Each
+	// statement counts once.
+	MalformedComments   uint64 `json:"malformed_comments,omitempty"`
+	TruncatedStatements uint64 `json:"truncated_statements,omitempty"`
 }

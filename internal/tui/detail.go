@@ -10,17 +10,38 @@ import (
 // detailView is the drill-in of one tenant: its numbers, its history
 // sparkline and waits, its routes, its hot keys and its statements.
 type detailView struct {
-	tenant  string
-	row     *live.TenantRow // nil when the tenant has no load in the window
-	measure string
-	keys    []live.HotKeyRow
-	stmts   []*live.StatementRow
-	scroll  int
+	tenant   string // the tenant, or the value of the grouping
+	untagged bool   // the untagged row
+	group    string // the grouping the row was opened under
+	source   string
+	row      *live.TenantRow // nil when the tenant has no load in the window
+	measure  string
+	keys     []live.HotKeyRow
+	stmts    []*live.StatementRow
+	scroll   int
+	hist     storeHistory
+	// canHistory: the source has a store (Historian).
+	canHistory bool
 }
 
-func (v *detailView) open(name string, s *live.Snapshot) {
-	v.tenant, v.scroll = name, 0
+func (v *detailView) open(name string, untagged bool, group string, s *live.Snapshot) {
+	v.tenant, v.untagged, v.group, v.scroll = name, untagged, group, 0
 	v.set(s)
+}
+
+// collectorUntagged is the name a collector gives the load of records and
+// statements without a tenant (ingest.UnknownTenant).
+const collectorUntagged = "unknown"
+
+// mine reports whether statement r belongs to the row shown.
+func (v *detailView) mine(s *live.Snapshot, r *live.StatementRow) bool {
+	if s.GroupBy != "" {
+		return r.Group == v.tenant
+	}
+	if v.untagged || (s.Source == live.SourceCollector && v.tenant == collectorUntagged) {
+		return r.Tenant == ""
+	}
+	return r.Tenant == v.tenant
 }
 
 // set takes the tenant's parts of a new snapshot.
@@ -29,21 +50,27 @@ func (v *detailView) set(s *live.Snapshot) {
 	if s == nil {
 		return
 	}
-	v.measure = s.Measure
+	v.measure, v.source = s.Measure, s.Source
+	if g := s.GroupBy; g != "" && g != v.group {
+		// The grouping changed under the drill-in: nothing matches.
+		return
+	}
 	for i := range s.Tenants {
-		if s.Tenants[i].Tenant == v.tenant {
+		if s.Tenants[i].Tenant == v.tenant && s.Tenants[i].Untagged == v.untagged {
 			r := s.Tenants[i]
 			v.row = &r
 			break
 		}
 	}
-	for _, k := range s.HotKeys {
-		if k.Tenant == v.tenant {
-			v.keys = append(v.keys, k)
+	if !v.untagged && (s.GroupBy == "" || s.GroupBy == live.GroupTenant) {
+		for _, k := range s.HotKeys {
+			if k.Tenant == v.tenant {
+				v.keys = append(v.keys, k)
+			}
 		}
 	}
 	for i := range s.Statements {
-		if s.Statements[i].Tenant == v.tenant {
+		if v.mine(s, &s.Statements[i]) {
 			v.stmts = append(v.stmts, &s.Statements[i])
 		}
 	}
@@ -67,13 +94,21 @@ func (v *detailView) update(c *common, msg keyMsg, page int) {
 func (v *detailView) view(c *common, h int) string {
 	var lines []string
 	add := func(s ...string) { lines = append(lines, s...) }
-	title := c.st.title.Render(clip("Tenant "+clean(v.tenant), c.width))
+	label := rowLabel(v.group, &live.TenantRow{Tenant: v.tenant, Untagged: v.untagged})
+	kind := "Tenant "
+	if v.group != "" && v.group != live.GroupTenant {
+		kind = strings.ToUpper(v.group[:1]) + v.group[1:] + " "
+	}
+	title := c.st.title.Render(clip(kind+label, c.width))
 	if v.row == nil {
 		add(title, c.st.dim.Render(clip("no load in the window (or beyond the top tenants the source sends)", c.width)))
-		return strings.Join(lines, "\n")
+		if v.untagged || len(v.stmts) > 0 {
+			lines = append(lines, v.statements(c)...)
+		}
+		return v.scrolled(lines, h)
 	}
 	r := v.row
-	head := "Tenant " + clean(r.Tenant)
+	head := kind + label
 	if r.Tier != "" {
 		head += " (" + r.Tier + ")"
 	}
@@ -81,8 +116,13 @@ func (v *detailView) view(c *common, h int) string {
 		head += "  THROTTLED"
 	}
 	add(c.st.title.Render(clip(head, c.width)))
-	add(clip("DB load "+fmtNum(r.DBLoad)+" AAS · "+fmtNum(r.RUPerSec)+" RU/s · "+fmtNum(r.ReqPerSec)+" req/s · p95 "+
-		fmtSeconds(r.P95Seconds)+" · "+fmtNum(r.ErrPerSec)+" err/s · "+fmtShare(r.Share)+" of the total", c.width))
+	if v.source == live.SourcePostgres {
+		// PostgreSQL knows neither RU, nor requests, nor their latency.
+		add(clip("DB load "+fmtNum(r.DBLoad)+" AAS · "+fmtShare(r.Share)+" of the total · RU/s, req/s, p95, err/s n/a (pg_stat_activity only)", c.width))
+	} else {
+		add(clip("DB load "+fmtNum(r.DBLoad)+" AAS · "+fmtNum(r.RUPerSec)+" RU/s · "+fmtNum(r.ReqPerSec)+" req/s · p95 "+
+			fmtSeconds(r.P95Seconds)+" · "+fmtNum(r.ErrPerSec)+" err/s · "+fmtShare(r.Share)+" of the total", c.width))
+	}
 	what := "RU/s"
 	if v.measure == live.MeasureDB {
 		what = "DB load"
@@ -93,6 +133,7 @@ func (v *detailView) view(c *common, h int) string {
 	}
 	add(c.st.dim.Render(clip(what+", last "+fmtCount(uint64(len(r.History)))+" s (peak "+fmtNum(top)+")", c.width)))
 	add(c.st.good.Render(sparkline(r.History, max(c.width-2, 1), top)))
+	add(v.historyLines(c)...)
 	if len(r.Waits) > 0 {
 		type wait struct {
 			name string
@@ -118,32 +159,67 @@ func (v *detailView) view(c *common, h int) string {
 		add(clip("Waits (AAS): "+strings.Join(parts, " · "), c.width))
 	}
 	add("", c.st.title.Render("Routes"))
+	pg := v.source == live.SourcePostgres
 	rw := max(min(c.width-(8*5+5), 40), 10)
+	app := func(s string) string {
+		if pg {
+			return "n/a"
+		}
+		return s
+	}
 	add(c.st.header.Render(clip(fit("ROUTE", rw, false)+" "+fit("DB LOAD", 8, true)+" "+fit("RU/s", 8, true)+" "+
 		fit("REQ/s", 8, true)+" "+fit("ERR/s", 8, true)+" "+fit("P95", 8, true), c.width)))
 	for _, x := range r.Routes {
-		add(clip(fit(clean(x.Route), rw, false)+" "+fit(fmtNum(x.DBLoad), 8, true)+" "+fit(fmtNum(x.RUPerSec), 8, true)+" "+
-			fit(fmtNum(x.ReqPerSec), 8, true)+" "+fit(fmtNum(x.ErrPerSec), 8, true)+" "+fit(fmtSeconds(x.P95Seconds), 8, true), c.width))
+		route := clean(x.Route)
+		if route == "" {
+			route = "(no route tag)"
+		}
+		add(clip(fit(route, rw, false)+" "+fit(fmtNum(x.DBLoad), 8, true)+" "+fit(app(fmtNum(x.RUPerSec)), 8, true)+" "+
+			fit(app(fmtNum(x.ReqPerSec)), 8, true)+" "+fit(app(fmtNum(x.ErrPerSec)), 8, true)+" "+fit(app(fmtSeconds(x.P95Seconds)), 8, true), c.width))
 	}
 	if len(r.Routes) == 0 {
 		add(c.st.dim.Render("no route in the window"))
 	}
-	add("", c.st.title.Render("Hot keys"))
-	if len(v.keys) == 0 {
-		add(c.st.dim.Render("none among the hottest keys"))
-	} else {
-		kw := max(min(c.width-30, 50), 10)
-		add(c.st.header.Render(clip(fit("KEY", kw, false)+" "+fit("COUNT", 9, true)+" "+fit("± ERR", 9, true)+" "+fit("SHARE", 8, true), c.width)))
-		for _, k := range v.keys {
-			add(clip(fit(clean(k.Key), kw, false)+" "+fit(fmtCount(k.Count), 9, true)+" "+fit(fmtCount(k.Err), 9, true)+" "+fit(fmtShare(k.Share), 8, true), c.width))
+	if !pg { // pg_stat_activity has no keys
+		add("", c.st.title.Render("Hot keys"))
+		if len(v.keys) == 0 {
+			add(c.st.dim.Render("none among the hottest keys"))
+		} else {
+			kw := max(min(c.width-30, 50), 10)
+			add(c.st.header.Render(clip(fit("KEY", kw, false)+" "+fit("COUNT", 9, true)+" "+fit("± ERR", 9, true)+" "+fit("SHARE", 8, true), c.width)))
+			for _, k := range v.keys {
+				add(clip(fit(clean(k.Key), kw, false)+" "+fit(fmtCount(k.Count), 9, true)+" "+fit(fmtCount(k.Err), 9, true)+" "+fit(fmtShare(k.Share), 8, true), c.width))
+			}
 		}
 	}
-	add("", c.st.title.Render("Statements"))
+	lines = append(lines, v.statements(c)...)
+	return v.scrolled(lines, h)
+}
+
+// statements renders the row's statements, and for the untagged row how
+// to tag them.
+func (v *detailView) statements(c *common) []string {
+	lines := []string{"", c.st.title.Render("Statements")}
 	if len(v.stmts) == 0 {
-		add(c.st.dim.Render("none running"))
+		lines = append(lines, c.st.dim.Render("none running"))
 	} else {
-		add(strings.Split(statementLines(c, v.stmts, 0, len(v.stmts), -1), "\n")...)
+		lines = append(lines, strings.Split(statementLines(c, v.stmts, 0, len(v.stmts), -1, nil), "\n")...)
 	}
+	if v.untagged && (v.group == "" || v.group == live.GroupTenant) {
+		lines = append(lines, "", c.st.title.Render("How to tag them"))
+		for _, l := range []string{
+			"These statements carry no /*tenant='…'*/ comment, so their load has no tenant.",
+			"· Go: wrap the driver (sqlcomment.WrapConnector, or pgxcomment for pgx) and set tenant.With(ctx, tags) at the edge.",
+			"· Other stacks: any sqlcommenter (Rails query log tags, Django, knex, Datadog DBM) adding a tenant key.",
+			"· Jobs and scripts: set application_name (PGAPPNAME=batchjob) and press b to group by application.",
+		} {
+			lines = append(lines, clip(l, c.width))
+		}
+	}
+	return lines
+}
+
+func (v *detailView) scrolled(lines []string, h int) string {
 	v.scroll = min(v.scroll, max(len(lines)-h, 0))
 	lines = lines[v.scroll:]
 	if len(lines) > h {

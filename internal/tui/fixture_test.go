@@ -10,6 +10,7 @@ import (
 	"github.com/muesli/termenv"
 
 	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -29,6 +30,9 @@ type fakeSource struct {
 	throttles []policy.Rule
 	cancels   []int32
 	terms     []int32
+	targets   []pgactivity.Target
+	actors    []string
+	moved     map[int32]bool
 	closed    bool
 	done      chan struct{}
 }
@@ -76,6 +80,32 @@ func (f *fakeSource) Terminate(_ context.Context, pid int32) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.terms = append(f.terms, pid)
+	return nil
+}
+
+// CancelStatement and TerminateSession record their targets; moved
+// lists the pids whose backends "moved on".
+func (f *fakeSource) CancelStatement(_ context.Context, t pgactivity.Target, actor string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.actors = append(f.actors, actor)
+	if f.moved[t.PID] {
+		return fmt.Errorf("%w: backend %d", pgactivity.ErrMovedOn, t.PID)
+	}
+	f.cancels = append(f.cancels, t.PID)
+	f.targets = append(f.targets, t)
+	return nil
+}
+
+func (f *fakeSource) TerminateSession(_ context.Context, t pgactivity.Target, actor string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.actors = append(f.actors, actor)
+	if f.moved[t.PID] {
+		return fmt.Errorf("%w: backend %d", pgactivity.ErrMovedOn, t.PID)
+	}
+	f.terms = append(f.terms, t.PID)
+	f.targets = append(f.targets, t)
 	return nil
 }
 
@@ -127,10 +157,31 @@ func incident() live.Snapshot {
 		},
 		Statements: []live.StatementRow{
 			{PID: 4242, Tenant: "bigcorp", Route: "POST /catalog/import", State: "active", WaitEventType: "IO", WaitEvent: "DataFileRead",
-				Duration: 41 * time.Second, Query: "INSERT INTO products SELECT * FROM staging /*tenant='bigcorp'*/"},
-			{PID: 4243, Tenant: "bigcorp", Route: "POST /catalog/import", State: "active", Duration: 12 * time.Second, Query: "UPDATE stock\nSET n = n - 1"},
+				Duration: 41 * time.Second, Query: "INSERT INTO products SELECT * FROM staging /*tenant='bigcorp'*/",
+				QueryStart: t0.Add(-41 * time.Second), BackendStart: t0.Add(-time.Hour)},
+			{PID: 4243, Tenant: "bigcorp", Route: "POST /catalog/import", State: "active", Duration: 12 * time.Second, Query: "UPDATE stock\nSET n = n - 1",
+				QueryStart: t0.Add(-12 * time.Second), BackendStart: t0.Add(-2 * time.Hour)},
 			{PID: 5150, Tenant: "acme", Route: "GET /cart", State: "active", WaitEventType: "Lock", WaitEvent: "transactionid",
 				Duration: 3 * time.Second, Query: "SELECT * FROM cart FOR UPDATE", BlockedBy: []int32{4243}},
+		},
+		Blocked: []live.BlockRow{
+			{Blocked: live.StatementRow{PID: 5150, Tenant: "acme", Route: "GET /cart", State: "active", WaitEventType: "Lock", WaitEvent: "transactionid",
+				Duration: 3 * time.Second, Query: "SELECT * FROM cart FOR UPDATE", BlockedBy: []int32{4243}},
+				Blocking: live.StatementRow{PID: 4243, Tenant: "bigcorp", State: "active", WaitEventType: "Lock", WaitEvent: "tuple", Duration: 12 * time.Second,
+					Query: "UPDATE stock SET n = n - 1", BlockedBy: []int32{7001}}},
+			{Blocked: live.StatementRow{PID: 4243, Tenant: "bigcorp", State: "active", WaitEventType: "Lock", WaitEvent: "tuple", Duration: 12 * time.Second,
+				Query: "UPDATE stock SET n = n - 1", BlockedBy: []int32{7001}},
+				Blocking: live.StatementRow{PID: 7001, Tenant: "globex", State: "idle in transaction", WaitEventType: "Client", WaitEvent: "ClientRead",
+					XactStart: t0.Add(-135 * time.Second), Query: "UPDATE stock SET reserved = true WHERE sku = $1"}},
+			{Blocked: live.StatementRow{PID: 5151, State: "active", WaitEventType: "Lock", WaitEvent: "relation", Duration: 900 * time.Millisecond,
+				Query: "VACUUM FULL stock", BlockedBy: []int32{7001}},
+				Blocking: live.StatementRow{PID: 7001}},
+		},
+		XminHolders: []live.StatementRow{
+			{PID: 7001, Tenant: "globex", Application: "reports", State: "idle in transaction", XactStart: t0.Add(-135 * time.Second), XminAge: 48210,
+				Query: "UPDATE stock SET reserved = true WHERE sku = $1"},
+			{PID: 4242, Tenant: "bigcorp", Application: "catalog", State: "active", XactStart: t0.Add(-41 * time.Second), XminAge: 1290,
+				Query: "INSERT INTO products SELECT * FROM staging"},
 		},
 		Services: []live.ServiceRow{
 			{Service: "catalog-worker", Ratio: 0.42, History: ramp(30, 1), Enter: 0.5, Exit: 0.65, Degraded: true, ShedLevel: 2, ReqPerSec: 330, P95Seconds: 0.138, Processes: 3},

@@ -39,6 +39,7 @@ func TestGolden(t *testing.T) {
 		{name: "help", keys: []string{"?"}, w: 110, h: 16},
 		{name: "paused", keys: []string{"p"}, w: 110, h: 10},
 		{name: "cancel_prompt", feats: Features{Signal: true}, keys: []string{"3", "c"}, w: 120, h: 10},
+		{name: "locks", keys: []string{"6"}, w: 130, h: 16},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/pgactivity"
 )
 
 // state is who has the keyboard.
@@ -33,11 +36,12 @@ const (
 	viewStatements
 	viewLatency
 	viewEnforcement
+	viewLocks
 	numTabs
 	viewDetail = numTabs // the drill-in of one tenant, reached by enter
 )
 
-var viewNames = [numTabs]string{"Tenants", "Hot keys", "Statements", "Latency", "Enforcement"}
+var viewNames = [numTabs]string{"Tenants", "Hot keys", "Statements", "Latency", "Enforcement", "Locks"}
 
 // Backoff bounds of reconnecting to a lost source.
 const (
@@ -74,6 +78,10 @@ func WithLocation(loc *time.Location) Option { return func(m *Model) { m.c.loc =
 // WithUser names who throttles, for the rule's reason.
 func WithUser(name string) Option { return func(m *Model) { m.user = name } }
 
+// WithActionLog writes one JSON line per action carried out (throttle,
+// cancel, terminate) to w: when, who, on what, and how it ended.
+func WithActionLog(w io.Writer) Option { return func(m *Model) { m.log = &actionLog{w: w} } }
+
 // WithTop sets how many tenants the source sends before "other".
 func WithTop(n int) Option { return func(m *Model) { m.query.Top = n } }
 
@@ -88,6 +96,10 @@ func WithSort(measure string) Option {
 		}
 	}
 }
+
+// WithGroupBy sets the initial grouping (live.GroupTenant …; only
+// qtop --postgres groups by anything but tenant).
+func WithGroupBy(g string) Option { return func(m *Model) { m.query.GroupBy = g } }
 
 // WithKeyMap replaces the default key bindings.
 func WithKeyMap(k KeyMap) Option { return func(m *Model) { m.c.keys = k } }
@@ -105,6 +117,7 @@ type Model struct {
 	c        common
 	user     string
 	query    Query
+	log      *actionLog
 
 	state state
 	view  viewID
@@ -115,7 +128,9 @@ type Model struct {
 	statements  statementsView
 	latency     latencyView
 	enforcement enforcementView
+	locks       locksView
 	detail      detailView
+	summary     summary
 
 	snap     *live.Snapshot // shown
 	pending  *live.Snapshot // arrived while paused
@@ -206,6 +221,17 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, tea.Tick(m.backoff, func(time.Time) tea.Msg { return retryMsg{} })
 	case retryMsg:
 		return m, m.fetch()
+	case historyMsg:
+		if msg.tenant == m.detail.hist.tenant {
+			m.detail.hist.loading = false
+			if msg.err != nil {
+				m.detail.hist.err = msg.err.Error()
+			} else {
+				h := msg.h
+				m.detail.hist.h = &h
+			}
+		}
+		return m, nil
 	case actionMsg:
 		if msg.err != nil {
 			return m, m.setStatus(msg.err.Error(), false)
@@ -233,6 +259,7 @@ func (m *Model) setStatus(s string, ok bool) tea.Cmd {
 func (m *Model) apply(s *live.Snapshot) {
 	m.snap = s
 	m.tenants.dbOnly = s.Source == live.SourcePostgres
+	m.tenants.group = s.GroupBy
 	if m.tenants.hidden(m.tenants.col) {
 		m.tenants.col, m.tenants.reverse, m.query.Measure = colDB, false, live.MeasureDB
 	}
@@ -241,6 +268,8 @@ func (m *Model) apply(s *live.Snapshot) {
 	m.statements.setRows(s.Statements)
 	m.latency.setRows(s.Services)
 	m.enforcement.set(s)
+	m.locks.set(s)
+	m.summary.add(s)
 	if m.view == viewDetail {
 		m.detail.set(s)
 	}
@@ -278,6 +307,13 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 		m.view = viewLatency
 	case matches(msg, k.Enforcement):
 		m.view = viewEnforcement
+	case matches(msg, k.Locks):
+		m.view = viewLocks
+	case matches(msg, k.Select):
+		if m.view != viewStatements {
+			return m.setStatus("space marks statements in the Statements view (3), for c and k", false)
+		}
+		m.statements.toggle()
 	case matches(msg, k.NextView):
 		m.view = (m.tab() + 1) % numTabs
 	case matches(msg, k.PrevView):
@@ -300,6 +336,18 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 		if ms := m.tenants.col.measure(); ms != "" && ms != m.query.Measure {
 			m.query.Measure = ms // the next Next asks the source for the top tenants by it
 		}
+	case matches(msg, k.GroupBy):
+		return m.nextGroup()
+	case matches(msg, k.History):
+		if m.view != viewDetail {
+			return m.setStatus("h shows a tenant's history: enter on it first", false)
+		}
+		if m.detail.hist.tenant == m.detail.tenant && m.detail.hist.h != nil {
+			m.detail.hist = storeHistory{}
+			return nil
+		}
+		return m.fetchHistory()
+	case m.view == viewDetail && m.detail.historyKey(&m.c, msg):
 	case matches(msg, k.Filter):
 		if m.view == viewTenants || m.view == viewHotKeys || m.view == viewStatements {
 			m.state = stateFilter
@@ -347,6 +395,8 @@ func (m *Model) navigate(msg tea.KeyMsg) {
 		m.latency.update(&m.c, msg, p)
 	case viewEnforcement:
 		m.enforcement.update(&m.c, msg, p)
+	case viewLocks:
+		m.locks.update(&m.c, msg, p)
 	case viewDetail:
 		m.detail.update(&m.c, msg, p)
 	}
@@ -392,63 +442,108 @@ func (m *Model) filterKey(msg tea.KeyMsg) tea.Cmd {
 	return nil
 }
 
-// selectedTenant is the tenant the current view points at.
-func (m *Model) selectedTenant() (name string, ru float64) {
+// target is the row a view points at: a tenant (or group value), or the
+// untagged row.
+type target struct {
+	key      string
+	untagged bool
+	ru       float64
+}
+
+// selectedRow returns the row the current view points at.
+func (m *Model) selectedRow() (target, bool) {
+	var t target
 	switch m.view {
 	case viewTenants:
 		if r := m.tenants.selected(); r != nil {
-			return r.Tenant, r.RUPerSec
+			return target{key: r.Tenant, untagged: r.Untagged, ru: r.RUPerSec}, true
 		}
+		return t, false
 	case viewHotKeys:
-		if r := m.hotKeys.selected(); r != nil {
-			name = r.Tenant
+		r := m.hotKeys.selected()
+		if r == nil || r.Tenant == "" {
+			return t, false
 		}
+		t.key = r.Tenant
 	case viewStatements:
-		if r := m.statements.selected(); r != nil {
-			name = r.Tenant
+		r := m.statements.selected()
+		if r == nil {
+			return t, false
 		}
+		t.key = r.Tenant
+		if m.snap != nil && m.snap.GroupBy != "" {
+			t.key = r.Group
+		}
+		t.untagged = t.key == ""
 	case viewDetail:
-		name = m.detail.tenant
+		t.key, t.untagged = m.detail.tenant, m.detail.untagged
+	default:
+		return t, false
 	}
-	if name != "" && m.snap != nil {
+	if m.snap != nil {
 		for i := range m.snap.Tenants {
-			if m.snap.Tenants[i].Tenant == name {
-				return name, m.snap.Tenants[i].RUPerSec
+			if r := &m.snap.Tenants[i]; r.Tenant == t.key && r.Untagged == t.untagged {
+				t.ru = r.RUPerSec
 			}
 		}
 	}
-	return name, 0
+	return t, true
+}
+
+// group is the grouping shown.
+func (m *Model) group() string {
+	if m.snap != nil && m.snap.GroupBy != "" {
+		return m.snap.GroupBy
+	}
+	return live.GroupTenant
 }
 
 func (m *Model) drill() tea.Cmd {
-	if m.view == viewDetail || m.view == viewLatency || m.view == viewEnforcement {
+	if m.view == viewDetail || m.view == viewLatency || m.view == viewEnforcement || m.view == viewLocks {
 		return nil
 	}
-	name, _ := m.selectedTenant()
-	switch name {
-	case "":
+	t, ok := m.selectedRow()
+	switch {
+	case !ok:
 		return m.setStatus("no tenant selected", false)
-	case live.OtherTenant:
+	case t.key == live.OtherTenant && !t.untagged:
 		return m.setStatus(`"other" sums the tenants beyond the top ones; it has no routes of its own`, false)
 	}
 	m.back = m.view
 	m.view = viewDetail
-	m.detail.open(name, m.snap)
+	_, m.detail.canHistory = m.src.(Historian)
+	m.detail.open(t.key, t.untagged, m.group(), m.snap)
 	return nil
+}
+
+// nextGroup switches the grouping of the Tenants view.
+func (m *Model) nextGroup() tea.Cmd {
+	if !m.feats.Group {
+		return m.setStatus("b groups the load by application, user, database, client or statement: run qtop --postgres DSN (a collector groups by tenant)", false)
+	}
+	i := max(groupIndex(m.query.GroupBy), 0)
+	m.query.GroupBy = live.Groups[(i+1)%len(live.Groups)]
+	m.tenants.group = m.query.GroupBy
+	m.tenants.pinned = false
+	return m.setStatus("grouping by "+m.query.GroupBy+" from the next sample (b again: "+live.Groups[(i+2)%len(live.Groups)]+")", true)
 }
 
 func (m *Model) startThrottle() tea.Cmd {
 	if !m.feats.Throttle {
 		return m.setStatus("throttling needs a collector (qtop --collector URL, or qtop demo): qtop --postgres only reads PostgreSQL", false)
 	}
-	name, ru := m.selectedTenant()
-	switch name {
-	case "":
+	t, ok := m.selectedRow()
+	switch {
+	case !ok:
 		return m.setStatus("no tenant selected", false)
-	case live.OtherTenant:
+	case t.untagged:
+		return m.setStatus("untagged load has no tenant to throttle: enter on it shows how to tag it", false)
+	case m.group() != live.GroupTenant:
+		return m.setStatus("t throttles a tenant: press b until the grouping is tenant", false)
+	case t.key == live.OtherTenant:
 		return m.setStatus(`"other" is many tenants; throttle them one by one`, false)
 	}
-	m.prompt = throttlePrompt(name, ru)
+	m.prompt = throttlePrompt(t.key, t.ru)
 	m.state = statePrompt
 	return nil
 }
@@ -458,19 +553,93 @@ func (m *Model) startSignal(terminate bool) tea.Cmd {
 		return m.setStatus("c and k signal PostgreSQL backends: run qtop --postgres DSN", false)
 	}
 	if m.view != viewStatements {
-		return m.setStatus("c and k act on the statement selected in the Statements view (3)", false)
+		return m.setStatus("c and k act on the statements marked (space) or selected in the Statements view (3)", false)
 	}
-	r := m.statements.selected()
-	if r == nil {
+	if _, ok := m.src.(SafeSignaler); !ok {
+		return m.setStatus("this source cannot check that a backend still runs the statement shown; nothing done", false)
+	}
+	ts := m.statements.targets()
+	if len(ts) == 0 {
 		return m.setStatus("no statement selected", false)
 	}
 	kind := promptCancel
 	if terminate {
 		kind = promptTerminate
 	}
-	m.prompt = prompt{kind: kind, pid: r.PID, tenant: r.Tenant, query: r.Query}
+	m.prompt = prompt{kind: kind, pid: ts[0].PID, tenant: ts[0].Tenant, query: ts[0].Query, targets: ts}
 	m.state = statePrompt
 	return nil
+}
+
+// signal carries out a confirmed cancel or terminate of every target, each
+// only if its backend still runs what was shown, and logs each one.
+func (m *Model) signal(pr prompt) tea.Cmd {
+	ss, ok := m.src.(SafeSignaler)
+	if !ok {
+		return nil
+	}
+	ctx, log, who, desc := m.ctx, m.log, m.actor(), m.src.Describe()
+	name := "cancel"
+	if pr.kind == promptTerminate {
+		name = "terminate"
+	}
+	now := m.c.now
+	m.statements.marked = nil
+	return func() tea.Msg {
+		var done, moved []string
+		var firstErr error
+		for _, r := range pr.targets {
+			t := pgactivity.Target{PID: r.PID, QueryStart: r.QueryStart, BackendStart: r.BackendStart}
+			var err error
+			if pr.kind == promptTerminate {
+				if strings.HasPrefix(r.State, "idle in transaction") {
+					t.XactStart = r.XactStart // the transaction that holds the lock
+				}
+				err = ss.TerminateSession(ctx, t, who)
+			} else {
+				err = ss.CancelStatement(ctx, t, who)
+			}
+			a := action{Time: now().UTC(), User: who, Source: desc, Action: name, PID: r.PID, QueryStart: r.QueryStart,
+				XactStart: t.XactStart, BackendStart: r.BackendStart, Tenant: r.Tenant, Query: r.Query, Result: "done"}
+			pid := strconv.Itoa(int(r.PID))
+			switch {
+			case err == nil:
+				done = append(done, pid)
+			case errors.Is(err, pgactivity.ErrMovedOn):
+				moved = append(moved, pid)
+				a.Result, a.Error = "moved on", err.Error()
+			default:
+				a.Result, a.Error = "error", err.Error()
+				if firstErr == nil {
+					firstErr = err
+				}
+			}
+			log.write(a)
+		}
+		var parts []string
+		if len(done) > 0 {
+			parts = append(parts, name+" sent to backend "+strings.Join(done, ", "))
+		}
+		if len(moved) > 0 {
+			parts = append(parts, "backend "+strings.Join(moved, ", ")+" moved on to another statement or session: nothing done")
+		}
+		if firstErr != nil {
+			parts = append(parts, firstErr.Error())
+		}
+		text := strings.Join(parts, " · ")
+		if len(done) == 0 {
+			return actionMsg{err: errors.New(text)}
+		}
+		return actionMsg{text: text}
+	}
+}
+
+// actor names who acts, for the logs: "qtop (alice)".
+func (m *Model) actor() string {
+	if m.user == "" {
+		return "qtop"
+	}
+	return "qtop (" + m.user + ")"
 }
 
 func (m *Model) promptKey(msg tea.KeyMsg) tea.Cmd {
@@ -521,27 +690,20 @@ func (m *Model) promptKey(msg tea.KeyMsg) tea.Cmd {
 		if err != nil {
 			return m.setStatus(err.Error(), false)
 		}
+		log, who, desc, now := m.log, m.actor(), m.src.Describe(), m.c.now
 		return func() tea.Msg {
+			a := action{Time: now().UTC(), User: who, Source: desc, Action: "throttle", Tenant: rule.Tenant, Result: "done"}
 			if err := src.Throttle(ctx, rule); err != nil {
+				a.Result, a.Error = "error", err.Error()
+				log.write(a)
 				return actionMsg{err: fmt.Errorf("throttle %s: %w", rule.Tenant, err)}
 			}
+			log.write(a)
 			return actionMsg{text: fmt.Sprintf("%s throttled to %s RU/s until %s (policy posted; see Enforcement, 5)",
 				rule.Tenant, fmtNum(rule.RUPerSecond), rule.Expires.In(loc).Format("15:04:05"))}
 		}
-	case promptCancel:
-		return func() tea.Msg {
-			if err := src.Cancel(ctx, pr.pid); err != nil {
-				return actionMsg{err: err}
-			}
-			return actionMsg{text: fmt.Sprintf("cancel sent to backend %d", pr.pid)}
-		}
-	case promptTerminate:
-		return func() tea.Msg {
-			if err := src.Terminate(ctx, pr.pid); err != nil {
-				return actionMsg{err: err}
-			}
-			return actionMsg{text: fmt.Sprintf("terminate sent to backend %d", pr.pid)}
-		}
+	case promptCancel, promptTerminate:
+		return m.signal(pr)
 	}
 	return nil
 }
@@ -553,7 +715,14 @@ func (m *Model) top() string {
 	var b strings.Builder
 	title := "qtop · " + m.src.Describe()
 	if m.snap != nil {
-		title += " · " + m.snap.Time.In(m.c.loc).Format("15:04:05") + " · " + fmtCount(uint64(m.snap.TenantsSeen)) + " tenants"
+		what := " tenants"
+		if g := m.snap.GroupBy; g != "" && g != live.GroupTenant {
+			what = " groups by " + g
+		}
+		title += " · " + m.snap.Time.In(m.c.loc).Format("15:04:05") + " · " + fmtCount(uint64(m.snap.TenantsSeen)) + what
+		if u := unreadTags(m.snap); u != "" {
+			title += " · ⚠ " + u
+		}
 	}
 	if m.view == viewTenants {
 		col := m.tenants.col
@@ -582,6 +751,13 @@ func (m *Model) top() string {
 		tabs.WriteString("  ")
 	}
 	b.WriteString(clip(tabs.String(), c.width))
+	if m.snap != nil && m.summary.line != "" {
+		st := c.st.dim
+		if m.summary.alert {
+			st = c.st.warn
+		}
+		b.WriteString("\n" + st.Render(clip("⚑ "+clean(m.summary.line), c.width)))
+	}
 	if m.err != nil {
 		// The error says what to do: wrap it (three lines at most)
 		// rather than cut it.
@@ -646,7 +822,12 @@ func (m *Model) View() string {
 	default:
 		switch m.view {
 		case viewTenants:
-			body = m.tenants.view(c, h)
+			if n := m.snap.ParallelWorkers; n > 0 && h > 3 {
+				body = m.tenants.view(c, h-1) + "\n" + c.st.dim.Render(clip("DB load counts "+strconv.Itoa(n)+
+					" parallel workers: a parallel query keeps several backends busy, so DB load can exceed the number of client sessions", c.width))
+			} else {
+				body = m.tenants.view(c, h)
+			}
 		case viewHotKeys:
 			body = m.hotKeys.view(c, h)
 		case viewStatements:
@@ -655,6 +836,8 @@ func (m *Model) View() string {
 			body = m.latency.view(c, h)
 		case viewEnforcement:
 			body = m.enforcement.view(c, h)
+		case viewLocks:
+			body = m.locks.view(c, h)
 		case viewDetail:
 			body = m.detail.view(c, h)
 		}
@@ -667,4 +850,17 @@ func (m *Model) View() string {
 		body += strings.Repeat("\n", h-n)
 	}
 	return top + "\n" + body + "\n" + bottom
+}
+
+// unreadTags says how many sampled statements lost their tags (a
+// malformed comment, a text cut at track_activity_query_size), or "".
+func unreadTags(s *live.Snapshot) string {
+	var parts []string
+	if n := s.Collector.MalformedComments; n > 0 {
+		parts = append(parts, fmtCount(n)+" comments unread")
+	}
+	if n := s.Collector.TruncatedStatements; n > 0 {
+		parts = append(parts, fmtCount(n)+" statements cut (track_activity_query_size)")
+	}
+	return strings.Join(parts, ", ")
 }

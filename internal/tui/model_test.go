@@ -92,7 +92,10 @@ func TestViewSwitchKeys(t *testing.T) {
 		{"tab", viewStatements, "DURATION"},
 		{"shift+tab", viewHotKeys, "± ERR"},
 		{"shift+tab", viewTenants, "DB LOAD"},
+		{"shift+tab", viewLocks, "Lock tree"},
 		{"shift+tab", viewEnforcement, "Policy v3"},
+		{"tab", viewLocks, "xmin horizon"},
+		{"6", viewLocks, "ROOT BLOCKER"},
 		{"tab", viewTenants, "RU/s"},
 	}
 	for i, s := range steps {
@@ -197,7 +200,7 @@ func TestFilterKey(t *testing.T) {
 	}
 	press(m, "/")
 	typeText(m, "nobody")
-	mustContain(t, m.View(), "no tenant matches /nobody")
+	mustContain(t, m.View(), "no row matches /nobody")
 	press(m, "esc")
 	if m.state != stateBrowse || m.tenants.filter != "" {
 		t.Fatalf("esc in the filter: state %v filter %q", m.state, m.tenants.filter)
@@ -407,6 +410,43 @@ func TestThrottleErrorShown(t *testing.T) {
 	}
 }
 
+// TestSignalMarkedAndMovedOn: space marks several statements; c acts on
+// each, only as shown (pid and query_start), reports those that moved on,
+// and logs every action with who asked.
+func TestSignalMarkedAndMovedOn(t *testing.T) {
+	m, src := newTestModel(t, Features{Signal: true})
+	var log strings.Builder
+	m.log = &actionLog{w: &log}
+	m.user = "alice"
+	src.moved = map[int32]bool{5150: true}
+	press(m, "3", " ", " ", " ")
+	if len(m.statements.marked) != 3 {
+		t.Fatalf("marked %v", m.statements.marked)
+	}
+	mustContain(t, m.View(), "*4242", "*4243", "*5150")
+	press(m, "c")
+	mustContain(t, m.View(), "Cancel the statements of 3 backends (4242, 4243, 5150)?")
+	runCmd(t, m, press(m, "y"))
+	if fmt.Sprint(src.cancels) != "[4242 4243]" {
+		t.Fatalf("cancels %v", src.cancels)
+	}
+	if tg := src.targets[0]; !tg.QueryStart.Equal(t0.Add(-41*time.Second)) || src.actors[0] != "qtop (alice)" {
+		t.Fatalf("target %+v by %q", tg, src.actors[0])
+	}
+	mustContain(t, m.status, "cancel sent to backend 4242, 4243", "backend 5150 moved on")
+	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], `"user":"qtop (alice)"`) || !strings.Contains(lines[0], `"query_start":"2026-03-09T09:13:26Z"`) ||
+		!strings.Contains(lines[2], `"result":"moved on"`) {
+		t.Fatalf("action log:\n%s", log.String())
+	}
+	if len(m.statements.marked) != 0 {
+		t.Fatal("marks kept after the action")
+	}
+	// Space outside the Statements view marks nothing.
+	press(m, "1", " ")
+	mustContain(t, m.status, "space marks statements")
+}
+
 func TestCancelTerminateKeys(t *testing.T) {
 	m, src := newTestModel(t, Features{Signal: true})
 	press(m, "c")
@@ -421,7 +461,7 @@ func TestCancelTerminateKeys(t *testing.T) {
 	mustContain(t, m.View(), "Cancel the statement of backend 4242")
 	runCmd(t, m, press(m, "y"))
 	press(m, "down", "k")
-	mustContain(t, m.View(), "Terminate backend 4243? y confirm · n/esc keep it · UPDATE stock SET n = n - 1")
+	mustContain(t, m.View(), "Terminate backend 4243? only if it still runs this · y confirm · n/esc keep it · UPDATE stock SET n = n - 1")
 	press(m, "n")
 	press(m, "k")
 	runCmd(t, m, press(m, "y"))

@@ -32,19 +32,47 @@ func Print(w io.Writer, s live.Snapshot, format string) error {
 	return fmt.Errorf("%w: format %q: want json or table", ErrInput, format)
 }
 
+// windowText says what the numbers are averaged over: "one sample" for a
+// single pg_stat_activity sample (Window 0), not "window 1s".
+func windowText(s *live.Snapshot) string {
+	if s.Window <= 0 {
+		return "one sample"
+	}
+	return "window " + s.Window.String()
+}
+
 func printTable(w io.Writer, s *live.Snapshot) error {
 	var buf bytes.Buffer
 	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "qtop %s · source %s · window %s · %d tenants with load, ordered by %s\n\n",
-		s.Time.UTC().Format(time.RFC3339), s.Source, s.Window, s.TenantsSeen, s.Measure)
-	fmt.Fprintln(tw, "TENANT\tTIER\tDB LOAD\tRU/s\tREQ/s\tP95\tERR/s\tSHARE\tTHROTTLED\t")
+	group := s.GroupBy
+	if group == "" {
+		group = live.GroupTenant
+	}
+	what := "tenants"
+	if group != live.GroupTenant {
+		what = "groups by " + group
+	}
+	fmt.Fprintf(tw, "qtop %s · source %s · %s · %d %s with load, ordered by %s\n",
+		s.Time.UTC().Format(time.RFC3339), s.Source, windowText(s), s.TenantsSeen, what, s.Measure)
+	if s.ParallelWorkers > 0 {
+		fmt.Fprintf(tw, "DB load counts %d parallel workers: a parallel query keeps several backends busy, so DB load can exceed the client sessions\n", s.ParallelWorkers)
+	}
+	fmt.Fprintln(tw)
+	pg := s.Source == live.SourcePostgres
+	na := func(v string) string {
+		if pg {
+			return "n/a" // PostgreSQL knows neither RU, nor requests, nor their latency
+		}
+		return v
+	}
+	fmt.Fprintln(tw, groupName(group)+"\tTIER\tDB LOAD\tRU/s\tREQ/s\tP95\tERR/s\tSHARE\tTHROTTLED\t")
 	for _, r := range s.Tenants {
 		th := ""
 		if r.Throttled {
 			th = "yes"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", clean(r.Tenant), r.Tier, fmtNum(r.DBLoad), fmtNum(r.RUPerSec),
-			fmtNum(r.ReqPerSec), fmtSeconds(r.P95Seconds), fmtNum(r.ErrPerSec), fmtShare(r.Share), th)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", rowLabel(group, &r), r.Tier, fmtNum(r.DBLoad), na(fmtNum(r.RUPerSec)),
+			na(fmtNum(r.ReqPerSec)), na(fmtSeconds(r.P95Seconds)), na(fmtNum(r.ErrPerSec)), fmtShare(r.Share), th)
 	}
 	if len(s.HotKeys) > 0 {
 		fmt.Fprintln(tw, "\nKEY\tTENANT\tCOUNT\t± ERR\tSHARE\t")
@@ -53,14 +81,15 @@ func printTable(w io.Writer, s *live.Snapshot) error {
 		}
 	}
 	if len(s.Statements) > 0 {
-		fmt.Fprintln(tw, "\nPID\tTENANT\tROUTE\tDURATION\tSTATE\tWAIT\tQUERY\t")
+		fmt.Fprintln(tw, "\nPID\tTENANT\tAPP\tROUTE\tDURATION\tSTATE\tWAIT\tQUERY\t")
 		for _, r := range s.Statements {
-			q := clean(r.Query)
-			if len(q) > 80 {
-				q = q[:77] + "..."
+			q := fit(clean(r.Query), 80, false)
+			tn := r.Tenant
+			if tn == "" {
+				tn = "(untagged)"
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.PID, clean(r.Tenant), clean(r.Route), fmtDuration(r.Duration),
-				clean(r.State), clean(r.WaitEventType+":"+r.WaitEvent), q)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.PID, clean(tn), clean(r.Application), clean(r.Route), fmtDuration(r.Duration),
+				clean(r.State), clean(waitText(&r)), q)
 		}
 	}
 	if len(s.Services) > 0 {
@@ -87,6 +116,9 @@ func printTable(w io.Writer, s *live.Snapshot) error {
 	}
 	if e := s.Collector.SamplerError; e != "" {
 		fmt.Fprintf(tw, "\nsampler: %s\n", clean(e))
+	}
+	if u := unreadTags(s); u != "" {
+		fmt.Fprintf(tw, "\ntags lost: %s\n", u)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

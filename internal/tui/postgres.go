@@ -12,8 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -24,6 +24,7 @@ import (
 type Postgres struct {
 	pool     *pgxpool.Pool
 	sampler  *pgactivity.Sampler
+	metrics  *pgactivity.Metrics
 	desc     string
 	interval time.Duration
 	now      func() time.Time
@@ -79,8 +80,9 @@ func NewPostgres(ctx context.Context, dsn string, opts ...PostgresOption) (*Post
 		pool.Close()
 		return nil, fmt.Errorf("%w: cannot connect to %s: %w", ErrUnreachable, desc, err)
 	}
+	met, _ := pgactivity.NewMetrics(nil) // cannot fail without a registerer
 	p := &Postgres{
-		pool: pool, sampler: pgactivity.NewSampler(pool, pgactivity.WithClock(cfg.now)),
+		pool: pool, sampler: pgactivity.NewSampler(pool, pgactivity.WithClock(cfg.now), pgactivity.WithMetrics(met)), metrics: met,
 		desc: desc, interval: cfg.interval, now: cfg.now, agg: newPGWindow(), done: make(chan struct{}),
 	}
 	if err := p.sampler.Check(pctx); err != nil {
@@ -92,8 +94,9 @@ func NewPostgres(ctx context.Context, dsn string, opts ...PostgresOption) (*Post
 // Describe names the server.
 func (p *Postgres) Describe() string { return p.desc }
 
-// Features: backends can be signalled; there is no policy to throttle.
-func (p *Postgres) Features() Features { return Features{Signal: true} }
+// Features: backends can be signalled and load grouped by any session
+// field; there is no policy to throttle.
+func (p *Postgres) Features() Features { return Features{Signal: true, Group: true} }
 
 // Next waits for the next sampling instant, samples pg_stat_activity and
 // returns the load over the last samples.
@@ -121,8 +124,13 @@ func (p *Postgres) Next(ctx context.Context, q Query) (live.Snapshot, error) {
 	return p.sample(ctx, q)
 }
 
-// Once takes one sample and returns it, for --once.
-func (p *Postgres) Once(ctx context.Context, q Query) (live.Snapshot, error) { return p.sample(ctx, q) }
+// Once takes one sample and returns it, for --once: its Window is 0, as
+// one sample averages over nothing.
+func (p *Postgres) Once(ctx context.Context, q Query) (live.Snapshot, error) {
+	s, err := p.sample(ctx, q)
+	s.Window = 0
+	return s, err
+}
 
 func (p *Postgres) sample(ctx context.Context, q Query) (live.Snapshot, error) {
 	sctx, cancel := context.WithTimeout(ctx, pgactivity.DefaultTimeout)
@@ -149,7 +157,9 @@ func (p *Postgres) sample(ctx context.Context, q Query) (live.Snapshot, error) {
 	if err != nil {
 		msg = err.Error()
 	}
-	return p.agg.snapshot(snap.Time, q, msg), nil
+	out := p.agg.snapshot(snap.Time, q, msg)
+	out.Collector.MalformedComments, out.Collector.TruncatedStatements = p.metrics.Counts()
+	return out, nil
 }
 
 // Throttle is not supported: without a collector there is no policy.
@@ -165,6 +175,20 @@ func (p *Postgres) Cancel(ctx context.Context, pid int32) error {
 // Terminate ends the session of backend pid.
 func (p *Postgres) Terminate(ctx context.Context, pid int32) error {
 	return pgactivity.Terminate(ctx, p.pool, pid)
+}
+
+var _ SafeSignaler = (*Postgres)(nil)
+
+// CancelStatement cancels the statement of t only if its backend still
+// runs it (pgactivity.CancelStatement).
+func (p *Postgres) CancelStatement(ctx context.Context, t pgactivity.Target, actor string) error {
+	return pgactivity.CancelStatement(ctx, p.pool, t, actor)
+}
+
+// TerminateSession ends the session of t only if it is still the one
+// shown (pgactivity.TerminateSession).
+func (p *Postgres) TerminateSession(ctx context.Context, t pgactivity.Target, actor string) error {
+	return pgactivity.TerminateSession(ctx, p.pool, t, actor)
 }
 
 // Close closes the pool.
@@ -187,22 +211,48 @@ func (p *Postgres) Close() error {
 const (
 	pgWindowLen     = 10
 	pgStatementsMax = 200
-	// UntaggedTenant names the load of statements without a tenant tag.
-	UntaggedTenant = "unknown"
+	pgXminMax       = 10
 )
 
-// pgWindow turns pg_stat_activity samples into live snapshots. It is pure
-// (no I/O) so that it can be tested on built samples.
+// numGroups is len(live.Groups).
+const numGroups = 6
+
+// groupIndex returns the index of grouping g in live.Groups ("" is
+// tenant), or -1.
+func groupIndex(g string) int {
+	if g == "" {
+		return 0
+	}
+	for i, x := range live.Groups {
+		if x == g {
+			return i
+		}
+	}
+	return -1
+}
+
+// groupKey is one group of one grouping.
+type groupKey struct {
+	by  int // index in live.Groups
+	key string
+}
+
+// pgWindow turns pg_stat_activity samples into live snapshots, under every
+// grouping at once (so that switching loses no history). It is pure (no
+// I/O) so that it can be tested on built samples.
 type pgWindow struct {
 	n        int64 // samples added
 	interval time.Duration
-	ring     [pgWindowLen]map[string]*pgLoad
-	tenants  map[string]*pgTenant
+	ring     [pgWindowLen]map[groupKey]*pgLoad
+	groups   map[groupKey]*pgTenant
 	stmts    []live.StatementRow
+	keys     [][numGroups]string // of stmts, by grouping
 	blocked  []live.BlockRow
+	xmin     []live.StatementRow
+	workers  int
 }
 
-// pgLoad is one tenant's active sessions in one sample.
+// pgLoad is one group's active sessions in one sample.
 type pgLoad struct {
 	active float64
 	waits  map[string]float64
@@ -215,16 +265,22 @@ type pgTenant struct {
 	tier tenant.Tier
 }
 
-func newPGWindow() *pgWindow { return &pgWindow{tenants: map[string]*pgTenant{}} }
+func newPGWindow() *pgWindow { return &pgWindow{groups: map[groupKey]*pgTenant{}} }
+
+// sessionKeys returns the keys of a backend under every grouping; tags is
+// the backend whose tags and session fields count (a worker's leader).
+func sessionKeys(tags *pgactivity.Backend) [numGroups]string {
+	return [numGroups]string{tags.Tenant, tags.Application, tags.User, tags.Database, tags.Client, pgactivity.Fingerprint(tags.Query)}
+}
 
 // add accounts one sample. A parallel worker (LeaderPID ≠ 0) adds to the
-// load of its leader's tenant but is not listed as a statement.
+// load of its leader's group but is not listed as a statement.
 func (w *pgWindow) add(s pgactivity.Snapshot, interval time.Duration) {
 	w.interval = interval
 	slot := w.n % pgWindowLen
 	loads := w.ring[slot]
 	if loads == nil {
-		loads = map[string]*pgLoad{}
+		loads = map[groupKey]*pgLoad{}
 		w.ring[slot] = loads
 	}
 	clear(loads)
@@ -232,42 +288,52 @@ func (w *pgWindow) add(s pgactivity.Snapshot, interval time.Duration) {
 	for i := range s.Backends {
 		byPID[s.Backends[i].PID] = &s.Backends[i]
 	}
-	w.stmts, w.blocked = w.stmts[:0], w.blocked[:0]
+	w.stmts, w.keys, w.blocked, w.xmin, w.workers = w.stmts[:0], w.keys[:0], w.blocked[:0], w.xmin[:0], 0
+	workers := map[int32]int{}
 	for i := range s.Backends {
 		b := &s.Backends[i]
+		if b.XminAge >= 0 && b.LeaderPID == 0 && !b.Hidden() {
+			w.xmin = append(w.xmin, pgStatement(b))
+		}
 		if !b.Active() {
 			continue
 		}
 		tags := b
 		if b.LeaderPID != 0 {
+			w.workers++
+			workers[b.LeaderPID]++
 			if l := byPID[b.LeaderPID]; l != nil {
 				tags = l
 			}
 		}
-		name := tags.Tenant
-		if name == "" {
-			name = UntaggedTenant
-		}
-		l := loads[name]
-		if l == nil {
-			l = &pgLoad{waits: map[string]float64{}, routes: map[string]float64{}}
-			loads[name] = l
-		}
-		l.active++
-		l.waits[b.Wait()]++
-		l.routes[tags.Route]++
-		t := w.tenants[name]
-		if t == nil {
-			t = &pgTenant{}
-			w.tenants[name] = t
-		}
-		t.last = w.n
-		if tags.Tier != tenant.TierUnset {
-			t.tier = tags.Tier
+		keys := sessionKeys(tags)
+		for by, key := range keys {
+			gk := groupKey{by, key}
+			l := loads[gk]
+			if l == nil {
+				l = &pgLoad{waits: map[string]float64{}, routes: map[string]float64{}}
+				loads[gk] = l
+			}
+			l.active++
+			l.waits[b.Wait()]++
+			l.routes[tags.Route]++
+			t := w.groups[gk]
+			if t == nil {
+				t = &pgTenant{}
+				w.groups[gk] = t
+			}
+			t.last = w.n
+			if tags.Tier != tenant.TierUnset {
+				t.tier = tags.Tier
+			}
 		}
 		if b.LeaderPID == 0 {
 			w.stmts = append(w.stmts, pgStatement(b))
+			w.keys = append(w.keys, keys)
 		}
+	}
+	for i := range w.stmts {
+		w.stmts[i].Workers = workers[w.stmts[i].PID]
 	}
 	for i := range s.Backends {
 		b := &s.Backends[i]
@@ -279,23 +345,38 @@ func (w *pgWindow) add(s pgactivity.Snapshot, interval time.Duration) {
 			w.blocked = append(w.blocked, live.BlockRow{Blocked: pgStatement(b), Blocking: blocking})
 		}
 	}
-	slices.SortFunc(w.stmts, func(a, b live.StatementRow) int {
-		if c := cmp.Compare(b.Duration, a.Duration); c != 0 {
+	idx := make([]int, len(w.stmts))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int {
+		if c := cmp.Compare(w.stmts[b].Duration, w.stmts[a].Duration); c != 0 {
+			return c
+		}
+		return cmp.Compare(w.stmts[a].PID, w.stmts[b].PID)
+	})
+	idx = idx[:min(len(idx), pgStatementsMax)]
+	stmts := make([]live.StatementRow, len(idx))
+	keys := make([][numGroups]string, len(idx))
+	for i, j := range idx {
+		stmts[i], keys[i] = w.stmts[j], w.keys[j]
+	}
+	w.stmts, w.keys = stmts, keys
+	slices.SortFunc(w.xmin, func(a, b live.StatementRow) int {
+		if c := cmp.Compare(b.XminAge, a.XminAge); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.PID, b.PID)
 	})
-	if len(w.stmts) > pgStatementsMax {
-		w.stmts = w.stmts[:pgStatementsMax]
-	}
+	w.xmin = w.xmin[:min(len(w.xmin), pgXminMax)]
 	h := w.n % live.HistoryLen
-	for name, t := range w.tenants {
+	for gk, t := range w.groups {
 		if w.n-t.last >= live.HistoryLen {
-			delete(w.tenants, name)
+			delete(w.groups, gk)
 			continue
 		}
 		t.hist[h] = 0
-		if l := loads[name]; l != nil {
+		if l := loads[gk]; l != nil {
 			t.hist[h] = l.active
 		}
 	}
@@ -303,23 +384,33 @@ func (w *pgWindow) add(s pgactivity.Snapshot, interval time.Duration) {
 }
 
 func pgStatement(b *pgactivity.Backend) live.StatementRow {
-	return live.StatementRow{
+	r := live.StatementRow{
 		PID: b.PID, Tenant: b.Tenant, Route: b.Route, Application: b.Application, State: b.State,
 		WaitEventType: b.WaitEventType, WaitEvent: b.WaitEvent, Duration: b.Duration, Query: b.Query,
-		BlockedBy: b.BlockedBy,
+		BlockedBy: b.BlockedBy, User: b.User, Database: b.Database, Client: b.Client,
+		QueryStart: b.QueryStart, XactStart: b.XactStart, BackendStart: b.BackendStart,
 	}
+	if b.XminAge >= 0 {
+		r.XminAge = max(b.XminAge, 1)
+	}
+	return r
 }
 
-// snapshot returns the load of the window: tenants by DB load (the only
+// snapshot returns the load of the window: groups by DB load (the only
 // measure PostgreSQL gives), the top q.Top and then "other".
 func (w *pgWindow) snapshot(at time.Time, q Query, samplerErr string) live.Snapshot {
+	by := max(groupIndex(q.GroupBy), 0)
 	samples := min(w.n, pgWindowLen)
 	s := live.Snapshot{
 		Time: at.UTC(), Window: time.Duration(samples) * w.interval, Source: live.SourcePostgres,
 		Measure: live.MeasureDB, Tenants: []live.TenantRow{}, HotKeys: []live.HotKeyRow{},
 		Statements: append([]live.StatementRow{}, w.stmts...), Blocked: append([]live.BlockRow(nil), w.blocked...),
-		Services:  []live.ServiceRow{},
-		Collector: live.CollectorStatus{Sampler: true, SamplerError: samplerErr},
+		Services: []live.ServiceRow{}, GroupBy: live.Groups[by], ParallelWorkers: w.workers,
+		XminHolders: append([]live.StatementRow(nil), w.xmin...),
+		Collector:   live.CollectorStatus{Sampler: true, SamplerError: samplerErr},
+	}
+	for i := range s.Statements {
+		s.Statements[i].Group = w.keys[i][by]
 	}
 	for t := range tenant.NumTiers {
 		s.Enforcement.Tiers[t] = live.TierRow{Tier: tenant.Tier(t + 1).String(), PriceMultiplier: 1}
@@ -329,11 +420,14 @@ func (w *pgWindow) snapshot(at time.Time, q Query, samplerErr string) live.Snaps
 	}
 	sum := map[string]*live.TenantRow{}
 	for i := range samples {
-		for name, l := range w.ring[(w.n-1-i+pgWindowLen)%pgWindowLen] {
-			r := sum[name]
+		for gk, l := range w.ring[(w.n-1-i+pgWindowLen)%pgWindowLen] {
+			if gk.by != by {
+				continue
+			}
+			r := sum[gk.key]
 			if r == nil {
-				r = &live.TenantRow{Tenant: name, Waits: map[string]float64{}}
-				sum[name] = r
+				r = &live.TenantRow{Tenant: gk.key, Untagged: gk.key == "", Waits: map[string]float64{}}
+				sum[gk.key] = r
 			}
 			r.DBLoad += l.active
 			for k, v := range l.waits {
@@ -393,7 +487,7 @@ func (w *pgWindow) snapshot(at time.Time, q Query, samplerErr string) live.Snaps
 		if total > 0 {
 			r.Share = r.DBLoad / total
 		}
-		if i >= top {
+		if i >= top && !r.Untagged { // the untagged row is always shown
 			if other == nil {
 				other = &live.TenantRow{Tenant: live.OtherTenant, History: make([]float64, live.HistoryLen)}
 			}
@@ -401,8 +495,10 @@ func (w *pgWindow) snapshot(at time.Time, q Query, samplerErr string) live.Snaps
 			other.Share += r.Share
 			continue
 		}
-		if t := w.tenants[r.Tenant]; t != nil {
-			r.Tier = t.tier.String()
+		if t := w.groups[groupKey{by, r.Tenant}]; t != nil {
+			if by == 0 {
+				r.Tier = t.tier.String()
+			}
 			r.History = make([]float64, live.HistoryLen)
 			for j := range live.HistoryLen {
 				k := w.n - live.HistoryLen + int64(j)

@@ -7,14 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/internal/testsvc"
+	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/sqlcomment"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -33,6 +34,58 @@ func sample1() pgactivity.Snapshot {
 	}}
 }
 
+// TestPGWindowGroupBy: the same samples grouped by every session field;
+// untagged load is its own row, never merged with a tenant named
+// "unknown" or "(untagged)"; each statement names the row it belongs to.
+func TestPGWindowGroupBy(t *testing.T) {
+	w := newPGWindow()
+	w.add(pgactivity.Snapshot{Time: t0, Backends: []pgactivity.Backend{
+		{PID: 1, Tenant: "unknown", Application: "web", User: "app", Database: "shop", Client: "10.0.0.1", State: pgactivity.StateActive, Query: "SELECT 1"},
+		{PID: 2, Tenant: "(untagged)", Application: "web", User: "app", Database: "shop", Client: "10.0.0.2", State: pgactivity.StateActive, Query: "SELECT 2"},
+		{PID: 3, Application: "batchjob", User: "batch", Database: "shop", State: pgactivity.StateActive,
+			Query: "UPDATE pgbench_accounts SET abalance = abalance + -5 WHERE aid = 7;"},
+		{PID: 4, Application: "batchjob", User: "batch", Database: "shop", State: pgactivity.StateActive,
+			Query: "UPDATE pgbench_accounts SET abalance = abalance + 12 WHERE aid = 99;"},
+		{PID: 5, LeaderPID: 4, State: pgactivity.StateActive},
+	}}, time.Second)
+	rows := func(g string) string {
+		s := w.snapshot(t0, Query{GroupBy: g}, "")
+		if s.GroupBy != g {
+			t.Fatalf("group %q: snapshot says %q", g, s.GroupBy)
+		}
+		var b strings.Builder
+		for _, r := range s.Tenants {
+			fmt.Fprintf(&b, "%q/%v=%g ", r.Tenant, r.Untagged, r.DBLoad)
+		}
+		for _, st := range s.Statements {
+			fmt.Fprintf(&b, "%d:%q ", st.PID, st.Group)
+		}
+		return b.String()
+	}
+	for _, c := range []struct{ group, want string }{
+		{live.GroupTenant, `""/true=3 "(untagged)"/false=1 "unknown"/false=1 1:"unknown" 2:"(untagged)" 3:"" 4:"" `},
+		{live.GroupApplication, `"batchjob"/false=3 "web"/false=2 1:"web" 2:"web" 3:"batchjob" 4:"batchjob" `},
+		{live.GroupUser, `"batch"/false=3 "app"/false=2 1:"app" 2:"app" 3:"batch" 4:"batch" `},
+		{live.GroupDatabase, `"shop"/false=5 1:"shop" 2:"shop" 3:"shop" 4:"shop" `},
+		{live.GroupClient, `""/true=3 "10.0.0.1"/false=1 "10.0.0.2"/false=1 1:"10.0.0.1" 2:"10.0.0.2" 3:"" 4:"" `},
+		{live.GroupFingerprint, `"UPDATE pgbench_accounts SET abalance = abalance + ? WHERE aid = ?"/false=3 "SELECT ?"/false=2 ` +
+			`1:"SELECT ?" 2:"SELECT ?" 3:"UPDATE pgbench_accounts SET abalance = abalance + ? WHERE aid = ?" 4:"UPDATE pgbench_accounts SET abalance = abalance + ? WHERE aid = ?" `},
+	} {
+		if got := rows(c.group); got != c.want {
+			t.Errorf("group by %s:\n got %s\nwant %s", c.group, got, c.want)
+		}
+	}
+	s := w.snapshot(t0, Query{}, "")
+	if s.ParallelWorkers != 1 {
+		t.Errorf("parallel workers %d", s.ParallelWorkers)
+	}
+	for _, st := range s.Statements {
+		if st.PID == 4 && st.Workers != 1 {
+			t.Errorf("statement 4 has %d workers", st.Workers)
+		}
+	}
+}
+
 func TestPGWindowParallelWorkersAreLoadNotStatements(t *testing.T) {
 	w := newPGWindow()
 	w.add(sample1(), time.Second)
@@ -41,7 +94,12 @@ func TestPGWindowParallelWorkersAreLoadNotStatements(t *testing.T) {
 		t.Fatalf("snapshot header %+v", s)
 	}
 	got := map[string]live.TenantRow{}
+	var untagged live.TenantRow
 	for _, r := range s.Tenants {
+		if r.Untagged {
+			untagged = r
+			continue
+		}
 		got[r.Tenant] = r
 	}
 	big := got["bigcorp"]
@@ -49,8 +107,8 @@ func TestPGWindowParallelWorkersAreLoadNotStatements(t *testing.T) {
 		len(big.Routes) != 1 || big.Routes[0].Route != "POST /import" || big.Routes[0].DBLoad != 2 {
 		t.Fatalf("bigcorp (leader + worker) %+v", big)
 	}
-	if got["acme"].DBLoad != 1 || got[UntaggedTenant].DBLoad != 1 {
-		t.Fatalf("acme %+v unknown %+v", got["acme"], got[UntaggedTenant])
+	if got["acme"].DBLoad != 1 || untagged.DBLoad != 1 || untagged.Tenant != "" {
+		t.Fatalf("acme %+v untagged %+v", got["acme"], untagged)
 	}
 	if s.Tenants[0].Tenant != "bigcorp" || s.Tenants[0].Share != 0.5 {
 		t.Fatalf("first row %+v", s.Tenants[0])
@@ -72,15 +130,18 @@ func TestPGWindowParallelWorkersAreLoadNotStatements(t *testing.T) {
 		{PID: 10, Tenant: "bigcorp", State: pgactivity.StateActive, Duration: 41 * time.Second},
 	}}, time.Second)
 	s = w.snapshot(t0.Add(time.Second), Query{Top: 1}, "hidden sessions")
-	if len(s.Tenants) != 2 || s.Tenants[0].Tenant != "bigcorp" || s.Tenants[0].DBLoad != 1.5 {
+	if len(s.Tenants) != 3 || s.Tenants[0].Tenant != "bigcorp" || s.Tenants[0].DBLoad != 1.5 {
 		t.Fatalf("top 1: %+v", s.Tenants)
 	}
 	h := s.Tenants[0].History
 	if len(h) != live.HistoryLen || h[len(h)-2] != 2 || h[len(h)-1] != 1 {
 		t.Fatalf("bigcorp history ends %v", h[len(h)-3:])
 	}
-	o := s.Tenants[1]
-	if o.Tenant != live.OtherTenant || o.DBLoad != 1 || math.Abs(o.Share-0.4) > 1e-9 {
+	if !s.Tenants[1].Untagged || s.Tenants[1].DBLoad != 0.5 {
+		t.Fatalf("the untagged row is shown whatever the top: %+v", s.Tenants[1])
+	}
+	o := s.Tenants[2]
+	if o.Tenant != live.OtherTenant || o.DBLoad != 0.5 || math.Abs(o.Share-0.2) > 1e-9 {
 		t.Fatalf("other row %+v", o)
 	}
 	if s.Collector.SamplerError != "hidden sessions" {
@@ -90,8 +151,8 @@ func TestPGWindowParallelWorkersAreLoadNotStatements(t *testing.T) {
 	for range live.HistoryLen {
 		w.add(pgactivity.Snapshot{}, time.Second)
 	}
-	if len(w.tenants) != 0 {
-		t.Fatalf("%d tenants kept after %d idle samples", len(w.tenants), live.HistoryLen)
+	if len(w.groups) != 0 {
+		t.Fatalf("%d groups kept after %d idle samples", len(w.groups), live.HistoryLen)
 	}
 	if s := w.snapshot(t0, Query{}, ""); len(s.Tenants) != 0 || len(s.Statements) != 0 {
 		t.Fatalf("idle snapshot %+v", s)
@@ -167,7 +228,7 @@ func TestPostgresSourceReal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer src.Close()
-	if f := src.Features(); f.Throttle || !f.Signal {
+	if f := src.Features(); f.Throttle || !f.Signal || !f.Group {
 		t.Fatalf("features %+v", f)
 	}
 	var s live.Snapshot
@@ -208,12 +269,16 @@ func TestPostgresSourceReal(t *testing.T) {
 		t.Fatalf("%d statements of %s, want 1 (the leader): %+v", n, par, s.Statements)
 	}
 
-	// c cancels pa1's statement; k terminates pb's session.
-	if err := src.Cancel(ctx, pa1); err != nil {
+	// c cancels pa1's statement; k terminates pb's session: as shown.
+	if err := src.CancelStatement(ctx, pgactivity.Target{PID: pa1, QueryStart: stmts[pa1].QueryStart}, "qtop test"); err != nil {
 		t.Fatal(err)
 	}
-	if err := src.Terminate(ctx, pb); err != nil {
+	if err := src.TerminateSession(ctx, pgactivity.Target{PID: pb, BackendStart: stmts[pb].BackendStart}, "qtop test"); err != nil {
 		t.Fatal(err)
+	}
+	// A statement of pa2 that is not the one shown is left alone.
+	if err := src.CancelStatement(ctx, pgactivity.Target{PID: pa2, QueryStart: stmts[pa2].QueryStart.Add(-time.Second)}, "qtop test"); !errors.Is(err, pgactivity.ErrMovedOn) {
+		t.Fatalf("cancel of another statement: %v", err)
 	}
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		if s, err = src.Next(ctx, Query{Top: 1000}); err != nil {

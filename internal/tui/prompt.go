@@ -10,6 +10,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/policy"
 )
 
@@ -73,6 +74,7 @@ type prompt struct {
 	tenant  string
 	pid     int32
 	query   string
+	targets []live.StatementRow // of a cancel or terminate
 	ru, dur field
 	focus   int  // 0: RU/s cap, 1: duration
 	confirm bool // the y/n step
@@ -149,7 +151,19 @@ func (p *prompt) line(c *common) string {
 		if p.kind == promptTerminate {
 			what = "Terminate backend"
 		}
-		s = fmt.Sprintf("%s %d? y confirm · n/esc keep it · %s", what, p.pid, clean(p.query))
+		if n := len(p.targets); n > 1 {
+			pids := make([]string, n)
+			for i, t := range p.targets {
+				pids[i] = strconv.Itoa(int(t.PID))
+			}
+			what = "Cancel the statements of " + strconv.Itoa(n) + " backends"
+			if p.kind == promptTerminate {
+				what = "Terminate " + strconv.Itoa(n) + " backends"
+			}
+			s = fmt.Sprintf("%s (%s)? only those still running what was shown · y confirm · n/esc keep them", what, strings.Join(pids, ", "))
+			break
+		}
+		s = fmt.Sprintf("%s %d? only if it still runs this · y confirm · n/esc keep it · %s", what, p.pid, clean(p.query))
 	}
 	out := c.st.prompt.Render(clip(s, c.width))
 	if p.err != "" {

@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/pgactivity"
+
 	"github.com/qtop-dev/qtop/policy"
 )
 
@@ -12,6 +14,9 @@ import (
 type Query struct {
 	Measure string
 	Top     int
+	// GroupBy is live.GroupTenant (the default, "") or another of
+	// live.Groups; only qtop --postgres groups by anything but tenant.
+	GroupBy string
 }
 
 // DefaultTop is how many tenants a source sends before "other" unless
@@ -24,6 +29,9 @@ type Features struct {
 	Throttle bool
 	// Signal: the source can cancel or terminate a PostgreSQL backend.
 	Signal bool
+	// Group: the source groups load by other session fields than the
+	// tenant (Query.GroupBy).
+	Group bool
 }
 
 // Source hands the UI its snapshots and carries out its actions. The UI
@@ -46,4 +54,21 @@ type Source interface {
 	// "collector http://127.0.0.1:7070".
 	Describe() string
 	Close() error
+}
+
+// SafeSignaler is implemented by the sources whose c and k act only on
+// what was shown: the statement (pid and query_start) for a cancel, the
+// session (backend_start) and its transaction (xact_start) for a
+// terminate, checked and signalled in one server-side statement. The UI
+// signals only through it; actor names who asked, for the server's log.
+type SafeSignaler interface {
+	CancelStatement(ctx context.Context, t pgactivity.Target, actor string) error
+	TerminateSession(ctx context.Context, t pgactivity.Target, actor string) error
+}
+
+// Historian is implemented by sources with a store behind them (a
+// collector): the drill-in's history beyond the live 120 s.
+type Historian interface {
+	// History returns tenant's per-minute load over the last minutes.
+	History(ctx context.Context, tenant string, minutes int) (live.History, error)
 }

@@ -18,6 +18,68 @@ type statementsView struct {
 	filter string
 	list   list
 	sel    int32 // the selected pid, kept across snapshots
+	// marked are the statements marked with space for c and k, by pid,
+	// as they were when marked (a cancel acts on that statement only).
+	marked map[int32]live.StatementRow
+}
+
+// toggle marks or unmarks the selected statement.
+func (v *statementsView) toggle() {
+	r := v.selected()
+	if r == nil {
+		return
+	}
+	if v.marked == nil {
+		v.marked = map[int32]live.StatementRow{}
+	}
+	if _, ok := v.marked[r.PID]; ok {
+		delete(v.marked, r.PID)
+	} else {
+		v.marked[r.PID] = *r
+	}
+	v.list.move(1)
+	v.remember()
+}
+
+// targets returns the marked statements, by pid, or the selected one.
+func (v *statementsView) targets() []live.StatementRow {
+	if len(v.marked) == 0 {
+		if r := v.selected(); r != nil {
+			return []live.StatementRow{*r}
+		}
+		return nil
+	}
+	out := make([]live.StatementRow, 0, len(v.marked))
+	for _, r := range v.marked {
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b live.StatementRow) int { return cmp.Compare(a.PID, b.PID) })
+	return out
+}
+
+// statementText is what the filter matches in a statement: every field.
+func statementText(r *live.StatementRow) string {
+	tn := r.Tenant
+	if tn == "" {
+		tn = "(untagged)"
+	}
+	return strings.ToLower(strings.Join([]string{strconv.Itoa(int(r.PID)), tn, r.Route, r.Application, r.User, r.Database,
+		r.Client, fmtDuration(r.Duration), r.State, waitText(r), r.Query}, "\x00"))
+}
+
+// waitText is a statement's wait: "Lock:transactionid", "blocked by 42",
+// "" when it waits on nothing.
+func waitText(r *live.StatementRow) string {
+	if len(r.BlockedBy) > 0 {
+		return "blocked by " + strconv.Itoa(int(r.BlockedBy[0]))
+	}
+	switch {
+	case r.WaitEventType != "" && r.WaitEvent != "":
+		return r.WaitEventType + ":" + r.WaitEvent
+	case r.WaitEventType != "":
+		return r.WaitEventType
+	}
+	return r.WaitEvent
 }
 
 func (v *statementsView) setRows(rows []live.StatementRow) {
@@ -35,7 +97,7 @@ func (v *statementsView) rebuild() {
 	f := strings.ToLower(v.filter)
 	total := make(map[string]int64)
 	for i, r := range v.rows {
-		if f == "" || strings.Contains(strings.ToLower(r.Tenant), f) || strings.Contains(strings.ToLower(r.Route), f) {
+		if f == "" || strings.Contains(statementText(&r), f) {
 			v.order = append(v.order, i)
 			total[r.Tenant] += int64(r.Duration)
 		}
@@ -83,29 +145,30 @@ func (v *statementsView) update(c *common, msg keyMsg, page int) {
 }
 
 // statementLines renders statements (already ordered) as table lines;
-// cursor < 0 selects none.
-func statementLines(c *common, rows []*live.StatementRow, from, to, cursor int) string {
+// cursor < 0 selects none; marked statements show a '*'.
+func statementLines(c *common, rows []*live.StatementRow, from, to, cursor int, marked map[int32]live.StatementRow) string {
 	var out strings.Builder
-	tw, rw := 16, 18
-	qw := max(c.width-(8+tw+rw+9+8+16+8), 10)
-	out.WriteString(c.st.header.Render(clip("  "+fit("PID", 8, true)+" "+fit("TENANT", tw, false)+" "+fit("ROUTE", rw, false)+" "+
+	tw, aw, rw := 16, 12, 16
+	qw := max(c.width-(2+8+tw+aw+rw+9+8+16+8), 10)
+	out.WriteString(c.st.header.Render(clip("  "+fit("PID", 8, true)+" "+fit("TENANT", tw, false)+" "+fit("APP", aw, false)+" "+fit("ROUTE", rw, false)+" "+
 		fit("DURATION", 9, true)+" "+fit("STATE", 8, false)+" "+fit("WAIT", 16, false)+" "+fit("QUERY", qw, false), c.width)))
 	for i := from; i < to; i++ {
 		r := rows[i]
-		wait := r.WaitEventType
-		if r.WaitEvent != "" {
-			wait += ":" + r.WaitEvent
-		}
-		if len(r.BlockedBy) > 0 {
-			wait = "blocked by " + strconv.Itoa(int(r.BlockedBy[0]))
-		}
 		tn := r.Tenant
 		if tn == "" {
 			tn = "(untagged)"
 		}
-		s := clip(gutter(fit(strconv.Itoa(int(r.PID)), 8, true)+" "+fit(clean(tn), tw, false)+" "+fit(clean(r.Route), rw, false)+" "+
-			fit(fmtDuration(r.Duration), 9, true)+" "+fit(clean(r.State), 8, false)+" "+fit(clean(wait), 16, false)+" "+
-			fit(clean(r.Query), qw, false), i == cursor), c.width)
+		pid := strconv.Itoa(int(r.PID))
+		if _, ok := marked[r.PID]; ok {
+			pid = "*" + pid
+		}
+		q := clean(r.Query)
+		if r.Workers > 0 {
+			q = "[+" + strconv.Itoa(r.Workers) + " workers] " + q
+		}
+		s := clip(gutter(fit(pid, 8, true)+" "+fit(clean(tn), tw, false)+" "+fit(clean(r.Application), aw, false)+" "+fit(clean(r.Route), rw, false)+" "+
+			fit(fmtDuration(r.Duration), 9, true)+" "+fit(clean(r.State), 8, false)+" "+fit(clean(waitText(r)), 16, false)+" "+
+			fit(q, qw, false), i == cursor), c.width)
 		switch {
 		case i == cursor:
 			s = c.st.selected.Render(s)
@@ -123,7 +186,7 @@ func (v *statementsView) view(c *common, h int, signal bool) string {
 	for i, j := range v.order {
 		rows[i] = &v.rows[j]
 	}
-	s := statementLines(c, rows, from, to, v.list.cursor)
+	s := statementLines(c, rows, from, to, v.list.cursor, v.marked)
 	if len(v.order) == 0 {
 		msg := "no statement running"
 		if !signal {

@@ -66,12 +66,57 @@ type tenantsView struct {
 	filter  string
 	list    list
 	sel     string // the selected tenant, kept across snapshots once pinned
+	// selUntagged: the selected row is the untagged one.
+	selUntagged bool
 	// pinned is set once the user moves the cursor: until then it stays
 	// on the first row, the worst offender, as in top.
 	pinned bool
 	// dbOnly: the source measures database load only (qtop --postgres),
 	// so the request columns are left out.
 	dbOnly bool
+	// group is what the rows are grouped by (live.GroupTenant …).
+	group string
+}
+
+// untaggedLabels name the row of the load without a value for a grouping.
+var untaggedLabels = map[string]string{
+	live.GroupTenant:      "(untagged)",
+	live.GroupApplication: "(no application_name)",
+	live.GroupUser:        "(no user)",
+	live.GroupDatabase:    "(no database)",
+	live.GroupClient:      "(local socket)",
+	live.GroupFingerprint: "(no text)",
+}
+
+// rowLabel is the name a row is shown with: its tenant (or group value),
+// or the untagged row's label, which no tenant name can be mistaken for
+// (it is drawn apart, and its row is never merged with a tenant's).
+func rowLabel(group string, r *live.TenantRow) string {
+	if !r.Untagged {
+		return clean(r.Tenant)
+	}
+	if l, ok := untaggedLabels[group]; ok {
+		return l
+	}
+	return untaggedLabels[live.GroupTenant]
+}
+
+// groupName is the header of the first column.
+func groupName(group string) string {
+	if group == "" {
+		return "TENANT"
+	}
+	return strings.ToUpper(group)
+}
+
+// tenantText is what the filter matches in a row: every column shown.
+func (v *tenantsView) tenantText(r *live.TenantRow) string {
+	th := ""
+	if r.Throttled {
+		th = "throttled"
+	}
+	return strings.ToLower(strings.Join([]string{rowLabel(v.group, r), r.Tier, fmtNum(r.DBLoad), fmtNum(r.RUPerSec),
+		fmtNum(r.ReqPerSec), fmtSeconds(r.P95Seconds), fmtNum(r.ErrPerSec), fmtShare(r.Share), th}, "\x00"))
 }
 
 // appOnly are the columns only application reports fill.
@@ -151,7 +196,7 @@ func (v *tenantsView) rebuild() {
 	v.order = v.order[:0]
 	f := strings.ToLower(v.filter)
 	for i := range v.rows {
-		if f == "" || strings.Contains(strings.ToLower(v.rows[i].Tenant), f) {
+		if f == "" || strings.Contains(v.tenantText(&v.rows[i]), f) {
 			v.order = append(v.order, i)
 		}
 	}
@@ -161,9 +206,9 @@ func (v *tenantsView) rebuild() {
 		n++
 	}
 	v.list.setLen(n)
-	if v.pinned && v.sel != "" {
+	if v.pinned {
 		for i, j := range v.order {
-			if v.rows[j].Tenant == v.sel {
+			if v.rows[j].Tenant == v.sel && v.rows[j].Untagged == v.selUntagged {
 				v.list.cursor = i
 				return
 			}
@@ -178,7 +223,7 @@ func (v *tenantsView) rebuild() {
 // remember notes the tenant under the cursor.
 func (v *tenantsView) remember() {
 	if r := v.selected(); r != nil {
-		v.sel = r.Tenant
+		v.sel, v.selUntagged = r.Tenant, r.Untagged
 	}
 }
 
@@ -258,6 +303,9 @@ func (v *tenantsView) header(c *common) string {
 			continue
 		}
 		name := columnNames[col]
+		if col == colTenant {
+			name = groupName(v.group)
+		}
 		if col == v.col {
 			if v.reverse == (col == colTenant || col == colTier) {
 				name += "↓"
@@ -279,7 +327,7 @@ func (v *tenantsView) header(c *common) string {
 // line renders one tenant row (plain text, no styles).
 func (v *tenantsView) line(b *strings.Builder, c *common, r *live.TenantRow) {
 	shown, tw := v.layout(c.width)
-	b.WriteString(fit(clean(r.Tenant), tw, false))
+	b.WriteString(fit(rowLabel(v.group, r), tw, false))
 	cell := func(s string, col column, right bool) {
 		if !shown[col] {
 			return
@@ -289,10 +337,10 @@ func (v *tenantsView) line(b *strings.Builder, c *common, r *live.TenantRow) {
 	}
 	cell(r.Tier, colTier, false)
 	cell(fmtNum(r.DBLoad), colDB, true)
-	cell(fmtNum(r.RUPerSec), colRU, true)
-	cell(fmtNum(r.ReqPerSec), colReq, true)
-	cell(fmtSeconds(r.P95Seconds), colP95, true)
-	cell(fmtNum(r.ErrPerSec), colErr, true)
+	cell(v.app(fmtNum(r.RUPerSec)), colRU, true)
+	cell(v.app(fmtNum(r.ReqPerSec)), colReq, true)
+	cell(v.app(fmtSeconds(r.P95Seconds)), colP95, true)
+	cell(v.app(fmtNum(r.ErrPerSec)), colErr, true)
 	cell(fmtShare(r.Share), colShare, true)
 	th := ""
 	if r.Throttled {
@@ -322,7 +370,7 @@ func (v *tenantsView) view(c *common, h int) string {
 		switch {
 		case i == v.list.cursor:
 			s = c.st.selected.Render(s)
-		case isOther:
+		case isOther, r.Untagged:
 			s = c.st.other.Render(s)
 		case r.Throttled:
 			s = c.st.warn.Render(s)
@@ -332,10 +380,19 @@ func (v *tenantsView) view(c *common, h int) string {
 	if len(v.order) == 0 && (v.other == nil || v.filter != "") {
 		out.WriteByte('\n')
 		if v.filter != "" {
-			out.WriteString(c.st.dim.Render("no tenant matches /" + clean(v.filter)))
+			out.WriteString(c.st.dim.Render("no row matches /" + clean(v.filter)))
 		} else {
 			out.WriteString(c.st.dim.Render("no tenant has load yet"))
 		}
 	}
 	return out.String()
+}
+
+// app is a cell of a column only application reports fill: "n/a" when
+// the source cannot know it (qtop --postgres reads the database only).
+func (v *tenantsView) app(s string) string {
+	if v.dbOnly {
+		return "n/a"
+	}
+	return s
 }

@@ -1,0 +1,78 @@
+package collector
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+// ErrHistory: a history request is not one the collector can answer.
+var ErrHistory = errors.New("collector: bad history request")
+
+// History returns tenant's load per minute over the last minutes before
+// now, from the store (the qtop drill-in's history beyond the live 120 s).
+func (s *Server) History(ctx context.Context, name string, minutes int, now time.Time) (live.History, error) {
+	if err := tenant.ValidateTenant(name); err != nil && name != "unknown" {
+		return live.History{}, fmt.Errorf("%w: tenant: %w", ErrHistory, err)
+	}
+	if minutes < 1 || minutes > live.MaxHistoryMinutes {
+		return live.History{}, fmt.Errorf("%w: minutes %d: want 1…%d", ErrHistory, minutes, live.MaxHistoryMinutes)
+	}
+	if s.store == nil {
+		return live.History{}, fmt.Errorf("%w: this collector runs without a store", ErrHistory)
+	}
+	to := now.UTC().Truncate(time.Minute).Add(time.Minute)
+	from := to.Add(-time.Duration(minutes) * time.Minute)
+	rows, err := s.store.History(ctx, name, from, to)
+	if err != nil {
+		return live.History{}, fmt.Errorf("collector: history of %s: %w", name, err)
+	}
+	h := live.History{Tenant: name, From: from, To: to, Points: make([]live.HistoryPoint, 0, len(rows))}
+	for _, r := range rows {
+		h.Points = append(h.Points, live.HistoryPoint{
+			Minute: r.Minute.UTC(),
+			// DB load: the pg sampler's active-session seconds per
+			// second of the minute (0 without --postgres).
+			DBLoad:    max(r.ActiveSessionSeconds, 0) / 60,
+			RUPerSec:  r.RU / 60,
+			ReqPerSec: float64(r.Count) / 60,
+			ErrPerSec: float64(r.Errors) / 60,
+		})
+	}
+	return h, nil
+}
+
+func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		writeError(w, http.StatusMethodNotAllowed, "GET only", 0)
+		return
+	}
+	q := r.URL.Query()
+	minutes := live.MaxHistoryMinutes
+	if m := q.Get("minutes"); m != "" {
+		n, err := strconv.Atoi(m)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("minutes %q: want a number 1…%d", m, live.MaxHistoryMinutes), 0)
+			return
+		}
+		minutes = n
+	}
+	h, err := s.History(r.Context(), q.Get("tenant"), minutes, s.cfg.Now())
+	if err != nil {
+		status := http.StatusInternalServerError
+		if errors.Is(err, ErrHistory) {
+			status = http.StatusBadRequest
+		}
+		writeError(w, status, err.Error(), 0)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(h)
+}

@@ -1,0 +1,68 @@
+package collector
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/store"
+)
+
+// TestHistoryEndpoint: the per-minute history of a tenant comes from the
+// (real, DuckDB) store, for the last minutes asked, and bad requests are
+// refused with a reason.
+func TestHistoryEndpoint(t *testing.T) {
+	dir := t.TempDir()
+	clk := &clock{t: t0}
+	s, err := New(Config{Store: "duckdb://" + filepath.Join(dir, "h.duckdb"), DataDir: filepath.Join(dir, "data"), Writer: "w1",
+		Registerer: prometheus.NewRegistry(), Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	ctx := context.Background()
+	base := t0.Truncate(time.Minute)
+	var rows []store.Rollup
+	for i := range 3 {
+		rows = append(rows, store.Rollup{Minute: base.Add(time.Duration(i-2) * time.Minute), Writer: "w1", Version: 1, Service: "api",
+			Tenant: "acme", Route: "GET /x", Kind: "request", Count: uint64(60 * (i + 1)), Errors: 6, RU: 600, ActiveSessionSeconds: 120})
+	}
+	rows = append(rows, store.Rollup{Minute: base.Add(-3 * time.Hour), Writer: "w1", Version: 1, Service: "api", Tenant: "acme", Route: "GET /x",
+		Kind: "request", Count: 1})
+	if err := s.Store().WriteRollups(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	c, _ := live.NewClient(srv.URL)
+	h, err := c.History(ctx, "acme", 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.Points) != 3 || h.Points[2].ReqPerSec != 3 || h.Points[0].RUPerSec != 10 || h.Points[0].DBLoad != 2 || h.Points[1].ErrPerSec != 0.1 ||
+		!h.Points[0].Minute.Equal(base.Add(-2*time.Minute)) {
+		t.Fatalf("history %+v", h)
+	}
+	if h, err = c.History(ctx, "acme", live.MaxHistoryMinutes); err != nil || len(h.Points) != 4 {
+		t.Fatalf("24 h: %+v %v", h, err)
+	}
+	for _, q := range []string{"tenant=acme&minutes=0", "tenant=acme&minutes=99999", "tenant=acme&minutes=x", "tenant=", "tenant=%00"} {
+		resp, err := http.Get(srv.URL + live.PathHistory + "?" + q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var eb live.ErrorBody
+		json.NewDecoder(resp.Body).Decode(&eb)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || eb.Error == "" {
+			t.Errorf("%s: %d %q", q, resp.StatusCode, eb.Error)
+		}
+	}
+}

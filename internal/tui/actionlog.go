@@ -1,0 +1,54 @@
+package tui
+
+import (
+	"encoding/json"
+	"io"
+	"sync"
+	"time"
+)
+
+// actionLog writes one JSON line per action the UI carries out (throttle,
+// cancel, terminate): when, who, what, on which statement, and how it
+// ended. Writes happen inside tea.Cmds, so it has its own lock.
+type actionLog struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// action is one line of the action log.
+type action struct {
+	Time   time.Time `json:"time"`
+	User   string    `json:"user"`
+	Source string    `json:"source"`
+	Action string    `json:"action"` // cancel, terminate, throttle
+	PID    int32     `json:"pid,omitempty"`
+	// QueryStart, XactStart and BackendStart are what the action was
+	// confirmed on.
+	QueryStart   time.Time `json:"query_start,omitzero"`
+	XactStart    time.Time `json:"xact_start,omitzero"`
+	BackendStart time.Time `json:"backend_start,omitzero"`
+	Tenant       string    `json:"tenant,omitempty"`
+	Query        string    `json:"query,omitempty"`
+	// Result is "done", "moved on" (nothing done) or "error".
+	Result string `json:"result"`
+	Error  string `json:"error,omitempty"`
+}
+
+// maxLoggedQuery bounds the statement text kept per action.
+const maxLoggedQuery = 500
+
+func (l *actionLog) write(a action) {
+	if l == nil || l.w == nil {
+		return
+	}
+	if len(a.Query) > maxLoggedQuery {
+		a.Query = a.Query[:maxLoggedQuery]
+	}
+	b, err := json.Marshal(a)
+	if err != nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.w.Write(append(b, '\n')) //nolint:errcheck // the status line reports the action itself
+}

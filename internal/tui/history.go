@@ -1,0 +1,133 @@
+package tui
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/qtop-dev/qtop/internal/live"
+)
+
+var _ Historian = (*Collector)(nil)
+
+// History asks the collector for tenant's per-minute history.
+func (c *Collector) History(ctx context.Context, tenant string, minutes int) (live.History, error) {
+	if c.isClosed() {
+		return live.History{}, ErrClosed
+	}
+	h, err := c.client(Query{}).History(ctx, tenant, minutes)
+	if err != nil {
+		return live.History{}, c.explain(err)
+	}
+	return h, nil
+}
+
+// historyMsg carries a fetched history to the drill-in.
+type historyMsg struct {
+	tenant string
+	h      live.History
+	err    error
+}
+
+// storeHistory is the drill-in's history from the store: one point per
+// minute over the last 24 h, shown a screen width at a time, ending
+// `back` minutes before the newest.
+type storeHistory struct {
+	tenant  string
+	h       *live.History
+	err     string
+	loading bool
+	back    int // minutes before the newest the view ends at
+}
+
+// fetchHistory asks the source for the drill-in tenant's history.
+func (m *Model) fetchHistory() tea.Cmd {
+	hs, ok := m.src.(Historian)
+	if !ok {
+		return m.setStatus("h shows the store's history: it needs a collector (qtop --collector URL)", false)
+	}
+	d := &m.detail
+	if d.untagged {
+		return m.setStatus("untagged load has no per-tenant history", false)
+	}
+	d.hist = storeHistory{tenant: d.tenant, loading: true}
+	ctx, name := m.ctx, d.tenant
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		h, err := hs.History(ctx, name, live.MaxHistoryMinutes)
+		return historyMsg{tenant: name, h: h, err: err}
+	}
+}
+
+// historyLines renders the history section for width w.
+func (v *detailView) historyLines(c *common) []string {
+	hs := &v.hist
+	if hs.tenant != v.tenant || (hs.h == nil && !hs.loading && hs.err == "") {
+		if !v.canHistory || v.untagged {
+			return nil
+		}
+		return []string{"", c.st.dim.Render(clip("h: history from the store (per minute, last 24 h)", c.width))}
+	}
+	out := []string{"", c.st.title.Render("History") + c.st.dim.Render(clip(" · from the store, per minute · [ earlier · ] later · h hide", max(c.width-7, 0)))}
+	switch {
+	case hs.loading:
+		return append(out, c.st.dim.Render("loading…"))
+	case hs.err != "":
+		return append(out, c.st.bad.Render(clip(clean(hs.err), c.width)))
+	case len(hs.h.Points) == 0:
+		return append(out, c.st.dim.Render("no minute of this tenant in the store over the last 24 h"))
+	}
+	h := hs.h
+	// One column per minute, from h.From to h.To.
+	n := int(h.To.Sub(h.From) / time.Minute)
+	series := make([]float64, n)
+	what, db := "RU/s", v.measure == live.MeasureDB
+	if db {
+		what = "DB load"
+	}
+	for _, p := range h.Points {
+		i := int(p.Minute.Sub(h.From) / time.Minute)
+		if i < 0 || i >= n {
+			continue
+		}
+		series[i] = p.RUPerSec
+		if db {
+			series[i] = p.DBLoad
+		}
+	}
+	w := max(c.width-2, 10)
+	hs.back = min(max(hs.back, 0), max(n-w, 0))
+	end := n - hs.back
+	start := max(end-w, 0)
+	part := series[start:end]
+	peak := 0.0
+	for _, x := range part {
+		peak = max(peak, x)
+	}
+	from := h.From.Add(time.Duration(start) * time.Minute).In(c.loc)
+	to := h.From.Add(time.Duration(end) * time.Minute).In(c.loc)
+	out = append(out, c.st.dim.Render(clip(what+" "+from.Format("Jan 2 15:04")+" – "+to.Format("15:04")+" (peak "+fmtNum(peak)+")", c.width)),
+		c.st.good.Render(sparkline(part, w, peak)))
+	return out
+}
+
+// historyKey moves the history window: [ earlier, ] later, by half a
+// screen. It reports whether the key was one of them.
+func (v *detailView) historyKey(c *common, msg keyMsg) bool {
+	if v.hist.h == nil {
+		return false
+	}
+	step := max((c.width-2)/2, 1)
+	switch strings.TrimSpace(msg.String()) {
+	case "[":
+		v.hist.back += step
+	case "]":
+		v.hist.back = max(v.hist.back-step, 0)
+	default:
+		return false
+	}
+	return true
+}

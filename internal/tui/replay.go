@@ -1,0 +1,339 @@
+package tui
+
+import (
+	"bufio"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/pgactivity"
+	"github.com/qtop-dev/qtop/policy"
+)
+
+// A recording is JSON lines: a header line, then one line per snapshot
+// as the source sent it, in order:
+//
+//	{"qtop_recording":1,"source":"postgres qtop@127.0.0.1:5432/app","started":"…"}
+//	{"snapshot":{…live.Snapshot…}}
+//
+// A file whose name ends in .gz is gzip-compressed. qtop --record FILE
+// writes one; qtop replay FILE plays it back.
+const recordingVersion = 1
+
+// ErrRecording: a recording cannot be read (not one, a newer version, a
+// line too long, bad JSON).
+var ErrRecording = errors.New("tui: bad recording")
+
+type recordingHeader struct {
+	Version int       `json:"qtop_recording"`
+	Source  string    `json:"source"`
+	Started time.Time `json:"started"`
+}
+
+type recordingLine struct {
+	Snapshot *live.Snapshot `json:"snapshot"`
+}
+
+// Recorder is a Source that passes another one through and appends every
+// snapshot it hands out to a recording. Close closes both.
+type Recorder struct {
+	Source
+	mu     sync.Mutex
+	w      io.Writer
+	closer []io.Closer
+	err    error
+}
+
+var (
+	_ Source       = (*Recorder)(nil)
+	_ SafeSignaler = (*Recorder)(nil)
+)
+
+// NewRecorder records what src hands out into the file at path (created
+// or truncated; gzip when it ends in .gz).
+func NewRecorder(src Source, path string, now time.Time) (*Recorder, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --record %s: %v", ErrInput, path, err)
+	}
+	r := &Recorder{Source: src, w: f, closer: []io.Closer{f}}
+	if strings.HasSuffix(path, ".gz") {
+		z := gzip.NewWriter(f)
+		r.w, r.closer = z, []io.Closer{z, f}
+	}
+	if err := r.line(recordingHeader{Version: recordingVersion, Source: src.Describe(), Started: now.UTC()}); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Recorder) line(v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return r.err
+	}
+	if _, err := r.w.Write(append(b, '\n')); err != nil {
+		r.err = fmt.Errorf("tui: recording: %w", err)
+		return r.err
+	}
+	return nil
+}
+
+// Next returns the source's next snapshot and records it. A failed write
+// is returned once the snapshot could not be kept (the UI shows it).
+func (r *Recorder) Next(ctx context.Context, q Query) (live.Snapshot, error) {
+	s, err := r.Source.Next(ctx, q)
+	if err != nil {
+		return s, err
+	}
+	if err := r.line(recordingLine{Snapshot: &s}); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// Describe says that the session is recorded.
+func (r *Recorder) Describe() string { return r.Source.Describe() + " · recording" }
+
+// CancelStatement and TerminateSession pass through to a source that can.
+func (r *Recorder) CancelStatement(ctx context.Context, t pgactivity.Target, actor string) error {
+	if s, ok := r.Source.(SafeSignaler); ok {
+		return s.CancelStatement(ctx, t, actor)
+	}
+	return ErrUnsupported
+}
+
+func (r *Recorder) TerminateSession(ctx context.Context, t pgactivity.Target, actor string) error {
+	if s, ok := r.Source.(SafeSignaler); ok {
+		return s.TerminateSession(ctx, t, actor)
+	}
+	return ErrUnsupported
+}
+
+// Close closes the recording, then the source.
+func (r *Recorder) Close() error {
+	var errs []error
+	for _, c := range r.closer {
+		errs = append(errs, c.Close())
+	}
+	errs = append(errs, r.Source.Close())
+	return errors.Join(errs...)
+}
+
+// Replay is a Source that plays a recording back at its own pace (or
+// faster, WithSpeed): the same views and keys, read only. After the last
+// snapshot it keeps showing it.
+type Replay struct {
+	path  string
+	hdr   recordingHeader
+	sc    *bufio.Scanner
+	close []io.Closer
+	speed float64
+	sleep func(ctx context.Context, d time.Duration) error
+
+	mu    sync.Mutex
+	n     int
+	last  *live.Snapshot
+	ended bool
+	done  chan struct{}
+	once  sync.Once
+}
+
+var _ Source = (*Replay)(nil)
+
+// ReplayOption configures OpenReplay.
+type ReplayOption func(*Replay)
+
+// WithSpeed plays the recording speed times faster (1 by default).
+func WithSpeed(speed float64) ReplayOption { return func(r *Replay) { r.speed = speed } }
+
+// OpenReplay opens the recording at path. Lines are read one at a time
+// (each at most live.MaxEventBytes), so a recording of any length uses the
+// memory of one snapshot.
+func OpenReplay(path string, opts ...ReplayOption) (*Replay, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInput, err)
+	}
+	r := &Replay{path: path, speed: 1, close: []io.Closer{f}, done: make(chan struct{}), sleep: sleepCtx}
+	for _, o := range opts {
+		o(r)
+	}
+	if r.speed <= 0 || r.speed > 1000 {
+		f.Close()
+		return nil, fmt.Errorf("%w: replay speed %g: want (0, 1000]", ErrInput, r.speed)
+	}
+	var rd io.Reader = f
+	if strings.HasSuffix(path, ".gz") {
+		z, err := gzip.NewReader(f)
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("%w: %s: %v", ErrRecording, path, err)
+		}
+		rd, r.close = z, []io.Closer{z, f}
+	}
+	r.sc = bufio.NewScanner(rd)
+	r.sc.Buffer(make([]byte, 0, 64<<10), live.MaxEventBytes)
+	if !r.sc.Scan() {
+		r.Close()
+		return nil, fmt.Errorf("%w: %s: empty or unreadable (%v)", ErrRecording, path, r.sc.Err())
+	}
+	if err := json.Unmarshal(r.sc.Bytes(), &r.hdr); err != nil || r.hdr.Version == 0 {
+		r.Close()
+		return nil, fmt.Errorf("%w: %s does not start with a qtop recording header (qtop --record writes one)", ErrRecording, path)
+	}
+	if r.hdr.Version > recordingVersion {
+		r.Close()
+		return nil, fmt.Errorf("%w: %s is version %d; this qtop reads version %d", ErrRecording, path, r.hdr.Version, recordingVersion)
+	}
+	return r, nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// read returns the next snapshot of the file, or false at its end.
+func (r *Replay) read() (*live.Snapshot, error) {
+	for r.sc.Scan() {
+		var l recordingLine
+		if err := json.Unmarshal(r.sc.Bytes(), &l); err != nil {
+			return nil, fmt.Errorf("%w: %s, snapshot %d: %v", ErrRecording, filepath.Base(r.path), r.n+1, err)
+		}
+		if l.Snapshot != nil {
+			return l.Snapshot, nil
+		}
+	}
+	if err := r.sc.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrRecording, filepath.Base(r.path), err)
+	}
+	return nil, nil
+}
+
+// Next returns the next recorded snapshot, after the time that separated
+// it from the previous one (divided by the speed). At the end it blocks
+// until ctx ends or the replay is closed.
+func (r *Replay) Next(ctx context.Context, _ Query) (live.Snapshot, error) {
+	select {
+	case <-r.done:
+		return live.Snapshot{}, ErrClosed
+	default:
+	}
+	// Only Next (one call at a time) and Last read the file; the lock
+	// guards what Describe shows, and is not held while waiting.
+	r.mu.Lock()
+	ended, prev := r.ended, r.last
+	r.mu.Unlock()
+	if !ended {
+		s, err := r.read()
+		if err != nil {
+			return live.Snapshot{}, err
+		}
+		if s != nil {
+			if prev != nil {
+				gap := min(max(s.Time.Sub(prev.Time), 0), time.Minute)
+				if err := r.sleep(ctx, time.Duration(float64(gap)/r.speed)); err != nil {
+					return live.Snapshot{}, err
+				}
+			}
+			r.mu.Lock()
+			r.n++
+			r.last = s
+			r.mu.Unlock()
+			return *s, nil
+		}
+		r.mu.Lock()
+		r.ended = true
+		r.mu.Unlock()
+	}
+	select {
+	case <-ctx.Done():
+		return live.Snapshot{}, ctx.Err()
+	case <-r.done:
+		return live.Snapshot{}, ErrClosed
+	}
+}
+
+// Last reads the whole recording and returns its last snapshot, for
+// qtop replay --once.
+func (r *Replay) Last() (live.Snapshot, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for {
+		s, err := r.read()
+		if err != nil {
+			return live.Snapshot{}, err
+		}
+		if s == nil {
+			break
+		}
+		r.n++
+		r.last = s
+	}
+	if r.last == nil {
+		return live.Snapshot{}, fmt.Errorf("%w: %s has no snapshot", ErrRecording, r.path)
+	}
+	return *r.last, nil
+}
+
+// Describe names the recording and how far the replay is.
+func (r *Replay) Describe() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s := "replay " + filepath.Base(r.path) + " (" + r.hdr.Source + ") · " + fmt.Sprint(r.n)
+	if r.ended {
+		s += " · ended"
+	}
+	return s
+}
+
+// Features: a replay is read only.
+func (r *Replay) Features() Features { return Features{} }
+
+// Throttle, Cancel and Terminate are refused: the incident is over.
+func (r *Replay) Throttle(context.Context, policy.Rule) error {
+	return fmt.Errorf("%w: a replay is read only", ErrUnsupported)
+}
+func (r *Replay) Cancel(context.Context, int32) error {
+	return fmt.Errorf("%w: a replay is read only", ErrUnsupported)
+}
+func (r *Replay) Terminate(context.Context, int32) error {
+	return fmt.Errorf("%w: a replay is read only", ErrUnsupported)
+}
+
+// Close closes the file; a blocked Next returns ErrClosed.
+func (r *Replay) Close() error {
+	var errs []error
+	r.once.Do(func() {
+		close(r.done)
+		for _, c := range r.close {
+			errs = append(errs, c.Close())
+		}
+	})
+	return errors.Join(errs...)
+}

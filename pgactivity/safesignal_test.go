@@ -1,0 +1,145 @@
+package pgactivity
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCancelStatementOnlyTheOneShown: the sample shows statement A; by
+// the time the cancel goes out the session runs statement B. The cancel of
+// A must leave B running and say so; the cancel of B (as sampled) stops
+// it. (The failure seen with pg_cancel_backend(pid) alone: B cancelled.)
+func TestCancelStatementOnlyTheOneShown(t *testing.T) {
+	sfx := suffix(t)
+	pool := newPool(t, "", "")
+	ctx := context.Background()
+	s := connect(t)
+	smp := NewSampler(pool)
+	a := "SELECT pg_sleep(60) /*tenant='a-" + sfx + "'*/"
+	b := "SELECT pg_sleep(60) /*tenant='b-" + sfx + "'*/"
+
+	s.start(ctx, a)
+	snapA := waitFor(t, smp, "statement A", func(x Snapshot) bool {
+		bk, ok := byPID(x, s.pid)
+		return ok && bk.Active() && strings.Contains(bk.Query, "a-"+sfx)
+	})
+	ba, _ := byPID(snapA, s.pid)
+	if ba.BackendStart.IsZero() || ba.QueryStart.IsZero() {
+		t.Fatalf("sample lacks the start times: %+v", ba)
+	}
+	// A ends (as if by itself) and B starts on the same backend.
+	if err := Cancel(ctx, pool, s.pid); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.wait(t); err == nil {
+		t.Fatal("A was not cancelled")
+	}
+	s.start(ctx, b)
+	waitFor(t, smp, "statement B", func(x Snapshot) bool {
+		bk, ok := byPID(x, s.pid)
+		return ok && bk.Active() && strings.Contains(bk.Query, "b-"+sfx)
+	})
+	err := CancelStatement(ctx, pool, TargetOf(&ba), "qtop test")
+	if !errors.Is(err, ErrMovedOn) || !strings.Contains(err.Error(), "another statement") {
+		t.Fatalf("cancel of A while B runs: %v", err)
+	}
+	time.Sleep(200 * time.Millisecond) // a cancel wrongly sent would have landed
+	snapB, _ := smp.Sample(ctx)
+	bb, ok := byPID(snapB, s.pid)
+	if !ok || !bb.Active() || !strings.Contains(bb.Query, "b-"+sfx) {
+		t.Fatalf("B was touched: %+v", bb)
+	}
+	if err := CancelStatement(ctx, pool, TargetOf(&bb), "qtop test"); err != nil {
+		t.Fatalf("cancel of B: %v", err)
+	}
+	if err := s.wait(t); err == nil || !strings.Contains(err.Error(), "cancel") {
+		t.Fatalf("B not cancelled: %v", err)
+	}
+	// The session lives on, idle: a cancel of the finished B does nothing.
+	if err := CancelStatement(ctx, pool, TargetOf(&bb), "qtop test"); !errors.Is(err, ErrMovedOn) || !strings.Contains(err.Error(), "idle") {
+		t.Fatalf("cancel of a finished statement: %v", err)
+	}
+	if err := CancelStatement(ctx, pool, Target{PID: s.pid}, "x"); !errors.Is(err, ErrBadPID) {
+		t.Fatalf("cancel without query_start: %v", err)
+	}
+}
+
+// TestTerminateSessionOnlyTheOneShown: terminate acts only on the session
+// (backend_start) and, when given, the transaction (xact_start) shown.
+func TestTerminateSessionOnlyTheOneShown(t *testing.T) {
+	pool := newPool(t, "", "")
+	ctx := context.Background()
+	s := connect(t)
+	if _, err := s.conn.Exec(ctx, "BEGIN"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.conn.Exec(ctx, "SELECT txid_current()"); err != nil {
+		t.Fatal(err)
+	}
+	smp := NewSampler(pool)
+	snap := waitFor(t, smp, "the session idle in its transaction", func(x Snapshot) bool {
+		bk, ok := byPID(x, s.pid)
+		return ok && bk.State == StateIdleInTransaction
+	})
+	bk, _ := byPID(snap, s.pid)
+	tg := TargetOf(&bk)
+	if tg.XactStart.IsZero() || tg.BackendStart.IsZero() {
+		t.Fatalf("target %+v", tg)
+	}
+	other := tg
+	other.BackendStart = tg.BackendStart.Add(-time.Second) // an earlier session of the same pid
+	if err := TerminateSession(ctx, pool, other, "qtop test"); !errors.Is(err, ErrMovedOn) {
+		t.Fatalf("terminate of another session: %v", err)
+	}
+	// The transaction shown ends; a new one starts.
+	if _, err := s.conn.Exec(ctx, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.conn.Exec(ctx, "BEGIN; SELECT txid_current()"); err != nil {
+		t.Fatal(err)
+	}
+	if err := TerminateSession(ctx, pool, tg, "qtop test"); !errors.Is(err, ErrMovedOn) {
+		t.Fatalf("terminate of a finished transaction: %v", err)
+	}
+	if err := s.conn.Ping(ctx); err != nil {
+		t.Fatalf("the session was terminated: %v", err)
+	}
+	// The session shown, in any transaction.
+	tg.XactStart = time.Time{}
+	if err := TerminateSession(ctx, pool, tg, "qtop (alice); DROP TABLE x"); err != nil {
+		t.Fatalf("terminate: %v", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s.conn.Ping(ctx) == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the session survived")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for {
+		err := TerminateSession(ctx, pool, tg, "x")
+		if errors.Is(err, ErrNoBackend) {
+			break
+		}
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("terminate of an ended backend: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond) // the backend is still exiting
+	}
+}
+
+func TestCommentSafe(t *testing.T) {
+	for in, want := range map[string]string{
+		"qtop (alice)":           "qtop (alice)",
+		"*/ DROP TABLE t; --":    "__ DROP TABLE t_ --",
+		"":                       "qtop",
+		strings.Repeat("é", 100): strings.Repeat("_", MaxActor),
+	} {
+		if got := commentSafe(in); got != want {
+			t.Errorf("commentSafe(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
