@@ -22,6 +22,9 @@ type conn struct {
 	ex driver.Execer //nolint:staticcheck // forwarded for old drivers
 	qc driver.QueryerContext
 	qx driver.Queryer //nolint:staticcheck // forwarded for old drivers
+	// inTx is true between BeginTx and the end of its transaction; a
+	// connection is used by one goroutine at a time.
+	inTx bool
 }
 
 func newConn(c driver.Conn, cm *Commenter) *conn {
@@ -109,6 +112,9 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 	if st.Unique && len(c.cm.cfg.leadingArgs) > 0 {
 		args = leading(c.cm.cfg.leadingArgs, args)
 	}
+	if c.cm.cfg.budgets != nil {
+		return c.execBudgeted(ctx, query, st, args)
+	}
 	var start time.Time
 	if c.cm.Observing() {
 		start = time.Now()
@@ -142,6 +148,9 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 	st := c.cm.Comment(ctx, query, false)
 	if st.Unique && len(c.cm.cfg.leadingArgs) > 0 {
 		args = leading(c.cm.cfg.leadingArgs, args)
+	}
+	if c.cm.cfg.budgets != nil {
+		return c.queryBudgeted(ctx, query, st, args)
 	}
 	var start time.Time
 	if c.cm.Observing() {
@@ -232,6 +241,9 @@ func (c *conn) Ping(ctx context.Context) error {
 }
 
 func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	if c.cm.cfg.budgets != nil {
+		return c.beginBudgeted(ctx, opts)
+	}
 	if !c.cm.Observing() {
 		return c.begin(ctx, opts)
 	}
