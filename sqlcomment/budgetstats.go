@@ -22,8 +22,8 @@ type BudgetStats struct {
 
 // RunawayStats are the counters of one runaway rule.
 type RunawayStats struct {
-	ID                                   string
-	Action                               string
+	ID                                    string
+	Action                                string
 	Cancelled, Reported, Refused, Watched uint64
 }
 
