@@ -108,6 +108,9 @@ type Report struct {
 	KeyTenants map[string]string
 	// Enforcement holds the enforce package's counters of the window.
 	Enforcement Enforcement
+	// Budgets are the database budget counters of the window (section 4,
+	// budgets.go); nil when none.
+	Budgets []BudgetCounter
 }
 
 // Format constants. See the package documentation for the layout.
