@@ -64,6 +64,7 @@ type Server struct {
 	replyVersion uint64
 	version      uint64
 	pg           pgState
+	bud          budgetLive // budgets.go
 	storeErr     string
 	snapCache    map[snapKey]*live.Snapshot
 	closed       bool
@@ -105,6 +106,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if err := cfg.Registerer.Register(ratioCollector{s}); err != nil {
 		return nil, fmt.Errorf("collector: metrics: %w", err)
+	}
+	if err := s.bud.register(cfg.Registerer); err != nil { // budgets.go
+		return nil, err
 	}
 	if s.token == "" {
 		s.token = randomToken()
@@ -254,6 +258,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc(live.PathLive, s.handleLive)
 	mux.HandleFunc(live.PathStream, s.handleStream)
 	mux.HandleFunc(live.PathPolicy, s.handlePolicy)
+	mux.HandleFunc(PathBudgets, s.handleBudgets) // budgets.go
+	mux.HandleFunc(PathRunaway, s.handleRunaway)
 	mux.HandleFunc(live.PathReport, s.handleCostReport)
 	if s.cfg.Gatherer != nil {
 		mux.Handle("/metrics", promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}))

@@ -269,6 +269,8 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 		}
 	}
 
+	s.budgetSnapshotLocked(&snap, now, sec) // budgets.go
+
 	// Sampler.
 	snap.Statements = append([]live.StatementRow{}, s.pg.statements...)
 	snap.Blocked = append([]live.BlockRow(nil), s.pg.blocked...)

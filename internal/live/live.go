@@ -73,6 +73,9 @@ type Snapshot struct {
 	Blocked     []BlockRow     `json:"blocked,omitempty"`
 	Services    []ServiceRow   `json:"services"`
 	Enforcement EnforcementRow `json:"enforcement"`
+	// Budgets are the database budgets and runaway rules with their
+	// counters over Window (budgets.go).
+	Budgets []BudgetRow `json:"budgets,omitempty"`
 	// Policy is the collector's policy; only rules active at Time.
 	Policy    policy.Policy   `json:"policy"`
 	Collector CollectorStatus `json:"collector"`
