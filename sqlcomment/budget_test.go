@@ -2,6 +2,10 @@ package sqlcomment
 
 import (
 	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -373,4 +377,66 @@ func TestBudgetAdmitDoesNotAllocate(t *testing.T) {
 	if allocs != 0 {
 		t.Fatalf("Admit+Finish allocate %v times", allocs)
 	}
+}
+
+// TestBudgetConcurrencyHolds: under concurrent Admit and Finish, an
+// Enforce concurrency budget never has more statements in flight than its
+// limit, and every refusal is a concurrency refusal.
+func TestBudgetConcurrencyHolds(t *testing.T) {
+	b := NewBudgets()
+	mustSet(t, b, []policy.Budget{{ID: "c", Each: "tenant", Concurrency: 3, Mode: policy.Enforce, Reason: "test"}}, nil)
+	var inFlight, peak [4]atomic.Int32
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tags := tenant.Tags{Tenant: fmt.Sprintf("t%d", g%4)}
+			for i := range 2000 {
+				now := bt0.Add(time.Duration(i) * time.Millisecond)
+				tk, err := b.Admit(now, &tags, &config{}, q1, false)
+				if err != nil {
+					var be *BudgetError
+					if !errors.As(err, &be) || be.Limit != LimitConcurrency {
+						t.Errorf("refusal %v", err)
+						return
+					}
+					continue
+				}
+				n := inFlight[g%4].Add(1)
+				for p := peak[g%4].Load(); n > p && !peak[g%4].CompareAndSwap(p, n); p = peak[g%4].Load() {
+				}
+				inFlight[g%4].Add(-1)
+				b.Finish(&tk, now, time.Millisecond, false)
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range peak {
+		if p := peak[i].Load(); p > 3 {
+			t.Fatalf("tenant t%d: %d in flight, limit 3", i, p)
+		}
+	}
+	bs, _ := b.Stats()
+	if bs[0].InFlight != 0 || bs[0].Keys != 4 {
+		t.Fatalf("stats after the run: %+v", bs[0])
+	}
+}
+
+// FuzzShape: Shape never panics, and a statement with a sqlcommenter
+// comment appended has the shape of the statement without it.
+func FuzzShape(f *testing.F) {
+	for _, q := range []string{q1, "select 'a''b' -- c\n", "/* /* */ */ x", "SELECT $1::int8 + 1;", "1e5.5", "'"} {
+		f.Add(q)
+	}
+	f.Fuzz(func(t *testing.T, q string) {
+		h := Shape(q)
+		if strings.Contains(q, "/*") || strings.Contains(q, "--") || strings.Contains(q, "'") ||
+			strings.HasSuffix(strings.TrimRight(q, " \t\n\r\f;"), "-") || strings.HasSuffix(q, "/") {
+			return // an open comment or literal would swallow what follows
+		}
+		if got := Shape(q + " /*tenant='acme'*/"); got != h {
+			t.Fatalf("Shape(%q) changed with a comment appended", q)
+		}
+	})
 }
