@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,7 +18,9 @@ import (
 	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/sqlcomment"
 	"github.com/qtop-dev/qtop/store"
+	"github.com/qtop-dev/qtop/tenant"
 )
 
 func post(t *testing.T, url, token, body string) (int, string) {
@@ -247,5 +250,61 @@ func TestPostgresRunawaySampler(t *testing.T) {
 	}
 	if strings.Join(acts, ",") != "runaway-gone,runaway-cancelled,runaway-cancelled" {
 		t.Fatalf("audit actions = %v", acts)
+	}
+}
+
+// TestBudgetsReachProcesses: a budget set on the collector reaches a
+// process through the real ingest.Reporter's reply and is enforced by its
+// wrapper; the process's counters come back in the next report and show
+// in the live view.
+func TestBudgetsReachProcesses(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.Token = "tok" })
+	defer f.stop()
+	ctx := context.Background()
+	if _, err := f.s.SetBudget(ctx, policy.Budget{ID: "analytics", Match: []map[string]string{{"tenant": "analytics"}},
+		Concurrency: 1, Mode: policy.Enforce, Reason: "test"}, false, "test"); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(f.s.Handler())
+	defer srv.Close()
+	budgets := sqlcomment.NewBudgets()
+	rec := ingest.NewRecorder(ingest.WithSource(ingest.Source{Service: "reports", Instance: "i1", Host: "h"}), ingest.WithClock(f.clk.Now))
+	rep, err := ingest.NewReporter(srv.URL+live.PathReports, rec, ingest.WithToken("tok"), ingest.WithClock(f.clk.Now),
+		ingest.WithPolicyHandler(func(p policy.Policy) {
+			if err := budgets.SetPolicy(p, f.clk.Now()); err != nil {
+				t.Error(err)
+			}
+		}),
+		ingest.WithBudgetSource(ingest.BudgetSource(budgets)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	flush := func() {
+		t.Helper()
+		f.clk.Add(time.Second)
+		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := rep.ForceFlush(fctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flush() // the reply carries the budget
+	c := sqlcomment.NewCommenter(sqlcomment.WithBudgets(budgets))
+	st := sqlcomment.Statement{Tags: tenant.Tags{Tenant: "analytics"}, Tagged: true}
+	tk, err := c.Admit(f.clk.Now(), "SELECT 1", &st, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Admit(f.clk.Now(), "SELECT 1", &st, false); !errors.Is(err, sqlcomment.ErrBudget) {
+		t.Fatalf("second statement: %v, want ErrBudget", err)
+	}
+	c.Finish(&tk, f.clk.Now(), time.Millisecond, false)
+	flush() // the counters go back
+	if err := rep.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	snap := f.s.Snapshot(f.clk.Add(time.Second), live.MeasureRU, 5)
+	if len(snap.Budgets) != 1 || snap.Budgets[0].Admitted != 1 || snap.Budgets[0].Refused != 1 {
+		t.Fatalf("live budgets = %+v", snap.Budgets)
 	}
 }
