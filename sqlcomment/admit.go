@@ -20,7 +20,7 @@ func (b *Budgets) Admit(now time.Time, t *tenant.Tags, cfg *config, query string
 	if len(s.all) == 0 && len(s.rules) == 0 {
 		return tk, nil
 	}
-	tk.shape = Shape(query)
+	tk.shape = b.shapes.shape(query)
 	ns := now.UnixNano()
 	for _, r := range s.rules {
 		if matches(r.alts, t, cfg) {

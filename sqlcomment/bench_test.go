@@ -341,3 +341,14 @@ func BenchmarkBudgetAdmit(b *testing.B) {
 		b.Fatalf("%d keys, want %d", got, keys)
 	}
 }
+
+// BenchmarkShape is the statement shape of a budgeted statement.
+func BenchmarkShape(b *testing.B) {
+	const q = "SELECT id, total FROM orders WHERE tenant_id = $1 AND id = $2"
+	b.ReportAllocs()
+	var h uint64
+	for b.Loop() {
+		h += Shape(q)
+	}
+	_ = h
+}

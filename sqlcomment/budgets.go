@@ -110,7 +110,8 @@ type Budgets struct {
 	watch  map[watchKey]int64 // expiry, unix ns
 	nwatch atomic.Int32
 
-	ev events
+	ev     events
+	shapes shapeCache
 }
 
 // A BudgetOption configures a Budgets.
