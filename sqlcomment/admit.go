@@ -23,7 +23,7 @@ func (b *Budgets) Admit(now time.Time, t *tenant.Tags, cfg *config, query string
 	tk.shape = b.shapes.shape(query)
 	ns := now.UnixNano()
 	for _, r := range s.rules {
-		if matches(r.alts, t, cfg) {
+		if (r.expires == 0 || ns < r.expires) && matches(r.alts, t, cfg) {
 			tk.rule = r
 			break
 		}
@@ -49,7 +49,7 @@ func (b *Budgets) Admit(now time.Time, t *tenant.Tags, cfg *config, query string
 
 func (b *Budgets) admitList(tk *Ticket, list []*budget, t *tenant.Tags, cfg *config, ns int64) error {
 	for _, bu := range list {
-		if !matches(bu.alts, t, cfg) {
+		if (bu.expires != 0 && ns >= bu.expires) || !matches(bu.alts, t, cfg) {
 			continue
 		}
 		if int(tk.n) == maxApply {
@@ -192,7 +192,7 @@ func (b *Budgets) AdmitBegin(now time.Time, t *tenant.Tags, cfg *config) error {
 
 func (b *Budgets) beginList(list []*budget, t *tenant.Tags, cfg *config, ns int64) error {
 	for _, bu := range list {
-		if !bu.enforce || !matches(bu.alts, t, cfg) {
+		if !bu.enforce || (bu.expires != 0 && ns >= bu.expires) || !matches(bu.alts, t, cfg) {
 			continue
 		}
 		key := ""

@@ -440,3 +440,24 @@ func FuzzShape(f *testing.F) {
 		}
 	})
 }
+
+// TestBudgetExpires: a budget or rule with an expiry stops applying at it,
+// without a new policy.
+func TestBudgetExpires(t *testing.T) {
+	b := NewBudgets()
+	mustSet(t, b, []policy.Budget{{ID: "c", Concurrency: 1, Mode: policy.Enforce, Reason: "t", Expires: at(time.Minute)}},
+		[]policy.Runaway{{ID: "r", AfterSeconds: 1, Action: policy.Cancel, Reason: "t", Expires: at(time.Minute)}})
+	tags := tenant.Tags{Tenant: "a"}
+	tk, _ := b.Admit(at(0), &tags, &config{}, q1, false)
+	if tk.n != 1 || tk.Runaway() != time.Second {
+		t.Fatalf("before the expiry: %d budgets, deadline %v", tk.n, tk.Runaway())
+	}
+	if _, err := b.Admit(at(59*time.Second), &tags, &config{}, q1, false); err == nil {
+		t.Fatal("admitted over the limit before the expiry")
+	}
+	tk2, err := b.Admit(at(time.Minute), &tags, &config{}, q1, false)
+	if err != nil || tk2.n != 0 || tk2.Runaway() != 0 {
+		t.Fatalf("at the expiry: %v, %d budgets, deadline %v", err, tk2.n, tk2.Runaway())
+	}
+	b.Finish(&tk, at(time.Minute), time.Millisecond, false)
+}

@@ -208,10 +208,14 @@ func (b *Budgets) Set(budgets []policy.Budget, rules []policy.Runaway) error {
 			rs = &ruleStats{}
 		}
 		rkeep[pr.ID] = rs
-		s.rules = append(s.rules, &rule{
+		r := &rule{
 			id: pr.ID, alts: compileMatch(pr.Match), after: time.Duration(pr.AfterSeconds * float64(time.Second)),
 			action: pr.Action, cooldown: time.Duration(pr.CooldownSeconds * float64(time.Second)), stats: rs,
-		})
+		}
+		if !pr.Expires.IsZero() {
+			r.expires = pr.Expires.UnixNano()
+		}
+		s.rules = append(s.rules, r)
 	}
 	b.rstats = rkeep
 	for k := range b.watch {
@@ -349,6 +353,7 @@ type budget struct {
 	capacity float64 // seconds
 	perStmt  float64 // seconds; 0: none
 	conc     int32   // 0: none
+	expires  int64   // unix ns; 0: never
 	st       *budgetState
 	lastLog  atomic.Int64
 	logged   atomic.Uint64 // violations when last logged
@@ -358,6 +363,9 @@ func compileBudget(pb policy.Budget, st *budgetState) *budget {
 	bu := &budget{id: pb.ID, alts: compileMatch(pb.Match), each: pb.Each,
 		enforce: pb.ModeOrDefault() == policy.Enforce, share: pb.Share, capacity: pb.CapacitySeconds,
 		perStmt: pb.MaxStatementSeconds, conc: int32(pb.Concurrency), st: st}
+	if !pb.Expires.IsZero() {
+		bu.expires = pb.Expires.UnixNano()
+	}
 	if bu.share > 0 && bu.capacity == 0 {
 		bu.capacity = bu.share // one second's worth
 	}

@@ -17,6 +17,7 @@ type rule struct {
 	after    time.Duration
 	action   policy.RunawayAction
 	cooldown time.Duration
+	expires  int64 // unix ns; 0: never
 	stats    *ruleStats
 }
 
