@@ -38,6 +38,12 @@ type Budget struct {
 	// Concurrency caps the statements in flight for a bucket, per process;
 	// 0: no cap.
 	Concurrency int `json:"concurrency,omitempty"`
+	// ColdStartSeconds is the estimate of a statement whose shape has no
+	// measured duration yet under this budget; 0: the wrapper's default
+	// (sqlcomment.DefaultColdStart). Set it near the duration of the
+	// statements a budget is for (long reports), so that the first ones
+	// are estimated, and retried, as what they are.
+	ColdStartSeconds float64 `json:"cold_start_seconds,omitempty"`
 	// Mode is enforce, warn (the default when empty) or off.
 	Mode BudgetMode `json:"mode,omitempty"`
 	// Expires is optional for a budget: the zero time never expires.
@@ -94,7 +100,8 @@ func (b Budget) Validate() error {
 	for _, f := range []struct {
 		name string
 		v    float64
-	}{{"share", b.Share}, {"capacity_seconds", b.CapacitySeconds}, {"max_statement_seconds", b.MaxStatementSeconds}} {
+	}{{"share", b.Share}, {"capacity_seconds", b.CapacitySeconds}, {"max_statement_seconds", b.MaxStatementSeconds},
+		{"cold_start_seconds", b.ColdStartSeconds}} {
 		if f.v < 0 || math.IsNaN(f.v) || f.v > 1e6 {
 			return fmt.Errorf("%w: %s must be a number from 0 to 1e6", ErrInvalid, f.name)
 		}

@@ -74,7 +74,11 @@ func (b *Budgets) charge(tk *Ticket, bu *budget, key string, ns int64) error {
 	st := bu.st
 	st.mu.Lock()
 	k := st.bucketFor(key, ns)
-	est := st.estimate(k, tk.shape, b.cfg.coldStart)
+	cold := b.cfg.coldStart
+	if bu.cold >= 0 {
+		cold = bu.cold
+	}
+	est := st.estimate(k, tk.shape, cold)
 	if bu.share > 0 {
 		k.refill(bu, ns)
 	}

@@ -461,3 +461,15 @@ func TestBudgetExpires(t *testing.T) {
 	}
 	b.Finish(&tk, at(time.Minute), time.Millisecond, false)
 }
+
+func TestBudgetColdStart(t *testing.T) {
+	b := NewBudgets()
+	mustSet(t, b, []policy.Budget{{ID: "c", Concurrency: 1, ColdStartSeconds: 45, Mode: policy.Enforce, Reason: "t"}}, nil)
+	tags := tenant.Tags{Tenant: "a"}
+	tk, _ := b.Admit(at(0), &tags, &config{}, q1, false)
+	_, err := b.Admit(at(0), &tags, &config{}, q1, false)
+	if be := budgetErr(t, err); be.RetryAfter != 45*time.Second || be.Estimate != 45*time.Second {
+		t.Fatalf("refusal = %+v, want the budget's cold start", be)
+	}
+	b.Finish(&tk, at(time.Second), time.Second, false)
+}

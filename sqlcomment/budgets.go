@@ -58,9 +58,9 @@ const (
 // without literals nor comment) under the same bucket. The cold start: a
 // shape not yet measured under the bucket takes its average under the
 // budget's other buckets, else the bucket's average over all its shapes,
-// else the cold-start estimate (DefaultColdStart, WithColdStart). A
-// bucket remembers 8 shapes and a budget 32; a new shape replaces the one
-// measured least often.
+// else the cold-start estimate (the budget's cold_start_seconds, else
+// DefaultColdStart or WithColdStart). A bucket remembers 8 shapes and a
+// budget 32; a new shape replaces the one measured least often.
 //
 // # Limits and modes
 //
@@ -354,6 +354,7 @@ type budget struct {
 	perStmt  float64 // seconds; 0: none
 	conc     int32   // 0: none
 	expires  int64   // unix ns; 0: never
+	cold     float64 // seconds; < 0: the Budgets' cold start
 	st       *budgetState
 	lastLog  atomic.Int64
 	logged   atomic.Uint64 // violations when last logged
@@ -365,6 +366,10 @@ func compileBudget(pb policy.Budget, st *budgetState) *budget {
 		perStmt: pb.MaxStatementSeconds, conc: int32(pb.Concurrency), st: st}
 	if !pb.Expires.IsZero() {
 		bu.expires = pb.Expires.UnixNano()
+	}
+	bu.cold = -1
+	if pb.ColdStartSeconds > 0 {
+		bu.cold = pb.ColdStartSeconds
 	}
 	if bu.share > 0 && bu.capacity == 0 {
 		bu.capacity = bu.share // one second's worth
