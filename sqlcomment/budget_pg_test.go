@@ -121,3 +121,39 @@ func TestPostgresBudget(t *testing.T) {
 		t.Fatalf("%d sessions still run the cancelled statement", running)
 	}
 }
+
+// TestPostgresBudgetPrepared: executions of a database/sql prepared
+// statement are budgeted with the tags of the context each runs in.
+func TestPostgresBudgetPrepared(t *testing.T) {
+	b := sqlcomment.NewBudgets()
+	if err := b.Set([]policy.Budget{{ID: "analytics", Match: []map[string]string{{"tenant": "analytics"}},
+		Concurrency: 1, Mode: policy.Enforce, Reason: "test"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	db := openPG(t, sqlcomment.WithBudgets(b))
+	ctx := context.Background()
+	stmt, err := db.PrepareContext(ctx, "SELECT $1::int8 + 1") // prepared without tags
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stmt.Close()
+	an := tenant.With(ctx, tenant.Tags{Tenant: "analytics"})
+	rows, err := stmt.QueryContext(an, 1) // in flight until closed
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stmt.ExecContext(an, 2); !errors.Is(err, sqlcomment.ErrBudget) {
+		t.Fatalf("second execution: err = %v, want ErrBudget", err)
+	}
+	var n int64
+	if err := stmt.QueryRowContext(ctx, 41).Scan(&n); err != nil || n != 42 {
+		t.Fatalf("untagged execution: %v %d", err, n)
+	}
+	rows.Close()
+	if err := stmt.QueryRowContext(an, 1).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("after the first closed: %v %d", err, n)
+	}
+	if bs, _ := b.Stats(); bs[0].Refused[sqlcomment.LimitConcurrency-1] != 1 || bs[0].InFlight != 0 {
+		t.Fatalf("stats = %+v", bs[0])
+	}
+}

@@ -73,13 +73,15 @@ func (c *conn) Begin() (driver.Tx, error) {
 
 func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
 	st := c.cm.Comment(ctx, query, true)
-	if !c.cm.Observing() {
+	if !c.cm.Observing() && c.cm.cfg.budgets == nil {
 		return c.prepare(ctx, st.Query)
 	}
 	start := time.Now()
 	s, err := c.prepare(ctx, st.Query)
-	c.cm.Observe(ctx, Event{Tags: st.Tags, Tagged: st.Tagged, Op: OpPrepare, Query: st.Query,
-		Start: start, Duration: time.Since(start), Rows: -1, Err: err})
+	if c.cm.Observing() {
+		c.cm.Observe(ctx, Event{Tags: st.Tags, Tagged: st.Tagged, Op: OpPrepare, Query: st.Query,
+			Start: start, Duration: time.Since(start), Rows: -1, Err: err})
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -33,6 +33,14 @@ func (c *Commenter) start(ctx context.Context, r *budgetRun, query string, st *S
 	return r.ctx, nil
 }
 
+// startPrepared is start for an execution of a prepared statement: the
+// tags are those of the context it runs in.
+func (c *Commenter) startPrepared(ctx context.Context, r *budgetRun, query string, inTx bool) (context.Context, error) {
+	t, tagged := tenantFrom(ctx)
+	st := Statement{Tags: t, Tagged: tagged}
+	return c.start(ctx, r, query, &st, inTx)
+}
+
 // finish ends the statement of r.
 func (r *budgetRun) finish(err error) {
 	if r.b == nil {
@@ -132,9 +140,8 @@ func (c *conn) beginBudgeted(ctx context.Context, opts driver.TxOptions) (driver
 
 // WithBudgets applies b's budgets and runaway rules to the statements of
 // the wrapper (see Budgets). One Budgets may serve several wrappers.
-// Prepared statements (database/sql Stmt) are not budgeted; statements
-// run through the connection (DB, Conn, Tx ExecContext and QueryContext)
-// are.
+// Executions of prepared statements (database/sql Stmt) are budgeted with
+// the tags of the context each runs in.
 func WithBudgets(b *Budgets) Option { return func(c *config) { c.budgets = b } }
 
 // Budgets returns the Budgets of WithBudgets, or nil.
