@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -308,3 +309,88 @@ func TestBudgetsReachProcesses(t *testing.T) {
 		t.Fatalf("live budgets = %+v", snap.Budgets)
 	}
 }
+
+// TestPostgresRunawayTerminateAndReport: a terminate rule ends the
+// session of a runaway statement; a report rule only records it.
+func TestPostgresRunawayTerminateAndReport(t *testing.T) {
+	dsn := testsvc.Postgres(t)
+	mem := newMemStore()
+	s, err := New(Config{Store: "duckdb://unused", DataDir: t.TempDir(), Writer: "w1",
+		Registerer: prometheus.NewRegistry(), OpenStore: func(string) (store.Store, error) { return mem, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	ctx := context.Background()
+	sfx := randomToken()[:8]
+	for _, r := range []policy.Runaway{
+		{ID: "kill", Match: []map[string]string{{"tenant": "kill-" + sfx}}, AfterSeconds: 0.1, Action: policy.Terminate, Reason: "t"},
+		{ID: "watch", Match: []map[string]string{{"tenant": "watch-" + sfx}}, AfterSeconds: 0.1, Action: policy.Report, Reason: "t"},
+	} {
+		if _, err := s.SetRunaway(ctx, r, false, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	start := func(ten string) (*pgx.Conn, chan error) {
+		c, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { _, err := c.Exec(ctx, "SELECT pg_sleep(2) /*tenant='"+ten+"'*/"); done <- err }()
+		return c, done
+	}
+	kc, kdone := start("kill-" + sfx)
+	defer kc.Close(ctx)
+	wc, wdone := start("watch-" + sfx)
+	defer wc.Close(ctx)
+	sampler := pgactivity.NewSampler(pool)
+	for {
+		snap, err := sampler.Sample(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, b := range snap.Backends {
+			if (b.Tenant == "kill-"+sfx || b.Tenant == "watch-"+sfx) && b.Duration >= 200*time.Millisecond {
+				n++
+			}
+		}
+		if n == 2 {
+			s.checkRunaway(ctx, pool, snap)
+			s.checkRunaway(ctx, pool, snap) // once per statement
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := <-kdone; err == nil {
+		t.Fatal("the terminated session's statement succeeded")
+	}
+	if !kc.IsClosed() {
+		// pgx notices the terminated session on its next use.
+		if err := kc.Ping(ctx); err == nil {
+			t.Fatal("the terminated session still answers")
+		}
+	}
+	if err := <-wdone; err != nil {
+		t.Fatalf("a report rule stopped the statement: %v", err)
+	}
+	mem.mu.Lock()
+	defer mem.mu.Unlock()
+	var acts []string
+	for _, a := range mem.audit {
+		if a.Who == "sampler" {
+			acts = append(acts, a.Action)
+		}
+	}
+	slices.Sort(acts)
+	if strings.Join(acts, ",") != "runaway-reported,runaway-terminated" {
+		t.Fatalf("audit actions = %v", acts)
+	}
+}
+
