@@ -393,4 +393,3 @@ func TestPostgresRunawayTerminateAndReport(t *testing.T) {
 		t.Fatalf("audit actions = %v", acts)
 	}
 }
-
