@@ -35,7 +35,7 @@ runs each mode of --modes for --duration, drops the tables, and writes
 queue.csv and queue.md to --out.
 
 Examples:
-  go run ./examples/budgetqueue --postgres "postgres://qtop:qtop@127.0.0.1:5432/qtop?sslmode=disable"
+  go run ./examples/budgetqueue --postgres "$QTOP_TEST_POSTGRES"
   go run ./examples/budgetqueue --duration 30s --rate 100 --modes none,enforce
   ./scripts/plot-budget-queue docs/budget-queue    # the PNG from queue.csv
 
