@@ -3,6 +3,7 @@ package sqlcomment
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -472,4 +473,32 @@ func TestBudgetColdStart(t *testing.T) {
 		t.Fatalf("refusal = %+v, want the budget's cold start", be)
 	}
 	b.Finish(&tk, at(time.Second), time.Second, false)
+}
+
+// TestBudgetWarnLogs: a Warn budget's violations are sent, counted and
+// logged at most once a second per budget, with the count since the last
+// line.
+func TestBudgetWarnLogs(t *testing.T) {
+	var buf strings.Builder
+	b := NewBudgets(WithBudgetLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	mustSet(t, b, []policy.Budget{{ID: "w", Concurrency: 1, Reason: "t"}}, nil)
+	tags := tenant.Tags{Tenant: "a"}
+	var tks []Ticket
+	for i := range 5 { // 4 violations within a second: one line
+		tk, err := b.Admit(at(time.Duration(i)*time.Millisecond), &tags, &config{}, q1, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tks = append(tks, tk)
+	}
+	tk, _ := b.Admit(at(2*time.Second), &tags, &config{}, q1, false) // a second line
+	tks = append(tks, tk)
+	for i := range tks {
+		b.Finish(&tks[i], at(3*time.Second), time.Millisecond, false)
+	}
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[0], "budget=w") || !strings.Contains(lines[0], "handled=warned") ||
+		!strings.Contains(lines[0], "violations_since_last_log=1") || !strings.Contains(lines[1], "violations_since_last_log=4") {
+		t.Fatalf("log:\n%s", buf.String())
+	}
 }

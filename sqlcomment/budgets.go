@@ -43,7 +43,8 @@ const (
 // statement's context (tenant.Tags), application, db_driver and any other
 // key from the wrapper's static tags (WithApplication, WithTag). An empty
 // Match matches every statement. Each, when set, gives every distinct
-// value of that tag a bucket of its own; a Budgets keeps at most MaxKeys
+// value of that tag a bucket of its own (statements without the tag share
+// the bucket of the empty value); a Budgets keeps at most MaxKeys
 // buckets per budget (WithMaxKeys). When a new value would exceed it, the
 // bucket used longest ago among 16 sampled that has no statement in flight
 // is forgotten (its debt and its durations with it: an approximate LRU);

@@ -272,6 +272,7 @@ func (s *Server) changeBudgets(ctx context.Context, now time.Time, who, id strin
 		return policy.Policy{}, fmt.Errorf("%w: no %s %q to delete", policy.ErrInvalid, kind, id)
 	}
 	next.Version, next.Updated = s.policy.Version+1, now
+	next.Budgets, next.Runaway = next.ActiveBudgets(now) // expired ones go with any change
 	if err := next.Validate(); err != nil {
 		s.mu.Unlock()
 		return policy.Policy{}, err
