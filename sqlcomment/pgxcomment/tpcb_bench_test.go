@@ -146,18 +146,28 @@ func BenchmarkPostgresTPCB(b *testing.B) {
 	}
 	defer ec.Close(bg)
 	execWith := func(tx pgx.Tx) pgxcomment.Querier { return execMode{tx} }
+	// The fourth: tagged and budgeted, sent in the simple protocol (a
+	// QueryExecMode first argument, which the wrapper respects).
+	sc, err := pgx.Connect(bg, dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sc.Close(bg)
+	sdb := pgxcomment.Wrap(sc, sqlcomment.WithApplication("bench"), sqlcomment.WithBudgets(budgets))
+	simpleWith := func(tx pgx.Tx) pgxcomment.Querier { return withMode{sdb.With(tx), pgx.QueryExecModeSimpleProtocol} }
 	runs := []func(i int) error{
 		func(int) error { return tpcb(bg, plainBegin, plainWith, r) },
 		func(i int) error { return tpcb(ctxs[i%benchTenants], db.Begin, taggedWith, r) },
 		func(int) error { return tpcb(bg, ec.Begin, execWith, r) },
+		func(i int) error { return tpcb(ctxs[i%benchTenants], sdb.Begin, simpleWith, r) },
 	}
-	var took [3]time.Duration
+	var took [4]time.Duration
 	i := 0
 	for b.Loop() {
 		// Rotate which goes first, so that none always follows another's
 		// commit.
-		for k := range 3 {
-			j := (i + k) % 3
+		for k := range len(runs) {
+			j := (i + k) % len(runs)
 			t0 := time.Now()
 			if err := runs[j](i); err != nil {
 				b.Fatal(err)
@@ -172,6 +182,8 @@ func BenchmarkPostgresTPCB(b *testing.B) {
 	b.ReportMetric(per(took[2]), "untagged-exec-ns/tx")
 	b.ReportMetric(float64(took[1])/float64(took[0]), "tagged/untagged")
 	b.ReportMetric(float64(took[1])/float64(took[2]), "tagged/untagged-exec")
+	b.ReportMetric(per(took[3]), "tagged-simple-ns/tx")
+	b.ReportMetric(float64(took[3])/float64(took[0]), "tagged-simple/untagged")
 	if bs, _ := budgets.Stats(); bs[0].Admitted == 0 {
 		b.Fatal("the budget admitted nothing")
 	}
@@ -190,4 +202,22 @@ func (e execMode) Query(ctx context.Context, sql string, args ...any) (pgx.Rows,
 
 func (e execMode) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	return e.tx.QueryRow(ctx, sql, append([]any{pgx.QueryExecModeExec}, args...)...)
+}
+
+// withMode sends every statement through q with mode as first argument.
+type withMode struct {
+	q    pgxcomment.Querier
+	mode pgx.QueryExecMode
+}
+
+func (w withMode) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return w.q.Exec(ctx, sql, append([]any{w.mode}, args...)...)
+}
+
+func (w withMode) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return w.q.Query(ctx, sql, append([]any{w.mode}, args...)...)
+}
+
+func (w withMode) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return w.q.QueryRow(ctx, sql, append([]any{w.mode}, args...)...)
 }
