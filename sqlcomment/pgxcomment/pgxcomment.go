@@ -50,6 +50,17 @@
 // QueryExecModeExec to the arguments of tagged ExecContext and QueryContext
 // calls in the same way.
 //
+// # Budgets
+//
+// With sqlcomment.WithBudgets, a DB applies the database budgets and
+// runaway rules of a sqlcomment.Budgets to Exec, Query and QueryRow
+// before sending (an Enforce refusal is an error that
+// errors.Is(err, sqlcomment.ErrBudget), sent nothing); a runaway rule's
+// deadline is the statement's context deadline, so pgx cancels it on the
+// server. Begin checks a transaction before it begins; a DB made by With
+// for a pgx.Tx never refuses the transaction's statements (see
+// Transactions in the sqlcomment.Budgets doc).
+//
 // Batches (SendBatch) and CopyFrom are not commented: a batch's queued
 // texts could be, but its execution mode is the connection's; COPY has no
 // statement text of the caller's. Run them through the wrapped value's
