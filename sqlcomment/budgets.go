@@ -88,7 +88,11 @@ const (
 // matching bucket is spent (share at or below zero) or full (concurrency).
 // Statements inside it are charged and counted in flight as usual; their
 // violations count as "in_tx" and are logged, never refused. A
-// transaction opened with a BEGIN statement text is not seen as one.
+// transaction opened with a BEGIN statement text is not seen as one. A
+// runaway rule's deadline does apply inside a transaction: the statement
+// fails with the driver's cancel error, which its caller sees, and the
+// transaction must then be rolled back, as after any statement timeout;
+// the cool-down's refusals do not apply inside a transaction.
 //
 // # Runaway rules
 //
