@@ -44,12 +44,20 @@ type budgetLive struct {
 	slots   [rateN]budgetSlot
 	sampler samplerRunaway
 	actions *prometheus.CounterVec
+	// totals are the counters since start of the policy's budgets and
+	// rules (ids not in the policy are summed under "other"), for the
+	// fleet-wide metrics.
+	totals map[string]*live.BudgetRow
 }
 
 // register registers qtop_collector_runaway_actions_total{action,outcome}
 // (action: cancel, terminate, report; outcome: cancelled, terminated,
-// reported, gone, failed — both bounded).
-func (b *budgetLive) register(reg prometheus.Registerer) error {
+// reported, gone, failed — both bounded) and the fleet-wide totals
+// (budgetMetrics).
+func (b *budgetLive) register(s *Server, reg prometheus.Registerer) error {
+	if err := reg.Register(budgetMetrics{s}); err != nil {
+		return fmt.Errorf("collector: metrics: %w", err)
+	}
 	b.actions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qtop_collector_runaway_actions_total",
 		Help: "Statements the pg_stat_activity sampler acted on under a runaway rule, by action and outcome."},
 		[]string{"action", "outcome"})
@@ -59,9 +67,78 @@ func (b *budgetLive) register(reg prometheus.Registerer) error {
 	return nil
 }
 
+var (
+	descFleetBudget = prometheus.NewDesc("qtop_collector_budget_statements_total",
+		"Statements of a database budget summed over the reporting processes, by budget (ids not in the policy: other) and outcome (admitted, refused, warned, in_tx).",
+		[]string{"budget", "outcome"}, nil)
+	descFleetRunaway = prometheus.NewDesc("qtop_collector_runaway_statements_total",
+		"Statements a runaway rule acted on, summed over the reporting processes and the sampler, by rule (ids not in the policy: other) and outcome (cancelled, terminated, reported, watch_refused).",
+		[]string{"rule", "outcome"}, nil)
+)
+
+// budgetMetrics exports the budgets' fleet-wide totals.
+type budgetMetrics struct{ s *Server }
+
+func (m budgetMetrics) Describe(ch chan<- *prometheus.Desc) { ch <- descFleetBudget; ch <- descFleetRunaway }
+
+func (m budgetMetrics) Collect(ch chan<- prometheus.Metric) {
+	m.s.mu.Lock()
+	rows := make([]live.BudgetRow, 0, len(m.s.bud.totals))
+	for _, r := range m.s.bud.totals {
+		rows = append(rows, *r)
+	}
+	m.s.mu.Unlock()
+	for _, r := range rows {
+		if r.Runaway {
+			for _, c := range [...]struct {
+				n string
+				v uint64
+			}{{"cancelled", r.Cancelled}, {"terminated", r.Terminated}, {"reported", r.Reported}, {"watch_refused", r.WatchRefused}} {
+				ch <- prometheus.MustNewConstMetric(descFleetRunaway, prometheus.CounterValue, float64(c.v), r.ID, c.n)
+			}
+			continue
+		}
+		for _, c := range [...]struct {
+			n string
+			v uint64
+		}{{"admitted", r.Admitted}, {"refused", r.Refused}, {"warned", r.Warned}, {"in_tx", r.InTx}} {
+			ch <- prometheus.MustNewConstMetric(descFleetBudget, prometheus.CounterValue, float64(c.v), r.ID, c.n)
+		}
+	}
+}
+
+// totalLocked returns the fleet-wide total row of id: its own when the
+// policy has it, else "other" (so reporters cannot add label values).
+func (s *Server) totalLocked(id string, runaway bool) *live.BudgetRow {
+	if s.bud.totals == nil {
+		s.bud.totals = map[string]*live.BudgetRow{}
+	}
+	known := false
+	if runaway {
+		known = slices.ContainsFunc(s.policy.Runaway, func(r policy.Runaway) bool { return r.ID == id })
+	} else {
+		known = slices.ContainsFunc(s.policy.Budgets, func(b policy.Budget) bool { return b.ID == id })
+	}
+	if !known {
+		id = "other"
+	}
+	key := id
+	if runaway {
+		key = "\x00" + id
+	}
+	r := s.bud.totals[key]
+	if r == nil {
+		r = &live.BudgetRow{ID: id, Runaway: runaway}
+		s.bud.totals[key] = r
+	}
+	return r
+}
+
 // mergeBudgetsLocked adds a report's budget counters to second sec.
 func (s *Server) mergeBudgetsLocked(sec int64, cs []ingest.BudgetCounter) {
 	for _, c := range cs {
+		s.totalLocked(c.ID, c.Runaway).Add(&live.BudgetRow{Admitted: c.Admitted, Refused: c.Refused, Warned: c.Warned,
+			InTx: c.InTx, Cancelled: c.Cancelled, Reported: c.Reported, WatchRefused: c.WatchRefused})
 		r := s.budgetRowLocked(sec, c.ID, c.Runaway)
 		r.Enforce = r.Enforce || c.Enforce
 		r.Admitted += c.Admitted

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/qtop-dev/qtop/ingest"
 	"github.com/qtop-dev/qtop/internal/live"
@@ -85,7 +86,7 @@ func TestBudgetPolicyEndpoints(t *testing.T) {
 	pr := newProcess(f.clk, "api", "p")
 	rep := pr.rec.Cut(f.clk.Now())
 	rep.Budgets = []ingest.BudgetCounter{{ID: "analytics", Enforce: true, Admitted: 7, Refused: 3},
-		{ID: "long", Runaway: true, Cancelled: 1, WatchRefused: 2}}
+		{ID: "long", Runaway: true, Cancelled: 1, WatchRefused: 2}, {ID: "made-up", Admitted: 5}}
 	body, err := rep.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +97,7 @@ func TestBudgetPolicyEndpoints(t *testing.T) {
 		t.Fatalf("reply %+v %v", r, err)
 	}
 	snap := f.s.Snapshot(f.clk.Add(time.Second), live.MeasureRU, 10)
-	if len(snap.Budgets) != 2 || len(snap.Policy.Budgets) != 1 {
+	if len(snap.Budgets) != 3 || len(snap.Policy.Budgets) != 1 {
 		t.Fatalf("live budgets = %+v, policy %+v", snap.Budgets, snap.Policy)
 	}
 	if b := snap.Budgets[0]; b.ID != "analytics" || b.Mode != "enforce" || b.Admitted != 7 || b.Refused != 3 {
@@ -104,6 +105,25 @@ func TestBudgetPolicyEndpoints(t *testing.T) {
 	}
 	if b := snap.Budgets[1]; b.ID != "long" || !b.Runaway || b.Cancelled != 1 || b.WatchRefused != 2 {
 		t.Fatalf("runaway row = %+v", b)
+	}
+	// Fleet-wide metrics: the policy's ids, anything else as "other".
+	err = testutil.CollectAndCompare(f.reg, strings.NewReader(`
+# HELP qtop_collector_budget_statements_total Statements of a database budget summed over the reporting processes, by budget (ids not in the policy: other) and outcome (admitted, refused, warned, in_tx).
+# TYPE qtop_collector_budget_statements_total counter
+qtop_collector_budget_statements_total{budget="analytics",outcome="admitted"} 7
+qtop_collector_budget_statements_total{budget="analytics",outcome="in_tx"} 0
+qtop_collector_budget_statements_total{budget="analytics",outcome="refused"} 3
+qtop_collector_budget_statements_total{budget="analytics",outcome="warned"} 0
+qtop_collector_budget_statements_total{budget="other",outcome="admitted"} 5
+qtop_collector_budget_statements_total{budget="other",outcome="in_tx"} 0
+qtop_collector_budget_statements_total{budget="other",outcome="refused"} 0
+qtop_collector_budget_statements_total{budget="other",outcome="warned"} 0
+`), "qtop_collector_budget_statements_total")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if probs, err := testutil.CollectAndLint(f.reg, "qtop_collector_budget_statements_total", "qtop_collector_runaway_statements_total"); err != nil || len(probs) > 0 {
+		t.Fatalf("lint: %v %v", err, probs)
 	}
 	// Delete, then deleting again is an error.
 	if code, msg := post(t, srv.URL+PathBudgets, f.token, `{"id":"analytics","delete":true}`); code != http.StatusOK {

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/sqlcomment"
@@ -166,18 +167,20 @@ func (s *Server) runawayAct(ctx context.Context, pool *pgxpool.Pool, r policy.Ru
 	}
 	now := s.cfg.Now()
 	s.mu.Lock()
-	row := s.budgetRowLocked(now.Unix(), r.ID, true)
+	var add live.BudgetRow
 	switch done {
 	case "cancelled":
-		row.Cancelled++
+		add.Cancelled++
 	case "terminated":
-		row.Terminated++
+		add.Terminated++
 	case "reported":
-		row.Reported++
+		add.Reported++
 	}
 	if watched && (done == "cancelled" || done == "terminated") {
-		row.WatchRefused++
+		add.WatchRefused++
 	}
+	s.budgetRowLocked(now.Unix(), r.ID, true).Add(&add)
+	s.totalLocked(r.ID, true).Add(&add)
 	s.mu.Unlock()
 	s.bud.actions.WithLabelValues(string(r.Action), done).Inc()
 	a := runawayAudit{Rule: r.ID, Action: string(r.Action), Done: done, PID: b.PID, QueryStart: b.QueryStart,

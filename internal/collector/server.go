@@ -107,7 +107,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Registerer.Register(ratioCollector{s}); err != nil {
 		return nil, fmt.Errorf("collector: metrics: %w", err)
 	}
-	if err := s.bud.register(cfg.Registerer); err != nil { // budgets.go
+	if err := s.bud.register(s, cfg.Registerer); err != nil { // budgets.go
 		return nil, err
 	}
 	if s.token == "" {
