@@ -79,7 +79,10 @@ var (
 // budgetMetrics exports the budgets' fleet-wide totals.
 type budgetMetrics struct{ s *Server }
 
-func (m budgetMetrics) Describe(ch chan<- *prometheus.Desc) { ch <- descFleetBudget; ch <- descFleetRunaway }
+func (m budgetMetrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descFleetBudget
+	ch <- descFleetRunaway
+}
 
 func (m budgetMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.s.mu.Lock()
