@@ -352,3 +352,16 @@ func BenchmarkShape(b *testing.B) {
 	}
 	_ = h
 }
+
+// BenchmarkExecTaggedBudgeted is BenchmarkExecTagged with an Enforce
+// budget that matches (share, cap, concurrency): the wrapper's cost of
+// the budget check on a no-op driver.
+func BenchmarkExecTaggedBudgeted(b *testing.B) {
+	bs := NewBudgets()
+	if err := bs.Set([]policy.Budget{{ID: "each", Each: "tenant", Share: 1000, Concurrency: 1000,
+		MaxStatementSeconds: 10, Mode: policy.Enforce, Reason: "bench"}}, nil); err != nil {
+		b.Fatal(err)
+	}
+	db, ctx := benchDB(b, true, WithBudgets(bs))
+	benchExec(b, db, ctx)
+}
