@@ -13,23 +13,27 @@ func Shape(query string) uint64 {
 		prime  = 1099511628211
 	)
 	h := uint64(offset)
-	put := func(c byte) { h = (h ^ uint64(c)) * prime }
-	space := false // a space is pending
-	prev := byte(' ')
-	emit := func(c byte) {
-		// Whitespace counts only between two words: "id = 1" is "id=1".
-		if space && wordByte(prev) && wordByte(c) {
-			put(' ')
-		}
-		space = false
-		put(c)
-		prev = c
-	}
+	space := false    // a space is pending
+	prev := byte(' ') // the last byte hashed
 	n := len(query)
 	for i := 0; i < n; i++ {
 		c := query[i]
+		cl := shapeClass[c]
+		if cl == classPlain {
+			// The common case, one table look-up a byte: letters (lower-
+			// cased), '_' and punctuation.
+			if space && wordByte(prev) && shapeWord[c] {
+				h = (h ^ ' ') * prime
+			}
+			space = false
+			c = shapeLower[c]
+			h = (h ^ uint64(c)) * prime
+			prev = c
+			continue
+		}
+		emit := byte(0)
 		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f':
+		case cl == classSpace:
 			space = true
 		case c == '/' && i+1 < n && query[i+1] == '*':
 			// A comment, nested as PostgreSQL nests them.
@@ -61,23 +65,61 @@ func Shape(query string) uint64 {
 					break
 				}
 			}
-			emit('?')
-		case c >= '0' && c <= '9' && !identByte(prev):
+			emit = '?'
+		case isDigit(c) && !identByte(prev):
 			for i+1 < n && (isDigit(query[i+1]) || query[i+1] == '.' ||
 				query[i+1] == 'e' || query[i+1] == 'E') {
 				i++
 			}
-			emit('?')
+			emit = '?'
 		case c == ';' && trailing(query[i+1:]):
 			i = n
 		default:
-			if c >= 'A' && c <= 'Z' {
-				c += 'a' - 'A'
+			emit = shapeLower[c]
+		}
+		if emit != 0 {
+			// Whitespace counts only between two words: "id = 1" is "id=1".
+			if space && wordByte(prev) && wordByte(emit) {
+				h = (h ^ ' ') * prime
 			}
-			emit(c)
+			space = false
+			h = (h ^ uint64(emit)) * prime
+			prev = emit
 		}
 	}
 	return h
+}
+
+// Byte classes of Shape: plain bytes are hashed as they are (lower-cased);
+// the others start whitespace, a comment, a literal or a trailing ';', or
+// are digits, which may start a number.
+const (
+	classPlain = iota
+	classSpace
+	classOther
+)
+
+var (
+	shapeClass [256]uint8
+	shapeLower [256]byte
+	shapeWord  [256]bool
+)
+
+func init() {
+	for c := range 256 {
+		b := byte(c)
+		shapeLower[c] = b
+		if b >= 'A' && b <= 'Z' {
+			shapeLower[c] = b + 'a' - 'A'
+		}
+		shapeWord[c] = wordByte(shapeLower[c])
+		switch {
+		case b == ' ' || b == '\t' || b == '\n' || b == '\r' || b == '\f':
+			shapeClass[c] = classSpace
+		case b == '/' || b == '-' || b == '\'' || b == ';' || isDigit(b):
+			shapeClass[c] = classOther
+		}
+	}
 }
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
