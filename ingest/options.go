@@ -68,6 +68,7 @@ type config struct {
 	onPolicy    func(policy.Policy)
 	enforcement func() Enforcement
 	onCut       func(*Report)
+	budgets     func() []BudgetCounter
 
 	// span processor
 	skipDBSpans      bool

@@ -176,6 +176,9 @@ func (r *Reporter) cut(final bool) uint64 {
 	if r.cfg.enforcement != nil {
 		rep.Enforcement = r.cfg.enforcement()
 	}
+	if r.cfg.budgets != nil {
+		rep.Budgets = r.cfg.budgets()
+	}
 	if r.cfg.onCut != nil {
 		r.cfg.onCut(rep)
 	}

@@ -37,6 +37,7 @@ type section struct {
 // section.
 var sections = []section{
 	{tag: 1, name: "enforcement detail", has: hasEnforcementDetail, appendTo: appendEnforcementDetail, decode: decodeEnforcementDetail},
+	budgetsSection(), // 4: database budget counters (budgets.go)
 }
 
 func appendSections(b []byte, r *Report) ([]byte, error) {

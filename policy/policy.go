@@ -63,6 +63,10 @@ type Policy struct {
 	Version uint64    `json:"version"`
 	Rules   []Rule    `json:"rules"`
 	Updated time.Time `json:"updated"`
+	// Budgets and Runaway are the database budgets and runaway-statement
+	// rules (budget.go) that the driver wrapper and the sampler apply.
+	Budgets []Budget  `json:"budgets,omitempty"`
+	Runaway []Runaway `json:"runaway,omitempty"`
 }
 
 // Validate checks one rule.
@@ -104,7 +108,7 @@ func (p Policy) Validate() error {
 			return fmt.Errorf("rule %d (%s): %w", i, r.ID, err)
 		}
 	}
-	return nil
+	return p.ValidateBudgets()
 }
 
 // Active returns the rules that have not expired at now, in a stable order

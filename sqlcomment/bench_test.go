@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -301,4 +302,66 @@ func BenchmarkFormatVsNaive(b *testing.B) {
 	b.ReportMetric(m[2], "floor-ns")
 	b.ReportMetric(m[1]/m[0], "speedup")
 	b.ReportMetric(m[0]/m[2], "format-vs-floor")
+}
+
+// BenchmarkBudgetAdmit is the budget check on the statement path: an
+// "each tenant" budget with share, concurrency and cap, over 10,000
+// tenants (10,000 budget keys) in turn, plus a runaway rule that does
+// not match; Admit and Finish per op.
+func BenchmarkBudgetAdmit(b *testing.B) {
+	bs := NewBudgets()
+	if err := bs.Set([]policy.Budget{{ID: "each", Each: "tenant", Share: 1000, Concurrency: 1000,
+		MaxStatementSeconds: 10, Mode: policy.Enforce, Reason: "bench"}},
+		[]policy.Runaway{{ID: "r", Match: []map[string]string{{"route": "/none"}}, AfterSeconds: 1, Action: policy.Cancel, Reason: "bench"}}); err != nil {
+		b.Fatal(err)
+	}
+	const keys = 10000
+	tags := make([]tenant.Tags, keys)
+	for i := range tags {
+		tags[i] = tenant.Tags{Tenant: fmt.Sprintf("tenant-%05d", i), Route: "/api/orders"}
+	}
+	cfg := &config{application: "bench"}
+	const q = "SELECT id, total FROM orders WHERE tenant_id = $1 AND id = $2"
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	for i := range keys { // every key exists: the steady state
+		tk, _ := bs.Admit(now, &tags[i], cfg, q, false)
+		bs.Finish(&tk, now, time.Millisecond, false)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		now = now.Add(time.Microsecond)
+		tk, err := bs.Admit(now, &tags[i%keys], cfg, q, false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		bs.Finish(&tk, now, time.Millisecond, false)
+	}
+	if got := len(bs.cur.Load().all[0].st.keys); got != keys {
+		b.Fatalf("%d keys, want %d", got, keys)
+	}
+}
+
+// BenchmarkShape is the statement shape of a budgeted statement.
+func BenchmarkShape(b *testing.B) {
+	const q = "SELECT id, total FROM orders WHERE tenant_id = $1 AND id = $2"
+	b.ReportAllocs()
+	var h uint64
+	for b.Loop() {
+		h += Shape(q)
+	}
+	_ = h
+}
+
+// BenchmarkExecTaggedBudgeted is BenchmarkExecTagged with an Enforce
+// budget that matches (share, cap, concurrency): the wrapper's cost of
+// the budget check on a no-op driver.
+func BenchmarkExecTaggedBudgeted(b *testing.B) {
+	bs := NewBudgets()
+	if err := bs.Set([]policy.Budget{{ID: "each", Each: "tenant", Share: 1000, Concurrency: 1000,
+		MaxStatementSeconds: 10, Mode: policy.Enforce, Reason: "bench"}}, nil); err != nil {
+		b.Fatal(err)
+	}
+	db, ctx := benchDB(b, true, WithBudgets(bs))
+	benchExec(b, db, ctx)
 }

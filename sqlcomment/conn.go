@@ -22,6 +22,9 @@ type conn struct {
 	ex driver.Execer //nolint:staticcheck // forwarded for old drivers
 	qc driver.QueryerContext
 	qx driver.Queryer //nolint:staticcheck // forwarded for old drivers
+	// inTx is true between BeginTx and the end of its transaction; a
+	// connection is used by one goroutine at a time.
+	inTx bool
 }
 
 func newConn(c driver.Conn, cm *Commenter) *conn {
@@ -70,13 +73,15 @@ func (c *conn) Begin() (driver.Tx, error) {
 
 func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
 	st := c.cm.Comment(ctx, query, true)
-	if !c.cm.Observing() {
+	if !c.cm.Observing() && c.cm.cfg.budgets == nil {
 		return c.prepare(ctx, st.Query)
 	}
 	start := time.Now()
 	s, err := c.prepare(ctx, st.Query)
-	c.cm.Observe(ctx, Event{Tags: st.Tags, Tagged: st.Tagged, Op: OpPrepare, Query: st.Query,
-		Start: start, Duration: time.Since(start), Rows: -1, Err: err})
+	if c.cm.Observing() {
+		c.cm.Observe(ctx, Event{Tags: st.Tags, Tagged: st.Tagged, Op: OpPrepare, Query: st.Query,
+			Start: start, Duration: time.Since(start), Rows: -1, Err: err})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -108,6 +113,9 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 	st := c.cm.Comment(ctx, query, false)
 	if st.Unique && len(c.cm.cfg.leadingArgs) > 0 {
 		args = leading(c.cm.cfg.leadingArgs, args)
+	}
+	if c.cm.cfg.budgets != nil {
+		return c.execBudgeted(ctx, query, st, args)
 	}
 	var start time.Time
 	if c.cm.Observing() {
@@ -142,6 +150,9 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 	st := c.cm.Comment(ctx, query, false)
 	if st.Unique && len(c.cm.cfg.leadingArgs) > 0 {
 		args = leading(c.cm.cfg.leadingArgs, args)
+	}
+	if c.cm.cfg.budgets != nil {
+		return c.queryBudgeted(ctx, query, st, args)
 	}
 	var start time.Time
 	if c.cm.Observing() {
@@ -232,6 +243,9 @@ func (c *conn) Ping(ctx context.Context) error {
 }
 
 func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	if c.cm.cfg.budgets != nil {
+		return c.beginBudgeted(ctx, opts)
+	}
 	if !c.cm.Observing() {
 		return c.begin(ctx, opts)
 	}

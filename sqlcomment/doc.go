@@ -36,6 +36,17 @@
 // driver's own are returned. sql.Conn.Raw hands out the wrapper: Unwrap
 // reaches the driver's connection.
 //
+// # Budgets and runaway statements
+//
+// WithBudgets applies a Budgets (database budgets and runaway rules, from
+// the collector's policy through Budgets.SetPolicy) to the statements of
+// the wrapper before they are sent: a statement over an Enforce budget is
+// refused with an error that errors.Is(err, ErrBudget), one over a Warn
+// budget is sent and counted, a runaway statement is cancelled by its
+// context deadline. The Budgets type documents matching, estimates,
+// limits, transactions and the runaway watch list; pgxcomment does the
+// same for pgx.
+//
 // A statement prepared with PrepareContext carries the tags of the context
 // it is prepared in (database/sql also prepares per call, with the call's
 // context, for drivers without ExecerContext). Prepare statements shared

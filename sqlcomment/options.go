@@ -26,6 +26,7 @@ type config struct {
 	observer    Observer
 	reg         prometheus.Registerer
 	leadingArgs []driver.Value
+	budgets     *Budgets
 }
 
 func newConfig(opts []Option) config {

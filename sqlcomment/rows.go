@@ -22,6 +22,7 @@ type rows struct {
 	n      int64
 	err    error
 	closed bool
+	run    *budgetRun // with WithBudgets: finished when the rows close
 }
 
 var (
@@ -51,6 +52,12 @@ func (r *rows) Close() error {
 	err := r.r.Close()
 	if !r.closed {
 		r.closed = true
+		if r.run != nil {
+			r.run.finish(r.err)
+		}
+		if !r.cm.Observing() {
+			return err
+		}
 		r.ev.Duration = time.Since(r.ev.Start)
 		r.ev.Rows = r.n
 		r.ev.Err = r.err

@@ -7,9 +7,10 @@ import (
 	"time"
 )
 
-// stmt reports executions of a prepared statement to the Observer. It
-// exists only with WithObserver (otherwise the driver's statement is
-// returned as is). database/sql treats a statement's NamedValueChecker and
+// stmt reports executions of a prepared statement to the Observer and
+// applies the budgets to them (with the tags of the context each runs
+// in). It exists only with WithObserver or WithBudgets (otherwise the
+// driver's statement is returned as is). database/sql treats a statement's NamedValueChecker and
 // ColumnConverter differently from the connection's, so wrapStmt picks one
 // of four types that implement exactly the ones the wrapped statement has.
 type stmt struct {
@@ -80,6 +81,14 @@ func (s *stmt) Query(args []driver.Value) (driver.Rows, error) {
 // ExecContext reports the execution with the tags of ctx, the context it
 // runs in (the comment carries those of the context it was prepared in).
 func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
+	var run budgetRun
+	if s.c.cm.cfg.budgets != nil {
+		var err error
+		if ctx, err = s.c.cm.startPrepared(ctx, &run, s.query, s.c.inTx); err != nil {
+			return nil, err
+		}
+		defer run.finish(nil)
+	}
 	start := time.Now()
 	var res driver.Result
 	var err error
@@ -96,7 +105,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 			}
 		}
 	}
-	if errors.Is(err, driver.ErrSkip) {
+	if errors.Is(err, driver.ErrSkip) || !s.c.cm.Observing() {
 		return res, err
 	}
 	rows := int64(-1)
@@ -112,6 +121,15 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 }
 
 func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
+	var run *budgetRun
+	octx := ctx
+	if s.c.cm.cfg.budgets != nil {
+		run = &budgetRun{}
+		var err error
+		if ctx, err = s.c.cm.startPrepared(ctx, run, s.query, s.c.inTx); err != nil {
+			return nil, err
+		}
+	}
 	start := time.Now()
 	var r driver.Rows
 	var err error
@@ -129,14 +147,22 @@ func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driv
 		}
 	}
 	if errors.Is(err, driver.ErrSkip) {
+		if run != nil {
+			run.finish(nil)
+		}
 		return r, err
 	}
-	t, tagged := tenantFrom(ctx)
+	t, tagged := tenantFrom(octx)
 	ev := Event{Tags: t, Tagged: tagged, Op: OpQuery, Query: s.query, Prepared: true, Start: start}
 	if err != nil {
-		ev.Duration, ev.Rows, ev.Err = time.Since(start), -1, err
-		s.c.cm.Observe(ctx, ev)
+		if run != nil {
+			run.finish(err)
+		}
+		if s.c.cm.Observing() {
+			ev.Duration, ev.Rows, ev.Err = time.Since(start), -1, err
+			s.c.cm.Observe(octx, ev)
+		}
 		return nil, err
 	}
-	return &rows{r: r, ctx: ctx, cm: s.c.cm, ev: ev}, nil
+	return &rows{r: r, ctx: octx, cm: s.c.cm, ev: ev, run: run}, nil
 }

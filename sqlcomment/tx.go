@@ -16,6 +16,7 @@ type txn struct {
 	cm     *Commenter
 	tags   tenant.Tags
 	tagged bool
+	c      *conn // with WithBudgets: told when the transaction ends
 }
 
 var _ driver.Tx = (*txn)(nil)
@@ -24,6 +25,12 @@ func (t *txn) Commit() error   { return t.end(OpCommit, t.tx.Commit) }
 func (t *txn) Rollback() error { return t.end(OpRollback, t.tx.Rollback) }
 
 func (t *txn) end(op Op, f func() error) error {
+	if t.c != nil {
+		t.c.inTx = false
+	}
+	if !t.cm.Observing() {
+		return f()
+	}
 	start := time.Now()
 	err := f()
 	t.cm.Observe(t.ctx, Event{Tags: t.tags, Tagged: t.tagged, Op: op, Start: start,

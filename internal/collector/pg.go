@@ -64,6 +64,7 @@ func (s *Server) runSampler(ctx context.Context) {
 				return
 			}
 			s.AddSample(snap, time.Second)
+			s.checkRunaway(ctx, pool, snap) // runaway.go
 			if err != nil { // e.g. sessions hidden from a role without pg_monitor
 				s.setSamplerErr(err)
 			}

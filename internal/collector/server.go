@@ -68,6 +68,7 @@ type Server struct {
 	replyVersion uint64
 	version      uint64
 	pg           pgState
+	bud          budgetLive // budgets.go
 	storeErr     string
 	snapCache    map[snapKey]*live.Snapshot
 	closed       bool
@@ -112,6 +113,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if err := cfg.Registerer.Register(ratioCollector{s}); err != nil {
 		return nil, fmt.Errorf("collector: metrics: %w", err)
+	}
+	if err := s.bud.register(s, cfg.Registerer); err != nil { // budgets.go
+		return nil, err
 	}
 	if err := os.MkdirAll(s.walDir, 0o700); err != nil {
 		return nil, fmt.Errorf("collector: data dir: %w", err)
@@ -269,6 +273,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc(live.PathReport, s.authorized(RoleRead, s.handleCostReport))
 	mux.HandleFunc(live.PathAudit, s.authorized(RoleAdmin, s.handleAudit))
 	mux.HandleFunc(live.PathHistory, s.authorized(RoleRead, s.handleHistory))
+	mux.HandleFunc(PathBudgets, s.handleBudgets) // budgets.go
+	mux.HandleFunc(PathRunaway, s.handleRunaway)
 	if s.cfg.Gatherer != nil {
 		mux.Handle("/metrics", s.authorized(RoleRead, promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}).ServeHTTP))
 	}

@@ -271,6 +271,8 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 	}
 	snap.PoolWait = poolRows(&s.enf, sec)
 
+	s.budgetSnapshotLocked(&snap, now, sec) // budgets.go
+
 	// Sampler.
 	snap.Statements = append([]live.StatementRow{}, s.pg.statements...)
 	snap.Blocked = append([]live.BlockRow(nil), s.pg.blocked...)

@@ -130,6 +130,9 @@ type Snapshot struct {
 	// PoolWait is connection-pool wait per tenant over Window, most
 	// waited first (at most MaxPoolWaitRows).
 	PoolWait []PoolWaitRow `json:"pool_wait,omitempty"`
+	// Budgets are the database budgets and runaway rules with their
+	// counters over Window (budgets.go).
+	Budgets []BudgetRow `json:"budgets,omitempty"`
 	// Policy is the collector's policy; only rules active at Time.
 	Policy    policy.Policy   `json:"policy"`
 	Collector CollectorStatus `json:"collector"`

@@ -13,6 +13,7 @@ import (
 // counts of the window.
 type enforcementView struct {
 	enf   live.EnforcementRow
+	bud   []live.BudgetRow // budgets.go
 	pol   policy.Policy
 	list  list
 	stamp time.Time // the snapshot's time, for "expires in"
@@ -20,6 +21,7 @@ type enforcementView struct {
 
 func (v *enforcementView) set(s *live.Snapshot) {
 	v.enf, v.pol, v.stamp = s.Enforcement, s.Policy, s.Time
+	v.bud = s.Budgets
 	v.list.setLen(len(v.pol.Rules))
 }
 
@@ -41,6 +43,10 @@ func (v *enforcementView) view(c *common, h int) string {
 		}
 		out.WriteString("\n" + line)
 	}
+	bl := budgetLines(c, v.pol, v.bud)
+	for _, l := range bl {
+		out.WriteString("\n" + l)
+	}
 	rules := " active rules"
 	if len(v.pol.Rules) == 1 {
 		rules = " active rule"
@@ -53,7 +59,7 @@ func (v *enforcementView) view(c *common, h int) string {
 		out.WriteString("\n" + c.st.dim.Render(clip("no active rule (t on a tenant throttles it)", c.width)))
 		return out.String()
 	}
-	from, to := v.list.window(max(h-9, 1))
+	from, to := v.list.window(max(h-9-len(bl), 1))
 	for i := from; i < to; i++ {
 		r := &v.pol.Rules[i]
 		target := r.Tenant

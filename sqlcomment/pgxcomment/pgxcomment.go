@@ -50,6 +50,17 @@
 // QueryExecModeExec to the arguments of tagged ExecContext and QueryContext
 // calls in the same way.
 //
+// # Budgets
+//
+// With sqlcomment.WithBudgets, a DB applies the database budgets and
+// runaway rules of a sqlcomment.Budgets to Exec, Query and QueryRow
+// before sending (an Enforce refusal is an error that
+// errors.Is(err, sqlcomment.ErrBudget), sent nothing); a runaway rule's
+// deadline is the statement's context deadline, so pgx cancels it on the
+// server. Begin checks a transaction before it begins; a DB made by With
+// for a pgx.Tx never refuses the transaction's statements (see
+// Transactions in the sqlcomment.Budgets doc).
+//
 // Batches (SendBatch) and CopyFrom are not commented: a batch's queued
 // texts could be, but its execution mode is the connection's; COPY has no
 // statement text of the caller's. Run them through the wrapped value's
@@ -79,6 +90,8 @@ type Querier interface {
 type DB struct {
 	q Querier
 	c *sqlcomment.Commenter
+	// inTx: q is a pgx.Tx, whose statements budgets never refuse.
+	inTx bool
 }
 
 var _ Querier = (*DB)(nil)
@@ -88,12 +101,16 @@ var _ Querier = (*DB)(nil)
 // Wrap a pool or connection once: each DB has a Commenter, whose caches
 // take about 20 KiB; use With for a transaction.
 func Wrap(q Querier, opts ...sqlcomment.Option) *DB {
-	return &DB{q: q, c: sqlcomment.NewCommenter(opts...)}
+	_, inTx := q.(pgx.Tx)
+	return &DB{q: q, c: sqlcomment.NewCommenter(opts...), inTx: inTx}
 }
 
 // With returns a DB for q that shares db's configuration and counters; use
 // it for a transaction: tx, _ := pool.Begin(ctx); db.With(tx).Exec(…).
-func (db *DB) With(q Querier) *DB { return &DB{q: q, c: db.c} }
+func (db *DB) With(q Querier) *DB {
+	_, inTx := q.(pgx.Tx)
+	return &DB{q: q, c: db.c, inTx: inTx}
+}
 
 // Commenter returns the DB's commenter (for Dropped).
 func (db *DB) Commenter() *sqlcomment.Commenter { return db.c }
@@ -127,6 +144,9 @@ func (db *DB) statement(ctx context.Context, sql string, args []any) (sqlcomment
 // Exec runs a statement with the comment of ctx.
 func (db *DB) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
 	st, args := db.statement(ctx, sql, args)
+	if db.c.Budgets() != nil {
+		return db.execBudgeted(ctx, sql, st, args)
+	}
 	if !db.c.Observing() {
 		return db.q.Exec(ctx, st.Query, args...)
 	}
@@ -146,6 +166,9 @@ func (db *DB) Exec(ctx context.Context, sql string, args ...any) (pgconn.Command
 // false).
 func (db *DB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
 	st, args := db.statement(ctx, sql, args)
+	if db.c.Budgets() != nil {
+		return db.queryBudgeted(ctx, sql, st, args)
+	}
 	if !db.c.Observing() {
 		return db.q.Query(ctx, st.Query, args...)
 	}
@@ -163,7 +186,7 @@ func (db *DB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, err
 // QueryRow runs a query expected to return at most one row, with the
 // comment of ctx; errors are deferred to Row.Scan, as in pgx.
 func (db *DB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
-	if !db.c.Observing() {
+	if !db.c.Observing() && db.c.Budgets() == nil {
 		st, args := db.statement(ctx, sql, args)
 		return db.q.QueryRow(ctx, st.Query, args...)
 	}
@@ -179,6 +202,8 @@ type rows struct {
 	ev   sqlcomment.Event
 	n    int64
 	done bool
+	db   *DB
+	run  *run // with budgets: finished when the rows close
 }
 
 func (r *rows) Next() bool {
@@ -200,6 +225,12 @@ func (r *rows) report() {
 		return
 	}
 	r.done = true
+	if r.run != nil {
+		r.db.finish(r.run)
+	}
+	if !r.c.Observing() {
+		return
+	}
 	r.ev.Duration = time.Since(r.ev.Start)
 	r.ev.Rows = r.n
 	r.ev.Err = r.Rows.Err()

@@ -1,0 +1,386 @@
+package collector
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/store"
+)
+
+// Paths of the database budgets and runaway rules of the policy. GET
+// lists them; POST (with the policy token) adds one, replaces the one with
+// its id, or, with "delete": true, removes it.
+const (
+	PathBudgets = "/v1/policy/budgets"
+	PathRunaway = "/v1/policy/runaway"
+)
+
+// maxBudgetIDs bounds the budget ids the live view tracks per second, so
+// that reporters sending made-up ids cannot grow it; the rest are summed
+// under "other".
+const maxBudgetIDs = 1024
+
+// budgetSlot is one second of budget counters summed over processes and
+// the sampler.
+type budgetSlot struct {
+	stamp int64
+	ids   map[string]*live.BudgetRow
+}
+
+// budgetLive is the collector's part of the budgets: the counters of the
+// last rateN seconds and the sampler's runaway state.
+type budgetLive struct {
+	slots   [rateN]budgetSlot
+	sampler samplerRunaway
+	actions *prometheus.CounterVec
+	// totals are the counters since start of the policy's budgets and
+	// rules (ids not in the policy are summed under "other"), for the
+	// fleet-wide metrics.
+	totals map[string]*live.BudgetRow
+}
+
+// register registers qtop_collector_runaway_actions_total{action,outcome}
+// (action: cancel, terminate, report; outcome: cancelled, terminated,
+// reported, gone, failed — both bounded) and the fleet-wide totals
+// (budgetMetrics).
+func (b *budgetLive) register(s *Server, reg prometheus.Registerer) error {
+	if err := reg.Register(budgetMetrics{s}); err != nil {
+		return fmt.Errorf("collector: metrics: %w", err)
+	}
+	b.actions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qtop_collector_runaway_actions_total",
+		Help: "Statements the pg_stat_activity sampler acted on under a runaway rule, by action and outcome."},
+		[]string{"action", "outcome"})
+	if err := reg.Register(b.actions); err != nil {
+		return fmt.Errorf("collector: metrics: %w", err)
+	}
+	return nil
+}
+
+var (
+	descFleetBudget = prometheus.NewDesc("qtop_collector_budget_statements_total",
+		"Statements of a database budget summed over the reporting processes, by budget (ids not in the policy: other) and outcome (admitted, refused, warned, in_tx).",
+		[]string{"budget", "outcome"}, nil)
+	descFleetRunaway = prometheus.NewDesc("qtop_collector_runaway_statements_total",
+		"Statements a runaway rule acted on, summed over the reporting processes and the sampler, by rule (ids not in the policy: other) and outcome (cancelled, terminated, reported, watch_refused).",
+		[]string{"rule", "outcome"}, nil)
+)
+
+// budgetMetrics exports the budgets' fleet-wide totals.
+type budgetMetrics struct{ s *Server }
+
+func (m budgetMetrics) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descFleetBudget
+	ch <- descFleetRunaway
+}
+
+func (m budgetMetrics) Collect(ch chan<- prometheus.Metric) {
+	m.s.mu.Lock()
+	rows := make([]live.BudgetRow, 0, len(m.s.bud.totals))
+	for _, r := range m.s.bud.totals {
+		rows = append(rows, *r)
+	}
+	m.s.mu.Unlock()
+	for _, r := range rows {
+		if r.Runaway {
+			for _, c := range [...]struct {
+				n string
+				v uint64
+			}{{"cancelled", r.Cancelled}, {"terminated", r.Terminated}, {"reported", r.Reported}, {"watch_refused", r.WatchRefused}} {
+				ch <- prometheus.MustNewConstMetric(descFleetRunaway, prometheus.CounterValue, float64(c.v), r.ID, c.n)
+			}
+			continue
+		}
+		for _, c := range [...]struct {
+			n string
+			v uint64
+		}{{"admitted", r.Admitted}, {"refused", r.Refused}, {"warned", r.Warned}, {"in_tx", r.InTx}} {
+			ch <- prometheus.MustNewConstMetric(descFleetBudget, prometheus.CounterValue, float64(c.v), r.ID, c.n)
+		}
+	}
+}
+
+// totalLocked returns the fleet-wide total row of id: its own when the
+// policy has it, else "other" (so reporters cannot add label values).
+func (s *Server) totalLocked(id string, runaway bool) *live.BudgetRow {
+	if s.bud.totals == nil {
+		s.bud.totals = map[string]*live.BudgetRow{}
+	}
+	known := false
+	if runaway {
+		known = slices.ContainsFunc(s.policy.Runaway, func(r policy.Runaway) bool { return r.ID == id })
+	} else {
+		known = slices.ContainsFunc(s.policy.Budgets, func(b policy.Budget) bool { return b.ID == id })
+	}
+	if !known {
+		id = "other"
+	}
+	key := id
+	if runaway {
+		key = "\x00" + id
+	}
+	r := s.bud.totals[key]
+	if r == nil {
+		r = &live.BudgetRow{ID: id, Runaway: runaway}
+		s.bud.totals[key] = r
+	}
+	return r
+}
+
+// mergeBudgetsLocked adds a report's budget counters to second sec.
+func (s *Server) mergeBudgetsLocked(sec int64, cs []ingest.BudgetCounter) {
+	for _, c := range cs {
+		s.totalLocked(c.ID, c.Runaway).Add(&live.BudgetRow{Admitted: c.Admitted, Refused: c.Refused, Warned: c.Warned,
+			InTx: c.InTx, Cancelled: c.Cancelled, Reported: c.Reported, WatchRefused: c.WatchRefused})
+		r := s.budgetRowLocked(sec, c.ID, c.Runaway)
+		r.Enforce = r.Enforce || c.Enforce
+		r.Admitted += c.Admitted
+		r.Refused += c.Refused
+		r.Warned += c.Warned
+		r.InTx += c.InTx
+		r.Cancelled += c.Cancelled
+		r.Reported += c.Reported
+		r.WatchRefused += c.WatchRefused
+	}
+}
+
+func (s *Server) budgetRowLocked(sec int64, id string, runaway bool) *live.BudgetRow {
+	sl := &s.bud.slots[uint64(sec)%rateN]
+	if sl.stamp != sec || sl.ids == nil {
+		sl.stamp = sec
+		if sl.ids == nil {
+			sl.ids = map[string]*live.BudgetRow{}
+		}
+		clear(sl.ids)
+	}
+	key := id
+	if runaway {
+		key = "\x00" + id
+	}
+	r := sl.ids[key]
+	if r == nil {
+		if len(sl.ids) >= maxBudgetIDs {
+			key, id = "\x01other", "other"
+			if r = sl.ids[key]; r != nil {
+				return r
+			}
+		}
+		r = &live.BudgetRow{ID: id, Runaway: runaway}
+		sl.ids[key] = r
+	}
+	return r
+}
+
+// budgetSnapshotLocked fills the budgets of a snapshot at second sec: the
+// policy's budgets and runaway rules, each with its counters over the
+// last rateN seconds, then counters of ids the policy no longer has.
+func (s *Server) budgetSnapshotLocked(snap *live.Snapshot, now time.Time, sec int64) {
+	bs, rs := s.policy.ActiveBudgets(now)
+	snap.Policy.Budgets, snap.Policy.Runaway = bs, rs
+	sum := map[string]*live.BudgetRow{}
+	for j := range s.bud.slots {
+		sl := &s.bud.slots[j]
+		if sl.stamp < sec-rateN || sl.stamp >= sec {
+			continue
+		}
+		for k, r := range sl.ids {
+			t := sum[k]
+			if t == nil {
+				t = &live.BudgetRow{ID: r.ID, Runaway: r.Runaway}
+				sum[k] = t
+			}
+			t.Add(r)
+		}
+	}
+	rows := make([]live.BudgetRow, 0, len(bs)+len(rs)+len(sum))
+	take := func(key string, r live.BudgetRow) {
+		if t := sum[key]; t != nil {
+			t.Enforce = t.Enforce || r.Enforce
+			r.Add(t)
+			delete(sum, key)
+		}
+		rows = append(rows, r)
+	}
+	for _, b := range bs {
+		take(b.ID, live.BudgetRow{ID: b.ID, Enforce: b.ModeOrDefault() == policy.Enforce, Mode: string(b.ModeOrDefault())})
+	}
+	for _, r := range rs {
+		take("\x00"+r.ID, live.BudgetRow{ID: r.ID, Runaway: true, Mode: string(r.Action)})
+	}
+	rest := make([]live.BudgetRow, 0, len(sum))
+	for _, r := range sum {
+		rest = append(rest, *r)
+	}
+	slices.SortFunc(rest, func(a, b live.BudgetRow) int { return strings.Compare(a.ID, b.ID) })
+	snap.Budgets = append(rows, rest...)
+}
+
+func (s *Server) handleBudgets(w http.ResponseWriter, r *http.Request) {
+	handleList(s, w, r, func(p policy.Policy) any { return p.Budgets },
+		func(ctx context.Context, b policy.Budget, del bool, who string) (policy.Policy, error) {
+			return s.SetBudget(ctx, b, del, who)
+		})
+}
+
+func (s *Server) handleRunaway(w http.ResponseWriter, r *http.Request) {
+	handleList(s, w, r, func(p policy.Policy) any { return p.Runaway },
+		func(ctx context.Context, rr policy.Runaway, del bool, who string) (policy.Policy, error) {
+			return s.SetRunaway(ctx, rr, del, who)
+		})
+}
+
+func handleList[T any](s *Server, w http.ResponseWriter, r *http.Request, list func(policy.Policy) any,
+	set func(context.Context, T, bool, string) (policy.Policy, error)) {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		s.authorized(RoleRead, func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusOK, list(s.Policy()))
+		})(w, r)
+	case http.MethodPost:
+		cred, err := s.Authorize(r, RoleAdmin)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="qtop"`)
+			writeError(w, http.StatusUnauthorized, "policy changes need the admin token: "+err.Error(), 0)
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxPolicyBody))
+		if err != nil {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("policy body larger than %d bytes", maxPolicyBody), 0)
+			return
+		}
+		// The rule's fields, and "delete": true to remove it.
+		var del struct {
+			Delete bool `json:"delete"`
+		}
+		_ = json.Unmarshal(body, &del)
+		var rule T
+		clean := body
+		if del.Delete {
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal(body, &m); err == nil {
+				delete(m, "delete")
+				clean, _ = json.Marshal(m)
+			}
+		}
+		dec := json.NewDecoder(strings.NewReader(string(clean)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&rule); err != nil {
+			writeError(w, http.StatusBadRequest, "policy: "+err.Error(), 0)
+			return
+		}
+		if _, err := dec.Token(); err != io.EOF {
+			writeError(w, http.StatusBadRequest, "policy: data after the JSON object (send one rule)", 0)
+			return
+		}
+		// Who comes from the credential, never from a header the client
+		// sets; the address says from where.
+		who := cred + "@" + r.RemoteAddr
+		p, err := set(r.Context(), rule, del.Delete, who)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error(), 0)
+			return
+		}
+		writeJSON(w, http.StatusOK, p)
+	default:
+		w.Header().Set("Allow", "GET, POST")
+		writeError(w, http.StatusMethodNotAllowed, "use GET or POST", 0)
+	}
+}
+
+// SetBudget adds b, replaces the budget with its id, or (del) removes it;
+// who is recorded in the audit. It returns the new policy.
+func (s *Server) SetBudget(ctx context.Context, b policy.Budget, del bool, who string) (policy.Policy, error) {
+	now := s.cfg.Now().UTC()
+	b.CreatedBy, b.Created = who, now
+	if !del {
+		if err := b.Validate(); err != nil {
+			return policy.Policy{}, err
+		}
+	}
+	return s.changeBudgets(ctx, now, who, b.ID, del, "budget", b, func(p *policy.Policy) bool {
+		i := slices.IndexFunc(p.Budgets, func(x policy.Budget) bool { return x.ID == b.ID })
+		return edit(&p.Budgets, i, b, del)
+	})
+}
+
+// SetRunaway adds, replaces or (del) removes a runaway rule, as SetBudget.
+func (s *Server) SetRunaway(ctx context.Context, r policy.Runaway, del bool, who string) (policy.Policy, error) {
+	now := s.cfg.Now().UTC()
+	r.CreatedBy, r.Created = who, now
+	if !del {
+		if err := r.Validate(); err != nil {
+			return policy.Policy{}, err
+		}
+	}
+	return s.changeBudgets(ctx, now, who, r.ID, del, "runaway-rule", r, func(p *policy.Policy) bool {
+		i := slices.IndexFunc(p.Runaway, func(x policy.Runaway) bool { return x.ID == r.ID })
+		return edit(&p.Runaway, i, r, del)
+	})
+}
+
+// edit replaces, appends or deletes v at i (-1: absent) of a copy of *list;
+// it reports false for deleting what is not there.
+func edit[T any](list *[]T, i int, v T, del bool) bool {
+	l := slices.Clone(*list)
+	switch {
+	case del && i < 0:
+		return false
+	case del:
+		l = slices.Delete(l, i, i+1)
+	case i >= 0:
+		l[i] = v
+	default:
+		l = append(l, v)
+	}
+	*list = l
+	return true
+}
+
+func (s *Server) changeBudgets(ctx context.Context, now time.Time, who, id string, del bool, kind string, v any,
+	change func(*policy.Policy) bool) (policy.Policy, error) {
+	if id == "" {
+		return policy.Policy{}, fmt.Errorf("%w: a %s needs an id", policy.ErrInvalid, kind)
+	}
+	s.mu.Lock()
+	next := clonePolicy(s.policy)
+	if !change(&next) {
+		s.mu.Unlock()
+		return policy.Policy{}, fmt.Errorf("%w: no %s %q to delete", policy.ErrInvalid, kind, id)
+	}
+	next.Version, next.Updated = s.policy.Version+1, now
+	next.Budgets, next.Runaway = next.ActiveBudgets(now) // expired ones go with any change
+	if err := next.Validate(); err != nil {
+		s.mu.Unlock()
+		return policy.Policy{}, err
+	}
+	s.policy = next
+	if err := s.savePolicyLocked(); err != nil {
+		s.log.Error("policy: save", "err", err)
+	}
+	out := clonePolicy(s.policy)
+	s.mu.Unlock()
+	s.met.policyChanges.Inc()
+	action := kind + "-set"
+	if del {
+		action = kind + "-delete"
+	}
+	rj, _ := json.Marshal(v)
+	s.log.Info("policy changed", "who", who, "action", action, "version", out.Version, "rule", string(rj))
+	if s.store != nil {
+		a := []store.Audit{{Time: now, Who: who, Action: action, PolicyVersion: out.Version, Rule: string(rj)}}
+		if err := s.store.WriteAudit(ctx, a); err != nil {
+			s.log.Error("policy audit not written", "err", err, "rule", string(rj))
+		}
+	}
+	return out, nil
+}

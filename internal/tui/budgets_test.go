@@ -1,0 +1,59 @@
+package tui
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/exp/teatest"
+
+	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/policy"
+)
+
+// budgetIncident is the incident with database budgets and a runaway
+// rule in the policy, and what they did in the window.
+func budgetIncident() live.Snapshot {
+	s := incident()
+	s.Policy.Budgets = []policy.Budget{
+		{ID: "analytics", Match: []map[string]string{{"tenant": "analytics"}}, Concurrency: 1, Mode: policy.Enforce, Reason: "vacuum"},
+		{ID: "per-tenant", Each: "tenant", Share: 0.5, CapacitySeconds: 2, MaxStatementSeconds: 5, Reason: "fair share"},
+	}
+	s.Policy.Runaway = []policy.Runaway{{ID: "long", Match: []map[string]string{{"tenant": "analytics", "route": "report"}, {"tier": "T3"}},
+		AfterSeconds: 30, Action: policy.Cancel, CooldownSeconds: 60, Reason: "runaway reports"}}
+	s.Budgets = []live.BudgetRow{
+		{ID: "analytics", Mode: "enforce", Enforce: true, Admitted: 12, Refused: 304},
+		{ID: "per-tenant", Mode: "warn", Admitted: 98000},
+		{ID: "long", Runaway: true, Mode: "cancel", Cancelled: 2, WatchRefused: 5},
+		{ID: "old", Admitted: 3},
+	}
+	return s
+}
+
+// TestGoldenBudgets: the Enforcement view's section of database budgets
+// and runaway rules (refresh with -update, as TestGolden).
+func TestGoldenBudgets(t *testing.T) {
+	src := newFake(Features{Throttle: true})
+	defer src.Close()
+	m := New(src, WithRenderer(asciiRenderer()), WithClock(func() time.Time { return t0 }), WithLocation(time.UTC))
+	m.Update(tea.WindowSizeMsg{Width: 140, Height: 24})
+	m.Update(snapshotMsg{budgetIncident()})
+	m.Update(keyOf("5"))
+	screen := m.View()
+	for _, want := range []string{"Database budgets — 2 budgets, 1 runaway rules", "tenant=analytics", "conc 1",
+		"refused 304", "share 0.5/2s, stmt 5s", "each tenant", "> 30s, watch 1m", "route=report tenant=ana", "cancelled 2", "(not in policy)"} {
+		if !strings.Contains(screen, want) {
+			t.Errorf("screen lacks %q:\n%s", want, screen)
+		}
+	}
+	teatest.RequireEqualOutput(t, []byte(screen+"\n"))
+}
+
+// TestBudgetsSectionAbsent: without budgets the view is as before.
+func TestBudgetsSectionAbsent(t *testing.T) {
+	c := &common{width: 100}
+	if l := budgetLines(c, policy.Policy{}, nil); l != nil {
+		t.Fatalf("lines without budgets: %q", l)
+	}
+}

@@ -1,0 +1,110 @@
+package pgxcomment
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/qtop-dev/qtop/sqlcomment"
+)
+
+// run is one statement admitted by the DB's budgets.
+type run struct {
+	tk     sqlcomment.Ticket
+	parent context.Context
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// admit checks the statement sql, commented as st, against the budgets
+// (sqlcomment.WithBudgets) and returns the context to run it under.
+func (db *DB) admit(ctx context.Context, r *run, sql string, st *sqlcomment.Statement) (context.Context, error) {
+	tk, err := db.c.Admit(time.Now(), sql, st, db.inTx)
+	if err != nil {
+		return ctx, err
+	}
+	r.tk, r.parent, r.ctx = tk, ctx, ctx
+	if d := tk.Runaway(); d > 0 {
+		r.ctx, r.cancel = context.WithTimeout(ctx, d)
+	}
+	return r.ctx, nil
+}
+
+func (db *DB) finish(r *run) {
+	now := time.Now()
+	cancelled := false
+	if r.cancel != nil {
+		cancelled = r.ctx.Err() != nil && r.parent.Err() == nil
+		r.cancel()
+		r.cancel = nil
+	}
+	db.c.Finish(&r.tk, now, now.Sub(r.tk.Start()), cancelled)
+}
+
+// beginner is what *pgxpool.Pool, *pgx.Conn and pgx.Tx have to begin a
+// transaction.
+type beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Begin begins a transaction on the wrapped Querier (a pool, a connection
+// or a transaction, for a savepoint) after checking it against the
+// budgets (sqlcomment.Budgets.AdmitBegin): in Enforce mode it returns an
+// error that errors.Is(err, sqlcomment.ErrBudget) while a matching
+// bucket is spent or full, before anything is sent. Run the transaction's
+// statements through db.With(tx), which never refuses them (see
+// Transactions in the sqlcomment.Budgets doc).
+func (db *DB) Begin(ctx context.Context) (pgx.Tx, error) {
+	b, ok := db.q.(beginner)
+	if !ok {
+		return nil, errNoBegin
+	}
+	if err := db.c.AdmitBegin(ctx, time.Now()); err != nil {
+		return nil, err
+	}
+	return b.Begin(ctx)
+}
+
+func (db *DB) execBudgeted(ctx context.Context, sql string, st sqlcomment.Statement, args []any) (pgconn.CommandTag, error) {
+	var r run
+	rctx, err := db.admit(ctx, &r, sql, &st)
+	if err != nil {
+		return pgconn.CommandTag{}, err
+	}
+	tag, err := db.q.Exec(rctx, st.Query, args...)
+	db.finish(&r)
+	if db.c.Observing() {
+		start := r.tk.Start()
+		rows := int64(-1)
+		if err == nil {
+			rows = tag.RowsAffected()
+		}
+		db.c.Observe(ctx, sqlcomment.Event{Tags: st.Tags, Tagged: st.Tagged, Op: sqlcomment.OpExec,
+			Query: st.Query, Start: start, Duration: time.Since(start), Rows: rows, Err: err})
+	}
+	return tag, err
+}
+
+func (db *DB) queryBudgeted(ctx context.Context, sql string, st sqlcomment.Statement, args []any) (pgx.Rows, error) {
+	r := &run{}
+	rctx, err := db.admit(ctx, r, sql, &st)
+	if err != nil {
+		return nil, err
+	}
+	rs, err := db.q.Query(rctx, st.Query, args...)
+	ev := sqlcomment.Event{Tags: st.Tags, Tagged: st.Tagged, Op: sqlcomment.OpQuery, Query: st.Query, Start: r.tk.Start()}
+	if err != nil {
+		db.finish(r)
+		if db.c.Observing() {
+			ev.Duration, ev.Rows, ev.Err = time.Since(ev.Start), -1, err
+			db.c.Observe(ctx, ev)
+		}
+		return rs, err
+	}
+	return &rows{Rows: rs, ctx: ctx, c: db.c, ev: ev, db: db, run: r}, nil
+}
+
+var errNoBegin = errors.New("pgxcomment: the wrapped Querier cannot begin a transaction (want a pool, a connection or a transaction)")
