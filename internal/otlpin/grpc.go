@@ -46,6 +46,9 @@ var _ encoding.Codec = rawCodec{}
 func (rawCodec) Name() string { return "proto" }
 
 func (rawCodec) Marshal(v any) ([]byte, error) {
+	if raw, ok := v.(rawRequest); ok {
+		return raw, nil
+	}
 	m, ok := v.(proto.Message)
 	if !ok {
 		return nil, fmt.Errorf("otlpin: cannot encode %T", v)

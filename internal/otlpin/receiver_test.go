@@ -59,14 +59,14 @@ func TestMapping(t *testing.T) {
 	r.Flush(clk.Now())
 	got := s.rows()
 	want := map[rowKey]rowSum{
-		{"shop", "acme", "/orders/{id}", "request"}: {count: 3, errors: 1, dur: 50 * time.Millisecond, tier: "T1"},
-		{"shop", "globex", "/pay", "request"}:       {count: 1, errors: 1, dur: 5 * time.Millisecond},
+		{"shop", "acme", "/orders/{id}", "request"}:  {count: 3, errors: 1, dur: 50 * time.Millisecond, tier: "T1"},
+		{"shop", "globex", "/pay", "request"}:        {count: 1, errors: 1, dur: 5 * time.Millisecond},
 		{"shop", "globex", "GET /legacy", "request"}: {count: 1, dur: 7 * time.Millisecond},
-		{"shop", "unknown", "/health", "request"}:   {count: 1, dur: time.Millisecond},
+		{"shop", "unknown", "/health", "request"}:    {count: 1, dur: time.Millisecond},
 		{"shop", "initech", "invoice.render", "job"}: {count: 1, dur: 200 * time.Millisecond},
-		{"shop", "acme", "SELECT orders", "db"}:     {count: 1, dur: 12 * time.Millisecond, tier: "T1"},
-		{"shop", "acme", "UPDATE stock", "db"}:      {count: 1, dur: 3 * time.Millisecond, tier: "T1"},
-		{"shop", "acme", "SELECT ping", "db"}:       {count: 1, dur: time.Millisecond, tier: "T1"},
+		{"shop", "acme", "SELECT orders", "db"}:      {count: 1, dur: 12 * time.Millisecond, tier: "T1"},
+		{"shop", "acme", "UPDATE stock", "db"}:       {count: 1, dur: 3 * time.Millisecond, tier: "T1"},
+		{"shop", "acme", "SELECT ping", "db"}:        {count: 1, dur: time.Millisecond, tier: "T1"},
 	}
 	for _, k := range keysOf(want) {
 		if got[k] != want[k] {
