@@ -94,7 +94,14 @@ func (m *mapper) span(sp *rawSpan, resTenant string, out *mapped) (int, error) {
 	*out = mapped{}
 	r := &out.rec
 	for _, a := range m.attrs {
-		k, v, err := keyValue(a)
+		k, raw, err := keyRaw(a)
+		if err != nil {
+			return 0, err
+		}
+		if raw == nil || !m.wanted(k) {
+			continue
+		}
+		v, err := anyValue(raw)
 		if err != nil {
 			return 0, err
 		}
@@ -189,6 +196,18 @@ func (m *mapper) span(sp *rawSpan, resTenant string, out *mapped) (int, error) {
 		return resJob, nil
 	}
 	return resRequest, nil
+}
+
+// wanted says whether the mapping reads the attribute named k.
+func (m *mapper) wanted(k []byte) bool {
+	switch string(k) {
+	case AttrTier, AttrTenantRoute, attrHTTPRoute, attrHTTPStatus, attrHTTPStatusOld,
+		attrRespBodySize, attrRespContentLen, attrDBSystem, attrDBSystemName,
+		attrDBQueryText, attrDBStatement, attrDBQuerySummary, attrDBOperationName,
+		attrDBOperation, attrDBCollection, attrDBTable, attrDBRows, AttrRU:
+		return true
+	}
+	return string(k) == m.tenantAttr
 }
 
 // comment takes the tenant and tier of a sqlcommenter comment in query.

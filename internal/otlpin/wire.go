@@ -144,22 +144,32 @@ func eachLen(b []byte, want protowire.Number, fn func([]byte) error) error {
 
 // keyValue reads a KeyValue: its key and, for scalar values, the value.
 func keyValue(b []byte) (key []byte, val value, err error) {
+	key, raw, err := keyRaw(b)
+	if err != nil || raw == nil {
+		return key, value{}, err
+	}
+	val, err = anyValue(raw)
+	return key, val, err
+}
+
+// keyRaw reads a KeyValue's key and leaves its AnyValue undecoded (read
+// it with anyValue when the key is one the mapping uses): most attributes
+// of a span are not, and their values are only framed, never read.
+func keyRaw(b []byte) (key, raw []byte, err error) {
 	for len(b) > 0 {
 		num, typ, v, _, rest, err := field(b)
 		if err != nil {
-			return nil, value{}, err
+			return nil, nil, err
 		}
 		switch {
 		case num == fKVKey && typ == protowire.BytesType:
 			key = v
 		case num == fKVValue && typ == protowire.BytesType:
-			if val, err = anyValue(v); err != nil {
-				return nil, value{}, err
-			}
+			raw = v
 		}
 		b = rest
 	}
-	return key, val, nil
+	return key, raw, nil
 }
 
 func anyValue(b []byte) (value, error) {
