@@ -407,7 +407,7 @@ func (r *Receiver) flush(now time.Time, final bool) {
 	var unattributed uint64
 	r.mu.Lock()
 	r.traces.expire(now)
-	r.wait.expire(now, final, func(w *waiting) {
+	r.wait.expire(now, r.cfg.traceWait, final, func(w *waiting) {
 		w.rec.Tags.Tenant = ingest.UnknownTenant
 		w.src.rec.Record(w.rec)
 		unattributed++

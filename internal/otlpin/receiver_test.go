@@ -125,6 +125,31 @@ func TestDBSpanWaitsForItsRoot(t *testing.T) {
 	}
 }
 
+// The clock going back does not make a span wait longer than the wait.
+func TestWaitClockBackwards(t *testing.T) {
+	clk := &fakeClock{now: t0}
+	s := &sink{}
+	r := newTestReceiver(t, s, clk, WithTraceWait(10*time.Second))
+	steps := []struct {
+		at      time.Duration
+		unknown uint64 // DB spans counted for unknown by then
+	}{
+		{0, 0},          // t0: the span arrives and waits until t0+10s
+		{-time.Hour, 1}, // t1: the clock went back an hour: the wait is over
+		{-time.Hour + time.Second, 1},
+	}
+	for i, st := range steps {
+		clk.now = t0.Add(st.at)
+		if i == 0 {
+			r.Consume(marshal(t, request("api", pgSpan(1, 2, "SELECT * FROM a", time.Millisecond))))
+		}
+		r.Flush(clk.now)
+		if got := s.rows()[rowKey{"api", "unknown", "SELECT a", "db"}].count; got != st.unknown {
+			t.Fatalf("step %d (%v): unknown %d, want %d", i, st.at, got, st.unknown)
+		}
+	}
+}
+
 // With the wait list full, a span that would wait counts for unknown at
 // once: memory stays bounded whatever the order of arrival.
 func TestWaitListBounded(t *testing.T) {

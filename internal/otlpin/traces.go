@@ -154,12 +154,14 @@ func (l *waitList) resolve(id traceID, fn func(*waiting)) {
 }
 
 // expire hands every span whose deadline is before now (all with all set)
-// to fn, oldest first.
-func (l *waitList) expire(now time.Time, all bool, fn func(*waiting)) {
+// to fn, oldest first. A deadline more than wait after now means the clock
+// went back: that span's wait is over too, so no span waits longer than
+// wait whichever way the clock moves.
+func (l *waitList) expire(now time.Time, wait time.Duration, all bool, fn func(*waiting)) {
 	for l.n > 0 {
 		it := &l.items[l.head]
 		if !it.done {
-			if !all && now.Before(it.w.deadline) {
+			if !all && now.Before(it.w.deadline) && it.w.deadline.Sub(now) <= wait {
 				return
 			}
 			fn(&it.w)
