@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 
 	"github.com/qtop-dev/qtop/internal/otlpin"
@@ -24,6 +25,9 @@ type otlpState struct {
 	grpc *grpc.Server
 	ln   net.Listener
 }
+
+// maxOTLPConns bounds the OTLP/gRPC connections served at once.
+const maxOTLPConns = 64
 
 func (s *Server) newOTLP() error {
 	opts := []otlpin.Option{
@@ -72,6 +76,9 @@ func (s *Server) listenOTLP() error {
 	if err != nil {
 		return fmt.Errorf("collector: otlp grpc listen: %w", err)
 	}
+	// Each connection may carry a few messages of up to the decoded limit
+	// at once; the number of connections is bounded too.
+	ln = netutil.LimitListener(ln, maxOTLPConns)
 	gs := grpc.NewServer(s.otlp.recv.GRPCServerOptions()...)
 	s.otlp.recv.RegisterGRPC(gs)
 	s.otlp.grpc, s.otlp.ln = gs, ln

@@ -76,6 +76,15 @@
 // retry. RegisterGRPC serves the same over gRPC: INVALID_ARGUMENT,
 // UNAUTHENTICATED, or UNAVAILABLE with a RetryInfo delay.
 //
+// # Durability
+//
+// A request is answered once its spans are recorded in memory; they reach
+// the collector's write-ahead log with the next flush (within
+// WithInterval, one second). A collector killed in between loses at most
+// that second of spans, as an OpenTelemetry Collector whose batch
+// processor holds them would; from the log on, they are as safe as any
+// report.
+//
 // # Bounds
 //
 // The body is read in place (no message tree is built): memory is the
@@ -83,5 +92,7 @@
 // bomb stops there), plus 160 bytes per kept span, at most MaxSpans spans,
 // for at most WithInflight requests at once; the windows are bounded by
 // WithMaxRows per source and WithMaxSources sources (further ones share
-// the service "other").
+// the service "other"). A JSON body gets a quarter of the decoded limit,
+// as protojson builds a message tree. The collector caps OTLP/gRPC at 64
+// connections, each with 4 × WithInflight streams.
 package otlpin

@@ -115,6 +115,7 @@ func TestHTTPProtocol(t *testing.T) {
 		{"bad gzip", ContentTypeProtobuf, "gzip", []byte("not gzip"), auth, 400, false},
 		{"gzip bomb", ContentTypeProtobuf, "gzip", bomb, auth, 413, false},
 		{"too large", ContentTypeProtobuf, "", make([]byte, 2<<20), auth, 413, false},
+		{"json too large", ContentTypeJSON, "gzip", gz(bytes.Repeat([]byte(" "), 1<<20+1)), auth, 413, false},
 		{"encoding", ContentTypeProtobuf, "br", good, auth, 415, false},
 	}
 	for _, c := range cases {

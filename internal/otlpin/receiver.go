@@ -78,7 +78,8 @@ type source struct {
 	rec   *ingest.Recorder
 	seq   uint64
 	queue [][]byte
-	last  time.Time
+	last  time.Time // of its last span
+	empty bool      // its last cut held no row
 }
 
 // New returns a receiver that merges through sink. It returns ErrInvalid
@@ -197,6 +198,12 @@ const maxKeptChunks = 8
 func (r *Receiver) Consume(body []byte) (Result, error) {
 	if int64(len(body)) > r.cfg.maxDecoded {
 		return Result{}, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, len(body), r.cfg.maxDecoded)
+	}
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return Result{}, ErrShutdown
 	}
 	now := r.cfg.clock()
 	m := r.mappers.Get().(*mapper)
@@ -415,8 +422,10 @@ func (r *Receiver) flush(now time.Time, final bool) {
 	r.met.waiting.Set(float64(r.wait.len()))
 	srcs := make([]*source, 0, len(r.sources))
 	for k, src := range r.sources {
-		if now.Sub(src.last) > idleSource && len(src.queue) == 0 {
-			delete(r.sources, k) // its window is empty: no span since the last cut
+		if now.Sub(src.last) > idleSource && src.empty && len(src.queue) == 0 {
+			// No span since a cut that found its window empty (spans waiting
+			// for their trace wait less than idleSource, so none is left).
+			delete(r.sources, k)
 			continue
 		}
 		srcs = append(srcs, src)
@@ -445,7 +454,7 @@ func (r *Receiver) send(src *source, now time.Time) {
 		src.queue = src.queue[1:]
 	}
 	rep := src.rec.Cut(now)
-	if len(rep.Rows) == 0 && rep.Keys == nil {
+	if src.empty = len(rep.Rows) == 0 && rep.Keys == nil; src.empty {
 		return
 	}
 	src.seq++

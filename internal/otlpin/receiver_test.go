@@ -385,3 +385,27 @@ func TestHundredThousandSpans(t *testing.T) {
 		t.Fatalf("db spans unattributed: %d", v.count)
 	}
 }
+
+// An idle source is forgotten only after a cut found its window empty:
+// a late flush loses nothing.
+func TestIdleSourceForgotten(t *testing.T) {
+	clk := &fakeClock{now: t0}
+	s := &sink{}
+	r := newTestReceiver(t, s, clk)
+	r.Consume(marshal(t, request("api", server(1, "acme", "/a", time.Millisecond))))
+	steps := []struct {
+		at      time.Duration
+		sources int
+		merged  int
+	}{
+		{10 * time.Minute, 1, 1},             // late flush: the window is merged, not dropped
+		{10*time.Minute + time.Second, 0, 1}, // idle, and its last cut was empty: forgotten
+	}
+	for _, st := range steps {
+		clk.now = t0.Add(st.at)
+		r.Flush(clk.now)
+		if len(r.sources) != st.sources || len(s.reports) != st.merged {
+			t.Fatalf("at %v: %d sources, %d reports; want %d, %d", st.at, len(r.sources), len(s.reports), st.sources, st.merged)
+		}
+	}
+}
