@@ -398,8 +398,9 @@ func TestIdleSourceForgotten(t *testing.T) {
 		sources int
 		merged  int
 	}{
-		{10 * time.Minute, 1, 1},             // late flush: the window is merged, not dropped
-		{10*time.Minute + time.Second, 0, 1}, // idle, and its last cut was empty: forgotten
+		{10 * time.Minute, 1, 1},               // late flush: the window is merged, not dropped
+		{10*time.Minute + time.Second, 1, 1},   // this cut finds the window empty
+		{10*time.Minute + 2*time.Second, 0, 1}, // idle, and its last cut was empty: forgotten
 	}
 	for _, st := range steps {
 		clk.now = t0.Add(st.at)
