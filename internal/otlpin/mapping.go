@@ -98,47 +98,46 @@ func (m *mapper) span(sp *rawSpan, resTenant string, out *mapped) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		if raw == nil || !m.wanted(k) {
+		id := m.attrID(k)
+		if raw == nil || id == aNone {
 			continue
 		}
 		v, err := anyValue(raw)
 		if err != nil {
 			return 0, err
 		}
-		if string(k) == m.tenantAttr {
+		switch id {
+		case aTenant:
 			if v.which == fAnyString {
 				tn, haveTenant = v.str, true
 			}
-			continue
-		}
-		switch string(k) {
-		case AttrTier:
+		case aTier:
 			tier = v.str
-		case AttrTenantRoute:
+		case aTenantRoute:
 			route = v.str
-		case attrHTTPRoute:
+		case aHTTPRoute:
 			httpRoute = v.str
-		case attrHTTPStatus, attrHTTPStatusOld:
+		case aHTTPStatus:
 			httpStatus, _ = v.int()
-		case attrRespBodySize, attrRespContentLen:
+		case aBytes:
 			if n, ok := v.int(); ok && n > 0 {
 				r.Bytes = n
 			}
-		case attrDBSystem, attrDBSystemName:
+		case aDBSystem:
 			dbSystem = v.str
-		case attrDBQueryText, attrDBStatement:
+		case aDBQuery:
 			query = v.str
-		case attrDBQuerySummary:
+		case aDBSummary:
 			summary = v.str
-		case attrDBOperationName, attrDBOperation:
+		case aDBOperation:
 			op = v.str
-		case attrDBCollection, attrDBTable:
+		case aDBCollection:
 			coll = v.str
-		case attrDBRows:
+		case aDBRows:
 			if n, ok := v.int(); ok && n > 0 {
 				r.Rows = n
 			}
-		case AttrRU:
+		case aRU:
 			if f, ok := v.float(); ok && f > 0 && f < 1e12 {
 				r.RU = f
 			}
@@ -170,7 +169,11 @@ func (m *mapper) span(sp *rawSpan, resTenant string, out *mapped) (int, error) {
 		if !haveTenant && len(query) > 0 && bytes.Contains(query, []byte("/*")) {
 			m.comment(query, r, out)
 		}
-		r.Tags.Route = m.in.route(m.dbShape(summary, op, coll, query, sp.name))
+		if len(summary) == 0 && len(op) == 0 && len(query) > 0 {
+			r.Tags.Route = m.queryShape(query, sp.name)
+		} else {
+			r.Tags.Route = m.in.route(m.dbShape(summary, op, coll, query, sp.name))
+		}
 		if !out.tagged {
 			out.deferred = true
 			return resDBWaiting, nil
@@ -198,16 +201,56 @@ func (m *mapper) span(sp *rawSpan, resTenant string, out *mapped) (int, error) {
 	return resRequest, nil
 }
 
-// wanted says whether the mapping reads the attribute named k.
-func (m *mapper) wanted(k []byte) bool {
-	switch string(k) {
-	case AttrTier, AttrTenantRoute, attrHTTPRoute, attrHTTPStatus, attrHTTPStatusOld,
-		attrRespBodySize, attrRespContentLen, attrDBSystem, attrDBSystemName,
-		attrDBQueryText, attrDBStatement, attrDBQuerySummary, attrDBOperationName,
-		attrDBOperation, attrDBCollection, attrDBTable, attrDBRows, AttrRU:
-		return true
+// The attributes the mapping reads, by what they are for.
+const (
+	aNone = iota
+	aTenant
+	aTier
+	aTenantRoute
+	aHTTPRoute
+	aHTTPStatus
+	aBytes
+	aDBSystem
+	aDBQuery
+	aDBSummary
+	aDBOperation
+	aDBCollection
+	aDBRows
+	aRU
+)
+
+// attrID says what the attribute named k is for (aNone: not read).
+func (m *mapper) attrID(k []byte) int {
+	if string(k) == m.tenantAttr {
+		return aTenant
 	}
-	return string(k) == m.tenantAttr
+	switch string(k) {
+	case AttrTier:
+		return aTier
+	case AttrTenantRoute:
+		return aTenantRoute
+	case attrHTTPRoute:
+		return aHTTPRoute
+	case attrHTTPStatus, attrHTTPStatusOld:
+		return aHTTPStatus
+	case attrRespBodySize, attrRespContentLen:
+		return aBytes
+	case attrDBSystem, attrDBSystemName:
+		return aDBSystem
+	case attrDBQueryText, attrDBStatement:
+		return aDBQuery
+	case attrDBQuerySummary:
+		return aDBSummary
+	case attrDBOperationName, attrDBOperation:
+		return aDBOperation
+	case attrDBCollection, attrDBTable:
+		return aDBCollection
+	case attrDBRows:
+		return aDBRows
+	case AttrRU:
+		return aRU
+	}
+	return aNone
 }
 
 // comment takes the tenant and tier of a sqlcommenter comment in query.
@@ -227,6 +270,26 @@ func (m *mapper) comment(query []byte, r *ingest.Record, out *mapped) {
 		r.Tags.Tier = m.in.tier([]byte(t))
 	}
 }
+
+// queryShape is the route of a DB span known only by its query text,
+// remembered per text: a service runs the same few statements over and
+// over.
+func (m *mapper) queryShape(query, name []byte) string {
+	if s, ok := m.in.shapes[string(query)]; ok {
+		return s
+	}
+	s := m.in.route(m.dbShape(nil, nil, nil, query, name))
+	if len(query) <= maxShapeKey {
+		if m.in.shapes == nil || len(m.in.shapes) >= maxInterned {
+			m.in.shapes = make(map[string]string)
+		}
+		m.in.shapes[string(query)] = s
+	}
+	return s
+}
+
+// maxShapeKey bounds the query texts remembered by queryShape.
+const maxShapeKey = 1024
 
 // maxCommentQuery bounds the text parsed for a comment: the tail of a
 // longer statement.
@@ -354,7 +417,8 @@ func appendUpper(dst, w []byte) []byte {
 // route that fails tenant.ValidateRoute becomes ingest.OtherRoute.
 type interner struct {
 	tenants, routes map[string]string
-	invalid         uint64 // values replaced since the last take
+	shapes          map[string]string // query text → route (queryShape)
+	invalid         uint64            // values replaced since the last take
 }
 
 // maxInterned bounds each map; a full map is cleared.
