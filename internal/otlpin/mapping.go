@@ -45,13 +45,13 @@ const (
 	resRequest   = iota // a SERVER span, recorded as a request
 	resJob              // a CONSUMER span, recorded as a job
 	resDB               // a PostgreSQL CLIENT span, recorded as DB time
-	resDBWaiting        // a PostgreSQL CLIENT span waiting for its trace's tenant
+	resDBWaiting        // a PostgreSQL CLIENT span that takes its trace's tenant
 	resDropped          // any other span: counted, not recorded
 	resRejected         // a span that cannot be read as work (bad times)
 	numResults
 )
 
-var resultNames = [numResults]string{"request", "job", "db", "db_waiting", "dropped", "rejected"}
+var resultNames = [numResults]string{"request", "job", "db", "db_by_trace", "dropped", "rejected"}
 
 // mapped is one span the mapping keeps, ready to be recorded.
 type mapped struct {

@@ -33,7 +33,7 @@ const (
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	spans := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "qtop_otlp_spans_total",
-		Help: "OTLP spans received, by what became of them: request, job, db (recorded), db_waiting (a database span waiting for its trace's root), dropped (other kinds and non-PostgreSQL clients), rejected (bad times).",
+		Help: "OTLP spans received, by what became of them: request, job, db (recorded with a tenant of its own or its comment's), db_by_trace (a database span that takes its trace's tenant), dropped (other kinds and non-PostgreSQL clients), rejected (bad times).",
 	}, []string{"result"})
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -25,10 +25,10 @@ func TestMetrics(t *testing.T) {
 	post(t, r, ContentTypeProtobuf, "", []byte{0xff})
 	r.Flush(clk.now.Add(time.Hour))
 	want := `
-# HELP qtop_otlp_spans_total OTLP spans received, by what became of them: request, job, db (recorded), db_waiting (a database span waiting for its trace's root), dropped (other kinds and non-PostgreSQL clients), rejected (bad times).
+# HELP qtop_otlp_spans_total OTLP spans received, by what became of them: request, job, db (recorded with a tenant of its own or its comment's), db_by_trace (a database span that takes its trace's tenant), dropped (other kinds and non-PostgreSQL clients), rejected (bad times).
 # TYPE qtop_otlp_spans_total counter
 qtop_otlp_spans_total{result="db"} 0
-qtop_otlp_spans_total{result="db_waiting"} 1
+qtop_otlp_spans_total{result="db_by_trace"} 1
 qtop_otlp_spans_total{result="dropped"} 1
 qtop_otlp_spans_total{result="job"} 0
 qtop_otlp_spans_total{result="rejected"} 1

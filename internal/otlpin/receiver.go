@@ -212,10 +212,11 @@ func (r *Receiver) Consume(body []byte) (Result, error) {
 	st.reset()
 	defer st.reset()
 	var (
-		counts [numResults]uint64
-		res    Result
-		sp     rawSpan
-		out    mapped
+		counts       [numResults]uint64
+		res          Result
+		sp           rawSpan
+		out          mapped
+		unattributed uint64
 	)
 	err := eachLen(body, fReqResourceSpans, func(rs []byte) error {
 		src, resTenant, err := r.resource(m, rs, now)
@@ -246,8 +247,9 @@ func (r *Receiver) Consume(body []byte) (Result, error) {
 				case resDBWaiting:
 					p := pend{src: src, rec: out.rec}
 					p.id, p.wait = toTraceID(sp.traceID)
-					if !p.wait {
+					if !p.wait { // no trace id to find a root by
 						p.rec.Tags.Tenant = ingest.UnknownTenant
+						unattributed++
 					}
 					st.add(p)
 				case resRejected:
@@ -265,7 +267,6 @@ func (r *Receiver) Consume(body []byte) (Result, error) {
 	if res.Rejected > 0 {
 		res.Message = fmt.Sprintf("%d span(s) with a zero start time or an end before the start", res.Rejected)
 	}
-	var unattributed uint64
 	r.mu.Lock()
 	for _, rt := range st.roots {
 		r.traces.put(rt.id, rt.r, now)
