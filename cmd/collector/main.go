@@ -52,8 +52,10 @@ Examples:
 
 const serveUsage = `Usage: collector serve [flags]
 
-Runs the collector: POST /v1/reports (from ingest.Reporter), GET /v1/live and
-/v1/live/stream (for qtop), GET/POST /v1/policy, GET /v1/report, /metrics.
+Runs the collector: POST /v1/reports (from ingest.Reporter), POST /v1/traces
+(OTLP/HTTP from any OpenTelemetry SDK or Collector; OTLP/gRPC with
+--otlp-grpc), GET /v1/live and /v1/live/stream (for qtop), GET/POST
+/v1/policy, GET /v1/report, /metrics.
 Accepted reports are logged to --data-dir before they are acknowledged, so a
 killed collector loses nothing: restart it on the same --data-dir.
 
@@ -61,6 +63,7 @@ Examples:
   collector serve --demo
   collector serve --store clickhouse://127.0.0.1:9000/qtop --token-file report.token
   collector serve --listen 0.0.0.0:7070 --token-file report.token --read-token-file read.token
+  collector serve --otlp-grpc 127.0.0.1:4317 --otlp-tenant-attribute app.tenant
   QTOP_STORE=duckdb:///var/lib/qtop/qtop.duckdb QTOP_POSTGRES=postgres://… collector serve
 
 Flags:
@@ -184,6 +187,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	writer := strFlag(fs, &envs, "writer", "QTOP_WRITER", "", "this collector's identity in the store (default: made once and kept in --data-dir)")
 	grace := strFlag(fs, &envs, "grace", "QTOP_GRACE", collector.DefaultGrace.String(), "how long after a minute ends its rollups are written")
 	spoolMax := strFlag(fs, &envs, "spool-max-bytes", "QTOP_SPOOL_MAX_BYTES", "0", "cap of the on-disk spool while the store is down (0: 256 MiB)")
+	otlpGRPC := strFlag(fs, &envs, "otlp-grpc", "QTOP_OTLP_GRPC", "", "address of the OTLP/gRPC trace receiver, e.g. 127.0.0.1:4317 (default off; OTLP/HTTP is always on --listen at /v1/traces)")
+	otlpTenant := strFlag(fs, &envs, "otlp-tenant-attribute", "QTOP_OTLP_TENANT_ATTRIBUTE", "tenant.id", "span attribute that holds the tenant of OTLP spans")
 	logFormat := strFlag(fs, &envs, "log-format", "QTOP_LOG_FORMAT", "text", "log format: text or json")
 	logLevel := strFlag(fs, &envs, "log-level", "QTOP_LOG_LEVEL", "info", "log level: debug, info, warn, error")
 	demo, err := boolFlag(fs, &envs, "demo", "QTOP_DEMO", "run a synthetic fleet in process (dozens of tenants, a heavy import by bigcorp)")
@@ -219,6 +224,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	cfg := collector.Config{
 		Listen: *listen, Store: *storeURL, Cluster: *cluster, Postgres: *pg,
 		Demo: *demo, DataDir: *dataDir, Writer: *writer, Grace: g, SpoolMaxBytes: sm, Logger: log,
+		OTLPGRPC: *otlpGRPC, OTLPTenantAttribute: *otlpTenant,
 	}
 	if err := creds.apply(&cfg.Token, &cfg.ReadToken, &cfg.AdminToken, &cfg.Insecure, &cfg.MaxRuleTTL); err != nil {
 		fmt.Fprintln(stderr, "collector serve:", err)

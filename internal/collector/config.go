@@ -96,6 +96,13 @@ type Config struct {
 	// DefaultMaxSources); newcomers are served on probation beside them
 	// (see sources.go), so junk sources cannot evict real ones.
 	MaxSources int
+	// OTLPGRPC is the address of the OTLP/gRPC trace receiver (4317 by
+	// convention); empty: off. OTLP/HTTP (POST /v1/traces) is always on
+	// Listen.
+	OTLPGRPC string
+	// OTLPTenantAttribute names the span attribute that holds the tenant
+	// of OTLP spans (default "tenant.id").
+	OTLPTenantAttribute string
 	// SpoolMaxBytes caps the store spool (0: the store's default).
 	SpoolMaxBytes int64
 	// Registerer receives the collector's metrics; nil: a private
@@ -120,6 +127,11 @@ func (c *Config) fill() error {
 	}
 	if c.Store == "" {
 		c.Store = DefaultStore
+	}
+	if c.OTLPGRPC != "" {
+		if _, _, err := net.SplitHostPort(c.OTLPGRPC); err != nil {
+			return fmt.Errorf("%w: otlp grpc %q: %v", ErrConfig, c.OTLPGRPC, err)
+		}
 	}
 	if c.Store != StoreNone {
 		if _, err := store.ParseURL(c.Store); err != nil {

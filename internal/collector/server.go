@@ -22,6 +22,7 @@ import (
 
 	"github.com/qtop-dev/qtop/ingest"
 	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/internal/otlpin"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/ratio"
 	"github.com/qtop-dev/qtop/spacesaving"
@@ -75,7 +76,8 @@ type Server struct {
 	done         chan struct{}
 	doneOnce     sync.Once
 
-	lock    *os.File // flock on DataDir
+	otlp    *otlpState // OTLP receiver (otlp.go)
+	lock    *os.File   // flock on DataDir
 	httpSrv *http.Server
 	ln      net.Listener
 	cancel  context.CancelFunc
@@ -140,6 +142,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	if err := s.loadPolicy(); err != nil {
+		return nil, err
+	}
+	if err := s.newOTLP(); err != nil {
 		return nil, err
 	}
 	s.version = loadVersion(cfg.DataDir)
@@ -267,6 +272,7 @@ func (s *Server) replay() error {
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc(live.PathReports, s.handleReports)
+	mux.Handle(otlpin.PathTraces, s.otlp.recv)
 	mux.HandleFunc(live.PathLive, s.authorized(RoleRead, s.handleLive))
 	mux.HandleFunc(live.PathStream, s.authorized(RoleRead, s.handleStream))
 	mux.HandleFunc(live.PathPolicy, s.handlePolicy)
@@ -290,6 +296,10 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("collector: listen: %w", err)
 	}
 	s.ln = ln
+	if err := s.listenOTLP(); err != nil {
+		ln.Close()
+		return err
+	}
 	s.httpSrv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 	s.wg.Add(1)
@@ -317,6 +327,7 @@ func (s *Server) Addr() string {
 // listener (for callers that serve Handler themselves). Shutdown stops it.
 func (s *Server) Run(ctx context.Context) {
 	ctx, s.cancel = context.WithCancel(ctx)
+	s.startOTLP()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -553,6 +564,7 @@ func (s *Server) buildLocked(m *minute) emission {
 // spool (within ctx) and closes the store. Calls after the first return
 // ErrShutdown.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.stopOTLP(ctx)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

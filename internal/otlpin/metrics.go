@@ -1,0 +1,105 @@
+package otlpin
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the receiver's own counters. What it merges is counted by
+// the collector's metrics like any report.
+type metrics struct {
+	spans        [numResults]prometheus.Counter
+	requests     *prometheus.CounterVec // transport, result
+	reports      *prometheus.CounterVec // result
+	invalid      prometheus.Counter
+	unattributed prometheus.Counter
+	waiting      prometheus.Gauge
+	sources      prometheus.Gauge
+}
+
+// Request results, the label values of qtop_otlp_requests_total.
+const (
+	reqOK           = "ok"
+	reqPartial      = "partial"
+	reqMalformed    = "malformed"
+	reqTooLarge     = "too_large"
+	reqBusy         = "busy"
+	reqUnauthorized = "unauthorized"
+	reqUnsupported  = "unsupported"
+)
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	spans := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "qtop_otlp_spans_total",
+		Help: "OTLP spans received, by what became of them: request, job, db (recorded with a tenant of its own or its comment's), db_by_trace (a database span that takes its trace's tenant), dropped (other kinds and non-PostgreSQL clients), rejected (bad times).",
+	}, []string{"result"})
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "qtop_otlp_requests_total",
+			Help: "OTLP export requests, by transport (http, grpc) and result (ok, partial, malformed, too_large, busy, unauthorized, unsupported).",
+		}, []string{"transport", "result"}),
+		reports: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "qtop_otlp_reports_total",
+			Help: "Windows of OTLP sources handed to the collector's merge, by result: merged, retried (refused for now, kept), dropped.",
+		}, []string{"result"}),
+		invalid: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "qtop_otlp_invalid_values_total",
+			Help: "Tenant, route, tier or source values of OTLP spans that failed validation and were replaced (unknown, other).",
+		}),
+		unattributed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "qtop_otlp_db_spans_unattributed_total",
+			Help: "Database spans recorded for tenant unknown: no tenant of their own, and their trace's root span did not arrive within the wait (or the wait list was full).",
+		}),
+		waiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "qtop_otlp_db_spans_waiting",
+			Help: "Database spans waiting for the root span of their trace.",
+		}),
+		sources: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "qtop_otlp_sources",
+			Help: "OTLP sources (service, instance, host) with a window of their own.",
+		}),
+	}
+	for i := range m.spans {
+		m.spans[i] = spans.WithLabelValues(resultNames[i])
+	}
+	if reg == nil {
+		return m, nil
+	}
+	for _, c := range []prometheus.Collector{spans, m.requests, m.reports, m.invalid, m.unattributed, m.waiting, m.sources} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("otlpin: metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) add(counts *[numResults]uint64, invalid, unattributed uint64) {
+	for i, n := range counts {
+		if n > 0 {
+			m.spans[i].Add(float64(n))
+		}
+	}
+	if invalid > 0 {
+		m.invalid.Add(float64(invalid))
+	}
+	if unattributed > 0 {
+		m.unattributed.Add(float64(unattributed))
+	}
+}
+
+// resultOf names the outcome of a request for qtop_otlp_requests_total.
+func resultOf(res Result, err error) string {
+	switch {
+	case err == nil && res.Rejected > 0:
+		return reqPartial
+	case err == nil:
+		return reqOK
+	case errors.Is(err, ErrTooLarge):
+		return reqTooLarge
+	case errors.Is(err, ErrBusy), errors.Is(err, ErrShutdown):
+		return reqBusy
+	}
+	return reqMalformed
+}

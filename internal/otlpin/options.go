@@ -1,0 +1,167 @@
+package otlpin
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Errors of the package; test with errors.Is.
+var (
+	// ErrMalformed: the body is not an OTLP trace export request.
+	ErrMalformed = errors.New("otlpin: malformed request")
+	// ErrTooLarge: the body, once decompressed, is above its limit.
+	ErrTooLarge = errors.New("otlpin: request too large")
+	// ErrBusy: the receiver cannot take the request now; the client should
+	// retry later (HTTP 503 / gRPC UNAVAILABLE, with a retry delay).
+	ErrBusy = errors.New("otlpin: busy")
+	// ErrShutdown: the receiver has been shut down (retryable for the
+	// client: another collector, or this one restarted, will take it).
+	ErrShutdown = errors.New("otlpin: shut down")
+	// ErrInvalid: an option is out of range.
+	ErrInvalid = errors.New("otlpin: invalid option")
+)
+
+// Defaults of the options.
+const (
+	DefaultInterval   = time.Second
+	DefaultMaxBody    = 16 << 20 // compressed, as sent
+	DefaultMaxDecoded = 64 << 20 // after gzip: about 200,000 typical spans
+	DefaultInflight   = 2
+	DefaultMaxSources = 128
+	DefaultTraceWait  = 10 * time.Second
+	DefaultMaxTraces  = 100_000
+	DefaultMaxWaiting = 100_000
+	// DefaultMaxRows bounds the tenant × route × kind rows of one source's
+	// window (each holds a 9 KiB latency histogram).
+	DefaultMaxRows = 512
+)
+
+// Option configures a Receiver.
+type Option func(*config)
+
+type config struct {
+	tenantAttr string
+	interval   time.Duration
+	maxBody    int64
+	maxDecoded int64
+	inflight   int
+	maxSources int
+	traceWait  time.Duration
+	maxTraces  int
+	maxWaiting int
+	maxRows    int
+	clock      func() time.Time
+	reg        prometheus.Registerer
+	log        *slog.Logger
+	auth       func(authorization string) bool
+	instance   string
+}
+
+func newConfig(opts []Option) (config, error) {
+	c := config{
+		tenantAttr: AttrTenant,
+		interval:   DefaultInterval,
+		maxBody:    DefaultMaxBody,
+		maxDecoded: DefaultMaxDecoded,
+		inflight:   DefaultInflight,
+		maxSources: DefaultMaxSources,
+		traceWait:  DefaultTraceWait,
+		maxTraces:  DefaultMaxTraces,
+		maxWaiting: DefaultMaxWaiting,
+		maxRows:    DefaultMaxRows,
+		clock:      time.Now,
+	}
+	for _, o := range opts {
+		o(&c)
+	}
+	switch {
+	case c.tenantAttr == "" || len(c.tenantAttr) > 256:
+		return c, fmt.Errorf("%w: tenant attribute %q", ErrInvalid, c.tenantAttr)
+	case c.interval <= 0:
+		return c, fmt.Errorf("%w: interval %v", ErrInvalid, c.interval)
+	case c.maxBody < 1 || c.maxDecoded < c.maxBody:
+		return c, fmt.Errorf("%w: body limits %d, %d (want 1 ≤ body ≤ decoded)", ErrInvalid, c.maxBody, c.maxDecoded)
+	case c.inflight < 1 || c.inflight > 256:
+		return c, fmt.Errorf("%w: inflight %d (want 1 to 256)", ErrInvalid, c.inflight)
+	case c.maxSources < 1 || c.maxSources > 100_000:
+		return c, fmt.Errorf("%w: max sources %d (want 1 to 100000)", ErrInvalid, c.maxSources)
+	case c.traceWait < 0 || c.traceWait > time.Minute:
+		return c, fmt.Errorf("%w: trace wait %v (want 0 to 1m)", ErrInvalid, c.traceWait)
+	case c.maxTraces < 1 || c.maxWaiting < 1:
+		return c, fmt.Errorf("%w: max traces %d, max waiting %d (want ≥ 1)", ErrInvalid, c.maxTraces, c.maxWaiting)
+	case c.maxRows < 1 || c.maxRows > 8192:
+		return c, fmt.Errorf("%w: max rows %d (want 1 to 8192)", ErrInvalid, c.maxRows)
+	case c.clock == nil:
+		return c, fmt.Errorf("%w: nil clock", ErrInvalid)
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+// WithTenantAttribute names the span attribute that holds the tenant
+// (default AttrTenant, "tenant.id", which is also what the SDKs' baggage
+// span processors copy from the W3C baggage member tenant.id).
+func WithTenantAttribute(name string) Option { return func(c *config) { c.tenantAttr = name } }
+
+// WithInterval sets how often each source's window is cut and merged as a
+// report (default DefaultInterval, as qtop's own reporter).
+func WithInterval(d time.Duration) Option { return func(c *config) { c.interval = d } }
+
+// WithMaxBody bounds a request body as sent (compressed) and once
+// decompressed. Defaults DefaultMaxBody and DefaultMaxDecoded.
+func WithMaxBody(compressed, decoded int64) Option {
+	return func(c *config) { c.maxBody, c.maxDecoded = compressed, decoded }
+}
+
+// WithInflight bounds the requests decoded at once (default
+// DefaultInflight); memory is about inflight × the decoded limit.
+func WithInflight(n int) Option { return func(c *config) { c.inflight = n } }
+
+// WithMaxSources bounds the distinct (service.name, service.instance.id,
+// host.name) sources with a window of their own; spans of further sources
+// are counted under the service "other". Default DefaultMaxSources.
+func WithMaxSources(n int) Option { return func(c *config) { c.maxSources = n } }
+
+// WithTraceWait sets how long a database span whose tenant is its trace's
+// waits for the trace's root span to arrive (default DefaultTraceWait,
+// twice the SDKs' default export delay); the root tenants of traces are
+// remembered as long. 0: no wait.
+func WithTraceWait(d time.Duration) Option { return func(c *config) { c.traceWait = d } }
+
+// WithTraceLimits bounds the remembered root tenants and the waiting
+// database spans (defaults DefaultMaxTraces, DefaultMaxWaiting). A span
+// that finds the wait list full is recorded for ingest.UnknownTenant.
+func WithTraceLimits(traces, waiting int) Option {
+	return func(c *config) { c.maxTraces, c.maxWaiting = traces, waiting }
+}
+
+// WithMaxRows bounds the rows of one source's window (default
+// DefaultMaxRows).
+func WithMaxRows(n int) Option { return func(c *config) { c.maxRows = n } }
+
+// WithClock sets the clock that dates windows and waits (default
+// time.Now).
+func WithClock(now func() time.Time) Option { return func(c *config) { c.clock = now } }
+
+// WithRegisterer registers the receiver's metrics on reg; without it there
+// are none.
+func WithRegisterer(reg prometheus.Registerer) Option { return func(c *config) { c.reg = reg } }
+
+// WithLogger sets the logger (default: none).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
+// WithAuth has every request checked by fn, given its Authorization
+// header (HTTP) or authorization metadata (gRPC); a request fn refuses
+// gets 401 / UNAUTHENTICATED. Default: no check.
+func WithAuth(fn func(authorization string) bool) Option { return func(c *config) { c.auth = fn } }
+
+// WithInstance sets the suffix that makes the receiver's report sources
+// unique to this receiver's lifetime (default: random), so that a
+// restarted collector never takes a new report for one it merged before.
+func WithInstance(id string) Option { return func(c *config) { c.instance = id } }

@@ -1,0 +1,552 @@
+package otlpin
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+// Sink merges one encoded report (the body of POST /v1/reports, see
+// ingest.Report.MarshalBinary) as the collector merges a report of its
+// own reporters. It returns nil once merged; otherwise an error, with
+// retry > 0 when the same report may be offered again after that long.
+type Sink func(body []byte) (retry time.Duration, err error)
+
+// Result is what became of an accepted request.
+type Result struct {
+	// Spans is the number of spans in the request.
+	Spans int
+	// Rejected counts spans that cannot be read as work (a zero start or
+	// an end before the start); the client must not send them again.
+	Rejected int
+	// Message says why spans were rejected (empty when none were).
+	Message string
+}
+
+// Limits of one request and of the retry queues.
+const (
+	// MaxSpans bounds the spans of one request (the records of a request
+	// are buffered until it has been read whole, so that a malformed
+	// request records nothing).
+	MaxSpans = 200_000
+	// maxQueue bounds the reports one source keeps for a retry while the
+	// collector refuses them; maxBacklog is the total at which requests
+	// are answered "busy, retry later".
+	maxQueue   = 30
+	maxBacklog = 16
+	// idleSource is how long a source without spans keeps its window.
+	idleSource = 5 * time.Minute
+	// otherService names the source that takes the spans of services
+	// beyond WithMaxSources.
+	otherService = "other"
+)
+
+// Receiver turns OTLP trace export requests into qtop load records and
+// hands them, as one report per source and interval, to a Sink. Create it
+// with New; serve it with ServeHTTP (POST /v1/traces) and RegisterGRPC;
+// Start its flush loop; stop it with Shutdown. Calls after Shutdown are
+// refused with ErrShutdown.
+type Receiver struct {
+	cfg     config
+	sink    Sink
+	met     *metrics
+	sem     chan struct{}
+	mappers sync.Pool
+
+	mu      sync.Mutex
+	sources map[string]*source
+	traces  *traceCache
+	wait    *waitList
+	backlog int
+	closed  bool
+
+	flushMu sync.Mutex
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	once    sync.Once
+}
+
+// source is one sending process (service.name, service.instance.id,
+// host.name) with its window.
+type source struct {
+	rec   *ingest.Recorder
+	seq   uint64
+	queue [][]byte
+	last  time.Time // of its last span
+	empty bool      // its last cut held no row
+}
+
+// New returns a receiver that merges through sink. It returns ErrInvalid
+// for an option out of range.
+func New(sink Sink, opts ...Option) (*Receiver, error) {
+	if sink == nil {
+		return nil, fmt.Errorf("%w: nil sink", ErrInvalid)
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.instance == "" {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		cfg.instance = hex.EncodeToString(b[:])
+	}
+	r := &Receiver{
+		cfg:     cfg,
+		sink:    sink,
+		sem:     make(chan struct{}, cfg.inflight),
+		sources: make(map[string]*source),
+		traces:  newTraceCache(cfg.maxTraces, max(cfg.traceWait, time.Second)),
+		wait:    newWaitList(cfg.maxWaiting),
+		stop:    make(chan struct{}),
+	}
+	r.mappers.New = func() any { return &mapper{tenantAttr: cfg.tenantAttr} }
+	if r.met, err = newMetrics(cfg.reg); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// acquire takes a decode slot without waiting; false: the receiver is
+// busy or shut down.
+func (r *Receiver) acquire() error {
+	r.mu.Lock()
+	closed, busy := r.closed, r.backlog >= maxBacklog
+	r.mu.Unlock()
+	switch {
+	case closed:
+		return ErrShutdown
+	case busy:
+		return fmt.Errorf("%w: the collector is refusing reports", ErrBusy)
+	}
+	select {
+	case r.sem <- struct{}{}:
+		return nil
+	default:
+		return fmt.Errorf("%w: %d requests being decoded", ErrBusy, cap(r.sem))
+	}
+}
+
+func (r *Receiver) release() { <-r.sem }
+
+// pend is a record of a request, kept until the request has been read
+// whole.
+type pend struct {
+	src  *source
+	rec  ingest.Record
+	id   traceID
+	wait bool // a DB span whose tenant is its trace's
+}
+
+type rootAt struct {
+	id traceID
+	r  root
+}
+
+// reqState is the per-request scratch space, pooled with the mapper. The
+// records are kept in chunks, so that a large request is never copied
+// while it grows.
+type reqState struct {
+	chunks [][]pend
+	n      int
+	roots  []rootAt
+	key    []byte
+}
+
+const chunkLen = 1024
+
+func (st *reqState) add(p pend) {
+	c := st.n / chunkLen
+	if c == len(st.chunks) {
+		st.chunks = append(st.chunks, make([]pend, chunkLen))
+	}
+	st.chunks[c][st.n%chunkLen] = p
+	st.n++
+}
+
+// each calls fn with every record added, in order.
+func (st *reqState) each(fn func(*pend)) {
+	for i := range st.n {
+		fn(&st.chunks[i/chunkLen][i%chunkLen])
+	}
+}
+
+// reset drops the references to strings and sources, and keeps up to
+// maxKeptChunks chunks for the next request.
+func (st *reqState) reset() {
+	for i := 0; i*chunkLen < st.n; i++ {
+		clear(st.chunks[i])
+	}
+	st.n = 0
+	if len(st.chunks) > maxKeptChunks {
+		st.chunks = st.chunks[:maxKeptChunks]
+	}
+	st.roots = st.roots[:0]
+}
+
+const maxKeptChunks = 8
+
+// Consume maps one ExportTraceServiceRequest in protobuf encoding
+// (decompressed) and records its spans. A malformed body records nothing
+// and returns ErrMalformed; a body of more than MaxSpans spans, ErrTooLarge.
+func (r *Receiver) Consume(body []byte) (Result, error) {
+	if int64(len(body)) > r.cfg.maxDecoded {
+		return Result{}, fmt.Errorf("%w: %d bytes, at most %d", ErrTooLarge, len(body), r.cfg.maxDecoded)
+	}
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return Result{}, ErrShutdown
+	}
+	now := r.cfg.clock()
+	m := r.mappers.Get().(*mapper)
+	defer r.mappers.Put(m)
+	st := &m.req
+	st.reset()
+	defer st.reset()
+	var (
+		counts       [numResults]uint64
+		res          Result
+		sp           rawSpan
+		out          mapped
+		unattributed uint64
+	)
+	err := eachLen(body, fReqResourceSpans, func(rs []byte) error {
+		src, resTenant, err := r.resource(m, rs, now)
+		if err != nil {
+			return err
+		}
+		return eachLen(rs, fRSScopeSpans, func(ss []byte) error {
+			return eachLen(ss, fSSSpans, func(b []byte) error {
+				if res.Spans++; res.Spans > MaxSpans {
+					return fmt.Errorf("%w: more than %d spans in one request; send smaller batches", ErrTooLarge, MaxSpans)
+				}
+				if err := readSpan(b, &sp, &m.attrs); err != nil {
+					return err
+				}
+				what, err := m.span(&sp, resTenant, &out)
+				if err != nil {
+					return err
+				}
+				counts[what]++
+				switch what {
+				case resRequest, resJob, resDB:
+					st.add(pend{src: src, rec: out.rec})
+					if what != resDB && out.tagged {
+						if id, ok := toTraceID(sp.traceID); ok {
+							st.roots = append(st.roots, rootAt{id, root{out.rec.Tags.Tenant, out.rec.Tags.Tier}})
+						}
+					}
+				case resDBWaiting:
+					p := pend{src: src, rec: out.rec}
+					p.id, p.wait = toTraceID(sp.traceID)
+					if !p.wait { // no trace id to find a root by
+						p.rec.Tags.Tenant = ingest.UnknownTenant
+						unattributed++
+					}
+					st.add(p)
+				case resRejected:
+					res.Rejected++
+				}
+				return nil
+			})
+		})
+	})
+	invalid := m.in.invalid
+	m.in.invalid = 0
+	if err != nil {
+		return Result{}, err
+	}
+	if res.Rejected > 0 {
+		res.Message = fmt.Sprintf("%d span(s) with a zero start time or an end before the start", res.Rejected)
+	}
+	r.mu.Lock()
+	for _, rt := range st.roots {
+		r.traces.put(rt.id, rt.r, now)
+		r.wait.resolve(rt.id, func(w *waiting) {
+			attribute(&w.rec, rt.r)
+			w.src.rec.Record(w.rec)
+		})
+	}
+	st.each(func(p *pend) {
+		if !p.wait {
+			return
+		}
+		if rt, ok := r.traces.get(p.id, now); ok {
+			attribute(&p.rec, rt)
+			p.wait = false
+			return
+		}
+		if r.cfg.traceWait > 0 && !r.wait.full() {
+			r.wait.add(p.id, waiting{rec: p.rec, src: p.src, deadline: now.Add(r.cfg.traceWait)})
+			return
+		}
+		p.rec.Tags.Tenant = ingest.UnknownTenant
+		p.wait = false
+		unattributed++
+	})
+	r.met.waiting.Set(float64(r.wait.len()))
+	r.mu.Unlock()
+	st.each(func(p *pend) {
+		if !p.wait {
+			p.src.rec.Record(p.rec)
+		}
+	})
+	r.met.add(&counts, invalid, unattributed)
+	return res, nil
+}
+
+// attribute gives a DB record its trace's tenant (and tier, unless its own
+// comment set one).
+func attribute(rec *ingest.Record, rt root) {
+	rec.Tags.Tenant = rt.tenant
+	if rec.Tags.Tier == tenant.TierUnset {
+		rec.Tags.Tier = rt.tier
+	}
+}
+
+// resource reads a ResourceSpans' resource attributes and returns its
+// source and its tenant.id (for spans without their own).
+func (r *Receiver) resource(m *mapper, rs []byte, now time.Time) (*source, string, error) {
+	var svc, inst, host, tn []byte
+	err := eachLen(rs, fRSResource, func(res []byte) error {
+		return eachLen(res, fResAttributes, func(kv []byte) error {
+			k, v, err := keyValue(kv)
+			if err != nil {
+				return err
+			}
+			if v.which != fAnyString {
+				return nil
+			}
+			switch string(k) {
+			case attrServiceName:
+				svc = v.str
+			case attrServiceInstance:
+				inst = v.str
+			case attrHostName:
+				host = v.str
+			}
+			if string(k) == r.cfg.tenantAttr {
+				tn = v.str
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	resTenant := ""
+	if len(tn) > 0 {
+		resTenant = m.in.tenant(tn)
+	}
+	if len(svc) == 0 {
+		svc = []byte("unknown_service")
+	}
+	key := append(append(append(append(append(m.req.key[:0], svc...), 0), inst...), 0), host...)
+	m.req.key = key
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	src := r.sources[string(key)]
+	if src == nil {
+		if len(r.sources) >= r.cfg.maxSources {
+			key = append(m.req.key[:0], otherService+"\x00\x00"...)
+			if src = r.sources[string(key)]; src == nil {
+				src = r.newSourceLocked(ingest.Source{Service: otherService})
+				r.sources[string(key)] = src
+			}
+		} else {
+			src = r.newSourceLocked(ingest.Source{
+				Service:  m.field(svc, "unknown_service"),
+				Instance: m.field(inst, ""),
+				Host:     m.field(host, ""),
+			})
+			r.sources[string(key)] = src
+		}
+		r.met.sources.Set(float64(len(r.sources)))
+	}
+	src.last = now
+	return src, resTenant, nil
+}
+
+// field validates a source field as the collector does a route; an
+// invalid one is replaced by def and counted.
+func (m *mapper) field(b []byte, def string) string {
+	if len(b) == 0 {
+		return def
+	}
+	s := string(b)
+	if tenant.ValidateRoute(s) != nil {
+		m.in.invalid++
+		return def
+	}
+	return s
+}
+
+func (r *Receiver) newSourceLocked(s ingest.Source) *source {
+	// The instance carries this receiver's id: a collector restarted on the
+	// same data directory replays the sequence numbers it merged before, and
+	// must not take this receiver's new windows for them.
+	s.Instance = s.Instance + "~otlp-" + r.cfg.instance
+	rec, err := r.newRecorder(s)
+	if err != nil {
+		// Only a source the recorder refuses gets here (the fields are
+		// checked before): its spans count for the overflow service.
+		r.cfg.log.Warn("otlp: source refused, counted as "+otherService, "service", s.Service, "err", err)
+		if rec, err = r.newRecorder(ingest.Source{Service: otherService, Instance: "~otlp-" + r.cfg.instance}); err != nil {
+			panic("otlpin: recorder options: " + err.Error()) // the options are checked by New
+		}
+	}
+	return &source{rec: rec}
+}
+
+func (r *Receiver) newRecorder(s ingest.Source) (*ingest.Recorder, error) {
+	return ingest.NewRecorder(
+		ingest.WithSource(s),
+		ingest.WithShards(1),
+		ingest.WithMaxRows(r.cfg.maxRows),
+		ingest.WithMaxTenants(min(r.cfg.maxRows, ingest.DefaultMaxTenants)),
+		ingest.WithClock(r.cfg.clock),
+	)
+}
+
+// Flush records the waiting DB spans whose wait is over (for
+// ingest.UnknownTenant), then cuts each source's window at now and hands
+// it to the sink, after any report of the source still waiting for a
+// retry. Start calls it every interval; tests call it with a fake clock.
+func (r *Receiver) Flush(now time.Time) { r.flush(now, false) }
+
+func (r *Receiver) flush(now time.Time, final bool) {
+	r.flushMu.Lock()
+	defer r.flushMu.Unlock()
+	var unattributed uint64
+	r.mu.Lock()
+	r.traces.expire(now)
+	r.wait.expire(now, r.cfg.traceWait, final, func(w *waiting) {
+		w.rec.Tags.Tenant = ingest.UnknownTenant
+		w.src.rec.Record(w.rec)
+		unattributed++
+	})
+	r.met.waiting.Set(float64(r.wait.len()))
+	srcs := make([]*source, 0, len(r.sources))
+	for k, src := range r.sources {
+		if now.Sub(src.last) > idleSource && src.empty && len(src.queue) == 0 {
+			// No span since a cut that found its window empty (spans waiting
+			// for their trace wait less than idleSource, so none is left).
+			delete(r.sources, k)
+			continue
+		}
+		srcs = append(srcs, src)
+	}
+	r.met.sources.Set(float64(len(r.sources)))
+	r.mu.Unlock()
+	r.met.unattributed.Add(float64(unattributed))
+
+	backlog := 0
+	for _, src := range srcs {
+		r.send(src, now)
+		backlog += len(src.queue)
+	}
+	r.mu.Lock()
+	r.backlog = backlog
+	r.mu.Unlock()
+}
+
+// send offers src's queued reports, then its new window, to the sink.
+func (r *Receiver) send(src *source, now time.Time) {
+	for len(src.queue) > 0 {
+		if !r.offer(src.queue[0]) {
+			break
+		}
+		src.queue[0] = nil
+		src.queue = src.queue[1:]
+	}
+	rep := src.rec.Cut(now)
+	if src.empty = len(rep.Rows) == 0 && rep.Keys == nil; src.empty {
+		return
+	}
+	src.seq++
+	rep.Seq = src.seq
+	body, err := rep.MarshalBinary()
+	if err != nil {
+		r.met.reports.WithLabelValues("dropped").Inc()
+		r.cfg.log.Error("otlp: window not encoded; dropped", "service", rep.Source.Service, "err", err)
+		return
+	}
+	if len(src.queue) == 0 && r.offer(body) {
+		return
+	}
+	if len(src.queue) >= maxQueue {
+		src.queue[0] = nil
+		src.queue = src.queue[1:]
+		r.met.reports.WithLabelValues("dropped").Inc()
+	}
+	src.queue = append(src.queue, body)
+}
+
+// offer hands body to the sink: true when it is done with (merged, or
+// refused for good and dropped), false when it should be offered again.
+func (r *Receiver) offer(body []byte) bool {
+	retry, err := r.sink(body)
+	switch {
+	case err == nil:
+		r.met.reports.WithLabelValues("merged").Inc()
+		return true
+	case retry > 0:
+		r.met.reports.WithLabelValues("retried").Inc()
+		return false
+	default:
+		r.met.reports.WithLabelValues("dropped").Inc()
+		r.cfg.log.Error("otlp: collector refused a window; dropped", "err", err)
+		return true
+	}
+}
+
+// Start runs the flush loop, every interval, until Shutdown.
+func (r *Receiver) Start() {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		t := time.NewTicker(r.cfg.interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-r.stop:
+				return
+			case <-t.C:
+				r.Flush(r.cfg.clock())
+			}
+		}
+	}()
+}
+
+// Shutdown refuses new requests, waits (within ctx) for those being
+// decoded, records the waiting DB spans for ingest.UnknownTenant, and
+// flushes every window once. Calls after the first return ErrShutdown.
+func (r *Receiver) Shutdown(ctx context.Context) error {
+	err := ErrShutdown
+	r.once.Do(func() {
+		err = nil
+		r.mu.Lock()
+		r.closed = true
+		r.mu.Unlock()
+		close(r.stop)
+		r.wg.Wait()
+		for i := 0; i < cap(r.sem); i++ {
+			select {
+			case r.sem <- struct{}{}:
+			case <-ctx.Done():
+				err = ctx.Err()
+				i = cap(r.sem)
+			}
+		}
+		r.flush(r.cfg.clock(), true)
+	})
+	return err
+}
