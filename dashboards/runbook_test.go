@@ -11,8 +11,8 @@ import (
 	"github.com/charmbracelet/bubbles/key"
 
 	"github.com/qtop-dev/qtop/dashboards"
-	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/internal/tui"
+	"github.com/qtop-dev/qtop/store"
 )
 
 func readRunbook(t *testing.T) string {

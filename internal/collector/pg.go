@@ -65,7 +65,7 @@ func (s *Server) runSampler(ctx context.Context) {
 			}
 			s.AddSample(snap, time.Second)
 			s.checkRunaway(ctx, pool, snap) // runaway.go
-			if err != nil { // e.g. sessions hidden from a role without pg_monitor
+			if err != nil {                 // e.g. sessions hidden from a role without pg_monitor
 				s.setSamplerErr(err)
 			}
 		})

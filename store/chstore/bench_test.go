@@ -9,9 +9,9 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
 
+	"github.com/qtop-dev/qtop/ratio"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/store/storetest"
-	"github.com/qtop-dev/qtop/ratio"
 )
 
 func benchRows(n int, withLatency bool) []store.Rollup {

@@ -10,9 +10,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/store/storetest"
-	"github.com/qtop-dev/qtop/internal/testsvc"
 )
 
 type testWriter struct{ t *testing.T }

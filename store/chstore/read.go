@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/ratio"
+	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tenant"
 )
 

@@ -21,8 +21,8 @@ import (
 
 	"github.com/duckdb/duckdb-go/v2"
 
-	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/ratio"
+	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tenant"
 )
 

@@ -9,9 +9,9 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/qtop-dev/qtop/ratio"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/store/storetest"
-	"github.com/qtop-dev/qtop/ratio"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/ratio"
+	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
