@@ -40,7 +40,7 @@ type config struct {
 	maxBackoff  time.Duration
 	onPolicy    func(policy.Policy)
 	enforcement func() Enforcement
-	budgets     func() []BudgetCounter
+	budgets     func() ([]BudgetCounter, []BudgetAction)
 
 	// span processor
 	skipDBSpans bool

@@ -108,9 +108,11 @@ type Report struct {
 	KeyTenants map[string]string
 	// Enforcement holds the enforce package's counters of the window.
 	Enforcement Enforcement
-	// Budgets are the database budget counters of the window (section 4,
-	// budgets.go); nil when none.
-	Budgets []BudgetCounter
+	// Budgets are the database budget counters of the window and
+	// BudgetActions its runaway actions (section 4, budgets.go); nil when
+	// none.
+	Budgets       []BudgetCounter
+	BudgetActions []BudgetAction
 }
 
 // Format constants. See the package documentation for the layout.

@@ -311,7 +311,7 @@ func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live 
 		s.svcLat.load(&s.scratch)
 		svc.w.lat[svc.w.slot(sec)].merge(&s.svcLat)
 	}
-	s.mergeBudgetsLocked(sec, rep.Budgets) // budgets.go
+	s.mergeBudgetsLocked(sec, rep) // budgets.go
 	// Enforcement.
 	j := int(uint64(sec) % rateN)
 	es := &s.enf[j]
