@@ -4,13 +4,30 @@ import (
 	"encoding/binary"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/qtop-dev/qtop/sqlcomment"
 )
 
 // MaxBudgetCounters bounds the budget counters of one report (a policy
-// has at most policy.MaxBudgets budgets and policy.MaxRunaway rules).
-const MaxBudgetCounters = 512
+// has at most policy.MaxBudgets budgets and policy.MaxRunaway rules);
+// MaxBudgetActions bounds its runaway actions.
+const (
+	MaxBudgetCounters = 512
+	MaxBudgetActions  = 64
+)
+
+// BudgetAction is one runaway action of the sqlcomment wrapper during a
+// report's window, for the collector's audit.
+type BudgetAction struct {
+	Time time.Time
+	Rule string
+	// Outcome is "cancelled" or "reported" (by the rule's deadline), or
+	// "refused" (by its watch list).
+	Outcome  string
+	Duration time.Duration
+	Shape    uint64
+}
 
 // sectionBudgets is the report section of the database budget counters.
 const sectionBudgets = 4
@@ -37,7 +54,7 @@ func budgetsSection() section {
 	return section{
 		tag:  sectionBudgets,
 		name: "budgets",
-		has:  func(r *Report) bool { return len(r.Budgets) > 0 },
+		has:  func(r *Report) bool { return len(r.Budgets) > 0 || len(r.BudgetActions) > 0 },
 		appendTo: func(b []byte, r *Report) ([]byte, error) {
 			if len(r.Budgets) > MaxBudgetCounters {
 				return nil, fmt.Errorf("%w: %d budget counters, at most %d", ErrTooLarge, len(r.Budgets), MaxBudgetCounters)
@@ -61,6 +78,24 @@ func budgetsSection() section {
 					b = binary.AppendUvarint(b, v)
 				}
 			}
+			// Then the runaway actions: u n | n × (varint unix ms | rule |
+			// outcome | uvarint duration ns | 8 bytes shape).
+			if len(r.BudgetActions) > MaxBudgetActions {
+				return nil, fmt.Errorf("%w: %d budget actions, at most %d", ErrTooLarge, len(r.BudgetActions), MaxBudgetActions)
+			}
+			b = binary.AppendUvarint(b, uint64(len(r.BudgetActions)))
+			for _, a := range r.BudgetActions {
+				if len(a.Rule) > MaxStringLen || len(a.Outcome) > maxOutcomeLen || a.Duration < 0 {
+					return nil, fmt.Errorf("%w: budget action %q %q", ErrInvalid, a.Rule, a.Outcome)
+				}
+				b = binary.AppendVarint(b, a.Time.UnixMilli())
+				b = binary.AppendUvarint(b, uint64(len(a.Rule)))
+				b = append(b, a.Rule...)
+				b = binary.AppendUvarint(b, uint64(len(a.Outcome)))
+				b = append(b, a.Outcome...)
+				b = binary.AppendUvarint(b, uint64(a.Duration))
+				b = binary.LittleEndian.AppendUint64(b, a.Shape)
+			}
 			return b, nil
 		},
 		decode: func(d *decoder, r *Report) {
@@ -82,22 +117,61 @@ func budgetsSection() section {
 					*p = d.uvarint("budget counter")
 				}
 			}
+			m := d.count("budget actions", MaxBudgetActions, 1+1+1+1+8)
+			if d.err != nil {
+				return
+			}
+			var acts []BudgetAction
+			if m > 0 {
+				acts = make([]BudgetAction, m)
+			}
+			for i := range acts {
+				a := &acts[i]
+				a.Time = time.UnixMilli(d.varint("budget action time")).UTC()
+				a.Rule = d.string("budget action rule")
+				a.Outcome = d.string("budget action outcome")
+				a.Duration = time.Duration(d.uvarint("budget action duration"))
+				if p := d.bytes(8, "budget action shape"); p != nil {
+					a.Shape = binary.LittleEndian.Uint64(p)
+				}
+				if d.err == nil && (len(a.Outcome) > maxOutcomeLen || a.Duration < 0) {
+					d.fail(fmt.Errorf("%w: budget action outcome %q, duration %v", ErrMalformed, a.Outcome, a.Duration))
+				}
+			}
 			if d.err == nil {
-				r.Budgets = out
+				r.Budgets, r.BudgetActions = out, acts
+				if len(out) == 0 {
+					r.Budgets = nil
+				}
 			}
 		},
 	}
 }
 
+// maxOutcomeLen bounds a BudgetAction's outcome.
+const maxOutcomeLen = 16
+
 // BudgetSource returns a function for WithBudgetSource that reports what
-// b's budgets and runaway rules did since its previous call.
-func BudgetSource(b *sqlcomment.Budgets) func() []BudgetCounter {
+// b's budgets and runaway rules did since its previous call: their
+// counters, and the runaway actions (at most MaxBudgetActions, the most
+// recent).
+func BudgetSource(b *sqlcomment.Budgets) func() ([]BudgetCounter, []BudgetAction) {
 	var mu sync.Mutex
 	last := map[string]BudgetCounter{}
-	return func() []BudgetCounter {
+	var seq uint64
+	return func() ([]BudgetCounter, []BudgetAction) {
 		bs, rs := b.Stats()
 		mu.Lock()
 		defer mu.Unlock()
+		var evs []sqlcomment.BudgetEvent
+		evs, seq = b.RunawayEventsSince(seq)
+		if len(evs) > MaxBudgetActions {
+			evs = evs[len(evs)-MaxBudgetActions:]
+		}
+		var acts []BudgetAction
+		for _, e := range evs {
+			acts = append(acts, BudgetAction{Time: e.Time, Rule: e.Budget, Outcome: e.Handled, Duration: e.Duration, Shape: e.Shape})
+		}
 		next := make(map[string]BudgetCounter, len(bs)+len(rs))
 		var out []BudgetCounter
 		for _, s := range bs {
@@ -123,7 +197,7 @@ func BudgetSource(b *sqlcomment.Budgets) func() []BudgetCounter {
 		if len(out) > MaxBudgetCounters {
 			out = out[:MaxBudgetCounters]
 		}
-		return out
+		return out, acts
 	}
 }
 
@@ -144,9 +218,9 @@ func (c BudgetCounter) since(prev BudgetCounter) BudgetCounter {
 	return c
 }
 
-// WithBudgetSource has the Reporter fill each report's Budgets with fn's
-// counters for the window (fn returns the counters since its previous
-// call; BudgetSource makes one from a sqlcomment.Budgets).
-func WithBudgetSource(fn func() []BudgetCounter) ReporterOption {
+// WithBudgetSource has the Reporter fill each report's Budgets and
+// BudgetActions with fn's for the window (fn returns those since its
+// previous call; BudgetSource makes one from a sqlcomment.Budgets).
+func WithBudgetSource(fn func() ([]BudgetCounter, []BudgetAction)) ReporterOption {
 	return reporterOption(func(c *config) { c.budgets = fn })
 }

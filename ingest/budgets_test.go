@@ -17,6 +17,8 @@ func TestBudgetsSectionRoundTrip(t *testing.T) {
 		{ID: "analytics", Enforce: true, Admitted: 10, Refused: 3, Warned: 0, InTx: 1},
 		{ID: "long", Runaway: true, Cancelled: 2, Reported: 1, WatchRefused: 5},
 	}
+	r.BudgetActions = []BudgetAction{{Time: time.UnixMilli(1764579600123).UTC(), Rule: "long", Outcome: "cancelled",
+		Duration: 30 * time.Second, Shape: 0xdeadbeefcafe}}
 	b, err := r.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
@@ -25,9 +27,14 @@ func TestBudgetsSectionRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(got.Budgets, r.Budgets) {
-		t.Fatalf("budgets = %+v, want %+v", got.Budgets, r.Budgets)
+	if !reflect.DeepEqual(got.Budgets, r.Budgets) || !reflect.DeepEqual(got.BudgetActions, r.BudgetActions) {
+		t.Fatalf("budgets = %+v %+v, want %+v %+v", got.Budgets, got.BudgetActions, r.Budgets, r.BudgetActions)
 	}
+	r.BudgetActions = make([]BudgetAction, MaxBudgetActions+1)
+	if _, err := r.MarshalBinary(); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("too many actions: %v", err)
+	}
+	r.BudgetActions = nil
 	r.Budgets = make([]BudgetCounter, MaxBudgetCounters+1)
 	if _, err := r.MarshalBinary(); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("too many counters: %v", err)
@@ -44,7 +51,10 @@ func TestBudgetsSectionMalformed(t *testing.T) {
 		{"count above the bytes left", []byte{1, 4, 2, 5, 0}, ErrMalformed},
 		{"bad flags", []byte{1, 4, 11, 1, 1, 'a', 4, 0, 0, 0, 0, 0, 0, 0}, ErrMalformed},
 		{"truncated", []byte{1, 4, 5, 1, 1, 'a', 0, 0}, ErrMalformed},
-		{"trailing", []byte{1, 4, 12, 1, 1, 'a', 0, 0, 0, 0, 0, 0, 0, 0, 9}, ErrMalformed},
+		{"no action count", []byte{1, 4, 11, 1, 1, 'a', 0, 0, 0, 0, 0, 0, 0, 0}, ErrMalformed},
+		{"actions above the limit", []byte{1, 4, 12, 1, 1, 'a', 0, 0, 0, 0, 0, 0, 0, 0, 65}, ErrTooLarge},
+		{"trailing", []byte{1, 4, 13, 1, 1, 'a', 0, 0, 0, 0, 0, 0, 0, 0, 0, 9}, ErrMalformed},
+		{"long outcome", append([]byte{1, 4, 31, 0, 1, 0, 0, 17}, append([]byte("xxxxxxxxxxxxxxxxx"), 0, 0, 0, 0, 0, 0, 0, 0, 0)...), ErrMalformed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var r Report
@@ -57,7 +67,7 @@ func TestBudgetsSectionMalformed(t *testing.T) {
 		})
 	}
 	var r Report
-	if err := r.UnmarshalBinary(withSections(t, []byte{1, 4, 11, 1, 1, 'a', 2, 1, 2, 3, 4, 5, 6, 7})); err != nil {
+	if err := r.UnmarshalBinary(withSections(t, []byte{1, 4, 12, 1, 1, 'a', 2, 1, 2, 3, 4, 5, 6, 7, 0})); err != nil {
 		t.Fatal(err)
 	}
 	want := []BudgetCounter{{ID: "a", Enforce: true, Admitted: 1, Refused: 2, Warned: 3, InTx: 4, Cancelled: 5, Reported: 6, WatchRefused: 7}}
@@ -73,8 +83,8 @@ func TestBudgetSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := BudgetSource(b)
-	if got := src(); len(got) != 0 {
-		t.Fatalf("nothing happened, got %+v", got)
+	if got, acts := src(); len(got) != 0 || len(acts) != 0 {
+		t.Fatalf("nothing happened, got %+v %+v", got, acts)
 	}
 	c := sqlcomment.NewCommenter(sqlcomment.WithBudgets(b))
 	st := sqlcomment.Statement{Tags: tenant.Tags{Tenant: "a"}, Tagged: true}
@@ -88,10 +98,14 @@ func TestBudgetSource(t *testing.T) {
 	}
 	c.Finish(&tk, t0.Add(2*time.Second), 2*time.Second, false)
 	want := []BudgetCounter{{ID: "c", Enforce: true, Admitted: 1, Refused: 1}, {ID: "r", Runaway: true, Reported: 1}}
-	if got := src(); !reflect.DeepEqual(got, want) {
+	got, acts := src()
+	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("window 1 = %+v, want %+v", got, want)
 	}
-	if got := src(); len(got) != 0 {
-		t.Fatalf("window 2 = %+v, want nothing", got)
+	if len(acts) != 1 || acts[0].Rule != "r" || acts[0].Outcome != "reported" || acts[0].Duration != 2*time.Second {
+		t.Fatalf("window 1 actions = %+v", acts)
+	}
+	if got, acts := src(); len(got) != 0 || len(acts) != 0 {
+		t.Fatalf("window 2 = %+v %+v, want nothing", got, acts)
 	}
 }

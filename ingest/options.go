@@ -68,7 +68,7 @@ type config struct {
 	onPolicy    func(policy.Policy)
 	enforcement func() Enforcement
 	onCut       func(*Report)
-	budgets     func() []BudgetCounter
+	budgets     func() ([]BudgetCounter, []BudgetAction)
 
 	// span processor
 	skipDBSpans      bool

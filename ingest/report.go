@@ -119,9 +119,11 @@ type Report struct {
 	// PoolWait is the connection-pool wait per tenant of the window, in
 	// the enforcement detail section (enforcedetail.go).
 	PoolWait []PoolWait
-	// Budgets are the database budget counters of the window (section 4,
-	// budgets.go); nil when none.
-	Budgets []BudgetCounter
+	// Budgets are the database budget counters of the window and
+	// BudgetActions its runaway actions (section 4, budgets.go); nil when
+	// none.
+	Budgets       []BudgetCounter
+	BudgetActions []BudgetAction
 }
 
 // Format constants. See the package documentation for the layout.

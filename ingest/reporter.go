@@ -177,7 +177,7 @@ func (r *Reporter) cut(final bool) uint64 {
 		rep.Enforcement = r.cfg.enforcement()
 	}
 	if r.cfg.budgets != nil {
-		rep.Budgets = r.cfg.budgets()
+		rep.Budgets, rep.BudgetActions = r.cfg.budgets()
 	}
 	if r.cfg.onCut != nil {
 		r.cfg.onCut(rep)

@@ -59,6 +59,28 @@ func (b *Budgets) Events() []BudgetEvent {
 	return out
 }
 
+// RunawayEventsSince returns the runaway actions (a statement cancelled
+// or reported by a runaway rule, or refused by its watch list) kept since
+// seq, the value this method returned last (0 the first time), oldest
+// first, and the seq to pass next. Events that the ring of 256 dropped
+// before they were asked for are lost (the counters in Stats are not).
+func (b *Budgets) RunawayEventsSince(seq uint64) ([]BudgetEvent, uint64) {
+	r := &b.ev
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	from := seq
+	if r.n > maxEvents && from < r.n-maxEvents {
+		from = r.n - maxEvents
+	}
+	var out []BudgetEvent
+	for i := from; i < r.n; i++ {
+		if e := &r.buf[i%maxEvents]; e.Runaway != "" || e.Limit == LimitWatch {
+			out = append(out, *e)
+		}
+	}
+	return out, r.n
+}
+
 // note keeps e and logs it, at most once a second per budget (with the
 // count of violations since the last line).
 func (b *Budgets) note(bu *budget, e BudgetEvent) {

@@ -55,7 +55,7 @@ func (b *Budgets) watched(r *rule, h uint64, ns int64) error {
 	r.stats.refused.Add(1)
 	e := &BudgetError{Budget: r.id, Limit: LimitWatch, RetryAfter: time.Duration(exp - ns)}
 	b.ev.add(BudgetEvent{Time: time.Unix(0, ns), Budget: r.id, Limit: LimitWatch, Handled: "refused",
-		RetryAfter: e.RetryAfter, Shape: h})
+		RetryAfter: e.RetryAfter, Shape: h, Runaway: string(r.action)})
 	return e
 }
 

@@ -48,6 +48,30 @@ type budgetLive struct {
 	// rules (ids not in the policy are summed under "other"), for the
 	// fleet-wide metrics.
 	totals map[string]*live.BudgetRow
+	// pending are the wrappers' runaway actions for the audit, written at
+	// the next Tick; auditDropped counts those the bound left out.
+	pending      []store.Audit
+	auditDropped uint64
+}
+
+// flushBudgetAudit writes the wrappers' runaway actions received since
+// the last call to the audit.
+func (s *Server) flushBudgetAudit(ctx context.Context) {
+	s.mu.Lock()
+	rows, dropped := s.bud.pending, s.bud.auditDropped
+	s.bud.pending, s.bud.auditDropped = nil, 0
+	s.mu.Unlock()
+	if dropped > 0 {
+		s.log.Warn("runaway actions of the wrappers left out of the audit (more than the bound per second)", "dropped", dropped)
+	}
+	if len(rows) == 0 || s.store == nil {
+		return
+	}
+	actx, cancel := context.WithTimeout(ctx, signalTimeout)
+	defer cancel()
+	if err := s.store.WriteAudit(actx, rows); err != nil {
+		s.log.Error("runaway actions of the wrappers not audited", "err", err, "rows", len(rows))
+	}
 }
 
 // register registers qtop_collector_runaway_actions_total{action,outcome}
@@ -137,9 +161,30 @@ func (s *Server) totalLocked(id string, runaway bool) *live.BudgetRow {
 	return r
 }
 
-// mergeBudgetsLocked adds a report's budget counters to second sec.
-func (s *Server) mergeBudgetsLocked(sec int64, cs []ingest.BudgetCounter) {
-	for _, c := range cs {
+// maxPendingAudit bounds the wrappers' runaway actions waiting for the
+// next Tick to reach the audit; beyond it they are counted and logged.
+const maxPendingAudit = 1024
+
+// mergeBudgetsLocked adds a report's budget counters to second sec, and
+// queues its runaway actions for the audit.
+func (s *Server) mergeBudgetsLocked(sec int64, rep *ingest.Report) {
+	who := "wrapper:" + rep.Source.Service + "/" + rep.Source.Instance
+	for _, a := range rep.BudgetActions {
+		if len(s.bud.pending) >= maxPendingAudit {
+			s.bud.auditDropped++
+			continue
+		}
+		aj, _ := json.Marshal(struct {
+			Rule     string        `json:"rule"`
+			Outcome  string        `json:"done"`
+			Duration time.Duration `json:"duration_ns"`
+			Shape    uint64        `json:"shape"`
+			Host     string        `json:"host,omitempty"`
+		}{a.Rule, a.Outcome, a.Duration, a.Shape, rep.Source.Host})
+		s.bud.pending = append(s.bud.pending, store.Audit{Time: a.Time, Who: who, Action: "runaway-" + a.Outcome,
+			PolicyVersion: s.policy.Version, Rule: string(aj)})
+	}
+	for _, c := range rep.Budgets {
 		s.totalLocked(c.ID, c.Runaway).Add(&live.BudgetRow{Admitted: c.Admitted, Refused: c.Refused, Warned: c.Warned,
 			InTx: c.InTx, Cancelled: c.Cancelled, Reported: c.Reported, WatchRefused: c.WatchRefused})
 		r := s.budgetRowLocked(sec, c.ID, c.Runaway)

@@ -149,7 +149,7 @@ func TestBudgetLiveBounded(t *testing.T) {
 	defer f.stop()
 	f.s.mu.Lock()
 	for i := range 3 * maxBudgetIDs {
-		f.s.mergeBudgetsLocked(100, []ingest.BudgetCounter{{ID: "id-" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + string(rune(i)), Admitted: 1}})
+		f.s.mergeBudgetsLocked(100, &ingest.Report{Budgets: []ingest.BudgetCounter{{ID: "id-" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + string(rune(i)), Admitted: 1}}})
 	}
 	n := len(f.s.bud.slots[100%rateN].ids)
 	other := f.s.bud.slots[100%rateN].ids["\x01other"]
@@ -286,6 +286,9 @@ func TestBudgetsReachProcesses(t *testing.T) {
 		Concurrency: 1, Mode: policy.Enforce, Reason: "test"}, false, "test"); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := f.s.SetRunaway(ctx, policy.Runaway{ID: "slow", AfterSeconds: 1, Action: policy.Report, Reason: "test"}, false, "test"); err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(f.s.Handler())
 	defer srv.Close()
 	budgets := sqlcomment.NewBudgets()
@@ -322,14 +325,25 @@ func TestBudgetsReachProcesses(t *testing.T) {
 	if _, err := c.Admit(f.clk.Now(), "SELECT 1", &st, false); !errors.Is(err, sqlcomment.ErrBudget) {
 		t.Fatalf("second statement: %v, want ErrBudget", err)
 	}
-	c.Finish(&tk, f.clk.Now(), time.Millisecond, false)
-	flush() // the counters go back
+	c.Finish(&tk, f.clk.Now(), 2*time.Second, false) // past the report rule's second
+	flush()                                          // the counters and the action go back
 	if err := rep.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
 	snap := f.s.Snapshot(f.clk.Add(time.Second), live.MeasureRU, 5)
-	if len(snap.Budgets) != 1 || snap.Budgets[0].Admitted != 1 || snap.Budgets[0].Refused != 1 {
+	if len(snap.Budgets) != 2 || snap.Budgets[0].Admitted != 1 || snap.Budgets[0].Refused != 1 || snap.Budgets[1].Reported != 1 {
 		t.Fatalf("live budgets = %+v", snap.Budgets)
+	}
+	// The wrapper's runaway action reaches the audit at the next tick.
+	f.s.Tick(ctx, f.clk.Now())
+	f.mem.mu.Lock()
+	defer f.mem.mu.Unlock()
+	found := false
+	for _, a := range f.mem.audit {
+		found = found || (a.Action == "runaway-reported" && a.Who == "wrapper:reports/i1" && strings.Contains(a.Rule, `"rule":"slow"`))
+	}
+	if !found {
+		t.Fatalf("audit = %+v", f.mem.audit)
 	}
 }
 

@@ -315,7 +315,7 @@ func (s *Server) mergeLocked(rep *ingest.Report, lats []sparse, m *minute, now t
 		svc.sig.MergeAt(now, &s.scratch)
 		svc.w.lat[svc.w.slot(sec)].merge(&s.svcLat)
 	}
-	s.mergeBudgetsLocked(sec, rep.Budgets) // budgets.go
+	s.mergeBudgetsLocked(sec, rep) // budgets.go
 	// Enforcement.
 	j := int(uint64(sec) % ringN)
 	es := &s.enf[j]

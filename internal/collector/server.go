@@ -367,6 +367,7 @@ func (s *Server) tickLoop(ctx context.Context) {
 // syncs the write-ahead log and checks the store. The server calls it
 // every second; tests call it with a fake clock.
 func (s *Server) Tick(ctx context.Context, now time.Time) {
+	s.flushBudgetAudit(ctx) // budgets.go
 	s.emit(ctx, now, false)
 	s.mu.Lock()
 	s.pruneLocked(now)
