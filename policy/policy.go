@@ -63,6 +63,8 @@ type Policy struct {
 	Version uint64    `json:"version"`
 	Rules   []Rule    `json:"rules"`
 	Updated time.Time `json:"updated"`
+	// Freshness is the freshness-shedding policy (nil: none).
+	Freshness *Freshness `json:"freshness,omitempty"`
 }
 
 // Validate checks one rule.
@@ -104,7 +106,7 @@ func (p Policy) Validate() error {
 			return fmt.Errorf("rule %d (%s): %w", i, r.ID, err)
 		}
 	}
-	return nil
+	return p.Freshness.Validate()
 }
 
 // Active returns the rules that have not expired at now, in a stable order
