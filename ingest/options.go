@@ -40,6 +40,7 @@ type config struct {
 	maxBackoff  time.Duration
 	onPolicy    func(policy.Policy)
 	enforcement func() Enforcement
+	freshness   func() *Freshness
 
 	// span processor
 	skipDBSpans bool

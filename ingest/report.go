@@ -108,6 +108,9 @@ type Report struct {
 	KeyTenants map[string]string
 	// Enforcement holds the enforce package's counters of the window.
 	Enforcement Enforcement
+	// Freshness is what the freshness middleware saw (section 3); nil
+	// when it has nothing to say.
+	Freshness *Freshness
 }
 
 // Format constants. See the package documentation for the layout.

@@ -178,6 +178,9 @@ func (r *Reporter) cut(final bool) uint64 {
 	if r.cfg.enforcement != nil {
 		rep.Enforcement = r.cfg.enforcement()
 	}
+	if r.cfg.freshness != nil {
+		rep.Freshness = r.cfg.freshness()
+	}
 	body, err := rep.MarshalBinary()
 	seq := rep.Seq
 	r.cutMu.Unlock()
