@@ -76,6 +76,7 @@ Examples:
   collector report --from 2026-03-01 --to 2026-04-01 --cost 12000 --currency USD
   collector report --from 24h --by tenant,route --measure db_time --format csv > usage.csv
   collector report --collector 127.0.0.1:7070 --from 7d --format json
+  collector report --collector 127.0.0.1:7070 --repeats   # GETs repeating an identical response within 24 h
 
 Flags:
 `
@@ -247,6 +248,7 @@ func report(args []string, stdout, stderr io.Writer) int {
 	storeURL := strFlag(fs, &envs, "store", "QTOP_STORE", collector.DefaultStore, "store to read: duckdb://PATH or clickhouse://HOST:PORT/DB")
 	cluster := strFlag(fs, &envs, "cluster", "QTOP_CLUSTER", "", "ClickHouse cluster name")
 	remote := strFlag(fs, &envs, "collector", "QTOP_COLLECTOR", "", "ask a running collector (host:port) instead of opening the store")
+	repeats := fs.Bool("repeats", false, "print the share of GETs per route that repeated an identical response within 24 h, and the freshness rules (needs --collector)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -269,6 +271,9 @@ func report(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	if *repeats {
+		return repeatsReport(ctx, *remote, outFormat, stdout, stderr)
+	}
 	if *remote != "" {
 		return remoteReport(ctx, *remote, req, *by, outFormat, stdout, stderr)
 	}

@@ -66,6 +66,7 @@ type Server struct {
 	pg           pgState
 	storeErr     string
 	snapCache    map[snapKey]*live.Snapshot
+	fresh        *freshState // freshness samples and counters (freshness.go)
 	closed       bool
 	done         chan struct{}
 	doneOnce     sync.Once
@@ -255,6 +256,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc(live.PathStream, s.handleStream)
 	mux.HandleFunc(live.PathPolicy, s.handlePolicy)
 	mux.HandleFunc(live.PathReport, s.handleCostReport)
+	mux.HandleFunc(live.PathFreshness, s.handleFreshness)
+	mux.HandleFunc(live.PathFreshnessPolicy, s.handleFreshnessPolicy)
 	if s.cfg.Gatherer != nil {
 		mux.Handle("/metrics", promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}))
 	}
