@@ -80,6 +80,7 @@ type Freshness struct {
 	sampleMu   sync.Mutex
 	samples    []FreshSample
 	sampleDrop atomic.Uint64
+	lastOver   atomic.Int64 // wall clock (unix ns) of the last overload seen
 	drainMu    sync.Mutex
 	prev       freshTotals
 	overNow    atomic.Bool
@@ -92,7 +93,9 @@ type freshCell struct {
 
 type freshConfig struct {
 	local       policy.Freshness
-	overload    func(time.Time) bool
+	overload    func() bool
+	hold        time.Duration
+	wall        func() time.Time
 	causeHdr    string
 	appAgeHdr   string
 	route       func(*http.Request) string
@@ -114,10 +117,10 @@ func WithFreshnessRules(f policy.Freshness) FreshnessOption {
 	return func(c *freshConfig) { c.local = f }
 }
 
-// WithOverload sets what says the process is overloaded at an instant;
-// armed non-shadow rules apply only then (or while forced). Default:
-// never, so only a forced batch applies.
-func WithOverload(f func(now time.Time) bool) FreshnessOption {
+// WithOverload sets what says the process is overloaded now; armed
+// non-shadow rules apply then, and for the hold time after (or while a
+// batch is forced). Default: never, so only a forced batch applies.
+func WithOverload(f func() bool) FreshnessOption {
 	return func(c *freshConfig) { c.overload = f }
 }
 
@@ -125,9 +128,21 @@ func WithOverload(f func(now time.Time) bool) FreshnessOption {
 // price controller has escalated at all, or q (which may be nil) reports
 // CoDel dropping or a standing queue.
 func WithOverloadOf(e *Enforcer, q *Queue) FreshnessOption {
-	return WithOverload(func(now time.Time) bool {
-		return (e != nil && e.Price().Level() > 0) || (q != nil && q.OverloadedAt(now))
+	return WithOverload(func() bool {
+		return (e != nil && e.Price().Level() > 0) || (q != nil && q.OverloadedAt(q.now()))
 	})
+}
+
+// WithOverloadHold keeps the armed rules applied for d after the last
+// request that found the process overloaded (default 10 s), so that
+// shedding does not stop the moment it has drained the queue it relieved.
+func WithOverloadHold(d time.Duration) FreshnessOption { return func(c *freshConfig) { c.hold = d } }
+
+// WithOverloadClock sets the clock of the overload hold and of a forced
+// batch's end (default time.Now). It is apart from WithFreshnessClock,
+// which dates ETags: a replay moves that one through a trace.
+func WithOverloadClock(now func() time.Time) FreshnessOption {
+	return func(c *freshConfig) { c.wall = now }
 }
 
 // WithCauseHeader and WithAppAgeHeader rename the request headers
@@ -190,15 +205,17 @@ func WithFreshnessRegisterer(reg prometheus.Registerer) FreshnessOption {
 // shed).
 func NewFreshness(signer *ETagSigner, opts ...FreshnessOption) (*Freshness, error) {
 	c := freshConfig{causeHdr: HeaderCause, appAgeHdr: HeaderAppAge, maxSamples: DefaultMaxSamples,
-		maxBody: DefaultMaxBody, maxRoutes: 32, now: time.Now}
+		maxBody: DefaultMaxBody, maxRoutes: 32, now: time.Now, wall: time.Now, hold: 10 * time.Second}
 	for _, o := range opts {
 		o(&c)
 	}
 	switch {
 	case signer == nil:
 		return nil, fmt.Errorf("%w: nil etag signer", ErrConfig)
-	case c.now == nil:
+	case c.now == nil || c.wall == nil:
 		return nil, fmt.Errorf("%w: nil clock", ErrConfig)
+	case c.hold < 0:
+		return nil, fmt.Errorf("%w: overload hold %v", ErrConfig, c.hold)
 	case c.maxRoutes < 1 || c.maxRoutes > MaxFreshRoutes:
 		return nil, fmt.Errorf("%w: fresh routes %d (want 1 to %d)", ErrConfig, c.maxRoutes, MaxFreshRoutes)
 	case c.maxSamples < 0 || c.maxSamples > 1<<20:
@@ -330,11 +347,24 @@ func (f *Freshness) ApplyPolicy(p policy.Policy) {
 // Policy returns the freshness policy in force.
 func (f *Freshness) Policy() policy.Freshness { return f.pol.Load().src }
 
-// ActiveAt reports whether armed non-shadow rules apply at now: the
-// batch is forced, or the process is overloaded.
-func (f *Freshness) ActiveAt(now time.Time) bool {
+// Active reports whether armed non-shadow rules apply now: the batch is
+// forced, or the process is overloaded or was within the hold time.
+func (f *Freshness) Active() bool {
 	p := f.pol.Load()
-	on := len(p.rules) > 0 && (p.src.Forced(now) || (f.cfg.overload != nil && f.cfg.overload(now)))
+	if len(p.rules) == 0 {
+		return false
+	}
+	now := f.cfg.wall()
+	on := p.src.Forced(now)
+	if !on && f.cfg.overload != nil {
+		n := now.UnixNano()
+		if f.cfg.overload() {
+			f.lastOver.Store(n)
+			on = true
+		} else if last := f.lastOver.Load(); last != 0 && n-last < int64(f.cfg.hold) && n >= last {
+			on = true
+		}
+	}
 	f.overNow.Store(on)
 	return on
 }
@@ -450,7 +480,7 @@ func (s *FreshnessStage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				}
 				if active < 0 {
 					active = 0
-					if f.ActiveAt(now) {
+					if f.Active() {
 						active = 1
 					}
 				}

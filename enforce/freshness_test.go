@@ -34,7 +34,8 @@ func newFreshFixture(t *testing.T, rules policy.Freshness, opts ...FreshnessOpti
 	x := &freshFixture{t: t, now: time.Unix(1_700_000_000, 0), reg: prometheus.NewRegistry()}
 	x.balance.Store(100)
 	opts = append([]FreshnessOption{WithFreshnessRules(rules), WithFreshnessClock(func() time.Time { return x.now }),
-		WithOverload(func(time.Time) bool { return x.over }), WithFreshnessRegisterer(x.reg),
+		WithOverload(func() bool { return x.over }), WithOverloadClock(func() time.Time { return x.now }),
+		WithOverloadHold(0), WithFreshnessRegisterer(x.reg),
 		WithFreshRouteFunc(func(*http.Request) string { return "/balance" })}, opts...)
 	f, err := NewFreshness(testSigner(t), opts...)
 	if err != nil {
@@ -203,6 +204,34 @@ func TestFreshnessBatches(t *testing.T) {
 	x.f.ApplyPolicy(policy.Policy{Version: 10, Freshness: &policy.Freshness{Rules: policy.MonzoRules(), Batch: 7}})
 	if got := x.f.Policy(); got.Batch != 0 {
 		t.Errorf("invalid policy installed: %+v", got)
+	}
+}
+
+func TestFreshnessOverloadHold(t *testing.T) {
+	x := newFreshFixture(t, monzo(1), WithOverloadHold(10*time.Second))
+	etag := x.get("", "", "").Header().Get("ETag")
+	x.balance.Store(3)
+	t0 := x.now
+	for _, st := range []struct {
+		at   time.Duration
+		over bool
+		shed bool
+	}{
+		{0, false, false},
+		{time.Second, true, true},
+		{5 * time.Second, false, true}, // within the hold
+		{11 * time.Second, false, false},
+		{12 * time.Second, true, true},
+		{-time.Hour, false, false}, // the clock went back: no hold
+	} {
+		x.now, x.over = t0.Add(st.at), st.over
+		w := x.get(etag, "push-notification", "")
+		if got := w.Header().Get(HeaderShedRule) != ""; got != st.shed {
+			t.Errorf("t0%+v overloaded %v: shed %v, want %v", st.at, st.over, got, st.shed)
+		}
+	}
+	if _, err := NewFreshness(testSigner(t), WithOverloadHold(-1)); err == nil {
+		t.Error("negative hold accepted")
 	}
 }
 
@@ -425,7 +454,7 @@ func TestQueueOverloadedAt(t *testing.T) {
 }
 
 func BenchmarkFreshnessGET(b *testing.B) {
-	f, _ := NewFreshness(testSigner(b), WithFreshnessRules(monzo(3)), WithOverload(func(time.Time) bool { return true }),
+	f, _ := NewFreshness(testSigner(b), WithFreshnessRules(monzo(3)), WithOverload(func() bool { return true }),
 		WithSampling(1000))
 	body := []byte(`{"account":"1234","balance":{"currency":"GBP","minor":102345}}`)
 	h := f.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(body) }))
