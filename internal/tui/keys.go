@@ -9,6 +9,7 @@ import (
 // empty: use DefaultKeyMap.
 type KeyMap struct {
 	Tenants, HotKeys, Statements, Latency, Enforcement key.Binding
+	Freshness                                          key.Binding
 	NextView, PrevView                                 key.Binding
 	Up, Down, PageUp, PageDown, Home, End              key.Binding
 	Sort, Reverse, Filter                              key.Binding
@@ -30,6 +31,7 @@ func DefaultKeyMap() KeyMap {
 		Statements:  b([]string{"3"}, "3", "statements"),
 		Latency:     b([]string{"4"}, "4", "latency"),
 		Enforcement: b([]string{"5"}, "5", "enforcement"),
+		Freshness:   b([]string{"6"}, "6", "freshness"),
 		NextView:    b([]string{"tab"}, "tab", "views"),
 		PrevView:    b([]string{"shift+tab"}, "shift+tab", "previous view"),
 		Up:          b([]string{"up", "ctrl+p"}, "↑", "up"),

@@ -34,7 +34,8 @@ const (
 	viewLatency
 	viewEnforcement
 	numTabs
-	viewDetail = numTabs // the drill-in of one tenant, reached by enter
+	viewDetail    = numTabs     // the drill-in of one tenant, reached by enter
+	viewFreshness = numTabs + 1 // the Freshness view, reached by 6 (freshness.go)
 )
 
 var viewNames = [numTabs]string{"Tenants", "Hot keys", "Statements", "Latency", "Enforcement"}
@@ -116,6 +117,7 @@ type Model struct {
 	latency     latencyView
 	enforcement enforcementView
 	detail      detailView
+	fresh       freshnessView
 
 	snap     *live.Snapshot // shown
 	pending  *live.Snapshot // arrived while paused
@@ -180,6 +182,9 @@ func (m *Model) fetch() tea.Cmd {
 
 // Update handles one message.
 func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	if cmd, ok := m.freshnessUpdate(msg); ok {
+		return m, cmd
+	}
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.c.width, m.c.height = max(msg.Width, 20), max(msg.Height, 6)
@@ -194,7 +199,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		} else {
 			m.apply(&s)
 		}
-		return m, m.fetch()
+		return m, tea.Batch(m.fetch(), m.fetchFreshness())
 	case sourceErrMsg:
 		m.fetching = false
 		m.err = msg.err
@@ -263,6 +268,9 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 	case statePrompt:
 		return m.promptKey(msg)
 	}
+	if cmd, ok := m.freshnessKey(msg); ok {
+		return cmd
+	}
 	switch {
 	case matches(msg, k.Quit):
 		return tea.Quit
@@ -278,6 +286,11 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 		m.view = viewLatency
 	case matches(msg, k.Enforcement):
 		m.view = viewEnforcement
+	case matches(msg, k.Freshness):
+		if m.view != viewFreshness {
+			m.back, m.view = m.tab(), viewFreshness
+		}
+		return m.fetchFreshness()
 	case matches(msg, k.NextView):
 		m.view = (m.tab() + 1) % numTabs
 	case matches(msg, k.PrevView):
@@ -311,7 +324,7 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 		return m.drill()
 	case matches(msg, k.Back):
 		switch {
-		case m.view == viewDetail:
+		case m.view == viewDetail || m.view == viewFreshness:
 			m.view = m.back
 		case m.currentFilter() != "":
 			m.setFilter("")
@@ -328,7 +341,7 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 
 // tab is the tab of the view shown (the drill-in's is the one it came from).
 func (m *Model) tab() viewID {
-	if m.view == viewDetail {
+	if m.view == viewDetail || m.view == viewFreshness {
 		return m.back
 	}
 	return m.view
@@ -349,6 +362,8 @@ func (m *Model) navigate(msg tea.KeyMsg) {
 		m.enforcement.update(&m.c, msg, p)
 	case viewDetail:
 		m.detail.update(&m.c, msg, p)
+	case viewFreshness:
+		m.fresh.update(&m.c, msg, p)
 	}
 }
 
@@ -657,6 +672,9 @@ func (m *Model) View() string {
 			body = m.enforcement.view(c, h)
 		case viewDetail:
 			body = m.detail.view(c, h)
+		case viewFreshness:
+			_, ok := m.src.(FreshnessSource)
+			body = m.fresh.view(c, h, ok)
 		}
 	}
 	n := lines(body)
