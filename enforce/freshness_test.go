@@ -485,3 +485,39 @@ type nopWriter struct{ h http.Header }
 func (w nopWriter) Header() http.Header         { return w.h }
 func (w nopWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (w nopWriter) WriteHeader(int)             {}
+
+func TestFreshnessOverloadOfEnforcer(t *testing.T) {
+	e, err := New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1_700_000_000, 0)
+	f, err := NewFreshness(testSigner(t), WithFreshnessRules(monzo(1)), WithOverloadOf(e, nil), WithOverloadHold(0),
+		WithFreshnessClock(func() time.Time { return now }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	balance := 1
+	h := f.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, balance) }))
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/b", nil))
+	etag := w.Header().Get("ETag")
+	balance = 2
+	push := func() int {
+		r := httptest.NewRequest(http.MethodGet, "/b", nil)
+		r.Header.Set("If-None-Match", etag)
+		r.Header.Set(HeaderCause, "push-notification")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		return w.Code
+	}
+	for _, st := range []struct {
+		level int
+		want  int
+	}{{0, 200}, {1, 304}, {e.Price().MaxLevel(), 304}, {0, 200}} {
+		e.Price().SetLevel(now, st.level)
+		if got := push(); got != st.want {
+			t.Errorf("price level %d: %d, want %d", st.level, got, st.want)
+		}
+	}
+}

@@ -223,10 +223,12 @@ func Freshness(c FreshnessConfig) (FreshnessResult, error) {
 		return FreshnessResult{}, fmt.Errorf("sim: freshness config %+v", c)
 	}
 	if c.PushesPerDay == 0 {
+		// On a quarter of the users: the share is a mean over them all.
 		lo, hi := 0.01, 100.0
-		for range 14 {
+		for range 10 {
 			mid := math.Sqrt(lo * hi)
 			cc := c
+			cc.Users = max(c.Users/4, 1)
 			cc.PushesPerDay = mid
 			ages, gets := cc.matchedAges()
 			if float64(len(ages[0]))/float64(gets) < c.TargetShare {

@@ -3,9 +3,9 @@ package collector
 import (
 	"context"
 	"io"
-	"strings"
 	"math"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 

@@ -41,7 +41,7 @@ func freshView() live.Freshness {
 	fp.Rules[0].Shadow = true
 	return live.Freshness{Time: t0, RepeatWindow: 86400, LiveWindow: 600, Policy: fp,
 		Routes: []live.FreshnessRoute{{Route: "GET /accounts/{id}/balance", Samples: 5000, Repeats: 3500, RepeatShare: 0.7, Requests: 90000, Revalidated: 20000}},
-		Rules: []live.FreshnessRule{{Rule: "push-24h", Route: "GET /accounts/{id}/balance", Matched: 18000, Right: 14400, Wrong: 3600, Precision: 0.8, Cut: 0.2}}}
+		Rules:  []live.FreshnessRule{{Rule: "push-24h", Route: "GET /accounts/{id}/balance", Matched: 18000, Right: 14400, Wrong: 3600, Precision: 0.8, Cut: 0.2}}}
 }
 
 // run executes cmd (not a batch: it could hold a blocking fetch) and
