@@ -35,30 +35,37 @@ func WriteFreshness(w io.Writer, v live.Freshness, format string) error {
 	default:
 		return fmt.Errorf("%w: format %q: want table, csv or json", ErrReport, format)
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "GETs that repeated the caller's previous response within %s, from sampled callers\t\t\t\t\n", fmtHours(v.RepeatWindow))
-	fmt.Fprintln(tw, "ROUTE\tSAMPLED GETS\tREPEATS\tREPEAT SHARE\t")
+	fmt.Fprintf(w, "GETs that repeated the caller's previous response within %s, from sampled callers:\n\n", fmtHours(v.RepeatWindow))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ROUTE\tSAMPLED GETS\tREPEATS\tREPEAT SHARE")
 	for _, r := range v.Routes {
 		if r.Samples == 0 {
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f%%\t\n", r.Route, r.Samples, r.Repeats, 100*r.RepeatShare)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f%%\n", r.Route, r.Samples, r.Repeats, 100*r.RepeatShare)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
 	}
 	if len(v.Rules) > 0 {
-		fmt.Fprintf(tw, "\t\t\t\t\t\t\t\nFreshness rules, last %s\t\t\t\t\t\t\t\n", fmtHours(v.LiveWindow))
-		fmt.Fprintln(tw, "RULE\tROUTE\tMATCHED\tCUT\t304 SERVED\tSHADOW RIGHT\tSHADOW WRONG\tPRECISION\t")
+		fmt.Fprintf(w, "\nFreshness rules, last %s:\n\n", fmtHours(v.LiveWindow))
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "RULE\tROUTE\tMATCHED\tCUT\t304 SERVED\tSHADOW RIGHT\tSHADOW WRONG\tPRECISION")
 		for _, r := range v.Rules {
 			prec := "-"
 			if r.Precision >= 0 {
 				prec = fmt.Sprintf("%.1f%%", 100*r.Precision)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f%%\t%d\t%d\t%d\t%s\t\n", r.Rule, r.Route, r.Matched, 100*r.Cut, r.Served, r.Right, r.Wrong, prec)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f%%\t%d\t%d\t%d\t%s\n", r.Rule, r.Route, r.Matched, 100*r.Cut, r.Served, r.Right, r.Wrong, prec)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
 		}
 	}
 	if v.Untracked > 0 || v.Dropped > 0 {
-		fmt.Fprintf(tw, "\t\t\t\t\n(%d samples not tracked for lack of room, %d dropped by processes)\t\t\t\t\n", v.Untracked, v.Dropped)
+		fmt.Fprintf(w, "\n(%d samples not tracked for lack of room, %d dropped by processes)\n", v.Untracked, v.Dropped)
 	}
-	return tw.Flush()
+	return nil
 }
 
 func fmtHours(secs float64) string {
