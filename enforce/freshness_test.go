@@ -521,3 +521,46 @@ func TestFreshnessOverloadOfEnforcer(t *testing.T) {
 		}
 	}
 }
+
+func TestParseAppAge(t *testing.T) {
+	for in, want := range map[string]time.Duration{"0": 0, "9.5": 9500 * time.Millisecond, " 3 ": 3 * time.Second, "1e3": 1000 * time.Second} {
+		if got, ok := parseAppAge(in); !ok || got != want {
+			t.Errorf("parseAppAge(%q) = %v, %v; want %v", in, got, ok, want)
+		}
+	}
+	for _, in := range []string{"", "-1", "NaN", "Inf", "1e10", "ten", strings.Repeat("1", 17)} {
+		if got, ok := parseAppAge(in); ok {
+			t.Errorf("parseAppAge(%q) = %v accepted", in, got)
+		}
+	}
+}
+
+// FuzzFreshnessHeaders sends hostile headers: the middleware never panics,
+// never sheds without a valid ETag, and never sheds an interactive cause.
+func FuzzFreshnessHeaders(f *testing.F) {
+	s := testSigner(f)
+	good := s.Sign("/b", ResponseHash([]byte("1")), time.Unix(1_700_000_000, 0))
+	f.Add(good, "push-notification", "3")
+	f.Add(`W/"x", `+good, "GENERIC-RELOAD", "1e1")
+	f.Add("*", "app-open", "-0")
+	fr, _ := NewFreshness(s, WithFreshnessRules(monzo(3)), WithOverload(func() bool { return true }),
+		WithFreshnessClock(func() time.Time { return time.Unix(1_700_000_100, 0) }))
+	h := fr.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("2")) }))
+	f.Fuzz(func(t *testing.T, inm, cause, appAge string) {
+		r := httptest.NewRequest(http.MethodGet, "/b", nil)
+		r.Header.Set("If-None-Match", inm)
+		r.Header.Set(HeaderCause, cause)
+		r.Header.Set(HeaderAppAge, appAge)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Header().Get(HeaderShedRule) == "" {
+			return
+		}
+		if !policy.ParseCause(cause).Sheddable() {
+			t.Fatalf("cause %q shed", cause)
+		}
+		if _, _, _, ok := s.VerifyIfNoneMatch("/b", inm); !ok {
+			t.Fatalf("If-None-Match %q shed without a valid etag", inm)
+		}
+	})
+}
