@@ -62,7 +62,7 @@ func (k KeyMap) ShortHelp() []key.Binding {
 // FullHelp is the ? overlay (help.KeyMap).
 func (k KeyMap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
-		{k.Tenants, k.HotKeys, k.Statements, k.Latency, k.Enforcement, k.NextView, k.PrevView},
+		{k.Tenants, k.HotKeys, k.Statements, k.Latency, k.Enforcement, k.Freshness, k.NextView, k.PrevView},
 		{k.Up, k.Down, k.PageUp, k.PageDown, k.Home, k.End},
 		{k.Sort, k.Reverse, k.Filter, k.Enter, k.Back},
 		{k.Throttle, k.Cancel, k.Terminate, k.Pause, k.Help, k.Quit},
