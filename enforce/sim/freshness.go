@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"time"
 
@@ -43,9 +44,13 @@ type FreshnessConfig struct {
 	EarlyWithin           time.Duration
 	InteractivePerSession float64
 	ReloadEvery           time.Duration
-	Rules                 []policy.FreshnessRule
-	TargetShare           float64
-	TargetPrecision       float64
+	// SessionChanges is the share of sessions in which the user changes
+	// the data in the first EarlyWithin (a payment or a transfer made in
+	// the app), on top of the Poisson changes; default 0.
+	SessionChanges  float64
+	Rules           []policy.FreshnessRule
+	TargetShare     float64
+	TargetPrecision float64
 }
 
 // DefaultFreshness is 1,000 users over 12 days, five app opens a day of
@@ -98,8 +103,9 @@ func poisson(r *rand.Rand, m float64) int {
 	}
 }
 
-// userRequests appends the GETs of user u, in time order, to out.
-func (c FreshnessConfig) userRequests(r *rand.Rand, u int32, out []TraceRequest) []TraceRequest {
+// userRequests appends the GETs of user u, in time order, to out, and
+// the changes the user makes in sessions to *changes.
+func (c FreshnessConfig) userRequests(r *rand.Rand, u int32, out []TraceRequest, changes *[]time.Duration) []TraceRequest {
 	horizon := time.Duration(c.Days) * 24 * time.Hour
 	day := float64(24 * time.Hour)
 	from := len(out)
@@ -111,6 +117,9 @@ func (c FreshnessConfig) userRequests(r *rand.Rand, u int32, out []TraceRequest)
 	for t := time.Duration(r.ExpFloat64() * day / c.OpensPerDay); t < horizon; t += time.Duration(r.ExpFloat64() * day / c.OpensPerDay) {
 		length := expDur(r, c.SessionMean)
 		out = append(out, TraceRequest{At: t, User: u, Cause: policy.CauseAppOpen, AppAge: 0})
+		if c.SessionChanges > 0 && r.Float64() < c.SessionChanges {
+			*changes = append(*changes, t+time.Duration(r.Float64()*float64(c.EarlyWithin)))
+		}
 		for range c.EarlyReloads {
 			a := time.Duration(r.Float64() * float64(c.EarlyWithin))
 			out = append(out, TraceRequest{At: t + a, User: u, Cause: policy.CauseReload, AppAge: a})
@@ -128,15 +137,28 @@ func (c FreshnessConfig) userRequests(r *rand.Rand, u int32, out []TraceRequest)
 	return out
 }
 
-// forUsers calls fn with each user's GETs in time order (the slice is
-// reused between calls).
-func (c FreshnessConfig) forUsers(fn func(u int32, reqs []TraceRequest)) {
+// forUsers calls fn with each user's GETs in time order and the changes
+// made in sessions (both slices are reused between calls).
+func (c FreshnessConfig) forUsers(fn func(u int32, reqs []TraceRequest, sessionChanges []time.Duration)) {
 	r := rand.New(rand.NewPCG(c.Seed, 1))
 	var buf []TraceRequest
+	var ch []time.Duration
 	for u := range int32(c.Users) {
-		buf = c.userRequests(r, u, buf[:0])
-		fn(u, buf)
+		ch = ch[:0]
+		buf = c.userRequests(r, u, buf[:0], &ch)
+		fn(u, buf, ch)
 	}
+}
+
+// merged returns the sorted union of the Poisson changes and those made in
+// sessions.
+func merged(poisson, session []time.Duration) []time.Duration {
+	if len(session) == 0 {
+		return poisson
+	}
+	out := append(slices.Clone(poisson), session...)
+	slices.Sort(out)
+	return out
 }
 
 // changes draws each user's Poisson data changes at perDay.
@@ -161,7 +183,7 @@ func (c FreshnessConfig) changes(perDay float64) [][]time.Duration {
 func (c FreshnessConfig) matchedAges() ([][]time.Duration, int) {
 	ages := make([][]time.Duration, len(c.Rules))
 	gets := 0
-	c.forUsers(func(_ int32, reqs []TraceRequest) {
+	c.forUsers(func(_ int32, reqs []TraceRequest, _ []time.Duration) {
 		copyAt := time.Duration(-1)
 		for _, q := range reqs {
 			prev := copyAt
@@ -262,7 +284,8 @@ func Freshness(c FreshnessConfig) (FreshnessResult, error) {
 	changes := c.changes(c.ChangesPerDay)
 	res := FreshnessResult{ChangesPerDay: c.ChangesPerDay, PushesPerDay: c.PushesPerDay, GETs: gets, Config: c}
 	right := make([]int, len(c.Rules))
-	c.forUsers(func(u int32, reqs []TraceRequest) {
+	c.forUsers(func(u int32, reqs []TraceRequest, session []time.Duration) {
+		cs := merged(changes[u], session)
 		copyAt := time.Duration(-1)
 		for _, q := range reqs {
 			prev := copyAt
@@ -270,7 +293,7 @@ func Freshness(c FreshnessConfig) (FreshnessResult, error) {
 			if q.At < 24*time.Hour || prev < 0 {
 				continue
 			}
-			if i := c.match(q, q.At-prev); i >= 0 && version(changes[u], q.At) == version(changes[u], prev) {
+			if i := c.match(q, q.At-prev); i >= 0 && version(cs, q.At) == version(cs, prev) {
 				right[i]++
 			}
 		}
@@ -318,14 +341,12 @@ func (c FreshnessConfig) Trace(users int, span time.Duration) Trace {
 	users = min(users, c.Users)
 	changes := c.changes(c.ChangesPerDay)[:users]
 	tr := Trace{Horizon: span, Changes: make([][]time.Duration, users)}
-	for u := range users {
-		cs := changes[u]
-		tr.Changes[u] = cs[:sort.Search(len(cs), func(i int) bool { return cs[i] >= span })]
-	}
-	c.forUsers(func(u int32, reqs []TraceRequest) {
+	c.forUsers(func(u int32, reqs []TraceRequest, session []time.Duration) {
 		if int(u) >= users {
 			return
 		}
+		cs := merged(changes[u], session)
+		tr.Changes[u] = slices.Clone(cs[:sort.Search(len(cs), func(i int) bool { return cs[i] >= span })])
 		for _, q := range reqs {
 			if q.At < span {
 				tr.Requests = append(tr.Requests, q)

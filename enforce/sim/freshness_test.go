@@ -30,6 +30,14 @@ func TestFreshnessCalibration(t *testing.T) {
 	if math.Abs(all.Share-sum) > 1e-9 {
 		t.Errorf("all rules share %.4f, the rules' sum %.4f", all.Share, sum)
 	}
+	// The variant with changes made early in one session in ten.
+	c := DefaultFreshness()
+	c.SessionChanges = 0.1
+	variant, err := Freshness(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	WriteFreshness(&b, variant)
 	doc, err := os.ReadFile("doc.go")
 	if err != nil {
 		t.Fatal(err)
@@ -67,5 +75,27 @@ func TestFreshnessTrace(t *testing.T) {
 	}
 	if v := tr.Version(0, 36*time.Hour); v != len(tr.Changes[0]) {
 		t.Errorf("version %d of %d changes", v, len(tr.Changes[0]))
+	}
+}
+
+// TestFreshnessSessionChanges: data changed early in a session lowers the
+// early reload's precision and leaves the calibrated first row alone.
+func TestFreshnessSessionChanges(t *testing.T) {
+	c := DefaultFreshness()
+	c.Users, c.Days = 300, 6
+	base, err := Freshness(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SessionChanges = 0.2
+	with, err := Freshness(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := with.Rows[2]; r.Precision > base.Rows[2].Precision-0.05 {
+		t.Errorf("reload precision %.3f with session changes, %.3f without", r.Precision, base.Rows[2].Precision)
+	}
+	if math.Abs(with.Rows[0].Share-base.Rows[0].Share) > 0.01 {
+		t.Errorf("push share moved: %.3f → %.3f", base.Rows[0].Share, with.Rows[0].Share)
 	}
 }
