@@ -69,6 +69,7 @@ type config struct {
 	enforcement func() Enforcement
 	onCut       func(*Report)
 	budgets     func() ([]BudgetCounter, []BudgetAction)
+	freshness   func() *Freshness
 
 	// span processor
 	skipDBSpans      bool

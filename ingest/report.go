@@ -124,6 +124,9 @@ type Report struct {
 	// none.
 	Budgets       []BudgetCounter
 	BudgetActions []BudgetAction
+	// Freshness is what the freshness middleware saw (section 3); nil
+	// when it has nothing to say.
+	Freshness *Freshness
 }
 
 // Format constants. See the package documentation for the layout.

@@ -179,6 +179,9 @@ func (r *Reporter) cut(final bool) uint64 {
 	if r.cfg.budgets != nil {
 		rep.Budgets, rep.BudgetActions = r.cfg.budgets()
 	}
+	if r.cfg.freshness != nil {
+		rep.Freshness = r.cfg.freshness()
+	}
 	if r.cfg.onCut != nil {
 		r.cfg.onCut(rep)
 	}

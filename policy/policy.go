@@ -67,6 +67,8 @@ type Policy struct {
 	// rules (budget.go) that the driver wrapper and the sampler apply.
 	Budgets []Budget  `json:"budgets,omitempty"`
 	Runaway []Runaway `json:"runaway,omitempty"`
+	// Freshness is the freshness-shedding policy (nil: none).
+	Freshness *Freshness `json:"freshness,omitempty"`
 }
 
 // Validate checks one rule.
@@ -108,7 +110,10 @@ func (p Policy) Validate() error {
 			return fmt.Errorf("rule %d (%s): %w", i, r.ID, err)
 		}
 	}
-	return p.ValidateBudgets()
+	if err := p.ValidateBudgets(); err != nil {
+		return err
+	}
+	return p.Freshness.Validate()
 }
 
 // Active returns the rules that have not expired at now, in a stable order

@@ -83,6 +83,7 @@ Examples:
   collector report --from 2026-03-01 --to 2026-04-01 --cost 12000 --currency USD
   collector report --from 24h --by tenant,route --measure db_time --format csv > usage.csv
   collector report --collector 127.0.0.1:7070 --from 7d --format json
+  collector report --collector 127.0.0.1:7070 --repeats   # GETs repeating an identical response within 24 h
 
 Flags:
 `
@@ -268,6 +269,7 @@ func report(args []string, stdout, stderr io.Writer) int {
 	cluster := strFlag(fs, &envs, "cluster", "QTOP_CLUSTER", "", "ClickHouse cluster name")
 	remote := strFlag(fs, &envs, "collector", "QTOP_COLLECTOR", "", "ask a running collector (host:port) instead of opening the store")
 	readToken := strFlag(fs, &envs, "read-token", "QTOP_READ_TOKEN", "", "the collector's read token, with --collector")
+	repeats := fs.Bool("repeats", false, "print the share of GETs per route that repeated an identical response within 24 h, and the freshness rules (needs --collector)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -290,6 +292,9 @@ func report(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	if *repeats {
+		return repeatsReport(ctx, *remote, outFormat, stdout, stderr)
+	}
 	if *remote != "" {
 		return remoteReport(ctx, *remote, req, *by, outFormat, *readToken, stdout, stderr)
 	}

@@ -194,6 +194,7 @@ func (s *Server) minuteOf(rep *ingest.Report, now time.Time) (time.Time, bool) {
 // made here. s.mu is held.
 func (s *Server) mergeLocked(rep *ingest.Report, lats []sparse, m *minute, now time.Time, live bool) {
 	m.dirty = true
+	s.mergeFreshnessLocked(rep, now, live)
 	sec := now.Unix()
 	service := rep.Source.Service
 	var svc *serviceLive

@@ -162,7 +162,7 @@ func (s *Server) setRule(ctx context.Context, rule policy.Rule, who string, allo
 	} else {
 		rules = append(rules, rule)
 	}
-	next := policy.Policy{Version: s.policy.Version + 1, Rules: rules, Updated: now}
+	next := policy.Policy{Version: s.policy.Version + 1, Rules: rules, Updated: now, Freshness: s.policy.Freshness}
 	next.Rules = next.Active(now)
 	if err := next.Validate(); err != nil {
 		s.mu.Unlock()

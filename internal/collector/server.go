@@ -72,6 +72,7 @@ type Server struct {
 	bud          budgetLive // budgets.go
 	storeErr     string
 	snapCache    map[snapKey]*live.Snapshot
+	fresh        *freshState // freshness samples and counters (freshness.go)
 	closed       bool
 	done         chan struct{}
 	doneOnce     sync.Once
@@ -281,6 +282,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc(live.PathHistory, s.authorized(RoleRead, s.handleHistory))
 	mux.HandleFunc(PathBudgets, s.handleBudgets) // budgets.go
 	mux.HandleFunc(PathRunaway, s.handleRunaway)
+	mux.HandleFunc(live.PathFreshness, s.authorized(RoleRead, s.handleFreshness))
+	mux.HandleFunc(live.PathFreshnessPolicy, s.handleFreshnessPolicy)
 	if s.cfg.Gatherer != nil {
 		mux.Handle("/metrics", s.authorized(RoleRead, promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}).ServeHTTP))
 	}

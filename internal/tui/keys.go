@@ -10,6 +10,7 @@ import (
 type KeyMap struct {
 	Tenants, HotKeys, Statements, Latency, Enforcement key.Binding
 	Locks                                              key.Binding
+	Freshness                                          key.Binding
 	NextView, PrevView                                 key.Binding
 	Up, Down, PageUp, PageDown, Home, End              key.Binding
 	Sort, Reverse, Filter, GroupBy                     key.Binding
@@ -34,6 +35,7 @@ func DefaultKeyMap() KeyMap {
 		Latency:     b([]string{"4"}, "4", "latency"),
 		Enforcement: b([]string{"5"}, "5", "enforcement"),
 		Locks:       b([]string{"6"}, "6", "locks"),
+		Freshness:   b([]string{"7"}, "7", "freshness"),
 		NextView:    b([]string{"tab"}, "tab", "views"),
 		PrevView:    b([]string{"shift+tab"}, "shift+tab", "previous view"),
 		Up:          b([]string{"up", "ctrl+p"}, "↑", "up"),
@@ -67,7 +69,7 @@ func (k KeyMap) ShortHelp() []key.Binding {
 // FullHelp is the ? overlay (help.KeyMap).
 func (k KeyMap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
-		{k.Tenants, k.HotKeys, k.Statements, k.Latency, k.Enforcement, k.Locks, k.NextView, k.PrevView},
+		{k.Tenants, k.HotKeys, k.Statements, k.Latency, k.Enforcement, k.Locks, k.Freshness, k.NextView, k.PrevView},
 		{k.Up, k.Down, k.PageUp, k.PageDown, k.Home, k.End},
 		{k.Sort, k.Reverse, k.Filter, k.GroupBy, k.Enter, k.History, k.Back},
 		{k.Throttle, k.Select, k.Cancel, k.Terminate, k.Pause, k.Help, k.Quit},

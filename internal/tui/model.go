@@ -38,7 +38,8 @@ const (
 	viewEnforcement
 	viewLocks
 	numTabs
-	viewDetail = numTabs // the drill-in of one tenant, reached by enter
+	viewDetail    = numTabs     // the drill-in of one tenant, reached by enter
+	viewFreshness = numTabs + 1 // the Freshness view, reached by 7 (freshness.go)
 )
 
 var viewNames = [numTabs]string{"Tenants", "Hot keys", "Statements", "Latency", "Enforcement", "Locks"}
@@ -131,6 +132,7 @@ type Model struct {
 	locks       locksView
 	detail      detailView
 	summary     summary
+	fresh       freshnessView
 
 	snap     *live.Snapshot // shown
 	pending  *live.Snapshot // arrived while paused
@@ -195,6 +197,9 @@ func (m *Model) fetch() tea.Cmd {
 
 // Update handles one message.
 func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	if cmd, ok := m.freshnessUpdate(msg); ok {
+		return m, cmd
+	}
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		m.c.width, m.c.height = max(msg.Width, 20), max(msg.Height, 6)
@@ -209,7 +214,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		} else {
 			m.apply(&s)
 		}
-		return m, m.fetch()
+		return m, tea.Batch(m.fetch(), m.fetchFreshness())
 	case sourceErrMsg:
 		m.fetching = false
 		m.err = msg.err
@@ -292,6 +297,9 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 	case statePrompt:
 		return m.promptKey(msg)
 	}
+	if cmd, ok := m.freshnessKey(msg); ok {
+		return cmd
+	}
 	switch {
 	case matches(msg, k.Quit):
 		return tea.Quit
@@ -314,6 +322,11 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 			return m.setStatus("space marks statements in the Statements view (3), for c and k", false)
 		}
 		m.statements.toggle()
+	case matches(msg, k.Freshness):
+		if m.view != viewFreshness {
+			m.back, m.view = m.tab(), viewFreshness
+		}
+		return m.fetchFreshness()
 	case matches(msg, k.NextView):
 		m.view = (m.tab() + 1) % numTabs
 	case matches(msg, k.PrevView):
@@ -359,7 +372,7 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 		return m.drill()
 	case matches(msg, k.Back):
 		switch {
-		case m.view == viewDetail:
+		case m.view == viewDetail || m.view == viewFreshness:
 			m.view = m.back
 		case m.currentFilter() != "":
 			m.setFilter("")
@@ -376,7 +389,7 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 
 // tab is the tab of the view shown (the drill-in's is the one it came from).
 func (m *Model) tab() viewID {
-	if m.view == viewDetail {
+	if m.view == viewDetail || m.view == viewFreshness {
 		return m.back
 	}
 	return m.view
@@ -399,6 +412,8 @@ func (m *Model) navigate(msg tea.KeyMsg) {
 		m.locks.update(&m.c, msg, p)
 	case viewDetail:
 		m.detail.update(&m.c, msg, p)
+	case viewFreshness:
+		m.fresh.update(&m.c, msg, p)
 	}
 }
 
@@ -840,6 +855,9 @@ func (m *Model) View() string {
 			body = m.locks.view(c, h)
 		case viewDetail:
 			body = m.detail.view(c, h)
+		case viewFreshness:
+			_, ok := m.src.(FreshnessSource)
+			body = m.fresh.view(c, h, ok)
 		}
 	}
 	n := lines(body)

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+
+	"github.com/qtop-dev/qtop/internal/collector"
+	"github.com/qtop-dev/qtop/internal/live"
+)
+
+// repeatsReport prints the repeat-share report of a running collector
+// (the samples of the freshness middleware live in its memory).
+func repeatsReport(ctx context.Context, addr, format string, stdout, stderr io.Writer) int {
+	if addr == "" {
+		fmt.Fprintln(stderr, "collector report: --repeats asks a running collector: add --collector HOST:PORT (e.g. 127.0.0.1:7070)")
+		return 2
+	}
+	c, err := live.NewClient(addr)
+	if err != nil {
+		fmt.Fprintln(stderr, "collector report:", err)
+		return 2
+	}
+	v, err := c.GetFreshness(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, "collector report:", err)
+		return 1
+	}
+	if err := collector.WriteFreshness(stdout, v, format); err != nil {
+		fmt.Fprintln(stderr, "collector report:", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,396 @@
+package collector
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/store"
+)
+
+// Freshness: the collector merges the freshness sections of reports
+// (samples of GETs of sampled callers, per-rule counters) into
+//
+//   - per route, hourly counts of sampled GETs and of those that repeated
+//     the same caller's previous response on the route within the repeat
+//     window (24 h), from the last response kept per (route, caller);
+//   - per route and per rule × route, minute counters over the live
+//     window (10 min), for qtop.
+//
+// This state is in memory, bounded, and rebuilt from the write-ahead log
+// after a restart as far as the log reaches.
+const (
+	RepeatWindow      = 24 * time.Hour
+	freshLiveMinutes  = 10
+	maxFreshKeys      = 200_000
+	maxFreshRoutes    = 256
+	maxFreshRuleCells = 1024
+	freshSweepEvery   = time.Minute
+)
+
+type freshKey struct {
+	route  string
+	caller uint64
+}
+
+type freshLast struct {
+	at   int64
+	resp uint64
+}
+
+type hourSlot struct {
+	hour             int64
+	samples, repeats uint64
+}
+
+type freshMinute struct {
+	minute                int64
+	requests, revalidated uint64
+}
+
+type ruleMinute struct {
+	minute                        int64
+	matched, served, right, wrong uint64
+}
+
+type freshRouteState struct {
+	hours [25]hourSlot
+	live  [freshLiveMinutes]freshMinute
+}
+
+type ruleKey struct{ rule, route string }
+
+type freshState struct {
+	last      map[freshKey]freshLast
+	routes    map[string]*freshRouteState
+	rules     map[ruleKey]*[freshLiveMinutes]ruleMinute
+	untracked uint64
+	dropped   uint64
+	nextSweep int64
+}
+
+func newFreshState() *freshState {
+	return &freshState{last: make(map[freshKey]freshLast), routes: make(map[string]*freshRouteState),
+		rules: make(map[ruleKey]*[freshLiveMinutes]ruleMinute)}
+}
+
+// route returns the state of route, folding routes beyond the bound (or
+// not valid) into "other"; the returned name is the map's own copy.
+func (f *freshState) route(name string) (string, *freshRouteState) {
+	if name == "" || len(name) > 256 || strings.ContainsAny(name, "\x00\n\r") {
+		name = ingest.OtherRoute
+	}
+	if r, ok := f.routes[name]; ok {
+		return name, r
+	}
+	if len(f.routes) >= maxFreshRoutes {
+		name = ingest.OtherRoute
+		if r, ok := f.routes[name]; ok {
+			return name, r
+		}
+	}
+	name = strings.Clone(name)
+	r := &freshRouteState{}
+	f.routes[name] = r
+	return name, r
+}
+
+// sweep forgets last responses older than the repeat window.
+func (f *freshState) sweep(now int64) {
+	cut := now - int64(RepeatWindow)
+	for k, v := range f.last {
+		if v.at < cut {
+			delete(f.last, k)
+		}
+	}
+	f.nextSweep = now + int64(freshSweepEvery)
+}
+
+// sample merges one sampled GET.
+func (f *freshState) sample(s ingest.FreshSample, now int64) {
+	at := s.At.UnixNano()
+	if at > now+int64(time.Minute) || at < now-int64(RepeatWindow) {
+		return // from the future (skew beyond a minute) or too old to matter
+	}
+	name, r := f.route(s.Route)
+	k := freshKey{name, s.Caller}
+	prev, seen := f.last[k]
+	repeat := false
+	if seen {
+		d := at - prev.at
+		repeat = prev.resp == s.Response && d >= -int64(RepeatWindow) && d <= int64(RepeatWindow)
+	}
+	switch {
+	case seen && at < prev.at:
+		// An older sample arriving late (another process): judged against
+		// the newest, which stays.
+	case seen || len(f.last) < maxFreshKeys:
+		f.last[k] = freshLast{at: at, resp: s.Response}
+	default:
+		if now >= f.nextSweep-int64(freshSweepEvery)+int64(10*time.Second) {
+			f.sweep(now)
+		}
+		if len(f.last) < maxFreshKeys {
+			f.last[k] = freshLast{at: at, resp: s.Response}
+		} else {
+			f.untracked++
+		}
+	}
+	h := at / int64(time.Hour)
+	slot := &r.hours[h%int64(len(r.hours))]
+	if slot.hour != h {
+		*slot = hourSlot{hour: h}
+	}
+	slot.samples++
+	if repeat {
+		slot.repeats++
+	}
+}
+
+// mergeFreshnessLocked merges the freshness section of rep: samples
+// always (the repeat state must see them again on replay), the live
+// counters only for reports received live.
+func (s *Server) mergeFreshnessLocked(rep *ingest.Report, now time.Time, live bool) {
+	fr := rep.Freshness
+	if fr == nil {
+		return
+	}
+	if s.fresh == nil {
+		s.fresh = newFreshState()
+	}
+	f := s.fresh
+	n := now.UnixNano()
+	if n >= f.nextSweep {
+		f.sweep(n)
+	}
+	for _, smp := range fr.Samples {
+		f.sample(smp, n)
+	}
+	if !live {
+		return
+	}
+	f.dropped += fr.SamplesDropped
+	m := now.Unix() / 60
+	for _, x := range fr.Routes {
+		_, r := f.route(x.Route)
+		slot := &r.live[m%freshLiveMinutes]
+		if slot.minute != m {
+			*slot = freshMinute{minute: m}
+		}
+		slot.requests += x.Requests
+		slot.revalidated += x.Revalidated
+	}
+	for _, x := range fr.Rules {
+		route, _ := f.route(x.Route)
+		rule := x.Rule
+		if rule == "" || len(rule) > 64 {
+			rule = "other"
+		}
+		k := ruleKey{rule, route}
+		ring := f.rules[k]
+		if ring == nil {
+			if len(f.rules) >= maxFreshRuleCells {
+				k.rule = "other"
+				if ring = f.rules[k]; ring == nil && len(f.rules) >= maxFreshRuleCells+maxFreshRoutes {
+					continue
+				}
+			}
+			if ring == nil {
+				k.rule = strings.Clone(k.rule)
+				ring = new([freshLiveMinutes]ruleMinute)
+				f.rules[k] = ring
+			}
+		}
+		slot := &ring[m%freshLiveMinutes]
+		if slot.minute != m {
+			*slot = ruleMinute{minute: m}
+		}
+		slot.matched += x.Matched
+		slot.served += x.Served
+		slot.right += x.Right
+		slot.wrong += x.Wrong
+	}
+}
+
+// Freshness returns the freshness view at now.
+func (s *Server) Freshness() live.Freshness {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.cfg.Now()
+	v := live.Freshness{Time: now.UTC(), RepeatWindow: RepeatWindow.Seconds(), LiveWindow: (freshLiveMinutes * time.Minute).Seconds(),
+		Routes: []live.FreshnessRoute{}, Rules: []live.FreshnessRule{}}
+	if s.policy.Freshness != nil {
+		fp := *s.policy.Freshness
+		fp.Rules = slices.Clone(fp.Rules)
+		v.Policy = &fp
+	}
+	f := s.fresh
+	if f == nil {
+		return v
+	}
+	v.Tracked, v.Untracked, v.Dropped = len(f.last), f.untracked, f.dropped
+	hNow := now.UnixNano() / int64(time.Hour)
+	mNow := now.Unix() / 60
+	reqs := map[string]uint64{}
+	for name, r := range f.routes {
+		row := live.FreshnessRoute{Route: name}
+		for _, h := range r.hours {
+			// The hours of the window: the current one and the 24 before
+			// (a little over 24 h, as hours are whole).
+			if h.hour <= hNow && h.hour > hNow-int64(len(r.hours)) {
+				row.Samples += h.samples
+				row.Repeats += h.repeats
+			}
+		}
+		for _, m := range r.live {
+			if m.minute <= mNow && m.minute > mNow-freshLiveMinutes {
+				row.Requests += m.requests
+				row.Revalidated += m.revalidated
+			}
+		}
+		if row.Samples > 0 {
+			row.RepeatShare = float64(row.Repeats) / float64(row.Samples)
+		}
+		if row.Samples == 0 && row.Requests == 0 {
+			continue
+		}
+		reqs[name] = row.Requests
+		v.Routes = append(v.Routes, row)
+	}
+	for k, ring := range f.rules {
+		row := live.FreshnessRule{Rule: k.rule, Route: k.route, Precision: -1}
+		for _, m := range ring {
+			if m.minute <= mNow && m.minute > mNow-freshLiveMinutes {
+				row.Matched += m.matched
+				row.Served += m.served
+				row.Right += m.right
+				row.Wrong += m.wrong
+			}
+		}
+		if row.Matched == 0 && row.Right+row.Wrong == 0 {
+			continue
+		}
+		if n := row.Right + row.Wrong; n > 0 {
+			row.Precision = float64(row.Right) / float64(n)
+		}
+		if g := reqs[k.route]; g > 0 {
+			row.Cut = float64(row.Matched) / float64(g)
+		}
+		v.Rules = append(v.Rules, row)
+	}
+	slices.SortFunc(v.Routes, func(a, b live.FreshnessRoute) int {
+		return cmp.Or(cmp.Compare(b.Samples, a.Samples), cmp.Compare(b.Requests, a.Requests), strings.Compare(a.Route, b.Route))
+	})
+	order := map[string]int{}
+	if v.Policy != nil {
+		for i, r := range v.Policy.Rules {
+			order[r.ID] = i
+		}
+	}
+	slices.SortFunc(v.Rules, func(a, b live.FreshnessRule) int {
+		oa, okA := order[a.Rule]
+		ob, okB := order[b.Rule]
+		if okA != okB {
+			if okA {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(cmp.Compare(oa, ob), strings.Compare(a.Rule, b.Rule), strings.Compare(a.Route, b.Route))
+	})
+	return v
+}
+
+// SetFreshness replaces the freshness part of the policy (who is recorded
+// in the audit) and returns the new policy.
+func (s *Server) SetFreshness(ctx context.Context, f policy.Freshness, who string) (policy.Policy, error) {
+	now := s.cfg.Now().UTC()
+	f.UpdatedBy = who
+	if err := f.Validate(); err != nil {
+		return policy.Policy{}, err
+	}
+	f.Rules = slices.Clone(f.Rules)
+	s.mu.Lock()
+	next := clonePolicy(s.policy)
+	next.Version++
+	next.Updated = now
+	next.Freshness = &f
+	s.policy = next
+	if err := s.savePolicyLocked(); err != nil {
+		s.log.Error("policy: save", "err", err)
+	}
+	out := clonePolicy(s.policy)
+	s.mu.Unlock()
+	s.met.policyChanges.Inc()
+	fj, _ := json.Marshal(f)
+	s.log.Info("freshness policy changed", "who", who, "version", out.Version, "freshness", string(fj))
+	if s.store != nil {
+		a := []store.Audit{{Time: now, Who: who, Action: "freshness", PolicyVersion: out.Version, Rule: string(fj)}}
+		if err := s.store.WriteAudit(ctx, a); err != nil {
+			s.log.Error("policy audit not written", "err", err, "freshness", string(fj))
+		}
+	}
+	return out, nil
+}
+
+func (s *Server) handleFreshness(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET")
+		writeError(w, http.StatusMethodNotAllowed, "use GET", 0)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.Freshness())
+}
+
+func (s *Server) handleFreshnessPolicy(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		s.authorized(RoleRead, func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusOK, s.Policy().Freshness)
+		})(w, r)
+		return
+	case http.MethodPost:
+	default:
+		w.Header().Set("Allow", "GET, POST")
+		writeError(w, http.StatusMethodNotAllowed, "use GET or POST", 0)
+		return
+	}
+	cred, err := s.Authorize(r, RoleAdmin)
+	if err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="qtop"`)
+		writeError(w, http.StatusUnauthorized, "policy changes need the admin token: "+err.Error(), 0)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxPolicyBody))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("freshness policy body larger than %d bytes", maxPolicyBody), 0)
+		return
+	}
+	var f policy.Freshness
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		writeError(w, http.StatusBadRequest, "freshness policy: "+err.Error(), 0)
+		return
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		writeError(w, http.StatusBadRequest, "freshness policy: data after the JSON object (send one policy)", 0)
+		return
+	}
+	// Who comes from the credential, never from a header the client sets.
+	p, err := s.SetFreshness(r.Context(), f, cred+"@"+r.RemoteAddr)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error(), 0)
+		return
+	}
+	writeJSON(w, http.StatusOK, p)
+}

@@ -1,0 +1,257 @@
+package tui
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/policy"
+)
+
+// FreshnessSource is a Source that also has the freshness view: the
+// repeat share of GETs per route and the freshness rules' counters, and
+// the freshness policy an operator changes from qtop.
+type FreshnessSource interface {
+	Freshness(ctx context.Context) (live.Freshness, error)
+	SetFreshness(ctx context.Context, f policy.Freshness) error
+}
+
+var _ FreshnessSource = (*Collector)(nil)
+
+// Freshness returns the collector's freshness view.
+func (c *Collector) Freshness(ctx context.Context) (live.Freshness, error) {
+	return c.client(Query{}).GetFreshness(ctx)
+}
+
+// SetFreshness posts the freshness policy with the collector's token.
+func (c *Collector) SetFreshness(ctx context.Context, f policy.Freshness) error {
+	f.UpdatedBy = c.user
+	_, err := c.client(Query{}).PostFreshness(ctx, f, c.token)
+	return err
+}
+
+// ForceFor is how long "f" forces the armed batch on, overload or not.
+const ForceFor = 15 * time.Minute
+
+// The freshness view's own keys.
+var (
+	keyBatchUp   = []string{"+", "="}
+	keyBatchDown = []string{"-", "_"}
+	keyForce     = []string{"f"}
+)
+
+type freshnessMsg struct {
+	v   live.Freshness
+	err error
+}
+
+// freshnessView is the Freshness view (key 6): per route the share of
+// sampled GETs that repeated the caller's previous answer within 24 h,
+// and per rule the GETs it matched and cut, the 304s served and the
+// shadow precision; + and - arm or disarm the next batch of rules, f
+// forces the armed batch on for ForceFor.
+type freshnessView struct {
+	v    live.Freshness
+	have bool
+	err  error
+	rows []live.FreshnessRule // the rules' rows, in policy order
+	list list
+}
+
+// set shows v: the rules with counters and those of the policy without,
+// in the policy's order.
+func (fv *freshnessView) set(v live.Freshness) {
+	fv.v, fv.have = v, true
+	rows := slices.Clone(v.Rules)
+	if p := v.Policy; p != nil {
+		order := map[string]int{}
+		for i, r := range p.Rules {
+			order[r.ID] = i
+			if !slices.ContainsFunc(rows, func(x live.FreshnessRule) bool { return x.Rule == r.ID }) {
+				rows = append(rows, live.FreshnessRule{Rule: r.ID, Route: "-", Precision: -1})
+			}
+		}
+		slices.SortStableFunc(rows, func(a, b live.FreshnessRule) int { return rank(order, a.Rule) - rank(order, b.Rule) })
+	}
+	fv.rows = rows
+	fv.list.setLen(len(rows))
+}
+
+// fetchFreshness asks the source for the freshness view, when it has one
+// and the view is shown.
+func (m *Model) fetchFreshness() tea.Cmd {
+	fs, ok := m.src.(FreshnessSource)
+	if !ok || m.view != viewFreshness {
+		return nil
+	}
+	ctx := m.ctx
+	return func() tea.Msg {
+		v, err := fs.Freshness(ctx)
+		return freshnessMsg{v, err}
+	}
+}
+
+// freshnessUpdate handles the view's messages.
+func (m *Model) freshnessUpdate(msg tea.Msg) (tea.Cmd, bool) {
+	fm, ok := msg.(freshnessMsg)
+	if !ok {
+		return nil, false
+	}
+	m.fresh.err = fm.err
+	if fm.err == nil {
+		m.fresh.set(fm.v)
+	}
+	return nil, true
+}
+
+// freshnessKey handles +, - and f in the Freshness view.
+func (m *Model) freshnessKey(msg tea.KeyMsg) (tea.Cmd, bool) {
+	if m.view != viewFreshness {
+		return nil, false
+	}
+	k := msg.String()
+	up, down, force := slices.Contains(keyBatchUp, k), slices.Contains(keyBatchDown, k), slices.Contains(keyForce, k)
+	if !up && !down && !force {
+		return nil, false
+	}
+	fs, ok := m.src.(FreshnessSource)
+	if !ok {
+		return m.setStatus("this source has no freshness policy (connect qtop to a collector)", false), true
+	}
+	if !m.fresh.have || m.fresh.v.Policy == nil || len(m.fresh.v.Policy.Rules) == 0 {
+		return m.setStatus("no freshness rules in the collector's policy (POST /v1/policy/freshness, see the README)", false), true
+	}
+	f := *m.fresh.v.Policy
+	f.Rules = slices.Clone(f.Rules)
+	var text string
+	switch {
+	case up:
+		if f.Batch >= len(f.Rules) {
+			return m.setStatus("every freshness rule is armed already", false), true
+		}
+		f.Batch++
+		text = fmt.Sprintf("armed the first %d freshness rules (up to %s)", f.Batch, f.Rules[f.Batch-1].ID)
+	case down:
+		if f.Batch == 0 {
+			return m.setStatus("no freshness rule is armed", false), true
+		}
+		f.Batch--
+		text = fmt.Sprintf("armed the first %d freshness rules", f.Batch)
+	case force:
+		now := m.c.now()
+		if f.Forced(now) {
+			f.Force, f.ForceUntil = false, time.Time{}
+			text = "freshness batch back to overload only"
+		} else {
+			if f.Batch == 0 {
+				return m.setStatus("arm a batch first (+)", false), true
+			}
+			f.Force, f.ForceUntil = true, now.Add(ForceFor).UTC()
+			text = fmt.Sprintf("freshness batch of %d forced on for %v", f.Batch, ForceFor)
+		}
+	}
+	f.Reason = "qtop: " + text
+	shown := m.fresh.v
+	shown.Policy = &f
+	m.fresh.set(shown)
+	ctx := m.ctx
+	return func() tea.Msg {
+		if err := fs.SetFreshness(ctx, f); err != nil {
+			return actionMsg{err: err}
+		}
+		return actionMsg{text: text}
+	}, true
+}
+
+func (v *freshnessView) update(c *common, msg keyMsg, page int) { v.list.navigate(c.keys, msg, page) }
+
+func (v *freshnessView) view(c *common, h int, supported bool) string {
+	var out strings.Builder
+	switch {
+	case !supported:
+		return c.st.dim.Render(clip("this source has no freshness view: connect qtop to a collector (--collector)", c.width))
+	case v.err != nil && !v.have:
+		return c.st.bad.Render(clip("freshness: "+clean(v.err.Error()), c.width))
+	case !v.have:
+		return c.st.dim.Render(clip("asking the collector for its freshness view …", c.width))
+	}
+	out.WriteString(c.st.title.Render(clip("GETs that repeated the caller's previous answer within 24 h (sampled callers)", c.width)))
+	rw := max(c.width-(12+8+12+12+4), 8)
+	out.WriteString("\n" + c.st.header.Render(clip("  "+fit("ROUTE", rw, false)+" "+fit("SAMPLED", 12, true)+" "+fit("REPEAT", 8, true)+" "+
+		fit("GETs 10m", 12, true)+" "+fit("REVALID.", 12, true), c.width)))
+	routes := v.v.Routes
+	nr := min(len(routes), max((h-8)/2, 1))
+	if len(routes) == 0 {
+		out.WriteString("\n" + c.st.dim.Render(clip("  no sample yet (enforce.WithSampling in the service)", c.width)))
+	}
+	for _, r := range routes[:nr] {
+		line := clip("  "+fit(clean(r.Route), rw, false)+" "+fit(fmtCount(r.Samples), 12, true)+" "+fit(fmtShare(r.RepeatShare), 8, true)+" "+
+			fit(fmtCount(r.Requests), 12, true)+" "+fit(fmtCount(r.Revalidated), 12, true), c.width)
+		if r.RepeatShare >= 0.5 {
+			line = c.st.warn.Render(line)
+		}
+		out.WriteString("\n" + line)
+	}
+	p := v.v.Policy
+	state := "no freshness policy"
+	armed := map[string]int{}
+	if p != nil {
+		state = fmt.Sprintf("batch %d of %d armed, applied under overload", p.Batch, len(p.Rules))
+		if p.Forced(c.now()) {
+			state = fmt.Sprintf("batch %d of %d FORCED on until %s", p.Batch, len(p.Rules), p.ForceUntil.In(c.loc).Format("15:04:05"))
+		}
+		for i, r := range p.Rules {
+			armed[r.ID] = i
+		}
+	}
+	out.WriteString("\n\n" + c.st.title.Render(clip("Freshness rules, last 10 min — "+state+" · + arm next · - disarm · f force 15 min", c.width)))
+	out.WriteString("\n" + c.st.header.Render(clip("  "+fit("RULE", 14, false)+" "+fit("MODE", 8, false)+" "+fit("ROUTE", 22, false)+" "+
+		fit("MATCHED", 8, true)+" "+fit("CUT", 6, true)+" "+fit("304s", 8, true)+" "+fit("RIGHT", 7, true)+" "+fit("WRONG", 7, true)+" "+
+		fit("PRECISION", 9, true), c.width)))
+	rows := v.rows
+	from, to := v.list.window(max(h-nr-6, 1))
+	for i := from; i < to; i++ {
+		r := rows[i]
+		mode := "off"
+		if idx, ok := armed[r.Rule]; ok && p != nil && idx < p.Batch {
+			mode = "armed"
+			if p.Rules[idx].Shadow {
+				mode = "shadow"
+			}
+		}
+		prec := "-"
+		if r.Precision >= 0 {
+			prec = fmtShare(r.Precision)
+			if r.Precision == 0 {
+				prec = "0.0%"
+			}
+		}
+		line := clip(gutter(fit(clean(r.Rule), 14, false)+" "+fit(mode, 8, false)+" "+fit(clean(r.Route), 22, false)+" "+
+			fit(fmtCount(r.Matched), 8, true)+" "+fit(fmtShare(r.Cut), 6, true)+" "+fit(fmtCount(r.Served), 8, true)+" "+
+			fit(fmtCount(r.Right), 7, true)+" "+fit(fmtCount(r.Wrong), 7, true)+" "+fit(prec, 9, true), i == v.list.cursor), c.width)
+		switch {
+		case i == v.list.cursor:
+			line = c.st.selected.Render(line)
+		case r.Precision >= 0 && r.Precision < 0.8:
+			line = c.st.bad.Render(line)
+		}
+		out.WriteString("\n" + line)
+	}
+	if v.err != nil {
+		out.WriteString("\n" + c.st.bad.Render(clip("last refresh failed: "+clean(v.err.Error()), c.width)))
+	}
+	return out.String()
+}
+
+// rank orders rules by their place in the policy, unknown ones last.
+func rank(order map[string]int, id string) int {
+	if i, ok := order[id]; ok {
+		return i
+	}
+	return len(order)
+}

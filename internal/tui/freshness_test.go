@@ -1,0 +1,143 @@
+package tui
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/policy"
+)
+
+// freshFake is a fakeSource with a freshness view.
+type freshFake struct {
+	*fakeSource
+	fmu  sync.Mutex
+	v    live.Freshness
+	sets []policy.Freshness
+}
+
+func (f *freshFake) Freshness(context.Context) (live.Freshness, error) {
+	f.fmu.Lock()
+	defer f.fmu.Unlock()
+	return f.v, nil
+}
+
+func (f *freshFake) SetFreshness(_ context.Context, p policy.Freshness) error {
+	f.fmu.Lock()
+	defer f.fmu.Unlock()
+	f.sets = append(f.sets, p)
+	return nil
+}
+
+func freshView() live.Freshness {
+	fp := &policy.Freshness{Rules: policy.MonzoRules(), Batch: 1}
+	fp.Rules[0].Shadow = true
+	return live.Freshness{Time: t0, RepeatWindow: 86400, LiveWindow: 600, Policy: fp,
+		Routes: []live.FreshnessRoute{{Route: "GET /accounts/{id}/balance", Samples: 5000, Repeats: 3500, RepeatShare: 0.7, Requests: 90000, Revalidated: 20000}},
+		Rules:  []live.FreshnessRule{{Rule: "push-24h", Route: "GET /accounts/{id}/balance", Matched: 18000, Right: 14400, Wrong: 3600, Precision: 0.8, Cut: 0.2}}}
+}
+
+// run executes cmd (not a batch: it could hold a blocking fetch) and
+// feeds its message back.
+func run(m *Model, cmd tea.Cmd) {
+	if cmd == nil {
+		return
+	}
+	if msg := cmd(); msg != nil {
+		m.Update(msg)
+	}
+}
+
+func TestFreshnessViewAndBatchKeys(t *testing.T) {
+	src := &freshFake{fakeSource: newFake(Features{Throttle: true}), v: freshView()}
+	m := New(src, WithRenderer(asciiRenderer()), WithClock(func() time.Time { return t0 }), WithLocation(time.UTC))
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 30})
+	m.Update(snapshotMsg{incident()})
+	press(m, "5")
+	run(m, press(m, "7"))
+	if m.view != viewFreshness || m.tab() != viewEnforcement {
+		t.Fatalf("view %d (tab %d)", m.view, m.tab())
+	}
+	screen := m.View()
+	for _, want := range []string{"GET /accounts/{id}/balance", "70.0%", "push-24h", "shadow", "80.0%", "20.0%", "app-open-1h", "off", "batch 1 of 3"} {
+		mustContain(t, screen, want)
+	}
+	for i, l := range strings.Split(screen, "\n") {
+		if ansi.StringWidth(l) > 120 {
+			t.Fatalf("line %d is %d wide", i, ansi.StringWidth(l))
+		}
+	}
+	// + arms the next rule, f forces the batch, - disarms one.
+	run(m, press(m, "+"))
+	run(m, press(m, "f"))
+	run(m, press(m, "-"))
+	src.fmu.Lock()
+	sets := append([]policy.Freshness(nil), src.sets...)
+	src.fmu.Unlock()
+	if len(sets) != 3 || sets[0].Batch != 2 || !sets[1].Force || !sets[1].ForceUntil.Equal(t0.Add(ForceFor)) || sets[2].Batch != 1 || !sets[2].Force {
+		t.Fatalf("policies posted %+v", sets)
+	}
+	mustContain(t, m.View(), "FORCED")
+	// A new snapshot refreshes the view too.
+	src.fmu.Lock()
+	src.v.Routes[0].RepeatShare = 0.55
+	src.fmu.Unlock()
+	if _, cmd := m.Update(snapshotMsg{incident()}); cmd == nil {
+		t.Fatal("a snapshot asked for nothing")
+	}
+	run(m, m.fetchFreshness())
+	mustContain(t, m.View(), "55.0%")
+	press(m, "esc")
+	if m.view != viewEnforcement {
+		t.Errorf("esc went to view %d", m.view)
+	}
+	// The keys mean nothing elsewhere.
+	if cmd := press(m, "+"); cmd != nil {
+		t.Error("+ acted outside the Freshness view")
+	}
+}
+
+func TestFreshnessViewWithoutSupport(t *testing.T) {
+	m, _ := newTestModel(t, Features{Throttle: true})
+	press(m, "7")
+	mustContain(t, m.View(), "no freshness view")
+	press(m, "+")
+	mustContain(t, m.View(), "no freshness policy")
+}
+
+func TestFreshnessCollectorSource(t *testing.T) {
+	srv, url, _ := realCollector(t, "")
+	c, err := NewCollector(url, "s3cret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.SetFreshness(ctx, policy.Freshness{Rules: policy.MonzoRules(), Batch: 2}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	body, _ := (&ingest.Report{Source: ingest.Source{Service: "b", Instance: "i"}, Seq: 1, Start: now.Add(-time.Second), End: now,
+		Freshness: &ingest.Freshness{Routes: []ingest.FreshRoute{{Route: "GET /b", Requests: 10}},
+			Rules: []ingest.FreshRule{{Rule: "push-24h", Route: "GET /b", Matched: 2, Right: 1, Wrong: 1}}}}).MarshalBinary()
+	if st, _, msg, _, _ := srv.Ingest(body); st != 200 {
+		t.Fatal(msg)
+	}
+	v, err := c.Freshness(ctx)
+	if err != nil || v.Policy == nil || v.Policy.Batch != 2 || len(v.Rules) != 1 || v.Rules[0].Precision != 0.5 {
+		t.Fatalf("%+v %v", v, err)
+	}
+	bad, _ := NewCollector(url, "wrong")
+	defer bad.Close()
+	if err := bad.SetFreshness(ctx, policy.Freshness{}); err == nil {
+		t.Error("freshness change with a wrong token accepted")
+	}
+}
