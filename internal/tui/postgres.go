@@ -12,8 +12,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -36,7 +36,10 @@ type Postgres struct {
 	done   chan struct{}
 }
 
-var _ Source = (*Postgres)(nil)
+var (
+	_ Source     = (*Postgres)(nil)
+	_ OnceSource = (*Postgres)(nil)
+)
 
 type pgConfig struct {
 	interval time.Duration

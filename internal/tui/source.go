@@ -47,3 +47,11 @@ type Source interface {
 	Describe() string
 	Close() error
 }
+
+// OnceSource is a Source that can wait for its first complete snapshot,
+// for `qtop --once` (a collector that has just started, a sampler's first
+// interval, the demo fleet's first reports). Other sources answer --once
+// with Next.
+type OnceSource interface {
+	Once(ctx context.Context, q Query) (live.Snapshot, error)
+}
