@@ -129,4 +129,3 @@ func TestNewCollectorBadURL(t *testing.T) {
 		}
 	}
 }
-
