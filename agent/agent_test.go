@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"github.com/qtop-dev/qtop/policy"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -55,7 +56,9 @@ func serve(h http.Handler, method, path string, hdr ...string) *httptest.Respons
 }
 
 func TestHandlerRecordsOncePerRequest(t *testing.T) {
-	a := newAgent(t, WithTenant(FromHeader("X-Tenant", "X-Tier")))
+	// No latency term in the model, so that the RU are exact.
+	a := newAgent(t, WithTenant(FromHeader("X-Tenant", "X-Tier")),
+		WithCostModel(enforce.Model{Base: enforce.DefaultModel().Base, PerKiB: 0.125}))
 	mux := http.NewServeMux()
 	var seen tenant.Tags
 	mux.HandleFunc("GET /items/{id}", func(w http.ResponseWriter, r *http.Request) {
@@ -75,8 +78,8 @@ func TestHandlerRecordsOncePerRequest(t *testing.T) {
 	}
 	got := rows(a)
 	r := got["acme|GET /items/{id}|request"]
-	// GET is a read: 1 RU + 8 KiB (+4 bytes of request body) at 1 RU per 8 KiB, plus latency.
-	if r.Count != 3 || r.Errors != 0 || r.Tier != tenant.T1 || r.Bytes != 3*(8192+4) || r.RU < 3*2 || r.RU > 3*2.1 {
+	// GET is a read: 1 RU + 8 KiB (+4 bytes of request body) at 1 RU per 8 KiB.
+	if want := 3 + float64(3*(8192+4))/1024*0.125; r.Count != 3 || r.Errors != 0 || r.Tier != tenant.T1 || r.Bytes != 3*(8192+4) || math.Abs(r.RU-want) > 1e-9 {
 		t.Errorf("row %+v", r)
 	}
 	if b := got["acme|GET /boom|request"]; b.Count != 1 || b.Errors != 1 || b.Tier != tenant.T2 {
@@ -90,7 +93,7 @@ func TestHandlerRecordsOncePerRequest(t *testing.T) {
 }
 
 func TestHandlerRefusesAndCounts(t *testing.T) {
-	a := newAgent(t, WithTenant(FromHeader("X-Tenant", "")),
+	a := newAgent(t, WithTenant(FromHeader("X-Tenant", "")), WithCostModel(enforce.Model{Base: enforce.DefaultModel().Base}),
 		WithPlans(map[string]enforce.Plan{enforce.PlanFree: {Limit: enforce.Limit{RUPerSecond: 1, Burst: 1}, Weight: 1}}, nil))
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /w", func(w http.ResponseWriter, r *http.Request) {})
@@ -109,7 +112,7 @@ func TestHandlerRefusesAndCounts(t *testing.T) {
 		t.Errorf("invalid tenant: %d", w.Code)
 	}
 	got := rows(a)
-	if r := got["acme|POST /w|request"]; r.Count != 2 || r.RU < 6 || r.RU > 6.1 {
+	if r := got["acme|POST /w|request"]; r.Count != 2 || r.RU != 6 {
 		t.Errorf("row %+v (want both requests, one charged 6 RU)", r)
 	}
 	e := enforcementOf(a.Enforcer().Stats())
@@ -422,5 +425,19 @@ func TestEnforcementSource(t *testing.T) {
 	}
 	if got := src(); got.Throttled[2] != 0 || got.Admitted[1] != 0 {
 		t.Errorf("second window %+v, want no new counts", got)
+	}
+}
+
+// TestBoundedInputs: what a client sends is bounded before it is parsed.
+func TestBoundedInputs(t *testing.T) {
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("Baggage", "tenant.id=acme,"+strings.Repeat("k=v,", 4000))
+	if _, err := FromBaggage()(r); err == nil {
+		t.Error("16 KB of baggage accepted")
+	}
+	a := newAgent(t, WithTenant(FromHeader("X-Tenant", "")))
+	h := a.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("handler ran") }))
+	if w := serve(h, "GET", "/", "X-Tenant", strings.Repeat("a", tenant.MaxTenantLen+1)); w.Code != http.StatusBadRequest {
+		t.Errorf("long tenant: %d", w.Code)
 	}
 }

@@ -14,12 +14,17 @@
 //	if err != nil { ... }
 //	defer a.Shutdown(context.Background())
 //
-//	db, err := a.OpenDB("pgx", dsn)              // database/sql: comments + DB time per tenant
+//	db, err := a.OpenDB("pgx", dsn)              // database/sql (import _ "github.com/jackc/pgx/v5/stdlib"): comments + DB time per tenant
 //	// or: pdb, pool, err := a.OpenPgxPool(ctx, cfg) // pgx: the same, and pool wait per tenant
 //	http.ListenAndServe(":8080", a.Handler(mux)) // tenant, admission, charge, one record per request
 //
 // Then `qtop` shows the service's tenants: RU, DB time, pool wait and what
-// the enforcer admitted, throttled, shed and dropped.
+// the enforcer admitted, throttled, shed and dropped. The repository's
+// README.md has the same as a whole program, which a test runs.
+//
+// Wrap the whole ServeMux, or each route (mux.Handle(pattern,
+// a.Handler(h))) to have the route in SQL comments as well as in the
+// records.
 //
 // # Tenants
 //

@@ -17,6 +17,9 @@ func Example() {
 		agent.WithTenant(agent.FromHeader("X-Tenant", "")),
 		// 10 RU/s for everyone: the third 6-RU write in a row is refused.
 		agent.WithPlans(map[string]enforce.Plan{enforce.PlanFree: {Limit: enforce.Limit{RUPerSecond: 10, Burst: 10}, Weight: 1}}, nil),
+		// Priced by operation only (read 1, write 6), so that the example's
+		// figures do not depend on the machine's speed.
+		agent.WithCostModel(enforce.Model{Base: enforce.DefaultModel().Base}),
 	)
 	if err != nil {
 		fmt.Println(err)

@@ -161,6 +161,10 @@ func (a *Agent) finish(q *request, r *http.Request, start time.Time, tier tenant
 			span.SetAttributes(attribute.String("http.route", tags.Route))
 		}
 		span.SetAttributes(attribute.Int("http.response.status_code", q.w.status), attribute.Float64(string(ingest.AttrRU), ru))
+		if w := q.poolWait.Load(); w > 0 {
+			// This request's wait for pgxpool connections.
+			span.SetAttributes(attribute.Float64("qtop.pool_wait_seconds", time.Duration(w).Seconds()))
+		}
 		if failed {
 			span.SetStatus(codes.Error, "")
 		}

@@ -12,11 +12,10 @@
 // [DefaultModel] starts at read 1, write 6, delete 6, scan 2, 1 RU per
 // 8 KiB and 1 RU per 10 ms; [FitModel] (and the rucalib command) fits the
 // coefficients of a deployment by least squares from a load test, and
-// `rucalib pgload` runs such a load test against PostgreSQL. On the
-// PostgreSQL 15 of the test machines, pricing in buffers and WAL pages,
-// it finds about read 2.7, write 8.2, delete 3.7, scan 3.5, 0.29 per KiB
-// (R² 0.94): there a write costs about three reads, where the defaults
-// say six, which is why deployments calibrate.
+// `rucalib pgload` runs such a load test against PostgreSQL; what it found
+// on the test machines (a write there costing about three reads, where
+// the defaults say six) is in bench/README.md, and is why deployments
+// calibrate.
 //
 // # Buckets
 //

@@ -106,66 +106,18 @@
 //
 // # Span processor cost
 //
-// The budget is 500 ns per span (OnStart + OnEnd) beyond the SDK's own;
-// it is not met. BenchmarkSpanOverhead runs a server span and its
-// database child through the same SDK with and without the processor,
-// interleaved (2-core VM, shared and busy: the range is of the medians of
-// 5–10 runs taken at different times):
-//
-//	overhead-ns/span   1,000–1,750   +1 allocation and +416 bytes a span
-//	attrs-ns/span        560–1,250   the SDK storing the same attributes
-//	sdk-ns/span        2,600–4,300   the SDK's own span
-//	BenchmarkSpanOnEnd   150–300 ns a span, no allocation
-//
-// Most of the overhead is not the processor's code but the SDK's work on
-// the two attributes it writes (three on client and consumer spans):
-// SetAttributes grows the span's attribute slice, which the SDK sized to
-// the attributes the span started with, so every span pays one more
-// allocation of 256–512 bytes, its copy, and its share of the garbage
-// collector's work. attrs-ns/span measures that floor with a processor
-// that only sets the same constants; it alone is above the budget, so no
-// change to the processor's code can meet the budget while spans carry
-// their tenant. On the benchmark goroutine's CPU time, which the machine's
-// other load disturbs less, the overhead is 890 ns a span, 620 of them the
-// SDK's storing of the attributes and 320 the processor's own code (the
-// tenant look-up and OnEnd's reading and recording); before the last
-// round of changes (one tenant look-up, prebuilt tier attributes, the
-// four tiers read back without tenant.ParseTier) they were 920, 600 and
-// 360, a difference within the noise of the wall-clock benchmark.
-//
-// Left: reading the span's attributes in OnStart to skip those the
-// application already set (measured: no gain when they are absent, the
-// common case, as the read marks the slice shared and the write then
-// copies it anyway); writing them only on sampled spans (OnStart only
-// sees recording spans, and the benchmark's are sampled, so it would not
-// move these figures); carrying the tags from OnStart to OnEnd outside
-// the span (a synchronized map per span, and the attributes still to
-// write).
+// OnStart writes two attributes (three on client and consumer spans) and
+// OnEnd reads a span's attributes once, without allocating; what that costs
+// beside the SDK's own span is measured in bench/README.md.
 //
 // # Compression
 //
 // Bodies are zstd-compressed (klauspost/compress, pure Go, default level,
-// no checksum: HTTP and TCP already check). BenchmarkReportEncode measures
-// a window of 1,000 tenant × route rows with 200 latencies each and a
-// 1,000-key sketch (2-core VM, shared and busy, so compare ratios):
-//
-//	encoding                   bytes     encode   decode
-//	raw (codec 0)            273,620     4–7 ms
-//	zstd (the format)         94,616      16 ms   2.5–3.7 ms (into a reused Report)
-//	zstd fastest / better     99,196 / 92,803   10 / 16 ms
-//	gzip                      88,994   90–185 ms
-//	JSON + gzip              184,282  220–450 ms
-//
-// and bench/ingest_test.go sets it against the OTLP metrics request of the
-// same window (exponential histograms at scale 5, five sums, two key
-// gauges): 1,126,174 bytes of protobuf, 125,612 gzipped (as OTLP/HTTP
-// sends it) or 113,552 with zstd, 25–39 ms to marshal plus 90–110 ms of
-// gzip, and 27–52 ms and 168,620 allocations to decode, against 4 ms and
-// 266 for the report. zstd costs a tenth of gzip's time for 6% more
-// bytes, and its better levels gain 2% for no less time; the raw encoding
-// is already compact (varints, a string table, sparse histograms), so
-// compression mostly removes the repetition of similar histograms across
-// rows. A codec byte in the header leaves room for others; the decoder
+// no checksum: HTTP and TCP already check): the raw encoding is already
+// compact (varints, a string table, sparse histograms), so compression
+// mostly removes the repetition of similar histograms across rows; sizes
+// and times against gzip, JSON and OTLP are in bench/README.md. A codec
+// byte in the header leaves room for others; the decoder
 // also reads codec 0 (none), handy for tests and tooling.
 //
 // A decoder rejects a version above its own with [ErrVersion] ("upgrade the

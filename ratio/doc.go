@@ -19,9 +19,9 @@
 // power-of-two range; a logarithmic mapping would save 1% of them.
 //
 // Bucket counts are also kept per group of 64 buckets, so a quantile query
-// finds its group in at most 19 steps and its bucket in at most 64: a p95
-// costs about 35 ns whatever the data, and a 5-minute Window of 30 slots
-// answers in a few microseconds without merging its slots.
+// finds its group in at most 19 steps and its bucket in at most 64, so a
+// p95 costs the same whatever the data, and a 5-minute Window of 30 slots
+// answers without merging its slots.
 //
 // Histogram and Window are not safe for concurrent use: callers shard or
 // lock them. Signal is safe for concurrent use.
@@ -36,17 +36,7 @@
 //	lognormal, σ = 1                        2.7% / 56%         0.50% / 0.97%
 //	lognormal σ = 0.5 + 3% Pareto(1.5) tail 11.8% / 1206%      0.49% / 0.97%
 //
-// Side by side with peers in one run of bench/ (./run -bench Quantile
-// -benchtime=300ms, medians of 3, 2 shared cores; ratios are ours over
-// theirs):
-//
-//	                        qtop Histogram  DDSketch 1% v1.4.8  HdrHistogram 2 digits v1.4.0  P²
-//	insert (ns)             13.8            32.1   (0.43×)      12.6   (1.10×)                36.7
-//	p95 of 100k (ns)        38              1,410  (0.027×)     274    (0.14×)                3.4
-//	merge of 10k (ns)       431             1,010  (0.43×)      39,476 (0.011×)               —
-//	1k-window build+p95(µs) 11.1            41.6   (0.27×)      9.9    (1.13×)                29.8
-//	p95 error median / max  0.45% / 0.97%   0.52% / 1.00%       0.24% / 0.72%                 12% / 433%
-//	size, 10k observations  9.4 KB, 652 B encoded; DDSketch 625 B encoded; HdrHistogram 26.7 KB, 1,008 B encoded
+// bench/README.md sets it against DDSketch, HdrHistogram and P².
 //
 // HdrHistogram is as fast to insert into and a little more accurate, but it
 // records integers over a range fixed per instance and its merge walks its

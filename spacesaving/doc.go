@@ -32,28 +32,8 @@
 // bytes, rounded up to powers of two (capacity 1000: 97 KB; 200: 22 KB),
 // plus the keys, which it shares with the caller. Add does not allocate.
 //
-// Measured on a shared 2-core VM, Go 1.26, Zipf(1.1) over 1M string keys
-// (go test -bench Add -benchmem, load average near 4): 44 ns per update at
-// capacity 200 and 43–53 ns at 1000, most of it the first touch of the
-// key's bytes (hashing alone costs about 21 ns on the same stream). When
-// eight builds share the machine the same run reads 55–95 ns. Concurrent
-// (BenchmarkConcurrentAdd): about 50 ns per update from one goroutine and
-// 25–29 ns per update from two, about 1.8 times the serial throughput.
-//
-// Side by side in bench/ (BenchmarkTopKInterleaved, 10M events over 1M
-// keys, every contender warm and fed the same chunks in turn; three runs,
-// load average near 3), ns/update:
-//
-//	capacity   this package   dgryski/go-topk   segmentio/topk   map[string]int
-//	200        67–72          101–108           653–670          152–159
-//	1000       67–70          99–100            1869–1917        151–155
-//
-// Ours over theirs: 0.66–0.69 of go-topk, 0.10–0.11 (capacity 200) and
-// 0.036 (1000) of HeavyKeeper, 0.44–0.46 of an exact map. Under heavy
-// machine load (average above 10) the ratio to go-topk ranged 0.36–0.81.
-// In BenchmarkTopKParallel, Concurrent took 41–44 ns per update from two
-// goroutines (100–103 from one), while go-topk behind a mutex slowed from
-// 108–112 to 152–177.
+// bench/README.md has its speed, alone and against go-topk, HeavyKeeper
+// and an exact map.
 //
 // Recall of the true top 100 among the top 100 reported, capacity 200,
 // whole stream (BenchmarkTopKRecall): 1.00 for this package, as for

@@ -69,24 +69,9 @@
 //     cache: pgxcomment for pgx itself, pgxcomment.StdlibExecMode for
 //     database/sql over pgx's stdlib (WithLeadingArgs).
 //
-// Measured on PostgreSQL 15 with 10,000 tenants cycling over one
-// connection (BenchmarkPostgres, BenchmarkPostgresInterleaved in
-// pgxcomment): tagged statements leave 0 statements prepared on the server,
-// where the same comments in pgx's default mode leave 512 (its cache size),
-// prepare and deallocate on every miss, and take 2.9 to 4.6 times as long
-// as untagged ones. Tagged statements through pgxcomment take 1.38 to 1.42
-// times as long as untagged ones in pgx's default mode, which is not the
-// 10% hoped for, and the interleaved benchmark shows why: the same untagged
-// statement sent in QueryExecModeExec takes 1.33 to 1.37 times as long as
-// the cached one, and the tagged statement 1.03 times the exec-mode one.
-// The comment costs 3%; the rest is the server parsing and planning a text
-// it has not prepared, for the shortest statement there is (SELECT
-// $1::int8 + 1), and no mode can keep the server's plan for a text that
-// differs per tenant without preparing one statement per tenant, which is
-// what this section is against. The share should fall as statements do
-// more work (not measured here). A caller who prefers the simple protocol
-// (a little faster here) can pass pgx.QueryExecModeSimpleProtocol as first
-// argument. See pgxcomment.
+// A tagged statement therefore costs the server a parse and a plan each
+// time (it is not prepared); bench/README.md has the measured ratios
+// against untagged and against pgx's default mode.
 //
 // # DB time
 //
@@ -122,34 +107,6 @@
 // '_' (a word test), other bytes through a branch-free table; statements
 // are lexed a word at a time up to the next quote, '$', '-' or '/'.
 //
-// Measured on the project's shared 2-core VM (Go 1.26), whose speed swings
-// by up to 2x from one minute to the next (Format measured 344 ns and
-// 600 ns in the same hour); figures that run their contenders in the same
-// loop (the Interleaved, Overhead and VsNaive benchmarks) are the ones to
-// compare. Ranges over -count=3:
-//
-//	Format, 6 tags              1 alloc; 533–608 ns/op; interleaved 525–571 ns beside a
-//	                            floor of 266–286 ns (range the map, copy the bytes,
-//	                            allocate: no sort, no encoding), so 2.0x the floor
-//	  vs google/sqlcommenter    6.2–6.4x faster than core.ConvertMapToComment
-//	  vs sort+PathEscape        2.7x faster (BenchmarkFormatVsNaive)
-//	Append 663–758 ns, Parse 1.8–2.2 µs (4 allocs)
-//	Commenter.Comment           1 alloc; 193–198 ns for a busy tenant (cached comment),
-//	                            347–461 ns with 10,000 tenants in turn (all encoded)
-//	wrapper, no-op driver       +1 alloc; overhead 290–308 ns (Exec), 281–314 ns (Query);
-//	                            639–685 ns (Exec) with 10,000 tenants in turn
-//	  with an Observer          474–506 ns (Exec), 607–677 ns (Query)
-//	database/sql Exec, 6 tags   983–1,042 ns vs google's wrapper 6,674–7,299 ns: 6.8–7.0x
-//	(with a traceparent)        (the raw driver is 486–527 ns of each); the commenting
-//	                            alone (minus the raw driver) 12.5–13.3x
-//	PostgreSQL, 10,000 tenants  see Statement caches
-//
-// Against the budgets this package was built to: the wrapper's overhead is
-// within 400 ns, and its commenting cost more than 10x less than google's;
-// Format is 1 allocation but not within 300 ns on this machine, where the
-// floor above already takes 185–285 ns, nor 10x faster than google's core
-// (6.2–6.4x); end to end through database/sql, where database/sql itself
-// costs half of qtop's time, the gain is 6.8–7.0x; tagged PostgreSQL
-// statements are 1.38–1.42x untagged ones, not within 10% (see Statement
-// caches).
+// The figures, against google/sqlcommenter and against the raw driver,
+// are in bench/README.md.
 package sqlcomment

@@ -26,7 +26,6 @@
 //
 // Memory is N members plus, per interval of the smoothing ring (default
 // 3), a sketch of max(8N, 64) counters of about 100 bytes each. Add takes one lock, one map lookup and, for non-members,
-// one sketch update: about 100 ns with 100,000 Zipf-distributed tenants
-// and N = 50 (BenchmarkAdd), without allocating. Rerank sorts the sketch
-// once per interval.
+// one sketch update, without allocating (BenchmarkAdd; its time is in
+// bench/README.md). Rerank sorts the sketch once per interval.
 package topn

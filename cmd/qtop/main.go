@@ -23,6 +23,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 
+	"github.com/qtop-dev/qtop/internal/demo"
 	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/internal/tui"
 )
@@ -302,17 +303,17 @@ func check(f *flags) error {
 	return nil
 }
 
-func open(ctx context.Context, demo bool, f *flags) (tui.Source, error) {
+func open(ctx context.Context, isDemo bool, f *flags) (tui.Source, error) {
 	switch {
-	case demo:
-		var opts []tui.DemoOption
+	case isDemo:
+		var opts []demo.Option
 		if f.dataDir != "" {
-			opts = append(opts, tui.WithDemoDir(f.dataDir))
+			opts = append(opts, demo.WithDir(f.dataDir))
 		}
 		if f.listen != "" {
-			opts = append(opts, tui.WithDemoListen(f.listen))
+			opts = append(opts, demo.WithListen(f.listen))
 		}
-		return tui.NewDemo(ctx, opts...)
+		return demo.New(ctx, opts...)
 	case f.postgres != "":
 		return tui.NewPostgres(ctx, f.postgres, tui.WithInterval(f.interval))
 	}
@@ -327,14 +328,9 @@ func once(ctx context.Context, src tui.Source, q tui.Query, format string, stdou
 		s   live.Snapshot
 		err error
 	)
-	switch src := src.(type) {
-	case *tui.Demo:
-		s, err = src.WaitData(ctx, q)
-	case *tui.Collector:
-		s, err = src.Once(ctx, q)
-	case *tui.Postgres:
-		s, err = src.Once(ctx, q)
-	default:
+	if o, ok := src.(tui.OnceSource); ok {
+		s, err = o.Once(ctx, q)
+	} else {
 		s, err = src.Next(ctx, q)
 	}
 	if err != nil {

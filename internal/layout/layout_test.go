@@ -55,3 +55,14 @@ func TestLibrariesFreeOfCgo(t *testing.T) {
 		}
 	}
 }
+
+// TestTUIDoesNotLinkTheCollector: the TUI reads sources through its Source
+// interface; the demo source, which runs a collector, lives in
+// internal/demo, so the TUI links neither the collector nor DuckDB.
+func TestTUIDoesNotLinkTheCollector(t *testing.T) {
+	for _, dep := range goList(t, `{{.ImportPath}}`, module+"/internal/tui") {
+		if dep == module+"/internal/collector" || strings.HasPrefix(dep, module+"/store") || strings.Contains(dep, "duckdb") {
+			t.Errorf("internal/tui depends on %s", dep)
+		}
+	}
+}

@@ -29,7 +29,10 @@ type Collector struct {
 	wg     sync.WaitGroup
 }
 
-var _ Source = (*Collector)(nil)
+var (
+	_ Source     = (*Collector)(nil)
+	_ OnceSource = (*Collector)(nil)
+)
 
 // stream is one connection to the live stream, for one query.
 type stream struct {

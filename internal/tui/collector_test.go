@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -128,46 +127,5 @@ func TestNewCollectorBadURL(t *testing.T) {
 		if _, err := NewCollector(u, ""); !errors.Is(err, ErrInput) {
 			t.Errorf("%q: %v", u, err)
 		}
-	}
-}
-
-// TestDemoSource runs the in-process demo on its DuckDB store: data comes
-// within seconds, and a throttle lands in its policy.
-func TestDemoSource(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	d, err := NewDemo(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := d.Dir()
-	s, err := d.WaitData(ctx, Query{Measure: live.MeasureRU, Top: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(s.Tenants) == 0 || len(s.Services) != 3 || s.Source != live.SourceDemo || !strings.HasPrefix(s.Collector.Store, "duckdb://") {
-		t.Fatalf("demo snapshot: %d tenants, %d services, source %q, store %q", len(s.Tenants), len(s.Services), s.Source, s.Collector.Store)
-	}
-	if err := d.Throttle(ctx, rule(collector.DemoImportTenant)); err != nil {
-		t.Fatal(err)
-	}
-	s, err = d.Next(ctx, Query{Measure: live.MeasureRU, Top: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(s.Policy.Rules) != 1 || s.Policy.Rules[0].Tenant != collector.DemoImportTenant {
-		t.Fatalf("policy after the throttle: %+v", s.Policy)
-	}
-	if err := d.Throttle(ctx, policy.Rule{}); err == nil {
-		t.Fatal("an invalid rule was accepted")
-	}
-	if err := d.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.Next(ctx, Query{}); !errors.Is(err, ErrClosed) {
-		t.Fatalf("Next after Close: %v", err)
-	}
-	if _, err := os.Stat(dir); err == nil {
-		t.Fatalf("the demo's temporary folder %s is still there", dir)
 	}
 }

@@ -37,7 +37,10 @@ type Postgres struct {
 	done   chan struct{}
 }
 
-var _ Source = (*Postgres)(nil)
+var (
+	_ Source     = (*Postgres)(nil)
+	_ OnceSource = (*Postgres)(nil)
+)
 
 type pgConfig struct {
 	interval time.Duration

@@ -72,3 +72,11 @@ type Historian interface {
 	// History returns tenant's per-minute load over the last minutes.
 	History(ctx context.Context, tenant string, minutes int) (live.History, error)
 }
+
+// OnceSource is a Source that can wait for its first complete snapshot,
+// for `qtop --once` (a collector that has just started, a sampler's first
+// interval, the demo fleet's first reports). Other sources answer --once
+// with Next.
+type OnceSource interface {
+	Once(ctx context.Context, q Query) (live.Snapshot, error)
+}

@@ -34,16 +34,9 @@
 //
 // The cost of QueryExecModeExec over a cached statement is the server
 // parsing and planning the statement each time, and arguments encoded from
-// their Go types rather than from a described statement. For the shortest
-// statement (SELECT $1::int8 + 1) on one loopback connection, with 10,000
-// tenants in turn, BenchmarkPostgresInterleaved measured on a shared 2-core
-// machine: tagged statements 1.38 to 1.42 times the time of the cached
-// untagged one; the untagged one in QueryExecModeExec 1.33 to 1.37 times
-// it; so the comment and this wrapper 1.03 times the exec-mode statement.
-// The simple protocol (pgx.QueryExecModeSimpleProtocol as first argument,
-// respected here) was a little faster. The same comments in pgx's default
-// mode took 2.9 to 4.6 times as long and left 512 statements prepared per
-// connection (BenchmarkPostgres reports the counts).
+// their Go types rather than from a described statement; the simple
+// protocol (pgx.QueryExecModeSimpleProtocol as first argument, respected
+// here) is the alternative. bench/README.md has the measured ratios.
 //
 // For database/sql through pgx's stdlib, pass StdlibExecMode to
 // sqlcomment.WrapConnector or sqlcomment.Open: the wrapper then prepends

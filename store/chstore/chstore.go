@@ -17,13 +17,8 @@
 // in whole, decoded from their wire form, as clickhouse-go would otherwise
 // box every element. On ClickHouse 18.16 the server's part write dominates
 // and grows with the table's width: each insert writes every rollup column
-// (17, 21 files with the array offsets). Measured on 2 cores shared with
-// the server, insert alone at a load of ~2.5: 0.4–0.5M rows/s in batches of
-// 10k, against 0.6–0.75M for the same rows in an 8-column table.
-// BenchmarkWriteRollups on a busier machine (load ~5, medians of 5): ~170k
-// rows/s at 10k rows, ~520k at 100k; with histograms ~170k and ~190k, the
-// client then mostly reading the dense input (9 KB a row). The budget of
-// 500k rows/s in batches of 10k is not met.
+// (17, 21 files with the array offsets); bench/README.md has the write
+// throughput measured.
 package chstore
 
 import (

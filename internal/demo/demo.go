@@ -1,4 +1,12 @@
-package tui
+// Package demo is qtop's demo source: a collector in this process, on the
+// embedded DuckDB store, with its synthetic fleet, read by the TUI through
+// its Source interface. It lives apart from the TUI so that the TUI does
+// not link the collector (nor DuckDB).
+//
+//	src, err := demo.New(ctx)
+//	defer src.Close()
+//	tui.New(src)
+package demo
 
 import (
 	"context"
@@ -11,17 +19,18 @@ import (
 
 	"github.com/qtop-dev/qtop/internal/collector"
 	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/internal/tui"
 	"github.com/qtop-dev/qtop/policy"
 )
 
-// DemoStoreFile is the DuckDB file of the demo, inside its data folder.
-const DemoStoreFile = "qtop.duckdb"
+// StoreFile is the DuckDB file of the demo, inside its data folder.
+const StoreFile = "qtop.duckdb"
 
-// Demo runs a collector in this process, on the embedded DuckDB store,
+// Source runs a collector in this process, on the embedded DuckDB store,
 // with its synthetic fleet (dozens of tenants; a few seconds in, the
 // catalog import of collector.DemoImportTenant starts hurting everyone),
 // and reads it without HTTP.
-type Demo struct {
+type Source struct {
 	srv  *collector.Server
 	dir  string
 	temp bool
@@ -33,52 +42,55 @@ type Demo struct {
 	done   chan struct{}
 }
 
-var _ Source = (*Demo)(nil)
+var (
+	_ tui.Source     = (*Source)(nil)
+	_ tui.OnceSource = (*Source)(nil)
+)
 
-type demoConfig struct {
+type config struct {
 	dir    string
 	listen string
 	log    *slog.Logger
 	now    func() time.Time
 }
 
-// DemoOption configures NewDemo.
-type DemoOption func(*demoConfig)
+// Option configures New.
+type Option func(*config)
 
 // WithDemoDir keeps the demo's data (its DuckDB file, write-ahead log and
 // policy) in dir instead of a temporary folder removed at Close.
-func WithDemoDir(dir string) DemoOption { return func(c *demoConfig) { c.dir = dir } }
+func WithDir(dir string) Option { return func(c *config) { c.dir = dir } }
 
 // WithDemoListen also serves the collector's HTTP API on addr, so that
 // another `qtop --collector` or the ingest reporter of an app can join.
-func WithDemoListen(addr string) DemoOption { return func(c *demoConfig) { c.listen = addr } }
+func WithListen(addr string) Option { return func(c *config) { c.listen = addr } }
 
 // WithDemoLogger sets the demo collector's logger (default: discard, as
 // log lines would tear the screen).
-func WithDemoLogger(l *slog.Logger) DemoOption { return func(c *demoConfig) { c.log = l } }
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
 
 // WithDemoClock sets the demo's clock (default time.Now).
-func WithDemoClock(now func() time.Time) DemoOption { return func(c *demoConfig) { c.now = now } }
+func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
 
-// NewDemo starts the demo collector; its fleet reports from the next
+// New starts the demo collector; its fleet reports from the next
 // second on. Close stops it and removes its temporary folder.
-func NewDemo(ctx context.Context, opts ...DemoOption) (*Demo, error) {
-	cfg := demoConfig{log: slog.New(slog.DiscardHandler), now: time.Now}
+func New(ctx context.Context, opts ...Option) (*Source, error) {
+	cfg := config{log: slog.New(slog.DiscardHandler), now: time.Now}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	d := &Demo{dir: cfg.dir, now: cfg.now, done: make(chan struct{})}
+	d := &Source{dir: cfg.dir, now: cfg.now, done: make(chan struct{})}
 	if d.dir == "" {
 		dir, err := os.MkdirTemp("", "qtop-demo-")
 		if err != nil {
-			return nil, fmt.Errorf("tui: demo: %w", err)
+			return nil, fmt.Errorf("demo: %w", err)
 		}
 		d.dir, d.temp = dir, true
 	} else if err := os.MkdirAll(d.dir, 0o700); err != nil {
-		return nil, fmt.Errorf("tui: demo: %w", err)
+		return nil, fmt.Errorf("demo: %w", err)
 	}
 	ccfg := collector.Config{
-		Demo: true, DataDir: d.dir, Store: "duckdb://" + filepath.Join(d.dir, DemoStoreFile),
+		Demo: true, DataDir: d.dir, Store: "duckdb://" + filepath.Join(d.dir, StoreFile),
 		Writer: "qtop-demo", Logger: cfg.log, Now: cfg.now,
 	}
 	if cfg.listen != "" {
@@ -87,7 +99,7 @@ func NewDemo(ctx context.Context, opts ...DemoOption) (*Demo, error) {
 	srv, err := collector.New(ccfg)
 	if err != nil {
 		d.cleanup()
-		return nil, fmt.Errorf("tui: demo: %w", err)
+		return nil, fmt.Errorf("demo: %w", err)
 	}
 	d.srv = srv
 	if cfg.listen != "" {
@@ -98,29 +110,29 @@ func NewDemo(ctx context.Context, opts ...DemoOption) (*Demo, error) {
 	if err != nil {
 		srv.Shutdown(context.Background())
 		d.cleanup()
-		return nil, fmt.Errorf("tui: demo: %w", err)
+		return nil, fmt.Errorf("demo: %w", err)
 	}
 	return d, nil
 }
 
-func (d *Demo) cleanup() {
+func (d *Source) cleanup() {
 	if d.temp {
 		os.RemoveAll(d.dir)
 	}
 }
 
 // Dir returns the folder of the demo's data.
-func (d *Demo) Dir() string { return d.dir }
+func (d *Source) Dir() string { return d.dir }
 
 // Addr returns the address the demo's HTTP API listens on ("" without
 // WithDemoListen).
-func (d *Demo) Addr() string { return d.srv.Addr() }
+func (d *Source) Addr() string { return d.srv.Addr() }
 
 // Token returns the demo collector's policy token.
-func (d *Demo) Token() string { return d.srv.Token() }
+func (d *Source) Token() string { return d.srv.Token() }
 
 // Describe names the demo.
-func (d *Demo) Describe() string {
+func (d *Source) Describe() string {
 	if a := d.srv.Addr(); a != "" {
 		return "demo (collector on http://" + a + ", policy token " + d.srv.Token() + ")"
 	}
@@ -128,15 +140,15 @@ func (d *Demo) Describe() string {
 }
 
 // Features: the demo takes throttles.
-func (d *Demo) Features() Features { return Features{Throttle: true} }
+func (d *Source) Features() tui.Features { return tui.Features{Throttle: true} }
 
 // Next returns the snapshot of the next second (the current one at once on
 // the first call).
-func (d *Demo) Next(ctx context.Context, q Query) (live.Snapshot, error) {
+func (d *Source) Next(ctx context.Context, q tui.Query) (live.Snapshot, error) {
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
-		return live.Snapshot{}, ErrClosed
+		return live.Snapshot{}, tui.ErrClosed
 	}
 	last := d.last
 	d.mu.Unlock()
@@ -149,7 +161,7 @@ func (d *Demo) Next(ctx context.Context, q Query) (live.Snapshot, error) {
 		case <-ctx.Done():
 			return live.Snapshot{}, ctx.Err()
 		case <-d.done:
-			return live.Snapshot{}, ErrClosed
+			return live.Snapshot{}, tui.ErrClosed
 		case <-t.C:
 		}
 		now = d.now()
@@ -158,7 +170,7 @@ func (d *Demo) Next(ctx context.Context, q Query) (live.Snapshot, error) {
 		q.Measure = live.MeasureRU
 	}
 	if q.Top <= 0 {
-		q.Top = DefaultTop
+		q.Top = tui.DefaultTop
 	}
 	s := d.srv.Snapshot(now, q.Measure, min(q.Top, 1000))
 	d.mu.Lock()
@@ -167,9 +179,9 @@ func (d *Demo) Next(ctx context.Context, q Query) (live.Snapshot, error) {
 	return s, nil
 }
 
-// WaitData returns the first snapshot with tenants in it, for --once; the
+// Once returns the first snapshot with tenants in it, for --once; the
 // demo fleet reports within a few seconds of the start.
-func (d *Demo) WaitData(ctx context.Context, q Query) (live.Snapshot, error) {
+func (d *Source) Once(ctx context.Context, q tui.Query) (live.Snapshot, error) {
 	for {
 		s, err := d.Next(ctx, q)
 		if err != nil {
@@ -182,27 +194,27 @@ func (d *Demo) WaitData(ctx context.Context, q Query) (live.Snapshot, error) {
 }
 
 // Throttle adds rule to the demo collector's policy.
-func (d *Demo) Throttle(ctx context.Context, rule policy.Rule) error {
+func (d *Source) Throttle(ctx context.Context, rule policy.Rule) error {
 	who := "qtop demo"
 	if _, err := d.srv.SetRule(ctx, rule, who); err != nil {
-		return fmt.Errorf("tui: throttle: %w", err)
+		return fmt.Errorf("demo: throttle: %w", err)
 	}
 	return nil
 }
 
 // Cancel is not supported: the demo has no PostgreSQL.
-func (d *Demo) Cancel(context.Context, int32) error {
-	return fmt.Errorf("%w: the demo has no PostgreSQL backends; run qtop --postgres DSN", ErrUnsupported)
+func (d *Source) Cancel(context.Context, int32) error {
+	return fmt.Errorf("%w: the demo has no PostgreSQL backends; run qtop --postgres DSN", tui.ErrUnsupported)
 }
 
 // Terminate is not supported: the demo has no PostgreSQL.
-func (d *Demo) Terminate(context.Context, int32) error {
-	return fmt.Errorf("%w: the demo has no PostgreSQL backends; run qtop --postgres DSN", ErrUnsupported)
+func (d *Source) Terminate(context.Context, int32) error {
+	return fmt.Errorf("%w: the demo has no PostgreSQL backends; run qtop --postgres DSN", tui.ErrUnsupported)
 }
 
 // Close stops the demo collector (writing its open minutes to the store)
 // and removes its temporary folder.
-func (d *Demo) Close() error {
+func (d *Source) Close() error {
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
