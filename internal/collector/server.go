@@ -360,10 +360,11 @@ func (s *Server) Tick(ctx context.Context, now time.Time) {
 		}
 	}
 	var walBytes int64
+	var wals []*walFile
 	for _, m := range s.minutes {
 		if m.wal != nil {
 			walBytes += m.wal.size.Load()
-			m.wal.sync()
+			wals = append(wals, m.wal)
 		}
 	}
 	s.met.walBytes.Set(float64(walBytes))
@@ -372,6 +373,9 @@ func (s *Server) Tick(ctx context.Context, now time.Time) {
 	s.met.tenantsTracked.Set(float64(len(s.tenants)))
 	clear(s.snapCache)
 	s.mu.Unlock()
+	for _, w := range wals {
+		w.sync() // fsync outside the merge lock
+	}
 	if s.store != nil && now.Unix()%5 == 0 {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		err := s.store.Ping(pctx)
@@ -623,21 +627,19 @@ func (s *Server) handleReports(w http.ResponseWriter, r *http.Request) {
 	// Bound the reports decoded at once, and the memory they may take
 	// (the body is read first, under the server's read timeout, so a slow
 	// client holds no slot).
-	budget := ingest.DecodeBudget(body)
-	if !s.decode.TryAcquire(budget) {
-		s.reject(w, http.StatusServiceUnavailable, reasonBusy, "collector busy decoding other reports", time.Second)
-		return
-	}
-	select {
-	case s.inflight <- struct{}{}:
-	default:
-		s.decode.Release(budget)
+	if !s.waitSlot(r) {
 		s.reject(w, http.StatusServiceUnavailable, reasonBusy, "collector busy", time.Second)
 		return
 	}
+	budget := ingest.DecodeBudget(body)
+	if !s.decode.TryAcquire(budget) {
+		<-s.inflight
+		s.reject(w, http.StatusServiceUnavailable, reasonBusy, "collector busy decoding other reports", time.Second)
+		return
+	}
 	status, reason, msg, retry, reply := s.Ingest(body)
-	<-s.inflight
 	s.decode.Release(budget)
+	<-s.inflight
 	if status != http.StatusOK {
 		s.reject(w, status, reason, msg, retry)
 		return
