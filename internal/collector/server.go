@@ -670,7 +670,7 @@ func (s *Server) Ingest(body []byte) (status int, reason, msg string, retry time
 		}
 	}()
 	rep := &d.rep
-	if err := rep.UnmarshalBinary(body); err != nil {
+	if err := rep.UnmarshalSparse(body); err != nil {
 		status, reason := decodeStatus(err)
 		return status, reason, err.Error(), 0, nil
 	}
