@@ -205,7 +205,7 @@ func (s *Server) mergeLocked(rep *ingest.Report, lats []sparse, m *minute, now t
 			svc.procs[rep.Source.Instance] = sec
 			svc.seen = sec
 		}
-		s.svcLat.reset()
+		s.svcLat.Reset()
 	}
 	var reqRows int
 	for i := range rep.Rows {
@@ -238,9 +238,9 @@ func (s *Server) mergeLocked(rep *ingest.Report, lats []sparse, m *minute, now t
 		if lats != nil {
 			lat = &lats[i]
 		} else {
-			lat.load(&row.Latency)
+			lat.Load(&row.Latency)
 		}
-		a.lat.merge(lat)
+		a.lat.Merge(lat)
 		if !live {
 			continue
 		}
@@ -259,7 +259,7 @@ func (s *Server) mergeLocked(rep *ingest.Report, lats []sparse, m *minute, now t
 			default:
 				w.req[j] += row.Count
 				w.err[j] += row.Errors
-				w.lat[j].merge(lat)
+				w.lat[j].Merge(lat)
 			}
 		}
 		var v topn.Values
@@ -280,7 +280,7 @@ func (s *Server) mergeLocked(rep *ingest.Report, lats []sparse, m *minute, now t
 			j := svc.w.slot(sec)
 			svc.w.req[j] += row.Count
 			svc.w.err[j] += row.Errors
-			s.svcLat.merge(lat)
+			s.svcLat.Merge(lat)
 			reqRows++
 		}
 	}
@@ -310,9 +310,9 @@ func (s *Server) mergeLocked(rep *ingest.Report, lats []sparse, m *minute, now t
 		// One dense histogram per report for the signal, not one merge
 		// of every row's dense histogram.
 		s.scratch.Reset()
-		s.svcLat.each(func(i int, c uint64) bool { s.scratch.AddBucket(i, c); return true })
+		s.svcLat.Buckets(s.scratch.AddBucket)
 		svc.sig.MergeAt(now, &s.scratch)
-		svc.w.lat[svc.w.slot(sec)].merge(&s.svcLat)
+		svc.w.lat[svc.w.slot(sec)].Merge(&s.svcLat)
 	}
 	// Enforcement.
 	j := int(uint64(sec) % ringN)

@@ -516,7 +516,7 @@ func (s *Server) buildLocked(m *minute) emission {
 			Service: k.service, Tenant: k.tenant, Route: k.route, Tier: a.tier(), Kind: k.kind.String(),
 			Count: a.count, Errors: a.errors, DurationSeconds: a.dur, RU: a.ru,
 			Bytes: a.bytes, Rows: a.rows, ActiveSessionSeconds: a.active,
-			Latency: a.lat.dense(),
+			Latency: a.lat.Dense(),
 		}
 		if r.Tenant == "" && k.kind == ingest.KindPG {
 			r.Tenant = "" // untagged sessions: the unattributed line of cost reports

@@ -117,8 +117,8 @@ func (d *decoded) prepare() []sparse {
 	d.lat = d.lat[:n]
 	for i := range d.rep.Rows {
 		l := &d.lat[i]
-		l.reset()
-		d.rep.LatencyBuckets(i, l.add)
+		l.Reset()
+		d.rep.LatencyBuckets(i, l.Add)
 	}
 	return d.lat
 }
