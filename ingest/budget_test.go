@@ -3,6 +3,7 @@ package ingest
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"sync"
@@ -101,5 +102,71 @@ func BenchmarkDecodeBomb(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		DecodeReport(body)
+	}
+}
+
+// UnmarshalSparse gives every row's buckets exactly as UnmarshalBinary
+// does, without filling the dense histograms.
+func TestUnmarshalSparseSameBuckets(t *testing.T) {
+	r := &Report{Source: Source{Service: "s", Instance: "i"}, Start: time.Unix(1e9, 0), End: time.Unix(1e9+1, 0)}
+	for i := range 50 {
+		row := Row{Tenant: "t" + string(rune('a'+i%26)) + string(rune('a'+i/26)), Kind: KindRequest, Count: uint64(i + 1)}
+		for k := range i + 1 {
+			row.Latency.Observe(1e-5 * float64(1+k*k*k))
+		}
+		r.Rows = append(r.Rows, row)
+	}
+	b, err := r.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dense, sp := new(Report), new(Report)
+	if err := dense.UnmarshalBinary(b); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // the second time into a reused report
+		if err := sp.UnmarshalSparse(b); err != nil {
+			t.Fatal(err)
+		}
+		for i := range dense.Rows {
+			if sp.Rows[i].Latency.Count() != 0 {
+				t.Fatalf("row %d: dense histogram filled", i)
+			}
+			var want, got [][2]uint64
+			dense.Rows[i].Latency.Buckets(func(k int, c uint64) { want = append(want, [2]uint64{uint64(k), c}) })
+			sp.LatencyBuckets(i, func(k int, c uint64) { got = append(got, [2]uint64{uint64(k), c}) })
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("row %d: buckets %v, want %v", i, got, want)
+			}
+		}
+	}
+	// A dense decode after a sparse one into the same report is whole.
+	if err := sp.UnmarshalBinary(b); err != nil || sp.Rows[49].Latency.Count() != 50 {
+		t.Fatalf("dense after sparse: %v, count %d", err, sp.Rows[49].Latency.Count())
+	}
+}
+
+func BenchmarkUnmarshal100Rows(b *testing.B) {
+	r := &Report{Source: Source{Service: "s", Instance: "i"}, Start: time.Unix(1e9, 0), End: time.Unix(1e9+1, 0)}
+	for i := range 100 {
+		row := Row{Tenant: fmt.Sprintf("tenant-%d", i), Kind: KindRequest, Count: 10}
+		for k := range 10 {
+			row.Latency.Observe(0.005 * float64(1+k))
+		}
+		r.Rows = append(r.Rows, row)
+	}
+	body, _ := r.MarshalBinary()
+	into := new(Report)
+	for _, mode := range []string{"dense", "sparse"} {
+		b.Run(mode, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if mode == "dense" {
+					into.UnmarshalBinary(body)
+				} else {
+					into.UnmarshalSparse(body)
+				}
+			}
+		})
 	}
 }

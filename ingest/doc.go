@@ -17,10 +17,12 @@
 //
 //	200  merged, or a duplicate of a merged (Source.Instance, Seq): drop it
 //	     silently and still answer 200
-//	400  DecodeReport failed (ErrMalformed, ErrVersion: say "upgrade the
+//	400  DecodeReport failed (ErrMalformed, ErrRange: a value above the
+//	     bounds of MaxCount and its kin, ErrVersion: say "upgrade the
 //	     collector" in Message); 401/403 bad token; 413 body above
-//	     MaxReportBytes; 415 wrong Content-Type: the reporter drops the
-//	     report and counts it
+//	     MaxReportBytes or claiming more than MaxExpansion times its size
+//	     decompressed (ErrTooLarge); 415 wrong Content-Type: the reporter
+//	     drops the report and counts it
 //	429, 503 (+ Retry-After or RetryAfter)  overloaded: the reporter keeps
 //	     the report and retries with backoff
 //

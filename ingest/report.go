@@ -127,6 +127,10 @@ type Report struct {
 	// Freshness is what the freshness middleware saw (section 3); nil
 	// when it has nothing to say.
 	Freshness *Freshness
+
+	// lats holds, after UnmarshalSparse, each row's latency buckets as
+	// encoded (slices of the decoded body), read by LatencyBuckets.
+	lats [][]byte
 }
 
 // Format constants. See the package documentation for the layout.
@@ -503,6 +507,56 @@ func (r *Report) UnmarshalBinary(b []byte) error {
 	return nil
 }
 
+// UnmarshalSparse decodes b like UnmarshalBinary, but leaves each row's
+// Latency empty and keeps its buckets as encoded, to be read with
+// LatencyBuckets: a row's latency then costs what its non-empty buckets
+// take on the wire, and no dense histogram is cleared, filled or scanned.
+// The buckets are checked as UnmarshalBinary checks them. They refer to
+// b (or to its decompressed copy): b must not change while r is used.
+func (r *Report) UnmarshalSparse(b []byte) error {
+	raw, v, err := openBody(b)
+	if err == nil {
+		d := decoder{b: raw, wire: len(b), sparse: true}
+		d.report(r)
+		if v >= 2 {
+			d.sections(r)
+		}
+		err = d.err
+		if err == nil && len(d.b) != 0 {
+			err = fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(d.b))
+		}
+	}
+	if err != nil {
+		r.clear()
+		return err
+	}
+	r.Version = v
+	return nil
+}
+
+// LatencyBuckets calls fn with every non-empty latency bucket of row i
+// (ratio.Histogram bucket indexes, increasing): from the encoded buckets
+// after UnmarshalSparse, else from Rows[i].Latency.
+func (r *Report) LatencyBuckets(i int, fn func(bucket int, count uint64)) {
+	if i >= len(r.lats) {
+		r.Rows[i].Latency.Buckets(fn)
+		return
+	}
+	b := r.lats[i]
+	n, k := binary.Uvarint(b)
+	b = b[k:]
+	next := uint64(0)
+	for range n {
+		gap, k := binary.Uvarint(b)
+		b = b[k:]
+		c, k := binary.Uvarint(b)
+		b = b[k:]
+		idx := next + gap
+		fn(int(idx), c)
+		next = idx + 1
+	}
+}
+
 // clear empties r, keeping the capacity of Rows.
 func (r *Report) clear() {
 	rows := r.Rows[:0]
@@ -584,9 +638,10 @@ func openBody(b []byte) ([]byte, uint16, error) {
 // decoder reads the raw body; the first error sticks and every later read
 // returns zero values.
 type decoder struct {
-	b    []byte
-	wire int // bytes received (before decompression)
-	err  error
+	b      []byte
+	wire   int  // bytes received (before decompression)
+	sparse bool // keep latencies encoded (UnmarshalSparse)
+	err    error
 }
 
 func (d *decoder) fail(err error) {
@@ -690,6 +745,7 @@ const minRowLen = 2 + 2 + 5 + 8 + 1
 
 func (d *decoder) report(r *Report) {
 	rows := r.Rows[:0]
+	lats := r.lats[:0]
 	*r = Report{}
 	r.Source.Service = d.string("source service")
 	r.Source.Instance = d.string("source instance")
@@ -729,10 +785,15 @@ func (d *decoder) report(r *Report) {
 	} else {
 		rows = rows[:n]
 		for i := range rows {
-			rows[i].Latency.Reset()
+			if !d.sparse || rows[i].Latency.Count() != 0 {
+				rows[i].Latency.Reset()
+			}
 		}
 	}
 	r.Rows = rows
+	if d.sparse {
+		r.lats = lats
+	}
 	for i := range r.Rows {
 		row := &r.Rows[i]
 		row.Tenant = ref("row tenant")
@@ -745,7 +806,13 @@ func (d *decoder) report(r *Report) {
 		row.RU = d.float("row ru")
 		row.Bytes = d.uvarint("row bytes")
 		row.Rows = d.uvarint("row rows")
-		d.histogram(&row.Latency)
+		if d.sparse {
+			at := d.b
+			d.histogram(nil)
+			r.lats = append(r.lats, at[:len(at)-len(d.b)])
+		} else {
+			d.histogram(&row.Latency)
+		}
 		if d.err != nil {
 			break
 		}
@@ -808,7 +875,8 @@ func (d *decoder) report(r *Report) {
 	}
 }
 
-// histogram reads what appendHistogram wrote.
+// histogram reads what appendHistogram wrote, into h unless nil (then it
+// only checks).
 func (d *decoder) histogram(h *ratio.Histogram) {
 	n := d.count("histogram buckets", ratio.NumBuckets, 2)
 	next := uint64(0)
@@ -826,7 +894,9 @@ func (d *decoder) histogram(h *ratio.Histogram) {
 			d.fail(fmt.Errorf("%w: histogram bucket %d counts %d, at most %d", ErrRange, i, c, uint64(MaxCount)))
 			return
 		}
-		h.AddBucket(int(i), c)
+		if h != nil {
+			h.AddBucket(int(i), c)
+		}
 		next = i + 1
 	}
 }

@@ -90,3 +90,18 @@ func ExampleHistogram_MarshalBinary() {
 	// 17 bytes; merged 2002 observations; dense array of 1154 buckets
 	// ratio: corrupt encoding: truncated count of bucket 649
 }
+
+// A Sparse histogram holds only the non-empty buckets of a Histogram and
+// merges like one: the quantiles are the dense histogram's.
+func ExampleSparse() {
+	var h ratio.Histogram
+	for _, ms := range []float64{3, 5, 8, 13, 120} {
+		h.Observe(ms / 1000)
+	}
+	var a, b ratio.Sparse
+	a.Load(&h)
+	b.Merge(&a)
+	b.Merge(&a)
+	fmt.Println(b.Count(), b.Len(), b.Quantile(0.5) == h.Quantile(0.5))
+	// Output: 10 5 true
+}

@@ -94,7 +94,7 @@ func TestValidateRefusesInvalidUTF8(t *testing.T) {
 	if err := ValidateRollups(r); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "UTF-8") {
 		t.Fatalf("rollup: %v", err)
 	}
-	if err := ValidateHotKeys([]HotKey{{Minute: t0, Key: "k\x00", Count: 1}}); !errors.Is(err, ErrInvalid) {
+	if err := ValidateHotKeys([]HotKey{{Minute: t0, Key: "k\xff", Count: 1}}); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("hot key: %v", err)
 	}
 	if err := ValidateAudit([]Audit{{Time: t0, Who: "\xfe", Action: "add"}}); !errors.Is(err, ErrInvalid) {

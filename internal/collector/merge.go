@@ -207,7 +207,7 @@ func (s *Server) mergeLocked(rep *ingest.Report, lats []sparse, m *minute, now t
 			svc.procs[rep.Source.Instance] = sec
 			svc.seen = sec
 		}
-		s.svcLat.reset()
+		s.svcLat.Reset()
 	}
 	var reqRows int
 	for i := range rep.Rows {
@@ -240,9 +240,9 @@ func (s *Server) mergeLocked(rep *ingest.Report, lats []sparse, m *minute, now t
 		if lats != nil {
 			lat = &lats[i]
 		} else {
-			lat.load(&row.Latency)
+			lat.Load(&row.Latency)
 		}
-		a.lat.merge(lat)
+		a.lat.Merge(lat)
 		if !live {
 			continue
 		}
@@ -261,7 +261,7 @@ func (s *Server) mergeLocked(rep *ingest.Report, lats []sparse, m *minute, now t
 			default:
 				w.req[j] += row.Count
 				w.err[j] += row.Errors
-				w.lat[j].merge(lat)
+				w.lat[j].Merge(lat)
 			}
 		}
 		var v topn.Values
@@ -282,7 +282,7 @@ func (s *Server) mergeLocked(rep *ingest.Report, lats []sparse, m *minute, now t
 			j := svc.w.slot(sec)
 			svc.w.req[j] += row.Count
 			svc.w.err[j] += row.Errors
-			s.svcLat.merge(lat)
+			s.svcLat.Merge(lat)
 			reqRows++
 		}
 	}
@@ -312,9 +312,9 @@ func (s *Server) mergeLocked(rep *ingest.Report, lats []sparse, m *minute, now t
 		// One dense histogram per report for the signal, not one merge
 		// of every row's dense histogram.
 		s.scratch.Reset()
-		s.svcLat.each(func(i int, c uint64) bool { s.scratch.AddBucket(i, c); return true })
+		s.svcLat.Buckets(s.scratch.AddBucket)
 		svc.sig.MergeAt(now, &s.scratch)
-		svc.w.lat[svc.w.slot(sec)].merge(&s.svcLat)
+		svc.w.lat[svc.w.slot(sec)].Merge(&s.svcLat)
 	}
 	s.mergeBudgetsLocked(sec, rep) // budgets.go
 	// Enforcement.

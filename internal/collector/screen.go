@@ -210,3 +210,26 @@ func decodeStatus(err error) (int, string) {
 	}
 	return http.StatusBadRequest, reasonMalformed
 }
+
+// slotWait is how long a report waits for a decode slot before 503: a
+// burst is queued briefly (its body already counted in the decode
+// memory) rather than refused at once.
+const slotWait = 250 * time.Millisecond
+
+// waitSlot takes a decode slot, waiting up to slotWait.
+func (s *Server) waitSlot(r *http.Request) bool {
+	select {
+	case s.inflight <- struct{}{}:
+		return true
+	default:
+	}
+	t := time.NewTimer(slotWait)
+	defer t.Stop()
+	select {
+	case s.inflight <- struct{}{}:
+		return true
+	case <-t.C:
+	case <-r.Context().Done():
+	}
+	return false
+}

@@ -382,10 +382,11 @@ func (s *Server) Tick(ctx context.Context, now time.Time) {
 		}
 	}
 	var walBytes int64
+	var wals []*walFile
 	for _, m := range s.minutes {
 		if m.wal != nil {
 			walBytes += m.wal.size.Load()
-			m.wal.sync()
+			wals = append(wals, m.wal)
 		}
 	}
 	s.met.walBytes.Set(float64(walBytes))
@@ -394,6 +395,9 @@ func (s *Server) Tick(ctx context.Context, now time.Time) {
 	s.met.tenantsTracked.Set(float64(len(s.tenants)))
 	clear(s.snapCache)
 	s.mu.Unlock()
+	for _, w := range wals {
+		w.sync() // fsync outside the merge lock
+	}
 	if s.store != nil && now.Unix()%5 == 0 {
 		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		err := s.store.Ping(pctx)
@@ -534,7 +538,7 @@ func (s *Server) buildLocked(m *minute) emission {
 			Service: k.service, Tenant: k.tenant, Route: k.route, Tier: a.tier(), Kind: k.kind.String(),
 			Count: a.count, Errors: a.errors, DurationSeconds: a.dur, RU: a.ru,
 			Bytes: a.bytes, Rows: a.rows, ActiveSessionSeconds: a.active,
-			Latency: a.lat.dense(),
+			Latency: a.lat.Dense(),
 		}
 		if r.Tenant == "" && k.kind == ingest.KindPG {
 			r.Tenant = "" // untagged sessions: the unattributed line of cost reports
@@ -646,21 +650,19 @@ func (s *Server) handleReports(w http.ResponseWriter, r *http.Request) {
 	// Bound the reports decoded at once, and the memory they may take
 	// (the body is read first, under the server's read timeout, so a slow
 	// client holds no slot).
-	budget := ingest.DecodeBudget(body)
-	if !s.decode.TryAcquire(budget) {
-		s.reject(w, http.StatusServiceUnavailable, reasonBusy, "collector busy decoding other reports", time.Second)
-		return
-	}
-	select {
-	case s.inflight <- struct{}{}:
-	default:
-		s.decode.Release(budget)
+	if !s.waitSlot(r) {
 		s.reject(w, http.StatusServiceUnavailable, reasonBusy, "collector busy", time.Second)
 		return
 	}
+	budget := ingest.DecodeBudget(body)
+	if !s.decode.TryAcquire(budget) {
+		<-s.inflight
+		s.reject(w, http.StatusServiceUnavailable, reasonBusy, "collector busy decoding other reports", time.Second)
+		return
+	}
 	status, reason, msg, retry, reply := s.Ingest(body)
-	<-s.inflight
 	s.decode.Release(budget)
+	<-s.inflight
 	if status != http.StatusOK {
 		s.reject(w, status, reason, msg, retry)
 		return
@@ -691,7 +693,7 @@ func (s *Server) Ingest(body []byte) (status int, reason, msg string, retry time
 		}
 	}()
 	rep := &d.rep
-	if err := rep.UnmarshalBinary(body); err != nil {
+	if err := rep.UnmarshalSparse(body); err != nil {
 		status, reason := decodeStatus(err)
 		return status, reason, err.Error(), 0, nil
 	}

@@ -106,7 +106,9 @@ type decoded struct {
 	lat []sparse
 }
 
-// prepare makes the sparse latency of every row (before the merge lock).
+// prepare makes the sparse latency of every row (before the merge lock),
+// from the buckets as encoded (the report is decoded with
+// UnmarshalSparse: no dense histogram is filled or scanned).
 func (d *decoded) prepare() []sparse {
 	n := len(d.rep.Rows)
 	if cap(d.lat) < n {
@@ -114,7 +116,9 @@ func (d *decoded) prepare() []sparse {
 	}
 	d.lat = d.lat[:n]
 	for i := range d.rep.Rows {
-		d.lat[i].load(&d.rep.Rows[i].Latency)
+		l := &d.lat[i]
+		l.Reset()
+		d.rep.LatencyBuckets(i, l.Add)
 	}
 	return d.lat
 }

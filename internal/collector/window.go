@@ -35,7 +35,7 @@ func (w *window10) slot(sec int64) int {
 	if w.stamp[i] != sec {
 		w.stamp[i] = sec
 		w.ru[i], w.db[i], w.pg[i], w.req[i], w.err[i] = 0, 0, 0, 0, 0
-		w.lat[i].reset()
+		w.lat[i].Reset()
 	}
 	return i
 }
@@ -69,7 +69,7 @@ func (w *window10) ratesP95(now int64, withP95 bool) rates {
 		pg += w.pg[i]
 		r.req += float64(w.req[i])
 		r.err += float64(w.err[i])
-		if withP95 && len(w.lat[i].cnt) > 0 {
+		if withP95 && w.lat[i].Len() > 0 {
 			lats = append(lats, &w.lat[i])
 		}
 		r.active = r.active || w.ru[i] > 0 || w.db[i] > 0 || w.pg[i] > 0 || w.req[i] > 0

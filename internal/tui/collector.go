@@ -157,7 +157,7 @@ func (c *Collector) Throttle(ctx context.Context, rule policy.Rule) error {
 	cl := c.client(Query{})
 	if _, err := cl.PostPolicy(ctx, rule, c.token); err != nil {
 		if errors.Is(err, live.ErrUnauthorized) {
-			return fmt.Errorf("%w; pass the collector's token with --token or QTOP_TOKEN (collector serve logs a generated one at start)", err)
+			return fmt.Errorf("%w; pass the collector's admin token with --token or QTOP_TOKEN (without --admin-token, collector serve keeps a generated one in DATA_DIR/admin-token)", err)
 		}
 		return c.explain(err)
 	}

@@ -18,7 +18,7 @@ import (
 // port); stop closes its listener and streams.
 func realCollector(t *testing.T, addr string) (srv *collector.Server, url string, stop func()) {
 	t.Helper()
-	srv, err := collector.New(collector.Config{Store: collector.StoreNone, DataDir: t.TempDir(), AdminToken: "s3cret", Demo: true})
+	srv, err := collector.New(collector.Config{Store: collector.StoreNone, DataDir: t.TempDir(), Token: "s3cret", AdminToken: "s3cret", Demo: true})
 	if err != nil {
 		t.Fatal(err)
 	}

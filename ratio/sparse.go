@@ -1,15 +1,13 @@
-package collector
+package ratio
 
 import (
 	"math/bits"
 	"slices"
-
-	"github.com/qtop-dev/qtop/ratio"
 )
 
-const sparseWords = (ratio.NumBuckets + 63) / 64
+const sparseWords = (NumBuckets + 63) / 64
 
-// sparseIndex says which buckets of a sparse histogram are non-empty: one
+// sparseIndex says which buckets of a Sparse histogram are non-empty: one
 // bit per bucket, and for each word the number of bits set before it, so
 // the position of a bucket's count is found in constant time.
 type sparseIndex struct {
@@ -17,22 +15,25 @@ type sparseIndex struct {
 	pre  [sparseWords]uint16
 }
 
-// sparse is a latency histogram that keeps only its non-empty buckets: a
-// row of one tenant touches a few dozen of the ratio.NumBuckets buckets,
-// so this is ~30 times smaller than a ratio.Histogram. The index is
-// allocated on first use; an empty sparse is 32 bytes.
-type sparse struct {
+// Sparse is a Histogram that keeps only its non-empty buckets, bucket for
+// bucket equal to the dense one it is loaded from or merged into (same
+// bucket indexes, same counts, same quantiles), and mergeable. A row of
+// one tenant touches a few dozen of the NumBuckets buckets, so this is ~30
+// times smaller than a Histogram. The index is allocated on first use; an
+// empty Sparse is 32 bytes, and its zero value is an empty histogram.
+// Counts saturate at the largest uint64 instead of wrapping.
+type Sparse struct {
 	ix  *sparseIndex
 	cnt []uint64 // the counts of the non-empty buckets, in bucket order
 }
 
-func (s *sparse) rank(i int) (int, bool) {
+func (s *Sparse) rank(i int) (int, bool) {
 	w, b := i>>6, uint(i&63)
 	r := int(s.ix.pre[w]) + bits.OnesCount64(s.ix.bits[w]&(1<<b-1))
 	return r, s.ix.bits[w]&(1<<b) != 0
 }
 
-func (s *sparse) reindex() {
+func (s *Sparse) reindex() {
 	n := 0
 	for w := range sparseWords {
 		s.ix.pre[w] = uint16(n)
@@ -40,17 +41,18 @@ func (s *sparse) reindex() {
 	}
 }
 
-func (s *sparse) add(i int, c uint64) {
+// Add adds c to bucket i (clamped to the bucket range).
+func (s *Sparse) Add(i int, c uint64) {
 	if c == 0 {
 		return
 	}
-	i = min(max(i, 0), ratio.NumBuckets-1)
+	i = min(max(i, 0), NumBuckets-1)
 	if s.ix == nil {
 		s.ix = new(sparseIndex)
 	}
 	r, ok := s.rank(i)
 	if ok {
-		addSat(&s.cnt[r], c)
+		satAdd(&s.cnt[r], c)
 		return
 	}
 	s.cnt = slices.Insert(s.cnt, r, c)
@@ -61,16 +63,17 @@ func (s *sparse) add(i int, c uint64) {
 	}
 }
 
-func (s *sparse) addHistogram(h *ratio.Histogram) {
+// AddHistogram adds every bucket of h.
+func (s *Sparse) AddHistogram(h *Histogram) {
 	if h.Count() == 0 {
 		return
 	}
-	h.Buckets(s.add)
+	h.Buckets(s.Add)
 }
 
-// load replaces s with the non-empty buckets of h.
-func (s *sparse) load(h *ratio.Histogram) {
-	s.reset()
+// Load replaces s with the non-empty buckets of h.
+func (s *Sparse) Load(h *Histogram) {
+	s.Reset()
 	if h.Count() == 0 {
 		return
 	}
@@ -86,8 +89,8 @@ func (s *sparse) load(h *ratio.Histogram) {
 	s.reindex()
 }
 
-// merge adds o to s.
-func (s *sparse) merge(o *sparse) {
+// Merge adds o to s.
+func (s *Sparse) Merge(o *Sparse) {
 	if len(o.cnt) == 0 {
 		return
 	}
@@ -114,7 +117,7 @@ func (s *sparse) merge(o *sparse) {
 				b := uint(bits.TrailingZeros64(ob))
 				ob &= ob - 1
 				r := int(s.ix.pre[w]) + bits.OnesCount64(s.ix.bits[w]&(1<<b-1))
-				addSat(&s.cnt[r], o.cnt[k])
+				satAdd(&s.cnt[r], o.cnt[k])
 				k++
 			}
 		}
@@ -150,14 +153,16 @@ func (s *sparse) merge(o *sparse) {
 	s.reindex()
 }
 
-func (s *sparse) reset() {
+// Reset empties s, keeping its memory.
+func (s *Sparse) Reset() {
 	if s.ix != nil && len(s.cnt) > 0 {
 		*s.ix = sparseIndex{}
 	}
 	s.cnt = s.cnt[:0]
 }
 
-func (s *sparse) count() uint64 {
+// Count is the number of observations.
+func (s *Sparse) Count() uint64 {
 	var n uint64
 	for _, c := range s.cnt {
 		n += c
@@ -166,7 +171,7 @@ func (s *sparse) count() uint64 {
 }
 
 // each calls fn with every non-empty bucket, in order.
-func (s *sparse) each(fn func(i int, c uint64) bool) {
+func (s *Sparse) each(fn func(i int, c uint64) bool) {
 	if len(s.cnt) == 0 {
 		return
 	}
@@ -184,20 +189,20 @@ func (s *sparse) each(fn func(i int, c uint64) bool) {
 	}
 }
 
-// dense returns the buckets as ratio.Histogram.Dense does; nil when empty.
-func (s *sparse) dense() []uint64 {
+// Dense returns the buckets as Histogram.Dense does; nil when empty.
+func (s *Sparse) Dense() []uint64 {
 	if len(s.cnt) == 0 {
 		return nil
 	}
-	d := make([]uint64, ratio.NumBuckets)
+	d := make([]uint64, NumBuckets)
 	s.each(func(i int, c uint64) bool { d[i] = c; return true })
 	return d
 }
 
-// quantile estimates the q-quantile in seconds (0 when empty): the
+// Quantile estimates the q-quantile in seconds (0 when empty): the
 // representative value of the bucket holding rank ⌈q·n⌉.
-func (s *sparse) quantile(q float64) float64 {
-	n := s.count()
+func (s *Sparse) Quantile(q float64) float64 {
+	n := s.Count()
 	if n == 0 {
 		return 0
 	}
@@ -209,19 +214,38 @@ func (s *sparse) quantile(q float64) float64 {
 	out := 0.0
 	s.each(func(i int, c uint64) bool {
 		seen += c
-		out = ratio.BucketValue(i)
+		out = BucketValue(i)
 		return seen < rank
 	})
 	return out
 }
 
-func quantileOf(q float64, hs ...*sparse) float64 {
+// QuantileOf is the q-quantile of the merge of hs, in seconds.
+func QuantileOf(q float64, hs ...*Sparse) float64 {
 	if len(hs) == 1 {
-		return hs[0].quantile(q)
+		return hs[0].Quantile(q)
 	}
-	var all sparse
+	var all Sparse
 	for _, h := range hs {
-		all.merge(h)
+		all.Merge(h)
 	}
-	return all.quantile(q)
+	return all.Quantile(q)
+}
+
+// Len is the number of non-empty buckets.
+func (s *Sparse) Len() int { return len(s.cnt) }
+
+// Buckets calls fn for every non-empty bucket in increasing order, as
+// Histogram.Buckets does.
+func (s *Sparse) Buckets(fn func(i int, count uint64)) {
+	s.each(func(i int, c uint64) bool { fn(i, c); return true })
+}
+
+// satAdd adds b to *a, stopping at the largest uint64.
+func satAdd(a *uint64, b uint64) {
+	if sum := *a + b; sum >= *a {
+		*a = sum
+	} else {
+		*a = ^uint64(0)
+	}
 }
