@@ -115,6 +115,9 @@ func (r *recordingRegisterer) Register(col prometheus.Collector) error {
 		close(ch)
 	}()
 	_, isTopN := col.(*topn.Collector)
+	if b, ok := col.(interface{ BoundedCardinality() int }); ok && b.BoundedCardinality() > 0 {
+		isTopN = true // a per-tenant collector of bounded, stated cardinality
+	}
 	var errs []error
 	for d := range ch {
 		name, labels, consts, err := parseDesc(d.String())

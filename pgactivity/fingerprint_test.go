@@ -1,6 +1,7 @@
 package pgactivity
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -48,4 +49,14 @@ func BenchmarkFingerprint(b *testing.B) {
 	for b.Loop() {
 		Fingerprint(q)
 	}
+}
+
+// Two pgbench statements, untagged, have one fingerprint: their load can
+// be grouped by what they run.
+func ExampleFingerprint() {
+	fmt.Println(Fingerprint("UPDATE pgbench_accounts SET abalance = abalance + -2714 WHERE aid = 48213;"))
+	fmt.Println(Fingerprint("UPDATE pgbench_accounts SET abalance = abalance + 12 WHERE aid = 7 /*x='y'*/"))
+	// Output:
+	// UPDATE pgbench_accounts SET abalance = abalance + ? WHERE aid = ?
+	// UPDATE pgbench_accounts SET abalance = abalance + ? WHERE aid = ?
 }

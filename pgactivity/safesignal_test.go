@@ -143,3 +143,30 @@ func TestCommentSafe(t *testing.T) {
 		}
 	}
 }
+
+// TestSessionFields: the sampler reads the client address, the session's
+// start and the age of the snapshot a session holds (backend_xmin): a
+// session idle in a REPEATABLE READ transaction holds one (it keeps
+// VACUUM from removing rows dead since).
+func TestSessionFields(t *testing.T) {
+	pool := newPool(t, "", "")
+	ctx := context.Background()
+	s := connect(t)
+	if _, err := s.conn.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.conn.Exec(ctx, "SELECT count(*) FROM pg_class"); err != nil {
+		t.Fatal(err)
+	}
+	snap := waitFor(t, NewSampler(pool), "the session holding its snapshot", func(x Snapshot) bool {
+		b, ok := byPID(x, s.pid)
+		return ok && b.State == StateIdleInTransaction
+	})
+	b, _ := byPID(snap, s.pid)
+	if b.XminAge < 0 || b.BackendStart.IsZero() || b.XactStart.IsZero() || b.Client != "127.0.0.1" {
+		t.Fatalf("session fields: xmin age %d, backend_start %v, xact_start %v, client %q", b.XminAge, b.BackendStart, b.XactStart, b.Client)
+	}
+	if _, err := s.conn.Exec(ctx, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -154,3 +154,12 @@ func TestParseCorpus(t *testing.T) {
 		}
 	}
 }
+
+// A statement with the tags of two tools and a comment of prose: every
+// comment is read, the later one wins a key given twice.
+func ExampleParse() {
+	tags, err := Parse("/*dde='prod',tenant='a'*/ SELECT 1 /* nightly batch */ /*route='GET%20%2Fx',tenant='acme'*/")
+	fmt.Println(tags["dde"], tags["tenant"], tags["route"], err)
+	// Output:
+	// prod acme GET /x <nil>
+}

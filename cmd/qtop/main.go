@@ -70,9 +70,10 @@ Examples:
   # Keep the demo's data, and serve its API so that another qtop can join:
   qtop demo --data-dir ./qtop-demo --listen 127.0.0.1:7070
 
-Keys: 1–6 or tab switch views (6: lock tree, xmin horizon) · s sort · / filter
+Keys: 1–6 or tab switch views (6: lock tree, xmin horizon; c/k on the session selected) · s sort · / filter
       b group by tenant → application → user → database → client → fingerprint (--postgres)
-      enter drill in · t throttle · space mark statements · c/k cancel/terminate the
+      enter drill in (h: history from the store, [ ] earlier/later) · t throttle
+      space mark statements · c/k cancel/terminate the
       marked (or selected) backends, only if they still run what was shown (--postgres)
       p pause · ? help · q quit
 

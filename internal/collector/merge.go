@@ -274,6 +274,7 @@ func (s *Server) mergeLocked(rep *ingest.Report, lats []sparse, m *minute, now t
 			v[topn.Errors] = float64(row.Errors)
 		}
 		s.met.ranking.Add(tn, v)
+		s.met.tenants.add(tn, v, now)
 		tl.hru.add(sec, row.RU)
 		if row.Kind == ingest.KindDB {
 			tl.hdb.add(sec, row.Duration.Seconds())

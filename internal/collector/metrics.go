@@ -45,6 +45,7 @@ type metrics struct {
 	policyChanges           prometheus.Counter
 	ranking                 *topn.Ranking
 	enforcement             *enforcementMetrics // enforcemetrics.go
+	tenants                 *tenantSeries       // the per-tenant series, fed beside ranking
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -106,7 +107,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if err != nil {
 		return nil, fmt.Errorf("collector: metrics: %w", err)
 	}
-	if _, err := topn.NewCollector(reg, m.ranking, "tenant",
+	if m.tenants, err = newTenantSeries(reg,
 		topn.Metric{Measure: topn.RU, Name: "qtop_collector_tenant_ru_total"},
 		topn.Metric{Measure: topn.DBTime, Name: "qtop_collector_tenant_db_seconds_total"},
 		topn.Metric{Measure: topn.Requests, Name: "qtop_collector_tenant_requests_total"},

@@ -114,6 +114,9 @@ func New(cfg Config) (*Server, error) {
 	if s.guard, err = newGuardMetrics(cfg.Registerer, s); err != nil {
 		return nil, fmt.Errorf("collector: metrics: %w", err)
 	}
+	if err := cfg.Registerer.Register(shedCollector{s}); err != nil {
+		return nil, fmt.Errorf("collector: metrics: %w", err)
+	}
 	if err := cfg.Registerer.Register(ratioCollector{s}); err != nil {
 		return nil, fmt.Errorf("collector: metrics: %w", err)
 	}
@@ -376,6 +379,7 @@ func (s *Server) Tick(ctx context.Context, now time.Time) {
 	s.pruneLocked(now)
 	s.prunePolicyLocked(now)
 	s.met.ranking.Rerank()
+	s.met.tenants.refresh(s.met.ranking.Members(), now)
 	for _, sv := range s.services {
 		if v, ok := sv.sig.ValueAt(now); ok && !math.IsNaN(v) && !math.IsInf(v, 0) {
 			sv.ratio.set(now.Unix()-1, v)

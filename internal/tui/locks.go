@@ -20,6 +20,50 @@ type locksView struct {
 	node   map[int32]live.StatementRow
 	xmin   []live.StatementRow
 	scroll int
+	// order is the pids of the tree's lines, top to bottom; cursor is the
+	// selected one (c and k act on it), kept by pid across snapshots.
+	order  []int32
+	cursor int
+	sel    int32
+}
+
+// selected returns the session under the cursor, or nil.
+func (v *locksView) selected() *live.StatementRow {
+	if v.cursor < 0 || v.cursor >= len(v.order) {
+		return nil
+	}
+	r, ok := v.node[v.order[v.cursor]]
+	if !ok {
+		return nil
+	}
+	return &r
+}
+
+// walkOrder lists the pids in the order the tree draws them.
+func (v *locksView) walkOrder() {
+	v.order = v.order[:0]
+	seen := map[int32]bool{}
+	var walk func(pid int32, depth int)
+	walk = func(pid int32, depth int) {
+		v.order = append(v.order, pid)
+		if seen[pid] || depth > maxLockDepth {
+			return
+		}
+		seen[pid] = true
+		for _, k := range v.kids[pid] {
+			walk(k, depth+1)
+		}
+	}
+	for _, r := range v.roots {
+		walk(r, 0)
+	}
+	v.cursor = 0
+	for i, pid := range v.order {
+		if pid == v.sel {
+			v.cursor = i
+			break
+		}
+	}
 }
 
 // maxLockDepth bounds how deep a chain is drawn.
@@ -67,6 +111,7 @@ func (v *locksView) set(s *live.Snapshot) {
 		}
 		return cmp.Compare(a, b)
 	})
+	v.walkOrder()
 }
 
 func (v *locksView) count(pid int32, seen map[int32]bool) int {
@@ -83,6 +128,12 @@ func (v *locksView) count(pid int32, seen map[int32]bool) int {
 
 func (v *locksView) update(c *common, msg keyMsg, page int) {
 	switch {
+	case matches(msg, c.keys.Up) && len(v.order) > 0:
+		v.cursor = max(v.cursor-1, 0)
+		v.sel = v.order[v.cursor]
+	case matches(msg, c.keys.Down) && len(v.order) > 0:
+		v.cursor = min(v.cursor+1, len(v.order)-1)
+		v.sel = v.order[v.cursor]
 	case matches(msg, c.keys.Up):
 		v.scroll = max(v.scroll-1, 0)
 	case matches(msg, c.keys.Down):
@@ -130,15 +181,21 @@ func (v *locksView) view(c *common, h int) string {
 		add(c.st.dim.Render("no session waits for a lock"))
 	}
 	seen := map[int32]bool{}
+	idx, cursorLine := 0, -1
 	var walk func(pid int32, prefix, childPrefix string, depth int)
 	walk = func(pid int32, prefix, childPrefix string, depth int) {
 		r := v.node[pid]
+		mark := "  "
+		if idx == v.cursor {
+			mark, cursorLine = "› ", len(lines)
+		}
+		idx++
 		if seen[pid] || depth > maxLockDepth {
-			add(c.st.dim.Render(clip(prefix+strconv.Itoa(int(pid))+" … (already shown)", c.width)))
+			add(c.st.dim.Render(clip(mark+prefix+strconv.Itoa(int(pid))+" … (already shown)", c.width)))
 			return
 		}
 		seen[pid] = true
-		line := v.nodeLine(c, prefix, &r)
+		line := v.nodeLine(c, mark+prefix, &r)
 		if depth == 0 {
 			tag := "  ◀ ROOT BLOCKER: " + strconv.Itoa(v.count(pid, map[int32]bool{})) + " waiting"
 			tw := len([]rune(tag))
@@ -180,6 +237,10 @@ func (v *locksView) view(c *common, h int) string {
 			}
 			add(s)
 		}
+	}
+	if cursorLine >= 0 { // keep the selected session in sight
+		v.scroll = min(v.scroll, cursorLine-1)
+		v.scroll = max(v.scroll, cursorLine-h+1, 0)
 	}
 	v.scroll = min(v.scroll, max(len(lines)-h, 0))
 	lines = lines[v.scroll:]

@@ -567,13 +567,19 @@ func (m *Model) startSignal(terminate bool) tea.Cmd {
 	if !m.feats.Signal {
 		return m.setStatus("c and k signal PostgreSQL backends: run qtop --postgres DSN", false)
 	}
-	if m.view != viewStatements {
-		return m.setStatus("c and k act on the statements marked (space) or selected in the Statements view (3)", false)
+	if m.view != viewStatements && m.view != viewLocks {
+		return m.setStatus("c and k act on the statements marked (space) or selected in the Statements view (3), or on the session selected in Locks (6)", false)
 	}
 	if _, ok := m.src.(SafeSignaler); !ok {
 		return m.setStatus("this source cannot check that a backend still runs the statement shown; nothing done", false)
 	}
 	ts := m.statements.targets()
+	if m.view == viewLocks {
+		ts = nil
+		if r := m.locks.selected(); r != nil {
+			ts = []live.StatementRow{*r}
+		}
+	}
 	if len(ts) == 0 {
 		return m.setStatus("no statement selected", false)
 	}
@@ -599,7 +605,9 @@ func (m *Model) signal(pr prompt) tea.Cmd {
 		name = "terminate"
 	}
 	now := m.c.now
-	m.statements.marked = nil
+	if m.view == viewStatements {
+		m.statements.marked = nil
+	}
 	return func() tea.Msg {
 		var done, moved []string
 		var firstErr error

@@ -92,6 +92,20 @@ func printTable(w io.Writer, s *live.Snapshot) error {
 				clean(r.State), clean(waitText(&r)), q)
 		}
 	}
+	if len(s.Blocked) > 0 {
+		fmt.Fprintln(tw, "\nBLOCKED\tTENANT\tWAITS FOR\tTENANT\tSTATE\tQUERY OF THE BLOCKER\t")
+		for _, p := range s.Blocked {
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\n", p.Blocked.PID, untaggedName(p.Blocked.Tenant), p.Blocking.PID,
+				untaggedName(p.Blocking.Tenant), clean(p.Blocking.State), fit(clean(p.Blocking.Query), 60, false))
+		}
+	}
+	if len(s.XminHolders) > 0 {
+		fmt.Fprintln(tw, "\nXMIN HOLDER\tTENANT\tAPP\tSTATE\tXMIN AGE\tQUERY\t")
+		for _, r := range s.XminHolders {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d xids\t%s\n", r.PID, untaggedName(r.Tenant), clean(r.Application), clean(r.State),
+				r.XminAge, fit(clean(r.Query), 60, false))
+		}
+	}
 	if len(s.Services) > 0 {
 		fmt.Fprintln(tw, "\nSERVICE\tRATIO\tDEGRADED\tSHEDDING\tREQ/s\tP95\tPROCESSES\t")
 		for _, r := range s.Services {
@@ -129,4 +143,12 @@ func printTable(w io.Writer, s *live.Snapshot) error {
 	}
 	_, err := w.Write(bytes.Join(lines, []byte("\n")))
 	return err
+}
+
+// untaggedName shows a statement's tenant, "(untagged)" for none.
+func untaggedName(t string) string {
+	if t == "" {
+		return "(untagged)"
+	}
+	return clean(t)
 }
