@@ -20,12 +20,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/qtop-dev/qtop/ingest"
-	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/internal/otlpin"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/ratio"
 	"github.com/qtop-dev/qtop/spacesaving"
+	"github.com/qtop-dev/qtop/store"
 )
 
 // Server is the collector. Create it with New, serve Handler (or call
