@@ -71,9 +71,10 @@
 // without gzip; 200 with an ExportTraceServiceResponse whose
 // partial_success counts rejected spans; 400 (a google.rpc.Status) for a
 // malformed body, 413 for one too large, 415 for another media type,
-// 401 when WithAuth refuses; 503 with Retry-After when busy (all decode
-// slots taken, or the collector refusing reports), which SDK exporters
-// retry. RegisterGRPC serves the same over gRPC: INVALID_ARGUMENT,
+// 401 when WithAuth refuses; 503 with Retry-After when busy (1 s while
+// every decode slot is taken, 5 s while the collector refuses reports or
+// shuts down), which SDK exporters retry — and only that (tested with the
+// Go SDK's exporter). RegisterGRPC serves the same over gRPC: INVALID_ARGUMENT,
 // UNAUTHENTICATED, or UNAVAILABLE with a RetryInfo delay.
 //
 // # Durability

@@ -99,9 +99,9 @@ func (r *Receiver) exportGRPC(ctx context.Context, in rawRequest) (*coltracepb.E
 			return nil, status.Error(codes.Unauthenticated, "missing or wrong bearer token")
 		}
 	}
-	if err := r.acquire(); err != nil {
+	if retry, err := r.acquire(); err != nil {
 		r.met.requests.WithLabelValues("grpc", reqBusy).Inc()
-		st, _ := status.New(codes.Unavailable, err.Error()).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(busyRetry)})
+		st, _ := status.New(codes.Unavailable, err.Error()).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(retry)})
 		return nil, st.Err()
 	}
 	defer r.release()

@@ -31,9 +31,6 @@ const (
 	ContentTypeJSON     = "application/json"
 )
 
-// busyRetry is the delay a busy receiver asks for.
-const busyRetry = 5 * time.Second
-
 var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // ServeHTTP serves POST /v1/traces as the OTLP/HTTP specification lays
@@ -82,8 +79,8 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 			fmt.Sprintf("body of %d bytes, at most %d", req.ContentLength, r.cfg.maxBody), 0, reqTooLarge)
 		return
 	}
-	if err := r.acquire(); err != nil {
-		r.httpStatus(w, jsonBody, http.StatusServiceUnavailable, codes.Unavailable, err.Error(), busyRetry, reqBusy)
+	if retry, err := r.acquire(); err != nil {
+		r.httpStatus(w, jsonBody, http.StatusServiceUnavailable, codes.Unavailable, err.Error(), retry, reqBusy)
 		return
 	}
 	defer r.release()

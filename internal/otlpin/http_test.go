@@ -145,7 +145,7 @@ func TestHTTPProtocol(t *testing.T) {
 		r.sem <- struct{}{}
 	}
 	w = post(t, r, ContentTypeProtobuf, "", good, auth...)
-	if w.Code != 503 || w.Header().Get("Retry-After") != "5" {
+	if w.Code != 503 || w.Header().Get("Retry-After") != "1" {
 		t.Errorf("busy: %d %q", w.Code, w.Header().Get("Retry-After"))
 	}
 	for range cap(r.sem) {
@@ -203,7 +203,7 @@ func TestGRPC(t *testing.T) {
 	if st.Code() != codes.Unavailable || len(st.Details()) != 1 {
 		t.Fatalf("busy: %v", err)
 	}
-	if ri, ok := st.Details()[0].(*errdetails.RetryInfo); !ok || ri.RetryDelay.AsDuration() != busyRetry {
+	if ri, ok := st.Details()[0].(*errdetails.RetryInfo); !ok || ri.RetryDelay.AsDuration() != retrySlots {
 		t.Fatalf("busy details %v", st.Details())
 	}
 	// A malformed message: INVALID_ARGUMENT (not retried), through a raw

@@ -113,23 +113,30 @@ func New(sink Sink, opts ...Option) (*Receiver, error) {
 	return r, nil
 }
 
-// acquire takes a decode slot without waiting; false: the receiver is
-// busy or shut down.
-func (r *Receiver) acquire() error {
+// Retry delays asked of clients: briefly while every decode slot is
+// taken, longer while the collector refuses reports or is shutting down.
+const (
+	retrySlots = time.Second
+	retryLater = 5 * time.Second
+)
+
+// acquire takes a decode slot without waiting; otherwise it says why not
+// (ErrBusy, ErrShutdown) and when to try again.
+func (r *Receiver) acquire() (time.Duration, error) {
 	r.mu.Lock()
 	closed, busy := r.closed, r.backlog >= maxBacklog
 	r.mu.Unlock()
 	switch {
 	case closed:
-		return ErrShutdown
+		return retryLater, ErrShutdown
 	case busy:
-		return fmt.Errorf("%w: the collector is refusing reports", ErrBusy)
+		return retryLater, fmt.Errorf("%w: the collector is refusing reports", ErrBusy)
 	}
 	select {
 	case r.sem <- struct{}{}:
-		return nil
+		return 0, nil
 	default:
-		return fmt.Errorf("%w: %d requests being decoded", ErrBusy, cap(r.sem))
+		return retrySlots, fmt.Errorf("%w: %d requests being decoded", ErrBusy, cap(r.sem))
 	}
 }
 

@@ -280,12 +280,12 @@ func TestRetryAndBackpressure(t *testing.T) {
 		r.Consume(marshal(t, request("svc"+string(rune('a'+i)), server(uint64(10+i), "acme", "/a", time.Millisecond))))
 		r.Flush(clk.now)
 	}
-	if err := r.acquire(); !errors.Is(err, ErrBusy) {
-		t.Fatalf("acquire with a backlog: %v", err)
+	if retry, err := r.acquire(); !errors.Is(err, ErrBusy) || retry != retryLater {
+		t.Fatalf("acquire with a backlog: %v, retry %v", err, retry)
 	}
 	s.refuse = 0
 	r.Flush(clk.now)
-	if err := r.acquire(); err != nil {
+	if _, err := r.acquire(); err != nil {
 		t.Fatalf("acquire after the backlog drained: %v", err)
 	}
 	r.release()
@@ -309,7 +309,7 @@ func TestShutdown(t *testing.T) {
 	if err := r.Shutdown(t.Context()); !errors.Is(err, ErrShutdown) {
 		t.Fatalf("second shutdown: %v", err)
 	}
-	if err := r.acquire(); !errors.Is(err, ErrShutdown) {
+	if _, err := r.acquire(); !errors.Is(err, ErrShutdown) {
 		t.Fatalf("acquire after shutdown: %v", err)
 	}
 }
