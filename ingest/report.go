@@ -557,6 +557,11 @@ func (r *Report) LatencyBuckets(i int, fn func(bucket int, count uint64)) {
 	}
 }
 
+// Reset empties r, keeping the capacity of Rows, and drops every
+// reference to the body it was decoded from (UnmarshalSparse keeps some),
+// so a report kept for reuse does not keep its last body alive.
+func (r *Report) Reset() { r.clear() }
+
 // clear empties r, keeping the capacity of Rows.
 func (r *Report) clear() {
 	rows := r.Rows[:0]

@@ -8,6 +8,7 @@ import (
 	"math"
 	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -397,11 +398,28 @@ func FuzzDecodeReport(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := DecodeReport(b)
+		// UnmarshalSparse and CheckHeader agree with the dense decode.
+		sp := new(Report)
+		serr := sp.UnmarshalSparse(b)
+		if (err == nil) != (serr == nil) {
+			t.Fatalf("dense decode: %v, sparse decode: %v", err, serr)
+		}
+		if CheckHeader(b) != nil && err == nil {
+			t.Fatalf("CheckHeader refuses what decodes: %v", CheckHeader(b))
+		}
 		if err != nil {
 			if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrVersion) && !errors.Is(err, ErrRange) {
 				t.Fatalf("error %v wraps no sentinel", err)
 			}
 			return
+		}
+		for i := range r.Rows {
+			var want, got []uint64
+			r.Rows[i].Latency.Buckets(func(k int, c uint64) { want = append(want, uint64(k), c) })
+			sp.LatencyBuckets(i, func(k int, c uint64) { got = append(got, uint64(k), c) })
+			if !slices.Equal(got, want) {
+				t.Fatalf("row %d: sparse buckets %v, dense %v", i, got, want)
+			}
 		}
 		// What decodes re-encodes and decodes to the same report.
 		b2, err := r.MarshalBinary()

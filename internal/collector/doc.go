@@ -35,5 +35,36 @@
 // Config.MaxTenants tenants in the live view and Config.MaxMinuteRows
 // tenant×route×kind rows per open minute (the rest is folded into
 // "other", with exact totals), key sketches of fixed capacity, 256
-// services and 100,000 sources.
+// services and Config.MaxSources established sources (newcomers wait on
+// probation beside them and cannot evict them). A report's decode memory
+// is bounded by ingest.DecodeBudget of its body, and all decodes at once
+// by a fixed budget; a body whose header cannot be decoded is refused
+// before it takes a decode slot.
+//
+// # Hostile input
+//
+// Every string of a report is made printable UTF-8 at ingest
+// (tenant.Clean, counted); values above ingest's bounds are refused with
+// 400 out_of_range; merged sums saturate. A batch the store refuses goes to
+// a dead-letter file of the spool and the queue moves on; a spool that does
+// not drain makes the store unhealthy.
+//
+// # Credentials
+//
+// Three roles, each with its token — report (Config.Token), read
+// (Config.ReadToken), admin (Config.AdminToken, generated and kept in
+// DataDir when not given) — are checked by Server.Authorize, which every
+// intake calls. New refuses a listener off loopback without the report
+// and read tokens unless Config.Insecure.
+//
+// # Parts
+//
+// The Server is one type with one file per part: ingest and admission
+// (server.go Ingest, screen.go, sources.go), the minute aggregator and
+// the write-ahead log (merge.go, wal.go), the live view (window.go,
+// snapshot.go, stream.go), policy and audit (policy.go, rulecheck.go,
+// audit.go), credentials (auth.go), the store path (storeopen.go,
+// lazystore.go) and the sampler (pg.go). Decoding, string checks and
+// latency conversion run before the merge lock; the write-ahead log is
+// written and synced outside it.
 package collector
