@@ -26,6 +26,13 @@ func (f *flaky) WriteRollups(_ context.Context, rows []store.Rollup) error {
 	return nil
 }
 
+func (f *flaky) Ping(context.Context) error {
+	if !f.up.Load() {
+		return errors.New("connection refused")
+	}
+	return nil
+}
+
 func (f *flaky) Close() error { return nil }
 
 func ExampleSpool() {
