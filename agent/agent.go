@@ -31,6 +31,7 @@ type Agent struct {
 	pool    poolWaits
 	tracer  trace.Tracer
 	sp      *ingest.SpanProcessor
+	fresh   *enforce.Freshness
 
 	mu   sync.Mutex
 	shut bool
@@ -82,6 +83,9 @@ func New(opts ...Option) (*Agent, error) {
 			return nil, fmt.Errorf("agent: queue: %w", err)
 		}
 	}
+	if err := a.newFreshness(); err != nil {
+		return nil, fmt.Errorf("agent: freshness: %w", err)
+	}
 	if cfg.reg != nil {
 		if a.metrics, err = enforce.NewMetrics(cfg.reg, a.enf, 10, 0); err != nil {
 			return nil, fmt.Errorf("agent: %w", err)
@@ -102,10 +106,11 @@ func New(opts ...Option) (*Agent, error) {
 	if cfg.collector != "" {
 		popts := []ingest.ReporterOption{
 			ingest.WithInterval(cfg.interval),
-			ingest.WithPolicyHandler(a.enf.ApplyPolicy),
+			ingest.WithPolicyHandler(a.applyPolicy),
 			ingest.WithEnforcementSource(enforcementSource(a.enf)),
 			ingest.WithCutHook(func(rep *ingest.Report) { rep.PoolWait = a.pool.take() }),
 		}
+		popts = append(popts, a.reportOptions()...)
 		if cfg.token != "" {
 			popts = append(popts, ingest.WithToken(cfg.token))
 		}

@@ -33,7 +33,11 @@ import (
 // The record's route is the ServeMux pattern that served the request.
 // Wrapping each route (mux.Handle(pattern, a.Handler(h))) rather than the
 // whole mux also puts the route in the context, and so in SQL comments.
-func (a *Agent) Handler(next http.Handler) http.Handler { return &handler{a: a, next: next} }
+//
+// With WithFreshness, the freshness shedder runs before all of this.
+func (a *Agent) Handler(next http.Handler) http.Handler {
+	return a.wrapFreshness(&handler{a: a, next: next})
+}
 
 type handler struct {
 	a    *Agent

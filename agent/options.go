@@ -12,6 +12,7 @@ import (
 
 	"github.com/qtop-dev/qtop/enforce"
 	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/sqlcomment"
 )
 
 // Option configures New.
@@ -34,6 +35,9 @@ type config struct {
 	tp               *sdktrace.TracerProvider
 	baggage          bool
 	maxPoolTenants   int
+	budgets          *sqlcomment.Budgets
+	freshSigner      *enforce.ETagSigner
+	freshOpts        []enforce.FreshnessOption
 }
 
 // WithCollector sends the agent's reports to the collector at base (for

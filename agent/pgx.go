@@ -28,7 +28,11 @@ func (a *Agent) OpenPgxPool(ctx context.Context, cfg *pgxpool.Config, opts ...sq
 	if err != nil {
 		return nil, nil, fmt.Errorf("agent: pgx pool: %w", err)
 	}
-	o := append([]sqlcomment.Option{sqlcomment.WithApplication(a.cfg.service), sqlcomment.WithObserver(a.obs)}, opts...)
+	o := []sqlcomment.Option{sqlcomment.WithApplication(a.cfg.service), sqlcomment.WithObserver(a.obs)}
+	if a.cfg.budgets != nil {
+		o = append(o, sqlcomment.WithBudgets(a.cfg.budgets))
+	}
+	o = append(o, opts...)
 	return pgxcomment.Wrap(pool, o...), pool, nil
 }
 

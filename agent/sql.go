@@ -29,5 +29,8 @@ func (a *Agent) sqlOptions(pgx bool, opts []sqlcomment.Option) []sqlcomment.Opti
 	if pgx {
 		out = append(out, pgxcomment.StdlibExecMode())
 	}
+	if a.cfg.budgets != nil {
+		out = append(out, sqlcomment.WithBudgets(a.cfg.budgets))
+	}
 	return append(out, opts...)
 }
