@@ -40,6 +40,8 @@ type config struct {
 	maxBackoff  time.Duration
 	onPolicy    func(policy.Policy)
 	enforcement func() Enforcement
+	collectors  []string      // more collectors (failover.go)
+	failback    time.Duration // (failover.go)
 
 	// span processor
 	skipDBSpans bool
