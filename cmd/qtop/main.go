@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"os/user"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -43,6 +44,9 @@ Examples:
   # Follow the collector of this machine, or another one (throttling needs its token):
   qtop
   qtop --collector http://collector.internal:7070 --token "$QTOP_TOKEN"
+
+  # A fleet reporting to several collectors: their sum (each asked for its own part):
+  qtop --collector c1:7070,c2:7070,c3:7070 --token "$QTOP_TOKEN"
 
   # No collector: read PostgreSQL directly (a role with pg_monitor; c/k need pg_signal_backend):
   qtop --postgres 'postgres://qtop_monitor:secret@db:5432/app'
@@ -94,7 +98,7 @@ func newFlagSet(demo bool, stderr io.Writer, f *flags) *flag.FlagSet {
 		fs.PrintDefaults()
 	}
 	if !demo {
-		fs.StringVar(&f.collector, "collector", env("QTOP_COLLECTOR", "http://127.0.0.1:7070"), "collector to follow ($QTOP_COLLECTOR)")
+		fs.StringVar(&f.collector, "collector", env("QTOP_COLLECTOR", "http://127.0.0.1:7070"), "collector to follow, or several, comma-separated, to show their sum ($QTOP_COLLECTOR)")
 		fs.StringVar(&f.token, "token", env("QTOP_TOKEN", ""), "the collector's bearer token, needed to throttle ($QTOP_TOKEN)")
 		fs.StringVar(&f.postgres, "postgres", env("QTOP_POSTGRES", ""), "PostgreSQL DSN: sample pg_stat_activity instead of following a collector ($QTOP_POSTGRES)")
 		fs.DurationVar(&f.interval, "interval", time.Second, "how often --postgres samples pg_stat_activity")
@@ -205,6 +209,9 @@ func open(ctx context.Context, demo bool, f *flags) (tui.Source, error) {
 		return tui.NewDemo(ctx, opts...)
 	case f.postgres != "":
 		return tui.NewPostgres(ctx, f.postgres, tui.WithInterval(f.interval))
+	}
+	if strings.Contains(f.collector, ",") {
+		return tui.NewFleet(strings.Split(f.collector, ","), f.token)
 	}
 	return tui.NewCollector(f.collector, f.token)
 }

@@ -70,6 +70,7 @@ type Server struct {
 	done         chan struct{}
 	doneOnce     sync.Once
 
+	fleet   *fleet   // peers and the shared policy (fleet.go), or nil
 	lock    *os.File // flock on DataDir
 	httpSrv *http.Server
 	ln      net.Listener
@@ -129,12 +130,13 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.version = loadVersion(cfg.DataDir)
+	var next store.Store
 	if cfg.Store != StoreNone {
 		open := cfg.OpenStore
 		if open == nil {
 			open = func(u string) (store.Store, error) { return OpenStore(context.Background(), u, cfg) }
 		}
-		next, err := open(cfg.Store)
+		next, err = open(cfg.Store)
 		if err != nil {
 			u, _ := store.ParseURL(cfg.Store)
 			if u.Scheme != store.SchemeClickHouse || errors.Is(err, ErrConfig) {
@@ -159,7 +161,11 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.store = s.spool
 	}
-	if err := s.replay(); err != nil {
+	err = s.initFleet(next)
+	if err == nil {
+		err = s.replay()
+	}
+	if err != nil {
 		if s.store != nil {
 			s.store.Close()
 		}
@@ -259,7 +265,7 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle("/metrics", promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}))
 	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
-	return mux
+	return s.withFleet(mux)
 }
 
 // Start listens on Config.Listen and runs the ticker, the sampler and the
@@ -302,6 +308,7 @@ func (s *Server) Run(ctx context.Context) {
 		defer s.wg.Done()
 		s.tickLoop(ctx)
 	}()
+	s.runFleet(ctx)
 	if s.cfg.Postgres != "" {
 		s.wg.Add(1)
 		go func() {

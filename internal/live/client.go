@@ -38,6 +38,7 @@ type Client struct {
 	http    *http.Client
 	measure string
 	top     int
+	scope   string
 }
 
 // ClientOption configures a Client.
@@ -52,6 +53,10 @@ func WithMeasure(m string) ClientOption { return func(c *Client) { c.measure = m
 
 // WithTop sets how many tenants come before the "other" row.
 func WithTop(n int) ClientOption { return func(c *Client) { c.top = n } }
+
+// WithScope sets the scope query parameter: ScopeLocal asks a collector
+// with peers for its own view only (default: the fleet's).
+func WithScope(scope string) ClientOption { return func(c *Client) { c.scope = scope } }
 
 // NewClient returns a client of the collector at base, e.g.
 // "http://127.0.0.1:7070" (a bare host:port gets http://).
@@ -80,6 +85,9 @@ func (c *Client) url(path string, query bool) string {
 		}
 		if c.top > 0 {
 			q.Set("n", strconv.Itoa(c.top))
+		}
+		if c.scope != "" {
+			q.Set("scope", c.scope)
 		}
 		u.RawQuery = q.Encode()
 	}
