@@ -36,9 +36,10 @@ const MaxPeers = 64
 const peerTimeout = 800 * time.Millisecond
 
 type fleet struct {
-	peers  []string // base URLs, http://host:port
-	client *http.Client
-	next   store.Store // the store under the spool, for the shared policy
+	peers     []string // base URLs, http://host:port
+	client    *http.Client
+	transport *http.Transport // the client's, whose idle connections Run's end closes
+	next      store.Store     // the store under the spool, for the shared policy
 
 	mu    sync.Mutex
 	cache map[snapKey]*live.Snapshot
@@ -83,7 +84,8 @@ func (s *Server) initFleet(next store.Store) error {
 			return fmt.Errorf("%w: a shared policy needs a ClickHouse store that every collector writes to", ErrConfig)
 		}
 	}
-	s.fleet = &fleet{peers: peers, next: next, client: &http.Client{Timeout: peerTimeout},
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	s.fleet = &fleet{peers: peers, next: next, transport: tr, client: &http.Client{Timeout: peerTimeout, Transport: tr},
 		cache: make(map[snapKey]*live.Snapshot)}
 	return nil
 }

@@ -40,10 +40,19 @@ type auditLog interface {
 	AuditLog(ctx context.Context) ([]store.Audit, error)
 }
 
-// runFleet starts the shared policy's poller (the fleet's live view needs
-// no background work).
+// runFleet starts the shared policy's poller, and closes the peers'
+// idle connections when ctx ends.
 func (s *Server) runFleet(ctx context.Context) {
-	if s.fleet == nil || !s.cfg.SharedPolicy {
+	if s.fleet == nil {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		<-ctx.Done()
+		s.fleet.transport.CloseIdleConnections()
+	}()
+	if !s.cfg.SharedPolicy {
 		return
 	}
 	s.wg.Add(1)

@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -241,6 +244,40 @@ func TestFleetOnCluster(t *testing.T) {
 		}
 	}
 
+	// The fleet view's lag: a report acknowledged by one collector, seen
+	// through another (the live view shows complete seconds: up to 1 s).
+	probe := procs[0]
+	var other string
+	for _, u := range r.urls {
+		if !strings.HasPrefix(probe.rep.Collector(), u) {
+			other = u
+			break
+		}
+	}
+	oc, _ := live.NewClient(other, live.WithTop(1000))
+	probe.rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: "lagprobe", Route: "GET /x"}, Kind: ingest.KindRequest, RU: 1})
+	if err := probe.rep.ForceFlush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	acked := time.Now()
+	for seen := false; !seen; {
+		snap, err := oc.Get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, row := range snap.Tenants {
+			seen = seen || row.Tenant == "lagprobe"
+		}
+		if !seen && time.Since(acked) > 30*time.Second {
+			t.Fatal("a report acknowledged by one collector never showed in another's fleet view")
+		}
+		if !seen {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	t.Logf("fleet view lag: a report acknowledged by %s showed in %s's fleet view after %v",
+		probe.rep.Collector(), other, time.Since(acked).Round(time.Millisecond))
+
 	// One policy: posted to collector 1, in the replies of all three.
 	for _, p := range procs {
 		p.rep.Start()
@@ -312,5 +349,128 @@ func TestFleetOnCluster(t *testing.T) {
 		if got[name] != n {
 			t.Errorf("store: %s has %d requests, the processes recorded %d", name, got[name], n)
 		}
+	}
+}
+
+// dyingHandler is a collector that logs a report and dies before its reply
+// leaves: from the armed report on, it serves the real handler into a
+// recorder (the report is logged and merged), then drops the connection,
+// and drops every later one too (the process is gone).
+type dyingHandler struct {
+	next  http.Handler
+	armed atomic.Bool
+	dead  atomic.Bool
+}
+
+func (d *dyingHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if d.dead.Load() || d.armed.Load() && r.URL.Path == live.PathReports {
+		if !d.dead.Load() {
+			d.next.ServeHTTP(httptest.NewRecorder(), r) // logged, reply lost
+			d.dead.Store(true)
+		}
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+		return
+	}
+	d.next.ServeHTTP(w, r)
+}
+
+// TestFleetFailoverAfterLoggedReport measures the stated bound: a
+// collector logs a report and dies before replying; the process sends the
+// report again, with its Seq, to the next collector, which cannot know the
+// first one had it. When the first comes back (on its data folder, from
+// its write-ahead log), that one report is in the store twice — and
+// nothing else: the bound is one report per process whose report was in
+// flight when its collector died (a Reporter sends one report at a time).
+func TestFleetFailoverAfterLoggedReport(t *testing.T) {
+	name, addrs := testsvc.ClickHouseCluster(t)
+	db := fmt.Sprintf("qtop_failover_%d_%d", os.Getpid(), time.Now().UnixNano()%1e6)
+	storeURL := "clickhouse://" + strings.Join(addrs, ",") + "/" + db
+	t.Cleanup(func() {
+		conn, err := clickhouse.Open(&clickhouse.Options{Addr: addrs[:1]})
+		if err == nil {
+			conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db+" ON CLUSTER "+name)
+			conn.Close()
+		}
+	})
+	dirA := t.TempDir()
+	newServer := func(dir, writer string) *Server {
+		s, err := New(Config{Store: storeURL, Cluster: name, DataDir: dir, Writer: writer, Registerer: prometheus.NewRegistry()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a, b := newServer(dirA, "a"), newServer(t.TempDir(), "b")
+	dying := &dyingHandler{next: a.Handler()}
+	ha, hb := httptest.NewServer(dying), httptest.NewServer(b.Handler())
+	defer ha.Close()
+	defer hb.Close()
+	urls := []string{ha.URL + live.PathReports, hb.URL + live.PathReports}
+	var src ingest.Source
+	for i := 0; ; i++ { // a process whose first choice is a
+		src = ingest.Source{Service: "api", Instance: fmt.Sprintf("p%d", i)}
+		rep, _ := ingest.NewReporter(urls[0], ingest.NewRecorder(ingest.WithSource(src)), ingest.WithCollectors(urls[1]))
+		if rep.Collector() == urls[0] {
+			break
+		}
+	}
+	rec := ingest.NewRecorder(ingest.WithSource(src))
+	rep, err := ingest.NewReporter(urls[0], rec, ingest.WithCollectors(urls[1]), ingest.WithBackoff(time.Millisecond, 10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const perReport = 7
+	var recorded uint64
+	for i := range 5 {
+		if i == 2 {
+			dying.armed.Store(true)
+		}
+		for range perReport {
+			rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /x"}, Kind: ingest.KindRequest, RU: 1})
+		}
+		recorded += perReport
+		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if err := rep.ForceFlush(fctx); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+	}
+	rep.Shutdown(ctx)
+	if rep.Collector() != urls[1] {
+		t.Fatalf("the process did not fail over: %s", rep.Collector())
+	}
+	// a "dies" (its minutes unwritten) and comes back on its data folder.
+	a.mu.Lock()
+	a.minutes = map[int64]*minute{} // what a SIGKILL loses: only the write-ahead log is left
+	a.mu.Unlock()
+	a.Shutdown(ctx)
+	a = newServer(dirA, "a")
+	for _, s := range []*Server{a, b} {
+		if err := s.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := chstore.Open(ctx, strings.Join(addrs, ","), db, chstore.WithCluster(name), chstore.WithReplicated())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Now()
+	u, err := st.Usage(ctx, now.Add(-time.Hour), now.Add(time.Hour), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored uint64
+	for _, row := range u {
+		stored += row.Requests
+	}
+	t.Logf("recorded %d requests in 5 reports of %d; stored %d: doubled %d (the one report logged by the collector that died before replying)",
+		recorded, perReport, stored, stored-recorded)
+	if stored != recorded+perReport {
+		t.Fatalf("stored %d requests, want %d recorded + %d of the one report in flight", stored, recorded, perReport)
 	}
 }
