@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/qtop-dev/qtop/ingest"
 	"github.com/qtop-dev/qtop/internal/testsvc"
@@ -237,17 +238,19 @@ func faultRun(t *testing.T, bin, fault string) {
 	type gen struct {
 		rec *ingest.Recorder
 		rep *ingest.Reporter
+		reg *prometheus.Registry
 	}
 	gens := make([]gen, *faultProcs)
 	for i := range gens {
 		rec := ingest.NewRecorder(ingest.WithSource(ingest.Source{Service: "gen", Instance: fmt.Sprintf("g%03d", i), Host: "h"}))
+		reg := prometheus.NewRegistry()
 		rep, err := ingest.NewReporter(urls[0], rec, ingest.WithCollectors(urls[1:]...), ingest.WithToken(faultToken),
-			ingest.WithQueueLen(600), ingest.WithBackoff(50*time.Millisecond, 2*time.Second))
+			ingest.WithQueueLen(600), ingest.WithBackoff(50*time.Millisecond, 2*time.Second), ingest.WithRegisterer(reg))
 		if err != nil {
 			t.Fatal(err)
 		}
 		rep.Start()
-		gens[i] = gen{rec, rep}
+		gens[i] = gen{rec, rep, reg}
 	}
 	start := time.Now()
 	stopLoad := make(chan struct{})
@@ -304,6 +307,8 @@ func faultRun(t *testing.T, bin, fault string) {
 	loadWG.Wait()
 
 	var reportsDropped uint64
+	why := map[string]float64{}
+	var failovers float64
 	for _, g := range gens {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		if err := g.rep.Shutdown(ctx); err != nil {
@@ -311,7 +316,21 @@ func faultRun(t *testing.T, bin, fault string) {
 		}
 		cancel()
 		reportsDropped += g.rep.Dropped()
+		mfs, _ := g.reg.Gather()
+		for _, mf := range mfs {
+			for _, m := range mf.GetMetric() {
+				switch mf.GetName() {
+				case "qtop_ingest_reports_dropped_total", "qtop_ingest_report_attempts_failed_total":
+					if v := m.GetCounter().GetValue(); v > 0 {
+						why[mf.GetName()[len("qtop_ingest_"):]+"/"+m.GetLabel()[0].GetValue()] += v
+					}
+				case "qtop_ingest_report_failovers_total":
+					failovers += m.GetCounter().GetValue()
+				}
+			}
+		}
 	}
+	t.Logf("%s: reporters: failovers %v, %v", fault, failovers, why)
 	var rowsDropped, dupReports float64
 	for _, p := range procs {
 		rowsDropped += p.metric("qtop_collector_dropped_rows_total")
