@@ -10,7 +10,7 @@
 // Writes are idempotent. ClickHouse inserts are at-least-once: a batch
 // whose reply was lost may have been committed, and its retry writes it
 // again. Every table is a ReplacingMergeTree keyed by the writer's identity
-// and the window, and reads take the latest version of each key (argMax)
+// and the window, and reads take the latest version of each key (FINAL)
 // before summing across writers, so a repeated write never doubles a figure.
 //
 // A batch is one INSERT, appended column by column; the latency arrays go
