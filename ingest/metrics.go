@@ -157,6 +157,7 @@ type reporterMetrics struct {
 	sent, bytes, replyErrors, policies prometheus.Counter
 	failed, dropped                    *prometheus.CounterVec
 	queue                              prometheus.Gauge
+	failovers                          prometheus.Counter
 }
 
 func newReporterMetrics(*Reporter) *reporterMetrics {
@@ -177,6 +178,7 @@ func newReporterMetrics(*Reporter) *reporterMetrics {
 			[]string{"reason"}),
 		queue: prometheus.NewGauge(prometheus.GaugeOpts{Name: "qtop_ingest_queue_reports",
 			Help: "Reports waiting to be sent."}),
+		failovers: newFailoverCounter(),
 	}
 	for _, r := range []string{"network", "timeout", "throttled", "server", "rejected"} {
 		m.failed.WithLabelValues(r)
@@ -188,7 +190,7 @@ func newReporterMetrics(*Reporter) *reporterMetrics {
 }
 
 func (m *reporterMetrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.sent, m.bytes, m.replyErrors, m.policies, m.failed, m.dropped, m.queue} {
+	for _, c := range []prometheus.Collector{m.sent, m.bytes, m.replyErrors, m.policies, m.failed, m.dropped, m.queue, m.failovers} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("%w: registering metrics: %v", ErrInvalid, err)
 		}

@@ -70,6 +70,8 @@ type config struct {
 	onCut       func(*Report)
 	budgets     func() ([]BudgetCounter, []BudgetAction)
 	freshness   func() *Freshness
+	collectors  []string      // more collectors (failover.go)
+	failback    time.Duration // (failover.go)
 
 	// span processor
 	skipDBSpans      bool

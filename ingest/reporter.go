@@ -8,7 +8,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -30,13 +29,15 @@ import (
 //   - a report is sent again, with the same Seq, when the collector's
 //     answer was lost, so the collector drops duplicates by
 //     (Source.Instance, Seq);
-//   - a new policy in a reply goes to the WithPolicyHandler callback.
+//   - a new policy in a reply goes to the WithPolicyHandler callback;
+//   - with WithCollectors, a process sends to one of several collectors,
+//     chosen by its source identity, and fails over to the next when an
+//     attempt fails.
 //
 // Start starts it; ForceFlush sends what is queued now; Shutdown cuts a
 // last window and flushes it within its context's deadline. Calls after
 // Shutdown are ignored.
 type Reporter struct {
-	url    string
 	rec    *Recorder
 	cfg    config
 	client *http.Client
@@ -44,6 +45,7 @@ type Reporter struct {
 	m      *reporterMetrics
 
 	mu         sync.Mutex
+	targets    targets // the collectors, ranked for this source (failover.go)
 	queue      []pending
 	inflight   uint64 // Seq of the report being sent, 0 if none
 	attempt    int    // consecutive failed attempts of the head
@@ -73,22 +75,23 @@ type pending struct {
 // NewReporter returns a reporter that sends rec's windows to the
 // collector's report endpoint, url (e.g. "http://collector:7070/v1/reports").
 // WithClock dates the end of each window (backoff runs on the monotonic
-// clock). It returns ErrInvalid for a URL that is not absolute http(s) or
-// an invalid option.
+// clock); WithCollectors adds collectors to fail over to, WithFailback
+// says when to go back to the first choice. It returns ErrInvalid for a
+// URL that is not absolute http(s) or an invalid option.
 func NewReporter(rawURL string, rec *Recorder, opts ...ReporterOption) (*Reporter, error) {
 	if rec == nil {
 		return nil, fmt.Errorf("%w: nil Recorder", ErrInvalid)
-	}
-	u, err := url.Parse(rawURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%w: collector URL %q (want http(s)://host/v1/reports)", ErrInvalid, rawURL)
 	}
 	cfg, err := newReporterConfig(opts)
 	if err != nil {
 		return nil, err
 	}
+	tg, err := newTargets(rawURL, cfg.collectors, rec.Source(), cfg.failback)
+	if err != nil {
+		return nil, err
+	}
 	r := &Reporter{
-		url:     rawURL,
+		targets: tg,
 		rec:     rec,
 		cfg:     cfg,
 		client:  cfg.client,
@@ -317,7 +320,8 @@ type sendResult struct {
 func (r *Reporter) send(ctx context.Context, body []byte) sendResult {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.url, bytes.NewReader(body))
+	target := r.target()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil { // the URL was checked by NewReporter
 		return sendResult{}
 	}
@@ -333,6 +337,9 @@ func (r *Reporter) send(ctx context.Context, body []byte) sendResult {
 			reason = "timeout"
 		}
 		r.failed(reason)
+		if r.bg.Err() == nil && (ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded)) {
+			r.failover(target)
+		}
 		return sendResult{retry: true}
 	}
 	data, rerr := io.ReadAll(io.LimitReader(resp.Body, MaxReplyBytes+1))
@@ -367,6 +374,7 @@ func (r *Reporter) send(ctx context.Context, body []byte) sendResult {
 		return sendResult{retry: true, retryAfter: retryAfter}
 	case code >= 500:
 		r.failed("server")
+		r.failover(target)
 		return sendResult{retry: true, retryAfter: retryAfter}
 	default:
 		r.failed("rejected")

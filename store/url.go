@@ -1,6 +1,7 @@
 package store
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"strings"
@@ -13,10 +14,12 @@ const (
 )
 
 // URL is a parsed --store value: duckdb://PATH or clickhouse://HOST:PORT/DB.
+// A ClickHouse URL may name several hosts, clickhouse://H1:9000,H2:9000/DB
+// (nodes of one cluster, tried in order when one is down).
 type URL struct {
 	Scheme   string // SchemeDuckDB or SchemeClickHouse
 	Path     string // duckdb: the database file
-	Addr     string // clickhouse: host:port of the native protocol
+	Addr     string // clickhouse: host:port of the native protocol (several: comma-separated)
 	Database string // clickhouse: the database, "qtop" when the URL names none
 }
 
@@ -49,15 +52,18 @@ func ParseURL(s string) (URL, error) {
 		if host == "" {
 			return URL{}, fmt.Errorf("%w %q: clickhouse:// needs HOST:PORT", ErrURL, s)
 		}
-		if _, _, err := net.SplitHostPort(host); err != nil {
-			if strings.Count(host, ":") > 1 && !strings.HasPrefix(host, "[") {
-				return URL{}, fmt.Errorf("%w %q: put an IPv6 host in brackets", ErrURL, s)
+		hosts := strings.Split(host, ",")
+		if len(hosts) > MaxClickHouseHosts {
+			return URL{}, fmt.Errorf("%w %q: at most %d hosts", ErrURL, s, MaxClickHouseHosts)
+		}
+		for i, h := range hosts {
+			if h, err := clickHouseHost(h); err != nil {
+				return URL{}, fmt.Errorf("%w %q: %s", ErrURL, s, err.Error())
+			} else {
+				hosts[i] = h
 			}
-			host = net.JoinHostPort(strings.Trim(host, "[]"), "9000")
 		}
-		if h, p, _ := net.SplitHostPort(host); h == "" || p == "" {
-			return URL{}, fmt.Errorf("%w %q: clickhouse:// needs HOST:PORT", ErrURL, s)
-		}
+		host = strings.Join(hosts, ",")
 		db = strings.TrimSuffix(db, "/")
 		if db == "" {
 			db = DefaultClickHouseDatabase
@@ -69,6 +75,27 @@ func ParseURL(s string) (URL, error) {
 	default:
 		return URL{}, fmt.Errorf("%w %q: unknown scheme %q (duckdb or clickhouse)", ErrURL, s, scheme)
 	}
+}
+
+// MaxClickHouseHosts bounds the hosts of one clickhouse:// URL.
+const MaxClickHouseHosts = 64
+
+// clickHouseHost checks one HOST[:PORT] of a clickhouse:// URL and adds the
+// native port 9000 when it has none.
+func clickHouseHost(host string) (string, error) {
+	if host == "" {
+		return "", errors.New("clickhouse:// needs HOST:PORT")
+	}
+	if _, _, err := net.SplitHostPort(host); err != nil {
+		if strings.Count(host, ":") > 1 && !strings.HasPrefix(host, "[") {
+			return "", errors.New("put an IPv6 host in brackets")
+		}
+		host = net.JoinHostPort(strings.Trim(host, "[]"), "9000")
+	}
+	if h, p, _ := net.SplitHostPort(host); h == "" || p == "" {
+		return "", errors.New("clickhouse:// needs HOST:PORT")
+	}
+	return host, nil
 }
 
 // String renders u back as a URL that ParseURL reads to the same value.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -18,6 +19,7 @@ func TestParseURL(t *testing.T) {
 		{"clickhouse://localhost:9440", URL{Scheme: SchemeClickHouse, Addr: "localhost:9440", Database: "qtop"}},
 		{"clickhouse://[::1]:9000/q_1/", URL{Scheme: SchemeClickHouse, Addr: "[::1]:9000", Database: "q_1"}},
 		{"clickhouse://[::1]/q", URL{Scheme: SchemeClickHouse, Addr: "[::1]:9000", Database: "q"}},
+		{"clickhouse://ch1:19000,ch2,[::1]:9001/q", URL{Scheme: SchemeClickHouse, Addr: "ch1:19000,ch2:9000,[::1]:9001", Database: "q"}},
 	} {
 		got, err := ParseURL(c.in)
 		if err != nil || got != c.want {
@@ -32,6 +34,7 @@ func TestParseURL(t *testing.T) {
 		"", "qtop.duckdb", "duckdb://", "postgres://x/y", "clickhouse://", "clickhouse:///db",
 		"clickhouse://h:9000/my-db", "clickhouse://h:9000/db?x=1", "clickhouse://u:p@h:9000/db",
 		"clickhouse://::1/db", "clickhouse://h:9000/1db", "clickhouse://:9000/db",
+		"clickhouse://h1:9000,/db", "clickhouse://,h/db", "clickhouse://h1," + strings.Repeat("h,", MaxClickHouseHosts) + "h/db",
 	} {
 		if u, err := ParseURL(bad); !errors.Is(err, ErrURL) {
 			t.Errorf("ParseURL(%q) = %+v, %v; want ErrURL", bad, u, err)

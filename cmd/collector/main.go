@@ -46,6 +46,11 @@ Examples:
       --store clickhouse://ch1:9000/qtop --cluster prod \
       --postgres 'postgres://qtop_monitor@db:5432/app'
 
+  # Three collectors on a replicated cluster, one fleet: each shows the
+  # fleet's live view (--peers) and shares one policy through the store:
+  collector serve --listen 0.0.0.0:7070 --store clickhouse://ch1:9000,ch2:9000/qtop \
+      --cluster prod --peers c2:7070,c3:7070 --shared-policy --token "$QTOP_TOKEN"
+
   # Last week's shared database bill split by RU:
   collector report --from 7d --measure ru --cost 12000 --currency USD
 `
@@ -177,7 +182,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	var envs []envFlag
 	listen := strFlag(fs, &envs, "listen", "QTOP_LISTEN", collector.DefaultListen, "HTTP address")
 	storeURL := strFlag(fs, &envs, "store", "QTOP_STORE", collector.DefaultStore, "store: duckdb://PATH, clickhouse://HOST:PORT/DB, or none")
-	cluster := strFlag(fs, &envs, "cluster", "QTOP_CLUSTER", "", "ClickHouse cluster name: ON CLUSTER DDL and Distributed tables")
+	cluster := strFlag(fs, &envs, "cluster", "QTOP_CLUSTER", "", "ClickHouse cluster name: ON CLUSTER DDL, Replicated engines (ZooKeeper) and Distributed tables")
+	peers := strFlag(fs, &envs, "peers", "QTOP_PEERS", "", "the other collectors of the fleet, host:port,…: /v1/live shows the whole fleet")
 	pg := strFlag(fs, &envs, "postgres", "QTOP_POSTGRES", "", "PostgreSQL DSN whose pg_stat_activity is sampled every second (a role with pg_monitor)")
 	creds, err := credentialFlags(fs, &envs)
 	if err != nil {
@@ -193,6 +199,11 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	logFormat := strFlag(fs, &envs, "log-format", "QTOP_LOG_FORMAT", "text", "log format: text or json")
 	logLevel := strFlag(fs, &envs, "log-level", "QTOP_LOG_LEVEL", "info", "log level: debug, info, warn, error")
 	demo, err := boolFlag(fs, &envs, "demo", "QTOP_DEMO", "run a synthetic fleet in process (dozens of tenants, a heavy import by bigcorp)")
+	if err != nil {
+		fmt.Fprintln(stderr, "collector serve:", err)
+		return 2
+	}
+	shared, err := boolFlag(fs, &envs, "shared-policy", "QTOP_SHARED_POLICY", "keep the policy in the ClickHouse store, one policy for every collector writing to it")
 	if err != nil {
 		fmt.Fprintln(stderr, "collector serve:", err)
 		return 2
@@ -225,11 +236,14 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	cfg := collector.Config{
 		Listen: *listen, Store: *storeURL, Cluster: *cluster, Postgres: *pg,
 		Demo: *demo, DataDir: *dataDir, Writer: *writer, Grace: g, SpoolMaxBytes: sm, Logger: log,
-		OTLPGRPC: *otlpGRPC, OTLPTenantAttribute: *otlpTenant,
+		OTLPGRPC: *otlpGRPC, OTLPTenantAttribute: *otlpTenant, SharedPolicy: *shared,
 	}
 	if err := creds.apply(&cfg.Token, &cfg.ReadToken, &cfg.AdminToken, &cfg.Insecure, &cfg.MaxRuleTTL); err != nil {
 		fmt.Fprintln(stderr, "collector serve:", err)
 		return 2
+	}
+	if *peers != "" {
+		cfg.Peers = strings.Split(*peers, ",")
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -265,7 +279,7 @@ func report(args []string, stdout, stderr io.Writer) int {
 	cost := fs.String("cost", "", "shared cost to split in proportion (e.g. 12000)")
 	currency := fs.String("currency", "USD", "currency of --cost")
 	format := fs.String("format", "table", "table, csv or json")
-	storeURL := strFlag(fs, &envs, "store", "QTOP_STORE", collector.DefaultStore, "store to read: duckdb://PATH or clickhouse://HOST:PORT/DB")
+	storeURL := strFlag(fs, &envs, "store", "QTOP_STORE", collector.DefaultStore, "store to read: duckdb://PATH or clickhouse://HOST:PORT[,HOST:PORT…]/DB")
 	cluster := strFlag(fs, &envs, "cluster", "QTOP_CLUSTER", "", "ClickHouse cluster name")
 	remote := strFlag(fs, &envs, "collector", "QTOP_COLLECTOR", "", "ask a running collector (host:port) instead of opening the store")
 	readToken := strFlag(fs, &envs, "read-token", "QTOP_READ_TOKEN", "", "the collector's read token, with --collector")

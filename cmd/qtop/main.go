@@ -49,6 +49,9 @@ Examples:
   qtop
   qtop --collector http://collector.internal:7070 --token "$QTOP_TOKEN"
 
+  # A fleet reporting to several collectors: their sum (each asked for its own part):
+  qtop --collector c1:7070,c2:7070,c3:7070 --token "$QTOP_TOKEN"
+
   # No collector: read PostgreSQL directly (a role with pg_monitor; c/k need pg_signal_backend):
   qtop --postgres 'postgres://qtop_monitor:secret@db:5432/app'
 
@@ -123,7 +126,7 @@ func newFlagSetFor(form string, stderr io.Writer, f *flags) *flag.FlagSet {
 	case "replay":
 		fs.Float64Var(&f.speed, "speed", 1, "play the recording this many times faster (up to 1000)")
 	case "":
-		fs.StringVar(&f.collector, "collector", env("QTOP_COLLECTOR", "http://127.0.0.1:7070"), "collector to follow ($QTOP_COLLECTOR)")
+		fs.StringVar(&f.collector, "collector", env("QTOP_COLLECTOR", "http://127.0.0.1:7070"), "collector to follow, or several, comma-separated, to show their sum ($QTOP_COLLECTOR)")
 		fs.StringVar(&f.token, "token", env("QTOP_TOKEN", ""), "the collector's bearer token, needed to throttle ($QTOP_TOKEN)")
 		fs.StringVar(&f.postgres, "postgres", env("QTOP_POSTGRES", ""), "PostgreSQL DSN: sample pg_stat_activity instead of following a collector ($QTOP_POSTGRES)")
 		fs.DurationVar(&f.interval, "interval", time.Second, "how often --postgres samples pg_stat_activity")
@@ -317,6 +320,9 @@ func open(ctx context.Context, isDemo bool, f *flags) (tui.Source, error) {
 		return demo.New(ctx, opts...)
 	case f.postgres != "":
 		return tui.NewPostgres(ctx, f.postgres, tui.WithInterval(f.interval))
+	}
+	if strings.Contains(f.collector, ",") {
+		return tui.NewFleet(strings.Split(f.collector, ","), f.token)
 	}
 	return tui.NewCollector(f.collector, f.token, live.WithToken(f.token))
 }

@@ -51,8 +51,16 @@ type Config struct {
 	// Store is duckdb://PATH, clickhouse://HOST:PORT/DB or StoreNone
 	// (default DefaultStore).
 	Store string
-	// Cluster renders ClickHouse tables ON CLUSTER with Distributed tables.
+	// Cluster renders ClickHouse tables ON CLUSTER with Replicated engines
+	// and Distributed tables.
 	Cluster string
+	// Peers are the other collectors of the fleet (host:port or
+	// http(s)://host:port): /v1/live then merges their live views with
+	// this one's (fleet.go).
+	Peers []string
+	// SharedPolicy keeps the policy in the (ClickHouse) store, common to
+	// every collector writing to it (fleet_policy.go).
+	SharedPolicy bool
 	// Postgres is the DSN of the PostgreSQL server whose pg_stat_activity
 	// is sampled every second; empty: no sampler.
 	Postgres string

@@ -79,6 +79,7 @@ type Server struct {
 
 	otlp    *otlpState // OTLP receiver (otlp.go)
 	lock    *os.File   // flock on DataDir
+	fleet   *fleet     // peers and the shared policy (fleet.go), or nil
 	httpSrv *http.Server
 	ln      net.Listener
 	cancel  context.CancelFunc
@@ -152,12 +153,13 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.version = loadVersion(cfg.DataDir)
+	var next store.Store
 	if cfg.Store != StoreNone {
 		open := cfg.OpenStore
 		if open == nil {
 			open = func(u string) (store.Store, error) { return OpenStore(context.Background(), u, cfg) }
 		}
-		next, err := open(cfg.Store)
+		next, err = open(cfg.Store)
 		if err != nil {
 			u, _ := store.ParseURL(cfg.Store)
 			if u.Scheme != store.SchemeClickHouse || errors.Is(err, ErrConfig) {
@@ -182,7 +184,11 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.store = s.spool
 	}
-	if err := s.replay(); err != nil {
+	err = s.initFleet(next)
+	if err == nil {
+		err = s.replay()
+	}
+	if err != nil {
 		if s.store != nil {
 			s.store.Close()
 		}
@@ -291,7 +297,7 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle("/metrics", s.authorized(RoleRead, promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}).ServeHTTP))
 	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
-	return mux
+	return s.withFleet(mux)
 }
 
 // Start listens on Config.Listen and runs the ticker, the sampler and the
@@ -339,6 +345,7 @@ func (s *Server) Run(ctx context.Context) {
 		defer s.wg.Done()
 		s.tickLoop(ctx)
 	}()
+	s.runFleet(ctx)
 	if s.cfg.Postgres != "" {
 		s.wg.Add(1)
 		go func() {

@@ -28,7 +28,7 @@ func OpenStore(ctx context.Context, url string, cfg Config) (store.Store, error)
 			opts = append(opts, chstore.WithRegisterer(cfg.Registerer))
 		}
 		if cfg.Cluster != "" {
-			opts = append(opts, chstore.WithCluster(cfg.Cluster))
+			opts = append(opts, chstore.WithCluster(cfg.Cluster), chstore.WithReplicated())
 		}
 		st, err := chstore.Open(ctx, u.Addr, u.Database, opts...)
 		if err != nil {

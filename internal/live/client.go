@@ -40,6 +40,7 @@ type Client struct {
 	measure string
 	top     int
 	token   string
+	scope   string
 }
 
 // ClientOption configures a Client.
@@ -65,6 +66,10 @@ func (c *Client) authorize(req *http.Request) {
 
 // WithTop sets how many tenants come before the "other" row.
 func WithTop(n int) ClientOption { return func(c *Client) { c.top = n } }
+
+// WithScope sets the scope query parameter: ScopeLocal asks a collector
+// with peers for its own view only (default: the fleet's).
+func WithScope(scope string) ClientOption { return func(c *Client) { c.scope = scope } }
 
 // NewClient returns a client of the collector at base, e.g.
 // "http://127.0.0.1:7070" (a bare host:port gets http://).
@@ -93,6 +98,9 @@ func (c *Client) url(path string, query bool) string {
 		}
 		if c.top > 0 {
 			q.Set("n", strconv.Itoa(c.top))
+		}
+		if c.scope != "" {
+			q.Set("scope", c.scope)
 		}
 		u.RawQuery = q.Encode()
 	}

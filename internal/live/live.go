@@ -136,6 +136,9 @@ type Snapshot struct {
 	// Policy is the collector's policy; only rules active at Time.
 	Policy    policy.Policy   `json:"policy"`
 	Collector CollectorStatus `json:"collector"`
+	// Peers, in a fleet snapshot (a collector with peers, see Merge), says
+	// which collectors' snapshots it holds.
+	Peers []PeerStatus `json:"peers,omitempty"`
 }
 
 // TenantRow is one tenant's load over the snapshot's window.

@@ -37,6 +37,11 @@ func ClickHouse(t testing.TB) string {
 
 func lookup(t testing.TB, env, name string) string {
 	t.Helper()
+	return lookupHint(t, env, name, hint)
+}
+
+func lookupHint(t testing.TB, env, name, hint string) string {
+	t.Helper()
 	if v := os.Getenv(env); v != "" {
 		return v
 	}

@@ -10,7 +10,7 @@
 // Writes are idempotent. ClickHouse inserts are at-least-once: a batch
 // whose reply was lost may have been committed, and its retry writes it
 // again. Every table is a ReplacingMergeTree keyed by the writer's identity
-// and the window, and reads take the latest version of each key (argMax)
+// and the window, and reads take the latest version of each key (FINAL)
 // before summing across writers, so a repeated write never doubles a figure.
 //
 // A batch is one INSERT, appended column by column; the latency arrays go
@@ -26,6 +26,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -114,7 +116,9 @@ func WithDialTimeout(d time.Duration) Option { return func(c *config) { c.dialTi
 func WithMaxConns(n int) Option { return func(c *config) { c.maxConns = n } }
 
 // Open connects to the ClickHouse server at addr (host:port of the native
-// protocol), creates database if missing and migrates the schema.
+// protocol), creates database if missing and migrates the schema. addr may
+// list several nodes of a cluster, comma-separated: they are tried in
+// order, so the store moves to the next node when one is down.
 func Open(ctx context.Context, addr, database string, opts ...Option) (*Store, error) {
 	cfg := config{dialTimeout: 10 * time.Second, maxConns: 8, user: "default"}
 	for _, o := range opts {
@@ -134,12 +138,13 @@ func Open(ctx context.Context, addr, database string, opts ...Option) (*Store, e
 		return nil, fmt.Errorf("%w: node-local DDL needs a cluster", ErrConfig)
 	}
 	conn, err := clickhouse.Open(&clickhouse.Options{
-		Addr:         []string{addr},
-		Auth:         clickhouse.Auth{Database: "default", Username: cfg.user, Password: cfg.pass},
-		Compression:  &clickhouse.Compression{Method: clickhouse.CompressionLZ4},
-		DialTimeout:  cfg.dialTimeout,
-		MaxOpenConns: cfg.maxConns,
-		MaxIdleConns: cfg.maxConns,
+		Addr:             strings.Split(addr, ","),
+		ConnOpenStrategy: clickhouse.ConnOpenInOrder,
+		Auth:             clickhouse.Auth{Database: "default", Username: cfg.user, Password: cfg.pass},
+		Compression:      &clickhouse.Compression{Method: clickhouse.CompressionLZ4},
+		DialTimeout:      cfg.dialTimeout,
+		MaxOpenConns:     cfg.maxConns,
+		MaxIdleConns:     cfg.maxConns,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("chstore: open %s: %w", addr, err)
@@ -237,16 +242,7 @@ func (s *Store) migrate(ctx context.Context) error {
 			continue
 		}
 		for _, st := range m.Steps {
-			if st.AddColumn != nil {
-				has, err := s.hasColumn(ctx, st.AddColumn.Table, st.AddColumn.Name)
-				if err != nil {
-					return err
-				}
-				if has {
-					continue
-				}
-			}
-			if err := s.exec(ctx, st.SQL); err != nil {
+			if err := s.step(ctx, st); err != nil {
 				return fmt.Errorf("chstore: migration %d (%s): %w", m.Version, m.Name, err)
 			}
 		}
@@ -254,6 +250,69 @@ func (s *Store) migrate(ctx context.Context) error {
 			return fmt.Errorf("chstore: record migration %d: %w", m.Version, err)
 		}
 		s.cfg.log.Info("chstore: migrated", "database", sc.Database, "version", m.Version, "name", m.Name, "server", sc.Version.String())
+	}
+	return nil
+}
+
+// step runs one migration step where it is not in place yet. Another
+// collector migrating at the same time may add the same column first: its
+// ALTER then fails here ("already exists") and the step is done all the same.
+func (s *Store) step(ctx context.Context, st Step) error {
+	if st.EveryNode {
+		return s.everyNode(ctx, func(conn driver.Conn) error { return s.stepOn(ctx, conn, st) })
+	}
+	return s.stepOn(ctx, s.conn, st)
+}
+
+func (s *Store) stepOn(ctx context.Context, conn driver.Conn, st Step) error {
+	if st.AddColumn != nil {
+		if has, err := hasColumn(ctx, conn, s.schema.Database, st.AddColumn.Table, st.AddColumn.Name); err != nil || has {
+			return err
+		}
+	}
+	err := s.execOn(ctx, conn, st.SQL)
+	if err != nil && st.AddColumn != nil {
+		if has, herr := hasColumn(ctx, conn, s.schema.Database, st.AddColumn.Table, st.AddColumn.Name); herr == nil && has {
+			return nil // added by a collector migrating at the same time
+		}
+	}
+	return err
+}
+
+// everyNode calls fn with a connection to each node of the cluster, as
+// system.clusters lists them.
+func (s *Store) everyNode(ctx context.Context, fn func(driver.Conn) error) error {
+	rows, err := s.conn.Query(ctx, "SELECT DISTINCT host_address, port FROM system.clusters WHERE cluster = ?", s.schema.Cluster)
+	if err != nil {
+		return fmt.Errorf("chstore: list cluster nodes: %w", err)
+	}
+	var addrs []string
+	for rows.Next() {
+		var host string
+		var port uint16
+		if err := rows.Scan(&host, &port); err != nil {
+			rows.Close()
+			return fmt.Errorf("chstore: list cluster nodes: %w", err)
+		}
+		addrs = append(addrs, net.JoinHostPort(host, strconv.Itoa(int(port))))
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("chstore: list cluster nodes: %w", err)
+	}
+	for _, addr := range addrs {
+		conn, err := clickhouse.Open(&clickhouse.Options{
+			Addr:        []string{addr},
+			Auth:        clickhouse.Auth{Database: "default", Username: s.cfg.user, Password: s.cfg.pass},
+			DialTimeout: s.cfg.dialTimeout,
+		})
+		if err == nil {
+			err = fn(conn)
+			conn.Close()
+		}
+		if err != nil {
+			return fmt.Errorf("chstore: node %s: %w", addr, err)
+		}
 	}
 	return nil
 }
@@ -270,8 +329,10 @@ func (s *Store) record(ctx context.Context, m Migration) error {
 	return b.Send()
 }
 
-func (s *Store) exec(ctx context.Context, q string) error {
-	if err := s.conn.Exec(ctx, q); err != nil {
+func (s *Store) exec(ctx context.Context, q string) error { return s.execOn(ctx, s.conn, q) }
+
+func (s *Store) execOn(ctx context.Context, conn driver.Conn, q string) error {
+	if err := conn.Exec(ctx, q); err != nil {
 		if strings.Contains(err.Error(), "DDL background thread is not initialized") ||
 			strings.Contains(err.Error(), "no Zookeeper") || strings.Contains(err.Error(), "There is no ZooKeeper") {
 			return fmt.Errorf("%w (use WithNodeLocalDDL to create each node's tables from its own collector): %w", ErrNoDistributedDDL, err)
@@ -289,9 +350,13 @@ func firstLine(q string) string {
 }
 
 func (s *Store) hasColumn(ctx context.Context, table, column string) (bool, error) {
+	return hasColumn(ctx, s.conn, s.schema.Database, table, column)
+}
+
+func hasColumn(ctx context.Context, conn driver.Conn, database, table, column string) (bool, error) {
 	var n uint64
-	err := s.conn.QueryRow(ctx, "SELECT count() FROM system.columns WHERE database = ? AND table = ? AND name = ?",
-		s.schema.Database, table, column).Scan(&n)
+	err := conn.QueryRow(ctx, "SELECT count() FROM system.columns WHERE database = ? AND table = ? AND name = ?",
+		database, table, column).Scan(&n)
 	if err != nil {
 		return false, fmt.Errorf("chstore: look up column %s.%s: %w", table, column, err)
 	}

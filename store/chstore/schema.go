@@ -68,6 +68,11 @@ const (
 type Step struct {
 	SQL       string
 	AddColumn *Column // table and column this step adds, or nil
+	// EveryNode runs SQL on each node of the cluster in turn, without ON
+	// CLUSTER: ClickHouse refuses ALTER … ON CLUSTER of a table that is
+	// not replicated (the Distributed tables) on a cluster whose shards
+	// are, as it would run it on one replica of each shard only.
+	EveryNode bool
 }
 
 // Column names a column for Step.AddColumn.
@@ -265,9 +270,15 @@ func (s Schema) migration2() []Step {
 		AddColumn: &Column{TableRollups, "active_session_seconds"},
 	}}
 	if s.Cluster != "" {
+		every := s.Replicated && !s.NodeLocal
+		on := s.onCluster()
+		if every {
+			on = ""
+		}
 		steps = append(steps, Step{
-			SQL:       fmt.Sprintf("ALTER TABLE %s.%s%s%s ADD COLUMN %sactive_session_seconds Float64 DEFAULT 0 AFTER rows", s.Database, TableRollups, DistSuffix, s.onCluster(), ifNot),
+			SQL:       fmt.Sprintf("ALTER TABLE %s.%s%s%s ADD COLUMN %sactive_session_seconds Float64 DEFAULT 0 AFTER rows", s.Database, TableRollups, DistSuffix, on, ifNot),
 			AddColumn: &Column{TableRollups + DistSuffix, "active_session_seconds"},
+			EveryNode: every,
 		})
 	}
 	return steps
@@ -281,7 +292,11 @@ func (s Schema) DDL() string {
 	for _, m := range s.Migrations() {
 		fmt.Fprintf(&b, "\n-- migration %d: %s\n", m.Version, m.Name)
 		for _, st := range m.Steps {
-			b.WriteString(st.SQL + ";\n")
+			b.WriteString(st.SQL + ";")
+			if st.EveryNode {
+				b.WriteString(" -- on every node of the cluster, one by one")
+			}
+			b.WriteString("\n")
 		}
 	}
 	return b.String()

@@ -86,4 +86,4 @@ ENGINE = Distributed(main, qtop, audit, cityHash64(who));
 
 -- migration 2: pg sampler active-session seconds
 ALTER TABLE qtop.rollups ON CLUSTER main ADD COLUMN active_session_seconds Float64 DEFAULT 0 AFTER rows;
-ALTER TABLE qtop.rollups_dist ON CLUSTER main ADD COLUMN active_session_seconds Float64 DEFAULT 0 AFTER rows;
+ALTER TABLE qtop.rollups_dist ADD COLUMN active_session_seconds Float64 DEFAULT 0 AFTER rows; -- on every node of the cluster, one by one

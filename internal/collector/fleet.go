@@ -1,0 +1,254 @@
+package collector
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/store"
+)
+
+// Several collectors, one fleet.
+//
+// Each collector receives the reports of its part of the fleet (the
+// Reporter picks one per process) and writes them to the shared store. For
+// the live view, a collector with Config.Peers asks every peer for its own
+// snapshot (GET /v1/live?scope=local, up to 1000 tenants) when it is asked
+// for one, and merges them with live.Merge: qtop pointed at any collector
+// sees the whole fleet, no later than the slowest peer's answer. Nothing is
+// replicated between collectors: a peer that does not answer in time is
+// left out of that snapshot and named in Snapshot.Peers.
+//
+// With Config.SharedPolicy the policy lives in the store (fleet_policy.go).
+
+// MaxPeers bounds Config.Peers.
+const MaxPeers = 64
+
+// peerTimeout bounds one peer's answer to a fleet snapshot.
+const peerTimeout = 800 * time.Millisecond
+
+type fleet struct {
+	peers     []string // base URLs, http://host:port
+	client    *http.Client
+	transport *http.Transport // the client's, whose idle connections Run's end closes
+	next      store.Store     // the store under the spool, for the shared policy
+
+	mu    sync.Mutex
+	cache map[snapKey]*live.Snapshot
+}
+
+// checkPeers turns Config.Peers into base URLs.
+func checkPeers(peers []string) ([]string, error) {
+	if len(peers) > MaxPeers {
+		return nil, fmt.Errorf("%w: %d peers (at most %d)", ErrConfig, len(peers), MaxPeers)
+	}
+	var out []string
+	for _, p := range peers {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			continue
+		}
+		if !strings.Contains(p, "://") {
+			p = "http://" + p
+		}
+		u, err := url.Parse(p)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return nil, fmt.Errorf("%w: peer %q: want host:port or http(s)://host:port", ErrConfig, p)
+		}
+		out = append(out, strings.TrimSuffix(p, "/"))
+	}
+	return out, nil
+}
+
+// initFleet sets up the peers and the shared policy from the config; next
+// is the store under the spool (nil without a store).
+func (s *Server) initFleet(next store.Store) error {
+	peers, err := checkPeers(s.cfg.Peers)
+	if err != nil {
+		return err
+	}
+	if len(peers) == 0 && !s.cfg.SharedPolicy {
+		return nil
+	}
+	if s.cfg.SharedPolicy {
+		u, _ := store.ParseURL(s.cfg.Store)
+		if u.Scheme != store.SchemeClickHouse {
+			return fmt.Errorf("%w: a shared policy needs a ClickHouse store that every collector writes to", ErrConfig)
+		}
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	s.fleet = &fleet{peers: peers, next: next, transport: tr, client: &http.Client{Timeout: peerTimeout, Transport: tr},
+		cache: make(map[snapKey]*live.Snapshot)}
+	return nil
+}
+
+// withFleet serves the fleet's live view on /v1/live and /v1/live/stream
+// when the collector has peers (scope=local: this collector's own).
+func (s *Server) withFleet(h http.Handler) http.Handler {
+	if s.fleet == nil || len(s.fleet.peers) == 0 {
+		return h
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/", h)
+	mux.HandleFunc(live.PathLive, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("scope") == live.ScopeLocal {
+			h.ServeHTTP(w, r)
+			return
+		}
+		measure, n, err := s.parseLiveQuery(r)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error(), 0)
+			return
+		}
+		writeJSON(w, http.StatusOK, s.FleetSnapshot(r.Context(), measure, n))
+	})
+	mux.HandleFunc(live.PathStream, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("scope") == live.ScopeLocal {
+			h.ServeHTTP(w, r)
+			return
+		}
+		s.fleetStream(w, r)
+	})
+	return mux
+}
+
+// FleetSnapshot is Snapshot merged with every peer's own snapshot (see
+// live.Merge); without peers it is Snapshot. Peers are asked at most once
+// a second per measure and n.
+func (s *Server) FleetSnapshot(ctx context.Context, measure string, n int) live.Snapshot {
+	now := s.cfg.Now()
+	if s.fleet == nil || len(s.fleet.peers) == 0 {
+		return s.Snapshot(now, measure, n)
+	}
+	f := s.fleet
+	key := snapKey{now.Unix(), measure, n}
+	f.mu.Lock()
+	if c := f.cache[key]; c != nil {
+		f.mu.Unlock()
+		return *c
+	}
+	f.mu.Unlock()
+	snaps := make([]live.Snapshot, 1+len(f.peers))
+	status := make([]live.PeerStatus, 1+len(f.peers))
+	snaps[0] = s.Snapshot(now, measure, maxTop)
+	status[0] = live.PeerStatus{Collector: "self", OK: true, Time: snaps[0].Time}
+	var wg sync.WaitGroup
+	for i, p := range f.peers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			snap, err := f.get(ctx, p, measure)
+			status[i+1] = live.PeerStatus{Collector: p, OK: err == nil, Time: snap.Time}
+			if err != nil {
+				status[i+1].Error = err.Error()
+				return
+			}
+			snaps[i+1] = snap
+		}()
+	}
+	wg.Wait()
+	var got []live.Snapshot
+	for i, st := range status {
+		if st.OK {
+			got = append(got, snaps[i])
+		}
+	}
+	out := live.Merge(got, measure, n)
+	out.Collector.Uptime = snaps[0].Collector.Uptime
+	out.Collector.Store = snaps[0].Collector.Store
+	out.Peers = status
+	f.mu.Lock()
+	if len(f.cache) > 64 {
+		clear(f.cache)
+	}
+	f.cache[key] = &out
+	f.mu.Unlock()
+	return out
+}
+
+// get asks one peer for its own snapshot.
+func (f *fleet) get(ctx context.Context, peer, measure string) (live.Snapshot, error) {
+	ctx, cancel := context.WithTimeout(ctx, peerTimeout)
+	defer cancel()
+	q := url.Values{"scope": {live.ScopeLocal}, "by": {measure}, "n": {strconv.Itoa(maxTop)}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, peer+live.PathLive+"?"+q.Encode(), nil)
+	if err != nil {
+		return live.Snapshot{}, err
+	}
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return live.Snapshot{}, fmt.Errorf("peer: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return live.Snapshot{}, fmt.Errorf("peer: %s", resp.Status)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, live.MaxEventBytes+1))
+	if err != nil {
+		return live.Snapshot{}, fmt.Errorf("peer: %w", err)
+	}
+	if len(b) > live.MaxEventBytes {
+		return live.Snapshot{}, fmt.Errorf("peer: snapshot larger than %d bytes", live.MaxEventBytes)
+	}
+	var snap live.Snapshot
+	if err := json.Unmarshal(b, &snap); err != nil {
+		return live.Snapshot{}, fmt.Errorf("peer: %w", err)
+	}
+	return snap, nil
+}
+
+// fleetStream is handleStream with fleet snapshots.
+func (s *Server) fleetStream(w http.ResponseWriter, r *http.Request) {
+	measure, n, err := s.parseLiveQuery(r)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error(), 0)
+		return
+	}
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, "streaming unsupported", 0)
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	ctx := r.Context()
+	send := func() error {
+		b, err := json.Marshal(s.FleetSnapshot(ctx, measure, n))
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(w, "event: snapshot\ndata: %s\n\n", b); err != nil {
+			return err
+		}
+		fl.Flush()
+		return nil
+	}
+	if send() != nil {
+		return
+	}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	done := s.doneChan()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-done:
+			return
+		case <-t.C:
+			if send() != nil {
+				return
+			}
+		}
+	}
+}

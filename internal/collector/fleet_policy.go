@@ -1,0 +1,147 @@
+package collector
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"slices"
+	"time"
+
+	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/store"
+)
+
+// One policy for the fleet (Config.SharedPolicy).
+//
+// The audit log in the shared store is the policy's history: every change
+// posted to any collector is written there once, by that collector (as it
+// always was). Every collector reads the log every policyPoll and folds it
+// into the policy — add and replace set a rule by its ID, lift removes it —
+// so a throttle posted to one collector is in the replies of every
+// collector within policyPoll plus the read, and its processes apply it at
+// their next report. Nothing but the store is shared: the log is read
+// through the Distributed table on a cluster.
+//
+// The shared policy's Version is sharedPolicyBase + changes<<16, changes
+// counting the log's rows: it grows with every change whatever collector
+// made it, it is the same on every collector that read the same log, and
+// it is above any version a single collector reached on its own (which
+// also bumps it by one when rules expire; 2^16 such bumps fit between two
+// changes), so a process that fails over to another collector never takes
+// the same policy for an older one.
+
+const (
+	policyPoll       = 500 * time.Millisecond
+	sharedPolicyBase = 1 << 40
+)
+
+// auditLog is what a store offers for a shared policy (chstore.Store).
+type auditLog interface {
+	AuditLog(ctx context.Context) ([]store.Audit, error)
+}
+
+// runFleet starts the shared policy's poller, and closes the peers'
+// idle connections when ctx ends.
+func (s *Server) runFleet(ctx context.Context) {
+	if s.fleet == nil {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		<-ctx.Done()
+		s.fleet.transport.CloseIdleConnections()
+	}()
+	if !s.cfg.SharedPolicy {
+		return
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTicker(policyPoll)
+		defer t.Stop()
+		var lastErr string
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			err := s.PollPolicy(ctx)
+			switch {
+			case err != nil && err.Error() != lastErr:
+				s.log.Warn("shared policy: cannot read the policy log; keeping the current policy", "err", err)
+				lastErr = err.Error()
+			case err == nil && lastErr != "":
+				s.log.Info("shared policy: reading the policy log again")
+				lastErr = ""
+			}
+		}
+	}()
+}
+
+// PollPolicy reads the shared policy log once and adopts the fleet's
+// policy when it is newer than this collector's. The server calls it every
+// policyPoll; tests call it directly.
+func (s *Server) PollPolicy(ctx context.Context) error {
+	if s.fleet == nil || s.fleet.next == nil {
+		return nil
+	}
+	st := s.fleet.next
+	if l, ok := st.(*lazyStore); ok {
+		var err error
+		if st, err = l.get(ctx); err != nil {
+			return err
+		}
+	}
+	al, ok := st.(auditLog)
+	if !ok {
+		return nil
+	}
+	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	changes, err := al.AuditLog(qctx)
+	if err != nil {
+		return err
+	}
+	p := foldPolicy(changes, s.cfg.Now())
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p.Version <= s.policy.Version {
+		return nil
+	}
+	s.policy = p
+	if err := s.savePolicyLocked(); err != nil {
+		s.log.Error("policy: save", "err", err)
+	}
+	s.log.Info("shared policy adopted", "version", p.Version, "rules", len(p.Rules))
+	return nil
+}
+
+// foldPolicy replays the audit log, oldest first, into the policy active
+// at now.
+func foldPolicy(changes []store.Audit, now time.Time) policy.Policy {
+	rules := map[string]policy.Rule{}
+	p := policy.Policy{Version: sharedPolicyBase + uint64(len(changes))<<16}
+	for _, a := range changes {
+		var r policy.Rule
+		if json.Unmarshal([]byte(a.Rule), &r) != nil || r.ID == "" {
+			continue
+		}
+		if a.Action == "lift" {
+			delete(rules, r.ID)
+		} else if r.Validate() == nil {
+			rules[r.ID] = r
+		}
+		p.Updated = a.Time.UTC()
+	}
+	for _, r := range rules {
+		p.Rules = append(p.Rules, r)
+	}
+	slices.SortFunc(p.Rules, func(a, b policy.Rule) int { return cmp.Compare(a.ID, b.ID) })
+	p.Rules = p.Active(now)
+	if len(p.Rules) > policy.MaxRules {
+		p.Rules = p.Rules[:policy.MaxRules]
+	}
+	return p
+}

@@ -1,0 +1,476 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/internal/testsvc"
+	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/store/chstore"
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+func TestCheckPeers(t *testing.T) {
+	got, err := checkPeers([]string{"127.0.0.1:7071", " http://c2:7070/ ", ""})
+	if err != nil || len(got) != 2 || got[0] != "http://127.0.0.1:7071" || got[1] != "http://c2:7070" {
+		t.Fatalf("%v %v", got, err)
+	}
+	for _, bad := range []string{"ftp://x", "http://", "http://h:1/v1/live"} {
+		if _, err := checkPeers([]string{bad}); err == nil {
+			t.Errorf("peer %q accepted", bad)
+		}
+	}
+	if _, err := checkPeers(make([]string, MaxPeers+1)); err == nil {
+		t.Error("too many peers accepted")
+	}
+}
+
+// fleetRig is three collectors on the test cluster, each the others' peer,
+// sharing the policy through the store.
+type fleetRig struct {
+	cluster  string
+	addrs    []string
+	db       string
+	storeURL string
+	servers  []*Server
+	urls     []string // base URLs
+}
+
+const fleetToken = "fleet-token"
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func newFleetRig(t *testing.T, n int) *fleetRig {
+	t.Helper()
+	name, addrs := testsvc.ClickHouseCluster(t)
+	r := &fleetRig{cluster: name, addrs: addrs, db: fmt.Sprintf("qtop_fleet_%d_%d", os.Getpid(), time.Now().UnixNano()%1e6)}
+	r.storeURL = "clickhouse://" + strings.Join(addrs, ",") + "/" + r.db
+	t.Cleanup(func() {
+		conn, err := clickhouse.Open(&clickhouse.Options{Addr: addrs[:1]})
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		conn.Exec(ctx, "DROP DATABASE IF EXISTS "+r.db+" ON CLUSTER "+name)
+	})
+	listen := make([]string, n)
+	for i := range listen {
+		listen[i] = freeAddr(t)
+		r.urls = append(r.urls, "http://"+listen[i])
+	}
+	r.servers = make([]*Server, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n { // together: their migrations race, as they would
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var peers []string
+			for j, l := range listen {
+				if j != i {
+					peers = append(peers, l)
+				}
+			}
+			r.servers[i], errs[i] = New(Config{Listen: listen[i], Store: r.storeURL, Cluster: name, Peers: peers,
+				SharedPolicy: true, Token: fleetToken, DataDir: t.TempDir(), Writer: fmt.Sprintf("c%d", i),
+				Registerer: prometheus.NewRegistry()})
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("collector %d: %v", i, err)
+		}
+		if err := r.servers[i].Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		s := r.servers[i]
+		t.Cleanup(func() { s.Shutdown(context.Background()) })
+	}
+	return r
+}
+
+// fleetProc is one application process reporting to the fleet.
+type fleetProc struct {
+	rec *ingest.Recorder
+	rep *ingest.Reporter
+
+	mu     sync.Mutex
+	policy policy.Policy
+}
+
+func (r *fleetRig) process(t *testing.T, name string, opts ...ingest.ReporterOption) *fleetProc {
+	t.Helper()
+	p := &fleetProc{rec: newRec(t, ingest.WithSource(ingest.Source{Service: "api", Instance: name, Host: "h"}))}
+	var urls []string
+	for _, u := range r.urls {
+		urls = append(urls, u+live.PathReports)
+	}
+	opts = append([]ingest.ReporterOption{ingest.WithCollectors(urls[1:]...), ingest.WithToken(fleetToken),
+		ingest.WithBackoff(10*time.Millisecond, 200*time.Millisecond),
+		ingest.WithPolicyHandler(func(pol policy.Policy) { p.mu.Lock(); p.policy = pol; p.mu.Unlock() })}, opts...)
+	rep, err := ingest.NewReporter(urls[0], p.rec, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.rep = rep
+	t.Cleanup(func() { rep.Shutdown(context.Background()) })
+	return p
+}
+
+func (p *fleetProc) hasRule(id string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range p.policy.Rules {
+		if r.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// TestFleetOnCluster: three collectors on the replicated cluster, twelve
+// processes spread over them. qtop asking any one collector sees the
+// fleet (the sum of the three); a throttle posted to one reaches every
+// process, whichever collector it reports to, and is audited once; what
+// the store holds, read through the Distributed tables, is what the
+// processes recorded.
+func TestFleetOnCluster(t *testing.T) {
+	r := newFleetRig(t, 3)
+	const nproc, ntenants = 12, 5
+	procs := make([]*fleetProc, nproc)
+	for i := range procs {
+		procs[i] = r.process(t, fmt.Sprintf("p%02d", i), ingest.WithInterval(200*time.Millisecond))
+	}
+	perCollector := map[string]int{}
+	for _, p := range procs {
+		perCollector[p.rep.Collector()]++
+	}
+	if len(perCollector) != 3 {
+		t.Fatalf("processes by collector %v: want all three used", perCollector)
+	}
+	want := map[string]uint64{}
+	ctx := context.Background()
+	fed := time.Now()
+	for round := range 3 {
+		for i, p := range procs {
+			for k := range ntenants {
+				name := fmt.Sprintf("tenant%d", k)
+				n := (i + 1) * (k + 1) * (round + 1)
+				for range n {
+					p.rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: name, Route: "GET /x"}, Kind: ingest.KindRequest,
+						Duration: time.Millisecond, RU: 1})
+				}
+				want[name] += uint64(n)
+			}
+			fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			if err := p.rep.ForceFlush(fctx); err != nil {
+				t.Fatal(err)
+			}
+			cancel()
+		}
+	}
+
+	// The live view shows complete seconds: wait for this one to end.
+	time.Sleep(time.Until(time.Now().Truncate(time.Second).Add(1100 * time.Millisecond)))
+	inWindow := time.Since(fed) < (rateN-2)*time.Second
+	var total uint64
+	for _, n := range want {
+		total += n
+	}
+
+	// The live view of any collector is the fleet's.
+	for i, base := range r.urls {
+		c, err := live.NewClient(base, live.WithTop(3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap, err := c.Get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var locals []live.Snapshot
+		for _, s := range r.servers {
+			locals = append(locals, s.Snapshot(s.cfg.Now(), live.MeasureRU, maxTop))
+		}
+		if snap.Collector.Sources != nproc {
+			t.Errorf("collector %d: fleet view has %d sources, want %d", i, snap.Collector.Sources, nproc)
+		}
+		if len(snap.Peers) != 3 || !snap.Peers[1].OK || !snap.Peers[2].OK {
+			t.Errorf("collector %d: peers %+v", i, snap.Peers)
+		}
+		var fleetRU, localRU, fleetReq float64
+		for _, row := range snap.Tenants {
+			fleetRU += row.RUPerSec
+			fleetReq += row.ReqPerSec
+		}
+		if got := fleetReq * rateN; inWindow && (got < float64(total)-0.5 || got > float64(total)+0.5) {
+			t.Errorf("collector %d: the fleet view holds %v requests over its window, the processes recorded %d", i, got, total)
+		}
+		for _, l := range locals {
+			for _, row := range l.Tenants {
+				localRU += row.RUPerSec
+			}
+		}
+		if d := fleetRU - localRU; d > 1e-6*localRU || d < -1e-6*localRU {
+			t.Errorf("collector %d: fleet RU/s %v, the collectors' own views sum to %v", i, fleetRU, localRU)
+		}
+		if len(snap.Tenants) != 4 || snap.Tenants[0].Tenant != "tenant4" || snap.Tenants[3].Tenant != live.OtherTenant {
+			t.Errorf("collector %d: top tenants %+v", i, snap.Tenants)
+		}
+	}
+
+	// The fleet view's lag: a report acknowledged by one collector, seen
+	// through another (the live view shows complete seconds: up to 1 s).
+	probe := procs[0]
+	var other string
+	for _, u := range r.urls {
+		if !strings.HasPrefix(probe.rep.Collector(), u) {
+			other = u
+			break
+		}
+	}
+	oc, _ := live.NewClient(other, live.WithTop(1000))
+	probe.rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: "lagprobe", Route: "GET /x"}, Kind: ingest.KindRequest, RU: 1})
+	if err := probe.rep.ForceFlush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	acked := time.Now()
+	for seen := false; !seen; {
+		snap, err := oc.Get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, row := range snap.Tenants {
+			seen = seen || row.Tenant == "lagprobe"
+		}
+		if !seen && time.Since(acked) > 30*time.Second {
+			t.Fatal("a report acknowledged by one collector never showed in another's fleet view")
+		}
+		if !seen {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	t.Logf("fleet view lag: a report acknowledged by %s showed in %s's fleet view after %v",
+		probe.rep.Collector(), other, time.Since(acked).Round(time.Millisecond))
+
+	// One policy: posted to collector 1, in the replies of all three.
+	for _, p := range procs {
+		p.rep.Start()
+	}
+	posted := time.Now()
+	rule := policy.Rule{ID: "fleet-throttle", Tenant: "tenant4", Action: policy.Throttle, RUPerSecond: 10,
+		Expires: time.Now().Add(time.Hour), Reason: "fleet test"}
+	c1, _ := live.NewClient(r.urls[1])
+	if _, err := c1.PostPolicy(ctx, rule, fleetToken); err != nil {
+		t.Fatal(err)
+	}
+	deadline := posted.Add(30 * time.Second)
+	for {
+		missing := 0
+		for _, p := range procs {
+			if !p.hasRule(rule.ID) {
+				missing++
+			}
+		}
+		if missing == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d processes never got the throttle posted to one collector", missing, nproc)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("throttle posted to one collector reached all %d processes of 3 collectors in %v (report interval 200ms, policy poll %v)",
+		nproc, time.Since(posted).Round(time.Millisecond), policyPoll)
+	for i, s := range r.servers {
+		if p := s.Policy(); len(p.Rules) != 1 || p.Rules[0].ID != rule.ID || p.Version < sharedPolicyBase {
+			t.Errorf("collector %d policy %+v", i, p)
+		}
+	}
+
+	// Stop everything: the collectors write their minutes.
+	for _, p := range procs {
+		if err := p.rep.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range r.servers {
+		if err := s.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := chstore.Open(ctx, r.addrs[3], r.db, chstore.WithCluster(r.cluster), chstore.WithReplicated())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	audit, err := st.AuditLog(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(audit) != 1 || audit[0].Action != "add" {
+		t.Fatalf("audit log %+v: want the one change, once", audit)
+	}
+	now := time.Now()
+	u, err := st.Usage(ctx, now.Add(-time.Hour), now.Add(time.Hour), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]uint64{}
+	for _, row := range u {
+		got[row.Tenant] += row.Requests
+	}
+	for name, n := range want {
+		if got[name] != n {
+			t.Errorf("store: %s has %d requests, the processes recorded %d", name, got[name], n)
+		}
+	}
+}
+
+// dyingHandler is a collector that logs a report and dies before its reply
+// leaves: from the armed report on, it serves the real handler into a
+// recorder (the report is logged and merged), then drops the connection,
+// and drops every later one too (the process is gone).
+type dyingHandler struct {
+	next  http.Handler
+	armed atomic.Bool
+	dead  atomic.Bool
+}
+
+func (d *dyingHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if d.dead.Load() || d.armed.Load() && r.URL.Path == live.PathReports {
+		if !d.dead.Load() {
+			d.next.ServeHTTP(httptest.NewRecorder(), r) // logged, reply lost
+			d.dead.Store(true)
+		}
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+		return
+	}
+	d.next.ServeHTTP(w, r)
+}
+
+// TestFleetFailoverAfterLoggedReport measures the stated bound: a
+// collector logs a report and dies before replying; the process sends the
+// report again, with its Seq, to the next collector, which cannot know the
+// first one had it. When the first comes back (on its data folder, from
+// its write-ahead log), that one report is in the store twice — and
+// nothing else: the bound is one report per process whose report was in
+// flight when its collector died (a Reporter sends one report at a time).
+func TestFleetFailoverAfterLoggedReport(t *testing.T) {
+	name, addrs := testsvc.ClickHouseCluster(t)
+	db := fmt.Sprintf("qtop_failover_%d_%d", os.Getpid(), time.Now().UnixNano()%1e6)
+	storeURL := "clickhouse://" + strings.Join(addrs, ",") + "/" + db
+	t.Cleanup(func() {
+		conn, err := clickhouse.Open(&clickhouse.Options{Addr: addrs[:1]})
+		if err == nil {
+			conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db+" ON CLUSTER "+name)
+			conn.Close()
+		}
+	})
+	dirA := t.TempDir()
+	newServer := func(dir, writer string) *Server {
+		s, err := New(Config{Store: storeURL, Cluster: name, DataDir: dir, Writer: writer, Registerer: prometheus.NewRegistry()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	a, b := newServer(dirA, "a"), newServer(t.TempDir(), "b")
+	dying := &dyingHandler{next: a.Handler()}
+	ha, hb := httptest.NewServer(dying), httptest.NewServer(b.Handler())
+	defer ha.Close()
+	defer hb.Close()
+	urls := []string{ha.URL + live.PathReports, hb.URL + live.PathReports}
+	var src ingest.Source
+	for i := 0; ; i++ { // a process whose first choice is a
+		src = ingest.Source{Service: "api", Instance: fmt.Sprintf("p%d", i)}
+		rep, _ := ingest.NewReporter(urls[0], newRec(t, ingest.WithSource(src)), ingest.WithCollectors(urls[1]))
+		if rep.Collector() == urls[0] {
+			break
+		}
+	}
+	rec := newRec(t, ingest.WithSource(src))
+	rep, err := ingest.NewReporter(urls[0], rec, ingest.WithCollectors(urls[1]), ingest.WithBackoff(time.Millisecond, 10*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	const perReport = 7
+	var recorded uint64
+	for i := range 5 {
+		if i == 2 {
+			dying.armed.Store(true)
+		}
+		for range perReport {
+			rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /x"}, Kind: ingest.KindRequest, RU: 1})
+		}
+		recorded += perReport
+		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if err := rep.ForceFlush(fctx); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+	}
+	rep.Shutdown(ctx)
+	if rep.Collector() != urls[1] {
+		t.Fatalf("the process did not fail over: %s", rep.Collector())
+	}
+	// a "dies" (its minutes unwritten) and comes back on its data folder.
+	a.mu.Lock()
+	a.minutes = map[int64]*minute{} // what a SIGKILL loses: only the write-ahead log is left
+	a.mu.Unlock()
+	a.Shutdown(ctx)
+	a = newServer(dirA, "a")
+	for _, s := range []*Server{a, b} {
+		if err := s.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := chstore.Open(ctx, strings.Join(addrs, ","), db, chstore.WithCluster(name), chstore.WithReplicated())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Now()
+	u, err := st.Usage(ctx, now.Add(-time.Hour), now.Add(time.Hour), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stored uint64
+	for _, row := range u {
+		stored += row.Requests
+	}
+	t.Logf("recorded %d requests in 5 reports of %d; stored %d: doubled %d (the one report logged by the collector that died before replying)",
+		recorded, perReport, stored, stored-recorded)
+	if stored != recorded+perReport {
+		t.Fatalf("stored %d requests, want %d recorded + %d of the one report in flight", stored, recorded, perReport)
+	}
+}

@@ -1,0 +1,127 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/policy"
+)
+
+// MaxFleet bounds the collectors one Fleet follows.
+const MaxFleet = 64
+
+// fleetWait bounds how long Next waits for the slowest collector.
+const fleetWait = 2 * time.Second
+
+// Fleet follows several collectors that each receive part of the fleet's
+// reports, and shows their sum (live.Merge): every collector is asked for
+// its own view (scope=local) with up to 1000 tenants, so a tenant's load
+// is exact wherever a collector lists it. A collector that does not answer
+// is left out of that snapshot and named in Snapshot.Peers. Throttles go
+// to the first collector that takes them: run the collectors with
+// --shared-policy so that one change reaches them all.
+type Fleet struct {
+	members []*Collector
+}
+
+var _ Source = (*Fleet)(nil)
+
+// NewFleet returns a source over the collectors at bases (host:port or
+// http://host:port each); token is their policy token.
+func NewFleet(bases []string, token string) (*Fleet, error) {
+	if len(bases) == 0 || len(bases) > MaxFleet {
+		return nil, fmt.Errorf("%w: --collector: 1 to %d collectors, got %d", ErrInput, MaxFleet, len(bases))
+	}
+	f := &Fleet{}
+	for _, b := range bases {
+		c, err := NewCollector(strings.TrimSpace(b), token, live.WithScope(live.ScopeLocal), live.WithToken(token))
+		if err != nil {
+			return nil, err
+		}
+		f.members = append(f.members, c)
+	}
+	return f, nil
+}
+
+// Describe names the collectors.
+func (f *Fleet) Describe() string {
+	var urls []string
+	for _, c := range f.members {
+		urls = append(urls, c.url())
+	}
+	return fmt.Sprintf("fleet of %d collectors %s", len(urls), strings.Join(urls, ","))
+}
+
+// Features: a fleet takes throttles.
+func (f *Fleet) Features() Features { return Features{Throttle: true} }
+
+// Next returns the merged next snapshots of every collector that answers
+// within fleetWait.
+func (f *Fleet) Next(ctx context.Context, q Query) (live.Snapshot, error) {
+	ask := Query{Measure: q.Measure, Top: 1000}
+	ctx, cancel := context.WithTimeout(ctx, fleetWait)
+	defer cancel()
+	snaps := make([]live.Snapshot, len(f.members))
+	errs := make([]error, len(f.members))
+	var wg sync.WaitGroup
+	for i, c := range f.members {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			snaps[i], errs[i] = c.Next(ctx, ask)
+		}()
+	}
+	wg.Wait()
+	var got []live.Snapshot
+	var peers []live.PeerStatus
+	for i, c := range f.members {
+		st := live.PeerStatus{Collector: c.url(), OK: errs[i] == nil}
+		if errs[i] != nil {
+			st.Error = errs[i].Error()
+		} else {
+			st.Time = snaps[i].Time
+			got = append(got, snaps[i])
+		}
+		peers = append(peers, st)
+	}
+	if len(got) == 0 {
+		return live.Snapshot{}, errors.Join(errs...)
+	}
+	s := live.Merge(got, q.Measure, q.Top)
+	s.Peers = peers
+	return s, nil
+}
+
+// Throttle posts rule to the first collector that takes it.
+func (f *Fleet) Throttle(ctx context.Context, rule policy.Rule) error {
+	var errs []error
+	for _, c := range f.members {
+		err := c.Throttle(ctx, rule)
+		if err == nil {
+			return nil
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Cancel is not supported: collectors do not signal backends.
+func (f *Fleet) Cancel(ctx context.Context, pid int32) error { return f.members[0].Cancel(ctx, pid) }
+
+// Terminate is not supported: collectors do not signal backends.
+func (f *Fleet) Terminate(ctx context.Context, pid int32) error {
+	return f.members[0].Terminate(ctx, pid)
+}
+
+// Close closes every collector's stream.
+func (f *Fleet) Close() error {
+	for _, c := range f.members {
+		c.Close()
+	}
+	return nil
+}

@@ -1,0 +1,71 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/qtop-dev/qtop/internal/collector"
+	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/policy"
+)
+
+// TestFleetSource: qtop given three collectors shows their sum, names
+// each, goes on without one that stopped, and throttles through the first.
+func TestFleetSource(t *testing.T) {
+	var srvs []*collector.Server
+	var urls []string
+	var stops []func()
+	for range 3 {
+		s, u, stop := realCollector(t, "")
+		srvs, urls, stops = append(srvs, s), append(urls, u), append(stops, stop)
+	}
+	f, err := NewFleet(urls, "s3cret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var snap live.Snapshot
+	for {
+		if snap, err = f.Next(ctx, Query{Measure: live.MeasureRU, Top: 5}); err != nil {
+			t.Fatal(err)
+		}
+		want := 0
+		for _, s := range srvs {
+			want += s.Live().Collector.Sources
+		}
+		if want > 0 && snap.Collector.Sources == want && len(snap.Tenants) > 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the fleet never showed the sources of all three: %d, want %d", snap.Collector.Sources, want)
+		}
+	}
+	if len(snap.Peers) != 3 || !snap.Peers[0].OK || !snap.Peers[1].OK || !snap.Peers[2].OK {
+		t.Fatalf("peers %+v", snap.Peers)
+	}
+	if len(snap.Tenants) > 6 {
+		t.Fatalf("%d tenant rows for top 5", len(snap.Tenants))
+	}
+	rule := policy.Rule{Tenant: "bigcorp", Action: policy.Throttle, RUPerSecond: 5, Expires: time.Now().Add(time.Hour), Reason: "fleet"}
+	if err := f.Throttle(ctx, rule); err != nil {
+		t.Fatal(err)
+	}
+	if p := srvs[0].Policy(); len(p.Rules) != 1 {
+		t.Fatalf("the first collector's policy %+v", p)
+	}
+	stops[2]()
+	snap, err = f.Next(ctx, Query{Measure: live.MeasureRU, Top: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Peers[2].OK || snap.Peers[2].Error == "" || !snap.Peers[0].OK {
+		t.Fatalf("with one collector stopped, peers %+v", snap.Peers)
+	}
+	if _, err := NewFleet(nil, ""); !errors.Is(err, ErrInput) {
+		t.Fatalf("empty fleet: %v", err)
+	}
+}
