@@ -65,7 +65,7 @@ func TestCollectorsInvalid(t *testing.T) {
 func sourcePreferring(t *testing.T, urls []string, want int) Source {
 	t.Helper()
 	for i := range 1000 {
-		src := Source{Service: "api", Instance: fmt.Sprintf("i-%d", i)}
+		src := Source{Service: "api", Instance: fmt.Sprintf("i-%d", i), Host: "h"} // all three set: the recorder fills in none
 		tg, _ := newTargets(urls[0], urls[1:], src, 0)
 		if tg.urls[0] == urls[want] {
 			return src

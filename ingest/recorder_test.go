@@ -43,9 +43,9 @@ func TestRecorderSteps(t *testing.T) {
 		{at: 300 * time.Millisecond, rec: &Record{Tags: acme, Kind: KindDB, Duration: 5 * time.Millisecond, Rows: 7}},
 		{at: 400 * time.Millisecond, rec: &Record{Tags: tenant.Tags{Route: "GET /a"}, Duration: time.Millisecond}},
 		{at: time.Second, cut: true, want: map[string][6]float64{
-			"acme|GET /a|request":    {2, 1, 0.040, 3, 100, 0},
-			"acme|GET /a|db":         {1, 0, 0.005, 0, 0, 7},
-			"unknown|GET /a|request": {1, 0, 0.001, 0, 0, 0},
+			"acme|GET /a|request":       {2, 1, 0.040, 3, 100, 0},
+			"acme|GET /a|db":            {1, 0, 0.005, 0, 0, 7},
+			"(untagged)|GET /a|request": {1, 0, 0.001, 0, 0, 0},
 		}},
 		{at: 1500 * time.Millisecond, rec: &Record{Tags: acme, Kind: KindJob, Duration: time.Second}},
 		{at: 2 * time.Second, cut: true, want: map[string][6]float64{
@@ -214,7 +214,7 @@ func TestRecorderInvalid(t *testing.T) {
 	rec.Record(Record{Tags: tenant.Tags{Tenant: OtherTenant, Route: "r"}, Err: true})
 	rep := rec.Cut(t0.Add(time.Second))
 	got := rowsByKey(rep)
-	want := map[string]uint64{"unknown|r|request": 1, "a|other|request": 1, "a|r|request": 2, "other|r|request": 1}
+	want := map[string]uint64{"(untagged)|r|request": 1, "a|other|request": 1, "a|r|request": 2, "other|r|request": 1}
 	if len(got) != len(want) {
 		t.Fatalf("rows %v, want %v", got, want)
 	}

@@ -45,8 +45,9 @@ var (
 const (
 	OtherTenant = "other"
 	OtherRoute  = "other"
-	// UnknownTenant counts records that carried no tenant.
-	UnknownTenant = "unknown"
+	// UnknownTenant counts records that carried no tenant (or an
+	// invalid one): tenant.Untagged, a name no tenant can have.
+	UnknownTenant = tenant.Untagged
 )
 
 // Source identifies the process that sent a report.

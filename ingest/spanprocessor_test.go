@@ -108,7 +108,7 @@ func TestSpanProcessor(t *testing.T) {
 		"acme|GET /reports/{id}|request": {1, 1, 50 * time.Millisecond, 0, 2048, tenant.T2},
 		"acme|GET /reports|db":           {1, 0, 30 * time.Millisecond, 12, 0, tenant.T2},
 		"globex|reindex|job":             {1, 0, time.Second, 0, 0, tenant.T0},
-		"unknown|GET /health|request":    {1, 0, time.Millisecond, 0, 0, tenant.TierUnset},
+		"(untagged)|GET /health|request": {1, 0, time.Millisecond, 0, 0, tenant.TierUnset},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("rows %v", got)

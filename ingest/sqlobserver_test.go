@@ -43,7 +43,7 @@ func TestSQLObserverEvents(t *testing.T) {
 	if g := got["globex||db"]; g.Count != 1 || g.Duration != 7*time.Millisecond {
 		t.Errorf("baggage tenant: %+v", g)
 	}
-	if u := got["unknown||db"]; u.Count != 1 {
+	if u := got["(untagged)||db"]; u.Count != 1 {
 		t.Errorf("untagged: %+v", u)
 	}
 }

@@ -21,6 +21,7 @@ var (
 	ErrTooLong        = errors.New("tenant: value too long")
 	ErrInvalidUTF8    = errors.New("tenant: value is not valid UTF-8")
 	ErrNotPrintable   = errors.New("tenant: value has a non-printable character")
+	ErrReserved       = errors.New("tenant: reserved name")
 	ErrTier           = errors.New("tenant: invalid tier")
 	ErrBaggageMissing = errors.New("tenant: no tenant.id in baggage")
 )
@@ -62,7 +63,29 @@ func (t Tags) Validate() error {
 
 // ValidateTenant checks a tenant identifier: non-empty, at most
 // MaxTenantLen bytes, printable UTF-8.
-func ValidateTenant(s string) error { return validate("tenant", s, MaxTenantLen) }
+//
+// A name in parentheses, like Untagged, is reserved for qtop's own rows:
+// no tenant can be mistaken for them.
+func ValidateTenant(s string) error {
+	if err := validate("tenant", s, MaxTenantLen); err != nil {
+		return err
+	}
+	if Reserved(s) {
+		return fmt.Errorf("%w: tenant %q (names in parentheses are qtop's own, like %s)", ErrReserved, s, Untagged)
+	}
+	return nil
+}
+
+// Untagged is the name of the load that carried no tenant, wherever qtop
+// aggregates by tenant (reports, the live view, the store, cost reports).
+// It is reserved: ValidateTenant refuses it, so a tenant's load is never
+// merged with the untagged load.
+const Untagged = "(untagged)"
+
+// Reserved reports whether s is one of qtop's own names (in parentheses).
+func Reserved(s string) bool {
+	return len(s) >= 2 && s[0] == '(' && s[len(s)-1] == ')'
+}
 
 // ValidateRoute checks a route: non-empty, at most MaxRouteLen bytes,
 // printable UTF-8.

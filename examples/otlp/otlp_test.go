@@ -210,10 +210,10 @@ func check(t *testing.T, bin string, coll *collector.Server, storeURL, service s
 	seen := map[string]bool{}
 	for _, r := range once.Tenants {
 		w, ok := want[r.Tenant]
-		if r.Tenant == "unknown" {
+		if r.Untagged {
 			// Untagged work of the service: its /flush call, the pool's
 			// connections opened at start.
-			t.Logf("qtop --once: unknown: %.0f requests, %.3f s DB", r.ReqPerSec*once.Window.Seconds(), r.DBLoad*once.Window.Seconds())
+			t.Logf("qtop --once: untagged: %.0f requests, %.3f s DB", r.ReqPerSec*once.Window.Seconds(), r.DBLoad*once.Window.Seconds())
 			continue
 		}
 		if !ok {

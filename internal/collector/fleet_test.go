@@ -96,7 +96,7 @@ func newFleetRig(t *testing.T, n int) *fleetRig {
 				}
 			}
 			r.servers[i], errs[i] = New(Config{Listen: listen[i], Store: r.storeURL, Cluster: name, Peers: peers,
-				SharedPolicy: true, Token: fleetToken, DataDir: t.TempDir(), Writer: fmt.Sprintf("c%d", i),
+				SharedPolicy: true, Token: fleetToken, AdminToken: fleetToken, DataDir: t.TempDir(), Writer: fmt.Sprintf("c%d", i),
 				Registerer: prometheus.NewRegistry()})
 		}()
 	}

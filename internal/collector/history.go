@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/qtop-dev/qtop/ingest"
 	"net/http"
 	"strconv"
 	"time"
@@ -19,7 +20,7 @@ var ErrHistory = errors.New("collector: bad history request")
 // History returns tenant's load per minute over the last minutes before
 // now, from the store (the qtop drill-in's history beyond the live 120 s).
 func (s *Server) History(ctx context.Context, name string, minutes int, now time.Time) (live.History, error) {
-	if err := tenant.ValidateTenant(name); err != nil && name != "unknown" {
+	if err := tenant.ValidateTenant(name); err != nil && name != ingest.UnknownTenant {
 		return live.History{}, fmt.Errorf("%w: tenant: %w", ErrHistory, err)
 	}
 	if minutes < 1 || minutes > live.MaxHistoryMinutes {

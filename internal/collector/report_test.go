@@ -30,7 +30,7 @@ func reportStore() *memStore {
 		{Minute: min, Writer: "w", Version: 1, Service: "api", Tenant: "acme", Route: "GET /x", Kind: "request", Count: 90, RU: 300},
 		{Minute: min, Writer: "w", Version: 1, Service: "api", Tenant: "=cmd|' /C calc'!A0", Route: "GET /x", Kind: "request", Count: 1, RU: 50},
 		{Minute: min, Writer: "w", Version: 1, Service: "", Tenant: "", Route: "", Kind: "pg", Count: 5, ActiveSessionSeconds: 5},
-		{Minute: min, Writer: "w", Version: 1, Service: "api", Tenant: "unknown", Route: "GET /x", Kind: "request", Count: 1, RU: 50},
+		{Minute: min, Writer: "w", Version: 1, Service: "api", Tenant: ingest.UnknownTenant, Route: "GET /x", Kind: "request", Count: 1, RU: 50},
 	})
 	return m
 }

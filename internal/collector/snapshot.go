@@ -158,7 +158,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 			tr.r.p95 = tr.tl.w.rates(sec).p95
 		}
 		row := live.TenantRow{
-			Tenant: tr.name, Tier: tr.tl.tier.String(),
+			Tenant: tr.name, Untagged: tr.name == ingest.UnknownTenant, Tier: tr.tl.tier.String(),
 			DBLoad: tr.r.db, RUPerSec: tr.r.ru, ReqPerSec: tr.r.req, ErrPerSec: tr.r.err, P95Seconds: tr.r.p95,
 			Share: share(measureOf(tr.r, measure)), Throttled: throttled[tr.name],
 		}

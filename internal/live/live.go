@@ -146,7 +146,8 @@ type TenantRow struct {
 	Tenant string `json:"tenant"`
 	// Untagged marks the row of the load without a value for the grouping
 	// (statements without a tenant tag, sessions without an
-	// application_name, …); its Tenant is "". It is never merged with a
+	// application_name, …); its Tenant is "" (qtop --postgres) or
+	// tenant.Untagged (a collector's rows). It is never merged with a
 	// tenant of any name.
 	Untagged bool `json:"untagged,omitempty"`
 	// Tier is the tier of the tenant's most recent work ("" unknown).

@@ -27,7 +27,7 @@
 //	          SDKs' baggage span processors copy the W3C baggage member tenant.id
 //	          onto every span), else the resource's; a DB span without one takes
 //	          the tenant of a sqlcommenter comment in db.query.text / db.statement
-//	          (tenant='…'), else its trace's root (see below); none: "unknown"
+//	          (tenant='…'), else its trace's root (see below); none: "(untagged)"
 //	tier      tenant.tier (T0–T3), else the comment's or the root's tier
 //	route     request: http.route, else tenant.route, else the span name;
 //	          job: tenant.route, else the span name;
@@ -43,7 +43,7 @@
 //
 // Values are validated as the collector validates reports: a tenant that
 // fails tenant.ValidateTenant (too long, invalid UTF-8, unprintable) counts
-// as "unknown", a route that fails tenant.ValidateRoute as "other", and
+// as "(untagged)", a route that fails tenant.ValidateRoute as "other", and
 // each replacement is counted (qtop_otlp_invalid_values_total).
 //
 // # Spans of one trace in several requests
@@ -55,9 +55,9 @@
 // oldest out first. A DB span without a tenant of its own takes its
 // trace's tenant when it is known; otherwise it waits, by trace id, until
 // a root of its trace arrives or its wait is over, when it counts for
-// "unknown" (qtop_otlp_db_spans_unattributed_total). At most
+// "(untagged)" (qtop_otlp_db_spans_unattributed_total). At most
 // WithTraceLimits spans wait; one that finds the list full counts for
-// "unknown" at once. The first tagged root of a trace seen wins: a trace
+// "(untagged)" at once. The first tagged root of a trace seen wins: a trace
 // that crosses services carries one tenant in its baggage. Limits: a root
 // that comes later than the wait, or to another collector, leaves its DB
 // spans unknown; with several collectors, send all spans of a trace to one

@@ -62,7 +62,7 @@ func TestMapping(t *testing.T) {
 		{"shop", "acme", "/orders/{id}", "request"}:  {count: 3, errors: 1, dur: 50 * time.Millisecond, tier: "T1"},
 		{"shop", "globex", "/pay", "request"}:        {count: 1, errors: 1, dur: 5 * time.Millisecond},
 		{"shop", "globex", "GET /legacy", "request"}: {count: 1, dur: 7 * time.Millisecond},
-		{"shop", "unknown", "/health", "request"}:    {count: 1, dur: time.Millisecond},
+		{"shop", "(untagged)", "/health", "request"}: {count: 1, dur: time.Millisecond},
 		{"shop", "initech", "invoice.render", "job"}: {count: 1, dur: 200 * time.Millisecond},
 		{"shop", "acme", "SELECT orders", "db"}:      {count: 1, dur: 12 * time.Millisecond, tier: "T1"},
 		{"shop", "acme", "UPDATE stock", "db"}:       {count: 1, dur: 3 * time.Millisecond, tier: "T1"},
@@ -144,7 +144,7 @@ func TestWaitClockBackwards(t *testing.T) {
 			r.Consume(marshal(t, request("api", pgSpan(1, 2, "SELECT * FROM a", time.Millisecond))))
 		}
 		r.Flush(clk.now)
-		if got := s.rows()[rowKey{"api", "unknown", "SELECT a", "db"}].count; got != st.unknown {
+		if got := s.rows()[rowKey{"api", "(untagged)", "SELECT a", "db"}].count; got != st.unknown {
 			t.Fatalf("step %d (%v): unknown %d, want %d", i, st.at, got, st.unknown)
 		}
 	}
@@ -164,7 +164,7 @@ func TestWaitListBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.Flush(clk.now)
-	if v := s.rows()[rowKey{"api", "unknown", "SELECT t", "db"}]; v.count != 2 {
+	if v := s.rows()[rowKey{"api", "(untagged)", "SELECT t", "db"}]; v.count != 2 {
 		t.Fatalf("unknown right away: %+v", v)
 	}
 	if r.wait.len() != 3 {
@@ -221,9 +221,9 @@ func TestHostileValues(t *testing.T) {
 	r.Flush(clk.now)
 	got := s.rows()
 	for _, k := range []rowKey{
-		{"unknown_service", "unknown", "/ok", "request"},
+		{"unknown_service", "(untagged)", "/ok", "request"},
 		{"unknown_service", "ok", "other", "request"},
-		{"unknown_service", "unknown", "other", "request"},
+		{"unknown_service", "(untagged)", "other", "request"},
 	} {
 		if got[k].count != 1 {
 			t.Errorf("%v missing: %v", k, keysOf(got))
@@ -303,7 +303,7 @@ func TestShutdown(t *testing.T) {
 	if err := r.Shutdown(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if v := s.rows()[rowKey{"api", "unknown", "SELECT a", "db"}]; v.count != 1 {
+	if v := s.rows()[rowKey{"api", "(untagged)", "SELECT a", "db"}]; v.count != 1 {
 		t.Fatalf("waiting span not flushed at shutdown: %v", keysOf(s.rows()))
 	}
 	if err := r.Shutdown(t.Context()); !errors.Is(err, ErrShutdown) {
@@ -381,7 +381,7 @@ func TestHundredThousandSpans(t *testing.T) {
 	if total != n {
 		t.Fatalf("recorded %d, want %d", total, n)
 	}
-	if v := s.rows()[rowKey{"big", "unknown", "SELECT items", "db"}]; v.count != 0 {
+	if v := s.rows()[rowKey{"big", "(untagged)", "SELECT items", "db"}]; v.count != 0 {
 		t.Fatalf("db spans unattributed: %d", v.count)
 	}
 }

@@ -29,16 +29,12 @@ func (v *detailView) open(name string, untagged bool, group string, s *live.Snap
 	v.set(s)
 }
 
-// collectorUntagged is the name a collector gives the load of records and
-// statements without a tenant (ingest.UnknownTenant).
-const collectorUntagged = "unknown"
-
 // mine reports whether statement r belongs to the row shown.
 func (v *detailView) mine(s *live.Snapshot, r *live.StatementRow) bool {
 	if s.GroupBy != "" {
 		return r.Group == v.tenant
 	}
-	if v.untagged || (s.Source == live.SourceCollector && v.tenant == collectorUntagged) {
+	if v.untagged {
 		return r.Tenant == ""
 	}
 	return r.Tenant == v.tenant

@@ -1,0 +1,57 @@
+package collector
+
+import (
+	"testing"
+	"time"
+
+	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+// TestUntaggedIsNotATenant: the load of records without a tenant and a
+// real tenant named "unknown" (the name untagged load had before) are two
+// rows of the live view, the untagged one marked as such; a report that
+// claims the reserved name for a tenant only adds to the untagged row.
+func TestUntaggedIsNotATenant(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	rec := newRec(t, ingest.WithSource(ingest.Source{Service: "api", Instance: "p", Host: "h"}), ingest.WithClock(f.clk.Now))
+	for range 3 {
+		rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: "unknown", Route: "r"}, Kind: ingest.KindRequest, Duration: time.Millisecond})
+	}
+	for range 2 {
+		rec.Record(ingest.Record{Tags: tenant.Tags{Route: "r"}, Kind: ingest.KindRequest, Duration: time.Millisecond})
+	}
+	rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: tenant.Untagged, Route: "r"}, Kind: ingest.KindRequest, Duration: time.Millisecond})
+	f.clk.Add(time.Second)
+	rep := rec.Cut(f.clk.Now())
+	body, err := rep.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := f.ingest(body); code != 200 {
+		t.Fatalf("ingest: %d", code)
+	}
+	f.clk.Add(2 * time.Second)
+	snap := f.s.Snapshot(f.clk.Now(), live.MeasureReq, 20)
+	var named, untagged *live.TenantRow
+	for i := range snap.Tenants {
+		switch r := &snap.Tenants[i]; {
+		case r.Untagged:
+			untagged = r
+		case r.Tenant == "unknown":
+			named = r
+		}
+	}
+	if named == nil || untagged == nil {
+		t.Fatalf("rows %+v: want a tenant named unknown and the untagged row apart", snap.Tenants)
+	}
+	w := snap.Window.Seconds()
+	if n, u := named.ReqPerSec*w, untagged.ReqPerSec*w; n < 2.99 || n > 3.01 || u < 2.99 || u > 3.01 {
+		t.Errorf("tenant unknown %.2f requests (want 3), untagged %.2f (want 3: two without a tenant, one claiming the reserved name)", n, u)
+	}
+	if untagged.Tenant != tenant.Untagged {
+		t.Errorf("untagged row named %q, want %q", untagged.Tenant, tenant.Untagged)
+	}
+}
