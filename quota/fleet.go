@@ -1,0 +1,272 @@
+package quota
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+// Defaults of a Fleet.
+const (
+	DefaultMaxSources = 10_000
+	// DefaultNear lists a tenant once the fleet's demand reaches this
+	// fraction of its limit, so that an allowance caps growth before the
+	// limit is crossed.
+	DefaultNear = 0.9
+	// DefaultHold is how many of a source's windows a verdict holds for,
+	// and how many a source's usage counts for after its last report.
+	DefaultHold = 3
+)
+
+// Rates are a tenant's usage in RU per second.
+type Rates struct {
+	Demand, Admitted float64
+}
+
+// Fleet is the collector's side: it keeps the latest usage of every
+// reporting process, sums it per tenant, and answers each process with
+// the verdicts of the tenants it must limit. With several collectors,
+// each one's sums are exchanged (Local, SetRemote) and added. Not safe
+// for concurrent use: the collector calls it under its own lock.
+type Fleet struct {
+	limit func(tenant string, tier tenant.Tier) (Limit, bool)
+	cfg   fleetConfig
+
+	sources map[string]*source
+	totals  map[string]*total
+	remote  map[string]Rates
+	sweepAt time.Time
+}
+
+type source struct {
+	seen   time.Time
+	window time.Duration
+	rates  map[string]rate
+}
+
+type rate struct {
+	tier             tenant.Tier
+	demand, admitted float64 // RU/s
+}
+
+type total struct {
+	tier             tenant.Tier
+	demand, admitted float64
+	n                int // sources that contribute
+}
+
+type fleetConfig struct {
+	maxSources, maxTenants int
+	near                   float64
+	hold                   int
+}
+
+// FleetOption configures NewFleet.
+type FleetOption func(*fleetConfig)
+
+// WithMaxSources bounds the processes tracked; reports of further ones
+// are ignored until some expire. Default DefaultMaxSources.
+func WithMaxSources(n int) FleetOption { return func(c *fleetConfig) { c.maxSources = n } }
+
+// WithFleetTenants bounds the tenants of one source's usage (the rest of a
+// report is ignored) and the tenants summed. Default DefaultMaxTenants.
+func WithFleetTenants(n int) FleetOption { return func(c *fleetConfig) { c.maxTenants = n } }
+
+// WithNear sets the fraction of its limit at which a tenant is listed
+// (0 < near ≤ 1). Default DefaultNear.
+func WithNear(f float64) FleetOption { return func(c *fleetConfig) { c.near = f } }
+
+// WithHold sets how many windows a verdict holds and a source's usage
+// counts. Default DefaultHold.
+func WithHold(n int) FleetOption { return func(c *fleetConfig) { c.hold = n } }
+
+// NewFleet returns an empty fleet. limit returns a tenant's fleet-wide
+// limit, false for a tenant without one; it is called for every tenant of
+// every report, so it should be a map lookup.
+func NewFleet(limit func(tenant string, tier tenant.Tier) (Limit, bool), opts ...FleetOption) (*Fleet, error) {
+	c := fleetConfig{maxSources: DefaultMaxSources, maxTenants: DefaultMaxTenants, near: DefaultNear, hold: DefaultHold}
+	for _, o := range opts {
+		o(&c)
+	}
+	switch {
+	case limit == nil:
+		return nil, fmt.Errorf("%w: nil limit function", ErrConfig)
+	case c.maxSources < 1 || c.maxTenants < 1:
+		return nil, fmt.Errorf("%w: max sources %d, max tenants %d (want ≥ 1)", ErrConfig, c.maxSources, c.maxTenants)
+	case !(c.near > 0 && c.near <= 1):
+		return nil, fmt.Errorf("%w: near %v (want 0 < near ≤ 1)", ErrConfig, c.near)
+	case c.hold < 1 || c.hold > 100:
+		return nil, fmt.Errorf("%w: hold %d windows (want 1 to 100)", ErrConfig, c.hold)
+	}
+	return &Fleet{limit: limit, cfg: c, sources: make(map[string]*source),
+		totals: make(map[string]*total), remote: map[string]Rates{}}, nil
+}
+
+// SetLimits replaces the limit function (a new policy).
+func (f *Fleet) SetLimits(limit func(tenant string, tier tenant.Tier) (Limit, bool)) {
+	if limit != nil {
+		f.limit = limit
+	}
+}
+
+// Observe takes one report's usage: what process src did over a window
+// of length window ending about now. It replaces the process's previous
+// usage. Only tenants with a limit are kept.
+func (f *Fleet) Observe(now time.Time, src string, window time.Duration, usage []Usage) {
+	f.sweep(now)
+	if window <= 0 {
+		return
+	}
+	s := f.sources[src]
+	if s == nil {
+		if len(f.sources) >= f.cfg.maxSources {
+			return
+		}
+		s = &source{rates: make(map[string]rate)}
+		f.sources[src] = s
+	}
+	f.subtract(s)
+	clear(s.rates)
+	s.seen, s.window = now, window
+	sec := window.Seconds()
+	for i, u := range usage {
+		if i >= f.cfg.maxTenants {
+			break
+		}
+		if _, ok := f.limit(u.Tenant, u.Tier); !ok {
+			continue
+		}
+		d, a := u.Demand()/sec, u.Admitted/sec
+		if !finiteNonNeg(d) || !finiteNonNeg(a) {
+			continue
+		}
+		r := s.rates[u.Tenant]
+		r.tier, r.demand, r.admitted = u.Tier, r.demand+d, r.admitted+a
+		s.rates[u.Tenant] = r
+	}
+	for name, r := range s.rates {
+		t := f.totals[name]
+		if t == nil {
+			if len(f.totals) >= f.cfg.maxTenants {
+				delete(s.rates, name)
+				continue
+			}
+			t = &total{}
+			f.totals[name] = t
+		}
+		t.tier = r.tier
+		t.demand += r.demand
+		t.admitted += r.admitted
+		t.n++
+	}
+}
+
+func finiteNonNeg(v float64) bool { return v >= 0 && !math.IsInf(v, 0) }
+
+// subtract removes s's contribution from the totals.
+func (f *Fleet) subtract(s *source) {
+	for name, r := range s.rates {
+		t := f.totals[name]
+		if t == nil {
+			continue
+		}
+		t.n--
+		if t.n <= 0 {
+			delete(f.totals, name)
+			continue
+		}
+		t.demand = max(0, t.demand-r.demand)
+		t.admitted = max(0, t.admitted-r.admitted)
+	}
+}
+
+// sweep forgets sources silent for longer than hold of their windows.
+func (f *Fleet) sweep(now time.Time) {
+	if now.Before(f.sweepAt) {
+		return
+	}
+	next := now.Add(time.Hour)
+	for name, s := range f.sources {
+		end := s.seen.Add(time.Duration(f.cfg.hold) * s.window)
+		if !now.Before(end) {
+			f.subtract(s)
+			delete(f.sources, name)
+			continue
+		}
+		if end.Before(next) {
+			next = end
+		}
+	}
+	f.sweepAt = next
+}
+
+// Rates returns a tenant's fleet-wide usage: the sum over this
+// collector's sources and the other collectors'.
+func (f *Fleet) Rates(tenant string) Rates {
+	r := f.remote[tenant]
+	if t := f.totals[tenant]; t != nil {
+		r.Demand += t.demand
+		r.Admitted += t.admitted
+	}
+	return r
+}
+
+// Local calls fn with this collector's sums of every tenant it tracks.
+func (f *Fleet) Local(fn func(tenant string, r Rates)) {
+	for name, t := range f.totals {
+		fn(name, Rates{Demand: t.demand, Admitted: t.admitted})
+	}
+}
+
+// SetRemote sets the sums of the other collectors (replacing the last).
+func (f *Fleet) SetRemote(r map[string]Rates) {
+	if r == nil {
+		r = map[string]Rates{}
+	}
+	f.remote = r
+}
+
+// Verdicts appends to dst the verdicts for process src at now: one per
+// tenant of its latest usage whose fleet demand has reached the near
+// fraction of the tenant's limit. Each allows src the limit times its
+// share of the fleet's demand; each holds for hold of src's windows.
+func (f *Fleet) Verdicts(now time.Time, src string, dst []Verdict) []Verdict {
+	s := f.sources[src]
+	if s == nil {
+		return dst
+	}
+	hold := time.Duration(f.cfg.hold) * s.window
+	start := len(dst)
+	for name, r := range s.rates {
+		lim, ok := f.limit(name, r.tier)
+		if !ok {
+			continue
+		}
+		v, limited := Decide(lim, r.demand, f.Rates(name).Demand, f.cfg.near)
+		if !limited {
+			continue
+		}
+		v.Tenant, v.For = name, hold
+		dst = append(dst, v)
+	}
+	sort.Slice(dst[start:], func(i, j int) bool { return dst[start+i].Tenant < dst[start+j].Tenant })
+	return dst
+}
+
+// Decide is the quota rule for one tenant: with the fleet's demand fleet
+// (RU/s) and one process's demand own, it reports whether the tenant is
+// listed (fleet ≥ near × limit) and the verdict's rejection rate,
+// (fleet − limit) / fleet or 0, and allowance, limit × own / fleet.
+func Decide(lim Limit, own, fleet, near float64) (Verdict, bool) {
+	if lim.RUPerSecond == 0 && fleet > 0 {
+		return Verdict{Rate: 1, Shadow: lim.Shadow}, true
+	}
+	if !(fleet > 0) || fleet < near*lim.RUPerSecond {
+		return Verdict{}, false
+	}
+	v := Verdict{Rate: max(0, (fleet-lim.RUPerSecond)/fleet), Allowance: lim.RUPerSecond * own / fleet, Shadow: lim.Shadow}
+	return v, true
+}

@@ -1,0 +1,139 @@
+package quota
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+func limits(m map[string]Limit) func(string, tenant.Tier) (Limit, bool) {
+	return func(t string, _ tenant.Tier) (Limit, bool) { l, ok := m[t]; return l, ok }
+}
+
+func TestDecide(t *testing.T) {
+	lim := Limit{RUPerSecond: 1000}
+	cases := []struct {
+		own, fleet      float64
+		listed          bool
+		rate, allowance float64
+	}{
+		{0, 0, false, 0, 0},
+		{100, 800, false, 0, 0},       // under 0.9 of the limit
+		{100, 900, true, 0, 1000.0 / 9}, // near: listed, allowance above its demand
+		{500, 2000, true, 0.5, 250},    // twice the limit: half refused
+		{1000, 10000, true, 0.9, 100},  // a 10× burst
+		{0, 2000, true, 0.5, 0},        // a process with no demand gets no share
+	}
+	for _, c := range cases {
+		v, ok := Decide(lim, c.own, c.fleet, DefaultNear)
+		if ok != c.listed || v.Rate != c.rate || v.Allowance != c.allowance {
+			t.Errorf("Decide(own %v, fleet %v) = %+v, %v; want rate %v allowance %v listed %v", c.own, c.fleet, v, ok, c.rate, c.allowance, c.listed)
+		}
+	}
+	if v, ok := Decide(Limit{RUPerSecond: 0, Shadow: true}, 1, 1, DefaultNear); !ok || v.Rate != 1 || v.Allowance != 0 || !v.Shadow {
+		t.Errorf("zero limit: %+v %v", v, ok)
+	}
+}
+
+// TestFleetSteps: three processes report on fixed instants; the sums, the
+// verdicts and the expiry of a silent process follow.
+func TestFleetSteps(t *testing.T) {
+	f, err := NewFleet(limits(map[string]Limit{"bigco": {RUPerSecond: 300}, "calm": {RUPerSecond: 1e6}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := time.Second
+	u := func(name string, adm, ref float64) Usage { return Usage{Tenant: name, Admitted: adm, Refused: ref} }
+	// t0: p1 and p2 report 200 RU/s each of bigco; p3 nothing yet.
+	f.Observe(at(0), "p1", sec, []Usage{u("bigco", 200, 0), u("calm", 5, 0), u("nolimit", 1e9, 0)})
+	f.Observe(at(10), "p2", sec, []Usage{u("bigco", 150, 50)})
+	if r := f.Rates("bigco"); r.Demand != 400 || r.Admitted != 350 {
+		t.Fatalf("bigco %+v, want demand 400, admitted 350", r)
+	}
+	if r := f.Rates("nolimit"); r.Demand != 0 {
+		t.Fatalf("a tenant without a limit is not summed: %+v", r)
+	}
+	v := f.Verdicts(at(10), "p1", nil)
+	if len(v) != 1 || v[0].Tenant != "bigco" || v[0].Allowance != 150 || v[0].Rate != 0.25 || v[0].For != 3*sec {
+		t.Fatalf("p1 verdicts %+v, want bigco allowance 150 (300 × 200/400), rate 0.25, for 3 s", v)
+	}
+	// p1's next report replaces its previous one.
+	f.Observe(at(1000), "p1", sec, []Usage{u("bigco", 100, 0)})
+	if r := f.Rates("bigco"); r.Demand != 300 {
+		t.Fatalf("after p1's second report: %+v, want 300", r)
+	}
+	// 2 s windows count per second.
+	f.Observe(at(1000), "p3", 2*sec, []Usage{u("bigco", 200, 200)})
+	if r := f.Rates("bigco"); r.Demand != 500 {
+		t.Fatalf("with p3: %+v, want 500", r)
+	}
+	// Other collectors' sums add up.
+	f.SetRemote(map[string]Rates{"bigco": {Demand: 100, Admitted: 100}})
+	if r := f.Rates("bigco"); r.Demand != 600 || r.Admitted != 450 {
+		t.Fatalf("with remote: %+v", r)
+	}
+	var local Rates
+	f.Local(func(name string, r Rates) {
+		if name == "bigco" {
+			local = r
+		}
+	})
+	if local.Demand != 500 {
+		t.Fatalf("local %+v, want 500 (remote not included)", local)
+	}
+	f.SetRemote(nil)
+	// p2 (last seen at 10 ms, 1 s windows) is forgotten after 3 s.
+	f.Observe(at(3010), "p1", sec, []Usage{u("bigco", 100, 0)})
+	if r := f.Rates("bigco"); r.Demand != 300 {
+		t.Fatalf("after p2 expired: %+v, want p1 100 + p3 200", r)
+	}
+	if v := f.Verdicts(at(3010), "p2", nil); len(v) != 0 {
+		t.Fatalf("verdicts for a forgotten source: %+v", v)
+	}
+	// A new policy changes the answer at the next report.
+	f.SetLimits(limits(map[string]Limit{"bigco": {RUPerSecond: 150, Shadow: true}}))
+	v = f.Verdicts(at(3010), "p1", nil)
+	if len(v) != 1 || v[0].Allowance != 50 || !v[0].Shadow {
+		t.Fatalf("after the limit change: %+v, want shadow allowance 50 (150 × 100/300)", v)
+	}
+}
+
+func TestFleetBounds(t *testing.T) {
+	f, _ := NewFleet(limits(map[string]Limit{"a": {RUPerSecond: 1}, "b": {RUPerSecond: 1}}), WithMaxSources(2), WithFleetTenants(1))
+	for i := range 4 {
+		f.Observe(at(0), fmt.Sprint("p", i), time.Second, []Usage{{Tenant: "a", Admitted: 1}, {Tenant: "b", Admitted: 1}})
+	}
+	if r := f.Rates("a"); r.Demand != 2 {
+		t.Fatalf("a %+v, want 2 sources", r)
+	}
+	if r := f.Rates("b"); r.Demand != 0 {
+		t.Fatalf("b %+v: beyond the tenant bound", r)
+	}
+	for _, o := range []FleetOption{WithMaxSources(0), WithNear(0), WithNear(1.5), WithHold(0)} {
+		if _, err := NewFleet(limits(nil), o); err == nil {
+			t.Fatal("bad option accepted")
+		}
+	}
+	if _, err := NewFleet(nil); err == nil {
+		t.Fatal("nil limit accepted")
+	}
+}
+
+func BenchmarkFleetObserve(b *testing.B) {
+	lim := map[string]Limit{}
+	usage := make([]Usage, 100)
+	for i := range usage {
+		usage[i] = Usage{Tenant: fmt.Sprint("t", i), Admitted: 10, Refused: 1}
+		lim[usage[i].Tenant] = Limit{RUPerSecond: 50}
+	}
+	f, _ := NewFleet(limits(lim))
+	var dst []Verdict
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		src := fmt.Sprint("p", i%100)
+		f.Observe(t0, src, time.Second, usage)
+		dst = f.Verdicts(t0, src, dst[:0])
+	}
+}
