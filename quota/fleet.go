@@ -131,6 +131,9 @@ func (f *Fleet) Observe(now time.Time, src string, window time.Duration, usage [
 	f.subtract(s)
 	clear(s.rates)
 	s.seen, s.window = now, window
+	if end := now.Add(time.Duration(f.cfg.hold) * window); end.Before(f.sweepAt) {
+		f.sweepAt = end
+	}
 	sec := window.Seconds()
 	for i, u := range usage {
 		if i >= f.cfg.maxTenants {
