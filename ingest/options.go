@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/quota"
 )
 
 // Option configures a Recorder, a Reporter or a SpanProcessor. Each
@@ -40,6 +41,7 @@ type config struct {
 	maxBackoff  time.Duration
 	onPolicy    func(policy.Policy)
 	enforcement func() Enforcement
+	quota       *quota.Gate
 
 	// span processor
 	skipDBSpans bool
@@ -207,3 +209,10 @@ func WithEnforcementSource(fn func() Enforcement) Option {
 // spans (default true). Pass false when SQLObserver already records the
 // same statements, so that they do not count twice.
 func WithDBSpans(record bool) Option { return func(c *config) { c.skipDBSpans = !record } }
+
+// WithQuota has the Reporter carry g's per-tenant usage in each report
+// (g.Cut at every window) and apply the quota verdicts of every accepted
+// report's reply to g (g.Apply), for fleet-wide limits. A reply that does
+// not come (the collector unreachable) changes nothing: g keeps the last
+// verdicts until they expire.
+func WithQuota(g *quota.Gate) Option { return func(c *config) { c.quota = g } }

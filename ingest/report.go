@@ -11,6 +11,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/qtop-dev/qtop/quota"
 	"github.com/qtop-dev/qtop/ratio"
 	"github.com/qtop-dev/qtop/spacesaving"
 	"github.com/qtop-dev/qtop/tenant"
@@ -108,6 +109,9 @@ type Report struct {
 	KeyTenants map[string]string
 	// Enforcement holds the enforce package's counters of the window.
 	Enforcement Enforcement
+	// Quota is the per-tenant quota usage of the window (section 2, see
+	// quota.go); nil when the process has no quota gate.
+	Quota []quota.Usage
 }
 
 // Format constants. See the package documentation for the layout.
