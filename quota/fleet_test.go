@@ -20,11 +20,11 @@ func TestDecide(t *testing.T) {
 		rate, allowance float64
 	}{
 		{0, 0, false, 0, 0},
-		{100, 800, false, 0, 0},       // under 0.9 of the limit
+		{100, 800, false, 0, 0},         // under 0.9 of the limit
 		{100, 900, true, 0, 1000.0 / 9}, // near: listed, allowance above its demand
-		{500, 2000, true, 0.5, 250},    // twice the limit: half refused
-		{1000, 10000, true, 0.9, 100},  // a 10× burst
-		{0, 2000, true, 0.5, 0},        // a process with no demand gets no share
+		{500, 2000, true, 0.5, 250},     // twice the limit: half refused
+		{1000, 10000, true, 0.9, 100},   // a 10× burst
+		{0, 2000, true, 0.5, 0},         // a process with no demand gets no share
 	}
 	for _, c := range cases {
 		v, ok := Decide(lim, c.own, c.fleet, DefaultNear)

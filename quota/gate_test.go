@@ -36,15 +36,15 @@ func TestGateSteps(t *testing.T) {
 	}
 	v100 := []Verdict{{Tenant: "acme", For: time.Second, Rate: 0.5, Allowance: 100}}
 	steps := []step{
-		{ms: 0, tags: acme, charge: 50, admit: true},                 // no verdict: default admit
-		{ms: 1, apply: v100, tags: acme, charge: 50, admit: true},    // empty bucket at 1 ms: admitted, 500 ms of debt
-		{ms: 2, tags: acme, admit: false, wait: 499 * time.Millisecond}, // in debt until 501 ms
-		{ms: 3, tags: shop, charge: 1000, admit: true},               // another tenant is not limited
+		{ms: 0, tags: acme, charge: 50, admit: true},                                   // no verdict: default admit
+		{ms: 1, apply: v100, tags: acme, charge: 50, admit: true},                      // empty bucket at 1 ms: admitted, 500 ms of debt
+		{ms: 2, tags: acme, admit: false, wait: 499 * time.Millisecond},                // in debt until 501 ms
+		{ms: 3, tags: shop, charge: 1000, admit: true},                                 // another tenant is not limited
 		{ms: 400, apply: v100, tags: acme, admit: false, wait: 101 * time.Millisecond}, // renewal keeps the debt
-		{ms: 501, tags: acme, charge: 200, admit: true},              // debt paid: admitted, 2 s of debt
+		{ms: 501, tags: acme, charge: 200, admit: true},                                // debt paid: admitted, 2 s of debt
 		{ms: 900, tags: acme, admit: false, wait: 1601 * time.Millisecond},
-		{ms: 1400, tags: acme, admit: true},                          // the verdict (400 + 1000 ms) expired: default admit
-		{ms: 1500, apply: []Verdict{}, tags: acme, admit: true},      // an answer without acme lifts it
+		{ms: 1400, tags: acme, admit: true},                     // the verdict (400 + 1000 ms) expired: default admit
+		{ms: 1500, apply: []Verdict{}, tags: acme, admit: true}, // an answer without acme lifts it
 	}
 	for i, s := range steps {
 		if s.apply != nil {
