@@ -58,6 +58,7 @@ Examples:
   collector serve --demo
   collector serve --store clickhouse://127.0.0.1:9000/qtop --token s3cret
   QTOP_STORE=duckdb:///var/lib/qtop/qtop.duckdb QTOP_POSTGRES=postgres://… collector serve
+  collector serve --listen :7071 --writer c2 --quota-redis 127.0.0.1:6379   # one of several collectors
 
 Flags:
 `
@@ -174,6 +175,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	writer := strFlag(fs, &envs, "writer", "QTOP_WRITER", "", "this collector's identity in the store (default: made once and kept in --data-dir)")
 	grace := strFlag(fs, &envs, "grace", "QTOP_GRACE", collector.DefaultGrace.String(), "how long after a minute ends its rollups are written")
 	spoolMax := strFlag(fs, &envs, "spool-max-bytes", "QTOP_SPOOL_MAX_BYTES", "0", "cap of the on-disk spool while the store is down (0: 256 MiB)")
+	quotaRedis := strFlag(fs, &envs, "quota-redis", "QTOP_QUOTA_REDIS", "", "host:port of the Redis through which several collectors sum fleet-wide quota usage (empty: one collector)")
 	logFormat := strFlag(fs, &envs, "log-format", "QTOP_LOG_FORMAT", "text", "log format: text or json")
 	logLevel := strFlag(fs, &envs, "log-level", "QTOP_LOG_LEVEL", "info", "log level: debug, info, warn, error")
 	demo, err := boolFlag(fs, &envs, "demo", "QTOP_DEMO", "run a synthetic fleet in process (dozens of tenants, a heavy import by bigcorp)")
@@ -209,6 +211,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	cfg := collector.Config{
 		Listen: *listen, Store: *storeURL, Cluster: *cluster, Postgres: *pg, Token: *token,
 		Demo: *demo, DataDir: *dataDir, Writer: *writer, Grace: g, SpoolMaxBytes: sm, Logger: log,
+		QuotaRedis: *quotaRedis,
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

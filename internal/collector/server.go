@@ -64,6 +64,7 @@ type Server struct {
 	replyVersion uint64
 	version      uint64
 	pg           pgState
+	quota        *fleetQuota // quota.go
 	storeErr     string
 	snapCache    map[snapKey]*live.Snapshot
 	closed       bool
@@ -101,6 +102,9 @@ func New(cfg Config) (*Server, error) {
 	s.reports = make(chan *ingest.Report, cap(s.inflight))
 	var err error
 	if s.met, err = newMetrics(cfg.Registerer); err != nil {
+		return nil, err
+	}
+	if s.quota, err = newFleetQuota(cfg); err != nil {
 		return nil, err
 	}
 	if err := cfg.Registerer.Register(ratioCollector{s}); err != nil {
@@ -297,6 +301,7 @@ func (s *Server) Addr() string {
 // listener (for callers that serve Handler themselves). Shutdown stops it.
 func (s *Server) Run(ctx context.Context) {
 	ctx, s.cancel = context.WithCancel(ctx)
+	s.runQuotaSync(ctx, &s.wg)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -652,7 +657,7 @@ func (s *Server) Ingest(body []byte) (status int, reason, msg string, retry time
 	switch src.check(rep.Seq) {
 	case seqDup:
 		s.met.duplicates.Inc()
-		return http.StatusOK, "", "", 0, s.replyLocked()
+		return http.StatusOK, "", "", 0, s.quotaReplyLocked(rep, now, s.replyLocked(), false)
 	case seqStale:
 		return http.StatusConflict, reasonStale, fmt.Sprintf("sequence %d is more than %d behind %d", rep.Seq, seqWindow, src.max), 0, nil
 	}
@@ -680,7 +685,7 @@ func (s *Server) Ingest(body []byte) (status int, reason, msg string, retry time
 	s.mergeLocked(rep, m, now, true)
 	s.met.accepted.Inc()
 	s.met.mergeSeconds.Observe(time.Since(t0).Seconds())
-	return http.StatusOK, "", "", 0, s.replyLocked()
+	return http.StatusOK, "", "", 0, s.quotaReplyLocked(rep, now, s.replyLocked(), true)
 }
 
 func (s *Server) reject(w http.ResponseWriter, status int, reason, msg string, retry time.Duration) {
