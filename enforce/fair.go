@@ -47,6 +47,7 @@ type flow[T any] struct {
 	deficit  float64
 	inflight int
 	active   bool
+	hold     time.Time // a Limiter refused its head until then (limiter.go)
 }
 
 func (f *flow[T]) len() int { return len(f.items) - f.head }
@@ -57,6 +58,7 @@ type fairConfig struct {
 	quantum    float64
 	maxPending int
 	now        func() time.Time
+	limiter    Limiter
 }
 
 // FairOption configures NewFairQueue.
@@ -196,9 +198,14 @@ func (q *FairQueue[T]) Pop() (T, bool) {
 // time. Call Done(item.Tenant) when the work ends if concurrency caps are
 // set.
 func (q *FairQueue[T]) PopItem() (Item[T], bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.popLocked()
+	for {
+		q.mu.Lock()
+		it, ok := q.popLocked()
+		q.mu.Unlock()
+		if !ok || q.admit(context.Background(), it) {
+			return it, ok
+		}
+	}
 }
 
 func (q *FairQueue[T]) popLocked() (Item[T], bool) {
@@ -208,9 +215,10 @@ func (q *FairQueue[T]) popLocked() (Item[T], bool) {
 	// enough after a bounded number of rounds. skipped counts flows that
 	// cannot be served (at their cap) in a row.
 	skipped := 0
+	now := q.holdNow()
 	for len(q.active) > 0 && skipped < len(q.active) {
 		f := q.active[0]
-		if c := q.capOf(f.name); c > 0 && f.inflight >= c {
+		if c := q.capOf(f.name); (c > 0 && f.inflight >= c) || f.hold.After(now) {
 			q.rotateLocked()
 			skipped++
 			continue
@@ -262,24 +270,45 @@ func (q *FairQueue[T]) PopWait(ctx context.Context) (Item[T], error) {
 		it, ok := q.popLocked()
 		if ok {
 			q.mu.Unlock()
-			return it, nil
+			if q.admit(ctx, it) {
+				return it, nil
+			}
+			continue
 		}
 		if q.closed && q.pending == 0 {
 			q.mu.Unlock()
 			return it, ErrClosed
 		}
 		ch := q.changed
+		wake := q.nextHoldLocked()
+		var err error
 		q.mu.Unlock()
+		var timer *time.Timer
+		var fired <-chan time.Time
+		if wake > 0 {
+			timer = time.NewTimer(wake)
+			fired = timer.C
+		}
 		select {
 		case <-ch:
+		case <-fired:
 		case <-ctx.Done():
-			return it, ctx.Err()
+			err = ctx.Err()
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if err != nil {
+			return it, err
 		}
 	}
 }
 
 // Done releases one unit of tenant's concurrency after popped work ends.
 func (q *FairQueue[T]) Done(tenant string) {
+	if q.cfg.limiter != nil {
+		defer q.cfg.limiter.Release(tenant) // after the unlock below
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	f := q.flows[tenant]
