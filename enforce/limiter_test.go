@@ -50,8 +50,8 @@ func TestFairQueueLimiterSteps(t *testing.T) {
 	}
 	for i, s := range []step{
 		{want: "a1", pending: 3},
-		{want: "b1", pending: 2},         // a2 refused (A at 1) and held; B served
-		{want: "", pending: 2},           // A held for 10 ms
+		{want: "b1", pending: 2}, // a2 refused (A at 1) and held; B served
+		{want: "", pending: 2},   // A held for 10 ms
 		{advance: 5 * time.Millisecond, want: "", pending: 2},
 		{advance: 5 * time.Millisecond, want: "", pending: 2}, // hold over, A still at its limit: held again
 		{done: "A", advance: 10 * time.Millisecond, want: "a2", pending: 1},
