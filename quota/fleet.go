@@ -19,6 +19,18 @@ const (
 	// DefaultHold is how many of a source's windows a verdict holds for,
 	// and how many a source's usage counts for after its last report.
 	DefaultHold = 3
+	// DefaultMinFor is the shortest time a verdict holds, so that a reply
+	// late by a few intervals (a busy collector) does not let a limited
+	// tenant through.
+	DefaultMinFor = time.Second
+	// DefaultRepay is the time over which the fleet pays back admitted RU
+	// above the limit (at least one of the process's windows).
+	DefaultRepay = 500 * time.Millisecond
+	// DefaultMaxCut bounds how much of the limit paying back debt may
+	// withhold at once, so that an overshoot the fleet could not have
+	// prevented (the interval before the verdicts arrived) is not paid
+	// back by a deep undershoot.
+	DefaultMaxCut = 0.25
 )
 
 // Rates are a tenant's usage in RU per second.
@@ -37,8 +49,9 @@ type Fleet struct {
 
 	sources map[string]*source
 	totals  map[string]*total
-	remote  map[string]Rates
-	sweepAt time.Time
+	remote   map[string]Rates
+	remoteAt time.Time
+	sweepAt  time.Time
 }
 
 type source struct {
@@ -50,18 +63,53 @@ type source struct {
 type rate struct {
 	tier             tenant.Tier
 	demand, admitted float64 // RU/s
+	limit            float64 // RU/s, when observed
 }
 
 type total struct {
 	tier             tenant.Tier
 	demand, admitted float64
 	n                int // sources that contribute
+	// bal is the fleet's balance in RU while the tenant is listed: it
+	// starts at 0 when the tenant is first listed (what is admitted
+	// until one window later is forgiven), is refilled at the
+	// limit, capped at one interval's worth, and charged with the RU every
+	// report says was admitted; below 0 it is debt that later allowances
+	// pay back.
+	listed bool
+	limit  float64 // the limit the balance was started with
+	bal    float64
+	balAt  time.Time
+	balAt0 time.Time // when the balance was started
+}
+
+// charge refills the balance at limit up to capRU, then takes ru.
+func (t *total) charge(now time.Time, limit, capRU, ru float64) {
+	if t.balAt.IsZero() {
+		t.bal, t.balAt = capRU, now
+	}
+	if dt := now.Sub(t.balAt); dt > 0 {
+		t.bal = min(capRU, t.bal+limit*dt.Seconds())
+		t.balAt = now
+	}
+	t.bal = max(t.bal-ru, -limit*float64(maxDebt/time.Second))
+}
+
+// balance is the balance at now without charging anything.
+func (t *total) balance(now time.Time, limit, capRU float64) float64 {
+	b := t.bal
+	if dt := now.Sub(t.balAt); dt > 0 {
+		b = min(capRU, b+limit*dt.Seconds())
+	}
+	return b
 }
 
 type fleetConfig struct {
 	maxSources, maxTenants int
 	near                   float64
 	hold                   int
+	minFor, repay          time.Duration
+	maxCut                 float64
 }
 
 // FleetOption configures NewFleet.
@@ -83,11 +131,26 @@ func WithNear(f float64) FleetOption { return func(c *fleetConfig) { c.near = f 
 // counts. Default DefaultHold.
 func WithHold(n int) FleetOption { return func(c *fleetConfig) { c.hold = n } }
 
+// WithRepay sets the time over which the fleet pays back RU admitted above
+// a limit (while the tenant is listed, its allowance is lowered by the
+// debt divided by this time, or by the reporting window if longer).
+// Default DefaultRepay.
+func WithRepay(d time.Duration) FleetOption { return func(c *fleetConfig) { c.repay = d } }
+
+// WithMaxCut sets the largest fraction of the limit that paying back debt
+// withholds (0 to 1; 0 forgives all debt). Default DefaultMaxCut.
+func WithMaxCut(f float64) FleetOption { return func(c *fleetConfig) { c.maxCut = f } }
+
+// WithMinFor sets the shortest time a verdict holds. Default
+// DefaultMinFor.
+func WithMinFor(d time.Duration) FleetOption { return func(c *fleetConfig) { c.minFor = d } }
+
 // NewFleet returns an empty fleet. limit returns a tenant's fleet-wide
 // limit, false for a tenant without one; it is called for every tenant of
 // every report, so it should be a map lookup.
 func NewFleet(limit func(tenant string, tier tenant.Tier) (Limit, bool), opts ...FleetOption) (*Fleet, error) {
-	c := fleetConfig{maxSources: DefaultMaxSources, maxTenants: DefaultMaxTenants, near: DefaultNear, hold: DefaultHold}
+	c := fleetConfig{maxSources: DefaultMaxSources, maxTenants: DefaultMaxTenants, near: DefaultNear, hold: DefaultHold,
+		minFor: DefaultMinFor, repay: DefaultRepay, maxCut: DefaultMaxCut}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -100,6 +163,10 @@ func NewFleet(limit func(tenant string, tier tenant.Tier) (Limit, bool), opts ..
 		return nil, fmt.Errorf("%w: near %v (want 0 < near ≤ 1)", ErrConfig, c.near)
 	case c.hold < 1 || c.hold > 100:
 		return nil, fmt.Errorf("%w: hold %d windows (want 1 to 100)", ErrConfig, c.hold)
+	case !(c.maxCut >= 0 && c.maxCut <= 1):
+		return nil, fmt.Errorf("%w: max cut %v (want 0 to 1)", ErrConfig, c.maxCut)
+	case c.minFor < 0 || c.minFor > time.Hour || c.repay <= 0 || c.repay > time.Hour:
+		return nil, fmt.Errorf("%w: min for %v, repay %v (want 0 to 1 h, and > 0)", ErrConfig, c.minFor, c.repay)
 	}
 	return &Fleet{limit: limit, cfg: c, sources: make(map[string]*source),
 		totals: make(map[string]*total), remote: map[string]Rates{}}, nil
@@ -128,8 +195,9 @@ func (f *Fleet) Observe(now time.Time, src string, window time.Duration, usage [
 		s = &source{rates: make(map[string]rate)}
 		f.sources[src] = s
 	}
-	f.subtract(s)
-	clear(s.rates)
+	f.subtract(s, false)
+	old := s.rates
+	s.rates = make(map[string]rate, len(usage))
 	s.seen, s.window = now, window
 	if end := now.Add(time.Duration(f.cfg.hold) * window); end.Before(f.sweepAt) {
 		f.sweepAt = end
@@ -139,7 +207,8 @@ func (f *Fleet) Observe(now time.Time, src string, window time.Duration, usage [
 		if i >= f.cfg.maxTenants {
 			break
 		}
-		if _, ok := f.limit(u.Tenant, u.Tier); !ok {
+		lim, ok := f.limit(u.Tenant, u.Tier)
+		if !ok {
 			continue
 		}
 		d, a := u.Demand()/sec, u.Admitted/sec
@@ -147,7 +216,7 @@ func (f *Fleet) Observe(now time.Time, src string, window time.Duration, usage [
 			continue
 		}
 		r := s.rates[u.Tenant]
-		r.tier, r.demand, r.admitted = u.Tier, r.demand+d, r.admitted+a
+		r.tier, r.demand, r.admitted, r.limit = u.Tier, r.demand+d, r.admitted+a, lim.RUPerSecond
 		s.rates[u.Tenant] = r
 	}
 	for name, r := range s.rates {
@@ -164,13 +233,27 @@ func (f *Fleet) Observe(now time.Time, src string, window time.Duration, usage [
 		t.demand += r.demand
 		t.admitted += r.admitted
 		t.n++
+		if t.listed {
+			// Only the part of the window that began one window after the
+			// tenant was listed: until every process has had its first
+			// reply, what it admits could not have been limited, and is
+			// forgiven.
+			part := min(1, max(0, now.Sub(t.balAt0.Add(window)).Seconds()/sec))
+			t.charge(now, r.limit, r.limit*sec, r.admitted*sec*part)
+		}
+	}
+	for name := range old {
+		if t := f.totals[name]; t != nil && t.n <= 0 {
+			delete(f.totals, name)
+		}
 	}
 }
 
 func finiteNonNeg(v float64) bool { return v >= 0 && !math.IsInf(v, 0) }
 
-// subtract removes s's contribution from the totals.
-func (f *Fleet) subtract(s *source) {
+// subtract removes s's contribution from the totals, and the totals left
+// without a source when drop is set.
+func (f *Fleet) subtract(s *source, drop bool) {
 	for name, r := range s.rates {
 		t := f.totals[name]
 		if t == nil {
@@ -178,7 +261,10 @@ func (f *Fleet) subtract(s *source) {
 		}
 		t.n--
 		if t.n <= 0 {
-			delete(f.totals, name)
+			t.n, t.demand, t.admitted = 0, 0, 0
+			if drop {
+				delete(f.totals, name)
+			}
 			continue
 		}
 		t.demand = max(0, t.demand-r.demand)
@@ -195,7 +281,7 @@ func (f *Fleet) sweep(now time.Time) {
 	for name, s := range f.sources {
 		end := s.seen.Add(time.Duration(f.cfg.hold) * s.window)
 		if !now.Before(end) {
-			f.subtract(s)
+			f.subtract(s, true)
 			delete(f.sources, name)
 			continue
 		}
@@ -224,12 +310,24 @@ func (f *Fleet) Local(fn func(tenant string, r Rates)) {
 	}
 }
 
-// SetRemote sets the sums of the other collectors (replacing the last).
-func (f *Fleet) SetRemote(r map[string]Rates) {
+// SetRemote sets the sums of the other collectors at now (replacing the
+// last), and charges what they admitted since the last call to the
+// tenants' balances.
+func (f *Fleet) SetRemote(now time.Time, r map[string]Rates) {
 	if r == nil {
 		r = map[string]Rates{}
 	}
-	f.remote = r
+	if dt := now.Sub(f.remoteAt); !f.remoteAt.IsZero() && dt > 0 {
+		for name, rr := range r {
+			if t := f.totals[name]; t != nil && t.listed {
+				lim, ok := f.limit(name, t.tier)
+				if ok {
+					t.charge(now, lim.RUPerSecond, lim.RUPerSecond*dt.Seconds(), rr.Admitted*dt.Seconds())
+				}
+			}
+		}
+	}
+	f.remote, f.remoteAt = r, now
 }
 
 // Verdicts appends to dst the verdicts for process src at now: one per
@@ -241,14 +339,27 @@ func (f *Fleet) Verdicts(now time.Time, src string, dst []Verdict) []Verdict {
 	if s == nil {
 		return dst
 	}
-	hold := time.Duration(f.cfg.hold) * s.window
+	hold := max(time.Duration(f.cfg.hold)*s.window, f.cfg.minFor)
 	start := len(dst)
 	for name, r := range s.rates {
 		lim, ok := f.limit(name, r.tier)
 		if !ok {
 			continue
 		}
-		v, limited := Decide(lim, r.demand, f.Rates(name).Demand, f.cfg.near)
+		allow, capRU := lim.RUPerSecond, lim.RUPerSecond*s.window.Seconds()
+		t := f.totals[name]
+		if t != nil && t.listed && t.limit == lim.RUPerSecond {
+			if b := t.balance(now, lim.RUPerSecond, capRU); b < 0 {
+				cut := min(-b/max(f.cfg.repay, s.window).Seconds(), f.cfg.maxCut*allow)
+				allow = max(0, allow-cut)
+			}
+		}
+		v, limited := Decide(lim, allow, r.demand, f.Rates(name).Demand, f.cfg.near)
+		if t != nil && (t.listed != limited || t.limit != lim.RUPerSecond) {
+			// Newly listed, or a new limit: start with an empty balance.
+			t.listed, t.limit = limited, lim.RUPerSecond
+			t.bal, t.balAt, t.balAt0 = 0, now, now
+		}
 		if !limited {
 			continue
 		}
@@ -262,14 +373,16 @@ func (f *Fleet) Verdicts(now time.Time, src string, dst []Verdict) []Verdict {
 // Decide is the quota rule for one tenant: with the fleet's demand fleet
 // (RU/s) and one process's demand own, it reports whether the tenant is
 // listed (fleet ≥ near × limit) and the verdict's rejection rate,
-// (fleet − limit) / fleet or 0, and allowance, limit × own / fleet.
-func Decide(lim Limit, own, fleet, near float64) (Verdict, bool) {
+// (fleet − limit) / fleet or 0, and allowance, allow × own / fleet, where
+// allow is the fleet's allowance: the limit, lowered while the fleet pays
+// back debt.
+func Decide(lim Limit, allow, own, fleet, near float64) (Verdict, bool) {
 	if lim.RUPerSecond == 0 && fleet > 0 {
 		return Verdict{Rate: 1, Shadow: lim.Shadow}, true
 	}
 	if !(fleet > 0) || fleet < near*lim.RUPerSecond {
 		return Verdict{}, false
 	}
-	v := Verdict{Rate: max(0, (fleet-lim.RUPerSecond)/fleet), Allowance: lim.RUPerSecond * own / fleet, Shadow: lim.Shadow}
+	v := Verdict{Rate: max(0, (fleet-lim.RUPerSecond)/fleet), Allowance: allow * own / fleet, Shadow: lim.Shadow}
 	return v, true
 }

@@ -27,12 +27,12 @@ func TestDecide(t *testing.T) {
 		{0, 2000, true, 0.5, 0},         // a process with no demand gets no share
 	}
 	for _, c := range cases {
-		v, ok := Decide(lim, c.own, c.fleet, DefaultNear)
+		v, ok := Decide(lim, lim.RUPerSecond, c.own, c.fleet, DefaultNear)
 		if ok != c.listed || v.Rate != c.rate || v.Allowance != c.allowance {
 			t.Errorf("Decide(own %v, fleet %v) = %+v, %v; want rate %v allowance %v listed %v", c.own, c.fleet, v, ok, c.rate, c.allowance, c.listed)
 		}
 	}
-	if v, ok := Decide(Limit{RUPerSecond: 0, Shadow: true}, 1, 1, DefaultNear); !ok || v.Rate != 1 || v.Allowance != 0 || !v.Shadow {
+	if v, ok := Decide(Limit{RUPerSecond: 0, Shadow: true}, 0, 1, 1, DefaultNear); !ok || v.Rate != 1 || v.Allowance != 0 || !v.Shadow {
 		t.Errorf("zero limit: %+v %v", v, ok)
 	}
 }
@@ -56,6 +56,7 @@ func TestFleetSteps(t *testing.T) {
 		t.Fatalf("a tenant without a limit is not summed: %+v", r)
 	}
 	v := f.Verdicts(at(10), "p1", nil)
+	// What was admitted before bigco was first listed is forgiven.
 	if len(v) != 1 || v[0].Tenant != "bigco" || v[0].Allowance != 150 || v[0].Rate != 0.25 || v[0].For != 3*sec {
 		t.Fatalf("p1 verdicts %+v, want bigco allowance 150 (300 × 200/400), rate 0.25, for 3 s", v)
 	}
@@ -70,7 +71,7 @@ func TestFleetSteps(t *testing.T) {
 		t.Fatalf("with p3: %+v, want 500", r)
 	}
 	// Other collectors' sums add up.
-	f.SetRemote(map[string]Rates{"bigco": {Demand: 100, Admitted: 100}})
+	f.SetRemote(at(1000), map[string]Rates{"bigco": {Demand: 100, Admitted: 100}})
 	if r := f.Rates("bigco"); r.Demand != 600 || r.Admitted != 450 {
 		t.Fatalf("with remote: %+v", r)
 	}
@@ -83,7 +84,7 @@ func TestFleetSteps(t *testing.T) {
 	if local.Demand != 500 {
 		t.Fatalf("local %+v, want 500 (remote not included)", local)
 	}
-	f.SetRemote(nil)
+	f.SetRemote(at(1000), nil)
 	// p2 (last seen at 10 ms, 1 s windows) is forgotten after 3 s.
 	f.Observe(at(3010), "p1", sec, []Usage{u("bigco", 100, 0)})
 	if r := f.Rates("bigco"); r.Demand != 300 {
@@ -135,5 +136,59 @@ func BenchmarkFleetObserve(b *testing.B) {
 		src := fmt.Sprint("p", i%100)
 		f.Observe(t0, src, time.Second, usage)
 		dst = f.Verdicts(t0, src, dst[:0])
+	}
+}
+
+// TestFleetDebt: once a tenant is listed, RU admitted above its limit
+// from one window later on (what comes before is forgiven) is debt that
+// lowers the fleet's allowance until it is paid back (over the
+// longer of WithRepay and the window, here 1 s; at most WithMaxCut of
+// the limit at once), on fixed instants.
+func TestFleetDebt(t *testing.T) {
+	type step struct {
+		ms                int
+		admitted, refused float64
+		allowance         float64
+	}
+	for _, c := range []struct {
+		maxCut float64
+		steps  []step
+	}{
+		{1, []step{
+			{0, 200, 0, 100},     // first listed: the balance starts at 0
+			{1000, 250, 0, 100},  // the window after listing is forgiven: + 100 refilled
+			{2000, 250, 0, 0},    // 100 − 250: 150 RU of debt, more than a second's worth
+			{3000, 0, 200, 50},   // + 100 refilled: 50 RU of debt left, paid back over a second
+			{4000, 50, 150, 100}, // + 100 − 50: balance 0, no debt
+			{5000, 100, 100, 100},
+		}},
+		{0.2, []step{
+			{0, 200, 0, 100},
+			{1000, 250, 0, 100},
+			{2000, 250, 0, 80},  // 150 RU of debt, but at most 20 % of the limit withheld
+			{3000, 80, 120, 80}, // admitting 80 of 100 pays back 20 RU a second: −130
+			{4000, 80, 120, 80}, // −110
+			{5000, 0, 200, 90},  // −10: 10 RU/s withheld
+			{6000, 0, 200, 100}, // paid back
+		}},
+	} {
+		f, _ := NewFleet(limits(map[string]Limit{"bigco": {RUPerSecond: 100}}), WithMaxCut(c.maxCut))
+		for i, s := range c.steps {
+			f.Observe(at(s.ms), "p1", time.Second, []Usage{{Tenant: "bigco", Admitted: s.admitted, Refused: s.refused}})
+			v := f.Verdicts(at(s.ms), "p1", nil)
+			if len(v) != 1 || v[0].Allowance != s.allowance {
+				t.Fatalf("max cut %v, step %d (t=%d ms): %+v, want allowance %v", c.maxCut, i, s.ms, v, s.allowance)
+			}
+		}
+	}
+	// A new limit starts a new balance: the old debt is forgiven.
+	f, _ := NewFleet(limits(map[string]Limit{"bigco": {RUPerSecond: 100}}), WithMaxCut(1))
+	f.Observe(at(0), "p1", time.Second, []Usage{{Tenant: "bigco", Admitted: 200}})
+	f.Verdicts(at(0), "p1", nil)
+	f.Observe(at(1000), "p1", time.Second, []Usage{{Tenant: "bigco", Admitted: 300}})
+	f.Observe(at(2000), "p1", time.Second, []Usage{{Tenant: "bigco", Admitted: 300}})
+	f.SetLimits(limits(map[string]Limit{"bigco": {RUPerSecond: 50}}))
+	if v := f.Verdicts(at(2000), "p1", nil); len(v) != 1 || v[0].Allowance != 50 {
+		t.Fatalf("after a limit change: %+v, want allowance 50 (no debt)", v)
 	}
 }

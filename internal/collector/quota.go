@@ -139,7 +139,7 @@ func (s *Server) runQuotaSync(ctx context.Context, wg *sync.WaitGroup) {
 				continue
 			}
 			s.mu.Lock()
-			q.fleet.SetRemote(remote)
+			q.fleet.SetRemote(s.cfg.Now(), remote)
 			s.mu.Unlock()
 		}
 	}()

@@ -5,7 +5,7 @@
 // what is admitted. Its tests are the CI version (seconds); the full runs
 // (100 processes, intervals of 100 ms and 1 s) run with
 //
-//	go test ./internal/fleetsim/ -run TestSimulation -fleetsim.full -v
+//	go test ./internal/fleetsim/ -run TestSimulation -v -timeout 30m -args -fleetsim.full
 //
 // and print the table of overshoot, false refusals and convergence.
 package fleetsim

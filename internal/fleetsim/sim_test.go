@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/qtop-dev/qtop/enforce"
 	"github.com/qtop-dev/qtop/ingest"
 	"github.com/qtop-dev/qtop/internal/collector"
 	"github.com/qtop-dev/qtop/internal/testsvc"
@@ -39,16 +40,15 @@ type scenario struct {
 	newLimit   float64
 	eventAt    time.Duration // when the demand (or limit) changes, for convergence
 	length     time.Duration
-	// tolerance is what the CI check allows per measured second: the
-	// goal's 5 %, or more where this build does not meet it yet.
-	tolerance float64
 }
 
 // result is what a run measured.
 type result struct {
 	perSecond      []float64 // bigco admitted RU per measured second
-	worstOver      float64   // max (admitted − limit) / limit over the measured seconds
+	worstOver      float64   // max (admitted − limit) / limit over the seconds from one interval after the event
 	worstUnder     float64   // max (limit − admitted) / limit
+	settledOver    float64   // the same from three intervals after the event
+	settledUnder   float64
 	falseRefusals  uint64    // refusals of the under-limit tenant
 	smallAdmitted  float64
 	convergence    time.Duration // from eventAt until admitted per interval stays within 5 %
@@ -104,10 +104,18 @@ func run(t *testing.T, sc scenario) result {
 	var smallRefused atomic.Uint64
 	var smallAdm atomic.Uint64
 	gates := make([]*quota.Gate, sc.procs)
+	enfs := make([]*enforce.Enforcer, sc.procs)
 	reporters := make([]*ingest.Reporter, sc.procs)
 	for i := range sc.procs {
 		g, err := quota.NewGate()
 		if err != nil {
+			t.Fatal(err)
+		}
+		// Each process keeps today's per-process plan (the tenant's limit
+		// in every process) as its local bucket: defence in depth, and
+		// what applies when the collector's answer expires.
+		plan := enforce.Plan{Limit: enforce.Limit{RUPerSecond: sc.limit, Burst: sc.limit}, Weight: 1}
+		if enfs[i], err = enforce.New(enforce.WithQuota(g), enforce.WithPlans(map[string]enforce.Plan{enforce.PlanFree: plan})); err != nil {
 			t.Fatal(err)
 		}
 		rec := ingest.NewRecorder(ingest.WithSource(ingest.Source{Service: "sim", Instance: fmt.Sprintf("p%03d-%d", i, rand.Uint32())}))
@@ -143,6 +151,7 @@ func run(t *testing.T, sc scenario) result {
 			owedSmall := make([]float64, sc.procs)
 			big, sm := tenant.Tags{Tenant: "bigco", Tier: tenant.T2}, tenant.Tags{Tenant: small, Tier: tenant.T2}
 			tick := time.NewTicker(slot)
+			var last time.Duration
 			defer tick.Stop()
 			for {
 				<-tick.C
@@ -152,19 +161,24 @@ func run(t *testing.T, sc scenario) result {
 					return
 				}
 				k := int(el / slot)
+				// The demand of the time since the last tick, however long
+				// it was (a busy machine delays ticks): requests wait, as
+				// they do for a stalled process, and are offered late.
+				dt := (el - last).Seconds()
+				last = el
 				for p := w; p < sc.procs; p += workers {
-					g := gates[p]
-					owedBig[p] += sc.demand(el) * slot.Seconds() / float64(sc.procs)
+					e := enfs[p]
+					owedBig[p] += sc.demand(el) * dt / float64(sc.procs)
 					for ; owedBig[p] >= 1; owedBig[p]-- {
-						if g.AllowAt(now, big).Admit {
-							g.ChargeAt(now, big, 1)
+						if e.AllowAt(now, big).Admitted() {
+							e.ChargeAt(now, big, 1)
 							admitted[k].Add(1000)
 						}
 					}
-					owedSmall[p] += smallRate * slot.Seconds() / float64(sc.procs)
+					owedSmall[p] += smallRate * dt / float64(sc.procs)
 					for ; owedSmall[p] >= 1; owedSmall[p]-- {
-						if g.AllowAt(now, sm).Admit {
-							g.ChargeAt(now, sm, 1)
+						if e.AllowAt(now, sm).Admitted() {
+							e.ChargeAt(now, sm, 1)
 							smallAdm.Add(1)
 						} else {
 							smallRefused.Add(1)
@@ -198,60 +212,60 @@ func run(t *testing.T, sc scenario) result {
 		return float64(s) / 1000
 	}
 	var res result
-	// Per second, from settle after the start (or after the change, for
-	// scenarios with one), over the seconds whose demand is above the limit.
-	from := settle(sc)
-	for ; from+time.Second <= sc.length; from += time.Second {
+	// Per second, from one interval after the event (the goal's "after
+	// the first interval"), and from three.
+	for from := sc.eventAt + sc.interval; from+time.Second <= sc.length; from += time.Second {
 		a := sum(from, from+time.Second)
 		lim := limitAt(from)
 		res.perSecond = append(res.perSecond, a)
 		res.worstOver = max(res.worstOver, (a-lim)/lim)
 		res.worstUnder = max(res.worstUnder, (lim-a)/lim)
 	}
-	// Convergence: the first interval after the event from which the
-	// admitted rate over every later window of 5 intervals (one interval
-	// holds too few 1 RU requests of 20 processes to measure 5 %) stays
-	// within 5 % of the limit.
+	for from := sc.eventAt + 3*sc.interval; from+time.Second <= sc.length; from += time.Second {
+		a := sum(from, from+time.Second)
+		lim := limitAt(from)
+		res.settledOver = max(res.settledOver, (a-lim)/lim)
+		res.settledUnder = max(res.settledUnder, (lim-a)/lim)
+	}
+	// Convergence: the time from the event to the first window of 5
+	// intervals (one interval holds too few 1 RU requests of 20 processes
+	// to measure 5 %) whose admitted rate is within 5 % of the limit; that
+	// it stays there is what the per-second figures say.
+	res.convergence = -1
 	if sc.eventAt > 0 {
-		conv := time.Duration(-1)
 		w := 5 * sc.interval
 		for from := sc.eventAt; from+w <= sc.length; from += sc.interval {
 			rate := sum(from, from+w) / w.Seconds()
-			lim := limitAt(from)
-			if math.Abs(rate-lim)/lim <= 0.05 {
-				if conv < 0 {
-					conv = from - sc.eventAt
-				}
-			} else {
-				conv = -1
+			if lim := limitAt(from); math.Abs(rate-lim)/lim <= 0.05 {
+				res.convergence = from - sc.eventAt
+				break
 			}
 		}
-		res.convergence = conv
+	}
+	if testing.Verbose() {
+		var b strings.Builder
+		for from := time.Duration(0); from+sc.interval <= sc.length; from += sc.interval {
+			fmt.Fprintf(&b, " %.0f", sum(from, from+sc.interval)/sc.interval.Seconds())
+		}
+		t.Logf("%s: admitted RU/s per interval:%s", sc.name, b.String())
 	}
 	res.falseRefusals = smallRefused.Load()
 	res.smallAdmitted = float64(smallAdm.Load())
 	return res
 }
 
-// settle is where the per-second measurement starts: the goal's "after
-// the first interval" is not met by this build (see bench/README.md), so
-// the CI check measures from 3 intervals after the start or the change.
-var settleIntervals = flag.Int("fleetsim.settle", 3, "intervals after the start or change before the per-second measurement")
-
-func settle(sc scenario) time.Duration {
-	return sc.eventAt + time.Duration(*settleIntervals)*sc.interval
-}
-
 func steady(limit float64) func(time.Duration) float64 {
 	return func(time.Duration) float64 { return 2 * limit }
 }
 
-func burst(limit float64, at time.Duration) func(time.Duration) float64 {
+// jump is half the limit (a fleet that has been running under it) until
+// at, then factor times the limit.
+func jump(limit, factor float64, at time.Duration) func(time.Duration) float64 {
 	return func(el time.Duration) float64 {
 		if el < at {
 			return 0.5 * limit
 		}
-		return 10 * limit
+		return factor * limit
 	}
 }
 
@@ -259,9 +273,9 @@ func scenarios(procs int, interval time.Duration, length time.Duration, collecto
 	const lim = 1000
 	b := length / 3
 	return []scenario{
-		{name: "steady 2×", procs: procs, collectors: collectors, interval: interval, limit: lim, demand: steady(lim), length: length, tolerance: 0.05},
-		{name: "burst 10×", procs: procs, collectors: collectors, interval: interval, limit: lim, demand: burst(lim, b), eventAt: b, length: length, tolerance: 0.25},
-		{name: "limit 1000→500", procs: procs, collectors: collectors, interval: interval, limit: lim, demand: steady(lim), changeAt: b, newLimit: 500, eventAt: b, length: length, tolerance: 0.05},
+		{name: "overload 2×", procs: procs, collectors: collectors, interval: interval, limit: lim, demand: jump(lim, 2, b), eventAt: b, length: length},
+		{name: "burst 10×", procs: procs, collectors: collectors, interval: interval, limit: lim, demand: jump(lim, 10, b), eventAt: b, length: length},
+		{name: "limit 1000→500", procs: procs, collectors: collectors, interval: interval, limit: lim, demand: steady(lim), changeAt: b, newLimit: 500, eventAt: b, length: length},
 	}
 }
 
@@ -273,8 +287,8 @@ func report(t *testing.T, sc scenario, r result) string {
 			conv = fmt.Sprintf("%v (%.1f intervals)", r.convergence, r.convergence.Seconds()/sc.interval.Seconds())
 		}
 	}
-	line := fmt.Sprintf("| %s | %d | %d | %v | %+.1f%% | %+.1f%% | %d | %s |", sc.name, sc.procs, sc.collectors, sc.interval,
-		100*r.worstOver, -100*r.worstUnder, r.falseRefusals, conv)
+	line := fmt.Sprintf("| %s | %d | %d | %v | %+.1f%% / %+.1f%% | %+.1f%% / %+.1f%% | %d | %s |", sc.name, sc.procs, sc.collectors, sc.interval,
+		100*r.worstOver, -100*r.worstUnder, 100*r.settledOver, -100*r.settledUnder, r.falseRefusals, conv)
 	t.Logf("%s per-second admitted %v", sc.name, fmtSeconds(r.perSecond))
 	return line
 }
@@ -316,11 +330,13 @@ func check(t *testing.T, sc scenario, r result) {
 	if len(r.perSecond) == 0 {
 		t.Fatalf("%s: no second measured", sc.name)
 	}
-	if r.worstOver > sc.tolerance || r.worstUnder > sc.tolerance {
-		t.Errorf("%s: admitted per second %v, off the limit by up to %+.1f%% / %+.1f%% (checked at ±%.0f%%, goal ±5%%)", sc.name, fmtSeconds(r.perSecond), 100*r.worstOver, -100*r.worstUnder, 100*sc.tolerance)
+	// The goal holds from one interval after the event; this build is
+	// checked from three (see bench/README.md for both).
+	if r.settledOver > 0.05 || r.settledUnder > 0.05 {
+		t.Errorf("%s: admitted per second from 3 intervals after the event off the limit by up to %+.1f%% / %+.1f%% (goal ±5%%)", sc.name, 100*r.settledOver, -100*r.settledUnder)
 	}
-	if sc.eventAt > 0 && (r.convergence < 0 || r.convergence > 25*sc.interval) {
-		t.Errorf("%s: converged after %v; the goal is 2 intervals (%v), this build is checked at 25", sc.name, r.convergence, 2*sc.interval)
+	if sc.eventAt > 0 && (r.convergence < 0 || r.convergence > 10*sc.interval) {
+		t.Errorf("%s: converged after %v; the goal is 2 intervals (%v), checked at 10", sc.name, r.convergence, 2*sc.interval)
 	}
 }
 
@@ -329,7 +345,7 @@ func TestSimulation(t *testing.T) {
 	if !*full {
 		t.Skip("run with -fleetsim.full")
 	}
-	lines := []string{"| scenario | processes | collectors | interval | worst second over | worst second under | false refusals | convergence |", "|---|---|---|---|---|---|---|---|"}
+	lines := []string{"| scenario | processes | collectors | interval | worst second over / under, from 1 interval after | from 3 intervals after | false refusals | convergence (first 5-interval window within 5 %) |", "|---|---|---|---|---|---|---|---|"}
 	for _, collectors := range []int{1, 3} {
 		for _, iv := range []time.Duration{100 * time.Millisecond, time.Second} {
 			for _, sc := range scenarios(100, iv, max(6*time.Second, 9*iv), collectors) {
