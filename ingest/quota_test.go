@@ -58,8 +58,8 @@ func TestQuotaSectionInvalid(t *testing.T) {
 		tail []byte
 		want error
 	}{
-		{"count above the limit", []byte{1, 2, 4, 0x91, 0x4e, 0, 0}, ErrTooLarge},      // 10,001 tenants
-		{"count above the bytes left", []byte{1, 2, 3, 5, 0, 0}, ErrMalformed},          // 5 tenants in 2 bytes
+		{"count above the limit", []byte{1, 2, 4, 0x91, 0x4e, 0, 0}, ErrTooLarge}, // 10,001 tenants
+		{"count above the bytes left", []byte{1, 2, 3, 5, 0, 0}, ErrMalformed},    // 5 tenants in 2 bytes
 		{"empty tenant", append([]byte{1, 2, 20, 1, 0, 0}, make([]byte, 16)...), ErrMalformed},
 		{"trailing byte", append([]byte{1, 2, 22, 1, 1, 'a', 0}, append(make([]byte, 16), 7)...), ErrMalformed},
 	} {

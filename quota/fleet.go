@@ -47,8 +47,8 @@ type Fleet struct {
 	limit func(tenant string, tier tenant.Tier) (Limit, bool)
 	cfg   fleetConfig
 
-	sources map[string]*source
-	totals  map[string]*total
+	sources  map[string]*source
+	totals   map[string]*total
 	remote   map[string]Rates
 	remoteAt time.Time
 	sweepAt  time.Time

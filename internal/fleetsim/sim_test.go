@@ -44,16 +44,14 @@ type scenario struct {
 
 // result is what a run measured.
 type result struct {
-	perSecond      []float64 // bigco admitted RU per measured second
-	worstOver      float64   // max (admitted − limit) / limit over the seconds from one interval after the event
-	worstUnder     float64   // max (limit − admitted) / limit
-	settledOver    float64   // the same from three intervals after the event
-	settledUnder   float64
-	falseRefusals  uint64    // refusals of the under-limit tenant
-	smallAdmitted  float64
-	convergence    time.Duration // from eventAt until admitted per interval stays within 5 %
-	reports        uint64
-	quotaSyncFails float64
+	perSecond     []float64 // bigco admitted RU per measured second
+	worstOver     float64   // max (admitted − limit) / limit over the seconds from one interval after the event
+	worstUnder    float64   // max (limit − admitted) / limit
+	settledOver   float64   // the same from three intervals after the event
+	settledUnder  float64
+	falseRefusals uint64 // refusals of the under-limit tenant
+	smallAdmitted float64
+	convergence   time.Duration // from eventAt to the first 5-interval window within 5 %
 }
 
 const (
