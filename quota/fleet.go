@@ -80,7 +80,8 @@ type total struct {
 	limit  float64 // the limit the balance was started with
 	bal    float64
 	balAt  time.Time
-	balAt0 time.Time // when the balance was started
+	balAt0 time.Time     // when the balance was started
+	window time.Duration // the longest window of its sources
 }
 
 // charge refills the balance at limit up to capRU, then takes ru.
@@ -230,6 +231,7 @@ func (f *Fleet) Observe(now time.Time, src string, window time.Duration, usage [
 			f.totals[name] = t
 		}
 		t.tier = r.tier
+		t.window = max(t.window, window)
 		t.demand += r.demand
 		t.admitted += r.admitted
 		t.n++
@@ -321,8 +323,11 @@ func (f *Fleet) SetRemote(now time.Time, r map[string]Rates) {
 		for name, rr := range r {
 			if t := f.totals[name]; t != nil && t.listed {
 				lim, ok := f.limit(name, t.tier)
+				// The others' sums lag one exchange more than this
+				// collector's own reports: forgive two windows.
+				part := min(1, max(0, now.Sub(t.balAt0.Add(2*t.window)).Seconds()/dt.Seconds()))
 				if ok {
-					t.charge(now, lim.RUPerSecond, lim.RUPerSecond*dt.Seconds(), rr.Admitted*dt.Seconds())
+					t.charge(now, lim.RUPerSecond, lim.RUPerSecond*dt.Seconds(), rr.Admitted*dt.Seconds()*part)
 				}
 			}
 		}

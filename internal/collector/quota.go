@@ -63,7 +63,10 @@ func newFleetQuota(cfg Config) (*fleetQuota, error) {
 		}
 		q.client = redis.NewClient(&redis.Options{Addr: cfg.QuotaRedis, DialTimeout: time.Second,
 			ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRetries: 1})
-		if q.sync, err = redisquota.New(q.client, id, 3*q.every); err != nil {
+		// A collector's sums count for three syncs, and at least 2 s, so
+		// that a sync late on a busy machine does not drop its processes
+		// from the others' sums.
+		if q.sync, err = redisquota.New(q.client, id, max(3*q.every, 2*time.Second)); err != nil {
 			return nil, fmt.Errorf("%w: quota redis: %w", ErrConfig, err)
 		}
 	}
@@ -129,7 +132,7 @@ func (s *Server) runQuotaSync(ctx context.Context, wg *sync.WaitGroup) {
 			local := map[string]quota.Rates{}
 			q.fleet.Local(func(name string, r quota.Rates) { local[name] = r })
 			s.mu.Unlock()
-			cctx, cancel := context.WithTimeout(ctx, q.every)
+			cctx, cancel := context.WithTimeout(ctx, max(q.every, 500*time.Millisecond))
 			remote, err := q.sync.Exchange(cctx, local)
 			cancel()
 			q.syncs.Inc()

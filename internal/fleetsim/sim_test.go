@@ -59,6 +59,9 @@ const (
 	smallLimit = 1000.0
 	smallRate  = 300.0 // always under its limit
 	slot       = 10 * time.Millisecond
+	// cost is the RU of one request: small enough that each of 100
+	// processes sees many requests per interval.
+	cost = 0.1
 )
 
 func run(t *testing.T, sc scenario) result {
@@ -167,16 +170,16 @@ func run(t *testing.T, sc scenario) result {
 				for p := w; p < sc.procs; p += workers {
 					e := enfs[p]
 					owedBig[p] += sc.demand(el) * dt / float64(sc.procs)
-					for ; owedBig[p] >= 1; owedBig[p]-- {
+					for ; owedBig[p] >= cost; owedBig[p] -= cost {
 						if e.AllowAt(now, big).Admitted() {
-							e.ChargeAt(now, big, 1)
-							admitted[k].Add(1000)
+							e.ChargeAt(now, big, cost)
+							admitted[k].Add(uint64(cost * 1000))
 						}
 					}
 					owedSmall[p] += smallRate * dt / float64(sc.procs)
-					for ; owedSmall[p] >= 1; owedSmall[p]-- {
+					for ; owedSmall[p] >= cost; owedSmall[p] -= cost {
 						if e.AllowAt(now, sm).Admitted() {
-							e.ChargeAt(now, sm, 1)
+							e.ChargeAt(now, sm, cost)
 							smallAdm.Add(1)
 						} else {
 							smallRefused.Add(1)
@@ -303,12 +306,16 @@ func fmtSeconds(v []float64) string {
 }
 
 // TestSimulationShort is the CI version: 20 processes, 100 ms intervals,
-// one collector, 4 seconds per scenario.
+// one collector, 4 seconds per scenario; and the overload with three
+// collectors summing through Redis.
 func TestSimulationShort(t *testing.T) {
 	if *full {
 		t.Skip("the full run is TestSimulation")
 	}
-	for _, sc := range scenarios(20, 100*time.Millisecond, 4*time.Second, 1) {
+	runs := scenarios(20, 100*time.Millisecond, 4*time.Second, 1)
+	three := scenarios(21, 100*time.Millisecond, 4*time.Second, 3)[0]
+	three.name += ", 3 collectors"
+	for _, sc := range append(runs, three) {
 		t.Run(sc.name, func(t *testing.T) {
 			r := run(t, sc)
 			t.Log(report(t, sc, r))
