@@ -452,3 +452,24 @@ func TestSeedRunKill(t *testing.T) {
 	t.Logf("killed worker held %d leases; the last expired %d ms after the kill (TTL %v); %d samples, peak %d, back to 4: %v",
 		dead, deadEnd-killMs, ttl, len(samples), peak, back)
 }
+
+// BenchmarkAcquireRelease is one job's lease on the real Redis: an
+// acquire and a release, two round trips.
+func BenchmarkAcquireRelease(b *testing.B) {
+	c := redis.NewClient(&redis.Options{Addr: testsvc.Redis(b)})
+	defer c.Close()
+	p := fmt.Sprintf("qtop-lease-bench-%d:", rand.Uint64())
+	defer c.Del(context.Background(), p+"bigco")
+	s, err := lease.New(c, limitOf(4), lease.WithPrefix(p))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if ok, _ := s.Acquire(ctx, "bigco"); !ok {
+			b.Fatal("refused")
+		}
+		s.Release("bigco")
+	}
+}

@@ -58,6 +58,7 @@ type source struct {
 	seen   time.Time
 	window time.Duration
 	rates  map[string]rate
+	spare  map[string]rate // the previous report's, reused
 }
 
 type rate struct {
@@ -193,12 +194,13 @@ func (f *Fleet) Observe(now time.Time, src string, window time.Duration, usage [
 		if len(f.sources) >= f.cfg.maxSources {
 			return
 		}
-		s = &source{rates: make(map[string]rate)}
+		s = &source{rates: make(map[string]rate), spare: make(map[string]rate)}
 		f.sources[src] = s
 	}
 	f.subtract(s, false)
 	old := s.rates
-	s.rates = make(map[string]rate, len(usage))
+	clear(s.spare)
+	s.rates, s.spare = s.spare, old
 	s.seen, s.window = now, window
 	if end := now.Add(time.Duration(f.cfg.hold) * window); end.Before(f.sweepAt) {
 		f.sweepAt = end

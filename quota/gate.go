@@ -2,6 +2,7 @@ package quota
 
 import (
 	"fmt"
+	"hash/maphash"
 	"math"
 	"sort"
 	"sync"
@@ -29,14 +30,27 @@ const maxDebt = time.Minute
 // the usage for the next report. Safe for concurrent use; make one with
 // NewGate.
 type Gate struct {
-	cfg gateConfig
+	cfg    gateConfig
+	seed   maphash.Seed
+	shards [gateShards]gateShard
 
+	refused, shadowRefused, expired, untracked atomic.Uint64
+	nlimited, ntracked                         atomic.Int64
+}
+
+// gateShards spreads tenants over locks, so that cores deciding for
+// different tenants do not contend.
+const gateShards = 16
+
+type gateShard struct {
 	mu      sync.Mutex
 	limited map[string]*allowance
 	usage   map[string]*tally
+	_       [40]byte // a cache line each
+}
 
-	refused, shadowRefused, expired, untracked atomic.Uint64
-	nlimited                                   atomic.Int64
+func (g *Gate) shard(tenant string) *gateShard {
+	return &g.shards[maphash.String(g.seed, tenant)%gateShards]
 }
 
 // allowance is one limited tenant's local rate: a token bucket kept as a
@@ -101,7 +115,11 @@ func NewGate(opts ...GateOption) (*Gate, error) {
 	case !(c.cost > 0) || math.IsInf(c.cost, 0):
 		return nil, fmt.Errorf("%w: default cost %v (want a finite number > 0)", ErrConfig, c.cost)
 	}
-	g := &Gate{cfg: c, limited: make(map[string]*allowance), usage: make(map[string]*tally)}
+	g := &Gate{cfg: c, seed: maphash.MakeSeed()}
+	for i := range g.shards {
+		g.shards[i].limited = make(map[string]*allowance)
+		g.shards[i].usage = make(map[string]*tally)
+	}
 	if c.reg != nil {
 		if err := g.register(c.reg); err != nil {
 			return nil, err
@@ -127,10 +145,11 @@ type Decision struct {
 // ChargeAt when it is done.
 func (g *Gate) AllowAt(now time.Time, tags tenant.Tags) Decision {
 	n := now.UnixNano()
-	g.mu.Lock()
-	a := g.limited[tags.Tenant]
+	sh := g.shard(tags.Tenant)
+	sh.mu.Lock()
+	a := sh.limited[tags.Tenant]
 	if a == nil {
-		g.mu.Unlock()
+		sh.mu.Unlock()
 		return Decision{Admit: true}
 	}
 	if n >= a.until {
@@ -138,7 +157,7 @@ func (g *Gate) AllowAt(now time.Time, tags tenant.Tags) Decision {
 			a.expired = true
 			g.expired.Add(1)
 		}
-		g.mu.Unlock()
+		sh.mu.Unlock()
 		return Decision{Admit: true}
 	}
 	var wait time.Duration
@@ -146,24 +165,24 @@ func (g *Gate) AllowAt(now time.Time, tags tenant.Tags) Decision {
 	case math.IsInf(a.nsPerRU, 1): // allowance 0
 		wait = time.Duration(a.until - n)
 	case a.tat-n <= a.burstNs:
-		g.mu.Unlock()
+		sh.mu.Unlock()
 		return Decision{Admit: true}
 	default:
 		wait = time.Duration(a.tat - n - a.burstNs)
 	}
 	if a.shadow {
-		g.mu.Unlock()
+		sh.mu.Unlock()
 		g.shadowRefused.Add(1)
 		return Decision{Admit: true, Shadow: true}
 	}
-	if t := g.tallyLocked(tags); t != nil {
+	if t := g.tallyLocked(sh, tags); t != nil {
 		est := t.mean
 		if !(est > 0) {
 			est = g.cfg.cost
 		}
 		t.refused += est
 	}
-	g.mu.Unlock()
+	sh.mu.Unlock()
 	g.refused.Add(1)
 	return Decision{RetryAfter: max(wait, time.Millisecond)}
 }
@@ -176,12 +195,13 @@ func (g *Gate) ChargeAt(now time.Time, tags tenant.Tags, ru float64) {
 		return
 	}
 	n := now.UnixNano()
-	g.mu.Lock()
-	if t := g.tallyLocked(tags); t != nil {
+	sh := g.shard(tags.Tenant)
+	sh.mu.Lock()
+	if t := g.tallyLocked(sh, tags); t != nil {
 		t.admitted += ru
 		t.n++
 	}
-	if a := g.limited[tags.Tenant]; a != nil && n < a.until && !math.IsInf(a.nsPerRU, 1) {
+	if a := sh.limited[tags.Tenant]; a != nil && n < a.until && !math.IsInf(a.nsPerRU, 1) {
 		c := ru * a.nsPerRU
 		tat := max(a.tat, n)
 		if c > float64(maxDebt) || tat+int64(c)-n > int64(maxDebt) {
@@ -190,18 +210,19 @@ func (g *Gate) ChargeAt(now time.Time, tags tenant.Tags, ru float64) {
 			a.tat = tat + int64(c)
 		}
 	}
-	g.mu.Unlock()
+	sh.mu.Unlock()
 }
 
-func (g *Gate) tallyLocked(tags tenant.Tags) *tally {
-	t := g.usage[tags.Tenant]
+func (g *Gate) tallyLocked(sh *gateShard, tags tenant.Tags) *tally {
+	t := sh.usage[tags.Tenant]
 	if t == nil {
-		if len(g.usage) >= g.cfg.maxTenants {
+		if g.ntracked.Load() >= int64(g.cfg.maxTenants) {
 			g.untracked.Add(1)
 			return nil
 		}
+		g.ntracked.Add(1)
 		t = &tally{}
-		g.usage[tags.Tenant] = t
+		sh.usage[tags.Tenant] = t
 	}
 	if tags.Tier != tenant.TierUnset {
 		t.tier = tags.Tier
@@ -212,53 +233,76 @@ func (g *Gate) tallyLocked(tags tenant.Tags) *tally {
 // Apply replaces the verdicts with those of one reply, received at now.
 // A tenant in the answer keeps its bucket's state (its debt); a tenant
 // not in it is no longer limited. Verdicts beyond the Gate's max tenants,
-// or with an empty tenant, are ignored.
+// or with an empty tenant, are ignored. Each shard of tenants changes at
+// once; a request meanwhile sees the old or the new answer for its
+// tenant.
 func (g *Gate) Apply(now time.Time, verdicts []Verdict) {
 	n := now.UnixNano()
-	g.mu.Lock()
-	defer func() {
-		g.nlimited.Store(int64(len(g.limited)))
-		g.mu.Unlock()
-	}()
-	for _, a := range g.limited {
-		a.seen = false
-	}
-	for _, v := range verdicts {
-		if v.Tenant == "" || !(v.For > 0) || math.IsNaN(v.Allowance) || v.Allowance < 0 {
+	var by [gateShards][]*Verdict
+	kept := 0
+	for i := range verdicts {
+		v := &verdicts[i]
+		if v.Tenant == "" || !(v.For > 0) || math.IsNaN(v.Allowance) || v.Allowance < 0 || math.IsInf(v.Allowance, 0) {
 			continue
 		}
-		a := g.limited[v.Tenant]
-		if a == nil {
-			if len(g.limited) >= g.cfg.maxTenants {
+		if kept == g.cfg.maxTenants {
+			break
+		}
+		kept++
+		k := maphash.String(g.seed, v.Tenant) % gateShards
+		by[k] = append(by[k], v)
+	}
+	total := 0
+	for k := range g.shards {
+		sh := &g.shards[k]
+		sh.mu.Lock()
+		for _, a := range sh.limited {
+			a.seen = false
+		}
+		for _, v := range by[k] {
+			a := sh.limited[v.Tenant]
+			if a == nil {
+				a = &allowance{tat: n}
+				sh.limited[v.Tenant] = a
+			}
+			a.seen, a.expired, a.shadow = true, false, v.Shadow
+			a.until = n + int64(min(v.For, maxDebt))
+			if v.Allowance == 0 {
+				a.nsPerRU, a.burstNs = math.Inf(1), 0
 				continue
 			}
-			a = &allowance{tat: n}
-			g.limited[v.Tenant] = a
+			a.nsPerRU = 1e9 / v.Allowance
+			a.burstNs = int64(g.cfg.burst)
 		}
-		a.seen, a.expired, a.shadow = true, false, v.Shadow
-		a.until = n + int64(min(v.For, maxDebt))
-		if v.Allowance == 0 {
-			a.nsPerRU, a.burstNs = math.Inf(1), 0
-			continue
+		for t, a := range sh.limited {
+			if !a.seen {
+				delete(sh.limited, t)
+			}
 		}
-		a.nsPerRU = 1e9 / v.Allowance
-		a.burstNs = int64(g.cfg.burst)
+		total += len(sh.limited)
+		sh.mu.Unlock()
 	}
-	for t, a := range g.limited {
-		if !a.seen {
-			delete(g.limited, t)
-		}
-	}
+	g.nlimited.Store(int64(total))
 }
 
 // Cut returns the usage per tenant since the previous Cut, sorted by
 // tenant, and starts a new interval. Tenants without usage are left out.
 func (g *Gate) Cut() []Usage {
-	g.mu.Lock()
-	out := make([]Usage, 0, len(g.usage))
-	for name, t := range g.usage {
+	out := make([]Usage, 0, g.ntracked.Load())
+	for k := range g.shards {
+		out = g.shards[k].cut(g, out)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Tenant < out[j].Tenant })
+	return out
+}
+
+func (sh *gateShard) cut(g *Gate, out []Usage) []Usage {
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	for name, t := range sh.usage {
 		if t.admitted == 0 && t.refused == 0 {
-			delete(g.usage, name)
+			delete(sh.usage, name)
+			g.ntracked.Add(-1)
 			continue
 		}
 		out = append(out, Usage{Tenant: name, Tier: t.tier, Admitted: t.admitted, Refused: t.refused})
@@ -267,17 +311,16 @@ func (g *Gate) Cut() []Usage {
 		}
 		t.admitted, t.refused, t.n = 0, 0, 0
 	}
-	g.mu.Unlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].Tenant < out[j].Tenant })
 	return out
 }
 
 // Limited returns the allowance in RU/s of tenant at now and whether it is
 // limited (a live verdict).
 func (g *Gate) Limited(now time.Time, tenant string) (ruPerSecond float64, ok bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	a := g.limited[tenant]
+	sh := g.shard(tenant)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	a := sh.limited[tenant]
 	if a == nil || now.UnixNano() >= a.until {
 		return 0, false
 	}
