@@ -145,3 +145,26 @@ func TestReplyQuotasSmall(t *testing.T) {
 	}
 	t.Logf("reply with 10,000 tenants reported, 1 limited: %d bytes", len(b))
 }
+
+// FuzzQuotaSection: whatever the bytes, decoding a report with a quota
+// section never panics, and what decodes encodes back to the same usage.
+func FuzzQuotaSection(f *testing.F) {
+	r := docReport()
+	r.Quota = []quota.Usage{{Tenant: "bigco", Tier: tenant.T2, Admitted: 12, Refused: 3}}
+	b, _ := r.marshalUncompressed()
+	f.Add(b)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var got Report
+		if err := got.UnmarshalBinary(b); err != nil {
+			return
+		}
+		again, err := got.MarshalBinary()
+		if err != nil {
+			t.Fatalf("a decoded report does not encode: %v", err)
+		}
+		back, err := DecodeReport(again)
+		if err != nil || !reflect.DeepEqual(back.Quota, got.Quota) {
+			t.Fatalf("quota %+v → %+v, %v", got.Quota, back.Quota, err)
+		}
+	})
+}
