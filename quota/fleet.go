@@ -13,9 +13,10 @@ import (
 const (
 	DefaultMaxSources = 10_000
 	// DefaultNear lists a tenant once the fleet's demand reaches this
-	// fraction of its limit, so that an allowance caps growth before the
-	// limit is crossed.
-	DefaultNear = 0.9
+	// fraction of its limit, so that allowances cap growth before the
+	// limit is crossed (a process may then grow to limit/demand times
+	// its share before it is refused).
+	DefaultNear = 0.5
 	// DefaultHold is how many of a source's windows a verdict holds for,
 	// and how many a source's usage counts for after its last report.
 	DefaultHold = 3
@@ -83,6 +84,19 @@ type total struct {
 	balAt  time.Time
 	balAt0 time.Time     // when the balance was started
 	window time.Duration // the longest window of its sources
+	// given holds the allowance last given to each source while the
+	// tenant is listed, and givenSum their sum: a new allowance never
+	// takes the sum above the collector's part of the limit, though the
+	// shares it is computed from were reported at different times.
+	given    map[string]float64
+	givenSum float64
+}
+
+func (t *total) ungive(src string) {
+	if a, ok := t.given[src]; ok {
+		t.givenSum = max(0, t.givenSum-a)
+		delete(t.given, src)
+	}
 }
 
 // charge refills the balance at limit up to capRU, then takes ru.
@@ -197,7 +211,7 @@ func (f *Fleet) Observe(now time.Time, src string, window time.Duration, usage [
 		s = &source{rates: make(map[string]rate), spare: make(map[string]rate)}
 		f.sources[src] = s
 	}
-	f.subtract(s, false)
+	f.subtract(src, s, false)
 	old := s.rates
 	clear(s.spare)
 	s.rates, s.spare = s.spare, old
@@ -247,7 +261,14 @@ func (f *Fleet) Observe(now time.Time, src string, window time.Duration, usage [
 		}
 	}
 	for name := range old {
-		if t := f.totals[name]; t != nil && t.n <= 0 {
+		t := f.totals[name]
+		if t == nil {
+			continue
+		}
+		if _, still := s.rates[name]; !still {
+			t.ungive(src)
+		}
+		if t.n <= 0 {
 			delete(f.totals, name)
 		}
 	}
@@ -257,11 +278,14 @@ func finiteNonNeg(v float64) bool { return v >= 0 && !math.IsInf(v, 0) }
 
 // subtract removes s's contribution from the totals, and the totals left
 // without a source when drop is set.
-func (f *Fleet) subtract(s *source, drop bool) {
+func (f *Fleet) subtract(src string, s *source, drop bool) {
 	for name, r := range s.rates {
 		t := f.totals[name]
 		if t == nil {
 			continue
+		}
+		if drop {
+			t.ungive(src)
 		}
 		t.n--
 		if t.n <= 0 {
@@ -285,7 +309,7 @@ func (f *Fleet) sweep(now time.Time) {
 	for name, s := range f.sources {
 		end := s.seen.Add(time.Duration(f.cfg.hold) * s.window)
 		if !now.Before(end) {
-			f.subtract(s, true)
+			f.subtract(name, s, true)
 			delete(f.sources, name)
 			continue
 		}
@@ -366,9 +390,33 @@ func (f *Fleet) Verdicts(now time.Time, src string, dst []Verdict) []Verdict {
 			// Newly listed, or a new limit: start with an empty balance.
 			t.listed, t.limit = limited, lim.RUPerSecond
 			t.bal, t.balAt, t.balAt0 = 0, now, now
+			clear(t.given)
+			t.givenSum = 0
 		}
 		if !limited {
 			continue
+		}
+		if t != nil && !math.IsInf(v.Allowance, 0) {
+			// This collector's part of the fleet's allowance, less what its
+			// other sources hold now.
+			fleet := t.demand + f.remote[name].Demand
+			budget := allow
+			if fleet > 0 {
+				budget = allow * t.demand / fleet
+			}
+			old := t.given[src]
+			capped := max(0, min(v.Allowance, budget-(t.givenSum-old)))
+			if fleet < lim.RUPerSecond {
+				// Under its limit a tenant is never refused what it asks
+				// for now.
+				capped = max(capped, min(v.Allowance, r.demand))
+			}
+			v.Allowance = capped
+			if t.given == nil {
+				t.given = make(map[string]float64)
+			}
+			t.given[src] = v.Allowance
+			t.givenSum = max(0, t.givenSum-old+v.Allowance)
 		}
 		v.Tenant, v.For = name, hold
 		dst = append(dst, v)

@@ -27,7 +27,7 @@ func TestDecide(t *testing.T) {
 		{0, 2000, true, 0.5, 0},         // a process with no demand gets no share
 	}
 	for _, c := range cases {
-		v, ok := Decide(lim, lim.RUPerSecond, c.own, c.fleet, DefaultNear)
+		v, ok := Decide(lim, lim.RUPerSecond, c.own, c.fleet, 0.9)
 		if ok != c.listed || v.Rate != c.rate || v.Allowance != c.allowance {
 			t.Errorf("Decide(own %v, fleet %v) = %+v, %v; want rate %v allowance %v listed %v", c.own, c.fleet, v, ok, c.rate, c.allowance, c.listed)
 		}
@@ -190,5 +190,41 @@ func TestFleetDebt(t *testing.T) {
 	f.SetLimits(limits(map[string]Limit{"bigco": {RUPerSecond: 50}}))
 	if v := f.Verdicts(at(2000), "p1", nil); len(v) != 1 || v[0].Allowance != 50 {
 		t.Fatalf("after a limit change: %+v, want allowance 50 (no debt)", v)
+	}
+}
+
+// TestFleetGrants: the allowances a collector has handed out never sum
+// above the limit, though each is computed from shares reported at
+// different times: a process whose demand grew first waits for the
+// others' next reports to get its full share. Under its limit a tenant is
+// never given less than it asks for now.
+func TestFleetGrants(t *testing.T) {
+	f, _ := NewFleet(limits(map[string]Limit{"bigco": {RUPerSecond: 300}, "calm": {RUPerSecond: 1000}}))
+	for i, s := range []struct {
+		src, tenant string
+		demand      float64
+		allowance   float64 // -1: no verdict
+	}{
+		{"p1", "bigco", 200, 300}, // listed (200 ≥ half of 300), alone: the whole limit
+		{"p2", "bigco", 200, 0},   // over the limit now: fair 150, but p1 holds 300 until its next report
+		{"p1", "bigco", 200, 150},
+		{"p2", "bigco", 200, 150},
+		{"p1", "bigco", 400, 150}, // p1 grew: fair 200 (300 × 400/600), but p2 holds 150
+		{"p2", "bigco", 200, 100},
+		{"p1", "bigco", 400, 200}, // now it gets its share
+		{"q1", "calm", 300, -1},   // under half its limit: not listed
+		{"q2", "calm", 300, 500},
+		{"q1", "calm", 300, 500},
+		{"q3", "calm", 100, 100}, // no headroom left, but the fleet is under its limit: what it asks
+	} {
+		f.Observe(at(i), s.src, time.Second, []Usage{{Tenant: s.tenant, Admitted: s.demand}})
+		v := f.Verdicts(at(i), s.src, nil)
+		got := -1.0
+		if len(v) == 1 {
+			got = v[0].Allowance
+		}
+		if got != s.allowance {
+			t.Fatalf("step %d (%s %s): allowance %v, want %v", i, s.src, s.tenant, got, s.allowance)
+		}
 	}
 }

@@ -60,21 +60,21 @@ func TestQuotaReply(t *testing.T) {
 		return rep.Quotas
 	}
 	calm := quota.Usage{Tenant: "calm", Tier: tenant.T2, Admitted: 50}
-	if v := send(report("p1", 1, []quota.Usage{{Tenant: "bigco", Tier: tenant.T2, Admitted: 200}, calm})); len(v) != 0 {
-		t.Fatalf("p1 alone (200 of 300 RU/s): %+v, want no verdict", v)
+	if v := send(report("p1", 1, []quota.Usage{{Tenant: "bigco", Tier: tenant.T2, Admitted: 100}, calm})); len(v) != 0 {
+		t.Fatalf("p1 alone (100 of 300 RU/s, under half): %+v, want no verdict", v)
 	}
 	now = now.Add(10 * time.Millisecond)
 	v := send(report("p2", 1, []quota.Usage{{Tenant: "bigco", Tier: tenant.T2, Admitted: 300, Refused: 100},
 		{Tenant: "t3co", Tier: tenant.T3, Admitted: 2000}}))
-	if len(v) != 2 || v[0].Tenant != "bigco" || v[0].Allowance != 200 || v[0].Rate != 0.5 || v[0].Shadow ||
+	if len(v) != 2 || v[0].Tenant != "bigco" || v[0].Allowance != 240 || v[0].Rate != 0.4 || v[0].Shadow ||
 		v[1].Tenant != "t3co" || !v[1].Shadow || v[1].Allowance != 1000 {
-		t.Fatalf("p2: %+v, want bigco allowance 200 (300 × 400/600, rate 0.5) and a shadow verdict for t3co", v)
+		t.Fatalf("p2: %+v, want bigco allowance 240 (300 × 400/500, rate 0.4) and a shadow verdict for t3co", v)
 	}
 	// The answer to p2's duplicate is p2's answer again.
 	if dup := send(report("p2", 1, nil)); len(dup) != 2 || dup[0] != v[0] {
 		t.Fatalf("duplicate: %+v", dup)
 	}
-	if v := send(report("p1", 2, []quota.Usage{{Tenant: "bigco", Tier: tenant.T2, Admitted: 200}, calm})); len(v) != 1 || v[0].Allowance != 100 {
-		t.Fatalf("p1 again: %+v, want bigco allowance 100 (300 × 200/600)", v)
+	if v := send(report("p1", 2, []quota.Usage{{Tenant: "bigco", Tier: tenant.T2, Admitted: 100}, calm})); len(v) != 1 || v[0].Allowance != 60 {
+		t.Fatalf("p1 again: %+v, want bigco allowance 60 (300 × 100/500)", v)
 	}
 }

@@ -244,7 +244,7 @@ func run(t *testing.T, sc scenario) result {
 	// it stays there is what the per-second figures say.
 	res.convergence = -1
 	if sc.eventAt > 0 {
-		w := 5 * sc.interval
+		w := max(5*sc.interval, time.Second/2)
 		for from := sc.eventAt; from+w <= sc.length; from += sc.interval {
 			rate := sum(from, from+w) / w.Seconds()
 			if lim := limitAt(from); math.Abs(rate-lim)/lim <= 0.05 {
