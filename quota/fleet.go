@@ -66,6 +66,10 @@ type rate struct {
 	tier             tenant.Tier
 	demand, admitted float64 // RU/s
 	limit            float64 // RU/s, when observed
+	// idle counts the source's reports in a row without this listed
+	// tenant: it keeps its last allowance for hold reports, so that a
+	// process that was idle for a window does not come back unlimited.
+	idle int
 }
 
 type total struct {
@@ -236,6 +240,14 @@ func (f *Fleet) Observe(now time.Time, src string, window time.Duration, usage [
 		r.tier, r.demand, r.admitted, r.limit = u.Tier, r.demand+d, r.admitted+a, lim.RUPerSecond
 		s.rates[u.Tenant] = r
 	}
+	for name, r := range old {
+		if _, ok := s.rates[name]; ok || r.idle >= f.cfg.hold {
+			continue
+		}
+		if t := f.totals[name]; t != nil && t.listed {
+			s.rates[name] = rate{tier: r.tier, limit: r.limit, idle: r.idle + 1}
+		}
+	}
 	for name, r := range s.rates {
 		t := f.totals[name]
 		if t == nil {
@@ -405,6 +417,9 @@ func (f *Fleet) Verdicts(now time.Time, src string, dst []Verdict) []Verdict {
 				budget = allow * t.demand / fleet
 			}
 			old := t.given[src]
+			if r.idle > 0 {
+				v.Allowance = old // no demand in its last window: keep its share
+			}
 			capped := max(0, min(v.Allowance, budget-(t.givenSum-old)))
 			if fleet < lim.RUPerSecond {
 				// Under its limit a tenant is never refused what it asks

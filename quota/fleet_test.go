@@ -228,3 +228,27 @@ func TestFleetGrants(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetIdleWindow: a process with no traffic of a listed tenant in one
+// window keeps its allowance (for up to hold windows), so that it does not
+// come back unlimited.
+func TestFleetIdleWindow(t *testing.T) {
+	f, _ := NewFleet(limits(map[string]Limit{"bigco": {RUPerSecond: 300}}))
+	f.Observe(at(0), "p1", time.Second, []Usage{{Tenant: "bigco", Admitted: 300, Refused: 300}})
+	f.Observe(at(1), "p2", time.Second, []Usage{{Tenant: "bigco", Admitted: 300, Refused: 300}})
+	f.Verdicts(at(1), "p1", nil)
+	v := f.Verdicts(at(1), "p2", nil)
+	if len(v) != 1 || v[0].Allowance != 150 {
+		t.Fatalf("p2: %+v", v)
+	}
+	for i := range DefaultHold {
+		f.Observe(at(2+i), "p2", time.Second, nil)
+		if v := f.Verdicts(at(2+i), "p2", nil); len(v) != 1 || v[0].Allowance != 150 {
+			t.Fatalf("idle window %d: %+v, want the allowance of 150 kept", i+1, v)
+		}
+	}
+	f.Observe(at(9), "p2", time.Second, nil)
+	if v := f.Verdicts(at(9), "p2", nil); len(v) != 0 {
+		t.Fatalf("after %d idle windows: %+v, want none", DefaultHold+1, v)
+	}
+}
