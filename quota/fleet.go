@@ -58,6 +58,7 @@ type Fleet struct {
 type source struct {
 	seen   time.Time
 	window time.Duration
+	avg    time.Duration // moving average of its windows
 	rates  map[string]rate
 	spare  map[string]rate // the previous report's, reused
 }
@@ -223,7 +224,14 @@ func (f *Fleet) Observe(now time.Time, src string, window time.Duration, usage [
 	if end := now.Add(time.Duration(f.cfg.hold) * window); end.Before(f.sweepAt) {
 		f.sweepAt = end
 	}
-	sec := window.Seconds()
+	if s.avg == 0 {
+		s.avg = window
+	}
+	s.avg += (window - s.avg) / 5
+	// A window much shorter than the source's usual one (a late cut
+	// followed by one on time) would make a rate of a few requests: take
+	// the rate over at least half the usual window.
+	sec := max(window, s.avg/2).Seconds()
 	for i, u := range usage {
 		if i >= f.cfg.maxTenants {
 			break
@@ -420,13 +428,12 @@ func (f *Fleet) Verdicts(now time.Time, src string, dst []Verdict) []Verdict {
 			if r.idle > 0 {
 				v.Allowance = old // no demand in its last window: keep its share
 			}
-			capped := max(0, min(v.Allowance, budget-(t.givenSum-old)))
-			if fleet < lim.RUPerSecond {
-				// Under its limit a tenant is never refused what it asks
-				// for now.
-				capped = max(capped, min(v.Allowance, r.demand))
+			if fleet >= lim.RUPerSecond {
+				// Over its limit: never above what the others leave. Under
+				// it the share alone (at least what the process asks for
+				// now) applies, so that the tenant is not refused.
+				v.Allowance = max(0, min(v.Allowance, budget-(t.givenSum-old)))
 			}
-			v.Allowance = capped
 			if t.given == nil {
 				t.given = make(map[string]float64)
 			}

@@ -215,7 +215,7 @@ func TestFleetGrants(t *testing.T) {
 		{"q1", "calm", 300, -1},   // under half its limit: not listed
 		{"q2", "calm", 300, 500},
 		{"q1", "calm", 300, 500},
-		{"q3", "calm", 100, 100}, // no headroom left, but the fleet is under its limit: what it asks
+		{"q3", "calm", 100, 1000.0 / 7}, // no headroom left, but the fleet is under its limit: its share
 	} {
 		f.Observe(at(i), s.src, time.Second, []Usage{{Tenant: s.tenant, Admitted: s.demand}})
 		v := f.Verdicts(at(i), s.src, nil)

@@ -150,7 +150,7 @@ func TestGateBounds(t *testing.T) {
 	if g.Stats().Limited != 2 {
 		t.Fatalf("limited %d, want 2 (bad verdicts and the third tenant ignored)", g.Stats().Limited)
 	}
-	for _, o := range []GateOption{WithMaxTenants(0), WithBurst(-1), WithBurst(2 * time.Minute), WithDefaultCost(0), WithDefaultCost(math.Inf(1))} {
+	for _, o := range []GateOption{WithMaxTenants(0), WithBurst(-2), WithBurst(2 * time.Minute), WithDefaultCost(0), WithDefaultCost(math.Inf(1))} {
 		if _, err := NewGate(o); err == nil {
 			t.Fatal("bad option accepted")
 		}
