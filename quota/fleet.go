@@ -429,10 +429,12 @@ func (f *Fleet) Verdicts(now time.Time, src string, dst []Verdict) []Verdict {
 				v.Allowance = old // no demand in its last window: keep its share
 			}
 			if fleet >= lim.RUPerSecond {
-				// Over its limit: never above what the others leave. Under
-				// it the share alone (at least what the process asks for
-				// now) applies, so that the tenant is not refused.
+				// Over its limit: never above what the others leave.
 				v.Allowance = max(0, min(v.Allowance, budget-(t.givenSum-old)))
+			} else {
+				// Under it: its share and all the fleet's headroom, so that
+				// a process whose last window was quiet is not refused.
+				v.Allowance += lim.RUPerSecond - fleet
 			}
 			if t.given == nil {
 				t.given = make(map[string]float64)

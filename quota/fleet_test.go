@@ -2,6 +2,7 @@ package quota
 
 import (
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -196,8 +197,8 @@ func TestFleetDebt(t *testing.T) {
 // TestFleetGrants: the allowances a collector has handed out never sum
 // above the limit, though each is computed from shares reported at
 // different times: a process whose demand grew first waits for the
-// others' next reports to get its full share. Under its limit a tenant is
-// never given less than it asks for now.
+// others' next reports to get its full share. Under its limit a tenant
+// gets its share and all the fleet's headroom besides.
 func TestFleetGrants(t *testing.T) {
 	f, _ := NewFleet(limits(map[string]Limit{"bigco": {RUPerSecond: 300}, "calm": {RUPerSecond: 1000}}))
 	for i, s := range []struct {
@@ -205,17 +206,17 @@ func TestFleetGrants(t *testing.T) {
 		demand      float64
 		allowance   float64 // -1: no verdict
 	}{
-		{"p1", "bigco", 200, 300}, // listed (200 ≥ half of 300), alone: the whole limit
-		{"p2", "bigco", 200, 0},   // over the limit now: fair 150, but p1 holds 300 until its next report
+		{"p1", "bigco", 200, 400}, // listed (200 ≥ half of 300), under the limit: its share (all of it) and the headroom
+		{"p2", "bigco", 200, 0},   // over the limit now: fair 150, but p1 holds 400 until its next report
 		{"p1", "bigco", 200, 150},
 		{"p2", "bigco", 200, 150},
 		{"p1", "bigco", 400, 150}, // p1 grew: fair 200 (300 × 400/600), but p2 holds 150
 		{"p2", "bigco", 200, 100},
 		{"p1", "bigco", 400, 200}, // now it gets its share
 		{"q1", "calm", 300, -1},   // under half its limit: not listed
-		{"q2", "calm", 300, 500},
-		{"q1", "calm", 300, 500},
-		{"q3", "calm", 100, 1000.0 / 7}, // no headroom left, but the fleet is under its limit: its share
+		{"q2", "calm", 300, 900},  // share 500 (1000 × 300/600) + headroom 400
+		{"q1", "calm", 300, 900},
+		{"q3", "calm", 100, 1000.0/7 + 300}, // the grants exceed the limit, but the fleet is under it
 	} {
 		f.Observe(at(i), s.src, time.Second, []Usage{{Tenant: s.tenant, Admitted: s.demand}})
 		v := f.Verdicts(at(i), s.src, nil)
@@ -223,7 +224,7 @@ func TestFleetGrants(t *testing.T) {
 		if len(v) == 1 {
 			got = v[0].Allowance
 		}
-		if got != s.allowance {
+		if math.Abs(got-s.allowance) > 1e-9 {
 			t.Fatalf("step %d (%s %s): allowance %v, want %v", i, s.src, s.tenant, got, s.allowance)
 		}
 	}
