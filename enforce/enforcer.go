@@ -522,8 +522,8 @@ func (e *Enforcer) AllowAt(now time.Time, tags tenant.Tags) Decision {
 			e.logShadow(RuleBucket, tags, tier, Throttle)
 		}
 	}
-	if ok && e.cfg.quota != nil {
-		ok, wait = e.allowQuota(now, tags, tier, c)
+	if e.cfg.quota != nil {
+		ok, wait = e.allowQuota(now, tags, tier, c, ok, wait)
 	}
 	if ok {
 		c.admitted.Add(1)

@@ -15,9 +15,15 @@ import (
 // verdict is counted as a shadow throttle.
 func WithQuota(g *quota.Gate) Option { return func(c *config) { c.quota = g } }
 
-// allowQuota is the quota part of AllowAt, for work the bucket admitted.
-func (e *Enforcer) allowQuota(now time.Time, tags tenant.Tags, tier tenant.Tier, c *tierCounters) (bool, time.Duration) {
+// allowQuota is the quota part of AllowAt: it asks the gate about work
+// the bucket admitted, and counts work the bucket refused in the gate's
+// usage (the fleet's demand includes it).
+func (e *Enforcer) allowQuota(now time.Time, tags tenant.Tags, tier tenant.Tier, c *tierCounters, bucketOK bool, wait time.Duration) (bool, time.Duration) {
 	tags.Tier = tier
+	if !bucketOK {
+		e.cfg.quota.RefusedElsewhere(tags)
+		return false, wait
+	}
 	d := e.cfg.quota.AllowAt(now, tags)
 	if d.Shadow {
 		c.shadowThrottled.Add(1)

@@ -187,6 +187,22 @@ func (g *Gate) AllowAt(now time.Time, tags tenant.Tags) Decision {
 	return Decision{RetryAfter: max(wait, time.Millisecond)}
 }
 
+// RefusedElsewhere counts in tags' tenant's usage a request that another
+// stage refused (the process's own plan, say) at its estimated cost, so
+// that the demand the collector sees includes it.
+func (g *Gate) RefusedElsewhere(tags tenant.Tags) {
+	sh := g.shard(tags.Tenant)
+	sh.mu.Lock()
+	if t := g.tallyLocked(sh, tags); t != nil {
+		est := t.mean
+		if !(est > 0) {
+			est = g.cfg.cost
+		}
+		t.refused += est
+	}
+	sh.mu.Unlock()
+}
+
 // ChargeAt records finished work's cost ru for tags' tenant: in its usage
 // and, when the tenant is limited, against its allowance (possibly into
 // debt). A cost that is not a finite number > 0 is ignored.

@@ -85,6 +85,13 @@ func TestGateSteps(t *testing.T) {
 	if u := g.Cut(); len(u) != 0 {
 		t.Fatalf("empty interval cut %+v", u)
 	}
+	// A refusal by another stage counts in the demand, at the mean cost.
+	g.ChargeAt(at(3000), acme, 40)
+	g.Cut()
+	g.RefusedElsewhere(acme)
+	if u := g.Cut(); len(u) != 1 || u[0].Refused != 40 || u[0].Admitted != 0 {
+		t.Fatalf("cut %+v, want acme refused 40 RU elsewhere", u)
+	}
 }
 
 // TestGateShadow: a shadow verdict admits, counts, and still mirrors the
