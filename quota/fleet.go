@@ -104,6 +104,10 @@ func (t *total) ungive(src string) {
 	}
 }
 
+// grantSlack is how far above its part of the limit a collector's grants
+// may sum.
+const grantSlack = 0.03
+
 // charge refills the balance at limit up to capRU, then takes ru.
 func (t *total) charge(now time.Time, limit, capRU, ru float64) {
 	if t.balAt.IsZero() {
@@ -429,8 +433,10 @@ func (f *Fleet) Verdicts(now time.Time, src string, dst []Verdict) []Verdict {
 				v.Allowance = old // no demand in its last window: keep its share
 			}
 			if fleet >= lim.RUPerSecond {
-				// Over its limit: never above what the others leave.
-				v.Allowance = max(0, min(v.Allowance, budget-(t.givenSum-old)))
+				// Over its limit: never above what the others leave, with a
+				// slack for the noise of shares measured at different
+				// times (a hard cap would clip only their upward swings).
+				v.Allowance = max(0, min(v.Allowance, budget*(1+grantSlack)-(t.givenSum-old)))
 			} else {
 				// Under it: its share and all the fleet's headroom, so that
 				// a process whose last window was quiet is not refused.

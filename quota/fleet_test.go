@@ -210,7 +210,7 @@ func TestFleetGrants(t *testing.T) {
 		{"p2", "bigco", 200, 0},   // over the limit now: fair 150, but p1 holds 400 until its next report
 		{"p1", "bigco", 200, 150},
 		{"p2", "bigco", 200, 150},
-		{"p1", "bigco", 400, 150}, // p1 grew: fair 200 (300 × 400/600), but p2 holds 150
+		{"p1", "bigco", 400, 159}, // p1 grew: fair 200 (300 × 400/600), but p2 holds 150 (of 300 + 3 % slack)
 		{"p2", "bigco", 200, 100},
 		{"p1", "bigco", 400, 200}, // now it gets its share
 		{"q1", "calm", 300, -1},   // under half its limit: not listed
