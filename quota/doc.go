@@ -14,13 +14,13 @@
 //
 // A tenant is listed once the fleet's demand reaches half its limit
 // (WithNear), so that allowances cap a sudden burst before the limit is
-// crossed. The allowances a collector hands out never sum above its part
-// of the limit, though each is computed from a share reported at its own
-// time (a process whose demand grew first gets its full share once the
-// others have reported again), and a tenant under its limit is never
-// allowed less than it asks for now. RU admitted above the limit after
-// the first window is debt that lowers later allowances (WithRepay,
-// WithMaxCut).
+// crossed. Over its limit, the allowances a collector hands out never sum
+// more than 3 % above its part of the limit, though each is computed from
+// a share reported at its own time (a process whose demand grew first
+// gets its full share once the others have reported again); under its
+// limit a tenant gets its share and all the fleet's headroom besides, so
+// it is not refused. RU admitted above the limit after the first window
+// is debt that lowers later allowances (WithRepay, WithMaxCut).
 //
 // The Gate admits by default: a tenant without a verdict, or whose
 // verdict expired (the collector unreachable for longer than For), is
