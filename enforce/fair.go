@@ -30,6 +30,10 @@ type FairQueue[T any] struct {
 	pending int
 	changed chan struct{} // closed and replaced on every change
 	closed  bool
+
+	// admitting counts items popped and not yet granted or refused by
+	// the Limiter (limiter.go): they are not pending, but not gone.
+	admitting int
 }
 
 // Item is one unit of queued work.
@@ -250,6 +254,9 @@ func (q *FairQueue[T]) popLocked() (Item[T], bool) {
 		} else if f.deficit < f.items[f.head].Cost {
 			q.rotateLocked()
 		}
+		if q.cfg.limiter != nil {
+			q.admitting++
+		}
 		q.notifyLocked()
 		return it, true
 	}
@@ -275,7 +282,7 @@ func (q *FairQueue[T]) PopWait(ctx context.Context) (Item[T], error) {
 			}
 			continue
 		}
-		if q.closed && q.pending == 0 {
+		if q.closed && q.pending == 0 && q.admitting == 0 {
 			q.mu.Unlock()
 			return it, ErrClosed
 		}

@@ -39,12 +39,16 @@ func (q *FairQueue[T]) admit(ctx context.Context, it Item[T]) bool {
 		return true
 	}
 	ok, retry := q.cfg.limiter.Acquire(ctx, it.Tenant)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.admitting--
 	if ok {
+		if q.admitting == 0 {
+			q.notifyLocked() // PopWait may be waiting to report ErrClosed
+		}
 		return true
 	}
 	retry = max(retry, time.Millisecond)
-	q.mu.Lock()
-	defer q.mu.Unlock()
 	f := q.flowLocked(it.Tenant)
 	if f.head > 0 {
 		f.head--

@@ -107,3 +107,39 @@ func TestFairQueueLimiterPopWait(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestFairQueueLimiterNoneLost: workers draining a closed queue whose
+// limiter refuses often all keep going until every item ran; none leaves
+// early while a refused item is on its way back.
+func TestFairQueueLimiterNoneLost(t *testing.T) {
+	lim := &slots{n: 1, inUse: map[string]int{}}
+	q, _ := NewFairQueue[int](WithLimiter(lim))
+	const n = 200
+	for i := range n {
+		q.Push(string(rune('A'+i%3)), i)
+	}
+	q.Close()
+	var mu sync.Mutex
+	ran := 0
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				it, err := q.PopWait(context.Background())
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				ran++
+				mu.Unlock()
+				q.Done(it.Tenant)
+			}
+		}()
+	}
+	wg.Wait()
+	if ran != n || q.Len() != 0 {
+		t.Fatalf("ran %d of %d, %d left", ran, n, q.Len())
+	}
+}

@@ -242,7 +242,7 @@ func TestSeedRun(t *testing.T) {
 	var sems []*lease.Semaphore
 	var timers []*timed
 	for w := range 3 {
-		sem, err := lease.New(newClient(t), limitOf(4), lease.WithPrefix(p), lease.WithTTL(2*time.Second))
+		sem, err := lease.New(newClient(t), limitOf(4), lease.WithPrefix(p), lease.WithTTL(2*time.Second), lease.WithTimeout(2*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -286,6 +286,9 @@ func TestSeedRun(t *testing.T) {
 		s.Shutdown(context.Background())
 		calls += s.Stats().RedisCalls
 		lat = append(lat, timers[i].lat...)
+		if n := s.Stats().Fallback; n > 0 {
+			t.Errorf("worker %d: %d leases granted by the per-process fallback (Redis too slow)", i, n)
+		}
 		if n := timers[i].refused["shop-a"]; n > 0 {
 			t.Errorf("worker %d: shop-a refused %d times (held back by bigco)", i, n)
 		}
@@ -320,10 +323,11 @@ func TestSeedRunKill(t *testing.T) {
 	const ttl = 600 * time.Millisecond
 	const jobs = 25
 	type worker struct {
-		cmd   *exec.Cmd
-		owner chan string
-		done  chan int
-		start chan struct{} // one per bigco start
+		cmd      *exec.Cmd
+		owner    chan string
+		done     chan int
+		fallback chan int
+		start    chan struct{} // one per bigco start
 	}
 	var ws []*worker
 	for i := range 3 {
@@ -335,7 +339,7 @@ func TestSeedRunKill(t *testing.T) {
 			t.Fatal(err)
 		}
 		cmd.Stderr = os.Stderr
-		w := &worker{cmd: cmd, owner: make(chan string, 1), done: make(chan int, 1), start: make(chan struct{}, 100)}
+		w := &worker{cmd: cmd, owner: make(chan string, 1), done: make(chan int, 1), fallback: make(chan int, 1), start: make(chan struct{}, 100)}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -352,6 +356,9 @@ func TestSeedRunKill(t *testing.T) {
 				case len(f) == 2 && f[0] == "done":
 					n, _ := strconv.Atoi(f[1])
 					w.done <- n
+				case len(f) == 2 && f[0] == "fallback":
+					n, _ := strconv.Atoi(f[1])
+					w.fallback <- n
 				}
 			}
 			close(w.done)
@@ -434,6 +441,14 @@ func TestSeedRunKill(t *testing.T) {
 			}
 		case <-time.After(60 * time.Second):
 			t.Fatalf("worker %d did not finish", i+1)
+		}
+		select {
+		case n := <-w.fallback:
+			if n > 0 {
+				t.Errorf("worker %d: %d leases granted by the per-process fallback (Redis too slow); the run does not show the fleet-wide limit", i+1, n)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("worker %d did not say how many fallback grants it made", i+1)
 		}
 	}
 	close(stop)
