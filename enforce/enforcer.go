@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/quota"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -128,6 +129,7 @@ type config struct {
 	idle       time.Duration
 	evalEvery  time.Duration
 	logger     *slog.Logger
+	quota      *quota.Gate // quota.go
 }
 
 // Option configures New.
@@ -543,6 +545,9 @@ func (e *Enforcer) AllowAt(now time.Time, tags tenant.Tags) Decision {
 			e.logShadow(RuleBucket, tags, tier, Throttle)
 		}
 	}
+	if e.cfg.quota != nil {
+		ok, wait = e.allowQuota(now, tags, tier, c, ok, wait)
+	}
 	if ok {
 		c.admitted.Add(1)
 		return d
@@ -639,6 +644,9 @@ func (e *Enforcer) ChargeAt(now time.Time, tags tenant.Tags, ru float64) float64
 		if eff.shadowTierCap > 0 {
 			e.shadowTierCaps[i].ChargeAt(now, tags.Tenant, sm)
 		}
+	}
+	if e.cfg.quota != nil {
+		e.cfg.quota.ChargeAt(now, tenant.Tags{Tenant: tags.Tenant, Tier: tier}, charged)
 	}
 	addFloat(&e.tiers[stripe(tags.Tenant)][tier.Index()].ru, charged)
 	return charged

@@ -31,6 +31,10 @@ type Queue[T any] struct {
 	pending int
 	changed chan struct{} // closed and replaced on every change
 	closed  bool
+
+	// admitting counts items popped and not yet granted or refused by
+	// the Limiter (limiter.go): they are not pending, but not gone.
+	admitting int
 }
 
 // Item is one unit of queued work.
@@ -48,6 +52,7 @@ type flow[T any] struct {
 	deficit  float64
 	inflight int
 	active   bool
+	hold     time.Time // a Limiter refused its head until then (limiter.go)
 }
 
 func (f *flow[T]) len() int { return len(f.items) - f.head }
@@ -57,6 +62,7 @@ type config struct {
 	cap        func(tenant string) int
 	quantum    float64
 	maxPending int
+	limiter    Limiter // limiter.go
 }
 
 // Option configures New.
@@ -182,13 +188,22 @@ func (q *Queue[T]) Pop() (T, bool) {
 // PopItem is Pop that also returns the item's tenant, cost and enqueue
 // time. Call Done(item.Tenant) when the work ends if concurrency caps are
 // set.
-func (q *Queue[T]) PopItem() (Item[T], bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.popLocked()
+func (q *Queue[T]) PopItem() (Item[T], bool) { return q.PopItemAt(time.Now()) }
+
+// PopItemAt is PopItem at now, the time a Limiter's holds (WithLimiter)
+// are compared with.
+func (q *Queue[T]) PopItemAt(now time.Time) (Item[T], bool) {
+	for {
+		q.mu.Lock()
+		it, ok := q.popLocked(now)
+		q.mu.Unlock()
+		if !ok || q.admit(context.Background(), it, now) {
+			return it, ok
+		}
+	}
 }
 
-func (q *Queue[T]) popLocked() (Item[T], bool) {
+func (q *Queue[T]) popLocked(now time.Time) (Item[T], bool) {
 	var zero Item[T]
 	// Each visit to a flow either serves it or credits it one quantum and
 	// moves on, so the loop ends: a flow whose deficit is short gets
@@ -197,7 +212,7 @@ func (q *Queue[T]) popLocked() (Item[T], bool) {
 	skipped := 0
 	for len(q.active) > 0 && skipped < len(q.active) {
 		f := q.active[0]
-		if c := q.capOf(f.name); c > 0 && f.inflight >= c {
+		if c := q.capOf(f.name); (c > 0 && f.inflight >= c) || f.hold.After(now) {
 			q.rotateLocked()
 			skipped++
 			continue
@@ -229,6 +244,9 @@ func (q *Queue[T]) popLocked() (Item[T], bool) {
 		} else if f.deficit < f.items[f.head].Cost {
 			q.rotateLocked()
 		}
+		if q.cfg.limiter != nil {
+			q.admitting++
+		}
 		q.notifyLocked()
 		return it, true
 	}
@@ -246,27 +264,49 @@ func (q *Queue[T]) rotateLocked() {
 func (q *Queue[T]) PopWait(ctx context.Context) (Item[T], error) {
 	for {
 		q.mu.Lock()
-		it, ok := q.popLocked()
+		now := time.Now()
+		it, ok := q.popLocked(now)
 		if ok {
 			q.mu.Unlock()
-			return it, nil
+			if q.admit(ctx, it, now) {
+				return it, nil
+			}
+			continue
 		}
-		if q.closed && q.pending == 0 {
+		if q.closed && q.pending == 0 && q.admitting == 0 {
 			q.mu.Unlock()
 			return it, ErrClosed
 		}
 		ch := q.changed
+		wake := q.nextHoldLocked(now)
+		var err error
 		q.mu.Unlock()
+		var timer *time.Timer
+		var fired <-chan time.Time
+		if wake > 0 {
+			timer = time.NewTimer(wake)
+			fired = timer.C
+		}
 		select {
 		case <-ch:
+		case <-fired:
 		case <-ctx.Done():
-			return it, ctx.Err()
+			err = ctx.Err()
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if err != nil {
+			return it, err
 		}
 	}
 }
 
 // Done releases one unit of tenant's concurrency after popped work ends.
 func (q *Queue[T]) Done(tenant string) {
+	if q.cfg.limiter != nil {
+		defer q.cfg.limiter.Release(tenant) // after the unlock below
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	f := q.flows[tenant]

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/quota"
 )
 
 // RecorderOption configures NewRecorder, ReporterOption NewReporter and
@@ -72,6 +73,7 @@ type config struct {
 	freshness   func() *Freshness
 	collectors  []string      // more collectors (failover.go)
 	failback    time.Duration // (failover.go)
+	quota       *quota.Gate
 
 	// span processor
 	skipDBSpans      bool
@@ -304,4 +306,13 @@ func WithCutHook(fn func(rep *Report)) ReporterOption {
 // processor still tags every span with its tenant.
 func WithRequestSpans(record bool) SpanProcessorOption {
 	return spanOption(func(c *config) { c.skipRequestSpans = !record })
+}
+
+// WithQuota has the Reporter carry g's per-tenant usage in each report
+// (g.Cut at every window) and apply the quota verdicts of every accepted
+// report's reply to g (g.Apply), for fleet-wide limits. A reply that does
+// not come (the collector unreachable) changes nothing: g keeps the last
+// verdicts until they expire.
+func WithQuota(g *quota.Gate) ReporterOption {
+	return reporterOption(func(c *config) { c.quota = g })
 }

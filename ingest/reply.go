@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/quota"
 )
 
 // ReplyContentType is the media type of a reply to POST /v1/reports.
@@ -36,6 +37,9 @@ type Reply struct {
 	RetryAfter time.Duration
 	// Message says why a report was refused.
 	Message string
+	// Quotas are the fleet-wide quota verdicts for the reporting process:
+	// only the tenants it must limit (see quota.go).
+	Quotas []quota.Verdict
 }
 
 type wireReply struct {
@@ -43,6 +47,7 @@ type wireReply struct {
 	Policy     *policy.Policy `json:"policy,omitempty"`
 	RetryAfter float64        `json:"retry_after_seconds,omitempty"`
 	Message    string         `json:"message,omitempty"`
+	Quotas     []wireVerdict  `json:"quotas,omitempty"`
 }
 
 // EncodeReply encodes r as JSON. The policy must pass policy.Validate.
@@ -55,7 +60,10 @@ func EncodeReply(r Reply) ([]byte, error) {
 			return nil, fmt.Errorf("%w: reply policy: %w", ErrInvalid, err)
 		}
 	}
-	b, err := json.Marshal(wireReply{r.Accepted, r.Policy, r.RetryAfter.Seconds(), r.Message})
+	if len(r.Quotas) > MaxQuotaTenants {
+		return nil, fmt.Errorf("%w: %d quota verdicts, at most %d", ErrTooLarge, len(r.Quotas), MaxQuotaTenants)
+	}
+	b, err := json.Marshal(wireReply{r.Accepted, r.Policy, r.RetryAfter.Seconds(), r.Message, toWireVerdicts(r.Quotas)})
 	if err != nil {
 		return nil, fmt.Errorf("%w: reply: %v", ErrInvalid, err)
 	}
@@ -88,7 +96,12 @@ func DecodeReply(b []byte) (Reply, error) {
 			return Reply{}, fmt.Errorf("%w: reply policy: %w", ErrMalformed, err)
 		}
 	}
+	quotas, err := fromWireVerdicts(w.Quotas)
+	if err != nil {
+		return Reply{}, err
+	}
 	return Reply{
+		Quotas:     quotas,
 		Accepted:   w.Accepted,
 		Policy:     w.Policy,
 		RetryAfter: time.Duration(w.RetryAfter * float64(time.Second)),

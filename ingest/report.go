@@ -12,6 +12,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/qtop-dev/qtop/quota"
 	"github.com/qtop-dev/qtop/ratio"
 	"github.com/qtop-dev/qtop/spacesaving"
 	"github.com/qtop-dev/qtop/tenant"
@@ -120,6 +121,9 @@ type Report struct {
 	// PoolWait is the connection-pool wait per tenant of the window, in
 	// the enforcement detail section (enforcedetail.go).
 	PoolWait []PoolWait
+	// Quota is the per-tenant quota usage of the window (section 2, see
+	// quota.go); nil when the process has no quota gate.
+	Quota []quota.Usage
 	// Budgets are the database budget counters of the window and
 	// BudgetActions its runaway actions (section 4, budgets.go); nil when
 	// none.

@@ -179,6 +179,9 @@ func (r *Reporter) cut(final bool) uint64 {
 	if r.cfg.enforcement != nil {
 		rep.Enforcement = r.cfg.enforcement()
 	}
+	if r.cfg.quota != nil {
+		rep.Quota = r.cfg.quota.Cut()
+	}
 	if r.cfg.budgets != nil {
 		rep.Budgets, rep.BudgetActions = r.cfg.budgets()
 	}
@@ -363,6 +366,9 @@ func (r *Reporter) send(ctx context.Context, body []byte) sendResult {
 	case code >= 200 && code < 300:
 		if derr != nil && r.m != nil {
 			r.m.replyErrors.Inc()
+		}
+		if derr == nil && r.cfg.quota != nil {
+			r.cfg.quota.Apply(r.cfg.clock(), reply.Quotas)
 		}
 		if r.m != nil {
 			r.m.sent.Inc()

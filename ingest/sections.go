@@ -37,6 +37,7 @@ type section struct {
 // section.
 var sections = []section{
 	{tag: 1, name: "enforcement detail", has: hasEnforcementDetail, appendTo: appendEnforcementDetail, decode: decodeEnforcementDetail},
+	quotaSection,     // 2: per-tenant quota usage (quota.go)
 	freshnessSection, // 3: freshness samples and counters (freshness.go)
 	budgetsSection(), // 4: database budget counters (budgets.go)
 }

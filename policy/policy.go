@@ -34,6 +34,10 @@ const (
 	// Price multiplies the RU cost of what the rule matches by Multiplier,
 	// so the same bucket admits proportionally less work.
 	Price Action = "price"
+	// Quota caps a tenant's (or each tenant of a tier's) RU rate across the
+	// whole fleet at RUPerSecond, by batch reporting (see quota.go); it
+	// does not change a process's own Effect.
+	Quota Action = "quota"
 )
 
 // MaxRules bounds a policy so that a reply stays small.
@@ -94,8 +98,12 @@ func (r Rule) Validate() error {
 		if !(r.Multiplier >= 1) || math.IsInf(r.Multiplier, 0) {
 			return fmt.Errorf("%w: multiplier must be a finite number ≥ 1", ErrInvalid)
 		}
+	case Quota:
+		if err := r.validateQuota(); err != nil {
+			return err
+		}
 	default:
-		return fmt.Errorf("%w: action %q (want %q or %q)", ErrInvalid, r.Action, Throttle, Price)
+		return fmt.Errorf("%w: action %q (want %q, %q or %q)", ErrInvalid, r.Action, Throttle, Price, Quota)
 	}
 	return nil
 }
@@ -153,7 +161,7 @@ type Effect struct {
 func (p Policy) For(tags tenant.Tags, now time.Time) Effect {
 	e := Effect{Multiplier: 1}
 	for _, r := range p.Rules {
-		if !now.Before(r.Expires) {
+		if !now.Before(r.Expires) || r.Action == Quota {
 			continue
 		}
 		if r.Tenant != "" {

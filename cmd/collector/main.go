@@ -70,6 +70,7 @@ Examples:
   collector serve --listen 0.0.0.0:7070 --token-file report.token --read-token-file read.token
   collector serve --otlp-grpc 127.0.0.1:4317 --otlp-tenant-attribute app.tenant
   QTOP_STORE=duckdb:///var/lib/qtop/qtop.duckdb QTOP_POSTGRES=postgres://… collector serve
+  collector serve --listen :7071 --writer c2 --quota-redis 127.0.0.1:6379   # one of several collectors
 
 Flags:
 `
@@ -196,6 +197,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	spoolMax := strFlag(fs, &envs, "spool-max-bytes", "QTOP_SPOOL_MAX_BYTES", "0", "cap of the on-disk spool while the store is down (0: 256 MiB)")
 	otlpGRPC := strFlag(fs, &envs, "otlp-grpc", "QTOP_OTLP_GRPC", "", "address of the OTLP/gRPC trace receiver, e.g. 127.0.0.1:4317 (default off; OTLP/HTTP is always on --listen at /v1/traces)")
 	otlpTenant := strFlag(fs, &envs, "otlp-tenant-attribute", "QTOP_OTLP_TENANT_ATTRIBUTE", "tenant.id", "span attribute that holds the tenant of OTLP spans")
+	quotaRedis := strFlag(fs, &envs, "quota-redis", "QTOP_QUOTA_REDIS", "", "host:port of the Redis through which several collectors sum fleet-wide quota usage (empty: one collector)")
 	logFormat := strFlag(fs, &envs, "log-format", "QTOP_LOG_FORMAT", "text", "log format: text or json")
 	logLevel := strFlag(fs, &envs, "log-level", "QTOP_LOG_LEVEL", "info", "log level: debug, info, warn, error")
 	demo, err := boolFlag(fs, &envs, "demo", "QTOP_DEMO", "run a synthetic fleet in process (dozens of tenants, a heavy import by bigcorp)")
@@ -237,6 +239,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		Listen: *listen, Store: *storeURL, Cluster: *cluster, Postgres: *pg,
 		Demo: *demo, DataDir: *dataDir, Writer: *writer, Grace: g, SpoolMaxBytes: sm, Logger: log,
 		OTLPGRPC: *otlpGRPC, OTLPTenantAttribute: *otlpTenant, SharedPolicy: *shared,
+		QuotaRedis: *quotaRedis,
 	}
 	if err := creds.apply(&cfg.Token, &cfg.ReadToken, &cfg.AdminToken, &cfg.Insecure, &cfg.MaxRuleTTL); err != nil {
 		fmt.Fprintln(stderr, "collector serve:", err)

@@ -111,6 +111,11 @@ type Config struct {
 	// OTLPTenantAttribute names the span attribute that holds the tenant
 	// of OTLP spans (default "tenant.id").
 	OTLPTenantAttribute string
+	// QuotaRedis is host:port of the Redis through which several
+	// collectors sum their quota usage (empty: this collector alone);
+	// QuotaSync is how often (default DefaultQuotaSync). See quota.go.
+	QuotaRedis string
+	QuotaSync  time.Duration
 	// SpoolMaxBytes caps the store spool (0: the store's default).
 	SpoolMaxBytes int64
 	// Registerer receives the collector's metrics; nil: a private

@@ -70,6 +70,7 @@ type Server struct {
 	version      uint64
 	pg           pgState
 	bud          budgetLive // budgets.go
+	quota        *fleetQuota // quota.go
 	storeErr     string
 	snapCache    map[snapKey]*live.Snapshot
 	fresh        *freshState // freshness samples and counters (freshness.go)
@@ -117,6 +118,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if err := cfg.Registerer.Register(shedCollector{s}); err != nil {
 		return nil, fmt.Errorf("collector: metrics: %w", err)
+	}
+	if s.quota, err = newFleetQuota(cfg); err != nil {
+		return nil, err
 	}
 	if err := cfg.Registerer.Register(ratioCollector{s}); err != nil {
 		return nil, fmt.Errorf("collector: metrics: %w", err)
@@ -340,6 +344,7 @@ func (s *Server) Addr() string {
 func (s *Server) Run(ctx context.Context) {
 	ctx, s.cancel = context.WithCancel(ctx)
 	s.startOTLP()
+	s.runQuotaSync(ctx, &s.wg)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -734,7 +739,7 @@ func (s *Server) Ingest(body []byte) (status int, reason, msg string, retry time
 			return http.StatusServiceUnavailable, reasonBusy, "the same report is being logged; retry", time.Second, nil
 		}
 		s.met.duplicates.Inc()
-		reply := s.replyLocked()
+		reply := s.quotaReplyLocked(rep, now, s.replyLocked(), false)
 		s.mu.Unlock()
 		return http.StatusOK, "", "", 0, reply
 	case seqStale:
@@ -782,7 +787,7 @@ func (s *Server) Ingest(body []byte) (status int, reason, msg string, retry time
 	s.mergeLocked(rep, lats, m, now, true)
 	s.met.accepted.Inc()
 	s.met.mergeSeconds.Observe(time.Since(t0).Seconds())
-	return http.StatusOK, "", "", 0, s.replyLocked()
+	return http.StatusOK, "", "", 0, s.quotaReplyLocked(rep, now, s.replyLocked(), true)
 }
 
 func (s *Server) reject(w http.ResponseWriter, status int, reason, msg string, retry time.Duration) {

@@ -1,0 +1,149 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/quota"
+	"github.com/qtop-dev/qtop/quota/redisquota"
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+// DefaultQuotaSync is how often a collector exchanges its quota sums with
+// the others through Redis (Config.QuotaRedis).
+const DefaultQuotaSync = time.Second
+
+// fleetQuota is the collector's part of fleet-wide quotas: it sums the
+// quota usage of every report (quota.Fleet) and adds the verdicts for the
+// reporting process to its reply. With Config.QuotaRedis it also exchanges
+// its sums with the other collectors once per Config.QuotaSync. The
+// Server calls it under s.mu.
+type fleetQuota struct {
+	fleet   *quota.Fleet
+	version uint64 // of the policy the limits were compiled from
+	scratch []quota.Verdict
+	sync    *redisquota.Sync
+	client  *redis.Client
+	every   time.Duration
+
+	syncs, syncErrors, verdicts prometheus.Counter
+}
+
+func newFleetQuota(cfg Config) (*fleetQuota, error) {
+	f, err := quota.NewFleet(func(string, tenant.Tier) (quota.Limit, bool) { return quota.Limit{}, false })
+	if err != nil {
+		return nil, err
+	}
+	q := &fleetQuota{fleet: f, version: ^uint64(0), every: cfg.QuotaSync}
+	if q.every <= 0 {
+		q.every = DefaultQuotaSync
+	}
+	q.syncs = prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_quota_syncs_total",
+		Help: "Exchanges of quota sums with the other collectors through Redis."})
+	q.syncErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_quota_sync_errors_total",
+		Help: "Failed exchanges of quota sums (the collector kept the others' last sums until they expired)."})
+	q.verdicts = prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_quota_verdicts_total",
+		Help: "Quota verdicts sent in report replies."})
+	for _, c := range []prometheus.Collector{q.syncs, q.syncErrors, q.verdicts} {
+		if err := cfg.Registerer.Register(c); err != nil {
+			return nil, fmt.Errorf("collector: metrics: %w", err)
+		}
+	}
+	if cfg.QuotaRedis != "" {
+		id := cfg.Writer
+		if id == "" {
+			id = randomToken()[:12]
+		}
+		q.client = redis.NewClient(&redis.Options{Addr: cfg.QuotaRedis, DialTimeout: time.Second,
+			ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRetries: 1})
+		// A collector's sums count for three syncs, and at least 2 s, so
+		// that a sync late on a busy machine does not drop its processes
+		// from the others' sums.
+		if q.sync, err = redisquota.New(q.client, id, max(3*q.every, 2*time.Second)); err != nil {
+			return nil, fmt.Errorf("%w: quota redis: %w", ErrConfig, err)
+		}
+	}
+	return q, nil
+}
+
+// limitsLocked recompiles the limits when the policy changed.
+func (q *fleetQuota) limitsLocked(p *policy.Policy, now time.Time) {
+	if p.Version == q.version {
+		return
+	}
+	q.version = p.Version
+	lim := p.Quotas(now)
+	q.fleet.SetLimits(func(t string, tier tenant.Tier) (quota.Limit, bool) {
+		l, ok := lim(t, tier)
+		return quota.Limit{RUPerSecond: l.RUPerSecond, Shadow: l.Shadow}, ok
+	})
+}
+
+// quotaReplyLocked is the Server's hook where a report was merged (or
+// was a duplicate, merged reports false): it takes the report's quota
+// usage and returns reply with the verdicts for its process added.
+func (s *Server) quotaReplyLocked(rep *ingest.Report, now time.Time, reply []byte, merged bool) []byte {
+	q := s.quota
+	q.limitsLocked(&s.policy, now)
+	src := sourceKey(rep.Source)
+	if merged {
+		q.fleet.Observe(now, src, rep.End.Sub(rep.Start), rep.Quota)
+	}
+	q.scratch = q.fleet.Verdicts(now, src, q.scratch[:0])
+	if len(q.scratch) == 0 {
+		return reply
+	}
+	b, err := ingest.AppendQuotas(reply, q.scratch)
+	if err != nil {
+		s.log.Error("quota verdicts cannot be encoded in the reply; sending none", "err", err)
+		return reply
+	}
+	q.verdicts.Add(float64(len(q.scratch)))
+	return b
+}
+
+// runQuotaSync exchanges this collector's quota sums with the others'
+// every QuotaSync until ctx ends; without QuotaRedis it does nothing.
+func (s *Server) runQuotaSync(ctx context.Context, wg *sync.WaitGroup) {
+	q := s.quota
+	if q.sync == nil {
+		return
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer q.client.Close()
+		t := time.NewTicker(q.every)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			s.mu.Lock()
+			local := map[string]quota.Rates{}
+			q.fleet.Local(func(name string, r quota.Rates) { local[name] = r })
+			s.mu.Unlock()
+			cctx, cancel := context.WithTimeout(ctx, max(q.every, 500*time.Millisecond))
+			remote, err := q.sync.Exchange(cctx, local)
+			cancel()
+			q.syncs.Inc()
+			if err != nil {
+				q.syncErrors.Inc()
+				s.log.Warn("quota sums not exchanged; using the last ones", "err", err)
+				continue
+			}
+			s.mu.Lock()
+			q.fleet.SetRemote(s.cfg.Now(), remote)
+			s.mu.Unlock()
+		}
+	}()
+}

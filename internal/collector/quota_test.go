@@ -1,0 +1,80 @@
+package collector_test
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/internal/collector"
+	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/quota"
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+// TestQuotaReply: a quota rule posted as README shows, then two processes'
+// reports: each reply lists only the limited tenant, with the process's
+// share of the limit; a duplicate report gets the same answer.
+func TestQuotaReply(t *testing.T) {
+	now := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	s, err := collector.New(collector.Config{Store: collector.StoreNone, DataDir: t.TempDir(), Now: clock, Token: "tok", AdminToken: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	h := s.Handler()
+	for _, rule := range []string{
+		`{"tenant":"bigco","action":"quota","ru_per_second":300,"expires":"2026-03-04T12:00:00Z","reason":"plan: 300 RU/s fleet-wide"}`,
+		`{"tier":"T3","action":"quota","ru_per_second":1000,"shadow":true,"expires":"2026-03-04T12:00:00Z","reason":"try T3 at 1,000 RU/s"}`,
+	} {
+		req := httptest.NewRequest(http.MethodPost, live.PathPolicy, bytes.NewReader([]byte(rule)))
+		req.Header.Set("Authorization", "Bearer tok")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != http.StatusOK {
+			t.Fatalf("POST %s: %d %s", rule, w.Code, w.Body)
+		}
+	}
+	report := func(instance string, seq uint64, usage []quota.Usage) []byte {
+		r := &ingest.Report{Source: ingest.Source{Service: "api", Instance: instance}, Seq: seq,
+			Start: now.Add(-time.Second), End: now, Quota: usage}
+		b, err := r.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	send := func(body []byte) []quota.Verdict {
+		status, _, msg, _, reply := s.Ingest(body)
+		if status != http.StatusOK {
+			t.Fatalf("ingest: %d %s", status, msg)
+		}
+		rep, err := ingest.DecodeReply(reply)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep.Quotas
+	}
+	calm := quota.Usage{Tenant: "calm", Tier: tenant.T2, Admitted: 50}
+	if v := send(report("p1", 1, []quota.Usage{{Tenant: "bigco", Tier: tenant.T2, Admitted: 100}, calm})); len(v) != 0 {
+		t.Fatalf("p1 alone (100 of 300 RU/s, under half): %+v, want no verdict", v)
+	}
+	now = now.Add(10 * time.Millisecond)
+	v := send(report("p2", 1, []quota.Usage{{Tenant: "bigco", Tier: tenant.T2, Admitted: 300, Refused: 100},
+		{Tenant: "t3co", Tier: tenant.T3, Admitted: 2000}}))
+	if len(v) != 2 || v[0].Tenant != "bigco" || v[0].Allowance != 240 || v[0].Rate != 0.4 || v[0].Shadow ||
+		v[1].Tenant != "t3co" || !v[1].Shadow || v[1].Allowance != 1000 {
+		t.Fatalf("p2: %+v, want bigco allowance 240 (300 × 400/500, rate 0.4) and a shadow verdict for t3co", v)
+	}
+	// The answer to p2's duplicate is p2's answer again.
+	if dup := send(report("p2", 1, nil)); len(dup) != 2 || dup[0] != v[0] {
+		t.Fatalf("duplicate: %+v", dup)
+	}
+	if v := send(report("p1", 2, []quota.Usage{{Tenant: "bigco", Tier: tenant.T2, Admitted: 100}, calm})); len(v) != 1 || v[0].Allowance != 60 {
+		t.Fatalf("p1 again: %+v, want bigco allowance 60 (300 × 100/500)", v)
+	}
+}

@@ -1,0 +1,464 @@
+// Package lease is a per-tenant concurrency limit that holds across every
+// worker process: a Redis sorted set per tenant, one member per running
+// job scored by its expiry (seed 003, a lease semaphore). Acquire and
+// release are atomic Lua scripts run through the client's Script helper
+// (EVALSHA, EVAL when not loaded); Redis's own clock dates the leases, so
+// the workers' clocks need not agree. A heartbeat renews every lease the
+// process holds in one round trip; a crashed worker's leases expire after
+// the TTL.
+//
+// A Semaphore implements the fair queue's Limiter: with
+// fairqueue.WithLimiter(sem) a worker pool gets "at most N of this tenant's
+// jobs at once, fleet-wide"; a refused job goes back to its queue with a
+// delay, never dropped.
+//
+// Redis down: the Semaphore falls back to a per-process cap (by default
+// the same N in each process, so the fleet-wide cap is N times the number
+// of workers while Redis is away), counts each fallback grant
+// (qtop_lease_fallback_total) and logs the change once each way; no job is
+// lost or refused for it.
+package lease
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrConfig reports an invalid option or argument.
+var ErrConfig = errors.New("lease: invalid configuration")
+
+// Defaults.
+const (
+	DefaultTTL      = 10 * time.Second
+	DefaultPrefix   = "qtop:lease:"
+	DefaultTimeout  = 250 * time.Millisecond
+	DefaultRetryMin = 5 * time.Millisecond
+	DefaultRetryMax = 200 * time.Millisecond
+	// redisPause is how long the Semaphore keeps to its fallback after a
+	// failed Redis call before it tries Redis again.
+	redisPause = time.Second
+)
+
+var acquireScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[2])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local n = redis.call('ZCARD', KEYS[1])
+if n < tonumber(ARGV[3]) then
+  redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
+  redis.call('PEXPIRE', KEYS[1], ttl)
+  return {1, n + 1, 0}
+end
+local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return {0, n, tonumber(first[2]) - now}
+`)
+
+var releaseScript = redis.NewScript(`
+return redis.call('ZREM', KEYS[1], ARGV[1])
+`)
+
+// renewScript extends every lease given (KEYS[i], ARGV[i+1]) to now + ttl
+// and returns, per lease, 1 if it was still held and 0 if it had expired.
+var renewScript = redis.NewScript(`
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local ttl = tonumber(ARGV[1])
+local out = {}
+for i, key in ipairs(KEYS) do
+  local s = redis.call('ZSCORE', key, ARGV[i + 1])
+  if s and tonumber(s) > now then
+    redis.call('ZADD', key, 'XX', now + ttl, ARGV[i + 1])
+    redis.call('PEXPIRE', key, ttl)
+    out[i] = 1
+  else
+    out[i] = 0
+  end
+end
+return out
+`)
+
+// Semaphore grants per-tenant leases. Safe for concurrent use; make one
+// with New, Start its heartbeat, and Shutdown it.
+type Semaphore struct {
+	client redis.Scripter
+	limit  func(tenant string) int
+	cfg    config
+	owner  string
+
+	mu       sync.Mutex
+	held     map[string][]held // per tenant, a stack
+	local    map[string]int    // grants in this process per tenant (Redis or fallback)
+	backoff  map[string]int    // consecutive refusals per tenant
+	pauseTil time.Time         // Redis skipped until then (after a failure)
+	down     bool
+
+	seq                                      atomic.Uint64
+	trips, acquired, refused, fallback, lost atomic.Uint64
+	releaseErrors                            atomic.Uint64
+	stop                                     chan struct{}
+	wg                                       sync.WaitGroup
+	started, shut                            bool
+}
+
+type held struct {
+	id    string
+	redis bool // false: a fallback grant
+}
+
+type config struct {
+	ttl, heartbeat, timeout, retryMin, retryMax time.Duration
+	prefix                                      string
+	fallback                                    func(tenant string) int
+	reg                                         prometheus.Registerer
+	log                                         *slog.Logger
+}
+
+// Option configures New.
+type Option func(*config)
+
+// WithTTL sets how long a lease lives without renewal (default DefaultTTL).
+func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
+
+// WithHeartbeat sets how often held leases are renewed (default TTL/3).
+func WithHeartbeat(d time.Duration) Option { return func(c *config) { c.heartbeat = d } }
+
+// WithTimeout bounds each Redis call (default DefaultTimeout).
+func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+// WithRetry sets the delay after a refused acquire: min, doubled per
+// refusal in a row up to max, with jitter (defaults 5 ms and 200 ms).
+func WithRetry(min, max time.Duration) Option {
+	return func(c *config) { c.retryMin, c.retryMax = min, max }
+}
+
+// WithPrefix sets the key prefix (default DefaultPrefix); the key of a
+// tenant is prefix + tenant.
+func WithPrefix(p string) Option { return func(c *config) { c.prefix = p } }
+
+// WithFallback sets the per-process cap used while Redis is unreachable
+// (default: the fleet-wide limit itself, in each process).
+func WithFallback(f func(tenant string) int) Option { return func(c *config) { c.fallback = f } }
+
+// WithRegisterer registers the metrics: qtop_lease_redis_calls_total,
+// qtop_lease_acquired_total, qtop_lease_refused_total,
+// qtop_lease_fallback_total, qtop_lease_lost_total.
+func WithRegisterer(r prometheus.Registerer) Option { return func(c *config) { c.reg = r } }
+
+// WithLogger sets the logger (default: none).
+func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
+// New returns a Semaphore on client whose tenant limits come from limit
+// (≤ 0: no limit for that tenant).
+func New(client redis.Scripter, limit func(tenant string) int, opts ...Option) (*Semaphore, error) {
+	c := config{ttl: DefaultTTL, timeout: DefaultTimeout, retryMin: DefaultRetryMin, retryMax: DefaultRetryMax, prefix: DefaultPrefix}
+	for _, o := range opts {
+		o(&c)
+	}
+	if c.heartbeat == 0 {
+		c.heartbeat = c.ttl / 3
+	}
+	switch {
+	case client == nil || limit == nil:
+		return nil, fmt.Errorf("%w: a client and a limit function are required", ErrConfig)
+	case c.ttl < 10*time.Millisecond:
+		return nil, fmt.Errorf("%w: ttl %v (want ≥ 10 ms)", ErrConfig, c.ttl)
+	case c.heartbeat <= 0 || c.heartbeat >= c.ttl:
+		return nil, fmt.Errorf("%w: heartbeat %v (want > 0 and below the ttl %v)", ErrConfig, c.heartbeat, c.ttl)
+	case c.timeout <= 0:
+		return nil, fmt.Errorf("%w: timeout %v", ErrConfig, c.timeout)
+	case c.retryMin <= 0 || c.retryMax < c.retryMin:
+		return nil, fmt.Errorf("%w: retry %v to %v", ErrConfig, c.retryMin, c.retryMax)
+	}
+	if c.fallback == nil {
+		c.fallback = limit
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	var b [6]byte
+	_, _ = crand.Read(b[:])
+	s := &Semaphore{client: client, limit: limit, cfg: c, owner: hex.EncodeToString(b[:]),
+		held: map[string][]held{}, local: map[string]int{}, backoff: map[string]int{}, stop: make(chan struct{})}
+	if c.reg != nil {
+		if err := s.register(c.reg); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Owner is the prefix of this process's lease ids.
+func (s *Semaphore) Owner() string { return s.owner }
+
+// Key is the Redis key of tenant's leases.
+func (s *Semaphore) Key(tenant string) string { return s.cfg.prefix + tenant }
+
+// Acquire takes one of tenant's slots. It returns false and when to try
+// again when the tenant is at its limit across the fleet. With Redis
+// unreachable it grants by the per-process fallback cap instead. It
+// never returns an error: a job is delayed, never dropped.
+func (s *Semaphore) Acquire(ctx context.Context, tenant string) (ok bool, retry time.Duration) {
+	n := s.limit(tenant)
+	if n <= 0 {
+		s.grant(tenant, held{})
+		return true, 0
+	}
+	if s.redisPaused() {
+		return s.acquireLocal(tenant)
+	}
+	id := s.owner + ":" + strconv.FormatUint(s.seq.Add(1), 36)
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	defer cancel()
+	s.trips.Add(1)
+	res, err := acquireScript.Run(cctx, s.client, []string{s.Key(tenant)}, id, s.cfg.ttl.Milliseconds(), n).Int64Slice()
+	if err != nil || len(res) != 3 {
+		if ctx.Err() != nil {
+			return false, s.cfg.retryMin
+		}
+		s.redisFailed(err)
+		return s.acquireLocal(tenant)
+	}
+	s.redisOK()
+	if res[0] == 1 {
+		s.grant(tenant, held{id: id, redis: true})
+		return true, 0
+	}
+	s.refused.Add(1)
+	s.mu.Lock()
+	k := s.backoff[tenant]
+	s.backoff[tenant] = min(k+1, 16)
+	s.mu.Unlock()
+	d := s.cfg.retryMin << k
+	if d > s.cfg.retryMax || d <= 0 {
+		d = s.cfg.retryMax
+	}
+	d = d/2 + rand.N(d/2+1)
+	if hint := time.Duration(res[2]) * time.Millisecond; hint > 0 && hint < d {
+		d = hint
+	}
+	return false, d
+}
+
+func (s *Semaphore) grant(tenant string, h held) {
+	s.acquired.Add(1)
+	s.mu.Lock()
+	s.held[tenant] = append(s.held[tenant], h)
+	s.local[tenant]++
+	delete(s.backoff, tenant)
+	s.mu.Unlock()
+}
+
+func (s *Semaphore) acquireLocal(tenant string) (bool, time.Duration) {
+	s.mu.Lock()
+	ok := s.local[tenant] < max(s.cfg.fallback(tenant), 1)
+	s.mu.Unlock()
+	if !ok {
+		s.refused.Add(1)
+		return false, s.cfg.retryMax
+	}
+	s.fallback.Add(1)
+	s.grant(tenant, held{})
+	return true, 0
+}
+
+func (s *Semaphore) redisPaused() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.down && time.Now().Before(s.pauseTil)
+}
+
+func (s *Semaphore) redisFailed(err error) {
+	s.mu.Lock()
+	was := s.down
+	s.down, s.pauseTil = true, time.Now().Add(redisPause)
+	s.mu.Unlock()
+	if !was {
+		s.cfg.log.Warn("lease: Redis unreachable; per-process concurrency caps apply", "err", err)
+	}
+}
+
+func (s *Semaphore) redisOK() {
+	s.mu.Lock()
+	was := s.down
+	s.down = false
+	s.mu.Unlock()
+	if was {
+		s.cfg.log.Info("lease: Redis reachable again; fleet-wide concurrency caps apply")
+	}
+}
+
+// Release gives back one of tenant's slots (the most recent lease), after
+// its job ended. A Release whose Redis call fails leaves the lease to
+// expire with its TTL (counted).
+func (s *Semaphore) Release(tenant string) {
+	s.mu.Lock()
+	st := s.held[tenant]
+	if len(st) == 0 {
+		s.mu.Unlock()
+		return
+	}
+	h := st[len(st)-1]
+	if len(st) == 1 {
+		delete(s.held, tenant)
+	} else {
+		s.held[tenant] = st[:len(st)-1]
+	}
+	if s.local[tenant]--; s.local[tenant] <= 0 {
+		delete(s.local, tenant)
+	}
+	s.mu.Unlock()
+	if !h.redis {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.timeout)
+	defer cancel()
+	s.trips.Add(1)
+	if err := releaseScript.Run(ctx, s.client, []string{s.Key(tenant)}, h.id).Err(); err != nil {
+		s.releaseErrors.Add(1)
+		s.redisFailed(err)
+	}
+}
+
+// Held returns the leases this process holds for tenant.
+func (s *Semaphore) Held(tenant string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.held[tenant])
+}
+
+// Start starts the heartbeat that renews held leases every heartbeat
+// interval, all in one round trip. A second call does nothing.
+func (s *Semaphore) Start() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started || s.shut {
+		return
+	}
+	s.started = true
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTicker(s.cfg.heartbeat)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+				s.renew()
+			}
+		}
+	}()
+}
+
+func (s *Semaphore) renew() {
+	s.mu.Lock()
+	var keys []string
+	args := []any{s.cfg.ttl.Milliseconds()}
+	for tenant, st := range s.held {
+		for _, h := range st {
+			if h.redis {
+				keys = append(keys, s.Key(tenant))
+				args = append(args, h.id)
+			}
+		}
+	}
+	s.mu.Unlock()
+	if len(keys) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.timeout)
+	defer cancel()
+	s.trips.Add(1)
+	res, err := renewScript.Run(ctx, s.client, keys, args...).Int64Slice()
+	if err != nil {
+		s.redisFailed(err)
+		return
+	}
+	for i, v := range res {
+		if v == 0 {
+			s.lost.Add(1)
+			s.cfg.log.Warn("lease: a lease expired before its renewal; the job goes on", "key", keys[i])
+		}
+	}
+}
+
+// Shutdown stops the heartbeat and releases every lease still held,
+// within ctx. Later calls do nothing.
+func (s *Semaphore) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	if s.shut {
+		s.mu.Unlock()
+		return nil
+	}
+	s.shut = true
+	s.mu.Unlock()
+	close(s.stop)
+	s.wg.Wait()
+	for {
+		s.mu.Lock()
+		var tenant string
+		for t := range s.held {
+			tenant = t
+			break
+		}
+		s.mu.Unlock()
+		if tenant == "" {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		s.Release(tenant)
+	}
+}
+
+// Stats are the Semaphore's counters.
+type Stats struct {
+	// RedisCalls counts round trips (acquire, release, heartbeat).
+	RedisCalls uint64
+	// Acquired and Refused count acquires; Fallback those granted by the
+	// per-process cap while Redis was unreachable; Lost leases that
+	// expired before a heartbeat renewed them; ReleaseErrors releases
+	// left to expire.
+	Acquired, Refused, Fallback, Lost, ReleaseErrors uint64
+}
+
+// Stats returns the counters.
+func (s *Semaphore) Stats() Stats {
+	return Stats{RedisCalls: s.trips.Load(), Acquired: s.acquired.Load(), Refused: s.refused.Load(),
+		Fallback: s.fallback.Load(), Lost: s.lost.Load(), ReleaseErrors: s.releaseErrors.Load()}
+}
+
+func (s *Semaphore) register(reg prometheus.Registerer) error {
+	for _, m := range []struct {
+		name, help string
+		v          *atomic.Uint64
+	}{
+		{"qtop_lease_redis_calls_total", "Round trips to Redis (acquire, release, heartbeat).", &s.trips},
+		{"qtop_lease_acquired_total", "Leases granted.", &s.acquired},
+		{"qtop_lease_refused_total", "Acquires refused (the tenant at its fleet-wide limit); the job waits.", &s.refused},
+		{"qtop_lease_fallback_total", "Leases granted by the per-process cap while Redis was unreachable.", &s.fallback},
+		{"qtop_lease_lost_total", "Leases that expired before a heartbeat renewed them.", &s.lost},
+	} {
+		v := m.v
+		if err := reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: m.name, Help: m.help},
+			func() float64 { return float64(v.Load()) })); err != nil {
+			return fmt.Errorf("lease: metrics: %w", err)
+		}
+	}
+	return nil
+}
