@@ -69,7 +69,7 @@ type Server struct {
 	replyVersion uint64
 	version      uint64
 	pg           pgState
-	bud          budgetLive // budgets.go
+	bud          budgetLive  // budgets.go
 	quota        *fleetQuota // quota.go
 	storeErr     string
 	snapCache    map[snapKey]*live.Snapshot
