@@ -71,6 +71,13 @@ func (b *Budgets) admitList(tk *Ticket, list []*budget, t *tenant.Tags, cfg *con
 // charge admits the statement of tk to bu's bucket for key, or returns the
 // refusal.
 func (b *Budgets) charge(tk *Ticket, bu *budget, key string, ns int64) error {
+	// The fleet's slot first, outside the lock: it is a round trip.
+	var fk string
+	var fleetHeld, fleetFull bool
+	var fleetRetry time.Duration
+	if !tk.inTx {
+		fk, fleetHeld, fleetFull, fleetRetry = b.fleetAcquire(bu, key)
+	}
 	st := bu.st
 	st.mu.Lock()
 	k := st.bucketFor(key, ns)
@@ -89,6 +96,8 @@ func (b *Budgets) charge(tk *Ticket, bu *budget, key string, ns int64) error {
 		lim = LimitStatement
 	case bu.conc > 0 && k.inFlight >= bu.conc:
 		lim, retry = LimitConcurrency, est
+	case fleetFull:
+		lim, retry = LimitConcurrency, max(fleetRetry.Seconds(), est)
 	case bu.share > 0 && k.tokens < min(est, bu.capacity):
 		lim, retry = LimitShare, (min(est, bu.capacity)-k.tokens)/bu.share
 	}
@@ -102,6 +111,9 @@ func (b *Budgets) charge(tk *Ticket, bu *budget, key string, ns int64) error {
 		st.stats.viol[lim-1][how].Add(1)
 		if how == handledRefused {
 			st.mu.Unlock()
+			if fleetHeld {
+				b.fleetRelease(fk)
+			}
 			e := &BudgetError{Budget: bu.id, Key: key, Limit: lim,
 				RetryAfter: time.Duration(retry * 1e9), Estimate: time.Duration(est * 1e9)}
 			b.note(bu, BudgetEvent{Time: time.Unix(0, ns), Budget: bu.id, Key: key, Limit: lim,
@@ -121,7 +133,10 @@ func (b *Budgets) charge(tk *Ticket, bu *budget, key string, ns int64) error {
 		b.note(bu, BudgetEvent{Time: time.Unix(0, ns), Budget: bu.id, Key: key, Limit: lim,
 			Handled: handledNames[how], Estimate: time.Duration(est * 1e9), RetryAfter: time.Duration(retry * 1e9)})
 	}
-	tk.slots[tk.n] = slot{b: bu, k: k, est: est}
+	if !fleetHeld {
+		fk = ""
+	}
+	tk.slots[tk.n] = slot{b: bu, k: k, est: est, fleet: fk}
 	tk.n++
 	return nil
 }
@@ -137,6 +152,7 @@ func (b *Budgets) release(tk *Ticket, ns int64) {
 			sl.k.tokens += sl.est
 		}
 		st.mu.Unlock()
+		b.fleetRelease(sl.fleet)
 		st.stats.inFlight.Add(-1)
 		st.stats.admitted.Add(^uint64(0))
 	}
@@ -166,6 +182,7 @@ func (b *Budgets) Finish(tk *Ticket, now time.Time, d time.Duration, cancelled b
 		k.mean.add(sec)
 		record(st.shapes[:], tk.shape, sec)
 		st.mu.Unlock()
+		b.fleetRelease(sl.fleet)
 		st.stats.inFlight.Add(-1)
 	}
 	tk.n = 0

@@ -71,7 +71,8 @@ const (
 // which is remembered). A statement is over the share when the bucket holds
 // less than its estimate (at most the capacity). It is over the
 // per-statement cap when its estimate alone exceeds it, and over the
-// concurrency when as many statements of its bucket are in flight. In
+// concurrency when as many statements of its bucket are in flight (in this
+// process, or in the fleet with SetFleetLimiter). In
 // Enforce mode such a statement is not sent: the caller gets a
 // *BudgetError (errors.Is(err, ErrBudget)) with the budget, the limit and a
 // retry-after. In Warn mode (the default) it is sent, counted and logged
@@ -117,6 +118,7 @@ type Budgets struct {
 
 	ev     events
 	shapes shapeCache
+	fleet  atomic.Pointer[fleetHolder] // fleetlimit.go
 }
 
 // A BudgetOption configures a Budgets.
@@ -396,9 +398,10 @@ type Ticket struct {
 }
 
 type slot struct {
-	b   *budget
-	k   *bucket
-	est float64
+	b     *budget
+	k     *bucket
+	est   float64
+	fleet string // the FleetLimiter key of a slot taken there ("": none)
 }
 
 // Runaway returns the deadline that the runaway rule matched by the
