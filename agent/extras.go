@@ -70,7 +70,7 @@ func (a *Agent) reportOptions() []ingest.ReporterOption {
 		out = append(out, ingest.WithBudgetSource(ingest.BudgetSource(a.cfg.budgets)))
 	}
 	if a.fresh != nil {
-		out = append(out, ingest.WithFreshnessSource(freshnessSource(a.fresh)))
+		out = append(out, ingest.WithFreshnessSource(FreshnessSource(a.fresh)))
 	}
 	return out
 }
@@ -83,9 +83,11 @@ func (a *Agent) wrapFreshness(h http.Handler) http.Handler {
 	return a.fresh.Wrap(h)
 }
 
-// freshnessSource copies the shedder's window into each report (the two
-// packages' types match field for field; neither imports the other).
-func freshnessSource(f *enforce.Freshness) func() *ingest.Freshness {
+// FreshnessSource returns what ingest.WithFreshnessSource takes for a
+// shedder made without the agent: each call drains f's window into a
+// report's freshness section (the two packages' types match field for
+// field; neither imports the other). WithFreshness does this itself.
+func FreshnessSource(f *enforce.Freshness) func() *ingest.Freshness {
 	return func() *ingest.Freshness {
 		w := f.Drain()
 		if w.Empty() {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/qtop-dev/qtop/agent"
 	"github.com/qtop-dev/qtop/enforce"
 	"github.com/qtop-dev/qtop/ingest"
 	"github.com/qtop-dev/qtop/policy"
@@ -142,7 +143,7 @@ func New(cfg Config) (*App, error) {
 	}
 	if cfg.Collector != "" {
 		opts := []ingest.ReporterOption{ingest.WithInterval(cfg.Interval), ingest.WithPolicyHandler(a.applyPolicy),
-			ingest.WithFreshnessSource(freshnessSource(a.fresh))}
+			ingest.WithFreshnessSource(agent.FreshnessSource(a.fresh))}
 		if cfg.Token != "" {
 			opts = append(opts, ingest.WithToken(cfg.Token))
 		}
@@ -187,30 +188,6 @@ func (a *App) applyPolicy(p policy.Policy) {
 	a.enf.ApplyPolicy(p)
 	a.fresh.ApplyPolicy(p)
 	a.cfg.Logger.Info("policy applied", "version", p.Version, "freshness", p.Freshness != nil)
-}
-
-// freshnessSource copies the freshness middleware's window into each
-// report.
-func freshnessSource(f *enforce.Freshness) func() *ingest.Freshness {
-	return func() *ingest.Freshness {
-		w := f.Drain()
-		if w.Empty() {
-			return nil
-		}
-		out := &ingest.Freshness{SamplesDropped: w.SamplesDropped,
-			Samples: make([]ingest.FreshSample, len(w.Samples)),
-			Routes:  make([]ingest.FreshRoute, len(w.Routes)), Rules: make([]ingest.FreshRule, len(w.Rules))}
-		for i, s := range w.Samples {
-			out.Samples[i] = ingest.FreshSample(s)
-		}
-		for i, r := range w.Routes {
-			out.Routes[i] = ingest.FreshRoute(r)
-		}
-		for i, r := range w.Rules {
-			out.Rules[i] = ingest.FreshRule(r)
-		}
-		return out
-	}
 }
 
 // validAccount accepts 1 to 32 of [a-z0-9-].
