@@ -5,14 +5,18 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/qtop-dev/qtop/enforce"
+	"github.com/qtop-dev/qtop/fairqueue"
 	"github.com/qtop-dev/qtop/internal/collector"
 	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/sqlcomment"
+	"github.com/qtop-dev/qtop/tenant"
 )
 
 // realCollector serves a real collector without a store.
@@ -134,4 +138,59 @@ func TestFreshnessFromTheCollector(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// slots is a fairqueue.Limiter of n slots per tenant in this process (the
+// lease semaphore's behaviour across processes is lease's to test).
+type slots struct {
+	mu           sync.Mutex
+	n, max, used int
+	granted      int
+}
+
+func (s *slots) Acquire(_ context.Context, _ string) (bool, time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.used >= s.n {
+		return false, time.Millisecond
+	}
+	s.used++
+	s.granted++
+	s.max = max(s.max, s.used)
+	return true, 0
+}
+
+func (s *slots) Release(string) { s.mu.Lock(); s.used--; s.mu.Unlock() }
+
+// TestWorkersTakeALimiter: the agent's worker pool takes the fair queue's
+// Limiter option (lease.Semaphore in a fleet): eight workers run at most
+// the limiter's two jobs of a tenant at once, every job runs, and every
+// slot is given back.
+func TestWorkersTakeALimiter(t *testing.T) {
+	a := newAgent(t, WithPlans(map[string]enforce.Plan{ // a plan that admits every job
+		enforce.PlanFree: {Limit: enforce.Limit{RUPerSecond: 1e6, Burst: 1e6}, Weight: 1},
+	}, nil))
+	lim := &slots{n: 2}
+	var ran atomic.Int64
+	w, err := NewWorkers(a, 8, func(ctx context.Context, v int) error {
+		time.Sleep(2 * time.Millisecond)
+		ran.Add(1)
+		return nil
+	}, fairqueue.WithLimiter(lim))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 40 {
+		if err := w.Submit(context.Background(), tenant.Tags{Tenant: "bigco"}, i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	lim.mu.Lock()
+	defer lim.mu.Unlock()
+	if ran.Load() != 40 || lim.granted != 40 || lim.max > 2 || lim.used != 0 {
+		t.Fatalf("ran %d, granted %d, at most %d at once (limit 2), %d slots still used", ran.Load(), lim.granted, lim.max, lim.used)
+	}
 }
