@@ -261,7 +261,40 @@ func (s *Store) step(ctx context.Context, st Step) error {
 	if st.EveryNode {
 		return s.everyNode(ctx, func(conn driver.Conn) error { return s.stepOn(ctx, conn, st) })
 	}
+	if st.EveryShard {
+		if err := s.nodes(ctx, true, func(conn driver.Conn) error { return s.stepOn(ctx, conn, st) }); err != nil {
+			return err
+		}
+		if st.AddColumn != nil {
+			return s.waitColumn(ctx, *st.AddColumn)
+		}
+		return nil
+	}
 	return s.stepOn(ctx, s.conn, st)
+}
+
+// waitColumn waits until every node of the cluster has the column (its
+// replicas get a replicated ALTER from ZooKeeper), at most a minute.
+func (s *Store) waitColumn(ctx context.Context, c Column) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		missing := 0
+		err := s.everyNode(ctx, func(conn driver.Conn) error {
+			has, err := hasColumn(ctx, conn, s.schema.Database, c.Table, c.Name)
+			if err == nil && !has {
+				missing++
+			}
+			return err
+		})
+		if err == nil && missing == 0 {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("chstore: column %s.%s not on every replica within a minute (%d missing, %v)", c.Table, c.Name, missing, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func (s *Store) stepOn(ctx context.Context, conn driver.Conn, st Step) error {
@@ -282,7 +315,17 @@ func (s *Store) stepOn(ctx context.Context, conn driver.Conn, st Step) error {
 // everyNode calls fn with a connection to each node of the cluster, as
 // system.clusters lists them.
 func (s *Store) everyNode(ctx context.Context, fn func(driver.Conn) error) error {
-	rows, err := s.conn.Query(ctx, "SELECT DISTINCT host_address, port FROM system.clusters WHERE cluster = ?", s.schema.Cluster)
+	return s.nodes(ctx, false, fn)
+}
+
+// nodes calls fn with a connection to each node of the cluster, or with
+// firstReplicas to the first replica of each shard only.
+func (s *Store) nodes(ctx context.Context, firstReplicas bool, fn func(driver.Conn) error) error {
+	q := "SELECT DISTINCT host_address, port FROM system.clusters WHERE cluster = ?"
+	if firstReplicas {
+		q += " AND replica_num = 1"
+	}
+	rows, err := s.conn.Query(ctx, q, s.schema.Cluster)
 	if err != nil {
 		return fmt.Errorf("chstore: list cluster nodes: %w", err)
 	}

@@ -73,6 +73,14 @@ type Step struct {
 	// not replicated (the Distributed tables) on a cluster whose shards
 	// are, as it would run it on one replica of each shard only.
 	EveryNode bool
+	// EveryShard runs SQL without ON CLUSTER on one replica of each shard
+	// in turn, and waits until every replica has the column: a Replicated
+	// table passes an ALTER on to its other replicas itself, and on 18.16
+	// an ALTER … ON CLUSTER of a replicated table can stop a node's DDL
+	// worker for good ("Node exists" on the shard's executed marker, when
+	// both replicas take the task at once), after which every ON CLUSTER
+	// statement waits for its timeout.
+	EveryShard bool
 }
 
 // Column names a column for Step.AddColumn.
@@ -265,9 +273,15 @@ func (s Schema) migration2() []Step {
 	if s.features().AddColumnIfNot {
 		ifNot = "IF NOT EXISTS "
 	}
+	shards := s.Cluster != "" && s.Replicated && !s.NodeLocal
+	on := s.onCluster()
+	if shards {
+		on = ""
+	}
 	steps := []Step{{
-		SQL:       fmt.Sprintf("ALTER TABLE %s.%s%s ADD COLUMN %s%s AFTER rows", s.Database, TableRollups, s.onCluster(), ifNot, col),
-		AddColumn: &Column{TableRollups, "active_session_seconds"},
+		SQL:        fmt.Sprintf("ALTER TABLE %s.%s%s ADD COLUMN %s%s AFTER rows", s.Database, TableRollups, on, ifNot, col),
+		AddColumn:  &Column{TableRollups, "active_session_seconds"},
+		EveryShard: shards,
 	}}
 	if s.Cluster != "" {
 		every := s.Replicated && !s.NodeLocal
@@ -295,6 +309,9 @@ func (s Schema) DDL() string {
 			b.WriteString(st.SQL + ";")
 			if st.EveryNode {
 				b.WriteString(" -- on every node of the cluster, one by one")
+			}
+			if st.EveryShard {
+				b.WriteString(" -- on one replica of each shard, one by one (replication does the rest)")
 			}
 			b.WriteString("\n")
 		}

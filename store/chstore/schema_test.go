@@ -90,7 +90,7 @@ func checkDDL(t *testing.T, sc Schema, ddl string) {
 	}
 	stmts := regexp.MustCompile(`(?m)^(CREATE|ALTER) [^\n]*`).FindAllString(ddl, -1)
 	for _, s := range stmts {
-		wantOn := sc.Cluster != "" && !sc.NodeLocal && !strings.Contains(s, "-- on every node")
+		wantOn := sc.Cluster != "" && !sc.NodeLocal && !strings.Contains(s, "-- on every node") && !strings.Contains(s, "-- on one replica of each shard")
 		if strings.Contains(s, " ON CLUSTER "+sc.Cluster) != wantOn {
 			t.Errorf("%q: ON CLUSTER present=%v, want %v", s, !wantOn, wantOn)
 		}

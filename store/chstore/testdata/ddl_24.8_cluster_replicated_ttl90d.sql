@@ -88,5 +88,5 @@ CREATE TABLE IF NOT EXISTS qtop.audit_dist ON CLUSTER main AS qtop.audit
 ENGINE = Distributed(main, qtop, audit, cityHash64(who));
 
 -- migration 2: pg sampler active-session seconds
-ALTER TABLE qtop.rollups ON CLUSTER main ADD COLUMN IF NOT EXISTS active_session_seconds Float64 DEFAULT 0 CODEC(Gorilla, LZ4) AFTER rows;
+ALTER TABLE qtop.rollups ADD COLUMN IF NOT EXISTS active_session_seconds Float64 DEFAULT 0 CODEC(Gorilla, LZ4) AFTER rows; -- on one replica of each shard, one by one (replication does the rest)
 ALTER TABLE qtop.rollups_dist ADD COLUMN IF NOT EXISTS active_session_seconds Float64 DEFAULT 0 AFTER rows; -- on every node of the cluster, one by one
