@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -292,15 +291,8 @@ func handleList[T any](s *Server, w http.ResponseWriter, r *http.Request, list f
 			writeJSON(w, http.StatusOK, list(s.Policy()))
 		})(w, r)
 	case http.MethodPost:
-		cred, err := s.Authorize(r, RoleAdmin)
-		if err != nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="qtop"`)
-			writeError(w, http.StatusUnauthorized, "policy changes need the admin token: "+err.Error(), 0)
-			return
-		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxPolicyBody))
-		if err != nil {
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("policy body larger than %d bytes", maxPolicyBody), 0)
+		body, who, ok := s.policyPost(w, r, "policy")
+		if !ok {
 			return
 		}
 		// The rule's fields, and "delete": true to remove it.
@@ -317,19 +309,10 @@ func handleList[T any](s *Server, w http.ResponseWriter, r *http.Request, list f
 				clean, _ = json.Marshal(m)
 			}
 		}
-		dec := json.NewDecoder(strings.NewReader(string(clean)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&rule); err != nil {
+		if err := decodeOne(clean, &rule); err != nil {
 			writeError(w, http.StatusBadRequest, "policy: "+err.Error(), 0)
 			return
 		}
-		if _, err := dec.Token(); err != io.EOF {
-			writeError(w, http.StatusBadRequest, "policy: data after the JSON object (send one rule)", 0)
-			return
-		}
-		// Who comes from the credential, never from a header the client
-		// sets; the address says from where.
-		who := cred + "@" + r.RemoteAddr
 		p, err := set(r.Context(), rule, del.Delete, who)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error(), 0)

@@ -4,8 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -364,30 +362,16 @@ func (s *Server) handleFreshnessPolicy(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "use GET or POST", 0)
 		return
 	}
-	cred, err := s.Authorize(r, RoleAdmin)
-	if err != nil {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="qtop"`)
-		writeError(w, http.StatusUnauthorized, "policy changes need the admin token: "+err.Error(), 0)
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxPolicyBody))
-	if err != nil {
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("freshness policy body larger than %d bytes", maxPolicyBody), 0)
+	body, who, ok := s.policyPost(w, r, "freshness policy")
+	if !ok {
 		return
 	}
 	var f policy.Freshness
-	dec := json.NewDecoder(strings.NewReader(string(body)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
+	if err := decodeOne(body, &f); err != nil {
 		writeError(w, http.StatusBadRequest, "freshness policy: "+err.Error(), 0)
 		return
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		writeError(w, http.StatusBadRequest, "freshness policy: data after the JSON object (send one policy)", 0)
-		return
-	}
-	// Who comes from the credential, never from a header the client sets.
-	p, err := s.SetFreshness(r.Context(), f, cred+"@"+r.RemoteAddr)
+	p, err := s.SetFreshness(r.Context(), f, who)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error(), 0)
 		return

@@ -187,6 +187,39 @@ func (s *Server) setRule(ctx context.Context, rule policy.Rule, who string, allo
 	return out, nil
 }
 
+// policyPost is what every policy change begins with: the admin
+// credential and a bounded body. It answers a refusal itself (ok false);
+// who names the credential, never a header the client sets, and the
+// address it came from.
+func (s *Server) policyPost(w http.ResponseWriter, r *http.Request, what string) (body []byte, who string, ok bool) {
+	cred, err := s.Authorize(r, RoleAdmin)
+	if err != nil {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="qtop"`)
+		writeError(w, http.StatusUnauthorized, "policy changes need the admin token: "+err.Error(), 0)
+		return nil, "", false
+	}
+	body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxPolicyBody))
+	if err != nil {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("%s body larger than %d bytes", what, maxPolicyBody), 0)
+		return nil, "", false
+	}
+	return body, cred + "@" + r.RemoteAddr, true
+}
+
+// decodeOne decodes exactly one JSON object of body into v, refusing
+// unknown fields and anything after the object.
+func decodeOne(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("data after the JSON object (send one)")
+	}
+	return nil
+}
+
 func (s *Server) handlePolicy(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
@@ -194,32 +227,17 @@ func (s *Server) handlePolicy(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, http.StatusOK, s.Policy())
 		})(w, r)
 	case http.MethodPost:
-		cred, err := s.Authorize(r, RoleAdmin)
-		if err != nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="qtop"`)
-			writeError(w, http.StatusUnauthorized, "policy changes need the admin token: "+err.Error(), 0)
-			return
-		}
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxPolicyBody))
-		if err != nil {
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("policy body larger than %d bytes", maxPolicyBody), 0)
+		body, who, ok := s.policyPost(w, r, "policy")
+		if !ok {
 			return
 		}
 		var rule policy.Rule
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&rule); err != nil {
+		if err := decodeOne(body, &rule); err != nil {
 			writeError(w, http.StatusBadRequest, "policy rule: "+err.Error(), 0)
 			return
 		}
-		if _, err := dec.Token(); err != io.EOF {
-			writeError(w, http.StatusBadRequest, "policy rule: data after the JSON object (send one rule)", 0)
-			return
-		}
-		// Who comes from the credential, never from a header the client
-		// sets; the address says from where.
-		who := cred + "@" + r.RemoteAddr
 		allowT0 := false
+		var err error
 		if v := r.URL.Query().Get("allow_t0"); v != "" {
 			if allowT0, err = strconv.ParseBool(v); err != nil {
 				writeError(w, http.StatusBadRequest, fmt.Sprintf("allow_t0=%q: want true or false", v), 0)
