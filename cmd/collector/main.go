@@ -71,6 +71,7 @@ Examples:
   collector serve --otlp-grpc 127.0.0.1:4317 --otlp-tenant-attribute app.tenant
   QTOP_STORE=duckdb:///var/lib/qtop/qtop.duckdb QTOP_POSTGRES=postgres://… collector serve
   collector serve --listen :7071 --writer c2 --quota-redis 127.0.0.1:6379   # one of several collectors
+  collector serve --pprof 127.0.0.1:6060   # then: go tool pprof http://127.0.0.1:6060/debug/pprof/profile
 
 Flags:
 `
@@ -198,6 +199,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	otlpGRPC := strFlag(fs, &envs, "otlp-grpc", "QTOP_OTLP_GRPC", "", "address of the OTLP/gRPC trace receiver, e.g. 127.0.0.1:4317 (default off; OTLP/HTTP is always on --listen at /v1/traces)")
 	otlpTenant := strFlag(fs, &envs, "otlp-tenant-attribute", "QTOP_OTLP_TENANT_ATTRIBUTE", "tenant.id", "span attribute that holds the tenant of OTLP spans")
 	quotaRedis := strFlag(fs, &envs, "quota-redis", "QTOP_QUOTA_REDIS", "", "host:port of the Redis through which several collectors sum fleet-wide quota usage (empty: one collector)")
+	pprofAddr := strFlag(fs, &envs, "pprof", "QTOP_PPROF", "", "loopback address on which to serve Go profiles (/debug/pprof/), e.g. 127.0.0.1:6060 (default off)")
 	logFormat := strFlag(fs, &envs, "log-format", "QTOP_LOG_FORMAT", "text", "log format: text or json")
 	logLevel := strFlag(fs, &envs, "log-level", "QTOP_LOG_LEVEL", "info", "log level: debug, info, warn, error")
 	demo, err := boolFlag(fs, &envs, "demo", "QTOP_DEMO", "run a synthetic fleet in process (dozens of tenants, a heavy import by bigcorp)")
@@ -247,6 +249,14 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	if *peers != "" {
 		cfg.Peers = strings.Split(*peers, ",")
+	}
+	if *pprofAddr != "" {
+		closePprof, err := servePprof(*pprofAddr, log)
+		if err != nil {
+			fmt.Fprintln(stderr, "collector serve:", err)
+			return 2
+		}
+		defer closePprof()
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -117,9 +117,9 @@ func BenchmarkMillionTenants(b *testing.B) {
 		var after runtime.MemStats
 		runtime.ReadMemStats(&after)
 		s.mu.Lock()
-		tracked, minuteRows := len(s.tenants), 0
+		tracked, minuteRows := s.agg.tenants.Load(), 0
 		for _, m := range s.minutes {
-			minuteRows += len(m.rows)
+			minuteRows += s.agg.minuteRows(m)
 		}
 		s.mu.Unlock()
 		b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/(1<<20), "heap-MiB")

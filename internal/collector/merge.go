@@ -3,6 +3,7 @@ package collector
 import (
 	"math"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/qtop-dev/qtop/ingest"
@@ -41,15 +42,23 @@ type rowAgg struct {
 	lat           sparse
 }
 
-// minute is the merged state of one minute of rollups.
+// minute is one open minute of rollups: its hot keys, sampled
+// statements and write-ahead log, under Server.mu; its rows are in the
+// aggregator's shards.
 type minute struct {
 	start      time.Time
-	rows       map[rowKey]*rowAgg
 	keys       *spacesaving.Sketch
 	keyTenants map[string]string
 	stmts      map[stmtKey]store.Statement
-	dirty      bool // changed since the last emission
 	wal        *walFile
+	// dirty says the minute changed since its last emission; set after a
+	// report's rows are in the shards, cleared before an emission reads
+	// them, so a report merged during an emission is emitted again.
+	dirty atomic.Bool
+	// merging counts reports taken into the minute whose rows are not yet
+	// in the shards: the minute is not dropped while any are.
+	merging atomic.Int32
+	nrows   atomic.Int64 // rows across shards (Config.MaxMinuteRows)
 }
 
 type stmtKey struct {
@@ -57,9 +66,7 @@ type stmtKey struct {
 	start int64
 }
 
-func newMinute(start time.Time) *minute {
-	return &minute{start: start, rows: make(map[rowKey]*rowAgg)}
-}
+func newMinute(start time.Time) *minute { return &minute{start: start} }
 
 // tenantLive is one tenant's live view.
 type tenantLive struct {
@@ -68,6 +75,11 @@ type tenantLive struct {
 	hru, hdb history
 	routes   map[string]*window10
 	waits    map[string]float64
+	// ranked is what the tenant did since the last tick, for the metrics'
+	// ranking and per-tenant series: they take it once a second
+	// (aggregator.flushRanking), not once per row.
+	ranked topn.Values
+	ranks  bool
 }
 
 const maxRoutesLive = 50
@@ -188,105 +200,15 @@ func (s *Server) minuteOf(rep *ingest.Report, now time.Time) (time.Time, bool) {
 	return mt, retimed
 }
 
-// mergeLocked adds a decoded report to minute m and, when live, to the
-// live view at second sec. lats, when not nil, holds each row's latency
-// as a sparse histogram (made before the lock: see prepare); else they are
-// made here. s.mu is held.
-func (s *Server) mergeLocked(rep *ingest.Report, lats []sparse, m *minute, now time.Time, live bool) {
-	m.dirty = true
+// mergeReportLocked adds what is one per report — the freshness samples,
+// the hot keys, and when live the service's latency and counts, the
+// budgets, the enforcement counters and the reports/s — to minute m and
+// the live view at now. The rows are the aggregator's (merged without
+// s.mu: see Ingest). s.mu is held.
+func (s *Server) mergeReportLocked(d *decoded, m *minute, now time.Time, live bool) {
+	rep := &d.rep
 	s.mergeFreshnessLocked(rep, now, live)
 	sec := now.Unix()
-	service := rep.Source.Service
-	var svc *serviceLive
-	if live {
-		svc = s.serviceLocked(service)
-		if svc != nil {
-			if _, ok := svc.procs[rep.Source.Instance]; !ok {
-				rep.Source.Instance = strings.Clone(rep.Source.Instance)
-			}
-			svc.procs[rep.Source.Instance] = sec
-			svc.seen = sec
-		}
-		s.svcLat.Reset()
-	}
-	var reqRows int
-	for i := range rep.Rows {
-		row := &rep.Rows[i]
-		tn, route := row.Tenant, row.Route // checked by screen
-		k := rowKey{service, tn, route, row.Kind}
-		a := m.rows[k]
-		if a == nil {
-			if len(m.rows) >= s.cfg.MaxMinuteRows {
-				s.met.foldedRows.Inc()
-				k.tenant, k.route = ingest.OtherTenant, ingest.OtherRoute
-				a = m.rows[k]
-			}
-			if a == nil {
-				k.service, k.tenant, k.route = strings.Clone(k.service), strings.Clone(k.tenant), strings.Clone(k.route)
-				a = &rowAgg{}
-				m.rows[k] = a
-			}
-		}
-		if i := row.Tier.Index(); i >= 0 {
-			addSat(&a.tiers[i], max(row.Count, 1))
-		}
-		if sat := addSat(&a.count, row.Count); addSat(&a.errors, row.Errors) || addSat(&a.bytes, row.Bytes) ||
-			addSat(&a.rows, row.Rows) || sat {
-			s.guard.saturated.Inc()
-		}
-		a.dur = finiteSum(a.dur, row.Duration.Seconds())
-		a.ru = finiteSum(a.ru, row.RU)
-		lat := &s.rowLat
-		if lats != nil {
-			lat = &lats[i]
-		} else {
-			lat.Load(&row.Latency)
-		}
-		a.lat.Merge(lat)
-		if !live {
-			continue
-		}
-		s.met.rows.Inc()
-		tl := s.tenantLocked(tn)
-		if row.Tier != tenant.TierUnset {
-			tl.tier = row.Tier
-		}
-		ws := [2]*window10{&tl.w, s.routeLocked(tl, route)}
-		for _, w := range ws {
-			j := w.slot(sec)
-			w.ru[j] = finiteSum(w.ru[j], row.RU)
-			switch row.Kind {
-			case ingest.KindDB:
-				w.db[j] = finiteSum(w.db[j], row.Duration.Seconds())
-			default:
-				w.req[j] += row.Count
-				w.err[j] += row.Errors
-				w.lat[j].Merge(lat)
-			}
-		}
-		var v topn.Values
-		v[topn.RU] = row.RU
-		v[topn.Bytes] = float64(row.Bytes)
-		if row.Kind == ingest.KindDB {
-			v[topn.DBTime] = row.Duration.Seconds()
-		} else {
-			v[topn.Requests] = float64(row.Count)
-			v[topn.Errors] = float64(row.Errors)
-		}
-		s.met.ranking.Add(tn, v)
-		s.met.tenants.add(tn, v, now)
-		tl.hru.add(sec, row.RU)
-		if row.Kind == ingest.KindDB {
-			tl.hdb.add(sec, row.Duration.Seconds())
-		}
-		if svc != nil && row.Kind == ingest.KindRequest {
-			j := svc.w.slot(sec)
-			svc.w.req[j] += row.Count
-			svc.w.err[j] += row.Errors
-			s.svcLat.Merge(lat)
-			reqRows++
-		}
-	}
 	if rep.Keys != nil && rep.Keys.Total() > 0 {
 		if m.keys == nil {
 			m.keys = spacesaving.New(keyCapacity)
@@ -309,13 +231,20 @@ func (s *Server) mergeLocked(rep *ingest.Report, lats []sparse, m *minute, now t
 	if !live {
 		return
 	}
-	if svc != nil && reqRows > 0 {
-		// One dense histogram per report for the signal, not one merge
-		// of every row's dense histogram.
-		s.scratch.Reset()
-		s.svcLat.Buckets(s.scratch.AddBucket)
-		svc.sig.MergeAt(now, &s.scratch)
-		svc.w.lat[svc.w.slot(sec)].Merge(&s.svcLat)
+	svc := s.serviceLocked(rep.Source.Service)
+	if svc != nil {
+		if _, ok := svc.procs[rep.Source.Instance]; !ok {
+			rep.Source.Instance = strings.Clone(rep.Source.Instance)
+		}
+		svc.procs[rep.Source.Instance] = sec
+		svc.seen = sec
+		if d.svc.reqRows > 0 {
+			j := svc.w.slot(sec)
+			svc.w.req[j] += d.svc.req
+			svc.w.err[j] += d.svc.err
+			svc.w.lat[j].Merge(&d.svc.lat)
+			svc.sig.MergeAt(now, &d.svc.dense)
+		}
 	}
 	s.mergeBudgetsLocked(sec, rep) // budgets.go
 	// Enforcement.
@@ -385,39 +314,6 @@ func addKeyTenants(dst, src map[string]string) {
 	}
 }
 
-// tenantLocked returns the live state of tenant name, or of "other" when
-// MaxTenants are already tracked.
-func (s *Server) tenantLocked(name string) *tenantLive {
-	if tl := s.tenants[name]; tl != nil {
-		return tl
-	}
-	if len(s.tenants) >= s.cfg.MaxTenants {
-		s.met.tenantOverflow.Inc()
-		name = ingest.OtherTenant
-		if tl := s.tenants[name]; tl != nil {
-			return tl
-		}
-	}
-	tl := &tenantLive{routes: make(map[string]*window10)}
-	s.tenants[strings.Clone(name)] = tl
-	return tl
-}
-
-func (s *Server) routeLocked(tl *tenantLive, route string) *window10 {
-	if w := tl.routes[route]; w != nil {
-		return w
-	}
-	if len(tl.routes) >= maxRoutesLive {
-		route = ingest.OtherRoute
-		if w := tl.routes[route]; w != nil {
-			return w
-		}
-	}
-	w := new(window10)
-	tl.routes[strings.Clone(route)] = w
-	return w
-}
-
 func (s *Server) serviceLocked(name string) *serviceLive {
 	if sv := s.services[name]; sv != nil {
 		return sv
@@ -434,17 +330,7 @@ func (s *Server) serviceLocked(name string) *serviceLive {
 // than any view shows. s.mu is held.
 func (s *Server) pruneLocked(now time.Time) {
 	sec := now.Unix()
-	for name, tl := range s.tenants {
-		if sec-max(tl.hru.lastSeen(), tl.hdb.lastSeen(), maxStamp(&tl.w)) > histN+rateN {
-			delete(s.tenants, name)
-			continue
-		}
-		for r, w := range tl.routes {
-			if sec-maxStamp(w) > rateN+1 {
-				delete(tl.routes, r)
-			}
-		}
-	}
+	s.agg.prune(sec)
 	for name, sv := range s.services {
 		for inst, last := range sv.procs {
 			if sec-last > rateN {

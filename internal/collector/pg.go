@@ -3,7 +3,6 @@ package collector
 import (
 	"context"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -100,7 +99,7 @@ func (s *Server) AddSample(snap pgactivity.Snapshot, interval time.Duration) {
 		m = newMinute(mt)
 		s.minutes[mt.Unix()] = m
 	}
-	m.dirty = true
+	defer m.dirty.Store(true)
 	active := make(map[string]float64)
 	byPID := make(map[int32]*pgactivity.Backend, len(snap.Backends))
 	var running []*pgactivity.Backend
@@ -117,18 +116,14 @@ func (s *Server) AddSample(snap pgactivity.Snapshot, interval time.Duration) {
 			running = append(running, b)
 		}
 		name := b.Tenant
-		k := rowKey{"", name, b.Route, ingest.KindPG}
-		a := m.rows[k]
-		if a == nil {
-			k.tenant, k.route = strings.Clone(k.tenant), strings.Clone(k.route)
-			a = &rowAgg{}
-			m.rows[k] = a
-		}
-		if i := b.Tier.Index(); i >= 0 {
-			a.tiers[i]++
-		}
-		a.count++
-		a.active += interval.Seconds()
+		s.agg.withRows(name, m, func(rows map[rowKey]*rowAgg) {
+			a := s.agg.row(rows, m, rowKey{"", name, b.Route, ingest.KindPG})
+			if i := b.Tier.Index(); i >= 0 {
+				a.tiers[i]++
+			}
+			a.count++
+			a.active += interval.Seconds()
+		})
 		if name == "" {
 			name = ingest.UnknownTenant
 		}
@@ -150,10 +145,11 @@ func (s *Server) AddSample(snap pgactivity.Snapshot, interval time.Duration) {
 		}
 	}
 	for name, n := range active {
-		tl := s.tenantLocked(name)
-		j := tl.w.slot(sec)
-		tl.w.pg[j] = max(tl.w.pg[j], n)
-		tl.hdb.add(sec, 0)
+		s.agg.withTenant(name, func(tl *tenantLive) {
+			j := tl.w.slot(sec)
+			tl.w.pg[j] = max(tl.w.pg[j], n)
+			tl.hdb.add(sec, 0)
+		})
 	}
 	slices.SortFunc(running, func(a, b *pgactivity.Backend) int { return cmpDuration(b.Duration, a.Duration) })
 	s.pg.statements = s.pg.statements[:0]
@@ -181,17 +177,13 @@ func (s *Server) AddSample(snap pgactivity.Snapshot, interval time.Duration) {
 	if now.Sub(s.pg.lastCut) >= waitsWindow || now.Before(s.pg.lastCut) {
 		win := s.pg.agg.Cut(now)
 		s.pg.lastCut = now
-		for _, tl := range s.tenants {
-			tl.waits = nil
-		}
+		s.agg.eachTenant(func(_ string, tl *tenantLive) { tl.waits = nil })
 		for _, tload := range win.Tenants {
 			name := tload.Tenant
 			if name == "" {
 				name = ingest.UnknownTenant
 			}
-			if tl := s.tenants[name]; tl != nil {
-				tl.waits = tload.Waits
-			}
+			s.agg.tenantShard(name, func(tl *tenantLive) { tl.waits = tload.Waits })
 		}
 	}
 }

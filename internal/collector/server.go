@@ -24,7 +24,6 @@ import (
 	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/internal/otlpin"
 	"github.com/qtop-dev/qtop/policy"
-	"github.com/qtop-dev/qtop/ratio"
 	"github.com/qtop-dev/qtop/spacesaving"
 	"github.com/qtop-dev/qtop/store"
 )
@@ -54,16 +53,13 @@ type Server struct {
 	finalized    map[int64]struct{} // minutes written for good (last 3 h)
 	lastFinal    int64
 	sources      map[string]*source
-	tenants      map[string]*tenantLive
+	agg          *aggregator // rows and live tenants, sharded (aggregate.go)
 	services     map[string]*serviceLive
 	keys         [ringN]*spacesaving.Sketch
 	keyStamp     [ringN]int64
 	keyTenants   map[string]string
 	enf          [ringN]enfSlot
 	reportsSec   [ringN]countSlot
-	scratch      ratio.Histogram
-	rowLat       sparse // the latency of the row being merged
-	svcLat       sparse
 	policy       policy.Policy
 	reply        []byte
 	replyVersion uint64
@@ -102,7 +98,6 @@ func New(cfg Config) (*Server, error) {
 		minutes:    make(map[int64]*minute),
 		finalized:  make(map[int64]struct{}),
 		sources:    make(map[string]*source),
-		tenants:    make(map[string]*tenantLive),
 		services:   make(map[string]*serviceLive),
 		keyTenants: make(map[string]string),
 		snapCache:  make(map[snapKey]*live.Snapshot),
@@ -116,6 +111,7 @@ func New(cfg Config) (*Server, error) {
 	if s.guard, err = newGuardMetrics(cfg.Registerer, s); err != nil {
 		return nil, fmt.Errorf("collector: metrics: %w", err)
 	}
+	s.agg = newAggregator(cfg, s.met, s.guard)
 	if err := cfg.Registerer.Register(shedCollector{s}); err != nil {
 		return nil, fmt.Errorf("collector: metrics: %w", err)
 	}
@@ -242,13 +238,14 @@ func (s *Server) replay() error {
 	if err != nil {
 		return err
 	}
-	rep := new(ingest.Report)
+	d := new(decoded)
+	rep := &d.rep
 	now := s.cfg.Now()
 	for _, mt := range mins {
 		m := newMinute(mt)
 		n := 0
 		cut, err := readWAL(walPath(s.walDir, mt), func(body []byte) error {
-			if err := rep.UnmarshalBinary(body); err != nil {
+			if err := rep.UnmarshalSparse(body); err != nil {
 				s.log.Warn("wal: undecodable report skipped", "minute", mt, "err", err)
 				return nil
 			}
@@ -262,7 +259,9 @@ func (s *Server) replay() error {
 			}
 			src.mark(rep.Seq)
 			s.acceptedLocked(src, now)
-			s.mergeLocked(rep, nil, m, now, false)
+			d.prepare(s.agg)
+			s.mergeReportLocked(d, m, now, false)
+			s.agg.merge(rep, d.lat, &d.order, m, now, false)
 			n++
 			return nil
 		})
@@ -275,7 +274,7 @@ func (s *Server) replay() error {
 		if m.wal, err = openWAL(s.walDir, mt); err != nil {
 			return err
 		}
-		m.dirty = true
+		m.dirty.Store(true)
 		s.minutes[mt.Unix()] = m
 		s.log.Info("wal: replayed minute", "minute", mt, "reports", n)
 	}
@@ -390,6 +389,7 @@ func (s *Server) Tick(ctx context.Context, now time.Time) {
 	s.mu.Lock()
 	s.pruneLocked(now)
 	s.prunePolicyLocked(now)
+	s.agg.flushRanking(now)
 	s.met.ranking.Rerank()
 	s.met.tenants.refresh(s.met.ranking.Members(), now)
 	for _, sv := range s.services {
@@ -408,7 +408,7 @@ func (s *Server) Tick(ctx context.Context, now time.Time) {
 	s.met.walBytes.Set(float64(walBytes))
 	s.met.openMinutes.Set(float64(len(s.minutes)))
 	s.met.sources.Set(float64(len(s.sources)))
-	s.met.tenantsTracked.Set(float64(len(s.tenants)))
+	s.met.tenantsTracked.Set(float64(s.agg.tenants.Load()))
 	clear(s.snapCache)
 	s.mu.Unlock()
 	for _, w := range wals {
@@ -473,20 +473,21 @@ func (s *Server) emit(ctx context.Context, now time.Time, all bool) {
 	s.mu.Lock()
 	for k, m := range s.minutes {
 		closeAt := m.start.Add(time.Minute + s.cfg.Grace)
-		if m.dirty && (all || !now.Before(closeAt)) {
+		if m.dirty.Load() && (all || !now.Before(closeAt)) {
 			if s.store == nil {
-				m.dirty = false
+				m.dirty.Store(false)
 			} else {
 				todo = append(todo, s.buildLocked(m))
 			}
 		}
-		if !m.dirty && !now.Before(closeAt.Add(s.cfg.LateKeep)) {
+		if !m.dirty.Load() && m.merging.Load() == 0 && !now.Before(closeAt.Add(s.cfg.LateKeep)) {
 			if m.wal != nil {
 				if err := m.wal.remove(); err != nil && !errors.Is(err, os.ErrNotExist) {
 					s.log.Warn("wal: remove", "err", err)
 				}
 			}
 			delete(s.minutes, k)
+			s.agg.dropMinute(m)
 			s.finalized[k] = struct{}{}
 			s.lastFinal = max(s.lastFinal, k)
 		}
@@ -508,9 +509,7 @@ func (s *Server) emit(ctx context.Context, now time.Time, all bool) {
 		default:
 			s.met.storeErrors.Inc()
 			s.log.Error("minute not written; trying again next tick", "minute", e.m.start, "err", err)
-			s.mu.Lock()
-			e.m.dirty = true
-			s.mu.Unlock()
+			e.m.dirty.Store(true)
 		}
 	}
 }
@@ -546,9 +545,9 @@ func (s *Server) write(ctx context.Context, e emission) error {
 // clean. s.mu is held.
 func (s *Server) buildLocked(m *minute) emission {
 	v := s.nextVersionLocked()
-	m.dirty = false
-	e := emission{m: m, rollups: make([]store.Rollup, 0, len(m.rows))}
-	for k, a := range m.rows {
+	m.dirty.Store(false) // before the rows are read: see minute.dirty
+	e := emission{m: m, rollups: make([]store.Rollup, 0, m.nrows.Load())}
+	s.agg.rows(m, func(k rowKey, a *rowAgg) {
 		r := store.Rollup{
 			Minute: m.start, Writer: s.writer, Version: v,
 			Service: k.service, Tenant: k.tenant, Route: k.route, Tier: a.tier(), Kind: k.kind.String(),
@@ -560,7 +559,7 @@ func (s *Server) buildLocked(m *minute) emission {
 			r.Tenant = "" // untagged sessions: the unattributed line of cost reports
 		}
 		e.rollups = append(e.rollups, r)
-	}
+	})
 	if m.keys != nil {
 		at := make(map[string]int)
 		for _, c := range m.keys.Top(hotKeysPerMinute) {
@@ -715,9 +714,10 @@ func (s *Server) Ingest(body []byte) (status int, reason, msg string, retry time
 		return status, reason, err.Error(), 0, nil
 	}
 	// Everything that needs no shared state runs before the lock, on as
-	// many cores as there are requests: string checks, sparse latencies.
+	// many cores as there are requests: string checks, sparse latencies,
+	// the rows' shard order.
 	s.screen(rep)
-	lats := d.prepare()
+	d.prepare(s.agg)
 
 	// Under the lock: admission, the duplicate filter, the minute.
 	s.mu.Lock()
@@ -773,10 +773,10 @@ func (s *Server) Ingest(body []byte) (status int, reason, msg string, retry time
 	err := wal.append(body)
 
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	src.unpend(rep.Seq)
 	if err != nil {
 		src.unmark(rep.Seq) // not logged: a retry must count
+		s.mu.Unlock()
 		s.log.Error("report not logged; refused", "err", err)
 		return http.StatusServiceUnavailable, reasonWAL, "collector cannot log the report", 5 * time.Second, nil
 	}
@@ -784,10 +784,18 @@ func (s *Server) Ingest(body []byte) (status int, reason, msg string, retry time
 		m = cur // the minute may have been replaced while unlocked
 	}
 	s.acceptedLocked(src, now)
-	s.mergeLocked(rep, lats, m, now, true)
+	s.mergeReportLocked(d, m, now, true)
+	reply = s.quotaReplyLocked(rep, now, s.replyLocked(), true)
+	m.merging.Add(1) // the minute stays until the rows are in
+	s.mu.Unlock()
+
+	// The rows, shard by shard, without s.mu.
+	s.agg.merge(rep, d.lat, &d.order, m, now, true)
+	m.dirty.Store(true)
+	m.merging.Add(-1)
 	s.met.accepted.Inc()
 	s.met.mergeSeconds.Observe(time.Since(t0).Seconds())
-	return http.StatusOK, "", "", 0, s.quotaReplyLocked(rep, now, s.replyLocked(), true)
+	return http.StatusOK, "", "", 0, reply
 }
 
 func (s *Server) reject(w http.ResponseWriter, status int, reason, msg string, retry time.Duration) {

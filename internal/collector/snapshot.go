@@ -101,16 +101,22 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 		tl   *tenantLive
 		r    rates
 	}
-	rows := make([]trow, 0, len(s.tenants))
+	// The rates of every tenant first (shard by shard), then the details
+	// of those shown, each under its shard's lock again.
+	rows := make([]trow, 0, s.agg.tenants.Load())
 	var total float64
-	for name, tl := range s.tenants {
-		r := tl.w.ratesP95(sec, measure == live.MeasureP95)
+	var lats []*sparse
+	s.agg.eachTenant(func(name string, tl *tenantLive) {
+		r := tl.w.ratesP95(sec, false)
 		if !r.active {
-			continue
+			return
+		}
+		if measure == live.MeasureP95 {
+			r.p95, lats = tl.p95(sec, lats)
 		}
 		rows = append(rows, trow{name, tl, r})
 		total = finiteSum(total, measureOf(r, measure))
-	}
+	})
 	snap.TenantsSeen = len(rows)
 	slices.SortFunc(rows, func(a, b trow) int {
 		ma, mb := measureOf(a.r, measure), measureOf(b.r, measure)
@@ -129,21 +135,20 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 		return v / total
 	}
 	var other live.TenantRow
-	var otherLat []*sparse
+	var otherLat sparse
 	otherHist := make([]float64, histN)
 	hasOther := false
 	for i, tr := range rows {
 		if i >= n || tr.name == ingest.OtherTenant {
+			s.agg.lockTenant(tr.name)
 			hasOther = true
 			other.DBLoad = finiteSum(other.DBLoad, tr.r.db)
 			other.RUPerSec = finiteSum(other.RUPerSec, tr.r.ru)
 			other.ReqPerSec += tr.r.req
 			other.ErrPerSec += tr.r.err
 			other.Share += share(measureOf(tr.r, measure))
-			for j := range ringN {
-				if tr.tl.w.inWindow(j, sec) {
-					otherLat = append(otherLat, &tr.tl.w.lat[j])
-				}
+			for _, l := range tr.tl.latencies(sec, lats[:0]) {
+				otherLat.Merge(l)
 			}
 			h := &tr.tl.hru
 			if measure == live.MeasureDB {
@@ -152,10 +157,12 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 			for k, v := range h.series(sec) {
 				otherHist[k] = finiteSum(otherHist[k], v)
 			}
+			s.agg.unlockTenant(tr.name)
 			continue
 		}
+		s.agg.lockTenant(tr.name)
 		if measure != live.MeasureP95 {
-			tr.r.p95 = tr.tl.w.rates(sec).p95
+			tr.r.p95, lats = tr.tl.p95(sec, lats)
 		}
 		row := live.TenantRow{
 			Tenant: tr.name, Untagged: tr.name == ingest.UnknownTenant, Tier: tr.tl.tier.String(),
@@ -197,12 +204,13 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 			row.Routes = append(row.Routes, live.RouteRow{Route: x.name, DBLoad: x.r.db, RUPerSec: x.r.ru,
 				ReqPerSec: x.r.req, ErrPerSec: x.r.err, P95Seconds: x.r.p95})
 		}
+		s.agg.unlockTenant(tr.name)
 		snap.Tenants = append(snap.Tenants, row)
 	}
 	if hasOther {
 		other.Tenant = live.OtherTenant
-		if len(otherLat) > 0 {
-			other.P95Seconds = quantileOf(0.95, otherLat...)
+		if otherLat.Count() > 0 {
+			other.P95Seconds = otherLat.Quantile(0.95)
 		}
 		other.History = otherHist
 		snap.Tenants = append(snap.Tenants, other)

@@ -1,0 +1,435 @@
+package collector
+
+import (
+	"hash/maphash"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/tenant"
+	"github.com/qtop-dev/qtop/topn"
+)
+
+// numShards is the number of aggregator shards: enough that reports
+// merging on every core rarely wait for one another.
+const numShards = 16
+
+// aggregator is the per-tenant part of the collector's state — each open
+// minute's rollup rows and each tenant's live windows — split into shards
+// by a hash of the tenant, each under a lock of its own. A report's rows
+// are put in shard order before any lock is taken (decoded.prepare), then
+// each shard that has rows of the report is locked once, so reports of
+// different processes merge on every core at once and no lock is held
+// across the whole report.
+//
+// Everything that is one per report or per process (admission, the
+// duplicate filter, the write-ahead log, services, hot keys, enforcement,
+// budgets, quotas) is the Server's, under Server.mu; the aggregator never
+// takes that lock, and a caller holding it may take a shard's (the order
+// is always Server.mu, then one shard).
+type aggregator struct {
+	seed       maphash.Seed
+	shards     [numShards]shard
+	tenants    atomic.Int64 // live tenants tracked, across shards
+	maxTenants int64
+	maxRows    int64
+	met        *metrics
+	guard      *guardMetrics
+}
+
+type shard struct {
+	mu      sync.Mutex
+	minutes map[int64]map[rowKey]*rowAgg // rollup rows by minute (Unix seconds)
+	tenants map[string]*tenantLive
+	_       [64]byte // keep shards' locks on their own cache lines
+}
+
+func newAggregator(cfg Config, met *metrics, guard *guardMetrics) *aggregator {
+	g := &aggregator{seed: maphash.MakeSeed(), maxTenants: int64(cfg.MaxTenants), maxRows: int64(cfg.MaxMinuteRows),
+		met: met, guard: guard}
+	for i := range g.shards {
+		g.shards[i].minutes = make(map[int64]map[rowKey]*rowAgg)
+		g.shards[i].tenants = make(map[string]*tenantLive)
+	}
+	return g
+}
+
+func (g *aggregator) shardOf(tenant string) int {
+	return int(maphash.String(g.seed, tenant) % numShards)
+}
+
+// shardOrder is the order in which a report's rows are merged: row
+// indexes grouped by shard, shard i's in idx[start[i]:start[i+1]].
+type shardOrder struct {
+	idx   []int32
+	start [numShards + 1]int32
+	of    []uint8
+}
+
+// sort fills o for rows (a counting sort: two passes, no allocation once
+// the slices have grown).
+func (o *shardOrder) sort(g *aggregator, rows []ingest.Row) {
+	n := len(rows)
+	if cap(o.of) < n {
+		o.of = make([]uint8, n, max(n, 2*cap(o.of)))
+		o.idx = make([]int32, n, cap(o.of))
+	}
+	o.of, o.idx = o.of[:n], o.idx[:n]
+	var count [numShards + 1]int32
+	for i := range rows {
+		sh := uint8(g.shardOf(rows[i].Tenant))
+		o.of[i] = sh
+		count[sh+1]++
+	}
+	for i := 1; i <= numShards; i++ {
+		count[i] += count[i-1]
+	}
+	o.start = count
+	for i := range rows {
+		sh := o.of[i]
+		o.idx[count[sh]] = int32(i)
+		count[sh]++
+	}
+}
+
+// merge adds rep's rows (their latencies in lats, in shard order o) to
+// minute m and, when live, to the tenants' live windows at now. Server.mu
+// is not held.
+func (g *aggregator) merge(rep *ingest.Report, lats []sparse, o *shardOrder, m *minute, now time.Time, live bool) {
+	var merged int
+	// Reports start at different shards, so that two merging at once do
+	// not queue behind each other shard after shard.
+	first := int(rep.Seq % numShards)
+	for k := range numShards {
+		sh := (first + k) % numShards
+		idx := o.idx[o.start[sh]:o.start[sh+1]]
+		if len(idx) == 0 {
+			continue
+		}
+		g.shards[sh].merge(g, rep, idx, lats, m, now, live)
+		merged += len(idx)
+	}
+	if live {
+		g.met.rows.Add(float64(merged))
+	}
+}
+
+func (sh *shard) merge(g *aggregator, rep *ingest.Report, idx []int32, lats []sparse, m *minute, now time.Time, live bool) {
+	sec := now.Unix()
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	rows := sh.minutes[m.start.Unix()]
+	if rows == nil {
+		rows = make(map[rowKey]*rowAgg)
+		sh.minutes[m.start.Unix()] = rows
+	}
+	for _, i := range idx {
+		row := &rep.Rows[i]
+		lat := &lats[i]
+		tn, route := row.Tenant, row.Route // checked by screen
+		a := g.row(rows, m, rowKey{rep.Source.Service, tn, route, row.Kind})
+		if i := row.Tier.Index(); i >= 0 {
+			addSat(&a.tiers[i], max(row.Count, 1))
+		}
+		if sat := addSat(&a.count, row.Count); addSat(&a.errors, row.Errors) || addSat(&a.bytes, row.Bytes) ||
+			addSat(&a.rows, row.Rows) || sat {
+			g.guard.saturated.Inc()
+		}
+		a.dur = finiteSum(a.dur, row.Duration.Seconds())
+		a.ru = finiteSum(a.ru, row.RU)
+		a.lat.Merge(lat)
+		if !live {
+			continue
+		}
+		tl := sh.tenant(g, tn)
+		if row.Tier != tenant.TierUnset {
+			tl.tier = row.Tier
+		}
+		// The latency goes into the route's window only: the tenant's is
+		// the sum of its routes' (tenantLive.latency), one merge fewer per
+		// row.
+		ws := [2]*window10{routeWindow(tl, route), &tl.w}
+		for k, w := range ws {
+			j := w.slot(sec)
+			w.ru[j] = finiteSum(w.ru[j], row.RU)
+			switch row.Kind {
+			case ingest.KindDB:
+				w.db[j] = finiteSum(w.db[j], row.Duration.Seconds())
+			default:
+				w.req[j] += row.Count
+				w.err[j] += row.Errors
+				if k == 0 {
+					w.lat[j].Merge(lat)
+				}
+			}
+		}
+		var v topn.Values
+		v[topn.RU] = row.RU
+		v[topn.Bytes] = float64(row.Bytes)
+		if row.Kind == ingest.KindDB {
+			v[topn.DBTime] = row.Duration.Seconds()
+		} else {
+			v[topn.Requests] = float64(row.Count)
+			v[topn.Errors] = float64(row.Errors)
+		}
+		tl.ranked.Add(v)
+		tl.ranks = true
+		tl.hru.add(sec, row.RU)
+		if row.Kind == ingest.KindDB {
+			tl.hdb.add(sec, row.Duration.Seconds())
+		}
+	}
+}
+
+// row returns the rollup row of k in rows (a shard's part of minute m),
+// made if new; once m has Config.MaxMinuteRows rows, a new tenant×route
+// is folded into the "other" row of its service and kind. That row may
+// be in several shards: the minute's emission adds them up (build). The
+// shard's lock is held.
+func (g *aggregator) row(rows map[rowKey]*rowAgg, m *minute, k rowKey) *rowAgg {
+	if a := rows[k]; a != nil {
+		return a
+	}
+	if m.nrows.Add(1) > g.maxRows {
+		m.nrows.Add(-1)
+		g.met.foldedRows.Inc()
+		k.tenant, k.route = ingest.OtherTenant, ingest.OtherRoute
+		if a := rows[k]; a != nil {
+			return a
+		}
+	}
+	k.service, k.tenant, k.route = strings.Clone(k.service), strings.Clone(k.tenant), strings.Clone(k.route)
+	a := &rowAgg{}
+	rows[k] = a
+	return a
+}
+
+// tenant returns the live state of tenant name, or of "other" once
+// Config.MaxTenants tenants are tracked (an "other" may then be in each
+// shard; the snapshot adds them up). The shard's lock is held.
+func (sh *shard) tenant(g *aggregator, name string) *tenantLive {
+	if tl := sh.tenants[name]; tl != nil {
+		return tl
+	}
+	if g.tenants.Add(1) > g.maxTenants {
+		g.tenants.Add(-1)
+		g.met.tenantOverflow.Inc()
+		name = ingest.OtherTenant
+		if tl := sh.tenants[name]; tl != nil {
+			return tl
+		}
+		g.tenants.Add(1) // "other" is tracked like a tenant
+	}
+	tl := &tenantLive{routes: make(map[string]*window10)}
+	sh.tenants[strings.Clone(name)] = tl
+	return tl
+}
+
+// withTenant calls fn with the live state of tenant name (made if new)
+// under its shard's lock.
+func (g *aggregator) withTenant(name string, fn func(*tenantLive)) {
+	sh := &g.shards[g.shardOf(name)]
+	sh.mu.Lock()
+	fn(sh.tenant(g, name))
+	sh.mu.Unlock()
+}
+
+// eachTenant calls fn with every live tenant, shard by shard, under each
+// shard's lock.
+func (g *aggregator) eachTenant(fn func(name string, tl *tenantLive)) {
+	for i := range g.shards {
+		sh := &g.shards[i]
+		sh.mu.Lock()
+		for name, tl := range sh.tenants {
+			fn(name, tl)
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// tenantShard calls fn with the live state of tenant name, if tracked,
+// under its shard's lock.
+func (g *aggregator) tenantShard(name string, fn func(*tenantLive)) {
+	sh := &g.shards[g.shardOf(name)]
+	sh.mu.Lock()
+	if tl := sh.tenants[name]; tl != nil {
+		fn(tl)
+	}
+	sh.mu.Unlock()
+}
+
+// lockTenant and unlockTenant lock and unlock the shard of tenant name
+// (the snapshot reads a tenant's details under it).
+func (g *aggregator) lockTenant(name string)   { g.shards[g.shardOf(name)].mu.Lock() }
+func (g *aggregator) unlockTenant(name string) { g.shards[g.shardOf(name)].mu.Unlock() }
+
+// withRows calls fn with minute m's rows of the shard of tenant, under
+// that shard's lock (the PostgreSQL sampler's rows).
+func (g *aggregator) withRows(tenant string, m *minute, fn func(rows map[rowKey]*rowAgg)) {
+	sh := &g.shards[g.shardOf(tenant)]
+	sh.mu.Lock()
+	rows := sh.minutes[m.start.Unix()]
+	if rows == nil {
+		rows = make(map[rowKey]*rowAgg)
+		sh.minutes[m.start.Unix()] = rows
+	}
+	fn(rows)
+	sh.mu.Unlock()
+}
+
+// rows calls fn with every rollup row of minute m, adding up the "other"
+// rows several shards may hold for one key.
+func (g *aggregator) rows(m *minute, fn func(k rowKey, a *rowAgg)) {
+	var other map[rowKey]*rowAgg
+	for i := range g.shards {
+		sh := &g.shards[i]
+		sh.mu.Lock()
+		for k, a := range sh.minutes[m.start.Unix()] {
+			if k.tenant != ingest.OtherTenant || k.route != ingest.OtherRoute {
+				fn(k, a)
+				continue
+			}
+			if other == nil {
+				other = make(map[rowKey]*rowAgg)
+			}
+			o := other[k]
+			if o == nil {
+				o = new(rowAgg)
+				other[k] = o
+			}
+			o.add(a)
+		}
+		sh.mu.Unlock()
+	}
+	for k, a := range other {
+		fn(k, a)
+	}
+}
+
+// dropMinute forgets minute m's rows in every shard.
+func (g *aggregator) dropMinute(m *minute) {
+	for i := range g.shards {
+		sh := &g.shards[i]
+		sh.mu.Lock()
+		delete(sh.minutes, m.start.Unix())
+		sh.mu.Unlock()
+	}
+}
+
+// dropAllMinutes forgets every minute's rows (what a killed collector
+// loses; tests).
+func (g *aggregator) dropAllMinutes() {
+	for i := range g.shards {
+		sh := &g.shards[i]
+		sh.mu.Lock()
+		clear(sh.minutes)
+		sh.mu.Unlock()
+	}
+}
+
+// minuteRows is the number of rollup rows of minute m across shards.
+func (g *aggregator) minuteRows(m *minute) int {
+	n := 0
+	for i := range g.shards {
+		sh := &g.shards[i]
+		sh.mu.Lock()
+		n += len(sh.minutes[m.start.Unix()])
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+// flushRanking hands what each tenant did since the last call to the
+// metrics' ranking and per-tenant series (Server.Tick, once a second).
+func (g *aggregator) flushRanking(now time.Time) {
+	for i := range g.shards {
+		sh := &g.shards[i]
+		sh.mu.Lock()
+		for name, tl := range sh.tenants {
+			if tl.ranks {
+				g.met.ranking.Add(name, tl.ranked)
+				g.met.tenants.add(name, tl.ranked, now)
+				tl.ranked, tl.ranks = topn.Values{}, false
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// prune forgets live tenants and routes idle for longer than any view
+// shows.
+func (g *aggregator) prune(sec int64) {
+	for i := range g.shards {
+		sh := &g.shards[i]
+		sh.mu.Lock()
+		for name, tl := range sh.tenants {
+			if sec-max(tl.hru.lastSeen(), tl.hdb.lastSeen(), maxStamp(&tl.w)) > histN+rateN {
+				delete(sh.tenants, name)
+				g.tenants.Add(-1)
+				continue
+			}
+			for r, w := range tl.routes {
+				if sec-maxStamp(w) > rateN+1 {
+					delete(tl.routes, r)
+				}
+			}
+		}
+		sh.mu.Unlock()
+	}
+}
+
+// add adds b's sums to a.
+func (a *rowAgg) add(b *rowAgg) {
+	for i := range a.tiers {
+		addSat(&a.tiers[i], b.tiers[i])
+	}
+	addSat(&a.count, b.count)
+	addSat(&a.errors, b.errors)
+	addSat(&a.bytes, b.bytes)
+	addSat(&a.rows, b.rows)
+	a.dur = finiteSum(a.dur, b.dur)
+	a.ru = finiteSum(a.ru, b.ru)
+	a.active = finiteSum(a.active, b.active)
+	a.lat.Merge(&b.lat)
+}
+
+// latencies appends the latency histograms of the tenant's rateN complete
+// seconds before sec: its routes' (every row of the tenant is in one
+// route's window, "other" routes included). The shard's lock is held.
+func (tl *tenantLive) latencies(sec int64, dst []*sparse) []*sparse {
+	for _, w := range tl.routes {
+		for j := range ringN {
+			if w.inWindow(j, sec) && w.lat[j].Len() > 0 {
+				dst = append(dst, &w.lat[j])
+			}
+		}
+	}
+	return dst
+}
+
+// p95 is the tenant's p95 latency over the window before sec; lats is
+// scratch space. The shard's lock is held.
+func (tl *tenantLive) p95(sec int64, lats []*sparse) (float64, []*sparse) {
+	lats = tl.latencies(sec, lats[:0])
+	if len(lats) == 0 {
+		return 0, lats
+	}
+	return quantileOf(0.95, lats...), lats
+}
+
+func routeWindow(tl *tenantLive, route string) *window10 {
+	if w := tl.routes[route]; w != nil {
+		return w
+	}
+	if len(tl.routes) >= maxRoutesLive {
+		route = ingest.OtherRoute
+		if w := tl.routes[route]; w != nil {
+			return w
+		}
+	}
+	w := new(window10)
+	tl.routes[strings.Clone(route)] = w
+	return w
+}
