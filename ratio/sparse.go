@@ -102,9 +102,11 @@ func (s *Sparse) Merge(o *Sparse) {
 		s.cnt = append(s.cnt[:0], o.cnt...)
 		return
 	}
+	// Only the words where o has buckets are read: a row's latency spans
+	// a few of the sparseWords words, and s is often cold in the cache.
 	subset := true
 	for w := range sparseWords {
-		if o.ix.bits[w]&^s.ix.bits[w] != 0 {
+		if ob := o.ix.bits[w]; ob != 0 && ob&^s.ix.bits[w] != 0 {
 			subset = false
 			break
 		}
@@ -113,6 +115,9 @@ func (s *Sparse) Merge(o *Sparse) {
 		k := 0
 		for w := range sparseWords {
 			ob := o.ix.bits[w]
+			if ob == 0 {
+				continue
+			}
 			for ob != 0 {
 				b := uint(bits.TrailingZeros64(ob))
 				ob &= ob - 1

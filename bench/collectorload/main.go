@@ -333,9 +333,24 @@ func (e *env) hostile(args []string) int {
 	r0 := e.rssMB()
 	var st int
 	var msg string
-	for i := range 1000 { // distinct sources, so admission does not hide the cost
-		st, msg, _ = e.post(ctx, "/v1/reports", ct, rowBomb(ingest.MaxRows, fmt.Sprintf("bomb-%d", i)))
+	// Distinct sources, so admission does not hide the cost; 64 at once,
+	// as the collector holds back each refusal (--refusal-delay).
+	var mu sync.Mutex
+	var bwg sync.WaitGroup
+	var next atomic.Int64
+	for range 64 {
+		bwg.Add(1)
+		go func() {
+			defer bwg.Done()
+			for i := next.Add(1); i <= 1000; i = next.Add(1) {
+				s, m, _ := e.post(ctx, "/v1/reports", ct, rowBomb(ingest.MaxRows, fmt.Sprintf("bomb-%d", i)))
+				mu.Lock()
+				st, msg = s, m
+				mu.Unlock()
+			}
+		}()
 	}
+	bwg.Wait()
 	e.line(fmt.Sprintf("%d-byte body claiming %d rows (×1000)", len(bomb), ingest.MaxRows), st, msg, r0)
 
 	claim := append([]byte("qtrp"), 0, 2, 1, 0)

@@ -195,6 +195,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	dataDir := strFlag(fs, &envs, "data-dir", "QTOP_DATA_DIR", collector.DefaultDataDir, "folder for the write-ahead log, the store spool and the policy")
 	writer := strFlag(fs, &envs, "writer", "QTOP_WRITER", "", "this collector's identity in the store (default: made once and kept in --data-dir)")
 	grace := strFlag(fs, &envs, "grace", "QTOP_GRACE", collector.DefaultGrace.String(), "how long after a minute ends its rollups are written")
+	refusalDelay := strFlag(fs, &envs, "refusal-delay", "QTOP_REFUSAL_DELAY", collector.DefaultRefusalDelay.String(), "how long the answer to a report refused for its content or credentials (400, 401, 413, 415) is held back, to slow a client sending junk in a loop (0: at once)")
 	spoolMax := strFlag(fs, &envs, "spool-max-bytes", "QTOP_SPOOL_MAX_BYTES", "0", "cap of the on-disk spool while the store is down (0: 256 MiB)")
 	otlpGRPC := strFlag(fs, &envs, "otlp-grpc", "QTOP_OTLP_GRPC", "", "address of the OTLP/gRPC trace receiver, e.g. 127.0.0.1:4317 (default off; OTLP/HTTP is always on --listen at /v1/traces)")
 	otlpTenant := strFlag(fs, &envs, "otlp-tenant-attribute", "QTOP_OTLP_TENANT_ATTRIBUTE", "tenant.id", "span attribute that holds the tenant of OTLP spans")
@@ -232,6 +233,14 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "collector serve: --grace %q: want a positive duration such as 10s\n", *grace)
 		return 2
 	}
+	rd, err := time.ParseDuration(*refusalDelay)
+	if err != nil || rd < 0 {
+		fmt.Fprintf(stderr, "collector serve: --refusal-delay %q: want a duration such as 1s, or 0\n", *refusalDelay)
+		return 2
+	}
+	if rd == 0 {
+		rd = -1 // Config's zero is the default
+	}
 	sm, err := strconv.ParseInt(*spoolMax, 10, 64)
 	if err != nil || sm < 0 {
 		fmt.Fprintf(stderr, "collector serve: --spool-max-bytes %q: want a number of bytes\n", *spoolMax)
@@ -239,7 +248,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 	}
 	cfg := collector.Config{
 		Listen: *listen, Store: *storeURL, Cluster: *cluster, Postgres: *pg,
-		Demo: *demo, DataDir: *dataDir, Writer: *writer, Grace: g, SpoolMaxBytes: sm, Logger: log,
+		Demo: *demo, DataDir: *dataDir, Writer: *writer, Grace: g, SpoolMaxBytes: sm, Logger: log, RefusalDelay: rd,
 		OTLPGRPC: *otlpGRPC, OTLPTenantAttribute: *otlpTenant, SharedPolicy: *shared,
 		QuotaRedis: *quotaRedis,
 	}

@@ -32,6 +32,9 @@ const (
 	// DefaultMaxMinuteRows bounds the tenant×route×kind rows of one open
 	// minute; rows beyond it are folded into tenant "other".
 	DefaultMaxMinuteRows = 100_000
+	// DefaultRefusalDelay is how long a refusal of a report for its
+	// content or credentials is held back (Config.RefusalDelay).
+	DefaultRefusalDelay = time.Second
 	// DefaultSourceRate is how many reports per second one source may send
 	// (with a burst of four times as many): a reporter sends one a second.
 	DefaultSourceRate = 10.0
@@ -100,6 +103,15 @@ type Config struct {
 	MaxTenants    int
 	MaxMinuteRows int
 	SourceRate    float64
+	// RefusalDelay is how long the answer to a report refused for what
+	// it is — malformed, too large, the wrong content type or credentials
+	// (400, 401, 413, 415) — is held back (default DefaultRefusalDelay;
+	// negative: answered at once). A client sending junk in a loop then
+	// costs the collector a few requests a second, not thousands, and the
+	// reporters beside it keep their latency. At most maxHeldRefusals
+	// answers are held at once; beyond that a refusal is answered at once
+	// and its connection closed.
+	RefusalDelay time.Duration
 	// MaxSources bounds the established reporting processes (default
 	// DefaultMaxSources); newcomers are served on probation beside them
 	// (see sources.go), so junk sources cannot evict real ones.
@@ -168,6 +180,9 @@ func (c *Config) fill() error {
 	}
 	if c.MaxRuleTTL <= 0 {
 		c.MaxRuleTTL = DefaultMaxRuleTTL
+	}
+	if c.RefusalDelay == 0 {
+		c.RefusalDelay = DefaultRefusalDelay
 	}
 	if err := checkExposure(c); err != nil {
 		return err

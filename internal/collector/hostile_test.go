@@ -210,3 +210,57 @@ func TestJunkSourcesCannotEvictRealOnes(t *testing.T) {
 		t.Fatal("no probationary source was evicted by the flood")
 	}
 }
+
+// A client sending junk in a loop is slowed down: the answer to a report
+// refused for what it is waits Config.RefusalDelay (here until the client
+// gives up), and once maxHeldRefusals answers are held the next one is
+// answered at once with its connection closed; a report refused for
+// being early (busy, admission) is never held.
+func TestRefusalsAreHeld(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.RefusalDelay = time.Hour })
+	defer f.stop()
+	h := f.s.Handler()
+	junk := []byte("qtrp junk that is not a report")
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan int)
+	go func() {
+		req := httptest.NewRequest(http.MethodPost, live.PathReports, bytes.NewReader(junk)).WithContext(ctx)
+		req.Header.Set("Content-Type", ingest.ContentType)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		done <- w.Code
+	}()
+	for testutil.ToFloat64(f.s.guard.refusalsHeld) < 1 {
+		select {
+		case code := <-done:
+			t.Fatalf("answered %d without being held", code)
+		case <-time.After(time.Millisecond):
+		}
+	}
+	// Fill the remaining places: the next refusal is not held.
+	for range maxHeldRefusals - 1 {
+		f.s.held <- struct{}{}
+	}
+	w := postReport(h, junk)
+	if w.Code != http.StatusBadRequest || w.Header().Get("Connection") != "close" {
+		t.Fatalf("with every place held: %d, Connection %q", w.Code, w.Header().Get("Connection"))
+	}
+	if got := testutil.ToFloat64(f.s.guard.refusalsUnheld); got != 1 {
+		t.Fatalf("unheld %v", got)
+	}
+	for range maxHeldRefusals - 1 {
+		<-f.s.held
+	}
+	cancel() // the client gives up: the held answer ends with it
+	if code := <-done; code != http.StatusBadRequest {
+		t.Fatalf("held refusal: %d", code)
+	}
+	// A good report is never held, nor a refusal for admission.
+	p := newProcess(f.clk, "api", "p1")
+	if w := postReport(h, p.report(t, "acme", 1, "")); w.Code != 200 {
+		t.Fatalf("good report: %d %s", w.Code, w.Body)
+	}
+	if got := testutil.ToFloat64(f.s.guard.refusalsHeld); got != 1 {
+		t.Fatalf("held %v, want 1", got)
+	}
+}

@@ -31,6 +31,10 @@ type guardMetrics struct {
 	spoolStuck  prometheus.Gauge
 	// sourcesEvicted counts probationary sources a newer one displaced.
 	sourcesEvicted prometheus.Counter
+	// refusalsHeld and refusalsUnheld count refusals held back
+	// (Config.RefusalDelay) and those answered at once because
+	// maxHeldRefusals were held.
+	refusalsHeld, refusalsUnheld prometheus.Counter
 }
 
 func newGuardMetrics(reg prometheus.Registerer, s *Server) (*guardMetrics, error) {
@@ -50,10 +54,15 @@ func newGuardMetrics(reg prometheus.Registerer, s *Server) (*guardMetrics, error
 			}),
 		sourcesEvicted: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_sources_evicted_total",
 			Help: "Sources on probation (new, not yet established) displaced by newer ones while the probation places were full; established sources are never evicted."}),
+		refusalsHeld: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_refusals_held_total",
+			Help: "Reports refused for their content or credentials whose answer was held back (--refusal-delay), so a client sending junk in a loop is slowed down."}),
+		refusalsUnheld: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_refusals_unheld_total",
+			Help: "Refusals answered at once, their connection closed, because the most refusals that are held back at once already were."}),
 		spoolStuck: prometheus.NewGauge(prometheus.GaugeOpts{Name: "qtop_collector_spool_oldest_seconds",
 			Help: "Age of the oldest batch waiting in the spool (0 when empty); growing means the spool is not draining."}),
 	}
-	for _, c := range []prometheus.Collector{g.cleaned, g.saturated, g.deadLetters, g.spoolStuck, g.sourcesEvicted} {
+	for _, c := range []prometheus.Collector{g.cleaned, g.saturated, g.deadLetters, g.spoolStuck, g.sourcesEvicted,
+		g.refusalsHeld, g.refusalsUnheld} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
@@ -232,4 +241,37 @@ func (s *Server) waitSlot(r *http.Request) bool {
 	case <-r.Context().Done():
 	}
 	return false
+}
+
+// maxHeldRefusals bounds the refusals held back at once (Config.RefusalDelay).
+const maxHeldRefusals = 512
+
+// holdRefusal holds back the answer to a report refused with status for
+// what it is (see Config.RefusalDelay); when maxHeldRefusals are already
+// held, it marks the answer to close its connection instead.
+func (s *Server) holdRefusal(w http.ResponseWriter, r *http.Request, status int) {
+	switch status {
+	case http.StatusBadRequest, http.StatusUnauthorized, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType:
+	default:
+		return
+	}
+	if s.cfg.RefusalDelay <= 0 {
+		return
+	}
+	select {
+	case s.held <- struct{}{}:
+	default:
+		s.guard.refusalsUnheld.Inc()
+		w.Header().Set("Connection", "close")
+		return
+	}
+	defer func() { <-s.held }()
+	s.guard.refusalsHeld.Inc()
+	t := time.NewTimer(s.cfg.RefusalDelay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.Context().Done():
+	case <-s.doneChan():
+	}
 }

@@ -46,6 +46,7 @@ type Server struct {
 	start   time.Time
 
 	inflight chan struct{} // bounds reports decoded at once
+	held     chan struct{} // bounds refusals held back (screen.go)
 	reports  chan *decoded // decoded reports kept for reuse
 
 	mu           sync.Mutex
@@ -95,6 +96,7 @@ func New(cfg Config) (*Server, error) {
 		walDir:     filepath.Join(cfg.DataDir, "wal"),
 		start:      cfg.Now(),
 		inflight:   make(chan struct{}, 64),
+		held:       make(chan struct{}, maxHeldRefusals),
 		minutes:    make(map[int64]*minute),
 		finalized:  make(map[int64]struct{}),
 		sources:    make(map[string]*source),
@@ -626,40 +628,46 @@ func (s *Server) Shutdown(ctx context.Context) error {
 
 // handleReports is POST /v1/reports.
 func (s *Server) handleReports(w http.ResponseWriter, r *http.Request) {
+	// A refusal for what the request is, not for how busy the collector
+	// is, is held back (Config.RefusalDelay).
+	refuse := func(status int, reason, msg string) {
+		s.holdRefusal(w, r, status)
+		s.reject(w, status, reason, msg, 0)
+	}
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", "POST")
 		s.reject(w, http.StatusMethodNotAllowed, reasonMethod, "use POST", 0)
 		return
 	}
 	if _, err := s.Authorize(r, RoleReport); err != nil {
-		s.reject(w, http.StatusUnauthorized, reasonUnauthorized, err.Error(), 0)
+		refuse(http.StatusUnauthorized, reasonUnauthorized, err.Error())
 		return
 	}
 	if ct := r.Header.Get("Content-Type"); !contentTypeIs(ct, ingest.ContentType) {
-		s.reject(w, http.StatusUnsupportedMediaType, reasonContentType,
-			fmt.Sprintf("Content-Type %q: a report is %s", ct, ingest.ContentType), 0)
+		refuse(http.StatusUnsupportedMediaType, reasonContentType,
+			fmt.Sprintf("Content-Type %q: a report is %s", ct, ingest.ContentType))
 		return
 	}
 	if r.ContentLength > ingest.MaxReportBytes {
-		s.reject(w, http.StatusRequestEntityTooLarge, reasonTooLarge,
-			fmt.Sprintf("report of %d bytes, at most %d", r.ContentLength, ingest.MaxReportBytes), 0)
+		refuse(http.StatusRequestEntityTooLarge, reasonTooLarge,
+			fmt.Sprintf("report of %d bytes, at most %d", r.ContentLength, ingest.MaxReportBytes))
 		return
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, ingest.MaxReportBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			s.reject(w, http.StatusRequestEntityTooLarge, reasonTooLarge, fmt.Sprintf("report larger than %d bytes", ingest.MaxReportBytes), 0)
+			refuse(http.StatusRequestEntityTooLarge, reasonTooLarge, fmt.Sprintf("report larger than %d bytes", ingest.MaxReportBytes))
 			return
 		}
-		s.reject(w, http.StatusBadRequest, reasonMalformed, "reading body: "+err.Error(), 0)
+		refuse(http.StatusBadRequest, reasonMalformed, "reading body: "+err.Error())
 		return
 	}
 	// A header that cannot be decoded (a bomb, a claim beyond what the
 	// body can expand to) is refused before it takes a decode slot.
 	if err := ingest.CheckHeader(body); err != nil {
 		status, reason := decodeStatus(err)
-		s.reject(w, status, reason, err.Error(), 0)
+		refuse(status, reason, err.Error())
 		return
 	}
 	// Bound the reports decoded at once, and the memory they may take
@@ -679,6 +687,7 @@ func (s *Server) handleReports(w http.ResponseWriter, r *http.Request) {
 	s.decode.Release(budget)
 	<-s.inflight
 	if status != http.StatusOK {
+		s.holdRefusal(w, r, status)
 		s.reject(w, status, reason, msg, retry)
 		return
 	}
