@@ -90,7 +90,11 @@ func (s *Sparse) Grow(n int) {
 	if s.ix == nil {
 		s.ix = new(sparseIndex)
 	}
-	s.cnt = slices.Grow(s.cnt, n)
+	if cap(s.cnt)-len(s.cnt) < n { // one allocation of the size asked, in every build mode
+		c := make([]uint64, len(s.cnt), len(s.cnt)+n)
+		copy(c, s.cnt)
+		s.cnt = c
+	}
 }
 
 // Clone returns a copy of s that shares no memory with it.

@@ -189,10 +189,8 @@ func (s *Server) minuteOf(rep *ingest.Report, now time.Time) (time.Time, bool) {
 }
 
 // mergeLocked adds a decoded report to minute m and, when live, to the
-// live view at second sec. lats, when not nil, holds each row's latency
-// as a sparse histogram (made before the lock: see prepare); else they are
-// made here. s.mu is held.
-func (s *Server) mergeLocked(rep *ingest.Report, lats []sparse, m *minute, now time.Time, live bool) {
+// live view at second sec. s.mu is held.
+func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live bool) {
 	m.dirty = true
 	s.mergeFreshnessLocked(rep, now, live)
 	sec := now.Unix()
@@ -236,12 +234,7 @@ func (s *Server) mergeLocked(rep *ingest.Report, lats []sparse, m *minute, now t
 		}
 		a.dur = finiteSum(a.dur, row.Duration.Seconds())
 		a.ru = finiteSum(a.ru, row.RU)
-		lat := &s.rowLat
-		if lats != nil {
-			lat = &lats[i]
-		} else {
-			lat.Load(&row.Latency)
-		}
+		lat := &row.Latency
 		a.lat.Merge(lat)
 		if !live {
 			continue

@@ -62,7 +62,6 @@ type Server struct {
 	enf          [ringN]enfSlot
 	reportsSec   [ringN]countSlot
 	scratch      ratio.Histogram
-	rowLat       sparse // the latency of the row being merged
 	svcLat       sparse
 	policy       policy.Policy
 	reply        []byte
@@ -262,7 +261,7 @@ func (s *Server) replay() error {
 			}
 			src.mark(rep.Seq)
 			s.acceptedLocked(src, now)
-			s.mergeLocked(rep, nil, m, now, false)
+			s.mergeLocked(rep, m, now, false)
 			n++
 			return nil
 		})
@@ -554,7 +553,7 @@ func (s *Server) buildLocked(m *minute) emission {
 			Service: k.service, Tenant: k.tenant, Route: k.route, Tier: a.tier(), Kind: k.kind.String(),
 			Count: a.count, Errors: a.errors, DurationSeconds: a.dur, RU: a.ru,
 			Bytes: a.bytes, Rows: a.rows, ActiveSessionSeconds: a.active,
-			Latency: a.lat.Dense(),
+			Latency: a.lat.Clone(),
 		}
 		if r.Tenant == "" && k.kind == ingest.KindPG {
 			r.Tenant = "" // untagged sessions: the unattributed line of cost reports
@@ -710,14 +709,14 @@ func (s *Server) Ingest(body []byte) (status int, reason, msg string, retry time
 		}
 	}()
 	rep := &d.rep
-	if err := rep.UnmarshalSparse(body); err != nil {
+	if err := rep.UnmarshalBinary(body); err != nil {
 		status, reason := decodeStatus(err)
 		return status, reason, err.Error(), 0, nil
 	}
 	// Everything that needs no shared state runs before the lock, on as
-	// many cores as there are requests: string checks, sparse latencies.
+	// many cores as there are requests: decoding (latencies included),
+	// string checks.
 	s.screen(rep)
-	lats := d.prepare()
 
 	// Under the lock: admission, the duplicate filter, the minute.
 	s.mu.Lock()
@@ -784,7 +783,7 @@ func (s *Server) Ingest(body []byte) (status int, reason, msg string, retry time
 		m = cur // the minute may have been replaced while unlocked
 	}
 	s.acceptedLocked(src, now)
-	s.mergeLocked(rep, lats, m, now, true)
+	s.mergeLocked(rep, m, now, true)
 	s.met.accepted.Inc()
 	s.met.mergeSeconds.Observe(time.Since(t0).Seconds())
 	return http.StatusOK, "", "", 0, s.quotaReplyLocked(rep, now, s.replyLocked(), true)

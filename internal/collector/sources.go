@@ -99,26 +99,7 @@ func (src *source) unmark(seq uint64) {
 	}
 }
 
-// decoded is a report decoded for the merge, kept for reuse, with each
-// row's latency as a sparse histogram.
+// decoded is a report decoded for the merge, kept for reuse.
 type decoded struct {
 	rep ingest.Report
-	lat []sparse
-}
-
-// prepare makes the sparse latency of every row (before the merge lock),
-// from the buckets as encoded (the report is decoded with
-// UnmarshalSparse: no dense histogram is filled or scanned).
-func (d *decoded) prepare() []sparse {
-	n := len(d.rep.Rows)
-	if cap(d.lat) < n {
-		d.lat = make([]sparse, n, max(n, cap(d.lat)*2))
-	}
-	d.lat = d.lat[:n]
-	for i := range d.rep.Rows {
-		l := &d.lat[i]
-		l.Reset()
-		d.rep.LatencyBuckets(i, l.Add)
-	}
-	return d.lat
 }
