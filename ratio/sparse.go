@@ -303,16 +303,14 @@ func (s *Sparse) Dense() []uint64 {
 }
 
 // Quantile estimates the q-quantile in seconds (0 when empty): the
-// representative value of the bucket holding rank ⌈q·n⌉.
+// representative value of the bucket holding rank ⌈q·n⌉ (at least 1), the
+// value Histogram.Quantile gives for the same buckets.
 func (s *Sparse) Quantile(q float64) float64 {
 	n := s.Count()
 	if n == 0 {
 		return 0
 	}
-	rank := uint64(q*float64(n) + 0.999999)
-	if rank < 1 {
-		rank = 1
-	}
+	rank := rankOf(n, q) // as Histogram.Quantile ranks
 	var seen uint64
 	out := 0.0
 	s.each(func(i int, c uint64) bool {

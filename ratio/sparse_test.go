@@ -284,3 +284,27 @@ func TestSparseGrowAllocs(t *testing.T) {
 		t.Fatalf("%v allocations to load a reused Sparse", allocs)
 	}
 }
+
+// Quantile gives what Histogram.Quantile gives for the same buckets, for
+// every q (ranks at the edge of a bucket included).
+func TestSparseQuantileMatchesHistogram(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 12))
+	for round := range 40 {
+		var h Histogram
+		for range 1 + rng.IntN(3000) {
+			h.Observe(rng.ExpFloat64() * 0.02)
+		}
+		var s Sparse
+		s.Load(&h)
+		n := float64(h.Count())
+		qs := []float64{-1, 0, 1e-9, 0.5, 0.95, 0.99, 0.999, 1, 2, math.NaN()}
+		for k := range 20 { // ranks k/n exactly, and a hair above
+			qs = append(qs, float64(k+round)/n, math.Nextafter(float64(k+round)/n, 1))
+		}
+		for _, q := range qs {
+			if g, w := s.Quantile(q), h.Quantile(q); g != w {
+				t.Fatalf("n %v, q %v: %v, want %v", n, q, g, w)
+			}
+		}
+	}
+}
