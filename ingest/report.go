@@ -599,6 +599,9 @@ type decoder struct {
 	b    []byte
 	wire int // bytes received (before decompression)
 	err  error
+	// idx and cnt hold the buckets of the histogram being read.
+	idx []uint16
+	cnt []uint64
 }
 
 func (d *decoder) fail(err error) {
@@ -820,20 +823,35 @@ func (d *decoder) report(r *Report) {
 	}
 }
 
-// histogram reads what appendHistogram wrote into h, which is empty: the
-// room for the n buckets the body says (each of 2 bytes at least, so a
-// forged count costs at most 4 times the bytes left), then each bucket in
-// increasing order.
+// histogram reads what appendHistogram wrote into h: the buckets, checked
+// as they come, then all at once into h (n buckets, each of 2 bytes at
+// least, so a forged count costs at most 4 times the bytes left).
 func (d *decoder) histogram(h *ratio.Sparse) {
 	n := d.count("histogram buckets", ratio.NumBuckets, 2)
-	h.Grow(n)
+	if d.err != nil {
+		return
+	}
+	if cap(d.idx) < n {
+		k := min(max(n, 2*cap(d.idx)), ratio.NumBuckets)
+		d.idx, d.cnt = make([]uint16, 0, k), make([]uint64, 0, k)
+	}
+	// The hot loop of a decode: varints read in place, into locals.
+	idx, cnt, b := d.idx[:n], d.cnt[:n], d.b
 	next := uint64(0)
-	for range n {
-		i := next + d.uvarint("bucket gap")
-		c := d.uvarint("bucket count")
-		if d.err != nil {
+	for k := range n {
+		gap, m := binary.Uvarint(b)
+		if m <= 0 {
+			d.fail(fmt.Errorf("%w: bucket gap: truncated or overlong varint", ErrMalformed))
 			return
 		}
+		b = b[m:]
+		c, m := binary.Uvarint(b)
+		if m <= 0 {
+			d.fail(fmt.Errorf("%w: bucket count: truncated or overlong varint", ErrMalformed))
+			return
+		}
+		b = b[m:]
+		i := next + gap
 		if i >= ratio.NumBuckets || i < next {
 			d.fail(fmt.Errorf("%w: histogram bucket %d (at most %d buckets, increasing)", ErrMalformed, i, ratio.NumBuckets))
 			return
@@ -842,7 +860,11 @@ func (d *decoder) histogram(h *ratio.Sparse) {
 			d.fail(fmt.Errorf("%w: histogram bucket %d counts %d, at most %d", ErrRange, i, c, uint64(MaxCount)))
 			return
 		}
-		h.Add(int(i), c)
+		idx[k], cnt[k] = uint16(i), c
 		next = i + 1
+	}
+	d.b = b
+	if err := h.SetPairs(idx, cnt); err != nil { // checked above: never
+		d.fail(fmt.Errorf("%w: histogram: %v", ErrMalformed, err))
 	}
 }
