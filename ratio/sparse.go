@@ -264,11 +264,11 @@ func (s *Sparse) Reset() {
 	s.cnt = s.cnt[:0]
 }
 
-// Count is the number of observations.
+// Count is the number of observations (saturating, as the counts do).
 func (s *Sparse) Count() uint64 {
 	var n uint64
 	for _, c := range s.cnt {
-		n += c
+		satAdd(&n, c)
 	}
 	return n
 }

@@ -89,6 +89,10 @@ func TestSparseSaturates(t *testing.T) {
 	if x.Count() != math.MaxUint64 {
 		t.Fatalf("bucket wrapped to %d", x.Count())
 	}
+	x.Add(4, 2) // two buckets whose sum is beyond uint64
+	if x.Count() != math.MaxUint64 {
+		t.Fatalf("count of two full buckets wrapped to %d", x.Count())
+	}
 }
 
 // Buckets and Len agree with the dense histogram it was loaded from.
