@@ -303,11 +303,9 @@ func (s *Server) mergeLocked(rep *ingest.Report, m *minute, now time.Time, live 
 		return
 	}
 	if svc != nil && reqRows > 0 {
-		// One dense histogram per report for the signal, not one merge
-		// of every row's dense histogram.
-		s.scratch.Reset()
-		s.svcLat.Buckets(s.scratch.AddBucket)
-		svc.sig.MergeAt(now, &s.scratch)
+		// One merge per report into the signal (of the report's rows,
+		// summed in svcLat), not one per row.
+		svc.sig.MergeSparseAt(now, &s.svcLat)
 		svc.w.lat[svc.w.slot(sec)].Merge(&s.svcLat)
 	}
 	s.mergeBudgetsLocked(sec, rep) // budgets.go

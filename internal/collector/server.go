@@ -24,7 +24,6 @@ import (
 	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/internal/otlpin"
 	"github.com/qtop-dev/qtop/policy"
-	"github.com/qtop-dev/qtop/ratio"
 	"github.com/qtop-dev/qtop/spacesaving"
 	"github.com/qtop-dev/qtop/store"
 )
@@ -61,7 +60,6 @@ type Server struct {
 	keyTenants   map[string]string
 	enf          [ringN]enfSlot
 	reportsSec   [ringN]countSlot
-	scratch      ratio.Histogram
 	svcLat       sparse
 	policy       policy.Policy
 	reply        []byte
