@@ -700,7 +700,7 @@ func (s *Server) Ingest(body []byte) (status int, reason, msg string, retry time
 		if cap(d.rep.Rows) > pooledRows {
 			return // a pooled report keeps its rows: keep only small ones
 		}
-		d.rep.Reset() // and not the body its latencies point into
+		d.rep.Reset() // rows (and their latencies' memory) kept, nothing else
 		select {
 		case s.reports <- d:
 		default:
