@@ -105,44 +105,97 @@ func BenchmarkDecodeBomb(b *testing.B) {
 	}
 }
 
-// UnmarshalSparse gives every row's buckets exactly as UnmarshalBinary
-// does, without filling the dense histograms.
-func TestUnmarshalSparseSameBuckets(t *testing.T) {
-	r := &Report{Source: Source{Service: "s", Instance: "i"}, Start: time.Unix(1e9, 0), End: time.Unix(1e9+1, 0)}
-	for i := range 50 {
-		row := Row{Tenant: "t" + string(rune('a'+i%26)) + string(rune('a'+i/26)), Kind: KindRequest, Count: uint64(i + 1)}
-		for k := range i + 1 {
-			row.Latency.Observe(1e-5 * float64(1+k*k*k))
+// TestDecodedLatencyCostsItsBuckets: what a decoded 100-row report keeps
+// for its rows' latencies grows with their non-empty buckets, 8 bytes each
+// and a fixed index per row, in the same number of allocations — not a
+// dense histogram of ratio.NumBuckets counts per row (9 KiB each, 930 KB
+// for these 100 rows, when rows decoded into ratio.Histogram).
+func TestDecodedLatencyCostsItsBuckets(t *testing.T) {
+	const rows = 100
+	body := func(buckets int) []byte {
+		r := &Report{Source: Source{Service: "s", Instance: "i"}, Start: time.Unix(1e9, 0), End: time.Unix(1e9+1, 0)}
+		for i := range rows {
+			row := Row{Tenant: fmt.Sprintf("tenant-%03d", i), Route: "GET /", Kind: KindRequest}
+			for k := range buckets {
+				row.Latency.Add(3+7*k, uint64(1+k))
+				row.Count += uint64(1 + k)
+			}
+			r.Rows = append(r.Rows, row)
 		}
-		r.Rows = append(r.Rows, row)
-	}
-	b, err := r.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dense, sp := new(Report), new(Report)
-	if err := dense.UnmarshalBinary(b); err != nil {
-		t.Fatal(err)
-	}
-	for range 2 { // the second time into a reused report
-		if err := sp.UnmarshalSparse(b); err != nil {
+		b, err := r.marshalUncompressed() // no decompressed copy: only what the report keeps
+		if err != nil {
 			t.Fatal(err)
 		}
-		for i := range dense.Rows {
-			if sp.Rows[i].Latency.Count() != 0 {
-				t.Fatalf("row %d: dense histogram filled", i)
-			}
-			var want, got [][2]uint64
-			dense.Rows[i].Latency.Buckets(func(k int, c uint64) { want = append(want, [2]uint64{uint64(k), c}) })
-			sp.LatencyBuckets(i, func(k int, c uint64) { got = append(got, [2]uint64{uint64(k), c}) })
-			if fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Fatalf("row %d: buckets %v, want %v", i, got, want)
+		return b
+	}
+	kept := func(b []byte) (perReport uint64, allocs float64) {
+		decode := func() {
+			r, err := DecodeReport(b)
+			if err != nil || len(r.Rows) != rows {
+				t.Fatal(err)
 			}
 		}
+		allocs = testing.AllocsPerRun(10, decode)
+		const n = 20
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		for range n {
+			decode()
+		}
+		runtime.ReadMemStats(&after)
+		return (after.TotalAlloc - before.TotalAlloc) / n, allocs
 	}
-	// A dense decode after a sparse one into the same report is whole.
-	if err := sp.UnmarshalBinary(b); err != nil || sp.Rows[49].Latency.Count() != 50 {
-		t.Fatalf("dense after sparse: %v, count %d", err, sp.Rows[49].Latency.Count())
+	b1, a1 := kept(body(1))
+	b50, a50 := kept(body(50))
+	t.Logf("100 rows: %d bytes in %v allocations with 1 bucket each, %d bytes in %v with 50", b1, a1, b50, a50)
+	// One bucket a row: the rows, their indexes and counts, the strings.
+	if limit := uint64(rows*(RowBytes+8+16) + 8<<10); b1 > limit {
+		t.Errorf("1 bucket a row: %d bytes, want at most %d", b1, limit)
+	}
+	// 49 more buckets a row: 8 bytes each (and the allocator's rounding).
+	if more, counts := b50-b1, uint64(rows*49*8); b50 < b1 || more < counts || more > counts*5/4 {
+		t.Errorf("49 more buckets in each of %d rows cost %d bytes, want %d to %d", rows, int64(b50)-int64(b1), counts, counts*5/4)
+	}
+	// Per row: its tenant string, its latency's index and its counts.
+	if a50 != a1 || a1 > 3*rows+16 {
+		t.Errorf("%v allocations with 1 bucket a row, %v with 50: want the same, at most 3 a row", a1, a50)
+	}
+}
+
+// Decoding into a reused report (rows with other latencies, then fewer
+// rows) gives every row exactly the buckets a new report gets, and a
+// report decoded before does not change.
+func TestDecodeReuseKeepsRowsApart(t *testing.T) {
+	mk := func(n, shift int) []byte {
+		r := &Report{Source: Source{Service: "s", Instance: "i"}, Start: time.Unix(1e9, 0), End: time.Unix(1e9+1, 0)}
+		for i := range n {
+			row := Row{Tenant: fmt.Sprintf("t%d", i), Kind: KindRequest, Count: uint64(i + 1)}
+			for k := range i + 1 {
+				row.Latency.Observe(1e-5 * float64(1+k*k*k+shift))
+			}
+			r.Rows = append(r.Rows, row)
+		}
+		b, err := r.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	into := new(Report)
+	for _, body := range [][]byte{mk(50, 0), mk(50, 900), mk(20, 40), mk(50, 7)} {
+		want, err := DecodeReport(body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := into.UnmarshalBinary(body); err != nil {
+			t.Fatal(err)
+		}
+		sameReport(t, want, into)
+		for i := range into.Rows {
+			if got := into.Rows[i].Latency.Count(); got != uint64(i+1) {
+				t.Fatalf("row %d: %d observations, want %d", i, got, i+1)
+			}
+		}
 	}
 }
 
@@ -157,16 +210,8 @@ func BenchmarkUnmarshal100Rows(b *testing.B) {
 	}
 	body, _ := r.MarshalBinary()
 	into := new(Report)
-	for _, mode := range []string{"dense", "sparse"} {
-		b.Run(mode, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if mode == "dense" {
-					into.UnmarshalBinary(body)
-				} else {
-					into.UnmarshalSparse(body)
-				}
-			}
-		})
+	b.ReportAllocs()
+	for b.Loop() {
+		into.UnmarshalBinary(body)
 	}
 }

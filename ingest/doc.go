@@ -125,6 +125,10 @@
 // A decoder rejects a version above its own with [ErrVersion] ("upgrade the
 // collector"); every count is checked against its limit ([MaxRows],
 // [MaxStrings], [MaxKeyTenants], [ratio.NumBuckets]) and against the bytes
-// left, so no input makes it allocate more than a bounded amount. The
-// collector replies with a JSON [Reply] that carries the current policy.
+// left, so no input makes it allocate more than a bounded amount
+// ([DecodeBudget]). A decoded row holds its latency as the buckets were
+// sent, a [ratio.Sparse]: [RowBytes] plus 8 bytes per non-empty bucket,
+// which is what the collector merges and the store keeps, with no dense
+// histogram on the way. The collector replies with a JSON [Reply] that
+// carries the current policy.
 package ingest

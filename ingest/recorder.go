@@ -529,7 +529,7 @@ func (a *rowAgg) fill(row *Row, name string) {
 	row.Tenant, row.Route, row.Tier, row.Kind = name, a.route, a.tier, a.kind
 	row.Count, row.Errors, row.Duration, row.RU = a.count, a.errors, a.dur, a.ru
 	row.Bytes, row.Rows = a.bytes, a.nrows
-	row.Latency.Merge(&a.hist)
+	row.Latency.Load(&a.hist) // the recorder counts dense, the row is sparse
 }
 
 func (row *Row) merge(a *rowAgg) {
@@ -540,7 +540,7 @@ func (row *Row) merge(a *rowAgg) {
 	row.RU += a.ru
 	row.Bytes += a.bytes
 	row.Rows += a.nrows
-	row.Latency.Merge(&a.hist)
+	row.Latency.AddHistogram(&a.hist)
 }
 
 // reset empties a retired window for reuse, returning its rows to the

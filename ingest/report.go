@@ -77,8 +77,12 @@ type Row struct {
 	RU float64
 	// Bytes and Rows are sums.
 	Bytes, Rows uint64
-	// Latency is the histogram of the records' durations.
-	Latency ratio.Histogram
+	// Latency is the histogram of the records' durations, sparse: a row
+	// costs memory for its non-empty buckets only (ratio.SparseIndexBytes
+	// plus 8 bytes each). Empty means no latency was recorded (a row of
+	// the pg sampler, a row of durations only). A copy of a Row shares
+	// its Latency's memory: Clone it to keep one apart.
+	Latency ratio.Sparse
 }
 
 // Enforcement is what the enforce package did during the window, per tier
@@ -132,10 +136,6 @@ type Report struct {
 	// Freshness is what the freshness middleware saw (section 3); nil
 	// when it has nothing to say.
 	Freshness *Freshness
-
-	// lats holds, after UnmarshalSparse, each row's latency buckets as
-	// encoded (slices of the decoded body), read by LatencyBuckets.
-	lats [][]byte
 }
 
 // Format constants. See the package documentation for the layout.
@@ -152,9 +152,9 @@ const (
 	MaxReportBytes = 4 << 20
 	// MaxDecodedBytes bounds a report once decompressed.
 	MaxDecodedBytes = 32 << 20
-	// MaxRows bounds the rows of one report. A decoded row holds a
-	// ratio.Histogram of about 9 KiB, so this also bounds what a forged
-	// body can make the decoder allocate (about 150 MB).
+	// MaxRows bounds the rows of one report, and so what a forged body
+	// can make the decoder allocate for its rows (RowBytes each, plus
+	// what their latency buckets take: see DecodeBudget).
 	MaxRows = 16_384
 	// MaxStrings bounds the string table of one report.
 	MaxStrings = 2 * MaxRows
@@ -198,17 +198,21 @@ const (
 	MaxPriceMultiplier = 1e6
 )
 
-// RowBytes is the memory one decoded Row takes (its dense histogram).
-const RowBytes = int64(unsafe.Sizeof(Row{}))
+// RowBytes is the most memory one decoded Row takes besides its latency
+// counts: the Row and the index of its sparse latency. The counts take 8
+// bytes per non-empty bucket, and each bucket takes at least 2 bytes of
+// the decompressed body.
+const RowBytes = int64(unsafe.Sizeof(Row{})) + int64(ratio.SparseIndexBytes)
 
 // DecodeBudget is the most UnmarshalBinary allocates for body b, within a
 // small constant, read from its header without decoding it: the
 // decompressed body (as claimed, which is checked to be at most
-// MaxExpansion × len(b), or MinDecodedBytes) and the rows (at most one per
+// MaxExpansion × len(b), or MinDecodedBytes), the rows (at most one per
 // byte received plus 64, and one per minimal row of the claimed length, of
-// RowBytes each). So memory follows the bytes actually received, never a
-// count the body claims. A collector bounds the memory of concurrent
-// decodes with it.
+// RowBytes each) and their latency counts (8 bytes per bucket of at least
+// 2 bytes, so 4 times the decompressed length). So memory follows the
+// bytes actually received, never a count the body claims. A collector
+// bounds the memory of concurrent decodes with it.
 func DecodeBudget(b []byte) int64 {
 	n := int64(len(b))
 	raw := min(int64(MaxDecodedBytes), max(int64(MinDecodedBytes), int64(MaxExpansion)*n))
@@ -218,7 +222,7 @@ func DecodeBudget(b []byte) int64 {
 		}
 	}
 	rows := min(int64(MaxRows), n+rowSlack, raw/minRowLen+1)
-	return n + raw + rows*RowBytes
+	return n + raw + rows*RowBytes + 4*raw
 }
 
 // The compression of a body, byte 6 of the header.
@@ -453,23 +457,17 @@ func (r *Report) appendRaw(b []byte) ([]byte, error) {
 	return b, nil
 }
 
-// appendHistogram writes the non-empty buckets as (gap, count) pairs, the
-// gap being the bucket index minus the previous index plus one.
-func appendHistogram(b []byte, h *ratio.Histogram) []byte {
-	// One pass into the tail of b, then the count in front of it.
-	at := len(b)
-	n, next := 0, 0
+// appendHistogram writes the number of non-empty buckets, then the
+// buckets as (gap, count) pairs, the gap being the bucket index minus the
+// previous index plus one (the first gap is the index).
+func appendHistogram(b []byte, h *ratio.Sparse) []byte {
+	b = binary.AppendUvarint(b, uint64(h.Len()))
+	next := 0
 	h.Buckets(func(i int, c uint64) {
 		b = binary.AppendUvarint(b, uint64(i-next))
 		b = binary.AppendUvarint(b, c)
 		next = i + 1
-		n++
 	})
-	var hdr [binary.MaxVarintLen64]byte
-	k := binary.PutUvarint(hdr[:], uint64(n))
-	b = append(b, hdr[:k]...)
-	copy(b[at+k:], b[at:len(b)-k])
-	copy(b[at:], hdr[:k])
 	return b
 }
 
@@ -488,9 +486,10 @@ func DecodeReport(b []byte) (*Report, error) {
 }
 
 // UnmarshalBinary decodes b like DecodeReport, into r. It reuses r.Rows
-// (and their histograms) when it has the capacity, so a collector that
-// decodes into one Report per worker allocates little per report. On error
-// r is left empty and usable.
+// (and their histograms' memory) when it has the capacity, so a collector
+// that decodes into one Report per worker allocates little per report.
+// Nothing of r refers to b afterwards. On error r is left empty and
+// usable.
 func (r *Report) UnmarshalBinary(b []byte) error {
 	raw, v, err := openBody(b)
 	if err == nil {
@@ -512,59 +511,8 @@ func (r *Report) UnmarshalBinary(b []byte) error {
 	return nil
 }
 
-// UnmarshalSparse decodes b like UnmarshalBinary, but leaves each row's
-// Latency empty and keeps its buckets as encoded, to be read with
-// LatencyBuckets: a row's latency then costs what its non-empty buckets
-// take on the wire, and no dense histogram is cleared, filled or scanned.
-// The buckets are checked as UnmarshalBinary checks them. They refer to
-// b (or to its decompressed copy): b must not change while r is used.
-func (r *Report) UnmarshalSparse(b []byte) error {
-	raw, v, err := openBody(b)
-	if err == nil {
-		d := decoder{b: raw, wire: len(b), sparse: true}
-		d.report(r)
-		if v >= 2 {
-			d.sections(r)
-		}
-		err = d.err
-		if err == nil && len(d.b) != 0 {
-			err = fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(d.b))
-		}
-	}
-	if err != nil {
-		r.clear()
-		return err
-	}
-	r.Version = v
-	return nil
-}
-
-// LatencyBuckets calls fn with every non-empty latency bucket of row i
-// (ratio.Histogram bucket indexes, increasing): from the encoded buckets
-// after UnmarshalSparse, else from Rows[i].Latency.
-func (r *Report) LatencyBuckets(i int, fn func(bucket int, count uint64)) {
-	if i >= len(r.lats) {
-		r.Rows[i].Latency.Buckets(fn)
-		return
-	}
-	b := r.lats[i]
-	n, k := binary.Uvarint(b)
-	b = b[k:]
-	next := uint64(0)
-	for range n {
-		gap, k := binary.Uvarint(b)
-		b = b[k:]
-		c, k := binary.Uvarint(b)
-		b = b[k:]
-		idx := next + gap
-		fn(int(idx), c)
-		next = idx + 1
-	}
-}
-
-// Reset empties r, keeping the capacity of Rows, and drops every
-// reference to the body it was decoded from (UnmarshalSparse keeps some),
-// so a report kept for reuse does not keep its last body alive.
+// Reset empties r, keeping the capacity of Rows (and the memory of their
+// histograms).
 func (r *Report) Reset() { r.clear() }
 
 // clear empties r, keeping the capacity of Rows.
@@ -648,10 +596,12 @@ func openBody(b []byte) ([]byte, uint16, error) {
 // decoder reads the raw body; the first error sticks and every later read
 // returns zero values.
 type decoder struct {
-	b      []byte
-	wire   int  // bytes received (before decompression)
-	sparse bool // keep latencies encoded (UnmarshalSparse)
-	err    error
+	b    []byte
+	wire int // bytes received (before decompression)
+	err  error
+	// idx and cnt hold the buckets of the histogram being read.
+	idx []uint16
+	cnt []uint64
 }
 
 func (d *decoder) fail(err error) {
@@ -755,7 +705,6 @@ const minRowLen = 2 + 2 + 5 + 8 + 1
 
 func (d *decoder) report(r *Report) {
 	rows := r.Rows[:0]
-	lats := r.lats[:0]
 	*r = Report{}
 	r.Source.Service = d.string("source service")
 	r.Source.Instance = d.string("source instance")
@@ -795,15 +744,10 @@ func (d *decoder) report(r *Report) {
 	} else {
 		rows = rows[:n]
 		for i := range rows {
-			if !d.sparse || rows[i].Latency.Count() != 0 {
-				rows[i].Latency.Reset()
-			}
+			rows[i].Latency.Reset()
 		}
 	}
 	r.Rows = rows
-	if d.sparse {
-		r.lats = lats
-	}
 	for i := range r.Rows {
 		row := &r.Rows[i]
 		row.Tenant = ref("row tenant")
@@ -816,13 +760,7 @@ func (d *decoder) report(r *Report) {
 		row.RU = d.float("row ru")
 		row.Bytes = d.uvarint("row bytes")
 		row.Rows = d.uvarint("row rows")
-		if d.sparse {
-			at := d.b
-			d.histogram(nil)
-			r.lats = append(r.lats, at[:len(at)-len(d.b)])
-		} else {
-			d.histogram(&row.Latency)
-		}
+		d.histogram(&row.Latency)
 		if d.err != nil {
 			break
 		}
@@ -885,17 +823,35 @@ func (d *decoder) report(r *Report) {
 	}
 }
 
-// histogram reads what appendHistogram wrote, into h unless nil (then it
-// only checks).
-func (d *decoder) histogram(h *ratio.Histogram) {
+// histogram reads what appendHistogram wrote into h: the buckets, checked
+// as they come, then all at once into h (n buckets, each of 2 bytes at
+// least, so a forged count costs at most 4 times the bytes left).
+func (d *decoder) histogram(h *ratio.Sparse) {
 	n := d.count("histogram buckets", ratio.NumBuckets, 2)
+	if d.err != nil {
+		return
+	}
+	if cap(d.idx) < n {
+		k := min(max(n, 2*cap(d.idx)), ratio.NumBuckets)
+		d.idx, d.cnt = make([]uint16, 0, k), make([]uint64, 0, k)
+	}
+	// The hot loop of a decode: varints read in place, into locals.
+	idx, cnt, b := d.idx[:n], d.cnt[:n], d.b
 	next := uint64(0)
-	for range n {
-		i := next + d.uvarint("bucket gap")
-		c := d.uvarint("bucket count")
-		if d.err != nil {
+	for k := range n {
+		gap, m := binary.Uvarint(b)
+		if m <= 0 {
+			d.fail(fmt.Errorf("%w: bucket gap: truncated or overlong varint", ErrMalformed))
 			return
 		}
+		b = b[m:]
+		c, m := binary.Uvarint(b)
+		if m <= 0 {
+			d.fail(fmt.Errorf("%w: bucket count: truncated or overlong varint", ErrMalformed))
+			return
+		}
+		b = b[m:]
+		i := next + gap
 		if i >= ratio.NumBuckets || i < next {
 			d.fail(fmt.Errorf("%w: histogram bucket %d (at most %d buckets, increasing)", ErrMalformed, i, ratio.NumBuckets))
 			return
@@ -904,9 +860,11 @@ func (d *decoder) histogram(h *ratio.Histogram) {
 			d.fail(fmt.Errorf("%w: histogram bucket %d counts %d, at most %d", ErrRange, i, c, uint64(MaxCount)))
 			return
 		}
-		if h != nil {
-			h.AddBucket(int(i), c)
-		}
+		idx[k], cnt[k] = uint16(i), c
 		next = i + 1
+	}
+	d.b = b
+	if err := h.SetPairs(idx, cnt); err != nil { // checked above: never
+		d.fail(fmt.Errorf("%w: histogram: %v", ErrMalformed, err))
 	}
 }

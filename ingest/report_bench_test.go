@@ -19,12 +19,15 @@ import (
 // benchReport is a window of 1,000 tenant × route rows (250 tenants × 4
 // routes, each row with 200 lognormal latencies) and a 1,000-key sketch
 // fed a Zipf stream.
-func benchReport() *Report {
+func benchReport() *Report { return benchReportOf(250) }
+
+// benchReportOf is benchReport with tenants × 4 rows.
+func benchReportOf(tenants int) *Report {
 	rng := rand.New(rand.NewPCG(1, 2))
 	r := &Report{Source: Source{Service: "billing-api", Instance: "8f14e45fceea167a", Host: "billing-api-7c9d6-xk2lp"},
 		Seq: 86400, Start: t0, End: t0.Add(time.Second)}
 	routes := []string{"GET /api/v1/invoices/{id}", "POST /api/v1/invoices", "GET /api/v1/reports", "SELECT invoices"}
-	for i := range 250 {
+	for i := range tenants {
 		for j, route := range routes {
 			row := Row{Tenant: fmt.Sprintf("tenant-%05d", i*37), Route: route, Tier: tenant.T0 + tenant.Tier(i%4), Kind: Kind(j / 3)}
 			for range 200 {
@@ -149,6 +152,36 @@ func BenchmarkReportEncode(b *testing.B) {
 // and into a reused one (as a collector worker would).
 func BenchmarkReportDecode(b *testing.B) {
 	body, err := benchReport().MarshalBinary()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("new", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			if _, err := DecodeReport(body); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("reuse", func(b *testing.B) {
+		var r Report
+		b.ReportAllocs()
+		b.SetBytes(int64(len(body)))
+		for b.Loop() {
+			if err := r.UnmarshalBinary(body); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkReportDecode100 decodes a report of 100 rows (25 tenants × 4
+// routes, ~25 latency buckets each), as a collector receives them from a
+// process of a busy fleet: into a new Report (what a decoded report
+// keeps is B/op) and into a reused one.
+func BenchmarkReportDecode100(b *testing.B) {
+	body, err := benchReportOf(25).MarshalBinary()
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -174,7 +174,7 @@ func (r *Reporter) sendLoop() {
 // (a ForceFlush racing with Shutdown) is dropped and counted.
 func (r *Reporter) cut(final bool) uint64 {
 	r.cutMu.Lock()
-	rep := &r.scratch // reused: rows hold 9 KiB histograms
+	rep := &r.scratch // reused: rows and their histograms keep their memory
 	r.rec.cutInto(r.cfg.clock(), rep)
 	if r.cfg.enforcement != nil {
 		rep.Enforcement = r.cfg.enforcement()

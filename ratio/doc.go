@@ -23,8 +23,18 @@
 // p95 costs the same whatever the data, and a 5-minute Window of 30 slots
 // answers without merging its slots.
 //
-// Histogram and Window are not safe for concurrent use: callers shard or
-// lock them. Signal is safe for concurrent use.
+// # Sparse
+//
+// Sparse is the same histogram keeping only its non-empty buckets (a
+// bitmap index and the counts): what a report row, a collector's rollup
+// and a store's row hold, as a row of one tenant touches a few dozen of
+// the 1,154 buckets. Load and AddHistogram take a Histogram's buckets,
+// Merge adds two exactly, AppendPairs and SetPairs give and take the
+// (index, count) pairs ClickHouse keeps, and Quantile reads the same
+// bucket a Histogram's would. Its counts saturate instead of wrapping.
+//
+// Histogram, Sparse and Window are not safe for concurrent use: callers
+// shard or lock them. Signal is safe for concurrent use.
 //
 // # Why the ratio uses the histogram, not P²
 //

@@ -149,6 +149,15 @@ func (s *Signal) MergeAt(now time.Time, h *Histogram) {
 	s.mu.Unlock()
 }
 
+// MergeSparseAt is MergeAt for a Sparse histogram (a collector's merge of
+// the rows of a report), with no dense histogram in between.
+func (s *Signal) MergeSparseAt(now time.Time, h *Sparse) {
+	s.mu.Lock()
+	s.short.MergeSparseAt(now, h)
+	s.long.MergeSparseAt(now, h)
+	s.mu.Unlock()
+}
+
 // ValueAt returns the ratio at instant now: the long-window quantile over
 // the short-window quantile. ok is false while the short window holds fewer
 // observations than the minimum; the ratio is then 0. It costs a few

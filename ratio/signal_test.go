@@ -305,3 +305,41 @@ func TestSignalObserveAllocs(t *testing.T) {
 		t.Errorf("ValueAt allocates %v", a)
 	}
 }
+
+// MergeSparseAt gives the signal exactly what MergeAt of the same buckets
+// gives: the same windows, the same ratio at every second.
+func TestSignalMergeSparseAtSameAsDense(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	dense, sparse := NewSignal(), NewSignal()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	moved := 0.0
+	for sec := range 900 {
+		now := t0.Add(time.Duration(sec) * time.Second)
+		var h Histogram
+		med := 0.01
+		if sec > 600 {
+			med = 0.05 // a step: the ratio moves
+		}
+		for range 1 + rng.IntN(200) {
+			h.Observe(lognormal(rng, med, 0.5)())
+		}
+		var s Sparse
+		s.Load(&h)
+		var fromBuckets Histogram // as a collector made it: the buckets only
+		s.Buckets(fromBuckets.AddBucket)
+		dense.MergeAt(now, &fromBuckets)
+		sparse.MergeSparseAt(now, &s)
+		sparse.MergeSparseAt(now, &Sparse{}) // nothing
+		gv, gok := sparse.ValueAt(now)
+		wv, wok := dense.ValueAt(now)
+		if gv != wv || gok != wok || sparse.DegradedAt(now) != dense.DegradedAt(now) {
+			t.Fatalf("second %d: ratio %v %v, want %v %v", sec, gv, gok, wv, wok)
+		}
+		if gok {
+			moved = max(moved, math.Abs(math.Log(gv)))
+		}
+	}
+	if moved < math.Log(1.5) {
+		t.Fatalf("the step did not show: the ratio stayed within %v of 1", math.Exp(moved))
+	}
+}

@@ -3,9 +3,16 @@ package ratio
 import (
 	"math/bits"
 	"slices"
+	"time"
+	"unsafe"
 )
 
 const sparseWords = (NumBuckets + 63) / 64
+
+// SparseIndexBytes is what a non-empty Sparse holds besides its counts
+// (8 bytes per non-empty bucket): a Sparse of k buckets takes 32 +
+// SparseIndexBytes + 8·k bytes, an empty one 32.
+const SparseIndexBytes = int(unsafe.Sizeof(sparseIndex{}))
 
 // sparseIndex says which buckets of a Sparse histogram are non-empty: one
 // bit per bucket, and for each word the number of bits set before it, so
@@ -22,6 +29,10 @@ type sparseIndex struct {
 // times smaller than a Histogram. The index is allocated on first use; an
 // empty Sparse is 32 bytes, and its zero value is an empty histogram.
 // Counts saturate at the largest uint64 instead of wrapping.
+//
+// A Sparse refers to its memory: a copy of the value shares it, and
+// changing one changes (or breaks) the other. Copy with Clone. It is not
+// safe for concurrent use, except for concurrent reads.
 type Sparse struct {
 	ix  *sparseIndex
 	cnt []uint64 // the counts of the non-empty buckets, in bucket order
@@ -61,6 +72,98 @@ func (s *Sparse) Add(i int, c uint64) {
 	for k := w + 1; k < sparseWords; k++ {
 		s.ix.pre[k]++
 	}
+}
+
+// Observe adds one observation in seconds, into the bucket
+// Histogram.Observe puts it in (BucketIndex).
+func (s *Sparse) Observe(seconds float64) { s.Add(BucketIndex(seconds), 1) }
+
+// ObserveDuration adds one observation of d.
+func (s *Sparse) ObserveDuration(d time.Duration) { s.Observe(float64(d) / 1e9) }
+
+// Grow makes room for n more non-empty buckets, so that the next n Adds
+// of new buckets allocate nothing.
+func (s *Sparse) Grow(n int) {
+	if n <= 0 {
+		return
+	}
+	if s.ix == nil {
+		s.ix = new(sparseIndex)
+	}
+	if cap(s.cnt)-len(s.cnt) < n { // one allocation of the size asked, in every build mode
+		c := make([]uint64, len(s.cnt), len(s.cnt)+n)
+		copy(c, s.cnt)
+		s.cnt = c
+	}
+}
+
+// Clone returns a copy of s that shares no memory with it.
+func (s *Sparse) Clone() Sparse {
+	if len(s.cnt) == 0 {
+		return Sparse{}
+	}
+	ix := *s.ix
+	return Sparse{ix: &ix, cnt: slices.Clone(s.cnt)}
+}
+
+// Equal reports whether s and o hold the same counts in the same buckets.
+func (s *Sparse) Equal(o *Sparse) bool {
+	if len(s.cnt) != len(o.cnt) {
+		return false
+	}
+	return len(s.cnt) == 0 || (s.ix.bits == o.ix.bits && slices.Equal(s.cnt, o.cnt))
+}
+
+// AppendPairs appends the non-empty buckets of s to idx (their indexes,
+// increasing) and cnt (their counts), the form ClickHouse and the store's
+// spool keep a histogram in, and returns the extended slices.
+func (s *Sparse) AppendPairs(idx []uint16, cnt []uint64) ([]uint16, []uint64) {
+	idx = slices.Grow(idx, len(s.cnt))
+	s.each(func(i int, _ uint64) bool { idx = append(idx, uint16(i)); return true })
+	return idx, append(cnt, s.cnt...)
+}
+
+// SetPairs replaces s with count cnt[k] in bucket idx[k], the inverse of
+// AppendPairs. The indexes must increase strictly and be below NumBuckets
+// (else ErrCorrupt or ErrLayout, and s is left empty); a zero count leaves
+// its bucket empty. It allocates at most twice, and nothing when s has
+// the room already.
+func (s *Sparse) SetPairs(idx []uint16, cnt []uint64) error {
+	s.Reset()
+	if len(idx) != len(cnt) {
+		return errorf(ErrCorrupt, "%d bucket indexes for %d counts", len(idx), len(cnt))
+	}
+	s.Grow(len(cnt))
+	prev := -1
+	for k, u := range idx {
+		i := int(u)
+		switch {
+		case i >= NumBuckets:
+			s.clearAll()
+			return errorf(ErrLayout, "bucket %d of %d", i, NumBuckets)
+		case i <= prev:
+			s.clearAll()
+			return errorf(ErrCorrupt, "bucket %d after bucket %d (indexes must increase)", i, prev)
+		}
+		prev = i
+		if cnt[k] != 0 {
+			s.ix.bits[i>>6] |= 1 << uint(i&63)
+			s.cnt = append(s.cnt, cnt[k])
+		}
+	}
+	if len(s.cnt) > 0 {
+		s.reindex()
+	}
+	return nil
+}
+
+// clearAll empties s whatever its index holds (SetPairs sets bits before
+// it knows that the input is good).
+func (s *Sparse) clearAll() {
+	if s.ix != nil {
+		*s.ix = sparseIndex{}
+	}
+	s.cnt = s.cnt[:0]
 }
 
 // AddHistogram adds every bucket of h.
@@ -166,11 +269,11 @@ func (s *Sparse) Reset() {
 	s.cnt = s.cnt[:0]
 }
 
-// Count is the number of observations.
+// Count is the number of observations (saturating, as the counts do).
 func (s *Sparse) Count() uint64 {
 	var n uint64
 	for _, c := range s.cnt {
-		n += c
+		satAdd(&n, c)
 	}
 	return n
 }
@@ -205,16 +308,14 @@ func (s *Sparse) Dense() []uint64 {
 }
 
 // Quantile estimates the q-quantile in seconds (0 when empty): the
-// representative value of the bucket holding rank ⌈q·n⌉.
+// representative value of the bucket holding rank ⌈q·n⌉ (at least 1), the
+// value Histogram.Quantile gives for the same buckets.
 func (s *Sparse) Quantile(q float64) float64 {
 	n := s.Count()
 	if n == 0 {
 		return 0
 	}
-	rank := uint64(q*float64(n) + 0.999999)
-	if rank < 1 {
-		rank = 1
-	}
+	rank := rankOf(n, q) // as Histogram.Quantile ranks
 	var seen uint64
 	out := 0.0
 	s.each(func(i int, c uint64) bool {

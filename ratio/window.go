@@ -121,6 +121,15 @@ func (w *Window) MergeAt(now time.Time, h *Histogram) {
 	w.at(now).Merge(h)
 }
 
+// MergeSparseAt adds every observation of h to the slot of instant now,
+// bucket by bucket, with no dense histogram in between.
+func (w *Window) MergeSparseAt(now time.Time, h *Sparse) {
+	if h.Len() == 0 {
+		return
+	}
+	h.Buckets(w.at(now).AddBucket)
+}
+
 // live calls fn for every slot inside the window at instant now.
 func (w *Window) live(now time.Time, fn func(h *Histogram)) {
 	if !w.started {

@@ -6,16 +6,17 @@ import (
 	"encoding/gob"
 	"fmt"
 	"hash/crc32"
+	"time"
 
-	"github.com/qtop-dev/qtop/ratio"
+	"github.com/qtop-dev/qtop/tenant"
 )
 
 // A spool file is one batch: a fixed header, then the rows as gob.
 //
 //	magic "QSPL" | format 1 | kind | rows uint32 | payload length uint32 | CRC-32C of payload | payload
 //
-// Latency histograms are stored sparse (index, count), as most buckets of a
-// minute are empty.
+// Latency histograms are stored sparse (index, count), as ratio.Sparse
+// holds them.
 const (
 	spoolMagic   = "QSPL"
 	spoolFormat  = 1
@@ -61,12 +62,64 @@ func (b *batch) rows() int {
 	return len(b.rollups) + len(b.hotKeys) + len(b.statements) + len(b.audit)
 }
 
-// spoolRollup is a Rollup with its latency histogram made sparse.
+// spoolRollup is a Rollup with its latency as (index, count) pairs. Gob
+// matches fields by name, so files written when Rollup.Latency was a
+// dense []uint64 (never set in R, HasLat telling a histogram without
+// observations from none) read the same.
 type spoolRollup struct {
-	R      Rollup
-	HasLat bool // gob drops empty slices: an all-zero histogram is not nil
+	R      spoolRow
+	HasLat bool // a histogram with buckets (or, in old files, without)
 	LatIdx []uint16
 	LatCnt []uint64
+}
+
+// spoolRow is a Rollup without its latency, field for field (gob needs
+// exported fields all the way down; ratio.Sparse has none).
+type spoolRow struct {
+	Minute                 time.Time
+	Writer                 string
+	Version                uint64
+	Service, Tenant, Route string
+	Tier                   tenant.Tier
+	Kind                   string
+	Count, Errors          uint64
+	DurationSeconds, RU    float64
+	Bytes, Rows            uint64
+	ActiveSessionSeconds   float64
+	// Latency was the dense histogram, never written in R: a file that
+	// has it is corrupt.
+	Latency []uint64
+}
+
+func toSpool(r *Rollup) spoolRollup {
+	s := spoolRollup{R: spoolRow{
+		Minute: r.Minute, Writer: r.Writer, Version: r.Version, Service: r.Service, Tenant: r.Tenant, Route: r.Route,
+		Tier: r.Tier, Kind: r.Kind, Count: r.Count, Errors: r.Errors, DurationSeconds: r.DurationSeconds, RU: r.RU,
+		Bytes: r.Bytes, Rows: r.Rows, ActiveSessionSeconds: r.ActiveSessionSeconds,
+	}}
+	if r.Latency.Len() > 0 {
+		s.HasLat = true
+		s.LatIdx, s.LatCnt = r.Latency.AppendPairs(nil, nil)
+	}
+	return s
+}
+
+func (s *spoolRollup) rollup() (Rollup, error) {
+	r := Rollup{
+		Minute: s.R.Minute, Writer: s.R.Writer, Version: s.R.Version, Service: s.R.Service, Tenant: s.R.Tenant, Route: s.R.Route,
+		Tier: s.R.Tier, Kind: s.R.Kind, Count: s.R.Count, Errors: s.R.Errors, DurationSeconds: s.R.DurationSeconds, RU: s.R.RU,
+		Bytes: s.R.Bytes, Rows: s.R.Rows, ActiveSessionSeconds: s.R.ActiveSessionSeconds,
+	}
+	switch {
+	case s.R.Latency != nil:
+		return r, fmt.Errorf("latency stored dense")
+	case !s.HasLat && len(s.LatIdx)+len(s.LatCnt) > 0:
+		return r, fmt.Errorf("latency buckets without a histogram")
+	}
+	if err := r.Latency.SetPairs(s.LatIdx, s.LatCnt); err != nil {
+		return r, fmt.Errorf("latency: %w", err)
+	}
+	return r, nil
 }
 
 func encodeBatch(b *batch) ([]byte, error) {
@@ -76,16 +129,8 @@ func encodeBatch(b *batch) ([]byte, error) {
 	switch b.kind {
 	case kindRollups:
 		rs := make([]spoolRollup, len(b.rollups))
-		for i, r := range b.rollups {
-			rs[i].R = r
-			rs[i].R.Latency = nil
-			rs[i].HasLat = r.Latency != nil
-			for j, c := range r.Latency {
-				if c != 0 {
-					rs[i].LatIdx = append(rs[i].LatIdx, uint16(j))
-					rs[i].LatCnt = append(rs[i].LatCnt, c)
-				}
-			}
+		for i := range b.rollups {
+			rs[i] = toSpool(&b.rollups[i])
 		}
 		err = enc.Encode(rs)
 	case kindHotKeys:
@@ -165,16 +210,9 @@ func decodeBatch(data []byte) (*batch, error) {
 		if err = dec.Decode(&rs); err == nil {
 			b.rollups = make([]Rollup, len(rs))
 			for i := range rs {
-				if err = sparseOK(&rs[i]); err != nil {
+				if b.rollups[i], err = rs[i].rollup(); err != nil {
+					err = fmt.Errorf("rollup %d: %w", i, err)
 					break
-				}
-				b.rollups[i] = rs[i].R
-				if rs[i].HasLat {
-					lat := make([]uint64, ratio.NumBuckets)
-					for j, ix := range rs[i].LatIdx {
-						lat[ix] = rs[i].LatCnt[j]
-					}
-					b.rollups[i].Latency = lat
 				}
 			}
 			if err == nil {
@@ -201,22 +239,4 @@ func decodeBatch(data []byte) (*batch, error) {
 		return nil, fmt.Errorf("%w: %d rows, header says %d", ErrSpoolCorrupt, b.rows(), h.rows)
 	}
 	return b, nil
-}
-
-func sparseOK(r *spoolRollup) error {
-	if len(r.LatIdx) != len(r.LatCnt) {
-		return fmt.Errorf("latency: %d indexes, %d counts", len(r.LatIdx), len(r.LatCnt))
-	}
-	if r.R.Latency != nil {
-		return fmt.Errorf("latency stored dense")
-	}
-	if !r.HasLat && len(r.LatIdx) > 0 {
-		return fmt.Errorf("latency buckets without a histogram")
-	}
-	for _, ix := range r.LatIdx {
-		if int(ix) >= ratio.NumBuckets {
-			return fmt.Errorf("latency bucket %d out of range", ix)
-		}
-	}
-	return nil
 }

@@ -3,11 +3,13 @@ package store
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -333,7 +335,6 @@ func TestSpoolRejectsInvalidWithoutSpooling(t *testing.T) {
 		"rollup":    f.sp.WriteRollups(ctx, bad),
 		"kind":      f.sp.WriteRollups(ctx, []Rollup{{Minute: t0, Kind: "bogus"}}),
 		"tier":      f.sp.WriteRollups(ctx, []Rollup{{Minute: t0, Kind: KindDB, Tier: 9}}),
-		"latency":   f.sp.WriteRollups(ctx, []Rollup{{Minute: t0, Kind: KindDB, Latency: make([]uint64, 3)}}),
 		"negative":  f.sp.WriteRollups(ctx, []Rollup{{Minute: t0, Kind: KindDB, RU: -1}}),
 		"hot key":   f.sp.WriteHotKeys(ctx, []HotKey{{Minute: t0, Key: "k", Count: 1, Err: 2}}),
 		"statement": f.sp.WriteStatements(ctx, []Statement{{}}),
@@ -416,11 +417,14 @@ func TestNewSpoolOptions(t *testing.T) {
 }
 
 func TestCodecRoundTrip(t *testing.T) {
-	lat := make([]uint64, ratio.NumBuckets)
-	lat[3], lat[ratio.NumBuckets-1] = 5, 7
-	in := batchOf("a", 2)
+	var lat ratio.Sparse
+	lat.Add(3, 5)
+	lat.Add(ratio.NumBuckets-1, 7)
+	in := batchOf("a", 3)
 	in[0].Latency = lat
-	in[1].Latency = make([]uint64, ratio.NumBuckets) // all zero but present
+	in[1].Latency.Add(9, 1)
+	in[1].Latency.Reset() // emptied: memory but no bucket, as none
+	in[2].ActiveSessionSeconds, in[2].Bytes, in[2].Rows, in[2].Errors = 1.5, 7, 8, 1
 	data, err := encodeBatch(&batch{kind: kindRollups, rollups: in})
 	if err != nil {
 		t.Fatal(err)
@@ -429,9 +433,86 @@ func TestCodecRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(b.rollups) != 2 || b.rollups[0].Latency[3] != 5 || b.rollups[0].Latency[ratio.NumBuckets-1] != 7 ||
-		len(b.rollups[1].Latency) != ratio.NumBuckets || !b.rollups[0].Minute.Equal(in[0].Minute) || b.rollups[0].Tier != tenant.T2 {
-		t.Fatalf("round trip lost data: %+v", b.rollups[0])
+	if len(b.rollups) != 3 {
+		t.Fatalf("%d rollups, want 3", len(b.rollups))
+	}
+	for i := range in {
+		if g, w := b.rollups[i], in[i]; !g.Latency.Equal(&w.Latency) || !sameRollup(g, w) {
+			t.Fatalf("rollup %d: round trip gave %+v, want %+v", i, g, w)
+		}
+	}
+	if b.rollups[1].Latency.Len() != 0 || b.rollups[0].Latency.Count() != 12 {
+		t.Fatal("latencies changed")
+	}
+}
+
+// sameRollup compares every field but Latency.
+func sameRollup(a, b Rollup) bool {
+	a.Latency, b.Latency = ratio.Sparse{}, ratio.Sparse{}
+	a.Minute, b.Minute = a.Minute.UTC(), b.Minute.UTC()
+	return reflect.DeepEqual(a, b)
+}
+
+// TestSpoolRowHasEveryField: the spool keeps every field of a Rollup (a
+// field added to Rollup and not to spoolRow would be lost in a restart).
+func TestSpoolRowHasEveryField(t *testing.T) {
+	rt, st := reflect.TypeFor[Rollup](), reflect.TypeFor[spoolRow]()
+	if rt.NumField() != st.NumField() {
+		t.Fatalf("Rollup has %d fields, spoolRow %d", rt.NumField(), st.NumField())
+	}
+	for i := range rt.NumField() {
+		f := rt.Field(i)
+		g, ok := st.FieldByName(f.Name)
+		if !ok || (f.Name != "Latency" && g.Type != f.Type) {
+			t.Errorf("field %s %v: spoolRow has %v", f.Name, f.Type, g.Type)
+		}
+	}
+}
+
+// TestSpoolFormat1Golden: a spool file of rollups written before rollups
+// held a ratio.Sparse (Latency a dense []uint64; one row with buckets, one
+// with a present but empty histogram, one with none) still reads back,
+// the empty histogram as none.
+func TestSpoolFormat1Golden(t *testing.T) {
+	text, err := os.ReadFile(filepath.Join("testdata", "spool-rollups-format1.hex"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := hex.DecodeString(strings.ReplaceAll(string(text), "\n", ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := decodeBatch(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := time.Date(2026, 3, 1, 12, 34, 0, 0, time.UTC)
+	var lat ratio.Sparse
+	lat.Add(3, 5)
+	lat.Add(400, 2)
+	lat.Add(ratio.NumBuckets-1, 7)
+	want := []Rollup{
+		{Minute: m, Writer: "w1", Version: 3, Service: "api", Tenant: "acme", Route: "GET /a", Tier: tenant.T2, Kind: KindRequest,
+			Count: 14, Errors: 1, DurationSeconds: 0.5, RU: 21, Bytes: 1400, Rows: 42, Latency: lat},
+		{Minute: m, Writer: "w1", Version: 3, Service: "api", Tenant: "acme", Route: "GET /b", Tier: tenant.T1, Kind: KindDB,
+			Count: 2, DurationSeconds: 0.25},
+		{Minute: m, Writer: "w1", Version: 1, Tenant: "acme", Kind: KindPG, Count: 60, ActiveSessionSeconds: 12.5},
+	}
+	if len(b.rollups) != len(want) {
+		t.Fatalf("%d rollups, want %d", len(b.rollups), len(want))
+	}
+	for i := range want {
+		if g := b.rollups[i]; !g.Latency.Equal(&want[i].Latency) || !sameRollup(g, want[i]) {
+			t.Errorf("rollup %d: %+v, want %+v", i, g, want[i])
+		}
+	}
+	// And the same rows written today read back the same.
+	again, err := encodeBatch(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b2, err := decodeBatch(again); err != nil || len(b2.rollups) != 3 || !b2.rollups[0].Latency.Equal(&lat) {
+		t.Fatalf("re-encoded: %v", err)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/qtop-dev/qtop/ratio"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -13,8 +14,8 @@ var (
 	// ErrClosed is returned by calls after Close.
 	ErrClosed = errors.New("store: closed")
 	// ErrInvalid is returned for rows that cannot be stored (an out-of-range
-	// tier, a latency histogram of the wrong length, a zero minute); the
-	// whole batch is rejected and nothing is written.
+	// tier, an unknown kind, a zero minute); the whole batch is rejected
+	// and nothing is written.
 	ErrInvalid = errors.New("store: invalid row")
 	// ErrURL is returned by ParseURL for a store URL it cannot read.
 	ErrURL = errors.New("store: invalid store URL")
@@ -51,8 +52,13 @@ type Rollup struct {
 	// ActiveSessionSeconds is, for the pg sampler, the sum over samples of
 	// active sessions × sample interval; DB load (AAS) = this / 60.
 	ActiveSessionSeconds float64
-	// Latency holds ratio.Histogram Dense() buckets (len ratio.NumBuckets) or nil.
-	Latency []uint64
+	// Latency is the histogram of the row's durations, as the collector
+	// merged it, in the buckets of ratio.Histogram. Empty means no latency:
+	// no store keeps a histogram without observations apart from none
+	// (none needs to), so an empty one reads back as none. A copy of a
+	// Rollup shares its Latency's memory (see ratio.Sparse): Clone it to
+	// change one apart.
+	Latency ratio.Sparse
 }
 
 // HotKey is one key's count in one minute from one writer, with the

@@ -5,14 +5,13 @@ import (
 	"math"
 	"time"
 	"unicode/utf8"
-
-	"github.com/qtop-dev/qtop/ratio"
 )
 
 // ValidateRollups checks what every store needs of a rollup batch: a
 // minute-aligned, non-zero time; a valid or unset tier; a known kind;
-// finite, non-negative sums; a latency histogram that is nil or
-// ratio.NumBuckets long. The first bad row is named in an ErrInvalid.
+// finite, non-negative sums. (A latency histogram is valid by
+// construction: ratio.Sparse holds buckets of its layout only.) The first
+// bad row is named in an ErrInvalid.
 func ValidateRollups(rows []Rollup) error {
 	for i := range rows {
 		r := &rows[i]
@@ -25,8 +24,6 @@ func ValidateRollups(rows []Rollup) error {
 			return invalid("rollup", i, "tier %d", uint8(r.Tier))
 		case r.Kind != KindRequest && r.Kind != KindDB && r.Kind != KindJob && r.Kind != KindPG:
 			return invalid("rollup", i, "kind %q (request, db, job or pg)", r.Kind)
-		case r.Latency != nil && len(r.Latency) != ratio.NumBuckets:
-			return invalid("rollup", i, "latency has %d buckets, want %d", len(r.Latency), ratio.NumBuckets)
 		case !utf8OK(r.Writer, r.Service, r.Tenant, r.Route):
 			return invalid("rollup", i, "a string is not valid UTF-8 (writer %q, service %q, tenant %q, route %q)", r.Writer, r.Service, r.Tenant, r.Route)
 		}

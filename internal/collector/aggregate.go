@@ -94,10 +94,10 @@ func (o *shardOrder) sort(g *aggregator, rows []ingest.Row) {
 	}
 }
 
-// merge adds rep's rows (their latencies in lats, in shard order o) to
+// merge adds rep's rows (in shard order o) to
 // minute m and, when live, to the tenants' live windows at now. Server.mu
 // is not held.
-func (g *aggregator) merge(rep *ingest.Report, lats []sparse, o *shardOrder, m *minute, now time.Time, live bool) {
+func (g *aggregator) merge(rep *ingest.Report, o *shardOrder, m *minute, now time.Time, live bool) {
 	var merged int
 	// Reports start at different shards, so that two merging at once do
 	// not queue behind each other shard after shard.
@@ -108,7 +108,7 @@ func (g *aggregator) merge(rep *ingest.Report, lats []sparse, o *shardOrder, m *
 		if len(idx) == 0 {
 			continue
 		}
-		g.shards[sh].merge(g, rep, idx, lats, m, now, live)
+		g.shards[sh].merge(g, rep, idx, m, now, live)
 		merged += len(idx)
 	}
 	if live {
@@ -116,7 +116,7 @@ func (g *aggregator) merge(rep *ingest.Report, lats []sparse, o *shardOrder, m *
 	}
 }
 
-func (sh *shard) merge(g *aggregator, rep *ingest.Report, idx []int32, lats []sparse, m *minute, now time.Time, live bool) {
+func (sh *shard) merge(g *aggregator, rep *ingest.Report, idx []int32, m *minute, now time.Time, live bool) {
 	sec := now.Unix()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -127,7 +127,7 @@ func (sh *shard) merge(g *aggregator, rep *ingest.Report, idx []int32, lats []sp
 	}
 	for _, i := range idx {
 		row := &rep.Rows[i]
-		lat := &lats[i]
+		lat := &row.Latency
 		tn, route := row.Tenant, row.Route // checked by screen
 		a := g.row(rows, m, rowKey{rep.Source.Service, tn, route, row.Kind})
 		if i := row.Tier.Index(); i >= 0 {

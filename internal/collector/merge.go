@@ -243,7 +243,7 @@ func (s *Server) mergeReportLocked(d *decoded, m *minute, now time.Time, live bo
 			svc.w.req[j] += d.svc.req
 			svc.w.err[j] += d.svc.err
 			svc.w.lat[j].Merge(&d.svc.lat)
-			svc.sig.MergeAt(now, &d.svc.dense)
+			svc.sig.MergeSparseAt(now, &d.svc.lat)
 		}
 	}
 	s.mergeBudgetsLocked(sec, rep) // budgets.go

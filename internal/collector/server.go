@@ -247,7 +247,7 @@ func (s *Server) replay() error {
 		m := newMinute(mt)
 		n := 0
 		cut, err := readWAL(walPath(s.walDir, mt), func(body []byte) error {
-			if err := rep.UnmarshalSparse(body); err != nil {
+			if err := rep.UnmarshalBinary(body); err != nil {
 				s.log.Warn("wal: undecodable report skipped", "minute", mt, "err", err)
 				return nil
 			}
@@ -263,7 +263,7 @@ func (s *Server) replay() error {
 			s.acceptedLocked(src, now)
 			d.prepare(s.agg)
 			s.mergeReportLocked(d, m, now, false)
-			s.agg.merge(rep, d.lat, &d.order, m, now, false)
+			s.agg.merge(rep, &d.order, m, now, false)
 			n++
 			return nil
 		})
@@ -555,7 +555,7 @@ func (s *Server) buildLocked(m *minute) emission {
 			Service: k.service, Tenant: k.tenant, Route: k.route, Tier: a.tier(), Kind: k.kind.String(),
 			Count: a.count, Errors: a.errors, DurationSeconds: a.dur, RU: a.ru,
 			Bytes: a.bytes, Rows: a.rows, ActiveSessionSeconds: a.active,
-			Latency: a.lat.Dense(),
+			Latency: a.lat.Clone(),
 		}
 		if r.Tenant == "" && k.kind == ingest.KindPG {
 			r.Tenant = "" // untagged sessions: the unattributed line of cost reports
@@ -711,14 +711,14 @@ func (s *Server) Ingest(body []byte) (status int, reason, msg string, retry time
 		if cap(d.rep.Rows) > pooledRows {
 			return // a pooled report keeps its rows: keep only small ones
 		}
-		d.rep.Reset() // and not the body its latencies point into
+		d.rep.Reset() // rows (and their latencies' memory) kept, nothing else
 		select {
 		case s.reports <- d:
 		default:
 		}
 	}()
 	rep := &d.rep
-	if err := rep.UnmarshalSparse(body); err != nil {
+	if err := rep.UnmarshalBinary(body); err != nil {
 		status, reason := decodeStatus(err)
 		return status, reason, err.Error(), 0, nil
 	}
@@ -799,7 +799,7 @@ func (s *Server) Ingest(body []byte) (status int, reason, msg string, retry time
 	s.mu.Unlock()
 
 	// The rows, shard by shard, without s.mu.
-	s.agg.merge(rep, d.lat, &d.order, m, now, true)
+	s.agg.merge(rep, &d.order, m, now, true)
 	m.dirty.Store(true)
 	m.merging.Add(-1)
 	s.met.accepted.Inc()

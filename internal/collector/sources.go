@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/ingest"
-	"github.com/qtop-dev/qtop/ratio"
 )
 
 // Source admission. A process that reports for the first time is on
@@ -104,7 +103,6 @@ func (src *source) unmark(seq uint64) {
 // prepare makes of it before any lock is taken.
 type decoded struct {
 	rep   ingest.Report
-	lat   []sparse   // each row's latency
 	order shardOrder // the rows by aggregator shard
 	svc   svcSums    // the report's request rows, summed for its service
 }
@@ -114,37 +112,22 @@ type svcSums struct {
 	reqRows  int
 	req, err uint64
 	lat      sparse
-	dense    ratio.Histogram // lat, for the service's latency ratio signal
 }
 
-// prepare makes the sparse latency of every row from the buckets as
-// encoded (the report is decoded with UnmarshalSparse: no dense histogram
-// is filled or scanned), the rows' shard order, and the service sums — all
-// of the merge that needs no shared state, so it runs on as many cores as
-// there are requests.
+// prepare makes the rows' shard order and the service sums — all of the
+// merge that needs no shared state, so it runs on as many cores as there
+// are requests.
 func (d *decoded) prepare(g *aggregator) {
-	n := len(d.rep.Rows)
-	if cap(d.lat) < n {
-		d.lat = make([]sparse, n, max(n, cap(d.lat)*2))
-	}
-	d.lat = d.lat[:n]
 	sv := &d.svc
 	sv.reqRows, sv.req, sv.err = 0, 0, 0
 	sv.lat.Reset()
 	for i := range d.rep.Rows {
-		l := &d.lat[i]
-		l.Reset()
-		d.rep.LatencyBuckets(i, l.Add)
 		if row := &d.rep.Rows[i]; row.Kind == ingest.KindRequest {
 			sv.reqRows++
 			sv.req += row.Count
 			sv.err += row.Errors
-			sv.lat.Merge(l)
+			sv.lat.Merge(&row.Latency)
 		}
-	}
-	if sv.reqRows > 0 {
-		sv.dense.Reset()
-		sv.lat.Buckets(sv.dense.AddBucket)
 	}
 	d.order.sort(g, d.rep.Rows)
 }

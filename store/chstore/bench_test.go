@@ -2,6 +2,7 @@ package chstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"testing"
@@ -19,9 +20,7 @@ func benchRows(n int, withLatency bool) []store.Rollup {
 	for i := range rows {
 		rows[i] = storetest.Row(i%60, fmt.Sprintf("c%d", i%4), fmt.Sprintf("tenant-%05d", i%5000), fmt.Sprintf("/r/%d", i%50), uint64(i%977+1))
 		if withLatency {
-			lat := make([]uint64, ratio.NumBuckets)
-			lat[200+i%300], lat[600+i%100] = uint64(i%50+1), 3
-			rows[i].Latency = lat
+			rows[i].Latency = storetest.Latency(uint64(200+i%300), uint64(i%50+1), uint64(600+i%100), 3)
 		}
 	}
 	return rows
@@ -84,21 +83,31 @@ func BenchmarkWriteRollupsParallel(b *testing.B) {
 	}
 }
 
-func TestAppendSparse(t *testing.T) {
-	for _, set := range [][]int{nil, {0}, {7}, {8}, {ratio.NumBuckets - 1}, {3, 4, 5, 700, ratio.NumBuckets - 2}} {
-		lat := make([]uint64, ratio.NumBuckets)
-		for k, i := range set {
-			lat[i] = uint64(k + 1)
+// TestSparseLatency reads summed pairs back into a histogram: in order,
+// with zero sums, out of order (summed), and refuses a bucket beyond the
+// layout.
+func TestSparseLatency(t *testing.T) {
+	want := storetest.Latency(3, 1, 700, 5, ratio.NumBuckets-1, 2)
+	for name, c := range map[string]struct {
+		idx []uint16
+		cnt []uint64
+	}{
+		"sorted":   {[]uint16{3, 700, ratio.NumBuckets - 1}, []uint64{1, 5, 2}},
+		"zero sum": {[]uint16{3, 4, 700, ratio.NumBuckets - 1}, []uint64{1, 0, 5, 2}},
+		"unsorted": {[]uint16{700, ratio.NumBuckets - 1, 3, 700}, []uint64{2, 2, 1, 3}},
+	} {
+		var got ratio.Sparse
+		got.Add(9, 9) // replaced
+		if err := sparseLatency(&got, c.idx, c.cnt); err != nil || !got.Equal(&want) {
+			t.Errorf("%s: %v, %v, want %v", name, err, storetest.Pairs(&got), storetest.Pairs(&want))
 		}
-		idx, cnt := appendSparse([]uint16{9}, []uint64{9}, lat)
-		if len(idx) != len(set)+1 || len(cnt) != len(set)+1 || idx[0] != 9 {
-			t.Fatalf("set %v: idx %v cnt %v", set, idx, cnt)
-		}
-		for k, i := range set {
-			if int(idx[k+1]) != i || cnt[k+1] != uint64(k+1) {
-				t.Fatalf("set %v: idx %v cnt %v", set, idx, cnt)
-			}
-		}
+	}
+	var got ratio.Sparse
+	if err := sparseLatency(&got, []uint16{1, ratio.NumBuckets}, []uint64{1, 1}); !errors.Is(err, ratio.ErrLayout) {
+		t.Errorf("bucket beyond the layout: %v", err)
+	}
+	if err := sparseLatency(&got, []uint16{1, 2}, []uint64{1}); err == nil {
+		t.Error("more buckets than counts read")
 	}
 }
 
@@ -115,16 +124,18 @@ func BenchmarkFill(b *testing.B) {
 }
 
 // TestWriteWithoutLatency writes a batch in which no row has a histogram
-// (latency arrays that are all empty): the rows read back with none, and a
-// newer version written that way replaces one that had one.
+// (latency arrays that are all empty, one of them from an emptied
+// histogram): the rows read back with none, and a newer version written
+// that way replaces one that had one.
 func TestWriteWithoutLatency(t *testing.T) {
 	s, _, _ := openTest(t)
 	ctx := context.Background()
 	old := storetest.Row(0, "w1", "acme", "/a", 10)
-	old.Latency = make([]uint64, ratio.NumBuckets)
-	old.Latency[5] = 3
+	old.Latency = storetest.Latency(5, 3)
 	newer := storetest.Row(0, "w1", "acme", "/a", 12)
 	newer.Version = 2
+	newer.Latency = storetest.Latency(7, 1)
+	newer.Latency.Reset()
 	other := storetest.Row(1, "w1", "acme", "/a", 7)
 	for _, batch := range [][]store.Rollup{{old}, {newer, other}} {
 		if err := s.WriteRollups(ctx, batch); err != nil {
@@ -137,7 +148,7 @@ func TestWriteWithoutLatency(t *testing.T) {
 		t.Fatal(err)
 	}
 	storetest.CheckHistory(t, got, storetest.ExpectHistory([]store.Rollup{old, newer, other}, "acme", from, to))
-	if len(got) != 2 || got[0].Count != 12 || got[0].Latency != nil || got[1].Latency != nil {
+	if len(got) != 2 || got[0].Count != 12 || got[0].Latency.Len() != 0 || got[1].Latency.Len() != 0 {
 		t.Fatalf("history %+v", got)
 	}
 }

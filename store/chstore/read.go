@@ -2,6 +2,7 @@ package chstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -106,7 +107,9 @@ ORDER BY minute`, s.latest(), timeRange(from, to))
 		}
 		r.Tier = tenant.Tier(tier)
 		r.Minute = r.Minute.UTC()
-		r.Latency = denseLatency(idx, cnt)
+		if err := sparseLatency(&r.Latency, idx, cnt); err != nil {
+			return nil, fmt.Errorf("chstore: history: minute %v: %w", r.Minute, err)
+		}
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {
@@ -115,18 +118,17 @@ ORDER BY minute`, s.latest(), timeRange(from, to))
 	return out, nil
 }
 
-// denseLatency turns summed (bucket, count) pairs back into a histogram,
-// nil when every bucket is empty.
-func denseLatency(idx []uint16, cnt []uint64) []uint64 {
-	var lat []uint64
-	for i, b := range idx {
-		if i >= len(cnt) || int(b) >= ratio.NumBuckets || cnt[i] == 0 {
-			continue
-		}
-		if lat == nil {
-			lat = make([]uint64, ratio.NumBuckets)
-		}
-		lat[b] += cnt[i]
+// sparseLatency sets lat to the (bucket, count) pairs sumMap summed (keys
+// increasing; a zero sum leaves its bucket empty), without a dense
+// histogram in between. A bucket beyond the layout is an error.
+func sparseLatency(lat *ratio.Sparse, idx []uint16, cnt []uint64) error {
+	err := lat.SetPairs(idx, cnt)
+	if err == nil || errors.Is(err, ratio.ErrLayout) || len(idx) != len(cnt) {
+		return err
 	}
-	return lat
+	// Keys out of order (sumMap sorts them; in case a server does not).
+	for k, i := range idx {
+		lat.Add(int(i), cnt[k])
+	}
+	return nil
 }

@@ -100,34 +100,9 @@ func (c *rollupCols) fill(rows []store.Rollup) {
 		c.tenant[i], c.route[i], c.tier[i], c.kind[i] = r.Tenant, r.Route, uint8(r.Tier), r.Kind
 		c.count[i], c.errs[i], c.dur[i], c.ru[i] = r.Count, r.Errors, r.DurationSeconds, r.RU
 		c.bytes[i], c.nrows[i], c.ass[i] = r.Bytes, r.Rows, r.ActiveSessionSeconds
-		c.idxBuf, c.cntBuf = appendSparse(c.idxBuf, c.cntBuf, r.Latency)
+		c.idxBuf, c.cntBuf = r.Latency.AppendPairs(c.idxBuf, c.cntBuf)
 		c.ends = append(c.ends, len(c.idxBuf))
 	}
-}
-
-// appendSparse appends the non-empty buckets of a dense histogram. Most
-// buckets of a minute are empty, so it skips eight at a time.
-func appendSparse(idx []uint16, cnt []uint64, lat []uint64) ([]uint16, []uint64) {
-	j := 0
-	for ; j+8 <= len(lat); j += 8 {
-		b := lat[j : j+8 : j+8]
-		if b[0]|b[1]|b[2]|b[3]|b[4]|b[5]|b[6]|b[7] == 0 {
-			continue
-		}
-		for k, v := range b {
-			if v != 0 {
-				idx = append(idx, uint16(j+k))
-				cnt = append(cnt, v)
-			}
-		}
-	}
-	for ; j < len(lat); j++ {
-		if lat[j] != 0 {
-			idx = append(idx, uint16(j))
-			cnt = append(cnt, lat[j])
-		}
-	}
-	return idx, cnt
 }
 
 // release drops references to the caller's strings before pooling.

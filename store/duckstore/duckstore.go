@@ -283,7 +283,7 @@ func (s *Store) WriteRollups(ctx context.Context, rows []store.Rollup) error {
 	return s.write(ctx, "rollups", "staging_rollups", upsertRollup, len(rows), func(i int) []driver.Value {
 		r := &rows[i]
 		return []driver.Value{r.Minute.UTC(), r.Writer, r.Version, r.Service, r.Tenant, r.Route, uint8(r.Tier), r.Kind,
-			r.Count, r.Errors, r.DurationSeconds, r.RU, r.Bytes, r.Rows, r.ActiveSessionSeconds, encodeLatency(r.Latency)}
+			r.Count, r.Errors, r.DurationSeconds, r.RU, r.Bytes, r.Rows, r.ActiveSessionSeconds, encodeLatency(&r.Latency)}
 	})
 }
 
@@ -455,7 +455,7 @@ ORDER BY minute`, tenantName, from.UTC(), to.UTC())
 		h.Bytes += r.Bytes
 		h.Rows += r.Rows
 		h.ActiveSessionSeconds += r.ActiveSessionSeconds
-		if h.Latency, err = addLatency(h.Latency, lat); err != nil {
+		if err = addLatency(&h.Latency, lat); err != nil {
 			return nil, fmt.Errorf("duckstore: history: %w", err)
 		}
 	}
@@ -466,41 +466,36 @@ ORDER BY minute`, tenantName, from.UTC(), to.UTC())
 }
 
 // encodeLatency stores a histogram sparse: uvarint pairs (bucket, count)
-// of the non-empty buckets; nil when there is none.
-func encodeLatency(lat []uint64) []byte {
-	var b []byte
-	for i, c := range lat {
-		if c != 0 {
-			b = binary.AppendUvarint(b, uint64(i))
-			b = binary.AppendUvarint(b, c)
-		}
+// of the non-empty buckets, increasing; nil (NULL) when there is none.
+func encodeLatency(lat *ratio.Sparse) []byte {
+	if lat.Len() == 0 {
+		return nil
 	}
+	b := make([]byte, 0, 4*lat.Len())
+	lat.Buckets(func(i int, c uint64) {
+		b = binary.AppendUvarint(b, uint64(i))
+		b = binary.AppendUvarint(b, c)
+	})
 	return b
 }
 
-// addLatency adds an encoded histogram to a dense one, allocating it on
-// the first non-empty bucket.
-func addLatency(dst []uint64, b []byte) ([]uint64, error) {
+// addLatency adds an encoded histogram to dst (counts saturate, as
+// ratio.Sparse's do). On error dst holds the buckets before the bad one.
+func addLatency(dst *ratio.Sparse, b []byte) error {
 	for len(b) > 0 {
 		i, n := binary.Uvarint(b)
 		if n <= 0 || i >= ratio.NumBuckets {
-			return dst, errors.New("corrupt latency histogram")
+			return errors.New("corrupt latency histogram")
 		}
 		b = b[n:]
 		c, n := binary.Uvarint(b)
 		if n <= 0 {
-			return dst, errors.New("corrupt latency histogram")
+			return errors.New("corrupt latency histogram")
 		}
 		b = b[n:]
-		if c == 0 {
-			continue // never written so; keeps an all-empty histogram nil
-		}
-		if dst == nil {
-			dst = make([]uint64, ratio.NumBuckets)
-		}
-		dst[i] += c
+		dst.Add(int(i), c) // a zero count (never written) adds nothing
 	}
-	return dst, nil
+	return nil
 }
 
 // Ping implements store.Store.

@@ -1,6 +1,7 @@
 package duckstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"path/filepath"
@@ -101,23 +102,36 @@ func TestCorruptLatencyReported(t *testing.T) {
 }
 
 func FuzzAddLatency(f *testing.F) {
-	f.Add(encodeLatency(func() []uint64 { l := make([]uint64, ratio.NumBuckets); l[3] = 7; return l }()))
+	l := storetest.Latency(3, 7, ratio.NumBuckets-1, 1)
+	f.Add(encodeLatency(&l))
 	f.Add([]byte{0xff})
+	f.Add([]byte{5, 0, 5, 1}) // a zero count, the same bucket twice
 	f.Fuzz(func(t *testing.T, b []byte) {
-		lat, err := addLatency(nil, b)
-		if err != nil {
+		var lat ratio.Sparse
+		if err := addLatency(&lat, b); err != nil {
 			return
 		}
-		if lat != nil {
-			again, err := addLatency(nil, encodeLatency(lat))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for i := range lat {
-				if lat[i] != again[i] {
-					t.Fatalf("bucket %d: %d then %d", i, lat[i], again[i])
-				}
-			}
+		enc := encodeLatency(&lat)
+		if (enc == nil) != (lat.Len() == 0) {
+			t.Fatalf("%d buckets encoded as %x", lat.Len(), enc)
+		}
+		var again ratio.Sparse
+		if err := addLatency(&again, enc); err != nil || !again.Equal(&lat) {
+			t.Fatalf("re-read: %v, %v, want %v", err, storetest.Pairs(&again), storetest.Pairs(&lat))
 		}
 	})
+}
+
+// The blob a histogram is stored as is the one written before rollups
+// held a ratio.Sparse (pairs of uvarints, increasing), so existing
+// databases read the same.
+func TestLatencyBlobFormat(t *testing.T) {
+	l := storetest.Latency(3, 7, 300, 1, ratio.NumBuckets-1, 200)
+	want := []byte{3, 7, 0xac, 0x02, 1, 0x81, 0x09, 0xc8, 0x01}
+	if got := encodeLatency(&l); !bytes.Equal(got, want) {
+		t.Fatalf("encoded %x, want %x", got, want)
+	}
+	if empty := (ratio.Sparse{}); encodeLatency(&empty) != nil {
+		t.Fatal("an empty histogram is not NULL")
+	}
 }

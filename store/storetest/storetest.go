@@ -139,15 +139,7 @@ func ExpectHistory(rows []store.Rollup, tenantName string, from, to time.Time) [
 		h.Bytes += r.Bytes
 		h.Rows += r.Rows
 		h.ActiveSessionSeconds += r.ActiveSessionSeconds
-		for i, c := range r.Latency {
-			if c == 0 {
-				continue
-			}
-			if h.Latency == nil {
-				h.Latency = make([]uint64, ratio.NumBuckets)
-			}
-			h.Latency[i] += c
-		}
+		h.Latency.Merge(&r.Latency)
 	}
 	out := make([]store.Rollup, 0, len(acc))
 	for _, h := range acc {
@@ -211,18 +203,20 @@ func CheckHistory(t *testing.T, got, want []store.Rollup) {
 			!near(g.DurationSeconds, w.DurationSeconds) || !near(g.RU, w.RU) || !near(g.ActiveSessionSeconds, w.ActiveSessionSeconds) {
 			t.Fatalf("history minute %d:\n got %+v\nwant %+v", i, strip(g), strip(w))
 		}
-		if (g.Latency == nil) != (w.Latency == nil) {
-			t.Fatalf("history minute %d: latency nil=%v, want nil=%v", i, g.Latency == nil, w.Latency == nil)
-		}
-		for j := range w.Latency {
-			if g.Latency[j] != w.Latency[j] {
-				t.Fatalf("history minute %d: latency bucket %d = %d, want %d", i, j, g.Latency[j], w.Latency[j])
-			}
+		if !g.Latency.Equal(&w.Latency) {
+			t.Fatalf("history minute %d: latency %v, want %v", i, Pairs(&g.Latency), Pairs(&w.Latency))
 		}
 	}
 }
 
-func strip(r store.Rollup) store.Rollup { r.Latency = nil; return r }
+func strip(r store.Rollup) store.Rollup { r.Latency = ratio.Sparse{}; return r }
+
+// Pairs lists the non-empty buckets of a histogram as [index, count].
+func Pairs(s *ratio.Sparse) [][2]uint64 {
+	var out [][2]uint64
+	s.Buckets(func(i int, c uint64) { out = append(out, [2]uint64{uint64(i), c}) })
+	return out
+}
 
 func checkAll(t *testing.T, s store.Store, written []store.Rollup) {
 	t.Helper()
@@ -331,21 +325,23 @@ func halfOpen(t *testing.T, s store.Store) {
 	}
 }
 
-func latency(pairs ...uint64) []uint64 {
-	l := make([]uint64, ratio.NumBuckets)
+// Latency is a histogram of count pairs[i+1] in bucket pairs[i].
+func Latency(pairs ...uint64) ratio.Sparse {
+	var l ratio.Sparse
 	for i := 0; i+1 < len(pairs); i += 2 {
-		l[pairs[i]] = pairs[i+1]
+		l.Add(int(pairs[i]), pairs[i+1])
 	}
 	return l
 }
 
 func history(t *testing.T, s store.Store) {
 	a := Row(0, "w1", "acme", "/a", 10)
-	a.Latency = latency(3, 5, 700, 2)
+	a.Latency = Latency(3, 5, 700, 2)
 	b := Row(0, "w2", "acme", "/b", 4)
-	b.Latency, b.Tier = latency(3, 1, ratio.NumBuckets-1, 9), tenant.T3
+	b.Latency, b.Tier = Latency(3, 1, ratio.NumBuckets-1, 9), tenant.T3
 	c := Row(1, "w1", "acme", "/a", 6)
-	c.Latency = make([]uint64, ratio.NumBuckets) // present but empty
+	c.Latency = Latency(8, 1)
+	c.Latency.Reset() // emptied, with its memory: no latency
 	d := store.Rollup{Minute: T0.Add(time.Minute), Writer: "w1", Tenant: "acme", Kind: store.KindPG, Count: 60, ActiveSessionSeconds: 12.5}
 	e := Row(0, "w1", "other", "/a", 100)
 	rows := []store.Rollup{a, b, c, d, e}
@@ -355,7 +351,8 @@ func history(t *testing.T, s store.Store) {
 	must(t, err)
 	want := ExpectHistory(rows, "acme", T0, T0.Add(time.Hour))
 	CheckHistory(t, got, want)
-	if len(got) != 2 || got[0].Count != 14 || got[0].Latency[3] != 6 || got[0].Tier != tenant.T3 || got[1].Latency != nil || got[1].ActiveSessionSeconds != 12.5 {
+	sum := Latency(3, 6, 700, 2, ratio.NumBuckets-1, 9)
+	if len(got) != 2 || got[0].Count != 14 || !got[0].Latency.Equal(&sum) || got[0].Tier != tenant.T3 || got[1].Latency.Len() != 0 || got[1].ActiveSessionSeconds != 12.5 {
 		t.Fatalf("history %+v %+v", strip(got[0]), strip(got[1]))
 	}
 }
@@ -392,7 +389,7 @@ func randomRetries(t *testing.T, s store.Store) {
 			r.Tier = tenant.Tier(rng.IntN(5))
 			r.ActiveSessionSeconds = float64(rng.IntN(600)) / 8
 			if rng.IntN(3) == 0 {
-				r.Latency = latency(uint64(rng.IntN(ratio.NumBuckets)), uint64(1+rng.IntN(50)))
+				r.Latency = Latency(uint64(rng.IntN(ratio.NumBuckets)), uint64(1+rng.IntN(50)), uint64(rng.IntN(ratio.NumBuckets)), uint64(1+rng.IntN(50)))
 			}
 			batch = append(batch, r)
 		}
@@ -473,9 +470,9 @@ func oddNames(t *testing.T, s store.Store) {
 func invalidRows(t *testing.T, s store.Store) {
 	good := Row(0, "w1", "acme", "/", 1)
 	bad := Row(1, "w1", "acme", "/", 1)
-	bad.Latency = []uint64{1, 2, 3}
+	bad.Tier = 9
 	for name, err := range map[string]error{
-		"latency length": s.WriteRollups(ctx(t), []store.Rollup{good, bad}),
+		"one bad row":    s.WriteRollups(ctx(t), []store.Rollup{good, bad}),
 		"kind":           s.WriteRollups(ctx(t), []store.Rollup{{Minute: T0, Kind: "nope"}}),
 		"minute":         s.WriteRollups(ctx(t), []store.Rollup{{Minute: T0.Add(time.Second), Kind: store.KindDB}}),
 		"hot key bound":  s.WriteHotKeys(ctx(t), []store.HotKey{{Minute: T0, Key: "k", Count: 1, Err: 5}}),
