@@ -203,7 +203,7 @@ func TestJunkSourcesCannotEvictRealOnes(t *testing.T) {
 	if f.ingest(first) != 200 || testutil.ToFloat64(f.s.met.duplicates) != before+1 {
 		t.Fatal("the established source was forgotten: its retried report was merged again")
 	}
-	if n := len(f.s.sources); n > f.s.cfg.MaxSources+f.s.probationCap() {
+	if n := len(f.s.in.sources); n > f.s.cfg.MaxSources+f.s.probationCap() {
 		t.Fatalf("%d sources tracked, bound %d", n, f.s.cfg.MaxSources+f.s.probationCap())
 	}
 	if testutil.ToFloat64(f.s.guard.sourcesEvicted) == 0 {
@@ -239,7 +239,7 @@ func TestRefusalsAreHeld(t *testing.T) {
 	}
 	// Fill the remaining places: the next refusal is not held.
 	for range maxHeldRefusals - 1 {
-		f.s.held <- struct{}{}
+		f.s.in.held <- struct{}{}
 	}
 	w := postReport(h, junk)
 	if w.Code != http.StatusBadRequest || w.Header().Get("Connection") != "close" {
@@ -249,7 +249,7 @@ func TestRefusalsAreHeld(t *testing.T) {
 		t.Fatalf("unheld %v", got)
 	}
 	for range maxHeldRefusals - 1 {
-		<-f.s.held
+		<-f.s.in.held
 	}
 	cancel() // the client gives up: the held answer ends with it
 	if code := <-done; code != http.StatusBadRequest {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/ratio"
 	"github.com/qtop-dev/qtop/spacesaving"
 	"github.com/qtop-dev/qtop/store"
@@ -83,6 +84,28 @@ type tenantLive struct {
 }
 
 const maxRoutesLive = 50
+
+// liveView is the live view beside the tenants (which are the
+// aggregator's): each service's latency signal, rates and processes, the
+// hot keys and the enforcement counters of the last seconds, reports per
+// second, and the snapshots already made this second. Under Server.mu.
+type liveView struct {
+	services   map[string]*serviceLive
+	keys       [ringN]*spacesaving.Sketch
+	keyStamp   [ringN]int64
+	keyTenants map[string]string
+	enf        [ringN]enfSlot
+	reportsSec [ringN]countSlot
+	snapCache  map[snapKey]*live.Snapshot
+}
+
+func newLiveView() liveView {
+	return liveView{
+		services:   make(map[string]*serviceLive),
+		keyTenants: make(map[string]string),
+		snapCache:  make(map[snapKey]*live.Snapshot),
+	}
+}
 
 // serviceLive is one service's live view.
 type serviceLive struct {
@@ -220,12 +243,12 @@ func (s *Server) mergeReportLocked(d *decoded, m *minute, now time.Time, live bo
 		addKeyTenants(m.keyTenants, rep.KeyTenants)
 		if live {
 			j := int(uint64(sec) % ringN)
-			if s.keyStamp[j] != sec || s.keys[j] == nil {
-				s.keyStamp[j] = sec
-				s.keys[j] = spacesaving.New(keyCapacity)
+			if s.view.keyStamp[j] != sec || s.view.keys[j] == nil {
+				s.view.keyStamp[j] = sec
+				s.view.keys[j] = spacesaving.New(keyCapacity)
 			}
-			s.keys[j].Merge(rep.Keys)
-			addKeyTenants(s.keyTenants, rep.KeyTenants)
+			s.view.keys[j].Merge(rep.Keys)
+			addKeyTenants(s.view.keyTenants, rep.KeyTenants)
 		}
 	}
 	if !live {
@@ -249,7 +272,7 @@ func (s *Server) mergeReportLocked(d *decoded, m *minute, now time.Time, live bo
 	s.mergeBudgetsLocked(sec, rep) // budgets.go
 	// Enforcement.
 	j := int(uint64(sec) % ringN)
-	es := &s.enf[j]
+	es := &s.view.enf[j]
 	if es.stamp != sec {
 		*es = enfSlot{stamp: sec}
 	}
@@ -276,7 +299,7 @@ func (s *Server) mergeReportLocked(d *decoded, m *minute, now time.Time, live bo
 		}
 		svc.shed[j] = max(svc.shed[j], level)
 	}
-	rs := &s.reportsSec[j]
+	rs := &s.view.reportsSec[j]
 	if rs.stamp != sec {
 		*rs = countSlot{stamp: sec}
 	}
@@ -315,14 +338,14 @@ func addKeyTenants(dst, src map[string]string) {
 }
 
 func (s *Server) serviceLocked(name string) *serviceLive {
-	if sv := s.services[name]; sv != nil {
+	if sv := s.view.services[name]; sv != nil {
 		return sv
 	}
-	if len(s.services) >= maxServices {
+	if len(s.view.services) >= maxServices {
 		return nil
 	}
 	sv := &serviceLive{sig: ratio.NewSignal(), procs: make(map[string]int64)}
-	s.services[strings.Clone(name)] = sv
+	s.view.services[strings.Clone(name)] = sv
 	return sv
 }
 
@@ -331,23 +354,23 @@ func (s *Server) serviceLocked(name string) *serviceLive {
 func (s *Server) pruneLocked(now time.Time) {
 	sec := now.Unix()
 	s.agg.prune(sec)
-	for name, sv := range s.services {
+	for name, sv := range s.view.services {
 		for inst, last := range sv.procs {
 			if sec-last > rateN {
 				delete(sv.procs, inst)
 			}
 		}
 		if len(sv.procs) == 0 && sec-sv.seen > histN+rateN {
-			delete(s.services, name)
+			delete(s.view.services, name)
 		}
 	}
-	for k, src := range s.sources {
+	for k, src := range s.in.sources {
 		if now.Sub(src.last) > time.Minute+s.cfg.Grace+s.cfg.LateKeep {
 			s.forgetLocked(k, src)
 		}
 	}
-	if len(s.keyTenants) >= maxKeyTenants {
-		clear(s.keyTenants)
+	if len(s.view.keyTenants) >= maxKeyTenants {
+		clear(s.view.keyTenants)
 	}
 }
 

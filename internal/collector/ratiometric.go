@@ -28,15 +28,15 @@ func (c ratioCollector) Describe(ch chan<- *prometheus.Desc) { ch <- ratioDesc }
 func (c ratioCollector) Collect(ch chan<- prometheus.Metric) {
 	now := c.s.cfg.Now()
 	c.s.mu.Lock()
-	names := make([]string, 0, len(c.s.services))
-	for name := range c.s.services {
+	names := make([]string, 0, len(c.s.view.services))
+	for name := range c.s.view.services {
 		names = append(names, name)
 	}
 	slices.Sort(names)
 	names = names[:min(len(names), maxRatioSeries)]
 	values := make([]float64, len(names))
 	for i, name := range names {
-		if v, ok := c.s.services[name].sig.ValueAt(now); ok && !math.IsNaN(v) && !math.IsInf(v, 0) {
+		if v, ok := c.s.view.services[name].sig.ValueAt(now); ok && !math.IsNaN(v) && !math.IsInf(v, 0) {
 			values[i] = v
 		}
 	}

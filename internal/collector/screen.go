@@ -228,14 +228,14 @@ const slotWait = 250 * time.Millisecond
 // waitSlot takes a decode slot, waiting up to slotWait.
 func (s *Server) waitSlot(r *http.Request) bool {
 	select {
-	case s.inflight <- struct{}{}:
+	case s.in.inflight <- struct{}{}:
 		return true
 	default:
 	}
 	t := time.NewTimer(slotWait)
 	defer t.Stop()
 	select {
-	case s.inflight <- struct{}{}:
+	case s.in.inflight <- struct{}{}:
 		return true
 	case <-t.C:
 	case <-r.Context().Done():
@@ -259,13 +259,13 @@ func (s *Server) holdRefusal(w http.ResponseWriter, r *http.Request, status int)
 		return
 	}
 	select {
-	case s.held <- struct{}{}:
+	case s.in.held <- struct{}{}:
 	default:
 		s.guard.refusalsUnheld.Inc()
 		w.Header().Set("Connection", "close")
 		return
 	}
-	defer func() { <-s.held }()
+	defer func() { <-s.in.held }()
 	s.guard.refusalsHeld.Inc()
 	t := time.NewTimer(s.cfg.RefusalDelay)
 	defer t.Stop()

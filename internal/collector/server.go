@@ -18,63 +18,80 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"golang.org/x/sync/semaphore"
 
 	"github.com/qtop-dev/qtop/ingest"
 	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/internal/otlpin"
 	"github.com/qtop-dev/qtop/policy"
-	"github.com/qtop-dev/qtop/spacesaving"
 	"github.com/qtop-dev/qtop/store"
 )
 
 // Server is the collector. Create it with New, serve Handler (or call
 // Start), and stop it with Shutdown.
+//
+// It is made of parts with one job each:
+//   - in (intake; sources.go, screen.go): the front door for reports —
+//     decode slots and memory, refusals held back, the table of reporting
+//     processes (admission, the duplicate filter);
+//   - the open minutes, their write-ahead log (wal.go) and their emission
+//     to the store through the spool (emit, below);
+//   - agg (aggregator; aggregate.go): each open minute's rows and every
+//     tenant's live windows, in shards by tenant, each under its own lock;
+//   - view (liveView; merge.go, snapshot.go): services, hot keys,
+//     enforcement and reports per second, and the snapshots made of them;
+//   - the policy (policy.go) and what it drives: budgets (budgets.go),
+//     fleet quotas (quota.go), freshness (freshness.go), runaway
+//     statements (runaway.go);
+//   - the PostgreSQL sampler (pg.go), the OTLP receiver (otlp.go) and the
+//     peers of a fleet (fleet.go).
+//
+// Everything but the aggregator's shards is under mu. A report takes mu
+// twice, briefly — admission and the duplicate filter, then its
+// per-report merge and reply — writes the log between the two, and then
+// takes once each shard that has rows of it, without mu.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	met     *metrics
-	guard   *guardMetrics
-	admit   admission           // of sources (sources.go)
-	streams streams             // live stream clients and their shared events (stream.go)
-	decode  *semaphore.Weighted // bytes of memory decodes may take at once
-	token   string              // policy token: Config.Token or a random one
-	store   store.Store
-	spool   *store.Spool
-	writer  string
-	walDir  string
-	start   time.Time
+	// Set once by New.
+	cfg    Config
+	log    *slog.Logger
+	met    *metrics
+	guard  *guardMetrics
+	token  string // policy token: Config.Token or a random one
+	store  store.Store
+	spool  *store.Spool
+	writer string
+	walDir string
+	start  time.Time
 
-	inflight chan struct{} // bounds reports decoded at once
-	held     chan struct{} // bounds refusals held back (screen.go)
-	reports  chan *decoded // decoded reports kept for reuse
+	in      intake      // sources.go
+	agg     *aggregator // aggregate.go
+	streams streams     // live stream clients and their shared events (stream.go)
 
-	mu           sync.Mutex
-	minutes      map[int64]*minute
-	finalized    map[int64]struct{} // minutes written for good (last 3 h)
-	lastFinal    int64
-	sources      map[string]*source
-	agg          *aggregator // rows and live tenants, sharded (aggregate.go)
-	services     map[string]*serviceLive
-	keys         [ringN]*spacesaving.Sketch
-	keyStamp     [ringN]int64
-	keyTenants   map[string]string
-	enf          [ringN]enfSlot
-	reportsSec   [ringN]countSlot
+	mu sync.Mutex // guards everything below but the background work's handles
+
+	// The open minutes (their rows are in agg).
+	minutes   map[int64]*minute
+	finalized map[int64]struct{} // minutes written for good (last 3 h)
+	lastFinal int64
+	version   uint64 // of the last emission (nextVersionLocked)
+	storeErr  string
+
+	view liveView // merge.go, snapshot.go
+
+	// The policy and what it drives.
 	policy       policy.Policy
-	reply        []byte
+	reply        []byte // the reply to a report, with the policy, for replyVersion
 	replyVersion uint64
-	version      uint64
-	pg           pgState
 	bud          budgetLive  // budgets.go
 	quota        *fleetQuota // quota.go
-	storeErr     string
-	snapCache    map[snapKey]*live.Snapshot
 	fresh        *freshState // freshness samples and counters (freshness.go)
-	closed       bool
-	done         chan struct{}
-	doneOnce     sync.Once
 
+	pg pgState // the PostgreSQL sampler's part of the live view (pg.go)
+
+	closed   bool
+	done     chan struct{}
+	doneOnce sync.Once
+
+	// Background work.
 	otlp    *otlpState // OTLP receiver (otlp.go)
 	lock    *os.File   // flock on DataDir
 	fleet   *fleet     // peers and the shared policy (fleet.go), or nil
@@ -91,21 +108,15 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		cfg:        cfg,
-		log:        cfg.Logger,
-		walDir:     filepath.Join(cfg.DataDir, "wal"),
-		start:      cfg.Now(),
-		inflight:   make(chan struct{}, 64),
-		held:       make(chan struct{}, maxHeldRefusals),
-		minutes:    make(map[int64]*minute),
-		finalized:  make(map[int64]struct{}),
-		sources:    make(map[string]*source),
-		services:   make(map[string]*serviceLive),
-		keyTenants: make(map[string]string),
-		snapCache:  make(map[snapKey]*live.Snapshot),
+		cfg:       cfg,
+		log:       cfg.Logger,
+		walDir:    filepath.Join(cfg.DataDir, "wal"),
+		start:     cfg.Now(),
+		in:        newIntake(),
+		minutes:   make(map[int64]*minute),
+		finalized: make(map[int64]struct{}),
+		view:      newLiveView(),
 	}
-	s.reports = make(chan *decoded, pooledReports)
-	s.decode = semaphore.NewWeighted(decodeMemory)
 	var err error
 	if s.met, err = newMetrics(cfg.Registerer); err != nil {
 		return nil, err
@@ -394,7 +405,7 @@ func (s *Server) Tick(ctx context.Context, now time.Time) {
 	s.agg.flushRanking(now)
 	s.met.ranking.Rerank()
 	s.met.tenants.refresh(s.met.ranking.Members(), now)
-	for _, sv := range s.services {
+	for _, sv := range s.view.services {
 		if v, ok := sv.sig.ValueAt(now); ok && !math.IsNaN(v) && !math.IsInf(v, 0) {
 			sv.ratio.set(now.Unix()-1, v)
 		}
@@ -409,9 +420,9 @@ func (s *Server) Tick(ctx context.Context, now time.Time) {
 	}
 	s.met.walBytes.Set(float64(walBytes))
 	s.met.openMinutes.Set(float64(len(s.minutes)))
-	s.met.sources.Set(float64(len(s.sources)))
+	s.met.sources.Set(float64(len(s.in.sources)))
 	s.met.tenantsTracked.Set(float64(s.agg.tenants.Load()))
-	clear(s.snapCache)
+	clear(s.view.snapCache)
 	s.mu.Unlock()
 	for _, w := range wals {
 		w.sync() // fsync outside the merge lock
@@ -678,14 +689,14 @@ func (s *Server) handleReports(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	budget := ingest.DecodeBudget(body)
-	if !s.decode.TryAcquire(budget) {
-		<-s.inflight
+	if !s.in.decode.TryAcquire(budget) {
+		<-s.in.inflight
 		s.reject(w, http.StatusServiceUnavailable, reasonBusy, "collector busy decoding other reports", time.Second)
 		return
 	}
 	status, reason, msg, retry, reply := s.Ingest(body)
-	s.decode.Release(budget)
-	<-s.inflight
+	s.in.decode.Release(budget)
+	<-s.in.inflight
 	if status != http.StatusOK {
 		s.holdRefusal(w, r, status)
 		s.reject(w, status, reason, msg, retry)
@@ -703,7 +714,7 @@ func (s *Server) Ingest(body []byte) (status int, reason, msg string, retry time
 	t0 := time.Now()
 	var d *decoded
 	select {
-	case d = <-s.reports:
+	case d = <-s.in.reports:
 	default:
 		d = new(decoded)
 	}
@@ -713,7 +724,7 @@ func (s *Server) Ingest(body []byte) (status int, reason, msg string, retry time
 		}
 		d.rep.Reset() // rows (and their latencies' memory) kept, nothing else
 		select {
-		case s.reports <- d:
+		case s.in.reports <- d:
 		default:
 		}
 	}()

@@ -22,15 +22,15 @@ func (c shedCollector) Describe(ch chan<- *prometheus.Desc) { ch <- shedDesc }
 func (c shedCollector) Collect(ch chan<- prometheus.Metric) {
 	sec := c.s.cfg.Now().Unix()
 	c.s.mu.Lock()
-	names := make([]string, 0, len(c.s.services))
-	for name := range c.s.services {
+	names := make([]string, 0, len(c.s.view.services))
+	for name := range c.s.view.services {
 		names = append(names, name)
 	}
 	slices.Sort(names)
 	names = names[:min(len(names), maxRatioSeries)]
 	levels := make([]int, len(names))
 	for i, name := range names {
-		sv := c.s.services[name]
+		sv := c.s.view.services[name]
 		for j := range rateN {
 			if sv.shedAt[j] >= sec-rateN {
 				levels[i] = max(levels[i], sv.shed[j])

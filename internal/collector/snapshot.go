@@ -55,7 +55,7 @@ func (s *Server) Snapshot(now time.Time, measure string, n int) live.Snapshot {
 	sec := now.Unix()
 	key := snapKey{sec, measure, n}
 	s.mu.Lock()
-	if c := s.snapCache[key]; c != nil {
+	if c := s.view.snapCache[key]; c != nil {
 		s.mu.Unlock()
 		return *c
 	}
@@ -65,10 +65,10 @@ func (s *Server) Snapshot(now time.Time, measure string, n int) live.Snapshot {
 	defer s.mu.Unlock()
 	snap := s.snapshotLocked(now, measure, n)
 	snap.Collector.DroppedRows = dropped
-	if len(s.snapCache) > 64 {
-		clear(s.snapCache)
+	if len(s.view.snapCache) > 64 {
+		clear(s.view.snapCache)
 	}
-	s.snapCache[key] = &snap
+	s.view.snapCache[key] = &snap
 	return snap
 }
 
@@ -83,7 +83,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 	switch {
 	case s.cfg.Demo:
 		snap.Source = live.SourceDemo
-	case s.cfg.Postgres != "" && len(s.sources) == 0:
+	case s.cfg.Postgres != "" && len(s.in.sources) == 0:
 		snap.Source = live.SourcePostgres
 	}
 	active := s.policy.Active(now)
@@ -222,13 +222,13 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 	// Hot keys over the window.
 	merged := spacesaving.New(keyCapacity)
 	for j := range ringN {
-		if ks := s.keys[j]; ks != nil && s.keyStamp[j] >= sec-rateN && s.keyStamp[j] < sec {
+		if ks := s.view.keys[j]; ks != nil && s.view.keyStamp[j] >= sec-rateN && s.view.keyStamp[j] < sec {
 			merged.Merge(ks)
 		}
 	}
 	snap.HotKeys = []live.HotKeyRow{}
 	for _, c := range merged.Top(hotKeysShown) {
-		hk := live.HotKeyRow{Key: s.cleanKey(c.Key), Tenant: s.keyTenants[c.Key], Count: c.Count, Err: c.Err}
+		hk := live.HotKeyRow{Key: s.cleanKey(c.Key), Tenant: s.view.keyTenants[c.Key], Count: c.Count, Err: c.Err}
 		if t := merged.Total(); t > 0 {
 			hk.Share = float64(c.Count) / float64(t)
 		}
@@ -237,7 +237,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 
 	// Services.
 	snap.Services = []live.ServiceRow{}
-	for name, sv := range s.services {
+	for name, sv := range s.view.services {
 		r := sv.w.rates(sec)
 		v, ok := sv.sig.ValueAt(now)
 		if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
@@ -263,7 +263,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 		tr.Tier = tenant.Tier(t + 1).String()
 		tr.PriceMultiplier = 1
 		for j := range ringN {
-			es := &s.enf[j]
+			es := &s.view.enf[j]
 			if es.stamp < sec-rateN || es.stamp >= sec {
 				continue
 			}
@@ -277,7 +277,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 			tr.ShadowDropped += es.e.ShadowDropped[t]
 		}
 	}
-	snap.PoolWait = poolRows(&s.enf, sec)
+	snap.PoolWait = poolRows(&s.view.enf, sec)
 
 	s.budgetSnapshotLocked(&snap, now, sec) // budgets.go
 
@@ -287,13 +287,13 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 
 	// Collector.
 	var reports uint64
-	for _, c := range s.reportsSec {
+	for _, c := range s.view.reportsSec {
 		if c.stamp >= sec-rateN && c.stamp < sec {
 			reports += c.n
 		}
 	}
 	sources := 0
-	for _, src := range s.sources {
+	for _, src := range s.in.sources {
 		if now.Sub(src.last) <= rateN*time.Second {
 			sources++
 		}

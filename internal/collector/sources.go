@@ -4,6 +4,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/qtop-dev/qtop/ingest"
 )
 
@@ -18,6 +20,31 @@ import (
 // from its first report and established from its third.
 const promoteAfter = 3
 
+// intake is the collector's front door for reports: it bounds the
+// reports decoded at once and the memory they may take, holds back the
+// answers to junk (holdRefusal), keeps decoded reports for reuse, and
+// keeps the table of reporting processes — their admission bucket, the
+// duplicate filter and probation. Its channels and semaphore need no
+// lock; sources and admit are under Server.mu.
+type intake struct {
+	inflight chan struct{}       // bounds reports decoded at once
+	held     chan struct{}       // bounds refusals held back (screen.go)
+	reports  chan *decoded       // decoded reports kept for reuse
+	decode   *semaphore.Weighted // bytes of memory decodes may take at once
+	sources  map[string]*source
+	admit    admission
+}
+
+func newIntake() intake {
+	return intake{
+		inflight: make(chan struct{}, 64),
+		held:     make(chan struct{}, maxHeldRefusals),
+		reports:  make(chan *decoded, pooledReports),
+		decode:   semaphore.NewWeighted(decodeMemory),
+		sources:  make(map[string]*source),
+	}
+}
+
 // admission is the probation ring of the source table.
 type admission struct {
 	ring        []*source // probationary sources in order of arrival (circular)
@@ -30,23 +57,23 @@ func (s *Server) probationCap() int { return max(s.cfg.MaxSources/10, 16) }
 // sourceLocked returns the source of key, admitting a new one on
 // probation. s.mu is held.
 func (s *Server) sourceLocked(key string, now time.Time) *source {
-	if src := s.sources[key]; src != nil {
+	if src := s.in.sources[key]; src != nil {
 		return src
 	}
 	src := &source{key: strings.Clone(key), first: now.Unix()}
-	a := &s.admit
+	a := &s.in.admit
 	if n := s.probationCap(); len(a.ring) < n {
 		a.ring = append(a.ring, src)
 	} else {
 		old := a.ring[a.head]
-		if !old.est && s.sources[old.key] == old {
-			delete(s.sources, old.key)
+		if !old.est && s.in.sources[old.key] == old {
+			delete(s.in.sources, old.key)
 			s.guard.sourcesEvicted.Inc()
 		}
 		a.ring[a.head] = src
 		a.head = (a.head + 1) % n
 	}
-	s.sources[src.key] = src
+	s.in.sources[src.key] = src
 	return src
 }
 
@@ -54,18 +81,18 @@ func (s *Server) sourceLocked(key string, now time.Time) *source {
 // it when it has earned it. s.mu is held.
 func (s *Server) acceptedLocked(src *source, now time.Time) {
 	src.accepted++
-	if !src.est && src.accepted >= promoteAfter && now.Unix() > src.first && s.admit.established < s.cfg.MaxSources {
+	if !src.est && src.accepted >= promoteAfter && now.Unix() > src.first && s.in.admit.established < s.cfg.MaxSources {
 		src.est = true
-		s.admit.established++
+		s.in.admit.established++
 	}
 }
 
 // forgetLocked removes an idle source. s.mu is held.
 func (s *Server) forgetLocked(key string, src *source) {
 	if src.est {
-		s.admit.established--
+		s.in.admit.established--
 	}
-	delete(s.sources, key)
+	delete(s.in.sources, key)
 }
 
 // pend, unpend and isPending track the sequence numbers of a source whose

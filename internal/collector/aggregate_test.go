@@ -1,0 +1,129 @@
+package collector
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/store"
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+// Reports of many processes merge at once, shard by shard, while the
+// minute is emitted again and again: what the store ends with is exactly
+// what was sent — nothing merged during an emission is lost (the minute
+// is marked changed after its rows are in), nothing counted twice.
+func TestShardedMergeDuringEmission(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.SourceRate = 1e9 })
+	const procs, reports, tenants = 8, 60, 40
+	var sent [tenants]atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	var emissions atomic.Int64
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				f.s.emit(t.Context(), f.clk.Now(), true)
+				emissions.Add(1)
+			}
+		}
+	}()
+	for p := range procs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pr := newProcess(f.clk, "api", fmt.Sprintf("p%d", p))
+			for r := range reports {
+				for k := range 10 {
+					tn := (p*7 + r*3 + k) % tenants
+					pr.rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: fmt.Sprintf("t%02d", tn), Route: "GET /x", Tier: tenant.T2},
+						Kind: ingest.KindRequest, Duration: time.Duration(1+k) * time.Millisecond, RU: 1})
+					sent[tn].Add(1)
+				}
+				body, err := pr.rec.Cut(f.clk.Now()).MarshalBinary()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if status, _, msg, _, _ := f.s.Ingest(body); status != 200 {
+					t.Errorf("refused: %d %s", status, msg)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	f.stop()
+	if emissions.Load() < 2 {
+		t.Fatalf("only %d emissions ran beside the merges", emissions.Load())
+	}
+	for tn := range tenants {
+		name := fmt.Sprintf("t%02d", tn)
+		got := f.mem.sum(name, "request", func(r store.Rollup) float64 { return float64(r.Count) })
+		lat := f.mem.sum(name, "request", func(r store.Rollup) float64 { return float64(r.Latency.Count()) })
+		if want := float64(sent[tn].Load()); got != want || lat != want {
+			t.Errorf("%s: stored %v requests, %v latencies, sent %v", name, got, lat, want)
+		}
+	}
+}
+
+// The rows of a report are merged without the server's lock, one shard at
+// a time: with one shard held (a long merge), a report whose tenants are
+// all in other shards is merged at once, and one with a tenant in the
+// held shard waits for it alone.
+func TestShardsMergeApart(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	held := f.s.agg.shardOf("held-tenant")
+	var other string
+	for i := 0; other == ""; i++ {
+		if n := fmt.Sprintf("free-%d", i); f.s.agg.shardOf(n) != held {
+			other = n
+		}
+	}
+	p1, p2 := newProcess(f.clk, "api", "p1"), newProcess(f.clk, "api", "p2")
+	free, blocked := p1.report(t, other, 2, ""), p2.report(t, "held-tenant", 3, "")
+	sh := &f.s.agg.shards[held]
+	sh.mu.Lock()
+	if status := f.ingest(free); status != 200 {
+		sh.mu.Unlock()
+		t.Fatalf("report of another shard: %d", status)
+	}
+	done := make(chan int)
+	go func() { done <- f.ingest(blocked) }()
+	// Wait until the report is taken into its minute and merging its
+	// rows: the server's lock is free while it waits for its shard.
+	for merging := false; !merging; {
+		f.s.mu.Lock()
+		for _, m := range f.s.minutes {
+			merging = merging || m.merging.Load() > 0
+		}
+		f.s.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case status := <-done:
+		sh.mu.Unlock()
+		t.Fatalf("merged into a held shard: %d", status)
+	default:
+	}
+	sh.mu.Unlock()
+	if status := <-done; status != 200 {
+		t.Fatalf("after the shard was free: %d", status)
+	}
+	snap := f.s.Snapshot(f.clk.Add(time.Second), "req", 10)
+	got := map[string]float64{}
+	for _, r := range snap.Tenants {
+		got[r.Tenant] = r.ReqPerSec * rateN
+	}
+	if got[other] != 2 || got["held-tenant"] != 3 {
+		t.Fatalf("live requests %v", got)
+	}
+}
