@@ -129,7 +129,7 @@ func (sh *shard) merge(g *aggregator, rep *ingest.Report, idx []int32, m *minute
 		row := &rep.Rows[i]
 		lat := &row.Latency
 		tn, route := row.Tenant, row.Route // checked by screen
-		a := g.row(rows, m, rowKey{rep.Source.Service, tn, route, row.Kind})
+		a, folded := g.row(rows, m, rowKey{rep.Source.Service, tn, route, row.Kind})
 		if i := row.Tier.Index(); i >= 0 {
 			addSat(&a.tiers[i], max(row.Count, 1))
 		}
@@ -143,14 +143,21 @@ func (sh *shard) merge(g *aggregator, rep *ingest.Report, idx []int32, m *minute
 		if !live {
 			continue
 		}
-		tl := sh.tenant(g, tn)
+		tl, rw := a.tl, a.rw
+		if folded || tl == nil || tl.gone || rw.gone {
+			tl = sh.tenant(g, tn)
+			rw = routeWindow(tl, route)
+			if !folded {
+				a.tl, a.rw = tl, rw
+			}
+		}
 		if row.Tier != tenant.TierUnset {
 			tl.tier = row.Tier
 		}
 		// The latency goes into the route's window only: the tenant's is
 		// the sum of its routes' (tenantLive.latency), one merge fewer per
 		// row.
-		ws := [2]*window10{routeWindow(tl, route), &tl.w}
+		ws := [2]*window10{rw, &tl.w}
 		for k, w := range ws {
 			j := w.slot(sec)
 			w.ru[j] = finiteSum(w.ru[j], row.RU)
@@ -185,25 +192,26 @@ func (sh *shard) merge(g *aggregator, rep *ingest.Report, idx []int32, m *minute
 
 // row returns the rollup row of k in rows (a shard's part of minute m),
 // made if new; once m has Config.MaxMinuteRows rows, a new tenant×route
-// is folded into the "other" row of its service and kind. That row may
-// be in several shards: the minute's emission adds them up (build). The
-// shard's lock is held.
-func (g *aggregator) row(rows map[rowKey]*rowAgg, m *minute, k rowKey) *rowAgg {
+// is folded into the "other" row of its service and kind (folded). That
+// row may be in several shards: the minute's emission adds them up
+// (build). The shard's lock is held.
+func (g *aggregator) row(rows map[rowKey]*rowAgg, m *minute, k rowKey) (a *rowAgg, folded bool) {
 	if a := rows[k]; a != nil {
-		return a
+		return a, false
 	}
 	if m.nrows.Add(1) > g.maxRows {
 		m.nrows.Add(-1)
 		g.met.foldedRows.Inc()
 		k.tenant, k.route = ingest.OtherTenant, ingest.OtherRoute
+		folded = true
 		if a := rows[k]; a != nil {
-			return a
+			return a, true
 		}
 	}
 	k.service, k.tenant, k.route = strings.Clone(k.service), strings.Clone(k.tenant), strings.Clone(k.route)
-	a := &rowAgg{}
+	a = &rowAgg{}
 	rows[k] = a
-	return a
+	return a, folded
 }
 
 // tenant returns the live state of tenant name, or of "other" once
@@ -367,12 +375,17 @@ func (g *aggregator) prune(sec int64) {
 		for name, tl := range sh.tenants {
 			if sec-max(tl.hru.lastSeen(), tl.hdb.lastSeen(), maxStamp(&tl.w)) > histN+rateN {
 				delete(sh.tenants, name)
+				tl.gone = true
+				for _, w := range tl.routes {
+					w.gone = true
+				}
 				g.tenants.Add(-1)
 				continue
 			}
 			for r, w := range tl.routes {
 				if sec-maxStamp(w) > rateN+1 {
 					delete(tl.routes, r)
+					w.gone = true
 				}
 			}
 		}

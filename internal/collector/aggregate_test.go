@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/qtop-dev/qtop/ingest"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tenant"
@@ -125,5 +127,43 @@ func TestShardsMergeApart(t *testing.T) {
 	}
 	if got[other] != 2 || got["held-tenant"] != 3 {
 		t.Fatalf("live requests %v", got)
+	}
+}
+
+// A minute's row keeps its tenant's live state to skip two lookups; once
+// the tenant is pruned from the live view (idle), the row's next merge
+// finds the tenant's new live state instead of writing into the old one.
+func TestRowFindsTenantAgainAfterPrune(t *testing.T) {
+	met, err := newMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	guard, err := newGuardMetrics(prometheus.NewRegistry(), &Server{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newAggregator(Config{MaxTenants: 100, MaxMinuteRows: 100}, met, guard)
+	m := newMinute(t0.Truncate(time.Minute))
+	d := new(decoded)
+	d.rep.Source = ingest.Source{Service: "api", Instance: "p"}
+	d.rep.Rows = []ingest.Row{{Tenant: "acme", Route: "GET /x", Kind: ingest.KindRequest, Count: 1, RU: 1}}
+	d.prepare(g)
+	g.merge(&d.rep, &d.order, m, t0, true)
+	sec := t0.Unix() + histN + rateN + 1
+	g.prune(sec) // acme idle: forgotten by the live view
+	if g.tenants.Load() != 0 {
+		t.Fatalf("tenants tracked after prune: %d", g.tenants.Load())
+	}
+	now := time.Unix(sec, 0)
+	g.merge(&d.rep, &d.order, m, now, true) // the same minute's row, again
+	var req uint64
+	g.tenantShard("acme", func(tl *tenantLive) { req = tl.w.req[tl.w.slot(sec)] })
+	if req != 1 || g.tenants.Load() != 1 {
+		t.Fatalf("after prune: live requests %d, tenants %d", req, g.tenants.Load())
+	}
+	var count uint64
+	g.rows(m, func(k rowKey, a *rowAgg) { count += a.count })
+	if count != 2 {
+		t.Fatalf("minute row count %d, want 2", count)
 	}
 }

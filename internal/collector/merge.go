@@ -41,6 +41,11 @@ type rowAgg struct {
 	active        float64 // pg: active-session seconds
 	bytes, rows   uint64
 	lat           sparse
+	// tl and rw are the live state of the row's tenant and route, kept
+	// so that a row of a known tenant×route skips their two map lookups;
+	// looked up again once pruned (gone). Never set on a folded row.
+	tl *tenantLive
+	rw *window10
 }
 
 // minute is one open minute of rollups: its hot keys, sampled
@@ -81,6 +86,7 @@ type tenantLive struct {
 	// (aggregator.flushRanking), not once per row.
 	ranked topn.Values
 	ranks  bool
+	gone   bool // pruned: rows holding it look it up again
 }
 
 const maxRoutesLive = 50

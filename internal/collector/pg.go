@@ -117,7 +117,7 @@ func (s *Server) AddSample(snap pgactivity.Snapshot, interval time.Duration) {
 		}
 		name := b.Tenant
 		s.agg.withRows(name, m, func(rows map[rowKey]*rowAgg) {
-			a := s.agg.row(rows, m, rowKey{"", name, b.Route, ingest.KindPG})
+			a, _ := s.agg.row(rows, m, rowKey{"", name, b.Route, ingest.KindPG})
 			if i := b.Tier.Index(); i >= 0 {
 				a.tiers[i]++
 			}

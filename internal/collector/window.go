@@ -28,6 +28,7 @@ type window10 struct {
 	pg       [ringN]float64 // sampled active sessions (max of the second's samples)
 	req, err [ringN]uint64
 	lat      [ringN]sparse
+	gone     bool // a route's window, pruned (see rowAgg.rw)
 }
 
 func (w *window10) slot(sec int64) int {
