@@ -94,9 +94,8 @@ func (o *shardOrder) sort(g *aggregator, rows []ingest.Row) {
 	}
 }
 
-// merge adds rep's rows (in shard order o) to
-// minute m and, when live, to the tenants' live windows at now. Server.mu
-// is not held.
+// merge adds rep's rows (in shard order o) to minute m and, when live,
+// to the tenants' live windows at now. Server.mu is not held.
 func (g *aggregator) merge(rep *ingest.Report, o *shardOrder, m *minute, now time.Time, live bool) {
 	var merged int
 	// Reports start at different shards, so that two merging at once do
