@@ -59,12 +59,20 @@
 //
 // # Parts
 //
-// The Server is one type with one file per part: ingest and admission
-// (server.go Ingest, screen.go, sources.go), the minute aggregator and
-// the write-ahead log (merge.go, wal.go), the live view (window.go,
-// snapshot.go, stream.go), policy and audit (policy.go, rulecheck.go,
-// audit.go), credentials (auth.go), the store path (storeopen.go,
-// lazystore.go) and the sampler (pg.go). Decoding, string checks and
-// latency conversion run before the merge lock; the write-ahead log is
-// written and synced outside it.
+// The Server is made of parts with one job each (its type's doc lists
+// them): intake, the front door for reports (sources.go, screen.go: decode
+// slots and memory, refusals held back, the source table); the open
+// minutes and their write-ahead log (server.go, wal.go); the aggregator
+// (aggregate.go), which keeps each minute's rows and every tenant's live
+// windows in 16 shards by tenant hash, each under its own lock; the live
+// view (merge.go, window.go, snapshot.go, stream.go); the policy and what
+// it drives (policy.go, rulecheck.go, audit.go, budgets.go, quota.go,
+// freshness.go, runaway.go); credentials (auth.go); the store path
+// (storeopen.go, lazystore.go) and the sampler (pg.go). Decoding, string
+// checks and the rows' shard order run before any lock; the server's lock
+// is held twice, briefly, per report, the write-ahead log written between,
+// and the rows merge shard by shard without it.
+//
+// A report refused for what it is (400, 401, 413, 415) is answered after
+// Config.RefusalDelay, so a client sending junk in a loop is slowed down.
 package collector
