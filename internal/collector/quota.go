@@ -130,7 +130,7 @@ func (s *Server) runQuotaSync(ctx context.Context, wg *sync.WaitGroup) {
 			}
 			s.mu.Lock()
 			local := map[string]quota.Rates{}
-			q.fleet.Local(func(name string, r quota.Rates) { local[name] = r })
+			q.fleet.Local(s.cfg.Now(), func(name string, r quota.Rates) { local[name] = r })
 			s.mu.Unlock()
 			cctx, cancel := context.WithTimeout(ctx, max(q.every, 500*time.Millisecond))
 			remote, err := q.sync.Exchange(cctx, local)

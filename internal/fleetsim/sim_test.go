@@ -26,7 +26,12 @@ import (
 	"github.com/qtop-dev/qtop/tenant"
 )
 
-var full = flag.Bool("fleetsim.full", false, "run the full simulations (100 processes, 100 ms and 1 s intervals, about 2 minutes)")
+var (
+	full     = flag.Bool("fleetsim.full", false, "run the full simulations (100 processes, 100 ms and 1 s intervals, about 2 minutes)")
+	onlyColl = flag.Int("fleetsim.collectors", 0, "with -fleetsim.full: run only the configurations with this many collectors (1 or 3; 0: both)")
+	onlyIv   = flag.Duration("fleetsim.interval", 0, "with -fleetsim.full: run only the configurations with this reporting interval (0: 100 ms and 1 s)")
+	onlyScen = flag.String("fleetsim.scenario", "", "with -fleetsim.full: run only the scenarios whose name starts with this")
+)
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
@@ -118,7 +123,7 @@ func run(t *testing.T, sc scenario) result {
 	enfs := make([]*enforce.Enforcer, sc.procs)
 	reporters := make([]*ingest.Reporter, sc.procs)
 	for i := range sc.procs {
-		g, err := quota.NewGate()
+		g, err := quota.NewGate(quota.WithDefaultCost(cost))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -388,8 +393,17 @@ func TestSimulation(t *testing.T) {
 	}
 	lines := []string{"| scenario | processes | collectors | interval | worst second over / under, from 1 interval after | from 3 intervals after | false refusals | convergence (first 5-interval window within 5 %) | reports accepted / rejected, verdicts expired |", "|---|---|---|---|---|---|---|---|---|"}
 	for _, collectors := range []int{1, 3} {
+		if *onlyColl != 0 && collectors != *onlyColl {
+			continue
+		}
 		for _, iv := range []time.Duration{100 * time.Millisecond, time.Second} {
+			if *onlyIv != 0 && iv != *onlyIv {
+				continue
+			}
 			for _, sc := range scenarios(100, iv, max(6*time.Second, 9*iv), collectors) {
+				if !strings.HasPrefix(sc.name, *onlyScen) {
+					continue
+				}
 				r := run(t, sc)
 				lines = append(lines, report(t, sc, r))
 			}
