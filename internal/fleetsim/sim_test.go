@@ -87,13 +87,15 @@ func run(t *testing.T, sc scenario) result {
 	rule := func(id, name string, ru float64) policy.Rule {
 		return policy.Rule{ID: id, Tenant: name, Action: policy.Quota, RUPerSecond: ru, Expires: time.Now().Add(time.Hour), Reason: "simulation"}
 	}
+	// The Redis is shared: this run's keys are its own.
+	prefix := fmt.Sprintf("{qtop-fleetsim-%d}:", rand.Uint64())
 	var servers []*collector.Server
 	var regs []*prometheus.Registry
 	for i := range sc.collectors {
 		reg := prometheus.NewRegistry()
 		regs = append(regs, reg)
 		s, err := collector.New(collector.Config{Listen: "127.0.0.1:0", Store: collector.StoreNone, DataDir: t.TempDir(), Registerer: reg,
-			SourceRate: 1000, Writer: fmt.Sprintf("sim-%d-%d", i, rand.Uint32()), QuotaRedis: redisAddr, QuotaSync: sc.interval})
+			SourceRate: 1000, Writer: fmt.Sprintf("sim-%d-%d", i, rand.Uint32()), QuotaRedis: redisAddr, QuotaSync: sc.interval, QuotaPrefix: prefix})
 		if err != nil {
 			t.Fatal(err)
 		}

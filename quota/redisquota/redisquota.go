@@ -108,6 +108,23 @@ func (s *Sync) WithPrefix(prefix string) *Sync {
 	return &c
 }
 
+// leaveScript takes this collector out of the others' sums at once.
+var leaveScript = redis.NewScript(`
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('DEL', KEYS[2])
+return 1
+`)
+
+// Leave removes this collector's sums (a collector that stops), so that
+// the others do not count them until their TTL. One round trip.
+func (s *Sync) Leave(ctx context.Context) error {
+	keys := []string{s.prefix + "collectors", s.prefix + "usage:" + s.id}
+	if err := leaveScript.Run(ctx, s.client, keys, s.id).Err(); err != nil {
+		return fmt.Errorf("%w: leave: %w", ErrRedis, err)
+	}
+	return nil
+}
+
 // Exchange writes local (this collector's sums per tenant, at most
 // quota.DefaultMaxTenants of them; the rest are not shared) and returns
 // the sums of every other live collector (at most 64), each with how long
