@@ -14,13 +14,31 @@
 //
 // A tenant is listed once the fleet's demand reaches half its limit
 // (WithNear), so that allowances cap a sudden burst before the limit is
-// crossed. Over its limit, the allowances a collector hands out never sum
-// more than 3 % above its part of the limit, though each is computed from
-// a share reported at its own time (a process whose demand grew first
-// gets its full share once the others have reported again); under its
-// limit a tenant gets its share and all the fleet's headroom besides, so
-// it is not refused. RU admitted above the limit after the first window
-// is debt that lowers later allowances (WithRepay, WithMaxCut).
+// crossed, and stays listed until it falls below 0.8 of that. A listed
+// tenant's allowances are sized so that what every process may admit
+// before its next reply sums to the limit (and 1 % of slack): each
+// process gets its share, at most what the others hold (their allowance;
+// the demand of those without one yet, which are not limited until their
+// next reply; an allowance above twice a process's demand counts as
+// twice it), and part of what the others leave above its share (so that
+// shares reported at different times, which do not sum to the limit, do
+// not leave part of it unused for an interval; a process above its share
+// gives back part of the excess at each report, so the allowances
+// converge to the shares). Under its limit no process gets less than an
+// equal part of the headroom, so a quiet process is not refused.
+//
+// RU admitted above the limit is debt (the fleet's admitted rate, the sum
+// of every process's last window, integrated against the limit; what is
+// admitted before every process has had its first reply is forgiven)
+// that lowers later allowances (WithRepay, WithMaxCut); unused limit is
+// banked only up to 5 % of a second of it.
+//
+// With several collectors (Local, SetRemote, and package redisquota for
+// the exchange), each keeps the others' demand as a multiple of its own
+// at the time they wrote it, so that between exchanges their sums follow
+// its own, fresher, reports: a fleet-wide change shows in every
+// collector's reports at once, and sums an exchange old would otherwise
+// give each collector too large a part of the limit.
 //
 // The Gate admits by default: a tenant without a verdict, or whose
 // verdict expired (the collector unreachable for longer than For), is

@@ -74,6 +74,10 @@ type rate struct {
 	// tenant: it keeps its last allowance for hold reports, so that a
 	// process that was idle for a window does not come back unlimited.
 	idle int
+	// charged: its window began while the tenant was listed (in the
+	// listing epoch), so its admitted RU count in the fleet's debt.
+	charged bool
+	epoch   uint32
 }
 
 type total struct {
@@ -110,6 +114,11 @@ type total struct {
 	// hold one under the old, which their next reply replaces, and count
 	// at their share rather than their demand.
 	replacing bool
+	// chargeable is the admitted RU/s of the sources whose window began
+	// after the tenant was listed in this epoch (a new listing or a new
+	// limit begins one): what the balance is charged with.
+	chargeable float64
+	epoch      uint32
 	// syncDem is this collector's demand at its last two exchanges with
 	// the others (Local), to line the others' sums up with it in time.
 	syncDem [2]float64
@@ -177,9 +186,13 @@ func (t *total) resetGrants() {
 const grantSlack = 0.01
 
 // sharePull is the part of what the others leave above a process's share
-// that it is given, and how far above its share (as a fraction of it) it
-// may be given.
+// that it is given (a process above its share gives back the rest of its
+// excess at each report).
 const sharePull = 0.5
+
+// maxPull is how far above its share, as a fraction of it, a process may
+// be given.
+const maxPull = 0.5
 
 // bank is how much unused limit the balance keeps, in seconds of the
 // limit: enough for the noise of the allowances, little enough that RU
@@ -196,10 +209,11 @@ func (f *Fleet) integrate(now time.Time, name string, t *total) {
 	t.balAt = now
 }
 
-// balance is t's balance at now. What is admitted until one window after
-// the tenant was listed is not charged (before every process has had its
-// first reply it could not have been limited, and is forgiven), the
-// other collectors' until two (their sums lag an exchange more).
+// balance is t's balance at now. What this collector's sources admitted
+// in windows that began before the tenant was listed is not charged
+// (before a process has had its first reply it could not have been
+// limited, and is forgiven), nor the other collectors' until two windows
+// after (their sums lag an exchange more).
 func (f *Fleet) balance(now time.Time, name string, t *total, limit float64) float64 {
 	b := t.bal
 	if !t.balAt.IsZero() && now.After(t.balAt) {
@@ -207,7 +221,7 @@ func (f *Fleet) balance(now time.Time, name string, t *total, limit float64) flo
 		charged := func(from time.Time) float64 {
 			return max(0, now.Sub(later(t.balAt, from)).Seconds())
 		}
-		b -= t.admitted * charged(t.balAt0.Add(t.window))
+		b -= t.chargeable * charged(t.balAt0)
 		b -= f.remote[name].admitted * charged(t.balAt0.Add(2*t.window))
 	}
 	return min(max(b, -limit*float64(maxDebt/time.Second)), limit*bank)
@@ -388,6 +402,13 @@ func (f *Fleet) Observe(now time.Time, src string, window time.Duration, usage [
 		t.demand += r.demand
 		t.admitted += r.admitted
 		t.n++
+		if t.listed && !now.Add(-window).Before(t.balAt0) {
+			r.charged, r.epoch = true, t.epoch
+			t.chargeable += r.admitted
+		} else {
+			r.charged = false
+		}
+		s.rates[name] = r
 		if g, ok := t.given[src]; ok {
 			g.demand = r.demand
 			t.count(src, g)
@@ -418,6 +439,9 @@ func (f *Fleet) subtract(src string, s *source, drop bool) {
 			continue
 		}
 		t.uncount(src)
+		if r.charged && r.epoch == t.epoch {
+			t.chargeable = max(0, t.chargeable-r.admitted)
+		}
 		if drop {
 			t.ungive(src)
 		}
@@ -608,6 +632,8 @@ func (f *Fleet) Verdicts(now time.Time, src string, dst []Verdict) []Verdict {
 			t.replacing = t.listed && limited
 			t.listed, t.limit = limited, lim.RUPerSecond
 			t.bal, t.balAt, t.balAt0 = 0, now, now
+			t.epoch++
+			t.chargeable = 0
 			t.resetGrants()
 		}
 		if !limited {
@@ -631,13 +657,13 @@ func (f *Fleet) Verdicts(now time.Time, src string, dst []Verdict) []Verdict {
 			v.Allowance = left
 		default:
 			// Its share, and part of what the others leave above it
-			// (up to sharePull times its share): shares reported at
+			// (up to maxPull times its share): shares reported at
 			// different times do not sum to the part, and what one
 			// process's late share leaves unused is taken by the next to
 			// report rather than lost for an interval. A process above
 			// its share gives back part of the excess at each report, so
 			// that the shares converge to fair ones.
-			v.Allowance = min(v.Allowance+sharePull*(left-v.Allowance), v.Allowance*(1+sharePull))
+			v.Allowance = min(v.Allowance+sharePull*(left-v.Allowance), v.Allowance*(1+maxPull))
 		}
 		if fleet < allow && fleet > 0 && t.n > 0 {
 			// Under the limit, every source gets at least an equal part of

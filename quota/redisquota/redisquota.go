@@ -1,12 +1,14 @@
 // Package redisquota sums the quota usage of several collectors through
 // Redis: once per interval each collector writes its own per-tenant sums
-// and reads the others' in one round trip (a Lua script run with the
-// client's Script helper: EVALSHA, EVAL when the server does not have it
-// yet).
+// and reads the others', each with how long ago it was written (by the
+// server's clock), in one round trip (a Lua script run with the client's
+// Script helper: EVALSHA, EVAL when the server does not have it yet).
+// quota.Fleet's SetRemote takes the answer.
 //
 // Keys live under one hash tag, "{qtop-quota}", so that they share a slot
 // on a Redis Cluster. A collector's sums expire after the TTL it writes
-// them with, so a collector that stops counts for no longer than that.
+// them with, so a collector that crashes counts for no longer than that;
+// one that stops calls Leave.
 package redisquota
 
 import (

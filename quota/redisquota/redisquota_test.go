@@ -38,8 +38,9 @@ func client(t *testing.T) (*redis.Client, *counter) {
 }
 
 // TestExchange: three collectors, each with its own client, see the sums
-// of the two others in one round trip each, and a collector that stops
-// exchanging drops out after its TTL.
+// of the two others in one round trip each, each with its age; a
+// collector that stops exchanging drops out after its TTL, and one that
+// leaves at once.
 func TestExchange(t *testing.T) {
 	ctx := context.Background()
 	prefix := fmt.Sprintf("{qtop-quota-test-%d}:", rand.Uint64())
@@ -114,6 +115,13 @@ func TestExchange(t *testing.T) {
 		}
 		syncs[1].Exchange(ctx, local(1))
 		time.Sleep(50 * time.Millisecond)
+	}
+	// c1 leaves: at once out of c0's sums.
+	if err := syncs[1].Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := syncs[0].Exchange(ctx, local(0)); err != nil || len(got) != 0 {
+		t.Fatalf("after c1 left: %+v, %v; want no other collector", got, err)
 	}
 }
 
