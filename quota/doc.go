@@ -16,22 +16,25 @@
 // (WithNear), so that allowances cap a sudden burst before the limit is
 // crossed, and stays listed until it falls below 0.8 of that. A listed
 // tenant's allowances are sized so that what every process may admit
-// before its next reply sums to the limit (and 1 % of slack): each
-// process gets its share, at most what the others hold (their allowance;
-// the demand of those without one yet, which are not limited until their
-// next reply; an allowance above twice a process's demand counts as
-// twice it), and part of what the others leave above its share (so that
-// shares reported at different times, which do not sum to the limit, do
-// not leave part of it unused for an interval; a process above its share
-// gives back part of the excess at each report, so the allowances
-// converge to the shares). Under its limit no process gets less than an
-// equal part of the headroom, so a quiet process is not refused.
+// before its next reply sums to the limit (and 1 % of slack). What the
+// sources may admit is counted as their allowances, and the demand of
+// those without one yet (they reported before the tenant was listed, and
+// are not limited until their next reply); an allowance above twice a
+// process's demand counts as twice it. A reporting process gets its share
+// of the limit, less half of what the sources would then hold above it
+// (or, over the limit, plus half of what they leave, up to 1.5 × its
+// share): shares reported at different times do not sum to the limit,
+// and each report halves the difference, so that the sum stays at the
+// limit and the allowances converge to the shares. Under its limit no
+// process gets less than an equal part of the headroom, so a quiet
+// process is not refused.
 //
 // RU admitted above the limit is debt (the fleet's admitted rate, the sum
-// of every process's last window, integrated against the limit; what is
-// admitted before every process has had its first reply is forgiven)
-// that lowers later allowances (WithRepay, WithMaxCut); unused limit is
-// banked only up to 5 % of a second of it.
+// of every process's last window, integrated against the limit) that
+// lowers later allowances (WithRepay, WithMaxCut); unused limit is banked
+// only up to 5 % of a second of it. What is admitted in windows that began
+// before the tenant was listed, or went over its limit from under it, is
+// forgiven: the allowances in force then were not sized for it.
 //
 // With several collectors (Local, SetRemote, and package redisquota for
 // the exchange), each keeps the others' demand as a multiple of its own

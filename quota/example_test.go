@@ -11,9 +11,10 @@ import (
 // Two processes share bigco's fleet-wide limit of 300 RU/s. Each reports
 // its usage every second; the collector's Fleet answers each with its
 // allowance, and each Gate applies it locally. p0 reports first: alone
-// over the limit, it gets all of it (and 1 % of slack); p1 gets what p0
-// leaves. Within a few reports the allowances are the limit in
-// proportion to each process's demand.
+// over the limit, it gets all of it (and half of the 1 % slack); p1's
+// share is 100, less half of what the two would hold above the limit.
+// Within a few reports the allowances are the limit in proportion to each
+// process's demand.
 func Example() {
 	limit := func(t string, _ tenant.Tier) (quota.Limit, bool) {
 		return quota.Limit{RUPerSecond: 300}, t == "bigco"
@@ -46,7 +47,7 @@ func Example() {
 	}
 	// Output:
 	// second 0, p0: rejection rate 0.25, allowance 302 RU/s
-	// second 0, p1: rejection rate 0.50, allowance 2 RU/s
-	// second 5, p0: rejection rate 0.50, allowance 203 RU/s
-	// second 5, p1: rejection rate 0.50, allowance 100 RU/s
+	// second 0, p1: rejection rate 0.50, allowance 51 RU/s
+	// second 5, p0: rejection rate 0.50, allowance 205 RU/s
+	// second 5, p1: rejection rate 0.50, allowance 99 RU/s
 }

@@ -119,6 +119,9 @@ type total struct {
 	// limit begins one): what the balance is charged with.
 	chargeable float64
 	epoch      uint32
+	// over is set while the fleet's demand is over the limit (until it
+	// falls below overUntil of it).
+	over bool
 	// syncDem is this collector's demand at its last two exchanges with
 	// the others (Local), to line the others' sums up with it in time.
 	syncDem [2]float64
@@ -185,9 +188,9 @@ func (t *total) resetGrants() {
 // may sum.
 const grantSlack = 0.01
 
-// sharePull is the part of what the others leave above a process's share
-// that it is given (a process above its share gives back the rest of its
-// excess at each report).
+// sharePull is the part of what the sources would hold above (or below)
+// the collector's part of the limit that a process's allowance gives back
+// (or takes) at its report.
 const sharePull = 0.5
 
 // maxPull is how far above its share, as a fraction of it, a process may
@@ -212,8 +215,8 @@ func (f *Fleet) integrate(now time.Time, name string, t *total) {
 // balance is t's balance at now. What this collector's sources admitted
 // in windows that began before the tenant was listed is not charged
 // (before a process has had its first reply it could not have been
-// limited, and is forgiven), nor the other collectors' until two windows
-// after (their sums lag an exchange more).
+// limited, and is forgiven), nor the other collectors' until one window
+// after (they forgive their own, and their sums lag an exchange).
 func (f *Fleet) balance(now time.Time, name string, t *total, limit float64) float64 {
 	b := t.bal
 	if !t.balAt.IsZero() && now.After(t.balAt) {
@@ -222,7 +225,7 @@ func (f *Fleet) balance(now time.Time, name string, t *total, limit float64) flo
 			return max(0, now.Sub(later(t.balAt, from)).Seconds())
 		}
 		b -= t.chargeable * charged(t.balAt0)
-		b -= f.remote[name].admitted * charged(t.balAt0.Add(2*t.window))
+		b -= f.remote[name].admitted * charged(t.balAt0.Add(t.window))
 	}
 	return min(max(b, -limit*float64(maxDebt/time.Second)), limit*bank)
 }
@@ -541,12 +544,17 @@ func (f *Fleet) Rates(tenant string) Rates {
 
 // Local calls fn with this collector's sums of every tenant it tracks,
 // to be exchanged at now with the other collectors (SetRemote takes
-// their answer).
+// their answer). The admitted RU/s of a listed tenant are those that
+// count against its limit (not what this collector forgave).
 func (f *Fleet) Local(now time.Time, fn func(tenant string, r Rates)) {
 	f.syncAt[1], f.syncAt[0] = f.syncAt[0], now
 	for name, t := range f.totals {
 		t.syncDem[1], t.syncDem[0] = t.syncDem[0], t.demand
-		fn(name, Rates{Demand: t.demand, Admitted: t.admitted})
+		r := Rates{Demand: t.demand, Admitted: t.admitted}
+		if t.listed {
+			r.Admitted = t.chargeable
+		}
+		fn(name, r)
 	}
 }
 
@@ -590,6 +598,10 @@ func (f *Fleet) SetRemote(now time.Time, others []Remote) {
 	}
 	f.remoteAt = now
 }
+
+// overUntil is the fraction of the limit below which a tenant is no
+// longer over it (a new crossing forgives a window).
+const overUntil = 0.9
 
 // unlist is the fraction of near below which a listed tenant is no
 // longer listed: a fleet whose demand hovers around near does not flap
@@ -639,6 +651,22 @@ func (f *Fleet) Verdicts(now time.Time, src string, dst []Verdict) []Verdict {
 		if !limited {
 			continue
 		}
+		switch {
+		case !t.over && fleet >= lim.RUPerSecond:
+			// Over the limit from under it: the allowances in force were
+			// given under it, with headroom, and what they let through
+			// until every process has had a reply is forgiven, as at a
+			// new listing (paying it back would hold the fleet under
+			// the limit in the interval after).
+			t.over = true
+			t.balAt0 = now
+			t.bal = min(t.bal, max(0, f.balance(now, name, t, lim.RUPerSecond)))
+			t.balAt = now
+			t.epoch++
+			t.chargeable = 0
+		case t.over && fleet < overUntil*lim.RUPerSecond:
+			t.over = false
+		}
 
 		// This collector's part of the fleet's allowance, and what its
 		// sources hold of it now besides src.
@@ -649,22 +677,28 @@ func (f *Fleet) Verdicts(now time.Time, src string, dst []Verdict) []Verdict {
 		g, had := t.given[src]
 		t.uncount(src)
 		others := t.committed(now, budget, r.demand)
-		left := max(0, budget*(1+grantSlack)-others)
-		switch {
-		case r.idle > 0 && had:
-			v.Allowance = min(g.allowance, left) // no demand in its last window: keep its share
-		case left <= v.Allowance:
-			v.Allowance = left
-		default:
-			// Its share, and part of what the others leave above it
-			// (up to maxPull times its share): shares reported at
-			// different times do not sum to the part, and what one
-			// process's late share leaves unused is taken by the next to
-			// report rather than lost for an interval. A process above
-			// its share gives back part of the excess at each report, so
-			// that the shares converge to fair ones.
-			v.Allowance = min(v.Allowance+sharePull*(left-v.Allowance), v.Allowance*(1+maxPull))
+		// What the sources would hold with its share, above (or below)
+		// the collector's part of the limit and its slack: the process
+		// takes half of it off its share (or adds half of what is left,
+		// up to maxPull of its share). Shares reported at different times
+		// do not sum to the part; each report halves the difference, so
+		// the sum stays at the part, and a process above its share gives
+		// it back at its next report. (Taking it all off the reporter
+		// starves the processes that report while the others are above
+		// their shares, and they keep that for an interval.)
+		base := v.Allowance
+		if r.idle > 0 && had {
+			base = g.allowance // no demand in its last window: keep its share
 		}
+		excess := others + base - budget*(1+grantSlack)
+		pull := maxPull
+		if fleet < allow {
+			// Under the limit a share is already above the demand (by
+			// limit/fleet); more would be let through at once if the
+			// whole fleet jumped over it.
+			pull = 0
+		}
+		v.Allowance = min(max(0, base-sharePull*excess), base*(1+pull))
 		if fleet < allow && fleet > 0 && t.n > 0 {
 			// Under the limit, every source gets at least an equal part of
 			// the collector's part of the headroom, so that a process whose

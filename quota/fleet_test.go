@@ -58,15 +58,15 @@ func TestFleetSteps(t *testing.T) {
 	}
 	v := f.Verdicts(at(10), "p1", nil)
 	// p1's share is 150 (300 × 200/400), but p2 has no allowance yet and
-	// may admit its demand of 200 until its reply: p1 gets what p2 leaves
-	// of the limit and its 1 % slack, 103.
-	if len(v) != 1 || v[0].Tenant != "bigco" || math.Abs(v[0].Allowance-103) > 1e-9 || v[0].Rate != 0.25 || v[0].For != 3*sec {
-		t.Fatalf("p1 verdicts %+v, want bigco allowance 103, rate 0.25, for 3 s", v)
+	// may admit its demand of 200 until its reply: the two would hold 47
+	// above the limit and its 1 % slack, and p1 gives back half of it.
+	if len(v) != 1 || v[0].Tenant != "bigco" || math.Abs(v[0].Allowance-126.5) > 1e-9 || v[0].Rate != 0.25 || v[0].For != 3*sec {
+		t.Fatalf("p1 verdicts %+v, want bigco allowance 126.5, rate 0.25, for 3 s", v)
 	}
-	// p2's share is 150; p1 holds 103, leaving 200: p2 gets its share
-	// and half of what is left above it, 175.
-	if v := f.Verdicts(at(10), "p2", nil); len(v) != 1 || v[0].Allowance != 175 {
-		t.Fatalf("p2 verdicts %+v, want allowance 175", v)
+	// p2's share is 150; with p1's 126.5 that leaves 26.5 of the limit
+	// and the slack: p2 takes half of it.
+	if v := f.Verdicts(at(10), "p2", nil); len(v) != 1 || v[0].Allowance != 163.25 {
+		t.Fatalf("p2 verdicts %+v, want allowance 163.25", v)
 	}
 	// p1's next report replaces its previous one.
 	f.Observe(at(1000), "p1", sec, []Usage{u("bigco", 100, 0)})
@@ -210,32 +210,33 @@ func TestFleetDebt(t *testing.T) {
 	}
 }
 
-// TestFleetGrants: the allowances a collector has handed out never sum
-// above its part of the limit and the 1 % slack, though each is computed
-// from shares reported at different times: a process whose demand grew
-// first gets what the others leave, and the others give back what they
-// hold above their share at their next reports, so that the allowances
-// converge to the shares. Under its limit, no process is given less than
-// an equal part of the headroom.
+// TestFleetGrants: each allowance is the process's share, less half of
+// what the sources would then hold above the collector's part of the
+// limit and its 1 % slack (or, over the limit, plus half of what they
+// leave, up to 1.5 × its share), though each share is reported at its own
+// time: a process whose demand grew first gets part of its share until
+// the others give back theirs at their next reports, and the allowances
+// converge to the shares, their sum to the limit. Under its limit, a
+// process gets its share, and never less than an equal part of the
+// headroom.
 func TestFleetGrants(t *testing.T) {
 	f, _ := NewFleet(limits(map[string]Limit{"bigco": {RUPerSecond: 300}, "calm": {RUPerSecond: 1000}}))
-	given := map[string]float64{}
 	for i, s := range []struct {
 		src, tenant string
 		demand      float64
 		allowance   float64 // -1: no verdict
 	}{
-		{"p1", "bigco", 200, 301.5},  // listed (200 ≥ half of 300), alone: all of it, and half the slack
-		{"p2", "bigco", 200, 1.5},    // over the limit now: its share is 150, but p1 holds 301.5 until its next report
-		{"p1", "bigco", 200, 225},    // share 150, and half of the 151.5 p2 leaves above it (at most 1.5 × its share)
-		{"p2", "bigco", 200, 78},     // what p1 leaves
-		{"p1", "bigco", 200, 187.5},  // 150 + (225 − 150) / 2
-		{"p2", "bigco", 200, 115.5},  // what p1 leaves
-		{"p1", "bigco", 200, 168.75}, // towards 150
-		{"q1", "calm", 300, -1},      // under half its limit: not listed
-		{"q2", "calm", 300, 605},     // share 500 (1000 × 300/600); q1 may admit its 300: half of the 210 above
-		{"q1", "calm", 300, 410},     // share 500, but q2 may admit twice its demand: what q2 leaves
-		{"q3", "calm", 100, 100},     // nothing left, but the fleet is under its limit: a third of the headroom of 300
+		{"p1", "bigco", 200, 300},        // listed (200 ≥ half of 300), alone and under the limit: all of it
+		{"p2", "bigco", 200, 76.5},       // over the limit now: share 150, but p1 holds 300 until its next report: 150 − (300 + 150 − 303)/2
+		{"p1", "bigco", 200, 188.25},     // share 150, and half of the 76.5 that p2 leaves above it
+		{"p2", "bigco", 200, 132.375},    // 150 − (188.25 + 150 − 303)/2
+		{"p1", "bigco", 200, 160.3125},   // each report halves the difference
+		{"p2", "bigco", 200, 146.34375},  //
+		{"p1", "bigco", 200, 153.328125}, // towards 151 each
+		{"q1", "calm", 300, -1},          // under half its limit: not listed
+		{"q2", "calm", 300, 500},         // share 500 (1000 × 300/600), q1 may admit its 300: under the limit, no more than the share
+		{"q1", "calm", 300, 500},         // the same
+		{"q3", "calm", 100, 100},         // share 143, less half of the 133 above the limit; but under it: a third of the headroom of 300
 	} {
 		f.Observe(at(i), s.src, time.Second, []Usage{{Tenant: s.tenant, Admitted: s.demand}})
 		v := f.Verdicts(at(i), s.src, nil)
@@ -246,30 +247,22 @@ func TestFleetGrants(t *testing.T) {
 		if math.Abs(got-s.allowance) > 1e-9 {
 			t.Fatalf("step %d (%s %s): allowance %v, want %v", i, s.src, s.tenant, got, s.allowance)
 		}
-		if s.tenant == "bigco" {
-			given[s.src] = got
-			if sum := given["p1"] + given["p2"]; sum > 303+1e-9 {
-				t.Fatalf("step %d: the allowances sum %v, above the limit and its slack", i, sum)
-			}
-		}
 	}
+	given := map[string]float64{}
 	for i := range 20 {
 		for _, src := range []string{"p2", "p1"} {
 			f.Observe(at(100+i), src, time.Second, []Usage{{Tenant: "bigco", Admitted: 200}})
 			given[src] = f.Verdicts(at(100+i), src, nil)[0].Allowance
-			if sum := given["p1"] + given["p2"]; sum > 303+1e-9 {
-				t.Fatalf("round %d: the allowances sum %v", i, sum)
-			}
 		}
 	}
-	// Each is its share and half of the slack the other leaves: 151.
-	if math.Abs(given["p1"]-151) > 0.1 || math.Abs(given["p2"]-151) > 0.1 {
-		t.Fatalf("after 20 rounds: %v, want both near 151", given)
+	// a = 150 − (a + 150 − 303)/2: 151 each, the sum 302.
+	if math.Abs(given["p1"]-151) > 0.01 || math.Abs(given["p2"]-151) > 0.01 {
+		t.Fatalf("after 20 rounds: %v, want both at 151", given)
 	}
 }
 
 // TestFleetIdleWindow: a process with no traffic of a listed tenant in one
-// window keeps its allowance (for up to hold windows), so that it does not
+// window keeps its allowance (as its share) (for up to hold windows), so that it does not
 // come back unlimited.
 func TestFleetIdleWindow(t *testing.T) {
 	f, _ := NewFleet(limits(map[string]Limit{"bigco": {RUPerSecond: 300}}))
@@ -283,8 +276,9 @@ func TestFleetIdleWindow(t *testing.T) {
 	kept := v[0].Allowance
 	for i := range DefaultHold {
 		f.Observe(at(2+i), "p2", time.Second, nil)
-		if v := f.Verdicts(at(2+i), "p2", nil); len(v) != 1 || v[0].Allowance != kept {
-			t.Fatalf("idle window %d: %+v, want the allowance of %v kept", i+1, v, kept)
+		// Kept, and (p1 holding nothing) half of what is left added.
+		if v := f.Verdicts(at(2+i), "p2", nil); len(v) != 1 || v[0].Allowance < kept {
+			t.Fatalf("idle window %d: %+v, want at least the allowance of %v kept", i+1, v, kept)
 		}
 	}
 	f.Observe(at(9), "p2", time.Second, nil)
