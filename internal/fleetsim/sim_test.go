@@ -344,12 +344,12 @@ func fmtSeconds(v []float64) string {
 // TestSimulationShort is the CI version: 20 processes, 100 ms intervals,
 // one collector, 4 seconds per scenario, and the overload with three
 // collectors summing through Redis, checked against the goal itself; and
-// the 10× burst at 1 s intervals with three collectors (the hardest of the
-// full table), checked at the goal from three intervals after the burst
-// and at ±10 % from one: its first measured second is 4–6 % off the limit
-// with 21 processes (the allowances of the second interval are computed
-// from shares half of which were reported before the burst; see
-// bench/README.md).
+// the 10× burst at 1 s intervals with three collectors and 100 processes
+// (the hardest of the full table), checked at the goal from three
+// intervals after the burst and at ±10 % from one: its first measured
+// seconds are up to 5 % off the limit (with 21 processes up to 10 %: the
+// allowances of the second interval are computed from shares half of
+// which were reported before the burst; see bench/README.md).
 func TestSimulationShort(t *testing.T) {
 	if *full {
 		t.Skip("the full run is TestSimulation")
@@ -357,7 +357,7 @@ func TestSimulationShort(t *testing.T) {
 	runs := scenarios(20, 100*time.Millisecond, 4*time.Second, 1)
 	three := scenarios(21, 100*time.Millisecond, 4*time.Second, 3)[0]
 	three.name += ", 3 collectors"
-	slow := scenarios(21, time.Second, 9*time.Second, 3)[1]
+	slow := scenarios(100, time.Second, 9*time.Second, 3)[1]
 	slow.name += ", 3 collectors, 1 s"
 	for _, sc := range append(runs, three, slow) {
 		t.Run(sc.name, func(t *testing.T) {
