@@ -85,16 +85,17 @@ type total struct {
 	demand, admitted float64
 	n                int // sources that contribute
 	// bal is the fleet's balance in RU while the tenant is listed: it
-	// starts at 0 when the tenant is first listed (what is admitted
-	// until one window later is forgiven), is refilled at the
-	// limit, capped at one interval's worth, and charged with the RU every
-	// report says was admitted; below 0 it is debt that later allowances
-	// pay back.
+	// starts at 0 when the tenant is listed (or goes over its limit from
+	// under it, or its limit changes), is refilled at the limit, banked up
+	// to 5 % of a second of it, and charged at the admitted rate of the
+	// windows begun since (chargeable, and the other collectors'); below
+	// 0 it is debt that later allowances pay back. balAt0 is when it was
+	// started.
 	listed bool
 	limit  float64 // the limit the balance was started with
 	bal    float64
 	balAt  time.Time
-	balAt0 time.Time     // when the balance was started
+	balAt0 time.Time
 	window time.Duration // the longest window of its sources
 	// given holds the allowance last given to each source while the
 	// tenant is listed, and the demand the source last reported. What
