@@ -463,8 +463,22 @@ func (f *Fleet) subtract(src string, s *source, drop bool) {
 	}
 }
 
-// sweep forgets sources silent for longer than hold of their windows.
+// sweep forgets sources silent for longer than hold of their windows,
+// and the other collectors' sums hold exchanges (or windows, if longer;
+// at least twice the shortest verdict) after the last (Redis unreachable:
+// this collector counts its own).
 func (f *Fleet) sweep(now time.Time) {
+	if !f.remoteAt.IsZero() && len(f.remote) > 0 {
+		every := max(f.avgWindow, f.syncAt[0].Sub(f.syncAt[1]))
+		if !f.syncAt[1].IsZero() && now.Sub(f.remoteAt) > max(time.Duration(f.cfg.hold)*every, 2*f.cfg.minFor) {
+			for name, t := range f.totals {
+				if t.listed {
+					f.integrate(now, name, t)
+				}
+			}
+			clear(f.remote)
+		}
+	}
 	if now.Before(f.sweepAt) {
 		return
 	}

@@ -286,3 +286,39 @@ func TestFleetIdleWindow(t *testing.T) {
 		t.Fatalf("after %d idle windows: %+v, want none", DefaultHold+1, v)
 	}
 }
+
+// TestFleetRemote: the other collectors' demand follows this collector's
+// own between exchanges (a multiple of its demand when they wrote it),
+// and without another exchange (Redis unreachable) it counts for hold
+// exchanges, then no more.
+func TestFleetRemote(t *testing.T) {
+	f, _ := NewFleet(limits(map[string]Limit{"bigco": {RUPerSecond: 1000}}))
+	u := []Usage{{Tenant: "bigco", Admitted: 100}}
+	exchange := func(ms int, age time.Duration, other float64) {
+		f.Local(at(ms), func(string, Rates) {})
+		f.SetRemote(at(ms), []Remote{{Age: age, Rates: map[string]Rates{"bigco": {Demand: other, Admitted: other}}}})
+	}
+	f.Observe(at(0), "p1", time.Second, u)
+	exchange(0, 0, 200)
+	f.Observe(at(1000), "p1", time.Second, u)
+	exchange(1000, 0, 200)
+	if r := f.Rates("bigco"); r.Demand != 300 {
+		t.Fatalf("after two exchanges: %+v, want 100 + 200", r)
+	}
+	// This collector's demand doubles: the others' is taken to double too.
+	f.Observe(at(1500), "p1", time.Second, []Usage{{Tenant: "bigco", Admitted: 200}})
+	if r := f.Rates("bigco"); r.Demand != 600 {
+		t.Fatalf("local demand doubled: %+v, want 200 + 400", r)
+	}
+	// An exchange whose other side wrote half an exchange ago, when this
+	// collector's demand was between 100 and 200: lined up with that.
+	exchange(2000, 500*time.Millisecond, 300)
+	if r := f.Rates("bigco"); math.Abs(r.Demand-(200+300*200/150.0)) > 1e-9 {
+		t.Fatalf("lined up: %+v, want 200 + 300 × 200/150", r)
+	}
+	// No exchange for more than 3 exchanges: the others no longer count.
+	f.Observe(at(5100), "p1", time.Second, []Usage{{Tenant: "bigco", Admitted: 200}})
+	if r := f.Rates("bigco"); r.Demand != 200 {
+		t.Fatalf("others' sums expired: %+v, want 200", r)
+	}
+}
