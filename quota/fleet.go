@@ -50,9 +50,12 @@ type Fleet struct {
 
 	sources  map[string]*source
 	totals   map[string]*total
-	remote   map[string]Rates
+	remote   map[string]remote
 	remoteAt time.Time
-	sweepAt  time.Time
+	syncAt   [2]time.Time // this collector's last two exchanges (Local)
+	// avgWindow is a moving average of every report's window.
+	avgWindow time.Duration
+	sweepAt   time.Time
 }
 
 type source struct {
@@ -71,6 +74,10 @@ type rate struct {
 	// tenant: it keeps its last allowance for hold reports, so that a
 	// process that was idle for a window does not come back unlimited.
 	idle int
+	// charged: its window began while the tenant was listed (in the
+	// listing epoch), so its admitted RU count in the fleet's debt.
+	charged bool
+	epoch   uint32
 }
 
 type total struct {
@@ -78,53 +85,155 @@ type total struct {
 	demand, admitted float64
 	n                int // sources that contribute
 	// bal is the fleet's balance in RU while the tenant is listed: it
-	// starts at 0 when the tenant is first listed (what is admitted
-	// until one window later is forgiven), is refilled at the
-	// limit, capped at one interval's worth, and charged with the RU every
-	// report says was admitted; below 0 it is debt that later allowances
-	// pay back.
+	// starts at 0 when the tenant is listed (or goes over its limit from
+	// under it, or its limit changes), is refilled at the limit, banked up
+	// to 5 % of a second of it, and charged at the admitted rate of the
+	// windows begun since (chargeable, and the other collectors'); below
+	// 0 it is debt that later allowances pay back. balAt0 is when it was
+	// started.
 	listed bool
 	limit  float64 // the limit the balance was started with
 	bal    float64
 	balAt  time.Time
-	balAt0 time.Time     // when the balance was started
+	balAt0 time.Time
 	window time.Duration // the longest window of its sources
 	// given holds the allowance last given to each source while the
-	// tenant is listed, and givenSum their sum: a new allowance never
-	// takes the sum above the collector's part of the limit, though the
-	// shares it is computed from were reported at different times.
-	given    map[string]float64
-	givenSum float64
+	// tenant is listed, and the demand the source last reported. What
+	// this collector's sources may admit before their next reply is
+	// committed: the demand of the sources without an allowance (they
+	// reported before the tenant was listed: not limited until their
+	// next reply), and for each one with an allowance, the allowance, or
+	// twice its demand if less (reserved: a process under its allowance is
+	// not expected to more than double within a window). A new
+	// allowance never takes it above the collector's part of the limit,
+	// though the shares it is computed from were reported at different
+	// times. givenDem and reserved are the sums over the counted grants.
+	given              map[string]grant
+	givenDem, reserved float64
+	// replacing is set when the limit changed while the tenant was
+	// listed: the sources without an allowance under the new limit still
+	// hold one under the old, which their next reply replaces, and count
+	// at their share rather than their demand.
+	replacing bool
+	// chargeable is the admitted RU/s of the sources whose window began
+	// after the tenant was listed in this epoch (a new listing or a new
+	// limit begins one): what the balance is charged with.
+	chargeable float64
+	epoch      uint32
+	// over is set while the fleet's demand is over the limit (until it
+	// falls below overUntil of it).
+	over bool
+	// syncDem is this collector's demand at its last two exchanges with
+	// the others (Local), to line the others' sums up with it in time.
+	syncDem [2]float64
+}
+
+type grant struct {
+	allowance, demand float64
+	counted           bool // in givenDem and reserved
+}
+
+// growth is how many times its last window's demand a source under its
+// allowance is expected to admit at most before its next report.
+const growth = 2
+
+func (g grant) reserve() float64 { return min(g.allowance, growth*g.demand) }
+
+// count adds src's grant g (with its demand now) to the sums.
+func (t *total) count(src string, g grant) {
+	if t.given == nil {
+		t.given = make(map[string]grant)
+	}
+	g.counted = true
+	t.given[src] = g
+	t.givenDem += g.demand
+	t.reserved += g.reserve()
+}
+
+// uncount takes src's grant out of the sums (it stays in given).
+func (t *total) uncount(src string) {
+	if g, ok := t.given[src]; ok && g.counted {
+		t.givenDem = max(0, t.givenDem-g.demand)
+		t.reserved = max(0, t.reserved-g.reserve())
+		g.counted = false
+		t.given[src] = g
+	}
 }
 
 func (t *total) ungive(src string) {
-	if a, ok := t.given[src]; ok {
-		t.givenSum = max(0, t.givenSum-a)
-		delete(t.given, src)
+	t.uncount(src)
+	delete(t.given, src)
+}
+
+// committed is what this collector's sources may admit now (RU/s), but
+// for a source without an allowance whose demand is except
+// (their share of budget, for the sources without an allowance, while
+// an old limit's allowances are replaced).
+func (t *total) committed(now time.Time, budget, except float64) float64 {
+	ungiven := max(0, t.demand-t.givenDem-except)
+	if t.replacing && now.Sub(t.balAt0) < 2*t.window && t.demand > 0 {
+		ungiven *= min(1, budget/t.demand)
 	}
+	return ungiven + t.reserved
+}
+
+// resetGrants forgets every allowance (a new listing or a new limit: the
+// allowances in force were computed for another limit, and are replaced
+// within one window).
+func (t *total) resetGrants() {
+	clear(t.given)
+	t.givenDem, t.reserved = 0, 0
 }
 
 // grantSlack is how far above its part of the limit a collector's grants
 // may sum.
-const grantSlack = 0.03
+const grantSlack = 0.01
 
-// charge refills the balance at limit up to capRU, then takes ru.
-func (t *total) charge(now time.Time, limit, capRU, ru float64) {
-	if t.balAt.IsZero() {
-		t.bal, t.balAt = capRU, now
-	}
-	if dt := now.Sub(t.balAt); dt > 0 {
-		t.bal = min(capRU, t.bal+limit*dt.Seconds())
-		t.balAt = now
-	}
-	t.bal = max(t.bal-ru, -limit*float64(maxDebt/time.Second))
+// sharePull is the part of what the sources would hold above (or below)
+// the collector's part of the limit that a process's allowance gives back
+// (or takes) at its report.
+const sharePull = 0.5
+
+// maxPull is how far above its share, as a fraction of it, a process may
+// be given.
+const maxPull = 0.5
+
+// bank is how much unused limit the balance keeps, in seconds of the
+// limit: enough for the noise of the allowances, little enough that RU
+// admitted above the limit soon becomes debt.
+const bank = 0.05
+
+// integrate brings the balance to now: refilled at limit, charged at the
+// fleet's admitted RU/s (the sum of every source's rate over its last
+// window, so that the reports' arriving in bunches does not make debt;
+// it changes only where integrate is called), kept within its bank and
+// its largest debt.
+func (f *Fleet) integrate(now time.Time, name string, t *total) {
+	t.bal = f.balance(now, name, t, t.limit)
+	t.balAt = now
 }
 
-// balance is the balance at now without charging anything.
-func (t *total) balance(now time.Time, limit, capRU float64) float64 {
+// balance is t's balance at now. What this collector's sources admitted
+// in windows that began before the tenant was listed is not charged
+// (before a process has had its first reply it could not have been
+// limited, and is forgiven), nor the other collectors' until one window
+// after (they forgive their own, and their sums lag an exchange).
+func (f *Fleet) balance(now time.Time, name string, t *total, limit float64) float64 {
 	b := t.bal
-	if dt := now.Sub(t.balAt); dt > 0 {
-		b = min(capRU, b+limit*dt.Seconds())
+	if !t.balAt.IsZero() && now.After(t.balAt) {
+		b += limit * now.Sub(t.balAt).Seconds()
+		charged := func(from time.Time) float64 {
+			return max(0, now.Sub(later(t.balAt, from)).Seconds())
+		}
+		b -= t.chargeable * charged(t.balAt0)
+		b -= f.remote[name].admitted * charged(t.balAt0.Add(t.window))
+	}
+	return min(max(b, -limit*float64(maxDebt/time.Second)), limit*bank)
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
 	}
 	return b
 }
@@ -194,7 +303,7 @@ func NewFleet(limit func(tenant string, tier tenant.Tier) (Limit, bool), opts ..
 		return nil, fmt.Errorf("%w: min for %v, repay %v (want 0 to 1 h, and > 0)", ErrConfig, c.minFor, c.repay)
 	}
 	return &Fleet{limit: limit, cfg: c, sources: make(map[string]*source),
-		totals: make(map[string]*total), remote: map[string]Rates{}}, nil
+		totals: make(map[string]*total), remote: map[string]remote{}}, nil
 }
 
 // SetLimits replaces the limit function (a new policy).
@@ -220,6 +329,19 @@ func (f *Fleet) Observe(now time.Time, src string, window time.Duration, usage [
 		s = &source{rates: make(map[string]rate), spare: make(map[string]rate)}
 		f.sources[src] = s
 	}
+	for name := range s.rates {
+		if t := f.totals[name]; t != nil && t.listed {
+			f.integrate(now, name, t)
+		}
+	}
+	for i, u := range usage {
+		if i >= f.cfg.maxTenants {
+			break
+		}
+		if t := f.totals[u.Tenant]; t != nil && t.listed {
+			f.integrate(now, u.Tenant, t)
+		}
+	}
 	f.subtract(src, s, false)
 	old := s.rates
 	clear(s.spare)
@@ -229,8 +351,17 @@ func (f *Fleet) Observe(now time.Time, src string, window time.Duration, usage [
 		f.sweepAt = end
 	}
 	if s.avg == 0 {
+		// A process's first window may be short (it began when the
+		// process did): start from the fleet's usual one.
 		s.avg = window
+		if f.avgWindow > 0 {
+			s.avg = f.avgWindow
+		}
 	}
+	if f.avgWindow == 0 {
+		f.avgWindow = window
+	}
+	f.avgWindow += (window - f.avgWindow) / 64
 	s.avg += (window - s.avg) / 5
 	// A window much shorter than the source's usual one (a late cut
 	// followed by one on time) would make a rate of a few requests: take
@@ -275,13 +406,16 @@ func (f *Fleet) Observe(now time.Time, src string, window time.Duration, usage [
 		t.demand += r.demand
 		t.admitted += r.admitted
 		t.n++
-		if t.listed {
-			// Only the part of the window that began one window after the
-			// tenant was listed: until every process has had its first
-			// reply, what it admits could not have been limited, and is
-			// forgiven.
-			part := min(1, max(0, now.Sub(t.balAt0.Add(window)).Seconds()/sec))
-			t.charge(now, r.limit, r.limit*sec, r.admitted*sec*part)
+		if t.listed && !now.Add(-window).Before(t.balAt0) {
+			r.charged, r.epoch = true, t.epoch
+			t.chargeable += r.admitted
+		} else {
+			r.charged = false
+		}
+		s.rates[name] = r
+		if g, ok := t.given[src]; ok {
+			g.demand = r.demand
+			t.count(src, g)
 		}
 	}
 	for name := range old {
@@ -308,12 +442,17 @@ func (f *Fleet) subtract(src string, s *source, drop bool) {
 		if t == nil {
 			continue
 		}
+		t.uncount(src)
+		if r.charged && r.epoch == t.epoch {
+			t.chargeable = max(0, t.chargeable-r.admitted)
+		}
 		if drop {
 			t.ungive(src)
 		}
 		t.n--
 		if t.n <= 0 {
 			t.n, t.demand, t.admitted = 0, 0, 0
+			t.givenDem, t.reserved = 0, 0
 			if drop {
 				delete(f.totals, name)
 			}
@@ -324,8 +463,22 @@ func (f *Fleet) subtract(src string, s *source, drop bool) {
 	}
 }
 
-// sweep forgets sources silent for longer than hold of their windows.
+// sweep forgets sources silent for longer than hold of their windows,
+// and the other collectors' sums hold exchanges (or windows, if longer;
+// at least twice the shortest verdict) after the last (Redis unreachable:
+// this collector counts its own).
 func (f *Fleet) sweep(now time.Time) {
+	if !f.remoteAt.IsZero() && len(f.remote) > 0 {
+		every := max(f.avgWindow, f.syncAt[0].Sub(f.syncAt[1]))
+		if !f.syncAt[1].IsZero() && now.Sub(f.remoteAt) > max(time.Duration(f.cfg.hold)*every, 2*f.cfg.minFor) {
+			for name, t := range f.totals {
+				if t.listed {
+					f.integrate(now, name, t)
+				}
+			}
+			clear(f.remote)
+		}
+	}
 	if now.Before(f.sweepAt) {
 		return
 	}
@@ -344,51 +497,137 @@ func (f *Fleet) sweep(now time.Time) {
 	f.sweepAt = next
 }
 
+// Remote is one other collector's sums, as an exchange returned them: Age
+// is how long before the exchange that collector wrote them.
+type Remote struct {
+	Age   time.Duration
+	Rates map[string]Rates
+}
+
+// remote is the other collectors' sums of one tenant. Their demand is
+// kept as a multiple of this collector's (ratio: the sum over the others
+// of their demand over this collector's demand when they wrote it), so
+// that between exchanges it follows this collector's own, fresher,
+// reports: a fleet-wide change shows in every collector's reports at
+// once, and the others' sums would otherwise lag by an exchange. What
+// cannot be lined up (this collector had no demand then) is kept as it
+// was (fixed).
+type remote struct {
+	demand, admitted float64 // as exchanged
+	ratio            float64 // others' demand per RU/s of this collector's
+	base             float64 // the others' demand behind ratio
+	fixed            float64
+}
+
+// maxGrowth bounds the others' demand estimated from this collector's
+// growth since they wrote it, as a factor either way.
+const maxGrowth = 16
+
+// demandAt is the others' demand estimated at this collector's demand
+// local.
+func (r remote) demandAt(local float64) float64 {
+	est := r.fixed
+	if r.base > 0 {
+		est += min(max(r.ratio*local, r.base/maxGrowth), r.base*maxGrowth)
+	}
+	return est
+}
+
+// fleetDemand is the tenant's demand over every collector.
+func (f *Fleet) fleetDemand(name string, t *total) float64 {
+	d := 0.0
+	if t != nil {
+		d = t.demand
+	}
+	if r, ok := f.remote[name]; ok {
+		d += r.demandAt(d)
+	}
+	return d
+}
+
 // Rates returns a tenant's fleet-wide usage: the sum over this
-// collector's sources and the other collectors'.
+// collector's sources and the other collectors' (their demand estimated
+// now, their admitted RU as last exchanged).
 func (f *Fleet) Rates(tenant string) Rates {
-	r := f.remote[tenant]
-	if t := f.totals[tenant]; t != nil {
-		r.Demand += t.demand
+	t := f.totals[tenant]
+	r := Rates{Demand: f.fleetDemand(tenant, t), Admitted: f.remote[tenant].admitted}
+	if t != nil {
 		r.Admitted += t.admitted
 	}
 	return r
 }
 
-// Local calls fn with this collector's sums of every tenant it tracks.
-func (f *Fleet) Local(fn func(tenant string, r Rates)) {
+// Local calls fn with this collector's sums of every tenant it tracks,
+// to be exchanged at now with the other collectors (SetRemote takes
+// their answer). The admitted RU/s of a listed tenant are those that
+// count against its limit (not what this collector forgave).
+func (f *Fleet) Local(now time.Time, fn func(tenant string, r Rates)) {
+	f.syncAt[1], f.syncAt[0] = f.syncAt[0], now
 	for name, t := range f.totals {
-		fn(name, Rates{Demand: t.demand, Admitted: t.admitted})
+		t.syncDem[1], t.syncDem[0] = t.syncDem[0], t.demand
+		r := Rates{Demand: t.demand, Admitted: t.admitted}
+		if t.listed {
+			r.Admitted = t.chargeable
+		}
+		fn(name, r)
 	}
 }
 
-// SetRemote sets the sums of the other collectors at now (replacing the
-// last), and charges what they admitted since the last call to the
-// tenants' balances.
-func (f *Fleet) SetRemote(now time.Time, r map[string]Rates) {
-	if r == nil {
-		r = map[string]Rates{}
+// localAt is t's demand age before the last exchange, from the last two
+// (a tenant without a total had none).
+func (f *Fleet) localAt(t *total, age time.Duration) float64 {
+	if t == nil {
+		return 0
 	}
-	if dt := now.Sub(f.remoteAt); !f.remoteAt.IsZero() && dt > 0 {
-		for name, rr := range r {
-			if t := f.totals[name]; t != nil && t.listed {
-				lim, ok := f.limit(name, t.tier)
-				// The others' sums lag one exchange more than this
-				// collector's own reports: forgive two windows.
-				part := min(1, max(0, now.Sub(t.balAt0.Add(2*t.window)).Seconds()/dt.Seconds()))
-				if ok {
-					t.charge(now, lim.RUPerSecond, lim.RUPerSecond*dt.Seconds(), rr.Admitted*dt.Seconds()*part)
-				}
-			}
+	span := f.syncAt[0].Sub(f.syncAt[1])
+	if f.syncAt[1].IsZero() || span <= 0 || age <= 0 {
+		return t.syncDem[0]
+	}
+	w := min(1, age.Seconds()/span.Seconds())
+	return t.syncDem[0]*(1-w) + t.syncDem[1]*w
+}
+
+// SetRemote sets the sums of the other collectors, from an exchange made
+// at now right after Local (replacing the last); the tenants' balances
+// are charged with what they admit from now on.
+func (f *Fleet) SetRemote(now time.Time, others []Remote) {
+	for name, t := range f.totals {
+		if t.listed {
+			f.integrate(now, name, t)
 		}
 	}
-	f.remote, f.remoteAt = r, now
+	clear(f.remote)
+	for _, o := range others {
+		for name, rr := range o.Rates {
+			r := f.remote[name]
+			r.demand += rr.Demand
+			r.admitted += rr.Admitted
+			if at := f.localAt(f.totals[name], o.Age); at > 0 {
+				r.ratio += rr.Demand / at
+				r.base += rr.Demand
+			} else {
+				r.fixed += rr.Demand
+			}
+			f.remote[name] = r
+		}
+	}
+	f.remoteAt = now
 }
+
+// overUntil is the fraction of the limit below which a tenant is no
+// longer over it (a new crossing forgives a window).
+const overUntil = 0.9
+
+// unlist is the fraction of near below which a listed tenant is no
+// longer listed: a fleet whose demand hovers around near does not flap
+// between limited and not (each new listing forgets the allowances).
+const unlist = 0.8
 
 // Verdicts appends to dst the verdicts for process src at now: one per
 // tenant of its latest usage whose fleet demand has reached the near
 // fraction of the tenant's limit. Each allows src the limit times its
-// share of the fleet's demand; each holds for hold of src's windows.
+// share of the fleet's demand, less what the others hold now beyond
+// their share; each holds for hold of src's windows.
 func (f *Fleet) Verdicts(now time.Time, src string, dst []Verdict) []Verdict {
 	s := f.sources[src]
 	if s == nil {
@@ -398,56 +637,91 @@ func (f *Fleet) Verdicts(now time.Time, src string, dst []Verdict) []Verdict {
 	start := len(dst)
 	for name, r := range s.rates {
 		lim, ok := f.limit(name, r.tier)
-		if !ok {
+		t := f.totals[name]
+		if !ok || t == nil {
 			continue
 		}
-		allow, capRU := lim.RUPerSecond, lim.RUPerSecond*s.window.Seconds()
-		t := f.totals[name]
-		if t != nil && t.listed && t.limit == lim.RUPerSecond {
-			if b := t.balance(now, lim.RUPerSecond, capRU); b < 0 {
+		allow := lim.RUPerSecond
+		if t.listed && t.limit == lim.RUPerSecond {
+			if b := f.balance(now, name, t, lim.RUPerSecond); b < 0 {
 				cut := min(-b/max(f.cfg.repay, s.window).Seconds(), f.cfg.maxCut*allow)
 				allow = max(0, allow-cut)
 			}
 		}
-		v, limited := Decide(lim, allow, r.demand, f.Rates(name).Demand, f.cfg.near)
-		if t != nil && (t.listed != limited || t.limit != lim.RUPerSecond) {
+		fleet := f.fleetDemand(name, t)
+		near := f.cfg.near
+		if t.listed && t.limit == lim.RUPerSecond {
+			near *= unlist
+		}
+		v, limited := Decide(lim, allow, r.demand, fleet, near)
+		if t.listed != limited || t.limit != lim.RUPerSecond {
 			// Newly listed, or a new limit: start with an empty balance.
+			t.replacing = t.listed && limited
 			t.listed, t.limit = limited, lim.RUPerSecond
 			t.bal, t.balAt, t.balAt0 = 0, now, now
-			clear(t.given)
-			t.givenSum = 0
+			t.epoch++
+			t.chargeable = 0
+			t.resetGrants()
 		}
 		if !limited {
 			continue
 		}
-		if t != nil && !math.IsInf(v.Allowance, 0) {
-			// This collector's part of the fleet's allowance, less what its
-			// other sources hold now.
-			fleet := t.demand + f.remote[name].Demand
-			budget := allow
-			if fleet > 0 {
-				budget = allow * t.demand / fleet
-			}
-			old := t.given[src]
-			if r.idle > 0 {
-				v.Allowance = old // no demand in its last window: keep its share
-			}
-			if fleet >= lim.RUPerSecond {
-				// Over its limit: never above what the others leave, with a
-				// slack for the noise of shares measured at different
-				// times (a hard cap would clip only their upward swings).
-				v.Allowance = max(0, min(v.Allowance, budget*(1+grantSlack)-(t.givenSum-old)))
-			} else {
-				// Under it: its share and all the fleet's headroom, so that
-				// a process whose last window was quiet is not refused.
-				v.Allowance += lim.RUPerSecond - fleet
-			}
-			if t.given == nil {
-				t.given = make(map[string]float64)
-			}
-			t.given[src] = v.Allowance
-			t.givenSum = max(0, t.givenSum-old+v.Allowance)
+		switch {
+		case !t.over && fleet >= lim.RUPerSecond:
+			// Over the limit from under it: the allowances in force were
+			// given under it, with headroom, and what they let through
+			// until every process has had a reply is forgiven, as at a
+			// new listing (paying it back would hold the fleet under
+			// the limit in the interval after).
+			t.over = true
+			t.balAt0 = now
+			t.bal = min(t.bal, max(0, f.balance(now, name, t, lim.RUPerSecond)))
+			t.balAt = now
+			t.epoch++
+			t.chargeable = 0
+		case t.over && fleet < overUntil*lim.RUPerSecond:
+			t.over = false
 		}
+
+		// This collector's part of the fleet's allowance, and what its
+		// sources hold of it now besides src.
+		budget := allow
+		if fleet > 0 {
+			budget = allow * t.demand / fleet
+		}
+		g, had := t.given[src]
+		t.uncount(src)
+		others := t.committed(now, budget, r.demand)
+		// What the sources would hold with its share, above (or below)
+		// the collector's part of the limit and its slack: the process
+		// takes half of it off its share (or adds half of what is left,
+		// up to maxPull of its share). Shares reported at different times
+		// do not sum to the part; each report halves the difference, so
+		// the sum stays at the part, and a process above its share gives
+		// it back at its next report. (Taking it all off the reporter
+		// starves the processes that report while the others are above
+		// their shares, and they keep that for an interval.)
+		base := v.Allowance
+		if r.idle > 0 && had {
+			base = g.allowance // no demand in its last window: keep its share
+		}
+		excess := others + base - budget*(1+grantSlack)
+		pull := maxPull
+		if fleet < allow {
+			// Under the limit a share is already above the demand (by
+			// limit/fleet); more would be let through at once if the
+			// whole fleet jumped over it.
+			pull = 0
+		}
+		v.Allowance = min(max(0, base-sharePull*excess), base*(1+pull))
+		if fleet < allow && fleet > 0 && t.n > 0 {
+			// Under the limit, every source gets at least an equal part of
+			// the collector's part of the headroom, so that a process whose
+			// last window was quiet (or whose share the others' allowances
+			// took) is not refused.
+			v.Allowance = max(v.Allowance, (allow-fleet)*t.demand/fleet/float64(t.n))
+		}
+		t.count(src, grant{allowance: v.Allowance, demand: r.demand})
 		v.Tenant, v.For = name, hold
 		dst = append(dst, v)
 	}
@@ -460,7 +734,7 @@ func (f *Fleet) Verdicts(now time.Time, src string, dst []Verdict) []Verdict {
 // listed (fleet ≥ near × limit) and the verdict's rejection rate,
 // (fleet − limit) / fleet or 0, and allowance, allow × own / fleet, where
 // allow is the fleet's allowance: the limit, lowered while the fleet pays
-// back debt.
+// back debt. Under the limit the shares sum to more than the demand.
 func Decide(lim Limit, allow, own, fleet, near float64) (Verdict, bool) {
 	if lim.RUPerSecond == 0 && fleet > 0 {
 		return Verdict{Rate: 1, Shadow: lim.Shadow}, true

@@ -59,6 +59,7 @@ type allowance struct {
 	nsPerRU float64 // +Inf: allowance 0, everything refused
 	burstNs int64
 	tat     int64
+	debt    float64 // RU ahead of now at the last Apply
 	until   int64
 	shadow  bool
 	expired bool // counted once
@@ -278,17 +279,25 @@ func (g *Gate) Apply(now time.Time, verdicts []Verdict) {
 		for _, v := range by[k] {
 			a := sh.limited[v.Tenant]
 			if a == nil {
-				a = &allowance{tat: n}
+				a = &allowance{tat: n, nsPerRU: math.Inf(1)}
 				sh.limited[v.Tenant] = a
 			}
 			a.seen, a.expired, a.shadow = true, false, v.Shadow
 			a.until = n + int64(min(v.For, maxDebt))
+			// The debt is kept in RU, not in time: a process whose
+			// allowance grows pays back what it admitted above the old one
+			// at the new rate (a debt of 1 RU at 0.5 RU/s would otherwise
+			// hold it back 2 s at any allowance).
+			if !math.IsInf(a.nsPerRU, 1) && a.nsPerRU > 0 {
+				a.debt = max(0, float64(a.tat-n)/a.nsPerRU)
+			}
 			if v.Allowance == 0 {
 				a.nsPerRU, a.burstNs = math.Inf(1), 0
 				continue
 			}
 			a.nsPerRU = 1e9 / v.Allowance
 			a.burstNs = int64(g.cfg.burst)
+			a.tat = n + int64(min(a.debt*a.nsPerRU, float64(maxDebt)))
 		}
 		for t, a := range sh.limited {
 			if !a.seen {
@@ -317,8 +326,12 @@ func (sh *gateShard) cut(g *Gate, out []Usage) []Usage {
 	defer sh.mu.Unlock()
 	for name, t := range sh.usage {
 		if t.admitted == 0 && t.refused == 0 {
-			delete(sh.usage, name)
-			g.ntracked.Add(-1)
+			// A limited tenant keeps its mean cost, so that its refusals
+			// after a quiet window are not estimated at the default cost.
+			if _, limited := sh.limited[name]; !limited || t.n == 0 && t.mean == 0 {
+				delete(sh.usage, name)
+				g.ntracked.Add(-1)
+			}
 			continue
 		}
 		out = append(out, Usage{Tenant: name, Tier: t.tier, Admitted: t.admitted, Refused: t.refused})

@@ -128,6 +128,9 @@ type Config struct {
 	// QuotaSync is how often (default DefaultQuotaSync). See quota.go.
 	QuotaRedis string
 	QuotaSync  time.Duration
+	// QuotaPrefix is the prefix of the Redis keys (default
+	// redisquota.DefaultPrefix); collectors that sum together share it.
+	QuotaPrefix string
 	// SpoolMaxBytes caps the store spool (0: the store's default).
 	SpoolMaxBytes int64
 	// Registerer receives the collector's metrics; nil: a private

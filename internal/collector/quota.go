@@ -69,6 +69,9 @@ func newFleetQuota(cfg Config) (*fleetQuota, error) {
 		if q.sync, err = redisquota.New(q.client, id, max(3*q.every, 2*time.Second)); err != nil {
 			return nil, fmt.Errorf("%w: quota redis: %w", ErrConfig, err)
 		}
+		if cfg.QuotaPrefix != "" {
+			q.sync = q.sync.WithPrefix(cfg.QuotaPrefix)
+		}
 	}
 	return q, nil
 }
@@ -125,12 +128,18 @@ func (s *Server) runQuotaSync(ctx context.Context, wg *sync.WaitGroup) {
 		for {
 			select {
 			case <-ctx.Done():
+				// Out of the others' sums now rather than after the TTL.
+				lctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				if err := q.sync.Leave(lctx); err != nil {
+					s.log.Warn("quota sums not removed from Redis; they expire with their TTL", "err", err)
+				}
+				cancel()
 				return
 			case <-t.C:
 			}
 			s.mu.Lock()
 			local := map[string]quota.Rates{}
-			q.fleet.Local(func(name string, r quota.Rates) { local[name] = r })
+			q.fleet.Local(s.cfg.Now(), func(name string, r quota.Rates) { local[name] = r })
 			s.mu.Unlock()
 			cctx, cancel := context.WithTimeout(ctx, max(q.every, 500*time.Millisecond))
 			remote, err := q.sync.Exchange(cctx, local)

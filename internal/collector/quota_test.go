@@ -17,7 +17,9 @@ import (
 
 // TestQuotaReply: a quota rule posted as README shows, then two processes'
 // reports: each reply lists only the limited tenant, with the process's
-// share of the limit; a duplicate report gets the same answer.
+// share of the limit (less half of what it and the others would hold above
+// it); a duplicate report
+// gets the same answer.
 func TestQuotaReply(t *testing.T) {
 	now := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
@@ -66,15 +68,19 @@ func TestQuotaReply(t *testing.T) {
 	now = now.Add(10 * time.Millisecond)
 	v := send(report("p2", 1, []quota.Usage{{Tenant: "bigco", Tier: tenant.T2, Admitted: 300, Refused: 100},
 		{Tenant: "t3co", Tier: tenant.T3, Admitted: 2000}}))
-	if len(v) != 2 || v[0].Tenant != "bigco" || v[0].Allowance != 240 || v[0].Rate != 0.4 || v[0].Shadow ||
-		v[1].Tenant != "t3co" || !v[1].Shadow || v[1].Allowance != 1000 {
-		t.Fatalf("p2: %+v, want bigco allowance 240 (300 × 400/500, rate 0.4) and a shadow verdict for t3co", v)
+	// bigco: p2's share is 240 (300 × 400/500, rate 0.4), but p1 has no
+	// verdict yet and may admit its 100: the two would hold 37 above the
+	// limit and its 1 % slack, and p2 gives back half of it. t3co: p2
+	// alone, its limit and half the slack, in shadow.
+	if len(v) != 2 || v[0].Tenant != "bigco" || v[0].Allowance != 221.5 || v[0].Rate != 0.4 || v[0].Shadow ||
+		v[1].Tenant != "t3co" || !v[1].Shadow || v[1].Allowance != 1005 {
+		t.Fatalf("p2: %+v, want bigco allowance 221.5, rate 0.4, and a shadow verdict of 1005 for t3co", v)
 	}
 	// The answer to p2's duplicate is p2's answer again.
 	if dup := send(report("p2", 1, nil)); len(dup) != 2 || dup[0] != v[0] {
 		t.Fatalf("duplicate: %+v", dup)
 	}
-	if v := send(report("p1", 2, []quota.Usage{{Tenant: "bigco", Tier: tenant.T2, Admitted: 100}, calm})); len(v) != 1 || v[0].Allowance != 60 {
-		t.Fatalf("p1 again: %+v, want bigco allowance 60 (300 × 100/500)", v)
+	if v := send(report("p1", 2, []quota.Usage{{Tenant: "bigco", Tier: tenant.T2, Admitted: 100}, calm})); len(v) != 1 || v[0].Allowance != 70.75 {
+		t.Fatalf("p1 again: %+v, want bigco allowance 70.75 (its share of 60, 300 × 100/500, and half the 21.5 that p2 leaves of the limit and the slack)", v)
 	}
 }

@@ -26,7 +26,12 @@ import (
 	"github.com/qtop-dev/qtop/tenant"
 )
 
-var full = flag.Bool("fleetsim.full", false, "run the full simulations (100 processes, 100 ms and 1 s intervals, about 2 minutes)")
+var (
+	full     = flag.Bool("fleetsim.full", false, "run the full simulations (100 processes, 100 ms and 1 s intervals, about 2 minutes)")
+	onlyColl = flag.Int("fleetsim.collectors", 0, "with -fleetsim.full: run only the configurations with this many collectors (1 or 3; 0: both)")
+	onlyIv   = flag.Duration("fleetsim.interval", 0, "with -fleetsim.full: run only the configurations with this reporting interval (0: 100 ms and 1 s)")
+	onlyScen = flag.String("fleetsim.scenario", "", "with -fleetsim.full: run only the scenarios whose name starts with this")
+)
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
@@ -82,13 +87,15 @@ func run(t *testing.T, sc scenario) result {
 	rule := func(id, name string, ru float64) policy.Rule {
 		return policy.Rule{ID: id, Tenant: name, Action: policy.Quota, RUPerSecond: ru, Expires: time.Now().Add(time.Hour), Reason: "simulation"}
 	}
+	// The Redis is shared: this run's keys are its own.
+	prefix := fmt.Sprintf("{qtop-fleetsim-%d}:", rand.Uint64())
 	var servers []*collector.Server
 	var regs []*prometheus.Registry
 	for i := range sc.collectors {
 		reg := prometheus.NewRegistry()
 		regs = append(regs, reg)
 		s, err := collector.New(collector.Config{Listen: "127.0.0.1:0", Store: collector.StoreNone, DataDir: t.TempDir(), Registerer: reg,
-			SourceRate: 1000, Writer: fmt.Sprintf("sim-%d-%d", i, rand.Uint32()), QuotaRedis: redisAddr, QuotaSync: sc.interval})
+			SourceRate: 1000, Writer: fmt.Sprintf("sim-%d-%d", i, rand.Uint32()), QuotaRedis: redisAddr, QuotaSync: sc.interval, QuotaPrefix: prefix})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +125,7 @@ func run(t *testing.T, sc scenario) result {
 	enfs := make([]*enforce.Enforcer, sc.procs)
 	reporters := make([]*ingest.Reporter, sc.procs)
 	for i := range sc.procs {
-		g, err := quota.NewGate()
+		g, err := quota.NewGate(quota.WithDefaultCost(cost))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -335,8 +342,14 @@ func fmtSeconds(v []float64) string {
 }
 
 // TestSimulationShort is the CI version: 20 processes, 100 ms intervals,
-// one collector, 4 seconds per scenario; and the overload with three
-// collectors summing through Redis.
+// one collector, 4 seconds per scenario, and the overload with three
+// collectors summing through Redis, checked against the goal itself; and
+// the 10× burst at 1 s intervals with three collectors and 100 processes
+// (the hardest of the full table), checked at the goal from three
+// intervals after the burst and at ±10 % from one: its first measured
+// seconds are up to 5 % off the limit (with 21 processes up to 10 %: the
+// allowances of the second interval are computed from shares half of
+// which were reported before the burst; see bench/README.md).
 func TestSimulationShort(t *testing.T) {
 	if *full {
 		t.Skip("the full run is TestSimulation")
@@ -344,41 +357,64 @@ func TestSimulationShort(t *testing.T) {
 	runs := scenarios(20, 100*time.Millisecond, 4*time.Second, 1)
 	three := scenarios(21, 100*time.Millisecond, 4*time.Second, 3)[0]
 	three.name += ", 3 collectors"
-	for _, sc := range append(runs, three) {
+	slow := scenarios(100, time.Second, 9*time.Second, 3)[1]
+	slow.name += ", 3 collectors, 1 s"
+	for _, sc := range append(runs, three, slow) {
 		t.Run(sc.name, func(t *testing.T) {
-			r := run(t, sc)
-			t.Log(report(t, sc, r))
-			check(t, sc, r)
+			// A second attempt when the first misses the goal: the CI
+			// machine runs other packages' tests (with -race) beside this
+			// one, and a reporter or collector stalled for an interval
+			// lets a second through or holds it back. Both must miss to
+			// fail.
+			first := goal
+			if sc.interval >= time.Second {
+				first = 2 * goal
+			}
+			var errs []string
+			for attempt := range 2 {
+				r := run(t, sc)
+				t.Log(report(t, sc, r))
+				if errs = check(sc, r, first); len(errs) == 0 {
+					return
+				}
+				t.Logf("attempt %d: %s", attempt+1, strings.Join(errs, "; "))
+			}
+			t.Error(strings.Join(errs, "; "))
 		})
 	}
 }
 
-const ciOver, ciUnder = 0.15, 0.30
+// goal is the largest error of admitted RU per second against the limit.
+const goal = 0.05
 
-func check(t *testing.T, sc scenario, r result) {
-	t.Helper()
+// check returns how r misses the goal: admitted RU per second within 5 %
+// of the limit from one interval after the event (within first of it in
+// the seconds before three intervals after), no refusal of the tenant
+// under its limit, and the first window within 5 % at most 2 intervals
+// after the event.
+func check(sc scenario, r result, first float64) []string {
+	var errs []string
 	if r.falseRefusals > 0 {
-		t.Errorf("%s: the under-limit tenant was refused %d times", sc.name, r.falseRefusals)
+		errs = append(errs, fmt.Sprintf("%s: the under-limit tenant was refused %d times", sc.name, r.falseRefusals))
 	}
 	if r.smallAdmitted == 0 {
-		t.Errorf("%s: the under-limit tenant admitted nothing", sc.name)
+		errs = append(errs, fmt.Sprintf("%s: the under-limit tenant admitted nothing", sc.name))
 	}
 	if len(r.perSecond) == 0 {
-		t.Fatalf("%s: no second measured", sc.name)
+		return append(errs, fmt.Sprintf("%s: no second measured", sc.name))
 	}
-	// The goal is ±5 % from one interval after the event; this build is
-	// checked from three, at +15 % and −30 %: the CI machine runs other
-	// packages' tests (with -race) beside this one, a stalled reporter or
-	// collector lets more through at first, and paying that back may
-	// withhold up to quota.DefaultMaxCut (25 %) of the limit for a while.
-	// bench/README.md has the figures of the full runs.
-	if r.settledOver > ciOver || r.settledUnder > ciUnder {
-		t.Errorf("%s: admitted per second from 3 intervals after the event off the limit by up to %+.1f%% / %+.1f%% (checked at %+.0f%% / %+.0f%%, goal ±5%%)",
-			sc.name, 100*r.settledOver, -100*r.settledUnder, 100*ciOver, -100*ciUnder)
+	if r.worstOver > first || r.worstUnder > first {
+		errs = append(errs, fmt.Sprintf("%s: admitted per second from 1 interval after the event off the limit by up to %+.1f%% / %+.1f%% (checked at ±%.0f%%, goal ±%.0f%%)",
+			sc.name, 100*r.worstOver, -100*r.worstUnder, 100*first, 100*goal))
 	}
-	if sc.eventAt > 0 && (r.convergence < 0 || r.convergence > 25*sc.interval) {
-		t.Errorf("%s: converged after %v; the goal is 2 intervals (%v), checked at 25", sc.name, r.convergence, 2*sc.interval)
+	if r.settledOver > goal || r.settledUnder > goal {
+		errs = append(errs, fmt.Sprintf("%s: admitted per second from 3 intervals after the event off the limit by up to %+.1f%% / %+.1f%% (goal ±%.0f%%)",
+			sc.name, 100*r.settledOver, -100*r.settledUnder, 100*goal))
 	}
+	if sc.eventAt > 0 && (r.convergence < 0 || r.convergence > 2*sc.interval) {
+		errs = append(errs, fmt.Sprintf("%s: converged after %v; the goal is 2 intervals (%v)", sc.name, r.convergence, 2*sc.interval))
+	}
+	return errs
 }
 
 // TestSimulation is the full run behind -fleetsim.full.
@@ -388,8 +424,17 @@ func TestSimulation(t *testing.T) {
 	}
 	lines := []string{"| scenario | processes | collectors | interval | worst second over / under, from 1 interval after | from 3 intervals after | false refusals | convergence (first 5-interval window within 5 %) | reports accepted / rejected, verdicts expired |", "|---|---|---|---|---|---|---|---|---|"}
 	for _, collectors := range []int{1, 3} {
+		if *onlyColl != 0 && collectors != *onlyColl {
+			continue
+		}
 		for _, iv := range []time.Duration{100 * time.Millisecond, time.Second} {
+			if *onlyIv != 0 && iv != *onlyIv {
+				continue
+			}
 			for _, sc := range scenarios(100, iv, max(6*time.Second, 9*iv), collectors) {
+				if !strings.HasPrefix(sc.name, *onlyScen) {
+					continue
+				}
 				r := run(t, sc)
 				lines = append(lines, report(t, sc, r))
 			}

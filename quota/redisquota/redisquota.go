@@ -1,18 +1,21 @@
 // Package redisquota sums the quota usage of several collectors through
 // Redis: once per interval each collector writes its own per-tenant sums
-// and reads the others' in one round trip (a Lua script run with the
-// client's Script helper: EVALSHA, EVAL when the server does not have it
-// yet).
+// and reads the others', each with how long ago it was written (by the
+// server's clock), in one round trip (a Lua script run with the client's
+// Script helper: EVALSHA, EVAL when the server does not have it yet).
+// quota.Fleet's SetRemote takes the answer.
 //
 // Keys live under one hash tag, "{qtop-quota}", so that they share a slot
 // on a Redis Cluster. A collector's sums expire after the TTL it writes
-// them with, so a collector that stops counts for no longer than that.
+// them with, so a collector that crashes counts for no longer than that;
+// one that stops calls Leave.
 package redisquota
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -31,9 +34,14 @@ const DefaultPrefix = "{qtop-quota}:"
 // maxPairs bounds the tenants one collector writes per round trip.
 const maxPairs = quota.DefaultMaxTenants
 
+// maxOthers bounds the other collectors one exchange returns.
+const maxOthers = 64
+
 // The script writes this collector's sums (a hash of tenant → "demand
-// admitted", replacing the last), marks it alive until now + ttl in the
-// collectors' sorted set, and returns every other live collector's sums.
+// admitted", replacing the last, and under the empty field, never a
+// tenant, the time it was written), marks it alive until now + ttl in the
+// collectors' sorted set, and returns every other live collector's sums,
+// each as a list: how many ms ago it wrote them, then tenant, sums, ...
 // Time is the server's, so the collectors' clocks need not agree.
 var syncScript = redis.NewScript(`
 local t = redis.call('TIME')
@@ -43,8 +51,9 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
 redis.call('PEXPIRE', KEYS[1], ttl)
 redis.call('DEL', KEYS[2])
+redis.call('HSET', KEYS[2], '', now)
 local kv = {}
-for i = 4, #ARGV do
+for i = 5, #ARGV do
   kv[#kv + 1] = ARGV[i]
   if #kv == 1000 then
     redis.call('HSET', KEYS[2], unpack(kv))
@@ -54,10 +63,19 @@ end
 if #kv > 0 then redis.call('HSET', KEYS[2], unpack(kv)) end
 redis.call('PEXPIRE', KEYS[2], ttl)
 local out = {}
-for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
+for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[4]))) do
   if id ~= ARGV[1] then
     local h = redis.call('HGETALL', ARGV[3] .. 'usage:' .. id)
-    for i = 1, #h do out[#out + 1] = h[i] end
+    local one = {'0'}
+    for i = 1, #h, 2 do
+      if h[i] == '' then
+        one[1] = tostring(math.max(0, now - tonumber(h[i + 1])))
+      else
+        one[#one + 1] = h[i]
+        one[#one + 1] = h[i + 1]
+      end
+    end
+    out[#out + 1] = one
   end
 end
 return out
@@ -92,41 +110,72 @@ func (s *Sync) WithPrefix(prefix string) *Sync {
 	return &c
 }
 
+// leaveScript takes this collector out of the others' sums at once.
+var leaveScript = redis.NewScript(`
+redis.call('ZREM', KEYS[1], ARGV[1])
+redis.call('DEL', KEYS[2])
+return 1
+`)
+
+// Leave removes this collector's sums (a collector that stops), so that
+// the others do not count them until their TTL. One round trip.
+func (s *Sync) Leave(ctx context.Context) error {
+	keys := []string{s.prefix + "collectors", s.prefix + "usage:" + s.id}
+	if err := leaveScript.Run(ctx, s.client, keys, s.id).Err(); err != nil {
+		return fmt.Errorf("%w: leave: %w", ErrRedis, err)
+	}
+	return nil
+}
+
 // Exchange writes local (this collector's sums per tenant, at most
 // quota.DefaultMaxTenants of them; the rest are not shared) and returns
-// the sums of every other live collector, added per tenant. One round
-// trip.
-func (s *Sync) Exchange(ctx context.Context, local map[string]quota.Rates) (map[string]quota.Rates, error) {
-	args := make([]any, 0, 3+2*min(len(local), maxPairs))
-	args = append(args, s.id, s.ttl.Milliseconds(), s.prefix)
+// the sums of every other live collector (at most 64), each with how long
+// ago it wrote them. One round trip.
+func (s *Sync) Exchange(ctx context.Context, local map[string]quota.Rates) ([]quota.Remote, error) {
+	args := make([]any, 0, 4+2*min(len(local), maxPairs))
+	args = append(args, s.id, s.ttl.Milliseconds(), s.prefix, maxOthers)
 	n := 0
 	for name, r := range local {
 		if n == maxPairs {
 			break
 		}
+		if name == "" {
+			continue
+		}
 		args = append(args, name, strconv.FormatFloat(r.Demand, 'g', -1, 64)+" "+strconv.FormatFloat(r.Admitted, 'g', -1, 64))
 		n++
 	}
 	keys := []string{s.prefix + "collectors", s.prefix + "usage:" + s.id}
-	res, err := syncScript.Run(ctx, s.client, keys, args...).StringSlice()
+	res, err := syncScript.Run(ctx, s.client, keys, args...).Slice()
 	if err != nil {
 		return nil, fmt.Errorf("%w: exchange: %w", ErrRedis, err)
 	}
-	if len(res)%2 != 0 {
-		return nil, fmt.Errorf("%w: exchange: odd answer of %d strings", ErrRedis, len(res))
+	if len(res) > maxOthers+1 {
+		return nil, fmt.Errorf("%w: exchange: %d collectors in the answer, at most %d", ErrRedis, len(res), maxOthers+1)
 	}
-	out := make(map[string]quota.Rates, len(res)/2)
-	for i := 0; i < len(res); i += 2 {
-		d, a, ok := strings.Cut(res[i+1], " ")
-		dv, err1 := strconv.ParseFloat(d, 64)
-		av, err2 := strconv.ParseFloat(a, 64)
-		if !ok || err1 != nil || err2 != nil || !(dv >= 0) || !(av >= 0) {
-			return nil, fmt.Errorf("%w: exchange: tenant %q has sums %q", ErrRedis, res[i], res[i+1])
+	out := make([]quota.Remote, 0, len(res))
+	for _, one := range res {
+		l, ok := one.([]any)
+		if !ok || len(l)%2 != 1 || len(l) > 1+2*maxPairs {
+			return nil, fmt.Errorf("%w: exchange: a collector's answer is not a list of an age and at most %d pairs", ErrRedis, maxPairs)
 		}
-		r := out[res[i]]
-		r.Demand += dv
-		r.Admitted += av
-		out[res[i]] = r
+		str := func(v any) string { s, _ := v.(string); return s }
+		ms, err := strconv.ParseInt(str(l[0]), 10, 64)
+		if err != nil || ms < 0 {
+			return nil, fmt.Errorf("%w: exchange: age %q", ErrRedis, str(l[0]))
+		}
+		r := quota.Remote{Age: time.Duration(ms) * time.Millisecond, Rates: make(map[string]quota.Rates, len(l)/2)}
+		for i := 1; i < len(l); i += 2 {
+			name, v := str(l[i]), str(l[i+1])
+			d, a, ok := strings.Cut(v, " ")
+			dv, err1 := strconv.ParseFloat(d, 64)
+			av, err2 := strconv.ParseFloat(a, 64)
+			if name == "" || !ok || err1 != nil || err2 != nil || !(dv >= 0) || !(av >= 0) || math.IsInf(dv, 0) || math.IsInf(av, 0) {
+				return nil, fmt.Errorf("%w: exchange: tenant %q has sums %q", ErrRedis, name, v)
+			}
+			r.Rates[name] = quota.Rates{Demand: dv, Admitted: av}
+		}
+		out = append(out, r)
 	}
 	return out, nil
 }

@@ -38,8 +38,9 @@ func client(t *testing.T) (*redis.Client, *counter) {
 }
 
 // TestExchange: three collectors, each with its own client, see the sums
-// of the two others in one round trip each, and a collector that stops
-// exchanging drops out after its TTL.
+// of the two others in one round trip each, each with its age; a
+// collector that stops exchanging drops out after its TTL, and one that
+// leaves at once.
 func TestExchange(t *testing.T) {
 	ctx := context.Background()
 	prefix := fmt.Sprintf("{qtop-quota-test-%d}:", rand.Uint64())
@@ -78,12 +79,22 @@ func TestExchange(t *testing.T) {
 		if n := counters[i].n.Load() - before; n != 1 {
 			t.Errorf("collector %d: %d round trips for one exchange, want 1", i, n)
 		}
-		want := 600.0 - float64(100*(i+1))
-		if got["bigco"].Demand != want || got["bigco"].Admitted != 100 || len(got) != 3 {
-			t.Errorf("collector %d sees %+v, want bigco demand %v from the two others and their own tenants", i, got, want)
+		if len(got) != 2 {
+			t.Fatalf("collector %d sees %d others, want 2", i, len(got))
 		}
-		if _, ok := got[fmt.Sprint("only", i)]; ok {
-			t.Errorf("collector %d sees its own sums", i)
+		sum := quota.Rates{}
+		for _, o := range got {
+			if o.Age < 0 || o.Age > 5*time.Second || len(o.Rates) != 2 {
+				t.Errorf("collector %d sees %+v: want an age of the last exchange and two tenants", i, o)
+			}
+			if _, ok := o.Rates[fmt.Sprint("only", i)]; ok {
+				t.Errorf("collector %d sees its own sums", i)
+			}
+			sum.Demand += o.Rates["bigco"].Demand
+			sum.Admitted += o.Rates["bigco"].Admitted
+		}
+		if want := 600.0 - float64(100*(i+1)); sum.Demand != want || sum.Admitted != 100 {
+			t.Errorf("collector %d sees bigco %+v from the two others, want demand %v, admitted 100", i, sum, want)
 		}
 	}
 	// c2 stops; after its TTL the others no longer count it.
@@ -93,8 +104,8 @@ func TestExchange(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, ok := got["only2"]; !ok {
-			if got["bigco"].Demand != 200 {
+		if len(got) == 1 {
+			if got[0].Rates["bigco"].Demand != 200 {
 				t.Fatalf("after c2 expired: %+v", got)
 			}
 			break
@@ -104,6 +115,13 @@ func TestExchange(t *testing.T) {
 		}
 		syncs[1].Exchange(ctx, local(1))
 		time.Sleep(50 * time.Millisecond)
+	}
+	// c1 leaves: at once out of c0's sums.
+	if err := syncs[1].Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := syncs[0].Exchange(ctx, local(0)); err != nil || len(got) != 0 {
+		t.Fatalf("after c1 left: %+v, %v; want no other collector", got, err)
 	}
 }
 
