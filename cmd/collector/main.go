@@ -260,7 +260,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		cfg.Peers = strings.Split(*peers, ",")
 	}
 	if *pprofAddr != "" {
-		closePprof, err := servePprof(*pprofAddr, log)
+		_, closePprof, err := servePprof(*pprofAddr, log)
 		if err != nil {
 			fmt.Fprintln(stderr, "collector serve:", err)
 			return 2

@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
+	"log/slog"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -41,6 +44,9 @@ func TestBadArguments(t *testing.T) {
 	}{
 		{[]string{"frobnicate"}, nil, "unknown command"},
 		{[]string{"serve", "--grace", "soon"}, nil, "--grace"},
+		{[]string{"serve", "--refusal-delay", "-1s"}, nil, "--refusal-delay"},
+		{[]string{"serve", "--pprof", "0.0.0.0:6060"}, nil, "loopback address only"},
+		{[]string{"serve", "--pprof", "6060"}, nil, "want host:port"},
 		{[]string{"serve", "--log-format", "xml"}, nil, "log format"},
 		{[]string{"serve"}, map[string]string{"QTOP_DEMO": "maybe"}, "QTOP_DEMO"},
 		{[]string{"report", "--measure", "vibes"}, nil, "measure"},
@@ -111,5 +117,23 @@ func TestReportCommand(t *testing.T) {
 		if !strings.Contains(out.String(), w) {
 			t.Fatalf("csv lacks %q:\n%s", w, out.String())
 		}
+	}
+}
+
+// --pprof serves Go's profiles on the loopback address it is given.
+func TestPprofServesProfiles(t *testing.T) {
+	addr, stop, err := servePprof("127.0.0.1:0", slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	resp, err := http.Get("http://" + addr + "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "goroutine profile") {
+		t.Fatalf("%d %.200s", resp.StatusCode, b)
 	}
 }
