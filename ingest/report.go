@@ -271,6 +271,39 @@ func newDecoder() *zstd.Decoder {
 	return d
 }
 
+// Decompression buffers are kept for reuse: a decoded report holds no
+// reference to its raw bytes (strings and sketches are copied out), so
+// UnmarshalBinary hands the buffer back once the report is read. At most
+// maxRawKept are kept, each of at most maxRawKeptBytes.
+const (
+	maxRawKept      = 64
+	maxRawKeptBytes = 1 << 20
+)
+
+var rawBufs = make(chan []byte, maxRawKept)
+
+// rawBuf returns an empty buffer of capacity n or more.
+func rawBuf(n uint64) []byte {
+	select {
+	case b := <-rawBufs:
+		if uint64(cap(b)) >= n {
+			return b[:0]
+		}
+	default:
+	}
+	return make([]byte, 0, n)
+}
+
+func putRawBuf(b []byte) {
+	if cap(b) > maxRawKeptBytes {
+		return
+	}
+	select {
+	case rawBufs <- b:
+	default:
+	}
+}
+
 // decompress decodes a zstd body into a buffer of capacity limit, which
 // the decoder never grows (a bomb stops at the limit).
 func decompress(body []byte, limit uint64) ([]byte, error) {
@@ -280,7 +313,7 @@ func decompress(body []byte, limit uint64) ([]byte, error) {
 	default:
 		d = newDecoder()
 	}
-	raw, err := d.DecodeAll(body, make([]byte, 0, limit))
+	raw, err := d.DecodeAll(body, rawBuf(limit))
 	select {
 	case zdecs() <- d:
 	default:
@@ -491,7 +524,7 @@ func DecodeReport(b []byte) (*Report, error) {
 // Nothing of r refers to b afterwards. On error r is left empty and
 // usable.
 func (r *Report) UnmarshalBinary(b []byte) error {
-	raw, v, err := openBody(b)
+	raw, v, pooled, err := openBody(b)
 	if err == nil {
 		d := decoder{b: raw, wire: len(b)}
 		d.report(r)
@@ -501,6 +534,9 @@ func (r *Report) UnmarshalBinary(b []byte) error {
 		err = d.err
 		if err == nil && len(d.b) != 0 {
 			err = fmt.Errorf("%w: %d trailing bytes", ErrMalformed, len(d.b))
+		}
+		if pooled {
+			putRawBuf(raw) // nothing of the report points into it
 		}
 	}
 	if err != nil {
@@ -570,27 +606,32 @@ func header(b []byte) (v uint16, codec byte, rawLen uint64, at int, err error) {
 }
 
 // openBody checks the header and returns the decompressed body and the
-// version.
-func openBody(b []byte) ([]byte, uint16, error) {
+// version; pooled says the body is a decompression buffer, to be handed
+// back with putRawBuf once read.
+func openBody(b []byte) (raw []byte, v uint16, pooled bool, err error) {
 	v, codec, rawLen, at, err := header(b)
 	if err != nil {
-		return nil, 0, err
+		return nil, 0, false, err
 	}
 	body := b[at:]
-	var raw []byte
 	switch codec {
 	case codecNone:
 		raw = body
 	case codecZstd:
 		raw, err = decompress(body, rawLen)
 		if err != nil {
-			return nil, 0, fmt.Errorf("%w: zstd: %v", ErrMalformed, err)
+			putRawBuf(raw)
+			return nil, 0, false, fmt.Errorf("%w: zstd: %v", ErrMalformed, err)
 		}
+		pooled = true
 	}
 	if uint64(len(raw)) != rawLen {
-		return nil, 0, fmt.Errorf("%w: body is %d bytes, header says %d", ErrMalformed, len(raw), rawLen)
+		if pooled {
+			putRawBuf(raw)
+		}
+		return nil, 0, false, fmt.Errorf("%w: body is %d bytes, header says %d", ErrMalformed, len(raw), rawLen)
 	}
-	return raw, v, nil
+	return raw, v, pooled, nil
 }
 
 // decoder reads the raw body; the first error sticks and every later read

@@ -460,3 +460,39 @@ func TestReportDecompressionBomb(t *testing.T) {
 		}
 	}
 }
+
+// A decompression buffer goes back for reuse once its report is read:
+// nothing a decoded report keeps (strings, sketches, sections) may point
+// into it, so decoding other reports after it changes nothing in it.
+func TestDecodedReportOwnsItsBytes(t *testing.T) {
+	mk := func(prefix string) []byte {
+		r := &Report{Source: Source{Service: prefix + "-svc", Instance: prefix + "-i", Host: prefix + "-h"},
+			Start: time.Unix(1e9, 0), End: time.Unix(1e9+1, 0), Keys: spacesaving.New(16),
+			KeyTenants: map[string]string{prefix + "-key": prefix + "-tenant"}}
+		r.Keys.Add(prefix+"-key", 3)
+		for i := range 20 {
+			r.Rows = append(r.Rows, Row{Tenant: fmt.Sprintf("%s-t%d", prefix, i), Route: prefix + "-route", Kind: KindRequest, Count: 1})
+		}
+		b, err := r.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	first, err := DecodeReport(mk("aaaa"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 * maxRawKept { // every kept buffer is reused and overwritten
+		if _, err := DecodeReport(mk("zzzz")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if first.Source.Service != "aaaa-svc" || first.Source.Host != "aaaa-h" || first.Rows[7].Tenant != "aaaa-t7" ||
+		first.Rows[19].Route != "aaaa-route" || first.KeyTenants["aaaa-key"] != "aaaa-tenant" {
+		t.Fatalf("a decoded report changed when others were decoded after it: %+v", first.Source)
+	}
+	if top := first.Keys.Top(1); len(top) != 1 || top[0].Key != "aaaa-key" {
+		t.Fatalf("key sketch changed: %v", top)
+	}
+}

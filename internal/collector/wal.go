@@ -86,9 +86,12 @@ func (w *walFile) append(body []byte) error {
 	return nil
 }
 
+// sync flushes the file to disk without w.mu: appends go on while it
+// runs (an fsync of a busy second's log can take tens of milliseconds,
+// and every report of the minute would wait for it). An os.File may be
+// synced while written; closed meanwhile (remove), the sync ends with
+// an error that changes nothing.
 func (w *walFile) sync() error {
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	return w.f.Sync()
 }
 
