@@ -61,8 +61,9 @@ type minute struct {
 	// report's rows are in the shards, cleared before an emission reads
 	// them, so a report merged during an emission is emitted again.
 	dirty atomic.Bool
-	// merging counts reports taken into the minute whose rows are not yet
-	// in the shards: the minute is not dropped while any are.
+	// merging counts reports taken into the minute (from before their
+	// write-ahead log record) whose rows are not yet in the shards: the
+	// minute is not dropped while any are.
 	merging atomic.Int32
 	nrows   atomic.Int64 // rows across shards (Config.MaxMinuteRows)
 }

@@ -786,6 +786,7 @@ func (s *Server) Ingest(body []byte) (status int, reason, msg string, retry time
 	wal := m.wal
 	src.mark(rep.Seq)
 	src.pend(rep.Seq)
+	m.merging.Add(1) // the minute stays until the report's rows are in
 	s.mu.Unlock()
 
 	// The write-ahead log, outside the merge lock: reports of other
@@ -796,17 +797,14 @@ func (s *Server) Ingest(body []byte) (status int, reason, msg string, retry time
 	src.unpend(rep.Seq)
 	if err != nil {
 		src.unmark(rep.Seq) // not logged: a retry must count
+		m.merging.Add(-1)
 		s.mu.Unlock()
 		s.log.Error("report not logged; refused", "err", err)
 		return http.StatusServiceUnavailable, reasonWAL, "collector cannot log the report", 5 * time.Second, nil
 	}
-	if cur := s.minutes[mt.Unix()]; cur != nil {
-		m = cur // the minute may have been replaced while unlocked
-	}
 	s.acceptedLocked(src, now)
 	s.mergeReportLocked(d, m, now, true)
 	reply = s.quotaReplyLocked(rep, now, s.replyLocked(), true)
-	m.merging.Add(1) // the minute stays until the rows are in
 	s.mu.Unlock()
 
 	// The rows, shard by shard, without s.mu.
