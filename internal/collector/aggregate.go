@@ -243,14 +243,14 @@ func (g *aggregator) withTenant(name string, fn func(*tenantLive)) {
 	sh.mu.Unlock()
 }
 
-// eachTenant calls fn with every live tenant, shard by shard, under each
-// shard's lock.
-func (g *aggregator) eachTenant(fn func(name string, tl *tenantLive)) {
+// eachTenant calls fn with every live tenant and the index of its
+// shard, shard by shard, under each shard's lock.
+func (g *aggregator) eachTenant(fn func(shard int, name string, tl *tenantLive)) {
 	for i := range g.shards {
 		sh := &g.shards[i]
 		sh.mu.Lock()
 		for name, tl := range sh.tenants {
-			fn(name, tl)
+			fn(i, name, tl)
 		}
 		sh.mu.Unlock()
 	}
@@ -267,10 +267,11 @@ func (g *aggregator) tenantShard(name string, fn func(*tenantLive)) {
 	sh.mu.Unlock()
 }
 
-// lockTenant and unlockTenant lock and unlock the shard of tenant name
-// (the snapshot reads a tenant's details under it).
-func (g *aggregator) lockTenant(name string)   { g.shards[g.shardOf(name)].mu.Lock() }
-func (g *aggregator) unlockTenant(name string) { g.shards[g.shardOf(name)].mu.Unlock() }
+// lock and unlock take and release shard i's lock (the snapshot reads a
+// tenant's details under the lock of the shard eachTenant found it in:
+// an "other" of the tenants beyond Config.MaxTenants may be in any).
+func (g *aggregator) lock(i int)   { g.shards[i].mu.Lock() }
+func (g *aggregator) unlock(i int) { g.shards[i].mu.Unlock() }
 
 // withRows calls fn with minute m's rows of the shard of tenant, under
 // that shard's lock (the PostgreSQL sampler's rows).

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -165,5 +166,57 @@ func TestRowFindsTenantAgainAfterPrune(t *testing.T) {
 	g.rows(m, func(k rowKey, a *rowAgg) { count += a.count })
 	if count != 2 {
 		t.Fatalf("minute row count %d, want 2", count)
+	}
+}
+
+// Beyond Config.MaxTenants, tenants count in an "other" that may be in any
+// shard; snapshots taken while reports merge add them up into one "other"
+// row with every request counted.
+func TestOtherTenantsAcrossShards(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.MaxTenants = 4; c.SourceRate = 1e9 })
+	defer f.stop()
+	var wg sync.WaitGroup
+	for p := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			pr := newProcess(f.clk, "api", fmt.Sprintf("p%d", p))
+			for r := range 20 {
+				for k := range 30 {
+					pr.rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: fmt.Sprintf("t%02d", k), Route: "GET /x"},
+						Kind: ingest.KindRequest, Duration: time.Millisecond, RU: 1})
+				}
+				body, err := pr.rec.Cut(f.clk.Now()).MarshalBinary()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if status, _, msg, _, _ := f.s.Ingest(body); status != 200 {
+					t.Errorf("report %d: %d %s", r, status, msg)
+					return
+				}
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range 200 { // each at another second: never from the cache
+			f.s.Snapshot(f.clk.Now().Add(time.Duration(i)*time.Second), "p95", 2)
+		}
+	}()
+	wg.Wait()
+	<-done
+	snap := f.s.Snapshot(f.clk.Now().Add(time.Second), "req", 50)
+	var total float64
+	others := 0
+	for _, r := range snap.Tenants {
+		total += r.ReqPerSec * rateN
+		if r.Tenant == live.OtherTenant {
+			others++
+		}
+	}
+	if others != 1 || total != 2*20*30 {
+		t.Fatalf("%d other rows, %v requests in all, want 1 and %d", others, total, 2*20*30)
 	}
 }

@@ -177,7 +177,7 @@ func (s *Server) AddSample(snap pgactivity.Snapshot, interval time.Duration) {
 	if now.Sub(s.pg.lastCut) >= waitsWindow || now.Before(s.pg.lastCut) {
 		win := s.pg.agg.Cut(now)
 		s.pg.lastCut = now
-		s.agg.eachTenant(func(_ string, tl *tenantLive) { tl.waits = nil })
+		s.agg.eachTenant(func(_ int, _ string, tl *tenantLive) { tl.waits = nil })
 		for _, tload := range win.Tenants {
 			name := tload.Tenant
 			if name == "" {

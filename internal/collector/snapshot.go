@@ -98,6 +98,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 	// Tenants.
 	type trow struct {
 		name string
+		sh   int // the shard it is in
 		tl   *tenantLive
 		r    rates
 	}
@@ -106,7 +107,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 	rows := make([]trow, 0, s.agg.tenants.Load())
 	var total float64
 	var lats []*sparse
-	s.agg.eachTenant(func(name string, tl *tenantLive) {
+	s.agg.eachTenant(func(sh int, name string, tl *tenantLive) {
 		r := tl.w.ratesP95(sec, false)
 		if !r.active {
 			return
@@ -114,7 +115,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 		if measure == live.MeasureP95 {
 			r.p95, lats = tl.p95(sec, lats)
 		}
-		rows = append(rows, trow{name, tl, r})
+		rows = append(rows, trow{name, sh, tl, r})
 		total = finiteSum(total, measureOf(r, measure))
 	})
 	snap.TenantsSeen = len(rows)
@@ -140,7 +141,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 	hasOther := false
 	for i, tr := range rows {
 		if i >= n || tr.name == ingest.OtherTenant {
-			s.agg.lockTenant(tr.name)
+			s.agg.lock(tr.sh)
 			hasOther = true
 			other.DBLoad = finiteSum(other.DBLoad, tr.r.db)
 			other.RUPerSec = finiteSum(other.RUPerSec, tr.r.ru)
@@ -157,10 +158,10 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 			for k, v := range h.series(sec) {
 				otherHist[k] = finiteSum(otherHist[k], v)
 			}
-			s.agg.unlockTenant(tr.name)
+			s.agg.unlock(tr.sh)
 			continue
 		}
-		s.agg.lockTenant(tr.name)
+		s.agg.lock(tr.sh)
 		if measure != live.MeasureP95 {
 			tr.r.p95, lats = tr.tl.p95(sec, lats)
 		}
@@ -204,7 +205,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 			row.Routes = append(row.Routes, live.RouteRow{Route: x.name, DBLoad: x.r.db, RUPerSec: x.r.ru,
 				ReqPerSec: x.r.req, ErrPerSec: x.r.err, P95Seconds: x.r.p95})
 		}
-		s.agg.unlockTenant(tr.name)
+		s.agg.unlock(tr.sh)
 		snap.Tenants = append(snap.Tenants, row)
 	}
 	if hasOther {
