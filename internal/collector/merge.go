@@ -356,11 +356,10 @@ func (s *Server) serviceLocked(name string) *serviceLive {
 	return sv
 }
 
-// pruneLocked forgets live tenants, services and sources idle for longer
-// than any view shows. s.mu is held.
+// pruneLocked forgets services and sources idle for longer than any view
+// shows (tenants are the aggregator's: aggregator.prune). s.mu is held.
 func (s *Server) pruneLocked(now time.Time) {
 	sec := now.Unix()
-	s.agg.prune(sec)
 	for name, sv := range s.view.services {
 		for inst, last := range sv.procs {
 			if sec-last > rateN {

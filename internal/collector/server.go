@@ -399,12 +399,16 @@ func (s *Server) tickLoop(ctx context.Context) {
 func (s *Server) Tick(ctx context.Context, now time.Time) {
 	s.flushBudgetAudit(ctx) // budgets.go
 	s.emit(ctx, now, false)
-	s.mu.Lock()
-	s.pruneLocked(now)
-	s.prunePolicyLocked(now)
+	// The aggregator's part takes only its shards' locks (one at a time),
+	// so reports go on merging meanwhile; the ranking and the series have
+	// their own.
+	s.agg.prune(now.Unix())
 	s.agg.flushRanking(now)
 	s.met.ranking.Rerank()
 	s.met.tenants.refresh(s.met.ranking.Members(), now)
+	s.mu.Lock()
+	s.pruneLocked(now)
+	s.prunePolicyLocked(now)
 	for _, sv := range s.view.services {
 		if v, ok := sv.sig.ValueAt(now); ok && !math.IsNaN(v) && !math.IsInf(v, 0) {
 			sv.ratio.set(now.Unix()-1, v)
