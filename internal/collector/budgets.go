@@ -385,30 +385,15 @@ func (s *Server) changeBudgets(ctx context.Context, now time.Time, who, id strin
 		s.mu.Unlock()
 		return policy.Policy{}, fmt.Errorf("%w: no %s %q to delete", policy.ErrInvalid, kind, id)
 	}
-	next.Version, next.Updated = s.policy.Version+1, now
-	next.Budgets, next.Runaway = next.ActiveBudgets(now) // expired ones go with any change
-	if err := next.Validate(); err != nil {
-		s.mu.Unlock()
+	out, err := s.commitPolicyLocked(next, now)
+	s.mu.Unlock()
+	if err != nil {
 		return policy.Policy{}, err
 	}
-	s.policy = next
-	if err := s.savePolicyLocked(); err != nil {
-		s.log.Error("policy: save", "err", err)
-	}
-	out := clonePolicy(s.policy)
-	s.mu.Unlock()
-	s.met.policyChanges.Inc()
 	action := kind + "-set"
 	if del {
 		action = kind + "-delete"
 	}
-	rj, _ := json.Marshal(v)
-	s.log.Info("policy changed", "who", who, "action", action, "version", out.Version, "rule", string(rj))
-	if s.store != nil {
-		a := []store.Audit{{Time: now, Who: who, Action: action, PolicyVersion: out.Version, Rule: string(rj)}}
-		if err := s.store.WriteAudit(ctx, a); err != nil {
-			s.log.Error("policy audit not written", "err", err, "rule", string(rj))
-		}
-	}
+	s.auditPolicy(ctx, now, who, action, out.Version, v)
 	return out, nil
 }

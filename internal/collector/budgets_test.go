@@ -430,3 +430,39 @@ func TestPostgresRunawayTerminateAndReport(t *testing.T) {
 		t.Fatalf("audit actions = %v", acts)
 	}
 }
+
+// Each part of the policy changes alone: a throttle rule set or lifted
+// keeps the budgets, runaway rules and freshness rules, and each of those
+// keeps the others and the throttle rules.
+func TestPolicyPartsChangeAlone(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	ctx := context.Background()
+	if _, err := f.s.SetBudget(ctx, policy.Budget{ID: "analytics", Match: []map[string]string{{"tenant": "analytics"}},
+		Concurrency: 1, Mode: policy.Enforce, Reason: "test"}, false, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s.SetRunaway(ctx, policy.Runaway{ID: "slow", AfterSeconds: 1, Action: policy.Report, Reason: "test"}, false, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s.SetFreshness(ctx, policy.Freshness{}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	p, err := f.s.SetRule(ctx, policy.Rule{ID: "r1", Tenant: "bigcorp", Action: policy.Throttle, RUPerSecond: 10,
+		Expires: f.clk.Now().Add(time.Hour), Reason: "test"}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Budgets) != 1 || len(p.Runaway) != 1 || p.Freshness == nil || len(p.Rules) != 1 {
+		t.Fatalf("after a rule: %d budgets, %d runaway, freshness %v, %d rules", len(p.Budgets), len(p.Runaway), p.Freshness != nil, len(p.Rules))
+	}
+	if p, err = f.s.SetBudget(ctx, policy.Budget{ID: "analytics"}, true, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Budgets) != 0 || len(p.Runaway) != 1 || p.Freshness == nil || len(p.Rules) != 1 {
+		t.Fatalf("after a budget's deletion: %d budgets, %d runaway, freshness %v, %d rules", len(p.Budgets), len(p.Runaway), p.Freshness != nil, len(p.Rules))
+	}
+	if got := f.s.Policy(); got.Version != p.Version || len(got.Runaway) != 1 {
+		t.Fatalf("the server's policy: version %d, %d runaway", got.Version, len(got.Runaway))
+	}
+}

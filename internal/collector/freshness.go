@@ -3,7 +3,6 @@ package collector
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"net/http"
 	"slices"
 	"strings"
@@ -12,7 +11,6 @@ import (
 	"github.com/qtop-dev/qtop/ingest"
 	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/policy"
-	"github.com/qtop-dev/qtop/store"
 )
 
 // Freshness: the collector merges the freshness sections of reports
@@ -319,24 +317,13 @@ func (s *Server) SetFreshness(ctx context.Context, f policy.Freshness, who strin
 	f.Rules = slices.Clone(f.Rules)
 	s.mu.Lock()
 	next := clonePolicy(s.policy)
-	next.Version++
-	next.Updated = now
 	next.Freshness = &f
-	s.policy = next
-	if err := s.savePolicyLocked(); err != nil {
-		s.log.Error("policy: save", "err", err)
-	}
-	out := clonePolicy(s.policy)
+	out, err := s.commitPolicyLocked(next, now)
 	s.mu.Unlock()
-	s.met.policyChanges.Inc()
-	fj, _ := json.Marshal(f)
-	s.log.Info("freshness policy changed", "who", who, "version", out.Version, "freshness", string(fj))
-	if s.store != nil {
-		a := []store.Audit{{Time: now, Who: who, Action: "freshness", PolicyVersion: out.Version, Rule: string(fj)}}
-		if err := s.store.WriteAudit(ctx, a); err != nil {
-			s.log.Error("policy audit not written", "err", err, "freshness", string(fj))
-		}
+	if err != nil {
+		return policy.Policy{}, err
 	}
+	s.auditPolicy(ctx, now, who, "freshness", out.Version, f)
 	return out, nil
 }
 

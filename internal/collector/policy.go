@@ -162,29 +162,51 @@ func (s *Server) setRule(ctx context.Context, rule policy.Rule, who string, allo
 	} else {
 		rules = append(rules, rule)
 	}
-	next := policy.Policy{Version: s.policy.Version + 1, Rules: rules, Updated: now, Freshness: s.policy.Freshness}
+	next := clonePolicy(s.policy)
+	next.Rules = rules
+	out, err := s.commitPolicyLocked(next, now)
+	s.mu.Unlock()
+	if err != nil {
+		return policy.Policy{}, err
+	}
+	s.auditPolicy(ctx, now, who, action, out.Version, rule)
+	return out, nil
+}
+
+// commitPolicyLocked makes next — a copy of the policy with one of its
+// parts changed — the policy, at the next version: what has expired goes
+// with any change, the whole is validated, saved to DataDir, and a copy
+// returned to hand out. Every policy change goes through it, so that a
+// change to one part (rules, budgets and runaway rules, freshness) keeps
+// the others. s.mu is held.
+func (s *Server) commitPolicyLocked(next policy.Policy, now time.Time) (policy.Policy, error) {
+	next.Version, next.Updated = s.policy.Version+1, now
 	next.Rules = next.Active(now)
+	next.Budgets, next.Runaway = next.ActiveBudgets(now)
 	if err := next.Validate(); err != nil {
-		s.mu.Unlock()
 		return policy.Policy{}, err
 	}
 	s.policy = next
 	if err := s.savePolicyLocked(); err != nil {
 		s.log.Error("policy: save", "err", err)
 	}
-	out := clonePolicy(s.policy)
-	s.mu.Unlock()
 	s.met.policyChanges.Inc()
+	return clonePolicy(s.policy), nil
+}
 
-	rj, _ := json.Marshal(rule)
-	s.log.Info("policy changed", "who", who, "action", action, "version", out.Version, "rule", string(rj))
-	if s.store != nil {
-		a := []store.Audit{{Time: now, Who: who, Action: action, PolicyVersion: out.Version, Rule: string(rj)}}
-		if err := s.store.WriteAudit(ctx, a); err != nil {
-			s.log.Error("policy audit not written", "err", err, "rule", string(rj))
-		}
+// auditPolicy logs a policy change and writes it to the store's audit:
+// who made it, what (action and the changed part, as JSON) and the
+// version it made.
+func (s *Server) auditPolicy(ctx context.Context, now time.Time, who, action string, version uint64, what any) {
+	wj, _ := json.Marshal(what)
+	s.log.Info("policy changed", "who", who, "action", action, "version", version, "rule", string(wj))
+	if s.store == nil {
+		return
 	}
-	return out, nil
+	a := []store.Audit{{Time: now, Who: who, Action: action, PolicyVersion: version, Rule: string(wj)}}
+	if err := s.store.WriteAudit(ctx, a); err != nil {
+		s.log.Error("policy audit not written", "err", err, "rule", string(wj))
+	}
 }
 
 // policyPost is what every policy change begins with: the admin
