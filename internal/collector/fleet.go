@@ -205,50 +205,19 @@ func (f *fleet) get(ctx context.Context, peer, measure string) (live.Snapshot, e
 	return snap, nil
 }
 
-// fleetStream is handleStream with fleet snapshots.
+// fleetStream is handleStream with fleet snapshots (under the same cap
+// on streams and write deadline).
 func (s *Server) fleetStream(w http.ResponseWriter, r *http.Request) {
 	measure, n, err := s.parseLiveQuery(r)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error(), 0)
 		return
 	}
-	fl, ok := w.(http.Flusher)
-	if !ok {
-		writeError(w, http.StatusInternalServerError, "streaming unsupported", 0)
-		return
-	}
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	ctx := r.Context()
-	send := func() error {
-		b, err := json.Marshal(s.FleetSnapshot(ctx, measure, n))
+	s.serveEvents(w, r, func() ([]byte, error) {
+		b, err := json.Marshal(s.FleetSnapshot(r.Context(), measure, n))
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if _, err := fmt.Fprintf(w, "event: snapshot\ndata: %s\n\n", b); err != nil {
-			return err
-		}
-		fl.Flush()
-		return nil
-	}
-	if send() != nil {
-		return
-	}
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	done := s.doneChan()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-done:
-			return
-		case <-t.C:
-			if send() != nil {
-				return
-			}
-		}
-	}
+		return fmt.Appendf(nil, "event: snapshot\ndata: %s\n\n", b), nil
+	})
 }

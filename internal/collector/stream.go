@@ -70,6 +70,14 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error(), 0)
 		return
 	}
+	s.serveEvents(w, r, func() ([]byte, error) { return s.event(s.cfg.Now(), measure, n) })
+}
+
+// serveEvents sends the event next makes, once a second, until the client
+// leaves or the server stops: at most maxStreams streams at once (503
+// beyond), each write within streamWriteTimeout. The live stream and the
+// fleet's (fleet.go) both serve through it.
+func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, next func() ([]byte, error)) {
 	if s.streams.n.Add(1) > maxStreams {
 		s.streams.n.Add(-1)
 		writeError(w, http.StatusServiceUnavailable,
@@ -82,9 +90,8 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	ctx := r.Context()
 	send := func() error {
-		b, err := s.event(s.cfg.Now(), measure, n)
+		b, err := next()
 		if err != nil {
 			return err
 		}
@@ -102,7 +109,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 	done := s.doneChan()
 	for {
 		select {
-		case <-ctx.Done():
+		case <-r.Context().Done():
 			return
 		case <-done:
 			return

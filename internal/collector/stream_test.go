@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/qtop-dev/qtop/internal/live"
 )
@@ -60,4 +61,26 @@ func TestStreamSharedAndCapped(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(sb.String(), "too many live streams") || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("stream beyond the cap: %d %s", resp.StatusCode, sb.String())
 	}
+}
+
+// The fleet's stream (with peers) is under the same cap as the local one.
+func TestFleetStreamCapped(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.Peers = []string{"127.0.0.1:1"} })
+	defer f.stop()
+	srv := httptest.NewServer(f.s.Handler())
+	defer srv.Close()
+	f.s.streams.n.Store(maxStreams) // every place taken
+	c := srv.Client()
+	c.Timeout = 10 * time.Second // a stream served would not end
+	resp, err := c.Get(srv.URL + live.PathStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var sb strings.Builder
+	bufio.NewReader(resp.Body).WriteTo(&sb)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(sb.String(), "too many live streams") {
+		t.Fatalf("fleet stream beyond the cap: %d %s", resp.StatusCode, sb.String())
+	}
+	f.s.streams.n.Store(0)
 }
