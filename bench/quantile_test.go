@@ -23,6 +23,7 @@ import (
 	"github.com/DataDog/sketches-go/ddsketch"
 	hdr "github.com/HdrHistogram/hdrhistogram-go"
 
+	"github.com/qtop-dev/qtop/histogram"
 	"github.com/qtop-dev/qtop/ratio"
 )
 
@@ -34,7 +35,7 @@ type quantileSketch interface {
 	merge(o quantileSketch)
 }
 
-type qtopHist struct{ h ratio.Histogram }
+type qtopHist struct{ h histogram.Histogram }
 
 func (s *qtopHist) add(x float64)          { s.h.Observe(x) }
 func (s *qtopHist) p(q float64) float64    { return s.h.Quantile(q) }
@@ -216,7 +217,7 @@ func TestQuantileContendersAgree(t *testing.T) {
 		fmt.Printf("%-15s p95 %.5f s (exact %.5f)\n", c.name, got, want)
 	}
 	// Memory, for the record: in memory and encoded, 10,000 observations.
-	var h ratio.Histogram
+	var h histogram.Histogram
 	d, hd := newDD(), newHDR()
 	for _, x := range xs {
 		h.Observe(x)

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/qtop-dev/qtop/ratio"
+	"github.com/qtop-dev/qtop/histogram"
 	"github.com/qtop-dev/qtop/spacesaving"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -100,7 +100,7 @@ type rowAgg struct {
 	ru     float64
 	bytes  uint64
 	nrows  uint64
-	hist   ratio.Histogram
+	hist   histogram.Histogram
 }
 
 // rowPool recycles row aggregates (each holds a 9 KiB histogram) between

@@ -12,8 +12,8 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/qtop-dev/qtop/histogram"
 	"github.com/qtop-dev/qtop/quota"
-	"github.com/qtop-dev/qtop/ratio"
 	"github.com/qtop-dev/qtop/spacesaving"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -82,7 +82,7 @@ type Row struct {
 	// plus 8 bytes each). Empty means no latency was recorded (a row of
 	// the pg sampler, a row of durations only). A copy of a Row shares
 	// its Latency's memory: Clone it to keep one apart.
-	Latency ratio.Sparse
+	Latency histogram.Sparse
 }
 
 // Enforcement is what the enforce package did during the window, per tier
@@ -202,7 +202,7 @@ const (
 // counts: the Row and the index of its sparse latency. The counts take 8
 // bytes per non-empty bucket, and each bucket takes at least 2 bytes of
 // the decompressed body.
-const RowBytes = int64(unsafe.Sizeof(Row{})) + int64(ratio.SparseIndexBytes)
+const RowBytes = int64(unsafe.Sizeof(Row{})) + int64(histogram.SparseIndexBytes)
 
 // DecodeBudget is the most UnmarshalBinary allocates for body b, within a
 // small constant, read from its header without decoding it: the
@@ -493,7 +493,7 @@ func (r *Report) appendRaw(b []byte) ([]byte, error) {
 // appendHistogram writes the number of non-empty buckets, then the
 // buckets as (gap, count) pairs, the gap being the bucket index minus the
 // previous index plus one (the first gap is the index).
-func appendHistogram(b []byte, h *ratio.Sparse) []byte {
+func appendHistogram(b []byte, h *histogram.Sparse) []byte {
 	b = binary.AppendUvarint(b, uint64(h.Len()))
 	next := 0
 	h.Buckets(func(i int, c uint64) {
@@ -867,13 +867,13 @@ func (d *decoder) report(r *Report) {
 // histogram reads what appendHistogram wrote into h: the buckets, checked
 // as they come, then all at once into h (n buckets, each of 2 bytes at
 // least, so a forged count costs at most 4 times the bytes left).
-func (d *decoder) histogram(h *ratio.Sparse) {
-	n := d.count("histogram buckets", ratio.NumBuckets, 2)
+func (d *decoder) histogram(h *histogram.Sparse) {
+	n := d.count("histogram buckets", histogram.NumBuckets, 2)
 	if d.err != nil {
 		return
 	}
 	if cap(d.idx) < n {
-		k := min(max(n, 2*cap(d.idx)), ratio.NumBuckets)
+		k := min(max(n, 2*cap(d.idx)), histogram.NumBuckets)
 		d.idx, d.cnt = make([]uint16, 0, k), make([]uint64, 0, k)
 	}
 	// The hot loop of a decode: varints read in place, into locals.
@@ -893,8 +893,8 @@ func (d *decoder) histogram(h *ratio.Sparse) {
 		}
 		b = b[m:]
 		i := next + gap
-		if i >= ratio.NumBuckets || i < next {
-			d.fail(fmt.Errorf("%w: histogram bucket %d (at most %d buckets, increasing)", ErrMalformed, i, ratio.NumBuckets))
+		if i >= histogram.NumBuckets || i < next {
+			d.fail(fmt.Errorf("%w: histogram bucket %d (at most %d buckets, increasing)", ErrMalformed, i, histogram.NumBuckets))
 			return
 		}
 		if c > MaxCount {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/klauspost/compress/zstd"
 
-	"github.com/qtop-dev/qtop/ratio"
+	"github.com/qtop-dev/qtop/histogram"
 	"github.com/qtop-dev/qtop/spacesaving"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -76,7 +76,7 @@ func sameReport(t *testing.T, want, got *Report) {
 		if !w.Latency.Equal(&g.Latency) {
 			t.Errorf("row %d: latency differs (%d buckets, want %d)", i, g.Latency.Len(), w.Latency.Len())
 		}
-		w.Latency, g.Latency = ratio.Sparse{}, ratio.Sparse{}
+		w.Latency, g.Latency = histogram.Sparse{}, histogram.Sparse{}
 		if !reflect.DeepEqual(w, g) {
 			t.Errorf("row %d: got %+v, want %+v", i, g, w)
 		}
@@ -99,7 +99,7 @@ func sameReport(t *testing.T, want, got *Report) {
 	}
 }
 
-func bucketsOf(h *ratio.Sparse) string {
+func bucketsOf(h *histogram.Sparse) string {
 	var sb strings.Builder
 	h.Buckets(func(i int, c uint64) {
 		fmt.Fprintf(&sb, "%d:%d ", i, c)

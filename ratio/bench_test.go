@@ -1,6 +1,7 @@
 package ratio
 
 import (
+	"github.com/qtop-dev/qtop/histogram"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -21,7 +22,7 @@ func latencies(n int) []float64 {
 
 func BenchmarkHistogramObserve(b *testing.B) {
 	xs := latencies(4096)
-	var h Histogram
+	var h histogram.Histogram
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
@@ -36,7 +37,7 @@ func BenchmarkHistogramObserveDuration(b *testing.B) {
 	for i, x := range xs {
 		ds[i] = time.Duration(x * 1e9)
 	}
-	var h Histogram
+	var h histogram.Histogram
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
@@ -46,7 +47,7 @@ func BenchmarkHistogramObserveDuration(b *testing.B) {
 }
 
 func BenchmarkHistogramQuantileP95(b *testing.B) {
-	var h Histogram
+	var h histogram.Histogram
 	for _, x := range latencies(100000) {
 		h.Observe(x)
 	}
@@ -59,7 +60,7 @@ func BenchmarkHistogramQuantileP95(b *testing.B) {
 }
 
 func BenchmarkHistogramMerge(b *testing.B) {
-	var h, o Histogram
+	var h, o histogram.Histogram
 	for _, x := range latencies(10000) {
 		o.Observe(x)
 	}
@@ -71,7 +72,7 @@ func BenchmarkHistogramMerge(b *testing.B) {
 
 func BenchmarkWindowObserveAt(b *testing.B) {
 	xs := latencies(4096)
-	w := NewWindow(10*time.Second, 10)
+	w := histogram.NewWindow(10*time.Second, 10)
 	now := t0
 	b.ReportAllocs()
 	i := 0
@@ -83,7 +84,7 @@ func BenchmarkWindowObserveAt(b *testing.B) {
 }
 
 func BenchmarkWindowQuantileAtP95(b *testing.B) {
-	w := NewWindow(5*time.Minute, 30)
+	w := histogram.NewWindow(5*time.Minute, 30)
 	now := t0
 	for _, x := range latencies(300000) {
 		now = now.Add(time.Millisecond)
@@ -159,7 +160,7 @@ func TestQuantileErrorP2VersusHistogram(t *testing.T) {
 		xs := make([]float64, n)
 		for w := 0; w < windows; w++ {
 			e := NewP2(q)
-			var h Histogram
+			var h histogram.Histogram
 			for i := range xs {
 				xs[i] = src.draw()
 				e.Add(xs[i])
@@ -174,7 +175,7 @@ func TestQuantileErrorP2VersusHistogram(t *testing.T) {
 		hm, hx := hErr[len(hErr)/2], hErr[len(hErr)-1]
 		t.Logf("%s, p95 of %d windows of %d: P² median %.2f%% max %.1f%%; Histogram median %.2f%% max %.2f%%",
 			src.name, windows, n, 100*pm, 100*px, 100*hm, 100*hx)
-		if hx > RelativeAccuracy {
+		if hx > histogram.RelativeAccuracy {
 			t.Errorf("%s: histogram error %.3f%% above its bound", src.name, 100*hx)
 		}
 		if px <= hx {

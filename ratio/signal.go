@@ -2,6 +2,7 @@ package ratio
 
 import (
 	"fmt"
+	"github.com/qtop-dev/qtop/histogram"
 	"sync"
 	"time"
 )
@@ -25,8 +26,8 @@ type Signal struct {
 	cfg config
 
 	mu       sync.Mutex
-	short    *Window
-	long     *Window
+	short    *histogram.Window
+	long     *histogram.Window
 	degraded bool
 }
 
@@ -124,8 +125,8 @@ func NewSignal(opts ...Option) *Signal {
 	}
 	return &Signal{
 		cfg:   c,
-		short: NewWindow(c.short, c.shortSlots),
-		long:  NewWindow(c.long, c.longSlots),
+		short: histogram.NewWindow(c.short, c.shortSlots),
+		long:  histogram.NewWindow(c.long, c.longSlots),
 	}
 }
 
@@ -142,7 +143,7 @@ func (s *Signal) Observe(seconds float64) { s.ObserveAt(time.Now(), seconds) }
 
 // MergeAt adds every observation of h, as observed at instant now (for
 // example a histogram reported by a process for the interval ending now).
-func (s *Signal) MergeAt(now time.Time, h *Histogram) {
+func (s *Signal) MergeAt(now time.Time, h *histogram.Histogram) {
 	s.mu.Lock()
 	s.short.MergeAt(now, h)
 	s.long.MergeAt(now, h)
@@ -151,7 +152,7 @@ func (s *Signal) MergeAt(now time.Time, h *Histogram) {
 
 // MergeSparseAt is MergeAt for a Sparse histogram (a collector's merge of
 // the rows of a report), with no dense histogram in between.
-func (s *Signal) MergeSparseAt(now time.Time, h *Sparse) {
+func (s *Signal) MergeSparseAt(now time.Time, h *histogram.Sparse) {
 	s.mu.Lock()
 	s.short.MergeSparseAt(now, h)
 	s.long.MergeSparseAt(now, h)

@@ -1,6 +1,7 @@
 package ratio
 
 import (
+	"github.com/qtop-dev/qtop/histogram"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -158,7 +159,7 @@ func TestSignalHysteresisSteps(t *testing.T) {
 		drive(s, from, from.Add(10*time.Second), 100, func() float64 { return lat })
 		now := from.Add(10*time.Second - time.Millisecond)
 		v, ok := s.ValueAt(now)
-		if !ok || math.Abs(v-st.ratio)/st.ratio > 2*RelativeAccuracy {
+		if !ok || math.Abs(v-st.ratio)/st.ratio > 2*histogram.RelativeAccuracy {
 			t.Fatalf("t%d: ratio %v ok %v, want %v", i, v, ok, st.ratio)
 		}
 		if got := s.DegradedAt(now); got != st.degraded {
@@ -197,7 +198,7 @@ func TestSignalMergeAtStep(t *testing.T) {
 	s := NewSignal()
 	report := func(now time.Time, factor float64) {
 		for p := 0; p < 4; p++ {
-			var h Histogram
+			var h histogram.Histogram
 			for i := 0; i < 25; i++ {
 				h.Observe(factor * 0.030 * math.Exp(0.5*r.NormFloat64()))
 			}
@@ -232,7 +233,7 @@ func TestSignalConcurrentUse(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var h Histogram
+			var h histogram.Histogram
 			h.Observe(0.01)
 			for i := 0; i < 2000; i++ {
 				now := at(time.Duration(i) * time.Millisecond)
@@ -315,7 +316,7 @@ func TestSignalMergeSparseAtSameAsDense(t *testing.T) {
 	moved := 0.0
 	for sec := range 900 {
 		now := t0.Add(time.Duration(sec) * time.Second)
-		var h Histogram
+		var h histogram.Histogram
 		med := 0.01
 		if sec > 600 {
 			med = 0.05 // a step: the ratio moves
@@ -323,13 +324,13 @@ func TestSignalMergeSparseAtSameAsDense(t *testing.T) {
 		for range 1 + rng.IntN(200) {
 			h.Observe(lognormal(rng, med, 0.5)())
 		}
-		var s Sparse
+		var s histogram.Sparse
 		s.Load(&h)
-		var fromBuckets Histogram // as a collector made it: the buckets only
+		var fromBuckets histogram.Histogram // as a collector made it: the buckets only
 		s.Buckets(fromBuckets.AddBucket)
 		dense.MergeAt(now, &fromBuckets)
 		sparse.MergeSparseAt(now, &s)
-		sparse.MergeSparseAt(now, &Sparse{}) // nothing
+		sparse.MergeSparseAt(now, &histogram.Sparse{}) // nothing
 		gv, gok := sparse.ValueAt(now)
 		wv, wok := dense.ValueAt(now)
 		if gv != wv || gok != wok || sparse.DegradedAt(now) != dense.DegradedAt(now) {

@@ -19,7 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 
-	"github.com/qtop-dev/qtop/ratio"
+	"github.com/qtop-dev/qtop/histogram"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -417,9 +417,9 @@ func TestNewSpoolOptions(t *testing.T) {
 }
 
 func TestCodecRoundTrip(t *testing.T) {
-	var lat ratio.Sparse
+	var lat histogram.Sparse
 	lat.Add(3, 5)
-	lat.Add(ratio.NumBuckets-1, 7)
+	lat.Add(histogram.NumBuckets-1, 7)
 	in := batchOf("a", 3)
 	in[0].Latency = lat
 	in[1].Latency.Add(9, 1)
@@ -448,7 +448,7 @@ func TestCodecRoundTrip(t *testing.T) {
 
 // sameRollup compares every field but Latency.
 func sameRollup(a, b Rollup) bool {
-	a.Latency, b.Latency = ratio.Sparse{}, ratio.Sparse{}
+	a.Latency, b.Latency = histogram.Sparse{}, histogram.Sparse{}
 	a.Minute, b.Minute = a.Minute.UTC(), b.Minute.UTC()
 	return reflect.DeepEqual(a, b)
 }
@@ -487,10 +487,10 @@ func TestSpoolFormat1Golden(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := time.Date(2026, 3, 1, 12, 34, 0, 0, time.UTC)
-	var lat ratio.Sparse
+	var lat histogram.Sparse
 	lat.Add(3, 5)
 	lat.Add(400, 2)
-	lat.Add(ratio.NumBuckets-1, 7)
+	lat.Add(histogram.NumBuckets-1, 7)
 	want := []Rollup{
 		{Minute: m, Writer: "w1", Version: 3, Service: "api", Tenant: "acme", Route: "GET /a", Tier: tenant.T2, Kind: KindRequest,
 			Count: 14, Errors: 1, DurationSeconds: 0.5, RU: 21, Bytes: 1400, Rows: 42, Latency: lat},

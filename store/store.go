@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/qtop-dev/qtop/ratio"
+	"github.com/qtop-dev/qtop/histogram"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -58,7 +58,7 @@ type Rollup struct {
 	// (none needs to), so an empty one reads back as none. A copy of a
 	// Rollup shares its Latency's memory (see ratio.Sparse): Clone it to
 	// change one apart.
-	Latency ratio.Sparse
+	Latency histogram.Sparse
 }
 
 // HotKey is one key's count in one minute from one writer, with the

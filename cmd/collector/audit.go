@@ -14,8 +14,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/internal/collector"
-	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/policy"
 )
 
@@ -76,21 +76,21 @@ func audit(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var rows []live.AuditRow
+	var rows []api.AuditRow
 	if *remote != "" {
 		tok, err := admin.get()
 		if err != nil {
 			fmt.Fprintln(stderr, "collector audit:", err)
 			return 2
 		}
-		c, err := live.NewClient(*remote)
+		c, err := api.NewClient(*remote)
 		if err != nil {
 			fmt.Fprintln(stderr, "collector audit:", err)
 			return 2
 		}
 		if rows, err = c.Audit(ctx, f, now, tok); err != nil {
 			fmt.Fprintln(stderr, "collector audit:", err)
-			if errors.Is(err, live.ErrUnauthorized) {
+			if errors.Is(err, api.ErrUnauthorized) {
 				fmt.Fprintln(stderr, "collector audit: pass the collector's admin token: --admin-token-file DATA_DIR/admin-token")
 			}
 			return 1

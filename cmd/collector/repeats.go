@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/internal/collector"
-	"github.com/qtop-dev/qtop/internal/live"
 )
 
 // repeatsReport prints the repeat-share report of a running collector
@@ -16,7 +16,7 @@ func repeatsReport(ctx context.Context, addr, format string, stdout, stderr io.W
 		fmt.Fprintln(stderr, "collector report: --repeats asks a running collector: add --collector HOST:PORT (e.g. 127.0.0.1:7070)")
 		return 2
 	}
-	c, err := live.NewClient(addr)
+	c, err := api.NewClient(addr)
 	if err != nil {
 		fmt.Fprintln(stderr, "collector report:", err)
 		return 2

@@ -23,8 +23,8 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/internal/demo"
-	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/internal/tui"
 )
 
@@ -142,7 +142,7 @@ func newFlagSetFor(form string, stderr io.Writer, f *flags) *flag.FlagSet {
 	fs.StringVar(&f.format, "format", tui.FormatTable, "with --once: table or json")
 	fs.StringVar(&f.sort, "sort", "", "initial sort: ru, db, req, err or p95 (default ru; db with --postgres)")
 	fs.IntVar(&f.top, "top", tui.DefaultTop, "tenants shown before the \"other\" row (1…1000)")
-	fs.StringVar(&f.groupBy, "group-by", live.GroupTenant, "group the load by tenant, application, user, database, client or fingerprint (all but tenant need --postgres; key b switches)")
+	fs.StringVar(&f.groupBy, "group-by", api.GroupTenant, "group the load by tenant, application, user, database, client or fingerprint (all but tenant need --postgres; key b switches)")
 	return fs
 }
 
@@ -281,18 +281,18 @@ func interactive(ctx context.Context, src tui.Source, f *flags, stderr io.Writer
 func check(f *flags) error {
 	switch f.sort {
 	case "":
-		f.sort = live.MeasureRU
+		f.sort = api.MeasureRU
 		if f.postgres != "" {
-			f.sort = live.MeasureDB
+			f.sort = api.MeasureDB
 		}
-	case live.MeasureRU, live.MeasureDB, live.MeasureReq, live.MeasureErr, live.MeasureP95:
+	case api.MeasureRU, api.MeasureDB, api.MeasureReq, api.MeasureErr, api.MeasureP95:
 	default:
 		return fmt.Errorf("--sort %q: want ru, db, req, err or p95", f.sort)
 	}
-	if !slices.Contains(live.Groups, f.groupBy) {
-		return fmt.Errorf("--group-by %q: want one of %s", f.groupBy, strings.Join(live.Groups, ", "))
+	if !slices.Contains(api.Groups, f.groupBy) {
+		return fmt.Errorf("--group-by %q: want one of %s", f.groupBy, strings.Join(api.Groups, ", "))
 	}
-	if f.groupBy != live.GroupTenant && f.postgres == "" {
+	if f.groupBy != api.GroupTenant && f.postgres == "" {
 		return fmt.Errorf("--group-by %s needs --postgres DSN: a collector groups its load by tenant only", f.groupBy)
 	}
 	if f.top < 1 || f.top > 1000 {
@@ -324,7 +324,7 @@ func open(ctx context.Context, isDemo bool, f *flags) (tui.Source, error) {
 	if strings.Contains(f.collector, ",") {
 		return tui.NewFleet(strings.Split(f.collector, ","), f.token)
 	}
-	return tui.NewCollector(f.collector, f.token, live.WithToken(f.token))
+	return tui.NewCollector(f.collector, f.token, api.WithToken(f.token))
 }
 
 // once prints one snapshot.
@@ -332,7 +332,7 @@ func once(ctx context.Context, src tui.Source, q tui.Query, format string, stdou
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
 	var (
-		s   live.Snapshot
+		s   api.Snapshot
 		err error
 	)
 	if o, ok := src.(tui.OnceSource); ok {

@@ -14,8 +14,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/internal/collector"
-	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/sqlcomment"
 )
@@ -100,13 +100,13 @@ func TestOnceFromCollector(t *testing.T) {
 	defer cancel()
 	srv.Run(ctx)
 	defer srv.Shutdown(context.Background())
-	var s live.Snapshot
+	var s api.Snapshot
 	for deadline := time.Now().Add(20 * time.Second); len(s.Tenants) == 0; {
 		code, out, errOut := runQtop("--collector", ln.Addr().String(), "--once", "--format", "json", "--sort", "req", "--top", "3")
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, errOut)
 		}
-		s = live.Snapshot{}
+		s = api.Snapshot{}
 		if err := json.Unmarshal([]byte(out), &s); err != nil {
 			t.Fatalf("not the snapshot JSON: %v\n%s", err, out)
 		}
@@ -115,7 +115,7 @@ func TestOnceFromCollector(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if s.Measure != live.MeasureReq || len(s.Tenants) > 4 {
+	if s.Measure != api.MeasureReq || len(s.Tenants) > 4 {
 		t.Fatalf("measure %q, %d rows (want top 3 + other)", s.Measure, len(s.Tenants))
 	}
 	code, out, _ := runQtop("--collector", ln.Addr().String(), "--once")
@@ -130,11 +130,11 @@ func TestDemoOnce(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	var s live.Snapshot
+	var s api.Snapshot
 	if err := json.Unmarshal([]byte(out), &s); err != nil {
 		t.Fatal(err)
 	}
-	if s.Source != live.SourceDemo || len(s.Tenants) == 0 || len(s.Services) == 0 {
+	if s.Source != api.SourceDemo || len(s.Tenants) == 0 || len(s.Services) == 0 {
 		t.Fatalf("demo snapshot: source %q, %d tenants, %d services", s.Source, len(s.Tenants), len(s.Services))
 	}
 	t.Logf("qtop demo --once took %s", time.Since(start))
@@ -172,7 +172,7 @@ func TestOncePostgres(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, errOut)
 		}
-		var s live.Snapshot
+		var s api.Snapshot
 		if err := json.Unmarshal([]byte(out), &s); err != nil {
 			t.Fatal(err)
 		}
@@ -184,7 +184,7 @@ func TestOncePostgres(t *testing.T) {
 		for _, st := range s.Statements {
 			stmts[st.Tenant]++
 		}
-		if s.Source == live.SourcePostgres && load[a] == 2 && load[c] == 1 && stmts[a] == 2 && stmts[c] == 1 {
+		if s.Source == api.SourcePostgres && load[a] == 2 && load[c] == 1 && stmts[a] == 2 && stmts[c] == 1 {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -12,7 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/qtop-dev/qtop/enforce"
-	"github.com/qtop-dev/qtop/enforce/sim"
+	"github.com/qtop-dev/qtop/internal/enforcesim"
 	"github.com/qtop-dev/qtop/policy"
 )
 
@@ -68,7 +68,7 @@ func TestBalanceAPI(t *testing.T) {
 }
 
 func TestReplayModes(t *testing.T) {
-	model := sim.DefaultFreshness()
+	model := enforcesim.DefaultFreshness()
 	model.Users, model.Days, model.PushesPerDay, model.ChangesPerDay = 200, 2, 7.5, 3.1
 	c := ReplayConfig{Model: model, Users: 60, Span: 3 * time.Hour, Rate: 5000, Slots: 2, Work: 2 * time.Millisecond}
 	ctx := context.Background()

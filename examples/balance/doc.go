@@ -17,7 +17,7 @@
 // collector's policy) apply while CoDel or the latency ratio says the
 // process is overloaded, and for 10 s after.
 //
-// The replay command calibrates the model of package enforce/sim, takes
+// The replay command calibrates the model of package internal/enforcesim, takes
 // its trace, gives each client the copy of its last GET of the first day,
 // and sends the next hours of GETs at a fixed rate through the service
 // over loopback HTTP three times: without rules, with the rules in shadow

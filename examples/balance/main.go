@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/qtop-dev/qtop/enforce/sim"
+	"github.com/qtop-dev/qtop/internal/enforcesim"
 	"github.com/qtop-dev/qtop/policy"
 )
 
@@ -146,11 +146,11 @@ func runReplay(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	fmt.Fprintln(stderr, "calibrating the model (a few seconds)…")
-	model, err := sim.Freshness(sim.DefaultFreshness())
+	model, err := enforcesim.Freshness(enforcesim.DefaultFreshness())
 	if err != nil {
 		return err
 	}
-	sim.WriteFreshness(stdout, model)
+	enforcesim.WriteFreshness(stdout, model)
 	fmt.Fprintln(stdout)
 	c := ReplayConfig{Model: model.Config, Users: *users, Span: *span, Rate: *rate, Slots: *slots, Work: *work}
 	var rows []ReplayResult

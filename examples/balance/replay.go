@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/enforce"
-	"github.com/qtop-dev/qtop/enforce/sim"
+	"github.com/qtop-dev/qtop/internal/enforcesim"
 	"github.com/qtop-dev/qtop/policy"
 )
 
@@ -31,7 +31,7 @@ const (
 // real service over loopback HTTP.
 type ReplayConfig struct {
 	// Model is the calibrated model (sim.FreshnessResult.Config).
-	Model sim.FreshnessConfig
+	Model enforcesim.FreshnessConfig
 	// Users replayed and Span of trace time replayed after the first day
 	// (which only gives the clients their copies, without HTTP).
 	Users int
@@ -46,7 +46,7 @@ type ReplayConfig struct {
 // DefaultReplay replays 400 users over 4 hours of trace at 600 requests
 // a second against a backend of 4 × 10 ms (400 reads a second): 1.5 times
 // its capacity.
-func DefaultReplay(model sim.FreshnessConfig) ReplayConfig {
+func DefaultReplay(model enforcesim.FreshnessConfig) ReplayConfig {
 	return ReplayConfig{Model: model, Users: 400, Span: 4 * time.Hour, Rate: 600, Slots: 4, Work: 10 * time.Millisecond}
 }
 
@@ -155,10 +155,10 @@ func Replay(ctx context.Context, c ReplayConfig, mode Mode) (ReplayResult, error
 		sent     int
 		firstErr error
 	)
-	chans := make([]chan sim.TraceRequest, users)
+	chans := make([]chan enforcesim.TraceRequest, users)
 	var wg sync.WaitGroup
 	for u := range chans {
-		chans[u] = make(chan sim.TraceRequest, 256)
+		chans[u] = make(chan enforcesim.TraceRequest, 256)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -238,7 +238,7 @@ func Replay(ctx context.Context, c ReplayConfig, mode Mode) (ReplayResult, error
 
 // get sends one GET of the trace and returns the status, the ETag of the
 // answer and the latency.
-func get(ctx context.Context, c *http.Client, base string, q sim.TraceRequest, etag string) (int, string, time.Duration, error) {
+func get(ctx context.Context, c *http.Client, base string, q enforcesim.TraceRequest, etag string) (int, string, time.Duration, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/accounts/"+accountID(q.User)+"/balance", nil)
 	if err != nil {
 		return 0, "", 0, err

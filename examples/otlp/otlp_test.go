@@ -23,8 +23,8 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
 	"go.uber.org/goleak"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/internal/collector"
-	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/internal/testsvc"
 )
 
@@ -177,9 +177,9 @@ func check(t *testing.T, bin string, coll *collector.Server, storeURL, service s
 	}
 	base := "http://" + coll.Addr()
 	deadline := time.Now().Add(20 * time.Second)
-	var snap live.Snapshot
+	var snap api.Snapshot
 	for {
-		snap = coll.Snapshot(time.Now(), live.MeasureDB, 10)
+		snap = coll.Snapshot(time.Now(), api.MeasureDB, 10)
 		total := 0.0 // requests of the load's tenants (not the service's own untagged calls)
 		for _, r := range snap.Tenants {
 			if _, ok := sent[r.Tenant]; ok {
@@ -203,7 +203,7 @@ func check(t *testing.T, bin string, coll *collector.Server, storeURL, service s
 	if err != nil {
 		t.Fatalf("qtop --once: %v", err)
 	}
-	var once live.Snapshot
+	var once api.Snapshot
 	if err := json.Unmarshal(out, &once); err != nil {
 		t.Fatalf("qtop --once output: %v\n%s", err, out)
 	}

@@ -21,8 +21,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/internal/collector"
-	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/internal/testsvc"
 )
 
@@ -201,7 +201,7 @@ func TestREADMEInstrumentation(t *testing.T) {
 		}
 		return out
 	}
-	var snap live.Snapshot
+	var snap api.Snapshot
 	var why string
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
 		out := qtop("json")
@@ -233,8 +233,8 @@ func TestREADMEInstrumentation(t *testing.T) {
 }
 
 // missing says what the snapshot lacks of what the README promises, or "".
-func missing(s live.Snapshot, tenants ...string) string {
-	rows := map[string]live.TenantRow{}
+func missing(s api.Snapshot, tenants ...string) string {
+	rows := map[string]api.TenantRow{}
 	for _, r := range s.Tenants {
 		rows[r.Tenant] = r
 	}

@@ -21,8 +21,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/internal/collector"
-	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/sqlcomment"
@@ -167,7 +167,7 @@ func TestLoop(t *testing.T) {
 	})
 
 	// (a) The collector ranks the noisy tenant first by DB load and by RU.
-	for _, m := range []string{live.MeasureDB, live.MeasureRU} {
+	for _, m := range []string{api.MeasureDB, api.MeasureRU} {
 		eventually(t, 30*time.Second, "noisy tenant first by "+m, func() error {
 			s := coll.Snapshot(time.Now(), m, 10)
 			if len(s.Tenants) < 3 {
@@ -190,12 +190,12 @@ func TestLoop(t *testing.T) {
 	// (c) A throttle posted through the collector's policy API reaches the
 	// app in a report reply: the noisy tenant gets 429 with Retry-After,
 	// the small tenants still get 200.
-	lc, err := live.NewClient(collSrv.URL)
+	lc, err := api.NewClient(collSrv.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := lc.PostPolicy(ctx, policy.Rule{Tenant: "nobody", Action: policy.Throttle, RUPerSecond: 1,
-		Expires: time.Now().Add(time.Hour), Reason: "wrong token"}, "not-the-token"); !errors.Is(err, live.ErrUnauthorized) {
+		Expires: time.Now().Add(time.Hour), Reason: "wrong token"}, "not-the-token"); !errors.Is(err, api.ErrUnauthorized) {
 		t.Fatalf("policy with a wrong token: %v, want ErrUnauthorized", err)
 	}
 	p, err := lc.PostPolicy(ctx, policy.Rule{Tenant: noisy, Action: policy.Throttle, RUPerSecond: 1,
@@ -241,7 +241,7 @@ func TestLoop(t *testing.T) {
 
 	// (d) The enforcement counters reach the collector.
 	eventually(t, 10*time.Second, "throttled requests in the collector's snapshot", func() error {
-		s := coll.Snapshot(time.Now(), live.MeasureRU, 10)
+		s := coll.Snapshot(time.Now(), api.MeasureRU, 10)
 		if th := s.Enforcement.Tiers[tenant.T2.Index()].Throttled; th == 0 {
 			return fmt.Errorf("T2 enforcement %+v", s.Enforcement.Tiers[tenant.T2.Index()])
 		}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/ingest"
-	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -212,7 +212,7 @@ func TestOtherTenantsAcrossShards(t *testing.T) {
 	others := 0
 	for _, r := range snap.Tenants {
 		total += r.ReqPerSec * rateN
-		if r.Tenant == live.OtherTenant {
+		if r.Tenant == api.OtherTenant {
 			others++
 		}
 	}

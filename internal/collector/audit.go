@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/store"
 )
 
@@ -17,7 +17,7 @@ var ErrNoAudit = errors.New("collector: the store cannot read the audit")
 
 // ReadAudit returns the policy changes of [from, to) from st, oldest
 // first, as GET /v1/audit and `collector audit` show them.
-func ReadAudit(ctx context.Context, st store.Store, from, to time.Time) ([]live.AuditRow, error) {
+func ReadAudit(ctx context.Context, st store.Store, from, to time.Time) ([]api.AuditRow, error) {
 	ar, ok := st.(store.AuditReader)
 	if st == nil || !ok {
 		return nil, ErrNoAudit
@@ -29,13 +29,13 @@ func ReadAudit(ctx context.Context, st store.Store, from, to time.Time) ([]live.
 	if err != nil {
 		return nil, fmt.Errorf("collector: audit: %w", err)
 	}
-	out := make([]live.AuditRow, 0, len(as))
+	out := make([]api.AuditRow, 0, len(as))
 	for _, a := range as {
 		rule := json.RawMessage(a.Rule)
 		if !json.Valid(rule) {
 			rule, _ = json.Marshal(a.Rule)
 		}
-		out = append(out, live.AuditRow{Time: a.Time, Who: a.Who, Action: a.Action, PolicyVersion: a.PolicyVersion, Rule: rule})
+		out = append(out, api.AuditRow{Time: a.Time, Who: a.Who, Action: a.Action, PolicyVersion: a.PolicyVersion, Rule: rule})
 	}
 	return out, nil
 }
@@ -61,7 +61,7 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		var t time.Time
 		if t, err = ParseTime(to, now); err == nil {
-			var rows []live.AuditRow
+			var rows []api.AuditRow
 			if rows, err = ReadAudit(r.Context(), s.store, f, t); err == nil {
 				writeJSON(w, http.StatusOK, rows)
 				return

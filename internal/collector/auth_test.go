@@ -17,7 +17,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/store"
@@ -85,7 +85,7 @@ func TestThreeCredentials(t *testing.T) {
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
-		if path == live.PathReports {
+		if path == api.PathReports {
 			req.Header.Set("Content-Type", "application/vnd.qtop.report")
 		}
 		w := httptest.NewRecorder()
@@ -97,7 +97,7 @@ func TestThreeCredentials(t *testing.T) {
 			Reason: "test", Expires: t0.Add(time.Hour)})
 		return b
 	}
-	reads := []string{live.PathLive, live.PathPolicy, "/metrics", live.PathReport + "?from=1h"}
+	reads := []string{api.PathLive, api.PathPolicy, "/metrics", api.PathReport + "?from=1h"}
 	for _, c := range []struct {
 		token             string
 		report, read, adm bool
@@ -108,7 +108,7 @@ func TestThreeCredentials(t *testing.T) {
 		{"", false, false, false},
 	} {
 		f.clk.Add(time.Second)
-		if got := do(http.MethodPost, live.PathReports, c.token, p.report(t, "acme", 1, "")) == 200; got != c.report {
+		if got := do(http.MethodPost, api.PathReports, c.token, p.report(t, "acme", 1, "")) == 200; got != c.report {
 			t.Errorf("token %q: report allowed %v, want %v", c.token, got, c.report)
 		}
 		for _, path := range reads {
@@ -116,15 +116,15 @@ func TestThreeCredentials(t *testing.T) {
 				t.Errorf("token %q: GET %s allowed %v, want %v", c.token, path, got, c.read)
 			}
 		}
-		if got := do(http.MethodPost, live.PathPolicy, c.token, rule("r-"+c.token)) == 200; got != c.adm {
+		if got := do(http.MethodPost, api.PathPolicy, c.token, rule("r-"+c.token)) == 200; got != c.adm {
 			t.Errorf("token %q: policy change allowed %v, want %v", c.token, got, c.adm)
 		}
-		if got := do(http.MethodGet, live.PathAudit, c.token, nil) == 200; got != c.adm {
+		if got := do(http.MethodGet, api.PathAudit, c.token, nil) == 200; got != c.adm {
 			t.Errorf("token %q: audit allowed %v, want %v", c.token, got, c.adm)
 		}
 	}
 	// who is the credential's, whatever header the client sets.
-	req := httptest.NewRequest(http.MethodPost, live.PathPolicy, bytes.NewReader(rule("who")))
+	req := httptest.NewRequest(http.MethodPost, api.PathPolicy, bytes.NewReader(rule("who")))
 	req.Header.Set("Authorization", "Bearer "+f.token)
 	req.Header.Set("X-Qtop-User", "mallory")
 	w := httptest.NewRecorder()
@@ -155,7 +155,7 @@ func TestRuleSanity(t *testing.T) {
 	defer f.stop()
 	h := f.s.Handler()
 	post := func(body string, query string) (int, string) {
-		req := httptest.NewRequest(http.MethodPost, live.PathPolicy+query, strings.NewReader(body))
+		req := httptest.NewRequest(http.MethodPost, api.PathPolicy+query, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+f.token)
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
@@ -244,8 +244,8 @@ func TestAuditOnBothStores(t *testing.T) {
 				t.Fatal(err)
 			}
 			srv := httptest.NewServer(s.Handler())
-			c, _ := live.NewClient(srv.URL)
-			if _, err := c.Audit(context.Background(), t0.Add(-time.Hour), t0.Add(time.Hour), "wrong"); !errors.Is(err, live.ErrUnauthorized) {
+			c, _ := api.NewClient(srv.URL)
+			if _, err := c.Audit(context.Background(), t0.Add(-time.Hour), t0.Add(time.Hour), "wrong"); !errors.Is(err, api.ErrUnauthorized) {
 				t.Errorf("audit with a wrong token: %v", err)
 			}
 			rows, err := c.Audit(context.Background(), t0.Add(-time.Hour), t0.Add(time.Hour), s.Token())

@@ -11,8 +11,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/ingest"
-	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/store"
 )
@@ -34,7 +34,7 @@ const maxBudgetIDs = 1024
 // the sampler.
 type budgetSlot struct {
 	stamp int64
-	ids   map[string]*live.BudgetRow
+	ids   map[string]*api.BudgetRow
 }
 
 // budgetLive is the collector's part of the budgets: the counters of the
@@ -46,7 +46,7 @@ type budgetLive struct {
 	// totals are the counters since start of the policy's budgets and
 	// rules (ids not in the policy are summed under "other"), for the
 	// fleet-wide metrics.
-	totals map[string]*live.BudgetRow
+	totals map[string]*api.BudgetRow
 	// pending are the wrappers' runaway actions for the audit, written at
 	// the next Tick; auditDropped counts those the bound left out.
 	pending      []store.Audit
@@ -109,7 +109,7 @@ func (m budgetMetrics) Describe(ch chan<- *prometheus.Desc) {
 
 func (m budgetMetrics) Collect(ch chan<- prometheus.Metric) {
 	m.s.mu.Lock()
-	rows := make([]live.BudgetRow, 0, len(m.s.bud.totals))
+	rows := make([]api.BudgetRow, 0, len(m.s.bud.totals))
 	for _, r := range m.s.bud.totals {
 		rows = append(rows, *r)
 	}
@@ -135,9 +135,9 @@ func (m budgetMetrics) Collect(ch chan<- prometheus.Metric) {
 
 // totalLocked returns the fleet-wide total row of id: its own when the
 // policy has it, else "other" (so reporters cannot add label values).
-func (s *Server) totalLocked(id string, runaway bool) *live.BudgetRow {
+func (s *Server) totalLocked(id string, runaway bool) *api.BudgetRow {
 	if s.bud.totals == nil {
-		s.bud.totals = map[string]*live.BudgetRow{}
+		s.bud.totals = map[string]*api.BudgetRow{}
 	}
 	known := false
 	if runaway {
@@ -154,7 +154,7 @@ func (s *Server) totalLocked(id string, runaway bool) *live.BudgetRow {
 	}
 	r := s.bud.totals[key]
 	if r == nil {
-		r = &live.BudgetRow{ID: id, Runaway: runaway}
+		r = &api.BudgetRow{ID: id, Runaway: runaway}
 		s.bud.totals[key] = r
 	}
 	return r
@@ -184,7 +184,7 @@ func (s *Server) mergeBudgetsLocked(sec int64, rep *ingest.Report) {
 			PolicyVersion: s.policy.Version, Rule: string(aj)})
 	}
 	for _, c := range rep.Budgets {
-		s.totalLocked(c.ID, c.Runaway).Add(&live.BudgetRow{Admitted: c.Admitted, Refused: c.Refused, Warned: c.Warned,
+		s.totalLocked(c.ID, c.Runaway).Add(&api.BudgetRow{Admitted: c.Admitted, Refused: c.Refused, Warned: c.Warned,
 			InTx: c.InTx, Cancelled: c.Cancelled, Reported: c.Reported, WatchRefused: c.WatchRefused})
 		r := s.budgetRowLocked(sec, c.ID, c.Runaway)
 		r.Enforce = r.Enforce || c.Enforce
@@ -198,12 +198,12 @@ func (s *Server) mergeBudgetsLocked(sec int64, rep *ingest.Report) {
 	}
 }
 
-func (s *Server) budgetRowLocked(sec int64, id string, runaway bool) *live.BudgetRow {
+func (s *Server) budgetRowLocked(sec int64, id string, runaway bool) *api.BudgetRow {
 	sl := &s.bud.slots[uint64(sec)%rateN]
 	if sl.stamp != sec || sl.ids == nil {
 		sl.stamp = sec
 		if sl.ids == nil {
-			sl.ids = map[string]*live.BudgetRow{}
+			sl.ids = map[string]*api.BudgetRow{}
 		}
 		clear(sl.ids)
 	}
@@ -219,7 +219,7 @@ func (s *Server) budgetRowLocked(sec int64, id string, runaway bool) *live.Budge
 				return r
 			}
 		}
-		r = &live.BudgetRow{ID: id, Runaway: runaway}
+		r = &api.BudgetRow{ID: id, Runaway: runaway}
 		sl.ids[key] = r
 	}
 	return r
@@ -228,10 +228,10 @@ func (s *Server) budgetRowLocked(sec int64, id string, runaway bool) *live.Budge
 // budgetSnapshotLocked fills the budgets of a snapshot at second sec: the
 // policy's budgets and runaway rules, each with its counters over the
 // last rateN seconds, then counters of ids the policy no longer has.
-func (s *Server) budgetSnapshotLocked(snap *live.Snapshot, now time.Time, sec int64) {
+func (s *Server) budgetSnapshotLocked(snap *api.Snapshot, now time.Time, sec int64) {
 	bs, rs := s.policy.ActiveBudgets(now)
 	snap.Policy.Budgets, snap.Policy.Runaway = bs, rs
-	sum := map[string]*live.BudgetRow{}
+	sum := map[string]*api.BudgetRow{}
 	for j := range s.bud.slots {
 		sl := &s.bud.slots[j]
 		if sl.stamp < sec-rateN || sl.stamp >= sec {
@@ -240,14 +240,14 @@ func (s *Server) budgetSnapshotLocked(snap *live.Snapshot, now time.Time, sec in
 		for k, r := range sl.ids {
 			t := sum[k]
 			if t == nil {
-				t = &live.BudgetRow{ID: r.ID, Runaway: r.Runaway}
+				t = &api.BudgetRow{ID: r.ID, Runaway: r.Runaway}
 				sum[k] = t
 			}
 			t.Add(r)
 		}
 	}
-	rows := make([]live.BudgetRow, 0, len(bs)+len(rs)+len(sum))
-	take := func(key string, r live.BudgetRow) {
+	rows := make([]api.BudgetRow, 0, len(bs)+len(rs)+len(sum))
+	take := func(key string, r api.BudgetRow) {
 		if t := sum[key]; t != nil {
 			t.Enforce = t.Enforce || r.Enforce
 			r.Add(t)
@@ -256,16 +256,16 @@ func (s *Server) budgetSnapshotLocked(snap *live.Snapshot, now time.Time, sec in
 		rows = append(rows, r)
 	}
 	for _, b := range bs {
-		take(b.ID, live.BudgetRow{ID: b.ID, Enforce: b.ModeOrDefault() == policy.Enforce, Mode: string(b.ModeOrDefault())})
+		take(b.ID, api.BudgetRow{ID: b.ID, Enforce: b.ModeOrDefault() == policy.Enforce, Mode: string(b.ModeOrDefault())})
 	}
 	for _, r := range rs {
-		take("\x00"+r.ID, live.BudgetRow{ID: r.ID, Runaway: true, Mode: string(r.Action)})
+		take("\x00"+r.ID, api.BudgetRow{ID: r.ID, Runaway: true, Mode: string(r.Action)})
 	}
-	rest := make([]live.BudgetRow, 0, len(sum))
+	rest := make([]api.BudgetRow, 0, len(sum))
 	for _, r := range sum {
 		rest = append(rest, *r)
 	}
-	slices.SortFunc(rest, func(a, b live.BudgetRow) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(rest, func(a, b api.BudgetRow) int { return strings.Compare(a.ID, b.ID) })
 	snap.Budgets = append(rows, rest...)
 }
 

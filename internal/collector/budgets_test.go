@@ -15,8 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/ingest"
-	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/policy"
@@ -96,7 +96,7 @@ func TestBudgetPolicyEndpoints(t *testing.T) {
 	if err != nil || r.Policy == nil || len(r.Policy.Budgets) != 1 || r.Policy.Runaway[0].ID != "long" {
 		t.Fatalf("reply %+v %v", r, err)
 	}
-	snap := f.s.Snapshot(f.clk.Add(time.Second), live.MeasureRU, 10)
+	snap := f.s.Snapshot(f.clk.Add(time.Second), api.MeasureRU, 10)
 	if len(snap.Budgets) != 3 || len(snap.Policy.Budgets) != 1 {
 		t.Fatalf("live budgets = %+v, policy %+v", snap.Budgets, snap.Policy)
 	}
@@ -251,8 +251,8 @@ func TestPostgresRunawaySampler(t *testing.T) {
 	if err := <-done; err == nil {
 		t.Fatal("a watched shape was not cancelled")
 	}
-	snap := s.Snapshot(clk.Now().Add(time.Second), live.MeasureDB, 10)
-	var row live.BudgetRow
+	snap := s.Snapshot(clk.Now().Add(time.Second), api.MeasureDB, 10)
+	var row api.BudgetRow
 	for _, r := range snap.Budgets {
 		if r.ID == "long" {
 			row = r
@@ -296,7 +296,7 @@ func TestBudgetsReachProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := ingest.NewReporter(srv.URL+live.PathReports, rec, ingest.WithToken("tok"), ingest.WithClock(f.clk.Now),
+	rep, err := ingest.NewReporter(srv.URL+api.PathReports, rec, ingest.WithToken("tok"), ingest.WithClock(f.clk.Now),
 		ingest.WithPolicyHandler(func(p policy.Policy) {
 			if err := budgets.SetPolicy(p, f.clk.Now()); err != nil {
 				t.Error(err)
@@ -330,7 +330,7 @@ func TestBudgetsReachProcesses(t *testing.T) {
 	if err := rep.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	snap := f.s.Snapshot(f.clk.Add(time.Second), live.MeasureRU, 5)
+	snap := f.s.Snapshot(f.clk.Add(time.Second), api.MeasureRU, 5)
 	if len(snap.Budgets) != 2 || snap.Budgets[0].Admitted != 1 || snap.Budgets[0].Refused != 1 || snap.Budgets[1].Reported != 1 {
 		t.Fatalf("live budgets = %+v", snap.Budgets)
 	}

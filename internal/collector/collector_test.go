@@ -18,8 +18,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/goleak"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/ingest"
-	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tenant"
@@ -242,7 +242,7 @@ func TestHostileInput(t *testing.T) {
 	defer f.stop()
 	h := f.s.Handler()
 	post := func(body []byte, token string) *httptest.ResponseRecorder {
-		req := httptest.NewRequest(http.MethodPost, live.PathReports, bytes.NewReader(body))
+		req := httptest.NewRequest(http.MethodPost, api.PathReports, bytes.NewReader(body))
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
@@ -302,7 +302,7 @@ func TestHostileInput(t *testing.T) {
 		t.Fatalf("hostile tenant: %d %s", w.Code, w.Body)
 	}
 	f.clk.Add(time.Second)
-	snap := f.s.Snapshot(f.clk.Now(), live.MeasureRU, 10)
+	snap := f.s.Snapshot(f.clk.Now(), api.MeasureRU, 10)
 	found := false
 	for _, tr := range snap.Tenants {
 		found = found || tr.Tenant == hostile
@@ -365,7 +365,7 @@ func TestPolicyEndpoint(t *testing.T) {
 	defer f.stop()
 	srv := httptest.NewServer(f.s.Handler())
 	defer srv.Close()
-	c, _ := live.NewClient(srv.URL)
+	c, _ := api.NewClient(srv.URL)
 	ctx := context.Background()
 	rule := policy.Rule{ID: "import", Tenant: "bigcorp", Action: policy.Throttle, RUPerSecond: 100,
 		Reason: "catalog import", Expires: t0.Add(time.Hour)}
@@ -428,8 +428,8 @@ func TestLiveTopNAndOther(t *testing.T) {
 	body, _ := p.rec.Cut(f.clk.Now()).MarshalBinary()
 	f.ingest(body)
 	f.clk.Add(time.Second)
-	snap := f.s.Snapshot(f.clk.Now(), live.MeasureRU, 3)
-	if len(snap.Tenants) != 4 || snap.Tenants[0].Tenant != "tj" || snap.Tenants[3].Tenant != live.OtherTenant {
+	snap := f.s.Snapshot(f.clk.Now(), api.MeasureRU, 3)
+	if len(snap.Tenants) != 4 || snap.Tenants[0].Tenant != "tj" || snap.Tenants[3].Tenant != api.OtherTenant {
 		t.Fatalf("tenants %+v", snap.Tenants)
 	}
 	var sumRU, sumShare float64
@@ -444,11 +444,11 @@ func TestLiveTopNAndOther(t *testing.T) {
 	if d := sumShare - 1; d > 1e-9 || d < -1e-9 {
 		t.Fatalf("shares add to %v", sumShare)
 	}
-	if len(snap.Tenants[0].History) != live.HistoryLen || snap.Tenants[0].History[live.HistoryLen-1] != 30 {
-		t.Fatalf("history %v", snap.Tenants[0].History[live.HistoryLen-3:])
+	if len(snap.Tenants[0].History) != api.HistoryLen || snap.Tenants[0].History[api.HistoryLen-1] != 30 {
+		t.Fatalf("history %v", snap.Tenants[0].History[api.HistoryLen-3:])
 	}
 	b, _ := json.Marshal(snap)
-	var back live.Snapshot
+	var back api.Snapshot
 	if err := json.Unmarshal(b, &back); err != nil || back.Tenants[0].Tenant != "tj" {
 		t.Fatal("snapshot JSON does not round-trip", err)
 	}

@@ -8,8 +8,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/qtop-dev/qtop/histogram"
 	"github.com/qtop-dev/qtop/ingest"
-	"github.com/qtop-dev/qtop/ratio"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -196,7 +196,7 @@ func (s *Server) runDemo(ctx context.Context) {
 // so that the latency ratio has a baseline to fall from when the import
 // begins a few seconds in.
 func (f *demoFleet) warm(now time.Time) {
-	var h ratio.Histogram
+	var h histogram.Histogram
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
 	for _, name := range demoServices {

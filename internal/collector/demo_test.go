@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/policy"
 )
 
@@ -21,29 +21,29 @@ func TestDemoIncident(t *testing.T) {
 		t.Fatal(err)
 	}
 	fleet.warm(f.clk.Now())
-	step := func(n int) live.Snapshot {
+	step := func(n int) api.Snapshot {
 		for range n {
 			fleet.step(f.clk.Add(time.Second))
 			f.s.Tick(context.Background(), f.clk.Now())
 		}
-		return f.s.Snapshot(f.clk.Now(), live.MeasureDB, 5)
+		return f.s.Snapshot(f.clk.Now(), api.MeasureDB, 5)
 	}
 	before := step(4)
 	if before.Tenants[0].Tenant == DemoImportTenant {
 		t.Fatalf("bigcorp leads before its import: %+v", before.Tenants[0])
 	}
-	if len(before.Tenants) < 6 || before.TenantsSeen < 30 || before.Tenants[5].Tenant != live.OtherTenant {
+	if len(before.Tenants) < 6 || before.TenantsSeen < 30 || before.Tenants[5].Tenant != api.OtherTenant {
 		t.Fatalf("want dozens of tenants, top 5 and other: seen %d, %d rows", before.TenantsSeen, len(before.Tenants))
 	}
 	during := step(20)
 	if during.Tenants[0].Tenant != DemoImportTenant || during.Tenants[0].Share < 0.5 {
 		t.Fatalf("bigcorp should dominate DB load during the import: %+v", during.Tenants[0])
 	}
-	byRU := f.s.Snapshot(f.clk.Now(), live.MeasureRU, 5)
+	byRU := f.s.Snapshot(f.clk.Now(), api.MeasureRU, 5)
 	if byRU.Tenants[0].Tenant != DemoImportTenant {
 		t.Fatalf("bigcorp should lead by RU: %+v", byRU.Tenants[0])
 	}
-	if len(during.HotKeys) == 0 || during.Source != live.SourceDemo {
+	if len(during.HotKeys) == 0 || during.Source != api.SourceDemo {
 		t.Fatalf("hot keys %d source %q", len(during.HotKeys), during.Source)
 	}
 	for _, sv := range during.Services {
@@ -58,13 +58,13 @@ func TestDemoIncident(t *testing.T) {
 	// Throttle bigcorp through the API, as qtop does.
 	srv := httptest.NewServer(f.s.Handler())
 	defer srv.Close()
-	c, _ := live.NewClient(srv.URL)
+	c, _ := api.NewClient(srv.URL)
 	if _, err := c.PostPolicy(context.Background(), policy.Rule{ID: "stop-import", Tenant: DemoImportTenant,
 		Action: policy.Throttle, RUPerSecond: 0, Reason: "import hurts everyone", Expires: f.clk.Now().Add(time.Hour)}, f.token); err != nil {
 		t.Fatal(err)
 	}
 	after := step(15)
-	var big live.TenantRow
+	var big api.TenantRow
 	for _, tr := range after.Tenants {
 		if tr.Tenant == DemoImportTenant {
 			big = tr
@@ -82,12 +82,12 @@ func TestStreamThroughClient(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.Demo = true; c.Store = StoreNone })
 	srv := httptest.NewServer(f.s.Handler())
 	defer srv.Close()
-	c, _ := live.NewClient(srv.URL, live.WithTop(3), live.WithMeasure(live.MeasureReq))
+	c, _ := api.NewClient(srv.URL, api.WithTop(3), api.WithMeasure(api.MeasureReq))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	n := 0
-	err := c.Stream(ctx, func(s live.Snapshot) {
-		if s.Measure != live.MeasureReq {
+	err := c.Stream(ctx, func(s api.Snapshot) {
+		if s.Measure != api.MeasureReq {
 			t.Errorf("measure %q", s.Measure)
 		}
 		if n++; n == 2 {

@@ -6,8 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/ingest"
-	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -34,7 +34,7 @@ func TestEnforcementDetailFleetTotals(t *testing.T) {
 			t.Fatal("refused")
 		}
 	}
-	snap := f.s.Snapshot(f.clk.Add(time.Second), live.MeasureRU, 5)
+	snap := f.s.Snapshot(f.clk.Add(time.Second), api.MeasureRU, 5)
 	t3, t2 := snap.Enforcement.Tiers[3], snap.Enforcement.Tiers[2]
 	if t3.Dropped != 5 || t3.Shed != 2 || t2.ShadowDropped != 2 || t2.Admitted != 20 {
 		t.Errorf("tiers %+v", snap.Enforcement.Tiers)

@@ -6,9 +6,9 @@ import (
 	"os"
 	"time"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/ingest"
 	"github.com/qtop-dev/qtop/internal/collector"
-	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -39,7 +39,7 @@ func Example() {
 	fmt.Println("status", status)
 
 	now = now.Add(time.Second)
-	for _, t := range s.Snapshot(now, live.MeasureRU, 1).Tenants {
+	for _, t := range s.Snapshot(now, api.MeasureRU, 1).Tenants {
 		fmt.Printf("%-7s %6.1f RU/s  %3.0f%%\n", t.Tenant, t.RUPerSec, 100*t.Share)
 	}
 	// Output:

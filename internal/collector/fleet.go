@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/store"
 )
 
@@ -42,7 +42,7 @@ type fleet struct {
 	next      store.Store     // the store under the spool, for the shared policy
 
 	mu    sync.Mutex
-	cache map[snapKey]*live.Snapshot
+	cache map[snapKey]*api.Snapshot
 }
 
 // checkPeers turns Config.Peers into base URLs.
@@ -86,7 +86,7 @@ func (s *Server) initFleet(next store.Store) error {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	s.fleet = &fleet{peers: peers, next: next, transport: tr, client: &http.Client{Timeout: peerTimeout, Transport: tr},
-		cache: make(map[snapKey]*live.Snapshot)}
+		cache: make(map[snapKey]*api.Snapshot)}
 	return nil
 }
 
@@ -98,8 +98,8 @@ func (s *Server) withFleet(h http.Handler) http.Handler {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", h)
-	mux.HandleFunc(live.PathLive, func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Query().Get("scope") == live.ScopeLocal {
+	mux.HandleFunc(api.PathLive, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("scope") == api.ScopeLocal {
 			h.ServeHTTP(w, r)
 			return
 		}
@@ -110,8 +110,8 @@ func (s *Server) withFleet(h http.Handler) http.Handler {
 		}
 		writeJSON(w, http.StatusOK, s.FleetSnapshot(r.Context(), measure, n))
 	})
-	mux.HandleFunc(live.PathStream, func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Query().Get("scope") == live.ScopeLocal {
+	mux.HandleFunc(api.PathStream, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Query().Get("scope") == api.ScopeLocal {
 			h.ServeHTTP(w, r)
 			return
 		}
@@ -123,7 +123,7 @@ func (s *Server) withFleet(h http.Handler) http.Handler {
 // FleetSnapshot is Snapshot merged with every peer's own snapshot (see
 // live.Merge); without peers it is Snapshot. Peers are asked at most once
 // a second per measure and n.
-func (s *Server) FleetSnapshot(ctx context.Context, measure string, n int) live.Snapshot {
+func (s *Server) FleetSnapshot(ctx context.Context, measure string, n int) api.Snapshot {
 	now := s.cfg.Now()
 	if s.fleet == nil || len(s.fleet.peers) == 0 {
 		return s.Snapshot(now, measure, n)
@@ -136,17 +136,17 @@ func (s *Server) FleetSnapshot(ctx context.Context, measure string, n int) live.
 		return *c
 	}
 	f.mu.Unlock()
-	snaps := make([]live.Snapshot, 1+len(f.peers))
-	status := make([]live.PeerStatus, 1+len(f.peers))
+	snaps := make([]api.Snapshot, 1+len(f.peers))
+	status := make([]api.PeerStatus, 1+len(f.peers))
 	snaps[0] = s.Snapshot(now, measure, maxTop)
-	status[0] = live.PeerStatus{Collector: "self", OK: true, Time: snaps[0].Time}
+	status[0] = api.PeerStatus{Collector: "self", OK: true, Time: snaps[0].Time}
 	var wg sync.WaitGroup
 	for i, p := range f.peers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			snap, err := f.get(ctx, p, measure)
-			status[i+1] = live.PeerStatus{Collector: p, OK: err == nil, Time: snap.Time}
+			status[i+1] = api.PeerStatus{Collector: p, OK: err == nil, Time: snap.Time}
 			if err != nil {
 				status[i+1].Error = err.Error()
 				return
@@ -155,13 +155,13 @@ func (s *Server) FleetSnapshot(ctx context.Context, measure string, n int) live.
 		}()
 	}
 	wg.Wait()
-	var got []live.Snapshot
+	var got []api.Snapshot
 	for i, st := range status {
 		if st.OK {
 			got = append(got, snaps[i])
 		}
 	}
-	out := live.Merge(got, measure, n)
+	out := api.Merge(got, measure, n)
 	out.Collector.Uptime = snaps[0].Collector.Uptime
 	out.Collector.Store = snaps[0].Collector.Store
 	out.Peers = status
@@ -175,32 +175,32 @@ func (s *Server) FleetSnapshot(ctx context.Context, measure string, n int) live.
 }
 
 // get asks one peer for its own snapshot.
-func (f *fleet) get(ctx context.Context, peer, measure string) (live.Snapshot, error) {
+func (f *fleet) get(ctx context.Context, peer, measure string) (api.Snapshot, error) {
 	ctx, cancel := context.WithTimeout(ctx, peerTimeout)
 	defer cancel()
-	q := url.Values{"scope": {live.ScopeLocal}, "by": {measure}, "n": {strconv.Itoa(maxTop)}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, peer+live.PathLive+"?"+q.Encode(), nil)
+	q := url.Values{"scope": {api.ScopeLocal}, "by": {measure}, "n": {strconv.Itoa(maxTop)}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, peer+api.PathLive+"?"+q.Encode(), nil)
 	if err != nil {
-		return live.Snapshot{}, err
+		return api.Snapshot{}, err
 	}
 	resp, err := f.client.Do(req)
 	if err != nil {
-		return live.Snapshot{}, fmt.Errorf("peer: %w", err)
+		return api.Snapshot{}, fmt.Errorf("peer: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return live.Snapshot{}, fmt.Errorf("peer: %s", resp.Status)
+		return api.Snapshot{}, fmt.Errorf("peer: %s", resp.Status)
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, live.MaxEventBytes+1))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, api.MaxEventBytes+1))
 	if err != nil {
-		return live.Snapshot{}, fmt.Errorf("peer: %w", err)
+		return api.Snapshot{}, fmt.Errorf("peer: %w", err)
 	}
-	if len(b) > live.MaxEventBytes {
-		return live.Snapshot{}, fmt.Errorf("peer: snapshot larger than %d bytes", live.MaxEventBytes)
+	if len(b) > api.MaxEventBytes {
+		return api.Snapshot{}, fmt.Errorf("peer: snapshot larger than %d bytes", api.MaxEventBytes)
 	}
-	var snap live.Snapshot
+	var snap api.Snapshot
 	if err := json.Unmarshal(b, &snap); err != nil {
-		return live.Snapshot{}, fmt.Errorf("peer: %w", err)
+		return api.Snapshot{}, fmt.Errorf("peer: %w", err)
 	}
 	return snap, nil
 }

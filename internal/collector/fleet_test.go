@@ -16,8 +16,8 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/ingest"
-	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/store/chstore"
@@ -128,7 +128,7 @@ func (r *fleetRig) process(t *testing.T, name string, opts ...ingest.ReporterOpt
 	p := &fleetProc{rec: newRec(t, ingest.WithSource(ingest.Source{Service: "api", Instance: name, Host: "h"}))}
 	var urls []string
 	for _, u := range r.urls {
-		urls = append(urls, u+live.PathReports)
+		urls = append(urls, u+api.PathReports)
 	}
 	opts = append([]ingest.ReporterOption{ingest.WithCollectors(urls[1:]...), ingest.WithToken(fleetToken),
 		ingest.WithBackoff(10*time.Millisecond, 200*time.Millisecond),
@@ -206,7 +206,7 @@ func TestFleetOnCluster(t *testing.T) {
 
 	// The live view of any collector is the fleet's.
 	for i, base := range r.urls {
-		c, err := live.NewClient(base, live.WithTop(3))
+		c, err := api.NewClient(base, api.WithTop(3))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -214,9 +214,9 @@ func TestFleetOnCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var locals []live.Snapshot
+		var locals []api.Snapshot
 		for _, s := range r.servers {
-			locals = append(locals, s.Snapshot(s.cfg.Now(), live.MeasureRU, maxTop))
+			locals = append(locals, s.Snapshot(s.cfg.Now(), api.MeasureRU, maxTop))
 		}
 		if snap.Collector.Sources != len(procs) {
 			t.Errorf("collector %d: fleet view has %d sources, want %d", i, snap.Collector.Sources, len(procs))
@@ -240,7 +240,7 @@ func TestFleetOnCluster(t *testing.T) {
 		if d := fleetRU - localRU; d > 1e-6*localRU || d < -1e-6*localRU {
 			t.Errorf("collector %d: fleet RU/s %v, the collectors' own views sum to %v", i, fleetRU, localRU)
 		}
-		if len(snap.Tenants) != 4 || snap.Tenants[0].Tenant != "tenant4" || snap.Tenants[3].Tenant != live.OtherTenant {
+		if len(snap.Tenants) != 4 || snap.Tenants[0].Tenant != "tenant4" || snap.Tenants[3].Tenant != api.OtherTenant {
 			t.Errorf("collector %d: top tenants %+v", i, snap.Tenants)
 		}
 	}
@@ -255,7 +255,7 @@ func TestFleetOnCluster(t *testing.T) {
 			break
 		}
 	}
-	oc, _ := live.NewClient(other, live.WithTop(1000))
+	oc, _ := api.NewClient(other, api.WithTop(1000))
 	probe.rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: "lagprobe", Route: "GET /x"}, Kind: ingest.KindRequest, RU: 1})
 	if err := probe.rep.ForceFlush(ctx); err != nil {
 		t.Fatal(err)
@@ -286,7 +286,7 @@ func TestFleetOnCluster(t *testing.T) {
 	posted := time.Now()
 	rule := policy.Rule{ID: "fleet-throttle", Tenant: "tenant4", Action: policy.Throttle, RUPerSecond: 10,
 		Expires: time.Now().Add(time.Hour), Reason: "fleet test"}
-	c1, _ := live.NewClient(r.urls[1])
+	c1, _ := api.NewClient(r.urls[1])
 	if _, err := c1.PostPolicy(ctx, rule, fleetToken); err != nil {
 		t.Fatal(err)
 	}
@@ -364,7 +364,7 @@ type dyingHandler struct {
 }
 
 func (d *dyingHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if d.dead.Load() || d.armed.Load() && r.URL.Path == live.PathReports {
+	if d.dead.Load() || d.armed.Load() && r.URL.Path == api.PathReports {
 		if !d.dead.Load() {
 			d.next.ServeHTTP(httptest.NewRecorder(), r) // logged, reply lost
 			d.dead.Store(true)
@@ -409,7 +409,7 @@ func TestFleetFailoverAfterLoggedReport(t *testing.T) {
 	ha, hb := httptest.NewServer(dying), httptest.NewServer(b.Handler())
 	defer ha.Close()
 	defer hb.Close()
-	urls := []string{ha.URL + live.PathReports, hb.URL + live.PathReports}
+	urls := []string{ha.URL + api.PathReports, hb.URL + api.PathReports}
 	var src ingest.Source
 	for i := 0; ; i++ { // a process whose first choice is a
 		src = ingest.Source{Service: "api", Instance: fmt.Sprintf("p%d", i)}

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/ingest"
-	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/policy"
 )
 
@@ -218,12 +218,12 @@ func (s *Server) mergeFreshnessLocked(rep *ingest.Report, now time.Time, live bo
 }
 
 // Freshness returns the freshness view at now.
-func (s *Server) Freshness() live.Freshness {
+func (s *Server) Freshness() api.Freshness {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.cfg.Now()
-	v := live.Freshness{Time: now.UTC(), RepeatWindow: RepeatWindow.Seconds(), LiveWindow: (freshLiveMinutes * time.Minute).Seconds(),
-		Routes: []live.FreshnessRoute{}, Rules: []live.FreshnessRule{}}
+	v := api.Freshness{Time: now.UTC(), RepeatWindow: RepeatWindow.Seconds(), LiveWindow: (freshLiveMinutes * time.Minute).Seconds(),
+		Routes: []api.FreshnessRoute{}, Rules: []api.FreshnessRule{}}
 	if s.policy.Freshness != nil {
 		fp := *s.policy.Freshness
 		fp.Rules = slices.Clone(fp.Rules)
@@ -238,7 +238,7 @@ func (s *Server) Freshness() live.Freshness {
 	mNow := now.Unix() / 60
 	reqs := map[string]uint64{}
 	for name, r := range f.routes {
-		row := live.FreshnessRoute{Route: name}
+		row := api.FreshnessRoute{Route: name}
 		for _, h := range r.hours {
 			// The hours of the window: the current one and the 24 before
 			// (a little over 24 h, as hours are whole).
@@ -263,7 +263,7 @@ func (s *Server) Freshness() live.Freshness {
 		v.Routes = append(v.Routes, row)
 	}
 	for k, ring := range f.rules {
-		row := live.FreshnessRule{Rule: k.rule, Route: k.route, Precision: -1}
+		row := api.FreshnessRule{Rule: k.rule, Route: k.route, Precision: -1}
 		for _, m := range ring {
 			if m.minute <= mNow && m.minute > mNow-freshLiveMinutes {
 				row.Matched += m.matched
@@ -283,7 +283,7 @@ func (s *Server) Freshness() live.Freshness {
 		}
 		v.Rules = append(v.Rules, row)
 	}
-	slices.SortFunc(v.Routes, func(a, b live.FreshnessRoute) int {
+	slices.SortFunc(v.Routes, func(a, b api.FreshnessRoute) int {
 		return cmp.Or(cmp.Compare(b.Samples, a.Samples), cmp.Compare(b.Requests, a.Requests), strings.Compare(a.Route, b.Route))
 	})
 	order := map[string]int{}
@@ -292,7 +292,7 @@ func (s *Server) Freshness() live.Freshness {
 			order[r.ID] = i
 		}
 	}
-	slices.SortFunc(v.Rules, func(a, b live.FreshnessRule) int {
+	slices.SortFunc(v.Rules, func(a, b api.FreshnessRule) int {
 		oa, okA := order[a.Rule]
 		ob, okB := order[b.Rule]
 		if okA != okB {

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/ingest"
-	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/policy"
 )
 
@@ -65,7 +65,7 @@ func TestRepeatShareSynthetic(t *testing.T) {
 	f.ingest(freshBody(t, "p1", seq, f.clk.Now(), &ingest.Freshness{Samples: []ingest.FreshSample{{At: f.clk.Now(), Route: "GET /statement", Caller: 9, Response: 77}}}))
 	f.clk.Set(late.Add(time.Minute)) // back, to read the first two routes inside their window
 
-	got := map[string]live.FreshnessRoute{}
+	got := map[string]api.FreshnessRoute{}
 	for _, r := range f.s.Freshness().Routes {
 		got[r.Route] = r
 	}
@@ -76,7 +76,7 @@ func TestRepeatShareSynthetic(t *testing.T) {
 		t.Errorf("GET /feed: %+v, want no repeat", fd)
 	}
 	f.clk.Set(late.Add(25*time.Hour + time.Minute))
-	got = map[string]live.FreshnessRoute{}
+	got = map[string]api.FreshnessRoute{}
 	for _, r := range f.s.Freshness().Routes {
 		got[r.Route] = r
 	}
@@ -121,7 +121,7 @@ func TestFreshnessRulesAndPolicy(t *testing.T) {
 	defer f.stop()
 	srv := httptest.NewServer(f.s.Handler())
 	defer srv.Close()
-	c, _ := live.NewClient(srv.URL)
+	c, _ := api.NewClient(srv.URL)
 	ctx := context.Background()
 
 	fp := policy.Freshness{Rules: policy.MonzoRules(), Batch: 2, Reason: "payday herd"}
@@ -174,9 +174,9 @@ func TestFreshnessRulesAndPolicy(t *testing.T) {
 }
 
 func TestWriteFreshness(t *testing.T) {
-	v := live.Freshness{RepeatWindow: 86400, LiveWindow: 600,
-		Routes: []live.FreshnessRoute{{Route: "GET /balance", Samples: 1000, Repeats: 700, RepeatShare: 0.7}},
-		Rules:  []live.FreshnessRule{{Rule: "push-24h", Route: "GET /balance", Matched: 20, Right: 16, Wrong: 4, Precision: 0.8, Cut: 0.2}}}
+	v := api.Freshness{RepeatWindow: 86400, LiveWindow: 600,
+		Routes: []api.FreshnessRoute{{Route: "GET /balance", Samples: 1000, Repeats: 700, RepeatShare: 0.7}},
+		Rules:  []api.FreshnessRule{{Rule: "push-24h", Route: "GET /balance", Matched: 20, Right: 16, Wrong: 4, Precision: 0.8, Cut: 0.2}}}
 	for format, want := range map[string][]string{
 		FormatTable: {"within 24 h", "GET /balance", "70.0%", "push-24h", "80.0%", "20.0%"},
 		FormatCSV:   {"route,sampled_gets,repeats,repeat_share", "GET /balance,1000,700,0.7000"},

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"text/tabwriter"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 )
 
 // WriteFreshness writes the repeat-share report of a freshness view — per
@@ -16,7 +16,7 @@ import (
 // response within the repeat window — and the rules' live counters, in
 // format (FormatTable, FormatCSV: routes only, FormatJSON: the whole
 // view).
-func WriteFreshness(w io.Writer, v live.Freshness, format string) error {
+func WriteFreshness(w io.Writer, v api.Freshness, format string) error {
 	switch format {
 	case FormatJSON:
 		enc := json.NewEncoder(w)

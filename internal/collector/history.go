@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/ingest"
 	"net/http"
 	"strconv"
 	"time"
 
-	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -19,25 +19,25 @@ var ErrHistory = errors.New("collector: bad history request")
 
 // History returns tenant's load per minute over the last minutes before
 // now, from the store (the qtop drill-in's history beyond the live 120 s).
-func (s *Server) History(ctx context.Context, name string, minutes int, now time.Time) (live.History, error) {
+func (s *Server) History(ctx context.Context, name string, minutes int, now time.Time) (api.History, error) {
 	if err := tenant.ValidateTenant(name); err != nil && name != ingest.UnknownTenant {
-		return live.History{}, fmt.Errorf("%w: tenant: %w", ErrHistory, err)
+		return api.History{}, fmt.Errorf("%w: tenant: %w", ErrHistory, err)
 	}
-	if minutes < 1 || minutes > live.MaxHistoryMinutes {
-		return live.History{}, fmt.Errorf("%w: minutes %d: want 1…%d", ErrHistory, minutes, live.MaxHistoryMinutes)
+	if minutes < 1 || minutes > api.MaxHistoryMinutes {
+		return api.History{}, fmt.Errorf("%w: minutes %d: want 1…%d", ErrHistory, minutes, api.MaxHistoryMinutes)
 	}
 	if s.store == nil {
-		return live.History{}, fmt.Errorf("%w: this collector runs without a store", ErrHistory)
+		return api.History{}, fmt.Errorf("%w: this collector runs without a store", ErrHistory)
 	}
 	to := now.UTC().Truncate(time.Minute).Add(time.Minute)
 	from := to.Add(-time.Duration(minutes) * time.Minute)
 	rows, err := s.store.History(ctx, name, from, to)
 	if err != nil {
-		return live.History{}, fmt.Errorf("collector: history of %s: %w", name, err)
+		return api.History{}, fmt.Errorf("collector: history of %s: %w", name, err)
 	}
-	h := live.History{Tenant: name, From: from, To: to, Points: make([]live.HistoryPoint, 0, len(rows))}
+	h := api.History{Tenant: name, From: from, To: to, Points: make([]api.HistoryPoint, 0, len(rows))}
 	for _, r := range rows {
-		h.Points = append(h.Points, live.HistoryPoint{
+		h.Points = append(h.Points, api.HistoryPoint{
 			Minute: r.Minute.UTC(),
 			// DB load: the pg sampler's active-session seconds per
 			// second of the minute (0 without --postgres).
@@ -56,11 +56,11 @@ func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q := r.URL.Query()
-	minutes := live.MaxHistoryMinutes
+	minutes := api.MaxHistoryMinutes
 	if m := q.Get("minutes"); m != "" {
 		n, err := strconv.Atoi(m)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("minutes %q: want a number 1…%d", m, live.MaxHistoryMinutes), 0)
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("minutes %q: want a number 1…%d", m, api.MaxHistoryMinutes), 0)
 			return
 		}
 		minutes = n

@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/store"
 )
 
@@ -41,7 +41,7 @@ func TestHistoryEndpoint(t *testing.T) {
 	}
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
-	c, _ := live.NewClient(srv.URL)
+	c, _ := api.NewClient(srv.URL)
 	h, err := c.History(ctx, "acme", 60)
 	if err != nil {
 		t.Fatal(err)
@@ -50,15 +50,15 @@ func TestHistoryEndpoint(t *testing.T) {
 		!h.Points[0].Minute.Equal(base.Add(-2*time.Minute)) {
 		t.Fatalf("history %+v", h)
 	}
-	if h, err = c.History(ctx, "acme", live.MaxHistoryMinutes); err != nil || len(h.Points) != 4 {
+	if h, err = c.History(ctx, "acme", api.MaxHistoryMinutes); err != nil || len(h.Points) != 4 {
 		t.Fatalf("24 h: %+v %v", h, err)
 	}
 	for _, q := range []string{"tenant=acme&minutes=0", "tenant=acme&minutes=99999", "tenant=acme&minutes=x", "tenant=", "tenant=%00"} {
-		resp, err := http.Get(srv.URL + live.PathHistory + "?" + q)
+		resp, err := http.Get(srv.URL + api.PathHistory + "?" + q)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var eb live.ErrorBody
+		var eb api.ErrorBody
 		json.NewDecoder(resp.Body).Decode(&eb)
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusBadRequest || eb.Error == "" {

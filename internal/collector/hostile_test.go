@@ -14,15 +14,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/ingest"
-	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/store/duckstore"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
 func postReport(h http.Handler, body []byte, header ...string) *httptest.ResponseRecorder {
-	req := httptest.NewRequest(http.MethodPost, live.PathReports, bytes.NewReader(body))
+	req := httptest.NewRequest(http.MethodPost, api.PathReports, bytes.NewReader(body))
 	req.Header.Set("Content-Type", ingest.ContentType)
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
@@ -101,7 +101,7 @@ func TestPoisonBinaryStrings(t *testing.T) {
 	if st.PendingRows != 0 || st.DeadLetters != 0 {
 		t.Fatalf("spool %+v: rows stuck or set aside", st)
 	}
-	snap := s.Snapshot(clk.Now(), live.MeasureRU, 10)
+	snap := s.Snapshot(clk.Now(), api.MeasureRU, 10)
 	if !snap.Collector.StoreHealthy {
 		t.Fatalf("store unhealthy: %s", snap.Collector.StoreError)
 	}
@@ -224,7 +224,7 @@ func TestRefusalsAreHeld(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan int)
 	go func() {
-		req := httptest.NewRequest(http.MethodPost, live.PathReports, bytes.NewReader(junk)).WithContext(ctx)
+		req := httptest.NewRequest(http.MethodPost, api.PathReports, bytes.NewReader(junk)).WithContext(ctx)
 		req.Header.Set("Content-Type", ingest.ContentType)
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)

@@ -14,8 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/ingest"
-	"github.com/qtop-dev/qtop/internal/live"
 )
 
 // BenchmarkHTTPIngest posts reports of 100 tenant rows over real HTTP on
@@ -67,7 +67,7 @@ func BenchmarkHTTPIngest(b *testing.B) {
 				if next.Add(1) > int64(b.N) || i >= len(bodies[c]) {
 					return
 				}
-				req, _ := http.NewRequest(http.MethodPost, srv.URL+live.PathReports, bytes.NewReader(bodies[c][i]))
+				req, _ := http.NewRequest(http.MethodPost, srv.URL+api.PathReports, bytes.NewReader(bodies[c][i]))
 				req.Header.Set("Content-Type", ingest.ContentType)
 				t0 := time.Now()
 				resp, err := hc.Do(req)

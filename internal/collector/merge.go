@@ -6,8 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/ingest"
-	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/ratio"
 	"github.com/qtop-dev/qtop/spacesaving"
 	"github.com/qtop-dev/qtop/store"
@@ -103,14 +103,14 @@ type liveView struct {
 	keyTenants map[string]string
 	enf        [ringN]enfSlot
 	reportsSec [ringN]countSlot
-	snapCache  map[snapKey]*live.Snapshot
+	snapCache  map[snapKey]*api.Snapshot
 }
 
 func newLiveView() liveView {
 	return liveView{
 		services:   make(map[string]*serviceLive),
 		keyTenants: make(map[string]string),
-		snapCache:  make(map[snapKey]*live.Snapshot),
+		snapCache:  make(map[snapKey]*api.Snapshot),
 	}
 }
 

@@ -21,7 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/internal/otlpin"
 	"github.com/qtop-dev/qtop/store"
 )
@@ -129,7 +129,7 @@ func TestOTLPThroughIngest(t *testing.T) {
 	}
 	s.otlp.recv.Flush(clk.Now())
 
-	snap := s.Snapshot(clk.Add(time.Second), live.MeasureDB, 10)
+	snap := s.Snapshot(clk.Add(time.Second), api.MeasureDB, 10)
 	got := map[string]float64{}
 	for _, r := range snap.Tenants {
 		got[r.Tenant] = r.ReqPerSec * snap.Window.Seconds()

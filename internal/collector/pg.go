@@ -7,16 +7,16 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/ingest"
-	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/store"
 )
 
 // pgState is the sampler's part of the live view.
 type pgState struct {
-	statements []live.StatementRow
-	blocked    []live.BlockRow
+	statements []api.StatementRow
+	blocked    []api.BlockRow
 	err        string
 	agg        *pgactivity.Aggregator
 	lastCut    time.Time
@@ -160,12 +160,12 @@ func (s *Server) AddSample(snap pgactivity.Snapshot, interval time.Duration) {
 	for i := range snap.Backends {
 		b := &snap.Backends[i]
 		for _, pid := range b.BlockedBy {
-			blocking := live.StatementRow{PID: pid}
+			blocking := api.StatementRow{PID: pid}
 			if o := byPID[pid]; o != nil {
 				blocking = statementRow(o)
 			}
 			if len(s.pg.blocked) < statementsShow {
-				s.pg.blocked = append(s.pg.blocked, live.BlockRow{Blocked: statementRow(b), Blocking: blocking})
+				s.pg.blocked = append(s.pg.blocked, api.BlockRow{Blocked: statementRow(b), Blocking: blocking})
 			}
 		}
 	}
@@ -188,8 +188,8 @@ func (s *Server) AddSample(snap pgactivity.Snapshot, interval time.Duration) {
 	}
 }
 
-func statementRow(b *pgactivity.Backend) live.StatementRow {
-	return live.StatementRow{
+func statementRow(b *pgactivity.Backend) api.StatementRow {
+	return api.StatementRow{
 		PID: b.PID, Tenant: b.Tenant, Route: b.Route, Application: b.Application, State: b.State,
 		WaitEventType: b.WaitEventType, WaitEvent: b.WaitEvent, Duration: b.Duration, Query: b.Query,
 		BlockedBy: b.BlockedBy,

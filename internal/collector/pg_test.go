@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/store"
@@ -43,10 +43,10 @@ func TestPostgresSampler(t *testing.T) {
 		done <- err
 	}()
 
-	var snap live.Snapshot
+	var snap api.Snapshot
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		snap = s.Snapshot(time.Now(), live.MeasureDB, 10)
+		snap = s.Snapshot(time.Now(), api.MeasureDB, 10)
 		found := false
 		for _, st := range snap.Statements {
 			found = found || (st.Tenant == "bigcorp" && st.Route == "GET /reports" && st.Duration >= time.Second)
@@ -66,7 +66,7 @@ func TestPostgresSampler(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if !snap.Collector.Sampler || snap.Source != live.SourcePostgres {
+	if !snap.Collector.Sampler || snap.Source != api.SourcePostgres {
 		t.Fatalf("collector status %+v source %q", snap.Collector, snap.Source)
 	}
 	if err := <-done; err != nil {
@@ -106,7 +106,7 @@ func TestParallelWorkersAreLoadNotStatements(t *testing.T) {
 	}
 	s.AddSample(pgactivity.Snapshot{Time: now, Backends: []pgactivity.Backend{b(100, 0), b(101, 100), b(102, 100)}}, time.Second)
 	// Rates are over the complete seconds before the snapshot.
-	snap := s.Snapshot(now.Add(time.Second), live.MeasureDB, 10)
+	snap := s.Snapshot(now.Add(time.Second), api.MeasureDB, 10)
 	if len(snap.Statements) != 1 || snap.Statements[0].PID != 100 {
 		t.Fatalf("statements %+v: want only the leader, pid 100", snap.Statements)
 	}

@@ -4,8 +4,8 @@ import (
 	"cmp"
 	"slices"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/ingest"
-	"github.com/qtop-dev/qtop/internal/live"
 )
 
 // maxPoolTenants bounds the tenants one second of pool waits holds; the
@@ -39,8 +39,8 @@ func (es *enfSlot) addPool(pw []ingest.PoolWait) {
 
 // poolRows sums the pool waits of the complete seconds of the window
 // ending at sec, per tenant, most waited first.
-func poolRows(slots *[ringN]enfSlot, sec int64) []live.PoolWaitRow {
-	sum := map[string]*live.PoolWaitRow{}
+func poolRows(slots *[ringN]enfSlot, sec int64) []api.PoolWaitRow {
+	sum := map[string]*api.PoolWaitRow{}
 	for j := range slots {
 		es := &slots[j]
 		if es.stamp < sec-rateN || es.stamp >= sec {
@@ -49,7 +49,7 @@ func poolRows(slots *[ringN]enfSlot, sec int64) []live.PoolWaitRow {
 		for name, p := range es.pool {
 			r := sum[name]
 			if r == nil {
-				r = &live.PoolWaitRow{Tenant: name}
+				r = &api.PoolWaitRow{Tenant: name}
 				sum[name] = r
 			}
 			r.WaitPerSec += p.Wait.Seconds() / rateN
@@ -60,15 +60,15 @@ func poolRows(slots *[ringN]enfSlot, sec int64) []live.PoolWaitRow {
 	if len(sum) == 0 {
 		return nil
 	}
-	out := make([]live.PoolWaitRow, 0, len(sum))
+	out := make([]api.PoolWaitRow, 0, len(sum))
 	for _, r := range sum {
 		out = append(out, *r)
 	}
-	slices.SortFunc(out, func(a, b live.PoolWaitRow) int {
+	slices.SortFunc(out, func(a, b api.PoolWaitRow) int {
 		if c := cmp.Compare(b.WaitPerSec, a.WaitPerSec); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.Tenant, b.Tenant)
 	})
-	return out[:min(len(out), live.MaxPoolWaitRows)]
+	return out[:min(len(out), api.MaxPoolWaitRows)]
 }

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/ingest"
 	"github.com/qtop-dev/qtop/internal/collector"
-	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/quota"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -33,7 +33,7 @@ func TestQuotaReply(t *testing.T) {
 		`{"tenant":"bigco","action":"quota","ru_per_second":300,"expires":"2026-03-04T12:00:00Z","reason":"plan: 300 RU/s fleet-wide"}`,
 		`{"tier":"T3","action":"quota","ru_per_second":1000,"shadow":true,"expires":"2026-03-04T12:00:00Z","reason":"try T3 at 1,000 RU/s"}`,
 	} {
-		req := httptest.NewRequest(http.MethodPost, live.PathPolicy, bytes.NewReader([]byte(rule)))
+		req := httptest.NewRequest(http.MethodPost, api.PathPolicy, bytes.NewReader([]byte(rule)))
 		req.Header.Set("Authorization", "Bearer tok")
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 )
 
 // TestLatencyRatioMetric: qtop_collector_latency_ratio{service} carries the
@@ -37,12 +37,12 @@ func TestLatencyRatioMetric(t *testing.T) {
 		}
 		return out
 	}
-	step := func(n int) live.Snapshot {
+	step := func(n int) api.Snapshot {
 		for range n {
 			fleet.step(f.clk.Add(time.Second))
 			f.s.Tick(t.Context(), f.clk.Now())
 		}
-		return f.s.Snapshot(f.clk.Now(), live.MeasureDB, 5)
+		return f.s.Snapshot(f.clk.Now(), api.MeasureDB, 5)
 	}
 	before := step(3)
 	g := gauges()

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/ingest"
-	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -30,7 +30,7 @@ func TestWithIngestReporter(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got atomic.Uint64
-	rep, err := ingest.NewReporter(srv.URL+live.PathReports, rec, ingest.WithToken("tok"), ingest.WithClock(f.clk.Now),
+	rep, err := ingest.NewReporter(srv.URL+api.PathReports, rec, ingest.WithToken("tok"), ingest.WithClock(f.clk.Now),
 		ingest.WithPolicyHandler(func(p policy.Policy) { got.Store(p.Version) }))
 	if err != nil {
 		t.Fatal(err)
@@ -51,7 +51,7 @@ func TestWithIngestReporter(t *testing.T) {
 		t.Fatalf("reporter got policy version %d, want 1", got.Load())
 	}
 	f.clk.Add(time.Second)
-	snap := f.s.Snapshot(f.clk.Now(), live.MeasureRU, 5)
+	snap := f.s.Snapshot(f.clk.Now(), api.MeasureRU, 5)
 	if len(snap.Tenants) == 0 || snap.Tenants[0].Tenant != "acme" || snap.Tenants[0].RUPerSec != 1.4 {
 		t.Fatalf("tenants %+v", snap.Tenants)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/sqlcomment"
@@ -167,7 +167,7 @@ func (s *Server) runawayAct(ctx context.Context, pool *pgxpool.Pool, r policy.Ru
 	}
 	now := s.cfg.Now()
 	s.mu.Lock()
-	var add live.BudgetRow
+	var add api.BudgetRow
 	switch done {
 	case "cancelled":
 		add.Cancelled++

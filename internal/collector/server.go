@@ -19,8 +19,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/ingest"
-	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/internal/otlpin"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/store"
@@ -297,18 +297,18 @@ func (s *Server) replay() error {
 // Handler returns the collector's HTTP API.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc(live.PathReports, s.handleReports)
+	mux.HandleFunc(api.PathReports, s.handleReports)
 	mux.Handle(otlpin.PathTraces, s.otlp.recv)
-	mux.HandleFunc(live.PathLive, s.authorized(RoleRead, s.handleLive))
-	mux.HandleFunc(live.PathStream, s.authorized(RoleRead, s.handleStream))
-	mux.HandleFunc(live.PathPolicy, s.handlePolicy)
-	mux.HandleFunc(live.PathReport, s.authorized(RoleRead, s.handleCostReport))
-	mux.HandleFunc(live.PathAudit, s.authorized(RoleAdmin, s.handleAudit))
-	mux.HandleFunc(live.PathHistory, s.authorized(RoleRead, s.handleHistory))
+	mux.HandleFunc(api.PathLive, s.authorized(RoleRead, s.handleLive))
+	mux.HandleFunc(api.PathStream, s.authorized(RoleRead, s.handleStream))
+	mux.HandleFunc(api.PathPolicy, s.handlePolicy)
+	mux.HandleFunc(api.PathReport, s.authorized(RoleRead, s.handleCostReport))
+	mux.HandleFunc(api.PathAudit, s.authorized(RoleAdmin, s.handleAudit))
+	mux.HandleFunc(api.PathHistory, s.authorized(RoleRead, s.handleHistory))
 	mux.HandleFunc(PathBudgets, s.handleBudgets) // budgets.go
 	mux.HandleFunc(PathRunaway, s.handleRunaway)
-	mux.HandleFunc(live.PathFreshness, s.authorized(RoleRead, s.handleFreshness))
-	mux.HandleFunc(live.PathFreshnessPolicy, s.handleFreshnessPolicy)
+	mux.HandleFunc(api.PathFreshness, s.authorized(RoleRead, s.handleFreshness))
+	mux.HandleFunc(api.PathFreshnessPolicy, s.handleFreshnessPolicy)
 	if s.cfg.Gatherer != nil {
 		mux.Handle("/metrics", s.authorized(RoleRead, promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}).ServeHTTP))
 	}
@@ -850,7 +850,7 @@ func writeError(w http.ResponseWriter, status int, msg string, retry time.Durati
 	if retry > 0 {
 		w.Header().Set("Retry-After", fmt.Sprint(int((retry+time.Second-1)/time.Second)))
 	}
-	b, _ := json.Marshal(live.ErrorBody{Error: msg, RetryAfterSeconds: retry.Seconds()})
+	b, _ := json.Marshal(api.ErrorBody{Error: msg, RetryAfterSeconds: retry.Seconds()})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(b)

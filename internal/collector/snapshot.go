@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/ingest"
-	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/spacesaving"
 	"github.com/qtop-dev/qtop/tenant"
@@ -31,19 +31,19 @@ type snapKey struct {
 }
 
 // Live returns the live snapshot now, tenants by RU, top 20.
-func (s *Server) Live() live.Snapshot {
-	return s.Snapshot(s.cfg.Now(), live.MeasureRU, defaultTop)
+func (s *Server) Live() api.Snapshot {
+	return s.Snapshot(s.cfg.Now(), api.MeasureRU, defaultTop)
 }
 
 func measureOf(r rates, m string) float64 {
 	switch m {
-	case live.MeasureDB:
+	case api.MeasureDB:
 		return r.db
-	case live.MeasureReq:
+	case api.MeasureReq:
 		return r.req
-	case live.MeasureErr:
+	case api.MeasureErr:
 		return r.err
-	case live.MeasureP95:
+	case api.MeasureP95:
 		return r.p95
 	}
 	return r.ru
@@ -51,7 +51,7 @@ func measureOf(r rates, m string) float64 {
 
 // Snapshot returns the live view at now with tenants ordered by measure,
 // the top n of them, then "other".
-func (s *Server) Snapshot(now time.Time, measure string, n int) live.Snapshot {
+func (s *Server) Snapshot(now time.Time, measure string, n int) api.Snapshot {
 	sec := now.Unix()
 	key := snapKey{sec, measure, n}
 	s.mu.Lock()
@@ -72,19 +72,19 @@ func (s *Server) Snapshot(now time.Time, measure string, n int) live.Snapshot {
 	return snap
 }
 
-func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snapshot {
+func (s *Server) snapshotLocked(now time.Time, measure string, n int) api.Snapshot {
 	sec := now.Unix()
-	snap := live.Snapshot{
+	snap := api.Snapshot{
 		Time:    time.Unix(sec, 0).UTC(),
 		Window:  rateN * time.Second,
-		Source:  live.SourceCollector,
+		Source:  api.SourceCollector,
 		Measure: measure,
 	}
 	switch {
 	case s.cfg.Demo:
-		snap.Source = live.SourceDemo
+		snap.Source = api.SourceDemo
 	case s.cfg.Postgres != "" && len(s.in.sources) == 0:
-		snap.Source = live.SourcePostgres
+		snap.Source = api.SourcePostgres
 	}
 	active := s.policy.Active(now)
 	snap.Policy = policy.Policy{Version: s.policy.Version, Rules: active, Updated: s.policy.Updated}
@@ -112,7 +112,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 		if !r.active {
 			return
 		}
-		if measure == live.MeasureP95 {
+		if measure == api.MeasureP95 {
 			r.p95, lats = tl.p95(sec, lats)
 		}
 		rows = append(rows, trow{name, sh, tl, r})
@@ -130,12 +130,12 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 		return strings.Compare(a.name, b.name)
 	})
 	share := func(v float64) float64 {
-		if total <= 0 || measure == live.MeasureP95 {
+		if total <= 0 || measure == api.MeasureP95 {
 			return 0
 		}
 		return v / total
 	}
-	var other live.TenantRow
+	var other api.TenantRow
 	var otherLat sparse
 	otherHist := make([]float64, histN)
 	hasOther := false
@@ -152,7 +152,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 				otherLat.Merge(l)
 			}
 			h := &tr.tl.hru
-			if measure == live.MeasureDB {
+			if measure == api.MeasureDB {
 				h = &tr.tl.hdb
 			}
 			for k, v := range h.series(sec) {
@@ -162,15 +162,15 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 			continue
 		}
 		s.agg.lock(tr.sh)
-		if measure != live.MeasureP95 {
+		if measure != api.MeasureP95 {
 			tr.r.p95, lats = tr.tl.p95(sec, lats)
 		}
-		row := live.TenantRow{
+		row := api.TenantRow{
 			Tenant: tr.name, Untagged: tr.name == ingest.UnknownTenant, Tier: tr.tl.tier.String(),
 			DBLoad: tr.r.db, RUPerSec: tr.r.ru, ReqPerSec: tr.r.req, ErrPerSec: tr.r.err, P95Seconds: tr.r.p95,
 			Share: share(measureOf(tr.r, measure)), Throttled: throttled[tr.name],
 		}
-		if measure == live.MeasureDB {
+		if measure == api.MeasureDB {
 			row.History = tr.tl.hdb.series(sec)
 		} else {
 			row.History = tr.tl.hru.series(sec)
@@ -202,14 +202,14 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 			return strings.Compare(a.name, b.name)
 		})
 		for _, x := range rr[:min(len(rr), routesShown)] {
-			row.Routes = append(row.Routes, live.RouteRow{Route: x.name, DBLoad: x.r.db, RUPerSec: x.r.ru,
+			row.Routes = append(row.Routes, api.RouteRow{Route: x.name, DBLoad: x.r.db, RUPerSec: x.r.ru,
 				ReqPerSec: x.r.req, ErrPerSec: x.r.err, P95Seconds: x.r.p95})
 		}
 		s.agg.unlock(tr.sh)
 		snap.Tenants = append(snap.Tenants, row)
 	}
 	if hasOther {
-		other.Tenant = live.OtherTenant
+		other.Tenant = api.OtherTenant
 		if otherLat.Count() > 0 {
 			other.P95Seconds = otherLat.Quantile(0.95)
 		}
@@ -217,7 +217,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 		snap.Tenants = append(snap.Tenants, other)
 	}
 	if snap.Tenants == nil {
-		snap.Tenants = []live.TenantRow{}
+		snap.Tenants = []api.TenantRow{}
 	}
 
 	// Hot keys over the window.
@@ -227,9 +227,9 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 			merged.Merge(ks)
 		}
 	}
-	snap.HotKeys = []live.HotKeyRow{}
+	snap.HotKeys = []api.HotKeyRow{}
 	for _, c := range merged.Top(hotKeysShown) {
-		hk := live.HotKeyRow{Key: s.cleanKey(c.Key), Tenant: s.view.keyTenants[c.Key], Count: c.Count, Err: c.Err}
+		hk := api.HotKeyRow{Key: s.cleanKey(c.Key), Tenant: s.view.keyTenants[c.Key], Count: c.Count, Err: c.Err}
 		if t := merged.Total(); t > 0 {
 			hk.Share = float64(c.Count) / float64(t)
 		}
@@ -237,7 +237,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 	}
 
 	// Services.
-	snap.Services = []live.ServiceRow{}
+	snap.Services = []api.ServiceRow{}
 	for name, sv := range s.view.services {
 		r := sv.w.rates(sec)
 		v, ok := sv.sig.ValueAt(now)
@@ -250,13 +250,13 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 				level = max(level, sv.shed[j])
 			}
 		}
-		snap.Services = append(snap.Services, live.ServiceRow{
+		snap.Services = append(snap.Services, api.ServiceRow{
 			Service: name, Ratio: v, History: sv.ratio.series(sec),
 			Enter: 0.5, Exit: 0.65, Degraded: sv.sig.DegradedAt(now),
 			ShedLevel: level, ReqPerSec: r.req, P95Seconds: r.p95, Processes: len(sv.procs),
 		})
 	}
-	slices.SortFunc(snap.Services, func(a, b live.ServiceRow) int { return strings.Compare(a.Service, b.Service) })
+	slices.SortFunc(snap.Services, func(a, b api.ServiceRow) int { return strings.Compare(a.Service, b.Service) })
 
 	// Enforcement.
 	for t := range tenant.NumTiers {
@@ -283,8 +283,8 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 	s.budgetSnapshotLocked(&snap, now, sec) // budgets.go
 
 	// Sampler.
-	snap.Statements = append([]live.StatementRow{}, s.pg.statements...)
-	snap.Blocked = append([]live.BlockRow(nil), s.pg.blocked...)
+	snap.Statements = append([]api.StatementRow{}, s.pg.statements...)
+	snap.Blocked = append([]api.BlockRow(nil), s.pg.blocked...)
 
 	// Collector.
 	var reports uint64
@@ -299,7 +299,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) live.Snaps
 			sources++
 		}
 	}
-	cs := live.CollectorStatus{
+	cs := api.CollectorStatus{
 		Uptime:        now.Sub(s.start),
 		ReportsPerSec: float64(reports) / rateN,
 		Sources:       sources,
@@ -328,8 +328,8 @@ func (s *Server) parseLiveQuery(r *http.Request) (string, int, error) {
 	measure := q.Get("by")
 	switch measure {
 	case "":
-		measure = live.MeasureRU
-	case live.MeasureRU, live.MeasureDB, live.MeasureReq, live.MeasureErr, live.MeasureP95:
+		measure = api.MeasureRU
+	case api.MeasureRU, api.MeasureDB, api.MeasureReq, api.MeasureErr, api.MeasureP95:
 	default:
 		return "", 0, fmt.Errorf("by=%q: want ru, db, req, err or p95", measure)
 	}

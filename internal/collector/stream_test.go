@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 )
 
 // TestStreamSharedAndCapped: every client of the same second gets the
@@ -31,7 +31,7 @@ func TestStreamSharedAndCapped(t *testing.T) {
 		}
 	}()
 	for i := range maxStreams {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+live.PathStream, nil)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL+api.PathStream, nil)
 		resp, err := srv.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -51,7 +51,7 @@ func TestStreamSharedAndCapped(t *testing.T) {
 	if n := f.s.streams.encoded.Load(); n != 1 {
 		t.Fatalf("%d clients at one instant: snapshot encoded %d times, want once", maxStreams, n)
 	}
-	resp, err := srv.Client().Get(srv.URL + live.PathStream)
+	resp, err := srv.Client().Get(srv.URL + api.PathStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func TestFleetStreamCapped(t *testing.T) {
 	f.s.streams.n.Store(maxStreams) // every place taken
 	c := srv.Client()
 	c.Timeout = 10 * time.Second // a stream served would not end
-	resp, err := c.Get(srv.URL + live.PathStream)
+	resp, err := c.Get(srv.URL + api.PathStream)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/ingest"
-	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -34,8 +34,8 @@ func TestUntaggedIsNotATenant(t *testing.T) {
 		t.Fatalf("ingest: %d", code)
 	}
 	f.clk.Add(2 * time.Second)
-	snap := f.s.Snapshot(f.clk.Now(), live.MeasureReq, 20)
-	var named, untagged *live.TenantRow
+	snap := f.s.Snapshot(f.clk.Now(), api.MeasureReq, 20)
+	var named, untagged *api.TenantRow
 	for i := range snap.Tenants {
 		switch r := &snap.Tenants[i]; {
 		case r.Untagged:

@@ -3,7 +3,7 @@ package collector
 import (
 	"math"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 )
 
 // Ring sizes: rates and quantiles are over the last rateN complete
@@ -15,7 +15,7 @@ import (
 const (
 	rateN = 10
 	ringN = rateN + 1
-	histN = live.HistoryLen
+	histN = api.HistoryLen
 )
 
 // window10 is a ring of per-second sums over rateN seconds. A slot belongs

@@ -12,8 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/ingest"
-	"github.com/qtop-dev/qtop/internal/live"
 )
 
 // TestLiveRatesSteadyFleet: a steady synthetic fleet — 20 processes, each
@@ -56,8 +56,8 @@ func TestLiveRatesSteadyFleet(t *testing.T) {
 	// complete second).
 	f.clk.Set(start.Add(seconds*time.Second - 10*time.Millisecond))
 	w := httptest.NewRecorder()
-	f.s.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, live.PathLive, nil))
-	var snap live.Snapshot
+	f.s.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, api.PathLive, nil))
+	var snap api.Snapshot
 	if err := json.Unmarshal(w.Body.Bytes(), &snap); err != nil {
 		t.Fatal(err)
 	}

@@ -17,8 +17,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/internal/collector"
-	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/internal/tui"
 	"github.com/qtop-dev/qtop/policy"
 )
@@ -144,11 +144,11 @@ func (d *Source) Features() tui.Features { return tui.Features{Throttle: true} }
 
 // Next returns the snapshot of the next second (the current one at once on
 // the first call).
-func (d *Source) Next(ctx context.Context, q tui.Query) (live.Snapshot, error) {
+func (d *Source) Next(ctx context.Context, q tui.Query) (api.Snapshot, error) {
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
-		return live.Snapshot{}, tui.ErrClosed
+		return api.Snapshot{}, tui.ErrClosed
 	}
 	last := d.last
 	d.mu.Unlock()
@@ -159,15 +159,15 @@ func (d *Source) Next(ctx context.Context, q tui.Query) (live.Snapshot, error) {
 		defer t.Stop()
 		select {
 		case <-ctx.Done():
-			return live.Snapshot{}, ctx.Err()
+			return api.Snapshot{}, ctx.Err()
 		case <-d.done:
-			return live.Snapshot{}, tui.ErrClosed
+			return api.Snapshot{}, tui.ErrClosed
 		case <-t.C:
 		}
 		now = d.now()
 	}
 	if q.Measure == "" {
-		q.Measure = live.MeasureRU
+		q.Measure = api.MeasureRU
 	}
 	if q.Top <= 0 {
 		q.Top = tui.DefaultTop
@@ -181,7 +181,7 @@ func (d *Source) Next(ctx context.Context, q tui.Query) (live.Snapshot, error) {
 
 // Once returns the first snapshot with tenants in it, for --once; the
 // demo fleet reports within a few seconds of the start.
-func (d *Source) Once(ctx context.Context, q tui.Query) (live.Snapshot, error) {
+func (d *Source) Once(ctx context.Context, q tui.Query) (api.Snapshot, error) {
 	for {
 		s, err := d.Next(ctx, q)
 		if err != nil {

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/internal/collector"
-	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/internal/tui"
 	"github.com/qtop-dev/qtop/policy"
 )
@@ -24,17 +24,17 @@ func TestDemoSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := d.Dir()
-	s, err := d.Once(ctx, tui.Query{Measure: live.MeasureRU, Top: 10})
+	s, err := d.Once(ctx, tui.Query{Measure: api.MeasureRU, Top: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.Tenants) == 0 || len(s.Services) != 3 || s.Source != live.SourceDemo || !strings.HasPrefix(s.Collector.Store, "duckdb://") {
+	if len(s.Tenants) == 0 || len(s.Services) != 3 || s.Source != api.SourceDemo || !strings.HasPrefix(s.Collector.Store, "duckdb://") {
 		t.Fatalf("demo snapshot: %d tenants, %d services, source %q, store %q", len(s.Tenants), len(s.Services), s.Source, s.Collector.Store)
 	}
 	if err := d.Throttle(ctx, policy.Rule{Tenant: collector.DemoImportTenant, Action: policy.Throttle, RUPerSecond: 10, Expires: time.Now().Add(time.Minute), Reason: "test"}); err != nil {
 		t.Fatal(err)
 	}
-	s, err = d.Next(ctx, tui.Query{Measure: live.MeasureRU, Top: 10})
+	s, err = d.Next(ctx, tui.Query{Measure: api.MeasureRU, Top: 10})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/policy"
 )
 
@@ -16,11 +16,11 @@ import (
 // sampler). It renders nothing when the policy has none and nothing
 // reports any, so that the view is unchanged for those who do not use
 // them.
-func budgetLines(c *common, pol policy.Policy, rows []live.BudgetRow) []string {
+func budgetLines(c *common, pol policy.Policy, rows []api.BudgetRow) []string {
 	if len(pol.Budgets) == 0 && len(pol.Runaway) == 0 && len(rows) == 0 {
 		return nil
 	}
-	byID := map[string]live.BudgetRow{}
+	byID := map[string]api.BudgetRow{}
 	for _, r := range rows {
 		k := r.ID
 		if r.Runaway {
@@ -116,12 +116,12 @@ func budgetLimits(b policy.Budget) string {
 	return strings.Join(ls, ", ")
 }
 
-func budgetActivity(r live.BudgetRow) string {
+func budgetActivity(r api.BudgetRow) string {
 	return "sent " + fmtCount(r.Admitted) + " · refused " + fmtCount(r.Refused) + " · warned " + fmtCount(r.Warned) +
 		" · in tx " + fmtCount(r.InTx)
 }
 
-func runawayActivity(r live.BudgetRow) string {
+func runawayActivity(r api.BudgetRow) string {
 	s := "cancelled " + fmtCount(r.Cancelled)
 	if r.Terminated > 0 {
 		s += " · terminated " + fmtCount(r.Terminated)

@@ -8,13 +8,13 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/exp/teatest"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/policy"
 )
 
 // budgetIncident is the incident with database budgets and a runaway
 // rule in the policy, and what they did in the window.
-func budgetIncident() live.Snapshot {
+func budgetIncident() api.Snapshot {
 	s := incident()
 	s.Policy.Budgets = []policy.Budget{
 		{ID: "analytics", Match: []map[string]string{{"tenant": "analytics"}}, Concurrency: 1, Mode: policy.Enforce, Reason: "vacuum"},
@@ -22,7 +22,7 @@ func budgetIncident() live.Snapshot {
 	}
 	s.Policy.Runaway = []policy.Runaway{{ID: "long", Match: []map[string]string{{"tenant": "analytics", "route": "report"}, {"tier": "T3"}},
 		AfterSeconds: 30, Action: policy.Cancel, CooldownSeconds: 60, Reason: "runaway reports"}}
-	s.Budgets = []live.BudgetRow{
+	s.Budgets = []api.BudgetRow{
 		{ID: "analytics", Mode: "enforce", Enforce: true, Admitted: 12, Refused: 304},
 		{ID: "per-tenant", Mode: "warn", Admitted: 98000},
 		{ID: "long", Runaway: true, Mode: "cancel", Cancelled: 2, WatchRefused: 5},

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/policy"
 )
 
@@ -21,7 +21,7 @@ type Collector struct {
 	base  string
 	token string
 	user  string
-	opts  []live.ClientOption
+	opts  []api.ClientOption
 
 	mu     sync.Mutex
 	st     *stream
@@ -37,24 +37,24 @@ var (
 // stream is one connection to the live stream, for one query.
 type stream struct {
 	q      Query
-	snaps  chan live.Snapshot // the latest snapshot, if not yet taken
-	errc   chan error         // the connection's end
+	snaps  chan api.Snapshot // the latest snapshot, if not yet taken
+	errc   chan error        // the connection's end
 	cancel context.CancelFunc
 }
 
 // NewCollector returns a source that reads the collector at base
 // (http://host:port or host:port); token is the bearer token of policy
 // changes (the collector's --token, needed only to throttle).
-func NewCollector(base, token string, opts ...live.ClientOption) (*Collector, error) {
-	if _, err := live.NewClient(base, opts...); err != nil {
+func NewCollector(base, token string, opts ...api.ClientOption) (*Collector, error) {
+	if _, err := api.NewClient(base, opts...); err != nil {
 		return nil, fmt.Errorf("%w: --collector: %w", ErrInput, err)
 	}
 	return &Collector{base: base, token: token, opts: opts}, nil
 }
 
-func (c *Collector) client(q Query) *live.Client {
-	opts := append([]live.ClientOption{live.WithMeasure(q.Measure), live.WithTop(q.Top)}, c.opts...)
-	cl, _ := live.NewClient(c.base, opts...) // checked by NewCollector
+func (c *Collector) client(q Query) *api.Client {
+	opts := append([]api.ClientOption{api.WithMeasure(q.Measure), api.WithTop(q.Top)}, c.opts...)
+	cl, _ := api.NewClient(c.base, opts...) // checked by NewCollector
 	return cl
 }
 
@@ -73,19 +73,19 @@ func (c *Collector) Features() Features { return Features{Throttle: true} }
 
 // Next returns the next snapshot of the stream, connecting (again) when
 // needed; a query unlike the stream's reconnects with it.
-func (c *Collector) Next(ctx context.Context, q Query) (live.Snapshot, error) {
+func (c *Collector) Next(ctx context.Context, q Query) (api.Snapshot, error) {
 	st, err := c.stream(q)
 	if err != nil {
-		return live.Snapshot{}, err
+		return api.Snapshot{}, err
 	}
 	select {
 	case s := <-st.snaps:
 		return s, nil
 	case err := <-st.errc:
 		c.drop(st)
-		return live.Snapshot{}, c.explain(err)
+		return api.Snapshot{}, c.explain(err)
 	case <-ctx.Done():
-		return live.Snapshot{}, ctx.Err()
+		return api.Snapshot{}, ctx.Err()
 	}
 }
 
@@ -94,7 +94,7 @@ func (c *Collector) explain(err error) error {
 	switch {
 	case errors.Is(err, ErrClosed):
 		return err
-	case errors.Is(err, live.ErrStatus), errors.Is(err, live.ErrProtocol), errors.Is(err, live.ErrUnauthorized):
+	case errors.Is(err, api.ErrStatus), errors.Is(err, api.ErrProtocol), errors.Is(err, api.ErrUnauthorized):
 		return fmt.Errorf("collector %s: %w", c.url(), err)
 	}
 	var op *net.OpError
@@ -119,13 +119,13 @@ func (c *Collector) stream(q Query) (*stream, error) {
 		c.st.cancel()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	st := &stream{q: q, snaps: make(chan live.Snapshot, 1), errc: make(chan error, 1), cancel: cancel}
+	st := &stream{q: q, snaps: make(chan api.Snapshot, 1), errc: make(chan error, 1), cancel: cancel}
 	c.st = st
 	cl := c.client(q)
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
-		err := cl.Stream(ctx, func(s live.Snapshot) {
+		err := cl.Stream(ctx, func(s api.Snapshot) {
 			select { // keep only the latest: a slow UI skips snapshots, never lags
 			case <-st.snaps:
 			default:
@@ -156,7 +156,7 @@ func (c *Collector) Throttle(ctx context.Context, rule policy.Rule) error {
 	}
 	cl := c.client(Query{})
 	if _, err := cl.PostPolicy(ctx, rule, c.token); err != nil {
-		if errors.Is(err, live.ErrUnauthorized) {
+		if errors.Is(err, api.ErrUnauthorized) {
 			return fmt.Errorf("%w; pass the collector's admin token with --token or QTOP_TOKEN (without --admin-token, collector serve keeps a generated one in DATA_DIR/admin-token)", err)
 		}
 		return c.explain(err)
@@ -175,10 +175,10 @@ func (c *Collector) Terminate(context.Context, int32) error {
 }
 
 // Once returns one snapshot (GET /v1/live), for --once.
-func (c *Collector) Once(ctx context.Context, q Query) (live.Snapshot, error) {
+func (c *Collector) Once(ctx context.Context, q Query) (api.Snapshot, error) {
 	s, err := c.client(q).Get(ctx)
 	if err != nil {
-		return live.Snapshot{}, c.explain(err)
+		return api.Snapshot{}, c.explain(err)
 	}
 	return s, nil
 }

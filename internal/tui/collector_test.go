@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/internal/collector"
-	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/policy"
 )
 
@@ -66,12 +66,12 @@ func TestCollectorSourceStreamThrottleReconnect(t *testing.T) {
 		t.Fatalf("describe %q", src.Describe())
 	}
 	// The stream gives a snapshot per second, with the query's measure.
-	for _, q := range []Query{{Measure: live.MeasureRU, Top: 5}, {Measure: live.MeasureDB, Top: 5}} {
+	for _, q := range []Query{{Measure: api.MeasureRU, Top: 5}, {Measure: api.MeasureDB, Top: 5}} {
 		s, err := src.Next(ctx, q)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if s.Measure != q.Measure || s.Source != live.SourceDemo {
+		if s.Measure != q.Measure || s.Source != api.SourceDemo {
 			t.Fatalf("query %+v: snapshot measure %q source %q", q, s.Measure, s.Source)
 		}
 	}
@@ -84,20 +84,20 @@ func TestCollectorSourceStreamThrottleReconnect(t *testing.T) {
 	}
 	bad, _ := NewCollector(url, "wrong")
 	defer bad.Close()
-	if err := bad.Throttle(ctx, rule("bigcorp")); !errors.Is(err, live.ErrUnauthorized) || !strings.Contains(err.Error(), "--token") {
+	if err := bad.Throttle(ctx, rule("bigcorp")); !errors.Is(err, api.ErrUnauthorized) || !strings.Contains(err.Error(), "--token") {
 		t.Fatalf("wrong token: %v", err)
 	}
-	if err := src.Throttle(ctx, policy.Rule{Tenant: "bigcorp", Action: policy.Throttle}); !errors.Is(err, live.ErrStatus) {
+	if err := src.Throttle(ctx, policy.Rule{Tenant: "bigcorp", Action: policy.Throttle}); !errors.Is(err, api.ErrStatus) {
 		t.Fatalf("invalid rule: %v", err)
 	}
-	if s, err := src.Once(ctx, Query{Measure: live.MeasureReq, Top: 3}); err != nil || s.Measure != live.MeasureReq {
+	if s, err := src.Once(ctx, Query{Measure: api.MeasureReq, Top: 3}); err != nil || s.Measure != api.MeasureReq {
 		t.Fatalf("once: %v %q", err, s.Measure)
 	}
 
 	// The collector goes away: Next says so, with the URL and a hint …
 	stop()
 	for i := 0; ; i++ {
-		_, err := src.Next(ctx, Query{Measure: live.MeasureDB, Top: 5})
+		_, err := src.Next(ctx, Query{Measure: api.MeasureDB, Top: 5})
 		if errors.Is(err, ErrUnreachable) && strings.Contains(err.Error(), "no collector answers at "+url) && strings.Contains(err.Error(), "qtop demo") {
 			break
 		}
@@ -107,7 +107,7 @@ func TestCollectorSourceStreamThrottleReconnect(t *testing.T) {
 	}
 	// … and reconnects when it is back.
 	_, _, _ = realCollector(t, strings.TrimPrefix(url, "http://"))
-	if _, err := src.Next(ctx, Query{Measure: live.MeasureDB, Top: 5}); err != nil {
+	if _, err := src.Next(ctx, Query{Measure: api.MeasureDB, Top: 5}); err != nil {
 		t.Fatalf("after the collector came back: %v", err)
 	}
 	src.Close()

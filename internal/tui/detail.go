@@ -4,7 +4,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 )
 
 // detailView is the drill-in of one tenant: its numbers, its history
@@ -14,23 +14,23 @@ type detailView struct {
 	untagged bool   // the untagged row
 	group    string // the grouping the row was opened under
 	source   string
-	row      *live.TenantRow // nil when the tenant has no load in the window
+	row      *api.TenantRow // nil when the tenant has no load in the window
 	measure  string
-	keys     []live.HotKeyRow
-	stmts    []*live.StatementRow
+	keys     []api.HotKeyRow
+	stmts    []*api.StatementRow
 	scroll   int
 	hist     storeHistory
 	// canHistory: the source has a store (Historian).
 	canHistory bool
 }
 
-func (v *detailView) open(name string, untagged bool, group string, s *live.Snapshot) {
+func (v *detailView) open(name string, untagged bool, group string, s *api.Snapshot) {
 	v.tenant, v.untagged, v.group, v.scroll = name, untagged, group, 0
 	v.set(s)
 }
 
 // mine reports whether statement r belongs to the row shown.
-func (v *detailView) mine(s *live.Snapshot, r *live.StatementRow) bool {
+func (v *detailView) mine(s *api.Snapshot, r *api.StatementRow) bool {
 	if s.GroupBy != "" {
 		return r.Group == v.tenant
 	}
@@ -41,7 +41,7 @@ func (v *detailView) mine(s *live.Snapshot, r *live.StatementRow) bool {
 }
 
 // set takes the tenant's parts of a new snapshot.
-func (v *detailView) set(s *live.Snapshot) {
+func (v *detailView) set(s *api.Snapshot) {
 	v.row, v.keys, v.stmts = nil, v.keys[:0], v.stmts[:0]
 	if s == nil {
 		return
@@ -58,7 +58,7 @@ func (v *detailView) set(s *live.Snapshot) {
 			break
 		}
 	}
-	if !v.untagged && (s.GroupBy == "" || s.GroupBy == live.GroupTenant) {
+	if !v.untagged && (s.GroupBy == "" || s.GroupBy == api.GroupTenant) {
 		for _, k := range s.HotKeys {
 			if k.Tenant == v.tenant {
 				v.keys = append(v.keys, k)
@@ -90,9 +90,9 @@ func (v *detailView) update(c *common, msg keyMsg, page int) {
 func (v *detailView) view(c *common, h int) string {
 	var lines []string
 	add := func(s ...string) { lines = append(lines, s...) }
-	label := rowLabel(v.group, &live.TenantRow{Tenant: v.tenant, Untagged: v.untagged})
+	label := rowLabel(v.group, &api.TenantRow{Tenant: v.tenant, Untagged: v.untagged})
 	kind := "Tenant "
-	if v.group != "" && v.group != live.GroupTenant {
+	if v.group != "" && v.group != api.GroupTenant {
 		kind = strings.ToUpper(v.group[:1]) + v.group[1:] + " "
 	}
 	title := c.st.title.Render(clip(kind+label, c.width))
@@ -112,7 +112,7 @@ func (v *detailView) view(c *common, h int) string {
 		head += "  THROTTLED"
 	}
 	add(c.st.title.Render(clip(head, c.width)))
-	if v.source == live.SourcePostgres {
+	if v.source == api.SourcePostgres {
 		// PostgreSQL knows neither RU, nor requests, nor their latency.
 		add(clip("DB load "+fmtNum(r.DBLoad)+" AAS · "+fmtShare(r.Share)+" of the total · RU/s, req/s, p95, err/s n/a (pg_stat_activity only)", c.width))
 	} else {
@@ -120,7 +120,7 @@ func (v *detailView) view(c *common, h int) string {
 			fmtSeconds(r.P95Seconds)+" · "+fmtNum(r.ErrPerSec)+" err/s · "+fmtShare(r.Share)+" of the total", c.width))
 	}
 	what := "RU/s"
-	if v.measure == live.MeasureDB {
+	if v.measure == api.MeasureDB {
 		what = "DB load"
 	}
 	top := 0.0
@@ -155,7 +155,7 @@ func (v *detailView) view(c *common, h int) string {
 		add(clip("Waits (AAS): "+strings.Join(parts, " · "), c.width))
 	}
 	add("", c.st.title.Render("Routes"))
-	pg := v.source == live.SourcePostgres
+	pg := v.source == api.SourcePostgres
 	rw := max(min(c.width-(8*5+5), 40), 10)
 	app := func(s string) string {
 		if pg {
@@ -201,7 +201,7 @@ func (v *detailView) statements(c *common) []string {
 	} else {
 		lines = append(lines, strings.Split(statementLines(c, v.stmts, 0, len(v.stmts), -1, nil), "\n")...)
 	}
-	if v.untagged && (v.group == "" || v.group == live.GroupTenant) {
+	if v.untagged && (v.group == "" || v.group == api.GroupTenant) {
 		lines = append(lines, "", c.st.title.Render("How to tag them"))
 		for _, l := range []string{
 			"These statements carry no /*tenant='…'*/ comment, so their load has no tenant.",

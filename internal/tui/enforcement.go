@@ -4,7 +4,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/policy"
 )
 
@@ -12,14 +12,14 @@ import (
 // per tier the RU price multiplier and the admitted, throttled and shed
 // counts of the window.
 type enforcementView struct {
-	enf   live.EnforcementRow
-	bud   []live.BudgetRow // budgets.go
+	enf   api.EnforcementRow
+	bud   []api.BudgetRow // budgets.go
 	pol   policy.Policy
 	list  list
 	stamp time.Time // the snapshot's time, for "expires in"
 }
 
-func (v *enforcementView) set(s *live.Snapshot) {
+func (v *enforcementView) set(s *api.Snapshot) {
 	v.enf, v.pol, v.stamp = s.Enforcement, s.Policy, s.Time
 	v.bud = s.Budgets
 	v.list.setLen(len(v.pol.Rules))

@@ -4,20 +4,20 @@ import (
 	"os"
 	"time"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/internal/tui"
 )
 
 // Print writes one snapshot as plain tables, as `qtop --once --format
 // table` does for an incident note.
 func ExamplePrint() {
-	s := live.Snapshot{
+	s := api.Snapshot{
 		Time: time.Date(2026, 3, 9, 9, 14, 7, 0, time.UTC), Window: 10 * time.Second,
-		Source: live.SourceCollector, Measure: live.MeasureRU, TenantsSeen: 3,
-		Tenants: []live.TenantRow{
+		Source: api.SourceCollector, Measure: api.MeasureRU, TenantsSeen: 3,
+		Tenants: []api.TenantRow{
 			{Tenant: "bigcorp", Tier: "T2", DBLoad: 12.7, RUPerSec: 4800, ReqPerSec: 12, P95Seconds: 1.84, Share: 0.8, Throttled: true},
 			{Tenant: "acme", Tier: "T2", DBLoad: 1.4, RUPerSec: 786, ReqPerSec: 220, P95Seconds: 0.128, ErrPerSec: 1, Share: 0.13},
-			{Tenant: live.OtherTenant, DBLoad: 0.3, RUPerSec: 400, ReqPerSec: 90, P95Seconds: 0.05, Share: 0.07},
+			{Tenant: api.OtherTenant, DBLoad: 0.3, RUPerSec: 400, ReqPerSec: 90, P95Seconds: 0.05, Share: 0.07},
 		},
 	}
 	tui.Print(os.Stdout, s, tui.FormatTable)

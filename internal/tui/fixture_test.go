@@ -9,7 +9,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/muesli/termenv"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/tenant"
@@ -24,7 +24,7 @@ var t0 = time.Date(2026, 3, 9, 9, 14, 7, 0, time.UTC)
 type fakeSource struct {
 	mu        sync.Mutex
 	feats     Features
-	snaps     chan live.Snapshot
+	snaps     chan api.Snapshot
 	err       error
 	queries   []Query
 	throttles []policy.Rule
@@ -38,24 +38,24 @@ type fakeSource struct {
 }
 
 func newFake(f Features) *fakeSource {
-	return &fakeSource{feats: f, snaps: make(chan live.Snapshot, 16), done: make(chan struct{})}
+	return &fakeSource{feats: f, snaps: make(chan api.Snapshot, 16), done: make(chan struct{})}
 }
 
-func (f *fakeSource) Next(ctx context.Context, q Query) (live.Snapshot, error) {
+func (f *fakeSource) Next(ctx context.Context, q Query) (api.Snapshot, error) {
 	f.mu.Lock()
 	f.queries = append(f.queries, q)
 	err := f.err
 	f.mu.Unlock()
 	if err != nil {
-		return live.Snapshot{}, err
+		return api.Snapshot{}, err
 	}
 	select {
 	case s := <-f.snaps:
 		return s, nil
 	case <-ctx.Done():
-		return live.Snapshot{}, ctx.Err()
+		return api.Snapshot{}, ctx.Err()
 	case <-f.done:
-		return live.Snapshot{}, ErrClosed
+		return api.Snapshot{}, ErrClosed
 	}
 }
 
@@ -128,34 +128,34 @@ func asciiRenderer() *lipgloss.Renderer {
 }
 
 func ramp(n int, to float64) []float64 {
-	h := make([]float64, live.HistoryLen)
+	h := make([]float64, api.HistoryLen)
 	for i := range n {
-		h[live.HistoryLen-n+i] = to * float64(i+1) / float64(n)
+		h[api.HistoryLen-n+i] = to * float64(i+1) / float64(n)
 	}
 	return h
 }
 
 // incident is the snapshot of a noisy-neighbour incident: bigcorp's
 // import takes half of the RU while the services' latency ratio falls.
-func incident() live.Snapshot {
-	s := live.Snapshot{
-		Time: t0, Window: 10 * time.Second, Source: live.SourceCollector, Measure: live.MeasureRU, TenantsSeen: 42,
-		Tenants: []live.TenantRow{
+func incident() api.Snapshot {
+	s := api.Snapshot{
+		Time: t0, Window: 10 * time.Second, Source: api.SourceCollector, Measure: api.MeasureRU, TenantsSeen: 42,
+		Tenants: []api.TenantRow{
 			{Tenant: "bigcorp", Tier: "T2", DBLoad: 12.7, RUPerSec: 4800, ReqPerSec: 12, P95Seconds: 1.84, Share: 0.55,
 				Waits: map[string]float64{"CPU": 8.1, "IO": 4.6}, History: ramp(15, 4800),
-				Routes: []live.RouteRow{{Route: "POST /catalog/import", DBLoad: 12.6, RUPerSec: 4790, ReqPerSec: 11.9, P95Seconds: 1.9}}},
+				Routes: []api.RouteRow{{Route: "POST /catalog/import", DBLoad: 12.6, RUPerSec: 4790, ReqPerSec: 11.9, P95Seconds: 1.9}}},
 			{Tenant: "acme", Tier: "T2", DBLoad: 1.39, RUPerSec: 786, ReqPerSec: 220, P95Seconds: 0.128, ErrPerSec: 1, Share: 0.09, History: ramp(120, 800),
-				Routes: []live.RouteRow{{Route: "GET /products", DBLoad: 0.4, RUPerSec: 200, ReqPerSec: 55, P95Seconds: 0.12}}},
+				Routes: []api.RouteRow{{Route: "GET /products", DBLoad: 0.4, RUPerSec: 200, ReqPerSec: 55, P95Seconds: 0.12}}},
 			{Tenant: "globex", Tier: "T1", DBLoad: 0.65, RUPerSec: 356, ReqPerSec: 101, P95Seconds: 0.123, ErrPerSec: 0.6, Share: 0.04, Throttled: true, History: ramp(60, 356)},
 			{Tenant: "trust-safety", Tier: "T0", DBLoad: 0.04, RUPerSec: 19.5, ReqPerSec: 5.3, P95Seconds: 0.123, Share: 0.002, History: ramp(30, 20)},
-			{Tenant: live.OtherTenant, DBLoad: 3.1, RUPerSec: 2800, ReqPerSec: 700, P95Seconds: 0.13, ErrPerSec: 2, Share: 0.318},
+			{Tenant: api.OtherTenant, DBLoad: 3.1, RUPerSec: 2800, ReqPerSec: 700, P95Seconds: 0.13, ErrPerSec: 2, Share: 0.318},
 		},
-		HotKeys: []live.HotKeyRow{
+		HotKeys: []api.HotKeyRow{
 			{Key: "catalog:3", Tenant: "bigcorp", Count: 5367, Err: 12, Share: 0.195},
 			{Key: "product:0", Tenant: "acme", Count: 2397, Share: 0.087},
 			{Key: "product:1\x1b[31m", Tenant: "globex", Count: 1479, Err: 3, Share: 0.054},
 		},
-		Statements: []live.StatementRow{
+		Statements: []api.StatementRow{
 			{PID: 4242, Tenant: "bigcorp", Route: "POST /catalog/import", State: "active", WaitEventType: "IO", WaitEvent: "DataFileRead",
 				Duration: 41 * time.Second, Query: "INSERT INTO products SELECT * FROM staging /*tenant='bigcorp'*/",
 				QueryStart: t0.Add(-41 * time.Second), BackendStart: t0.Add(-time.Hour)},
@@ -164,26 +164,26 @@ func incident() live.Snapshot {
 			{PID: 5150, Tenant: "acme", Route: "GET /cart", State: "active", WaitEventType: "Lock", WaitEvent: "transactionid",
 				Duration: 3 * time.Second, Query: "SELECT * FROM cart FOR UPDATE", BlockedBy: []int32{4243}},
 		},
-		Blocked: []live.BlockRow{
-			{Blocked: live.StatementRow{PID: 5150, Tenant: "acme", Route: "GET /cart", State: "active", WaitEventType: "Lock", WaitEvent: "transactionid",
+		Blocked: []api.BlockRow{
+			{Blocked: api.StatementRow{PID: 5150, Tenant: "acme", Route: "GET /cart", State: "active", WaitEventType: "Lock", WaitEvent: "transactionid",
 				Duration: 3 * time.Second, Query: "SELECT * FROM cart FOR UPDATE", BlockedBy: []int32{4243}},
-				Blocking: live.StatementRow{PID: 4243, Tenant: "bigcorp", State: "active", WaitEventType: "Lock", WaitEvent: "tuple", Duration: 12 * time.Second,
+				Blocking: api.StatementRow{PID: 4243, Tenant: "bigcorp", State: "active", WaitEventType: "Lock", WaitEvent: "tuple", Duration: 12 * time.Second,
 					Query: "UPDATE stock SET n = n - 1", BlockedBy: []int32{7001}}},
-			{Blocked: live.StatementRow{PID: 4243, Tenant: "bigcorp", State: "active", WaitEventType: "Lock", WaitEvent: "tuple", Duration: 12 * time.Second,
+			{Blocked: api.StatementRow{PID: 4243, Tenant: "bigcorp", State: "active", WaitEventType: "Lock", WaitEvent: "tuple", Duration: 12 * time.Second,
 				Query: "UPDATE stock SET n = n - 1", BlockedBy: []int32{7001}},
-				Blocking: live.StatementRow{PID: 7001, Tenant: "globex", State: "idle in transaction", WaitEventType: "Client", WaitEvent: "ClientRead",
+				Blocking: api.StatementRow{PID: 7001, Tenant: "globex", State: "idle in transaction", WaitEventType: "Client", WaitEvent: "ClientRead",
 					XactStart: t0.Add(-135 * time.Second), Query: "UPDATE stock SET reserved = true WHERE sku = $1"}},
-			{Blocked: live.StatementRow{PID: 5151, State: "active", WaitEventType: "Lock", WaitEvent: "relation", Duration: 900 * time.Millisecond,
+			{Blocked: api.StatementRow{PID: 5151, State: "active", WaitEventType: "Lock", WaitEvent: "relation", Duration: 900 * time.Millisecond,
 				Query: "VACUUM FULL stock", BlockedBy: []int32{7001}},
-				Blocking: live.StatementRow{PID: 7001}},
+				Blocking: api.StatementRow{PID: 7001}},
 		},
-		XminHolders: []live.StatementRow{
+		XminHolders: []api.StatementRow{
 			{PID: 7001, Tenant: "globex", Application: "reports", State: "idle in transaction", XactStart: t0.Add(-135 * time.Second), XminAge: 48210,
 				Query: "UPDATE stock SET reserved = true WHERE sku = $1"},
 			{PID: 4242, Tenant: "bigcorp", Application: "catalog", State: "active", XactStart: t0.Add(-41 * time.Second), XminAge: 1290,
 				Query: "INSERT INTO products SELECT * FROM staging"},
 		},
-		Services: []live.ServiceRow{
+		Services: []api.ServiceRow{
 			{Service: "catalog-worker", Ratio: 0.42, History: ramp(30, 1), Enter: 0.5, Exit: 0.65, Degraded: true, ShedLevel: 2, ReqPerSec: 330, P95Seconds: 0.138, Processes: 3},
 			{Service: "storefront-api", Ratio: 0.97, History: ramp(120, 1), Enter: 0.5, Exit: 0.65, ReqPerSec: 300, P95Seconds: 0.05, Processes: 3},
 		},
@@ -193,7 +193,7 @@ func incident() live.Snapshot {
 		}},
 	}
 	for t := range tenant.NumTiers {
-		s.Enforcement.Tiers[t] = live.TierRow{Tier: tenant.Tier(t + 1).String(), PriceMultiplier: 1, Admitted: uint64(1000 * (t + 1))}
+		s.Enforcement.Tiers[t] = api.TierRow{Tier: tenant.Tier(t + 1).String(), PriceMultiplier: 1, Admitted: uint64(1000 * (t + 1))}
 	}
 	s.Enforcement.Tiers[3].PriceMultiplier, s.Enforcement.Tiers[3].Shed = 9, 2700
 	s.Enforcement.Tiers[2].Throttled = 24
@@ -201,11 +201,11 @@ func incident() live.Snapshot {
 }
 
 // manyTenants is a snapshot with n tenants (and no "other").
-func manyTenants(n int) live.Snapshot {
+func manyTenants(n int) api.Snapshot {
 	s := incident()
-	s.Tenants = make([]live.TenantRow, n)
+	s.Tenants = make([]api.TenantRow, n)
 	for i := range n {
-		s.Tenants[i] = live.TenantRow{
+		s.Tenants[i] = api.TenantRow{
 			Tenant: fmt.Sprintf("tenant-%05d", i), Tier: tenant.Tier(i%4 + 1).String(),
 			DBLoad: float64(n-i) / 100, RUPerSec: float64((i*7919)%n) + 0.5, ReqPerSec: float64(i % 97),
 			P95Seconds: float64(i%13) / 100, ErrPerSec: float64(i%5) / 10, Share: 1 / float64(n), History: ramp(60, float64(i)),

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/policy"
 )
 
@@ -39,7 +39,7 @@ func NewFleet(bases []string, token string) (*Fleet, error) {
 	}
 	f := &Fleet{}
 	for _, b := range bases {
-		c, err := NewCollector(strings.TrimSpace(b), token, live.WithScope(live.ScopeLocal), live.WithToken(token))
+		c, err := NewCollector(strings.TrimSpace(b), token, api.WithScope(api.ScopeLocal), api.WithToken(token))
 		if err != nil {
 			return nil, err
 		}
@@ -62,11 +62,11 @@ func (f *Fleet) Features() Features { return Features{Throttle: true} }
 
 // Next returns the merged next snapshots of every collector that answers
 // within fleetWait.
-func (f *Fleet) Next(ctx context.Context, q Query) (live.Snapshot, error) {
+func (f *Fleet) Next(ctx context.Context, q Query) (api.Snapshot, error) {
 	ask := Query{Measure: q.Measure, Top: 1000}
 	ctx, cancel := context.WithTimeout(ctx, fleetWait)
 	defer cancel()
-	snaps := make([]live.Snapshot, len(f.members))
+	snaps := make([]api.Snapshot, len(f.members))
 	errs := make([]error, len(f.members))
 	var wg sync.WaitGroup
 	for i, c := range f.members {
@@ -77,10 +77,10 @@ func (f *Fleet) Next(ctx context.Context, q Query) (live.Snapshot, error) {
 		}()
 	}
 	wg.Wait()
-	var got []live.Snapshot
-	var peers []live.PeerStatus
+	var got []api.Snapshot
+	var peers []api.PeerStatus
 	for i, c := range f.members {
-		st := live.PeerStatus{Collector: c.url(), OK: errs[i] == nil}
+		st := api.PeerStatus{Collector: c.url(), OK: errs[i] == nil}
 		if errs[i] != nil {
 			st.Error = errs[i].Error()
 		} else {
@@ -90,9 +90,9 @@ func (f *Fleet) Next(ctx context.Context, q Query) (live.Snapshot, error) {
 		peers = append(peers, st)
 	}
 	if len(got) == 0 {
-		return live.Snapshot{}, errors.Join(errs...)
+		return api.Snapshot{}, errors.Join(errs...)
 	}
-	s := live.Merge(got, q.Measure, q.Top)
+	s := api.Merge(got, q.Measure, q.Top)
 	s.Peers = peers
 	return s, nil
 }

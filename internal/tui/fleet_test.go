@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/internal/collector"
-	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/policy"
 )
 
@@ -28,9 +28,9 @@ func TestFleetSource(t *testing.T) {
 	defer f.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	var snap live.Snapshot
+	var snap api.Snapshot
 	for {
-		if snap, err = f.Next(ctx, Query{Measure: live.MeasureRU, Top: 5}); err != nil {
+		if snap, err = f.Next(ctx, Query{Measure: api.MeasureRU, Top: 5}); err != nil {
 			t.Fatal(err)
 		}
 		want := 0
@@ -58,7 +58,7 @@ func TestFleetSource(t *testing.T) {
 		t.Fatalf("the first collector's policy %+v", p)
 	}
 	stops[2]()
-	snap, err = f.Next(ctx, Query{Measure: live.MeasureRU, Top: 5})
+	snap, err = f.Next(ctx, Query{Measure: api.MeasureRU, Top: 5})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/policy"
 )
 
@@ -17,14 +17,14 @@ import (
 // repeat share of GETs per route and the freshness rules' counters, and
 // the freshness policy an operator changes from qtop.
 type FreshnessSource interface {
-	Freshness(ctx context.Context) (live.Freshness, error)
+	Freshness(ctx context.Context) (api.Freshness, error)
 	SetFreshness(ctx context.Context, f policy.Freshness) error
 }
 
 var _ FreshnessSource = (*Collector)(nil)
 
 // Freshness returns the collector's freshness view.
-func (c *Collector) Freshness(ctx context.Context) (live.Freshness, error) {
+func (c *Collector) Freshness(ctx context.Context) (api.Freshness, error) {
 	return c.client(Query{}).GetFreshness(ctx)
 }
 
@@ -46,7 +46,7 @@ var (
 )
 
 type freshnessMsg struct {
-	v   live.Freshness
+	v   api.Freshness
 	err error
 }
 
@@ -56,27 +56,27 @@ type freshnessMsg struct {
 // shadow precision; + and - arm or disarm the next batch of rules, f
 // forces the armed batch on for ForceFor.
 type freshnessView struct {
-	v    live.Freshness
+	v    api.Freshness
 	have bool
 	err  error
-	rows []live.FreshnessRule // the rules' rows, in policy order
+	rows []api.FreshnessRule // the rules' rows, in policy order
 	list list
 }
 
 // set shows v: the rules with counters and those of the policy without,
 // in the policy's order.
-func (fv *freshnessView) set(v live.Freshness) {
+func (fv *freshnessView) set(v api.Freshness) {
 	fv.v, fv.have = v, true
 	rows := slices.Clone(v.Rules)
 	if p := v.Policy; p != nil {
 		order := map[string]int{}
 		for i, r := range p.Rules {
 			order[r.ID] = i
-			if !slices.ContainsFunc(rows, func(x live.FreshnessRule) bool { return x.Rule == r.ID }) {
-				rows = append(rows, live.FreshnessRule{Rule: r.ID, Route: "-", Precision: -1})
+			if !slices.ContainsFunc(rows, func(x api.FreshnessRule) bool { return x.Rule == r.ID }) {
+				rows = append(rows, api.FreshnessRule{Rule: r.ID, Route: "-", Precision: -1})
 			}
 		}
-		slices.SortStableFunc(rows, func(a, b live.FreshnessRule) int { return rank(order, a.Rule) - rank(order, b.Rule) })
+		slices.SortStableFunc(rows, func(a, b api.FreshnessRule) int { return rank(order, a.Rule) - rank(order, b.Rule) })
 	}
 	fv.rows = rows
 	fv.list.setLen(len(rows))

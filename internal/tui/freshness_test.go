@@ -10,8 +10,8 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/ingest"
-	"github.com/qtop-dev/qtop/internal/live"
 	"github.com/qtop-dev/qtop/policy"
 )
 
@@ -19,11 +19,11 @@ import (
 type freshFake struct {
 	*fakeSource
 	fmu  sync.Mutex
-	v    live.Freshness
+	v    api.Freshness
 	sets []policy.Freshness
 }
 
-func (f *freshFake) Freshness(context.Context) (live.Freshness, error) {
+func (f *freshFake) Freshness(context.Context) (api.Freshness, error) {
 	f.fmu.Lock()
 	defer f.fmu.Unlock()
 	return f.v, nil
@@ -36,12 +36,12 @@ func (f *freshFake) SetFreshness(_ context.Context, p policy.Freshness) error {
 	return nil
 }
 
-func freshView() live.Freshness {
+func freshView() api.Freshness {
 	fp := &policy.Freshness{Rules: policy.MonzoRules(), Batch: 1}
 	fp.Rules[0].Shadow = true
-	return live.Freshness{Time: t0, RepeatWindow: 86400, LiveWindow: 600, Policy: fp,
-		Routes: []live.FreshnessRoute{{Route: "GET /accounts/{id}/balance", Samples: 5000, Repeats: 3500, RepeatShare: 0.7, Requests: 90000, Revalidated: 20000}},
-		Rules:  []live.FreshnessRule{{Rule: "push-24h", Route: "GET /accounts/{id}/balance", Matched: 18000, Right: 14400, Wrong: 3600, Precision: 0.8, Cut: 0.2}}}
+	return api.Freshness{Time: t0, RepeatWindow: 86400, LiveWindow: 600, Policy: fp,
+		Routes: []api.FreshnessRoute{{Route: "GET /accounts/{id}/balance", Samples: 5000, Repeats: 3500, RepeatShare: 0.7, Requests: 90000, Revalidated: 20000}},
+		Rules:  []api.FreshnessRule{{Rule: "push-24h", Route: "GET /accounts/{id}/balance", Matched: 18000, Right: 14400, Wrong: 3600, Precision: 0.8, Cut: 0.2}}}
 }
 
 // run executes cmd (not a batch: it could hold a blocking fetch) and

@@ -7,19 +7,19 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 )
 
 var _ Historian = (*Collector)(nil)
 
 // History asks the collector for tenant's per-minute history.
-func (c *Collector) History(ctx context.Context, tenant string, minutes int) (live.History, error) {
+func (c *Collector) History(ctx context.Context, tenant string, minutes int) (api.History, error) {
 	if c.isClosed() {
-		return live.History{}, ErrClosed
+		return api.History{}, ErrClosed
 	}
 	h, err := c.client(Query{}).History(ctx, tenant, minutes)
 	if err != nil {
-		return live.History{}, c.explain(err)
+		return api.History{}, c.explain(err)
 	}
 	return h, nil
 }
@@ -27,7 +27,7 @@ func (c *Collector) History(ctx context.Context, tenant string, minutes int) (li
 // historyMsg carries a fetched history to the drill-in.
 type historyMsg struct {
 	tenant string
-	h      live.History
+	h      api.History
 	err    error
 }
 
@@ -36,7 +36,7 @@ type historyMsg struct {
 // `back` minutes before the newest.
 type storeHistory struct {
 	tenant  string
-	h       *live.History
+	h       *api.History
 	err     string
 	loading bool
 	back    int // minutes before the newest the view ends at
@@ -57,7 +57,7 @@ func (m *Model) fetchHistory() tea.Cmd {
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
-		h, err := hs.History(ctx, name, live.MaxHistoryMinutes)
+		h, err := hs.History(ctx, name, api.MaxHistoryMinutes)
 		return historyMsg{tenant: name, h: h, err: err}
 	}
 }
@@ -84,7 +84,7 @@ func (v *detailView) historyLines(c *common) []string {
 	// One column per minute, from h.From to h.To.
 	n := int(h.To.Sub(h.From) / time.Minute)
 	series := make([]float64, n)
-	what, db := "RU/s", v.measure == live.MeasureDB
+	what, db := "RU/s", v.measure == api.MeasureDB
 	if db {
 		what = "DB load"
 	}

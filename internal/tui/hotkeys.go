@@ -3,19 +3,19 @@ package tui
 import (
 	"strings"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 )
 
 // hotKeysView is the Hot keys view: the hottest keys over the window with
 // their Space-Saving error bounds (the true count is in [count−err, count]).
 type hotKeysView struct {
-	rows   []live.HotKeyRow
+	rows   []api.HotKeyRow
 	order  []int
 	filter string
 	list   list
 }
 
-func (v *hotKeysView) setRows(rows []live.HotKeyRow) {
+func (v *hotKeysView) setRows(rows []api.HotKeyRow) {
 	v.rows = rows
 	v.rebuild()
 }
@@ -36,7 +36,7 @@ func (v *hotKeysView) rebuild() {
 	v.list.setLen(len(v.order))
 }
 
-func (v *hotKeysView) selected() *live.HotKeyRow {
+func (v *hotKeysView) selected() *api.HotKeyRow {
 	if v.list.cursor < len(v.order) {
 		return &v.rows[v.order[v.list.cursor]]
 	}

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 )
 
 // The summary summary ("who is hurting whom") is one line under the tabs.
@@ -138,24 +138,24 @@ type driver struct {
 	factor float64 // 0: new
 }
 
-func (in *summary) add(s *live.Snapshot) {
+func (in *summary) add(s *api.Snapshot) {
 	if in.rows == nil {
 		in.rows, in.seen = map[string]*tenantBaseline{}, map[string]int64{}
 	}
 	in.n++
 	group := s.GroupBy
 	if group == "" {
-		group = live.GroupTenant
+		group = api.GroupTenant
 	}
 	measure := "RU"
-	if s.Measure == live.MeasureDB || s.Source == live.SourcePostgres {
+	if s.Measure == api.MeasureDB || s.Source == api.SourcePostgres {
 		measure = "DB load"
 	}
 	var drivers []driver
 	var victims []float64
 	for i := range s.Tenants {
 		r := &s.Tenants[i]
-		if r.Tenant == live.OtherTenant && !r.Untagged {
+		if r.Tenant == api.OtherTenant && !r.Untagged {
 			continue
 		}
 		name := rowLabel(group, r)
@@ -163,7 +163,7 @@ func (in *summary) add(s *live.Snapshot) {
 			d.name = name
 			drivers = append(drivers, d)
 		}
-		if s.Source == live.SourcePostgres || group != live.GroupTenant || r.Untagged {
+		if s.Source == api.SourcePostgres || group != api.GroupTenant || r.Untagged {
 			continue
 		}
 		load := r.Share
@@ -208,9 +208,9 @@ func (in *summary) add(s *live.Snapshot) {
 		parts = append(parts, "no tenant drives load above its baseline")
 	}
 	switch {
-	case s.Source == live.SourcePostgres:
+	case s.Source == api.SourcePostgres:
 		parts = append(parts, "victims n/a (latency needs application reports)")
-	case group != live.GroupTenant:
+	case group != api.GroupTenant:
 		parts = append(parts, "victims: group by tenant")
 	case len(victims) > 0:
 		parts = append(parts, "victims: "+strconv.Itoa(len(victims))+" tenants, p95 ×"+fmtFactor(median(victims)))
@@ -222,7 +222,7 @@ func (in *summary) add(s *live.Snapshot) {
 }
 
 // isDriver reports whether r drives load against its own history.
-func isDriver(r *live.TenantRow) (driver, bool) {
+func isDriver(r *api.TenantRow) (driver, bool) {
 	if r.Share < driverShare || len(r.History) <= driverRecent {
 		return driver{}, false
 	}

@@ -6,24 +6,24 @@ import (
 	"testing"
 	"time"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 )
 
 // incidentAt is second i of a scripted incident: 20 quiet tenants at
 // 10 RU/s and p95 20 ms; from second 40 bigcorp's import takes 80% of
 // the RU and the others' p95 doubles while their load stays.
-func incidentAt(i int) live.Snapshot {
-	s := live.Snapshot{Time: t0.Add(time.Duration(i) * time.Second), Source: live.SourceCollector, Measure: live.MeasureRU}
+func incidentAt(i int) api.Snapshot {
+	s := api.Snapshot{Time: t0.Add(time.Duration(i) * time.Second), Source: api.SourceCollector, Measure: api.MeasureRU}
 	busy := i >= 40
-	hist := make([]float64, live.HistoryLen)
+	hist := make([]float64, api.HistoryLen)
 	for j := range hist {
-		if sec := i - (live.HistoryLen - 1 - j); sec >= 40 {
+		if sec := i - (api.HistoryLen - 1 - j); sec >= 40 {
 			hist[j] = 800
 		} else if sec >= 0 {
 			hist[j] = 1
 		}
 	}
-	big := live.TenantRow{Tenant: "bigcorp", RUPerSec: 1, P95Seconds: 0.5, Share: 0.005, History: hist}
+	big := api.TenantRow{Tenant: "bigcorp", RUPerSec: 1, P95Seconds: 0.5, Share: 0.005, History: hist}
 	p95 := 0.020
 	if busy {
 		big.RUPerSec, big.Share = 800, 0.8
@@ -31,8 +31,8 @@ func incidentAt(i int) live.Snapshot {
 	}
 	s.Tenants = append(s.Tenants, big)
 	for k := range 20 {
-		s.Tenants = append(s.Tenants, live.TenantRow{Tenant: fmt.Sprintf("t%02d", k), RUPerSec: 10, P95Seconds: p95, Share: 0.01,
-			History: make([]float64, live.HistoryLen)})
+		s.Tenants = append(s.Tenants, api.TenantRow{Tenant: fmt.Sprintf("t%02d", k), RUPerSec: 10, P95Seconds: p95, Share: 0.01,
+			History: make([]float64, api.HistoryLen)})
 	}
 	return s
 }
@@ -80,13 +80,13 @@ func TestSummaryBaselineFromFirstSnapshots(t *testing.T) {
 func TestSummaryPostgresAndGroups(t *testing.T) {
 	var in summary
 	s := incidentAt(50)
-	s.Source, s.Measure = live.SourcePostgres, live.MeasureDB
+	s.Source, s.Measure = api.SourcePostgres, api.MeasureDB
 	in.add(&s)
 	if !strings.Contains(in.line, "bigcorp 80% of DB load") || !strings.Contains(in.line, "victims n/a") {
 		t.Fatalf("postgres: %q", in.line)
 	}
 	s = incidentAt(50)
-	s.GroupBy = live.GroupApplication
+	s.GroupBy = api.GroupApplication
 	s.Tenants[0].Tenant, s.Tenants[0].Untagged = "", true
 	in.add(&s)
 	if !strings.Contains(in.line, "(no application_name) 80%") {
@@ -97,9 +97,9 @@ func TestSummaryPostgresAndGroups(t *testing.T) {
 func TestSummaryForgetsAndBounds(t *testing.T) {
 	var in summary
 	for i := range baselineSpan + 2 {
-		s := live.Snapshot{Source: live.SourceCollector}
+		s := api.Snapshot{Source: api.SourceCollector}
 		if i == 0 {
-			s.Tenants = []live.TenantRow{{Tenant: "gone", RUPerSec: 1, P95Seconds: 0.01}}
+			s.Tenants = []api.TenantRow{{Tenant: "gone", RUPerSec: 1, P95Seconds: 0.01}}
 		}
 		in.add(&s)
 	}

@@ -5,18 +5,18 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 )
 
 // latencyView is the Latency view: per service, the latency ratio (p95
 // over the long window / p95 over the short one, ≈1 healthy) as a
 // sparkline with its thresholds, and the shedding level.
 type latencyView struct {
-	rows []live.ServiceRow
+	rows []api.ServiceRow
 	list list
 }
 
-func (v *latencyView) setRows(rows []live.ServiceRow) {
+func (v *latencyView) setRows(rows []api.ServiceRow) {
 	v.rows = rows
 	v.list.setLen(len(rows))
 }

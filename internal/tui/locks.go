@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 )
 
 // locksView is the Locks view: the blocking chains of the snapshot as
@@ -17,8 +17,8 @@ type locksView struct {
 	at     time.Time
 	roots  []int32
 	kids   map[int32][]int32
-	node   map[int32]live.StatementRow
-	xmin   []live.StatementRow
+	node   map[int32]api.StatementRow
+	xmin   []api.StatementRow
 	scroll int
 	// order is the pids of the tree's lines, top to bottom; cursor is the
 	// selected one (c and k act on it), kept by pid across snapshots.
@@ -28,7 +28,7 @@ type locksView struct {
 }
 
 // selected returns the session under the cursor, or nil.
-func (v *locksView) selected() *live.StatementRow {
+func (v *locksView) selected() *api.StatementRow {
 	if v.cursor < 0 || v.cursor >= len(v.order) {
 		return nil
 	}
@@ -69,9 +69,9 @@ func (v *locksView) walkOrder() {
 // maxLockDepth bounds how deep a chain is drawn.
 const maxLockDepth = 16
 
-func (v *locksView) set(s *live.Snapshot) {
+func (v *locksView) set(s *api.Snapshot) {
 	v.at, v.xmin = s.Time, s.XminHolders
-	v.kids, v.node, v.roots = map[int32][]int32{}, map[int32]live.StatementRow{}, v.roots[:0]
+	v.kids, v.node, v.roots = map[int32][]int32{}, map[int32]api.StatementRow{}, v.roots[:0]
 	blocked := map[int32]bool{}
 	for _, p := range s.Blocked {
 		if _, ok := v.node[p.Blocking.PID]; !ok || v.node[p.Blocking.PID].State == "" {
@@ -149,7 +149,7 @@ func (v *locksView) update(c *common, msg keyMsg, page int) {
 
 // age is how long a session has held what it holds: its transaction when
 // it is idle in one, else its statement.
-func (v *locksView) age(r *live.StatementRow) string {
+func (v *locksView) age(r *api.StatementRow) string {
 	if !r.XactStart.IsZero() && strings.HasPrefix(r.State, "idle in transaction") && !v.at.IsZero() {
 		return "xact " + fmtDuration(v.at.Sub(r.XactStart))
 	}
@@ -159,7 +159,7 @@ func (v *locksView) age(r *live.StatementRow) string {
 	return ""
 }
 
-func (v *locksView) nodeLine(c *common, prefix string, r *live.StatementRow) string {
+func (v *locksView) nodeLine(c *common, prefix string, r *api.StatementRow) string {
 	tn := r.Tenant
 	if tn == "" {
 		tn = "(untagged)"

@@ -13,7 +13,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/pgactivity"
 )
 
@@ -53,7 +53,7 @@ const (
 
 // Messages.
 type (
-	snapshotMsg  struct{ snap live.Snapshot }
+	snapshotMsg  struct{ snap api.Snapshot }
 	sourceErrMsg struct{ err error }
 	retryMsg     struct{}
 	actionMsg    struct {
@@ -134,8 +134,8 @@ type Model struct {
 	summary     summary
 	fresh       freshnessView
 
-	snap     *live.Snapshot // shown
-	pending  *live.Snapshot // arrived while paused
+	snap     *api.Snapshot // shown
+	pending  *api.Snapshot // arrived while paused
 	paused   bool
 	fetching bool
 
@@ -158,7 +158,7 @@ func New(src Source, opts ...Option) *Model {
 		feats:   src.Features(),
 		ctx:     context.Background(),
 		c:       common{width: 80, height: 24, keys: DefaultKeyMap(), now: time.Now, loc: time.Local},
-		query:   Query{Measure: live.MeasureRU, Top: DefaultTop},
+		query:   Query{Measure: api.MeasureRU, Top: DefaultTop},
 		tenants: newTenantsView(colRU),
 		filter:  field{limit: 64},
 	}
@@ -261,12 +261,12 @@ func (m *Model) setStatus(s string, ok bool) tea.Cmd {
 }
 
 // apply shows snapshot s.
-func (m *Model) apply(s *live.Snapshot) {
+func (m *Model) apply(s *api.Snapshot) {
 	m.snap = s
-	m.tenants.dbOnly = s.Source == live.SourcePostgres
+	m.tenants.dbOnly = s.Source == api.SourcePostgres
 	m.tenants.group = s.GroupBy
 	if m.tenants.hidden(m.tenants.col) {
-		m.tenants.col, m.tenants.reverse, m.query.Measure = colDB, false, live.MeasureDB
+		m.tenants.col, m.tenants.reverse, m.query.Measure = colDB, false, api.MeasureDB
 	}
 	m.tenants.setRows(s.Tenants)
 	m.hotKeys.setRows(s.HotKeys)
@@ -510,7 +510,7 @@ func (m *Model) group() string {
 	if m.snap != nil && m.snap.GroupBy != "" {
 		return m.snap.GroupBy
 	}
-	return live.GroupTenant
+	return api.GroupTenant
 }
 
 func (m *Model) drill() tea.Cmd {
@@ -521,7 +521,7 @@ func (m *Model) drill() tea.Cmd {
 	switch {
 	case !ok:
 		return m.setStatus("no tenant selected", false)
-	case t.key == live.OtherTenant && !t.untagged:
+	case t.key == api.OtherTenant && !t.untagged:
 		return m.setStatus(`"other" sums the tenants beyond the top ones; it has no routes of its own`, false)
 	}
 	m.back = m.view
@@ -537,10 +537,10 @@ func (m *Model) nextGroup() tea.Cmd {
 		return m.setStatus("b groups the load by application, user, database, client or statement: run qtop --postgres DSN (a collector groups by tenant)", false)
 	}
 	i := max(groupIndex(m.query.GroupBy), 0)
-	m.query.GroupBy = live.Groups[(i+1)%len(live.Groups)]
+	m.query.GroupBy = api.Groups[(i+1)%len(api.Groups)]
 	m.tenants.group = m.query.GroupBy
 	m.tenants.pinned = false
-	return m.setStatus("grouping by "+m.query.GroupBy+" from the next sample (b again: "+live.Groups[(i+2)%len(live.Groups)]+")", true)
+	return m.setStatus("grouping by "+m.query.GroupBy+" from the next sample (b again: "+api.Groups[(i+2)%len(api.Groups)]+")", true)
 }
 
 func (m *Model) startThrottle() tea.Cmd {
@@ -553,9 +553,9 @@ func (m *Model) startThrottle() tea.Cmd {
 		return m.setStatus("no tenant selected", false)
 	case t.untagged:
 		return m.setStatus("untagged load has no tenant to throttle: enter on it shows how to tag it", false)
-	case m.group() != live.GroupTenant:
+	case m.group() != api.GroupTenant:
 		return m.setStatus("t throttles a tenant: press b until the grouping is tenant", false)
-	case t.key == live.OtherTenant:
+	case t.key == api.OtherTenant:
 		return m.setStatus(`"other" is many tenants; throttle them one by one`, false)
 	}
 	m.prompt = throttlePrompt(t.key, t.ru)
@@ -577,7 +577,7 @@ func (m *Model) startSignal(terminate bool) tea.Cmd {
 	if m.view == viewLocks {
 		ts = nil
 		if r := m.locks.selected(); r != nil {
-			ts = []live.StatementRow{*r}
+			ts = []api.StatementRow{*r}
 		}
 	}
 	if len(ts) == 0 {
@@ -739,7 +739,7 @@ func (m *Model) top() string {
 	title := "qtop · " + m.src.Describe()
 	if m.snap != nil {
 		what := " tenants"
-		if g := m.snap.GroupBy; g != "" && g != live.GroupTenant {
+		if g := m.snap.GroupBy; g != "" && g != api.GroupTenant {
 			what = " groups by " + g
 		}
 		title += " · " + m.snap.Time.In(m.c.loc).Format("15:04:05") + " · " + fmtCount(uint64(m.snap.TenantsSeen)) + what
@@ -880,7 +880,7 @@ func (m *Model) View() string {
 
 // unreadTags says how many sampled statements lost their tags (a
 // malformed comment, a text cut at track_activity_query_size), or "".
-func unreadTags(s *live.Snapshot) string {
+func unreadTags(s *api.Snapshot) string {
 	var parts []string
 	if n := s.Collector.MalformedComments; n > 0 {
 		parts = append(parts, fmtCount(n)+" comments unread")

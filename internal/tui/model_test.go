@@ -10,7 +10,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/policy"
 )
 
@@ -135,16 +135,16 @@ func TestSortKey(t *testing.T) {
 		first string
 		query string
 	}{
-		{colReq, "acme", live.MeasureReq},
-		{colP95, "bigcorp", live.MeasureP95},
-		{colErr, "acme", live.MeasureErr},
-		{colShare, "bigcorp", live.MeasureErr}, // share keeps the source's measure
-		{colThrottle, "globex", live.MeasureErr},
-		{colTenant, "acme", live.MeasureErr},
-		{colTier, "trust-safety", live.MeasureErr},
-		{colDB, "bigcorp", live.MeasureDB},
-		{colRU, "bigcorp", live.MeasureRU},
-		{colReq, "acme", live.MeasureReq},
+		{colReq, "acme", api.MeasureReq},
+		{colP95, "bigcorp", api.MeasureP95},
+		{colErr, "acme", api.MeasureErr},
+		{colShare, "bigcorp", api.MeasureErr}, // share keeps the source's measure
+		{colThrottle, "globex", api.MeasureErr},
+		{colTenant, "acme", api.MeasureErr},
+		{colTier, "trust-safety", api.MeasureErr},
+		{colDB, "bigcorp", api.MeasureDB},
+		{colRU, "bigcorp", api.MeasureRU},
+		{colReq, "acme", api.MeasureReq},
 	}
 	for i, w := range want {
 		press(m, "s")
@@ -276,7 +276,7 @@ func TestNavigationKeepsSelection(t *testing.T) {
 		t.Fatalf("after acme rose: selected %v at %d", r, m.tenants.list.cursor)
 	}
 	press(m, "end")
-	if r := m.tenants.selected(); r == nil || r.Tenant != live.OtherTenant {
+	if r := m.tenants.selected(); r == nil || r.Tenant != api.OtherTenant {
 		t.Fatalf("end: selected %v", r)
 	}
 	press(m, "pgup", "home", "pgdown")
@@ -587,8 +587,8 @@ func TestNoEscapesFromTheWire(t *testing.T) {
 
 func TestOptions(t *testing.T) {
 	src := newFake(Features{})
-	m := New(src, WithSort(live.MeasureDB), WithTop(7), WithKeyMap(DefaultKeyMap()))
-	if m.tenants.col != colDB || m.query != (Query{Measure: live.MeasureDB, Top: 7}) {
+	m := New(src, WithSort(api.MeasureDB), WithTop(7), WithKeyMap(DefaultKeyMap()))
+	if m.tenants.col != colDB || m.query != (Query{Measure: api.MeasureDB, Top: 7}) {
 		t.Fatalf("col %v query %+v", m.tenants.col, m.query)
 	}
 	// The fetch command asks the source with the model's query.
@@ -604,7 +604,7 @@ func TestOptions(t *testing.T) {
 func TestPostgresSnapshotHidesRequestColumns(t *testing.T) {
 	m, _ := newTestModel(t, Features{Signal: true})
 	s := incident()
-	s.Source = live.SourcePostgres
+	s.Source = api.SourcePostgres
 	m.Update(snapshotMsg{s})
 	screen := m.View()
 	mustContain(t, screen, "DB LOAD", "SHARE")

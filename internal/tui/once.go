@@ -9,7 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 )
 
 // Formats of Print.
@@ -20,7 +20,7 @@ const (
 
 // Print writes one snapshot for an incident note or a script: the
 // collector's JSON (FormatJSON), or plain tables (FormatTable).
-func Print(w io.Writer, s live.Snapshot, format string) error {
+func Print(w io.Writer, s api.Snapshot, format string) error {
 	switch format {
 	case FormatJSON:
 		enc := json.NewEncoder(w)
@@ -34,22 +34,22 @@ func Print(w io.Writer, s live.Snapshot, format string) error {
 
 // windowText says what the numbers are averaged over: "one sample" for a
 // single pg_stat_activity sample (Window 0), not "window 1s".
-func windowText(s *live.Snapshot) string {
+func windowText(s *api.Snapshot) string {
 	if s.Window <= 0 {
 		return "one sample"
 	}
 	return "window " + s.Window.String()
 }
 
-func printTable(w io.Writer, s *live.Snapshot) error {
+func printTable(w io.Writer, s *api.Snapshot) error {
 	var buf bytes.Buffer
 	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
 	group := s.GroupBy
 	if group == "" {
-		group = live.GroupTenant
+		group = api.GroupTenant
 	}
 	what := "tenants"
-	if group != live.GroupTenant {
+	if group != api.GroupTenant {
 		what = "groups by " + group
 	}
 	fmt.Fprintf(tw, "qtop %s · source %s · %s · %d %s with load, ordered by %s\n",
@@ -58,7 +58,7 @@ func printTable(w io.Writer, s *live.Snapshot) error {
 		fmt.Fprintf(tw, "DB load counts %d parallel workers: a parallel query keeps several backends busy, so DB load can exceed the client sessions\n", s.ParallelWorkers)
 	}
 	fmt.Fprintln(tw)
-	pg := s.Source == live.SourcePostgres
+	pg := s.Source == api.SourcePostgres
 	na := func(v string) string {
 		if pg {
 			return "n/a" // PostgreSQL knows neither RU, nor requests, nor their latency

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 )
 
 // TestPrintTableIncident: --once's table carries the lock pairs, the xmin
@@ -25,7 +25,7 @@ func TestPrintTableIncident(t *testing.T) {
 		t.Errorf("collector table:\n%s", out)
 	}
 
-	s.Source, s.Window, s.GroupBy = live.SourcePostgres, 0, live.GroupApplication
+	s.Source, s.Window, s.GroupBy = api.SourcePostgres, 0, api.GroupApplication
 	s.Tenants[0].Untagged, s.Tenants[0].Tenant = true, ""
 	s.ParallelWorkers = 3
 	b.Reset()

@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/tenant"
@@ -103,11 +103,11 @@ func (p *Postgres) Features() Features { return Features{Signal: true, Group: tr
 
 // Next waits for the next sampling instant, samples pg_stat_activity and
 // returns the load over the last samples.
-func (p *Postgres) Next(ctx context.Context, q Query) (live.Snapshot, error) {
+func (p *Postgres) Next(ctx context.Context, q Query) (api.Snapshot, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return live.Snapshot{}, ErrClosed
+		return api.Snapshot{}, ErrClosed
 	}
 	last := p.last
 	p.mu.Unlock()
@@ -117,9 +117,9 @@ func (p *Postgres) Next(ctx context.Context, q Query) (live.Snapshot, error) {
 			defer t.Stop()
 			select {
 			case <-ctx.Done():
-				return live.Snapshot{}, ctx.Err()
+				return api.Snapshot{}, ctx.Err()
 			case <-p.done:
-				return live.Snapshot{}, ErrClosed
+				return api.Snapshot{}, ErrClosed
 			case <-t.C:
 			}
 		}
@@ -129,13 +129,13 @@ func (p *Postgres) Next(ctx context.Context, q Query) (live.Snapshot, error) {
 
 // Once takes one sample and returns it, for --once: its Window is 0, as
 // one sample averages over nothing.
-func (p *Postgres) Once(ctx context.Context, q Query) (live.Snapshot, error) {
+func (p *Postgres) Once(ctx context.Context, q Query) (api.Snapshot, error) {
 	s, err := p.sample(ctx, q)
 	s.Window = 0
 	return s, err
 }
 
-func (p *Postgres) sample(ctx context.Context, q Query) (live.Snapshot, error) {
+func (p *Postgres) sample(ctx context.Context, q Query) (api.Snapshot, error) {
 	sctx, cancel := context.WithTimeout(ctx, pgactivity.DefaultTimeout)
 	defer cancel()
 	go func() {
@@ -149,11 +149,11 @@ func (p *Postgres) sample(ctx context.Context, q Query) (live.Snapshot, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return live.Snapshot{}, ErrClosed
+		return api.Snapshot{}, ErrClosed
 	}
 	p.last = p.now()
 	if err != nil && !errors.Is(err, pgactivity.ErrInsufficientPrivilege) {
-		return live.Snapshot{}, fmt.Errorf("%s: %w", p.desc, err)
+		return api.Snapshot{}, fmt.Errorf("%s: %w", p.desc, err)
 	}
 	p.agg.add(snap, p.interval)
 	msg := p.warn
@@ -226,7 +226,7 @@ func groupIndex(g string) int {
 	if g == "" {
 		return 0
 	}
-	for i, x := range live.Groups {
+	for i, x := range api.Groups {
 		if x == g {
 			return i
 		}
@@ -248,10 +248,10 @@ type pgWindow struct {
 	interval time.Duration
 	ring     [pgWindowLen]map[groupKey]*pgLoad
 	groups   map[groupKey]*pgTenant
-	stmts    []live.StatementRow
+	stmts    []api.StatementRow
 	keys     [][numGroups]string // of stmts, by grouping
-	blocked  []live.BlockRow
-	xmin     []live.StatementRow
+	blocked  []api.BlockRow
+	xmin     []api.StatementRow
 	workers  int
 }
 
@@ -263,8 +263,8 @@ type pgLoad struct {
 }
 
 type pgTenant struct {
-	hist [live.HistoryLen]float64 // by sample number mod HistoryLen
-	last int64                    // the last sample it was active in
+	hist [api.HistoryLen]float64 // by sample number mod HistoryLen
+	last int64                   // the last sample it was active in
 	tier tenant.Tier
 }
 
@@ -341,11 +341,11 @@ func (w *pgWindow) add(s pgactivity.Snapshot, interval time.Duration) {
 	for i := range s.Backends {
 		b := &s.Backends[i]
 		for _, pid := range b.BlockedBy {
-			blocking := live.StatementRow{PID: pid}
+			blocking := api.StatementRow{PID: pid}
 			if o := byPID[pid]; o != nil {
 				blocking = pgStatement(o)
 			}
-			w.blocked = append(w.blocked, live.BlockRow{Blocked: pgStatement(b), Blocking: blocking})
+			w.blocked = append(w.blocked, api.BlockRow{Blocked: pgStatement(b), Blocking: blocking})
 		}
 	}
 	idx := make([]int, len(w.stmts))
@@ -359,22 +359,22 @@ func (w *pgWindow) add(s pgactivity.Snapshot, interval time.Duration) {
 		return cmp.Compare(w.stmts[a].PID, w.stmts[b].PID)
 	})
 	idx = idx[:min(len(idx), pgStatementsMax)]
-	stmts := make([]live.StatementRow, len(idx))
+	stmts := make([]api.StatementRow, len(idx))
 	keys := make([][numGroups]string, len(idx))
 	for i, j := range idx {
 		stmts[i], keys[i] = w.stmts[j], w.keys[j]
 	}
 	w.stmts, w.keys = stmts, keys
-	slices.SortFunc(w.xmin, func(a, b live.StatementRow) int {
+	slices.SortFunc(w.xmin, func(a, b api.StatementRow) int {
 		if c := cmp.Compare(b.XminAge, a.XminAge); c != 0 {
 			return c
 		}
 		return cmp.Compare(a.PID, b.PID)
 	})
 	w.xmin = w.xmin[:min(len(w.xmin), pgXminMax)]
-	h := w.n % live.HistoryLen
+	h := w.n % api.HistoryLen
 	for gk, t := range w.groups {
-		if w.n-t.last >= live.HistoryLen {
+		if w.n-t.last >= api.HistoryLen {
 			delete(w.groups, gk)
 			continue
 		}
@@ -386,8 +386,8 @@ func (w *pgWindow) add(s pgactivity.Snapshot, interval time.Duration) {
 	w.n++
 }
 
-func pgStatement(b *pgactivity.Backend) live.StatementRow {
-	r := live.StatementRow{
+func pgStatement(b *pgactivity.Backend) api.StatementRow {
+	r := api.StatementRow{
 		PID: b.PID, Tenant: b.Tenant, Route: b.Route, Application: b.Application, State: b.State,
 		WaitEventType: b.WaitEventType, WaitEvent: b.WaitEvent, Duration: b.Duration, Query: b.Query,
 		BlockedBy: b.BlockedBy, User: b.User, Database: b.Database, Client: b.Client,
@@ -401,27 +401,27 @@ func pgStatement(b *pgactivity.Backend) live.StatementRow {
 
 // snapshot returns the load of the window: groups by DB load (the only
 // measure PostgreSQL gives), the top q.Top and then "other".
-func (w *pgWindow) snapshot(at time.Time, q Query, samplerErr string) live.Snapshot {
+func (w *pgWindow) snapshot(at time.Time, q Query, samplerErr string) api.Snapshot {
 	by := max(groupIndex(q.GroupBy), 0)
 	samples := min(w.n, pgWindowLen)
-	s := live.Snapshot{
-		Time: at.UTC(), Window: time.Duration(samples) * w.interval, Source: live.SourcePostgres,
-		Measure: live.MeasureDB, Tenants: []live.TenantRow{}, HotKeys: []live.HotKeyRow{},
-		Statements: append([]live.StatementRow{}, w.stmts...), Blocked: append([]live.BlockRow(nil), w.blocked...),
-		Services: []live.ServiceRow{}, GroupBy: live.Groups[by], ParallelWorkers: w.workers,
-		XminHolders: append([]live.StatementRow(nil), w.xmin...),
-		Collector:   live.CollectorStatus{Sampler: true, SamplerError: samplerErr},
+	s := api.Snapshot{
+		Time: at.UTC(), Window: time.Duration(samples) * w.interval, Source: api.SourcePostgres,
+		Measure: api.MeasureDB, Tenants: []api.TenantRow{}, HotKeys: []api.HotKeyRow{},
+		Statements: append([]api.StatementRow{}, w.stmts...), Blocked: append([]api.BlockRow(nil), w.blocked...),
+		Services: []api.ServiceRow{}, GroupBy: api.Groups[by], ParallelWorkers: w.workers,
+		XminHolders: append([]api.StatementRow(nil), w.xmin...),
+		Collector:   api.CollectorStatus{Sampler: true, SamplerError: samplerErr},
 	}
 	for i := range s.Statements {
 		s.Statements[i].Group = w.keys[i][by]
 	}
 	for t := range tenant.NumTiers {
-		s.Enforcement.Tiers[t] = live.TierRow{Tier: tenant.Tier(t + 1).String(), PriceMultiplier: 1}
+		s.Enforcement.Tiers[t] = api.TierRow{Tier: tenant.Tier(t + 1).String(), PriceMultiplier: 1}
 	}
 	if samples == 0 {
 		return s
 	}
-	sum := map[string]*live.TenantRow{}
+	sum := map[string]*api.TenantRow{}
 	for i := range samples {
 		for gk, l := range w.ring[(w.n-1-i+pgWindowLen)%pgWindowLen] {
 			if gk.by != by {
@@ -429,7 +429,7 @@ func (w *pgWindow) snapshot(at time.Time, q Query, samplerErr string) live.Snaps
 			}
 			r := sum[gk.key]
 			if r == nil {
-				r = &live.TenantRow{Tenant: gk.key, Untagged: gk.key == "", Waits: map[string]float64{}}
+				r = &api.TenantRow{Tenant: gk.key, Untagged: gk.key == "", Waits: map[string]float64{}}
 				sum[gk.key] = r
 			}
 			r.DBLoad += l.active
@@ -446,12 +446,12 @@ func (w *pgWindow) snapshot(at time.Time, q Query, samplerErr string) live.Snaps
 					}
 				}
 				if !found {
-					r.Routes = append(r.Routes, live.RouteRow{Route: k, DBLoad: v})
+					r.Routes = append(r.Routes, api.RouteRow{Route: k, DBLoad: v})
 				}
 			}
 		}
 	}
-	rows := make([]*live.TenantRow, 0, len(sum))
+	rows := make([]*api.TenantRow, 0, len(sum))
 	var total float64
 	n := float64(samples)
 	for _, r := range sum {
@@ -463,7 +463,7 @@ func (w *pgWindow) snapshot(at time.Time, q Query, samplerErr string) live.Snaps
 		for j := range r.Routes {
 			r.Routes[j].DBLoad /= n
 		}
-		slices.SortFunc(r.Routes, func(a, b live.RouteRow) int {
+		slices.SortFunc(r.Routes, func(a, b api.RouteRow) int {
 			if c := cmp.Compare(b.DBLoad, a.DBLoad); c != 0 {
 				return c
 			}
@@ -474,7 +474,7 @@ func (w *pgWindow) snapshot(at time.Time, q Query, samplerErr string) live.Snaps
 		}
 		rows = append(rows, r)
 	}
-	slices.SortFunc(rows, func(a, b *live.TenantRow) int {
+	slices.SortFunc(rows, func(a, b *api.TenantRow) int {
 		if c := cmp.Compare(b.DBLoad, a.DBLoad); c != 0 {
 			return c
 		}
@@ -485,14 +485,14 @@ func (w *pgWindow) snapshot(at time.Time, q Query, samplerErr string) live.Snaps
 	if top <= 0 {
 		top = DefaultTop
 	}
-	var other *live.TenantRow
+	var other *api.TenantRow
 	for i, r := range rows {
 		if total > 0 {
 			r.Share = r.DBLoad / total
 		}
 		if i >= top && !r.Untagged { // the untagged row is always shown
 			if other == nil {
-				other = &live.TenantRow{Tenant: live.OtherTenant, History: make([]float64, live.HistoryLen)}
+				other = &api.TenantRow{Tenant: api.OtherTenant, History: make([]float64, api.HistoryLen)}
 			}
 			other.DBLoad += r.DBLoad
 			other.Share += r.Share
@@ -502,11 +502,11 @@ func (w *pgWindow) snapshot(at time.Time, q Query, samplerErr string) live.Snaps
 			if by == 0 {
 				r.Tier = t.tier.String()
 			}
-			r.History = make([]float64, live.HistoryLen)
-			for j := range live.HistoryLen {
-				k := w.n - live.HistoryLen + int64(j)
+			r.History = make([]float64, api.HistoryLen)
+			for j := range api.HistoryLen {
+				k := w.n - api.HistoryLen + int64(j)
 				if k >= 0 {
-					r.History[j] = t.hist[k%live.HistoryLen]
+					r.History[j] = t.hist[k%api.HistoryLen]
 				}
 			}
 		}

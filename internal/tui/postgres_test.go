@@ -13,7 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/sqlcomment"
@@ -63,12 +63,12 @@ func TestPGWindowGroupBy(t *testing.T) {
 		return b.String()
 	}
 	for _, c := range []struct{ group, want string }{
-		{live.GroupTenant, `""/true=3 "(untagged)"/false=1 "unknown"/false=1 1:"unknown" 2:"(untagged)" 3:"" 4:"" `},
-		{live.GroupApplication, `"batchjob"/false=3 "web"/false=2 1:"web" 2:"web" 3:"batchjob" 4:"batchjob" `},
-		{live.GroupUser, `"batch"/false=3 "app"/false=2 1:"app" 2:"app" 3:"batch" 4:"batch" `},
-		{live.GroupDatabase, `"shop"/false=5 1:"shop" 2:"shop" 3:"shop" 4:"shop" `},
-		{live.GroupClient, `""/true=3 "10.0.0.1"/false=1 "10.0.0.2"/false=1 1:"10.0.0.1" 2:"10.0.0.2" 3:"" 4:"" `},
-		{live.GroupFingerprint, `"UPDATE pgbench_accounts SET abalance = abalance + ? WHERE aid = ?"/false=3 "SELECT ?"/false=2 ` +
+		{api.GroupTenant, `""/true=3 "(untagged)"/false=1 "unknown"/false=1 1:"unknown" 2:"(untagged)" 3:"" 4:"" `},
+		{api.GroupApplication, `"batchjob"/false=3 "web"/false=2 1:"web" 2:"web" 3:"batchjob" 4:"batchjob" `},
+		{api.GroupUser, `"batch"/false=3 "app"/false=2 1:"app" 2:"app" 3:"batch" 4:"batch" `},
+		{api.GroupDatabase, `"shop"/false=5 1:"shop" 2:"shop" 3:"shop" 4:"shop" `},
+		{api.GroupClient, `""/true=3 "10.0.0.1"/false=1 "10.0.0.2"/false=1 1:"10.0.0.1" 2:"10.0.0.2" 3:"" 4:"" `},
+		{api.GroupFingerprint, `"UPDATE pgbench_accounts SET abalance = abalance + ? WHERE aid = ?"/false=3 "SELECT ?"/false=2 ` +
 			`1:"SELECT ?" 2:"SELECT ?" 3:"UPDATE pgbench_accounts SET abalance = abalance + ? WHERE aid = ?" 4:"UPDATE pgbench_accounts SET abalance = abalance + ? WHERE aid = ?" `},
 	} {
 		if got := rows(c.group); got != c.want {
@@ -90,11 +90,11 @@ func TestPGWindowParallelWorkersAreLoadNotStatements(t *testing.T) {
 	w := newPGWindow()
 	w.add(sample1(), time.Second)
 	s := w.snapshot(t0, Query{Top: 10}, "")
-	if s.Source != live.SourcePostgres || s.Measure != live.MeasureDB || s.TenantsSeen != 3 || s.Window != time.Second {
+	if s.Source != api.SourcePostgres || s.Measure != api.MeasureDB || s.TenantsSeen != 3 || s.Window != time.Second {
 		t.Fatalf("snapshot header %+v", s)
 	}
-	got := map[string]live.TenantRow{}
-	var untagged live.TenantRow
+	got := map[string]api.TenantRow{}
+	var untagged api.TenantRow
 	for _, r := range s.Tenants {
 		if r.Untagged {
 			untagged = r
@@ -134,25 +134,25 @@ func TestPGWindowParallelWorkersAreLoadNotStatements(t *testing.T) {
 		t.Fatalf("top 1: %+v", s.Tenants)
 	}
 	h := s.Tenants[0].History
-	if len(h) != live.HistoryLen || h[len(h)-2] != 2 || h[len(h)-1] != 1 {
+	if len(h) != api.HistoryLen || h[len(h)-2] != 2 || h[len(h)-1] != 1 {
 		t.Fatalf("bigcorp history ends %v", h[len(h)-3:])
 	}
 	if !s.Tenants[1].Untagged || s.Tenants[1].DBLoad != 0.5 {
 		t.Fatalf("the untagged row is shown whatever the top: %+v", s.Tenants[1])
 	}
 	o := s.Tenants[2]
-	if o.Tenant != live.OtherTenant || o.DBLoad != 0.5 || math.Abs(o.Share-0.2) > 1e-9 {
+	if o.Tenant != api.OtherTenant || o.DBLoad != 0.5 || math.Abs(o.Share-0.2) > 1e-9 {
 		t.Fatalf("other row %+v", o)
 	}
 	if s.Collector.SamplerError != "hidden sessions" {
 		t.Fatalf("sampler error %q", s.Collector.SamplerError)
 	}
 	// A tenant idle for a whole history is forgotten.
-	for range live.HistoryLen {
+	for range api.HistoryLen {
 		w.add(pgactivity.Snapshot{}, time.Second)
 	}
 	if len(w.groups) != 0 {
-		t.Fatalf("%d groups kept after %d idle samples", len(w.groups), live.HistoryLen)
+		t.Fatalf("%d groups kept after %d idle samples", len(w.groups), api.HistoryLen)
 	}
 	if s := w.snapshot(t0, Query{}, ""); len(s.Tenants) != 0 || len(s.Statements) != 0 {
 		t.Fatalf("idle snapshot %+v", s)
@@ -231,12 +231,12 @@ func TestPostgresSourceReal(t *testing.T) {
 	if f := src.Features(); f.Throttle || !f.Signal || !f.Group {
 		t.Fatalf("features %+v", f)
 	}
-	var s live.Snapshot
+	var s api.Snapshot
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		if s, err = src.Next(ctx, Query{Top: 1000}); err != nil {
 			t.Fatal(err)
 		}
-		rows := map[string]live.TenantRow{}
+		rows := map[string]api.TenantRow{}
 		for _, r := range s.Tenants {
 			rows[r.Tenant] = r
 		}
@@ -247,7 +247,7 @@ func TestPostgresSourceReal(t *testing.T) {
 			t.Fatalf("tenants %s and %s not seen: %+v", a, b, s.Tenants)
 		}
 	}
-	stmts := map[int32]live.StatementRow{}
+	stmts := map[int32]api.StatementRow{}
 	for _, st := range s.Statements {
 		stmts[st.PID] = st
 	}

@@ -10,7 +10,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/policy"
 )
 
@@ -74,7 +74,7 @@ type prompt struct {
 	tenant  string
 	pid     int32
 	query   string
-	targets []live.StatementRow // of a cancel or terminate
+	targets []api.StatementRow // of a cancel or terminate
 	ru, dur field
 	focus   int  // 0: RU/s cap, 1: duration
 	confirm bool // the y/n step

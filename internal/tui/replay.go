@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/policy"
 )
@@ -40,7 +40,7 @@ type recordingHeader struct {
 }
 
 type recordingLine struct {
-	Snapshot *live.Snapshot `json:"snapshot"`
+	Snapshot *api.Snapshot `json:"snapshot"`
 }
 
 // Recorder is a Source that passes another one through and appends every
@@ -96,7 +96,7 @@ func (r *Recorder) line(v any) error {
 
 // Next returns the source's next snapshot and records it. A failed write
 // is returned once the snapshot could not be kept (the UI shows it).
-func (r *Recorder) Next(ctx context.Context, q Query) (live.Snapshot, error) {
+func (r *Recorder) Next(ctx context.Context, q Query) (api.Snapshot, error) {
 	s, err := r.Source.Next(ctx, q)
 	if err != nil {
 		return s, err
@@ -148,7 +148,7 @@ type Replay struct {
 
 	mu    sync.Mutex
 	n     int
-	last  *live.Snapshot
+	last  *api.Snapshot
 	ended bool
 	done  chan struct{}
 	once  sync.Once
@@ -188,7 +188,7 @@ func OpenReplay(path string, opts ...ReplayOption) (*Replay, error) {
 		rd, r.close = z, []io.Closer{z, f}
 	}
 	r.sc = bufio.NewScanner(rd)
-	r.sc.Buffer(make([]byte, 0, 64<<10), live.MaxEventBytes)
+	r.sc.Buffer(make([]byte, 0, 64<<10), api.MaxEventBytes)
 	if !r.sc.Scan() {
 		r.Close()
 		return nil, fmt.Errorf("%w: %s: empty or unreadable (%v)", ErrRecording, path, r.sc.Err())
@@ -219,7 +219,7 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // read returns the next snapshot of the file, or false at its end.
-func (r *Replay) read() (*live.Snapshot, error) {
+func (r *Replay) read() (*api.Snapshot, error) {
 	for r.sc.Scan() {
 		var l recordingLine
 		if err := json.Unmarshal(r.sc.Bytes(), &l); err != nil {
@@ -238,10 +238,10 @@ func (r *Replay) read() (*live.Snapshot, error) {
 // Next returns the next recorded snapshot, after the time that separated
 // it from the previous one (divided by the speed). At the end it blocks
 // until ctx ends or the replay is closed.
-func (r *Replay) Next(ctx context.Context, _ Query) (live.Snapshot, error) {
+func (r *Replay) Next(ctx context.Context, _ Query) (api.Snapshot, error) {
 	select {
 	case <-r.done:
-		return live.Snapshot{}, ErrClosed
+		return api.Snapshot{}, ErrClosed
 	default:
 	}
 	// Only Next (one call at a time) and Last read the file; the lock
@@ -252,13 +252,13 @@ func (r *Replay) Next(ctx context.Context, _ Query) (live.Snapshot, error) {
 	if !ended {
 		s, err := r.read()
 		if err != nil {
-			return live.Snapshot{}, err
+			return api.Snapshot{}, err
 		}
 		if s != nil {
 			if prev != nil {
 				gap := min(max(s.Time.Sub(prev.Time), 0), time.Minute)
 				if err := r.sleep(ctx, time.Duration(float64(gap)/r.speed)); err != nil {
-					return live.Snapshot{}, err
+					return api.Snapshot{}, err
 				}
 			}
 			r.mu.Lock()
@@ -273,21 +273,21 @@ func (r *Replay) Next(ctx context.Context, _ Query) (live.Snapshot, error) {
 	}
 	select {
 	case <-ctx.Done():
-		return live.Snapshot{}, ctx.Err()
+		return api.Snapshot{}, ctx.Err()
 	case <-r.done:
-		return live.Snapshot{}, ErrClosed
+		return api.Snapshot{}, ErrClosed
 	}
 }
 
 // Last reads the whole recording and returns its last snapshot, for
 // qtop replay --once.
-func (r *Replay) Last() (live.Snapshot, error) {
+func (r *Replay) Last() (api.Snapshot, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for {
 		s, err := r.read()
 		if err != nil {
-			return live.Snapshot{}, err
+			return api.Snapshot{}, err
 		}
 		if s == nil {
 			break
@@ -296,7 +296,7 @@ func (r *Replay) Last() (live.Snapshot, error) {
 		r.last = s
 	}
 	if r.last == nil {
-		return live.Snapshot{}, fmt.Errorf("%w: %s has no snapshot", ErrRecording, r.path)
+		return api.Snapshot{}, fmt.Errorf("%w: %s has no snapshot", ErrRecording, r.path)
 	}
 	return *r.last, nil
 }

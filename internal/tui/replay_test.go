@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 )
 
 // TestReplayRecordedIncident plays the recorded demo incident of the
@@ -28,7 +28,7 @@ func TestReplayRecordedIncident(t *testing.T) {
 	var (
 		in    summary
 		n     int
-		last  live.Snapshot
+		last  api.Snapshot
 		drove bool
 	)
 	for {
@@ -70,7 +70,7 @@ func TestRecordThenReplay(t *testing.T) {
 	for _, name := range []string{"rec.qtop", "rec.qtop.gz"} {
 		path := filepath.Join(t.TempDir(), name)
 		src := newFake(Features{Throttle: true})
-		want := []live.Snapshot{incident(), incident()}
+		want := []api.Snapshot{incident(), incident()}
 		want[1].Time = want[0].Time.Add(time.Second)
 		want[1].Tenants[0].RUPerSec = 9999
 		for _, s := range want {
@@ -93,7 +93,7 @@ func TestRecordThenReplay(t *testing.T) {
 			t.Fatal(err)
 		}
 		r.sleep = func(context.Context, time.Duration) error { return nil }
-		var got []live.Snapshot
+		var got []api.Snapshot
 		for range want {
 			s, err := r.Next(context.Background(), Query{})
 			if err != nil {
@@ -124,7 +124,7 @@ func TestReplayBadFiles(t *testing.T) {
 		"empty":   "",
 		"notrec":  `{"tenants":[]}` + "\n",
 		"newer":   `{"qtop_recording":99}` + "\n",
-		"toolong": strings.Repeat("x", live.MaxEventBytes+10),
+		"toolong": strings.Repeat("x", api.MaxEventBytes+10),
 	} {
 		if _, err := OpenReplay(write(name, body)); !errors.Is(err, ErrRecording) {
 			t.Errorf("%s: %v", name, err)
@@ -145,7 +145,7 @@ func TestReplayBadFiles(t *testing.T) {
 	if _, err := r.Next(context.Background(), Query{}); !errors.Is(err, ErrRecording) {
 		t.Errorf("bad line: %v", err)
 	}
-	p = write("huge", `{"qtop_recording":1}`+"\n"+strings.Repeat(" ", live.MaxEventBytes+1)+"\n")
+	p = write("huge", `{"qtop_recording":1}`+"\n"+strings.Repeat(" ", api.MaxEventBytes+1)+"\n")
 	r2, err := OpenReplay(p)
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,7 @@ package tui
 import (
 	"context"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/pgactivity"
 
 	"github.com/qtop-dev/qtop/policy"
@@ -43,7 +43,7 @@ type Features struct {
 // later, and the source reconnects. Close releases everything; calls after
 // Close return ErrClosed.
 type Source interface {
-	Next(ctx context.Context, q Query) (live.Snapshot, error)
+	Next(ctx context.Context, q Query) (api.Snapshot, error)
 	// Throttle posts rule (policy.Throttle) to the collector.
 	Throttle(ctx context.Context, rule policy.Rule) error
 	// Cancel and Terminate signal a PostgreSQL backend.
@@ -70,7 +70,7 @@ type SafeSignaler interface {
 // collector): the drill-in's history beyond the live 120 s.
 type Historian interface {
 	// History returns tenant's per-minute load over the last minutes.
-	History(ctx context.Context, tenant string, minutes int) (live.History, error)
+	History(ctx context.Context, tenant string, minutes int) (api.History, error)
 }
 
 // OnceSource is a Source that can wait for its first complete snapshot,
@@ -78,5 +78,5 @@ type Historian interface {
 // interval, the demo fleet's first reports). Other sources answer --once
 // with Next.
 type OnceSource interface {
-	Once(ctx context.Context, q Query) (live.Snapshot, error)
+	Once(ctx context.Context, q Query) (api.Snapshot, error)
 }

@@ -6,21 +6,21 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 )
 
 // statementsView is the Statements view: the running statements sampled
 // from pg_stat_activity, grouped by tenant (the tenant with the most
 // statement time first), longest first within a tenant.
 type statementsView struct {
-	rows   []live.StatementRow
+	rows   []api.StatementRow
 	order  []int
 	filter string
 	list   list
 	sel    int32 // the selected pid, kept across snapshots
 	// marked are the statements marked with space for c and k, by pid,
 	// as they were when marked (a cancel acts on that statement only).
-	marked map[int32]live.StatementRow
+	marked map[int32]api.StatementRow
 }
 
 // toggle marks or unmarks the selected statement.
@@ -30,7 +30,7 @@ func (v *statementsView) toggle() {
 		return
 	}
 	if v.marked == nil {
-		v.marked = map[int32]live.StatementRow{}
+		v.marked = map[int32]api.StatementRow{}
 	}
 	if _, ok := v.marked[r.PID]; ok {
 		delete(v.marked, r.PID)
@@ -42,23 +42,23 @@ func (v *statementsView) toggle() {
 }
 
 // targets returns the marked statements, by pid, or the selected one.
-func (v *statementsView) targets() []live.StatementRow {
+func (v *statementsView) targets() []api.StatementRow {
 	if len(v.marked) == 0 {
 		if r := v.selected(); r != nil {
-			return []live.StatementRow{*r}
+			return []api.StatementRow{*r}
 		}
 		return nil
 	}
-	out := make([]live.StatementRow, 0, len(v.marked))
+	out := make([]api.StatementRow, 0, len(v.marked))
 	for _, r := range v.marked {
 		out = append(out, r)
 	}
-	slices.SortFunc(out, func(a, b live.StatementRow) int { return cmp.Compare(a.PID, b.PID) })
+	slices.SortFunc(out, func(a, b api.StatementRow) int { return cmp.Compare(a.PID, b.PID) })
 	return out
 }
 
 // statementText is what the filter matches in a statement: every field.
-func statementText(r *live.StatementRow) string {
+func statementText(r *api.StatementRow) string {
 	tn := r.Tenant
 	if tn == "" {
 		tn = "(untagged)"
@@ -69,7 +69,7 @@ func statementText(r *live.StatementRow) string {
 
 // waitText is a statement's wait: "Lock:transactionid", "blocked by 42",
 // "" when it waits on nothing.
-func waitText(r *live.StatementRow) string {
+func waitText(r *api.StatementRow) string {
 	if len(r.BlockedBy) > 0 {
 		return "blocked by " + strconv.Itoa(int(r.BlockedBy[0]))
 	}
@@ -82,7 +82,7 @@ func waitText(r *live.StatementRow) string {
 	return r.WaitEvent
 }
 
-func (v *statementsView) setRows(rows []live.StatementRow) {
+func (v *statementsView) setRows(rows []api.StatementRow) {
 	v.rows = rows
 	v.rebuild()
 }
@@ -131,7 +131,7 @@ func (v *statementsView) remember() {
 	}
 }
 
-func (v *statementsView) selected() *live.StatementRow {
+func (v *statementsView) selected() *api.StatementRow {
 	if v.list.cursor < len(v.order) {
 		return &v.rows[v.order[v.list.cursor]]
 	}
@@ -146,7 +146,7 @@ func (v *statementsView) update(c *common, msg keyMsg, page int) {
 
 // statementLines renders statements (already ordered) as table lines;
 // cursor < 0 selects none; marked statements show a '*'.
-func statementLines(c *common, rows []*live.StatementRow, from, to, cursor int, marked map[int32]live.StatementRow) string {
+func statementLines(c *common, rows []*api.StatementRow, from, to, cursor int, marked map[int32]api.StatementRow) string {
 	var out strings.Builder
 	tw, aw, rw := 16, 12, 16
 	qw := max(c.width-(2+8+tw+aw+rw+9+8+16+8), 10)
@@ -182,7 +182,7 @@ func statementLines(c *common, rows []*live.StatementRow, from, to, cursor int, 
 
 func (v *statementsView) view(c *common, h int, signal bool) string {
 	from, to := v.list.window(h - 1)
-	rows := make([]*live.StatementRow, len(v.order))
+	rows := make([]*api.StatementRow, len(v.order))
 	for i, j := range v.order {
 		rows[i] = &v.rows[j]
 	}

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 )
 
 // column is a column of the Tenants view, each one a sort order.
@@ -42,15 +42,15 @@ func (c column) String() string { return columnNames[c] }
 func (c column) measure() string {
 	switch c {
 	case colDB:
-		return live.MeasureDB
+		return api.MeasureDB
 	case colRU:
-		return live.MeasureRU
+		return api.MeasureRU
 	case colReq:
-		return live.MeasureReq
+		return api.MeasureReq
 	case colP95:
-		return live.MeasureP95
+		return api.MeasureP95
 	case colErr:
-		return live.MeasureErr
+		return api.MeasureErr
 	}
 	return ""
 }
@@ -58,8 +58,8 @@ func (c column) measure() string {
 // tenantsView is the Tenants view: one row per tenant, the "other" row
 // last, sorted by any column, filtered by name.
 type tenantsView struct {
-	rows    []live.TenantRow // the snapshot's, "other" excluded
-	other   *live.TenantRow
+	rows    []api.TenantRow // the snapshot's, "other" excluded
+	other   *api.TenantRow
 	order   []int // indices into rows, sorted and filtered
 	col     column
 	reverse bool
@@ -80,25 +80,25 @@ type tenantsView struct {
 
 // untaggedLabels name the row of the load without a value for a grouping.
 var untaggedLabels = map[string]string{
-	live.GroupTenant:      "(untagged)",
-	live.GroupApplication: "(no application_name)",
-	live.GroupUser:        "(no user)",
-	live.GroupDatabase:    "(no database)",
-	live.GroupClient:      "(local socket)",
-	live.GroupFingerprint: "(no text)",
+	api.GroupTenant:      "(untagged)",
+	api.GroupApplication: "(no application_name)",
+	api.GroupUser:        "(no user)",
+	api.GroupDatabase:    "(no database)",
+	api.GroupClient:      "(local socket)",
+	api.GroupFingerprint: "(no text)",
 }
 
 // rowLabel is the name a row is shown with: its tenant (or group value),
 // or the untagged row's label, which no tenant name can be mistaken for
 // (it is drawn apart, and its row is never merged with a tenant's).
-func rowLabel(group string, r *live.TenantRow) string {
+func rowLabel(group string, r *api.TenantRow) string {
 	if !r.Untagged {
 		return clean(r.Tenant)
 	}
 	if l, ok := untaggedLabels[group]; ok {
 		return l
 	}
-	return untaggedLabels[live.GroupTenant]
+	return untaggedLabels[api.GroupTenant]
 }
 
 // groupName is the header of the first column.
@@ -110,7 +110,7 @@ func groupName(group string) string {
 }
 
 // tenantText is what the filter matches in a row: every column shown.
-func (v *tenantsView) tenantText(r *live.TenantRow) string {
+func (v *tenantsView) tenantText(r *api.TenantRow) string {
 	th := ""
 	if r.Throttled {
 		th = "throttled"
@@ -128,11 +128,11 @@ func (v *tenantsView) hidden(col column) bool { return v.dbOnly && appOnly[col] 
 func newTenantsView(col column) tenantsView { return tenantsView{col: col} }
 
 // setRows takes the tenants of a snapshot.
-func (v *tenantsView) setRows(rows []live.TenantRow) {
+func (v *tenantsView) setRows(rows []api.TenantRow) {
 	v.rows = v.rows[:0]
 	v.other = nil
 	for i := range rows {
-		if rows[i].Tenant == live.OtherTenant {
+		if rows[i].Tenant == api.OtherTenant {
 			o := rows[i]
 			v.other = &o
 			continue
@@ -144,7 +144,7 @@ func (v *tenantsView) setRows(rows []live.TenantRow) {
 
 // less orders two rows by the view's column: names ascending, numbers
 // descending, ties by name; reverse flips it.
-func (v *tenantsView) compare(a, b *live.TenantRow) int {
+func (v *tenantsView) compare(a, b *api.TenantRow) int {
 	var c int
 	switch v.col {
 	case colTenant:
@@ -229,7 +229,7 @@ func (v *tenantsView) remember() {
 
 // selected returns the row under the cursor (the "other" row included),
 // or nil.
-func (v *tenantsView) selected() *live.TenantRow {
+func (v *tenantsView) selected() *api.TenantRow {
 	c := v.list.cursor
 	switch {
 	case c < len(v.order):
@@ -325,7 +325,7 @@ func (v *tenantsView) header(c *common) string {
 }
 
 // line renders one tenant row (plain text, no styles).
-func (v *tenantsView) line(b *strings.Builder, c *common, r *live.TenantRow) {
+func (v *tenantsView) line(b *strings.Builder, c *common, r *api.TenantRow) {
 	shown, tw := v.layout(c.width)
 	b.WriteString(fit(rowLabel(v.group, r), tw, false))
 	cell := func(s string, col column, right bool) {
@@ -358,7 +358,7 @@ func (v *tenantsView) view(c *common, h int) string {
 	for i := from; i < to; i++ {
 		out.WriteByte('\n')
 		b.Reset()
-		var r *live.TenantRow
+		var r *api.TenantRow
 		isOther := i >= len(v.order)
 		if isOther {
 			r = v.other

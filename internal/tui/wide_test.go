@@ -9,7 +9,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/teatest"
 
-	"github.com/qtop-dev/qtop/internal/live"
+	"github.com/qtop-dev/qtop/api"
 )
 
 // TestWideNamesAlign: CJK and emoji tenant names (two columns a rune) and
@@ -65,5 +65,5 @@ func TestWideNamesAlign(t *testing.T) {
 			}
 		}
 	}
-	_ = live.OtherTenant
+	_ = api.OtherTenant
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
 
-	"github.com/qtop-dev/qtop/ratio"
+	"github.com/qtop-dev/qtop/histogram"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/store/storetest"
 )
@@ -87,23 +87,23 @@ func BenchmarkWriteRollupsParallel(b *testing.B) {
 // with zero sums, out of order (summed), and refuses a bucket beyond the
 // layout.
 func TestSparseLatency(t *testing.T) {
-	want := storetest.Latency(3, 1, 700, 5, ratio.NumBuckets-1, 2)
+	want := storetest.Latency(3, 1, 700, 5, histogram.NumBuckets-1, 2)
 	for name, c := range map[string]struct {
 		idx []uint16
 		cnt []uint64
 	}{
-		"sorted":   {[]uint16{3, 700, ratio.NumBuckets - 1}, []uint64{1, 5, 2}},
-		"zero sum": {[]uint16{3, 4, 700, ratio.NumBuckets - 1}, []uint64{1, 0, 5, 2}},
-		"unsorted": {[]uint16{700, ratio.NumBuckets - 1, 3, 700}, []uint64{2, 2, 1, 3}},
+		"sorted":   {[]uint16{3, 700, histogram.NumBuckets - 1}, []uint64{1, 5, 2}},
+		"zero sum": {[]uint16{3, 4, 700, histogram.NumBuckets - 1}, []uint64{1, 0, 5, 2}},
+		"unsorted": {[]uint16{700, histogram.NumBuckets - 1, 3, 700}, []uint64{2, 2, 1, 3}},
 	} {
-		var got ratio.Sparse
+		var got histogram.Sparse
 		got.Add(9, 9) // replaced
 		if err := sparseLatency(&got, c.idx, c.cnt); err != nil || !got.Equal(&want) {
 			t.Errorf("%s: %v, %v, want %v", name, err, storetest.Pairs(&got), storetest.Pairs(&want))
 		}
 	}
-	var got ratio.Sparse
-	if err := sparseLatency(&got, []uint16{1, ratio.NumBuckets}, []uint64{1, 1}); !errors.Is(err, ratio.ErrLayout) {
+	var got histogram.Sparse
+	if err := sparseLatency(&got, []uint16{1, histogram.NumBuckets}, []uint64{1, 1}); !errors.Is(err, histogram.ErrLayout) {
 		t.Errorf("bucket beyond the layout: %v", err)
 	}
 	if err := sparseLatency(&got, []uint16{1, 2}, []uint64{1}); err == nil {
@@ -162,7 +162,7 @@ func (c rowColumn) Append(v any) error { _, err := c.Interface.Append(v); return
 // holds what appending row by row holds, on both paths of appendArray.
 func TestAppendArray(t *testing.T) {
 	ends := []int{0, 2, 2, 5, 6}
-	idx := flatArray[uint16]{ends, []uint16{3, 700, 0, 255, 256, ratio.NumBuckets - 1}}
+	idx := flatArray[uint16]{ends, []uint16{3, 700, 0, 255, 256, histogram.NumBuckets - 1}}
 	cnt := flatArray[uint64]{ends, []uint64{1, 1 << 40, 7, 300, 2, 9}}
 	newCol := func(typ column.Type) column.Interface {
 		col, err := typ.Column("x", &column.ServerContext{})

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/qtop-dev/qtop/ratio"
+	"github.com/qtop-dev/qtop/histogram"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -121,9 +121,9 @@ ORDER BY minute`, s.latest(), timeRange(from, to))
 // sparseLatency sets lat to the (bucket, count) pairs sumMap summed (keys
 // increasing; a zero sum leaves its bucket empty), without a dense
 // histogram in between. A bucket beyond the layout is an error.
-func sparseLatency(lat *ratio.Sparse, idx []uint16, cnt []uint64) error {
+func sparseLatency(lat *histogram.Sparse, idx []uint16, cnt []uint64) error {
 	err := lat.SetPairs(idx, cnt)
-	if err == nil || errors.Is(err, ratio.ErrLayout) || len(idx) != len(cnt) {
+	if err == nil || errors.Is(err, histogram.ErrLayout) || len(idx) != len(cnt) {
 		return err
 	}
 	// Keys out of order (sumMap sorts them; in case a server does not).

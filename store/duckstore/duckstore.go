@@ -21,7 +21,7 @@ import (
 
 	"github.com/duckdb/duckdb-go/v2"
 
-	"github.com/qtop-dev/qtop/ratio"
+	"github.com/qtop-dev/qtop/histogram"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -467,7 +467,7 @@ ORDER BY minute`, tenantName, from.UTC(), to.UTC())
 
 // encodeLatency stores a histogram sparse: uvarint pairs (bucket, count)
 // of the non-empty buckets, increasing; nil (NULL) when there is none.
-func encodeLatency(lat *ratio.Sparse) []byte {
+func encodeLatency(lat *histogram.Sparse) []byte {
 	if lat.Len() == 0 {
 		return nil
 	}
@@ -481,10 +481,10 @@ func encodeLatency(lat *ratio.Sparse) []byte {
 
 // addLatency adds an encoded histogram to dst (counts saturate, as
 // ratio.Sparse's do). On error dst holds the buckets before the bad one.
-func addLatency(dst *ratio.Sparse, b []byte) error {
+func addLatency(dst *histogram.Sparse, b []byte) error {
 	for len(b) > 0 {
 		i, n := binary.Uvarint(b)
-		if n <= 0 || i >= ratio.NumBuckets {
+		if n <= 0 || i >= histogram.NumBuckets {
 			return errors.New("corrupt latency histogram")
 		}
 		b = b[n:]

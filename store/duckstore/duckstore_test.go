@@ -10,7 +10,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/qtop-dev/qtop/ratio"
+	"github.com/qtop-dev/qtop/histogram"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/store/storetest"
 )
@@ -102,12 +102,12 @@ func TestCorruptLatencyReported(t *testing.T) {
 }
 
 func FuzzAddLatency(f *testing.F) {
-	l := storetest.Latency(3, 7, ratio.NumBuckets-1, 1)
+	l := storetest.Latency(3, 7, histogram.NumBuckets-1, 1)
 	f.Add(encodeLatency(&l))
 	f.Add([]byte{0xff})
 	f.Add([]byte{5, 0, 5, 1}) // a zero count, the same bucket twice
 	f.Fuzz(func(t *testing.T, b []byte) {
-		var lat ratio.Sparse
+		var lat histogram.Sparse
 		if err := addLatency(&lat, b); err != nil {
 			return
 		}
@@ -115,7 +115,7 @@ func FuzzAddLatency(f *testing.F) {
 		if (enc == nil) != (lat.Len() == 0) {
 			t.Fatalf("%d buckets encoded as %x", lat.Len(), enc)
 		}
-		var again ratio.Sparse
+		var again histogram.Sparse
 		if err := addLatency(&again, enc); err != nil || !again.Equal(&lat) {
 			t.Fatalf("re-read: %v, %v, want %v", err, storetest.Pairs(&again), storetest.Pairs(&lat))
 		}
@@ -126,12 +126,12 @@ func FuzzAddLatency(f *testing.F) {
 // held a ratio.Sparse (pairs of uvarints, increasing), so existing
 // databases read the same.
 func TestLatencyBlobFormat(t *testing.T) {
-	l := storetest.Latency(3, 7, 300, 1, ratio.NumBuckets-1, 200)
+	l := storetest.Latency(3, 7, 300, 1, histogram.NumBuckets-1, 200)
 	want := []byte{3, 7, 0xac, 0x02, 1, 0x81, 0x09, 0xc8, 0x01}
 	if got := encodeLatency(&l); !bytes.Equal(got, want) {
 		t.Fatalf("encoded %x, want %x", got, want)
 	}
-	if empty := (ratio.Sparse{}); encodeLatency(&empty) != nil {
+	if empty := (histogram.Sparse{}); encodeLatency(&empty) != nil {
 		t.Fatal("an empty histogram is not NULL")
 	}
 }

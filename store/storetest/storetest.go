@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/qtop-dev/qtop/ratio"
+	"github.com/qtop-dev/qtop/histogram"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -209,10 +209,10 @@ func CheckHistory(t *testing.T, got, want []store.Rollup) {
 	}
 }
 
-func strip(r store.Rollup) store.Rollup { r.Latency = ratio.Sparse{}; return r }
+func strip(r store.Rollup) store.Rollup { r.Latency = histogram.Sparse{}; return r }
 
 // Pairs lists the non-empty buckets of a histogram as [index, count].
-func Pairs(s *ratio.Sparse) [][2]uint64 {
+func Pairs(s *histogram.Sparse) [][2]uint64 {
 	var out [][2]uint64
 	s.Buckets(func(i int, c uint64) { out = append(out, [2]uint64{uint64(i), c}) })
 	return out
@@ -326,8 +326,8 @@ func halfOpen(t *testing.T, s store.Store) {
 }
 
 // Latency is a histogram of count pairs[i+1] in bucket pairs[i].
-func Latency(pairs ...uint64) ratio.Sparse {
-	var l ratio.Sparse
+func Latency(pairs ...uint64) histogram.Sparse {
+	var l histogram.Sparse
 	for i := 0; i+1 < len(pairs); i += 2 {
 		l.Add(int(pairs[i]), pairs[i+1])
 	}
@@ -338,7 +338,7 @@ func history(t *testing.T, s store.Store) {
 	a := Row(0, "w1", "acme", "/a", 10)
 	a.Latency = Latency(3, 5, 700, 2)
 	b := Row(0, "w2", "acme", "/b", 4)
-	b.Latency, b.Tier = Latency(3, 1, ratio.NumBuckets-1, 9), tenant.T3
+	b.Latency, b.Tier = Latency(3, 1, histogram.NumBuckets-1, 9), tenant.T3
 	c := Row(1, "w1", "acme", "/a", 6)
 	c.Latency = Latency(8, 1)
 	c.Latency.Reset() // emptied, with its memory: no latency
@@ -351,7 +351,7 @@ func history(t *testing.T, s store.Store) {
 	must(t, err)
 	want := ExpectHistory(rows, "acme", T0, T0.Add(time.Hour))
 	CheckHistory(t, got, want)
-	sum := Latency(3, 6, 700, 2, ratio.NumBuckets-1, 9)
+	sum := Latency(3, 6, 700, 2, histogram.NumBuckets-1, 9)
 	if len(got) != 2 || got[0].Count != 14 || !got[0].Latency.Equal(&sum) || got[0].Tier != tenant.T3 || got[1].Latency.Len() != 0 || got[1].ActiveSessionSeconds != 12.5 {
 		t.Fatalf("history %+v %+v", strip(got[0]), strip(got[1]))
 	}
@@ -389,7 +389,7 @@ func randomRetries(t *testing.T, s store.Store) {
 			r.Tier = tenant.Tier(rng.IntN(5))
 			r.ActiveSessionSeconds = float64(rng.IntN(600)) / 8
 			if rng.IntN(3) == 0 {
-				r.Latency = Latency(uint64(rng.IntN(ratio.NumBuckets)), uint64(1+rng.IntN(50)), uint64(rng.IntN(ratio.NumBuckets)), uint64(1+rng.IntN(50)))
+				r.Latency = Latency(uint64(rng.IntN(histogram.NumBuckets)), uint64(1+rng.IntN(50)), uint64(rng.IntN(histogram.NumBuckets)), uint64(1+rng.IntN(50)))
 			}
 			batch = append(batch, r)
 		}

@@ -1,0 +1,327 @@
+// Package live is the JSON contract of the collector's live API, read by
+// the qtop terminal UI: GET /v1/live returns one Snapshot, and
+// GET /v1/live/stream sends one Snapshot per second as a server-sent event
+// ("event: snapshot", "data: <json>").
+//
+// Both endpoints take the query parameters
+//
+//	by=ru|db|req|err|p95   the measure that orders Tenants (default ru)
+//	n=20                   how many tenants before the "other" row (1…1000)
+//
+// Client is an HTTP client for the API.
+package api
+
+import (
+	"time"
+
+	"github.com/qtop-dev/qtop/policy"
+)
+
+// Paths of the collector's HTTP API.
+const (
+	PathLive    = "/v1/live"
+	PathStream  = "/v1/live/stream"
+	PathPolicy  = "/v1/policy"
+	PathReports = "/v1/reports"
+	PathReport  = "/v1/report"
+	// PathAudit is GET /v1/audit?from=…&to=… (admin token): the policy
+	// changes, expiries included.
+	PathAudit = "/v1/audit"
+	// PathHistory serves one tenant's per-minute history from the store:
+	// GET /v1/history?tenant=NAME&minutes=1440 (1…MaxHistoryMinutes).
+	PathHistory = "/v1/history"
+)
+
+// MaxHistoryMinutes bounds a history request: the last 24 hours.
+const MaxHistoryMinutes = 24 * 60
+
+// History is one tenant's load per minute from the collector's store,
+// oldest first; minutes without load are left out.
+type History struct {
+	Tenant string         `json:"tenant"`
+	From   time.Time      `json:"from"`
+	To     time.Time      `json:"to"`
+	Points []HistoryPoint `json:"points"`
+}
+
+// HistoryPoint is one minute of a tenant's load, averaged over the minute.
+type HistoryPoint struct {
+	Minute    time.Time `json:"minute"`
+	DBLoad    float64   `json:"db_load"`
+	RUPerSec  float64   `json:"ru_per_sec"`
+	ReqPerSec float64   `json:"req_per_sec"`
+	ErrPerSec float64   `json:"err_per_sec"`
+}
+
+// Measures that order Snapshot.Tenants.
+const (
+	MeasureRU  = "ru"  // request units per second
+	MeasureDB  = "db"  // database load, average active sessions
+	MeasureReq = "req" // requests per second
+	MeasureErr = "err" // errors per second
+	MeasureP95 = "p95" // p95 latency
+)
+
+// Sources of a snapshot.
+const (
+	SourceCollector = "collector"
+	SourcePostgres  = "postgres" // only the pg_stat_activity sampler reports
+	SourceDemo      = "demo"
+)
+
+// Groupings of Snapshot.Tenants (the query parameter group=, qtop's
+// --group-by). Only the pg_stat_activity sampler of qtop --postgres knows
+// the session fields to group by; a collector groups by tenant.
+const (
+	GroupTenant      = "tenant"
+	GroupApplication = "application" // application_name
+	GroupUser        = "user"
+	GroupDatabase    = "database"
+	GroupClient      = "client" // client_addr
+	GroupFingerprint = "fingerprint"
+)
+
+// Groups lists the groupings in the order qtop's key cycles through them.
+var Groups = []string{GroupTenant, GroupApplication, GroupUser, GroupDatabase, GroupClient, GroupFingerprint}
+
+// OtherTenant names the final row of Snapshot.Tenants: the exact totals of
+// every tenant beyond the top N.
+const OtherTenant = "other"
+
+// HistoryLen is the number of per-second points of every History series.
+const HistoryLen = 120
+
+// Snapshot is the live state of the collector at Time. Rates are per
+// second averaged over Window; histories hold one point per second, oldest
+// first, the last point being the second that ended at Time.
+type Snapshot struct {
+	Time    time.Time     `json:"time"`
+	Window  time.Duration `json:"window_ns"`
+	Source  string        `json:"source"`
+	Measure string        `json:"measure"`
+	// Tenants are the top N tenants by Measure, then, when more tenants
+	// were seen, a final row with Tenant "other" holding their exact totals.
+	Tenants []TenantRow `json:"tenants"`
+	// TenantsSeen counts the distinct tenants with load in Window (the
+	// tenants summed in "other" included).
+	TenantsSeen int `json:"tenants_seen"`
+	// GroupBy is what Tenants are grouped by (GroupTenant … ); "" means
+	// GroupTenant. Under another grouping TenantRow.Tenant holds the
+	// group's value (an application_name, a role, …).
+	GroupBy string `json:"group_by,omitempty"`
+	// ParallelWorkers counts the parallel workers active in the last
+	// sample: each is load of its leader's group, which is why DB load can
+	// exceed the number of client sessions.
+	ParallelWorkers int `json:"parallel_workers,omitempty"`
+	// XminHolders are the sessions holding the oldest snapshots
+	// (backend_xmin), oldest first: they keep VACUUM from removing dead
+	// rows (from the sampler, at most 10).
+	XminHolders []StatementRow `json:"xmin_holders,omitempty"`
+	// HotKeys are the hottest keys over Window, merged across processes,
+	// with their Space-Saving error bounds.
+	HotKeys []HotKeyRow `json:"hot_keys"`
+	// Statements are the longest running statements seen by the
+	// pg_stat_activity sampler (empty without --postgres).
+	Statements []StatementRow `json:"statements"`
+	// Blocked are blocked/blocking statement pairs from the sampler.
+	Blocked     []BlockRow     `json:"blocked,omitempty"`
+	Services    []ServiceRow   `json:"services"`
+	Enforcement EnforcementRow `json:"enforcement"`
+	// PoolWait is connection-pool wait per tenant over Window, most
+	// waited first (at most MaxPoolWaitRows).
+	PoolWait []PoolWaitRow `json:"pool_wait,omitempty"`
+	// Budgets are the database budgets and runaway rules with their
+	// counters over Window (budgets.go).
+	Budgets []BudgetRow `json:"budgets,omitempty"`
+	// Policy is the collector's policy; only rules active at Time.
+	Policy    policy.Policy   `json:"policy"`
+	Collector CollectorStatus `json:"collector"`
+	// Peers, in a fleet snapshot (a collector with peers, see Merge), says
+	// which collectors' snapshots it holds.
+	Peers []PeerStatus `json:"peers,omitempty"`
+}
+
+// TenantRow is one tenant's load over the snapshot's window.
+type TenantRow struct {
+	Tenant string `json:"tenant"`
+	// Untagged marks the row of the load without a value for the grouping
+	// (statements without a tenant tag, sessions without an
+	// application_name, …); its Tenant is "" (qtop --postgres) or
+	// tenant.Untagged (a collector's rows). It is never merged with a
+	// tenant of any name.
+	Untagged bool `json:"untagged,omitempty"`
+	// Tier is the tier of the tenant's most recent work ("" unknown).
+	Tier string `json:"tier,omitempty"`
+	// DBLoad is database load in average active sessions: statement time
+	// per second reported by the processes, or sampled from
+	// pg_stat_activity, whichever is larger.
+	DBLoad     float64 `json:"db_load"`
+	RUPerSec   float64 `json:"ru_per_sec"`
+	ReqPerSec  float64 `json:"req_per_sec"`
+	ErrPerSec  float64 `json:"err_per_sec"`
+	P95Seconds float64 `json:"p95_seconds"`
+	// Share is the tenant's share (0–1) of the total of Snapshot.Measure.
+	Share float64 `json:"share"`
+	// Throttled is true when an active, non-shadow policy rule throttles
+	// or prices the tenant.
+	Throttled bool `json:"throttled"`
+	// Waits is DB load by wait-event type ("CPU" when active without a
+	// wait), from the sampler.
+	Waits map[string]float64 `json:"waits,omitempty"`
+	// History is RU per second (DB load when Measure is db), HistoryLen
+	// points, oldest first.
+	History []float64 `json:"history"`
+	// Routes are the tenant's busiest routes by Measure (at most 10).
+	Routes []RouteRow `json:"routes,omitempty"`
+}
+
+// RouteRow is one route of a tenant.
+type RouteRow struct {
+	Route      string  `json:"route"`
+	DBLoad     float64 `json:"db_load"`
+	RUPerSec   float64 `json:"ru_per_sec"`
+	ReqPerSec  float64 `json:"req_per_sec"`
+	ErrPerSec  float64 `json:"err_per_sec"`
+	P95Seconds float64 `json:"p95_seconds"`
+}
+
+// HotKeyRow is one hot key. Its true count lies in [Count−Err, Count].
+type HotKeyRow struct {
+	Key    string `json:"key"`
+	Tenant string `json:"tenant,omitempty"`
+	Count  uint64 `json:"count"`
+	Err    uint64 `json:"err"`
+	// Share is Count over all keyed work in the window (0–1).
+	Share float64 `json:"share"`
+}
+
+// StatementRow is one running statement sampled from pg_stat_activity.
+type StatementRow struct {
+	PID           int32         `json:"pid"`
+	Tenant        string        `json:"tenant"`
+	Route         string        `json:"route,omitempty"`
+	Application   string        `json:"application,omitempty"`
+	State         string        `json:"state"`
+	WaitEventType string        `json:"wait_event_type,omitempty"`
+	WaitEvent     string        `json:"wait_event,omitempty"`
+	Duration      time.Duration `json:"duration_ns"`
+	Query         string        `json:"query"`
+	BlockedBy     []int32       `json:"blocked_by,omitempty"`
+	// Session fields, from the sampler.
+	User     string `json:"user,omitempty"`
+	Database string `json:"database,omitempty"`
+	Client   string `json:"client,omitempty"`
+	// QueryStart, XactStart and BackendStart identify what a cancel or a
+	// terminate acts on: the statement, the transaction, the session.
+	QueryStart   time.Time `json:"query_start,omitzero"`
+	XactStart    time.Time `json:"xact_start,omitzero"`
+	BackendStart time.Time `json:"backend_start,omitzero"`
+	// XminAge is the age in transactions of the session's backend_xmin;
+	// 0 when it holds no snapshot.
+	XminAge int64 `json:"xmin_age,omitempty"`
+	// Workers counts the statement's active parallel workers.
+	Workers int `json:"workers,omitempty"`
+	// Group is the key of the Snapshot.Tenants row the statement belongs
+	// to under Snapshot.GroupBy ("" for the untagged row).
+	Group string `json:"group,omitempty"`
+}
+
+// BlockRow is a statement waiting on a lock held by another.
+type BlockRow struct {
+	Blocked  StatementRow `json:"blocked"`
+	Blocking StatementRow `json:"blocking"`
+}
+
+// ServiceRow is one reporting service's health.
+type ServiceRow struct {
+	Service string `json:"service"`
+	// Ratio is the latency ratio now (p95 over the long window / p95 over
+	// the short window, ≈1 healthy); 0 when not known (too little traffic).
+	Ratio float64 `json:"ratio"`
+	// History is the ratio each second, HistoryLen points, 0 where unknown.
+	History []float64 `json:"history"`
+	// Enter and Exit are the degraded thresholds (hysteresis band).
+	Enter    float64 `json:"enter"`
+	Exit     float64 `json:"exit"`
+	Degraded bool    `json:"degraded"`
+	// ShedLevel is how many tiers, from T3 down, the service's processes
+	// shed or priced up in the window: 0 none, 1 T3, 2 T2–T3, 3 T1–T3.
+	ShedLevel  int     `json:"shed_level"`
+	ReqPerSec  float64 `json:"req_per_sec"`
+	P95Seconds float64 `json:"p95_seconds"`
+	// Processes counts the service's reporting processes in the window.
+	Processes int `json:"processes"`
+}
+
+// EnforcementRow sums the enforcement counters of every reporting process
+// over the window, per tier (index 0 = T0 … 3 = T3).
+type EnforcementRow struct {
+	Tiers [4]TierRow `json:"tiers"`
+}
+
+// TierRow is one tier's enforcement.
+type TierRow struct {
+	Tier string `json:"tier"`
+	// PriceMultiplier is the highest RU price multiplier any process
+	// applied to the tier in the window (1 normal).
+	PriceMultiplier float64 `json:"price_multiplier"`
+	Admitted        uint64  `json:"admitted"`
+	Throttled       uint64  `json:"throttled"`
+	Shed            uint64  `json:"shed"`
+	ShadowThrottled uint64  `json:"shadow_throttled"`
+	ShadowShed      uint64  `json:"shadow_shed"`
+	// Dropped and ShadowDropped count work CoDel failed early (or would
+	// have, in shadow mode), apart from Shed.
+	Dropped       uint64 `json:"dropped"`
+	ShadowDropped uint64 `json:"shadow_dropped"`
+}
+
+// MaxPoolWaitRows bounds Snapshot.PoolWait.
+const MaxPoolWaitRows = 20
+
+// PoolWaitRow is one tenant's wait for database connections from the
+// processes' pools over the window (see agent.OpenPgxPool).
+type PoolWaitRow struct {
+	Tenant string `json:"tenant"`
+	// WaitPerSec is seconds waited per second: the average number of the
+	// tenant's acquisitions waiting at any time.
+	WaitPerSec    float64 `json:"wait_per_sec"`
+	AcquirePerSec float64 `json:"acquire_per_sec"`
+	MaxSeconds    float64 `json:"max_seconds"`
+}
+
+// CollectorStatus is the collector's own health.
+type CollectorStatus struct {
+	Uptime        time.Duration `json:"uptime_ns"`
+	ReportsPerSec float64       `json:"reports_per_sec"`
+	// Sources counts the processes that reported in the window.
+	Sources int `json:"sources"`
+	// Rejected counts reports refused since start (bad version, malformed,
+	// too large, unauthorized, over admission); Duplicates counts reports
+	// recognised as already merged.
+	Rejected   uint64 `json:"rejected"`
+	Duplicates uint64 `json:"duplicates"`
+	// Store is the store URL without credentials; StoreHealthy is false
+	// while writes fail (they wait in the spool meanwhile).
+	Store        string `json:"store"`
+	StoreHealthy bool   `json:"store_healthy"`
+	StoreError   string `json:"store_error,omitempty"`
+	SpoolBytes   int64  `json:"spool_bytes"`
+	// DroppedRows counts rows that could not be kept (spool full).
+	DroppedRows uint64 `json:"dropped_rows"`
+	// DeadLetters counts batches the store refused, set aside in
+	// dead-letter files so the spool moves on; SpoolOldestSeconds is the
+	// age of the oldest batch waiting (growing: not draining).
+	DeadLetters        uint64  `json:"dead_letters"`
+	SpoolOldestSeconds float64 `json:"spool_oldest_seconds,omitempty"`
+	// Sampler is true when the pg_stat_activity sampler runs;
+	// SamplerError is its last error.
+	Sampler      bool   `json:"sampler"`
+	SamplerError string `json:"sampler_error,omitempty"`
+	// MalformedComments counts the sampled statements, since start, whose
+	// sqlcommenter comment could not be read whole; TruncatedStatements
+	// those cut at track_activity_query_size with their tags lost. Each
+	// statement counts once.
+	MalformedComments   uint64 `json:"malformed_comments,omitempty"`
+	TruncatedStatements uint64 `json:"truncated_statements,omitempty"`
+}

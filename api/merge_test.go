@@ -1,0 +1,138 @@
+package api
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"testing"
+)
+
+// collectorSnap builds what one collector shows of its load: its top
+// tenants by RU, then "other" with the exact rest; its top keys.
+func collectorSnap(load map[string]float64, keys map[string]uint64, top, topKeys int) Snapshot {
+	var rows []TenantRow
+	for t, v := range load {
+		rows = append(rows, TenantRow{Tenant: t, RUPerSec: v, ReqPerSec: 1, P95Seconds: v / 1000, History: []float64{v}})
+	}
+	slices.SortFunc(rows, func(a, b TenantRow) int { return int(math.Copysign(1, b.RUPerSec-a.RUPerSec)) })
+	s := Snapshot{TenantsSeen: len(rows)}
+	if len(rows) > top {
+		other := TenantRow{Tenant: OtherTenant}
+		for _, r := range rows[top:] {
+			other.RUPerSec += r.RUPerSec
+			other.ReqPerSec += r.ReqPerSec
+		}
+		rows = append(rows[:top], other)
+	}
+	s.Tenants = rows
+	var total uint64
+	for k, c := range keys {
+		s.HotKeys = append(s.HotKeys, HotKeyRow{Key: k, Count: c})
+		total += c
+	}
+	slices.SortFunc(s.HotKeys, func(a, b HotKeyRow) int { return int(b.Count) - int(a.Count) })
+	if len(s.HotKeys) > topKeys {
+		s.HotKeys = s.HotKeys[:topKeys]
+	}
+	for i := range s.HotKeys {
+		s.HotKeys[i].Share = float64(s.HotKeys[i].Count) / float64(total)
+	}
+	return s
+}
+
+// TestMergeFleet: three collectors, each with part of the load of 60
+// tenants and 50 keys; the fleet's totals are exact, tenants every
+// collector listed are exact, and every key's true count lies in
+// [Count−Err, Count].
+func TestMergeFleet(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	trueRU := map[string]float64{}
+	trueKeys := map[string]uint64{}
+	var snaps []Snapshot
+	for range 3 {
+		load, keys := map[string]float64{}, map[string]uint64{}
+		for i := range 60 {
+			if rng.IntN(4) == 0 {
+				continue
+			}
+			t := fmt.Sprintf("t%02d", i)
+			v := float64(rng.IntN(1000)) / float64(i+1)
+			load[t] = v
+			trueRU[t] += v
+		}
+		for i := range 50 {
+			k := fmt.Sprintf("k%02d", i)
+			c := uint64(rng.IntN(500) / (i + 1))
+			if c == 0 {
+				continue
+			}
+			keys[k] = c
+			trueKeys[k] += c
+		}
+		snaps = append(snaps, collectorSnap(load, keys, 20, 20))
+	}
+	got := Merge(snaps, MeasureRU, 10)
+	if len(got.Tenants) != 11 || got.Tenants[10].Tenant != OtherTenant {
+		t.Fatalf("%d rows, last %q; want 10 tenants and other", len(got.Tenants), got.Tenants[len(got.Tenants)-1].Tenant)
+	}
+	var sum, want, shares float64
+	for _, r := range got.Tenants {
+		sum += r.RUPerSec
+		shares += r.Share
+	}
+	for _, v := range trueRU {
+		want += v
+	}
+	if math.Abs(sum-want) > 1e-6*want || math.Abs(shares-1) > 1e-9 {
+		t.Fatalf("fleet RU %v, want %v; shares sum to %v", sum, want, shares)
+	}
+	listedEverywhere := func(name string) bool {
+		for _, s := range snaps {
+			if !slices.ContainsFunc(s.Tenants, func(r TenantRow) bool { return r.Tenant == name }) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, r := range got.Tenants[:10] {
+		if listedEverywhere(r.Tenant) && math.Abs(r.RUPerSec-trueRU[r.Tenant]) > 1e-9 {
+			t.Errorf("%s: %v, want %v", r.Tenant, r.RUPerSec, trueRU[r.Tenant])
+		}
+		if r.History[0] != r.RUPerSec {
+			t.Errorf("%s: history %v not summed like the rate %v", r.Tenant, r.History, r.RUPerSec)
+		}
+	}
+	for i := 1; i < 10; i++ {
+		if got.Tenants[i].RUPerSec > got.Tenants[i-1].RUPerSec {
+			t.Fatal("tenants not ordered by the measure")
+		}
+	}
+	if len(got.HotKeys) == 0 {
+		t.Fatal("no hot keys")
+	}
+	for _, k := range got.HotKeys {
+		tc := trueKeys[k.Key]
+		if tc > k.Count || k.Count-k.Err > tc {
+			t.Errorf("key %s: true count %d outside [%d, %d]", k.Key, tc, k.Count-k.Err, k.Count)
+		}
+	}
+}
+
+func TestMergeServicesAndStatus(t *testing.T) {
+	a := Snapshot{Services: []ServiceRow{{Service: "api", Ratio: 0.9, History: []float64{1, 0.9}, ReqPerSec: 10, Processes: 2}},
+		Collector: CollectorStatus{Sources: 2, ReportsPerSec: 2, StoreHealthy: true}}
+	b := Snapshot{Services: []ServiceRow{{Service: "api", Ratio: 0.4, History: []float64{0, 0.4}, ReqPerSec: 5, Processes: 1, Degraded: true}},
+		Collector: CollectorStatus{Sources: 1, ReportsPerSec: 1, StoreHealthy: false, StoreError: "down"}}
+	got := Merge([]Snapshot{a, b}, MeasureRU, 10)
+	sv := got.Services[0]
+	if sv.Ratio != 0.4 || !sv.Degraded || sv.ReqPerSec != 15 || sv.Processes != 3 || !slices.Equal(sv.History, []float64{1, 0.4}) {
+		t.Fatalf("service %+v", sv)
+	}
+	if c := got.Collector; c.Sources != 3 || c.ReportsPerSec != 3 || c.StoreHealthy || c.StoreError != "down" {
+		t.Fatalf("status %+v", c)
+	}
+	if a.Services[0].Ratio != 0.9 || a.Services[0].History[1] != 0.9 {
+		t.Fatal("Merge changed its input")
+	}
+}
