@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/qtop-dev/qtop/enforce"
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/sqlcomment"
 )
 
@@ -22,15 +22,15 @@ import (
 // call Shutdown before exit. Safe for concurrent use.
 type Agent struct {
 	cfg     config
-	rec     *ingest.Recorder
-	rep     *ingest.Reporter
+	rec     *meter.Recorder
+	rep     *meter.Reporter
 	enf     *enforce.Enforcer
 	queue   *enforce.Queue
 	metrics *enforce.Metrics
 	obs     sqlcomment.Observer
 	pool    poolWaits
 	tracer  trace.Tracer
-	sp      *ingest.SpanProcessor
+	sp      *meter.SpanProcessor
 	fresh   *enforce.Freshness
 
 	mu   sync.Mutex
@@ -47,11 +47,11 @@ func New(opts ...Option) (*Agent, error) {
 	a := &Agent{cfg: cfg}
 	a.pool.max = cfg.maxPoolTenants
 
-	ropts := []ingest.RecorderOption{ingest.WithSource(ingest.Source{Service: cfg.service})}
+	ropts := []meter.RecorderOption{meter.WithSource(meter.Source{Service: cfg.service})}
 	if cfg.reg != nil {
-		ropts = append(ropts, ingest.WithRegisterer(cfg.reg))
+		ropts = append(ropts, meter.WithRegisterer(cfg.reg))
 	}
-	if a.rec, err = ingest.NewRecorder(ropts...); err != nil {
+	if a.rec, err = meter.NewRecorder(ropts...); err != nil {
 		return nil, fmt.Errorf("agent: recorder: %w", err)
 	}
 	if cfg.service == "" {
@@ -91,34 +91,34 @@ func New(opts ...Option) (*Agent, error) {
 			return nil, fmt.Errorf("agent: %w", err)
 		}
 	}
-	if a.obs, err = ingest.SQLObserver(a.rec); err != nil {
+	if a.obs, err = meter.SQLObserver(a.rec); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	if cfg.tp != nil {
 		// The middleware records requests and the SQL observer
 		// statements: the processor tags spans and records the rest.
-		if a.sp, err = ingest.NewSpanProcessor(a.rec, ingest.WithRequestSpans(false), ingest.WithDBSpans(false)); err != nil {
+		if a.sp, err = meter.NewSpanProcessor(a.rec, meter.WithRequestSpans(false), meter.WithDBSpans(false)); err != nil {
 			return nil, fmt.Errorf("agent: %w", err)
 		}
 		cfg.tp.RegisterSpanProcessor(a.sp)
 		a.tracer = cfg.tp.Tracer("github.com/qtop-dev/qtop/agent")
 	}
 	if cfg.collector != "" {
-		popts := []ingest.ReporterOption{
-			ingest.WithInterval(cfg.interval),
-			ingest.WithPolicyHandler(a.applyPolicy),
-			ingest.WithEnforcementSource(enforcementSource(a.enf)),
-			ingest.WithCutHook(func(rep *ingest.Report) { rep.PoolWait = a.pool.take() }),
+		popts := []meter.ReporterOption{
+			meter.WithInterval(cfg.interval),
+			meter.WithPolicyHandler(a.applyPolicy),
+			meter.WithEnforcementSource(enforcementSource(a.enf)),
+			meter.WithCutHook(func(rep *meter.Report) { rep.PoolWait = a.pool.take() }),
 		}
 		popts = append(popts, a.reportOptions()...)
 		if cfg.token != "" {
-			popts = append(popts, ingest.WithToken(cfg.token))
+			popts = append(popts, meter.WithToken(cfg.token))
 		}
 		if cfg.reg != nil {
-			popts = append(popts, ingest.WithRegisterer(cfg.reg))
+			popts = append(popts, meter.WithRegisterer(cfg.reg))
 		}
 		u := strings.TrimRight(cfg.collector, "/") + ReportsPath
-		if a.rep, err = ingest.NewReporter(u, a.rec, popts...); err != nil {
+		if a.rep, err = meter.NewReporter(u, a.rec, popts...); err != nil {
 			return nil, fmt.Errorf("agent: reporter: %w", err)
 		}
 		a.rep.Start()
@@ -131,13 +131,13 @@ const ReportsPath = "/v1/reports"
 
 // Recorder returns the agent's recorder (for records of work the agent
 // does not see, and for tests).
-func (a *Agent) Recorder() *ingest.Recorder { return a.rec }
+func (a *Agent) Recorder() *meter.Recorder { return a.rec }
 
 // Enforcer returns the agent's enforcer (plans, overrides, statistics).
 func (a *Agent) Enforcer() *enforce.Enforcer { return a.enf }
 
 // Reporter returns the agent's reporter, nil without WithCollector.
-func (a *Agent) Reporter() *ingest.Reporter { return a.rep }
+func (a *Agent) Reporter() *meter.Reporter { return a.rep }
 
 // Service returns the service name the agent reports.
 func (a *Agent) Service() string { return a.cfg.service }
@@ -169,13 +169,13 @@ func (a *Agent) Shutdown(ctx context.Context) error {
 
 // enforcementSource turns the enforcer's counters into a report's, per
 // window, without folding CoDel drops into shedding.
-func enforcementSource(e *enforce.Enforcer) func() ingest.Enforcement {
+func enforcementSource(e *enforce.Enforcer) func() meter.Enforcement {
 	delta := e.StatsDelta()
-	return func() ingest.Enforcement { return enforcementOf(delta()) }
+	return func() meter.Enforcement { return enforcementOf(delta()) }
 }
 
-func enforcementOf(s enforce.Stats) ingest.Enforcement {
-	var out ingest.Enforcement
+func enforcementOf(s enforce.Stats) meter.Enforcement {
+	var out meter.Enforcement
 	for i, t := range s.Tiers {
 		out.Admitted[i] = t.Admitted
 		out.Throttled[i] = t.Throttled

@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/policy"
 	"io"
 	"math"
@@ -23,7 +24,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/qtop-dev/qtop/enforce"
-	"github.com/qtop-dev/qtop/ingest"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -37,8 +37,8 @@ func newAgent(t *testing.T, opts ...Option) *Agent {
 	return a
 }
 
-func rows(a *Agent) map[string]ingest.Row {
-	out := map[string]ingest.Row{}
+func rows(a *Agent) map[string]meter.Row {
+	out := map[string]meter.Row{}
 	for _, r := range a.Recorder().Cut(time.Now()).Rows {
 		out[r.Tenant+"|"+r.Route+"|"+r.Kind.String()] = r
 	}

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/enforce"
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/sqlcomment"
 )
@@ -64,13 +64,13 @@ func (a *Agent) applyPolicy(p policy.Policy) {
 }
 
 // reportOptions are the reporter options of the optional parts.
-func (a *Agent) reportOptions() []ingest.ReporterOption {
-	var out []ingest.ReporterOption
+func (a *Agent) reportOptions() []meter.ReporterOption {
+	var out []meter.ReporterOption
 	if a.cfg.budgets != nil {
-		out = append(out, ingest.WithBudgetSource(ingest.BudgetSource(a.cfg.budgets)))
+		out = append(out, meter.WithBudgetSource(meter.BudgetSource(a.cfg.budgets)))
 	}
 	if a.fresh != nil {
-		out = append(out, ingest.WithFreshnessSource(FreshnessSource(a.fresh)))
+		out = append(out, meter.WithFreshnessSource(FreshnessSource(a.fresh)))
 	}
 	return out
 }
@@ -87,24 +87,24 @@ func (a *Agent) wrapFreshness(h http.Handler) http.Handler {
 // shedder made without the agent: each call drains f's window into a
 // report's freshness section (the two packages' types match field for
 // field; neither imports the other). WithFreshness does this itself.
-func FreshnessSource(f *enforce.Freshness) func() *ingest.Freshness {
-	return func() *ingest.Freshness {
+func FreshnessSource(f *enforce.Freshness) func() *meter.Freshness {
+	return func() *meter.Freshness {
 		w := f.Drain()
 		if w.Empty() {
 			return nil
 		}
-		out := &ingest.Freshness{SamplesDropped: w.SamplesDropped,
-			Samples: make([]ingest.FreshSample, len(w.Samples)),
-			Routes:  make([]ingest.FreshRoute, len(w.Routes)),
-			Rules:   make([]ingest.FreshRule, len(w.Rules))}
+		out := &meter.Freshness{SamplesDropped: w.SamplesDropped,
+			Samples: make([]meter.FreshSample, len(w.Samples)),
+			Routes:  make([]meter.FreshRoute, len(w.Routes)),
+			Rules:   make([]meter.FreshRule, len(w.Rules))}
 		for i, s := range w.Samples {
-			out.Samples[i] = ingest.FreshSample(s)
+			out.Samples[i] = meter.FreshSample(s)
 		}
 		for i, r := range w.Routes {
-			out.Routes[i] = ingest.FreshRoute(r)
+			out.Routes[i] = meter.FreshRoute(r)
 		}
 		for i, r := range w.Rules {
-			out.Rules[i] = ingest.FreshRule(r)
+			out.Rules[i] = meter.FreshRule(r)
 		}
 		return out
 	}

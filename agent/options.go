@@ -11,7 +11,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/qtop-dev/qtop/enforce"
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/sqlcomment"
 )
 
@@ -110,7 +110,7 @@ func WithTracerProvider(tp *sdktrace.TracerProvider) Option { return func(c *con
 func WithBaggage() Option { return func(c *config) { c.baggage = true } }
 
 func newConfig(opts []Option) (config, error) {
-	c := config{slots: 256, interval: ingest.DefaultInterval, maxPoolTenants: ingest.MaxPoolWaits}
+	c := config{slots: 256, interval: meter.DefaultInterval, maxPoolTenants: meter.MaxPoolWaits}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)

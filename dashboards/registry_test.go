@@ -21,9 +21,9 @@ import (
 
 	"github.com/qtop-dev/qtop/enforce"
 	"github.com/qtop-dev/qtop/hotkey"
-	"github.com/qtop-dev/qtop/ingest"
 	"github.com/qtop-dev/qtop/internal/collector"
 	"github.com/qtop-dev/qtop/internal/testsvc"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/tenant"
 	"github.com/qtop-dev/qtop/topn"
 )
@@ -255,12 +255,12 @@ func buildCatalog(chAddr string) (cat *Catalog, err error) {
 	// An application process reporting to it, behind the enforcement
 	// middleware.
 	app := cat.Registerer("application")
-	rec, err := ingest.NewRecorder(ingest.WithSource(ingest.Source{Service: "checkout", Instance: "i1", Host: "h1"}),
-		ingest.WithRegisterer(app))
+	rec, err := meter.NewRecorder(meter.WithSource(meter.Source{Service: "checkout", Instance: "i1", Host: "h1"}),
+		meter.WithRegisterer(app))
 	if err != nil {
 		return nil, fmt.Errorf("recorder: %w", err)
 	}
-	rep, err := ingest.NewReporter(hs.URL+"/v1/reports", rec, ingest.WithRegisterer(app), ingest.WithToken("dashboards"))
+	rep, err := meter.NewReporter(hs.URL+"/v1/reports", rec, meter.WithRegisterer(app), meter.WithToken("dashboards"))
 	if err != nil {
 		return nil, fmt.Errorf("reporter: %w", err)
 	}
@@ -291,8 +291,8 @@ func buildCatalog(chAddr string) (cat *Catalog, err error) {
 			return
 		}
 		tags, _ := tenant.From(r.Context())
-		rec.Record(ingest.Record{Time: time.Now(), Tags: tags, Kind: ingest.KindRequest, Duration: 3 * time.Millisecond, RU: 1})
-		rec.Record(ingest.Record{Time: time.Now(), Tags: tags, Kind: ingest.KindDB, Duration: 2 * time.Millisecond, Rows: 1})
+		rec.Record(meter.Record{Time: time.Now(), Tags: tags, Kind: meter.KindRequest, Duration: 3 * time.Millisecond, RU: 1})
+		rec.Record(meter.Record{Time: time.Now(), Tags: tags, Kind: meter.KindDB, Duration: 2 * time.Millisecond, Rows: 1})
 		w.Write([]byte("ok"))
 	}))
 	for i, tn := range []string{"acme", "acme", "bigco"} {

@@ -35,5 +35,4 @@
 // bucket a Histogram's would. Its counts saturate instead of wrapping.
 //
 // Histogram, Sparse and Window are not safe for concurrent use: callers
-// shard or lock them. Signal is safe for concurrent use.
 package histogram

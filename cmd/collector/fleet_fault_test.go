@@ -22,8 +22,8 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/qtop-dev/qtop/ingest"
 	"github.com/qtop-dev/qtop/internal/testsvc"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/store/chstore"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -236,16 +236,16 @@ func faultRun(t *testing.T, bin, fault string) {
 		urls = append(urls, "http://"+l+"/v1/reports")
 	}
 	type gen struct {
-		rec *ingest.Recorder
-		rep *ingest.Reporter
+		rec *meter.Recorder
+		rep *meter.Reporter
 		reg *prometheus.Registry
 	}
 	gens := make([]gen, *faultProcs)
 	for i := range gens {
-		rec := newRec(t, ingest.WithSource(ingest.Source{Service: "gen", Instance: fmt.Sprintf("g%03d", i), Host: "h"}))
+		rec := newRec(t, meter.WithSource(meter.Source{Service: "gen", Instance: fmt.Sprintf("g%03d", i), Host: "h"}))
 		reg := prometheus.NewRegistry()
-		rep, err := ingest.NewReporter(urls[0], rec, ingest.WithCollectors(urls[1:]...), ingest.WithToken(faultToken),
-			ingest.WithQueueLen(600), ingest.WithBackoff(50*time.Millisecond, 2*time.Second), ingest.WithRegisterer(reg))
+		rep, err := meter.NewReporter(urls[0], rec, meter.WithCollectors(urls[1:]...), meter.WithToken(faultToken),
+			meter.WithQueueLen(600), meter.WithBackoff(50*time.Millisecond, 2*time.Second), meter.WithRegisterer(reg))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -270,7 +270,7 @@ func faultRun(t *testing.T, bin, fault string) {
 				for k := range ntenants {
 					tags := tenant.Tags{Tenant: fmt.Sprintf("tenant%02d", k), Route: "GET /x"}
 					for range k + 1 {
-						g.rec.Record(ingest.Record{Tags: tags, Kind: ingest.KindRequest, Duration: time.Millisecond, RU: 1})
+						g.rec.Record(meter.Record{Tags: tags, Kind: meter.KindRequest, Duration: time.Millisecond, RU: 1})
 					}
 					recorded[k].Add(int64(k + 1))
 				}

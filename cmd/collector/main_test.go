@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/qtop-dev/qtop/ingest"
 	"github.com/qtop-dev/qtop/internal/collector"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -86,13 +86,13 @@ func TestReportCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := ingest.NewRecorder(ingest.WithSource(ingest.Source{Service: "api", Instance: "p"}), ingest.WithClock(func() time.Time { return now }))
+	rec, err := meter.NewRecorder(meter.WithSource(meter.Source{Service: "api", Instance: "p"}), meter.WithClock(func() time.Time { return now }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /x"}, Kind: ingest.KindRequest, RU: 30})
-	rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: "bigcorp", Route: "POST /import"}, Kind: ingest.KindJob, RU: 70})
-	rec.Record(ingest.Record{Kind: ingest.KindRequest, RU: 5})
+	rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /x"}, Kind: meter.KindRequest, RU: 30})
+	rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "bigcorp", Route: "POST /import"}, Kind: meter.KindJob, RU: 70})
+	rec.Record(meter.Record{Kind: meter.KindRequest, RU: 5})
 	now = now.Add(time.Second)
 	body, _ := rec.Cut(now).MarshalBinary()
 	if status, _, msg, _, _ := s.Ingest(body); status != 200 {

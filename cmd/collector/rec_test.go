@@ -3,13 +3,13 @@ package main
 import (
 	"testing"
 
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 )
 
 // newRec returns a recorder or fails the test.
-func newRec(t testing.TB, opts ...ingest.RecorderOption) *ingest.Recorder {
+func newRec(t testing.TB, opts ...meter.RecorderOption) *meter.Recorder {
 	t.Helper()
-	rec, err := ingest.NewRecorder(opts...)
+	rec, err := meter.NewRecorder(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

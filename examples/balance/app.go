@@ -17,7 +17,7 @@ import (
 
 	"github.com/qtop-dev/qtop/agent"
 	"github.com/qtop-dev/qtop/enforce"
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/ratio"
 	"github.com/qtop-dev/qtop/tenant"
@@ -99,8 +99,8 @@ type App struct {
 	enf     *enforce.Enforcer
 	queue   *enforce.Queue
 	fresh   *enforce.Freshness
-	rec     *ingest.Recorder
-	rep     *ingest.Reporter
+	rec     *meter.Recorder
+	rep     *meter.Reporter
 	handler http.Handler
 	reads   atomic.Uint64 // backend reads: the work freshness avoids
 }
@@ -138,16 +138,16 @@ func New(cfg Config) (*App, error) {
 	if a.fresh, err = enforce.NewFreshness(a.signer, fopts...); err != nil {
 		return nil, err
 	}
-	if a.rec, err = ingest.NewRecorder(ingest.WithSource(ingest.Source{Service: cfg.Service})); err != nil {
+	if a.rec, err = meter.NewRecorder(meter.WithSource(meter.Source{Service: cfg.Service})); err != nil {
 		return nil, err
 	}
 	if cfg.Collector != "" {
-		opts := []ingest.ReporterOption{ingest.WithInterval(cfg.Interval), ingest.WithPolicyHandler(a.applyPolicy),
-			ingest.WithFreshnessSource(agent.FreshnessSource(a.fresh))}
+		opts := []meter.ReporterOption{meter.WithInterval(cfg.Interval), meter.WithPolicyHandler(a.applyPolicy),
+			meter.WithFreshnessSource(agent.FreshnessSource(a.fresh))}
 		if cfg.Token != "" {
-			opts = append(opts, ingest.WithToken(cfg.Token))
+			opts = append(opts, meter.WithToken(cfg.Token))
 		}
-		if a.rep, err = ingest.NewReporter(strings.TrimRight(cfg.Collector, "/")+"/v1/reports", a.rec, opts...); err != nil {
+		if a.rep, err = meter.NewReporter(strings.TrimRight(cfg.Collector, "/")+"/v1/reports", a.rec, opts...); err != nil {
 			return nil, err
 		}
 	}

@@ -17,7 +17,7 @@ import (
 
 	"github.com/qtop-dev/qtop/agent"
 	"github.com/qtop-dev/qtop/enforce"
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -84,7 +84,7 @@ func (c *Config) defaults() error {
 		c.Plan = DefaultPlan
 	}
 	if c.Interval == 0 {
-		c.Interval = ingest.DefaultInterval
+		c.Interval = meter.DefaultInterval
 	}
 	if c.ReportSleep == 0 {
 		c.ReportSleep = DefaultReportSleep

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -45,8 +45,8 @@ func TestShardedMergeDuringEmission(t *testing.T) {
 			for r := range reports {
 				for k := range 10 {
 					tn := (p*7 + r*3 + k) % tenants
-					pr.rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: fmt.Sprintf("t%02d", tn), Route: "GET /x", Tier: tenant.T2},
-						Kind: ingest.KindRequest, Duration: time.Duration(1+k) * time.Millisecond, RU: 1})
+					pr.rec.Record(meter.Record{Tags: tenant.Tags{Tenant: fmt.Sprintf("t%02d", tn), Route: "GET /x", Tier: tenant.T2},
+						Kind: meter.KindRequest, Duration: time.Duration(1+k) * time.Millisecond, RU: 1})
 					sent[tn].Add(1)
 				}
 				body, err := pr.rec.Cut(f.clk.Now()).MarshalBinary()
@@ -146,8 +146,8 @@ func TestRowFindsTenantAgainAfterPrune(t *testing.T) {
 	g := newAggregator(Config{MaxTenants: 100, MaxMinuteRows: 100}, met, guard)
 	m := newMinute(t0.Truncate(time.Minute))
 	d := new(decoded)
-	d.rep.Source = ingest.Source{Service: "api", Instance: "p"}
-	d.rep.Rows = []ingest.Row{{Tenant: "acme", Route: "GET /x", Kind: ingest.KindRequest, Count: 1, RU: 1}}
+	d.rep.Source = meter.Source{Service: "api", Instance: "p"}
+	d.rep.Rows = []meter.Row{{Tenant: "acme", Route: "GET /x", Kind: meter.KindRequest, Count: 1, RU: 1}}
 	d.prepare(g)
 	g.merge(&d.rep, &d.order, m, t0, true)
 	sec := t0.Unix() + histN + rateN + 1
@@ -183,8 +183,8 @@ func TestOtherTenantsAcrossShards(t *testing.T) {
 			pr := newProcess(f.clk, "api", fmt.Sprintf("p%d", p))
 			for r := range 20 {
 				for k := range 30 {
-					pr.rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: fmt.Sprintf("t%02d", k), Route: "GET /x"},
-						Kind: ingest.KindRequest, Duration: time.Millisecond, RU: 1})
+					pr.rec.Record(meter.Record{Tags: tenant.Tags{Tenant: fmt.Sprintf("t%02d", k), Route: "GET /x"},
+						Kind: meter.KindRequest, Duration: time.Millisecond, RU: 1})
 				}
 				body, err := pr.rec.Cut(f.clk.Now()).MarshalBinary()
 				if err != nil {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -23,14 +23,14 @@ func benchReports(b *testing.B, n, rows int, at time.Time, tenantOf func(i, j in
 	rng := rand.New(rand.NewPCG(1, 1))
 	out := make([][]byte, n)
 	for i := range n {
-		rep := &ingest.Report{
-			Source: ingest.Source{Service: "api", Instance: fmt.Sprintf("p%d", i), Host: "h"},
+		rep := &meter.Report{
+			Source: meter.Source{Service: "api", Instance: fmt.Sprintf("p%d", i), Host: "h"},
 			Seq:    1, Start: at, End: at.Add(time.Second),
-			Rows: make([]ingest.Row, rows),
+			Rows: make([]meter.Row, rows),
 		}
 		for j := range rows {
 			r := &rep.Rows[j]
-			r.Tenant, r.Route, r.Tier, r.Kind = tenantOf(i, j), "GET /items", tenant.T2, ingest.KindRequest
+			r.Tenant, r.Route, r.Tier, r.Kind = tenantOf(i, j), "GET /items", tenant.T2, meter.KindRequest
 			r.Count, r.RU, r.Bytes, r.Duration = 10, 12.5, 4096, 100*time.Millisecond
 			for range 10 {
 				r.Latency.Observe(0.005 * (1 + rng.ExpFloat64()))

@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/store"
 )
@@ -166,7 +166,7 @@ const maxPendingAudit = 1024
 
 // mergeBudgetsLocked adds a report's budget counters to second sec, and
 // queues its runaway actions for the audit.
-func (s *Server) mergeBudgetsLocked(sec int64, rep *ingest.Report) {
+func (s *Server) mergeBudgetsLocked(sec int64, rep *meter.Report) {
 	who := "wrapper:" + rep.Source.Service + "/" + rep.Source.Instance
 	for _, a := range rep.BudgetActions {
 		if len(s.bud.pending) >= maxPendingAudit {

@@ -16,8 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/ingest"
 	"github.com/qtop-dev/qtop/internal/testsvc"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/sqlcomment"
@@ -85,14 +85,14 @@ func TestBudgetPolicyEndpoints(t *testing.T) {
 	// A process gets both in its reply, and reports its counters.
 	pr := newProcess(f.clk, "api", "p")
 	rep := pr.rec.Cut(f.clk.Now())
-	rep.Budgets = []ingest.BudgetCounter{{ID: "analytics", Enforce: true, Admitted: 7, Refused: 3},
+	rep.Budgets = []meter.BudgetCounter{{ID: "analytics", Enforce: true, Admitted: 7, Refused: 3},
 		{ID: "long", Runaway: true, Cancelled: 1, WatchRefused: 2}, {ID: "made-up", Admitted: 5}}
 	body, err := rep.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, _, _, _, reply := f.s.Ingest(body)
-	r, err := ingest.DecodeReply(reply)
+	r, err := meter.DecodeReply(reply)
 	if err != nil || r.Policy == nil || len(r.Policy.Budgets) != 1 || r.Policy.Runaway[0].ID != "long" {
 		t.Fatalf("reply %+v %v", r, err)
 	}
@@ -149,7 +149,7 @@ func TestBudgetLiveBounded(t *testing.T) {
 	defer f.stop()
 	f.s.mu.Lock()
 	for i := range 3 * maxBudgetIDs {
-		f.s.mergeBudgetsLocked(100, &ingest.Report{Budgets: []ingest.BudgetCounter{{ID: "id-" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + string(rune(i)), Admitted: 1}}})
+		f.s.mergeBudgetsLocked(100, &meter.Report{Budgets: []meter.BudgetCounter{{ID: "id-" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + string(rune(i)), Admitted: 1}}})
 	}
 	n := len(f.s.bud.slots[100%rateN].ids)
 	other := f.s.bud.slots[100%rateN].ids["\x01other"]
@@ -292,17 +292,17 @@ func TestBudgetsReachProcesses(t *testing.T) {
 	srv := httptest.NewServer(f.s.Handler())
 	defer srv.Close()
 	budgets := sqlcomment.NewBudgets()
-	rec, err := ingest.NewRecorder(ingest.WithSource(ingest.Source{Service: "reports", Instance: "i1", Host: "h"}), ingest.WithClock(f.clk.Now))
+	rec, err := meter.NewRecorder(meter.WithSource(meter.Source{Service: "reports", Instance: "i1", Host: "h"}), meter.WithClock(f.clk.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := ingest.NewReporter(srv.URL+api.PathReports, rec, ingest.WithToken("tok"), ingest.WithClock(f.clk.Now),
-		ingest.WithPolicyHandler(func(p policy.Policy) {
+	rep, err := meter.NewReporter(srv.URL+api.PathReports, rec, meter.WithToken("tok"), meter.WithClock(f.clk.Now),
+		meter.WithPolicyHandler(func(p policy.Policy) {
 			if err := budgets.SetPolicy(p, f.clk.Now()); err != nil {
 				t.Error(err)
 			}
 		}),
-		ingest.WithBudgetSource(ingest.BudgetSource(budgets)))
+		meter.WithBudgetSource(meter.BudgetSource(budgets)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,7 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tenant"
@@ -90,14 +90,14 @@ func (f *fixture) stop() {
 
 // process makes reports the way an application process does.
 type process struct {
-	rec *ingest.Recorder
+	rec *meter.Recorder
 	clk *clock
 }
 
 func newProcess(clk *clock, service, instance string) *process {
-	rec, err := ingest.NewRecorder(
-		ingest.WithSource(ingest.Source{Service: service, Instance: instance, Host: "h"}),
-		ingest.WithClock(clk.Now))
+	rec, err := meter.NewRecorder(
+		meter.WithSource(meter.Source{Service: service, Instance: instance, Host: "h"}),
+		meter.WithClock(clk.Now))
 	if err != nil {
 		panic(err) // the options are constant and valid
 	}
@@ -108,8 +108,8 @@ func newProcess(clk *clock, service, instance string) *process {
 func (p *process) report(t *testing.T, tenantName string, n int, key string) []byte {
 	t.Helper()
 	for range n {
-		p.rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: tenantName, Route: "GET /x", Tier: tenant.T2, Key: key},
-			Kind: ingest.KindRequest, Duration: 10 * time.Millisecond, RU: 1, Bytes: 100})
+		p.rec.Record(meter.Record{Tags: tenant.Tags{Tenant: tenantName, Route: "GET /x", Tier: tenant.T2, Key: key},
+			Kind: meter.KindRequest, Duration: 10 * time.Millisecond, RU: 1, Bytes: 100})
 	}
 	rep := p.rec.Cut(p.clk.Now())
 	b, err := rep.MarshalBinary()
@@ -174,7 +174,7 @@ func TestMergeEmitDuplicateLate(t *testing.T) {
 	// A late report for 09:00 re-emits the cumulative row at a higher
 	// version, which replaces the first.
 	late := newProcess(f.clk, "api", "c1")
-	late.rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /x"}, Kind: ingest.KindRequest, RU: 1})
+	late.rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /x"}, Kind: meter.KindRequest, RU: 1})
 	rep := late.rec.Cut(time.Date(2026, 3, 4, 9, 0, 59, 0, time.UTC))
 	rep.Start = time.Date(2026, 3, 4, 9, 0, 58, 0, time.UTC)
 	rep.End = rep.Start.Add(time.Second)
@@ -246,7 +246,7 @@ func TestHostileInput(t *testing.T) {
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
-		req.Header.Set("Content-Type", ingest.ContentType)
+		req.Header.Set("Content-Type", meter.ContentType)
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
 		return w
@@ -270,7 +270,7 @@ func TestHostileInput(t *testing.T) {
 		{"truncated", good[:len(good)/2], "sekret", 400, reasonMalformed},
 		{"garbage", []byte("GET / HTTP/1.1\r\n\r\n"), "sekret", 400, reasonMalformed},
 		{"empty", nil, "sekret", 400, reasonMalformed},
-		{"oversized", make([]byte, ingest.MaxReportBytes+1), "sekret", 413, reasonTooLarge},
+		{"oversized", make([]byte, meter.MaxReportBytes+1), "sekret", 413, reasonTooLarge},
 	}
 	for _, c := range cases {
 		w := post(c.body, c.token)
@@ -278,7 +278,7 @@ func TestHostileInput(t *testing.T) {
 			t.Errorf("%s: status %d, want %d: %s", c.name, w.Code, c.status, w.Body)
 			continue
 		}
-		r, err := ingest.DecodeReply(w.Body.Bytes())
+		r, err := meter.DecodeReply(w.Body.Bytes())
 		if err != nil || r.Accepted || r.Message == "" {
 			t.Errorf("%s: reply %+v %v: want a refusal with a reason", c.name, r, err)
 		}
@@ -290,7 +290,7 @@ func TestHostileInput(t *testing.T) {
 	if w := post(good, "sekret"); w.Code != 200 {
 		t.Fatalf("good report after refusals: %d %s", w.Code, w.Body)
 	}
-	r, _ := ingest.DecodeReply(post(good, "sekret").Body.Bytes())
+	r, _ := meter.DecodeReply(post(good, "sekret").Body.Bytes())
 	if !r.Accepted || r.Policy == nil {
 		t.Fatalf("duplicate reply %+v", r)
 	}
@@ -384,7 +384,7 @@ func TestPolicyEndpoint(t *testing.T) {
 	// Every process gets it in its reply.
 	pr := newProcess(f.clk, "api", "p")
 	_, _, _, _, reply := f.s.Ingest(pr.report(t, "acme", 1, ""))
-	r, err := ingest.DecodeReply(reply)
+	r, err := meter.DecodeReply(reply)
 	if err != nil || r.Policy == nil || r.Policy.Version != 1 || r.Policy.Rules[0].Tenant != "bigcorp" {
 		t.Fatalf("reply policy %+v %v", r, err)
 	}
@@ -420,7 +420,7 @@ func TestLiveTopNAndOther(t *testing.T) {
 	p := newProcess(f.clk, "api", "p")
 	for i := range 10 {
 		for range 3 {
-			p.rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: "t" + string(rune('a'+i)), Route: "r"}, Kind: ingest.KindRequest,
+			p.rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "t" + string(rune('a'+i)), Route: "r"}, Kind: meter.KindRequest,
 				Duration: time.Millisecond, RU: float64(i + 1)})
 		}
 	}
@@ -462,15 +462,15 @@ func TestLiveTopNAndOther(t *testing.T) {
 func TestHugeValues(t *testing.T) {
 	f := newFixture(t)
 	defer f.stop()
-	huge := []ingest.Row{
-		{Tenant: "whale", Route: "r", Kind: ingest.KindRequest, Count: 1, RU: 1.5e308},
-		{Tenant: "whale", Route: "r", Kind: ingest.KindRequest, Count: math.MaxUint64},
-		{Tenant: "whale", Route: "r", Kind: ingest.KindDB, Count: 1, Duration: math.MaxInt64},
-		{Tenant: "whale", Route: "r", Kind: ingest.KindRequest, Count: 1, Bytes: math.MaxUint64},
+	huge := []meter.Row{
+		{Tenant: "whale", Route: "r", Kind: meter.KindRequest, Count: 1, RU: 1.5e308},
+		{Tenant: "whale", Route: "r", Kind: meter.KindRequest, Count: math.MaxUint64},
+		{Tenant: "whale", Route: "r", Kind: meter.KindDB, Count: 1, Duration: math.MaxInt64},
+		{Tenant: "whale", Route: "r", Kind: meter.KindRequest, Count: 1, Bytes: math.MaxUint64},
 	}
-	for i, row := range append(huge, ingest.Row{Tenant: "minnow", Route: "r", Kind: ingest.KindRequest, Count: 2, RU: 3}) {
-		rep := &ingest.Report{Source: ingest.Source{Service: "api", Instance: "huge"}, Seq: uint64(i + 1),
-			Start: f.clk.Now(), End: f.clk.Now().Add(time.Second), Rows: []ingest.Row{row}}
+	for i, row := range append(huge, meter.Row{Tenant: "minnow", Route: "r", Kind: meter.KindRequest, Count: 2, RU: 3}) {
+		rep := &meter.Report{Source: meter.Source{Service: "api", Instance: "huge"}, Seq: uint64(i + 1),
+			Start: f.clk.Now(), End: f.clk.Now().Add(time.Second), Rows: []meter.Row{row}}
 		body, err := rep.MarshalBinary()
 		if err != nil {
 			t.Fatal(err)

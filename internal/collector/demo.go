@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/histogram"
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -38,7 +38,7 @@ var demoTenants = []string{
 var demoRoutes = []string{"GET /products", "GET /search", "POST /orders", "GET /cart", "GET /reports"}
 
 type demoProc struct {
-	rec     *ingest.Recorder
+	rec     *meter.Recorder
 	service string
 }
 
@@ -64,9 +64,9 @@ func newDemoFleet(s *Server, start time.Time) (*demoFleet, error) {
 	}
 	for _, svc := range demoServices {
 		for i := range demoProcesses {
-			src := ingest.Source{Service: svc, Instance: fmt.Sprintf("%s-%d-%d", svc, i, start.UnixNano()), Host: fmt.Sprintf("demo-%d", i)}
+			src := meter.Source{Service: svc, Instance: fmt.Sprintf("%s-%d-%d", svc, i, start.UnixNano()), Host: fmt.Sprintf("demo-%d", i)}
 			now := start
-			rec, err := ingest.NewRecorder(ingest.WithSource(src), ingest.WithClock(func() time.Time { return now }))
+			rec, err := meter.NewRecorder(meter.WithSource(src), meter.WithClock(func() time.Time { return now }))
 			if err != nil {
 				return nil, err
 			}
@@ -114,7 +114,7 @@ func (f *demoFleet) step(now time.Time) {
 	}
 	slow := 1 + 2*importRate // the database is saturated by the import
 	for pi, p := range f.procs {
-		var enf ingest.Enforcement
+		var enf meter.Enforcement
 		n := demoRequests
 		for range n {
 			name := demoTenants[f.zipf.Uint64()]
@@ -123,11 +123,11 @@ func (f *demoFleet) step(now time.Time) {
 				Key: fmt.Sprintf("product:%d", f.keys.Uint64())}
 			d := f.lognormal(0.02*slow, 0.5)
 			rows := int64(1 + f.rng.IntN(50))
-			p.rec.Record(ingest.Record{Time: now, Tags: tags, Kind: ingest.KindRequest, Duration: d,
+			p.rec.Record(meter.Record{Time: now, Tags: tags, Kind: meter.KindRequest, Duration: d,
 				Rows: rows, Bytes: 2048 + rows*100, Err: f.rng.Float64() < 0.002*slow,
 				RU: 1 + float64(rows)/10})
 			for range 2 {
-				p.rec.Record(ingest.Record{Time: now, Tags: tags, Kind: ingest.KindDB,
+				p.rec.Record(meter.Record{Time: now, Tags: tags, Kind: meter.KindDB,
 					Duration: f.lognormal(0.001*slow, 0.6), Rows: rows})
 			}
 			enf.Admitted[demoTier(name).Index()]++
@@ -139,10 +139,10 @@ func (f *demoFleet) step(now time.Time) {
 				tags := tenant.Tags{Tenant: DemoImportTenant, Route: "POST /catalog/import", Tier: tenant.T2,
 					Key: fmt.Sprintf("catalog:%d", f.rng.IntN(8))}
 				d := f.lognormal(0.4*slow, 0.3)
-				p.rec.Record(ingest.Record{Time: now, Tags: tags, Kind: ingest.KindJob, Duration: d,
+				p.rec.Record(meter.Record{Time: now, Tags: tags, Kind: meter.KindJob, Duration: d,
 					Rows: 5000, Bytes: 1 << 20, RU: 400})
 				for range 3 {
-					p.rec.Record(ingest.Record{Time: now, Tags: tags, Kind: ingest.KindDB,
+					p.rec.Record(meter.Record{Time: now, Tags: tags, Kind: meter.KindDB,
 						Duration: f.lognormal(0.2*slow, 0.4), Rows: 1700})
 				}
 			}

@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -46,7 +46,7 @@ func newEnforcementMetrics(reg prometheus.Registerer) (*enforcementMetrics, erro
 func tierName(i int) string { return (tenant.T0 + tenant.Tier(i)).String() }
 
 // add counts one report's enforcement and pool waits.
-func (m *enforcementMetrics) add(e *ingest.Enforcement, pw []ingest.PoolWait) {
+func (m *enforcementMetrics) add(e *meter.Enforcement, pw []meter.PoolWait) {
 	for t := range tenant.NumTiers {
 		for i, v := range [...]uint64{e.Admitted[t], e.Throttled[t], e.Shed[t], e.Dropped[t], e.ShadowThrottled[t], e.ShadowShed[t], e.ShadowDropped[t]} {
 			if v > 0 {

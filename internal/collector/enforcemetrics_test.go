@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -19,13 +19,13 @@ func TestEnforcementDetailFleetTotals(t *testing.T) {
 	defer f.stop()
 	for i, inst := range []string{"a1", "b1"} {
 		p := newProcess(f.clk, "api", inst)
-		p.rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /x"}, Kind: ingest.KindRequest, RU: 1})
+		p.rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /x"}, Kind: meter.KindRequest, RU: 1})
 		rep := p.rec.Cut(f.clk.Now())
 		rep.Enforcement.Admitted[2] = 10
 		rep.Enforcement.Shed[3] = 1
 		rep.Enforcement.Dropped[3] = uint64(2 + i)
 		rep.Enforcement.ShadowDropped[2] = 1
-		rep.PoolWait = []ingest.PoolWait{{Tenant: "acme", Count: 4, Wait: 200 * time.Millisecond, Max: 100 * time.Millisecond}, {Tenant: "globex", Count: 1, Wait: time.Millisecond, Max: time.Millisecond}}
+		rep.PoolWait = []meter.PoolWait{{Tenant: "acme", Count: 4, Wait: 200 * time.Millisecond, Max: 100 * time.Millisecond}, {Tenant: "globex", Count: 1, Wait: time.Millisecond, Max: time.Millisecond}}
 		b, err := rep.MarshalBinary()
 		if err != nil {
 			t.Fatal(err)

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/ingest"
 	"github.com/qtop-dev/qtop/internal/collector"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -25,14 +25,14 @@ func Example() {
 	}
 	defer s.Shutdown(context.Background())
 
-	rec, err := ingest.NewRecorder(ingest.WithSource(ingest.Source{Service: "api", Instance: "p1"}), ingest.WithClock(clock))
+	rec, err := meter.NewRecorder(meter.WithSource(meter.Source{Service: "api", Instance: "p1"}), meter.WithClock(clock))
 	if err != nil {
 		panic(err)
 	}
 	for range 50 {
-		rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: "bigcorp", Route: "POST /import"}, Kind: ingest.KindRequest, RU: 40})
+		rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "bigcorp", Route: "POST /import"}, Kind: meter.KindRequest, RU: 40})
 	}
-	rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /items"}, Kind: ingest.KindRequest, RU: 1})
+	rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /items"}, Kind: meter.KindRequest, RU: 1})
 	now = now.Add(time.Second)
 	body, _ := rec.Cut(now).MarshalBinary()
 	status, _, _, _, _ := s.Ingest(body)

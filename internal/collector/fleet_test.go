@@ -17,8 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/ingest"
 	"github.com/qtop-dev/qtop/internal/testsvc"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/store/chstore"
 	"github.com/qtop-dev/qtop/tenant"
@@ -116,24 +116,24 @@ func newFleetRig(t *testing.T, n int) *fleetRig {
 
 // fleetProc is one application process reporting to the fleet.
 type fleetProc struct {
-	rec *ingest.Recorder
-	rep *ingest.Reporter
+	rec *meter.Recorder
+	rep *meter.Reporter
 
 	mu     sync.Mutex
 	policy policy.Policy
 }
 
-func (r *fleetRig) process(t *testing.T, name string, opts ...ingest.ReporterOption) *fleetProc {
+func (r *fleetRig) process(t *testing.T, name string, opts ...meter.ReporterOption) *fleetProc {
 	t.Helper()
-	p := &fleetProc{rec: newRec(t, ingest.WithSource(ingest.Source{Service: "api", Instance: name, Host: "h"}))}
+	p := &fleetProc{rec: newRec(t, meter.WithSource(meter.Source{Service: "api", Instance: name, Host: "h"}))}
 	var urls []string
 	for _, u := range r.urls {
 		urls = append(urls, u+api.PathReports)
 	}
-	opts = append([]ingest.ReporterOption{ingest.WithCollectors(urls[1:]...), ingest.WithToken(fleetToken),
-		ingest.WithBackoff(10*time.Millisecond, 200*time.Millisecond),
-		ingest.WithPolicyHandler(func(pol policy.Policy) { p.mu.Lock(); p.policy = pol; p.mu.Unlock() })}, opts...)
-	rep, err := ingest.NewReporter(urls[0], p.rec, opts...)
+	opts = append([]meter.ReporterOption{meter.WithCollectors(urls[1:]...), meter.WithToken(fleetToken),
+		meter.WithBackoff(10*time.Millisecond, 200*time.Millisecond),
+		meter.WithPolicyHandler(func(pol policy.Policy) { p.mu.Lock(); p.policy = pol; p.mu.Unlock() })}, opts...)
+	rep, err := meter.NewReporter(urls[0], p.rec, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +170,7 @@ func TestFleetOnCluster(t *testing.T) {
 		if i == 100 {
 			t.Fatalf("processes by collector %v: want all three used", perCollector)
 		}
-		p := r.process(t, fmt.Sprintf("p%02d", i), ingest.WithInterval(200*time.Millisecond))
+		p := r.process(t, fmt.Sprintf("p%02d", i), meter.WithInterval(200*time.Millisecond))
 		procs = append(procs, p)
 		perCollector[p.rep.Collector()]++
 	}
@@ -183,7 +183,7 @@ func TestFleetOnCluster(t *testing.T) {
 				name := fmt.Sprintf("tenant%d", k)
 				n := (i + 1) * (k + 1) * (round + 1)
 				for range n {
-					p.rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: name, Route: "GET /x"}, Kind: ingest.KindRequest,
+					p.rec.Record(meter.Record{Tags: tenant.Tags{Tenant: name, Route: "GET /x"}, Kind: meter.KindRequest,
 						Duration: time.Millisecond, RU: 1})
 				}
 				want[name] += uint64(n)
@@ -256,7 +256,7 @@ func TestFleetOnCluster(t *testing.T) {
 		}
 	}
 	oc, _ := api.NewClient(other, api.WithTop(1000))
-	probe.rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: "lagprobe", Route: "GET /x"}, Kind: ingest.KindRequest, RU: 1})
+	probe.rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "lagprobe", Route: "GET /x"}, Kind: meter.KindRequest, RU: 1})
 	if err := probe.rep.ForceFlush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -410,16 +410,16 @@ func TestFleetFailoverAfterLoggedReport(t *testing.T) {
 	defer ha.Close()
 	defer hb.Close()
 	urls := []string{ha.URL + api.PathReports, hb.URL + api.PathReports}
-	var src ingest.Source
+	var src meter.Source
 	for i := 0; ; i++ { // a process whose first choice is a
-		src = ingest.Source{Service: "api", Instance: fmt.Sprintf("p%d", i)}
-		rep, _ := ingest.NewReporter(urls[0], newRec(t, ingest.WithSource(src)), ingest.WithCollectors(urls[1]))
+		src = meter.Source{Service: "api", Instance: fmt.Sprintf("p%d", i)}
+		rep, _ := meter.NewReporter(urls[0], newRec(t, meter.WithSource(src)), meter.WithCollectors(urls[1]))
 		if rep.Collector() == urls[0] {
 			break
 		}
 	}
-	rec := newRec(t, ingest.WithSource(src))
-	rep, err := ingest.NewReporter(urls[0], rec, ingest.WithCollectors(urls[1]), ingest.WithBackoff(time.Millisecond, 10*time.Millisecond))
+	rec := newRec(t, meter.WithSource(src))
+	rep, err := meter.NewReporter(urls[0], rec, meter.WithCollectors(urls[1]), meter.WithBackoff(time.Millisecond, 10*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -431,7 +431,7 @@ func TestFleetFailoverAfterLoggedReport(t *testing.T) {
 			dying.armed.Store(true)
 		}
 		for range perReport {
-			rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /x"}, Kind: ingest.KindRequest, RU: 1})
+			rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /x"}, Kind: meter.KindRequest, RU: 1})
 		}
 		recorded += perReport
 		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)

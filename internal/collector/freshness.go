@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/policy"
 )
 
@@ -83,13 +83,13 @@ func newFreshState() *freshState {
 // not valid) into "other"; the returned name is the map's own copy.
 func (f *freshState) route(name string) (string, *freshRouteState) {
 	if name == "" || len(name) > 256 || strings.ContainsAny(name, "\x00\n\r") {
-		name = ingest.OtherRoute
+		name = meter.OtherRoute
 	}
 	if r, ok := f.routes[name]; ok {
 		return name, r
 	}
 	if len(f.routes) >= maxFreshRoutes {
-		name = ingest.OtherRoute
+		name = meter.OtherRoute
 		if r, ok := f.routes[name]; ok {
 			return name, r
 		}
@@ -112,7 +112,7 @@ func (f *freshState) sweep(now int64) {
 }
 
 // sample merges one sampled GET.
-func (f *freshState) sample(s ingest.FreshSample, now int64) {
+func (f *freshState) sample(s meter.FreshSample, now int64) {
 	at := s.At.UnixNano()
 	if at > now+int64(time.Minute) || at < now-int64(RepeatWindow) {
 		return // from the future (skew beyond a minute) or too old to matter
@@ -155,7 +155,7 @@ func (f *freshState) sample(s ingest.FreshSample, now int64) {
 // mergeFreshnessLocked merges the freshness section of rep: samples
 // always (the repeat state must see them again on replay), the live
 // counters only for reports received live.
-func (s *Server) mergeFreshnessLocked(rep *ingest.Report, now time.Time, live bool) {
+func (s *Server) mergeFreshnessLocked(rep *meter.Report, now time.Time, live bool) {
 	fr := rep.Freshness
 	if fr == nil {
 		return

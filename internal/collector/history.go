@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 	"net/http"
 	"strconv"
 	"time"
@@ -20,7 +20,7 @@ var ErrHistory = errors.New("collector: bad history request")
 // History returns tenant's load per minute over the last minutes before
 // now, from the store (the qtop drill-in's history beyond the live 120 s).
 func (s *Server) History(ctx context.Context, name string, minutes int, now time.Time) (api.History, error) {
-	if err := tenant.ValidateTenant(name); err != nil && name != ingest.UnknownTenant {
+	if err := tenant.ValidateTenant(name); err != nil && name != meter.UnknownTenant {
 		return api.History{}, fmt.Errorf("%w: tenant: %w", ErrHistory, err)
 	}
 	if minutes < 1 || minutes > api.MaxHistoryMinutes {

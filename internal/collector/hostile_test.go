@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/store/duckstore"
 	"github.com/qtop-dev/qtop/tenant"
@@ -23,7 +23,7 @@ import (
 
 func postReport(h http.Handler, body []byte, header ...string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(http.MethodPost, api.PathReports, bytes.NewReader(body))
-	req.Header.Set("Content-Type", ingest.ContentType)
+	req.Header.Set("Content-Type", meter.ContentType)
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
@@ -42,7 +42,7 @@ func TestContentTypeAndBearerScheme(t *testing.T) {
 	body := p.report(t, "acme", 1, "")
 	for _, ct := range []string{"application/json", "text/plain", ""} {
 		w := postReport(h, body, "Authorization", "Bearer sekret", "Content-Type", ct)
-		if w.Code != http.StatusUnsupportedMediaType || !strings.Contains(w.Body.String(), ingest.ContentType) {
+		if w.Code != http.StatusUnsupportedMediaType || !strings.Contains(w.Body.String(), meter.ContentType) {
 			t.Fatalf("Content-Type %q: %d %s", ct, w.Code, w.Body)
 		}
 	}
@@ -51,7 +51,7 @@ func TestContentTypeAndBearerScheme(t *testing.T) {
 	}
 	for i, auth := range []string{"bearer sekret", "BEARER sekret"} {
 		f.clk.Add(time.Second)
-		ct := ingest.ContentType
+		ct := meter.ContentType
 		if i == 1 {
 			ct = "Application/Vnd.Qtop.Report; charset=binary"
 		}
@@ -82,8 +82,8 @@ func TestPoisonBinaryStrings(t *testing.T) {
 			clk.Add(time.Second)
 			for _, p := range []*process{bad, good} {
 				for range 4 {
-					p.rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /x", Key: "\x00\xffbin\x80"},
-						Kind: ingest.KindRequest, Duration: time.Millisecond, RU: 1})
+					p.rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /x", Key: "\x00\xffbin\x80"},
+						Kind: meter.KindRequest, Duration: time.Millisecond, RU: 1})
 				}
 				body, err := p.rec.Cut(clk.Now()).MarshalBinary()
 				if err != nil {
@@ -225,7 +225,7 @@ func TestRefusalsAreHeld(t *testing.T) {
 	done := make(chan int)
 	go func() {
 		req := httptest.NewRequest(http.MethodPost, api.PathReports, bytes.NewReader(junk)).WithContext(ctx)
-		req.Header.Set("Content-Type", ingest.ContentType)
+		req.Header.Set("Content-Type", meter.ContentType)
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
 		done <- w.Code

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/ratio"
 	"github.com/qtop-dev/qtop/spacesaving"
 	"github.com/qtop-dev/qtop/store"
@@ -27,7 +27,7 @@ const (
 
 type rowKey struct {
 	service, tenant, route string
-	kind                   ingest.Kind
+	kind                   meter.Kind
 }
 
 type rowAgg struct {
@@ -128,8 +128,8 @@ type serviceLive struct {
 // enfSlot is one second of enforcement counters summed over processes.
 type enfSlot struct {
 	stamp int64
-	e     ingest.Enforcement
-	pool  map[string]ingest.PoolWait // poolwait.go
+	e     meter.Enforcement
+	pool  map[string]meter.PoolWait // poolwait.go
 }
 
 // source is one reporting process: admission bucket and duplicate filter.
@@ -201,7 +201,7 @@ func (s *source) admit(now time.Time, rate float64) (time.Duration, bool) {
 	return 0, true
 }
 
-func sourceKey(src ingest.Source) string {
+func sourceKey(src meter.Source) string {
 	return src.Service + "\x00" + src.Instance + "\x00" + src.Host
 }
 
@@ -212,7 +212,7 @@ func sourceKey(src ingest.Source) string {
 // already written for good is never opened again (that would replace its
 // rows with a part of them): should the collector's own clock go back, the
 // report counts in the first minute after the last one closed.
-func (s *Server) minuteOf(rep *ingest.Report, now time.Time) (time.Time, bool) {
+func (s *Server) minuteOf(rep *meter.Report, now time.Time) (time.Time, bool) {
 	arrival := now.UTC().Truncate(time.Minute)
 	mt, retimed := arrival, true
 	if !rep.Start.IsZero() && !rep.End.Before(rep.Start) {

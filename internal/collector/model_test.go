@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -15,17 +15,17 @@ import (
 // ingest kinds" in the collector); the stores keep exactly its names; no
 // report can carry the sampler's kind.
 func TestOneKind(t *testing.T) {
-	for k, want := range map[ingest.Kind]string{ingest.KindRequest: store.KindRequest, ingest.KindDB: store.KindDB,
-		ingest.KindJob: store.KindJob, ingest.KindPG: store.KindPG} {
+	for k, want := range map[meter.Kind]string{meter.KindRequest: store.KindRequest, meter.KindDB: store.KindDB,
+		meter.KindJob: store.KindJob, meter.KindPG: store.KindPG} {
 		if k.String() != want {
 			t.Errorf("kind %d is %q, the stores call it %q", k, k.String(), want)
 		}
 	}
-	if ingest.KindPG.Valid() {
+	if meter.KindPG.Valid() {
 		t.Fatal("a process could report the sampler's kind")
 	}
-	rep := &ingest.Report{Source: ingest.Source{Service: "a", Instance: "b"}, Start: t0, End: t0.Add(time.Second),
-		Rows: []ingest.Row{{Tenant: "t", Kind: ingest.KindPG, Count: 1}}}
+	rep := &meter.Report{Source: meter.Source{Service: "a", Instance: "b"}, Start: t0, End: t0.Add(time.Second),
+		Rows: []meter.Row{{Tenant: "t", Kind: meter.KindPG, Count: 1}}}
 	if _, err := rep.MarshalBinary(); err == nil {
 		t.Fatal("a report with the sampler's kind encodes")
 	}
@@ -40,9 +40,9 @@ func TestTierIsNotLastWriteWins(t *testing.T) {
 		counts := map[tenant.Tier]uint64{tenant.T1: 90, tenant.T3: 10}
 		for i, tier := range order {
 			f.clk.Add(time.Second)
-			rep := &ingest.Report{Source: ingest.Source{Service: "api", Instance: "p"}, Seq: uint64(i + 1),
+			rep := &meter.Report{Source: meter.Source{Service: "api", Instance: "p"}, Seq: uint64(i + 1),
 				Start: f.clk.Now().Add(-time.Second), End: f.clk.Now(),
-				Rows: []ingest.Row{{Tenant: "acme", Route: "r", Tier: tier, Kind: ingest.KindRequest, Count: counts[tier]}}}
+				Rows: []meter.Row{{Tenant: "acme", Route: "r", Tier: tier, Kind: meter.KindRequest, Count: counts[tier]}}}
 			body, err := rep.MarshalBinary()
 			if err != nil {
 				t.Fatal(err)

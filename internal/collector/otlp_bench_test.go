@@ -8,7 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -59,19 +59,19 @@ func BenchmarkOwnFormatIngest(b *testing.B) {
 	clk := &clock{t: t0}
 	s := benchServer(b, clk)
 	defer s.Shutdown(b.Context())
-	rec, err := ingest.NewRecorder(ingest.WithSource(ingest.Source{Service: "shop", Instance: "inst-1", Host: "pod-1"}), ingest.WithClock(clk.Now))
+	rec, err := meter.NewRecorder(meter.WithSource(meter.Source{Service: "shop", Instance: "inst-1", Host: "pod-1"}), meter.WithClock(clk.Now))
 	if err != nil {
 		b.Fatal(err)
 	}
-	records := make([]ingest.Record, benchSpans)
+	records := make([]meter.Record, benchSpans)
 	for i := range records {
 		tr := i / 3
 		r := &records[i]
 		r.Tags = tenant.Tags{Tenant: fmt.Sprintf("tenant-%d", tr%50), Tier: tenant.T2}
 		if i%3 == 0 {
-			r.Kind, r.Duration, r.Tags.Route = ingest.KindRequest, 20*time.Millisecond, "/items/:id"
+			r.Kind, r.Duration, r.Tags.Route = meter.KindRequest, 20*time.Millisecond, "/items/:id"
 		} else {
-			r.Kind, r.Duration, r.Tags.Route = ingest.KindDB, 5*time.Millisecond, "SELECT items"
+			r.Kind, r.Duration, r.Tags.Route = meter.KindDB, 5*time.Millisecond, "SELECT items"
 		}
 	}
 	b.ReportAllocs()

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/store"
 )
@@ -117,7 +117,7 @@ func (s *Server) AddSample(snap pgactivity.Snapshot, interval time.Duration) {
 		}
 		name := b.Tenant
 		s.agg.withRows(name, m, func(rows map[rowKey]*rowAgg) {
-			a, _ := s.agg.row(rows, m, rowKey{"", name, b.Route, ingest.KindPG})
+			a, _ := s.agg.row(rows, m, rowKey{"", name, b.Route, meter.KindPG})
 			if i := b.Tier.Index(); i >= 0 {
 				a.tiers[i]++
 			}
@@ -125,7 +125,7 @@ func (s *Server) AddSample(snap pgactivity.Snapshot, interval time.Duration) {
 			a.active += interval.Seconds()
 		})
 		if name == "" {
-			name = ingest.UnknownTenant
+			name = meter.UnknownTenant
 		}
 		active[name]++
 		if !worker && b.Duration >= slowStatement {
@@ -181,7 +181,7 @@ func (s *Server) AddSample(snap pgactivity.Snapshot, interval time.Duration) {
 		for _, tload := range win.Tenants {
 			name := tload.Tenant
 			if name == "" {
-				name = ingest.UnknownTenant
+				name = meter.UnknownTenant
 			}
 			s.agg.tenantShard(name, func(tl *tenantLive) { tl.waits = tload.Waits })
 		}

@@ -15,7 +15,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/store"
 )
@@ -71,10 +71,10 @@ func (s *Server) replyLocked() []byte {
 		return s.reply
 	}
 	p := s.policy
-	b, err := ingest.EncodeReply(ingest.Reply{Accepted: true, Policy: &p})
+	b, err := meter.EncodeReply(meter.Reply{Accepted: true, Policy: &p})
 	if err != nil {
 		s.log.Error("policy cannot be encoded in replies; sending none", "err", err)
-		b, _ = ingest.EncodeReply(ingest.Reply{Accepted: true})
+		b, _ = meter.EncodeReply(meter.Reply{Accepted: true})
 	}
 	s.reply, s.replyVersion = b, s.policy.Version
 	return b

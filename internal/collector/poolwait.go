@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 )
 
 // maxPoolTenants bounds the tenants one second of pool waits holds; the
@@ -13,18 +13,18 @@ import (
 const maxPoolTenants = 1024
 
 // addPool sums a report's pool waits into the second.
-func (es *enfSlot) addPool(pw []ingest.PoolWait) {
+func (es *enfSlot) addPool(pw []meter.PoolWait) {
 	if len(pw) == 0 {
 		return
 	}
 	if es.pool == nil {
-		es.pool = make(map[string]ingest.PoolWait, len(pw))
+		es.pool = make(map[string]meter.PoolWait, len(pw))
 	}
 	for _, p := range pw {
 		name := p.Tenant
 		cur, ok := es.pool[name]
 		if !ok && len(es.pool) >= maxPoolTenants {
-			name = ingest.OtherTenant
+			name = meter.OtherTenant
 			cur = es.pool[name]
 		}
 		if cur.Tenant == "" {

@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/quota"
 	"github.com/qtop-dev/qtop/quota/redisquota"
@@ -92,7 +92,7 @@ func (q *fleetQuota) limitsLocked(p *policy.Policy, now time.Time) {
 // quotaReplyLocked is the Server's hook where a report was merged (or
 // was a duplicate, merged reports false): it takes the report's quota
 // usage and returns reply with the verdicts for its process added.
-func (s *Server) quotaReplyLocked(rep *ingest.Report, now time.Time, reply []byte, merged bool) []byte {
+func (s *Server) quotaReplyLocked(rep *meter.Report, now time.Time, reply []byte, merged bool) []byte {
 	q := s.quota
 	q.limitsLocked(&s.policy, now)
 	src := sourceKey(rep.Source)
@@ -103,7 +103,7 @@ func (s *Server) quotaReplyLocked(rep *ingest.Report, now time.Time, reply []byt
 	if len(q.scratch) == 0 {
 		return reply
 	}
-	b, err := ingest.AppendQuotas(reply, q.scratch)
+	b, err := meter.AppendQuotas(reply, q.scratch)
 	if err != nil {
 		s.log.Error("quota verdicts cannot be encoded in the reply; sending none", "err", err)
 		return reply

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/ingest"
 	"github.com/qtop-dev/qtop/internal/collector"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/quota"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -42,7 +42,7 @@ func TestQuotaReply(t *testing.T) {
 		}
 	}
 	report := func(instance string, seq uint64, usage []quota.Usage) []byte {
-		r := &ingest.Report{Source: ingest.Source{Service: "api", Instance: instance}, Seq: seq,
+		r := &meter.Report{Source: meter.Source{Service: "api", Instance: instance}, Seq: seq,
 			Start: now.Add(-time.Second), End: now, Quota: usage}
 		b, err := r.MarshalBinary()
 		if err != nil {
@@ -55,7 +55,7 @@ func TestQuotaReply(t *testing.T) {
 		if status != http.StatusOK {
 			t.Fatalf("ingest: %d %s", status, msg)
 		}
-		rep, err := ingest.DecodeReply(reply)
+		rep, err := meter.DecodeReply(reply)
 		if err != nil {
 			t.Fatal(err)
 		}

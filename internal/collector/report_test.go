@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -30,7 +30,7 @@ func reportStore() *memStore {
 		{Minute: min, Writer: "w", Version: 1, Service: "api", Tenant: "acme", Route: "GET /x", Kind: "request", Count: 90, RU: 300},
 		{Minute: min, Writer: "w", Version: 1, Service: "api", Tenant: "=cmd|' /C calc'!A0", Route: "GET /x", Kind: "request", Count: 1, RU: 50},
 		{Minute: min, Writer: "w", Version: 1, Service: "", Tenant: "", Route: "", Kind: "pg", Count: 5, ActiveSessionSeconds: 5},
-		{Minute: min, Writer: "w", Version: 1, Service: "api", Tenant: ingest.UnknownTenant, Route: "GET /x", Kind: "request", Count: 1, RU: 50},
+		{Minute: min, Writer: "w", Version: 1, Service: "api", Tenant: meter.UnknownTenant, Route: "GET /x", Kind: "request", Count: 1, RU: 50},
 	})
 	return m
 }
@@ -227,7 +227,7 @@ func FuzzIngest(f *testing.F) {
 	clk := &clock{t: t0}
 	p := newProcess(clk, "s", "i")
 	for range 3 {
-		p.rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: "acme", Key: "k"}, RU: 1})
+		p.rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "acme", Key: "k"}, RU: 1})
 	}
 	good, _ := p.rec.Cut(clk.Add(time.Second)).MarshalBinary()
 	f.Add(good)
@@ -242,7 +242,7 @@ func FuzzIngest(f *testing.F) {
 		before := testutil.ToFloat64(s.met.accepted) + testutil.ToFloat64(s.met.duplicates)
 		status, reason, msg, _, reply := s.Ingest(b)
 		after := testutil.ToFloat64(s.met.accepted) + testutil.ToFloat64(s.met.duplicates)
-		_, derr := ingest.DecodeReport(b)
+		_, derr := meter.DecodeReport(b)
 		switch {
 		case status == http.StatusOK && (derr != nil || after != before+1 || len(reply) == 0):
 			t.Fatalf("accepted a body that does not decode (%v) or was not counted", derr)

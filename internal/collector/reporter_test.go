@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -25,18 +25,18 @@ func TestWithIngestReporter(t *testing.T) {
 	}
 	srv := httptest.NewServer(f.s.Handler())
 	defer srv.Close()
-	rec, err := ingest.NewRecorder(ingest.WithSource(ingest.Source{Service: "billing", Instance: "i1", Host: "h"}), ingest.WithClock(f.clk.Now))
+	rec, err := meter.NewRecorder(meter.WithSource(meter.Source{Service: "billing", Instance: "i1", Host: "h"}), meter.WithClock(f.clk.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got atomic.Uint64
-	rep, err := ingest.NewReporter(srv.URL+api.PathReports, rec, ingest.WithToken("tok"), ingest.WithClock(f.clk.Now),
-		ingest.WithPolicyHandler(func(p policy.Policy) { got.Store(p.Version) }))
+	rep, err := meter.NewReporter(srv.URL+api.PathReports, rec, meter.WithToken("tok"), meter.WithClock(f.clk.Now),
+		meter.WithPolicyHandler(func(p policy.Policy) { got.Store(p.Version) }))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 7 {
-		rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /bills"}, Kind: ingest.KindRequest, RU: 2, Duration: time.Millisecond})
+		rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /bills"}, Kind: meter.KindRequest, RU: 2, Duration: time.Millisecond})
 	}
 	f.clk.Add(time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

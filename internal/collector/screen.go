@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -79,7 +79,7 @@ func newGuardMetrics(reg prometheus.Registerer, s *Server) (*guardMetrics, error
 // tenant's tag checks (an invalid one counts as unknown or other), hot
 // keys where they leave the sketch (cleanKey). Values were bounded by the
 // decoder. It runs before the merge lock is taken.
-func (s *Server) screen(rep *ingest.Report) {
+func (s *Server) screen(rep *meter.Report) {
 	clean := func(v *string, field string, max int) {
 		if c, changed := tenant.Clean(*v, max); changed {
 			*v = c
@@ -93,7 +93,7 @@ func (s *Server) screen(rep *ingest.Report) {
 	for k, t := range rep.KeyTenants {
 		ck, kc := tenant.Clean(k, tenant.MaxKeyLen)
 		if tenant.ValidateTenant(t) != nil {
-			t = ingest.UnknownTenant
+			t = meter.UnknownTenant
 			kc = true
 			s.guard.cleaned.WithLabelValues("key_tenant").Inc()
 		}
@@ -113,12 +113,12 @@ func (s *Server) screen(rep *ingest.Report) {
 	}
 	for i := range rep.Rows {
 		row := &rep.Rows[i]
-		if tenant.ValidateTenant(row.Tenant) != nil && row.Tenant != ingest.UnknownTenant {
-			row.Tenant = ingest.UnknownTenant
+		if tenant.ValidateTenant(row.Tenant) != nil && row.Tenant != meter.UnknownTenant {
+			row.Tenant = meter.UnknownTenant
 			s.met.invalidTags.Inc()
 		}
 		if row.Route != "" && tenant.ValidateRoute(row.Route) != nil {
-			row.Route = ingest.OtherRoute
+			row.Route = meter.OtherRoute
 			s.met.invalidTags.Inc()
 		}
 	}
@@ -210,11 +210,11 @@ func spoolStuck(st store.SpoolStats, now time.Time) (time.Duration, error) {
 // decodeStatus is the HTTP status and rejection reason of a decode error.
 func decodeStatus(err error) (int, string) {
 	switch {
-	case errors.Is(err, ingest.ErrVersion):
+	case errors.Is(err, meter.ErrVersion):
 		return http.StatusBadRequest, reasonVersion
-	case errors.Is(err, ingest.ErrRange):
+	case errors.Is(err, meter.ErrRange):
 		return http.StatusBadRequest, reasonRange
-	case errors.Is(err, ingest.ErrTooLarge):
+	case errors.Is(err, meter.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge, reasonTooLarge
 	}
 	return http.StatusBadRequest, reasonMalformed

@@ -20,8 +20,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/ingest"
 	"github.com/qtop-dev/qtop/internal/otlpin"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/store"
 )
@@ -572,7 +572,7 @@ func (s *Server) buildLocked(m *minute) emission {
 			Bytes: a.bytes, Rows: a.rows, ActiveSessionSeconds: a.active,
 			Latency: a.lat.Clone(),
 		}
-		if r.Tenant == "" && k.kind == ingest.KindPG {
+		if r.Tenant == "" && k.kind == meter.KindPG {
 			r.Tenant = "" // untagged sessions: the unattributed line of cost reports
 		}
 		e.rollups = append(e.rollups, r)
@@ -658,21 +658,21 @@ func (s *Server) handleReports(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusUnauthorized, reasonUnauthorized, err.Error())
 		return
 	}
-	if ct := r.Header.Get("Content-Type"); !contentTypeIs(ct, ingest.ContentType) {
+	if ct := r.Header.Get("Content-Type"); !contentTypeIs(ct, meter.ContentType) {
 		refuse(http.StatusUnsupportedMediaType, reasonContentType,
-			fmt.Sprintf("Content-Type %q: a report is %s", ct, ingest.ContentType))
+			fmt.Sprintf("Content-Type %q: a report is %s", ct, meter.ContentType))
 		return
 	}
-	if r.ContentLength > ingest.MaxReportBytes {
+	if r.ContentLength > meter.MaxReportBytes {
 		refuse(http.StatusRequestEntityTooLarge, reasonTooLarge,
-			fmt.Sprintf("report of %d bytes, at most %d", r.ContentLength, ingest.MaxReportBytes))
+			fmt.Sprintf("report of %d bytes, at most %d", r.ContentLength, meter.MaxReportBytes))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, ingest.MaxReportBytes))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, meter.MaxReportBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			refuse(http.StatusRequestEntityTooLarge, reasonTooLarge, fmt.Sprintf("report larger than %d bytes", ingest.MaxReportBytes))
+			refuse(http.StatusRequestEntityTooLarge, reasonTooLarge, fmt.Sprintf("report larger than %d bytes", meter.MaxReportBytes))
 			return
 		}
 		refuse(http.StatusBadRequest, reasonMalformed, "reading body: "+err.Error())
@@ -680,7 +680,7 @@ func (s *Server) handleReports(w http.ResponseWriter, r *http.Request) {
 	}
 	// A header that cannot be decoded (a bomb, a claim beyond what the
 	// body can expand to) is refused before it takes a decode slot.
-	if err := ingest.CheckHeader(body); err != nil {
+	if err := meter.CheckHeader(body); err != nil {
 		status, reason := decodeStatus(err)
 		refuse(status, reason, err.Error())
 		return
@@ -692,7 +692,7 @@ func (s *Server) handleReports(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, http.StatusServiceUnavailable, reasonBusy, "collector busy", time.Second)
 		return
 	}
-	budget := ingest.DecodeBudget(body)
+	budget := meter.DecodeBudget(body)
 	if !s.in.decode.TryAcquire(budget) {
 		<-s.in.inflight
 		s.reject(w, http.StatusServiceUnavailable, reasonBusy, "collector busy decoding other reports", time.Second)
@@ -706,7 +706,7 @@ func (s *Server) handleReports(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, status, reason, msg, retry)
 		return
 	}
-	w.Header().Set("Content-Type", ingest.ReplyContentType)
+	w.Header().Set("Content-Type", meter.ReplyContentType)
 	w.Write(reply)
 }
 
@@ -828,8 +828,8 @@ func (s *Server) reject(w http.ResponseWriter, status int, reason, msg string, r
 	if retry > 0 {
 		w.Header().Set("Retry-After", fmt.Sprint(int((retry+time.Second-1)/time.Second)))
 	}
-	b, _ := ingest.EncodeReply(ingest.Reply{Accepted: false, RetryAfter: retry, Message: msg})
-	w.Header().Set("Content-Type", ingest.ReplyContentType)
+	b, _ := meter.EncodeReply(meter.Reply{Accepted: false, RetryAfter: retry, Message: msg})
+	w.Header().Set("Content-Type", meter.ReplyContentType)
 	w.WriteHeader(status)
 	w.Write(b)
 }

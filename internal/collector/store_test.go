@@ -12,8 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/qtop-dev/qtop/ingest"
 	"github.com/qtop-dev/qtop/internal/testsvc"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/store/chstore"
 	"github.com/qtop-dev/qtop/store/duckstore"
@@ -40,12 +40,12 @@ func feedAndStop(t *testing.T, storeURL string, dir string) (ru map[string]float
 			for k, name := range []string{"acme", hostileTenant, "globex"} {
 				n := 1 + i + j + k
 				for range n {
-					p.rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: name, Route: "GET /x"}, Kind: ingest.KindRequest,
+					p.rec.Record(meter.Record{Tags: tenant.Tags{Tenant: name, Route: "GET /x"}, Kind: meter.KindRequest,
 						Duration: 5 * time.Millisecond, RU: 2})
 				}
 				ru[name] += 2 * float64(n)
 			}
-			p.rec.Record(ingest.Record{Kind: ingest.KindRequest, RU: 1}) // no tenant: unattributed
+			p.rec.Record(meter.Record{Kind: meter.KindRequest, RU: 1}) // no tenant: unattributed
 			ru[""] += 1
 			body, err := p.rec.Cut(clk.Now()).MarshalBinary()
 			if err != nil {
@@ -91,7 +91,7 @@ func checkUsage(t *testing.T, st store.Store, want map[string]float64) {
 	got := map[string]float64{}
 	for _, u := range us {
 		name := u.Tenant
-		if name == ingest.UnknownTenant {
+		if name == meter.UnknownTenant {
 			name = ""
 		}
 		got[name] += u.RU

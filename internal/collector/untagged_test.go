@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -16,14 +16,14 @@ import (
 func TestUntaggedIsNotATenant(t *testing.T) {
 	f := newFixture(t)
 	defer f.stop()
-	rec := newRec(t, ingest.WithSource(ingest.Source{Service: "api", Instance: "p", Host: "h"}), ingest.WithClock(f.clk.Now))
+	rec := newRec(t, meter.WithSource(meter.Source{Service: "api", Instance: "p", Host: "h"}), meter.WithClock(f.clk.Now))
 	for range 3 {
-		rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: "unknown", Route: "r"}, Kind: ingest.KindRequest, Duration: time.Millisecond})
+		rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "unknown", Route: "r"}, Kind: meter.KindRequest, Duration: time.Millisecond})
 	}
 	for range 2 {
-		rec.Record(ingest.Record{Tags: tenant.Tags{Route: "r"}, Kind: ingest.KindRequest, Duration: time.Millisecond})
+		rec.Record(meter.Record{Tags: tenant.Tags{Route: "r"}, Kind: meter.KindRequest, Duration: time.Millisecond})
 	}
-	rec.Record(ingest.Record{Tags: tenant.Tags{Tenant: tenant.Untagged, Route: "r"}, Kind: ingest.KindRequest, Duration: time.Millisecond})
+	rec.Record(meter.Record{Tags: tenant.Tags{Tenant: tenant.Untagged, Route: "r"}, Kind: meter.KindRequest, Duration: time.Millisecond})
 	f.clk.Add(time.Second)
 	rep := rec.Cut(f.clk.Now())
 	body, err := rep.MarshalBinary()

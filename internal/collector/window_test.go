@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 )
 
 // TestLiveRatesSteadyFleet: a steady synthetic fleet — 20 processes, each
@@ -35,11 +35,11 @@ func TestLiveRatesSteadyFleet(t *testing.T) {
 			now := start.Add(time.Duration(sec)*time.Second + time.Duration(p)*time.Second/procs)
 			f.clk.Set(now)
 			seq[p]++
-			rep := &ingest.Report{Source: ingest.Source{Service: "api", Instance: fmt.Sprintf("p%d", p), Host: "h"}, Seq: seq[p],
+			rep := &meter.Report{Source: meter.Source{Service: "api", Instance: fmt.Sprintf("p%d", p), Host: "h"}, Seq: seq[p],
 				Start: now.Add(-time.Second), End: now,
-				Rows: []ingest.Row{
-					{Tenant: "acme", Route: "GET /x", Kind: ingest.KindRequest, Count: perReport, RU: 2 * perReport, Duration: perReport * 10 * time.Millisecond},
-					{Tenant: "acme", Route: "GET /x", Kind: ingest.KindDB, Count: perReport, Duration: perReport * 5 * time.Millisecond},
+				Rows: []meter.Row{
+					{Tenant: "acme", Route: "GET /x", Kind: meter.KindRequest, Count: perReport, RU: 2 * perReport, Duration: perReport * 10 * time.Millisecond},
+					{Tenant: "acme", Route: "GET /x", Kind: meter.KindDB, Count: perReport, Duration: perReport * 5 * time.Millisecond},
 				}}
 			rep.Rows[0].Latency.ObserveDuration(10 * time.Millisecond)
 			body, err := rep.MarshalBinary()
@@ -99,9 +99,9 @@ func TestConcurrentIngestExact(t *testing.T) {
 	bodies := make([][][]byte, workers)
 	for w := range workers {
 		for k := range each {
-			rep := &ingest.Report{Source: ingest.Source{Service: "api", Instance: fmt.Sprintf("w%d", w)}, Seq: uint64(k + 1),
+			rep := &meter.Report{Source: meter.Source{Service: "api", Instance: fmt.Sprintf("w%d", w)}, Seq: uint64(k + 1),
 				Start: f.clk.Now().Add(-time.Second), End: f.clk.Now(),
-				Rows: []ingest.Row{{Tenant: "acme", Route: "r", Kind: ingest.KindRequest, Count: 3}}}
+				Rows: []meter.Row{{Tenant: "acme", Route: "r", Kind: meter.KindRequest, Count: 3}}}
 			b, err := rep.MarshalBinary()
 			if err != nil {
 				t.Fatal(err)

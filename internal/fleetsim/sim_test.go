@@ -18,9 +18,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/qtop-dev/qtop/enforce"
-	"github.com/qtop-dev/qtop/ingest"
 	"github.com/qtop-dev/qtop/internal/collector"
 	"github.com/qtop-dev/qtop/internal/testsvc"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/quota"
 	"github.com/qtop-dev/qtop/tenant"
@@ -123,7 +123,7 @@ func run(t *testing.T, sc scenario) result {
 	var smallAdm atomic.Uint64
 	gates := make([]*quota.Gate, sc.procs)
 	enfs := make([]*enforce.Enforcer, sc.procs)
-	reporters := make([]*ingest.Reporter, sc.procs)
+	reporters := make([]*meter.Reporter, sc.procs)
 	for i := range sc.procs {
 		g, err := quota.NewGate(quota.WithDefaultCost(cost))
 		if err != nil {
@@ -136,12 +136,12 @@ func run(t *testing.T, sc scenario) result {
 		if enfs[i], err = enforce.New(enforce.WithQuota(g), enforce.WithPlans(map[string]enforce.Plan{enforce.PlanFree: plan})); err != nil {
 			t.Fatal(err)
 		}
-		rec, err := ingest.NewRecorder(ingest.WithSource(ingest.Source{Service: "sim", Instance: fmt.Sprintf("p%03d-%d", i, rand.Uint32())}))
+		rec, err := meter.NewRecorder(meter.WithSource(meter.Source{Service: "sim", Instance: fmt.Sprintf("p%03d-%d", i, rand.Uint32())}))
 		if err != nil {
 			t.Fatal(err)
 		}
 		url := "http://" + servers[i%len(servers)].Addr() + "/v1/reports"
-		r, err := ingest.NewReporter(url, rec, ingest.WithInterval(sc.interval), ingest.WithQuota(g), ingest.WithTimeout(time.Second))
+		r, err := meter.NewReporter(url, rec, meter.WithInterval(sc.interval), meter.WithQuota(g), meter.WithTimeout(time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

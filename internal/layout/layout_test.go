@@ -11,7 +11,7 @@ const module = "github.com/qtop-dev/qtop"
 
 // libraries are the packages an application imports.
 var libraries = []string{"tenant", "sqlcomment", "sqlcomment/pgxcomment", "spacesaving", "topn", "ratio",
-	"policy", "enforce", "ingest", "agent", "hotkey", "fairqueue"}
+	"policy", "enforce", "meter", "histogram", "api", "agent", "hotkey", "fairqueue"}
 
 func goList(t *testing.T, format string, pkgs ...string) []string {
 	t.Helper()

@@ -14,8 +14,8 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/qtop-dev/qtop/ingest"
 	"github.com/qtop-dev/qtop/internal/otlpin"
+	"github.com/qtop-dev/qtop/meter"
 )
 
 func attr(k, v string) *commonpb.KeyValue {
@@ -28,7 +28,7 @@ func attr(k, v string) *commonpb.KeyValue {
 func Example() {
 	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	sink := func(body []byte) (time.Duration, error) {
-		var rep ingest.Report
+		var rep meter.Report
 		if err := rep.UnmarshalBinary(body); err != nil {
 			return 0, err
 		}

@@ -13,7 +13,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 )
 
 // t0 is the fixed instant the tests' clocks start at.
@@ -35,7 +35,7 @@ func (c *fakeClock) Add(d time.Duration) {
 // sink decodes the reports a receiver merges and keeps their rows.
 type sink struct {
 	mu      sync.Mutex
-	reports []*ingest.Report
+	reports []*meter.Report
 	refuse  int           // refuse the next n reports
 	retry   time.Duration // with this delay (0: for good)
 }
@@ -47,7 +47,7 @@ func (s *sink) Ingest(body []byte) (time.Duration, error) {
 		s.refuse--
 		return s.retry, errRefused
 	}
-	rep := new(ingest.Report)
+	rep := new(meter.Report)
 	if err := rep.UnmarshalBinary(body); err != nil {
 		return 0, err
 	}

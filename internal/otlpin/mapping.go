@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"time"
 
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/sqlcomment"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -55,7 +55,7 @@ var resultNames = [numResults]string{"request", "job", "db", "db_by_trace", "dro
 
 // mapped is one span the mapping keeps, ready to be recorded.
 type mapped struct {
-	rec      ingest.Record
+	rec      meter.Record
 	tagged   bool // rec.Tags.Tenant came from the span, the resource or a comment
 	deferred bool // a DB span whose tenant is its trace's
 }
@@ -74,14 +74,14 @@ type mapper struct {
 // span maps sp (attributes in m.attrs) of a resource whose tenant is
 // resTenant (empty: none). It returns what became of the span.
 func (m *mapper) span(sp *rawSpan, resTenant string, out *mapped) (int, error) {
-	var kind ingest.Kind
+	var kind meter.Kind
 	switch sp.kind {
 	case kindServer:
-		kind = ingest.KindRequest
+		kind = meter.KindRequest
 	case kindConsumer:
-		kind = ingest.KindJob
+		kind = meter.KindJob
 	case kindClient:
-		kind = ingest.KindDB // if it is a PostgreSQL span, below
+		kind = meter.KindDB // if it is a PostgreSQL span, below
 	default:
 		return resDropped, nil
 	}
@@ -143,7 +143,7 @@ func (m *mapper) span(sp *rawSpan, resTenant string, out *mapped) (int, error) {
 			}
 		}
 	}
-	if kind == ingest.KindDB && string(dbSystem) != dbPostgres {
+	if kind == meter.KindDB && string(dbSystem) != dbPostgres {
 		return resDropped, nil
 	}
 	if sp.start == 0 || sp.end < sp.start {
@@ -156,7 +156,7 @@ func (m *mapper) span(sp *rawSpan, resTenant string, out *mapped) (int, error) {
 	case sp.status == statusError:
 		r.Err = true
 	case sp.status == statusOK:
-	case kind == ingest.KindRequest && httpStatus >= 500:
+	case kind == meter.KindRequest && httpStatus >= 500:
 		r.Err = true
 	}
 	if haveTenant {
@@ -165,7 +165,7 @@ func (m *mapper) span(sp *rawSpan, resTenant string, out *mapped) (int, error) {
 	}
 	r.Tags.Tier = m.in.tier(tier)
 	switch kind {
-	case ingest.KindDB:
+	case meter.KindDB:
 		if !haveTenant && len(query) > 0 && bytes.Contains(query, []byte("/*")) {
 			m.comment(query, r, out)
 		}
@@ -179,7 +179,7 @@ func (m *mapper) span(sp *rawSpan, resTenant string, out *mapped) (int, error) {
 			return resDBWaiting, nil
 		}
 		return resDB, nil
-	case ingest.KindRequest:
+	case meter.KindRequest:
 		if len(httpRoute) > 0 {
 			route = httpRoute
 		}
@@ -192,10 +192,10 @@ func (m *mapper) span(sp *rawSpan, resTenant string, out *mapped) (int, error) {
 		if resTenant != "" {
 			r.Tags.Tenant, out.tagged = resTenant, true
 		} else {
-			r.Tags.Tenant = ingest.UnknownTenant
+			r.Tags.Tenant = meter.UnknownTenant
 		}
 	}
-	if kind == ingest.KindJob {
+	if kind == meter.KindJob {
 		return resJob, nil
 	}
 	return resRequest, nil
@@ -254,7 +254,7 @@ func (m *mapper) attrID(k []byte) int {
 }
 
 // comment takes the tenant and tier of a sqlcommenter comment in query.
-func (m *mapper) comment(query []byte, r *ingest.Record, out *mapped) {
+func (m *mapper) comment(query []byte, r *meter.Record, out *mapped) {
 	if len(query) > maxCommentQuery {
 		query = query[len(query)-maxCommentQuery:] // the comment is at the end
 	}
@@ -431,7 +431,7 @@ func (in *interner) tenant(b []byte) string {
 	s := string(b)
 	if tenant.ValidateTenant(s) != nil {
 		in.invalid++
-		s = ingest.UnknownTenant
+		s = meter.UnknownTenant
 	}
 	if in.tenants == nil || len(in.tenants) >= maxInterned {
 		in.tenants = make(map[string]string)
@@ -452,7 +452,7 @@ func (in *interner) route(b []byte) string {
 	s := string(b)
 	if tenant.ValidateRoute(s) != nil {
 		in.invalid++
-		s = ingest.OtherRoute
+		s = meter.OtherRoute
 	}
 	if in.routes == nil || len(in.routes) >= maxInterned {
 		in.routes = make(map[string]string)

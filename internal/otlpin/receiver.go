@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -75,7 +75,7 @@ type Receiver struct {
 // source is one sending process (service.name, service.instance.id,
 // host.name) with its window.
 type source struct {
-	rec   *ingest.Recorder
+	rec   *meter.Recorder
 	seq   uint64
 	queue [][]byte
 	last  time.Time // of its last span
@@ -146,7 +146,7 @@ func (r *Receiver) release() { <-r.sem }
 // whole.
 type pend struct {
 	src  *source
-	rec  ingest.Record
+	rec  meter.Record
 	id   traceID
 	wait bool // a DB span whose tenant is its trace's
 }
@@ -255,7 +255,7 @@ func (r *Receiver) Consume(body []byte) (Result, error) {
 					p := pend{src: src, rec: out.rec}
 					p.id, p.wait = toTraceID(sp.traceID)
 					if !p.wait { // no trace id to find a root by
-						p.rec.Tags.Tenant = ingest.UnknownTenant
+						p.rec.Tags.Tenant = meter.UnknownTenant
 						unattributed++
 					}
 					st.add(p)
@@ -295,7 +295,7 @@ func (r *Receiver) Consume(body []byte) (Result, error) {
 			r.wait.add(p.id, waiting{rec: p.rec, src: p.src, deadline: now.Add(r.cfg.traceWait)})
 			return
 		}
-		p.rec.Tags.Tenant = ingest.UnknownTenant
+		p.rec.Tags.Tenant = meter.UnknownTenant
 		p.wait = false
 		unattributed++
 	})
@@ -312,7 +312,7 @@ func (r *Receiver) Consume(body []byte) (Result, error) {
 
 // attribute gives a DB record its trace's tenant (and tier, unless its own
 // comment set one).
-func attribute(rec *ingest.Record, rt root) {
+func attribute(rec *meter.Record, rt root) {
 	rec.Tags.Tenant = rt.tenant
 	if rec.Tags.Tier == tenant.TierUnset {
 		rec.Tags.Tier = rt.tier
@@ -365,11 +365,11 @@ func (r *Receiver) resource(m *mapper, rs []byte, now time.Time) (*source, strin
 		if len(r.sources) >= r.cfg.maxSources {
 			key = append(m.req.key[:0], otherService+"\x00\x00"...)
 			if src = r.sources[string(key)]; src == nil {
-				src = r.newSourceLocked(ingest.Source{Service: otherService})
+				src = r.newSourceLocked(meter.Source{Service: otherService})
 				r.sources[string(key)] = src
 			}
 		} else {
-			src = r.newSourceLocked(ingest.Source{
+			src = r.newSourceLocked(meter.Source{
 				Service:  m.field(svc, "unknown_service"),
 				Instance: m.field(inst, ""),
 				Host:     m.field(host, ""),
@@ -396,7 +396,7 @@ func (m *mapper) field(b []byte, def string) string {
 	return s
 }
 
-func (r *Receiver) newSourceLocked(s ingest.Source) *source {
+func (r *Receiver) newSourceLocked(s meter.Source) *source {
 	// The instance carries this receiver's id: a collector restarted on the
 	// same data directory replays the sequence numbers it merged before, and
 	// must not take this receiver's new windows for them.
@@ -406,20 +406,20 @@ func (r *Receiver) newSourceLocked(s ingest.Source) *source {
 		// Only a source the recorder refuses gets here (the fields are
 		// checked before): its spans count for the overflow service.
 		r.cfg.log.Warn("otlp: source refused, counted as "+otherService, "service", s.Service, "err", err)
-		if rec, err = r.newRecorder(ingest.Source{Service: otherService, Instance: "~otlp-" + r.cfg.instance}); err != nil {
+		if rec, err = r.newRecorder(meter.Source{Service: otherService, Instance: "~otlp-" + r.cfg.instance}); err != nil {
 			panic("otlpin: recorder options: " + err.Error()) // the options are checked by New
 		}
 	}
 	return &source{rec: rec}
 }
 
-func (r *Receiver) newRecorder(s ingest.Source) (*ingest.Recorder, error) {
-	return ingest.NewRecorder(
-		ingest.WithSource(s),
-		ingest.WithShards(1),
-		ingest.WithMaxRows(r.cfg.maxRows),
-		ingest.WithMaxTenants(min(r.cfg.maxRows, ingest.DefaultMaxTenants)),
-		ingest.WithClock(r.cfg.clock),
+func (r *Receiver) newRecorder(s meter.Source) (*meter.Recorder, error) {
+	return meter.NewRecorder(
+		meter.WithSource(s),
+		meter.WithShards(1),
+		meter.WithMaxRows(r.cfg.maxRows),
+		meter.WithMaxTenants(min(r.cfg.maxRows, meter.DefaultMaxTenants)),
+		meter.WithClock(r.cfg.clock),
 	)
 }
 
@@ -436,7 +436,7 @@ func (r *Receiver) flush(now time.Time, final bool) {
 	r.mu.Lock()
 	r.traces.expire(now)
 	r.wait.expire(now, r.cfg.traceWait, final, func(w *waiting) {
-		w.rec.Tags.Tenant = ingest.UnknownTenant
+		w.rec.Tags.Tenant = meter.UnknownTenant
 		w.src.rec.Record(w.rec)
 		unattributed++
 	})

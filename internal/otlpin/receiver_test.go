@@ -12,7 +12,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"go.uber.org/goleak"
 
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -120,7 +120,7 @@ func TestDBSpanWaitsForItsRoot(t *testing.T) {
 	if v := got[rowKey{"api", "acme", "SELECT a", "db"}]; v.count != 2 || v.dur != 15*time.Millisecond {
 		t.Errorf("acme db %+v", v)
 	}
-	if v := got[rowKey{"api", ingest.UnknownTenant, "SELECT b", "db"}]; v.count != 1 || v.dur != 20*time.Millisecond {
+	if v := got[rowKey{"api", meter.UnknownTenant, "SELECT b", "db"}]; v.count != 1 || v.dur != 20*time.Millisecond {
 		t.Errorf("unknown db %+v (rows %v)", v, keysOf(got))
 	}
 }

@@ -3,7 +3,7 @@ package otlpin
 import (
 	"time"
 
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -90,7 +90,7 @@ func (c *traceCache) expire(now time.Time) {
 
 // waiting is a database span waiting for its trace's root span.
 type waiting struct {
-	rec      ingest.Record
+	rec      meter.Record
 	src      *source
 	deadline time.Time
 }

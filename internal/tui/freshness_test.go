@@ -11,7 +11,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/ingest"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/policy"
 )
 
@@ -125,9 +125,9 @@ func TestFreshnessCollectorSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	body, _ := (&ingest.Report{Source: ingest.Source{Service: "b", Instance: "i"}, Seq: 1, Start: now.Add(-time.Second), End: now,
-		Freshness: &ingest.Freshness{Routes: []ingest.FreshRoute{{Route: "GET /b", Requests: 10}},
-			Rules: []ingest.FreshRule{{Rule: "push-24h", Route: "GET /b", Matched: 2, Right: 1, Wrong: 1}}}}).MarshalBinary()
+	body, _ := (&meter.Report{Source: meter.Source{Service: "b", Instance: "i"}, Seq: 1, Start: now.Add(-time.Second), End: now,
+		Freshness: &meter.Freshness{Routes: []meter.FreshRoute{{Route: "GET /b", Requests: 10}},
+			Rules: []meter.FreshRule{{Rule: "push-24h", Route: "GET /b", Matched: 2, Right: 1, Wrong: 1}}}}).MarshalBinary()
 	if st, _, msg, _, _ := srv.Ingest(body); st != 200 {
 		t.Fatal(msg)
 	}

@@ -1,0 +1,507 @@
+package meter
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/qtop-dev/qtop/policy"
+)
+
+// Reporter cuts the Recorder's window every interval and POSTs it to the
+// collector, off the request path:
+//
+//   - each window is encoded once and queued; the queue is bounded and
+//     drops its oldest report when full (counted: Dropped and
+//     qtop_ingest_reports_dropped_total);
+//   - a failed attempt (network error, timeout, 408, 425, 429 or 5xx) is
+//     retried with exponential backoff and jitter, or after the reply's
+//     RetryAfter; any other 4xx means the report can never be accepted and
+//     it is dropped;
+//   - a report is sent again, with the same Seq, when the collector's
+//     answer was lost, so the collector drops duplicates by
+//     (Source.Instance, Seq);
+//   - a new policy in a reply goes to the WithPolicyHandler callback;
+//   - with WithCollectors, a process sends to one of several collectors,
+//     chosen by its source identity, and fails over to the next when an
+//     attempt fails.
+//
+// Start starts it; ForceFlush sends what is queued now; Shutdown cuts a
+// last window and flushes it within its context's deadline. Calls after
+// Shutdown are ignored.
+type Reporter struct {
+	rec    *Recorder
+	cfg    config
+	client *http.Client
+	own    *http.Transport // set when the reporter made its client
+	m      *reporterMetrics
+
+	mu         sync.Mutex
+	targets    targets // the collectors, ranked for this source (failover.go)
+	queue      []pending
+	inflight   uint64 // Seq of the report being sent, 0 if none
+	attempt    int    // consecutive failed attempts of the head
+	retryAt    time.Time
+	policyVer  uint64
+	havePolicy bool
+	started    bool
+	shut       bool
+
+	cutMu   sync.Mutex
+	scratch Report // the report cut holds, reused; guarded by cutMu
+
+	dropped atomic.Uint64
+	sending chan struct{} // a one-slot semaphore: one sender at a time
+	wake    chan struct{}
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	cancel  context.CancelFunc // of the background sender's attempts
+	bg      context.Context
+}
+
+type pending struct {
+	seq  uint64
+	body []byte
+}
+
+// NewReporter returns a reporter that sends rec's windows to the
+// collector's report endpoint, url (e.g. "http://collector:7070/v1/reports").
+// WithClock dates the end of each window (backoff runs on the monotonic
+// clock); WithCollectors adds collectors to fail over to, WithFailback
+// says when to go back to the first choice. It returns ErrInvalid for a
+// URL that is not absolute http(s) or an invalid option.
+func NewReporter(rawURL string, rec *Recorder, opts ...ReporterOption) (*Reporter, error) {
+	if rec == nil {
+		return nil, fmt.Errorf("%w: nil Recorder", ErrInvalid)
+	}
+	cfg, err := newReporterConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	tg, err := newTargets(rawURL, cfg.collectors, rec.Source(), cfg.failback)
+	if err != nil {
+		return nil, err
+	}
+	r := &Reporter{
+		targets: tg,
+		rec:     rec,
+		cfg:     cfg,
+		client:  cfg.client,
+		sending: make(chan struct{}, 1),
+		wake:    make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+	}
+	if r.client == nil {
+		// A transport of its own, whose idle connections Shutdown closes.
+		r.own = http.DefaultTransport.(*http.Transport).Clone()
+		r.client = &http.Client{Transport: r.own}
+	}
+	r.bg, r.cancel = context.WithCancel(context.Background())
+	if cfg.reg != nil {
+		r.m = newReporterMetrics(r)
+		if err := r.m.register(cfg.reg); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// Start starts cutting a window every interval and sending the queue in
+// the background. It returns at once; a second call does nothing.
+func (r *Reporter) Start() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.started || r.shut {
+		return
+	}
+	r.started = true
+	r.wg.Add(2)
+	go r.cutLoop()
+	go r.sendLoop()
+}
+
+func (r *Reporter) cutLoop() {
+	defer r.wg.Done()
+	var ticks <-chan time.Time
+	if r.cfg.ticker != nil {
+		var stop func()
+		ticks, stop = r.cfg.ticker(r.cfg.interval)
+		defer stop()
+	} else {
+		t := time.NewTicker(r.cfg.interval)
+		defer t.Stop()
+		ticks = t.C
+	}
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-ticks:
+			r.cut(false)
+		}
+	}
+}
+
+func (r *Reporter) sendLoop() {
+	defer r.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		select {
+		case <-r.stop:
+			timer.Stop()
+			return
+		case <-r.wake:
+		case <-timer.C:
+		}
+		if wait := r.drain(r.bg, 0); wait > 0 {
+			timer.Reset(wait)
+		}
+	}
+}
+
+// cut closes the recorder's window, encodes it and queues it; it returns
+// the report's Seq, or 0 if it could not be encoded. Only Shutdown's own
+// last cut (final) is queued once the reporter is shut down; another
+// (a ForceFlush racing with Shutdown) is dropped and counted.
+func (r *Reporter) cut(final bool) uint64 {
+	r.cutMu.Lock()
+	rep := &r.scratch // reused: rows and their histograms keep their memory
+	r.rec.cutInto(r.cfg.clock(), rep)
+	if r.cfg.enforcement != nil {
+		rep.Enforcement = r.cfg.enforcement()
+	}
+	if r.cfg.quota != nil {
+		rep.Quota = r.cfg.quota.Cut()
+	}
+	if r.cfg.budgets != nil {
+		rep.Budgets, rep.BudgetActions = r.cfg.budgets()
+	}
+	if r.cfg.freshness != nil {
+		rep.Freshness = r.cfg.freshness()
+	}
+	if r.cfg.onCut != nil {
+		r.cfg.onCut(rep)
+	}
+	body, err := rep.MarshalBinary()
+	seq := rep.Seq
+	r.cutMu.Unlock()
+	if err != nil {
+		r.drop("encode", 1)
+		return 0
+	}
+	r.mu.Lock()
+	if r.shut && !final {
+		r.mu.Unlock()
+		r.drop("shutdown", 1)
+		return 0
+	}
+	if len(r.queue) >= r.cfg.queueLen {
+		// Drop the oldest report that is not being sent.
+		i := 0
+		if r.queue[0].seq == r.inflight && len(r.queue) > 1 {
+			i = 1
+		}
+		if i == 0 {
+			r.attempt, r.retryAt = 0, time.Time{} // the backoff was the head's
+		}
+		r.queue = append(r.queue[:i], r.queue[i+1:]...)
+		r.mu.Unlock()
+		r.drop("queue_full", 1)
+		r.mu.Lock()
+	}
+	r.queue = append(r.queue, pending{seq: seq, body: body})
+	n := len(r.queue)
+	r.mu.Unlock()
+	if r.m != nil {
+		r.m.queue.Set(float64(n))
+	}
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+	return seq
+}
+
+// Dropped returns how many reports were dropped so far: queue overflow,
+// rejected by the collector, unsendable at shutdown, or not encodable.
+func (r *Reporter) Dropped() uint64 { return r.dropped.Load() }
+
+// QueueLen returns the number of reports waiting to be sent.
+func (r *Reporter) QueueLen() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.queue)
+}
+
+func (r *Reporter) drop(reason string, n int) {
+	r.dropped.Add(uint64(n))
+	if r.m != nil {
+		r.m.dropped.WithLabelValues(reason).Add(float64(n))
+	}
+}
+
+// drain sends queued reports, oldest first, one attempt each, until the
+// queue is empty (returns 0), an attempt fails and must wait (returns the
+// wait), the head's Seq exceeds upTo (if upTo > 0), or ctx is done.
+func (r *Reporter) drain(ctx context.Context, upTo uint64) time.Duration {
+	select {
+	case r.sending <- struct{}{}:
+	case <-ctx.Done():
+		return 0
+	}
+	defer func() { <-r.sending }()
+	for ctx.Err() == nil {
+		r.mu.Lock()
+		if len(r.queue) == 0 || (upTo > 0 && r.queue[0].seq > upTo) {
+			r.mu.Unlock()
+			return 0
+		}
+		if wait := time.Until(r.retryAt); wait > 0 {
+			r.mu.Unlock()
+			return wait
+		}
+		p := r.queue[0]
+		r.inflight = p.seq
+		r.mu.Unlock()
+
+		res := r.send(ctx, p.body)
+
+		r.mu.Lock()
+		r.inflight = 0
+		head := len(r.queue) > 0 && r.queue[0].seq == p.seq
+		if res.retry && ctx.Err() == nil {
+			r.attempt++
+			r.retryAt = time.Now().Add(r.backoff(r.attempt, res.retryAfter))
+		} else if !res.retry {
+			r.attempt, r.retryAt = 0, time.Time{}
+			if head {
+				r.queue[0] = pending{} // let the body go
+				r.queue = r.queue[1:]
+			}
+		}
+		n := len(r.queue)
+		r.mu.Unlock()
+		if r.m != nil {
+			r.m.queue.Set(float64(n))
+		}
+		if !res.retry && !res.ok && head {
+			r.drop("rejected", 1)
+		}
+	}
+	return 0
+}
+
+// backoff is the wait before retry number attempt: min·2^(attempt−1)
+// capped at max, of which a random half is waived (so reporters that
+// failed together do not retry together), and never less than the
+// collector's RetryAfter (itself capped at max).
+func (r *Reporter) backoff(attempt int, retryAfter time.Duration) time.Duration {
+	d := r.cfg.minBackoff
+	for i := 1; i < attempt && d < r.cfg.maxBackoff; i++ {
+		d *= 2
+	}
+	d = min(d, r.cfg.maxBackoff)
+	d = d/2 + rand.N(d/2+1)
+	return max(d, min(retryAfter, r.cfg.maxBackoff))
+}
+
+type sendResult struct {
+	ok, retry  bool
+	retryAfter time.Duration
+}
+
+// send makes one attempt to POST body.
+func (r *Reporter) send(ctx context.Context, body []byte) sendResult {
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.timeout)
+	defer cancel()
+	target := r.target()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	if err != nil { // the URL was checked by NewReporter
+		return sendResult{}
+	}
+	req.Header.Set("Content-Type", ContentType)
+	req.Header.Set("Accept", ReplyContentType)
+	if r.cfg.token != "" {
+		req.Header.Set("Authorization", "Bearer "+r.cfg.token)
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		reason := "network"
+		if errors.Is(err, context.DeadlineExceeded) {
+			reason = "timeout"
+		}
+		r.failed(reason)
+		if r.bg.Err() == nil && (ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded)) {
+			r.failover(target)
+		}
+		return sendResult{retry: true}
+	}
+	data, rerr := io.ReadAll(io.LimitReader(resp.Body, MaxReplyBytes+1))
+	_ = resp.Body.Close()
+	var reply Reply
+	var derr error
+	if rerr != nil {
+		derr = rerr
+	} else {
+		reply, derr = DecodeReply(data)
+	}
+	if derr == nil {
+		r.applyPolicy(reply.Policy)
+	}
+	retryAfter := reply.RetryAfter
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+		retryAfter = max(retryAfter, time.Duration(s)*time.Second)
+	}
+	code := resp.StatusCode
+	switch {
+	case code >= 200 && code < 300:
+		if derr != nil && r.m != nil {
+			r.m.replyErrors.Inc()
+		}
+		if derr == nil && r.cfg.quota != nil {
+			r.cfg.quota.Apply(r.cfg.clock(), reply.Quotas)
+		}
+		if r.m != nil {
+			r.m.sent.Inc()
+			r.m.bytes.Add(float64(len(body)))
+		}
+		return sendResult{ok: true}
+	case code == http.StatusRequestTimeout, code == http.StatusTooEarly, code == http.StatusTooManyRequests:
+		r.failed("throttled")
+		return sendResult{retry: true, retryAfter: retryAfter}
+	case code >= 500:
+		r.failed("server")
+		r.failover(target)
+		return sendResult{retry: true, retryAfter: retryAfter}
+	default:
+		r.failed("rejected")
+		return sendResult{}
+	}
+}
+
+func (r *Reporter) failed(reason string) {
+	if r.m != nil {
+		r.m.failed.WithLabelValues(reason).Inc()
+	}
+}
+
+// applyPolicy hands p to the policy handler if it is newer than the last
+// one handed over.
+func (r *Reporter) applyPolicy(p *policy.Policy) {
+	if p == nil || r.cfg.onPolicy == nil {
+		return
+	}
+	r.mu.Lock()
+	if r.havePolicy && p.Version <= r.policyVer {
+		r.mu.Unlock()
+		return
+	}
+	r.havePolicy, r.policyVer = true, p.Version
+	r.mu.Unlock()
+	if r.m != nil {
+		r.m.policies.Inc()
+	}
+	r.cfg.onPolicy(*p)
+}
+
+// ForceFlush cuts the current window and sends every queued report, at
+// once and then retrying with backoff, until the queue holds nothing older than that
+// window or ctx is done (it then returns ctx's error; what is left stays
+// queued). After Shutdown it does nothing.
+func (r *Reporter) ForceFlush(ctx context.Context) error {
+	r.mu.Lock()
+	shut := r.shut
+	r.mu.Unlock()
+	if shut {
+		return nil
+	}
+	return r.flush(ctx, r.cut(false))
+}
+
+func (r *Reporter) flush(ctx context.Context, upTo uint64) error {
+	// A flush tries at once, whatever the backoff of earlier failures;
+	// its own failures then back off as usual.
+	r.mu.Lock()
+	r.retryAt = time.Time{}
+	r.mu.Unlock()
+	for {
+		wait := r.drain(ctx, upTo)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if wait == 0 {
+			r.mu.Lock()
+			left := len(r.queue) > 0 && (upTo == 0 || r.queue[0].seq <= upTo)
+			r.mu.Unlock()
+			if !left {
+				return nil
+			}
+			continue
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// Shutdown stops the background work, cuts a last window and sends
+// everything queued within ctx's deadline (or within the WithTimeout of
+// one attempt if ctx has none). Reports still unsent then are dropped
+// (and counted) and an error is returned. Later calls return nil.
+func (r *Reporter) Shutdown(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, r.cfg.timeout)
+		defer cancel()
+	}
+	r.mu.Lock()
+	if r.shut {
+		r.mu.Unlock()
+		return nil
+	}
+	r.shut = true
+	r.mu.Unlock()
+	close(r.stop)
+	// Let a background attempt in flight finish, unless ctx ends first:
+	// then abort it (its report stays queued).
+	stopped := make(chan struct{})
+	go func() { r.wg.Wait(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		r.cancel()
+		<-stopped
+	}
+	r.cancel()
+	err := r.flush(ctx, r.cut(true))
+	r.mu.Lock()
+	left := len(r.queue)
+	r.queue = nil
+	r.mu.Unlock()
+	if left > 0 {
+		r.drop("shutdown", left)
+		if err == nil {
+			err = fmt.Errorf("%w: %d reports unsent", ErrShutdown, left)
+		}
+	}
+	if r.m != nil {
+		r.m.queue.Set(0)
+	}
+	if r.own != nil {
+		r.own.CloseIdleConnections()
+	}
+	return err
+}
