@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/qtop-dev/qtop/internal/buildinfo"
 	"github.com/qtop-dev/qtop/internal/collector"
 )
 
@@ -32,6 +33,7 @@ Usage:
   collector report [flags]   print a cost-attribution report
   collector audit  [flags]   print the policy changes (who, when, the rule, its expiry)
   collector help [command]   show help
+  collector --version        print the version, revision and Go version
 
 Every flag can also be set from the environment variable named beside it.
 
@@ -111,6 +113,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return report(args[1:], stdout, stderr)
 	case "audit":
 		return audit(args[1:], stdout, stderr)
+	case "version", "--version", "-version":
+		buildinfo.Print(stdout, "collector")
+		return 0
 	case "help", "-h", "--help", "-help":
 		if len(args) > 1 && args[0] == "help" {
 			return run([]string{args[1], "--help"}, stdout, stderr)

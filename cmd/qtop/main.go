@@ -24,6 +24,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/qtop-dev/qtop/api"
+	"github.com/qtop-dev/qtop/internal/buildinfo"
 	"github.com/qtop-dev/qtop/internal/demo"
 	"github.com/qtop-dev/qtop/internal/tui"
 )
@@ -36,6 +37,7 @@ Usage:
   qtop demo [flags]                a demo collector in this process, with a noisy tenant a few seconds in
   qtop replay FILE [flags]         play back what qtop --record FILE saved, with the same views and keys
   qtop help                        this text
+  qtop --version                   the version, revision and Go version of this build
 
 The demo keeps its DuckDB store (qtop.duckdb), write-ahead log and policy in a
 new temporary folder that is removed when qtop exits; --data-dir keeps them in
@@ -154,6 +156,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			demo, form, args = true, "demo", args[1:]
 		case "replay":
 			form, args = "replay", args[1:]
+		case "version", "--version", "-version":
+			buildinfo.Print(stdout, "qtop")
+			return 0
 		case "help":
 			fmt.Fprint(stdout, usage)
 			newFlagSet(false, stdout, new(flags)).PrintDefaults()

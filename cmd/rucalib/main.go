@@ -45,6 +45,7 @@ import (
 	"os"
 
 	"github.com/qtop-dev/qtop/enforce"
+	"github.com/qtop-dev/qtop/internal/buildinfo"
 )
 
 func main() {
@@ -52,6 +53,10 @@ func main() {
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 && (args[0] == "--version" || args[0] == "-version" || args[0] == "version") {
+		buildinfo.Print(stdout, "rucalib")
+		return 0
+	}
 	if len(args) > 0 && args[0] == "pgload" {
 		return pgloadMain(args[1:], stdout, stderr)
 	}
@@ -62,6 +67,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: rucalib [-json] [-scale N] [file.csv]   (reads standard input without a file)")
 		fmt.Fprintln(stderr, "       rucalib pgload -dsn URL [-n 3000] > load.csv   (a load test against PostgreSQL)")
+		fmt.Fprintln(stderr, "       rucalib --version")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

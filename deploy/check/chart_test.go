@@ -1,0 +1,218 @@
+package check
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	monitoringv1 "github.com/prometheus-operator/prometheus-operator/pkg/apis/monitoring/v1"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/engine"
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+const chartDir = "../helm/qtop-collector"
+
+// valueSets are the configurations the chart is rendered with: the
+// defaults, a ClickHouse fleet with PostgreSQL and a ServiceMonitor, and
+// existing secrets without a volume.
+var valueSets = map[string]map[string]any{
+	"defaults": {},
+	"clickhouse-fleet": {
+		"replicas":       3,
+		"store":          map[string]any{"url": "clickhouse://ch1:9000,ch2:9000/qtop", "cluster": "prod"},
+		"postgres":       map[string]any{"dsn": "postgres://qtop_monitor@db:5432/app"},
+		"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prom"}},
+		"extraEnv":       []any{map[string]any{"name": "QTOP_SHARED_POLICY", "value": "true"}},
+	},
+	"existing-secrets": {
+		"tokens":      map[string]any{"existingSecret": "qtop-tokens"},
+		"postgres":    map[string]any{"existingSecret": "qtop-pg"},
+		"persistence": map[string]any{"enabled": false},
+		"service":     map[string]any{"otlpGrpcPort": 0},
+	},
+}
+
+func TestChartLints(t *testing.T) {
+	for name, vals := range valueSets {
+		l := lint.All(chartDir, vals, "qtop", false)
+		for _, m := range l.Messages {
+			if m.Severity >= support.WarningSev {
+				t.Errorf("%s: helm lint: %v", name, m)
+			}
+		}
+	}
+}
+
+// render returns the chart's manifests rendered with vals, by file.
+func render(t *testing.T, vals map[string]any) map[string]string {
+	t.Helper()
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{Name: "qtop", Namespace: "obs", IsInstall: true}, chartutil.DefaultCapabilities)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := engine.Render(ch, rv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// objects decodes every rendered object strictly (an unknown or misplaced
+// field fails) into its Kubernetes type, keyed "Kind/name".
+func objects(t *testing.T, files map[string]string) map[string]any {
+	t.Helper()
+	objs := map[string]any{}
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, file := range names {
+		if filepath.Ext(file) != ".yaml" {
+			continue
+		}
+		for _, doc := range strings.Split(files[file], "\n---") {
+			if strings.TrimSpace(stripComments(doc)) == "" {
+				continue
+			}
+			key, obj, err := decodeStrict([]byte(doc))
+			if err != nil {
+				t.Errorf("%s: %v\n%s", file, err, doc)
+				continue
+			}
+			objs[key] = obj
+		}
+	}
+	return objs
+}
+
+func stripComments(doc string) string {
+	var b strings.Builder
+	for _, l := range strings.Split(doc, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(l), "#") {
+			b.WriteString(l + "\n")
+		}
+	}
+	return b.String()
+}
+
+func decodeStrict(doc []byte) (string, any, error) {
+	js, err := yaml.YAMLToJSON(doc)
+	if err != nil {
+		return "", nil, err
+	}
+	var meta struct {
+		Kind     string `json:"kind"`
+		Metadata struct {
+			Name string `json:"name"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(js, &meta); err != nil {
+		return "", nil, err
+	}
+	var obj any
+	switch meta.Kind {
+	case "Secret":
+		obj = new(corev1.Secret)
+	case "Service":
+		obj = new(corev1.Service)
+	case "StatefulSet":
+		obj = new(appsv1.StatefulSet)
+	case "ServiceMonitor":
+		obj = new(monitoringv1.ServiceMonitor)
+	default:
+		return "", nil, fmt.Errorf("kind %q has no check: add its type", meta.Kind)
+	}
+	dec := json.NewDecoder(bytes.NewReader(js))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(obj); err != nil {
+		return "", nil, fmt.Errorf("%s %s: %w", meta.Kind, meta.Metadata.Name, err)
+	}
+	return meta.Kind + "/" + meta.Metadata.Name, obj, nil
+}
+
+func TestChartRendersValidObjects(t *testing.T) {
+	for name, vals := range valueSets {
+		t.Run(name, func(t *testing.T) {
+			objs := objects(t, render(t, vals))
+			sts, ok := objs["StatefulSet/qtop-qtop-collector"].(*appsv1.StatefulSet)
+			if !ok {
+				t.Fatalf("no StatefulSet among %v", keys(objs))
+			}
+			c := sts.Spec.Template.Spec.Containers[0]
+			if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet.Path != "/healthz" ||
+				c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
+				t.Errorf("probes: liveness %+v readiness %+v", c.LivenessProbe, c.ReadinessProbe)
+			}
+			env := map[string]corev1.EnvVar{}
+			for _, e := range c.Env {
+				env[e.Name] = e
+			}
+			for _, n := range []string{"QTOP_TOKEN_FILE", "QTOP_READ_TOKEN_FILE", "QTOP_ADMIN_TOKEN_FILE", "QTOP_DATA_DIR", "QTOP_STORE"} {
+				if _, ok := env[n]; !ok {
+					t.Errorf("container env lacks %s", n)
+				}
+			}
+			if _, ok := objs["Service/qtop-qtop-collector"]; !ok {
+				t.Errorf("no Service among %v", keys(objs))
+			}
+			checkSet(t, name, objs, sts)
+		})
+	}
+}
+
+// checkSet checks what each value set promises beyond the common parts.
+func checkSet(t *testing.T, name string, objs map[string]any, sts *appsv1.StatefulSet) {
+	t.Helper()
+	switch name {
+	case "defaults":
+		if len(sts.Spec.VolumeClaimTemplates) != 1 {
+			t.Errorf("the data dir is not on a volume: %+v", sts.Spec.VolumeClaimTemplates)
+		}
+		if _, ok := objs["Secret/qtop-qtop-collector-tokens"]; !ok {
+			t.Errorf("no tokens Secret among %v", keys(objs))
+		}
+	case "clickhouse-fleet":
+		sm, ok := objs["ServiceMonitor/qtop-qtop-collector"].(*monitoringv1.ServiceMonitor)
+		if !ok {
+			t.Fatalf("no ServiceMonitor among %v", keys(objs))
+		}
+		ep := sm.Spec.Endpoints[0]
+		if ep.Authorization == nil || ep.Authorization.Credentials == nil || ep.Authorization.Credentials.Key != "read-token" {
+			t.Errorf("the scrape has no read token: %+v", ep.Authorization)
+		}
+		if *sts.Spec.Replicas != 3 {
+			t.Errorf("replicas %d, want 3", *sts.Spec.Replicas)
+		}
+	case "existing-secrets":
+		if _, ok := objs["Secret/qtop-qtop-collector-tokens"]; ok {
+			t.Error("made a tokens Secret although one exists")
+		}
+		if len(sts.Spec.VolumeClaimTemplates) != 0 {
+			t.Errorf("persistence off but %d claims", len(sts.Spec.VolumeClaimTemplates))
+		}
+	}
+}
+
+func keys(m map[string]any) []string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

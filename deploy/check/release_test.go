@@ -1,0 +1,41 @@
+package check
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestReleaseStampsVersion: scripts/release builds this platform's
+// archive, and the collector in it says the version it was given.
+func TestReleaseStampsVersion(t *testing.T) {
+	dist := t.TempDir()
+	cmd := exec.Command("./scripts/release", "v0.0.0-check", "--native")
+	cmd.Dir = "../.."
+	cmd.Env = append(os.Environ(), "DIST="+dist)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("scripts/release: %v\n%s", err, out)
+	}
+	sums, err := os.ReadFile(filepath.Join(dist, "SHA256SUMS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	archives, _ := filepath.Glob(filepath.Join(dist, "qtop_v0.0.0-check_*.tar.gz"))
+	if len(archives) != 1 || !strings.Contains(string(sums), filepath.Base(archives[0])) {
+		t.Fatalf("archives %v, sums:\n%s", archives, sums)
+	}
+	x := t.TempDir()
+	if out, err := exec.Command("tar", "-C", x, "-xzf", archives[0]).CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v\n%s", err, out)
+	}
+	bins, _ := filepath.Glob(filepath.Join(x, "*", "collector"))
+	if len(bins) != 1 {
+		t.Fatalf("no collector in the archive: %v", bins)
+	}
+	out, err := exec.Command(bins[0], "--version").CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "collector v0.0.0-check (") {
+		t.Fatalf("collector --version: %q %v", out, err)
+	}
+}
