@@ -4,6 +4,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+
 	"github.com/qtop-dev/qtop/api"
 )
 
@@ -22,11 +25,56 @@ type detailView struct {
 	hist     storeHistory
 	// canHistory: the source has a store (Historian).
 	canHistory bool
+	snap       *api.Snapshot // the last one applied
 }
 
-func (v *detailView) open(name string, untagged bool, group string, s *api.Snapshot) {
-	v.tenant, v.untagged, v.group, v.scroll = name, untagged, group, 0
-	v.set(s)
+func (v *detailView) name() string            { return "Tenant" }
+func (v *detailView) key(*KeyMap) key.Binding { return key.Binding{} } // enter on a row opens it
+func (v *detailView) title(*common) string    { return "" }
+
+// selection is the row shown (selector): t throttles it.
+func (v *detailView) selection() (target, bool) {
+	return target{key: v.tenant, untagged: v.untagged}, true
+}
+
+// drill opens the view on row t of the last snapshot (drillIn).
+func (v *detailView) drill(c *common, t target) {
+	_, v.canHistory = c.src.(Historian)
+	group := api.GroupTenant
+	if v.snap != nil && v.snap.GroupBy != "" {
+		group = v.snap.GroupBy
+	}
+	v.tenant, v.untagged, v.group, v.scroll = t.key, t.untagged, group, 0
+	v.load(v.snap)
+}
+
+// set keeps the snapshot, and takes the row's parts of it when shown.
+func (v *detailView) set(_ *common, s *api.Snapshot, shown bool) tea.Cmd {
+	v.snap = s
+	if shown {
+		v.load(s)
+	}
+	return nil
+}
+
+// update shows or hides the row's history from the store (h), moves it
+// ([ ]), scrolls, and takes a fetched history.
+func (v *detailView) update(c *common, msg tea.Msg) (tea.Cmd, bool) {
+	switch msg := msg.(type) {
+	case historyMsg:
+		v.gotHistory(msg)
+		return nil, true
+	case tea.KeyMsg:
+		if matches(msg, c.keys.History) {
+			if v.hist.tenant == v.tenant && v.hist.h != nil {
+				v.hist = storeHistory{}
+				return nil, true
+			}
+			return v.fetchHistory(c), true
+		}
+		return nil, v.historyKey(c, msg) || v.scrollKey(c, msg)
+	}
+	return nil, false
 }
 
 // mine reports whether statement r belongs to the row shown.
@@ -40,8 +88,8 @@ func (v *detailView) mine(s *api.Snapshot, r *api.StatementRow) bool {
 	return r.Tenant == v.tenant
 }
 
-// set takes the tenant's parts of a new snapshot.
-func (v *detailView) set(s *api.Snapshot) {
+// load takes the row's parts of a snapshot.
+func (v *detailView) load(s *api.Snapshot) {
 	v.row, v.keys, v.stmts = nil, v.keys[:0], v.stmts[:0]
 	if s == nil {
 		return
@@ -72,7 +120,9 @@ func (v *detailView) set(s *api.Snapshot) {
 	}
 }
 
-func (v *detailView) update(c *common, msg keyMsg, page int) {
+// scrollKey scrolls the view; it reports whether msg was a movement key.
+func (v *detailView) scrollKey(c *common, msg keyMsg) bool {
+	page := c.page
 	switch {
 	case matches(msg, c.keys.Up):
 		v.scroll = max(v.scroll-1, 0)
@@ -84,7 +134,10 @@ func (v *detailView) update(c *common, msg keyMsg, page int) {
 		v.scroll += page
 	case matches(msg, c.keys.Home):
 		v.scroll = 0
+	default:
+		return false
 	}
+	return true
 }
 
 func (v *detailView) view(c *common, h int) string {
