@@ -113,7 +113,7 @@ func TestFreshnessViewWithoutSupport(t *testing.T) {
 }
 
 func TestFreshnessCollectorSource(t *testing.T) {
-	srv, url, _ := realCollector(t, "")
+	srv, url, _ := realCollector(t)
 	c, err := NewCollector(url, "s3cret")
 	if err != nil {
 		t.Fatal(err)
