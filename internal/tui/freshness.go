@@ -87,16 +87,11 @@ func (fv *freshnessView) name() string              { return "Freshness" }
 func (fv *freshnessView) key(k *KeyMap) key.Binding { return k.Freshness }
 func (fv *freshnessView) title(*common) string      { return "" }
 
-// open asks for the view's data each time its key is pressed.
+// open asks for the view's data (opener).
 func (fv *freshnessView) open(c *common) tea.Cmd { return fv.fetch(c) }
 
-// set asks for the view's data again after each snapshot, while shown.
-func (fv *freshnessView) set(c *common, _ *api.Snapshot, shown bool) tea.Cmd {
-	if !shown {
-		return nil
-	}
-	return fv.fetch(c)
-}
+// set does nothing: the view's data is not in the snapshot.
+func (fv *freshnessView) set(*common, *api.Snapshot, bool) tea.Cmd { return nil }
 
 // fetch asks the source for the freshness view, when it has one.
 func (fv *freshnessView) fetch(c *common) tea.Cmd {

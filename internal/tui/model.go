@@ -164,13 +164,16 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.fetching = false
 		m.err, m.failures, m.backoff = nil, 0, 0
 		s := msg.snap
-		var cmd tea.Cmd
+		var cmd, open tea.Cmd
 		if m.paused {
 			m.pending = &s
 		} else {
 			cmd = m.apply(&s)
 		}
-		return m, tea.Batch(m.fetch(), cmd)
+		if o, ok := m.nav.cur.(opener); ok {
+			open = o.open(&m.c)
+		}
+		return m, tea.Batch(m.fetch(), cmd, open)
 	case sourceErrMsg:
 		m.fetching = false
 		m.err = msg.err

@@ -31,8 +31,9 @@ type view interface {
 
 // What a view may do besides, found by the root with a type assertion.
 type (
-	// opener is a view that does something when its key shows it (the
-	// Freshness view asks the source for its data).
+	// opener is a view with data of its own, asked for when its key
+	// shows it and after each snapshot while it is shown, paused or not
+	// (the Freshness view asks the source for it).
 	opener interface{ open(c *common) tea.Cmd }
 	// filterable is a view that / filters.
 	filterable interface {
