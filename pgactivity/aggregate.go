@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/qtop-dev/qtop/tenant"
 )
 
 // Limits of a Window.
@@ -34,6 +36,9 @@ type TenantLoad struct {
 	// Statements counts the distinct statements (pid, query_start) seen
 	// running; parallel workers are not counted apart from their leader.
 	Statements int
+	// Tier is the tier tag last seen on one of its statements, TierUnset
+	// when none had one.
+	Tier tenant.Tier
 }
 
 // BlockPair is a session waiting for a lock and one session it waits for.
@@ -80,7 +85,8 @@ type Aggregator struct {
 	done    []Backend // top ended statements, at most MaxLongest
 	pairs   map[pairKey]BlockPair
 	omitted int
-	byPID   map[int32]int // scratch: snapshot index by pid
+	byPID   map[int32]int              // scratch: snapshot index by pid
+	key     func(tags *Backend) string // GroupBy; nil: by tenant
 }
 
 type tenantAcc struct {
@@ -89,6 +95,7 @@ type tenantAcc struct {
 	routes     map[string]int
 	longest    time.Duration
 	statements int
+	tier       tenant.Tier
 }
 
 type pairKey struct {
@@ -99,13 +106,17 @@ type pairKey struct {
 
 // NewAggregator returns an empty aggregator; its first window starts at
 // the first snapshot added (or at the first Cut).
-func NewAggregator() *Aggregator {
-	return &Aggregator{
+func NewAggregator(opts ...AggregatorOption) *Aggregator {
+	a := &Aggregator{
 		tenants: map[string]*tenantAcc{},
 		current: map[int32]Backend{},
 		pairs:   map[pairKey]BlockPair{},
 		byPID:   map[int32]int{},
 	}
+	for _, o := range opts {
+		o(a)
+	}
+	return a
 }
 
 // Add accounts one snapshot. AAS and waits do not depend on the order of
@@ -122,6 +133,9 @@ func (a *Aggregator) Add(s Snapshot) {
 	a.samples++
 	a.hidden = max(a.hidden, s.Hidden)
 	blocked := false
+	if a.key != nil {
+		a.index(s)
+	}
 	for i := range s.Backends {
 		b := &s.Backends[i]
 		if len(b.BlockedBy) > 0 {
@@ -130,14 +144,22 @@ func (a *Aggregator) Add(s Snapshot) {
 		if !b.Active() {
 			continue
 		}
-		t := a.tenants[b.Tenant]
+		tags, name := b, b.Tenant
+		if a.key != nil {
+			tags = a.session(s, b)
+			name = a.key(tags)
+		}
+		t := a.tenants[name]
 		if t == nil {
 			t = &tenantAcc{waits: map[string]int{}, routes: map[string]int{}}
-			a.tenants[b.Tenant] = t
+			a.tenants[name] = t
 		}
 		t.active++
 		t.waits[b.Wait()]++
-		t.routes[b.Route]++
+		t.routes[tags.Route]++
+		if tags.Tier != tenant.TierUnset {
+			t.tier = tags.Tier
+		}
 		t.longest = max(t.longest, b.Duration)
 		if b.LeaderPID != 0 {
 			continue // a parallel worker: load, but its leader's statement
@@ -177,10 +199,7 @@ func (a *Aggregator) ended(b Backend) {
 }
 
 func (a *Aggregator) addPairs(s Snapshot) {
-	clear(a.byPID)
-	for i := range s.Backends {
-		a.byPID[s.Backends[i].PID] = i
-	}
+	a.index(s)
 	for i := range s.Backends {
 		b := &s.Backends[i]
 		for _, pid := range b.BlockedBy {
@@ -212,7 +231,7 @@ func (a *Aggregator) Cut(now time.Time) Window {
 		w.Tenants = make([]TenantLoad, 0, len(a.tenants))
 		for name, t := range a.tenants {
 			l := TenantLoad{Tenant: name, AAS: float64(t.active) / n, Waits: make(map[string]float64, len(t.waits)),
-				Routes: make(map[string]float64, len(t.routes)), Longest: t.longest, Statements: t.statements}
+				Routes: make(map[string]float64, len(t.routes)), Longest: t.longest, Statements: t.statements, Tier: t.tier}
 			for k, v := range t.waits {
 				l.Waits[k] = float64(v) / n
 			}

@@ -10,7 +10,10 @@
 // mean over samples of the number of active sessions) split by wait-event
 // type ("CPU" for active sessions waiting on nothing), the longest-running
 // statements, and the blocked/blocking pairs found with pg_blocking_pids.
-// Cancel and Terminate stop a backend.
+// With GroupBy it groups by any session field instead of the tenant;
+// MergeTenants joins consecutive windows (windows cut after each sample
+// and merged n at a time give a sliding window of n samples, as qtop
+// --postgres shows). Cancel and Terminate stop a backend.
 //
 // The sampler needs only a role with pg_monitor (or pg_read_all_stats):
 //

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,24 +15,15 @@ import (
 	"github.com/qtop-dev/qtop/policy"
 )
 
-// realCollector serves a real collector (no store) on addr ("" picks a
-// port); stop closes its listener and streams.
-func realCollector(t *testing.T, addr string) (srv *collector.Server, url string, stop func()) {
+// realCollector serves a real collector (no store) on a free port; stop
+// closes its listener and streams.
+func realCollector(t *testing.T) (srv *collector.Server, url string, stop func()) {
 	t.Helper()
 	srv, err := collector.New(collector.Config{Store: collector.StoreNone, DataDir: t.TempDir(), Token: "s3cret", AdminToken: "s3cret", Demo: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if addr == "" {
-		addr = "127.0.0.1:0"
-	}
-	var ln net.Listener
-	for deadline := time.Now().Add(5 * time.Second); ; { // the port of a stopped server may linger briefly
-		if ln, err = net.Listen("tcp", addr); err == nil || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,11 +45,37 @@ func realCollector(t *testing.T, addr string) (srv *collector.Server, url string
 	return srv, "http://" + ln.Addr().String(), stop
 }
 
+// switchboard routes the source's connections to the collector at addr:
+// the test moves it to a collector started again on another port rather
+// than waiting for the stopped one's port to be free again.
+type switchboard struct {
+	mu   sync.Mutex
+	addr string
+}
+
+func (b *switchboard) route(url string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.addr = strings.TrimPrefix(url, "http://")
+}
+
+func (b *switchboard) client() *http.Client {
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		b.mu.Lock()
+		addr := b.addr
+		b.mu.Unlock()
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}}}
+}
+
 func TestCollectorSourceStreamThrottleReconnect(t *testing.T) {
-	srv, url, stop := realCollector(t, "")
+	srv, url, stop := realCollector(t)
+	var sb switchboard
+	sb.route(url)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	src, err := NewCollector(strings.TrimPrefix(url, "http://"), "s3cret")
+	src, err := NewCollector(strings.TrimPrefix(url, "http://"), "s3cret", api.WithHTTPClient(sb.client()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,8 +123,9 @@ func TestCollectorSourceStreamThrottleReconnect(t *testing.T) {
 			t.Fatalf("after the collector stopped: %v", err)
 		}
 	}
-	// … and reconnects when it is back.
-	_, _, _ = realCollector(t, strings.TrimPrefix(url, "http://"))
+	// … and reconnects when it is back (on another port, routed to).
+	_, url2, _ := realCollector(t)
+	sb.route(url2)
 	if _, err := src.Next(ctx, Query{Measure: api.MeasureDB, Top: 5}); err != nil {
 		t.Fatalf("after the collector came back: %v", err)
 	}

@@ -1,21 +1,49 @@
 package tui
 
 import (
+	"context"
 	"time"
 
 	"github.com/charmbracelet/bubbles/help"
+	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
 )
 
-// common is what every sub-model shares: the terminal size, the styles,
-// the keymap and the clock.
+// common is what the root model shares with every view: the terminal
+// size, the styles, the keymap, the clock, the source and what is asked
+// of it, and the status line.
 type common struct {
 	width, height int
+	page          int // the rows of a page of the view shown
 	st            styles
 	keys          KeyMap
 	help          help.Model
 	now           func() time.Time
 	loc           *time.Location // of the times shown
+	src           Source
+	feats         Features
+	ctx           context.Context // of the source calls
+	query         Query           // what the next Next asks for
+	status        status
+}
+
+// status is the line under the view: the outcome of the last action or
+// why a key did nothing, cleared after statusTTL.
+type status struct {
+	text string
+	ok   bool
+	id   int
+}
+
+// clearStatusMsg clears the status line it was set with.
+type clearStatusMsg struct{ id int }
+
+// setStatus shows s on the status line (ok: in green) for statusTTL.
+func (c *common) setStatus(s string, ok bool) tea.Cmd {
+	c.status.text, c.status.ok = s, ok
+	c.status.id++
+	id := c.status.id
+	return tea.Tick(statusTTL, func(time.Time) tea.Msg { return clearStatusMsg{id} })
 }
 
 // styles are the UI's lipgloss styles, bound to one renderer so that the

@@ -4,6 +4,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+
 	"github.com/qtop-dev/qtop/api"
 )
 
@@ -22,11 +25,56 @@ type detailView struct {
 	hist     storeHistory
 	// canHistory: the source has a store (Historian).
 	canHistory bool
+	snap       *api.Snapshot // the last one applied
 }
 
-func (v *detailView) open(name string, untagged bool, group string, s *api.Snapshot) {
-	v.tenant, v.untagged, v.group, v.scroll = name, untagged, group, 0
-	v.set(s)
+func (v *detailView) name() string            { return "Tenant" }
+func (v *detailView) key(*KeyMap) key.Binding { return key.Binding{} } // enter on a row opens it
+func (v *detailView) title(*common) string    { return "" }
+
+// selection is the row shown (selector): t throttles it.
+func (v *detailView) selection() (target, bool) {
+	return target{key: v.tenant, untagged: v.untagged}, true
+}
+
+// drill opens the view on row t of the last snapshot (drillIn).
+func (v *detailView) drill(c *common, t target) {
+	_, v.canHistory = c.src.(Historian)
+	group := api.GroupTenant
+	if v.snap != nil && v.snap.GroupBy != "" {
+		group = v.snap.GroupBy
+	}
+	v.tenant, v.untagged, v.group, v.scroll = t.key, t.untagged, group, 0
+	v.load(v.snap)
+}
+
+// set keeps the snapshot, and takes the row's parts of it when shown.
+func (v *detailView) set(_ *common, s *api.Snapshot, shown bool) tea.Cmd {
+	v.snap = s
+	if shown {
+		v.load(s)
+	}
+	return nil
+}
+
+// update shows or hides the row's history from the store (h), moves it
+// ([ ]), scrolls, and takes a fetched history.
+func (v *detailView) update(c *common, msg tea.Msg) (tea.Cmd, bool) {
+	switch msg := msg.(type) {
+	case historyMsg:
+		v.gotHistory(msg)
+		return nil, true
+	case tea.KeyMsg:
+		if matches(msg, c.keys.History) {
+			if v.hist.tenant == v.tenant && v.hist.h != nil {
+				v.hist = storeHistory{}
+				return nil, true
+			}
+			return v.fetchHistory(c), true
+		}
+		return nil, v.historyKey(c, msg) || v.scrollKey(c, msg)
+	}
+	return nil, false
 }
 
 // mine reports whether statement r belongs to the row shown.
@@ -40,8 +88,8 @@ func (v *detailView) mine(s *api.Snapshot, r *api.StatementRow) bool {
 	return r.Tenant == v.tenant
 }
 
-// set takes the tenant's parts of a new snapshot.
-func (v *detailView) set(s *api.Snapshot) {
+// load takes the row's parts of a snapshot.
+func (v *detailView) load(s *api.Snapshot) {
 	v.row, v.keys, v.stmts = nil, v.keys[:0], v.stmts[:0]
 	if s == nil {
 		return
@@ -72,7 +120,9 @@ func (v *detailView) set(s *api.Snapshot) {
 	}
 }
 
-func (v *detailView) update(c *common, msg keyMsg, page int) {
+// scrollKey scrolls the view; it reports whether msg was a movement key.
+func (v *detailView) scrollKey(c *common, msg keyMsg) bool {
+	page := c.page
 	switch {
 	case matches(msg, c.keys.Up):
 		v.scroll = max(v.scroll-1, 0)
@@ -84,39 +134,52 @@ func (v *detailView) update(c *common, msg keyMsg, page int) {
 		v.scroll += page
 	case matches(msg, c.keys.Home):
 		v.scroll = 0
+	default:
+		return false
 	}
+	return true
 }
 
 func (v *detailView) view(c *common, h int) string {
-	var lines []string
-	add := func(s ...string) { lines = append(lines, s...) }
 	label := rowLabel(v.group, &api.TenantRow{Tenant: v.tenant, Untagged: v.untagged})
 	kind := "Tenant "
 	if v.group != "" && v.group != api.GroupTenant {
 		kind = strings.ToUpper(v.group[:1]) + v.group[1:] + " "
 	}
-	title := c.st.title.Render(clip(kind+label, c.width))
 	if v.row == nil {
-		add(title, c.st.dim.Render(clip("no load in the window (or beyond the top tenants the source sends)", c.width)))
+		lines := []string{c.st.title.Render(clip(kind+label, c.width)),
+			c.st.dim.Render(clip("no load in the window (or beyond the top tenants the source sends)", c.width))}
 		if v.untagged || len(v.stmts) > 0 {
 			lines = append(lines, v.statements(c)...)
 		}
 		return v.scrolled(lines, h)
 	}
+	lines := v.numbers(c, kind+label)
+	lines = append(lines, v.historyLines(c)...)
+	if w := waitsLine(v.row.Waits); w != "" {
+		lines = append(lines, clip(w, c.width))
+	}
+	lines = append(lines, v.routes(c)...)
+	lines = append(lines, v.hotKeys(c)...)
+	lines = append(lines, v.statements(c)...)
+	return v.scrolled(lines, h)
+}
+
+// numbers renders the row's title, its numbers and its sparkline.
+func (v *detailView) numbers(c *common, head string) []string {
 	r := v.row
-	head := kind + label
 	if r.Tier != "" {
 		head += " (" + r.Tier + ")"
 	}
 	if r.Throttled {
 		head += "  THROTTLED"
 	}
-	add(c.st.title.Render(clip(head, c.width)))
+	lines := []string{c.st.title.Render(clip(head, c.width))}
 	if v.source == api.SourcePostgres {
 		// PostgreSQL knows neither RU, nor requests, nor their latency.
-		add(clip("DB load "+fmtNum(r.DBLoad)+" AAS · "+fmtShare(r.Share)+" of the total · RU/s, req/s, p95, err/s n/a (pg_stat_activity only)", c.width))
+		lines = append(lines, clip("DB load "+fmtNum(r.DBLoad)+" AAS · "+fmtShare(r.Share)+" of the total · RU/s, req/s, p95, err/s n/a (pg_stat_activity only)", c.width))
 	} else {
-		add(clip("DB load "+fmtNum(r.DBLoad)+" AAS · "+fmtNum(r.RUPerSec)+" RU/s · "+fmtNum(r.ReqPerSec)+" req/s · p95 "+
+		lines = append(lines, clip("DB load "+fmtNum(r.DBLoad)+" AAS · "+fmtNum(r.RUPerSec)+" RU/s · "+fmtNum(r.ReqPerSec)+" req/s · p95 "+
 			fmtSeconds(r.P95Seconds)+" · "+fmtNum(r.ErrPerSec)+" err/s · "+fmtShare(r.Share)+" of the total", c.width))
 	}
 	what := "RU/s"
@@ -127,34 +190,41 @@ func (v *detailView) view(c *common, h int) string {
 	for _, x := range r.History {
 		top = max(top, x)
 	}
-	add(c.st.dim.Render(clip(what+", last "+fmtCount(uint64(len(r.History)))+" s (peak "+fmtNum(top)+")", c.width)))
-	add(c.st.good.Render(sparkline(r.History, max(c.width-2, 1), top)))
-	add(v.historyLines(c)...)
-	if len(r.Waits) > 0 {
-		type wait struct {
-			name string
-			v    float64
-		}
-		ws := make([]wait, 0, len(r.Waits))
-		for k, x := range r.Waits {
-			ws = append(ws, wait{k, x})
-		}
-		slices.SortFunc(ws, func(a, b wait) int {
-			if a.v != b.v {
-				if a.v > b.v {
-					return -1
-				}
-				return 1
-			}
-			return strings.Compare(a.name, b.name)
-		})
-		parts := make([]string, len(ws))
-		for i, w := range ws {
-			parts[i] = clean(w.name) + " " + fmtNum(w.v)
-		}
-		add(clip("Waits (AAS): "+strings.Join(parts, " · "), c.width))
+	return append(lines, c.st.dim.Render(clip(what+", last "+fmtCount(uint64(len(r.History)))+" s (peak "+fmtNum(top)+")", c.width)),
+		c.st.good.Render(sparkline(r.History, max(c.width-2, 1), top)))
+}
+
+// waitsLine is the row's waits, the largest first, or "" when it has none.
+func waitsLine(waits map[string]float64) string {
+	if len(waits) == 0 {
+		return ""
 	}
-	add("", c.st.title.Render("Routes"))
+	type wait struct {
+		name string
+		v    float64
+	}
+	ws := make([]wait, 0, len(waits))
+	for k, x := range waits {
+		ws = append(ws, wait{k, x})
+	}
+	slices.SortFunc(ws, func(a, b wait) int {
+		if a.v != b.v {
+			if a.v > b.v {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	parts := make([]string, len(ws))
+	for i, w := range ws {
+		parts[i] = clean(w.name) + " " + fmtNum(w.v)
+	}
+	return "Waits (AAS): " + strings.Join(parts, " · ")
+}
+
+// routes renders the row's routes; PostgreSQL fills DB load only.
+func (v *detailView) routes(c *common) []string {
 	pg := v.source == api.SourcePostgres
 	rw := max(min(c.width-(8*5+5), 40), 10)
 	app := func(s string) string {
@@ -163,33 +233,38 @@ func (v *detailView) view(c *common, h int) string {
 		}
 		return s
 	}
-	add(c.st.header.Render(clip(fit("ROUTE", rw, false)+" "+fit("DB LOAD", 8, true)+" "+fit("RU/s", 8, true)+" "+
-		fit("REQ/s", 8, true)+" "+fit("ERR/s", 8, true)+" "+fit("P95", 8, true), c.width)))
-	for _, x := range r.Routes {
+	lines := []string{"", c.st.title.Render("Routes"), c.st.header.Render(clip(fit("ROUTE", rw, false)+" "+fit("DB LOAD", 8, true)+" "+fit("RU/s", 8, true)+" "+
+		fit("REQ/s", 8, true)+" "+fit("ERR/s", 8, true)+" "+fit("P95", 8, true), c.width))}
+	for _, x := range v.row.Routes {
 		route := clean(x.Route)
 		if route == "" {
 			route = "(no route tag)"
 		}
-		add(clip(fit(route, rw, false)+" "+fit(fmtNum(x.DBLoad), 8, true)+" "+fit(app(fmtNum(x.RUPerSec)), 8, true)+" "+
+		lines = append(lines, clip(fit(route, rw, false)+" "+fit(fmtNum(x.DBLoad), 8, true)+" "+fit(app(fmtNum(x.RUPerSec)), 8, true)+" "+
 			fit(app(fmtNum(x.ReqPerSec)), 8, true)+" "+fit(app(fmtNum(x.ErrPerSec)), 8, true)+" "+fit(app(fmtSeconds(x.P95Seconds)), 8, true), c.width))
 	}
-	if len(r.Routes) == 0 {
-		add(c.st.dim.Render("no route in the window"))
+	if len(v.row.Routes) == 0 {
+		lines = append(lines, c.st.dim.Render("no route in the window"))
 	}
-	if !pg { // pg_stat_activity has no keys
-		add("", c.st.title.Render("Hot keys"))
-		if len(v.keys) == 0 {
-			add(c.st.dim.Render("none among the hottest keys"))
-		} else {
-			kw := max(min(c.width-30, 50), 10)
-			add(c.st.header.Render(clip(fit("KEY", kw, false)+" "+fit("COUNT", 9, true)+" "+fit("± ERR", 9, true)+" "+fit("SHARE", 8, true), c.width)))
-			for _, k := range v.keys {
-				add(clip(fit(clean(k.Key), kw, false)+" "+fit(fmtCount(k.Count), 9, true)+" "+fit(fmtCount(k.Err), 9, true)+" "+fit(fmtShare(k.Share), 8, true), c.width))
-			}
-		}
+	return lines
+}
+
+// hotKeys renders the row's keys among the hottest (none for PostgreSQL,
+// whose pg_stat_activity has no keys).
+func (v *detailView) hotKeys(c *common) []string {
+	if v.source == api.SourcePostgres {
+		return nil
 	}
-	lines = append(lines, v.statements(c)...)
-	return v.scrolled(lines, h)
+	lines := []string{"", c.st.title.Render("Hot keys")}
+	if len(v.keys) == 0 {
+		return append(lines, c.st.dim.Render("none among the hottest keys"))
+	}
+	kw := max(min(c.width-30, 50), 10)
+	lines = append(lines, c.st.header.Render(clip(fit("KEY", kw, false)+" "+fit("COUNT", 9, true)+" "+fit("± ERR", 9, true)+" "+fit("SHARE", 8, true), c.width)))
+	for _, k := range v.keys {
+		lines = append(lines, clip(fit(clean(k.Key), kw, false)+" "+fit(fmtCount(k.Count), 9, true)+" "+fit(fmtCount(k.Err), 9, true)+" "+fit(fmtShare(k.Share), 8, true), c.width))
+	}
+	return lines
 }
 
 // statements renders the row's statements, and for the untagged row how

@@ -4,6 +4,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+
 	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/policy"
 )
@@ -19,13 +22,20 @@ type enforcementView struct {
 	stamp time.Time // the snapshot's time, for "expires in"
 }
 
-func (v *enforcementView) set(s *api.Snapshot) {
+func (v *enforcementView) name() string              { return "Enforcement" }
+func (v *enforcementView) key(k *KeyMap) key.Binding { return k.Enforcement }
+func (v *enforcementView) title(*common) string      { return "" }
+
+func (v *enforcementView) set(_ *common, s *api.Snapshot, _ bool) tea.Cmd {
 	v.enf, v.pol, v.stamp = s.Enforcement, s.Policy, s.Time
 	v.bud = s.Budgets
 	v.list.setLen(len(v.pol.Rules))
+	return nil
 }
 
-func (v *enforcementView) update(c *common, msg keyMsg, page int) { v.list.navigate(c.keys, msg, page) }
+func (v *enforcementView) update(c *common, msg tea.Msg) (tea.Cmd, bool) {
+	return nil, navigate(c, &v.list, msg, c.page)
+}
 
 func (v *enforcementView) view(c *common, h int) string {
 	var out strings.Builder

@@ -18,7 +18,7 @@ func TestFleetSource(t *testing.T) {
 	var urls []string
 	var stops []func()
 	for range 3 {
-		s, u, stop := realCollector(t, "")
+		s, u, stop := realCollector(t)
 		srvs, urls, stops = append(srvs, s), append(urls, u), append(stops, stop)
 	}
 	f, err := NewFleet(urls, "s3cret")

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/qtop-dev/qtop/api"
@@ -63,9 +64,9 @@ type freshnessView struct {
 	list list
 }
 
-// set shows v: the rules with counters and those of the policy without,
+// load shows v: the rules with counters and those of the policy without,
 // in the policy's order.
-func (fv *freshnessView) set(v api.Freshness) {
+func (fv *freshnessView) load(v api.Freshness) {
 	fv.v, fv.have = v, true
 	rows := slices.Clone(v.Rules)
 	if p := v.Policy; p != nil {
@@ -82,84 +83,95 @@ func (fv *freshnessView) set(v api.Freshness) {
 	fv.list.setLen(len(rows))
 }
 
-// fetchFreshness asks the source for the freshness view, when it has one
-// and the view is shown.
-func (m *Model) fetchFreshness() tea.Cmd {
-	fs, ok := m.src.(FreshnessSource)
-	if !ok || m.view != viewFreshness {
+func (fv *freshnessView) name() string              { return "Freshness" }
+func (fv *freshnessView) key(k *KeyMap) key.Binding { return k.Freshness }
+func (fv *freshnessView) title(*common) string      { return "" }
+
+// open asks for the view's data (opener).
+func (fv *freshnessView) open(c *common) tea.Cmd { return fv.fetch(c) }
+
+// set does nothing: the view's data is not in the snapshot.
+func (fv *freshnessView) set(*common, *api.Snapshot, bool) tea.Cmd { return nil }
+
+// fetch asks the source for the freshness view, when it has one.
+func (fv *freshnessView) fetch(c *common) tea.Cmd {
+	fs, ok := c.src.(FreshnessSource)
+	if !ok {
 		return nil
 	}
-	ctx := m.ctx
+	ctx := c.ctx
 	return func() tea.Msg {
 		v, err := fs.Freshness(ctx)
 		return freshnessMsg{v, err}
 	}
 }
 
-// freshnessUpdate handles the view's messages.
-func (m *Model) freshnessUpdate(msg tea.Msg) (tea.Cmd, bool) {
-	fm, ok := msg.(freshnessMsg)
-	if !ok {
-		return nil, false
+// update takes the fetched view, handles +, - and f, and moves the
+// cursor.
+func (fv *freshnessView) update(c *common, msg tea.Msg) (tea.Cmd, bool) {
+	switch msg := msg.(type) {
+	case freshnessMsg:
+		fv.err = msg.err
+		if msg.err == nil {
+			fv.load(msg.v)
+		}
+		return nil, true
+	case tea.KeyMsg:
+		if cmd, ok := fv.policyKey(c, msg); ok {
+			return cmd, true
+		}
 	}
-	m.fresh.err = fm.err
-	if fm.err == nil {
-		m.fresh.set(fm.v)
-	}
-	return nil, true
+	return nil, navigate(c, &fv.list, msg, c.page)
 }
 
-// freshnessKey handles +, - and f in the Freshness view.
-func (m *Model) freshnessKey(msg tea.KeyMsg) (tea.Cmd, bool) {
-	if m.view != viewFreshness {
-		return nil, false
-	}
+// policyKey handles +, - and f: it posts the changed freshness policy.
+func (fv *freshnessView) policyKey(c *common, msg tea.KeyMsg) (tea.Cmd, bool) {
 	k := msg.String()
 	up, down, force := slices.Contains(keyBatchUp, k), slices.Contains(keyBatchDown, k), slices.Contains(keyForce, k)
 	if !up && !down && !force {
 		return nil, false
 	}
-	fs, ok := m.src.(FreshnessSource)
+	fs, ok := c.src.(FreshnessSource)
 	if !ok {
-		return m.setStatus("this source has no freshness policy (connect qtop to a collector)", false), true
+		return c.setStatus("this source has no freshness policy (connect qtop to a collector)", false), true
 	}
-	if !m.fresh.have || m.fresh.v.Policy == nil || len(m.fresh.v.Policy.Rules) == 0 {
-		return m.setStatus("no freshness rules in the collector's policy (POST /v1/policy/freshness, see the README)", false), true
+	if !fv.have || fv.v.Policy == nil || len(fv.v.Policy.Rules) == 0 {
+		return c.setStatus("no freshness rules in the collector's policy (POST /v1/policy/freshness, see the README)", false), true
 	}
-	f := *m.fresh.v.Policy
+	f := *fv.v.Policy
 	f.Rules = slices.Clone(f.Rules)
 	var text string
 	switch {
 	case up:
 		if f.Batch >= len(f.Rules) {
-			return m.setStatus("every freshness rule is armed already", false), true
+			return c.setStatus("every freshness rule is armed already", false), true
 		}
 		f.Batch++
 		text = fmt.Sprintf("armed the first %d freshness rules (up to %s)", f.Batch, f.Rules[f.Batch-1].ID)
 	case down:
 		if f.Batch == 0 {
-			return m.setStatus("no freshness rule is armed", false), true
+			return c.setStatus("no freshness rule is armed", false), true
 		}
 		f.Batch--
 		text = fmt.Sprintf("armed the first %d freshness rules", f.Batch)
 	case force:
-		now := m.c.now()
+		now := c.now()
 		if f.Forced(now) {
 			f.Force, f.ForceUntil = false, time.Time{}
 			text = "freshness batch back to overload only"
 		} else {
 			if f.Batch == 0 {
-				return m.setStatus("arm a batch first (+)", false), true
+				return c.setStatus("arm a batch first (+)", false), true
 			}
 			f.Force, f.ForceUntil = true, now.Add(ForceFor).UTC()
 			text = fmt.Sprintf("freshness batch of %d forced on for %v", f.Batch, ForceFor)
 		}
 	}
 	f.Reason = "qtop: " + text
-	shown := m.fresh.v
+	shown := fv.v
 	shown.Policy = &f
-	m.fresh.set(shown)
-	ctx := m.ctx
+	fv.load(shown)
+	ctx := c.ctx
 	return func() tea.Msg {
 		if err := fs.SetFreshness(ctx, f); err != nil {
 			return actionMsg{err: err}
@@ -168,9 +180,8 @@ func (m *Model) freshnessKey(msg tea.KeyMsg) (tea.Cmd, bool) {
 	}, true
 }
 
-func (v *freshnessView) update(c *common, msg keyMsg, page int) { v.list.navigate(c.keys, msg, page) }
-
-func (v *freshnessView) view(c *common, h int, supported bool) string {
+func (v *freshnessView) view(c *common, h int) string {
+	_, supported := c.src.(FreshnessSource)
 	var out strings.Builder
 	switch {
 	case !supported:

@@ -62,8 +62,8 @@ func TestFreshnessViewAndBatchKeys(t *testing.T) {
 	m.Update(snapshotMsg{incident()})
 	press(m, "5")
 	run(m, press(m, "7"))
-	if m.view != viewFreshness || m.tab() != viewEnforcement {
-		t.Fatalf("view %d (tab %d)", m.view, m.tab())
+	if m.nav.cur.name() != "Freshness" || m.nav.tab().name() != "Enforcement" {
+		t.Fatalf("view %s (tab %s)", m.nav.cur.name(), m.nav.tab().name())
 	}
 	screen := m.View()
 	for _, want := range []string{"GET /accounts/{id}/balance", "70.0%", "push-24h", "shadow", "80.0%", "20.0%", "app-open-1h", "off", "batch 1 of 3"} {
@@ -92,11 +92,11 @@ func TestFreshnessViewAndBatchKeys(t *testing.T) {
 	if _, cmd := m.Update(snapshotMsg{incident()}); cmd == nil {
 		t.Fatal("a snapshot asked for nothing")
 	}
-	run(m, m.fetchFreshness())
+	run(m, viewOf[*freshnessView](m).fetch(&m.c))
 	mustContain(t, m.View(), "55.0%")
 	press(m, "esc")
-	if m.view != viewEnforcement {
-		t.Errorf("esc went to view %d", m.view)
+	if m.nav.cur.name() != "Enforcement" {
+		t.Errorf("esc went to view %s", m.nav.cur.name())
 	}
 	// The keys mean nothing elsewhere.
 	if cmd := press(m, "+"); cmd != nil {
@@ -113,7 +113,7 @@ func TestFreshnessViewWithoutSupport(t *testing.T) {
 }
 
 func TestFreshnessCollectorSource(t *testing.T) {
-	srv, url, _ := realCollector(t, "")
+	srv, url, _ := realCollector(t)
 	c, err := NewCollector(url, "s3cret")
 	if err != nil {
 		t.Fatal(err)

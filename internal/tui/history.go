@@ -43,22 +43,35 @@ type storeHistory struct {
 }
 
 // fetchHistory asks the source for the drill-in tenant's history.
-func (m *Model) fetchHistory() tea.Cmd {
-	hs, ok := m.src.(Historian)
+func (d *detailView) fetchHistory(c *common) tea.Cmd {
+	hs, ok := c.src.(Historian)
 	if !ok {
-		return m.setStatus("h shows the store's history: it needs a collector (qtop --collector URL)", false)
+		return c.setStatus("h shows the store's history: it needs a collector (qtop --collector URL)", false)
 	}
-	d := &m.detail
 	if d.untagged {
-		return m.setStatus("untagged load has no per-tenant history", false)
+		return c.setStatus("untagged load has no per-tenant history", false)
 	}
 	d.hist = storeHistory{tenant: d.tenant, loading: true}
-	ctx, name := m.ctx, d.tenant
+	ctx, name := c.ctx, d.tenant
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
 		h, err := hs.History(ctx, name, api.MaxHistoryMinutes)
 		return historyMsg{tenant: name, h: h, err: err}
+	}
+}
+
+// gotHistory takes a fetched history, if it is still the one asked for.
+func (v *detailView) gotHistory(msg historyMsg) {
+	if msg.tenant != v.hist.tenant {
+		return
+	}
+	v.hist.loading = false
+	if msg.err != nil {
+		v.hist.err = msg.err.Error()
+	} else {
+		h := msg.h
+		v.hist.h = &h
 	}
 }
 

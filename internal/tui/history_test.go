@@ -58,5 +58,5 @@ func TestDrillInHistoryFromTheStore(t *testing.T) {
 	// Sources without a store say so.
 	fm, _ := newTestModel(t, Features{Throttle: true})
 	press(fm, "enter", "h")
-	mustContain(t, fm.status, "needs a collector")
+	mustContain(t, fm.c.status.text, "needs a collector")
 }

@@ -3,31 +3,51 @@ package tui
 import (
 	"strings"
 
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+
 	"github.com/qtop-dev/qtop/api"
 )
 
 // hotKeysView is the Hot keys view: the hottest keys over the window with
 // their Space-Saving error bounds (the true count is in [count−err, count]).
 type hotKeysView struct {
-	rows   []api.HotKeyRow
-	order  []int
-	filter string
-	list   list
+	rows    []api.HotKeyRow
+	order   []int
+	pattern string
+	list    list
 }
 
-func (v *hotKeysView) setRows(rows []api.HotKeyRow) {
-	v.rows = rows
+func (v *hotKeysView) name() string              { return "Hot keys" }
+func (v *hotKeysView) key(k *KeyMap) key.Binding { return k.HotKeys }
+func (v *hotKeysView) title(*common) string      { return "" }
+
+func (v *hotKeysView) set(_ *common, s *api.Snapshot, _ bool) tea.Cmd {
+	v.rows = s.HotKeys
 	v.rebuild()
+	return nil
 }
+
+// selection is the tenant of the key under the cursor (selector).
+func (v *hotKeysView) selection() (target, bool) {
+	r := v.selected()
+	if r == nil || r.Tenant == "" {
+		return target{}, false
+	}
+	return target{key: r.Tenant}, true
+}
+
+// filter is the view's / filter (filterable).
+func (v *hotKeysView) filter() string { return v.pattern }
 
 func (v *hotKeysView) setFilter(f string) {
-	v.filter = f
+	v.pattern = f
 	v.rebuild()
 }
 
 func (v *hotKeysView) rebuild() {
 	v.order = v.order[:0]
-	f := strings.ToLower(v.filter)
+	f := strings.ToLower(v.pattern)
 	for i, r := range v.rows {
 		if f == "" || strings.Contains(strings.ToLower(r.Key), f) || strings.Contains(strings.ToLower(r.Tenant), f) {
 			v.order = append(v.order, i)
@@ -43,7 +63,9 @@ func (v *hotKeysView) selected() *api.HotKeyRow {
 	return nil
 }
 
-func (v *hotKeysView) update(c *common, msg keyMsg, page int) { v.list.navigate(c.keys, msg, page) }
+func (v *hotKeysView) update(c *common, msg tea.Msg) (tea.Cmd, bool) {
+	return nil, navigate(c, &v.list, msg, c.page)
+}
 
 func (v *hotKeysView) view(c *common, h int) string {
 	kw := min(max(c.width-(20+10+10+8+6), 12), 48)

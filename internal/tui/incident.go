@@ -191,6 +191,12 @@ func (in *summary) add(s *api.Snapshot) {
 			delete(in.rows, name)
 		}
 	}
+	in.alert = len(drivers) > 0 || len(victims) > 0
+	in.line = summaryLine(s, group, measure, drivers, victims)
+}
+
+// summaryLine names the two largest drivers and sums up the victims.
+func summaryLine(s *api.Snapshot, group, measure string, drivers []driver, victims []float64) string {
 	slices.SortFunc(drivers, func(a, b driver) int { return cmp.Compare(b.share, a.share) })
 	var parts []string
 	for i, d := range drivers {
@@ -217,8 +223,7 @@ func (in *summary) add(s *api.Snapshot) {
 	default:
 		parts = append(parts, "victims: none")
 	}
-	in.alert = len(drivers) > 0 || len(victims) > 0
-	in.line = strings.Join(parts, " · ")
+	return strings.Join(parts, " · ")
 }
 
 // isDriver reports whether r drives load against its own history.

@@ -5,19 +5,40 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 )
 
-// KeyMap is every key binding of the UI, in one place. Its zero value is
+// KeyMap is every key binding of the UI, in one place, in four groups
+// (their fields are promoted: k.Up is k.NavKeys.Up). Its zero value is
 // empty: use DefaultKeyMap.
 type KeyMap struct {
+	ViewKeys
+	NavKeys
+	RowKeys
+	ActionKeys
+}
+
+// ViewKeys show the views: one per view, and the next or previous tab.
+type ViewKeys struct {
 	Tenants, HotKeys, Statements, Latency, Enforcement key.Binding
 	Locks                                              key.Binding
 	Freshness                                          key.Binding
 	NextView, PrevView                                 key.Binding
-	Up, Down, PageUp, PageDown, Home, End              key.Binding
-	Sort, Reverse, Filter, GroupBy                     key.Binding
-	Select, History                                    key.Binding
-	Enter, Back                                        key.Binding
-	Pause, Throttle, Cancel, Terminate                 key.Binding
-	Help, Quit                                         key.Binding
+}
+
+// NavKeys move in a view's rows, into the drill-in and back.
+type NavKeys struct {
+	Up, Down, PageUp, PageDown, Home, End key.Binding
+	Enter, Back                           key.Binding
+}
+
+// RowKeys order, filter, group and mark the rows of a view.
+type RowKeys struct {
+	Sort, Reverse, Filter, GroupBy key.Binding
+	Select, History                key.Binding
+}
+
+// ActionKeys act on what is selected, or on the UI.
+type ActionKeys struct {
+	Pause, Throttle, Cancel, Terminate key.Binding
+	Help, Quit                         key.Binding
 }
 
 // DefaultKeyMap returns the bindings: 1–6 and tab switch views, s sorts,
@@ -29,35 +50,43 @@ func DefaultKeyMap() KeyMap {
 		return key.NewBinding(key.WithKeys(keys...), key.WithHelp(k, help))
 	}
 	return KeyMap{
-		Tenants:     b([]string{"1"}, "1", "tenants"),
-		HotKeys:     b([]string{"2"}, "2", "hot keys"),
-		Statements:  b([]string{"3"}, "3", "statements"),
-		Latency:     b([]string{"4"}, "4", "latency"),
-		Enforcement: b([]string{"5"}, "5", "enforcement"),
-		Locks:       b([]string{"6"}, "6", "locks"),
-		Freshness:   b([]string{"7"}, "7", "freshness"),
-		NextView:    b([]string{"tab"}, "tab", "views"),
-		PrevView:    b([]string{"shift+tab"}, "shift+tab", "previous view"),
-		Up:          b([]string{"up", "ctrl+p"}, "↑", "up"),
-		Down:        b([]string{"down", "ctrl+n"}, "↓", "down"),
-		PageUp:      b([]string{"pgup"}, "pgup", "page up"),
-		PageDown:    b([]string{"pgdown"}, "pgdn", "page down"),
-		Home:        b([]string{"home", "g"}, "home", "first row"),
-		End:         b([]string{"end", "G"}, "end", "last row"),
-		Sort:        b([]string{"s"}, "s", "sort"),
-		Reverse:     b([]string{"S"}, "S", "reverse order"),
-		Filter:      b([]string{"/"}, "/", "filter"),
-		GroupBy:     b([]string{"b"}, "b", "group by (--postgres)"),
-		Select:      b([]string{" "}, "space", "mark statement"),
-		History:     b([]string{"h"}, "h", "history (drill-in, [ ])"),
-		Enter:       b([]string{"enter"}, "enter", "drill in"),
-		Back:        b([]string{"esc", "backspace"}, "esc", "back"),
-		Pause:       b([]string{"p"}, "p", "pause"),
-		Throttle:    b([]string{"t"}, "t", "throttle"),
-		Cancel:      b([]string{"c"}, "c", "cancel statement (--postgres)"),
-		Terminate:   b([]string{"k"}, "k", "terminate backend (--postgres)"),
-		Help:        b([]string{"?"}, "?", "help"),
-		Quit:        b([]string{"q", "ctrl+c"}, "q", "quit"),
+		ViewKeys: ViewKeys{
+			Tenants:     b([]string{"1"}, "1", "tenants"),
+			HotKeys:     b([]string{"2"}, "2", "hot keys"),
+			Statements:  b([]string{"3"}, "3", "statements"),
+			Latency:     b([]string{"4"}, "4", "latency"),
+			Enforcement: b([]string{"5"}, "5", "enforcement"),
+			Locks:       b([]string{"6"}, "6", "locks"),
+			Freshness:   b([]string{"7"}, "7", "freshness"),
+			NextView:    b([]string{"tab"}, "tab", "views"),
+			PrevView:    b([]string{"shift+tab"}, "shift+tab", "previous view"),
+		},
+		NavKeys: NavKeys{
+			Up:       b([]string{"up", "ctrl+p"}, "↑", "up"),
+			Down:     b([]string{"down", "ctrl+n"}, "↓", "down"),
+			PageUp:   b([]string{"pgup"}, "pgup", "page up"),
+			PageDown: b([]string{"pgdown"}, "pgdn", "page down"),
+			Home:     b([]string{"home", "g"}, "home", "first row"),
+			End:      b([]string{"end", "G"}, "end", "last row"),
+			Enter:    b([]string{"enter"}, "enter", "drill in"),
+			Back:     b([]string{"esc", "backspace"}, "esc", "back"),
+		},
+		RowKeys: RowKeys{
+			Sort:    b([]string{"s"}, "s", "sort"),
+			Reverse: b([]string{"S"}, "S", "reverse order"),
+			Filter:  b([]string{"/"}, "/", "filter"),
+			GroupBy: b([]string{"b"}, "b", "group by (--postgres)"),
+			Select:  b([]string{" "}, "space", "mark statement"),
+			History: b([]string{"h"}, "h", "history (drill-in, [ ])"),
+		},
+		ActionKeys: ActionKeys{
+			Pause:     b([]string{"p"}, "p", "pause"),
+			Throttle:  b([]string{"t"}, "t", "throttle"),
+			Cancel:    b([]string{"c"}, "c", "cancel statement (--postgres)"),
+			Terminate: b([]string{"k"}, "k", "terminate backend (--postgres)"),
+			Help:      b([]string{"?"}, "?", "help"),
+			Quit:      b([]string{"q", "ctrl+c"}, "q", "quit"),
+		},
 	}
 }
 

@@ -5,6 +5,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+
 	"github.com/qtop-dev/qtop/api"
 )
 
@@ -16,12 +19,20 @@ type latencyView struct {
 	list list
 }
 
-func (v *latencyView) setRows(rows []api.ServiceRow) {
-	v.rows = rows
-	v.list.setLen(len(rows))
+func (v *latencyView) name() string              { return "Latency" }
+func (v *latencyView) key(k *KeyMap) key.Binding { return k.Latency }
+func (v *latencyView) title(*common) string      { return "" }
+
+func (v *latencyView) set(_ *common, s *api.Snapshot, _ bool) tea.Cmd {
+	v.rows = s.Services
+	v.list.setLen(len(v.rows))
+	return nil
 }
 
-func (v *latencyView) update(c *common, msg keyMsg, page int) { v.list.navigate(c.keys, msg, page/3) }
+// update moves the cursor: a service takes three lines.
+func (v *latencyView) update(c *common, msg tea.Msg) (tea.Cmd, bool) {
+	return nil, navigate(c, &v.list, msg, c.page/3)
+}
 
 // shedName names a shed level: how many tiers, from T3 down, are shed.
 func shedName(level int) string {

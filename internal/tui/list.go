@@ -1,5 +1,7 @@
 package tui
 
+import tea "github.com/charmbracelet/bubbletea"
+
 // list is the cursor and scroll position of a view's rows.
 type list struct {
 	cursor, offset, n int
@@ -33,6 +35,12 @@ func (l *list) window(h int) (from, to int) {
 	l.offset = min(l.offset, max(l.n-h, 0))
 	l.offset = max(l.offset, 0)
 	return l.offset, min(l.offset+h, l.n)
+}
+
+// navigate applies msg to l if it is a movement key (see list.navigate).
+func navigate(c *common, l *list, msg tea.Msg, page int) bool {
+	km, ok := msg.(tea.KeyMsg)
+	return ok && l.navigate(c.keys, km, page)
 }
 
 // navigate applies a movement key to l; page is the page height. It

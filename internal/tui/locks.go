@@ -7,6 +7,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+
 	"github.com/qtop-dev/qtop/api"
 )
 
@@ -69,7 +72,27 @@ func (v *locksView) walkOrder() {
 // maxLockDepth bounds how deep a chain is drawn.
 const maxLockDepth = 16
 
-func (v *locksView) set(s *api.Snapshot) {
+func (v *locksView) name() string              { return "Locks" }
+func (v *locksView) key(k *KeyMap) key.Binding { return k.Locks }
+func (v *locksView) title(*common) string      { return "" }
+
+// targets is the session under the cursor (signaler).
+func (v *locksView) targets() []api.StatementRow {
+	if r := v.selected(); r != nil {
+		return []api.StatementRow{*r}
+	}
+	return nil
+}
+
+func (v *locksView) sent() {}
+
+func (v *locksView) set(_ *common, s *api.Snapshot, _ bool) tea.Cmd {
+	v.build(s)
+	return nil
+}
+
+// build makes the trees of the snapshot's blocking chains.
+func (v *locksView) build(s *api.Snapshot) {
 	v.at, v.xmin = s.Time, s.XminHolders
 	v.kids, v.node, v.roots = map[int32][]int32{}, map[int32]api.StatementRow{}, v.roots[:0]
 	blocked := map[int32]bool{}
@@ -126,8 +149,13 @@ func (v *locksView) count(pid int32, seen map[int32]bool) int {
 	return n
 }
 
-func (v *locksView) update(c *common, msg keyMsg, page int) {
+// update moves the cursor over the trees' sessions, or scrolls.
+func (v *locksView) update(c *common, tm tea.Msg) (tea.Cmd, bool) {
+	msg, ok := tm.(tea.KeyMsg)
+	page := c.page
 	switch {
+	case !ok:
+		return nil, false
 	case matches(msg, c.keys.Up) && len(v.order) > 0:
 		v.cursor = max(v.cursor-1, 0)
 		v.sel = v.order[v.cursor]
@@ -144,7 +172,10 @@ func (v *locksView) update(c *common, msg keyMsg, page int) {
 		v.scroll += page
 	case matches(msg, c.keys.Home):
 		v.scroll = 0
+	default:
+		return nil, false
 	}
+	return nil, true
 }
 
 // age is how long a session has held what it holds: its transaction when

@@ -11,12 +11,12 @@ import (
 func TestLocksTerminateRootBlocker(t *testing.T) {
 	m, src := newTestModel(t, Features{Signal: true})
 	press(m, "6")
-	if r := m.locks.selected(); r == nil || r.PID != 7001 {
+	if r := viewOf[*locksView](m).selected(); r == nil || r.PID != 7001 {
 		t.Fatalf("selected %+v, want the root blocker 7001", r)
 	}
 	mustContain(t, m.View(), "› 7001 globex", "ROOT BLOCKER: 3 waiting")
 	press(m, "down")
-	if r := m.locks.selected(); r == nil || r.PID != 4243 {
+	if r := viewOf[*locksView](m).selected(); r == nil || r.PID != 4243 {
 		t.Fatalf("down: %+v", r)
 	}
 	press(m, "up", "k")
@@ -25,7 +25,7 @@ func TestLocksTerminateRootBlocker(t *testing.T) {
 	if len(src.targets) != 1 || src.targets[0].PID != 7001 || !src.targets[0].XactStart.Equal(t0.Add(-135e9)) {
 		t.Fatalf("targets %+v", src.targets)
 	}
-	if !strings.Contains(m.status, "terminate sent to backend 7001") {
-		t.Fatalf("status %q", m.status)
+	if !strings.Contains(m.c.status.text, "terminate sent to backend 7001") {
+		t.Fatalf("status %q", m.c.status.text)
 	}
 }

@@ -15,3 +15,13 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
 	)
 }
+
+// viewOf returns m's view of type V.
+func viewOf[V view](m *Model) V {
+	for _, v := range m.nav.views {
+		if x, ok := v.(V); ok {
+			return x
+		}
+	}
+	panic("no such view")
+}

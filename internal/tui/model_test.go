@@ -80,28 +80,28 @@ func TestViewSwitchKeys(t *testing.T) {
 	m, _ := newTestModel(t, Features{Throttle: true})
 	steps := []struct {
 		key  string
-		view viewID
+		view string
 		want string
 	}{
-		{"2", viewHotKeys, "± ERR"},
-		{"3", viewStatements, "DURATION"},
-		{"4", viewLatency, "SHEDDING"},
-		{"5", viewEnforcement, "PRICE ×"},
-		{"1", viewTenants, "THROTTLE"},
-		{"tab", viewHotKeys, "± ERR"},
-		{"tab", viewStatements, "DURATION"},
-		{"shift+tab", viewHotKeys, "± ERR"},
-		{"shift+tab", viewTenants, "DB LOAD"},
-		{"shift+tab", viewLocks, "Lock tree"},
-		{"shift+tab", viewEnforcement, "Policy v3"},
-		{"tab", viewLocks, "xmin horizon"},
-		{"6", viewLocks, "ROOT BLOCKER"},
-		{"tab", viewTenants, "RU/s"},
+		{"2", "Hot keys", "± ERR"},
+		{"3", "Statements", "DURATION"},
+		{"4", "Latency", "SHEDDING"},
+		{"5", "Enforcement", "PRICE ×"},
+		{"1", "Tenants", "THROTTLE"},
+		{"tab", "Hot keys", "± ERR"},
+		{"tab", "Statements", "DURATION"},
+		{"shift+tab", "Hot keys", "± ERR"},
+		{"shift+tab", "Tenants", "DB LOAD"},
+		{"shift+tab", "Locks", "Lock tree"},
+		{"shift+tab", "Enforcement", "Policy v3"},
+		{"tab", "Locks", "xmin horizon"},
+		{"6", "Locks", "ROOT BLOCKER"},
+		{"tab", "Tenants", "RU/s"},
 	}
 	for i, s := range steps {
 		press(m, s.key)
-		if m.view != s.view {
-			t.Fatalf("step %d: %s → view %d, want %d", i, s.key, m.view, s.view)
+		if m.nav.cur.name() != s.view {
+			t.Fatalf("step %d: %s → view %s, want %s", i, s.key, m.nav.cur.name(), s.view)
 		}
 		mustContain(t, m.View(), s.want)
 	}
@@ -148,14 +148,14 @@ func TestSortKey(t *testing.T) {
 	}
 	for i, w := range want {
 		press(m, "s")
-		if m.tenants.col != w.col {
-			t.Fatalf("step %d: column %v, want %v", i, m.tenants.col, w.col)
+		if viewOf[*tenantsView](m).col != w.col {
+			t.Fatalf("step %d: column %v, want %v", i, viewOf[*tenantsView](m).col, w.col)
 		}
 		if r := firstRow(t, m); !strings.HasPrefix(r, "› "+w.first) {
 			t.Fatalf("step %d: sorted by %v the first row is %q, want %s", i, w.col, r, w.first)
 		}
-		if m.query.Measure != w.query {
-			t.Fatalf("step %d: query measure %q, want %q", i, m.query.Measure, w.query)
+		if m.c.query.Measure != w.query {
+			t.Fatalf("step %d: query measure %q, want %q", i, m.c.query.Measure, w.query)
 		}
 	}
 	press(m, "S") // by REQ/s ascending
@@ -166,8 +166,8 @@ func TestSortKey(t *testing.T) {
 	// s elsewhere says where it works, and changes nothing.
 	press(m, "2")
 	press(m, "s")
-	if m.tenants.col != colReq || !strings.Contains(m.status, "Tenants") {
-		t.Fatalf("s in Hot keys: col %v status %q", m.tenants.col, m.status)
+	if viewOf[*tenantsView](m).col != colReq || !strings.Contains(m.c.status.text, "Tenants") {
+		t.Fatalf("s in Hot keys: col %v status %q", viewOf[*tenantsView](m).col, m.c.status.text)
 	}
 }
 
@@ -186,44 +186,44 @@ func TestFilterKey(t *testing.T) {
 		t.Fatalf("filter /glo shows other tenants:\n%s", screen)
 	}
 	press(m, "enter")
-	if m.state != stateBrowse || m.tenants.filter != "glo" {
-		t.Fatalf("enter: state %v filter %q", m.state, m.tenants.filter)
+	if m.state != stateBrowse || viewOf[*tenantsView](m).pattern != "glo" {
+		t.Fatalf("enter: state %v filter %q", m.state, viewOf[*tenantsView](m).pattern)
 	}
 	// A new snapshot keeps the filter.
 	m.Update(snapshotMsg{incident()})
-	if len(m.tenants.order) != 1 {
-		t.Fatalf("after a snapshot %d rows match /glo, want 1", len(m.tenants.order))
+	if len(viewOf[*tenantsView](m).order) != 1 {
+		t.Fatalf("after a snapshot %d rows match /glo, want 1", len(viewOf[*tenantsView](m).order))
 	}
 	press(m, "esc") // esc in browse clears the filter
-	if m.tenants.filter != "" || !strings.Contains(m.View(), "acme") {
-		t.Fatalf("esc did not clear the filter: %q", m.tenants.filter)
+	if viewOf[*tenantsView](m).pattern != "" || !strings.Contains(m.View(), "acme") {
+		t.Fatalf("esc did not clear the filter: %q", viewOf[*tenantsView](m).pattern)
 	}
 	press(m, "/")
 	typeText(m, "nobody")
 	mustContain(t, m.View(), "no row matches /nobody")
 	press(m, "esc")
-	if m.state != stateBrowse || m.tenants.filter != "" {
-		t.Fatalf("esc in the filter: state %v filter %q", m.state, m.tenants.filter)
+	if m.state != stateBrowse || viewOf[*tenantsView](m).pattern != "" {
+		t.Fatalf("esc in the filter: state %v filter %q", m.state, viewOf[*tenantsView](m).pattern)
 	}
 	// The hot keys view filters by key or tenant.
 	press(m, "2", "/")
 	typeText(m, "catalog")
 	press(m, "enter")
-	if len(m.hotKeys.order) != 1 {
-		t.Fatalf("hot keys /catalog: %d rows", len(m.hotKeys.order))
+	if len(viewOf[*hotKeysView](m).order) != 1 {
+		t.Fatalf("hot keys /catalog: %d rows", len(viewOf[*hotKeysView](m).order))
 	}
 	// Latency has no filter.
 	press(m, "4", "/")
-	if m.state != stateBrowse || m.status == "" {
-		t.Fatalf("/ in Latency: state %v status %q", m.state, m.status)
+	if m.state != stateBrowse || m.c.status.text == "" {
+		t.Fatalf("/ in Latency: state %v status %q", m.state, m.c.status.text)
 	}
 }
 
 func TestEnterDrillsIn(t *testing.T) {
 	m, _ := newTestModel(t, Features{Throttle: true})
 	press(m, "enter")
-	if m.view != viewDetail {
-		t.Fatalf("enter: view %v", m.view)
+	if m.nav.cur.name() != "Tenant" {
+		t.Fatalf("enter: view %v", m.nav.cur.name())
 	}
 	mustContain(t, m.View(), "Tenant bigcorp (T2)", "12.7 AAS", "Routes", "POST /catalog/import", "Hot keys", "catalog:3",
 		"Statements", "4242", "Waits (AAS): CPU 8.10 · IO 4.60", "RU/s, last 120 s (peak 4800)", "1 Tenants")
@@ -238,22 +238,22 @@ func TestEnterDrillsIn(t *testing.T) {
 		t.Fatalf("t in the drill-in: state %v tenant %q", m.state, m.prompt.tenant)
 	}
 	press(m, "esc", "esc")
-	if m.view != viewTenants {
-		t.Fatalf("esc: view %v, want Tenants", m.view)
+	if m.nav.cur.name() != "Tenants" {
+		t.Fatalf("esc: view %v, want Tenants", m.nav.cur.name())
 	}
 	// From the statements view, enter drills into the statement's tenant.
 	press(m, "3", "end", "enter")
-	if m.view != viewDetail || m.detail.tenant != "acme" {
-		t.Fatalf("enter on a statement: view %v tenant %q", m.view, m.detail.tenant)
+	if m.nav.cur.name() != "Tenant" || viewOf[*detailView](m).tenant != "acme" {
+		t.Fatalf("enter on a statement: view %v tenant %q", m.nav.cur.name(), viewOf[*detailView](m).tenant)
 	}
 	press(m, "backspace")
-	if m.view != viewStatements {
-		t.Fatalf("back: view %v, want Statements", m.view)
+	if m.nav.cur.name() != "Statements" {
+		t.Fatalf("back: view %v, want Statements", m.nav.cur.name())
 	}
 	// "other" cannot be drilled into.
 	press(m, "1", "end", "enter")
-	if m.view != viewTenants || !strings.Contains(m.status, "other") {
-		t.Fatalf("enter on other: view %v status %q", m.view, m.status)
+	if m.nav.cur.name() != "Tenants" || !strings.Contains(m.c.status.text, "other") {
+		t.Fatalf("enter on other: view %v status %q", m.nav.cur.name(), m.c.status.text)
 	}
 	// A tenant gone from the window says so.
 	press(m, "home", "enter")
@@ -265,30 +265,30 @@ func TestEnterDrillsIn(t *testing.T) {
 func TestNavigationKeepsSelection(t *testing.T) {
 	m, _ := newTestModel(t, Features{Throttle: true})
 	press(m, "down")
-	if r := m.tenants.selected(); r == nil || r.Tenant != "acme" {
+	if r := viewOf[*tenantsView](m).selected(); r == nil || r.Tenant != "acme" {
 		t.Fatalf("down: selected %v", r)
 	}
 	// acme moves to the top: the cursor follows it.
 	s := incident()
 	s.Tenants[1].RUPerSec = 9000
 	m.Update(snapshotMsg{s})
-	if r := m.tenants.selected(); r == nil || r.Tenant != "acme" || m.tenants.list.cursor != 0 {
-		t.Fatalf("after acme rose: selected %v at %d", r, m.tenants.list.cursor)
+	if r := viewOf[*tenantsView](m).selected(); r == nil || r.Tenant != "acme" || viewOf[*tenantsView](m).list.cursor != 0 {
+		t.Fatalf("after acme rose: selected %v at %d", r, viewOf[*tenantsView](m).list.cursor)
 	}
 	press(m, "end")
-	if r := m.tenants.selected(); r == nil || r.Tenant != api.OtherTenant {
+	if r := viewOf[*tenantsView](m).selected(); r == nil || r.Tenant != api.OtherTenant {
 		t.Fatalf("end: selected %v", r)
 	}
 	press(m, "pgup", "home", "pgdown")
-	if m.tenants.list.cursor != 4 {
-		t.Fatalf("pgdown from the top of 5 rows: cursor %d", m.tenants.list.cursor)
+	if viewOf[*tenantsView](m).list.cursor != 4 {
+		t.Fatalf("pgdown from the top of 5 rows: cursor %d", viewOf[*tenantsView](m).list.cursor)
 	}
 	press(m, "home")
 	// Unpinned (on the first row), the cursor stays on the worst offender.
 	s = incident()
 	s.Tenants[2].RUPerSec = 99999
 	m.Update(snapshotMsg{s})
-	if r := m.tenants.selected(); r == nil || r.Tenant != "globex" {
+	if r := viewOf[*tenantsView](m).selected(); r == nil || r.Tenant != "globex" {
 		t.Fatalf("unpinned cursor: selected %v, want the new top globex", r)
 	}
 }
@@ -390,13 +390,13 @@ func TestThrottleBadInputLosesNothing(t *testing.T) {
 	}
 	// No throttle of "other", nor without a collector.
 	press(m, "end", "t")
-	if m.state != stateBrowse || !strings.Contains(m.status, "other") {
-		t.Fatalf("t on other: state %v status %q", m.state, m.status)
+	if m.state != stateBrowse || !strings.Contains(m.c.status.text, "other") {
+		t.Fatalf("t on other: state %v status %q", m.state, m.c.status.text)
 	}
 	pg, _ := newTestModel(t, Features{Signal: true})
 	press(pg, "t")
-	if pg.state != stateBrowse || !strings.Contains(pg.status, "needs a collector") {
-		t.Fatalf("t without a collector: state %v status %q", pg.state, pg.status)
+	if pg.state != stateBrowse || !strings.Contains(pg.c.status.text, "needs a collector") {
+		t.Fatalf("t without a collector: state %v status %q", pg.state, pg.c.status.text)
 	}
 }
 
@@ -405,8 +405,8 @@ func TestThrottleErrorShown(t *testing.T) {
 	src.feats.Throttle = false // the source refuses
 	cmd := press(m, "t", "enter", "y")
 	runCmd(t, m, cmd)
-	if m.statusOK || !strings.Contains(m.status, "throttle bigcorp") {
-		t.Fatalf("status %q ok %v", m.status, m.statusOK)
+	if m.c.status.ok || !strings.Contains(m.c.status.text, "throttle bigcorp") {
+		t.Fatalf("status %q ok %v", m.c.status.text, m.c.status.ok)
 	}
 }
 
@@ -420,8 +420,8 @@ func TestSignalMarkedAndMovedOn(t *testing.T) {
 	m.user = "alice"
 	src.moved = map[int32]bool{5150: true}
 	press(m, "3", " ", " ", " ")
-	if len(m.statements.marked) != 3 {
-		t.Fatalf("marked %v", m.statements.marked)
+	if len(viewOf[*statementsView](m).marked) != 3 {
+		t.Fatalf("marked %v", viewOf[*statementsView](m).marked)
 	}
 	mustContain(t, m.View(), "*4242", "*4243", "*5150")
 	press(m, "c")
@@ -433,28 +433,28 @@ func TestSignalMarkedAndMovedOn(t *testing.T) {
 	if tg := src.targets[0]; !tg.QueryStart.Equal(t0.Add(-41*time.Second)) || src.actors[0] != "qtop (alice)" {
 		t.Fatalf("target %+v by %q", tg, src.actors[0])
 	}
-	mustContain(t, m.status, "cancel sent to backend 4242, 4243", "backend 5150 moved on")
+	mustContain(t, m.c.status.text, "cancel sent to backend 4242, 4243", "backend 5150 moved on")
 	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
 	if len(lines) != 3 || !strings.Contains(lines[0], `"user":"qtop (alice)"`) || !strings.Contains(lines[0], `"query_start":"2026-03-09T09:13:26Z"`) ||
 		!strings.Contains(lines[2], `"result":"moved on"`) {
 		t.Fatalf("action log:\n%s", log.String())
 	}
-	if len(m.statements.marked) != 0 {
+	if len(viewOf[*statementsView](m).marked) != 0 {
 		t.Fatal("marks kept after the action")
 	}
 	// Space outside the Statements view marks nothing.
 	press(m, "1", " ")
-	mustContain(t, m.status, "space marks statements")
+	mustContain(t, m.c.status.text, "space marks statements")
 }
 
 func TestCancelTerminateKeys(t *testing.T) {
 	m, src := newTestModel(t, Features{Signal: true})
 	press(m, "c")
-	if m.state != stateBrowse || !strings.Contains(m.status, "Statements") {
-		t.Fatalf("c in Tenants: state %v status %q", m.state, m.status)
+	if m.state != stateBrowse || !strings.Contains(m.c.status.text, "Statements") {
+		t.Fatalf("c in Tenants: state %v status %q", m.state, m.c.status.text)
 	}
 	press(m, "3")
-	if s := m.statements.selected(); s == nil || s.PID != 4242 {
+	if s := viewOf[*statementsView](m).selected(); s == nil || s.PID != 4242 {
 		t.Fatalf("first statement %+v, want bigcorp's longest 4242", s)
 	}
 	press(m, "c")
@@ -473,8 +473,8 @@ func TestCancelTerminateKeys(t *testing.T) {
 	col, csrc := newTestModel(t, Features{Throttle: true})
 	press(col, "3", "c")
 	press(col, "k")
-	if col.state != stateBrowse || !strings.Contains(col.status, "--postgres") || len(csrc.cancels)+len(csrc.terms) != 0 {
-		t.Fatalf("c/k without --postgres: state %v status %q", col.state, col.status)
+	if col.state != stateBrowse || !strings.Contains(col.c.status.text, "--postgres") || len(csrc.cancels)+len(csrc.terms) != 0 {
+		t.Fatalf("c/k without --postgres: state %v status %q", col.state, col.c.status.text)
 	}
 }
 
@@ -520,11 +520,11 @@ func TestResizeFitsEveryView(t *testing.T) {
 			screen := m.View()
 			lines := strings.Split(screen, "\n")
 			if len(lines) != h {
-				t.Fatalf("%dx%d view %v: %d lines, want %d:\n%s", size[0], size[1], m.view, len(lines), h, screen)
+				t.Fatalf("%dx%d view %v: %d lines, want %d:\n%s", size[0], size[1], m.nav.cur.name(), len(lines), h, screen)
 			}
 			for i, l := range lines {
 				if ansi.StringWidth(l) > w {
-					t.Fatalf("%dx%d view %v: line %d is %d wide: %q", size[0], size[1], m.view, i, ansi.StringWidth(l), l)
+					t.Fatalf("%dx%d view %v: line %d is %d wide: %q", size[0], size[1], m.nav.cur.name(), i, ansi.StringWidth(l), l)
 				}
 			}
 			if k == "?" {
@@ -580,7 +580,7 @@ func TestNoEscapesFromTheWire(t *testing.T) {
 	for _, k := range []string{"1", "2", "3", "enter"} {
 		press(m, k)
 		if s := m.View(); strings.ContainsAny(s, "\x1b\r\t") {
-			t.Fatalf("view %v prints a control character from the data:\n%q", m.view, s)
+			t.Fatalf("view %v prints a control character from the data:\n%q", m.nav.cur.name(), s)
 		}
 	}
 }
@@ -588,15 +588,15 @@ func TestNoEscapesFromTheWire(t *testing.T) {
 func TestOptions(t *testing.T) {
 	src := newFake(Features{})
 	m := New(src, WithSort(api.MeasureDB), WithTop(7), WithKeyMap(DefaultKeyMap()))
-	if m.tenants.col != colDB || m.query != (Query{Measure: api.MeasureDB, Top: 7}) {
-		t.Fatalf("col %v query %+v", m.tenants.col, m.query)
+	if viewOf[*tenantsView](m).col != colDB || m.c.query != (Query{Measure: api.MeasureDB, Top: 7}) {
+		t.Fatalf("col %v query %+v", viewOf[*tenantsView](m).col, m.c.query)
 	}
 	// The fetch command asks the source with the model's query.
 	go func() { src.snaps <- incident() }()
 	if msg := m.Init()(); msg == nil {
 		t.Fatal("no message")
 	}
-	if len(src.queries) != 1 || src.queries[0] != m.query {
+	if len(src.queries) != 1 || src.queries[0] != m.c.query {
 		t.Fatalf("queries %+v", src.queries)
 	}
 }
@@ -615,8 +615,8 @@ func TestPostgresSnapshotHidesRequestColumns(t *testing.T) {
 	}
 	for range 2 * numColumns {
 		press(m, "s")
-		if m.tenants.hidden(m.tenants.col) {
-			t.Fatalf("s sorts by the hidden column %v", m.tenants.col)
+		if viewOf[*tenantsView](m).hidden(viewOf[*tenantsView](m).col) {
+			t.Fatalf("s sorts by the hidden column %v", viewOf[*tenantsView](m).col)
 		}
 	}
 }

@@ -58,6 +58,29 @@ func printTable(w io.Writer, s *api.Snapshot) error {
 		fmt.Fprintf(tw, "DB load counts %d parallel workers: a parallel query keeps several backends busy, so DB load can exceed the client sessions\n", s.ParallelWorkers)
 	}
 	fmt.Fprintln(tw)
+	printTenants(tw, s, group)
+	printHotKeys(tw, s)
+	printPostgres(tw, s)
+	printServices(tw, s)
+	if e := s.Collector.SamplerError; e != "" {
+		fmt.Fprintf(tw, "\nsampler: %s\n", clean(e))
+	}
+	if u := unreadTags(s); u != "" {
+		fmt.Fprintf(tw, "\ntags lost: %s\n", u)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	lines := bytes.Split(buf.Bytes(), []byte("\n"))
+	for i, l := range lines {
+		lines[i] = bytes.TrimRight(l, " ")
+	}
+	_, err := w.Write(bytes.Join(lines, []byte("\n")))
+	return err
+}
+
+// printTenants prints the tenants (or groups) table.
+func printTenants(tw io.Writer, s *api.Snapshot, group string) {
 	pg := s.Source == api.SourcePostgres
 	na := func(v string) string {
 		if pg {
@@ -74,12 +97,21 @@ func printTable(w io.Writer, s *api.Snapshot) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", rowLabel(group, &r), r.Tier, fmtNum(r.DBLoad), na(fmtNum(r.RUPerSec)),
 			na(fmtNum(r.ReqPerSec)), na(fmtSeconds(r.P95Seconds)), na(fmtNum(r.ErrPerSec)), fmtShare(r.Share), th)
 	}
+}
+
+// printHotKeys prints the hottest keys.
+func printHotKeys(tw io.Writer, s *api.Snapshot) {
 	if len(s.HotKeys) > 0 {
 		fmt.Fprintln(tw, "\nKEY\tTENANT\tCOUNT\t± ERR\tSHARE\t")
 		for _, k := range s.HotKeys {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", clean(k.Key), clean(k.Tenant), k.Count, k.Err, fmtShare(k.Share))
 		}
 	}
+}
+
+// printPostgres prints what pg_stat_activity gives: statements, blocked
+// sessions and xmin holders.
+func printPostgres(tw io.Writer, s *api.Snapshot) {
 	if len(s.Statements) > 0 {
 		fmt.Fprintln(tw, "\nPID\tTENANT\tAPP\tROUTE\tDURATION\tSTATE\tWAIT\tQUERY\t")
 		for _, r := range s.Statements {
@@ -106,6 +138,10 @@ func printTable(w io.Writer, s *api.Snapshot) error {
 				r.XminAge, fit(clean(r.Query), 60, false))
 		}
 	}
+}
+
+// printServices prints the services' latency and the policy's rules.
+func printServices(tw io.Writer, s *api.Snapshot) {
 	if len(s.Services) > 0 {
 		fmt.Fprintln(tw, "\nSERVICE\tRATIO\tDEGRADED\tSHEDDING\tREQ/s\tP95\tPROCESSES\t")
 		for _, r := range s.Services {
@@ -128,21 +164,6 @@ func printTable(w io.Writer, s *api.Snapshot) error {
 				r.Expires.UTC().Format(time.RFC3339), clean(r.Reason))
 		}
 	}
-	if e := s.Collector.SamplerError; e != "" {
-		fmt.Fprintf(tw, "\nsampler: %s\n", clean(e))
-	}
-	if u := unreadTags(s); u != "" {
-		fmt.Fprintf(tw, "\ntags lost: %s\n", u)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	lines := bytes.Split(buf.Bytes(), []byte("\n"))
-	for i, l := range lines {
-		lines[i] = bytes.TrimRight(l, " ")
-	}
-	_, err := w.Write(bytes.Join(lines, []byte("\n")))
-	return err
 }
 
 // untaggedName shows a statement's tenant, "(untagged)" for none.

@@ -38,7 +38,7 @@ func sample1() pgactivity.Snapshot {
 // untagged load is its own row, never merged with a tenant named
 // "unknown" or "(untagged)"; each statement names the row it belongs to.
 func TestPGWindowGroupBy(t *testing.T) {
-	w := newPGWindow()
+	w := newPGRecent()
 	w.add(pgactivity.Snapshot{Time: t0, Backends: []pgactivity.Backend{
 		{PID: 1, Tenant: "unknown", Application: "web", User: "app", Database: "shop", Client: "10.0.0.1", State: pgactivity.StateActive, Query: "SELECT 1"},
 		{PID: 2, Tenant: "(untagged)", Application: "web", User: "app", Database: "shop", Client: "10.0.0.2", State: pgactivity.StateActive, Query: "SELECT 2"},
@@ -87,7 +87,7 @@ func TestPGWindowGroupBy(t *testing.T) {
 }
 
 func TestPGWindowParallelWorkersAreLoadNotStatements(t *testing.T) {
-	w := newPGWindow()
+	w := newPGRecent()
 	w.add(sample1(), time.Second)
 	s := w.snapshot(t0, Query{Top: 10}, "")
 	if s.Source != api.SourcePostgres || s.Measure != api.MeasureDB || s.TenantsSeen != 3 || s.Window != time.Second {
@@ -160,7 +160,7 @@ func TestPGWindowParallelWorkersAreLoadNotStatements(t *testing.T) {
 }
 
 func TestPGWindowEmpty(t *testing.T) {
-	s := newPGWindow().snapshot(t0, Query{}, "")
+	s := newPGRecent().snapshot(t0, Query{}, "")
 	if s.Tenants == nil || s.HotKeys == nil || s.Services == nil || s.Enforcement.Tiers[3].Tier != "T3" {
 		t.Fatalf("an empty snapshot must have empty, not null, lists: %+v", s)
 	}

@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
+
 	"github.com/qtop-dev/qtop/api"
 )
 
@@ -13,14 +16,15 @@ import (
 // from pg_stat_activity, grouped by tenant (the tenant with the most
 // statement time first), longest first within a tenant.
 type statementsView struct {
-	rows   []api.StatementRow
-	order  []int
-	filter string
-	list   list
-	sel    int32 // the selected pid, kept across snapshots
+	rows    []api.StatementRow
+	order   []int
+	pattern string
+	list    list
+	sel     int32 // the selected pid, kept across snapshots
 	// marked are the statements marked with space for c and k, by pid,
 	// as they were when marked (a cancel acts on that statement only).
 	marked map[int32]api.StatementRow
+	group  string // the snapshot's grouping
 }
 
 // toggle marks or unmarks the selected statement.
@@ -82,19 +86,46 @@ func waitText(r *api.StatementRow) string {
 	return r.WaitEvent
 }
 
-func (v *statementsView) setRows(rows []api.StatementRow) {
-	v.rows = rows
+func (v *statementsView) name() string              { return "Statements" }
+func (v *statementsView) key(k *KeyMap) key.Binding { return k.Statements }
+func (v *statementsView) title(*common) string      { return "" }
+
+func (v *statementsView) set(_ *common, s *api.Snapshot, _ bool) tea.Cmd {
+	v.rows = s.Statements
+	v.group = s.GroupBy
 	v.rebuild()
+	return nil
 }
 
+// selection is the tenant (or group value) of the statement under the
+// cursor (selector).
+func (v *statementsView) selection() (target, bool) {
+	r := v.selected()
+	if r == nil {
+		return target{}, false
+	}
+	t := target{key: r.Tenant}
+	if v.group != "" {
+		t.key = r.Group
+	}
+	t.untagged = t.key == ""
+	return t, true
+}
+
+// sent forgets the marks once c or k acted on them (signaler).
+func (v *statementsView) sent() { v.marked = nil }
+
+// filter is the view's / filter (filterable).
+func (v *statementsView) filter() string { return v.pattern }
+
 func (v *statementsView) setFilter(f string) {
-	v.filter = f
+	v.pattern = f
 	v.rebuild()
 }
 
 func (v *statementsView) rebuild() {
 	v.order = v.order[:0]
-	f := strings.ToLower(v.filter)
+	f := strings.ToLower(v.pattern)
 	total := make(map[string]int64)
 	for i, r := range v.rows {
 		if f == "" || strings.Contains(statementText(&r), f) {
@@ -138,10 +169,17 @@ func (v *statementsView) selected() *api.StatementRow {
 	return nil
 }
 
-func (v *statementsView) update(c *common, msg keyMsg, page int) {
-	if v.list.navigate(c.keys, msg, page) {
-		v.remember()
+// update marks statements (space) and moves the cursor.
+func (v *statementsView) update(c *common, msg tea.Msg) (tea.Cmd, bool) {
+	if km, ok := msg.(tea.KeyMsg); ok && matches(km, c.keys.Select) {
+		v.toggle()
+		return nil, true
 	}
+	if navigate(c, &v.list, msg, c.page) {
+		v.remember()
+		return nil, true
+	}
+	return nil, false
 }
 
 // statementLines renders statements (already ordered) as table lines;
@@ -180,7 +218,8 @@ func statementLines(c *common, rows []*api.StatementRow, from, to, cursor int, m
 	return out.String()
 }
 
-func (v *statementsView) view(c *common, h int, signal bool) string {
+func (v *statementsView) view(c *common, h int) string {
+	signal := c.feats.Signal
 	from, to := v.list.window(h - 1)
 	rows := make([]*api.StatementRow, len(v.order))
 	for i, j := range v.order {

@@ -3,7 +3,11 @@ package tui
 import (
 	"cmp"
 	"slices"
+	"strconv"
 	"strings"
+
+	"github.com/charmbracelet/bubbles/key"
+	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/qtop-dev/qtop/api"
 )
@@ -63,7 +67,7 @@ type tenantsView struct {
 	order   []int // indices into rows, sorted and filtered
 	col     column
 	reverse bool
-	filter  string
+	pattern string
 	list    list
 	sel     string // the selected tenant, kept across snapshots once pinned
 	// selUntagged: the selected row is the untagged one.
@@ -76,6 +80,9 @@ type tenantsView struct {
 	dbOnly bool
 	// group is what the rows are grouped by (live.GroupTenant …).
 	group string
+	// workers is the snapshot's count of parallel workers (a note under
+	// the rows says what they do to DB load).
+	workers int
 }
 
 // untaggedLabels name the row of the load without a value for a grouping.
@@ -125,7 +132,52 @@ var appOnly = [numColumns]bool{colRU: true, colReq: true, colP95: true, colErr: 
 // hidden reports whether col is left out of the view whatever the width.
 func (v *tenantsView) hidden(col column) bool { return v.dbOnly && appOnly[col] }
 
-func newTenantsView(col column) tenantsView { return tenantsView{col: col} }
+func newTenantsView(col column) *tenantsView { return &tenantsView{col: col} }
+
+// columnOf returns the column sorted by measure, or colRU when none is.
+func columnOf(measure string) (column, bool) {
+	for col := range numColumns {
+		if col.measure() != "" && col.measure() == measure {
+			return col, true
+		}
+	}
+	return colRU, false
+}
+
+func (v *tenantsView) name() string              { return "Tenants" }
+func (v *tenantsView) key(k *KeyMap) key.Binding { return k.Tenants }
+func (v *tenantsView) setGroup(g string)         { v.group, v.pinned = g, false }
+
+// set takes the snapshot's tenants; a column the source cannot fill
+// (qtop --postgres has no RU) gives way to DB load, which the source is
+// asked to order by.
+func (v *tenantsView) set(c *common, s *api.Snapshot, _ bool) tea.Cmd {
+	v.dbOnly = s.Source == api.SourcePostgres
+	v.group = s.GroupBy
+	v.workers = s.ParallelWorkers
+	if v.hidden(v.col) {
+		v.col, v.reverse, c.query.Measure = colDB, false, api.MeasureDB
+	}
+	v.setRows(s.Tenants)
+	return nil
+}
+
+// title says the sort order.
+func (v *tenantsView) title(*common) string {
+	dir := "↓"
+	if v.reverse != (v.col == colTenant || v.col == colTier) {
+		dir = "↑"
+	}
+	return " · sort " + v.col.String() + dir
+}
+
+// selection is the tenant under the cursor (selector).
+func (v *tenantsView) selection() (target, bool) {
+	if r := v.selected(); r != nil {
+		return target{key: r.Tenant, untagged: r.Untagged, ru: r.RUPerSec}, true
+	}
+	return target{}, false
+}
 
 // setRows takes the tenants of a snapshot.
 func (v *tenantsView) setRows(rows []api.TenantRow) {
@@ -194,7 +246,7 @@ func btoi(b bool) int {
 // keeping the selected tenant selected.
 func (v *tenantsView) rebuild() {
 	v.order = v.order[:0]
-	f := strings.ToLower(v.filter)
+	f := strings.ToLower(v.pattern)
 	for i := range v.rows {
 		if f == "" || strings.Contains(v.tenantText(&v.rows[i]), f) {
 			v.order = append(v.order, i)
@@ -234,7 +286,7 @@ func (v *tenantsView) selected() *api.TenantRow {
 	switch {
 	case c < len(v.order):
 		return &v.rows[v.order[c]]
-	case c == len(v.order) && v.other != nil && v.filter == "":
+	case c == len(v.order) && v.other != nil && v.pattern == "":
 		return v.other
 	}
 	return nil
@@ -254,16 +306,36 @@ func (v *tenantsView) sortReverse() {
 	v.rebuild()
 }
 
+// filter is the view's / filter (filterable).
+func (v *tenantsView) filter() string { return v.pattern }
+
 func (v *tenantsView) setFilter(f string) {
-	v.filter = f
+	v.pattern = f
 	v.rebuild()
 }
 
-func (v *tenantsView) update(c *common, msg keyMsg, page int) {
-	if v.list.navigate(c.keys, msg, page) {
+// update sorts (s, S; the source is then asked for the top tenants by
+// the column's measure) and moves the cursor.
+func (v *tenantsView) update(c *common, msg tea.Msg) (tea.Cmd, bool) {
+	km, ok := msg.(tea.KeyMsg)
+	switch {
+	case !ok:
+		return nil, false
+	case matches(km, c.keys.Sort):
+		v.sortNext()
+	case matches(km, c.keys.Reverse):
+		v.sortReverse()
+	case v.list.navigate(c.keys, km, c.page):
 		v.pinned = v.list.cursor != 0
 		v.remember()
+		return nil, true
+	default:
+		return nil, false
 	}
+	if ms := v.col.measure(); ms != "" {
+		c.query.Measure = ms
+	}
+	return nil, true
 }
 
 // dropOrder is the order in which columns leave a narrow screen.
@@ -349,8 +421,18 @@ func (v *tenantsView) line(b *strings.Builder, c *common, r *api.TenantRow) {
 	cell(th, colThrottle, false)
 }
 
-// view renders the header and h−1 rows.
+// view renders the rows, and the note on parallel workers when there
+// are some and room for it.
 func (v *tenantsView) view(c *common, h int) string {
+	if n := v.workers; n > 0 && h > 3 {
+		return v.table(c, h-1) + "\n" + c.st.dim.Render(clip("DB load counts "+strconv.Itoa(n)+
+			" parallel workers: a parallel query keeps several backends busy, so DB load can exceed the number of client sessions", c.width))
+	}
+	return v.table(c, h)
+}
+
+// table renders the header and h−1 rows.
+func (v *tenantsView) table(c *common, h int) string {
 	var out strings.Builder
 	out.WriteString(v.header(c))
 	from, to := v.list.window(h - 1)
@@ -377,10 +459,10 @@ func (v *tenantsView) view(c *common, h int) string {
 		}
 		out.WriteString(s)
 	}
-	if len(v.order) == 0 && (v.other == nil || v.filter != "") {
+	if len(v.order) == 0 && (v.other == nil || v.pattern != "") {
 		out.WriteByte('\n')
-		if v.filter != "" {
-			out.WriteString(c.st.dim.Render("no row matches /" + clean(v.filter)))
+		if v.pattern != "" {
+			out.WriteString(c.st.dim.Render("no row matches /" + clean(v.pattern)))
 		} else {
 			out.WriteString(c.st.dim.Render("no tenant has load yet"))
 		}

@@ -1,0 +1,160 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/charmbracelet/bubbles/key"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/qtop-dev/qtop/api"
+)
+
+// The chrome is the lines around the view's body: above, the title, the
+// tabs, the incident summary and the banner of a lost source; below, the
+// status line or the prompt, and the footer.
+
+// top renders the lines above the body.
+func (m *Model) top() string {
+	c := &m.c
+	var b strings.Builder
+	title := "qtop · " + c.src.Describe()
+	if m.snap != nil {
+		what := " tenants"
+		if g := m.snap.GroupBy; g != "" && g != api.GroupTenant {
+			what = " groups by " + g
+		}
+		title += " · " + m.snap.Time.In(m.c.loc).Format("15:04:05") + " · " + fmtCount(uint64(m.snap.TenantsSeen)) + what
+		if u := unreadTags(m.snap); u != "" {
+			title += " · ⚠ " + u
+		}
+	}
+	title += m.nav.cur.title(c)
+	if f := m.currentFilter(); f != "" || m.state == stateFilter {
+		title += " · /" + clean(f)
+	}
+	line := c.st.title.Render(clip(title, c.width))
+	if m.paused {
+		line += c.st.bad.Render(clip(" PAUSED", max(c.width-lipgloss.Width(line), 0)))
+	}
+	b.WriteString(line + "\n")
+	var tabs strings.Builder
+	for i, v := range m.nav.views[:m.nav.tabs] {
+		name := fmt.Sprintf("%d %s", i+1, v.name())
+		if i == m.nav.tabIndex() {
+			tabs.WriteString(c.st.tabActive.Render(name))
+		} else {
+			tabs.WriteString(c.st.tab.Render(name))
+		}
+		tabs.WriteString("  ")
+	}
+	b.WriteString(clip(tabs.String(), c.width))
+	if m.snap != nil && m.summary.line != "" {
+		st := c.st.dim
+		if m.summary.alert {
+			st = c.st.warn
+		}
+		b.WriteString("\n" + st.Render(clip("⚑ "+clean(m.summary.line), c.width)))
+	}
+	if m.err != nil {
+		// The error says what to do: wrap it (three lines at most)
+		// rather than cut it.
+		ls := strings.Split(ansi.Wrap("⚠ "+clean(m.err.Error()), c.width, " "), "\n")
+		if len(ls) > 3 {
+			ls = ls[:3]
+		}
+		ls = append(ls, m.retryText())
+		for _, l := range ls {
+			b.WriteString("\n" + c.st.banner.Render(fit(l, c.width, false)))
+		}
+	}
+	return b.String()
+}
+
+func (m *Model) retryText() string {
+	when := "showing the last snapshot"
+	if m.snap == nil {
+		when = "no data yet"
+	}
+	return fmt.Sprintf("  retrying in %s (attempt %d) · %s", m.backoff, m.failures, when)
+}
+
+func (m *Model) bottom() string {
+	c := &m.c
+	switch {
+	case m.state == statePrompt:
+		return m.prompt.line(c)
+	case m.state == stateFilter:
+		return c.st.prompt.Render(clip("/"+m.filter.value+"▏ enter keep · esc clear", c.width))
+	}
+	var status string
+	if c.status.text != "" {
+		st := c.st.bad
+		if c.status.ok {
+			st = c.st.good
+		}
+		status = st.Render(clip(clean(c.status.text), c.width))
+	}
+	return status + "\n" + clip(c.help.ShortHelpView(c.keys.ShortHelp()), c.width)
+}
+
+// bodyHeight is the number of lines left for the view.
+func (m *Model) bodyHeight() int {
+	return max(m.c.height-lines(m.top())-lines(m.bottom()), 1)
+}
+
+func lines(s string) int { return strings.Count(s, "\n") + 1 }
+
+// View renders the screen: exactly height lines, none wider than width.
+func (m *Model) View() string {
+	c := &m.c
+	top, bottom := m.top(), m.bottom()
+	h := max(c.height-lines(top)-lines(bottom), 1)
+	var body string
+	switch {
+	case m.state == stateHelp:
+		body = c.st.title.Render("Keys") + "\n\n" + c.help.FullHelpView(m.fullHelp()) + "\n\n" +
+			c.st.dim.Render(clip("Tenants are ranked by the source (top "+fmtCount(uint64(c.query.Top))+" + other); any key closes this help.", c.width))
+	case m.snap == nil:
+		body = c.st.dim.Render(clip("waiting for the first snapshot from "+c.src.Describe()+" …", c.width))
+	default:
+		body = m.nav.cur.view(c, h)
+	}
+	n := lines(body)
+	switch {
+	case n > h:
+		body = strings.Join(strings.SplitN(body, "\n", h+1)[:h], "\n")
+	case n < h:
+		body += strings.Repeat("\n", h-n)
+	}
+	return top + "\n" + body + "\n" + bottom
+}
+
+// unreadTags says how many sampled statements lost their tags (a
+// malformed comment, a text cut at track_activity_query_size), or "".
+func unreadTags(s *api.Snapshot) string {
+	var parts []string
+	if n := s.Collector.MalformedComments; n > 0 {
+		parts = append(parts, fmtCount(n)+" comments unread")
+	}
+	if n := s.Collector.TruncatedStatements; n > 0 {
+		parts = append(parts, fmtCount(n)+" statements cut (track_activity_query_size)")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// fullHelp is the ? overlay: the keys of the views, in their order, then
+// the rest of the keymap's.
+func (m *Model) fullHelp() [][]key.Binding {
+	k := m.c.keys
+	var views []key.Binding
+	for _, v := range m.nav.views {
+		if b := v.key(&k); b.Enabled() {
+			views = append(views, b)
+		}
+	}
+	full := k.FullHelp()
+	full[0] = append(views, k.NextView, k.PrevView)
+	return full
+}
