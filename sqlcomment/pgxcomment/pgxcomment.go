@@ -85,6 +85,7 @@ type DB struct {
 	c *sqlcomment.Commenter
 	// inTx: q is a pgx.Tx, whose statements budgets never refuse.
 	inTx bool
+	mode sqlcomment.Mode // resolved: ModeComment, ModeSession or ModeBoth
 }
 
 var _ Querier = (*DB)(nil)
@@ -95,14 +96,15 @@ var _ Querier = (*DB)(nil)
 // take about 20 KiB; use With for a transaction.
 func Wrap(q Querier, opts ...sqlcomment.Option) *DB {
 	_, inTx := q.(pgx.Tx)
-	return &DB{q: q, c: sqlcomment.NewCommenter(opts...), inTx: inTx}
+	c := sqlcomment.NewCommenter(opts...)
+	return &DB{q: q, c: c, inTx: inTx, mode: c.Mode().Resolve(true)}
 }
 
 // With returns a DB for q that shares db's configuration and counters; use
 // it for a transaction: tx, _ := pool.Begin(ctx); db.With(tx).Exec(…).
 func (db *DB) With(q Querier) *DB {
 	_, inTx := q.(pgx.Tx)
-	return &DB{q: q, c: db.c, inTx: inTx}
+	return &DB{q: q, c: db.c, inTx: inTx, mode: db.mode}
 }
 
 // Commenter returns the DB's commenter (for Dropped).
@@ -117,6 +119,9 @@ func StdlibExecMode() sqlcomment.Option {
 
 // statement returns the text to send and the arguments to send it with.
 func (db *DB) statement(ctx context.Context, sql string, args []any) (sqlcomment.Statement, []any) {
+	if db.mode == sqlcomment.ModeSession {
+		return db.c.Plain(ctx, sql), args
+	}
 	if len(args) > 0 {
 		if m, ok := args[0].(pgx.QueryExecMode); ok {
 			// The caller chose the mode: a traceparent only where nothing is
@@ -141,10 +146,10 @@ func (db *DB) Exec(ctx context.Context, sql string, args ...any) (pgconn.Command
 		return db.execBudgeted(ctx, sql, st, args)
 	}
 	if !db.c.Observing() {
-		return db.q.Exec(ctx, st.Query, args...)
+		return db.exec(ctx, &st, sql, args)
 	}
 	start := time.Now()
-	tag, err := db.q.Exec(ctx, st.Query, args...)
+	tag, err := db.exec(ctx, &st, sql, args)
 	rows := int64(-1)
 	if err == nil {
 		rows = tag.RowsAffected()
@@ -163,10 +168,10 @@ func (db *DB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, err
 		return db.queryBudgeted(ctx, sql, st, args)
 	}
 	if !db.c.Observing() {
-		return db.q.Query(ctx, st.Query, args...)
+		return db.query(ctx, &st, sql, args)
 	}
 	start := time.Now()
-	r, err := db.q.Query(ctx, st.Query, args...)
+	r, err := db.query(ctx, &st, sql, args)
 	ev := sqlcomment.Event{Tags: st.Tags, Tagged: st.Tagged, Op: sqlcomment.OpQuery, Query: st.Query, Start: start}
 	if err != nil {
 		ev.Duration, ev.Rows, ev.Err = time.Since(start), -1, err
@@ -181,7 +186,9 @@ func (db *DB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, err
 func (db *DB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	if !db.c.Observing() && db.c.Budgets() == nil {
 		st, args := db.statement(ctx, sql, args)
-		return db.q.QueryRow(ctx, st.Query, args...)
+		if db.sessionName(&st, sql, args) == "" {
+			return db.q.QueryRow(ctx, st.Query, args...)
+		}
 	}
 	r, err := db.Query(ctx, sql, args...)
 	return &row{rows: r, err: err}
