@@ -1,0 +1,108 @@
+package pgxcomment_test
+
+import (
+	"context"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/qtop-dev/qtop/sqlcomment"
+	"github.com/qtop-dev/qtop/sqlcomment/pgxcomment"
+)
+
+// BenchmarkPostgresTPCBSession runs pgbench's TPC-B-like transaction on
+// four loopback connections, alternating transaction by transaction (the
+// order rotating) so that all see the same server:
+//
+//   - untagged: pgx's default mode (statement cache), no tags;
+//   - session: pgxcomment in ModeSession, 10,000 tenants in turn, the
+//     tenant and tier set with set_config(…, true) in BEGIN's round trip;
+//   - session-zipf: the same with tenants drawn from Zipf(1.1) over 10,000;
+//   - comment: pgxcomment in ModeComment, 10,000 tenants in turn (tagged
+//     statements in QueryExecModeExec).
+//
+// Commits do not wait for the WAL flush (synchronous_commit off), so that
+// the figures measure the statements and round trips rather than the
+// disk. It reports the time per transaction of each and their ratios to
+// untagged, as sums and as medians. Run it with
+//
+//	go test ./sqlcomment/pgxcomment -run '^$' -bench PostgresTPCBSession -benchtime 3s -count 3
+func BenchmarkPostgresTPCBSession(b *testing.B) {
+	dsn := tpcbDB(b)
+	bg := context.Background()
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		b.Fatal(err)
+	}
+	// Without waiting for the WAL flush at commit, a transaction is the
+	// work of its statements and round trips: the tag's cost is a larger
+	// part of it, and the shared disk's noise a smaller one.
+	cfg.RuntimeParams["synchronous_commit"] = "off"
+	conns := make([]*pgx.Conn, 4)
+	for i := range conns {
+		c, err := pgx.ConnectConfig(bg, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer c.Close(bg)
+		conns[i] = c
+	}
+	sess := pgxcomment.Wrap(conns[1], sqlcomment.WithApplication("bench"), sqlcomment.WithMode(sqlcomment.ModeSession))
+	zipfDB := pgxcomment.Wrap(conns[2], sqlcomment.WithApplication("bench"), sqlcomment.WithMode(sqlcomment.ModeSession))
+	comm := pgxcomment.Wrap(conns[3], sqlcomment.WithApplication("bench"), sqlcomment.WithMode(sqlcomment.ModeComment))
+	ctxs := tenantContexts()
+	r := rand.New(rand.NewPCG(1, 2))
+	zipf := rand.NewZipf(rand.New(rand.NewPCG(3, 4)), 1.1, 1, benchTenants-1)
+	plainWith := func(tx pgx.Tx) pgxcomment.Querier { return tx }
+	with := func(db *pgxcomment.DB) func(pgx.Tx) pgxcomment.Querier {
+		return func(tx pgx.Tx) pgxcomment.Querier { return db.With(tx) }
+	}
+	runs := []func(i int) error{
+		func(int) error { return tpcb(bg, conns[0].Begin, plainWith, r) },
+		func(i int) error { return tpcb(ctxs[i%benchTenants], sess.Begin, with(sess), r) },
+		func(int) error { return tpcb(ctxs[zipf.Uint64()], zipfDB.Begin, with(zipfDB), r) },
+		func(i int) error { return tpcb(ctxs[i%benchTenants], comm.Begin, with(comm), r) },
+	}
+	for i := range 50 { // warm every connection's statement cache
+		for _, run := range runs {
+			if err := run(i); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	var took [4]time.Duration
+	var each [4][]time.Duration
+	i := 0
+	for b.Loop() {
+		for k := range len(runs) {
+			j := (i + k) % len(runs)
+			t0 := time.Now()
+			if err := runs[j](i); err != nil {
+				b.Fatal(err)
+			}
+			d := time.Since(t0)
+			took[j] += d
+			each[j] = append(each[j], d)
+		}
+		i++
+	}
+	per := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(i) }
+	b.ReportMetric(per(took[0]), "untagged-ns/tx")
+	b.ReportMetric(per(took[1]), "session-ns/tx")
+	b.ReportMetric(float64(took[1])/float64(took[0]), "session/untagged")
+	b.ReportMetric(float64(took[2])/float64(took[0]), "session-zipf/untagged")
+	b.ReportMetric(float64(took[3])/float64(took[0]), "comment/untagged")
+	// On a shared machine a few transactions wait for a CPU far longer
+	// than they work: the medians tell the typical transaction.
+	med := [4]float64{}
+	for j := range each {
+		slices.Sort(each[j])
+		med[j] = float64(each[j][len(each[j])/2])
+	}
+	b.ReportMetric(med[1]/med[0], "median-session/untagged")
+	b.ReportMetric(med[2]/med[0], "median-session-zipf/untagged")
+	b.ReportMetric(med[3]/med[0], "median-comment/untagged")
+}
