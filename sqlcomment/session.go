@@ -135,7 +135,7 @@ func (c *Commenter) Plain(ctx context.Context, query string) Statement {
 type TenantNames struct {
 	mu    sync.Mutex
 	max   int
-	all   map[string]string // id → name
+	all   map[string]string   // id → name
 	fresh map[string]struct{} // ids added since the last Drain
 }
 
