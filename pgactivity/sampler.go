@@ -155,9 +155,11 @@ func (s *Sampler) Sample(ctx context.Context) (Snapshot, error) {
 		}
 		if b.Hidden() {
 			snap.Hidden++
+			b.setSessionTags(s.cfg.names)
 		} else {
 			b.Truncated = querySize > 0 && len(b.Query) >= int(querySize)-4
 			b.setTags()
+			b.setSessionTags(s.cfg.names)
 			if b.Malformed {
 				snap.Malformed++
 			}
