@@ -101,7 +101,7 @@ func TestTenantNames(t *testing.T) {
 }
 
 func TestParseMode(t *testing.T) {
-	for s, want := range map[string]sqlcomment.Mode{"": sqlcomment.ModeAuto, "auto": sqlcomment.ModeAuto,
+	for s, want := range map[string]sqlcomment.Mode{"": sqlcomment.ModeComment, "auto": sqlcomment.ModeAuto,
 		"Comment": sqlcomment.ModeComment, "session": sqlcomment.ModeSession, " both ": sqlcomment.ModeBoth} {
 		if m, err := sqlcomment.ParseMode(s); err != nil || m != want || (s != "" && m.String() != strings.ToLower(strings.TrimSpace(s))) {
 			t.Errorf("ParseMode(%q) = %v, %v", s, m, err)

@@ -16,21 +16,22 @@ import (
 type Mode uint8
 
 const (
-	// ModeAuto is ModeSession where the driver can set application_name
-	// in the same round trip as BEGIN or the statement (pgx, and pgx's
-	// stdlib with pgxcomment.StdlibSession), ModeComment elsewhere.
-	ModeAuto Mode = iota
-	// ModeComment appends the sqlcommenter comment to every statement.
-	ModeComment
+	// ModeComment appends the sqlcommenter comment to every statement; the
+	// default.
+	ModeComment Mode = iota
 	// ModeSession sends statements as written and sets application_name
 	// to ApplicationName(service, tags) for the statement's transaction.
 	ModeSession
 	// ModeBoth does both: the comment keeps route and traceparent on each
 	// statement, at the comment's cost (see the package doc).
 	ModeBoth
+	// ModeAuto is ModeSession where the driver can set application_name
+	// in the same round trip as BEGIN or the statement (pgx, and pgx's
+	// stdlib with pgxcomment.StdlibSession), ModeComment elsewhere.
+	ModeAuto
 )
 
-var modeNames = [...]string{"auto", "comment", "session", "both"}
+var modeNames = [...]string{"comment", "session", "both", "auto"}
 
 // String returns "auto", "comment", "session" or "both".
 func (m Mode) String() string {
@@ -43,18 +44,19 @@ func (m Mode) String() string {
 // ErrMode is returned by ParseMode for an unknown mode.
 var ErrMode = errors.New("sqlcomment: unknown tagging mode")
 
-// ParseMode reads "auto", "comment", "session" or "both" ("" is auto).
+// ParseMode reads "comment", "session", "both" or "auto" ("" is the
+// default, comment).
 func ParseMode(s string) (Mode, error) {
 	s = strings.ToLower(strings.TrimSpace(s))
 	if s == "" {
-		return ModeAuto, nil
+		return ModeComment, nil
 	}
 	for i, n := range modeNames {
 		if s == n {
 			return Mode(i), nil
 		}
 	}
-	return ModeAuto, fmt.Errorf("%w: %q (want auto, comment, session or both)", ErrMode, s)
+	return ModeComment, fmt.Errorf("%w: %q (want comment, session, both or auto)", ErrMode, s)
 }
 
 // Resolve returns the mode to use with a driver that can (pipelines) or
@@ -91,7 +93,7 @@ type sessionConfig struct {
 	names   *TenantNames
 }
 
-// WithMode chooses where the tags go (ModeAuto by default). For pgx,
+// WithMode chooses where the tags go (ModeComment by default). For pgx,
 // pgxcomment resolves ModeAuto to ModeSession; the database/sql wrapper
 // does so only with WithSession.
 func WithMode(m Mode) Option { return func(c *config) { c.sess.mode = m } }
