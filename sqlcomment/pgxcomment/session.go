@@ -57,7 +57,7 @@ func (db *DB) exec(ctx context.Context, st *sqlcomment.Statement, sql string, ar
 		// pgx sends a statement without arguments as a simple query, which
 		// may hold several statements: keep that, in one Query message (one
 		// implicit transaction).
-		return db.q.Exec(ctx, "SELECT set_config('application_name', '"+name+"', true); "+st.Query)
+		return db.q.Exec(ctx, "SET LOCAL application_name = '"+name+"'; "+st.Query)
 	}
 	b, ok := db.q.(batcher)
 	if !ok {
@@ -164,7 +164,7 @@ func ownTx(sql string) bool {
 func (db *DB) beginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
 	if db.mode >= sqlcomment.ModeSession && opts.BeginQuery == "" {
 		if st := db.c.Plain(ctx, ""); st.Tagged && st.Tags.Tenant != "" {
-			opts.BeginQuery = beginSQL(opts) + "; SELECT set_config('application_name', '" + db.c.ApplicationName(st.Tags) + "', true)"
+			opts.BeginQuery = beginSQL(opts) + "; SET LOCAL application_name = '" + db.c.ApplicationName(st.Tags) + "'"
 		}
 	}
 	if b, ok := db.q.(txBeginner); ok {

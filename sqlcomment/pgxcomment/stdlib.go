@@ -68,7 +68,7 @@ func (stdlibSession) BeginTx(ctx context.Context, c driver.Conn, opts driver.TxO
 	if opts.ReadOnly {
 		o.AccessMode = pgx.ReadOnly
 	}
-	o.BeginQuery = beginSQL(o) + "; SELECT set_config('application_name', '" + name + "', true)"
+	o.BeginQuery = beginSQL(o) + "; SET LOCAL application_name = '" + name + "'"
 	tx, err := pc.BeginTx(ctx, o)
 	if err != nil {
 		return nil, err
