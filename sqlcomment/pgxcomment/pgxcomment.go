@@ -43,6 +43,43 @@
 // QueryExecModeExec to the arguments of tagged ExecContext and QueryContext
 // calls in the same way.
 //
+// # Sessions
+//
+// A comment cannot carry the tenant without making each text differ per
+// tenant. The session can: with sqlcomment.WithMode(sqlcomment.ModeSession)
+// (or ModeAuto, which is session for pgx) a DB sends statements as
+// written, so pgx's statement cache keeps them prepared, and puts the
+// tenant and tier in application_name, which pg_stat_activity shows
+// beside every statement (sqlcomment.ApplicationName: "billing|t=acme|T2",
+// at most 63 ASCII bytes, long or non-ASCII tenants as a short id):
+//
+//   - Begin and BeginTx send "BEGIN; SET LOCAL application_name = '…'" as
+//     one simple query: the round trip BEGIN took anyway. The name is the
+//     transaction's only: COMMIT and ROLLBACK undo it, so a connection
+//     goes back to its pool under its own name and the next tenant never
+//     runs under the previous one's; it is also safe behind PgBouncer's
+//     transaction pooling. Run the statements through db.With(tx). A
+//     transaction begun elsewhere (pool.Begin) is not tagged.
+//   - Exec, Query and QueryRow outside a transaction send
+//     set_config('application_name', $1, true) and the statement as one
+//     pgx batch: one round trip, one implicit transaction, both statements
+//     prepared and cached; an Exec without arguments (a simple query, which
+//     may hold several statements) is sent as "SET LOCAL …; statement".
+//     Statements that PostgreSQL refuses in a transaction block (VACUUM,
+//     CREATE DATABASE, … CONCURRENTLY and the like) and statements with a
+//     caller's QueryExecMode are sent untagged.
+//   - Untagged contexts are sent as is, under the connection's own name.
+//
+// ModeBoth adds the comment too (route, traceparent), at the comment's
+// cost; its statements outside a transaction carry the comment only. The
+// pgactivity sampler reads both forms. StdlibSession does the same for
+// database/sql over pgx's stdlib, except outside a transaction: there a
+// statement first sets the connection's application_name (one round trip,
+// only when the tenant differs from the connection's last one), since
+// database/sql's rows cannot come from a pgx batch; a later statement or
+// transaction of another tenant, or an untagged one, renames it first.
+// bench/README.md has the cost against untagged pgx: BenchmarkPostgresTPCBSession.
+//
 // # Budgets
 //
 // With sqlcomment.WithBudgets, a DB applies the database budgets and
