@@ -15,7 +15,8 @@ import (
 
 // BenchmarkPostgresTPCBSession runs pgbench's TPC-B-like transaction on
 // four loopback connections, alternating transaction by transaction (the
-// order rotating) so that all see the same server:
+// order and the connection of each mode rotating) so that all see the
+// same server:
 //
 //   - untagged: pgx's default mode (statement cache), no tags;
 //   - session: pgxcomment in ModeSession, 10,000 tenants in turn, the
@@ -51,25 +52,33 @@ func BenchmarkPostgresTPCBSession(b *testing.B) {
 		defer c.Close(bg)
 		conns[i] = c
 	}
-	sess := pgxcomment.Wrap(conns[1], sqlcomment.WithApplication("bench"), sqlcomment.WithMode(sqlcomment.ModeSession))
-	zipfDB := pgxcomment.Wrap(conns[2], sqlcomment.WithApplication("bench"), sqlcomment.WithMode(sqlcomment.ModeSession))
-	comm := pgxcomment.Wrap(conns[3], sqlcomment.WithApplication("bench"), sqlcomment.WithMode(sqlcomment.ModeComment))
+	// Each mode runs on each connection in turn: under CPU contention the
+	// scheduler favours some server processes over others for seconds at
+	// a time, which would otherwise count as a mode's cost.
+	wrap := func(m sqlcomment.Mode) []*pgxcomment.DB {
+		dbs := make([]*pgxcomment.DB, len(conns))
+		for i, c := range conns {
+			dbs[i] = pgxcomment.Wrap(c, sqlcomment.WithApplication("bench"), sqlcomment.WithMode(m))
+		}
+		return dbs
+	}
+	sess, comm := wrap(sqlcomment.ModeSession), wrap(sqlcomment.ModeComment)
 	ctxs := tenantContexts()
 	r := rand.New(rand.NewPCG(1, 2))
 	zipf := rand.NewZipf(rand.New(rand.NewPCG(3, 4)), 1.1, 1, benchTenants-1)
 	plainWith := func(tx pgx.Tx) pgxcomment.Querier { return tx }
-	with := func(db *pgxcomment.DB) func(pgx.Tx) pgxcomment.Querier {
-		return func(tx pgx.Tx) pgxcomment.Querier { return db.With(tx) }
+	tagged := func(ctx context.Context, db *pgxcomment.DB) error {
+		return tpcb(ctx, db.Begin, func(tx pgx.Tx) pgxcomment.Querier { return db.With(tx) }, r)
 	}
-	runs := []func(i int) error{
-		func(int) error { return tpcb(bg, conns[0].Begin, plainWith, r) },
-		func(i int) error { return tpcb(ctxs[i%benchTenants], sess.Begin, with(sess), r) },
-		func(int) error { return tpcb(ctxs[zipf.Uint64()], zipfDB.Begin, with(zipfDB), r) },
-		func(i int) error { return tpcb(ctxs[i%benchTenants], comm.Begin, with(comm), r) },
+	runs := []func(i, c int) error{
+		func(_, c int) error { return tpcb(bg, conns[c].Begin, plainWith, r) },
+		func(i, c int) error { return tagged(ctxs[i%benchTenants], sess[c]) },
+		func(_, c int) error { return tagged(ctxs[zipf.Uint64()], sess[c]) },
+		func(i, c int) error { return tagged(ctxs[i%benchTenants], comm[c]) },
 	}
 	for i := range 50 { // warm every connection's statement cache
-		for _, run := range runs {
-			if err := run(i); err != nil {
+		for j, run := range runs {
+			if err := run(i, (i+j)%len(conns)); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -81,7 +90,7 @@ func BenchmarkPostgresTPCBSession(b *testing.B) {
 		for k := range len(runs) {
 			j := (i + k) % len(runs)
 			t0 := time.Now()
-			if err := runs[j](i); err != nil {
+			if err := runs[j](i, (i/len(runs)+j)%len(conns)); err != nil {
 				b.Fatal(err)
 			}
 			d := time.Since(t0)
