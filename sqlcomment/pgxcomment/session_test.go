@@ -62,14 +62,15 @@ func tagged(name string, tier tenant.Tier) context.Context {
 
 // TestPostgresSessionTransaction: a transaction begun through the DB shows
 // its tenant in pg_stat_activity as soon as Begin returns (read by
-// another session), its statements are sent as written and stay
+// another session, 100 times out of 100), its statements are sent as written and stay
 // prepared, and COMMIT and ROLLBACK both undo the tag.
 func TestPostgresSessionTransaction(t *testing.T) {
 	p := onePool(t, "base")
 	watch := conn(t)
 	pid := pidOf(t, p)
 	db := pgxcomment.Wrap(p, sqlcomment.WithApplication("svc"), sqlcomment.WithMode(sqlcomment.ModeSession))
-	for i, end := range []string{"commit", "rollback", "commit", "rollback"} {
+	for i := range 100 {
+		end := [2]string{"commit", "rollback"}[i%2]
 		name := fmt.Sprintf("tenant-%d", i)
 		ctx := tagged(name, tenant.T2)
 		tx, err := db.Begin(ctx)
@@ -105,7 +106,7 @@ func TestPostgresSessionTransaction(t *testing.T) {
 	}
 	defer c.Release()
 	if n := prepared(t, c.Conn()); n != 1 {
-		t.Fatalf("%d statements prepared for one statement text run by 4 tenants", n)
+		t.Fatalf("%d statements prepared for one statement text run by 100 tenants", n)
 	}
 }
 
