@@ -155,11 +155,9 @@ func (s *Sampler) Sample(ctx context.Context) (Snapshot, error) {
 		}
 		if b.Hidden() {
 			snap.Hidden++
-			b.setSessionTags(s.cfg.names)
 		} else {
 			b.Truncated = querySize > 0 && len(b.Query) >= int(querySize)-4
 			b.setTags()
-			b.setSessionTags(s.cfg.names)
 			if b.Malformed {
 				snap.Malformed++
 			}
@@ -167,6 +165,7 @@ func (s *Sampler) Sample(ctx context.Context) (Snapshot, error) {
 				snap.TagsCut++
 			}
 		}
+		b.setSessionTags(s.cfg.names) // after the comment's, which win
 		snap.Backends = append(snap.Backends, b)
 	}
 	if err := rows.Err(); err != nil {
