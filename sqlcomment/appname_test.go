@@ -1,6 +1,7 @@
 package sqlcomment_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -157,4 +158,18 @@ func FuzzParseApplicationName(f *testing.F) {
 			t.Fatalf("ApplicationName(%q, %q) = %q → %+v, %v", service, name, got, a, ok)
 		}
 	})
+}
+
+// BenchmarkApplicationName: the session tag of one transaction, for a
+// short ASCII tenant and for a long one written as its id.
+func BenchmarkApplicationName(b *testing.B) {
+	for _, name := range []string{"tenant-00042", strings.Repeat("ü", 30)} {
+		tags := tenant.Tags{Tenant: name, Tier: tenant.T2}
+		b.Run(fmt.Sprint(len(name)), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				sqlcomment.ApplicationName("billing-api", tags)
+			}
+		})
+	}
 }
