@@ -310,3 +310,22 @@ func sep(dsn string) string {
 	}
 	return "?"
 }
+
+// TestPostgresSessionBeginTx: the transaction's options hold beside the
+// name.
+func TestPostgresSessionBeginTx(t *testing.T) {
+	db := pgxcomment.Wrap(conn(t), sqlcomment.WithApplication("svc"), sqlcomment.WithMode(sqlcomment.ModeSession))
+	ctx := tagged("acme", tenant.T1)
+	tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var iso, ro, name string
+	if err := db.With(tx).QueryRow(ctx, "SELECT current_setting('transaction_isolation'), current_setting('transaction_read_only'), current_setting('application_name')").Scan(&iso, &ro, &name); err != nil {
+		t.Fatal(err)
+	}
+	if iso != "serializable" || ro != "on" || name != "svc|t=acme|T1" {
+		t.Fatalf("%s %s %q", iso, ro, name)
+	}
+}
