@@ -44,7 +44,8 @@ type AppName struct {
 //
 // The service comes first, cut to leave room for the rest; its bytes
 // outside printable ASCII, the bar, the single quote and the backslash
-// become '_'. The tenant is percent-encoded (the same bytes, '%' and '~') and, when that takes more than 40 bytes, replaced by
+// become '_'. The tenant is percent-encoded (the same bytes, '%' and
+// '~') and, when that takes more than 40 bytes, replaced by
 // TenantID(t.Tenant), which starts with '~'. The tier follows when set.
 // Without a tenant the result is the service alone. ParseApplicationName
 // is the inverse.
