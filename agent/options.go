@@ -38,6 +38,8 @@ type config struct {
 	budgets          *sqlcomment.Budgets
 	freshSigner      *enforce.ETagSigner
 	freshOpts        []enforce.FreshnessOption
+	sqlMode          sqlcomment.Mode         // WithSQLTagging
+	sqlNames         *sqlcomment.TenantNames // the ids of session tags
 }
 
 // WithCollector sends the agent's reports to the collector at base (for
@@ -109,8 +111,17 @@ func WithTracerProvider(tp *sdktrace.TracerProvider) Option { return func(c *con
 // agent's own Transport needs no baggage in the context.
 func WithBaggage() Option { return func(c *config) { c.baggage = true } }
 
+// WithSQLTagging chooses where OpenPgxPool and OpenDB put the tenant of
+// each statement (sqlcomment.ModeComment by default): the comment, the
+// session's application_name (sqlcomment.ModeSession: set in the round
+// trip of BEGIN, prepared statements kept), both, or ModeAuto (session
+// for pgx and pgx's stdlib, the comment for other drivers). See Sessions
+// in the pgxcomment package doc.
+func WithSQLTagging(m sqlcomment.Mode) Option { return func(c *config) { c.sqlMode = m } }
+
 func newConfig(opts []Option) (config, error) {
-	c := config{slots: 256, interval: meter.DefaultInterval, maxPoolTenants: meter.MaxPoolWaits}
+	c := config{slots: 256, interval: meter.DefaultInterval, maxPoolTenants: meter.MaxPoolWaits,
+		sqlNames: sqlcomment.NewTenantNames(0)}
 	for _, o := range opts {
 		if o != nil {
 			o(&c)
@@ -127,6 +138,9 @@ func newConfig(opts []Option) (config, error) {
 	}
 	if c.interval <= 0 {
 		return c, fmt.Errorf("%w: interval %v (want > 0)", ErrConfig, c.interval)
+	}
+	if c.sqlMode > sqlcomment.ModeAuto {
+		return c, fmt.Errorf("%w: SQL tagging mode %v", ErrConfig, c.sqlMode)
 	}
 	if c.extract == nil {
 		c.extract = FirstOf(FromContext(), FromBaggage())

@@ -28,13 +28,20 @@ func (a *Agent) OpenPgxPool(ctx context.Context, cfg *pgxpool.Config, opts ...sq
 	if err != nil {
 		return nil, nil, fmt.Errorf("agent: pgx pool: %w", err)
 	}
-	o := []sqlcomment.Option{sqlcomment.WithApplication(a.cfg.service), sqlcomment.WithObserver(a.obs)}
+	o := []sqlcomment.Option{sqlcomment.WithApplication(a.cfg.service), sqlcomment.WithObserver(a.obs),
+		sqlcomment.WithMode(a.cfg.sqlMode), sqlcomment.WithTenantNames(a.cfg.sqlNames)}
 	if a.cfg.budgets != nil {
 		o = append(o, sqlcomment.WithBudgets(a.cfg.budgets))
 	}
 	o = append(o, opts...)
 	return pgxcomment.Wrap(pool, o...), pool, nil
 }
+
+// TenantNames holds the names behind the short ids that session tagging
+// (WithSQLTagging) writes for tenants whose names do not fit in
+// application_name; drain it into what the collector receives so that
+// pgactivity (WithTenantNames) can name them.
+func (a *Agent) TenantNames() *sqlcomment.TenantNames { return a.cfg.sqlNames }
 
 // ConfigurePgxPool installs the agent's acquire tracer on cfg (keeping a
 // tracer already there, which still sees every call), for a pool opened

@@ -13,7 +13,9 @@ import (
 // service) and are recorded as database time per tenant, the comment and
 // the record always naming the same tenant. For pgx's stdlib driver
 // ("pgx") tagged statements skip pgx's per-text statement cache
-// (pgxcomment.StdlibExecMode). opts come after the agent's and so win.
+// (pgxcomment.StdlibExecMode), and WithSQLTagging's session modes tag the
+// session instead (pgxcomment.StdlibSession). opts come after the agent's
+// and so win.
 func (a *Agent) OpenDB(driverName, dsn string, opts ...sqlcomment.Option) (*sql.DB, error) {
 	return sqlcomment.Open(driverName, dsn, a.sqlOptions(driverName == "pgx", opts)...)
 }
@@ -24,10 +26,11 @@ func (a *Agent) WrapConnector(c driver.Connector, opts ...sqlcomment.Option) dri
 }
 
 func (a *Agent) sqlOptions(pgx bool, opts []sqlcomment.Option) []sqlcomment.Option {
-	out := make([]sqlcomment.Option, 0, len(opts)+3)
-	out = append(out, sqlcomment.WithApplication(a.cfg.service), sqlcomment.WithObserver(a.obs))
+	out := make([]sqlcomment.Option, 0, len(opts)+6)
+	out = append(out, sqlcomment.WithApplication(a.cfg.service), sqlcomment.WithObserver(a.obs),
+		sqlcomment.WithMode(a.cfg.sqlMode), sqlcomment.WithTenantNames(a.cfg.sqlNames))
 	if pgx {
-		out = append(out, pgxcomment.StdlibExecMode())
+		out = append(out, pgxcomment.StdlibExecMode(), pgxcomment.StdlibSession())
 	}
 	if a.cfg.budgets != nil {
 		out = append(out, sqlcomment.WithBudgets(a.cfg.budgets))

@@ -39,10 +39,17 @@ type Backend struct {
 	// Client is the client's address (client_addr); "" for a Unix socket.
 	Client string
 	// Application is application_name, or the sqlcommenter tag
-	// "application" when the session set none.
+	// "application" when the session set none. For a session tagged by
+	// sqlcomment.ModeSession it is the service alone (the part before
+	// the tenant), so grouping by application still groups by service.
 	Application string
+	// SessionTagged: application_name carried a tenant
+	// (sqlcomment.ApplicationName); Tenant and Tier come from it unless
+	// the statement's comment names them.
+	SessionTagged bool
 
-	// From the statement's sqlcommenter comment (sqlcomment.Parse); ""
+	// From the statement's sqlcommenter comment (sqlcomment.Parse), else
+	// from application_name (SessionTagged); ""
 	// (and TierUnset) when untagged, when the comment is malformed or was
 	// cut off by track_activity_query_size, or when a value is not a valid
 	// tenant or route (tenant.ValidateTenant, tenant.ValidateRoute).

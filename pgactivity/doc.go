@@ -4,7 +4,11 @@
 // A Sampler reads every client backend once per call (Sample) or once per
 // interval (Run), and reads each statement's sqlcommenter tags
 // (/*route='GET%20%2Fr',tenant='acme'*/) back with sqlcomment.Parse, so every
-// running statement carries the tenant it works for. An Aggregator adds the
+// running statement carries the tenant it works for. Sessions tagged in
+// application_name instead (sqlcomment.ModeSession: "billing|t=acme|T2")
+// are read with sqlcomment.ParseApplicationName: Application stays the
+// service, and a tenant written as its short id is named through
+// WithTenantNames. An Aggregator adds the
 // snapshots of a window and cuts them into a Window: per tenant the average
 // active sessions (AAS, the measure of Amazon RDS Performance Insights: the
 // mean over samples of the number of active sessions) split by wait-event

@@ -10,6 +10,7 @@ type config struct {
 	now     func() time.Time
 	timeout time.Duration
 	metrics *Metrics
+	names   func(id string) (string, bool) // WithTenantNames
 }
 
 // DefaultTimeout is how long Run lets one sample take.

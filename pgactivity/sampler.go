@@ -165,6 +165,7 @@ func (s *Sampler) Sample(ctx context.Context) (Snapshot, error) {
 				snap.TagsCut++
 			}
 		}
+		b.setSessionTags(s.cfg.names) // after the comment's, which win
 		snap.Backends = append(snap.Backends, b)
 	}
 	if err := rows.Err(); err != nil {

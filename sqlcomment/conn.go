@@ -25,10 +25,15 @@ type conn struct {
 	// inTx is true between BeginTx and the end of its transaction; a
 	// connection is used by one goroutine at a time.
 	inTx bool
+	// mode is the resolved Mode; name is the session's application_name
+	// as set by a statement outside a transaction, when named.
+	mode  Mode
+	named bool
+	name  string
 }
 
 func newConn(c driver.Conn, cm *Commenter) *conn {
-	w := &conn{c: c, cm: cm}
+	w := &conn{c: c, cm: cm, mode: cm.cfg.sess.mode.Resolve(cm.cfg.sess.session != nil)}
 	w.ec, _ = c.(driver.ExecerContext)
 	w.ex, _ = c.(driver.Execer) //nolint:staticcheck
 	w.qc, _ = c.(driver.QueryerContext)
@@ -73,7 +78,10 @@ func (c *conn) Begin() (driver.Tx, error) {
 
 func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
 	st := c.cm.Comment(ctx, query, true)
-	if !c.cm.Observing() && c.cm.cfg.budgets == nil {
+	if c.mode == ModeSession {
+		st = c.cm.Plain(ctx, query)
+	}
+	if !c.cm.Observing() && c.cm.cfg.budgets == nil && c.mode < ModeSession {
 		return c.prepare(ctx, st.Query)
 	}
 	start := time.Now()
@@ -110,7 +118,10 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 	if ec == nil && e == nil {
 		return nil, driver.ErrSkip
 	}
-	st := c.cm.Comment(ctx, query, false)
+	st, err := c.statement(ctx, query)
+	if err != nil {
+		return nil, err
+	}
 	if st.Unique && len(c.cm.cfg.leadingArgs) > 0 {
 		args = leading(c.cm.cfg.leadingArgs, args)
 	}
@@ -122,7 +133,6 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 		start = time.Now()
 	}
 	var res driver.Result
-	var err error
 	if hasCtx {
 		res, err = ec.ExecContext(ctx, st.Query, args)
 	} else {
@@ -147,7 +157,10 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 	if qc == nil && q == nil {
 		return nil, driver.ErrSkip
 	}
-	st := c.cm.Comment(ctx, query, false)
+	st, err := c.statement(ctx, query)
+	if err != nil {
+		return nil, err
+	}
 	if st.Unique && len(c.cm.cfg.leadingArgs) > 0 {
 		args = leading(c.cm.cfg.leadingArgs, args)
 	}
@@ -159,7 +172,6 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 		start = time.Now()
 	}
 	var r driver.Rows
-	var err error
 	if hasCtx {
 		r, err = qc.QueryContext(ctx, st.Query, args)
 	} else {
@@ -243,6 +255,9 @@ func (c *conn) Ping(ctx context.Context) error {
 }
 
 func (c *conn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
+	if c.mode >= ModeSession {
+		return c.beginTagged(ctx, opts)
+	}
 	if c.cm.cfg.budgets != nil {
 		return c.beginBudgeted(ctx, opts)
 	}

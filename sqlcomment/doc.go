@@ -73,6 +73,20 @@
 // time (it is not prepared); bench/README.md has the measured ratios
 // against untagged and against pgx's default mode.
 //
+// # Sessions
+//
+// WithMode chooses where the tags go: the comment (ModeComment, the
+// default), the session's application_name (ModeSession), both
+// (ModeBoth), or ModeAuto (session where the driver sets it in the same
+// round trip, comment elsewhere). ApplicationName writes the session tag,
+// "billing|t=acme|T2", in at most 63 printable ASCII bytes (what
+// PostgreSQL keeps), a tenant whose name does not fit as its TenantID,
+// which TenantNames maps back; ParseApplicationName reads it (fuzzed).
+// The statements are then sent as written, so drivers keep them
+// prepared. pgxcomment implements it for pgx (transaction-local, in the
+// round trip of BEGIN or of the statement) and, through WithSession and
+// pgxcomment.StdlibSession, for database/sql over pgx's stdlib.
+//
 // # DB time
 //
 // WithObserver calls an Observer once per statement (and per begin, commit,

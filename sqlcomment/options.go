@@ -27,6 +27,7 @@ type config struct {
 	reg         prometheus.Registerer
 	leadingArgs []driver.Value
 	budgets     *Budgets
+	sess        sessionConfig // WithMode, WithSession, WithTenantNames
 }
 
 func newConfig(opts []Option) config {

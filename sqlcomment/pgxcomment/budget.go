@@ -57,15 +57,24 @@ type beginner interface {
 // bucket is spent or full, before anything is sent. Run the transaction's
 // statements through db.With(tx), which never refuses them (see
 // Transactions in the sqlcomment.Budgets doc).
+//
+// In ModeSession and ModeBoth (see Sessions in the package doc) the
+// transaction's application_name names the context's tenant, set in the
+// round trip of BEGIN.
 func (db *DB) Begin(ctx context.Context) (pgx.Tx, error) {
-	b, ok := db.q.(beginner)
-	if !ok {
+	return db.BeginTx(ctx, pgx.TxOptions{})
+}
+
+// BeginTx is Begin with pgx's transaction options. With
+// opts.BeginQuery set, the transaction is not tagged.
+func (db *DB) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
+	if _, ok := db.q.(beginner); !ok {
 		return nil, errNoBegin
 	}
 	if err := db.c.AdmitBegin(ctx, time.Now()); err != nil {
 		return nil, err
 	}
-	return b.Begin(ctx)
+	return db.beginTx(ctx, opts)
 }
 
 func (db *DB) execBudgeted(ctx context.Context, sql string, st sqlcomment.Statement, args []any) (pgconn.CommandTag, error) {
@@ -74,7 +83,7 @@ func (db *DB) execBudgeted(ctx context.Context, sql string, st sqlcomment.Statem
 	if err != nil {
 		return pgconn.CommandTag{}, err
 	}
-	tag, err := db.q.Exec(rctx, st.Query, args...)
+	tag, err := db.exec(rctx, &st, sql, args)
 	db.finish(&r)
 	if db.c.Observing() {
 		start := r.tk.Start()
@@ -94,7 +103,7 @@ func (db *DB) queryBudgeted(ctx context.Context, sql string, st sqlcomment.State
 	if err != nil {
 		return nil, err
 	}
-	rs, err := db.q.Query(rctx, st.Query, args...)
+	rs, err := db.query(rctx, &st, sql, args)
 	ev := sqlcomment.Event{Tags: st.Tags, Tagged: st.Tagged, Op: sqlcomment.OpQuery, Query: st.Query, Start: r.tk.Start()}
 	if err != nil {
 		db.finish(r)

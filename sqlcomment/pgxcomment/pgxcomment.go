@@ -43,6 +43,43 @@
 // QueryExecModeExec to the arguments of tagged ExecContext and QueryContext
 // calls in the same way.
 //
+// # Sessions
+//
+// A comment cannot carry the tenant without making each text differ per
+// tenant. The session can: with sqlcomment.WithMode(sqlcomment.ModeSession)
+// (or ModeAuto, which is session for pgx) a DB sends statements as
+// written, so pgx's statement cache keeps them prepared, and puts the
+// tenant and tier in application_name, which pg_stat_activity shows
+// beside every statement (sqlcomment.ApplicationName: "billing|t=acme|T2",
+// at most 63 ASCII bytes, long or non-ASCII tenants as a short id):
+//
+//   - Begin and BeginTx send "BEGIN; SET LOCAL application_name = '…'" as
+//     one simple query: the round trip BEGIN took anyway. The name is the
+//     transaction's only: COMMIT and ROLLBACK undo it, so a connection
+//     goes back to its pool under its own name and the next tenant never
+//     runs under the previous one's; it is also safe behind PgBouncer's
+//     transaction pooling. Run the statements through db.With(tx). A
+//     transaction begun elsewhere (pool.Begin) is not tagged.
+//   - Exec, Query and QueryRow outside a transaction send
+//     set_config('application_name', $1, true) and the statement as one
+//     pgx batch: one round trip, one implicit transaction, both statements
+//     prepared and cached; an Exec without arguments (a simple query, which
+//     may hold several statements) is sent as "SET LOCAL …; statement".
+//     Statements that PostgreSQL refuses in a transaction block (VACUUM,
+//     CREATE DATABASE, … CONCURRENTLY and the like) and statements with a
+//     caller's QueryExecMode are sent untagged.
+//   - Untagged contexts are sent as is, under the connection's own name.
+//
+// ModeBoth adds the comment too (route, traceparent), at the comment's
+// cost; its statements outside a transaction carry the comment only. The
+// pgactivity sampler reads both forms. StdlibSession does the same for
+// database/sql over pgx's stdlib, except outside a transaction: there a
+// statement first sets the connection's application_name (one round trip,
+// only when the tenant differs from the connection's last one), since
+// database/sql's rows cannot come from a pgx batch; a later statement or
+// transaction of another tenant, or an untagged one, renames it first.
+// bench/README.md has the cost against untagged pgx: BenchmarkPostgresTPCBSession.
+//
 // # Budgets
 //
 // With sqlcomment.WithBudgets, a DB applies the database budgets and
@@ -85,6 +122,7 @@ type DB struct {
 	c *sqlcomment.Commenter
 	// inTx: q is a pgx.Tx, whose statements budgets never refuse.
 	inTx bool
+	mode sqlcomment.Mode // resolved: ModeComment, ModeSession or ModeBoth
 }
 
 var _ Querier = (*DB)(nil)
@@ -95,14 +133,15 @@ var _ Querier = (*DB)(nil)
 // take about 20 KiB; use With for a transaction.
 func Wrap(q Querier, opts ...sqlcomment.Option) *DB {
 	_, inTx := q.(pgx.Tx)
-	return &DB{q: q, c: sqlcomment.NewCommenter(opts...), inTx: inTx}
+	c := sqlcomment.NewCommenter(opts...)
+	return &DB{q: q, c: c, inTx: inTx, mode: c.Mode().Resolve(true)}
 }
 
 // With returns a DB for q that shares db's configuration and counters; use
 // it for a transaction: tx, _ := pool.Begin(ctx); db.With(tx).Exec(…).
 func (db *DB) With(q Querier) *DB {
 	_, inTx := q.(pgx.Tx)
-	return &DB{q: q, c: db.c, inTx: inTx}
+	return &DB{q: q, c: db.c, inTx: inTx, mode: db.mode}
 }
 
 // Commenter returns the DB's commenter (for Dropped).
@@ -117,6 +156,9 @@ func StdlibExecMode() sqlcomment.Option {
 
 // statement returns the text to send and the arguments to send it with.
 func (db *DB) statement(ctx context.Context, sql string, args []any) (sqlcomment.Statement, []any) {
+	if db.mode == sqlcomment.ModeSession {
+		return db.c.Plain(ctx, sql), args
+	}
 	if len(args) > 0 {
 		if m, ok := args[0].(pgx.QueryExecMode); ok {
 			// The caller chose the mode: a traceparent only where nothing is
@@ -141,10 +183,10 @@ func (db *DB) Exec(ctx context.Context, sql string, args ...any) (pgconn.Command
 		return db.execBudgeted(ctx, sql, st, args)
 	}
 	if !db.c.Observing() {
-		return db.q.Exec(ctx, st.Query, args...)
+		return db.exec(ctx, &st, sql, args)
 	}
 	start := time.Now()
-	tag, err := db.q.Exec(ctx, st.Query, args...)
+	tag, err := db.exec(ctx, &st, sql, args)
 	rows := int64(-1)
 	if err == nil {
 		rows = tag.RowsAffected()
@@ -163,10 +205,10 @@ func (db *DB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, err
 		return db.queryBudgeted(ctx, sql, st, args)
 	}
 	if !db.c.Observing() {
-		return db.q.Query(ctx, st.Query, args...)
+		return db.query(ctx, &st, sql, args)
 	}
 	start := time.Now()
-	r, err := db.q.Query(ctx, st.Query, args...)
+	r, err := db.query(ctx, &st, sql, args)
 	ev := sqlcomment.Event{Tags: st.Tags, Tagged: st.Tagged, Op: sqlcomment.OpQuery, Query: st.Query, Start: start}
 	if err != nil {
 		ev.Duration, ev.Rows, ev.Err = time.Since(start), -1, err
@@ -181,7 +223,9 @@ func (db *DB) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, err
 func (db *DB) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	if !db.c.Observing() && db.c.Budgets() == nil {
 		st, args := db.statement(ctx, sql, args)
-		return db.q.QueryRow(ctx, st.Query, args...)
+		if db.sessionName(&st, sql, args) == "" {
+			return db.q.QueryRow(ctx, st.Query, args...)
+		}
 	}
 	r, err := db.Query(ctx, sql, args...)
 	return &row{rows: r, err: err}

@@ -1,0 +1,44 @@
+package pgactivity
+
+import (
+	"github.com/qtop-dev/qtop/sqlcomment"
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+// WithTenantNames resolves the short ids that session tagging writes for
+// tenants whose names do not fit in application_name
+// (sqlcomment.TenantID): names(id) returns the name, from what the
+// applications reported (sqlcomment.TenantNames). An id it does not know
+// is kept as the tenant, so its load is still told apart.
+func WithTenantNames(names func(id string) (string, bool)) Option {
+	return func(c *config) { c.names = names }
+}
+
+// setSessionTags reads the tags that session tagging (sqlcomment.ModeSession)
+// put in application_name: the service stays Application, so grouping by
+// application still groups by service; the tenant and tier fill what the
+// statement's comment did not say (a comment, per statement, wins).
+// PostgreSQL shows application_name even for sessions it hides from the
+// role, so their tenant is known too.
+func (b *Backend) setSessionTags(names func(string) (string, bool)) {
+	a, ok := sqlcomment.ParseApplicationName(b.Application)
+	if !ok {
+		return
+	}
+	b.Application = a.Service
+	b.SessionTagged = true
+	if b.Application == "" && b.Tags != nil {
+		b.Application = b.Tags[sqlcomment.KeyApplication]
+	}
+	if b.Tenant == "" {
+		b.Tenant = a.Tenant
+		if a.ID && names != nil {
+			if name, ok := names(a.Tenant); ok && tenant.ValidateTenant(name) == nil {
+				b.Tenant = name
+			}
+		}
+	}
+	if b.Tier == tenant.TierUnset {
+		b.Tier = a.Tier
+	}
+}

@@ -1,0 +1,100 @@
+package pgactivity
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/qtop-dev/qtop/sqlcomment"
+	"github.com/qtop-dev/qtop/sqlcomment/pgxcomment"
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+// TestSessionTagged: sessions tagged through application_name
+// (sqlcomment.ModeSession) are attributed to their tenant and tier, keep
+// their service as Application, and a tenant written as its id is named
+// through WithTenantNames; an active one counts in its tenant's AAS.
+func TestSessionTagged(t *testing.T) {
+	sfx := suffix(t)
+	svc, acme, long := "svc-"+sfx, "acme-"+sfx, strings.Repeat("ü", 25)+sfx
+	names := sqlcomment.NewTenantNames(0)
+	idle, active := connect(t), connect(t)
+	opts := []sqlcomment.Option{sqlcomment.WithApplication(svc), sqlcomment.WithMode(sqlcomment.ModeSession), sqlcomment.WithTenantNames(names)}
+
+	// An idle transaction of the long-named tenant, which stays listed.
+	ctx := tenant.With(context.Background(), tenant.Tags{Tenant: long, Tier: tenant.T3})
+	tx, err := pgxcomment.Wrap(idle.conn, opts...).Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+
+	// An active statement of acme, in a tagged transaction.
+	actx := tenant.With(context.Background(), tenant.Tags{Tenant: acme, Tier: tenant.T1})
+	atx, err := pgxcomment.Wrap(active.conn, opts...).Begin(actx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sleepCtx, stop := context.WithCancel(context.Background())
+	active.done = make(chan error, 1)
+	go func() {
+		_, err := atx.Exec(sleepCtx, "SELECT pg_sleep(30)")
+		active.done <- err
+	}()
+
+	s := NewSampler(newPool(t, "", ""), WithTenantNames(names.Lookup))
+	snap := waitFor(t, s, "the tagged sessions", func(sn Snapshot) bool {
+		return countActive(sn, acme) == 1
+	})
+	stop()
+	active.wait(t)
+	atx.Rollback(context.Background())
+
+	a, _ := byPID(snap, active.pid)
+	if a.Tenant != acme || a.Tier != tenant.T1 || a.Application != svc || !a.SessionTagged || strings.Contains(a.Query, "/*") {
+		t.Errorf("active session: %+v", a)
+	}
+	b, ok := byPID(snap, idle.pid)
+	if !ok || b.Tenant != long || b.Tier != tenant.T3 || b.Application != svc || b.State != StateIdleInTransaction {
+		t.Errorf("idle session: %+v", b)
+	}
+	// Without the names the id stands for the tenant.
+	snap, err = NewSampler(newPool(t, "", "")).Sample(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := byPID(snap, idle.pid); b.Tenant != sqlcomment.TenantID(long) {
+		t.Errorf("without names: %q", b.Tenant)
+	}
+	agg := NewAggregator()
+	agg.Add(Snapshot{Time: snap.Time, Backends: []Backend{a}})
+	w := agg.Cut(snap.Time)
+	if len(w.Tenants) != 1 || w.Tenants[0].Tenant != acme || w.Tenants[0].AAS != 1 {
+		t.Errorf("window: %+v", w.Tenants)
+	}
+}
+
+// TestSetSessionTags: the comment wins over application_name; names that
+// are not session tags are left alone.
+func TestSetSessionTags(t *testing.T) {
+	for _, c := range []struct {
+		app, query  string
+		tenant, svc string
+		tier        tenant.Tier
+		session     bool
+	}{
+		{"svc|t=acme|T2", "SELECT 1", "acme", "svc", tenant.T2, true},
+		{"svc|t=acme|T2", "SELECT 1 /*tenant='other',tier='T1'*/", "other", "svc", tenant.T1, true},
+		{"svc|t=acme", "SELECT 1 /*tenant='other'*/", "other", "svc", tenant.TierUnset, true},
+		{"psql", "SELECT 1", "", "psql", tenant.TierUnset, false},
+		{"svc|t=(untagged)", "SELECT 1", "", "svc|t=(untagged)", tenant.TierUnset, false},
+		{"|t=acme", "SELECT 1 /*application='web'*/", "acme", "web", tenant.TierUnset, true},
+	} {
+		b := Backend{Application: c.app, Query: c.query}
+		b.setTags()
+		b.setSessionTags(nil)
+		if b.Tenant != c.tenant || b.Application != c.svc || b.Tier != c.tier || b.SessionTagged != c.session {
+			t.Errorf("%q %q: %+v", c.app, c.query, b)
+		}
+	}
+}

@@ -1,0 +1,199 @@
+package pgxcomment
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/qtop-dev/qtop/sqlcomment"
+)
+
+// setLocal sets application_name until the end of the transaction; in a
+// batch outside a transaction that is the batch's implicit transaction.
+const setLocal = "SELECT set_config('application_name', $1, true)"
+
+// batcher is what *pgxpool.Pool, *pgx.Conn and pgx.Tx have to pipeline.
+type batcher interface {
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
+// txBeginner is what *pgxpool.Pool and *pgx.Conn have to begin a
+// transaction with options.
+type txBeginner interface {
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}
+
+// sessionName returns the application_name to set for a statement sent
+// outside a transaction, or "" to send it as is: untagged, in a
+// transaction, in ModeComment, with an execution mode chosen by the
+// caller (a batch cannot carry one), or a statement that cannot run in a
+// transaction block.
+func (db *DB) sessionName(st *sqlcomment.Statement, sql string, args []any) string {
+	if db.mode < sqlcomment.ModeSession || db.inTx || !st.Tagged || st.Tags.Tenant == "" || st.Unique {
+		return ""
+	}
+	if len(args) > 0 {
+		if _, ok := args[0].(pgx.QueryExecMode); ok {
+			return ""
+		}
+	}
+	if ownTx(sql) {
+		return ""
+	}
+	return db.c.ApplicationName(st.Tags)
+}
+
+// exec sends st: with its tenant's application_name set in the same
+// round trip when sessionName says so.
+func (db *DB) exec(ctx context.Context, st *sqlcomment.Statement, sql string, args []any) (pgconn.CommandTag, error) {
+	name := db.sessionName(st, sql, args)
+	if name == "" {
+		return db.q.Exec(ctx, st.Query, args...)
+	}
+	if len(args) == 0 {
+		// pgx sends a statement without arguments as a simple query, which
+		// may hold several statements: keep that, in one Query message (one
+		// implicit transaction).
+		return db.q.Exec(ctx, "SET LOCAL application_name = '"+name+"'; "+st.Query)
+	}
+	b, ok := db.q.(batcher)
+	if !ok {
+		return db.q.Exec(ctx, st.Query, args...)
+	}
+	var batch pgx.Batch
+	batch.Queue(setLocal, name)
+	batch.Queue(st.Query, args...)
+	br := b.SendBatch(ctx, &batch)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return pgconn.CommandTag{}, err
+	}
+	tag, err := br.Exec()
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	return tag, err
+}
+
+// query is exec for Query.
+func (db *DB) query(ctx context.Context, st *sqlcomment.Statement, sql string, args []any) (pgx.Rows, error) {
+	name := db.sessionName(st, sql, args)
+	b, ok := db.q.(batcher)
+	if name == "" || !ok {
+		return db.q.Query(ctx, st.Query, args...)
+	}
+	var batch pgx.Batch
+	batch.Queue(setLocal, name)
+	batch.Queue(st.Query, args...)
+	br := b.SendBatch(ctx, &batch)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return nil, err
+	}
+	r, err := br.Query()
+	if err != nil {
+		br.Close()
+		return r, err
+	}
+	return &batchRows{Rows: r, br: br}, nil
+}
+
+// batchRows closes the batch (and so releases a pool's connection) when
+// the rows end.
+type batchRows struct {
+	pgx.Rows
+	br     pgx.BatchResults
+	closed bool
+	err    error
+}
+
+func (r *batchRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.end()
+	return false
+}
+
+func (r *batchRows) Close() {
+	r.Rows.Close()
+	r.end()
+}
+
+func (r *batchRows) end() {
+	if !r.closed {
+		r.closed = true
+		r.err = r.br.Close()
+	}
+}
+
+func (r *batchRows) Err() error {
+	if err := r.Rows.Err(); err != nil {
+		return err
+	}
+	return r.err
+}
+
+// ownTx reports whether sql is a statement PostgreSQL refuses in a
+// transaction block (VACUUM, CREATE DATABASE, … CONCURRENTLY): it is sent
+// without a session tag, since the tag's implicit transaction would make
+// it fail.
+func ownTx(sql string) bool {
+	s := strings.TrimLeft(sql, " \t\r\n(")
+	if len(s) > 64 {
+		s = s[:64]
+	}
+	s = strings.ToLower(s)
+	for _, p := range [...]string{"vacuum", "create database", "drop database", "alter database",
+		"create tablespace", "drop tablespace", "alter system", "reindex", "cluster", "create subscription",
+		"drop subscription", "alter subscription", "discard all", "commit prepared", "rollback prepared"} {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return strings.Contains(strings.ToLower(sql), "concurrently")
+}
+
+// beginTx begins a transaction whose application_name is the context's
+// tenant's, set in the round trip of BEGIN (a simple query of two
+// statements), when the DB is in a session mode and the context has a
+// tenant.
+func (db *DB) beginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
+	if db.mode >= sqlcomment.ModeSession && opts.BeginQuery == "" {
+		if st := db.c.Plain(ctx, ""); st.Tagged && st.Tags.Tenant != "" {
+			opts.BeginQuery = beginSQL(opts) + "; SET LOCAL application_name = '" + db.c.ApplicationName(st.Tags) + "'"
+		}
+	}
+	if b, ok := db.q.(txBeginner); ok {
+		return b.BeginTx(ctx, opts)
+	}
+	if b, ok := db.q.(beginner); ok && opts == (pgx.TxOptions{}) {
+		return b.Begin(ctx) // a pgx.Tx: a savepoint, already tagged
+	}
+	if _, ok := db.q.(beginner); ok {
+		return nil, fmt.Errorf("pgxcomment: a transaction's savepoint takes no options")
+	}
+	return nil, errNoBegin
+}
+
+// beginSQL is pgx's TxOptions.beginSQL (unexported there).
+func beginSQL(o pgx.TxOptions) string {
+	var b strings.Builder
+	b.WriteString("begin")
+	if o.IsoLevel != "" {
+		b.WriteString(" isolation level ")
+		b.WriteString(string(o.IsoLevel))
+	}
+	if o.AccessMode != "" {
+		b.WriteByte(' ')
+		b.WriteString(string(o.AccessMode))
+	}
+	if o.DeferrableMode != "" {
+		b.WriteByte(' ')
+		b.WriteString(string(o.DeferrableMode))
+	}
+	return b.String()
+}

@@ -1,0 +1,41 @@
+package pgxcomment
+
+import (
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+)
+
+func TestOwnTx(t *testing.T) {
+	for sql, want := range map[string]bool{
+		"VACUUM pg_class":                      true,
+		"  vacuum analyze t":                   true,
+		"CREATE INDEX CONCURRENTLY i ON t (a)": true,
+		"create database x":                    true,
+		"ALTER SYSTEM SET work_mem = '8MB'":    true,
+		"REINDEX TABLE CONCURRENTLY t":         true,
+		"SELECT 1":                             false,
+		"UPDATE t SET a = 1":                   false,
+		"CREATE TABLE t (a int)":               false,
+	} {
+		if got := ownTx(sql); got != want {
+			t.Errorf("ownTx(%q) = %v", sql, got)
+		}
+	}
+}
+
+func TestBeginSQL(t *testing.T) {
+	for _, c := range []struct {
+		o    pgx.TxOptions
+		want string
+	}{
+		{pgx.TxOptions{}, "begin"},
+		{pgx.TxOptions{IsoLevel: pgx.Serializable, AccessMode: pgx.ReadOnly, DeferrableMode: pgx.Deferrable},
+			"begin isolation level serializable read only deferrable"},
+		{pgx.TxOptions{AccessMode: pgx.ReadWrite}, "begin read write"},
+	} {
+		if got := beginSQL(c.o); got != c.want {
+			t.Errorf("beginSQL(%+v) = %q, want %q", c.o, got, c.want)
+		}
+	}
+}

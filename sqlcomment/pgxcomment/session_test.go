@@ -1,0 +1,331 @@
+package pgxcomment_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	_ "github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/qtop-dev/qtop/internal/testsvc"
+	"github.com/qtop-dev/qtop/sqlcomment"
+	"github.com/qtop-dev/qtop/sqlcomment/pgxcomment"
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+// onePool is a pool of one connection, so that every statement reuses the
+// connection of the one before; its own application_name is base.
+func onePool(t *testing.T, base string) *pgxpool.Pool {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(testsvc.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	cfg.ConnConfig.RuntimeParams["application_name"] = base
+	p, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.Close)
+	return p
+}
+
+// shown reads, from another session, the application_name that
+// pg_stat_activity shows for pid.
+func shown(t *testing.T, watch *pgx.Conn, pid uint32) string {
+	t.Helper()
+	var name string
+	if err := watch.QueryRow(context.Background(), "SELECT application_name FROM pg_stat_activity WHERE pid = $1", int32(pid)).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+func pidOf(t *testing.T, p *pgxpool.Pool) uint32 {
+	t.Helper()
+	c, err := p.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	return c.Conn().PgConn().PID()
+}
+
+func tagged(name string, tier tenant.Tier) context.Context {
+	return tenant.With(context.Background(), tenant.Tags{Tenant: name, Route: "GET /r", Tier: tier})
+}
+
+// TestPostgresSessionTransaction: a transaction begun through the DB shows
+// its tenant in pg_stat_activity as soon as Begin returns (read by
+// another session, 100 times out of 100), its statements are sent as written and stay
+// prepared, and COMMIT and ROLLBACK both undo the tag.
+func TestPostgresSessionTransaction(t *testing.T) {
+	p := onePool(t, "base")
+	watch := conn(t)
+	pid := pidOf(t, p)
+	db := pgxcomment.Wrap(p, sqlcomment.WithApplication("svc"), sqlcomment.WithMode(sqlcomment.ModeSession))
+	for i := range 100 {
+		end := [2]string{"commit", "rollback"}[i%2]
+		name := fmt.Sprintf("tenant-%d", i)
+		ctx := tagged(name, tenant.T2)
+		tx, err := db.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "svc|t=" + name + "|T2"
+		if got := shown(t, watch, pid); got != want {
+			t.Fatalf("after Begin pg_stat_activity shows %q, want %q", got, want)
+		}
+		var query, inside string
+		if err := db.With(tx).QueryRow(ctx, "SELECT current_query(), current_setting('application_name')").Scan(&query, &inside); err != nil {
+			t.Fatal(err)
+		}
+		if inside != want || strings.Contains(query, "/*") {
+			t.Fatalf("inside: %q, sent %q", inside, query)
+		}
+		if end == "commit" {
+			err = tx.Commit(ctx)
+		} else {
+			err = tx.Rollback(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := shown(t, watch, pid); got != "base" {
+			t.Fatalf("after %s pg_stat_activity shows %q", end, got)
+		}
+	}
+	c, err := p.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	if n := prepared(t, c.Conn()); n != 1 {
+		t.Fatalf("%d statements prepared for one statement text run by 100 tenants", n)
+	}
+}
+
+// TestPostgresSessionReuse: one connection serves tenants a, b, nobody, a
+// long and a non-ASCII one in turn, in single statements and transactions;
+// each statement sees its own tenant (or the connection's own name), and
+// between them pg_stat_activity shows the connection's own name, never the
+// previous tenant's.
+func TestPostgresSessionReuse(t *testing.T) {
+	p := onePool(t, "base")
+	watch := conn(t)
+	pid := pidOf(t, p)
+	db := pgxcomment.Wrap(p, sqlcomment.WithApplication("svc"), sqlcomment.WithMode(sqlcomment.ModeAuto))
+	long := strings.Repeat("long-tenant-", 5)
+	steps := []struct {
+		ctx  context.Context
+		want string
+	}{
+		{tagged("a", tenant.T1), "svc|t=a|T1"},
+		{tagged("b", tenant.TierUnset), "svc|t=b"},
+		{context.Background(), "base"},
+		{tagged(long, tenant.T3), "svc|t=" + sqlcomment.TenantID(long) + "|T3"},
+		{tagged("café", tenant.T0), "svc|t=caf%C3%A9|T0"},
+		{tagged("a", tenant.T1), "svc|t=a|T1"},
+	}
+	const q = "SELECT current_setting('application_name'), (SELECT application_name FROM pg_stat_activity WHERE pid = pg_backend_pid())"
+	for round := range 3 {
+		for i, s := range steps {
+			var inside, act string
+			var err error
+			switch round {
+			case 0: // QueryRow outside a transaction
+				err = db.QueryRow(s.ctx, q).Scan(&inside, &act)
+			case 1: // Query with an argument, read to the end
+				var rows pgx.Rows
+				if rows, err = db.Query(s.ctx, q+" WHERE $1::int = 1", 1); err == nil {
+					for rows.Next() {
+						err = rows.Scan(&inside, &act)
+					}
+					if rows.Err() != nil {
+						err = rows.Err()
+					}
+				}
+			case 2: // a transaction
+				var tx pgx.Tx
+				if tx, err = db.Begin(s.ctx); err == nil {
+					err = db.With(tx).QueryRow(s.ctx, q).Scan(&inside, &act)
+					tx.Commit(s.ctx)
+				}
+			}
+			if err != nil {
+				t.Fatalf("round %d step %d: %v", round, i, err)
+			}
+			if inside != s.want || act != s.want {
+				t.Fatalf("round %d step %d: the statement saw %q, pg_stat_activity %q; want %q", round, i, inside, act, s.want)
+			}
+			if got := shown(t, watch, pid); got != "base" {
+				t.Fatalf("round %d step %d: between statements pg_stat_activity shows %q", round, i, got)
+			}
+		}
+	}
+	// Exec: with arguments (a batch), without (a simple query of several
+	// statements), and a statement that refuses a transaction block.
+	ctx := tagged("a", tenant.T1)
+	table := fmt.Sprintf("pgxcomment_session_%d", pid)
+	if _, err := db.Exec(ctx, "CREATE TEMP TABLE "+table+" (a text); INSERT INTO "+table+" VALUES (current_setting('application_name'))"); err != nil {
+		t.Fatal(err)
+	}
+	if tag, err := db.Exec(ctx, "INSERT INTO "+table+" SELECT current_setting('application_name') WHERE $1::int = 1", 1); err != nil || tag.RowsAffected() != 1 {
+		t.Fatal(tag, err)
+	}
+	if _, err := db.Exec(ctx, "VACUUM pg_class"); err != nil {
+		t.Fatalf("VACUUM: %v", err)
+	}
+	rows, err := p.Query(context.Background(), "SELECT a FROM "+table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(got) != 2 || got[0] != "svc|t=a|T1" || got[1] != got[0] {
+		t.Fatalf("Exec saw %q, %v", got, err)
+	}
+}
+
+// TestPostgresSessionBothAndComment: ModeComment keeps the comment and
+// leaves application_name alone; ModeBoth does both in a transaction.
+func TestPostgresSessionBothAndComment(t *testing.T) {
+	p := onePool(t, "base")
+	ctx := tagged("acme", tenant.T2)
+	const q = "SELECT current_query(), current_setting('application_name')"
+	for _, c := range []struct {
+		mode    sqlcomment.Mode
+		comment bool
+		name    string
+	}{{sqlcomment.ModeComment, true, "base"}, {sqlcomment.ModeBoth, true, "svc|t=acme|T2"}, {sqlcomment.ModeSession, false, "svc|t=acme|T2"}} {
+		db := pgxcomment.Wrap(p, sqlcomment.WithApplication("svc"), sqlcomment.WithMode(c.mode))
+		tx, err := db.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var query, name string
+		err = db.With(tx).QueryRow(ctx, q).Scan(&query, &name)
+		tx.Rollback(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(query, "tenant='acme'") != c.comment || name != c.name {
+			t.Errorf("%v: sent %q with application_name %q", c.mode, query, name)
+		}
+	}
+}
+
+// TestPostgresSessionStdlib: database/sql over pgx's stdlib with
+// StdlibSession: transactions are tagged in BEGIN's round trip and undone
+// by ROLLBACK; single statements set the connection's name when the
+// tenant changes, so a connection reused by another tenant (or by an
+// untagged statement) never runs a statement under the previous tenant.
+func TestPostgresSessionStdlib(t *testing.T) {
+	dsn := testsvc.Postgres(t)
+	db, err := sqlcomment.Open("pgx", dsn+sep(dsn)+"application_name=base", sqlcomment.WithApplication("svc"),
+		sqlcomment.WithMode(sqlcomment.ModeSession), pgxcomment.StdlibSession())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	watch := conn(t)
+	var pid uint32
+	if err := db.QueryRow("SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	const q = "SELECT current_setting('application_name'), (SELECT application_name FROM pg_stat_activity WHERE pid = pg_backend_pid())"
+	long := strings.Repeat("ü", 30)
+	for i, s := range []struct {
+		ctx  context.Context
+		want string
+	}{
+		{tagged("a", tenant.T1), "svc|t=a|T1"},
+		{tagged("b", tenant.T2), "svc|t=b|T2"},
+		{context.Background(), "base"},
+		{tagged(long, tenant.TierUnset), "svc|t=" + sqlcomment.TenantID(long)},
+		{tagged("b", tenant.T2), "svc|t=b|T2"},
+	} {
+		var inside, act string
+		if err := db.QueryRowContext(s.ctx, q).Scan(&inside, &act); err != nil {
+			t.Fatal(err)
+		}
+		if inside != s.want || act != s.want {
+			t.Fatalf("step %d: saw %q / %q, want %q", i, inside, act, s.want)
+		}
+		// A transaction of the next tenant on the same connection.
+		ctx := tagged(fmt.Sprintf("tx-%d", i), tenant.T3)
+		tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: i%2 == 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("svc|t=tx-%d|T3", i)
+		if got := shown(t, watch, pid); got != want {
+			t.Fatalf("step %d: in the transaction pg_stat_activity shows %q, want %q", i, got, want)
+		}
+		if err := tx.QueryRowContext(ctx, q).Scan(&inside, &act); err != nil || inside != want {
+			t.Fatalf("step %d: %q %v", i, inside, err)
+		}
+		if err := tx.Rollback(); err != nil {
+			t.Fatal(err)
+		}
+		if got := shown(t, watch, pid); got != s.want {
+			t.Fatalf("step %d: after ROLLBACK pg_stat_activity shows %q, want the session's %q", i, got, s.want)
+		}
+	}
+	// An untagged transaction on a connection a tenant named shows the
+	// service, not the tenant.
+	if err := db.QueryRowContext(tagged("a", tenant.T1), "SELECT 1").Scan(new(int)); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := shown(t, watch, pid); got != "svc" {
+		t.Fatalf("untagged transaction shows %q", got)
+	}
+	tx.Commit()
+	// A prepared statement: each execution under its own tenant.
+	st, err := db.PrepareContext(context.Background(), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	for _, name := range []string{"p1", "p2"} {
+		var inside, act string
+		if err := st.QueryRowContext(tagged(name, tenant.T0)).Scan(&inside, &act); err != nil || inside != "svc|t="+name+"|T0" {
+			t.Fatalf("prepared: %q %v", inside, err)
+		}
+	}
+}
+
+func sep(dsn string) string {
+	if strings.Contains(dsn, "?") {
+		return "&"
+	}
+	return "?"
+}
+
+// TestPostgresSessionBeginTx: the transaction's options hold beside the
+// name.
+func TestPostgresSessionBeginTx(t *testing.T) {
+	db := pgxcomment.Wrap(conn(t), sqlcomment.WithApplication("svc"), sqlcomment.WithMode(sqlcomment.ModeSession))
+	ctx := tagged("acme", tenant.T1)
+	tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.Serializable, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var iso, ro, name string
+	if err := db.With(tx).QueryRow(ctx, "SELECT current_setting('transaction_isolation'), current_setting('transaction_read_only'), current_setting('application_name')").Scan(&iso, &ro, &name); err != nil {
+		t.Fatal(err)
+	}
+	if iso != "serializable" || ro != "on" || name != "svc|t=acme|T1" {
+		t.Fatalf("%s %s %q", iso, ro, name)
+	}
+}

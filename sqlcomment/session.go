@@ -1,0 +1,200 @@
+package sqlcomment
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+// Mode says where a wrapper puts the tags of a statement: in its comment,
+// in the session's application_name, or both.
+type Mode uint8
+
+const (
+	// ModeComment appends the sqlcommenter comment to every statement; the
+	// default.
+	ModeComment Mode = iota
+	// ModeSession sends statements as written and sets application_name
+	// to ApplicationName(service, tags) for the statement's transaction.
+	ModeSession
+	// ModeBoth does both: the comment keeps route and traceparent on each
+	// statement, at the comment's cost (see the package doc).
+	ModeBoth
+	// ModeAuto is ModeSession where the driver can set application_name
+	// in the same round trip as BEGIN or the statement (pgx, and pgx's
+	// stdlib with pgxcomment.StdlibSession), ModeComment elsewhere.
+	ModeAuto
+)
+
+var modeNames = [...]string{"comment", "session", "both", "auto"}
+
+// String returns "auto", "comment", "session" or "both".
+func (m Mode) String() string {
+	if int(m) < len(modeNames) {
+		return modeNames[m]
+	}
+	return fmt.Sprintf("Mode(%d)", uint8(m))
+}
+
+// ErrMode is returned by ParseMode for an unknown mode.
+var ErrMode = errors.New("sqlcomment: unknown tagging mode")
+
+// ParseMode reads "comment", "session", "both" or "auto" ("" is the
+// default, comment).
+func ParseMode(s string) (Mode, error) {
+	s = strings.ToLower(strings.TrimSpace(s))
+	if s == "" {
+		return ModeComment, nil
+	}
+	for i, n := range modeNames {
+		if s == n {
+			return Mode(i), nil
+		}
+	}
+	return ModeComment, fmt.Errorf("%w: %q (want comment, session, both or auto)", ErrMode, s)
+}
+
+// Resolve returns the mode to use with a driver that can (pipelines) or
+// cannot set application_name in the same round trip: ModeAuto becomes
+// ModeSession or ModeComment, and a session mode without pipelining
+// falls back to the comment.
+func (m Mode) Resolve(pipelines bool) Mode {
+	switch {
+	case !pipelines && m != ModeComment:
+		return ModeComment
+	case m == ModeAuto:
+		return ModeSession
+	}
+	return m
+}
+
+// Session sets application_name on a database/sql driver connection.
+// pgxcomment.StdlibSession implements it for pgx's stdlib driver; a
+// wrapper without one tags with the comment only.
+type Session interface {
+	// BeginTx begins a transaction on c with application_name set to name
+	// until the transaction ends (set_config(…, true)), in the round trip
+	// of BEGIN.
+	BeginTx(ctx context.Context, c driver.Conn, opts driver.TxOptions, name string) (driver.Tx, error)
+	// SetName sets c's session application_name to name, outside a
+	// transaction; "" restores the one the connection opened with.
+	SetName(ctx context.Context, c driver.Conn, name string) error
+}
+
+// sessionConfig is the configuration of WithMode and WithSession.
+type sessionConfig struct {
+	mode    Mode
+	session Session
+	names   *TenantNames
+}
+
+// WithMode chooses where the tags go (ModeComment by default). For pgx,
+// pgxcomment resolves ModeAuto to ModeSession; the database/sql wrapper
+// does so only with WithSession.
+func WithMode(m Mode) Option { return func(c *config) { c.sess.mode = m } }
+
+// WithSession gives the database/sql wrapper the driver's way to set
+// application_name (pgxcomment.StdlibSession for pgx's stdlib).
+func WithSession(s Session) Option { return func(c *config) { c.sess.session = s } }
+
+// WithTenantNames records in n the name behind each TenantID the wrapper
+// writes into application_name, so that the names can be sent to the
+// collector.
+func WithTenantNames(n *TenantNames) Option { return func(c *config) { c.sess.names = n } }
+
+// Mode returns the commenter's mode as configured (WithMode).
+func (c *Commenter) Mode() Mode { return c.cfg.sess.mode }
+
+// ApplicationName returns the application_name for tags t: the service
+// of WithApplication, then t's tenant and tier (see ApplicationName). A
+// tenant written as its TenantID is recorded in the TenantNames of
+// WithTenantNames.
+func (c *Commenter) ApplicationName(t tenant.Tags) string {
+	name := ApplicationName(c.cfg.application, t)
+	if n := c.cfg.sess.names; n != nil && t.Tenant != "" && strings.Contains(name, appTenantSep+"~") {
+		n.Add(t.Tenant)
+	}
+	return name
+}
+
+// Plain returns query as the statement to send in ModeSession: no
+// comment, the context's tags for budgets and the Observer.
+func (c *Commenter) Plain(ctx context.Context, query string) Statement {
+	t, tagged := tenant.Lookup(ctx)
+	return Statement{Query: query, Tags: t, Tagged: tagged}
+}
+
+// TenantNames remembers, for the tenants written as a TenantID, the name
+// behind the id: a bounded map (DefaultTenantNames entries unless
+// NewTenantNames says otherwise) that the process drains into what it
+// reports, so that the collector can show the name. Safe for concurrent
+// use; the zero value is not usable.
+type TenantNames struct {
+	mu    sync.Mutex
+	max   int
+	all   map[string]string   // id → name
+	fresh map[string]struct{} // ids added since the last Drain
+}
+
+// DefaultTenantNames is NewTenantNames' bound when given n <= 0.
+const DefaultTenantNames = 4096
+
+// NewTenantNames returns a TenantNames of at most n names; once full it
+// forgets the oldest drained names first.
+func NewTenantNames(n int) *TenantNames {
+	if n <= 0 {
+		n = DefaultTenantNames
+	}
+	return &TenantNames{max: n, all: make(map[string]string), fresh: make(map[string]struct{})}
+}
+
+// Add records name under TenantID(name) and returns the id.
+func (n *TenantNames) Add(name string) string {
+	id := TenantID(name)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if _, ok := n.all[id]; ok {
+		return id
+	}
+	if len(n.all) >= n.max {
+		for k := range n.all { // any drained one; fresh ones are kept until drained
+			if _, f := n.fresh[k]; !f {
+				delete(n.all, k)
+				break
+			}
+		}
+		if len(n.all) >= n.max {
+			return id // every entry waits to be drained: drop this one
+		}
+	}
+	n.all[id] = name
+	n.fresh[id] = struct{}{}
+	return id
+}
+
+// Lookup returns the name behind id.
+func (n *TenantNames) Lookup(id string) (string, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	name, ok := n.all[id]
+	return name, ok
+}
+
+// Drain calls fn with each id and name added since the last Drain.
+func (n *TenantNames) Drain(fn func(id, name string)) {
+	n.mu.Lock()
+	pairs := make([][2]string, 0, len(n.fresh))
+	for id := range n.fresh {
+		pairs = append(pairs, [2]string{id, n.all[id]})
+	}
+	clear(n.fresh)
+	n.mu.Unlock()
+	for _, p := range pairs {
+		fn(p[0], p[1])
+	}
+}
