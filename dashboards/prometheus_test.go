@@ -48,7 +48,7 @@ func TestPrometheus(t *testing.T) {
 	// The collector with its demo fleet, on the embedded store.
 	col, err := collector.New(collector.Config{
 		Listen: "127.0.0.1:0", Store: "duckdb://" + filepath.Join(dir, "qtop.duckdb"),
-		DataDir: filepath.Join(dir, "data"), Writer: "prom", Token: "prom", Demo: true,
+		DataDir: filepath.Join(dir, "data"), Writer: "prom", Token: "prom", ReadToken: "prom-read", Demo: true,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -98,14 +98,21 @@ func TestPrometheus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The collector's /metrics takes the read token, from a file as the
+	// scrape config of dashboards/README.md has it.
+	tokenFile := filepath.Join(dir, "read.token")
+	if err := os.WriteFile(tokenFile, []byte("prom-read"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cfg := fmt.Sprintf(`global: {scrape_interval: 1s, evaluation_interval: 1s}
 rule_files: [%q]
 scrape_configs:
   - job_name: qtop-collector
+    authorization: {credentials_file: %q}
     static_configs: [{targets: [%q]}]
   - job_name: checkout
     static_configs: [{targets: [%q]}]
-`, rules, col.Addr(), strings.TrimPrefix(appSrv.URL, "http://"))
+`, rules, tokenFile, col.Addr(), strings.TrimPrefix(appSrv.URL, "http://"))
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
 	}
