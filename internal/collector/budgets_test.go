@@ -193,19 +193,20 @@ func TestPostgresRunawaySampler(t *testing.T) {
 	q := "SELECT pg_sleep(30) /*tenant='" + ten + "'*/"
 	sampler := pgactivity.NewSampler(pool)
 	// sample waits until the client's statement has run for min.
-	sample := func(min time.Duration) pgactivity.Snapshot {
-		for {
-			snap, err := sampler.Sample(ctx)
-			if err != nil {
+	sample := func(min time.Duration) (snap pgactivity.Snapshot) {
+		waitFor(t, time.Minute, "the client's statement to run for "+min.String(), func() bool {
+			var err error
+			if snap, err = sampler.Sample(ctx); err != nil {
 				t.Fatal(err)
 			}
 			for _, b := range snap.Backends {
 				if b.Tenant == ten && b.Active() && b.Duration >= min {
-					return snap
+					return true
 				}
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return false
+		})
+		return snap
 	}
 	run := func() chan error {
 		done := make(chan error, 1)
@@ -387,9 +388,9 @@ func TestPostgresRunawayTerminateAndReport(t *testing.T) {
 	wc, wdone := start("watch-" + sfx)
 	defer wc.Close(ctx)
 	sampler := pgactivity.NewSampler(pool)
-	for {
-		snap, err := sampler.Sample(ctx)
-		if err != nil {
+	var snap pgactivity.Snapshot
+	waitFor(t, time.Minute, "both statements to run for 200ms", func() bool {
+		if snap, err = sampler.Sample(ctx); err != nil {
 			t.Fatal(err)
 		}
 		n := 0
@@ -398,13 +399,10 @@ func TestPostgresRunawayTerminateAndReport(t *testing.T) {
 				n++
 			}
 		}
-		if n == 2 {
-			s.checkRunaway(ctx, pool, snap)
-			s.checkRunaway(ctx, pool, snap) // once per statement
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return n == 2
+	})
+	s.checkRunaway(ctx, pool, snap)
+	s.checkRunaway(ctx, pool, snap) // once per statement
 	if err := <-kdone; err == nil {
 		t.Fatal("the terminated session's statement succeeded")
 	}

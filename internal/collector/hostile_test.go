@@ -230,13 +230,14 @@ func TestRefusalsAreHeld(t *testing.T) {
 		h.ServeHTTP(w, req)
 		done <- w.Code
 	}()
-	for testutil.ToFloat64(f.s.guard.refusalsHeld) < 1 {
+	waitFor(t, time.Minute, "the refusal to be held", func() bool {
 		select {
 		case code := <-done:
 			t.Fatalf("answered %d without being held", code)
-		case <-time.After(time.Millisecond):
+		default:
 		}
-	}
+		return testutil.ToFloat64(f.s.guard.refusalsHeld) >= 1
+	})
 	// Fill the remaining places: the next refusal is not held.
 	for range maxHeldRefusals - 1 {
 		f.s.in.held <- struct{}{}

@@ -233,7 +233,7 @@ func FuzzIngest(f *testing.F) {
 	f.Add(good)
 	f.Add(good[:20])
 	f.Add([]byte("qtrp\x00\x01\x00\x00garbage"))
-	s, err := New(Config{Store: StoreNone, DataDir: f.TempDir(), Registerer: prometheus.NewRegistry(), Now: clk.Now, SourceRate: 1e9})
+	s, err := New(Config{Store: StoreNone, DataDir: f.TempDir(), Registerer: prometheus.NewRegistry(), Now: clk.Now, IntakeConfig: IntakeConfig{SourceRate: 1e9}})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -183,7 +183,7 @@ func New(cfg Config) (*Server, error) {
 			// spool until it does.
 			s.log.Warn("store not reachable; starting anyway, rows wait in the spool", "store", redactStore(cfg.Store), "err", err)
 			s.storeErr = err.Error()
-			next = &lazyStore{log: s.log, lastTry: time.Now(), lastErr: err,
+			next = &lazyStore{log: s.log, now: cfg.Now, lastTry: cfg.Now(), lastErr: err,
 				open: func(context.Context) (store.Store, error) { return open(cfg.Store) }}
 		}
 		opts := []store.SpoolOption{store.WithRegisterer(cfg.Registerer), store.WithLogger(s.log)}
