@@ -62,7 +62,7 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 		var t time.Time
 		if t, err = ParseTime(to, now); err == nil {
 			var rows []api.AuditRow
-			if rows, err = ReadAudit(r.Context(), s.store, f, t); err == nil {
+			if rows, err = ReadAudit(r.Context(), s.em.store, f, t); err == nil {
 				writeJSON(w, http.StatusOK, rows)
 				return
 			}

@@ -280,7 +280,7 @@ func printable(s string) string {
 
 // handleCostReport is GET /v1/report?from=…&to=…&by=tenant|tenant,route&measure=…&cost=…&currency=…&format=json|csv|table.
 func (s *Server) handleCostReport(w http.ResponseWriter, r *http.Request) {
-	if s.store == nil {
+	if s.em.store == nil {
 		writeError(w, http.StatusServiceUnavailable, "this collector runs without a store", 0)
 		return
 	}
@@ -290,7 +290,7 @@ func (s *Server) handleCostReport(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error(), 0)
 		return
 	}
-	rep, err := BuildReport(r.Context(), s.store, req, nil)
+	rep, err := BuildReport(r.Context(), s.em.store, req, nil)
 	if err != nil {
 		status := http.StatusInternalServerError
 		if errors.Is(err, ErrReport) {

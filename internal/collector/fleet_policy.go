@@ -104,17 +104,9 @@ func (s *Server) PollPolicy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p := foldPolicy(changes, s.cfg.Now())
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if p.Version <= s.policy.Version {
-		return nil
+	if p := foldPolicy(changes, s.cfg.Now()); s.policy.adopt(p) {
+		s.log.Info("shared policy adopted", "version", p.Version, "rules", len(p.Rules))
 	}
-	s.policy = p
-	if err := s.savePolicyLocked(); err != nil {
-		s.log.Error("policy: save", "err", err)
-	}
-	s.log.Info("shared policy adopted", "version", p.Version, "rules", len(p.Rules))
 	return nil
 }
 

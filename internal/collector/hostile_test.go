@@ -97,7 +97,7 @@ func TestPoisonBinaryStrings(t *testing.T) {
 		clk.Set(t0.Truncate(time.Minute).Add(time.Duration(minute+1)*time.Minute + DefaultGrace + time.Second))
 		s.Tick(context.Background(), clk.Now())
 	}
-	st := s.spool.Stats()
+	st := s.em.spool.Stats()
 	if st.PendingRows != 0 || st.DeadLetters != 0 {
 		t.Fatalf("spool %+v: rows stuck or set aside", st)
 	}

@@ -88,7 +88,7 @@ func TestCostReportEndpoint(t *testing.T) {
 	f := newFixture(t)
 	defer f.stop()
 	f.mem = reportStore()
-	f.s.store = f.mem
+	f.s.em.store = f.mem
 	h := f.s.Handler()
 	get := func(q string) *httptest.ResponseRecorder {
 		w := httptest.NewRecorder()

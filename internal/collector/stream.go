@@ -106,7 +106,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, next func()
 	}
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
-	done := s.doneChan()
+	done := s.life.doneChan()
 	for {
 		select {
 		case <-r.Context().Done():
