@@ -42,7 +42,7 @@ func ReadAudit(ctx context.Context, st store.Store, from, to time.Time) ([]api.A
 
 // handleAudit is GET /v1/audit?from=…&to=… (admin); from defaults to 7d,
 // to to now, as cost reports spell them.
-func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
+func (s httpAPI) handleAudit(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET")
 		writeError(w, http.StatusMethodNotAllowed, "use GET", 0)

@@ -4,14 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"log/slog"
-	"sync"
 
 	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/meter"
@@ -312,21 +312,21 @@ func (b *budgetPart) snapshot(snap *api.Snapshot, now time.Time) {
 	snap.Budgets = append(rows, rest...)
 }
 
-func (s *Server) handleBudgets(w http.ResponseWriter, r *http.Request) {
+func (s httpAPI) handleBudgets(w http.ResponseWriter, r *http.Request) {
 	handleList(s, w, r, func(p policy.Policy) any { return p.Budgets },
 		func(ctx context.Context, b policy.Budget, del bool, who string) (policy.Policy, error) {
 			return s.SetBudget(ctx, b, del, who)
 		})
 }
 
-func (s *Server) handleRunaway(w http.ResponseWriter, r *http.Request) {
+func (s httpAPI) handleRunaway(w http.ResponseWriter, r *http.Request) {
 	handleList(s, w, r, func(p policy.Policy) any { return p.Runaway },
 		func(ctx context.Context, rr policy.Runaway, del bool, who string) (policy.Policy, error) {
 			return s.SetRunaway(ctx, rr, del, who)
 		})
 }
 
-func handleList[T any](s *Server, w http.ResponseWriter, r *http.Request, list func(policy.Policy) any,
+func handleList[T any](s httpAPI, w http.ResponseWriter, r *http.Request, list func(policy.Policy) any,
 	set func(context.Context, T, bool, string) (policy.Policy, error)) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:

@@ -373,7 +373,7 @@ func (s *Server) SetFreshness(ctx context.Context, f policy.Freshness, who strin
 	return out, nil
 }
 
-func (s *Server) handleFreshness(w http.ResponseWriter, r *http.Request) {
+func (s httpAPI) handleFreshness(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET")
 		writeError(w, http.StatusMethodNotAllowed, "use GET", 0)
@@ -382,7 +382,7 @@ func (s *Server) handleFreshness(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.Freshness())
 }
 
-func (s *Server) handleFreshnessPolicy(w http.ResponseWriter, r *http.Request) {
+func (s httpAPI) handleFreshnessPolicy(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		s.authorized(RoleRead, func(w http.ResponseWriter, r *http.Request) {

@@ -50,7 +50,7 @@ func (s *Server) History(ctx context.Context, name string, minutes int, now time
 	return h, nil
 }
 
-func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request) {
+func (s httpAPI) handleHistory(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
 		writeError(w, http.StatusMethodNotAllowed, "GET only", 0)
 		return

@@ -203,8 +203,8 @@ func TestJunkSourcesCannotEvictRealOnes(t *testing.T) {
 	if f.ingest(first) != 200 || testutil.ToFloat64(f.s.met.duplicates) != before+1 {
 		t.Fatal("the established source was forgotten: its retried report was merged again")
 	}
-	if n := len(f.s.in.sources); n > f.s.cfg.MaxSources+f.s.probationCap() {
-		t.Fatalf("%d sources tracked, bound %d", n, f.s.cfg.MaxSources+f.s.probationCap())
+	if n := len(f.s.in.sources); n > f.s.cfg.MaxSources+f.s.in.probationCap() {
+		t.Fatalf("%d sources tracked, bound %d", n, f.s.cfg.MaxSources+f.s.in.probationCap())
 	}
 	if testutil.ToFloat64(f.s.guard.sourcesEvicted) == 0 {
 		t.Fatal("no probationary source was evicted by the flood")

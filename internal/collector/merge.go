@@ -358,27 +358,22 @@ func (s *Server) serviceLocked(name string) *serviceLive {
 	return sv
 }
 
-// pruneLocked forgets services and sources idle for longer than any view
-// shows (tenants are the aggregator's: aggregator.prune). s.mu is held.
-func (s *Server) pruneLocked(now time.Time) {
+// prune forgets services idle for longer than any view shows (tenants
+// are the aggregator's: aggregator.prune).
+func (v *liveView) prune(now time.Time) {
 	sec := now.Unix()
-	for name, sv := range s.view.services {
+	for name, sv := range v.services {
 		for inst, last := range sv.procs {
 			if sec-last > rateN {
 				delete(sv.procs, inst)
 			}
 		}
 		if len(sv.procs) == 0 && sec-sv.seen > histN+rateN {
-			delete(s.view.services, name)
+			delete(v.services, name)
 		}
 	}
-	for k, src := range s.in.sources {
-		if now.Sub(src.last) > time.Minute+s.cfg.Grace+s.cfg.LateKeep {
-			s.forgetLocked(k, src)
-		}
-	}
-	if len(s.view.keyTenants) >= maxKeyTenants {
-		clear(s.view.keyTenants)
+	if len(v.keyTenants) >= maxKeyTenants {
+		clear(v.keyTenants)
 	}
 }
 

@@ -254,7 +254,7 @@ func (pp *policyPart) audit(ctx context.Context, now time.Time, who, action stri
 // credential and a bounded body. It answers a refusal itself (ok false);
 // who names the credential, never a header the client sets, and the
 // address it came from.
-func (s *Server) policyPost(w http.ResponseWriter, r *http.Request, what string) (body []byte, who string, ok bool) {
+func (s httpAPI) policyPost(w http.ResponseWriter, r *http.Request, what string) (body []byte, who string, ok bool) {
 	cred, err := s.Authorize(r, RoleAdmin)
 	if err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="qtop"`)
@@ -283,7 +283,7 @@ func decodeOne(body []byte, v any) error {
 	return nil
 }
 
-func (s *Server) handlePolicy(w http.ResponseWriter, r *http.Request) {
+func (s httpAPI) handlePolicy(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		s.authorized(RoleRead, func(w http.ResponseWriter, r *http.Request) {

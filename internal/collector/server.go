@@ -133,7 +133,7 @@ func newParts(cfg Config) (*Server, error) {
 		log:       cfg.Logger,
 		walDir:    filepath.Join(cfg.DataDir, "wal"),
 		start:     cfg.Now(),
-		in:        newIntake(),
+		in:        newIntake(cfg),
 		minutes:   make(map[int64]*minute),
 		finalized: make(map[int64]struct{}),
 		view:      newLiveView(),
@@ -146,6 +146,7 @@ func newParts(cfg Config) (*Server, error) {
 	if s.guard, err = newGuardMetrics(cfg.Registerer, s); err != nil {
 		return nil, fmt.Errorf("collector: metrics: %w", err)
 	}
+	s.in.guard = s.guard
 	s.agg = newAggregator(cfg, s.met, s.guard)
 	s.em = &emitter{dir: cfg.DataDir, agg: s.agg, met: s.met, guard: s.guard, log: s.log, now: cfg.Now}
 	s.policy = &policyPart{dir: cfg.DataDir, log: s.log, changes: s.met.policyChanges}
@@ -179,7 +180,7 @@ func (s *Server) open() error {
 		return err
 	}
 	s.policy.store, s.feat.bud.store = s.em.store, s.em.store
-	err = s.initFleet(next)
+	s.fleet, err = newFleet(s.cfg, next, s.policy)
 	if err == nil {
 		err = s.replay()
 	}
@@ -282,25 +283,31 @@ func (s *Server) replayOne(d *decoded, body []byte, m *minute, now time.Time) bo
 
 // Handler returns the collector's HTTP API.
 func (s *Server) Handler() http.Handler {
+	h := httpAPI{s}
 	mux := http.NewServeMux()
 	mux.HandleFunc(api.PathReports, s.handleReports)
 	mux.Handle(otlpin.PathTraces, s.otlp.recv)
-	mux.HandleFunc(api.PathLive, s.authorized(RoleRead, s.handleLive))
-	mux.HandleFunc(api.PathStream, s.authorized(RoleRead, s.handleStream))
-	mux.HandleFunc(api.PathPolicy, s.handlePolicy)
-	mux.HandleFunc(api.PathReport, s.authorized(RoleRead, s.handleCostReport))
-	mux.HandleFunc(api.PathAudit, s.authorized(RoleAdmin, s.handleAudit))
-	mux.HandleFunc(api.PathHistory, s.authorized(RoleRead, s.handleHistory))
-	mux.HandleFunc(PathBudgets, s.handleBudgets) // budgets.go
-	mux.HandleFunc(PathRunaway, s.handleRunaway)
-	mux.HandleFunc(api.PathFreshness, s.authorized(RoleRead, s.handleFreshness))
-	mux.HandleFunc(api.PathFreshnessPolicy, s.handleFreshnessPolicy)
+	mux.HandleFunc(api.PathLive, h.authorized(RoleRead, h.handleLive))
+	mux.HandleFunc(api.PathStream, h.authorized(RoleRead, h.handleStream))
+	mux.HandleFunc(api.PathPolicy, h.handlePolicy)
+	mux.HandleFunc(api.PathReport, h.authorized(RoleRead, h.handleCostReport))
+	mux.HandleFunc(api.PathAudit, h.authorized(RoleAdmin, h.handleAudit))
+	mux.HandleFunc(api.PathHistory, h.authorized(RoleRead, h.handleHistory))
+	mux.HandleFunc(PathBudgets, h.handleBudgets) // budgets.go
+	mux.HandleFunc(PathRunaway, h.handleRunaway)
+	mux.HandleFunc(api.PathFreshness, h.authorized(RoleRead, h.handleFreshness))
+	mux.HandleFunc(api.PathFreshnessPolicy, h.handleFreshnessPolicy)
 	if s.cfg.Gatherer != nil {
-		mux.Handle("/metrics", s.authorized(RoleRead, promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}).ServeHTTP))
+		mux.Handle("/metrics", h.authorized(RoleRead, promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}).ServeHTTP))
 	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
-	return s.withFleet(mux)
+	return h.withFleet(mux)
 }
+
+// httpAPI is the collector's HTTP API but POST /v1/reports: each handler
+// checks the request, calls the part that answers it and maps its
+// result or error to a status. Each handler is in the file of its part.
+type httpAPI struct{ *Server }
 
 // Start listens on Config.Listen and runs the ticker, the sampler and the
 // demo fleet until Shutdown. It returns once listening.
@@ -344,7 +351,7 @@ func (s *Server) Run(ctx context.Context) {
 	s.startOTLP()
 	s.feat.quota.start(ctx, &s.wg)
 	s.goRun(func() { s.tickLoop(ctx) })
-	s.runFleet(ctx)
+	s.fleet.start(ctx, &s.wg)
 	if s.cfg.Postgres != "" {
 		s.goRun(func() {
 			s.pg.run(ctx, s.cfg, s.met, s.AddSample, s.feat.bud.checkRunaway)
@@ -394,7 +401,8 @@ func (s *Server) Tick(ctx context.Context, now time.Time) {
 	s.met.tenants.refresh(s.met.ranking.Members(), now)
 	s.policy.prune(now)
 	s.mu.Lock()
-	s.pruneLocked(now)
+	s.view.prune(now)
+	s.in.prune(now, time.Minute+s.cfg.Grace+s.cfg.LateKeep)
 	wals := s.view.tick(now, s.minutes)
 	s.met.openMinutes.Set(float64(len(s.minutes)))
 	s.met.sources.Set(float64(len(s.in.sources)))

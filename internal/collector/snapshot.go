@@ -59,7 +59,7 @@ func (s *Server) Snapshot(now time.Time, measure string, n int) api.Snapshot {
 		return *c
 	}
 	s.mu.Unlock()
-	dropped := s.droppedRows() // gathers metrics: not under s.mu
+	dropped := droppedRows(s.cfg.Gatherer) // gathers metrics: not under s.mu
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap := s.snapshotLocked(now, measure, n)
@@ -334,7 +334,7 @@ func (s *Server) statusLocked(now time.Time) api.CollectorStatus {
 	return cs
 }
 
-func (s *Server) parseLiveQuery(r *http.Request) (string, int, error) {
+func (s httpAPI) parseLiveQuery(r *http.Request) (string, int, error) {
 	q := r.URL.Query()
 	measure := q.Get("by")
 	switch measure {
@@ -355,7 +355,7 @@ func (s *Server) parseLiveQuery(r *http.Request) (string, int, error) {
 	return measure, n, nil
 }
 
-func (s *Server) handleLive(w http.ResponseWriter, r *http.Request) {
+func (s httpAPI) handleLive(w http.ResponseWriter, r *http.Request) {
 	measure, n, err := s.parseLiveQuery(r)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error(), 0)
