@@ -350,7 +350,7 @@ func (s *Server) Run(ctx context.Context) {
 	ctx, s.life.cancel = context.WithCancel(ctx)
 	s.startOTLP()
 	s.feat.quota.start(ctx, &s.wg)
-	s.goRun(func() { s.tickLoop(ctx) })
+	s.goRun(func() { every(ctx, time.Second, func() { s.Tick(ctx, s.cfg.Now()) }) })
 	s.fleet.start(ctx, &s.wg)
 	if s.cfg.Postgres != "" {
 		s.goRun(func() {
@@ -371,15 +371,16 @@ func (s *Server) goRun(f func()) {
 	}()
 }
 
-func (s *Server) tickLoop(ctx context.Context) {
-	t := time.NewTicker(time.Second)
+// every calls f every d until ctx ends.
+func every(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			s.Tick(ctx, s.cfg.Now())
+			f()
 		}
 	}
 }
