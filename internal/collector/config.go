@@ -130,6 +130,13 @@ type FleetConfig struct {
 	SharedPolicy bool
 }
 
+// Validate checks the peers (at most MaxPeers, each host:port or
+// http(s)://host:port).
+func (c FleetConfig) Validate() error {
+	_, err := checkPeers(c.Peers)
+	return err
+}
+
 // IntakeConfig bounds the front door for reports (sources.go, screen.go).
 // Its fields are promoted into Config.
 type IntakeConfig struct {
@@ -208,6 +215,9 @@ func (c *Config) fill() error {
 		c.Store = DefaultStore
 	}
 	if err := c.OTLPConfig.Validate(); err != nil {
+		return err
+	}
+	if err := c.FleetConfig.Validate(); err != nil {
 		return err
 	}
 	if c.Store != StoreNone {
