@@ -89,9 +89,10 @@
 //     credentials (auth.go), and the HTTP API (httpAPI: each handler in
 //     its part's file).
 //
-// Locks are taken in the order: the server's, a shard, a feature, the
-// policy. Decoding, string checks and the rows' shard order run before
-// any lock.
+// Locks are taken in one order: the server's first; then a feature's,
+// the sampler's or the emitter's; the policy's after a feature's; a
+// shard's last (nothing is locked while it is held). Decoding, string
+// checks and the rows' shard order run before any lock.
 //
 // A report refused for what it is (400, 401, 413, 415) is answered after
 // Config.RefusalDelay, so a client sending junk in a loop is slowed down.

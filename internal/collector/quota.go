@@ -138,8 +138,9 @@ func (q *fleetQuota) reply(rep *meter.Report, now time.Time, reply []byte, merge
 	return b
 }
 
-// runQuotaSync exchanges this collector's quota sums with the others'
-// every QuotaSync until ctx ends; without QuotaRedis it does nothing.
+// start exchanges this collector's quota sums with the others' every
+// QuotaSync, on a goroutine of wg, until ctx ends; without QuotaRedis it
+// does nothing.
 func (q *fleetQuota) start(ctx context.Context, wg *sync.WaitGroup) {
 	if q.sync == nil {
 		return

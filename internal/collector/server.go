@@ -52,7 +52,7 @@ import (
 // then its per-report merge and reply, which take the features' and the
 // policy's locks inside — writes the log between the two, and then takes
 // once each shard that has rows of it, without mu. Locks are taken in the
-// order mu, a shard, a feature, the policy.
+// order mu; a feature's, pg's or em's; the policy's; a shard's last.
 type Server struct {
 	// Set once by New.
 	cfg    Config
