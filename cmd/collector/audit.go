@@ -76,36 +76,9 @@ func audit(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	var rows []api.AuditRow
-	if *remote != "" {
-		tok, err := admin.get()
-		if err != nil {
-			fmt.Fprintln(stderr, "collector audit:", err)
-			return 2
-		}
-		c, err := api.NewClient(*remote)
-		if err != nil {
-			fmt.Fprintln(stderr, "collector audit:", err)
-			return 2
-		}
-		if rows, err = c.Audit(ctx, f, now, tok); err != nil {
-			fmt.Fprintln(stderr, "collector audit:", err)
-			if errors.Is(err, api.ErrUnauthorized) {
-				fmt.Fprintln(stderr, "collector audit: pass the collector's admin token: --admin-token-file DATA_DIR/admin-token")
-			}
-			return 1
-		}
-	} else {
-		st, err := collector.OpenStore(ctx, *storeURL, collector.Config{Cluster: *cluster, Logger: slog.New(slog.DiscardHandler)})
-		if err != nil {
-			fmt.Fprintln(stderr, "collector audit:", err)
-			return 1
-		}
-		defer st.Close()
-		if rows, err = collector.ReadAudit(ctx, st, f, now); err != nil {
-			fmt.Fprintln(stderr, "collector audit:", err)
-			return 1
-		}
+	rows, code := auditRows(ctx, *remote, admin, *storeURL, *cluster, f, now, stderr)
+	if code != 0 {
+		return code
 	}
 	if *format == "json" {
 		enc := json.NewEncoder(stdout)
@@ -115,7 +88,51 @@ func audit(args []string, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
-	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	if err := printAudit(stdout, rows); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// auditRows reads the audit rows from a running collector (remote) or
+// from the store; code is the exit code when it cannot (0: read).
+func auditRows(ctx context.Context, remote string, admin *secret, storeURL, cluster string, from, to time.Time, stderr io.Writer) (rows []api.AuditRow, code int) {
+	if remote != "" {
+		tok, err := admin.get()
+		if err != nil {
+			fmt.Fprintln(stderr, "collector audit:", err)
+			return nil, 2
+		}
+		c, err := api.NewClient(remote)
+		if err != nil {
+			fmt.Fprintln(stderr, "collector audit:", err)
+			return nil, 2
+		}
+		if rows, err = c.Audit(ctx, from, to, tok); err != nil {
+			fmt.Fprintln(stderr, "collector audit:", err)
+			if errors.Is(err, api.ErrUnauthorized) {
+				fmt.Fprintln(stderr, "collector audit: pass the collector's admin token: --admin-token-file DATA_DIR/admin-token")
+			}
+			return nil, 1
+		}
+		return rows, 0
+	}
+	st, err := collector.OpenStore(ctx, storeURL, collector.Config{FleetConfig: collector.FleetConfig{Cluster: cluster}, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		fmt.Fprintln(stderr, "collector audit:", err)
+		return nil, 1
+	}
+	defer st.Close()
+	if rows, err = collector.ReadAudit(ctx, st, from, to); err != nil {
+		fmt.Fprintln(stderr, "collector audit:", err)
+		return nil, 1
+	}
+	return rows, 0
+}
+
+// printAudit writes the audit rows as a table.
+func printAudit(w io.Writer, rows []api.AuditRow) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIME\tWHO\tACTION\tVERSION\tTARGET\tRULE\tEXPIRES\tREASON")
 	for _, r := range rows {
 		var rule policy.Rule
@@ -137,10 +154,7 @@ func audit(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Time.UTC().Format(time.RFC3339), printable(r.Who), r.Action,
 			r.PolicyVersion, printable(target), what, rule.Expires.UTC().Format(time.RFC3339), printable(rule.Reason))
 	}
-	if err := tw.Flush(); err != nil {
-		return 1
-	}
-	return 0
+	return tw.Flush()
 }
 
 // printable keeps a value from moving the terminal's cursor.

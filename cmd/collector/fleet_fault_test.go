@@ -137,20 +137,27 @@ func (p *proc) start(t *testing.T, bin string) {
 
 func (p *proc) waitReady(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		resp, err := http.Get(p.base + "/healthz")
-		if err == nil {
+	var err error
+	up := waitUntil(2*time.Minute, func() bool {
+		var resp *http.Response
+		if resp, err = http.Get(p.base + "/healthz"); err == nil {
 			resp.Body.Close()
-			return
 		}
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(p.log)
-			t.Fatalf("collector %s did not start: %v\n%s", p.base, err, b)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return err == nil
+	})
+	if !up {
+		b, _ := os.ReadFile(p.log)
+		t.Fatalf("collector %s did not start: %v\n%s", p.base, err, b)
 	}
 }
+
+// hold lets the run go on for d: the run's timeline (a third of it
+// before the fault, the fault for faultHold, the rest after) is the
+// scenario itself, not a wait for something to happen.
+func hold(d time.Duration) { <-time.After(d) }
+
+// faultHold is how long each fault lasts.
+const faultHold = 15 * time.Second
 
 func (p *proc) stop(t *testing.T) {
 	if p.cmd == nil || p.cmd.Process == nil {
@@ -278,31 +285,41 @@ func faultRun(t *testing.T, bin, fault string) {
 		}
 	}()
 
-	time.Sleep(*faultDur / 3)
+	// The load reaches every collector before the fault.
+	for _, p := range procs {
+		if !waitUntil(time.Minute, func() bool { return p.metric("qtop_collector_reports_total") > 0 }) {
+			t.Fatalf("collector %s merged no report", p.base)
+		}
+	}
+	hold(time.Until(start.Add(*faultDur / 3)))
 	faultAt := time.Now()
 	switch fault {
 	case "replica":
-		services(t, "kill", "--cluster-node", strings.Split(addrs[0], ":")[1])
-		time.Sleep(15 * time.Second)
+		node := addrs[0]
+		services(t, "kill", "--cluster-node", strings.Split(node, ":")[1])
+		hold(faultHold)
 		services(t, "up", "--cluster")
+		if !waitUntil(2*time.Minute, func() bool { return dials(node) }) {
+			t.Fatalf("cluster node %s did not come back", node)
+		}
 	case "zookeeper":
 		services(t, "kill", "--zookeeper")
-		time.Sleep(15 * time.Second)
+		hold(faultHold)
 		services(t, "up", "--cluster")
 	case "collector":
 		procs[1].cmd.Process.Kill()
 		procs[1].cmd.Wait()
 		procs[1].cmd = nil
-		time.Sleep(15 * time.Second)
+		hold(faultHold)
 		procs[1].start(t, bin)
 		procs[1].waitReady(t)
 	case "cut":
 		cut.setCut(true)
-		time.Sleep(15 * time.Second)
+		hold(faultHold)
 		cut.setCut(false)
 	}
 	t.Logf("%s: fault from %v to %v into the run", fault, faultAt.Sub(start).Round(time.Second), time.Since(start).Round(time.Second))
-	time.Sleep(time.Until(start.Add(*faultDur)))
+	hold(time.Until(start.Add(*faultDur)))
 	close(stopLoad)
 	loadWG.Wait()
 

@@ -9,10 +9,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -45,8 +47,28 @@ func freePort(t *testing.T) string {
 	return ln.Addr().String()
 }
 
+// logBuffer holds a child's log lines; a goroutine writes them while the
+// test reads them.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) line(p []byte) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.buf.Write(p)
+	b.buf.WriteByte('\n')
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 // startCollector runs `collector serve` and waits until it listens.
-func startCollector(t *testing.T, bin string, args ...string) (*exec.Cmd, *bytes.Buffer) {
+func startCollector(t *testing.T, bin string, args ...string) (*exec.Cmd, *logBuffer) {
 	t.Helper()
 	cmd, logs, err := tryStart(bin, args...)
 	if err != nil {
@@ -55,7 +77,7 @@ func startCollector(t *testing.T, bin string, args ...string) (*exec.Cmd, *bytes
 	return cmd, logs
 }
 
-func tryStart(bin string, args ...string) (*exec.Cmd, *bytes.Buffer, error) {
+func tryStart(bin string, args ...string) (*exec.Cmd, *logBuffer, error) {
 	cmd := exec.Command(bin, append([]string{"serve", "--log-format", "json"}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -64,14 +86,13 @@ func tryStart(bin string, args ...string) (*exec.Cmd, *bytes.Buffer, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, nil, err
 	}
-	var logs bytes.Buffer
+	logs := new(logBuffer)
 	ready := make(chan bool, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		sent := false
 		for sc.Scan() {
-			logs.Write(sc.Bytes())
-			logs.WriteByte('\n')
+			logs.line(sc.Bytes())
 			var line struct{ Msg string }
 			if !sent && json.Unmarshal(sc.Bytes(), &line) == nil && line.Msg == "collector listening" {
 				ready <- true
@@ -92,7 +113,7 @@ func tryStart(bin string, args ...string) (*exec.Cmd, *bytes.Buffer, error) {
 		cmd.Process.Kill()
 		return nil, nil, fmt.Errorf("collector did not start")
 	}
-	return cmd, &logs, nil
+	return cmd, logs, nil
 }
 
 // TestKillAndRestart feeds reports to the real collector binary on
@@ -114,7 +135,7 @@ func TestKillAndRestart(t *testing.T) {
 	var killed atomic.Bool
 	type started struct {
 		cmd  *exec.Cmd
-		logs *bytes.Buffer
+		logs *logBuffer
 		err  error
 	}
 	restarted := make(chan started, 1)
@@ -129,29 +150,45 @@ func TestKillAndRestart(t *testing.T) {
 	}
 	want := map[string]float64{}
 	client := &http.Client{Timeout: 5 * time.Second}
-	post := func(body []byte) {
-		for attempt := 0; ; attempt++ {
-			if attempt > 2000 {
-				t.Fatal("a report was never acknowledged")
-			}
-			resp, err := client.Post("http://"+listen+"/v1/reports", meter.ContentType, bytes.NewReader(body))
+	// post sends a report until it is acknowledged, as a reporter does;
+	// wrote, when set, is called once the first attempt's request is
+	// written (the report is in flight).
+	post := func(body []byte, wrote func()) {
+		ctx := context.Background()
+		if wrote != nil {
+			var once sync.Once
+			ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+				WroteRequest: func(httptrace.WroteRequestInfo) { once.Do(wrote) }})
+		}
+		var last string
+		acked := waitUntil(2*time.Minute, func() bool {
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+listen+"/v1/reports", bytes.NewReader(body))
 			if err != nil {
-				time.Sleep(20 * time.Millisecond)
-				continue
+				t.Fatal(err)
+			}
+			req.Header.Set("Content-Type", meter.ContentType)
+			resp, err := client.Do(req)
+			if err != nil {
+				last = err.Error()
+				return false
 			}
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			switch resp.StatusCode {
+			case http.StatusOK:
 				if r, err := meter.DecodeReply(b); err != nil || !r.Accepted {
 					t.Fatalf("200 without acceptance: %s", b)
 				}
-				return
-			}
-			if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
-				time.Sleep(100 * time.Millisecond)
-				continue
+				return true
+			case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+				last = string(b)
+				return false
 			}
 			t.Fatalf("report refused: %d %s", resp.StatusCode, b)
+			return false
+		})
+		if !acked {
+			t.Fatalf("a report was never acknowledged: %s", last)
 		}
 	}
 	for i := range reports {
@@ -164,21 +201,23 @@ func TestKillAndRestart(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			var wrote func()
 			if i == reports/2 && j == 0 {
-				// Kill while this report may be in flight, then restart
-				// on the same data folder and store while the reporter
-				// keeps retrying.
+				// Kill once this report is in flight (written, not yet
+				// answered), then restart on the same data folder and
+				// store while the reporter keeps retrying.
 				old := cmd
-				go func() {
-					time.Sleep(500 * time.Microsecond)
-					old.Process.Signal(syscall.SIGKILL)
-					old.Wait()
-					killed.Store(true)
-					c, l, err := tryStart(bin, args...)
-					restarted <- started{c, l, err}
-				}()
+				wrote = func() {
+					go func() {
+						old.Process.Signal(syscall.SIGKILL)
+						old.Wait()
+						killed.Store(true)
+						c, l, err := tryStart(bin, args...)
+						restarted <- started{c, l, err}
+					}()
+				}
 			}
-			post(body)
+			post(body, wrote)
 			if i == reports/2 && j == 0 {
 				r := <-restarted
 				if r.err != nil {

@@ -186,34 +186,7 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 
 func serve(args []string, stdout, stderr io.Writer) int {
 	fs := flagSet("serve", serveUsage, stderr)
-	var envs []envFlag
-	listen := strFlag(fs, &envs, "listen", "QTOP_LISTEN", collector.DefaultListen, "HTTP address")
-	storeURL := strFlag(fs, &envs, "store", "QTOP_STORE", collector.DefaultStore, "store: duckdb://PATH, clickhouse://HOST:PORT/DB, or none")
-	cluster := strFlag(fs, &envs, "cluster", "QTOP_CLUSTER", "", "ClickHouse cluster name: ON CLUSTER DDL, Replicated engines (ZooKeeper) and Distributed tables")
-	peers := strFlag(fs, &envs, "peers", "QTOP_PEERS", "", "the other collectors of the fleet, host:port,…: /v1/live shows the whole fleet")
-	pg := strFlag(fs, &envs, "postgres", "QTOP_POSTGRES", "", "PostgreSQL DSN whose pg_stat_activity is sampled every second (a role with pg_monitor)")
-	creds, err := credentialFlags(fs, &envs)
-	if err != nil {
-		fmt.Fprintln(stderr, "collector serve:", err)
-		return 2
-	}
-	dataDir := strFlag(fs, &envs, "data-dir", "QTOP_DATA_DIR", collector.DefaultDataDir, "folder for the write-ahead log, the store spool and the policy")
-	writer := strFlag(fs, &envs, "writer", "QTOP_WRITER", "", "this collector's identity in the store (default: made once and kept in --data-dir)")
-	grace := strFlag(fs, &envs, "grace", "QTOP_GRACE", collector.DefaultGrace.String(), "how long after a minute ends its rollups are written")
-	refusalDelay := strFlag(fs, &envs, "refusal-delay", "QTOP_REFUSAL_DELAY", collector.DefaultRefusalDelay.String(), "how long the answer to a report refused for its content or credentials (400, 401, 413, 415) is held back, to slow a client sending junk in a loop (0: at once)")
-	spoolMax := strFlag(fs, &envs, "spool-max-bytes", "QTOP_SPOOL_MAX_BYTES", "0", "cap of the on-disk spool while the store is down (0: 256 MiB)")
-	otlpGRPC := strFlag(fs, &envs, "otlp-grpc", "QTOP_OTLP_GRPC", "", "address of the OTLP/gRPC trace receiver, e.g. 127.0.0.1:4317 (default off; OTLP/HTTP is always on --listen at /v1/traces)")
-	otlpTenant := strFlag(fs, &envs, "otlp-tenant-attribute", "QTOP_OTLP_TENANT_ATTRIBUTE", "tenant.id", "span attribute that holds the tenant of OTLP spans")
-	quotaRedis := strFlag(fs, &envs, "quota-redis", "QTOP_QUOTA_REDIS", "", "host:port of the Redis through which several collectors sum fleet-wide quota usage (empty: one collector)")
-	pprofAddr := strFlag(fs, &envs, "pprof", "QTOP_PPROF", "", "loopback address on which to serve Go profiles (/debug/pprof/), e.g. 127.0.0.1:6060 (default off)")
-	logFormat := strFlag(fs, &envs, "log-format", "QTOP_LOG_FORMAT", "text", "log format: text or json")
-	logLevel := strFlag(fs, &envs, "log-level", "QTOP_LOG_LEVEL", "info", "log level: debug, info, warn, error")
-	demo, err := boolFlag(fs, &envs, "demo", "QTOP_DEMO", "run a synthetic fleet in process (dozens of tenants, a heavy import by bigcorp)")
-	if err != nil {
-		fmt.Fprintln(stderr, "collector serve:", err)
-		return 2
-	}
-	shared, err := boolFlag(fs, &envs, "shared-policy", "QTOP_SHARED_POLICY", "keep the policy in the ClickHouse store, one policy for every collector writing to it")
+	f, err := newServeFlags(fs)
 	if err != nil {
 		fmt.Fprintln(stderr, "collector serve:", err)
 		return 2
@@ -228,50 +201,107 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "collector serve: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
-	log, err := newLogger(stderr, *logFormat, *logLevel)
+	cfg, err := f.config(stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "collector serve:", err)
 		return 2
 	}
-	g, err := time.ParseDuration(*grace)
-	if err != nil || g <= 0 {
-		fmt.Fprintf(stderr, "collector serve: --grace %q: want a positive duration such as 10s\n", *grace)
-		return 2
-	}
-	rd, err := time.ParseDuration(*refusalDelay)
-	if err != nil || rd < 0 {
-		fmt.Fprintf(stderr, "collector serve: --refusal-delay %q: want a duration such as 1s, or 0\n", *refusalDelay)
-		return 2
-	}
-	if rd == 0 {
-		rd = -1 // Config's zero is the default
-	}
-	sm, err := strconv.ParseInt(*spoolMax, 10, 64)
-	if err != nil || sm < 0 {
-		fmt.Fprintf(stderr, "collector serve: --spool-max-bytes %q: want a number of bytes\n", *spoolMax)
-		return 2
-	}
-	cfg := collector.Config{
-		Listen: *listen, Store: *storeURL, Cluster: *cluster, Postgres: *pg,
-		Demo: *demo, DataDir: *dataDir, Writer: *writer, Grace: g, SpoolMaxBytes: sm, Logger: log, RefusalDelay: rd,
-		OTLPGRPC: *otlpGRPC, OTLPTenantAttribute: *otlpTenant, SharedPolicy: *shared,
-		QuotaRedis: *quotaRedis,
-	}
-	if err := creds.apply(&cfg.Token, &cfg.ReadToken, &cfg.AdminToken, &cfg.Insecure, &cfg.MaxRuleTTL); err != nil {
-		fmt.Fprintln(stderr, "collector serve:", err)
-		return 2
-	}
-	if *peers != "" {
-		cfg.Peers = strings.Split(*peers, ",")
-	}
-	if *pprofAddr != "" {
-		_, closePprof, err := servePprof(*pprofAddr, log)
+	if *f.pprof != "" {
+		_, closePprof, err := servePprof(*f.pprof, cfg.Logger)
 		if err != nil {
 			fmt.Fprintln(stderr, "collector serve:", err)
 			return 2
 		}
 		defer closePprof()
 	}
+	return runServer(cfg)
+}
+
+// serveFlags are the flags of `collector serve`.
+type serveFlags struct {
+	listen, storeURL, cluster, peers, pg           *string
+	dataDir, writer, grace, refusalDelay, spoolMax *string
+	otlpGRPC, otlpTenant, quotaRedis, pprof        *string
+	logFormat, logLevel                            *string
+	demo, shared                                   *bool
+	creds                                          *credentials
+}
+
+func newServeFlags(fs *flag.FlagSet) (*serveFlags, error) {
+	var envs []envFlag
+	f := &serveFlags{
+		listen:   strFlag(fs, &envs, "listen", "QTOP_LISTEN", collector.DefaultListen, "HTTP address"),
+		storeURL: strFlag(fs, &envs, "store", "QTOP_STORE", collector.DefaultStore, "store: duckdb://PATH, clickhouse://HOST:PORT/DB, or none"),
+		cluster:  strFlag(fs, &envs, "cluster", "QTOP_CLUSTER", "", "ClickHouse cluster name: ON CLUSTER DDL, Replicated engines (ZooKeeper) and Distributed tables"),
+		peers:    strFlag(fs, &envs, "peers", "QTOP_PEERS", "", "the other collectors of the fleet, host:port,…: /v1/live shows the whole fleet"),
+		pg:       strFlag(fs, &envs, "postgres", "QTOP_POSTGRES", "", "PostgreSQL DSN whose pg_stat_activity is sampled every second (a role with pg_monitor)"),
+	}
+	var err error
+	if f.creds, err = credentialFlags(fs, &envs); err != nil {
+		return nil, err
+	}
+	f.dataDir = strFlag(fs, &envs, "data-dir", "QTOP_DATA_DIR", collector.DefaultDataDir, "folder for the write-ahead log, the store spool and the policy")
+	f.writer = strFlag(fs, &envs, "writer", "QTOP_WRITER", "", "this collector's identity in the store (default: made once and kept in --data-dir)")
+	f.grace = strFlag(fs, &envs, "grace", "QTOP_GRACE", collector.DefaultGrace.String(), "how long after a minute ends its rollups are written")
+	f.refusalDelay = strFlag(fs, &envs, "refusal-delay", "QTOP_REFUSAL_DELAY", collector.DefaultRefusalDelay.String(), "how long the answer to a report refused for its content or credentials (400, 401, 413, 415) is held back, to slow a client sending junk in a loop (0: at once)")
+	f.spoolMax = strFlag(fs, &envs, "spool-max-bytes", "QTOP_SPOOL_MAX_BYTES", "0", "cap of the on-disk spool while the store is down (0: 256 MiB)")
+	f.otlpGRPC = strFlag(fs, &envs, "otlp-grpc", "QTOP_OTLP_GRPC", "", "address of the OTLP/gRPC trace receiver, e.g. 127.0.0.1:4317 (default off; OTLP/HTTP is always on --listen at /v1/traces)")
+	f.otlpTenant = strFlag(fs, &envs, "otlp-tenant-attribute", "QTOP_OTLP_TENANT_ATTRIBUTE", "tenant.id", "span attribute that holds the tenant of OTLP spans")
+	f.quotaRedis = strFlag(fs, &envs, "quota-redis", "QTOP_QUOTA_REDIS", "", "host:port of the Redis through which several collectors sum fleet-wide quota usage (empty: one collector)")
+	f.pprof = strFlag(fs, &envs, "pprof", "QTOP_PPROF", "", "loopback address on which to serve Go profiles (/debug/pprof/), e.g. 127.0.0.1:6060 (default off)")
+	f.logFormat = strFlag(fs, &envs, "log-format", "QTOP_LOG_FORMAT", "text", "log format: text or json")
+	f.logLevel = strFlag(fs, &envs, "log-level", "QTOP_LOG_LEVEL", "info", "log level: debug, info, warn, error")
+	if f.demo, err = boolFlag(fs, &envs, "demo", "QTOP_DEMO", "run a synthetic fleet in process (dozens of tenants, a heavy import by bigcorp)"); err != nil {
+		return nil, err
+	}
+	if f.shared, err = boolFlag(fs, &envs, "shared-policy", "QTOP_SHARED_POLICY", "keep the policy in the ClickHouse store, one policy for every collector writing to it"); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// config checks the parsed flags and makes the collector's Config, with a
+// logger writing to stderr.
+func (f *serveFlags) config(stderr io.Writer) (collector.Config, error) {
+	log, err := newLogger(stderr, *f.logFormat, *f.logLevel)
+	if err != nil {
+		return collector.Config{}, err
+	}
+	g, err := time.ParseDuration(*f.grace)
+	if err != nil || g <= 0 {
+		return collector.Config{}, fmt.Errorf("--grace %q: want a positive duration such as 10s", *f.grace)
+	}
+	rd, err := time.ParseDuration(*f.refusalDelay)
+	if err != nil || rd < 0 {
+		return collector.Config{}, fmt.Errorf("--refusal-delay %q: want a duration such as 1s, or 0", *f.refusalDelay)
+	}
+	if rd == 0 {
+		rd = -1 // Config's zero is the default
+	}
+	sm, err := strconv.ParseInt(*f.spoolMax, 10, 64)
+	if err != nil || sm < 0 {
+		return collector.Config{}, fmt.Errorf("--spool-max-bytes %q: want a number of bytes", *f.spoolMax)
+	}
+	cfg := collector.Config{
+		Listen: *f.listen, Store: *f.storeURL, Postgres: *f.pg,
+		Demo: *f.demo, DataDir: *f.dataDir, Writer: *f.writer, Grace: g, SpoolMaxBytes: sm, Logger: log,
+		FleetConfig:  collector.FleetConfig{Cluster: *f.cluster, SharedPolicy: *f.shared},
+		IntakeConfig: collector.IntakeConfig{RefusalDelay: rd},
+		OTLPConfig:   collector.OTLPConfig{OTLPGRPC: *f.otlpGRPC, OTLPTenantAttribute: *f.otlpTenant},
+		QuotaConfig:  collector.QuotaConfig{QuotaRedis: *f.quotaRedis},
+	}
+	if err := f.creds.apply(&cfg.Token, &cfg.ReadToken, &cfg.AdminToken, &cfg.Insecure, &cfg.MaxRuleTTL); err != nil {
+		return collector.Config{}, err
+	}
+	if *f.peers != "" {
+		cfg.Peers = strings.Split(*f.peers, ",")
+	}
+	return cfg, nil
+}
+
+// runServer runs a collector until SIGINT or SIGTERM, then shuts it down.
+func runServer(cfg collector.Config) int {
+	log := cfg.Logger
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	s, err := collector.New(cfg)
@@ -339,7 +369,7 @@ func report(args []string, stdout, stderr io.Writer) int {
 	if *remote != "" {
 		return remoteReport(ctx, *remote, req, *by, outFormat, *readToken, stdout, stderr)
 	}
-	st, err := collector.OpenStore(ctx, *storeURL, collector.Config{Cluster: *cluster, Logger: slog.New(slog.DiscardHandler)})
+	st, err := collector.OpenStore(ctx, *storeURL, collector.Config{FleetConfig: collector.FleetConfig{Cluster: *cluster}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		fmt.Fprintln(stderr, "collector report:", err)
 		if strings.Contains(err.Error(), "lock") {

@@ -25,10 +25,11 @@ const numShards = 16
 // across the whole report.
 //
 // Everything that is one per report or per process (admission, the
-// duplicate filter, the write-ahead log, services, hot keys, enforcement,
-// budgets, quotas) is the Server's, under Server.mu; the aggregator never
-// takes that lock, and a caller holding it may take a shard's (the order
-// is always Server.mu, then one shard).
+// duplicate filter, the write-ahead log, services, hot keys) is the
+// Server's, under Server.mu, or a feature's, under its own lock
+// (feature.go); the aggregator never takes those locks, and a caller
+// holding any of them may take a shard's. A shard's lock is taken last:
+// nothing is locked while it is held.
 type aggregator struct {
 	seed       maphash.Seed
 	shards     [numShards]shard

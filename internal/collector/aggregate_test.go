@@ -103,14 +103,16 @@ func TestShardsMergeApart(t *testing.T) {
 	go func() { done <- f.ingest(blocked) }()
 	// Wait until the report is taken into its minute and merging its
 	// rows: the server's lock is free while it waits for its shard.
-	for merging := false; !merging; {
+	waitFor(t, time.Minute, "the report to wait for its shard", func() bool {
 		f.s.mu.Lock()
+		defer f.s.mu.Unlock()
 		for _, m := range f.s.minutes {
-			merging = merging || m.merging.Load() > 0
+			if m.merging.Load() > 0 {
+				return true
+			}
 		}
-		f.s.mu.Unlock()
-		time.Sleep(time.Millisecond)
-	}
+		return false
+	})
 	select {
 	case status := <-done:
 		sh.mu.Unlock()

@@ -42,7 +42,7 @@ func ReadAudit(ctx context.Context, st store.Store, from, to time.Time) ([]api.A
 
 // handleAudit is GET /v1/audit?from=…&to=… (admin); from defaults to 7d,
 // to to now, as cost reports spell them.
-func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
+func (s httpAPI) handleAudit(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET")
 		writeError(w, http.StatusMethodNotAllowed, "use GET", 0)
@@ -62,7 +62,7 @@ func (s *Server) handleAudit(w http.ResponseWriter, r *http.Request) {
 		var t time.Time
 		if t, err = ParseTime(to, now); err == nil {
 			var rows []api.AuditRow
-			if rows, err = ReadAudit(r.Context(), s.store, f, t); err == nil {
+			if rows, err = ReadAudit(r.Context(), s.em.store, f, t); err == nil {
 				writeJSON(w, http.StatusOK, rows)
 				return
 			}

@@ -93,7 +93,7 @@ func (s *Server) Authorize(r *http.Request, role Role) (who string, err error) {
 
 // authorized wraps h so that it runs only for requests Authorize lets
 // through for role; others get 401 with a JSON reason.
-func (s *Server) authorized(role Role, h http.HandlerFunc) http.HandlerFunc {
+func (s httpAPI) authorized(role Role, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if _, err := s.Authorize(r, role); err != nil {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="qtop"`)

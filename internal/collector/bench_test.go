@@ -47,7 +47,7 @@ func benchReports(b *testing.B, n, rows int, at time.Time, tenantOf func(i, j in
 
 func benchServer(b *testing.B, clk *clock) *Server {
 	b.Helper()
-	s, err := New(Config{Store: StoreNone, DataDir: b.TempDir(), Writer: "bench", SourceRate: 1e9,
+	s, err := New(Config{Store: StoreNone, DataDir: b.TempDir(), Writer: "bench", IntakeConfig: IntakeConfig{SourceRate: 1e9},
 		Registerer: prometheus.NewRegistry(), Now: clk.Now})
 	if err != nil {
 		b.Fatal(err)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,12 +39,22 @@ type budgetSlot struct {
 	ids   map[string]*api.BudgetRow
 }
 
-// budgetLive is the collector's part of the budgets: the counters of the
-// last rateN seconds and the sampler's runaway state.
-type budgetLive struct {
-	slots   [rateN]budgetSlot
-	sampler samplerRunaway
+// budgetPart is the feature of database budgets and runaway rules: the
+// counters the processes report (their budgets section) and the
+// sampler's runaway actions, over the last rateN seconds for the live
+// view and since start for the metrics, and the wrappers' runaway actions
+// on their way to the audit. Its lock guards the counters and the audit
+// queue; the sampler's runaway state is its goroutine's alone.
+type budgetPart struct {
+	pol     *policyPart
+	log     *slog.Logger
+	now     func() time.Time
+	store   store.Store // nil: no audit (set once by New)
 	actions *prometheus.CounterVec
+	sampler samplerRunaway // runaway.go: only the sampler's goroutine
+
+	mu    sync.Mutex
+	slots [rateN]budgetSlot
 	// totals are the counters since start of the policy's budgets and
 	// rules (ids not in the policy are summed under "other"), for the
 	// fleet-wide metrics.
@@ -53,41 +65,47 @@ type budgetLive struct {
 	auditDropped uint64
 }
 
-// flushBudgetAudit writes the wrappers' runaway actions received since
-// the last call to the audit.
-func (s *Server) flushBudgetAudit(ctx context.Context) {
-	s.mu.Lock()
-	rows, dropped := s.bud.pending, s.bud.auditDropped
-	s.bud.pending, s.bud.auditDropped = nil, 0
-	s.mu.Unlock()
+var _ feature = (*budgetPart)(nil)
+
+// tick writes the wrappers' runaway actions received since the last call
+// to the audit.
+func (b *budgetPart) tick(ctx context.Context, _ time.Time) {
+	b.mu.Lock()
+	rows, dropped := b.pending, b.auditDropped
+	b.pending, b.auditDropped = nil, 0
+	b.mu.Unlock()
 	if dropped > 0 {
-		s.log.Warn("runaway actions of the wrappers left out of the audit (more than the bound per second)", "dropped", dropped)
+		b.log.Warn("runaway actions of the wrappers left out of the audit (more than the bound per second)", "dropped", dropped)
 	}
-	if len(rows) == 0 || s.store == nil {
+	if len(rows) == 0 || b.store == nil {
 		return
 	}
 	actx, cancel := context.WithTimeout(ctx, signalTimeout)
 	defer cancel()
-	if err := s.store.WriteAudit(actx, rows); err != nil {
-		s.log.Error("runaway actions of the wrappers not audited", "err", err, "rows", len(rows))
+	if err := b.store.WriteAudit(actx, rows); err != nil {
+		b.log.Error("runaway actions of the wrappers not audited", "err", err, "rows", len(rows))
 	}
 }
 
-// register registers qtop_collector_runaway_actions_total{action,outcome}
+func (b *budgetPart) reply(_ *meter.Report, _ time.Time, reply []byte, _ bool) []byte { return reply }
+
+// newBudgetPart registers qtop_collector_runaway_actions_total{action,outcome}
 // (action: cancel, terminate, report; outcome: cancelled, terminated,
 // reported, gone, failed — both bounded) and the fleet-wide totals
 // (budgetMetrics).
-func (b *budgetLive) register(s *Server, reg prometheus.Registerer) error {
-	if err := reg.Register(budgetMetrics{s}); err != nil {
-		return fmt.Errorf("collector: metrics: %w", err)
+func newBudgetPart(pol *policyPart, cfg Config) (*budgetPart, error) {
+	b := &budgetPart{pol: pol, log: cfg.Logger, now: cfg.Now}
+	reg := cfg.Registerer
+	if err := reg.Register(budgetMetrics{b}); err != nil {
+		return nil, fmt.Errorf("collector: metrics: %w", err)
 	}
 	b.actions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qtop_collector_runaway_actions_total",
 		Help: "Statements the pg_stat_activity sampler acted on under a runaway rule, by action and outcome."},
 		[]string{"action", "outcome"})
 	if err := reg.Register(b.actions); err != nil {
-		return fmt.Errorf("collector: metrics: %w", err)
+		return nil, fmt.Errorf("collector: metrics: %w", err)
 	}
-	return nil
+	return b, nil
 }
 
 var (
@@ -100,7 +118,7 @@ var (
 )
 
 // budgetMetrics exports the budgets' fleet-wide totals.
-type budgetMetrics struct{ s *Server }
+type budgetMetrics struct{ b *budgetPart }
 
 func (m budgetMetrics) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descFleetBudget
@@ -108,12 +126,12 @@ func (m budgetMetrics) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (m budgetMetrics) Collect(ch chan<- prometheus.Metric) {
-	m.s.mu.Lock()
-	rows := make([]api.BudgetRow, 0, len(m.s.bud.totals))
-	for _, r := range m.s.bud.totals {
+	m.b.mu.Lock()
+	rows := make([]api.BudgetRow, 0, len(m.b.totals))
+	for _, r := range m.b.totals {
 		rows = append(rows, *r)
 	}
-	m.s.mu.Unlock()
+	m.b.mu.Unlock()
 	for _, r := range rows {
 		if r.Runaway {
 			for _, c := range [...]struct {
@@ -135,16 +153,18 @@ func (m budgetMetrics) Collect(ch chan<- prometheus.Metric) {
 
 // totalLocked returns the fleet-wide total row of id: its own when the
 // policy has it, else "other" (so reporters cannot add label values).
-func (s *Server) totalLocked(id string, runaway bool) *api.BudgetRow {
-	if s.bud.totals == nil {
-		s.bud.totals = map[string]*api.BudgetRow{}
+func (b *budgetPart) totalLocked(id string, runaway bool) *api.BudgetRow {
+	if b.totals == nil {
+		b.totals = map[string]*api.BudgetRow{}
 	}
 	known := false
-	if runaway {
-		known = slices.ContainsFunc(s.policy.Runaway, func(r policy.Runaway) bool { return r.ID == id })
-	} else {
-		known = slices.ContainsFunc(s.policy.Budgets, func(b policy.Budget) bool { return b.ID == id })
-	}
+	b.pol.read(func(p *policy.Policy) {
+		if runaway {
+			known = slices.ContainsFunc(p.Runaway, func(r policy.Runaway) bool { return r.ID == id })
+		} else {
+			known = slices.ContainsFunc(p.Budgets, func(b policy.Budget) bool { return b.ID == id })
+		}
+	})
 	if !known {
 		id = "other"
 	}
@@ -152,10 +172,10 @@ func (s *Server) totalLocked(id string, runaway bool) *api.BudgetRow {
 	if runaway {
 		key = "\x00" + id
 	}
-	r := s.bud.totals[key]
+	r := b.totals[key]
 	if r == nil {
 		r = &api.BudgetRow{ID: id, Runaway: runaway}
-		s.bud.totals[key] = r
+		b.totals[key] = r
 	}
 	return r
 }
@@ -164,13 +184,22 @@ func (s *Server) totalLocked(id string, runaway bool) *api.BudgetRow {
 // next Tick to reach the audit; beyond it they are counted and logged.
 const maxPendingAudit = 1024
 
-// mergeBudgetsLocked adds a report's budget counters to second sec, and
-// queues its runaway actions for the audit.
-func (s *Server) mergeBudgetsLocked(sec int64, rep *meter.Report) {
+// merge adds a report's budget counters (received live) to its second,
+// and queues its runaway actions for the audit. It is the one place
+// that reads the report's budgets sections.
+func (b *budgetPart) merge(rep *meter.Report, now time.Time, live bool) {
+	if !live || len(rep.BudgetActions)+len(rep.Budgets) == 0 {
+		return
+	}
+	sec := now.Unix()
+	var version uint64
+	b.pol.read(func(p *policy.Policy) { version = p.Version })
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	who := "wrapper:" + rep.Source.Service + "/" + rep.Source.Instance
 	for _, a := range rep.BudgetActions {
-		if len(s.bud.pending) >= maxPendingAudit {
-			s.bud.auditDropped++
+		if len(b.pending) >= maxPendingAudit {
+			b.auditDropped++
 			continue
 		}
 		aj, _ := json.Marshal(struct {
@@ -180,13 +209,13 @@ func (s *Server) mergeBudgetsLocked(sec int64, rep *meter.Report) {
 			Shape    uint64        `json:"shape"`
 			Host     string        `json:"host,omitempty"`
 		}{a.Rule, a.Outcome, a.Duration, a.Shape, rep.Source.Host})
-		s.bud.pending = append(s.bud.pending, store.Audit{Time: a.Time, Who: who, Action: "runaway-" + a.Outcome,
-			PolicyVersion: s.policy.Version, Rule: string(aj)})
+		b.pending = append(b.pending, store.Audit{Time: a.Time, Who: who, Action: "runaway-" + a.Outcome,
+			PolicyVersion: version, Rule: string(aj)})
 	}
 	for _, c := range rep.Budgets {
-		s.totalLocked(c.ID, c.Runaway).Add(&api.BudgetRow{Admitted: c.Admitted, Refused: c.Refused, Warned: c.Warned,
+		b.totalLocked(c.ID, c.Runaway).Add(&api.BudgetRow{Admitted: c.Admitted, Refused: c.Refused, Warned: c.Warned,
 			InTx: c.InTx, Cancelled: c.Cancelled, Reported: c.Reported, WatchRefused: c.WatchRefused})
-		r := s.budgetRowLocked(sec, c.ID, c.Runaway)
+		r := b.rowLocked(sec, c.ID, c.Runaway)
 		r.Enforce = r.Enforce || c.Enforce
 		r.Admitted += c.Admitted
 		r.Refused += c.Refused
@@ -198,8 +227,17 @@ func (s *Server) mergeBudgetsLocked(sec int64, rep *meter.Report) {
 	}
 }
 
-func (s *Server) budgetRowLocked(sec int64, id string, runaway bool) *api.BudgetRow {
-	sl := &s.bud.slots[uint64(sec)%rateN]
+// addRunaway counts one of the sampler's runaway actions under rule id
+// at now.
+func (b *budgetPart) addRunaway(now time.Time, id string, add *api.BudgetRow) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.rowLocked(now.Unix(), id, true).Add(add)
+	b.totalLocked(id, true).Add(add)
+}
+
+func (b *budgetPart) rowLocked(sec int64, id string, runaway bool) *api.BudgetRow {
+	sl := &b.slots[uint64(sec)%rateN]
 	if sl.stamp != sec || sl.ids == nil {
 		sl.stamp = sec
 		if sl.ids == nil {
@@ -225,15 +263,20 @@ func (s *Server) budgetRowLocked(sec int64, id string, runaway bool) *api.Budget
 	return r
 }
 
-// budgetSnapshotLocked fills the budgets of a snapshot at second sec: the
-// policy's budgets and runaway rules, each with its counters over the
-// last rateN seconds, then counters of ids the policy no longer has.
-func (s *Server) budgetSnapshotLocked(snap *api.Snapshot, now time.Time, sec int64) {
-	bs, rs := s.policy.ActiveBudgets(now)
+// snapshot fills the budgets of a snapshot at now: the policy's budgets
+// and runaway rules, each with its counters over the last rateN complete
+// seconds, then counters of ids the policy no longer has.
+func (b *budgetPart) snapshot(snap *api.Snapshot, now time.Time) {
+	sec := now.Unix()
+	var bs []policy.Budget
+	var rs []policy.Runaway
+	b.pol.read(func(p *policy.Policy) { bs, rs = p.ActiveBudgets(now) })
 	snap.Policy.Budgets, snap.Policy.Runaway = bs, rs
 	sum := map[string]*api.BudgetRow{}
-	for j := range s.bud.slots {
-		sl := &s.bud.slots[j]
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for j := range b.slots {
+		sl := &b.slots[j]
 		if sl.stamp < sec-rateN || sl.stamp >= sec {
 			continue
 		}
@@ -255,8 +298,8 @@ func (s *Server) budgetSnapshotLocked(snap *api.Snapshot, now time.Time, sec int
 		}
 		rows = append(rows, r)
 	}
-	for _, b := range bs {
-		take(b.ID, api.BudgetRow{ID: b.ID, Enforce: b.ModeOrDefault() == policy.Enforce, Mode: string(b.ModeOrDefault())})
+	for _, x := range bs {
+		take(x.ID, api.BudgetRow{ID: x.ID, Enforce: x.ModeOrDefault() == policy.Enforce, Mode: string(x.ModeOrDefault())})
 	}
 	for _, r := range rs {
 		take("\x00"+r.ID, api.BudgetRow{ID: r.ID, Runaway: true, Mode: string(r.Action)})
@@ -269,21 +312,21 @@ func (s *Server) budgetSnapshotLocked(snap *api.Snapshot, now time.Time, sec int
 	snap.Budgets = append(rows, rest...)
 }
 
-func (s *Server) handleBudgets(w http.ResponseWriter, r *http.Request) {
+func (s httpAPI) handleBudgets(w http.ResponseWriter, r *http.Request) {
 	handleList(s, w, r, func(p policy.Policy) any { return p.Budgets },
 		func(ctx context.Context, b policy.Budget, del bool, who string) (policy.Policy, error) {
 			return s.SetBudget(ctx, b, del, who)
 		})
 }
 
-func (s *Server) handleRunaway(w http.ResponseWriter, r *http.Request) {
+func (s httpAPI) handleRunaway(w http.ResponseWriter, r *http.Request) {
 	handleList(s, w, r, func(p policy.Policy) any { return p.Runaway },
 		func(ctx context.Context, rr policy.Runaway, del bool, who string) (policy.Policy, error) {
 			return s.SetRunaway(ctx, rr, del, who)
 		})
 }
 
-func handleList[T any](s *Server, w http.ResponseWriter, r *http.Request, list func(policy.Policy) any,
+func handleList[T any](s httpAPI, w http.ResponseWriter, r *http.Request, list func(policy.Policy) any,
 	set func(context.Context, T, bool, string) (policy.Policy, error)) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
@@ -335,7 +378,7 @@ func (s *Server) SetBudget(ctx context.Context, b policy.Budget, del bool, who s
 			return policy.Policy{}, err
 		}
 	}
-	return s.changeBudgets(ctx, now, who, b.ID, del, "budget", b, func(p *policy.Policy) bool {
+	return s.policy.changeList(ctx, now, who, b.ID, del, "budget", b, func(p *policy.Policy) bool {
 		i := slices.IndexFunc(p.Budgets, func(x policy.Budget) bool { return x.ID == b.ID })
 		return edit(&p.Budgets, i, b, del)
 	})
@@ -350,7 +393,7 @@ func (s *Server) SetRunaway(ctx context.Context, r policy.Runaway, del bool, who
 			return policy.Policy{}, err
 		}
 	}
-	return s.changeBudgets(ctx, now, who, r.ID, del, "runaway-rule", r, func(p *policy.Policy) bool {
+	return s.policy.changeList(ctx, now, who, r.ID, del, "runaway-rule", r, func(p *policy.Policy) bool {
 		i := slices.IndexFunc(p.Runaway, func(x policy.Runaway) bool { return x.ID == r.ID })
 		return edit(&p.Runaway, i, r, del)
 	})
@@ -374,19 +417,19 @@ func edit[T any](list *[]T, i int, v T, del bool) bool {
 	return true
 }
 
-func (s *Server) changeBudgets(ctx context.Context, now time.Time, who, id string, del bool, kind string, v any,
+// changeList commits a change to one of the policy's lists (budgets,
+// runaway rules) and audits it.
+func (pp *policyPart) changeList(ctx context.Context, now time.Time, who, id string, del bool, kind string, v any,
 	change func(*policy.Policy) bool) (policy.Policy, error) {
 	if id == "" {
 		return policy.Policy{}, fmt.Errorf("%w: a %s needs an id", policy.ErrInvalid, kind)
 	}
-	s.mu.Lock()
-	next := clonePolicy(s.policy)
-	if !change(&next) {
-		s.mu.Unlock()
-		return policy.Policy{}, fmt.Errorf("%w: no %s %q to delete", policy.ErrInvalid, kind, id)
-	}
-	out, err := s.commitPolicyLocked(next, now)
-	s.mu.Unlock()
+	out, err := pp.change(now, func(next *policy.Policy) error {
+		if !change(next) {
+			return fmt.Errorf("%w: no %s %q to delete", policy.ErrInvalid, kind, id)
+		}
+		return nil
+	})
 	if err != nil {
 		return policy.Policy{}, err
 	}
@@ -394,6 +437,6 @@ func (s *Server) changeBudgets(ctx context.Context, now time.Time, who, id strin
 	if del {
 		action = kind + "-delete"
 	}
-	s.auditPolicy(ctx, now, who, action, out.Version, v)
+	pp.audit(ctx, now, who, action, out.Version, v)
 	return out, nil
 }

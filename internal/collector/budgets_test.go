@@ -147,13 +147,15 @@ qtop_collector_budget_statements_total{budget="other",outcome="warned"} 0
 func TestBudgetLiveBounded(t *testing.T) {
 	f := newFixture(t)
 	defer f.stop()
-	f.s.mu.Lock()
+	b := f.s.feat.bud
 	for i := range 3 * maxBudgetIDs {
-		f.s.mergeBudgetsLocked(100, &meter.Report{Budgets: []meter.BudgetCounter{{ID: "id-" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + string(rune(i)), Admitted: 1}}})
+		b.merge(&meter.Report{Budgets: []meter.BudgetCounter{{ID: "id-" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + string(rune(i)), Admitted: 1}}},
+			time.Unix(100, 0), true)
 	}
-	n := len(f.s.bud.slots[100%rateN].ids)
-	other := f.s.bud.slots[100%rateN].ids["\x01other"]
-	f.s.mu.Unlock()
+	b.mu.Lock()
+	n := len(b.slots[100%rateN].ids)
+	other := b.slots[100%rateN].ids["\x01other"]
+	b.mu.Unlock()
 	if n > maxBudgetIDs+1 || other == nil || other.Admitted == 0 {
 		t.Fatalf("%d ids tracked, other %+v", n, other)
 	}
@@ -193,19 +195,20 @@ func TestPostgresRunawaySampler(t *testing.T) {
 	q := "SELECT pg_sleep(30) /*tenant='" + ten + "'*/"
 	sampler := pgactivity.NewSampler(pool)
 	// sample waits until the client's statement has run for min.
-	sample := func(min time.Duration) pgactivity.Snapshot {
-		for {
-			snap, err := sampler.Sample(ctx)
-			if err != nil {
+	sample := func(min time.Duration) (snap pgactivity.Snapshot) {
+		waitFor(t, time.Minute, "the client's statement to run for "+min.String(), func() bool {
+			var err error
+			if snap, err = sampler.Sample(ctx); err != nil {
 				t.Fatal(err)
 			}
 			for _, b := range snap.Backends {
 				if b.Tenant == ten && b.Active() && b.Duration >= min {
-					return snap
+					return true
 				}
 			}
-			time.Sleep(10 * time.Millisecond)
-		}
+			return false
+		})
+		return snap
 	}
 	run := func() chan error {
 		done := make(chan error, 1)
@@ -224,7 +227,7 @@ func TestPostgresRunawaySampler(t *testing.T) {
 	<-done
 	done = run()
 	fresh := sample(300 * time.Millisecond)
-	s.checkRunaway(ctx, pool, stale)
+	s.feat.bud.checkRunaway(ctx, pool, stale)
 	var staleStart time.Time
 	for _, b := range stale.Backends {
 		if b.Tenant == ten {
@@ -240,14 +243,14 @@ func TestPostgresRunawaySampler(t *testing.T) {
 		t.Fatal("a stale sample cancelled the session's next statement")
 	}
 	// The fresh sample: cancelled.
-	s.checkRunaway(ctx, pool, fresh)
+	s.feat.bud.checkRunaway(ctx, pool, fresh)
 	if err := <-done; err == nil || !strings.Contains(err.Error(), "canceling statement") {
 		t.Fatalf("runaway statement: err = %v, want a cancel", err)
 	}
 	// The same shape again: cancelled at sight (watched), before 0.2 s.
 	done = run()
 	watched := sample(0)
-	s.checkRunaway(ctx, pool, watched)
+	s.feat.bud.checkRunaway(ctx, pool, watched)
 	if err := <-done; err == nil {
 		t.Fatal("a watched shape was not cancelled")
 	}
@@ -387,9 +390,9 @@ func TestPostgresRunawayTerminateAndReport(t *testing.T) {
 	wc, wdone := start("watch-" + sfx)
 	defer wc.Close(ctx)
 	sampler := pgactivity.NewSampler(pool)
-	for {
-		snap, err := sampler.Sample(ctx)
-		if err != nil {
+	var snap pgactivity.Snapshot
+	waitFor(t, time.Minute, "both statements to run for 200ms", func() bool {
+		if snap, err = sampler.Sample(ctx); err != nil {
 			t.Fatal(err)
 		}
 		n := 0
@@ -398,13 +401,10 @@ func TestPostgresRunawayTerminateAndReport(t *testing.T) {
 				n++
 			}
 		}
-		if n == 2 {
-			s.checkRunaway(ctx, pool, snap)
-			s.checkRunaway(ctx, pool, snap) // once per statement
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return n == 2
+	})
+	s.feat.bud.checkRunaway(ctx, pool, snap)
+	s.feat.bud.checkRunaway(ctx, pool, snap) // once per statement
 	if err := <-kdone; err == nil {
 		t.Fatal("the terminated session's statement succeeded")
 	}

@@ -223,10 +223,10 @@ func TestWALReplayAfterCrash(t *testing.T) {
 	if _, err := New(Config{Store: StoreNone, DataDir: f.dir, Registerer: prometheus.NewRegistry()}); !errors.Is(err, ErrDataDirLocked) {
 		t.Fatalf("second collector on one data dir: %v", err)
 	}
-	crashed.lock.Close()
+	crashed.life.lock.Close()
 	f.start()
 	defer f.stop()
-	defer func() { crashed.spool.Close() }()
+	defer func() { crashed.em.spool.Close() }()
 	// The retried last report is recognised as a duplicate after restart.
 	if f.ingest(last) != 200 || testutil.ToFloat64(f.s.met.duplicates) != 1 {
 		t.Fatal("retried report after restart was not recognised as a duplicate")

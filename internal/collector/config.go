@@ -54,16 +54,8 @@ type Config struct {
 	// Store is duckdb://PATH, clickhouse://HOST:PORT/DB or StoreNone
 	// (default DefaultStore).
 	Store string
-	// Cluster renders ClickHouse tables ON CLUSTER with Replicated engines
-	// and Distributed tables.
-	Cluster string
-	// Peers are the other collectors of the fleet (host:port or
-	// http(s)://host:port): /v1/live then merges their live views with
-	// this one's (fleet.go).
-	Peers []string
-	// SharedPolicy keeps the policy in the (ClickHouse) store, common to
-	// every collector writing to it (fleet_policy.go).
-	SharedPolicy bool
+	// FleetConfig: the cluster, the peers and the shared policy.
+	FleetConfig
 	// Postgres is the DSN of the PostgreSQL server whose pg_stat_activity
 	// is sampled every second; empty: no sampler.
 	Postgres string
@@ -99,38 +91,15 @@ type Config struct {
 	// report still re-emits the minute. Later reports count in the minute
 	// they arrive.
 	Grace, LateKeep time.Duration
-	// MaxTenants, MaxMinuteRows and SourceRate: see the defaults.
+	// MaxTenants and MaxMinuteRows: see the defaults.
 	MaxTenants    int
 	MaxMinuteRows int
-	SourceRate    float64
-	// RefusalDelay is how long the answer to a report refused for what
-	// it is — malformed, too large, the wrong content type or credentials
-	// (400, 401, 413, 415) — is held back (default DefaultRefusalDelay;
-	// negative: answered at once). A client sending junk in a loop then
-	// costs the collector a few requests a second, not thousands, and the
-	// reporters beside it keep their latency. At most maxHeldRefusals
-	// answers are held at once; beyond that a refusal is answered at once
-	// and its connection closed.
-	RefusalDelay time.Duration
-	// MaxSources bounds the established reporting processes (default
-	// DefaultMaxSources); newcomers are served on probation beside them
-	// (see sources.go), so junk sources cannot evict real ones.
-	MaxSources int
-	// OTLPGRPC is the address of the OTLP/gRPC trace receiver (4317 by
-	// convention); empty: off. OTLP/HTTP (POST /v1/traces) is always on
-	// Listen.
-	OTLPGRPC string
-	// OTLPTenantAttribute names the span attribute that holds the tenant
-	// of OTLP spans (default "tenant.id").
-	OTLPTenantAttribute string
-	// QuotaRedis is host:port of the Redis through which several
-	// collectors sum their quota usage (empty: this collector alone);
-	// QuotaSync is how often (default DefaultQuotaSync). See quota.go.
-	QuotaRedis string
-	QuotaSync  time.Duration
-	// QuotaPrefix is the prefix of the Redis keys (default
-	// redisquota.DefaultPrefix); collectors that sum together share it.
-	QuotaPrefix string
+	// IntakeConfig: the bounds of the front door for reports.
+	IntakeConfig
+	// OTLPConfig: the OTLP trace receiver.
+	OTLPConfig
+	// QuotaConfig: fleet quotas summed through Redis.
+	QuotaConfig
 	// SpoolMaxBytes caps the store spool (0: the store's default).
 	SpoolMaxBytes int64
 	// Registerer receives the collector's metrics; nil: a private
@@ -146,6 +115,95 @@ type Config struct {
 	OpenStore func(url string) (store.Store, error)
 }
 
+// FleetConfig configures the collector's part in a fleet (fleet.go,
+// fleet_policy.go). Its fields are promoted into Config.
+type FleetConfig struct {
+	// Cluster renders ClickHouse tables ON CLUSTER with Replicated engines
+	// and Distributed tables.
+	Cluster string
+	// Peers are the other collectors of the fleet (host:port or
+	// http(s)://host:port): /v1/live then merges their live views with
+	// this one's (fleet.go).
+	Peers []string
+	// SharedPolicy keeps the policy in the (ClickHouse) store, common to
+	// every collector writing to it (fleet_policy.go).
+	SharedPolicy bool
+}
+
+// Validate checks the peers (at most MaxPeers, each host:port or
+// http(s)://host:port).
+func (c FleetConfig) Validate() error {
+	_, err := checkPeers(c.Peers)
+	return err
+}
+
+// IntakeConfig bounds the front door for reports (sources.go, screen.go).
+// Its fields are promoted into Config.
+type IntakeConfig struct {
+	// SourceRate: see DefaultSourceRate.
+	SourceRate float64
+	// RefusalDelay is how long the answer to a report refused for what
+	// it is — malformed, too large, the wrong content type or credentials
+	// (400, 401, 413, 415) — is held back (default DefaultRefusalDelay;
+	// negative: answered at once). A client sending junk in a loop then
+	// costs the collector a few requests a second, not thousands, and the
+	// reporters beside it keep their latency. At most maxHeldRefusals
+	// answers are held at once; beyond that a refusal is answered at once
+	// and its connection closed.
+	RefusalDelay time.Duration
+	// MaxSources bounds the established reporting processes (default
+	// DefaultMaxSources); newcomers are served on probation beside them
+	// (see sources.go), so junk sources cannot evict real ones.
+	MaxSources int
+}
+
+func (c *IntakeConfig) fill() {
+	if c.RefusalDelay == 0 {
+		c.RefusalDelay = DefaultRefusalDelay
+	}
+	if c.MaxSources <= 0 {
+		c.MaxSources = DefaultMaxSources
+	}
+	if c.SourceRate <= 0 {
+		c.SourceRate = DefaultSourceRate
+	}
+}
+
+// OTLPConfig configures the OTLP trace receiver (otlp.go). Its fields are
+// promoted into Config.
+type OTLPConfig struct {
+	// OTLPGRPC is the address of the OTLP/gRPC trace receiver (4317 by
+	// convention); empty: off. OTLP/HTTP (POST /v1/traces) is always on
+	// Listen.
+	OTLPGRPC string
+	// OTLPTenantAttribute names the span attribute that holds the tenant
+	// of OTLP spans (default "tenant.id").
+	OTLPTenantAttribute string
+}
+
+// Validate checks the gRPC address.
+func (c OTLPConfig) Validate() error {
+	if c.OTLPGRPC != "" {
+		if _, _, err := net.SplitHostPort(c.OTLPGRPC); err != nil {
+			return fmt.Errorf("%w: otlp grpc %q: %v", ErrConfig, c.OTLPGRPC, err)
+		}
+	}
+	return nil
+}
+
+// QuotaConfig configures the fleet quotas (quota.go). Its fields are
+// promoted into Config.
+type QuotaConfig struct {
+	// QuotaRedis is host:port of the Redis through which several
+	// collectors sum their quota usage (empty: this collector alone);
+	// QuotaSync is how often (default DefaultQuotaSync). See quota.go.
+	QuotaRedis string
+	QuotaSync  time.Duration
+	// QuotaPrefix is the prefix of the Redis keys (default
+	// redisquota.DefaultPrefix); collectors that sum together share it.
+	QuotaPrefix string
+}
+
 func (c *Config) fill() error {
 	if c.Listen == "" {
 		c.Listen = DefaultListen
@@ -156,10 +214,11 @@ func (c *Config) fill() error {
 	if c.Store == "" {
 		c.Store = DefaultStore
 	}
-	if c.OTLPGRPC != "" {
-		if _, _, err := net.SplitHostPort(c.OTLPGRPC); err != nil {
-			return fmt.Errorf("%w: otlp grpc %q: %v", ErrConfig, c.OTLPGRPC, err)
-		}
+	if err := c.OTLPConfig.Validate(); err != nil {
+		return err
+	}
+	if err := c.FleetConfig.Validate(); err != nil {
+		return err
 	}
 	if c.Store != StoreNone {
 		if _, err := store.ParseURL(c.Store); err != nil {
@@ -184,17 +243,9 @@ func (c *Config) fill() error {
 	if c.MaxRuleTTL <= 0 {
 		c.MaxRuleTTL = DefaultMaxRuleTTL
 	}
-	if c.RefusalDelay == 0 {
-		c.RefusalDelay = DefaultRefusalDelay
-	}
+	c.IntakeConfig.fill()
 	if err := checkExposure(c); err != nil {
 		return err
-	}
-	if c.MaxSources <= 0 {
-		c.MaxSources = DefaultMaxSources
-	}
-	if c.SourceRate <= 0 {
-		c.SourceRate = DefaultSourceRate
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -114,34 +114,13 @@ func BuildReport(ctx context.Context, st store.Store, req ReportRequest, progres
 	if err := checkRange(req.From, req.To); err != nil {
 		return nil, err
 	}
-	type key struct{ tenant, route string }
-	acc := make(map[key]*CostLine)
-	{
-		us, err := st.Usage(ctx, req.From, req.To, req.ByRoute)
-		if err != nil {
-			return nil, fmt.Errorf("collector: report: %w", err)
-		}
-		for _, u := range us {
-			t := u.Tenant
-			unattr := t == "" || t == meter.UnknownTenant
-			if unattr {
-				t = Unattributed
-			}
-			k := key{t, u.Route}
-			l := acc[k]
-			if l == nil {
-				l = &CostLine{Tenant: t, Route: u.Route, Unattributed: unattr}
-				acc[k] = l
-			}
-			addSat(&l.Requests, u.Requests)
-			addSat(&l.Errors, u.Errors)
-			l.DBSeconds = finiteSum(l.DBSeconds, u.DBSeconds)
-			l.RU = finiteSum(l.RU, u.RU)
-			addSat(&l.Bytes, u.Bytes)
-		}
-		if progress != nil {
-			progress(1)
-		}
+	us, err := st.Usage(ctx, req.From, req.To, req.ByRoute)
+	if err != nil {
+		return nil, fmt.Errorf("collector: report: %w", err)
+	}
+	acc := costLines(us)
+	if progress != nil {
+		progress(1)
 	}
 	rep := &CostReport{From: req.From.UTC(), To: req.To.UTC(), Measure: measure, Cost: req.Cost, Currency: req.Currency}
 	var total float64
@@ -161,8 +140,48 @@ func BuildReport(ctx context.Context, st store.Store, req ReportRequest, progres
 		}
 		l.Cost = req.Cost * l.Share
 	}
-	// Tenants by share, the unattributed line last.
-	slices.SortFunc(rep.Lines, func(a, b CostLine) int {
+	sortCostLines(rep.Lines)
+	rep.Total.Tenant = "total"
+	if total > 0 {
+		rep.Total.Share = 1
+	}
+	rep.Total.Cost = req.Cost
+	if len(rep.Lines) == 0 {
+		rep.Lines = []CostLine{}
+	}
+	return rep, nil
+}
+
+type costKey struct{ tenant, route string }
+
+// costLines sums the usage rows per tenant (and route), untagged usage
+// on the unattributed line.
+func costLines(us []store.Usage) map[costKey]*CostLine {
+	acc := make(map[costKey]*CostLine)
+	for _, u := range us {
+		t := u.Tenant
+		unattr := t == "" || t == meter.UnknownTenant
+		if unattr {
+			t = Unattributed
+		}
+		k := costKey{t, u.Route}
+		l := acc[k]
+		if l == nil {
+			l = &CostLine{Tenant: t, Route: u.Route, Unattributed: unattr}
+			acc[k] = l
+		}
+		addSat(&l.Requests, u.Requests)
+		addSat(&l.Errors, u.Errors)
+		l.DBSeconds = finiteSum(l.DBSeconds, u.DBSeconds)
+		l.RU = finiteSum(l.RU, u.RU)
+		addSat(&l.Bytes, u.Bytes)
+	}
+	return acc
+}
+
+// sortCostLines orders the lines by share, the unattributed line last.
+func sortCostLines(lines []CostLine) {
+	slices.SortFunc(lines, func(a, b CostLine) int {
 		if a.Unattributed != b.Unattributed {
 			if a.Unattributed {
 				return 1
@@ -180,15 +199,6 @@ func BuildReport(ctx context.Context, st store.Store, req ReportRequest, progres
 		}
 		return strings.Compare(a.Route, b.Route)
 	})
-	rep.Total.Tenant = "total"
-	if total > 0 {
-		rep.Total.Share = 1
-	}
-	rep.Total.Cost = req.Cost
-	if len(rep.Lines) == 0 {
-		rep.Lines = []CostLine{}
-	}
-	return rep, nil
 }
 
 // Formats of a cost report.
@@ -279,8 +289,8 @@ func printable(s string) string {
 }
 
 // handleCostReport is GET /v1/report?from=…&to=…&by=tenant|tenant,route&measure=…&cost=…&currency=…&format=json|csv|table.
-func (s *Server) handleCostReport(w http.ResponseWriter, r *http.Request) {
-	if s.store == nil {
+func (s httpAPI) handleCostReport(w http.ResponseWriter, r *http.Request) {
+	if s.em.store == nil {
 		writeError(w, http.StatusServiceUnavailable, "this collector runs without a store", 0)
 		return
 	}
@@ -290,7 +300,7 @@ func (s *Server) handleCostReport(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error(), 0)
 		return
 	}
-	rep, err := BuildReport(r.Context(), s.store, req, nil)
+	rep, err := BuildReport(r.Context(), s.em.store, req, nil)
 	if err != nil {
 		status := http.StatusInternalServerError
 		if errors.Is(err, ErrReport) {

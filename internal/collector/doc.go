@@ -59,19 +59,40 @@
 //
 // # Parts
 //
-// The Server is made of parts with one job each (its type's doc lists
-// them): intake, the front door for reports (sources.go, screen.go: decode
-// slots and memory, refusals held back, the source table); the open
-// minutes and their write-ahead log (server.go, wal.go); the aggregator
-// (aggregate.go), which keeps each minute's rows and every tenant's live
-// windows in 16 shards by tenant hash, each under its own lock; the live
-// view (merge.go, window.go, snapshot.go, stream.go); the policy and what
-// it drives (policy.go, rulecheck.go, audit.go, budgets.go, quota.go,
-// freshness.go, runaway.go); credentials (auth.go); the store path
-// (storeopen.go, lazystore.go) and the sampler (pg.go). Decoding, string
-// checks and the rows' shard order run before any lock; the server's lock
-// is held twice, briefly, per report, the write-ahead log written between,
-// and the rows merge shard by shard without it.
+// The Server composes parts with one job each, each under its own lock,
+// like the components of the OpenTelemetry Collector (a config checked
+// in one place, a constructor, a start where it has goroutines); the
+// Server holds no feature logic:
+//
+//   - intake (sources.go, screen.go): the front door for reports — decode
+//     slots and memory, refusals held back, admission, the duplicate
+//     filter — and the open minutes with their write-ahead log (wal.go),
+//     under the server's lock, held twice, briefly, per report;
+//   - the aggregator (aggregate.go): each minute's rows and every
+//     tenant's live windows in 16 shards by tenant hash, each under its
+//     own lock; the rows merge shard by shard without the server's lock;
+//   - the emitter (emit.go): closed minutes to the store through the
+//     spool (storeopen.go, lazystore.go), versions, the store's health;
+//   - the live view (merge.go, window.go, snapshot.go): services, hot
+//     keys, reports per second, and the snapshots made of every part;
+//     streams (stream.go) serve them;
+//   - the policy (policy.go, rulecheck.go, audit.go): one commit path,
+//     the audit, the reply that carries the policy;
+//   - one feature per report section (feature.go), each doing its merge,
+//     its reply contribution, its snapshot contribution and its tick
+//     behind one interface the Server calls in a loop: fleet quotas
+//     (quota.go), budgets and runaway rules (budgets.go, runaway.go),
+//     freshness (freshness.go), enforcement detail and pool waits
+//     (enforcepart.go, poolwait.go);
+//   - the PostgreSQL sampler (pg.go), the peers and the shared policy
+//     (fleet.go, fleet_policy.go), the OTLP receiver (otlp.go),
+//     credentials (auth.go), and the HTTP API (httpAPI: each handler in
+//     its part's file).
+//
+// Locks are taken in one order: the server's first; then a feature's,
+// the sampler's or the emitter's; the policy's after a feature's; a
+// shard's last (nothing is locked while it is held). Decoding, string
+// checks and the rows' shard order run before any lock.
 //
 // A report refused for what it is (400, 401, 413, 415) is answered after
 // Config.RefusalDelay, so a client sending junk in a loop is slowed down.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -40,6 +41,10 @@ type fleet struct {
 	client    *http.Client
 	transport *http.Transport // the client's, whose idle connections Run's end closes
 	next      store.Store     // the store under the spool, for the shared policy
+	shared    bool            // Config.SharedPolicy
+	pol       *policyPart
+	log       *slog.Logger
+	now       func() time.Time
 
 	mu    sync.Mutex
 	cache map[snapKey]*api.Snapshot
@@ -68,31 +73,31 @@ func checkPeers(peers []string) ([]string, error) {
 	return out, nil
 }
 
-// initFleet sets up the peers and the shared policy from the config; next
-// is the store under the spool (nil without a store).
-func (s *Server) initFleet(next store.Store) error {
-	peers, err := checkPeers(s.cfg.Peers)
+// newFleet sets up the peers and the shared policy from the config; next
+// is the store under the spool (nil without a store). It returns nil
+// when the collector is alone.
+func newFleet(cfg Config, next store.Store, pol *policyPart) (*fleet, error) {
+	peers, err := checkPeers(cfg.Peers)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if len(peers) == 0 && !s.cfg.SharedPolicy {
-		return nil
+	if len(peers) == 0 && !cfg.SharedPolicy {
+		return nil, nil
 	}
-	if s.cfg.SharedPolicy {
-		u, _ := store.ParseURL(s.cfg.Store)
+	if cfg.SharedPolicy {
+		u, _ := store.ParseURL(cfg.Store)
 		if u.Scheme != store.SchemeClickHouse {
-			return fmt.Errorf("%w: a shared policy needs a ClickHouse store that every collector writes to", ErrConfig)
+			return nil, fmt.Errorf("%w: a shared policy needs a ClickHouse store that every collector writes to", ErrConfig)
 		}
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	s.fleet = &fleet{peers: peers, next: next, transport: tr, client: &http.Client{Timeout: peerTimeout, Transport: tr},
-		cache: make(map[snapKey]*api.Snapshot)}
-	return nil
+	return &fleet{peers: peers, next: next, transport: tr, client: &http.Client{Timeout: peerTimeout, Transport: tr},
+		cache: make(map[snapKey]*api.Snapshot), shared: cfg.SharedPolicy, pol: pol, log: cfg.Logger, now: cfg.Now}, nil
 }
 
 // withFleet serves the fleet's live view on /v1/live and /v1/live/stream
 // when the collector has peers (scope=local: this collector's own).
-func (s *Server) withFleet(h http.Handler) http.Handler {
+func (s httpAPI) withFleet(h http.Handler) http.Handler {
 	if s.fleet == nil || len(s.fleet.peers) == 0 {
 		return h
 	}
@@ -108,7 +113,7 @@ func (s *Server) withFleet(h http.Handler) http.Handler {
 			writeError(w, http.StatusBadRequest, err.Error(), 0)
 			return
 		}
-		writeJSON(w, http.StatusOK, s.FleetSnapshot(r.Context(), measure, n))
+		writeJSON(w, http.StatusOK, s.fleetSnapshot(r.Context(), measure, n))
 	})
 	mux.HandleFunc(api.PathStream, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("scope") == api.ScopeLocal {
@@ -120,10 +125,10 @@ func (s *Server) withFleet(h http.Handler) http.Handler {
 	return mux
 }
 
-// FleetSnapshot is Snapshot merged with every peer's own snapshot (see
+// fleetSnapshot is Snapshot merged with every peer's own snapshot (see
 // live.Merge); without peers it is Snapshot. Peers are asked at most once
 // a second per measure and n.
-func (s *Server) FleetSnapshot(ctx context.Context, measure string, n int) api.Snapshot {
+func (s httpAPI) fleetSnapshot(ctx context.Context, measure string, n int) api.Snapshot {
 	now := s.cfg.Now()
 	if s.fleet == nil || len(s.fleet.peers) == 0 {
 		return s.Snapshot(now, measure, n)
@@ -207,14 +212,14 @@ func (f *fleet) get(ctx context.Context, peer, measure string) (api.Snapshot, er
 
 // fleetStream is handleStream with fleet snapshots (under the same cap
 // on streams and write deadline).
-func (s *Server) fleetStream(w http.ResponseWriter, r *http.Request) {
+func (s httpAPI) fleetStream(w http.ResponseWriter, r *http.Request) {
 	measure, n, err := s.parseLiveQuery(r)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error(), 0)
 		return
 	}
 	s.serveEvents(w, r, func() ([]byte, error) {
-		b, err := json.Marshal(s.FleetSnapshot(r.Context(), measure, n))
+		b, err := json.Marshal(s.fleetSnapshot(r.Context(), measure, n))
 		if err != nil {
 			return nil, err
 		}

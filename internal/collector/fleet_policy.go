@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/qtop-dev/qtop/policy"
@@ -42,22 +43,22 @@ type auditLog interface {
 
 // runFleet starts the shared policy's poller, and closes the peers'
 // idle connections when ctx ends.
-func (s *Server) runFleet(ctx context.Context) {
-	if s.fleet == nil {
+func (f *fleet) start(ctx context.Context, wg *sync.WaitGroup) {
+	if f == nil {
 		return
 	}
-	s.wg.Add(1)
+	wg.Add(1)
 	go func() {
-		defer s.wg.Done()
+		defer wg.Done()
 		<-ctx.Done()
-		s.fleet.transport.CloseIdleConnections()
+		f.transport.CloseIdleConnections()
 	}()
-	if !s.cfg.SharedPolicy {
+	if !f.shared {
 		return
 	}
-	s.wg.Add(1)
+	wg.Add(1)
 	go func() {
-		defer s.wg.Done()
+		defer wg.Done()
 		t := time.NewTicker(policyPoll)
 		defer t.Stop()
 		var lastErr string
@@ -67,27 +68,27 @@ func (s *Server) runFleet(ctx context.Context) {
 				return
 			case <-t.C:
 			}
-			err := s.PollPolicy(ctx)
+			err := f.pollPolicy(ctx)
 			switch {
 			case err != nil && err.Error() != lastErr:
-				s.log.Warn("shared policy: cannot read the policy log; keeping the current policy", "err", err)
+				f.log.Warn("shared policy: cannot read the policy log; keeping the current policy", "err", err)
 				lastErr = err.Error()
 			case err == nil && lastErr != "":
-				s.log.Info("shared policy: reading the policy log again")
+				f.log.Info("shared policy: reading the policy log again")
 				lastErr = ""
 			}
 		}
 	}()
 }
 
-// PollPolicy reads the shared policy log once and adopts the fleet's
-// policy when it is newer than this collector's. The server calls it every
-// policyPoll; tests call it directly.
-func (s *Server) PollPolicy(ctx context.Context) error {
-	if s.fleet == nil || s.fleet.next == nil {
+// pollPolicy reads the shared policy log once and adopts the fleet's
+// policy when it is newer than this collector's. The collector calls it
+// every policyPoll.
+func (f *fleet) pollPolicy(ctx context.Context) error {
+	if f.next == nil {
 		return nil
 	}
-	st := s.fleet.next
+	st := f.next
 	if l, ok := st.(*lazyStore); ok {
 		var err error
 		if st, err = l.get(ctx); err != nil {
@@ -104,17 +105,9 @@ func (s *Server) PollPolicy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p := foldPolicy(changes, s.cfg.Now())
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if p.Version <= s.policy.Version {
-		return nil
+	if p := foldPolicy(changes, f.now()); f.pol.adopt(p) {
+		f.log.Info("shared policy adopted", "version", p.Version, "rules", len(p.Rules))
 	}
-	s.policy = p
-	if err := s.savePolicyLocked(); err != nil {
-		s.log.Error("policy: save", "err", err)
-	}
-	s.log.Info("shared policy adopted", "version", p.Version, "rules", len(p.Rules))
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/qtop-dev/qtop/api"
@@ -64,6 +65,23 @@ type freshRouteState struct {
 }
 
 type ruleKey struct{ rule, route string }
+
+// freshPart is the freshness feature: it merges the freshness section of
+// reports into freshState and serves the freshness view. Its lock guards
+// the state.
+type freshPart struct {
+	pol *policyPart
+	now func() time.Time
+
+	mu    sync.Mutex
+	state *freshState // nil until a report has a freshness section
+}
+
+var _ feature = (*freshPart)(nil)
+
+func (f *freshPart) reply(_ *meter.Report, _ time.Time, reply []byte, _ bool) []byte { return reply }
+func (f *freshPart) snapshot(*api.Snapshot, time.Time)                               {}
+func (f *freshPart) tick(context.Context, time.Time)                                 {}
 
 type freshState struct {
 	last      map[freshKey]freshLast
@@ -152,18 +170,23 @@ func (f *freshState) sample(s meter.FreshSample, now int64) {
 	}
 }
 
-// mergeFreshnessLocked merges the freshness section of rep: samples
-// always (the repeat state must see them again on replay), the live
-// counters only for reports received live.
-func (s *Server) mergeFreshnessLocked(rep *meter.Report, now time.Time, live bool) {
+// merge merges the freshness section of rep: samples always (the repeat
+// state must see them again on replay), the live counters only for
+// reports received live. It is the one place that reads the section.
+func (fp *freshPart) merge(rep *meter.Report, now time.Time, live bool) {
 	fr := rep.Freshness
 	if fr == nil {
 		return
 	}
-	if s.fresh == nil {
-		s.fresh = newFreshState()
+	fp.mu.Lock()
+	defer fp.mu.Unlock()
+	if fp.state == nil {
+		fp.state = newFreshState()
 	}
-	f := s.fresh
+	fp.state.merge(fr, now, live)
+}
+
+func (f *freshState) merge(fr *meter.Freshness, now time.Time, live bool) {
 	n := now.UnixNano()
 	if n >= f.nextSweep {
 		f.sweep(n)
@@ -217,22 +240,36 @@ func (s *Server) mergeFreshnessLocked(rep *meter.Report, now time.Time, live boo
 	}
 }
 
-// Freshness returns the freshness view at now.
-func (s *Server) Freshness() api.Freshness {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.cfg.Now()
+// Freshness returns the freshness view now.
+func (s *Server) Freshness() api.Freshness { return s.feat.fresh.view() }
+
+// view is the freshness view now: the policy's freshness rules, each
+// route's repeat share and live counters, each rule's.
+func (fp *freshPart) view() api.Freshness {
+	now := fp.now()
 	v := api.Freshness{Time: now.UTC(), RepeatWindow: RepeatWindow.Seconds(), LiveWindow: (freshLiveMinutes * time.Minute).Seconds(),
 		Routes: []api.FreshnessRoute{}, Rules: []api.FreshnessRule{}}
-	if s.policy.Freshness != nil {
-		fp := *s.policy.Freshness
-		fp.Rules = slices.Clone(fp.Rules)
-		v.Policy = &fp
-	}
-	f := s.fresh
-	if f == nil {
+	fp.pol.read(func(p *policy.Policy) {
+		if p.Freshness != nil {
+			f := *p.Freshness
+			f.Rules = slices.Clone(f.Rules)
+			v.Policy = &f
+		}
+	})
+	fp.mu.Lock()
+	defer fp.mu.Unlock()
+	if fp.state == nil {
 		return v
 	}
+	reqs := fp.state.routeRows(&v, now)
+	fp.state.ruleRows(&v, now, reqs)
+	sortFreshness(&v)
+	return v
+}
+
+// routeRows adds the routes' rows to v and returns each route's requests
+// over the live window.
+func (f *freshState) routeRows(v *api.Freshness, now time.Time) map[string]uint64 {
 	v.Tracked, v.Untracked, v.Dropped = len(f.last), f.untracked, f.dropped
 	hNow := now.UnixNano() / int64(time.Hour)
 	mNow := now.Unix() / 60
@@ -262,6 +299,12 @@ func (s *Server) Freshness() api.Freshness {
 		reqs[name] = row.Requests
 		v.Routes = append(v.Routes, row)
 	}
+	return reqs
+}
+
+// ruleRows adds the rules' rows to v.
+func (f *freshState) ruleRows(v *api.Freshness, now time.Time, reqs map[string]uint64) {
+	mNow := now.Unix() / 60
 	for k, ring := range f.rules {
 		row := api.FreshnessRule{Rule: k.rule, Route: k.route, Precision: -1}
 		for _, m := range ring {
@@ -283,6 +326,11 @@ func (s *Server) Freshness() api.Freshness {
 		}
 		v.Rules = append(v.Rules, row)
 	}
+}
+
+// sortFreshness orders the routes by samples, then requests, and the
+// rules in the policy's order.
+func sortFreshness(v *api.Freshness) {
 	slices.SortFunc(v.Routes, func(a, b api.FreshnessRoute) int {
 		return cmp.Or(cmp.Compare(b.Samples, a.Samples), cmp.Compare(b.Requests, a.Requests), strings.Compare(a.Route, b.Route))
 	})
@@ -303,7 +351,6 @@ func (s *Server) Freshness() api.Freshness {
 		}
 		return cmp.Or(cmp.Compare(oa, ob), strings.Compare(a.Rule, b.Rule), strings.Compare(a.Route, b.Route))
 	})
-	return v
 }
 
 // SetFreshness replaces the freshness part of the policy (who is recorded
@@ -315,19 +362,18 @@ func (s *Server) SetFreshness(ctx context.Context, f policy.Freshness, who strin
 		return policy.Policy{}, err
 	}
 	f.Rules = slices.Clone(f.Rules)
-	s.mu.Lock()
-	next := clonePolicy(s.policy)
-	next.Freshness = &f
-	out, err := s.commitPolicyLocked(next, now)
-	s.mu.Unlock()
+	out, err := s.policy.change(now, func(next *policy.Policy) error {
+		next.Freshness = &f
+		return nil
+	})
 	if err != nil {
 		return policy.Policy{}, err
 	}
-	s.auditPolicy(ctx, now, who, "freshness", out.Version, f)
+	s.policy.audit(ctx, now, who, "freshness", out.Version, f)
 	return out, nil
 }
 
-func (s *Server) handleFreshness(w http.ResponseWriter, r *http.Request) {
+func (s httpAPI) handleFreshness(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET")
 		writeError(w, http.StatusMethodNotAllowed, "use GET", 0)
@@ -336,7 +382,7 @@ func (s *Server) handleFreshness(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.Freshness())
 }
 
-func (s *Server) handleFreshnessPolicy(w http.ResponseWriter, r *http.Request) {
+func (s httpAPI) handleFreshnessPolicy(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		s.authorized(RoleRead, func(w http.ResponseWriter, r *http.Request) {

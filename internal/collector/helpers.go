@@ -28,11 +28,11 @@ func sumCounterVec(v *prometheus.CounterVec) uint64 {
 
 // droppedRows reads qtop_collector_dropped_rows_total (kept by the spool)
 // from the gatherer.
-func (s *Server) droppedRows() uint64 {
-	if s.cfg.Gatherer == nil {
+func droppedRows(g prometheus.Gatherer) uint64 {
+	if g == nil {
 		return 0
 	}
-	mfs, err := s.cfg.Gatherer.Gather()
+	mfs, err := g.Gather()
 	if err != nil {
 		return 0
 	}

@@ -26,12 +26,12 @@ func (s *Server) History(ctx context.Context, name string, minutes int, now time
 	if minutes < 1 || minutes > api.MaxHistoryMinutes {
 		return api.History{}, fmt.Errorf("%w: minutes %d: want 1…%d", ErrHistory, minutes, api.MaxHistoryMinutes)
 	}
-	if s.store == nil {
+	if s.em.store == nil {
 		return api.History{}, fmt.Errorf("%w: this collector runs without a store", ErrHistory)
 	}
 	to := now.UTC().Truncate(time.Minute).Add(time.Minute)
 	from := to.Add(-time.Duration(minutes) * time.Minute)
-	rows, err := s.store.History(ctx, name, from, to)
+	rows, err := s.em.store.History(ctx, name, from, to)
 	if err != nil {
 		return api.History{}, fmt.Errorf("collector: history of %s: %w", name, err)
 	}
@@ -50,7 +50,7 @@ func (s *Server) History(ctx context.Context, name string, minutes int, now time
 	return h, nil
 }
 
-func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request) {
+func (s httpAPI) handleHistory(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
 		writeError(w, http.StatusMethodNotAllowed, "GET only", 0)
 		return

@@ -97,7 +97,7 @@ func TestPoisonBinaryStrings(t *testing.T) {
 		clk.Set(t0.Truncate(time.Minute).Add(time.Duration(minute+1)*time.Minute + DefaultGrace + time.Second))
 		s.Tick(context.Background(), clk.Now())
 	}
-	st := s.spool.Stats()
+	st := s.em.spool.Stats()
 	if st.PendingRows != 0 || st.DeadLetters != 0 {
 		t.Fatalf("spool %+v: rows stuck or set aside", st)
 	}
@@ -203,8 +203,8 @@ func TestJunkSourcesCannotEvictRealOnes(t *testing.T) {
 	if f.ingest(first) != 200 || testutil.ToFloat64(f.s.met.duplicates) != before+1 {
 		t.Fatal("the established source was forgotten: its retried report was merged again")
 	}
-	if n := len(f.s.in.sources); n > f.s.cfg.MaxSources+f.s.probationCap() {
-		t.Fatalf("%d sources tracked, bound %d", n, f.s.cfg.MaxSources+f.s.probationCap())
+	if n := len(f.s.in.sources); n > f.s.cfg.MaxSources+f.s.in.probationCap() {
+		t.Fatalf("%d sources tracked, bound %d", n, f.s.cfg.MaxSources+f.s.in.probationCap())
 	}
 	if testutil.ToFloat64(f.s.guard.sourcesEvicted) == 0 {
 		t.Fatal("no probationary source was evicted by the flood")
@@ -230,13 +230,14 @@ func TestRefusalsAreHeld(t *testing.T) {
 		h.ServeHTTP(w, req)
 		done <- w.Code
 	}()
-	for testutil.ToFloat64(f.s.guard.refusalsHeld) < 1 {
+	waitFor(t, time.Minute, "the refusal to be held", func() bool {
 		select {
 		case code := <-done:
 			t.Fatalf("answered %d without being held", code)
-		case <-time.After(time.Millisecond):
+		default:
 		}
-	}
+		return testutil.ToFloat64(f.s.guard.refusalsHeld) >= 1
+	})
 	// Fill the remaining places: the next refusal is not held.
 	for range maxHeldRefusals - 1 {
 		f.s.in.held <- struct{}{}

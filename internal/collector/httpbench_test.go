@@ -25,7 +25,7 @@ import (
 // for the GOMAXPROCS ratio; bench/collectorload does the same against the
 // real binary.
 func BenchmarkHTTPIngest(b *testing.B) {
-	s, err := New(Config{Store: StoreNone, DataDir: b.TempDir(), Writer: "bench", SourceRate: 1e9,
+	s, err := New(Config{Store: StoreNone, DataDir: b.TempDir(), Writer: "bench", IntakeConfig: IntakeConfig{SourceRate: 1e9},
 		Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		b.Fatal(err)

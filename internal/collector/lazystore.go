@@ -24,6 +24,7 @@ type lazyStore struct {
 
 	mu      sync.Mutex
 	st      store.Store
+	now     func() time.Time // Config.Now
 	lastTry time.Time
 	lastErr error
 	closed  bool
@@ -42,10 +43,11 @@ func (l *lazyStore) get(ctx context.Context) (store.Store, error) {
 	if l.st != nil {
 		return l.st, nil
 	}
-	if time.Since(l.lastTry) < retryOpen {
+	now := l.now()
+	if d := now.Sub(l.lastTry); d >= 0 && d < retryOpen {
 		return nil, fmt.Errorf("%w: %v", errStoreNotOpen, l.lastErr)
 	}
-	l.lastTry = time.Now()
+	l.lastTry = now
 	st, err := l.open(ctx)
 	if err != nil {
 		l.lastErr = err

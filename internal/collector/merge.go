@@ -93,17 +93,36 @@ type tenantLive struct {
 const maxRoutesLive = 50
 
 // liveView is the live view beside the tenants (which are the
-// aggregator's): each service's latency signal, rates and processes, the
-// hot keys and the enforcement counters of the last seconds, reports per
-// second, and the snapshots already made this second. Under Server.mu.
+// aggregator's) and the features': each service's latency signal, rates
+// and processes, the hot keys of the last seconds, reports per second,
+// and the snapshots already made this second. Under Server.mu.
 type liveView struct {
 	services   map[string]*serviceLive
 	keys       [ringN]*spacesaving.Sketch
 	keyStamp   [ringN]int64
 	keyTenants map[string]string
-	enf        [ringN]enfSlot
 	reportsSec [ringN]countSlot
 	snapCache  map[snapKey]*api.Snapshot
+}
+
+// tick is the live view's once-a-second work at now: each service's
+// latency ratio into its history, the snapshots made in the last second
+// forgotten. It returns the write-ahead logs of the open minutes, to sync
+// outside the lock.
+func (v *liveView) tick(now time.Time, minutes map[int64]*minute) []*walFile {
+	for _, sv := range v.services {
+		if r, ok := sv.sig.ValueAt(now); ok && !math.IsNaN(r) && !math.IsInf(r, 0) {
+			sv.ratio.set(now.Unix()-1, r)
+		}
+	}
+	clear(v.snapCache)
+	var wals []*walFile
+	for _, m := range minutes {
+		if m.wal != nil {
+			wals = append(wals, m.wal)
+		}
+	}
+	return wals
 }
 
 func newLiveView() liveView {
@@ -123,13 +142,6 @@ type serviceLive struct {
 	shedAt [ringN]int64
 	procs  map[string]int64 // instance → last second seen
 	seen   int64            // last second with a report (or warm-up)
-}
-
-// enfSlot is one second of enforcement counters summed over processes.
-type enfSlot struct {
-	stamp int64
-	e     meter.Enforcement
-	pool  map[string]meter.PoolWait // poolwait.go
 }
 
 // source is one reporting process: admission bucket and duplicate filter.
@@ -230,87 +242,77 @@ func (s *Server) minuteOf(rep *meter.Report, now time.Time) (time.Time, bool) {
 	return mt, retimed
 }
 
-// mergeReportLocked adds what is one per report — the freshness samples,
-// the hot keys, and when live the service's latency and counts, the
-// budgets, the enforcement counters and the reports/s — to minute m and
-// the live view at now. The rows are the aggregator's (merged without
-// s.mu: see Ingest). s.mu is held.
+// mergeReportLocked adds what is one per report to minute m and the live
+// view at now: the hot keys; when live, the service's latency, counts and
+// shed level and the reports/s; and each feature's section (feature.go).
+// The rows are the aggregator's (merged without s.mu: see Ingest). s.mu
+// is held.
 func (s *Server) mergeReportLocked(d *decoded, m *minute, now time.Time, live bool) {
 	rep := &d.rep
-	s.mergeFreshnessLocked(rep, now, live)
-	sec := now.Unix()
-	if rep.Keys != nil && rep.Keys.Total() > 0 {
-		if m.keys == nil {
-			m.keys = spacesaving.New(keyCapacity)
-		}
-		m.keys.Merge(rep.Keys)
-		if m.keyTenants == nil {
-			m.keyTenants = make(map[string]string)
-		}
-		addKeyTenants(m.keyTenants, rep.KeyTenants)
-		if live {
-			j := int(uint64(sec) % ringN)
-			if s.view.keyStamp[j] != sec || s.view.keys[j] == nil {
-				s.view.keyStamp[j] = sec
-				s.view.keys[j] = spacesaving.New(keyCapacity)
-			}
-			s.view.keys[j].Merge(rep.Keys)
-			addKeyTenants(s.view.keyTenants, rep.KeyTenants)
-		}
-	}
+	s.feat.merge(rep, now, live)
+	s.view.mergeKeys(rep, m, now.Unix(), live)
 	if !live {
 		return
 	}
-	svc := s.serviceLocked(rep.Source.Service)
-	if svc != nil {
-		if _, ok := svc.procs[rep.Source.Instance]; !ok {
-			rep.Source.Instance = strings.Clone(rep.Source.Instance)
-		}
-		svc.procs[rep.Source.Instance] = sec
-		svc.seen = sec
-		if d.svc.reqRows > 0 {
-			j := svc.w.slot(sec)
-			svc.w.req[j] += d.svc.req
-			svc.w.err[j] += d.svc.err
-			svc.w.lat[j].Merge(&d.svc.lat)
-			svc.sig.MergeSparseAt(now, &d.svc.lat)
-		}
-	}
-	s.mergeBudgetsLocked(sec, rep) // budgets.go
-	// Enforcement.
+	sec := now.Unix()
 	j := int(uint64(sec) % ringN)
-	es := &s.view.enf[j]
-	if es.stamp != sec {
-		*es = enfSlot{stamp: sec}
-	}
-	e := &rep.Enforcement
-	es.addPool(rep.PoolWait)
-	s.met.enforcement.add(e, rep.PoolWait)
-	level := 0
-	for t := range tenant.NumTiers {
-		es.e.Admitted[t] += e.Admitted[t]
-		es.e.Throttled[t] += e.Throttled[t]
-		es.e.Shed[t] += e.Shed[t]
-		es.e.ShadowThrottled[t] += e.ShadowThrottled[t]
-		es.e.ShadowShed[t] += e.ShadowShed[t]
-		es.e.Dropped[t] += e.Dropped[t]
-		es.e.ShadowDropped[t] += e.ShadowDropped[t]
-		es.e.PriceMultiplier[t] = max(es.e.PriceMultiplier[t], e.PriceMultiplier[t])
-		if t > 0 && (e.Shed[t] > 0 || e.PriceMultiplier[t] > 1) {
-			level = max(level, tenant.NumTiers-t)
-		}
-	}
-	if svc != nil {
-		if svc.shedAt[j] != sec {
-			svc.shedAt[j], svc.shed[j] = sec, 0
-		}
-		svc.shed[j] = max(svc.shed[j], level)
+	if svc := s.serviceLocked(rep.Source.Service); svc != nil {
+		svc.merge(d, now, shedLevel(&rep.Enforcement))
 	}
 	rs := &s.view.reportsSec[j]
 	if rs.stamp != sec {
 		*rs = countSlot{stamp: sec}
 	}
 	rs.n++
+}
+
+// mergeKeys adds a report's hot keys to minute m and, when live, to
+// second sec of the live view.
+func (v *liveView) mergeKeys(rep *meter.Report, m *minute, sec int64, live bool) {
+	if rep.Keys == nil || rep.Keys.Total() == 0 {
+		return
+	}
+	if m.keys == nil {
+		m.keys = spacesaving.New(keyCapacity)
+	}
+	m.keys.Merge(rep.Keys)
+	if m.keyTenants == nil {
+		m.keyTenants = make(map[string]string)
+	}
+	addKeyTenants(m.keyTenants, rep.KeyTenants)
+	if live {
+		j := int(uint64(sec) % ringN)
+		if v.keyStamp[j] != sec || v.keys[j] == nil {
+			v.keyStamp[j] = sec
+			v.keys[j] = spacesaving.New(keyCapacity)
+		}
+		v.keys[j].Merge(rep.Keys)
+		addKeyTenants(v.keyTenants, rep.KeyTenants)
+	}
+}
+
+// merge adds a live report of the service at now: its process, its
+// requests' latency, and its shed level.
+func (svc *serviceLive) merge(d *decoded, now time.Time, level int) {
+	rep := &d.rep
+	sec := now.Unix()
+	if _, ok := svc.procs[rep.Source.Instance]; !ok {
+		rep.Source.Instance = strings.Clone(rep.Source.Instance)
+	}
+	svc.procs[rep.Source.Instance] = sec
+	svc.seen = sec
+	if d.svc.reqRows > 0 {
+		j := svc.w.slot(sec)
+		svc.w.req[j] += d.svc.req
+		svc.w.err[j] += d.svc.err
+		svc.w.lat[j].Merge(&d.svc.lat)
+		svc.sig.MergeSparseAt(now, &d.svc.lat)
+	}
+	j := int(uint64(sec) % ringN)
+	if svc.shedAt[j] != sec {
+		svc.shedAt[j], svc.shed[j] = sec, 0
+	}
+	svc.shed[j] = max(svc.shed[j], level)
 }
 
 // tier is the tier of a rollup row: the tier with most records, a tie
@@ -356,27 +358,22 @@ func (s *Server) serviceLocked(name string) *serviceLive {
 	return sv
 }
 
-// pruneLocked forgets services and sources idle for longer than any view
-// shows (tenants are the aggregator's: aggregator.prune). s.mu is held.
-func (s *Server) pruneLocked(now time.Time) {
+// prune forgets services idle for longer than any view shows (tenants
+// are the aggregator's: aggregator.prune).
+func (v *liveView) prune(now time.Time) {
 	sec := now.Unix()
-	for name, sv := range s.view.services {
+	for name, sv := range v.services {
 		for inst, last := range sv.procs {
 			if sec-last > rateN {
 				delete(sv.procs, inst)
 			}
 		}
 		if len(sv.procs) == 0 && sec-sv.seen > histN+rateN {
-			delete(s.view.services, name)
+			delete(v.services, name)
 		}
 	}
-	for k, src := range s.in.sources {
-		if now.Sub(src.last) > time.Minute+s.cfg.Grace+s.cfg.LateKeep {
-			s.forgetLocked(k, src)
-		}
-	}
-	if len(s.view.keyTenants) >= maxKeyTenants {
-		clear(s.view.keyTenants)
+	if len(v.keyTenants) >= maxKeyTenants {
+		clear(v.keyTenants)
 	}
 }
 

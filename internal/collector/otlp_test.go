@@ -94,7 +94,7 @@ func TestOTLPThroughIngest(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	s, err := New(Config{Store: "duckdb://unused.duckdb", OpenStore: func(string) (store.Store, error) { return ms, nil },
 		DataDir: t.TempDir(), Writer: "w", Token: "tok", Registerer: reg, Now: clk.Now,
-		OTLPGRPC: "127.0.0.1:0"})
+		OTLPConfig: OTLPConfig{OTLPGRPC: "127.0.0.1:0"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -13,38 +14,45 @@ import (
 	"github.com/qtop-dev/qtop/store"
 )
 
-// pgState is the sampler's part of the live view.
-type pgState struct {
+// pgPart is the PostgreSQL sampler's part of the live view: the longest
+// running statements, the blocked pairs, the per-tenant wait breakdown
+// and the sampler's last error. Its lock guards them; the rows a sample
+// adds to the open minute are under the server's lock (Server.AddSample).
+type pgPart struct {
+	mu         sync.Mutex
 	statements []api.StatementRow
 	blocked    []api.BlockRow
 	err        string
 	agg        *pgactivity.Aggregator
 	lastCut    time.Time
 	// metrics counts the statements whose tags could not be read; set
-	// once by runSampler, before its first sample.
+	// once by run, before its first sample.
 	metrics *pgactivity.Metrics
 }
 
 // waitsWindow is how often the per-tenant wait breakdown is recomputed.
 const waitsWindow = 10 * time.Second
 
-func (s *Server) runSampler(ctx context.Context) {
-	met, err := pgactivity.NewMetrics(s.cfg.Registerer)
+// run samples cfg.Postgres every second until ctx ends, handing each
+// sample to add and to runaway, and connecting again after a failure.
+func (p *pgPart) run(ctx context.Context, cfg Config, met *metrics, add func(pgactivity.Snapshot, time.Duration),
+	runaway func(context.Context, *pgxpool.Pool, pgactivity.Snapshot)) {
+	pm, err := pgactivity.NewMetrics(cfg.Registerer)
 	if err != nil {
-		s.log.Error("pg sampler: metrics", "err", err)
-		met, _ = pgactivity.NewMetrics(nil)
+		cfg.Logger.Error("pg sampler: metrics", "err", err)
+		pm, _ = pgactivity.NewMetrics(nil)
 	}
-	s.mu.Lock()
-	s.pg.metrics = met
-	s.mu.Unlock()
+	p.mu.Lock()
+	p.metrics = pm
+	p.mu.Unlock()
 	for ctx.Err() == nil {
-		pool, err := pgxpool.New(ctx, s.cfg.Postgres)
+		pool, err := pgxpool.New(ctx, cfg.Postgres)
 		if err == nil {
 			err = pool.Ping(ctx)
 		}
 		if err != nil {
-			s.setSamplerErr(err)
-			s.log.Error("pg sampler: cannot connect; retrying", "err", err)
+			p.setErr(err)
+			cfg.Logger.Error("pg sampler: cannot connect; retrying", "err", err)
 			if pool != nil {
 				pool.Close()
 			}
@@ -55,27 +63,27 @@ func (s *Server) runSampler(ctx context.Context) {
 			}
 			continue
 		}
-		s.log.Info("pg sampler: sampling pg_stat_activity every second")
-		pgactivity.NewSampler(pool, pgactivity.WithMetrics(met)).Run(ctx, time.Second, func(snap pgactivity.Snapshot, err error) {
+		cfg.Logger.Info("pg sampler: sampling pg_stat_activity every second")
+		pgactivity.NewSampler(pool, pgactivity.WithMetrics(pm)).Run(ctx, time.Second, func(snap pgactivity.Snapshot, err error) {
 			if err != nil && len(snap.Backends) == 0 {
-				s.met.samplerErrors.Inc()
-				s.setSamplerErr(err)
+				met.samplerErrors.Inc()
+				p.setErr(err)
 				return
 			}
-			s.AddSample(snap, time.Second)
-			s.checkRunaway(ctx, pool, snap) // runaway.go
-			if err != nil {                 // e.g. sessions hidden from a role without pg_monitor
-				s.setSamplerErr(err)
+			add(snap, time.Second)
+			runaway(ctx, pool, snap) // runaway.go
+			if err != nil {          // e.g. sessions hidden from a role without pg_monitor
+				p.setErr(err)
 			}
 		})
 		pool.Close()
 	}
 }
 
-func (s *Server) setSamplerErr(err error) {
-	s.mu.Lock()
-	s.pg.err = err.Error()
-	s.mu.Unlock()
+func (p *pgPart) setErr(err error) {
+	p.mu.Lock()
+	p.err = err.Error()
+	p.mu.Unlock()
 }
 
 // AddSample merges one pg_stat_activity sample taken every interval:
@@ -88,8 +96,6 @@ func (s *Server) AddSample(snap pgactivity.Snapshot, interval time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.cfg.Now()
-	sec := now.Unix()
-	s.pg.err = ""
 	mt := snap.Time.UTC().Truncate(time.Minute)
 	if snap.Time.IsZero() || !now.Before(mt.Add(time.Minute+s.cfg.Grace)) || mt.After(now.Add(time.Minute)) {
 		mt = now.UTC().Truncate(time.Minute)
@@ -100,12 +106,19 @@ func (s *Server) AddSample(snap pgactivity.Snapshot, interval time.Duration) {
 		s.minutes[mt.Unix()] = m
 	}
 	defer m.dirty.Store(true)
+	running := sampleRows(s.agg, snap, m, interval, now, s.em.writer)
+	s.pg.add(snap, running, now, s.agg)
+}
+
+// sampleRows adds a sample's active sessions to minute m's "pg" rows and
+// to the tenants' DB load at now, and its slow statements to m's sampled
+// statements; it returns the running statements (not parallel workers).
+// The server's lock is held (the minute).
+func sampleRows(agg *aggregator, snap pgactivity.Snapshot, m *minute, interval time.Duration, now time.Time, writer string) []*pgactivity.Backend {
 	active := make(map[string]float64)
-	byPID := make(map[int32]*pgactivity.Backend, len(snap.Backends))
 	var running []*pgactivity.Backend
 	for i := range snap.Backends {
 		b := &snap.Backends[i]
-		byPID[b.PID] = b
 		if !b.Active() {
 			continue
 		}
@@ -116,8 +129,8 @@ func (s *Server) AddSample(snap pgactivity.Snapshot, interval time.Duration) {
 			running = append(running, b)
 		}
 		name := b.Tenant
-		s.agg.withRows(name, m, func(rows map[rowKey]*rowAgg) {
-			a, _ := s.agg.row(rows, m, rowKey{"", name, b.Route, meter.KindPG})
+		agg.withRows(name, m, func(rows map[rowKey]*rowAgg) {
+			a, _ := agg.row(rows, m, rowKey{"", name, b.Route, meter.KindPG})
 			if i := b.Tier.Index(); i >= 0 {
 				a.tiers[i]++
 			}
@@ -129,34 +142,54 @@ func (s *Server) AddSample(snap pgactivity.Snapshot, interval time.Duration) {
 		}
 		active[name]++
 		if !worker && b.Duration >= slowStatement {
-			if m.stmts == nil {
-				m.stmts = make(map[stmtKey]store.Statement)
-			}
-			sk := stmtKey{b.PID, b.QueryStart.UnixNano()}
-			if old, ok := m.stmts[sk]; ok || len(m.stmts) < maxStmtsMinute {
-				if !ok || b.Duration > old.Duration {
-					m.stmts[sk] = store.Statement{
-						Time: snap.Time.UTC(), Writer: s.writer, PID: b.PID, Tenant: b.Tenant, Route: b.Route,
-						Application: b.Application, Query: b.Query, State: b.State,
-						WaitEventType: b.WaitEventType, WaitEvent: b.WaitEvent, Duration: b.Duration,
-					}
-				}
-			}
+			m.addStatement(snap.Time, b, writer)
 		}
 	}
+	sec := now.Unix()
 	for name, n := range active {
-		s.agg.withTenant(name, func(tl *tenantLive) {
+		agg.withTenant(name, func(tl *tenantLive) {
 			j := tl.w.slot(sec)
 			tl.w.pg[j] = max(tl.w.pg[j], n)
 			tl.hdb.add(sec, 0)
 		})
 	}
-	slices.SortFunc(running, func(a, b *pgactivity.Backend) int { return cmpDuration(b.Duration, a.Duration) })
-	s.pg.statements = s.pg.statements[:0]
-	for _, b := range running[:min(len(running), statementsShow)] {
-		s.pg.statements = append(s.pg.statements, statementRow(b))
+	return running
+}
+
+// addStatement keeps a slow statement of a sample taken at t in the
+// minute (at most maxStmtsMinute, each at its longest).
+func (m *minute) addStatement(t time.Time, b *pgactivity.Backend, writer string) {
+	if m.stmts == nil {
+		m.stmts = make(map[stmtKey]store.Statement)
 	}
-	s.pg.blocked = s.pg.blocked[:0]
+	sk := stmtKey{b.PID, b.QueryStart.UnixNano()}
+	if old, ok := m.stmts[sk]; ok || len(m.stmts) < maxStmtsMinute {
+		if !ok || b.Duration > old.Duration {
+			m.stmts[sk] = store.Statement{
+				Time: t.UTC(), Writer: writer, PID: b.PID, Tenant: b.Tenant, Route: b.Route,
+				Application: b.Application, Query: b.Query, State: b.State,
+				WaitEventType: b.WaitEventType, WaitEvent: b.WaitEvent, Duration: b.Duration,
+			}
+		}
+	}
+}
+
+// add takes a sample's running statements and blocked pairs into the
+// live view, and every waitsWindow the tenants' wait breakdown.
+func (p *pgPart) add(snap pgactivity.Snapshot, running []*pgactivity.Backend, now time.Time, agg *aggregator) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.err = ""
+	slices.SortFunc(running, func(a, b *pgactivity.Backend) int { return cmpDuration(b.Duration, a.Duration) })
+	p.statements = p.statements[:0]
+	for _, b := range running[:min(len(running), statementsShow)] {
+		p.statements = append(p.statements, statementRow(b))
+	}
+	byPID := make(map[int32]*pgactivity.Backend, len(snap.Backends))
+	for i := range snap.Backends {
+		byPID[snap.Backends[i].PID] = &snap.Backends[i]
+	}
+	p.blocked = p.blocked[:0]
 	for i := range snap.Backends {
 		b := &snap.Backends[i]
 		for _, pid := range b.BlockedBy {
@@ -164,28 +197,44 @@ func (s *Server) AddSample(snap pgactivity.Snapshot, interval time.Duration) {
 			if o := byPID[pid]; o != nil {
 				blocking = statementRow(o)
 			}
-			if len(s.pg.blocked) < statementsShow {
-				s.pg.blocked = append(s.pg.blocked, api.BlockRow{Blocked: statementRow(b), Blocking: blocking})
+			if len(p.blocked) < statementsShow {
+				p.blocked = append(p.blocked, api.BlockRow{Blocked: statementRow(b), Blocking: blocking})
 			}
 		}
 	}
-	if s.pg.agg == nil {
-		s.pg.agg = pgactivity.NewAggregator()
-		s.pg.lastCut = now
+	if p.agg == nil {
+		p.agg = pgactivity.NewAggregator()
+		p.lastCut = now
 	}
-	s.pg.agg.Add(snap)
-	if now.Sub(s.pg.lastCut) >= waitsWindow || now.Before(s.pg.lastCut) {
-		win := s.pg.agg.Cut(now)
-		s.pg.lastCut = now
-		s.agg.eachTenant(func(_ int, _ string, tl *tenantLive) { tl.waits = nil })
+	p.agg.Add(snap)
+	if now.Sub(p.lastCut) >= waitsWindow || now.Before(p.lastCut) {
+		win := p.agg.Cut(now)
+		p.lastCut = now
+		agg.eachTenant(func(_ int, _ string, tl *tenantLive) { tl.waits = nil })
 		for _, tload := range win.Tenants {
 			name := tload.Tenant
 			if name == "" {
 				name = meter.UnknownTenant
 			}
-			s.agg.tenantShard(name, func(tl *tenantLive) { tl.waits = tload.Waits })
+			agg.tenantShard(name, func(tl *tenantLive) { tl.waits = tload.Waits })
 		}
 	}
+}
+
+// snapshot adds the running statements and the blocked pairs.
+func (p *pgPart) snapshot(snap *api.Snapshot) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	snap.Statements = append([]api.StatementRow{}, p.statements...)
+	snap.Blocked = append([]api.BlockRow(nil), p.blocked...)
+}
+
+// status adds the sampler's error and the tag-parsing counts.
+func (p *pgPart) status(cs *api.CollectorStatus) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cs.SamplerError = p.err
+	cs.MalformedComments, cs.TruncatedStatements = p.metrics.Counts()
 }
 
 func statementRow(b *pgactivity.Backend) api.StatementRow {

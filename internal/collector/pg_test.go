@@ -44,8 +44,7 @@ func TestPostgresSampler(t *testing.T) {
 	}()
 
 	var snap api.Snapshot
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	shows := func() bool {
 		snap = s.Snapshot(time.Now(), api.MeasureDB, 10)
 		found := false
 		for _, st := range snap.Statements {
@@ -57,14 +56,11 @@ func TestPostgresSampler(t *testing.T) {
 				load = tr.DBLoad
 			}
 		}
-		if found && load > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sampler did not show bigcorp's statement and load: statements %+v tenants %+v err %q",
-				snap.Statements, snap.Tenants, snap.Collector.SamplerError)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return found && load > 0
+	}
+	if !waitUntil(10*time.Second, shows) {
+		t.Fatalf("sampler did not show bigcorp's statement and load: statements %+v tenants %+v err %q",
+			snap.Statements, snap.Tenants, snap.Collector.SamplerError)
 	}
 	if !snap.Collector.Sampler || snap.Source != api.SourcePostgres {
 		t.Fatalf("collector status %+v source %q", snap.Collector, snap.Source)

@@ -9,15 +9,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/store"
+	"github.com/qtop-dev/qtop/tenant"
 )
 
 // maxPolicyBody bounds a POST /v1/policy body (one rule).
@@ -31,10 +36,28 @@ func randomToken() string {
 	return hex.EncodeToString(b)
 }
 
-// loadPolicy reads the policy kept in DataDir; a missing file is an empty
+// policyPart is the policy: the rules, budgets, runaway rules and
+// freshness rules that reach every process in its reply. Every change
+// goes through one commit path (change), is saved in DataDir and
+// audited. Its lock guards the policy and the encoded reply; it is taken
+// after the server's and the features' locks, and nothing is called
+// while it is held.
+type policyPart struct {
+	mu           sync.Mutex
+	p            policy.Policy
+	reply        []byte // the reply to a report, with the policy, for replyVersion
+	replyVersion uint64
+
+	dir     string // DataDir
+	log     *slog.Logger
+	changes prometheus.Counter
+	store   store.Store // for the audit; nil: none (set once by New)
+}
+
+// load reads the policy kept in DataDir; a missing file is an empty
 // policy.
-func (s *Server) loadPolicy() error {
-	b, err := os.ReadFile(filepath.Join(s.cfg.DataDir, policyFile))
+func (pp *policyPart) load() error {
+	b, err := os.ReadFile(filepath.Join(pp.dir, policyFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
@@ -48,58 +71,88 @@ func (s *Server) loadPolicy() error {
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("collector: policy file %s: %w", policyFile, err)
 	}
-	s.policy = p
+	pp.p = p
 	return nil
 }
 
-func (s *Server) savePolicyLocked() error {
-	b, err := json.MarshalIndent(s.policy, "", "  ")
+func (pp *policyPart) saveLocked() {
+	b, err := json.MarshalIndent(pp.p, "", "  ")
+	if err == nil {
+		tmp := filepath.Join(pp.dir, policyFile+".tmp")
+		if err = os.WriteFile(tmp, b, 0o600); err == nil {
+			err = os.Rename(tmp, filepath.Join(pp.dir, policyFile))
+		}
+	}
 	if err != nil {
-		return err
+		pp.log.Error("policy: save", "err", err)
 	}
-	tmp := filepath.Join(s.cfg.DataDir, policyFile+".tmp")
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, filepath.Join(s.cfg.DataDir, policyFile))
 }
 
-// replyLocked returns the encoded reply of an accepted report, which
+// replyBytes returns the encoded reply of an accepted report, which
 // carries the current policy; it is encoded once per policy version.
-func (s *Server) replyLocked() []byte {
-	if s.reply != nil && s.replyVersion == s.policy.Version {
-		return s.reply
+func (pp *policyPart) replyBytes() []byte {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	if pp.reply != nil && pp.replyVersion == pp.p.Version {
+		return pp.reply
 	}
-	p := s.policy
+	p := pp.p
 	b, err := meter.EncodeReply(meter.Reply{Accepted: true, Policy: &p})
 	if err != nil {
-		s.log.Error("policy cannot be encoded in replies; sending none", "err", err)
+		pp.log.Error("policy cannot be encoded in replies; sending none", "err", err)
 		b, _ = meter.EncodeReply(meter.Reply{Accepted: true})
 	}
-	s.reply, s.replyVersion = b, s.policy.Version
+	pp.reply, pp.replyVersion = b, pp.p.Version
 	return b
 }
 
-// prunePolicyLocked drops expired rules; it reports whether any was.
-func (s *Server) prunePolicyLocked(now time.Time) bool {
-	active := s.policy.Active(now)
-	if len(active) == len(s.policy.Rules) {
+// prune drops expired rules; it reports whether any was.
+func (pp *policyPart) prune(now time.Time) bool {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	active := pp.p.Active(now)
+	if len(active) == len(pp.p.Rules) {
 		return false
 	}
-	s.policy.Rules = active
-	s.policy.Version++
-	s.policy.Updated = now.UTC()
-	if err := s.savePolicyLocked(); err != nil {
-		s.log.Error("policy: save", "err", err)
-	}
+	pp.p.Rules = active
+	pp.p.Version++
+	pp.p.Updated = now.UTC()
+	pp.saveLocked()
 	return true
 }
 
-// Policy returns the current policy.
-func (s *Server) Policy() policy.Policy {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return clonePolicy(s.policy)
+// current returns a copy of the policy.
+func (pp *policyPart) current() policy.Policy {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	return clonePolicy(pp.p)
+}
+
+// read calls f with the policy, under the part's lock: f must not keep
+// it nor call anything that takes a lock.
+func (pp *policyPart) read(f func(p *policy.Policy)) {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	f(&pp.p)
+}
+
+// For is the policy's effect on a request with tags at now.
+func (pp *policyPart) For(tags tenant.Tags, now time.Time) policy.Effect {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	return pp.p.For(tags, now)
+}
+
+// adopt makes p (the fleet's shared policy) the policy when it is newer.
+func (pp *policyPart) adopt(p policy.Policy) bool {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	if p.Version <= pp.p.Version {
+		return false
+	}
+	pp.p = p
+	pp.saveLocked()
+	return true
 }
 
 func clonePolicy(p policy.Policy) policy.Policy {
@@ -107,25 +160,12 @@ func clonePolicy(p policy.Policy) policy.Policy {
 	return p
 }
 
-// SetRule adds rule, or replaces the rule with its ID, or (when it has
-// expired) removes that rule; who is recorded in the audit. It returns the
-// new policy. A rule is refused when it does not make sense (see
-// checkRule); a rule on tier T0 needs SetRuleAllowT0.
-func (s *Server) SetRule(ctx context.Context, rule policy.Rule, who string) (policy.Policy, error) {
-	return s.setRule(ctx, rule, who, false)
-}
-
-// SetRuleAllowT0 is SetRule with the override that lets a rule throttle
-// or price tier T0, which is otherwise never shed.
-func (s *Server) SetRuleAllowT0(ctx context.Context, rule policy.Rule, who string) (policy.Policy, error) {
-	return s.setRule(ctx, rule, who, true)
-}
-
-func (s *Server) setRule(ctx context.Context, rule policy.Rule, who string, allowT0 bool) (policy.Policy, error) {
-	now := s.cfg.Now().UTC()
+// setRule adds rule, or replaces the rule with its ID, or (when it has
+// expired) removes that rule (see Server.SetRule).
+func (pp *policyPart) setRule(ctx context.Context, now time.Time, maxTTL time.Duration, rule policy.Rule, who string, allowT0 bool) (policy.Policy, error) {
 	lift := !rule.Expires.IsZero() && !now.Before(rule.Expires)
 	if !lift {
-		if err := checkRule(rule, now, s.cfg.MaxRuleTTL, allowT0); err != nil {
+		if err := checkRule(rule, now, maxTTL, allowT0); err != nil {
 			return policy.Policy{}, err
 		}
 	}
@@ -143,69 +183,70 @@ func (s *Server) setRule(ctx context.Context, rule policy.Rule, who string, allo
 	if err := rule.Validate(); err != nil {
 		return policy.Policy{}, err
 	}
-	s.mu.Lock()
 	action := "add"
-	rules := make([]policy.Rule, 0, len(s.policy.Rules)+1)
-	for _, r := range s.policy.Rules {
-		if r.ID == rule.ID {
-			action = "replace"
-			continue
+	out, err := pp.change(now, func(next *policy.Policy) error {
+		rules := make([]policy.Rule, 0, len(next.Rules)+1)
+		for _, r := range next.Rules {
+			if r.ID == rule.ID {
+				action = "replace"
+				continue
+			}
+			rules = append(rules, r)
 		}
-		rules = append(rules, r)
-	}
-	if lift {
-		if action != "replace" {
-			s.mu.Unlock()
-			return policy.Policy{}, fmt.Errorf("%w: no rule %q to lift", policy.ErrInvalid, rule.ID)
+		if lift {
+			if action != "replace" {
+				return fmt.Errorf("%w: no rule %q to lift", policy.ErrInvalid, rule.ID)
+			}
+			action = "lift"
+		} else {
+			rules = append(rules, rule)
 		}
-		action = "lift"
-	} else {
-		rules = append(rules, rule)
-	}
-	next := clonePolicy(s.policy)
-	next.Rules = rules
-	out, err := s.commitPolicyLocked(next, now)
-	s.mu.Unlock()
+		next.Rules = rules
+		return nil
+	})
 	if err != nil {
 		return policy.Policy{}, err
 	}
-	s.auditPolicy(ctx, now, who, action, out.Version, rule)
+	pp.audit(ctx, now, who, action, out.Version, rule)
 	return out, nil
 }
 
-// commitPolicyLocked makes next — a copy of the policy with one of its
-// parts changed — the policy, at the next version: what has expired goes
-// with any change, the whole is validated, saved to DataDir, and a copy
-// returned to hand out. Every policy change goes through it, so that a
-// change to one part (rules, budgets and runaway rules, freshness) keeps
-// the others. s.mu is held.
-func (s *Server) commitPolicyLocked(next policy.Policy, now time.Time) (policy.Policy, error) {
-	next.Version, next.Updated = s.policy.Version+1, now
+// change makes edit's change to a copy of the policy the policy, at the
+// next version: what has expired goes with any change, the whole is
+// validated, saved to DataDir, and a copy returned to hand out. Every
+// policy change goes through it, so that a change to one part (rules,
+// budgets and runaway rules, freshness) keeps the others.
+func (pp *policyPart) change(now time.Time, edit func(next *policy.Policy) error) (policy.Policy, error) {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	next := clonePolicy(pp.p)
+	if err := edit(&next); err != nil {
+		return policy.Policy{}, err
+	}
+	next.Version, next.Updated = pp.p.Version+1, now
 	next.Rules = next.Active(now)
 	next.Budgets, next.Runaway = next.ActiveBudgets(now)
 	if err := next.Validate(); err != nil {
 		return policy.Policy{}, err
 	}
-	s.policy = next
-	if err := s.savePolicyLocked(); err != nil {
-		s.log.Error("policy: save", "err", err)
-	}
-	s.met.policyChanges.Inc()
-	return clonePolicy(s.policy), nil
+	pp.p = next
+	pp.saveLocked()
+	pp.changes.Inc()
+	return clonePolicy(pp.p), nil
 }
 
-// auditPolicy logs a policy change and writes it to the store's audit:
-// who made it, what (action and the changed part, as JSON) and the
-// version it made.
-func (s *Server) auditPolicy(ctx context.Context, now time.Time, who, action string, version uint64, what any) {
+// audit logs a policy change and writes it to the store's audit: who made
+// it, what (action and the changed part, as JSON) and the version it
+// made.
+func (pp *policyPart) audit(ctx context.Context, now time.Time, who, action string, version uint64, what any) {
 	wj, _ := json.Marshal(what)
-	s.log.Info("policy changed", "who", who, "action", action, "version", version, "rule", string(wj))
-	if s.store == nil {
+	pp.log.Info("policy changed", "who", who, "action", action, "version", version, "rule", string(wj))
+	if pp.store == nil {
 		return
 	}
 	a := []store.Audit{{Time: now, Who: who, Action: action, PolicyVersion: version, Rule: string(wj)}}
-	if err := s.store.WriteAudit(ctx, a); err != nil {
-		s.log.Error("policy audit not written", "err", err, "rule", string(wj))
+	if err := pp.store.WriteAudit(ctx, a); err != nil {
+		pp.log.Error("policy audit not written", "err", err, "rule", string(wj))
 	}
 }
 
@@ -213,7 +254,7 @@ func (s *Server) auditPolicy(ctx context.Context, now time.Time, who, action str
 // credential and a bounded body. It answers a refusal itself (ok false);
 // who names the credential, never a header the client sets, and the
 // address it came from.
-func (s *Server) policyPost(w http.ResponseWriter, r *http.Request, what string) (body []byte, who string, ok bool) {
+func (s httpAPI) policyPost(w http.ResponseWriter, r *http.Request, what string) (body []byte, who string, ok bool) {
 	cred, err := s.Authorize(r, RoleAdmin)
 	if err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="qtop"`)
@@ -242,7 +283,7 @@ func decodeOne(body []byte, v any) error {
 	return nil
 }
 
-func (s *Server) handlePolicy(w http.ResponseWriter, r *http.Request) {
+func (s httpAPI) handlePolicy(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		s.authorized(RoleRead, func(w http.ResponseWriter, r *http.Request) {
@@ -266,7 +307,7 @@ func (s *Server) handlePolicy(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		}
-		p, err := s.setRule(r.Context(), rule, who, allowT0)
+		p, err := s.policy.setRule(r.Context(), s.cfg.Now().UTC(), s.cfg.MaxRuleTTL, rule, who, allowT0)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error(), 0)
 			return
@@ -277,3 +318,24 @@ func (s *Server) handlePolicy(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "use GET or POST", 0)
 	}
 }
+
+// Policy returns the current policy.
+func (s *Server) Policy() policy.Policy { return s.policy.current() }
+
+// SetRule adds rule, or replaces the rule with its ID, or (when it has
+// expired) removes that rule; who is recorded in the audit. It returns the
+// new policy. A rule is refused when it does not make sense (see
+// checkRule); a rule on tier T0 needs SetRuleAllowT0.
+func (s *Server) SetRule(ctx context.Context, rule policy.Rule, who string) (policy.Policy, error) {
+	return s.policy.setRule(ctx, s.cfg.Now().UTC(), s.cfg.MaxRuleTTL, rule, who, false)
+}
+
+// SetRuleAllowT0 is SetRule with the override that lets a rule throttle
+// or price tier T0, which is otherwise never shed.
+func (s *Server) SetRuleAllowT0(ctx context.Context, rule policy.Rule, who string) (policy.Policy, error) {
+	return s.policy.setRule(ctx, s.cfg.Now().UTC(), s.cfg.MaxRuleTTL, rule, who, true)
+}
+
+// replyLocked is the reply to an accepted report (Ingest's name for
+// policyPart.replyBytes).
+func (s *Server) replyLocked() []byte { return s.policy.replyBytes() }

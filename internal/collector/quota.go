@@ -3,12 +3,14 @@ package collector
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/quota"
@@ -23,9 +25,15 @@ const DefaultQuotaSync = time.Second
 // fleetQuota is the collector's part of fleet-wide quotas: it sums the
 // quota usage of every report (quota.Fleet) and adds the verdicts for the
 // reporting process to its reply. With Config.QuotaRedis it also exchanges
-// its sums with the other collectors once per Config.QuotaSync. The
-// Server calls it under s.mu.
+// its sums with the other collectors once per Config.QuotaSync. It is the
+// feature of the reports' quota section; its lock guards the sums and
+// the compiled limits.
 type fleetQuota struct {
+	pol *policyPart
+	log *slog.Logger
+	now func() time.Time
+
+	mu      sync.Mutex
 	fleet   *quota.Fleet
 	version uint64 // of the policy the limits were compiled from
 	scratch []quota.Verdict
@@ -36,12 +44,18 @@ type fleetQuota struct {
 	syncs, syncErrors, verdicts prometheus.Counter
 }
 
-func newFleetQuota(cfg Config) (*fleetQuota, error) {
+var _ feature = (*fleetQuota)(nil)
+
+func (q *fleetQuota) merge(*meter.Report, time.Time, bool) {}
+func (q *fleetQuota) snapshot(*api.Snapshot, time.Time)    {}
+func (q *fleetQuota) tick(context.Context, time.Time)      {}
+
+func newFleetQuota(cfg Config, pol *policyPart) (*fleetQuota, error) {
 	f, err := quota.NewFleet(func(string, tenant.Tier) (quota.Limit, bool) { return quota.Limit{}, false })
 	if err != nil {
 		return nil, err
 	}
-	q := &fleetQuota{fleet: f, version: ^uint64(0), every: cfg.QuotaSync}
+	q := &fleetQuota{pol: pol, log: cfg.Logger, now: cfg.Now, fleet: f, version: ^uint64(0), every: cfg.QuotaSync}
 	if q.every <= 0 {
 		q.every = DefaultQuotaSync
 	}
@@ -77,24 +91,36 @@ func newFleetQuota(cfg Config) (*fleetQuota, error) {
 }
 
 // limitsLocked recompiles the limits when the policy changed.
-func (q *fleetQuota) limitsLocked(p *policy.Policy, now time.Time) {
-	if p.Version == q.version {
+func (q *fleetQuota) limitsLocked(now time.Time) {
+	var lim func(string, tenant.Tier) (policy.QuotaLimit, bool)
+	q.pol.read(func(p *policy.Policy) {
+		if p.Version != q.version {
+			q.version = p.Version
+			lim = p.Quotas(now)
+		}
+	})
+	if lim == nil {
 		return
 	}
-	q.version = p.Version
-	lim := p.Quotas(now)
 	q.fleet.SetLimits(func(t string, tier tenant.Tier) (quota.Limit, bool) {
 		l, ok := lim(t, tier)
 		return quota.Limit{RUPerSecond: l.RUPerSecond, Shadow: l.Shadow}, ok
 	})
 }
 
-// quotaReplyLocked is the Server's hook where a report was merged (or
-// was a duplicate, merged reports false): it takes the report's quota
-// usage and returns reply with the verdicts for its process added.
+// quotaReplyLocked is Ingest's name for the quota feature's reply.
 func (s *Server) quotaReplyLocked(rep *meter.Report, now time.Time, reply []byte, merged bool) []byte {
-	q := s.quota
-	q.limitsLocked(&s.policy, now)
+	return s.feat.reply(rep, now, reply, merged)
+}
+
+// reply is the hook where a report was merged (or was a duplicate,
+// merged false): it takes the report's quota usage and returns reply
+// with the verdicts for its process added. It is the one place that
+// reads the report's quota section.
+func (q *fleetQuota) reply(rep *meter.Report, now time.Time, reply []byte, merged bool) []byte {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.limitsLocked(now)
 	src := sourceKey(rep.Source)
 	if merged {
 		q.fleet.Observe(now, src, rep.End.Sub(rep.Start), rep.Quota)
@@ -105,17 +131,17 @@ func (s *Server) quotaReplyLocked(rep *meter.Report, now time.Time, reply []byte
 	}
 	b, err := meter.AppendQuotas(reply, q.scratch)
 	if err != nil {
-		s.log.Error("quota verdicts cannot be encoded in the reply; sending none", "err", err)
+		q.log.Error("quota verdicts cannot be encoded in the reply; sending none", "err", err)
 		return reply
 	}
 	q.verdicts.Add(float64(len(q.scratch)))
 	return b
 }
 
-// runQuotaSync exchanges this collector's quota sums with the others'
-// every QuotaSync until ctx ends; without QuotaRedis it does nothing.
-func (s *Server) runQuotaSync(ctx context.Context, wg *sync.WaitGroup) {
-	q := s.quota
+// start exchanges this collector's quota sums with the others' every
+// QuotaSync, on a goroutine of wg, until ctx ends; without QuotaRedis it
+// does nothing.
+func (q *fleetQuota) start(ctx context.Context, wg *sync.WaitGroup) {
 	if q.sync == nil {
 		return
 	}
@@ -131,28 +157,28 @@ func (s *Server) runQuotaSync(ctx context.Context, wg *sync.WaitGroup) {
 				// Out of the others' sums now rather than after the TTL.
 				lctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				if err := q.sync.Leave(lctx); err != nil {
-					s.log.Warn("quota sums not removed from Redis; they expire with their TTL", "err", err)
+					q.log.Warn("quota sums not removed from Redis; they expire with their TTL", "err", err)
 				}
 				cancel()
 				return
 			case <-t.C:
 			}
-			s.mu.Lock()
+			q.mu.Lock()
 			local := map[string]quota.Rates{}
-			q.fleet.Local(s.cfg.Now(), func(name string, r quota.Rates) { local[name] = r })
-			s.mu.Unlock()
+			q.fleet.Local(q.now(), func(name string, r quota.Rates) { local[name] = r })
+			q.mu.Unlock()
 			cctx, cancel := context.WithTimeout(ctx, max(q.every, 500*time.Millisecond))
 			remote, err := q.sync.Exchange(cctx, local)
 			cancel()
 			q.syncs.Inc()
 			if err != nil {
 				q.syncErrors.Inc()
-				s.log.Warn("quota sums not exchanged; using the last ones", "err", err)
+				q.log.Warn("quota sums not exchanged; using the last ones", "err", err)
 				continue
 			}
-			s.mu.Lock()
-			q.fleet.SetRemote(s.cfg.Now(), remote)
-			s.mu.Unlock()
+			q.mu.Lock()
+			q.fleet.SetRemote(q.now(), remote)
+			q.mu.Unlock()
 		}
 	}()
 }

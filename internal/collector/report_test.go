@@ -88,7 +88,7 @@ func TestCostReportEndpoint(t *testing.T) {
 	f := newFixture(t)
 	defer f.stop()
 	f.mem = reportStore()
-	f.s.store = f.mem
+	f.s.em.store = f.mem
 	h := f.s.Handler()
 	get := func(q string) *httptest.ResponseRecorder {
 		w := httptest.NewRecorder()
@@ -233,7 +233,7 @@ func FuzzIngest(f *testing.F) {
 	f.Add(good)
 	f.Add(good[:20])
 	f.Add([]byte("qtrp\x00\x01\x00\x00garbage"))
-	s, err := New(Config{Store: StoreNone, DataDir: f.TempDir(), Registerer: prometheus.NewRegistry(), Now: clk.Now, SourceRate: 1e9})
+	s, err := New(Config{Store: StoreNone, DataDir: f.TempDir(), Registerer: prometheus.NewRegistry(), Now: clk.Now, IntakeConfig: IntakeConfig{SourceRate: 1e9}})
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -72,12 +72,14 @@ type runawayAudit struct {
 // on the rule's watch list) is cancelled, terminated or only reported —
 // each action once per statement, audited, logged and counted in the live
 // view.
-func (s *Server) checkRunaway(ctx context.Context, pool *pgxpool.Pool, snap pgactivity.Snapshot) {
-	s.mu.Lock()
-	_, rules := s.policy.ActiveBudgets(s.cfg.Now())
-	version := s.policy.Version
-	s.mu.Unlock()
-	sr := &s.bud.sampler
+func (b *budgetPart) checkRunaway(ctx context.Context, pool *pgxpool.Pool, snap pgactivity.Snapshot) {
+	var rules []policy.Runaway
+	var version uint64
+	b.pol.read(func(p *policy.Policy) {
+		_, rules = p.ActiveBudgets(b.now())
+		version = p.Version
+	})
+	sr := &b.sampler
 	if len(rules) == 0 {
 		sr.seen, sr.watch = nil, nil
 		return
@@ -88,31 +90,31 @@ func (s *Server) checkRunaway(ctx context.Context, pool *pgxpool.Pool, snap pgac
 	now := snap.Time
 	present := make(map[runawayKey]struct{}, len(snap.Backends))
 	for i := range snap.Backends {
-		b := &snap.Backends[i]
-		if !b.Active() || b.LeaderPID != 0 || b.Hidden() || b.QueryStart.IsZero() {
+		be := &snap.Backends[i]
+		if !be.Active() || be.LeaderPID != 0 || be.Hidden() || be.QueryStart.IsZero() {
 			continue
 		}
-		key := runawayKey{b.PID, b.QueryStart.UnixMicro()}
+		key := runawayKey{be.PID, be.QueryStart.UnixMicro()}
 		present[key] = struct{}{}
 		if _, done := sr.seen[key]; done {
 			continue
 		}
 		for _, r := range rules {
-			if !matchBackend(r.Match, b) {
+			if !matchBackend(r.Match, be) {
 				continue
 			}
-			shape := sqlcomment.Shape(b.Query)
+			shape := sqlcomment.Shape(be.Query)
 			wk := runawayWatchKey{r.ID, shape}
 			exp, watched := sr.watch[wk]
 			watched = watched && now.Before(exp)
 			after := time.Duration(r.AfterSeconds * float64(time.Second))
-			if b.Duration < after && !(watched && r.Action != policy.Report) {
+			if be.Duration < after && !(watched && r.Action != policy.Report) {
 				continue
 			}
 			if len(sr.seen) < maxRunawaySeen {
 				sr.seen[key] = struct{}{}
 			}
-			s.runawayAct(ctx, pool, r, b, watched && b.Duration < after, version)
+			b.runawayAct(ctx, pool, r, be, watched && be.Duration < after, version)
 			if r.CooldownSeconds > 0 {
 				if _, ok := sr.watch[wk]; !ok && len(sr.watch) >= maxRunawayWatch {
 					for k, e := range sr.watch { // drop the one expiring soonest
@@ -140,7 +142,7 @@ func (s *Server) checkRunaway(ctx context.Context, pool *pgxpool.Pool, snap pgac
 }
 
 // runawayAct carries out rule r on backend b.
-func (s *Server) runawayAct(ctx context.Context, pool *pgxpool.Pool, r policy.Runaway, b *pgactivity.Backend, watched bool, version uint64) {
+func (bp *budgetPart) runawayAct(ctx context.Context, pool *pgxpool.Pool, r policy.Runaway, b *pgactivity.Backend, watched bool, version uint64) {
 	done := "reported"
 	var err error
 	if r.Action != policy.Report {
@@ -165,8 +167,7 @@ func (s *Server) runawayAct(ctx context.Context, pool *pgxpool.Pool, r policy.Ru
 			done = "cancelled"
 		}
 	}
-	now := s.cfg.Now()
-	s.mu.Lock()
+	now := bp.now()
 	var add api.BudgetRow
 	switch done {
 	case "cancelled":
@@ -179,25 +180,23 @@ func (s *Server) runawayAct(ctx context.Context, pool *pgxpool.Pool, r policy.Ru
 	if watched && (done == "cancelled" || done == "terminated") {
 		add.WatchRefused++
 	}
-	s.budgetRowLocked(now.Unix(), r.ID, true).Add(&add)
-	s.totalLocked(r.ID, true).Add(&add)
-	s.mu.Unlock()
-	s.bud.actions.WithLabelValues(string(r.Action), done).Inc()
+	bp.addRunaway(now, r.ID, &add)
+	bp.actions.WithLabelValues(string(r.Action), done).Inc()
 	a := runawayAudit{Rule: r.ID, Action: string(r.Action), Done: done, PID: b.PID, QueryStart: b.QueryStart,
 		Duration: b.Duration, Tenant: b.Tenant, Route: b.Route, Query: truncate(b.Query, 1024), Watched: watched}
 	aj, _ := json.Marshal(a)
 	if err != nil {
-		s.log.Error("runaway statement: signal failed", "rule", r.ID, "pid", b.PID, "err", err)
+		bp.log.Error("runaway statement: signal failed", "rule", r.ID, "pid", b.PID, "err", err)
 	} else {
-		s.log.Warn("runaway statement", "rule", r.ID, "action", string(r.Action), "done", done, "pid", b.PID,
+		bp.log.Warn("runaway statement", "rule", r.ID, "action", string(r.Action), "done", done, "pid", b.PID,
 			"tenant", b.Tenant, "duration", b.Duration, "watched", watched)
 	}
-	if s.store != nil {
+	if bp.store != nil {
 		actx, cancel := context.WithTimeout(ctx, signalTimeout)
 		defer cancel()
 		au := []store.Audit{{Time: now.UTC(), Who: "sampler", Action: "runaway-" + done, PolicyVersion: version, Rule: string(aj)}}
-		if err := s.store.WriteAudit(actx, au); err != nil {
-			s.log.Error("runaway audit not written", "err", err, "audit", string(aj))
+		if err := bp.store.WriteAudit(actx, au); err != nil {
+			bp.log.Error("runaway audit not written", "err", err, "audit", string(aj))
 		}
 	}
 }

@@ -47,10 +47,10 @@ func newGuardMetrics(reg prometheus.Registerer, s *Server) (*guardMetrics, error
 		deadLetters: prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "qtop_collector_dead_letter_batches",
 			Help: "Batches the store refused that were set aside in dead-letter files of the spool since start."},
 			func() float64 {
-				if s.spool == nil {
+				if s.em.spool == nil {
 					return 0
 				}
-				return float64(s.spool.Stats().DeadLetters)
+				return float64(s.em.spool.Stats().DeadLetters)
 			}),
 		sourcesEvicted: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_sources_evicted_total",
 			Help: "Sources on probation (new, not yet established) displaced by newer ones while the probation places were full; established sources are never evicted."}),
@@ -125,10 +125,10 @@ func (s *Server) screen(rep *meter.Report) {
 }
 
 // cleanKey is a hot key as the store and the live view get it.
-func (s *Server) cleanKey(k string) string {
+func (g *guardMetrics) cleanKey(k string) string {
 	c, changed := tenant.Clean(k, tenant.MaxKeyLen)
 	if changed {
-		s.guard.cleaned.WithLabelValues("key").Inc()
+		g.cleaned.WithLabelValues("key").Inc()
 	}
 	return c
 }
@@ -180,18 +180,6 @@ func bearer(r *http.Request) (string, bool) {
 // spoolStuckAfter is how long the oldest spooled batch may wait before
 // the store counts as unhealthy even though it answers its ping.
 const spoolStuckAfter = 2 * time.Minute
-
-// spoolDraining returns an error when the spool holds a batch older than
-// spoolStuckAfter: the store answers but the queue does not move.
-func (s *Server) spoolDraining() error {
-	if s.spool == nil {
-		return nil
-	}
-	st := s.spool.Stats()
-	age, err := spoolStuck(st, time.Now())
-	s.guard.spoolStuck.Set(age.Seconds())
-	return err
-}
 
 // spoolStuck judges spool stats at now (the spool stamps batches with the
 // wall clock).
@@ -272,6 +260,6 @@ func (s *Server) holdRefusal(w http.ResponseWriter, r *http.Request, status int)
 	select {
 	case <-t.C:
 	case <-r.Context().Done():
-	case <-s.doneChan():
+	case <-s.life.doneChan():
 	}
 }

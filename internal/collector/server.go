@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -22,83 +20,80 @@ import (
 	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/internal/otlpin"
 	"github.com/qtop-dev/qtop/meter"
-	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/store"
 )
 
 // Server is the collector. Create it with New, serve Handler (or call
 // Start), and stop it with Shutdown.
 //
-// It is made of parts with one job each:
+// It composes parts with one job each, each under its own lock; it holds
+// no feature logic:
 //   - in (intake; sources.go, screen.go): the front door for reports —
 //     decode slots and memory, refusals held back, the table of reporting
-//     processes (admission, the duplicate filter);
-//   - the open minutes, their write-ahead log (wal.go) and their emission
-//     to the store through the spool (emit, below);
+//     processes (admission, the duplicate filter) — and the open minutes
+//     with their write-ahead log (wal.go), under mu;
 //   - agg (aggregator; aggregate.go): each open minute's rows and every
 //     tenant's live windows, in shards by tenant, each under its own lock;
-//   - view (liveView; merge.go, snapshot.go): services, hot keys,
-//     enforcement and reports per second, and the snapshots made of them;
-//   - the policy (policy.go) and what it drives: budgets (budgets.go),
-//     fleet quotas (quota.go), freshness (freshness.go), runaway
-//     statements (runaway.go);
-//   - the PostgreSQL sampler (pg.go), the OTLP receiver (otlp.go) and the
-//     peers of a fleet (fleet.go).
+//   - em (emitter; emit.go): closed minutes to the store through the
+//     spool, versions, the store's health;
+//   - view (liveView; merge.go, snapshot.go): services, hot keys and
+//     reports per second, under mu, and the snapshots made of every part;
+//   - policy (policyPart; policy.go): the policy, its one commit path,
+//     its audit and the encoded reply;
+//   - feat (features; feature.go): one part per report section, called in
+//     a loop — fleet quotas (quota.go), budgets and runaway rules
+//     (budgets.go, runaway.go), freshness (freshness.go), enforcement
+//     detail and pool waits (enforcepart.go);
+//   - pg (pgPart; pg.go): the PostgreSQL sampler; fleet (fleet.go,
+//     fleet_policy.go): the peers and the shared policy; streams
+//     (stream.go): live stream clients; otlp (otlp.go): the OTLP receiver.
 //
-// Everything but the aggregator's shards is under mu. A report takes mu
-// twice, briefly — admission and the duplicate filter, then its
-// per-report merge and reply — writes the log between the two, and then
-// takes once each shard that has rows of it, without mu.
+// A report takes mu twice, briefly — admission and the duplicate filter,
+// then its per-report merge and reply, which take the features' and the
+// policy's locks inside — writes the log between the two, and then takes
+// once each shard that has rows of it, without mu. Locks are taken in the
+// order mu; a feature's, pg's or em's; the policy's; a shard's last.
 type Server struct {
 	// Set once by New.
 	cfg    Config
 	log    *slog.Logger
 	met    *metrics
 	guard  *guardMetrics
-	token  string // policy token: Config.Token or a random one
-	store  store.Store
-	spool  *store.Spool
-	writer string
+	token  string // admin token: Config.AdminToken or the one kept in DataDir
 	walDir string
 	start  time.Time
 
-	in      intake      // sources.go
+	in      intake      // sources.go, screen.go
 	agg     *aggregator // aggregate.go
-	streams streams     // live stream clients and their shared events (stream.go)
+	em      *emitter    // emit.go
+	policy  *policyPart // policy.go
+	feat    features    // feature.go
+	pg      *pgPart     // pg.go
+	fleet   *fleet      // fleet.go: peers and the shared policy, or nil
+	otlp    *otlpState  // otlp.go
+	streams streams     // stream.go
 
-	mu sync.Mutex // guards everything below but the background work's handles
-
+	mu sync.Mutex // guards the sources, the open minutes, the live view and closed
 	// The open minutes (their rows are in agg).
 	minutes   map[int64]*minute
 	finalized map[int64]struct{} // minutes written for good (last 3 h)
 	lastFinal int64
-	version   uint64 // of the last emission (nextVersionLocked)
-	storeErr  string
+	view      liveView // merge.go, snapshot.go
+	closed    bool
 
-	view liveView // merge.go, snapshot.go
+	wg   sync.WaitGroup // the background work
+	life lifecycle
+}
 
-	// The policy and what it drives.
-	policy       policy.Policy
-	reply        []byte // the reply to a report, with the policy, for replyVersion
-	replyVersion uint64
-	bud          budgetLive  // budgets.go
-	quota        *fleetQuota // quota.go
-	fresh        *freshState // freshness samples and counters (freshness.go)
-
-	pg pgState // the PostgreSQL sampler's part of the live view (pg.go)
-
-	closed   bool
+// lifecycle holds the handles of the background work, set by Start and
+// Run and released by Shutdown.
+type lifecycle struct {
 	done     chan struct{}
 	doneOnce sync.Once
-
-	// Background work.
-	otlp    *otlpState // OTLP receiver (otlp.go)
-	lock    *os.File   // flock on DataDir
-	fleet   *fleet     // peers and the shared policy (fleet.go), or nil
-	httpSrv *http.Server
-	ln      net.Listener
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	lock     *os.File // flock on DataDir
+	httpSrv  *http.Server
+	ln       net.Listener
+	cancel   context.CancelFunc
 }
 
 // New checks cfg, opens the store (through the spool), replays the
@@ -107,34 +102,8 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	s := &Server{
-		cfg:       cfg,
-		log:       cfg.Logger,
-		walDir:    filepath.Join(cfg.DataDir, "wal"),
-		start:     cfg.Now(),
-		in:        newIntake(),
-		minutes:   make(map[int64]*minute),
-		finalized: make(map[int64]struct{}),
-		view:      newLiveView(),
-	}
-	var err error
-	if s.met, err = newMetrics(cfg.Registerer); err != nil {
-		return nil, err
-	}
-	if s.guard, err = newGuardMetrics(cfg.Registerer, s); err != nil {
-		return nil, fmt.Errorf("collector: metrics: %w", err)
-	}
-	s.agg = newAggregator(cfg, s.met, s.guard)
-	if err := cfg.Registerer.Register(shedCollector{s}); err != nil {
-		return nil, fmt.Errorf("collector: metrics: %w", err)
-	}
-	if s.quota, err = newFleetQuota(cfg); err != nil {
-		return nil, err
-	}
-	if err := cfg.Registerer.Register(ratioCollector{s}); err != nil {
-		return nil, fmt.Errorf("collector: metrics: %w", err)
-	}
-	if err := s.bud.register(s, cfg.Registerer); err != nil { // budgets.go
+	s, err := newParts(cfg)
+	if err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(s.walDir, 0o700); err != nil {
@@ -147,68 +116,78 @@ func New(cfg Config) (*Server, error) {
 	if tokenPath != "" {
 		s.log.Info("no --admin-token given: policy changes take the token kept in this file", "file", tokenPath)
 	}
-	if s.lock, err = lockDataDir(cfg.DataDir); err != nil {
+	if s.life.lock, err = lockDataDir(cfg.DataDir); err != nil {
 		return nil, err
 	}
-	ok := false
-	defer func() {
-		if !ok {
-			s.lock.Close()
-		}
-	}()
-	if s.writer, err = writerID(cfg); err != nil {
+	if err := s.open(); err != nil {
+		s.life.lock.Close()
 		return nil, err
 	}
-	if err := s.loadPolicy(); err != nil {
+	return s, nil
+}
+
+// newParts makes the parts and registers their metrics.
+func newParts(cfg Config) (*Server, error) {
+	s := &Server{
+		cfg:       cfg,
+		log:       cfg.Logger,
+		walDir:    filepath.Join(cfg.DataDir, "wal"),
+		start:     cfg.Now(),
+		in:        newIntake(cfg),
+		minutes:   make(map[int64]*minute),
+		finalized: make(map[int64]struct{}),
+		view:      newLiveView(),
+		pg:        &pgPart{},
+	}
+	var err error
+	if s.met, err = newMetrics(cfg.Registerer); err != nil {
 		return nil, err
+	}
+	if s.guard, err = newGuardMetrics(cfg.Registerer, s); err != nil {
+		return nil, fmt.Errorf("collector: metrics: %w", err)
+	}
+	s.in.guard = s.guard
+	s.agg = newAggregator(cfg, s.met, s.guard)
+	s.em = &emitter{dir: cfg.DataDir, agg: s.agg, met: s.met, guard: s.guard, log: s.log, now: cfg.Now}
+	s.policy = &policyPart{dir: cfg.DataDir, log: s.log, changes: s.met.policyChanges}
+	if err := cfg.Registerer.Register(shedCollector{s}); err != nil {
+		return nil, fmt.Errorf("collector: metrics: %w", err)
+	}
+	if s.feat, err = newFeatures(cfg, s.policy, s.met.enforcement); err != nil {
+		return nil, err
+	}
+	if err := cfg.Registerer.Register(ratioCollector{s}); err != nil {
+		return nil, fmt.Errorf("collector: metrics: %w", err)
+	}
+	return s, nil
+}
+
+// open reads what DataDir keeps — the writer identity, the policy —,
+// opens the store and the peers, and replays the write-ahead log.
+func (s *Server) open() error {
+	var err error
+	if s.em.writer, err = writerID(s.cfg); err != nil {
+		return err
+	}
+	if err := s.policy.load(); err != nil {
+		return err
 	}
 	if err := s.newOTLP(); err != nil {
-		return nil, err
+		return err
 	}
-	s.version = loadVersion(cfg.DataDir)
-	var next store.Store
-	if cfg.Store != StoreNone {
-		open := cfg.OpenStore
-		if open == nil {
-			open = func(u string) (store.Store, error) { return OpenStore(context.Background(), u, cfg) }
-		}
-		next, err = open(cfg.Store)
-		if err != nil {
-			u, _ := store.ParseURL(cfg.Store)
-			if u.Scheme != store.SchemeClickHouse || errors.Is(err, ErrConfig) {
-				return nil, err
-			}
-			// A server that is down now may answer later: start anyway,
-			// log and acknowledge reports, and keep the minutes in the
-			// spool until it does.
-			s.log.Warn("store not reachable; starting anyway, rows wait in the spool", "store", redactStore(cfg.Store), "err", err)
-			s.storeErr = err.Error()
-			next = &lazyStore{log: s.log, lastTry: time.Now(), lastErr: err,
-				open: func(context.Context) (store.Store, error) { return open(cfg.Store) }}
-		}
-		opts := []store.SpoolOption{store.WithRegisterer(cfg.Registerer), store.WithLogger(s.log)}
-		if cfg.SpoolMaxBytes > 0 {
-			opts = append(opts, store.WithMaxBytes(cfg.SpoolMaxBytes))
-		}
-		s.spool, err = store.NewSpool(next, filepath.Join(cfg.DataDir, "spool"), opts...)
-		if err != nil {
-			next.Close()
-			return nil, err
-		}
-		s.store = s.spool
+	next, err := s.em.openStore(s.cfg)
+	if err != nil {
+		return err
 	}
-	err = s.initFleet(next)
+	s.policy.store, s.feat.bud.store = s.em.store, s.em.store
+	s.fleet, err = newFleet(s.cfg, next, s.policy)
 	if err == nil {
 		err = s.replay()
 	}
-	if err != nil {
-		if s.store != nil {
-			s.store.Close()
-		}
-		return nil, err
+	if err != nil && s.em.store != nil {
+		s.em.store.Close()
 	}
-	ok = true
-	return s, nil
+	return err
 }
 
 // writerID is Config.Writer, or the identity kept in DataDir, made once.
@@ -238,10 +217,10 @@ func writerID(cfg Config) (string, error) {
 func (s *Server) Token() string { return s.token }
 
 // Writer returns the identity under which this collector writes rollups.
-func (s *Server) Writer() string { return s.writer }
+func (s *Server) Writer() string { return s.em.writer }
 
 // Store returns the store (behind its spool), or nil with StoreNone.
-func (s *Server) Store() store.Store { return s.store }
+func (s *Server) Store() store.Store { return s.em.store }
 
 // replay merges the reports of the write-ahead log into their minutes, so
 // that minutes a killed collector had not finished are emitted again in
@@ -252,30 +231,14 @@ func (s *Server) replay() error {
 		return err
 	}
 	d := new(decoded)
-	rep := &d.rep
 	now := s.cfg.Now()
 	for _, mt := range mins {
 		m := newMinute(mt)
 		n := 0
 		cut, err := readWAL(walPath(s.walDir, mt), func(body []byte) error {
-			if err := rep.UnmarshalBinary(body); err != nil {
-				s.log.Warn("wal: undecodable report skipped", "minute", mt, "err", err)
-				return nil
+			if s.replayOne(d, body, m, now) {
+				n++
 			}
-			s.screen(rep)
-			src := s.sourceLocked(sourceKey(rep.Source), now)
-			if src.last.IsZero() {
-				src.last, src.tokens = now, 4*s.cfg.SourceRate
-			}
-			if src.check(rep.Seq) == seqDup {
-				return nil
-			}
-			src.mark(rep.Seq)
-			s.acceptedLocked(src, now)
-			d.prepare(s.agg)
-			s.mergeReportLocked(d, m, now, false)
-			s.agg.merge(rep, &d.order, m, now, false)
-			n++
 			return nil
 		})
 		if err != nil {
@@ -294,27 +257,57 @@ func (s *Server) replay() error {
 	return nil
 }
 
+// replayOne merges one logged report into m; it reports whether it was
+// merged (not undecodable, not a duplicate).
+func (s *Server) replayOne(d *decoded, body []byte, m *minute, now time.Time) bool {
+	rep := &d.rep
+	if err := rep.UnmarshalBinary(body); err != nil {
+		s.log.Warn("wal: undecodable report skipped", "minute", m.start, "err", err)
+		return false
+	}
+	s.screen(rep)
+	src := s.sourceLocked(sourceKey(rep.Source), now)
+	if src.last.IsZero() {
+		src.last, src.tokens = now, 4*s.cfg.SourceRate
+	}
+	if src.check(rep.Seq) == seqDup {
+		return false
+	}
+	src.mark(rep.Seq)
+	s.acceptedLocked(src, now)
+	d.prepare(s.agg)
+	s.mergeReportLocked(d, m, now, false)
+	s.agg.merge(rep, &d.order, m, now, false)
+	return true
+}
+
 // Handler returns the collector's HTTP API.
 func (s *Server) Handler() http.Handler {
+	h := httpAPI{s}
 	mux := http.NewServeMux()
 	mux.HandleFunc(api.PathReports, s.handleReports)
 	mux.Handle(otlpin.PathTraces, s.otlp.recv)
-	mux.HandleFunc(api.PathLive, s.authorized(RoleRead, s.handleLive))
-	mux.HandleFunc(api.PathStream, s.authorized(RoleRead, s.handleStream))
-	mux.HandleFunc(api.PathPolicy, s.handlePolicy)
-	mux.HandleFunc(api.PathReport, s.authorized(RoleRead, s.handleCostReport))
-	mux.HandleFunc(api.PathAudit, s.authorized(RoleAdmin, s.handleAudit))
-	mux.HandleFunc(api.PathHistory, s.authorized(RoleRead, s.handleHistory))
-	mux.HandleFunc(PathBudgets, s.handleBudgets) // budgets.go
-	mux.HandleFunc(PathRunaway, s.handleRunaway)
-	mux.HandleFunc(api.PathFreshness, s.authorized(RoleRead, s.handleFreshness))
-	mux.HandleFunc(api.PathFreshnessPolicy, s.handleFreshnessPolicy)
+	mux.HandleFunc(api.PathLive, h.authorized(RoleRead, h.handleLive))
+	mux.HandleFunc(api.PathStream, h.authorized(RoleRead, h.handleStream))
+	mux.HandleFunc(api.PathPolicy, h.handlePolicy)
+	mux.HandleFunc(api.PathReport, h.authorized(RoleRead, h.handleCostReport))
+	mux.HandleFunc(api.PathAudit, h.authorized(RoleAdmin, h.handleAudit))
+	mux.HandleFunc(api.PathHistory, h.authorized(RoleRead, h.handleHistory))
+	mux.HandleFunc(PathBudgets, h.handleBudgets) // budgets.go
+	mux.HandleFunc(PathRunaway, h.handleRunaway)
+	mux.HandleFunc(api.PathFreshness, h.authorized(RoleRead, h.handleFreshness))
+	mux.HandleFunc(api.PathFreshnessPolicy, h.handleFreshnessPolicy)
 	if s.cfg.Gatherer != nil {
-		mux.Handle("/metrics", s.authorized(RoleRead, promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}).ServeHTTP))
+		mux.Handle("/metrics", h.authorized(RoleRead, promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}).ServeHTTP))
 	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
-	return s.withFleet(mux)
+	return h.withFleet(mux)
 }
+
+// httpAPI is the collector's HTTP API but POST /v1/reports: each handler
+// checks the request, calls the part that answers it and maps its
+// result or error to a status. Each handler is in the file of its part.
+type httpAPI struct{ *Server }
 
 // Start listens on Config.Listen and runs the ticker, the sampler and the
 // demo fleet until Shutdown. It returns once listening.
@@ -323,81 +316,82 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("collector: listen: %w", err)
 	}
-	s.ln = ln
+	s.life.ln = ln
 	if err := s.listenOTLP(); err != nil {
 		ln.Close()
 		return err
 	}
-	s.httpSrv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
+	s.life.httpSrv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if err := s.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.life.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http server", "err", err)
 		}
 	}()
 	s.Run(ctx)
-	s.log.Info("collector listening", "addr", ln.Addr().String(), "store", redactStore(s.cfg.Store), "writer", s.writer, "demo", s.cfg.Demo, "sampler", s.cfg.Postgres != "")
+	s.log.Info("collector listening", "addr", ln.Addr().String(), "store", redactStore(s.cfg.Store), "writer", s.em.writer, "demo", s.cfg.Demo, "sampler", s.cfg.Postgres != "")
 	return nil
 }
 
 // Addr returns the address Start listens on.
 func (s *Server) Addr() string {
-	if s.ln == nil {
+	if s.life.ln == nil {
 		return ""
 	}
-	return s.ln.Addr().String()
+	return s.life.ln.Addr().String()
 }
 
 // Run starts the background work — the once-a-second tick that writes
 // closed minutes, the pg sampler and the demo fleet — without an HTTP
 // listener (for callers that serve Handler themselves). Shutdown stops it.
 func (s *Server) Run(ctx context.Context) {
-	ctx, s.cancel = context.WithCancel(ctx)
+	ctx, s.life.cancel = context.WithCancel(ctx)
 	s.startOTLP()
-	s.runQuotaSync(ctx, &s.wg)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		s.tickLoop(ctx)
-	}()
-	s.runFleet(ctx)
+	s.feat.quota.start(ctx, &s.wg)
+	s.goRun(func() { every(ctx, time.Second, func() { s.Tick(ctx, s.cfg.Now()) }) })
+	s.fleet.start(ctx, &s.wg)
 	if s.cfg.Postgres != "" {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.runSampler(ctx)
-		}()
+		s.goRun(func() {
+			s.pg.run(ctx, s.cfg, s.met, s.AddSample, s.feat.bud.checkRunaway)
+		})
 	}
 	if s.cfg.Demo {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			s.runDemo(ctx)
-		}()
+		s.goRun(func() { s.runDemo(ctx) })
 	}
 }
 
-func (s *Server) tickLoop(ctx context.Context) {
-	t := time.NewTicker(time.Second)
+// goRun runs f on a goroutine that Shutdown waits for.
+func (s *Server) goRun(f func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
+}
+
+// every calls f every d until ctx ends.
+func every(ctx context.Context, d time.Duration, f func()) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			s.Tick(ctx, s.cfg.Now())
+			f()
 		}
 	}
 }
 
 // Tick does the once-a-second work at now: writes minutes whose grace has
 // passed, drops minutes no late report can change, prunes idle state,
-// syncs the write-ahead log and checks the store. The server calls it
-// every second; tests call it with a fake clock.
+// syncs the write-ahead log, checks the store and runs each feature's
+// tick. The server calls it every second; tests call it with a fake
+// clock.
 func (s *Server) Tick(ctx context.Context, now time.Time) {
-	s.flushBudgetAudit(ctx) // budgets.go
+	s.feat.tick(ctx, now)
 	s.emit(ctx, now, false)
 	// The aggregator's part takes only its shards' locks (one at a time),
 	// so reports go on merging meanwhile; the ranking and the series have
@@ -406,81 +400,24 @@ func (s *Server) Tick(ctx context.Context, now time.Time) {
 	s.agg.flushRanking(now)
 	s.met.ranking.Rerank()
 	s.met.tenants.refresh(s.met.ranking.Members(), now)
+	s.policy.prune(now)
 	s.mu.Lock()
-	s.pruneLocked(now)
-	s.prunePolicyLocked(now)
-	for _, sv := range s.view.services {
-		if v, ok := sv.sig.ValueAt(now); ok && !math.IsNaN(v) && !math.IsInf(v, 0) {
-			sv.ratio.set(now.Unix()-1, v)
-		}
-	}
-	var walBytes int64
-	var wals []*walFile
-	for _, m := range s.minutes {
-		if m.wal != nil {
-			walBytes += m.wal.size.Load()
-			wals = append(wals, m.wal)
-		}
-	}
-	s.met.walBytes.Set(float64(walBytes))
+	s.view.prune(now)
+	s.in.prune(now, time.Minute+s.cfg.Grace+s.cfg.LateKeep)
+	wals := s.view.tick(now, s.minutes)
 	s.met.openMinutes.Set(float64(len(s.minutes)))
 	s.met.sources.Set(float64(len(s.in.sources)))
 	s.met.tenantsTracked.Set(float64(s.agg.tenants.Load()))
-	clear(s.view.snapCache)
 	s.mu.Unlock()
+	var walBytes int64
 	for _, w := range wals {
+		walBytes += w.size.Load()
 		w.sync() // fsync outside the merge lock
 	}
-	if s.store != nil && now.Unix()%5 == 0 {
-		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		err := s.store.Ping(pctx)
-		cancel()
-		if err == nil {
-			err = s.spoolDraining()
-		}
-		s.mu.Lock()
-		if err != nil {
-			s.storeErr = err.Error()
-			s.met.storeHealthy.Set(0)
-		} else {
-			s.storeErr = ""
-			s.met.storeHealthy.Set(1)
-		}
-		s.mu.Unlock()
+	s.met.walBytes.Set(float64(walBytes))
+	if now.Unix()%5 == 0 {
+		s.em.check(ctx)
 	}
-}
-
-// nextVersionLocked returns a rollup version above every one this writer
-// used before, across restarts: it follows the clock, and never goes below
-// the last version, which is kept in DataDir so a clock set back across a
-// restart cannot make a re-emitted row lose to an older one.
-func (s *Server) nextVersionLocked() uint64 {
-	v := max(s.version+1, uint64(s.cfg.Now().UnixNano()))
-	s.version = v
-	p := filepath.Join(s.cfg.DataDir, versionFile)
-	if err := os.WriteFile(p+".tmp", []byte(strconv.FormatUint(v, 10)), 0o600); err == nil {
-		os.Rename(p+".tmp", p)
-	}
-	return v
-}
-
-const versionFile = "version"
-
-func loadVersion(dir string) uint64 {
-	b, err := os.ReadFile(filepath.Join(dir, versionFile))
-	if err != nil {
-		return 0
-	}
-	v, _ := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
-	return v
-}
-
-// emission is what one minute hands to the store.
-type emission struct {
-	m       *minute
-	rollups []store.Rollup
-	hotKeys []store.HotKey
-	stmts   []store.Statement
 }
 
 // emit writes every changed minute whose grace has passed (all changed
@@ -491,10 +428,10 @@ func (s *Server) emit(ctx context.Context, now time.Time, all bool) {
 	for k, m := range s.minutes {
 		closeAt := m.start.Add(time.Minute + s.cfg.Grace)
 		if m.dirty.Load() && (all || !now.Before(closeAt)) {
-			if s.store == nil {
+			if s.em.store == nil {
 				m.dirty.Store(false)
 			} else {
-				todo = append(todo, s.buildLocked(m))
+				todo = append(todo, s.em.build(m))
 			}
 		}
 		if !m.dirty.Load() && m.merging.Load() == 0 && !now.Before(closeAt.Add(s.cfg.LateKeep)) {
@@ -515,89 +452,7 @@ func (s *Server) emit(ctx context.Context, now time.Time, all bool) {
 		}
 	}
 	s.mu.Unlock()
-	for _, e := range todo {
-		err := s.write(ctx, e)
-		switch {
-		case err == nil:
-		case errors.Is(err, store.ErrInvalid):
-			// Writing again cannot make these rows valid; say so loudly.
-			s.met.storeErrors.Inc()
-			s.log.Error("store refused rows of a minute as invalid; they are not retried", "minute", e.m.start, "err", err)
-		default:
-			s.met.storeErrors.Inc()
-			s.log.Error("minute not written; trying again next tick", "minute", e.m.start, "err", err)
-			e.m.dirty.Store(true)
-		}
-	}
-}
-
-// write hands one minute's rows to the store, table by table; an invalid
-// table does not keep the others from being written.
-func (s *Server) write(ctx context.Context, e emission) error {
-	var errs []error
-	if err := s.store.WriteRollups(ctx, e.rollups); err != nil {
-		errs = append(errs, err)
-	} else {
-		s.met.rollupsWritten.WithLabelValues("rollups").Add(float64(len(e.rollups)))
-	}
-	if err := s.store.WriteHotKeys(ctx, e.hotKeys); err != nil {
-		errs = append(errs, err)
-	} else {
-		s.met.rollupsWritten.WithLabelValues("hot_keys").Add(float64(len(e.hotKeys)))
-	}
-	if err := s.store.WriteStatements(ctx, e.stmts); err != nil {
-		errs = append(errs, err)
-	} else {
-		s.met.rollupsWritten.WithLabelValues("statements").Add(float64(len(e.stmts)))
-	}
-	for _, err := range errs {
-		if !errors.Is(err, store.ErrInvalid) {
-			return errors.Join(errs...) // retried: the writes are idempotent
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// buildLocked turns a minute into store rows at a new version and marks it
-// clean. s.mu is held.
-func (s *Server) buildLocked(m *minute) emission {
-	v := s.nextVersionLocked()
-	m.dirty.Store(false) // before the rows are read: see minute.dirty
-	e := emission{m: m, rollups: make([]store.Rollup, 0, m.nrows.Load())}
-	s.agg.rows(m, func(k rowKey, a *rowAgg) {
-		r := store.Rollup{
-			Minute: m.start, Writer: s.writer, Version: v,
-			Service: k.service, Tenant: k.tenant, Route: k.route, Tier: a.tier(), Kind: k.kind.String(),
-			Count: a.count, Errors: a.errors, DurationSeconds: a.dur, RU: a.ru,
-			Bytes: a.bytes, Rows: a.rows, ActiveSessionSeconds: a.active,
-			Latency: a.lat.Clone(),
-		}
-		if r.Tenant == "" && k.kind == meter.KindPG {
-			r.Tenant = "" // untagged sessions: the unattributed line of cost reports
-		}
-		e.rollups = append(e.rollups, r)
-	})
-	if m.keys != nil {
-		at := make(map[string]int)
-		for _, c := range m.keys.Top(hotKeysPerMinute) {
-			k := s.cleanKey(c.Key)
-			if i, dup := at[k]; dup { // two keys cut to the same prefix
-				addSat(&e.hotKeys[i].Count, c.Count)
-				addSat(&e.hotKeys[i].Err, c.Err)
-				continue
-			}
-			at[k] = len(e.hotKeys)
-			e.hotKeys = append(e.hotKeys, store.HotKey{
-				Minute: m.start, Writer: s.writer, Version: v,
-				Key: k, Tenant: m.keyTenants[c.Key], Count: c.Count, Err: c.Err,
-			})
-		}
-	}
-	for _, st := range m.stmts {
-		e.stmts = append(e.stmts, st)
-	}
-	m.stmts = nil // statements are written once
-	return e
+	s.em.writeAll(ctx, todo)
 }
 
 // Shutdown stops accepting work, writes every open minute, flushes the
@@ -612,14 +467,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.closed = true
 	s.mu.Unlock()
-	s.doneChan()
-	close(s.done)
+	close(s.life.doneChan())
 	var errs []error
-	if s.httpSrv != nil {
-		errs = append(errs, s.httpSrv.Shutdown(ctx))
+	if s.life.httpSrv != nil {
+		errs = append(errs, s.life.httpSrv.Shutdown(ctx))
 	}
-	if s.cancel != nil {
-		s.cancel()
+	if s.life.cancel != nil {
+		s.life.cancel()
 	}
 	s.wg.Wait()
 	s.emit(ctx, s.cfg.Now(), true)
@@ -631,14 +485,17 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 	}
 	s.mu.Unlock()
-	if s.spool != nil {
-		if err := s.spool.Flush(ctx); err != nil {
-			s.log.Warn("spool not empty at shutdown; kept on disk for the next start", "err", err)
-		}
-		errs = append(errs, s.spool.Close())
-	}
-	s.lock.Close()
+	errs = append(errs, s.em.close(ctx))
+	s.life.lock.Close()
 	return errors.Join(errs...)
+}
+
+// doneChan is closed when the background work stops (Shutdown); streams
+// and held refusals end with it so that http.Server.Shutdown does not wait
+// for them.
+func (l *lifecycle) doneChan() chan struct{} {
+	l.doneOnce.Do(func() { l.done = make(chan struct{}) })
+	return l.done
 }
 
 // handleReports is POST /v1/reports.

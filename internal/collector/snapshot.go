@@ -13,7 +13,6 @@ import (
 	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/spacesaving"
-	"github.com/qtop-dev/qtop/tenant"
 )
 
 const (
@@ -60,7 +59,7 @@ func (s *Server) Snapshot(now time.Time, measure string, n int) api.Snapshot {
 		return *c
 	}
 	s.mu.Unlock()
-	dropped := s.droppedRows() // gathers metrics: not under s.mu
+	dropped := droppedRows(s.cfg.Gatherer) // gathers metrics: not under s.mu
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	snap := s.snapshotLocked(now, measure, n)
@@ -72,6 +71,9 @@ func (s *Server) Snapshot(now time.Time, measure string, n int) api.Snapshot {
 	return snap
 }
 
+// snapshotLocked makes the live view at now from every part. s.mu is
+// held; the aggregator's shards, the features' and the policy's locks are
+// taken inside.
 func (s *Server) snapshotLocked(now time.Time, measure string, n int) api.Snapshot {
 	sec := now.Unix()
 	snap := api.Snapshot{
@@ -86,28 +88,38 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) api.Snapsh
 	case s.cfg.Postgres != "" && len(s.in.sources) == 0:
 		snap.Source = api.SourcePostgres
 	}
-	active := s.policy.Active(now)
-	snap.Policy = policy.Policy{Version: s.policy.Version, Rules: active, Updated: s.policy.Updated}
+	s.policy.read(func(p *policy.Policy) {
+		snap.Policy = policy.Policy{Version: p.Version, Rules: p.Active(now), Updated: p.Updated}
+	})
 	throttled := make(map[string]bool)
-	for _, r := range active {
+	for _, r := range snap.Policy.Rules {
 		if r.Tenant != "" && !r.Shadow {
 			throttled[r.Tenant] = true
 		}
 	}
+	tenantRows(s.agg, &snap, sec, measure, n, throttled)
+	s.view.snapshot(&snap, now, s.guard)
+	s.feat.snapshot(&snap, now)
+	s.pg.snapshot(&snap)
+	snap.Collector = s.statusLocked(now)
+	return snap
+}
 
-	// Tenants.
-	type trow struct {
-		name string
-		sh   int // the shard it is in
-		tl   *tenantLive
-		r    rates
-	}
-	// The rates of every tenant first (shard by shard), then the details
-	// of those shown, each under its shard's lock again.
-	rows := make([]trow, 0, s.agg.tenants.Load())
+// trow is a tenant's rates at a second, and where the tenant is.
+type trow struct {
+	name string
+	sh   int // the shard it is in
+	tl   *tenantLive
+	r    rates
+}
+
+// rankTenants returns the active tenants at sec ordered by measure, and
+// their total, taking each shard's lock once.
+func rankTenants(agg *aggregator, sec int64, measure string) ([]trow, float64) {
+	rows := make([]trow, 0, agg.tenants.Load())
 	var total float64
 	var lats []*sparse
-	s.agg.eachTenant(func(sh int, name string, tl *tenantLive) {
+	agg.eachTenant(func(sh int, name string, tl *tenantLive) {
 		r := tl.w.ratesP95(sec, false)
 		if !r.active {
 			return
@@ -118,7 +130,6 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) api.Snapsh
 		rows = append(rows, trow{name, sh, tl, r})
 		total = finiteSum(total, measureOf(r, measure))
 	})
-	snap.TenantsSeen = len(rows)
 	slices.SortFunc(rows, func(a, b trow) int {
 		ma, mb := measureOf(a.r, measure), measureOf(b.r, measure)
 		if ma != mb {
@@ -129,120 +140,155 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) api.Snapsh
 		}
 		return strings.Compare(a.name, b.name)
 	})
+	return rows, total
+}
+
+// tenantRows fills the tenants of a snapshot: the top n by measure, each
+// with its details (under its shard's lock again), then "other".
+func tenantRows(agg *aggregator, snap *api.Snapshot, sec int64, measure string, n int, throttled map[string]bool) {
+	rows, total := rankTenants(agg, sec, measure)
+	snap.TenantsSeen = len(rows)
 	share := func(v float64) float64 {
 		if total <= 0 || measure == api.MeasureP95 {
 			return 0
 		}
 		return v / total
 	}
-	var other api.TenantRow
-	var otherLat sparse
-	otherHist := make([]float64, histN)
-	hasOther := false
+	var other otherTenants
+	var lats []*sparse
 	for i, tr := range rows {
+		agg.lock(tr.sh)
 		if i >= n || tr.name == meter.OtherTenant {
-			s.agg.lock(tr.sh)
-			hasOther = true
-			other.DBLoad = finiteSum(other.DBLoad, tr.r.db)
-			other.RUPerSec = finiteSum(other.RUPerSec, tr.r.ru)
-			other.ReqPerSec += tr.r.req
-			other.ErrPerSec += tr.r.err
-			other.Share += share(measureOf(tr.r, measure))
-			for _, l := range tr.tl.latencies(sec, lats[:0]) {
-				otherLat.Merge(l)
-			}
-			h := &tr.tl.hru
-			if measure == api.MeasureDB {
-				h = &tr.tl.hdb
-			}
-			for k, v := range h.series(sec) {
-				otherHist[k] = finiteSum(otherHist[k], v)
-			}
-			s.agg.unlock(tr.sh)
-			continue
-		}
-		s.agg.lock(tr.sh)
-		if measure != api.MeasureP95 {
-			tr.r.p95, lats = tr.tl.p95(sec, lats)
-		}
-		row := api.TenantRow{
-			Tenant: tr.name, Untagged: tr.name == meter.UnknownTenant, Tier: tr.tl.tier.String(),
-			DBLoad: tr.r.db, RUPerSec: tr.r.ru, ReqPerSec: tr.r.req, ErrPerSec: tr.r.err, P95Seconds: tr.r.p95,
-			Share: share(measureOf(tr.r, measure)), Throttled: throttled[tr.name],
-		}
-		if measure == api.MeasureDB {
-			row.History = tr.tl.hdb.series(sec)
+			lats = other.add(tr, sec, measure, share(measureOf(tr.r, measure)), lats)
 		} else {
-			row.History = tr.tl.hru.series(sec)
+			var row api.TenantRow
+			row, lats = tenantRow(tr, sec, measure, lats)
+			row.Share, row.Throttled = share(measureOf(tr.r, measure)), throttled[tr.name]
+			snap.Tenants = append(snap.Tenants, row)
 		}
-		if len(tr.tl.waits) > 0 {
-			row.Waits = make(map[string]float64, len(tr.tl.waits))
-			for k, v := range tr.tl.waits {
-				row.Waits[k] = v
-			}
-		}
-		type rrow struct {
-			name string
-			r    rates
-		}
-		var rr []rrow
-		for name, w := range tr.tl.routes {
-			if r := w.rates(sec); r.active {
-				rr = append(rr, rrow{name, r})
-			}
-		}
-		slices.SortFunc(rr, func(a, b rrow) int {
-			ma, mb := measureOf(a.r, measure), measureOf(b.r, measure)
-			if ma != mb {
-				if ma > mb {
-					return -1
-				}
-				return 1
-			}
-			return strings.Compare(a.name, b.name)
-		})
-		for _, x := range rr[:min(len(rr), routesShown)] {
-			row.Routes = append(row.Routes, api.RouteRow{Route: x.name, DBLoad: x.r.db, RUPerSec: x.r.ru,
-				ReqPerSec: x.r.req, ErrPerSec: x.r.err, P95Seconds: x.r.p95})
-		}
-		s.agg.unlock(tr.sh)
-		snap.Tenants = append(snap.Tenants, row)
+		agg.unlock(tr.sh)
 	}
-	if hasOther {
-		other.Tenant = api.OtherTenant
-		if otherLat.Count() > 0 {
-			other.P95Seconds = otherLat.Quantile(0.95)
-		}
-		other.History = otherHist
-		snap.Tenants = append(snap.Tenants, other)
+	if other.any {
+		snap.Tenants = append(snap.Tenants, other.row())
 	}
 	if snap.Tenants == nil {
 		snap.Tenants = []api.TenantRow{}
 	}
+}
 
-	// Hot keys over the window.
+// tenantRow is a shown tenant's row; its shard's lock is held.
+func tenantRow(tr trow, sec int64, measure string, lats []*sparse) (api.TenantRow, []*sparse) {
+	if measure != api.MeasureP95 {
+		tr.r.p95, lats = tr.tl.p95(sec, lats)
+	}
+	row := api.TenantRow{
+		Tenant: tr.name, Untagged: tr.name == meter.UnknownTenant, Tier: tr.tl.tier.String(),
+		DBLoad: tr.r.db, RUPerSec: tr.r.ru, ReqPerSec: tr.r.req, ErrPerSec: tr.r.err, P95Seconds: tr.r.p95,
+	}
+	if measure == api.MeasureDB {
+		row.History = tr.tl.hdb.series(sec)
+	} else {
+		row.History = tr.tl.hru.series(sec)
+	}
+	if len(tr.tl.waits) > 0 {
+		row.Waits = make(map[string]float64, len(tr.tl.waits))
+		for k, v := range tr.tl.waits {
+			row.Waits[k] = v
+		}
+	}
+	type rrow struct {
+		name string
+		r    rates
+	}
+	var rr []rrow
+	for name, w := range tr.tl.routes {
+		if r := w.rates(sec); r.active {
+			rr = append(rr, rrow{name, r})
+		}
+	}
+	slices.SortFunc(rr, func(a, b rrow) int {
+		ma, mb := measureOf(a.r, measure), measureOf(b.r, measure)
+		if ma != mb {
+			if ma > mb {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	for _, x := range rr[:min(len(rr), routesShown)] {
+		row.Routes = append(row.Routes, api.RouteRow{Route: x.name, DBLoad: x.r.db, RUPerSec: x.r.ru,
+			ReqPerSec: x.r.req, ErrPerSec: x.r.err, P95Seconds: x.r.p95})
+	}
+	return row, lats
+}
+
+// otherTenants sums the tenants beyond the top n.
+type otherTenants struct {
+	sum  api.TenantRow
+	lat  sparse
+	hist []float64
+	any  bool
+}
+
+// add sums a tenant into "other"; its shard's lock is held.
+func (o *otherTenants) add(tr trow, sec int64, measure string, share float64, lats []*sparse) []*sparse {
+	if o.hist == nil {
+		o.hist = make([]float64, histN)
+	}
+	o.any = true
+	o.sum.DBLoad = finiteSum(o.sum.DBLoad, tr.r.db)
+	o.sum.RUPerSec = finiteSum(o.sum.RUPerSec, tr.r.ru)
+	o.sum.ReqPerSec += tr.r.req
+	o.sum.ErrPerSec += tr.r.err
+	o.sum.Share += share
+	lats = tr.tl.latencies(sec, lats[:0])
+	for _, l := range lats {
+		o.lat.Merge(l)
+	}
+	h := &tr.tl.hru
+	if measure == api.MeasureDB {
+		h = &tr.tl.hdb
+	}
+	for k, v := range h.series(sec) {
+		o.hist[k] = finiteSum(o.hist[k], v)
+	}
+	return lats
+}
+
+func (o *otherTenants) row() api.TenantRow {
+	r := o.sum
+	r.Tenant = api.OtherTenant
+	if o.lat.Count() > 0 {
+		r.P95Seconds = o.lat.Quantile(0.95)
+	}
+	r.History = o.hist
+	return r
+}
+
+// snapshot fills the hot keys and the services of a snapshot at now.
+func (v *liveView) snapshot(snap *api.Snapshot, now time.Time, guard *guardMetrics) {
+	sec := now.Unix()
 	merged := spacesaving.New(keyCapacity)
 	for j := range ringN {
-		if ks := s.view.keys[j]; ks != nil && s.view.keyStamp[j] >= sec-rateN && s.view.keyStamp[j] < sec {
+		if ks := v.keys[j]; ks != nil && v.keyStamp[j] >= sec-rateN && v.keyStamp[j] < sec {
 			merged.Merge(ks)
 		}
 	}
 	snap.HotKeys = []api.HotKeyRow{}
 	for _, c := range merged.Top(hotKeysShown) {
-		hk := api.HotKeyRow{Key: s.cleanKey(c.Key), Tenant: s.view.keyTenants[c.Key], Count: c.Count, Err: c.Err}
+		hk := api.HotKeyRow{Key: guard.cleanKey(c.Key), Tenant: v.keyTenants[c.Key], Count: c.Count, Err: c.Err}
 		if t := merged.Total(); t > 0 {
 			hk.Share = float64(c.Count) / float64(t)
 		}
 		snap.HotKeys = append(snap.HotKeys, hk)
 	}
-
-	// Services.
 	snap.Services = []api.ServiceRow{}
-	for name, sv := range s.view.services {
+	for name, sv := range v.services {
 		r := sv.w.rates(sec)
-		v, ok := sv.sig.ValueAt(now)
-		if !ok || math.IsNaN(v) || math.IsInf(v, 0) {
-			v = 0
+		ratio, ok := sv.sig.ValueAt(now)
+		if !ok || math.IsNaN(ratio) || math.IsInf(ratio, 0) {
+			ratio = 0
 		}
 		level := 0
 		for j := range ringN {
@@ -251,42 +297,17 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) api.Snapsh
 			}
 		}
 		snap.Services = append(snap.Services, api.ServiceRow{
-			Service: name, Ratio: v, History: sv.ratio.series(sec),
+			Service: name, Ratio: ratio, History: sv.ratio.series(sec),
 			Enter: 0.5, Exit: 0.65, Degraded: sv.sig.DegradedAt(now),
 			ShedLevel: level, ReqPerSec: r.req, P95Seconds: r.p95, Processes: len(sv.procs),
 		})
 	}
 	slices.SortFunc(snap.Services, func(a, b api.ServiceRow) int { return strings.Compare(a.Service, b.Service) })
+}
 
-	// Enforcement.
-	for t := range tenant.NumTiers {
-		tr := &snap.Enforcement.Tiers[t]
-		tr.Tier = tenant.Tier(t + 1).String()
-		tr.PriceMultiplier = 1
-		for j := range ringN {
-			es := &s.view.enf[j]
-			if es.stamp < sec-rateN || es.stamp >= sec {
-				continue
-			}
-			tr.PriceMultiplier = max(tr.PriceMultiplier, es.e.PriceMultiplier[t])
-			tr.Admitted += es.e.Admitted[t]
-			tr.Throttled += es.e.Throttled[t]
-			tr.Shed += es.e.Shed[t]
-			tr.ShadowThrottled += es.e.ShadowThrottled[t]
-			tr.ShadowShed += es.e.ShadowShed[t]
-			tr.Dropped += es.e.Dropped[t]
-			tr.ShadowDropped += es.e.ShadowDropped[t]
-		}
-	}
-	snap.PoolWait = poolRows(&s.view.enf, sec)
-
-	s.budgetSnapshotLocked(&snap, now, sec) // budgets.go
-
-	// Sampler.
-	snap.Statements = append([]api.StatementRow{}, s.pg.statements...)
-	snap.Blocked = append([]api.BlockRow(nil), s.pg.blocked...)
-
-	// Collector.
+// statusLocked is the collector's own status at now. s.mu is held.
+func (s *Server) statusLocked(now time.Time) api.CollectorStatus {
+	sec := now.Unix()
 	var reports uint64
 	for _, c := range s.view.reportsSec {
 		if c.stamp >= sec-rateN && c.stamp < sec {
@@ -306,24 +327,14 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) api.Snapsh
 		Rejected:      sumCounterVec(s.met.rejected),
 		Duplicates:    uint64(counterValue(s.met.duplicates)),
 		Store:         redactStore(s.cfg.Store),
-		StoreHealthy:  s.store != nil && s.storeErr == "",
-		StoreError:    s.storeErr,
 		Sampler:       s.cfg.Postgres != "",
-		SamplerError:  s.pg.err,
 	}
-	if s.spool != nil {
-		st := s.spool.Stats()
-		cs.SpoolBytes, cs.DeadLetters = st.Bytes, st.DeadLetters
-		if !st.Oldest.IsZero() {
-			cs.SpoolOldestSeconds = time.Since(st.Oldest).Seconds()
-		}
-	}
-	cs.MalformedComments, cs.TruncatedStatements = s.pg.metrics.Counts()
-	snap.Collector = cs
-	return snap
+	s.em.status(&cs)
+	s.pg.status(&cs)
+	return cs
 }
 
-func (s *Server) parseLiveQuery(r *http.Request) (string, int, error) {
+func (s httpAPI) parseLiveQuery(r *http.Request) (string, int, error) {
 	q := r.URL.Query()
 	measure := q.Get("by")
 	switch measure {
@@ -344,18 +355,11 @@ func (s *Server) parseLiveQuery(r *http.Request) (string, int, error) {
 	return measure, n, nil
 }
 
-func (s *Server) handleLive(w http.ResponseWriter, r *http.Request) {
+func (s httpAPI) handleLive(w http.ResponseWriter, r *http.Request) {
 	measure, n, err := s.parseLiveQuery(r)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error(), 0)
 		return
 	}
 	writeJSON(w, http.StatusOK, s.Snapshot(s.cfg.Now(), measure, n))
-}
-
-// doneChan is closed when the background work stops (Shutdown); streams
-// end with it so that http.Server.Shutdown does not wait for them.
-func (s *Server) doneChan() <-chan struct{} {
-	s.doneOnce.Do(func() { s.done = make(chan struct{}) })
-	return s.done
 }

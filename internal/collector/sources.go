@@ -25,23 +25,27 @@ const promoteAfter = 3
 // answers to junk (holdRefusal), keeps decoded reports for reuse, and
 // keeps the table of reporting processes — their admission bucket, the
 // duplicate filter and probation. Its channels and semaphore need no
-// lock; sources and admit are under Server.mu.
+// lock; sources and admit are under Server.mu (with the open minutes the
+// reports go to).
 type intake struct {
-	inflight chan struct{}       // bounds reports decoded at once
-	held     chan struct{}       // bounds refusals held back (screen.go)
-	reports  chan *decoded       // decoded reports kept for reuse
-	decode   *semaphore.Weighted // bytes of memory decodes may take at once
-	sources  map[string]*source
-	admit    admission
+	maxSources int // Config.MaxSources
+	guard      *guardMetrics
+	inflight   chan struct{}       // bounds reports decoded at once
+	held       chan struct{}       // bounds refusals held back (screen.go)
+	reports    chan *decoded       // decoded reports kept for reuse
+	decode     *semaphore.Weighted // bytes of memory decodes may take at once
+	sources    map[string]*source
+	admit      admission
 }
 
-func newIntake() intake {
+func newIntake(cfg Config) intake {
 	return intake{
-		inflight: make(chan struct{}, 64),
-		held:     make(chan struct{}, maxHeldRefusals),
-		reports:  make(chan *decoded, pooledReports),
-		decode:   semaphore.NewWeighted(decodeMemory),
-		sources:  make(map[string]*source),
+		maxSources: cfg.MaxSources,
+		inflight:   make(chan struct{}, 64),
+		held:       make(chan struct{}, maxHeldRefusals),
+		reports:    make(chan *decoded, pooledReports),
+		decode:     semaphore.NewWeighted(decodeMemory),
+		sources:    make(map[string]*source),
 	}
 }
 
@@ -52,47 +56,56 @@ type admission struct {
 	established int
 }
 
-func (s *Server) probationCap() int { return max(s.cfg.MaxSources/10, 16) }
+func (in *intake) probationCap() int { return max(in.maxSources/10, 16) }
 
-// sourceLocked returns the source of key, admitting a new one on
-// probation. s.mu is held.
-func (s *Server) sourceLocked(key string, now time.Time) *source {
-	if src := s.in.sources[key]; src != nil {
+// sourceLocked is Ingest's name for intake.source. s.mu is held.
+func (s *Server) sourceLocked(key string, now time.Time) *source { return s.in.source(key, now) }
+
+// acceptedLocked is Ingest's name for intake.accepted. s.mu is held.
+func (s *Server) acceptedLocked(src *source, now time.Time) { s.in.accepted(src, now) }
+
+// source returns the source of key, admitting a new one on probation.
+func (in *intake) source(key string, now time.Time) *source {
+	if src := in.sources[key]; src != nil {
 		return src
 	}
 	src := &source{key: strings.Clone(key), first: now.Unix()}
-	a := &s.in.admit
-	if n := s.probationCap(); len(a.ring) < n {
+	a := &in.admit
+	if n := in.probationCap(); len(a.ring) < n {
 		a.ring = append(a.ring, src)
 	} else {
 		old := a.ring[a.head]
-		if !old.est && s.in.sources[old.key] == old {
-			delete(s.in.sources, old.key)
-			s.guard.sourcesEvicted.Inc()
+		if !old.est && in.sources[old.key] == old {
+			delete(in.sources, old.key)
+			in.guard.sourcesEvicted.Inc()
 		}
 		a.ring[a.head] = src
 		a.head = (a.head + 1) % n
 	}
-	s.in.sources[src.key] = src
+	in.sources[src.key] = src
 	return src
 }
 
-// acceptedLocked counts an accepted report of src at now and establishes
-// it when it has earned it. s.mu is held.
-func (s *Server) acceptedLocked(src *source, now time.Time) {
+// accepted counts an accepted report of src at now and establishes it
+// when it has earned it.
+func (in *intake) accepted(src *source, now time.Time) {
 	src.accepted++
-	if !src.est && src.accepted >= promoteAfter && now.Unix() > src.first && s.in.admit.established < s.cfg.MaxSources {
+	if !src.est && src.accepted >= promoteAfter && now.Unix() > src.first && in.admit.established < in.maxSources {
 		src.est = true
-		s.in.admit.established++
+		in.admit.established++
 	}
 }
 
-// forgetLocked removes an idle source. s.mu is held.
-func (s *Server) forgetLocked(key string, src *source) {
-	if src.est {
-		s.in.admit.established--
+// prune forgets the sources idle for longer than idle at now.
+func (in *intake) prune(now time.Time, idle time.Duration) {
+	for k, src := range in.sources {
+		if now.Sub(src.last) > idle {
+			if src.est {
+				in.admit.established--
+			}
+			delete(in.sources, k)
+		}
 	}
-	delete(s.in.sources, key)
 }
 
 // pend, unpend and isPending track the sequence numbers of a source whose

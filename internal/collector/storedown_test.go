@@ -118,7 +118,7 @@ func TestClickHouseDownMidRun(t *testing.T) {
 	px.down()
 	clk.Set(time.Date(2026, 3, 4, 9, 1, 10, 0, time.UTC))
 	s.Tick(ctx, clk.Now()) // 09:00 closes while the store is down
-	if rows, _ := s.spool.Pending(); rows == 0 {
+	if rows, _ := s.em.spool.Pending(); rows == 0 {
 		t.Fatal("minute not spooled while the store is down")
 	}
 	feed(30) // 09:01:11 … 09:01:40
@@ -131,7 +131,7 @@ func TestClickHouseDownMidRun(t *testing.T) {
 	px.up()
 	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := s.spool.Flush(fctx); err != nil {
+	if err := s.em.spool.Flush(fctx); err != nil {
 		t.Fatalf("spool did not drain after the store came back: %v", err)
 	}
 	if err := s.Shutdown(ctx); err != nil {
@@ -177,20 +177,21 @@ func TestClickHouseDownAtStart(t *testing.T) {
 	}
 	ctx := context.Background()
 	s.Tick(ctx, time.Date(2026, 3, 4, 9, 1, 10, 0, time.UTC))
-	if rows, _ := s.spool.Pending(); rows == 0 {
+	if rows, _ := s.em.spool.Pending(); rows == 0 {
 		t.Fatal("minute not spooled")
 	}
 	px.up()
 	defer px.down()
 	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	for {
-		if err := s.spool.Flush(fctx); err == nil {
-			break
-		} else if fctx.Err() != nil {
-			t.Fatalf("spool did not drain: %v", err)
-		}
-		time.Sleep(500 * time.Millisecond) // the store is opened at most every 2 s
+	// The store is opened again at most every retryOpen, on the
+	// collector's clock.
+	if err := s.em.spool.Flush(fctx); err == nil {
+		t.Fatal("the store was opened again before retryOpen")
+	}
+	clk.Add(retryOpen)
+	if err := s.em.spool.Flush(fctx); err != nil {
+		t.Fatalf("spool did not drain: %v", err)
 	}
 	if err := s.Shutdown(ctx); err != nil {
 		t.Fatal(err)

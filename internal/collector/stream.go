@@ -30,7 +30,7 @@ type streams struct {
 }
 
 // event returns the encoded server-sent event of the snapshot at now.
-func (s *Server) event(now time.Time, measure string, n int) ([]byte, error) {
+func (s httpAPI) event(now time.Time, measure string, n int) ([]byte, error) {
 	key := snapKey{now.Unix(), measure, n}
 	st := &s.streams
 	st.mu.Lock()
@@ -64,7 +64,7 @@ func (s *Server) event(now time.Time, measure string, n int) ([]byte, error) {
 }
 
 // handleStream sends one snapshot per second as a server-sent event.
-func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
+func (s httpAPI) handleStream(w http.ResponseWriter, r *http.Request) {
 	measure, n, err := s.parseLiveQuery(r)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error(), 0)
@@ -77,7 +77,7 @@ func (s *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 // leaves or the server stops: at most maxStreams streams at once (503
 // beyond), each write within streamWriteTimeout. The live stream and the
 // fleet's (fleet.go) both serve through it.
-func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, next func() ([]byte, error)) {
+func (s httpAPI) serveEvents(w http.ResponseWriter, r *http.Request, next func() ([]byte, error)) {
 	if s.streams.n.Add(1) > maxStreams {
 		s.streams.n.Add(-1)
 		writeError(w, http.StatusServiceUnavailable,
@@ -106,7 +106,7 @@ func (s *Server) serveEvents(w http.ResponseWriter, r *http.Request, next func()
 	}
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
-	done := s.doneChan()
+	done := s.life.doneChan()
 	for {
 		select {
 		case <-r.Context().Done():

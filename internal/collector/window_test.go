@@ -115,11 +115,14 @@ func TestConcurrentIngestExact(t *testing.T) {
 		go func() {
 			defer func() { done <- struct{}{} }()
 			for _, b := range bodies[w] {
-				for {
-					st, _, _, _, _ := f.s.Ingest(b)
-					if st == 200 {
-						break
-					}
+				// Retried as a reporter would, a bounded number of times.
+				st, tries := 0, 0
+				for ; st != 200 && tries < 1000; tries++ {
+					st, _, _, _, _ = f.s.Ingest(b)
+				}
+				if st != 200 {
+					t.Errorf("a report refused %d times, last with %d", tries, st)
+					return
 				}
 				f.s.Ingest(b) // the retry of a report whose reply was lost
 			}

@@ -95,7 +95,8 @@ func run(t *testing.T, sc scenario) result {
 		reg := prometheus.NewRegistry()
 		regs = append(regs, reg)
 		s, err := collector.New(collector.Config{Listen: "127.0.0.1:0", Store: collector.StoreNone, DataDir: t.TempDir(), Registerer: reg,
-			SourceRate: 1000, Writer: fmt.Sprintf("sim-%d-%d", i, rand.Uint32()), QuotaRedis: redisAddr, QuotaSync: sc.interval, QuotaPrefix: prefix})
+			IntakeConfig: collector.IntakeConfig{SourceRate: 1000}, Writer: fmt.Sprintf("sim-%d-%d", i, rand.Uint32()),
+			QuotaConfig: collector.QuotaConfig{QuotaRedis: redisAddr, QuotaSync: sc.interval, QuotaPrefix: prefix}})
 		if err != nil {
 			t.Fatal(err)
 		}

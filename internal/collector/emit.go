@@ -1,0 +1,259 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/qtop-dev/qtop/api"
+	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/store"
+)
+
+// emitter writes the rows of closed minutes to the store, through the
+// on-disk spool, at versions above every one this writer used before,
+// and watches the store's health. Its lock guards the version and the
+// store's last error; the store and the spool are set once by New.
+type emitter struct {
+	store  store.Store  // the spool in front of the store; nil with StoreNone
+	spool  *store.Spool // nil with StoreNone
+	writer string
+	dir    string // DataDir, where the last version is kept
+	agg    *aggregator
+	met    *metrics
+	guard  *guardMetrics
+	log    *slog.Logger
+	now    func() time.Time
+
+	mu       sync.Mutex
+	version  uint64 // of the last emission (nextVersion)
+	storeErr string
+}
+
+// openStore opens cfg.Store behind its spool (nothing with StoreNone) and
+// returns the store behind the spool, for the fleet's shared policy. A
+// ClickHouse server that does not answer yet is opened later (lazyStore).
+func (e *emitter) openStore(cfg Config) (next store.Store, err error) {
+	e.version = loadVersion(cfg.DataDir)
+	if cfg.Store == StoreNone {
+		return nil, nil
+	}
+	open := cfg.OpenStore
+	if open == nil {
+		open = func(u string) (store.Store, error) { return OpenStore(context.Background(), u, cfg) }
+	}
+	next, err = open(cfg.Store)
+	if err != nil {
+		u, _ := store.ParseURL(cfg.Store)
+		if u.Scheme != store.SchemeClickHouse || errors.Is(err, ErrConfig) {
+			return nil, err
+		}
+		// A server that is down now may answer later: start anyway,
+		// log and acknowledge reports, and keep the minutes in the
+		// spool until it does.
+		e.log.Warn("store not reachable; starting anyway, rows wait in the spool", "store", redactStore(cfg.Store), "err", err)
+		e.storeErr = err.Error()
+		next = &lazyStore{log: e.log, now: cfg.Now, lastTry: cfg.Now(), lastErr: err,
+			open: func(context.Context) (store.Store, error) { return open(cfg.Store) }}
+	}
+	opts := []store.SpoolOption{store.WithRegisterer(cfg.Registerer), store.WithLogger(e.log)}
+	if cfg.SpoolMaxBytes > 0 {
+		opts = append(opts, store.WithMaxBytes(cfg.SpoolMaxBytes))
+	}
+	e.spool, err = store.NewSpool(next, filepath.Join(cfg.DataDir, "spool"), opts...)
+	if err != nil {
+		next.Close()
+		return nil, err
+	}
+	e.store = e.spool
+	return next, nil
+}
+
+// nextVersion returns a rollup version above every one this writer used
+// before, across restarts: it follows the clock, and never goes below the
+// last version, which is kept in DataDir so a clock set back across a
+// restart cannot make a re-emitted row lose to an older one.
+func (e *emitter) nextVersion() uint64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	v := max(e.version+1, uint64(e.now().UnixNano()))
+	e.version = v
+	p := filepath.Join(e.dir, versionFile)
+	if err := os.WriteFile(p+".tmp", []byte(strconv.FormatUint(v, 10)), 0o600); err == nil {
+		os.Rename(p+".tmp", p)
+	}
+	return v
+}
+
+const versionFile = "version"
+
+func loadVersion(dir string) uint64 {
+	b, err := os.ReadFile(filepath.Join(dir, versionFile))
+	if err != nil {
+		return 0
+	}
+	v, _ := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 64)
+	return v
+}
+
+// emission is what one minute hands to the store.
+type emission struct {
+	m       *minute
+	rollups []store.Rollup
+	hotKeys []store.HotKey
+	stmts   []store.Statement
+}
+
+// writeAll writes the emissions; a minute not written is marked changed
+// so the next tick tries again, unless the store refused it as invalid.
+func (e *emitter) writeAll(ctx context.Context, todo []emission) {
+	for _, em := range todo {
+		err := e.write(ctx, em)
+		switch {
+		case err == nil:
+		case errors.Is(err, store.ErrInvalid):
+			// Writing again cannot make these rows valid; say so loudly.
+			e.met.storeErrors.Inc()
+			e.log.Error("store refused rows of a minute as invalid; they are not retried", "minute", em.m.start, "err", err)
+		default:
+			e.met.storeErrors.Inc()
+			e.log.Error("minute not written; trying again next tick", "minute", em.m.start, "err", err)
+			em.m.dirty.Store(true)
+		}
+	}
+}
+
+// write hands one minute's rows to the store, table by table; an invalid
+// table does not keep the others from being written.
+func (e *emitter) write(ctx context.Context, em emission) error {
+	var errs []error
+	if err := e.store.WriteRollups(ctx, em.rollups); err != nil {
+		errs = append(errs, err)
+	} else {
+		e.met.rollupsWritten.WithLabelValues("rollups").Add(float64(len(em.rollups)))
+	}
+	if err := e.store.WriteHotKeys(ctx, em.hotKeys); err != nil {
+		errs = append(errs, err)
+	} else {
+		e.met.rollupsWritten.WithLabelValues("hot_keys").Add(float64(len(em.hotKeys)))
+	}
+	if err := e.store.WriteStatements(ctx, em.stmts); err != nil {
+		errs = append(errs, err)
+	} else {
+		e.met.rollupsWritten.WithLabelValues("statements").Add(float64(len(em.stmts)))
+	}
+	for _, err := range errs {
+		if !errors.Is(err, store.ErrInvalid) {
+			return errors.Join(errs...) // retried: the writes are idempotent
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// build turns a minute into store rows at a new version and marks it
+// clean. The server's lock is held (the minute's keys and statements).
+func (e *emitter) build(m *minute) emission {
+	v := e.nextVersion()
+	m.dirty.Store(false) // before the rows are read: see minute.dirty
+	em := emission{m: m, rollups: make([]store.Rollup, 0, m.nrows.Load())}
+	e.agg.rows(m, func(k rowKey, a *rowAgg) {
+		r := store.Rollup{
+			Minute: m.start, Writer: e.writer, Version: v,
+			Service: k.service, Tenant: k.tenant, Route: k.route, Tier: a.tier(), Kind: k.kind.String(),
+			Count: a.count, Errors: a.errors, DurationSeconds: a.dur, RU: a.ru,
+			Bytes: a.bytes, Rows: a.rows, ActiveSessionSeconds: a.active,
+			Latency: a.lat.Clone(),
+		}
+		if r.Tenant == "" && k.kind == meter.KindPG {
+			r.Tenant = "" // untagged sessions: the unattributed line of cost reports
+		}
+		em.rollups = append(em.rollups, r)
+	})
+	if m.keys != nil {
+		at := make(map[string]int)
+		for _, c := range m.keys.Top(hotKeysPerMinute) {
+			k := e.guard.cleanKey(c.Key)
+			if i, dup := at[k]; dup { // two keys cut to the same prefix
+				addSat(&em.hotKeys[i].Count, c.Count)
+				addSat(&em.hotKeys[i].Err, c.Err)
+				continue
+			}
+			at[k] = len(em.hotKeys)
+			em.hotKeys = append(em.hotKeys, store.HotKey{
+				Minute: m.start, Writer: e.writer, Version: v,
+				Key: k, Tenant: m.keyTenants[c.Key], Count: c.Count, Err: c.Err,
+			})
+		}
+	}
+	for _, st := range m.stmts {
+		em.stmts = append(em.stmts, st)
+	}
+	m.stmts = nil // statements are written once
+	return em
+}
+
+// check pings the store and judges the spool (every 5 s of the tick).
+func (e *emitter) check(ctx context.Context) {
+	if e.store == nil {
+		return
+	}
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	err := e.store.Ping(pctx)
+	cancel()
+	if err == nil {
+		err = e.spoolDraining()
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err != nil {
+		e.storeErr = err.Error()
+		e.met.storeHealthy.Set(0)
+	} else {
+		e.storeErr = ""
+		e.met.storeHealthy.Set(1)
+	}
+}
+
+// spoolDraining returns an error when the spool holds a batch older than
+// spoolStuckAfter: the store answers but the queue does not move.
+func (e *emitter) spoolDraining() error {
+	if e.spool == nil {
+		return nil
+	}
+	st := e.spool.Stats()
+	age, err := spoolStuck(st, time.Now())
+	e.guard.spoolStuck.Set(age.Seconds())
+	return err
+}
+
+// status adds the store's and the spool's state to the collector's.
+func (e *emitter) status(cs *api.CollectorStatus) {
+	e.mu.Lock()
+	cs.StoreHealthy = e.store != nil && e.storeErr == ""
+	cs.StoreError = e.storeErr
+	e.mu.Unlock()
+	if e.spool != nil {
+		st := e.spool.Stats()
+		cs.SpoolBytes, cs.DeadLetters = st.Bytes, st.DeadLetters
+		if !st.Oldest.IsZero() {
+			cs.SpoolOldestSeconds = time.Since(st.Oldest).Seconds()
+		}
+	}
+}
+
+// close flushes the spool (within ctx) and closes the store.
+func (e *emitter) close(ctx context.Context) error {
+	if e.spool == nil {
+		return nil
+	}
+	if err := e.spool.Flush(ctx); err != nil {
+		e.log.Warn("spool not empty at shutdown; kept on disk for the next start", "err", err)
+	}
+	return e.spool.Close()
+}
