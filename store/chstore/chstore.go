@@ -76,6 +76,8 @@ type config struct {
 	dialTimeout  time.Duration
 	maxConns     int
 	maxMigration int // tests: stop after this migration
+	mode         Mode
+	asyncInsert  bool
 }
 
 // Option configures Open.
@@ -93,6 +95,16 @@ func WithReplicated() Option { return func(c *config) { c.replicated = true } }
 // of each node are created by the collector connected to it. For clusters
 // without distributed DDL.
 func WithNodeLocalDDL() Option { return func(c *config) { c.nodeLocal = true } }
+
+// WithMode says how the deployment is run (ModeExplicit,
+// ModeReplicatedDatabase, ModeCloud); by default Open detects it.
+func WithMode(m Mode) Option { return func(c *config) { c.mode = m } }
+
+// WithAsyncInsert writes with async_insert (servers from 21.11; ignored
+// with a warning before): the server gathers many small inserts, as from
+// many small collectors, into one part. Each write still waits until its
+// rows are stored (wait_for_async_insert), so a nil error means stored.
+func WithAsyncInsert() Option { return func(c *config) { c.asyncInsert = true } }
 
 // WithRetention drops rows older than d (a TTL; servers from 19.6, ignored
 // with a warning before). Audit rows are kept.
@@ -130,7 +142,10 @@ func Open(ctx context.Context, addr, database string, opts ...Option) (*Store, e
 	if cfg.dialTimeout <= 0 || cfg.maxConns <= 0 {
 		return nil, fmt.Errorf("%w: dial timeout and connections must be positive", ErrConfig)
 	}
-	schema := Schema{Database: database, Cluster: cfg.cluster, Replicated: cfg.replicated, NodeLocal: cfg.nodeLocal, Retention: cfg.retention}
+	if _, err := ParseMode(string(cfg.mode)); err != nil {
+		return nil, err
+	}
+	schema := Schema{Database: database, Cluster: cfg.cluster, Replicated: cfg.replicated, NodeLocal: cfg.nodeLocal, Retention: cfg.retention, Mode: cfg.mode}
 	if err := schema.Validate(); err != nil {
 		return nil, err
 	}
@@ -168,6 +183,12 @@ func (s *Store) start(ctx context.Context, schema Schema) error {
 	schema.Version = Version{Major: int(sv.Version.Major), Minor: int(sv.Version.Minor)}
 	if schema.Retention > 0 && !schema.features().TTL {
 		s.cfg.log.Warn("chstore: this server has no TTL; rows are kept", "server", schema.Version.String(), "retention", schema.Retention)
+	}
+	if s.cfg.asyncInsert && !schema.features().AsyncInsert {
+		s.cfg.log.Warn("chstore: this server has no async inserts; writes are plain inserts", "server", schema.Version.String())
+	}
+	if err := s.resolveMode(ctx, &schema); err != nil {
+		return err
 	}
 	if schema.Cluster != "" {
 		var n uint64
@@ -214,11 +235,15 @@ func (s *Store) metrics() error {
 // several collectors at once and again after a crash halfway: tables are
 // created IF NOT EXISTS and a column is only added where it is missing.
 func (s *Store) migrate(ctx context.Context) error {
+	if err := s.exec(s.ddlContext(ctx), s.schema.CreateDatabase()); err != nil {
+		return err
+	}
+	if err := s.choosePaths(ctx); err != nil {
+		return err
+	}
 	sc := s.schema
-	for _, q := range []string{sc.CreateDatabase(), sc.CreateMigrations()} {
-		if err := s.exec(ctx, q); err != nil {
-			return err
-		}
+	if err := s.exec(ctx, sc.CreateMigrations()); err != nil {
+		return err
 	}
 	applied := map[int]bool{}
 	rows, err := s.conn.Query(ctx, fmt.Sprintf("SELECT version FROM %s.%s", sc.Database, TableMigrations))
@@ -325,7 +350,7 @@ func (s *Store) nodes(ctx context.Context, firstReplicas bool, fn func(driver.Co
 	if firstReplicas {
 		q += " AND replica_num = 1"
 	}
-	rows, err := s.conn.Query(ctx, q, s.schema.Cluster)
+	rows, err := s.conn.Query(ctx, q, s.schema.distCluster())
 	if err != nil {
 		return fmt.Errorf("chstore: list cluster nodes: %w", err)
 	}
