@@ -30,6 +30,11 @@ func OpenStore(ctx context.Context, url string, cfg Config) (store.Store, error)
 		if cfg.Cluster != "" {
 			opts = append(opts, chstore.WithCluster(cfg.Cluster), chstore.WithReplicated())
 		}
+		// The URL's options: ?mode=explicit|replicated-database|cloud, ?async_insert=1.
+		opts = append(opts, chstore.WithMode(chstore.Mode(u.Mode)))
+		if u.AsyncInsert {
+			opts = append(opts, chstore.WithAsyncInsert())
+		}
 		st, err := chstore.Open(ctx, u.Addr, u.Database, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("collector: open %s: %w", url, err)
