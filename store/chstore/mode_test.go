@@ -3,9 +3,9 @@ package chstore
 import (
 	"errors"
 	"fmt"
-	"slices"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
