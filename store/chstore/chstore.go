@@ -3,9 +3,25 @@
 //
 // Open creates and migrates the schema, rendered for the server's version:
 // ClickHouse 18.16 gets plain types; newer servers get LowCardinality,
-// codecs and, with WithRetention, a TTL. WithCluster renders ON CLUSTER,
-// …_dist Distributed tables sharded by tenant, and with WithReplicated the
-// Replicated… engines.
+// codecs and, with WithRetention, a TTL. How the deployment is run is its
+// mode (WithMode, or detected):
+//
+//   - ModeExplicit: one server, or with WithCluster qtop's own layout — ON
+//     CLUSTER DDL, …_dist Distributed tables sharded by tenant and, with
+//     WithReplicated, Replicated… engines whose ZooKeeper path is unique per
+//     table incarnation ({uuid} in Atomic databases, an incarnation suffix in
+//     18.16's Ordinary ones), so the database can be dropped and created
+//     again. Works from 18.16.
+//   - ModeReplicatedDatabase: the database is a Replicated one (23.x and
+//     later): it replicates the DDL, tables take engines without arguments.
+//   - ModeCloud: ClickHouse Cloud — engines without arguments, no ON
+//     CLUSTER, no Distributed tables.
+//
+// Settings follow the version too (distributed_foreground_insert, named
+// insert_distributed_sync before 23.10); WithAsyncInsert has the server
+// batch the inserts of many small collectors; DeleteTenant erases one
+// tenant's rows (DELETE FROM from 23.3, an ALTER … DELETE mutation before).
+// docs/cluster.md has the modes and what is tested on which server.
 //
 // Writes are idempotent. ClickHouse inserts are at-least-once: a batch
 // whose reply was lost may have been committed, and its retry writes it
@@ -19,6 +35,10 @@
 // and grows with the table's width: each insert writes every rollup column
 // (17, 21 files with the array offsets); bench/README.md has the write
 // throughput measured.
+//
+// The tests run on ClickHouse 18.16 (a server and a 2×2 cluster on
+// ZooKeeper, from scripts/services) and, for the SQL of current releases,
+// on ClickHouse's engine as a library (TestModernEngine, testdata/chdb).
 package chstore
 
 import (
