@@ -1,6 +1,7 @@
 package chstore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/qtop-dev/qtop/store"
+	"github.com/qtop-dev/qtop/store/storetest"
 )
 
 // TestDDLModesGolden renders the modes and replica paths the local
@@ -132,3 +136,41 @@ func TestSettingsByVersion(t *testing.T) {
 func toString(v any) string { return fmt.Sprint(v) }
 
 func sortStrings(s []string) { slices.Sort(s) }
+
+// TestOpenModes opens the store on the 18.16 server in the modes it can
+// take: detected (explicit), Cloud's (one server's tables, engines without
+// arguments; async inserts asked for and left out with a warning), and
+// refuses the Replicated database, which 18.16 does not have.
+func TestOpenModes(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts []Option
+		want Mode
+	}{
+		{"detected", nil, ModeExplicit},
+		{"cloud", []Option{WithMode(ModeCloud), WithAsyncInsert()}, ModeCloud},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, addr, db := openTest(t, c.opts...)
+			if got := s.Schema().Mode; got != c.want {
+				t.Fatalf("mode %q, want %q", got, c.want)
+			}
+			rows := []store.Rollup{storetest.Row(0, "w1", "acme", "/r", 1), storetest.Row(1, "w1", "acme", "/r", 1)}
+			if err := s.WriteRollups(context.Background(), rows); err != nil {
+				t.Fatal(err)
+			}
+			from, to := storetest.T0, storetest.T0.Add(time.Hour)
+			u, err := s.Usage(context.Background(), from, to, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			storetest.CheckUsage(t, u, storetest.ExpectUsage(rows, from, to, false))
+			if _, err := Open(context.Background(), addr, db, WithMode(ModeReplicatedDatabase), WithCluster("qtop")); !errors.Is(err, ErrConfig) {
+				t.Fatalf("replicated-database on 18.16: %v, want ErrConfig", err)
+			}
+		})
+	}
+	if _, err := Open(context.Background(), "127.0.0.1:1", "q", WithMode("aws")); !errors.Is(err, ErrConfig) {
+		t.Fatalf("unknown mode: %v, want ErrConfig", err)
+	}
+}

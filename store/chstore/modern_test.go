@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -209,7 +210,8 @@ func readQueries(t *testing.T, s *Store, rec *recordingConn, base time.Time) map
 // SQL of every read the store makes, and compares the results with the
 // 18.16 server's. It then erases a tenant on both — 18.16 through
 // DeleteTenant (an ALTER … DELETE mutation), the modern engine with the
-// rendered lightweight DELETE — and compares again.
+// rendered lightweight DELETE — and compares again. The copy is inserted
+// with the settings a modern cluster's writes send (async inserts on).
 func TestModernEngine(t *testing.T) {
 	run := modernEngine(t)
 	modern := parseVersion(t, strings.TrimSpace(string(run("version"))))
@@ -236,8 +238,19 @@ func TestModernEngine(t *testing.T) {
 	for _, q := range sc.statements() {
 		add("", q)
 	}
+	// The copy goes in with the settings a modern cluster's collector
+	// sends with async inserts on: the engine must know their names.
+	set := Schema{Database: db, Version: modern, Cluster: "c"}.InsertSettings(true)
+	var names []string
+	for k, v := range set {
+		names = append(names, fmt.Sprintf("%s = %v", k, v))
+	}
+	slices.Sort(names)
+	if want := "async_insert = 1, distributed_foreground_insert = 1, wait_for_async_insert = 1"; strings.Join(names, ", ") != want {
+		t.Fatalf("insert settings for %v: %s, want %s", modern, strings.Join(names, ", "), want)
+	}
 	for _, table := range []string{TableRollups, TableHotKeys, TableStatements, TableAudit} {
-		add("", "INSERT INTO "+db+"."+table+" FORMAT JSONEachRow\n"+exportTable(t, s, db, table))
+		add("", "INSERT INTO "+db+"."+table+" SETTINGS "+strings.Join(names, ", ")+" FORMAT JSONEachRow\n"+exportTable(t, s, db, table))
 	}
 	for name, q := range reads {
 		add(name, q)
