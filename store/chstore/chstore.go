@@ -255,7 +255,7 @@ func (s *Store) metrics() error {
 // several collectors at once and again after a crash halfway: tables are
 // created IF NOT EXISTS and a column is only added where it is missing.
 func (s *Store) migrate(ctx context.Context) error {
-	if err := s.exec(s.ddlContext(ctx), s.schema.CreateDatabase()); err != nil {
+	if err := s.exec(s.schema.ddlContext(ctx), s.schema.CreateDatabase()); err != nil {
 		return err
 	}
 	if err := s.choosePaths(ctx); err != nil {

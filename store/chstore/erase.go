@@ -51,7 +51,7 @@ func (s *Store) DeleteTenant(ctx context.Context, tenantName string) error {
 	sc := s.schema
 	run := func(conn driver.Conn) error {
 		for _, table := range TenantTables {
-			if err := s.deleteOn(ctx, conn, table, tenantName); err != nil {
+			if err := deleteOn(ctx, conn, sc, table, tenantName); err != nil {
 				return err
 			}
 		}
@@ -63,8 +63,7 @@ func (s *Store) DeleteTenant(ctx context.Context, tenantName string) error {
 	return s.nodes(ctx, sc.replicated(), run)
 }
 
-func (s *Store) deleteOn(ctx context.Context, conn driver.Conn, table, tenantName string) error {
-	sc := s.schema
+func deleteOn(ctx context.Context, conn driver.Conn, sc Schema, table, tenantName string) error {
 	q := sc.DeleteTenantSQL(table, tenantName)
 	if sc.features().LightweightDelete {
 		ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"mutations_sync": 2}))

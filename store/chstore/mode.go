@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // resolveMode settles the schema's mode: the one asked for, or with
@@ -15,7 +16,7 @@ import (
 // otherwise), and checks the server can run it.
 func (s *Store) resolveMode(ctx context.Context, sc *Schema) error {
 	if sc.Mode == ModeAuto {
-		m, err := s.detectMode(ctx, sc)
+		m, err := detectMode(ctx, s.conn, sc)
 		if err != nil {
 			return err
 		}
@@ -34,18 +35,18 @@ func (s *Store) resolveMode(ctx context.Context, sc *Schema) error {
 	return sc.Validate()
 }
 
-func (s *Store) detectMode(ctx context.Context, sc *Schema) (Mode, error) {
+func detectMode(ctx context.Context, conn driver.Conn, sc *Schema) (Mode, error) {
 	if !sc.Version.atLeast(22, 1) {
 		return ModeExplicit, nil
 	}
 	var n uint64
-	if err := s.conn.QueryRow(ctx, "SELECT count() FROM system.table_engines WHERE name = 'SharedMergeTree'").Scan(&n); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT count() FROM system.table_engines WHERE name = 'SharedMergeTree'").Scan(&n); err != nil {
 		return "", fmt.Errorf("chstore: detect mode: %w", err)
 	}
 	if n > 0 {
 		return ModeCloud, nil
 	}
-	engine, err := s.databaseEngine(ctx, sc.Database)
+	engine, err := databaseEngine(ctx, conn, sc.Database)
 	if err != nil {
 		return "", err
 	}
@@ -56,8 +57,8 @@ func (s *Store) detectMode(ctx context.Context, sc *Schema) (Mode, error) {
 }
 
 // databaseEngine is the engine of database ("" when it does not exist).
-func (s *Store) databaseEngine(ctx context.Context, database string) (string, error) {
-	rows, err := s.conn.Query(ctx, "SELECT engine FROM system.databases WHERE name = ?", database)
+func databaseEngine(ctx context.Context, conn driver.Conn, database string) (string, error) {
+	rows, err := conn.Query(ctx, "SELECT engine FROM system.databases WHERE name = ?", database)
 	if err != nil {
 		return "", fmt.Errorf("chstore: look up database %s: %w", database, err)
 	}
@@ -83,7 +84,7 @@ func (s *Store) choosePaths(ctx context.Context) error {
 	if sc.mode() != ModeExplicit || !sc.replicated() || sc.NodeLocal {
 		return nil
 	}
-	engine, err := s.databaseEngine(ctx, sc.Database)
+	engine, err := databaseEngine(ctx, s.conn, sc.Database)
 	if err != nil {
 		return err
 	}
@@ -102,8 +103,8 @@ func newIncarnation() string { return strconv.FormatInt(time.Now().UnixNano(), 3
 
 // ddlContext carries what the server needs to create the database: the
 // Replicated engine was experimental before 24.4.
-func (s *Store) ddlContext(ctx context.Context) context.Context {
-	if s.schema.mode() == ModeReplicatedDatabase && !s.schema.Version.atLeast(24, 4) {
+func (s Schema) ddlContext(ctx context.Context) context.Context {
+	if s.mode() == ModeReplicatedDatabase && !s.Version.atLeast(24, 4) {
 		return clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"allow_experimental_database_replicated": 1}))
 	}
 	return ctx
