@@ -28,6 +28,9 @@ type URL struct {
 	// AsyncInsert is clickhouse's ?async_insert=1 option: the server
 	// gathers many small inserts into one part (many small collectors).
 	AsyncInsert bool
+	// Secure is clickhouse's ?secure=1 option: TLS (port 9440 is the
+	// native protocol's secure port; ClickHouse Cloud takes only that).
+	Secure bool
 }
 
 // ClickHouseModes are the values of a clickhouse:// URL's mode option:
@@ -43,8 +46,9 @@ const DefaultClickHouseDatabase = "qtop"
 // (duckdb://qtop.duckdb) or absolute (duckdb:///var/lib/qtop.duckdb) path;
 // clickhouse://HOST:PORT/DB needs a port (9000 is the native default and
 // is added when missing) and takes the database from the path, and
-// options after ?: mode=explicit|replicated-database|cloud and
-// async_insert=1 (or 0), e.g. clickhouse://ch:9000/qtop?mode=cloud.
+// options after ?: mode=explicit|replicated-database|cloud,
+// async_insert=1 and secure=1 (each also =0), e.g.
+// clickhouse://abc.clickhouse.cloud:9440/qtop?mode=cloud&secure=1.
 func ParseURL(s string) (URL, error) {
 	scheme, rest, ok := strings.Cut(s, "://")
 	if !ok {
@@ -94,7 +98,7 @@ func ParseURL(s string) (URL, error) {
 		if !validIdent(db) {
 			return URL{}, fmt.Errorf("%w %q: database name %q must be letters, digits and _", ErrURL, s, db)
 		}
-		return URL{Scheme: SchemeClickHouse, Addr: host, Database: db, Mode: opts.Mode, AsyncInsert: opts.AsyncInsert}, nil
+		return URL{Scheme: SchemeClickHouse, Addr: host, Database: db, Mode: opts.Mode, AsyncInsert: opts.AsyncInsert, Secure: opts.Secure}, nil
 	default:
 		return URL{}, fmt.Errorf("%w %q: unknown scheme %q (duckdb or clickhouse)", ErrURL, s, scheme)
 	}
@@ -116,16 +120,22 @@ func clickHouseOptions(query string) (URL, error) {
 				return URL{}, fmt.Errorf("mode %q: want one of %s", v, strings.Join(ClickHouseModes, ", "))
 			}
 			u.Mode = v
-		case "async_insert":
+		case "async_insert", "secure":
+			var on bool
 			switch v {
 			case "1", "true":
-				u.AsyncInsert = true
+				on = true
 			case "0", "false":
 			default:
-				return URL{}, fmt.Errorf("async_insert %q: want 1 or 0", v)
+				return URL{}, fmt.Errorf("%s %q: want 1 or 0", k, v)
+			}
+			if k == "secure" {
+				u.Secure = on
+			} else {
+				u.AsyncInsert = on
 			}
 		default:
-			return URL{}, fmt.Errorf("unknown option %q (mode, async_insert)", k)
+			return URL{}, fmt.Errorf("unknown option %q (mode, async_insert, secure)", k)
 		}
 	}
 	return u, nil
@@ -164,6 +174,9 @@ func (u URL) String() string {
 		}
 		if u.AsyncInsert {
 			opts = append(opts, "async_insert=1")
+		}
+		if u.Secure {
+			opts = append(opts, "secure=1")
 		}
 		s := "clickhouse://" + u.Addr + "/" + u.Database
 		if len(opts) > 0 {

@@ -43,6 +43,7 @@ package chstore
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -98,6 +99,7 @@ type config struct {
 	maxMigration int // tests: stop after this migration
 	mode         Mode
 	asyncInsert  bool
+	tls          *tls.Config
 }
 
 // Option configures Open.
@@ -125,6 +127,18 @@ func WithMode(m Mode) Option { return func(c *config) { c.mode = m } }
 // many small collectors, into one part. Each write still waits until its
 // rows are stored (wait_for_async_insert), so a nil error means stored.
 func WithAsyncInsert() Option { return func(c *config) { c.asyncInsert = true } }
+
+// WithTLS connects over TLS (the native protocol's secure port, 9440; what
+// ClickHouse Cloud takes). A nil config verifies the server with the
+// system's roots.
+func WithTLS(cfg *tls.Config) Option {
+	return func(c *config) {
+		if cfg == nil {
+			cfg = &tls.Config{}
+		}
+		c.tls = cfg
+	}
+}
 
 // WithRetention drops rows older than d (a TTL; servers from 19.6, ignored
 // with a warning before). Audit rows are kept.
@@ -178,6 +192,7 @@ func Open(ctx context.Context, addr, database string, opts ...Option) (*Store, e
 		Auth:             clickhouse.Auth{Database: "default", Username: cfg.user, Password: cfg.pass},
 		Compression:      &clickhouse.Compression{Method: clickhouse.CompressionLZ4},
 		DialTimeout:      cfg.dialTimeout,
+		TLS:              cfg.tls,
 		MaxOpenConns:     cfg.maxConns,
 		MaxIdleConns:     cfg.maxConns,
 	})
@@ -393,6 +408,7 @@ func (s *Store) nodes(ctx context.Context, firstReplicas bool, fn func(driver.Co
 			Addr:        []string{addr},
 			Auth:        clickhouse.Auth{Database: "default", Username: s.cfg.user, Password: s.cfg.pass},
 			DialTimeout: s.cfg.dialTimeout,
+			TLS:         s.cfg.tls,
 		})
 		if err == nil {
 			err = fn(conn)
