@@ -25,7 +25,9 @@ type Features struct {
 	AddColumnIfNot bool // ALTER … ADD COLUMN IF NOT EXISTS
 	AsyncInsert    bool // async_insert and wait_for_async_insert, 21.11
 	// ReplicatedDatabase is the Replicated database engine (DDL replicated
-	// by the database itself), production-ready from 23.x.
+	// by the database itself); qtop takes it from 23.1, where it is still
+	// experimental (Open sends allow_experimental_database_replicated
+	// before 24.4, which enables it by default).
 	ReplicatedDatabase bool
 	// LightweightDelete is DELETE FROM … WHERE (rows masked at once,
 	// removed by merges) with mutations_sync, generally available from 23.3;
@@ -70,7 +72,7 @@ const (
 	// DDL statement to all its replicas, tables take Replicated… engines
 	// without arguments (their ZooKeeper path is the database's default,
 	// unique per table), and …_dist tables use the database's own cluster.
-	// Needs 23.x and ZooKeeper or Keeper.
+	// Needs 23.1 or later and ZooKeeper or Keeper.
 	ModeReplicatedDatabase Mode = "replicated-database"
 	// ModeCloud renders engines without arguments and no ON CLUSTER or
 	// Distributed tables: ClickHouse Cloud makes every MergeTree a
