@@ -3,6 +3,7 @@ package chstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,11 +31,12 @@ func (c liveCluster) zkPaths(t *testing.T, i int) map[string]string {
 	return out
 }
 
-// TestLiveClusterDropRecreate drops qtop's database ON CLUSTER and opens
-// the store on the same name again: the new tables get replica paths of
-// their own incarnation (an incarnation suffix on 18.16's Ordinary
-// databases; {uuid} on Atomic ones), and writes and reads work as before,
-// with none of the old rows. It also erases a tenant on the cluster
+// TestLiveClusterDropRecreate drops qtop's database ON CLUSTER, leaves a
+// replica behind at an old table path (as a node whose drop never ran
+// does), and opens the store on the same name again: the new tables get
+// replica paths of their own incarnation (an incarnation suffix on 18.16's
+// Ordinary databases; {uuid} on Atomic ones), so they do not meet it, and
+// writes and reads work as before, with none of the old rows. It also erases a tenant on the cluster
 // (DeleteTenant: a mutation on one replica of each shard).
 func TestLiveClusterDropRecreate(t *testing.T) {
 	c := newLiveCluster(t)
@@ -78,12 +80,35 @@ func TestLiveClusterDropRecreate(t *testing.T) {
 	if len(before) == 0 {
 		t.Fatal("no replicated tables on node 0")
 	}
+	var replica0 string
+	if err := c.node(t, 0).QueryRow(ctx, "SELECT replica_name FROM system.replicas WHERE database = ? AND table = 'rollups'", c.db).Scan(&replica0); err != nil {
+		t.Fatal(err)
+	}
 	first.Close()
 
 	dctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if err := c.node(t, 0).Exec(dctx, "DROP DATABASE "+c.db+" ON CLUSTER "+c.name); err != nil {
 		t.Fatal(err)
+	}
+
+	// A replica whose drop never ran (its node was down past the DDL
+	// queue's lifetime, or the database was dropped on one node only)
+	// stays registered at its table's path: here one at the old path of
+	// rollups, under node 0's replica name. A table created again at that
+	// path on node 0 fails; the new incarnation's path does not meet it.
+	leftover := c.db + "_leftover"
+	t.Cleanup(func() { c.node(t, 0).Exec(context.Background(), "DROP DATABASE IF EXISTS "+leftover) })
+	node0 := c.node(t, 0)
+	if err := node0.Exec(dctx, "CREATE DATABASE "+leftover); err != nil {
+		t.Fatal(err)
+	}
+	stale := fmt.Sprintf("CREATE TABLE %s.%%s (x UInt8) ENGINE = ReplicatedMergeTree('%s', '%s') ORDER BY x", leftover, before[TableRollups], replica0)
+	if err := node0.Exec(dctx, fmt.Sprintf(stale, "stale")); err != nil {
+		t.Fatal(err)
+	}
+	if err := node0.Exec(dctx, fmt.Sprintf(stale, "again")); err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Fatalf("a second replica %s at the old path: %v, want it to exist already", replica0, err)
 	}
 
 	again := c.open(t, 1, 0)
