@@ -109,8 +109,11 @@ type Option func(*config)
 // system.clusters): ON CLUSTER DDL and …_dist Distributed tables.
 func WithCluster(name string) Option { return func(c *config) { c.cluster = name } }
 
-// WithReplicated uses Replicated… engines on the cluster (ZooKeeper path
-// /clickhouse/tables/{shard}/DB/TABLE, replica {replica}).
+// WithReplicated uses Replicated… engines on the cluster, replica
+// {replica}, at a ZooKeeper path unique per table incarnation
+// (Schema.ZooKeeperPath: {uuid} in Atomic databases, an incarnation
+// suffix in Ordinary ones; the fixed /clickhouse/tables/{shard}/DB/TABLE
+// with WithNodeLocalDDL).
 func WithReplicated() Option { return func(c *config) { c.replicated = true } }
 
 // WithNodeLocalDDL leaves ON CLUSTER out of the cluster schema: the tables
