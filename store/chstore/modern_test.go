@@ -90,6 +90,11 @@ func (c *recordingConn) QueryRow(ctx context.Context, q string, args ...any) dri
 	return c.Conn.QueryRow(ctx, q, args...)
 }
 
+func (c *recordingConn) Select(ctx context.Context, dest any, q string, args ...any) error {
+	c.record(q, args)
+	return c.Conn.Select(ctx, dest, q, args...)
+}
+
 func (c *recordingConn) take() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
