@@ -11,6 +11,12 @@
 // integers as strings, so they stay exact; DateTime as Unix seconds). The reply is
 // {"version": "...", "results": {"NAME": [[...], ...]}} or, when a step
 // fails, {"error": "...", "step": N, "sql": "..."} with exit status 1.
+//
+// package-lock.json pins chdb and its Linux x64 engine (with integrity).
+// It lists chdb's engines for other platforms by version only, by hand:
+// npm ci wants every optional dependency in the lock, and the package
+// registry the project installs from carries only the Linux x64 one, so
+// `npm install` cannot write them; npm ci skips them on Linux x64.
 "use strict";
 const fs = require("fs");
 const os = require("os");
