@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 )
 
@@ -21,7 +22,22 @@ type URL struct {
 	Path     string // duckdb: the database file
 	Addr     string // clickhouse: host:port of the native protocol (several: comma-separated)
 	Database string // clickhouse: the database, "qtop" when the URL names none
+	// Mode is clickhouse's ?mode= option: how the deployment is run
+	// (ClickHouseModes; "" detects it).
+	Mode string
+	// AsyncInsert is clickhouse's ?async_insert=1 option: the server
+	// gathers many small inserts into one part (many small collectors).
+	AsyncInsert bool
+	// Secure is clickhouse's ?secure=1 option: TLS (port 9440 is the
+	// native protocol's secure port; ClickHouse Cloud takes only that).
+	Secure bool
 }
+
+// ClickHouseModes are the values of a clickhouse:// URL's mode option:
+// qtop's explicit layout (ON CLUSTER, Replicated… engines with ZooKeeper
+// paths), a Replicated database, or ClickHouse Cloud (engines without
+// arguments, no ON CLUSTER). store/chstore says what each renders.
+var ClickHouseModes = []string{"explicit", "replicated-database", "cloud"}
 
 // DefaultClickHouseDatabase is the database of a clickhouse:// URL without one.
 const DefaultClickHouseDatabase = "qtop"
@@ -29,7 +45,10 @@ const DefaultClickHouseDatabase = "qtop"
 // ParseURL reads a --store value. duckdb://PATH takes a relative
 // (duckdb://qtop.duckdb) or absolute (duckdb:///var/lib/qtop.duckdb) path;
 // clickhouse://HOST:PORT/DB needs a port (9000 is the native default and
-// is added when missing) and takes the database from the path.
+// is added when missing) and takes the database from the path, and
+// options after ?: mode=explicit|replicated-database|cloud,
+// async_insert=1 and secure=1 (each also =0), e.g.
+// clickhouse://abc.clickhouse.cloud:9440/qtop?mode=cloud&secure=1.
 func ParseURL(s string) (URL, error) {
 	scheme, rest, ok := strings.Cut(s, "://")
 	if !ok {
@@ -42,9 +61,17 @@ func ParseURL(s string) (URL, error) {
 		}
 		return URL{Scheme: SchemeDuckDB, Path: rest}, nil
 	case SchemeClickHouse:
+		rest, query, hasQuery := strings.Cut(rest, "?")
 		host, db, _ := strings.Cut(rest, "/")
-		if i := strings.IndexAny(db, "?#"); i >= 0 {
-			return URL{}, fmt.Errorf("%w %q: clickhouse:// takes no query or fragment", ErrURL, s)
+		if strings.ContainsRune(rest, '#') || strings.ContainsRune(query, '#') {
+			return URL{}, fmt.Errorf("%w %q: clickhouse:// takes no fragment", ErrURL, s)
+		}
+		var opts URL
+		if hasQuery {
+			var err error
+			if opts, err = clickHouseOptions(query); err != nil {
+				return URL{}, fmt.Errorf("%w %q: %s", ErrURL, s, err.Error())
+			}
 		}
 		if strings.Contains(host, "@") {
 			return URL{}, fmt.Errorf("%w %q: credentials do not belong in the URL", ErrURL, s)
@@ -71,10 +98,47 @@ func ParseURL(s string) (URL, error) {
 		if !validIdent(db) {
 			return URL{}, fmt.Errorf("%w %q: database name %q must be letters, digits and _", ErrURL, s, db)
 		}
-		return URL{Scheme: SchemeClickHouse, Addr: host, Database: db}, nil
+		return URL{Scheme: SchemeClickHouse, Addr: host, Database: db, Mode: opts.Mode, AsyncInsert: opts.AsyncInsert, Secure: opts.Secure}, nil
 	default:
 		return URL{}, fmt.Errorf("%w %q: unknown scheme %q (duckdb or clickhouse)", ErrURL, s, scheme)
 	}
+}
+
+// clickHouseOptions reads the options of a clickhouse:// URL (each once).
+func clickHouseOptions(query string) (URL, error) {
+	var u URL
+	seen := map[string]bool{}
+	for _, kv := range strings.Split(query, "&") {
+		k, v, _ := strings.Cut(kv, "=")
+		if seen[k] {
+			return URL{}, fmt.Errorf("option %q given twice", k)
+		}
+		seen[k] = true
+		switch k {
+		case "mode":
+			if !slices.Contains(ClickHouseModes, v) {
+				return URL{}, fmt.Errorf("mode %q: want one of %s", v, strings.Join(ClickHouseModes, ", "))
+			}
+			u.Mode = v
+		case "async_insert", "secure":
+			var on bool
+			switch v {
+			case "1", "true":
+				on = true
+			case "0", "false":
+			default:
+				return URL{}, fmt.Errorf("%s %q: want 1 or 0", k, v)
+			}
+			if k == "secure" {
+				u.Secure = on
+			} else {
+				u.AsyncInsert = on
+			}
+		default:
+			return URL{}, fmt.Errorf("unknown option %q (mode, async_insert, secure)", k)
+		}
+	}
+	return u, nil
 }
 
 // MaxClickHouseHosts bounds the hosts of one clickhouse:// URL.
@@ -104,7 +168,21 @@ func (u URL) String() string {
 	case SchemeDuckDB:
 		return "duckdb://" + u.Path
 	case SchemeClickHouse:
-		return "clickhouse://" + u.Addr + "/" + u.Database
+		var opts []string
+		if u.Mode != "" {
+			opts = append(opts, "mode="+u.Mode)
+		}
+		if u.AsyncInsert {
+			opts = append(opts, "async_insert=1")
+		}
+		if u.Secure {
+			opts = append(opts, "secure=1")
+		}
+		s := "clickhouse://" + u.Addr + "/" + u.Database
+		if len(opts) > 0 {
+			s += "?" + strings.Join(opts, "&")
+		}
+		return s
 	}
 	return ""
 }

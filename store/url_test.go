@@ -20,6 +20,10 @@ func TestParseURL(t *testing.T) {
 		{"clickhouse://[::1]:9000/q_1/", URL{Scheme: SchemeClickHouse, Addr: "[::1]:9000", Database: "q_1"}},
 		{"clickhouse://[::1]/q", URL{Scheme: SchemeClickHouse, Addr: "[::1]:9000", Database: "q"}},
 		{"clickhouse://ch1:19000,ch2,[::1]:9001/q", URL{Scheme: SchemeClickHouse, Addr: "ch1:19000,ch2:9000,[::1]:9001", Database: "q"}},
+		{"clickhouse://ch:9000/q?mode=cloud", URL{Scheme: SchemeClickHouse, Addr: "ch:9000", Database: "q", Mode: "cloud"}},
+		{"clickhouse://ch/q?async_insert=1&mode=replicated-database", URL{Scheme: SchemeClickHouse, Addr: "ch:9000", Database: "q", Mode: "replicated-database", AsyncInsert: true}},
+		{"clickhouse://ch?mode=explicit&async_insert=0", URL{Scheme: SchemeClickHouse, Addr: "ch:9000", Database: "qtop", Mode: "explicit"}},
+		{"clickhouse://x.cloud:9440/q?mode=cloud&secure=1", URL{Scheme: SchemeClickHouse, Addr: "x.cloud:9440", Database: "q", Mode: "cloud", Secure: true}},
 	} {
 		got, err := ParseURL(c.in)
 		if err != nil || got != c.want {
@@ -34,7 +38,8 @@ func TestParseURL(t *testing.T) {
 		"", "qtop.duckdb", "duckdb://", "postgres://x/y", "clickhouse://", "clickhouse:///db",
 		"clickhouse://h:9000/my-db", "clickhouse://h:9000/db?x=1", "clickhouse://u:p@h:9000/db",
 		"clickhouse://::1/db", "clickhouse://h:9000/1db", "clickhouse://:9000/db",
-		"clickhouse://h1:9000,/db", "clickhouse://,h/db", "clickhouse://h1," + strings.Repeat("h,", MaxClickHouseHosts) + "h/db",
+		"clickhouse://h1:9000,/db", "clickhouse://,h/db", "clickhouse://h/db?mode=aws", "clickhouse://h/db?mode=cloud&mode=cloud",
+		"clickhouse://h/db?async_insert=yes", "clickhouse://h/db?secure=2", "clickhouse://h/db?", "clickhouse://h/db?mode=cloud#x", "clickhouse://h/db#x", "clickhouse://h1," + strings.Repeat("h,", MaxClickHouseHosts) + "h/db",
 	} {
 		if u, err := ParseURL(bad); !errors.Is(err, ErrURL) {
 			t.Errorf("ParseURL(%q) = %+v, %v; want ErrURL", bad, u, err)

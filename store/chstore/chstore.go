@@ -3,9 +3,25 @@
 //
 // Open creates and migrates the schema, rendered for the server's version:
 // ClickHouse 18.16 gets plain types; newer servers get LowCardinality,
-// codecs and, with WithRetention, a TTL. WithCluster renders ON CLUSTER,
-// …_dist Distributed tables sharded by tenant, and with WithReplicated the
-// Replicated… engines.
+// codecs and, with WithRetention, a TTL. How the deployment is run is its
+// mode (WithMode, or detected):
+//
+//   - ModeExplicit: one server, or with WithCluster qtop's own layout — ON
+//     CLUSTER DDL, …_dist Distributed tables sharded by tenant and, with
+//     WithReplicated, Replicated… engines whose ZooKeeper path is unique per
+//     table incarnation ({uuid} in Atomic databases, an incarnation suffix in
+//     18.16's Ordinary ones), so the database can be dropped and created
+//     again. Works from 18.16.
+//   - ModeReplicatedDatabase: the database is a Replicated one (23.x and
+//     later): it replicates the DDL, tables take engines without arguments.
+//   - ModeCloud: ClickHouse Cloud — engines without arguments, no ON
+//     CLUSTER, no Distributed tables.
+//
+// Settings follow the version too (distributed_foreground_insert, named
+// insert_distributed_sync before 23.10); WithAsyncInsert has the server
+// batch the inserts of many small collectors; DeleteTenant erases one
+// tenant's rows (DELETE FROM from 23.3, an ALTER … DELETE mutation before).
+// docs/cluster.md has the modes and what is tested on which server.
 //
 // Writes are idempotent. ClickHouse inserts are at-least-once: a batch
 // whose reply was lost may have been committed, and its retry writes it
@@ -19,10 +35,15 @@
 // and grows with the table's width: each insert writes every rollup column
 // (17, 21 files with the array offsets); bench/README.md has the write
 // throughput measured.
+//
+// The tests run on ClickHouse 18.16 (a server and a 2×2 cluster on
+// ZooKeeper, from scripts/services) and, for the SQL of current releases,
+// on ClickHouse's engine as a library (TestModernEngine, testdata/chdb).
 package chstore
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -76,6 +97,9 @@ type config struct {
 	dialTimeout  time.Duration
 	maxConns     int
 	maxMigration int // tests: stop after this migration
+	mode         Mode
+	asyncInsert  bool
+	tls          *tls.Config
 }
 
 // Option configures Open.
@@ -85,14 +109,39 @@ type Option func(*config)
 // system.clusters): ON CLUSTER DDL and …_dist Distributed tables.
 func WithCluster(name string) Option { return func(c *config) { c.cluster = name } }
 
-// WithReplicated uses Replicated… engines on the cluster (ZooKeeper path
-// /clickhouse/tables/{shard}/DB/TABLE, replica {replica}).
+// WithReplicated uses Replicated… engines on the cluster, replica
+// {replica}, at a ZooKeeper path unique per table incarnation
+// (Schema.ZooKeeperPath: {uuid} in Atomic databases, an incarnation
+// suffix in Ordinary ones; the fixed /clickhouse/tables/{shard}/DB/TABLE
+// with WithNodeLocalDDL).
 func WithReplicated() Option { return func(c *config) { c.replicated = true } }
 
 // WithNodeLocalDDL leaves ON CLUSTER out of the cluster schema: the tables
 // of each node are created by the collector connected to it. For clusters
 // without distributed DDL.
 func WithNodeLocalDDL() Option { return func(c *config) { c.nodeLocal = true } }
+
+// WithMode says how the deployment is run (ModeExplicit,
+// ModeReplicatedDatabase, ModeCloud); by default Open detects it.
+func WithMode(m Mode) Option { return func(c *config) { c.mode = m } }
+
+// WithAsyncInsert writes with async_insert (servers from 21.11; ignored
+// with a warning before): the server gathers many small inserts, as from
+// many small collectors, into one part. Each write still waits until its
+// rows are stored (wait_for_async_insert), so a nil error means stored.
+func WithAsyncInsert() Option { return func(c *config) { c.asyncInsert = true } }
+
+// WithTLS connects over TLS (the native protocol's secure port, 9440; what
+// ClickHouse Cloud takes). A nil config verifies the server with the
+// system's roots.
+func WithTLS(cfg *tls.Config) Option {
+	return func(c *config) {
+		if cfg == nil {
+			cfg = &tls.Config{}
+		}
+		c.tls = cfg
+	}
+}
 
 // WithRetention drops rows older than d (a TTL; servers from 19.6, ignored
 // with a warning before). Audit rows are kept.
@@ -130,7 +179,10 @@ func Open(ctx context.Context, addr, database string, opts ...Option) (*Store, e
 	if cfg.dialTimeout <= 0 || cfg.maxConns <= 0 {
 		return nil, fmt.Errorf("%w: dial timeout and connections must be positive", ErrConfig)
 	}
-	schema := Schema{Database: database, Cluster: cfg.cluster, Replicated: cfg.replicated, NodeLocal: cfg.nodeLocal, Retention: cfg.retention}
+	if _, err := ParseMode(string(cfg.mode)); err != nil {
+		return nil, err
+	}
+	schema := Schema{Database: database, Cluster: cfg.cluster, Replicated: cfg.replicated, NodeLocal: cfg.nodeLocal, Retention: cfg.retention, Mode: cfg.mode}
 	if err := schema.Validate(); err != nil {
 		return nil, err
 	}
@@ -143,6 +195,7 @@ func Open(ctx context.Context, addr, database string, opts ...Option) (*Store, e
 		Auth:             clickhouse.Auth{Database: "default", Username: cfg.user, Password: cfg.pass},
 		Compression:      &clickhouse.Compression{Method: clickhouse.CompressionLZ4},
 		DialTimeout:      cfg.dialTimeout,
+		TLS:              cfg.tls,
 		MaxOpenConns:     cfg.maxConns,
 		MaxIdleConns:     cfg.maxConns,
 	})
@@ -168,6 +221,12 @@ func (s *Store) start(ctx context.Context, schema Schema) error {
 	schema.Version = Version{Major: int(sv.Version.Major), Minor: int(sv.Version.Minor)}
 	if schema.Retention > 0 && !schema.features().TTL {
 		s.cfg.log.Warn("chstore: this server has no TTL; rows are kept", "server", schema.Version.String(), "retention", schema.Retention)
+	}
+	if s.cfg.asyncInsert && !schema.features().AsyncInsert {
+		s.cfg.log.Warn("chstore: this server has no async inserts; writes are plain inserts", "server", schema.Version.String())
+	}
+	if err := s.resolveMode(ctx, &schema); err != nil {
+		return err
 	}
 	if schema.Cluster != "" {
 		var n uint64
@@ -214,11 +273,15 @@ func (s *Store) metrics() error {
 // several collectors at once and again after a crash halfway: tables are
 // created IF NOT EXISTS and a column is only added where it is missing.
 func (s *Store) migrate(ctx context.Context) error {
+	if err := s.exec(s.schema.ddlContext(ctx), s.schema.CreateDatabase()); err != nil {
+		return err
+	}
+	if err := s.choosePaths(ctx); err != nil {
+		return err
+	}
 	sc := s.schema
-	for _, q := range []string{sc.CreateDatabase(), sc.CreateMigrations()} {
-		if err := s.exec(ctx, q); err != nil {
-			return err
-		}
+	if err := s.exec(ctx, sc.CreateMigrations()); err != nil {
+		return err
 	}
 	applied := map[int]bool{}
 	rows, err := s.conn.Query(ctx, fmt.Sprintf("SELECT version FROM %s.%s", sc.Database, TableMigrations))
@@ -325,7 +388,7 @@ func (s *Store) nodes(ctx context.Context, firstReplicas bool, fn func(driver.Co
 	if firstReplicas {
 		q += " AND replica_num = 1"
 	}
-	rows, err := s.conn.Query(ctx, q, s.schema.Cluster)
+	rows, err := s.conn.Query(ctx, q, s.schema.distCluster())
 	if err != nil {
 		return fmt.Errorf("chstore: list cluster nodes: %w", err)
 	}
@@ -348,6 +411,7 @@ func (s *Store) nodes(ctx context.Context, firstReplicas bool, fn func(driver.Co
 			Addr:        []string{addr},
 			Auth:        clickhouse.Auth{Database: "default", Username: s.cfg.user, Password: s.cfg.pass},
 			DialTimeout: s.cfg.dialTimeout,
+			TLS:         s.cfg.tls,
 		})
 		if err == nil {
 			err = fn(conn)

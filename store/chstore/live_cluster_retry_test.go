@@ -72,7 +72,9 @@ func TestLiveClusterRetryDeduplicated(t *testing.T) {
 // TestLiveClusterConcurrentMigrations: collectors that start together on
 // different nodes all migrate the same database without an error, whether
 // it is new or at an older schema version (both then add the same column;
-// the one that comes second finds it there).
+// the one that comes second finds it there), and the replicas of each
+// table share one ZooKeeper path although each collector renders its own
+// incarnation.
 func TestLiveClusterConcurrentMigrations(t *testing.T) {
 	for _, from := range []int{0, 1} {
 		t.Run(fmt.Sprintf("from version %d", from), func(t *testing.T) {
@@ -119,6 +121,16 @@ func TestLiveClusterConcurrentMigrations(t *testing.T) {
 WHERE database = ? AND name = 'active_session_seconds' AND table IN ('rollups', 'rollups_dist')`, c.db).Scan(&n)
 				if err != nil || n != 2 {
 					t.Errorf("node %s: %d of rollups and rollups_dist have the column (%v), want 2", c.addrs[i], n, err)
+				}
+			}
+			// Each collector rendered its own incarnation of the replica
+			// paths: every table's two replicas still met at one path.
+			for i := range c.addrs {
+				var tables, paired uint64
+				err := c.node(t, i).QueryRow(context.Background(), `SELECT count(), countIf(total_replicas = 2 AND active_replicas = 2)
+FROM system.replicas WHERE database = ?`, c.db).Scan(&tables, &paired)
+				if err != nil || tables != 5 || paired != tables {
+					t.Errorf("node %s: %d of %d replicated tables have both replicas at their path (%v), want 5 of 5", c.addrs[i], paired, tables, err)
 				}
 			}
 		})

@@ -17,22 +17,76 @@ func (v Version) atLeast(major, minor int) bool {
 	return v.Major > major || v.Major == major && v.Minor >= minor
 }
 
-// Features are what the schema uses beyond ClickHouse 18.16.
+// Features are what the store uses beyond ClickHouse 18.16.
 type Features struct {
 	LowCardinality bool // LowCardinality(String), 19.3
 	Codecs         bool // CODEC(DoubleDelta|T64|Gorilla|ZSTD), all there from 19.11
 	TTL            bool // table TTL, 19.6
 	AddColumnIfNot bool // ALTER … ADD COLUMN IF NOT EXISTS
+	AsyncInsert    bool // async_insert and wait_for_async_insert, 21.11
+	// ReplicatedDatabase is the Replicated database engine (DDL replicated
+	// by the database itself); qtop takes it from 23.1, where it is still
+	// experimental (Open sends allow_experimental_database_replicated
+	// before 24.4, which enables it by default).
+	ReplicatedDatabase bool
+	// LightweightDelete is DELETE FROM … WHERE (rows masked at once,
+	// removed by merges) with mutations_sync, generally available from 23.3;
+	// older servers erase with an ALTER TABLE … DELETE mutation.
+	LightweightDelete bool
+	// ForegroundInsertName is distributed_foreground_insert, 23.10; older
+	// servers call the setting insert_distributed_sync (newer ones keep
+	// that name as an alias).
+	ForegroundInsertName bool
 }
 
 // FeaturesOf returns what a server of version v supports.
 func FeaturesOf(v Version) Features {
 	return Features{
-		LowCardinality: v.atLeast(19, 3),
-		Codecs:         v.atLeast(19, 11),
-		TTL:            v.atLeast(19, 6),
-		AddColumnIfNot: v.atLeast(20, 1),
+		LowCardinality:       v.atLeast(19, 3),
+		Codecs:               v.atLeast(19, 11),
+		TTL:                  v.atLeast(19, 6),
+		AddColumnIfNot:       v.atLeast(20, 1),
+		AsyncInsert:          v.atLeast(21, 11),
+		ReplicatedDatabase:   v.atLeast(23, 1),
+		LightweightDelete:    v.atLeast(23, 3),
+		ForegroundInsertName: v.atLeast(23, 10),
 	}
+}
+
+// Mode is how the ClickHouse deployment is run, which decides who
+// replicates the DDL and the data.
+type Mode string
+
+// Modes. WithMode picks one; by default Open detects it.
+const (
+	// ModeAuto (Open only) detects the mode: cloud where the server has
+	// SharedMergeTree, replicated-database where the database already is
+	// one, explicit otherwise.
+	ModeAuto Mode = ""
+	// ModeExplicit is a single server, or with a cluster qtop's own
+	// choreography: ON CLUSTER DDL, Replicated… engines with ZooKeeper
+	// paths, …_dist Distributed tables. Works from 18.16.
+	ModeExplicit Mode = "explicit"
+	// ModeReplicatedDatabase creates the database with ENGINE =
+	// Replicated (ON CLUSTER, once): the database replicates every later
+	// DDL statement to all its replicas, tables take Replicated… engines
+	// without arguments (their ZooKeeper path is the database's default,
+	// unique per table), and …_dist tables use the database's own cluster.
+	// Needs 23.1 or later and ZooKeeper or Keeper.
+	ModeReplicatedDatabase Mode = "replicated-database"
+	// ModeCloud renders engines without arguments and no ON CLUSTER or
+	// Distributed tables: ClickHouse Cloud makes every MergeTree a
+	// SharedMergeTree on shared storage and replicates DDL itself.
+	ModeCloud Mode = "cloud"
+)
+
+// ParseMode reads a mode's name ("" is ModeAuto).
+func ParseMode(s string) (Mode, error) {
+	switch m := Mode(s); m {
+	case ModeAuto, ModeExplicit, ModeReplicatedDatabase, ModeCloud:
+		return m, nil
+	}
+	return "", fmt.Errorf("%w: mode %q: want explicit, replicated-database or cloud", ErrConfig, s)
 }
 
 // Schema renders the store's DDL for one server version and layout.
@@ -50,6 +104,22 @@ type Schema struct {
 	NodeLocal bool
 	// Retention adds a TTL on the minute (servers from 19.6; 0 keeps all).
 	Retention time.Duration
+	// Mode is how the deployment is run; "" renders ModeExplicit.
+	Mode Mode
+	// UUIDPaths puts {uuid} in the ZooKeeper path of the explicit
+	// layout's Replicated… engines: unique per table incarnation, so a
+	// dropped and re-created table never meets its old replicas (Atomic
+	// databases, the default from 20.10, free a dropped table's path only
+	// after a delay). Open sets it where the database is Atomic.
+	UUIDPaths bool
+	// Incarnation, where UUIDPaths cannot be used (Ordinary databases, as
+	// on 18.16), is appended to the ZooKeeper path of the explicit
+	// layout's Replicated… engines, for the same reason: Open sets it to a
+	// new value each time (the time it renders the schema). CREATE TABLE
+	// IF NOT EXISTS … ON CLUSTER runs in one order on every node, so the
+	// replicas of a table all take the incarnation of whichever collector
+	// created it first, and the tables that exist keep theirs.
+	Incarnation string
 }
 
 // Table names. With a cluster, reads and writes go to Table+DistSuffix.
@@ -93,16 +163,56 @@ type Migration struct {
 	Steps   []Step
 }
 
+// mode is the rendered mode (ModeExplicit for "").
+func (s Schema) mode() Mode {
+	if s.Mode == ModeAuto {
+		return ModeExplicit
+	}
+	return s.Mode
+}
+
+// sharded reports whether the layout has …_dist Distributed tables.
+func (s Schema) sharded() bool {
+	switch s.mode() {
+	case ModeReplicatedDatabase:
+		return true
+	case ModeCloud:
+		return false
+	}
+	return s.Cluster != ""
+}
+
+// distCluster is the cluster the Distributed tables spread over: the
+// Replicated database's own cluster (named after it) in that mode.
+func (s Schema) distCluster() string {
+	if s.mode() == ModeReplicatedDatabase {
+		return s.Database
+	}
+	return s.Cluster
+}
+
+// replicated reports whether the tables have Replicated… engines.
+func (s Schema) replicated() bool {
+	switch s.mode() {
+	case ModeReplicatedDatabase:
+		return true
+	case ModeCloud:
+		return false
+	}
+	return s.Cluster != "" && s.Replicated
+}
+
 // target is the table reads and writes use.
 func (s Schema) target(table string) string {
-	if s.Cluster != "" {
+	if s.sharded() {
 		return s.Database + "." + table + DistSuffix
 	}
 	return s.Database + "." + table
 }
 
+// onCluster is the ON CLUSTER clause of the explicit layout's DDL.
 func (s Schema) onCluster() string {
-	if s.Cluster == "" || s.NodeLocal {
+	if s.Cluster == "" || s.NodeLocal || s.mode() != ModeExplicit {
 		return ""
 	}
 	return " ON CLUSTER " + s.Cluster
@@ -128,14 +238,33 @@ func (s Schema) codec(c string) string {
 
 // engine renders a ReplacingMergeTree, replicated when asked.
 func (s Schema) engine(table, version string) string {
-	if s.Cluster != "" && s.Replicated {
-		args := fmt.Sprintf("'/clickhouse/tables/{shard}/%s/%s', '{replica}'", s.Database, table)
-		if version != "" {
-			args += ", " + version
-		}
-		return "ReplicatedReplacingMergeTree(" + args + ")"
+	if !s.replicated() {
+		return "ReplacingMergeTree(" + version + ")"
 	}
-	return "ReplacingMergeTree(" + version + ")"
+	if s.mode() == ModeReplicatedDatabase {
+		// No arguments: the database's default path, /clickhouse/tables/{uuid}/{shard}.
+		return "ReplicatedReplacingMergeTree(" + version + ")"
+	}
+	args := "'" + s.ZooKeeperPath(table) + "', '{replica}'"
+	if version != "" {
+		args += ", " + version
+	}
+	return "ReplicatedReplacingMergeTree(" + args + ")"
+}
+
+// ZooKeeperPath is the ZooKeeper path of a table's Replicated… engine in
+// the explicit layout: /clickhouse/tables/{uuid}/{shard} with UUIDPaths,
+// /clickhouse/tables/{shard}/DB/TABLE otherwise, followed by
+// /Incarnation when set.
+func (s Schema) ZooKeeperPath(table string) string {
+	if s.UUIDPaths {
+		return "/clickhouse/tables/{uuid}/{shard}"
+	}
+	p := fmt.Sprintf("/clickhouse/tables/{shard}/%s/%s", s.Database, table)
+	if s.Incarnation != "" {
+		p += "/" + s.Incarnation
+	}
+	return p
 }
 
 func (s Schema) ttl(column string) string {
@@ -153,8 +282,24 @@ func (s Schema) Validate() error {
 	if s.Cluster != "" && !validIdent(s.Cluster) {
 		return fmt.Errorf("%w: cluster %q must be letters, digits and _", ErrConfig, s.Cluster)
 	}
-	if s.Replicated && s.Cluster == "" {
+	if s.Replicated && s.Cluster == "" && s.mode() == ModeExplicit {
 		return fmt.Errorf("%w: replicated tables need a cluster", ErrConfig)
+	}
+	if s.Incarnation != "" && !validIdent("i"+s.Incarnation) {
+		return fmt.Errorf("%w: incarnation %q must be letters, digits and _", ErrConfig, s.Incarnation)
+	}
+	if _, err := ParseMode(string(s.Mode)); err != nil {
+		return err
+	}
+	switch s.mode() {
+	case ModeReplicatedDatabase:
+		if s.Cluster == "" || s.NodeLocal {
+			return fmt.Errorf("%w: mode %s needs a cluster to create the database on (ON CLUSTER, once) and no node-local DDL", ErrConfig, s.mode())
+		}
+	case ModeCloud:
+		if s.Cluster != "" || s.Replicated || s.NodeLocal {
+			return fmt.Errorf("%w: mode %s takes no cluster, replicated engines or node-local DDL (the service replicates itself)", ErrConfig, s.mode())
+		}
 	}
 	if s.Retention < 0 || s.Retention > 0 && s.Retention < time.Hour {
 		return fmt.Errorf("%w: retention %v must be 0 (keep all) or at least an hour", ErrConfig, s.Retention)
@@ -164,6 +309,14 @@ func (s Schema) Validate() error {
 
 // CreateDatabase is run before the migrations.
 func (s Schema) CreateDatabase() string {
+	if s.mode() == ModeReplicatedDatabase {
+		path := "/clickhouse/databases/" + s.Database
+		if s.Incarnation != "" {
+			path += "/" + s.Incarnation
+		}
+		return fmt.Sprintf("CREATE DATABASE IF NOT EXISTS %s ON CLUSTER %s ENGINE = Replicated('%s', '{shard}', '{replica}')",
+			s.Database, s.Cluster, path)
+	}
 	return "CREATE DATABASE IF NOT EXISTS " + s.Database + s.onCluster()
 }
 
@@ -194,9 +347,9 @@ func (s Schema) migration1() []Step {
 	add := func(table, columns, engine, partition, order, ttl, shard string) {
 		steps = append(steps, Step{SQL: fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s.%s%s\n(\n%s\n)\nENGINE = %s\nPARTITION BY %s\nORDER BY (%s)%s",
 			db, table, on, columns, engine, partition, order, ttl)})
-		if s.Cluster != "" {
+		if s.sharded() {
 			steps = append(steps, Step{SQL: fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s.%s%s%s AS %s.%s\nENGINE = Distributed(%s, %s, %s, %s)",
-				db, table, DistSuffix, on, db, table, s.Cluster, db, table, shard)})
+				db, table, DistSuffix, on, db, table, s.distCluster(), db, table, shard)})
 		}
 	}
 	cols := func(lines ...string) string { return "    " + strings.Join(lines, ",\n    ") }
@@ -273,7 +426,9 @@ func (s Schema) migration2() []Step {
 	if s.features().AddColumnIfNot {
 		ifNot = "IF NOT EXISTS "
 	}
-	shards := s.Cluster != "" && s.Replicated && !s.NodeLocal
+	// The explicit layout's replicated ALTER goes to one replica of each
+	// shard; a Replicated database passes any ALTER on itself.
+	shards := s.mode() == ModeExplicit && s.Cluster != "" && s.Replicated && !s.NodeLocal
 	on := s.onCluster()
 	if shards {
 		on = ""
@@ -283,8 +438,8 @@ func (s Schema) migration2() []Step {
 		AddColumn:  &Column{TableRollups, "active_session_seconds"},
 		EveryShard: shards,
 	}}
-	if s.Cluster != "" {
-		every := s.Replicated && !s.NodeLocal
+	if s.sharded() {
+		every := s.mode() == ModeExplicit && s.Replicated && !s.NodeLocal
 		on := s.onCluster()
 		if every {
 			on = ""

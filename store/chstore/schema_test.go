@@ -155,7 +155,9 @@ func TestFeaturesOf(t *testing.T) {
 		{Version{19, 6}, Features{LowCardinality: true, TTL: true}},
 		{Version{19, 11}, Features{LowCardinality: true, TTL: true, Codecs: true}},
 		{Version{20, 1}, Features{LowCardinality: true, TTL: true, Codecs: true, AddColumnIfNot: true}},
-		{Version{25, 8}, Features{LowCardinality: true, TTL: true, Codecs: true, AddColumnIfNot: true}},
+		{Version{21, 11}, Features{LowCardinality: true, TTL: true, Codecs: true, AddColumnIfNot: true, AsyncInsert: true}},
+		{Version{23, 3}, Features{LowCardinality: true, TTL: true, Codecs: true, AddColumnIfNot: true, AsyncInsert: true, ReplicatedDatabase: true, LightweightDelete: true}},
+		{Version{25, 8}, Features{LowCardinality: true, TTL: true, Codecs: true, AddColumnIfNot: true, AsyncInsert: true, ReplicatedDatabase: true, LightweightDelete: true, ForegroundInsertName: true}},
 	} {
 		if got := FeaturesOf(c.v); got != c.want {
 			t.Errorf("FeaturesOf(%v) = %+v, want %+v", c.v, got, c.want)

@@ -28,9 +28,8 @@ var (
 	auditColumns = []string{"time", "time_ns", "who", "action", "policy_version", "rule"}
 )
 
-// send appends columns to one batch and sends it. With a cluster, the
-// write waits until every shard has its rows (insert_distributed_sync), so
-// a nil error means stored, not queued.
+// send appends columns to one batch and sends it, with the settings of
+// Schema.InsertSettings: a nil error means stored, not queued.
 func (s *Store) send(ctx context.Context, table string, columns []string, cols []any) (err error) {
 	if err := s.check(); err != nil {
 		return err
@@ -42,8 +41,8 @@ func (s *Store) send(ctx context.Context, table string, columns []string, cols [
 		}
 		s.writeTime.Observe(time.Since(start).Seconds())
 	}()
-	if s.schema.Cluster != "" {
-		ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"insert_distributed_sync": 1}))
+	if set := s.schema.InsertSettings(s.cfg.asyncInsert); len(set) > 0 {
+		ctx = clickhouse.Context(ctx, clickhouse.WithSettings(set))
 	}
 	q := fmt.Sprintf("INSERT INTO %s (%s)", s.schema.target(table), strings.Join(columns, ", "))
 	batch, err := s.conn.PrepareBatch(ctx, q)

@@ -1,0 +1,104 @@
+package chstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+)
+
+// TenantTables are the tables that hold a tenant's rows: DeleteTenant
+// erases from these. Audit rows (policy changes) are kept.
+var TenantTables = []string{TableRollups, TableHotKeys, TableStatements}
+
+// DeleteTenantSQL renders the statement that erases one tenant's rows
+// from a local table: a lightweight DELETE FROM on servers that have it
+// (23.3: rows are masked at once and removed by merges), an ALTER TABLE …
+// DELETE mutation before (the parts holding the tenant are rewritten in
+// the background). Neither carries ON CLUSTER: DeleteTenant runs it on
+// each shard itself.
+func (s Schema) DeleteTenantSQL(table, tenantName string) string {
+	where := "tenant = " + quoteString(tenantName)
+	if s.features().LightweightDelete {
+		return fmt.Sprintf("DELETE FROM %s.%s WHERE %s", s.Database, table, where)
+	}
+	return fmt.Sprintf("ALTER TABLE %s.%s DELETE WHERE %s", s.Database, table, where)
+}
+
+// quoteString is s as a ClickHouse string literal.
+func quoteString(s string) string {
+	r := strings.NewReplacer(`\`, `\\`, `'`, `\'`)
+	return "'" + r.Replace(s) + "'"
+}
+
+// DeleteTenant erases one tenant's rows from every table that holds them
+// (TenantTables; not the audit log), for a tenant's erasure. It returns
+// once the rows no longer show in reads through this store: a lightweight
+// delete waits for every replica (mutations_sync 2); an old server's
+// mutation is waited for on each node that ran it, and its shard's other
+// replica applies it when it replicates. On a cluster it runs on one
+// replica of each shard (replicated tables) or on every node, not ON
+// CLUSTER (ClickHouse 18.16's DDL worker cannot take a replicated ALTER
+// ON CLUSTER reliably). A cancelled ctx stops the wait, not the
+// mutation already queued.
+func (s *Store) DeleteTenant(ctx context.Context, tenantName string) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	sc := s.schema
+	run := func(conn driver.Conn) error {
+		for _, table := range TenantTables {
+			if err := deleteOn(ctx, conn, sc, table, tenantName); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if !sc.sharded() {
+		return run(s.conn)
+	}
+	return s.nodes(ctx, sc.replicated(), run)
+}
+
+func deleteOn(ctx context.Context, conn driver.Conn, sc Schema, table, tenantName string) error {
+	q := sc.DeleteTenantSQL(table, tenantName)
+	if sc.features().LightweightDelete {
+		ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"mutations_sync": 2}))
+		if err := conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("chstore: delete tenant from %s: %w", table, err)
+		}
+		return nil
+	}
+	if err := conn.Exec(ctx, q); err != nil {
+		return fmt.Errorf("chstore: delete tenant from %s: %w", table, err)
+	}
+	return waitMutations(ctx, conn, sc.Database, table)
+}
+
+// waitMutations waits until the node has no unfinished mutation of the
+// table (at most five minutes when ctx has no deadline).
+func waitMutations(ctx context.Context, conn driver.Conn, database, table string) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Minute)
+		defer cancel()
+	}
+	for {
+		var n uint64
+		err := conn.QueryRow(ctx, "SELECT count() FROM system.mutations WHERE database = ? AND table = ? AND is_done = 0",
+			database, table).Scan(&n)
+		if err == nil && n == 0 {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("chstore: delete tenant from %s: mutation not done (%d pending, %v): %w", table, n, err, ctx.Err())
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,89 @@
+CREATE DATABASE IF NOT EXISTS qtop ON CLUSTER main;
+
+CREATE TABLE IF NOT EXISTS qtop.schema_migrations ON CLUSTER main
+(
+    version UInt32,
+    name String,
+    applied_at DateTime
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/qtop/schema_migrations/mj3k9x2', '{replica}')
+ORDER BY version;
+
+-- migration 1: rollups, hot keys, statements, audit
+CREATE TABLE IF NOT EXISTS qtop.rollups ON CLUSTER main
+(
+    minute DateTime,
+    writer String,
+    version UInt64,
+    service String,
+    tenant String,
+    route String,
+    tier UInt8,
+    kind String,
+    count UInt64,
+    errors UInt64,
+    duration_seconds Float64,
+    ru Float64,
+    bytes UInt64,
+    rows UInt64,
+    latency_idx Array(UInt16),
+    latency_cnt Array(UInt64)
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/qtop/rollups/mj3k9x2', '{replica}', version)
+PARTITION BY toYYYYMMDD(minute)
+ORDER BY (tenant, minute, route, kind, service, writer);
+CREATE TABLE IF NOT EXISTS qtop.rollups_dist ON CLUSTER main AS qtop.rollups
+ENGINE = Distributed(main, qtop, rollups, cityHash64(tenant));
+CREATE TABLE IF NOT EXISTS qtop.hot_keys ON CLUSTER main
+(
+    minute DateTime,
+    writer String,
+    version UInt64,
+    key String,
+    tenant String,
+    count UInt64,
+    err UInt64
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/qtop/hot_keys/mj3k9x2', '{replica}', version)
+PARTITION BY toYYYYMMDD(minute)
+ORDER BY (minute, key, writer);
+CREATE TABLE IF NOT EXISTS qtop.hot_keys_dist ON CLUSTER main AS qtop.hot_keys
+ENGINE = Distributed(main, qtop, hot_keys, cityHash64(key));
+CREATE TABLE IF NOT EXISTS qtop.statements ON CLUSTER main
+(
+    time DateTime,
+    time_ns UInt32,
+    writer String,
+    pid Int32,
+    tenant String,
+    route String,
+    application String,
+    query String,
+    state String,
+    wait_event_type String,
+    wait_event String,
+    duration_seconds Float64
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/qtop/statements/mj3k9x2', '{replica}')
+PARTITION BY toYYYYMMDD(time)
+ORDER BY (time, writer, pid, time_ns);
+CREATE TABLE IF NOT EXISTS qtop.statements_dist ON CLUSTER main AS qtop.statements
+ENGINE = Distributed(main, qtop, statements, cityHash64(tenant));
+CREATE TABLE IF NOT EXISTS qtop.audit ON CLUSTER main
+(
+    time DateTime,
+    time_ns UInt32,
+    who String,
+    action String,
+    policy_version UInt64,
+    rule String
+)
+ENGINE = ReplicatedReplacingMergeTree('/clickhouse/tables/{shard}/qtop/audit/mj3k9x2', '{replica}')
+PARTITION BY toYYYYMM(time)
+ORDER BY (time, time_ns, who, policy_version, action);
+CREATE TABLE IF NOT EXISTS qtop.audit_dist ON CLUSTER main AS qtop.audit
+ENGINE = Distributed(main, qtop, audit, cityHash64(who));
+
+-- migration 2: pg sampler active-session seconds
+ALTER TABLE qtop.rollups ADD COLUMN active_session_seconds Float64 DEFAULT 0 AFTER rows; -- on one replica of each shard, one by one (replication does the rest)
+ALTER TABLE qtop.rollups_dist ADD COLUMN active_session_seconds Float64 DEFAULT 0 AFTER rows; -- on every node of the cluster, one by one

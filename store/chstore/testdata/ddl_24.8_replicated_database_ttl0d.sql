@@ -1,0 +1,89 @@
+CREATE DATABASE IF NOT EXISTS qtop ON CLUSTER main ENGINE = Replicated('/clickhouse/databases/qtop', '{shard}', '{replica}');
+
+CREATE TABLE IF NOT EXISTS qtop.schema_migrations
+(
+    version UInt32,
+    name String,
+    applied_at DateTime
+)
+ENGINE = ReplicatedReplacingMergeTree()
+ORDER BY version;
+
+-- migration 1: rollups, hot keys, statements, audit
+CREATE TABLE IF NOT EXISTS qtop.rollups
+(
+    minute DateTime CODEC(DoubleDelta, LZ4),
+    writer LowCardinality(String),
+    version UInt64 CODEC(T64, LZ4),
+    service LowCardinality(String),
+    tenant String,
+    route LowCardinality(String),
+    tier UInt8,
+    kind LowCardinality(String),
+    count UInt64 CODEC(T64, LZ4),
+    errors UInt64 CODEC(T64, LZ4),
+    duration_seconds Float64 CODEC(Gorilla, LZ4),
+    ru Float64 CODEC(Gorilla, LZ4),
+    bytes UInt64 CODEC(T64, LZ4),
+    rows UInt64 CODEC(T64, LZ4),
+    latency_idx Array(UInt16),
+    latency_cnt Array(UInt64)
+)
+ENGINE = ReplicatedReplacingMergeTree(version)
+PARTITION BY toYYYYMMDD(minute)
+ORDER BY (tenant, minute, route, kind, service, writer);
+CREATE TABLE IF NOT EXISTS qtop.rollups_dist AS qtop.rollups
+ENGINE = Distributed(qtop, qtop, rollups, cityHash64(tenant));
+CREATE TABLE IF NOT EXISTS qtop.hot_keys
+(
+    minute DateTime CODEC(DoubleDelta, LZ4),
+    writer LowCardinality(String),
+    version UInt64,
+    key String,
+    tenant String,
+    count UInt64 CODEC(T64, LZ4),
+    err UInt64 CODEC(T64, LZ4)
+)
+ENGINE = ReplicatedReplacingMergeTree(version)
+PARTITION BY toYYYYMMDD(minute)
+ORDER BY (minute, key, writer);
+CREATE TABLE IF NOT EXISTS qtop.hot_keys_dist AS qtop.hot_keys
+ENGINE = Distributed(qtop, qtop, hot_keys, cityHash64(key));
+CREATE TABLE IF NOT EXISTS qtop.statements
+(
+    time DateTime,
+    time_ns UInt32,
+    writer LowCardinality(String),
+    pid Int32,
+    tenant String,
+    route LowCardinality(String),
+    application LowCardinality(String),
+    query String CODEC(ZSTD(1)),
+    state LowCardinality(String),
+    wait_event_type LowCardinality(String),
+    wait_event LowCardinality(String),
+    duration_seconds Float64
+)
+ENGINE = ReplicatedReplacingMergeTree()
+PARTITION BY toYYYYMMDD(time)
+ORDER BY (time, writer, pid, time_ns);
+CREATE TABLE IF NOT EXISTS qtop.statements_dist AS qtop.statements
+ENGINE = Distributed(qtop, qtop, statements, cityHash64(tenant));
+CREATE TABLE IF NOT EXISTS qtop.audit
+(
+    time DateTime,
+    time_ns UInt32,
+    who String,
+    action String,
+    policy_version UInt64,
+    rule String
+)
+ENGINE = ReplicatedReplacingMergeTree()
+PARTITION BY toYYYYMM(time)
+ORDER BY (time, time_ns, who, policy_version, action);
+CREATE TABLE IF NOT EXISTS qtop.audit_dist AS qtop.audit
+ENGINE = Distributed(qtop, qtop, audit, cityHash64(who));
+
+-- migration 2: pg sampler active-session seconds
+ALTER TABLE qtop.rollups ADD COLUMN IF NOT EXISTS active_session_seconds Float64 DEFAULT 0 CODEC(Gorilla, LZ4) AFTER rows;
+ALTER TABLE qtop.rollups_dist ADD COLUMN IF NOT EXISTS active_session_seconds Float64 DEFAULT 0 AFTER rows;
