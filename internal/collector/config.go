@@ -140,7 +140,11 @@ type Config struct {
 	// Registerer when it is also a Gatherer.
 	Gatherer prometheus.Gatherer
 	Logger   *slog.Logger
-	// Now is the clock (default time.Now); tests pass a fake one.
+	// Now is the clock (default time.Now); tests pass a fake one. When
+	// given, it also dates the quota sums exchanged through QuotaRedis
+	// (every collector of the prefix must then share it: tests on fake
+	// time); by default Redis's clock does, so that the collectors' clocks
+	// need not agree.
 	Now func() time.Time
 	// OpenStore overrides how Store is opened (tests).
 	OpenStore func(url string) (store.Store, error)

@@ -36,7 +36,9 @@ type fleetQuota struct {
 	syncs, syncErrors, verdicts prometheus.Counter
 }
 
-func newFleetQuota(cfg Config) (*fleetQuota, error) {
+// With ownClock (Config.Now given) the sums exchanged through Redis are
+// dated by cfg.Now rather than by Redis's clock.
+func newFleetQuota(cfg Config, ownClock bool) (*fleetQuota, error) {
 	f, err := quota.NewFleet(func(string, tenant.Tier) (quota.Limit, bool) { return quota.Limit{}, false })
 	if err != nil {
 		return nil, err
@@ -71,6 +73,9 @@ func newFleetQuota(cfg Config) (*fleetQuota, error) {
 		}
 		if cfg.QuotaPrefix != "" {
 			q.sync = q.sync.WithPrefix(cfg.QuotaPrefix)
+		}
+		if ownClock {
+			q.sync = q.sync.WithClock(cfg.Now)
 		}
 	}
 	return q, nil

@@ -104,6 +104,7 @@ type Server struct {
 // New checks cfg, opens the store (through the spool), replays the
 // write-ahead log and returns a server that is not yet serving.
 func New(cfg Config) (*Server, error) {
+	ownClock := cfg.Now != nil
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
@@ -128,7 +129,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.Registerer.Register(shedCollector{s}); err != nil {
 		return nil, fmt.Errorf("collector: metrics: %w", err)
 	}
-	if s.quota, err = newFleetQuota(cfg); err != nil {
+	if s.quota, err = newFleetQuota(cfg, ownClock); err != nil {
 		return nil, err
 	}
 	if err := cfg.Registerer.Register(ratioCollector{s}); err != nil {
