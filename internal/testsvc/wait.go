@@ -24,8 +24,15 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 // it held: Eventually for callers that do not fail at once (a helper
 // process, a loop that fails with its own message).
 func Poll(timeout time.Duration, cond func() bool) bool {
+	return PollEvery(timeout, pollEvery, cond)
+}
+
+// PollEvery is Poll checking every interval: for a condition that costs
+// a server some work (a query to Prometheus) or that the caller drives
+// (sending traffic before each check).
+func PollEvery(timeout, every time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(pollEvery)
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for !cond() {
 		if time.Now().After(deadline) {
