@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -110,50 +111,61 @@ func TestAcquireRelease(t *testing.T) {
 }
 
 // TestHeartbeatAndExpiry: a held lease outlives its TTL while the
-// heartbeat runs; a process that stops renewing loses its leases after
-// the TTL, and others may take the slots.
+// heartbeat runs; a process that stops renewing loses its leases exactly
+// after the TTL, and others may take the slots. On fake time (a synctest
+// bubble, the leases dated by its clock), so a busy machine changes
+// nothing.
 func TestHeartbeatAndExpiry(t *testing.T) {
 	p := prefix(t)
-	ctx := context.Background()
-	// A TTL long enough that a heartbeat (every TTL/3) late by a busy
-	// machine still renews in time.
-	const ttl = 900 * time.Millisecond
-	live, _ := lease.New(newClient(t), limitOf(1), lease.WithPrefix(p), lease.WithTTL(ttl))
-	live.Start()
-	defer live.Shutdown(ctx)
-	if ok, _ := live.Acquire(ctx, "a"); !ok {
-		t.Fatal("refused")
-	}
-	other, _ := lease.New(newClient(t), limitOf(1), lease.WithPrefix(p), lease.WithTTL(ttl))
-	time.Sleep(2 * ttl)
-	if ok, _ := other.Acquire(ctx, "a"); ok {
-		t.Fatal("a renewed lease was taken over")
-	}
-	if live.Stats().Lost != 0 {
-		t.Fatalf("lost %d", live.Stats().Lost)
-	}
-	// A semaphore without heartbeat (a worker that crashed) loses its lease.
-	dead, _ := lease.New(newClient(t), limitOf(1), lease.WithPrefix(p), lease.WithTTL(ttl))
-	if ok, _ := dead.Acquire(ctx, "b"); !ok {
-		t.Fatal("refused")
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	addr := testsvc.Redis(t)
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		const ttl = 900 * time.Millisecond
+		sem := func() *lease.Semaphore {
+			c := redis.NewClient(&redis.Options{Addr: addr})
+			t.Cleanup(func() { c.Close() })
+			s, err := lease.New(c, limitOf(1), lease.WithPrefix(p), lease.WithTTL(ttl), lease.WithClock(time.Now))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		live := sem()
+		live.Start()
+		defer live.Shutdown(ctx)
+		if ok, _ := live.Acquire(ctx, "a"); !ok {
+			t.Fatal("refused")
+		}
+		other := sem()
+		time.Sleep(2 * ttl) // six heartbeats
+		if ok, _ := other.Acquire(ctx, "a"); ok {
+			t.Fatal("a renewed lease was taken over")
+		}
+		if live.Stats().Lost != 0 {
+			t.Fatalf("lost %d", live.Stats().Lost)
+		}
+		// A semaphore without heartbeat (a worker that crashed) loses its
+		// lease at its TTL, not before.
+		dead := sem()
+		if ok, _ := dead.Acquire(ctx, "b"); !ok {
+			t.Fatal("refused")
+		}
+		time.Sleep(ttl - time.Millisecond)
 		if ok, _ := other.Acquire(ctx, "b"); ok {
-			break
+			t.Fatal("an unrenewed lease expired before its TTL")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("an unrenewed lease never expired")
+		time.Sleep(time.Millisecond)
+		if ok, _ := other.Acquire(ctx, "b"); !ok {
+			t.Fatal("an unrenewed lease did not expire at its TTL")
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	other.Release("b")
-	if err := live.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if live.Held("a") != 0 {
-		t.Fatal("Shutdown left a lease held")
-	}
+		other.Release("b")
+		if err := live.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if live.Held("a") != 0 {
+			t.Fatal("Shutdown left a lease held")
+		}
+	})
 }
 
 // TestRedisDown: with Redis unreachable, each process falls back to its
