@@ -37,14 +37,10 @@ func realCollector(t *testing.T) (*collector.Server, string) {
 	return s, hs.URL
 }
 
-// eventually retries check every 20 ms for 20 s.
+// eventually waits for check, at most 20 s.
 func eventually(t *testing.T, what string, check func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !check(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 20 s", what)
-		}
-	}
+	testsvc.Eventually(t, 20*time.Second, what, check)
 }
 
 // TestBudgetsFromTheCollector: a budget set on a real collector reaches
@@ -165,15 +161,25 @@ func (s *slots) Release(string) { s.mu.Lock(); s.used--; s.mu.Unlock() }
 // TestWorkersTakeALimiter: the agent's worker pool takes the fair queue's
 // Limiter option (lease.Semaphore in a fleet): eight workers run at most
 // the limiter's two jobs of a tenant at once, every job runs, and every
-// slot is given back.
+// slot is given back. The first job runs until a second one holds the
+// other slot, so the limit is reached (exactly 2 at once), not just kept.
 func TestWorkersTakeALimiter(t *testing.T) {
 	a := newAgent(t, WithPlans(map[string]enforce.Plan{ // a plan that admits every job
 		enforce.PlanFree: {Limit: enforce.Limit{RUPerSecond: 1e6, Burst: 1e6}, Weight: 1},
 	}, nil))
 	lim := &slots{n: 2}
 	var ran atomic.Int64
+	var first atomic.Bool
 	w, err := NewWorkers(a, 8, func(ctx context.Context, v int) error {
-		time.Sleep(2 * time.Millisecond)
+		if first.CompareAndSwap(false, true) {
+			if !testsvc.Poll(10*time.Second, func() bool {
+				lim.mu.Lock()
+				defer lim.mu.Unlock()
+				return lim.max == 2
+			}) {
+				t.Error("no second job ran beside the first")
+			}
+		}
 		ran.Add(1)
 		return nil
 	}, fairqueue.WithLimiter(lim))
@@ -190,7 +196,7 @@ func TestWorkersTakeALimiter(t *testing.T) {
 	}
 	lim.mu.Lock()
 	defer lim.mu.Unlock()
-	if ran.Load() != 40 || lim.granted != 40 || lim.max > 2 || lim.used != 0 {
+	if ran.Load() != 40 || lim.granted != 40 || lim.max != 2 || lim.used != 0 {
 		t.Fatalf("ran %d, granted %d, at most %d at once (limit 2), %d slots still used", ran.Load(), lim.granted, lim.max, lim.used)
 	}
 }

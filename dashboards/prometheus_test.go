@@ -137,16 +137,12 @@ scrape_configs:
 	// from the scraped data: the pipeline works end to end.
 	deadline := time.Now().Add(90 * time.Second)
 	var got []map[string]string
-	for {
+	if !testsvc.PollEvery(time.Until(deadline), 500*time.Millisecond, func() bool {
 		traffic()
 		got, err = instant(api, "qtop:tenant_db_seconds:rate5m")
-		if err == nil && len(got) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no qtop:tenant_db_seconds:rate5m series from Prometheus after 90 s (last error %v)", err)
-		}
-		time.Sleep(500 * time.Millisecond)
+		return err == nil && len(got) > 0
+	}) {
+		t.Fatalf("no qtop:tenant_db_seconds:rate5m series from Prometheus after 90 s (last error %v)", err)
 	}
 	var tenants []string
 	for _, l := range got {
@@ -172,11 +168,12 @@ scrape_configs:
 			} `json:"groups"`
 		} `json:"data"`
 	}
-	for {
+	unknown := 0
+	if !testsvc.PollEvery(time.Until(deadline), 200*time.Millisecond, func() bool {
 		if err := getJSON(api+"rules", &rs); err != nil {
 			t.Fatal(err)
 		}
-		unknown := 0
+		unknown = 0
 		for _, g := range rs.Data.Groups {
 			for _, r := range g.Rules {
 				if r.Health == "unknown" {
@@ -184,13 +181,9 @@ scrape_configs:
 				}
 			}
 		}
-		if unknown == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d rules never evaluated", unknown)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return unknown == 0
+	}) {
+		t.Fatalf("%d rules never evaluated", unknown)
 	}
 	n := 0
 	for _, g := range rs.Data.Groups {
@@ -223,17 +216,16 @@ scrape_configs:
 		`qtop_collector_spool_bytes`,
 		`qtop_collector_latency_ratio{service!=""}`,
 	} {
-		for {
-			res, err := instant(api, q)
-			if err == nil && len(res) > 0 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("%s: %d series, %v", q, len(res), err)
-				break
+		var res []map[string]string
+		var err error
+		if !testsvc.PollEvery(time.Until(deadline), 200*time.Millisecond, func() bool {
+			if res, err = instant(api, q); err == nil && len(res) > 0 {
+				return true
 			}
 			traffic()
-			time.Sleep(200 * time.Millisecond)
+			return false
+		}) {
+			t.Errorf("%s: %d series, %v", q, len(res), err)
 		}
 	}
 
@@ -242,17 +234,13 @@ scrape_configs:
 	// tenant label values stay within the collector's stated bound (80 an
 	// hour, plus "other"). A minute of scrapes at 1 s is enough to see
 	// the churn.
-	deadline = time.Now().Add(100 * time.Second)
-	for {
+	var minute []map[string]string
+	if !testsvc.PollEvery(100*time.Second, time.Second, func() bool {
 		traffic()
-		res, err := instant(api, `max(count_over_time(qtop_collector_tenant_ru_total{tenant="other"}[2m])) >= 60`)
-		if err == nil && len(res) > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no minute of per-tenant series: %v %v", res, err)
-		}
-		time.Sleep(time.Second)
+		minute, err = instant(api, `max(count_over_time(qtop_collector_tenant_ru_total{tenant="other"}[2m])) >= 60`)
+		return err == nil && len(minute) > 0
+	}) {
+		t.Fatalf("no minute of per-tenant series: %v %v", minute, err)
 	}
 	if res, err := instant(api, `sum(resets(qtop_collector_tenant_ru_total[2m])) > 0`); err != nil || len(res) > 0 {
 		t.Errorf("per-tenant counters reset: %v %v", res, err)

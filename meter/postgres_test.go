@@ -3,7 +3,6 @@ package meter
 import (
 	"context"
 	"fmt"
-	"math"
 	"sync"
 	"testing"
 	"time"
@@ -76,18 +75,21 @@ func TestPostgresDBTimePerTenant(t *testing.T) {
 		perReq   int
 		sleep    time.Duration
 	}
-	// Statements of 200 ms or more, so that what a loaded machine adds to
-	// each client-side measure (scheduling, the round trip: a few ms under
-	// -race with other packages' tests running) stays far inside 5%.
+	// The meter measures each statement on the client: PostgreSQL's own
+	// measure of it (below) and the test's measure around the call bracket
+	// that exactly, however loaded the machine (which adds scheduling
+	// delays to the client's measure, not to the server's).
 	loads := []load{
 		{"acme", tenant.T2, 6, 2, 250 * time.Millisecond},    // 3 s
 		{"globex", tenant.T1, 4, 1, 400 * time.Millisecond},  // 1.6 s
 		{"initech", tenant.T3, 8, 1, 200 * time.Millisecond}, // 1.6 s
 	}
 	// PostgreSQL's own measure of each statement (pg_sleep overshoots by
-	// a millisecond or so), the ground truth for the client-side DB time.
+	// a millisecond or so): within the client's measure of it, which is
+	// within the test's measure of the call.
 	var serverMu sync.Mutex
 	serverTime := map[string]time.Duration{}
+	callTime := map[string]time.Duration{}
 	modes := []string{"ok", "down", "garbage500", "slow", "ok"}
 	stopModes := make(chan struct{})
 	modesDone := make(chan struct{})
@@ -115,12 +117,15 @@ func TestPostgresDBTimePerTenant(t *testing.T) {
 					ctx, span := tr.Start(ctx, "GET /work", trace.WithSpanKind(trace.SpanKindServer))
 					for range l.perReq {
 						var secs float64
+						start := time.Now()
 						err := db.QueryRowContext(ctx, query, l.sleep.Seconds()).Scan(&secs)
+						call := time.Since(start)
 						if err != nil {
 							errs <- fmt.Errorf("%s: %w", l.tenant, err)
 						}
 						serverMu.Lock()
 						serverTime[l.tenant] += time.Duration(secs * float64(time.Second))
+						callTime[l.tenant] += call
 						serverMu.Unlock()
 					}
 					span.End()
@@ -167,15 +172,18 @@ func TestPostgresDBTimePerTenant(t *testing.T) {
 	}
 	for _, l := range loads {
 		nominal := time.Duration(l.requests*l.perReq) * l.sleep
-		server := serverTime[l.tenant]
+		server, call := serverTime[l.tenant], callTime[l.tenant]
 		got := dbTime[l.tenant]
-		for _, want := range []time.Duration{nominal, server} {
-			if dev := math.Abs(float64(got-want)) / float64(want); dev > 0.05 {
-				t.Errorf("%s: DB time %v, want %v within 5%% (off by %.1f%%)", l.tenant, got, want, 100*dev)
-			}
+		// Each statement's DB time once, under its own tenant: no less
+		// than PostgreSQL measured, no more than the calls took. (A
+		// statement lost or counted under another tenant falls out of
+		// the bracket by its 200 ms or more; one counted twice too, and
+		// in the count below.)
+		if server < nominal || got < server || got > call {
+			t.Errorf("%s: DB time %v, want within [%v PostgreSQL measured, %v the calls took] (pg_sleep asked %v)", l.tenant, got, server, call, nominal)
 		}
-		t.Logf("%s: DB time %v; pg_sleep asked %v (%+.2f%%), PostgreSQL measured %v (%+.2f%%)", l.tenant, got,
-			nominal, 100*float64(got-nominal)/float64(nominal), server, 100*float64(got-server)/float64(server))
+		t.Logf("%s: DB time %v; pg_sleep asked %v (%+.2f%%), PostgreSQL measured %v (%+.2f%%), the calls took %v", l.tenant, got,
+			nominal, 100*float64(got-nominal)/float64(nominal), server, 100*float64(got-server)/float64(server), call)
 		if dbCount[l.tenant] != uint64(l.requests*l.perReq) {
 			t.Errorf("%s: %d statements, want %d", l.tenant, dbCount[l.tenant], l.requests*l.perReq)
 		}

@@ -103,20 +103,17 @@ func tagged(sql, ten, route string) string {
 // waitFor samples until cond holds for a snapshot (at most 20 s).
 func waitFor(t testing.TB, s *Sampler, what string, cond func(Snapshot) bool) Snapshot {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		snap, err := s.Sample(context.Background())
-		if err != nil {
+	var snap Snapshot
+	if !testsvc.PollEvery(20*time.Second, 50*time.Millisecond, func() bool {
+		var err error
+		if snap, err = s.Sample(context.Background()); err != nil {
 			t.Fatalf("sample: %v", err)
 		}
-		if cond(snap) {
-			return snap
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no sample showed %s; last: %+v", what, snap)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return cond(snap)
+	}) {
+		t.Fatalf("no sample showed %s; last: %+v", what, snap)
 	}
+	return snap
 }
 
 func byPID(snap Snapshot, pid int32) (Backend, bool) {
@@ -569,13 +566,16 @@ func TestSampleError(t *testing.T) {
 	var mu sync.Mutex
 	var errs []error
 	rctx, stop := context.WithCancel(context.Background())
-	go func() {
-		time.Sleep(300 * time.Millisecond)
-		stop()
-	}()
+	// A timeout only for a Run that never calls back: it stops at the
+	// second failing sample.
+	rctx, timeout := context.WithTimeout(rctx, 20*time.Second)
+	defer timeout()
 	NewSampler(pool).Run(rctx, 50*time.Millisecond, func(_ Snapshot, err error) {
 		mu.Lock()
 		errs = append(errs, err)
+		if len(errs) == 2 {
+			stop()
+		}
 		mu.Unlock()
 	})
 	if len(errs) < 2 {

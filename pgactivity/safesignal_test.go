@@ -6,12 +6,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/qtop-dev/qtop/internal/testsvc"
 )
 
 // TestCancelStatementOnlyTheOneShown: the sample shows statement A; by
 // the time the cancel goes out the session runs statement B. The cancel of
-// A must leave B running and say so; the cancel of B (as sampled) stops
-// it. (The failure seen with pg_cancel_backend(pid) alone: B cancelled.)
+// A must leave B running (B then ends by itself) and say so; the cancel of
+// C (as sampled) stops it. (The failure seen with pg_cancel_backend(pid)
+// alone: B cancelled.)
 func TestCancelStatementOnlyTheOneShown(t *testing.T) {
 	sfx := suffix(t)
 	pool := newPool(t, "", "")
@@ -19,7 +22,9 @@ func TestCancelStatementOnlyTheOneShown(t *testing.T) {
 	s := connect(t)
 	smp := NewSampler(pool)
 	a := "SELECT pg_sleep(60) /*tenant='a-" + sfx + "'*/"
-	b := "SELECT pg_sleep(60) /*tenant='b-" + sfx + "'*/"
+	// B ends by itself: had a cancel of A reached it, it would not.
+	b := "SELECT pg_sleep(2) /*tenant='b-" + sfx + "'*/"
+	c := "SELECT pg_sleep(60) /*tenant='c-" + sfx + "'*/"
 
 	s.start(ctx, a)
 	snapA := waitFor(t, smp, "statement A", func(x Snapshot) bool {
@@ -46,20 +51,24 @@ func TestCancelStatementOnlyTheOneShown(t *testing.T) {
 	if !errors.Is(err, ErrMovedOn) || !strings.Contains(err.Error(), "another statement") {
 		t.Fatalf("cancel of A while B runs: %v", err)
 	}
-	time.Sleep(200 * time.Millisecond) // a cancel wrongly sent would have landed
-	snapB, _ := smp.Sample(ctx)
-	bb, ok := byPID(snapB, s.pid)
-	if !ok || !bb.Active() || !strings.Contains(bb.Query, "b-"+sfx) {
-		t.Fatalf("B was touched: %+v", bb)
+	if err := s.wait(t); err != nil {
+		t.Fatalf("B was touched: %v", err)
 	}
-	if err := CancelStatement(ctx, pool, TargetOf(&bb), "qtop test"); err != nil {
-		t.Fatalf("cancel of B: %v", err)
+	// A statement shown is cancelled.
+	s.start(ctx, c)
+	snapC := waitFor(t, smp, "statement C", func(x Snapshot) bool {
+		bk, ok := byPID(x, s.pid)
+		return ok && bk.Active() && strings.Contains(bk.Query, "c-"+sfx)
+	})
+	cc, _ := byPID(snapC, s.pid)
+	if err := CancelStatement(ctx, pool, TargetOf(&cc), "qtop test"); err != nil {
+		t.Fatalf("cancel of C: %v", err)
 	}
 	if err := s.wait(t); err == nil || !strings.Contains(err.Error(), "cancel") {
-		t.Fatalf("B not cancelled: %v", err)
+		t.Fatalf("C not cancelled: %v", err)
 	}
-	// The session lives on, idle: a cancel of the finished B does nothing.
-	if err := CancelStatement(ctx, pool, TargetOf(&bb), "qtop test"); !errors.Is(err, ErrMovedOn) || !strings.Contains(err.Error(), "idle") {
+	// The session lives on, idle: a cancel of the finished C does nothing.
+	if err := CancelStatement(ctx, pool, TargetOf(&cc), "qtop test"); !errors.Is(err, ErrMovedOn) || !strings.Contains(err.Error(), "idle") {
 		t.Fatalf("cancel of a finished statement: %v", err)
 	}
 	if err := CancelStatement(ctx, pool, Target{PID: s.pid}, "x"); !errors.Is(err, ErrBadPID) {
@@ -112,22 +121,15 @@ func TestTerminateSessionOnlyTheOneShown(t *testing.T) {
 	if err := TerminateSession(ctx, pool, tg, "qtop (alice); DROP TABLE x"); err != nil {
 		t.Fatalf("terminate: %v", err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for s.conn.Ping(ctx) == nil {
-		if time.Now().After(deadline) {
-			t.Fatal("the session survived")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	for {
-		err := TerminateSession(ctx, pool, tg, "x")
-		if errors.Is(err, ErrNoBackend) {
-			break
-		}
-		if err != nil || time.Now().After(deadline) {
-			t.Fatalf("terminate of an ended backend: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond) // the backend is still exiting
+	testsvc.Eventually(t, 10*time.Second, "the session terminated", func() bool { return s.conn.Ping(ctx) != nil })
+	// The backend may still be exiting: terminating it succeeds until it
+	// is gone, then reports no backend.
+	var err error
+	if !testsvc.Poll(10*time.Second, func() bool {
+		err = TerminateSession(ctx, pool, tg, "x")
+		return err != nil
+	}) || !errors.Is(err, ErrNoBackend) {
+		t.Fatalf("terminate of an ended backend: %v", err)
 	}
 }
 

@@ -3,9 +3,11 @@ package sqlcomment_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/sqlcomment"
 	"github.com/qtop-dev/qtop/tenant"
@@ -14,13 +16,10 @@ import (
 // waitInFlight waits until budget i has n statements in flight.
 func waitInFlight(t *testing.T, b *sqlcomment.Budgets, i int, n int64) {
 	t.Helper()
-	for {
+	testsvc.Eventually(t, 10*time.Second, fmt.Sprintf("budget %d with %d statements in flight", i, n), func() bool {
 		bs, _ := b.Stats()
-		if bs[i].InFlight == n {
-			return
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return bs[i].InFlight == n
+	})
 }
 
 // TestPostgresBudget runs the budget rules through database/sql and pgx's

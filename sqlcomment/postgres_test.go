@@ -252,21 +252,16 @@ func TestPostgresActivity(t *testing.T) {
 // mentions name, and returns its text.
 func waitActivity(t *testing.T, watch *sql.DB, name string) string {
 	t.Helper()
-	deadline := time.Now().Add(8 * time.Second)
-	for time.Now().Before(deadline) {
-		var q string
+	var q string
+	testsvc.Eventually(t, 8*time.Second, "a running statement for "+name+" in pg_stat_activity", func() bool {
 		err := watch.QueryRow(`SELECT query FROM pg_stat_activity
 			WHERE state = 'active' AND pid <> pg_backend_pid() AND query LIKE '%' || $1 || '%'`, name).Scan(&q)
-		if err == nil {
-			return q
-		}
-		if !errors.Is(err, sql.ErrNoRows) {
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
 			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("no running statement for %s in pg_stat_activity", name)
-	return ""
+		return err == nil
+	})
+	return q
 }
 
 // TestPostgresStatStatements: the same statement run by three tenants is

@@ -20,6 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/qtop-dev/qtop/histogram"
+	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -154,16 +155,10 @@ func TestSpoolBackgroundReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.mem.down.Store(false)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if rows, _ := f.sp.Pending(); rows == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("background replay never drained the spool")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testsvc.Eventually(t, 20*time.Second, "the background replay draining the spool", func() bool {
+		rows, _ := f.sp.Pending()
+		return rows == 0
+	})
 	if got := f.mem.counts()["a"]; got != 4 {
 		t.Fatalf("count = %d, want 4", got)
 	}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -100,9 +102,8 @@ func TestPostgresInTmux(t *testing.T) {
 	t.Logf("grouped by application:\n%s", screen)
 
 	// The filter finds it; enter lists its two statements.
-	s.press("/")
-	s.keys("-l", app)
-	s.press("Enter", "Enter")
+	s.filter(app)
+	s.keys("Enter")
 	screen = s.waitFor("the drill-in of "+app, 20*time.Second, func(sc string) bool {
 		return strings.Contains(sc, "Application "+app) && strings.Count(sc, "pg_sleep(120)") == 2
 	})
@@ -111,13 +112,18 @@ func TestPostgresInTmux(t *testing.T) {
 	// (A key sent right after Escape would read as alt+key.)
 	s.waitFor("the Tenants view again", 10*time.Second, func(sc string) bool { return !strings.Contains(sc, "Application "+app) })
 
-	// Statements: filter, mark both, cancel both.
-	// One key at a time: keys sent together arrive as one burst of runes.
-	s.press("3", "/")
-	s.keys("-l", app)
-	s.press("Enter")
+	// Statements: filter, mark both, cancel both. One key at a time,
+	// each once its effect is on the screen: keys sent together arrive as
+	// one burst of runes.
+	s.keys("3")
+	s.waitFor("the Statements view", 10*time.Second, statementsHeader.MatchString)
+	s.filter(app)
 	s.waitFor("the filtered statements", 10*time.Second, func(sc string) bool { return strings.Count(sc, "pg_sleep(120)") == 2 })
-	s.press("Space", "Space", "c")
+	for n := 1; n <= 2; n++ {
+		s.keys("Space")
+		s.waitFor(fmt.Sprintf("%d statements marked", n), 10*time.Second, func(sc string) bool { return len(markedPID.FindAllString(sc, -1)) == n })
+	}
+	s.keys("c")
 	s.waitFor("the confirmation", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "Cancel the statements of 2 backends") })
 	s.keys("y")
 	s.waitFor("the cancels sent", 20*time.Second, func(sc string) bool { return strings.Contains(sc, "cancel sent to backend") })
@@ -140,11 +146,20 @@ func TestPostgresInTmux(t *testing.T) {
 	}
 }
 
-// press sends keys one by one, a moment apart.
-func (s *tmuxSession) press(keys ...string) {
+var (
+	statementsHeader = regexp.MustCompile(`PID +TENANT`)
+	markedPID        = regexp.MustCompile(`\*\d+ `) // a statement marked with space
+)
+
+// filter types / text enter, each step once the screen shows the one
+// before: the prompt, the text in it, the filter kept in the title.
+func (s *tmuxSession) filter(text string) {
 	s.t.Helper()
-	for _, k := range keys {
-		s.keys(k)
-		time.Sleep(150 * time.Millisecond)
-	}
+	const prompt = "▏ enter keep"
+	s.keys("/")
+	s.waitFor("the filter prompt", 10*time.Second, func(sc string) bool { return strings.Contains(sc, prompt) })
+	s.keys("-l", text)
+	s.waitFor("the filter typed", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "/"+text+prompt) })
+	s.keys("Enter")
+	s.waitFor("the filter kept", 10*time.Second, func(sc string) bool { return !strings.Contains(sc, prompt) && strings.Contains(sc, "/"+text) })
 }

@@ -51,18 +51,11 @@ func (s *tmuxSession) keys(keys ...string) {
 // waitFor polls the screen until ok says yes or the deadline passes.
 func (s *tmuxSession) waitFor(what string, d time.Duration, ok func(screen string) bool) string {
 	s.t.Helper()
-	deadline := time.Now().Add(d)
 	var last string
-	for {
-		last = s.screen()
-		if ok(last) {
-			return last
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("after %s, still waiting for %s; the screen:\n%s", d, what, last)
-		}
-		time.Sleep(200 * time.Millisecond)
+	if !testsvc.PollEvery(d, 100*time.Millisecond, func() bool { last = s.screen(); return ok(last) }) {
+		s.t.Fatalf("after %s, still waiting for %s; the screen:\n%s", d, what, last)
 	}
+	return last
 }
 
 var firstRowRE = regexp.MustCompile(`(?m)^\s*TENANT .*\n› (\S+)`)

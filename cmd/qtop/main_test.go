@@ -101,7 +101,7 @@ func TestOnceFromCollector(t *testing.T) {
 	srv.Run(ctx)
 	defer srv.Shutdown(context.Background())
 	var s api.Snapshot
-	for deadline := time.Now().Add(20 * time.Second); len(s.Tenants) == 0; {
+	testsvc.Eventually(t, 20*time.Second, "a tenant from qtop --once", func() bool {
 		code, out, errOut := runQtop("--collector", ln.Addr().String(), "--once", "--format", "json", "--sort", "req", "--top", "3")
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, errOut)
@@ -110,11 +110,8 @@ func TestOnceFromCollector(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &s); err != nil {
 			t.Fatalf("not the snapshot JSON: %v\n%s", err, out)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no tenant within 20 s")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return len(s.Tenants) > 0
+	})
 	if s.Measure != api.MeasureReq || len(s.Tenants) > 4 {
 		t.Fatalf("measure %q, %d rows (want top 3 + other)", s.Measure, len(s.Tenants))
 	}
@@ -167,7 +164,8 @@ func TestOncePostgres(t *testing.T) {
 			conn.Close(context.Background())
 		})
 	}
-	for deadline := time.Now().Add(20 * time.Second); ; {
+	load, stmts := map[string]float64{}, map[string]int{}
+	if !testsvc.PollEvery(20*time.Second, 100*time.Millisecond, func() bool {
 		code, out, errOut := runQtop("--postgres", dsn, "--once", "--format", "json", "--top", "1000")
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, errOut)
@@ -176,21 +174,16 @@ func TestOncePostgres(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &s); err != nil {
 			t.Fatal(err)
 		}
-		load := map[string]float64{}
+		load, stmts = map[string]float64{}, map[string]int{}
 		for _, r := range s.Tenants {
 			load[r.Tenant] = r.DBLoad
 		}
-		stmts := map[string]int{}
 		for _, st := range s.Statements {
 			stmts[st.Tenant]++
 		}
-		if s.Source == api.SourcePostgres && load[a] == 2 && load[c] == 1 && stmts[a] == 2 && stmts[c] == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("want %s with 2 sessions and %s with 1: load %v statements %v", a, c, load, stmts)
-		}
-		time.Sleep(100 * time.Millisecond)
+		return s.Source == api.SourcePostgres && load[a] == 2 && load[c] == 1 && stmts[a] == 2 && stmts[c] == 1
+	}) {
+		t.Fatalf("want %s with 2 sessions and %s with 1: load %v statements %v", a, c, load, stmts)
 	}
 	code, _, errOut := runQtop("--postgres", "postgres://nobody@127.0.0.1:1/x?connect_timeout=2", "--once")
 	if code != 1 || !strings.Contains(errOut, "cannot connect to postgres nobody@127.0.0.1:1/x") {

@@ -86,17 +86,7 @@ func Replay(ctx context.Context, c ReplayConfig, mode Mode) (ReplayResult, error
 		return ReplayResult{}, fmt.Errorf("%w: replay users %d, span %v, rate %v", ErrConfig, c.Users, c.Span, c.Rate)
 	}
 	clk := &vclock{}
-	rules := policy.Freshness{Rules: policy.MonzoRules()}
-	switch mode {
-	case ModeShadow:
-		rules.Batch = len(rules.Rules)
-		for i := range rules.Rules {
-			rules.Rules[i].Shadow = true
-		}
-	case ModeEnforced:
-		rules.Batch = len(rules.Rules)
-	}
-	app, err := New(Config{Slots: c.Slots, Work: c.Work, Rules: rules, Clock: clk.Now})
+	app, err := New(Config{Slots: c.Slots, Work: c.Work, Rules: replayRules(mode), Clock: clk.Now})
 	if err != nil {
 		return ReplayResult{}, err
 	}
@@ -112,80 +102,16 @@ func Replay(ctx context.Context, c ReplayConfig, mode Mode) (ReplayResult, error
 		srv.Shutdown(sctx)
 		app.Shutdown(sctx)
 	}()
-	base := "http://" + ln.Addr().String()
 
 	tr := c.Model.Trace(c.Users, 24*time.Hour+c.Span)
-	users := len(tr.Changes)
-	// Warm-up: each client holds the answer of its last GET of the first
-	// day, signed as the service would have signed it.
-	etags := make([]string, users)
-	version := make([]int, users)
-	last := make([]time.Duration, users)
-	for i := range last {
-		last[i] = -1
-	}
-	first := len(tr.Requests)
-	for i, q := range tr.Requests {
-		if q.At >= 24*time.Hour {
-			first = i
-			break
-		}
-		last[q.User] = q.At
-	}
-	for u := range int32(users) {
-		v := tr.Version(u, 24*time.Hour)
-		version[u] = v
-		app.ledger.m[accountID(u)] = balanceAt(u, v)
-		if last[u] >= 0 {
-			id := accountID(u)
-			body := balanceBody(id, balanceAt(u, tr.Version(u, last[u])))
-			etags[u] = app.signer.Sign("/accounts/"+id+"/balance", enforce.ResponseHash(body), traceEpoch.Add(last[u]))
-		}
-	}
+	etags, version, first := warmUp(app, tr)
 	app.Freshness().Drain()
 	reads0 := app.Reads()
 
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 512}, Timeout: 30 * time.Second}
-	defer client.CloseIdleConnections()
-	var (
-		mu       sync.Mutex
-		lat      []time.Duration
-		refused  int
-		answered int
-		sent     int
-		firstErr error
-	)
-	chans := make([]chan enforcesim.TraceRequest, users)
-	var wg sync.WaitGroup
-	for u := range chans {
-		chans[u] = make(chan enforcesim.TraceRequest, 256)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for q := range chans[u] {
-				code, etag, d, err := get(ctx, client, base, q, etags[u])
-				mu.Lock()
-				sent++
-				switch {
-				case err != nil:
-					if firstErr == nil && ctx.Err() == nil {
-						firstErr = err
-					}
-				case code == http.StatusOK || code == http.StatusNotModified:
-					if etag != "" {
-						etags[u] = etag
-					}
-					answered++
-					if q.Cause == policy.CauseInteractive {
-						lat = append(lat, d)
-					}
-				case code == http.StatusServiceUnavailable || code == http.StatusTooManyRequests:
-					refused++
-				}
-				mu.Unlock()
-			}
-		}()
-	}
+	cl := &replayClients{base: "http://" + ln.Addr().String(), etags: etags,
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 512}, Timeout: 30 * time.Second}}
+	defer cl.client.CloseIdleConnections()
+	chans := cl.start(ctx, len(etags))
 	start := time.Now()
 	n := 0
 	for _, q := range tr.Requests[first:] {
@@ -211,12 +137,118 @@ func Replay(ctx context.Context, c ReplayConfig, mode Mode) (ReplayResult, error
 	for _, ch := range chans {
 		close(ch)
 	}
-	wg.Wait()
-	res := ReplayResult{Mode: mode, Requests: n, Answered: answered, Reads: app.Reads() - reads0, Refused: refused, Elapsed: time.Since(start)}
-	if firstErr != nil {
-		return res, fmt.Errorf("balance: replay: %w", firstErr)
+	cl.wg.Wait()
+	res := ReplayResult{Mode: mode, Requests: n, Answered: cl.answered, Reads: app.Reads() - reads0, Refused: cl.refused, Elapsed: time.Since(start)}
+	if cl.firstErr != nil {
+		return res, fmt.Errorf("balance: replay: %w", cl.firstErr)
 	}
 	w := app.Freshness().Drain()
+	res.fill(&w, cl.lat)
+	return res, ctx.Err()
+}
+
+// replayRules is the Monzo rules as mode runs them.
+func replayRules(mode Mode) policy.Freshness {
+	rules := policy.Freshness{Rules: policy.MonzoRules()}
+	switch mode {
+	case ModeShadow:
+		rules.Batch = len(rules.Rules)
+		for i := range rules.Rules {
+			rules.Rules[i].Shadow = true
+		}
+	case ModeEnforced:
+		rules.Batch = len(rules.Rules)
+	}
+	return rules
+}
+
+// warmUp sets the balances as of the end of the trace's first day and
+// returns, per user, the ETag of the client's last GET of that day
+// (signed as the service would have signed it), the data version, and
+// the index of the first request after the day.
+func warmUp(app *App, tr enforcesim.Trace) (etags []string, version []int, first int) {
+	users := len(tr.Changes)
+	etags, version = make([]string, users), make([]int, users)
+	last := make([]time.Duration, users)
+	for i := range last {
+		last[i] = -1
+	}
+	first = len(tr.Requests)
+	for i, q := range tr.Requests {
+		if q.At >= 24*time.Hour {
+			first = i
+			break
+		}
+		last[q.User] = q.At
+	}
+	for u := range int32(users) {
+		v := tr.Version(u, 24*time.Hour)
+		version[u] = v
+		app.ledger.m[accountID(u)] = balanceAt(u, v)
+		if last[u] >= 0 {
+			id := accountID(u)
+			body := balanceBody(id, balanceAt(u, tr.Version(u, last[u])))
+			etags[u] = app.signer.Sign("/accounts/"+id+"/balance", enforce.ResponseHash(body), traceEpoch.Add(last[u]))
+		}
+	}
+	return etags, version, first
+}
+
+// replayClients is one client per user, each sending its user's
+// requests in order, and what they were answered.
+type replayClients struct {
+	base   string
+	client *http.Client
+	etags  []string
+	wg     sync.WaitGroup
+
+	mu                      sync.Mutex
+	lat                     []time.Duration // interactive requests
+	refused, answered, sent int
+	firstErr                error
+}
+
+// start starts a client per user and returns their queues.
+func (cl *replayClients) start(ctx context.Context, users int) []chan enforcesim.TraceRequest {
+	chans := make([]chan enforcesim.TraceRequest, users)
+	for u := range chans {
+		chans[u] = make(chan enforcesim.TraceRequest, 256)
+		cl.wg.Add(1)
+		go func() {
+			defer cl.wg.Done()
+			for q := range chans[u] {
+				code, etag, d, err := get(ctx, cl.client, cl.base, q, cl.etags[u])
+				cl.answer(ctx, u, q, code, etag, d, err)
+			}
+		}()
+	}
+	return chans
+}
+
+func (cl *replayClients) answer(ctx context.Context, u int, q enforcesim.TraceRequest, code int, etag string, d time.Duration, err error) {
+	cl.mu.Lock()
+	defer cl.mu.Unlock()
+	cl.sent++
+	switch {
+	case err != nil:
+		if cl.firstErr == nil && ctx.Err() == nil {
+			cl.firstErr = err
+		}
+	case code == http.StatusOK || code == http.StatusNotModified:
+		if etag != "" {
+			cl.etags[u] = etag
+		}
+		cl.answered++
+		if q.Cause == policy.CauseInteractive {
+			cl.lat = append(cl.lat, d)
+		}
+	case code == http.StatusServiceUnavailable || code == http.StatusTooManyRequests:
+		cl.refused++
+	}
+}
+
+// fill adds the freshness figures of w and the interactive latencies.
+func (res *ReplayResult) fill(w *enforce.FreshWindow, lat []time.Duration) {
 	for _, r := range w.Routes {
 		res.Revalidated += r.Revalidated
 	}
@@ -233,7 +265,6 @@ func Replay(ctx context.Context, c ReplayConfig, mode Mode) (ReplayResult, error
 		res.InteractiveP50 = lat[len(lat)/2]
 		res.InteractiveP95 = lat[min(len(lat)-1, len(lat)*95/100)]
 	}
-	return res, ctx.Err()
 }
 
 // get sends one GET of the trace and returns the status, the ETag of the

@@ -85,6 +85,24 @@ func randomName() string {
 	return "qtop_bq_" + hex.EncodeToString(b)
 }
 
+// modeRun is one mode's run: the pool, the job table, the budgets and
+// what the producer, the workers, the analytics clients and the vacuum
+// counted.
+type modeRun struct {
+	o       options
+	pool    *pgxpool.Pool
+	db      *pgxcomment.DB
+	budgets *sqlcomment.Budgets
+	table   string
+	runCtx  context.Context
+	wg      sync.WaitGroup
+	errc    chan error
+	st      stats
+
+	produced, done, running, analyticsDone, dead atomic.Int64
+	refused                                      atomic.Uint64
+}
+
 func runMode(ctx context.Context, o options, mode string) (result, error) {
 	res := result{mode: mode}
 	cfg, err := pgxpool.ParseConfig(o.dsn)
@@ -98,202 +116,220 @@ func runMode(ctx context.Context, o options, mode string) (result, error) {
 	}
 	defer pool.Close()
 
-	table := randomName()
+	r := &modeRun{o: o, pool: pool, table: randomName(), errc: make(chan error, 16)}
 	if _, err := pool.Exec(ctx, fmt.Sprintf(`CREATE TABLE %s (
 		id bigserial PRIMARY KEY,
 		created_at timestamptz NOT NULL DEFAULT clock_timestamp(),
 		payload text NOT NULL
-	) WITH (autovacuum_enabled = false)`, table)); err != nil {
+	) WITH (autovacuum_enabled = false)`, r.table)); err != nil {
 		return res, err
 	}
-	defer pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+table)
-
-	budgets := sqlcomment.NewBudgets(sqlcomment.WithBudgetLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
-	if mode != "none" {
-		m := policy.Enforce
-		if mode == "warn" {
-			m = policy.Warn
-		}
-		if err := budgets.Set([]policy.Budget{{ID: "analytics", Match: []map[string]string{{"tenant": "analytics"}},
-			Concurrency: 1, Mode: m, Reason: "analytics statements hold back vacuum of the job queue"}}, nil); err != nil {
-			return res, err
-		}
+	defer pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+r.table)
+	if r.budgets, err = modeBudgets(mode); err != nil {
+		return res, err
 	}
-	db := pgxcomment.Wrap(pool, sqlcomment.WithApplication("budgetqueue"), sqlcomment.WithBudgets(budgets))
+	r.db = pgxcomment.Wrap(pool, sqlcomment.WithApplication("budgetqueue"), sqlcomment.WithBudgets(r.budgets))
 
 	runCtx, stop := context.WithTimeout(ctx, o.duration)
 	defer stop()
-	var produced, done atomic.Int64
-	var running atomic.Int64
-	var refused atomic.Uint64
-	var st stats
-	var wg sync.WaitGroup
-	errc := make(chan error, 16)
-	fail := func(err error) {
-		if err != nil && runCtx.Err() == nil {
-			select {
-			case errc <- err:
-			default:
-			}
-		}
-	}
-
-	// Producer: o.rate jobs a second, in 100 batches.
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		jobs := tenant.With(runCtx, tenant.Tags{Tenant: "jobs", Route: "enqueue"})
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		start := time.Now()
-		for {
-			select {
-			case <-runCtx.Done():
-				return
-			case now := <-tick.C:
-				want := int64(now.Sub(start).Seconds() * float64(o.rate))
-				n := want - produced.Load()
-				if n <= 0 {
-					continue
-				}
-				if _, err := db.Exec(jobs, fmt.Sprintf("INSERT INTO %s (payload) SELECT 'job' FROM generate_series(1, $1::int)", table), n); err != nil {
-					fail(err)
-					continue
-				}
-				produced.Add(n)
-			}
-		}
-	}()
-
-	// Workers: claim the oldest job with SKIP LOCKED, delete it, commit.
-	claim := fmt.Sprintf("SELECT id FROM %s ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED", table)
-	finish := fmt.Sprintf("DELETE FROM %s WHERE id = $1 RETURNING extract(epoch FROM clock_timestamp() - created_at)", table)
-	for range o.workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			jobs := tenant.With(runCtx, tenant.Tags{Tenant: "jobs", Route: "work"})
-			for runCtx.Err() == nil {
-				ok, err := work(jobs, db, claim, finish, &st)
-				if err != nil {
-					fail(err)
-				}
-				if ok {
-					done.Add(1)
-				} else {
-					time.Sleep(5 * time.Millisecond)
-				}
-			}
-		}()
-	}
-
-	// Analytics: three clients, staggered, each running its long
-	// statement again as soon as it ends; refused ones wait the
-	// retry-after (at least 100 ms) and try again.
-	an := tenant.With(runCtx, tenant.Tags{Tenant: "analytics", Route: "report"})
-	aq := fmt.Sprintf("SELECT (SELECT count(*) FROM %s) AS n, pg_sleep($1::float8)", table)
-	var analyticsDone atomic.Int64
-	for i := range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			select {
-			case <-runCtx.Done():
-				return
-			case <-time.After(time.Duration(i) * o.analytics / 3):
-			}
-			for runCtx.Err() == nil {
-				running.Add(1)
-				_, err := db.Exec(an, aq, o.analytics.Seconds())
-				running.Add(-1)
-				var be *sqlcomment.BudgetError
-				switch {
-				case errors.As(err, &be):
-					refused.Add(1)
-					wait := max(be.RetryAfter, 100*time.Millisecond)
-					select {
-					case <-runCtx.Done():
-					case <-time.After(wait):
-					}
-				case err != nil:
-					fail(err)
-				default:
-					analyticsDone.Add(1)
-				}
-			}
-		}()
-	}
-
-	// Vacuum and sampling, once a second.
-	var dead atomic.Int64
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tick := time.NewTicker(o.vacuum)
-		defer tick.Stop()
-		for {
-			select {
-			case <-runCtx.Done():
-				return
-			case <-tick.C:
-			}
-			c, err := pool.Acquire(runCtx)
-			if err != nil {
-				fail(err)
-				continue
-			}
-			_, err = c.Exec(runCtx, "VACUUM "+table, pgx.QueryExecModeSimpleProtocol)
-			var n int64
-			if err == nil {
-				err = c.QueryRow(runCtx, "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = $1::regclass", table).Scan(&n)
-			}
-			c.Release()
-			if err != nil {
-				fail(err)
-				continue
-			}
-			dead.Store(n)
-		}
-	}()
-
-	start := time.Now()
-	tick := time.NewTicker(time.Second)
-	for t := 1; ; t++ {
-		select {
-		case <-runCtx.Done():
-		case <-tick.C:
-		}
-		if runCtx.Err() != nil {
-			break
-		}
-		lat, lock := st.cut()
-		var warned uint64
-		if bs, _ := budgets.Stats(); len(bs) > 0 {
-			for _, w := range bs[0].Warned {
-				warned += w
-			}
-		}
-		res.samples = append(res.samples, sample{T: int(time.Since(start).Round(time.Second) / time.Second),
-			Backlog: produced.Load() - done.Load(), Done: len(lat), P99Latency: p99(lat), P99Lock: p99(lock),
-			Dead: dead.Load(), Analytics: running.Load(), Refused: refused.Load(), Warnings: warned})
-	}
-	tick.Stop()
-	wg.Wait()
+	r.runCtx = runCtx
+	r.produce()
+	r.work()
+	r.analytics()
+	r.vacuum()
+	res.samples = r.sample()
+	r.wg.Wait()
 	select {
-	case err := <-errc:
+	case err := <-r.errc:
 		return res, err
 	default:
 	}
 	if ctx.Err() != nil {
 		return res, ctx.Err()
 	}
-	st.cut()
-	res.p99Latency, res.p99Lock = p99(st.all), p99(st.allL)
-	for _, v := range st.allL {
+	r.st.cut()
+	res.p99Latency, res.p99Lock = p99(r.st.all), p99(r.st.allL)
+	for _, v := range r.st.allL {
 		res.maxLock = max(res.maxLock, v)
 	}
-	res.analyticsDone = analyticsDone.Load()
+	res.analyticsDone = r.analyticsDone.Load()
 	return res, nil
+}
+
+// modeBudgets is the analytics budget of mode: none, warn or enforce.
+func modeBudgets(mode string) (*sqlcomment.Budgets, error) {
+	budgets := sqlcomment.NewBudgets(sqlcomment.WithBudgetLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if mode == "none" {
+		return budgets, nil
+	}
+	m := policy.Enforce
+	if mode == "warn" {
+		m = policy.Warn
+	}
+	err := budgets.Set([]policy.Budget{{ID: "analytics", Match: []map[string]string{{"tenant": "analytics"}},
+		Concurrency: 1, Mode: m, Reason: "analytics statements hold back vacuum of the job queue"}}, nil)
+	return budgets, err
+}
+
+// fail keeps the first errors of the run (not those of its end).
+func (r *modeRun) fail(err error) {
+	if err != nil && r.runCtx.Err() == nil {
+		select {
+		case r.errc <- err:
+		default:
+		}
+	}
+}
+
+// produce inserts o.rate jobs a second, in 100 batches.
+func (r *modeRun) produce() {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		jobs := tenant.With(r.runCtx, tenant.Tags{Tenant: "jobs", Route: "enqueue"})
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		start := time.Now()
+		for {
+			select {
+			case <-r.runCtx.Done():
+				return
+			case now := <-tick.C:
+				want := int64(now.Sub(start).Seconds() * float64(r.o.rate))
+				n := want - r.produced.Load()
+				if n <= 0 {
+					continue
+				}
+				if _, err := r.db.Exec(jobs, fmt.Sprintf("INSERT INTO %s (payload) SELECT 'job' FROM generate_series(1, $1::int)", r.table), n); err != nil {
+					r.fail(err)
+					continue
+				}
+				r.produced.Add(n)
+			}
+		}
+	}()
+}
+
+// work runs the workers: claim the oldest job with SKIP LOCKED, delete
+// it, commit.
+func (r *modeRun) work() {
+	claim := fmt.Sprintf("SELECT id FROM %s ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED", r.table)
+	finish := fmt.Sprintf("DELETE FROM %s WHERE id = $1 RETURNING extract(epoch FROM clock_timestamp() - created_at)", r.table)
+	for range r.o.workers {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			jobs := tenant.With(r.runCtx, tenant.Tags{Tenant: "jobs", Route: "work"})
+			for r.runCtx.Err() == nil {
+				ok, err := work(jobs, r.db, claim, finish, &r.st)
+				if err != nil {
+					r.fail(err)
+				}
+				if ok {
+					r.done.Add(1)
+				} else {
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+		}()
+	}
+}
+
+// analytics runs three clients, staggered, each running its long
+// statement again as soon as it ends; refused ones wait the retry-after
+// (at least 100 ms) and try again.
+func (r *modeRun) analytics() {
+	an := tenant.With(r.runCtx, tenant.Tags{Tenant: "analytics", Route: "report"})
+	aq := fmt.Sprintf("SELECT (SELECT count(*) FROM %s) AS n, pg_sleep($1::float8)", r.table)
+	for i := range 3 {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			select {
+			case <-r.runCtx.Done():
+				return
+			case <-time.After(time.Duration(i) * r.o.analytics / 3):
+			}
+			for r.runCtx.Err() == nil {
+				r.running.Add(1)
+				_, err := r.db.Exec(an, aq, r.o.analytics.Seconds())
+				r.running.Add(-1)
+				var be *sqlcomment.BudgetError
+				switch {
+				case errors.As(err, &be):
+					r.refused.Add(1)
+					select {
+					case <-r.runCtx.Done():
+					case <-time.After(max(be.RetryAfter, 100*time.Millisecond)):
+					}
+				case err != nil:
+					r.fail(err)
+				default:
+					r.analyticsDone.Add(1)
+				}
+			}
+		}()
+	}
+}
+
+// vacuum vacuums the job table and reads its dead tuples every o.vacuum.
+func (r *modeRun) vacuum() {
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		tick := time.NewTicker(r.o.vacuum)
+		defer tick.Stop()
+		for {
+			select {
+			case <-r.runCtx.Done():
+				return
+			case <-tick.C:
+			}
+			c, err := r.pool.Acquire(r.runCtx)
+			if err != nil {
+				r.fail(err)
+				continue
+			}
+			_, err = c.Exec(r.runCtx, "VACUUM "+r.table, pgx.QueryExecModeSimpleProtocol)
+			var n int64
+			if err == nil {
+				err = c.QueryRow(r.runCtx, "SELECT n_dead_tup FROM pg_stat_user_tables WHERE relid = $1::regclass", r.table).Scan(&n)
+			}
+			c.Release()
+			if err != nil {
+				r.fail(err)
+				continue
+			}
+			r.dead.Store(n)
+		}
+	}()
+}
+
+// sample takes a sample a second until the run ends.
+func (r *modeRun) sample() []sample {
+	var out []sample
+	start := time.Now()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.runCtx.Done():
+		case <-tick.C:
+		}
+		if r.runCtx.Err() != nil {
+			return out
+		}
+		lat, lock := r.st.cut()
+		var warned uint64
+		if bs, _ := r.budgets.Stats(); len(bs) > 0 {
+			for _, w := range bs[0].Warned {
+				warned += w
+			}
+		}
+		out = append(out, sample{T: int(time.Since(start).Round(time.Second) / time.Second),
+			Backlog: r.produced.Load() - r.done.Load(), Done: len(lat), P99Latency: p99(lat), P99Lock: p99(lock),
+			Dead: r.dead.Load(), Analytics: r.running.Load(), Refused: r.refused.Load(), Warnings: warned})
+	}
 }
 
 // work runs one job: claim, delete, commit. ok is false when the queue

@@ -176,27 +176,23 @@ func check(t *testing.T, bin string, coll *collector.Server, storeURL, service s
 		}
 	}
 	base := "http://" + coll.Addr()
-	deadline := time.Now().Add(20 * time.Second)
 	var snap api.Snapshot
-	for {
+	var total float64
+	var all int64
+	for _, n := range sent {
+		all += n
+	}
+	if !testsvc.PollEvery(20*time.Second, 200*time.Millisecond, func() bool {
 		snap = coll.Snapshot(time.Now(), api.MeasureDB, 10)
-		total := 0.0 // requests of the load's tenants (not the service's own untagged calls)
+		total = 0.0 // requests of the load's tenants (not the service's own untagged calls)
 		for _, r := range snap.Tenants {
 			if _, ok := sent[r.Tenant]; ok {
 				total += r.ReqPerSec * snap.Window.Seconds()
 			}
 		}
-		var all int64
-		for _, n := range sent {
-			all += n
-		}
-		if math.Round(total) == float64(all) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the collector shows %.0f requests, %d were sent: %+v\n%s", total, all, snap.Tenants, otlpMetrics(base))
-		}
-		time.Sleep(200 * time.Millisecond)
+		return math.Round(total) == float64(all)
+	}) {
+		t.Fatalf("the collector shows %.0f requests, %d were sent: %+v\n%s", total, all, snap.Tenants, otlpMetrics(base))
 	}
 	// qtop --once, the real binary, while the load is in its window.
 	out, err := exec.Command(bin, "--collector", base, "--once", "--format", "json", "--sort", "db", "--top", "20").Output()

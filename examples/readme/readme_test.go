@@ -163,10 +163,8 @@ func TestREADMEInstrumentation(t *testing.T) {
 		return resp.StatusCode
 	}
 	acme, bigcorp := "acme-"+id, "bigcorp-"+id
-	for deadline := time.Now().Add(30 * time.Second); get(acme, "T1") != http.StatusOK; time.Sleep(50 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the program did not serve: %s", appOut.String())
-		}
+	if !testsvc.PollEvery(30*time.Second, 50*time.Millisecond, func() bool { return get(acme, "T1") == http.StatusOK }) {
+		t.Fatalf("the program did not serve: %s", appOut.String())
 	}
 	// bigcorp sends far more than the free plan's burst of 200 RU, from
 	// eight clients at once; acme a few requests.
@@ -203,17 +201,16 @@ func TestREADMEInstrumentation(t *testing.T) {
 	}
 	var snap api.Snapshot
 	var why string
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-		out := qtop("json")
+	var out []byte
+	if !testsvc.PollEvery(30*time.Second, 500*time.Millisecond, func() bool {
+		out = qtop("json")
 		if err := json.Unmarshal(out, &snap); err != nil {
 			t.Fatalf("qtop --once --format json: %v\n%s", err, out)
 		}
-		if why = missing(snap, acme, bigcorp); why == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after 30 s, qtop --once shows no %s:\n%s", why, out)
-		}
+		why = missing(snap, acme, bigcorp)
+		return why == ""
+	}) {
+		t.Fatalf("after 30 s, qtop --once shows no %s:\n%s", why, out)
 	}
 	if table := string(qtop("table")); !strings.Contains(table, bigcorp) || !strings.Contains(table, acme) {
 		t.Errorf("qtop --once --format table lacks the tenants:\n%s", table)

@@ -43,16 +43,9 @@ func suffix(t *testing.T) string {
 // and then fails with its last error.
 func eventually(t *testing.T, d time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v: %v", what, d, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var err error
+	if !testsvc.PollEvery(d, 100*time.Millisecond, func() bool { err = cond(); return err == nil }) {
+		t.Fatalf("%s: not within %v: %v", what, d, err)
 	}
 }
 

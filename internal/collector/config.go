@@ -202,6 +202,11 @@ type QuotaConfig struct {
 	// QuotaPrefix is the prefix of the Redis keys (default
 	// redisquota.DefaultPrefix); collectors that sum together share it.
 	QuotaPrefix string
+	// QuotaClock, when set, dates the sums exchanged through QuotaRedis
+	// (every collector of the prefix must then share it: simulations on
+	// fake time); by default Redis's clock does, so that the collectors'
+	// clocks need not agree.
+	QuotaClock func() time.Time
 }
 
 func (c *Config) fill() error {

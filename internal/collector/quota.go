@@ -86,6 +86,9 @@ func newFleetQuota(cfg Config, pol *policyPart) (*fleetQuota, error) {
 		if cfg.QuotaPrefix != "" {
 			q.sync = q.sync.WithPrefix(cfg.QuotaPrefix)
 		}
+		if cfg.QuotaClock != nil {
+			q.sync = q.sync.WithClock(cfg.QuotaClock)
+		}
 	}
 	return q, nil
 }

@@ -128,111 +128,145 @@ func Overload(c OverloadConfig) ([]OverloadRow, error) {
 	return rows, nil
 }
 
+// overloadRun is one mode's run of the overload scenario: the
+// limiters, the backend's queue and the tallies.
+type overloadRun struct {
+	c       OverloadConfig
+	ru      bool
+	base    time.Time
+	static  []*enforce.Bucket
+	e       *enforce.Enforcer
+	codel   *enforce.CoDel
+	sig     *ratio.Signal
+	offered [tenant.NumTiers]float64
+	good    [tenant.NumTiers]float64
+	sOff    [tenant.NumTiers]float64
+	sGood   [tenant.NumTiers]float64
+	pending []completion
+	last    time.Duration // when the backend finishes what it has
+	bins    [][]time.Duration
+	spikeRU float64
+	// restoredAt is when T3's price was back to 1 after the spike.
+	restoredAt time.Duration
+}
+
 func overload(c OverloadConfig, arr []arrival, ru bool) (OverloadRow, error) {
-	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	at := func(d time.Duration) time.Time { return base.Add(d) }
-	var (
-		row     OverloadRow
-		static  []*enforce.Bucket
-		e       *enforce.Enforcer
-		codel   = enforce.NewCoDel(0, 0)
-		sig     = ratio.NewSignal(ratio.WithShortWindow(2*time.Second), ratio.WithLongWindow(60*time.Second), ratio.WithSlots(4, 30), ratio.WithMinSamples(200))
-		offered [tenant.NumTiers]float64
-		good    [tenant.NumTiers]float64
-		sOff    [tenant.NumTiers]float64
-		sGood   [tenant.NumTiers]float64
-		pending []completion
-		last    time.Duration // when the backend finishes what it has
-		bins    = make([][]time.Duration, int(c.Duration/time.Second)+2)
-		spikeRU float64
-	)
-	if ru {
-		var err error
-		e, err = enforce.New(enforce.WithSignal(sig), enforce.WithEvalEvery(250*time.Millisecond))
-		if err != nil {
-			return row, err
-		}
+	r, err := newOverloadRun(c, ru)
+	if err != nil {
+		return OverloadRow{}, err
+	}
+	for _, a := range arr {
+		r.complete(a.at)
+		r.arrive(a)
+	}
+	r.complete(math.MaxInt64)
+	return r.row(), nil
+}
+
+// newOverloadRun makes the limiters: with ru an Enforcer with RU buckets
+// and ratio-driven prices, else one static QPS bucket per load.
+func newOverloadRun(c OverloadConfig, ru bool) (*overloadRun, error) {
+	r := &overloadRun{c: c, ru: ru, base: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), codel: enforce.NewCoDel(0, 0),
+		sig:  ratio.NewSignal(ratio.WithShortWindow(2*time.Second), ratio.WithLongWindow(60*time.Second), ratio.WithSlots(4, 30), ratio.WithMinSamples(200)),
+		bins: make([][]time.Duration, int(c.Duration/time.Second)+2)}
+	if !ru {
 		for _, l := range c.Loads {
-			r := c.Headroom * l.Rate * l.Cost
-			if err := e.SetOverride(l.Tenant, enforce.Limit{RUPerSecond: r, Burst: r}); err != nil {
-				return row, err
+			lim := c.Headroom * l.Rate
+			b, err := enforce.NewBucket(enforce.Limit{RUPerSecond: lim, Burst: lim})
+			if err != nil {
+				return nil, err
 			}
+			r.static = append(r.static, b)
+		}
+		return r, nil
+	}
+	var err error
+	if r.e, err = enforce.New(enforce.WithSignal(r.sig), enforce.WithEvalEvery(250*time.Millisecond)); err != nil {
+		return nil, err
+	}
+	for _, l := range c.Loads {
+		lim := c.Headroom * l.Rate * l.Cost
+		if err := r.e.SetOverride(l.Tenant, enforce.Limit{RUPerSecond: lim, Burst: lim}); err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+func (r *overloadRun) at(d time.Duration) time.Time { return r.base.Add(d) }
+
+// complete finishes the requests the backend has done by upTo.
+func (r *overloadRun) complete(upTo time.Duration) {
+	for len(r.pending) > 0 && r.pending[0].at <= upTo {
+		p := r.pending[0]
+		r.pending = r.pending[1:]
+		l := r.c.Loads[p.load]
+		if r.ru {
+			r.e.ChargeAt(r.at(p.at), tenant.Tags{Tenant: l.Tenant, Tier: l.Tier}, p.cost)
+		}
+		r.sig.ObserveAt(r.at(p.at), p.latency.Seconds())
+		if b := int(p.at / time.Second); b < len(r.bins) {
+			r.bins[b] = append(r.bins[b], p.latency)
+		}
+		if p.latency <= r.c.SLO {
+			r.good[l.Tier.Index()]++
+			if p.spike {
+				r.sGood[l.Tier.Index()]++
+			}
+		}
+	}
+}
+
+// arrive offers a to the limiters and, admitted, queues it at the backend.
+func (r *overloadRun) arrive(a arrival) {
+	c := r.c
+	l := c.Loads[a.load]
+	ti := l.Tier.Index()
+	spike := a.at >= c.SpikeStart && a.at < c.SpikeEnd
+	r.offered[ti]++
+	if spike {
+		r.sOff[ti]++
+	}
+	now := r.at(a.at)
+	delay := max(0, r.last-a.at)
+	admit := false
+	if r.ru {
+		tags := tenant.Tags{Tenant: l.Tenant, Tier: l.Tier}
+		admit = r.e.ShedAt(now, tags).Admitted() &&
+			(l.Tier == tenant.T0 || !r.codel.DropAt(now, delay, delay == 0)) &&
+			r.e.AllowAt(now, tags).Admitted()
+		if r.restoredAt == 0 && a.at >= c.SpikeEnd && r.e.Price().Multiplier(tenant.T3) == 1 {
+			r.restoredAt = a.at - c.SpikeEnd
 		}
 	} else {
-		for _, l := range c.Loads {
-			r := c.Headroom * l.Rate
-			b, err := enforce.NewBucket(enforce.Limit{RUPerSecond: r, Burst: r})
-			if err != nil {
-				return row, err
-			}
-			static = append(static, b)
-		}
+		admit = r.static[a.load].TakeAt(now, 1)
 	}
-	complete := func(upTo time.Duration) {
-		for len(pending) > 0 && pending[0].at <= upTo {
-			p := pending[0]
-			pending = pending[1:]
-			l := c.Loads[p.load]
-			if ru {
-				e.ChargeAt(at(p.at), tenant.Tags{Tenant: l.Tenant, Tier: l.Tier}, p.cost)
-			}
-			sig.ObserveAt(at(p.at), p.latency.Seconds())
-			if b := int(p.at / time.Second); b < len(bins) {
-				bins[b] = append(bins[b], p.latency)
-			}
-			if p.latency <= c.SLO {
-				good[l.Tier.Index()]++
-				if p.spike {
-					sGood[l.Tier.Index()]++
-				}
-			}
-		}
+	if !admit {
+		return
 	}
-	restoredAt := time.Duration(0)
-	for _, a := range arr {
-		complete(a.at)
-		l := c.Loads[a.load]
-		ti := l.Tier.Index()
-		spike := a.at >= c.SpikeStart && a.at < c.SpikeEnd
-		offered[ti]++
-		if spike {
-			sOff[ti]++
-		}
-		now := at(a.at)
-		delay := max(0, last-a.at)
-		admit := false
-		if ru {
-			tags := tenant.Tags{Tenant: l.Tenant, Tier: l.Tier}
-			admit = e.ShedAt(now, tags).Admitted() &&
-				(l.Tier == tenant.T0 || !codel.DropAt(now, delay, delay == 0)) &&
-				e.AllowAt(now, tags).Admitted()
-			if restoredAt == 0 && a.at >= c.SpikeEnd && e.Price().Multiplier(tenant.T3) == 1 {
-				restoredAt = a.at - c.SpikeEnd
-			}
-		} else {
-			admit = static[a.load].TakeAt(now, 1)
-		}
-		if !admit {
-			continue
-		}
-		if spike {
-			spikeRU += a.cost
-		}
-		start := max(a.at, last)
-		last = start + time.Duration(a.cost/c.Capacity*float64(time.Second))
-		lat := last - a.at + c.Base
-		pending = append(pending, completion{at: a.at + lat, load: a.load, cost: a.cost, latency: lat, spike: spike})
+	if spike {
+		r.spikeRU += a.cost
 	}
-	complete(math.MaxInt64)
-	for i := range offered {
-		row.Goodput[i] = good[i] / offered[i]
-		row.SpikeGoodput[i] = sGood[i] / sOff[i]
+	start := max(a.at, r.last)
+	r.last = start + time.Duration(a.cost/c.Capacity*float64(time.Second))
+	lat := r.last - a.at + c.Base
+	r.pending = append(r.pending, completion{at: a.at + lat, load: a.load, cost: a.cost, latency: lat, spike: spike})
+}
+
+// row is the run's figures: goodput, admitted RU in the spike, peak p95
+// and the recovery.
+func (r *overloadRun) row() OverloadRow {
+	c := r.c
+	var row OverloadRow
+	for i := range r.offered {
+		row.Goodput[i] = r.good[i] / r.offered[i]
+		row.SpikeGoodput[i] = r.sGood[i] / r.sOff[i]
 	}
-	row.AdmittedRU = spikeRU / (c.SpikeEnd - c.SpikeStart).Seconds()
-	row.T3Restored = restoredAt
-	p95 := make([]time.Duration, len(bins))
+	row.AdmittedRU = r.spikeRU / (c.SpikeEnd - c.SpikeStart).Seconds()
+	row.T3Restored = r.restoredAt
+	p95 := make([]time.Duration, len(r.bins))
 	var baseline time.Duration
-	for b, lat := range bins {
+	for b, lat := range r.bins {
 		if len(lat) == 0 {
 			continue
 		}
@@ -243,7 +277,14 @@ func overload(c OverloadConfig, arr []arrival, ru bool) (OverloadRow, error) {
 			baseline = max(baseline, p95[b])
 		}
 	}
-	row.Recovery = -1
+	row.Recovery = recovery(p95, baseline, c)
+	return row
+}
+
+// recovery is the time from the spike's end to the first second from
+// which every full second's p95 stays within twice the baseline (−1:
+// never).
+func recovery(p95 []time.Duration, baseline time.Duration, c OverloadConfig) time.Duration {
 	end := int(c.Duration/time.Second) - 1 // the last full second
 	for b := int(c.SpikeEnd / time.Second); b <= end; b++ {
 		ok := true
@@ -254,9 +295,8 @@ func overload(c OverloadConfig, arr []arrival, ru bool) (OverloadRow, error) {
 			}
 		}
 		if ok {
-			row.Recovery = time.Duration(b)*time.Second - c.SpikeEnd
-			break
+			return time.Duration(b)*time.Second - c.SpikeEnd
 		}
 	}
-	return row, nil
+	return -1
 }

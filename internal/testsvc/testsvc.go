@@ -3,6 +3,10 @@
 //
 // When CI=true or QTOP_REQUIRE_SERVICES=1 a missing service fails the test;
 // elsewhere the test is skipped with a message that says how to start it.
+//
+// Eventually (and Poll) is how such a test waits for a server, a process
+// or a background goroutine: on a condition, with a deadline, never by
+// sleeping a fixed time.
 package testsvc
 
 import (

@@ -3,7 +3,8 @@
 // job scored by its expiry (seed 003, a lease semaphore). Acquire and
 // release are atomic Lua scripts run through the client's Script helper
 // (EVALSHA, EVAL when not loaded); Redis's own clock dates the leases, so
-// the workers' clocks need not agree. A heartbeat renews every lease the
+// the workers' clocks need not agree (WithClock dates them by the caller's:
+// tests on fake time). A heartbeat renews every lease the
 // process holds in one round trip; a crashed worker's leases expire after
 // the TTL.
 //
@@ -51,15 +52,26 @@ const (
 	redisPause = time.Second
 )
 
+// The scripts date leases by Redis's clock, or by the caller's (ARGV[4]
+// of acquire, ARGV[2] of renew, in ms, empty for Redis's): then the key
+// expires by Redis's clock a grace (clockGrace) after the TTL, so that a
+// caller's clock running ahead of Redis's does not lose live leases.
 var acquireScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now
 local ttl = tonumber(ARGV[2])
+local keep = ttl
+if ARGV[4] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+else
+  now = tonumber(ARGV[4])
+  keep = ttl + tonumber(ARGV[5])
+end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local n = redis.call('ZCARD', KEYS[1])
 if n < tonumber(ARGV[3]) then
   redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
-  redis.call('PEXPIRE', KEYS[1], ttl)
+  redis.call('PEXPIRE', KEYS[1], keep)
   return {1, n + 1, 0}
 end
 local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
@@ -70,18 +82,25 @@ var releaseScript = redis.NewScript(`
 return redis.call('ZREM', KEYS[1], ARGV[1])
 `)
 
-// renewScript extends every lease given (KEYS[i], ARGV[i+1]) to now + ttl
+// renewScript extends every lease given (KEYS[i], ARGV[i+3]) to now + ttl
 // and returns, per lease, 1 if it was still held and 0 if it had expired.
 var renewScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now
 local ttl = tonumber(ARGV[1])
+local keep = ttl
+if ARGV[2] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+else
+  now = tonumber(ARGV[2])
+  keep = ttl + tonumber(ARGV[3])
+end
 local out = {}
 for i, key in ipairs(KEYS) do
-  local s = redis.call('ZSCORE', key, ARGV[i + 1])
+  local s = redis.call('ZSCORE', key, ARGV[i + 3])
   if s and tonumber(s) > now then
-    redis.call('ZADD', key, 'XX', now + ttl, ARGV[i + 1])
-    redis.call('PEXPIRE', key, ttl)
+    redis.call('ZADD', key, 'XX', now + ttl, ARGV[i + 3])
+    redis.call('PEXPIRE', key, keep)
     out[i] = 1
   else
     out[i] = 0
@@ -124,6 +143,20 @@ type config struct {
 	fallback                                    func(tenant string) int
 	reg                                         prometheus.Registerer
 	log                                         *slog.Logger
+	now                                         func() time.Time // nil: Redis's clock
+}
+
+// clockGrace is how much longer than the TTL the key of leases dated by
+// the caller's clock (WithClock) lives by Redis's.
+const clockGrace = time.Minute
+
+// clockArgs are the scripts' clock arguments: the caller's time in ms and
+// the grace, or empty for Redis's clock.
+func (c *config) clockArgs() []any {
+	if c.now == nil {
+		return []any{"", ""}
+	}
+	return []any{c.now().UnixMilli(), clockGrace.Milliseconds()}
 }
 
 // Option configures New.
@@ -156,6 +189,13 @@ func WithFallback(f func(tenant string) int) Option { return func(c *config) { c
 // qtop_lease_acquired_total, qtop_lease_refused_total,
 // qtop_lease_fallback_total, qtop_lease_lost_total.
 func WithRegisterer(r prometheus.Registerer) Option { return func(c *config) { c.reg = r } }
+
+// WithClock dates the leases by now instead of by Redis's clock. Every
+// Semaphore sharing the prefix must then use the same clock: tests on fake
+// time (testing/synctest) give time.Now, which in the bubble stands still
+// during a round trip while Redis's clock runs on. In a fleet, keep
+// Redis's clock.
+func WithClock(now func() time.Time) Option { return func(c *config) { c.now = now } }
 
 // WithLogger sets the logger (default: none).
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
@@ -223,7 +263,7 @@ func (s *Semaphore) Acquire(ctx context.Context, tenant string) (ok bool, retry 
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
 	s.trips.Add(1)
-	res, err := acquireScript.Run(cctx, s.client, []string{s.Key(tenant)}, id, s.cfg.ttl.Milliseconds(), n).Int64Slice()
+	res, err := acquireScript.Run(cctx, s.client, []string{s.Key(tenant)}, append([]any{id, s.cfg.ttl.Milliseconds(), n}, s.cfg.clockArgs()...)...).Int64Slice()
 	if err != nil || len(res) != 3 {
 		if ctx.Err() != nil {
 			return false, s.cfg.retryMin
@@ -367,7 +407,7 @@ func (s *Semaphore) Start() {
 func (s *Semaphore) renew() {
 	s.mu.Lock()
 	var keys []string
-	args := []any{s.cfg.ttl.Milliseconds()}
+	args := append([]any{s.cfg.ttl.Milliseconds()}, s.cfg.clockArgs()...)
 	for tenant, st := range s.held {
 		for _, h := range st {
 			if h.redis {

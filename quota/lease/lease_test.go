@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -110,50 +111,61 @@ func TestAcquireRelease(t *testing.T) {
 }
 
 // TestHeartbeatAndExpiry: a held lease outlives its TTL while the
-// heartbeat runs; a process that stops renewing loses its leases after
-// the TTL, and others may take the slots.
+// heartbeat runs; a process that stops renewing loses its leases exactly
+// after the TTL, and others may take the slots. On fake time (a synctest
+// bubble, the leases dated by its clock), so a busy machine changes
+// nothing.
 func TestHeartbeatAndExpiry(t *testing.T) {
 	p := prefix(t)
-	ctx := context.Background()
-	// A TTL long enough that a heartbeat (every TTL/3) late by a busy
-	// machine still renews in time.
-	const ttl = 900 * time.Millisecond
-	live, _ := lease.New(newClient(t), limitOf(1), lease.WithPrefix(p), lease.WithTTL(ttl))
-	live.Start()
-	defer live.Shutdown(ctx)
-	if ok, _ := live.Acquire(ctx, "a"); !ok {
-		t.Fatal("refused")
-	}
-	other, _ := lease.New(newClient(t), limitOf(1), lease.WithPrefix(p), lease.WithTTL(ttl))
-	time.Sleep(2 * ttl)
-	if ok, _ := other.Acquire(ctx, "a"); ok {
-		t.Fatal("a renewed lease was taken over")
-	}
-	if live.Stats().Lost != 0 {
-		t.Fatalf("lost %d", live.Stats().Lost)
-	}
-	// A semaphore without heartbeat (a worker that crashed) loses its lease.
-	dead, _ := lease.New(newClient(t), limitOf(1), lease.WithPrefix(p), lease.WithTTL(ttl))
-	if ok, _ := dead.Acquire(ctx, "b"); !ok {
-		t.Fatal("refused")
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	addr := testsvc.Redis(t)
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		const ttl = 900 * time.Millisecond
+		sem := func() *lease.Semaphore {
+			c := redis.NewClient(&redis.Options{Addr: addr})
+			t.Cleanup(func() { c.Close() })
+			s, err := lease.New(c, limitOf(1), lease.WithPrefix(p), lease.WithTTL(ttl), lease.WithClock(time.Now))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		live := sem()
+		live.Start()
+		defer live.Shutdown(ctx)
+		if ok, _ := live.Acquire(ctx, "a"); !ok {
+			t.Fatal("refused")
+		}
+		other := sem()
+		time.Sleep(2 * ttl) // six heartbeats
+		if ok, _ := other.Acquire(ctx, "a"); ok {
+			t.Fatal("a renewed lease was taken over")
+		}
+		if live.Stats().Lost != 0 {
+			t.Fatalf("lost %d", live.Stats().Lost)
+		}
+		// A semaphore without heartbeat (a worker that crashed) loses its
+		// lease at its TTL, not before.
+		dead := sem()
+		if ok, _ := dead.Acquire(ctx, "b"); !ok {
+			t.Fatal("refused")
+		}
+		time.Sleep(ttl - time.Millisecond)
 		if ok, _ := other.Acquire(ctx, "b"); ok {
-			break
+			t.Fatal("an unrenewed lease expired before its TTL")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("an unrenewed lease never expired")
+		time.Sleep(time.Millisecond)
+		if ok, _ := other.Acquire(ctx, "b"); !ok {
+			t.Fatal("an unrenewed lease did not expire at its TTL")
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	other.Release("b")
-	if err := live.Shutdown(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if live.Held("a") != 0 {
-		t.Fatal("Shutdown left a lease held")
-	}
+		other.Release("b")
+		if err := live.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if live.Held("a") != 0 {
+			t.Fatal("Shutdown left a lease held")
+		}
+	})
 }
 
 // TestRedisDown: with Redis unreachable, each process falls back to its
@@ -213,31 +225,18 @@ func (t *timed) Release(tenant string) { t.l.Release(tenant) }
 
 // TestSeedRun is seed 003's run on the real Redis: three workers with
 // their own Redis clients, each given 10 bigco jobs and 1 shop-a job,
-// limit 4 per tenant, jobs of 40 ms. bigco's concurrency, sampled every
-// millisecond, never exceeds 4, and shop-a is never refused.
+// limit 4 per tenant. bigco's concurrency, counted at each job's start,
+// reaches 4 and never exceeds it, and shop-a is never refused. The first
+// bigco jobs run until bigco is at its limit, so the limit is reached
+// whatever the machine's speed, not by jobs long enough to overlap.
 func TestSeedRun(t *testing.T) {
 	p := prefix(t)
 	var running, peak atomic.Int64
-	var samples []int64
-	stop := make(chan struct{})
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		tk := time.NewTicker(time.Millisecond)
-		defer tk.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-tk.C:
-				n := running.Load()
-				samples = append(samples, n)
-				if n > peak.Load() {
-					peak.Store(n)
-				}
-			}
+	startBigco := func() {
+		n := running.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
 		}
-	}()
+	}
 	var wg sync.WaitGroup
 	var sems []*lease.Semaphore
 	var timers []*timed
@@ -265,10 +264,10 @@ func TestSeedRun(t *testing.T) {
 						return
 					}
 					if it.Tenant == "bigco" {
-						running.Add(1)
-					}
-					time.Sleep(40 * time.Millisecond)
-					if it.Tenant == "bigco" {
+						startBigco()
+						if !testsvc.Poll(10*time.Second, func() bool { return peak.Load() >= 4 }) {
+							t.Error("bigco never ran 4 jobs at once")
+						}
 						running.Add(-1)
 					}
 					q.Done(it.Tenant)
@@ -278,8 +277,6 @@ func TestSeedRun(t *testing.T) {
 		_ = w
 	}
 	wg.Wait()
-	close(stop)
-	<-sampled
 	var lat []time.Duration
 	var calls uint64
 	for i, s := range sems {
@@ -300,8 +297,8 @@ func TestSeedRun(t *testing.T) {
 		t.Errorf("bigco never reached its limit of 4 (peak %d)", peak.Load())
 	}
 	slices.Sort(lat)
-	t.Logf("33 jobs, %d samples, bigco peak %d; acquire p50 %v p99 %v over %d acquires; %.2f Redis round trips per job",
-		len(samples), peak.Load(), lat[len(lat)/2], lat[len(lat)*99/100], len(lat), float64(calls)/33)
+	t.Logf("33 jobs, bigco peak %d; acquire p50 %v p99 %v over %d acquires; %.2f Redis round trips per job",
+		peak.Load(), lat[len(lat)/2], lat[len(lat)*99/100], len(lat), float64(calls)/33)
 }
 
 // liveLeases counts a key's unexpired leases by the server's clock, and

@@ -1,9 +1,9 @@
 // Package redisquota sums the quota usage of several collectors through
 // Redis: once per interval each collector writes its own per-tenant sums
 // and reads the others', each with how long ago it was written (by the
-// server's clock), in one round trip (a Lua script run with the client's
-// Script helper: EVALSHA, EVAL when the server does not have it yet).
-// quota.Fleet's SetRemote takes the answer.
+// server's clock, or the caller's: WithClock), in one round trip (a Lua
+// script run with the client's Script helper: EVALSHA, EVAL when the
+// server does not have it yet). quota.Fleet's SetRemote takes the answer.
 //
 // Keys live under one hash tag, "{qtop-quota}", so that they share a slot
 // on a Redis Cluster. A collector's sums expire after the TTL it writes
@@ -42,18 +42,29 @@ const maxOthers = 64
 // tenant, the time it was written), marks it alive until now + ttl in the
 // collectors' sorted set, and returns every other live collector's sums,
 // each as a list: how many ms ago it wrote them, then tenant, sums, ...
-// Time is the server's, so the collectors' clocks need not agree.
+// Time is the server's (ARGV[5] empty), so the collectors' clocks need not
+// agree, or the caller's in ms (ARGV[5]): then the keys themselves expire
+// by the server's clock after ARGV[6] ms, a grace beyond the TTL, so that
+// a caller's clock running ahead of the server's (a test on fake time)
+// does not see sums vanish that are live by its own.
 var syncScript = redis.NewScript(`
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local now
+local keep = tonumber(ARGV[2])
+if ARGV[5] == '' then
+  local t = redis.call('TIME')
+  now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+else
+  now = tonumber(ARGV[5])
+  keep = keep + tonumber(ARGV[6])
+end
 local ttl = tonumber(ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
-redis.call('PEXPIRE', KEYS[1], ttl)
+redis.call('PEXPIRE', KEYS[1], keep)
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[2], '', now)
 local kv = {}
-for i = 5, #ARGV do
+for i = 7, #ARGV do
   kv[#kv + 1] = ARGV[i]
   if #kv == 1000 then
     redis.call('HSET', KEYS[2], unpack(kv))
@@ -61,7 +72,7 @@ for i = 5, #ARGV do
   end
 end
 if #kv > 0 then redis.call('HSET', KEYS[2], unpack(kv)) end
-redis.call('PEXPIRE', KEYS[2], ttl)
+redis.call('PEXPIRE', KEYS[2], keep)
 local out = {}
 for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[4]))) do
   if id ~= ARGV[1] then
@@ -88,7 +99,12 @@ type Sync struct {
 	id     string
 	prefix string
 	ttl    time.Duration
+	now    func() time.Time // nil: the server's clock
 }
+
+// clockGrace is how much longer than the TTL a Sync with its own clock
+// (WithClock) keeps its keys by the server's clock.
+const clockGrace = time.Minute
 
 // New returns a Sync for collector id (unique in the fleet) whose sums
 // count for ttl after each exchange (give two or three intervals).
@@ -107,6 +123,18 @@ func New(client redis.Scripter, id string, ttl time.Duration) (*Sync, error) {
 func (s *Sync) WithPrefix(prefix string) *Sync {
 	c := *s
 	c.prefix = prefix
+	return &c
+}
+
+// WithClock returns a copy of s that dates its sums and the others' ages
+// by now instead of by the Redis server's clock. Every collector sharing
+// the prefix must then use the same clock: tests on fake time
+// (testing/synctest) give time.Now, which in the bubble stands still
+// during a round trip while the server's clock runs on. In a fleet, keep
+// the server's clock.
+func (s *Sync) WithClock(now func() time.Time) *Sync {
+	c := *s
+	c.now = now
 	return &c
 }
 
@@ -132,8 +160,13 @@ func (s *Sync) Leave(ctx context.Context) error {
 // the sums of every other live collector (at most 64), each with how long
 // ago it wrote them. One round trip.
 func (s *Sync) Exchange(ctx context.Context, local map[string]quota.Rates) ([]quota.Remote, error) {
-	args := make([]any, 0, 4+2*min(len(local), maxPairs))
+	args := make([]any, 0, 6+2*min(len(local), maxPairs))
 	args = append(args, s.id, s.ttl.Milliseconds(), s.prefix, maxOthers)
+	if s.now != nil {
+		args = append(args, s.now().UnixMilli(), clockGrace.Milliseconds())
+	} else {
+		args = append(args, "", "")
+	}
 	n := 0
 	for name, r := range local {
 		if n == maxPairs {

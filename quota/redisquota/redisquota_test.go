@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -37,23 +38,40 @@ func client(t *testing.T) (*redis.Client, *counter) {
 	return c, n
 }
 
-// TestExchange: three collectors, each with its own client, see the sums
-// of the two others in one round trip each, each with its age; a
-// collector that stops exchanging drops out after its TTL, and one that
-// leaves at once.
-func TestExchange(t *testing.T) {
+// fakeClock is a clock the test moves by hand.
+type fakeClock struct{ ms atomic.Int64 }
+
+func (c *fakeClock) now() time.Time      { return time.UnixMilli(c.ms.Load()) }
+func (c *fakeClock) add(d time.Duration) { c.ms.Add(d.Milliseconds()) }
+func newClock() *fakeClock {
+	c := &fakeClock{}
+	c.ms.Store(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli())
+	return c
+}
+func local(i int) map[string]quota.Rates {
+	return map[string]quota.Rates{"bigco": {Demand: float64(100 * (i + 1)), Admitted: 50}, fmt.Sprint("only", i): {Demand: 1, Admitted: 1}}
+}
+
+// syncs returns n Syncs under a prefix of their own, each with its own
+// client and round-trip counter, dated by clock (nil: the server's).
+func syncs(t *testing.T, n int, clock *fakeClock) ([]*redisquota.Sync, []*counter) {
+	t.Helper()
 	ctx := context.Background()
 	prefix := fmt.Sprintf("{qtop-quota-test-%d}:", rand.Uint64())
-	var syncs []*redisquota.Sync
+	var out []*redisquota.Sync
 	var counters []*counter
-	for i := range 3 {
-		c, n := client(t)
+	for i := range n {
+		c, cnt := client(t)
 		s, err := redisquota.New(c, fmt.Sprint("c", i), 300*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
 		}
-		syncs = append(syncs, s.WithPrefix(prefix))
-		counters = append(counters, n)
+		s = s.WithPrefix(prefix)
+		if clock != nil {
+			s = s.WithClock(clock.now)
+		}
+		out = append(out, s)
+		counters = append(counters, cnt)
 	}
 	t.Cleanup(func() {
 		c, _ := client(t)
@@ -62,15 +80,29 @@ func TestExchange(t *testing.T) {
 			c.Del(ctx, keys...)
 		}
 	})
-	local := func(i int) map[string]quota.Rates {
-		return map[string]quota.Rates{"bigco": {Demand: float64(100 * (i + 1)), Admitted: 50}, fmt.Sprint("only", i): {Demand: 1, Admitted: 1}}
-	}
+	return out, counters
+}
+
+// TestExchange: three collectors, each with its own client, see the sums
+// of the two others in one round trip each, each with its exact age by
+// the collectors' clock; a collector that stops exchanging drops out
+// exactly after its TTL, and one that leaves at once.
+func TestExchange(t *testing.T) {
+	ctx := context.Background()
+	clock := newClock()
+	syncs, counters := syncs(t, 3, clock)
 	for i, s := range syncs {
 		if _, err := s.Exchange(ctx, local(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
+	// 100 ms later each exchanges again, 10 ms apart: c0 sees c1 and c2
+	// as of 100 ms ago, c1 sees c0 10 ms ago and c2 110 ms ago, ...
+	clock.add(100 * time.Millisecond)
 	for i, s := range syncs {
+		if i > 0 {
+			clock.add(10 * time.Millisecond)
+		}
 		before := counters[i].n.Load()
 		got, err := s.Exchange(ctx, local(i))
 		if err != nil {
@@ -83,38 +115,40 @@ func TestExchange(t *testing.T) {
 			t.Fatalf("collector %d sees %d others, want 2", i, len(got))
 		}
 		sum := quota.Rates{}
+		var ages []time.Duration
 		for _, o := range got {
-			if o.Age < 0 || o.Age > 5*time.Second || len(o.Rates) != 2 {
-				t.Errorf("collector %d sees %+v: want an age of the last exchange and two tenants", i, o)
+			if len(o.Rates) != 2 {
+				t.Errorf("collector %d sees %+v: want two tenants", i, o)
 			}
 			if _, ok := o.Rates[fmt.Sprint("only", i)]; ok {
 				t.Errorf("collector %d sees its own sums", i)
 			}
+			ages = append(ages, o.Age)
 			sum.Demand += o.Rates["bigco"].Demand
 			sum.Admitted += o.Rates["bigco"].Admitted
+		}
+		slices.Sort(ages)
+		want := map[int][]time.Duration{0: {100 * time.Millisecond, 100 * time.Millisecond}, 1: {10 * time.Millisecond, 110 * time.Millisecond}, 2: {10 * time.Millisecond, 20 * time.Millisecond}}[i]
+		if fmt.Sprint(ages) != fmt.Sprint(want) {
+			t.Errorf("collector %d sees the others' ages %v, want %v", i, ages, want)
 		}
 		if want := 600.0 - float64(100*(i+1)); sum.Demand != want || sum.Admitted != 100 {
 			t.Errorf("collector %d sees bigco %+v from the two others, want demand %v, admitted 100", i, sum, want)
 		}
 	}
-	// c2 stops; after its TTL the others no longer count it.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		got, err := syncs[0].Exchange(ctx, local(0))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(got) == 1 {
-			if got[0].Rates["bigco"].Demand != 200 {
-				t.Fatalf("after c2 expired: %+v", got)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("c2's sums never expired")
-		}
-		syncs[1].Exchange(ctx, local(1))
-		time.Sleep(50 * time.Millisecond)
+	// c2 stops after its exchange at +120 ms; it counts until +420 ms
+	// (its TTL of 300 ms), not after. c1 goes on.
+	clock.add(299 * time.Millisecond) // +419 ms
+	if _, err := syncs[1].Exchange(ctx, local(1)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := syncs[0].Exchange(ctx, local(0)); err != nil || len(got) != 2 {
+		t.Fatalf("1 ms before c2's TTL: %+v, %v; want two others", got, err)
+	}
+	clock.add(time.Millisecond)
+	got, err := syncs[0].Exchange(ctx, local(0))
+	if err != nil || len(got) != 1 || got[0].Rates["bigco"].Demand != 200 {
+		t.Fatalf("at c2's TTL: %+v, %v; want c1's sums alone", got, err)
 	}
 	// c1 leaves: at once out of c0's sums.
 	if err := syncs[1].Leave(ctx); err != nil {
@@ -122,6 +156,20 @@ func TestExchange(t *testing.T) {
 	}
 	if got, err := syncs[0].Exchange(ctx, local(0)); err != nil || len(got) != 0 {
 		t.Fatalf("after c1 left: %+v, %v; want no other collector", got, err)
+	}
+}
+
+// TestExchangeServerClock: without WithClock the server's clock dates the
+// sums: the others are seen, with an age that is not negative.
+func TestExchangeServerClock(t *testing.T) {
+	ctx := context.Background()
+	syncs, _ := syncs(t, 2, nil)
+	if _, err := syncs[0].Exchange(ctx, local(0)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := syncs[1].Exchange(ctx, local(1))
+	if err != nil || len(got) != 1 || got[0].Age < 0 || got[0].Rates["bigco"].Demand != 100 {
+		t.Fatalf("c1 sees %+v, %v; want c0's sums", got, err)
 	}
 }
 

@@ -197,18 +197,14 @@ func TestPostgresActivity(t *testing.T) {
 		done <- err
 	}()
 	var q string
-	deadline := time.Now().Add(8 * time.Second)
-	for time.Now().Before(deadline) {
+	testsvc.Eventually(t, 8*time.Second, "a running statement for "+name+" in pg_stat_activity", func() bool {
 		err := p.QueryRow(context.Background(), `SELECT query FROM pg_stat_activity
 			WHERE state = 'active' AND pid <> pg_backend_pid() AND query LIKE '%' || $1 || '%'`, name).Scan(&q)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			t.Fatal(err)
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil
+	})
 	cancel()
 	<-done
 	tags, err := sqlcomment.Parse(q)

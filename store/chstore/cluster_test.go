@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/store/storetest"
 )
@@ -162,18 +163,12 @@ func TestMigrationResumesAfterCrash(t *testing.T) {
 	if err := s.conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s.schema_migrations DELETE WHERE version = 2", db)); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for { // mutations are asynchronous
+	// Mutations are asynchronous.
+	testsvc.Eventually(t, 30*time.Second, "the mutation deleting migration 2", func() bool {
 		var n uint64
 		s.conn.QueryRow(ctx, fmt.Sprintf("SELECT count() FROM %s.schema_migrations WHERE version = 2", db)).Scan(&n)
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("mutation did not finish")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return n == 0
+	})
 	again, err := Open(ctx, addr, db)
 	if err != nil {
 		t.Fatalf("reopen after a half-recorded migration: %v", err)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/store/storetest"
 )
 
@@ -39,10 +40,7 @@ func TestLiveClusterRetryDeduplicated(t *testing.T) {
 		t.Fatalf("the write through a cut link succeeded (cuts %d)", p.cuts.Load())
 	}
 	total := func() uint64 { return c.localCount(t, 0, TableRollups) + c.localCount(t, 2, TableRollups) }
-	deadline := time.Now().Add(30 * time.Second)
-	for total() != n && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
+	testsvc.Poll(30*time.Second, func() bool { return total() == n })
 	if got := total(); got != n {
 		t.Fatalf("after the lost reply the shards hold %d rows, want %d (committed)", got, n)
 	}

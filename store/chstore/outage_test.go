@@ -80,6 +80,10 @@ func TestSpoolAcrossOutage(t *testing.T) {
 	for ; i < 15; i++ {
 		write(i)
 	}
+	// The writes go on every 10 ms while ClickHouse goes down and while
+	// it comes back, however long that takes.
+	pace := time.NewTicker(10 * time.Millisecond)
+	defer pace.Stop()
 	down := make(chan struct{})
 	go func() { defer close(down); ch.Stop() }()
 	defer func() { <-down }()
@@ -87,8 +91,7 @@ func TestSpoolAcrossOutage(t *testing.T) {
 		write(i)
 		select {
 		case <-down:
-		default:
-			time.Sleep(10 * time.Millisecond)
+		case <-pace.C:
 			continue
 		}
 		break
@@ -105,8 +108,7 @@ func TestSpoolAcrossOutage(t *testing.T) {
 		write(i)
 		select {
 		case <-up:
-		default:
-			time.Sleep(10 * time.Millisecond)
+		case <-pace.C:
 			continue
 		}
 		break

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 
+	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/store/storetest"
 )
@@ -179,10 +180,7 @@ func TestRetryAfterDroppedLink(t *testing.T) {
 			if keepSend {
 				want = n
 			}
-			deadline := time.Now().Add(30 * time.Second)
-			for rawCount(t, direct.conn, db) != want && time.Now().Before(deadline) {
-				time.Sleep(100 * time.Millisecond)
-			}
+			testsvc.Poll(30*time.Second, func() bool { return rawCount(t, direct.conn, db) == want })
 			if got := rawCount(t, direct.conn, db); got != want {
 				t.Fatalf("after the cut the table holds %d rows, want %d", got, want)
 			}
