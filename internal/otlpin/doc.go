@@ -19,7 +19,10 @@
 //	  = postgresql
 //	anything else (INTERNAL, PRODUCER,     counted (qtop_otlp_spans_total{result="dropped"})
 //	  other clients)                        and dropped
-//	a zero start, or end before start      rejected: partial_success.rejected_spans
+//	a zero start, end before start, a      refused alone: partial_success.rejected_spans
+//	  duration above 24h, qtop.ru not a      and its message, counted by reason
+//	  number from 0 to 10⁶, bytes or rows    (qtop_otlp_spans_rejected_total); the
+//	  above 2⁵⁰                              request's other spans are kept
 //
 //	field     where it comes from
 //	────────  ───────────────────────────────────────────────────────────────────────
@@ -44,7 +47,12 @@
 // Values are validated as the collector validates reports: a tenant that
 // fails tenant.ValidateTenant (too long, invalid UTF-8, unprintable) counts
 // as "(untagged)", a route that fails tenant.ValidateRoute as "other", and
-// each replacement is counted (qtop_otlp_invalid_values_total).
+// each replacement is counted (qtop_otlp_invalid_values_total). Numbers
+// are checked per span against the bounds the collector checks per record
+// in a report, so one absurd span is refused alone and never makes the
+// collector refuse its source's window with the other spans of that
+// second; sums of valid spans that reach a report's bounds in one window
+// stop there (qtop_otlp_rows_bounded_total).
 //
 // # Spans of one trace in several requests
 //

@@ -58,6 +58,7 @@ type mapped struct {
 	rec      meter.Record
 	tagged   bool // rec.Tags.Tenant came from the span, the resource or a comment
 	deferred bool // a DB span whose tenant is its trace's
+	why      int  // for resRejected: why (a reject… reason, validate.go)
 }
 
 // mapper turns raw spans into records. One is used by one request at a
@@ -122,6 +123,8 @@ func (m *mapper) span(sp *rawSpan, resTenant string, out *mapped) (int, error) {
 		case aBytes:
 			if n, ok := v.int(); ok && n > 0 {
 				r.Bytes = n
+			} else if !ok && v.which == fAnyDouble {
+				r.Bytes = -1 // NaN or beyond int64: refused below
 			}
 		case aDBSystem:
 			dbSystem = v.str
@@ -136,17 +139,19 @@ func (m *mapper) span(sp *rawSpan, resTenant string, out *mapped) (int, error) {
 		case aDBRows:
 			if n, ok := v.int(); ok && n > 0 {
 				r.Rows = n
+			} else if !ok && v.which == fAnyDouble {
+				r.Rows = -1 // NaN or beyond int64: refused below
 			}
 		case aRU:
-			if f, ok := v.float(); ok && f > 0 && f < 1e12 {
-				r.RU = f
+			if f, ok := v.float(); ok && f != 0 {
+				r.RU = f // checked below
 			}
 		}
 	}
 	if kind == meter.KindDB && string(dbSystem) != dbPostgres {
 		return resDropped, nil
 	}
-	if sp.start == 0 || sp.end < sp.start {
+	if out.why = check(sp, r); out.why != rejectNone {
 		return resRejected, nil
 	}
 	r.Kind = kind

@@ -22,8 +22,9 @@ type Sink func(body []byte) (retry time.Duration, err error)
 type Result struct {
 	// Spans is the number of spans in the request.
 	Spans int
-	// Rejected counts spans that cannot be read as work (a zero start or
-	// an end before the start); the client must not send them again.
+	// Rejected counts spans refused alone (a zero start or an end before
+	// the start, a value beyond a record's bounds: see check); the client
+	// must not send them again. The request's other spans are recorded.
 	Rejected int
 	// Message says why spans were rejected (empty when none were).
 	Message string
@@ -220,6 +221,7 @@ func (r *Receiver) Consume(body []byte) (Result, error) {
 	defer st.reset()
 	var (
 		counts       [numResults]uint64
+		why          [numRejects]int
 		res          Result
 		sp           rawSpan
 		out          mapped
@@ -261,6 +263,7 @@ func (r *Receiver) Consume(body []byte) (Result, error) {
 					st.add(p)
 				case resRejected:
 					res.Rejected++
+					why[out.why]++
 				}
 				return nil
 			})
@@ -271,9 +274,7 @@ func (r *Receiver) Consume(body []byte) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	if res.Rejected > 0 {
-		res.Message = fmt.Sprintf("%d span(s) with a zero start time or an end before the start", res.Rejected)
-	}
+	res.Message = rejectMessage(&why)
 	r.mu.Lock()
 	for _, rt := range st.roots {
 		r.traces.put(rt.id, rt.r, now)
@@ -307,6 +308,7 @@ func (r *Receiver) Consume(body []byte) (Result, error) {
 		}
 	})
 	r.met.add(&counts, invalid, unattributed)
+	r.met.addRejects(&why)
 	return res, nil
 }
 
@@ -475,6 +477,7 @@ func (r *Receiver) send(src *source, now time.Time) {
 		src.queue = src.queue[1:]
 	}
 	rep := src.rec.Cut(now)
+	r.met.bounded.Add(float64(bound(rep)))
 	if src.empty = len(rep.Rows) == 0 && rep.Keys == nil; src.empty {
 		return
 	}
