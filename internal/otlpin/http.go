@@ -16,6 +16,8 @@ import (
 	"time"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+
+	"github.com/qtop-dev/qtop/meter"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -40,50 +42,20 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // ExportTraceServiceResponse (with partial_success when spans were
 // rejected) on 200, a google.rpc.Status otherwise: 400 for a malformed
 // body, 413 for one too large, 415 for another media type or encoding,
-// 401 when WithAuth refuses, and 503 with Retry-After when the request
-// should be sent again later.
+// 401 when WithAuth refuses (these four held back by WithRefusalHold),
+// 408 for a body sent below WithMinRate, and 503 with Retry-After when
+// the request should be sent again later.
+//
+// The credential is checked before the body is read; the body's memory
+// is reserved in the budget (WithMemory) before it is read; it is read
+// at WithMinRate or cut; gzip expands at most meter.MaxExpansion times
+// what was received; and a decode slot is taken only once the body is in,
+// so slow senders never hold one.
 func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if req.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		r.httpText(w, http.StatusMethodNotAllowed, "use POST", reqUnsupported)
+	jsonBody, gz, ok := r.httpHead(w, req)
+	if !ok {
 		return
 	}
-	mt, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type"))
-	jsonBody := false
-	switch mt {
-	case ContentTypeProtobuf:
-	case ContentTypeJSON:
-		jsonBody = true
-	default:
-		r.httpText(w, http.StatusUnsupportedMediaType,
-			fmt.Sprintf("content type %q: send %s or %s", mt, ContentTypeProtobuf, ContentTypeJSON), reqUnsupported)
-		return
-	}
-	gz := false
-	switch enc := strings.ToLower(strings.TrimSpace(req.Header.Get("Content-Encoding"))); enc {
-	case "", "identity":
-	case "gzip":
-		gz = true
-	default:
-		r.httpStatus(w, jsonBody, http.StatusUnsupportedMediaType, codes.InvalidArgument,
-			fmt.Sprintf("content encoding %q: send gzip or none", enc), 0, reqUnsupported)
-		return
-	}
-	if r.cfg.auth != nil && !r.cfg.auth(req.Header.Get("Authorization")) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="qtop"`)
-		r.httpStatus(w, jsonBody, http.StatusUnauthorized, codes.Unauthenticated, "missing or wrong bearer token", 0, reqUnauthorized)
-		return
-	}
-	if req.ContentLength > r.cfg.maxBody {
-		r.httpStatus(w, jsonBody, http.StatusRequestEntityTooLarge, codes.InvalidArgument,
-			fmt.Sprintf("body of %d bytes, at most %d", req.ContentLength, r.cfg.maxBody), 0, reqTooLarge)
-		return
-	}
-	if retry, err := r.acquire(); err != nil {
-		r.httpStatus(w, jsonBody, http.StatusServiceUnavailable, codes.Unavailable, err.Error(), retry, reqBusy)
-		return
-	}
-	defer r.release()
 	buf := bufPool.Get().(*bytes.Buffer)
 	defer func() {
 		if buf.Cap() <= 4<<20 {
@@ -92,36 +64,31 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 	}()
 	buf.Reset()
-	if err := r.readBody(w, req, gz, buf); err != nil {
-		status := http.StatusBadRequest
-		if errors.Is(err, ErrTooLarge) {
-			status = http.StatusRequestEntityTooLarge
-		}
-		r.httpStatus(w, jsonBody, status, codes.InvalidArgument, err.Error(), 0, resultOf(Result{}, err))
+	release, ok := r.httpBody(w, req, jsonBody, gz, buf)
+	if !ok {
 		return
 	}
+	defer release()
+	if retry, err := r.acquire(); err != nil {
+		r.httpStatus(w, jsonBody, http.StatusServiceUnavailable, codes.Unavailable, err.Error(), retry, reqBusy)
+		return
+	}
+	defer r.release()
 	body := buf.Bytes()
 	if jsonBody {
-		// protojson builds the message tree: a few times the text in
-		// memory, so JSON gets a quarter of the decoded limit.
-		if limit := r.cfg.maxDecoded / 4; int64(len(body)) > limit {
-			r.httpStatus(w, true, http.StatusRequestEntityTooLarge, codes.InvalidArgument,
-				fmt.Sprintf("JSON body of %d bytes, at most %d: send protobuf, or smaller batches", len(body), limit), 0, reqTooLarge)
-			return
-		}
 		var err error
 		if body, err = jsonToProto(body); err != nil {
-			r.httpStatus(w, true, http.StatusBadRequest, codes.InvalidArgument, err.Error(), 0, reqMalformed)
+			r.refuse(w, req, true, http.StatusBadRequest, err.Error(), reqMalformed)
 			return
 		}
 	}
 	res, err := r.Consume(body)
 	if err != nil {
-		status, code := http.StatusBadRequest, codes.InvalidArgument
+		status := http.StatusBadRequest
 		if errors.Is(err, ErrTooLarge) {
 			status = http.StatusRequestEntityTooLarge
 		}
-		r.httpStatus(w, jsonBody, status, code, err.Error(), 0, resultOf(res, err))
+		r.refuse(w, req, jsonBody, status, err.Error(), resultOf(res, err))
 		return
 	}
 	resp := &coltracepb.ExportTraceServiceResponse{}
@@ -132,11 +99,115 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	writeMessage(w, jsonBody, http.StatusOK, resp)
 }
 
+// httpHead checks what the headers say — method, media type, encoding,
+// credential, length — before anything of the body is read.
+func (r *Receiver) httpHead(w http.ResponseWriter, req *http.Request) (jsonBody, gz, ok bool) {
+	if req.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		r.httpText(w, http.StatusMethodNotAllowed, "use POST", reqUnsupported)
+		return false, false, false
+	}
+	mt, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type"))
+	switch mt {
+	case ContentTypeProtobuf:
+	case ContentTypeJSON:
+		jsonBody = true
+	default:
+		r.hold(req.Context())
+		r.httpText(w, http.StatusUnsupportedMediaType,
+			fmt.Sprintf("content type %q: send %s or %s", mt, ContentTypeProtobuf, ContentTypeJSON), reqUnsupported)
+		return false, false, false
+	}
+	switch enc := strings.ToLower(strings.TrimSpace(req.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+	case "gzip":
+		gz = true
+	default:
+		r.refuse(w, req, jsonBody, http.StatusUnsupportedMediaType, fmt.Sprintf("content encoding %q: send gzip or none", enc), reqUnsupported)
+		return false, false, false
+	}
+	if r.cfg.auth != nil && !r.cfg.auth(req.Header.Get("Authorization")) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="qtop"`)
+		r.refuse(w, req, jsonBody, http.StatusUnauthorized, "missing or wrong bearer token", reqUnauthorized)
+		return false, false, false
+	}
+	limit := r.cfg.maxBody
+	if jsonBody && !gz {
+		limit = min(limit, r.jsonLimit())
+	}
+	if req.ContentLength > limit {
+		r.refuse(w, req, jsonBody, http.StatusRequestEntityTooLarge, fmt.Sprintf("body of %d bytes, at most %d", req.ContentLength, limit), reqTooLarge)
+		return false, false, false
+	}
+	return jsonBody, gz, true
+}
+
+// jsonLimit bounds a JSON body once decompressed: protojson builds the
+// message tree, a few times the text in memory, so JSON gets a quarter of
+// the decoded limit.
+func (r *Receiver) jsonLimit() int64 { return r.cfg.maxDecoded / 4 }
+
+// httpBody reserves the body's memory, then reads it into buf; it
+// answers a refusal itself (ok false). release gives the memory back.
+func (r *Receiver) httpBody(w http.ResponseWriter, req *http.Request, jsonBody, gz bool, buf *bytes.Buffer) (release func(), ok bool) {
+	sent := req.ContentLength
+	if sent < 0 {
+		sent = r.cfg.maxBody // chunked: up to the limit may come
+	}
+	want := sent
+	if gz {
+		want = expansionLimit(sent, r.cfg.maxDecoded)
+	}
+	if jsonBody {
+		want = min(want, r.jsonLimit()) * 4 // the text and its message tree
+	}
+	free, err := r.mem.reserve(want)
+	if err != nil {
+		r.httpStatus(w, jsonBody, http.StatusServiceUnavailable, codes.Unavailable, err.Error(), retrySlots, reqBusy)
+		return nil, false
+	}
+	r.met.memory.Set(float64(r.mem.reserved()))
+	done := func() {
+		free()
+		r.met.memory.Set(float64(r.mem.reserved()))
+	}
+	if err := r.readBody(w, req, gz, jsonBody, buf); err != nil {
+		done()
+		switch {
+		case errors.Is(err, ErrSlow):
+			w.Header().Set("Connection", "close")
+			r.httpStatus(w, jsonBody, http.StatusRequestTimeout, codes.InvalidArgument, err.Error(), 0, reqSlow)
+		case errors.Is(err, ErrTooLarge):
+			r.refuse(w, req, jsonBody, http.StatusRequestEntityTooLarge, err.Error(), reqTooLarge)
+		default:
+			r.refuse(w, req, jsonBody, http.StatusBadRequest, err.Error(), reqMalformed)
+		}
+		return nil, false
+	}
+	return done, true
+}
+
+// refuse answers a request refused for what it is, after holding the
+// answer back (WithRefusalHold); when it could not be held, the
+// connection is closed with the answer.
+func (r *Receiver) refuse(w http.ResponseWriter, req *http.Request, jsonBody bool, status int, msg, result string) {
+	if !r.hold(req.Context()) {
+		w.Header().Set("Connection", "close")
+	}
+	r.httpStatus(w, jsonBody, status, codes.InvalidArgument, msg, 0, result)
+}
+
 // readBody reads the body, gunzipped when gz, into buf within the limits:
-// maxBody as sent, maxDecoded once decompressed (so a gzip bomb stops at
-// the limit).
-func (r *Receiver) readBody(w http.ResponseWriter, req *http.Request, gz bool, buf *bytes.Buffer) error {
-	var src io.Reader = http.MaxBytesReader(w, req.Body, r.cfg.maxBody)
+// maxBody as sent, at WithMinRate; once decompressed, maxDecoded and
+// meter.MaxExpansion times what was received (so a gzip bomb stops at
+// what its size allows), a quarter of maxDecoded for JSON.
+func (r *Receiver) readBody(w http.ResponseWriter, req *http.Request, gz, jsonBody bool, buf *bytes.Buffer) error {
+	now := time.Now()
+	rate := &rateReader{r: http.MaxBytesReader(w, req.Body, r.cfg.maxBody), dl: http.NewResponseController(w),
+		start: now, grace: r.cfg.rateGrace, minRate: r.cfg.minRate, now: time.Now}
+	counted := &countReader{r: rate}
+	var src io.Reader = counted
+	limit := r.cfg.maxDecoded
 	if gz {
 		zr, err := gzip.NewReader(src)
 		if err != nil {
@@ -144,18 +215,51 @@ func (r *Receiver) readBody(w http.ResponseWriter, req *http.Request, gz bool, b
 		}
 		defer zr.Close()
 		src = zr
+		sent := req.ContentLength
+		if sent < 0 {
+			sent = r.cfg.maxBody
+		}
+		limit = expansionLimit(sent, r.cfg.maxDecoded)
 	}
-	n, err := buf.ReadFrom(io.LimitReader(src, r.cfg.maxDecoded+1))
+	if jsonBody {
+		limit = min(limit, r.jsonLimit())
+	}
+	n, err := buf.ReadFrom(io.LimitReader(src, limit+1))
 	if err != nil {
 		return bodyErr(err, r.cfg.maxBody)
 	}
-	if n > r.cfg.maxDecoded {
-		return fmt.Errorf("%w: more than %d bytes once decompressed", ErrTooLarge, r.cfg.maxDecoded)
+	if gz {
+		limit = min(limit, expansionLimit(counted.n, r.cfg.maxDecoded))
+	}
+	if n > limit {
+		what := "once decompressed"
+		if gz {
+			what = fmt.Sprintf("once decompressed (%d times the %d bytes sent, at most %d)", meter.MaxExpansion, counted.n, r.cfg.maxDecoded)
+		}
+		if jsonBody {
+			what += ": send protobuf, or smaller batches"
+		}
+		return fmt.Errorf("%w: more than %d bytes %s", ErrTooLarge, limit, what)
 	}
 	return nil
 }
 
+// countReader counts the bytes read through it.
+type countReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
 func bodyErr(err error, limit int64) error {
+	if errors.Is(err, ErrSlow) {
+		return err
+	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return fmt.Errorf("%w: body larger than %d bytes", ErrTooLarge, limit)

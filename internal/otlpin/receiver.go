@@ -58,6 +58,7 @@ type Receiver struct {
 	sink    Sink
 	met     *metrics
 	sem     chan struct{}
+	mem     *memBudget
 	mappers sync.Pool
 
 	mu      sync.Mutex
@@ -102,6 +103,7 @@ func New(sink Sink, opts ...Option) (*Receiver, error) {
 		cfg:     cfg,
 		sink:    sink,
 		sem:     make(chan struct{}, cfg.inflight),
+		mem:     newMemBudget(cfg.memory),
 		sources: make(map[string]*source),
 		traces:  newTraceCache(cfg.maxTraces, max(cfg.traceWait, time.Second)),
 		wait:    newWaitList(cfg.maxWaiting),
