@@ -8,6 +8,8 @@
 //	go run ./collectorload -addr 127.0.0.1:7171 -pid $! load -reporters 1000 -interval 200ms -duration 10s
 //	go run ./collectorload -addr 127.0.0.1:7171 -pid $! load -raw -reporters 600 -interval 100ms -duration 10s
 //	go run ./collectorload -addr 127.0.0.1:7171 -pid $! hostile
+//	go run ./collectorload -addr 127.0.0.1:7171 -pid $! -token T otlp-grpc-hostile -grpc 127.0.0.1:14317 -as wrong -gzip
+//	go run ./collectorload -addr 127.0.0.1:7171 -pid $! -token T otlp-http-hostile -case slow
 package main
 
 import (
@@ -35,7 +37,7 @@ func main() {
 	pid := flag.Int("pid", 0, "the collector's process id, to read its resident memory")
 	token := flag.String("token", "", "report token")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: collectorload [-addr A] [-pid P] load [flags] | hostile [flags]")
+		fmt.Fprintln(os.Stderr, "usage: collectorload [-addr A] [-pid P] [-token T] load [flags] | hostile [flags] | otlp-grpc-hostile [flags] | otlp-http-hostile [flags]")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -53,6 +55,10 @@ func main() {
 		os.Exit(e.load(flag.Args()[1:]))
 	case "hostile":
 		os.Exit(e.hostile(flag.Args()[1:]))
+	case "otlp-grpc-hostile":
+		os.Exit(e.otlpGRPCHostile(flag.Args()[1:]))
+	case "otlp-http-hostile":
+		os.Exit(e.otlpHTTPHostile(flag.Args()[1:]))
 	}
 	flag.Usage()
 	os.Exit(2)
