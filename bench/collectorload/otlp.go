@@ -19,7 +19,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	_ "google.golang.org/grpc/encoding/gzip" // the attack's compressed case
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -53,6 +53,9 @@ func (e *env) otlpGRPCHostile(args []string) int {
 	}
 	opts := []grpc.CallOption{grpc.ForceCodec(bytesCodec{}), grpc.MaxCallSendMsgSize(len(msg) + 1)}
 	if *gz {
+		// Compressed once, sent as is by every call: the generator's CPU
+		// goes to sending, not to compressing 60 MiB per call.
+		encoding.RegisterCompressor(pregzip{gzipOf(msg)})
 		opts = append(opts, grpc.UseCompressor("gzip"))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *d)
@@ -97,7 +100,10 @@ func (e *env) otlpGRPCHostile(args []string) int {
 	wg.Wait()
 	fmt.Printf("otlp-grpc-hostile: %d conns × %d streams × %d MiB, token %s, gzip %v, %v\n", *conns, *streams, *mb, *as, *gz, *d)
 	var parts []string
-	codes.Range(func(k, v any) bool { parts = append(parts, fmt.Sprintf("%s %d", k, v.(*atomic.Int64).Load())); return true })
+	codes.Range(func(k, v any) bool {
+		parts = append(parts, fmt.Sprintf("%s %d", k, v.(*atomic.Int64).Load()))
+		return true
+	})
 	fmt.Printf("  exports answered: %s\n", strings.Join(parts, ", "))
 	fmt.Printf("  collector RSS %.0f MB before, %.0f MB peak, %.0f MB after\n", rss0, float64(peak.Load())/1024, e.rssMB())
 	if fleet != nil {
@@ -312,6 +318,35 @@ func gzipBomb(n int) []byte {
 	for i := 0; i < n; i += len(zero) {
 		zw.Write(zero)
 	}
+	zw.Close()
+	return buf.Bytes()
+}
+
+// pregzip is a gzip "compressor" that writes the message compressed
+// beforehand, whatever it is given (the load tool sends one message).
+type pregzip struct{ z []byte }
+
+func (p pregzip) Name() string { return "gzip" }
+func (p pregzip) Compress(w io.Writer) (io.WriteCloser, error) {
+	return &pregzipWriter{w: w, z: p.z}, nil
+}
+func (p pregzip) Decompress(r io.Reader) (io.Reader, error) { return gzip.NewReader(r) }
+
+type pregzipWriter struct {
+	w io.Writer
+	z []byte
+}
+
+func (pw *pregzipWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (pw *pregzipWriter) Close() error {
+	_, err := pw.w.Write(pw.z)
+	return err
+}
+
+func gzipOf(b []byte) []byte {
+	var buf bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	zw.Write(b)
 	zw.Close()
 	return buf.Bytes()
 }
