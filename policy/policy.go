@@ -105,7 +105,7 @@ func (r Rule) Validate() error {
 	default:
 		return fmt.Errorf("%w: action %q (want %q, %q or %q)", ErrInvalid, r.Action, Throttle, Price, Quota)
 	}
-	return nil
+	return r.validateLimits()
 }
 
 // Validate checks every rule and the size of the policy.
