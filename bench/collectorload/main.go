@@ -69,6 +69,9 @@ type env struct {
 	pid    int
 	token  string
 	client *http.Client
+	// prepared, when set, is called once a fleet's bodies are encoded,
+	// just before it starts sending (an attack beside it starts then).
+	prepared func()
 }
 
 // rssMB is the collector's resident memory.
@@ -229,6 +232,9 @@ func (e *env) fleetWith(ctx context.Context, service string, reporters, rows int
 		}()
 	}
 	wg.Wait()
+	if e.prepared != nil {
+		e.prepared()
+	}
 	res := &result{}
 	cpu0 := e.cpuSeconds()
 	start := time.Now()

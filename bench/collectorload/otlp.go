@@ -44,6 +44,7 @@ func (e *env) otlpGRPCHostile(args []string) int {
 	reporters := fs.Int("reporters", 200, "normal reporting processes beside the attack (0: none)")
 	rows := fs.Int("rows", 100, "tenant rows per normal report")
 	interval := fs.Duration("interval", time.Second, "each normal process sends one report per interval")
+	pause := fs.Duration("pause", 100*time.Millisecond, "an attacker's pause after a refused export")
 	fs.Parse(args)
 
 	msg := hugeExport(*mb << 20)
@@ -52,10 +53,13 @@ func (e *env) otlpGRPCHostile(args []string) int {
 		token = "Bearer " + e.token
 	}
 	opts := []grpc.CallOption{grpc.ForceCodec(bytesCodec{}), grpc.MaxCallSendMsgSize(len(msg) + 1)}
+	sent := len(msg)
 	if *gz {
 		// Compressed once, sent as is by every call: the generator's CPU
 		// goes to sending, not to compressing 60 MiB per call.
-		encoding.RegisterCompressor(pregzip{gzipOf(msg)})
+		z := gzipOf(msg)
+		sent = len(z)
+		encoding.RegisterCompressor(pregzip{z})
 		opts = append(opts, grpc.UseCompressor("gzip"))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *d)
@@ -63,6 +67,11 @@ func (e *env) otlpGRPCHostile(args []string) int {
 	rss0 := e.rssMB()
 	var peak atomic.Int64
 	go e.samplePeak(ctx, &peak)
+	start := make(chan struct{})
+	e.prepared = func() { close(start) }
+	if *reporters == 0 {
+		close(start)
+	}
 
 	var codes sync.Map // code → *atomic.Int64
 	count := func(err error) {
@@ -82,12 +91,24 @@ func (e *env) otlpGRPCHostile(args []string) int {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				select {
+				case <-start:
+				case <-ctx.Done():
+				}
 				for ctx.Err() == nil {
 					cctx := metadata.AppendToOutgoingContext(ctx, "authorization", token)
 					var out []byte
 					err := cc.Invoke(cctx, "/opentelemetry.proto.collector.trace.v1.TraceService/Export", msg, &out, opts...)
 					if ctx.Err() == nil {
 						count(err)
+					}
+					if err != nil {
+						// A hostile client that does not honour RetryInfo,
+						// but does not spin either.
+						select {
+						case <-ctx.Done():
+						case <-time.After(*pause):
+						}
 					}
 				}
 			}()
@@ -98,7 +119,7 @@ func (e *env) otlpGRPCHostile(args []string) int {
 		fleet = e.fleet(ctx, "otlp-neighbour", *reporters, *rows, *interval, *d-time.Second)
 	}
 	wg.Wait()
-	fmt.Printf("otlp-grpc-hostile: %d conns × %d streams × %d MiB, token %s, gzip %v, %v\n", *conns, *streams, *mb, *as, *gz, *d)
+	fmt.Printf("otlp-grpc-hostile: %d conns × %d streams × %d MiB (%d bytes sent per message), token %s, gzip %v, %v\n", *conns, *streams, *mb, sent, *as, *gz, *d)
 	var parts []string
 	codes.Range(func(k, v any) bool {
 		parts = append(parts, fmt.Sprintf("%s %d", k, v.(*atomic.Int64).Load()))
@@ -193,12 +214,25 @@ func (e *env) otlpHTTPHostile(args []string) int {
 	go e.samplePeak(ctx, &peak)
 	answers := &result{}
 	normal := &result{}
+	start := make(chan struct{})
+	e.prepared = func() { close(start) }
+	if *reporters == 0 {
+		close(start)
+	}
+	var bomb []byte
+	if *kind == "bomb" {
+		bomb = gzipBomb(1 << 30)
+	}
 	var wg sync.WaitGroup
 	for range *clients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			e.hostileHTTPClient(ctx, *kind, answers)
+			select {
+			case <-start:
+			case <-ctx.Done():
+			}
+			e.hostileHTTPClient(ctx, *kind, bomb, answers)
 		}()
 	}
 	if *kind == "slow" {
@@ -206,6 +240,10 @@ func (e *env) otlpHTTPHostile(args []string) int {
 		go func() { // a normal OTLP client, once a second
 			defer wg.Done()
 			body := hugeExport(64 << 10)
+			select {
+			case <-start:
+			case <-ctx.Done():
+			}
 			for ctx.Err() == nil {
 				st, msg, lat := e.post(ctx, "/v1/traces", "application/x-protobuf", body)
 				if ctx.Err() == nil {
@@ -248,7 +286,7 @@ func (e *env) otlpHTTPHostile(args []string) int {
 
 // hostileHTTPClient runs one hostile client of otlpHTTPHostile until ctx
 // ends, counting its answers in res.
-func (e *env) hostileHTTPClient(ctx context.Context, kind string, res *result) {
+func (e *env) hostileHTTPClient(ctx context.Context, kind string, bomb []byte, res *result) {
 	switch kind {
 	case "slow":
 		for ctx.Err() == nil {
@@ -300,7 +338,6 @@ func (e *env) hostileHTTPClient(ctx context.Context, kind string, res *result) {
 			}
 		}
 	case "bomb":
-		bomb := gzipBomb(1 << 30)
 		for ctx.Err() == nil {
 			st, msg, lat := e.post(ctx, "/v1/traces", "application/x-protobuf", bomb, "Content-Encoding", "gzip")
 			if ctx.Err() == nil {
