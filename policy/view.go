@@ -39,79 +39,159 @@ type View struct {
 	Truncated int `json:"truncated,omitempty"`
 }
 
-// ViewFor returns the view of p for a process that reports tenants
-// (heaviest first) and holds the view tagged held ("" : none), at now,
-// and its JSON encoding, at most maxBytes (≤ 0: DefaultMaxViewBytes) —
-// except that tier rules, budgets, runaway rules and freshness are never
-// left out, so a policy whose shared part alone is larger gives a larger
-// view. p must be valid (Validate).
+// ViewFor returns the view of p for a process that reports tenants at
+// now: p.Index(now).ViewFor(tenants, held, maxBytes). A collector keeps
+// the Index for as long as it is Valid instead.
 func (p Policy) ViewFor(tenants []string, held string, now time.Time, maxBytes int) (View, []byte, error) {
+	x, err := p.Index(now)
+	if err != nil {
+		return View{}, nil, err
+	}
+	return x.ViewFor(tenants, held, maxBytes)
+}
+
+// Index is a policy compiled for views: its active rules by tenant, each
+// tenant's and the shared part's JSON encoded once. Build one per policy
+// version with Policy.Index and use it while Valid; ViewFor then costs a
+// map lookup per tenant and the copy of the bytes it returns. Safe for
+// concurrent use (read only).
+type Index struct {
+	version  uint64
+	until    time.Time // the earliest expiry among the indexed parts
+	shared   View      // tier rules, budgets, runaway, freshness
+	sharedJS []byte    // `"rules":[…]` of the tier rules, then the rest's fields
+	tierJS   []byte
+	restJS   []byte
+	tenants  map[string]tenantRules
+}
+
+type tenantRules struct {
+	rules []Rule
+	js    []byte // the rules' JSON, comma-separated
+}
+
+// Index compiles p's rules active at now.
+func (p Policy) Index(now time.Time) (*Index, error) {
+	x := &Index{version: p.Version, tenants: make(map[string]tenantRules)}
+	x.shared.Budgets, x.shared.Runaway = p.ActiveBudgets(now)
+	x.shared.Freshness = p.Freshness
+	soon := func(t time.Time) {
+		if !t.IsZero() && (x.until.IsZero() || t.Before(x.until)) {
+			x.until = t
+		}
+	}
+	for _, b := range x.shared.Budgets {
+		soon(b.Expires)
+	}
+	for _, r := range x.shared.Runaway {
+		soon(r.Expires)
+	}
+	for _, r := range p.Active(now) {
+		soon(r.Expires)
+		b, err := json.Marshal(r)
+		if err != nil {
+			return nil, fmt.Errorf("policy: view: %w", err)
+		}
+		if r.Tenant == "" {
+			x.shared.Rules = append(x.shared.Rules, r)
+			x.tierJS = appendItem(x.tierJS, b)
+			continue
+		}
+		tr := x.tenants[r.Tenant]
+		tr.rules = append(tr.rules, r)
+		tr.js = appendItem(tr.js, b)
+		x.tenants[r.Tenant] = tr
+	}
+	rest, err := json.Marshal(View{Budgets: x.shared.Budgets, Runaway: x.shared.Runaway, Freshness: x.shared.Freshness})
+	if err != nil {
+		return nil, fmt.Errorf("policy: view: %w", err)
+	}
+	x.restJS = rest[len(`{"version":0,"tag":""`) : len(rest)-1] // `,"budgets":…` or empty
+	return x, nil
+}
+
+func appendItem(dst, item []byte) []byte {
+	if len(dst) > 0 {
+		dst = append(dst, ',')
+	}
+	return append(dst, item...)
+}
+
+// Valid reports whether x still stands for a policy at version at now
+// (no indexed part has expired since it was built).
+func (x *Index) Valid(version uint64, now time.Time) bool {
+	return x.version == version && (x.until.IsZero() || now.Before(x.until))
+}
+
+// ViewFor returns the view for a process that reports tenants (heaviest
+// first) and holds the view tagged held ("": none), and its JSON
+// encoding, at most maxBytes (≤ 0: DefaultMaxViewBytes) — except that tier
+// rules, budgets, runaway rules and freshness are never left out, so a
+// policy whose shared part alone is larger gives a larger view.
+func (x *Index) ViewFor(tenants []string, held string, maxBytes int) (View, []byte, error) {
 	if maxBytes <= 0 {
 		maxBytes = DefaultMaxViewBytes
 	}
-	want := make(map[string]int, len(tenants))
+	v := View{Version: x.version, Budgets: x.shared.Budgets, Runaway: x.shared.Runaway, Freshness: x.shared.Freshness}
+	v.Rules = append(v.Rules, x.shared.Rules...)
+	h := fnv.New64a()
+	h.Write(x.tierJS)
+	h.Write(x.restJS)
+	size := len(x.tierJS) + len(x.restJS) + 96 // braces, version, tag, truncated
+	var seen map[string]bool
+	var parts [][]byte
 	for i, t := range tenants {
-		if _, ok := want[t]; !ok {
-			want[t] = i
+		tr, ok := x.tenants[t]
+		if !ok || seen[t] {
+			continue
 		}
-	}
-	v := View{Freshness: p.Freshness}
-	v.Budgets, v.Runaway = p.ActiveBudgets(now)
-	var own [][]Rule // per tenant asked for, in the order asked
-	own = make([][]Rule, len(tenants))
-	for _, r := range p.Active(now) {
-		switch i, ok := want[r.Tenant]; {
-		case r.Tenant == "":
-			v.Rules = append(v.Rules, r)
-		case ok:
-			own[i] = append(own[i], r)
+		if seen == nil {
+			seen = make(map[string]bool, len(tenants)-i)
 		}
-	}
-	shared, err := json.Marshal(v)
-	if err != nil {
-		return View{}, nil, fmt.Errorf("policy: view: %w", err)
-	}
-	size := len(shared) + 64 // version, tag, truncated
-	for i, rs := range own {
-		n := 0
-		for _, r := range rs {
-			b, err := json.Marshal(r)
-			if err != nil {
-				return View{}, nil, fmt.Errorf("policy: view: %w", err)
-			}
-			n += len(b) + 1
-		}
-		if size+n > maxBytes {
-			for _, rest := range own[i:] {
-				v.Truncated += len(rest)
+		seen[t] = true
+		if size+len(tr.js)+1 > maxBytes {
+			v.Truncated += len(tr.rules)
+			for _, rest := range tenants[i+1:] {
+				if !seen[rest] {
+					seen[rest] = true
+					v.Truncated += len(x.tenants[rest].rules)
+				}
 			}
 			break
 		}
-		size += n
-		v.Rules = append(v.Rules, rs...)
+		size += len(tr.js) + 1
+		v.Rules = append(v.Rules, tr.rules...)
+		parts = append(parts, tr.js)
+		h.Write([]byte{0})
+		h.Write(tr.js)
 	}
-	return v.seal(p.Version, held)
-}
-
-// seal sets the view's tag (a hash of its content), and empties it when
-// the tag is the one held.
-func (v View) seal(version uint64, held string) (View, []byte, error) {
-	content, err := json.Marshal(v)
-	if err != nil {
-		return View{}, nil, fmt.Errorf("policy: view: %w", err)
-	}
-	h := fnv.New64a()
-	h.Write(content)
+	fmt.Fprintf(h, "/%d", v.Truncated)
 	v.Tag = strconv.FormatUint(h.Sum64(), 36)
-	v.Version = version
 	if held != "" && held == v.Tag {
-		v = View{Version: version, Tag: v.Tag, Unchanged: true}
+		v = View{Version: x.version, Tag: v.Tag, Unchanged: true}
+		b, err := json.Marshal(v)
+		return v, b, err
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return View{}, nil, fmt.Errorf("policy: view: %w", err)
+	b := make([]byte, 0, size)
+	b = fmt.Appendf(b, `{"version":%d,"tag":%q`, x.version, v.Tag)
+	if len(x.tierJS) > 0 || len(parts) > 0 {
+		b = append(b, `,"rules":[`...)
+		first := len(x.tierJS) == 0
+		b = append(b, x.tierJS...)
+		for _, p := range parts {
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			b = append(b, p...)
+		}
+		b = append(b, ']')
 	}
-	return v, b, nil
+	b = append(b, x.restJS...)
+	if v.Truncated > 0 {
+		b = fmt.Appendf(b, `,"truncated":%d`, v.Truncated)
+	}
+	return v, append(b, '}'), nil
 }
 
 // Policy returns the policy a process applies from its view: the view's

@@ -20,6 +20,8 @@ func bigPolicy(now time.Time) Policy {
 	p.Rules = append(p.Rules,
 		Rule{ID: "t3", Tier: tenant.T3, Action: Price, Multiplier: 2, Expires: now.Add(time.Hour), Reason: "shed T3"},
 		Rule{ID: "old", Tier: tenant.T2, Action: Price, Multiplier: 2, Expires: now.Add(-time.Hour), Reason: "expired"})
+	p.Budgets = []Budget{{ID: "analytics", Match: []map[string]string{{"tenant": "analytics"}}, Concurrency: 1, Reason: "vacuum"}}
+	p.Freshness = &Freshness{Rules: MonzoRules(), Batch: 1}
 	return p
 }
 
@@ -39,6 +41,13 @@ func TestViewCarriesWhatAProcessNeeds(t *testing.T) {
 		t.Fatalf("view: %d rules, truncated %d, version %d, tag %q", len(v.Rules), v.Truncated, v.Version, v.Tag)
 	}
 	t.Logf("whole policy %d bytes; view of 100 tenants %d bytes", len(whole), len(b))
+	var got View
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatalf("%v: %s", err, b[:200])
+	}
+	if got.Tag != v.Tag || len(got.Rules) != 101 || len(got.Budgets) != 1 || got.Freshness == nil || got.Rules[0].ID != "t3" || got.Rules[100].ID != "r04950" {
+		t.Fatalf("decoded view: tag %q, %d rules, %d budgets", got.Tag, len(got.Rules), len(got.Budgets))
+	}
 	if len(b) > DefaultMaxViewBytes {
 		t.Fatalf("view of %d bytes", len(b))
 	}
@@ -82,6 +91,10 @@ func TestViewBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var got View
+	if err := json.Unmarshal(b, &got); err != nil || got.Truncated != v.Truncated {
+		t.Fatalf("decoded: %v, truncated %d", err, got.Truncated)
+	}
 	if len(b) > 16<<10 || v.Truncated == 0 || len(v.Rules)+v.Truncated != 1001 || v.Rules[0].ID != "t3" || v.Rules[1].Tenant != "tenant-00000" {
 		t.Fatalf("%d bytes, %d rules, truncated %d, first %s %s", len(b), len(v.Rules), v.Truncated, v.Rules[0].ID, v.Rules[1].Tenant)
 	}
@@ -94,9 +107,21 @@ func BenchmarkViewFor(b *testing.B) {
 	for i := range 100 {
 		tenants = append(tenants, fmt.Sprintf("tenant-%05d", i*50))
 	}
-	v, _, _ := p.ViewFor(tenants, "", now, 0)
-	b.ReportAllocs()
-	for b.Loop() {
-		p.ViewFor(tenants, v.Tag, now, 0)
+	x, err := p.Index(now)
+	if err != nil {
+		b.Fatal(err)
 	}
+	v, _, _ := x.ViewFor(tenants, "", 0)
+	b.Run("unchanged", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			x.ViewFor(tenants, v.Tag, 0)
+		}
+	})
+	b.Run("changed", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			x.ViewFor(tenants, "", 0)
+		}
+	})
 }
