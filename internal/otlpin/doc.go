@@ -79,11 +79,28 @@
 // without gzip; 200 with an ExportTraceServiceResponse whose
 // partial_success counts rejected spans; 400 (a google.rpc.Status) for a
 // malformed body, 413 for one too large, 415 for another media type,
-// 401 when WithAuth refuses; 503 with Retry-After when busy (1 s while
-// every decode slot is taken, 5 s while the collector refuses reports or
-// shuts down), which SDK exporters retry — and only that (tested with the
-// Go SDK's exporter). RegisterGRPC serves the same over gRPC: INVALID_ARGUMENT,
-// UNAUTHENTICATED, or UNAVAILABLE with a RetryInfo delay.
+// 401 when WithAuth refuses (these four held back by WithRefusalHold, as
+// the collector holds the refusals of its report door); 408 for a body
+// sent below WithMinRate; 503 with Retry-After when busy (1 s while
+// every decode slot or the memory budget is taken, 5 s while the
+// collector refuses reports or shuts down), which SDK exporters retry —
+// and only that (tested with the Go SDK's exporter). RegisterGRPC serves
+// the same over gRPC: INVALID_ARGUMENT, UNAUTHENTICATED, or UNAVAILABLE
+// with a RetryInfo delay.
+//
+// # Admission
+//
+// Both transports admit a request before reading its body, in this
+// order: the credential (WithAuth) from the headers alone — gRPC checks it
+// in a tap on the stream's headers, so a refused message is never read;
+// then a reservation in the memory budget (WithMemory, 256 MiB by
+// default) — HTTP reserves its length as sent (or what gzip may expand it
+// to), gRPC the decoded limit, at most half the budget per connection —
+// refused busy, without reading, when it does not fit. The body then
+// arrives at WithMinRate (HTTP; a slower one is cut with 408) or within
+// WithGRPCReadTimeout (gRPC); gzip expands at most meter.MaxExpansion (64)
+// times the bytes received (above 64 KiB), as a report's body; only then
+// is a decode slot (WithInflight) taken, so slow senders hold none.
 //
 // # Durability
 //
@@ -97,11 +114,14 @@
 // # Bounds
 //
 // The body is read in place (no message tree is built): memory is the
-// body, at most WithMaxBody (16 MiB as sent, 64 MiB after gzip, so a gzip
-// bomb stops there), plus 160 bytes per kept span, at most MaxSpans spans,
+// bodies being received and decoded, within the memory budget
+// (WithMemory; each at most WithMaxBody, 16 MiB as sent and 64 MiB
+// decompressed), plus 160 bytes per kept span, at most MaxSpans spans,
 // for at most WithInflight requests at once; the windows are bounded by
 // WithMaxRows per source and WithMaxSources sources (further ones share
-// the service "other"). A JSON body gets a quarter of the decoded limit,
-// as protojson builds a message tree. The collector caps OTLP/gRPC at 64
+// the service "other"). A JSON body gets a quarter of the decoded limit
+// and reserves four times its length, as protojson builds a message tree.
+// gRPC's HTTP/2 flow-control windows are fixed at 1 MiB, so a connection
+// buffers at most that much unread; the collector caps OTLP/gRPC at 64
 // connections, each with 4 × WithInflight streams.
 package otlpin
