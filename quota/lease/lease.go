@@ -17,6 +17,12 @@
 // of workers while Redis is away), counts each fallback grant
 // (qtop_lease_fallback_total) and logs the change once each way; no job is
 // lost or refused for it.
+//
+// Redis slow: every call (acquire, release, heartbeat) returns within
+// WithTimeout (250 ms) whatever the client passed — go-redis bounds a call
+// by its context only with ContextTimeoutEnabled, so the Semaphore does not
+// rely on it — and counts as Redis unreachable; a lease Redis grants after
+// its caller went on is given back when the answer comes.
 package lease
 
 import (
