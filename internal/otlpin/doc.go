@@ -95,7 +95,7 @@
 // in a tap on the stream's headers, so a refused message is never read;
 // then a reservation in the memory budget (WithMemory, 256 MiB by
 // default) — HTTP reserves its length as sent (or what gzip may expand it
-// to), gRPC the decoded limit, at most half the budget per connection —
+// to), gRPC twice the decoded limit, at most half the budget per connection —
 // refused busy, without reading, when it does not fit. The body then
 // arrives at WithMinRate (HTTP; a slower one is cut with 408) or within
 // WithGRPCReadTimeout (gRPC); gzip expands at most meter.MaxExpansion (64)

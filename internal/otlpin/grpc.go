@@ -26,8 +26,9 @@ import (
 // receiver (RegisterGRPC), and to protect it. Before a stream is taken
 // (a tap on its headers, before one byte of its message is read): the
 // credential (WithAuth; a refusal is held back by WithRefusalHold), and a
-// reservation of the decoded limit in the memory budget (WithMemory), at
-// most half of it per connection; a stream that finds the budget taken is
+// reservation of twice the decoded limit (gRPC's buffers and the
+// message's slice) in the memory budget (WithMemory), at most half of it
+// per connection; a stream that finds the budget taken is
 // answered UNAVAILABLE with a retry delay. The message must then arrive
 // within WithGRPCReadTimeout. The message limit is the decoded limit
 // (gRPC checks it on the wire and after decompression), gzip expands at
@@ -77,7 +78,7 @@ func (r *Receiver) tapGRPC(ctx context.Context, info *tap.Info) (context.Context
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		conn = p.Addr.String()
 	}
-	release, err := r.mem.reserveConn(conn, r.cfg.maxDecoded)
+	release, err := r.mem.reserveConn(conn, grpcReserve(r.cfg.maxDecoded))
 	if err != nil {
 		r.met.requests.WithLabelValues("grpc", reqBusy).Inc()
 		st, _ := status.New(codes.Unavailable, err.Error()).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(retrySlots)})
@@ -95,6 +96,11 @@ func (r *Receiver) tapGRPC(ctx context.Context, info *tap.Info) (context.Context
 	})
 	return ctx, nil
 }
+
+// grpcReserve is what an admitted gRPC stream reserves: gRPC reads its
+// message (up to the decoded limit) into buffers of its own, then into
+// one slice for the codec, so twice the limit at the peak.
+func grpcReserve(maxDecoded int64) int64 { return 2 * maxDecoded }
 
 // boundedGzip decompresses gzip messages within the decoded limit and
 // within meter.MaxExpansion times the bytes received (above
@@ -157,7 +163,9 @@ func (rawCodec) Marshal(v any) ([]byte, error) {
 func (rawCodec) Unmarshal(data []byte, v any) error {
 	switch v := v.(type) {
 	case *rawRequest:
-		*v = append((*v)[:0], data...) // gRPC reuses data after the call
+		// gRPC hands a legacy codec a slice of its own (it materializes the
+		// message's buffers into a new one), so it is kept without a copy.
+		*v = data
 		return nil
 	case proto.Message:
 		return proto.Unmarshal(data, v)

@@ -99,7 +99,7 @@ func tapCtx(addr string) (context.Context, context.CancelFunc) {
 func TestGRPCMemoryBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const dec = 1 << 20
-		r, err := New((&sink{}).Ingest, WithMaxBody(dec, dec), WithMemory(4*dec))
+		r, err := New((&sink{}).Ingest, WithMaxBody(dec/2, dec/2), WithMemory(4*dec)) // a stream reserves dec
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -228,8 +228,8 @@ func TestHTTPSlowSenderCut(t *testing.T) {
 // that does not fit is answered 503 without being read.
 func TestHTTPMemoryBudget(t *testing.T) {
 	clk := &fakeClock{now: t0}
-	r := newTestReceiver(t, &sink{}, clk, WithMaxBody(1<<20, 4<<20), WithMemory(4<<20))
-	free, err := r.mem.reserve(4<<20 - 32<<10) // requests being received; a gzip body may take 64 KiB
+	r := newTestReceiver(t, &sink{}, clk, WithMaxBody(1<<20, 4<<20), WithMemory(8<<20))
+	free, err := r.mem.reserve(8<<20 - 32<<10) // requests being received; a gzip body may take 64 KiB
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,8 @@ const (
 	// window (each holds a 9 KiB latency histogram).
 	DefaultMaxRows = 512
 	// DefaultMemory bounds the bytes of requests being received and
-	// decoded at once (four requests of the decoded limit).
+	// decoded at once (two gRPC messages of the decoded limit, or four
+	// HTTP bodies).
 	DefaultMemory = 4 * DefaultMaxDecoded
 	// DefaultMinRate and DefaultRateGrace: a body must arrive at 16 KiB/s
 	// after the first 2 s (a 16 MiB body in 17 minutes at most; one that
@@ -91,13 +92,15 @@ func newConfig(opts []Option) (config, error) {
 		maxWaiting: DefaultMaxWaiting,
 		maxRows:    DefaultMaxRows,
 		clock:      time.Now,
-		memory:     DefaultMemory,
 		minRate:    DefaultMinRate,
 		rateGrace:  DefaultRateGrace,
 		grpcRead:   DefaultGRPCReadTimeout,
 	}
 	for _, o := range opts {
 		o(&c)
+	}
+	if c.memory == 0 {
+		c.memory = max(DefaultMemory, grpcReserve(c.maxDecoded))
 	}
 	switch {
 	case c.tenantAttr == "" || len(c.tenantAttr) > 256:
@@ -116,8 +119,8 @@ func newConfig(opts []Option) (config, error) {
 		return c, fmt.Errorf("%w: max traces %d, max waiting %d (want ≥ 1)", ErrInvalid, c.maxTraces, c.maxWaiting)
 	case c.maxRows < 1 || c.maxRows > 8192:
 		return c, fmt.Errorf("%w: max rows %d (want 1 to 8192)", ErrInvalid, c.maxRows)
-	case c.memory < c.maxDecoded:
-		return c, fmt.Errorf("%w: memory %d below the decoded limit %d (one request must fit)", ErrInvalid, c.memory, c.maxDecoded)
+	case c.memory < grpcReserve(c.maxDecoded):
+		return c, fmt.Errorf("%w: memory %d below twice the decoded limit %d (one gRPC message must fit)", ErrInvalid, c.memory, c.maxDecoded)
 	case c.minRate < 1 || c.rateGrace < 0 || c.grpcRead <= 0:
 		return c, fmt.Errorf("%w: min rate %d B/s after %v, gRPC read timeout %v (want a rate ≥ 1, a grace ≥ 0, a timeout > 0)", ErrInvalid, c.minRate, c.rateGrace, c.grpcRead)
 	case c.clock == nil:
@@ -192,10 +195,11 @@ func WithAuth(fn func(authorization string) bool) Option { return func(c *config
 func WithInstance(id string) Option { return func(c *config) { c.instance = id } }
 
 // WithMemory bounds the bytes that requests being received and decoded
-// may take at once, over both transports (default DefaultMemory; at least
-// the decoded limit). Each request reserves its share before its body is
-// read — HTTP: its length as sent, then what it may decompress to; gRPC:
-// the decoded limit, at most half the budget per connection — and a
+// may take at once, over both transports (default DefaultMemory, or twice
+// the decoded limit when that is more; at least twice the decoded limit). Each request reserves its share before its
+// body is read — HTTP: its length as sent, or what it may decompress to;
+// gRPC: twice the decoded limit (gRPC's buffers and the message), at most
+// half the budget per connection — and a
 // request that does not fit is answered busy (503 / UNAVAILABLE, retry
 // later) without being read.
 func WithMemory(bytes int64) Option { return func(c *config) { c.memory = bytes } }
