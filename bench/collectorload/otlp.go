@@ -197,7 +197,7 @@ func (bytesCodec) Unmarshal(data []byte, v any) error {
 // a normal fleet beside it: slow (two clients trickle a body at 1 B/s
 // while a normal OTLP client exports once a second), junk (one client
 // posts a wrong token in a loop: answers a second), bomb (clients post a
-// gzip bomb of 1 GiB of zeros in a loop with the right token).
+// gzip bomb of -bomb-mb MiB of zeros in a loop with the right token).
 func (e *env) otlpHTTPHostile(args []string) int {
 	fs := flag.NewFlagSet("otlp-http-hostile", flag.ExitOnError)
 	kind := fs.String("case", "slow", "slow, junk or bomb")
@@ -206,7 +206,12 @@ func (e *env) otlpHTTPHostile(args []string) int {
 	reporters := fs.Int("reporters", 200, "normal reporting processes beside the attack (0: none)")
 	rows := fs.Int("rows", 100, "tenant rows per normal report")
 	interval := fs.Duration("interval", time.Second, "each normal process sends one report per interval")
+	bombMB := fs.Int("bomb-mb", 256, "MiB of zeros in the gzip bomb")
 	fs.Parse(args)
+	var bomb []byte
+	if *kind == "bomb" {
+		bomb = gzipBomb(*bombMB << 20) // before the run's clock starts
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), *d)
 	defer cancel()
 	rss0 := e.rssMB()
@@ -218,10 +223,6 @@ func (e *env) otlpHTTPHostile(args []string) int {
 	e.prepared = func() { close(start) }
 	if *reporters == 0 {
 		close(start)
-	}
-	var bomb []byte
-	if *kind == "bomb" {
-		bomb = gzipBomb(1 << 30)
 	}
 	var wg sync.WaitGroup
 	for range *clients {
@@ -350,7 +351,7 @@ func (e *env) hostileHTTPClient(ctx context.Context, kind string, bomb []byte, r
 // gzipBomb is n zero bytes, gzip-compressed (about n/1000 bytes).
 func gzipBomb(n int) []byte {
 	var buf bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	zw, _ := gzip.NewWriterLevel(&buf, gzip.BestSpeed)
 	zero := make([]byte, 1<<20)
 	for i := 0; i < n; i += len(zero) {
 		zw.Write(zero)
