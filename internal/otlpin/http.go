@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -156,7 +157,7 @@ func (r *Receiver) httpBody(w http.ResponseWriter, req *http.Request, jsonBody, 
 	}
 	want := sent
 	if gz {
-		want = expansionLimit(sent, r.cfg.maxDecoded)
+		want += expansionLimit(sent, r.cfg.maxDecoded) // the body as sent, then decompressed
 	}
 	if jsonBody {
 		want = min(want, r.jsonLimit()) * 4 // the text and its message tree
@@ -200,60 +201,70 @@ func (r *Receiver) refuse(w http.ResponseWriter, req *http.Request, jsonBody boo
 // readBody reads the body, gunzipped when gz, into buf within the limits:
 // maxBody as sent, at WithMinRate; once decompressed, maxDecoded and
 // meter.MaxExpansion times what was received (so a gzip bomb stops at
-// what its size allows), a quarter of maxDecoded for JSON.
+// what its size allows), a quarter of maxDecoded for JSON. A gzip body is
+// read whole first, so its length bounds what it may expand to and its
+// trailer sizes the buffer once (a growing buffer allocated about three
+// times what it held).
 func (r *Receiver) readBody(w http.ResponseWriter, req *http.Request, gz, jsonBody bool, buf *bytes.Buffer) error {
-	now := time.Now()
-	rate := &rateReader{r: http.MaxBytesReader(w, req.Body, r.cfg.maxBody), dl: http.NewResponseController(w),
-		start: now, grace: r.cfg.rateGrace, minRate: r.cfg.minRate, now: time.Now}
-	counted := &countReader{r: rate}
-	var src io.Reader = counted
+	var src io.Reader = &rateReader{r: http.MaxBytesReader(w, req.Body, r.cfg.maxBody), dl: http.NewResponseController(w),
+		start: time.Now(), grace: r.cfg.rateGrace, minRate: r.cfg.minRate, now: time.Now}
 	limit := r.cfg.maxDecoded
-	if gz {
-		zr, err := gzip.NewReader(src)
-		if err != nil {
-			return bodyErr(err, r.cfg.maxBody)
-		}
-		defer zr.Close()
-		src = zr
-		sent := req.ContentLength
-		if sent < 0 {
-			sent = r.cfg.maxBody
-		}
-		limit = expansionLimit(sent, r.cfg.maxDecoded)
-	}
 	if jsonBody {
 		limit = min(limit, r.jsonLimit())
 	}
-	n, err := buf.ReadFrom(io.LimitReader(src, limit+1))
+	if !gz {
+		if n := req.ContentLength; n > 0 && n <= limit {
+			buf.Grow(int(n) + bytes.MinRead)
+		}
+		n, err := buf.ReadFrom(io.LimitReader(src, limit+1))
+		return readErr(n, err, limit, r.cfg.maxBody, "")
+	}
+	zbuf := bufPool.Get().(*bytes.Buffer)
+	defer func() {
+		if zbuf.Cap() <= 4<<20 {
+			zbuf.Reset()
+			bufPool.Put(zbuf)
+		}
+	}()
+	zbuf.Reset()
+	if n := req.ContentLength; n > 0 {
+		zbuf.Grow(int(n) + bytes.MinRead)
+	}
+	if _, err := zbuf.ReadFrom(src); err != nil {
+		return bodyErr(err, r.cfg.maxBody)
+	}
+	z := zbuf.Bytes()
+	limit = min(limit, expansionLimit(int64(len(z)), r.cfg.maxDecoded))
+	what := fmt.Sprintf(" (%d times the %d bytes sent, at most %d)", meter.MaxExpansion, len(z), r.cfg.maxDecoded)
+	if len(z) >= 18 {
+		// The trailer's ISIZE is the (last member's) length decompressed,
+		// mod 2^32: above the limit, the body is refused unread; below, it
+		// sizes the buffer (a lie only costs what the limit allows).
+		size := int64(binary.LittleEndian.Uint32(z[len(z)-4:]))
+		if size > limit {
+			return readErr(size, nil, limit, r.cfg.maxBody, what)
+		}
+		buf.Grow(int(size) + bytes.MinRead)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(z))
 	if err != nil {
 		return bodyErr(err, r.cfg.maxBody)
 	}
-	if gz {
-		limit = min(limit, expansionLimit(counted.n, r.cfg.maxDecoded))
+	defer zr.Close()
+	n, err := buf.ReadFrom(io.LimitReader(zr, limit+1))
+	return readErr(n, err, limit, r.cfg.maxBody, what)
+}
+
+// readErr is readBody's error for what ReadFrom returned: a read error,
+// or more than limit bytes.
+func readErr(n int64, err error, limit, maxBody int64, what string) error {
+	if err != nil {
+		return bodyErr(err, maxBody)
 	}
 	if n > limit {
-		what := "once decompressed"
-		if gz {
-			what = fmt.Sprintf("once decompressed (%d times the %d bytes sent, at most %d)", meter.MaxExpansion, counted.n, r.cfg.maxDecoded)
-		}
-		if jsonBody {
-			what += ": send protobuf, or smaller batches"
-		}
-		return fmt.Errorf("%w: more than %d bytes %s", ErrTooLarge, limit, what)
+		return fmt.Errorf("%w: more than %d bytes once decompressed%s: send smaller batches (or protobuf rather than JSON)", ErrTooLarge, limit, what)
 	}
 	return nil
-}
-
-// countReader counts the bytes read through it.
-type countReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
 }
 
 func bodyErr(err error, limit int64) error {
