@@ -2,7 +2,6 @@ package otlpin
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -18,8 +17,6 @@ import (
 	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
-
-	"github.com/qtop-dev/qtop/meter"
 )
 
 // GRPCServerOptions are the options a gRPC server needs to serve the
@@ -113,22 +110,13 @@ var _ grpc.Decompressor = boundedGzip{} //nolint:staticcheck // the server optio
 func (boundedGzip) Type() string { return "gzip" }
 
 func (d boundedGzip) Do(src io.Reader) ([]byte, error) {
-	limit := d.maxDecoded
-	if rem, ok := src.(interface{ Remaining() int }); ok {
-		limit = expansionLimit(int64(rem.Remaining()), d.maxDecoded)
-	}
-	zr, err := gzip.NewReader(src)
+	z, err := io.ReadAll(src) // the message as received, already in memory
 	if err != nil {
-		return nil, fmt.Errorf("otlpin: gzip: %w", err)
+		return nil, fmt.Errorf("%w: gzip: %v", ErrMalformed, err)
 	}
-	defer zr.Close()
 	var buf bytes.Buffer
-	n, err := buf.ReadFrom(io.LimitReader(zr, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("otlpin: gzip: %w", err)
-	}
-	if n > limit {
-		return nil, fmt.Errorf("%w: gzip message expands beyond %d bytes (%d times what was sent, at most %d)", ErrTooLarge, limit, meter.MaxExpansion, d.maxDecoded)
+	if err := gunzip(&buf, z, expansionLimit(int64(len(z)), d.maxDecoded), d.maxDecoded); err != nil {
+		return nil, err
 	}
 	return buf.Bytes(), nil
 }

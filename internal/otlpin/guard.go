@@ -1,7 +1,10 @@
 package otlpin
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -132,4 +135,37 @@ func (rr *rateReader) Read(p []byte) (int, error) {
 func isTimeout(err error) bool {
 	var t interface{ Timeout() bool }
 	return errors.As(err, &t) && t.Timeout()
+}
+
+// gunzip decompresses the gzip body z into buf, at most limit bytes (of
+// expansionLimit(len(z), maxDecoded)). The trailer's ISIZE is the (last
+// member's) length decompressed, mod 2^32: above the limit, the body is
+// refused unread; below, it sizes the buffer once (a lie costs at most
+// what the limit allows; a growing buffer allocated about three times
+// what it held).
+func gunzip(buf *bytes.Buffer, z []byte, limit, maxDecoded int64) error {
+	tooLarge := func() error {
+		return fmt.Errorf("%w: more than %d bytes once decompressed (%d times the %d bytes sent, at most %d): send smaller batches (or protobuf rather than JSON)",
+			ErrTooLarge, limit, meter.MaxExpansion, len(z), maxDecoded)
+	}
+	if len(z) >= 18 {
+		size := int64(binary.LittleEndian.Uint32(z[len(z)-4:]))
+		if size > limit {
+			return tooLarge()
+		}
+		buf.Grow(int(size) + bytes.MinRead)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(z))
+	if err != nil {
+		return fmt.Errorf("%w: gzip: %v", ErrMalformed, err)
+	}
+	defer zr.Close()
+	n, err := buf.ReadFrom(io.LimitReader(zr, limit+1))
+	if err != nil {
+		return fmt.Errorf("%w: gzip: %v", ErrMalformed, err)
+	}
+	if n > limit {
+		return tooLarge()
+	}
+	return nil
 }

@@ -2,9 +2,7 @@ package otlpin
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/base64"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -17,8 +15,6 @@ import (
 	"time"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
-
-	"github.com/qtop-dev/qtop/meter"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -235,24 +231,7 @@ func (r *Receiver) readBody(w http.ResponseWriter, req *http.Request, gz, jsonBo
 	}
 	z := zbuf.Bytes()
 	limit = min(limit, expansionLimit(int64(len(z)), r.cfg.maxDecoded))
-	what := fmt.Sprintf(" (%d times the %d bytes sent, at most %d)", meter.MaxExpansion, len(z), r.cfg.maxDecoded)
-	if len(z) >= 18 {
-		// The trailer's ISIZE is the (last member's) length decompressed,
-		// mod 2^32: above the limit, the body is refused unread; below, it
-		// sizes the buffer (a lie only costs what the limit allows).
-		size := int64(binary.LittleEndian.Uint32(z[len(z)-4:]))
-		if size > limit {
-			return readErr(size, nil, limit, r.cfg.maxBody, what)
-		}
-		buf.Grow(int(size) + bytes.MinRead)
-	}
-	zr, err := gzip.NewReader(bytes.NewReader(z))
-	if err != nil {
-		return bodyErr(err, r.cfg.maxBody)
-	}
-	defer zr.Close()
-	n, err := buf.ReadFrom(io.LimitReader(zr, limit+1))
-	return readErr(n, err, limit, r.cfg.maxBody, what)
+	return gunzip(buf, z, limit, r.cfg.maxDecoded)
 }
 
 // readErr is readBody's error for what ReadFrom returned: a read error,
