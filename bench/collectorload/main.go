@@ -215,9 +215,8 @@ func (e *env) fleet(ctx context.Context, service string, reporters, rows int, in
 	return e.fleetWith(ctx, service, reporters, rows, interval, d, false)
 }
 
-// fleetWith is fleet; with raw, each process posts over a rawConn.
-func (e *env) fleetWith(ctx context.Context, service string, reporters, rows int, interval, d time.Duration, raw bool) *result {
-	per := int(d/interval) + 1
+// encodeFleet encodes per reports for each of reporters processes.
+func encodeFleet(service string, reporters, rows, per int) [][][]byte {
 	bodies := make([][][]byte, reporters)
 	var wg sync.WaitGroup
 	for i := range reporters {
@@ -232,6 +231,13 @@ func (e *env) fleetWith(ctx context.Context, service string, reporters, rows int
 		}()
 	}
 	wg.Wait()
+	return bodies
+}
+
+// fleetWith is fleet; with raw, each process posts over a rawConn.
+func (e *env) fleetWith(ctx context.Context, service string, reporters, rows int, interval, d time.Duration, raw bool) *result {
+	bodies := encodeFleet(service, reporters, rows, int(d/interval)+1)
+	var wg sync.WaitGroup
 	if e.prepared != nil {
 		e.prepared()
 	}

@@ -95,22 +95,7 @@ func (e *env) otlpGRPCHostile(args []string) int {
 				case <-start:
 				case <-ctx.Done():
 				}
-				for ctx.Err() == nil {
-					cctx := metadata.AppendToOutgoingContext(ctx, "authorization", token)
-					var out []byte
-					err := cc.Invoke(cctx, "/opentelemetry.proto.collector.trace.v1.TraceService/Export", msg, &out, opts...)
-					if ctx.Err() == nil {
-						count(err)
-					}
-					if err != nil {
-						// A hostile client that does not honour RetryInfo,
-						// but does not spin either.
-						select {
-						case <-ctx.Done():
-						case <-time.After(*pause):
-						}
-					}
-				}
+				attackGRPC(ctx, cc, token, msg, opts, *pause, count)
 			}()
 		}
 	}
@@ -120,23 +105,54 @@ func (e *env) otlpGRPCHostile(args []string) int {
 	}
 	wg.Wait()
 	fmt.Printf("otlp-grpc-hostile: %d conns × %d streams × %d MiB (%d bytes sent per message), token %s, gzip %v, %v\n", *conns, *streams, *mb, sent, *as, *gz, *d)
+	fmt.Printf("  exports answered: %s\n", codeCounts(&codes))
+	fmt.Printf("  collector RSS %.0f MB before, %.0f MB peak, %.0f MB after\n", rss0, float64(peak.Load())/1024, e.rssMB())
+	printFleet(fleet, *reporters, *rows, *interval)
+	return 0
+}
+
+// printFleet prints the normal fleet's figures beside an attack.
+func printFleet(fleet *result, reporters, rows int, interval time.Duration) {
+	if fleet == nil {
+		return
+	}
+	fmt.Printf("  normal reporters (%d × 1/%v, %d rows): sent %d, accepted %d, refused %d (%.1f%%), failed %d, p50 %v p99 %v\n",
+		reporters, interval, rows, fleet.sent.Load(), fleet.ok.Load(), fleet.refused.Load(),
+		100*float64(fleet.refused.Load())/float64(max(1, fleet.sent.Load())), fleet.failed.Load(),
+		fleet.quantile(0.5).Round(100*time.Microsecond), fleet.quantile(0.99).Round(100*time.Microsecond))
+	for w, n := range fleet.why {
+		fmt.Printf("  refused %d× %s\n", n, w)
+	}
+}
+
+// codeCounts lists the counts of a map of gRPC code → *atomic.Int64.
+func codeCounts(codes *sync.Map) string {
 	var parts []string
 	codes.Range(func(k, v any) bool {
 		parts = append(parts, fmt.Sprintf("%s %d", k, v.(*atomic.Int64).Load()))
 		return true
 	})
-	fmt.Printf("  exports answered: %s\n", strings.Join(parts, ", "))
-	fmt.Printf("  collector RSS %.0f MB before, %.0f MB peak, %.0f MB after\n", rss0, float64(peak.Load())/1024, e.rssMB())
-	if fleet != nil {
-		fmt.Printf("  normal reporters (%d × 1/%v, %d rows): sent %d, accepted %d, refused %d (%.1f%%), failed %d, p50 %v p99 %v\n",
-			*reporters, *interval, *rows, fleet.sent.Load(), fleet.ok.Load(), fleet.refused.Load(),
-			100*float64(fleet.refused.Load())/float64(max(1, fleet.sent.Load())), fleet.failed.Load(),
-			fleet.quantile(0.5).Round(100*time.Microsecond), fleet.quantile(0.99).Round(100*time.Microsecond))
-		for w, n := range fleet.why {
-			fmt.Printf("  refused %d× %s\n", n, w)
+	return strings.Join(parts, ", ")
+}
+
+// attackGRPC exports msg over cc in a loop until ctx ends, counting the
+// answers; after a refusal it pauses (a hostile client that does not
+// honour RetryInfo, but does not spin either).
+func attackGRPC(ctx context.Context, cc *grpc.ClientConn, token string, msg []byte, opts []grpc.CallOption, pause time.Duration, count func(error)) {
+	for ctx.Err() == nil {
+		cctx := metadata.AppendToOutgoingContext(ctx, "authorization", token)
+		var out []byte
+		err := cc.Invoke(cctx, "/opentelemetry.proto.collector.trace.v1.TraceService/Export", msg, &out, opts...)
+		if ctx.Err() == nil {
+			count(err)
+		}
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(pause):
+			}
 		}
 	}
-	return 0
 }
 
 // samplePeak keeps the collector's highest RSS (KiB) every 50 ms.
@@ -238,23 +254,9 @@ func (e *env) otlpHTTPHostile(args []string) int {
 	}
 	if *kind == "slow" {
 		wg.Add(1)
-		go func() { // a normal OTLP client, once a second
+		go func() {
 			defer wg.Done()
-			body := hugeExport(64 << 10)
-			select {
-			case <-start:
-			case <-ctx.Done():
-			}
-			for ctx.Err() == nil {
-				st, msg, lat := e.post(ctx, "/v1/traces", "application/x-protobuf", body)
-				if ctx.Err() == nil {
-					normal.add(st, lat, msg)
-				}
-				select {
-				case <-ctx.Done():
-				case <-time.After(time.Second):
-				}
-			}
+			e.normalOTLP(ctx, start, normal)
 		}()
 	}
 	var fleet *result
@@ -276,13 +278,28 @@ func (e *env) otlpHTTPHostile(args []string) int {
 		fmt.Println()
 	}
 	fmt.Printf("  collector RSS %.0f MB before, %.0f MB peak, %.0f MB after\n", rss0, float64(peak.Load())/1024, e.rssMB())
-	if fleet != nil {
-		fmt.Printf("  normal reporters (%d × 1/%v, %d rows): sent %d, accepted %d, refused %d (%.1f%%), failed %d, p50 %v p99 %v\n",
-			*reporters, *interval, *rows, fleet.sent.Load(), fleet.ok.Load(), fleet.refused.Load(),
-			100*float64(fleet.refused.Load())/float64(max(1, fleet.sent.Load())), fleet.failed.Load(),
-			fleet.quantile(0.5).Round(100*time.Microsecond), fleet.quantile(0.99).Round(100*time.Microsecond))
-	}
+	printFleet(fleet, *reporters, *rows, *interval)
 	return 0
+}
+
+// normalOTLP is a normal OTLP client exporting once a second from start
+// until ctx ends.
+func (e *env) normalOTLP(ctx context.Context, start <-chan struct{}, res *result) {
+	body := hugeExport(64 << 10)
+	select {
+	case <-start:
+	case <-ctx.Done():
+	}
+	for ctx.Err() == nil {
+		st, msg, lat := e.post(ctx, "/v1/traces", "application/x-protobuf", body)
+		if ctx.Err() == nil {
+			res.add(st, lat, msg)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // hostileHTTPClient runs one hostile client of otlpHTTPHostile until ctx
