@@ -125,3 +125,51 @@ func BenchmarkViewFor(b *testing.B) {
 		}
 	})
 }
+
+func TestIndexValid(t *testing.T) {
+	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	p := Policy{Version: 3, Rules: []Rule{
+		{ID: "a", Tenant: "a", Action: Throttle, RUPerSecond: 1, Expires: now.Add(time.Minute), Reason: "x"},
+		{ID: "b", Tenant: "b", Action: Throttle, RUPerSecond: 1, Expires: now.Add(time.Hour), Reason: "x"},
+	}}
+	x, err := p.Index(now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		version uint64
+		at      time.Time
+		valid   bool
+	}{
+		{3, now, true},
+		{3, now.Add(time.Minute - 1), true},
+		{3, now.Add(time.Minute), false}, // rule a expired: rebuild
+		{4, now, false},                  // a new version
+	} {
+		if got := x.Valid(c.version, c.at); got != c.valid {
+			t.Errorf("Valid(%d, %v) = %v", c.version, c.at.Sub(now), got)
+		}
+	}
+}
+
+func ExampleIndex_ViewFor() {
+	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	p := Policy{Version: 12, Rules: []Rule{
+		{ID: "cap-bigco", Tenant: "bigco", Action: Throttle, RUPerSecond: 500, Expires: now.Add(time.Hour), Reason: "import storm"},
+		{ID: "cap-other", Tenant: "other", Action: Throttle, RUPerSecond: 5, Expires: now.Add(time.Hour), Reason: "scraper"},
+		{ID: "t3", Tier: tenant.T3, Action: Price, Multiplier: 2, Expires: now.Add(time.Hour), Reason: "shed T3"},
+	}}
+	x, _ := p.Index(now) // once per policy version, while x.Valid
+	// A process that reports bigco and shop, holding no view yet:
+	v, _, _ := x.ViewFor([]string{"bigco", "shop"}, "", 0)
+	for _, r := range v.Rules {
+		fmt.Println(r.ID)
+	}
+	// Its next report carries v.Tag: nothing changed for it.
+	again, b, _ := x.ViewFor([]string{"bigco", "shop"}, v.Tag, 0)
+	fmt.Println(again.Unchanged, len(b) < 64)
+	// Output:
+	// t3
+	// cap-bigco
+	// true true
+}
