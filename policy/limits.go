@@ -198,3 +198,36 @@ func (p *Policy) Sanitize() int {
 	}
 	return n
 }
+
+// Upgrade makes a policy saved under older, looser checks pass Validate
+// without changing what it does in practice, and says what it changed (for
+// a log line): text stripped of control characters (Sanitize), rates and
+// multipliers above their bounds lowered to them, and runaway rules that
+// were already in force while broad marked ConfirmBroad (someone with the
+// admin token set them). A collector calls it on the policy it loads, so a
+// new release never refuses to start on a policy its predecessor took.
+func (p *Policy) Upgrade() []string {
+	var changes []string
+	if n := p.Sanitize(); n > 0 {
+		changes = append(changes, fmt.Sprintf("%d text field(s) stripped of control characters", n))
+	}
+	for i := range p.Rules {
+		r := &p.Rules[i]
+		if (r.Action == Throttle || r.Action == Quota) && r.RUPerSecond > MaxRUPerSecond {
+			changes = append(changes, fmt.Sprintf("rule %s: ru_per_second %g lowered to %g", r.ID, r.RUPerSecond, float64(MaxRUPerSecond)))
+			r.RUPerSecond = MaxRUPerSecond
+		}
+		if r.Action == Price && r.Multiplier > MaxMultiplier {
+			changes = append(changes, fmt.Sprintf("rule %s: multiplier %g lowered to %d", r.ID, r.Multiplier, MaxMultiplier))
+			r.Multiplier = MaxMultiplier
+		}
+	}
+	for i := range p.Runaway {
+		r := &p.Runaway[i]
+		if r.validateBroad() != nil {
+			r.ConfirmBroad = true
+			changes = append(changes, fmt.Sprintf("runaway rule %s: broad, kept as confirmed", r.ID))
+		}
+	}
+	return changes
+}

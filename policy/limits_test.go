@@ -75,3 +75,32 @@ func TestBroadRunawayNeedsConfirmation(t *testing.T) {
 		}
 	}
 }
+
+// A policy saved under the older checks passes Validate after Upgrade,
+// doing what it did.
+func TestUpgrade(t *testing.T) {
+	exp := time.Date(2026, 3, 2, 10, 0, 0, 0, time.UTC)
+	p := Policy{
+		Rules: []Rule{
+			{ID: "q", Tenant: "a", Action: Quota, RUPerSecond: 1e308, Expires: exp, Reason: "big\x1b[31m"},
+			{ID: "p", Tenant: "a", Action: Price, Multiplier: 1000, Expires: exp, Reason: "x"},
+		},
+		Runaway: []Runaway{{ID: "all", AfterSeconds: 30, Action: Cancel, Reason: "x"}},
+	}
+	if p.Validate() == nil {
+		t.Fatal("the old policy passes Validate")
+	}
+	changes := p.Upgrade()
+	if len(changes) != 4 {
+		t.Errorf("changes %q", changes)
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if p.Rules[0].RUPerSecond != MaxRUPerSecond || p.Rules[1].Multiplier != MaxMultiplier || !p.Runaway[0].ConfirmBroad || p.Rules[0].Reason != "big" {
+		t.Fatalf("%+v", p)
+	}
+	if again := p.Upgrade(); len(again) != 0 {
+		t.Fatalf("a second Upgrade changed %q", again)
+	}
+}

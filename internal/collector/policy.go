@@ -45,6 +45,9 @@ func (s *Server) loadPolicy() error {
 	if err := json.Unmarshal(b, &p); err != nil {
 		return fmt.Errorf("collector: policy file %s: %w", policyFile, err)
 	}
+	for _, c := range p.Upgrade() { // saved under an older release's checks
+		s.log.Warn("policy file upgraded to the current checks", "file", policyFile, "change", c)
+	}
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("collector: policy file %s: %w", policyFile, err)
 	}
