@@ -202,8 +202,13 @@ func (r *Receiver) refuse(w http.ResponseWriter, req *http.Request, jsonBody boo
 // trailer sizes the buffer once (a growing buffer allocated about three
 // times what it held).
 func (r *Receiver) readBody(w http.ResponseWriter, req *http.Request, gz, jsonBody bool, buf *bytes.Buffer) error {
-	var src io.Reader = &rateReader{r: http.MaxBytesReader(w, req.Body, r.cfg.maxBody), dl: http.NewResponseController(w),
+	rc := http.NewResponseController(w)
+	var src io.Reader = &rateReader{r: http.MaxBytesReader(w, req.Body, r.cfg.maxBody), dl: rc,
 		start: time.Now(), grace: r.cfg.rateGrace, minRate: r.cfg.minRate, now: time.Now}
+	// Once the body is in, no read deadline is left to cut the connection
+	// (and cancel the request) while it is decoded; the server sets its own
+	// again for the next request.
+	defer rc.SetReadDeadline(time.Time{})
 	limit := r.cfg.maxDecoded
 	if jsonBody {
 		limit = min(limit, r.jsonLimit())
