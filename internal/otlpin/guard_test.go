@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -275,5 +276,30 @@ func TestHTTPGzipBombHeld(t *testing.T) {
 	}
 	if meter.MaxExpansion != 64 {
 		t.Fatal("the messages above name 64 times")
+	}
+}
+
+// A refusal is held with nothing of the request kept: no reservation, no
+// decode slot (a client posting junk in a loop with a valid token never
+// holds what others need while its answer waits).
+func TestHTTPRefusalHeldWithNothingKept(t *testing.T) {
+	clk := &fakeClock{now: t0}
+	var r *Receiver
+	var during []string
+	r = newTestReceiver(t, &sink{}, clk, WithRefusalHold(func(context.Context) bool {
+		during = append(during, fmt.Sprintf("reserved %d, slots %d", r.mem.reserved(), len(r.sem)))
+		return true
+	}))
+	for _, body := range [][]byte{{0x0a, 0xff}, gz([]byte{0x0a, 0xff})} {
+		enc := ""
+		if body[0] == 0x1f {
+			enc = "gzip"
+		}
+		if w := post(t, r, ContentTypeProtobuf, enc, body); w.Code != http.StatusBadRequest {
+			t.Fatalf("malformed: %d", w.Code)
+		}
+	}
+	if len(during) != 2 || during[0] != "reserved 0, slots 0" || during[1] != "reserved 0, slots 0" {
+		t.Fatalf("while held: %q", during)
 	}
 }

@@ -53,6 +53,37 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if !ok {
 		return
 	}
+	res, retry, err := r.receiveHTTP(w, req, jsonBody, gz)
+	// Every buffer, reservation and slot is given back before the answer,
+	// which may be held back.
+	switch {
+	case err == nil:
+		resp := &coltracepb.ExportTraceServiceResponse{}
+		if res.Rejected > 0 {
+			resp.PartialSuccess = &coltracepb.ExportTracePartialSuccess{RejectedSpans: int64(res.Rejected), ErrorMessage: res.Message}
+		}
+		r.met.requests.WithLabelValues("http", resultOf(res, nil)).Inc()
+		writeMessage(w, jsonBody, http.StatusOK, resp)
+	case errors.Is(err, ErrSlow):
+		w.Header().Set("Connection", "close")
+		r.httpStatus(w, jsonBody, http.StatusRequestTimeout, codes.InvalidArgument, err.Error(), 0, reqSlow)
+	case errors.Is(err, ErrBusy), errors.Is(err, ErrShutdown):
+		r.httpStatus(w, jsonBody, http.StatusServiceUnavailable, codes.Unavailable, err.Error(), retry, reqBusy)
+	case errors.Is(err, ErrTooLarge):
+		r.refuse(w, req, jsonBody, http.StatusRequestEntityTooLarge, err.Error(), reqTooLarge)
+	default:
+		r.refuse(w, req, jsonBody, http.StatusBadRequest, err.Error(), resultOf(res, err))
+	}
+}
+
+// receiveHTTP reserves the body's memory, reads the body, takes a decode
+// slot and records its spans; it gives everything back before it returns.
+func (r *Receiver) receiveHTTP(w http.ResponseWriter, req *http.Request, jsonBody, gz bool) (Result, time.Duration, error) {
+	release, err := r.reserveHTTP(req, jsonBody, gz)
+	if err != nil {
+		return Result{}, retrySlots, err
+	}
+	defer release()
 	buf := bufPool.Get().(*bytes.Buffer)
 	defer func() {
 		if buf.Cap() <= 4<<20 {
@@ -61,39 +92,21 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 	}()
 	buf.Reset()
-	release, ok := r.httpBody(w, req, jsonBody, gz, buf)
-	if !ok {
-		return
+	if err := r.readBody(w, req, gz, jsonBody, buf); err != nil {
+		return Result{}, 0, err
 	}
-	defer release()
 	if retry, err := r.acquire(); err != nil {
-		r.httpStatus(w, jsonBody, http.StatusServiceUnavailable, codes.Unavailable, err.Error(), retry, reqBusy)
-		return
+		return Result{}, retry, err
 	}
 	defer r.release()
 	body := buf.Bytes()
 	if jsonBody {
-		var err error
 		if body, err = jsonToProto(body); err != nil {
-			r.refuse(w, req, true, http.StatusBadRequest, err.Error(), reqMalformed)
-			return
+			return Result{}, 0, err
 		}
 	}
 	res, err := r.Consume(body)
-	if err != nil {
-		status := http.StatusBadRequest
-		if errors.Is(err, ErrTooLarge) {
-			status = http.StatusRequestEntityTooLarge
-		}
-		r.refuse(w, req, jsonBody, status, err.Error(), resultOf(res, err))
-		return
-	}
-	resp := &coltracepb.ExportTraceServiceResponse{}
-	if res.Rejected > 0 {
-		resp.PartialSuccess = &coltracepb.ExportTracePartialSuccess{RejectedSpans: int64(res.Rejected), ErrorMessage: res.Message}
-	}
-	r.met.requests.WithLabelValues("http", resultOf(res, nil)).Inc()
-	writeMessage(w, jsonBody, http.StatusOK, resp)
+	return res, 0, err
 }
 
 // httpHead checks what the headers say — method, media type, encoding,
@@ -144,44 +157,30 @@ func (r *Receiver) httpHead(w http.ResponseWriter, req *http.Request) (jsonBody,
 // the decoded limit.
 func (r *Receiver) jsonLimit() int64 { return r.cfg.maxDecoded / 4 }
 
-// httpBody reserves the body's memory, then reads it into buf; it
-// answers a refusal itself (ok false). release gives the memory back.
-func (r *Receiver) httpBody(w http.ResponseWriter, req *http.Request, jsonBody, gz bool, buf *bytes.Buffer) (release func(), ok bool) {
+// reserveHTTP reserves the memory of a body in the budget before it is
+// read: its length as sent (the limit when chunked), plus what gzip may
+// expand it to; four times the text for JSON (its message tree).
+func (r *Receiver) reserveHTTP(req *http.Request, jsonBody, gz bool) (release func(), err error) {
 	sent := req.ContentLength
 	if sent < 0 {
 		sent = r.cfg.maxBody // chunked: up to the limit may come
 	}
 	want := sent
 	if gz {
-		want += expansionLimit(sent, r.cfg.maxDecoded) // the body as sent, then decompressed
+		want += expansionLimit(sent, r.cfg.maxDecoded)
 	}
 	if jsonBody {
-		want = min(want, r.jsonLimit()) * 4 // the text and its message tree
+		want = min(want, r.jsonLimit()) * 4
 	}
 	free, err := r.mem.reserve(want)
 	if err != nil {
-		r.httpStatus(w, jsonBody, http.StatusServiceUnavailable, codes.Unavailable, err.Error(), retrySlots, reqBusy)
-		return nil, false
+		return nil, err
 	}
 	r.met.memory.Set(float64(r.mem.reserved()))
-	done := func() {
+	return func() {
 		free()
 		r.met.memory.Set(float64(r.mem.reserved()))
-	}
-	if err := r.readBody(w, req, gz, jsonBody, buf); err != nil {
-		done()
-		switch {
-		case errors.Is(err, ErrSlow):
-			w.Header().Set("Connection", "close")
-			r.httpStatus(w, jsonBody, http.StatusRequestTimeout, codes.InvalidArgument, err.Error(), 0, reqSlow)
-		case errors.Is(err, ErrTooLarge):
-			r.refuse(w, req, jsonBody, http.StatusRequestEntityTooLarge, err.Error(), reqTooLarge)
-		default:
-			r.refuse(w, req, jsonBody, http.StatusBadRequest, err.Error(), reqMalformed)
-		}
-		return nil, false
-	}
-	return done, true
+	}, nil
 }
 
 // refuse answers a request refused for what it is, after holding the
@@ -191,7 +190,11 @@ func (r *Receiver) refuse(w http.ResponseWriter, req *http.Request, jsonBody boo
 	if !r.hold(req.Context()) {
 		w.Header().Set("Connection", "close")
 	}
-	r.httpStatus(w, jsonBody, status, codes.InvalidArgument, msg, 0, result)
+	code := codes.InvalidArgument
+	if status == http.StatusUnauthorized {
+		code = codes.Unauthenticated
+	}
+	r.httpStatus(w, jsonBody, status, code, msg, 0, result)
 }
 
 // readBody reads the body, gunzipped when gz, into buf within the limits:
