@@ -92,6 +92,7 @@ func DecodeReply(b []byte) (Reply, error) {
 		return Reply{}, fmt.Errorf("%w: reply: retry_after_seconds %v", ErrMalformed, w.RetryAfter)
 	}
 	if w.Policy != nil {
+		w.Policy.Upgrade() // from a collector of an older release: its looser checks
 		if err := w.Policy.Validate(); err != nil {
 			return Reply{}, fmt.Errorf("%w: reply policy: %w", ErrMalformed, err)
 		}

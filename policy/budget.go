@@ -115,7 +115,7 @@ func (b Budget) Validate() error {
 	if b.Share == 0 && b.MaxStatementSeconds == 0 && b.Concurrency == 0 {
 		return fmt.Errorf("%w: a budget needs at least one limit (share, max_statement_seconds, concurrency)", ErrInvalid)
 	}
-	return nil
+	return checkText("id", b.ID, "reason", b.Reason, "created_by", b.CreatedBy)
 }
 
 // ModeOrDefault returns the budget's mode, Warn when unset.
@@ -173,9 +173,13 @@ type Runaway struct {
 	Action          RunawayAction       `json:"action"`
 	CooldownSeconds float64             `json:"cooldown_seconds,omitempty"`
 	Expires         time.Time           `json:"expires,omitzero"`
-	Reason          string              `json:"reason"`
-	CreatedBy       string              `json:"created_by,omitempty"`
-	Created         time.Time           `json:"created,omitzero"`
+	// ConfirmBroad must be set for a rule that cancels or terminates
+	// broadly: with no Match (every statement of every client) or an
+	// AfterSeconds below MinBroadRunawaySeconds.
+	ConfirmBroad bool      `json:"confirm_broad,omitempty"`
+	Reason       string    `json:"reason"`
+	CreatedBy    string    `json:"created_by,omitempty"`
+	Created      time.Time `json:"created,omitzero"`
 }
 
 // Validate checks one runaway rule.
@@ -196,6 +200,12 @@ func (r Runaway) Validate() error {
 	case Cancel, Terminate, Report:
 	default:
 		return fmt.Errorf("%w: action %q (want %q, %q or %q)", ErrInvalid, r.Action, Cancel, Terminate, Report)
+	}
+	if err := r.validateBroad(); err != nil {
+		return err
+	}
+	if err := checkText("id", r.ID, "reason", r.Reason, "created_by", r.CreatedBy); err != nil {
+		return err
 	}
 	return validateMatch(r.Match)
 }

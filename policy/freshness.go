@@ -142,7 +142,7 @@ func (f *Freshness) Validate() error {
 	case len(f.Reason) > 1024:
 		return fmt.Errorf("%w: freshness reason longer than 1024 bytes", ErrInvalid)
 	}
-	return nil
+	return checkText("freshness reason", f.Reason, "freshness updated_by", f.UpdatedBy)
 }
 
 // MonzoRules returns the three rules of Monzo's stampeding-herd shedding,

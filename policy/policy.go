@@ -6,6 +6,14 @@
 // The collector owns the policy (GET/POST /v1/policy); the ingest reporter
 // receives it; the enforce package applies it. A Policy is plain data,
 // encoded as JSON on the wire.
+//
+// Validate bounds every number (rates at MaxRUPerSecond, multipliers at
+// MaxMultiplier, budgets and runaway times at 10⁶), refuses control
+// characters in ids and reasons (Sanitize strips them from a policy from
+// elsewhere), and wants ConfirmBroad on a runaway rule that would cancel
+// or terminate broadly. A reply need not carry the whole policy:
+// Index.ViewFor gives the part one process needs, bounded in bytes and
+// empty while that part is unchanged (view.go).
 package policy
 
 import (
@@ -105,7 +113,7 @@ func (r Rule) Validate() error {
 	default:
 		return fmt.Errorf("%w: action %q (want %q, %q or %q)", ErrInvalid, r.Action, Throttle, Price, Quota)
 	}
-	return nil
+	return r.validateLimits()
 }
 
 // Validate checks every rule and the size of the policy.

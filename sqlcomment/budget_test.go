@@ -447,7 +447,7 @@ func FuzzShape(f *testing.F) {
 func TestBudgetExpires(t *testing.T) {
 	b := NewBudgets()
 	mustSet(t, b, []policy.Budget{{ID: "c", Concurrency: 1, Mode: policy.Enforce, Reason: "t", Expires: at(time.Minute)}},
-		[]policy.Runaway{{ID: "r", AfterSeconds: 1, Action: policy.Cancel, Reason: "t", Expires: at(time.Minute)}})
+		[]policy.Runaway{{ID: "r", AfterSeconds: 1, Action: policy.Cancel, ConfirmBroad: true, Reason: "t", Expires: at(time.Minute)}})
 	tags := tenant.Tags{Tenant: "a"}
 	tk, _ := b.Admit(at(0), &tags, &config{}, q1, false)
 	if tk.n != 1 || tk.Runaway() != time.Second {

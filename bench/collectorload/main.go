@@ -8,6 +8,8 @@
 //	go run ./collectorload -addr 127.0.0.1:7171 -pid $! load -reporters 1000 -interval 200ms -duration 10s
 //	go run ./collectorload -addr 127.0.0.1:7171 -pid $! load -raw -reporters 600 -interval 100ms -duration 10s
 //	go run ./collectorload -addr 127.0.0.1:7171 -pid $! hostile
+//	go run ./collectorload -addr 127.0.0.1:7171 -pid $! -token T otlp-grpc-hostile -grpc 127.0.0.1:14317 -as wrong -gzip
+//	go run ./collectorload -addr 127.0.0.1:7171 -pid $! -token T otlp-http-hostile -case slow
 package main
 
 import (
@@ -35,7 +37,7 @@ func main() {
 	pid := flag.Int("pid", 0, "the collector's process id, to read its resident memory")
 	token := flag.String("token", "", "report token")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: collectorload [-addr A] [-pid P] load [flags] | hostile [flags]")
+		fmt.Fprintln(os.Stderr, "usage: collectorload [-addr A] [-pid P] [-token T] load [flags] | hostile [flags] | otlp-grpc-hostile [flags] | otlp-http-hostile [flags]")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -53,6 +55,10 @@ func main() {
 		os.Exit(e.load(flag.Args()[1:]))
 	case "hostile":
 		os.Exit(e.hostile(flag.Args()[1:]))
+	case "otlp-grpc-hostile":
+		os.Exit(e.otlpGRPCHostile(flag.Args()[1:]))
+	case "otlp-http-hostile":
+		os.Exit(e.otlpHTTPHostile(flag.Args()[1:]))
 	}
 	flag.Usage()
 	os.Exit(2)
@@ -63,6 +69,9 @@ type env struct {
 	pid    int
 	token  string
 	client *http.Client
+	// prepared, when set, is called once a fleet's bodies are encoded,
+	// just before it starts sending (an attack beside it starts then).
+	prepared func()
 }
 
 // rssMB is the collector's resident memory.
@@ -206,9 +215,8 @@ func (e *env) fleet(ctx context.Context, service string, reporters, rows int, in
 	return e.fleetWith(ctx, service, reporters, rows, interval, d, false)
 }
 
-// fleetWith is fleet; with raw, each process posts over a rawConn.
-func (e *env) fleetWith(ctx context.Context, service string, reporters, rows int, interval, d time.Duration, raw bool) *result {
-	per := int(d/interval) + 1
+// encodeFleet encodes per reports for each of reporters processes.
+func encodeFleet(service string, reporters, rows, per int) [][][]byte {
 	bodies := make([][][]byte, reporters)
 	var wg sync.WaitGroup
 	for i := range reporters {
@@ -223,6 +231,16 @@ func (e *env) fleetWith(ctx context.Context, service string, reporters, rows int
 		}()
 	}
 	wg.Wait()
+	return bodies
+}
+
+// fleetWith is fleet; with raw, each process posts over a rawConn.
+func (e *env) fleetWith(ctx context.Context, service string, reporters, rows int, interval, d time.Duration, raw bool) *result {
+	bodies := encodeFleet(service, reporters, rows, int(d/interval)+1)
+	var wg sync.WaitGroup
+	if e.prepared != nil {
+		e.prepared()
+	}
 	res := &result{}
 	cpu0 := e.cpuSeconds()
 	start := time.Now()

@@ -245,7 +245,7 @@ func newServeFlags(fs *flag.FlagSet) (*serveFlags, error) {
 	f.grace = strFlag(fs, &envs, "grace", "QTOP_GRACE", collector.DefaultGrace.String(), "how long after a minute ends its rollups are written")
 	f.refusalDelay = strFlag(fs, &envs, "refusal-delay", "QTOP_REFUSAL_DELAY", collector.DefaultRefusalDelay.String(), "how long the answer to a report refused for its content or credentials (400, 401, 413, 415) is held back, to slow a client sending junk in a loop (0: at once)")
 	f.spoolMax = strFlag(fs, &envs, "spool-max-bytes", "QTOP_SPOOL_MAX_BYTES", "0", "cap of the on-disk spool while the store is down (0: 256 MiB)")
-	f.otlpGRPC = strFlag(fs, &envs, "otlp-grpc", "QTOP_OTLP_GRPC", "", "address of the OTLP/gRPC trace receiver, e.g. 127.0.0.1:4317 (default off; OTLP/HTTP is always on --listen at /v1/traces)")
+	f.otlpGRPC = strFlag(fs, &envs, "otlp-grpc", "QTOP_OTLP_GRPC", "", "address of the OTLP/gRPC trace receiver, e.g. 127.0.0.1:4317 (default off; off loopback it needs --token, or --insecure; OTLP/HTTP is always on --listen at /v1/traces)")
 	f.otlpTenant = strFlag(fs, &envs, "otlp-tenant-attribute", "QTOP_OTLP_TENANT_ATTRIBUTE", "tenant.id", "span attribute that holds the tenant of OTLP spans")
 	f.quotaRedis = strFlag(fs, &envs, "quota-redis", "QTOP_QUOTA_REDIS", "", "host:port of the Redis through which several collectors sum fleet-wide quota usage (empty: one collector)")
 	f.pprof = strFlag(fs, &envs, "pprof", "QTOP_PPROF", "", "loopback address on which to serve Go profiles (/debug/pprof/), e.g. 127.0.0.1:6060 (default off)")

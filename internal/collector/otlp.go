@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"golang.org/x/net/netutil"
@@ -24,16 +25,24 @@ type otlpState struct {
 	recv *otlpin.Receiver
 	grpc *grpc.Server
 	ln   net.Listener
+	// stopping ends the refusals held back (a gRPC one holds its
+	// connection's reader) when the receiver stops.
+	stopping chan struct{}
+	stopOnce sync.Once
 }
 
 // maxOTLPConns bounds the OTLP/gRPC connections served at once.
 const maxOTLPConns = 64
 
 func (s *Server) newOTLP() error {
+	if err := checkOTLPExposure(&s.cfg); err != nil {
+		return err
+	}
 	opts := []otlpin.Option{
 		otlpin.WithClock(s.cfg.Now),
 		otlpin.WithRegisterer(s.cfg.Registerer),
 		otlpin.WithLogger(s.log),
+		otlpin.WithRefusalHold(s.holdOTLPRefusal),
 	}
 	if s.cfg.OTLPTenantAttribute != "" {
 		opts = append(opts, otlpin.WithTenantAttribute(s.cfg.OTLPTenantAttribute))
@@ -49,8 +58,50 @@ func (s *Server) newOTLP() error {
 	if err != nil {
 		return fmt.Errorf("%w: otlp: %w", ErrConfig, err)
 	}
-	s.otlp = &otlpState{recv: recv}
+	s.otlp = &otlpState{recv: recv, stopping: make(chan struct{})}
 	return nil
+}
+
+// checkOTLPExposure refuses an OTLP/gRPC listener off loopback while
+// exports need no credential (as checkExposure does for --listen), unless
+// Config.Insecure says so: the gRPC address is its own, so a loopback
+// --listen does not make it safe.
+func checkOTLPExposure(c *Config) error {
+	if c.OTLPGRPC == "" || c.Token != "" || c.Insecure {
+		return nil
+	}
+	host, _, _ := net.SplitHostPort(c.OTLPGRPC)
+	if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+		return nil
+	}
+	return fmt.Errorf("%w: --otlp-grpc %s is not loopback and --token is not set: anyone could export spans; set --token, or pass --insecure to run open on purpose",
+		ErrConfig, c.OTLPGRPC)
+}
+
+// holdOTLPRefusal holds back the answer to an OTLP request refused for
+// what it is, sharing the report door's places (see holdRefusal): false
+// when they are all taken (the answer goes at once).
+func (s *Server) holdOTLPRefusal(ctx context.Context) bool {
+	if s.cfg.RefusalDelay <= 0 {
+		return true
+	}
+	select {
+	case s.in.held <- struct{}{}:
+	default:
+		s.guard.refusalsUnheld.Inc()
+		return false
+	}
+	defer func() { <-s.in.held }()
+	s.guard.refusalsHeld.Inc()
+	t := time.NewTimer(s.cfg.RefusalDelay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	case <-s.life.doneChan():
+	case <-s.otlp.stopping:
+	}
+	return true
 }
 
 // otlpSink merges one report of the receiver as POST /v1/reports does.
@@ -105,6 +156,7 @@ func (s *Server) OTLPGRPCAddr() string {
 // stopOTLP stops the gRPC server and the receiver, whose last windows are
 // merged before the server closes (first thing in Shutdown).
 func (s *Server) stopOTLP(ctx context.Context) {
+	s.otlp.stopOnce.Do(func() { close(s.otlp.stopping) })
 	if s.otlp.grpc != nil {
 		done := make(chan struct{})
 		go func() { s.otlp.grpc.GracefulStop(); close(done) }()

@@ -68,6 +68,9 @@ func (pp *policyPart) load() error {
 	if err := json.Unmarshal(b, &p); err != nil {
 		return fmt.Errorf("collector: policy file %s: %w", policyFile, err)
 	}
+	for _, c := range p.Upgrade() { // saved under an older release's checks
+		pp.log.Warn("policy file upgraded to the current checks", "file", policyFile, "change", c)
+	}
 	if err := p.Validate(); err != nil {
 		return fmt.Errorf("collector: policy file %s: %w", policyFile, err)
 	}

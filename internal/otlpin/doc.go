@@ -19,7 +19,10 @@
 //	  = postgresql
 //	anything else (INTERNAL, PRODUCER,     counted (qtop_otlp_spans_total{result="dropped"})
 //	  other clients)                        and dropped
-//	a zero start, or end before start      rejected: partial_success.rejected_spans
+//	a zero start, end before start, a      refused alone: partial_success.rejected_spans
+//	  duration above 24h, qtop.ru not a      and its message, counted by reason
+//	  number from 0 to 10⁶, bytes or rows    (qtop_otlp_spans_rejected_total); the
+//	  above 2⁵⁰                              request's other spans are kept
 //
 //	field     where it comes from
 //	────────  ───────────────────────────────────────────────────────────────────────
@@ -44,7 +47,12 @@
 // Values are validated as the collector validates reports: a tenant that
 // fails tenant.ValidateTenant (too long, invalid UTF-8, unprintable) counts
 // as "(untagged)", a route that fails tenant.ValidateRoute as "other", and
-// each replacement is counted (qtop_otlp_invalid_values_total).
+// each replacement is counted (qtop_otlp_invalid_values_total). Numbers
+// are checked per span against the bounds the collector checks per record
+// in a report, so one absurd span is refused alone and never makes the
+// collector refuse its source's window with the other spans of that
+// second; sums of valid spans that reach a report's bounds in one window
+// stop there (qtop_otlp_rows_bounded_total).
 //
 // # Spans of one trace in several requests
 //
@@ -71,11 +79,28 @@
 // without gzip; 200 with an ExportTraceServiceResponse whose
 // partial_success counts rejected spans; 400 (a google.rpc.Status) for a
 // malformed body, 413 for one too large, 415 for another media type,
-// 401 when WithAuth refuses; 503 with Retry-After when busy (1 s while
-// every decode slot is taken, 5 s while the collector refuses reports or
-// shuts down), which SDK exporters retry — and only that (tested with the
-// Go SDK's exporter). RegisterGRPC serves the same over gRPC: INVALID_ARGUMENT,
-// UNAUTHENTICATED, or UNAVAILABLE with a RetryInfo delay.
+// 401 when WithAuth refuses (these four held back by WithRefusalHold, as
+// the collector holds the refusals of its report door); 408 for a body
+// sent below WithMinRate; 503 with Retry-After when busy (1 s while
+// every decode slot or the memory budget is taken, 5 s while the
+// collector refuses reports or shuts down), which SDK exporters retry —
+// and only that (tested with the Go SDK's exporter). RegisterGRPC serves
+// the same over gRPC: INVALID_ARGUMENT, UNAUTHENTICATED, or UNAVAILABLE
+// with a RetryInfo delay.
+//
+// # Admission
+//
+// Both transports admit a request before reading its body, in this
+// order: the credential (WithAuth) from the headers alone — gRPC checks it
+// in a tap on the stream's headers, so a refused message is never read;
+// then a reservation in the memory budget (WithMemory, 256 MiB by
+// default) — HTTP reserves its length as sent (or what gzip may expand it
+// to), gRPC twice the decoded limit, at most half the budget per connection —
+// refused busy, without reading, when it does not fit. The body then
+// arrives at WithMinRate (HTTP; a slower one is cut with 408) or within
+// WithGRPCReadTimeout (gRPC); gzip expands at most meter.MaxExpansion (64)
+// times the bytes received (above 64 KiB), as a report's body; only then
+// is a decode slot (WithInflight) taken, so slow senders hold none.
 //
 // # Durability
 //
@@ -89,11 +114,14 @@
 // # Bounds
 //
 // The body is read in place (no message tree is built): memory is the
-// body, at most WithMaxBody (16 MiB as sent, 64 MiB after gzip, so a gzip
-// bomb stops there), plus 160 bytes per kept span, at most MaxSpans spans,
+// bodies being received and decoded, within the memory budget
+// (WithMemory; each at most WithMaxBody, 16 MiB as sent and 64 MiB
+// decompressed), plus 160 bytes per kept span, at most MaxSpans spans,
 // for at most WithInflight requests at once; the windows are bounded by
 // WithMaxRows per source and WithMaxSources sources (further ones share
-// the service "other"). A JSON body gets a quarter of the decoded limit,
-// as protojson builds a message tree. The collector caps OTLP/gRPC at 64
+// the service "other"). A JSON body gets a quarter of the decoded limit
+// and reserves four times its length, as protojson builds a message tree.
+// gRPC's HTTP/2 flow-control windows are fixed at 1 MiB, so a connection
+// buffers at most that much unread; the collector caps OTLP/gRPC at 64
 // connections, each with 4 × WithInflight streams.
 package otlpin

@@ -1,32 +1,124 @@
 package otlpin
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
-	_ "google.golang.org/grpc/encoding/gzip" // OTLP/gRPC clients may compress with gzip
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 )
 
 // GRPCServerOptions are the options a gRPC server needs to serve the
-// receiver (RegisterGRPC): a message limit of the decoded body limit (gRPC
-// checks it after decompression too), and a codec that hands the export
-// request to the receiver's wire walk as bytes instead of decoding it into
-// messages.
+// receiver (RegisterGRPC), and to protect it. Before a stream is taken
+// (a tap on its headers, before one byte of its message is read): the
+// credential (WithAuth; a refusal is held back by WithRefusalHold), and a
+// reservation of twice the decoded limit (gRPC's buffers and the
+// message's slice) in the memory budget (WithMemory), at most half of it
+// per connection; a stream that finds the budget taken is
+// answered UNAVAILABLE with a retry delay. The message must then arrive
+// within WithGRPCReadTimeout. The message limit is the decoded limit
+// (gRPC checks it on the wire and after decompression), gzip expands at
+// most meter.MaxExpansion times the bytes received, streams per
+// connection are bounded, and the flow-control windows are fixed (1 MiB)
+// so a connection buffers at most that much unread. The codec hands the
+// export request to the receiver's wire walk as bytes instead of decoding
+// it into messages.
 func (r *Receiver) GRPCServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(int(r.cfg.maxDecoded)),
 		grpc.ForceServerCodec(rawCodec{}),
 		grpc.MaxConcurrentStreams(uint32(4 * r.cfg.inflight)),
+		grpc.InTapHandle(r.tapGRPC),
+		grpc.RPCDecompressor(boundedGzip{maxDecoded: r.cfg.maxDecoded}),
+		grpc.InitialWindowSize(grpcWindow),
+		grpc.InitialConnWindowSize(grpcWindow),
 	}
+}
+
+// grpcWindow is the fixed HTTP/2 flow-control window of a stream and of a
+// connection (a fixed window turns off gRPC's dynamic growth to 16 MiB).
+const grpcWindow = 1 << 20
+
+// exportMethod is the full name of the one method served.
+const exportMethod = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
+
+// tapGRPC admits a stream from its headers alone, before its message is
+// read (it runs on the connection's reader, so it never waits except to
+// hold back a refusal, which stalls only that connection).
+func (r *Receiver) tapGRPC(ctx context.Context, info *tap.Info) (context.Context, error) {
+	if info.FullMethodName != exportMethod {
+		return ctx, nil // gRPC answers UNIMPLEMENTED without reading it
+	}
+	if r.cfg.auth != nil {
+		auth := ""
+		if v := info.Header.Get("authorization"); len(v) > 0 {
+			auth = v[0]
+		}
+		if !r.cfg.auth(auth) {
+			r.met.requests.WithLabelValues("grpc", reqUnauthorized).Inc()
+			r.hold(ctx)
+			return nil, status.Error(codes.Unauthenticated, "missing or wrong bearer token")
+		}
+	}
+	conn := ""
+	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
+		conn = p.Addr.String()
+	}
+	release, err := r.mem.reserveConn(conn, grpcReserve(r.cfg.maxDecoded))
+	if err != nil {
+		r.met.requests.WithLabelValues("grpc", reqBusy).Inc()
+		st, _ := status.New(codes.Unavailable, err.Error()).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(retrySlots)})
+		return nil, st.Err()
+	}
+	r.met.memory.Set(float64(r.mem.reserved()))
+	// The stream's context ends with the stream (answered, reset, or its
+	// connection gone), which gives the reservation back; the read
+	// timeout ends it early for a message that does not arrive in time.
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.grpcRead)
+	context.AfterFunc(ctx, func() {
+		cancel()
+		release()
+		r.met.memory.Set(float64(r.mem.reserved()))
+	})
+	return ctx, nil
+}
+
+// grpcReserve is what an admitted gRPC stream reserves: gRPC reads its
+// message (up to the decoded limit) into buffers of its own, then into
+// one slice for the codec, so twice the limit at the peak.
+func grpcReserve(maxDecoded int64) int64 { return 2 * maxDecoded }
+
+// boundedGzip decompresses gzip messages within the decoded limit and
+// within meter.MaxExpansion times the bytes received (above
+// meter.MinDecodedBytes), as the report door bounds a body: memory
+// follows what was sent, so a few hundred KiB cannot become 64 MiB.
+type boundedGzip struct{ maxDecoded int64 }
+
+var _ grpc.Decompressor = boundedGzip{} //nolint:staticcheck // the server option that takes one per server, not a global registration
+
+func (boundedGzip) Type() string { return "gzip" }
+
+func (d boundedGzip) Do(src io.Reader) ([]byte, error) {
+	z, err := io.ReadAll(src) // the message as received, already in memory
+	if err != nil {
+		return nil, fmt.Errorf("%w: gzip: %v", ErrMalformed, err)
+	}
+	var buf bytes.Buffer
+	if err := gunzip(&buf, z, expansionLimit(int64(len(z)), d.maxDecoded), d.maxDecoded); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // RegisterGRPC registers the OTLP trace service
@@ -59,7 +151,9 @@ func (rawCodec) Marshal(v any) ([]byte, error) {
 func (rawCodec) Unmarshal(data []byte, v any) error {
 	switch v := v.(type) {
 	case *rawRequest:
-		*v = append((*v)[:0], data...) // gRPC reuses data after the call
+		// gRPC hands a legacy codec a slice of its own (it materializes the
+		// message's buffers into a new one), so it is kept without a copy.
+		*v = data
 		return nil
 	case proto.Message:
 		return proto.Unmarshal(data, v)

@@ -2,7 +2,6 @@ package otlpin
 
 import (
 	"bytes"
-	"compress/gzip"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -40,50 +39,51 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // ExportTraceServiceResponse (with partial_success when spans were
 // rejected) on 200, a google.rpc.Status otherwise: 400 for a malformed
 // body, 413 for one too large, 415 for another media type or encoding,
-// 401 when WithAuth refuses, and 503 with Retry-After when the request
-// should be sent again later.
+// 401 when WithAuth refuses (these four held back by WithRefusalHold),
+// 408 for a body sent below WithMinRate, and 503 with Retry-After when
+// the request should be sent again later.
+//
+// The credential is checked before the body is read; the body's memory
+// is reserved in the budget (WithMemory) before it is read; it is read
+// at WithMinRate or cut; gzip expands at most meter.MaxExpansion times
+// what was received; and a decode slot is taken only once the body is in,
+// so slow senders never hold one.
 func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if req.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		r.httpText(w, http.StatusMethodNotAllowed, "use POST", reqUnsupported)
+	jsonBody, gz, ok := r.httpHead(w, req)
+	if !ok {
 		return
 	}
-	mt, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type"))
-	jsonBody := false
-	switch mt {
-	case ContentTypeProtobuf:
-	case ContentTypeJSON:
-		jsonBody = true
-	default:
-		r.httpText(w, http.StatusUnsupportedMediaType,
-			fmt.Sprintf("content type %q: send %s or %s", mt, ContentTypeProtobuf, ContentTypeJSON), reqUnsupported)
-		return
-	}
-	gz := false
-	switch enc := strings.ToLower(strings.TrimSpace(req.Header.Get("Content-Encoding"))); enc {
-	case "", "identity":
-	case "gzip":
-		gz = true
-	default:
-		r.httpStatus(w, jsonBody, http.StatusUnsupportedMediaType, codes.InvalidArgument,
-			fmt.Sprintf("content encoding %q: send gzip or none", enc), 0, reqUnsupported)
-		return
-	}
-	if r.cfg.auth != nil && !r.cfg.auth(req.Header.Get("Authorization")) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="qtop"`)
-		r.httpStatus(w, jsonBody, http.StatusUnauthorized, codes.Unauthenticated, "missing or wrong bearer token", 0, reqUnauthorized)
-		return
-	}
-	if req.ContentLength > r.cfg.maxBody {
-		r.httpStatus(w, jsonBody, http.StatusRequestEntityTooLarge, codes.InvalidArgument,
-			fmt.Sprintf("body of %d bytes, at most %d", req.ContentLength, r.cfg.maxBody), 0, reqTooLarge)
-		return
-	}
-	if retry, err := r.acquire(); err != nil {
+	res, retry, err := r.receiveHTTP(w, req, jsonBody, gz)
+	// Every buffer, reservation and slot is given back before the answer,
+	// which may be held back.
+	switch {
+	case err == nil:
+		resp := &coltracepb.ExportTraceServiceResponse{}
+		if res.Rejected > 0 {
+			resp.PartialSuccess = &coltracepb.ExportTracePartialSuccess{RejectedSpans: int64(res.Rejected), ErrorMessage: res.Message}
+		}
+		r.met.requests.WithLabelValues("http", resultOf(res, nil)).Inc()
+		writeMessage(w, jsonBody, http.StatusOK, resp)
+	case errors.Is(err, ErrSlow):
+		w.Header().Set("Connection", "close")
+		r.httpStatus(w, jsonBody, http.StatusRequestTimeout, codes.InvalidArgument, err.Error(), 0, reqSlow)
+	case errors.Is(err, ErrBusy), errors.Is(err, ErrShutdown):
 		r.httpStatus(w, jsonBody, http.StatusServiceUnavailable, codes.Unavailable, err.Error(), retry, reqBusy)
-		return
+	case errors.Is(err, ErrTooLarge):
+		r.refuse(w, req, jsonBody, http.StatusRequestEntityTooLarge, err.Error(), reqTooLarge)
+	default:
+		r.refuse(w, req, jsonBody, http.StatusBadRequest, err.Error(), resultOf(res, err))
 	}
-	defer r.release()
+}
+
+// receiveHTTP reserves the body's memory, reads the body, takes a decode
+// slot and records its spans; it gives everything back before it returns.
+func (r *Receiver) receiveHTTP(w http.ResponseWriter, req *http.Request, jsonBody, gz bool) (Result, time.Duration, error) {
+	release, err := r.reserveHTTP(req, jsonBody, gz)
+	if err != nil {
+		return Result{}, retrySlots, err
+	}
+	defer release()
 	buf := bufPool.Get().(*bytes.Buffer)
 	defer func() {
 		if buf.Cap() <= 4<<20 {
@@ -92,70 +92,172 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		}
 	}()
 	buf.Reset()
-	if err := r.readBody(w, req, gz, buf); err != nil {
-		status := http.StatusBadRequest
-		if errors.Is(err, ErrTooLarge) {
-			status = http.StatusRequestEntityTooLarge
-		}
-		r.httpStatus(w, jsonBody, status, codes.InvalidArgument, err.Error(), 0, resultOf(Result{}, err))
-		return
+	if err := r.readBody(w, req, gz, jsonBody, buf); err != nil {
+		return Result{}, 0, err
 	}
+	if retry, err := r.acquire(); err != nil {
+		return Result{}, retry, err
+	}
+	defer r.release()
 	body := buf.Bytes()
 	if jsonBody {
-		// protojson builds the message tree: a few times the text in
-		// memory, so JSON gets a quarter of the decoded limit.
-		if limit := r.cfg.maxDecoded / 4; int64(len(body)) > limit {
-			r.httpStatus(w, true, http.StatusRequestEntityTooLarge, codes.InvalidArgument,
-				fmt.Sprintf("JSON body of %d bytes, at most %d: send protobuf, or smaller batches", len(body), limit), 0, reqTooLarge)
-			return
-		}
-		var err error
 		if body, err = jsonToProto(body); err != nil {
-			r.httpStatus(w, true, http.StatusBadRequest, codes.InvalidArgument, err.Error(), 0, reqMalformed)
-			return
+			return Result{}, 0, err
 		}
 	}
 	res, err := r.Consume(body)
+	return res, 0, err
+}
+
+// httpHead checks what the headers say — method, media type, encoding,
+// credential, length — before anything of the body is read.
+func (r *Receiver) httpHead(w http.ResponseWriter, req *http.Request) (jsonBody, gz, ok bool) {
+	if req.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		r.httpText(w, http.StatusMethodNotAllowed, "use POST", reqUnsupported)
+		return false, false, false
+	}
+	mt, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type"))
+	switch mt {
+	case ContentTypeProtobuf:
+	case ContentTypeJSON:
+		jsonBody = true
+	default:
+		r.hold(req.Context())
+		r.httpText(w, http.StatusUnsupportedMediaType,
+			fmt.Sprintf("content type %q: send %s or %s", mt, ContentTypeProtobuf, ContentTypeJSON), reqUnsupported)
+		return false, false, false
+	}
+	switch enc := strings.ToLower(strings.TrimSpace(req.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+	case "gzip":
+		gz = true
+	default:
+		r.refuse(w, req, jsonBody, http.StatusUnsupportedMediaType, fmt.Sprintf("content encoding %q: send gzip or none", enc), reqUnsupported)
+		return false, false, false
+	}
+	if r.cfg.auth != nil && !r.cfg.auth(req.Header.Get("Authorization")) {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="qtop"`)
+		r.refuse(w, req, jsonBody, http.StatusUnauthorized, "missing or wrong bearer token", reqUnauthorized)
+		return false, false, false
+	}
+	limit := r.cfg.maxBody
+	if jsonBody && !gz {
+		limit = min(limit, r.jsonLimit())
+	}
+	if req.ContentLength > limit {
+		r.refuse(w, req, jsonBody, http.StatusRequestEntityTooLarge, fmt.Sprintf("body of %d bytes, at most %d", req.ContentLength, limit), reqTooLarge)
+		return false, false, false
+	}
+	return jsonBody, gz, true
+}
+
+// jsonLimit bounds a JSON body once decompressed: protojson builds the
+// message tree, a few times the text in memory, so JSON gets a quarter of
+// the decoded limit.
+func (r *Receiver) jsonLimit() int64 { return r.cfg.maxDecoded / 4 }
+
+// reserveHTTP reserves the memory of a body in the budget before it is
+// read: its length as sent (the limit when chunked), plus what gzip may
+// expand it to; four times the text for JSON (its message tree).
+func (r *Receiver) reserveHTTP(req *http.Request, jsonBody, gz bool) (release func(), err error) {
+	sent := req.ContentLength
+	if sent < 0 {
+		sent = r.cfg.maxBody // chunked: up to the limit may come
+	}
+	want := sent
+	if gz {
+		want += expansionLimit(sent, r.cfg.maxDecoded)
+	}
+	if jsonBody {
+		want = min(want, r.jsonLimit()) * 4
+	}
+	free, err := r.mem.reserve(want)
 	if err != nil {
-		status, code := http.StatusBadRequest, codes.InvalidArgument
-		if errors.Is(err, ErrTooLarge) {
-			status = http.StatusRequestEntityTooLarge
-		}
-		r.httpStatus(w, jsonBody, status, code, err.Error(), 0, resultOf(res, err))
-		return
+		return nil, err
 	}
-	resp := &coltracepb.ExportTraceServiceResponse{}
-	if res.Rejected > 0 {
-		resp.PartialSuccess = &coltracepb.ExportTracePartialSuccess{RejectedSpans: int64(res.Rejected), ErrorMessage: res.Message}
+	r.met.memory.Set(float64(r.mem.reserved()))
+	return func() {
+		free()
+		r.met.memory.Set(float64(r.mem.reserved()))
+	}, nil
+}
+
+// refuse answers a request refused for what it is, after holding the
+// answer back (WithRefusalHold); when it could not be held, the
+// connection is closed with the answer.
+func (r *Receiver) refuse(w http.ResponseWriter, req *http.Request, jsonBody bool, status int, msg, result string) {
+	if !r.hold(req.Context()) {
+		w.Header().Set("Connection", "close")
 	}
-	r.met.requests.WithLabelValues("http", resultOf(res, nil)).Inc()
-	writeMessage(w, jsonBody, http.StatusOK, resp)
+	code := codes.InvalidArgument
+	if status == http.StatusUnauthorized {
+		code = codes.Unauthenticated
+	}
+	r.httpStatus(w, jsonBody, status, code, msg, 0, result)
 }
 
 // readBody reads the body, gunzipped when gz, into buf within the limits:
-// maxBody as sent, maxDecoded once decompressed (so a gzip bomb stops at
-// the limit).
-func (r *Receiver) readBody(w http.ResponseWriter, req *http.Request, gz bool, buf *bytes.Buffer) error {
-	var src io.Reader = http.MaxBytesReader(w, req.Body, r.cfg.maxBody)
-	if gz {
-		zr, err := gzip.NewReader(src)
-		if err != nil {
-			return bodyErr(err, r.cfg.maxBody)
-		}
-		defer zr.Close()
-		src = zr
+// maxBody as sent, at WithMinRate; once decompressed, maxDecoded and
+// meter.MaxExpansion times what was received (so a gzip bomb stops at
+// what its size allows), a quarter of maxDecoded for JSON. A gzip body is
+// read whole first, so its length bounds what it may expand to and its
+// trailer sizes the buffer once (a growing buffer allocated about three
+// times what it held).
+func (r *Receiver) readBody(w http.ResponseWriter, req *http.Request, gz, jsonBody bool, buf *bytes.Buffer) error {
+	rc := http.NewResponseController(w)
+	var src io.Reader = &rateReader{r: http.MaxBytesReader(w, req.Body, r.cfg.maxBody), dl: rc,
+		start: time.Now(), grace: r.cfg.rateGrace, minRate: r.cfg.minRate, now: time.Now}
+	// Once the body is in, no read deadline is left to cut the connection
+	// (and cancel the request) while it is decoded; the server sets its own
+	// again for the next request.
+	defer rc.SetReadDeadline(time.Time{})
+	limit := r.cfg.maxDecoded
+	if jsonBody {
+		limit = min(limit, r.jsonLimit())
 	}
-	n, err := buf.ReadFrom(io.LimitReader(src, r.cfg.maxDecoded+1))
-	if err != nil {
+	if !gz {
+		if n := req.ContentLength; n > 0 && n <= limit {
+			buf.Grow(int(n) + bytes.MinRead)
+		}
+		n, err := buf.ReadFrom(io.LimitReader(src, limit+1))
+		return readErr(n, err, limit, r.cfg.maxBody, "")
+	}
+	zbuf := bufPool.Get().(*bytes.Buffer)
+	defer func() {
+		if zbuf.Cap() <= 4<<20 {
+			zbuf.Reset()
+			bufPool.Put(zbuf)
+		}
+	}()
+	zbuf.Reset()
+	if n := req.ContentLength; n > 0 {
+		zbuf.Grow(int(n) + bytes.MinRead)
+	}
+	if _, err := zbuf.ReadFrom(src); err != nil {
 		return bodyErr(err, r.cfg.maxBody)
 	}
-	if n > r.cfg.maxDecoded {
-		return fmt.Errorf("%w: more than %d bytes once decompressed", ErrTooLarge, r.cfg.maxDecoded)
+	z := zbuf.Bytes()
+	limit = min(limit, expansionLimit(int64(len(z)), r.cfg.maxDecoded))
+	return gunzip(buf, z, limit, r.cfg.maxDecoded)
+}
+
+// readErr is readBody's error for what ReadFrom returned: a read error,
+// or more than limit bytes.
+func readErr(n int64, err error, limit, maxBody int64, what string) error {
+	if err != nil {
+		return bodyErr(err, maxBody)
+	}
+	if n > limit {
+		return fmt.Errorf("%w: more than %d bytes once decompressed%s: send smaller batches (or protobuf rather than JSON)", ErrTooLarge, limit, what)
 	}
 	return nil
 }
 
 func bodyErr(err error, limit int64) error {
+	if errors.Is(err, ErrSlow) {
+		return err
+	}
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
 		return fmt.Errorf("%w: body larger than %d bytes", ErrTooLarge, limit)

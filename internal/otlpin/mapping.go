@@ -58,6 +58,7 @@ type mapped struct {
 	rec      meter.Record
 	tagged   bool // rec.Tags.Tenant came from the span, the resource or a comment
 	deferred bool // a DB span whose tenant is its trace's
+	why      int  // for resRejected: why (a reject… reason, validate.go)
 }
 
 // mapper turns raw spans into records. One is used by one request at a
@@ -85,68 +86,19 @@ func (m *mapper) span(sp *rawSpan, resTenant string, out *mapped) (int, error) {
 	default:
 		return resDropped, nil
 	}
-	var (
-		tn, tier, route, httpRoute, dbSystem []byte
-		query, summary, op, coll             []byte
-		httpStatus                           int64
-		haveTenant                           bool
-	)
 	*out = mapped{}
 	r := &out.rec
-	for _, a := range m.attrs {
-		k, raw, err := keyRaw(a)
-		if err != nil {
-			return 0, err
-		}
-		id := m.attrID(k)
-		if raw == nil || id == aNone {
-			continue
-		}
-		v, err := anyValue(raw)
-		if err != nil {
-			return 0, err
-		}
-		switch id {
-		case aTenant:
-			if v.which == fAnyString {
-				tn, haveTenant = v.str, true
-			}
-		case aTier:
-			tier = v.str
-		case aTenantRoute:
-			route = v.str
-		case aHTTPRoute:
-			httpRoute = v.str
-		case aHTTPStatus:
-			httpStatus, _ = v.int()
-		case aBytes:
-			if n, ok := v.int(); ok && n > 0 {
-				r.Bytes = n
-			}
-		case aDBSystem:
-			dbSystem = v.str
-		case aDBQuery:
-			query = v.str
-		case aDBSummary:
-			summary = v.str
-		case aDBOperation:
-			op = v.str
-		case aDBCollection:
-			coll = v.str
-		case aDBRows:
-			if n, ok := v.int(); ok && n > 0 {
-				r.Rows = n
-			}
-		case aRU:
-			if f, ok := v.float(); ok && f > 0 && f < 1e12 {
-				r.RU = f
-			}
-		}
+	var at spanAttrs
+	if err := m.readAttrs(&at, r); err != nil {
+		return 0, err
 	}
+	tn, tier, route, httpRoute, dbSystem := at.tn, at.tier, at.route, at.httpRoute, at.dbSystem
+	query, summary, op, coll := at.query, at.summary, at.op, at.coll
+	httpStatus, haveTenant := at.httpStatus, at.haveTenant
 	if kind == meter.KindDB && string(dbSystem) != dbPostgres {
 		return resDropped, nil
 	}
-	if sp.start == 0 || sp.end < sp.start {
+	if out.why = check(sp, r); out.why != rejectNone {
 		return resRejected, nil
 	}
 	r.Kind = kind
@@ -199,6 +151,75 @@ func (m *mapper) span(sp *rawSpan, resTenant string, out *mapped) (int, error) {
 		return resJob, nil
 	}
 	return resRequest, nil
+}
+
+// spanAttrs are the attribute values the mapping reads, as found in the
+// span (in the request body).
+type spanAttrs struct {
+	tn, tier, route, httpRoute, dbSystem []byte
+	query, summary, op, coll             []byte
+	httpStatus                           int64
+	haveTenant                           bool
+}
+
+// readAttrs reads the span's attributes (m.attrs) into at, and the
+// numbers into r (checked by check).
+func (m *mapper) readAttrs(at *spanAttrs, r *meter.Record) error {
+	for _, a := range m.attrs {
+		k, raw, err := keyRaw(a)
+		if err != nil {
+			return err
+		}
+		id := m.attrID(k)
+		if raw == nil || id == aNone {
+			continue
+		}
+		v, err := anyValue(raw)
+		if err != nil {
+			return err
+		}
+		switch id {
+		case aTenant:
+			if v.which == fAnyString {
+				at.tn, at.haveTenant = v.str, true
+			}
+		case aTier:
+			at.tier = v.str
+		case aTenantRoute:
+			at.route = v.str
+		case aHTTPRoute:
+			at.httpRoute = v.str
+		case aHTTPStatus:
+			at.httpStatus, _ = v.int()
+		case aBytes:
+			if n, ok := v.int(); ok && n > 0 {
+				r.Bytes = n
+			} else if !ok && v.which == fAnyDouble {
+				r.Bytes = -1 // NaN or beyond int64: refused below
+			}
+		case aDBSystem:
+			at.dbSystem = v.str
+		case aDBQuery:
+			at.query = v.str
+		case aDBSummary:
+			at.summary = v.str
+		case aDBOperation:
+			at.op = v.str
+		case aDBCollection:
+			at.coll = v.str
+		case aDBRows:
+			if n, ok := v.int(); ok && n > 0 {
+				r.Rows = n
+			} else if !ok && v.which == fAnyDouble {
+				r.Rows = -1 // NaN or beyond int64: refused below
+			}
+		case aRU:
+			if f, ok := v.float(); ok && f != 0 {
+				r.RU = f // checked below
+			}
+		}
+	}
+	return nil
 }
 
 // The attributes the mapping reads, by what they are for.

@@ -11,6 +11,9 @@ import (
 // the collector's metrics like any report.
 type metrics struct {
 	spans        [numResults]prometheus.Counter
+	rejects      [numRejects]prometheus.Counter
+	bounded      prometheus.Counter
+	memory       prometheus.Gauge
 	requests     *prometheus.CounterVec // transport, result
 	reports      *prometheus.CounterVec // result
 	invalid      prometheus.Counter
@@ -28,17 +31,18 @@ const (
 	reqBusy         = "busy"
 	reqUnauthorized = "unauthorized"
 	reqUnsupported  = "unsupported"
+	reqSlow         = "slow"
 )
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	spans := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "qtop_otlp_spans_total",
-		Help: "OTLP spans received, by what became of them: request, job, db (recorded with a tenant of its own or its comment's), db_by_trace (a database span that takes its trace's tenant), dropped (other kinds and non-PostgreSQL clients), rejected (bad times).",
+		Help: "OTLP spans received, by what became of them: request, job, db (recorded with a tenant of its own or its comment's), db_by_trace (a database span that takes its trace's tenant), dropped (other kinds and non-PostgreSQL clients), rejected (refused alone: qtop_otlp_spans_rejected_total).",
 	}, []string{"result"})
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "qtop_otlp_requests_total",
-			Help: "OTLP export requests, by transport (http, grpc) and result (ok, partial, malformed, too_large, busy, unauthorized, unsupported).",
+			Help: "OTLP export requests, by transport (http, grpc) and result (ok, partial, malformed, too_large, busy, unauthorized, unsupported, slow: a body sent below the minimum rate).",
 		}, []string{"transport", "result"}),
 		reports: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "qtop_otlp_reports_total",
@@ -64,15 +68,38 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for i := range m.spans {
 		m.spans[i] = spans.WithLabelValues(resultNames[i])
 	}
+	rejects := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "qtop_otlp_spans_rejected_total",
+		Help: "OTLP spans refused alone (partial success; the request's other spans kept), by reason: time (zero start, end before start), duration (above 24h), ru (qtop.ru not a number from 0 to 1e6), size (bytes or rows above 2^50).",
+	}, []string{"reason"})
+	for i := rejectNone + 1; i < numRejects; i++ {
+		m.rejects[i] = rejects.WithLabelValues(rejectNames[i])
+	}
+	m.bounded = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "qtop_otlp_rows_bounded_total",
+		Help: "Rows of OTLP sources' windows whose sums of valid spans reached a report's bounds and were held there, so the window is merged rather than refused.",
+	})
+	m.memory = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "qtop_otlp_memory_reserved_bytes",
+		Help: "Bytes of the OTLP doors' memory budget (WithMemory) reserved by requests being received or decoded.",
+	})
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{spans, m.requests, m.reports, m.invalid, m.unattributed, m.waiting, m.sources} {
+	for _, c := range []prometheus.Collector{spans, rejects, m.bounded, m.memory, m.requests, m.reports, m.invalid, m.unattributed, m.waiting, m.sources} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("otlpin: metrics: %w", err)
 		}
 	}
 	return m, nil
+}
+
+func (m *metrics) addRejects(why *[numRejects]int) {
+	for i := rejectNone + 1; i < numRejects; i++ {
+		if why[i] > 0 {
+			m.rejects[i].Add(float64(why[i]))
+		}
+	}
 }
 
 func (m *metrics) add(counts *[numResults]uint64, invalid, unattributed uint64) {

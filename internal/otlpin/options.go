@@ -1,6 +1,7 @@
 package otlpin
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -38,6 +39,18 @@ const (
 	// DefaultMaxRows bounds the tenant × route × kind rows of one source's
 	// window (each holds a 9 KiB latency histogram).
 	DefaultMaxRows = 512
+	// DefaultMemory bounds the bytes of requests being received and
+	// decoded at once (two gRPC messages of the decoded limit, or four
+	// HTTP bodies).
+	DefaultMemory = 4 * DefaultMaxDecoded
+	// DefaultMinRate and DefaultRateGrace: a body must arrive at 16 KiB/s
+	// after the first 2 s (a 16 MiB body in 17 minutes at most; one that
+	// trickles a byte a second is cut after 2 s).
+	DefaultMinRate   = 16 << 10
+	DefaultRateGrace = 2 * time.Second
+	// DefaultGRPCReadTimeout bounds how long a gRPC message may take to
+	// arrive once its stream was admitted.
+	DefaultGRPCReadTimeout = 30 * time.Second
 )
 
 // Option configures a Receiver.
@@ -59,6 +72,11 @@ type config struct {
 	log        *slog.Logger
 	auth       func(authorization string) bool
 	instance   string
+	memory     int64
+	minRate    int64
+	rateGrace  time.Duration
+	grpcRead   time.Duration
+	hold       func(ctx context.Context) bool
 }
 
 func newConfig(opts []Option) (config, error) {
@@ -74,9 +92,15 @@ func newConfig(opts []Option) (config, error) {
 		maxWaiting: DefaultMaxWaiting,
 		maxRows:    DefaultMaxRows,
 		clock:      time.Now,
+		minRate:    DefaultMinRate,
+		rateGrace:  DefaultRateGrace,
+		grpcRead:   DefaultGRPCReadTimeout,
 	}
 	for _, o := range opts {
 		o(&c)
+	}
+	if c.memory == 0 {
+		c.memory = max(DefaultMemory, grpcReserve(c.maxDecoded))
 	}
 	switch {
 	case c.tenantAttr == "" || len(c.tenantAttr) > 256:
@@ -95,6 +119,10 @@ func newConfig(opts []Option) (config, error) {
 		return c, fmt.Errorf("%w: max traces %d, max waiting %d (want ≥ 1)", ErrInvalid, c.maxTraces, c.maxWaiting)
 	case c.maxRows < 1 || c.maxRows > 8192:
 		return c, fmt.Errorf("%w: max rows %d (want 1 to 8192)", ErrInvalid, c.maxRows)
+	case c.memory < grpcReserve(c.maxDecoded):
+		return c, fmt.Errorf("%w: memory %d below twice the decoded limit %d (one gRPC message must fit)", ErrInvalid, c.memory, c.maxDecoded)
+	case c.minRate < 1 || c.rateGrace < 0 || c.grpcRead <= 0:
+		return c, fmt.Errorf("%w: min rate %d B/s after %v, gRPC read timeout %v (want a rate ≥ 1, a grace ≥ 0, a timeout > 0)", ErrInvalid, c.minRate, c.rateGrace, c.grpcRead)
 	case c.clock == nil:
 		return c, fmt.Errorf("%w: nil clock", ErrInvalid)
 	}
@@ -165,3 +193,35 @@ func WithAuth(fn func(authorization string) bool) Option { return func(c *config
 // unique to this receiver's lifetime (default: random), so that a
 // restarted collector never takes a new report for one it merged before.
 func WithInstance(id string) Option { return func(c *config) { c.instance = id } }
+
+// WithMemory bounds the bytes that requests being received and decoded
+// may take at once, over both transports (default DefaultMemory, or twice
+// the decoded limit when that is more; at least twice the decoded limit). Each request reserves its share before its
+// body is read — HTTP: its length as sent, or what it may decompress to;
+// gRPC: twice the decoded limit (gRPC's buffers and the message), at most
+// half the budget per connection — and a
+// request that does not fit is answered busy (503 / UNAVAILABLE, retry
+// later) without being read.
+func WithMemory(bytes int64) Option { return func(c *config) { c.memory = bytes } }
+
+// WithMinRate cuts an HTTP body that arrives slower than bytesPerSec after
+// grace (defaults DefaultMinRate, DefaultRateGrace), so slow senders hold
+// no memory or decode slot for long: 408, and the connection closed.
+func WithMinRate(bytesPerSec int64, grace time.Duration) Option {
+	return func(c *config) { c.minRate, c.rateGrace = bytesPerSec, grace }
+}
+
+// WithGRPCReadTimeout bounds how long an admitted gRPC stream's message
+// may take to arrive (default DefaultGRPCReadTimeout).
+func WithGRPCReadTimeout(d time.Duration) Option { return func(c *config) { c.grpcRead = d } }
+
+// WithRefusalHold has the answer to a request refused for what it is (a
+// wrong credential, a malformed or too large body, another media type)
+// held back by hold, which returns when the answer may go (at the latest
+// when ctx ends) and false when it could not hold it (too many are held:
+// the answer goes at once and an HTTP connection is closed). So a client
+// sending junk in a loop makes a request a second, not thousands. The
+// collector passes its own, shared with POST /v1/reports. Default: none.
+func WithRefusalHold(hold func(ctx context.Context) bool) Option {
+	return func(c *config) { c.hold = hold }
+}

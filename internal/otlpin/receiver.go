@@ -22,8 +22,9 @@ type Sink func(body []byte) (retry time.Duration, err error)
 type Result struct {
 	// Spans is the number of spans in the request.
 	Spans int
-	// Rejected counts spans that cannot be read as work (a zero start or
-	// an end before the start); the client must not send them again.
+	// Rejected counts spans refused alone (a zero start or an end before
+	// the start, a value beyond a record's bounds: see check); the client
+	// must not send them again. The request's other spans are recorded.
 	Rejected int
 	// Message says why spans were rejected (empty when none were).
 	Message string
@@ -57,6 +58,7 @@ type Receiver struct {
 	sink    Sink
 	met     *metrics
 	sem     chan struct{}
+	mem     *memBudget
 	mappers sync.Pool
 
 	mu      sync.Mutex
@@ -101,6 +103,7 @@ func New(sink Sink, opts ...Option) (*Receiver, error) {
 		cfg:     cfg,
 		sink:    sink,
 		sem:     make(chan struct{}, cfg.inflight),
+		mem:     newMemBudget(cfg.memory),
 		sources: make(map[string]*source),
 		traces:  newTraceCache(cfg.maxTraces, max(cfg.traceWait, time.Second)),
 		wait:    newWaitList(cfg.maxWaiting),
@@ -220,6 +223,7 @@ func (r *Receiver) Consume(body []byte) (Result, error) {
 	defer st.reset()
 	var (
 		counts       [numResults]uint64
+		why          [numRejects]int
 		res          Result
 		sp           rawSpan
 		out          mapped
@@ -261,6 +265,7 @@ func (r *Receiver) Consume(body []byte) (Result, error) {
 					st.add(p)
 				case resRejected:
 					res.Rejected++
+					why[out.why]++
 				}
 				return nil
 			})
@@ -271,9 +276,7 @@ func (r *Receiver) Consume(body []byte) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	if res.Rejected > 0 {
-		res.Message = fmt.Sprintf("%d span(s) with a zero start time or an end before the start", res.Rejected)
-	}
+	res.Message = rejectMessage(&why)
 	r.mu.Lock()
 	for _, rt := range st.roots {
 		r.traces.put(rt.id, rt.r, now)
@@ -307,6 +310,7 @@ func (r *Receiver) Consume(body []byte) (Result, error) {
 		}
 	})
 	r.met.add(&counts, invalid, unattributed)
+	r.met.addRejects(&why)
 	return res, nil
 }
 
@@ -475,6 +479,7 @@ func (r *Receiver) send(src *source, now time.Time) {
 		src.queue = src.queue[1:]
 	}
 	rep := src.rec.Cut(now)
+	r.met.bounded.Add(float64(bound(rep)))
 	if src.empty = len(rep.Rows) == 0 && rep.Keys == nil; src.empty {
 		return
 	}

@@ -18,6 +18,12 @@
 // of workers while Redis is away), counts each fallback grant
 // (qtop_lease_fallback_total) and logs the change once each way; no job is
 // lost or refused for it.
+//
+// Redis slow: every call (acquire, release, heartbeat) returns within
+// WithTimeout (250 ms) whatever the client passed — go-redis bounds a call
+// by its context only with ContextTimeoutEnabled, so the Semaphore does not
+// rely on it — and counts as Redis unreachable; a lease Redis grants after
+// its caller went on is given back when the answer comes.
 package lease
 
 import (
@@ -129,6 +135,7 @@ type Semaphore struct {
 	releaseErrors                            atomic.Uint64
 	stop                                     chan struct{}
 	wg                                       sync.WaitGroup
+	calls                                    sync.WaitGroup // Redis calls still running (call.go)
 	started, shut                            bool
 }
 
@@ -168,7 +175,10 @@ func WithTTL(d time.Duration) Option { return func(c *config) { c.ttl = d } }
 // WithHeartbeat sets how often held leases are renewed (default TTL/3).
 func WithHeartbeat(d time.Duration) Option { return func(c *config) { c.heartbeat = d } }
 
-// WithTimeout bounds each Redis call (default DefaultTimeout).
+// WithTimeout bounds each Redis call (default DefaultTimeout), whatever
+// the client: Acquire, Release and the heartbeat return within it even
+// when the client ignores contexts' deadlines (go-redis without
+// ContextTimeoutEnabled) and Redis stalls.
 func WithTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
 
 // WithRetry sets the delay after a refused acquire: min, doubled per
@@ -260,10 +270,17 @@ func (s *Semaphore) Acquire(ctx context.Context, tenant string) (ok bool, retry 
 		return s.acquireLocal(tenant)
 	}
 	id := s.owner + ":" + strconv.FormatUint(s.seq.Add(1), 36)
-	cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
-	defer cancel()
+	key := s.Key(tenant)
 	s.trips.Add(1)
-	res, err := acquireScript.Run(cctx, s.client, []string{s.Key(tenant)}, append([]any{id, s.cfg.ttl.Milliseconds(), n}, s.cfg.clockArgs()...)...).Int64Slice()
+	res, err := s.call(ctx, func(ctx context.Context) ([]int64, error) {
+		return acquireScript.Run(ctx, s.client, []string{key}, append([]any{id, s.cfg.ttl.Milliseconds(), n}, s.cfg.clockArgs()...)...).Int64Slice()
+	}, func(res []int64, err error) {
+		// Granted after the caller went on without it: give it back now
+		// rather than leave it to its TTL.
+		if err == nil && len(res) == 3 && res[0] == 1 {
+			s.releaseLate(key, id)
+		}
+	})
 	if err != nil || len(res) != 3 {
 		if ctx.Err() != nil {
 			return false, s.cfg.retryMin
@@ -363,10 +380,12 @@ func (s *Semaphore) Release(tenant string) {
 	if !h.redis {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.timeout)
-	defer cancel()
+	key := s.Key(tenant)
 	s.trips.Add(1)
-	if err := releaseScript.Run(ctx, s.client, []string{s.Key(tenant)}, h.id).Err(); err != nil {
+	_, err := s.call(context.Background(), func(ctx context.Context) ([]int64, error) {
+		return nil, releaseScript.Run(ctx, s.client, []string{key}, h.id).Err()
+	}, nil)
+	if err != nil {
 		s.releaseErrors.Add(1)
 		s.redisFailed(err)
 	}
@@ -420,10 +439,10 @@ func (s *Semaphore) renew() {
 	if len(keys) == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.timeout)
-	defer cancel()
 	s.trips.Add(1)
-	res, err := renewScript.Run(ctx, s.client, keys, args...).Int64Slice()
+	res, err := s.call(context.Background(), func(ctx context.Context) ([]int64, error) {
+		return renewScript.Run(ctx, s.client, keys, args...).Int64Slice()
+	}, nil)
 	if err != nil {
 		s.redisFailed(err)
 		return
@@ -436,8 +455,9 @@ func (s *Semaphore) renew() {
 	}
 }
 
-// Shutdown stops the heartbeat and releases every lease still held,
-// within ctx. Later calls do nothing.
+// Shutdown stops the heartbeat and releases every lease still held, then
+// waits for Redis calls that outlived their callers' timeout, within ctx.
+// Later calls do nothing.
 func (s *Semaphore) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	if s.shut {
@@ -457,7 +477,7 @@ func (s *Semaphore) Shutdown(ctx context.Context) error {
 		}
 		s.mu.Unlock()
 		if tenant == "" {
-			return nil
+			return s.waitCalls(ctx)
 		}
 		if err := ctx.Err(); err != nil {
 			return err

@@ -1,0 +1,171 @@
+package otlpin
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/qtop-dev/qtop/meter"
+)
+
+// The door's protections, shared by HTTP and gRPC: a memory budget
+// reserved before bytes are read (so what arrives at once is bounded,
+// whatever the number of clients), a minimum rate for a body's bytes, the
+// expansion bound of gzip, and refusals held back (WithRefusalHold).
+
+// memBudget is the memory the requests being received and decoded may
+// reserve at once, in bytes, and at most half of it per connection (so one
+// connection never takes it all). Reservations never wait: a request
+// that does not fit is answered busy, retry later.
+type memBudget struct {
+	mu    sync.Mutex
+	size  int64
+	used  int64
+	conns map[string]int64 // reserved per connection (gRPC), by peer address
+}
+
+func newMemBudget(size int64) *memBudget {
+	return &memBudget{size: size, conns: make(map[string]int64)}
+}
+
+// errNoMemory: the budget cannot take a reservation now.
+var errNoMemory = fmt.Errorf("%w: the memory for requests being received is taken", ErrBusy)
+
+// reserve takes n bytes; release gives them back (once).
+func (b *memBudget) reserve(n int64) (release func(), err error) { return b.reserveConn("", n) }
+
+// reserveConn takes n bytes for connection conn ("": none), at most half
+// the budget per connection.
+func (b *memBudget) reserveConn(conn string, n int64) (release func(), err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used+n > b.size {
+		return nil, errNoMemory
+	}
+	if conn != "" {
+		if b.conns[conn]+n > max(b.size/2, n) {
+			return nil, fmt.Errorf("%w: this connection's share of the memory for requests being received is taken; use more connections or fewer streams", ErrBusy)
+		}
+		b.conns[conn] += n
+	}
+	b.used += n
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			b.mu.Lock()
+			b.used -= n
+			if conn != "" {
+				if b.conns[conn] -= n; b.conns[conn] <= 0 {
+					delete(b.conns, conn)
+				}
+			}
+			b.mu.Unlock()
+		})
+	}, nil
+}
+
+func (b *memBudget) reserved() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used
+}
+
+// expansionLimit is what a compressed body of n bytes may decompress to:
+// meter.MaxExpansion times n, at least meter.MinDecodedBytes, at most
+// maxDecoded — the report door's bound, so memory follows what was sent.
+func expansionLimit(n, maxDecoded int64) int64 {
+	return min(maxDecoded, max(meter.MinDecodedBytes, n*meter.MaxExpansion))
+}
+
+// hold holds back the answer to a request refused for what it is
+// (WithRefusalHold); it says whether it held it (false: the connection
+// should be closed, too many refusals are already held).
+func (r *Receiver) hold(ctx context.Context) bool {
+	if r.cfg.hold == nil {
+		return true
+	}
+	return r.cfg.hold(ctx)
+}
+
+// ErrSlow: a body arrived below the minimum rate (WithMinRate).
+var ErrSlow = errors.New("otlpin: body sent too slowly")
+
+// deadliner sets the read deadline of a request's connection
+// (http.ResponseController does).
+type deadliner interface{ SetReadDeadline(time.Time) error }
+
+// rateReader reads a body that must arrive at minRate bytes a second after
+// a grace: by start + grace + n/minRate it must have delivered n bytes.
+// Before each read it sets the connection's read deadline to the moment
+// the next chunk becomes late, so a client trickling bytes (or none) is cut
+// then, not at a fixed read timeout.
+type rateReader struct {
+	r       io.Reader
+	dl      deadliner
+	start   time.Time
+	grace   time.Duration
+	minRate int64
+	n       int64
+	now     func() time.Time
+}
+
+// rateChunk is how many bytes ahead of what was received the deadline of
+// the next read allows for.
+const rateChunk = 4 << 10
+
+func (rr *rateReader) Read(p []byte) (int, error) {
+	due := rr.grace + time.Duration(float64(rr.n+rateChunk)/float64(rr.minRate)*float64(time.Second))
+	if err := rr.dl.SetReadDeadline(rr.start.Add(due)); err != nil {
+		return rr.r.Read(p) // a connection without deadlines: the server's read timeout applies
+	}
+	n, err := rr.r.Read(p)
+	rr.n += int64(n)
+	if err != nil && isTimeout(err) {
+		return n, fmt.Errorf("%w: %d bytes in %v, at least %d bytes a second after %v", ErrSlow, rr.n, rr.now().Sub(rr.start).Round(time.Millisecond), rr.minRate, rr.grace)
+	}
+	return n, err
+}
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
+
+// gunzip decompresses the gzip body z into buf, at most limit bytes (of
+// expansionLimit(len(z), maxDecoded)). The trailer's ISIZE is the (last
+// member's) length decompressed, mod 2^32: above the limit, the body is
+// refused unread; below, it sizes the buffer once (a lie costs at most
+// what the limit allows; a growing buffer allocated about three times
+// what it held).
+func gunzip(buf *bytes.Buffer, z []byte, limit, maxDecoded int64) error {
+	tooLarge := func() error {
+		return fmt.Errorf("%w: more than %d bytes once decompressed (%d times the %d bytes sent, at most %d): send smaller batches (or protobuf rather than JSON)",
+			ErrTooLarge, limit, meter.MaxExpansion, len(z), maxDecoded)
+	}
+	if len(z) >= 18 {
+		size := int64(binary.LittleEndian.Uint32(z[len(z)-4:]))
+		if size > limit {
+			return tooLarge()
+		}
+		buf.Grow(int(size) + bytes.MinRead)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(z))
+	if err != nil {
+		return fmt.Errorf("%w: gzip: %v", ErrMalformed, err)
+	}
+	defer zr.Close()
+	n, err := buf.ReadFrom(io.LimitReader(zr, limit+1))
+	if err != nil {
+		return fmt.Errorf("%w: gzip: %v", ErrMalformed, err)
+	}
+	if n > limit {
+		return tooLarge()
+	}
+	return nil
+}

@@ -1,0 +1,305 @@
+package otlpin
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/stats"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/tap"
+
+	"github.com/qtop-dev/qtop/meter"
+)
+
+// payloads counts the messages a gRPC server read (stats.InPayload).
+type payloads struct{ n atomic.Int64 }
+
+func (p *payloads) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
+func (p *payloads) TagConn(ctx context.Context, _ *stats.ConnTagInfo) context.Context {
+	return ctx
+}
+func (p *payloads) HandleConn(context.Context, stats.ConnStats) {}
+func (p *payloads) HandleRPC(_ context.Context, s stats.RPCStats) {
+	if _, ok := s.(*stats.InPayload); ok {
+		p.n.Add(1)
+	}
+}
+
+// A wrong credential is refused from the stream's headers: the message
+// (8 MiB here) is never read, the refusal is held back, nothing is
+// reserved.
+func TestGRPCCredentialBeforeMessage(t *testing.T) {
+	clk := &fakeClock{now: t0}
+	var held atomic.Int64
+	r := newTestReceiver(t, &sink{}, clk, WithAuth(func(a string) bool { return a == "Bearer k" }),
+		WithRefusalHold(func(context.Context) bool { held.Add(1); return true }))
+	read := &payloads{}
+	gs := grpc.NewServer(append(r.GRPCServerOptions(), grpc.StatsHandler(read))...)
+	r.RegisterGRPC(gs)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gs.Serve(ln)
+	defer gs.Stop()
+	cc, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	big := make(rawRequest, 8<<20)
+	big[0] = 0x0a // a field 1 of the length that follows, unread anyway
+	ctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer wrong")
+	var out coltracepb.ExportTraceServiceResponse
+	err = cc.Invoke(ctx, exportMethod, big, &out, grpc.ForceCodec(rawCodec{}))
+	if status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("wrong token: %v", err)
+	}
+	if n := read.n.Load(); n != 0 {
+		t.Errorf("%d messages read for a refused stream", n)
+	}
+	if held.Load() != 1 || r.mem.reserved() != 0 {
+		t.Errorf("held %d, reserved %d", held.Load(), r.mem.reserved())
+	}
+	authed := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer k")
+	if _, err := coltracepb.NewTraceServiceClient(cc).Export(authed, request("svc", server(1, "acme", "/a", time.Millisecond))); err != nil {
+		t.Fatal(err)
+	}
+	if n := read.n.Load(); n != 1 {
+		t.Errorf("%d messages read, want 1", n)
+	}
+}
+
+func tapCtx(addr string) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
+	return peer.NewContext(ctx, &peer.Peer{Addr: &net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: len(addr)}}), cancel
+}
+
+// Each admitted stream reserves the decoded limit before its message is
+// read; a connection gets at most half the budget, the budget is never
+// exceeded, and a stream's end gives its share back.
+func TestGRPCMemoryBudget(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const dec = 1 << 20
+		r, err := New((&sink{}).Ingest, WithMaxBody(dec/2, dec/2), WithMemory(4*dec)) // a stream reserves dec
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Shutdown(context.Background())
+		info := &tap.Info{FullMethodName: exportMethod}
+		var cancels []context.CancelFunc
+		admit := func(conn string) error {
+			ctx, cancel := tapCtx(conn)
+			cancels = append(cancels, cancel)
+			_, err := r.tapGRPC(ctx, info)
+			return err
+		}
+		steps := []struct {
+			conn string
+			ok   bool
+		}{{"a", true}, {"a", true}, {"a", false}, {"bb", true}, {"bb", true}, {"ccc", false}}
+		for i, s := range steps {
+			if err := admit(s.conn); (err == nil) != s.ok {
+				t.Fatalf("step %d (%s): %v", i, s.conn, err)
+			} else if err != nil && status.Code(err) != codes.Unavailable {
+				t.Fatalf("step %d: %v, want UNAVAILABLE", i, err)
+			}
+		}
+		if got := r.mem.reserved(); got != 4*dec {
+			t.Fatalf("reserved %d", got)
+		}
+		cancels[0]() // the first stream ends
+		synctest.Wait()
+		if got := r.mem.reserved(); got != 3*dec {
+			t.Fatalf("reserved %d after a stream ended", got)
+		}
+		if err := admit("ccc"); err != nil {
+			t.Fatal(err)
+		}
+		// The read timeout ends a stream whose message does not arrive.
+		ctx, cancel := tapCtx("dddd")
+		defer cancel()
+		cancels[1]()
+		synctest.Wait()
+		sctx, err := r.tapGRPC(ctx, info)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(DefaultGRPCReadTimeout - time.Nanosecond) // fake time: the bubble's clock
+		synctest.Wait()
+		if sctx.Err() != nil || r.mem.reserved() != 4*dec {
+			t.Fatalf("before the read timeout: %v, reserved %d", sctx.Err(), r.mem.reserved())
+		}
+		time.Sleep(time.Nanosecond)
+		synctest.Wait()
+		// Every stream admitted so far has had its read timeout: none
+		// holds memory any more.
+		if sctx.Err() == nil || r.mem.reserved() != 0 {
+			t.Fatalf("after the read timeout: %v, reserved %d", sctx.Err(), r.mem.reserved())
+		}
+		for _, c := range cancels {
+			c()
+		}
+	})
+}
+
+// gzip expands at most meter.MaxExpansion times the bytes received.
+func TestGRPCGzipBound(t *testing.T) {
+	d := boundedGzip{maxDecoded: 64 << 20}
+	bomb := gz(make([]byte, 32<<20)) // ~32 KiB that claim 32 MiB
+	_, err := d.Do(mem.BufferSlice{mem.SliceBuffer(bomb)}.Reader())
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "64 times") {
+		t.Fatalf("bomb: %v", err)
+	}
+	body := marshal(t, request("svc", server(1, "acme", "/a", time.Millisecond)))
+	got, err := d.Do(mem.BufferSlice{mem.SliceBuffer(gz(body))}.Reader())
+	if err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("normal: %v", err)
+	}
+}
+
+// An HTTP body sent below the minimum rate is cut (408, connection
+// closed) and gives back its memory; meanwhile a normal client is served,
+// as the slow one holds no decode slot.
+func TestHTTPSlowSenderCut(t *testing.T) {
+	clk := &fakeClock{now: t0}
+	r := newTestReceiver(t, &sink{}, clk, WithMaxBody(1<<20, 1<<20), WithMemory(2<<20),
+		WithMinRate(1<<20, 50*time.Millisecond), WithInflight(1))
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+PathTraces, pr)
+	req.Header.Set("Content-Type", ContentTypeProtobuf)
+	req.ContentLength = 1 << 20
+	type answer struct {
+		code int
+		err  error
+	}
+	slow := make(chan answer, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			slow <- answer{0, err}
+			return
+		}
+		resp.Body.Close()
+		slow <- answer{resp.StatusCode, nil}
+	}()
+	go pw.Write([]byte{0x0a}) // one byte, then nothing
+	good := marshal(t, request("svc", server(1, "acme", "/a", time.Millisecond)))
+	resp, err := http.Post(srv.URL+PathTraces, ContentTypeProtobuf, bytes.NewReader(good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("normal client beside a slow one: %d", resp.StatusCode)
+	}
+	a := <-slow
+	if a.err == nil && a.code != http.StatusRequestTimeout {
+		t.Fatalf("slow sender: %d", a.code)
+	}
+	srv.Close() // waits for the handlers
+	if r.mem.reserved() != 0 {
+		t.Fatalf("reserved %d", r.mem.reserved())
+	}
+}
+
+// The memory of an HTTP body is reserved before it is read; a request
+// that does not fit is answered 503 without being read.
+func TestHTTPMemoryBudget(t *testing.T) {
+	clk := &fakeClock{now: t0}
+	r := newTestReceiver(t, &sink{}, clk, WithMaxBody(1<<20, 4<<20), WithMemory(8<<20))
+	free, err := r.mem.reserve(8<<20 - 32<<10) // requests being received; a gzip body may take 64 KiB
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := marshal(t, request("svc", server(1, "acme", "/a", time.Millisecond)))
+	if w := post(t, r, ContentTypeProtobuf, "gzip", gz(body)); w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
+		t.Fatalf("gzip body that may expand beyond the free memory: %d", w.Code)
+	}
+	if w := post(t, r, ContentTypeProtobuf, "", body); w.Code != http.StatusOK {
+		t.Fatalf("small body: %d %s", w.Code, w.Body)
+	}
+	free()
+	if w := post(t, r, ContentTypeProtobuf, "gzip", gz(body)); w.Code != http.StatusOK {
+		t.Fatalf("gzip body: %d %s", w.Code, w.Body)
+	}
+}
+
+// A gzip bomb stops at meter.MaxExpansion times the bytes sent, and the
+// refusal is held back.
+func TestHTTPGzipBombHeld(t *testing.T) {
+	clk := &fakeClock{now: t0}
+	var mu sync.Mutex
+	var held []string
+	r := newTestReceiver(t, &sink{}, clk, WithAuth(func(a string) bool { return a == "Bearer k" }),
+		WithRefusalHold(func(ctx context.Context) bool { mu.Lock(); held = append(held, "x"); mu.Unlock(); return len(held) < 3 }))
+	bomb := gz(make([]byte, 32<<20))
+	w := post(t, r, ContentTypeProtobuf, "gzip", bomb, "Authorization", "Bearer k")
+	if w.Code != http.StatusRequestEntityTooLarge || !strings.Contains(w.Body.String(), "64 times") {
+		t.Fatalf("bomb: %d %s", w.Code, w.Body)
+	}
+	if w := post(t, r, ContentTypeProtobuf, "", nil, "Authorization", "Bearer no"); w.Code != http.StatusUnauthorized || w.Header().Get("Connection") != "" {
+		t.Fatalf("wrong token: %d", w.Code)
+	}
+	// The third refusal finds no place to be held: answered at once, its
+	// connection closed.
+	if w := post(t, r, "text/plain", "", nil); w.Code != http.StatusUnsupportedMediaType {
+		t.Fatalf("media type: %d", w.Code)
+	}
+	if w := post(t, r, ContentTypeProtobuf, "br", nil, "Authorization", "Bearer k"); w.Code != http.StatusUnsupportedMediaType || w.Header().Get("Connection") != "close" {
+		t.Fatalf("encoding: %d %v", w.Code, w.Header())
+	}
+	if len(held) != 4 {
+		t.Fatalf("held %d refusals, want 4", len(held))
+	}
+	if meter.MaxExpansion != 64 {
+		t.Fatal("the messages above name 64 times")
+	}
+}
+
+// A refusal is held with nothing of the request kept: no reservation, no
+// decode slot (a client posting junk in a loop with a valid token never
+// holds what others need while its answer waits).
+func TestHTTPRefusalHeldWithNothingKept(t *testing.T) {
+	clk := &fakeClock{now: t0}
+	var r *Receiver
+	var during []string
+	r = newTestReceiver(t, &sink{}, clk, WithRefusalHold(func(context.Context) bool {
+		during = append(during, fmt.Sprintf("reserved %d, slots %d", r.mem.reserved(), len(r.sem)))
+		return true
+	}))
+	for _, body := range [][]byte{{0x0a, 0xff}, gz([]byte{0x0a, 0xff})} {
+		enc := ""
+		if body[0] == 0x1f {
+			enc = "gzip"
+		}
+		if w := post(t, r, ContentTypeProtobuf, enc, body); w.Code != http.StatusBadRequest {
+			t.Fatalf("malformed: %d", w.Code)
+		}
+	}
+	if len(during) != 2 || during[0] != "reserved 0, slots 0" || during[1] != "reserved 0, slots 0" {
+		t.Fatalf("while held: %q", during)
+	}
+}

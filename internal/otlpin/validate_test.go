@@ -1,0 +1,147 @@
+package otlpin
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+
+	"github.com/qtop-dev/qtop/meter"
+)
+
+func dbl(k string, v float64) *commonpb.KeyValue {
+	return &commonpb.KeyValue{Key: k, Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_DoubleValue{DoubleValue: v}}}
+}
+
+// The issue's case: a span with end − start = 2^63 ns beside 100 good
+// spans of another tenant of the same source. The absurd span is refused
+// alone (partial success, counted); the 100 reach the collector's merge,
+// whose decoder (the sink decodes with meter's checks) would refuse the
+// whole window for the absurd one.
+func TestAbsurdSpanRefusedAlone(t *testing.T) {
+	clk := &fakeClock{now: t0}
+	s := &sink{}
+	reg := prometheus.NewPedanticRegistry()
+	r := newTestReceiver(t, s, clk, WithRegisterer(reg))
+
+	absurd := server(1, "evil", "/x", 0)
+	absurd.start = time.Unix(0, 1)
+	sp := absurd.proto()
+	sp.EndTimeUnixNano = sp.StartTimeUnixNano + 1<<63
+	var bads []spanSpec
+	for i, a := range []*commonpb.KeyValue{
+		dbl(AttrRU, math.NaN()), dbl(AttrRU, math.Inf(1)), dbl(AttrRU, -1), dbl(AttrRU, 2e6),
+		dbl("http.response.body.size", 1e300), num("http.response.body.size", 1<<62),
+	} {
+		b := server(uint64(10+i), "evil", "/x", time.Millisecond)
+		b.attrs = append(b.attrs, a)
+		bads = append(bads, b)
+	}
+	bads = append(bads, pgSpan(16, 2, "SELECT 1", time.Millisecond, str("tenant.id", "evil"), num("db.response.returned_rows", 1<<51)))
+	good := make([]spanSpec, 100)
+	for i := range good {
+		good[i] = server(uint64(100+i), "acme", "/orders", 10*time.Millisecond)
+	}
+	req := request("shop", append(bads, good...)...)
+	req.ResourceSpans[0].ScopeSpans[0].Spans = append(req.ResourceSpans[0].ScopeSpans[0].Spans, sp)
+	res, err := r.Consume(marshal(t, req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Spans != 108 || res.Rejected != 8 {
+		t.Fatalf("result %+v, want 108 spans, 8 rejected", res)
+	}
+	for _, want := range []string{"1 span(s) with a duration above 24h0m0s", "4 span(s) with a qtop.ru", "3 span(s) with a byte or row count", "other spans were kept"} {
+		if !strings.Contains(res.Message, want) {
+			t.Errorf("message %q lacks %q", res.Message, want)
+		}
+	}
+	// Another request of another source in the same second is kept too.
+	if _, err := r.Consume(marshal(t, request("billing", server(300, "globex", "/pay", time.Millisecond)))); err != nil {
+		t.Fatal(err)
+	}
+	r.Flush(clk.Now())
+	got := s.rows()
+	if g := got[rowKey{"shop", "acme", "/orders", "request"}]; g.count != 100 || g.dur != time.Second {
+		t.Errorf("acme: %+v, want the 100 spans (1s)", g)
+	}
+	if g := got[rowKey{"billing", "globex", "/pay", "request"}]; g.count != 1 {
+		t.Errorf("globex: %+v", g)
+	}
+	for k := range got {
+		if k.tenant == "evil" {
+			t.Errorf("a refused span was recorded: %v", k)
+		}
+	}
+	want := `
+# HELP qtop_otlp_spans_rejected_total OTLP spans refused alone (partial success; the request's other spans kept), by reason: time (zero start, end before start), duration (above 24h), ru (qtop.ru not a number from 0 to 1e6), size (bytes or rows above 2^50).
+# TYPE qtop_otlp_spans_rejected_total counter
+qtop_otlp_spans_rejected_total{reason="duration"} 1
+qtop_otlp_spans_rejected_total{reason="ru"} 4
+qtop_otlp_spans_rejected_total{reason="size"} 3
+qtop_otlp_spans_rejected_total{reason="time"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "qtop_otlp_spans_rejected_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+// Spans each within a record's bounds may add up, in one row of one
+// second, beyond a report's: the window is merged with the sums held at
+// their bounds rather than refused whole.
+func TestSumsHeldAtBounds(t *testing.T) {
+	clk := &fakeClock{now: t0}
+	s := &sink{}
+	r := newTestReceiver(t, s, clk)
+	var spans []spanSpec
+	for i := range 3 {
+		sp := server(uint64(1+i), "acme", "/big", time.Millisecond)
+		sp.attrs = append(sp.attrs, num("http.response.body.size", meter.MaxBytes), dbl(AttrRU, meter.MaxRecordRU))
+		spans = append(spans, sp)
+	}
+	spans = append(spans, server(9, "acme", "/small", time.Millisecond))
+	if _, err := r.Consume(marshal(t, request("shop", spans...))); err != nil {
+		t.Fatal(err)
+	}
+	r.Flush(clk.Now())
+	if len(s.reports) != 1 {
+		t.Fatalf("%d reports merged, want 1", len(s.reports))
+	}
+	for _, row := range s.reports[0].Rows {
+		switch row.Route {
+		case "/big":
+			if row.Count != 3 || row.Bytes != meter.MaxBytes || row.RU != 3*meter.MaxRecordRU {
+				t.Errorf("big row %+v", row)
+			}
+		case "/small":
+			if row.Count != 1 || row.Bytes != 0 {
+				t.Errorf("small row %+v", row)
+			}
+		}
+	}
+}
+
+func TestBound(t *testing.T) {
+	rep := &meter.Report{Rows: []meter.Row{
+		{Count: 2, Errors: 3, Duration: -5, RU: math.NaN(), Bytes: 1 << 60, Rows: 1 << 60},
+		{Count: 1, Duration: 25 * time.Hour, RU: 2e6},
+		{Count: 4, Errors: 1, Duration: time.Second, RU: 1, Bytes: 10, Rows: 2},
+	}}
+	if n := bound(rep); n != 2 {
+		t.Errorf("changed %d rows, want 2", n)
+	}
+	a, b, c := rep.Rows[0], rep.Rows[1], rep.Rows[2]
+	if a.Errors != 2 || a.Duration != 48*time.Hour || a.RU != 2e6 || a.Bytes != meter.MaxBytes || a.Rows != meter.MaxBytes {
+		t.Errorf("row 0 %+v", a)
+	}
+	if b.Duration != meter.MaxRecordDuration || b.RU != meter.MaxRecordRU {
+		t.Errorf("row 1 %+v", b)
+	}
+	if c.Errors != 1 || c.Duration != time.Second || c.RU != 1 || c.Bytes != 10 || c.Rows != 2 {
+		t.Errorf("row 2 %+v", c)
+	}
+}
