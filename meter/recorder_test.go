@@ -521,18 +521,32 @@ func mustRecorder(opts ...RecorderOption) *Recorder {
 	return r
 }
 
-func mustSpanProcessor(rec *Recorder, opts ...SpanProcessorOption) *SpanProcessor {
-	p, err := NewSpanProcessor(rec, opts...)
-	if err != nil {
-		panic(err)
-	}
-	return p
+	return o
 }
 
-func mustSQLObserver(rec *Recorder) sqlcomment.Observer {
-	o, err := SQLObserver(rec)
-	if err != nil {
-		panic(err)
+// BenchmarkCut measures closing a window of 1,000 rows, into a new
+// Report (Cut) and into the reused one of the reporter (cutInto).
+func BenchmarkCut(b *testing.B) {
+	for _, reuse := range []bool{false, true} {
+		b.Run(map[bool]string{false: "new", true: "reuse"}[reuse], func(b *testing.B) {
+			rec := mustRecorder(fixedClock(t0))
+			recs := benchRecords(250, 4)
+			now := t0
+			var rep report.Report
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				for _, r := range recs {
+					rec.Record(r)
+				}
+				b.StartTimer()
+				now = now.Add(time.Second)
+				if reuse {
+					rec.cutInto(now, &rep)
+				} else {
+					rec.Cut(now)
+				}
+			}
+		})
 	}
-	return o
 }

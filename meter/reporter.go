@@ -3,6 +3,7 @@ package meter
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/quota"
+	"github.com/qtop-dev/qtop/report"
 )
 
 // Reporter cuts the Recorder's window every interval and POSTs it to the
@@ -28,7 +31,7 @@ import (
 //     it is dropped;
 //   - a report is sent again, with the same Seq, when the collector's
 //     answer was lost, so the collector drops duplicates by
-//     (Source.Instance, Seq);
+//     (report.Source.Instance, Seq);
 //   - a new policy in a reply goes to the WithPolicyHandler callback;
 //   - with WithCollectors, a process sends to one of several collectors,
 //     chosen by its source identity, and fails over to the next when an
@@ -56,7 +59,7 @@ type Reporter struct {
 	shut       bool
 
 	cutMu   sync.Mutex
-	scratch Report // the report cut holds, reused; guarded by cutMu
+	scratch report.Report // the report cut holds, reused; guarded by cutMu
 
 	dropped atomic.Uint64
 	sending chan struct{} // a one-slot semaphore: one sender at a time
@@ -179,14 +182,16 @@ func (r *Reporter) cut(final bool) uint64 {
 	if r.cfg.enforcement != nil {
 		rep.Enforcement = r.cfg.enforcement()
 	}
+	rep.Sections = nil // the previous report's, which the queue no longer needs
 	if r.cfg.quota != nil {
-		rep.Quota = r.cfg.quota.Cut()
+		if u := r.cfg.quota.Cut(); len(u) > 0 {
+			rep.SetSection(quota.Usages(u))
+		}
 	}
-	if r.cfg.budgets != nil {
-		rep.Budgets, rep.BudgetActions = r.cfg.budgets()
-	}
-	if r.cfg.freshness != nil {
-		rep.Freshness = r.cfg.freshness()
+	for _, fn := range r.cfg.sections {
+		if s := fn(); s != nil {
+			rep.SetSection(s)
+		}
 	}
 	if r.cfg.onCut != nil {
 		r.cfg.onCut(rep)
@@ -328,8 +333,8 @@ func (r *Reporter) send(ctx context.Context, body []byte) sendResult {
 	if err != nil { // the URL was checked by NewReporter
 		return sendResult{}
 	}
-	req.Header.Set("Content-Type", ContentType)
-	req.Header.Set("Accept", ReplyContentType)
+	req.Header.Set("Content-Type", report.ContentType)
+	req.Header.Set("Accept", report.ReplyContentType)
 	if r.cfg.token != "" {
 		req.Header.Set("Authorization", "Bearer "+r.cfg.token)
 	}
@@ -345,17 +350,17 @@ func (r *Reporter) send(ctx context.Context, body []byte) sendResult {
 		}
 		return sendResult{retry: true}
 	}
-	data, rerr := io.ReadAll(io.LimitReader(resp.Body, MaxReplyBytes+1))
+	data, rerr := io.ReadAll(io.LimitReader(resp.Body, report.MaxReplyBytes+1))
 	_ = resp.Body.Close()
-	var reply Reply
-	var derr error
-	if rerr != nil {
-		derr = rerr
-	} else {
-		reply, derr = DecodeReply(data)
+	var reply report.Reply
+	var pol *policy.Policy
+	var verdicts []quota.Verdict
+	derr := rerr
+	if derr == nil {
+		reply, pol, verdicts, derr = decodeReply(data)
 	}
 	if derr == nil {
-		r.applyPolicy(reply.Policy)
+		r.applyPolicy(pol)
 	}
 	retryAfter := reply.RetryAfter
 	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
@@ -368,7 +373,7 @@ func (r *Reporter) send(ctx context.Context, body []byte) sendResult {
 			r.m.replyErrors.Inc()
 		}
 		if derr == nil && r.cfg.quota != nil {
-			r.cfg.quota.Apply(r.cfg.clock(), reply.Quotas)
+			r.cfg.quota.Apply(r.cfg.clock(), verdicts)
 		}
 		if r.m != nil {
 			r.m.sent.Inc()
@@ -504,4 +509,29 @@ func (r *Reporter) Shutdown(ctx context.Context) error {
 		r.own.CloseIdleConnections()
 	}
 	return err
+}
+
+// decodeReply decodes a reply with its policy and quota verdicts. A
+// policy that does not pass policy.Validate is report.ErrMalformed: the
+// reporter keeps the policy it had rather than apply half of a bad one.
+func decodeReply(b []byte) (report.Reply, *policy.Policy, []quota.Verdict, error) {
+	reply, err := report.DecodeReply(b)
+	if err != nil {
+		return reply, nil, nil, err
+	}
+	var pol *policy.Policy
+	if len(reply.Policy) > 0 {
+		pol = new(policy.Policy)
+		if err := json.Unmarshal(reply.Policy, pol); err != nil {
+			return reply, nil, nil, fmt.Errorf("%w: reply policy: %v", report.ErrMalformed, err)
+		}
+		if err := pol.Validate(); err != nil {
+			return reply, nil, nil, fmt.Errorf("%w: reply policy: %w", report.ErrMalformed, err)
+		}
+	}
+	verdicts, err := quota.UnmarshalVerdicts(reply.Quotas)
+	if err != nil {
+		return reply, nil, nil, err
+	}
+	return reply, pol, verdicts, nil
 }

@@ -22,7 +22,9 @@ const (
 	// report can carry it. Its rollups measure active-session seconds.
 	KindPG
 
-	numKinds = 3 // the kinds a process records (KindPG is not one)
+	// NumKinds is the number of kinds a process records (KindPG is
+	// not one).
+	NumKinds = 3
 )
 
 // kindNames are the names of every kind, as the stores keep them
@@ -39,13 +41,13 @@ func (k Kind) String() string {
 
 // Valid reports whether k is a kind a process records (and a report
 // carries): request, db or job.
-func (k Kind) Valid() bool { return k < numKinds }
+func (k Kind) Valid() bool { return k < NumKinds }
 
 // ParseKind is the inverse of Kind.String for the kinds a process
 // records; it ignores case and surrounding space.
 func ParseKind(s string) (Kind, error) {
 	s = strings.ToLower(strings.TrimSpace(s))
-	for i, n := range kindNames[:numKinds] {
+	for i, n := range kindNames[:NumKinds] {
 		if s == n {
 			return Kind(i), nil
 		}

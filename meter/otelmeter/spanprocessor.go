@@ -1,4 +1,7 @@
-package meter
+// Package otelmeter records the spans of an OpenTelemetry SDK
+// TracerProvider into a meter.Recorder (NewSpanProcessor), and tags every
+// span with its tenant.
+package otelmeter
 
 import (
 	"context"
@@ -11,6 +14,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -46,9 +51,9 @@ const (
 //     the W3C baggage members tenant.id and tenant.tier) onto the span as
 //     the attributes tenant.id and tenant.tier, and onto client and
 //     consumer spans the route as tenant.route;
-//   - OnEnd records server spans as KindRequest, database client spans
-//     (those with db.system or db.system.name) as KindDB and consumer
-//     spans as KindJob; the route is http.route, else tenant.route, else
+//   - OnEnd records server spans as report.KindRequest, database client spans
+//     (those with db.system or db.system.name) as report.KindDB and consumer
+//     spans as report.KindJob; the route is http.route, else tenant.route, else
 //     the span name.
 //
 // With SQLObserver recording the same statements, pass WithDBSpans(false).
@@ -56,7 +61,7 @@ const (
 // It only adds to the Recorder, which never blocks, so it can sit beside
 // the SDK's batch span processor (register both on the TracerProvider).
 type SpanProcessor struct {
-	rec     *Recorder
+	rec     *meter.Recorder
 	skipDB  bool
 	skipReq bool
 	done    atomic.Bool
@@ -66,13 +71,34 @@ var _ sdktrace.SpanProcessor = (*SpanProcessor)(nil)
 
 // NewSpanProcessor returns a span processor that feeds rec, or ErrInvalid
 // for a nil Recorder.
-func NewSpanProcessor(rec *Recorder, opts ...SpanProcessorOption) (*SpanProcessor, error) {
+func NewSpanProcessor(rec *meter.Recorder, opts ...Option) (*SpanProcessor, error) {
 	if rec == nil {
-		return nil, fmt.Errorf("%w: nil Recorder", ErrInvalid)
+		return nil, fmt.Errorf("%w: nil Recorder", meter.ErrInvalid)
 	}
-	cfg := newSpanConfig(opts)
-	return &SpanProcessor{rec: rec, skipDB: cfg.skipDBSpans, skipReq: cfg.skipRequestSpans}, nil
+	var c config
+	for _, o := range opts {
+		if o != nil {
+			o(&c)
+		}
+	}
+	return &SpanProcessor{rec: rec, skipDB: c.skipDB, skipReq: c.skipReq}, nil
 }
+
+// Option configures NewSpanProcessor.
+type Option func(*config)
+
+type config struct{ skipDB, skipReq bool }
+
+// WithDBSpans says whether the SpanProcessor records database client
+// spans (default true). Pass false when sqlmeter.SQLObserver already
+// records the same statements, so that they do not count twice.
+func WithDBSpans(record bool) Option { return func(c *config) { c.skipDB = !record } }
+
+// WithRequestSpans says whether the SpanProcessor records server spans as
+// requests (default true). Pass false when a middleware (the agent's)
+// already records each request, so that they do not count twice; the
+// processor still tags every span with its tenant.
+func WithRequestSpans(record bool) Option { return func(c *config) { c.skipReq = !record } }
 
 // OnStart implements sdktrace.SpanProcessor.
 func (p *SpanProcessor) OnStart(parent context.Context, s sdktrace.ReadWriteSpan) {
@@ -130,24 +156,24 @@ func (p *SpanProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 	if p.done.Load() {
 		return
 	}
-	var kind Kind
+	var kind report.Kind
 	switch s.SpanKind() {
 	case trace.SpanKindServer:
 		if p.skipReq {
 			return
 		}
-		kind = KindRequest
+		kind = report.KindRequest
 	case trace.SpanKindConsumer:
-		kind = KindJob
+		kind = report.KindJob
 	case trace.SpanKindClient:
 		if p.skipDB {
 			return
 		}
-		kind = KindDB // if it turns out to be a database span, below
+		kind = report.KindDB // if it turns out to be a database span, below
 	default:
 		return
 	}
-	var r Record
+	var r meter.Record
 	var httpRoute, route string
 	isDB := false
 	for _, kv := range s.Attributes() {
@@ -170,11 +196,11 @@ func (p *SpanProcessor) OnEnd(s sdktrace.ReadOnlySpan) {
 			r.RU = kv.Value.AsFloat64()
 		}
 	}
-	if kind == KindDB && !isDB {
+	if kind == report.KindDB && !isDB {
 		return
 	}
 	switch {
-	case httpRoute != "" && kind == KindRequest:
+	case httpRoute != "" && kind == report.KindRequest:
 		r.Tags.Route = httpRoute
 	case route != "":
 		r.Tags.Route = route

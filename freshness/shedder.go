@@ -1,4 +1,4 @@
-package enforce
+package freshness
 
 import (
 	"fmt"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/qtop-dev/qtop/enforce"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -33,7 +34,7 @@ const (
 
 // Bounds of the freshness middleware.
 const (
-	// MaxFreshRoutes bounds the route label values (WithFreshRoutes);
+	// MaxFreshRoutes bounds the route label values (WithRoutes);
 	// later routes count as "other".
 	MaxFreshRoutes = 256
 	// maxRuleIDs bounds the rule label values over a process's life;
@@ -46,7 +47,7 @@ const (
 	DefaultMaxSamples = 4096
 )
 
-// Freshness answers a GET whose client already holds a recent copy with
+// Shedder answers a GET whose client already holds a recent copy with
 // 304 Not Modified, without running the handler, when a rule of the
 // freshness policy says so and the process is overloaded. It also signs
 // every 200 GET response it buffers with a freshness ETag (response hash
@@ -59,8 +60,8 @@ const (
 //
 //	fresh.Wrap(mw.Wrap(handler))
 //
-// Make one with NewFreshness; safe for concurrent use.
-type Freshness struct {
+// Make one with New; safe for concurrent use.
+type Shedder struct {
 	cfg    freshConfig
 	signer *ETagSigner
 	pol    atomic.Pointer[freshPolicy]
@@ -78,7 +79,7 @@ type Freshness struct {
 	cells   []freshCell     // [rule][route]
 
 	sampleMu   sync.Mutex
-	samples    []FreshSample
+	samples    []Sample
 	sampleDrop atomic.Uint64
 	lastOver   atomic.Int64 // wall clock (unix ns) of the last overload seen
 	drainMu    sync.Mutex
@@ -108,67 +109,67 @@ type freshConfig struct {
 	reg         prometheus.Registerer
 }
 
-// FreshnessOption configures NewFreshness.
-type FreshnessOption func(*freshConfig)
+// Option configures New.
+type Option func(*freshConfig)
 
-// WithFreshnessRules sets the freshness policy used until the collector's
+// WithRules sets the freshness policy used until the collector's
 // policy carries one (ApplyPolicy); default none.
-func WithFreshnessRules(f policy.Freshness) FreshnessOption {
+func WithRules(f policy.Freshness) Option {
 	return func(c *freshConfig) { c.local = f }
 }
 
 // WithOverload sets what says the process is overloaded now; armed
 // non-shadow rules apply then, and for the hold time after (or while a
 // batch is forced). Default: never, so only a forced batch applies.
-func WithOverload(f func() bool) FreshnessOption {
+func WithOverload(f func() bool) Option {
 	return func(c *freshConfig) { c.overload = f }
 }
 
 // WithOverloadOf says the process is overloaded when e's latency-ratio
 // price controller has escalated at all, or q (which may be nil) reports
 // CoDel dropping or a standing queue.
-func WithOverloadOf(e *Enforcer, q *Queue) FreshnessOption {
+func WithOverloadOf(e *enforce.Enforcer, q *enforce.Queue) Option {
 	return WithOverload(func() bool {
-		return (e != nil && e.Price().Level() > 0) || (q != nil && q.OverloadedAt(q.now()))
+		return (e != nil && e.Price().Level() > 0) || (q != nil && q.Overloaded())
 	})
 }
 
 // WithOverloadHold keeps the armed rules applied for d after the last
 // request that found the process overloaded (default 10 s), so that
 // shedding does not stop the moment it has drained the queue it relieved.
-func WithOverloadHold(d time.Duration) FreshnessOption { return func(c *freshConfig) { c.hold = d } }
+func WithOverloadHold(d time.Duration) Option { return func(c *freshConfig) { c.hold = d } }
 
 // WithOverloadClock sets the clock of the overload hold and of a forced
-// batch's end (default time.Now). It is apart from WithFreshnessClock,
+// batch's end (default time.Now). It is apart from WithClock,
 // which dates ETags: a replay moves that one through a trace.
-func WithOverloadClock(now func() time.Time) FreshnessOption {
+func WithOverloadClock(now func() time.Time) Option {
 	return func(c *freshConfig) { c.wall = now }
 }
 
 // WithCauseHeader and WithAppAgeHeader rename the request headers
 // (defaults HeaderCause and HeaderAppAge).
-func WithCauseHeader(name string) FreshnessOption { return func(c *freshConfig) { c.causeHdr = name } }
-func WithAppAgeHeader(name string) FreshnessOption {
+func WithCauseHeader(name string) Option { return func(c *freshConfig) { c.causeHdr = name } }
+func WithAppAgeHeader(name string) Option {
 	return func(c *freshConfig) { c.appAgeHdr = name }
 }
 
-// WithFreshRouteFunc sets a request's route name, the route of rules,
+// WithRouteFunc sets a request's route name, the route of rules,
 // metrics and samples (default: r.Pattern, else the route of the tenant
-// tags in the context, else "other"). At most WithFreshRoutes distinct
+// tags in the context, else "other"). At most WithRoutes distinct
 // names are kept; later ones count as "other".
-func WithFreshRouteFunc(f func(*http.Request) string) FreshnessOption {
+func WithRouteFunc(f func(*http.Request) string) Option {
 	return func(c *freshConfig) { c.route = f }
 }
 
-// WithFreshRoutes bounds the distinct route names (default 32, at most
+// WithRoutes bounds the distinct route names (default 32, at most
 // MaxFreshRoutes).
-func WithFreshRoutes(n int) FreshnessOption { return func(c *freshConfig) { c.maxRoutes = n } }
+func WithRoutes(n int) Option { return func(c *freshConfig) { c.maxRoutes = n } }
 
 // WithCallerFunc sets who a request is from, for sampling (default: the
 // tenant and key of the tags in the context, else the Authorization
 // header; a request with no caller is never sampled). Only a keyed hash
 // of it ever leaves the process.
-func WithCallerFunc(f func(*http.Request) string) FreshnessOption {
+func WithCallerFunc(f func(*http.Request) string) Option {
 	return func(c *freshConfig) { c.caller = f }
 }
 
@@ -177,33 +178,33 @@ func WithCallerFunc(f func(*http.Request) string) FreshnessOption {
 // route, caller hash, response hash and time — never the response or the
 // caller itself — for the collector's repeat-share report. 0 (default)
 // samples nothing; 1 samples everyone.
-func WithSampling(n int) FreshnessOption {
+func WithSampling(n int) Option {
 	return func(c *freshConfig) { c.sampleEvery = uint64(max(n, 0)) }
 }
 
 // WithMaxSamples bounds the samples kept between two Drain calls (default
 // DefaultMaxSamples); beyond it samples are dropped and counted.
-func WithMaxSamples(n int) FreshnessOption { return func(c *freshConfig) { c.maxSamples = n } }
+func WithMaxSamples(n int) Option { return func(c *freshConfig) { c.maxSamples = n } }
 
 // WithMaxBody sets the largest response buffered to be hashed (default
 // DefaultMaxBody).
-func WithMaxBody(n int) FreshnessOption { return func(c *freshConfig) { c.maxBody = n } }
+func WithMaxBody(n int) Option { return func(c *freshConfig) { c.maxBody = n } }
 
-// WithFreshnessClock sets the clock (default time.Now).
-func WithFreshnessClock(now func() time.Time) FreshnessOption {
+// WithClock sets the clock (default time.Now).
+func WithClock(now func() time.Time) Option {
 	return func(c *freshConfig) { c.now = now }
 }
 
-// WithFreshnessRegisterer exports qtop_freshness_* metrics on reg.
-func WithFreshnessRegisterer(reg prometheus.Registerer) FreshnessOption {
+// WithRegisterer exports qtop_freshness_* metrics on reg.
+func WithRegisterer(reg prometheus.Registerer) Option {
 	return func(c *freshConfig) { c.reg = reg }
 }
 
-// NewFreshness returns the freshness middleware, signing ETags with
+// New returns the freshness middleware, signing ETags with
 // signer. Every process that serves the same resources must share the
 // signer's key, or ETags from the others are never trusted (and never
 // shed).
-func NewFreshness(signer *ETagSigner, opts ...FreshnessOption) (*Freshness, error) {
+func New(signer *ETagSigner, opts ...Option) (*Shedder, error) {
 	c := freshConfig{causeHdr: HeaderCause, appAgeHdr: HeaderAppAge, maxSamples: DefaultMaxSamples,
 		maxBody: DefaultMaxBody, maxRoutes: 32, now: time.Now, wall: time.Now, hold: 10 * time.Second}
 	for _, o := range opts {
@@ -226,7 +227,7 @@ func NewFreshness(signer *ETagSigner, opts ...FreshnessOption) (*Freshness, erro
 		return nil, fmt.Errorf("%w: empty header name", ErrConfig)
 	}
 	if err := c.local.Validate(); err != nil {
-		return nil, fmt.Errorf("enforce: freshness rules: %w", err)
+		return nil, fmt.Errorf("freshness: rules: %w", err)
 	}
 	if c.route == nil {
 		c.route = defaultRoute
@@ -234,7 +235,7 @@ func NewFreshness(signer *ETagSigner, opts ...FreshnessOption) (*Freshness, erro
 	if c.caller == nil {
 		c.caller = defaultCaller
 	}
-	f := &Freshness{cfg: c, signer: signer, ruleIdx: map[string]int{}}
+	f := &Shedder{cfg: c, signer: signer, ruleIdx: map[string]int{}}
 	nr := c.maxRoutes + 1
 	f.gets = make([]atomic.Uint64, nr)
 	f.revalid = make([]atomic.Uint64, nr)
@@ -247,7 +248,7 @@ func NewFreshness(signer *ETagSigner, opts ...FreshnessOption) (*Freshness, erro
 	f.install(&c.local, false)
 	if c.reg != nil {
 		if err := c.reg.Register(&freshMetrics{f: f}); err != nil {
-			return nil, fmt.Errorf("enforce: register freshness metrics: %w", err)
+			return nil, fmt.Errorf("freshness: register metrics: %w", err)
 		}
 	}
 	return f, nil
@@ -290,7 +291,7 @@ type freshRule struct {
 	shadow    bool
 }
 
-func (f *Freshness) ruleIndex(id string) int {
+func (f *Shedder) ruleIndex(id string) int {
 	f.ruleMu.Lock()
 	defer f.ruleMu.Unlock()
 	if i, ok := f.ruleIdx[id]; ok {
@@ -304,7 +305,7 @@ func (f *Freshness) ruleIndex(id string) int {
 	return len(f.ruleTab) - 1
 }
 
-func (f *Freshness) ruleName(i int) string {
+func (f *Shedder) ruleName(i int) string {
 	f.ruleMu.Lock()
 	defer f.ruleMu.Unlock()
 	if i < len(f.ruleTab) {
@@ -313,7 +314,7 @@ func (f *Freshness) ruleName(i int) string {
 	return "other"
 }
 
-func (f *Freshness) install(src *policy.Freshness, remote bool) {
+func (f *Shedder) install(src *policy.Freshness, remote bool) {
 	p := &freshPolicy{src: *src, remote: remote}
 	p.src.Rules = append([]policy.FreshnessRule(nil), src.Rules...)
 	for _, r := range src.Armed() {
@@ -326,10 +327,10 @@ func (f *Freshness) install(src *policy.Freshness, remote bool) {
 }
 
 // ApplyPolicy installs the freshness part of the collector's policy; a
-// policy without one puts back the rules of WithFreshnessRules. An invalid
+// policy without one puts back the rules of WithRules. An invalid
 // freshness part is ignored (the rules in force stay). Wire it with the
 // Enforcer's to the reporter's policy callback.
-func (f *Freshness) ApplyPolicy(p policy.Policy) {
+func (f *Shedder) ApplyPolicy(p policy.Policy) {
 	f.polMu.Lock()
 	defer f.polMu.Unlock()
 	if p.Freshness == nil {
@@ -345,11 +346,11 @@ func (f *Freshness) ApplyPolicy(p policy.Policy) {
 }
 
 // Policy returns the freshness policy in force.
-func (f *Freshness) Policy() policy.Freshness { return f.pol.Load().src }
+func (f *Shedder) Policy() policy.Freshness { return f.pol.Load().src }
 
 // Active reports whether armed non-shadow rules apply now: the batch is
 // forced, or the process is overloaded or was within the hold time.
-func (f *Freshness) Active() bool {
+func (f *Shedder) Active() bool {
 	p := f.pol.Load()
 	if len(p.rules) == 0 {
 		return false
@@ -369,7 +370,7 @@ func (f *Freshness) Active() bool {
 	return on
 }
 
-func (f *Freshness) routeIndex(route string) int {
+func (f *Shedder) routeIndex(route string) int {
 	if i, ok := (*f.routes.Load())[route]; ok {
 		return i
 	}
@@ -396,17 +397,17 @@ func (f *Freshness) routeIndex(route string) int {
 	return i
 }
 
-func (f *Freshness) cell(rule, route int) *freshCell {
+func (f *Shedder) cell(rule, route int) *freshCell {
 	return &f.cells[rule*(f.cfg.maxRoutes+1)+route]
 }
 
 // Wrap returns next behind the freshness stage.
-func (f *Freshness) Wrap(next http.Handler) http.Handler { return &FreshnessStage{F: f, Next: next} }
+func (f *Shedder) Wrap(next http.Handler) http.Handler { return &Stage{F: f, Next: next} }
 
-// FreshnessStage is the freshness decorator: GETs go through F, anything
+// Stage is the freshness decorator: GETs go through F, anything
 // else straight to Next.
-type FreshnessStage struct {
-	F    *Freshness
+type Stage struct {
+	F    *Shedder
 	Next http.Handler
 }
 
@@ -446,7 +447,7 @@ func (r *freshRule) matches(q *freshRequest, route string) bool {
 	return true
 }
 
-func (s *FreshnessStage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (s *Stage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
 		s.Next.ServeHTTP(w, r)
 		return
@@ -547,7 +548,7 @@ func (s *FreshnessStage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // verify reads If-None-Match and returns the client's ETag, its hash and
 // the age of its copy (negative ages, from clock skew, count as 0).
-func (f *Freshness) verify(resource, inm string, now time.Time) (string, uint64, time.Duration, bool) {
+func (f *Shedder) verify(resource, inm string, now time.Time) (string, uint64, time.Duration, bool) {
 	if inm == "" {
 		return "", 0, 0, false
 	}

@@ -1,4 +1,4 @@
-package enforce
+package freshness
 
 import (
 	"fmt"
@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/qtop-dev/qtop/enforce"
 	"github.com/qtop-dev/qtop/policy"
 )
 
@@ -19,7 +20,7 @@ import (
 // a clock the test moves.
 type freshFixture struct {
 	t        *testing.T
-	f        *Freshness
+	f        *Shedder
 	h        http.Handler
 	now      time.Time
 	over     bool
@@ -29,15 +30,15 @@ type freshFixture struct {
 	bodySize int
 }
 
-func newFreshFixture(t *testing.T, rules policy.Freshness, opts ...FreshnessOption) *freshFixture {
+func newFreshFixture(t *testing.T, rules policy.Freshness, opts ...Option) *freshFixture {
 	t.Helper()
 	x := &freshFixture{t: t, now: time.Unix(1_700_000_000, 0), reg: prometheus.NewRegistry()}
 	x.balance.Store(100)
-	opts = append([]FreshnessOption{WithFreshnessRules(rules), WithFreshnessClock(func() time.Time { return x.now }),
+	opts = append([]Option{WithRules(rules), WithClock(func() time.Time { return x.now }),
 		WithOverload(func() bool { return x.over }), WithOverloadClock(func() time.Time { return x.now }),
-		WithOverloadHold(0), WithFreshnessRegisterer(x.reg),
-		WithFreshRouteFunc(func(*http.Request) string { return "/balance" })}, opts...)
-	f, err := NewFreshness(testSigner(t), opts...)
+		WithOverloadHold(0), WithRegisterer(x.reg),
+		WithRouteFunc(func(*http.Request) string { return "/balance" })}, opts...)
+	f, err := New(testSigner(t), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,7 +231,7 @@ func TestFreshnessOverloadHold(t *testing.T) {
 			t.Errorf("t0%+v overloaded %v: shed %v, want %v", st.at, st.over, got, st.shed)
 		}
 	}
-	if _, err := NewFreshness(testSigner(t), WithOverloadHold(-1)); err == nil {
+	if _, err := New(testSigner(t), WithOverloadHold(-1)); err == nil {
 		t.Error("negative hold accepted")
 	}
 }
@@ -269,7 +270,7 @@ func TestFreshnessShadowPrecision(t *testing.T) {
 		etag = w.Header().Get("ETag") // the client keeps what it got
 	}
 	win := x.f.Drain()
-	var got FreshRuleCount
+	var got RuleCount
 	for _, r := range win.Rules {
 		if r.Rule == "push-24h" {
 			got = r
@@ -369,7 +370,7 @@ func TestFreshnessPassThrough(t *testing.T) {
 		t.Errorf("large body: etag %q, %d bytes", w.Header().Get("ETag"), w.Body.Len())
 	}
 	// A handler's own ETag is kept.
-	f, _ := NewFreshness(testSigner(t))
+	f, _ := New(testSigner(t))
 	h := f.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("ETag", `"mine"`)
 		w.Write([]byte("x"))
@@ -390,23 +391,23 @@ func TestFreshnessPassThrough(t *testing.T) {
 
 func TestFreshnessConfig(t *testing.T) {
 	s := testSigner(t)
-	for _, o := range []FreshnessOption{
-		WithFreshRoutes(0), WithFreshRoutes(MaxFreshRoutes + 1), WithMaxSamples(-1), WithMaxBody(-1),
-		WithCauseHeader(""), WithFreshnessClock(nil),
-		WithFreshnessRules(policy.Freshness{Rules: []policy.FreshnessRule{{ID: "x", Cause: policy.CauseInteractive, MaxAgeSeconds: 1}}, Batch: 1}),
+	for _, o := range []Option{
+		WithRoutes(0), WithRoutes(MaxFreshRoutes + 1), WithMaxSamples(-1), WithMaxBody(-1),
+		WithCauseHeader(""), WithClock(nil),
+		WithRules(policy.Freshness{Rules: []policy.FreshnessRule{{ID: "x", Cause: policy.CauseInteractive, MaxAgeSeconds: 1}}, Batch: 1}),
 	} {
-		if _, err := NewFreshness(s, o); err == nil {
+		if _, err := New(s, o); err == nil {
 			t.Error("bad option accepted")
 		}
 	}
-	if _, err := NewFreshness(nil); err == nil {
+	if _, err := New(nil); err == nil {
 		t.Error("nil signer accepted")
 	}
 }
 
 func TestFreshnessRouteBound(t *testing.T) {
 	n := 0
-	f, err := NewFreshness(testSigner(t), WithFreshRoutes(2), WithFreshRouteFunc(func(*http.Request) string { n++; return fmt.Sprint("/r", n) }))
+	f, err := New(testSigner(t), WithRoutes(2), WithRouteFunc(func(*http.Request) string { n++; return fmt.Sprint("/r", n) }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,38 +424,8 @@ func TestFreshnessRouteBound(t *testing.T) {
 	}
 }
 
-func TestQueueOverloadedAt(t *testing.T) {
-	now := time.Unix(0, 0)
-	q, err := NewQueue(1, WithQueueClock(func() time.Time { return now }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if q.OverloadedAt(now) {
-		t.Fatal("idle queue overloaded")
-	}
-	release, _ := q.Acquire(t.Context(), 2)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if rel, err := q.Acquire(t.Context(), 2); err == nil {
-			rel()
-		}
-	}()
-	for q.Waiting() == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	if q.OverloadedAt(now.Add(50 * time.Millisecond)) {
-		t.Error("a queue standing for 50 ms (interval 100 ms) is overloaded")
-	}
-	if !q.OverloadedAt(now.Add(150 * time.Millisecond)) {
-		t.Error("a queue standing for 150 ms is not overloaded")
-	}
-	release()
-	<-done
-}
-
 func BenchmarkFreshnessGET(b *testing.B) {
-	f, _ := NewFreshness(testSigner(b), WithFreshnessRules(monzo(3)), WithOverload(func() bool { return true }),
+	f, _ := New(testSigner(b), WithRules(monzo(3)), WithOverload(func() bool { return true }),
 		WithSampling(1000))
 	body := []byte(`{"account":"1234","balance":{"currency":"GBP","minor":102345}}`)
 	h := f.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write(body) }))
@@ -487,13 +458,13 @@ func (w nopWriter) Write(b []byte) (int, error) { return len(b), nil }
 func (w nopWriter) WriteHeader(int)             {}
 
 func TestFreshnessOverloadOfEnforcer(t *testing.T) {
-	e, err := New()
+	e, err := enforce.New()
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Unix(1_700_000_000, 0)
-	f, err := NewFreshness(testSigner(t), WithFreshnessRules(monzo(1)), WithOverloadOf(e, nil), WithOverloadHold(0),
-		WithFreshnessClock(func() time.Time { return now }))
+	f, err := New(testSigner(t), WithRules(monzo(1)), WithOverloadOf(e, nil), WithOverloadHold(0),
+		WithClock(func() time.Time { return now }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -543,8 +514,8 @@ func FuzzFreshnessHeaders(f *testing.F) {
 	f.Add(good, "push-notification", "3")
 	f.Add(`W/"x", `+good, "GENERIC-RELOAD", "1e1")
 	f.Add("*", "app-open", "-0")
-	fr, _ := NewFreshness(s, WithFreshnessRules(monzo(3)), WithOverload(func() bool { return true }),
-		WithFreshnessClock(func() time.Time { return time.Unix(1_700_000_100, 0) }))
+	fr, _ := New(s, WithRules(monzo(3)), WithOverload(func() bool { return true }),
+		WithClock(func() time.Time { return time.Unix(1_700_000_100, 0) }))
 	h := fr.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("2")) }))
 	f.Fuzz(func(t *testing.T, inm, cause, appAge string) {
 		r := httptest.NewRequest(http.MethodGet, "/b", nil)

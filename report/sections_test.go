@@ -1,4 +1,4 @@
-package meter
+package report
 
 import (
 	"encoding/binary"
@@ -29,7 +29,7 @@ func TestSectionsUnknownSkipped(t *testing.T) {
 	// Two sections of tags no build knows: a newer process's. They are
 	// skipped and the rest of the report decodes.
 	tail := []byte{2, 200, 1, 3, 'a', 'b', 'c', 201, 1, 0}
-	got, err := DecodeReport(withSections(t, tail))
+	got, err := Decode(withSections(t, tail))
 	if err != nil {
 		t.Fatal(err)
 	}

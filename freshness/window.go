@@ -1,4 +1,4 @@
-package enforce
+package freshness
 
 import (
 	"crypto/sha256"
@@ -7,50 +7,50 @@ import (
 	"time"
 )
 
-// FreshSample is one sampled GET: which route, a keyed hash of the
+// Sample is one sampled GET: which route, a keyed hash of the
 // caller, the hash of the response and when. It never holds the response
 // or the caller.
-type FreshSample struct {
+type Sample struct {
 	At       time.Time
 	Route    string
 	Caller   uint64
 	Response uint64
 }
 
-// FreshRouteCount is one route's GETs in a window, and the 304s answered
+// RouteCount is one route's GETs in a window, and the 304s answered
 // because the new response equalled the client's copy.
-type FreshRouteCount struct {
+type RouteCount struct {
 	Route                 string
 	Requests, Revalidated uint64
 }
 
-// FreshRuleCount is one freshness rule on one route in a window: the GETs
+// RuleCount is one freshness rule on one route in a window: the GETs
 // it matched (armed, whatever the load), the 304s it served, and, for a
 // shadow rule, how many would-be 304s were right (the new response's hash
 // equalled the client's ETag) or wrong.
-type FreshRuleCount struct {
+type RuleCount struct {
 	Rule, Route                   string
 	Matched, Served, Right, Wrong uint64
 }
 
-// FreshWindow is what the freshness middleware saw since the previous
+// Window is what the freshness middleware saw since the previous
 // Drain, for the reporter.
-type FreshWindow struct {
-	Samples        []FreshSample
+type Window struct {
+	Samples        []Sample
 	SamplesDropped uint64
-	Routes         []FreshRouteCount
-	Rules          []FreshRuleCount
+	Routes         []RouteCount
+	Rules          []RuleCount
 }
 
 // Empty reports whether w has nothing to report.
-func (w *FreshWindow) Empty() bool {
+func (w Window) Empty() bool {
 	return len(w.Samples) == 0 && w.SamplesDropped == 0 && len(w.Routes) == 0 && len(w.Rules) == 0
 }
 
 // callerHash is the keyed hash of a caller: SHA-256 over the signer's
 // key and the caller, so it cannot be reversed without the key, and every
 // process with the same key gives a caller the same hash.
-func (f *Freshness) callerHash(caller string) uint64 {
+func (f *Shedder) callerHash(caller string) uint64 {
 	h := sha256.New()
 	h.Write(f.signer.keys[0])
 	h.Write([]byte{0})
@@ -60,7 +60,7 @@ func (f *Freshness) callerHash(caller string) uint64 {
 }
 
 // sample records a 200 GET of a sampled caller.
-func (f *Freshness) sample(r *http.Request, now time.Time, route string, resp uint64) {
+func (f *Shedder) sample(r *http.Request, now time.Time, route string, resp uint64) {
 	if f.cfg.sampleEvery == 0 {
 		return
 	}
@@ -81,7 +81,7 @@ func (f *Freshness) sample(r *http.Request, now time.Time, route string, resp ui
 		f.sampleDrop.Add(1)
 		return
 	}
-	f.samples = append(f.samples, FreshSample{At: now, Route: route, Caller: ch, Response: resp})
+	f.samples = append(f.samples, Sample{At: now, Route: route, Caller: ch, Response: resp})
 	f.sampleMu.Unlock()
 }
 
@@ -92,7 +92,7 @@ type freshTotals struct {
 	dropped       uint64
 }
 
-func (f *Freshness) totals() freshTotals {
+func (f *Shedder) totals() freshTotals {
 	t := freshTotals{gets: make([]uint64, len(f.gets)), revalid: make([]uint64, len(f.revalid)), cells: make([][4]uint64, len(f.cells))}
 	for i := range f.gets {
 		t.gets[i], t.revalid[i] = f.gets[i].Load(), f.revalid[i].Load()
@@ -105,7 +105,7 @@ func (f *Freshness) totals() freshTotals {
 	return t
 }
 
-func (f *Freshness) routeName(i int) string {
+func (f *Shedder) routeName(i int) string {
 	f.routeMu.Lock()
 	defer f.routeMu.Unlock()
 	if i < len(f.routeTab) {
@@ -114,12 +114,12 @@ func (f *Freshness) routeName(i int) string {
 	return OtherRouteName
 }
 
-// Drain returns what happened since the previous call (since NewFreshness
+// Drain returns what happened since the previous call (since New
 // for the first) and empties the samples. Safe for concurrent use.
-func (f *Freshness) Drain() FreshWindow {
+func (f *Shedder) Drain() Window {
 	f.drainMu.Lock()
 	defer f.drainMu.Unlock()
-	var w FreshWindow
+	var w Window
 	f.sampleMu.Lock()
 	w.Samples, f.samples = f.samples, nil
 	f.sampleMu.Unlock()
@@ -130,7 +130,7 @@ func (f *Freshness) Drain() FreshWindow {
 	nr := f.cfg.maxRoutes + 1
 	for i := range cur.gets {
 		if g, v := cur.gets[i]-prev.gets[i], cur.revalid[i]-prev.revalid[i]; g > 0 || v > 0 {
-			w.Routes = append(w.Routes, FreshRouteCount{Route: f.routeName(i), Requests: g, Revalidated: v})
+			w.Routes = append(w.Routes, RouteCount{Route: f.routeName(i), Requests: g, Revalidated: v})
 		}
 	}
 	for i := range cur.cells {
@@ -141,7 +141,7 @@ func (f *Freshness) Drain() FreshWindow {
 			any = any || d[k] > 0
 		}
 		if any {
-			w.Rules = append(w.Rules, FreshRuleCount{Rule: f.ruleName(i / nr), Route: f.routeName(i % nr),
+			w.Rules = append(w.Rules, RuleCount{Rule: f.ruleName(i / nr), Route: f.routeName(i % nr),
 				Matched: d[0], Served: d[1], Right: d[2], Wrong: d[3]})
 		}
 	}

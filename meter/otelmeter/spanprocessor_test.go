@@ -1,4 +1,4 @@
-package meter
+package otelmeter
 
 import (
 	"context"
@@ -13,10 +13,12 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
-func newTracer(t testing.TB, rec *Recorder) (trace.Tracer, *tracetest.InMemoryExporter, *sdktrace.TracerProvider) {
+func newTracer(t testing.TB, rec *meter.Recorder) (trace.Tracer, *tracetest.InMemoryExporter, *sdktrace.TracerProvider) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithSpanProcessor(mustSpanProcessor(rec)),
@@ -132,7 +134,7 @@ func TestSpanProcessorWithoutDBSpans(t *testing.T) {
 	d.End()
 	s.End()
 	rows := rec.Cut(t0.Add(time.Second)).Rows
-	if len(rows) != 1 || rows[0].Kind != KindRequest {
+	if len(rows) != 1 || rows[0].Kind != report.KindRequest {
 		t.Errorf("rows %+v, want the request only", rows)
 	}
 }
@@ -357,11 +359,8 @@ func (*endedSpans) Shutdown(context.Context) error                  { return nil
 func (*endedSpans) ForceFlush(context.Context) error                { return nil }
 
 func TestNewSpanProcessorNilRecorder(t *testing.T) {
-	if p, err := NewSpanProcessor(nil, WithDBSpans(false)); !errors.Is(err, ErrInvalid) || p != nil {
-		t.Errorf("NewSpanProcessor(nil) = %v, %v; want ErrInvalid", p, err)
-	}
-	if o, err := SQLObserver(nil); !errors.Is(err, ErrInvalid) || o != nil {
-		t.Errorf("SQLObserver(nil) = %v; want ErrInvalid", err)
+	if p, err := NewSpanProcessor(nil, WithDBSpans(false)); !errors.Is(err, meter.ErrInvalid) || p != nil {
+		t.Errorf("NewSpanProcessor(nil) = %v, %v; want meter.ErrInvalid", p, err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package enforce
+package freshness
 
 import (
 	"crypto/hmac"
@@ -16,7 +16,7 @@ import (
 
 // ErrETag: an ETag is not one this server signed (garbage, truncated,
 // forged, signed with an unknown key, or for another resource).
-var ErrETag = errors.New("enforce: etag not signed by this server")
+var ErrETag = errors.New("freshness: etag not signed by this server")
 
 // ETag signing. A freshness ETag is
 //

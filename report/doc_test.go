@@ -1,4 +1,4 @@
-package meter
+package report
 
 import (
 	"bytes"
@@ -50,7 +50,7 @@ func TestFormatGolden(t *testing.T) {
 		t.Errorf("encoding changed:\n%s\nwant:\n%s", hex.Dump(b), hex.Dump(want))
 	}
 	// And the golden bytes decode to the report.
-	got, err := DecodeReport(want)
+	got, err := Decode(want)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestFormatGolden(t *testing.T) {
 // TestFormatGoldenV1: a version 1 body (a process not yet upgraded) still
 // decodes to the same report.
 func TestFormatGoldenV1(t *testing.T) {
-	got, err := DecodeReport(readHexDump(t, filepath.Join("testdata", "report-v1.hex")))
+	got, err := Decode(readHexDump(t, filepath.Join("testdata", "report-v1.hex")))
 	if err != nil {
 		t.Fatal(err)
 	}

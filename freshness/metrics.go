@@ -1,11 +1,11 @@
-package enforce
+package freshness
 
 import "github.com/prometheus/client_golang/prometheus"
 
 // freshMetrics exports the freshness counters at scrape time: nothing on
 // the request path but atomic adds. Rule and route label values are
-// bounded (maxRuleIDs and WithFreshRoutes, then "other").
-type freshMetrics struct{ f *Freshness }
+// bounded (maxRuleIDs and WithRoutes, then "other").
+type freshMetrics struct{ f *Shedder }
 
 var _ prometheus.Collector = (*freshMetrics)(nil)
 

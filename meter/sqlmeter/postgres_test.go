@@ -1,9 +1,12 @@
-package meter
+package sqlmeter
 
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +17,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/qtop-dev/qtop/internal/testsvc"
+	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/meter/otelmeter"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/sqlcomment"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -32,13 +38,13 @@ func TestPostgresDBTimePerTenant(t *testing.T) {
 	const query = "SELECT extract(epoch FROM clock_timestamp() - statement_timestamp())::float8 FROM pg_sleep($1)"
 	dsn := testsvc.Postgres(t)
 	c := newCollector(t)
-	rec := mustRecorder(WithSource(Source{Service: "e2e", Instance: "e2e-1"}))
-	rep := newReporter(t, c, rec, WithInterval(50*time.Millisecond), WithTimeout(100*time.Millisecond),
-		WithBackoff(5*time.Millisecond, 50*time.Millisecond))
+	rec := mustRecorder(meter.WithSource(report.Source{Service: "e2e", Instance: "e2e-1"}))
+	rep := newReporter(t, c, rec, meter.WithInterval(50*time.Millisecond), meter.WithTimeout(100*time.Millisecond),
+		meter.WithBackoff(5*time.Millisecond, 50*time.Millisecond))
 	rep.Start()
 
 	exp := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithSpanProcessor(mustSpanProcessor(rec, WithDBSpans(false))))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithSpanProcessor(mustSpanProcessor(rec, otelmeter.WithDBSpans(false))))
 	defer tp.Shutdown(context.Background())
 	tr := tp.Tracer("e2e")
 
@@ -154,10 +160,10 @@ func TestPostgresDBTimePerTenant(t *testing.T) {
 		seen[r.Seq] = true
 		for _, row := range r.Rows {
 			switch row.Kind {
-			case KindDB:
+			case report.KindDB:
 				dbTime[row.Tenant] += row.Duration
 				dbCount[row.Tenant] += row.Count
-			case KindRequest:
+			case report.KindRequest:
 				requests[row.Tenant] += row.Count
 			}
 		}
@@ -186,4 +192,79 @@ func TestPostgresDBTimePerTenant(t *testing.T) {
 	if len(seen) < 5 {
 		t.Errorf("only %d reports arrived", len(seen))
 	}
+}
+
+// collector is a stand-in for the collector's POST /v1/reports whose
+// weather (setMode) changes: ok, down (the connection closed), garbage500
+// or slow (no answer before the reporter's timeout).
+type collector struct {
+	srv     *httptest.Server
+	mu      sync.Mutex
+	mode    string
+	reports []*report.Report
+}
+
+func newCollector(t *testing.T) *collector {
+	c := &collector{mode: "ok"}
+	c.srv = httptest.NewServer(http.HandlerFunc(c.serve))
+	t.Cleanup(c.srv.Close)
+	return c
+}
+
+func (c *collector) setMode(m string) {
+	c.mu.Lock()
+	c.mode = m
+	c.mu.Unlock()
+}
+
+func (c *collector) got() []*report.Report {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]*report.Report(nil), c.reports...)
+}
+
+func (c *collector) serve(w http.ResponseWriter, req *http.Request) {
+	c.mu.Lock()
+	mode := c.mode
+	c.mu.Unlock()
+	switch mode {
+	case "down":
+		conn, _, _ := w.(http.Hijacker).Hijack()
+		conn.Close()
+		return
+	case "slow":
+		<-req.Context().Done()
+		return
+	case "garbage500":
+		w.WriteHeader(500)
+		io.WriteString(w, "<html>upstream error</html>")
+		return
+	}
+	body, _ := io.ReadAll(req.Body)
+	r, err := report.Decode(body)
+	if err != nil {
+		w.WriteHeader(http.StatusBadRequest)
+		return
+	}
+	c.mu.Lock()
+	c.reports = append(c.reports, r)
+	c.mu.Unlock()
+	b, _ := report.EncodeReply(report.Reply{Accepted: true})
+	w.Header().Set("Content-Type", report.ReplyContentType)
+	w.Write(b)
+}
+
+func newReporter(t *testing.T, c *collector, rec *meter.Recorder, opts ...meter.ReporterOption) *meter.Reporter {
+	t.Helper()
+	opts = append([]meter.ReporterOption{meter.WithHTTPClient(c.srv.Client()), meter.WithBackoff(time.Millisecond, 20*time.Millisecond)}, opts...)
+	r, err := meter.NewReporter(c.srv.URL+"/v1/reports", rec, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		_ = r.Shutdown(ctx)
+	})
+	return r
 }

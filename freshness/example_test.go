@@ -1,4 +1,4 @@
-package enforce_test
+package freshness_test
 
 import (
 	"fmt"
@@ -6,20 +6,20 @@ import (
 	"net/http/httptest"
 	"time"
 
-	"github.com/qtop-dev/qtop/enforce"
+	"github.com/qtop-dev/qtop/freshness"
 	"github.com/qtop-dev/qtop/policy"
 )
 
 // A client holding a copy computed 20 minutes ago opens the app while the
 // service is overloaded: the app-open rule answers 304 without running
 // the handler. An interactive request still runs it.
-func ExampleFreshness() {
-	signer, _ := enforce.NewETagSigner([]byte("a key every instance shares"))
+func ExampleShedder() {
+	signer, _ := freshness.NewETagSigner([]byte("a key every instance shares"))
 	now := time.Date(2026, 3, 9, 9, 0, 0, 0, time.UTC)
-	fresh, _ := enforce.NewFreshness(signer,
-		enforce.WithFreshnessRules(policy.Freshness{Rules: policy.MonzoRules(), Batch: 3}),
-		enforce.WithOverload(func() bool { return true }), // e.g. WithOverloadOf(enforcer, queue)
-		enforce.WithFreshnessClock(func() time.Time { return now }))
+	fresh, _ := freshness.New(signer,
+		freshness.WithRules(policy.Freshness{Rules: policy.MonzoRules(), Batch: 3}),
+		freshness.WithOverload(func() bool { return true }), // e.g. WithOverloadOf(enforcer, queue)
+		freshness.WithClock(func() time.Time { return now }))
 	runs := 0
 	h := fresh.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		runs++
@@ -28,7 +28,7 @@ func ExampleFreshness() {
 	get := func(etag, cause string) *httptest.ResponseRecorder {
 		r := httptest.NewRequest(http.MethodGet, "/accounts/42/balance", nil)
 		r.Header.Set("If-None-Match", etag)
-		r.Header.Set(enforce.HeaderCause, cause)
+		r.Header.Set(freshness.HeaderCause, cause)
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, r)
 		return w
@@ -36,7 +36,7 @@ func ExampleFreshness() {
 	etag := get("", "").Header().Get("ETag")
 	now = now.Add(20 * time.Minute)
 	w := get(etag, "app-open")
-	fmt.Println(w.Code, w.Header().Get(enforce.HeaderShedRule), "handler runs:", runs)
+	fmt.Println(w.Code, w.Header().Get(freshness.HeaderShedRule), "handler runs:", runs)
 	w = get(etag, "interactive")
 	fmt.Println(w.Code, "handler runs:", runs)
 	// Output:

@@ -1,4 +1,4 @@
-package meter
+package sqlmeter
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/otel/baggage"
 
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/sqlcomment"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -57,5 +58,11 @@ func BenchmarkSQLObserver(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		obs(ctx, e)
+	}
+}
+
+func TestSQLObserverNilRecorder(t *testing.T) {
+	if o, err := SQLObserver(nil); !errors.Is(err, meter.ErrInvalid) || o != nil {
+		t.Errorf("SQLObserver(nil) = %v; want meter.ErrInvalid", err)
 	}
 }

@@ -1,4 +1,4 @@
-package meter
+package report
 
 import (
 	"encoding/binary"
@@ -38,7 +38,7 @@ func TestDecodeMemoryFollowsBytesReceived(t *testing.T) {
 	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	_, err := DecodeReport(b)
+	_, err := Decode(b)
 	runtime.ReadMemStats(&after)
 	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "bytes received") {
 		t.Fatalf("got %v, want ErrTooLarge naming the bytes received", err)
@@ -47,11 +47,11 @@ func TestDecodeMemoryFollowsBytesReceived(t *testing.T) {
 		t.Fatalf("decoding %d bytes allocated %d, budget %d", len(b), grew, budget)
 	}
 	// Within the expansion bound, rows still cannot outnumber the bytes.
-	if _, err := DecodeReport(rowBomb(t, 2000)); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "rows in a body of") {
+	if _, err := Decode(rowBomb(t, 2000)); !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "rows in a body of") {
 		t.Fatalf("2000 rows in a small body: %v", err)
 	}
 	// A report with as many rows as bytes, less the slack, still decodes.
-	if _, err := DecodeReport(rowBomb(t, 64)); err != nil {
+	if _, err := Decode(rowBomb(t, 64)); err != nil {
 		t.Fatalf("64 rows: %v", err)
 	}
 }
@@ -67,7 +67,7 @@ func TestClaimedLengthNotAllocated(t *testing.T) {
 	b = append(b, z...)
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	_, err := DecodeReport(b)
+	_, err := Decode(b)
 	runtime.ReadMemStats(&after)
 	if !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("got %v, want ErrTooLarge", err)
@@ -87,7 +87,7 @@ func TestParallelDecode(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range 50 {
-				if _, err := DecodeReport(b); err != nil {
+				if _, err := Decode(b); err != nil {
 					t.Error(err)
 					return
 				}
@@ -101,7 +101,7 @@ func BenchmarkDecodeBomb(b *testing.B) {
 	body := rowBomb(b, MaxRows)
 	b.ReportAllocs()
 	for b.Loop() {
-		DecodeReport(body)
+		Decode(body)
 	}
 }
 
@@ -130,7 +130,7 @@ func TestDecodedLatencyCostsItsBuckets(t *testing.T) {
 	}
 	kept := func(b []byte) (perReport uint64, allocs float64) {
 		decode := func() {
-			r, err := DecodeReport(b)
+			r, err := Decode(b)
 			if err != nil || len(r.Rows) != rows {
 				t.Fatal(err)
 			}
@@ -183,7 +183,7 @@ func TestDecodeReuseKeepsRowsApart(t *testing.T) {
 	}
 	into := new(Report)
 	for _, body := range [][]byte{mk(50, 0), mk(50, 900), mk(20, 40), mk(50, 7)} {
-		want, err := DecodeReport(body)
+		want, err := Decode(body)
 		if err != nil {
 			t.Fatal(err)
 		}

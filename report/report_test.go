@@ -1,4 +1,4 @@
-package meter
+package report
 
 import (
 	"bytes"
@@ -118,7 +118,7 @@ func TestReportRoundTrip(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, err := DecodeReport(b)
+			got, err := Decode(b)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -136,7 +136,7 @@ func TestReportEmpty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := DecodeReport(b)
+	got, err := Decode(b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +176,7 @@ func TestReportNewerVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	binary.BigEndian.PutUint16(b[4:], CurrentVersion+1)
-	_, err = DecodeReport(b)
+	_, err = Decode(b)
 	if !errors.Is(err, ErrVersion) {
 		t.Fatalf("got %v, want ErrVersion", err)
 	}
@@ -184,7 +184,7 @@ func TestReportNewerVersion(t *testing.T) {
 		t.Errorf("message %q does not say which version nor what to do", err)
 	}
 	binary.BigEndian.PutUint16(b[4:], 0)
-	if _, err := DecodeReport(b); !errors.Is(err, ErrVersion) {
+	if _, err := Decode(b); !errors.Is(err, ErrVersion) {
 		t.Fatalf("version 0: got %v, want ErrVersion", err)
 	}
 	r := sampleReport()
@@ -222,7 +222,7 @@ func TestReportMalformed(t *testing.T) {
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			r, err := DecodeReport(c.body)
+			r, err := Decode(c.body)
 			if !errors.Is(err, c.want) {
 				t.Fatalf("got %v, want %v", err, c.want)
 			}
@@ -233,7 +233,7 @@ func TestReportMalformed(t *testing.T) {
 	}
 	// Every prefix of a good body is an error, never a panic.
 	for i := range len(good) {
-		if _, err := DecodeReport(good[:i]); err == nil {
+		if _, err := Decode(good[:i]); err == nil {
 			t.Fatalf("prefix of %d bytes decoded", i)
 		}
 	}
@@ -270,7 +270,7 @@ func TestReportForgedCounts(t *testing.T) {
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			if _, err := DecodeReport(rawBody(c.raw)); !errors.Is(err, c.want) {
+			if _, err := Decode(rawBody(c.raw)); !errors.Is(err, c.want) {
 				t.Fatalf("got %v, want %v", err, c.want)
 			}
 		})
@@ -294,7 +294,7 @@ func rowBody(t *testing.T, f func(*Row)) []byte {
 
 func TestReportBadRows(t *testing.T) {
 	good := rowBody(t, func(*Row) {})
-	if _, err := DecodeReport(good); err != nil {
+	if _, err := Decode(good); err != nil {
 		t.Fatal(err)
 	}
 	// Offsets in the raw body of rowBody: 4 empty-source/seq bytes, the
@@ -314,7 +314,7 @@ func TestReportBadRows(t *testing.T) {
 	}
 	for name, body := range cases {
 		t.Run(name, func(t *testing.T) {
-			if _, err := DecodeReport(body); !errors.Is(err, ErrMalformed) {
+			if _, err := Decode(body); !errors.Is(err, ErrMalformed) {
 				t.Fatalf("got %v, want ErrMalformed", err)
 			}
 		})
@@ -399,7 +399,7 @@ func FuzzDecodeReport(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := DecodeReport(b)
+		r, err := Decode(b)
 		// A decode into a reused report (of other rows, with latencies)
 		// and CheckHeader agree with the decode into a new one.
 		reused := sampleReport()
@@ -426,7 +426,7 @@ func FuzzDecodeReport(f *testing.F) {
 		if err != nil {
 			t.Fatalf("decoded report does not encode: %v", err)
 		}
-		r2, err := DecodeReport(b2)
+		r2, err := Decode(b2)
 		if err != nil {
 			t.Fatalf("re-encoded report does not decode: %v", err)
 		}
@@ -450,7 +450,7 @@ func TestReportDecompressionBomb(t *testing.T) {
 		b = append(b, bomb...)
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		_, err := DecodeReport(b)
+		_, err := Decode(b)
 		runtime.ReadMemStats(&after)
 		if !errors.Is(err, ErrMalformed) && !errors.Is(err, ErrTooLarge) {
 			t.Errorf("claim %d: got %v, want ErrMalformed or ErrTooLarge", claim, err)
@@ -479,12 +479,12 @@ func TestDecodedReportOwnsItsBytes(t *testing.T) {
 		}
 		return b
 	}
-	first, err := DecodeReport(mk("aaaa"))
+	first, err := Decode(mk("aaaa"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 2 * maxRawKept { // every kept buffer is reused and overwritten
-		if _, err := DecodeReport(mk("zzzz")); err != nil {
+		if _, err := Decode(mk("zzzz")); err != nil {
 			t.Fatal(err)
 		}
 	}

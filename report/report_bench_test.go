@@ -1,4 +1,4 @@
-package meter
+package report
 
 import (
 	"bytes"
@@ -167,7 +167,7 @@ func benchDecode(b *testing.B, rep *Report) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(body)))
 		for b.Loop() {
-			if _, err := DecodeReport(body); err != nil {
+			if _, err := Decode(body); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -184,29 +184,3 @@ func benchDecode(b *testing.B, rep *Report) {
 	})
 }
 
-// BenchmarkCut measures closing a window of 1,000 rows, into a new
-// Report (Cut) and into the reused one of the reporter (cutInto).
-func BenchmarkCut(b *testing.B) {
-	for _, reuse := range []bool{false, true} {
-		b.Run(map[bool]string{false: "new", true: "reuse"}[reuse], func(b *testing.B) {
-			rec := mustRecorder(fixedClock(t0))
-			recs := benchRecords(250, 4)
-			now := t0
-			var rep Report
-			b.ReportAllocs()
-			for b.Loop() {
-				b.StopTimer()
-				for _, r := range recs {
-					rec.Record(r)
-				}
-				b.StartTimer()
-				now = now.Add(time.Second)
-				if reuse {
-					rec.cutInto(now, &rep)
-				} else {
-					rec.Cut(now)
-				}
-			}
-		})
-	}
-}
