@@ -21,7 +21,6 @@
 // caller hash, response hash and time (never the response) for the
 // collector's repeat-share report.
 //
-//
 // What the shedder saw in a window ([Shedder.Drain]) is a [Window], which
 // is also the report section (tag 3) that carries it to the collector:
 // set it on a report with report.Report.SetSection (meter's

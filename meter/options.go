@@ -20,9 +20,9 @@ import (
 // WithRegisterer) configures a Recorder or a Reporter. An option given to
 // a constructor it does not apply to does not compile.
 type (
-	RecorderOption      interface{ applyRecorder(*config) }
-	ReporterOption      interface{ applyReporter(*config) }
-	Option              interface {
+	RecorderOption interface{ applyRecorder(*config) }
+	ReporterOption interface{ applyReporter(*config) }
+	Option         interface {
 		RecorderOption
 		ReporterOption
 	}
@@ -34,10 +34,10 @@ type (
 	sharedOption   func(*config)
 )
 
-func (o recorderOption) applyRecorder(c *config)  { o(c) }
-func (o reporterOption) applyReporter(c *config)  { o(c) }
-func (o sharedOption) applyRecorder(c *config)    { o(c) }
-func (o sharedOption) applyReporter(c *config)    { o(c) }
+func (o recorderOption) applyRecorder(c *config) { o(c) }
+func (o reporterOption) applyReporter(c *config) { o(c) }
+func (o sharedOption) applyRecorder(c *config)   { o(c) }
+func (o sharedOption) applyReporter(c *config)   { o(c) }
 
 // config holds the settings of the two constructors; each validates
 // only its own part.
@@ -269,7 +269,6 @@ func WithEnforcementSource(fn func() report.Enforcement) ReporterOption {
 	return reporterOption(func(c *config) { c.enforcement = fn })
 }
 
-
 // WithCutHook has the Reporter call fn with each window's report, after
 // the recorder's rows and WithEnforcementSource's counters are in and
 // before it is encoded, so that what the recorder does not hold (pool
@@ -278,7 +277,6 @@ func WithEnforcementSource(fn func() report.Enforcement) ReporterOption {
 func WithCutHook(fn func(rep *report.Report)) ReporterOption {
 	return reporterOption(func(c *config) { c.onCut = fn })
 }
-
 
 // WithQuota has the Reporter carry g's per-tenant usage in each report
 // (g.Cut at every window) and apply the quota verdicts of every accepted

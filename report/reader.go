@@ -125,3 +125,7 @@ func (d *Reader) Fixed64(what string) uint64 {
 	}
 	return 0
 }
+
+// NewReader returns a reader of b, for a section's tests and tools; the
+// decoder hands each section a reader of its payload.
+func NewReader(b []byte) *Reader { return &Reader{b: b} }

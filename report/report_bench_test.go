@@ -183,4 +183,3 @@ func benchDecode(b *testing.B, rep *Report) {
 		}
 	})
 }
-
