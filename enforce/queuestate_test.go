@@ -34,4 +34,3 @@ func TestQueueOverloadedAt(t *testing.T) {
 	release()
 	<-done
 }
-

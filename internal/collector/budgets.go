@@ -12,8 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/budget"
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
 )
 
@@ -166,9 +167,10 @@ const maxPendingAudit = 1024
 
 // mergeBudgetsLocked adds a report's budget counters to second sec, and
 // queues its runaway actions for the audit.
-func (s *Server) mergeBudgetsLocked(sec int64, rep *meter.Report) {
+func (s *Server) mergeBudgetsLocked(sec int64, rep *report.Report) {
 	who := "wrapper:" + rep.Source.Service + "/" + rep.Source.Instance
-	for _, a := range rep.BudgetActions {
+	bw, _ := report.SectionOf[budget.Window](rep)
+	for _, a := range bw.Actions {
 		if len(s.bud.pending) >= maxPendingAudit {
 			s.bud.auditDropped++
 			continue
@@ -183,7 +185,7 @@ func (s *Server) mergeBudgetsLocked(sec int64, rep *meter.Report) {
 		s.bud.pending = append(s.bud.pending, store.Audit{Time: a.Time, Who: who, Action: "runaway-" + a.Outcome,
 			PolicyVersion: s.policy.Version, Rule: string(aj)})
 	}
-	for _, c := range rep.Budgets {
+	for _, c := range bw.Counters {
 		s.totalLocked(c.ID, c.Runaway).Add(&api.BudgetRow{Admitted: c.Admitted, Refused: c.Refused, Warned: c.Warned,
 			InTx: c.InTx, Cancelled: c.Cancelled, Reported: c.Reported, WatchRefused: c.WatchRefused})
 		r := s.budgetRowLocked(sec, c.ID, c.Runaway)

@@ -15,7 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
 )
 
@@ -123,7 +123,7 @@ func BuildReport(ctx context.Context, st store.Store, req ReportRequest, progres
 		}
 		for _, u := range us {
 			t := u.Tenant
-			unattr := t == "" || t == meter.UnknownTenant
+			unattr := t == "" || t == report.UnknownTenant
 			if unattr {
 				t = Unattributed
 			}

@@ -9,8 +9,9 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/freshness"
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/report"
 )
 
 // Freshness: the collector merges the freshness sections of reports
@@ -83,13 +84,13 @@ func newFreshState() *freshState {
 // not valid) into "other"; the returned name is the map's own copy.
 func (f *freshState) route(name string) (string, *freshRouteState) {
 	if name == "" || len(name) > 256 || strings.ContainsAny(name, "\x00\n\r") {
-		name = meter.OtherRoute
+		name = report.OtherRoute
 	}
 	if r, ok := f.routes[name]; ok {
 		return name, r
 	}
 	if len(f.routes) >= maxFreshRoutes {
-		name = meter.OtherRoute
+		name = report.OtherRoute
 		if r, ok := f.routes[name]; ok {
 			return name, r
 		}
@@ -112,7 +113,7 @@ func (f *freshState) sweep(now int64) {
 }
 
 // sample merges one sampled GET.
-func (f *freshState) sample(s meter.FreshSample, now int64) {
+func (f *freshState) sample(s freshness.Sample, now int64) {
 	at := s.At.UnixNano()
 	if at > now+int64(time.Minute) || at < now-int64(RepeatWindow) {
 		return // from the future (skew beyond a minute) or too old to matter
@@ -155,11 +156,12 @@ func (f *freshState) sample(s meter.FreshSample, now int64) {
 // mergeFreshnessLocked merges the freshness section of rep: samples
 // always (the repeat state must see them again on replay), the live
 // counters only for reports received live.
-func (s *Server) mergeFreshnessLocked(rep *meter.Report, now time.Time, live bool) {
-	fr := rep.Freshness
-	if fr == nil {
+func (s *Server) mergeFreshnessLocked(rep *report.Report, now time.Time, live bool) {
+	fw, ok := report.SectionOf[freshness.Window](rep)
+	if !ok {
 		return
 	}
+	fr := &fw
 	if s.fresh == nil {
 		s.fresh = newFreshState()
 	}

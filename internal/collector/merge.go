@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/ratio"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/spacesaving"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tenant"
@@ -27,7 +27,7 @@ const (
 
 type rowKey struct {
 	service, tenant, route string
-	kind                   meter.Kind
+	kind                   report.Kind
 }
 
 type rowAgg struct {
@@ -128,8 +128,9 @@ type serviceLive struct {
 // enfSlot is one second of enforcement counters summed over processes.
 type enfSlot struct {
 	stamp int64
-	e     meter.Enforcement
-	pool  map[string]meter.PoolWait // poolwait.go
+	e     report.Enforcement
+	drop  report.EnforcementDetail   // CoDel drops only (the pool waits are in pool)
+	pool  map[string]report.PoolWait // poolwait.go
 }
 
 // source is one reporting process: admission bucket and duplicate filter.
@@ -201,7 +202,7 @@ func (s *source) admit(now time.Time, rate float64) (time.Duration, bool) {
 	return 0, true
 }
 
-func sourceKey(src meter.Source) string {
+func sourceKey(src report.Source) string {
 	return src.Service + "\x00" + src.Instance + "\x00" + src.Host
 }
 
@@ -212,7 +213,7 @@ func sourceKey(src meter.Source) string {
 // already written for good is never opened again (that would replace its
 // rows with a part of them): should the collector's own clock go back, the
 // report counts in the first minute after the last one closed.
-func (s *Server) minuteOf(rep *meter.Report, now time.Time) (time.Time, bool) {
+func (s *Server) minuteOf(rep *report.Report, now time.Time) (time.Time, bool) {
 	arrival := now.UTC().Truncate(time.Minute)
 	mt, retimed := arrival, true
 	if !rep.Start.IsZero() && !rep.End.Before(rep.Start) {
@@ -284,8 +285,9 @@ func (s *Server) mergeReportLocked(d *decoded, m *minute, now time.Time, live bo
 		*es = enfSlot{stamp: sec}
 	}
 	e := &rep.Enforcement
-	es.addPool(rep.PoolWait)
-	s.met.enforcement.add(e, rep.PoolWait)
+	detail, _ := report.SectionOf[report.EnforcementDetail](rep)
+	es.addPool(detail.PoolWait)
+	s.met.enforcement.add(e, &detail)
 	level := 0
 	for t := range tenant.NumTiers {
 		es.e.Admitted[t] += e.Admitted[t]
@@ -293,8 +295,8 @@ func (s *Server) mergeReportLocked(d *decoded, m *minute, now time.Time, live bo
 		es.e.Shed[t] += e.Shed[t]
 		es.e.ShadowThrottled[t] += e.ShadowThrottled[t]
 		es.e.ShadowShed[t] += e.ShadowShed[t]
-		es.e.Dropped[t] += e.Dropped[t]
-		es.e.ShadowDropped[t] += e.ShadowDropped[t]
+		es.drop.Dropped[t] += detail.Dropped[t]
+		es.drop.ShadowDropped[t] += detail.ShadowDropped[t]
 		es.e.PriceMultiplier[t] = max(es.e.PriceMultiplier[t], e.PriceMultiplier[t])
 		if t > 0 && (e.Shed[t] > 0 || e.PriceMultiplier[t] > 1) {
 			level = max(level, tenant.NumTiers-t)

@@ -8,8 +8,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/pgactivity"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
 )
 
@@ -117,7 +117,7 @@ func (s *Server) AddSample(snap pgactivity.Snapshot, interval time.Duration) {
 		}
 		name := b.Tenant
 		s.agg.withRows(name, m, func(rows map[rowKey]*rowAgg) {
-			a, _ := s.agg.row(rows, m, rowKey{"", name, b.Route, meter.KindPG})
+			a, _ := s.agg.row(rows, m, rowKey{"", name, b.Route, report.KindPG})
 			if i := b.Tier.Index(); i >= 0 {
 				a.tiers[i]++
 			}
@@ -125,7 +125,7 @@ func (s *Server) AddSample(snap pgactivity.Snapshot, interval time.Duration) {
 			a.active += interval.Seconds()
 		})
 		if name == "" {
-			name = meter.UnknownTenant
+			name = report.UnknownTenant
 		}
 		active[name]++
 		if !worker && b.Duration >= slowStatement {
@@ -181,7 +181,7 @@ func (s *Server) AddSample(snap pgactivity.Snapshot, interval time.Duration) {
 		for _, tload := range win.Tenants {
 			name := tload.Tenant
 			if name == "" {
-				name = meter.UnknownTenant
+				name = report.UnknownTenant
 			}
 			s.agg.tenantShard(name, func(tl *tenantLive) { tl.waits = tload.Waits })
 		}

@@ -15,8 +15,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
 )
 
@@ -64,20 +64,23 @@ func (s *Server) savePolicyLocked() error {
 	return os.Rename(tmp, filepath.Join(s.cfg.DataDir, policyFile))
 }
 
-// replyLocked returns the encoded reply of an accepted report, which
-// carries the current policy; it is encoded once per policy version.
-func (s *Server) replyLocked() []byte {
+// replyLocked returns the reply of an accepted report, which carries the
+// current policy; the policy is encoded once per version.
+func (s *Server) replyLocked() report.Reply {
 	if s.reply != nil && s.replyVersion == s.policy.Version {
-		return s.reply
+		return report.Reply{Accepted: true, Policy: s.reply}
 	}
-	p := s.policy
-	b, err := meter.EncodeReply(meter.Reply{Accepted: true, Policy: &p})
+	err := s.policy.Validate()
+	var pj []byte
+	if err == nil {
+		pj, err = json.Marshal(s.policy)
+	}
 	if err != nil {
 		s.log.Error("policy cannot be encoded in replies; sending none", "err", err)
-		b, _ = meter.EncodeReply(meter.Reply{Accepted: true})
+		pj = nil
 	}
-	s.reply, s.replyVersion = b, s.policy.Version
-	return b
+	s.reply, s.replyVersion = pj, s.policy.Version
+	return report.Reply{Accepted: true, Policy: pj}
 }
 
 // prunePolicyLocked drops expired rules; it reports whether any was.

@@ -9,10 +9,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/quota"
 	"github.com/qtop-dev/qtop/quota/redisquota"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -92,24 +92,26 @@ func (q *fleetQuota) limitsLocked(p *policy.Policy, now time.Time) {
 // quotaReplyLocked is the Server's hook where a report was merged (or
 // was a duplicate, merged reports false): it takes the report's quota
 // usage and returns reply with the verdicts for its process added.
-func (s *Server) quotaReplyLocked(rep *meter.Report, now time.Time, reply []byte, merged bool) []byte {
+func (s *Server) quotaReplyLocked(rep *report.Report, now time.Time, reply report.Reply, merged bool) report.Reply {
 	q := s.quota
 	q.limitsLocked(&s.policy, now)
 	src := sourceKey(rep.Source)
 	if merged {
-		q.fleet.Observe(now, src, rep.End.Sub(rep.Start), rep.Quota)
+		usage, _ := report.SectionOf[quota.Usages](rep)
+		q.fleet.Observe(now, src, rep.End.Sub(rep.Start), usage)
 	}
 	q.scratch = q.fleet.Verdicts(now, src, q.scratch[:0])
 	if len(q.scratch) == 0 {
 		return reply
 	}
-	b, err := meter.AppendQuotas(reply, q.scratch)
+	b, err := quota.MarshalVerdicts(q.scratch)
 	if err != nil {
 		s.log.Error("quota verdicts cannot be encoded in the reply; sending none", "err", err)
 		return reply
 	}
 	q.verdicts.Add(float64(len(q.scratch)))
-	return b
+	reply.Quotas = b
+	return reply
 }
 
 // runQuotaSync exchanges this collector's quota sums with the others'

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/spacesaving"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -140,7 +140,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) api.Snapsh
 	otherHist := make([]float64, histN)
 	hasOther := false
 	for i, tr := range rows {
-		if i >= n || tr.name == meter.OtherTenant {
+		if i >= n || tr.name == report.OtherTenant {
 			s.agg.lock(tr.sh)
 			hasOther = true
 			other.DBLoad = finiteSum(other.DBLoad, tr.r.db)
@@ -166,7 +166,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) api.Snapsh
 			tr.r.p95, lats = tr.tl.p95(sec, lats)
 		}
 		row := api.TenantRow{
-			Tenant: tr.name, Untagged: tr.name == meter.UnknownTenant, Tier: tr.tl.tier.String(),
+			Tenant: tr.name, Untagged: tr.name == report.UnknownTenant, Tier: tr.tl.tier.String(),
 			DBLoad: tr.r.db, RUPerSec: tr.r.ru, ReqPerSec: tr.r.req, ErrPerSec: tr.r.err, P95Seconds: tr.r.p95,
 			Share: share(measureOf(tr.r, measure)), Throttled: throttled[tr.name],
 		}
@@ -274,8 +274,8 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) api.Snapsh
 			tr.Shed += es.e.Shed[t]
 			tr.ShadowThrottled += es.e.ShadowThrottled[t]
 			tr.ShadowShed += es.e.ShadowShed[t]
-			tr.Dropped += es.e.Dropped[t]
-			tr.ShadowDropped += es.e.ShadowDropped[t]
+			tr.Dropped += es.drop.Dropped[t]
+			tr.ShadowDropped += es.drop.ShadowDropped[t]
 		}
 	}
 	snap.PoolWait = poolRows(&s.view.enf, sec)

@@ -23,6 +23,7 @@ import (
 	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/quota"
+	wire "github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -136,7 +137,7 @@ func run(t *testing.T, sc scenario) result {
 		if enfs[i], err = enforce.New(enforce.WithQuota(g), enforce.WithPlans(map[string]enforce.Plan{enforce.PlanFree: plan})); err != nil {
 			t.Fatal(err)
 		}
-		rec, err := meter.NewRecorder(meter.WithSource(meter.Source{Service: "sim", Instance: fmt.Sprintf("p%03d-%d", i, rand.Uint32())}))
+		rec, err := meter.NewRecorder(meter.WithSource(wire.Source{Service: "sim", Instance: fmt.Sprintf("p%03d-%d", i, rand.Uint32())}))
 		if err != nil {
 			t.Fatal(err)
 		}
