@@ -233,7 +233,12 @@ func (c *collector) serve(w http.ResponseWriter, req *http.Request) {
 		conn.Close()
 		return
 	case "slow":
-		<-req.Context().Done()
+		t := time.NewTimer(time.Second) // past the reporter's timeout
+		defer t.Stop()
+		select {
+		case <-req.Context().Done():
+		case <-t.C:
+		}
 		return
 	case "garbage500":
 		w.WriteHeader(500)
