@@ -1,15 +1,10 @@
 package meter
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,6 +38,7 @@ import (
 type Reporter struct {
 	rec    *Recorder
 	cfg    config
+	exp    Exporter // nil: the HTTP exporter (the reporter's own send)
 	client *http.Client
 	own    *http.Transport // set when the reporter made its client
 	m      *reporterMetrics
@@ -70,9 +66,12 @@ type Reporter struct {
 	bg      context.Context
 }
 
+// pending is a queued report: its body for the HTTP exporter (encoded
+// once, at the cut), the report itself for another exporter.
 type pending struct {
 	seq  uint64
 	body []byte
+	rep  *report.Report
 }
 
 // NewReporter returns a reporter that sends rec's windows to the
@@ -178,6 +177,9 @@ func (r *Reporter) sendLoop() {
 func (r *Reporter) cut(final bool) uint64 {
 	r.cutMu.Lock()
 	rep := &r.scratch // reused: rows and their histograms keep their memory
+	if r.exp != nil {
+		rep = new(report.Report) // handed to the exporter as it is
+	}
 	r.rec.cutInto(r.cfg.clock(), rep)
 	if r.cfg.enforcement != nil {
 		rep.Enforcement = r.cfg.enforcement()
@@ -196,7 +198,11 @@ func (r *Reporter) cut(final bool) uint64 {
 	if r.cfg.onCut != nil {
 		r.cfg.onCut(rep)
 	}
-	body, err := rep.MarshalBinary()
+	var body []byte
+	var err error
+	if r.exp == nil {
+		body, err = rep.MarshalBinary()
+	}
 	seq := rep.Seq
 	r.cutMu.Unlock()
 	if err != nil {
@@ -223,7 +229,11 @@ func (r *Reporter) cut(final bool) uint64 {
 		r.drop("queue_full", 1)
 		r.mu.Lock()
 	}
-	r.queue = append(r.queue, pending{seq: seq, body: body})
+	p := pending{seq: seq, body: body}
+	if r.exp != nil {
+		p.rep = rep
+	}
+	r.queue = append(r.queue, p)
 	n := len(r.queue)
 	r.mu.Unlock()
 	if r.m != nil {
@@ -278,7 +288,7 @@ func (r *Reporter) drain(ctx context.Context, upTo uint64) time.Duration {
 		r.inflight = p.seq
 		r.mu.Unlock()
 
-		res := r.send(ctx, p.body)
+		res := r.export(ctx, p)
 
 		r.mu.Lock()
 		r.inflight = 0
@@ -317,80 +327,6 @@ func (r *Reporter) backoff(attempt int, retryAfter time.Duration) time.Duration 
 	d = min(d, r.cfg.maxBackoff)
 	d = d/2 + rand.N(d/2+1)
 	return max(d, min(retryAfter, r.cfg.maxBackoff))
-}
-
-type sendResult struct {
-	ok, retry  bool
-	retryAfter time.Duration
-}
-
-// send makes one attempt to POST body.
-func (r *Reporter) send(ctx context.Context, body []byte) sendResult {
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.timeout)
-	defer cancel()
-	target := r.target()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
-	if err != nil { // the URL was checked by NewReporter
-		return sendResult{}
-	}
-	req.Header.Set("Content-Type", report.ContentType)
-	req.Header.Set("Accept", report.ReplyContentType)
-	if r.cfg.token != "" {
-		req.Header.Set("Authorization", "Bearer "+r.cfg.token)
-	}
-	resp, err := r.client.Do(req)
-	if err != nil {
-		reason := "network"
-		if errors.Is(err, context.DeadlineExceeded) {
-			reason = "timeout"
-		}
-		r.failed(reason)
-		if r.bg.Err() == nil && (ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded)) {
-			r.failover(target)
-		}
-		return sendResult{retry: true}
-	}
-	data, rerr := io.ReadAll(io.LimitReader(resp.Body, report.MaxReplyBytes+1))
-	_ = resp.Body.Close()
-	var reply report.Reply
-	var pol *policy.Policy
-	var verdicts []quota.Verdict
-	derr := rerr
-	if derr == nil {
-		reply, pol, verdicts, derr = decodeReply(data)
-	}
-	if derr == nil {
-		r.applyPolicy(pol)
-	}
-	retryAfter := reply.RetryAfter
-	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
-		retryAfter = max(retryAfter, time.Duration(s)*time.Second)
-	}
-	code := resp.StatusCode
-	switch {
-	case code >= 200 && code < 300:
-		if derr != nil && r.m != nil {
-			r.m.replyErrors.Inc()
-		}
-		if derr == nil && r.cfg.quota != nil {
-			r.cfg.quota.Apply(r.cfg.clock(), verdicts)
-		}
-		if r.m != nil {
-			r.m.sent.Inc()
-			r.m.bytes.Add(float64(len(body)))
-		}
-		return sendResult{ok: true}
-	case code == http.StatusRequestTimeout, code == http.StatusTooEarly, code == http.StatusTooManyRequests:
-		r.failed("throttled")
-		return sendResult{retry: true, retryAfter: retryAfter}
-	case code >= 500:
-		r.failed("server")
-		r.failover(target)
-		return sendResult{retry: true, retryAfter: retryAfter}
-	default:
-		r.failed("rejected")
-		return sendResult{}
-	}
 }
 
 func (r *Reporter) failed(reason string) {
@@ -509,29 +445,4 @@ func (r *Reporter) Shutdown(ctx context.Context) error {
 		r.own.CloseIdleConnections()
 	}
 	return err
-}
-
-// decodeReply decodes a reply with its policy and quota verdicts. A
-// policy that does not pass policy.Validate is report.ErrMalformed: the
-// reporter keeps the policy it had rather than apply half of a bad one.
-func decodeReply(b []byte) (report.Reply, *policy.Policy, []quota.Verdict, error) {
-	reply, err := report.DecodeReply(b)
-	if err != nil {
-		return reply, nil, nil, err
-	}
-	var pol *policy.Policy
-	if len(reply.Policy) > 0 {
-		pol = new(policy.Policy)
-		if err := json.Unmarshal(reply.Policy, pol); err != nil {
-			return reply, nil, nil, fmt.Errorf("%w: reply policy: %v", report.ErrMalformed, err)
-		}
-		if err := pol.Validate(); err != nil {
-			return reply, nil, nil, fmt.Errorf("%w: reply policy: %w", report.ErrMalformed, err)
-		}
-	}
-	verdicts, err := quota.UnmarshalVerdicts(reply.Quotas)
-	if err != nil {
-		return reply, nil, nil, err
-	}
-	return reply, pol, verdicts, nil
 }

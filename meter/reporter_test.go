@@ -694,3 +694,55 @@ func TestDecodeReplyPolicy(t *testing.T) {
 		t.Errorf("policy %+v, %v", pol, err)
 	}
 }
+
+// TestReporterToConsumer: with ConsumerExporter the reports reach the
+// consumer as they are cut (no encoding); a retryable refusal is sent
+// again, a permanent one dropped, and the reply's policy is applied.
+func TestReporterToConsumer(t *testing.T) {
+	var mu sync.Mutex
+	var got []*report.Report
+	refuse := []error{report.NewRetryable(errors.New("busy"), time.Millisecond), nil, errors.New("never")}
+	pol, _ := json.Marshal(samplePolicy())
+	c := report.ConsumerFunc(func(_ context.Context, r *report.Report, raw []byte) (report.Reply, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if raw != nil {
+			t.Error("an in-process report came encoded")
+		}
+		var err error
+		if len(refuse) > 0 {
+			err, refuse = refuse[0], refuse[1:]
+		}
+		if err != nil {
+			return report.Reply{}, err
+		}
+		got = append(got, r)
+		return report.Reply{Accepted: true, Policy: pol}, nil
+	})
+	rec := mustRecorder(WithSource(report.Source{Service: "api", Instance: "i-c"}))
+	var applied uint64
+	r, err := NewReporterTo(ConsumerExporter(c), rec, WithBackoff(time.Millisecond, 2*time.Millisecond),
+		WithPolicyHandler(func(p policy.Policy) { applied = p.Version }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Record(Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /a"}, Duration: time.Millisecond})
+	if err := r.ForceFlush(ctxTimeout(t, 10*time.Second)); err != nil { // refused for now, then merged
+		t.Fatal(err)
+	}
+	rec.Record(Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /a"}, Duration: time.Millisecond})
+	if err := r.ForceFlush(ctxTimeout(t, 10*time.Second)); err != nil { // refused for good
+		t.Fatal(err)
+	}
+	if err := r.Shutdown(ctxTimeout(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) < 1 || got[0].Seq != 1 || len(got[0].Rows) != 1 || applied != samplePolicy().Version || r.Dropped() != 1 {
+		t.Fatalf("got %d reports (first %+v), policy %d, dropped %d", len(got), got, applied, r.Dropped())
+	}
+	if _, err := NewReporterTo(nil, rec); !errors.Is(err, ErrInvalid) {
+		t.Errorf("nil exporter: %v", err)
+	}
+}
