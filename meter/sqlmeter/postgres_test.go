@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -31,8 +30,9 @@ import (
 // statements of known durations per tenant, while its reporter ships
 // reports to a collector that is in turn healthy, down, answering
 // garbage, slow and healthy again. The reports, decoded with
-// DecodeReport, must give each tenant's DB time within 5% and every
-// request.
+// report.Decode, must give each tenant a DB time between PostgreSQL's own
+// measure and the client's around each call (so no machine load can fail
+// it), and every request.
 func TestPostgresDBTimePerTenant(t *testing.T) {
 	// pg_sleep, and the time PostgreSQL itself measured for the statement.
 	const query = "SELECT extract(epoch FROM clock_timestamp() - statement_timestamp())::float8 FROM pg_sleep($1)"
@@ -82,9 +82,8 @@ func TestPostgresDBTimePerTenant(t *testing.T) {
 		perReq   int
 		sleep    time.Duration
 	}
-	// Statements of 200 ms or more, so that what a loaded machine adds to
-	// each client-side measure (scheduling, the round trip: a few ms under
-	// -race with other packages' tests running) stays far inside 5%.
+	// Statements of 200 ms or more, so that each is long against what the
+	// round trip adds.
 	loads := []load{
 		{"acme", tenant.T2, 6, 2, 250 * time.Millisecond},    // 3 s
 		{"globex", tenant.T1, 4, 1, 400 * time.Millisecond},  // 1.6 s
@@ -94,6 +93,10 @@ func TestPostgresDBTimePerTenant(t *testing.T) {
 	// a millisecond or so), the ground truth for the client-side DB time.
 	var serverMu sync.Mutex
 	serverTime := map[string]time.Duration{}
+	// The client's own measure of each statement, around the call: what
+	// the wrapper records lies between the two, whatever the machine's
+	// load.
+	clientTime := map[string]time.Duration{}
 	modes := []string{"ok", "down", "garbage500", "slow", "ok"}
 	stopModes := make(chan struct{})
 	modesDone := make(chan struct{})
@@ -121,12 +124,15 @@ func TestPostgresDBTimePerTenant(t *testing.T) {
 					ctx, span := tr.Start(ctx, "GET /work", trace.WithSpanKind(trace.SpanKindServer))
 					for range l.perReq {
 						var secs float64
+						start := time.Now()
 						err := db.QueryRowContext(ctx, query, l.sleep.Seconds()).Scan(&secs)
+						took := time.Since(start)
 						if err != nil {
 							errs <- fmt.Errorf("%s: %w", l.tenant, err)
 						}
 						serverMu.Lock()
 						serverTime[l.tenant] += time.Duration(secs * float64(time.Second))
+						clientTime[l.tenant] += took
 						serverMu.Unlock()
 					}
 					span.End()
@@ -175,10 +181,16 @@ func TestPostgresDBTimePerTenant(t *testing.T) {
 		nominal := time.Duration(l.requests*l.perReq) * l.sleep
 		server := serverTime[l.tenant]
 		got := dbTime[l.tenant]
-		for _, want := range []time.Duration{nominal, server} {
-			if dev := math.Abs(float64(got-want)) / float64(want); dev > 0.05 {
-				t.Errorf("%s: DB time %v, want %v within 5%% (off by %.1f%%)", l.tenant, got, want, 100*dev)
-			}
+		// PostgreSQL's measure of a statement lies inside the wrapper's,
+		// which lies inside the client's around the call (PostgreSQL's
+		// wall clock against Go's monotonic one: 1 ms of slack per
+		// statement).
+		slack := time.Duration(l.requests*l.perReq) * time.Millisecond
+		if client := clientTime[l.tenant]; got < server-slack || got > client {
+			t.Errorf("%s: DB time %v, want between PostgreSQL's %v and the client's %v", l.tenant, got, server, client)
+		}
+		if got < nominal-slack {
+			t.Errorf("%s: DB time %v below the %v of pg_sleep asked", l.tenant, got, nominal)
 		}
 		t.Logf("%s: DB time %v; pg_sleep asked %v (%+.2f%%), PostgreSQL measured %v (%+.2f%%)", l.tenant, got,
 			nominal, 100*float64(got-nominal)/float64(nominal), server, 100*float64(got-server)/float64(server))
