@@ -117,12 +117,11 @@ func TestReplyQuotasSmall(t *testing.T) {
 	}
 	usage[42].Admitted = 5000
 	f.Observe(time.Unix(0, 0), "p1", time.Second, usage)
-	cached, _ := report.EncodeReply(report.Reply{Accepted: true})
 	raw, err := quota.MarshalVerdicts(f.Verdicts(time.Unix(0, 0), "p1", nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := report.AppendQuotas(cached, raw)
+	b, err := report.EncodeReply(report.Reply{Accepted: true, Quotas: raw})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -127,28 +127,3 @@ func DecodeReply(b []byte) (Reply, error) {
 		Quotas:     w.Quotas,
 	}, nil
 }
-
-// AppendQuotas returns reply, an encoded Reply without quotas (such as a
-// collector's cached one), with quotas (compact JSON) added, so that the
-// policy it carries need not be encoded again for every report.
-func AppendQuotas(reply []byte, quotas json.RawMessage) ([]byte, error) {
-	if len(quotas) == 0 {
-		return reply, nil
-	}
-	body := bytes.TrimRight(reply, " \n")
-	if len(body) < 2 || body[len(body)-1] != '}' || bytes.Contains(body, []byte(`"quotas":`)) {
-		return nil, fmt.Errorf("%w: not an encoded reply without quotas", ErrInvalid)
-	}
-	out := make([]byte, 0, len(body)+len(quotas)+12)
-	out = append(out, body[:len(body)-1]...)
-	if len(body) > 2 {
-		out = append(out, ',')
-	}
-	out = append(out, `"quotas":`...)
-	out = append(out, quotas...)
-	out = append(out, '}')
-	if len(out) > MaxReplyBytes {
-		return nil, fmt.Errorf("%w: reply of %d bytes, at most %d", ErrTooLarge, len(out), MaxReplyBytes)
-	}
-	return out, nil
-}

@@ -90,27 +90,3 @@ func FuzzDecodeReply(f *testing.F) {
 		}
 	})
 }
-
-// TestReplyAppendQuotas: quotas added to an encoded reply give the bytes
-// EncodeReply writes with them.
-func TestReplyAppendQuotas(t *testing.T) {
-	q := json.RawMessage(`[{"tenant":"acme","reject_for_seconds":1,"rejection_rate":0.5,"allowance_ru_per_second":10}]`)
-	for _, r := range []Reply{{Accepted: true, Policy: samplePolicy()}, {Accepted: true}} {
-		base, err := EncodeReply(r)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := AppendQuotas(base, q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.Quotas = q
-		want, _ := EncodeReply(r)
-		if string(got) != string(want) {
-			t.Errorf("got %s, want %s", got, want)
-		}
-		if _, err := AppendQuotas(got, q); !errors.Is(err, ErrInvalid) {
-			t.Errorf("quotas twice: %v", err)
-		}
-	}
-}
