@@ -153,7 +153,7 @@ const minRowLen = 2 + 2 + 5 + 8 + 1
 
 func (d *Reader) report(r *Report) {
 	rows := r.Rows[:0]
-	*r = Report{}
+	*r = Report{Rows: rows} // rows keep their capacity for rows()
 	r.Source.Service = d.String("source service")
 	r.Source.Instance = d.String("source instance")
 	r.Source.Host = d.String("source host")
@@ -166,22 +166,37 @@ func (d *Reader) report(r *Report) {
 	r.Start = time.Unix(0, start).UTC()
 	r.End = r.Start.Add(time.Duration(span))
 
+	table := d.stringTable()
+	d.rows(r, table)
+	d.keys(r, table)
+	d.enforcement(r)
+}
+
+// stringTable reads the string table of a report.
+func (d *Reader) stringTable() []string {
 	table := make([]string, d.Count("strings", MaxStrings, 1))
 	for i := range table {
 		table[i] = d.String("string")
 	}
-	ref := func(what string) string {
-		i := d.Uvarint(what)
-		if d.err != nil {
-			return ""
-		}
-		if i >= uint64(len(table)) {
-			d.Fail(fmt.Errorf("%w: %s refers to string %d of %d", ErrMalformed, what, i, len(table)))
-			return ""
-		}
-		return table[i]
-	}
+	return table
+}
 
+// ref reads an index into table.
+func (d *Reader) ref(table []string, what string) string {
+	i := d.Uvarint(what)
+	if d.err != nil {
+		return ""
+	}
+	if i >= uint64(len(table)) {
+		d.Fail(fmt.Errorf("%w: %s refers to string %d of %d", ErrMalformed, what, i, len(table)))
+		return ""
+	}
+	return table[i]
+}
+
+// rows reads the rows into r.Rows, reusing its capacity.
+func (d *Reader) rows(r *Report, table []string) {
+	rows := r.Rows[:0]
 	n := d.Count("rows", MaxRows, minRowLen)
 	if d.err == nil && n > d.wire+rowSlack {
 		d.Fail(fmt.Errorf("%w: %d rows in a body of %d bytes (at most one row per byte received, plus %d)", ErrTooLarge, n, d.wire, rowSlack))
@@ -198,8 +213,8 @@ func (d *Reader) report(r *Report) {
 	r.Rows = rows
 	for i := range r.Rows {
 		row := &r.Rows[i]
-		row.Tenant = ref("row tenant")
-		row.Route = ref("row route")
+		row.Tenant = d.ref(table, "row tenant")
+		row.Route = d.ref(table, "row route")
 		row.Tier = tenant.Tier(d.Byte("row tier"))
 		row.Kind = Kind(d.Byte("row kind"))
 		row.Count = d.Uvarint("row count")
@@ -233,6 +248,10 @@ func (d *Reader) report(r *Report) {
 		row.Duration = time.Duration(dur)
 	}
 
+}
+
+// keys reads the key sketch and the key tenants.
+func (d *Reader) keys(r *Report, table []string) {
 	if n := d.Uvarint("key sketch length"); n > 0 {
 		if n-1 > MaxSketchBytes {
 			d.Fail(fmt.Errorf("%w: key sketch of %d bytes, at most %d", ErrTooLarge, n-1, MaxSketchBytes))
@@ -250,10 +269,14 @@ func (d *Reader) report(r *Report) {
 		r.KeyTenants = make(map[string]string, n)
 		for range n {
 			k := d.String("key")
-			r.KeyTenants[k] = ref("key tenant")
+			r.KeyTenants[k] = d.ref(table, "key tenant")
 		}
 	}
 
+}
+
+// enforcement reads the enforcement counters and price multipliers.
+func (d *Reader) enforcement(r *Report) {
 	e := &r.Enforcement
 	for _, a := range [...]*[tenant.NumTiers]uint64{&e.Admitted, &e.Throttled, &e.Shed, &e.ShadowThrottled, &e.ShadowShed} {
 		for i := range a {

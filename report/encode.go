@@ -59,32 +59,58 @@ func (r *Report) appendRaw(b []byte) ([]byte, error) {
 	if len(r.KeyTenants) > MaxKeyTenants {
 		return nil, fmt.Errorf("%w: %d key tenants, at most %d", ErrTooLarge, len(r.KeyTenants), MaxKeyTenants)
 	}
-	var err error
-	str := func(s string) {
-		if err == nil && len(s) > MaxStringLen {
-			err = fmt.Errorf("%w: string of %d bytes, at most %d", ErrTooLarge, len(s), MaxStringLen)
+	e := encoder{b: b}
+	e.str(r.Source.Service)
+	e.str(r.Source.Instance)
+	e.str(r.Source.Host)
+	e.b = binary.AppendUvarint(e.b, r.Seq)
+	e.b = binary.AppendVarint(e.b, start)
+	e.b = binary.AppendUvarint(e.b, uint64(end-start))
+	keys := e.stringTable(r)
+	for _, step := range [...]func(*Report) error{e.rows, func(r *Report) error { return e.keys(r, keys) }, e.enforcement} {
+		if err := step(r); err != nil {
+			return nil, err
 		}
-		b = binary.AppendUvarint(b, uint64(len(s)))
-		b = append(b, s...)
 	}
-	str(r.Source.Service)
-	str(r.Source.Instance)
-	str(r.Source.Host)
-	b = binary.AppendUvarint(b, r.Seq)
-	b = binary.AppendVarint(b, start)
-	b = binary.AppendUvarint(b, uint64(end-start))
+	if e.err != nil {
+		return nil, e.err
+	}
+	b, err := appendSections(e.b, r)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > MaxDecodedBytes {
+		return nil, fmt.Errorf("%w: %d bytes before compression, at most %d", ErrTooLarge, len(b), MaxDecodedBytes)
+	}
+	return b, nil
+}
 
-	// String table: every tenant and route once, in order of first use.
-	index := make(map[string]uint64, 2*len(r.Rows)+len(r.KeyTenants))
+// encoder appends a report's body to b; err keeps the first string over
+// MaxStringLen (the encoding goes on, and fails at the end).
+type encoder struct {
+	b     []byte
+	err   error
+	index map[string]uint64 // the string table
+}
+
+func (e *encoder) str(s string) {
+	if e.err == nil && len(s) > MaxStringLen {
+		e.err = fmt.Errorf("%w: string of %d bytes, at most %d", ErrTooLarge, len(s), MaxStringLen)
+	}
+	e.b = binary.AppendUvarint(e.b, uint64(len(s)))
+	e.b = append(e.b, s...)
+}
+
+// stringTable writes every tenant and route once, in order of first use,
+// and returns the hot keys of r.KeyTenants, sorted.
+func (e *encoder) stringTable(r *Report) []string {
+	e.index = make(map[string]uint64, 2*len(r.Rows)+len(r.KeyTenants))
 	table := make([]string, 0, 2*len(r.Rows)+len(r.KeyTenants))
-	intern := func(s string) uint64 {
-		i, ok := index[s]
-		if !ok {
-			i = uint64(len(table))
-			index[s] = i
+	intern := func(s string) {
+		if _, ok := e.index[s]; !ok {
+			e.index[s] = uint64(len(table))
 			table = append(table, s)
 		}
-		return i
 	}
 	for i := range r.Rows {
 		intern(r.Rows[i].Tenant)
@@ -98,25 +124,29 @@ func (r *Report) appendRaw(b []byte) ([]byte, error) {
 	for _, k := range keys {
 		intern(r.KeyTenants[k])
 	}
-	b = binary.AppendUvarint(b, uint64(len(table)))
+	e.b = binary.AppendUvarint(e.b, uint64(len(table)))
 	for _, s := range table {
-		str(s)
+		e.str(s)
 	}
+	return keys
+}
 
+func (e *encoder) rows(r *Report) error {
+	b := e.b
 	b = binary.AppendUvarint(b, uint64(len(r.Rows)))
 	for i := range r.Rows {
 		row := &r.Rows[i]
 		if row.Tier != tenant.TierUnset && !row.Tier.Valid() {
-			return nil, fmt.Errorf("%w: row %d: tier %d", ErrInvalid, i, uint8(row.Tier))
+			return fmt.Errorf("%w: row %d: tier %d", ErrInvalid, i, uint8(row.Tier))
 		}
 		if !row.Kind.Valid() {
-			return nil, fmt.Errorf("%w: row %d: kind %d", ErrInvalid, i, uint8(row.Kind))
+			return fmt.Errorf("%w: row %d: kind %d", ErrInvalid, i, uint8(row.Kind))
 		}
 		if !finite(row.RU) || row.RU < 0 || row.Duration < 0 || row.Errors > row.Count {
-			return nil, fmt.Errorf("%w: row %d (%s %s): ru %v, duration %v, %d errors of %d", ErrInvalid, i, row.Tenant, row.Route, row.RU, row.Duration, row.Errors, row.Count)
+			return fmt.Errorf("%w: row %d (%s %s): ru %v, duration %v, %d errors of %d", ErrInvalid, i, row.Tenant, row.Route, row.RU, row.Duration, row.Errors, row.Count)
 		}
-		b = binary.AppendUvarint(b, index[row.Tenant])
-		b = binary.AppendUvarint(b, index[row.Route])
+		b = binary.AppendUvarint(b, e.index[row.Tenant])
+		b = binary.AppendUvarint(b, e.index[row.Route])
 		b = append(b, byte(row.Tier), byte(row.Kind))
 		b = binary.AppendUvarint(b, row.Count)
 		b = binary.AppendUvarint(b, row.Errors)
@@ -126,56 +156,56 @@ func (r *Report) appendRaw(b []byte) ([]byte, error) {
 		b = binary.AppendUvarint(b, row.Rows)
 		b = appendHistogram(b, &row.Latency)
 	}
+	e.b = b
+	return nil
+}
 
+// keys writes the key sketch, behind its length plus one (0: none), then
+// the key tenants.
+func (e *encoder) keys(r *Report, keys []string) error {
 	if r.Keys == nil {
-		b = binary.AppendUvarint(b, 0)
+		e.b = binary.AppendUvarint(e.b, 0)
 	} else {
 		// The sketch goes after a length prefix that is known only once
 		// it is written: write it, then slide it behind its prefix.
-		at := len(b)
-		var kerr error
-		b, kerr = r.Keys.AppendBinary(b)
-		if kerr != nil {
-			return nil, fmt.Errorf("%w: key sketch: %v", ErrInvalid, kerr)
+		at := len(e.b)
+		b, err := r.Keys.AppendBinary(e.b)
+		if err != nil {
+			return fmt.Errorf("%w: key sketch: %v", ErrInvalid, err)
 		}
 		n := len(b) - at
 		if n > MaxSketchBytes {
-			return nil, fmt.Errorf("%w: key sketch of %d bytes, at most %d", ErrTooLarge, n, MaxSketchBytes)
+			return fmt.Errorf("%w: key sketch of %d bytes, at most %d", ErrTooLarge, n, MaxSketchBytes)
 		}
 		var hdr [binary.MaxVarintLen64]byte
 		k := binary.PutUvarint(hdr[:], uint64(n)+1) // 0 means no sketch
 		b = append(b, hdr[:k]...)
 		copy(b[at+k:], b[at:at+n])
 		copy(b[at:], hdr[:k])
+		e.b = b
 	}
-	b = binary.AppendUvarint(b, uint64(len(keys)))
+	e.b = binary.AppendUvarint(e.b, uint64(len(keys)))
 	for _, k := range keys {
-		str(k)
-		b = binary.AppendUvarint(b, index[r.KeyTenants[k]])
+		e.str(k)
+		e.b = binary.AppendUvarint(e.b, e.index[r.KeyTenants[k]])
 	}
+	return nil
+}
 
-	e := &r.Enforcement
-	for _, a := range [...]*[tenant.NumTiers]uint64{&e.Admitted, &e.Throttled, &e.Shed, &e.ShadowThrottled, &e.ShadowShed} {
+func (e *encoder) enforcement(r *Report) error {
+	en := &r.Enforcement
+	for _, a := range [...]*[tenant.NumTiers]uint64{&en.Admitted, &en.Throttled, &en.Shed, &en.ShadowThrottled, &en.ShadowShed} {
 		for _, v := range a {
-			b = binary.AppendUvarint(b, v)
+			e.b = binary.AppendUvarint(e.b, v)
 		}
 	}
-	for i, v := range e.PriceMultiplier {
+	for i, v := range en.PriceMultiplier {
 		if !finite(v) || v < 0 {
-			return nil, fmt.Errorf("%w: price multiplier of T%d: %v", ErrInvalid, i, v)
+			return fmt.Errorf("%w: price multiplier of T%d: %v", ErrInvalid, i, v)
 		}
-		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(v))
+		e.b = binary.LittleEndian.AppendUint64(e.b, math.Float64bits(v))
 	}
-	if err != nil {
-		return nil, err
-	}
-	if b, err = appendSections(b, r); err != nil {
-		return nil, err
-	}
-	if len(b) > MaxDecodedBytes {
-		return nil, fmt.Errorf("%w: %d bytes before compression, at most %d", ErrTooLarge, len(b), MaxDecodedBytes)
-	}
-	return b, nil
+	return nil
 }
 
 // appendHistogram writes the number of non-empty buckets, then the

@@ -715,6 +715,11 @@ func (s *Server) handleReports(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, status, reason, err.Error(), retry)
 		return
 	}
+	s.writeReply(w, reply)
+}
+
+// writeReply writes the reply to an accepted report.
+func (s *Server) writeReply(w http.ResponseWriter, reply report.Reply) {
 	b, err := report.EncodeReply(reply)
 	if err != nil {
 		s.log.Error("reply cannot be encoded; sending none", "err", err)
@@ -852,22 +857,11 @@ func (s *Server) consume(d *decoded, raw []byte, t0 time.Time) (report.Reply, er
 		s.mu.Unlock()
 		return report.Reply{}, fmt.Errorf("%w: sequence %d is more than %d behind %d", errStale, rep.Seq, seqWindow, src.max)
 	}
-	mt, retimed := s.minuteOf(rep, now)
-	if retimed {
-		s.met.retimed.Inc()
-	}
-	m := s.minutes[mt.Unix()]
-	if m == nil {
-		m = newMinute(mt)
-		s.minutes[mt.Unix()] = m
-	}
-	if m.wal == nil {
-		var err error
-		if m.wal, err = openWAL(s.walDir, mt); err != nil {
-			s.mu.Unlock()
-			s.log.Error("report not logged; refused", "err", err)
-			return report.Reply{}, report.NewRetryable(errWAL, 5*time.Second)
-		}
+	m, err := s.minuteLocked(rep, now)
+	if err != nil {
+		s.mu.Unlock()
+		s.log.Error("report not logged; refused", "err", err)
+		return report.Reply{}, report.NewRetryable(errWAL, 5*time.Second)
 	}
 	wal := m.wal
 	src.mark(rep.Seq)
@@ -877,7 +871,7 @@ func (s *Server) consume(d *decoded, raw []byte, t0 time.Time) (report.Reply, er
 
 	// The write-ahead log, outside the merge lock: reports of other
 	// sources merge while this one is written.
-	err := s.logReport(wal, rep, raw)
+	err = s.logReport(wal, rep, raw)
 
 	s.mu.Lock()
 	src.unpend(rep.Seq)
@@ -903,6 +897,27 @@ func (s *Server) consume(d *decoded, raw []byte, t0 time.Time) (report.Reply, er
 	s.met.accepted.Inc()
 	s.met.mergeSeconds.Observe(time.Since(t0).Seconds())
 	return reply, nil
+}
+
+// minuteLocked returns the minute rep merges into, with its write-ahead
+// log open.
+func (s *Server) minuteLocked(rep *report.Report, now time.Time) (*minute, error) {
+	mt, retimed := s.minuteOf(rep, now)
+	if retimed {
+		s.met.retimed.Inc()
+	}
+	m := s.minutes[mt.Unix()]
+	if m == nil {
+		m = newMinute(mt)
+		s.minutes[mt.Unix()] = m
+	}
+	if m.wal == nil {
+		var err error
+		if m.wal, err = openWAL(s.walDir, mt); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
 }
 
 // logReport appends rep's body to the write-ahead log, encoding rep when
