@@ -462,39 +462,9 @@ func (s *Stage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	var q freshRequest
 	q.etag, q.clientHash, q.age, q.hasETag = f.verify(resource, r.Header.Get("If-None-Match"), now)
 	p := f.pol.Load()
-	var shadow uint32 // bit i: rule i of p matched in shadow mode
-	if q.hasETag && len(p.rules) > 0 {
-		q.cause = policy.ParseCause(r.Header.Get(f.cfg.causeHdr))
-		if q.cause.Sheddable() {
-			q.appAge, q.hasAppAge = parseAppAge(r.Header.Get(f.cfg.appAgeHdr))
-			active := -1 // 0: not yet asked, 1: active
-			for i := range p.rules {
-				rule := &p.rules[i]
-				if !rule.matches(&q, route) {
-					continue
-				}
-				c := f.cell(rule.idx, ri)
-				c.matched.Add(1)
-				if rule.shadow {
-					shadow |= 1 << i
-					continue
-				}
-				if active < 0 {
-					active = 0
-					if f.Active() {
-						active = 1
-					}
-				}
-				if active == 1 {
-					c.served.Add(1)
-					h := w.Header()
-					h.Set("ETag", q.etag)
-					h.Set(HeaderShedRule, rule.id)
-					w.WriteHeader(http.StatusNotModified)
-					return
-				}
-			}
-		}
+	shadow, served := f.shed(w, r, &q, p, route, ri)
+	if served {
+		return
 	}
 
 	bp := f.bufs.Get().(*[]byte)
@@ -544,6 +514,46 @@ func (s *Stage) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	fw.flushAll()
+}
+
+// shed answers 304 from the first armed rule that matches the request,
+// while the process is overloaded (served true); shadow has bit i set
+// for each rule i of p that matched in shadow mode.
+func (f *Shedder) shed(w http.ResponseWriter, r *http.Request, q *freshRequest, p *freshPolicy, route string, ri int) (shadow uint32, served bool) {
+	if q.hasETag && len(p.rules) > 0 {
+		q.cause = policy.ParseCause(r.Header.Get(f.cfg.causeHdr))
+		if q.cause.Sheddable() {
+			q.appAge, q.hasAppAge = parseAppAge(r.Header.Get(f.cfg.appAgeHdr))
+			active := -1 // 0: not yet asked, 1: active
+			for i := range p.rules {
+				rule := &p.rules[i]
+				if !rule.matches(q, route) {
+					continue
+				}
+				c := f.cell(rule.idx, ri)
+				c.matched.Add(1)
+				if rule.shadow {
+					shadow |= 1 << i
+					continue
+				}
+				if active < 0 {
+					active = 0
+					if f.Active() {
+						active = 1
+					}
+				}
+				if active == 1 {
+					c.served.Add(1)
+					h := w.Header()
+					h.Set("ETag", q.etag)
+					h.Set(HeaderShedRule, rule.id)
+					w.WriteHeader(http.StatusNotModified)
+					return shadow, true
+				}
+			}
+		}
+	}
+	return shadow, false
 }
 
 // verify reads If-None-Match and returns the client's ETag, its hash and
