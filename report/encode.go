@@ -67,10 +67,14 @@ func (r *Report) appendRaw(b []byte) ([]byte, error) {
 	e.b = binary.AppendVarint(e.b, start)
 	e.b = binary.AppendUvarint(e.b, uint64(end-start))
 	keys := e.stringTable(r)
-	for _, step := range [...]func(*Report) error{e.rows, func(r *Report) error { return e.keys(r, keys) }, e.enforcement} {
-		if err := step(r); err != nil {
-			return nil, err
-		}
+	if err := e.rows(r); err != nil {
+		return nil, err
+	}
+	if err := e.keys(r, keys); err != nil {
+		return nil, err
+	}
+	if err := e.enforcement(r); err != nil {
+		return nil, err
 	}
 	if e.err != nil {
 		return nil, e.err
