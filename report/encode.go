@@ -66,7 +66,12 @@ func (r *Report) appendRaw(b []byte) ([]byte, error) {
 	e.b = binary.AppendUvarint(e.b, r.Seq)
 	e.b = binary.AppendVarint(e.b, start)
 	e.b = binary.AppendUvarint(e.b, uint64(end-start))
-	keys := e.stringTable(r)
+	keys := make([]string, 0, len(r.KeyTenants))
+	for k := range r.KeyTenants {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // deterministic output
+	e.stringTable(r, keys)
 	if err := e.rows(r); err != nil {
 		return nil, err
 	}
@@ -105,9 +110,9 @@ func (e *encoder) str(s string) {
 	e.b = append(e.b, s...)
 }
 
-// stringTable writes every tenant and route once, in order of first use,
-// and returns the hot keys of r.KeyTenants, sorted.
-func (e *encoder) stringTable(r *Report) []string {
+// stringTable writes every tenant and route once, in order of first use
+// (the rows', then those of the hot keys, sorted).
+func (e *encoder) stringTable(r *Report, keys []string) {
 	e.index = make(map[string]uint64, 2*len(r.Rows)+len(r.KeyTenants))
 	table := make([]string, 0, 2*len(r.Rows)+len(r.KeyTenants))
 	intern := func(s string) {
@@ -120,11 +125,6 @@ func (e *encoder) stringTable(r *Report) []string {
 		intern(r.Rows[i].Tenant)
 		intern(r.Rows[i].Route)
 	}
-	keys := make([]string, 0, len(r.KeyTenants))
-	for k := range r.KeyTenants {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys) // deterministic output
 	for _, k := range keys {
 		intern(r.KeyTenants[k])
 	}
@@ -132,7 +132,6 @@ func (e *encoder) stringTable(r *Report) []string {
 	for _, s := range table {
 		e.str(s)
 	}
-	return keys
 }
 
 func (e *encoder) rows(r *Report) error {
