@@ -10,7 +10,11 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/qtop-dev/qtop/enforce"
+	"github.com/qtop-dev/qtop/freshness"
 	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/meter/otelmeter"
+	"github.com/qtop-dev/qtop/meter/sqlmeter"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/sqlcomment"
 )
 
@@ -30,8 +34,8 @@ type Agent struct {
 	obs     sqlcomment.Observer
 	pool    poolWaits
 	tracer  trace.Tracer
-	sp      *meter.SpanProcessor
-	fresh   *enforce.Freshness
+	sp      *otelmeter.SpanProcessor
+	fresh   *freshness.Shedder
 
 	mu   sync.Mutex
 	shut bool
@@ -47,7 +51,7 @@ func New(opts ...Option) (*Agent, error) {
 	a := &Agent{cfg: cfg}
 	a.pool.max = cfg.maxPoolTenants
 
-	ropts := []meter.RecorderOption{meter.WithSource(meter.Source{Service: cfg.service})}
+	ropts := []meter.RecorderOption{meter.WithSource(report.Source{Service: cfg.service})}
 	if cfg.reg != nil {
 		ropts = append(ropts, meter.WithRegisterer(cfg.reg))
 	}
@@ -91,13 +95,13 @@ func New(opts ...Option) (*Agent, error) {
 			return nil, fmt.Errorf("agent: %w", err)
 		}
 	}
-	if a.obs, err = meter.SQLObserver(a.rec); err != nil {
+	if a.obs, err = sqlmeter.SQLObserver(a.rec); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	if cfg.tp != nil {
 		// The middleware records requests and the SQL observer
 		// statements: the processor tags spans and records the rest.
-		if a.sp, err = meter.NewSpanProcessor(a.rec, meter.WithRequestSpans(false), meter.WithDBSpans(false)); err != nil {
+		if a.sp, err = otelmeter.NewSpanProcessor(a.rec, otelmeter.WithRequestSpans(false), otelmeter.WithDBSpans(false)); err != nil {
 			return nil, fmt.Errorf("agent: %w", err)
 		}
 		cfg.tp.RegisterSpanProcessor(a.sp)
@@ -107,8 +111,7 @@ func New(opts ...Option) (*Agent, error) {
 		popts := []meter.ReporterOption{
 			meter.WithInterval(cfg.interval),
 			meter.WithPolicyHandler(a.applyPolicy),
-			meter.WithEnforcementSource(enforcementSource(a.enf)),
-			meter.WithCutHook(func(rep *meter.Report) { rep.PoolWait = a.pool.take() }),
+			meter.WithCutHook(enforcementCut(a.enf, a.pool.take)),
 		}
 		popts = append(popts, a.reportOptions()...)
 		if cfg.token != "" {
@@ -167,24 +170,40 @@ func (a *Agent) Shutdown(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// enforcementSource turns the enforcer's counters into a report's, per
-// window, without folding CoDel drops into shedding.
-func enforcementSource(e *enforce.Enforcer) func() meter.Enforcement {
+// enforcementCut fills each window's report with the enforcer's counters
+// and, in the enforcement detail section, its CoDel drops (apart from
+// shedding) and the pool waits of poolWaits.
+func enforcementCut(e *enforce.Enforcer, poolWaits func() []report.PoolWait) func(*report.Report) {
 	delta := e.StatsDelta()
-	return func() meter.Enforcement { return enforcementOf(delta()) }
+	return func(rep *report.Report) {
+		s := delta()
+		rep.Enforcement = enforcementOf(s)
+		d := detailOf(s)
+		d.PoolWait = poolWaits()
+		if !d.Empty() {
+			rep.SetSection(d)
+		}
+	}
 }
 
-func enforcementOf(s enforce.Stats) meter.Enforcement {
-	var out meter.Enforcement
+func enforcementOf(s enforce.Stats) report.Enforcement {
+	var out report.Enforcement
 	for i, t := range s.Tiers {
 		out.Admitted[i] = t.Admitted
 		out.Throttled[i] = t.Throttled
 		out.Shed[i] = t.Shed
-		out.Dropped[i] = t.Dropped
 		out.ShadowThrottled[i] = t.ShadowThrottled
 		out.ShadowShed[i] = t.ShadowShed
-		out.ShadowDropped[i] = t.ShadowDropped
 		out.PriceMultiplier[i] = t.Multiplier
+	}
+	return out
+}
+
+func detailOf(s enforce.Stats) report.EnforcementDetail {
+	var out report.EnforcementDetail
+	for i, t := range s.Tiers {
+		out.Dropped[i] = t.Dropped
+		out.ShadowDropped[i] = t.ShadowDropped
 	}
 	return out
 }

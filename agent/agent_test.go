@@ -7,8 +7,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"github.com/qtop-dev/qtop/meter"
-	"github.com/qtop-dev/qtop/policy"
 	"io"
 	"math"
 	"net/http"
@@ -18,6 +16,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/report"
 
 	"go.opentelemetry.io/otel/baggage"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -37,8 +38,8 @@ func newAgent(t *testing.T, opts ...Option) *Agent {
 	return a
 }
 
-func rows(a *Agent) map[string]meter.Row {
-	out := map[string]meter.Row{}
+func rows(a *Agent) map[string]report.Row {
+	out := map[string]report.Row{}
 	for _, r := range a.Recorder().Cut(time.Now()).Rows {
 		out[r.Tenant+"|"+r.Route+"|"+r.Kind.String()] = r
 	}
@@ -143,11 +144,11 @@ func TestEnforcementOfKeepsDropsApart(t *testing.T) {
 		s.Tiers[i] = enforce.TierStats{Admitted: b + 1, Throttled: b + 2, Shed: b + 3, Dropped: b + 4,
 			ShadowThrottled: b + 5, ShadowShed: b + 6, ShadowDropped: b + 7, Multiplier: float64(i + 1)}
 	}
-	e := enforcementOf(s)
+	e, d := enforcementOf(s), detailOf(s)
 	for i := range s.Tiers {
 		b := uint64(10 * (i + 1))
 		want := [7]uint64{b + 1, b + 2, b + 3, b + 4, b + 5, b + 6, b + 7}
-		got := [7]uint64{e.Admitted[i], e.Throttled[i], e.Shed[i], e.Dropped[i], e.ShadowThrottled[i], e.ShadowShed[i], e.ShadowDropped[i]}
+		got := [7]uint64{e.Admitted[i], e.Throttled[i], e.Shed[i], d.Dropped[i], e.ShadowThrottled[i], e.ShadowShed[i], d.ShadowDropped[i]}
 		if got != want || e.PriceMultiplier[i] != float64(i+1) {
 			t.Errorf("tier %d: %v, want %v", i, got, want)
 		}
@@ -175,9 +176,9 @@ func TestCoDelDropsCount(t *testing.T) {
 	if w.Code != http.StatusServiceUnavailable {
 		t.Fatalf("status %d, want 503 from CoDel", w.Code)
 	}
-	e := enforcementOf(a.Enforcer().Stats())
-	if e.Dropped[2] != 1 || e.Shed[2] != 0 {
-		t.Errorf("dropped %v shed %v: a CoDel drop is not shedding", e.Dropped, e.Shed)
+	e, d := enforcementOf(a.Enforcer().Stats()), detailOf(a.Enforcer().Stats())
+	if d.Dropped[2] != 1 || e.Shed[2] != 0 {
+		t.Errorf("dropped %v shed %v: a CoDel drop is not shedding", d.Dropped, e.Shed)
 	}
 }
 
@@ -404,14 +405,19 @@ func TestPoolWaitsBounded(t *testing.T) {
 	}
 }
 
-// The reporter's enforcement source copies one window of the enforcer's
-// counters per call.
-func TestEnforcementSource(t *testing.T) {
+// The reporter's cut hook copies one window of the enforcer's counters
+// per call.
+func TestEnforcementCut(t *testing.T) {
 	e, err := enforce.New()
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := enforcementSource(e)
+	cut := enforcementCut(e, func() []report.PoolWait { return nil })
+	src := func() report.Enforcement {
+		var r report.Report
+		cut(&r)
+		return r.Enforcement
+	}
 	t0 := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
 	e.ApplyPolicyAt(t0, policy.Policy{Version: 1, Rules: []policy.Rule{{ID: "r", Tenant: "noisy", Action: policy.Throttle,
 		RUPerSecond: 0, Expires: t0.Add(time.Hour), Reason: "test"}}})

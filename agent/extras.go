@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/qtop-dev/qtop/enforce"
+	"github.com/qtop-dev/qtop/freshness"
 	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/sqlcomment"
@@ -24,25 +24,25 @@ func WithBudgets(b *sqlcomment.Budgets) Option { return func(c *config) { c.budg
 // of the collector's policy (policy.Freshness). The agent makes the
 // shedder with signer and opts, gates it on its own enforcer and queue,
 // keeps its rules current and reports its samples and counters. See
-// enforce.NewFreshness.
-func WithFreshness(signer *enforce.ETagSigner, opts ...enforce.FreshnessOption) Option {
+// freshness.New.
+func WithFreshness(signer *freshness.ETagSigner, opts ...freshness.Option) Option {
 	return func(c *config) { c.freshSigner, c.freshOpts = signer, opts }
 }
 
 // Freshness returns the agent's freshness shedder, nil without
 // WithFreshness (for its metrics and tests).
-func (a *Agent) Freshness() *enforce.Freshness { return a.fresh }
+func (a *Agent) Freshness() *freshness.Shedder { return a.fresh }
 
 // newFreshness makes the shedder once the enforcer and the queue exist.
 func (a *Agent) newFreshness() error {
 	if a.cfg.freshSigner == nil {
 		return nil
 	}
-	opts := append([]enforce.FreshnessOption{enforce.WithOverloadOf(a.enf, a.queue)}, a.cfg.freshOpts...)
+	opts := append([]freshness.Option{freshness.WithOverloadOf(a.enf, a.queue)}, a.cfg.freshOpts...)
 	if a.cfg.reg != nil {
-		opts = append(opts, enforce.WithFreshnessRegisterer(a.cfg.reg))
+		opts = append(opts, freshness.WithRegisterer(a.cfg.reg))
 	}
-	f, err := enforce.NewFreshness(a.cfg.freshSigner, opts...)
+	f, err := freshness.New(a.cfg.freshSigner, opts...)
 	if err != nil {
 		return err
 	}
@@ -67,10 +67,10 @@ func (a *Agent) applyPolicy(p policy.Policy) {
 func (a *Agent) reportOptions() []meter.ReporterOption {
 	var out []meter.ReporterOption
 	if a.cfg.budgets != nil {
-		out = append(out, meter.WithBudgetSource(meter.BudgetSource(a.cfg.budgets)))
+		out = append(out, meter.WithSectionSource(a.cfg.budgets.WindowSource()))
 	}
 	if a.fresh != nil {
-		out = append(out, meter.WithFreshnessSource(FreshnessSource(a.fresh)))
+		out = append(out, meter.WithSectionSource(freshness.Source(a.fresh)))
 	}
 	return out
 }
@@ -81,31 +81,4 @@ func (a *Agent) wrapFreshness(h http.Handler) http.Handler {
 		return h
 	}
 	return a.fresh.Wrap(h)
-}
-
-// FreshnessSource returns what ingest.WithFreshnessSource takes for a
-// shedder made without the agent: each call drains f's window into a
-// report's freshness section (the two packages' types match field for
-// field; neither imports the other). WithFreshness does this itself.
-func FreshnessSource(f *enforce.Freshness) func() *meter.Freshness {
-	return func() *meter.Freshness {
-		w := f.Drain()
-		if w.Empty() {
-			return nil
-		}
-		out := &meter.Freshness{SamplesDropped: w.SamplesDropped,
-			Samples: make([]meter.FreshSample, len(w.Samples)),
-			Routes:  make([]meter.FreshRoute, len(w.Routes)),
-			Rules:   make([]meter.FreshRule, len(w.Rules))}
-		for i, s := range w.Samples {
-			out.Samples[i] = meter.FreshSample(s)
-		}
-		for i, r := range w.Routes {
-			out.Routes[i] = meter.FreshRoute(r)
-		}
-		for i, r := range w.Rules {
-			out.Rules[i] = meter.FreshRule(r)
-		}
-		return out
-	}
 }

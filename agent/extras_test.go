@@ -12,6 +12,7 @@ import (
 
 	"github.com/qtop-dev/qtop/enforce"
 	"github.com/qtop-dev/qtop/fairqueue"
+	"github.com/qtop-dev/qtop/freshness"
 	"github.com/qtop-dev/qtop/internal/collector"
 	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/policy"
@@ -91,7 +92,7 @@ func TestBudgetsFromTheCollector(t *testing.T) {
 func TestFreshnessFromTheCollector(t *testing.T) {
 	s, url := realCollector(t)
 	ctx := context.Background()
-	signer, err := enforce.NewETagSigner([]byte("a key of sixteen bytes or more"))
+	signer, err := freshness.NewETagSigner([]byte("a key of sixteen bytes or more"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func TestFreshnessFromTheCollector(t *testing.T) {
 	var w *httptest.ResponseRecorder
 	eventually(t, "a push-triggered GET is answered 304 without the handler", func() bool {
 		before := ran
-		w = serve(mux, "GET", "/balance", "X-Tenant", "acme", "If-None-Match", etag, enforce.HeaderCause, "Push-Notification")
+		w = serve(mux, "GET", "/balance", "X-Tenant", "acme", "If-None-Match", etag, freshness.HeaderCause, "Push-Notification")
 		return w.Code == http.StatusNotModified && ran == before
 	})
 	if w.Header().Get("ETag") != etag {

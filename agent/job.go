@@ -10,6 +10,7 @@ import (
 	"github.com/qtop-dev/qtop/enforce"
 	"github.com/qtop-dev/qtop/fairqueue"
 	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -28,7 +29,7 @@ func (a *Agent) Job(ctx context.Context, tags tenant.Tags, fn func(ctx context.C
 	d := a.enf.AdmitAt(start, tags)
 	tags.Tier = d.Tier
 	if !d.Admitted() {
-		a.rec.Record(meter.Record{Time: start, Tags: tags, Kind: meter.KindJob})
+		a.rec.Record(meter.Record{Time: start, Tags: tags, Kind: report.KindJob})
 		return d.Err()
 	}
 	q := &request{}
@@ -37,7 +38,7 @@ func (a *Agent) Job(ctx context.Context, tags tenant.Tags, fn func(ctx context.C
 	end := time.Now()
 	dur := end.Sub(start)
 	ru := a.enf.CostAt(end, tags, enforce.OpWrite, 0, dur)
-	a.rec.Record(meter.Record{Time: end, Tags: tags, Kind: meter.KindJob, Duration: dur, Err: err != nil, RU: ru})
+	a.rec.Record(meter.Record{Time: end, Tags: tags, Kind: report.KindJob, Duration: dur, Err: err != nil, RU: ru})
 	return err
 }
 

@@ -14,6 +14,8 @@ import (
 
 	"github.com/qtop-dev/qtop/enforce"
 	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/meter/otelmeter"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -86,7 +88,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			msg = "agent: bad tenant: " + msg
 		}
 		http.Error(w, msg, code)
-		a.rec.Record(meter.Record{Time: start, Tags: tenant.Tags{Route: r.Pattern}, Kind: meter.KindRequest, Err: false})
+		a.rec.Record(meter.Record{Time: start, Tags: tenant.Tags{Route: r.Pattern}, Kind: report.KindRequest, Err: false})
 		return
 	}
 	if tags.Route == "" {
@@ -158,13 +160,13 @@ func (a *Agent) finish(q *request, r *http.Request, start time.Time, tier tenant
 		a.metrics.ObserveAt(end, tags.Tenant, ru, !charge)
 	}
 	failed := q.w.status >= 500
-	a.rec.Record(meter.Record{Time: end, Tags: tags, Kind: meter.KindRequest, Duration: d, Bytes: bytes, Err: failed, RU: ru})
+	a.rec.Record(meter.Record{Time: end, Tags: tags, Kind: report.KindRequest, Duration: d, Bytes: bytes, Err: failed, RU: ru})
 	if span != nil {
 		if tags.Route != "" {
 			span.SetName(r.Method + " " + tags.Route)
 			span.SetAttributes(attribute.String("http.route", tags.Route))
 		}
-		span.SetAttributes(attribute.Int("http.response.status_code", q.w.status), attribute.Float64(string(meter.AttrRU), ru))
+		span.SetAttributes(attribute.Int("http.response.status_code", q.w.status), attribute.Float64(string(otelmeter.AttrRU), ru))
 		if w := q.poolWait.Load(); w > 0 {
 			// This request's wait for pgxpool connections.
 			span.SetAttributes(attribute.Float64("qtop.pool_wait_seconds", time.Duration(w).Seconds()))

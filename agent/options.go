@@ -11,7 +11,9 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/qtop-dev/qtop/enforce"
+	"github.com/qtop-dev/qtop/freshness"
 	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/sqlcomment"
 )
 
@@ -36,8 +38,8 @@ type config struct {
 	baggage          bool
 	maxPoolTenants   int
 	budgets          *sqlcomment.Budgets
-	freshSigner      *enforce.ETagSigner
-	freshOpts        []enforce.FreshnessOption
+	freshSigner      *freshness.ETagSigner
+	freshOpts        []freshness.Option
 	sqlMode          sqlcomment.Mode         // WithSQLTagging
 	sqlNames         *sqlcomment.TenantNames // the ids of session tags
 }
@@ -120,7 +122,7 @@ func WithBaggage() Option { return func(c *config) { c.baggage = true } }
 func WithSQLTagging(m sqlcomment.Mode) Option { return func(c *config) { c.sqlMode = m } }
 
 func newConfig(opts []Option) (config, error) {
-	c := config{slots: 256, interval: meter.DefaultInterval, maxPoolTenants: meter.MaxPoolWaits,
+	c := config{slots: 256, interval: meter.DefaultInterval, maxPoolTenants: report.MaxPoolWaits,
 		sqlNames: sqlcomment.NewTenantNames(0)}
 	for _, o := range opts {
 		if o != nil {

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 )
 
 // poolWaits sums connection-pool waits per tenant over a report window,
@@ -14,7 +14,7 @@ import (
 type poolWaits struct {
 	mu  sync.Mutex
 	max int
-	m   map[string]*meter.PoolWait
+	m   map[string]*report.PoolWait
 }
 
 func (p *poolWaits) add(t string, d time.Duration) {
@@ -22,21 +22,21 @@ func (p *poolWaits) add(t string, d time.Duration) {
 		d = 0
 	}
 	if t == "" {
-		t = meter.UnknownTenant
+		t = report.UnknownTenant
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.m == nil {
-		p.m = make(map[string]*meter.PoolWait)
+		p.m = make(map[string]*report.PoolWait)
 	}
 	w := p.m[t]
 	if w == nil {
 		if len(p.m) >= p.max-1 {
-			t = meter.OtherTenant
+			t = report.OtherTenant
 			w = p.m[t]
 		}
 		if w == nil {
-			w = &meter.PoolWait{Tenant: t}
+			w = &report.PoolWait{Tenant: t}
 			p.m[t] = w
 		}
 	}
@@ -47,7 +47,7 @@ func (p *poolWaits) add(t string, d time.Duration) {
 
 // take returns the window's waits, most waited first, and starts a new
 // window.
-func (p *poolWaits) take() []meter.PoolWait {
+func (p *poolWaits) take() []report.PoolWait {
 	p.mu.Lock()
 	m := p.m
 	p.m = nil
@@ -55,11 +55,11 @@ func (p *poolWaits) take() []meter.PoolWait {
 	if len(m) == 0 {
 		return nil
 	}
-	out := make([]meter.PoolWait, 0, len(m))
+	out := make([]report.PoolWait, 0, len(m))
 	for _, w := range m {
 		out = append(out, *w)
 	}
-	slices.SortFunc(out, func(a, b meter.PoolWait) int {
+	slices.SortFunc(out, func(a, b report.PoolWait) int {
 		if c := cmp.Compare(b.Wait, a.Wait); c != 0 {
 			return c
 		}

@@ -30,7 +30,7 @@ import (
 	resource "go.opentelemetry.io/proto/otlp/resource/v1"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/spacesaving"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -41,7 +41,7 @@ var reportStart = time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
 type reportRow struct {
 	tenant, route string
 	tier          tenant.Tier
-	kind          meter.Kind
+	kind          report.Kind
 	lat           []time.Duration
 	errors        uint64
 }
@@ -52,7 +52,7 @@ func reportWindow() ([]reportRow, []string) {
 	var rows []reportRow
 	for i := range 250 {
 		for j, route := range routes {
-			r := reportRow{tenant: fmt.Sprintf("tenant-%05d", i*37), route: route, tier: tenant.T0 + tenant.Tier(i%4), kind: meter.Kind(j / 3)}
+			r := reportRow{tenant: fmt.Sprintf("tenant-%05d", i*37), route: route, tier: tenant.T0 + tenant.Tier(i%4), kind: report.Kind(j / 3)}
 			for range 200 {
 				r.lat = append(r.lat, time.Duration(math.Exp(rng.NormFloat64()*0.8+math.Log(float64(5*time.Millisecond))))+time.Microsecond)
 				if rng.IntN(100) == 0 {
@@ -70,11 +70,11 @@ func reportWindow() ([]reportRow, []string) {
 	return rows, keys
 }
 
-func qtopReport(rows []reportRow, keys []string) *meter.Report {
-	rep := &meter.Report{Source: meter.Source{Service: "billing-api", Instance: "8f14e45fceea167a", Host: "billing-api-7c9d6-xk2lp"},
+func qtopReport(rows []reportRow, keys []string) *report.Report {
+	rep := &report.Report{Source: report.Source{Service: "billing-api", Instance: "8f14e45fceea167a", Host: "billing-api-7c9d6-xk2lp"},
 		Seq: 86400, Start: reportStart, End: reportStart.Add(time.Second)}
 	for _, r := range rows {
-		row := meter.Row{Tenant: r.tenant, Route: r.route, Tier: r.tier, Kind: r.kind, Errors: r.errors}
+		row := report.Row{Tenant: r.tenant, Route: r.route, Tier: r.tier, Kind: r.kind, Errors: r.errors}
 		for _, d := range r.lat {
 			row.Count++
 			row.Duration += d
@@ -199,7 +199,7 @@ func BenchmarkReportDecode(b *testing.B) {
 	raw, _ := proto.Marshal(otlpRequest(rows, keys))
 	gz := gzipBytes(raw)
 	b.Run("qtop", func(b *testing.B) {
-		var r meter.Report
+		var r report.Report
 		b.ReportAllocs()
 		for b.Loop() {
 			if err := r.UnmarshalBinary(qbody); err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/qtop-dev/qtop/internal/collector"
 	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/tenant"
 	"github.com/qtop-dev/qtop/topn"
 )
@@ -255,7 +256,7 @@ func buildCatalog(chAddr string) (cat *Catalog, err error) {
 	// An application process reporting to it, behind the enforcement
 	// middleware.
 	app := cat.Registerer("application")
-	rec, err := meter.NewRecorder(meter.WithSource(meter.Source{Service: "checkout", Instance: "i1", Host: "h1"}),
+	rec, err := meter.NewRecorder(meter.WithSource(report.Source{Service: "checkout", Instance: "i1", Host: "h1"}),
 		meter.WithRegisterer(app))
 	if err != nil {
 		return nil, fmt.Errorf("recorder: %w", err)
@@ -291,8 +292,8 @@ func buildCatalog(chAddr string) (cat *Catalog, err error) {
 			return
 		}
 		tags, _ := tenant.From(r.Context())
-		rec.Record(meter.Record{Time: time.Now(), Tags: tags, Kind: meter.KindRequest, Duration: 3 * time.Millisecond, RU: 1})
-		rec.Record(meter.Record{Time: time.Now(), Tags: tags, Kind: meter.KindDB, Duration: 2 * time.Millisecond, Rows: 1})
+		rec.Record(meter.Record{Time: time.Now(), Tags: tags, Kind: report.KindRequest, Duration: 3 * time.Millisecond, RU: 1})
+		rec.Record(meter.Record{Time: time.Now(), Tags: tags, Kind: report.KindDB, Duration: 2 * time.Millisecond, Rows: 1})
 		w.Write([]byte("ok"))
 	}))
 	for i, tn := range []string{"acme", "acme", "bigco"} {

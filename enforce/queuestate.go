@@ -10,3 +10,6 @@ func (q *Queue) OverloadedAt(now time.Time) bool {
 	defer q.mu.Unlock()
 	return q.codel.Dropping() || (q.nwait > 0 && now.Sub(q.lastEmpty) > q.intv)
 }
+
+// Overloaded is OverloadedAt on the queue's clock.
+func (q *Queue) Overloaded() bool { return q.OverloadedAt(q.now()) }

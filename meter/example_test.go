@@ -2,6 +2,7 @@ package meter_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -19,7 +21,7 @@ import (
 func Example() {
 	start := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
 	rec, err := meter.NewRecorder(
-		meter.WithSource(meter.Source{Service: "billing-api", Instance: "pod-7-boot-1", Host: "pod-7"}),
+		meter.WithSource(report.Source{Service: "billing-api", Instance: "pod-7-boot-1", Host: "pod-7"}),
 		meter.WithClock(func() time.Time { return start }),
 	)
 	if err != nil {
@@ -29,7 +31,7 @@ func Example() {
 
 	acme := tenant.Tags{Tenant: "acme", Route: "GET /invoices", Tier: tenant.T2}
 	for _, ms := range []int{12, 30, 18} {
-		rec.Record(meter.Record{Tags: acme, Kind: meter.KindDB, Duration: time.Duration(ms) * time.Millisecond, Rows: 10})
+		rec.Record(meter.Record{Tags: acme, Kind: report.KindDB, Duration: time.Duration(ms) * time.Millisecond, Rows: 10})
 	}
 	rec.Record(meter.Record{Tags: acme, Duration: 75 * time.Millisecond, Bytes: 2048})
 
@@ -38,13 +40,13 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	rep, err := meter.DecodeReport(body)
+	rep, err := report.Decode(body)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	fmt.Printf("%s/%s seq %d, %v window\n", rep.Source.Service, rep.Source.Instance, rep.Seq, rep.End.Sub(rep.Start))
-	for _, kind := range []meter.Kind{meter.KindRequest, meter.KindDB} {
+	for _, kind := range []report.Kind{report.KindRequest, report.KindDB} {
 		for _, r := range rep.Rows {
 			if r.Kind == kind {
 				fmt.Printf("%s %q %s %s: %d × %v, p50 ≈ %.0f ms, %d rows, %d bytes\n",
@@ -63,8 +65,8 @@ func Example() {
 // stand-in that decodes reports and replies with a policy.
 func ExampleReporter() {
 	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(io.LimitReader(r.Body, meter.MaxReportBytes))
-		rep, err := meter.DecodeReport(body)
+		body, _ := io.ReadAll(io.LimitReader(r.Body, report.MaxReportBytes))
+		rep, err := report.Decode(body)
 		if err != nil {
 			w.WriteHeader(http.StatusBadRequest)
 			return
@@ -72,8 +74,8 @@ func ExampleReporter() {
 		for _, row := range rep.Rows {
 			fmt.Printf("collector: seq %d: %s %s × %d\n", rep.Seq, row.Tenant, row.Kind, row.Count)
 		}
-		reply, _ := meter.EncodeReply(meter.Reply{Accepted: true, Policy: &policy.Policy{Version: 1}})
-		w.Header().Set("Content-Type", meter.ReplyContentType)
+		reply, _ := report.EncodeReply(report.Reply{Accepted: true, Policy: json.RawMessage(`{"version":1}`)})
+		w.Header().Set("Content-Type", report.ReplyContentType)
 		w.Write(reply)
 	}))
 	defer collector.Close()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/qtop-dev/qtop/report"
 )
 
 // MaxCollectors bounds the collectors one Reporter chooses from.
@@ -47,7 +48,7 @@ type targets struct {
 }
 
 // newTargets checks every URL and ranks them for the source src.
-func newTargets(primary string, others []string, src Source, failback time.Duration) (targets, error) {
+func newTargets(primary string, others []string, src report.Source, failback time.Duration) (targets, error) {
 	all := append([]string{primary}, others...)
 	if len(all) > MaxCollectors {
 		return targets{}, fmt.Errorf("%w: %d collectors (at most %d)", ErrInvalid, len(all), MaxCollectors)

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -21,7 +22,7 @@ func TestCollectorsRankBySource(t *testing.T) {
 	urls := []string{"http://c1:7070/v1/reports", "http://c2:7070/v1/reports", "http://c3:7070/v1/reports"}
 	first := map[string]int{}
 	for i := range 300 {
-		src := Source{Service: "api", Instance: fmt.Sprintf("api-%d", i), Host: "h"}
+		src := report.Source{Service: "api", Instance: fmt.Sprintf("api-%d", i), Host: "h"}
 		a, err := newTargets(urls[0], urls[1:], src, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -62,17 +63,17 @@ func TestCollectorsInvalid(t *testing.T) {
 
 // sourcePreferring returns a source whose first choice among urls is
 // urls[want].
-func sourcePreferring(t *testing.T, urls []string, want int) Source {
+func sourcePreferring(t *testing.T, urls []string, want int) report.Source {
 	t.Helper()
 	for i := range 1000 {
-		src := Source{Service: "api", Instance: fmt.Sprintf("i-%d", i), Host: "h"} // all three set: the recorder fills in none
+		src := report.Source{Service: "api", Instance: fmt.Sprintf("i-%d", i), Host: "h"} // all three set: the recorder fills in none
 		tg, _ := newTargets(urls[0], urls[1:], src, 0)
 		if tg.urls[0] == urls[want] {
 			return src
 		}
 	}
 	t.Fatal("no source prefers it")
-	return Source{}
+	return report.Source{}
 }
 
 // TestReporterFailsOver: the process's collector goes down (connections

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/topn"
 )
 
@@ -57,7 +58,7 @@ func (m *recorderMetrics) register(reg prometheus.Registerer, n int) error {
 // window feeds a cut window's rows to the per-tenant ranking, heaviest
 // first (so that the first members are the heaviest tenants of the first
 // window, whatever the order of the rows).
-func (m *recorderMetrics) window(rep *Report) {
+func (m *recorderMetrics) window(rep *report.Report) {
 	order := make([]int, len(rep.Rows))
 	for i := range order {
 		order[i] = i
@@ -72,7 +73,7 @@ func (m *recorderMetrics) window(rep *Report) {
 	for _, i := range order {
 		row := &rep.Rows[i]
 		var v topn.Values
-		if row.Kind == KindDB {
+		if row.Kind == report.KindDB {
 			v[topn.DBTime] = row.Duration.Seconds()
 		} else {
 			v[topn.Requests] = float64(row.Count)
@@ -107,7 +108,7 @@ func newRecorderMetrics(r *Recorder) *recorderMetrics {
 	}
 }
 
-func (m *recorderMetrics) cut(rep *Report) {
+func (m *recorderMetrics) cut(rep *report.Report) {
 	m.mu.Lock()
 	m.nwindows++
 	m.lastRows = len(rep.Rows)
@@ -139,7 +140,7 @@ func (m *recorderMetrics) Collect(ch chan<- prometheus.Metric) {
 		sum.invalid += st.invalid
 	}
 	for k, n := range sum.records {
-		ch <- prometheus.MustNewConstMetric(m.records, prometheus.CounterValue, float64(n), Kind(k).String())
+		ch <- prometheus.MustNewConstMetric(m.records, prometheus.CounterValue, float64(n), report.Kind(k).String())
 	}
 	ch <- prometheus.MustNewConstMetric(m.errors, prometheus.CounterValue, float64(sum.errors))
 	ch <- prometheus.MustNewConstMetric(m.folded, prometheus.CounterValue, float64(sum.folded))

@@ -12,17 +12,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/quota"
+	"github.com/qtop-dev/qtop/report"
 )
 
-// RecorderOption configures NewRecorder, ReporterOption NewReporter and
-// SpanProcessorOption NewSpanProcessor. An Option (WithClock,
+// RecorderOption configures NewRecorder and ReporterOption NewReporter.
+// An Option (WithClock,
 // WithRegisterer) configures a Recorder or a Reporter. An option given to
 // a constructor it does not apply to does not compile.
 type (
-	RecorderOption      interface{ applyRecorder(*config) }
-	ReporterOption      interface{ applyReporter(*config) }
-	SpanProcessorOption interface{ applySpanProcessor(*config) }
-	Option              interface {
+	RecorderOption interface{ applyRecorder(*config) }
+	ReporterOption interface{ applyReporter(*config) }
+	Option         interface {
 		RecorderOption
 		ReporterOption
 	}
@@ -31,17 +31,15 @@ type (
 type (
 	recorderOption func(*config)
 	reporterOption func(*config)
-	spanOption     func(*config)
 	sharedOption   func(*config)
 )
 
-func (o recorderOption) applyRecorder(c *config)  { o(c) }
-func (o reporterOption) applyReporter(c *config)  { o(c) }
-func (o spanOption) applySpanProcessor(c *config) { o(c) }
-func (o sharedOption) applyRecorder(c *config)    { o(c) }
-func (o sharedOption) applyReporter(c *config)    { o(c) }
+func (o recorderOption) applyRecorder(c *config) { o(c) }
+func (o reporterOption) applyReporter(c *config) { o(c) }
+func (o sharedOption) applyRecorder(c *config)   { o(c) }
+func (o sharedOption) applyReporter(c *config)   { o(c) }
 
-// config holds the settings of the three constructors; each validates
+// config holds the settings of the two constructors; each validates
 // only its own part.
 type config struct {
 	// recorder and reporter
@@ -49,7 +47,7 @@ type config struct {
 	reg   prometheus.Registerer
 
 	// recorder
-	source      Source
+	source      report.Source
 	maxTenants  int
 	maxRoutes   int
 	maxRows     int
@@ -67,17 +65,12 @@ type config struct {
 	minBackoff  time.Duration
 	maxBackoff  time.Duration
 	onPolicy    func(policy.Policy)
-	enforcement func() Enforcement
-	onCut       func(*Report)
-	budgets     func() ([]BudgetCounter, []BudgetAction)
-	freshness   func() *Freshness
+	enforcement func() report.Enforcement
+	onCut       func(*report.Report)
+	sections    []func() report.Section
 	collectors  []string      // more collectors (failover.go)
 	failback    time.Duration // (failover.go)
 	quota       *quota.Gate
-
-	// span processor
-	skipDBSpans      bool
-	skipRequestSpans bool
 }
 
 // Defaults.
@@ -116,12 +109,12 @@ func newRecorderConfig(opts []RecorderOption) (config, error) {
 		}
 	}
 	switch {
-	case c.maxTenants < 1 || c.maxTenants > MaxRows:
-		return c, fmt.Errorf("%w: max tenants %d (want 1 to %d)", ErrInvalid, c.maxTenants, MaxRows)
+	case c.maxTenants < 1 || c.maxTenants > report.MaxRows:
+		return c, fmt.Errorf("%w: max tenants %d (want 1 to %d)", ErrInvalid, c.maxTenants, report.MaxRows)
 	case c.maxRoutes < 1:
 		return c, fmt.Errorf("%w: max routes %d (want ≥ 1)", ErrInvalid, c.maxRoutes)
-	case c.maxRows < 1 || c.maxRows > MaxRows/2:
-		return c, fmt.Errorf("%w: max rows %d (want 1 to %d)", ErrInvalid, c.maxRows, MaxRows/2)
+	case c.maxRows < 1 || c.maxRows > report.MaxRows/2:
+		return c, fmt.Errorf("%w: max rows %d (want 1 to %d)", ErrInvalid, c.maxRows, report.MaxRows/2)
 	case c.keyCapacity < 1 || c.keyCapacity > 1<<16:
 		return c, fmt.Errorf("%w: key capacity %d (want 1 to 65536)", ErrInvalid, c.keyCapacity)
 	case c.shards < 0 || c.shards > 1024:
@@ -132,8 +125,8 @@ func newRecorderConfig(opts []RecorderOption) (config, error) {
 		return c, fmt.Errorf("%w: nil clock", ErrInvalid)
 	}
 	for _, s := range []string{c.source.Service, c.source.Instance, c.source.Host} {
-		if len(s) > MaxStringLen {
-			return c, fmt.Errorf("%w: source field of %d bytes, at most %d", ErrInvalid, len(s), MaxStringLen)
+		if len(s) > report.MaxStringLen {
+			return c, fmt.Errorf("%w: source field of %d bytes, at most %d", ErrInvalid, len(s), report.MaxStringLen)
 		}
 	}
 	if c.source.Service == "" {
@@ -172,33 +165,25 @@ func newReporterConfig(opts []ReporterOption) (config, error) {
 	return c, nil
 }
 
-func newSpanConfig(opts []SpanProcessorOption) config {
-	c := defaults()
-	for _, o := range opts {
-		if o != nil {
-			o.applySpanProcessor(&c)
-		}
-	}
-	return c
-}
-
 // WithSource sets the identity of the reporting process. An empty Service
 // defaults to the program name, an empty Host to the host name, an empty
 // Instance to a random one.
-func WithSource(s Source) RecorderOption { return recorderOption(func(c *config) { c.source = s }) }
+func WithSource(s report.Source) RecorderOption {
+	return recorderOption(func(c *config) { c.source = s })
+}
 
 // WithMaxTenants bounds the tenants tracked per window; the load of the
-// others is folded into OtherTenant. Default DefaultMaxTenants.
+// others is folded into report.OtherTenant. Default DefaultMaxTenants.
 func WithMaxTenants(n int) RecorderOption {
 	return recorderOption(func(c *config) { c.maxTenants = n })
 }
 
 // WithMaxRoutes bounds the routes of one tenant per window; further
-// routes are counted under OtherRoute. Default DefaultMaxRoutes.
+// routes are counted under report.OtherRoute. Default DefaultMaxRoutes.
 func WithMaxRoutes(n int) RecorderOption { return recorderOption(func(c *config) { c.maxRoutes = n }) }
 
 // WithMaxRows bounds the tenant × route × kind rows per window; beyond it
-// new routes go to OtherRoute. Each row holds a latency histogram of about
+// new routes go to report.OtherRoute. Each row holds a latency histogram of about
 // 9 KiB, so this bounds the recorder's memory. Default DefaultMaxRows.
 func WithMaxRows(n int) RecorderOption { return recorderOption(func(c *config) { c.maxRows = n }) }
 
@@ -277,18 +262,11 @@ func WithPolicyHandler(fn func(policy.Policy)) ReporterOption {
 	return reporterOption(func(c *config) { c.onPolicy = fn })
 }
 
-// WithEnforcementSource has the Reporter fill each report's Enforcement
+// WithEnforcementSource has the Reporter fill each report's report.Enforcement
 // with fn's counters for the window (fn returns the counters since its
 // previous call).
-func WithEnforcementSource(fn func() Enforcement) ReporterOption {
+func WithEnforcementSource(fn func() report.Enforcement) ReporterOption {
 	return reporterOption(func(c *config) { c.enforcement = fn })
-}
-
-// WithDBSpans says whether the SpanProcessor records database client
-// spans (default true). Pass false when SQLObserver already records the
-// same statements, so that they do not count twice.
-func WithDBSpans(record bool) SpanProcessorOption {
-	return spanOption(func(c *config) { c.skipDBSpans = !record })
 }
 
 // WithCutHook has the Reporter call fn with each window's report, after
@@ -296,16 +274,8 @@ func WithDBSpans(record bool) SpanProcessorOption {
 // before it is encoded, so that what the recorder does not hold (pool
 // waits, enforcement detail) is added to it. fn runs on the reporter's
 // goroutine and must not keep rep.
-func WithCutHook(fn func(rep *Report)) ReporterOption {
+func WithCutHook(fn func(rep *report.Report)) ReporterOption {
 	return reporterOption(func(c *config) { c.onCut = fn })
-}
-
-// WithRequestSpans says whether the SpanProcessor records server spans as
-// requests (default true). Pass false when a middleware (the agent's)
-// already records each request, so that they do not count twice; the
-// processor still tags every span with its tenant.
-func WithRequestSpans(record bool) SpanProcessorOption {
-	return spanOption(func(c *config) { c.skipRequestSpans = !record })
 }
 
 // WithQuota has the Reporter carry g's per-tenant usage in each report
@@ -315,4 +285,13 @@ func WithRequestSpans(record bool) SpanProcessorOption {
 // verdicts until they expire.
 func WithQuota(g *quota.Gate) ReporterOption {
 	return reporterOption(func(c *config) { c.quota = g })
+}
+
+// WithSectionSource has the Reporter add fn's section to each report (fn
+// returns what happened since its previous call, nil when nothing did),
+// for the parts of a process that report a section of their own:
+// freshness.Source, sqlcomment's Budgets.WindowSource. It may be given
+// more than once, for sections of different tags.
+func WithSectionSource(fn func() report.Section) ReporterOption {
+	return reporterOption(func(c *config) { c.sections = append(c.sections, fn) })
 }

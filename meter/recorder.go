@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/histogram"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/spacesaving"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -16,15 +17,15 @@ import (
 // Recorder aggregates records per window: per tenant × route × kind a
 // count, errors, duration sum, RU, bytes, rows and a latency histogram,
 // and a Space-Saving sketch of hot keys. Cut closes the window and
-// returns it as a Report.
+// returns it as a report.Report.
 //
 // Memory is bounded whatever the number of tenants. Tenants are tracked
 // by a filtered Space-Saving sketch weighted by duration: a tenant not yet
 // tracked takes the place of the lightest one only when its estimated
 // weight exceeds it (the evicted tenant's rows are folded into
-// OtherTenant), and otherwise its record goes straight to OtherTenant. So
+// report.OtherTenant), and otherwise its record goes straight to report.OtherTenant. So
 // the heavy tenants of a window have rows of their own, and the totals
-// over all rows, OtherTenant included, are exact.
+// over all rows, report.OtherTenant included, are exact.
 //
 // Each row holds a 9 KiB latency histogram, so memory is about 9.3 KiB
 // per row seen in a window: at most WithMaxRows (plus three per shard)
@@ -49,7 +50,7 @@ type Recorder struct {
 	start   time.Time
 	seq     uint64
 	retired []*window
-	other   map[otherKey]int // index in the report's rows of the OtherTenant rows
+	other   map[otherKey]int // index in the report's rows of the report.OtherTenant rows
 
 	metrics *recorderMetrics
 }
@@ -64,10 +65,10 @@ type shard struct {
 
 // shardStats are lifetime counters, read by the metrics collector.
 type shardStats struct {
-	records [numKinds]uint64
+	records [report.NumKinds]uint64
 	errors  uint64
-	folded  uint64 // records counted under OtherTenant
-	evicted uint64 // tenants evicted into OtherTenant
+	folded  uint64 // records counted under report.OtherTenant
+	evicted uint64 // tenants evicted into report.OtherTenant
 	invalid uint64 // records whose tenant, route or key was too long
 }
 
@@ -76,7 +77,7 @@ type window struct {
 	tenants map[string]*tenantAgg
 	heap    []*tenantAgg // min-heap by weight
 	alpha   []uint64     // filter buckets of the tenant sketch
-	other   tenantAgg    // OtherTenant
+	other   tenantAgg    // report.OtherTenant
 	free    []*tenantAgg
 	rows    int64
 	keys    *spacesaving.Sketch
@@ -92,7 +93,7 @@ type tenantAgg struct {
 
 type rowAgg struct {
 	route  string
-	kind   Kind
+	kind   report.Kind
 	tier   tenant.Tier
 	count  uint64
 	errors uint64
@@ -175,12 +176,12 @@ func (r *Recorder) newWindow() *window {
 		tenants: make(map[string]*tenantAgg, r.perShard),
 		heap:    make([]*tenantAgg, 0, r.perShard),
 		alpha:   make([]uint64, 1<<r.alphaBits),
-		other:   tenantAgg{name: OtherTenant},
+		other:   tenantAgg{name: report.OtherTenant},
 	}
 }
 
 // Source returns the identity the recorder puts in its reports.
-func (r *Recorder) Source() Source { return r.cfg.source }
+func (r *Recorder) Source() report.Source { return r.cfg.source }
 
 // Record adds one finished unit of work to the current window. It is
 // safe for concurrent use, takes one short lock, and reads no clock:
@@ -190,13 +191,13 @@ func (r *Recorder) Record(rec Record) {
 	name := rec.Tags.Tenant
 	invalid := false
 	if name == "" {
-		name = UnknownTenant
+		name = report.UnknownTenant
 	} else if len(name) > tenant.MaxTenantLen {
-		name, invalid = UnknownTenant, true
+		name, invalid = report.UnknownTenant, true
 	}
 	route := rec.Tags.Route
 	if len(route) > tenant.MaxRouteLen {
-		route, invalid = OtherRoute, true
+		route, invalid = report.OtherRoute, true
 	}
 	key := rec.Tags.Key
 	if len(key) > tenant.MaxKeyLen {
@@ -204,7 +205,7 @@ func (r *Recorder) Record(rec Record) {
 	}
 	kind := rec.Kind
 	if !kind.Valid() {
-		kind, invalid = KindRequest, true
+		kind, invalid = report.KindRequest, true
 	}
 	h := maphash.String(r.seed, name)
 	weight := recordWeight(rec.Duration)
@@ -278,7 +279,7 @@ func recordWeight(d time.Duration) uint64 {
 // tenant's estimate (its filter bucket plus weight) reaches it, and
 // otherwise w.other. The caller adds weight to what it gets.
 func (r *Recorder) admit(w *window, st *shardStats, name string, h, weight uint64) *tenantAgg {
-	if name == OtherTenant {
+	if name == report.OtherTenant {
 		return &w.other
 	}
 	a := &w.alpha[h>>(64-r.alphaBits)]
@@ -296,7 +297,7 @@ func (r *Recorder) admit(w *window, st *shardStats, name string, h, weight uint6
 		*a += weight
 		return &w.other
 	}
-	// Evict the lightest tenant: its rows go to OtherTenant, its weight
+	// Evict the lightest tenant: its rows go to report.OtherTenant, its weight
 	// bounds its filter bucket, and the newcomer inherits its slot with
 	// the estimate of its own bucket (Space-Saving's overestimate).
 	st.evicted++
@@ -322,23 +323,23 @@ func (r *Recorder) admit(w *window, st *shardStats, name string, h, weight uint6
 
 // row returns t's aggregate for route and kind, creating it while the
 // tenant and the recorder have room for one more. Beyond the tenant's
-// route limit it uses the tenant's OtherRoute row; beyond the recorder's
-// row limit, the tenant's OtherRoute row if it has one, else
-// OtherTenant's. Only OtherTenant's rows (one per kind and shard) are
+// route limit it uses the tenant's report.OtherRoute row; beyond the recorder's
+// row limit, the tenant's report.OtherRoute row if it has one, else
+// report.OtherTenant's. Only report.OtherTenant's rows (one per kind and shard) are
 // created beyond the limit, so rows never exceed WithMaxRows plus three
 // per shard.
-func (r *Recorder) row(w *window, t *tenantAgg, route string, kind Kind) *rowAgg {
+func (r *Recorder) row(w *window, t *tenantAgg, route string, kind report.Kind) *rowAgg {
 	for _, a := range t.rows {
 		if a.kind == kind && a.route == route {
 			return a
 		}
 	}
 	full := r.rows.Load() >= int64(r.cfg.maxRows)
-	if route != OtherRoute && (len(t.rows) >= r.cfg.maxRoutes || full) {
-		return r.row(w, t, OtherRoute, kind)
+	if route != report.OtherRoute && (len(t.rows) >= r.cfg.maxRoutes || full) {
+		return r.row(w, t, report.OtherRoute, kind)
 	}
 	if full && t != &w.other {
-		return r.row(w, &w.other, OtherRoute, kind)
+		return r.row(w, &w.other, report.OtherRoute, kind)
 	}
 	a := r.pool.get()
 	a.route, a.kind = route, kind
@@ -412,15 +413,15 @@ func (w *window) down(i int) {
 // back), the window ends where it started. Cut is safe to call
 // concurrently with Record and with itself; Record calls made while Cut
 // runs land in one window or the other, never in neither.
-func (r *Recorder) Cut(now time.Time) *Report {
-	rep := new(Report)
+func (r *Recorder) Cut(now time.Time) *report.Report {
+	rep := new(report.Report)
 	r.cutInto(now, rep)
 	return rep
 }
 
 // cutInto is Cut into rep, reusing its rows (and their histograms), its
 // key sketch and its key-tenant map.
-func (r *Recorder) cutInto(now time.Time, rep *Report) {
+func (r *Recorder) cutInto(now time.Time, rep *report.Report) {
 	r.cutMu.Lock()
 	defer r.cutMu.Unlock()
 	now = now.Round(0) // wall clock only, like the encoding
@@ -445,12 +446,12 @@ func (r *Recorder) cutInto(now time.Time, rep *Report) {
 	r.rows.Add(-nrows)
 
 	rows, keys, keyTen := rep.Rows[:0], rep.Keys, rep.KeyTenants
-	*rep = Report{Version: CurrentVersion, Source: r.cfg.source, Seq: r.seq, Start: start, End: now}
+	*rep = report.Report{Version: report.CurrentVersion, Source: r.cfg.source, Seq: r.seq, Start: start, End: now}
 	if int64(cap(rows)) < nrows {
-		rows = make([]Row, 0, nrows)
+		rows = make([]report.Row, 0, nrows)
 	}
 	// next returns the next row of rows, emptied.
-	next := func() *Row {
+	next := func() *report.Row {
 		rows = rows[:len(rows)+1]
 		row := &rows[len(rows)-1]
 		row.Latency.Reset()
@@ -466,11 +467,11 @@ func (r *Recorder) cutInto(now time.Time, rep *Report) {
 		for _, a := range w.other.rows {
 			k := otherKey{a.route, a.kind}
 			if i, ok := r.other[k]; ok {
-				rows[i].merge(a)
+				mergeRow(&rows[i], a)
 				continue
 			}
 			r.other[k] = len(rows)
-			a.fill(next(), OtherTenant)
+			a.fill(next(), report.OtherTenant)
 		}
 	}
 	rep.Rows = rows
@@ -521,18 +522,19 @@ func (r *Recorder) cutInto(now time.Time, rep *Report) {
 
 type otherKey struct {
 	route string
-	kind  Kind
+	kind  report.Kind
 }
 
 // fill sets row, whose histogram is empty, to a's aggregates.
-func (a *rowAgg) fill(row *Row, name string) {
+func (a *rowAgg) fill(row *report.Row, name string) {
 	row.Tenant, row.Route, row.Tier, row.Kind = name, a.route, a.tier, a.kind
 	row.Count, row.Errors, row.Duration, row.RU = a.count, a.errors, a.dur, a.ru
 	row.Bytes, row.Rows = a.bytes, a.nrows
 	row.Latency.Load(&a.hist) // the recorder counts dense, the row is sparse
 }
 
-func (row *Row) merge(a *rowAgg) {
+// mergeRow adds a to row.
+func mergeRow(row *report.Row, a *rowAgg) {
 	row.Tier = a.tier
 	row.Count += a.count
 	row.Errors += a.errors

@@ -3,6 +3,7 @@ package meter
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -10,14 +11,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/qtop-dev/qtop/sqlcomment"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
 func fixedClock(t time.Time) Option { return WithClock(func() time.Time { return t }) }
 
-func rowsByKey(rep *Report) map[string]Row {
-	m := make(map[string]Row, len(rep.Rows))
+func rowsByKey(rep *report.Report) map[string]report.Row {
+	m := make(map[string]report.Row, len(rep.Rows))
 	for _, r := range rep.Rows {
 		k := r.Tenant + "|" + r.Route + "|" + r.Kind.String()
 		if _, dup := m[k]; dup {
@@ -29,7 +30,7 @@ func rowsByKey(rep *Report) map[string]Row {
 }
 
 func TestRecorderSteps(t *testing.T) {
-	rec := mustRecorder(fixedClock(t0), WithSource(Source{Service: "api", Instance: "i1", Host: "h"}))
+	rec := mustRecorder(fixedClock(t0), WithSource(report.Source{Service: "api", Instance: "i1", Host: "h"}))
 	acme := tenant.Tags{Tenant: "acme", Route: "GET /a", Tier: tenant.T1}
 	steps := []struct {
 		at  time.Duration
@@ -40,14 +41,14 @@ func TestRecorderSteps(t *testing.T) {
 	}{
 		{at: 100 * time.Millisecond, rec: &Record{Tags: acme, Duration: 10 * time.Millisecond, RU: 1, Bytes: 100}},
 		{at: 200 * time.Millisecond, rec: &Record{Tags: acme, Duration: 30 * time.Millisecond, RU: 2, Err: true}},
-		{at: 300 * time.Millisecond, rec: &Record{Tags: acme, Kind: KindDB, Duration: 5 * time.Millisecond, Rows: 7}},
+		{at: 300 * time.Millisecond, rec: &Record{Tags: acme, Kind: report.KindDB, Duration: 5 * time.Millisecond, Rows: 7}},
 		{at: 400 * time.Millisecond, rec: &Record{Tags: tenant.Tags{Route: "GET /a"}, Duration: time.Millisecond}},
 		{at: time.Second, cut: true, want: map[string][6]float64{
 			"acme|GET /a|request":       {2, 1, 0.040, 3, 100, 0},
 			"acme|GET /a|db":            {1, 0, 0.005, 0, 0, 7},
 			"(untagged)|GET /a|request": {1, 0, 0.001, 0, 0, 0},
 		}},
-		{at: 1500 * time.Millisecond, rec: &Record{Tags: acme, Kind: KindJob, Duration: time.Second}},
+		{at: 1500 * time.Millisecond, rec: &Record{Tags: acme, Kind: report.KindJob, Duration: time.Second}},
 		{at: 2 * time.Second, cut: true, want: map[string][6]float64{
 			"acme|GET /a|job": {1, 0, 1, 0, 0, 0},
 		}},
@@ -88,7 +89,7 @@ func TestRecorderSteps(t *testing.T) {
 				t.Errorf("step %d: row %s tier %v, want T1", i, k, g.Tier)
 			}
 		}
-		if rep.Source != (Source{Service: "api", Instance: "i1", Host: "h"}) {
+		if rep.Source != (report.Source{Service: "api", Instance: "i1", Host: "h"}) {
 			t.Errorf("source %+v", rep.Source)
 		}
 	}
@@ -149,7 +150,7 @@ func TestRecorderManyTenants(t *testing.T) {
 	for _, r := range rep.Rows {
 		sumDur += r.Duration
 		sumCount += r.Count
-		if r.Tenant == OtherTenant {
+		if r.Tenant == report.OtherTenant {
 			continue
 		}
 		tracked[r.Tenant] = true
@@ -211,7 +212,7 @@ func TestRecorderInvalid(t *testing.T) {
 	rec.Record(Record{Tags: tenant.Tags{Tenant: "a", Route: long}})
 	rec.Record(Record{Tags: tenant.Tags{Tenant: "a", Route: "r", Key: long}})
 	rec.Record(Record{Tags: tenant.Tags{Tenant: "a", Route: "r"}, Kind: 9})
-	rec.Record(Record{Tags: tenant.Tags{Tenant: OtherTenant, Route: "r"}, Err: true})
+	rec.Record(Record{Tags: tenant.Tags{Tenant: report.OtherTenant, Route: "r"}, Err: true})
 	rep := rec.Cut(t0.Add(time.Second))
 	got := rowsByKey(rep)
 	want := map[string]uint64{"(untagged)|r|request": 1, "a|other|request": 1, "a|r|request": 2, "other|r|request": 1}
@@ -275,11 +276,13 @@ func TestRecorderKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	back, err := DecodeReport(b)
+	back, err := report.Decode(b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sameReport(t, rep, back)
+	if len(back.Rows) != len(rep.Rows) || back.Seq != rep.Seq || !reflect.DeepEqual(back.KeyTenants, rep.KeyTenants) {
+		t.Errorf("decoded %+v, want %+v", back, rep)
+	}
 }
 
 // TestRecorderConcurrent records from several goroutines while cutting,
@@ -344,11 +347,11 @@ func TestRecorderOptions(t *testing.T) {
 	for name, o := range map[string]RecorderOption{
 		"tenants": WithMaxTenants(0),
 		"routes":  WithMaxRoutes(0),
-		"rows":    WithMaxRows(MaxRows),
+		"rows":    WithMaxRows(report.MaxRows),
 		"keys":    WithKeyCapacity(0),
 		"shards":  WithShards(-1),
 		"clock":   WithClock(nil),
-		"source":  WithSource(Source{Service: strings.Repeat("s", MaxStringLen+1)}),
+		"source":  WithSource(report.Source{Service: strings.Repeat("s", report.MaxStringLen+1)}),
 	} {
 		t.Run(name, func(t *testing.T) {
 			if r, err := NewRecorder(o); !errors.Is(err, ErrInvalid) || r != nil {
@@ -372,7 +375,7 @@ func benchRecords(tenants, routes int) []Record {
 			out = append(out, Record{
 				Time:     t0,
 				Tags:     tenant.Tags{Tenant: fmt.Sprintf("tenant-%04d", i), Route: fmt.Sprintf("GET /api/v1/r%d", j), Tier: tenant.T2},
-				Kind:     Kind(j % 2),
+				Kind:     report.Kind(j % 2),
 				Duration: time.Duration(1+i*j) * 100 * time.Microsecond,
 				Rows:     3, Bytes: 512, RU: 1.5,
 			})
@@ -441,7 +444,7 @@ func TestRecorderTenantMetrics(t *testing.T) {
 	for i, name := range []string{"a", "b", "c", "d"} {
 		for range i + 1 {
 			rec.Record(Record{Tags: tenant.Tags{Tenant: name}, Duration: time.Second})
-			rec.Record(Record{Tags: tenant.Tags{Tenant: name}, Kind: KindDB, Duration: time.Second, Bytes: 10})
+			rec.Record(Record{Tags: tenant.Tags{Tenant: name}, Kind: report.KindDB, Duration: time.Second, Bytes: 10})
 		}
 	}
 	rec.Cut(t0.Add(time.Second))
@@ -471,7 +474,7 @@ qtop_ingest_tenant_db_seconds_total{tenant="other"} 3
 // again; nothing of a window may leak into the next.
 func TestRecorderCutIntoReuse(t *testing.T) {
 	rec := mustRecorder(fixedClock(t0))
-	var rep Report
+	var rep report.Report
 	for i := range 3 {
 		rec.Record(Record{Tags: tenant.Tags{Tenant: "a", Route: "r", Key: "k1"}, Duration: time.Millisecond})
 		rec.Record(Record{Tags: tenant.Tags{Tenant: "b", Route: "r"}, Duration: time.Second})
@@ -511,8 +514,7 @@ func BenchmarkRecordChurn(b *testing.B) {
 	}
 }
 
-// mustRecorder, mustSpanProcessor and mustSQLObserver are the
-// constructors for tests whose options are known to be valid.
+// mustRecorder is the constructor for tests whose options are known to be valid.
 func mustRecorder(opts ...RecorderOption) *Recorder {
 	r, err := NewRecorder(opts...)
 	if err != nil {
@@ -521,18 +523,31 @@ func mustRecorder(opts ...RecorderOption) *Recorder {
 	return r
 }
 
-func mustSpanProcessor(rec *Recorder, opts ...SpanProcessorOption) *SpanProcessor {
-	p, err := NewSpanProcessor(rec, opts...)
-	if err != nil {
-		panic(err)
+// BenchmarkCut measures closing a window of 1,000 rows, into a new
+// report.Report (Cut) and into the reused one of the reporter (cutInto).
+func BenchmarkCut(b *testing.B) {
+	for _, reuse := range []bool{false, true} {
+		b.Run(map[bool]string{false: "new", true: "reuse"}[reuse], func(b *testing.B) {
+			rec := mustRecorder(fixedClock(t0))
+			recs := benchRecords(250, 4)
+			now := t0
+			var rep report.Report
+			b.ReportAllocs()
+			for b.Loop() {
+				b.StopTimer()
+				for _, r := range recs {
+					rec.Record(r)
+				}
+				b.StartTimer()
+				now = now.Add(time.Second)
+				if reuse {
+					rec.cutInto(now, &rep)
+				} else {
+					rec.Cut(now)
+				}
+			}
+		})
 	}
-	return p
 }
 
-func mustSQLObserver(rec *Recorder) sqlcomment.Observer {
-	o, err := SQLObserver(rec)
-	if err != nil {
-		panic(err)
-	}
-	return o
-}
+var t0 = time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)

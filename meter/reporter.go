@@ -1,19 +1,17 @@
 package meter
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/quota"
+	"github.com/qtop-dev/qtop/report"
 )
 
 // Reporter cuts the Recorder's window every interval and POSTs it to the
@@ -28,7 +26,7 @@ import (
 //     it is dropped;
 //   - a report is sent again, with the same Seq, when the collector's
 //     answer was lost, so the collector drops duplicates by
-//     (Source.Instance, Seq);
+//     (report.Source.Instance, Seq);
 //   - a new policy in a reply goes to the WithPolicyHandler callback;
 //   - with WithCollectors, a process sends to one of several collectors,
 //     chosen by its source identity, and fails over to the next when an
@@ -40,6 +38,7 @@ import (
 type Reporter struct {
 	rec    *Recorder
 	cfg    config
+	exp    Exporter // nil: the HTTP exporter (the reporter's own send)
 	client *http.Client
 	own    *http.Transport // set when the reporter made its client
 	m      *reporterMetrics
@@ -56,7 +55,7 @@ type Reporter struct {
 	shut       bool
 
 	cutMu   sync.Mutex
-	scratch Report // the report cut holds, reused; guarded by cutMu
+	scratch report.Report // the report cut holds, reused; guarded by cutMu
 
 	dropped atomic.Uint64
 	sending chan struct{} // a one-slot semaphore: one sender at a time
@@ -67,9 +66,12 @@ type Reporter struct {
 	bg      context.Context
 }
 
+// pending is a queued report: its body for the HTTP exporter (encoded
+// once, at the cut), the report itself for another exporter.
 type pending struct {
 	seq  uint64
 	body []byte
+	rep  *report.Report
 }
 
 // NewReporter returns a reporter that sends rec's windows to the
@@ -175,23 +177,32 @@ func (r *Reporter) sendLoop() {
 func (r *Reporter) cut(final bool) uint64 {
 	r.cutMu.Lock()
 	rep := &r.scratch // reused: rows and their histograms keep their memory
+	if r.exp != nil {
+		rep = new(report.Report) // handed to the exporter as it is
+	}
 	r.rec.cutInto(r.cfg.clock(), rep)
 	if r.cfg.enforcement != nil {
 		rep.Enforcement = r.cfg.enforcement()
 	}
+	rep.Sections = nil // the previous report's, which the queue no longer needs
 	if r.cfg.quota != nil {
-		rep.Quota = r.cfg.quota.Cut()
+		if u := r.cfg.quota.Cut(); len(u) > 0 {
+			rep.SetSection(quota.Usages(u))
+		}
 	}
-	if r.cfg.budgets != nil {
-		rep.Budgets, rep.BudgetActions = r.cfg.budgets()
-	}
-	if r.cfg.freshness != nil {
-		rep.Freshness = r.cfg.freshness()
+	for _, fn := range r.cfg.sections {
+		if s := fn(); s != nil {
+			rep.SetSection(s)
+		}
 	}
 	if r.cfg.onCut != nil {
 		r.cfg.onCut(rep)
 	}
-	body, err := rep.MarshalBinary()
+	var body []byte
+	var err error
+	if r.exp == nil {
+		body, err = rep.MarshalBinary()
+	}
 	seq := rep.Seq
 	r.cutMu.Unlock()
 	if err != nil {
@@ -218,7 +229,11 @@ func (r *Reporter) cut(final bool) uint64 {
 		r.drop("queue_full", 1)
 		r.mu.Lock()
 	}
-	r.queue = append(r.queue, pending{seq: seq, body: body})
+	p := pending{seq: seq, body: body}
+	if r.exp != nil {
+		p.rep = rep
+	}
+	r.queue = append(r.queue, p)
 	n := len(r.queue)
 	r.mu.Unlock()
 	if r.m != nil {
@@ -273,7 +288,7 @@ func (r *Reporter) drain(ctx context.Context, upTo uint64) time.Duration {
 		r.inflight = p.seq
 		r.mu.Unlock()
 
-		res := r.send(ctx, p.body)
+		res := r.export(ctx, p)
 
 		r.mu.Lock()
 		r.inflight = 0
@@ -312,80 +327,6 @@ func (r *Reporter) backoff(attempt int, retryAfter time.Duration) time.Duration 
 	d = min(d, r.cfg.maxBackoff)
 	d = d/2 + rand.N(d/2+1)
 	return max(d, min(retryAfter, r.cfg.maxBackoff))
-}
-
-type sendResult struct {
-	ok, retry  bool
-	retryAfter time.Duration
-}
-
-// send makes one attempt to POST body.
-func (r *Reporter) send(ctx context.Context, body []byte) sendResult {
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.timeout)
-	defer cancel()
-	target := r.target()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
-	if err != nil { // the URL was checked by NewReporter
-		return sendResult{}
-	}
-	req.Header.Set("Content-Type", ContentType)
-	req.Header.Set("Accept", ReplyContentType)
-	if r.cfg.token != "" {
-		req.Header.Set("Authorization", "Bearer "+r.cfg.token)
-	}
-	resp, err := r.client.Do(req)
-	if err != nil {
-		reason := "network"
-		if errors.Is(err, context.DeadlineExceeded) {
-			reason = "timeout"
-		}
-		r.failed(reason)
-		if r.bg.Err() == nil && (ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded)) {
-			r.failover(target)
-		}
-		return sendResult{retry: true}
-	}
-	data, rerr := io.ReadAll(io.LimitReader(resp.Body, MaxReplyBytes+1))
-	_ = resp.Body.Close()
-	var reply Reply
-	var derr error
-	if rerr != nil {
-		derr = rerr
-	} else {
-		reply, derr = DecodeReply(data)
-	}
-	if derr == nil {
-		r.applyPolicy(reply.Policy)
-	}
-	retryAfter := reply.RetryAfter
-	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
-		retryAfter = max(retryAfter, time.Duration(s)*time.Second)
-	}
-	code := resp.StatusCode
-	switch {
-	case code >= 200 && code < 300:
-		if derr != nil && r.m != nil {
-			r.m.replyErrors.Inc()
-		}
-		if derr == nil && r.cfg.quota != nil {
-			r.cfg.quota.Apply(r.cfg.clock(), reply.Quotas)
-		}
-		if r.m != nil {
-			r.m.sent.Inc()
-			r.m.bytes.Add(float64(len(body)))
-		}
-		return sendResult{ok: true}
-	case code == http.StatusRequestTimeout, code == http.StatusTooEarly, code == http.StatusTooManyRequests:
-		r.failed("throttled")
-		return sendResult{retry: true, retryAfter: retryAfter}
-	case code >= 500:
-		r.failed("server")
-		r.failover(target)
-		return sendResult{retry: true, retryAfter: retryAfter}
-	default:
-		r.failed("rejected")
-		return sendResult{}
-	}
 }
 
 func (r *Reporter) failed(reason string) {

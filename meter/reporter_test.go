@@ -2,11 +2,14 @@ package meter
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/tenant"
 	"go.uber.org/goleak"
 )
@@ -30,7 +34,7 @@ type collector struct {
 
 	mu      sync.Mutex
 	mode    string // "ok", "down", "slow", "garbage200", "garbage500", "400", "429", "lostreply"
-	reports []*Report
+	reports []*report.Report
 	pol     *policy.Policy
 	arrived chan struct{}
 }
@@ -48,10 +52,10 @@ func (c *collector) setMode(m string) {
 	c.mu.Unlock()
 }
 
-func (c *collector) got() []*Report {
+func (c *collector) got() []*report.Report {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]*Report(nil), c.reports...)
+	return append([]*report.Report(nil), c.reports...)
 }
 
 func (c *collector) serve(w http.ResponseWriter, req *http.Request) {
@@ -83,19 +87,19 @@ func (c *collector) serve(w http.ResponseWriter, req *http.Request) {
 		w.WriteHeader(429)
 		return
 	}
-	if req.Method != http.MethodPost || req.Header.Get("Content-Type") != ContentType {
+	if req.Method != http.MethodPost || req.Header.Get("Content-Type") != report.ContentType {
 		c.t.Errorf("request %s with content type %q", req.Method, req.Header.Get("Content-Type"))
 	}
 	if c.token != "" && req.Header.Get("Authorization") != "Bearer "+c.token {
 		w.WriteHeader(401)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(req.Body, MaxReportBytes+1))
+	body, err := io.ReadAll(io.LimitReader(req.Body, report.MaxReportBytes+1))
 	if err != nil {
 		c.t.Errorf("reading body: %v", err)
 		return
 	}
-	rep, err := DecodeReport(body)
+	rep, err := dec.Decode(body)
 	if err != nil {
 		c.t.Errorf("collector cannot decode the report: %v", err)
 		w.WriteHeader(400)
@@ -113,11 +117,15 @@ func (c *collector) serve(w http.ResponseWriter, req *http.Request) {
 		conn.Close()
 		return
 	}
-	b, err := EncodeReply(Reply{Accepted: true, Policy: pol})
+	var raw json.RawMessage
+	if pol != nil {
+		raw, _ = json.Marshal(pol)
+	}
+	b, err := report.EncodeReply(report.Reply{Accepted: true, Policy: raw})
 	if err != nil {
 		c.t.Error(err)
 	}
-	w.Header().Set("Content-Type", ReplyContentType)
+	w.Header().Set("Content-Type", report.ReplyContentType)
 	w.Write(b)
 }
 
@@ -142,7 +150,7 @@ func ctxTimeout(t *testing.T, d time.Duration) context.Context {
 	return ctx
 }
 
-func seqs(rs []*Report) []uint64 {
+func seqs(rs []*report.Report) []uint64 {
 	var out []uint64
 	for _, r := range rs {
 		out = append(out, r.Seq)
@@ -154,13 +162,13 @@ func TestReporterSendsAndHandsPolicy(t *testing.T) {
 	c := newCollector(t)
 	c.token = "s3cret"
 	c.pol = samplePolicy()
-	rec := mustRecorder(WithSource(Source{Service: "api", Instance: "i-1", Host: "h"}))
+	rec := mustRecorder(WithSource(report.Source{Service: "api", Instance: "i-1", Host: "h"}))
 	var mu sync.Mutex
 	var got []policy.Policy
 	reg := prometheus.NewPedanticRegistry()
 	r := newReporter(t, c, rec, WithToken("s3cret"), WithRegisterer(reg),
 		WithPolicyHandler(func(p policy.Policy) { mu.Lock(); got = append(got, p); mu.Unlock() }),
-		WithEnforcementSource(func() Enforcement { return Enforcement{Shed: [4]uint64{0, 0, 1, 9}} }))
+		WithEnforcementSource(func() report.Enforcement { return report.Enforcement{Shed: [4]uint64{0, 0, 1, 9}} }))
 
 	rec.Record(Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /a"}, Duration: 3 * time.Millisecond})
 	if err := r.ForceFlush(ctxTimeout(t, 10*time.Second)); err != nil {
@@ -454,7 +462,7 @@ func TestReporterBackground(t *testing.T) {
 	}
 	// Deduplicate by Seq, as the collector does: an attempt aborted by
 	// Shutdown may have arrived.
-	var reps []*Report
+	var reps []*report.Report
 	for _, rep := range c.got() {
 		if len(reps) == 0 || rep.Seq != reps[len(reps)-1].Seq {
 			reps = append(reps, rep)
@@ -611,5 +619,130 @@ func TestReporterBackoff(t *testing.T) {
 		if s.lo != s.hi && len(seen) < 10 {
 			t.Errorf("attempt %d: only %d distinct waits in 200, jitter missing", s.attempt, len(seen))
 		}
+	}
+}
+
+// dec knows the sections of the test sources (WithSectionSource).
+var dec = report.NewDecoder(testSection{})
+
+func samplePolicy() *policy.Policy {
+	return &policy.Policy{
+		Version: 3,
+		Updated: t0,
+		Rules: []policy.Rule{
+			{ID: "r1", Tenant: "acme", Action: policy.Throttle, RUPerSecond: 100, Expires: t0.Add(time.Hour), Reason: "catalog import", Created: t0},
+			{ID: "r2", Tier: tenant.T3, Action: policy.Price, Multiplier: 2, Shadow: true, Expires: t0.Add(time.Minute), Reason: "ratio 0.4", Created: t0},
+		},
+	}
+}
+
+// testSection is a section of tag 99 holding a number.
+type testSection struct{ N uint64 }
+
+func (testSection) SectionTag() uint64 { return 99 }
+
+func (s testSection) AppendSection(b []byte) ([]byte, error) {
+	return binary.AppendUvarint(b, s.N), nil
+}
+
+func (testSection) DecodeSection(d *report.Reader) report.Section {
+	return testSection{N: d.Uvarint("n")}
+}
+
+// TestReporterSendsSections: a section source's section travels in the
+// window's report, and none when it has nothing to say.
+func TestReporterSendsSections(t *testing.T) {
+	c := newCollector(t)
+	rec := mustRecorder(WithSource(report.Source{Service: "api", Instance: "i-f"}))
+	calls := 0
+	r := newReporter(t, c, rec, WithSectionSource(func() report.Section {
+		calls++
+		if calls > 1 {
+			return nil
+		}
+		return testSection{N: 42}
+	}))
+	rec.Record(Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /a"}, Duration: time.Millisecond})
+	if err := r.ForceFlush(ctxTimeout(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.ForceFlush(ctxTimeout(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	reps := c.got()
+	if len(reps) < 2 {
+		t.Fatalf("reports %+v", reps)
+	}
+	if s, ok := report.SectionOf[testSection](reps[0]); !ok || s.N != 42 {
+		t.Errorf("first report's section %+v, %v", s, ok)
+	}
+	if _, ok := report.SectionOf[testSection](reps[1]); ok {
+		t.Error("second report carries a section its source did not give")
+	}
+}
+
+// TestDecodeReplyPolicy: a reply whose policy does not pass
+// policy.Validate is malformed; the reporter keeps the policy it had.
+func TestDecodeReplyPolicy(t *testing.T) {
+	bad := `{"accepted":true,"policy":{"version":1,"rules":[{"id":"x","action":"ban","tenant":"a","expires":"2030-01-01T00:00:00Z","reason":"r"}]}}`
+	if _, _, _, err := decodeReply([]byte(bad)); !errors.Is(err, report.ErrMalformed) {
+		t.Errorf("bad policy: %v", err)
+	}
+	raw, _ := json.Marshal(samplePolicy())
+	b, _ := report.EncodeReply(report.Reply{Accepted: true, Policy: raw})
+	if _, pol, _, err := decodeReply(b); err != nil || !reflect.DeepEqual(pol, samplePolicy()) {
+		t.Errorf("policy %+v, %v", pol, err)
+	}
+}
+
+// TestReporterToConsumer: with ConsumerExporter the reports reach the
+// consumer as they are cut (no encoding); a retryable refusal is sent
+// again, a permanent one dropped, and the reply's policy is applied.
+func TestReporterToConsumer(t *testing.T) {
+	var mu sync.Mutex
+	var got []*report.Report
+	refuse := []error{report.NewRetryable(errors.New("busy"), time.Millisecond), nil, errors.New("never")}
+	pol, _ := json.Marshal(samplePolicy())
+	c := report.ConsumerFunc(func(_ context.Context, r *report.Report, raw []byte) (report.Reply, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if raw != nil {
+			t.Error("an in-process report came encoded")
+		}
+		var err error
+		if len(refuse) > 0 {
+			err, refuse = refuse[0], refuse[1:]
+		}
+		if err != nil {
+			return report.Reply{}, err
+		}
+		got = append(got, r)
+		return report.Reply{Accepted: true, Policy: pol}, nil
+	})
+	rec := mustRecorder(WithSource(report.Source{Service: "api", Instance: "i-c"}))
+	var applied uint64
+	r, err := NewReporterTo(ConsumerExporter(c), rec, WithBackoff(time.Millisecond, 2*time.Millisecond),
+		WithPolicyHandler(func(p policy.Policy) { applied = p.Version }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec.Record(Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /a"}, Duration: time.Millisecond})
+	if err := r.ForceFlush(ctxTimeout(t, 10*time.Second)); err != nil { // refused for now, then merged
+		t.Fatal(err)
+	}
+	rec.Record(Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /a"}, Duration: time.Millisecond})
+	if err := r.ForceFlush(ctxTimeout(t, 10*time.Second)); err != nil { // refused for good
+		t.Fatal(err)
+	}
+	if err := r.Shutdown(ctxTimeout(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) < 1 || got[0].Seq != 1 || len(got[0].Rows) != 1 || applied != samplePolicy().Version || r.Dropped() != 1 {
+		t.Fatalf("got %d reports (first %+v), policy %d, dropped %d", len(got), got, applied, r.Dropped())
+	}
+	if _, err := NewReporterTo(nil, rec); !errors.Is(err, ErrInvalid) {
+		t.Errorf("nil exporter: %v", err)
 	}
 }

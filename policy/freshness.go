@@ -8,7 +8,7 @@ import (
 )
 
 // Cause is why a client made a request, as it says in its cause header
-// (enforce.HeaderCause). Only the three named causes can be shed by
+// (freshness.HeaderCause). Only the three named causes can be shed by
 // freshness rules; an unknown or missing cause is Interactive, never shed.
 type Cause string
 

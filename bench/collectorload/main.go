@@ -28,7 +28,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/qtop-dev/qtop/meter"
+	wire "github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -112,11 +112,11 @@ func (e *env) cpuSeconds() float64 {
 
 // report encodes one report of rows tenant rows of source inst at seq.
 func report(rng *rand.Rand, service, inst string, seq uint64, rows int, now time.Time) []byte {
-	rep := &meter.Report{Source: meter.Source{Service: service, Instance: inst, Host: "loadhost"}, Seq: seq,
-		Start: now.Add(-time.Second), End: now, Rows: make([]meter.Row, rows)}
+	rep := &wire.Report{Source: wire.Source{Service: service, Instance: inst, Host: "loadhost"}, Seq: seq,
+		Start: now.Add(-time.Second), End: now, Rows: make([]wire.Row, rows)}
 	for j := range rows {
 		r := &rep.Rows[j]
-		r.Tenant, r.Route, r.Tier, r.Kind = fmt.Sprintf("tenant-%04d", rng.IntN(2000)), "GET /items", tenant.T2, meter.KindRequest
+		r.Tenant, r.Route, r.Tier, r.Kind = fmt.Sprintf("tenant-%04d", rng.IntN(2000)), "GET /items", tenant.T2, wire.KindRequest
 		r.Count, r.RU, r.Bytes, r.Duration = 10, 12.5, 4096, 100*time.Millisecond
 		for range 10 {
 			r.Latency.Observe(0.005 * (1 + rng.ExpFloat64()))
@@ -158,7 +158,7 @@ func (e *env) post(ctx context.Context, path, ct string, body []byte, hdr ...str
 	d := time.Since(t0)
 	msg := ""
 	if resp.StatusCode != 200 {
-		if r, err := meter.DecodeReply(b); err == nil {
+		if r, err := wire.DecodeReply(b); err == nil {
 			msg = r.Message
 		} else {
 			msg = strings.TrimSpace(string(b))
@@ -255,7 +255,7 @@ func (e *env) fleetWith(ctx context.Context, service string, reporters, rows int
 			if raw {
 				rc = &rawConn{addr: strings.TrimPrefix(e.base, "http://"), token: e.token}
 				for _, b := range bodies[i] {
-					reqs = append(reqs, rc.request("/v1/reports", meter.ContentType, b))
+					reqs = append(reqs, rc.request("/v1/reports", wire.ContentType, b))
 				}
 				defer func() {
 					if rc.c != nil {
@@ -286,12 +286,12 @@ func (e *env) fleetWith(ctx context.Context, service string, reporters, rows int
 					if err != nil {
 						msg = err.Error()
 					} else if status != 200 {
-						if r, err := meter.DecodeReply(b); err == nil {
+						if r, err := wire.DecodeReply(b); err == nil {
 							msg = r.Message
 						}
 					}
 				} else {
-					status, msg, lat = e.post(ctx, "/v1/reports", meter.ContentType, bodies[i][k])
+					status, msg, lat = e.post(ctx, "/v1/reports", wire.ContentType, bodies[i][k])
 				}
 				res.add(status, lat, msg)
 				next = next.Add(interval)
@@ -355,17 +355,17 @@ func (e *env) line(name string, status int, reason string, before float64) {
 
 // rowBomb: identical rows compress to nothing.
 func rowBomb(n int, inst string) []byte {
-	rep := &meter.Report{Source: meter.Source{Service: "s", Instance: inst}, Start: time.Now().Add(-time.Second), End: time.Now(),
-		Rows: make([]meter.Row, n)}
+	rep := &wire.Report{Source: wire.Source{Service: "s", Instance: inst}, Start: time.Now().Add(-time.Second), End: time.Now(),
+		Rows: make([]wire.Row, n)}
 	for i := range rep.Rows {
-		rep.Rows[i] = meter.Row{Tenant: "t", Route: "r", Kind: meter.KindRequest}
+		rep.Rows[i] = wire.Row{Tenant: "t", Route: "r", Kind: wire.KindRequest}
 	}
 	b, _ := rep.MarshalBinary()
 	return b
 }
 
-func one(rows []meter.Row, inst string, seq uint64) []byte {
-	rep := &meter.Report{Source: meter.Source{Service: "api", Instance: inst, Host: "h"}, Seq: seq,
+func one(rows []wire.Row, inst string, seq uint64) []byte {
+	rep := &wire.Report{Source: wire.Source{Service: "api", Instance: inst, Host: "h"}, Seq: seq,
 		Start: time.Now().Add(-time.Second), End: time.Now(), Rows: rows}
 	b, err := rep.MarshalBinary()
 	if err != nil {
@@ -381,11 +381,11 @@ func (e *env) hostile(args []string) int {
 	sources := fs.Int("sources", 100_050, "fake sources of the source flood")
 	fs.Parse(args)
 	ctx := context.Background()
-	ct := meter.ContentType
+	ct := wire.ContentType
 	fmt.Println("| case | status | reason | RSS MB before → after |")
 	fmt.Println("|---|---|---|---|")
 
-	bomb := rowBomb(meter.MaxRows, "bomb")
+	bomb := rowBomb(wire.MaxRows, "bomb")
 	r0 := e.rssMB()
 	var st int
 	var msg string
@@ -399,7 +399,7 @@ func (e *env) hostile(args []string) int {
 		go func() {
 			defer bwg.Done()
 			for i := next.Add(1); i <= 1000; i = next.Add(1) {
-				s, m, _ := e.post(ctx, "/v1/reports", ct, rowBomb(meter.MaxRows, fmt.Sprintf("bomb-%d", i)))
+				s, m, _ := e.post(ctx, "/v1/reports", ct, rowBomb(wire.MaxRows, fmt.Sprintf("bomb-%d", i)))
 				mu.Lock()
 				st, msg = s, m
 				mu.Unlock()
@@ -407,7 +407,7 @@ func (e *env) hostile(args []string) int {
 		}()
 	}
 	bwg.Wait()
-	e.line(fmt.Sprintf("%d-byte body claiming %d rows (×1000)", len(bomb), meter.MaxRows), st, msg, r0)
+	e.line(fmt.Sprintf("%d-byte body claiming %d rows (×1000)", len(bomb), wire.MaxRows), st, msg, r0)
 
 	claim := append([]byte("qtrp"), 0, 2, 1, 0)
 	claim = append(claim, 0x80, 0x80, 0x80, 0x10) // uvarint 32 MiB
@@ -462,14 +462,14 @@ func (e *env) hostile(args []string) int {
 		quiet.quantile(0.99).Round(100*time.Microsecond), quiet.refused.Load(), noisy.quantile(0.99).Round(100*time.Microsecond), noisy.refused.Load())
 
 	r0 = e.rssMB()
-	st, msg, _ = e.post(ctx, "/v1/reports", ct, one([]meter.Row{{Tenant: "whale", Route: "r", Kind: meter.KindRequest, Count: 1<<64 - 1}}, "ov", 1))
+	st, msg, _ = e.post(ctx, "/v1/reports", ct, one([]wire.Row{{Tenant: "whale", Route: "r", Kind: wire.KindRequest, Count: 1<<64 - 1}}, "ov", 1))
 	e.line("count 2^64−1", st, msg, r0)
-	st, msg, _ = e.post(ctx, "/v1/reports", ct, one([]meter.Row{{Tenant: "whale", Route: "r", Kind: meter.KindDB, Count: 1, Duration: 1<<63 - 1}}, "ov", 2))
+	st, msg, _ = e.post(ctx, "/v1/reports", ct, one([]wire.Row{{Tenant: "whale", Route: "r", Kind: wire.KindDB, Count: 1, Duration: 1<<63 - 1}}, "ov", 2))
 	e.line("duration MaxInt64 ns", st, msg, r0)
-	st, msg, _ = e.post(ctx, "/v1/reports", ct, one([]meter.Row{{Tenant: "whale", Route: "r", Kind: meter.KindRequest, Count: 1, RU: 1.79e308}}, "ov", 3))
+	st, msg, _ = e.post(ctx, "/v1/reports", ct, one([]wire.Row{{Tenant: "whale", Route: "r", Kind: wire.KindRequest, Count: 1, RU: 1.79e308}}, "ov", 3))
 	e.line("RU MaxFloat64", st, msg, r0)
 
-	st, msg, _ = e.post(ctx, "/v1/reports", ct, one([]meter.Row{{Tenant: "acme\xff", Route: "r\x00", Kind: meter.KindRequest, Count: 1}}, "poison\xfe", 1))
+	st, msg, _ = e.post(ctx, "/v1/reports", ct, one([]wire.Row{{Tenant: "acme\xff", Route: "r\x00", Kind: wire.KindRequest, Count: 1}}, "poison\xfe", 1))
 	e.line("invalid UTF-8 tenant, route, instance (accepted, cleaned)", st, msg, r0)
 	st, msg = e.get("/metrics")
 	cleaned := ""
@@ -486,7 +486,7 @@ func (e *env) hostile(args []string) int {
 		e.line(fmt.Sprintf("GET /v1/report?%s (%v)", q, time.Since(t0).Round(time.Millisecond)), st, msg, r0)
 	}
 
-	st, msg, _ = e.post(ctx, "/v1/reports", "application/json", one([]meter.Row{{Tenant: "acme", Route: "r", Kind: meter.KindRequest, Count: 1}}, "ct", 1))
+	st, msg, _ = e.post(ctx, "/v1/reports", "application/json", one([]wire.Row{{Tenant: "acme", Route: "r", Kind: wire.KindRequest, Count: 1}}, "ct", 1))
 	e.line("Content-Type application/json", st, msg, r0)
 
 	// Source flood, then a new real process.
@@ -499,7 +499,7 @@ func (e *env) hostile(args []string) int {
 		fwg.Add(1)
 		go func() {
 			defer fwg.Done()
-			body := []meter.Row{{Tenant: "spam", Route: "r", Kind: meter.KindRequest, Count: 1}}
+			body := []wire.Row{{Tenant: "spam", Route: "r", Kind: wire.KindRequest, Count: 1}}
 			for i := range per + 2 {
 				if st, _, _ := e.post(ctx, "/v1/reports", ct, one(body, fmt.Sprintf("fake-%d-%d", g, i), 1)); st == 200 {
 					flooded.Add(1)
@@ -509,7 +509,7 @@ func (e *env) hostile(args []string) int {
 	}
 	fwg.Wait()
 	fl := time.Since(t0)
-	st, msg, _ = e.post(ctx, "/v1/reports", ct, one([]meter.Row{{Tenant: "acme", Route: "r", Kind: meter.KindRequest, Count: 1}}, "legit-new", 1))
+	st, msg, _ = e.post(ctx, "/v1/reports", ct, one([]wire.Row{{Tenant: "acme", Route: "r", Kind: wire.KindRequest, Count: 1}}, "legit-new", 1))
 	e.line(fmt.Sprintf("new real process after %d fake sources in %v", flooded.Load(), fl.Round(100*time.Millisecond)), st, msg, r0)
 
 	// Live streams: one beyond the cap.

@@ -24,6 +24,7 @@ import (
 
 	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/meter"
+	wire "github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store/chstore"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -249,7 +250,7 @@ func faultRun(t *testing.T, bin, fault string) {
 	}
 	gens := make([]gen, *faultProcs)
 	for i := range gens {
-		rec := newRec(t, meter.WithSource(meter.Source{Service: "gen", Instance: fmt.Sprintf("g%03d", i), Host: "h"}))
+		rec := newRec(t, meter.WithSource(wire.Source{Service: "gen", Instance: fmt.Sprintf("g%03d", i), Host: "h"}))
 		reg := prometheus.NewRegistry()
 		rep, err := meter.NewReporter(urls[0], rec, meter.WithCollectors(urls[1:]...), meter.WithToken(faultToken),
 			meter.WithQueueLen(600), meter.WithBackoff(50*time.Millisecond, 2*time.Second), meter.WithRegisterer(reg))
@@ -277,7 +278,7 @@ func faultRun(t *testing.T, bin, fault string) {
 				for k := range ntenants {
 					tags := tenant.Tags{Tenant: fmt.Sprintf("tenant%02d", k), Route: "GET /x"}
 					for range k + 1 {
-						g.rec.Record(meter.Record{Tags: tags, Kind: meter.KindRequest, Duration: time.Millisecond, RU: 1})
+						g.rec.Record(meter.Record{Tags: tags, Kind: wire.KindRequest, Duration: time.Millisecond, RU: 1})
 					}
 					recorded[k].Add(int64(k + 1))
 				}

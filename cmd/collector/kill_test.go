@@ -22,6 +22,7 @@ import (
 
 	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/meter"
+	wire "github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store/chstore"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -142,7 +143,7 @@ func TestKillAndRestart(t *testing.T) {
 	const reports = 150
 	var recs []*meter.Recorder
 	for _, inst := range []string{"a", "b"} {
-		rec, err := meter.NewRecorder(meter.WithSource(meter.Source{Service: "api", Instance: inst, Host: "h"}))
+		rec, err := meter.NewRecorder(meter.WithSource(wire.Source{Service: "api", Instance: inst, Host: "h"}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +167,7 @@ func TestKillAndRestart(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			req.Header.Set("Content-Type", meter.ContentType)
+			req.Header.Set("Content-Type", wire.ContentType)
 			resp, err := client.Do(req)
 			if err != nil {
 				last = err.Error()
@@ -176,7 +177,7 @@ func TestKillAndRestart(t *testing.T) {
 			resp.Body.Close()
 			switch resp.StatusCode {
 			case http.StatusOK:
-				if r, err := meter.DecodeReply(b); err != nil || !r.Accepted {
+				if r, err := wire.DecodeReply(b); err != nil || !r.Accepted {
 					t.Fatalf("200 without acceptance: %s", b)
 				}
 				return true
@@ -194,7 +195,7 @@ func TestKillAndRestart(t *testing.T) {
 	for i := range reports {
 		for j, rec := range recs {
 			name := "tenant-" + strconv.Itoa((i+j)%7)
-			rec.Record(meter.Record{Tags: tenant.Tags{Tenant: name, Route: "r"}, Kind: meter.KindRequest,
+			rec.Record(meter.Record{Tags: tenant.Tags{Tenant: name, Route: "r"}, Kind: wire.KindRequest,
 				Duration: time.Millisecond, RU: float64(1 + i%5)})
 			want[name] += float64(1 + i%5)
 			body, err := rec.Cut(time.Now()).MarshalBinary()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/qtop-dev/qtop/internal/collector"
 	"github.com/qtop-dev/qtop/meter"
+	wire "github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -86,17 +87,16 @@ func TestReportCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := meter.NewRecorder(meter.WithSource(meter.Source{Service: "api", Instance: "p"}), meter.WithClock(func() time.Time { return now }))
+	rec, err := meter.NewRecorder(meter.WithSource(wire.Source{Service: "api", Instance: "p"}), meter.WithClock(func() time.Time { return now }))
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /x"}, Kind: meter.KindRequest, RU: 30})
-	rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "bigcorp", Route: "POST /import"}, Kind: meter.KindJob, RU: 70})
-	rec.Record(meter.Record{Kind: meter.KindRequest, RU: 5})
+	rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /x"}, Kind: wire.KindRequest, RU: 30})
+	rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "bigcorp", Route: "POST /import"}, Kind: wire.KindJob, RU: 70})
+	rec.Record(meter.Record{Kind: wire.KindRequest, RU: 5})
 	now = now.Add(time.Second)
-	body, _ := rec.Cut(now).MarshalBinary()
-	if status, _, msg, _, _ := s.Ingest(body); status != 200 {
-		t.Fatal(msg)
+	if _, err := s.Consume(context.Background(), rec.Cut(now), nil); err != nil {
+		t.Fatal(err)
 	}
 	if err := s.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)

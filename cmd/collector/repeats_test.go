@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qtop-dev/qtop/freshness"
 	"github.com/qtop-dev/qtop/internal/collector"
-	"github.com/qtop-dev/qtop/meter"
+	wire "github.com/qtop-dev/qtop/report"
 )
 
 func TestReportRepeats(t *testing.T) {
@@ -28,15 +29,16 @@ func TestReportRepeats(t *testing.T) {
 	defer srv.Close()
 	// Caller 1 gets the same balance 4 times, caller 2 a new one each time:
 	// 3 repeats of 8 GETs.
-	fr := &meter.Freshness{}
+	fr := &freshness.Window{}
 	for i := range 4 {
 		at := now.Add(time.Duration(i-4) * time.Hour)
-		fr.Samples = append(fr.Samples, meter.FreshSample{At: at, Route: "GET /balance", Caller: 1, Response: 10},
-			meter.FreshSample{At: at, Route: "GET /balance", Caller: 2, Response: uint64(20 + i)})
+		fr.Samples = append(fr.Samples, freshness.Sample{At: at, Route: "GET /balance", Caller: 1, Response: 10},
+			freshness.Sample{At: at, Route: "GET /balance", Caller: 2, Response: uint64(20 + i)})
 	}
-	body, _ := (&meter.Report{Source: meter.Source{Service: "b", Instance: "i"}, Seq: 1, Start: now.Add(-time.Second), End: now, Freshness: fr}).MarshalBinary()
-	if st, _, msg, _, _ := s.Ingest(body); st != 200 {
-		t.Fatal(msg)
+	rep := &wire.Report{Source: wire.Source{Service: "b", Instance: "i"}, Seq: 1, Start: now.Add(-time.Second), End: now}
+	rep.SetSection(*fr)
+	if _, err := s.Consume(context.Background(), rep, nil); err != nil {
+		t.Fatal(err)
 	}
 	out.Reset()
 	errb.Reset()

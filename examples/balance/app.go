@@ -15,11 +15,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/qtop-dev/qtop/agent"
 	"github.com/qtop-dev/qtop/enforce"
+	"github.com/qtop-dev/qtop/freshness"
 	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/ratio"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -95,10 +96,10 @@ func (c *Config) defaults() error {
 type App struct {
 	cfg     Config
 	ledger  ledger
-	signer  *enforce.ETagSigner
+	signer  *freshness.ETagSigner
 	enf     *enforce.Enforcer
 	queue   *enforce.Queue
-	fresh   *enforce.Freshness
+	fresh   *freshness.Shedder
 	rec     *meter.Recorder
 	rep     *meter.Reporter
 	handler http.Handler
@@ -113,7 +114,7 @@ func New(cfg Config) (*App, error) {
 	a := &App{cfg: cfg}
 	a.ledger.m = make(map[string]int64)
 	var err error
-	if a.signer, err = enforce.NewETagSigner(cfg.Key); err != nil {
+	if a.signer, err = freshness.NewETagSigner(cfg.Key); err != nil {
 		return nil, err
 	}
 	// Every account is its own tenant with room for far more than an app
@@ -129,21 +130,21 @@ func New(cfg Config) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
-	fopts := []enforce.FreshnessOption{enforce.WithFreshnessRules(cfg.Rules), enforce.WithOverloadOf(a.enf, a.queue),
-		enforce.WithFreshnessClock(cfg.Clock), enforce.WithSampling(cfg.Sampling),
-		enforce.WithCallerFunc(func(r *http.Request) string { return r.PathValue("id") })}
+	fopts := []freshness.Option{freshness.WithRules(cfg.Rules), freshness.WithOverloadOf(a.enf, a.queue),
+		freshness.WithClock(cfg.Clock), freshness.WithSampling(cfg.Sampling),
+		freshness.WithCallerFunc(func(r *http.Request) string { return r.PathValue("id") })}
 	if cfg.Registerer != nil {
-		fopts = append(fopts, enforce.WithFreshnessRegisterer(cfg.Registerer))
+		fopts = append(fopts, freshness.WithRegisterer(cfg.Registerer))
 	}
-	if a.fresh, err = enforce.NewFreshness(a.signer, fopts...); err != nil {
+	if a.fresh, err = freshness.New(a.signer, fopts...); err != nil {
 		return nil, err
 	}
-	if a.rec, err = meter.NewRecorder(meter.WithSource(meter.Source{Service: cfg.Service})); err != nil {
+	if a.rec, err = meter.NewRecorder(meter.WithSource(report.Source{Service: cfg.Service})); err != nil {
 		return nil, err
 	}
 	if cfg.Collector != "" {
 		opts := []meter.ReporterOption{meter.WithInterval(cfg.Interval), meter.WithPolicyHandler(a.applyPolicy),
-			meter.WithFreshnessSource(agent.FreshnessSource(a.fresh))}
+			meter.WithSectionSource(freshness.Source(a.fresh))}
 		if cfg.Token != "" {
 			opts = append(opts, meter.WithToken(cfg.Token))
 		}
@@ -163,7 +164,7 @@ func New(cfg Config) (*App, error) {
 func (a *App) Handler() http.Handler { return a.handler }
 
 // Freshness returns the freshness middleware.
-func (a *App) Freshness() *enforce.Freshness { return a.fresh }
+func (a *App) Freshness() *freshness.Shedder { return a.fresh }
 
 // Reads returns the backend reads so far.
 func (a *App) Reads() uint64 { return a.reads.Load() }

@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/qtop-dev/qtop/enforce"
+	"github.com/qtop-dev/qtop/freshness"
 	"github.com/qtop-dev/qtop/internal/enforcesim"
 	"github.com/qtop-dev/qtop/policy"
 )
@@ -46,9 +46,9 @@ func TestBalanceAPI(t *testing.T) {
 	}
 	reads := a.Reads()
 	// The forced batch answers an app-open with a copy 0 s old at once.
-	w = do(h, "GET", "/accounts/42/balance", map[string]string{"If-None-Match": etag, enforce.HeaderCause: "app-open"})
-	if w.Code != 304 || w.Header().Get(enforce.HeaderShedRule) != "app-open-1h" || a.Reads() != reads {
-		t.Fatalf("app-open with a fresh copy: %d rule %q, %d reads", w.Code, w.Header().Get(enforce.HeaderShedRule), a.Reads()-reads)
+	w = do(h, "GET", "/accounts/42/balance", map[string]string{"If-None-Match": etag, freshness.HeaderCause: "app-open"})
+	if w.Code != 304 || w.Header().Get(freshness.HeaderShedRule) != "app-open-1h" || a.Reads() != reads {
+		t.Fatalf("app-open with a fresh copy: %d rule %q, %d reads", w.Code, w.Header().Get(freshness.HeaderShedRule), a.Reads()-reads)
 	}
 	// Interactive: read, and revalidated.
 	w = do(h, "GET", "/accounts/42/balance", map[string]string{"If-None-Match": etag})

@@ -6,7 +6,7 @@
 //	balance serve --collector http://127.0.0.1:7070 --sampling 10
 //	balance replay --users 400 --span 4h --rate 600
 //
-// GET /accounts/{id}/balance goes through enforce.Freshness (outermost),
+// GET /accounts/{id}/balance goes through freshness.Shedder (outermost),
 // then enforce's middleware (tier shedder → CoDel queue → RU bucket),
 // then the handler, whose backend read holds one of a few slots for a
 // fixed time. Every 200 carries a signed ETag with the response's hash

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/qtop-dev/qtop/enforce"
+	"github.com/qtop-dev/qtop/freshness"
 	"github.com/qtop-dev/qtop/internal/enforcesim"
 	"github.com/qtop-dev/qtop/policy"
 )
@@ -188,7 +188,7 @@ func warmUp(app *App, tr enforcesim.Trace) (etags []string, version []int, first
 		if last[u] >= 0 {
 			id := accountID(u)
 			body := balanceBody(id, balanceAt(u, tr.Version(u, last[u])))
-			etags[u] = app.signer.Sign("/accounts/"+id+"/balance", enforce.ResponseHash(body), traceEpoch.Add(last[u]))
+			etags[u] = app.signer.Sign("/accounts/"+id+"/balance", freshness.ResponseHash(body), traceEpoch.Add(last[u]))
 		}
 	}
 	return etags, version, first
@@ -248,7 +248,7 @@ func (cl *replayClients) answer(ctx context.Context, u int, q enforcesim.TraceRe
 }
 
 // fill adds the freshness figures of w and the interactive latencies.
-func (res *ReplayResult) fill(w *enforce.FreshWindow, lat []time.Duration) {
+func (res *ReplayResult) fill(w *freshness.Window, lat []time.Duration) {
 	for _, r := range w.Routes {
 		res.Revalidated += r.Revalidated
 	}
@@ -277,9 +277,9 @@ func get(ctx context.Context, c *http.Client, base string, q enforcesim.TraceReq
 	if etag != "" {
 		req.Header.Set("If-None-Match", etag)
 	}
-	req.Header.Set(enforce.HeaderCause, string(q.Cause))
+	req.Header.Set(freshness.HeaderCause, string(q.Cause))
 	if q.AppAge >= 0 {
-		req.Header.Set(enforce.HeaderAppAge, strconv.FormatFloat(q.AppAge.Seconds(), 'f', 3, 64))
+		req.Header.Set(freshness.HeaderAppAge, strconv.FormatFloat(q.AppAge.Seconds(), 'f', 3, 64))
 	}
 	t0 := time.Now()
 	resp, err := c.Do(req)

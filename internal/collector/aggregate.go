@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/tenant"
 	"github.com/qtop-dev/qtop/topn"
 )
@@ -71,7 +71,7 @@ type shardOrder struct {
 
 // sort fills o for rows (a counting sort: two passes, no allocation once
 // the slices have grown).
-func (o *shardOrder) sort(g *aggregator, rows []meter.Row) {
+func (o *shardOrder) sort(g *aggregator, rows []report.Row) {
 	n := len(rows)
 	if cap(o.of) < n {
 		o.of = make([]uint8, n, max(n, 2*cap(o.of)))
@@ -97,7 +97,7 @@ func (o *shardOrder) sort(g *aggregator, rows []meter.Row) {
 
 // merge adds rep's rows (in shard order o) to minute m and, when live,
 // to the tenants' live windows at now. Server.mu is not held.
-func (g *aggregator) merge(rep *meter.Report, o *shardOrder, m *minute, now time.Time, live bool) {
+func (g *aggregator) merge(rep *report.Report, o *shardOrder, m *minute, now time.Time, live bool) {
 	var merged int
 	// Reports start at different shards, so that two merging at once do
 	// not queue behind each other shard after shard.
@@ -116,7 +116,7 @@ func (g *aggregator) merge(rep *meter.Report, o *shardOrder, m *minute, now time
 	}
 }
 
-func (sh *shard) merge(g *aggregator, rep *meter.Report, idx []int32, m *minute, now time.Time, live bool) {
+func (sh *shard) merge(g *aggregator, rep *report.Report, idx []int32, m *minute, now time.Time, live bool) {
 	sec := now.Unix()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
@@ -162,7 +162,7 @@ func (sh *shard) merge(g *aggregator, rep *meter.Report, idx []int32, m *minute,
 			j := w.slot(sec)
 			w.ru[j] = finiteSum(w.ru[j], row.RU)
 			switch row.Kind {
-			case meter.KindDB:
+			case report.KindDB:
 				w.db[j] = finiteSum(w.db[j], row.Duration.Seconds())
 			default:
 				w.req[j] += row.Count
@@ -175,7 +175,7 @@ func (sh *shard) merge(g *aggregator, rep *meter.Report, idx []int32, m *minute,
 		var v topn.Values
 		v[topn.RU] = row.RU
 		v[topn.Bytes] = float64(row.Bytes)
-		if row.Kind == meter.KindDB {
+		if row.Kind == report.KindDB {
 			v[topn.DBTime] = row.Duration.Seconds()
 		} else {
 			v[topn.Requests] = float64(row.Count)
@@ -184,7 +184,7 @@ func (sh *shard) merge(g *aggregator, rep *meter.Report, idx []int32, m *minute,
 		tl.ranked.Add(v)
 		tl.ranks = true
 		tl.hru.add(sec, row.RU)
-		if row.Kind == meter.KindDB {
+		if row.Kind == report.KindDB {
 			tl.hdb.add(sec, row.Duration.Seconds())
 		}
 	}
@@ -202,7 +202,7 @@ func (g *aggregator) row(rows map[rowKey]*rowAgg, m *minute, k rowKey) (a *rowAg
 	if m.nrows.Add(1) > g.maxRows {
 		m.nrows.Add(-1)
 		g.met.foldedRows.Inc()
-		k.tenant, k.route = meter.OtherTenant, meter.OtherRoute
+		k.tenant, k.route = report.OtherTenant, report.OtherRoute
 		folded = true
 		if a := rows[k]; a != nil {
 			return a, true
@@ -224,7 +224,7 @@ func (sh *shard) tenant(g *aggregator, name string) *tenantLive {
 	if g.tenants.Add(1) > g.maxTenants {
 		g.tenants.Add(-1)
 		g.met.tenantOverflow.Inc()
-		name = meter.OtherTenant
+		name = report.OtherTenant
 		if tl := sh.tenants[name]; tl != nil {
 			return tl
 		}
@@ -296,7 +296,7 @@ func (g *aggregator) rows(m *minute, fn func(k rowKey, a *rowAgg)) {
 		sh := &g.shards[i]
 		sh.mu.Lock()
 		for k, a := range sh.minutes[m.start.Unix()] {
-			if k.tenant != meter.OtherTenant || k.route != meter.OtherRoute {
+			if k.tenant != report.OtherTenant || k.route != report.OtherRoute {
 				fn(k, a)
 				continue
 			}
@@ -438,7 +438,7 @@ func routeWindow(tl *tenantLive, route string) *window10 {
 		return w
 	}
 	if len(tl.routes) >= maxRoutesLive {
-		route = meter.OtherRoute
+		route = report.OtherRoute
 		if w := tl.routes[route]; w != nil {
 			return w
 		}

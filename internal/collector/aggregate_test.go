@@ -11,6 +11,7 @@ import (
 
 	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -46,7 +47,7 @@ func TestShardedMergeDuringEmission(t *testing.T) {
 				for k := range 10 {
 					tn := (p*7 + r*3 + k) % tenants
 					pr.rec.Record(meter.Record{Tags: tenant.Tags{Tenant: fmt.Sprintf("t%02d", tn), Route: "GET /x", Tier: tenant.T2},
-						Kind: meter.KindRequest, Duration: time.Duration(1+k) * time.Millisecond, RU: 1})
+						Kind: report.KindRequest, Duration: time.Duration(1+k) * time.Millisecond, RU: 1})
 					sent[tn].Add(1)
 				}
 				body, err := pr.rec.Cut(f.clk.Now()).MarshalBinary()
@@ -54,7 +55,7 @@ func TestShardedMergeDuringEmission(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				if status, _, msg, _, _ := f.s.Ingest(body); status != 200 {
+				if status, _, msg, _, _ := ingest(f.s, body); status != 200 {
 					t.Errorf("refused: %d %s", status, msg)
 					return
 				}
@@ -148,8 +149,8 @@ func TestRowFindsTenantAgainAfterPrune(t *testing.T) {
 	g := newAggregator(Config{MaxTenants: 100, MaxMinuteRows: 100}, met, guard)
 	m := newMinute(t0.Truncate(time.Minute))
 	d := new(decoded)
-	d.rep.Source = meter.Source{Service: "api", Instance: "p"}
-	d.rep.Rows = []meter.Row{{Tenant: "acme", Route: "GET /x", Kind: meter.KindRequest, Count: 1, RU: 1}}
+	d.rep.Source = report.Source{Service: "api", Instance: "p"}
+	d.rep.Rows = []report.Row{{Tenant: "acme", Route: "GET /x", Kind: report.KindRequest, Count: 1, RU: 1}}
 	d.prepare(g)
 	g.merge(&d.rep, &d.order, m, t0, true)
 	sec := t0.Unix() + histN + rateN + 1
@@ -186,14 +187,14 @@ func TestOtherTenantsAcrossShards(t *testing.T) {
 			for r := range 20 {
 				for k := range 30 {
 					pr.rec.Record(meter.Record{Tags: tenant.Tags{Tenant: fmt.Sprintf("t%02d", k), Route: "GET /x"},
-						Kind: meter.KindRequest, Duration: time.Millisecond, RU: 1})
+						Kind: report.KindRequest, Duration: time.Millisecond, RU: 1})
 				}
 				body, err := pr.rec.Cut(f.clk.Now()).MarshalBinary()
 				if err != nil {
 					t.Error(err)
 					return
 				}
-				if status, _, msg, _, _ := f.s.Ingest(body); status != 200 {
+				if status, _, msg, _, _ := ingest(f.s, body); status != 200 {
 					t.Errorf("report %d: %d %s", r, status, msg)
 					return
 				}

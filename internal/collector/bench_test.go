@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -23,14 +23,14 @@ func benchReports(b *testing.B, n, rows int, at time.Time, tenantOf func(i, j in
 	rng := rand.New(rand.NewPCG(1, 1))
 	out := make([][]byte, n)
 	for i := range n {
-		rep := &meter.Report{
-			Source: meter.Source{Service: "api", Instance: fmt.Sprintf("p%d", i), Host: "h"},
+		rep := &report.Report{
+			Source: report.Source{Service: "api", Instance: fmt.Sprintf("p%d", i), Host: "h"},
 			Seq:    1, Start: at, End: at.Add(time.Second),
-			Rows: make([]meter.Row, rows),
+			Rows: make([]report.Row, rows),
 		}
 		for j := range rows {
 			r := &rep.Rows[j]
-			r.Tenant, r.Route, r.Tier, r.Kind = tenantOf(i, j), "GET /items", tenant.T2, meter.KindRequest
+			r.Tenant, r.Route, r.Tier, r.Kind = tenantOf(i, j), "GET /items", tenant.T2, report.KindRequest
 			r.Count, r.RU, r.Bytes, r.Duration = 10, 12.5, 4096, 100*time.Millisecond
 			for range 10 {
 				r.Latency.Observe(0.005 * (1 + rng.ExpFloat64()))
@@ -70,7 +70,7 @@ func BenchmarkMerge(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			i := next.Add(1) - 1
-			if status, _, msg, _, _ := s.Ingest(bodies[i]); status != 200 {
+			if status, _, msg, _, _ := ingest(s, bodies[i]); status != 200 {
 				b.Fatalf("refused: %d %s", status, msg)
 			}
 		}
@@ -107,7 +107,7 @@ func BenchmarkMillionTenants(b *testing.B) {
 		s := benchServer(b, clk)
 		b.StartTimer()
 		for _, body := range bodies {
-			if status, _, msg, _, _ := s.Ingest(body); status != 200 {
+			if status, _, msg, _, _ := ingest(s, body); status != 200 {
 				b.Fatalf("refused: %d %s", status, msg)
 			}
 		}

@@ -14,8 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/budget"
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
 )
 
@@ -87,7 +88,9 @@ func (b *budgetPart) tick(ctx context.Context, _ time.Time) {
 	}
 }
 
-func (b *budgetPart) reply(_ *meter.Report, _ time.Time, reply []byte, _ bool) []byte { return reply }
+func (b *budgetPart) reply(_ *report.Report, _ time.Time, reply report.Reply, _ bool) report.Reply {
+	return reply
+}
 
 // newBudgetPart registers qtop_collector_runaway_actions_total{action,outcome}
 // (action: cancel, terminate, report; outcome: cancelled, terminated,
@@ -186,9 +189,13 @@ const maxPendingAudit = 1024
 
 // merge adds a report's budget counters (received live) to its second,
 // and queues its runaway actions for the audit. It is the one place
-// that reads the report's budgets sections.
-func (b *budgetPart) merge(rep *meter.Report, now time.Time, live bool) {
-	if !live || len(rep.BudgetActions)+len(rep.Budgets) == 0 {
+// that reads the report's budgets section.
+func (b *budgetPart) merge(rep *report.Report, now time.Time, live bool) {
+	if !live {
+		return
+	}
+	bw, ok := report.SectionOf[budget.Window](rep)
+	if !ok || len(bw.Actions)+len(bw.Counters) == 0 {
 		return
 	}
 	sec := now.Unix()
@@ -197,7 +204,7 @@ func (b *budgetPart) merge(rep *meter.Report, now time.Time, live bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	who := "wrapper:" + rep.Source.Service + "/" + rep.Source.Instance
-	for _, a := range rep.BudgetActions {
+	for _, a := range bw.Actions {
 		if len(b.pending) >= maxPendingAudit {
 			b.auditDropped++
 			continue
@@ -212,7 +219,7 @@ func (b *budgetPart) merge(rep *meter.Report, now time.Time, live bool) {
 		b.pending = append(b.pending, store.Audit{Time: a.Time, Who: who, Action: "runaway-" + a.Outcome,
 			PolicyVersion: version, Rule: string(aj)})
 	}
-	for _, c := range rep.Budgets {
+	for _, c := range bw.Counters {
 		b.totalLocked(c.ID, c.Runaway).Add(&api.BudgetRow{Admitted: c.Admitted, Refused: c.Refused, Warned: c.Warned,
 			InTx: c.InTx, Cancelled: c.Cancelled, Reported: c.Reported, WatchRefused: c.WatchRefused})
 		r := b.rowLocked(sec, c.ID, c.Runaway)

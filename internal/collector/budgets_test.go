@@ -16,10 +16,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/qtop-dev/qtop/api"
+	"github.com/qtop-dev/qtop/budget"
 	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/sqlcomment"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tenant"
@@ -56,8 +58,8 @@ func TestBudgetPolicyEndpoints(t *testing.T) {
 	defer f.stop()
 	srv := httptest.NewServer(f.s.Handler())
 	defer srv.Close()
-	budget := `{"id":"analytics","match":[{"tenant":"analytics"}],"concurrency":1,"mode":"enforce","reason":"reports hold back vacuum"}`
-	if code, _ := post(t, srv.URL+PathBudgets, "wrong", budget); code != http.StatusUnauthorized {
+	budgetJSON := `{"id":"analytics","match":[{"tenant":"analytics"}],"concurrency":1,"mode":"enforce","reason":"reports hold back vacuum"}`
+	if code, _ := post(t, srv.URL+PathBudgets, "wrong", budgetJSON); code != http.StatusUnauthorized {
 		t.Fatalf("without the token: %d", code)
 	}
 	for _, bad := range []string{
@@ -70,8 +72,8 @@ func TestBudgetPolicyEndpoints(t *testing.T) {
 			t.Fatalf("%s: %d %s", bad, code, msg)
 		}
 	}
-	if code, msg := post(t, srv.URL+PathBudgets, f.token, budget); code != http.StatusOK {
-		t.Fatalf("post budget: %d %s", code, msg)
+	if code, msg := post(t, srv.URL+PathBudgets, f.token, budgetJSON); code != http.StatusOK {
+		t.Fatalf("post budgetJSON: %d %s", code, msg)
 	}
 	rule := `{"id":"long","match":[{"tenant":"analytics"}],"after_seconds":30,"action":"cancel","cooldown_seconds":60,"reason":"r"}`
 	if code, msg := post(t, srv.URL+PathRunaway, f.token, rule); code != http.StatusOK {
@@ -85,15 +87,15 @@ func TestBudgetPolicyEndpoints(t *testing.T) {
 	// A process gets both in its reply, and reports its counters.
 	pr := newProcess(f.clk, "api", "p")
 	rep := pr.rec.Cut(f.clk.Now())
-	rep.Budgets = []meter.BudgetCounter{{ID: "analytics", Enforce: true, Admitted: 7, Refused: 3},
-		{ID: "long", Runaway: true, Cancelled: 1, WatchRefused: 2}, {ID: "made-up", Admitted: 5}}
+	rep.SetSection(budget.Window{Counters: []budget.Counter{{ID: "analytics", Enforce: true, Admitted: 7, Refused: 3},
+		{ID: "long", Runaway: true, Cancelled: 1, WatchRefused: 2}, {ID: "made-up", Admitted: 5}}})
 	body, err := rep.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, _, _, reply := f.s.Ingest(body)
-	r, err := meter.DecodeReply(reply)
-	if err != nil || r.Policy == nil || len(r.Policy.Budgets) != 1 || r.Policy.Runaway[0].ID != "long" {
+	_, _, _, _, reply := ingest(f.s, body)
+	r, err := report.DecodeReply(reply)
+	if rp := replyPolicy(r); err != nil || rp == nil || len(rp.Budgets) != 1 || rp.Runaway[0].ID != "long" {
 		t.Fatalf("reply %+v %v", r, err)
 	}
 	snap := f.s.Snapshot(f.clk.Add(time.Second), api.MeasureRU, 10)
@@ -149,7 +151,7 @@ func TestBudgetLiveBounded(t *testing.T) {
 	defer f.stop()
 	b := f.s.feat.bud
 	for i := range 3 * maxBudgetIDs {
-		b.merge(&meter.Report{Budgets: []meter.BudgetCounter{{ID: "id-" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + string(rune(i)), Admitted: 1}}},
+		b.merge(&report.Report{Sections: []report.Section{budget.Window{Counters: []budget.Counter{{ID: "id-" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + string(rune(i)), Admitted: 1}}}}},
 			time.Unix(100, 0), true)
 	}
 	b.mu.Lock()
@@ -295,7 +297,7 @@ func TestBudgetsReachProcesses(t *testing.T) {
 	srv := httptest.NewServer(f.s.Handler())
 	defer srv.Close()
 	budgets := sqlcomment.NewBudgets()
-	rec, err := meter.NewRecorder(meter.WithSource(meter.Source{Service: "reports", Instance: "i1", Host: "h"}), meter.WithClock(f.clk.Now))
+	rec, err := meter.NewRecorder(meter.WithSource(report.Source{Service: "reports", Instance: "i1", Host: "h"}), meter.WithClock(f.clk.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +307,7 @@ func TestBudgetsReachProcesses(t *testing.T) {
 				t.Error(err)
 			}
 		}),
-		meter.WithBudgetSource(meter.BudgetSource(budgets)))
+		meter.WithSectionSource(budgets.WindowSource()))
 	if err != nil {
 		t.Fatal(err)
 	}

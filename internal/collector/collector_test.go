@@ -21,6 +21,7 @@ import (
 	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -96,7 +97,7 @@ type process struct {
 
 func newProcess(clk *clock, service, instance string) *process {
 	rec, err := meter.NewRecorder(
-		meter.WithSource(meter.Source{Service: service, Instance: instance, Host: "h"}),
+		meter.WithSource(report.Source{Service: service, Instance: instance, Host: "h"}),
 		meter.WithClock(clk.Now))
 	if err != nil {
 		panic(err) // the options are constant and valid
@@ -109,7 +110,7 @@ func (p *process) report(t *testing.T, tenantName string, n int, key string) []b
 	t.Helper()
 	for range n {
 		p.rec.Record(meter.Record{Tags: tenant.Tags{Tenant: tenantName, Route: "GET /x", Tier: tenant.T2, Key: key},
-			Kind: meter.KindRequest, Duration: 10 * time.Millisecond, RU: 1, Bytes: 100})
+			Kind: report.KindRequest, Duration: 10 * time.Millisecond, RU: 1, Bytes: 100})
 	}
 	rep := p.rec.Cut(p.clk.Now())
 	b, err := rep.MarshalBinary()
@@ -121,7 +122,7 @@ func (p *process) report(t *testing.T, tenantName string, n int, key string) []b
 
 func (f *fixture) ingest(body []byte) int {
 	f.t.Helper()
-	status, _, msg, _, _ := f.s.Ingest(body)
+	status, _, msg, _, _ := ingest(f.s, body)
 	if status != http.StatusOK {
 		f.t.Logf("ingest: %d %s", status, msg)
 	}
@@ -174,7 +175,7 @@ func TestMergeEmitDuplicateLate(t *testing.T) {
 	// A late report for 09:00 re-emits the cumulative row at a higher
 	// version, which replaces the first.
 	late := newProcess(f.clk, "api", "c1")
-	late.rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /x"}, Kind: meter.KindRequest, RU: 1})
+	late.rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /x"}, Kind: report.KindRequest, RU: 1})
 	rep := late.rec.Cut(time.Date(2026, 3, 4, 9, 0, 59, 0, time.UTC))
 	rep.Start = time.Date(2026, 3, 4, 9, 0, 58, 0, time.UTC)
 	rep.End = rep.Start.Add(time.Second)
@@ -246,7 +247,7 @@ func TestHostileInput(t *testing.T) {
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
-		req.Header.Set("Content-Type", meter.ContentType)
+		req.Header.Set("Content-Type", report.ContentType)
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
 		return w
@@ -270,7 +271,7 @@ func TestHostileInput(t *testing.T) {
 		{"truncated", good[:len(good)/2], "sekret", 400, reasonMalformed},
 		{"garbage", []byte("GET / HTTP/1.1\r\n\r\n"), "sekret", 400, reasonMalformed},
 		{"empty", nil, "sekret", 400, reasonMalformed},
-		{"oversized", make([]byte, meter.MaxReportBytes+1), "sekret", 413, reasonTooLarge},
+		{"oversized", make([]byte, report.MaxReportBytes+1), "sekret", 413, reasonTooLarge},
 	}
 	for _, c := range cases {
 		w := post(c.body, c.token)
@@ -278,7 +279,7 @@ func TestHostileInput(t *testing.T) {
 			t.Errorf("%s: status %d, want %d: %s", c.name, w.Code, c.status, w.Body)
 			continue
 		}
-		r, err := meter.DecodeReply(w.Body.Bytes())
+		r, err := report.DecodeReply(w.Body.Bytes())
 		if err != nil || r.Accepted || r.Message == "" {
 			t.Errorf("%s: reply %+v %v: want a refusal with a reason", c.name, r, err)
 		}
@@ -290,7 +291,7 @@ func TestHostileInput(t *testing.T) {
 	if w := post(good, "sekret"); w.Code != 200 {
 		t.Fatalf("good report after refusals: %d %s", w.Code, w.Body)
 	}
-	r, _ := meter.DecodeReply(post(good, "sekret").Body.Bytes())
+	r, _ := report.DecodeReply(post(good, "sekret").Body.Bytes())
 	if !r.Accepted || r.Policy == nil {
 		t.Fatalf("duplicate reply %+v", r)
 	}
@@ -383,9 +384,9 @@ func TestPolicyEndpoint(t *testing.T) {
 	}
 	// Every process gets it in its reply.
 	pr := newProcess(f.clk, "api", "p")
-	_, _, _, _, reply := f.s.Ingest(pr.report(t, "acme", 1, ""))
-	r, err := meter.DecodeReply(reply)
-	if err != nil || r.Policy == nil || r.Policy.Version != 1 || r.Policy.Rules[0].Tenant != "bigcorp" {
+	_, _, _, _, reply := ingest(f.s, pr.report(t, "acme", 1, ""))
+	r, err := report.DecodeReply(reply)
+	if rp := replyPolicy(r); err != nil || rp == nil || rp.Version != 1 || rp.Rules[0].Tenant != "bigcorp" {
 		t.Fatalf("reply policy %+v %v", r, err)
 	}
 	// Lift it.
@@ -420,7 +421,7 @@ func TestLiveTopNAndOther(t *testing.T) {
 	p := newProcess(f.clk, "api", "p")
 	for i := range 10 {
 		for range 3 {
-			p.rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "t" + string(rune('a'+i)), Route: "r"}, Kind: meter.KindRequest,
+			p.rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "t" + string(rune('a'+i)), Route: "r"}, Kind: report.KindRequest,
 				Duration: time.Millisecond, RU: float64(i + 1)})
 		}
 	}
@@ -462,20 +463,20 @@ func TestLiveTopNAndOther(t *testing.T) {
 func TestHugeValues(t *testing.T) {
 	f := newFixture(t)
 	defer f.stop()
-	huge := []meter.Row{
-		{Tenant: "whale", Route: "r", Kind: meter.KindRequest, Count: 1, RU: 1.5e308},
-		{Tenant: "whale", Route: "r", Kind: meter.KindRequest, Count: math.MaxUint64},
-		{Tenant: "whale", Route: "r", Kind: meter.KindDB, Count: 1, Duration: math.MaxInt64},
-		{Tenant: "whale", Route: "r", Kind: meter.KindRequest, Count: 1, Bytes: math.MaxUint64},
+	huge := []report.Row{
+		{Tenant: "whale", Route: "r", Kind: report.KindRequest, Count: 1, RU: 1.5e308},
+		{Tenant: "whale", Route: "r", Kind: report.KindRequest, Count: math.MaxUint64},
+		{Tenant: "whale", Route: "r", Kind: report.KindDB, Count: 1, Duration: math.MaxInt64},
+		{Tenant: "whale", Route: "r", Kind: report.KindRequest, Count: 1, Bytes: math.MaxUint64},
 	}
-	for i, row := range append(huge, meter.Row{Tenant: "minnow", Route: "r", Kind: meter.KindRequest, Count: 2, RU: 3}) {
-		rep := &meter.Report{Source: meter.Source{Service: "api", Instance: "huge"}, Seq: uint64(i + 1),
-			Start: f.clk.Now(), End: f.clk.Now().Add(time.Second), Rows: []meter.Row{row}}
+	for i, row := range append(huge, report.Row{Tenant: "minnow", Route: "r", Kind: report.KindRequest, Count: 2, RU: 3}) {
+		rep := &report.Report{Source: report.Source{Service: "api", Instance: "huge"}, Seq: uint64(i + 1),
+			Start: f.clk.Now(), End: f.clk.Now().Add(time.Second), Rows: []report.Row{row}}
 		body, err := rep.MarshalBinary()
 		if err != nil {
 			t.Fatal(err)
 		}
-		status, reason, msg, _, _ := f.s.Ingest(body)
+		status, reason, msg, _, _ := ingest(f.s, body)
 		if i < len(huge) {
 			if status != http.StatusBadRequest || reason != reasonRange || !strings.Contains(msg, "at most") {
 				t.Fatalf("row %+v: %d %s %q, want 400 %s with the bound", row, status, reason, msg, reasonRange)

@@ -15,7 +15,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
 )
 
@@ -160,7 +160,7 @@ func costLines(us []store.Usage) map[costKey]*CostLine {
 	acc := make(map[costKey]*CostLine)
 	for _, u := range us {
 		t := u.Tenant
-		unattr := t == "" || t == meter.UnknownTenant
+		unattr := t == "" || t == report.UnknownTenant
 		if unattr {
 			t = Unattributed
 		}

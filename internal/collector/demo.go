@@ -5,17 +5,17 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"net/http"
 	"time"
 
 	"github.com/qtop-dev/qtop/histogram"
 	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
-// The demo fleet: services × processes, each a real ingest.Recorder whose
-// report is encoded and handed to Ingest every second, exactly as a
-// process's reporter would POST it.
+// The demo fleet: services × processes, each a real meter.Recorder whose
+// report is handed to Consume every second, in process, as the collector
+// merges a report a process's reporter POSTs.
 const (
 	demoProcesses   = 3   // per service
 	demoRequests    = 100 // requests per second per process
@@ -64,7 +64,7 @@ func newDemoFleet(s *Server, start time.Time) (*demoFleet, error) {
 	}
 	for _, svc := range demoServices {
 		for i := range demoProcesses {
-			src := meter.Source{Service: svc, Instance: fmt.Sprintf("%s-%d-%d", svc, i, start.UnixNano()), Host: fmt.Sprintf("demo-%d", i)}
+			src := report.Source{Service: svc, Instance: fmt.Sprintf("%s-%d-%d", svc, i, start.UnixNano()), Host: fmt.Sprintf("demo-%d", i)}
 			now := start
 			rec, err := meter.NewRecorder(meter.WithSource(src), meter.WithClock(func() time.Time { return now }))
 			if err != nil {
@@ -114,7 +114,7 @@ func (f *demoFleet) step(now time.Time) {
 	}
 	slow := 1 + 2*importRate // the database is saturated by the import
 	for pi, p := range f.procs {
-		var enf meter.Enforcement
+		var enf report.Enforcement
 		n := demoRequests
 		for range n {
 			name := demoTenants[f.zipf.Uint64()]
@@ -123,11 +123,11 @@ func (f *demoFleet) step(now time.Time) {
 				Key: fmt.Sprintf("product:%d", f.keys.Uint64())}
 			d := f.lognormal(0.02*slow, 0.5)
 			rows := int64(1 + f.rng.IntN(50))
-			p.rec.Record(meter.Record{Time: now, Tags: tags, Kind: meter.KindRequest, Duration: d,
+			p.rec.Record(meter.Record{Time: now, Tags: tags, Kind: report.KindRequest, Duration: d,
 				Rows: rows, Bytes: 2048 + rows*100, Err: f.rng.Float64() < 0.002*slow,
 				RU: 1 + float64(rows)/10})
 			for range 2 {
-				p.rec.Record(meter.Record{Time: now, Tags: tags, Kind: meter.KindDB,
+				p.rec.Record(meter.Record{Time: now, Tags: tags, Kind: report.KindDB,
 					Duration: f.lognormal(0.001*slow, 0.6), Rows: rows})
 			}
 			enf.Admitted[demoTier(name).Index()]++
@@ -139,10 +139,10 @@ func (f *demoFleet) step(now time.Time) {
 				tags := tenant.Tags{Tenant: DemoImportTenant, Route: "POST /catalog/import", Tier: tenant.T2,
 					Key: fmt.Sprintf("catalog:%d", f.rng.IntN(8))}
 				d := f.lognormal(0.4*slow, 0.3)
-				p.rec.Record(meter.Record{Time: now, Tags: tags, Kind: meter.KindJob, Duration: d,
+				p.rec.Record(meter.Record{Time: now, Tags: tags, Kind: report.KindJob, Duration: d,
 					Rows: 5000, Bytes: 1 << 20, RU: 400})
 				for range 3 {
-					p.rec.Record(meter.Record{Time: now, Tags: tags, Kind: meter.KindDB,
+					p.rec.Record(meter.Record{Time: now, Tags: tags, Kind: report.KindDB,
 						Duration: f.lognormal(0.2*slow, 0.4), Rows: 1700})
 				}
 			}
@@ -159,13 +159,8 @@ func (f *demoFleet) step(now time.Time) {
 		}
 		rep := p.rec.Cut(now)
 		rep.Enforcement = enf
-		body, err := rep.MarshalBinary()
-		if err != nil {
-			f.s.log.Error("demo: encode report", "err", err)
-			continue
-		}
-		if status, _, msg, _, _ := f.s.Ingest(body); status != http.StatusOK {
-			f.s.log.Warn("demo: report refused", "process", pi, "status", status, "msg", msg)
+		if _, err := f.s.Consume(context.Background(), rep, nil); err != nil {
+			f.s.log.Warn("demo: report refused", "process", pi, "err", err)
 		}
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
 )
 
@@ -170,7 +170,7 @@ func (e *emitter) build(m *minute) emission {
 			Bytes: a.bytes, Rows: a.rows, ActiveSessionSeconds: a.active,
 			Latency: a.lat.Clone(),
 		}
-		if r.Tenant == "" && k.kind == meter.KindPG {
+		if r.Tenant == "" && k.kind == report.KindPG {
 			r.Tenant = "" // untagged sessions: the unattributed line of cost reports
 		}
 		em.rollups = append(em.rollups, r)

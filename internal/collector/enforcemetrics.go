@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -46,9 +46,10 @@ func newEnforcementMetrics(reg prometheus.Registerer) (*enforcementMetrics, erro
 func tierName(i int) string { return (tenant.T0 + tenant.Tier(i)).String() }
 
 // add counts one report's enforcement and pool waits.
-func (m *enforcementMetrics) add(e *meter.Enforcement, pw []meter.PoolWait) {
+func (m *enforcementMetrics) add(e *report.Enforcement, d *report.EnforcementDetail) {
+	pw := d.PoolWait
 	for t := range tenant.NumTiers {
-		for i, v := range [...]uint64{e.Admitted[t], e.Throttled[t], e.Shed[t], e.Dropped[t], e.ShadowThrottled[t], e.ShadowShed[t], e.ShadowDropped[t]} {
+		for i, v := range [...]uint64{e.Admitted[t], e.Throttled[t], e.Shed[t], d.Dropped[t], e.ShadowThrottled[t], e.ShadowShed[t], d.ShadowDropped[t]} {
 			if v > 0 {
 				m.decisions.WithLabelValues(tierName(t), decisionNames[i]).Add(float64(v))
 			}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -19,13 +20,14 @@ func TestEnforcementDetailFleetTotals(t *testing.T) {
 	defer f.stop()
 	for i, inst := range []string{"a1", "b1"} {
 		p := newProcess(f.clk, "api", inst)
-		p.rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /x"}, Kind: meter.KindRequest, RU: 1})
+		p.rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /x"}, Kind: report.KindRequest, RU: 1})
 		rep := p.rec.Cut(f.clk.Now())
 		rep.Enforcement.Admitted[2] = 10
 		rep.Enforcement.Shed[3] = 1
-		rep.Enforcement.Dropped[3] = uint64(2 + i)
-		rep.Enforcement.ShadowDropped[2] = 1
-		rep.PoolWait = []meter.PoolWait{{Tenant: "acme", Count: 4, Wait: 200 * time.Millisecond, Max: 100 * time.Millisecond}, {Tenant: "globex", Count: 1, Wait: time.Millisecond, Max: time.Millisecond}}
+		d := report.EnforcementDetail{PoolWait: []report.PoolWait{{Tenant: "acme", Count: 4, Wait: 200 * time.Millisecond, Max: 100 * time.Millisecond}, {Tenant: "globex", Count: 1, Wait: time.Millisecond, Max: time.Millisecond}}}
+		d.Dropped[3] = uint64(2 + i)
+		d.ShadowDropped[2] = 1
+		rep.SetSection(d)
 		b, err := rep.MarshalBinary()
 		if err != nil {
 			t.Fatal(err)

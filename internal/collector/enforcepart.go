@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -26,19 +26,21 @@ var _ feature = (*enforcePart)(nil)
 // enfSlot is one second of enforcement counters summed over processes.
 type enfSlot struct {
 	stamp int64
-	e     meter.Enforcement
-	pool  map[string]meter.PoolWait // poolwait.go
+	e     report.Enforcement
+	drop  report.EnforcementDetail   // CoDel drops only (the pool waits are in pool)
+	pool  map[string]report.PoolWait // poolwait.go
 }
 
 // merge adds a report's enforcement counters and pool waits (received
 // live) to its second. It is the one place, with shedLevel, that reads
 // the report's enforcement and pool-wait sections.
-func (p *enforcePart) merge(rep *meter.Report, now time.Time, live bool) {
+func (p *enforcePart) merge(rep *report.Report, now time.Time, live bool) {
 	if !live {
 		return
 	}
 	e := &rep.Enforcement
-	p.met.add(e, rep.PoolWait)
+	detail, _ := report.SectionOf[report.EnforcementDetail](rep)
+	p.met.add(e, &detail)
 	sec := now.Unix()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -46,15 +48,15 @@ func (p *enforcePart) merge(rep *meter.Report, now time.Time, live bool) {
 	if es.stamp != sec {
 		*es = enfSlot{stamp: sec}
 	}
-	es.addPool(rep.PoolWait)
+	es.addPool(detail.PoolWait)
 	for t := range tenant.NumTiers {
 		es.e.Admitted[t] += e.Admitted[t]
 		es.e.Throttled[t] += e.Throttled[t]
 		es.e.Shed[t] += e.Shed[t]
 		es.e.ShadowThrottled[t] += e.ShadowThrottled[t]
 		es.e.ShadowShed[t] += e.ShadowShed[t]
-		es.e.Dropped[t] += e.Dropped[t]
-		es.e.ShadowDropped[t] += e.ShadowDropped[t]
+		es.drop.Dropped[t] += detail.Dropped[t]
+		es.drop.ShadowDropped[t] += detail.ShadowDropped[t]
 		es.e.PriceMultiplier[t] = max(es.e.PriceMultiplier[t], e.PriceMultiplier[t])
 	}
 }
@@ -62,7 +64,7 @@ func (p *enforcePart) merge(rep *meter.Report, now time.Time, live bool) {
 // shedLevel is how deep a report's process sheds: the number of tiers
 // from the least critical one down to the most critical tier (but T0) it
 // shed or priced.
-func shedLevel(e *meter.Enforcement) int {
+func shedLevel(e *report.Enforcement) int {
 	level := 0
 	for t := 1; t < tenant.NumTiers; t++ {
 		if e.Shed[t] > 0 || e.PriceMultiplier[t] > 1 {
@@ -93,12 +95,14 @@ func (p *enforcePart) snapshot(snap *api.Snapshot, now time.Time) {
 			tr.Shed += es.e.Shed[t]
 			tr.ShadowThrottled += es.e.ShadowThrottled[t]
 			tr.ShadowShed += es.e.ShadowShed[t]
-			tr.Dropped += es.e.Dropped[t]
-			tr.ShadowDropped += es.e.ShadowDropped[t]
+			tr.Dropped += es.drop.Dropped[t]
+			tr.ShadowDropped += es.drop.ShadowDropped[t]
 		}
 	}
 	snap.PoolWait = poolRows(&p.enf, sec)
 }
 
-func (p *enforcePart) reply(_ *meter.Report, _ time.Time, reply []byte, _ bool) []byte { return reply }
-func (p *enforcePart) tick(context.Context, time.Time)                                 {}
+func (p *enforcePart) reply(_ *report.Report, _ time.Time, reply report.Reply, _ bool) report.Reply {
+	return reply
+}
+func (p *enforcePart) tick(context.Context, time.Time) {}

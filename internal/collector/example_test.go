@@ -9,6 +9,7 @@ import (
 	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/internal/collector"
 	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -25,25 +26,24 @@ func Example() {
 	}
 	defer s.Shutdown(context.Background())
 
-	rec, err := meter.NewRecorder(meter.WithSource(meter.Source{Service: "api", Instance: "p1"}), meter.WithClock(clock))
+	rec, err := meter.NewRecorder(meter.WithSource(report.Source{Service: "api", Instance: "p1"}), meter.WithClock(clock))
 	if err != nil {
 		panic(err)
 	}
 	for range 50 {
-		rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "bigcorp", Route: "POST /import"}, Kind: meter.KindRequest, RU: 40})
+		rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "bigcorp", Route: "POST /import"}, Kind: report.KindRequest, RU: 40})
 	}
-	rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /items"}, Kind: meter.KindRequest, RU: 1})
+	rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /items"}, Kind: report.KindRequest, RU: 1})
 	now = now.Add(time.Second)
-	body, _ := rec.Cut(now).MarshalBinary()
-	status, _, _, _, _ := s.Ingest(body)
-	fmt.Println("status", status)
+	reply, err := s.Consume(context.Background(), rec.Cut(now), nil) // in process: no encoding
+	fmt.Println("accepted", reply.Accepted, err)
 
 	now = now.Add(time.Second)
 	for _, t := range s.Snapshot(now, api.MeasureRU, 1).Tenants {
 		fmt.Printf("%-7s %6.1f RU/s  %3.0f%%\n", t.Tenant, t.RUPerSec, 100*t.Share)
 	}
 	// Output:
-	// status 200
+	// accepted true <nil>
 	// bigcorp  200.0 RU/s  100%
 	// other      0.1 RU/s    0%
 }

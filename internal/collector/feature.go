@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 )
 
 // A feature is the collector's part for one section of a report: it
@@ -19,10 +19,10 @@ import (
 type feature interface {
 	// merge merges rep's section, received at now; live is false on
 	// replay of the write-ahead log (the live view is not rebuilt).
-	merge(rep *meter.Report, now time.Time, live bool)
+	merge(rep *report.Report, now time.Time, live bool)
 	// reply returns reply with the feature's part for rep's process
 	// added; merged is false for a duplicate.
-	reply(rep *meter.Report, now time.Time, reply []byte, merged bool) []byte
+	reply(rep *report.Report, now time.Time, reply report.Reply, merged bool) report.Reply
 	// snapshot adds the feature's part of the live view at now.
 	snapshot(snap *api.Snapshot, now time.Time)
 	// tick is the once-a-second work.
@@ -54,13 +54,13 @@ func newFeatures(cfg Config, pol *policyPart, em *enforcementMetrics) (features,
 	return f, nil
 }
 
-func (f *features) merge(rep *meter.Report, now time.Time, live bool) {
+func (f *features) merge(rep *report.Report, now time.Time, live bool) {
 	for _, x := range f.all {
 		x.merge(rep, now, live)
 	}
 }
 
-func (f *features) reply(rep *meter.Report, now time.Time, reply []byte, merged bool) []byte {
+func (f *features) reply(rep *report.Report, now time.Time, reply report.Reply, merged bool) report.Reply {
 	for _, x := range f.all {
 		reply = x.reply(rep, now, reply, merged)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store/chstore"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -128,7 +129,7 @@ type fleetProc struct {
 
 func (r *fleetRig) process(t *testing.T, name string, opts ...meter.ReporterOption) *fleetProc {
 	t.Helper()
-	p := &fleetProc{rec: newRec(t, meter.WithSource(meter.Source{Service: "api", Instance: name, Host: "h"}))}
+	p := &fleetProc{rec: newRec(t, meter.WithSource(report.Source{Service: "api", Instance: name, Host: "h"}))}
 	var urls []string
 	for _, u := range r.urls {
 		urls = append(urls, u+api.PathReports)
@@ -185,7 +186,7 @@ func TestFleetOnCluster(t *testing.T) {
 				name := fmt.Sprintf("tenant%d", k)
 				n := (i + 1) * (k + 1) * (round + 1)
 				for range n {
-					p.rec.Record(meter.Record{Tags: tenant.Tags{Tenant: name, Route: "GET /x"}, Kind: meter.KindRequest,
+					p.rec.Record(meter.Record{Tags: tenant.Tags{Tenant: name, Route: "GET /x"}, Kind: report.KindRequest,
 						Duration: time.Millisecond, RU: 1})
 				}
 				want[name] += uint64(n)
@@ -258,7 +259,7 @@ func TestFleetOnCluster(t *testing.T) {
 		}
 	}
 	oc, _ := api.NewClient(other, api.WithTop(1000))
-	probe.rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "lagprobe", Route: "GET /x"}, Kind: meter.KindRequest, RU: 1})
+	probe.rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "lagprobe", Route: "GET /x"}, Kind: report.KindRequest, RU: 1})
 	if err := probe.rep.ForceFlush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -409,9 +410,9 @@ func TestFleetFailoverAfterLoggedReport(t *testing.T) {
 	defer ha.Close()
 	defer hb.Close()
 	urls := []string{ha.URL + api.PathReports, hb.URL + api.PathReports}
-	var src meter.Source
+	var src report.Source
 	for i := 0; ; i++ { // a process whose first choice is a
-		src = meter.Source{Service: "api", Instance: fmt.Sprintf("p%d", i)}
+		src = report.Source{Service: "api", Instance: fmt.Sprintf("p%d", i)}
 		rep, _ := meter.NewReporter(urls[0], newRec(t, meter.WithSource(src)), meter.WithCollectors(urls[1]))
 		if rep.Collector() == urls[0] {
 			break
@@ -430,7 +431,7 @@ func TestFleetFailoverAfterLoggedReport(t *testing.T) {
 			dying.armed.Store(true)
 		}
 		for range perReport {
-			rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /x"}, Kind: meter.KindRequest, RU: 1})
+			rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /x"}, Kind: report.KindRequest, RU: 1})
 		}
 		recorded += perReport
 		fctx, cancel := context.WithTimeout(ctx, 10*time.Second)

@@ -10,8 +10,9 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/freshness"
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/report"
 )
 
 // Freshness: the collector merges the freshness sections of reports
@@ -79,9 +80,11 @@ type freshPart struct {
 
 var _ feature = (*freshPart)(nil)
 
-func (f *freshPart) reply(_ *meter.Report, _ time.Time, reply []byte, _ bool) []byte { return reply }
-func (f *freshPart) snapshot(*api.Snapshot, time.Time)                               {}
-func (f *freshPart) tick(context.Context, time.Time)                                 {}
+func (f *freshPart) reply(_ *report.Report, _ time.Time, reply report.Reply, _ bool) report.Reply {
+	return reply
+}
+func (f *freshPart) snapshot(*api.Snapshot, time.Time) {}
+func (f *freshPart) tick(context.Context, time.Time)   {}
 
 type freshState struct {
 	last      map[freshKey]freshLast
@@ -101,13 +104,13 @@ func newFreshState() *freshState {
 // not valid) into "other"; the returned name is the map's own copy.
 func (f *freshState) route(name string) (string, *freshRouteState) {
 	if name == "" || len(name) > 256 || strings.ContainsAny(name, "\x00\n\r") {
-		name = meter.OtherRoute
+		name = report.OtherRoute
 	}
 	if r, ok := f.routes[name]; ok {
 		return name, r
 	}
 	if len(f.routes) >= maxFreshRoutes {
-		name = meter.OtherRoute
+		name = report.OtherRoute
 		if r, ok := f.routes[name]; ok {
 			return name, r
 		}
@@ -130,7 +133,7 @@ func (f *freshState) sweep(now int64) {
 }
 
 // sample merges one sampled GET.
-func (f *freshState) sample(s meter.FreshSample, now int64) {
+func (f *freshState) sample(s freshness.Sample, now int64) {
 	at := s.At.UnixNano()
 	if at > now+int64(time.Minute) || at < now-int64(RepeatWindow) {
 		return // from the future (skew beyond a minute) or too old to matter
@@ -173,11 +176,12 @@ func (f *freshState) sample(s meter.FreshSample, now int64) {
 // merge merges the freshness section of rep: samples always (the repeat
 // state must see them again on replay), the live counters only for
 // reports received live. It is the one place that reads the section.
-func (fp *freshPart) merge(rep *meter.Report, now time.Time, live bool) {
-	fr := rep.Freshness
-	if fr == nil {
+func (fp *freshPart) merge(rep *report.Report, now time.Time, live bool) {
+	fw, ok := report.SectionOf[freshness.Window](rep)
+	if !ok {
 		return
 	}
+	fr := &fw
 	fp.mu.Lock()
 	defer fp.mu.Unlock()
 	if fp.state == nil {
@@ -186,7 +190,7 @@ func (fp *freshPart) merge(rep *meter.Report, now time.Time, live bool) {
 	fp.state.merge(fr, now, live)
 }
 
-func (f *freshState) merge(fr *meter.Freshness, now time.Time, live bool) {
+func (f *freshState) merge(fr *freshness.Window, now time.Time, live bool) {
 	n := now.UnixNano()
 	if n >= f.nextSweep {
 		f.sweep(n)

@@ -10,15 +10,19 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/freshness"
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/report"
 )
 
 // freshBody is a report of process inst carrying fr.
-func freshBody(t *testing.T, inst string, seq uint64, at time.Time, fr *meter.Freshness) []byte {
+func freshBody(t *testing.T, inst string, seq uint64, at time.Time, fr *freshness.Window) []byte {
 	t.Helper()
-	rep := &meter.Report{Source: meter.Source{Service: "balance", Instance: inst, Host: "h"}, Seq: seq,
-		Start: at.Add(-time.Second), End: at, Freshness: fr}
+	rep := &report.Report{Source: report.Source{Service: "balance", Instance: inst, Host: "h"}, Seq: seq,
+		Start: at.Add(-time.Second), End: at}
+	if fr != nil && !fr.Empty() {
+		rep.SetSection(*fr)
+	}
 	b, err := rep.MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
@@ -39,30 +43,30 @@ func TestRepeatShareSynthetic(t *testing.T) {
 	for step := range 20 {
 		now := start.Add(time.Duration(step) * 30 * time.Minute)
 		f.clk.Set(now)
-		fr := &meter.Freshness{}
+		fr := &freshness.Window{}
 		for c := range 300 {
 			version := uint64(step / 5)
 			fr.Samples = append(fr.Samples,
-				meter.FreshSample{At: now, Route: "GET /balance", Caller: uint64(c), Response: uint64(c)<<8 | version},
-				meter.FreshSample{At: now, Route: "GET /feed", Caller: uint64(c), Response: uint64(c)<<8 | uint64(step)})
+				freshness.Sample{At: now, Route: "GET /balance", Caller: uint64(c), Response: uint64(c)<<8 | version},
+				freshness.Sample{At: now, Route: "GET /feed", Caller: uint64(c), Response: uint64(c)<<8 | uint64(step)})
 		}
 		// Two processes share the callers: halves of the samples go to each.
 		half := len(fr.Samples) / 2
 		seq++
-		if st := f.ingest(freshBody(t, "p1", seq, now, &meter.Freshness{Samples: fr.Samples[:half]})); st != 200 {
+		if st := f.ingest(freshBody(t, "p1", seq, now, &freshness.Window{Samples: fr.Samples[:half]})); st != 200 {
 			t.Fatal(st)
 		}
-		if st := f.ingest(freshBody(t, "p2", seq, now, &meter.Freshness{Samples: fr.Samples[half:]})); st != 200 {
+		if st := f.ingest(freshBody(t, "p2", seq, now, &freshness.Window{Samples: fr.Samples[half:]})); st != 200 {
 			t.Fatal(st)
 		}
 	}
 	// The caller with a day-long gap, on its own route.
 	late := f.clk.Now()
 	seq++
-	f.ingest(freshBody(t, "p1", seq, late, &meter.Freshness{Samples: []meter.FreshSample{{At: late, Route: "GET /statement", Caller: 9, Response: 77}}}))
+	f.ingest(freshBody(t, "p1", seq, late, &freshness.Window{Samples: []freshness.Sample{{At: late, Route: "GET /statement", Caller: 9, Response: 77}}}))
 	f.clk.Set(late.Add(25 * time.Hour))
 	seq++
-	f.ingest(freshBody(t, "p1", seq, f.clk.Now(), &meter.Freshness{Samples: []meter.FreshSample{{At: f.clk.Now(), Route: "GET /statement", Caller: 9, Response: 77}}}))
+	f.ingest(freshBody(t, "p1", seq, f.clk.Now(), &freshness.Window{Samples: []freshness.Sample{{At: f.clk.Now(), Route: "GET /statement", Caller: 9, Response: 77}}}))
 	f.clk.Set(late.Add(time.Minute)) // back, to read the first two routes inside their window
 
 	got := map[string]api.FreshnessRoute{}
@@ -95,7 +99,7 @@ func TestFreshnessSamplesBounded(t *testing.T) {
 	fs := newFreshState()
 	n := now.UnixNano()
 	for c := range maxFreshKeys + 10 {
-		fs.sample(meter.FreshSample{At: now, Route: "r", Caller: uint64(c), Response: 1}, n)
+		fs.sample(freshness.Sample{At: now, Route: "r", Caller: uint64(c), Response: 1}, n)
 	}
 	if len(fs.last) != maxFreshKeys || fs.untracked != 10 {
 		t.Errorf("%d tracked, %d untracked", len(fs.last), fs.untracked)
@@ -109,8 +113,8 @@ func TestFreshnessSamplesBounded(t *testing.T) {
 	// Samples from the future and from before the window are ignored.
 	before := len(fs.last)
 	fs.sweep(n)
-	fs.sample(meter.FreshSample{At: now.Add(time.Hour), Route: "r", Caller: 1 << 40, Response: 1}, n)
-	fs.sample(meter.FreshSample{At: now.Add(-25 * time.Hour), Route: "r", Caller: 1 << 41, Response: 1}, n)
+	fs.sample(freshness.Sample{At: now.Add(time.Hour), Route: "r", Caller: 1 << 40, Response: 1}, n)
+	fs.sample(freshness.Sample{At: now.Add(-25 * time.Hour), Route: "r", Caller: 1 << 41, Response: 1}, n)
 	if len(fs.last) != before {
 		t.Errorf("out-of-window samples tracked")
 	}
@@ -143,13 +147,13 @@ func TestFreshnessRulesAndPolicy(t *testing.T) {
 		t.Fatalf("throttle after freshness: %+v %v", p, err)
 	}
 	// Replies carry it.
-	_, _, _, _, reply := f.s.Ingest(freshBody(t, "p1", 1, f.clk.Now(), &meter.Freshness{
-		Routes: []meter.FreshRoute{{Route: "GET /balance", Requests: 100, Revalidated: 5}},
-		Rules: []meter.FreshRule{{Rule: "push-24h", Route: "GET /balance", Matched: 20, Right: 16, Wrong: 4},
+	_, _, _, _, reply := ingest(f.s, freshBody(t, "p1", 1, f.clk.Now(), &freshness.Window{
+		Routes: []freshness.RouteCount{{Route: "GET /balance", Requests: 100, Revalidated: 5}},
+		Rules: []freshness.RuleCount{{Rule: "push-24h", Route: "GET /balance", Matched: 20, Right: 16, Wrong: 4},
 			{Rule: "app-open-1h", Route: "GET /balance", Matched: 10, Served: 10}},
 	}))
-	r, err := meter.DecodeReply(reply)
-	if err != nil || r.Policy == nil || r.Policy.Freshness == nil || r.Policy.Freshness.Rules[0].ID != "push-24h" {
+	r, err := report.DecodeReply(reply)
+	if rp := replyPolicy(r); err != nil || rp == nil || rp.Freshness == nil || rp.Freshness.Rules[0].ID != "push-24h" {
 		t.Fatalf("reply %+v %v", r.Policy, err)
 	}
 	v, err := c.GetFreshness(ctx)

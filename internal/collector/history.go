@@ -5,11 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/meter"
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/qtop-dev/qtop/api"
+	"github.com/qtop-dev/qtop/report"
 
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -20,7 +21,7 @@ var ErrHistory = errors.New("collector: bad history request")
 // History returns tenant's load per minute over the last minutes before
 // now, from the store (the qtop drill-in's history beyond the live 120 s).
 func (s *Server) History(ctx context.Context, name string, minutes int, now time.Time) (api.History, error) {
-	if err := tenant.ValidateTenant(name); err != nil && name != meter.UnknownTenant {
+	if err := tenant.ValidateTenant(name); err != nil && name != report.UnknownTenant {
 		return api.History{}, fmt.Errorf("%w: tenant: %w", ErrHistory, err)
 	}
 	if minutes < 1 || minutes > api.MaxHistoryMinutes {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/store/duckstore"
 	"github.com/qtop-dev/qtop/tenant"
@@ -23,7 +24,7 @@ import (
 
 func postReport(h http.Handler, body []byte, header ...string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(http.MethodPost, api.PathReports, bytes.NewReader(body))
-	req.Header.Set("Content-Type", meter.ContentType)
+	req.Header.Set("Content-Type", report.ContentType)
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
@@ -42,7 +43,7 @@ func TestContentTypeAndBearerScheme(t *testing.T) {
 	body := p.report(t, "acme", 1, "")
 	for _, ct := range []string{"application/json", "text/plain", ""} {
 		w := postReport(h, body, "Authorization", "Bearer sekret", "Content-Type", ct)
-		if w.Code != http.StatusUnsupportedMediaType || !strings.Contains(w.Body.String(), meter.ContentType) {
+		if w.Code != http.StatusUnsupportedMediaType || !strings.Contains(w.Body.String(), report.ContentType) {
 			t.Fatalf("Content-Type %q: %d %s", ct, w.Code, w.Body)
 		}
 	}
@@ -51,7 +52,7 @@ func TestContentTypeAndBearerScheme(t *testing.T) {
 	}
 	for i, auth := range []string{"bearer sekret", "BEARER sekret"} {
 		f.clk.Add(time.Second)
-		ct := meter.ContentType
+		ct := report.ContentType
 		if i == 1 {
 			ct = "Application/Vnd.Qtop.Report; charset=binary"
 		}
@@ -83,13 +84,13 @@ func TestPoisonBinaryStrings(t *testing.T) {
 			for _, p := range []*process{bad, good} {
 				for range 4 {
 					p.rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /x", Key: "\x00\xffbin\x80"},
-						Kind: meter.KindRequest, Duration: time.Millisecond, RU: 1})
+						Kind: report.KindRequest, Duration: time.Millisecond, RU: 1})
 				}
 				body, err := p.rec.Cut(clk.Now()).MarshalBinary()
 				if err != nil {
 					t.Fatal(err)
 				}
-				if status, _, msg, _, _ := s.Ingest(body); status != 200 {
+				if status, _, msg, _, _ := ingest(s, body); status != 200 {
 					t.Fatalf("refused: %d %s", status, msg)
 				}
 			}
@@ -225,7 +226,7 @@ func TestRefusalsAreHeld(t *testing.T) {
 	done := make(chan int)
 	go func() {
 		req := httptest.NewRequest(http.MethodPost, api.PathReports, bytes.NewReader(junk)).WithContext(ctx)
-		req.Header.Set("Content-Type", meter.ContentType)
+		req.Header.Set("Content-Type", report.ContentType)
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)
 		done <- w.Code

@@ -15,7 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 )
 
 // BenchmarkHTTPIngest posts reports of 100 tenant rows over real HTTP on
@@ -40,7 +40,7 @@ func BenchmarkHTTPIngest(b *testing.B) {
 	for c := range clients {
 		all := benchReports(b, per, 100, now, func(i, j int) string { return fmt.Sprintf("tenant-%d", (c*31+i*7+j)%5000) })
 		for i := range all { // one source per client, increasing seq
-			rep, err := meter.DecodeReport(all[i])
+			rep, err := reports.Decode(all[i])
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -68,7 +68,7 @@ func BenchmarkHTTPIngest(b *testing.B) {
 					return
 				}
 				req, _ := http.NewRequest(http.MethodPost, srv.URL+api.PathReports, bytes.NewReader(bodies[c][i]))
-				req.Header.Set("Content-Type", meter.ContentType)
+				req.Header.Set("Content-Type", report.ContentType)
 				t0 := time.Now()
 				resp, err := hc.Do(req)
 				if err != nil {

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/ratio"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/spacesaving"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tenant"
@@ -27,7 +27,7 @@ const (
 
 type rowKey struct {
 	service, tenant, route string
-	kind                   meter.Kind
+	kind                   report.Kind
 }
 
 type rowAgg struct {
@@ -213,7 +213,7 @@ func (s *source) admit(now time.Time, rate float64) (time.Duration, bool) {
 	return 0, true
 }
 
-func sourceKey(src meter.Source) string {
+func sourceKey(src report.Source) string {
 	return src.Service + "\x00" + src.Instance + "\x00" + src.Host
 }
 
@@ -224,7 +224,7 @@ func sourceKey(src meter.Source) string {
 // already written for good is never opened again (that would replace its
 // rows with a part of them): should the collector's own clock go back, the
 // report counts in the first minute after the last one closed.
-func (s *Server) minuteOf(rep *meter.Report, now time.Time) (time.Time, bool) {
+func (s *Server) minuteOf(rep *report.Report, now time.Time) (time.Time, bool) {
 	arrival := now.UTC().Truncate(time.Minute)
 	mt, retimed := arrival, true
 	if !rep.Start.IsZero() && !rep.End.Before(rep.Start) {
@@ -268,7 +268,7 @@ func (s *Server) mergeReportLocked(d *decoded, m *minute, now time.Time, live bo
 
 // mergeKeys adds a report's hot keys to minute m and, when live, to
 // second sec of the live view.
-func (v *liveView) mergeKeys(rep *meter.Report, m *minute, sec int64, live bool) {
+func (v *liveView) mergeKeys(rep *report.Report, m *minute, sec int64, live bool) {
 	if rep.Keys == nil || rep.Keys.Total() == 0 {
 		return
 	}

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -15,17 +15,17 @@ import (
 // ingest kinds" in the collector); the stores keep exactly its names; no
 // report can carry the sampler's kind.
 func TestOneKind(t *testing.T) {
-	for k, want := range map[meter.Kind]string{meter.KindRequest: store.KindRequest, meter.KindDB: store.KindDB,
-		meter.KindJob: store.KindJob, meter.KindPG: store.KindPG} {
+	for k, want := range map[report.Kind]string{report.KindRequest: store.KindRequest, report.KindDB: store.KindDB,
+		report.KindJob: store.KindJob, report.KindPG: store.KindPG} {
 		if k.String() != want {
 			t.Errorf("kind %d is %q, the stores call it %q", k, k.String(), want)
 		}
 	}
-	if meter.KindPG.Valid() {
+	if report.KindPG.Valid() {
 		t.Fatal("a process could report the sampler's kind")
 	}
-	rep := &meter.Report{Source: meter.Source{Service: "a", Instance: "b"}, Start: t0, End: t0.Add(time.Second),
-		Rows: []meter.Row{{Tenant: "t", Kind: meter.KindPG, Count: 1}}}
+	rep := &report.Report{Source: report.Source{Service: "a", Instance: "b"}, Start: t0, End: t0.Add(time.Second),
+		Rows: []report.Row{{Tenant: "t", Kind: report.KindPG, Count: 1}}}
 	if _, err := rep.MarshalBinary(); err == nil {
 		t.Fatal("a report with the sampler's kind encodes")
 	}
@@ -40,9 +40,9 @@ func TestTierIsNotLastWriteWins(t *testing.T) {
 		counts := map[tenant.Tier]uint64{tenant.T1: 90, tenant.T3: 10}
 		for i, tier := range order {
 			f.clk.Add(time.Second)
-			rep := &meter.Report{Source: meter.Source{Service: "api", Instance: "p"}, Seq: uint64(i + 1),
+			rep := &report.Report{Source: report.Source{Service: "api", Instance: "p"}, Seq: uint64(i + 1),
 				Start: f.clk.Now().Add(-time.Second), End: f.clk.Now(),
-				Rows: []meter.Row{{Tenant: "acme", Route: "r", Tier: tier, Kind: meter.KindRequest, Count: counts[tier]}}}
+				Rows: []report.Row{{Tenant: "acme", Route: "r", Tier: tier, Kind: report.KindRequest, Count: counts[tier]}}}
 			body, err := rep.MarshalBinary()
 			if err != nil {
 				t.Fatal(err)

@@ -16,7 +16,7 @@ import (
 )
 
 // The OTLP receiver (package otlpin) turns spans into the same reports as
-// qtop's own reporters and merges them through Ingest: the write-ahead
+// qtop's own reporters and hands them to Consume in process: the write-ahead
 // log, the duplicate filter, the per-source admission, validation and
 // folding, the live view, the store and the metrics do not tell the two
 // apart. Its hooks in the server: the route in Handler, startOTLP in Run,
@@ -54,7 +54,7 @@ func (s *Server) newOTLP() error {
 			return err == nil
 		}))
 	}
-	recv, err := otlpin.New(s.otlpSink, opts...)
+	recv, err := otlpin.New(s, opts...)
 	if err != nil {
 		return fmt.Errorf("%w: otlp: %w", ErrConfig, err)
 	}
@@ -102,18 +102,6 @@ func (s *Server) holdOTLPRefusal(ctx context.Context) bool {
 	case <-s.otlp.stopping:
 	}
 	return true
-}
-
-// otlpSink merges one report of the receiver as POST /v1/reports does.
-func (s *Server) otlpSink(body []byte) (time.Duration, error) {
-	status, reason, msg, retry, _ := s.Ingest(body)
-	switch {
-	case status == http.StatusOK:
-		return 0, nil
-	case status == http.StatusTooManyRequests || status >= 500:
-		return max(retry, time.Second), fmt.Errorf("collector: %s: %s", reason, msg)
-	}
-	return 0, fmt.Errorf("collector: %s: %s", reason, msg)
 }
 
 // startOTLP starts the receiver's flush loop (from Run).

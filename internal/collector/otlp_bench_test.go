@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -59,7 +60,7 @@ func BenchmarkOwnFormatIngest(b *testing.B) {
 	clk := &clock{t: t0}
 	s := benchServer(b, clk)
 	defer s.Shutdown(b.Context())
-	rec, err := meter.NewRecorder(meter.WithSource(meter.Source{Service: "shop", Instance: "inst-1", Host: "pod-1"}), meter.WithClock(clk.Now))
+	rec, err := meter.NewRecorder(meter.WithSource(report.Source{Service: "shop", Instance: "inst-1", Host: "pod-1"}), meter.WithClock(clk.Now))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -69,9 +70,9 @@ func BenchmarkOwnFormatIngest(b *testing.B) {
 		r := &records[i]
 		r.Tags = tenant.Tags{Tenant: fmt.Sprintf("tenant-%d", tr%50), Tier: tenant.T2}
 		if i%3 == 0 {
-			r.Kind, r.Duration, r.Tags.Route = meter.KindRequest, 20*time.Millisecond, "/items/:id"
+			r.Kind, r.Duration, r.Tags.Route = report.KindRequest, 20*time.Millisecond, "/items/:id"
 		} else {
-			r.Kind, r.Duration, r.Tags.Route = meter.KindDB, 5*time.Millisecond, "SELECT items"
+			r.Kind, r.Duration, r.Tags.Route = report.KindDB, 5*time.Millisecond, "SELECT items"
 		}
 	}
 	b.ReportAllocs()
@@ -91,7 +92,7 @@ func BenchmarkOwnFormatIngest(b *testing.B) {
 			b.Fatal(err)
 		}
 		c0 := cpuTime()
-		if status, _, msg, _, _ := s.Ingest(body); status != 200 {
+		if status, _, msg, _, _ := ingest(s, body); status != 200 {
 			b.Fatalf("refused: %d %s", status, msg)
 		}
 		collector += cpuTime() - c0

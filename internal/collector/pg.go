@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/pgactivity"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
 )
 
@@ -130,7 +130,7 @@ func sampleRows(agg *aggregator, snap pgactivity.Snapshot, m *minute, interval t
 		}
 		name := b.Tenant
 		agg.withRows(name, m, func(rows map[rowKey]*rowAgg) {
-			a, _ := agg.row(rows, m, rowKey{"", name, b.Route, meter.KindPG})
+			a, _ := agg.row(rows, m, rowKey{"", name, b.Route, report.KindPG})
 			if i := b.Tier.Index(); i >= 0 {
 				a.tiers[i]++
 			}
@@ -138,7 +138,7 @@ func sampleRows(agg *aggregator, snap pgactivity.Snapshot, m *minute, interval t
 			a.active += interval.Seconds()
 		})
 		if name == "" {
-			name = meter.UnknownTenant
+			name = report.UnknownTenant
 		}
 		active[name]++
 		if !worker && b.Duration >= slowStatement {
@@ -214,7 +214,7 @@ func (p *pgPart) add(snap pgactivity.Snapshot, running []*pgactivity.Backend, no
 		for _, tload := range win.Tenants {
 			name := tload.Tenant
 			if name == "" {
-				name = meter.UnknownTenant
+				name = report.UnknownTenant
 			}
 			agg.tenantShard(name, func(tl *tenantLive) { tl.waits = tload.Waits })
 		}

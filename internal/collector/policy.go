@@ -19,8 +19,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -45,7 +45,7 @@ func randomToken() string {
 type policyPart struct {
 	mu           sync.Mutex
 	p            policy.Policy
-	reply        []byte // the reply to a report, with the policy, for replyVersion
+	replyJSON    []byte // the policy as a reply carries it, for replyVersion
 	replyVersion uint64
 
 	dir     string // DataDir
@@ -91,22 +91,25 @@ func (pp *policyPart) saveLocked() {
 	}
 }
 
-// replyBytes returns the encoded reply of an accepted report, which
-// carries the current policy; it is encoded once per policy version.
-func (pp *policyPart) replyBytes() []byte {
+// reply returns the reply of an accepted report, which carries the
+// current policy; the policy is encoded once per version.
+func (pp *policyPart) reply() report.Reply {
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
-	if pp.reply != nil && pp.replyVersion == pp.p.Version {
-		return pp.reply
+	if pp.replyJSON != nil && pp.replyVersion == pp.p.Version {
+		return report.Reply{Accepted: true, Policy: pp.replyJSON}
 	}
-	p := pp.p
-	b, err := meter.EncodeReply(meter.Reply{Accepted: true, Policy: &p})
+	err := pp.p.Validate()
+	var pj []byte
+	if err == nil {
+		pj, err = json.Marshal(pp.p)
+	}
 	if err != nil {
 		pp.log.Error("policy cannot be encoded in replies; sending none", "err", err)
-		b, _ = meter.EncodeReply(meter.Reply{Accepted: true})
+		pj = nil
 	}
-	pp.reply, pp.replyVersion = b, pp.p.Version
-	return b
+	pp.replyJSON, pp.replyVersion = pj, pp.p.Version
+	return report.Reply{Accepted: true, Policy: pj}
 }
 
 // prune drops expired rules; it reports whether any was.
@@ -339,6 +342,5 @@ func (s *Server) SetRuleAllowT0(ctx context.Context, rule policy.Rule, who strin
 	return s.policy.setRule(ctx, s.cfg.Now().UTC(), s.cfg.MaxRuleTTL, rule, who, true)
 }
 
-// replyLocked is the reply to an accepted report (Ingest's name for
-// policyPart.replyBytes).
-func (s *Server) replyLocked() []byte { return s.policy.replyBytes() }
+// replyLocked is the reply to an accepted report (policyPart.reply).
+func (s *Server) replyLocked() report.Reply { return s.policy.reply() }

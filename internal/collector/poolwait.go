@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 )
 
 // maxPoolTenants bounds the tenants one second of pool waits holds; the
@@ -13,18 +13,18 @@ import (
 const maxPoolTenants = 1024
 
 // addPool sums a report's pool waits into the second.
-func (es *enfSlot) addPool(pw []meter.PoolWait) {
+func (es *enfSlot) addPool(pw []report.PoolWait) {
 	if len(pw) == 0 {
 		return
 	}
 	if es.pool == nil {
-		es.pool = make(map[string]meter.PoolWait, len(pw))
+		es.pool = make(map[string]report.PoolWait, len(pw))
 	}
 	for _, p := range pw {
 		name := p.Tenant
 		cur, ok := es.pool[name]
 		if !ok && len(es.pool) >= maxPoolTenants {
-			name = meter.OtherTenant
+			name = report.OtherTenant
 			cur = es.pool[name]
 		}
 		if cur.Tenant == "" {

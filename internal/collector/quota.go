@@ -11,10 +11,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/quota"
 	"github.com/qtop-dev/qtop/quota/redisquota"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -46,9 +46,9 @@ type fleetQuota struct {
 
 var _ feature = (*fleetQuota)(nil)
 
-func (q *fleetQuota) merge(*meter.Report, time.Time, bool) {}
-func (q *fleetQuota) snapshot(*api.Snapshot, time.Time)    {}
-func (q *fleetQuota) tick(context.Context, time.Time)      {}
+func (q *fleetQuota) merge(*report.Report, time.Time, bool) {}
+func (q *fleetQuota) snapshot(*api.Snapshot, time.Time)     {}
+func (q *fleetQuota) tick(context.Context, time.Time)       {}
 
 func newFleetQuota(cfg Config, pol *policyPart) (*fleetQuota, error) {
 	f, err := quota.NewFleet(func(string, tenant.Tier) (quota.Limit, bool) { return quota.Limit{}, false })
@@ -111,8 +111,8 @@ func (q *fleetQuota) limitsLocked(now time.Time) {
 	})
 }
 
-// quotaReplyLocked is Ingest's name for the quota feature's reply.
-func (s *Server) quotaReplyLocked(rep *meter.Report, now time.Time, reply []byte, merged bool) []byte {
+// quotaReplyLocked is the quota feature's reply, where a report was merged.
+func (s *Server) quotaReplyLocked(rep *report.Report, now time.Time, reply report.Reply, merged bool) report.Reply {
 	return s.feat.reply(rep, now, reply, merged)
 }
 
@@ -120,25 +120,27 @@ func (s *Server) quotaReplyLocked(rep *meter.Report, now time.Time, reply []byte
 // merged false): it takes the report's quota usage and returns reply
 // with the verdicts for its process added. It is the one place that
 // reads the report's quota section.
-func (q *fleetQuota) reply(rep *meter.Report, now time.Time, reply []byte, merged bool) []byte {
+func (q *fleetQuota) reply(rep *report.Report, now time.Time, reply report.Reply, merged bool) report.Reply {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.limitsLocked(now)
 	src := sourceKey(rep.Source)
 	if merged {
-		q.fleet.Observe(now, src, rep.End.Sub(rep.Start), rep.Quota)
+		usage, _ := report.SectionOf[quota.Usages](rep)
+		q.fleet.Observe(now, src, rep.End.Sub(rep.Start), usage)
 	}
 	q.scratch = q.fleet.Verdicts(now, src, q.scratch[:0])
 	if len(q.scratch) == 0 {
 		return reply
 	}
-	b, err := meter.AppendQuotas(reply, q.scratch)
+	b, err := quota.MarshalVerdicts(q.scratch)
 	if err != nil {
 		q.log.Error("quota verdicts cannot be encoded in the reply; sending none", "err", err)
 		return reply
 	}
 	q.verdicts.Add(float64(len(q.scratch)))
-	return b
+	reply.Quotas = b
+	return reply
 }
 
 // start exchanges this collector's quota sums with the others' every

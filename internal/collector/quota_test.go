@@ -10,8 +10,8 @@ import (
 
 	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/internal/collector"
-	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/quota"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -41,9 +41,12 @@ func TestQuotaReply(t *testing.T) {
 			t.Fatalf("POST %s: %d %s", rule, w.Code, w.Body)
 		}
 	}
-	report := func(instance string, seq uint64, usage []quota.Usage) []byte {
-		r := &meter.Report{Source: meter.Source{Service: "api", Instance: instance}, Seq: seq,
-			Start: now.Add(-time.Second), End: now, Quota: usage}
+	body := func(instance string, seq uint64, usage []quota.Usage) []byte {
+		r := &report.Report{Source: report.Source{Service: "api", Instance: instance}, Seq: seq,
+			Start: now.Add(-time.Second), End: now}
+		if len(usage) > 0 {
+			r.SetSection(quota.Usages(usage))
+		}
 		b, err := r.MarshalBinary()
 		if err != nil {
 			t.Fatal(err)
@@ -51,22 +54,30 @@ func TestQuotaReply(t *testing.T) {
 		return b
 	}
 	send := func(body []byte) []quota.Verdict {
-		status, _, msg, _, reply := s.Ingest(body)
-		if status != http.StatusOK {
-			t.Fatalf("ingest: %d %s", status, msg)
+		req := httptest.NewRequest(http.MethodPost, api.PathReports, bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer tok")
+		req.Header.Set("Content-Type", report.ContentType)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		if w.Code != http.StatusOK {
+			t.Fatalf("POST report: %d %s", w.Code, w.Body)
 		}
-		rep, err := meter.DecodeReply(reply)
+		rep, err := report.DecodeReply(w.Body.Bytes())
 		if err != nil {
 			t.Fatal(err)
 		}
-		return rep.Quotas
+		v, err := quota.UnmarshalVerdicts(rep.Quotas)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
 	}
 	calm := quota.Usage{Tenant: "calm", Tier: tenant.T2, Admitted: 50}
-	if v := send(report("p1", 1, []quota.Usage{{Tenant: "bigco", Tier: tenant.T2, Admitted: 100}, calm})); len(v) != 0 {
+	if v := send(body("p1", 1, []quota.Usage{{Tenant: "bigco", Tier: tenant.T2, Admitted: 100}, calm})); len(v) != 0 {
 		t.Fatalf("p1 alone (100 of 300 RU/s, under half): %+v, want no verdict", v)
 	}
 	now = now.Add(10 * time.Millisecond)
-	v := send(report("p2", 1, []quota.Usage{{Tenant: "bigco", Tier: tenant.T2, Admitted: 300, Refused: 100},
+	v := send(body("p2", 1, []quota.Usage{{Tenant: "bigco", Tier: tenant.T2, Admitted: 300, Refused: 100},
 		{Tenant: "t3co", Tier: tenant.T3, Admitted: 2000}}))
 	// bigco: p2's share is 240 (300 × 400/500, rate 0.4), but p1 has no
 	// verdict yet and may admit its 100: the two would hold 37 above the
@@ -77,10 +88,10 @@ func TestQuotaReply(t *testing.T) {
 		t.Fatalf("p2: %+v, want bigco allowance 221.5, rate 0.4, and a shadow verdict of 1005 for t3co", v)
 	}
 	// The answer to p2's duplicate is p2's answer again.
-	if dup := send(report("p2", 1, nil)); len(dup) != 2 || dup[0] != v[0] {
+	if dup := send(body("p2", 1, nil)); len(dup) != 2 || dup[0] != v[0] {
 		t.Fatalf("duplicate: %+v", dup)
 	}
-	if v := send(report("p1", 2, []quota.Usage{{Tenant: "bigco", Tier: tenant.T2, Admitted: 100}, calm})); len(v) != 1 || v[0].Allowance != 70.75 {
+	if v := send(body("p1", 2, []quota.Usage{{Tenant: "bigco", Tier: tenant.T2, Admitted: 100}, calm})); len(v) != 1 || v[0].Allowance != 70.75 {
 		t.Fatalf("p1 again: %+v, want bigco allowance 70.75 (its share of 60, 300 × 100/500, and half the 21.5 that p2 leaves of the limit and the slack)", v)
 	}
 }

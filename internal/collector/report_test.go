@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -30,7 +31,7 @@ func reportStore() *memStore {
 		{Minute: min, Writer: "w", Version: 1, Service: "api", Tenant: "acme", Route: "GET /x", Kind: "request", Count: 90, RU: 300},
 		{Minute: min, Writer: "w", Version: 1, Service: "api", Tenant: "=cmd|' /C calc'!A0", Route: "GET /x", Kind: "request", Count: 1, RU: 50},
 		{Minute: min, Writer: "w", Version: 1, Service: "", Tenant: "", Route: "", Kind: "pg", Count: 5, ActiveSessionSeconds: 5},
-		{Minute: min, Writer: "w", Version: 1, Service: "api", Tenant: meter.UnknownTenant, Route: "GET /x", Kind: "request", Count: 1, RU: 50},
+		{Minute: min, Writer: "w", Version: 1, Service: "api", Tenant: report.UnknownTenant, Route: "GET /x", Kind: "request", Count: 1, RU: 50},
 	})
 	return m
 }
@@ -240,9 +241,9 @@ func FuzzIngest(f *testing.F) {
 	f.Cleanup(func() { s.Shutdown(context.Background()) })
 	f.Fuzz(func(t *testing.T, b []byte) {
 		before := testutil.ToFloat64(s.met.accepted) + testutil.ToFloat64(s.met.duplicates)
-		status, reason, msg, _, reply := s.Ingest(b)
+		status, reason, msg, _, reply := ingest(s, b)
 		after := testutil.ToFloat64(s.met.accepted) + testutil.ToFloat64(s.met.duplicates)
-		_, derr := meter.DecodeReport(b)
+		_, derr := reports.Decode(b)
 		switch {
 		case status == http.StatusOK && (derr != nil || after != before+1 || len(reply) == 0):
 			t.Fatalf("accepted a body that does not decode (%v) or was not counted", derr)

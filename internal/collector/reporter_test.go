@@ -10,6 +10,7 @@ import (
 	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -25,7 +26,7 @@ func TestWithIngestReporter(t *testing.T) {
 	}
 	srv := httptest.NewServer(f.s.Handler())
 	defer srv.Close()
-	rec, err := meter.NewRecorder(meter.WithSource(meter.Source{Service: "billing", Instance: "i1", Host: "h"}), meter.WithClock(f.clk.Now))
+	rec, err := meter.NewRecorder(meter.WithSource(report.Source{Service: "billing", Instance: "i1", Host: "h"}), meter.WithClock(f.clk.Now))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +37,7 @@ func TestWithIngestReporter(t *testing.T) {
 		t.Fatal(err)
 	}
 	for range 7 {
-		rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /bills"}, Kind: meter.KindRequest, RU: 2, Duration: time.Millisecond})
+		rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /bills"}, Kind: report.KindRequest, RU: 2, Duration: time.Millisecond})
 	}
 	f.clk.Add(time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -79,7 +79,7 @@ func newGuardMetrics(reg prometheus.Registerer, s *Server) (*guardMetrics, error
 // tenant's tag checks (an invalid one counts as unknown or other), hot
 // keys where they leave the sketch (cleanKey). Values were bounded by the
 // decoder. It runs before the merge lock is taken.
-func (s *Server) screen(rep *meter.Report) {
+func (s *Server) screen(rep *report.Report) {
 	clean := func(v *string, field string, max int) {
 		if c, changed := tenant.Clean(*v, max); changed {
 			*v = c
@@ -93,7 +93,7 @@ func (s *Server) screen(rep *meter.Report) {
 	for k, t := range rep.KeyTenants {
 		ck, kc := tenant.Clean(k, tenant.MaxKeyLen)
 		if tenant.ValidateTenant(t) != nil {
-			t = meter.UnknownTenant
+			t = report.UnknownTenant
 			kc = true
 			s.guard.cleaned.WithLabelValues("key_tenant").Inc()
 		}
@@ -113,12 +113,12 @@ func (s *Server) screen(rep *meter.Report) {
 	}
 	for i := range rep.Rows {
 		row := &rep.Rows[i]
-		if tenant.ValidateTenant(row.Tenant) != nil && row.Tenant != meter.UnknownTenant {
-			row.Tenant = meter.UnknownTenant
+		if tenant.ValidateTenant(row.Tenant) != nil && row.Tenant != report.UnknownTenant {
+			row.Tenant = report.UnknownTenant
 			s.met.invalidTags.Inc()
 		}
 		if row.Route != "" && tenant.ValidateRoute(row.Route) != nil {
-			row.Route = meter.OtherRoute
+			row.Route = report.OtherRoute
 			s.met.invalidTags.Inc()
 		}
 	}
@@ -198,11 +198,11 @@ func spoolStuck(st store.SpoolStats, now time.Time) (time.Duration, error) {
 // decodeStatus is the HTTP status and rejection reason of a decode error.
 func decodeStatus(err error) (int, string) {
 	switch {
-	case errors.Is(err, meter.ErrVersion):
+	case errors.Is(err, report.ErrVersion):
 		return http.StatusBadRequest, reasonVersion
-	case errors.Is(err, meter.ErrRange):
+	case errors.Is(err, report.ErrRange):
 		return http.StatusBadRequest, reasonRange
-	case errors.Is(err, meter.ErrTooLarge):
+	case errors.Is(err, report.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge, reasonTooLarge
 	}
 	return http.StatusBadRequest, reasonMalformed

@@ -19,7 +19,7 @@ import (
 
 	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/internal/otlpin"
-	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
 )
 
@@ -261,7 +261,7 @@ func (s *Server) replay() error {
 // merged (not undecodable, not a duplicate).
 func (s *Server) replayOne(d *decoded, body []byte, m *minute, now time.Time) bool {
 	rep := &d.rep
-	if err := rep.UnmarshalBinary(body); err != nil {
+	if err := reports.DecodeInto(rep, body); err != nil {
 		s.log.Warn("wal: undecodable report skipped", "minute", m.start, "err", err)
 		return false
 	}
@@ -515,21 +515,21 @@ func (s *Server) handleReports(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusUnauthorized, reasonUnauthorized, err.Error())
 		return
 	}
-	if ct := r.Header.Get("Content-Type"); !contentTypeIs(ct, meter.ContentType) {
+	if ct := r.Header.Get("Content-Type"); !contentTypeIs(ct, report.ContentType) {
 		refuse(http.StatusUnsupportedMediaType, reasonContentType,
-			fmt.Sprintf("Content-Type %q: a report is %s", ct, meter.ContentType))
+			fmt.Sprintf("Content-Type %q: a report is %s", ct, report.ContentType))
 		return
 	}
-	if r.ContentLength > meter.MaxReportBytes {
+	if r.ContentLength > report.MaxReportBytes {
 		refuse(http.StatusRequestEntityTooLarge, reasonTooLarge,
-			fmt.Sprintf("report of %d bytes, at most %d", r.ContentLength, meter.MaxReportBytes))
+			fmt.Sprintf("report of %d bytes, at most %d", r.ContentLength, report.MaxReportBytes))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, meter.MaxReportBytes))
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, report.MaxReportBytes))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			refuse(http.StatusRequestEntityTooLarge, reasonTooLarge, fmt.Sprintf("report larger than %d bytes", meter.MaxReportBytes))
+			refuse(http.StatusRequestEntityTooLarge, reasonTooLarge, fmt.Sprintf("report larger than %d bytes", report.MaxReportBytes))
 			return
 		}
 		refuse(http.StatusBadRequest, reasonMalformed, "reading body: "+err.Error())
@@ -537,7 +537,7 @@ func (s *Server) handleReports(w http.ResponseWriter, r *http.Request) {
 	}
 	// A header that cannot be decoded (a bomb, a claim beyond what the
 	// body can expand to) is refused before it takes a decode slot.
-	if err := meter.CheckHeader(body); err != nil {
+	if err := report.CheckHeader(body); err != nil {
 		status, reason := decodeStatus(err)
 		refuse(status, reason, err.Error())
 		return
@@ -549,51 +549,138 @@ func (s *Server) handleReports(w http.ResponseWriter, r *http.Request) {
 		s.reject(w, http.StatusServiceUnavailable, reasonBusy, "collector busy", time.Second)
 		return
 	}
-	budget := meter.DecodeBudget(body)
+	budget := report.DecodeBudget(body)
 	if !s.in.decode.TryAcquire(budget) {
 		<-s.in.inflight
 		s.reject(w, http.StatusServiceUnavailable, reasonBusy, "collector busy decoding other reports", time.Second)
 		return
 	}
-	status, reason, msg, retry, reply := s.Ingest(body)
+	t0 := time.Now()
+	d := s.in.take()
+	var reply report.Reply
+	if err = reports.DecodeInto(&d.rep, body); err == nil {
+		reply, err = s.consume(d, body, t0)
+	} else {
+		err = errDecode{err}
+	}
+	s.in.give(d)
 	s.in.decode.Release(budget)
 	<-s.in.inflight
-	if status != http.StatusOK {
+	if err != nil {
+		status, reason, retry := refusalStatus(err)
 		s.holdRefusal(w, r, status)
-		s.reject(w, status, reason, msg, retry)
+		s.reject(w, status, reason, err.Error(), retry)
 		return
 	}
-	w.Header().Set("Content-Type", meter.ReplyContentType)
-	w.Write(reply)
+	s.writeReply(w, reply)
 }
 
-// Ingest decodes, logs and merges one report body, as POST /v1/reports
-// does; the demo fleet calls it directly. It returns the HTTP status, the
-// rejection reason and message when refused, and the reply body when
-// accepted.
-func (s *Server) Ingest(body []byte) (status int, reason, msg string, retry time.Duration, reply []byte) {
-	t0 := time.Now()
-	var d *decoded
+// writeReply writes the reply to an accepted report.
+func (s *Server) writeReply(w http.ResponseWriter, reply report.Reply) {
+	b, err := report.EncodeReply(reply)
+	if err != nil {
+		s.log.Error("reply cannot be encoded; sending none", "err", err)
+		b, _ = report.EncodeReply(report.Reply{Accepted: true})
+	}
+	w.Header().Set("Content-Type", report.ReplyContentType)
+	w.Write(b)
+}
+
+// The refusals of Consume. The HTTP handler of POST /v1/reports is the
+// only place that turns them into statuses (refusalStatus).
+var (
+	errShuttingDown = errors.New("collector shutting down")
+	errAdmission    = errors.New("source over its report rate")
+	errPending      = errors.New("the same report is being logged; retry")
+	errStale        = errors.New("sequence too far behind")
+	errWAL          = errors.New("collector cannot log the report")
+)
+
+// errDecode is a body that is not a report (report.ErrMalformed and its
+// kin): only the HTTP handler decodes.
+type errDecode struct{ err error }
+
+func (e errDecode) Error() string { return e.err.Error() }
+func (e errDecode) Unwrap() error { return e.err }
+
+// refusalStatus maps a refusal of POST /v1/reports to its status, its
+// metric reason and its Retry-After.
+func refusalStatus(err error) (status int, reason string, retry time.Duration) {
+	retry, _ = report.IsRetryable(err)
+	var de errDecode
+	switch {
+	case errors.As(err, &de):
+		status, reason = decodeStatus(de.err)
+		return status, reason, 0
+	case errors.Is(err, errAdmission):
+		return http.StatusTooManyRequests, reasonAdmission, retry
+	case errors.Is(err, errStale):
+		return http.StatusConflict, reasonStale, 0
+	case errors.Is(err, errWAL):
+		return http.StatusServiceUnavailable, reasonWAL, retry
+	case errors.Is(err, errShuttingDown), errors.Is(err, errPending):
+		return http.StatusServiceUnavailable, reasonBusy, retry
+	case errors.Is(err, report.ErrInvalid):
+		return http.StatusBadRequest, reasonMalformed, 0
+	}
+	if retry > 0 {
+		return http.StatusServiceUnavailable, reasonBusy, retry
+	}
+	return http.StatusBadRequest, reasonMalformed, 0
+}
+
+// take returns a decoded report from the pool, or a new one.
+func (in *intake) take() *decoded {
 	select {
-	case d = <-s.in.reports:
+	case d := <-in.reports:
+		return d
 	default:
-		d = new(decoded)
+		return new(decoded)
 	}
-	defer func() {
-		if cap(d.rep.Rows) > pooledRows {
-			return // a pooled report keeps its rows: keep only small ones
-		}
-		d.rep.Reset() // rows (and their latencies' memory) kept, nothing else
-		select {
-		case s.in.reports <- d:
-		default:
-		}
-	}()
+}
+
+// give hands d back to the pool, keeping the rows of a small report (and
+// their latencies' memory), nothing else.
+func (in *intake) give(d *decoded) {
+	if cap(d.rep.Rows) > pooledRows {
+		return
+	}
+	d.rep.Reset()
+	select {
+	case in.reports <- d:
+	default:
+	}
+}
+
+// Consume merges one report as POST /v1/reports does once it has decoded
+// the body: the OTLP receiver and the demo fleet hand their reports here
+// in process, with no encoding on the way. raw is the report's encoded
+// body when the caller has it; without it the report is encoded once, for
+// the write-ahead log, when it is admitted. Consume screens r's rows in
+// place and keeps nothing of r or raw.
+//
+// It returns the reply for the reporting process (the policy, its quota
+// verdicts), or a report.RetryableError (the collector is shutting down
+// or busy, the source over its rate, the log failing) or a permanent
+// error (a sequence too far behind, a report that cannot be encoded).
+func (s *Server) Consume(ctx context.Context, r *report.Report, raw []byte) (report.Reply, error) {
+	if err := ctx.Err(); err != nil {
+		return report.Reply{}, report.NewRetryable(err, 0)
+	}
+	t0 := time.Now()
+	d := s.in.take()
+	own := d.rep
+	d.rep = *r
+	reply, err := s.consume(d, raw, t0)
+	d.rep = own
+	s.in.give(d)
+	return reply, err
+}
+
+// consume admits, logs and merges d's report (raw is its body, nil to
+// encode it for the log); t0 is when its handling began.
+func (s *Server) consume(d *decoded, raw []byte, t0 time.Time) (report.Reply, error) {
 	rep := &d.rep
-	if err := rep.UnmarshalBinary(body); err != nil {
-		status, reason := decodeStatus(err)
-		return status, reason, err.Error(), 0, nil
-	}
 	// Everything that needs no shared state runs before the lock, on as
 	// many cores as there are requests: string checks, sparse latencies,
 	// the rows' shard order.
@@ -604,29 +691,74 @@ func (s *Server) Ingest(body []byte) (status int, reason, msg string, retry time
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return http.StatusServiceUnavailable, reasonBusy, "collector shutting down", time.Second, nil
+		return report.Reply{}, report.NewRetryable(errShuttingDown, time.Second)
 	}
 	now := s.cfg.Now()
 	src := s.sourceLocked(sourceKey(rep.Source), now)
 	if wait, ok := src.admit(now, s.cfg.SourceRate); !ok {
 		s.mu.Unlock()
-		return http.StatusTooManyRequests, reasonAdmission,
-			fmt.Sprintf("source %s/%s sends more than %.0f reports/s", rep.Source.Service, rep.Source.Instance, s.cfg.SourceRate), max(wait, 100*time.Millisecond), nil
+		return report.Reply{}, report.NewRetryable(fmt.Errorf("%w: source %s/%s sends more than %.0f reports/s",
+			errAdmission, rep.Source.Service, rep.Source.Instance, s.cfg.SourceRate), max(wait, 100*time.Millisecond))
 	}
 	switch src.check(rep.Seq) {
 	case seqDup:
 		if src.isPending(rep.Seq) {
 			s.mu.Unlock()
-			return http.StatusServiceUnavailable, reasonBusy, "the same report is being logged; retry", time.Second, nil
+			return report.Reply{}, report.NewRetryable(errPending, time.Second)
 		}
 		s.met.duplicates.Inc()
 		reply := s.quotaReplyLocked(rep, now, s.replyLocked(), false)
 		s.mu.Unlock()
-		return http.StatusOK, "", "", 0, reply
+		return reply, nil
 	case seqStale:
 		s.mu.Unlock()
-		return http.StatusConflict, reasonStale, fmt.Sprintf("sequence %d is more than %d behind %d", rep.Seq, seqWindow, src.max), 0, nil
+		return report.Reply{}, fmt.Errorf("%w: sequence %d is more than %d behind %d", errStale, rep.Seq, seqWindow, src.max)
 	}
+	m, err := s.minuteLocked(rep, now)
+	if err != nil {
+		s.mu.Unlock()
+		s.log.Error("report not logged; refused", "err", err)
+		return report.Reply{}, report.NewRetryable(errWAL, 5*time.Second)
+	}
+	wal := m.wal
+	src.mark(rep.Seq)
+	src.pend(rep.Seq)
+	m.merging.Add(1) // the minute stays until the report's rows are in
+	s.mu.Unlock()
+
+	// The write-ahead log, outside the merge lock: reports of other
+	// sources merge while this one is written.
+	err = s.logReport(wal, rep, raw)
+
+	s.mu.Lock()
+	src.unpend(rep.Seq)
+	if err != nil {
+		src.unmark(rep.Seq) // not logged: a retry must count
+		m.merging.Add(-1)
+		s.mu.Unlock()
+		s.log.Error("report not logged; refused", "err", err)
+		if errors.Is(err, report.ErrInvalid) || errors.Is(err, report.ErrTooLarge) || errors.Is(err, report.ErrVersion) {
+			return report.Reply{}, err // a report in process that cannot be encoded
+		}
+		return report.Reply{}, report.NewRetryable(errWAL, 5*time.Second)
+	}
+	s.acceptedLocked(src, now)
+	s.mergeReportLocked(d, m, now, true)
+	reply := s.quotaReplyLocked(rep, now, s.replyLocked(), true)
+	s.mu.Unlock()
+
+	// The rows, shard by shard, without s.mu.
+	s.agg.merge(rep, &d.order, m, now, true)
+	m.dirty.Store(true)
+	m.merging.Add(-1)
+	s.met.accepted.Inc()
+	s.met.mergeSeconds.Observe(time.Since(t0).Seconds())
+	return reply, nil
+}
+
+// minuteLocked returns the minute rep merges into, with its write-ahead
+// log open.
+func (s *Server) minuteLocked(rep *report.Report, now time.Time) (*minute, error) {
 	mt, retimed := s.minuteOf(rep, now)
 	if retimed {
 		s.met.retimed.Inc()
@@ -639,42 +771,22 @@ func (s *Server) Ingest(body []byte) (status int, reason, msg string, retry time
 	if m.wal == nil {
 		var err error
 		if m.wal, err = openWAL(s.walDir, mt); err != nil {
-			s.mu.Unlock()
-			s.log.Error("report not logged; refused", "err", err)
-			return http.StatusServiceUnavailable, reasonWAL, "collector cannot log the report", 5 * time.Second, nil
+			return nil, err
 		}
 	}
-	wal := m.wal
-	src.mark(rep.Seq)
-	src.pend(rep.Seq)
-	m.merging.Add(1) // the minute stays until the report's rows are in
-	s.mu.Unlock()
+	return m, nil
+}
 
-	// The write-ahead log, outside the merge lock: reports of other
-	// sources merge while this one is written.
-	err := wal.append(body)
-
-	s.mu.Lock()
-	src.unpend(rep.Seq)
-	if err != nil {
-		src.unmark(rep.Seq) // not logged: a retry must count
-		m.merging.Add(-1)
-		s.mu.Unlock()
-		s.log.Error("report not logged; refused", "err", err)
-		return http.StatusServiceUnavailable, reasonWAL, "collector cannot log the report", 5 * time.Second, nil
+// logReport appends rep's body to the write-ahead log, encoding rep when
+// the caller had no body (a report handed over in process).
+func (s *Server) logReport(wal *walFile, rep *report.Report, raw []byte) error {
+	if raw == nil {
+		var err error
+		if raw, err = rep.MarshalBinary(); err != nil {
+			return err
+		}
 	}
-	s.acceptedLocked(src, now)
-	s.mergeReportLocked(d, m, now, true)
-	reply = s.quotaReplyLocked(rep, now, s.replyLocked(), true)
-	s.mu.Unlock()
-
-	// The rows, shard by shard, without s.mu.
-	s.agg.merge(rep, &d.order, m, now, true)
-	m.dirty.Store(true)
-	m.merging.Add(-1)
-	s.met.accepted.Inc()
-	s.met.mergeSeconds.Observe(time.Since(t0).Seconds())
-	return http.StatusOK, "", "", 0, reply
+	return wal.append(raw)
 }
 
 func (s *Server) reject(w http.ResponseWriter, status int, reason, msg string, retry time.Duration) {
@@ -685,8 +797,8 @@ func (s *Server) reject(w http.ResponseWriter, status int, reason, msg string, r
 	if retry > 0 {
 		w.Header().Set("Retry-After", fmt.Sprint(int((retry+time.Second-1)/time.Second)))
 	}
-	b, _ := meter.EncodeReply(meter.Reply{Accepted: false, RetryAfter: retry, Message: msg})
-	w.Header().Set("Content-Type", meter.ReplyContentType)
+	b, _ := report.EncodeReply(report.Reply{Accepted: false, RetryAfter: retry, Message: msg})
+	w.Header().Set("Content-Type", report.ReplyContentType)
 	w.WriteHeader(status)
 	w.Write(b)
 }

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/spacesaving"
 )
 
@@ -158,7 +158,7 @@ func tenantRows(agg *aggregator, snap *api.Snapshot, sec int64, measure string, 
 	var lats []*sparse
 	for i, tr := range rows {
 		agg.lock(tr.sh)
-		if i >= n || tr.name == meter.OtherTenant {
+		if i >= n || tr.name == report.OtherTenant {
 			lats = other.add(tr, sec, measure, share(measureOf(tr.r, measure)), lats)
 		} else {
 			var row api.TenantRow
@@ -182,7 +182,7 @@ func tenantRow(tr trow, sec int64, measure string, lats []*sparse) (api.TenantRo
 		tr.r.p95, lats = tr.tl.p95(sec, lats)
 	}
 	row := api.TenantRow{
-		Tenant: tr.name, Untagged: tr.name == meter.UnknownTenant, Tier: tr.tl.tier.String(),
+		Tenant: tr.name, Untagged: tr.name == report.UnknownTenant, Tier: tr.tl.tier.String(),
 		DBLoad: tr.r.db, RUPerSec: tr.r.ru, ReqPerSec: tr.r.req, ErrPerSec: tr.r.err, P95Seconds: tr.r.p95,
 	}
 	if measure == api.MeasureDB {

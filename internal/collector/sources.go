@@ -4,9 +4,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/qtop-dev/qtop/report"
 	"golang.org/x/sync/semaphore"
-
-	"github.com/qtop-dev/qtop/meter"
 )
 
 // Source admission. A process that reports for the first time is on
@@ -142,7 +141,7 @@ func (src *source) unmark(seq uint64) {
 // decoded is a report decoded for the merge, kept for reuse, with what
 // prepare makes of it before any lock is taken.
 type decoded struct {
-	rep   meter.Report
+	rep   report.Report
 	order shardOrder // the rows by aggregator shard
 	svc   svcSums    // the report's request rows, summed for its service
 }
@@ -162,7 +161,7 @@ func (d *decoded) prepare(g *aggregator) {
 	sv.reqRows, sv.req, sv.err = 0, 0, 0
 	sv.lat.Reset()
 	for i := range d.rep.Rows {
-		if row := &d.rep.Rows[i]; row.Kind == meter.KindRequest {
+		if row := &d.rep.Rows[i]; row.Kind == report.KindRequest {
 			sv.reqRows++
 			sv.req += row.Count
 			sv.err += row.Errors

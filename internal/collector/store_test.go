@@ -14,6 +14,7 @@ import (
 
 	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/store/chstore"
 	"github.com/qtop-dev/qtop/store/duckstore"
@@ -40,18 +41,18 @@ func feedAndStop(t *testing.T, storeURL string, dir string) (ru map[string]float
 			for k, name := range []string{"acme", hostileTenant, "globex"} {
 				n := 1 + i + j + k
 				for range n {
-					p.rec.Record(meter.Record{Tags: tenant.Tags{Tenant: name, Route: "GET /x"}, Kind: meter.KindRequest,
+					p.rec.Record(meter.Record{Tags: tenant.Tags{Tenant: name, Route: "GET /x"}, Kind: report.KindRequest,
 						Duration: 5 * time.Millisecond, RU: 2})
 				}
 				ru[name] += 2 * float64(n)
 			}
-			p.rec.Record(meter.Record{Kind: meter.KindRequest, RU: 1}) // no tenant: unattributed
+			p.rec.Record(meter.Record{Kind: report.KindRequest, RU: 1}) // no tenant: unattributed
 			ru[""] += 1
 			body, err := p.rec.Cut(clk.Now()).MarshalBinary()
 			if err != nil {
 				t.Fatal(err)
 			}
-			if status, _, msg, _, _ := s.Ingest(body); status != 200 {
+			if status, _, msg, _, _ := ingest(s, body); status != 200 {
 				t.Fatalf("refused: %d %s", status, msg)
 			}
 		}
@@ -91,7 +92,7 @@ func checkUsage(t *testing.T, st store.Store, want map[string]float64) {
 	got := map[string]float64{}
 	for _, u := range us {
 		name := u.Tenant
-		if name == meter.UnknownTenant {
+		if name == report.UnknownTenant {
 			name = ""
 		}
 		got[name] += u.RU

@@ -108,7 +108,7 @@ func TestClickHouseDownMidRun(t *testing.T) {
 	feed := func(n int) {
 		for i := range n {
 			clk.Add(time.Second)
-			if status, _, msg, _, _ := s.Ingest(p.report(t, "acme", i+1, "")); status != 200 {
+			if status, _, msg, _, _ := ingest(s, p.report(t, "acme", i+1, "")); status != 200 {
 				t.Fatalf("refused: %d %s", status, msg)
 			}
 			want += float64(i + 1)
@@ -172,7 +172,7 @@ func TestClickHouseDownAtStart(t *testing.T) {
 	}
 	p := newProcess(clk, "api", "p")
 	clk.Add(time.Second)
-	if status, _, msg, _, _ := s.Ingest(p.report(t, "acme", 9, "")); status != 200 {
+	if status, _, msg, _, _ := ingest(s, p.report(t, "acme", 9, "")); status != 200 {
 		t.Fatalf("refused: %d %s", status, msg)
 	}
 	ctx := context.Background()

@@ -6,6 +6,7 @@ import (
 
 	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -16,14 +17,14 @@ import (
 func TestUntaggedIsNotATenant(t *testing.T) {
 	f := newFixture(t)
 	defer f.stop()
-	rec := newRec(t, meter.WithSource(meter.Source{Service: "api", Instance: "p", Host: "h"}), meter.WithClock(f.clk.Now))
+	rec := newRec(t, meter.WithSource(report.Source{Service: "api", Instance: "p", Host: "h"}), meter.WithClock(f.clk.Now))
 	for range 3 {
-		rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "unknown", Route: "r"}, Kind: meter.KindRequest, Duration: time.Millisecond})
+		rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "unknown", Route: "r"}, Kind: report.KindRequest, Duration: time.Millisecond})
 	}
 	for range 2 {
-		rec.Record(meter.Record{Tags: tenant.Tags{Route: "r"}, Kind: meter.KindRequest, Duration: time.Millisecond})
+		rec.Record(meter.Record{Tags: tenant.Tags{Route: "r"}, Kind: report.KindRequest, Duration: time.Millisecond})
 	}
-	rec.Record(meter.Record{Tags: tenant.Tags{Tenant: tenant.Untagged, Route: "r"}, Kind: meter.KindRequest, Duration: time.Millisecond})
+	rec.Record(meter.Record{Tags: tenant.Tags{Tenant: tenant.Untagged, Route: "r"}, Kind: report.KindRequest, Duration: time.Millisecond})
 	f.clk.Add(time.Second)
 	rep := rec.Cut(f.clk.Now())
 	body, err := rep.MarshalBinary()

@@ -15,7 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 )
 
 // The write-ahead log keeps every accepted report body, one file per
@@ -154,7 +154,7 @@ func readWAL(path string, fn func(body []byte) error) (cut int64, err error) {
 			break
 		}
 		n := binary.LittleEndian.Uint32(hdr)
-		if n > meter.MaxReportBytes {
+		if n > report.MaxReportBytes {
 			break
 		}
 		if cap(body) < int(n) {

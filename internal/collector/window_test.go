@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 )
 
 // TestLiveRatesSteadyFleet: a steady synthetic fleet — 20 processes, each
@@ -35,11 +35,11 @@ func TestLiveRatesSteadyFleet(t *testing.T) {
 			now := start.Add(time.Duration(sec)*time.Second + time.Duration(p)*time.Second/procs)
 			f.clk.Set(now)
 			seq[p]++
-			rep := &meter.Report{Source: meter.Source{Service: "api", Instance: fmt.Sprintf("p%d", p), Host: "h"}, Seq: seq[p],
+			rep := &report.Report{Source: report.Source{Service: "api", Instance: fmt.Sprintf("p%d", p), Host: "h"}, Seq: seq[p],
 				Start: now.Add(-time.Second), End: now,
-				Rows: []meter.Row{
-					{Tenant: "acme", Route: "GET /x", Kind: meter.KindRequest, Count: perReport, RU: 2 * perReport, Duration: perReport * 10 * time.Millisecond},
-					{Tenant: "acme", Route: "GET /x", Kind: meter.KindDB, Count: perReport, Duration: perReport * 5 * time.Millisecond},
+				Rows: []report.Row{
+					{Tenant: "acme", Route: "GET /x", Kind: report.KindRequest, Count: perReport, RU: 2 * perReport, Duration: perReport * 10 * time.Millisecond},
+					{Tenant: "acme", Route: "GET /x", Kind: report.KindDB, Count: perReport, Duration: perReport * 5 * time.Millisecond},
 				}}
 			rep.Rows[0].Latency.ObserveDuration(10 * time.Millisecond)
 			body, err := rep.MarshalBinary()
@@ -99,9 +99,9 @@ func TestConcurrentIngestExact(t *testing.T) {
 	bodies := make([][][]byte, workers)
 	for w := range workers {
 		for k := range each {
-			rep := &meter.Report{Source: meter.Source{Service: "api", Instance: fmt.Sprintf("w%d", w)}, Seq: uint64(k + 1),
+			rep := &report.Report{Source: report.Source{Service: "api", Instance: fmt.Sprintf("w%d", w)}, Seq: uint64(k + 1),
 				Start: f.clk.Now().Add(-time.Second), End: f.clk.Now(),
-				Rows: []meter.Row{{Tenant: "acme", Route: "r", Kind: meter.KindRequest, Count: 3}}}
+				Rows: []report.Row{{Tenant: "acme", Route: "r", Kind: report.KindRequest, Count: 3}}}
 			b, err := rep.MarshalBinary()
 			if err != nil {
 				t.Fatal(err)
@@ -118,13 +118,13 @@ func TestConcurrentIngestExact(t *testing.T) {
 				// Retried as a reporter would, a bounded number of times.
 				st, tries := 0, 0
 				for ; st != 200 && tries < 1000; tries++ {
-					st, _, _, _, _ = f.s.Ingest(b)
+					st, _, _, _, _ = ingest(f.s, b)
 				}
 				if st != 200 {
 					t.Errorf("a report refused %d times, last with %d", tries, st)
 					return
 				}
-				f.s.Ingest(b) // the retry of a report whose reply was lost
+				ingest(f.s, b) // the retry of a report whose reply was lost
 			}
 		}()
 	}

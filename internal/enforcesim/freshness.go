@@ -9,7 +9,7 @@ import (
 	"sort"
 	"time"
 
-	"github.com/qtop-dev/qtop/enforce"
+	"github.com/qtop-dev/qtop/freshness"
 	"github.com/qtop-dev/qtop/policy"
 )
 
@@ -209,7 +209,7 @@ func (c FreshnessConfig) match(q TraceRequest, age time.Duration) int {
 		return -1
 	}
 	for i, rule := range c.Rules {
-		if enforce.FreshnessMatches(rule, q.Cause, age, q.AppAge, q.AppAge >= 0) {
+		if freshness.Matches(rule, q.Cause, age, q.AppAge, q.AppAge >= 0) {
 			return i
 		}
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/quota"
+	wire "github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -47,9 +48,9 @@ func TestMain(m *testing.M) {
 // not use them. The in-process transport (inProcess) decodes one report
 // at a time, so the pooled decoder is the only one a run needs.
 func warmCodec() {
-	b, err := (&meter.Report{Source: meter.Source{Service: "warm"}, Start: time.Unix(0, 0), End: time.Unix(1, 0)}).MarshalBinary()
+	b, err := (&wire.Report{Source: wire.Source{Service: "warm"}, Start: time.Unix(0, 0), End: time.Unix(1, 0)}).MarshalBinary()
 	if err == nil {
-		err = new(meter.Report).UnmarshalBinary(b)
+		err = new(wire.Report).UnmarshalBinary(b)
 	}
 	if err != nil {
 		panic("fleetsim: report codec: " + err.Error())
@@ -234,7 +235,7 @@ func (f *fleet) startProcesses(t *testing.T) {
 		if f.enfs[i], err = enforce.New(enforce.WithQuota(g), enforce.WithPlans(map[string]enforce.Plan{enforce.PlanFree: plan})); err != nil {
 			t.Fatal(err)
 		}
-		rec, err := meter.NewRecorder(meter.WithSource(meter.Source{Service: "sim", Instance: fmt.Sprintf("p%03d", i)}))
+		rec, err := meter.NewRecorder(meter.WithSource(wire.Source{Service: "sim", Instance: fmt.Sprintf("p%03d", i)}))
 		if err != nil {
 			t.Fatal(err)
 		}

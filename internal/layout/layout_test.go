@@ -11,7 +11,8 @@ const module = "github.com/qtop-dev/qtop"
 
 // libraries are the packages an application imports.
 var libraries = []string{"tenant", "sqlcomment", "sqlcomment/pgxcomment", "spacesaving", "topn", "ratio",
-	"policy", "enforce", "meter", "histogram", "api", "agent", "hotkey", "fairqueue"}
+	"policy", "enforce", "meter", "meter/otelmeter", "meter/sqlmeter", "report", "freshness", "budget", "histogram", "api", "agent",
+	"hotkey", "fairqueue"}
 
 func goList(t *testing.T, format string, pkgs ...string) []string {
 	t.Helper()
@@ -63,6 +64,35 @@ func TestTUIDoesNotLinkTheCollector(t *testing.T) {
 	for _, dep := range goList(t, `{{.ImportPath}}`, module+"/internal/tui") {
 		if dep == module+"/internal/collector" || strings.HasPrefix(dep, module+"/store") || strings.Contains(dep, "duckdb") {
 			t.Errorf("internal/tui depends on %s", dep)
+		}
+	}
+}
+
+// TestReportContract: the wire contract (package report) depends inside
+// qtop only on tenant, histogram and spacesaving; the collector reads
+// reports through it, so it links neither the OpenTelemetry SDK (the span
+// processor is meter/otelmeter) nor the sending side's SQL hooks
+// (meter/sqlmeter).
+//
+// Not yet checked: the collector still links sqlcomment, for its comment
+// format alone (Parse, Shape, the Key constants: internal/collector's
+// runaway.go, internal/otlpin's mapping.go, pgactivity), which is to move
+// to a package of its own.
+func TestReportContract(t *testing.T) {
+	allowed := map[string]bool{module + "/report": true, module + "/tenant": true, module + "/histogram": true, module + "/spacesaving": true}
+	for _, dep := range goList(t, `{{.ImportPath}}`, module+"/report") {
+		if strings.HasPrefix(dep, module+"/") && !allowed[dep] {
+			t.Errorf("report depends on %s", dep)
+		}
+	}
+	for _, dep := range goList(t, `{{.ImportPath}}`, module+"/internal/collector", module+"/meter") {
+		if strings.HasPrefix(dep, "go.opentelemetry.io/otel/sdk") || strings.HasPrefix(dep, module+"/meter/") {
+			t.Errorf("the collector or the meter core depends on %s", dep)
+		}
+	}
+	for _, dep := range goList(t, `{{.ImportPath}}`, module+"/meter") {
+		if dep == module+"/sqlcomment" {
+			t.Errorf("the meter core depends on %s", dep)
 		}
 	}
 }

@@ -32,7 +32,7 @@ func benchBody(b *testing.B) []byte {
 func BenchmarkConsume(b *testing.B) {
 	clk := &fakeClock{now: t0}
 	s := &sink{}
-	r, err := New(s.Ingest, WithClock(clk.Now))
+	r, err := New(s, WithClock(clk.Now))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func FuzzConsume(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		clk := &fakeClock{now: t0}
 		s := &sink{}
-		r, err := New(s.Ingest, WithClock(clk.Now), WithTraceWait(0))
+		r, err := New(s, WithClock(clk.Now), WithTraceWait(0))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,10 +2,11 @@
 // and turns their spans into qtop load records, so that services in any
 // language, or an OpenTelemetry Collector, feed qtop without qtop code.
 //
-// A Receiver keeps one ingest.Recorder per sending process (the resource's
+// A Receiver keeps one meter.Recorder per sending process (the resource's
 // service.name, service.instance.id and host.name) and, every interval,
-// hands each one's window as an encoded ingest.Report to a Sink — the
-// collector merges it exactly as a report of qtop's own reporter, so the
+// hands each one's window as a report.Report to a report.Consumer, in
+// process (no encoding) — the collector merges it exactly as a report of
+// qtop's own reporter, so the
 // live view, the store, cost reports and metrics cannot tell the sources
 // apart.
 //
@@ -13,9 +14,9 @@
 //
 //	span                                   record
 //	─────────────────────────────────────  ──────────────────────────────────────────────
-//	SERVER                                 request (ingest.KindRequest)
-//	CONSUMER                               job (ingest.KindJob)
-//	CLIENT, db.system or db.system.name    DB time (ingest.KindDB)
+//	SERVER                                 request (report.KindRequest)
+//	CONSUMER                               job (report.KindJob)
+//	CLIENT, db.system or db.system.name    DB time (report.KindDB)
 //	  = postgresql
 //	anything else (INTERNAL, PRODUCER,     counted (qtop_otlp_spans_total{result="dropped"})
 //	  other clients)                        and dropped

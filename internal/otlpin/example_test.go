@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/qtop-dev/qtop/internal/otlpin"
-	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 )
 
 func attr(k, v string) *commonpb.KeyValue {
@@ -27,16 +27,12 @@ func attr(k, v string) *commonpb.KeyValue {
 // its trace's, from the server span.
 func Example() {
 	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
-	sink := func(body []byte) (time.Duration, error) {
-		var rep meter.Report
-		if err := rep.UnmarshalBinary(body); err != nil {
-			return 0, err
-		}
+	sink := report.ConsumerFunc(func(_ context.Context, rep *report.Report, _ []byte) (report.Reply, error) {
 		for _, r := range rep.Rows {
 			fmt.Printf("%s %s %s %q %d %v\n", rep.Source.Service, r.Kind, r.Tenant, r.Route, r.Count, r.Duration)
 		}
-		return 0, nil
-	}
+		return report.Reply{Accepted: true}, nil
+	})
 	recv, err := otlpin.New(sink, otlpin.WithClock(func() time.Time { return now }))
 	if err != nil {
 		panic(err)

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 )
 
 // The door's protections, shared by HTTP and gRPC: a memory budget
@@ -80,7 +80,7 @@ func (b *memBudget) reserved() int64 {
 // meter.MaxExpansion times n, at least meter.MinDecodedBytes, at most
 // maxDecoded — the report door's bound, so memory follows what was sent.
 func expansionLimit(n, maxDecoded int64) int64 {
-	return min(maxDecoded, max(meter.MinDecodedBytes, n*meter.MaxExpansion))
+	return min(maxDecoded, max(report.MinDecodedBytes, n*report.MaxExpansion))
 }
 
 // hold holds back the answer to a request refused for what it is
@@ -146,7 +146,7 @@ func isTimeout(err error) bool {
 func gunzip(buf *bytes.Buffer, z []byte, limit, maxDecoded int64) error {
 	tooLarge := func() error {
 		return fmt.Errorf("%w: more than %d bytes once decompressed (%d times the %d bytes sent, at most %d): send smaller batches (or protobuf rather than JSON)",
-			ErrTooLarge, limit, meter.MaxExpansion, len(z), maxDecoded)
+			ErrTooLarge, limit, report.MaxExpansion, len(z), maxDecoded)
 	}
 	if len(z) >= 18 {
 		size := int64(binary.LittleEndian.Uint32(z[len(z)-4:]))

@@ -27,7 +27,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/tap"
 
-	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 )
 
 // payloads counts the messages a gRPC server read (stats.InPayload).
@@ -100,7 +100,7 @@ func tapCtx(addr string) (context.Context, context.CancelFunc) {
 func TestGRPCMemoryBudget(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const dec = 1 << 20
-		r, err := New((&sink{}).Ingest, WithMaxBody(dec/2, dec/2), WithMemory(4*dec)) // a stream reserves dec
+		r, err := New(&sink{}, WithMaxBody(dec/2, dec/2), WithMemory(4*dec)) // a stream reserves dec
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -274,7 +274,7 @@ func TestHTTPGzipBombHeld(t *testing.T) {
 	if len(held) != 4 {
 		t.Fatalf("held %d refusals, want 4", len(held))
 	}
-	if meter.MaxExpansion != 64 {
+	if report.MaxExpansion != 64 {
 		t.Fatal("the messages above name 64 times")
 	}
 }

@@ -1,19 +1,19 @@
 package otlpin
 
 import (
+	"context"
 	"encoding/binary"
 	"sort"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/qtop-dev/qtop/report"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/qtop-dev/qtop/meter"
 )
 
 // t0 is the fixed instant the tests' clocks start at.
@@ -35,24 +35,23 @@ func (c *fakeClock) Add(d time.Duration) {
 // sink decodes the reports a receiver merges and keeps their rows.
 type sink struct {
 	mu      sync.Mutex
-	reports []*meter.Report
+	reports []*report.Report
 	refuse  int           // refuse the next n reports
 	retry   time.Duration // with this delay (0: for good)
 }
 
-func (s *sink) Ingest(body []byte) (time.Duration, error) {
+func (s *sink) Consume(_ context.Context, rep *report.Report, _ []byte) (report.Reply, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.refuse > 0 {
 		s.refuse--
-		return s.retry, errRefused
+		if s.retry > 0 {
+			return report.Reply{}, report.NewRetryable(errRefused, s.retry)
+		}
+		return report.Reply{}, errRefused
 	}
-	rep := new(meter.Report)
-	if err := rep.UnmarshalBinary(body); err != nil {
-		return 0, err
-	}
-	s.reports = append(s.reports, rep)
-	return 0, nil
+	s.reports = append(s.reports, rep) // the receiver never reuses a report it handed over
+	return report.Reply{Accepted: true}, nil
 }
 
 type errString string
@@ -101,7 +100,7 @@ func keysOf(m map[rowKey]rowSum) []rowKey {
 
 func newTestReceiver(t *testing.T, s *sink, clk *fakeClock, opts ...Option) *Receiver {
 	t.Helper()
-	r, err := New(s.Ingest, append([]Option{WithClock(clk.Now)}, opts...)...)
+	r, err := New(s, append([]Option{WithClock(clk.Now)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/sqlcomment"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -75,14 +76,14 @@ type mapper struct {
 // span maps sp (attributes in m.attrs) of a resource whose tenant is
 // resTenant (empty: none). It returns what became of the span.
 func (m *mapper) span(sp *rawSpan, resTenant string, out *mapped) (int, error) {
-	var kind meter.Kind
+	var kind report.Kind
 	switch sp.kind {
 	case kindServer:
-		kind = meter.KindRequest
+		kind = report.KindRequest
 	case kindConsumer:
-		kind = meter.KindJob
+		kind = report.KindJob
 	case kindClient:
-		kind = meter.KindDB // if it is a PostgreSQL span, below
+		kind = report.KindDB // if it is a PostgreSQL span, below
 	default:
 		return resDropped, nil
 	}
@@ -95,7 +96,7 @@ func (m *mapper) span(sp *rawSpan, resTenant string, out *mapped) (int, error) {
 	tn, tier, route, httpRoute, dbSystem := at.tn, at.tier, at.route, at.httpRoute, at.dbSystem
 	query, summary, op, coll := at.query, at.summary, at.op, at.coll
 	httpStatus, haveTenant := at.httpStatus, at.haveTenant
-	if kind == meter.KindDB && string(dbSystem) != dbPostgres {
+	if kind == report.KindDB && string(dbSystem) != dbPostgres {
 		return resDropped, nil
 	}
 	if out.why = check(sp, r); out.why != rejectNone {
@@ -108,7 +109,7 @@ func (m *mapper) span(sp *rawSpan, resTenant string, out *mapped) (int, error) {
 	case sp.status == statusError:
 		r.Err = true
 	case sp.status == statusOK:
-	case kind == meter.KindRequest && httpStatus >= 500:
+	case kind == report.KindRequest && httpStatus >= 500:
 		r.Err = true
 	}
 	if haveTenant {
@@ -117,7 +118,7 @@ func (m *mapper) span(sp *rawSpan, resTenant string, out *mapped) (int, error) {
 	}
 	r.Tags.Tier = m.in.tier(tier)
 	switch kind {
-	case meter.KindDB:
+	case report.KindDB:
 		if !haveTenant && len(query) > 0 && bytes.Contains(query, []byte("/*")) {
 			m.comment(query, r, out)
 		}
@@ -131,7 +132,7 @@ func (m *mapper) span(sp *rawSpan, resTenant string, out *mapped) (int, error) {
 			return resDBWaiting, nil
 		}
 		return resDB, nil
-	case meter.KindRequest:
+	case report.KindRequest:
 		if len(httpRoute) > 0 {
 			route = httpRoute
 		}
@@ -144,10 +145,10 @@ func (m *mapper) span(sp *rawSpan, resTenant string, out *mapped) (int, error) {
 		if resTenant != "" {
 			r.Tags.Tenant, out.tagged = resTenant, true
 		} else {
-			r.Tags.Tenant = meter.UnknownTenant
+			r.Tags.Tenant = report.UnknownTenant
 		}
 	}
-	if kind == meter.KindJob {
+	if kind == report.KindJob {
 		return resJob, nil
 	}
 	return resRequest, nil
@@ -452,7 +453,7 @@ func (in *interner) tenant(b []byte) string {
 	s := string(b)
 	if tenant.ValidateTenant(s) != nil {
 		in.invalid++
-		s = meter.UnknownTenant
+		s = report.UnknownTenant
 	}
 	if in.tenants == nil || len(in.tenants) >= maxInterned {
 		in.tenants = make(map[string]string)
@@ -473,7 +474,7 @@ func (in *interner) route(b []byte) string {
 	s := string(b)
 	if tenant.ValidateRoute(s) != nil {
 		in.invalid++
-		s = meter.OtherRoute
+		s = report.OtherRoute
 	}
 	if in.routes == nil || len(in.routes) >= maxInterned {
 		in.routes = make(map[string]string)

@@ -9,14 +9,9 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/tenant"
 )
-
-// Sink merges one encoded report (the body of POST /v1/reports, see
-// ingest.Report.MarshalBinary) as the collector merges a report of its
-// own reporters. It returns nil once merged; otherwise an error, with
-// retry > 0 when the same report may be offered again after that long.
-type Sink func(body []byte) (retry time.Duration, err error)
 
 // Result is what became of an accepted request.
 type Result struct {
@@ -55,7 +50,7 @@ const (
 // refused with ErrShutdown.
 type Receiver struct {
 	cfg     config
-	sink    Sink
+	sink    report.Consumer
 	met     *metrics
 	sem     chan struct{}
 	mem     *memBudget
@@ -79,14 +74,14 @@ type Receiver struct {
 type source struct {
 	rec   *meter.Recorder
 	seq   uint64
-	queue [][]byte
+	queue []*report.Report
 	last  time.Time // of its last span
 	empty bool      // its last cut held no row
 }
 
 // New returns a receiver that merges through sink. It returns ErrInvalid
 // for an option out of range.
-func New(sink Sink, opts ...Option) (*Receiver, error) {
+func New(sink report.Consumer, opts ...Option) (*Receiver, error) {
 	if sink == nil {
 		return nil, fmt.Errorf("%w: nil sink", ErrInvalid)
 	}
@@ -259,7 +254,7 @@ func (r *Receiver) Consume(body []byte) (Result, error) {
 					p := pend{src: src, rec: out.rec}
 					p.id, p.wait = toTraceID(sp.traceID)
 					if !p.wait { // no trace id to find a root by
-						p.rec.Tags.Tenant = meter.UnknownTenant
+						p.rec.Tags.Tenant = report.UnknownTenant
 						unattributed++
 					}
 					st.add(p)
@@ -298,7 +293,7 @@ func (r *Receiver) Consume(body []byte) (Result, error) {
 			r.wait.add(p.id, waiting{rec: p.rec, src: p.src, deadline: now.Add(r.cfg.traceWait)})
 			return
 		}
-		p.rec.Tags.Tenant = meter.UnknownTenant
+		p.rec.Tags.Tenant = report.UnknownTenant
 		p.wait = false
 		unattributed++
 	})
@@ -369,11 +364,11 @@ func (r *Receiver) resource(m *mapper, rs []byte, now time.Time) (*source, strin
 		if len(r.sources) >= r.cfg.maxSources {
 			key = append(m.req.key[:0], otherService+"\x00\x00"...)
 			if src = r.sources[string(key)]; src == nil {
-				src = r.newSourceLocked(meter.Source{Service: otherService})
+				src = r.newSourceLocked(report.Source{Service: otherService})
 				r.sources[string(key)] = src
 			}
 		} else {
-			src = r.newSourceLocked(meter.Source{
+			src = r.newSourceLocked(report.Source{
 				Service:  m.field(svc, "unknown_service"),
 				Instance: m.field(inst, ""),
 				Host:     m.field(host, ""),
@@ -400,7 +395,7 @@ func (m *mapper) field(b []byte, def string) string {
 	return s
 }
 
-func (r *Receiver) newSourceLocked(s meter.Source) *source {
+func (r *Receiver) newSourceLocked(s report.Source) *source {
 	// The instance carries this receiver's id: a collector restarted on the
 	// same data directory replays the sequence numbers it merged before, and
 	// must not take this receiver's new windows for them.
@@ -410,14 +405,14 @@ func (r *Receiver) newSourceLocked(s meter.Source) *source {
 		// Only a source the recorder refuses gets here (the fields are
 		// checked before): its spans count for the overflow service.
 		r.cfg.log.Warn("otlp: source refused, counted as "+otherService, "service", s.Service, "err", err)
-		if rec, err = r.newRecorder(meter.Source{Service: otherService, Instance: "~otlp-" + r.cfg.instance}); err != nil {
+		if rec, err = r.newRecorder(report.Source{Service: otherService, Instance: "~otlp-" + r.cfg.instance}); err != nil {
 			panic("otlpin: recorder options: " + err.Error()) // the options are checked by New
 		}
 	}
 	return &source{rec: rec}
 }
 
-func (r *Receiver) newRecorder(s meter.Source) (*meter.Recorder, error) {
+func (r *Receiver) newRecorder(s report.Source) (*meter.Recorder, error) {
 	return meter.NewRecorder(
 		meter.WithSource(s),
 		meter.WithShards(1),
@@ -440,7 +435,7 @@ func (r *Receiver) flush(now time.Time, final bool) {
 	r.mu.Lock()
 	r.traces.expire(now)
 	r.wait.expire(now, r.cfg.traceWait, final, func(w *waiting) {
-		w.rec.Tags.Tenant = meter.UnknownTenant
+		w.rec.Tags.Tenant = report.UnknownTenant
 		w.src.rec.Record(w.rec)
 		unattributed++
 	})
@@ -485,13 +480,7 @@ func (r *Receiver) send(src *source, now time.Time) {
 	}
 	src.seq++
 	rep.Seq = src.seq
-	body, err := rep.MarshalBinary()
-	if err != nil {
-		r.met.reports.WithLabelValues("dropped").Inc()
-		r.cfg.log.Error("otlp: window not encoded; dropped", "service", rep.Source.Service, "err", err)
-		return
-	}
-	if len(src.queue) == 0 && r.offer(body) {
+	if len(src.queue) == 0 && r.offer(rep) {
 		return
 	}
 	if len(src.queue) >= maxQueue {
@@ -499,18 +488,20 @@ func (r *Receiver) send(src *source, now time.Time) {
 		src.queue = src.queue[1:]
 		r.met.reports.WithLabelValues("dropped").Inc()
 	}
-	src.queue = append(src.queue, body)
+	src.queue = append(src.queue, rep)
 }
 
-// offer hands body to the sink: true when it is done with (merged, or
-// refused for good and dropped), false when it should be offered again.
-func (r *Receiver) offer(body []byte) bool {
-	retry, err := r.sink(body)
+// offer hands rep to the sink, in process: true when it is done with
+// (merged, or refused for good and dropped), false when it should be
+// offered again (a report.RetryableError).
+func (r *Receiver) offer(rep *report.Report) bool {
+	_, err := r.sink.Consume(context.Background(), rep, nil)
+	_, retry := report.IsRetryable(err)
 	switch {
 	case err == nil:
 		r.met.reports.WithLabelValues("merged").Inc()
 		return true
-	case retry > 0:
+	case retry:
 		r.met.reports.WithLabelValues("retried").Inc()
 		return false
 	default:

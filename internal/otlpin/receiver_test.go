@@ -8,11 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qtop-dev/qtop/report"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"go.uber.org/goleak"
-
-	"github.com/qtop-dev/qtop/meter"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -120,7 +119,7 @@ func TestDBSpanWaitsForItsRoot(t *testing.T) {
 	if v := got[rowKey{"api", "acme", "SELECT a", "db"}]; v.count != 2 || v.dur != 15*time.Millisecond {
 		t.Errorf("acme db %+v", v)
 	}
-	if v := got[rowKey{"api", meter.UnknownTenant, "SELECT b", "db"}]; v.count != 1 || v.dur != 20*time.Millisecond {
+	if v := got[rowKey{"api", report.UnknownTenant, "SELECT b", "db"}]; v.count != 1 || v.dur != 20*time.Millisecond {
 		t.Errorf("unknown db %+v (rows %v)", v, keysOf(got))
 	}
 }
@@ -294,7 +293,7 @@ func TestRetryAndBackpressure(t *testing.T) {
 func TestShutdown(t *testing.T) {
 	clk := &fakeClock{now: t0}
 	s := &sink{}
-	r, err := New(s.Ingest, WithClock(clk.Now), WithInterval(time.Hour))
+	r, err := New(s, WithClock(clk.Now), WithInterval(time.Hour))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +316,7 @@ func TestShutdown(t *testing.T) {
 func TestOptions(t *testing.T) {
 	for _, o := range []Option{WithTenantAttribute(""), WithInterval(0), WithMaxBody(10, 5), WithInflight(0),
 		WithMaxSources(0), WithTraceWait(2 * time.Minute), WithTraceLimits(0, 1), WithMaxRows(0), WithClock(nil)} {
-		if _, err := New((&sink{}).Ingest, o); !errors.Is(err, ErrInvalid) {
+		if _, err := New(&sink{}, o); !errors.Is(err, ErrInvalid) {
 			t.Errorf("err %v, want ErrInvalid", err)
 		}
 	}

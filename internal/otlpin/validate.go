@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 )
 
 // Why a span is refused alone (partial success), never with its request:
@@ -28,9 +29,9 @@ var rejectNames = [numRejects]string{"", "time", "duration", "ru", "size"}
 var rejectText = [numRejects]string{
 	"",
 	"a zero start time or an end before the start",
-	fmt.Sprintf("a duration above %v", meter.MaxRecordDuration),
-	fmt.Sprintf("a qtop.ru that is not a number from 0 to %g", float64(meter.MaxRecordRU)),
-	fmt.Sprintf("a byte or row count above %d", int64(meter.MaxBytes)),
+	fmt.Sprintf("a duration above %v", report.MaxRecordDuration),
+	fmt.Sprintf("a qtop.ru that is not a number from 0 to %g", float64(report.MaxRecordRU)),
+	fmt.Sprintf("a byte or row count above %d", int64(report.MaxBytes)),
 }
 
 // check says why sp, mapped into r, cannot be recorded (rejectNone: it
@@ -40,11 +41,11 @@ func check(sp *rawSpan, r *meter.Record) int {
 	switch {
 	case sp.start == 0 || sp.end < sp.start:
 		return rejectTime
-	case sp.end-sp.start > uint64(meter.MaxRecordDuration):
+	case sp.end-sp.start > uint64(report.MaxRecordDuration):
 		return rejectDuration
-	case math.IsNaN(r.RU) || r.RU < 0 || r.RU > meter.MaxRecordRU:
+	case math.IsNaN(r.RU) || r.RU < 0 || r.RU > report.MaxRecordRU:
 		return rejectRU
-	case r.Bytes < 0 || r.Bytes > meter.MaxBytes || r.Rows < 0 || r.Rows > meter.MaxBytes:
+	case r.Bytes < 0 || r.Bytes > report.MaxBytes || r.Rows < 0 || r.Rows > report.MaxBytes:
 		return rejectSize
 	}
 	return rejectNone
@@ -74,30 +75,30 @@ func rejectMessage(why *[numRejects]int) string {
 // second are not checked as they are added): a sum that would be refused
 // stops at its bound instead, so one source's window is never refused
 // for its sums. It returns the number of rows changed.
-func bound(rep *meter.Report) int {
+func bound(rep *report.Report) int {
 	changed := 0
 	for i := range rep.Rows {
 		row := &rep.Rows[i]
 		n := max(row.Count, 1)
 		was := *row
-		if row.Count > meter.MaxCount {
-			row.Count = meter.MaxCount
+		if row.Count > report.MaxCount {
+			row.Count = report.MaxCount
 		}
 		if row.Errors > row.Count {
 			row.Errors = row.Count
 		}
 		limit := time.Duration(math.MaxInt64)
-		if n <= uint64(math.MaxInt64/int64(meter.MaxRecordDuration)) {
-			limit = time.Duration(n) * meter.MaxRecordDuration
+		if n <= uint64(math.MaxInt64/int64(report.MaxRecordDuration)) {
+			limit = time.Duration(n) * report.MaxRecordDuration
 		}
 		if row.Duration < 0 || row.Duration > limit {
 			row.Duration = limit // a sum that wrapped is as large as allowed
 		}
-		if ru := float64(n) * meter.MaxRecordRU; math.IsNaN(row.RU) || row.RU > ru {
+		if ru := float64(n) * report.MaxRecordRU; math.IsNaN(row.RU) || row.RU > ru {
 			row.RU = ru
 		}
-		row.Bytes = min(row.Bytes, meter.MaxBytes)
-		row.Rows = min(row.Rows, meter.MaxBytes)
+		row.Bytes = min(row.Bytes, report.MaxBytes)
+		row.Rows = min(row.Rows, report.MaxBytes)
 		if row.Count != was.Count || row.Errors != was.Errors || row.Duration != was.Duration ||
 			row.RU != was.RU || row.Bytes != was.Bytes || row.Rows != was.Rows {
 			changed++

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 
-	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/report"
 )
 
 func dbl(k string, v float64) *commonpb.KeyValue {
@@ -100,7 +100,7 @@ func TestSumsHeldAtBounds(t *testing.T) {
 	var spans []spanSpec
 	for i := range 3 {
 		sp := server(uint64(1+i), "acme", "/big", time.Millisecond)
-		sp.attrs = append(sp.attrs, num("http.response.body.size", meter.MaxBytes), dbl(AttrRU, meter.MaxRecordRU))
+		sp.attrs = append(sp.attrs, num("http.response.body.size", report.MaxBytes), dbl(AttrRU, report.MaxRecordRU))
 		spans = append(spans, sp)
 	}
 	spans = append(spans, server(9, "acme", "/small", time.Millisecond))
@@ -114,7 +114,7 @@ func TestSumsHeldAtBounds(t *testing.T) {
 	for _, row := range s.reports[0].Rows {
 		switch row.Route {
 		case "/big":
-			if row.Count != 3 || row.Bytes != meter.MaxBytes || row.RU != 3*meter.MaxRecordRU {
+			if row.Count != 3 || row.Bytes != report.MaxBytes || row.RU != 3*report.MaxRecordRU {
 				t.Errorf("big row %+v", row)
 			}
 		case "/small":
@@ -126,7 +126,7 @@ func TestSumsHeldAtBounds(t *testing.T) {
 }
 
 func TestBound(t *testing.T) {
-	rep := &meter.Report{Rows: []meter.Row{
+	rep := &report.Report{Rows: []report.Row{
 		{Count: 2, Errors: 3, Duration: -5, RU: math.NaN(), Bytes: 1 << 60, Rows: 1 << 60},
 		{Count: 1, Duration: 25 * time.Hour, RU: 2e6},
 		{Count: 4, Errors: 1, Duration: time.Second, RU: 1, Bytes: 10, Rows: 2},
@@ -135,10 +135,10 @@ func TestBound(t *testing.T) {
 		t.Errorf("changed %d rows, want 2", n)
 	}
 	a, b, c := rep.Rows[0], rep.Rows[1], rep.Rows[2]
-	if a.Errors != 2 || a.Duration != 48*time.Hour || a.RU != 2e6 || a.Bytes != meter.MaxBytes || a.Rows != meter.MaxBytes {
+	if a.Errors != 2 || a.Duration != 48*time.Hour || a.RU != 2e6 || a.Bytes != report.MaxBytes || a.Rows != report.MaxBytes {
 		t.Errorf("row 0 %+v", a)
 	}
-	if b.Duration != meter.MaxRecordDuration || b.RU != meter.MaxRecordRU {
+	if b.Duration != report.MaxRecordDuration || b.RU != report.MaxRecordRU {
 		t.Errorf("row 1 %+v", b)
 	}
 	if c.Errors != 1 || c.Duration != time.Second || c.RU != 1 || c.Bytes != 10 || c.Rows != 2 {

@@ -198,7 +198,7 @@ func (v *freshnessView) view(c *common, h int) string {
 	routes := v.v.Routes
 	nr := min(len(routes), max((h-8)/2, 1))
 	if len(routes) == 0 {
-		out.WriteString("\n" + c.st.dim.Render(clip("  no sample yet (enforce.WithSampling in the service)", c.width)))
+		out.WriteString("\n" + c.st.dim.Render(clip("  no sample yet (freshness.WithSampling in the service)", c.width)))
 	}
 	for _, r := range routes[:nr] {
 		line := clip("  "+fit(clean(r.Route), rw, false)+" "+fit(fmtCount(r.Samples), 12, true)+" "+fit(fmtShare(r.RepeatShare), 8, true)+" "+

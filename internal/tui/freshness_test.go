@@ -11,8 +11,9 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/freshness"
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/report"
 )
 
 // freshFake is a fakeSource with a freshness view.
@@ -125,11 +126,11 @@ func TestFreshnessCollectorSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now()
-	body, _ := (&meter.Report{Source: meter.Source{Service: "b", Instance: "i"}, Seq: 1, Start: now.Add(-time.Second), End: now,
-		Freshness: &meter.Freshness{Routes: []meter.FreshRoute{{Route: "GET /b", Requests: 10}},
-			Rules: []meter.FreshRule{{Rule: "push-24h", Route: "GET /b", Matched: 2, Right: 1, Wrong: 1}}}}).MarshalBinary()
-	if st, _, msg, _, _ := srv.Ingest(body); st != 200 {
-		t.Fatal(msg)
+	rep := &report.Report{Source: report.Source{Service: "b", Instance: "i"}, Seq: 1, Start: now.Add(-time.Second), End: now}
+	rep.SetSection(freshness.Window{Routes: []freshness.RouteCount{{Route: "GET /b", Requests: 10}},
+		Rules: []freshness.RuleCount{{Rule: "push-24h", Route: "GET /b", Matched: 2, Right: 1, Wrong: 1}}})
+	if _, err := srv.Consume(ctx, rep, nil); err != nil {
+		t.Fatal(err)
 	}
 	v, err := c.Freshness(ctx)
 	if err != nil || v.Policy == nil || v.Policy.Batch != 2 || len(v.Rules) != 1 || v.Rules[0].Precision != 0.5 {
