@@ -22,6 +22,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/qtop-dev/qtop/enforce"
+	"github.com/qtop-dev/qtop/gcra"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -113,11 +114,12 @@ func BenchmarkRateLimit(b *testing.B) {
 		ctx := context.Background()
 		serialParallel(b, keys, func(_ int, key string) { _, _, _, _, _ = s.Take(ctx, key) })
 	})
-	b.Run("single/qtop-Bucket-TakeAt", func(b *testing.B) {
-		bk, _ := enforce.NewBucket(enforce.Limit{RUPerSecond: 1e9, Burst: 1e9})
+	b.Run("single/qtop-gcra-Atomic-TakeAt", func(b *testing.B) {
+		var bk gcra.Atomic
+		r, _ := gcra.NewRate(1e9, 1e9)
 		b.ReportAllocs()
 		for b.Loop() {
-			bk.TakeAt(now, 1)
+			bk.TakeAt(now, r, 1)
 		}
 	})
 	b.Run("single/x-time-rate-AllowN-now", func(b *testing.B) {

@@ -133,7 +133,7 @@ func overload(c OverloadConfig, arr []arrival, ru bool) (OverloadRow, error) {
 	at := func(d time.Duration) time.Time { return base.Add(d) }
 	var (
 		row     OverloadRow
-		static  []*enforce.Bucket
+		static  []*qpsLimit
 		e       *enforce.Enforcer
 		codel   = enforce.NewCoDel(0, 0)
 		sig     = ratio.NewSignal(ratio.WithShortWindow(2*time.Second), ratio.WithLongWindow(60*time.Second), ratio.WithSlots(4, 30), ratio.WithMinSamples(200))
@@ -161,7 +161,7 @@ func overload(c OverloadConfig, arr []arrival, ru bool) (OverloadRow, error) {
 	} else {
 		for _, l := range c.Loads {
 			r := c.Headroom * l.Rate
-			b, err := enforce.NewBucket(enforce.Limit{RUPerSecond: r, Burst: r})
+			b, err := newQPSLimit(r, r)
 			if err != nil {
 				return row, err
 			}
@@ -210,7 +210,7 @@ func overload(c OverloadConfig, arr []arrival, ru bool) (OverloadRow, error) {
 				restoredAt = a.at - c.SpikeEnd
 			}
 		} else {
-			admit = static[a.load].TakeAt(now, 1)
+			admit = static[a.load].take(now)
 		}
 		if !admit {
 			continue
