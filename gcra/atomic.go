@@ -49,7 +49,9 @@ func (b *Atomic) TakeAt(now time.Time, r Rate, cost float64) bool {
 }
 
 // TokensAt returns the tokens the bucket holds at now; negative is debt.
-func (b *Atomic) TokensAt(now time.Time, r Rate) float64 { return r.tokens(b.tat.Load(), now.UnixNano()) }
+func (b *Atomic) TokensAt(now time.Time, r Rate) float64 {
+	return r.tokens(b.tat.Load(), now.UnixNano())
+}
 
 // WaitAt returns how long from now until the bucket holds need tokens (0
 // when it does).
