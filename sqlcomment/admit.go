@@ -86,9 +86,7 @@ func (b *Budgets) charge(tk *Ticket, bu *budget, key string, ns int64) error {
 		cold = bu.cold
 	}
 	est := st.estimate(k, tk.shape, cold)
-	if bu.share > 0 {
-		k.refill(bu, ns)
-	}
+	now := time.Unix(0, ns)
 	var lim Limit
 	var retry float64
 	switch {
@@ -98,8 +96,8 @@ func (b *Budgets) charge(tk *Ticket, bu *budget, key string, ns int64) error {
 		lim, retry = LimitConcurrency, est
 	case fleetFull:
 		lim, retry = LimitConcurrency, max(fleetRetry.Seconds(), est)
-	case bu.share > 0 && k.tokens < min(est, bu.capacity):
-		lim, retry = LimitShare, (min(est, bu.capacity)-k.tokens)/bu.share
+	case bu.share > 0 && !k.share.AllowAt(now, bu.rate, min(est, bu.capacity)):
+		lim, retry = LimitShare, k.share.WaitAt(now, bu.rate, est).Seconds()
 	}
 	how := handledWarned
 	if lim != 0 {
@@ -122,7 +120,7 @@ func (b *Budgets) charge(tk *Ticket, bu *budget, key string, ns int64) error {
 		}
 	}
 	if bu.share > 0 {
-		k.tokens -= est
+		k.share.ChargeAt(now, bu.rate, est)
 	}
 	k.inFlight++
 	k.used = ns
@@ -149,7 +147,7 @@ func (b *Budgets) release(tk *Ticket, ns int64) {
 		st.mu.Lock()
 		sl.k.inFlight--
 		if sl.b.share > 0 {
-			sl.k.tokens += sl.est
+			sl.k.share.ChargeAt(time.Unix(0, ns), sl.b.rate, -sl.est)
 		}
 		st.mu.Unlock()
 		b.fleetRelease(sl.fleet)
@@ -175,8 +173,7 @@ func (b *Budgets) Finish(tk *Ticket, now time.Time, d time.Duration, cancelled b
 		k := sl.k
 		k.inFlight--
 		if sl.b.share > 0 {
-			k.refill(sl.b, ns)
-			k.tokens -= sec - sl.est
+			k.share.ChargeAt(now, sl.b.rate, sec-sl.est)
 		}
 		record(k.shapes[:], tk.shape, sec)
 		k.mean.add(sec)
@@ -228,9 +225,8 @@ func (b *Budgets) beginList(list []*budget, t *tenant.Tags, cfg *config, ns int6
 		if bu.conc > 0 && k.inFlight >= bu.conc {
 			lim, retry = LimitConcurrency, st.estimate(k, 0, b.cfg.coldStart)
 		} else if bu.share > 0 {
-			k.refill(bu, ns)
-			if k.tokens <= 0 {
-				lim, retry = LimitShare, -k.tokens/bu.share
+			if tokens := k.share.TokensAt(time.Unix(0, ns), bu.rate); tokens <= 0 {
+				lim, retry = LimitShare, -tokens/bu.share
 			}
 		}
 		if lim != 0 {

@@ -265,7 +265,7 @@ func (s *Server) replay() error {
 			s.screen(rep)
 			src := s.sourceLocked(sourceKey(rep.Source), now)
 			if src.last.IsZero() {
-				src.last, src.tokens = now, 4*s.cfg.SourceRate
+				src.last = now // and its bucket full, as a new one is
 			}
 			if src.check(rep.Seq) == seqDup {
 				return nil
