@@ -219,7 +219,7 @@ type Enforcer struct {
 	shadowTierCaps [tenant.NumTiers]*Buckets
 	price          *PriceController
 	nextEval       atomic.Int64
-	pol            atomic.Pointer[compiled]
+	pol            atomic.Pointer[policy.Compiled]
 	polMu          sync.Mutex
 	overrides      atomic.Pointer[map[string]Limit]
 	ovMu           sync.Mutex
@@ -328,10 +328,10 @@ func (e *Enforcer) shadowTenantLimitOf(t string) (Limit, bool) {
 // caps (shadow: of its shadow caps).
 func (e *Enforcer) tierCapOf(tier tenant.Tier, shadow bool) func(string) (Limit, bool) {
 	return func(t string) (Limit, bool) {
-		eff := e.pol.Load().effect(t, tier)
-		c := eff.tierCap
+		eff := e.pol.Load().Eval(t, tier)
+		c := eff.Applied.TierCap
 		if shadow {
-			c = eff.shadowTierCap
+			c = eff.Shadow.TierCap
 		}
 		if c > 0 {
 			return Limit{RUPerSecond: c, Burst: c}, true
@@ -350,18 +350,18 @@ func (e *Enforcer) invalidate() {
 	}
 }
 
-func shadowCap(pol *compiled, t string) float64 {
-	return pol.effect(t, tenant.TierUnset).shadowTenantCap
+func shadowCap(pol *policy.Compiled, t string) float64 {
+	return pol.Eval(t, tenant.TierUnset).Shadow.TenantCap
 }
 
 // tenantLimit is the plan's limit, or the override, lowered to the policy's
 // tenant throttle cap.
-func (e *Enforcer) tenantLimit(t string, pol *compiled) Limit {
+func (e *Enforcer) tenantLimit(t string, pol *policy.Compiled) Limit {
 	l, ok := (*e.overrides.Load())[t]
 	if !ok {
 		l = e.plan(t).Limit
 	}
-	if c := pol.tenantCap(t); c > 0 && c < l.RUPerSecond {
+	if c := pol.Eval(t, tenant.TierUnset).Applied.TenantCap; c > 0 && c < l.RUPerSecond {
 		l.RUPerSecond = c
 		l.Burst = min(l.Burst, c)
 	}
@@ -420,12 +420,12 @@ func (e *Enforcer) ApplyPolicy(p policy.Policy) { e.ApplyPolicyAt(time.Now(), p)
 func (e *Enforcer) ApplyPolicyAt(now time.Time, p policy.Policy) {
 	e.polMu.Lock()
 	defer e.polMu.Unlock()
-	if cur := e.pol.Load(); cur != nil && cur.version == p.Version && p.Version != 0 {
+	if cur := e.pol.Load(); cur != nil && cur.Policy().Version == p.Version && p.Version != 0 {
 		return
 	}
-	c := compile(p, now)
-	if c.invalid > 0 {
-		e.cfg.logger.Warn("enforce: policy rules skipped as invalid", "version", p.Version, "invalid", c.invalid)
+	c := policy.Compile(p, now)
+	if c.Invalid() > 0 {
+		e.cfg.logger.Warn("enforce: policy rules skipped as invalid", "version", p.Version, "invalid", c.Invalid())
 	}
 	e.pol.Store(c)
 	e.invalidate()
@@ -434,21 +434,21 @@ func (e *Enforcer) ApplyPolicyAt(now time.Time, p policy.Policy) {
 // Policy returns the policy last applied.
 func (e *Enforcer) Policy() policy.Policy {
 	if c := e.pol.Load(); c != nil {
-		return c.src
+		return c.Policy()
 	}
 	return policy.Policy{}
 }
 
 // refreshAt recompiles the policy when one of its rules has expired.
-func (e *Enforcer) refreshAt(n int64, now time.Time) *compiled {
+func (e *Enforcer) refreshAt(n int64, now time.Time) *policy.Compiled {
 	c := e.pol.Load()
-	if c == nil || n < c.nextExpiry {
+	if c == nil || n < c.NextExpiry() {
 		return c
 	}
 	e.polMu.Lock()
 	defer e.polMu.Unlock()
-	if c = e.pol.Load(); n >= c.nextExpiry {
-		c = compile(c.src, now)
+	if c = e.pol.Load(); n >= c.NextExpiry() {
+		c = policy.Compile(c.Policy(), now)
 		e.pol.Store(c)
 		e.invalidate()
 	}
@@ -535,10 +535,10 @@ func (e *Enforcer) AllowAt(now time.Time, tags tenant.Tags) Decision {
 	c := &e.tiers[stripe(tags.Tenant)][tier.Index()]
 	d := Decision{Tier: tier}
 	ok, wait := true, time.Duration(0)
-	if pol == nil || pol.rules == 0 {
+	if pol == nil || pol.Rules() == 0 {
 		ok, wait = e.buckets.AllowAt(now, tags.Tenant)
 	} else {
-		eff := pol.effect(tags.Tenant, tier)
+		eff := pol.Eval(tags.Tenant, tier)
 		ok, wait = e.allowPolicy(now, tags.Tenant, tier, eff, false)
 		if sok, _ := e.allowPolicy(now, tags.Tenant, tier, eff, true); !sok && ok {
 			c.shadowThrottled.Add(1)
@@ -566,14 +566,14 @@ func (e *Enforcer) AllowAt(now time.Time, tags tenant.Tags) Decision {
 
 // allowPolicy decides with the policy's caps: applied ones, or (shadow)
 // what the shadow rules would decide.
-func (e *Enforcer) allowPolicy(now time.Time, t string, tier tenant.Tier, eff effect, shadow bool) (bool, time.Duration) {
-	tenantCap, tierCap, zero := eff.tenantCap, eff.tierCap, eff.zeroUntil
+func (e *Enforcer) allowPolicy(now time.Time, t string, tier tenant.Tier, eff policy.Eval, shadow bool) (bool, time.Duration) {
+	tenantCap, tierCap, zero := eff.Applied.TenantCap, eff.Applied.TierCap, eff.Applied.ZeroUntil
 	own, caps := e.buckets, e.tierCaps[tier.Index()]
 	if shadow {
 		// The shadow bucket mirrors the tenant's, charged at the shadow
 		// price and capped by the shadow caps.
-		tenantCap, tierCap, zero = eff.shadowTenantCap, eff.shadowTierCap, eff.shadowZeroUntil
-		if tenantCap < 0 && tierCap < 0 && eff.shadowMult == 1 {
+		tenantCap, tierCap, zero = eff.Shadow.TenantCap, eff.Shadow.TierCap, eff.Shadow.ZeroUntil
+		if tenantCap < 0 && tierCap < 0 && eff.Shadow.Multiplier == 1 {
 			return true, 0
 		}
 		own, caps = e.shadowTenants, e.shadowTierCaps[tier.Index()]
@@ -606,7 +606,7 @@ func (e *Enforcer) Multiplier(now time.Time, tags tenant.Tags) float64 {
 	return e.multiplier(e.tierOf(tags.Tier), tags.Tenant, e.refreshAt(now.UnixNano(), now))
 }
 
-func (e *Enforcer) multiplier(tier tenant.Tier, t string, pol *compiled) float64 {
+func (e *Enforcer) multiplier(tier tenant.Tier, t string, pol *policy.Compiled) float64 {
 	m := 1.0
 	if !e.cfg.shadow[RuleShed] {
 		m = e.price.Multiplier(tier)
@@ -614,8 +614,8 @@ func (e *Enforcer) multiplier(tier tenant.Tier, t string, pol *compiled) float64
 			m = e.price.cfg.Steps[len(e.price.cfg.Steps)-1]
 		}
 	}
-	if pol != nil && pol.rules > 0 {
-		m *= pol.effect(t, tier).mult
+	if pol != nil && pol.Rules() > 0 {
+		m *= pol.Eval(t, tier).Applied.Multiplier
 	}
 	return m
 }
@@ -631,17 +631,17 @@ func (e *Enforcer) ChargeAt(now time.Time, tags tenant.Tags, ru float64) float64
 	pol := e.refreshAt(now.UnixNano(), now)
 	charged := ru * e.multiplier(tier, tags.Tenant, pol)
 	e.buckets.ChargeAt(now, tags.Tenant, charged)
-	if pol != nil && pol.rules > 0 {
-		eff := pol.effect(tags.Tenant, tier)
+	if pol != nil && pol.Rules() > 0 {
+		eff := pol.Eval(tags.Tenant, tier)
 		i := tier.Index()
-		if eff.tierCap > 0 {
+		if eff.Applied.TierCap > 0 {
 			e.tierCaps[i].ChargeAt(now, tags.Tenant, charged)
 		}
-		sm := charged * eff.shadowMult
-		if eff.shadowTenantCap > 0 || eff.shadowMult != 1 {
+		sm := charged * eff.Shadow.Multiplier
+		if eff.Shadow.TenantCap > 0 || eff.Shadow.Multiplier != 1 {
 			e.shadowTenants.ChargeAt(now, tags.Tenant, sm)
 		}
-		if eff.shadowTierCap > 0 {
+		if eff.Shadow.TierCap > 0 {
 			e.shadowTierCaps[i].ChargeAt(now, tags.Tenant, sm)
 		}
 	}
@@ -721,7 +721,7 @@ func (e *Enforcer) Stats() Stats {
 	}
 	s.Level = e.price.Level()
 	if c := e.pol.Load(); c != nil {
-		s.PolicyVersion = c.version
+		s.PolicyVersion = c.Policy().Version
 	}
 	s.Evicted = e.buckets.Evicted() + e.shadowTenants.Evicted()
 	for i := range e.tierCaps {
