@@ -7,9 +7,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/qtop-dev/qtop/enforce"
 	"github.com/qtop-dev/qtop/fairqueue"
 	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/ru"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -36,7 +36,7 @@ func (a *Agent) Job(ctx context.Context, tags tenant.Tags, fn func(ctx context.C
 	err := fn(q)
 	end := time.Now()
 	dur := end.Sub(start)
-	ru := a.enf.CostAt(end, tags, enforce.OpWrite, 0, dur)
+	ru := a.enf.CostAt(end, tags, ru.OpWrite, 0, dur)
 	a.rec.Record(meter.Record{Time: end, Tags: tags, Kind: meter.KindJob, Duration: dur, Err: err != nil, RU: ru})
 	return err
 }

@@ -86,15 +86,19 @@ func serialParallel(b *testing.B, keys []string, f func(i int, key string)) {
 func BenchmarkRateLimit(b *testing.B) {
 	keys := rlKeyNames()
 	now := time.Now()
+	// The enforcer's own keyed buckets (every plan at 1e9 RU/s).
+	plans := enforce.WithPlans(map[string]enforce.Plan{enforce.PlanFree: {Limit: enforce.Limit{RUPerSecond: 1e9, Burst: 1e9}, Weight: 1}})
 	b.Run("keyed/qtop-Buckets-AllowAt", func(b *testing.B) {
-		k, err := enforce.NewBuckets(enforce.Limit{RUPerSecond: 1e9, Burst: 1e9})
+		e, err := enforce.New(plans)
 		if err != nil {
 			b.Fatal(err)
 		}
+		k := e.Buckets()
 		serialParallel(b, keys, func(_ int, key string) { k.AllowAt(now, key) })
 	})
 	b.Run("keyed/qtop-Buckets-TakeAt", func(b *testing.B) {
-		k, _ := enforce.NewBuckets(enforce.Limit{RUPerSecond: 1e9, Burst: 1e9})
+		e, _ := enforce.New(plans)
+		k := e.Buckets()
 		serialParallel(b, keys, func(_ int, key string) { k.TakeAt(now, key, 1) })
 	})
 	b.Run("keyed/x-time-rate-AllowN-now", func(b *testing.B) {

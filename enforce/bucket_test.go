@@ -17,14 +17,14 @@ func near(a, b float64) bool { return math.Abs(a-b) < 1e-6 }
 
 func TestLimitValidate(t *testing.T) {
 	for _, l := range []Limit{{0, 1}, {-1, 1}, {math.Inf(1), 1}, {math.NaN(), 1}, {1, -1}, {1, math.NaN()}} {
-		if _, err := NewBuckets(l); !errors.Is(err, ErrConfig) {
-			t.Errorf("NewBuckets(%+v) = %v", l, err)
+		if _, err := newBuckets(l); !errors.Is(err, ErrConfig) {
+			t.Errorf("newBuckets(%+v) = %v", l, err)
 		}
 	}
-	if _, err := NewBuckets(Limit{1, 1}, WithMaxKeys(0)); !errors.Is(err, ErrConfig) {
+	if _, err := newBuckets(Limit{1, 1}, withMaxKeys(0)); !errors.Is(err, ErrConfig) {
 		t.Error("max keys 0 accepted")
 	}
-	if _, err := NewBuckets(Limit{1, 1}, WithIdle(-1)); !errors.Is(err, ErrConfig) {
+	if _, err := newBuckets(Limit{1, 1}, withIdle(-1)); !errors.Is(err, ErrConfig) {
 		t.Error("negative idle accepted")
 	}
 }
@@ -32,7 +32,7 @@ func TestLimitValidate(t *testing.T) {
 func TestBucketsPerKeyLimits(t *testing.T) {
 	limits := map[string]Limit{"big": {100, 100}, "bad": {-1, 0}}
 	var mu sync.Mutex
-	k, err := NewBuckets(Limit{RUPerSecond: 10, Burst: 10}, WithLimitOf(func(key string) (Limit, bool) {
+	k, err := newBuckets(Limit{RUPerSecond: 10, Burst: 10}, withLimitOf(func(key string) (Limit, bool) {
 		mu.Lock()
 		defer mu.Unlock()
 		l, ok := limits[key]
@@ -74,7 +74,7 @@ func TestBucketsPerKeyLimits(t *testing.T) {
 }
 
 func TestBucketsEviction(t *testing.T) {
-	k, _ := NewBuckets(Limit{RUPerSecond: 1, Burst: 1}, WithMaxKeys(numShards*4), WithIdle(time.Minute))
+	k, _ := newBuckets(Limit{RUPerSecond: 1, Burst: 1}, withMaxKeys(numShards*4), withIdle(time.Minute))
 	for i := 0; i < 10_000; i++ {
 		k.ChargeAt(at(time.Duration(i)*time.Millisecond), fmt.Sprint("t", i), 1)
 	}
@@ -85,7 +85,7 @@ func TestBucketsEviction(t *testing.T) {
 		t.Error("nothing evicted")
 	}
 	// A bucket in debt survives a sweep; full ones go.
-	k2, _ := NewBuckets(Limit{RUPerSecond: 1, Burst: 1}, WithIdle(time.Minute))
+	k2, _ := newBuckets(Limit{RUPerSecond: 1, Burst: 1}, withIdle(time.Minute))
 	k2.ChargeAt(t0, "debtor", 1000)
 	k2.ChargeAt(t0, "light", 1)
 	if n := k2.SweepAt(at(2 * time.Minute)); n != 1 || k2.Len() != 1 {
@@ -97,7 +97,7 @@ func TestBucketsEviction(t *testing.T) {
 }
 
 func TestBucketsConcurrent(t *testing.T) {
-	k, _ := NewBuckets(Limit{RUPerSecond: 1000, Burst: 1000}, WithMaxKeys(numShards*2), WithIdle(0))
+	k, _ := newBuckets(Limit{RUPerSecond: 1000, Burst: 1000}, withMaxKeys(numShards*2), withIdle(0))
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
 		wg.Add(1)
@@ -118,7 +118,7 @@ func TestBucketsConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	// One shared key: every charge is counted.
-	k2, _ := NewBuckets(Limit{RUPerSecond: 1, Burst: 0})
+	k2, _ := newBuckets(Limit{RUPerSecond: 1, Burst: 0})
 	for g := 0; g < 8; g++ {
 		wg.Add(1)
 		go func() {
@@ -135,7 +135,7 @@ func TestBucketsConcurrent(t *testing.T) {
 }
 
 func BenchmarkBucketsAllowAt(b *testing.B) {
-	k, _ := NewBuckets(Limit{RUPerSecond: 1e9, Burst: 1e9})
+	k, _ := newBuckets(Limit{RUPerSecond: 1e9, Burst: 1e9})
 	keys := make([]string, 1024)
 	for i := range keys {
 		keys[i] = fmt.Sprintf("tenant-%04d", i)

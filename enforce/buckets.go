@@ -14,9 +14,10 @@ const numShards = 64
 // Buckets is a set of RU token buckets, one per key (usually a tenant),
 // created on first use with the limit a caller-given function resolves
 // (plan, override, policy cap) and evicted once idle, so memory stays
-// bounded by WithMaxKeys. The decision path takes the time as an argument,
+// bounded by withMaxKeys. The decision path takes the time as an argument,
 // does not allocate once the key exists, and scales across cores for
-// distinct keys. Safe for concurrent use. Make one with NewBuckets.
+// distinct keys. Safe for concurrent use. An Enforcer keeps one for its
+// tenants (Enforcer.Buckets).
 type Buckets struct {
 	seed     maphash.Seed
 	shards   [numShards]shard
@@ -88,29 +89,29 @@ type bucketsConfig struct {
 	idle    time.Duration
 }
 
-// BucketsOption configures NewBuckets.
-type BucketsOption func(*bucketsConfig)
+// bucketsOption configures newBuckets.
+type bucketsOption func(*bucketsConfig)
 
-// WithLimitOf sets the function that resolves a key's limit when its
+// withLimitOf sets the function that resolves a key's limit when its
 // bucket is made or after Invalidate. Returning false (or an invalid
 // limit) means the default limit.
-func WithLimitOf(f func(key string) (Limit, bool)) BucketsOption {
+func withLimitOf(f func(key string) (Limit, bool)) bucketsOption {
 	return func(c *bucketsConfig) { c.limitOf = f }
 }
 
-// WithMaxKeys bounds the number of buckets kept (default 100,000). Past it,
+// withMaxKeys bounds the number of buckets kept (default 100,000). Past it,
 // idle full buckets are evicted first, then the fullest one of the shard;
 // that one forgets what it held (at worst a little debt), and a charge
 // racing with the eviction of its bucket is lost.
-func WithMaxKeys(n int) BucketsOption { return func(c *bucketsConfig) { c.maxKeys = n } }
+func withMaxKeys(n int) bucketsOption { return func(c *bucketsConfig) { c.maxKeys = n } }
 
-// WithIdle sets how long a bucket must have been full before a sweep
+// withIdle sets how long a bucket must have been full before a sweep
 // evicts it (default one minute). A full bucket is the same as a new one,
 // so evicting it loses nothing.
-func WithIdle(d time.Duration) BucketsOption { return func(c *bucketsConfig) { c.idle = d } }
+func withIdle(d time.Duration) bucketsOption { return func(c *bucketsConfig) { c.idle = d } }
 
-// NewBuckets returns an empty set of buckets whose default limit is def.
-func NewBuckets(def Limit, opts ...BucketsOption) (*Buckets, error) {
+// newBuckets returns an empty set of buckets whose default limit is def.
+func newBuckets(def Limit, opts ...bucketsOption) (*Buckets, error) {
 	if err := def.Validate(); err != nil {
 		return nil, err
 	}

@@ -53,8 +53,8 @@ func (m *manualClock) advance(d time.Duration) { m.n.Add(int64(d)) }
 func TestQueueT0NeverDropped(t *testing.T) {
 	clk := &manualClock{}
 	var drops [tenant.NumTiers]atomic.Int64
-	q, err := NewQueue(1, WithQueueClock(clk.now), WithCoDel(5*time.Millisecond, 100*time.Millisecond),
-		WithDropHook(func(tier tenant.Tier, shadow bool) { drops[tier.Index()].Add(1) }))
+	q, err := newQueue(1, WithQueueClock(clk.now), WithCoDel(5*time.Millisecond, 100*time.Millisecond),
+		withDropHook(func(tier tenant.Tier, shadow bool) { drops[tier.Index()].Add(1) }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func waitingHas(q *Queue, tier tenant.Tier) bool {
 func TestQueueCoDelDropsLowTiersKeepsT0(t *testing.T) {
 	clk := &manualClock{}
 	var dropped atomic.Int64
-	q, _ := NewQueue(1, WithQueueClock(clk.now), WithDropHook(func(tenant.Tier, bool) { dropped.Add(1) }))
+	q, _ := newQueue(1, WithQueueClock(clk.now), withDropHook(func(tenant.Tier, bool) { dropped.Add(1) }))
 	// Hold the slot; queue T3 waiters under T0 ones, with contexts long
 	// enough that only CoDel or the wait limit can fail them.
 	hold, _ := q.Acquire(context.Background(), tenant.T1)
@@ -164,7 +164,7 @@ func TestQueueCoDelDropsLowTiersKeepsT0(t *testing.T) {
 }
 
 func TestQueueWaitLimitAndContext(t *testing.T) {
-	q, _ := NewQueue(1, WithCoDel(time.Millisecond, 2*time.Millisecond))
+	q, _ := newQueue(1, WithCoDel(time.Millisecond, 2*time.Millisecond))
 	hold, _ := q.Acquire(context.Background(), tenant.T2)
 	defer hold()
 	if _, err := q.Acquire(context.Background(), tenant.T2); !errors.Is(err, ErrQueueDelay) {
@@ -183,9 +183,9 @@ func TestQueueWaitLimitAndContext(t *testing.T) {
 func TestQueueShadow(t *testing.T) {
 	clk := &manualClock{}
 	var shadowDrops atomic.Int64
-	q, _ := NewQueue(1, WithQueueClock(clk.now), WithQueueShadow(true),
+	q, _ := newQueue(1, WithQueueClock(clk.now), withQueueShadow(true),
 		WithCoDel(time.Millisecond, 2*time.Millisecond),
-		WithDropHook(func(_ tenant.Tier, shadow bool) {
+		withDropHook(func(_ tenant.Tier, shadow bool) {
 			if shadow {
 				shadowDrops.Add(1)
 			}
@@ -218,16 +218,16 @@ func TestQueueShadow(t *testing.T) {
 }
 
 func TestQueueConfigErrors(t *testing.T) {
-	if _, err := NewQueue(0); !errors.Is(err, ErrConfig) {
+	if _, err := newQueue(0); !errors.Is(err, ErrConfig) {
 		t.Error(err)
 	}
-	if _, err := NewQueue(1, WithCoDel(time.Second, time.Millisecond)); !errors.Is(err, ErrConfig) {
+	if _, err := newQueue(1, WithCoDel(time.Second, time.Millisecond)); !errors.Is(err, ErrConfig) {
 		t.Error(err)
 	}
 }
 
 func TestQueueConcurrent(t *testing.T) {
-	q, _ := NewQueue(3, WithCoDel(time.Millisecond, 5*time.Millisecond))
+	q, _ := newQueue(3, WithCoDel(time.Millisecond, 5*time.Millisecond))
 	var wg sync.WaitGroup
 	var inside, maxInside atomic.Int64
 	for g := 0; g < 16; g++ {

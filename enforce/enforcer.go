@@ -11,6 +11,7 @@ import (
 
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/quota"
+	"github.com/qtop-dev/qtop/ru"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -120,7 +121,7 @@ func (d Decision) Err() error {
 type config struct {
 	plans      map[string]Plan
 	planOf     func(tenant string) string
-	model      Model
+	model      ru.Model
 	signal     Signal
 	price      PriceConfig
 	defTier    tenant.Tier
@@ -144,7 +145,7 @@ func WithPlans(p map[string]Plan) Option { return func(c *config) { c.plans = p 
 func WithPlanOf(f func(tenant string) string) Option { return func(c *config) { c.planOf = f } }
 
 // WithCostModel sets the RU cost model (default DefaultModel).
-func WithCostModel(m Model) Option { return func(c *config) { c.model = m } }
+func WithCostModel(m ru.Model) Option { return func(c *config) { c.model = m } }
 
 // WithSignal sets the latency-ratio signal that drives tier prices; the
 // middleware feeds it every request's latency. Without one, prices stay
@@ -231,7 +232,7 @@ type Enforcer struct {
 
 // New returns an Enforcer.
 func New(opts ...Option) (*Enforcer, error) {
-	c := config{plans: DefaultPlans(), model: DefaultModel(), defTier: tenant.T2,
+	c := config{plans: DefaultPlans(), model: ru.DefaultModel(), defTier: tenant.T2,
 		maxTenants: 100_000, idle: time.Minute, evalEvery: 250 * time.Millisecond}
 	for _, o := range opts {
 		o(&c)
@@ -248,7 +249,7 @@ func New(opts ...Option) (*Enforcer, error) {
 		}
 	}
 	if err := c.model.Validate(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if !c.defTier.Valid() || c.defTier == tenant.T0 {
 		return nil, fmt.Errorf("%w: default tier %v (want T1, T2 or T3)", ErrConfig, c.defTier)
@@ -261,17 +262,17 @@ func New(opts ...Option) (*Enforcer, error) {
 	}
 	e := &Enforcer{cfg: c}
 	var err error
-	if e.price, err = NewPriceController(c.price); err != nil {
+	if e.price, err = newPriceController(c.price); err != nil {
 		return nil, err
 	}
-	def := e.plan("").Limit
+	def := e.PlanOf("").Limit
 	mk := func(limitOf func(string) (Limit, bool)) (*Buckets, error) {
-		return NewBuckets(def, WithLimitOf(limitOf), WithMaxKeys(c.maxTenants), WithIdle(c.idle))
+		return newBuckets(def, withLimitOf(limitOf), withMaxKeys(c.maxTenants), withIdle(c.idle))
 	}
-	if e.buckets, err = mk(e.tenantLimitOf); err != nil {
+	if e.buckets, err = mk(e.tenantLimitOf(false)); err != nil {
 		return nil, err
 	}
-	if e.shadowTenants, err = mk(e.shadowTenantLimitOf); err != nil {
+	if e.shadowTenants, err = mk(e.tenantLimitOf(true)); err != nil {
 		return nil, err
 	}
 	for i := range e.tierCaps {
@@ -288,8 +289,8 @@ func New(opts ...Option) (*Enforcer, error) {
 	return e, nil
 }
 
-// plan returns the plan of tenant t.
-func (e *Enforcer) plan(t string) Plan {
+// PlanOf returns the plan tenant t is on.
+func (e *Enforcer) PlanOf(t string) Plan {
 	if e.cfg.planOf != nil && t != "" {
 		if p, ok := e.cfg.plans[e.cfg.planOf(t)]; ok {
 			return p
@@ -306,22 +307,17 @@ func (e *Enforcer) plan(t string) Plan {
 	return Plan{}
 }
 
-// PlanOf returns the plan tenant t is on.
-func (e *Enforcer) PlanOf(t string) Plan { return e.plan(t) }
-
-func (e *Enforcer) tenantLimitOf(t string) (Limit, bool) {
-	return e.tenantLimit(t, e.pol.Load()), true
-}
-
-// shadowTenantLimitOf is the limit of the shadow mirror of t's bucket:
-// its own, lowered to the shadow tenant cap.
-func (e *Enforcer) shadowTenantLimitOf(t string) (Limit, bool) {
-	pol := e.pol.Load()
-	l := e.tenantLimit(t, pol)
-	if c := shadowCap(pol, t); c > 0 && c < l.RUPerSecond {
-		l.RUPerSecond = c
+// tenantLimitOf returns the limit function of the tenants' buckets
+// (shadow: of their shadow mirror, lowered to the shadow tenant cap).
+func (e *Enforcer) tenantLimitOf(shadow bool) func(string) (Limit, bool) {
+	return func(t string) (Limit, bool) {
+		pol := e.pol.Load()
+		l := tenantLimit(e, t, pol)
+		if c := pol.Eval(t, tenant.TierUnset).Shadow.TenantCap; shadow && c > 0 && c < l.RUPerSecond {
+			l.RUPerSecond = c
+		}
+		return l, true
 	}
-	return l, true
 }
 
 // tierCapOf returns the limit function of the buckets of tier's policy
@@ -350,16 +346,12 @@ func (e *Enforcer) invalidate() {
 	}
 }
 
-func shadowCap(pol *policy.Compiled, t string) float64 {
-	return pol.Eval(t, tenant.TierUnset).Shadow.TenantCap
-}
-
 // tenantLimit is the plan's limit, or the override, lowered to the policy's
 // tenant throttle cap.
-func (e *Enforcer) tenantLimit(t string, pol *policy.Compiled) Limit {
+func tenantLimit(e *Enforcer, t string, pol *policy.Compiled) Limit {
 	l, ok := (*e.overrides.Load())[t]
 	if !ok {
-		l = e.plan(t).Limit
+		l = e.PlanOf(t).Limit
 	}
 	if c := pol.Eval(t, tenant.TierUnset).Applied.TenantCap; c > 0 && c < l.RUPerSecond {
 		l.RUPerSecond = c
@@ -460,9 +452,6 @@ func (e *Enforcer) Price() *PriceController { return e.price }
 
 // Buckets returns the per-tenant RU buckets.
 func (e *Enforcer) Buckets() *Buckets { return e.buckets }
-
-// Model returns the RU cost model.
-func (e *Enforcer) Model() Model { return e.cfg.model }
 
 // Shadowed reports whether stage r runs in shadow mode.
 func (e *Enforcer) Shadowed(r Rule) bool { return r < numRules && e.cfg.shadow[r] }
@@ -653,7 +642,7 @@ func (e *Enforcer) ChargeAt(now time.Time, tags tenant.Tags, ru float64) float64
 }
 
 // CostAt prices work with the cost model and charges it (ChargeAt).
-func (e *Enforcer) CostAt(now time.Time, tags tenant.Tags, op Op, bytes int64, d time.Duration) float64 {
+func (e *Enforcer) CostAt(now time.Time, tags tenant.Tags, op ru.Op, bytes int64, d time.Duration) float64 {
 	return e.ChargeAt(now, tags, e.cfg.model.Cost(op, bytes, d))
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/ru"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -132,7 +133,7 @@ func TestEnforcerConfigErrors(t *testing.T) {
 		"bad weight":  WithPlans(map[string]Plan{"x": {Limit: Limit{1, 1}}}),
 		"T0 default":  WithDefaultTier(tenant.T0),
 		"unset tier":  WithDefaultTier(tenant.TierUnset),
-		"bad model":   WithCostModel(Model{PerMs: -1}),
+		"bad model":   WithCostModel(ru.Model{PerMs: -1}),
 		"bad eval":    WithEvalEvery(0),
 		"bad price":   WithPriceConfig(PriceConfig{Steps: []float64{0.5}}),
 		"bad maxkeys": WithMaxTenants(-1),
@@ -318,7 +319,7 @@ func TestEnforcerConcurrent(t *testing.T) {
 					_ = e.Stats()
 				}
 				if e.AdmitAt(now, tags).Admitted() {
-					e.CostAt(now, tags, OpRead, 1024, time.Millisecond)
+					e.CostAt(now, tags, ru.OpRead, 1024, time.Millisecond)
 				}
 			}
 		}()

@@ -425,7 +425,7 @@ func TestFreshnessRouteBound(t *testing.T) {
 
 func TestQueueOverloadedAt(t *testing.T) {
 	now := time.Unix(0, 0)
-	q, err := NewQueue(1, WithQueueClock(func() time.Time { return now }))
+	q, err := newQueue(1, WithQueueClock(func() time.Time { return now }))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package enforce
+package ru
 
 import (
 	"encoding/csv"
