@@ -56,77 +56,19 @@ func FitModel(samples []Sample, start Model) (Fit, error) {
 		}
 		f.PerOp[s.Op]++
 	}
-	// Columns: one indicator per present op, then KiB, then ms.
-	var cols []int // op index, or NumOps for KiB, NumOps+1 for ms
-	for op := 0; op < NumOps; op++ {
-		if f.PerOp[op] > 0 {
-			cols = append(cols, op)
-			f.Fitted[op] = true
+	d, err := newDesign(samples, f.PerOp)
+	if err != nil {
+		return f, err
+	}
+	for _, c := range d.cols {
+		if c < NumOps {
+			f.Fitted[c] = true
 		}
 	}
-	cols = append(cols, NumOps, NumOps+1)
-	k := len(cols)
-	if f.N < k+1 {
-		return f, fmt.Errorf("%w: %d samples for %d unknowns (need at least %d)", ErrFit, f.N, k, k+1)
-	}
-	row := func(s Sample, x []float64) {
-		for j, c := range cols {
-			switch {
-			case c < NumOps:
-				if int(s.Op) == c {
-					x[j] = 1
-				} else {
-					x[j] = 0
-				}
-			case c == NumOps:
-				x[j] = float64(s.Bytes) / 1024
-			default:
-				x[j] = float64(s.Latency) / float64(time.Millisecond)
-			}
-		}
-	}
-	// Normal equations A = XᵀX, b = Xᵀy, built with scaled columns so that
-	// KiB in the thousands and indicators near 1 stay well conditioned.
-	x := make([]float64, k)
-	scale := make([]float64, k)
-	for _, s := range samples {
-		row(s, x)
-		for j := range x {
-			scale[j] = math.Max(scale[j], math.Abs(x[j]))
-		}
-	}
-	names := func(j int) string {
-		switch c := cols[j]; {
-		case c < NumOps:
-			return "base " + Op(c).String()
-		case c == NumOps:
-			return "per_kib"
-		default:
-			return "per_ms"
-		}
-	}
-	for j := range scale {
-		if scale[j] == 0 {
-			return f, fmt.Errorf("%w: column %s is zero in every sample", ErrFit, names(j))
-		}
-	}
-	a := make([][]float64, k)
-	for i := range a {
-		a[i] = make([]float64, k)
-	}
-	b := make([]float64, k)
-	for _, s := range samples {
-		if math.IsNaN(s.Cost) || math.IsInf(s.Cost, 0) {
-			return f, fmt.Errorf("%w: cost %v", ErrFit, s.Cost)
-		}
-		row(s, x)
-		for i := range x {
-			xi := x[i] / scale[i]
-			b[i] += xi * s.Cost
-			for j := range x {
-				a[i][j] += xi * x[j] / scale[j]
-			}
-		}
+	k := len(d.cols)
+	a, b, err := d.normal(samples)
+	if err != nil {
+		return f, err
 	}
 	inv, err := invert(a)
 	if err != nil {
@@ -137,19 +79,127 @@ func FitModel(samples []Sample, start Model) (Fit, error) {
 		for j := range b {
 			beta[i] += inv[i][j] * b[j]
 		}
-		beta[i] /= scale[i]
+		beta[i] /= d.scale[i]
 	}
-	// Residuals and fit quality.
+	ssRes := f.quality(samples, d, beta)
+	sigma2 := ssRes / float64(f.N-k)
+	for j, c := range d.cols {
+		v := beta[j]
+		f.StdErr[c] = math.Sqrt(math.Max(0, sigma2*inv[j][j])) / d.scale[j]
+		switch {
+		case c < NumOps:
+			f.Model.Base[c] = v
+		case c == NumOps:
+			f.Model.PerKiB = v
+		default:
+			f.Model.PerMs = v
+		}
+	}
+	return f, nil
+}
+
+// design is the regression's columns: one indicator per op present in the
+// samples, then KiB, then ms; and each column's scale (its largest
+// magnitude), so that KiB in the thousands and indicators near 1 stay
+// well conditioned.
+type design struct {
+	cols  []int // op index, or NumOps for KiB, NumOps+1 for ms
+	scale []float64
+	x     []float64 // a row's scratch
+}
+
+func newDesign(samples []Sample, perOp [NumOps]int) (*design, error) {
+	d := &design{}
+	for op := 0; op < NumOps; op++ {
+		if perOp[op] > 0 {
+			d.cols = append(d.cols, op)
+		}
+	}
+	d.cols = append(d.cols, NumOps, NumOps+1)
+	k := len(d.cols)
+	if len(samples) < k+1 {
+		return nil, fmt.Errorf("%w: %d samples for %d unknowns (need at least %d)", ErrFit, len(samples), k, k+1)
+	}
+	d.x, d.scale = make([]float64, k), make([]float64, k)
+	for _, s := range samples {
+		for j, v := range d.row(s) {
+			d.scale[j] = math.Max(d.scale[j], math.Abs(v))
+		}
+	}
+	for j := range d.scale {
+		if d.scale[j] == 0 {
+			return nil, fmt.Errorf("%w: column %s is zero in every sample", ErrFit, d.name(j))
+		}
+	}
+	return d, nil
+}
+
+// row returns sample s's row (in d's scratch, unscaled).
+func (d *design) row(s Sample) []float64 {
+	for j, c := range d.cols {
+		switch {
+		case c < NumOps:
+			d.x[j] = 0
+			if int(s.Op) == c {
+				d.x[j] = 1
+			}
+		case c == NumOps:
+			d.x[j] = float64(s.Bytes) / 1024
+		default:
+			d.x[j] = float64(s.Latency) / float64(time.Millisecond)
+		}
+	}
+	return d.x
+}
+
+func (d *design) name(j int) string {
+	switch c := d.cols[j]; {
+	case c < NumOps:
+		return "base " + Op(c).String()
+	case c == NumOps:
+		return "per_kib"
+	default:
+		return "per_ms"
+	}
+}
+
+// normal returns the normal equations A = XᵀX, b = Xᵀy of the scaled
+// columns.
+func (d *design) normal(samples []Sample) (a [][]float64, b []float64, err error) {
+	k := len(d.cols)
+	a = make([][]float64, k)
+	for i := range a {
+		a[i] = make([]float64, k)
+	}
+	b = make([]float64, k)
+	for _, s := range samples {
+		if math.IsNaN(s.Cost) || math.IsInf(s.Cost, 0) {
+			return nil, nil, fmt.Errorf("%w: cost %v", ErrFit, s.Cost)
+		}
+		x := d.row(s)
+		for i := range x {
+			xi := x[i] / d.scale[i]
+			b[i] += xi * s.Cost
+			for j := range x {
+				a[i][j] += xi * x[j] / d.scale[j]
+			}
+		}
+	}
+	return a, b, nil
+}
+
+// quality sets f's residual figures for coefficients beta and returns the
+// residual sum of squares.
+func (f *Fit) quality(samples []Sample, d *design, beta []float64) float64 {
 	var mean, ssTot, ssRes float64
 	for _, s := range samples {
 		mean += s.Cost
 	}
 	mean /= float64(f.N)
 	for _, s := range samples {
-		row(s, x)
 		var pred float64
-		for j := range x {
-			pred += beta[j] * x[j]
+		for j, v := range d.row(s) {
+			pred += beta[j] * v
 		}
 		r := s.Cost - pred
 		ssRes += r * r
@@ -162,21 +212,7 @@ func FitModel(samples []Sample, start Model) (Fit, error) {
 	} else if ssRes == 0 {
 		f.R2 = 1
 	}
-	sigma2 := ssRes / float64(f.N-k)
-	for j, c := range cols {
-		v := beta[j]
-		se := math.Sqrt(math.Max(0, sigma2*inv[j][j])) / scale[j]
-		f.StdErr[c] = se
-		switch {
-		case c < NumOps:
-			f.Model.Base[c] = v
-		case c == NumOps:
-			f.Model.PerKiB = v
-		default:
-			f.Model.PerMs = v
-		}
-	}
-	return f, nil
+	return ssRes
 }
 
 // invert returns the inverse of the symmetric matrix a by Gauss-Jordan
@@ -242,30 +278,9 @@ func ReadSamples(r io.Reader) ([]Sample, error) {
 	cr.FieldsPerRecord = -1
 	cr.TrimLeadingSpace = true
 	cr.ReuseRecord = true
-	head, err := cr.Read()
+	idx, err := readHeader(cr)
 	if err != nil {
-		if err == io.EOF {
-			return nil, fmt.Errorf("%w: empty input (want a header: op,bytes,latency,cost)", ErrCSV)
-		}
-		return nil, fmt.Errorf("%w: header: %v", ErrCSV, err)
-	}
-	idx := map[string]int{"op": -1, "bytes": -1, "latency": -1, "cost": -1}
-	alias := map[string]string{"op": "op", "bytes": "bytes", "latency": "latency", "latency_ms": "latency",
-		"cost": "cost", "measured_cost": "cost", "ru": "cost"}
-	for i, h := range head {
-		name, ok := alias[strings.ToLower(strings.TrimSpace(h))]
-		if !ok {
-			continue
-		}
-		if idx[name] >= 0 {
-			return nil, fmt.Errorf("%w: header names %s twice", ErrCSV, name)
-		}
-		idx[name] = i
-	}
-	for _, name := range []string{"op", "bytes", "latency", "cost"} {
-		if idx[name] < 0 {
-			return nil, fmt.Errorf("%w: header has no %s column (want op,bytes,latency,cost)", ErrCSV, name)
-		}
+		return nil, err
 	}
 	var out []Sample
 	for {
@@ -280,42 +295,80 @@ func ReadSamples(r io.Reader) ([]Sample, error) {
 		if len(out) >= MaxSamples {
 			return nil, fmt.Errorf("%w: more than %d samples", ErrCSV, MaxSamples)
 		}
-		field := func(name string) (string, error) {
-			i := idx[name]
-			if i >= len(rec) {
-				return "", fmt.Errorf("%w: line %d: missing %s", ErrCSV, line, name)
-			}
-			return strings.TrimSpace(rec[i]), nil
-		}
-		var s Sample
-		v, err := field("op")
+		s, err := parseSample(rec, idx, line)
 		if err != nil {
 			return nil, err
-		}
-		if s.Op, err = ParseOp(v); err != nil {
-			return nil, fmt.Errorf("%w: line %d: unknown op %q", ErrCSV, line, v)
-		}
-		if v, err = field("bytes"); err != nil {
-			return nil, err
-		}
-		if s.Bytes, err = strconv.ParseInt(v, 10, 64); err != nil || s.Bytes < 0 {
-			return nil, fmt.Errorf("%w: line %d: bytes %q (want an integer ≥ 0)", ErrCSV, line, v)
-		}
-		if v, err = field("latency"); err != nil {
-			return nil, err
-		}
-		if s.Latency, err = parseLatency(v); err != nil {
-			return nil, fmt.Errorf("%w: line %d: latency %q (want a duration like 12.5ms or milliseconds ≥ 0)", ErrCSV, line, v)
-		}
-		if v, err = field("cost"); err != nil {
-			return nil, err
-		}
-		if s.Cost, err = strconv.ParseFloat(v, 64); err != nil || math.IsNaN(s.Cost) || math.IsInf(s.Cost, 0) || s.Cost < 0 {
-			return nil, fmt.Errorf("%w: line %d: cost %q (want a finite number ≥ 0)", ErrCSV, line, v)
 		}
 		out = append(out, s)
 	}
 	return out, nil
+}
+
+// The columns of a sample, in the order idx holds them.
+const (
+	colOp = iota
+	colBytes
+	colLatency
+	colCost
+)
+
+var colNames = [...]string{"op", "bytes", "latency", "cost"}
+
+// readHeader returns the index of each column (colOp…colCost) in the
+// records.
+func readHeader(cr *csv.Reader) ([4]int, error) {
+	idx := [4]int{-1, -1, -1, -1}
+	head, err := cr.Read()
+	if err != nil {
+		if err == io.EOF {
+			return idx, fmt.Errorf("%w: empty input (want a header: op,bytes,latency,cost)", ErrCSV)
+		}
+		return idx, fmt.Errorf("%w: header: %v", ErrCSV, err)
+	}
+	alias := map[string]int{"op": colOp, "bytes": colBytes, "latency": colLatency, "latency_ms": colLatency,
+		"cost": colCost, "measured_cost": colCost, "ru": colCost}
+	for i, h := range head {
+		c, ok := alias[strings.ToLower(strings.TrimSpace(h))]
+		if !ok {
+			continue
+		}
+		if idx[c] >= 0 {
+			return idx, fmt.Errorf("%w: header names %s twice", ErrCSV, colNames[c])
+		}
+		idx[c] = i
+	}
+	for c, i := range idx {
+		if i < 0 {
+			return idx, fmt.Errorf("%w: header has no %s column (want op,bytes,latency,cost)", ErrCSV, colNames[c])
+		}
+	}
+	return idx, nil
+}
+
+// parseSample parses record rec, on line, whose columns are at idx.
+func parseSample(rec []string, idx [4]int, line int) (Sample, error) {
+	var v [4]string
+	for c, i := range idx {
+		if i >= len(rec) {
+			return Sample{}, fmt.Errorf("%w: line %d: missing %s", ErrCSV, line, colNames[c])
+		}
+		v[c] = strings.TrimSpace(rec[i])
+	}
+	var s Sample
+	var err error
+	if s.Op, err = ParseOp(v[colOp]); err != nil {
+		return s, fmt.Errorf("%w: line %d: unknown op %q", ErrCSV, line, v[colOp])
+	}
+	if s.Bytes, err = strconv.ParseInt(v[colBytes], 10, 64); err != nil || s.Bytes < 0 {
+		return s, fmt.Errorf("%w: line %d: bytes %q (want an integer ≥ 0)", ErrCSV, line, v[colBytes])
+	}
+	if s.Latency, err = parseLatency(v[colLatency]); err != nil {
+		return s, fmt.Errorf("%w: line %d: latency %q (want a duration like 12.5ms or milliseconds ≥ 0)", ErrCSV, line, v[colLatency])
+	}
+	if s.Cost, err = strconv.ParseFloat(v[colCost], 64); err != nil || math.IsNaN(s.Cost) || math.IsInf(s.Cost, 0) || s.Cost < 0 {
+		return s, fmt.Errorf("%w: line %d: cost %q (want a finite number ≥ 0)", ErrCSV, line, v[colCost])
+	}
+	return s, nil
 }
 
 func parseLatency(v string) (time.Duration, error) {
