@@ -36,18 +36,19 @@ func (b *Budgets) Admit(now time.Time, t *tenant.Tags, cfg *config, query string
 	if len(s.all) == 0 {
 		return tk, nil
 	}
-	if err := b.admitList(&tk, s.general, t, cfg, ns); err != nil {
+	if err := b.admitList(&tk, s.general, t, cfg, now); err != nil {
 		return Ticket{}, err
 	}
 	if t.Tenant != "" && len(s.byTenant) > 0 {
-		if err := b.admitList(&tk, s.byTenant[t.Tenant], t, cfg, ns); err != nil {
+		if err := b.admitList(&tk, s.byTenant[t.Tenant], t, cfg, now); err != nil {
 			return Ticket{}, err
 		}
 	}
 	return tk, nil
 }
 
-func (b *Budgets) admitList(tk *Ticket, list []*budget, t *tenant.Tags, cfg *config, ns int64) error {
+func (b *Budgets) admitList(tk *Ticket, list []*budget, t *tenant.Tags, cfg *config, now time.Time) error {
+	ns := now.UnixNano()
 	for _, bu := range list {
 		if (bu.expires != 0 && ns >= bu.expires) || !matches(bu.alts, t, cfg) {
 			continue
@@ -60,17 +61,17 @@ func (b *Budgets) admitList(tk *Ticket, list []*budget, t *tenant.Tags, cfg *con
 		if bu.each != "" {
 			key = tagValue(bu.each, t, cfg)
 		}
-		if err := b.charge(tk, bu, key, ns); err != nil {
-			b.release(tk, ns)
+		if err := b.charge(tk, bu, key, now, ns); err != nil {
+			b.release(tk, now)
 			return err
 		}
 	}
 	return nil
 }
 
-// charge admits the statement of tk to bu's bucket for key, or returns the
-// refusal.
-func (b *Budgets) charge(tk *Ticket, bu *budget, key string, ns int64) error {
+// charge admits the statement of tk to bu's bucket for key at now (ns in
+// unix nanoseconds), or returns the refusal.
+func (b *Budgets) charge(tk *Ticket, bu *budget, key string, now time.Time, ns int64) error {
 	// The fleet's slot first, outside the lock: it is a round trip.
 	var fk string
 	var fleetHeld, fleetFull bool
@@ -86,7 +87,6 @@ func (b *Budgets) charge(tk *Ticket, bu *budget, key string, ns int64) error {
 		cold = bu.cold
 	}
 	est := st.estimate(k, tk.shape, cold)
-	now := time.Unix(0, ns)
 	var lim Limit
 	var retry float64
 	switch {
@@ -140,14 +140,14 @@ func (b *Budgets) charge(tk *Ticket, bu *budget, key string, ns int64) error {
 }
 
 // release undoes the charges of tk (a later budget refused it).
-func (b *Budgets) release(tk *Ticket, ns int64) {
+func (b *Budgets) release(tk *Ticket, now time.Time) {
 	for i := range int(tk.n) {
 		sl := &tk.slots[i]
 		st := sl.b.st
 		st.mu.Lock()
 		sl.k.inFlight--
 		if sl.b.share > 0 {
-			sl.k.share.ChargeAt(time.Unix(0, ns), sl.b.rate, -sl.est)
+			sl.k.share.ChargeAt(now, sl.b.rate, -sl.est)
 		}
 		st.mu.Unlock()
 		b.fleetRelease(sl.fleet)
