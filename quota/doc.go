@@ -47,7 +47,6 @@
 // verdict expired (the collector unreachable for longer than For), is
 // admitted, and only the process's own per-process plan (its local
 // bucket, defence in depth) applies. An allowance is a token bucket (a
-// gcra.Bucket) that
-// may go into debt: a process that admitted more than its share pays it
-// back before admitting again, across intervals.
+// gcra.Bucket) that may go into debt: a process that admitted more than
+// its share pays it back before admitting again, across intervals.
 package quota
