@@ -62,24 +62,7 @@ func New(opts ...Option) (*Agent, error) {
 		a.cfg.service = a.rec.Source().Service
 	}
 
-	eopts := []enforce.Option{enforce.WithLogger(cfg.logger)}
-	if cfg.plans != nil {
-		eopts = append(eopts, enforce.WithPlans(cfg.plans))
-	}
-	if cfg.planOf != nil {
-		eopts = append(eopts, enforce.WithPlanOf(cfg.planOf))
-	}
-	if cfg.model != nil {
-		eopts = append(eopts, enforce.WithCostModel(*cfg.model))
-	}
-	shadow := cfg.shadow
-	if cfg.shadowAll {
-		shadow = []enforce.Rule{enforce.RuleShed, enforce.RuleQueue, enforce.RuleBucket}
-	}
-	if len(shadow) > 0 {
-		eopts = append(eopts, enforce.WithShadow(shadow...))
-	}
-	if a.enf, err = enforce.New(eopts...); err != nil {
+	if a.enf, err = enforce.New(cfg.enforceOptions()...); err != nil {
 		return nil, fmt.Errorf("agent: enforcer: %w", err)
 	}
 	if cfg.slots > 0 {
@@ -127,6 +110,28 @@ func New(opts ...Option) (*Agent, error) {
 		a.rep.Start()
 	}
 	return a, nil
+}
+
+// enforceOptions returns the enforcer's options the agent's say.
+func (cfg *config) enforceOptions() []enforce.Option {
+	eopts := []enforce.Option{enforce.WithLogger(cfg.logger)}
+	if cfg.plans != nil {
+		eopts = append(eopts, enforce.WithPlans(cfg.plans))
+	}
+	if cfg.planOf != nil {
+		eopts = append(eopts, enforce.WithPlanOf(cfg.planOf))
+	}
+	if cfg.model != nil {
+		eopts = append(eopts, enforce.WithCostModel(*cfg.model))
+	}
+	shadow := cfg.shadow
+	if cfg.shadowAll {
+		shadow = []enforce.Rule{enforce.RuleShed, enforce.RuleQueue, enforce.RuleBucket}
+	}
+	if len(shadow) > 0 {
+		eopts = append(eopts, enforce.WithShadow(shadow...))
+	}
+	return eopts
 }
 
 // ReportsPath is where the collector takes reports.

@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/qtop-dev/qtop/enforce"
+	"github.com/qtop-dev/qtop/ru"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -59,7 +60,7 @@ func serve(h http.Handler, method, path string, hdr ...string) *httptest.Respons
 func TestHandlerRecordsOncePerRequest(t *testing.T) {
 	// No latency term in the model, so that the RU are exact.
 	a := newAgent(t, WithTenant(FromHeader("X-Tenant", "X-Tier")),
-		WithCostModel(enforce.Model{Base: enforce.DefaultModel().Base, PerKiB: 0.125}))
+		WithCostModel(ru.Model{Base: ru.DefaultModel().Base, PerKiB: 0.125}))
 	mux := http.NewServeMux()
 	var seen tenant.Tags
 	mux.HandleFunc("GET /items/{id}", func(w http.ResponseWriter, r *http.Request) {
@@ -94,7 +95,7 @@ func TestHandlerRecordsOncePerRequest(t *testing.T) {
 }
 
 func TestHandlerRefusesAndCounts(t *testing.T) {
-	a := newAgent(t, WithTenant(FromHeader("X-Tenant", "")), WithCostModel(enforce.Model{Base: enforce.DefaultModel().Base}),
+	a := newAgent(t, WithTenant(FromHeader("X-Tenant", "")), WithCostModel(ru.Model{Base: ru.DefaultModel().Base}),
 		WithPlans(map[string]enforce.Plan{enforce.PlanFree: {Limit: enforce.Limit{RUPerSecond: 1, Burst: 1}, Weight: 1}}, nil))
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /w", func(w http.ResponseWriter, r *http.Request) {})

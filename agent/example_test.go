@@ -9,6 +9,7 @@ import (
 
 	"github.com/qtop-dev/qtop/agent"
 	"github.com/qtop-dev/qtop/enforce"
+	"github.com/qtop-dev/qtop/ru"
 )
 
 func Example() {
@@ -19,7 +20,7 @@ func Example() {
 		agent.WithPlans(map[string]enforce.Plan{enforce.PlanFree: {Limit: enforce.Limit{RUPerSecond: 10, Burst: 10}, Weight: 1}}, nil),
 		// Priced by operation only (read 1, write 6), so that the example's
 		// figures do not depend on the machine's speed.
-		agent.WithCostModel(enforce.Model{Base: enforce.DefaultModel().Base}),
+		agent.WithCostModel(ru.Model{Base: ru.DefaultModel().Base}),
 	)
 	if err != nil {
 		fmt.Println(err)

@@ -7,10 +7,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/qtop-dev/qtop/enforce"
 	"github.com/qtop-dev/qtop/fairqueue"
 	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/report"
+	"github.com/qtop-dev/qtop/ru"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -37,8 +37,8 @@ func (a *Agent) Job(ctx context.Context, tags tenant.Tags, fn func(ctx context.C
 	err := fn(q)
 	end := time.Now()
 	dur := end.Sub(start)
-	ru := a.enf.CostAt(end, tags, enforce.OpWrite, 0, dur)
-	a.rec.Record(meter.Record{Time: end, Tags: tags, Kind: report.KindJob, Duration: dur, Err: err != nil, RU: ru})
+	cost := a.enf.CostAt(end, tags, ru.OpWrite, 0, dur)
+	a.rec.Record(meter.Record{Time: end, Tags: tags, Kind: report.KindJob, Duration: dur, Err: err != nil, RU: cost})
 	return err
 }
 

@@ -14,6 +14,7 @@ import (
 	"github.com/qtop-dev/qtop/freshness"
 	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/report"
+	"github.com/qtop-dev/qtop/ru"
 	"github.com/qtop-dev/qtop/sqlcomment"
 )
 
@@ -32,8 +33,8 @@ type config struct {
 	logger           *slog.Logger
 	slots            int
 	interval         time.Duration
-	op               func(*http.Request) enforce.Op
-	model            *enforce.Model
+	op               func(*http.Request) ru.Op
+	model            *ru.Model
 	tp               *sdktrace.TracerProvider
 	baggage          bool
 	maxPoolTenants   int
@@ -97,10 +98,10 @@ func WithInterval(d time.Duration) Option { return func(c *config) { c.interval 
 
 // WithOp sets how a request is priced (default: GET, HEAD and OPTIONS
 // read, DELETE deletes, anything else writes).
-func WithOp(f func(*http.Request) enforce.Op) Option { return func(c *config) { c.op = f } }
+func WithOp(f func(*http.Request) ru.Op) Option { return func(c *config) { c.op = f } }
 
-// WithCostModel sets the RU cost model (default enforce.DefaultModel).
-func WithCostModel(m enforce.Model) Option { return func(c *config) { c.model = &m } }
+// WithCostModel sets the RU cost model (default ru.DefaultModel).
+func WithCostModel(m ru.Model) Option { return func(c *config) { c.model = &m } }
 
 // WithTracerProvider turns tracing on: the middleware starts a server
 // span per request on tp, and the agent registers its span processor on
@@ -156,12 +157,12 @@ func newConfig(opts []Option) (config, error) {
 	return c, nil
 }
 
-func defaultOp(r *http.Request) enforce.Op {
+func defaultOp(r *http.Request) ru.Op {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
-		return enforce.OpRead
+		return ru.OpRead
 	case http.MethodDelete:
-		return enforce.OpDelete
+		return ru.OpDelete
 	}
-	return enforce.OpWrite
+	return ru.OpWrite
 }

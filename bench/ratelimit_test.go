@@ -22,6 +22,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/qtop-dev/qtop/enforce"
+	"github.com/qtop-dev/qtop/gcra"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -85,15 +86,19 @@ func serialParallel(b *testing.B, keys []string, f func(i int, key string)) {
 func BenchmarkRateLimit(b *testing.B) {
 	keys := rlKeyNames()
 	now := time.Now()
+	// The enforcer's own keyed buckets (every plan at 1e9 RU/s).
+	plans := enforce.WithPlans(map[string]enforce.Plan{enforce.PlanFree: {Limit: enforce.Limit{RUPerSecond: 1e9, Burst: 1e9}, Weight: 1}})
 	b.Run("keyed/qtop-Buckets-AllowAt", func(b *testing.B) {
-		k, err := enforce.NewBuckets(enforce.Limit{RUPerSecond: 1e9, Burst: 1e9})
+		e, err := enforce.New(plans)
 		if err != nil {
 			b.Fatal(err)
 		}
+		k := e.Buckets()
 		serialParallel(b, keys, func(_ int, key string) { k.AllowAt(now, key) })
 	})
 	b.Run("keyed/qtop-Buckets-TakeAt", func(b *testing.B) {
-		k, _ := enforce.NewBuckets(enforce.Limit{RUPerSecond: 1e9, Burst: 1e9})
+		e, _ := enforce.New(plans)
+		k := e.Buckets()
 		serialParallel(b, keys, func(_ int, key string) { k.TakeAt(now, key, 1) })
 	})
 	b.Run("keyed/x-time-rate-AllowN-now", func(b *testing.B) {
@@ -113,11 +118,12 @@ func BenchmarkRateLimit(b *testing.B) {
 		ctx := context.Background()
 		serialParallel(b, keys, func(_ int, key string) { _, _, _, _, _ = s.Take(ctx, key) })
 	})
-	b.Run("single/qtop-Bucket-TakeAt", func(b *testing.B) {
-		bk, _ := enforce.NewBucket(enforce.Limit{RUPerSecond: 1e9, Burst: 1e9})
+	b.Run("single/qtop-gcra-Atomic-TakeAt", func(b *testing.B) {
+		var bk gcra.Atomic
+		r, _ := gcra.NewRate(1e9, 1e9)
 		b.ReportAllocs()
 		for b.Loop() {
-			bk.TakeAt(now, 1)
+			bk.TakeAt(now, r, 1)
 		}
 	})
 	b.Run("single/x-time-rate-AllowN-now", func(b *testing.B) {

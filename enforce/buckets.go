@@ -14,9 +14,10 @@ const numShards = 64
 // Buckets is a set of RU token buckets, one per key (usually a tenant),
 // created on first use with the limit a caller-given function resolves
 // (plan, override, policy cap) and evicted once idle, so memory stays
-// bounded by WithMaxKeys. The decision path takes the time as an argument,
+// bounded by withMaxKeys. The decision path takes the time as an argument,
 // does not allocate once the key exists, and scales across cores for
-// distinct keys. Safe for concurrent use. Make one with NewBuckets.
+// distinct keys. Safe for concurrent use. An Enforcer keeps one for its
+// tenants (Enforcer.Buckets).
 type Buckets struct {
 	seed     maphash.Seed
 	shards   [numShards]shard
@@ -33,17 +34,17 @@ type Buckets struct {
 // a shared write; new keys go to a dirty map under the mutex, which
 // replaces the read map once enough lookups have missed it.
 type shard struct {
-	read   atomic.Pointer[map[string]*Bucket]
+	read   atomic.Pointer[map[string]*bucket]
 	mu     sync.Mutex
-	dirty  map[string]*Bucket // nil: read holds every key
+	dirty  map[string]*bucket // nil: read holds every key
 	misses int
 	_      [32]byte // keep shards on separate cache lines
 }
 
-func (s *shard) load(key string) *Bucket { return (*s.read.Load())[key] }
+func (s *shard) load(key string) *bucket { return (*s.read.Load())[key] }
 
 // all returns the map that holds every key; the caller holds s.mu.
-func (s *shard) allLocked() map[string]*Bucket {
+func (s *shard) allLocked() map[string]*bucket {
 	if s.dirty != nil {
 		return s.dirty
 	}
@@ -51,10 +52,10 @@ func (s *shard) allLocked() map[string]*Bucket {
 }
 
 // dirtyLocked makes the dirty map (a copy of read) if there is none.
-func (s *shard) dirtyLocked() map[string]*Bucket {
+func (s *shard) dirtyLocked() map[string]*bucket {
 	if s.dirty == nil {
 		r := *s.read.Load()
-		s.dirty = make(map[string]*Bucket, len(r)+1)
+		s.dirty = make(map[string]*bucket, len(r)+1)
 		for k, v := range r {
 			s.dirty[k] = v
 		}
@@ -88,29 +89,29 @@ type bucketsConfig struct {
 	idle    time.Duration
 }
 
-// BucketsOption configures NewBuckets.
-type BucketsOption func(*bucketsConfig)
+// bucketsOption configures newBuckets.
+type bucketsOption func(*bucketsConfig)
 
-// WithLimitOf sets the function that resolves a key's limit when its
+// withLimitOf sets the function that resolves a key's limit when its
 // bucket is made or after Invalidate. Returning false (or an invalid
 // limit) means the default limit.
-func WithLimitOf(f func(key string) (Limit, bool)) BucketsOption {
+func withLimitOf(f func(key string) (Limit, bool)) bucketsOption {
 	return func(c *bucketsConfig) { c.limitOf = f }
 }
 
-// WithMaxKeys bounds the number of buckets kept (default 100,000). Past it,
+// withMaxKeys bounds the number of buckets kept (default 100,000). Past it,
 // idle full buckets are evicted first, then the fullest one of the shard;
 // that one forgets what it held (at worst a little debt), and a charge
 // racing with the eviction of its bucket is lost.
-func WithMaxKeys(n int) BucketsOption { return func(c *bucketsConfig) { c.maxKeys = n } }
+func withMaxKeys(n int) bucketsOption { return func(c *bucketsConfig) { c.maxKeys = n } }
 
-// WithIdle sets how long a bucket must have been full before a sweep
+// withIdle sets how long a bucket must have been full before a sweep
 // evicts it (default one minute). A full bucket is the same as a new one,
 // so evicting it loses nothing.
-func WithIdle(d time.Duration) BucketsOption { return func(c *bucketsConfig) { c.idle = d } }
+func withIdle(d time.Duration) bucketsOption { return func(c *bucketsConfig) { c.idle = d } }
 
-// NewBuckets returns an empty set of buckets whose default limit is def.
-func NewBuckets(def Limit, opts ...BucketsOption) (*Buckets, error) {
+// newBuckets returns an empty set of buckets whose default limit is def.
+func newBuckets(def Limit, opts ...bucketsOption) (*Buckets, error) {
 	if err := def.Validate(); err != nil {
 		return nil, err
 	}
@@ -127,7 +128,7 @@ func NewBuckets(def Limit, opts ...BucketsOption) (*Buckets, error) {
 	k := &Buckets{seed: maphash.MakeSeed(), def: def, limitOf: c.limitOf, idle: c.idle,
 		perShard: max(1, (c.maxKeys+numShards-1)/numShards)}
 	for i := range k.shards {
-		m := make(map[string]*Bucket)
+		m := make(map[string]*bucket)
 		k.shards[i].read.Store(&m)
 	}
 	return k, nil
@@ -143,8 +144,17 @@ func (k *Buckets) resolve(key string) Limit {
 }
 
 // get returns key's bucket, creating it, and brings its limit up to date.
-func (k *Buckets) get(n int64, key string) *Bucket {
+// The path of a known key with a current limit is kept small enough to
+// inline.
+func (k *Buckets) get(now time.Time, key string) *bucket {
 	s := &k.shards[maphash.String(k.seed, key)%numShards]
+	if b := s.load(key); b != nil && b.p.Load().gen == k.gen.Load() {
+		return b
+	}
+	return k.getSlow(s, now.UnixNano(), key)
+}
+
+func (k *Buckets) getSlow(s *shard, n int64, key string) *bucket {
 	b := s.load(key)
 	gen := k.gen.Load()
 	if b == nil {
@@ -156,7 +166,7 @@ func (k *Buckets) get(n int64, key string) *Bucket {
 	return b
 }
 
-func (k *Buckets) insert(s *shard, n int64, key string, gen uint64) *Bucket {
+func (k *Buckets) insert(s *shard, n int64, key string, gen uint64) *bucket {
 	s.mu.Lock()
 	if b := s.allLocked()[key]; b != nil {
 		s.missLocked()
@@ -176,9 +186,7 @@ func (k *Buckets) insert(s *shard, n int64, key string, gen uint64) *Bucket {
 	if len(s.allLocked()) >= k.perShard {
 		k.evictLocked(s, n)
 	}
-	b := &Bucket{}
-	b.p.Store(newParams(l, gen))
-	b.tat.Store(math.MinInt64 / 2)
+	b := newBucket(newParams(l, gen))
 	s.dirtyLocked()[key] = b
 	s.missLocked()
 	return b
@@ -193,7 +201,7 @@ func (k *Buckets) evictLocked(s *shard, n int64) {
 	)
 	m := s.dirtyLocked()
 	for key, b := range m {
-		t := b.tat.Load()
+		t := b.g.FullAt().UnixNano()
 		if t+int64(k.idle) <= n {
 			delete(m, key)
 			freed++
@@ -211,46 +219,43 @@ func (k *Buckets) evictLocked(s *shard, n int64) {
 	k.evicted.Add(uint64(freed))
 }
 
-// AllowAt reports whether key may start work at now (its bucket holds
-// more than zero tokens) and, when not, how long until it may.
+// AllowAt reports whether key may start work at now (its bucket is out
+// of debt) and, when not, how long until it may.
 func (k *Buckets) AllowAt(now time.Time, key string) (ok bool, wait time.Duration) {
-	n := now.UnixNano()
-	b := k.get(n, key)
-	p := b.p.Load()
-	tat := b.tat.Load()
-	if tat-n < p.burstNs {
+	b := k.get(now, key)
+	r := &b.p.Load().rate
+	if b.g.AllowAt(now, *r, 0) {
 		return true, 0
 	}
-	return false, retryAfter(p, tat, n)
+	return false, b.g.WaitAt(now, *r, 0)
 }
 
-// ChargeAt charges key ru tokens at now, into debt if needed.
+// ChargeAt charges key ru tokens at now, into debt if needed. A cost that
+// is not a number > 0 is ignored.
 func (k *Buckets) ChargeAt(now time.Time, key string, ru float64) {
 	if !(ru > 0) {
 		return
 	}
-	n := now.UnixNano()
-	b := k.get(n, key)
-	b.charge(n, ru*b.p.Load().nsPerRU)
+	b := k.get(now, key)
+	b.g.ChargeAt(now, b.p.Load().rate, ru)
 }
 
-// TakeAt admits work of known cost ru for key: when its bucket holds more
-// than zero tokens it is charged and TakeAt returns true; otherwise it
-// returns false and how long until the bucket is back above zero.
+// TakeAt admits work of known cost ru for key: when its bucket is out of
+// debt it is charged and TakeAt returns true; otherwise it returns false
+// and how long until the bucket is out of debt.
 func (k *Buckets) TakeAt(now time.Time, key string, ru float64) (bool, time.Duration) {
-	n := now.UnixNano()
-	b := k.get(n, key)
-	if b.TakeAt(now, ru) {
+	b := k.get(now, key)
+	r := &b.p.Load().rate
+	if b.g.TakeAt(now, *r, ru) {
 		return true, 0
 	}
-	return false, retryAfter(b.p.Load(), b.tat.Load(), n)
+	return false, b.g.WaitAt(now, *r, 0)
 }
 
 // TokensAt returns key's tokens at now (negative: debt).
 func (k *Buckets) TokensAt(now time.Time, key string) float64 {
-	n := now.UnixNano()
-	b := k.get(n, key)
-	return tokens(b.p.Load(), b.tat.Load(), n)
+	b := k.get(now, key)
+	return b.g.TokensAt(now, b.p.Load().rate)
 }
 
 // LimitOf returns the limit key's bucket currently uses (resolving it
@@ -282,9 +287,9 @@ func (k *Buckets) SweepAt(now time.Time) int {
 	for i := range k.shards {
 		s := &k.shards[i]
 		s.mu.Lock()
-		var m map[string]*Bucket
+		var m map[string]*bucket
 		for key, b := range s.allLocked() {
-			if b.tat.Load()+int64(k.idle) <= n {
+			if b.g.FullAt().UnixNano()+int64(k.idle) <= n {
 				if m == nil {
 					m = s.dirtyLocked()
 				}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/qtop-dev/qtop/tenant"
@@ -50,11 +51,16 @@ type manualClock struct{ n atomic.Int64 }
 func (m *manualClock) now() time.Time          { return at(time.Duration(m.n.Load())) }
 func (m *manualClock) advance(d time.Duration) { m.n.Add(int64(d)) }
 
-func TestQueueT0NeverDropped(t *testing.T) {
+// The queue tests run in a synctest bubble: a waiter is queued once
+// synctest.Wait returns, and the wait limit's timer runs on fake time.
+
+func TestQueueT0NeverDropped(t *testing.T) { synctest.Test(t, testQueueT0NeverDropped) }
+
+func testQueueT0NeverDropped(t *testing.T) {
 	clk := &manualClock{}
 	var drops [tenant.NumTiers]atomic.Int64
-	q, err := NewQueue(1, WithQueueClock(clk.now), WithCoDel(5*time.Millisecond, 100*time.Millisecond),
-		WithDropHook(func(tier tenant.Tier, shadow bool) { drops[tier.Index()].Add(1) }))
+	q, err := newQueue(1, WithQueueClock(clk.now), WithCoDel(5*time.Millisecond, 100*time.Millisecond),
+		withDropHook(func(tier tenant.Tier, shadow bool) { drops[tier.Index()].Add(1) }))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,11 +83,9 @@ func TestQueueT0NeverDropped(t *testing.T) {
 			r, err := q.Acquire(ctx, tier)
 			out <- res{tier, r, err}
 		}()
-		for deadline := time.Now().Add(5 * time.Second); q.Waiting() == 0 || !waitingHas(q, tier); {
-			if time.Now().After(deadline) {
-				t.Fatal("waiter never queued")
-			}
-			time.Sleep(time.Millisecond)
+		synctest.Wait()
+		if !waitingHas(q, tier) {
+			t.Fatal("waiter not queued")
 		}
 	}
 	start(tenant.T0)
@@ -114,9 +118,13 @@ func waitingHas(q *Queue, tier tenant.Tier) bool {
 }
 
 func TestQueueCoDelDropsLowTiersKeepsT0(t *testing.T) {
+	synctest.Test(t, testQueueCoDelDropsLowTiersKeepsT0)
+}
+
+func testQueueCoDelDropsLowTiersKeepsT0(t *testing.T) {
 	clk := &manualClock{}
 	var dropped atomic.Int64
-	q, _ := NewQueue(1, WithQueueClock(clk.now), WithDropHook(func(tenant.Tier, bool) { dropped.Add(1) }))
+	q, _ := newQueue(1, WithQueueClock(clk.now), withDropHook(func(tenant.Tier, bool) { dropped.Add(1) }))
 	// Hold the slot; queue T3 waiters under T0 ones, with contexts long
 	// enough that only CoDel or the wait limit can fail them.
 	hold, _ := q.Acquire(context.Background(), tenant.T1)
@@ -143,11 +151,9 @@ func TestQueueCoDelDropsLowTiersKeepsT0(t *testing.T) {
 			}()
 		}
 	}
-	for deadline := time.Now().Add(5 * time.Second); q.Waiting() < 8 && t3err.Load() == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("waiters never queued")
-		}
-		time.Sleep(time.Millisecond)
+	synctest.Wait()
+	if n := q.Waiting(); n != 8 || t3err.Load() != 0 {
+		t.Fatalf("%d waiting, %d failed before the slot was freed; want 8 and 0", n, t3err.Load())
 	}
 	clk.advance(time.Second)
 	hold()
@@ -155,8 +161,9 @@ func TestQueueCoDelDropsLowTiersKeepsT0(t *testing.T) {
 	if t0ok.Load() != 4 {
 		t.Errorf("T0 served %d of 4", t0ok.Load())
 	}
-	if t3err.Load() == 0 {
-		t.Error("no T3 waiter failed early under a standing queue")
+	// On fake time the outcome is exact: CoDel drops one T3 waiter.
+	if t3err.Load() != 1 {
+		t.Errorf("%d T3 waiters failed early under a standing queue, want 1", t3err.Load())
 	}
 	if dropped.Load() != t3err.Load() {
 		t.Errorf("drop hook %d, errors %d", dropped.Load(), t3err.Load())
@@ -164,7 +171,7 @@ func TestQueueCoDelDropsLowTiersKeepsT0(t *testing.T) {
 }
 
 func TestQueueWaitLimitAndContext(t *testing.T) {
-	q, _ := NewQueue(1, WithCoDel(time.Millisecond, 2*time.Millisecond))
+	q, _ := newQueue(1, WithCoDel(time.Millisecond, 2*time.Millisecond))
 	hold, _ := q.Acquire(context.Background(), tenant.T2)
 	defer hold()
 	if _, err := q.Acquire(context.Background(), tenant.T2); !errors.Is(err, ErrQueueDelay) {
@@ -180,12 +187,14 @@ func TestQueueWaitLimitAndContext(t *testing.T) {
 	}
 }
 
-func TestQueueShadow(t *testing.T) {
+func TestQueueShadow(t *testing.T) { synctest.Test(t, testQueueShadow) }
+
+func testQueueShadow(t *testing.T) {
 	clk := &manualClock{}
 	var shadowDrops atomic.Int64
-	q, _ := NewQueue(1, WithQueueClock(clk.now), WithQueueShadow(true),
+	q, _ := newQueue(1, WithQueueClock(clk.now), withQueueShadow(true),
 		WithCoDel(time.Millisecond, 2*time.Millisecond),
-		WithDropHook(func(_ tenant.Tier, shadow bool) {
+		withDropHook(func(_ tenant.Tier, shadow bool) {
 			if shadow {
 				shadowDrops.Add(1)
 			}
@@ -202,8 +211,9 @@ func TestQueueShadow(t *testing.T) {
 			done <- err
 		}()
 	}
-	for q.Waiting() < 3 {
-		time.Sleep(time.Millisecond)
+	synctest.Wait()
+	if n := q.Waiting(); n != 3 {
+		t.Fatalf("%d waiting, want 3", n)
 	}
 	clk.advance(50 * time.Millisecond)
 	hold()
@@ -212,22 +222,22 @@ func TestQueueShadow(t *testing.T) {
 			t.Errorf("shadow queue failed work: %v", err)
 		}
 	}
-	if shadowDrops.Load() == 0 {
-		t.Error("no shadow drop counted")
+	if shadowDrops.Load() != 1 {
+		t.Errorf("%d shadow drops counted, want 1", shadowDrops.Load())
 	}
 }
 
 func TestQueueConfigErrors(t *testing.T) {
-	if _, err := NewQueue(0); !errors.Is(err, ErrConfig) {
+	if _, err := newQueue(0); !errors.Is(err, ErrConfig) {
 		t.Error(err)
 	}
-	if _, err := NewQueue(1, WithCoDel(time.Second, time.Millisecond)); !errors.Is(err, ErrConfig) {
+	if _, err := newQueue(1, WithCoDel(time.Second, time.Millisecond)); !errors.Is(err, ErrConfig) {
 		t.Error(err)
 	}
 }
 
 func TestQueueConcurrent(t *testing.T) {
-	q, _ := NewQueue(3, WithCoDel(time.Millisecond, 5*time.Millisecond))
+	q, _ := newQueue(3, WithCoDel(time.Millisecond, 5*time.Millisecond))
 	var wg sync.WaitGroup
 	var inside, maxInside atomic.Int64
 	for g := 0; g < 16; g++ {

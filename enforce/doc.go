@@ -5,24 +5,18 @@
 //
 // # Request units
 //
-// A request unit prices work by what it really costs the backend:
-//
-//	RU = base(op) + KiB × perKiB + ms × perMs
-//
-// [DefaultModel] starts at read 1, write 6, delete 6, scan 2, 1 RU per
-// 8 KiB and 1 RU per 10 ms; [FitModel] (and the rucalib command) fits the
-// coefficients of a deployment by least squares from a load test, and
-// `rucalib pgload` runs such a load test against PostgreSQL; what it found
-// on the test machines (a write there costing about three reads, where
-// the defaults say six) is in bench/README.md, and is why deployments
-// calibrate.
+// A request unit prices work by what it really costs the backend (package
+// [ru]: RU = base(op) + KiB × perKiB + ms × perMs, calibrated per
+// deployment with the rucalib command); the enforcer charges each
+// tenant's bucket with the cost of the work it did ([WithCostModel]).
 //
 // # Buckets
 //
-// [Buckets] keeps one [Bucket] per tenant, refilled continuously and
-// charged after the work with its real cost. A bucket may go into debt,
-// so a tenant that just ran a 100,000-row scan waits until refill brings
-// it back above zero: overage is remembered, and Retry-After says when.
+// [Buckets] keeps one RU token bucket per tenant (a [gcra.Atomic]),
+// refilled continuously and charged after the work with its real cost. A
+// bucket may go into debt, so a tenant that just ran a 100,000-row scan
+// waits until refill brings it out of debt: overage is remembered, and
+// Retry-After says when.
 // Limits come from the tenant's [Plan] (free, pro, enterprise), an
 // override, or the collector's policy; idle buckets are evicted, since a
 // full bucket is the same as a new one. Every method takes the time as

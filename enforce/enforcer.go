@@ -11,6 +11,7 @@ import (
 
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/quota"
+	"github.com/qtop-dev/qtop/ru"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -120,7 +121,7 @@ func (d Decision) Err() error {
 type config struct {
 	plans      map[string]Plan
 	planOf     func(tenant string) string
-	model      Model
+	model      ru.Model
 	signal     Signal
 	price      PriceConfig
 	defTier    tenant.Tier
@@ -144,7 +145,7 @@ func WithPlans(p map[string]Plan) Option { return func(c *config) { c.plans = p 
 func WithPlanOf(f func(tenant string) string) Option { return func(c *config) { c.planOf = f } }
 
 // WithCostModel sets the RU cost model (default DefaultModel).
-func WithCostModel(m Model) Option { return func(c *config) { c.model = m } }
+func WithCostModel(m ru.Model) Option { return func(c *config) { c.model = m } }
 
 // WithSignal sets the latency-ratio signal that drives tier prices; the
 // middleware feeds it every request's latency. Without one, prices stay
@@ -219,7 +220,7 @@ type Enforcer struct {
 	shadowTierCaps [tenant.NumTiers]*Buckets
 	price          *PriceController
 	nextEval       atomic.Int64
-	pol            atomic.Pointer[compiled]
+	pol            atomic.Pointer[policy.Compiled]
 	polMu          sync.Mutex
 	overrides      atomic.Pointer[map[string]Limit]
 	ovMu           sync.Mutex
@@ -231,7 +232,7 @@ type Enforcer struct {
 
 // New returns an Enforcer.
 func New(opts ...Option) (*Enforcer, error) {
-	c := config{plans: DefaultPlans(), model: DefaultModel(), defTier: tenant.T2,
+	c := config{plans: DefaultPlans(), model: ru.DefaultModel(), defTier: tenant.T2,
 		maxTenants: 100_000, idle: time.Minute, evalEvery: 250 * time.Millisecond}
 	for _, o := range opts {
 		o(&c)
@@ -248,7 +249,7 @@ func New(opts ...Option) (*Enforcer, error) {
 		}
 	}
 	if err := c.model.Validate(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if !c.defTier.Valid() || c.defTier == tenant.T0 {
 		return nil, fmt.Errorf("%w: default tier %v (want T1, T2 or T3)", ErrConfig, c.defTier)
@@ -261,17 +262,17 @@ func New(opts ...Option) (*Enforcer, error) {
 	}
 	e := &Enforcer{cfg: c}
 	var err error
-	if e.price, err = NewPriceController(c.price); err != nil {
+	if e.price, err = newPriceController(c.price); err != nil {
 		return nil, err
 	}
-	def := e.plan("").Limit
+	def := e.PlanOf("").Limit
 	mk := func(limitOf func(string) (Limit, bool)) (*Buckets, error) {
-		return NewBuckets(def, WithLimitOf(limitOf), WithMaxKeys(c.maxTenants), WithIdle(c.idle))
+		return newBuckets(def, withLimitOf(limitOf), withMaxKeys(c.maxTenants), withIdle(c.idle))
 	}
-	if e.buckets, err = mk(e.tenantLimitOf); err != nil {
+	if e.buckets, err = mk(e.tenantLimitOf(false)); err != nil {
 		return nil, err
 	}
-	if e.shadowTenants, err = mk(e.shadowTenantLimitOf); err != nil {
+	if e.shadowTenants, err = mk(e.tenantLimitOf(true)); err != nil {
 		return nil, err
 	}
 	for i := range e.tierCaps {
@@ -288,8 +289,8 @@ func New(opts ...Option) (*Enforcer, error) {
 	return e, nil
 }
 
-// plan returns the plan of tenant t.
-func (e *Enforcer) plan(t string) Plan {
+// PlanOf returns the plan tenant t is on.
+func (e *Enforcer) PlanOf(t string) Plan {
 	if e.cfg.planOf != nil && t != "" {
 		if p, ok := e.cfg.plans[e.cfg.planOf(t)]; ok {
 			return p
@@ -306,32 +307,27 @@ func (e *Enforcer) plan(t string) Plan {
 	return Plan{}
 }
 
-// PlanOf returns the plan tenant t is on.
-func (e *Enforcer) PlanOf(t string) Plan { return e.plan(t) }
-
-func (e *Enforcer) tenantLimitOf(t string) (Limit, bool) {
-	return e.tenantLimit(t, e.pol.Load()), true
-}
-
-// shadowTenantLimitOf is the limit of the shadow mirror of t's bucket:
-// its own, lowered to the shadow tenant cap.
-func (e *Enforcer) shadowTenantLimitOf(t string) (Limit, bool) {
-	pol := e.pol.Load()
-	l := e.tenantLimit(t, pol)
-	if c := shadowCap(pol, t); c > 0 && c < l.RUPerSecond {
-		l.RUPerSecond = c
+// tenantLimitOf returns the limit function of the tenants' buckets
+// (shadow: of their shadow mirror, lowered to the shadow tenant cap).
+func (e *Enforcer) tenantLimitOf(shadow bool) func(string) (Limit, bool) {
+	return func(t string) (Limit, bool) {
+		pol := e.pol.Load()
+		l := tenantLimit(e, t, pol)
+		if c := pol.Eval(t, tenant.TierUnset).Shadow.TenantCap; shadow && c > 0 && c < l.RUPerSecond {
+			l.RUPerSecond = c
+		}
+		return l, true
 	}
-	return l, true
 }
 
 // tierCapOf returns the limit function of the buckets of tier's policy
 // caps (shadow: of its shadow caps).
 func (e *Enforcer) tierCapOf(tier tenant.Tier, shadow bool) func(string) (Limit, bool) {
 	return func(t string) (Limit, bool) {
-		eff := e.pol.Load().effect(t, tier)
-		c := eff.tierCap
+		eff := e.pol.Load().Eval(t, tier)
+		c := eff.Applied.TierCap
 		if shadow {
-			c = eff.shadowTierCap
+			c = eff.Shadow.TierCap
 		}
 		if c > 0 {
 			return Limit{RUPerSecond: c, Burst: c}, true
@@ -350,18 +346,14 @@ func (e *Enforcer) invalidate() {
 	}
 }
 
-func shadowCap(pol *compiled, t string) float64 {
-	return pol.effect(t, tenant.TierUnset).shadowTenantCap
-}
-
 // tenantLimit is the plan's limit, or the override, lowered to the policy's
 // tenant throttle cap.
-func (e *Enforcer) tenantLimit(t string, pol *compiled) Limit {
+func tenantLimit(e *Enforcer, t string, pol *policy.Compiled) Limit {
 	l, ok := (*e.overrides.Load())[t]
 	if !ok {
-		l = e.plan(t).Limit
+		l = e.PlanOf(t).Limit
 	}
-	if c := pol.tenantCap(t); c > 0 && c < l.RUPerSecond {
+	if c := pol.Eval(t, tenant.TierUnset).Applied.TenantCap; c > 0 && c < l.RUPerSecond {
 		l.RUPerSecond = c
 		l.Burst = min(l.Burst, c)
 	}
@@ -420,12 +412,12 @@ func (e *Enforcer) ApplyPolicy(p policy.Policy) { e.ApplyPolicyAt(time.Now(), p)
 func (e *Enforcer) ApplyPolicyAt(now time.Time, p policy.Policy) {
 	e.polMu.Lock()
 	defer e.polMu.Unlock()
-	if cur := e.pol.Load(); cur != nil && cur.version == p.Version && p.Version != 0 {
+	if cur := e.pol.Load(); cur != nil && cur.Policy().Version == p.Version && p.Version != 0 {
 		return
 	}
-	c := compile(p, now)
-	if c.invalid > 0 {
-		e.cfg.logger.Warn("enforce: policy rules skipped as invalid", "version", p.Version, "invalid", c.invalid)
+	c := policy.Compile(p, now)
+	if c.Invalid() > 0 {
+		e.cfg.logger.Warn("enforce: policy rules skipped as invalid", "version", p.Version, "invalid", c.Invalid())
 	}
 	e.pol.Store(c)
 	e.invalidate()
@@ -434,21 +426,21 @@ func (e *Enforcer) ApplyPolicyAt(now time.Time, p policy.Policy) {
 // Policy returns the policy last applied.
 func (e *Enforcer) Policy() policy.Policy {
 	if c := e.pol.Load(); c != nil {
-		return c.src
+		return c.Policy()
 	}
 	return policy.Policy{}
 }
 
 // refreshAt recompiles the policy when one of its rules has expired.
-func (e *Enforcer) refreshAt(n int64, now time.Time) *compiled {
+func (e *Enforcer) refreshAt(n int64, now time.Time) *policy.Compiled {
 	c := e.pol.Load()
-	if c == nil || n < c.nextExpiry {
+	if c == nil || n < c.NextExpiry() {
 		return c
 	}
 	e.polMu.Lock()
 	defer e.polMu.Unlock()
-	if c = e.pol.Load(); n >= c.nextExpiry {
-		c = compile(c.src, now)
+	if c = e.pol.Load(); n >= c.NextExpiry() {
+		c = policy.Compile(c.Policy(), now)
 		e.pol.Store(c)
 		e.invalidate()
 	}
@@ -460,9 +452,6 @@ func (e *Enforcer) Price() *PriceController { return e.price }
 
 // Buckets returns the per-tenant RU buckets.
 func (e *Enforcer) Buckets() *Buckets { return e.buckets }
-
-// Model returns the RU cost model.
-func (e *Enforcer) Model() Model { return e.cfg.model }
 
 // Shadowed reports whether stage r runs in shadow mode.
 func (e *Enforcer) Shadowed(r Rule) bool { return r < numRules && e.cfg.shadow[r] }
@@ -535,10 +524,10 @@ func (e *Enforcer) AllowAt(now time.Time, tags tenant.Tags) Decision {
 	c := &e.tiers[stripe(tags.Tenant)][tier.Index()]
 	d := Decision{Tier: tier}
 	ok, wait := true, time.Duration(0)
-	if pol == nil || pol.rules == 0 {
+	if pol == nil || pol.Rules() == 0 {
 		ok, wait = e.buckets.AllowAt(now, tags.Tenant)
 	} else {
-		eff := pol.effect(tags.Tenant, tier)
+		eff := pol.Eval(tags.Tenant, tier)
 		ok, wait = e.allowPolicy(now, tags.Tenant, tier, eff, false)
 		if sok, _ := e.allowPolicy(now, tags.Tenant, tier, eff, true); !sok && ok {
 			c.shadowThrottled.Add(1)
@@ -566,14 +555,14 @@ func (e *Enforcer) AllowAt(now time.Time, tags tenant.Tags) Decision {
 
 // allowPolicy decides with the policy's caps: applied ones, or (shadow)
 // what the shadow rules would decide.
-func (e *Enforcer) allowPolicy(now time.Time, t string, tier tenant.Tier, eff effect, shadow bool) (bool, time.Duration) {
-	tenantCap, tierCap, zero := eff.tenantCap, eff.tierCap, eff.zeroUntil
+func (e *Enforcer) allowPolicy(now time.Time, t string, tier tenant.Tier, eff policy.Eval, shadow bool) (bool, time.Duration) {
+	tenantCap, tierCap, zero := eff.Applied.TenantCap, eff.Applied.TierCap, eff.Applied.ZeroUntil
 	own, caps := e.buckets, e.tierCaps[tier.Index()]
 	if shadow {
 		// The shadow bucket mirrors the tenant's, charged at the shadow
 		// price and capped by the shadow caps.
-		tenantCap, tierCap, zero = eff.shadowTenantCap, eff.shadowTierCap, eff.shadowZeroUntil
-		if tenantCap < 0 && tierCap < 0 && eff.shadowMult == 1 {
+		tenantCap, tierCap, zero = eff.Shadow.TenantCap, eff.Shadow.TierCap, eff.Shadow.ZeroUntil
+		if tenantCap < 0 && tierCap < 0 && eff.Shadow.Multiplier == 1 {
 			return true, 0
 		}
 		own, caps = e.shadowTenants, e.shadowTierCaps[tier.Index()]
@@ -606,7 +595,7 @@ func (e *Enforcer) Multiplier(now time.Time, tags tenant.Tags) float64 {
 	return e.multiplier(e.tierOf(tags.Tier), tags.Tenant, e.refreshAt(now.UnixNano(), now))
 }
 
-func (e *Enforcer) multiplier(tier tenant.Tier, t string, pol *compiled) float64 {
+func (e *Enforcer) multiplier(tier tenant.Tier, t string, pol *policy.Compiled) float64 {
 	m := 1.0
 	if !e.cfg.shadow[RuleShed] {
 		m = e.price.Multiplier(tier)
@@ -614,8 +603,8 @@ func (e *Enforcer) multiplier(tier tenant.Tier, t string, pol *compiled) float64
 			m = e.price.cfg.Steps[len(e.price.cfg.Steps)-1]
 		}
 	}
-	if pol != nil && pol.rules > 0 {
-		m *= pol.effect(t, tier).mult
+	if pol != nil && pol.Rules() > 0 {
+		m *= pol.Eval(t, tier).Applied.Multiplier
 	}
 	return m
 }
@@ -631,17 +620,17 @@ func (e *Enforcer) ChargeAt(now time.Time, tags tenant.Tags, ru float64) float64
 	pol := e.refreshAt(now.UnixNano(), now)
 	charged := ru * e.multiplier(tier, tags.Tenant, pol)
 	e.buckets.ChargeAt(now, tags.Tenant, charged)
-	if pol != nil && pol.rules > 0 {
-		eff := pol.effect(tags.Tenant, tier)
+	if pol != nil && pol.Rules() > 0 {
+		eff := pol.Eval(tags.Tenant, tier)
 		i := tier.Index()
-		if eff.tierCap > 0 {
+		if eff.Applied.TierCap > 0 {
 			e.tierCaps[i].ChargeAt(now, tags.Tenant, charged)
 		}
-		sm := charged * eff.shadowMult
-		if eff.shadowTenantCap > 0 || eff.shadowMult != 1 {
+		sm := charged * eff.Shadow.Multiplier
+		if eff.Shadow.TenantCap > 0 || eff.Shadow.Multiplier != 1 {
 			e.shadowTenants.ChargeAt(now, tags.Tenant, sm)
 		}
-		if eff.shadowTierCap > 0 {
+		if eff.Shadow.TierCap > 0 {
 			e.shadowTierCaps[i].ChargeAt(now, tags.Tenant, sm)
 		}
 	}
@@ -653,7 +642,7 @@ func (e *Enforcer) ChargeAt(now time.Time, tags tenant.Tags, ru float64) float64
 }
 
 // CostAt prices work with the cost model and charges it (ChargeAt).
-func (e *Enforcer) CostAt(now time.Time, tags tenant.Tags, op Op, bytes int64, d time.Duration) float64 {
+func (e *Enforcer) CostAt(now time.Time, tags tenant.Tags, op ru.Op, bytes int64, d time.Duration) float64 {
 	return e.ChargeAt(now, tags, e.cfg.model.Cost(op, bytes, d))
 }
 
@@ -721,7 +710,7 @@ func (e *Enforcer) Stats() Stats {
 	}
 	s.Level = e.price.Level()
 	if c := e.pol.Load(); c != nil {
-		s.PolicyVersion = c.version
+		s.PolicyVersion = c.Policy().Version
 	}
 	s.Evicted = e.buckets.Evicted() + e.shadowTenants.Evicted()
 	for i := range e.tierCaps {

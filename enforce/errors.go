@@ -18,11 +18,6 @@ var (
 	ErrClosed = errors.New("enforce: closed")
 	// ErrConfig reports an invalid option or argument.
 	ErrConfig = errors.New("enforce: invalid configuration")
-	// ErrCSV reports a malformed calibration CSV.
-	ErrCSV = errors.New("enforce: malformed calibration data")
-	// ErrFit means calibration data cannot determine the coefficients
-	// (too few rows, or a column without variation).
-	ErrFit = errors.New("enforce: calibration data cannot be fitted")
 	// ErrNoTenant is returned when a request carries no tenant.
 	ErrNoTenant = errors.New("enforce: request has no tenant")
 )

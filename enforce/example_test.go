@@ -6,6 +6,7 @@ import (
 
 	"github.com/qtop-dev/qtop/enforce"
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/ru"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -26,7 +27,7 @@ func Example() {
 	// A scan of 4 MiB that ran 2 s costs 2 + 512 + 200 RU, charged after
 	// the work: acme's bucket goes 514 RU into debt.
 	fmt.Println(e.AdmitAt(now, acme).Admitted())
-	fmt.Printf("%.0f RU\n", e.CostAt(now, acme, enforce.OpScan, 4<<20, 2*time.Second))
+	fmt.Printf("%.0f RU\n", e.CostAt(now, acme, ru.OpScan, 4<<20, 2*time.Second))
 	d := e.AdmitAt(now.Add(time.Second), acme)
 	fmt.Println(d.Admitted(), d.RetryAfter.Round(time.Millisecond))
 
@@ -35,7 +36,7 @@ func Example() {
 		ID: "p1", Tier: tenant.T2, Action: policy.Price, Multiplier: 3,
 		Expires: now.Add(time.Hour), Reason: "noisy T2 batch",
 	}}})
-	fmt.Printf("%.0f RU\n", e.CostAt(now.Add(10*time.Second), acme, enforce.OpRead, 0, 0))
+	fmt.Printf("%.0f RU\n", e.CostAt(now.Add(10*time.Second), acme, ru.OpRead, 0, 0))
 	fmt.Println(e.Stats().Tiers[2].Admitted, e.Stats().Tiers[2].Throttled)
 	// Output:
 	// true

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/qtop-dev/qtop/ru"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -26,7 +27,7 @@ type Middleware struct {
 	queue   *Queue
 	metrics *Metrics
 	tags    func(*http.Request) (tenant.Tags, error)
-	op      func(*http.Request) Op
+	op      func(*http.Request) ru.Op
 	now     func() time.Time
 }
 
@@ -34,7 +35,7 @@ type middlewareConfig struct {
 	queue   *Queue
 	metrics *Metrics
 	tags    func(*http.Request) (tenant.Tags, error)
-	op      func(*http.Request) Op
+	op      func(*http.Request) ru.Op
 	now     func() time.Time
 }
 
@@ -75,7 +76,7 @@ func WithMetrics(m *Metrics) MiddlewareOption { return func(c *middlewareConfig)
 
 // WithOpFunc sets how a request's op is found (default: GET, HEAD and
 // OPTIONS read, DELETE deletes, anything else writes).
-func WithOpFunc(f func(*http.Request) Op) MiddlewareOption {
+func WithOpFunc(f func(*http.Request) ru.Op) MiddlewareOption {
 	return func(c *middlewareConfig) { c.op = f }
 }
 
@@ -102,21 +103,21 @@ func NewMiddleware(e *Enforcer, opts ...MiddlewareOption) (*Middleware, error) {
 	return &Middleware{e: e, queue: c.queue, metrics: c.metrics, tags: c.tags, op: c.op, now: c.now}, nil
 }
 
-func defaultOp(r *http.Request) Op {
+func defaultOp(r *http.Request) ru.Op {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
-		return OpRead
+		return ru.OpRead
 	case http.MethodDelete:
-		return OpDelete
+		return ru.OpDelete
 	}
-	return OpWrite
+	return ru.OpWrite
 }
 
 // NewQueue returns a CoDel queue whose drops count in e's stats and that
 // follows e's shadow mode for RuleQueue.
 func (e *Enforcer) NewQueue(slots int, opts ...QueueOption) (*Queue, error) {
-	opts = append(opts, WithQueueShadow(e.cfg.shadow[RuleQueue]), WithDropHook(e.countDrop))
-	return NewQueue(slots, opts...)
+	opts = append(opts, withQueueShadow(e.cfg.shadow[RuleQueue]), withDropHook(e.countDrop))
+	return newQueue(slots, opts...)
 }
 
 // Wrap returns next behind the chain.

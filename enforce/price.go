@@ -89,8 +89,8 @@ type PriceController struct {
 	lvl   atomic.Int64
 }
 
-// NewPriceController returns a controller at rest (every multiplier 1).
-func NewPriceController(cfg PriceConfig) (*PriceController, error) {
+// newPriceController returns a controller at rest (every multiplier 1).
+func newPriceController(cfg PriceConfig) (*PriceController, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}

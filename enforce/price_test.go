@@ -12,7 +12,7 @@ import (
 )
 
 func TestPriceControllerSteps(t *testing.T) {
-	p, err := NewPriceController(PriceConfig{})
+	p, err := newPriceController(PriceConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,14 +83,14 @@ func TestPriceConfigErrors(t *testing.T) {
 		{Severe: 0.9, Enter: 0.8},
 		{EscalateEvery: -1},
 	} {
-		if _, err := NewPriceController(c); !errors.Is(err, ErrConfig) {
+		if _, err := newPriceController(c); !errors.Is(err, ErrConfig) {
 			t.Errorf("%+v: %v", c, err)
 		}
 	}
 }
 
 func TestPriceControllerConcurrent(t *testing.T) {
-	p, _ := NewPriceController(PriceConfig{EscalateEvery: time.Millisecond, RecoverEvery: time.Millisecond})
+	p, _ := newPriceController(PriceConfig{EscalateEvery: time.Millisecond, RecoverEvery: time.Millisecond})
 	var wg sync.WaitGroup
 	for g := 0; g < 4; g++ {
 		wg.Add(1)

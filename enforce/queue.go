@@ -19,7 +19,7 @@ import (
 // the RFC 8289 control law on each item handed a slot, and an adaptive
 // wait limit: a waiter gives up after Interval when the queue has been
 // empty in the last Interval, and after Target when it has not (a standing
-// queue). Safe for concurrent use; make one with NewQueue.
+// queue). Safe for concurrent use; make one with Enforcer.NewQueue.
 type Queue struct {
 	slots  int
 	target time.Duration
@@ -52,7 +52,7 @@ type queueConfig struct {
 	onDrop           func(tenant.Tier, bool)
 }
 
-// QueueOption configures NewQueue.
+// QueueOption configures Enforcer.NewQueue.
 type QueueOption func(*queueConfig)
 
 // WithCoDel sets the target and interval (defaults 5 ms and 100 ms).
@@ -63,18 +63,18 @@ func WithCoDel(target, interval time.Duration) QueueOption {
 // WithQueueClock sets the clock (default time.Now).
 func WithQueueClock(now func() time.Time) QueueOption { return func(c *queueConfig) { c.now = now } }
 
-// WithQueueShadow runs the queue in shadow mode: drops are decided and
+// withQueueShadow runs the queue in shadow mode: drops are decided and
 // reported to the drop hook but the waiter keeps waiting for its slot.
-func WithQueueShadow(on bool) QueueOption { return func(c *queueConfig) { c.shadow = on } }
+func withQueueShadow(on bool) QueueOption { return func(c *queueConfig) { c.shadow = on } }
 
-// WithDropHook sets a function called (under no lock of the caller's) for
+// withDropHook sets a function called (under no lock of the caller's) for
 // every drop, real or shadow, for counting.
-func WithDropHook(f func(tier tenant.Tier, shadow bool)) QueueOption {
+func withDropHook(f func(tier tenant.Tier, shadow bool)) QueueOption {
 	return func(c *queueConfig) { c.onDrop = f }
 }
 
-// NewQueue returns a queue with slots places for work in flight.
-func NewQueue(slots int, opts ...QueueOption) (*Queue, error) {
+// newQueue returns a queue with slots places for work in flight.
+func newQueue(slots int, opts ...QueueOption) (*Queue, error) {
 	c := queueConfig{target: 5 * time.Millisecond, interval: 100 * time.Millisecond, now: time.Now}
 	for _, o := range opts {
 		o(&c)

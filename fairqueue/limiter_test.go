@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -79,7 +80,9 @@ func TestLimiterSteps(t *testing.T) {
 
 // TestFairQueueLimiterPopWait: PopWait retries when a hold ends, though
 // nothing in the queue changed (the slot was freed in another process).
-func TestLimiterPopWait(t *testing.T) {
+func TestLimiterPopWait(t *testing.T) { synctest.Test(t, testLimiterPopWait) }
+
+func testLimiterPopWait(t *testing.T) {
 	lim := &slots{n: 1, inUse: map[string]int{"A": 1}} // A's slot is held elsewhere
 	q, _ := New[string](WithLimiter(lim))
 	q.Push(context.Background(), "A", "a1")
@@ -91,15 +94,19 @@ func TestLimiterPopWait(t *testing.T) {
 	if q.Len() != 1 {
 		t.Fatal("the refused item was lost")
 	}
+	type popped struct {
+		it  Item[string]
+		err error
+	}
+	got := make(chan popped, 1)
 	go func() {
-		time.Sleep(20 * time.Millisecond)
-		lim.Release("A")
+		it, err := q.PopWait(context.Background())
+		got <- popped{it, err}
 	}()
-	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel2()
-	it, err := q.PopWait(ctx2)
-	if err != nil || it.Value != "a1" {
-		t.Fatalf("PopWait: %v %v", it, err)
+	synctest.Wait() // PopWait waits: A is at its limit
+	lim.Release("A")
+	if p := <-got; p.err != nil || p.it.Value != "a1" {
+		t.Fatalf("PopWait: %v %v", p.it, p.err)
 	}
 	q.Close()
 	q.Done("A")

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -159,7 +160,11 @@ func TestQueueConcurrencyCap(t *testing.T) {
 	}
 }
 
-func TestQueueBackpressure(t *testing.T) {
+// TestQueueBackpressure runs in a synctest bubble: the producer is
+// waiting when synctest.Wait returns, and the deadline is fake time.
+func TestQueueBackpressure(t *testing.T) { synctest.Test(t, testQueueBackpressure) }
+
+func testQueueBackpressure(t *testing.T) {
 	q, _ := New[int](WithMaxPending(2))
 	_ = q.Push(ctx0, "a", 1)
 	_ = q.Push(ctx0, "a", 2)
@@ -182,7 +187,7 @@ func TestQueueBackpressure(t *testing.T) {
 	}
 	// Close wakes a waiting producer with ErrClosed; queued items drain.
 	go func() { pushed <- q.Push(ctx0, "a", 4) }()
-	time.Sleep(time.Millisecond)
+	synctest.Wait() // the producer waits for room
 	q.Close()
 	if err := <-pushed; !errors.Is(err, ErrClosed) {
 		t.Errorf("push after close: %v", err)

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -169,6 +170,10 @@ func TestGuardErrorsNotCached(t *testing.T) {
 }
 
 func TestGuardCoalescesAndWaitersLeave(t *testing.T) {
+	synctest.Test(t, testGuardCoalescesAndWaitersLeave)
+}
+
+func testGuardCoalescesAndWaitersLeave(t *testing.T) {
 	be := &countingBackend{release: make(chan struct{})}
 	g, _ := New(be.load, nil)
 	defer g.Shutdown(context.Background())
@@ -191,8 +196,9 @@ func TestGuardCoalescesAndWaitersLeave(t *testing.T) {
 			results <- err
 		}()
 	}
-	for g.Stats().Misses < n {
-		time.Sleep(time.Millisecond)
+	synctest.Wait() // every caller is waiting for the one load
+	if m := g.Stats().Misses; m != n {
+		t.Fatalf("%d misses, want %d", m, n)
 	}
 	leave()
 	// The leaver returns without waiting for the load.
@@ -216,6 +222,10 @@ func TestGuardCoalescesAndWaitersLeave(t *testing.T) {
 }
 
 func TestGuardPanicReachesEveryWaiter(t *testing.T) {
+	synctest.Test(t, testGuardPanicReachesEveryWaiter)
+}
+
+func testGuardPanicReachesEveryWaiter(t *testing.T) {
 	release := make(chan struct{})
 	var started atomic.Int64
 	g, _ := New(func(ctx context.Context, k int) (int, error) {
@@ -243,8 +253,9 @@ func TestGuardPanicReachesEveryWaiter(t *testing.T) {
 			_, _ = g.Get(ctx, 7)
 		}()
 	}
-	for g.Stats().Misses < n {
-		time.Sleep(time.Millisecond)
+	synctest.Wait() // every caller is waiting for the one load
+	if m := g.Stats().Misses; m != n {
+		t.Fatalf("%d misses, want %d", m, n)
 	}
 	close(release)
 	wg.Wait()
@@ -256,7 +267,9 @@ func TestGuardPanicReachesEveryWaiter(t *testing.T) {
 	}
 }
 
-func TestGuardShutdownCancelsLoads(t *testing.T) {
+func TestGuardShutdownCancelsLoads(t *testing.T) { synctest.Test(t, testGuardShutdownCancelsLoads) }
+
+func testGuardShutdownCancelsLoads(t *testing.T) {
 	be := &countingBackend{release: make(chan struct{})}
 	g, _ := New(be.load, nil)
 	errc := make(chan error, 1)
@@ -266,8 +279,9 @@ func TestGuardShutdownCancelsLoads(t *testing.T) {
 		_, err := g.Get(ctx, "k")
 		errc <- err
 	}()
-	for g.Stats().Loads == 0 {
-		time.Sleep(time.Millisecond)
+	synctest.Wait() // the load has started
+	if l := g.Stats().Loads; l != 1 {
+		t.Fatalf("%d loads, want 1", l)
 	}
 	if err := g.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)

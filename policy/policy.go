@@ -164,34 +164,9 @@ type Effect struct {
 	Shadow bool
 }
 
-// For returns the effect of p on tags at now. A tenant rule and a tier rule
-// that both match apply together (prices multiply, the lowest cap wins).
+// For returns the effect of p's valid rules on tags at now. A tenant rule
+// and a tier rule that both match apply together (prices multiply, the
+// lowest cap wins). It compiles p: to evaluate many requests, Compile once.
 func (p Policy) For(tags tenant.Tags, now time.Time) Effect {
-	e := Effect{Multiplier: 1}
-	for _, r := range p.Rules {
-		if !now.Before(r.Expires) || r.Action == Quota {
-			continue
-		}
-		if r.Tenant != "" {
-			if r.Tenant != tags.Tenant {
-				continue
-			}
-		} else if r.Tier != tags.Tier {
-			continue
-		}
-		if r.Shadow {
-			e.Shadow = true
-			continue
-		}
-		switch r.Action {
-		case Price:
-			e.Multiplier *= r.Multiplier
-		case Throttle:
-			if !e.Throttled || r.RUPerSecond < e.RUPerSecond {
-				e.RUPerSecond = r.RUPerSecond
-			}
-			e.Throttled = true
-		}
-	}
-	return e
+	return Compile(p, now).Eval(tags.Tenant, tags.Tier).Effect()
 }

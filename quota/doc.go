@@ -46,7 +46,7 @@
 // The Gate admits by default: a tenant without a verdict, or whose
 // verdict expired (the collector unreachable for longer than For), is
 // admitted, and only the process's own per-process plan (its local
-// bucket, defence in depth) applies. An allowance is a token bucket that
-// may go into debt: a process that admitted more than its share pays it
-// back before admitting again, across intervals.
+// bucket, defence in depth) applies. An allowance is a token bucket (a
+// gcra.Bucket) that may go into debt: a process that admitted more than
+// its share pays it back before admitting again, across intervals.
 package quota

@@ -329,6 +329,31 @@ func (f *Fleet) Observe(now time.Time, src string, window time.Duration, usage [
 		s = &source{rates: make(map[string]rate), spare: make(map[string]rate)}
 		f.sources[src] = s
 	}
+	f.integrateFor(now, s, usage)
+	f.subtract(src, s, false)
+	old := s.rates
+	clear(s.spare)
+	s.rates, s.spare = s.spare, old
+	sec := f.newWindow(now, s, window)
+	f.takeRates(s, usage, old, sec)
+	f.addRates(now, src, s, window)
+	for name := range old {
+		t := f.totals[name]
+		if t == nil {
+			continue
+		}
+		if _, still := s.rates[name]; !still {
+			t.ungive(src)
+		}
+		if t.n <= 0 {
+			delete(f.totals, name)
+		}
+	}
+}
+
+// integrateFor brings up to date the balances of the listed tenants that
+// s's previous report or usage name.
+func (f *Fleet) integrateFor(now time.Time, s *source, usage []Usage) {
 	for name := range s.rates {
 		if t := f.totals[name]; t != nil && t.listed {
 			f.integrate(now, name, t)
@@ -342,10 +367,11 @@ func (f *Fleet) Observe(now time.Time, src string, window time.Duration, usage [
 			f.integrate(now, u.Tenant, t)
 		}
 	}
-	f.subtract(src, s, false)
-	old := s.rates
-	clear(s.spare)
-	s.rates, s.spare = s.spare, old
+}
+
+// newWindow records s's report of a window ending at now and returns the
+// seconds its rates are taken over.
+func (f *Fleet) newWindow(now time.Time, s *source, window time.Duration) float64 {
 	s.seen, s.window = now, window
 	if end := now.Add(time.Duration(f.cfg.hold) * window); end.Before(f.sweepAt) {
 		f.sweepAt = end
@@ -366,7 +392,13 @@ func (f *Fleet) Observe(now time.Time, src string, window time.Duration, usage [
 	// A window much shorter than the source's usual one (a late cut
 	// followed by one on time) would make a rate of a few requests: take
 	// the rate over at least half the usual window.
-	sec := max(window, s.avg/2).Seconds()
+	return max(window, s.avg/2).Seconds()
+}
+
+// takeRates sets s's rates from usage over sec seconds; a listed tenant
+// of its previous rates (old) that the usage leaves out stays, idle, for
+// up to the hold.
+func (f *Fleet) takeRates(s *source, usage []Usage, old map[string]rate, sec float64) {
 	for i, u := range usage {
 		if i >= f.cfg.maxTenants {
 			break
@@ -391,6 +423,11 @@ func (f *Fleet) Observe(now time.Time, src string, window time.Duration, usage [
 			s.rates[name] = rate{tier: r.tier, limit: r.limit, idle: r.idle + 1}
 		}
 	}
+}
+
+// addRates adds s's rates to the totals (making room up to the tenant
+// bound) and to the grants made to src.
+func (f *Fleet) addRates(now time.Time, src string, s *source, window time.Duration) {
 	for name, r := range s.rates {
 		t := f.totals[name]
 		if t == nil {
@@ -416,18 +453,6 @@ func (f *Fleet) Observe(now time.Time, src string, window time.Duration, usage [
 		if g, ok := t.given[src]; ok {
 			g.demand = r.demand
 			t.count(src, g)
-		}
-	}
-	for name := range old {
-		t := f.totals[name]
-		if t == nil {
-			continue
-		}
-		if _, still := s.rates[name]; !still {
-			t.ungive(src)
-		}
-		if t.n <= 0 {
-			delete(f.totals, name)
 		}
 	}
 }
@@ -641,92 +666,110 @@ func (f *Fleet) Verdicts(now time.Time, src string, dst []Verdict) []Verdict {
 		if !ok || t == nil {
 			continue
 		}
-		allow := lim.RUPerSecond
-		if t.listed && t.limit == lim.RUPerSecond {
-			if b := f.balance(now, name, t, lim.RUPerSecond); b < 0 {
-				cut := min(-b/max(f.cfg.repay, s.window).Seconds(), f.cfg.maxCut*allow)
-				allow = max(0, allow-cut)
-			}
-		}
-		fleet := f.fleetDemand(name, t)
-		near := f.cfg.near
-		if t.listed && t.limit == lim.RUPerSecond {
-			near *= unlist
-		}
-		v, limited := Decide(lim, allow, r.demand, fleet, near)
-		if t.listed != limited || t.limit != lim.RUPerSecond {
-			// Newly listed, or a new limit: start with an empty balance.
-			t.replacing = t.listed && limited
-			t.listed, t.limit = limited, lim.RUPerSecond
-			t.bal, t.balAt, t.balAt0 = 0, now, now
-			t.epoch++
-			t.chargeable = 0
-			t.resetGrants()
-		}
+		v, allow, fleet, limited := f.decide(now, name, t, lim, s.window, r.demand)
 		if !limited {
 			continue
 		}
-		switch {
-		case !t.over && fleet >= lim.RUPerSecond:
-			// Over the limit from under it: the allowances in force were
-			// given under it, with headroom, and what they let through
-			// until every process has had a reply is forgiven, as at a
-			// new listing (paying it back would hold the fleet under
-			// the limit in the interval after).
-			t.over = true
-			t.balAt0 = now
-			t.bal = min(t.bal, max(0, f.balance(now, name, t, lim.RUPerSecond)))
-			t.balAt = now
-			t.epoch++
-			t.chargeable = 0
-		case t.over && fleet < overUntil*lim.RUPerSecond:
-			t.over = false
-		}
-
-		// This collector's part of the fleet's allowance, and what its
-		// sources hold of it now besides src.
-		budget := allow
-		if fleet > 0 {
-			budget = allow * t.demand / fleet
-		}
-		g, had := t.given[src]
-		t.uncount(src)
-		others := t.committed(now, budget, r.demand)
-		// What the sources would hold with its share, above (or below)
-		// the collector's part of the limit and its slack: the process
-		// takes half of it off its share (or adds half of what is left,
-		// up to maxPull of its share). Shares reported at different times
-		// do not sum to the part; each report halves the difference, so
-		// the sum stays at the part, and a process above its share gives
-		// it back at its next report. (Taking it all off the reporter
-		// starves the processes that report while the others are above
-		// their shares, and they keep that for an interval.)
-		base := v.Allowance
-		if r.idle > 0 && had {
-			base = g.allowance // no demand in its last window: keep its share
-		}
-		excess := others + base - budget*(1+grantSlack)
-		pull := maxPull
-		if fleet < allow {
-			// Under the limit a share is already above the demand (by
-			// limit/fleet); more would be let through at once if the
-			// whole fleet jumped over it.
-			pull = 0
-		}
-		v.Allowance = min(max(0, base-sharePull*excess), base*(1+pull))
-		if fleet < allow && fleet > 0 && t.n > 0 {
-			// Under the limit, every source gets at least an equal part of
-			// the collector's part of the headroom, so that a process whose
-			// last window was quiet (or whose share the others' allowances
-			// took) is not refused.
-			v.Allowance = max(v.Allowance, (allow-fleet)*t.demand/fleet/float64(t.n))
-		}
+		v.Allowance = f.share(now, src, t, r, v.Allowance, allow, fleet)
 		t.count(src, grant{allowance: v.Allowance, demand: r.demand})
 		v.Tenant, v.For = name, hold
 		dst = append(dst, v)
 	}
 	sort.Slice(dst[start:], func(i, j int) bool { return dst[start+i].Tenant < dst[start+j].Tenant })
 	return dst
+}
+
+// decide applies the quota rule to tenant name (total t, limit lim) for
+// a source of demand own whose window is window: the verdict, the fleet's
+// allowance (the limit, lowered while the fleet pays back debt), the
+// fleet's demand, and whether the tenant is listed. It starts the balance
+// again when the listing or the limit changes, and follows whether the
+// fleet is over the limit.
+func (f *Fleet) decide(now time.Time, name string, t *total, lim Limit, window time.Duration, own float64) (v Verdict, allow, fleet float64, limited bool) {
+	allow = lim.RUPerSecond
+	near := f.cfg.near
+	if t.listed && t.limit == lim.RUPerSecond {
+		if b := f.balance(now, name, t, lim.RUPerSecond); b < 0 {
+			cut := min(-b/max(f.cfg.repay, window).Seconds(), f.cfg.maxCut*allow)
+			allow = max(0, allow-cut)
+		}
+		near *= unlist
+	}
+	fleet = f.fleetDemand(name, t)
+	v, limited = Decide(lim, allow, own, fleet, near)
+	if t.listed != limited || t.limit != lim.RUPerSecond {
+		// Newly listed, or a new limit: start with an empty balance.
+		t.replacing = t.listed && limited
+		t.listed, t.limit = limited, lim.RUPerSecond
+		t.bal, t.balAt, t.balAt0 = 0, now, now
+		t.epoch++
+		t.chargeable = 0
+		t.resetGrants()
+	}
+	if !limited {
+		return v, allow, fleet, false
+	}
+	switch {
+	case !t.over && fleet >= lim.RUPerSecond:
+		// Over the limit from under it: the allowances in force were
+		// given under it, with headroom, and what they let through
+		// until every process has had a reply is forgiven, as at a
+		// new listing (paying it back would hold the fleet under
+		// the limit in the interval after).
+		t.over = true
+		t.balAt0 = now
+		t.bal = min(t.bal, max(0, f.balance(now, name, t, lim.RUPerSecond)))
+		t.balAt = now
+		t.epoch++
+		t.chargeable = 0
+	case t.over && fleet < overUntil*lim.RUPerSecond:
+		t.over = false
+	}
+	return v, allow, fleet, true
+}
+
+// share returns the allowance of source src (rates r) of tenant total t,
+// from its verdict's allowance base, the fleet's allowance allow and the
+// fleet's demand fleet.
+func (f *Fleet) share(now time.Time, src string, t *total, r rate, base, allow, fleet float64) float64 {
+	// This collector's part of the fleet's allowance, and what its
+	// sources hold of it now besides src.
+	budget := allow
+	if fleet > 0 {
+		budget = allow * t.demand / fleet
+	}
+	g, had := t.given[src]
+	t.uncount(src)
+	others := t.committed(now, budget, r.demand)
+	// What the sources would hold with its share, above (or below)
+	// the collector's part of the limit and its slack: the process
+	// takes half of it off its share (or adds half of what is left,
+	// up to maxPull of its share). Shares reported at different times
+	// do not sum to the part; each report halves the difference, so
+	// the sum stays at the part, and a process above its share gives
+	// it back at its next report. (Taking it all off the reporter
+	// starves the processes that report while the others are above
+	// their shares, and they keep that for an interval.)
+	if r.idle > 0 && had {
+		base = g.allowance // no demand in its last window: keep its share
+	}
+	excess := others + base - budget*(1+grantSlack)
+	pull := maxPull
+	if fleet < allow {
+		// Under the limit a share is already above the demand (by
+		// limit/fleet); more would be let through at once if the
+		// whole fleet jumped over it.
+		pull = 0
+	}
+	a := min(max(0, base-sharePull*excess), base*(1+pull))
+	if fleet < allow && fleet > 0 && t.n > 0 {
+		// Under the limit, every source gets at least an equal part of
+		// the collector's part of the headroom, so that a process whose
+		// last window was quiet (or whose share the others' allowances
+		// took) is not refused.
+		a = max(a, (allow-fleet)*t.demand/fleet/float64(t.n))
+	}
+	return a
 }
 
 // Decide is the quota rule for one tenant: with the fleet's demand fleet

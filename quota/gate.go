@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/qtop-dev/qtop/gcra"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -53,13 +54,13 @@ func (g *Gate) shard(tenant string) *gateShard {
 	return &g.shards[maphash.String(g.seed, tenant)%gateShards]
 }
 
-// allowance is one limited tenant's local rate: a token bucket kept as a
-// theoretical arrival time (GCRA) that may run ahead of now (debt).
+// allowance is one limited tenant's local rate: a token bucket that may
+// go into debt, charged after the work.
 type allowance struct {
-	nsPerRU float64 // +Inf: allowance 0, everything refused
-	burstNs int64
-	tat     int64
-	debt    float64 // RU ahead of now at the last Apply
+	rate    gcra.Rate
+	b       gcra.Bucket
+	none    bool    // allowance 0: everything refused
+	debt    float64 // RU below a full bucket at the last Apply
 	until   int64
 	shadow  bool
 	expired bool // counted once
@@ -145,7 +146,6 @@ type Decision struct {
 // tenant's usage at its estimated cost. Charge admitted work with
 // ChargeAt when it is done.
 func (g *Gate) AllowAt(now time.Time, tags tenant.Tags) Decision {
-	n := now.UnixNano()
 	sh := g.shard(tags.Tenant)
 	sh.mu.Lock()
 	a := sh.limited[tags.Tenant]
@@ -153,6 +153,7 @@ func (g *Gate) AllowAt(now time.Time, tags tenant.Tags) Decision {
 		sh.mu.Unlock()
 		return Decision{Admit: true}
 	}
+	n := now.UnixNano()
 	if n >= a.until {
 		if !a.expired {
 			a.expired = true
@@ -163,13 +164,13 @@ func (g *Gate) AllowAt(now time.Time, tags tenant.Tags) Decision {
 	}
 	var wait time.Duration
 	switch {
-	case math.IsInf(a.nsPerRU, 1): // allowance 0
+	case a.none:
 		wait = time.Duration(a.until - n)
-	case a.tat-n <= a.burstNs:
+	case a.b.AllowAt(now, a.rate, 0):
 		sh.mu.Unlock()
 		return Decision{Admit: true}
 	default:
-		wait = time.Duration(a.tat - n - a.burstNs)
+		wait = a.b.WaitAt(now, a.rate, 0)
 	}
 	if a.shadow {
 		sh.mu.Unlock()
@@ -218,14 +219,8 @@ func (g *Gate) ChargeAt(now time.Time, tags tenant.Tags, ru float64) {
 		t.admitted += ru
 		t.n++
 	}
-	if a := sh.limited[tags.Tenant]; a != nil && n < a.until && !math.IsInf(a.nsPerRU, 1) {
-		c := ru * a.nsPerRU
-		tat := max(a.tat, n)
-		if c > float64(maxDebt) || tat+int64(c)-n > int64(maxDebt) {
-			a.tat = n + int64(maxDebt)
-		} else {
-			a.tat = tat + int64(c)
-		}
+	if a := sh.limited[tags.Tenant]; a != nil && n < a.until && !a.none {
+		a.b.ChargeAt(now, a.rate, ru)
 	}
 	sh.mu.Unlock()
 }
@@ -279,7 +274,7 @@ func (g *Gate) Apply(now time.Time, verdicts []Verdict) {
 		for _, v := range by[k] {
 			a := sh.limited[v.Tenant]
 			if a == nil {
-				a = &allowance{tat: n, nsPerRU: math.Inf(1)}
+				a = &allowance{none: true}
 				sh.limited[v.Tenant] = a
 			}
 			a.seen, a.expired, a.shadow = true, false, v.Shadow
@@ -288,16 +283,17 @@ func (g *Gate) Apply(now time.Time, verdicts []Verdict) {
 			// allowance grows pays back what it admitted above the old one
 			// at the new rate (a debt of 1 RU at 0.5 RU/s would otherwise
 			// hold it back 2 s at any allowance).
-			if !math.IsInf(a.nsPerRU, 1) && a.nsPerRU > 0 {
-				a.debt = max(0, float64(a.tat-n)/a.nsPerRU)
+			if !a.none {
+				a.debt = max(0, a.rate.Burst()-a.b.TokensAt(now, a.rate))
 			}
-			if v.Allowance == 0 {
-				a.nsPerRU, a.burstNs = math.Inf(1), 0
+			r, err := gcra.NewRate(v.Allowance, 0)
+			if err != nil { // allowance 0 (or too small to refill in a lifetime)
+				a.none = true
 				continue
 			}
-			a.nsPerRU = 1e9 / v.Allowance
-			a.burstNs = int64(g.cfg.burst)
-			a.tat = n + int64(min(a.debt*a.nsPerRU, float64(maxDebt)))
+			a.none = false
+			a.rate = r.WithMaxDebt(maxDebt).WithBurstDuration(g.cfg.burst)
+			a.b.SetAt(now, a.rate, a.rate.Burst()-a.debt)
 		}
 		for t, a := range sh.limited {
 			if !a.seen {
@@ -353,10 +349,10 @@ func (g *Gate) Limited(now time.Time, tenant string) (ruPerSecond float64, ok bo
 	if a == nil || now.UnixNano() >= a.until {
 		return 0, false
 	}
-	if math.IsInf(a.nsPerRU, 1) {
+	if a.none {
 		return 0, true
 	}
-	return 1e9 / a.nsPerRU, true
+	return a.rate.PerSecond(), true
 }
 
 // GateStats are the Gate's cumulative counters.

@@ -76,70 +76,16 @@ func (s *Sketch) encodedSizeHint() int {
 // the hash, so merging it stays correct (if looser for light keys).
 func (s *Sketch) UnmarshalBinary(data []byte) error {
 	d := decoder{b: data}
-	if len(data) == 0 {
-		return fmt.Errorf("%w: empty", ErrTruncated)
-	}
-	if v := d.byte(); v != encodingVersion {
-		return fmt.Errorf("%w: %d", ErrVersion, v)
-	}
-	capacity := d.uvarint()
-	abits := d.uvarint()
-	id := d.uint64()
-	total := d.uvarint()
-	n := d.uvarint()
-	if d.err != nil {
-		return d.err
-	}
-	if capacity < 1 || capacity > MaxCapacity {
-		return fmt.Errorf("%w: capacity %d", ErrCorrupt, capacity)
-	}
-	want := uint64(bits.Len(uint(alphaPerCounter*capacity - 1)))
-	if want < 2 {
-		want = 2
-	}
-	if abits != want {
-		return fmt.Errorf("%w: %d bucket bits for capacity %d", ErrCorrupt, abits, capacity)
-	}
-	if n > capacity {
-		return fmt.Errorf("%w: %d counters for capacity %d", ErrCorrupt, n, capacity)
-	}
-	// Every counter needs 3 bytes and every bucket 1: refuse before
-	// allocating what the input cannot fill.
-	if rest := uint64(len(d.b)); n*3+(1<<abits) > rest {
-		return fmt.Errorf("%w: %d counters and %d buckets in %d bytes", ErrTruncated, n, 1<<abits, rest)
+	h, err := d.header()
+	if err != nil {
+		return err
 	}
 	t := new(Sketch)
-	t.init(int(capacity))
-	t.total = total
-	keys := string(d.b) // one allocation for all keys
-	base := len(data) - len(d.b)
-	cs := make([]counter, n)
-	var sum uint64
-	minCount := uint64(1<<64 - 1)
-	for i := range cs {
-		kl := d.uvarint()
-		if d.err != nil {
-			return d.err
-		}
-		if kl > uint64(len(d.b)) {
-			return fmt.Errorf("%w: key of %d bytes", ErrTruncated, kl)
-		}
-		off := len(data) - len(d.b) - base
-		key := keys[off : off+int(kl)]
-		d.b = d.b[kl:]
-		c := counter{key: key, count: d.uvarint(), err: d.uvarint(), hash: hashKey(key)}
-		if d.err != nil {
-			return d.err
-		}
-		if c.err > c.count || c.count > total {
-			return fmt.Errorf("%w: counter %q: count %d, err %d, total %d", ErrCorrupt, key, c.count, c.err, total)
-		}
-		var carry uint64
-		if sum, carry = bits.Add64(sum, c.count-c.err, 0); carry != 0 || sum > total {
-			return fmt.Errorf("%w: guaranteed counts exceed total %d", ErrCorrupt, total)
-		}
-		minCount = min(minCount, c.count)
-		cs[i] = c
+	t.init(int(h.capacity))
+	t.total = h.total
+	cs, minCount, err := d.counters(len(data), h.n, h.total)
+	if err != nil {
+		return err
 	}
 	var amax uint64
 	for i := range t.alpha {
@@ -152,12 +98,12 @@ func (s *Sketch) UnmarshalBinary(data []byte) error {
 	if len(d.b) != 0 {
 		return fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(d.b))
 	}
-	if amax > total || amax > minCount {
+	if amax > h.total || amax > minCount {
 		// A bucket holds evicted or filtered counts, never more than a
 		// monitored key: the filter's invariant.
-		return fmt.Errorf("%w: bucket %d exceeds a monitored count or the total %d", ErrCorrupt, amax, total)
+		return fmt.Errorf("%w: bucket %d exceeds a monitored count or the total %d", ErrCorrupt, amax, h.total)
 	}
-	if id != seedID {
+	if h.id != seedID {
 		for i := range t.alpha {
 			t.alpha[i] = amax
 		}
@@ -174,6 +120,85 @@ func (s *Sketch) UnmarshalBinary(data []byte) error {
 	}
 	*s = *t
 	return nil
+}
+
+// header is an encoded sketch's header.
+type header struct {
+	capacity, total, n uint64
+	id                 uint64 // the seed's: another process's buckets are not comparable
+}
+
+// header reads and checks the header, and that the rest can hold what it
+// announces.
+func (d *decoder) header() (header, error) {
+	var h header
+	if len(d.b) == 0 {
+		return h, fmt.Errorf("%w: empty", ErrTruncated)
+	}
+	if v := d.byte(); v != encodingVersion {
+		return h, fmt.Errorf("%w: %d", ErrVersion, v)
+	}
+	h.capacity = d.uvarint()
+	abits := d.uvarint()
+	h.id = d.uint64()
+	h.total = d.uvarint()
+	h.n = d.uvarint()
+	if d.err != nil {
+		return h, d.err
+	}
+	if h.capacity < 1 || h.capacity > MaxCapacity {
+		return h, fmt.Errorf("%w: capacity %d", ErrCorrupt, h.capacity)
+	}
+	want := max(uint64(bits.Len(uint(alphaPerCounter*h.capacity-1))), 2)
+	if abits != want {
+		return h, fmt.Errorf("%w: %d bucket bits for capacity %d", ErrCorrupt, abits, h.capacity)
+	}
+	if h.n > h.capacity {
+		return h, fmt.Errorf("%w: %d counters for capacity %d", ErrCorrupt, h.n, h.capacity)
+	}
+	// Every counter needs 3 bytes and every bucket 1: refuse before
+	// allocating what the input cannot fill.
+	if rest := uint64(len(d.b)); h.n*3+(1<<abits) > rest {
+		return h, fmt.Errorf("%w: %d counters and %d buckets in %d bytes", ErrTruncated, h.n, 1<<abits, rest)
+	}
+	return h, nil
+}
+
+// counters reads n counters of a sketch of total whose encoding is size
+// bytes, and returns them with their smallest count. Their keys share one
+// allocation.
+func (d *decoder) counters(size int, n, total uint64) ([]counter, uint64, error) {
+	keys := string(d.b)
+	base := size - len(d.b)
+	cs := make([]counter, n)
+	var sum uint64
+	minCount := uint64(1<<64 - 1)
+	for i := range cs {
+		kl := d.uvarint()
+		if d.err != nil {
+			return nil, 0, d.err
+		}
+		if kl > uint64(len(d.b)) {
+			return nil, 0, fmt.Errorf("%w: key of %d bytes", ErrTruncated, kl)
+		}
+		off := size - len(d.b) - base
+		key := keys[off : off+int(kl)]
+		d.b = d.b[kl:]
+		c := counter{key: key, count: d.uvarint(), err: d.uvarint(), hash: hashKey(key)}
+		if d.err != nil {
+			return nil, 0, d.err
+		}
+		if c.err > c.count || c.count > total {
+			return nil, 0, fmt.Errorf("%w: counter %q: count %d, err %d, total %d", ErrCorrupt, key, c.count, c.err, total)
+		}
+		var carry uint64
+		if sum, carry = bits.Add64(sum, c.count-c.err, 0); carry != 0 || sum > total {
+			return nil, 0, fmt.Errorf("%w: guaranteed counts exceed total %d", ErrCorrupt, total)
+		}
+		minCount = min(minCount, c.count)
+		cs[i] = c
+	}
+	return cs, minCount, nil
 }
 
 type decoder struct {

@@ -36,18 +36,19 @@ func (b *Budgets) Admit(now time.Time, t *tenant.Tags, cfg *config, query string
 	if len(s.all) == 0 {
 		return tk, nil
 	}
-	if err := b.admitList(&tk, s.general, t, cfg, ns); err != nil {
+	if err := b.admitList(&tk, s.general, t, cfg, now); err != nil {
 		return Ticket{}, err
 	}
 	if t.Tenant != "" && len(s.byTenant) > 0 {
-		if err := b.admitList(&tk, s.byTenant[t.Tenant], t, cfg, ns); err != nil {
+		if err := b.admitList(&tk, s.byTenant[t.Tenant], t, cfg, now); err != nil {
 			return Ticket{}, err
 		}
 	}
 	return tk, nil
 }
 
-func (b *Budgets) admitList(tk *Ticket, list []*budget, t *tenant.Tags, cfg *config, ns int64) error {
+func (b *Budgets) admitList(tk *Ticket, list []*budget, t *tenant.Tags, cfg *config, now time.Time) error {
+	ns := now.UnixNano()
 	for _, bu := range list {
 		if (bu.expires != 0 && ns >= bu.expires) || !matches(bu.alts, t, cfg) {
 			continue
@@ -60,17 +61,17 @@ func (b *Budgets) admitList(tk *Ticket, list []*budget, t *tenant.Tags, cfg *con
 		if bu.each != "" {
 			key = tagValue(bu.each, t, cfg)
 		}
-		if err := b.charge(tk, bu, key, ns); err != nil {
-			b.release(tk, ns)
+		if err := b.charge(tk, bu, key, now, ns); err != nil {
+			b.release(tk, now)
 			return err
 		}
 	}
 	return nil
 }
 
-// charge admits the statement of tk to bu's bucket for key, or returns the
-// refusal.
-func (b *Budgets) charge(tk *Ticket, bu *budget, key string, ns int64) error {
+// charge admits the statement of tk to bu's bucket for key at now (ns in
+// unix nanoseconds), or returns the refusal.
+func (b *Budgets) charge(tk *Ticket, bu *budget, key string, now time.Time, ns int64) error {
 	// The fleet's slot first, outside the lock: it is a round trip.
 	var fk string
 	var fleetHeld, fleetFull bool
@@ -86,9 +87,6 @@ func (b *Budgets) charge(tk *Ticket, bu *budget, key string, ns int64) error {
 		cold = bu.cold
 	}
 	est := st.estimate(k, tk.shape, cold)
-	if bu.share > 0 {
-		k.refill(bu, ns)
-	}
 	var lim Limit
 	var retry float64
 	switch {
@@ -98,8 +96,8 @@ func (b *Budgets) charge(tk *Ticket, bu *budget, key string, ns int64) error {
 		lim, retry = LimitConcurrency, est
 	case fleetFull:
 		lim, retry = LimitConcurrency, max(fleetRetry.Seconds(), est)
-	case bu.share > 0 && k.tokens < min(est, bu.capacity):
-		lim, retry = LimitShare, (min(est, bu.capacity)-k.tokens)/bu.share
+	case bu.share > 0 && !k.share.AllowAt(now, bu.rate, min(est, bu.capacity)):
+		lim, retry = LimitShare, k.share.WaitAt(now, bu.rate, est).Seconds()
 	}
 	how := handledWarned
 	if lim != 0 {
@@ -122,7 +120,7 @@ func (b *Budgets) charge(tk *Ticket, bu *budget, key string, ns int64) error {
 		}
 	}
 	if bu.share > 0 {
-		k.tokens -= est
+		k.share.ChargeAt(now, bu.rate, est)
 	}
 	k.inFlight++
 	k.used = ns
@@ -142,14 +140,14 @@ func (b *Budgets) charge(tk *Ticket, bu *budget, key string, ns int64) error {
 }
 
 // release undoes the charges of tk (a later budget refused it).
-func (b *Budgets) release(tk *Ticket, ns int64) {
+func (b *Budgets) release(tk *Ticket, now time.Time) {
 	for i := range int(tk.n) {
 		sl := &tk.slots[i]
 		st := sl.b.st
 		st.mu.Lock()
 		sl.k.inFlight--
 		if sl.b.share > 0 {
-			sl.k.tokens += sl.est
+			sl.k.share.ChargeAt(now, sl.b.rate, -sl.est)
 		}
 		st.mu.Unlock()
 		b.fleetRelease(sl.fleet)
@@ -175,8 +173,7 @@ func (b *Budgets) Finish(tk *Ticket, now time.Time, d time.Duration, cancelled b
 		k := sl.k
 		k.inFlight--
 		if sl.b.share > 0 {
-			k.refill(sl.b, ns)
-			k.tokens -= sec - sl.est
+			k.share.ChargeAt(now, sl.b.rate, sec-sl.est)
 		}
 		record(k.shapes[:], tk.shape, sec)
 		k.mean.add(sec)
@@ -228,9 +225,8 @@ func (b *Budgets) beginList(list []*budget, t *tenant.Tags, cfg *config, ns int6
 		if bu.conc > 0 && k.inFlight >= bu.conc {
 			lim, retry = LimitConcurrency, st.estimate(k, 0, b.cfg.coldStart)
 		} else if bu.share > 0 {
-			k.refill(bu, ns)
-			if k.tokens <= 0 {
-				lim, retry = LimitShare, -k.tokens/bu.share
+			if tokens := k.share.TokensAt(time.Unix(0, ns), bu.rate); tokens <= 0 {
+				lim, retry = LimitShare, -tokens/bu.share
 			}
 		}
 		if lim != 0 {

@@ -3,6 +3,8 @@ package sqlcomment
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/qtop-dev/qtop/gcra"
 )
 
 // budgetState is what a budget remembers across policy updates: its
@@ -50,10 +52,8 @@ func newBudgetState(each string, maxKeys int) *budgetState {
 // bucket is the state of one budget key.
 type bucket struct {
 	key      string
-	init     bool // tokens set to the capacity once
-	tokens   float64
-	last     int64 // unix ns of the last refill
-	used     int64 // unix ns of the last admission
+	share    gcra.Bucket // of a budget with a share, at the budget's rate
+	used     int64       // unix ns of the last admission
 	inFlight int32
 	mean     shapeAvg // over every shape
 	shapes   [keyShapes]shapeAvg
@@ -154,21 +154,4 @@ func (st *budgetState) bucketFor(key string, now int64) *bucket {
 	st.keys[key] = victim
 	st.stats.evictions.Add(1)
 	return victim
-}
-
-// refill adds the share earned since the last refill, up to the capacity.
-// A clock that goes backwards adds nothing and does not move the last
-// refill back.
-func (k *bucket) refill(b *budget, now int64) {
-	if !k.init {
-		k.init, k.tokens, k.last = true, b.capacity, now
-		return
-	}
-	if now > k.last {
-		k.tokens += b.share * float64(now-k.last) / 1e9
-		k.last = now
-	}
-	if k.tokens > b.capacity {
-		k.tokens = b.capacity
-	}
 }

@@ -107,9 +107,9 @@ func TestBudgetShareSteps(t *testing.T) {
 				last = tk
 			}
 		}
-		k := &b.cur.Load().all[0].st.shared
-		if !near(k.tokens, s.tokens) {
-			t.Fatalf("step %d: tokens %v, want %v", i, k.tokens, s.tokens)
+		bu := b.cur.Load().all[0]
+		if got := bu.st.shared.share.TokensAt(now, bu.rate); !near(got, s.tokens) {
+			t.Fatalf("step %d: tokens %v, want %v", i, got, s.tokens)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/qtop-dev/qtop/gcra"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -356,12 +357,13 @@ type budget struct {
 	alts     []alt
 	each     string
 	enforce  bool
-	share    float64 // seconds per second
-	capacity float64 // seconds
-	perStmt  float64 // seconds; 0: none
-	conc     int32   // 0: none
-	expires  int64   // unix ns; 0: never
-	cold     float64 // seconds; < 0: the Budgets' cold start
+	share    float64   // seconds per second
+	capacity float64   // seconds
+	rate     gcra.Rate // share and capacity, when there is a share
+	perStmt  float64   // seconds; 0: none
+	conc     int32     // 0: none
+	expires  int64     // unix ns; 0: never
+	cold     float64   // seconds; < 0: the Budgets' cold start
 	st       *budgetState
 	lastLog  atomic.Int64
 	logged   atomic.Uint64 // violations when last logged
@@ -380,6 +382,13 @@ func compileBudget(pb policy.Budget, st *budgetState) *budget {
 	}
 	if bu.share > 0 && bu.capacity == 0 {
 		bu.capacity = bu.share // one second's worth
+	}
+	if bu.share > 0 {
+		r, err := gcra.NewRate(bu.share, bu.capacity)
+		if err != nil { // a share too small to refill: nothing is ever banked
+			r, _ = gcra.NewRate(1e-9, 0)
+		}
+		bu.rate = r
 	}
 	return bu
 }

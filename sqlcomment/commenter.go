@@ -168,14 +168,18 @@ func (c *Commenter) general(ctx context.Context, st Statement, query string, at 
 			return st
 		}
 	}
-	ps := buf[:n] // the context pairs
+	return c.all(st, query, at, buf[:n], sc, ts)
+}
+
+// all is general's path for every pair: the context pairs ps, the trace
+// context, the static pairs, the cap, a sort.
+func (c *Commenter) all(st Statement, query string, at int, ps []pair, sc trace.SpanContext, ts string) Statement {
 	if sc.IsValid() {
 		ps = append(ps, pair{KeyTraceparent, traceparent(sc)})
 		if ts != "" {
 			ps = append(ps, pair{KeyTracestate, ts})
 		}
 	}
-	// General path: every pair, the cap, a sort.
 	var buf2 [16]pair
 	all := buf2[:0]
 	if c.cfg.application != "" {

@@ -576,21 +576,8 @@ func scan(q string) scanResult {
 		case c == '/' && i+1 < len(q) && q[i+1] == '*':
 			r.comment = true
 			r.lastStart = i
-			depth := 1
-			j := i + 2
-			for j < len(q) && depth > 0 {
-				switch {
-				case q[j] == '/' && j+1 < len(q) && q[j+1] == '*':
-					depth++
-					j += 2
-				case q[j] == '*' && j+1 < len(q) && q[j+1] == '/':
-					depth--
-					j += 2
-				default:
-					j++
-				}
-			}
-			if depth > 0 {
+			j, ok := skipBlockComment(q, i+2)
+			if !ok {
 				r.lastEnd = -1
 				r.open = true
 				return r
@@ -602,6 +589,25 @@ func scan(q string) scanResult {
 		}
 	}
 	return r
+}
+
+// skipBlockComment returns the end of the block comment whose body starts
+// at q[j] (comments nest, as in PostgreSQL), or false when it never ends.
+func skipBlockComment(q string, j int) (int, bool) {
+	depth := 1
+	for j < len(q) && depth > 0 {
+		switch {
+		case q[j] == '/' && j+1 < len(q) && q[j+1] == '*':
+			depth++
+			j += 2
+		case q[j] == '*' && j+1 < len(q) && q[j+1] == '/':
+			depth--
+			j += 2
+		default:
+			j++
+		}
+	}
+	return j, depth == 0
 }
 
 // specials8 returns a word whose lowest set bit is the high bit of the

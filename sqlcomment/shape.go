@@ -37,17 +37,8 @@ func Shape(query string) uint64 {
 			space = true
 		case c == '/' && i+1 < n && query[i+1] == '*':
 			// A comment, nested as PostgreSQL nests them.
-			depth := 1
-			for i += 2; i < n && depth > 0; i++ {
-				if query[i] == '/' && i+1 < n && query[i+1] == '*' {
-					depth++
-					i++
-				} else if query[i] == '*' && i+1 < n && query[i+1] == '/' {
-					depth--
-					i++
-				}
-			}
-			i--
+			j, _ := skipBlockComment(query, i+2)
+			i = j - 1
 			space = true
 		case c == '-' && i+1 < n && query[i+1] == '-':
 			for i < n && query[i] != '\n' {

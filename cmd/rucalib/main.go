@@ -1,4 +1,4 @@
-// Command rucalib fits the coefficients of the enforce RU cost model,
+// Command rucalib fits the coefficients of the RU cost model (package ru),
 //
 //	RU = base(op) + KiB × per_kib + ms × per_ms
 //
@@ -24,7 +24,7 @@
 //     cost. Standard errors larger than a coefficient mean the load test did
 //     not vary that term enough; a negative coefficient means the same.
 //  5. Put the printed coefficients into enforce.WithCostModel (the -json
-//     output is an enforce.Model).
+//     output is an ru.Model).
 //
 // Any malformed line fails the run with its line number: nothing is
 // dropped silently.
@@ -44,8 +44,8 @@ import (
 	"io"
 	"os"
 
-	"github.com/qtop-dev/qtop/enforce"
 	"github.com/qtop-dev/qtop/internal/buildinfo"
+	"github.com/qtop-dev/qtop/ru"
 )
 
 func main() {
@@ -62,7 +62,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	fs := flag.NewFlagSet("rucalib", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	asJSON := fs.Bool("json", false, "print the fitted model as JSON (an enforce.Model)")
+	asJSON := fs.Bool("json", false, "print the fitted model as JSON (an ru.Model)")
 	scale := fs.Float64("scale", 1, "divide every measured cost by this before fitting (cost of one RU)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: rucalib [-json] [-scale N] [file.csv]   (reads standard input without a file)")
@@ -93,7 +93,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
-	samples, err := enforce.ReadSamples(in)
+	samples, err := ru.ReadSamples(in)
 	if err != nil {
 		fmt.Fprintf(stderr, "rucalib: %s: %v\n", name, err)
 		return 1
@@ -101,7 +101,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	for i := range samples {
 		samples[i].Cost /= *scale
 	}
-	fit, err := enforce.FitModel(samples, enforce.DefaultModel())
+	fit, err := ru.FitModel(samples, ru.DefaultModel())
 	if err != nil {
 		fmt.Fprintf(stderr, "rucalib: %s: %v\n", name, err)
 		return 1
@@ -117,16 +117,16 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "samples %d\n", fit.N)
 	fmt.Fprintf(stdout, "%-12s %12s %12s %8s\n", "coefficient", "value", "std err", "samples")
-	for op := 0; op < enforce.NumOps; op++ {
-		o := enforce.Op(op)
+	for op := 0; op < ru.NumOps; op++ {
+		o := ru.Op(op)
 		if fit.Fitted[op] {
 			fmt.Fprintf(stdout, "%-12s %12.4f %12.4f %8d\n", "base "+o.String(), fit.Model.Base[op], fit.StdErr[op], fit.PerOp[op])
 		} else {
 			fmt.Fprintf(stdout, "%-12s %12.4f %12s %8d  (default, not in data)\n", "base "+o.String(), fit.Model.Base[op], "-", 0)
 		}
 	}
-	fmt.Fprintf(stdout, "%-12s %12.6f %12.6f\n", "per_kib", fit.Model.PerKiB, fit.StdErr[enforce.NumOps])
-	fmt.Fprintf(stdout, "%-12s %12.6f %12.6f\n", "per_ms", fit.Model.PerMs, fit.StdErr[enforce.NumOps+1])
+	fmt.Fprintf(stdout, "%-12s %12.6f %12.6f\n", "per_kib", fit.Model.PerKiB, fit.StdErr[ru.NumOps])
+	fmt.Fprintf(stdout, "%-12s %12.6f %12.6f\n", "per_ms", fit.Model.PerMs, fit.StdErr[ru.NumOps+1])
 	fmt.Fprintf(stdout, "fit: R² %.4f, RMSE %.4f, max |residual| %.4f\n", fit.R2, fit.RMSE, fit.MaxAbsResidual)
 	if err := fit.Model.Validate(); err != nil {
 		fmt.Fprintf(stdout, "warning: %v: the load test did not vary that term enough\n", err)

@@ -10,14 +10,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/qtop-dev/qtop/enforce"
+	"github.com/qtop-dev/qtop/ru"
 )
 
-func csvFor(m enforce.Model) string {
+func csvFor(m ru.Model) string {
 	var b strings.Builder
 	b.WriteString("op,bytes,latency,cost\n")
 	for i := 0; i < 200; i++ {
-		op := enforce.Op(i % enforce.NumOps)
+		op := ru.Op(i % ru.NumOps)
 		by := int64((i * 7919) % 65536)
 		ms := float64((i*104729)%5000) / 100
 		fmt.Fprintf(&b, "%s,%d,%gms,%g\n", op, by, ms, m.Cost(op, by, 0)+ms*m.PerMs)
@@ -26,7 +26,7 @@ func csvFor(m enforce.Model) string {
 }
 
 func TestRunText(t *testing.T) {
-	truth := enforce.Model{Base: [enforce.NumOps]float64{1, 6, 4, 2}, PerKiB: 0.25, PerMs: 0.5}
+	truth := ru.Model{Base: [ru.NumOps]float64{1, 6, 4, 2}, PerKiB: 0.25, PerMs: 0.5}
 	var out, errOut bytes.Buffer
 	if code := run(nil, strings.NewReader(csvFor(truth)), &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
@@ -39,7 +39,7 @@ func TestRunText(t *testing.T) {
 }
 
 func TestRunJSONFromFile(t *testing.T) {
-	truth := enforce.Model{Base: [enforce.NumOps]float64{2, 12, 8, 4}, PerKiB: 0.5, PerMs: 1}
+	truth := ru.Model{Base: [ru.NumOps]float64{2, 12, 8, 4}, PerKiB: 0.5, PerMs: 1}
 	p := filepath.Join(t.TempDir(), "load.csv")
 	if err := os.WriteFile(p, []byte(csvFor(truth)), 0o600); err != nil {
 		t.Fatal(err)
@@ -48,11 +48,11 @@ func TestRunJSONFromFile(t *testing.T) {
 	if code := run([]string{"-json", "-scale", "2", p}, nil, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
-	var m enforce.Model
+	var m ru.Model
 	if err := json.Unmarshal(out.Bytes(), &m); err != nil {
 		t.Fatal(err)
 	}
-	if math.Abs(m.Base[enforce.OpWrite]-6) > 1e-6 || math.Abs(m.PerKiB-0.25) > 1e-9 {
+	if math.Abs(m.Base[ru.OpWrite]-6) > 1e-6 || math.Abs(m.PerKiB-0.25) > 1e-9 {
 		t.Errorf("scaled model %+v", m)
 	}
 }

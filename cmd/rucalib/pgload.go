@@ -13,7 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/qtop-dev/qtop/enforce"
+	"github.com/qtop-dev/qtop/ru"
 )
 
 // pgload is the load-test half of the procedure, for PostgreSQL: it runs
@@ -105,7 +105,7 @@ func pgLoad(ctx context.Context, dsn string, n int, seed uint64, w io.Writer) er
 	explain := "EXPLAIN (ANALYZE, BUFFERS, WAL, FORMAT JSON) "
 	for i := 0; i < n; i++ {
 		var (
-			op    enforce.Op
+			op    ru.Op
 			bytes int
 			sql   string
 			args  []any
@@ -113,20 +113,20 @@ func pgLoad(ctx context.Context, dsn string, n int, seed uint64, w io.Writer) er
 		id := r.Int64N(rows)
 		switch x := r.IntN(10); {
 		case x < 4:
-			op, bytes, sql, args = enforce.OpRead, size[id], "SELECT payload FROM "+table+" WHERE id = $1", []any{id}
+			op, bytes, sql, args = ru.OpRead, size[id], "SELECT payload FROM "+table+" WHERE id = $1", []any{id}
 		case x < 7:
 			p := payload()
-			op, bytes, sql, args = enforce.OpWrite, len(p), "INSERT INTO "+table+" VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET payload = excluded.payload", []any{id, p}
+			op, bytes, sql, args = ru.OpWrite, len(p), "INSERT INTO "+table+" VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET payload = excluded.payload", []any{id, p}
 			size[id] = len(p)
 		case x < 8:
-			op, bytes, sql, args = enforce.OpDelete, size[id], "DELETE FROM "+table+" WHERE id = $1", []any{id}
+			op, bytes, sql, args = ru.OpDelete, size[id], "DELETE FROM "+table+" WHERE id = $1", []any{id}
 			delete(size, id)
 		default:
 			k := int64(1 + r.IntN(200))
 			for j := id; j < id+k; j++ {
 				bytes += size[j]
 			}
-			op, sql, args = enforce.OpScan, "SELECT payload FROM "+table+" WHERE id BETWEEN $1 AND $2", []any{id, id + k - 1}
+			op, sql, args = ru.OpScan, "SELECT payload FROM "+table+" WHERE id BETWEEN $1 AND $2", []any{id, id + k - 1}
 		}
 		var out []byte
 		if err := conn.QueryRow(ctx, explain+sql, args...).Scan(&out); err != nil {

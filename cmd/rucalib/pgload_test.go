@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/qtop-dev/qtop/enforce"
 	"github.com/qtop-dev/qtop/internal/testsvc"
+	"github.com/qtop-dev/qtop/ru"
 )
 
 // TestPgloadCalibratesAgainstPostgres runs the whole procedure against a
@@ -20,20 +20,20 @@ func TestPgloadCalibratesAgainstPostgres(t *testing.T) {
 	if code := run([]string{"pgload", "-dsn", dsn, "-n", "1500", "-seed", "2"}, nil, &csv, &errOut); code != 0 {
 		t.Fatalf("pgload exit %d: %s", code, errOut.String())
 	}
-	samples, err := enforce.ReadSamples(bytes.NewReader(csv.Bytes()))
+	samples, err := ru.ReadSamples(bytes.NewReader(csv.Bytes()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(samples) != 1500 {
 		t.Fatalf("%d samples, want 1500", len(samples))
 	}
-	fit, err := enforce.FitModel(samples, enforce.DefaultModel())
+	fit, err := ru.FitModel(samples, ru.DefaultModel())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for op := 0; op < enforce.NumOps; op++ {
+	for op := 0; op < ru.NumOps; op++ {
 		if !fit.Fitted[op] {
-			t.Errorf("no %v in the load test", enforce.Op(op))
+			t.Errorf("no %v in the load test", ru.Op(op))
 		}
 	}
 	t.Logf("fit: %+v", fit.Model)
@@ -41,8 +41,8 @@ func TestPgloadCalibratesAgainstPostgres(t *testing.T) {
 	// What PostgreSQL does for these statements: a write dirties pages and
 	// writes WAL that a point read does not, and scanning more bytes
 	// touches more pages.
-	if fit.Model.Base[enforce.OpWrite] <= fit.Model.Base[enforce.OpRead] {
-		t.Errorf("write %v not dearer than read %v", fit.Model.Base[enforce.OpWrite], fit.Model.Base[enforce.OpRead])
+	if fit.Model.Base[ru.OpWrite] <= fit.Model.Base[ru.OpRead] {
+		t.Errorf("write %v not dearer than read %v", fit.Model.Base[ru.OpWrite], fit.Model.Base[ru.OpRead])
 	}
 	if fit.Model.PerKiB <= 0 {
 		t.Errorf("per KiB %v", fit.Model.PerKiB)

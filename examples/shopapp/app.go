@@ -18,6 +18,7 @@ import (
 	"github.com/qtop-dev/qtop/agent"
 	"github.com/qtop-dev/qtop/enforce"
 	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/ru"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -219,14 +220,14 @@ func (a *App) migrate(ctx context.Context) error {
 }
 
 // opOf prices a request: reports scan, other reads read, the rest write.
-func opOf(r *http.Request) enforce.Op {
+func opOf(r *http.Request) ru.Op {
 	switch {
 	case r.Pattern == "GET /reports":
-		return enforce.OpScan
+		return ru.OpScan
 	case r.Method == http.MethodGet || r.Method == http.MethodHead:
-		return enforce.OpRead
+		return ru.OpRead
 	}
-	return enforce.OpWrite
+	return ru.OpWrite
 }
 
 type product struct {

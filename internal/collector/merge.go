@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/api"
+	"github.com/qtop-dev/qtop/gcra"
 	"github.com/qtop-dev/qtop/ratio"
 	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/spacesaving"
@@ -149,10 +150,10 @@ type source struct {
 	key      string
 	first    int64 // Unix second of the first report
 	accepted int
-	est      bool     // established: never evicted by a newcomer (sources.go)
-	pending  []uint64 // sequence numbers being logged (sources.go)
-	tokens   float64
-	last     time.Time
+	est      bool        // established: never evicted by a newcomer (sources.go)
+	pending  []uint64    // sequence numbers being logged (sources.go)
+	bucket   gcra.Bucket // admission: rate reports a second, a burst of 4 s
+	last     time.Time   // the last report
 	max      uint64
 	seen     [seqWindow / 64]uint64
 	any      bool
@@ -196,20 +197,18 @@ func (s *source) mark(seq uint64) {
 	s.seen[(seq%seqWindow)/64] |= 1 << (seq % 64)
 }
 
-// admit takes one token from the source's bucket; it returns how long to
-// wait when there is none.
+// admit takes one token from the source's bucket (rate a second, a burst
+// of four seconds' worth); it returns how long to wait when there is none.
 func (s *source) admit(now time.Time, rate float64) (time.Duration, bool) {
-	burst := 4 * rate
-	if s.last.IsZero() {
-		s.tokens = burst
-	} else if dt := now.Sub(s.last).Seconds(); dt > 0 {
-		s.tokens = min(burst, s.tokens+dt*rate)
-	}
 	s.last = now
-	if s.tokens < 1 {
-		return time.Duration((1 - s.tokens) / rate * float64(time.Second)), false
+	r, err := gcra.NewRate(rate, 4*rate)
+	if err != nil {
+		return 0, true // Config makes the rate a number > 0
 	}
-	s.tokens--
+	if !s.bucket.AllowAt(now, r, 1) {
+		return s.bucket.WaitAt(now, r, 1), false
+	}
+	s.bucket.ChargeAt(now, r, 1)
 	return 0, true
 }
 

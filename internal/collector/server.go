@@ -268,7 +268,7 @@ func (s *Server) replayOne(d *decoded, body []byte, m *minute, now time.Time) bo
 	s.screen(rep)
 	src := s.sourceLocked(sourceKey(rep.Source), now)
 	if src.last.IsZero() {
-		src.last, src.tokens = now, 4*s.cfg.SourceRate
+		src.last = now // and its bucket full, as a new one is
 	}
 	if src.check(rep.Seq) == seqDup {
 		return false

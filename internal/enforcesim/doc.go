@@ -72,7 +72,7 @@
 //
 //	| limiter | RU allowed | RU admitted | overshoot |
 //	|---|---|---|---|
-//	| static QPS limit (planned cost) | 600000 | 1200898 | +100.15% |
+//	| static QPS limit (planned cost) | 600000 | 1201546 | +100.26% |
 //	| RU bucket, charged after the work | 600000 | 601025 | +0.17% |
 //
 // Charging after the work with debt keeps admitted RU within the burst

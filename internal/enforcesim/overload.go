@@ -134,7 +134,7 @@ type overloadRun struct {
 	c       OverloadConfig
 	ru      bool
 	base    time.Time
-	static  []*enforce.Bucket
+	static  []*qpsLimit
 	e       *enforce.Enforcer
 	codel   *enforce.CoDel
 	sig     *ratio.Signal
@@ -172,7 +172,7 @@ func newOverloadRun(c OverloadConfig, ru bool) (*overloadRun, error) {
 	if !ru {
 		for _, l := range c.Loads {
 			lim := c.Headroom * l.Rate
-			b, err := enforce.NewBucket(enforce.Limit{RUPerSecond: lim, Burst: lim})
+			b, err := newQPSLimit(lim, lim)
 			if err != nil {
 				return nil, err
 			}
@@ -239,7 +239,7 @@ func (r *overloadRun) arrive(a arrival) {
 			r.restoredAt = a.at - c.SpikeEnd
 		}
 	} else {
-		admit = r.static[a.load].TakeAt(now, 1)
+		admit = r.static[a.load].take(now)
 	}
 	if !admit {
 		return

@@ -64,7 +64,7 @@ func overshoot(c OvershootConfig, ru bool) (OvershootRow, error) {
 	row := OvershootRow{LimitRU: c.Limit.RUPerSecond * c.Duration.Seconds()}
 	var (
 		e      *enforce.Enforcer
-		static *enforce.Bucket
+		static *qpsLimit
 		err    error
 	)
 	if ru {
@@ -73,7 +73,7 @@ func overshoot(c OvershootConfig, ru bool) (OvershootRow, error) {
 	} else {
 		row.Mode = "static QPS limit (planned cost)"
 		q := c.Limit.RUPerSecond / c.PlannedCost
-		static, err = enforce.NewBucket(enforce.Limit{RUPerSecond: q, Burst: c.Limit.Burst / c.PlannedCost})
+		static, err = newQPSLimit(q, c.Limit.Burst/c.PlannedCost)
 	}
 	if err != nil {
 		return row, err
@@ -107,8 +107,8 @@ func overshoot(c OvershootConfig, ru bool) (OvershootRow, error) {
 				d := e.AdmitAt(now, tags)
 				ok, wait = d.Admitted(), d.RetryAfter
 			} else {
-				ok = static.TakeAt(now, 1)
-				wait = static.RetryAfterAt(now)
+				ok = static.take(now)
+				wait = static.b.WaitAt(now, static.r, 0)
 			}
 			if !ok {
 				next[i] = t + max(wait, tick)

@@ -12,7 +12,17 @@ const module = "github.com/qtop-dev/qtop"
 // libraries are the packages an application imports.
 var libraries = []string{"tenant", "sqlcomment", "sqlcomment/pgxcomment", "spacesaving", "topn", "ratio",
 	"policy", "enforce", "meter", "meter/otelmeter", "meter/sqlmeter", "report", "freshness", "budget", "histogram", "api", "agent",
-	"hotkey", "fairqueue"}
+	"hotkey", "fairqueue", "gcra", "ru"}
+
+// TestGCRAIsALeaf: the token bucket that the enforcer, the quota gate, the
+// budgets and the collector share depends on the standard library alone.
+func TestGCRAIsALeaf(t *testing.T) {
+	for _, dep := range goList(t, `{{if not .Standard}}{{.ImportPath}}{{end}}`, module+"/gcra") {
+		if dep != module+"/gcra" {
+			t.Errorf("gcra depends on %s", dep)
+		}
+	}
+}
 
 func goList(t *testing.T, format string, pkgs ...string) []string {
 	t.Helper()

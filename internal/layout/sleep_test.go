@@ -25,11 +25,6 @@ var sleepAllowed = map[string]string{
 	"quota/lease/worker_test.go": "a separate worker process's 40 ms job",
 
 	// Areas made deterministic in parallel: drop each entry once merged.
-	"enforce/codel_test.go":     "removed by the enforce work",
-	"enforce/freshness_test.go": "removed by the enforce work",
-	"hotkey/guard_test.go":      "removed by the enforce work",
-	"fairqueue/limiter_test.go": "removed by the enforce work",
-	"fairqueue/queue_test.go":   "removed by the enforce work",
 	// Removed by the meter work.
 	"meter/failover_test.go": "removed by the meter work",
 	"meter/reporter_test.go": "removed by the meter work",

@@ -44,12 +44,9 @@ func privateRedis(t *testing.T) string {
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
 	c := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
 	defer c.Close()
-	for deadline := time.Now().Add(10 * time.Second); c.Ping(context.Background()).Err() != nil; {
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
-			t.Fatalf("private redis on %s did not start: %s", addr, log)
-		}
-		time.Sleep(20 * time.Millisecond) // waiting for a process to listen, with a deadline
+	if !testsvc.Poll(10*time.Second, func() bool { return c.Ping(context.Background()).Err() == nil }) {
+		log, _ := os.ReadFile(filepath.Join(dir, "redis.log"))
+		t.Fatalf("private redis on %s did not start: %s", addr, log)
 	}
 	return addr
 }

@@ -1,4 +1,4 @@
-package enforce
+package ru
 
 import (
 	"bytes"
@@ -39,8 +39,8 @@ func TestModelValidate(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range []Model{{PerKiB: -1}, {PerMs: math.NaN()}, {Base: [NumOps]float64{math.Inf(1)}}} {
-		if err := m.Validate(); !errors.Is(err, ErrConfig) {
-			t.Errorf("Validate(%+v) = %v, want ErrConfig", m, err)
+		if err := m.Validate(); !errors.Is(err, ErrModel) {
+			t.Errorf("Validate(%+v) = %v, want ErrModel", m, err)
 		}
 	}
 }
@@ -52,7 +52,7 @@ func TestParseOp(t *testing.T) {
 			t.Errorf("ParseOp(%v) = %v, %v", Op(i), op, err)
 		}
 	}
-	if _, err := ParseOp("upsert"); !errors.Is(err, ErrConfig) {
+	if _, err := ParseOp("upsert"); !errors.Is(err, ErrModel) {
 		t.Errorf("ParseOp(upsert) = %v", err)
 	}
 }
@@ -205,7 +205,7 @@ func TestReadSamplesErrors(t *testing.T) {
 		{"negative latency", "op,bytes,latency,cost\nread,1,-3ms,1\n", "line 2: latency"},
 		{"NaN cost", "op,bytes,latency,cost\nread,1,1,NaN\n", "line 2: cost"},
 		{"short line", "op,bytes,latency,cost\nread,1\n", "line 2: missing latency"},
-		{"bad quote", "op,bytes,latency,cost\n\"read,1,1,1\n", "enforce: malformed"},
+		{"bad quote", "op,bytes,latency,cost\n\"read,1,1,1\n", "ru: malformed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,4 +1,4 @@
-package enforce
+package ru
 
 import (
 	"fmt"
@@ -39,7 +39,7 @@ func ParseOp(s string) (Op, error) {
 			return Op(i), nil
 		}
 	}
-	return 0, fmt.Errorf("%w: unknown op %q (want read, write, delete or scan)", ErrConfig, s)
+	return 0, fmt.Errorf("%w: unknown op %q (want read, write, delete or scan)", ErrModel, s)
 }
 
 // Model prices one unit of work in request units (RU):
@@ -82,7 +82,7 @@ func (m Model) Cost(op Op, bytes int64, d time.Duration) float64 {
 func (m Model) Validate() error {
 	check := func(name string, v float64) error {
 		if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
-			return fmt.Errorf("%w: cost model %s = %v (want a finite number ≥ 0)", ErrConfig, name, v)
+			return fmt.Errorf("%w: cost model %s = %v (want a finite number ≥ 0)", ErrModel, name, v)
 		}
 		return nil
 	}
