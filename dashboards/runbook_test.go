@@ -95,20 +95,31 @@ func TestRunbookCommands(t *testing.T) {
 	}
 }
 
+// bindings adds the keys of every key.Binding in v, a struct whose groups
+// of bindings may be embedded or nested structs, to bound.
+func bindings(v reflect.Value, bound map[string]bool) {
+	for i := range v.NumField() {
+		f := v.Field(i)
+		if !f.CanInterface() {
+			continue
+		}
+		if b, ok := f.Interface().(key.Binding); ok {
+			for _, k := range b.Keys() {
+				bound[k] = true
+			}
+		} else if f.Kind() == reflect.Struct {
+			bindings(f, bound)
+		}
+	}
+}
+
 var keyRE = regexp.MustCompile("`([^`\\s]|tab|enter|esc)`")
 
 // TestRunbookKeys: every key the runbook names is bound in qtop's keymap
 // (y confirms a prompt, which is not a binding of the keymap).
 func TestRunbookKeys(t *testing.T) {
 	bound := map[string]bool{"y": true}
-	km := reflect.ValueOf(tui.DefaultKeyMap())
-	for i := range km.NumField() {
-		if b, ok := km.Field(i).Interface().(key.Binding); ok {
-			for _, k := range b.Keys() {
-				bound[k] = true
-			}
-		}
-	}
+	bindings(reflect.ValueOf(tui.DefaultKeyMap()), bound)
 	keys := keyRE.FindAllStringSubmatch(readRunbook(t), -1)
 	if len(keys) < 10 {
 		t.Fatalf("only %d keys found in the runbook", len(keys))
