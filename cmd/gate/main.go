@@ -76,6 +76,7 @@ type flags struct {
 	h2cUpstream, preserveHost, trustForwarded, noBaggage   bool
 	shadow, version                                        bool
 	etagKeyFile, metricsListen, logFormat, logLevel        string
+	plans                                                  string
 }
 
 func parse(args []string, stderr io.Writer) (flags, error) {
@@ -109,6 +110,7 @@ func parse(args []string, stderr io.Writer) (flags, error) {
 	b.bool(&f.trustForwarded, "trust-forwarded", "QTOP_GATE_TRUST_FORWARDED", "keep incoming X-Forwarded-For (only behind a trusted load balancer)")
 	b.bool(&f.noBaggage, "no-baggage", "QTOP_GATE_NO_BAGGAGE", "do not send the tenant upstream as W3C baggage")
 	b.bool(&f.shadow, "shadow", "QTOP_GATE_SHADOW", "shadow mode: decide, count and report, refuse nothing")
+	b.str(&f.plans, "plans", "QTOP_GATE_PLANS", "", "JSON file of plans and each tenant's plan (default: free 100 RU/s for every tenant; see README)")
 	b.str(&f.etagKeyFile, "etag-key-file", "QTOP_GATE_ETAG_KEY_FILE", "", "file holding the ETag signing key: turns on the freshness shedder (304 under overload, by the collector's rules)")
 	b.str(&f.metricsListen, "metrics-listen", "QTOP_GATE_METRICS_LISTEN", "", "address of /metrics (qtop_gate_*, the agent's, Go's); empty: off")
 	b.str(&f.logFormat, "log-format", "QTOP_LOG_FORMAT", "text", "log format: text or json")
@@ -205,6 +207,13 @@ func agentOptions(f flags) ([]agent.Option, error) {
 			token = strings.TrimSpace(string(b))
 		}
 		opts = append(opts, agent.WithCollector(f.collector, token))
+	}
+	if f.plans != "" {
+		plans, planOf, err := readPlans(f.plans)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, agent.WithPlans(plans, planOf))
 	}
 	if f.shadow {
 		opts = append(opts, agent.WithShadow())
