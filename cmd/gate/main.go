@@ -69,14 +69,27 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, nil)) }
 // flags are the parsed command line.
 type flags struct {
 	listen, upstream, service, collector, token, tokenFile string
-	tenant, tenantHeader, tierHeader                       string
-	jwtKeyFile, jwtTenantClaim, jwtTierClaim               string
-	pathSegment, slots, maxIdle                            int
-	timeout, dialTimeout, flushInterval, grace, interval   time.Duration
-	h2cUpstream, preserveHost, trustForwarded, noBaggage   bool
-	shadow, version                                        bool
-	etagKeyFile, metricsListen, logFormat, logLevel        string
-	plans                                                  string
+	tenantFlags
+	proxyFlags
+	slots                                           int
+	grace, interval                                 time.Duration
+	shadow, version                                 bool
+	etagKeyFile, metricsListen, logFormat, logLevel string
+	plans, pprof                                    string
+}
+
+// tenantFlags say where the tenant is found.
+type tenantFlags struct {
+	tenant, tenantHeader, tierHeader         string
+	jwtKeyFile, jwtTenantClaim, jwtTierClaim string
+	pathSegment                              int
+}
+
+// proxyFlags tune the proxy.
+type proxyFlags struct {
+	maxIdle                                              int
+	timeout, dialTimeout, flushInterval                  time.Duration
+	h2cUpstream, preserveHost, trustForwarded, noBaggage bool
 }
 
 func parse(args []string, stderr io.Writer) (flags, error) {
@@ -113,6 +126,7 @@ func parse(args []string, stderr io.Writer) (flags, error) {
 	b.str(&f.plans, "plans", "QTOP_GATE_PLANS", "", "JSON file of plans and each tenant's plan (default: free 100 RU/s for every tenant; see README)")
 	b.str(&f.etagKeyFile, "etag-key-file", "QTOP_GATE_ETAG_KEY_FILE", "", "file holding the ETag signing key: turns on the freshness shedder (304 under overload, by the collector's rules)")
 	b.str(&f.metricsListen, "metrics-listen", "QTOP_GATE_METRICS_LISTEN", "", "address of /metrics (qtop_gate_*, the agent's, Go's); empty: off")
+	b.str(&f.pprof, "pprof", "QTOP_GATE_PPROF", "", "loopback address on which to serve Go profiles (/debug/pprof/), e.g. 127.0.0.1:6060 (default off)")
 	b.str(&f.logFormat, "log-format", "QTOP_LOG_FORMAT", "text", "log format: text or json")
 	b.str(&f.logLevel, "log-level", "QTOP_LOG_LEVEL", "info", "log level: debug, info, warn, error")
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
@@ -284,6 +298,16 @@ func serve(ctx context.Context, f flags, g *gate.Gate, reg *prometheus.Registry,
 		msrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go msrv.Serve(mln)
 		log.Info("gate: metrics", "addr", mln.Addr().String())
+	}
+	if f.pprof != "" {
+		_, stopPprof, err := servePprof(f.pprof, log)
+		if err != nil {
+			log.Error("gate: pprof", "err", err)
+			ln.Close()
+			g.Shutdown(context.Background())
+			return 1
+		}
+		defer stopPprof()
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- g.Serve(ln) }()
