@@ -162,6 +162,9 @@ func newTransport(cfg Config) *http.Transport {
 		ResponseHeaderTimeout: cfg.Timeout,
 		ExpectContinueTimeout: time.Second,
 		TLSHandshakeTimeout:   cfg.DialTimeout,
+		// A proxy passes bodies as they are: without this the transport
+		// would ask for gzip when the client did not and unzip it.
+		DisableCompression: true,
 	}
 	if cfg.H2CUpstream {
 		var p http.Protocols

@@ -308,3 +308,40 @@ func TestThrottleFromCollector(t *testing.T) {
 		t.Fatalf("upstream saw %q then %d more", tn, len(seen))
 	}
 }
+
+// TestH2C: clients may speak HTTP/2 without TLS to the gate, and the gate
+// to an h2c upstream.
+func TestH2C(t *testing.T) {
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, r.Proto)
+	}))
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	up.Config.Protocols = &p
+	up.Start()
+	defer up.Close()
+	s := start(t, up.URL, gate.Config{H2CUpstream: true})
+	c := &http.Client{Transport: &http.Transport{Protocols: &p}}
+	defer c.CloseIdleConnections()
+	resp, body := get(t, c, s.base+"/h2", "acme")
+	if resp.StatusCode != 200 || resp.ProtoMajor != 2 || body != "HTTP/2.0" {
+		t.Fatalf("%d %s, upstream saw %q", resp.StatusCode, resp.Proto, body)
+	}
+}
+
+// TestBodiesPassAsTheyAre: a gzip answer reaches the client still
+// compressed, as the upstream sent it.
+func TestBodiesPassAsTheyAre(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		io.WriteString(w, "not really gzip")
+	}))
+	defer up.Close()
+	s := start(t, up.URL, gate.Config{})
+	c := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	defer c.CloseIdleConnections()
+	resp, body := get(t, c, s.base+"/z", "acme")
+	if resp.Header.Get("Content-Encoding") != "gzip" || body != "not really gzip" {
+		t.Fatalf("%v %q", resp.Header, body)
+	}
+}

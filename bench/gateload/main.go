@@ -71,7 +71,7 @@ func bare(args []string) int {
 	}
 	p := &httputil.ReverseProxy{
 		Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(u); pr.SetXForwarded() },
-		Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second},
+		Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: 90 * time.Second, DisableCompression: true},
 		// The same 32 KiB copy buffers from a pool as the gate's, so
 		// that the difference between the two is qtop's path alone.
 		BufferPool: bufferPool{},
