@@ -307,6 +307,29 @@ func TestThrottleFromCollector(t *testing.T) {
 	if tn := <-seen; tn != "acme" || len(seen) != 0 {
 		t.Fatalf("upstream saw %q then %d more", tn, len(seen))
 	}
+	// Shutdown sends the last report: acme's request reaches the live view
+	// although the interval (an hour) never came round.
+	if err := s.g.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// The live view counts whole seconds: follow its stream (5 s at most)
+	// until acme's second is in.
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	var acme bool
+	var last []api.TenantRow
+	c.Stream(ctx, func(snap api.Snapshot) {
+		last = snap.Tenants
+		for _, row := range snap.Tenants {
+			if row.Tenant == "acme" && row.ReqPerSec > 0 {
+				acme = true
+				cancel()
+			}
+		}
+	})
+	if !acme {
+		t.Fatalf("the last report did not arrive: %+v", last)
+	}
 }
 
 // TestH2C: clients may speak HTTP/2 without TLS to the gate, and the gate
