@@ -130,6 +130,10 @@ func sameBaggage(got, want string) bool {
 func TestEventStreamUnbuffered(t *testing.T) {
 	release := make(chan struct{})
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/events" {
+			io.WriteString(w, "ok")
+			return
+		}
 		w.Header().Set("Content-Type", "text/event-stream")
 		io.WriteString(w, "data: one\n\n")
 		w.(http.Flusher).Flush()
@@ -141,7 +145,9 @@ func TestEventStreamUnbuffered(t *testing.T) {
 		io.WriteString(w, "data: two\n\n")
 	}))
 	defer up.Close()
-	s := start(t, up.URL, gate.Config{})
+	// One admission slot: the open stream gives it back, so the next
+	// request is served meanwhile.
+	s := start(t, up.URL, gate.Config{}, agent.WithSlots(1))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/events", nil)
@@ -155,6 +161,10 @@ func TestEventStreamUnbuffered(t *testing.T) {
 	line, err := br.ReadString('\n')
 	if err != nil || line != "data: one\n" {
 		t.Fatalf("first event before the upstream finished: %q %v", line, err)
+	}
+	if resp, body := get(t, http.DefaultClient, s.base+"/other", "acme"); resp.StatusCode != 200 {
+		close(release)
+		t.Fatalf("a request beside the open stream: %d %q", resp.StatusCode, body)
 	}
 	close(release)
 	rest, _ := io.ReadAll(br)

@@ -12,6 +12,7 @@ import (
 
 	"go.opentelemetry.io/otel/baggage"
 
+	"github.com/qtop-dev/qtop/agent"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -82,7 +83,21 @@ func (t *timedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	start := time.Now()
 	resp, err := t.base.RoundTrip(req)
 	t.m.upstream.Observe(time.Since(start).Seconds())
+	if err == nil && isStream(resp) {
+		// What follows is an open stream, not work: charge the request
+		// up to here and give its admission slot back.
+		agent.Streaming(req.Context())
+	}
 	return resp, err
+}
+
+// isStream reports an upgraded connection (WebSocket) or an event stream.
+func isStream(resp *http.Response) bool {
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		return true
+	}
+	ct := resp.Header.Get("Content-Type")
+	return strings.HasPrefix(ct, "text/event-stream")
 }
 
 // gateWriter is the outermost response writer: it keeps the status for
