@@ -35,8 +35,9 @@
 // Retry-After (throttled, bucket in debt) and 503 (shed, dropped by
 // CoDel), as the agent answers them.
 //
-// Long-lived requests (event streams, WebSockets) hold one of the
-// agent's admission slots (agent.WithSlots) while they last and are
-// charged for their whole duration: give the gate more slots than the
-// streams you expect.
+// An event stream or an upgraded connection (WebSocket) is admitted like
+// any request; once the upstream has answered it, the gate tells the
+// agent (agent.Streaming) so that its latency is charged up to there, not
+// for as long as the stream stays open, and its admission slot is given
+// back at once. Its bytes are counted to the end.
 package gate

@@ -111,7 +111,7 @@ func parse(args []string, stderr io.Writer) (flags, error) {
 	b.str(&f.jwtTenantClaim, "jwt-tenant-claim", "QTOP_GATE_JWT_TENANT_CLAIM", "tenant", "JWT claim holding the tenant")
 	b.str(&f.jwtTierClaim, "jwt-tier-claim", "QTOP_GATE_JWT_TIER_CLAIM", "tier", "JWT claim holding the tier (empty: none)")
 	b.int(&f.pathSegment, "path-segment", "QTOP_GATE_PATH_SEGMENT", 0, "path segment holding the tenant for --tenant path (0: /acme/…)")
-	b.int(&f.slots, "slots", "QTOP_GATE_SLOTS", 1024, "requests served at once before CoDel queues them (long-lived streams hold one each; 0: no queue)")
+	b.int(&f.slots, "slots", "QTOP_GATE_SLOTS", 1024, "requests served at once before CoDel queues them (event streams and WebSockets give theirs back once answered; 0: no queue)")
 	b.int(&f.maxIdle, "max-idle-conns", "QTOP_GATE_MAX_IDLE_CONNS", gate.DefaultMaxIdleConnsPerHost, "keep-alive connections kept open to the upstream")
 	b.dur(&f.timeout, "upstream-timeout", "QTOP_GATE_UPSTREAM_TIMEOUT", gate.DefaultTimeout, "wait for the upstream's response headers before answering 504")
 	b.dur(&f.dialTimeout, "dial-timeout", "QTOP_GATE_DIAL_TIMEOUT", gate.DefaultDialTimeout, "wait for a connection to the upstream before answering 502")
