@@ -378,3 +378,43 @@ func TestBodiesPassAsTheyAre(t *testing.T) {
 		t.Fatalf("%v %q", resp.Header, body)
 	}
 }
+
+// TestQueueDropIs503: with its one slot taken, the gate's CoDel queue
+// drops a T3 request after its wait limit with 503 + Retry-After, and the
+// upstream never sees it.
+func TestQueueDropIs503(t *testing.T) {
+	arrived, release := make(chan struct{}), make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/hold" {
+			t.Errorf("upstream saw %s", r.URL.Path)
+			return
+		}
+		close(arrived)
+		<-release
+	}))
+	defer up.Close()
+	s := start(t, up.URL, gate.Config{}, agent.WithSlots(1))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req, _ := http.NewRequest(http.MethodGet, s.base+"/hold", nil)
+		req.Header.Set("X-Tenant", "acme")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-arrived
+	req, _ := http.NewRequest(http.MethodGet, s.base+"/x", nil)
+	req.Header.Set("X-Tenant", "globex")
+	req.Header.Set("X-Tier", "T3")
+	resp, err := http.DefaultClient.Do(req)
+	close(release)
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("%d Retry-After=%q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}
