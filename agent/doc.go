@@ -44,6 +44,10 @@
 // of the provider with its tenant; WithBaggage also puts the tenant in
 // the context's OTel baggage for other instrumentation.
 //
+// A handler that goes on as a long-lived stream (server-sent events, a
+// WebSocket) calls Streaming once it has answered: its latency is charged
+// up to there and its admission slot given back.
+//
 // Everything the agent does can run in shadow mode first (WithShadow):
 // decided, counted and reported, not applied.
 package agent

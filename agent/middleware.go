@@ -52,7 +52,10 @@ type handler struct {
 type request struct {
 	tenant.Context
 	w        respWriter
+	agent    *Agent
 	acquire  atomic.Int64 // unix ns of the pgx acquire in flight
+	streamAt atomic.Int64 // unix ns when Streaming was called, 0 if not
+	slot     atomic.Bool  // holds a queue slot not yet released
 	poolWait atomic.Int64 // ns waited for connections
 }
 
@@ -96,7 +99,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// comments then carry it too.
 		tags.Route = r.Pattern
 	}
-	q := &request{}
+	q := &request{agent: a}
 	q.Context.Context, q.Tags = r.Context(), tags
 	q.w.ResponseWriter, q.w.status = w, http.StatusOK
 	var ctx context.Context = q
@@ -128,7 +131,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 			return
 		}
-		defer a.queue.Release()
+		q.slot.Store(true)
+		defer q.releaseSlot(a)
 	}
 	if d = e.AllowAt(start, tags); !d.Admitted() {
 		h.refuse(q, r, start, d, span)
@@ -138,9 +142,37 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h.next.ServeHTTP(&q.w, r)
 }
 
+// Streaming tells the agent that the request of ctx (a context Handler
+// made, or one derived from it) goes on as a long-lived stream from now
+// on — an event stream, an upgraded connection such as a WebSocket —
+// whose duration is not work: the request's latency, as charged and
+// recorded, ends now (its bytes are still counted to the end), and it
+// gives back its admission slot at once, so that open streams do not
+// fill the CoDel queue. Calls after the first, and outside Handler, do
+// nothing.
+func Streaming(ctx context.Context) {
+	q := requestOf(ctx)
+	if q == nil || !q.streamAt.CompareAndSwap(0, time.Now().UnixNano()) {
+		return
+	}
+	if a := q.agent; a != nil {
+		q.releaseSlot(a)
+	}
+}
+
+// releaseSlot gives the request's queue slot back, once.
+func (q *request) releaseSlot(a *Agent) {
+	if q.slot.CompareAndSwap(true, false) {
+		a.queue.Release()
+	}
+}
+
 // finish charges and records a request that ran (charge) or was refused.
 func (a *Agent) finish(q *request, r *http.Request, start time.Time, tier tenant.Tier, span trace.Span, charge bool) {
 	end := time.Now()
+	if at := q.streamAt.Load(); at > 0 {
+		end = time.Unix(0, at)
+	}
 	d := end.Sub(start)
 	tags := q.Tags
 	tags.Tier = tier

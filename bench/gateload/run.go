@@ -1,0 +1,296 @@
+package main
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// target is what the load goes to: the upstream itself or a proxy.
+type target struct {
+	name string
+	addr string
+	cmd  *exec.Cmd // nil for the upstream
+}
+
+func run(o options) error {
+	tmp, err := os.MkdirTemp("", "gateload-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	up, err := startUpstream()
+	if err != nil {
+		return err
+	}
+	upURL := "http://" + up
+	gateBin, err := buildGate(o, tmp)
+	if err != nil {
+		return err
+	}
+	nginxBin := findNginx(o.nginx)
+	for round := 1; round <= o.runs; round++ {
+		fmt.Printf("\nround %d: %d req/s offered over %d connections, %v measured after %v warm-up, GOMAXPROCS of each Go proxy = %d cores\n",
+			round, o.rate, o.conns, o.duration, o.warmup, numCPU())
+		targets := []target{{name: "direct", addr: up}}
+		for _, mk := range []func() (target, error){
+			func() (target, error) { return startBare(upURL) },
+			func() (target, error) { return startGate(gateBin, upURL, tmp) },
+			func() (target, error) { return startNginx(nginxBin, up, tmp) },
+		} {
+			t, err := mk()
+			if err != nil {
+				return err
+			}
+			if t.name != "" {
+				targets = append(targets, t)
+			}
+		}
+		if err := measureAll(o, targets); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// measureAll loads each target in turn and prints the table.
+func measureAll(o options, targets []target) error {
+	rows := make([]row, len(targets))
+	defer func() {
+		for _, t := range targets {
+			if t.cmd != nil {
+				t.cmd.Process.Signal(os.Interrupt)
+				t.cmd.Wait()
+			}
+		}
+	}()
+	for i, t := range targets {
+		if _, err := drive(t.addr, o.rate, o.conns, o.warmup); err != nil {
+			return fmt.Errorf("%s: %w", t.name, err)
+		}
+		if t.name == "gate" && o.profile != "" {
+			go profileGate(o.profile)
+		}
+		before := cpuTicks(t.cmd)
+		r, err := drive(t.addr, o.rate, o.conns, o.duration)
+		if err != nil {
+			return fmt.Errorf("%s: %w", t.name, err)
+		}
+		rows[i] = row{name: t.name, r: r, ticks: cpuTicks(t.cmd) - before, proxy: t.cmd != nil}
+	}
+	printTable(rows)
+	return nil
+}
+
+func startUpstream() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	body := []byte(strings.Repeat("x", 256))
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(body)
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go srv.Serve(ln)
+	return ln.Addr().String(), nil
+}
+
+func freeAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+func startChild(name string, addr string, cmd *exec.Cmd) (target, error) {
+	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+	if err := cmd.Start(); err != nil {
+		return target{}, fmt.Errorf("%s: %w", name, err)
+	}
+	if err := waitListening(addr); err != nil {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return target{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return target{name: name, addr: addr, cmd: cmd}, nil
+}
+
+func startBare(up string) (target, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return target{}, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return target{}, err
+	}
+	return startChild("httputil", addr, exec.Command(self, "bare", "-listen", addr, "-upstream", up))
+}
+
+func buildGate(o options, tmp string) (string, error) {
+	if o.gate != "" {
+		return o.gate, nil
+	}
+	bin := filepath.Join(tmp, "gate")
+	out, err := exec.Command("go", "build", "-C", o.repo, "-o", bin, "./cmd/gate").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build cmd/gate: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// gatePprof is where the gate serves its profiles during the run.
+var gatePprof string
+
+func startGate(bin, up, tmp string) (target, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return target{}, err
+	}
+	if gatePprof, err = freeAddr(); err != nil {
+		return target{}, err
+	}
+	plans := filepath.Join(tmp, "plans.json")
+	// One tenant with a limit far above the offered load: the bucket is
+	// charged on every request but never refuses.
+	err = os.WriteFile(plans, []byte(`{"plans": {"bench": {"limit": {"ru_per_second": 1e9, "burst": 1e9}, "weight": 1}}, "default": "bench"}`), 0o600)
+	if err != nil {
+		return target{}, err
+	}
+	return startChild("gate", addr, exec.Command(bin, "--listen", addr, "--upstream", up, "--service", "bench",
+		"--tenant", "header", "--plans", plans, "--log-level", "warn", "--pprof", gatePprof))
+}
+
+func findNginx(flagged string) string {
+	switch flagged {
+	case "none":
+		return ""
+	case "":
+		if p, err := exec.LookPath("nginx"); err == nil {
+			return p
+		}
+		if _, err := os.Stat("/usr/sbin/nginx"); err == nil {
+			return "/usr/sbin/nginx"
+		}
+		fmt.Fprintln(os.Stderr, "gateload: no nginx (apt-get install nginx): left out")
+		return ""
+	}
+	return flagged
+}
+
+// startNginx runs nginx in the foreground with a configuration of its own
+// in tmp: proxy_pass to the upstream over keep-alive connections, access
+// log off, one worker per core.
+func startNginx(bin, up, tmp string) (target, error) {
+	if bin == "" {
+		return target{}, nil
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return target{}, err
+	}
+	dir := filepath.Join(tmp, "nginx")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return target{}, err
+	}
+	conf := fmt.Sprintf(`daemon off;
+master_process on;
+worker_processes auto;
+pid %[1]s/nginx.pid;
+error_log %[1]s/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path %[1]s/body; proxy_temp_path %[1]s/proxy;
+  fastcgi_temp_path %[1]s/fastcgi; uwsgi_temp_path %[1]s/uwsgi; scgi_temp_path %[1]s/scgi;
+  upstream up { server %[2]s; keepalive 256; }
+  server {
+    listen %[3]s;
+    location / {
+      proxy_pass http://up;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+      proxy_set_header X-Forwarded-Proto $scheme;
+      proxy_set_header X-Forwarded-Host $host;
+    }
+  }
+}
+`, dir, up, addr)
+	path := filepath.Join(dir, "nginx.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		return target{}, err
+	}
+	return startChild("nginx", addr, exec.Command(bin, "-p", dir, "-c", path, "-e", filepath.Join(dir, "error.log")))
+}
+
+// cpuTicks is the user+system CPU of the process and its children
+// processes (nginx's workers), in clock ticks; 0 for no process.
+func cpuTicks(cmd *exec.Cmd) int64 {
+	if cmd == nil {
+		return 0
+	}
+	pid := cmd.Process.Pid
+	total := procTicks(pid)
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil || p == pid {
+			continue
+		}
+		if ppid, ticks := procStat(p); ppid == pid {
+			total += ticks
+		}
+	}
+	return total
+}
+
+func procTicks(pid int) int64 { _, t := procStat(pid); return t }
+
+// procStat reads a process's parent and utime+stime from /proc/PID/stat.
+func procStat(pid int) (ppid int, ticks int64) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, 0
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, 0
+	}
+	f := strings.Fields(s[i+1:])
+	// After the command: state(0) ppid(1) … utime(11) stime(12).
+	if len(f) < 13 {
+		return 0, 0
+	}
+	ppid, _ = strconv.Atoi(f[1])
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return ppid, u + st
+}
+
+// profileGate writes a CPU profile of the gate under load.
+func profileGate(path string) {
+	resp, err := http.Get("http://" + gatePprof + "/debug/pprof/profile?seconds=5")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gateload: profile:", err)
+		return
+	}
+	defer resp.Body.Close()
+	f, err := os.Create(path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gateload: profile:", err)
+		return
+	}
+	defer f.Close()
+	f.ReadFrom(resp.Body)
+}

@@ -1,0 +1,399 @@
+// Command gate is qtop's reverse proxy: it puts the agent's request path
+// (tenant, admission, charge, one record per request, the collector's
+// policy) in front of an HTTP service written in any language. See
+// package gate and `gate --help`.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/qtop-dev/qtop/agent"
+	"github.com/qtop-dev/qtop/freshness"
+	"github.com/qtop-dev/qtop/gate"
+	"github.com/qtop-dev/qtop/internal/buildinfo"
+)
+
+const usage = `gate — qtop's reverse proxy in front of a service written in any language
+
+Every request is attributed to its tenant, admitted by qtop (tier
+shedding, CoDel, the tenant's RU bucket, the collector's throttles, fleet
+quotas and freshness rules), forwarded to --upstream, charged its real
+cost when the upstream has answered and recorded once. The gate reports
+to --collector every --interval as a process of --service and applies
+the policy of the replies: nothing on the request path calls anything
+remote. Refused requests get 429 + Retry-After (throttled) or 503 (shed);
+an upstream that is down gets 502, one that is too slow 504.
+
+Usage:
+  gate --upstream http://127.0.0.1:3000 --service shop-node [flags]
+
+Examples:
+  # A Node.js service on :3000, tenants in X-Tenant/X-Tier set by the edge:
+  gate --listen :8080 --upstream http://127.0.0.1:3000 --service shop-node \
+       --collector http://collector:7070 --token-file /etc/qtop/report.token
+
+  # Tenant from an HS256 JWT (claims "tenant" and "tier"), else from baggage:
+  gate --upstream http://127.0.0.1:3000 --service api --tenant jwt,baggage \
+       --jwt-key-file /etc/qtop/jwt.key
+
+  # Tenant from the first path segment (/acme/orders), metrics on :9101:
+  QTOP_UPSTREAM=http://127.0.0.1:3000 QTOP_SERVICE=api QTOP_GATE_TENANT=path \
+  gate --metrics-listen 127.0.0.1:9101
+
+The tenant reaches the upstream as W3C baggage (tenant.id, tenant.tier),
+which OpenTelemetry instrumentation puts on its spans.
+
+Flags (each also read from the environment variable in brackets):
+`
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, nil)) }
+
+// flags are the parsed command line.
+type flags struct {
+	listen, upstream, service, collector, token, tokenFile string
+	tenantFlags
+	proxyFlags
+	slots                                           int
+	grace, interval                                 time.Duration
+	shadow, version                                 bool
+	etagKeyFile, metricsListen, logFormat, logLevel string
+	plans, pprof                                    string
+}
+
+// tenantFlags say where the tenant is found.
+type tenantFlags struct {
+	tenant, tenantHeader, tierHeader         string
+	jwtKeyFile, jwtTenantClaim, jwtTierClaim string
+	pathSegment                              int
+}
+
+// proxyFlags tune the proxy.
+type proxyFlags struct {
+	maxIdle                                              int
+	timeout, dialTimeout, flushInterval                  time.Duration
+	h2cUpstream, preserveHost, trustForwarded, noBaggage bool
+}
+
+func parse(args []string, stderr io.Writer) (flags, error) {
+	var f flags
+	fs := flag.NewFlagSet("gate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	b := binder{fs: fs}
+	b.str(&f.listen, "listen", "QTOP_GATE_LISTEN", ":8080", "address the gate answers on (HTTP/1.1 and h2c)")
+	b.str(&f.upstream, "upstream", "QTOP_UPSTREAM", "", "the service behind the gate, http://host:port (required)")
+	b.str(&f.service, "service", "QTOP_SERVICE", "", "the service's name in qtop; the gate reports as one of its processes (required)")
+	b.str(&f.collector, "collector", "QTOP_COLLECTOR", "", "the collector, http://host:7070 (empty: enforce locally, report nothing)")
+	b.str(&f.token, "token", "QTOP_TOKEN", "", "the collector's report token (prefer --token-file)")
+	b.str(&f.tokenFile, "token-file", "QTOP_TOKEN_FILE", "", "file holding the collector's report token")
+	b.str(&f.tenant, "tenant", "QTOP_GATE_TENANT", "header,baggage", "where the tenant is found, tried in order: header, jwt, path, baggage")
+	b.str(&f.tenantHeader, "tenant-header", "QTOP_GATE_TENANT_HEADER", "X-Tenant", "header holding the tenant (set by a trusted edge)")
+	b.str(&f.tierHeader, "tier-header", "QTOP_GATE_TIER_HEADER", "X-Tier", "header holding the tier T0…T3 (empty: none)")
+	b.str(&f.jwtKeyFile, "jwt-key-file", "QTOP_GATE_JWT_KEY_FILE", "", "file holding the HS256 key of --tenant jwt")
+	b.str(&f.jwtTenantClaim, "jwt-tenant-claim", "QTOP_GATE_JWT_TENANT_CLAIM", "tenant", "JWT claim holding the tenant")
+	b.str(&f.jwtTierClaim, "jwt-tier-claim", "QTOP_GATE_JWT_TIER_CLAIM", "tier", "JWT claim holding the tier (empty: none)")
+	b.int(&f.pathSegment, "path-segment", "QTOP_GATE_PATH_SEGMENT", 0, "path segment holding the tenant for --tenant path (0: /acme/…)")
+	b.int(&f.slots, "slots", "QTOP_GATE_SLOTS", 1024, "requests served at once before CoDel queues them (event streams and WebSockets give theirs back once answered; 0: no queue)")
+	b.int(&f.maxIdle, "max-idle-conns", "QTOP_GATE_MAX_IDLE_CONNS", gate.DefaultMaxIdleConnsPerHost, "keep-alive connections kept open to the upstream")
+	b.dur(&f.timeout, "upstream-timeout", "QTOP_GATE_UPSTREAM_TIMEOUT", gate.DefaultTimeout, "wait for the upstream's response headers before answering 504")
+	b.dur(&f.dialTimeout, "dial-timeout", "QTOP_GATE_DIAL_TIMEOUT", gate.DefaultDialTimeout, "wait for a connection to the upstream before answering 502")
+	b.dur(&f.flushInterval, "flush-interval", "QTOP_GATE_FLUSH_INTERVAL", 0, "flush response bodies this often (0: event streams and bodies of unknown length at once, others buffered; -1ns: every write)")
+	b.dur(&f.grace, "grace", "QTOP_GATE_GRACE", 30*time.Second, "on SIGTERM/SIGINT, how long requests in flight may finish")
+	b.dur(&f.interval, "interval", "QTOP_GATE_INTERVAL", time.Second, "how often the gate reports to the collector")
+	b.bool(&f.h2cUpstream, "h2c-upstream", "QTOP_GATE_H2C_UPSTREAM", "speak HTTP/2 without TLS (h2c) to the upstream")
+	b.bool(&f.preserveHost, "preserve-host", "QTOP_GATE_PRESERVE_HOST", "send the client's Host header upstream (default: the upstream's)")
+	b.bool(&f.trustForwarded, "trust-forwarded", "QTOP_GATE_TRUST_FORWARDED", "keep incoming X-Forwarded-For (only behind a trusted load balancer)")
+	b.bool(&f.noBaggage, "no-baggage", "QTOP_GATE_NO_BAGGAGE", "do not send the tenant upstream as W3C baggage")
+	b.bool(&f.shadow, "shadow", "QTOP_GATE_SHADOW", "shadow mode: decide, count and report, refuse nothing")
+	b.str(&f.plans, "plans", "QTOP_GATE_PLANS", "", "JSON file of plans and each tenant's plan (default: free 100 RU/s for every tenant; see README)")
+	b.str(&f.etagKeyFile, "etag-key-file", "QTOP_GATE_ETAG_KEY_FILE", "", "file holding the ETag signing key: turns on the freshness shedder (304 under overload, by the collector's rules)")
+	b.str(&f.metricsListen, "metrics-listen", "QTOP_GATE_METRICS_LISTEN", "", "address of /metrics (qtop_gate_*, the agent's, Go's); empty: off")
+	b.str(&f.pprof, "pprof", "QTOP_GATE_PPROF", "", "loopback address on which to serve Go profiles (/debug/pprof/), e.g. 127.0.0.1:6060 (default off)")
+	b.str(&f.logFormat, "log-format", "QTOP_LOG_FORMAT", "text", "log format: text or json")
+	b.str(&f.logLevel, "log-level", "QTOP_LOG_LEVEL", "info", "log level: debug, info, warn, error")
+	fs.BoolVar(&f.version, "version", false, "print the version and exit")
+	if b.err != nil {
+		return f, b.err
+	}
+	if err := fs.Parse(args); err != nil {
+		return f, err
+	}
+	if fs.NArg() > 0 {
+		return f, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return f, nil
+}
+
+// ready, when not nil, receives the gate's address once it listens (for
+// tests).
+func run(args []string, stdout, stderr io.Writer, ready chan<- string) int {
+	f, err := parse(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "gate:", err)
+		return 2
+	}
+	if f.version {
+		buildinfo.Print(stdout, "gate")
+		return 0
+	}
+	log, err := newLogger(stderr, f.logFormat, f.logLevel)
+	if err != nil {
+		fmt.Fprintln(stderr, "gate:", err)
+		return 2
+	}
+	reg := prometheus.NewRegistry()
+	g, err := build(f, reg, log)
+	if err != nil {
+		fmt.Fprintln(stderr, "gate:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	return serve(ctx, f, g, reg, log, ready)
+}
+
+// build makes the agent and the gate from the flags.
+func build(f flags, reg *prometheus.Registry, log *slog.Logger) (*gate.Gate, error) {
+	if f.upstream == "" || f.service == "" {
+		return nil, errors.New("--upstream and --service are required (see --help)")
+	}
+	up, err := url.Parse(f.upstream)
+	if err != nil {
+		return nil, fmt.Errorf("--upstream %q: %w", f.upstream, err)
+	}
+	opts, err := agentOptions(f)
+	if err != nil {
+		return nil, err
+	}
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
+	opts = append(opts, agent.WithRegisterer(reg), agent.WithLogger(log))
+	a, err := agent.New(opts...)
+	if err != nil {
+		return nil, err
+	}
+	g, err := gate.New(a, gate.Config{Upstream: up, Timeout: f.timeout, DialTimeout: f.dialTimeout,
+		MaxIdleConnsPerHost: f.maxIdle, FlushInterval: f.flushInterval, H2CUpstream: f.h2cUpstream,
+		PreserveHost: f.preserveHost, TrustForwarded: f.trustForwarded, NoBaggage: f.noBaggage,
+		Registerer: reg, Logger: log})
+	if err != nil {
+		a.Shutdown(context.Background())
+		return nil, err
+	}
+	return g, nil
+}
+
+// agentOptions turns the flags into the agent's options.
+func agentOptions(f flags) ([]agent.Option, error) {
+	tf, err := tenantFunc(f)
+	if err != nil {
+		return nil, err
+	}
+	opts := []agent.Option{agent.WithService(f.service), agent.WithTenant(tf),
+		agent.WithSlots(f.slots), agent.WithInterval(f.interval)}
+	if f.collector != "" {
+		token := f.token
+		if f.tokenFile != "" {
+			b, err := os.ReadFile(f.tokenFile)
+			if err != nil {
+				return nil, fmt.Errorf("--token-file: %w", err)
+			}
+			token = strings.TrimSpace(string(b))
+		}
+		opts = append(opts, agent.WithCollector(f.collector, token))
+	}
+	if f.plans != "" {
+		plans, planOf, err := readPlans(f.plans)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, agent.WithPlans(plans, planOf))
+	}
+	if f.shadow {
+		opts = append(opts, agent.WithShadow())
+	}
+	if f.etagKeyFile != "" {
+		key, err := os.ReadFile(f.etagKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--etag-key-file: %w", err)
+		}
+		s, err := freshness.NewETagSigner([]byte(strings.TrimSpace(string(key))))
+		if err != nil {
+			return nil, fmt.Errorf("--etag-key-file: %w", err)
+		}
+		opts = append(opts, agent.WithFreshness(s))
+	}
+	return opts, nil
+}
+
+// tenantFunc builds the --tenant chain from the agent's extractors.
+func tenantFunc(f flags) (agent.TenantFunc, error) {
+	var fs []agent.TenantFunc
+	for _, src := range strings.Split(f.tenant, ",") {
+		switch strings.TrimSpace(src) {
+		case "header":
+			fs = append(fs, agent.FromHeader(f.tenantHeader, f.tierHeader))
+		case "baggage":
+			fs = append(fs, agent.FromBaggage())
+		case "path":
+			fs = append(fs, agent.FromPathSegment(f.pathSegment))
+		case "jwt":
+			if f.jwtKeyFile == "" {
+				return nil, errors.New("--tenant jwt needs --jwt-key-file")
+			}
+			key, err := os.ReadFile(f.jwtKeyFile)
+			if err != nil {
+				return nil, fmt.Errorf("--jwt-key-file: %w", err)
+			}
+			fs = append(fs, agent.FromJWT([]byte(strings.TrimSpace(string(key))), f.jwtTenantClaim, f.jwtTierClaim))
+		default:
+			return nil, fmt.Errorf("--tenant %q: want a list of header, jwt, path, baggage", f.tenant)
+		}
+	}
+	if len(fs) == 1 {
+		return fs[0], nil
+	}
+	return agent.FirstOf(fs...), nil
+}
+
+// serve runs the gate (and /metrics) until ctx is done, then drains.
+func serve(ctx context.Context, f flags, g *gate.Gate, reg *prometheus.Registry, log *slog.Logger, ready chan<- string) int {
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		log.Error("gate: listen", "err", err)
+		g.Shutdown(context.Background())
+		return 1
+	}
+	var msrv *http.Server
+	if f.metricsListen != "" {
+		mln, err := net.Listen("tcp", f.metricsListen)
+		if err != nil {
+			log.Error("gate: metrics listen", "err", err)
+			ln.Close()
+			g.Shutdown(context.Background())
+			return 1
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+		msrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go msrv.Serve(mln)
+		log.Info("gate: metrics", "addr", mln.Addr().String())
+	}
+	if f.pprof != "" {
+		_, stopPprof, err := servePprof(f.pprof, log)
+		if err != nil {
+			log.Error("gate: pprof", "err", err)
+			ln.Close()
+			g.Shutdown(context.Background())
+			return 1
+		}
+		defer stopPprof()
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- g.Serve(ln) }()
+	log.Info("gate: listening", "addr", ln.Addr().String(), "upstream", f.upstream, "service", f.service)
+	if ready != nil {
+		ready <- ln.Addr().String()
+	}
+	code := 0
+	select {
+	case <-ctx.Done():
+		log.Info("gate: draining", "grace", f.grace)
+	case err := <-errc:
+		log.Error("gate: serve", "err", err)
+		code = 1
+	}
+	dctx, cancel := context.WithTimeout(context.Background(), f.grace)
+	defer cancel()
+	if err := g.Shutdown(dctx); err != nil {
+		log.Error("gate: shutdown", "err", err)
+		code = 1
+	}
+	if msrv != nil {
+		msrv.Close()
+	}
+	log.Info("gate: stopped")
+	return code
+}
+
+func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	o := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, o)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, o)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+// binder defines flags whose defaults come from environment variables.
+type binder struct {
+	fs  *flag.FlagSet
+	err error
+}
+
+func (b *binder) str(p *string, name, env, def, help string) {
+	if v, ok := os.LookupEnv(env); ok {
+		def = v
+	}
+	b.fs.StringVar(p, name, def, help+" ($"+env+")")
+}
+
+func (b *binder) int(p *int, name, env string, def int, help string) {
+	if v, ok := os.LookupEnv(env); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil && b.err == nil {
+			b.err = fmt.Errorf("$%s=%q: want an integer", env, v)
+		}
+		def = n
+	}
+	b.fs.IntVar(p, name, def, help+" ($"+env+")")
+}
+
+func (b *binder) dur(p *time.Duration, name, env string, def time.Duration, help string) {
+	if v, ok := os.LookupEnv(env); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil && b.err == nil {
+			b.err = fmt.Errorf("$%s=%q: want a duration such as 30s", env, v)
+		}
+		def = d
+	}
+	b.fs.DurationVar(p, name, def, help+" ($"+env+")")
+}
+
+func (b *binder) bool(p *bool, name, env, help string) {
+	def := false
+	if v, ok := os.LookupEnv(env); ok && v != "" {
+		x, err := strconv.ParseBool(v)
+		if err != nil && b.err == nil {
+			b.err = fmt.Errorf("$%s=%q: want true or false", env, v)
+		}
+		def = x
+	}
+	b.fs.BoolVar(p, name, def, help+" ($"+env+")")
+}

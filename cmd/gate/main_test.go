@@ -1,0 +1,89 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+func TestFlags(t *testing.T) {
+	var out, errb strings.Builder
+	if code := run([]string{"--version"}, &out, &errb, nil); code != 0 || !strings.HasPrefix(out.String(), "gate ") {
+		t.Fatalf("--version: %d %q", code, out.String())
+	}
+	errb.Reset()
+	if code := run([]string{"--help"}, &out, &errb, nil); code != 0 || !strings.Contains(errb.String(), "Examples:") ||
+		!strings.Contains(errb.String(), "$QTOP_UPSTREAM") {
+		t.Fatalf("--help: %d %q", code, errb.String())
+	}
+	dir := t.TempDir()
+	badPlans := filepath.Join(dir, "plans.json")
+	os.WriteFile(badPlans, []byte(`{"plans": {"a": {"limit": {"ru_per_second": 1, "burst": 1}, "weight": 1}}, "tenants": {"x": "b"}, "default": "a"}`), 0o600)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "--upstream and --service are required"},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--service", "s", "--tenant", "cookie"}, "want a list of header, jwt, path, baggage"},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--service", "s", "--tenant", "jwt"}, "--tenant jwt needs --jwt-key-file"},
+		{[]string{"--upstream", "ftp://x", "--service", "s"}, "want http(s)://host:port"},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--service", "s", "--plans", badPlans}, `plan "b" is not in "plans"`},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--service", "s", "extra"}, `unexpected argument "extra"`},
+	} {
+		errb.Reset()
+		if code := run(c.args, &out, &errb, nil); code != 2 || !strings.Contains(errb.String(), c.want) {
+			t.Errorf("%v: %d %q, want %q", c.args, code, errb.String(), c.want)
+		}
+	}
+	t.Setenv("QTOP_GATE_SLOTS", "many")
+	errb.Reset()
+	if code := run(nil, &out, &errb, nil); code != 2 || !strings.Contains(errb.String(), `$QTOP_GATE_SLOTS="many": want an integer`) {
+		t.Errorf("bad env: %d %q", code, errb.String())
+	}
+}
+
+// TestServeAndDrain runs the command in front of an upstream, sends a
+// request through it, then SIGTERM: it drains and exits 0.
+func TestServeAndDrain(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, r.Header.Get("Baggage"))
+	}))
+	defer up.Close()
+	t.Setenv("QTOP_UPSTREAM", up.URL)
+	ready := make(chan string, 1)
+	done := make(chan int, 1)
+	var errb strings.Builder
+	go func() {
+		done <- run([]string{"--listen", "127.0.0.1:0", "--service", "shop", "--grace", "5s"}, io.Discard, &errb, ready)
+	}()
+	var addr string
+	select {
+	case addr = <-ready:
+	case code := <-done:
+		t.Fatalf("exited %d: %s", code, errb.String())
+	}
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/x", nil)
+	req.Header.Set("X-Tenant", "acme")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != "tenant.id=acme" {
+		t.Fatalf("%d %q", resp.StatusCode, b)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if !strings.Contains(errb.String(), "gate: draining") || !strings.Contains(errb.String(), "gate: stopped") {
+		t.Fatalf("log: %s", errb.String())
+	}
+}

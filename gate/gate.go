@@ -1,0 +1,250 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/qtop-dev/qtop/agent"
+)
+
+// Errors of New; test with errors.Is.
+var (
+	// ErrConfig: the configuration is not usable; the message says why.
+	ErrConfig = errors.New("gate: bad configuration")
+)
+
+// Defaults of Config.
+const (
+	DefaultTimeout             = 30 * time.Second
+	DefaultDialTimeout         = 5 * time.Second
+	DefaultMaxIdleConnsPerHost = 256
+	DefaultIdleTimeout         = 120 * time.Second
+	DefaultReadHeaderTimeout   = 10 * time.Second
+)
+
+// Config configures a Gate. Only Upstream is required.
+type Config struct {
+	// Upstream is the service behind the gate: http://host:port (or
+	// https), optionally with a path prefix.
+	Upstream *url.URL
+	// Timeout bounds the wait for the upstream's response headers
+	// (default DefaultTimeout); past it the client gets 504. A body that
+	// streams afterwards is not bounded.
+	Timeout time.Duration
+	// DialTimeout bounds connecting to the upstream (default
+	// DefaultDialTimeout); past it the client gets 502.
+	DialTimeout time.Duration
+	// MaxIdleConnsPerHost is how many keep-alive connections to the
+	// upstream stay open between requests (default
+	// DefaultMaxIdleConnsPerHost).
+	MaxIdleConnsPerHost int
+	// FlushInterval is how often a response body is flushed to the
+	// client while it is copied. 0 (the default) flushes event streams
+	// and responses of unknown length at once and buffers the rest; a
+	// negative value flushes after every write.
+	FlushInterval time.Duration
+	// H2CUpstream speaks HTTP/2 without TLS (h2c) to the upstream.
+	H2CUpstream bool
+	// PreserveHost sends the client's Host header upstream rather than
+	// the upstream's host (X-Forwarded-Host carries it either way).
+	PreserveHost bool
+	// TrustForwarded keeps the X-Forwarded-For chain of incoming
+	// requests (the gate appends the client's address): only behind a
+	// load balancer you trust. Without it the chain starts at the gate.
+	TrustForwarded bool
+	// NoBaggage leaves the tenant out of the upstream request's W3C
+	// baggage.
+	NoBaggage bool
+	// Registerer receives the gate's metrics (qtop_gate_*); nil: none.
+	Registerer prometheus.Registerer
+	// Logger receives upstream errors at warn level; nil: nowhere.
+	Logger *slog.Logger
+}
+
+// Validate reports whether c can make a Gate.
+func (c Config) Validate() error {
+	u := c.Upstream
+	if u == nil {
+		return fmt.Errorf("%w: no upstream (want http://host:port)", ErrConfig)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%w: upstream %q (want http(s)://host:port)", ErrConfig, u.String())
+	}
+	if u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("%w: upstream %q has a query or fragment", ErrConfig, u.String())
+	}
+	if c.H2CUpstream && u.Scheme != "http" {
+		return fmt.Errorf("%w: h2c needs an http:// upstream, not %q", ErrConfig, u.Scheme)
+	}
+	if c.Timeout < 0 || c.DialTimeout < 0 || c.MaxIdleConnsPerHost < 0 {
+		return fmt.Errorf("%w: negative timeout or connection count", ErrConfig)
+	}
+	return nil
+}
+
+// Gate is the reverse proxy behind an agent. Make it with New; it is an
+// http.Handler, and Serve and Shutdown run it as a server that drains.
+// Safe for concurrent use.
+type Gate struct {
+	cfg     Config
+	agent   *agent.Agent
+	handler http.Handler
+	proxy   *httputil.ReverseProxy
+	tr      *http.Transport
+	metrics *metrics
+	log     *slog.Logger
+
+	mu   sync.Mutex
+	srvs []*http.Server
+	shut bool
+}
+
+var _ http.Handler = (*Gate)(nil)
+
+// New returns a gate that forwards to cfg.Upstream every request a
+// admits. a is the gate's agent: its tenant functions, plans, slots,
+// freshness and collector are those of the gate; Shutdown shuts it down.
+func New(a *agent.Agent, cfg Config) (*Gate, error) {
+	if a == nil {
+		return nil, fmt.Errorf("%w: no agent", ErrConfig)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.DialTimeout == 0 {
+		cfg.DialTimeout = DefaultDialTimeout
+	}
+	if cfg.MaxIdleConnsPerHost == 0 {
+		cfg.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
+	}
+	g := &Gate{cfg: cfg, agent: a, log: cfg.Logger}
+	if g.log == nil {
+		g.log = slog.New(slog.DiscardHandler)
+	}
+	var err error
+	if g.metrics, err = newMetrics(cfg.Registerer); err != nil {
+		return nil, err
+	}
+	g.tr = newTransport(cfg)
+	g.proxy = &httputil.ReverseProxy{
+		Rewrite:       g.rewrite,
+		Transport:     &timedTransport{base: g.tr, m: g.metrics},
+		FlushInterval: cfg.FlushInterval,
+		ErrorHandler:  g.upstreamError,
+		ErrorLog:      slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+		BufferPool:    bufferPool{},
+	}
+	g.handler = a.Handler(http.HandlerFunc(g.forward))
+	return g, nil
+}
+
+// newTransport is the upstream transport: keep-alive with many idle
+// connections to the one host, no proxy from the environment.
+func newTransport(cfg Config) *http.Transport {
+	d := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
+	t := &http.Transport{
+		DialContext:           d.DialContext,
+		MaxIdleConnsPerHost:   cfg.MaxIdleConnsPerHost,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: cfg.Timeout,
+		ExpectContinueTimeout: time.Second,
+		TLSHandshakeTimeout:   cfg.DialTimeout,
+		// A proxy passes bodies as they are: without this the transport
+		// would ask for gzip when the client did not and unzip it.
+		DisableCompression: true,
+	}
+	if cfg.H2CUpstream {
+		var p http.Protocols
+		p.SetUnencryptedHTTP2(true)
+		t.Protocols = &p
+	}
+	return t
+}
+
+// ServeHTTP runs the request through the agent and, if admitted, the
+// proxy.
+func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	gw := writerPool.Get().(*gateWriter)
+	gw.ResponseWriter = w
+	g.metrics.inFlight.Inc()
+	g.handler.ServeHTTP(gw, r)
+	g.metrics.inFlight.Dec()
+	g.metrics.count(gw.outcome())
+	*gw = gateWriter{}
+	writerPool.Put(gw)
+}
+
+// forward is the agent's next handler: the request was admitted.
+func (g *Gate) forward(w http.ResponseWriter, r *http.Request) {
+	gw := gateWriterOf(w)
+	if gw != nil {
+		gw.reached = true
+	}
+	g.proxy.ServeHTTP(w, r)
+}
+
+// Serve answers HTTP/1.1 and h2c on ln until Shutdown; it returns
+// http.ErrServerClosed after Shutdown, like http.Server.Serve.
+func (g *Gate) Serve(ln net.Listener) error {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: g, Protocols: &p,
+		ReadHeaderTimeout: DefaultReadHeaderTimeout, IdleTimeout: DefaultIdleTimeout,
+		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelDebug)}
+	g.mu.Lock()
+	if g.shut {
+		g.mu.Unlock()
+		ln.Close()
+		return http.ErrServerClosed
+	}
+	g.srvs = append(g.srvs, srv)
+	g.mu.Unlock()
+	return srv.Serve(ln)
+}
+
+// Shutdown stops accepting connections, waits for the requests in
+// flight to finish (until ctx is done), closes idle upstream
+// connections and shuts the agent down, which sends its last report.
+// Upgraded connections (WebSockets) are not waited for. Later calls
+// return nil.
+func (g *Gate) Shutdown(ctx context.Context) error {
+	g.mu.Lock()
+	if g.shut {
+		g.mu.Unlock()
+		return nil
+	}
+	g.shut = true
+	srvs := g.srvs
+	g.mu.Unlock()
+	var errs []error
+	for _, s := range srvs {
+		if err := s.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("gate: drain: %w", err))
+		}
+	}
+	g.tr.CloseIdleConnections()
+	// The last report gets its own moment even when draining used ctx up.
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := g.agent.Shutdown(actx); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Agent returns the gate's agent.
+func (g *Gate) Agent() *agent.Agent { return g.agent }

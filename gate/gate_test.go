@@ -1,0 +1,420 @@
+package gate_test
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	"golang.org/x/net/websocket"
+
+	"github.com/qtop-dev/qtop/agent"
+	"github.com/qtop-dev/qtop/api"
+	"github.com/qtop-dev/qtop/gate"
+	"github.com/qtop-dev/qtop/internal/collector"
+	"github.com/qtop-dev/qtop/policy"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// started is a gate serving on a loopback port.
+type started struct {
+	g    *gate.Gate
+	base string
+	errc chan error
+}
+
+// start runs a gate in front of upstream with the agent options given
+// (tenant from X-Tenant/X-Tier, no collector unless given).
+func start(t *testing.T, upstream string, cfg gate.Config, opts ...agent.Option) *started {
+	t.Helper()
+	u, err := url.Parse(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Upstream = u
+	a, err := agent.New(append([]agent.Option{agent.WithService("gated"), agent.WithTenant(agent.FromHeader("X-Tenant", "X-Tier"))}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := gate.New(a, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &started{g: g, base: "http://" + ln.Addr().String(), errc: make(chan error, 1)}
+	go func() { s.errc <- g.Serve(ln) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		g.Shutdown(ctx)
+		<-s.errc
+	})
+	return s
+}
+
+func get(t *testing.T, c *http.Client, url, tn string) (*http.Response, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("X-Tenant", tn)
+	resp, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func TestForwardsWithTenantAndForwardedHeaders(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, r.URL.Path+"|"+r.Header.Get("Baggage")+"|"+r.Header.Get("X-Forwarded-Host")+"|"+
+			r.Header.Get("X-Forwarded-Proto")+"|"+r.Header.Get("X-Forwarded-For")+"|"+r.Header.Get("X-Hop"))
+	}))
+	defer up.Close()
+	s := start(t, up.URL, gate.Config{})
+	req, _ := http.NewRequest(http.MethodGet, s.base+"/orders/7", nil)
+	req.Header.Set("X-Tenant", "acme")
+	req.Header.Set("X-Tier", "T1")
+	req.Header.Set("Connection", "X-Hop")
+	req.Header.Set("X-Hop", "dropped")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	host := strings.TrimPrefix(s.base, "http://")
+	want := "/orders/7|tenant.id=acme,tenant.tier=T1|" + host + "|http|127.0.0.1|"
+	if resp.StatusCode != 200 || !sameBaggage(string(b), want) {
+		t.Fatalf("upstream saw %q (%d), want %q", b, resp.StatusCode, want)
+	}
+	// No tenant: refused by the agent, never forwarded.
+	resp, body := get(t, http.DefaultClient, s.base+"/orders/7", "")
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("no tenant: %d %q", resp.StatusCode, body)
+	}
+}
+
+// sameBaggage compares got and want with baggage members in any order.
+func sameBaggage(got, want string) bool {
+	g, w := strings.Split(got, "|"), strings.Split(want, "|")
+	if len(g) != len(w) {
+		return false
+	}
+	norm := func(s string) string {
+		m := strings.Split(s, ",")
+		if len(m) == 2 && m[0] > m[1] {
+			m[0], m[1] = m[1], m[0]
+		}
+		return strings.Join(m, ",")
+	}
+	g[1], w[1] = norm(g[1]), norm(w[1])
+	return strings.Join(g, "|") == strings.Join(w, "|")
+}
+
+// TestEventStreamUnbuffered: the client reads the first event while the
+// upstream is still holding the stream open.
+func TestEventStreamUnbuffered(t *testing.T) {
+	release := make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/events" {
+			io.WriteString(w, "ok")
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "data: one\n\n")
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+			return
+		}
+		io.WriteString(w, "data: two\n\n")
+	}))
+	defer up.Close()
+	// One admission slot: the open stream gives it back, so the next
+	// request is served meanwhile.
+	s := start(t, up.URL, gate.Config{}, agent.WithSlots(1))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/events", nil)
+	req.Header.Set("X-Tenant", "acme")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReader(resp.Body)
+	line, err := br.ReadString('\n')
+	if err != nil || line != "data: one\n" {
+		t.Fatalf("first event before the upstream finished: %q %v", line, err)
+	}
+	if resp, body := get(t, http.DefaultClient, s.base+"/other", "acme"); resp.StatusCode != 200 {
+		close(release)
+		t.Fatalf("a request beside the open stream: %d %q", resp.StatusCode, body)
+	}
+	close(release)
+	rest, _ := io.ReadAll(br)
+	if string(rest) != "\ndata: two\n\n" {
+		t.Fatalf("rest %q", rest)
+	}
+}
+
+func TestWebSocketUpgrade(t *testing.T) {
+	up := httptest.NewServer(websocket.Handler(func(c *websocket.Conn) { io.Copy(c, c) }))
+	defer up.Close()
+	s := start(t, up.URL, gate.Config{})
+	cfg, err := websocket.NewConfig("ws"+strings.TrimPrefix(s.base, "http")+"/ws", "http://localhost/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Header.Set("X-Tenant", "acme")
+	c, err := websocket.DialConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
+		t.Fatalf("echo %q %v", buf, err)
+	}
+}
+
+func TestUpstreamDownIs502(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	s := start(t, "http://"+addr, gate.Config{})
+	resp, body := get(t, http.DefaultClient, s.base+"/x", "acme")
+	if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, "could not be reached") {
+		t.Fatalf("%d %q", resp.StatusCode, body)
+	}
+}
+
+func TestUpstreamTooSlowIs504(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done() // answers only when the gate gives up
+	}))
+	defer up.Close()
+	s := start(t, up.URL, gate.Config{Timeout: 50 * time.Millisecond})
+	resp, body := get(t, http.DefaultClient, s.base+"/slow", "acme")
+	if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(body, "did not answer within 50ms") {
+		t.Fatalf("%d %q", resp.StatusCode, body)
+	}
+}
+
+// TestDrainOnShutdown: Shutdown stops accepting at once, lets the request
+// in flight finish with the upstream's answer, then returns.
+func TestDrainOnShutdown(t *testing.T) {
+	arrived, release := make(chan struct{}), make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		<-release
+		io.WriteString(w, "done")
+	}))
+	defer up.Close()
+	s := start(t, up.URL, gate.Config{})
+	type result struct {
+		code int
+		body string
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodGet, s.base+"/long", nil)
+		req.Header.Set("X-Tenant", "acme")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			got <- result{err: err}
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got <- result{code: resp.StatusCode, body: string(b)}
+	}()
+	<-arrived
+	shut := make(chan error, 1)
+	go func() { shut <- s.g.Shutdown(context.Background()) }()
+	if err := <-s.errc; !errors.Is(err, http.ErrServerClosed) {
+		t.Fatalf("Serve: %v", err)
+	}
+	s.errc <- http.ErrServerClosed // for the cleanup
+	if c, err := net.Dial("tcp", strings.TrimPrefix(s.base, "http://")); err == nil {
+		c.Close()
+		t.Fatal("the gate still accepts connections while draining")
+	}
+	close(release)
+	if r := <-got; r.err != nil || r.code != 200 || r.body != "done" {
+		t.Fatalf("in-flight request: %+v", r)
+	}
+	if err := <-shut; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestThrottleFromCollector: a throttle posted to a real collector reaches
+// the gate in the reply to its report and turns into 429 + Retry-After for
+// that tenant only; the upstream never sees the refused requests.
+func TestThrottleFromCollector(t *testing.T) {
+	dir := t.TempDir()
+	coll, err := collector.New(collector.Config{Listen: "127.0.0.1:0", Store: collector.StoreNone,
+		DataDir: filepath.Join(dir, "data"), Token: "report-token", AdminToken: "admin-token"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := coll.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer coll.Shutdown(context.Background())
+	seen := make(chan string, 16)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Get("X-Tenant")
+		io.WriteString(w, "ok")
+	}))
+	defer up.Close()
+	base := "http://" + coll.Addr()
+	s := start(t, up.URL, gate.Config{}, agent.WithCollector(base, "report-token"), agent.WithInterval(time.Hour))
+	c, err := api.NewClient(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rule := policy.Rule{ID: "bigcorp-import", Tenant: "bigcorp", Action: policy.Throttle, RUPerSecond: 0,
+		Expires: time.Now().Add(time.Hour), Reason: "import hurting everyone"}
+	if _, err := c.PostPolicy(t.Context(), rule, "admin-token"); err != nil {
+		t.Fatal(err)
+	}
+	// One report; its reply carries the policy.
+	if err := s.g.Agent().Reporter().ForceFlush(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	resp, body := get(t, http.DefaultClient, s.base+"/products", "bigcorp")
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("bigcorp: %d %q Retry-After=%q", resp.StatusCode, body, resp.Header.Get("Retry-After"))
+	}
+	resp, body = get(t, http.DefaultClient, s.base+"/products", "acme")
+	if resp.StatusCode != 200 || body != "ok" {
+		t.Fatalf("acme: %d %q", resp.StatusCode, body)
+	}
+	if tn := <-seen; tn != "acme" || len(seen) != 0 {
+		t.Fatalf("upstream saw %q then %d more", tn, len(seen))
+	}
+	// Shutdown sends the last report: acme's request reaches the live view
+	// although the interval (an hour) never came round.
+	if err := s.g.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// The live view counts whole seconds: follow its stream (5 s at most)
+	// until acme's second is in.
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	var acme bool
+	var last []api.TenantRow
+	c.Stream(ctx, func(snap api.Snapshot) {
+		last = snap.Tenants
+		for _, row := range snap.Tenants {
+			if row.Tenant == "acme" && row.ReqPerSec > 0 {
+				acme = true
+				cancel()
+			}
+		}
+	})
+	if !acme {
+		t.Fatalf("the last report did not arrive: %+v", last)
+	}
+}
+
+// TestH2C: clients may speak HTTP/2 without TLS to the gate, and the gate
+// to an h2c upstream.
+func TestH2C(t *testing.T) {
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, r.Proto)
+	}))
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	up.Config.Protocols = &p
+	up.Start()
+	defer up.Close()
+	s := start(t, up.URL, gate.Config{H2CUpstream: true})
+	c := &http.Client{Transport: &http.Transport{Protocols: &p}}
+	defer c.CloseIdleConnections()
+	resp, body := get(t, c, s.base+"/h2", "acme")
+	if resp.StatusCode != 200 || resp.ProtoMajor != 2 || body != "HTTP/2.0" {
+		t.Fatalf("%d %s, upstream saw %q", resp.StatusCode, resp.Proto, body)
+	}
+}
+
+// TestBodiesPassAsTheyAre: a gzip answer reaches the client still
+// compressed, as the upstream sent it.
+func TestBodiesPassAsTheyAre(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Encoding", "gzip")
+		io.WriteString(w, "not really gzip")
+	}))
+	defer up.Close()
+	s := start(t, up.URL, gate.Config{})
+	c := &http.Client{Transport: &http.Transport{DisableCompression: true}}
+	defer c.CloseIdleConnections()
+	resp, body := get(t, c, s.base+"/z", "acme")
+	if resp.Header.Get("Content-Encoding") != "gzip" || body != "not really gzip" {
+		t.Fatalf("%v %q", resp.Header, body)
+	}
+}
+
+// TestQueueDropIs503: with its one slot taken, the gate's CoDel queue
+// drops a T3 request after its wait limit with 503 + Retry-After, and the
+// upstream never sees it.
+func TestQueueDropIs503(t *testing.T) {
+	arrived, release := make(chan struct{}), make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/hold" {
+			t.Errorf("upstream saw %s", r.URL.Path)
+			return
+		}
+		close(arrived)
+		<-release
+	}))
+	defer up.Close()
+	s := start(t, up.URL, gate.Config{}, agent.WithSlots(1))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		req, _ := http.NewRequest(http.MethodGet, s.base+"/hold", nil)
+		req.Header.Set("X-Tenant", "acme")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	<-arrived
+	req, _ := http.NewRequest(http.MethodGet, s.base+"/x", nil)
+	req.Header.Set("X-Tenant", "globex")
+	req.Header.Set("X-Tier", "T3")
+	resp, err := http.DefaultClient.Do(req)
+	close(release)
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Fatalf("%d Retry-After=%q", resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+}

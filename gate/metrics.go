@@ -1,0 +1,63 @@
+package gate
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// outcome is how a request through the gate ended; the label values of
+// qtop_gate_requests_total.
+type outcome uint8
+
+const (
+	outUpstream      outcome = iota // forwarded; the upstream answered (any status)
+	outThrottled                    // 429 from qtop: bucket in debt or a policy throttle
+	outShed                         // 503 from qtop: shed by tier or dropped by CoDel
+	outNotModified                  // 304 from the freshness shedder
+	outNoTenant                     // 400/401: no valid tenant
+	outUpstreamError                // 502: the upstream could not be reached or broke off
+	outTimeout                      // 504: the upstream did not answer in time
+	outClientGone                   // the client left before the upstream answered
+	numOutcomes
+)
+
+var outcomeNames = [numOutcomes]string{"upstream", "throttled", "shed", "not_modified", "no_tenant",
+	"upstream_error", "upstream_timeout", "client_gone"}
+
+// metrics are the gate's own series. Without a registerer they are
+// still counted (cheaply), just not exported.
+type metrics struct {
+	requests [numOutcomes]prometheus.Counter
+	upstream prometheus.Histogram
+	inFlight prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "qtop_gate_requests_total",
+		Help: "Requests through the gate by outcome: upstream (forwarded and answered), throttled (429), shed (503), not_modified (304), no_tenant, upstream_error (502), upstream_timeout (504), client_gone.",
+	}, []string{"outcome"})
+	m := &metrics{
+		upstream: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "qtop_gate_upstream_seconds",
+			Help:    "Time from sending a request upstream to its response headers (or the error).",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "qtop_gate_in_flight_requests",
+			Help: "Requests inside the gate now, admitted or waiting for admission.",
+		}),
+	}
+	for i, n := range outcomeNames {
+		m.requests[i] = vec.WithLabelValues(n)
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{vec, m.upstream, m.inFlight} {
+			if err := reg.Register(c); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) count(o outcome) { m.requests[o].Inc() }

@@ -1,0 +1,175 @@
+package gate
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"strings"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/baggage"
+
+	"github.com/qtop-dev/qtop/agent"
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+// rewrite makes the upstream request: the upstream's URL, X-Forwarded-*,
+// and the tenant as baggage. ReverseProxy has already removed hop-by-hop
+// headers and the incoming X-Forwarded-* ones.
+func (g *Gate) rewrite(pr *httputil.ProxyRequest) {
+	pr.SetURL(g.cfg.Upstream)
+	if g.cfg.PreserveHost {
+		pr.Out.Host = pr.In.Host
+	}
+	if g.cfg.TrustForwarded {
+		if xff := pr.In.Header.Values("X-Forwarded-For"); len(xff) > 0 {
+			pr.Out.Header["X-Forwarded-For"] = xff
+		}
+	}
+	pr.SetXForwarded()
+	if g.cfg.NoBaggage {
+		return
+	}
+	tags, ok := tenant.Lookup(pr.In.Context())
+	if !ok {
+		return
+	}
+	var in baggage.Baggage
+	if h := pr.Out.Header.Values("Baggage"); len(h) > 0 {
+		in, _ = baggage.Parse(strings.Join(h, ","))
+	}
+	if b, err := tenant.Baggage(in, tags); err == nil {
+		pr.Out.Header.Set("Baggage", b.String())
+	}
+}
+
+// upstreamError answers a request the upstream did not: 504 when it
+// timed out, 502 otherwise, nothing when the client left.
+func (g *Gate) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
+	gw := gateWriterOf(w)
+	if r.Context().Err() != nil {
+		// The client went away: nobody to answer.
+		if gw != nil {
+			gw.failed = outClientGone
+		}
+		return
+	}
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		if gw != nil {
+			gw.failed = outTimeout
+		}
+		g.log.Warn("gate: upstream timed out", "method", r.Method, "path", r.URL.Path, "err", err)
+		http.Error(w, "gate: the upstream service did not answer within "+g.cfg.Timeout.String(), http.StatusGatewayTimeout)
+		return
+	}
+	if gw != nil {
+		gw.failed = outUpstreamError
+	}
+	g.log.Warn("gate: upstream failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	http.Error(w, "gate: the upstream service could not be reached or broke the connection", http.StatusBadGateway)
+}
+
+// timedTransport observes the upstream's time to response headers.
+type timedTransport struct {
+	base http.RoundTripper
+	m    *metrics
+}
+
+func (t *timedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	start := time.Now()
+	resp, err := t.base.RoundTrip(req)
+	t.m.upstream.Observe(time.Since(start).Seconds())
+	if err == nil && isStream(resp) {
+		// What follows is an open stream, not work: charge the request
+		// up to here and give its admission slot back.
+		agent.Streaming(req.Context())
+	}
+	return resp, err
+}
+
+// isStream reports an upgraded connection (WebSocket) or an event stream.
+func isStream(resp *http.Response) bool {
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		return true
+	}
+	ct := resp.Header.Get("Content-Type")
+	return strings.HasPrefix(ct, "text/event-stream")
+}
+
+// gateWriter is the outermost response writer: it keeps the status for
+// the outcome metric and lets the proxy mark that the request reached
+// the upstream. It forwards Flush and, through Unwrap, Hijack.
+type gateWriter struct {
+	http.ResponseWriter
+	status  int
+	reached bool
+	failed  outcome
+}
+
+var writerPool = sync.Pool{New: func() any { return new(gateWriter) }}
+
+var _ http.Flusher = (*gateWriter)(nil)
+
+func (w *gateWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *gateWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+func (w *gateWriter) Flush() {
+	_ = http.NewResponseController(w.ResponseWriter).Flush()
+}
+
+// Unwrap returns the wrapped writer, for http.ResponseController.
+func (w *gateWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// outcome classifies the finished request.
+func (w *gateWriter) outcome() outcome {
+	switch {
+	case w.failed != outUpstream:
+		return w.failed
+	case w.reached:
+		return outUpstream
+	case w.status == http.StatusTooManyRequests:
+		return outThrottled
+	case w.status == http.StatusServiceUnavailable:
+		return outShed
+	case w.status == http.StatusNotModified:
+		return outNotModified
+	}
+	return outNoTenant
+}
+
+// gateWriterOf finds the gate's writer below the agent's wrappers.
+func gateWriterOf(w http.ResponseWriter) *gateWriter {
+	for {
+		switch x := w.(type) {
+		case *gateWriter:
+			return x
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return nil
+		}
+	}
+}
+
+// bufferPool lends the proxy its 32 KiB copy buffers.
+type bufferPool struct{}
+
+var buffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (bufferPool) Get() []byte  { return *buffers.Get().(*[]byte) }
+func (bufferPool) Put(b []byte) { buffers.Put(&b) }
