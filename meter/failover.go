@@ -33,7 +33,8 @@ func WithCollectors(urls ...string) ReporterOption {
 }
 
 // WithFailback sets how long the Reporter stays on the collector it failed
-// over to before trying its first choice again (default DefaultFailback).
+// over to before trying its first choice again (default DefaultFailback),
+// by the clock of WithClock.
 func WithFailback(d time.Duration) ReporterOption {
 	return reporterOption(func(c *config) { c.failback = d })
 }
@@ -127,7 +128,7 @@ func (t *targets) fail(u string, now time.Time) bool {
 func (r *Reporter) Collector() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.targets.pick(time.Now())
+	return r.targets.pick(r.cfg.clock())
 }
 
 // Collectors returns every collector the Reporter may send to, in its
@@ -141,13 +142,13 @@ func (r *Reporter) Collectors() []string {
 func (r *Reporter) target() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.targets.pick(time.Now())
+	return r.targets.pick(r.cfg.clock())
 }
 
 // failover moves the next attempt off u after a failed attempt to it.
 func (r *Reporter) failover(u string) {
 	r.mu.Lock()
-	moved := r.targets.fail(u, time.Now())
+	moved := r.targets.fail(u, r.cfg.clock())
 	r.mu.Unlock()
 	if moved && r.m != nil {
 		r.m.failovers.Inc()

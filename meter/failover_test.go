@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -78,15 +79,17 @@ func sourcePreferring(t *testing.T, urls []string, want int) report.Source {
 
 // TestReporterFailsOver: the process's collector goes down (connections
 // dropped, then 503s); its reports go to the next collector with their
-// Seq, none lost or sent twice; after the failback delay it returns to its
-// first choice.
+// Seq, none lost or sent twice; after the failback delay, on the
+// reporter's clock, it returns to its first choice, not a moment before.
 func TestReporterFailsOver(t *testing.T) {
 	a, b := newCollector(t), newCollector(t)
 	urls := []string{a.srv.URL + "/v1/reports", b.srv.URL + "/v1/reports"}
 	rec := mustRecorder(WithSource(sourcePreferring(t, urls, 0)))
 	reg := prometheus.NewPedanticRegistry()
-	r, err := NewReporter(urls[1], rec, WithCollectors(urls[0]), WithHTTPClient(&http.Client{}),
-		WithBackoff(time.Millisecond, 20*time.Millisecond), WithFailback(200*time.Millisecond), WithRegisterer(reg))
+	clk := &stepClock{now: time.Now()} // after the recorder's start: windows do not end before they start
+	const failback = 200 * time.Millisecond
+	r, err := NewReporter(urls[1], rec, WithCollectors(urls[0]), WithHTTPClient(&http.Client{}), WithClock(clk.Now),
+		WithBackoff(time.Millisecond, 20*time.Millisecond), WithFailback(failback), WithRegisterer(reg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,12 +115,13 @@ func TestReporterFailsOver(t *testing.T) {
 		t.Errorf("%v failovers counted, want 1", got)
 	}
 	a.setMode("ok")
-	deadline := time.Now().Add(10 * time.Second)
-	for r.Collector() != urls[0] {
-		if time.Now().After(deadline) {
-			t.Fatal("the reporter never went back to its first choice")
-		}
-		time.Sleep(10 * time.Millisecond)
+	clk.advance(failback - 1)
+	if r.Collector() != urls[1] {
+		t.Fatalf("1 ns before the failback delay the reporter sends to %s, want %s", r.Collector(), urls[1])
+	}
+	clk.advance(1)
+	if r.Collector() != urls[0] {
+		t.Fatalf("after the failback delay the reporter sends to %s, want its first choice %s", r.Collector(), urls[0])
 	}
 	send(4)
 	seen := map[uint64]int{}
@@ -137,4 +141,22 @@ func TestReporterFailsOver(t *testing.T) {
 	if got := seqs(a.got()); !slices.Contains(got, 1) || !slices.Contains(got, 4) {
 		t.Errorf("a got %v: want 1 (before) and 4 (after failback)", got)
 	}
+}
+
+// stepClock is a clock that moves only when the test says.
+type stepClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *stepClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
 }

@@ -205,8 +205,8 @@ func WithTopTenants(n int) RecorderOption {
 }
 
 // WithClock sets the clock that dates windows: the first window's start
-// (Recorder) and the end of each window the Reporter cuts. Default
-// time.Now.
+// (Recorder) and the end of each window the Reporter cuts. The Reporter
+// also times its failback by it (WithFailback). Default time.Now.
 func WithClock(now func() time.Time) Option { return sharedOption(func(c *config) { c.clock = now }) }
 
 // WithRegisterer registers the metrics of a Recorder or Reporter on reg.

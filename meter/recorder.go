@@ -431,6 +431,26 @@ func (r *Recorder) cutInto(now time.Time, rep *report.Report) {
 	}
 	r.start = now
 	r.seq++
+	retired, nrows := r.retire()
+
+	rows, keys, keyTen := rep.Rows[:0], rep.Keys, rep.KeyTenants
+	*rep = report.Report{Version: report.CurrentVersion, Source: r.cfg.source, Seq: r.seq, Start: start, End: now}
+	rep.Rows = r.fillRows(retired, rows, nrows)
+	r.mergeKeys(retired, rep, keys, keyTen)
+	for i, w := range retired {
+		r.reset(w)
+		r.shards[i].spare = w
+		retired[i] = nil
+	}
+	r.retired = retired
+	if r.metrics != nil {
+		r.metrics.cut(rep)
+	}
+}
+
+// retire swaps every shard's window for its spare and returns the retired
+// windows, in shard order, and the rows they hold. The caller holds cutMu.
+func (r *Recorder) retire() ([]*window, int64) {
 	retired := r.retired[:0]
 	var nrows int64
 	for i := range r.shards {
@@ -444,9 +464,13 @@ func (r *Recorder) cutInto(now time.Time, rep *report.Report) {
 		nrows += w.rows
 	}
 	r.rows.Add(-nrows)
+	return retired, nrows
+}
 
-	rows, keys, keyTen := rep.Rows[:0], rep.Keys, rep.KeyTenants
-	*rep = report.Report{Version: report.CurrentVersion, Source: r.cfg.source, Seq: r.seq, Start: start, End: now}
+// fillRows appends the retired windows' rows to rows (emptied, grown to
+// nrows if smaller): each tenant's rows, then the "other" tenant's, one
+// row per route and kind across the windows.
+func (r *Recorder) fillRows(retired []*window, rows []report.Row, nrows int64) []report.Row {
 	if int64(cap(rows)) < nrows {
 		rows = make([]report.Row, 0, nrows)
 	}
@@ -474,8 +498,14 @@ func (r *Recorder) cutInto(now time.Time, rep *report.Report) {
 			a.fill(next(), report.OtherTenant)
 		}
 	}
-	rep.Rows = rows
+	return rows
+}
 
+// mergeKeys merges the retired windows' key sketches into keys (reset,
+// or new if nil) and sets rep.Keys, and rep.KeyTenants to keyTen (cleared)
+// filled with the tenant of each key kept. Without keys in any window it
+// leaves rep's keys nil.
+func (r *Recorder) mergeKeys(retired []*window, rep *report.Report, keys *spacesaving.Sketch, keyTen map[string]string) {
 	merged := false
 	for _, w := range retired {
 		if w.keys == nil || w.keys.Len() == 0 {
@@ -491,32 +521,24 @@ func (r *Recorder) cutInto(now time.Time, rep *report.Report) {
 		}
 		keys.Merge(w.keys)
 	}
-	if merged {
-		rep.Keys = keys
-		clear(keyTen)
-		for _, c := range keys.Top(keys.Len()) {
-			for _, w := range retired {
-				if t, ok := w.keyTen[c.Key]; ok {
-					if keyTen == nil {
-						keyTen = make(map[string]string)
-					}
-					keyTen[c.Key] = t
-					break
+	if !merged {
+		return
+	}
+	rep.Keys = keys
+	clear(keyTen)
+	for _, c := range keys.Top(keys.Len()) {
+		for _, w := range retired {
+			if t, ok := w.keyTen[c.Key]; ok {
+				if keyTen == nil {
+					keyTen = make(map[string]string)
 				}
+				keyTen[c.Key] = t
+				break
 			}
 		}
-		if len(keyTen) > 0 {
-			rep.KeyTenants = keyTen
-		}
 	}
-	for i, w := range retired {
-		r.reset(w)
-		r.shards[i].spare = w
-		retired[i] = nil
-	}
-	r.retired = retired
-	if r.metrics != nil {
-		r.metrics.cut(rep)
+	if len(keyTen) > 0 {
+		rep.KeyTenants = keyTen
 	}
 }
 

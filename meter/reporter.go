@@ -76,9 +76,9 @@ type pending struct {
 
 // NewReporter returns a reporter that sends rec's windows to the
 // collector's report endpoint, url (e.g. "http://collector:7070/v1/reports").
-// WithClock dates the end of each window (backoff runs on the monotonic
-// clock); WithCollectors adds collectors to fail over to, WithFailback
-// says when to go back to the first choice. It returns ErrInvalid for a
+// WithClock dates the end of each window and times the failback (backoff
+// runs on the monotonic clock); WithCollectors adds collectors to fail
+// over to, WithFailback says when to go back to the first choice. It returns ErrInvalid for a
 // URL that is not absolute http(s) or an invalid option.
 func NewReporter(rawURL string, rec *Recorder, opts ...ReporterOption) (*Reporter, error) {
 	if rec == nil {

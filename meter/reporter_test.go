@@ -541,7 +541,12 @@ func TestReporterConcurrentFlushShutdown(t *testing.T) {
 			}
 		}()
 	}
-	time.Sleep(5 * time.Millisecond)
+	// Shut down once sending has begun, while the flushes go on.
+	select {
+	case <-c.arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no report reached the collector in 10 s")
+	}
 	if err := r.Shutdown(ctxTimeout(t, 10*time.Second)); err != nil {
 		t.Errorf("shutdown: %v", err)
 	}

@@ -28,32 +28,6 @@ func Fingerprint(q string) string {
 		space = false
 		b.WriteString(s)
 	}
-	param := func() {
-		t := strings.TrimRight(b.String(), " ")
-		switch {
-		case strings.HasSuffix(t, "?"): // "? ?" cannot be; keep one
-			return
-		case strings.HasSuffix(t, "?,"): // a list: "?, ?, ?" folds to "?"
-			b.Reset()
-			b.WriteString(t[:len(t)-1])
-			space = false
-			return
-		case strings.HasSuffix(t, "-"):
-			// A unary minus (after an operator, '(' or ',') belongs to
-			// the literal.
-			u := strings.TrimRight(t[:len(t)-1], " ")
-			if u == "" || strings.IndexByte("=<>(,+-*/", u[len(u)-1]) >= 0 {
-				b.Reset()
-				b.WriteString(t[:len(t)-1])
-				space = strings.HasSuffix(t[:len(t)-1], " ")
-				if space {
-					b.Reset()
-					b.WriteString(strings.TrimRight(t[:len(t)-1], " "))
-				}
-			}
-		}
-		emit("?")
-	}
 	for i := 0; i < len(q) && b.Len() < MaxFingerprint; {
 		c := q[i]
 		switch {
@@ -61,19 +35,8 @@ func Fingerprint(q string) string {
 			space = true
 			i++
 		case c == '\'':
-			j := i + 1
-			for j < len(q) {
-				if q[j] == '\'' {
-					if j+1 < len(q) && q[j+1] == '\'' {
-						j += 2
-						continue
-					}
-					break
-				}
-				j++
-			}
-			param()
-			i = j + 1
+			space = param(&b, space)
+			i = quoteEnd(q, i)
 		case c == '/' && i+1 < len(q) && q[i+1] == '*':
 			k := strings.Index(q[i+2:], "*/")
 			if k < 0 {
@@ -95,14 +58,14 @@ func Fingerprint(q string) string {
 			for j < len(q) && isDigit(q[j]) {
 				j++
 			}
-			param()
+			space = param(&b, space)
 			i = j
 		case isDigit(c) && (i == 0 || !isWordByte(q[i-1])):
 			j := i
 			for j < len(q) && (isDigit(q[j]) || q[j] == '.' || q[j] == 'e' || q[j] == 'E') {
 				j++
 			}
-			param()
+			space = param(&b, space)
 			i = j
 		case c == ';':
 			i++
@@ -122,6 +85,57 @@ func Fingerprint(q string) string {
 		s = s[:MaxFingerprint]
 	}
 	return s
+}
+
+// quoteEnd returns where the string literal that starts at q[i] (a quote)
+// ends: after its closing quote (” inside is a quote), or past len(q).
+func quoteEnd(q string, i int) int {
+	j := i + 1
+	for j < len(q) {
+		if q[j] == '\'' {
+			if j+1 < len(q) && q[j+1] == '\'' {
+				j += 2
+				continue
+			}
+			break
+		}
+		j++
+	}
+	return j + 1
+}
+
+// param writes the ? of a literal or parameter to b, where space says
+// whether white space came before it, and returns whether white space is
+// still pending: a list of them folds to one ?, and a unary minus before it
+// belongs to the literal.
+func param(b *strings.Builder, space bool) bool {
+	t := strings.TrimRight(b.String(), " ")
+	switch {
+	case strings.HasSuffix(t, "?"): // "? ?" cannot be; keep one
+		return space
+	case strings.HasSuffix(t, "?,"): // a list: "?, ?, ?" folds to "?"
+		b.Reset()
+		b.WriteString(t[:len(t)-1])
+		return false
+	case strings.HasSuffix(t, "-"):
+		// A unary minus (after an operator, '(' or ',') belongs to
+		// the literal.
+		u := strings.TrimRight(t[:len(t)-1], " ")
+		if u == "" || strings.IndexByte("=<>(,+-*/", u[len(u)-1]) >= 0 {
+			b.Reset()
+			b.WriteString(t[:len(t)-1])
+			space = strings.HasSuffix(t[:len(t)-1], " ")
+			if space {
+				b.Reset()
+				b.WriteString(strings.TrimRight(t[:len(t)-1], " "))
+			}
+		}
+	}
+	if space && b.Len() > 0 {
+		b.WriteByte(' ')
+	}
+	b.WriteString("?")
+	return false
 }
 
 func isSpaceByte(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' }

@@ -8,8 +8,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/qtop-dev/qtop/internal/testsvc"
-	"github.com/qtop-dev/qtop/quota/lease"
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/quota/lease"
 	"github.com/qtop-dev/qtop/tenant"
 )
 

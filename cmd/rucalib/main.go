@@ -115,6 +115,13 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return 0
 	}
+	printFit(stdout, fit)
+	return 0
+}
+
+// printFit writes the fitted coefficients, their standard errors and the
+// fit's quality as a table.
+func printFit(stdout io.Writer, fit ru.Fit) {
 	fmt.Fprintf(stdout, "samples %d\n", fit.N)
 	fmt.Fprintf(stdout, "%-12s %12s %12s %8s\n", "coefficient", "value", "std err", "samples")
 	for op := 0; op < ru.NumOps; op++ {
@@ -131,5 +138,4 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err := fit.Model.Validate(); err != nil {
 		fmt.Fprintf(stdout, "warning: %v: the load test did not vary that term enough\n", err)
 	}
-	return 0
 }

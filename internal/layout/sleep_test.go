@@ -23,11 +23,6 @@ var sleepAllowed = map[string]string{
 	// mid-job and watch its leases expire by Redis's clock across real
 	// processes. The job is the workload, not a wait.
 	"quota/lease/worker_test.go": "a separate worker process's 40 ms job",
-
-	// Areas made deterministic in parallel: drop each entry once merged.
-	// Removed by the meter work.
-	"meter/failover_test.go": "removed by the meter work",
-	"meter/reporter_test.go": "removed by the meter work",
 }
 
 // TestTestsDoNotSleep: no test file of the main module calls time.Sleep,

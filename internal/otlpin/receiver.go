@@ -216,22 +216,49 @@ func (r *Receiver) Consume(body []byte) (Result, error) {
 	st := &m.req
 	st.reset()
 	defer st.reset()
+	var t tally
+	err := r.mapRequest(m, body, now, &t)
+	invalid := m.in.invalid
+	m.in.invalid = 0
+	if err != nil {
+		return Result{}, err
+	}
+	t.res.Message = rejectMessage(&t.why)
+	r.attributeWaiting(st, now, &t)
+	st.each(func(p *pend) {
+		if !p.wait {
+			p.src.rec.Record(p.rec)
+		}
+	})
+	r.met.add(&t.counts, invalid, t.unattributed)
+	r.met.addRejects(&t.why)
+	return t.res, nil
+}
+
+// tally counts one request's spans: by result, by reason of refusal, and
+// the DB spans left without a tenant.
+type tally struct {
+	counts       [numResults]uint64
+	why          [numRejects]int
+	res          Result
+	unattributed uint64
+}
+
+// mapRequest walks the request's spans and maps each into m.req: the
+// records and the roots of traces it saw. It records nothing.
+func (r *Receiver) mapRequest(m *mapper, body []byte, now time.Time, t *tally) error {
 	var (
-		counts       [numResults]uint64
-		why          [numRejects]int
-		res          Result
-		sp           rawSpan
-		out          mapped
-		unattributed uint64
+		sp  rawSpan
+		out mapped
 	)
-	err := eachLen(body, fReqResourceSpans, func(rs []byte) error {
+	return eachLen(body, fReqResourceSpans, func(rs []byte) error {
 		src, resTenant, err := r.resource(m, rs, now)
 		if err != nil {
 			return err
 		}
 		return eachLen(rs, fRSScopeSpans, func(ss []byte) error {
 			return eachLen(ss, fSSSpans, func(b []byte) error {
-				if res.Spans++; res.Spans > MaxSpans {
+				if t.res.Spans++; t.res.Spans > MaxSpans {
 					return fmt.Errorf("%w: more than %d spans in one request; send smaller batches", ErrTooLarge, MaxSpans)
 				}
 				if err := readSpan(b, &sp, &m.attrs); err != nil {
@@ -241,38 +268,46 @@ func (r *Receiver) Consume(body []byte) (Result, error) {
 				if err != nil {
 					return err
 				}
-				counts[what]++
-				switch what {
-				case resRequest, resJob, resDB:
-					st.add(pend{src: src, rec: out.rec})
-					if what != resDB && out.tagged {
-						if id, ok := toTraceID(sp.traceID); ok {
-							st.roots = append(st.roots, rootAt{id, root{out.rec.Tags.Tenant, out.rec.Tags.Tier}})
-						}
-					}
-				case resDBWaiting:
-					p := pend{src: src, rec: out.rec}
-					p.id, p.wait = toTraceID(sp.traceID)
-					if !p.wait { // no trace id to find a root by
-						p.rec.Tags.Tenant = report.UnknownTenant
-						unattributed++
-					}
-					st.add(p)
-				case resRejected:
-					res.Rejected++
-					why[out.why]++
-				}
+				t.add(&m.req, what, src, &sp, &out)
 				return nil
 			})
 		})
 	})
-	invalid := m.in.invalid
-	m.in.invalid = 0
-	if err != nil {
-		return Result{}, err
+}
+
+// add counts one mapped span and keeps its record (and its trace's root,
+// for a tagged request or job span) in st.
+func (t *tally) add(st *reqState, what int, src *source, sp *rawSpan, out *mapped) {
+	t.counts[what]++
+	switch what {
+	case resRequest, resJob, resDB:
+		st.add(pend{src: src, rec: out.rec})
+		if what != resDB && out.tagged {
+			if id, ok := toTraceID(sp.traceID); ok {
+				st.roots = append(st.roots, rootAt{id, root{out.rec.Tags.Tenant, out.rec.Tags.Tier}})
+			}
+		}
+	case resDBWaiting:
+		p := pend{src: src, rec: out.rec}
+		p.id, p.wait = toTraceID(sp.traceID)
+		if !p.wait { // no trace id to find a root by
+			p.rec.Tags.Tenant = report.UnknownTenant
+			t.unattributed++
+		}
+		st.add(p)
+	case resRejected:
+		t.res.Rejected++
+		t.why[out.why]++
 	}
-	res.Message = rejectMessage(&why)
+}
+
+// attributeWaiting, under the receiver's lock, remembers the request's
+// roots, records the waiting DB spans of earlier requests they resolve,
+// and gives this request's DB spans their trace's tenant: from a root
+// already seen, later (parked in the wait list), or none (unknown).
+func (r *Receiver) attributeWaiting(st *reqState, now time.Time, t *tally) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	for _, rt := range st.roots {
 		r.traces.put(rt.id, rt.r, now)
 		r.wait.resolve(rt.id, func(w *waiting) {
@@ -295,18 +330,9 @@ func (r *Receiver) Consume(body []byte) (Result, error) {
 		}
 		p.rec.Tags.Tenant = report.UnknownTenant
 		p.wait = false
-		unattributed++
+		t.unattributed++
 	})
 	r.met.waiting.Set(float64(r.wait.len()))
-	r.mu.Unlock()
-	st.each(func(p *pend) {
-		if !p.wait {
-			p.src.rec.Record(p.rec)
-		}
-	})
-	r.met.add(&counts, invalid, unattributed)
-	r.met.addRejects(&why)
-	return res, nil
 }
 
 // attribute gives a DB record its trace's tenant (and tier, unless its own

@@ -14,7 +14,8 @@ import (
 // in a goroutine of its own with a context that ends at the timeout; the
 // caller returns at the timeout with an error, and late, when not nil,
 // gets fn's result whenever it comes (so a lease granted too late is
-// given back rather than left to its TTL). Shutdown waits for such calls.
+// given back, and a release answered late with an error is done again,
+// rather than left to its TTL). Shutdown waits for such calls.
 func (s *Semaphore) call(ctx context.Context, fn func(context.Context) ([]int64, error), late func([]int64, error)) ([]int64, error) {
 	cctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	type result struct {
@@ -57,14 +58,18 @@ func (s *Semaphore) call(ctx context.Context, fn func(context.Context) ([]int64,
 	return nil, fmt.Errorf("lease: Redis did not answer within %v: %w", s.cfg.timeout, cctx.Err())
 }
 
-// releaseLate gives back a lease granted after its caller went on.
-func (s *Semaphore) releaseLate(key, id string) {
+// releaseLate removes a lease after its caller went on: one granted too
+// late, or one whose release Redis answered too late with an error. It
+// runs in the late call's goroutine (Shutdown waits for it), so it is not
+// held to the callers' timeout but to the lease's TTL: past it the lease
+// has expired anyway. A shorter bound would lose the release on a busy
+// machine, as a context that ends between EVALSHA's NOSCRIPT and the EVAL
+// fallback keeps the client from sending the EVAL.
+func (s *Semaphore) releaseLate(key, id string) error {
 	s.trips.Add(1)
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ttl)
 	defer cancel()
-	if err := releaseScript.Run(ctx, s.client, []string{key}, id).Err(); err != nil {
-		s.releaseErrors.Add(1)
-	}
+	return releaseScript.Run(ctx, s.client, []string{key}, id).Err()
 }
 
 // waitCalls waits, within ctx, for the Redis calls still running.

@@ -23,7 +23,8 @@
 // WithTimeout (250 ms) whatever the client passed — go-redis bounds a call
 // by its context only with ContextTimeoutEnabled, so the Semaphore does not
 // rely on it — and counts as Redis unreachable; a lease Redis grants after
-// its caller went on is given back when the answer comes.
+// its caller went on is given back when the answer comes, and a release
+// it answered too late is done then.
 package lease
 
 import (
@@ -278,7 +279,9 @@ func (s *Semaphore) Acquire(ctx context.Context, tenant string) (ok bool, retry 
 		// Granted after the caller went on without it: give it back now
 		// rather than leave it to its TTL.
 		if err == nil && len(res) == 3 && res[0] == 1 {
-			s.releaseLate(key, id)
+			if s.releaseLate(key, id) != nil {
+				s.releaseErrors.Add(1)
+			}
 		}
 	})
 	if err != nil || len(res) != 3 {
@@ -358,8 +361,10 @@ func (s *Semaphore) redisOK() {
 }
 
 // Release gives back one of tenant's slots (the most recent lease), after
-// its job ended. A Release whose Redis call fails leaves the lease to
-// expire with its TTL (counted).
+// its job ended. A Release whose Redis call fails is counted
+// (Stats.ReleaseErrors) and leaves the lease to expire with its TTL; one
+// that Redis did not answer within the timeout is done when Redis answers
+// (tried again then if that answer is an error).
 func (s *Semaphore) Release(tenant string) {
 	s.mu.Lock()
 	st := s.held[tenant]
@@ -384,7 +389,15 @@ func (s *Semaphore) Release(tenant string) {
 	s.trips.Add(1)
 	_, err := s.call(context.Background(), func(ctx context.Context) ([]int64, error) {
 		return nil, releaseScript.Run(ctx, s.client, []string{key}, h.id).Err()
-	}, nil)
+	}, func(_ []int64, err error) {
+		// Redis answered after the caller went on, with an error: the
+		// release may not have run (a NOSCRIPT whose EVAL fallback the
+		// client would not send on the ended context). Redo it now
+		// rather than leave the lease to its TTL; ZREM is idempotent.
+		if err != nil {
+			_ = s.releaseLate(key, h.id) // counted already, at the timeout
+		}
+	})
 	if err != nil {
 		s.releaseErrors.Add(1)
 		s.redisFailed(err)
@@ -493,7 +506,9 @@ type Stats struct {
 	// Acquired and Refused count acquires; Fallback those granted by the
 	// per-process cap while Redis was unreachable; Lost leases that
 	// expired before a heartbeat renewed them; ReleaseErrors releases
-	// left to expire.
+	// whose Redis call failed or timed out (a timed-out one is done late
+	// when Redis answers) and late grants that could not be given back:
+	// leases that may be left to expire.
 	Acquired, Refused, Fallback, Lost, ReleaseErrors uint64
 }
 

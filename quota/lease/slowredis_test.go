@@ -59,18 +59,39 @@ func privateRedis(t *testing.T) string {
 // the Semaphore's own bound both calls would wait for the pause to end and
 // Acquire would be granted by Redis. When Redis answers, the lease
 // granted too late is given back and the released one removed: no lease
-// is left behind.
+// is left behind. Both ways Redis may answer the late release are run:
+// with the release script cached (the late EVALSHA removes the lease),
+// and without (a fresh or flushed Redis: the late EVALSHA is answered
+// NOSCRIPT, and go-redis does not send the EVAL fallback on the call's
+// ended context, so the Semaphore releases again).
 func TestSlowRedisBoundedByTimeout(t *testing.T) {
 	addr := privateRedis(t)
+	for _, cached := range []bool{true, false} {
+		t.Run(fmt.Sprintf("release script cached=%v", cached), func(t *testing.T) {
+			slowRedisRelease(t, addr, cached)
+		})
+	}
+}
+
+func slowRedisRelease(t *testing.T, addr string, cached bool) {
 	c := redis.NewClient(&redis.Options{Addr: addr, ReadTimeout: -1, WriteTimeout: -1, PoolSize: 4})
 	defer c.Close()
 	admin := redis.NewClient(&redis.Options{Addr: addr})
 	defer admin.Close()
-	s, err := lease.New(c, limitOf(4), lease.WithPrefix("slow:"), lease.WithTimeout(250*time.Millisecond))
+	s, err := lease.New(c, limitOf(4), lease.WithPrefix(fmt.Sprintf("slow:%v:", cached)), lease.WithTimeout(250*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
+	if err := admin.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if cached { // an acquire and a release on a quick Redis load both scripts
+		if ok, _ := s.Acquire(ctx, "bigco"); !ok {
+			t.Fatal("acquire on a quick Redis refused")
+		}
+		s.Release("bigco")
+	}
 	if ok, _ := s.Acquire(ctx, "bigco"); !ok {
 		t.Fatal("acquire on a quick Redis refused")
 	}
