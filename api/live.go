@@ -173,6 +173,12 @@ type TenantRow struct {
 	History []float64 `json:"history"`
 	// Routes are the tenant's busiest routes by Measure (at most 10).
 	Routes []RouteRow `json:"routes,omitempty"`
+	// BaselineP95Seconds and BaselineShare are the tenant's baseline p95
+	// and share of RU, when the source keeps baselines (0: it does not,
+	// and qtop uses what it saw itself). Optional: a collector that sends
+	// them gives every qtop the same victims.
+	BaselineP95Seconds float64 `json:"baseline_p95_seconds,omitempty"`
+	BaselineShare      float64 `json:"baseline_share,omitempty"`
 }
 
 // RouteRow is one route of a tenant.

@@ -19,13 +19,20 @@ const (
 )
 
 // Print writes one snapshot for an incident note or a script: the
-// collector's JSON (FormatJSON), or plain tables (FormatTable).
+// collector's JSON with the headline added ("headline": offenders and
+// victims by name, see Headline; from one snapshot, victims need the
+// baselines the source sends), or plain tables (FormatTable).
 func Print(w io.Writer, s api.Snapshot, format string) error {
 	switch format {
 	case FormatJSON:
+		var in summary
+		in.add(&s)
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(s)
+		return enc.Encode(struct {
+			api.Snapshot
+			Headline Headline `json:"headline"`
+		}{s, in.head})
 	case FormatTable:
 		return printTable(w, &s)
 	}
