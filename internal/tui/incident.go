@@ -120,7 +120,6 @@ func quantile(v []float64, q float64) float64 {
 	return v[min(int(q*float64(len(v))), len(v)-1)]
 }
 
-
 // Headline is who is hurting whom: the summary line under the tabs, and
 // the "headline" of qtop --once --format json. It is computed from the
 // data, never from the table's sort: the share of load is of RU (of DB
