@@ -95,6 +95,15 @@ func (m *Model) bottom() string {
 			st = c.st.good
 		}
 		status = st.Render(clip(clean(c.status.text), c.width))
+		if !c.status.ok {
+			// A failure says what to do: wrapped whole (six lines at
+			// most), never cut at the screen's edge.
+			ls := strings.Split(ansi.Wrap(clean(c.status.text), c.width, " "), "\n")
+			for i, l := range ls[:min(len(ls), 6)] {
+				ls[i] = st.Render(clip(l, c.width))
+			}
+			status = strings.Join(ls[:min(len(ls), 6)], "\n")
+		}
 	}
 	return status + "\n" + clip(c.help.ShortHelpView(c.keys.ShortHelp()), c.width)
 }
