@@ -72,9 +72,12 @@ type Backend struct {
 	// BackendStart is when the session connected: with the pid it names
 	// the session (a pid is reused once the session ends).
 	BackendStart time.Time
-	// XminAge is the age in transactions of the session's backend_xmin,
-	// the oldest snapshot it holds, which keeps VACUUM from removing rows
-	// dead since; -1 when it holds none.
+	// XminAge is the age in transactions of what the session holds the
+	// xmin horizon back with: its snapshot (backend_xmin: REPEATABLE READ
+	// and SERIALIZABLE transactions hold theirs to the end) or its own
+	// transaction id (backend_xid: a session that wrote and sits idle in
+	// transaction holds no snapshot but its xid), whichever is older.
+	// VACUUM cannot remove rows dead since; -1 when it holds neither.
 	XminAge int64
 	// Duration is how long the statement has run, by the server's clock,
 	// for active sessions; zero for the others.

@@ -51,7 +51,7 @@ func sampleSQL(leaderPID bool) string {
 	(SELECT setting::int FROM pg_settings WHERE name = 'track_activity_query_size'),
 	coalesce(host(a.client_addr), ''),
 	a.backend_start,
-	coalesce(age(a.backend_xmin), -1)
+	coalesce(greatest(age(a.backend_xmin), age(a.backend_xid)), -1)
 FROM pg_stat_activity a
 WHERE (a.backend_type IN (` + types + `) OR (a.backend_type IS NULL AND a.datid IS NOT NULL))
 	AND a.pid <> pg_backend_pid()
