@@ -222,9 +222,12 @@ type StatementRow struct {
 	QueryStart   time.Time `json:"query_start,omitzero"`
 	XactStart    time.Time `json:"xact_start,omitzero"`
 	BackendStart time.Time `json:"backend_start,omitzero"`
-	// XminAge is the age in transactions of the session's backend_xmin;
-	// 0 when it holds no snapshot.
+	// XminAge is the age in transactions of the session's backend_xmin
+	// or backend_xid, whichever is older; 0 when it holds neither.
 	XminAge int64 `json:"xmin_age,omitempty"`
+	// LockWait is the lock the session waits for: mode and relation
+	// ("AccessExclusiveLock on accounts") or lock type; "" for none.
+	LockWait string `json:"lock_wait,omitempty"`
 	// Workers counts the statement's active parallel workers.
 	Workers int `json:"workers,omitempty"`
 	// Group is the key of the Snapshot.Tenants row the statement belongs

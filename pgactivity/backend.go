@@ -79,6 +79,10 @@ type Backend struct {
 	// transaction holds no snapshot but its xid), whichever is older.
 	// VACUUM cannot remove rows dead since; -1 when it holds neither.
 	XminAge int64
+	// LockWait is the lock a session waiting for one asks for: its mode
+	// and relation ("RowExclusiveLock on accounts") or lock type
+	// ("ShareLock on transactionid"); "" when it waits for none.
+	LockWait string
 	// Duration is how long the statement has run, by the server's clock,
 	// for active sessions; zero for the others.
 	Duration time.Duration

@@ -51,7 +51,9 @@ func sampleSQL(leaderPID bool) string {
 	(SELECT setting::int FROM pg_settings WHERE name = 'track_activity_query_size'),
 	coalesce(host(a.client_addr), ''),
 	a.backend_start,
-	coalesce(greatest(age(a.backend_xmin), age(a.backend_xid)), -1)
+	coalesce(greatest(age(a.backend_xmin), age(a.backend_xid)), -1),
+	CASE WHEN a.wait_event_type = 'Lock' THEN coalesce((SELECT l.mode || ' on ' || coalesce(l.relation::regclass::text, l.locktype)
+		FROM pg_locks l WHERE l.pid = a.pid AND NOT l.granted LIMIT 1), '') ELSE '' END
 FROM pg_stat_activity a
 WHERE (a.backend_type IN (` + types + `) OR (a.backend_type IS NULL AND a.datid IS NOT NULL))
 	AND a.pid <> pg_backend_pid()
@@ -132,7 +134,7 @@ func (s *Sampler) Sample(ctx context.Context) (Snapshot, error) {
 		)
 		if err := rows.Scan(&b.PID, &leader, &b.Database, &b.User, &b.Application, &b.State,
 			&b.WaitEventType, &b.WaitEvent, &queryStart, &xactStart, &b.Query, &b.BlockedBy,
-			&serverNow, &role, &querySize, &b.Client, &backStart, &xminAge); err != nil {
+			&serverNow, &role, &querySize, &b.Client, &backStart, &xminAge, &b.LockWait); err != nil {
 			return Snapshot{}, fmt.Errorf("%w: %w", ErrSample, err)
 		}
 		if leader.Valid && leader.Int32 != b.PID { // a leader may show itself as its own leader
