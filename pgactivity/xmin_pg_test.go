@@ -2,7 +2,9 @@ package pgactivity
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 )
 
 // TestXminHoldersByXidAndSnapshot: a READ COMMITTED session that wrote
@@ -39,5 +41,42 @@ func TestXminHoldersByXidAndSnapshot(t *testing.T) {
 		if b, _ := byPID(snap, pid); b.XminAge < 0 {
 			t.Errorf("%s (pid %d): xmin age %d, want the horizon it holds", name, pid, b.XminAge)
 		}
+	}
+}
+
+// TestLockWaitModeAndRelation: a session waiting for a table another
+// holds in ACCESS EXCLUSIVE mode says which lock it asks for, on which
+// relation.
+func TestLockWaitModeAndRelation(t *testing.T) {
+	pool := newPool(t, "", "")
+	ctx := context.Background()
+	table := fmt.Sprintf("qtop_lockwait_%d", time.Now().UnixNano())
+	if _, err := pool.Exec(ctx, "CREATE TABLE "+table+" (n int)"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pool.Exec(context.Background(), "DROP TABLE IF EXISTS "+table) })
+	holder, waiter := connect(t), connect(t)
+	for _, q := range []string{"BEGIN", "LOCK TABLE " + table + " IN ACCESS EXCLUSIVE MODE"} {
+		if _, err := holder.conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waiter.start(ctx, "SELECT count(*) FROM "+table)
+	snap := waitFor(t, NewSampler(pool), "the waiter", func(x Snapshot) bool {
+		b, ok := byPID(x, waiter.pid)
+		return ok && b.WaitEventType == "Lock"
+	})
+	b, _ := byPID(snap, waiter.pid)
+	if b.LockWait != "AccessShareLock on "+table {
+		t.Fatalf("lock wait %q", b.LockWait)
+	}
+	if h, _ := byPID(snap, holder.pid); h.LockWait != "" {
+		t.Fatalf("the holder waits for %q", h.LockWait)
+	}
+	if _, err := holder.conn.Exec(ctx, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	if err := waiter.wait(t); err != nil {
+		t.Fatal(err)
 	}
 }
