@@ -57,6 +57,9 @@ func (m *Model) top() string {
 		}
 		b.WriteString("\n" + st.Render(clip("⚑ "+clean(m.summary.line), c.width)))
 	}
+	if m.snap != nil && m.snap.Server != nil {
+		b.WriteString("\n" + c.st.dim.Render(clip(serverLine(m.snap.Server), c.width)))
+	}
 	if m.err != nil {
 		// The error says what to do: wrap it (three lines at most)
 		// rather than cut it.

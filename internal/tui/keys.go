@@ -19,7 +19,7 @@ type KeyMap struct {
 type ViewKeys struct {
 	Tenants, HotKeys, Statements, Latency, Enforcement key.Binding
 	Locks                                              key.Binding
-	Freshness, Victims                                 key.Binding
+	Freshness, Victims, TopSQL                         key.Binding
 	NextView, PrevView                                 key.Binding
 }
 
@@ -59,6 +59,7 @@ func DefaultKeyMap() KeyMap {
 			Locks:       b([]string{"6"}, "6", "locks"),
 			Freshness:   b([]string{"7"}, "7", "freshness"),
 			Victims:     b([]string{"8"}, "8", "victims"),
+			TopSQL:      b([]string{"9"}, "9", "top SQL"),
 			NextView:    b([]string{"tab"}, "tab", "views"),
 			PrevView:    b([]string{"shift+tab"}, "shift+tab", "previous view"),
 		},
@@ -100,7 +101,7 @@ func (k KeyMap) ShortHelp() []key.Binding {
 // FullHelp is the ? overlay (help.KeyMap).
 func (k KeyMap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
-		{k.Tenants, k.HotKeys, k.Statements, k.Latency, k.Enforcement, k.Locks, k.Freshness, k.Victims, k.NextView, k.PrevView},
+		{k.Tenants, k.HotKeys, k.Statements, k.Latency, k.Enforcement, k.Locks, k.Freshness, k.Victims, k.TopSQL, k.NextView, k.PrevView},
 		{k.Up, k.Down, k.PageUp, k.PageDown, k.Home, k.End},
 		{k.Sort, k.Reverse, k.Filter, k.GroupBy, k.Enter, k.History, k.Full, k.Back},
 		{k.Throttle, k.Select, k.Cancel, k.Terminate, k.Pause, k.Help, k.Quit},

@@ -126,7 +126,7 @@ func New(src Source, opts ...Option) *Model {
 	m.c.query.Measure = col.measure()
 	tenants := newTenantsView(col)
 	m.nav.register(true, tenants, &hotKeysView{}, &statementsView{}, &latencyView{}, &enforcementView{}, &locksView{})
-	m.nav.register(false, &detailView{}, &freshnessView{}, &victimsView{sum: &m.summary})
+	m.nav.register(false, &detailView{}, &freshnessView{}, &victimsView{sum: &m.summary}, &topSQLView{})
 	if m.renderer == nil {
 		m.renderer = lipgloss.DefaultRenderer()
 	}

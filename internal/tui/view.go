@@ -146,6 +146,7 @@ var (
 	_ view = (*locksView)(nil)
 	_ view = (*freshnessView)(nil)
 	_ view = (*victimsView)(nil)
+	_ view = (*topSQLView)(nil)
 
 	_ filterable = (*tenantsView)(nil)
 	_ filterable = (*hotKeysView)(nil)
