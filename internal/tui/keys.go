@@ -32,7 +32,7 @@ type NavKeys struct {
 // RowKeys order, filter, group and mark the rows of a view.
 type RowKeys struct {
 	Sort, Reverse, Filter, GroupBy key.Binding
-	Select, History, Full          key.Binding
+	Select, History, Full, Explain key.Binding
 }
 
 // ActionKeys act on what is selected, or on the UI.
@@ -81,6 +81,7 @@ func DefaultKeyMap() KeyMap {
 			Select:  b([]string{" "}, "space", "mark statement"),
 			History: b([]string{"h"}, "h", "history (drill-in, [ ])"),
 			Full:    b([]string{"v"}, "v", "full query text"),
+			Explain: b([]string{"e"}, "e", "EXPLAIN (--postgres)"),
 		},
 		ActionKeys: ActionKeys{
 			Pause:     b([]string{"p"}, "p", "pause"),
@@ -104,7 +105,7 @@ func (k KeyMap) FullHelp() [][]key.Binding {
 		{k.Tenants, k.HotKeys, k.Statements, k.Latency, k.Enforcement, k.Locks, k.Freshness, k.Victims, k.TopSQL, k.NextView, k.PrevView},
 		{k.Up, k.Down, k.PageUp, k.PageDown, k.Home, k.End},
 		{k.Sort, k.Reverse, k.Filter, k.GroupBy, k.Enter, k.History, k.Full, k.Back},
-		{k.Throttle, k.Select, k.Cancel, k.Terminate, k.Pause, k.Help, k.Quit},
+		{k.Throttle, k.Select, k.Cancel, k.Terminate, k.Explain, k.Pause, k.Help, k.Quit},
 	}
 }
 

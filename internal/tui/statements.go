@@ -25,8 +25,9 @@ type statementsView struct {
 	// marked are the statements marked with space for c and k, by pid,
 	// as they were when marked (a cancel acts on that statement only).
 	marked map[int32]api.StatementRow
-	group  string // the snapshot's grouping
-	full   bool   // v: the selected statement's whole text below the table
+	group  string     // the snapshot's grouping
+	full   bool       // v: the selected statement's whole text below the table
+	plan   explainMsg // e: the plan of a statement, asked for
 }
 
 // toggle marks or unmarks the selected statement.
@@ -177,6 +178,15 @@ func (v *statementsView) update(c *common, msg tea.Msg) (tea.Cmd, bool) {
 		v.toggle()
 		return nil, true
 	}
+	if pm, ok := msg.(explainMsg); ok {
+		if pm.pid == v.plan.pid {
+			v.plan = pm
+		}
+		return nil, true
+	}
+	if km, ok := msg.(tea.KeyMsg); ok && matches(km, c.keys.Explain) {
+		return v.explain(c), true
+	}
 	if km, ok := msg.(tea.KeyMsg); ok && matches(km, c.keys.Full) {
 		v.full = !v.full
 		return nil, true
@@ -275,6 +285,7 @@ func (v *statementsView) view(c *common, h int) string {
 	if r := v.selected(); v.full && r != nil {
 		full = fullText(c, r, max(h/2, 3))
 	}
+	full = append(full, v.planLines(c, max(h/2, 3))...)
 	from, to := v.list.window(h - 1 - len(full))
 	rows := make([]*api.StatementRow, len(v.order))
 	for i, j := range v.order {
