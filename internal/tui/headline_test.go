@@ -190,3 +190,22 @@ func TestGoldenVictims(t *testing.T) {
 		})
 	}
 }
+
+// TestHeadlinePostgresConstantLoadAtStart: qtop --postgres started on a
+// load that has been constant: its history's padding is no idle past, so
+// nothing is "new load" or "×N its baseline".
+func TestHeadlinePostgresConstantLoadAtStart(t *testing.T) {
+	var in summary
+	for i := range 30 {
+		s := api.Snapshot{Source: api.SourcePostgres, Measure: api.MeasureDB}
+		h := make([]float64, api.HistoryLen)
+		for j := api.HistoryLen - 1 - i; j < api.HistoryLen; j++ {
+			h[j] = 3
+		}
+		s.Tenants = []api.TenantRow{{Tenant: "bigcorp", DBLoad: 3, Share: 0.75, History: h}, {Tenant: "acme", DBLoad: 1, Share: 0.25, History: h}}
+		in.add(&s)
+		if in.alert {
+			t.Fatalf("sample %d: %q", i, in.line)
+		}
+	}
+}

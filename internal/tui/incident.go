@@ -288,6 +288,12 @@ func (in *summary) history(s *api.Snapshot, r *api.TenantRow, key string, load f
 		if up := int(s.Collector.Uptime / time.Second); s.Source == api.SourceCollector && s.Collector.Uptime > 0 && up < len(h) {
 			h = h[len(h)-max(up, 1):]
 		}
+		// qtop --postgres samples in this process: its history holds no
+		// more samples than this qtop has seen (the rest is padding, not
+		// an idle past).
+		if s.Source == api.SourcePostgres && int(in.n) < len(h) {
+			h = h[len(h)-int(in.n):]
+		}
 	}
 	if len(own.v) > len(h) {
 		return own.v
