@@ -91,15 +91,20 @@ func TestTopSQLOnTheRealServer(t *testing.T) {
 		t.Fatalf("pgbench: %v", err)
 	}
 	defer func() { noise.Process.Kill(); noise.Wait() }()
-	loopCtx, stopLoop := context.WithCancel(ctx)
-	defer stopLoop()
 	loop, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer loop.Close(context.Background())
+	loopCtx, stopLoop := context.WithCancel(ctx)
+	loopDone := make(chan struct{})
+	defer func() { // the loop ends before its connection closes
+		stopLoop()
+		<-loopDone
+		loop.Close(context.Background())
+	}()
 	q := sqlcomment.Append("SELECT count(*), pg_sleep(0.05) FROM "+table, map[string]string{"tenant": ten, "route": "GET /topsql"})
 	go func() {
+		defer close(loopDone)
 		for loopCtx.Err() == nil {
 			loop.Exec(loopCtx, q)
 		}
