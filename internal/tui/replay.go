@@ -58,6 +58,7 @@ var (
 	_ Source       = (*Recorder)(nil)
 	_ SafeSignaler = (*Recorder)(nil)
 	_ Historian    = (*Recorder)(nil)
+	_ Explainer    = (*Recorder)(nil)
 )
 
 // ErrExists is returned by NewRecorder for a file that exists already:
@@ -146,6 +147,15 @@ func (r *Recorder) History(ctx context.Context, tenant string, minutes int) (api
 		return h.History(ctx, tenant, minutes)
 	}
 	return api.History{}, errNoHistory
+}
+
+// Explain passes through to a source that plans statements (Explainer):
+// e works while recording qtop --postgres.
+func (r *Recorder) Explain(ctx context.Context, database, query string) (string, error) {
+	if e, ok := r.Source.(Explainer); ok {
+		return e.Explain(ctx, database, query)
+	}
+	return "", fmt.Errorf("%w: e explains a running statement: run qtop --postgres DSN", ErrCannotExplain)
 }
 
 // hasHistory reports whether src (or the source a Recorder records) has
