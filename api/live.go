@@ -117,6 +117,14 @@ type Snapshot struct {
 	// (backend_xmin), oldest first: they keep VACUUM from removing dead
 	// rows (from the sampler, at most 10).
 	XminHolders []StatementRow `json:"xmin_holders,omitempty"`
+	// Server is the PostgreSQL server's header (qtop --postgres): TPS,
+	// sessions by state, cache hit ratio, database size and growth.
+	Server *ServerRow `json:"server,omitempty"`
+	// TopSQL are pg_stat_statements' statements by execution time per
+	// second over the last interval (qtop --postgres), with the tenants
+	// seen running each; TopSQLError says why there are none.
+	TopSQL      []TopSQLRow `json:"top_sql,omitempty"`
+	TopSQLError string      `json:"top_sql_error,omitempty"`
 	// HotKeys are the hottest keys over Window, merged across processes,
 	// with their Space-Saving error bounds.
 	HotKeys []HotKeyRow `json:"hot_keys"`
@@ -173,6 +181,12 @@ type TenantRow struct {
 	History []float64 `json:"history"`
 	// Routes are the tenant's busiest routes by Measure (at most 10).
 	Routes []RouteRow `json:"routes,omitempty"`
+	// BaselineP95Seconds and BaselineShare are the tenant's baseline p95
+	// and share of RU, when the source keeps baselines (0: it does not,
+	// and qtop uses what it saw itself). Optional: a collector that sends
+	// them gives every qtop the same victims.
+	BaselineP95Seconds float64 `json:"baseline_p95_seconds,omitempty"`
+	BaselineShare      float64 `json:"baseline_share,omitempty"`
 }
 
 // RouteRow is one route of a tenant.
@@ -216,9 +230,12 @@ type StatementRow struct {
 	QueryStart   time.Time `json:"query_start,omitzero"`
 	XactStart    time.Time `json:"xact_start,omitzero"`
 	BackendStart time.Time `json:"backend_start,omitzero"`
-	// XminAge is the age in transactions of the session's backend_xmin;
-	// 0 when it holds no snapshot.
+	// XminAge is the age in transactions of the session's backend_xmin
+	// or backend_xid, whichever is older; 0 when it holds neither.
 	XminAge int64 `json:"xmin_age,omitempty"`
+	// LockWait is the lock the session waits for: mode and relation
+	// ("AccessExclusiveLock on accounts") or lock type; "" for none.
+	LockWait string `json:"lock_wait,omitempty"`
 	// Workers counts the statement's active parallel workers.
 	Workers int `json:"workers,omitempty"`
 	// Group is the key of the Snapshot.Tenants row the statement belongs
@@ -324,4 +341,37 @@ type CollectorStatus struct {
 	// statement counts once.
 	MalformedComments   uint64 `json:"malformed_comments,omitempty"`
 	TruncatedStatements uint64 `json:"truncated_statements,omitempty"`
+}
+
+// ServerRow is what pg_activity shows in its header, as rates over the
+// last sampling interval (0 until two samples were taken).
+type ServerRow struct {
+	TPS float64 `json:"tps"` // commits and rollbacks per second, all databases
+	// Sessions by state (client backends).
+	Active   int `json:"active"`
+	Idle     int `json:"idle"`
+	IdleInTx int `json:"idle_in_transaction"`
+	Waiting  int `json:"waiting"` // for a lock
+	// CacheHitRatio is shared buffer hits over hits and reads in the
+	// interval (0–1; -1 when nothing was read).
+	CacheHitRatio float64 `json:"cache_hit_ratio"`
+	Database      string  `json:"database"`
+	SizeBytes     int64   `json:"size_bytes"`
+	// GrowthBytesPerSec is the database's growth over the time qtop has
+	// watched it.
+	GrowthBytesPerSec float64 `json:"growth_bytes_per_sec"`
+}
+
+// TopSQLRow is one pg_stat_statements entry's deltas per second.
+type TopSQLRow struct {
+	QueryID          int64    `json:"query_id"`
+	Database         string   `json:"database"`
+	Query            string   `json:"query"`
+	CallsPerSec      float64  `json:"calls_per_sec"`
+	TimeMsPerSec     float64  `json:"time_ms_per_sec"`
+	MeanMs           float64  `json:"mean_ms"`
+	RowsPerSec       float64  `json:"rows_per_sec"`
+	SharedHitPerSec  float64  `json:"shared_hit_per_sec"`
+	SharedReadPerSec float64  `json:"shared_read_per_sec"`
+	Tenants          []string `json:"tenants,omitempty"` // seen running it in pg_stat_activity
 }

@@ -72,10 +72,14 @@ type Backend struct {
 	// BackendStart is when the session connected: with the pid it names
 	// the session (a pid is reused once the session ends).
 	BackendStart time.Time
-	// XminAge is the age in transactions of the session's backend_xmin,
-	// the oldest snapshot it holds, which keeps VACUUM from removing rows
-	// dead since; -1 when it holds none.
+	// XminAge is the age in transactions of what the session holds the
+	// xmin horizon back with: its snapshot (backend_xmin: REPEATABLE READ
+	// and SERIALIZABLE transactions hold theirs to the end) or its own
+	// transaction id (backend_xid: a session that wrote and sits idle in
+	// transaction holds no snapshot but its xid), whichever is older.
+	// VACUUM cannot remove rows dead since; -1 when it holds neither.
 	XminAge int64
+	Extras
 	// Duration is how long the statement has run, by the server's clock,
 	// for active sessions; zero for the others.
 	Duration time.Duration
@@ -165,4 +169,17 @@ func (b *Backend) setTags() {
 func endsWithComment(q string) bool {
 	q = strings.TrimRight(q, " \t\r\n;")
 	return strings.HasSuffix(q, "*/")
+}
+
+// Extras are what the sampler reads of a session beside
+// pg_stat_activity's own columns.
+type Extras struct {
+	// LockWait is the lock a session waiting for one asks for: its mode
+	// and relation ("RowExclusiveLock on accounts") or lock type
+	// ("ShareLock on transactionid"); "" when it waits for none.
+	LockWait string
+	// QueryID is pg_stat_activity.query_id (PostgreSQL 14 or later, with
+	// compute_query_id on or pg_stat_statements loaded): the key of the
+	// statement's pg_stat_statements entry; 0 when unknown.
+	QueryID int64
 }

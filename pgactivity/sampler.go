@@ -27,10 +27,13 @@ const marker = "qtop pgactivity sampler"
 //
 // It calls pg_blocking_pids only for sessions that wait for a lock (or for
 // a safe snapshot), since the function takes the lock manager's locks.
-func sampleSQL(leaderPID bool) string {
-	leader, types := "NULL::int4", "'client backend'"
+func sampleSQL(leaderPID, queryID bool) string {
+	leader, types, qid := "NULL::int4", "'client backend'", "NULL::int8"
 	if leaderPID {
 		leader, types = "a.leader_pid", "'client backend', 'parallel worker'"
+	}
+	if queryID {
+		qid = "a.query_id"
 	}
 	return `SELECT /* ` + marker + ` */
 	a.pid,
@@ -51,7 +54,10 @@ func sampleSQL(leaderPID bool) string {
 	(SELECT setting::int FROM pg_settings WHERE name = 'track_activity_query_size'),
 	coalesce(host(a.client_addr), ''),
 	a.backend_start,
-	coalesce(age(a.backend_xmin), -1)
+	coalesce(greatest(age(a.backend_xmin), age(a.backend_xid)), -1),
+	CASE WHEN a.wait_event_type = 'Lock' THEN coalesce((SELECT l.mode || ' on ' || coalesce(l.relation::regclass::text, l.locktype)
+		FROM pg_locks l WHERE l.pid = a.pid AND NOT l.granted LIMIT 1), '') ELSE '' END,
+	` + qid + `
 FROM pg_stat_activity a
 WHERE (a.backend_type IN (` + types + `) OR (a.backend_type IS NULL AND a.datid IS NOT NULL))
 	AND a.pid <> pg_backend_pid()
@@ -60,8 +66,9 @@ WHERE (a.backend_type IN (` + types + `) OR (a.backend_type IS NULL AND a.datid 
 }
 
 var (
-	sampleSQL13 = sampleSQL(true)
-	sampleSQL10 = sampleSQL(false)
+	sampleSQL14 = sampleSQL(true, true)
+	sampleSQL13 = sampleSQL(true, false)
+	sampleSQL10 = sampleSQL(false, false)
 )
 
 // serverMajor reads the major version from the server_version the server
@@ -104,7 +111,10 @@ func (s *Sampler) Sample(ctx context.Context) (Snapshot, error) {
 		return Snapshot{}, fmt.Errorf("%w: %w", ErrSample, err)
 	}
 	defer c.Release()
-	sql := sampleSQL13
+	sql := sampleSQL14
+	if v := c.Conn().PgConn().ParameterStatus("server_version"); serverMajor(v) < 14 {
+		sql = sampleSQL13
+	}
 	if v := c.Conn().PgConn().ParameterStatus("server_version"); serverMajor(v) < 13 {
 		if serverMajor(v) < 10 {
 			return Snapshot{}, fmt.Errorf("%w: PostgreSQL %q is too old; pg_stat_activity.backend_type needs 10 or later", ErrSample, v)
@@ -129,30 +139,18 @@ func (s *Sampler) Sample(ctx context.Context) (Snapshot, error) {
 			leader     pgtype.Int4
 			backStart  pgtype.Timestamptz
 			xminAge    int32
+			queryID    pgtype.Int8
 		)
 		if err := rows.Scan(&b.PID, &leader, &b.Database, &b.User, &b.Application, &b.State,
 			&b.WaitEventType, &b.WaitEvent, &queryStart, &xactStart, &b.Query, &b.BlockedBy,
-			&serverNow, &role, &querySize, &b.Client, &backStart, &xminAge); err != nil {
+			&serverNow, &role, &querySize, &b.Client, &backStart, &xminAge, &b.LockWait, &queryID); err != nil {
 			return Snapshot{}, fmt.Errorf("%w: %w", ErrSample, err)
 		}
 		if leader.Valid && leader.Int32 != b.PID { // a leader may show itself as its own leader
 			b.LeaderPID = leader.Int32
 		}
-		if queryStart.Valid {
-			b.QueryStart = queryStart.Time
-		}
-		if xactStart.Valid {
-			b.XactStart = xactStart.Time
-		}
-		if backStart.Valid {
-			b.BackendStart = backStart.Time
-		}
-		b.XminAge = int64(xminAge)
-		if b.Active() && !b.QueryStart.IsZero() {
-			if d := serverNow.Sub(b.QueryStart); d > 0 {
-				b.Duration = d
-			}
-		}
+		b.setTimes(queryStart, xactStart, backStart, serverNow)
+		b.XminAge, b.QueryID = int64(xminAge), queryID.Int64
 		if b.Hidden() {
 			snap.Hidden++
 		} else {
@@ -239,6 +237,17 @@ func (s *Sampler) Run(ctx context.Context, interval time.Duration, fn func(Snaps
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// setTimes sets the session's instants that are not null, and the
+// statement's duration by the server's clock.
+func (b *Backend) setTimes(queryStart, xactStart, backStart pgtype.Timestamptz, serverNow time.Time) {
+	b.QueryStart, b.XactStart, b.BackendStart = queryStart.Time, xactStart.Time, backStart.Time
+	if b.Active() && !b.QueryStart.IsZero() {
+		if d := serverNow.Sub(b.QueryStart); d > 0 {
+			b.Duration = d
 		}
 	}
 }

@@ -47,9 +47,10 @@ Examples:
   # First look, on a fresh machine: find the noisy tenant, enter on it, t to throttle.
   qtop demo
 
-  # Follow the collector of this machine, or another one (throttling needs its token):
+  # Follow the collector of this machine, or another one: --token reads, throttling
+  # needs the admin token (the collector's DATA_DIR/admin-token unless set):
   qtop
-  qtop --collector http://collector.internal:7070 --token "$QTOP_TOKEN"
+  qtop --collector http://collector.internal:7070 --token "$QTOP_TOKEN" --admin-token-file /var/lib/qtop/admin-token
 
   # A fleet reporting to several collectors: their sum (each asked for its own part):
   qtop --collector c1:7070,c2:7070,c3:7070 --token "$QTOP_TOKEN"
@@ -67,7 +68,8 @@ Examples:
   qtop --postgres 'postgres://qtop_monitor@db/app' --once --format json
   qtop demo --once --format table
 
-  # Record the incident while you watch it; replay it for the post-mortem (p pauses):
+  # Record the incident while you watch it (an existing file needs --force);
+  # replay it for the post-mortem (p pauses):
   qtop --postgres 'postgres://qtop_monitor@db/app' --record incident.qtop.gz
   qtop replay incident.qtop.gz --speed 4
   qtop replay incident.qtop.gz --once --format table     # its last snapshot
@@ -76,7 +78,9 @@ Examples:
   qtop demo --data-dir ./qtop-demo --listen 127.0.0.1:7070
 
 Keys: 1–6 or tab switch views (6: lock tree, xmin horizon; c/k on the session selected) · s sort · / filter
+      3: v whole query text, e EXPLAIN (--postgres, on demand) · 9 top SQL (pg_stat_statements, --postgres)
       b group by tenant → application → user → database → client → fingerprint (--postgres)
+      7 freshness · 8 victims: each by name, p95 now vs baseline, share, routes hurt
       enter drill in (h: history from the store, [ ] earlier/later) · t throttle
       space mark statements · c/k cancel/terminate the
       marked (or selected) backends, only if they still run what was shown (--postgres)
@@ -91,10 +95,11 @@ func main() {
 
 type flags struct {
 	collector, token, postgres string
+	adminToken, adminTokenFile string
 	dataDir, listen            string
 	actionLog, record          string
 	speed                      float64
-	once                       bool
+	once, force                bool
 	format, sort, groupBy      string
 	top                        int
 	interval                   time.Duration
@@ -129,7 +134,9 @@ func newFlagSetFor(form string, stderr io.Writer, f *flags) *flag.FlagSet {
 		fs.Float64Var(&f.speed, "speed", 1, "play the recording this many times faster (up to 1000)")
 	case "":
 		fs.StringVar(&f.collector, "collector", env("QTOP_COLLECTOR", "http://127.0.0.1:7070"), "collector to follow, or several, comma-separated, to show their sum ($QTOP_COLLECTOR)")
-		fs.StringVar(&f.token, "token", env("QTOP_TOKEN", ""), "the collector's bearer token, needed to throttle ($QTOP_TOKEN)")
+		fs.StringVar(&f.token, "token", env("QTOP_TOKEN", ""), "the collector's read token, for its live view ($QTOP_TOKEN); also used for policy changes when no admin token is given")
+		fs.StringVar(&f.adminToken, "admin-token", env("QTOP_ADMIN_TOKEN", ""), "the collector's admin token, for policy changes: t throttles, freshness keys ($QTOP_ADMIN_TOKEN; the collector keeps it in DATA_DIR/admin-token unless started with --admin-token)")
+		fs.StringVar(&f.adminTokenFile, "admin-token-file", env("QTOP_ADMIN_TOKEN_FILE", ""), "read the admin token from this file, e.g. the collector's DATA_DIR/admin-token ($QTOP_ADMIN_TOKEN_FILE)")
 		fs.StringVar(&f.postgres, "postgres", env("QTOP_POSTGRES", ""), "PostgreSQL DSN: sample pg_stat_activity instead of following a collector ($QTOP_POSTGRES)")
 		fs.DurationVar(&f.interval, "interval", time.Second, "how often --postgres samples pg_stat_activity")
 	default:
@@ -137,7 +144,8 @@ func newFlagSetFor(form string, stderr io.Writer, f *flags) *flag.FlagSet {
 		fs.StringVar(&f.listen, "listen", "", "also serve the demo collector's HTTP API on this address, e.g. 127.0.0.1:7070")
 	}
 	if form != "replay" {
-		fs.StringVar(&f.record, "record", "", "also save every snapshot shown to this file (JSON lines; gzip when it ends in .gz), for qtop replay")
+		fs.StringVar(&f.record, "record", "", "also save every snapshot shown to this file (JSON lines; gzip when it ends in .gz), for qtop replay; an existing file is refused unless --force")
+		fs.BoolVar(&f.force, "force", false, "with --record: overwrite the file if it exists")
 	}
 	fs.StringVar(&f.actionLog, "action-log", defaultActionLog(), "append one JSON line per throttle, cancel and terminate (when, who, on which statement, result) to this file")
 	fs.BoolVar(&f.once, "once", false, "print one snapshot and exit")
@@ -194,7 +202,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	if f.record != "" {
-		rec, err := tui.NewRecorder(src, f.record, time.Now())
+		rec, err := tui.NewRecorder(src, f.record, time.Now(), f.force)
 		if err != nil {
 			src.Close()
 			fmt.Fprintln(stderr, "qtop:", err)
@@ -303,6 +311,9 @@ func check(f *flags) error {
 	if f.top < 1 || f.top > 1000 {
 		return fmt.Errorf("--top %s: want 1…1000", strconv.Itoa(f.top))
 	}
+	if f.force && f.record == "" {
+		return errors.New("--force goes with --record FILE: it overwrites FILE")
+	}
 	if f.format != tui.FormatTable && f.format != tui.FormatJSON {
 		return fmt.Errorf("--format %q: want table or json", f.format)
 	}
@@ -326,10 +337,34 @@ func open(ctx context.Context, isDemo bool, f *flags) (tui.Source, error) {
 	case f.postgres != "":
 		return tui.NewPostgres(ctx, f.postgres, tui.WithInterval(f.interval))
 	}
-	if strings.Contains(f.collector, ",") {
-		return tui.NewFleet(strings.Split(f.collector, ","), f.token)
+	admin, err := adminToken(f)
+	if err != nil {
+		return nil, err
 	}
-	return tui.NewCollector(f.collector, f.token, api.WithToken(f.token))
+	if strings.Contains(f.collector, ",") {
+		return tui.NewFleet(strings.Split(f.collector, ","), f.token, admin)
+	}
+	return tui.NewCollector(f.collector, admin, api.WithToken(f.token))
+}
+
+// adminToken is the token of policy changes: --admin-token, else the
+// first line of --admin-token-file, else the read token.
+func adminToken(f *flags) (string, error) {
+	if f.adminToken != "" {
+		return f.adminToken, nil
+	}
+	if f.adminTokenFile != "" {
+		b, err := os.ReadFile(f.adminTokenFile)
+		if err != nil {
+			return "", fmt.Errorf("--admin-token-file: %w", err)
+		}
+		t, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+		if t == "" {
+			return "", fmt.Errorf("--admin-token-file %s: empty", f.adminTokenFile)
+		}
+		return t, nil
+	}
+	return f.token, nil
 }
 
 // once prints one snapshot.

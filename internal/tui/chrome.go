@@ -57,6 +57,9 @@ func (m *Model) top() string {
 		}
 		b.WriteString("\n" + st.Render(clip("⚑ "+clean(m.summary.line), c.width)))
 	}
+	if m.snap != nil && m.snap.Server != nil {
+		b.WriteString("\n" + c.st.dim.Render(clip(serverLine(m.snap.Server), c.width)))
+	}
 	if m.err != nil {
 		// The error says what to do: wrap it (three lines at most)
 		// rather than cut it.
@@ -95,6 +98,15 @@ func (m *Model) bottom() string {
 			st = c.st.good
 		}
 		status = st.Render(clip(clean(c.status.text), c.width))
+		if !c.status.ok {
+			// A failure says what to do: wrapped whole (six lines at
+			// most), never cut at the screen's edge.
+			ls := strings.Split(ansi.Wrap(clean(c.status.text), c.width, " "), "\n")
+			for i, l := range ls[:min(len(ls), 6)] {
+				ls[i] = st.Render(clip(l, c.width))
+			}
+			status = strings.Join(ls[:min(len(ls), 6)], "\n")
+		}
 	}
 	return status + "\n" + clip(c.help.ShortHelpView(c.keys.ShortHelp()), c.width)
 }

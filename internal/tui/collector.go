@@ -44,7 +44,8 @@ type stream struct {
 
 // NewCollector returns a source that reads the collector at base
 // (http://host:port or host:port); token is the bearer token of policy
-// changes (the collector's --token, needed only to throttle).
+// changes (the collector's admin token, needed only to throttle; the
+// read token of the live view is an option, api.WithToken).
 func NewCollector(base, token string, opts ...api.ClientOption) (*Collector, error) {
 	if _, err := api.NewClient(base, opts...); err != nil {
 		return nil, fmt.Errorf("%w: --collector: %w", ErrInput, err)
@@ -156,12 +157,23 @@ func (c *Collector) Throttle(ctx context.Context, rule policy.Rule) error {
 	}
 	cl := c.client(Query{})
 	if _, err := cl.PostPolicy(ctx, rule, c.token); err != nil {
-		if errors.Is(err, api.ErrUnauthorized) {
-			return fmt.Errorf("%w; pass the collector's admin token with --token or QTOP_TOKEN (without --admin-token, collector serve keeps a generated one in DATA_DIR/admin-token)", err)
-		}
-		return c.explain(err)
+		return c.adminErr(err)
 	}
 	return nil
+}
+
+// adminErr says, of a refused policy change, which credential it needs
+// and where it lives.
+func (c *Collector) adminErr(err error) error {
+	if !errors.Is(err, api.ErrUnauthorized) {
+		return c.explain(err)
+	}
+	had := "no admin token"
+	if c.token != "" {
+		had = "the token given"
+	}
+	return fmt.Errorf("%s refused the policy change with %s (%w). It needs the admin token: qtop --admin-token, "+
+		"QTOP_ADMIN_TOKEN or QTOP_ADMIN_TOKEN_FILE (the collector's --admin-token, else its DATA_DIR/admin-token; --token only reads)", c.url(), had, err)
 }
 
 // Cancel is not supported: a collector does not signal backends.

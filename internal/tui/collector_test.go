@@ -102,7 +102,8 @@ func TestCollectorSourceStreamThrottleReconnect(t *testing.T) {
 	}
 	bad, _ := NewCollector(url, "wrong")
 	defer bad.Close()
-	if err := bad.Throttle(ctx, rule("bigcorp")); !errors.Is(err, api.ErrUnauthorized) || !strings.Contains(err.Error(), "--token") {
+	if err := bad.Throttle(ctx, rule("bigcorp")); !errors.Is(err, api.ErrUnauthorized) ||
+		!strings.Contains(err.Error(), "--admin-token, QTOP_ADMIN_TOKEN or QTOP_ADMIN_TOKEN_FILE") || !strings.Contains(err.Error(), "DATA_DIR/admin-token") {
 		t.Fatalf("wrong token: %v", err)
 	}
 	if err := src.Throttle(ctx, policy.Rule{Tenant: "bigcorp", Action: policy.Throttle}); !errors.Is(err, api.ErrStatus) {

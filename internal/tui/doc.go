@@ -10,7 +10,10 @@
 // (enforcement.go, budgets.go) and Locks (locks.go). The pages, which
 // remember the tab they were opened from (esc goes back): the drill-in of
 // one tenant or group, opened by enter on a row (detail.go, history.go),
-// and Freshness, key 7 (freshness.go).
+// Freshness, key 7 (freshness.go), Victims, key 8 (victims.go: the
+// headline's offenders and victims by name), and Top SQL, key 9
+// (topsql.go: pg_stat_statements per second with the tenants seen
+// running each, qtop --postgres).
 //
 // Every view implements one interface, view (view.go): its name and key,
 // set (a new snapshot), update (a key the root left to it, or a message
@@ -35,11 +38,37 @@
 // and register it in New: m.nav.register(true, …) for a tab, false for a
 // page.
 //
+// # The headline
+//
+// The line under the tabs (incident.go) is computed from the data, never
+// from the sort: the share of load is of RU (DB load under --postgres)
+// whatever column orders the table. Drivers are weighed against the
+// source's history, or against what this qtop saw itself when that is
+// longer (a collector that restarted knows nothing before its start);
+// victims against a baseline the snapshot carries
+// (api.TenantRow.BaselineP95Seconds) or else one kept by this qtop.
+// Headline is also what qtop --once --format json prints as "headline".
+//
+// # PostgreSQL
+//
+// Under --postgres (postgres.go) each sample also reads the server's
+// header figures and pg_stat_statements (pgserver.go turns them into
+// rates); the Statements view has a DATABASE column, v shows a
+// statement's whole text and e its EXPLAIN (explain.go, on demand only,
+// never executed; a statement with parameters cannot be planned on
+// PostgreSQL 15 and the view says so).
+//
 // # Sources
 //
 // Every snapshot comes from a Source — the collector's live stream
 // (Collector, or Fleet for several), a pg_stat_activity sampler of its
 // own (Postgres, which aggregates with pgactivity.Aggregator), a
 // recording (Replay) or an in-process demo collector — and every call
-// into it runs inside a tea.Cmd, never in Update or View.
+// into it runs inside a tea.Cmd, never in Update or View. A lost source
+// is retried every second at most (the backoff is capped), so a
+// restarted collector is followed again within a second or two. A
+// Collector reads with the read token and changes policy with the admin
+// token; a refusal names the credential and where it lives. A Recorder
+// (--record) refuses an existing file unless told to overwrite, and
+// passes the store's history (h) through.
 package tui

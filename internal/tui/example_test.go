@@ -23,6 +23,7 @@ func ExamplePrint() {
 	tui.Print(os.Stdout, s, tui.FormatTable)
 	// Output:
 	// qtop 2026-03-09T09:14:07Z · source collector · window 10s · 3 tenants with load, ordered by ru
+	// headline: no tenant drives load above its baseline · victims: none
 	//
 	// TENANT   TIER  DB LOAD  RU/s  REQ/s  P95     ERR/s  SHARE  THROTTLED
 	// bigcorp  T2    12.7     4800  12.0   1.84s   0      80.0%  yes

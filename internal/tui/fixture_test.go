@@ -174,7 +174,8 @@ func incident() api.Snapshot {
 				Blocking: api.StatementRow{PID: 7001, Tenant: "globex", State: "idle in transaction", WaitEventType: "Client", WaitEvent: "ClientRead",
 					XactStart: t0.Add(-135 * time.Second), Query: "UPDATE stock SET reserved = true WHERE sku = $1"}},
 			{Blocked: api.StatementRow{PID: 5151, State: "active", WaitEventType: "Lock", WaitEvent: "relation", Duration: 900 * time.Millisecond,
-				Query: "VACUUM FULL stock", BlockedBy: []int32{7001}},
+				Query: "VACUUM FULL stock", BlockedBy: []int32{7001}, LockWait: "AccessExclusiveLock on stock", Database: "shop",
+				XactStart: t0.Add(-time.Second)},
 				Blocking: api.StatementRow{PID: 7001}},
 		},
 		XminHolders: []api.StatementRow{

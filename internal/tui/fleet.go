@@ -32,14 +32,18 @@ type Fleet struct {
 var _ Source = (*Fleet)(nil)
 
 // NewFleet returns a source over the collectors at bases (host:port or
-// http://host:port each); token is their policy token.
-func NewFleet(bases []string, token string) (*Fleet, error) {
+// http://host:port each); token is the read token of their live views,
+// adminToken that of their policy ("": token).
+func NewFleet(bases []string, token, adminToken string) (*Fleet, error) {
+	if adminToken == "" {
+		adminToken = token
+	}
 	if len(bases) == 0 || len(bases) > MaxFleet {
 		return nil, fmt.Errorf("%w: --collector: 1 to %d collectors, got %d", ErrInput, MaxFleet, len(bases))
 	}
 	f := &Fleet{}
 	for _, b := range bases {
-		c, err := NewCollector(strings.TrimSpace(b), token, api.WithScope(api.ScopeLocal), api.WithToken(token))
+		c, err := NewCollector(strings.TrimSpace(b), adminToken, api.WithScope(api.ScopeLocal), api.WithToken(token))
 		if err != nil {
 			return nil, err
 		}

@@ -21,7 +21,7 @@ func TestFleetSource(t *testing.T) {
 		s, u, stop := realCollector(t)
 		srvs, urls, stops = append(srvs, s), append(urls, u), append(stops, stop)
 	}
-	f, err := NewFleet(urls, "s3cret")
+	f, err := NewFleet(urls, "s3cret", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestFleetSource(t *testing.T) {
 	if snap.Peers[2].OK || snap.Peers[2].Error == "" || !snap.Peers[0].OK {
 		t.Fatalf("with one collector stopped, peers %+v", snap.Peers)
 	}
-	if _, err := NewFleet(nil, ""); !errors.Is(err, ErrInput) {
+	if _, err := NewFleet(nil, "", ""); !errors.Is(err, ErrInput) {
 		t.Fatalf("empty fleet: %v", err)
 	}
 }

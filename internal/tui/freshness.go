@@ -32,8 +32,10 @@ func (c *Collector) Freshness(ctx context.Context) (api.Freshness, error) {
 // SetFreshness posts the freshness policy with the collector's token.
 func (c *Collector) SetFreshness(ctx context.Context, f policy.Freshness) error {
 	f.UpdatedBy = c.user
-	_, err := c.client(Query{}).PostFreshness(ctx, f, c.token)
-	return err
+	if _, err := c.client(Query{}).PostFreshness(ctx, f, c.token); err != nil {
+		return c.adminErr(err)
+	}
+	return nil
 }
 
 // ForceFor is how long "f" forces the armed batch on, overload or not.

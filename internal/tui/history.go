@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -11,6 +12,9 @@ import (
 )
 
 var _ Historian = (*Collector)(nil)
+
+// errNoHistory is what h says on a source without a store.
+var errNoHistory = fmt.Errorf("%w: h shows the store's history: it needs a collector (qtop --collector URL)", ErrUnsupported)
 
 // History asks the collector for tenant's per-minute history.
 func (c *Collector) History(ctx context.Context, tenant string, minutes int) (api.History, error) {
@@ -45,8 +49,8 @@ type storeHistory struct {
 // fetchHistory asks the source for the drill-in tenant's history.
 func (d *detailView) fetchHistory(c *common) tea.Cmd {
 	hs, ok := c.src.(Historian)
-	if !ok {
-		return c.setStatus("h shows the store's history: it needs a collector (qtop --collector URL)", false)
+	if !ok || !hasHistory(c.src) {
+		return c.setStatus(errNoHistory.Error(), false)
 	}
 	if d.untagged {
 		return c.setStatus("untagged load has no per-tenant history", false)

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/qtop-dev/qtop/api"
 )
@@ -119,96 +120,253 @@ func quantile(v []float64, q float64) float64 {
 	return v[min(int(q*float64(len(v))), len(v)-1)]
 }
 
-// summary follows the tenants' baselines across snapshots and writes the
-// summary line.
+// Headline is who is hurting whom: the summary line under the tabs, and
+// the "headline" of qtop --once --format json. It is computed from the
+// data, never from the table's sort: the share of load is of RU (of DB
+// load under qtop --postgres, or when no tenant has RU) whatever column
+// orders the rows.
+type Headline struct {
+	Line string `json:"line"`
+	// Measure is what Share is of: "RU" or "DB load".
+	Measure   string     `json:"measure"`
+	Offenders []Offender `json:"offenders"`
+	Victims   []Victim   `json:"victims"`
+}
+
+// Offender is a row driving load above its own baseline.
+type Offender struct {
+	Name  string  `json:"name"`
+	Share float64 `json:"share"`
+	// Factor is its recent load over its baseline; 0 means new load.
+	Factor float64 `json:"factor,omitempty"`
+}
+
+// Victim is a tenant whose p95 grew while its own share of load did not.
+type Victim struct {
+	Tenant             string  `json:"tenant"`
+	P95Seconds         float64 `json:"p95_seconds"`
+	BaselineP95Seconds float64 `json:"baseline_p95_seconds"`
+	Share              float64 `json:"share"`
+	BaselineShare      float64 `json:"baseline_share"`
+	// Routes are the tenant's routes whose p95 is at least victimP95
+	// times the tenant's baseline, slowest first (at most 3).
+	Routes []RouteHurt `json:"routes,omitempty"`
+	// BaselineFrom is "collector" when the snapshot carried the
+	// tenant's baseline (api.TenantRow.BaselineP95Seconds), else "qtop":
+	// what this qtop saw of the tenant (see summary).
+	BaselineFrom string `json:"baseline_from"`
+}
+
+// RouteHurt is one route of a victim.
+type RouteHurt struct {
+	Route      string  `json:"route"`
+	P95Seconds float64 `json:"p95_seconds"`
+}
+
+// Factor is the victim's p95 over its baseline.
+func (v Victim) Factor() float64 { return v.P95Seconds / v.BaselineP95Seconds }
+
+// summary follows the tenants across snapshots and writes the headline.
 type summary struct {
 	n     int64
 	rows  map[string]*tenantBaseline
 	seen  map[string]int64
+	own   map[string]*series // load per snapshot, by row label
 	line  string
+	head  Headline
 	alert bool      // drivers or victims were found
 	ps    []float64 // scratch
 	ls    []float64
 }
 
-// driver is one tenant driving load.
-type driver struct {
-	name   string
-	share  float64
-	factor float64 // 0: new
+// series is a row's load as this qtop saw it, one point per snapshot,
+// oldest first (at most api.HistoryLen): the driver test's history when
+// the source's is shorter (a collector that restarted knows nothing
+// before its start) or of another measure (sorted by DB load, a
+// collector's history is of DB load).
+type series struct {
+	v    []float64
+	seen int64
+}
+
+func (s *series) add(v float64, n int64) {
+	if len(s.v) == api.HistoryLen {
+		s.v = append(s.v[:0], s.v[1:]...)
+	}
+	s.v, s.seen = append(s.v, v), n
+}
+
+// headlineMeasure is what the headline weighs load by, and whether the
+// rows' History is of it.
+func headlineMeasure(s *api.Snapshot) (name string, db, historyOf bool) {
+	db = s.Source == api.SourcePostgres
+	if !db {
+		var ru float64
+		for i := range s.Tenants {
+			ru += s.Tenants[i].RUPerSec
+		}
+		db = ru == 0
+	}
+	historyDB := s.Measure == api.MeasureDB || s.Source == api.SourcePostgres
+	if db {
+		return "DB load", true, historyDB
+	}
+	return "RU", false, !historyDB
 }
 
 func (in *summary) add(s *api.Snapshot) {
 	if in.rows == nil {
-		in.rows, in.seen = map[string]*tenantBaseline{}, map[string]int64{}
+		in.rows, in.seen, in.own = map[string]*tenantBaseline{}, map[string]int64{}, map[string]*series{}
 	}
 	in.n++
 	group := s.GroupBy
 	if group == "" {
 		group = api.GroupTenant
 	}
-	measure := "RU"
-	if s.Measure == api.MeasureDB || s.Source == api.SourcePostgres {
-		measure = "DB load"
+	measure, db, historyOf := headlineMeasure(s)
+	load := func(r *api.TenantRow) float64 {
+		if db {
+			return r.DBLoad
+		}
+		return r.RUPerSec
 	}
-	var drivers []driver
-	var victims []float64
+	var total float64
+	for i := range s.Tenants {
+		total += load(&s.Tenants[i])
+	}
+	h := Headline{Measure: measure}
 	for i := range s.Tenants {
 		r := &s.Tenants[i]
 		if r.Tenant == api.OtherTenant && !r.Untagged {
 			continue
 		}
+		share := 0.0
+		if total > 0 {
+			share = load(r) / total
+		}
 		name := rowLabel(group, r)
-		if d, ok := isDriver(r); ok {
-			d.name = name
-			drivers = append(drivers, d)
+		hist := in.history(s, r, group+"\x00"+name, load(r), historyOf)
+		d, drv := isDriver(share, hist)
+		if drv {
+			d.Name = name
+			h.Offenders = append(h.Offenders, d)
 		}
 		if s.Source == api.SourcePostgres || group != api.GroupTenant || r.Untagged {
 			continue
 		}
-		load := r.Share
-		b := in.rows[r.Tenant]
-		if b == nil {
-			if len(in.rows) >= maxBaselines {
-				continue
-			}
-			b = &tenantBaseline{}
-			in.rows[r.Tenant] = b
-		}
-		in.seen[r.Tenant] = in.n
-		if p, l, ok := b.cached(in.n, &in.ps, &in.ls); ok && p > 0 && r.P95Seconds > 0 {
-			if _, drv := isDriver(r); !drv && r.P95Seconds >= victimP95*p && load <= victimLoad*math.Max(l, 1e-9) {
-				victims = append(victims, r.P95Seconds/p)
-			}
-		}
-		if r.P95Seconds > 0 {
-			b.add(observation{n: in.n, p95: r.P95Seconds, load: load})
+		if v, ok := in.victim(r, share, drv); ok {
+			h.Victims = append(h.Victims, v)
 		}
 	}
+	in.forget()
+	in.alert = len(h.Offenders) > 0 || len(h.Victims) > 0
+	slices.SortFunc(h.Offenders, func(a, b Offender) int { return cmp.Compare(b.Share, a.Share) })
+	slices.SortFunc(h.Victims, func(a, b Victim) int {
+		return cmp.Or(cmp.Compare(b.Factor(), a.Factor()), strings.Compare(a.Tenant, b.Tenant))
+	})
+	h.Line = summaryLine(s, group, h)
+	in.head, in.line = h, h.Line
+}
+
+// history is the row's load history for the driver test: the source's
+// (when of the headline's measure, and only the seconds a collector has
+// been up), or this qtop's own when that is longer.
+func (in *summary) history(s *api.Snapshot, r *api.TenantRow, key string, load float64, historyOf bool) []float64 {
+	own := in.own[key]
+	if own == nil {
+		if len(in.own) >= maxBaselines {
+			own = &series{}
+		} else {
+			own = &series{}
+			in.own[key] = own
+		}
+	}
+	own.add(load, in.n)
+	var h []float64
+	if historyOf {
+		h = r.History
+		if up := int(s.Collector.Uptime / time.Second); s.Source == api.SourceCollector && s.Collector.Uptime > 0 && up < len(h) {
+			h = h[len(h)-max(up, 1):]
+		}
+		// qtop --postgres samples in this process: its history holds no
+		// more samples than this qtop has seen (the rest is padding, not
+		// an idle past).
+		if s.Source == api.SourcePostgres && int(in.n) < len(h) {
+			h = h[len(h)-int(in.n):]
+		}
+	}
+	if len(own.v) > len(h) {
+		return own.v
+	}
+	return h
+}
+
+// victim follows r's baseline and says whether r is a victim now.
+func (in *summary) victim(r *api.TenantRow, share float64, driver bool) (Victim, bool) {
+	b := in.rows[r.Tenant]
+	if b == nil {
+		if len(in.rows) >= maxBaselines {
+			return Victim{}, false
+		}
+		b = &tenantBaseline{}
+		in.rows[r.Tenant] = b
+	}
+	in.seen[r.Tenant] = in.n
+	defer func() {
+		if r.P95Seconds > 0 {
+			b.add(observation{n: in.n, p95: r.P95Seconds, load: share})
+		}
+	}()
+	v := Victim{Tenant: r.Tenant, P95Seconds: r.P95Seconds, Share: share, BaselineFrom: "qtop"}
+	p, l, ok := b.cached(in.n, &in.ps, &in.ls)
+	if r.BaselineP95Seconds > 0 {
+		p, l, ok, v.BaselineFrom = r.BaselineP95Seconds, r.BaselineShare, true, "collector"
+	}
+	if !ok || p <= 0 || r.P95Seconds <= 0 || driver {
+		return Victim{}, false
+	}
+	if r.P95Seconds < victimP95*p || share > victimLoad*math.Max(l, 1e-9) {
+		return Victim{}, false
+	}
+	v.BaselineP95Seconds, v.BaselineShare = p, l
+	for _, rt := range r.Routes {
+		if rt.P95Seconds >= victimP95*p {
+			v.Routes = append(v.Routes, RouteHurt{Route: rt.Route, P95Seconds: rt.P95Seconds})
+		}
+	}
+	slices.SortFunc(v.Routes, func(a, b RouteHurt) int { return cmp.Compare(b.P95Seconds, a.P95Seconds) })
+	v.Routes = v.Routes[:min(len(v.Routes), 3)]
+	return v, true
+}
+
+// forget drops the rows not seen for baselineSpan snapshots.
+func (in *summary) forget() {
 	for name, n := range in.seen {
 		if in.n-n > baselineSpan {
 			delete(in.seen, name)
 			delete(in.rows, name)
 		}
 	}
-	in.alert = len(drivers) > 0 || len(victims) > 0
-	in.line = summaryLine(s, group, measure, drivers, victims)
+	for k, s := range in.own {
+		if in.n-s.seen > baselineSpan {
+			delete(in.own, k)
+		}
+	}
 }
 
-// summaryLine names the two largest drivers and sums up the victims.
-func summaryLine(s *api.Snapshot, group, measure string, drivers []driver, victims []float64) string {
-	slices.SortFunc(drivers, func(a, b driver) int { return cmp.Compare(b.share, a.share) })
+// summaryLine names the two largest offenders and sums up the victims.
+func summaryLine(s *api.Snapshot, group string, h Headline) string {
 	var parts []string
-	for i, d := range drivers {
+	for i, d := range h.Offenders {
 		if i == 2 {
-			parts = append(parts, "+"+strconv.Itoa(len(drivers)-2)+" more")
+			parts = append(parts, "+"+strconv.Itoa(len(h.Offenders)-2)+" more")
 			break
 		}
 		f := "new load"
-		if d.factor > 0 {
-			f = "×" + fmtFactor(d.factor) + " its baseline"
+		if d.Factor > 0 {
+			f = "×" + fmtFactor(d.Factor) + " its baseline"
 		}
-		parts = append(parts, d.name+" "+strconv.FormatFloat(d.share*100, 'f', 0, 64)+"% of "+measure+", "+f)
+		parts = append(parts, d.Name+" "+strconv.FormatFloat(d.Share*100, 'f', 0, 64)+"% of "+h.Measure+", "+f)
 	}
 	if len(parts) == 0 {
 		parts = append(parts, "no tenant drives load above its baseline")
@@ -218,20 +376,24 @@ func summaryLine(s *api.Snapshot, group, measure string, drivers []driver, victi
 		parts = append(parts, "victims n/a (latency needs application reports)")
 	case group != api.GroupTenant:
 		parts = append(parts, "victims: group by tenant")
-	case len(victims) > 0:
-		parts = append(parts, "victims: "+strconv.Itoa(len(victims))+" tenants, p95 ×"+fmtFactor(median(victims)))
+	case len(h.Victims) > 0:
+		fs := make([]float64, len(h.Victims))
+		for i, v := range h.Victims {
+			fs[i] = v.Factor()
+		}
+		parts = append(parts, "victims: "+strconv.Itoa(len(h.Victims))+" tenants, p95 ×"+fmtFactor(median(fs))+" (key 8)")
 	default:
 		parts = append(parts, "victims: none")
 	}
 	return strings.Join(parts, " · ")
 }
 
-// isDriver reports whether r drives load against its own history.
-func isDriver(r *api.TenantRow) (driver, bool) {
-	if r.Share < driverShare || len(r.History) <= driverRecent {
-		return driver{}, false
+// isDriver reports whether a row with this share of load drives load
+// against its own history h.
+func isDriver(share float64, h []float64) (Offender, bool) {
+	if share < driverShare || len(h) <= driverRecent {
+		return Offender{}, false
 	}
-	h := r.History
 	var base, recent float64
 	for _, v := range h[:len(h)-driverRecent] {
 		base += v
@@ -243,11 +405,11 @@ func isDriver(r *api.TenantRow) (driver, bool) {
 	recent /= driverRecent
 	switch {
 	case base <= 0 && recent > 0:
-		return driver{share: r.Share}, true
+		return Offender{Share: share}, true
 	case base > 0 && recent >= driverFactor*base:
-		return driver{share: r.Share, factor: recent / base}, true
+		return Offender{Share: share, Factor: recent / base}, true
 	}
-	return driver{}, false
+	return Offender{}, false
 }
 
 func fmtFactor(f float64) string {

@@ -19,7 +19,7 @@ type KeyMap struct {
 type ViewKeys struct {
 	Tenants, HotKeys, Statements, Latency, Enforcement key.Binding
 	Locks                                              key.Binding
-	Freshness                                          key.Binding
+	Freshness, Victims, TopSQL                         key.Binding
 	NextView, PrevView                                 key.Binding
 }
 
@@ -32,7 +32,7 @@ type NavKeys struct {
 // RowKeys order, filter, group and mark the rows of a view.
 type RowKeys struct {
 	Sort, Reverse, Filter, GroupBy key.Binding
-	Select, History                key.Binding
+	Select, History, Full, Explain key.Binding
 }
 
 // ActionKeys act on what is selected, or on the UI.
@@ -58,6 +58,8 @@ func DefaultKeyMap() KeyMap {
 			Enforcement: b([]string{"5"}, "5", "enforcement"),
 			Locks:       b([]string{"6"}, "6", "locks"),
 			Freshness:   b([]string{"7"}, "7", "freshness"),
+			Victims:     b([]string{"8"}, "8", "victims"),
+			TopSQL:      b([]string{"9"}, "9", "top SQL"),
 			NextView:    b([]string{"tab"}, "tab", "views"),
 			PrevView:    b([]string{"shift+tab"}, "shift+tab", "previous view"),
 		},
@@ -78,6 +80,8 @@ func DefaultKeyMap() KeyMap {
 			GroupBy: b([]string{"b"}, "b", "group by (--postgres)"),
 			Select:  b([]string{" "}, "space", "mark statement"),
 			History: b([]string{"h"}, "h", "history (drill-in, [ ])"),
+			Full:    b([]string{"v"}, "v", "full query text"),
+			Explain: b([]string{"e"}, "e", "EXPLAIN (--postgres)"),
 		},
 		ActionKeys: ActionKeys{
 			Pause:     b([]string{"p"}, "p", "pause"),
@@ -98,10 +102,10 @@ func (k KeyMap) ShortHelp() []key.Binding {
 // FullHelp is the ? overlay (help.KeyMap).
 func (k KeyMap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
-		{k.Tenants, k.HotKeys, k.Statements, k.Latency, k.Enforcement, k.Locks, k.Freshness, k.NextView, k.PrevView},
+		{k.Tenants, k.HotKeys, k.Statements, k.Latency, k.Enforcement, k.Locks, k.Freshness, k.Victims, k.TopSQL, k.NextView, k.PrevView},
 		{k.Up, k.Down, k.PageUp, k.PageDown, k.Home, k.End},
-		{k.Sort, k.Reverse, k.Filter, k.GroupBy, k.Enter, k.History, k.Back},
-		{k.Throttle, k.Select, k.Cancel, k.Terminate, k.Pause, k.Help, k.Quit},
+		{k.Sort, k.Reverse, k.Filter, k.GroupBy, k.Enter, k.History, k.Full, k.Back},
+		{k.Throttle, k.Select, k.Cancel, k.Terminate, k.Explain, k.Pause, k.Help, k.Quit},
 	}
 }
 

@@ -178,16 +178,27 @@ func (v *locksView) update(c *common, tm tea.Msg) (tea.Cmd, bool) {
 	return nil, true
 }
 
-// age is how long a session has held what it holds: its transaction when
-// it is idle in one, else its statement.
+// age is how long a session has held what it holds: its transaction
+// (on every row, the root blocker's included: its locks are held until
+// the transaction ends) and, while active, its statement.
 func (v *locksView) age(r *api.StatementRow) string {
-	if !r.XactStart.IsZero() && strings.HasPrefix(r.State, "idle in transaction") && !v.at.IsZero() {
-		return "xact " + fmtDuration(v.at.Sub(r.XactStart))
+	var parts []string
+	if !r.XactStart.IsZero() && !v.at.IsZero() {
+		parts = append(parts, "xact "+fmtDuration(v.at.Sub(r.XactStart)))
 	}
-	if r.Duration > 0 {
-		return fmtDuration(r.Duration)
+	if r.Duration > 0 && !strings.HasPrefix(r.State, "idle") {
+		parts = append(parts, "stmt "+fmtDuration(r.Duration))
 	}
-	return ""
+	return strings.Join(parts, " ")
+}
+
+// lockText is what a session waits for: the lock's mode and relation
+// when the sampler read them, else the wait event.
+func lockText(r *api.StatementRow) string {
+	if r.LockWait != "" {
+		return r.LockWait
+	}
+	return waitText(r)
 }
 
 func (v *locksView) nodeLine(c *common, prefix string, r *api.StatementRow) string {
@@ -200,7 +211,10 @@ func (v *locksView) nodeLine(c *common, prefix string, r *api.StatementRow) stri
 		state = "(not sampled)"
 	}
 	head := prefix + strconv.Itoa(int(r.PID)) + " " + clean(tn)
-	rest := fit(clean(state), 20, false) + " " + fit(clean(waitText(r)), 22, false) + " " + fit(v.age(r), 12, true) + " " + clean(r.Query)
+	if r.Database != "" {
+		head += "@" + clean(r.Database)
+	}
+	rest := fit(clean(state), 20, false) + " " + fit(v.age(r), 22, false) + " " + fit(clean(lockText(r)), 30, false) + " " + clean(r.Query)
 	return clip(fit(head, 34, false)+" "+rest, c.width)
 }
 

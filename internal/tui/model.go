@@ -23,10 +23,12 @@ const (
 	stateHelp                // the ? overlay
 )
 
-// Backoff bounds of reconnecting to a lost source.
+// Backoff bounds of reconnecting to a lost source: a collector that comes
+// back is followed again within maxBackoff (plus a connect), so a restart
+// costs a second or two of the incident, not fifteen.
 const (
-	minBackoff = time.Second
-	maxBackoff = 15 * time.Second
+	minBackoff = 250 * time.Millisecond
+	maxBackoff = time.Second
 	statusTTL  = 6 * time.Second
 )
 
@@ -124,7 +126,7 @@ func New(src Source, opts ...Option) *Model {
 	m.c.query.Measure = col.measure()
 	tenants := newTenantsView(col)
 	m.nav.register(true, tenants, &hotKeysView{}, &statementsView{}, &latencyView{}, &enforcementView{}, &locksView{})
-	m.nav.register(false, &detailView{}, &freshnessView{})
+	m.nav.register(false, &detailView{}, &freshnessView{}, &victimsView{sum: &m.summary}, &topSQLView{})
 	if m.renderer == nil {
 		m.renderer = lipgloss.DefaultRenderer()
 	}
@@ -178,7 +180,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.fetching = false
 		m.err = msg.err
 		m.failures++
-		m.backoff = min(max(m.backoff*2, minBackoff), maxBackoff)
+		m.backoff = nextBackoff(m.backoff)
 		if errors.Is(msg.err, ErrClosed) {
 			return m, nil
 		}
@@ -205,6 +207,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	}
 	return m, nil
 }
+
+// nextBackoff is the wait before the next reconnect after one of b.
+func nextBackoff(b time.Duration) time.Duration { return min(max(b*2, minBackoff), maxBackoff) }
 
 // apply shows snapshot s: every view takes it.
 func (m *Model) apply(s *api.Snapshot) tea.Cmd {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -19,13 +20,20 @@ const (
 )
 
 // Print writes one snapshot for an incident note or a script: the
-// collector's JSON (FormatJSON), or plain tables (FormatTable).
+// collector's JSON with the headline added ("headline": offenders and
+// victims by name, see Headline; from one snapshot, victims need the
+// baselines the source sends), or plain tables (FormatTable).
 func Print(w io.Writer, s api.Snapshot, format string) error {
 	switch format {
 	case FormatJSON:
+		var in summary
+		in.add(&s)
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		return enc.Encode(s)
+		return enc.Encode(struct {
+			api.Snapshot
+			Headline Headline `json:"headline"`
+		}{s, in.head})
 	case FormatTable:
 		return printTable(w, &s)
 	}
@@ -57,10 +65,12 @@ func printTable(w io.Writer, s *api.Snapshot) error {
 	if s.ParallelWorkers > 0 {
 		fmt.Fprintf(tw, "DB load counts %d parallel workers: a parallel query keeps several backends busy, so DB load can exceed the client sessions\n", s.ParallelWorkers)
 	}
+	printHeadline(tw, s)
 	fmt.Fprintln(tw)
 	printTenants(tw, s, group)
 	printHotKeys(tw, s)
 	printPostgres(tw, s)
+	printTopSQL(tw, s)
 	printServices(tw, s)
 	if e := s.Collector.SamplerError; e != "" {
 		fmt.Fprintf(tw, "\nsampler: %s\n", clean(e))
@@ -113,14 +123,14 @@ func printHotKeys(tw io.Writer, s *api.Snapshot) {
 // sessions and xmin holders.
 func printPostgres(tw io.Writer, s *api.Snapshot) {
 	if len(s.Statements) > 0 {
-		fmt.Fprintln(tw, "\nPID\tTENANT\tAPP\tROUTE\tDURATION\tSTATE\tWAIT\tQUERY\t")
+		fmt.Fprintln(tw, "\nPID\tTENANT\tDATABASE\tAPP\tROUTE\tDURATION\tSTATE\tWAIT\tQUERY\t")
 		for _, r := range s.Statements {
 			q := fit(clean(r.Query), 80, false)
 			tn := r.Tenant
 			if tn == "" {
 				tn = "(untagged)"
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.PID, clean(tn), clean(r.Application), clean(r.Route), fmtDuration(r.Duration),
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.PID, clean(tn), orDash(clean(r.Database)), clean(r.Application), clean(r.Route), fmtDuration(r.Duration),
 				clean(r.State), clean(waitText(&r)), q)
 		}
 	}
@@ -172,4 +182,44 @@ func untaggedName(t string) string {
 		return "(untagged)"
 	}
 	return clean(t)
+}
+
+// printHeadline prints the headline and its victims by name (from this
+// one snapshot: victims need baselines the source sends).
+func printHeadline(tw io.Writer, s *api.Snapshot) {
+	var in summary
+	in.add(s)
+	fmt.Fprintf(tw, "headline: %s\n", clean(in.head.Line))
+	if s.Server != nil {
+		fmt.Fprintln(tw, serverLine(s.Server))
+	}
+	if len(in.head.Victims) == 0 {
+		return
+	}
+	fmt.Fprintln(tw, "\nVICTIM\tP95\tBASELINE P95\tSHARE\tBASELINE SHARE\tROUTES HURT\t")
+	for _, v := range in.head.Victims {
+		var rs []string
+		for _, r := range v.Routes {
+			rs = append(rs, clean(r.Route)+" "+fmtSeconds(r.P95Seconds))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", clean(v.Tenant), fmtSeconds(v.P95Seconds), fmtSeconds(v.BaselineP95Seconds),
+			fmtShare(v.Share), fmtShare(v.BaselineShare), orDash(strings.Join(rs, ", ")))
+	}
+}
+
+// printTopSQL prints pg_stat_statements' deltas (qtop --postgres; none in
+// one sample: --once has no interval to take deltas over).
+func printTopSQL(tw io.Writer, s *api.Snapshot) {
+	if s.TopSQLError != "" {
+		fmt.Fprintf(tw, "\ntop SQL: %s\n", clean(s.TopSQLError))
+	}
+	if len(s.TopSQL) == 0 {
+		return
+	}
+	fmt.Fprintln(tw, "\nTIME ms/s\tCALLS/s\tMEAN ms\tROWS/s\tHIT/s\tREAD/s\tDATABASE\tTENANTS\tQUERY\t")
+	for _, r := range s.TopSQL {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", fmtNum(r.TimeMsPerSec), fmtNum(r.CallsPerSec), fmtNum(r.MeanMs),
+			fmtNum(r.RowsPerSec), fmtNum(r.SharedHitPerSec), fmtNum(r.SharedReadPerSec), orDash(clean(r.Database)),
+			orDash(clean(strings.Join(r.Tenants, ","))), fit(clean(strings.Join(strings.Fields(r.Query), " ")), 80, false))
+	}
 }

@@ -296,7 +296,7 @@ func pgStatement(b *pgactivity.Backend) api.StatementRow {
 		PID: b.PID, Tenant: b.Tenant, Route: b.Route, Application: b.Application, State: b.State,
 		WaitEventType: b.WaitEventType, WaitEvent: b.WaitEvent, Duration: b.Duration, Query: b.Query,
 		BlockedBy: b.BlockedBy, User: b.User, Database: b.Database, Client: b.Client,
-		QueryStart: b.QueryStart, XactStart: b.XactStart, BackendStart: b.BackendStart,
+		QueryStart: b.QueryStart, XactStart: b.XactStart, BackendStart: b.BackendStart, LockWait: b.LockWait,
 	}
 	if b.XminAge >= 0 {
 		r.XminAge = max(b.XminAge, 1)

@@ -27,6 +27,7 @@ type Postgres struct {
 
 	mu     sync.Mutex
 	agg    *pgRecent
+	server pgServer
 	last   time.Time // when the last sample was taken
 	warn   string    // the privilege check's warning
 	closed bool
@@ -142,6 +143,10 @@ func (p *Postgres) sample(ctx context.Context, q Query) (api.Snapshot, error) {
 		}
 	}()
 	snap, err := p.sampler.Sample(sctx)
+	var sr serverRead
+	if err == nil || errors.Is(err, pgactivity.ErrInsufficientPrivilege) {
+		sr = p.read(sctx)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
@@ -158,7 +163,25 @@ func (p *Postgres) sample(ctx context.Context, q Query) (api.Snapshot, error) {
 	}
 	out := p.agg.snapshot(snap.Time, q, msg)
 	out.Collector.MalformedComments, out.Collector.TruncatedStatements = p.metrics.Counts()
+	p.server.see(snap.Backends)
+	p.server.apply(&out, sr, p.now())
 	return out, nil
+}
+
+// serverRead is what the source reads beside pg_stat_activity.
+type serverRead struct {
+	stats    pgactivity.ServerStats
+	statsErr error
+	stmts    []pgactivity.StatementStats
+	stmtsErr error
+}
+
+// read reads the server's header figures and pg_stat_statements.
+func (p *Postgres) read(ctx context.Context) serverRead {
+	var r serverRead
+	r.stats, r.statsErr = pgactivity.ReadStats(ctx, p.pool)
+	r.stmts, r.stmtsErr = pgactivity.ReadStatements(ctx, p.pool, pgTopSQLRead)
+	return r
 }
 
 // Throttle is not supported: without a collector there is no policy.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,12 +57,26 @@ type Recorder struct {
 var (
 	_ Source       = (*Recorder)(nil)
 	_ SafeSignaler = (*Recorder)(nil)
+	_ Historian    = (*Recorder)(nil)
+	_ Explainer    = (*Recorder)(nil)
 )
 
-// NewRecorder records what src hands out into the file at path (created
-// or truncated; gzip when it ends in .gz).
-func NewRecorder(src Source, path string, now time.Time) (*Recorder, error) {
-	f, err := os.Create(path)
+// ErrExists is returned by NewRecorder for a file that exists already:
+// a recording is never overwritten unless asked (qtop --record --force).
+var ErrExists = errors.New("tui: the file exists")
+
+// NewRecorder records what src hands out into the file at path (gzip when
+// it ends in .gz). The file must not exist (ErrExists) unless overwrite
+// is true: a post-mortem's recording is not lost to a second --record.
+func NewRecorder(src Source, path string, now time.Time, overwrite bool) (*Recorder, error) {
+	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	if overwrite {
+		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	}
+	f, err := os.OpenFile(path, flags, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return nil, fmt.Errorf("%w: --record %s: %w; choose another file, or add --force to overwrite it", ErrInput, path, ErrExists)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: --record %s: %v", ErrInput, path, err)
 	}
@@ -123,6 +138,34 @@ func (r *Recorder) TerminateSession(ctx context.Context, t pgactivity.Target, ac
 		return s.TerminateSession(ctx, t, actor)
 	}
 	return ErrUnsupported
+}
+
+// History passes through to a source with a store (Historian): h works
+// while recording on a collector.
+func (r *Recorder) History(ctx context.Context, tenant string, minutes int) (api.History, error) {
+	if h, ok := r.Source.(Historian); ok {
+		return h.History(ctx, tenant, minutes)
+	}
+	return api.History{}, errNoHistory
+}
+
+// Explain passes through to a source that plans statements (Explainer):
+// e works while recording qtop --postgres.
+func (r *Recorder) Explain(ctx context.Context, database, query string) (string, error) {
+	if e, ok := r.Source.(Explainer); ok {
+		return e.Explain(ctx, database, query)
+	}
+	return "", fmt.Errorf("%w: e explains a running statement: run qtop --postgres DSN", ErrCannotExplain)
+}
+
+// hasHistory reports whether src (or the source a Recorder records) has
+// a store's history.
+func hasHistory(src Source) bool {
+	if r, ok := src.(*Recorder); ok {
+		src = r.Source
+	}
+	_, ok := src.(Historian)
+	return ok
 }
 
 // Close closes the recording, then the source.

@@ -78,7 +78,7 @@ func TestRecordThenReplay(t *testing.T) {
 		for _, s := range want {
 			src.snaps <- s
 		}
-		rec, err := NewRecorder(src, path, t0)
+		rec, err := NewRecorder(src, path, t0, false)
 		if err != nil {
 			t.Fatal(err)
 		}

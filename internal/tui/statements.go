@@ -8,6 +8,7 @@ import (
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/qtop-dev/qtop/api"
 )
@@ -24,7 +25,9 @@ type statementsView struct {
 	// marked are the statements marked with space for c and k, by pid,
 	// as they were when marked (a cancel acts on that statement only).
 	marked map[int32]api.StatementRow
-	group  string // the snapshot's grouping
+	group  string     // the snapshot's grouping
+	full   bool       // v: the selected statement's whole text below the table
+	plan   explainMsg // e: the plan of a statement, asked for
 }
 
 // toggle marks or unmarks the selected statement.
@@ -175,6 +178,19 @@ func (v *statementsView) update(c *common, msg tea.Msg) (tea.Cmd, bool) {
 		v.toggle()
 		return nil, true
 	}
+	if pm, ok := msg.(explainMsg); ok {
+		if pm.pid == v.plan.pid {
+			v.plan = pm
+		}
+		return nil, true
+	}
+	if km, ok := msg.(tea.KeyMsg); ok && matches(km, c.keys.Explain) {
+		return v.explain(c), true
+	}
+	if km, ok := msg.(tea.KeyMsg); ok && matches(km, c.keys.Full) {
+		v.full = !v.full
+		return nil, true
+	}
 	if navigate(c, &v.list, msg, c.page) {
 		v.remember()
 		return nil, true
@@ -182,14 +198,59 @@ func (v *statementsView) update(c *common, msg tea.Msg) (tea.Cmd, bool) {
 	return nil, false
 }
 
+// stmtCols are the widths of the statement table's columns; 0 leaves a
+// column out. The QUERY column stays at every width: narrow screens drop
+// APP, then ROUTE, then narrow TENANT, DATABASE and WAIT.
+type stmtCols struct{ tenant, db, app, route, wait, query int }
+
+func stmtWidths(width int) stmtCols {
+	w := stmtCols{tenant: 16, db: 8, app: 12, route: 16, wait: 16}
+	fixed := func() int {
+		n := 2 + 9 + 10 + 9 // gutter, PID, DURATION, STATE and their spaces
+		for _, c := range []int{w.tenant, w.db, w.app, w.route, w.wait} {
+			if c > 0 {
+				n += c + 1
+			}
+		}
+		return n
+	}
+	for _, drop := range []func(){func() { w.app = 0 }, func() { w.route = 0 }, func() { w.tenant, w.db, w.wait = 10, 8, 12 }} {
+		if width-fixed() >= 16 {
+			break
+		}
+		drop()
+	}
+	w.query = max(width-fixed(), 10)
+	return w
+}
+
+// cols joins the cells whose width is not 0.
+func cols(cells ...string) string {
+	var out []string
+	for _, c := range cells {
+		if c != "" {
+			out = append(out, c)
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+func cell(s string, w int, right bool) string {
+	if w == 0 {
+		return ""
+	}
+	return fit(s, w, right)
+}
+
 // statementLines renders statements (already ordered) as table lines;
-// cursor < 0 selects none; marked statements show a '*'.
+// cursor < 0 selects none; marked statements show a '*'. The DATABASE
+// column tells apart the same statement run in two databases.
 func statementLines(c *common, rows []*api.StatementRow, from, to, cursor int, marked map[int32]api.StatementRow) string {
 	var out strings.Builder
-	tw, aw, rw := 16, 12, 16
-	qw := max(c.width-(2+8+tw+aw+rw+9+8+16+8), 10)
-	out.WriteString(c.st.header.Render(clip("  "+fit("PID", 8, true)+" "+fit("TENANT", tw, false)+" "+fit("APP", aw, false)+" "+fit("ROUTE", rw, false)+" "+
-		fit("DURATION", 9, true)+" "+fit("STATE", 8, false)+" "+fit("WAIT", 16, false)+" "+fit("QUERY", qw, false), c.width)))
+	w := stmtWidths(c.width)
+	out.WriteString(c.st.header.Render(clip("  "+cols(fit("PID", 8, true), cell("TENANT", w.tenant, false), cell("DATABASE", w.db, false),
+		cell("APP", w.app, false), cell("ROUTE", w.route, false), fit("DURATION", 9, true), fit("STATE", 8, false),
+		cell("WAIT", w.wait, false), fit("QUERY", w.query, false)), c.width)))
 	for i := from; i < to; i++ {
 		r := rows[i]
 		tn := r.Tenant
@@ -204,9 +265,9 @@ func statementLines(c *common, rows []*api.StatementRow, from, to, cursor int, m
 		if r.Workers > 0 {
 			q = "[+" + strconv.Itoa(r.Workers) + " workers] " + q
 		}
-		s := clip(gutter(fit(pid, 8, true)+" "+fit(clean(tn), tw, false)+" "+fit(clean(r.Application), aw, false)+" "+fit(clean(r.Route), rw, false)+" "+
-			fit(fmtDuration(r.Duration), 9, true)+" "+fit(clean(r.State), 8, false)+" "+fit(clean(waitText(r)), 16, false)+" "+
-			fit(q, qw, false), i == cursor), c.width)
+		s := clip(gutter(cols(fit(pid, 8, true), cell(clean(tn), w.tenant, false), cell(orDash(clean(r.Database)), w.db, false),
+			cell(clean(r.Application), w.app, false), cell(clean(r.Route), w.route, false), fit(fmtDuration(r.Duration), 9, true),
+			fit(clean(r.State), 8, false), cell(clean(waitText(r)), w.wait, false), fit(q, w.query, false)), i == cursor), c.width)
 		switch {
 		case i == cursor:
 			s = c.st.selected.Render(s)
@@ -220,7 +281,12 @@ func statementLines(c *common, rows []*api.StatementRow, from, to, cursor int, m
 
 func (v *statementsView) view(c *common, h int) string {
 	signal := c.feats.Signal
-	from, to := v.list.window(h - 1)
+	var full []string
+	if r := v.selected(); v.full && r != nil {
+		full = fullText(c, r, max(h/2, 3))
+	}
+	full = append(full, v.planLines(c, max(h/2, 3))...)
+	from, to := v.list.window(h - 1 - len(full))
 	rows := make([]*api.StatementRow, len(v.order))
 	for i, j := range v.order {
 		rows[i] = &v.rows[j]
@@ -233,5 +299,27 @@ func (v *statementsView) view(c *common, h int) string {
 		}
 		s += "\n" + c.st.dim.Render(clip(msg, c.width))
 	}
+	for _, l := range full {
+		s += "\n" + l
+	}
 	return s
+}
+
+// fullText is the whole text of r (v), wrapped in at most n lines under a
+// line naming the session.
+func fullText(c *common, r *api.StatementRow, n int) []string {
+	head := "pid " + strconv.Itoa(int(r.PID)) + " · database " + orDash(clean(r.Database)) + " · user " + orDash(clean(r.User))
+	if !r.QueryStart.IsZero() {
+		head += " · started " + r.QueryStart.In(c.loc).Format("15:04:05")
+	}
+	lines := []string{c.st.title.Render(clip(head+" · v hides", c.width))}
+	q := strings.Join(strings.Fields(strings.ReplaceAll(r.Query, "\n", " ")), " ")
+	ws := strings.Split(ansi.Wrap(clean(q), max(c.width-2, 10), " "), "\n")
+	if len(ws) > n-1 {
+		ws = append(ws[:n-2], "… ("+strconv.Itoa(len([]rune(q)))+" characters; --once --format json has them all)")
+	}
+	for _, l := range ws {
+		lines = append(lines, clip("  "+l, c.width))
+	}
+	return lines
 }

@@ -145,6 +145,8 @@ var (
 	_ view = (*enforcementView)(nil)
 	_ view = (*locksView)(nil)
 	_ view = (*freshnessView)(nil)
+	_ view = (*victimsView)(nil)
+	_ view = (*topSQLView)(nil)
 
 	_ filterable = (*tenantsView)(nil)
 	_ filterable = (*hotKeysView)(nil)
@@ -153,6 +155,7 @@ var (
 	_ selector   = (*hotKeysView)(nil)
 	_ selector   = (*statementsView)(nil)
 	_ selector   = (*detailView)(nil)
+	_ selector   = (*victimsView)(nil)
 	_ drillIn    = (*detailView)(nil)
 	_ signaler   = (*statementsView)(nil)
 	_ signaler   = (*locksView)(nil)
