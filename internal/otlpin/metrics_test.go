@@ -31,6 +31,7 @@ qtop_otlp_spans_total{result="db"} 0
 qtop_otlp_spans_total{result="db_by_trace"} 1
 qtop_otlp_spans_total{result="dropped"} 1
 qtop_otlp_spans_total{result="job"} 0
+qtop_otlp_spans_total{result="pool_wait"} 0
 qtop_otlp_spans_total{result="rejected"} 1
 qtop_otlp_spans_total{result="request"} 1
 # HELP qtop_otlp_requests_total OTLP export requests, by transport (http, grpc) and result (ok, partial, malformed, too_large, busy, unauthorized, unsupported, slow: a body sent below the minimum rate).
