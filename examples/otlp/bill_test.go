@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"io"
-	"math"
 	"net/http"
 	"net/url"
 	"strings"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/internal/collector"
 	"github.com/qtop-dev/qtop/internal/testsvc"
 )
@@ -30,7 +28,10 @@ import (
 // pg_stat_statements keys statements by shape, not by tenant, so the
 // tenants take turns (each with four concurrent workers on the service's
 // pool of eight) on a database of their own, and a tenant's truth is the
-// growth of total_exec_time over its turn.
+// growth of total_exec_time over its turn. The route is /exports/{id},
+// one statement of 0.5 s: a span measures the statement as the client saw
+// it, its own scheduling included, which on a loaded machine adds
+// milliseconds per statement (see the README).
 func TestNodeBill(t *testing.T) {
 	dsn := testsvc.Postgres(t)
 	node := nodeOrSkip(t)
@@ -39,7 +40,7 @@ func TestNodeBill(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer admin.Close(context.Background())
+	t.Cleanup(func() { admin.Close(context.Background()) }) // after the database is dropped
 	if _, err := admin.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
 		t.Fatalf("pg_stat_statements (scripts/services loads it): %v", err)
 	}
@@ -49,11 +50,11 @@ func TestNodeBill(t *testing.T) {
 	turns := []struct {
 		tenant string
 		n      int
-	}{{"acme", 120}, {"globex", 60}, {"initech", 30}}
+	}{{"acme", 32}, {"globex", 16}, {"initech", 8}}
 	pgTime := map[string]float64{}
 	for _, tu := range turns {
 		before := execSeconds(t, admin, db)
-		sendN(t, base, tu.tenant, "/reports/7", tu.n, 4)
+		sendN(t, base, tu.tenant, "/exports/7", tu.n, 4)
 		pgTime[tu.tenant] = execSeconds(t, admin, db) - before
 	}
 	resp, err := http.Post(base+"/flush", "text/plain", nil)
@@ -61,22 +62,15 @@ func TestNodeBill(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
+	for tn, s := range getStats(t, base) {
+		t.Logf("service: %-8q %d requests, its PostgreSQL spans %.3f s, wall time around its queries %.3f s", tn, s.Requests, s.DBSeconds, s.DBWallSeconds)
+	}
 	all := 0
 	for _, tu := range turns {
 		all += tu.n
 	}
-	if !testsvc.PollEvery(20*time.Second, 200*time.Millisecond, func() bool {
-		snap := coll.Snapshot(time.Now(), api.MeasureDB, 10)
-		total := 0.0
-		for _, r := range snap.Tenants {
-			if !r.Untagged {
-				total += r.ReqPerSec * snap.Window.Seconds()
-			}
-		}
-		return math.Round(total) == float64(all)
-	}) {
-		t.Fatalf("the collector did not merge the %d requests\n%s", all, otlpMetrics("http://"+coll.Addr()))
-	}
+	// The service's spans have all been received (its /flush waits for the
+	// exporter); Shutdown flushes the receiver's windows into the store.
 	if err := coll.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
