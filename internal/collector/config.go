@@ -3,7 +3,7 @@ package collector
 import (
 	"errors"
 	"fmt"
-	"github.com/qtop-dev/qtop/ru"
+	costmodel "github.com/qtop-dev/qtop/ru"
 	"log/slog"
 	"net"
 	"time"
@@ -181,8 +181,8 @@ type OTLPConfig struct {
 	// of OTLP spans (default "tenant.id").
 	OTLPTenantAttribute string
 	// OTLPRUModel prices OTLP requests and jobs without a qtop.ru
-	// attribute (nil: ru.DefaultModel, the agent's default).
-	OTLPRUModel *ru.Model
+	// attribute (nil: costmodel.DefaultModel, the agent's default).
+	OTLPRUModel *costmodel.Model
 }
 
 // Validate checks the gRPC address.
