@@ -99,7 +99,7 @@ func (m *mapper) span(sp *rawSpan, resTenant string, out *mapped) (int, error) {
 		return 0, err
 	}
 	tn, tier, route, httpRoute, dbSystem := at.tn, at.tier, at.route, at.httpRoute, at.dbSystem
-	query, summary, op, coll := at.query, at.summary, at.op, at.coll
+	query, summary, op := at.query, at.summary, at.op
 	httpStatus, haveTenant := at.httpStatus, at.haveTenant
 	statement := len(query) > 0 || len(summary) > 0 || len(op) > 0
 	if kind == report.KindDB && (string(dbSystem) != dbPostgres || !statement && !isPoolSpan(sp.name)) {
@@ -129,20 +129,7 @@ func (m *mapper) span(sp *rawSpan, resTenant string, out *mapped) (int, error) {
 	r.Tags.Tier = m.in.tier(tier)
 	switch kind {
 	case report.KindDB:
-		if !haveTenant && len(query) > 0 && bytes.Contains(query, []byte("/*")) {
-			m.comment(query, r, out)
-		}
-		if len(summary) == 0 && len(op) == 0 && len(query) > 0 {
-			r.Tags.Route = m.queryShape(query, sp.name)
-		} else {
-			r.Tags.Route = m.in.route(m.dbShape(summary, op, coll, query, sp.name))
-		}
-		m.dedupe(sp, r)
-		if !out.tagged {
-			out.deferred = true
-			return resDBWaiting, nil
-		}
-		return resDB, nil
+		return m.statement(sp, &at, out), nil
 	case report.KindRequest:
 		if len(httpRoute) > 0 {
 			route = httpRoute
@@ -166,6 +153,28 @@ func (m *mapper) span(sp *rawSpan, resTenant string, out *mapped) (int, error) {
 		return resJob, nil
 	}
 	return resRequest, nil
+}
+
+// statement finishes the record of a PostgreSQL statement span: the
+// tenant of its comment, its statement shape, its DB time not already
+// counted for its trace.
+func (m *mapper) statement(sp *rawSpan, at *spanAttrs, out *mapped) int {
+	r := &out.rec
+	query := at.query
+	if !at.haveTenant && len(query) > 0 && bytes.Contains(query, []byte("/*")) {
+		m.comment(query, r, out)
+	}
+	if len(at.summary) == 0 && len(at.op) == 0 && len(query) > 0 {
+		r.Tags.Route = m.queryShape(query, sp.name)
+	} else {
+		r.Tags.Route = m.in.route(m.dbShape(at.summary, at.op, at.coll, query, sp.name))
+	}
+	m.dedupe(sp, r)
+	if !out.tagged {
+		out.deferred = true
+		return resDBWaiting
+	}
+	return resDB
 }
 
 // poolWait records a connection-pool span as pool wait of its tenant (the
