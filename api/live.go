@@ -142,7 +142,10 @@ type Snapshot struct {
 	// counters over Window (budgets.go).
 	Budgets []BudgetRow `json:"budgets,omitempty"`
 	// Policy is the collector's policy; only rules active at Time.
-	Policy    policy.Policy   `json:"policy"`
+	Policy policy.Policy `json:"policy"`
+	// AppliedBy counts the processes that can apply Policy (OTLP
+	// services apply nothing); its Note is shown with the policy.
+	AppliedBy *AppliedBy      `json:"applied_by,omitempty"`
 	Collector CollectorStatus `json:"collector"`
 	// Peers, in a fleet snapshot (a collector with peers, see Merge), says
 	// which collectors' snapshots it holds.

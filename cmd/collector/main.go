@@ -71,6 +71,7 @@ Examples:
   collector serve --store clickhouse://127.0.0.1:9000/qtop --token-file report.token
   collector serve --listen 0.0.0.0:7070 --token-file report.token --read-token-file read.token
   collector serve --otlp-grpc 127.0.0.1:4317 --otlp-tenant-attribute app.tenant
+  rucalib -json load.csv > ru.json && collector serve --otlp-ru-model ru.json
   QTOP_STORE=duckdb:///var/lib/qtop/qtop.duckdb QTOP_POSTGRES=postgres://… collector serve
   collector serve --listen :7071 --writer c2 --quota-redis 127.0.0.1:6379   # one of several collectors
   collector serve --pprof 127.0.0.1:6060   # then: go tool pprof http://127.0.0.1:6060/debug/pprof/profile
@@ -222,6 +223,7 @@ type serveFlags struct {
 	listen, storeURL, cluster, peers, pg           *string
 	dataDir, writer, grace, refusalDelay, spoolMax *string
 	otlpGRPC, otlpTenant, quotaRedis, pprof        *string
+	otlpRUModel                                    *string
 	logFormat, logLevel                            *string
 	demo, shared                                   *bool
 	creds                                          *credentials
@@ -247,6 +249,7 @@ func newServeFlags(fs *flag.FlagSet) (*serveFlags, error) {
 	f.spoolMax = strFlag(fs, &envs, "spool-max-bytes", "QTOP_SPOOL_MAX_BYTES", "0", "cap of the on-disk spool while the store is down (0: 256 MiB)")
 	f.otlpGRPC = strFlag(fs, &envs, "otlp-grpc", "QTOP_OTLP_GRPC", "", "address of the OTLP/gRPC trace receiver, e.g. 127.0.0.1:4317 (default off; off loopback it needs --token, or --insecure; OTLP/HTTP is always on --listen at /v1/traces)")
 	f.otlpTenant = strFlag(fs, &envs, "otlp-tenant-attribute", "QTOP_OTLP_TENANT_ATTRIBUTE", "tenant.id", "span attribute that holds the tenant of OTLP spans")
+	f.otlpRUModel = strFlag(fs, &envs, "otlp-ru-model", "QTOP_OTLP_RU_MODEL", "", "JSON file of the RU cost model (rucalib -json) that prices OTLP requests without a qtop.ru attribute (default: the agent's default model)")
 	f.quotaRedis = strFlag(fs, &envs, "quota-redis", "QTOP_QUOTA_REDIS", "", "host:port of the Redis through which several collectors sum fleet-wide quota usage (empty: one collector)")
 	f.pprof = strFlag(fs, &envs, "pprof", "QTOP_PPROF", "", "loopback address on which to serve Go profiles (/debug/pprof/), e.g. 127.0.0.1:6060 (default off)")
 	f.logFormat = strFlag(fs, &envs, "log-format", "QTOP_LOG_FORMAT", "text", "log format: text or json")
@@ -289,6 +292,9 @@ func (f *serveFlags) config(stderr io.Writer) (collector.Config, error) {
 		IntakeConfig: collector.IntakeConfig{RefusalDelay: rd},
 		OTLPConfig:   collector.OTLPConfig{OTLPGRPC: *f.otlpGRPC, OTLPTenantAttribute: *f.otlpTenant},
 		QuotaConfig:  collector.QuotaConfig{QuotaRedis: *f.quotaRedis},
+	}
+	if cfg.OTLPRUModel, err = loadRUModel(*f.otlpRUModel); err != nil {
+		return collector.Config{}, err
 	}
 	if err := f.creds.apply(&cfg.Token, &cfg.ReadToken, &cfg.AdminToken, &cfg.Insecure, &cfg.MaxRuleTTL); err != nil {
 		return collector.Config{}, err

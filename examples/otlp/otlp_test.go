@@ -324,24 +324,33 @@ func TestGoExporter(t *testing.T) {
 // node_modules fails the test.
 func TestNodeService(t *testing.T) {
 	dsn := testsvc.Postgres(t)
-	node, err := exec.LookPath("node")
-	if err == nil {
-		_, err = os.Stat(filepath.Join("node", "node_modules", "@opentelemetry", "sdk-node"))
-	}
-	if err != nil {
-		if testsvc.Required() {
-			t.Fatalf("node or the example's npm packages missing (run npm ci in examples/otlp/node): %v", err)
-		}
-		t.Skipf("node or the npm packages missing (run npm ci in examples/otlp/node): %v", err)
-	}
+	node := nodeOrSkip(t)
 	bin := buildQtop(t)
 	coll, storeURL := startCollector(t)
+	base := startNode(t, node, dsn, coll.Addr())
+	sent := runLoad(t, base, func(r *http.Request, tn string) {
+		r.Header.Set("baggage", "tenant.id="+tn+",tenant.tier=T1")
+	})
+	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := client.Post(base+"/flush", "text/plain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	check(t, bin, coll, storeURL, "shop-node", sent, getStats(t, base))
+}
+
+// startNode runs the Node.js service of node/ (its npm packages installed)
+// against dsn, exporting to the collector at collAddr, and returns its
+// base URL; the test's cleanup stops it.
+func startNode(t *testing.T, node, dsn, collAddr string) string {
+	t.Helper()
 	cmd := exec.Command(node, "--require", "./tracing.js", "server.js")
 	cmd.Dir = "node"
 	cmd.Env = append(os.Environ(),
 		"PORT=0", "DATABASE_URL="+dsn,
 		"OTEL_SERVICE_NAME=shop-node",
-		"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://"+coll.Addr()+"/v1/traces",
+		"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=http://"+collAddr+"/v1/traces",
 		"OTEL_EXPORTER_OTLP_HEADERS=Authorization=Bearer%20report-token",
 		"OTEL_BSP_SCHEDULE_DELAY=200",
 		"OTEL_TRACES_SAMPLER=always_on",
@@ -356,7 +365,7 @@ func TestNodeService(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() {
+	t.Cleanup(func() {
 		cmd.Process.Signal(os.Interrupt)
 		done := make(chan struct{})
 		go func() { cmd.Wait(); close(done) }()
@@ -369,7 +378,7 @@ func TestNodeService(t *testing.T) {
 		if t.Failed() {
 			t.Logf("node stderr:\n%s", stderr.String())
 		}
-	}()
+	})
 	port := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -390,14 +399,22 @@ func TestNodeService(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("node did not start: %s", stderr.String())
 	}
-	sent := runLoad(t, base, func(r *http.Request, tn string) {
-		r.Header.Set("baggage", "tenant.id="+tn+",tenant.tier=T1")
-	})
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	resp, err := client.Post(base+"/flush", "text/plain", nil)
-	if err != nil {
-		t.Fatal(err)
+	return base
+}
+
+// nodeOrSkip returns the node binary, or fails (CI) or skips the test when
+// node or the example's npm packages are missing.
+func nodeOrSkip(t *testing.T) string {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err == nil {
+		_, err = os.Stat(filepath.Join("node", "node_modules", "@opentelemetry", "sdk-node"))
 	}
-	resp.Body.Close()
-	check(t, bin, coll, storeURL, "shop-node", sent, getStats(t, base))
+	if err != nil {
+		if testsvc.Required() {
+			t.Fatalf("node or the example's npm packages missing (run npm ci in examples/otlp/node): %v", err)
+		}
+		t.Skipf("node or the npm packages missing (run npm ci in examples/otlp/node): %v", err)
+	}
+	return node
 }

@@ -3,6 +3,7 @@ package collector
 import (
 	"errors"
 	"fmt"
+	costmodel "github.com/qtop-dev/qtop/ru"
 	"log/slog"
 	"net"
 	"time"
@@ -179,6 +180,9 @@ type OTLPConfig struct {
 	// OTLPTenantAttribute names the span attribute that holds the tenant
 	// of OTLP spans (default "tenant.id").
 	OTLPTenantAttribute string
+	// OTLPRUModel prices OTLP requests and jobs without a qtop.ru
+	// attribute (nil: costmodel.DefaultModel, the agent's default).
+	OTLPRUModel *costmodel.Model
 }
 
 // Validate checks the gRPC address.

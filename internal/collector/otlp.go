@@ -47,6 +47,9 @@ func (s *Server) newOTLP() error {
 	if s.cfg.OTLPTenantAttribute != "" {
 		opts = append(opts, otlpin.WithTenantAttribute(s.cfg.OTLPTenantAttribute))
 	}
+	if s.cfg.OTLPRUModel != nil {
+		opts = append(opts, otlpin.WithCostModel(*s.cfg.OTLPRUModel))
+	}
 	if s.cfg.Token != "" {
 		// The credential of POST /v1/reports, checked the same way.
 		opts = append(opts, otlpin.WithAuth(func(auth string) bool {

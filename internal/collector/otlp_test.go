@@ -58,7 +58,7 @@ func otlpRequest(svc string, n, tenants int, start time.Time, traceBase uint64) 
 			spans = append(spans, &tracepb.Span{
 				TraceId: tid, SpanId: []byte{9, 9, 9, 9, 9, 9, byte(j), byte(i)}, ParentSpanId: root,
 				Name: "pg.query:SELECT shop", Kind: tracepb.Span_SPAN_KIND_CLIENT,
-				StartTimeUnixNano: ts + uint64(time.Millisecond), EndTimeUnixNano: ts + uint64(6*time.Millisecond),
+				StartTimeUnixNano: ts + uint64(time.Duration(1+6*j)*time.Millisecond), EndTimeUnixNano: ts + uint64(time.Duration(6+6*j)*time.Millisecond), // one after the other
 				Attributes: []*commonpb.KeyValue{
 					otlpAttr("db.system", "postgresql"), otlpAttr("db.name", "shop"), otlpAttr("db.user", "app"),
 					otlpAttr("db.statement", "SELECT id, name, price FROM items WHERE id = $1"),

@@ -293,7 +293,7 @@ func (s httpAPI) handlePolicy(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		s.authorized(RoleRead, func(w http.ResponseWriter, r *http.Request) {
-			writeJSON(w, http.StatusOK, s.Policy())
+			writeJSON(w, http.StatusOK, s.policyStatus())
 		})(w, r)
 	case http.MethodPost:
 		body, who, ok := s.policyPost(w, r, "policy")

@@ -91,6 +91,8 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) api.Snapsh
 	s.policy.read(func(p *policy.Policy) {
 		snap.Policy = policy.Policy{Version: p.Version, Rules: p.Active(now), Updated: p.Updated}
 	})
+	applied := s.in.appliedBy(now)
+	snap.AppliedBy = &applied
 	throttled := make(map[string]bool)
 	for _, r := range snap.Policy.Rules {
 		if r.Tenant != "" && !r.Shadow {

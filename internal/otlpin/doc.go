@@ -16,10 +16,15 @@
 //	─────────────────────────────────────  ──────────────────────────────────────────────
 //	SERVER                                 request (report.KindRequest)
 //	CONSUMER                               job (report.KindJob)
-//	CLIENT, db.system or db.system.name    DB time (report.KindDB)
-//	  = postgresql
+//	CLIENT, db.system or db.system.name    DB time (report.KindDB): a statement span, one
+//	  = postgresql, with a statement        with db.query.text / db.statement,
+//	                                        db.query.summary or db.operation(.name)
+//	the same without a statement, named    pool wait of its tenant (the report's
+//	  "….connect" (pg-pool.connect,         EnforcementDetail.PoolWait), not DB time
+//	  pg.connect) or holding "acquire"
 //	anything else (INTERNAL, PRODUCER,     counted (qtop_otlp_spans_total{result="dropped"})
-//	  other clients)                        and dropped
+//	  other clients, PostgreSQL spans       and dropped
+//	  with neither)
 //	a zero start, end before start, a      refused alone: partial_success.rejected_spans
 //	  duration above 24h, qtop.ru not a      and its message, counted by reason
 //	  number from 0 to 10⁶, bytes or rows    (qtop_otlp_spans_rejected_total); the
@@ -43,7 +48,26 @@
 //	duration  end − start
 //	bytes     http.response.body.size (or http.response_content_length)
 //	rows      db.response.returned_rows
-//	RU        qtop.ru
+//	RU        qtop.ru; else, for a request or a job, the cost model's price
+//	          (WithCostModel, default ru.DefaultModel: the agent's model, and
+//	          rucalib's calibration when given): base by kind — a request by
+//	          http.request.method (or http.method): GET, HEAD, OPTIONS read,
+//	          DELETE delete, others write; a job write — plus bytes and
+//	          duration; DB spans carry no RU (as the agent's)
+//
+// # DB time
+//
+// A statement span's DB time is the part of it that no other statement
+// span of its trace already covered: statements of one request that nest
+// or overlap (a driver span around a query span, queries run in
+// parallel) count their wall time once, whatever order they arrive in
+// (remembered for the WithTraceLimits most recent traces). The record
+// still counts one statement. Pool spans (above) are the time a request
+// waited for a connection: they take the tenant of the span or its
+// resource, and show as the tenant's pool wait, apart from DB time. A
+// request found malformed after some of its pool or statement spans were
+// read leaves those in the pool waits and the overlap memory (not in the
+// DB time, which is recorded only once the request was read whole).
 //
 // Values are validated as the collector validates reports: a tenant that
 // fails tenant.ValidateTenant (too long, invalid UTF-8, unprintable) counts

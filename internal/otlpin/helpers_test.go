@@ -184,7 +184,9 @@ func server(trace uint64, tn, route string, dur time.Duration) spanSpec {
 		attrs: []*commonpb.KeyValue{str("tenant.id", tn), str("http.route", route), num("http.response.status_code", 200)}}
 }
 
+// pgSpan is a statement span of trace; the statements of one trace follow
+// each other (id × 20 ms after t0), so none overlaps another.
 func pgSpan(trace, id uint64, query string, dur time.Duration, extra ...*commonpb.KeyValue) spanSpec {
 	return spanSpec{trace: trace, id: trace*100 + id, parent: trace*100 + 1, name: "pg.query:SELECT", kind: tracepb.Span_SPAN_KIND_CLIENT,
-		start: t0, dur: dur, attrs: append([]*commonpb.KeyValue{str("db.system", "postgresql"), str("db.statement", query)}, extra...)}
+		start: t0.Add(time.Duration(id) * 20 * time.Millisecond), dur: dur, attrs: append([]*commonpb.KeyValue{str("db.system", "postgresql"), str("db.statement", query)}, extra...)}
 }

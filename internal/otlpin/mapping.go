@@ -6,6 +6,7 @@ import (
 
 	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/report"
+	"github.com/qtop-dev/qtop/ru"
 	"github.com/qtop-dev/qtop/sqlcomment"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -49,10 +50,11 @@ const (
 	resDBWaiting        // a PostgreSQL CLIENT span that takes its trace's tenant
 	resDropped          // any other span: counted, not recorded
 	resRejected         // a span that cannot be read as work (bad times)
+	resPool             // a PostgreSQL connection-pool span, recorded as pool wait
 	numResults
 )
 
-var resultNames = [numResults]string{"request", "job", "db", "db_by_trace", "dropped", "rejected"}
+var resultNames = [numResults]string{"request", "job", "db", "db_by_trace", "dropped", "rejected", "pool_wait"}
 
 // mapped is one span the mapping keeps, ready to be recorded.
 type mapped struct {
@@ -71,6 +73,9 @@ type mapper struct {
 	attrs      [][]byte
 	shape      []byte
 	req        reqState
+	model      ru.Model     // prices requests and jobs without qtop.ru
+	dbIv       *dbIntervals // the DB time already counted per trace (shared)
+	src        *source      // the source of the resource being read
 }
 
 // span maps sp (attributes in m.attrs) of a resource whose tenant is
@@ -94,13 +99,18 @@ func (m *mapper) span(sp *rawSpan, resTenant string, out *mapped) (int, error) {
 		return 0, err
 	}
 	tn, tier, route, httpRoute, dbSystem := at.tn, at.tier, at.route, at.httpRoute, at.dbSystem
-	query, summary, op, coll := at.query, at.summary, at.op, at.coll
+	query, summary, op := at.query, at.summary, at.op
 	httpStatus, haveTenant := at.httpStatus, at.haveTenant
-	if kind == report.KindDB && string(dbSystem) != dbPostgres {
+	statement := len(query) > 0 || len(summary) > 0 || len(op) > 0
+	if kind == report.KindDB && (string(dbSystem) != dbPostgres || !statement && !isPoolSpan(sp.name)) {
 		return resDropped, nil
 	}
 	if out.why = check(sp, r); out.why != rejectNone {
 		return resRejected, nil
+	}
+	if kind == report.KindDB && !statement {
+		m.poolWait(sp, &at, resTenant)
+		return resPool, nil
 	}
 	r.Kind = kind
 	r.Time = time.Unix(0, int64(sp.end))
@@ -119,19 +129,7 @@ func (m *mapper) span(sp *rawSpan, resTenant string, out *mapped) (int, error) {
 	r.Tags.Tier = m.in.tier(tier)
 	switch kind {
 	case report.KindDB:
-		if !haveTenant && len(query) > 0 && bytes.Contains(query, []byte("/*")) {
-			m.comment(query, r, out)
-		}
-		if len(summary) == 0 && len(op) == 0 && len(query) > 0 {
-			r.Tags.Route = m.queryShape(query, sp.name)
-		} else {
-			r.Tags.Route = m.in.route(m.dbShape(summary, op, coll, query, sp.name))
-		}
-		if !out.tagged {
-			out.deferred = true
-			return resDBWaiting, nil
-		}
-		return resDB, nil
+		return m.statement(sp, &at, out), nil
 	case report.KindRequest:
 		if len(httpRoute) > 0 {
 			route = httpRoute
@@ -148,10 +146,59 @@ func (m *mapper) span(sp *rawSpan, resTenant string, out *mapped) (int, error) {
 			r.Tags.Tenant = report.UnknownTenant
 		}
 	}
+	if r.RU == 0 { // no qtop.ru: the cost model's price, as the agent's
+		r.RU = m.model.Cost(opOf(kind, at.method), r.Bytes, r.Duration)
+	}
 	if kind == report.KindJob {
 		return resJob, nil
 	}
 	return resRequest, nil
+}
+
+// statement finishes the record of a PostgreSQL statement span: the
+// tenant of its comment, its statement shape, its DB time not already
+// counted for its trace.
+func (m *mapper) statement(sp *rawSpan, at *spanAttrs, out *mapped) int {
+	r := &out.rec
+	query := at.query
+	if !at.haveTenant && len(query) > 0 && bytes.Contains(query, []byte("/*")) {
+		m.comment(query, r, out)
+	}
+	if len(at.summary) == 0 && len(at.op) == 0 && len(query) > 0 {
+		r.Tags.Route = m.queryShape(query, sp.name)
+	} else {
+		r.Tags.Route = m.in.route(m.dbShape(at.summary, at.op, at.coll, query, sp.name))
+	}
+	m.dedupe(sp, r)
+	if !out.tagged {
+		out.deferred = true
+		return resDBWaiting
+	}
+	return resDB
+}
+
+// poolWait records a connection-pool span as pool wait of its tenant (the
+// span's, else its resource's; a pool span has no statement to carry a
+// comment and is not held for its trace's root).
+func (m *mapper) poolWait(sp *rawSpan, at *spanAttrs, resTenant string) {
+	t := resTenant
+	if at.haveTenant {
+		t = m.in.tenant(at.tn)
+	}
+	if m.src != nil {
+		m.src.pool.add(t, time.Duration(sp.end-sp.start))
+	}
+}
+
+// dedupe makes a statement span's duration the part of it that no other
+// statement span of its trace already covered, so that nested or
+// overlapping statements of one request count their time once.
+func (m *mapper) dedupe(sp *rawSpan, r *meter.Record) {
+	id, ok := toTraceID(sp.traceID)
+	if !ok || m.dbIv == nil {
+		return
+	}
+	r.Duration = time.Duration(m.dbIv.add(id, sp.start, sp.end))
 }
 
 // spanAttrs are the attribute values the mapping reads, as found in the
@@ -159,6 +206,7 @@ func (m *mapper) span(sp *rawSpan, resTenant string, out *mapped) (int, error) {
 type spanAttrs struct {
 	tn, tier, route, httpRoute, dbSystem []byte
 	query, summary, op, coll             []byte
+	method                               []byte
 	httpStatus                           int64
 	haveTenant                           bool
 }
@@ -192,6 +240,8 @@ func (m *mapper) readAttrs(at *spanAttrs, r *meter.Record) error {
 			at.httpRoute = v.str
 		case aHTTPStatus:
 			at.httpStatus, _ = v.int()
+		case aHTTPMethod:
+			at.method = v.str
 		case aBytes:
 			if n, ok := v.int(); ok && n > 0 {
 				r.Bytes = n
@@ -239,6 +289,7 @@ const (
 	aDBCollection
 	aDBRows
 	aRU
+	aHTTPMethod
 )
 
 // attrID says what the attribute named k is for (aNone: not read).
@@ -271,6 +322,8 @@ func (m *mapper) attrID(k []byte) int {
 		return aDBRows
 	case AttrRU:
 		return aRU
+	case attrHTTPMethod, attrHTTPMethodOld:
+		return aHTTPMethod
 	}
 	return aNone
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/qtop-dev/qtop/ru"
 	"log/slog"
 	"time"
 
@@ -77,6 +78,7 @@ type config struct {
 	rateGrace  time.Duration
 	grpcRead   time.Duration
 	hold       func(ctx context.Context) bool
+	model      ru.Model // WithCostModel (costs.go)
 }
 
 func newConfig(opts []Option) (config, error) {
@@ -95,6 +97,7 @@ func newConfig(opts []Option) (config, error) {
 		minRate:    DefaultMinRate,
 		rateGrace:  DefaultRateGrace,
 		grpcRead:   DefaultGRPCReadTimeout,
+		model:      ru.DefaultModel(),
 	}
 	for _, o := range opts {
 		o(&c)
@@ -125,6 +128,9 @@ func newConfig(opts []Option) (config, error) {
 		return c, fmt.Errorf("%w: min rate %d B/s after %v, gRPC read timeout %v (want a rate ≥ 1, a grace ≥ 0, a timeout > 0)", ErrInvalid, c.minRate, c.rateGrace, c.grpcRead)
 	case c.clock == nil:
 		return c, fmt.Errorf("%w: nil clock", ErrInvalid)
+	}
+	if err := c.model.Validate(); err != nil {
+		return c, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)

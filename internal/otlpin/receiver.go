@@ -77,6 +77,7 @@ type source struct {
 	queue []*report.Report
 	last  time.Time // of its last span
 	empty bool      // its last cut held no row
+	pool  poolWaits // connection-pool spans of the window (costs.go)
 }
 
 // New returns a receiver that merges through sink. It returns ErrInvalid
@@ -104,7 +105,8 @@ func New(sink report.Consumer, opts ...Option) (*Receiver, error) {
 		wait:    newWaitList(cfg.maxWaiting),
 		stop:    make(chan struct{}),
 	}
-	r.mappers.New = func() any { return &mapper{tenantAttr: cfg.tenantAttr} }
+	dbIv := newDBIntervals(cfg.maxTraces)
+	r.mappers.New = func() any { return &mapper{tenantAttr: cfg.tenantAttr, model: cfg.model, dbIv: dbIv} }
 	if r.met, err = newMetrics(cfg.reg); err != nil {
 		return nil, err
 	}
@@ -404,6 +406,7 @@ func (r *Receiver) resource(m *mapper, rs []byte, now time.Time) (*source, strin
 		r.met.sources.Set(float64(len(r.sources)))
 	}
 	src.last = now
+	m.src = src
 	return src, resTenant, nil
 }
 
@@ -500,6 +503,7 @@ func (r *Receiver) send(src *source, now time.Time) {
 		src.queue = src.queue[1:]
 	}
 	rep := src.rec.Cut(now)
+	src.pool.attach(rep)
 	r.met.bounded.Add(float64(bound(rep)))
 	if src.empty = len(rep.Rows) == 0 && rep.Keys == nil; src.empty {
 		return

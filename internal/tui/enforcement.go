@@ -20,6 +20,7 @@ type enforcementView struct {
 	pol   policy.Policy
 	list  list
 	stamp time.Time // the snapshot's time, for "expires in"
+	note  string    // api.AppliedBy.Note: no process applies the policy
 }
 
 func (v *enforcementView) name() string              { return "Enforcement" }
@@ -29,6 +30,10 @@ func (v *enforcementView) title(*common) string      { return "" }
 func (v *enforcementView) set(_ *common, s *api.Snapshot, _ bool) tea.Cmd {
 	v.enf, v.pol, v.stamp = s.Enforcement, s.Policy, s.Time
 	v.bud = s.Budgets
+	v.note = ""
+	if s.AppliedBy != nil {
+		v.note = s.AppliedBy.Note()
+	}
 	v.list.setLen(len(v.pol.Rules))
 	return nil
 }
@@ -62,6 +67,11 @@ func (v *enforcementView) view(c *common, h int) string {
 		rules = " active rule"
 	}
 	out.WriteString("\n\n" + c.st.title.Render(clip("Policy v"+fmtCount(v.pol.Version)+" — "+fmtCount(uint64(len(v.pol.Rules)))+rules, c.width)))
+	noteRows := 0
+	if v.note != "" && (len(v.pol.Rules) > 0 || len(bl) > 0) {
+		out.WriteString("\n" + c.st.warn.Render(clip(v.note, c.width)))
+		noteRows = 1
+	}
 	rw := max(c.width-(12+18+14+12+10+2*5+2), 8)
 	out.WriteString("\n" + c.st.header.Render(clip("  "+fit("ID", 12, false)+" "+fit("TARGET", 18, false)+" "+fit("ACTION", 14, false)+" "+
 		fit("LIMIT", 12, true)+" "+fit("EXPIRES", 10, true)+" "+fit("REASON", rw, false), c.width)))
@@ -69,7 +79,7 @@ func (v *enforcementView) view(c *common, h int) string {
 		out.WriteString("\n" + c.st.dim.Render(clip("no active rule (t on a tenant throttles it)", c.width)))
 		return out.String()
 	}
-	from, to := v.list.window(max(h-9-len(bl), 1))
+	from, to := v.list.window(max(h-9-len(bl)-noteRows, 1))
 	for i := from; i < to; i++ {
 		r := &v.pol.Rules[i]
 		target := r.Tenant

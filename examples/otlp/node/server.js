@@ -21,6 +21,10 @@ const routes = {
   '/products': ['SELECT pg_sleep(0.002)', 'SELECT count(*) FROM generate_series(1, 1000)'],
   '/reports/{id}': ['SELECT pg_sleep(0.02)', 'SELECT pg_sleep(0.01)'],
   '/orders': ['SELECT pg_sleep(0.005)'],
+  // One long statement: the DB time a bill is checked on against
+  // pg_stat_statements (go test -run TestNodeBill), where the client's own
+  // scheduling is small beside the statement.
+  '/exports/{id}': ['SELECT pg_sleep(0.5)'],
 };
 
 // What the service itself measured per tenant — requests served, the time
@@ -35,6 +39,7 @@ function statsOf(tenant) {
 function routeOf(path) {
   if (path === '/products' || path === '/orders') return path;
   if (/^\/reports\/[^/]+$/.test(path)) return '/reports/{id}';
+  if (/^\/exports\/[^/]+$/.test(path)) return '/exports/{id}';
   return null;
 }
 

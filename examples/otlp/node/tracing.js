@@ -12,15 +12,18 @@ const { HttpInstrumentation } = require('@opentelemetry/instrumentation-http');
 const { PgInstrumentation } = require('@opentelemetry/instrumentation-pg');
 const { BaggageSpanProcessor, ALLOW_ALL_BAGGAGE_KEYS } = require('@opentelemetry/baggage-span-processor');
 
-// dbTime sums, per tenant, the duration of the PostgreSQL spans as the SDK
-// measured them: what the service reports on GET /stats, to be compared
-// with what qtop attributes after the spans went through OTLP.
+// dbTime sums, per tenant, the duration of the PostgreSQL statement spans
+// (those with a statement; not the pool's pg-pool.connect and pg.connect
+// spans, which qtop counts as pool wait) as the SDK measured them: what
+// the service reports on GET /stats, to be compared with what qtop
+// attributes after the spans went through OTLP.
 const dbTime = {};
 const dbTimeProcessor = {
   onStart() {},
   onEnd(span) {
     const a = span.attributes;
     if (a['db.system'] !== 'postgresql' && a['db.system.name'] !== 'postgresql') return;
+    if (!a['db.statement'] && !a['db.query.text'] && !a['db.operation.name']) return;
     const tenant = a['tenant.id'] ?? '';
     const [s, ns] = span.duration;
     dbTime[tenant] = (dbTime[tenant] ?? 0) + s + ns / 1e9;

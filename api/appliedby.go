@@ -1,0 +1,39 @@
+package api
+
+import (
+	"fmt"
+
+	"github.com/qtop-dev/qtop/policy"
+)
+
+// AppliedBy counts the processes reporting to the collector that could
+// apply its policy: OTLP services (whose spans the collector receives;
+// they apply nothing), agents (qtop's reporter inside a service) and
+// gates. A budget or rule with no agent and no gate to apply it only
+// describes: Note says so where the policy is shown.
+type AppliedBy struct {
+	OTLPServices int `json:"otlp_services"`
+	Agents       int `json:"agents"`
+	Gates        int `json:"gates"`
+}
+
+// Applies reports whether some process applies the policy.
+func (a AppliedBy) Applies() bool { return a.Agents > 0 || a.Gates > 0 }
+
+// Note is "no process applies this (N OTLP services, 0 agents, 0 gates)"
+// when no agent or gate reports, else "".
+func (a AppliedBy) Note() string {
+	if a.Applies() {
+		return ""
+	}
+	return fmt.Sprintf("no process applies this (%d OTLP services, %d agents, %d gates)", a.OTLPServices, a.Agents, a.Gates)
+}
+
+// PolicyStatus is the answer of GET /v1/policy: the policy (its fields at
+// the top level, as before) with who applies it and, when nobody does,
+// the note.
+type PolicyStatus struct {
+	policy.Policy
+	AppliedBy AppliedBy `json:"applied_by"`
+	Note      string    `json:"note,omitempty"`
+}

@@ -1,0 +1,46 @@
+package collector
+
+import (
+	"strings"
+	"time"
+
+	"github.com/qtop-dev/qtop/api"
+	"github.com/qtop-dev/qtop/report"
+)
+
+// appliedByWindow is how recently a source must have reported to count
+// as a process that applies the policy.
+const appliedByWindow = 2 * time.Minute
+
+// appliedBy counts the sources that reported within appliedByWindow of
+// now by kind: distinct OTLP services, agent and gate processes. The
+// server's lock is held.
+func (in *intake) appliedBy(now time.Time) api.AppliedBy {
+	var a api.AppliedBy
+	otlp := map[string]bool{}
+	for _, src := range in.sources {
+		if now.Sub(src.last) > appliedByWindow {
+			continue
+		}
+		service, rest, _ := strings.Cut(src.key, "\x00")
+		instance, _, _ := strings.Cut(rest, "\x00")
+		switch (report.Source{Service: service, Instance: instance}).Kind() {
+		case report.SourceOTLP:
+			otlp[service] = true
+		case report.SourceGate:
+			a.Gates++
+		default:
+			a.Agents++
+		}
+	}
+	a.OTLPServices = len(otlp)
+	return a
+}
+
+// policyStatus is GET /v1/policy's answer: the policy with who applies it.
+func (s *Server) policyStatus() api.PolicyStatus {
+	s.mu.Lock()
+	a := s.in.appliedBy(s.cfg.Now())
+	s.mu.Unlock()
+	return api.PolicyStatus{Policy: s.Policy(), AppliedBy: a, Note: a.Note()}
+}

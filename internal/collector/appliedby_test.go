@@ -1,0 +1,87 @@
+package collector
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/qtop-dev/qtop/api"
+	"github.com/qtop-dev/qtop/report"
+)
+
+// Only agents and gates apply the policy: with OTLP services alone the
+// note says no process applies it; sources idle for longer than
+// appliedByWindow do not count.
+func TestAppliedBy(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	in := newIntake(Config{IntakeConfig: IntakeConfig{MaxSources: 100}})
+	add := func(s report.Source, at time.Time) {
+		src := in.source(sourceKey(s), at)
+		src.last = at
+	}
+	add(report.Source{Service: "shop-node", Instance: "a~otlp-1"}, now)
+	add(report.Source{Service: "shop-node", Instance: "b~otlp-1"}, now)
+	add(report.Source{Service: "shop-go", Instance: "~otlp-1"}, now)
+	add(report.Source{Service: "old", Instance: "x"}, now.Add(-3*time.Minute)) // an agent gone idle
+	a := in.appliedBy(now)
+	if want := (api.AppliedBy{OTLPServices: 2}); a != want {
+		t.Fatalf("applied by %+v, want %+v", a, want)
+	}
+	if n := a.Note(); n != "no process applies this (2 OTLP services, 0 agents, 0 gates)" {
+		t.Errorf("note %q", n)
+	}
+	add(report.Source{Service: "billing", Instance: "i-1"}, now)
+	add(report.Source{Service: "edge", Instance: "g" + report.GateInstanceMark + "1"}, now)
+	a = in.appliedBy(now)
+	if want := (api.AppliedBy{OTLPServices: 2, Agents: 1, Gates: 1}); a != want || a.Note() != "" {
+		t.Errorf("applied by %+v (note %q), want %+v and no note", a, a.Note(), want)
+	}
+}
+
+// GET /v1/policy carries applied_by and, while only OTLP services report,
+// the note; the policy's own fields stay at the top level.
+func TestPolicyAppliedByHTTP(t *testing.T) {
+	now := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
+	s, err := New(Config{Store: StoreNone, DataDir: t.TempDir(), Now: func() time.Time { return now }, Token: "tok", AdminToken: "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	send := func(src report.Source) {
+		rep := &report.Report{Source: src, Seq: 1, Start: now.Add(-time.Second), End: now,
+			Rows: []report.Row{{Tenant: "acme", Route: "/a", Kind: report.KindRequest, Count: 1, Duration: time.Millisecond}}}
+		if _, err := s.Consume(context.Background(), rep, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func() api.PolicyStatus {
+		req := httptest.NewRequest(http.MethodGet, api.PathPolicy, nil)
+		req.Header.Set("Authorization", "Bearer tok")
+		w := httptest.NewRecorder()
+		s.Handler().ServeHTTP(w, req)
+		if w.Code != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", api.PathPolicy, w.Code, w.Body)
+		}
+		var ps api.PolicyStatus
+		if err := json.Unmarshal(w.Body.Bytes(), &ps); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(w.Body.String(), `"version":`) {
+			t.Errorf("the policy's fields left the top level: %s", w.Body)
+		}
+		return ps
+	}
+	send(report.Source{Service: "shop-node", Instance: "n1" + report.OTLPInstanceMark + "abc"})
+	ps := get()
+	if ps.AppliedBy != (api.AppliedBy{OTLPServices: 1}) || ps.Note != "no process applies this (1 OTLP services, 0 agents, 0 gates)" {
+		t.Errorf("with one OTLP service: %+v %q", ps.AppliedBy, ps.Note)
+	}
+	send(report.Source{Service: "billing", Instance: "b1"})
+	if ps = get(); ps.AppliedBy != (api.AppliedBy{OTLPServices: 1, Agents: 1}) || ps.Note != "" {
+		t.Errorf("with an agent: %+v %q", ps.AppliedBy, ps.Note)
+	}
+}

@@ -1,0 +1,105 @@
+package otlpin
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+
+	"github.com/qtop-dev/qtop/report"
+	"github.com/qtop-dev/qtop/ru"
+)
+
+// poolSpan is a connection-pool span of trace as the Node.js pg
+// instrumentation makes it: a PostgreSQL client span with no statement.
+func poolSpan(trace, id uint64, name string, start time.Time, dur time.Duration, tn string) spanSpec {
+	return spanSpec{trace: trace, id: trace*100 + id, parent: trace*100 + 1, name: name, kind: tracepb.Span_SPAN_KIND_CLIENT,
+		start: start, dur: dur, attrs: []*commonpb.KeyValue{str("db.system", "postgresql"), str("tenant.id", tn)}}
+}
+
+// DB time comes from statement spans only: pool spans become the
+// tenant's pool wait, a PostgreSQL span with neither a statement nor a
+// pool name is dropped, and statements of one trace that overlap or nest
+// count their time once.
+func TestDBTimeFromStatementsOnly(t *testing.T) {
+	clk := &fakeClock{now: t0}
+	s := &sink{}
+	r := newTestReceiver(t, s, clk)
+	ms := time.Millisecond
+	outer := pgSpan(1, 2, "SELECT * FROM orders", 10*ms, str("tenant.id", "acme")) // t0+40ms … +50ms
+	nested := pgSpan(1, 3, "SELECT * FROM orders", 4*ms, str("tenant.id", "acme"))
+	nested.start = outer.start.Add(2 * ms) // inside outer: adds nothing
+	overlap := pgSpan(1, 4, "SELECT * FROM orders", 10*ms, str("tenant.id", "acme"))
+	overlap.start = outer.start.Add(5 * ms) // half inside: adds 5 ms
+	other := pgSpan(2, 2, "SELECT * FROM orders", 10*ms, str("tenant.id", "acme"))
+	other.start = outer.start // another trace: its own 10 ms
+	bare := poolSpan(1, 9, "pg.something", t0, ms, "acme")
+	req := request("shop", server(1, "acme", "/o", 60*ms), outer, nested, overlap, other,
+		poolSpan(1, 5, "pg-pool.connect", t0, 3*ms, "acme"),
+		poolSpan(1, 6, "pg.connect", t0, 2*ms, "acme"),
+		poolSpan(2, 7, "pgxpool.acquire", t0, 7*ms, "globex"),
+		bare)
+	if _, err := r.Consume(marshal(t, req)); err != nil {
+		t.Fatal(err)
+	}
+	r.Flush(clk.Now())
+	got := s.rows()[rowKey{"shop", "acme", "SELECT orders", "db"}]
+	if got.count != 4 || got.dur != 25*ms {
+		t.Errorf("acme DB %+v, want 4 statements and 25 ms", got)
+	}
+	if len(s.reports) != 1 {
+		t.Fatalf("%d reports", len(s.reports))
+	}
+	d, ok := report.SectionOf[report.EnforcementDetail](s.reports[0])
+	if !ok {
+		t.Fatal("no pool wait in the report")
+	}
+	want := []report.PoolWait{
+		{Tenant: "globex", Count: 1, Wait: 7 * ms, Max: 7 * ms},
+		{Tenant: "acme", Count: 2, Wait: 5 * ms, Max: 3 * ms},
+	}
+	if len(d.PoolWait) != len(want) || d.PoolWait[0] != want[0] || d.PoolWait[1] != want[1] {
+		t.Errorf("pool wait %+v, want %+v", d.PoolWait, want)
+	}
+	for k := range s.rows() {
+		if k.route == "pg.something" || k.route == "pg-pool.connect" {
+			t.Errorf("a span without a statement became a row: %v", k)
+		}
+	}
+}
+
+// Requests and jobs without qtop.ru are priced by the cost model (the
+// agent's: by HTTP method, bytes and duration); an explicit qtop.ru wins.
+func TestRUFromCostModel(t *testing.T) {
+	clk := &fakeClock{now: t0}
+	s := &sink{}
+	m := ru.Model{Base: [ru.NumOps]float64{1, 6, 6, 2}, PerKiB: 1, PerMs: 0.5}
+	r := newTestReceiver(t, s, clk, WithCostModel(m))
+	get := server(1, "acme", "/a", 10*time.Millisecond)
+	get.attrs = append(get.attrs, str("http.request.method", "GET"), num("http.response.body.size", 2048))
+	post := server(2, "acme", "/b", 4*time.Millisecond)
+	post.attrs = append(post.attrs, str("http.method", "POST"))
+	explicit := server(3, "acme", "/c", 4*time.Millisecond)
+	explicit.attrs = append(explicit.attrs, &commonpb.KeyValue{Key: "qtop.ru", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_DoubleValue{DoubleValue: 42}}})
+	job := spanSpec{trace: 4, id: 401, name: "render", kind: tracepb.Span_SPAN_KIND_CONSUMER, start: t0, dur: 2 * time.Millisecond,
+		attrs: []*commonpb.KeyValue{str("tenant.id", "acme")}}
+	if _, err := r.Consume(marshal(t, request("shop", get, post, explicit, job))); err != nil {
+		t.Fatal(err)
+	}
+	r.Flush(clk.Now())
+	want := map[string]float64{"/a": 1 + 2 + 5, "/b": 6 + 2, "/c": 42, "render": 6 + 1}
+	for _, row := range s.reports[0].Rows {
+		if w, ok := want[row.Route]; ok && math.Abs(row.RU-w) > 1e-9 {
+			t.Errorf("%s: %v RU, want %v", row.Route, row.RU, w)
+		}
+		delete(want, row.Route)
+	}
+	if len(want) != 0 {
+		t.Errorf("rows missing: %v", want)
+	}
+	if _, err := New(s, WithCostModel(ru.Model{PerMs: -1})); err == nil {
+		t.Error("a negative cost model was accepted")
+	}
+}
