@@ -93,21 +93,21 @@ func TestPostgresAsPgActivityInTmux(t *testing.T) {
 	s.waitFor("the header", 30*time.Second, func(sc string) bool {
 		return strings.Contains(sc, " TPS · ") && strings.Contains(sc, "hit ") && !strings.Contains(sc, "hit -")
 	})
-	s.press("6")
+	s.keys("6")
 	hpid, wpid := strconv.Itoa(int(holder.PgConn().PID())), strconv.Itoa(int(writer.PgConn().PID()))
 	screen := s.waitFor("the lock tree and the xmin holders", 20*time.Second, func(sc string) bool {
 		return strings.Contains(sc, "AccessShareLock on qtop_e2e27") && strings.Contains(sc, "ROOT BLOCKER") && strings.Contains(sc, "xact ") &&
 			strings.Contains(sc, hpid) && strings.Contains(sc, wpid)
 	})
 	t.Logf("locks at 200×50:\n%s", screen)
-	s.press("9")
+	s.keys("9")
 	screen = s.waitFor("the top SQL", 20*time.Second, func(sc string) bool {
 		return strings.Contains(sc, "TIME ms/s") && strings.Contains(sc, "SELECT count(*) FROM pg_class")
 	})
 	t.Logf("top SQL at 200×50:\n%s", screen)
 	s.run("resize-window", "-t", "qtop", "-x", "80", "-y", "24")
-	s.press("Escape")
-	s.press("3")
+	s.keys("Escape")
+	s.keys("3")
 	screen = s.waitFor("the statements at 80×24", 20*time.Second, func(sc string) bool {
 		return strings.Contains(sc, "DATABASE") && strings.Contains(sc, "QUERY") && strings.Contains(sc, "SELECT count(*)")
 	})

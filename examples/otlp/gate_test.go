@@ -33,7 +33,7 @@ func TestNodeBehindGate(t *testing.T) {
 		coll.Shutdown(ctx)
 	})
 	collBase := "http://" + coll.Addr()
-	nodeBase := startNode(t, node, dsn, collBase)
+	nodeBase := startNodeAt(t, node, dsn, collBase)
 	gateBase := startGateBinary(t, nodeBase, collBase)
 
 	client := &http.Client{Timeout: 10 * time.Second}
@@ -98,24 +98,9 @@ func TestNodeBehindGate(t *testing.T) {
 	}
 }
 
-func nodeOrSkip(t *testing.T) string {
-	t.Helper()
-	node, err := exec.LookPath("node")
-	if err == nil {
-		_, err = os.Stat(filepath.Join("node", "node_modules", "@opentelemetry", "sdk-node"))
-	}
-	if err != nil {
-		if testsvc.Required() {
-			t.Fatalf("node or the example's npm packages missing (run npm ci in examples/otlp/node): %v", err)
-		}
-		t.Skipf("node or the npm packages missing (run npm ci in examples/otlp/node): %v", err)
-	}
-	return node
-}
-
-// startNode runs the Node.js service, exporting to the collector, and
+// startNodeAt runs the Node.js service, exporting to the collector at the URL collBase, and
 // returns its base URL.
-func startNode(t *testing.T, node, dsn, collBase string) string {
+func startNodeAt(t *testing.T, node, dsn, collBase string) string {
 	t.Helper()
 	cmd := exec.Command(node, "--require", "./tracing.js", "server.js")
 	cmd.Dir = "node"
