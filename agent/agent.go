@@ -51,7 +51,7 @@ func New(opts ...Option) (*Agent, error) {
 	a := &Agent{cfg: cfg}
 	a.pool.max = cfg.maxPoolTenants
 
-	ropts := []meter.RecorderOption{meter.WithSource(report.Source{Service: cfg.service})}
+	ropts := []meter.RecorderOption{meter.WithSource(report.Source{Service: cfg.service, Instance: cfg.instance})}
 	if cfg.reg != nil {
 		ropts = append(ropts, meter.WithRegisterer(cfg.reg))
 	}

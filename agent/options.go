@@ -24,6 +24,7 @@ type Option func(*config)
 type config struct {
 	collector, token string
 	service          string
+	instance         string // WithInstance; empty: made by the recorder
 	extract          TenantFunc
 	plans            map[string]enforce.Plan
 	planOf           func(tenant string) string
@@ -113,6 +114,12 @@ func WithTracerProvider(tp *sdktrace.TracerProvider) Option { return func(c *con
 // context, for OpenTelemetry propagators and instrumentations. The
 // agent's own Transport needs no baggage in the context.
 func WithBaggage() Option { return func(c *config) { c.baggage = true } }
+
+// WithInstance sets the process's instance id in its reports (default: a
+// random id made at start). It must differ between processes and between
+// restarts; the gate prefixes its own with report.GateInstanceMark so the
+// collector counts it as a gate.
+func WithInstance(id string) Option { return func(c *config) { c.instance = id } }
 
 // WithSQLTagging chooses where OpenPgxPool and OpenDB put the tenant of
 // each statement (sqlcomment.ModeComment by default): the comment, the

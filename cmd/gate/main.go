@@ -6,6 +6,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -29,6 +31,7 @@ import (
 	"github.com/qtop-dev/qtop/freshness"
 	"github.com/qtop-dev/qtop/gate"
 	"github.com/qtop-dev/qtop/internal/buildinfo"
+	"github.com/qtop-dev/qtop/report"
 )
 
 const usage = `gate — qtop's reverse proxy in front of a service written in any language
@@ -209,7 +212,7 @@ func agentOptions(f flags) ([]agent.Option, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts := []agent.Option{agent.WithService(f.service), agent.WithTenant(tf),
+	opts := []agent.Option{agent.WithService(f.service), agent.WithInstance(gateInstance()), agent.WithTenant(tf),
 		agent.WithSlots(f.slots), agent.WithInterval(f.interval)}
 	if f.collector != "" {
 		token := f.token
@@ -396,4 +399,12 @@ func (b *binder) bool(p *bool, name, env, help string) {
 		def = x
 	}
 	b.fs.BoolVar(p, name, def, help+" ($"+env+")")
+}
+
+// gateInstance is this process's instance id, marked as a gate's so that
+// the collector counts it among the processes that apply the policy.
+func gateInstance() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return report.GateInstanceMark + hex.EncodeToString(b[:])
 }
