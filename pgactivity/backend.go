@@ -4,7 +4,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/qtop-dev/qtop/sqlcomment"
+	"github.com/qtop-dev/qtop/sqlcomment/comment"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -144,23 +144,23 @@ func (b *Backend) setTags() {
 		}
 		q = t[:end+2]
 	}
-	tags, err := sqlcomment.Parse(q)
+	tags, err := comment.Parse(q)
 	b.Malformed = err != nil
 	if len(tags) == 0 {
 		return
 	}
 	b.Tags = tags
-	if v := tags[sqlcomment.KeyTenant]; tenant.ValidateTenant(v) == nil {
+	if v := tags[comment.KeyTenant]; tenant.ValidateTenant(v) == nil {
 		b.Tenant = v
 	}
-	if v := tags[sqlcomment.KeyRoute]; v != "" && tenant.ValidateRoute(v) == nil {
+	if v := tags[comment.KeyRoute]; v != "" && tenant.ValidateRoute(v) == nil {
 		b.Route = v
 	}
-	if t, err := tenant.ParseTier(tags[sqlcomment.KeyTier]); err == nil {
+	if t, err := tenant.ParseTier(tags[comment.KeyTier]); err == nil {
 		b.Tier = t
 	}
 	if b.Application == "" {
-		b.Application = tags[sqlcomment.KeyApplication]
+		b.Application = tags[comment.KeyApplication]
 	}
 }
 

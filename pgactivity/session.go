@@ -1,7 +1,7 @@
 package pgactivity
 
 import (
-	"github.com/qtop-dev/qtop/sqlcomment"
+	"github.com/qtop-dev/qtop/sqlcomment/comment"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -21,14 +21,14 @@ func WithTenantNames(names func(id string) (string, bool)) Option {
 // PostgreSQL shows application_name even for sessions it hides from the
 // role, so their tenant is known too.
 func (b *Backend) setSessionTags(names func(string) (string, bool)) {
-	a, ok := sqlcomment.ParseApplicationName(b.Application)
+	a, ok := comment.ParseApplicationName(b.Application)
 	if !ok {
 		return
 	}
 	b.Application = a.Service
 	b.SessionTagged = true
 	if b.Application == "" && b.Tags != nil {
-		b.Application = b.Tags[sqlcomment.KeyApplication]
+		b.Application = b.Tags[comment.KeyApplication]
 	}
 	if b.Tenant == "" {
 		b.Tenant = a.Tenant

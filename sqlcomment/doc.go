@@ -21,6 +21,12 @@
 // bare '+' as a space (see Parse for the rule). The forms of other tools
 // it is tested on are in the repository's testdata/sqlcomments/corpus.json.
 //
+// The reading side — Parse, Shape, the Key constants and the session
+// tag's ApplicationName and ParseApplicationName — is package
+// sqlcomment/comment, re-exported here: a program that only reads tags
+// (a collector, a pg_stat_activity sampler) imports that package and
+// links no driver wrapper.
+//
 // # database/sql
 //
 // WrapConnector, WrapDriver, Open and Register wrap a driver so that every

@@ -6,19 +6,8 @@ import (
 	"slices"
 	"strings"
 	"unsafe"
-)
 
-// Tag keys written by this package. Keys are sorted in the comment, as the
-// sqlcommenter specification requires.
-const (
-	KeyApplication = "application"
-	KeyDBDriver    = "db_driver"
-	KeyKey         = "key"
-	KeyRoute       = "route"
-	KeyTenant      = "tenant"
-	KeyTier        = "tier"
-	KeyTraceparent = "traceparent"
-	KeyTracestate  = "tracestate"
+	"github.com/qtop-dev/qtop/sqlcomment/internal/lex"
 )
 
 // pair is one key='value' of a comment, before encoding.
@@ -483,7 +472,7 @@ func plainRun(s string) int {
 // it is empty, it has a comment, or it ends inside a literal.
 func insertAt(query string) (at int, ok bool) {
 	end := len(query)
-	for end > 0 && (query[end-1] == ';' || isSpace(query[end-1])) {
+	for end > 0 && (query[end-1] == ';' || lex.IsSpace(query[end-1])) {
 		end--
 	}
 	if end == 0 {
@@ -494,15 +483,6 @@ func insertAt(query string) (at int, ok bool) {
 		return 0, false
 	}
 	return end, true
-}
-
-func isSpace(c byte) bool {
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'
-}
-
-func isIdent(c byte) bool {
-	return c == '_' || c == '$' || c >= 0x80 ||
-		('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9')
 }
 
 // scanResult describes a statement's lexical structure, as far as comments
@@ -539,22 +519,22 @@ func scan(q string) scanResult {
 		c := q[i]
 		switch {
 		case c == '\'':
-			escapes := i > 0 && (q[i-1] == 'E' || q[i-1] == 'e') && (i == 1 || !isIdent(q[i-2]))
-			j, ok := skipQuoted(q, i+1, '\'', escapes)
+			escapes := i > 0 && (q[i-1] == 'E' || q[i-1] == 'e') && (i == 1 || !lex.IsIdent(q[i-2]))
+			j, ok := lex.SkipQuoted(q, i+1, '\'', escapes)
 			if !ok {
 				r.open = true
 				return r
 			}
 			i = j
 		case c == '"':
-			j, ok := skipQuoted(q, i+1, '"', false)
+			j, ok := lex.SkipQuoted(q, i+1, '"', false)
 			if !ok {
 				r.open = true
 				return r
 			}
 			i = j
-		case c == '$' && (i == 0 || !isIdent(q[i-1])):
-			tagEnd, ok := dollarTag(q, i)
+		case c == '$' && (i == 0 || !lex.IsIdent(q[i-1])):
+			tagEnd, ok := lex.DollarTag(q, i)
 			if !ok {
 				i++
 				continue
@@ -576,7 +556,7 @@ func scan(q string) scanResult {
 		case c == '/' && i+1 < len(q) && q[i+1] == '*':
 			r.comment = true
 			r.lastStart = i
-			j, ok := skipBlockComment(q, i+2)
+			j, ok := lex.SkipBlockComment(q, i+2)
 			if !ok {
 				r.lastEnd = -1
 				r.open = true
@@ -589,25 +569,6 @@ func scan(q string) scanResult {
 		}
 	}
 	return r
-}
-
-// skipBlockComment returns the end of the block comment whose body starts
-// at q[j] (comments nest, as in PostgreSQL), or false when it never ends.
-func skipBlockComment(q string, j int) (int, bool) {
-	depth := 1
-	for j < len(q) && depth > 0 {
-		switch {
-		case q[j] == '/' && j+1 < len(q) && q[j+1] == '*':
-			depth++
-			j += 2
-		case q[j] == '*' && j+1 < len(q) && q[j+1] == '/':
-			depth--
-			j += 2
-		default:
-			j++
-		}
-	}
-	return j, depth == 0
 }
 
 // specials8 returns a word whose lowest set bit is the high bit of the
@@ -627,44 +588,3 @@ var special = func() (t [256]bool) {
 	}
 	return t
 }()
-
-// skipQuoted returns the index just past the closing quote q of a literal
-// whose body starts at i. A doubled quote is part of the body; with escapes
-// a backslash escapes the next byte.
-func skipQuoted(s string, i int, q byte, escapes bool) (int, bool) {
-	for i < len(s) {
-		c := s[i]
-		switch {
-		case escapes && c == '\\':
-			i += 2
-		case c == q:
-			if i+1 < len(s) && s[i+1] == q {
-				i += 2
-				continue
-			}
-			return i + 1, true
-		default:
-			i++
-		}
-	}
-	return 0, false
-}
-
-// dollarTag returns the end of a dollar-quote opening tag ($$ or $name$)
-// at i, or false when the '$' at i is not one (a $1 parameter, say).
-func dollarTag(s string, i int) (int, bool) {
-	j := i + 1
-	if j < len(s) && s[j] >= '0' && s[j] <= '9' {
-		return 0, false
-	}
-	for j < len(s) && s[j] != '$' {
-		if !isIdent(s[j]) {
-			return 0, false
-		}
-		j++
-	}
-	if j >= len(s) {
-		return 0, false
-	}
-	return j + 1, true
-}

@@ -118,22 +118,22 @@ func TestHostileValues(t *testing.T) {
 		}
 		got := Append(q, tags)
 		if !strings.HasPrefix(got, q+" /*") || !strings.HasSuffix(got, "*/") {
-			t.Fatalf("value %q: %q", clip(v), clip(got))
+			t.Fatalf("value %.40q: %.40q", v, got)
 		}
 		body := got[len(q)+3 : len(got)-2]
 		if strings.Contains(body, "*/") || strings.Contains(body, "/*") {
-			t.Errorf("value %q: body can close or nest the comment: %q", clip(v), clip(body))
+			t.Errorf("value %.40q: body can close or nest the comment: %.40q", v, body)
 		}
 		r := scan(got)
 		if r.open || r.lastStart != len(q)+1 || r.lastEnd != len(got) {
-			t.Errorf("value %q: the comment is not one block at the end: %+v", clip(v), r)
+			t.Errorf("value %.40q: the comment is not one block at the end: %+v", v, r)
 		}
 		back, err := Parse(got)
 		if err != nil {
-			t.Fatalf("value %q: %v", clip(v), err)
+			t.Fatalf("value %.40q: %v", v, err)
 		}
 		if back["tenant"] != v || back[v] != "k" || len(back) != 2 {
-			t.Errorf("value %q: round trip lost it", clip(v))
+			t.Errorf("value %.40q: round trip lost it", v)
 		}
 	}
 }

@@ -116,11 +116,15 @@ func (c *Commenter) Mode() Mode { return c.cfg.sess.mode }
 // WithTenantNames.
 func (c *Commenter) ApplicationName(t tenant.Tags) string {
 	name := ApplicationName(c.cfg.application, t)
-	if n := c.cfg.sess.names; n != nil && t.Tenant != "" && strings.Contains(name, appTenantSep+"~") {
+	if n := c.cfg.sess.names; n != nil && t.Tenant != "" && strings.Contains(name, tenantIDMark) {
 		n.Add(t.Tenant)
 	}
 	return name
 }
+
+// tenantIDMark is how ApplicationName writes a tenant as its TenantID:
+// the tenant separator, then the id's leading '~'.
+const tenantIDMark = "|t=~"
 
 // Plain returns query as the statement to send in ModeSession: no
 // comment, the context's tags for budgets and the Observer.

@@ -107,7 +107,7 @@ func TestShardsMergeApart(t *testing.T) {
 	waitFor(t, time.Minute, "the report to wait for its shard", func() bool {
 		f.s.mu.Lock()
 		defer f.s.mu.Unlock()
-		for _, m := range f.s.minutes {
+		for _, m := range f.s.minutes.byStart {
 			if m.merging.Load() > 0 {
 				return true
 			}

@@ -118,7 +118,7 @@ func BenchmarkMillionTenants(b *testing.B) {
 		runtime.ReadMemStats(&after)
 		s.mu.Lock()
 		tracked, minuteRows := s.agg.tenants.Load(), 0
-		for _, m := range s.minutes {
+		for _, m := range s.minutes.byStart {
 			minuteRows += s.agg.minuteRows(m)
 		}
 		s.mu.Unlock()

@@ -91,8 +91,8 @@ func (f *demoFleet) lognormal(median float64, sigma float64) time.Duration {
 	return time.Duration(median * math.Exp(sigma*f.rng.NormFloat64()) * float64(time.Second))
 }
 
-// step generates one second of load ending at now and sends every
-// process's report through Ingest.
+// step generates one second of load ending at now and hands every
+// process's report to Consume.
 func (f *demoFleet) step(now time.Time) {
 	elapsed := now.Sub(f.start)
 	// The import ramps up over 10 s and slows everything down with it,
@@ -165,7 +165,8 @@ func (f *demoFleet) step(now time.Time) {
 	}
 }
 
-func (s *Server) runDemo(ctx context.Context) {
+// runDemo runs the demo fleet on s until ctx ends: a step every second.
+func runDemo(ctx context.Context, s *Server) {
 	f, err := newDemoFleet(s, s.cfg.Now())
 	if err != nil {
 		s.log.Error("demo fleet not started", "err", err)
@@ -195,7 +196,7 @@ func (f *demoFleet) warm(now time.Time) {
 	f.s.mu.Lock()
 	defer f.s.mu.Unlock()
 	for _, name := range demoServices {
-		sv := f.s.serviceLocked(name)
+		sv := f.s.view.service(name)
 		if sv == nil {
 			continue
 		}

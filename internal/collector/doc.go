@@ -64,10 +64,12 @@
 // in one place, a constructor, a start where it has goroutines); the
 // Server holds no feature logic:
 //
-//   - intake (sources.go, screen.go): the front door for reports — decode
-//     slots and memory, refusals held back, admission, the duplicate
-//     filter — and the open minutes with their write-ahead log (wal.go),
-//     under the server's lock, held twice, briefly, per report;
+//   - intake (sources.go, screen.go, door.go): the front door for
+//     reports — POST /v1/reports, decode slots and memory, refusals held
+//     back, admission, the duplicate filter — under the server's lock,
+//     held twice, briefly, per report;
+//   - the open minutes (minutes.go) with their write-ahead log (wal.go)
+//     and its replay, under the server's lock;
 //   - the aggregator (aggregate.go): each minute's rows and every
 //     tenant's live windows in 16 shards by tenant hash, each under its
 //     own lock; the rows merge shard by shard without the server's lock;
@@ -88,9 +90,9 @@
 //     (fleet.go, fleet_policy.go; a peer's answer is checked like a
 //     report in peeranswer.go), the disk guard (disk.go), the policy
 //     view of each process's reply (policyview.go, a feature), the OTLP
-//     receiver (otlp.go),
-//     credentials (auth.go), and the HTTP API (httpAPI: each handler in
-//     its part's file).
+//     receiver (otlp.go), the demo fleet (demo.go), credentials
+//     (auth.go), and the HTTP API (httpAPI: each handler in its part's
+//     file).
 //
 // Locks are taken in one order: the server's first; then a feature's,
 // the sampler's or the emitter's; the policy's after a feature's; a

@@ -446,7 +446,7 @@ func TestFleetFailoverAfterLoggedReport(t *testing.T) {
 	}
 	// a "dies" (its minutes unwritten) and comes back on its data folder.
 	a.mu.Lock()
-	a.minutes = map[int64]*minute{} // what a SIGKILL loses: only the write-ahead log is left
+	a.minutes.byStart = map[int64]*minute{} // what a SIGKILL loses: only the write-ahead log is left
 	a.agg.dropAllMinutes()
 	a.mu.Unlock()
 	a.Shutdown(ctx)

@@ -108,22 +108,14 @@ type liveView struct {
 
 // tick is the live view's once-a-second work at now: each service's
 // latency ratio into its history, the snapshots made in the last second
-// forgotten. It returns the write-ahead logs of the open minutes, to sync
-// outside the lock.
-func (v *liveView) tick(now time.Time, minutes map[int64]*minute) []*walFile {
+// forgotten.
+func (v *liveView) tick(now time.Time) {
 	for _, sv := range v.services {
 		if r, ok := sv.sig.ValueAt(now); ok && !math.IsNaN(r) && !math.IsInf(r, 0) {
 			sv.ratio.set(now.Unix()-1, r)
 		}
 	}
 	clear(v.snapCache)
-	var wals []*walFile
-	for _, m := range minutes {
-		if m.wal != nil {
-			wals = append(wals, m.wal)
-		}
-	}
-	return wals
 }
 
 func newLiveView() liveView {
@@ -216,53 +208,38 @@ func sourceKey(src report.Source) string {
 	return src.Service + "\x00" + src.Instance + "\x00" + src.Host
 }
 
-// minuteOf places a report in a minute: the minute of its window's middle,
-// unless that is outside what the collector still keeps (older than the
-// late-report horizon, or more than a minute in the future: a clock that
-// jumped), in which case it counts in the minute it arrived. A minute
-// already written for good is never opened again (that would replace its
-// rows with a part of them): should the collector's own clock go back, the
-// report counts in the first minute after the last one closed.
-func (s *Server) minuteOf(rep *report.Report, now time.Time) (time.Time, bool) {
-	arrival := now.UTC().Truncate(time.Minute)
-	mt, retimed := arrival, true
-	if !rep.Start.IsZero() && !rep.End.Before(rep.Start) {
-		mid := rep.Start.Add(rep.End.Sub(rep.Start) / 2).UTC().Truncate(time.Minute)
-		if now.Before(mid.Add(time.Minute+s.cfg.Grace+s.cfg.LateKeep)) && !mid.After(arrival.Add(time.Minute)) {
-			mt, retimed = mid, false
-		}
-	}
-	if _, done := s.finalized[mt.Unix()]; done {
-		mt, retimed = arrival, true
-		if _, done := s.finalized[mt.Unix()]; done {
-			mt = time.Unix(s.lastFinal, 0).UTC().Add(time.Minute)
-		}
-	}
-	return mt, retimed
-}
-
-// mergeReportLocked adds what is one per report to minute m and the live
-// view at now: the hot keys; when live, the service's latency, counts and
-// shed level and the reports/s; and each feature's section (feature.go).
-// The rows are the aggregator's (merged without s.mu: see Ingest). s.mu
-// is held.
-func (s *Server) mergeReportLocked(d *decoded, m *minute, now time.Time, live bool) {
+// merge adds what is one per report to minute m and the live view at
+// now: the hot keys; when live, the service's latency, counts and shed
+// level and the reports/s. The rows are the aggregator's (merged without
+// Server.mu), the sections the features'. Server.mu is held.
+func (v *liveView) merge(d *decoded, m *minute, now time.Time, live bool) {
 	rep := &d.rep
-	s.feat.merge(rep, now, live)
-	s.view.mergeKeys(rep, m, now.Unix(), live)
+	v.mergeKeys(rep, m, now.Unix(), live)
 	if !live {
 		return
 	}
 	sec := now.Unix()
 	j := int(uint64(sec) % ringN)
-	if svc := s.serviceLocked(rep.Source.Service); svc != nil {
+	if svc := v.service(rep.Source.Service); svc != nil {
 		svc.merge(d, now, shedLevel(&rep.Enforcement))
 	}
-	rs := &s.view.reportsSec[j]
+	rs := &v.reportsSec[j]
 	if rs.stamp != sec {
 		*rs = countSlot{stamp: sec}
 	}
 	rs.n++
+}
+
+// reportsPerSec is the reports merged per second over the rateN complete
+// seconds before sec.
+func (v *liveView) reportsPerSec(sec int64) float64 {
+	var n uint64
+	for _, c := range v.reportsSec {
+		if c.stamp >= sec-rateN && c.stamp < sec {
+			n += c.n
+		}
+	}
+	return float64(n) / rateN
 }
 
 // mergeKeys adds a report's hot keys to minute m and, when live, to
@@ -345,15 +322,17 @@ func addKeyTenants(dst, src map[string]string) {
 	}
 }
 
-func (s *Server) serviceLocked(name string) *serviceLive {
-	if sv := s.view.services[name]; sv != nil {
+// service returns the live view of the service name, adding it unless
+// maxServices are kept (then nil).
+func (v *liveView) service(name string) *serviceLive {
+	if sv := v.services[name]; sv != nil {
 		return sv
 	}
-	if len(s.view.services) >= maxServices {
+	if len(v.services) >= maxServices {
 		return nil
 	}
 	sv := &serviceLive{sig: ratio.NewSignal(), procs: make(map[string]int64)}
-	s.view.services[strings.Clone(name)] = sv
+	v.services[strings.Clone(name)] = sv
 	return sv
 }
 

@@ -4,24 +4,25 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"sync"
-	"time"
 
 	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 
 	"github.com/qtop-dev/qtop/internal/otlpin"
+	"github.com/qtop-dev/qtop/report"
 )
 
 // The OTLP receiver (package otlpin) turns spans into the same reports as
 // qtop's own reporters and hands them to Consume in process: the write-ahead
 // log, the duplicate filter, the per-source admission, validation and
 // folding, the live view, the store and the metrics do not tell the two
-// apart. Its hooks in the server: the route in Handler, startOTLP in Run,
-// listenOTLP in Start, stopOTLP first in Shutdown.
-type otlpState struct {
+// apart. otlpPart is its part of the server: the route in Handler, start
+// in Run, listen in Start, stop first in Shutdown.
+type otlpPart struct {
 	recv *otlpin.Receiver
 	grpc *grpc.Server
 	ln   net.Listener
@@ -34,35 +35,39 @@ type otlpState struct {
 // maxOTLPConns bounds the OTLP/gRPC connections served at once.
 const maxOTLPConns = 64
 
-func (s *Server) newOTLP() error {
-	if err := checkOTLPExposure(&s.cfg); err != nil {
-		return err
+// newOTLPPart makes the receiver, which hands its reports to c; a refusal
+// for what a request is is held back at the report door's places (in),
+// and exports take the credential of POST /v1/reports (checked by auth,
+// Server.Authorize).
+func newOTLPPart(cfg Config, c report.Consumer, in *intake, auth func(*http.Request, Role) (string, error)) (*otlpPart, error) {
+	if err := checkOTLPExposure(&cfg); err != nil {
+		return nil, err
 	}
+	p := &otlpPart{stopping: make(chan struct{})}
 	opts := []otlpin.Option{
-		otlpin.WithClock(s.cfg.Now),
-		otlpin.WithRegisterer(s.cfg.Registerer),
-		otlpin.WithLogger(s.log),
-		otlpin.WithRefusalHold(s.holdOTLPRefusal),
+		otlpin.WithClock(cfg.Now),
+		otlpin.WithRegisterer(cfg.Registerer),
+		otlpin.WithLogger(cfg.Logger),
+		otlpin.WithRefusalHold(func(ctx context.Context) bool { return in.hold(ctx, p.stopping) }),
 	}
-	if s.cfg.OTLPTenantAttribute != "" {
-		opts = append(opts, otlpin.WithTenantAttribute(s.cfg.OTLPTenantAttribute))
+	if cfg.OTLPTenantAttribute != "" {
+		opts = append(opts, otlpin.WithTenantAttribute(cfg.OTLPTenantAttribute))
 	}
-	if s.cfg.OTLPRUModel != nil {
-		opts = append(opts, otlpin.WithCostModel(*s.cfg.OTLPRUModel))
+	if cfg.OTLPRUModel != nil {
+		opts = append(opts, otlpin.WithCostModel(*cfg.OTLPRUModel))
 	}
-	if s.cfg.Token != "" {
+	if cfg.Token != "" {
 		// The credential of POST /v1/reports, checked the same way.
-		opts = append(opts, otlpin.WithAuth(func(auth string) bool {
-			_, err := s.Authorize(&http.Request{Header: http.Header{"Authorization": {auth}}}, RoleReport)
+		opts = append(opts, otlpin.WithAuth(func(header string) bool {
+			_, err := auth(&http.Request{Header: http.Header{"Authorization": {header}}}, RoleReport)
 			return err == nil
 		}))
 	}
-	recv, err := otlpin.New(s, opts...)
-	if err != nil {
-		return fmt.Errorf("%w: otlp: %w", ErrConfig, err)
+	var err error
+	if p.recv, err = otlpin.New(c, opts...); err != nil {
+		return nil, fmt.Errorf("%w: otlp: %w", ErrConfig, err)
 	}
-	s.otlp = &otlpState{recv: recv, stopping: make(chan struct{})}
-	return nil
+	return p, nil
 }
 
 // checkOTLPExposure refuses an OTLP/gRPC listener off loopback while
@@ -81,58 +86,30 @@ func checkOTLPExposure(c *Config) error {
 		ErrConfig, c.OTLPGRPC)
 }
 
-// holdOTLPRefusal holds back the answer to an OTLP request refused for
-// what it is, sharing the report door's places (see holdRefusal): false
-// when they are all taken (the answer goes at once).
-func (s *Server) holdOTLPRefusal(ctx context.Context) bool {
-	if s.cfg.RefusalDelay <= 0 {
-		return true
-	}
-	select {
-	case s.in.held <- struct{}{}:
-	default:
-		s.guard.refusalsUnheld.Inc()
-		return false
-	}
-	defer func() { <-s.in.held }()
-	s.guard.refusalsHeld.Inc()
-	t := time.NewTimer(s.cfg.RefusalDelay)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	case <-s.life.doneChan():
-	case <-s.otlp.stopping:
-	}
-	return true
-}
-
-// startOTLP starts the receiver's flush loop (from Run).
-func (s *Server) startOTLP() { s.otlp.recv.Start() }
-
-// listenOTLP serves OTLP/gRPC on Config.OTLPGRPC, when set (from Start).
-func (s *Server) listenOTLP() error {
-	if s.cfg.OTLPGRPC == "" {
+// listen serves OTLP/gRPC on addr, when set (from Start), on a
+// goroutine of wg.
+func (p *otlpPart) listen(addr string, wg *sync.WaitGroup, log *slog.Logger) error {
+	if addr == "" {
 		return nil
 	}
-	ln, err := net.Listen("tcp", s.cfg.OTLPGRPC)
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("collector: otlp grpc listen: %w", err)
 	}
 	// Each connection may carry a few messages of up to the decoded limit
 	// at once; the number of connections is bounded too.
 	ln = netutil.LimitListener(ln, maxOTLPConns)
-	gs := grpc.NewServer(s.otlp.recv.GRPCServerOptions()...)
-	s.otlp.recv.RegisterGRPC(gs)
-	s.otlp.grpc, s.otlp.ln = gs, ln
-	s.wg.Add(1)
+	gs := grpc.NewServer(p.recv.GRPCServerOptions()...)
+	p.recv.RegisterGRPC(gs)
+	p.grpc, p.ln = gs, ln
+	wg.Add(1)
 	go func() {
-		defer s.wg.Done()
+		defer wg.Done()
 		if err := gs.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			s.log.Error("otlp grpc server", "err", err)
+			log.Error("otlp grpc server", "err", err)
 		}
 	}()
-	s.log.Info("otlp grpc listening", "addr", ln.Addr().String())
+	log.Info("otlp grpc listening", "addr", ln.Addr().String())
 	return nil
 }
 
@@ -144,21 +121,21 @@ func (s *Server) OTLPGRPCAddr() string {
 	return s.otlp.ln.Addr().String()
 }
 
-// stopOTLP stops the gRPC server and the receiver, whose last windows are
+// stop stops the gRPC server and the receiver, whose last windows are
 // merged before the server closes (first thing in Shutdown).
-func (s *Server) stopOTLP(ctx context.Context) {
-	s.otlp.stopOnce.Do(func() { close(s.otlp.stopping) })
-	if s.otlp.grpc != nil {
+func (p *otlpPart) stop(ctx context.Context, log *slog.Logger) {
+	p.stopOnce.Do(func() { close(p.stopping) })
+	if p.grpc != nil {
 		done := make(chan struct{})
-		go func() { s.otlp.grpc.GracefulStop(); close(done) }()
+		go func() { p.grpc.GracefulStop(); close(done) }()
 		select {
 		case <-done:
 		case <-ctx.Done():
-			s.otlp.grpc.Stop()
+			p.grpc.Stop()
 			<-done
 		}
 	}
-	if err := s.otlp.recv.Shutdown(ctx); err != nil && !errors.Is(err, otlpin.ErrShutdown) {
-		s.log.Warn("otlp receiver shutdown", "err", err)
+	if err := p.recv.Shutdown(ctx); err != nil && !errors.Is(err, otlpin.ErrShutdown) {
+		log.Warn("otlp receiver shutdown", "err", err)
 	}
 }

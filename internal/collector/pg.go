@@ -100,11 +100,7 @@ func (s *Server) AddSample(snap pgactivity.Snapshot, interval time.Duration) {
 	if snap.Time.IsZero() || !now.Before(mt.Add(time.Minute+s.cfg.Grace)) || mt.After(now.Add(time.Minute)) {
 		mt = now.UTC().Truncate(time.Minute)
 	}
-	m := s.minutes[mt.Unix()]
-	if m == nil {
-		m = newMinute(mt)
-		s.minutes[mt.Unix()] = m
-	}
+	m := s.minutes.at(mt)
 	defer m.dirty.Store(true)
 	running := sampleRows(s.agg, snap, m, interval, now, s.em.writer)
 	s.pg.add(snap, running, now, s.agg)

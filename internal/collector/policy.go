@@ -341,6 +341,3 @@ func (s *Server) SetRule(ctx context.Context, rule policy.Rule, who string) (pol
 func (s *Server) SetRuleAllowT0(ctx context.Context, rule policy.Rule, who string) (policy.Policy, error) {
 	return s.policy.setRule(ctx, s.cfg.Now().UTC(), s.cfg.MaxRuleTTL, rule, who, true)
 }
-
-// replyLocked is the reply to an accepted report (policyPart.reply).
-func (s *Server) replyLocked() report.Reply { return s.policy.reply() }

@@ -111,11 +111,6 @@ func (q *fleetQuota) limitsLocked(now time.Time) {
 	})
 }
 
-// quotaReplyLocked is the quota feature's reply, where a report was merged.
-func (s *Server) quotaReplyLocked(rep *report.Report, now time.Time, reply report.Reply, merged bool) report.Reply {
-	return s.feat.reply(rep, now, reply, merged)
-}
-
 // reply is the hook where a report was merged (or was a duplicate,
 // merged false): it takes the report's quota usage and returns reply
 // with the verdicts for its process added. It is the one place that

@@ -12,7 +12,7 @@ import (
 	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/policy"
-	"github.com/qtop-dev/qtop/sqlcomment"
+	"github.com/qtop-dev/qtop/sqlcomment/comment"
 	"github.com/qtop-dev/qtop/store"
 )
 
@@ -103,7 +103,7 @@ func (b *budgetPart) checkRunaway(ctx context.Context, pool *pgxpool.Pool, snap 
 			if !matchBackend(r.Match, be) {
 				continue
 			}
-			shape := sqlcomment.Shape(be.Query)
+			shape := comment.Shape(be.Query)
 			wk := runawayWatchKey{r.ID, shape}
 			exp, watched := sr.watch[wk]
 			watched = watched && now.Before(exp)
@@ -225,13 +225,13 @@ func matchBackend(m []map[string]string, b *pgactivity.Backend) bool {
 
 func backendTag(b *pgactivity.Backend, k string) string {
 	switch k {
-	case sqlcomment.KeyTenant:
+	case comment.KeyTenant:
 		return b.Tenant
-	case sqlcomment.KeyRoute:
+	case comment.KeyRoute:
 		return b.Route
-	case sqlcomment.KeyTier:
+	case comment.KeyTier:
 		return b.Tier.String()
-	case sqlcomment.KeyApplication:
+	case comment.KeyApplication:
 		if v, ok := b.Tags[k]; ok {
 			return v
 		}

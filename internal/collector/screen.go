@@ -79,11 +79,11 @@ func newGuardMetrics(reg prometheus.Registerer, s *Server) (*guardMetrics, error
 // tenant's tag checks (an invalid one counts as unknown or other), hot
 // keys where they leave the sketch (cleanKey). Values were bounded by the
 // decoder. It runs before the merge lock is taken.
-func (s *Server) screen(rep *report.Report) {
+func (in *intake) screen(rep *report.Report) {
 	clean := func(v *string, field string, max int) {
 		if c, changed := tenant.Clean(*v, max); changed {
 			*v = c
-			s.guard.cleaned.WithLabelValues(field).Inc()
+			in.guard.cleaned.WithLabelValues(field).Inc()
 		}
 	}
 	clean(&rep.Source.Service, "service", tenant.MaxRouteLen)
@@ -95,7 +95,7 @@ func (s *Server) screen(rep *report.Report) {
 		if tenant.ValidateTenant(t) != nil {
 			t = report.UnknownTenant
 			kc = true
-			s.guard.cleaned.WithLabelValues("key_tenant").Inc()
+			in.guard.cleaned.WithLabelValues("key_tenant").Inc()
 		}
 		if kc {
 			if fixed == nil {
@@ -104,7 +104,7 @@ func (s *Server) screen(rep *report.Report) {
 			delete(rep.KeyTenants, k)
 			fixed[ck] = t
 			if ck != k {
-				s.guard.cleaned.WithLabelValues("key").Inc()
+				in.guard.cleaned.WithLabelValues("key").Inc()
 			}
 		}
 	}
@@ -115,11 +115,11 @@ func (s *Server) screen(rep *report.Report) {
 		row := &rep.Rows[i]
 		if tenant.ValidateTenant(row.Tenant) != nil && row.Tenant != report.UnknownTenant {
 			row.Tenant = report.UnknownTenant
-			s.met.invalidTags.Inc()
+			in.invalidTags.Inc()
 		}
 		if row.Route != "" && tenant.ValidateRoute(row.Route) != nil {
 			row.Route = report.OtherRoute
-			s.met.invalidTags.Inc()
+			in.invalidTags.Inc()
 		}
 	}
 }
@@ -206,60 +206,4 @@ func decodeStatus(err error) (int, string) {
 		return http.StatusRequestEntityTooLarge, reasonTooLarge
 	}
 	return http.StatusBadRequest, reasonMalformed
-}
-
-// slotWait is how long a report waits for a decode slot before 503: a
-// burst is queued briefly (its body already counted in the decode
-// memory) rather than refused at once.
-const slotWait = 250 * time.Millisecond
-
-// waitSlot takes a decode slot, waiting up to slotWait.
-func (s *Server) waitSlot(r *http.Request) bool {
-	select {
-	case s.in.inflight <- struct{}{}:
-		return true
-	default:
-	}
-	t := time.NewTimer(slotWait)
-	defer t.Stop()
-	select {
-	case s.in.inflight <- struct{}{}:
-		return true
-	case <-t.C:
-	case <-r.Context().Done():
-	}
-	return false
-}
-
-// maxHeldRefusals bounds the refusals held back at once (Config.RefusalDelay).
-const maxHeldRefusals = 512
-
-// holdRefusal holds back the answer to a report refused with status for
-// what it is (see Config.RefusalDelay); when maxHeldRefusals are already
-// held, it marks the answer to close its connection instead.
-func (s *Server) holdRefusal(w http.ResponseWriter, r *http.Request, status int) {
-	switch status {
-	case http.StatusBadRequest, http.StatusUnauthorized, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType:
-	default:
-		return
-	}
-	if s.cfg.RefusalDelay <= 0 {
-		return
-	}
-	select {
-	case s.in.held <- struct{}{}:
-	default:
-		s.guard.refusalsUnheld.Inc()
-		w.Header().Set("Connection", "close")
-		return
-	}
-	defer func() { <-s.in.held }()
-	s.guard.refusalsHeld.Inc()
-	t := time.NewTimer(s.cfg.RefusalDelay)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-r.Context().Done():
-	case <-s.life.doneChan():
-	}
 }

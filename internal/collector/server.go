@@ -27,11 +27,16 @@ import (
 // Start), and stop it with Shutdown.
 //
 // It composes parts with one job each, each under its own lock; it holds
-// no feature logic:
-//   - in (intake; sources.go, screen.go): the front door for reports —
-//     decode slots and memory, refusals held back, the table of reporting
-//     processes (admission, the duplicate filter) — and the open minutes
-//     with their write-ahead log (wal.go), under mu;
+// no feature logic, and its own methods are its exported API, Consume's
+// one path through the parts (consume), the start (open, replay) and
+// the emission of closed minutes (emit):
+//   - in (intake; sources.go, screen.go, door.go): the front door for
+//     reports — decode slots and memory, refusals held back, strings made
+//     clean, the table of reporting processes (admission, the duplicate
+//     filter) — with POST /v1/reports (door.go);
+//   - minutes (openMinutes; minutes.go): the open minutes with their
+//     write-ahead log (wal.go), the minutes written for good, the replay;
+//     under mu;
 //   - agg (aggregator; aggregate.go): each open minute's rows and every
 //     tenant's live windows, in shards by tenant, each under its own lock;
 //   - em (emitter; emit.go): closed minutes to the store through the
@@ -46,7 +51,9 @@ import (
 //     detail and pool waits (enforcepart.go);
 //   - pg (pgPart; pg.go): the PostgreSQL sampler; fleet (fleet.go,
 //     fleet_policy.go): the peers and the shared policy; streams
-//     (stream.go): live stream clients; otlp (otlp.go): the OTLP receiver.
+//     (stream.go): live stream clients; otlp (otlpPart; otlp.go): the
+//     OTLP receiver; the demo fleet (demo.go) runs beside them when
+//     Config.Demo is set; life (lifecycle): the background work.
 //
 // A report takes mu twice, briefly — admission and the duplicate filter,
 // then its per-report merge and reply, which take the features' and the
@@ -55,39 +62,35 @@ import (
 // order mu; a feature's, pg's or em's; the policy's; a shard's last.
 type Server struct {
 	// Set once by New.
-	cfg    Config
-	log    *slog.Logger
-	met    *metrics
-	guard  *guardMetrics
-	token  string // admin token: Config.AdminToken or the one kept in DataDir
-	walDir string
-	start  time.Time
+	cfg   Config
+	log   *slog.Logger
+	met   *metrics
+	guard *guardMetrics
+	token string // admin token: Config.AdminToken or the one kept in DataDir
+	start time.Time
 
-	in      intake      // sources.go, screen.go
+	in      intake      // sources.go, screen.go, door.go
 	agg     *aggregator // aggregate.go
 	em      *emitter    // emit.go
 	policy  *policyPart // policy.go
 	feat    features    // feature.go
 	pg      *pgPart     // pg.go
 	fleet   *fleet      // fleet.go: peers and the shared policy, or nil
-	otlp    *otlpState  // otlp.go
+	otlp    *otlpPart   // otlp.go
 	streams streams     // stream.go
 
-	mu sync.Mutex // guards the sources, the open minutes, the live view and closed
-	// The open minutes (their rows are in agg).
-	minutes   map[int64]*minute
-	finalized map[int64]struct{} // minutes written for good (last 3 h)
-	lastFinal int64
-	view      liveView // merge.go, snapshot.go
-	closed    bool
+	mu      sync.Mutex  // guards in's sources, the open minutes, the live view and closed
+	minutes openMinutes // minutes.go; their rows are in agg
+	view    liveView    // merge.go, snapshot.go
+	closed  bool
 
-	wg   sync.WaitGroup // the background work
 	life lifecycle
 }
 
 // lifecycle holds the handles of the background work, set by Start and
 // Run and released by Shutdown.
 type lifecycle struct {
+	wg       sync.WaitGroup // the background work
 	done     chan struct{}
 	doneOnce sync.Once
 	lock     *os.File // flock on DataDir
@@ -106,7 +109,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(s.walDir, 0o700); err != nil {
+	if err := os.MkdirAll(s.minutes.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("collector: data dir: %w", err)
 	}
 	var tokenPath string
@@ -129,15 +132,13 @@ func New(cfg Config) (*Server, error) {
 // newParts makes the parts and registers their metrics.
 func newParts(cfg Config) (*Server, error) {
 	s := &Server{
-		cfg:       cfg,
-		log:       cfg.Logger,
-		walDir:    filepath.Join(cfg.DataDir, "wal"),
-		start:     cfg.Now(),
-		in:        newIntake(cfg),
-		minutes:   make(map[int64]*minute),
-		finalized: make(map[int64]struct{}),
-		view:      newLiveView(),
-		pg:        &pgPart{},
+		cfg:     cfg,
+		log:     cfg.Logger,
+		start:   cfg.Now(),
+		in:      newIntake(cfg),
+		minutes: newOpenMinutes(cfg, filepath.Join(cfg.DataDir, "wal")),
+		view:    newLiveView(),
+		pg:      &pgPart{},
 	}
 	var err error
 	if s.met, err = newMetrics(cfg.Registerer); err != nil {
@@ -146,7 +147,8 @@ func newParts(cfg Config) (*Server, error) {
 	if s.guard, err = newGuardMetrics(cfg.Registerer, s); err != nil {
 		return nil, fmt.Errorf("collector: metrics: %w", err)
 	}
-	s.in.guard = s.guard
+	s.in.guard, s.in.invalidTags, s.in.done = s.guard, s.met.invalidTags, s.life.doneChan()
+	s.minutes.retimed = s.met.retimed
 	s.agg = newAggregator(cfg, s.met, s.guard)
 	s.em = &emitter{dir: cfg.DataDir, agg: s.agg, met: s.met, guard: s.guard, log: s.log, now: cfg.Now}
 	s.policy = &policyPart{dir: cfg.DataDir, log: s.log, changes: s.met.policyChanges}
@@ -172,7 +174,7 @@ func (s *Server) open() error {
 	if err := s.policy.load(); err != nil {
 		return err
 	}
-	if err := s.newOTLP(); err != nil {
+	if s.otlp, err = newOTLPPart(s.cfg, s, &s.in, s.Authorize); err != nil {
 		return err
 	}
 	next, err := s.em.openStore(s.cfg)
@@ -224,68 +226,40 @@ func (s *Server) Store() store.Store { return s.em.store }
 
 // replay merges the reports of the write-ahead log into their minutes, so
 // that minutes a killed collector had not finished are emitted again in
-// full.
+// full. A logged report that cannot be decoded or is a duplicate is
+// skipped.
 func (s *Server) replay() error {
-	mins, err := walMinutes(s.walDir)
-	if err != nil {
-		return err
-	}
 	d := new(decoded)
 	now := s.cfg.Now()
-	for _, mt := range mins {
-		m := newMinute(mt)
-		n := 0
-		cut, err := readWAL(walPath(s.walDir, mt), func(body []byte) error {
-			if s.replayOne(d, body, m, now) {
-				n++
-			}
-			return nil
-		})
-		if err != nil {
-			return err
+	return s.minutes.replay(func(body []byte, m *minute) bool {
+		rep := &d.rep
+		if err := reports.DecodeInto(rep, body); err != nil {
+			s.log.Warn("wal: undecodable report skipped", "minute", m.start, "err", err)
+			return false
 		}
-		if cut > 0 {
-			s.log.Warn("wal: cut a torn record (never acknowledged)", "minute", mt, "bytes", cut)
+		s.in.screen(rep)
+		src := s.in.source(sourceKey(rep.Source), now)
+		if src.last.IsZero() {
+			src.last = now // and its bucket full, as a new one is
 		}
-		if m.wal, err = openWAL(s.walDir, mt); err != nil {
-			return err
+		if src.check(rep.Seq) == seqDup {
+			return false
 		}
-		m.dirty.Store(true)
-		s.minutes[mt.Unix()] = m
-		s.log.Info("wal: replayed minute", "minute", mt, "reports", n)
-	}
-	return nil
-}
-
-// replayOne merges one logged report into m; it reports whether it was
-// merged (not undecodable, not a duplicate).
-func (s *Server) replayOne(d *decoded, body []byte, m *minute, now time.Time) bool {
-	rep := &d.rep
-	if err := reports.DecodeInto(rep, body); err != nil {
-		s.log.Warn("wal: undecodable report skipped", "minute", m.start, "err", err)
-		return false
-	}
-	s.screen(rep)
-	src := s.sourceLocked(sourceKey(rep.Source), now)
-	if src.last.IsZero() {
-		src.last = now // and its bucket full, as a new one is
-	}
-	if src.check(rep.Seq) == seqDup {
-		return false
-	}
-	src.mark(rep.Seq)
-	s.acceptedLocked(src, now)
-	d.prepare(s.agg)
-	s.mergeReportLocked(d, m, now, false)
-	s.agg.merge(rep, &d.order, m, now, false)
-	return true
+		src.mark(rep.Seq)
+		s.in.accepted(src, now)
+		d.prepare(s.agg)
+		s.feat.merge(rep, now, false)
+		s.view.merge(d, m, now, false)
+		s.agg.merge(rep, &d.order, m, now, false)
+		return true
+	})
 }
 
 // Handler returns the collector's HTTP API.
 func (s *Server) Handler() http.Handler {
 	h := httpAPI{s}
 	mux := http.NewServeMux()
-	mux.HandleFunc(api.PathReports, s.handleReports)
+	mux.HandleFunc(api.PathReports, h.handleReports) // door.go
 	mux.Handle(otlpin.PathTraces, s.otlp.recv)
 	mux.HandleFunc(api.PathLive, h.authorized(RoleRead, h.handleLive))
 	mux.HandleFunc(api.PathStream, h.authorized(RoleRead, h.handleStream))
@@ -317,19 +291,17 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("collector: listen: %w", err)
 	}
 	s.life.ln = ln
-	if err := s.listenOTLP(); err != nil {
+	if err := s.otlp.listen(s.cfg.OTLPGRPC, &s.life.wg, s.log); err != nil {
 		ln.Close()
 		return err
 	}
 	s.life.httpSrv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
+	s.life.goRun(func() {
 		if err := s.life.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http server", "err", err)
 		}
-	}()
+	})
 	s.Run(ctx)
 	s.log.Info("collector listening", "addr", ln.Addr().String(), "store", redactStore(s.cfg.Store), "writer", s.em.writer, "demo", s.cfg.Demo, "sampler", s.cfg.Postgres != "")
 	return nil
@@ -348,25 +320,25 @@ func (s *Server) Addr() string {
 // listener (for callers that serve Handler themselves). Shutdown stops it.
 func (s *Server) Run(ctx context.Context) {
 	ctx, s.life.cancel = context.WithCancel(ctx)
-	s.startOTLP()
-	s.feat.quota.start(ctx, &s.wg)
-	s.goRun(func() { every(ctx, time.Second, func() { s.Tick(ctx, s.cfg.Now()) }) })
-	s.fleet.start(ctx, &s.wg)
+	s.otlp.recv.Start()
+	s.feat.quota.start(ctx, &s.life.wg)
+	s.life.goRun(func() { every(ctx, time.Second, func() { s.Tick(ctx, s.cfg.Now()) }) })
+	s.fleet.start(ctx, &s.life.wg)
 	if s.cfg.Postgres != "" {
-		s.goRun(func() {
+		s.life.goRun(func() {
 			s.pg.run(ctx, s.cfg, s.met, s.AddSample, s.feat.bud.checkRunaway)
 		})
 	}
 	if s.cfg.Demo {
-		s.goRun(func() { s.runDemo(ctx) })
+		s.life.goRun(func() { runDemo(ctx, s) })
 	}
 }
 
 // goRun runs f on a goroutine that Shutdown waits for.
-func (s *Server) goRun(f func()) {
-	s.wg.Add(1)
+func (l *lifecycle) goRun(f func()) {
+	l.wg.Add(1)
 	go func() {
-		defer s.wg.Done()
+		defer l.wg.Done()
 		f()
 	}()
 }
@@ -404,8 +376,9 @@ func (s *Server) Tick(ctx context.Context, now time.Time) {
 	s.mu.Lock()
 	s.view.prune(now)
 	s.in.prune(now, time.Minute+s.cfg.Grace+s.cfg.LateKeep)
-	wals := s.view.tick(now, s.minutes)
-	s.met.openMinutes.Set(float64(len(s.minutes)))
+	s.view.tick(now)
+	wals := s.minutes.wals()
+	s.met.openMinutes.Set(float64(len(s.minutes.byStart)))
 	s.met.sources.Set(float64(len(s.in.sources)))
 	s.met.tenantsTracked.Set(float64(s.agg.tenants.Load()))
 	s.mu.Unlock()
@@ -423,34 +396,8 @@ func (s *Server) Tick(ctx context.Context, now time.Time) {
 // emit writes every changed minute whose grace has passed (all changed
 // minutes when all is set), and drops minutes past the late horizon.
 func (s *Server) emit(ctx context.Context, now time.Time, all bool) {
-	var todo []emission
 	s.mu.Lock()
-	for k, m := range s.minutes {
-		closeAt := m.start.Add(time.Minute + s.cfg.Grace)
-		if m.dirty.Load() && (all || !now.Before(closeAt)) {
-			if s.em.store == nil {
-				m.dirty.Store(false)
-			} else {
-				todo = append(todo, s.em.build(m))
-			}
-		}
-		if !m.dirty.Load() && m.merging.Load() == 0 && !now.Before(closeAt.Add(s.cfg.LateKeep)) {
-			if m.wal != nil {
-				if err := m.wal.remove(); err != nil && !errors.Is(err, os.ErrNotExist) {
-					s.log.Warn("wal: remove", "err", err)
-				}
-			}
-			delete(s.minutes, k)
-			s.agg.dropMinute(m)
-			s.finalized[k] = struct{}{}
-			s.lastFinal = max(s.lastFinal, k)
-		}
-	}
-	for k := range s.finalized {
-		if now.Unix()-k > 3*3600 && k < s.lastFinal {
-			delete(s.finalized, k)
-		}
-	}
+	todo := s.minutes.due(now, all, s.em)
 	s.mu.Unlock()
 	s.em.writeAll(ctx, todo)
 }
@@ -459,7 +406,7 @@ func (s *Server) emit(ctx context.Context, now time.Time, all bool) {
 // spool (within ctx) and closes the store. Calls after the first return
 // ErrShutdown.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.stopOTLP(ctx)
+	s.otlp.stop(ctx, s.log)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
@@ -475,14 +422,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.life.cancel != nil {
 		s.life.cancel()
 	}
-	s.wg.Wait()
+	s.life.wg.Wait()
 	s.emit(ctx, s.cfg.Now(), true)
 	s.mu.Lock()
-	for _, m := range s.minutes {
-		if m.wal != nil {
-			m.wal.sync()
-			m.wal.close()
-		}
+	for _, w := range s.minutes.wals() {
+		w.sync()
+		w.close()
 	}
 	s.mu.Unlock()
 	errs = append(errs, s.em.close(ctx))
@@ -496,160 +441,6 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (l *lifecycle) doneChan() chan struct{} {
 	l.doneOnce.Do(func() { l.done = make(chan struct{}) })
 	return l.done
-}
-
-// handleReports is POST /v1/reports.
-func (s *Server) handleReports(w http.ResponseWriter, r *http.Request) {
-	// A refusal for what the request is, not for how busy the collector
-	// is, is held back (Config.RefusalDelay).
-	refuse := func(status int, reason, msg string) {
-		s.holdRefusal(w, r, status)
-		s.reject(w, status, reason, msg, 0)
-	}
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", "POST")
-		s.reject(w, http.StatusMethodNotAllowed, reasonMethod, "use POST", 0)
-		return
-	}
-	if _, err := s.Authorize(r, RoleReport); err != nil {
-		refuse(http.StatusUnauthorized, reasonUnauthorized, err.Error())
-		return
-	}
-	if ct := r.Header.Get("Content-Type"); !contentTypeIs(ct, report.ContentType) {
-		refuse(http.StatusUnsupportedMediaType, reasonContentType,
-			fmt.Sprintf("Content-Type %q: a report is %s", ct, report.ContentType))
-		return
-	}
-	if r.ContentLength > report.MaxReportBytes {
-		refuse(http.StatusRequestEntityTooLarge, reasonTooLarge,
-			fmt.Sprintf("report of %d bytes, at most %d", r.ContentLength, report.MaxReportBytes))
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, report.MaxReportBytes))
-	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			refuse(http.StatusRequestEntityTooLarge, reasonTooLarge, fmt.Sprintf("report larger than %d bytes", report.MaxReportBytes))
-			return
-		}
-		refuse(http.StatusBadRequest, reasonMalformed, "reading body: "+err.Error())
-		return
-	}
-	// A header that cannot be decoded (a bomb, a claim beyond what the
-	// body can expand to) is refused before it takes a decode slot.
-	if err := report.CheckHeader(body); err != nil {
-		status, reason := decodeStatus(err)
-		refuse(status, reason, err.Error())
-		return
-	}
-	// Bound the reports decoded at once, and the memory they may take
-	// (the body is read first, under the server's read timeout, so a slow
-	// client holds no slot).
-	if !s.waitSlot(r) {
-		s.reject(w, http.StatusServiceUnavailable, reasonBusy, "collector busy", time.Second)
-		return
-	}
-	budget := report.DecodeBudget(body)
-	if !s.in.decode.TryAcquire(budget) {
-		<-s.in.inflight
-		s.reject(w, http.StatusServiceUnavailable, reasonBusy, "collector busy decoding other reports", time.Second)
-		return
-	}
-	t0 := time.Now()
-	d := s.in.take()
-	var reply report.Reply
-	if err = reports.DecodeInto(&d.rep, body); err == nil {
-		reply, err = s.consume(d, body, t0)
-	} else {
-		err = errDecode{err}
-	}
-	s.in.give(d)
-	s.in.decode.Release(budget)
-	<-s.in.inflight
-	if err != nil {
-		status, reason, retry := refusalStatus(err)
-		s.holdRefusal(w, r, status)
-		s.reject(w, status, reason, err.Error(), retry)
-		return
-	}
-	s.writeReply(w, reply)
-}
-
-// writeReply writes the reply to an accepted report.
-func (s *Server) writeReply(w http.ResponseWriter, reply report.Reply) {
-	b, err := report.EncodeReply(reply)
-	if err != nil {
-		s.log.Error("reply cannot be encoded; sending none", "err", err)
-		b, _ = report.EncodeReply(report.Reply{Accepted: true})
-	}
-	w.Header().Set("Content-Type", report.ReplyContentType)
-	w.Write(b)
-}
-
-// The refusals of Consume. The HTTP handler of POST /v1/reports is the
-// only place that turns them into statuses (refusalStatus).
-var (
-	errShuttingDown = errors.New("collector shutting down")
-	errAdmission    = errors.New("source over its report rate")
-	errPending      = errors.New("the same report is being logged; retry")
-	errStale        = errors.New("sequence too far behind")
-	errWAL          = errors.New("collector cannot log the report")
-)
-
-// errDecode is a body that is not a report (report.ErrMalformed and its
-// kin): only the HTTP handler decodes.
-type errDecode struct{ err error }
-
-func (e errDecode) Error() string { return e.err.Error() }
-func (e errDecode) Unwrap() error { return e.err }
-
-// refusalStatus maps a refusal of POST /v1/reports to its status, its
-// metric reason and its Retry-After.
-func refusalStatus(err error) (status int, reason string, retry time.Duration) {
-	retry, _ = report.IsRetryable(err)
-	var de errDecode
-	switch {
-	case errors.As(err, &de):
-		status, reason = decodeStatus(de.err)
-		return status, reason, 0
-	case errors.Is(err, errAdmission):
-		return http.StatusTooManyRequests, reasonAdmission, retry
-	case errors.Is(err, errStale):
-		return http.StatusConflict, reasonStale, 0
-	case errors.Is(err, errWAL):
-		return http.StatusServiceUnavailable, reasonWAL, retry
-	case errors.Is(err, errShuttingDown), errors.Is(err, errPending):
-		return http.StatusServiceUnavailable, reasonBusy, retry
-	case errors.Is(err, report.ErrInvalid):
-		return http.StatusBadRequest, reasonMalformed, 0
-	}
-	if retry > 0 {
-		return http.StatusServiceUnavailable, reasonBusy, retry
-	}
-	return http.StatusBadRequest, reasonMalformed, 0
-}
-
-// take returns a decoded report from the pool, or a new one.
-func (in *intake) take() *decoded {
-	select {
-	case d := <-in.reports:
-		return d
-	default:
-		return new(decoded)
-	}
-}
-
-// give hands d back to the pool, keeping the rows of a small report (and
-// their latencies' memory), nothing else.
-func (in *intake) give(d *decoded) {
-	if cap(d.rep.Rows) > pooledRows {
-		return
-	}
-	d.rep.Reset()
-	select {
-	case in.reports <- d:
-	default:
-	}
 }
 
 // Consume merges one report as POST /v1/reports does once it has decoded
@@ -684,7 +475,7 @@ func (s *Server) consume(d *decoded, raw []byte, t0 time.Time) (report.Reply, er
 	// Everything that needs no shared state runs before the lock, on as
 	// many cores as there are requests: string checks, sparse latencies,
 	// the rows' shard order.
-	s.screen(rep)
+	s.in.screen(rep)
 	d.prepare(s.agg)
 
 	// Under the lock: admission, the duplicate filter, the minute.
@@ -694,7 +485,7 @@ func (s *Server) consume(d *decoded, raw []byte, t0 time.Time) (report.Reply, er
 		return report.Reply{}, report.NewRetryable(errShuttingDown, time.Second)
 	}
 	now := s.cfg.Now()
-	src := s.sourceLocked(sourceKey(rep.Source), now)
+	src := s.in.source(sourceKey(rep.Source), now)
 	if wait, ok := src.admit(now, s.cfg.SourceRate); !ok {
 		s.mu.Unlock()
 		return report.Reply{}, report.NewRetryable(fmt.Errorf("%w: source %s/%s sends more than %.0f reports/s",
@@ -707,14 +498,14 @@ func (s *Server) consume(d *decoded, raw []byte, t0 time.Time) (report.Reply, er
 			return report.Reply{}, report.NewRetryable(errPending, time.Second)
 		}
 		s.met.duplicates.Inc()
-		reply := s.quotaReplyLocked(rep, now, s.replyLocked(), false)
+		reply := s.feat.reply(rep, now, s.policy.reply(), false)
 		s.mu.Unlock()
 		return reply, nil
 	case seqStale:
 		s.mu.Unlock()
 		return report.Reply{}, fmt.Errorf("%w: sequence %d is more than %d behind %d", errStale, rep.Seq, seqWindow, src.max)
 	}
-	m, err := s.minuteLocked(rep, now)
+	m, err := s.minutes.take(rep.Start, rep.End, now)
 	if err != nil {
 		s.mu.Unlock()
 		s.log.Error("report not logged; refused", "err", err)
@@ -728,7 +519,7 @@ func (s *Server) consume(d *decoded, raw []byte, t0 time.Time) (report.Reply, er
 
 	// The write-ahead log, outside the merge lock: reports of other
 	// sources merge while this one is written.
-	err = s.logReport(wal, rep, raw)
+	err = wal.appendReport(rep, raw)
 
 	s.mu.Lock()
 	src.unpend(rep.Seq)
@@ -742,9 +533,10 @@ func (s *Server) consume(d *decoded, raw []byte, t0 time.Time) (report.Reply, er
 		}
 		return report.Reply{}, report.NewRetryable(errWAL, 5*time.Second)
 	}
-	s.acceptedLocked(src, now)
-	s.mergeReportLocked(d, m, now, true)
-	reply := s.quotaReplyLocked(rep, now, s.replyLocked(), true)
+	s.in.accepted(src, now)
+	s.feat.merge(rep, now, true)
+	s.view.merge(d, m, now, true)
+	reply := s.feat.reply(rep, now, s.policy.reply(), true)
 	s.mu.Unlock()
 
 	// The rows, shard by shard, without s.mu.
@@ -754,53 +546,6 @@ func (s *Server) consume(d *decoded, raw []byte, t0 time.Time) (report.Reply, er
 	s.met.accepted.Inc()
 	s.met.mergeSeconds.Observe(time.Since(t0).Seconds())
 	return reply, nil
-}
-
-// minuteLocked returns the minute rep merges into, with its write-ahead
-// log open.
-func (s *Server) minuteLocked(rep *report.Report, now time.Time) (*minute, error) {
-	mt, retimed := s.minuteOf(rep, now)
-	if retimed {
-		s.met.retimed.Inc()
-	}
-	m := s.minutes[mt.Unix()]
-	if m == nil {
-		m = newMinute(mt)
-		s.minutes[mt.Unix()] = m
-	}
-	if m.wal == nil {
-		var err error
-		if m.wal, err = openWAL(s.walDir, mt); err != nil {
-			return nil, err
-		}
-	}
-	return m, nil
-}
-
-// logReport appends rep's body to the write-ahead log, encoding rep when
-// the caller had no body (a report handed over in process).
-func (s *Server) logReport(wal *walFile, rep *report.Report, raw []byte) error {
-	if raw == nil {
-		var err error
-		if raw, err = rep.MarshalBinary(); err != nil {
-			return err
-		}
-	}
-	return wal.append(raw)
-}
-
-func (s *Server) reject(w http.ResponseWriter, status int, reason, msg string, retry time.Duration) {
-	s.met.rejected.WithLabelValues(reason).Inc()
-	if status == http.StatusUnauthorized {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="qtop"`)
-	}
-	if retry > 0 {
-		w.Header().Set("Retry-After", fmt.Sprint(int((retry+time.Second-1)/time.Second)))
-	}
-	b, _ := report.EncodeReply(report.Reply{Accepted: false, RetryAfter: retry, Message: msg})
-	w.Header().Set("Content-Type", report.ReplyContentType)
-	w.WriteHeader(status)
-	w.Write(b)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -103,7 +103,17 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) api.Snapsh
 	s.view.snapshot(&snap, now, s.guard)
 	s.feat.snapshot(&snap, now)
 	s.pg.snapshot(&snap)
-	snap.Collector = s.statusLocked(now)
+	snap.Collector = api.CollectorStatus{
+		Uptime:        now.Sub(s.start),
+		ReportsPerSec: s.view.reportsPerSec(sec),
+		Sources:       s.in.active(now),
+		Rejected:      sumCounterVec(s.met.rejected),
+		Duplicates:    uint64(counterValue(s.met.duplicates)),
+		Store:         redactStore(s.cfg.Store),
+		Sampler:       s.cfg.Postgres != "",
+	}
+	s.em.status(&snap.Collector)
+	s.pg.status(&snap.Collector)
 	return snap
 }
 
@@ -305,35 +315,6 @@ func (v *liveView) snapshot(snap *api.Snapshot, now time.Time, guard *guardMetri
 		})
 	}
 	slices.SortFunc(snap.Services, func(a, b api.ServiceRow) int { return strings.Compare(a.Service, b.Service) })
-}
-
-// statusLocked is the collector's own status at now. s.mu is held.
-func (s *Server) statusLocked(now time.Time) api.CollectorStatus {
-	sec := now.Unix()
-	var reports uint64
-	for _, c := range s.view.reportsSec {
-		if c.stamp >= sec-rateN && c.stamp < sec {
-			reports += c.n
-		}
-	}
-	sources := 0
-	for _, src := range s.in.sources {
-		if now.Sub(src.last) <= rateN*time.Second {
-			sources++
-		}
-	}
-	cs := api.CollectorStatus{
-		Uptime:        now.Sub(s.start),
-		ReportsPerSec: float64(reports) / rateN,
-		Sources:       sources,
-		Rejected:      sumCounterVec(s.met.rejected),
-		Duplicates:    uint64(counterValue(s.met.duplicates)),
-		Store:         redactStore(s.cfg.Store),
-		Sampler:       s.cfg.Postgres != "",
-	}
-	s.em.status(&cs)
-	s.pg.status(&cs)
-	return cs
 }
 
 func (s httpAPI) parseLiveQuery(r *http.Request) (string, int, error) {

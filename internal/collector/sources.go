@@ -4,8 +4,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/qtop-dev/qtop/report"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/semaphore"
+
+	"github.com/qtop-dev/qtop/report"
 )
 
 // Source admission. A process that reports for the first time is on
@@ -20,31 +22,35 @@ import (
 const promoteAfter = 3
 
 // intake is the collector's front door for reports: it bounds the
-// reports decoded at once and the memory they may take, holds back the
-// answers to junk (holdRefusal), keeps decoded reports for reuse, and
-// keeps the table of reporting processes — their admission bucket, the
-// duplicate filter and probation. Its channels and semaphore need no
-// lock; sources and admit are under Server.mu (with the open minutes the
-// reports go to).
+// reports decoded at once and the memory they may take (door.go), holds
+// back the answers to junk (hold), makes every string of a report clean
+// (screen.go), keeps decoded reports for reuse, and keeps the table of
+// reporting processes — their admission bucket, the duplicate filter and
+// probation. Its channels and semaphore need no lock; sources and admit
+// are under Server.mu (with the open minutes the reports go to).
 type intake struct {
-	maxSources int // Config.MaxSources
-	guard      *guardMetrics
-	inflight   chan struct{}       // bounds reports decoded at once
-	held       chan struct{}       // bounds refusals held back (screen.go)
-	reports    chan *decoded       // decoded reports kept for reuse
-	decode     *semaphore.Weighted // bytes of memory decodes may take at once
-	sources    map[string]*source
-	admit      admission
+	maxSources   int           // Config.MaxSources
+	refusalDelay time.Duration // Config.RefusalDelay
+	guard        *guardMetrics
+	invalidTags  prometheus.Counter
+	done         <-chan struct{}     // closed when the server stops: held refusals end
+	inflight     chan struct{}       // bounds reports decoded at once
+	held         chan struct{}       // bounds refusals held back (screen.go)
+	reports      chan *decoded       // decoded reports kept for reuse
+	decode       *semaphore.Weighted // bytes of memory decodes may take at once
+	sources      map[string]*source
+	admit        admission
 }
 
 func newIntake(cfg Config) intake {
 	return intake{
-		maxSources: cfg.MaxSources,
-		inflight:   make(chan struct{}, 64),
-		held:       make(chan struct{}, maxHeldRefusals),
-		reports:    make(chan *decoded, pooledReports),
-		decode:     semaphore.NewWeighted(decodeMemory),
-		sources:    make(map[string]*source),
+		maxSources:   cfg.MaxSources,
+		refusalDelay: cfg.RefusalDelay,
+		inflight:     make(chan struct{}, 64),
+		held:         make(chan struct{}, maxHeldRefusals),
+		reports:      make(chan *decoded, pooledReports),
+		decode:       semaphore.NewWeighted(decodeMemory),
+		sources:      make(map[string]*source),
 	}
 }
 
@@ -56,12 +62,6 @@ type admission struct {
 }
 
 func (in *intake) probationCap() int { return max(in.maxSources/10, 16) }
-
-// sourceLocked is Ingest's name for intake.source. s.mu is held.
-func (s *Server) sourceLocked(key string, now time.Time) *source { return s.in.source(key, now) }
-
-// acceptedLocked is Ingest's name for intake.accepted. s.mu is held.
-func (s *Server) acceptedLocked(src *source, now time.Time) { s.in.accepted(src, now) }
 
 // source returns the source of key, admitting a new one on probation.
 func (in *intake) source(key string, now time.Time) *source {
@@ -93,6 +93,17 @@ func (in *intake) accepted(src *source, now time.Time) {
 		src.est = true
 		in.admit.established++
 	}
+}
+
+// active counts the sources that reported within the live window at now.
+func (in *intake) active(now time.Time) int {
+	n := 0
+	for _, src := range in.sources {
+		if now.Sub(src.last) <= rateN*time.Second {
+			n++
+		}
+	}
+	return n
 }
 
 // prune forgets the sources idle for longer than idle at now.

@@ -179,3 +179,15 @@ func readWAL(path string, fn func(body []byte) error) (cut int64, err error) {
 	}
 	return st.Size() - off, nil
 }
+
+// appendReport appends rep's body raw to the log, encoding rep when the
+// caller had no body (a report handed over in process).
+func (w *walFile) appendReport(rep *report.Report, raw []byte) error {
+	if raw == nil {
+		var err error
+		if raw, err = rep.MarshalBinary(); err != nil {
+			return err
+		}
+	}
+	return w.append(raw)
+}

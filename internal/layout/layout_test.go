@@ -10,7 +10,7 @@ import (
 const module = "github.com/qtop-dev/qtop"
 
 // libraries are the packages an application imports.
-var libraries = []string{"tenant", "sqlcomment", "sqlcomment/pgxcomment", "spacesaving", "topn", "ratio",
+var libraries = []string{"tenant", "sqlcomment", "sqlcomment/comment", "sqlcomment/pgxcomment", "spacesaving", "topn", "ratio",
 	"policy", "enforce", "meter", "meter/otelmeter", "meter/sqlmeter", "report", "freshness", "budget", "histogram", "api", "agent",
 	"hotkey", "fairqueue", "gcra", "ru"}
 
@@ -82,12 +82,9 @@ func TestTUIDoesNotLinkTheCollector(t *testing.T) {
 // qtop only on tenant, histogram and spacesaving; the collector reads
 // reports through it, so it links neither the OpenTelemetry SDK (the span
 // processor is meter/otelmeter) nor the sending side's SQL hooks
-// (meter/sqlmeter).
-//
-// Not yet checked: the collector still links sqlcomment, for its comment
-// format alone (Parse, Shape, the Key constants: internal/collector's
-// runaway.go, internal/otlpin's mapping.go, pgactivity), which is to move
-// to a package of its own.
+// (meter/sqlmeter), nor the database/sql wrapper sqlcomment: it reads the
+// comment format (Parse, Shape, the Key constants, the session tag)
+// through sqlcomment/comment, which links neither sqlcomment nor cgo.
 func TestReportContract(t *testing.T) {
 	allowed := map[string]bool{module + "/report": true, module + "/tenant": true, module + "/histogram": true, module + "/spacesaving": true}
 	for _, dep := range goList(t, `{{.ImportPath}}`, module+"/report") {
@@ -98,6 +95,17 @@ func TestReportContract(t *testing.T) {
 	for _, dep := range goList(t, `{{.ImportPath}}`, module+"/internal/collector", module+"/meter") {
 		if strings.HasPrefix(dep, "go.opentelemetry.io/otel/sdk") || strings.HasPrefix(dep, module+"/meter/") {
 			t.Errorf("the collector or the meter core depends on %s", dep)
+		}
+	}
+	for _, dep := range goList(t, `{{.ImportPath}}`, module+"/internal/collector") {
+		if dep == module+"/sqlcomment" {
+			t.Errorf("the collector depends on %s (read the comment format through sqlcomment/comment)", dep)
+		}
+	}
+	inside := map[string]bool{module + "/sqlcomment/comment": true, module + "/sqlcomment/internal/lex": true, module + "/tenant": true}
+	for _, dep := range goList(t, `{{.ImportPath}}`, module+"/sqlcomment/comment") {
+		if strings.HasPrefix(dep, module+"/") && !inside[dep] {
+			t.Errorf("sqlcomment/comment depends on %s", dep)
 		}
 	}
 	for _, dep := range goList(t, `{{.ImportPath}}`, module+"/meter") {

@@ -7,7 +7,7 @@ import (
 	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/ru"
-	"github.com/qtop-dev/qtop/sqlcomment"
+	"github.com/qtop-dev/qtop/sqlcomment/comment"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -333,15 +333,15 @@ func (m *mapper) comment(query []byte, r *meter.Record, out *mapped) {
 	if len(query) > maxCommentQuery {
 		query = query[len(query)-maxCommentQuery:] // the comment is at the end
 	}
-	tags, err := sqlcomment.Parse(string(query))
+	tags, err := comment.Parse(string(query))
 	if err != nil {
 		return
 	}
-	if t, ok := tags[sqlcomment.KeyTenant]; ok {
+	if t, ok := tags[comment.KeyTenant]; ok {
 		r.Tags.Tenant = m.in.tenant([]byte(t))
 		out.tagged = true
 	}
-	if t, ok := tags[sqlcomment.KeyTier]; ok && r.Tags.Tier == tenant.TierUnset {
+	if t, ok := tags[comment.KeyTier]; ok && r.Tags.Tier == tenant.TierUnset {
 		r.Tags.Tier = m.in.tier([]byte(t))
 	}
 }

@@ -1,4 +1,4 @@
-package sqlcomment
+package comment
 
 import (
 	"encoding/json"
@@ -129,7 +129,7 @@ func TestParseManyTags(t *testing.T) {
 // TestParseCorpus reads the comments other tools write (the shared corpus
 // in the repository's testdata folder).
 func TestParseCorpus(t *testing.T) {
-	b, err := os.ReadFile("../testdata/sqlcomments/corpus.json")
+	b, err := os.ReadFile("../../testdata/sqlcomments/corpus.json")
 	if err != nil {
 		t.Fatal(err)
 	}

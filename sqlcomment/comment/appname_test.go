@@ -1,11 +1,11 @@
-package sqlcomment_test
+package comment_test
 
 import (
 	"fmt"
 	"strings"
 	"testing"
 
-	"github.com/qtop-dev/qtop/sqlcomment"
+	"github.com/qtop-dev/qtop/sqlcomment/comment"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -23,30 +23,30 @@ func TestApplicationName(t *testing.T) {
 		{"bill|ing's\\", tenant.Tags{Tenant: "a|b%c'd\\e~f"}, "bill_ing_s_|t=a%7Cb%25c%27d%5Ce%7Ef"},
 		{"billing", tenant.Tags{Tenant: "café"}, "billing|t=caf%C3%A9"},
 		{"billing", tenant.Tags{Tenant: strings.Repeat("x", 40)}, "billing|t=" + strings.Repeat("x", 40)},
-		{"billing", tenant.Tags{Tenant: long}, "billing|t=" + sqlcomment.TenantID(long)},
-		{"billing", tenant.Tags{Tenant: "日本の会社株式会社東京本社"}, "billing|t=" + sqlcomment.TenantID("日本の会社株式会社東京本社")},
+		{"billing", tenant.Tags{Tenant: long}, "billing|t=" + comment.TenantID(long)},
+		{"billing", tenant.Tags{Tenant: "日本の会社株式会社東京本社"}, "billing|t=" + comment.TenantID("日本の会社株式会社東京本社")},
 		{strings.Repeat("s", 70), tenant.Tags{}, strings.Repeat("s", 63)},
 		{strings.Repeat("s", 70), tenant.Tags{Tenant: strings.Repeat("x", 40), Tier: tenant.T3},
 			strings.Repeat("s", 17) + "|t=" + strings.Repeat("x", 40) + "|T3"},
 		{"sérvice", tenant.Tags{Tenant: "a"}, "s__rvice|t=a"},
 	} {
-		got := sqlcomment.ApplicationName(c.service, c.tags)
+		got := comment.ApplicationName(c.service, c.tags)
 		if got != c.want {
 			t.Errorf("ApplicationName(%q, %+v) = %q, want %q", c.service, c.tags, got, c.want)
 		}
-		if len(got) > sqlcomment.MaxApplicationNameLen {
+		if len(got) > comment.MaxApplicationNameLen {
 			t.Errorf("%q: %d bytes", got, len(got))
 		}
 		if c.tags.Tenant == "" {
-			if _, ok := sqlcomment.ParseApplicationName(got); ok {
+			if _, ok := comment.ParseApplicationName(got); ok {
 				t.Errorf("ParseApplicationName(%q) found a tenant", got)
 			}
 			continue
 		}
-		a, ok := sqlcomment.ParseApplicationName(got)
+		a, ok := comment.ParseApplicationName(got)
 		wantTenant := c.tags.Tenant
 		if a.ID {
-			wantTenant = sqlcomment.TenantID(c.tags.Tenant)
+			wantTenant = comment.TenantID(c.tags.Tenant)
 		}
 		if !ok || a.Tenant != wantTenant || a.Tier != c.tags.Tier || !strings.HasPrefix(got, a.Service+"|t=") {
 			t.Errorf("ParseApplicationName(%q) = %+v, %v", got, a, ok)
@@ -55,8 +55,8 @@ func TestApplicationName(t *testing.T) {
 }
 
 func TestTenantID(t *testing.T) {
-	id := sqlcomment.TenantID("acme")
-	if len(id) != 13 || id[0] != '~' || id != sqlcomment.TenantID("acme") || id == sqlcomment.TenantID("acme2") {
+	id := comment.TenantID("acme")
+	if len(id) != 13 || id[0] != '~' || id != comment.TenantID("acme") || id == comment.TenantID("acme2") {
 		t.Fatalf("TenantID: %q", id)
 	}
 	if err := tenant.ValidateTenant(id); err != nil {
@@ -68,52 +68,13 @@ func TestParseApplicationNameRejects(t *testing.T) {
 	for _, s := range []string{"", "billing", "billing|t=", "billing|t=%4", "billing|t=%zz", "billing|t=%41%4",
 		"billing|t=~abc", "billing|t=~ABCDEFGHIJKLM", "billing|t=a|b", "billing|t=(untagged)", "billing|t=%0A",
 		"billing|t=" + strings.Repeat("x", 41), "billing|T2"} {
-		if a, ok := sqlcomment.ParseApplicationName(s); ok {
+		if a, ok := comment.ParseApplicationName(s); ok {
 			t.Errorf("ParseApplicationName(%q) = %+v, want false", s, a)
 		}
 	}
-	a, ok := sqlcomment.ParseApplicationName("a|t=b|t=c|T1")
+	a, ok := comment.ParseApplicationName("a|t=b|t=c|T1")
 	if !ok || a.Service != "a|t=b" || a.Tenant != "c" || a.Tier != tenant.T1 {
 		t.Errorf("the last tenant field wins: %+v %v", a, ok)
-	}
-}
-
-func TestTenantNames(t *testing.T) {
-	n := sqlcomment.NewTenantNames(2)
-	a := n.Add("alpha")
-	n.Add("alpha")
-	n.Add("beta")
-	if got := n.Add("gamma"); got != sqlcomment.TenantID("gamma") {
-		t.Fatal(got)
-	}
-	if _, ok := n.Lookup(sqlcomment.TenantID("gamma")); ok {
-		t.Fatal("full of undrained names: gamma must be dropped")
-	}
-	seen := map[string]string{}
-	n.Drain(func(id, name string) { seen[id] = name })
-	if len(seen) != 2 || seen[a] != "alpha" {
-		t.Fatalf("drained %v", seen)
-	}
-	n.Drain(func(id, name string) { t.Fatalf("drained twice: %s", name) })
-	n.Add("gamma") // evicts a drained one
-	if name, ok := n.Lookup(sqlcomment.TenantID("gamma")); !ok || name != "gamma" {
-		t.Fatal("gamma not kept after a drain")
-	}
-}
-
-func TestParseMode(t *testing.T) {
-	for s, want := range map[string]sqlcomment.Mode{"": sqlcomment.ModeComment, "auto": sqlcomment.ModeAuto,
-		"Comment": sqlcomment.ModeComment, "session": sqlcomment.ModeSession, " both ": sqlcomment.ModeBoth} {
-		if m, err := sqlcomment.ParseMode(s); err != nil || m != want || (s != "" && m.String() != strings.ToLower(strings.TrimSpace(s))) {
-			t.Errorf("ParseMode(%q) = %v, %v", s, m, err)
-		}
-	}
-	if _, err := sqlcomment.ParseMode("tag"); err == nil {
-		t.Error("ParseMode(tag) succeeded")
-	}
-	if sqlcomment.ModeAuto.Resolve(true) != sqlcomment.ModeSession || sqlcomment.ModeAuto.Resolve(false) != sqlcomment.ModeComment ||
-		sqlcomment.ModeBoth.Resolve(false) != sqlcomment.ModeComment || sqlcomment.ModeBoth.Resolve(true) != sqlcomment.ModeBoth {
-		t.Error("Resolve")
 	}
 }
 
@@ -125,16 +86,16 @@ func FuzzParseApplicationName(f *testing.F) {
 		f.Add(s, "svc", "acme", uint8(2))
 	}
 	f.Fuzz(func(t *testing.T, s, service, name string, tier uint8) {
-		if a, ok := sqlcomment.ParseApplicationName(s); ok {
-			again := sqlcomment.ApplicationName(a.Service, tenant.Tags{Tenant: a.Tenant, Tier: a.Tier})
-			b, ok := sqlcomment.ParseApplicationName(again)
-			if !ok || b.Tier != a.Tier || (!a.ID && b.Tenant != a.Tenant && b.Tenant != sqlcomment.TenantID(a.Tenant)) {
+		if a, ok := comment.ParseApplicationName(s); ok {
+			again := comment.ApplicationName(a.Service, tenant.Tags{Tenant: a.Tenant, Tier: a.Tier})
+			b, ok := comment.ParseApplicationName(again)
+			if !ok || b.Tier != a.Tier || (!a.ID && b.Tenant != a.Tenant && b.Tenant != comment.TenantID(a.Tenant)) {
 				t.Fatalf("%q → %+v → %q → %+v", s, a, again, b)
 			}
 		}
 		tags := tenant.Tags{Tenant: name, Tier: tenant.Tier(tier % 6)}
-		got := sqlcomment.ApplicationName(service, tags)
-		if len(got) > sqlcomment.MaxApplicationNameLen {
+		got := comment.ApplicationName(service, tags)
+		if len(got) > comment.MaxApplicationNameLen {
 			t.Fatalf("%q is %d bytes", got, len(got))
 		}
 		for i := 0; i < len(got); i++ {
@@ -145,10 +106,10 @@ func FuzzParseApplicationName(f *testing.F) {
 		if tenant.ValidateTenant(name) != nil {
 			return
 		}
-		a, ok := sqlcomment.ParseApplicationName(got)
+		a, ok := comment.ParseApplicationName(got)
 		want := name
 		if a.ID {
-			want = sqlcomment.TenantID(name)
+			want = comment.TenantID(name)
 		}
 		wantTier := tags.Tier
 		if !wantTier.Valid() {
@@ -168,7 +129,7 @@ func BenchmarkApplicationName(b *testing.B) {
 		b.Run(fmt.Sprint(len(name)), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				sqlcomment.ApplicationName("billing-api", tags)
+				comment.ApplicationName("billing-api", tags)
 			}
 		})
 	}

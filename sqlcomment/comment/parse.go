@@ -1,10 +1,12 @@
-package sqlcomment
+package comment
 
 import (
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/qtop-dev/qtop/sqlcomment/internal/lex"
 )
 
 // ErrMalformed is returned by Parse for a comment it cannot read whole;
@@ -98,20 +100,20 @@ func eachComment(q string, fn func(body string, closed bool)) {
 		c := q[i]
 		switch {
 		case c == '\'':
-			escapes := i > 0 && (q[i-1] == 'E' || q[i-1] == 'e') && (i == 1 || !isIdent(q[i-2]))
-			j, ok := skipQuoted(q, i+1, '\'', escapes)
+			escapes := i > 0 && (q[i-1] == 'E' || q[i-1] == 'e') && (i == 1 || !lex.IsIdent(q[i-2]))
+			j, ok := lex.SkipQuoted(q, i+1, '\'', escapes)
 			if !ok {
 				return
 			}
 			i = j
 		case c == '"':
-			j, ok := skipQuoted(q, i+1, '"', false)
+			j, ok := lex.SkipQuoted(q, i+1, '"', false)
 			if !ok {
 				return
 			}
 			i = j
-		case c == '$' && (i == 0 || !isIdent(q[i-1])):
-			tagEnd, ok := dollarTag(q, i)
+		case c == '$' && (i == 0 || !lex.IsIdent(q[i-1])):
+			tagEnd, ok := lex.DollarTag(q, i)
 			if !ok {
 				i++
 				continue
@@ -199,7 +201,7 @@ func prose(body string) bool {
 	if i == len(body) {
 		return true
 	}
-	for i < len(body) && body[i] != '=' && body[i] != ':' && body[i] != ',' && !isSpace(body[i]) {
+	for i < len(body) && body[i] != '=' && body[i] != ':' && body[i] != ',' && !lex.IsSpace(body[i]) {
 		if body[i] == '\\' {
 			i++
 		}
@@ -293,7 +295,7 @@ func quoted(s string, i int) (string, int, error) {
 			i += 2
 			start = i
 		case '\'':
-			if j := i + 1; j < len(s) && s[j] != ',' && !isSpace(s[j]) && strings.IndexByte(s[j:], '\'') >= 0 {
+			if j := i + 1; j < len(s) && s[j] != ',' && !lex.IsSpace(s[j]) && strings.IndexByte(s[j:], '\'') >= 0 {
 				i++ // an unescaped quote inside the value, with a closing one to come
 				continue
 			}
@@ -370,7 +372,7 @@ func unhex(c byte) (byte, bool) {
 }
 
 func skipSpace(s string, i int) int {
-	for i < len(s) && isSpace(s[i]) {
+	for i < len(s) && lex.IsSpace(s[i]) {
 		i++
 	}
 	return i

@@ -1,4 +1,6 @@
-package sqlcomment
+package comment
+
+import "github.com/qtop-dev/qtop/sqlcomment/internal/lex"
 
 // Shape returns a 64-bit hash of query's shape: its text with comments
 // removed, string and number literals replaced by one placeholder,
@@ -37,7 +39,7 @@ func Shape(query string) uint64 {
 			space = true
 		case c == '/' && i+1 < n && query[i+1] == '*':
 			// A comment, nested as PostgreSQL nests them.
-			j, _ := skipBlockComment(query, i+2)
+			j, _ := lex.SkipBlockComment(query, i+2)
 			i = j - 1
 			space = true
 		case c == '-' && i+1 < n && query[i+1] == '-':

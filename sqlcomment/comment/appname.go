@@ -1,4 +1,4 @@
-package sqlcomment
+package comment
 
 import (
 	"crypto/sha256"

@@ -1,0 +1,19 @@
+// Package comment is the format of qtop's SQL tags alone, with no
+// driver, no metrics and no cgo: what a program that reads tags needs —
+// the collector, the OTLP receiver, the pg_stat_activity sampler —
+// without linking the database/sql wrapper that writes them
+// (package sqlcomment, which re-exports these names).
+//
+//   - Parse reads the sqlcommenter tags of a statement
+//     (/*route='GET%20%2Fr',tenant='acme'*/), those sqlcomment writes and
+//     the variants other tools write; the Key constants name the tags.
+//   - Shape hashes a statement's shape (literals, comments and layout
+//     aside), which budgets and runaway rules key statements by.
+//   - ApplicationName and ParseApplicationName write and read session
+//     tagging's application_name ("billing|t=acme|T2"); TenantID is the
+//     short id of a tenant whose name does not fit.
+//
+// Parse and the writer (sqlcomment.Append) skip literals, quoted
+// identifiers, dollar quotes and nested comments with one lexer, so the
+// two sides agree on where a comment is.
+package comment
