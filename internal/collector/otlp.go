@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/qtop-dev/qtop/internal/otlpin"
 )
@@ -67,15 +69,21 @@ func (s *Server) newOTLP() error {
 // Config.Insecure says so: the gRPC address is its own, so a loopback
 // --listen does not make it safe.
 func checkOTLPExposure(c *Config) error {
-	if c.OTLPGRPC == "" || c.Token != "" || c.Insecure {
+	if c.OTLPGRPC == "" || c.Insecure || isLoopback(c.OTLPGRPC) {
 		return nil
 	}
-	host, _, _ := net.SplitHostPort(c.OTLPGRPC)
-	if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+	var open []string
+	if c.Token == "" {
+		open = append(open, "anyone could export spans (set --token)")
+	}
+	if !c.TLS.Enabled() {
+		open = append(open, "spans and the token would travel in clear (set --tls-cert and --tls-key)")
+	}
+	if len(open) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: --otlp-grpc %s is not loopback and --token is not set: anyone could export spans; set --token, or pass --insecure to run open on purpose",
-		ErrConfig, c.OTLPGRPC)
+	return fmt.Errorf("%w: --otlp-grpc %s is not loopback: %s; or pass --insecure to run open on purpose",
+		ErrConfig, c.OTLPGRPC, strings.Join(open, ", "))
 }
 
 // holdOTLPRefusal holds back the answer to an OTLP request refused for
@@ -119,7 +127,11 @@ func (s *Server) listenOTLP() error {
 	// Each connection may carry a few messages of up to the decoded limit
 	// at once; the number of connections is bounded too.
 	ln = netutil.LimitListener(ln, maxOTLPConns)
-	gs := grpc.NewServer(s.otlp.recv.GRPCServerOptions()...)
+	opts := s.otlp.recv.GRPCServerOptions()
+	if s.life.tls != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(s.life.tls)))
+	}
+	gs := grpc.NewServer(opts...)
 	s.otlp.recv.RegisterGRPC(gs)
 	s.otlp.grpc, s.otlp.ln = gs, ln
 	s.wg.Add(1)

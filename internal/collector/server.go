@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"github.com/qtop-dev/qtop/internal/otlpin"
 	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
+	"github.com/qtop-dev/qtop/tlsfiles"
 )
 
 // Server is the collector. Create it with New, serve Handler (or call
@@ -94,6 +96,7 @@ type lifecycle struct {
 	httpSrv  *http.Server
 	ln       net.Listener
 	cancel   context.CancelFunc
+	tls      *tls.Config // Config.TLS's, nil without TLS; shared by both listeners
 }
 
 // New checks cfg, opens the store (through the spool), replays the
@@ -105,6 +108,11 @@ func New(cfg Config) (*Server, error) {
 	s, err := newParts(cfg)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.TLS.Enabled() {
+		if s.life.tls, err = tlsfiles.Server(cfg.TLS, cfg.Logger); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
 	}
 	if err := os.MkdirAll(s.walDir, 0o700); err != nil {
 		return nil, fmt.Errorf("collector: data dir: %w", err)
@@ -316,6 +324,9 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("collector: listen: %w", err)
 	}
+	if s.life.tls != nil {
+		ln = tls.NewListener(ln, s.life.tls)
+	}
 	s.life.ln = ln
 	if err := s.listenOTLP(); err != nil {
 		ln.Close()
@@ -331,7 +342,7 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 	}()
 	s.Run(ctx)
-	s.log.Info("collector listening", "addr", ln.Addr().String(), "store", redactStore(s.cfg.Store), "writer", s.em.writer, "demo", s.cfg.Demo, "sampler", s.cfg.Postgres != "")
+	s.log.Info("collector listening", "addr", ln.Addr().String(), "store", redactStore(s.cfg.Store), "writer", s.em.writer, "demo", s.cfg.Demo, "sampler", s.cfg.Postgres != "", "tls", s.life.tls != nil, "mtls", s.cfg.TLS.ClientCA != "")
 	return nil
 }
 
