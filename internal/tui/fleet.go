@@ -32,14 +32,15 @@ type Fleet struct {
 var _ Source = (*Fleet)(nil)
 
 // NewFleet returns a source over the collectors at bases (host:port or
-// http://host:port each); token is their policy token.
-func NewFleet(bases []string, token string) (*Fleet, error) {
+// http://host:port each); token is their policy token; opts are added
+// to each member's client (api.WithHTTPClient for TLS, for instance).
+func NewFleet(bases []string, token string, opts ...api.ClientOption) (*Fleet, error) {
 	if len(bases) == 0 || len(bases) > MaxFleet {
 		return nil, fmt.Errorf("%w: --collector: 1 to %d collectors, got %d", ErrInput, MaxFleet, len(bases))
 	}
 	f := &Fleet{}
 	for _, b := range bases {
-		c, err := NewCollector(strings.TrimSpace(b), token, api.WithScope(api.ScopeLocal), api.WithToken(token))
+		c, err := NewCollector(strings.TrimSpace(b), token, append([]api.ClientOption{api.WithScope(api.ScopeLocal), api.WithToken(token)}, opts...)...)
 		if err != nil {
 			return nil, err
 		}
