@@ -247,8 +247,10 @@ func FromJWKS(ctx context.Context, url string, opts ...JWTOption) (TenantFunc, e
 		HTTPTimeout:       jwksTimeout,
 		RefreshInterval:   c.refresh,
 		RefreshUnknownKID: rate.NewLimiter(rate.Every(c.unknownKID), 1),
-		// Never hold a request waiting for the limiter: refuse the token.
-		RateLimitWaitMax: time.Millisecond,
+		// A request waits at most this long for the limiter (only when
+		// the next fetch is allowed within it); otherwise the token is
+		// refused at once.
+		RateLimitWaitMax: 100 * time.Millisecond,
 		RefreshErrorHandlerFunc: func(u string) func(context.Context, error) {
 			return func(_ context.Context, err error) {
 				log.Warn("jwks: fetch failed, keeping the last keys", "url", u, "err", err)
