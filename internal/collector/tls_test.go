@@ -142,3 +142,52 @@ func exportGRPC(t *testing.T, addr string, files tlsfiles.ClientFiles) error {
 	_, err = coltracepb.NewTraceServiceClient(cc).Export(ctx, otlpRequest("shop", 3, 1, t0, 1))
 	return err
 }
+
+// TestPeersOverTLS: a collector reaches a peer serving mTLS with the CA
+// and a client certificate (--peer-ca-file, --peer-cert-file); with the
+// CA alone the peer refuses it and is shown down.
+func TestPeersOverTLS(t *testing.T) {
+	ca := tlstest.NewCA(t, "ca")
+	cert, key := ca.Server(t, "peer")
+	ccert, ckey := ca.Client(t, "collector")
+	peer, err := New(Config{Listen: "127.0.0.1:0", Store: StoreNone, DataDir: t.TempDir(), Writer: "p",
+		TLSConfig: TLSConfig{TLS: tlsfiles.ServerFiles{Cert: cert, Key: key, ClientCA: ca.File}}, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := peer.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Shutdown(context.Background())
+	for _, c := range []struct {
+		name  string
+		files tlsfiles.ClientFiles
+		ok    bool
+	}{
+		{"CA and client certificate", tlsfiles.ClientFiles{CA: ca.File, Cert: ccert, Key: ckey}, true},
+		{"CA alone", tlsfiles.ClientFiles{CA: ca.File}, false},
+		{"system roots", tlsfiles.ClientFiles{}, false},
+	} {
+		s, err := New(Config{Listen: "127.0.0.1:0", Store: StoreNone, DataDir: t.TempDir(), Writer: "s",
+			FleetConfig: FleetConfig{Peers: []string{"https://" + peer.Addr()}},
+			TLSConfig:   TLSConfig{PeerTLS: c.files}, Registerer: prometheus.NewRegistry()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		cl, err := api.NewClient("http://" + s.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap, err := cl.Get(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(snap.Peers) != 2 || snap.Peers[1].OK != c.ok {
+			t.Errorf("%s: peers %+v", c.name, snap.Peers)
+		}
+		s.Shutdown(context.Background())
+	}
+}
