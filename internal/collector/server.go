@@ -333,7 +333,7 @@ func (s *Server) Start(ctx context.Context) error {
 		return err
 	}
 	s.life.httpSrv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
+		ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: httpErrorLog(s.log)}
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
