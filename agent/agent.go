@@ -16,6 +16,7 @@ import (
 	"github.com/qtop-dev/qtop/meter/sqlmeter"
 	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/sqlcomment"
+	"github.com/qtop-dev/qtop/tlsfiles"
 )
 
 // Agent instruments one service: it owns the recorder that aggregates
@@ -100,6 +101,11 @@ func New(opts ...Option) (*Agent, error) {
 		if cfg.token != "" {
 			popts = append(popts, meter.WithToken(cfg.token))
 		}
+		files := tlsfiles.ClientFromEnv()
+		if cfg.tlsFiles != nil {
+			files = *cfg.tlsFiles
+		}
+		popts = append(popts, meter.WithTLSFiles(files))
 		if cfg.reg != nil {
 			popts = append(popts, meter.WithRegisterer(cfg.reg))
 		}

@@ -29,11 +29,37 @@
 // # Tenants
 //
 // WithTenant takes a TenantFunc; FromHeader (from a trusted edge),
-// FromJWT (an HS256 token verified with your key; other algorithms are
-// refused, verify those in your own middleware and use FromContext),
+// FromJWT, FromJWTWith and FromJWKS (a verified JSON Web Token, below),
 // FromPathSegment, FromBaggage (from an upstream service) and FirstOf
 // cover the usual cases. The tags are validated, then put in the
 // request's context, where the SQL wrappers, Job and Transport find them.
+//
+// # JSON Web Tokens
+//
+// FromJWT(key, tenantClaim, tierClaim) verifies HS256 tokens under a
+// shared key. FromJWTWith takes options: WithHMACKey (HS256),
+// WithPublicKey(kid, key) for RS256 (*rsa.PublicKey, 2048 bits or more),
+// ES256 (*ecdsa.PublicKey on P-256) and EdDSA (ed25519.PublicKey), several
+// kids for a rotation; WithClaims, WithAudience, WithIssuer, WithLeeway
+// (clock skew on exp and nbf) and WithJWTClock. Only the algorithms of
+// the given keys are accepted: "none" never, and a public key is never
+// used as an HMAC secret (key confusion).
+//
+//	tf, err := agent.FromJWKS(ctx, "https://id.example.com/.well-known/jwks.json",
+//		agent.WithClaims("org_id", ""), agent.WithAudience("orders-api"),
+//		agent.WithIssuer("https://id.example.com/"), agent.WithLeeway(30*time.Second))
+//
+// FromJWKS follows an identity provider's JSON Web Key Set: the key of a
+// token is chosen by its kid (RS256, ES256, EdDSA; symmetric keys of the
+// set are ignored). The set is fetched at once, then every
+// DefaultJWKSRefresh (WithJWKSRefresh) in the background until ctx ends,
+// and again when a token names a kid the set does not hold — at most once
+// per DefaultJWKSUnknownKID, so a flood of made-up kids costs the
+// provider nothing; such tokens are refused without waiting. A response
+// over MaxJWKSBytes, an error status or an unreachable provider is logged
+// (WithJWKSLogger) and the last keys are kept. Verification is done by
+// github.com/golang-jwt/jwt/v5 and the set by
+// github.com/MicahParks/keyfunc/v3.
 //
 // # Calls out, background work, tracing
 //

@@ -16,6 +16,7 @@ import (
 	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/ru"
 	"github.com/qtop-dev/qtop/sqlcomment"
+	"github.com/qtop-dev/qtop/tlsfiles"
 )
 
 // Option configures New.
@@ -44,14 +45,25 @@ type config struct {
 	freshOpts        []freshness.Option
 	sqlMode          sqlcomment.Mode         // WithSQLTagging
 	sqlNames         *sqlcomment.TenantNames // the ids of session tags
+	tlsFiles         *tlsfiles.ClientFiles   // WithCollectorTLS; nil: the environment's
 }
 
 // WithCollector sends the agent's reports to the collector at base (for
 // example "http://collector:7070"), with "Authorization: Bearer token"
 // when token is not empty, and applies the policy of its replies.
 // Without it the agent enforces and records locally and sends nothing.
+// Over https, the collector's certificate is verified against
+// QTOP_CA_FILE (default: the system's roots), and QTOP_CERT_FILE and
+// QTOP_KEY_FILE are the client certificate when the collector requires
+// mTLS (see package tlsfiles), unless WithCollectorTLS says otherwise.
 func WithCollector(base, token string) Option {
 	return func(c *config) { c.collector, c.token = base, token }
+}
+
+// WithCollectorTLS names the CA and client certificate files used to
+// reach the collector, instead of the environment's.
+func WithCollectorTLS(files tlsfiles.ClientFiles) Option {
+	return func(c *config) { c.tlsFiles = &files }
 }
 
 // WithService names the service in reports and SQL comments (default

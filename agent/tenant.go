@@ -1,15 +1,10 @@
 package agent
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/textproto"
 	"strings"
-	"time"
 
 	"go.opentelemetry.io/otel/baggage"
 
@@ -131,91 +126,16 @@ func FirstOf(fs ...TenantFunc) TenantFunc {
 // from string claims of the request's "Authorization: Bearer" JSON Web
 // Token, after verifying it: the token must be signed with HS256 (HMAC
 // SHA-256) under key, and be within its exp and nbf (when present);
-// anything else is ErrUnauthorized. Other algorithms (RS256, ES256 …)
-// are refused rather than read unverified: with those, verify the token
-// in your authentication middleware, put the tags in the context with
-// tenant.With, and use FromContext.
+// anything else is ErrUnauthorized. It is FromJWTWith(WithHMACKey(key),
+// WithClaims(tenantClaim, tierClaim)); for RS256, ES256 or EdDSA, an
+// audience, an issuer or a leeway use FromJWTWith, and for an identity
+// provider's rotating keys FromJWKS.
 func FromJWT(key []byte, tenantClaim, tierClaim string) TenantFunc {
-	return func(r *http.Request) (tenant.Tags, error) {
-		claims, err := verifyHS256(r.Header.Get("Authorization"), key, time.Now())
-		if err != nil {
-			return tenant.Tags{}, err
-		}
-		var t tenant.Tags
-		v, ok := claims[tenantClaim].(string)
-		if !ok || v == "" {
-			return t, fmt.Errorf("%w: no string claim %q", ErrUnauthorized, tenantClaim)
-		}
-		t.Tenant = v
-		if tierClaim != "" {
-			if s, ok := claims[tierClaim].(string); ok && s != "" {
-				if t.Tier, err = tenant.ParseTier(s); err != nil {
-					return t, err
-				}
-			}
-		}
-		return t, nil
-	}
-}
-
-// verifyHS256 checks an "Authorization: Bearer" HS256 token and returns
-// its claims.
-func verifyHS256(auth string, key []byte, now time.Time) (map[string]any, error) {
-	tok, ok := strings.CutPrefix(auth, "Bearer ")
-	if !ok || tok == "" {
-		return nil, fmt.Errorf("%w: no bearer token", ErrUnauthorized)
-	}
-	if len(tok) > MaxTokenBytes {
-		return nil, fmt.Errorf("%w: token of %d bytes, at most %d", ErrUnauthorized, len(tok), MaxTokenBytes)
-	}
-	h, rest, ok1 := strings.Cut(tok, ".")
-	p, s, ok2 := strings.Cut(rest, ".")
-	if !ok1 || !ok2 || strings.Contains(s, ".") {
-		return nil, fmt.Errorf("%w: not a JWS compact token", ErrUnauthorized)
-	}
-	enc := base64.RawURLEncoding
-	hb, err := enc.DecodeString(h)
+	f, err := FromJWTWith(WithHMACKey(key), WithClaims(tenantClaim, tierClaim))
 	if err != nil {
-		return nil, fmt.Errorf("%w: header: %v", ErrUnauthorized, err)
-	}
-	var hdr struct {
-		Alg string `json:"alg"`
-	}
-	if err := json.Unmarshal(hb, &hdr); err != nil || hdr.Alg != "HS256" {
-		return nil, fmt.Errorf("%w: algorithm %q (want HS256)", ErrUnauthorized, hdr.Alg)
-	}
-	sig, err := enc.DecodeString(s)
-	if err != nil {
-		return nil, fmt.Errorf("%w: signature: %v", ErrUnauthorized, err)
-	}
-	m := hmac.New(sha256.New, key)
-	m.Write([]byte(tok[:len(h)+1+len(p)]))
-	if !hmac.Equal(sig, m.Sum(nil)) {
-		return nil, fmt.Errorf("%w: bad signature", ErrUnauthorized)
-	}
-	pb, err := enc.DecodeString(p)
-	if err != nil {
-		return nil, fmt.Errorf("%w: payload: %v", ErrUnauthorized, err)
-	}
-	var claims map[string]any
-	if err := json.Unmarshal(pb, &claims); err != nil {
-		return nil, fmt.Errorf("%w: payload: %v", ErrUnauthorized, err)
-	}
-	sec := float64(now.Unix())
-	for _, c := range [...]string{"exp", "nbf"} {
-		v, present := claims[c]
-		if !present {
-			continue
-		}
-		f, ok := v.(float64)
-		switch {
-		case !ok:
-			return nil, fmt.Errorf("%w: %s is not a number", ErrUnauthorized, c)
-		case c == "exp" && sec >= f:
-			return nil, fmt.Errorf("%w: expired", ErrUnauthorized)
-		case c == "nbf" && sec < f:
-			return nil, fmt.Errorf("%w: not valid yet", ErrUnauthorized)
+		return func(*http.Request) (tenant.Tags, error) {
+			return tenant.Tags{}, fmt.Errorf("%w: %v", ErrUnauthorized, err)
 		}
 	}
-	return claims, nil
+	return f
 }

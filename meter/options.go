@@ -2,6 +2,7 @@ package meter
 
 import (
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/quota"
 	"github.com/qtop-dev/qtop/report"
+	"github.com/qtop-dev/qtop/tlsfiles"
 )
 
 // RecorderOption configures NewRecorder and ReporterOption NewReporter.
@@ -61,6 +63,7 @@ type config struct {
 	timeout     time.Duration
 	token       string
 	client      *http.Client
+	tls         tlsOption // WithTLS, WithTLSFiles
 	queueLen    int
 	minBackoff  time.Duration
 	maxBackoff  time.Duration
@@ -242,6 +245,33 @@ func WithToken(token string) ReporterOption {
 // own with no overall timeout; WithTimeout bounds each attempt).
 func WithHTTPClient(hc *http.Client) ReporterOption {
 	return reporterOption(func(c *config) { c.client = hc })
+}
+
+// tlsOption is the TLS the reporter's own transport uses: a config, or
+// files read by NewReporter.
+type tlsOption struct {
+	conf  *tls.Config
+	files tlsfiles.ClientFiles
+}
+
+func (o tlsOption) config() (*tls.Config, error) {
+	if o.conf != nil {
+		return o.conf, nil
+	}
+	return o.files.Config()
+}
+
+// WithTLS sets the TLS configuration of the Reporter's own transport (a
+// private CA, a client certificate for mTLS). Ignored with WithHTTPClient.
+func WithTLS(conf *tls.Config) ReporterOption {
+	return reporterOption(func(c *config) { c.tls = tlsOption{conf: conf} })
+}
+
+// WithTLSFiles is WithTLS from PEM files (see package tlsfiles; for
+// instance tlsfiles.ClientFromEnv()): NewReporter reads them and fails
+// when they are bad. Ignored with WithHTTPClient.
+func WithTLSFiles(files tlsfiles.ClientFiles) ReporterOption {
+	return reporterOption(func(c *config) { c.tls = tlsOption{files: files} })
 }
 
 // WithQueueLen bounds the encoded reports waiting to be sent; when full,

@@ -105,6 +105,9 @@ func NewReporter(rawURL string, rec *Recorder, opts ...ReporterOption) (*Reporte
 		// A transport of its own, whose idle connections Shutdown closes.
 		r.own = http.DefaultTransport.(*http.Transport).Clone()
 		r.client = &http.Client{Transport: r.own}
+		if r.own.TLSClientConfig, err = cfg.tls.config(); err != nil {
+			return nil, fmt.Errorf("meter: reporter: %w", err)
+		}
 	}
 	r.bg, r.cancel = context.WithCancel(context.Background())
 	if cfg.reg != nil {

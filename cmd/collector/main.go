@@ -63,13 +63,18 @@ Runs the collector: POST /v1/reports (from ingest.Reporter), POST /v1/traces
 (OTLP/HTTP from any OpenTelemetry SDK or Collector; OTLP/gRPC with
 --otlp-grpc), GET /v1/live and /v1/live/stream (for qtop), GET/POST
 /v1/policy, GET /v1/report, /metrics.
+With --tls-cert and --tls-key every listener serves TLS 1.2+ (the files are
+reloaded when they change; --tls-client-ca requires client certificates).
+Off loopback the collector refuses to start without TLS, --token and
+--read-token, unless --insecure.
 Accepted reports are logged to --data-dir before they are acknowledged, so a
 killed collector loses nothing: restart it on the same --data-dir.
 
 Examples:
   collector serve --demo
   collector serve --store clickhouse://127.0.0.1:9000/qtop --token-file report.token
-  collector serve --listen 0.0.0.0:7070 --token-file report.token --read-token-file read.token
+  collector serve --listen 0.0.0.0:7070 --token-file report.token --read-token-file read.token \
+      --tls-cert /etc/qtop/tls.crt --tls-key /etc/qtop/tls.key [--tls-client-ca /etc/qtop/clients-ca.pem]
   collector serve --otlp-grpc 127.0.0.1:4317 --otlp-tenant-attribute app.tenant
   rucalib -json load.csv > ru.json && collector serve --otlp-ru-model ru.json
   QTOP_STORE=duckdb:///var/lib/qtop/qtop.duckdb QTOP_POSTGRES=postgres://… collector serve
@@ -227,6 +232,7 @@ type serveFlags struct {
 	logFormat, logLevel                            *string
 	demo, shared                                   *bool
 	creds                                          *credentials
+	tls                                            *tlsFlags
 }
 
 func newServeFlags(fs *flag.FlagSet) (*serveFlags, error) {
@@ -235,19 +241,20 @@ func newServeFlags(fs *flag.FlagSet) (*serveFlags, error) {
 		listen:   strFlag(fs, &envs, "listen", "QTOP_LISTEN", collector.DefaultListen, "HTTP address"),
 		storeURL: strFlag(fs, &envs, "store", "QTOP_STORE", collector.DefaultStore, "store: duckdb://PATH, clickhouse://HOST:PORT/DB[?mode=explicit|replicated-database|cloud&async_insert=1&secure=1] (docs/cluster.md; user and password from QTOP_CLICKHOUSE_USER, QTOP_CLICKHOUSE_PASSWORD), or none"),
 		cluster:  strFlag(fs, &envs, "cluster", "QTOP_CLUSTER", "", "ClickHouse cluster name: ON CLUSTER DDL, Replicated engines (ZooKeeper) and Distributed tables"),
-		peers:    strFlag(fs, &envs, "peers", "QTOP_PEERS", "", "the other collectors of the fleet, host:port,…: /v1/live shows the whole fleet"),
+		peers:    strFlag(fs, &envs, "peers", "QTOP_PEERS", "", "the other collectors of the fleet, host:port or https://host:port,…: /v1/live shows the whole fleet (https peers verified with --peer-ca-file)"),
 		pg:       strFlag(fs, &envs, "postgres", "QTOP_POSTGRES", "", "PostgreSQL DSN whose pg_stat_activity is sampled every second (a role with pg_monitor)"),
 	}
 	var err error
 	if f.creds, err = credentialFlags(fs, &envs); err != nil {
 		return nil, err
 	}
+	f.tls = newTLSFlags(fs, &envs)
 	f.dataDir = strFlag(fs, &envs, "data-dir", "QTOP_DATA_DIR", collector.DefaultDataDir, "folder for the write-ahead log, the store spool and the policy")
 	f.writer = strFlag(fs, &envs, "writer", "QTOP_WRITER", "", "this collector's identity in the store (default: made once and kept in --data-dir)")
 	f.grace = strFlag(fs, &envs, "grace", "QTOP_GRACE", collector.DefaultGrace.String(), "how long after a minute ends its rollups are written")
 	f.refusalDelay = strFlag(fs, &envs, "refusal-delay", "QTOP_REFUSAL_DELAY", collector.DefaultRefusalDelay.String(), "how long the answer to a report refused for its content or credentials (400, 401, 413, 415) is held back, to slow a client sending junk in a loop (0: at once)")
 	f.spoolMax = strFlag(fs, &envs, "spool-max-bytes", "QTOP_SPOOL_MAX_BYTES", "0", "cap of the on-disk spool while the store is down (0: 256 MiB)")
-	f.otlpGRPC = strFlag(fs, &envs, "otlp-grpc", "QTOP_OTLP_GRPC", "", "address of the OTLP/gRPC trace receiver, e.g. 127.0.0.1:4317 (default off; off loopback it needs --token, or --insecure; OTLP/HTTP is always on --listen at /v1/traces)")
+	f.otlpGRPC = strFlag(fs, &envs, "otlp-grpc", "QTOP_OTLP_GRPC", "", "address of the OTLP/gRPC trace receiver, e.g. 127.0.0.1:4317 (default off; off loopback it needs --token and --tls-cert, or --insecure; OTLP/HTTP is always on --listen at /v1/traces)")
 	f.otlpTenant = strFlag(fs, &envs, "otlp-tenant-attribute", "QTOP_OTLP_TENANT_ATTRIBUTE", "tenant.id", "span attribute that holds the tenant of OTLP spans")
 	f.otlpRUModel = strFlag(fs, &envs, "otlp-ru-model", "QTOP_OTLP_RU_MODEL", "", "JSON file of the RU cost model (rucalib -json) that prices OTLP requests without a qtop.ru attribute (default: the agent's default model)")
 	f.quotaRedis = strFlag(fs, &envs, "quota-redis", "QTOP_QUOTA_REDIS", "", "host:port of the Redis through which several collectors sum fleet-wide quota usage (empty: one collector)")
@@ -299,6 +306,7 @@ func (f *serveFlags) config(stderr io.Writer) (collector.Config, error) {
 	if err := f.creds.apply(&cfg.Token, &cfg.ReadToken, &cfg.AdminToken, &cfg.Insecure, &cfg.MaxRuleTTL); err != nil {
 		return collector.Config{}, err
 	}
+	f.tls.apply(&cfg)
 	if *f.peers != "" {
 		cfg.Peers = strings.Split(*f.peers, ",")
 	}

@@ -57,7 +57,7 @@ func credentialFlags(fs *flag.FlagSet, envs *[]envFlag) (*credentials, error) {
 		admin:  secretFlag(fs, envs, "admin-token", "QTOP_ADMIN_TOKEN", "policy credential: POST /v1/policy and GET /v1/audit (default: made once, kept in --data-dir/admin-token, never logged)"),
 	}
 	var err error
-	if c.insecure, err = boolFlag(fs, envs, "insecure", "QTOP_INSECURE", "allow listening on a non-loopback address without --token and --read-token (anyone could report and read)"); err != nil {
+	if c.insecure, err = boolFlag(fs, envs, "insecure", "QTOP_INSECURE", "allow listening on a non-loopback address without TLS (--tls-cert) or without --token and --read-token (anyone could read the traffic, report and read)"); err != nil {
 		return nil, err
 	}
 	c.maxRuleTTL = strFlag(fs, envs, "max-rule-ttl", "QTOP_MAX_RULE_TTL", "24h", "longest a policy rule may last")

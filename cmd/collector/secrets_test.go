@@ -44,3 +44,14 @@ func TestSecretFlags(t *testing.T) {
 		t.Fatal("missing file accepted")
 	}
 }
+
+// With both tokens but without TLS, off loopback the collector still
+// refuses: the tokens would travel in clear. It names --tls-cert.
+func TestServeRefusesClearTextOffLoopback(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run([]string{"serve", "--listen", "0.0.0.0:0", "--store", "none", "--data-dir", t.TempDir(),
+		"--token", "r", "--read-token", "x"}, &out, &errb)
+	if code != 1 || !strings.Contains(errb.String(), "--tls-cert") || !strings.Contains(errb.String(), "--insecure") {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"os/user"
@@ -27,6 +28,7 @@ import (
 	"github.com/qtop-dev/qtop/internal/buildinfo"
 	"github.com/qtop-dev/qtop/internal/demo"
 	"github.com/qtop-dev/qtop/internal/tui"
+	"github.com/qtop-dev/qtop/tlsfiles"
 )
 
 const usage = `qtop — which tenant is hurting everyone, what it is running, and a key to throttle it
@@ -54,6 +56,10 @@ Examples:
 
   # A fleet reporting to several collectors: their sum (each asked for its own part):
   qtop --collector c1:7070,c2:7070,c3:7070 --token "$QTOP_TOKEN"
+
+  # A collector serving TLS with a private CA, requiring client certificates (mTLS):
+  qtop --collector https://collector.internal:7070 --ca-file ca.pem --cert-file me.pem --key-file me-key.pem
+  # (or QTOP_CA_FILE, QTOP_CERT_FILE, QTOP_KEY_FILE in the environment)
 
   # No collector: read PostgreSQL directly (a role with pg_monitor; c/k need pg_signal_backend):
   qtop --postgres 'postgres://qtop_monitor:secret@db:5432/app'
@@ -103,6 +109,7 @@ type flags struct {
 	format, sort, groupBy      string
 	top                        int
 	interval                   time.Duration
+	tls                        tlsfiles.ClientFiles
 }
 
 func env(name, def string) string {
@@ -137,6 +144,7 @@ func newFlagSetFor(form string, stderr io.Writer, f *flags) *flag.FlagSet {
 		fs.StringVar(&f.token, "token", env("QTOP_TOKEN", ""), "the collector's read token, for its live view ($QTOP_TOKEN); also used for policy changes when no admin token is given")
 		fs.StringVar(&f.adminToken, "admin-token", env("QTOP_ADMIN_TOKEN", ""), "the collector's admin token, for policy changes: t throttles, freshness keys ($QTOP_ADMIN_TOKEN; the collector keeps it in DATA_DIR/admin-token unless started with --admin-token)")
 		fs.StringVar(&f.adminTokenFile, "admin-token-file", env("QTOP_ADMIN_TOKEN_FILE", ""), "read the admin token from this file, e.g. the collector's DATA_DIR/admin-token ($QTOP_ADMIN_TOKEN_FILE)")
+		f.tls.RegisterFlags(fs)
 		fs.StringVar(&f.postgres, "postgres", env("QTOP_POSTGRES", ""), "PostgreSQL DSN: sample pg_stat_activity instead of following a collector ($QTOP_POSTGRES)")
 		fs.DurationVar(&f.interval, "interval", time.Second, "how often --postgres samples pg_stat_activity")
 	default:
@@ -341,10 +349,15 @@ func open(ctx context.Context, isDemo bool, f *flags) (tui.Source, error) {
 	if err != nil {
 		return nil, err
 	}
-	if strings.Contains(f.collector, ",") {
-		return tui.NewFleet(strings.Split(f.collector, ","), f.token, admin)
+	tr, err := f.tls.Transport()
+	if err != nil {
+		return nil, err
 	}
-	return tui.NewCollector(f.collector, admin, api.WithToken(f.token))
+	hc := api.WithHTTPClient(&http.Client{Transport: tr})
+	if strings.Contains(f.collector, ",") {
+		return tui.NewFleet(strings.Split(f.collector, ","), f.token, admin, hc)
+	}
+	return tui.NewCollector(f.collector, admin, api.WithToken(f.token), hc)
 }
 
 // adminToken is the token of policy changes: --admin-token, else the

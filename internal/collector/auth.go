@@ -111,28 +111,39 @@ func tokenEqual(got, want string) bool {
 	return subtle.ConstantTimeCompare(a[:], b[:]) == 1
 }
 
-// checkExposure refuses a listener that is not loopback while reports or
-// reads need no credential, unless Config.Insecure says so.
+// checkExposure refuses a listener that is not loopback while its
+// traffic is in clear or reports or reads need no credential, unless
+// Config.Insecure says so.
 func checkExposure(c *Config) error {
-	if c.Insecure || (c.Token != "" && c.ReadToken != "") {
-		return nil
-	}
-	host, _, _ := net.SplitHostPort(c.Listen)
-	if host == "localhost" {
-		return nil
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+	if c.Insecure || isLoopback(c.Listen) {
 		return nil
 	}
 	var open []string
+	if !c.TLS.Enabled() {
+		open = append(open, "reports, reads and tokens would travel in clear (set --tls-cert and --tls-key)")
+	}
 	if c.Token == "" {
 		open = append(open, "anyone could post reports (set --token)")
 	}
 	if c.ReadToken == "" {
 		open = append(open, "anyone could read every tenant's usage (set --read-token)")
 	}
-	return fmt.Errorf("%w: listening on %s, which is not loopback, without credentials: %s; or pass --insecure to run open on purpose",
+	if len(open) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: listening on %s, which is not loopback: %s; or pass --insecure to run open on purpose",
 		ErrConfig, c.Listen, strings.Join(open, ", "))
+}
+
+// isLoopback reports whether the host of addr is localhost or a loopback
+// IP (":0" and "0.0.0.0:0" are not).
+func isLoopback(addr string) bool {
+	host, _, _ := net.SplitHostPort(addr)
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // adminToken is Config.AdminToken, or the token kept in DataDir, made

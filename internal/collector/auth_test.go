@@ -24,11 +24,17 @@ import (
 	"github.com/qtop-dev/qtop/store/chstore"
 	"github.com/qtop-dev/qtop/store/duckstore"
 	"github.com/qtop-dev/qtop/tenant"
+	"github.com/qtop-dev/qtop/tlsfiles"
+	"github.com/qtop-dev/qtop/tlsfiles/tlstest"
 )
 
 // TestExposedWithoutCredentials: on 0.0.0.0 without --token, anyone could
-// post reports (and read everything); now New refuses unless Insecure.
+// post reports (and read everything), and without TLS the tokens travel in
+// clear; New refuses unless Insecure.
 func TestExposedWithoutCredentials(t *testing.T) {
+	ca := tlstest.NewCA(t, "ca")
+	cert, key := ca.Server(t, "collector")
+	files := tlsfiles.ServerFiles{Cert: cert, Key: key}
 	base := Config{Listen: "0.0.0.0:0", Store: StoreNone, Registerer: prometheus.NewRegistry()}
 	for _, c := range []struct {
 		mutate func(*Config)
@@ -37,7 +43,9 @@ func TestExposedWithoutCredentials(t *testing.T) {
 		{func(*Config) {}, false},
 		{func(c *Config) { c.Token = "r" }, false},
 		{func(c *Config) { c.ReadToken = "x" }, false},
-		{func(c *Config) { c.Token, c.ReadToken = "r", "x" }, true},
+		{func(c *Config) { c.Token, c.ReadToken = "r", "x" }, false},
+		{func(c *Config) { c.TLS = files }, false},
+		{func(c *Config) { c.Token, c.ReadToken, c.TLS = "r", "x", files }, true},
 		{func(c *Config) { c.Insecure = true }, true},
 		{func(c *Config) { c.Listen = "127.0.0.1:0" }, true},
 		{func(c *Config) { c.Listen = "[::1]:0" }, true},

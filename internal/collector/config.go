@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/qtop-dev/qtop/store"
+	"github.com/qtop-dev/qtop/tlsfiles"
 )
 
 // Errors of the package; test with errors.Is.
@@ -72,10 +73,8 @@ type Config struct {
 	// DataDir/admin-token (mode 0600) and never logs it (see
 	// Server.Token).
 	AdminToken string
-	// Insecure lets the collector listen on an address that is not
-	// loopback without Token and ReadToken (anyone could report and
-	// read); without it, New refuses.
-	Insecure bool
+	// TLSConfig: TLS on every listener, and Insecure.
+	TLSConfig
 	// MaxRuleTTL bounds how far in the future a policy rule may expire
 	// (default DefaultMaxRuleTTL).
 	MaxRuleTTL time.Duration
@@ -114,6 +113,23 @@ type Config struct {
 	Now func() time.Time
 	// OpenStore overrides how Store is opened (tests).
 	OpenStore func(url string) (store.Store, error)
+}
+
+// TLSConfig protects the listeners (server.go, otlp.go). Its fields are
+// promoted into Config.
+type TLSConfig struct {
+	// TLS names the certificate and key that the HTTP API (with
+	// OTLP/HTTP) and OTLP/gRPC serve, and an optional client CA (mTLS:
+	// every client then presents a certificate it signed). The files are
+	// read again when they change (see package tlsfiles).
+	TLS tlsfiles.ServerFiles
+	// PeerTLS names the CA (default: the system's roots) and the client
+	// certificate with which this collector reaches its https:// Peers.
+	PeerTLS tlsfiles.ClientFiles
+	// Insecure lets the collector listen on an address that is not
+	// loopback without TLS or without Token and ReadToken (anyone could
+	// read the traffic, report and read); without it, New refuses.
+	Insecure bool
 }
 
 // FleetConfig configures the collector's part in a fleet (fleet.go,
@@ -253,6 +269,9 @@ func (c *Config) fill() error {
 		c.MaxRuleTTL = DefaultMaxRuleTTL
 	}
 	c.IntakeConfig.fill()
+	if err := c.TLS.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	if err := checkExposure(c); err != nil {
 		return err
 	}

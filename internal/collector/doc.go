@@ -54,8 +54,12 @@
 // Three roles, each with its token — report (Config.Token), read
 // (Config.ReadToken), admin (Config.AdminToken, generated and kept in
 // DataDir when not given) — are checked by Server.Authorize, which every
-// intake calls. New refuses a listener off loopback without the report
-// and read tokens unless Config.Insecure.
+// intake calls. With Config.TLS (a certificate, a key and an optional
+// client CA for mTLS; package tlsfiles, reloaded when the files change)
+// the HTTP listener and the OTLP/gRPC one serve TLS; Config.PeerTLS is how
+// the collector reaches https:// peers. New refuses a listener off
+// loopback without TLS or without the report and read tokens (OTLP/gRPC:
+// TLS and the report token) unless Config.Insecure.
 //
 // # Parts
 //

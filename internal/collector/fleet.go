@@ -90,7 +90,10 @@ func newFleet(cfg Config, next store.Store, pol *policyPart) (*fleet, error) {
 			return nil, fmt.Errorf("%w: a shared policy needs a ClickHouse store that every collector writes to", ErrConfig)
 		}
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr, err := cfg.PeerTLS.Transport()
+	if err != nil {
+		return nil, fmt.Errorf("%w: peers: %w", ErrConfig, err)
+	}
 	return &fleet{peers: peers, next: next, transport: tr, client: &http.Client{Timeout: peerTimeout, Transport: tr},
 		cache: make(map[snapKey]*api.Snapshot), shared: cfg.SharedPolicy, pol: pol, log: cfg.Logger, now: cfg.Now}, nil
 }

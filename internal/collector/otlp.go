@@ -2,15 +2,18 @@ package collector
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 
 	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	"github.com/qtop-dev/qtop/internal/otlpin"
 	"github.com/qtop-dev/qtop/report"
@@ -75,20 +78,27 @@ func newOTLPPart(cfg Config, c report.Consumer, in *intake, auth func(*http.Requ
 // Config.Insecure says so: the gRPC address is its own, so a loopback
 // --listen does not make it safe.
 func checkOTLPExposure(c *Config) error {
-	if c.OTLPGRPC == "" || c.Token != "" || c.Insecure {
+	if c.OTLPGRPC == "" || c.Insecure || isLoopback(c.OTLPGRPC) {
 		return nil
 	}
-	host, _, _ := net.SplitHostPort(c.OTLPGRPC)
-	if ip := net.ParseIP(host); host == "localhost" || ip != nil && ip.IsLoopback() {
+	var open []string
+	if c.Token == "" {
+		open = append(open, "anyone could export spans (set --token)")
+	}
+	if !c.TLS.Enabled() {
+		open = append(open, "spans and the token would travel in clear (set --tls-cert and --tls-key)")
+	}
+	if len(open) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: --otlp-grpc %s is not loopback and --token is not set: anyone could export spans; set --token, or pass --insecure to run open on purpose",
-		ErrConfig, c.OTLPGRPC)
+	return fmt.Errorf("%w: --otlp-grpc %s is not loopback: %s; or pass --insecure to run open on purpose",
+		ErrConfig, c.OTLPGRPC, strings.Join(open, ", "))
 }
 
-// listen serves OTLP/gRPC on addr, when set (from Start), on a
+// listen serves OTLP/gRPC on addr, when set (from Start; over TLS with
+// tlsCfg when not nil), on a
 // goroutine of wg.
-func (p *otlpPart) listen(addr string, wg *sync.WaitGroup, log *slog.Logger) error {
+func (p *otlpPart) listen(addr string, tlsCfg *tls.Config, wg *sync.WaitGroup, log *slog.Logger) error {
 	if addr == "" {
 		return nil
 	}
@@ -99,7 +109,11 @@ func (p *otlpPart) listen(addr string, wg *sync.WaitGroup, log *slog.Logger) err
 	// Each connection may carry a few messages of up to the decoded limit
 	// at once; the number of connections is bounded too.
 	ln = netutil.LimitListener(ln, maxOTLPConns)
-	gs := grpc.NewServer(p.recv.GRPCServerOptions()...)
+	opts := p.recv.GRPCServerOptions()
+	if tlsCfg != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
+	}
+	gs := grpc.NewServer(opts...)
 	p.recv.RegisterGRPC(gs)
 	p.grpc, p.ln = gs, ln
 	wg.Add(1)

@@ -17,30 +17,45 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/qtop-dev/qtop/tlsfiles"
+	"github.com/qtop-dev/qtop/tlsfiles/tlstest"
 )
 
-// An OTLP/gRPC listener off loopback needs the report token, whatever
-// --listen is: the collector refuses to start without it, naming the flag.
+// An OTLP/gRPC listener off loopback needs the report token and TLS,
+// whatever --listen is: the collector refuses to start without them,
+// naming the flags.
 func TestOTLPGRPCOffLoopbackNeedsToken(t *testing.T) {
+	ca := tlstest.NewCA(t, "ca")
+	cert, key := ca.Server(t, "collector")
+	files := tlsfiles.ServerFiles{Cert: cert, Key: key}
 	for _, c := range []struct {
 		grpc, token string
+		tls         bool
 		insecure    bool
 		ok          bool
+		names       string
 	}{
-		{"0.0.0.0:0", "", false, false},
-		{":0", "", false, false},
-		{"127.0.0.1:0", "", false, true},
-		{"localhost:0", "", false, true},
-		{"0.0.0.0:0", "tok", false, true},
-		{"0.0.0.0:0", "", true, true},
+		{"0.0.0.0:0", "", false, false, false, "--token"},
+		{":0", "", false, false, false, "--token"},
+		{"127.0.0.1:0", "", false, false, true, ""},
+		{"localhost:0", "", false, false, true, ""},
+		{"0.0.0.0:0", "tok", false, false, false, "--tls-cert"},
+		{"0.0.0.0:0", "", true, false, false, "--token"},
+		{"0.0.0.0:0", "tok", true, false, true, ""},
+		{"0.0.0.0:0", "", false, true, true, ""},
 	} {
-		s, err := New(Config{Listen: "127.0.0.1:0", Store: StoreNone, DataDir: t.TempDir(), Writer: "w",
-			OTLPConfig: OTLPConfig{OTLPGRPC: c.grpc}, Token: c.token, Insecure: c.insecure})
+		cfg := Config{Listen: "127.0.0.1:0", Store: StoreNone, DataDir: t.TempDir(), Writer: "w",
+			OTLPConfig: OTLPConfig{OTLPGRPC: c.grpc}, Token: c.token, TLSConfig: TLSConfig{Insecure: c.insecure}}
+		if c.tls {
+			cfg.TLS = files
+		}
+		s, err := New(cfg)
 		if c.ok != (err == nil) {
 			t.Errorf("%+v: %v", c, err)
 		}
-		if err != nil && (!errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "--otlp-grpc") || !strings.Contains(err.Error(), "--token")) {
-			t.Errorf("%+v: error %q should name --otlp-grpc and --token", c, err)
+		if err != nil && (!errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "--otlp-grpc") || !strings.Contains(err.Error(), c.names)) {
+			t.Errorf("%+v: error %q should name --otlp-grpc and %s", c, err, c.names)
 		}
 		if s != nil {
 			s.Shutdown(t.Context())

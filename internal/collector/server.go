@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"github.com/qtop-dev/qtop/internal/otlpin"
 	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
+	"github.com/qtop-dev/qtop/tlsfiles"
 )
 
 // Server is the collector. Create it with New, serve Handler (or call
@@ -97,6 +99,7 @@ type lifecycle struct {
 	httpSrv  *http.Server
 	ln       net.Listener
 	cancel   context.CancelFunc
+	tls      *tls.Config // Config.TLS's, nil without TLS; shared by both listeners
 }
 
 // New checks cfg, opens the store (through the spool), replays the
@@ -108,6 +111,11 @@ func New(cfg Config) (*Server, error) {
 	s, err := newParts(cfg)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.TLS.Enabled() {
+		if s.life.tls, err = tlsfiles.Server(cfg.TLS, cfg.Logger); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		}
 	}
 	if err := os.MkdirAll(s.minutes.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("collector: data dir: %w", err)
@@ -290,20 +298,23 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("collector: listen: %w", err)
 	}
+	if s.life.tls != nil {
+		ln = tls.NewListener(ln, s.life.tls)
+	}
 	s.life.ln = ln
-	if err := s.otlp.listen(s.cfg.OTLPGRPC, &s.life.wg, s.log); err != nil {
+	if err := s.otlp.listen(s.cfg.OTLPGRPC, s.life.tls, &s.life.wg, s.log); err != nil {
 		ln.Close()
 		return err
 	}
 	s.life.httpSrv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute}
+		ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: httpErrorLog(s.log)}
 	s.life.goRun(func() {
 		if err := s.life.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http server", "err", err)
 		}
 	})
 	s.Run(ctx)
-	s.log.Info("collector listening", "addr", ln.Addr().String(), "store", redactStore(s.cfg.Store), "writer", s.em.writer, "demo", s.cfg.Demo, "sampler", s.cfg.Postgres != "")
+	s.log.Info("collector listening", "addr", ln.Addr().String(), "store", redactStore(s.cfg.Store), "writer", s.em.writer, "demo", s.cfg.Demo, "sampler", s.cfg.Postgres != "", "tls", s.life.tls != nil, "mtls", s.cfg.TLS.ClientCA != "")
 	return nil
 }
 

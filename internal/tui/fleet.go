@@ -33,8 +33,9 @@ var _ Source = (*Fleet)(nil)
 
 // NewFleet returns a source over the collectors at bases (host:port or
 // http://host:port each); token is the read token of their live views,
-// adminToken that of their policy ("": token).
-func NewFleet(bases []string, token, adminToken string) (*Fleet, error) {
+// adminToken that of their policy ("": token); opts are added to each
+// member's client (api.WithHTTPClient for TLS, for instance).
+func NewFleet(bases []string, token, adminToken string, opts ...api.ClientOption) (*Fleet, error) {
 	if adminToken == "" {
 		adminToken = token
 	}
@@ -43,7 +44,7 @@ func NewFleet(bases []string, token, adminToken string) (*Fleet, error) {
 	}
 	f := &Fleet{}
 	for _, b := range bases {
-		c, err := NewCollector(strings.TrimSpace(b), adminToken, api.WithScope(api.ScopeLocal), api.WithToken(token))
+		c, err := NewCollector(strings.TrimSpace(b), adminToken, append([]api.ClientOption{api.WithScope(api.ScopeLocal), api.WithToken(token)}, opts...)...)
 		if err != nil {
 			return nil, err
 		}
