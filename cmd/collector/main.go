@@ -51,7 +51,8 @@ Examples:
   # Three collectors on a replicated cluster, one fleet: each shows the
   # fleet's live view (--peers) and shares one policy through the store:
   collector serve --listen 0.0.0.0:7070 --store clickhouse://ch1:9000,ch2:9000/qtop \
-      --cluster prod --peers c2:7070,c3:7070 --shared-policy --token "$QTOP_TOKEN"
+      --cluster prod --peers c2:7070,c3:7070 --shared-policy \
+      --token-file report.token --read-token-file read.token --peer-token-file peer.token
 
   # Last week's shared database bill split by RU:
   collector report --from 7d --measure ru --cost 12000 --currency USD
@@ -225,6 +226,7 @@ type serveFlags struct {
 	logFormat, logLevel                            *string
 	demo, shared                                   *bool
 	creds                                          *credentials
+	peerToken                                      *secret
 }
 
 func newServeFlags(fs *flag.FlagSet) (*serveFlags, error) {
@@ -240,6 +242,7 @@ func newServeFlags(fs *flag.FlagSet) (*serveFlags, error) {
 	if f.creds, err = credentialFlags(fs, &envs); err != nil {
 		return nil, err
 	}
+	f.peerToken = secretFlag(fs, &envs, "peer-token", "QTOP_PEER_TOKEN", "peer credential: sent to --peers when asking for their views, and accepted from them as a read credential (default: the read token)")
 	f.dataDir = strFlag(fs, &envs, "data-dir", "QTOP_DATA_DIR", collector.DefaultDataDir, "folder for the write-ahead log, the store spool and the policy")
 	f.writer = strFlag(fs, &envs, "writer", "QTOP_WRITER", "", "this collector's identity in the store (default: made once and kept in --data-dir)")
 	f.grace = strFlag(fs, &envs, "grace", "QTOP_GRACE", collector.DefaultGrace.String(), "how long after a minute ends its rollups are written")
@@ -291,6 +294,9 @@ func (f *serveFlags) config(stderr io.Writer) (collector.Config, error) {
 		QuotaConfig:  collector.QuotaConfig{QuotaRedis: *f.quotaRedis},
 	}
 	if err := f.creds.apply(&cfg.Token, &cfg.ReadToken, &cfg.AdminToken, &cfg.Insecure, &cfg.MaxRuleTTL); err != nil {
+		return collector.Config{}, err
+	}
+	if cfg.PeerToken, err = f.peerToken.get(); err != nil {
 		return collector.Config{}, err
 	}
 	if *f.peers != "" {

@@ -125,6 +125,9 @@ type FleetConfig struct {
 	// http(s)://host:port): /v1/live then merges their live views with
 	// this one's (fleet.go).
 	Peers []string
+	// PeerToken is the credential this collector sends to its peers and
+	// accepts from them as a read credential (default: ReadToken).
+	PeerToken string
 	// SharedPolicy keeps the policy in the (ClickHouse) store, common to
 	// every collector writing to it (fleet_policy.go).
 	SharedPolicy bool

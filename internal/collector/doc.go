@@ -54,7 +54,8 @@
 // Three roles, each with its token — report (Config.Token), read
 // (Config.ReadToken), admin (Config.AdminToken, generated and kept in
 // DataDir when not given) — are checked by Server.Authorize, which every
-// intake calls. New refuses a listener off loopback without the report
+// intake calls. The peer credential (Config.PeerToken) is a read
+// credential too: collectors send it to their peers. New refuses a listener off loopback without the report
 // and read tokens unless Config.Insecure.
 //
 // # Parts
