@@ -227,6 +227,7 @@ type serveFlags struct {
 	demo, shared                                   *bool
 	creds                                          *credentials
 	peerToken                                      *secret
+	diskReserve                                    *string
 }
 
 func newServeFlags(fs *flag.FlagSet) (*serveFlags, error) {
@@ -248,6 +249,7 @@ func newServeFlags(fs *flag.FlagSet) (*serveFlags, error) {
 	f.grace = strFlag(fs, &envs, "grace", "QTOP_GRACE", collector.DefaultGrace.String(), "how long after a minute ends its rollups are written")
 	f.refusalDelay = strFlag(fs, &envs, "refusal-delay", "QTOP_REFUSAL_DELAY", collector.DefaultRefusalDelay.String(), "how long the answer to a report refused for its content or credentials (400, 401, 413, 415) is held back, to slow a client sending junk in a loop (0: at once)")
 	f.spoolMax = strFlag(fs, &envs, "spool-max-bytes", "QTOP_SPOOL_MAX_BYTES", "0", "cap of the on-disk spool while the store is down (0: 256 MiB)")
+	f.diskReserve = strFlag(fs, &envs, "disk-reserve", "QTOP_DISK_RESERVE", strconv.Itoa(collector.DefaultDiskReserve), "bytes kept free on --data-dir's disk: below it reports are refused (503, Retry-After) until space comes back, so the disk never fills (0: none)")
 	f.otlpGRPC = strFlag(fs, &envs, "otlp-grpc", "QTOP_OTLP_GRPC", "", "address of the OTLP/gRPC trace receiver, e.g. 127.0.0.1:4317 (default off; off loopback it needs --token, or --insecure; OTLP/HTTP is always on --listen at /v1/traces)")
 	f.otlpTenant = strFlag(fs, &envs, "otlp-tenant-attribute", "QTOP_OTLP_TENANT_ATTRIBUTE", "tenant.id", "span attribute that holds the tenant of OTLP spans")
 	f.quotaRedis = strFlag(fs, &envs, "quota-redis", "QTOP_QUOTA_REDIS", "", "host:port of the Redis through which several collectors sum fleet-wide quota usage (empty: one collector)")
@@ -285,11 +287,18 @@ func (f *serveFlags) config(stderr io.Writer) (collector.Config, error) {
 	if err != nil || sm < 0 {
 		return collector.Config{}, fmt.Errorf("--spool-max-bytes %q: want a number of bytes", *f.spoolMax)
 	}
+	dr, err := strconv.ParseInt(*f.diskReserve, 10, 64)
+	if err != nil || dr < 0 {
+		return collector.Config{}, fmt.Errorf("--disk-reserve %q: want a number of bytes", *f.diskReserve)
+	}
+	if dr == 0 {
+		dr = -1 // Config's zero is the default
+	}
 	cfg := collector.Config{
 		Listen: *f.listen, Store: *f.storeURL, Postgres: *f.pg,
 		Demo: *f.demo, DataDir: *f.dataDir, Writer: *f.writer, Grace: g, SpoolMaxBytes: sm, Logger: log,
 		FleetConfig:  collector.FleetConfig{Cluster: *f.cluster, SharedPolicy: *f.shared},
-		IntakeConfig: collector.IntakeConfig{RefusalDelay: rd},
+		IntakeConfig: collector.IntakeConfig{RefusalDelay: rd, DiskReserve: dr},
 		OTLPConfig:   collector.OTLPConfig{OTLPGRPC: *f.otlpGRPC, OTLPTenantAttribute: *f.otlpTenant},
 		QuotaConfig:  collector.QuotaConfig{QuotaRedis: *f.quotaRedis},
 	}

@@ -158,9 +158,21 @@ type IntakeConfig struct {
 	// DefaultMaxSources); newcomers are served on probation beside them
 	// (see sources.go), so junk sources cannot evict real ones.
 	MaxSources int
+	// DiskReserve is the free space kept on DataDir's file system
+	// (default DefaultDiskReserve; negative: none): below it reports are
+	// refused with 503 and Retry-After before anything is logged, so the
+	// minutes still have room to be spooled and the disk never fills
+	// (disk.go).
+	DiskReserve int64
 }
 
+// DefaultDiskReserve is IntakeConfig.DiskReserve's default.
+const DefaultDiskReserve = 64 << 20
+
 func (c *IntakeConfig) fill() {
+	if c.DiskReserve == 0 {
+		c.DiskReserve = DefaultDiskReserve
+	}
 	if c.RefusalDelay == 0 {
 		c.RefusalDelay = DefaultRefusalDelay
 	}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/qtop-dev/qtop/api"
@@ -50,6 +51,7 @@ type fleet struct {
 	now       func() time.Time
 	token     string        // the peer credential sent to peers (Config.PeerToken, else ReadToken)
 	decodes   chan struct{} // peerDecodes slots
+	polled    atomic.Bool   // the shared policy was read once (readyz)
 
 	mu    sync.Mutex
 	cache map[snapKey]*api.Snapshot

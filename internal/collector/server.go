@@ -72,6 +72,7 @@ type Server struct {
 	fleet   *fleet      // fleet.go: peers and the shared policy, or nil
 	otlp    *otlpState  // otlp.go
 	streams streams     // stream.go
+	disk    *diskGuard  // disk.go: the free-space reserve of DataDir
 
 	mu sync.Mutex // guards the sources, the open minutes, the live view and closed
 	// The open minutes (their rows are in agg).
@@ -147,6 +148,9 @@ func newParts(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("collector: metrics: %w", err)
 	}
 	s.in.guard = s.guard
+	if s.disk, err = newDiskGuard(cfg, s.walDir); err != nil {
+		return nil, err
+	}
 	s.agg = newAggregator(cfg, s.met, s.guard)
 	s.em = &emitter{dir: cfg.DataDir, agg: s.agg, met: s.met, guard: s.guard, log: s.log, now: cfg.Now}
 	s.policy = &policyPart{dir: cfg.DataDir, log: s.log, changes: s.met.policyChanges}
@@ -285,7 +289,7 @@ func (s *Server) replayOne(d *decoded, body []byte, m *minute, now time.Time) bo
 func (s *Server) Handler() http.Handler {
 	h := httpAPI{s}
 	mux := http.NewServeMux()
-	mux.HandleFunc(api.PathReports, s.handleReports)
+	mux.HandleFunc(api.PathReports, s.disk.door(s.handleReports))
 	mux.Handle(otlpin.PathTraces, s.otlp.recv)
 	mux.HandleFunc(api.PathLive, h.authorized(RoleRead, h.handleLive))
 	mux.HandleFunc(api.PathStream, h.authorized(RoleRead, h.handleStream))
@@ -301,6 +305,7 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle("/metrics", h.authorized(RoleRead, promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}).ServeHTTP))
 	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/readyz", readyHandler(s)) // disk.go
 	return h.withFleet(mux)
 }
 
@@ -391,6 +396,7 @@ func every(ctx context.Context, d time.Duration, f func()) {
 // tick. The server calls it every second; tests call it with a fake
 // clock.
 func (s *Server) Tick(ctx context.Context, now time.Time) {
+	s.disk.look()
 	s.feat.tick(ctx, now)
 	s.emit(ctx, now, false)
 	// The aggregator's part takes only its shards' locks (one at a time),
@@ -666,6 +672,9 @@ func (in *intake) give(d *decoded) {
 func (s *Server) Consume(ctx context.Context, r *report.Report, raw []byte) (report.Reply, error) {
 	if err := ctx.Err(); err != nil {
 		return report.Reply{}, report.NewRetryable(err, 0)
+	}
+	if err := s.disk.admit(int64(len(raw)) + 8); err != nil {
+		return report.Reply{}, err
 	}
 	t0 := time.Now()
 	d := s.in.take()
