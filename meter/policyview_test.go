@@ -3,8 +3,8 @@ package meter
 import (
 	"encoding/json"
 	"errors"
-	"testing"
 	"strings"
+	"testing"
 
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/report"
