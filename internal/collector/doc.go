@@ -94,7 +94,10 @@
 //     freshness (freshness.go), enforcement detail and pool waits
 //     (enforcepart.go, poolwait.go);
 //   - the PostgreSQL sampler (pg.go), the peers and the shared policy
-//     (fleet.go, fleet_policy.go), the OTLP receiver (otlp.go),
+//     (fleet.go, fleet_policy.go; a peer's answer is checked like a
+//     report in peeranswer.go), the disk guard (disk.go), the policy
+//     view of each process's reply (policyview.go, a feature), the OTLP
+//     receiver (otlp.go),
 //     credentials (auth.go), and the HTTP API (httpAPI: each handler in
 //     its part's file).
 //
