@@ -218,7 +218,12 @@ func (f *fleet) get(ctx context.Context, peer, measure string) (api.Snapshot, er
 	case <-ctx.Done():
 		return api.Snapshot{}, fmt.Errorf("peer: %w", ctx.Err())
 	}
-	return decodePeerSnapshot(b)
+	snap, err := decodePeerSnapshot(b)
+	if err == nil && snap.Time.After(f.now().Add(time.Minute)) {
+		// The fleet view takes the newest time of its parts.
+		return api.Snapshot{}, fmt.Errorf("%w: its time %v is ahead of this collector's", ErrPeerAnswer, snap.Time)
+	}
+	return snap, err
 }
 
 // fleetStream is handleStream with fleet snapshots (under the same cap

@@ -65,6 +65,7 @@ func TestHostilePeers(t *testing.T) {
 		{"negative-history", "want 0", fixed(`{"tenants":[{"tenant":"real","history":[1,-5]}]}`)},
 		{"600k", "larger than|deadline exceeded", many(600_000)}, // cut by size, or by time on a busy machine
 		{"100k", "a list longer", many(100_000)},
+		{"future", "ahead of", fixed(`{"time":"2999-01-01T00:00:00Z","tenants":[]}`)},
 		{"deep", "nested deeper", fixed(strings.Repeat("[", 100) + strings.Repeat("]", 100))},
 		{"stall", "peer:", func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }},
 		{"fake-policy", "", fixed(`{"policy":{"version":999999999,"rules":[{"id":"evil","tenant":"real","action":"throttle","rate":1}]},` +
