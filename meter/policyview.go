@@ -8,7 +8,8 @@ import (
 	"github.com/qtop-dev/qtop/report"
 )
 
-// A reporter that applies policies (WithOnPolicy) asks for its own view
+// A reporter that applies policies (WithPolicyHandler) and was given
+// WithPolicyView asks for its own view
 // of the policy: every report carries the tag of the view it holds
 // (report.PolicyView), and the collector answers with the rules of the
 // tenants it reported, every tier rule, the budgets, runaway rules and

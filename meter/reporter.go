@@ -191,7 +191,7 @@ func (r *Reporter) cut(final bool) uint64 {
 			rep.SetSection(quota.Usages(u))
 		}
 	}
-	if r.cfg.onPolicy != nil {
+	if r.cfg.onPolicy != nil && r.cfg.policyView {
 		rep.SetSection(r.heldView())
 	}
 	for _, fn := range r.cfg.sections {
