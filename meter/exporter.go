@@ -87,7 +87,7 @@ func (r *Reporter) export(ctx context.Context, p pending) sendResult {
 		}
 		return sendResult{}
 	}
-	pol, verdicts, perr := replyParts(reply)
+	pol, tag, verdicts, perr := replyParts(reply)
 	if derr == nil {
 		derr = perr
 	}
@@ -95,7 +95,11 @@ func (r *Reporter) export(ctx context.Context, p pending) sendResult {
 		r.m.replyErrors.Inc()
 	}
 	if derr == nil {
-		r.applyPolicy(pol)
+		if len(reply.PolicyView) > 0 {
+			r.applyView(pol, tag)
+		} else {
+			r.applyPolicy(pol)
+		}
 		if r.cfg.quota != nil {
 			r.cfg.quota.Apply(r.cfg.clock(), verdicts)
 		}
@@ -175,23 +179,27 @@ func (r *Reporter) post(ctx context.Context, body []byte) (report.Reply, error) 
 // replyParts decodes the policy and the quota verdicts of a reply. A
 // policy that does not pass policy.Validate is report.ErrMalformed: the
 // reporter keeps the policy it had rather than apply half of a bad one.
-func replyParts(reply report.Reply) (*policy.Policy, []quota.Verdict, error) {
-	var pol *policy.Policy
-	if len(reply.Policy) > 0 {
+func replyParts(reply report.Reply) (pol *policy.Policy, viewTag string, verdicts []quota.Verdict, err error) {
+	if len(reply.PolicyView) > 0 {
+		if pol, viewTag, err = viewPolicy(reply.PolicyView); err != nil {
+			return nil, "", nil, err
+		}
+	} else if len(reply.Policy) > 0 {
 		pol = new(policy.Policy)
 		if err := json.Unmarshal(reply.Policy, pol); err != nil {
-			return nil, nil, fmt.Errorf("%w: reply policy: %v", report.ErrMalformed, err)
+			return nil, "", nil, fmt.Errorf("%w: reply policy: %v", report.ErrMalformed, err)
 		}
+	}
+	if pol != nil {
 		pol.Upgrade() // from a collector of an older release: its looser checks
 		if err := pol.Validate(); err != nil {
-			return nil, nil, fmt.Errorf("%w: reply policy: %w", report.ErrMalformed, err)
+			return nil, "", nil, fmt.Errorf("%w: reply policy: %w", report.ErrMalformed, err)
 		}
 	}
-	verdicts, err := quota.UnmarshalVerdicts(reply.Quotas)
-	if err != nil {
-		return nil, nil, err
+	if verdicts, err = quota.UnmarshalVerdicts(reply.Quotas); err != nil {
+		return nil, "", nil, err
 	}
-	return pol, verdicts, nil
+	return pol, viewTag, verdicts, nil
 }
 
 // decodeReply decodes a reply body with its policy and quota verdicts.
@@ -200,6 +208,6 @@ func decodeReply(b []byte) (report.Reply, *policy.Policy, []quota.Verdict, error
 	if err != nil {
 		return reply, nil, nil, err
 	}
-	pol, verdicts, err := replyParts(reply)
+	pol, _, verdicts, err := replyParts(reply)
 	return reply, pol, verdicts, err
 }

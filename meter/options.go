@@ -68,6 +68,7 @@ type config struct {
 	minBackoff  time.Duration
 	maxBackoff  time.Duration
 	onPolicy    func(policy.Policy)
+	policyView  bool // WithPolicyView (policyview.go)
 	enforcement func() report.Enforcement
 	onCut       func(*report.Report)
 	sections    []func() report.Section
@@ -290,6 +291,19 @@ func WithBackoff(min, max time.Duration) ReporterOption {
 // on the reporter's goroutine and should return quickly.
 func WithPolicyHandler(fn func(policy.Policy)) ReporterOption {
 	return reporterOption(func(c *config) { c.onPolicy = fn })
+}
+
+// WithPolicyView has a Reporter with a policy handler ask for its own
+// view of the policy (the rules of the tenants in each report, the tier
+// rules, budgets, runaway rules and freshness; see policy.View) rather
+// than the whole policy, and hold it by its tag: with a policy of
+// thousands of rules a reply is then kilobytes, and ~85 bytes while the
+// view is unchanged. The view follows each report's tenants, so a rule
+// of a tenant that was idle for a whole report interval is handed over
+// again (by its tag) when the tenant's next report carries it. Off by
+// default.
+func WithPolicyView() ReporterOption {
+	return reporterOption(func(c *config) { c.policyView = true })
 }
 
 // WithEnforcementSource has the Reporter fill each report's report.Enforcement

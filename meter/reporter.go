@@ -51,6 +51,7 @@ type Reporter struct {
 	retryAt    time.Time
 	policyVer  uint64
 	havePolicy bool
+	viewTag    string // the tag of the policy view held (policyview.go)
 	started    bool
 	shut       bool
 
@@ -192,6 +193,9 @@ func (r *Reporter) cut(final bool) uint64 {
 		if u := r.cfg.quota.Cut(); len(u) > 0 {
 			rep.SetSection(quota.Usages(u))
 		}
+	}
+	if r.cfg.onPolicy != nil && r.cfg.policyView {
+		rep.SetSection(r.heldView())
 	}
 	for _, fn := range r.cfg.sections {
 		if s := fn(); s != nil {

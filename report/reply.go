@@ -18,7 +18,7 @@ const MaxReplyBytes = 8 << 20
 
 // Reply is the collector's answer to a report, as JSON:
 //
-//	{"accepted":true,"policy":{…},"retry_after_seconds":0,"message":"","quotas":[…]}
+//	{"accepted":true,"policy":{…},"retry_after_seconds":0,"message":"","quotas":[…],"policy_view":{…}}
 //
 // The collector sends it with every status: 200 with Accepted true when
 // the report was merged (or was a duplicate), 4xx when the report can
@@ -42,6 +42,10 @@ type Reply struct {
 	// Quotas are the fleet-wide quota verdicts for the reporting process
 	// (quota's wire form): only the tenants it must limit.
 	Quotas json.RawMessage
+	// PolicyView is the reporting process's view of the policy (a
+	// policy.View), in place of Policy, for a report that carried a
+	// PolicyView section; empty otherwise.
+	PolicyView json.RawMessage
 }
 
 type wireReply struct {
@@ -50,6 +54,7 @@ type wireReply struct {
 	RetryAfter float64         `json:"retry_after_seconds,omitempty"`
 	Message    string          `json:"message,omitempty"`
 	Quotas     json.RawMessage `json:"quotas,omitempty"`
+	PolicyView json.RawMessage `json:"policy_view,omitempty"`
 }
 
 // EncodeReply encodes r as JSON. Policy and Quotas are written as they
@@ -59,7 +64,7 @@ func EncodeReply(r Reply) ([]byte, error) {
 	if r.RetryAfter < 0 {
 		return nil, fmt.Errorf("%w: retry after %v", ErrInvalid, r.RetryAfter)
 	}
-	b := make([]byte, 0, 64+len(r.Policy)+len(r.Message)+len(r.Quotas))
+	b := make([]byte, 0, 64+len(r.Policy)+len(r.Message)+len(r.Quotas)+len(r.PolicyView))
 	b = append(b, `{"accepted":`...)
 	b = strconv.AppendBool(b, r.Accepted)
 	if len(r.Policy) > 0 {
@@ -86,11 +91,15 @@ func EncodeReply(r Reply) ([]byte, error) {
 		b = append(b, `,"quotas":`...)
 		b = append(b, r.Quotas...)
 	}
+	if len(r.PolicyView) > 0 {
+		b = append(b, `,"policy_view":`...)
+		b = append(b, r.PolicyView...)
+	}
 	b = append(b, '}')
 	if len(b) > MaxReplyBytes {
 		return nil, fmt.Errorf("%w: reply of %d bytes, at most %d", ErrTooLarge, len(b), MaxReplyBytes)
 	}
-	if (len(r.Policy) > 0 || len(r.Quotas) > 0) && !json.Valid(b) {
+	if (len(r.Policy) > 0 || len(r.Quotas) > 0 || len(r.PolicyView) > 0) && !json.Valid(b) {
 		return nil, fmt.Errorf("%w: reply: policy or quotas are not JSON values", ErrInvalid)
 	}
 	return b, nil
@@ -119,11 +128,15 @@ func DecodeReply(b []byte) (Reply, error) {
 	if string(w.Quotas) == "null" {
 		w.Quotas = nil
 	}
+	if string(w.PolicyView) == "null" {
+		w.PolicyView = nil
+	}
 	return Reply{
 		Accepted:   w.Accepted,
 		Policy:     w.Policy,
 		RetryAfter: time.Duration(w.RetryAfter * float64(time.Second)),
 		Message:    w.Message,
 		Quotas:     w.Quotas,
+		PolicyView: w.PolicyView,
 	}, nil
 }

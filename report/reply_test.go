@@ -90,3 +90,50 @@ func FuzzDecodeReply(f *testing.F) {
 		}
 	})
 }
+
+// TestPolicyViewWire: the policy view travels in a field of its own, so
+// a reply without it is byte for byte what it was, and the report's
+// section is u len | tag (golden bytes); a decoder that does not know
+// section 5 skips it.
+func TestPolicyViewWire(t *testing.T) {
+	view := json.RawMessage(`{"version":7,"tag":"00ab","unchanged":true}`)
+	b, err := EncodeReply(Reply{Accepted: true, PolicyView: view})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"accepted":true,"policy_view":{"version":7,"tag":"00ab","unchanged":true}}`; string(b) != want {
+		t.Fatalf("got %s, want %s", b, want)
+	}
+	got, err := DecodeReply(b)
+	if err != nil || string(got.PolicyView) != string(view) || got.Policy != nil {
+		t.Fatalf("%+v %v", got, err)
+	}
+	if _, err := EncodeReply(Reply{PolicyView: json.RawMessage(`{`)}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("a view that is not JSON: %v", err)
+	}
+
+	sec, err := PolicyView{Tag: "00ab"}.AppendSection(nil)
+	if err != nil || string(sec) != "\x0400ab" {
+		t.Fatalf("section % x %v", sec, err)
+	}
+	if _, err := (PolicyView{Tag: strings.Repeat("x", MaxPolicyTagLen+1)}).AppendSection(nil); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("long tag: %v", err)
+	}
+	rep := Report{Source: Source{Service: "s", Instance: "i"}, Seq: 1, Start: time.Unix(60, 0), End: time.Unix(61, 0)}
+	rep.SetSection(PolicyView{Tag: "00ab"})
+	body, err := rep.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := NewDecoder(PolicyView{}).Decode(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := SectionOf[PolicyView](back); !ok || v.Tag != "00ab" {
+		t.Fatalf("sections %+v", back.Sections)
+	}
+	old, err := NewDecoder().Decode(body)
+	if err != nil || len(old.Sections) != 0 {
+		t.Fatalf("a decoder without section 5: %+v %v", old.Sections, err)
+	}
+}

@@ -26,7 +26,8 @@ const maxSections = 64
 // the payload of its tag.
 //
 // The tags in use: 1 enforcement detail (this package), 2 quota usage, 3
-// freshness, 4 database budgets. A new section takes a new tag.
+// freshness, 4 database budgets, 5 the policy view a process holds
+// (this package). A new section takes a new tag.
 type Section interface {
 	// SectionTag is the section's tag on the wire.
 	SectionTag() uint64

@@ -7,6 +7,7 @@
 //	collector serve --listen 127.0.0.1:7171 --store none --data-dir /tmp/qtop-load &
 //	go run ./collectorload -addr 127.0.0.1:7171 -pid $! load -reporters 1000 -interval 200ms -duration 10s
 //	go run ./collectorload -addr 127.0.0.1:7171 -pid $! load -raw -reporters 600 -interval 100ms -duration 10s
+//	go run ./collectorload -addr 127.0.0.1:7171 -pid $! load -raw -view -reporters 200 -interval 1s -duration 10s
 //	go run ./collectorload -addr 127.0.0.1:7171 -pid $! hostile
 //	go run ./collectorload -addr 127.0.0.1:7171 -pid $! -token T otlp-grpc-hostile -grpc 127.0.0.1:14317 -as wrong -gzip
 //	go run ./collectorload -addr 127.0.0.1:7171 -pid $! -token T otlp-http-hostile -case slow
@@ -63,6 +64,9 @@ func main() {
 	flag.Usage()
 	os.Exit(2)
 }
+
+// askView is the load mode's -view flag, read by report.
+var askView bool
 
 type env struct {
 	base   string
@@ -132,6 +136,9 @@ func report(rng *rand.Rand, service, inst string, seq uint64, rows int, now time
 		}
 	}
 	rep.Rows = out
+	if askView {
+		rep.SetSection(wire.PolicyView{}) // a process that holds no view yet: the largest view reply
+	}
 	b, err := rep.MarshalBinary()
 	if err != nil {
 		panic(err)
@@ -310,6 +317,7 @@ func (e *env) load(args []string) int {
 	rows := fs.Int("rows", 100, "tenant rows per report")
 	interval := fs.Duration("interval", 200*time.Millisecond, "each process sends one report per interval")
 	d := fs.Duration("duration", 10*time.Second, "length of the run")
+	fs.BoolVar(&askView, "view", false, "reports carry the policy-view section (report.PolicyView with no tag held): replies carry each process's view instead of the whole policy")
 	raw := fs.Bool("raw", false, "post with a minimal HTTP/1.1 client (keep-alive, requests built before the run) instead of net/http's, so the generator takes less CPU from a collector on the same cores")
 	fs.Parse(args)
 	ctx := context.Background()

@@ -51,7 +51,8 @@ Examples:
   # Three collectors on a replicated cluster, one fleet: each shows the
   # fleet's live view (--peers) and shares one policy through the store:
   collector serve --listen 0.0.0.0:7070 --store clickhouse://ch1:9000,ch2:9000/qtop \
-      --cluster prod --peers c2:7070,c3:7070 --shared-policy --token "$QTOP_TOKEN"
+      --cluster prod --peers c2:7070,c3:7070 --shared-policy \
+      --token-file report.token --read-token-file read.token --peer-token-file peer.token
 
   # Last week's shared database bill split by RU:
   collector report --from 7d --measure ru --cost 12000 --currency USD
@@ -233,6 +234,8 @@ type serveFlags struct {
 	demo, shared                                   *bool
 	creds                                          *credentials
 	tls                                            *tlsFlags
+	peerToken                                      *secret
+	diskReserve                                    *string
 }
 
 func newServeFlags(fs *flag.FlagSet) (*serveFlags, error) {
@@ -249,11 +252,13 @@ func newServeFlags(fs *flag.FlagSet) (*serveFlags, error) {
 		return nil, err
 	}
 	f.tls = newTLSFlags(fs, &envs)
+	f.peerToken = secretFlag(fs, &envs, "peer-token", "QTOP_PEER_TOKEN", "peer credential: sent to --peers when asking for their views, and accepted from them as a read credential (default: the read token)")
 	f.dataDir = strFlag(fs, &envs, "data-dir", "QTOP_DATA_DIR", collector.DefaultDataDir, "folder for the write-ahead log, the store spool and the policy")
 	f.writer = strFlag(fs, &envs, "writer", "QTOP_WRITER", "", "this collector's identity in the store (default: made once and kept in --data-dir)")
 	f.grace = strFlag(fs, &envs, "grace", "QTOP_GRACE", collector.DefaultGrace.String(), "how long after a minute ends its rollups are written")
 	f.refusalDelay = strFlag(fs, &envs, "refusal-delay", "QTOP_REFUSAL_DELAY", collector.DefaultRefusalDelay.String(), "how long the answer to a report refused for its content or credentials (400, 401, 413, 415) is held back, to slow a client sending junk in a loop (0: at once)")
 	f.spoolMax = strFlag(fs, &envs, "spool-max-bytes", "QTOP_SPOOL_MAX_BYTES", "0", "cap of the on-disk spool while the store is down (0: 256 MiB)")
+	f.diskReserve = strFlag(fs, &envs, "disk-reserve", "QTOP_DISK_RESERVE", strconv.Itoa(collector.DefaultDiskReserve), "bytes kept free on --data-dir's disk: below it reports are refused (503, Retry-After) until space comes back, so the disk never fills (0: none)")
 	f.otlpGRPC = strFlag(fs, &envs, "otlp-grpc", "QTOP_OTLP_GRPC", "", "address of the OTLP/gRPC trace receiver, e.g. 127.0.0.1:4317 (default off; off loopback it needs --token and --tls-cert, or --insecure; OTLP/HTTP is always on --listen at /v1/traces)")
 	f.otlpTenant = strFlag(fs, &envs, "otlp-tenant-attribute", "QTOP_OTLP_TENANT_ATTRIBUTE", "tenant.id", "span attribute that holds the tenant of OTLP spans")
 	f.otlpRUModel = strFlag(fs, &envs, "otlp-ru-model", "QTOP_OTLP_RU_MODEL", "", "JSON file of the RU cost model (rucalib -json) that prices OTLP requests without a qtop.ru attribute (default: the agent's default model)")
@@ -292,11 +297,18 @@ func (f *serveFlags) config(stderr io.Writer) (collector.Config, error) {
 	if err != nil || sm < 0 {
 		return collector.Config{}, fmt.Errorf("--spool-max-bytes %q: want a number of bytes", *f.spoolMax)
 	}
+	dr, err := strconv.ParseInt(*f.diskReserve, 10, 64)
+	if err != nil || dr < 0 {
+		return collector.Config{}, fmt.Errorf("--disk-reserve %q: want a number of bytes", *f.diskReserve)
+	}
+	if dr == 0 {
+		dr = -1 // Config's zero is the default
+	}
 	cfg := collector.Config{
 		Listen: *f.listen, Store: *f.storeURL, Postgres: *f.pg,
 		Demo: *f.demo, DataDir: *f.dataDir, Writer: *f.writer, Grace: g, SpoolMaxBytes: sm, Logger: log,
 		FleetConfig:  collector.FleetConfig{Cluster: *f.cluster, SharedPolicy: *f.shared},
-		IntakeConfig: collector.IntakeConfig{RefusalDelay: rd},
+		IntakeConfig: collector.IntakeConfig{RefusalDelay: rd, DiskReserve: dr},
 		OTLPConfig:   collector.OTLPConfig{OTLPGRPC: *f.otlpGRPC, OTLPTenantAttribute: *f.otlpTenant},
 		QuotaConfig:  collector.QuotaConfig{QuotaRedis: *f.quotaRedis},
 	}
@@ -307,6 +319,9 @@ func (f *serveFlags) config(stderr io.Writer) (collector.Config, error) {
 		return collector.Config{}, err
 	}
 	f.tls.apply(&cfg)
+	if cfg.PeerToken, err = f.peerToken.get(); err != nil {
+		return collector.Config{}, err
+	}
 	if *f.peers != "" {
 		cfg.Peers = strings.Split(*f.peers, ",")
 	}

@@ -78,6 +78,9 @@ func (s *Server) Authorize(r *http.Request, role Role) (who string, err error) {
 		if ok && tokenEqual(got, s.cfg.ReadToken) {
 			return RoleRead.String(), nil
 		}
+		if ok && s.cfg.PeerToken != "" && tokenEqual(got, s.cfg.PeerToken) {
+			return "peer", nil
+		}
 	case RoleAdmin:
 		if ok && tokenEqual(got, s.token) {
 			return RoleAdmin.String(), nil

@@ -142,6 +142,9 @@ type FleetConfig struct {
 	// http(s)://host:port): /v1/live then merges their live views with
 	// this one's (fleet.go).
 	Peers []string
+	// PeerToken is the credential this collector sends to its peers and
+	// accepts from them as a read credential (default: ReadToken).
+	PeerToken string
 	// SharedPolicy keeps the policy in the (ClickHouse) store, common to
 	// every collector writing to it (fleet_policy.go).
 	SharedPolicy bool
@@ -172,9 +175,21 @@ type IntakeConfig struct {
 	// DefaultMaxSources); newcomers are served on probation beside them
 	// (see sources.go), so junk sources cannot evict real ones.
 	MaxSources int
+	// DiskReserve is the free space kept on DataDir's file system
+	// (default DefaultDiskReserve; negative: none): below it reports are
+	// refused with 503 and Retry-After before anything is logged, so the
+	// minutes still have room to be spooled and the disk never fills
+	// (disk.go).
+	DiskReserve int64
 }
 
+// DefaultDiskReserve is IntakeConfig.DiskReserve's default.
+const DefaultDiskReserve = 64 << 20
+
 func (c *IntakeConfig) fill() {
+	if c.DiskReserve == 0 {
+		c.DiskReserve = DefaultDiskReserve
+	}
 	if c.RefusalDelay == 0 {
 		c.RefusalDelay = DefaultRefusalDelay
 	}

@@ -29,6 +29,14 @@
 // and nothing is counted twice. The log of a minute is deleted once its
 // rows are in the store (or its spool) and no late report can change them.
 //
+// The data directory keeps Config.DiskReserve bytes free (disk.go): below
+// that, reports are refused with 503 and Retry-After before they are
+// read, the closed minutes still have room for the spool, and reports are
+// taken again as soon as space comes back, without a restart. /readyz
+// answers 503 with the reason while the collector refuses for disk, its
+// log's folder is not writable, its spool is full of a store it cannot
+// reach, or its shared policy was never read; /healthz is liveness only.
+//
 // # Bounds
 //
 // Memory is set by capacities, not by the number of tenants: at most
@@ -54,12 +62,14 @@
 // Three roles, each with its token — report (Config.Token), read
 // (Config.ReadToken), admin (Config.AdminToken, generated and kept in
 // DataDir when not given) — are checked by Server.Authorize, which every
-// intake calls. With Config.TLS (a certificate, a key and an optional
-// client CA for mTLS; package tlsfiles, reloaded when the files change)
-// the HTTP listener and the OTLP/gRPC one serve TLS; Config.PeerTLS is how
-// the collector reaches https:// peers. New refuses a listener off
-// loopback without TLS or without the report and read tokens (OTLP/gRPC:
-// TLS and the report token) unless Config.Insecure.
+// intake calls. The peer credential (Config.PeerToken) is a read
+// credential too: collectors send it to their peers. With Config.TLS (a
+// certificate, a key and an optional client CA for mTLS; package
+// tlsfiles, reloaded when the files change) the HTTP listener and the
+// OTLP/gRPC one serve TLS; Config.PeerTLS is how the collector reaches
+// https:// peers. New refuses a listener off loopback without TLS or
+// without the report and read tokens (OTLP/gRPC: TLS and the report
+// token) unless Config.Insecure.
 //
 // # Parts
 //

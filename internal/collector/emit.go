@@ -34,6 +34,7 @@ type emitter struct {
 	mu       sync.Mutex
 	version  uint64 // of the last emission (nextVersion)
 	storeErr string
+	writeErr string // the last write's error, logged once until it changes
 }
 
 // openStore opens cfg.Store behind its spool (nothing with StoreNone) and
@@ -123,10 +124,38 @@ func (e *emitter) writeAll(ctx context.Context, todo []emission) {
 			e.log.Error("store refused rows of a minute as invalid; they are not retried", "minute", em.m.start, "err", err)
 		default:
 			e.met.storeErrors.Inc()
-			e.log.Error("minute not written; trying again next tick", "minute", em.m.start, "err", err)
+			if e.noteWrite(err) {
+				e.log.Error("minute not written; trying again every tick (logged again when the error changes)", "minute", em.m.start, "err", err)
+			}
 			em.m.dirty.Store(true)
+			continue
+		}
+		if e.noteWrite(nil) {
+			e.log.Info("minutes written again", "minute", em.m.start)
 		}
 	}
+}
+
+// noteWrite records the outcome of a write and says whether it differs
+// from the last one (a failing store or a full disk is logged when it
+// starts, changes and ends, not every tick).
+func (e *emitter) noteWrite(err error) bool {
+	msg := ""
+	if err != nil {
+		// Without its numbers (file names, sizes, minutes), which change
+		// at every try.
+		msg = strings.Map(func(r rune) rune {
+			if r >= '0' && r <= '9' {
+				return -1
+			}
+			return r
+		}, err.Error())
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	changed := msg != e.writeErr
+	e.writeErr = msg
+	return changed
 }
 
 // write hands one minute's rows to the store, table by table; an invalid

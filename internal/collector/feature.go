@@ -50,7 +50,7 @@ func newFeatures(cfg Config, pol *policyPart, em *enforcementMetrics) (features,
 	}
 	f.fresh = &freshPart{pol: pol, now: cfg.Now}
 	f.enf = &enforcePart{met: em}
-	f.all = []feature{f.fresh, f.bud, f.enf, f.quota}
+	f.all = []feature{f.fresh, f.bud, f.enf, f.quota, &policyView{pol: pol}}
 	return f, nil
 }
 

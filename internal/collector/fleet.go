@@ -1,16 +1,17 @@
 package collector
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/qtop-dev/qtop/api"
@@ -24,7 +25,10 @@ import (
 // the live view, a collector with Config.Peers asks every peer for its own
 // snapshot (GET /v1/live?scope=local, up to 1000 tenants) when it is asked
 // for one, and merges them with live.Merge: qtop pointed at any collector
-// sees the whole fleet, no later than the slowest peer's answer. Nothing is
+// sees the whole fleet, no later than the slowest peer's answer. Requests
+// carry the peer credential (Config.PeerToken, by default the read
+// token), which every collector accepts as a read credential. A peer's
+// answer is bounded and checked like a report (peeranswer.go). Nothing is
 // replicated between collectors: a peer that does not answer in time is
 // left out of that snapshot and named in Snapshot.Peers.
 //
@@ -45,6 +49,9 @@ type fleet struct {
 	pol       *policyPart
 	log       *slog.Logger
 	now       func() time.Time
+	token     string        // the peer credential sent to peers (Config.PeerToken, else ReadToken)
+	decodes   chan struct{} // peerDecodes slots
+	polled    atomic.Bool   // the shared policy was read once (readyz)
 
 	mu    sync.Mutex
 	cache map[snapKey]*api.Snapshot
@@ -95,7 +102,8 @@ func newFleet(cfg Config, next store.Store, pol *policyPart) (*fleet, error) {
 		return nil, fmt.Errorf("%w: peers: %w", ErrConfig, err)
 	}
 	return &fleet{peers: peers, next: next, transport: tr, client: &http.Client{Timeout: peerTimeout, Transport: tr},
-		cache: make(map[snapKey]*api.Snapshot), shared: cfg.SharedPolicy, pol: pol, log: cfg.Logger, now: cfg.Now}, nil
+		cache: make(map[snapKey]*api.Snapshot), shared: cfg.SharedPolicy, pol: pol, log: cfg.Logger, now: cfg.Now,
+		token: cmp.Or(cfg.PeerToken, cfg.ReadToken), decodes: make(chan struct{}, peerDecodes)}, nil
 }
 
 // withFleet serves the fleet's live view on /v1/live and /v1/live/stream
@@ -170,6 +178,7 @@ func (s httpAPI) fleetSnapshot(ctx context.Context, measure string, n int) api.S
 		}
 	}
 	out := api.Merge(got, measure, n)
+	out.Policy = snaps[0].Policy // never a peer's
 	out.Collector.Uptime = snaps[0].Collector.Uptime
 	out.Collector.Store = snaps[0].Collector.Store
 	out.Peers = status
@@ -191,6 +200,9 @@ func (f *fleet) get(ctx context.Context, peer, measure string) (api.Snapshot, er
 	if err != nil {
 		return api.Snapshot{}, err
 	}
+	if f.token != "" {
+		req.Header.Set("Authorization", "Bearer "+f.token)
+	}
 	resp, err := f.client.Do(req)
 	if err != nil {
 		return api.Snapshot{}, fmt.Errorf("peer: %w", err)
@@ -199,18 +211,22 @@ func (f *fleet) get(ctx context.Context, peer, measure string) (api.Snapshot, er
 	if resp.StatusCode != http.StatusOK {
 		return api.Snapshot{}, fmt.Errorf("peer: %s", resp.Status)
 	}
-	b, err := io.ReadAll(io.LimitReader(resp.Body, api.MaxEventBytes+1))
+	b, err := readPeerAnswer(resp.Body)
 	if err != nil {
-		return api.Snapshot{}, fmt.Errorf("peer: %w", err)
+		return api.Snapshot{}, err
 	}
-	if len(b) > api.MaxEventBytes {
-		return api.Snapshot{}, fmt.Errorf("peer: snapshot larger than %d bytes", api.MaxEventBytes)
+	select {
+	case f.decodes <- struct{}{}:
+		defer func() { <-f.decodes }()
+	case <-ctx.Done():
+		return api.Snapshot{}, fmt.Errorf("peer: %w", ctx.Err())
 	}
-	var snap api.Snapshot
-	if err := json.Unmarshal(b, &snap); err != nil {
-		return api.Snapshot{}, fmt.Errorf("peer: %w", err)
+	snap, err := decodePeerSnapshot(b)
+	if err == nil && snap.Time.After(f.now().Add(time.Minute)) {
+		// The fleet view takes the newest time of its parts.
+		return api.Snapshot{}, fmt.Errorf("%w: its time %v is ahead of this collector's", ErrPeerAnswer, snap.Time)
 	}
-	return snap, nil
+	return snap, err
 }
 
 // fleetStream is handleStream with fleet snapshots (under the same cap

@@ -105,6 +105,7 @@ func (f *fleet) pollPolicy(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	f.polled.Store(true)
 	if p := foldPolicy(changes, f.now()); f.pol.adopt(p) {
 		f.log.Info("shared policy adopted", "version", p.Version, "rules", len(p.Rules))
 	}

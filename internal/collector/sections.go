@@ -11,4 +11,4 @@ import (
 // enforcement detail (merge.go, poolwait.go), quota usage (quota.go),
 // freshness (freshness.go) and database budgets (budgets.go). It holds no
 // state and is shared.
-var reports = report.NewDecoder(quota.Usages(nil), freshness.Window{}, budget.Window{})
+var reports = report.NewDecoder(quota.Usages(nil), freshness.Window{}, budget.Window{}, report.PolicyView{})

@@ -80,6 +80,7 @@ type Server struct {
 	fleet   *fleet      // fleet.go: peers and the shared policy, or nil
 	otlp    *otlpPart   // otlp.go
 	streams streams     // stream.go
+	disk    *diskGuard  // disk.go: the free-space reserve of DataDir
 
 	mu      sync.Mutex  // guards in's sources, the open minutes, the live view and closed
 	minutes openMinutes // minutes.go; their rows are in agg
@@ -157,6 +158,9 @@ func newParts(cfg Config) (*Server, error) {
 	}
 	s.in.guard, s.in.invalidTags, s.in.done = s.guard, s.met.invalidTags, s.life.doneChan()
 	s.minutes.retimed = s.met.retimed
+	if s.disk, err = newDiskGuard(cfg, s.minutes.dir); err != nil {
+		return nil, err
+	}
 	s.agg = newAggregator(cfg, s.met, s.guard)
 	s.em = &emitter{dir: cfg.DataDir, agg: s.agg, met: s.met, guard: s.guard, log: s.log, now: cfg.Now}
 	s.policy = &policyPart{dir: cfg.DataDir, log: s.log, changes: s.met.policyChanges}
@@ -267,7 +271,7 @@ func (s *Server) replay() error {
 func (s *Server) Handler() http.Handler {
 	h := httpAPI{s}
 	mux := http.NewServeMux()
-	mux.HandleFunc(api.PathReports, h.handleReports) // door.go
+	mux.HandleFunc(api.PathReports, s.disk.door(h.handleReports)) // door.go, disk.go
 	mux.Handle(otlpin.PathTraces, s.otlp.recv)
 	mux.HandleFunc(api.PathLive, h.authorized(RoleRead, h.handleLive))
 	mux.HandleFunc(api.PathStream, h.authorized(RoleRead, h.handleStream))
@@ -283,6 +287,7 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle("/metrics", h.authorized(RoleRead, promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}).ServeHTTP))
 	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("/readyz", readyHandler(s)) // disk.go
 	return h.withFleet(mux)
 }
 
@@ -374,6 +379,7 @@ func every(ctx context.Context, d time.Duration, f func()) {
 // tick. The server calls it every second; tests call it with a fake
 // clock.
 func (s *Server) Tick(ctx context.Context, now time.Time) {
+	s.disk.look()
 	s.feat.tick(ctx, now)
 	s.emit(ctx, now, false)
 	// The aggregator's part takes only its shards' locks (one at a time),
@@ -468,6 +474,9 @@ func (l *lifecycle) doneChan() chan struct{} {
 func (s *Server) Consume(ctx context.Context, r *report.Report, raw []byte) (report.Reply, error) {
 	if err := ctx.Err(); err != nil {
 		return report.Reply{}, report.NewRetryable(err, 0)
+	}
+	if err := s.disk.admit(int64(len(raw)) + 8); err != nil {
+		return report.Reply{}, err
 	}
 	t0 := time.Now()
 	d := s.in.take()
