@@ -65,8 +65,7 @@ type config struct {
 	client      *http.Client
 	tls         tlsOption // WithTLS, WithTLSFiles
 	queueLen    int
-	minBackoff  time.Duration
-	maxBackoff  time.Duration
+	backoff     struct{ min, max time.Duration } // WithBackoff
 	onPolicy    func(policy.Policy)
 	policyView  bool // WithPolicyView (policyview.go)
 	enforcement func() report.Enforcement
@@ -100,8 +99,7 @@ func defaults() config {
 		interval:    DefaultInterval,
 		timeout:     DefaultTimeout,
 		queueLen:    DefaultQueueLen,
-		minBackoff:  100 * time.Millisecond,
-		maxBackoff:  30 * time.Second,
+		backoff:     struct{ min, max time.Duration }{100 * time.Millisecond, 30 * time.Second},
 	}
 }
 
@@ -163,8 +161,8 @@ func newReporterConfig(opts []ReporterOption) (config, error) {
 		return c, fmt.Errorf("%w: timeout %v", ErrInvalid, c.timeout)
 	case c.queueLen < 1:
 		return c, fmt.Errorf("%w: queue length %d", ErrInvalid, c.queueLen)
-	case c.minBackoff <= 0 || c.maxBackoff < c.minBackoff:
-		return c, fmt.Errorf("%w: backoff %v to %v", ErrInvalid, c.minBackoff, c.maxBackoff)
+	case c.backoff.min <= 0 || c.backoff.max < c.backoff.min:
+		return c, fmt.Errorf("%w: backoff %v to %v", ErrInvalid, c.backoff.min, c.backoff.max)
 	}
 	return c, nil
 }
@@ -283,7 +281,7 @@ func WithQueueLen(n int) ReporterOption { return reporterOption(func(c *config) 
 // about min, each next one twice as long up to max, with full jitter.
 // Default 100 ms to 30 s.
 func WithBackoff(min, max time.Duration) ReporterOption {
-	return reporterOption(func(c *config) { c.minBackoff, c.maxBackoff = min, max })
+	return reporterOption(func(c *config) { c.backoff.min, c.backoff.max = min, max })
 }
 
 // WithPolicyHandler has the Reporter call fn with each new policy (a

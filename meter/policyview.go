@@ -21,7 +21,7 @@ import (
 func (r *Reporter) heldView() report.PolicyView {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return report.PolicyView{Tag: r.viewTag}
+	return report.PolicyView{Tag: r.held.viewTag}
 }
 
 // viewPolicy decodes the view of a reply into the policy it stands for
@@ -48,11 +48,11 @@ func (r *Reporter) applyView(p *policy.Policy, tag string) {
 		return
 	}
 	r.mu.Lock()
-	if r.havePolicy && (p.Version < r.policyVer || p.Version == r.policyVer && tag == r.viewTag) {
+	if r.held.have && (p.Version < r.held.version || p.Version == r.held.version && tag == r.held.viewTag) {
 		r.mu.Unlock()
 		return
 	}
-	r.havePolicy, r.policyVer, r.viewTag = true, p.Version, tag
+	r.held.have, r.held.version, r.held.viewTag = true, p.Version, tag
 	r.mu.Unlock()
 	if r.m != nil {
 		r.m.policies.Inc()

@@ -43,17 +43,15 @@ type Reporter struct {
 	own    *http.Transport // set when the reporter made its client
 	m      *reporterMetrics
 
-	mu         sync.Mutex
-	targets    targets // the collectors, ranked for this source (failover.go)
-	queue      []pending
-	inflight   uint64 // Seq of the report being sent, 0 if none
-	attempt    int    // consecutive failed attempts of the head
-	retryAt    time.Time
-	policyVer  uint64
-	havePolicy bool
-	viewTag    string // the tag of the policy view held (policyview.go)
-	started    bool
-	shut       bool
+	mu       sync.Mutex
+	targets  targets // the collectors, ranked for this source (failover.go)
+	queue    []pending
+	inflight uint64 // Seq of the report being sent, 0 if none
+	attempt  int    // consecutive failed attempts of the head
+	retryAt  time.Time
+	held     heldPolicy
+	started  bool
+	shut     bool
 
 	cutMu   sync.Mutex
 	scratch report.Report // the report cut holds, reused; guarded by cutMu
@@ -65,6 +63,14 @@ type Reporter struct {
 	wg      sync.WaitGroup
 	cancel  context.CancelFunc // of the background sender's attempts
 	bg      context.Context
+}
+
+// heldPolicy is the policy the reporter last applied: its version, and
+// the tag of the policy view it holds (policyview.go).
+type heldPolicy struct {
+	version uint64
+	have    bool
+	viewTag string
 }
 
 // pending is a queued report: its body for the HTTP exporter (encoded
@@ -327,13 +333,13 @@ func (r *Reporter) drain(ctx context.Context, upTo uint64) time.Duration {
 // failed together do not retry together), and never less than the
 // collector's RetryAfter (itself capped at max).
 func (r *Reporter) backoff(attempt int, retryAfter time.Duration) time.Duration {
-	d := r.cfg.minBackoff
-	for i := 1; i < attempt && d < r.cfg.maxBackoff; i++ {
+	d := r.cfg.backoff.min
+	for i := 1; i < attempt && d < r.cfg.backoff.max; i++ {
 		d *= 2
 	}
-	d = min(d, r.cfg.maxBackoff)
+	d = min(d, r.cfg.backoff.max)
 	d = d/2 + rand.N(d/2+1)
-	return max(d, min(retryAfter, r.cfg.maxBackoff))
+	return max(d, min(retryAfter, r.cfg.backoff.max))
 }
 
 func (r *Reporter) failed(reason string) {
@@ -349,11 +355,11 @@ func (r *Reporter) applyPolicy(p *policy.Policy) {
 		return
 	}
 	r.mu.Lock()
-	if r.havePolicy && p.Version <= r.policyVer {
+	if r.held.have && p.Version <= r.held.version {
 		r.mu.Unlock()
 		return
 	}
-	r.havePolicy, r.policyVer = true, p.Version
+	r.held.have, r.held.version = true, p.Version
 	r.mu.Unlock()
 	if r.m != nil {
 		r.m.policies.Inc()
