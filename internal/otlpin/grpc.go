@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -75,7 +76,7 @@ func (r *Receiver) tapGRPC(ctx context.Context, info *tap.Info) (context.Context
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		conn = p.Addr.String()
 	}
-	release, err := r.mem.reserveConn(conn, grpcReserve(r.cfg.maxDecoded))
+	release, err := r.mem.reserveConnWait(ctx, conn, grpcReserve(r.cfg.maxDecoded), reserveWait)
 	if err != nil {
 		r.met.requests.WithLabelValues("grpc", reqBusy).Inc()
 		st, _ := status.New(codes.Unavailable, err.Error()).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(retrySlots)})
@@ -93,6 +94,11 @@ func (r *Receiver) tapGRPC(ctx context.Context, info *tap.Info) (context.Context
 	})
 	return ctx, nil
 }
+
+// reserveWait is how long a gRPC stream waits for memory to be given back
+// before it is answered busy: as long as the report door waits for a
+// decode slot.
+const reserveWait = 250 * time.Millisecond
 
 // grpcReserve is what an admitted gRPC stream reserves: gRPC reads its
 // message (up to the decoded limit) into buffers of its own, then into

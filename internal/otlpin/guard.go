@@ -21,17 +21,44 @@ import (
 
 // memBudget is the memory the requests being received and decoded may
 // reserve at once, in bytes, and at most half of it per connection (so one
-// connection never takes it all). Reservations never wait: a request
-// that does not fit is answered busy, retry later.
+// connection never takes it all). A request that does not fit is answered
+// busy, retry later — at once (reserve), or after waiting a little for a
+// release (reserveConnWait: a stream's reservation is given back when its
+// context ends, just after its answer, so the next request of the same
+// connection may otherwise find it still taken).
 type memBudget struct {
 	mu    sync.Mutex
 	size  int64
 	used  int64
 	conns map[string]int64 // reserved per connection (gRPC), by peer address
+	freed chan struct{}    // closed (and replaced) at each release
 }
 
 func newMemBudget(size int64) *memBudget {
-	return &memBudget{size: size, conns: make(map[string]int64)}
+	return &memBudget{size: size, conns: make(map[string]int64), freed: make(chan struct{})}
+}
+
+// reserveConnWait is reserveConn, waiting up to wait (or ctx's end) for
+// releases while the reservation does not fit.
+func (b *memBudget) reserveConnWait(ctx context.Context, conn string, n int64, wait time.Duration) (func(), error) {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		b.mu.Lock()
+		freed := b.freed
+		b.mu.Unlock()
+		release, err := b.reserveConn(conn, n)
+		if err == nil {
+			return release, nil
+		}
+		select {
+		case <-freed:
+		case <-t.C:
+			return nil, err
+		case <-ctx.Done():
+			return nil, err
+		}
+	}
 }
 
 // errNoMemory: the budget cannot take a reservation now.
@@ -65,6 +92,8 @@ func (b *memBudget) reserveConn(conn string, n int64) (release func(), err error
 					delete(b.conns, conn)
 				}
 			}
+			close(b.freed)
+			b.freed = make(chan struct{})
 			b.mu.Unlock()
 		})
 	}, nil

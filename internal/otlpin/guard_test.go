@@ -146,7 +146,10 @@ func TestGRPCMemoryBudget(t *testing.T) {
 		}
 		time.Sleep(DefaultGRPCReadTimeout - time.Nanosecond) // fake time: the bubble's clock
 		synctest.Wait()
-		if sctx.Err() != nil || r.mem.reserved() != 4*dec {
+		// The two refusals above each waited reserveWait for memory to be
+		// given back, so "ccc" and "dddd" came 2×reserveWait after the
+		// "bb" streams, whose read timeout has passed: only they remain.
+		if sctx.Err() != nil || r.mem.reserved() != 2*dec {
 			t.Fatalf("before the read timeout: %v, reserved %d", sctx.Err(), r.mem.reserved())
 		}
 		time.Sleep(time.Nanosecond)
@@ -302,4 +305,39 @@ func TestHTTPRefusalHeldWithNothingKept(t *testing.T) {
 	if len(during) != 2 || during[0] != "reserved 0, slots 0" || during[1] != "reserved 0, slots 0" {
 		t.Fatalf("while held: %q", during)
 	}
+}
+
+// A stream that finds its connection's share taken waits up to
+// reserveWait for a release (the previous stream's memory comes back just
+// after its answer) before it is answered busy.
+func TestGRPCReserveWaitsForRelease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newMemBudget(4)
+		r1, err := b.reserveConn("a", 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := b.reserveConnWait(t.Context(), "a", 2, reserveWait)
+			done <- err
+		}()
+		synctest.Wait() // waiting: the share of "a" is taken
+		select {
+		case err := <-done:
+			t.Fatalf("did not wait: %v", err)
+		default:
+		}
+		time.Sleep(reserveWait / 2)
+		r1() // the first stream's memory comes back
+		if err := <-done; err != nil {
+			t.Fatalf("after the release: %v", err)
+		}
+		start := time.Now()
+		if _, err := b.reserveConnWait(t.Context(), "a", 2, reserveWait); err == nil {
+			t.Fatal("admitted beyond the connection's share")
+		} else if waited := time.Since(start); waited != reserveWait {
+			t.Fatalf("waited %v, want %v", waited, reserveWait)
+		}
+	})
 }
