@@ -3,13 +3,15 @@ package collector
 import (
 	"errors"
 	"fmt"
-	costmodel "github.com/qtop-dev/qtop/ru"
 	"log/slog"
 	"net"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/qtop-dev/qtop/internal/buildinfo"
+	costmodel "github.com/qtop-dev/qtop/ru"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tlsfiles"
 )
@@ -297,7 +299,12 @@ func (c *Config) fill() error {
 		c.Now = time.Now
 	}
 	if c.Registerer == nil {
+		// The collector's own registry: with the Go runtime's and the
+		// process's series (go_*, process_*) and qtop_build_info, as a
+		// server's /metrics is expected to have.
 		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+			buildinfo.Collector())
 		c.Registerer = reg
 		if c.Gatherer == nil {
 			c.Gatherer = reg

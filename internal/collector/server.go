@@ -284,7 +284,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc(api.PathFreshness, h.authorized(RoleRead, h.handleFreshness))
 	mux.HandleFunc(api.PathFreshnessPolicy, h.handleFreshnessPolicy)
 	if s.cfg.Gatherer != nil {
-		mux.Handle("/metrics", h.authorized(RoleRead, promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}).ServeHTTP))
+		mux.Handle("/metrics", h.authorized(RoleRead, promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{EnableOpenMetrics: true}).ServeHTTP))
 	}
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("/readyz", readyHandler(s)) // disk.go
