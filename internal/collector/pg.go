@@ -179,7 +179,7 @@ func (p *pgPart) add(snap pgactivity.Snapshot, running []*pgactivity.Backend, no
 	slices.SortFunc(running, func(a, b *pgactivity.Backend) int { return cmpDuration(b.Duration, a.Duration) })
 	p.statements = p.statements[:0]
 	for _, b := range running[:min(len(running), statementsShow)] {
-		p.statements = append(p.statements, statementRow(b))
+		p.statements = append(p.statements, b.Row())
 	}
 	byPID := make(map[int32]*pgactivity.Backend, len(snap.Backends))
 	for i := range snap.Backends {
@@ -191,10 +191,10 @@ func (p *pgPart) add(snap pgactivity.Snapshot, running []*pgactivity.Backend, no
 		for _, pid := range b.BlockedBy {
 			blocking := api.StatementRow{PID: pid}
 			if o := byPID[pid]; o != nil {
-				blocking = statementRow(o)
+				blocking = o.Row()
 			}
 			if len(p.blocked) < statementsShow {
-				p.blocked = append(p.blocked, api.BlockRow{Blocked: statementRow(b), Blocking: blocking})
+				p.blocked = append(p.blocked, api.BlockRow{Blocked: b.Row(), Blocking: blocking})
 			}
 		}
 	}
@@ -231,14 +231,6 @@ func (p *pgPart) status(cs *api.CollectorStatus) {
 	defer p.mu.Unlock()
 	cs.SamplerError = p.err
 	cs.MalformedComments, cs.TruncatedStatements = p.metrics.Counts()
-}
-
-func statementRow(b *pgactivity.Backend) api.StatementRow {
-	return api.StatementRow{
-		PID: b.PID, Tenant: b.Tenant, Route: b.Route, Application: b.Application, State: b.State,
-		WaitEventType: b.WaitEventType, WaitEvent: b.WaitEvent, Duration: b.Duration, Query: b.Query,
-		BlockedBy: b.BlockedBy,
-	}
 }
 
 func cmpDuration(a, b time.Duration) int {

@@ -216,15 +216,15 @@ func (p *pgLatest) set(s pgactivity.Snapshot) {
 		for _, pid := range b.BlockedBy {
 			blocking := api.StatementRow{PID: pid}
 			if o := byPID[pid]; o != nil {
-				blocking = pgStatement(o)
+				blocking = o.Row()
 			}
-			p.blocked = append(p.blocked, api.BlockRow{Blocked: pgStatement(b), Blocking: blocking})
+			p.blocked = append(p.blocked, api.BlockRow{Blocked: b.Row(), Blocking: blocking})
 		}
 	}
 	p.xmin = p.xmin[:0]
 	for i := range s.Backends {
 		if b := &s.Backends[i]; b.XminAge >= 0 && b.LeaderPID == 0 && !b.Hidden() {
-			p.xmin = append(p.xmin, pgStatement(b))
+			p.xmin = append(p.xmin, b.Row())
 		}
 	}
 	slices.SortFunc(p.xmin, func(a, b api.StatementRow) int {
@@ -251,7 +251,7 @@ func (p *pgLatest) statements(s pgactivity.Snapshot, byPID map[int32]*pgactivity
 			p.workers++
 			workers[b.LeaderPID]++
 		default:
-			stmts = append(stmts, pgStatement(b))
+			stmts = append(stmts, b.Row())
 			keys = append(keys, sessionKeys(b))
 		}
 	}
@@ -289,17 +289,4 @@ func (p *pgLatest) snapshot(by int) api.Snapshot {
 		s.Enforcement.Tiers[t] = api.TierRow{Tier: tenant.Tier(t + 1).String(), PriceMultiplier: 1}
 	}
 	return s
-}
-
-func pgStatement(b *pgactivity.Backend) api.StatementRow {
-	r := api.StatementRow{
-		PID: b.PID, Tenant: b.Tenant, Route: b.Route, Application: b.Application, State: b.State,
-		WaitEventType: b.WaitEventType, WaitEvent: b.WaitEvent, Duration: b.Duration, Query: b.Query,
-		BlockedBy: b.BlockedBy, User: b.User, Database: b.Database, Client: b.Client,
-		QueryStart: b.QueryStart, XactStart: b.XactStart, BackendStart: b.BackendStart, LockWait: b.LockWait,
-	}
-	if b.XminAge >= 0 {
-		r.XminAge = max(b.XminAge, 1)
-	}
-	return r
 }
