@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http/httputil"
 	"net/textproto"
 	"strconv"
 	"strings"
@@ -73,13 +74,24 @@ func (rc *rawConn) roundTrip(req []byte) (status int, body []byte, closeAfter bo
 	if err != nil {
 		return 0, nil, true, err
 	}
-	n, err := strconv.Atoi(hdr.Get("Content-Length"))
-	if err != nil || n < 0 || n > 1<<20 {
-		return 0, nil, true, fmt.Errorf("Content-Length %q", hdr.Get("Content-Length"))
-	}
-	body = make([]byte, n)
-	if _, err := io.ReadFull(rc.r, body); err != nil {
-		return 0, nil, true, err
+	if strings.EqualFold(hdr.Get("Transfer-Encoding"), "chunked") {
+		// A reply the collector streams (one larger than its write
+		// buffer) comes chunked, without a Content-Length.
+		if body, err = io.ReadAll(io.LimitReader(httputil.NewChunkedReader(rc.r), 1<<20+1)); err != nil {
+			return 0, nil, true, err
+		}
+		if len(body) > 1<<20 {
+			return 0, nil, true, fmt.Errorf("chunked reply over 1 MiB")
+		}
+	} else {
+		n, err := strconv.Atoi(hdr.Get("Content-Length"))
+		if err != nil || n < 0 || n > 1<<20 {
+			return 0, nil, true, fmt.Errorf("Content-Length %q", hdr.Get("Content-Length"))
+		}
+		body = make([]byte, n)
+		if _, err := io.ReadFull(rc.r, body); err != nil {
+			return 0, nil, true, err
+		}
 	}
 	return status, body, strings.EqualFold(hdr.Get("Connection"), "close"), nil
 }
