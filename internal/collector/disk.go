@@ -194,11 +194,14 @@ func (g *diskGuard) notReady() []string {
 	return out
 }
 
-// readyHandler serves /readyz: 200 "ok", or 503 with every reason.
+// readyHandler serves /readyz: 200 "ok", or 503 with every reason. The
+// probe needs no credential, so the store's own error (its address, its
+// user) is said only to a caller with the read token; the log has it too.
 func readyHandler(s *Server) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		reasons := s.disk.notReady()
-		reasons = append(reasons, s.em.notReady(s.cfg.SpoolMaxBytes)...)
+		_, authErr := s.Authorize(r, RoleRead)
+		reasons = append(reasons, s.em.notReady(s.cfg.SpoolMaxBytes, authErr == nil)...)
 		if f := s.fleet; f != nil && f.shared && !f.polled.Load() {
 			reasons = append(reasons, "the shared policy has not been read from the store yet")
 		}
@@ -212,8 +215,9 @@ func readyHandler(s *Server) http.HandlerFunc {
 }
 
 // notReady says whether the store is unreachable while the spool is at
-// its limit (max: Config.SpoolMaxBytes, 0 for the spool's default).
-func (e *emitter) notReady(max int64) []string {
+// its limit (max: Config.SpoolMaxBytes, 0 for the spool's default), with
+// the store's error when detail.
+func (e *emitter) notReady(max int64, detail bool) []string {
 	if e.spool == nil {
 		return nil
 	}
@@ -224,6 +228,9 @@ func (e *emitter) notReady(max int64) []string {
 	storeErr := e.storeErr
 	e.mu.Unlock()
 	if st := e.spool.Stats(); storeErr != "" && st.Bytes >= max*9/10 {
+		if !detail {
+			storeErr = "its error is in the log and in /readyz with the read token"
+		}
 		return []string{fmt.Sprintf("the store is unreachable (%s) and the spool is full (%d of %d bytes)", storeErr, st.Bytes, max)}
 	}
 	return nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -127,6 +128,15 @@ func TestClickHouseDownMidRun(t *testing.T) {
 	snap := s.Snapshot(clk.Now(), "ru", 5)
 	if snap.Collector.StoreHealthy || snap.Collector.SpoolBytes == 0 {
 		t.Fatalf("status while down: %+v", snap.Collector)
+	}
+	// /readyz needs no credential: the store's error, which names its
+	// address, is said only with the read token.
+	full := s.em.spool.Stats().Bytes
+	if r := s.em.notReady(full, false); len(r) != 1 || strings.Contains(r[0], px.addr) {
+		t.Fatalf("readiness without the token: %q", r)
+	}
+	if r := s.em.notReady(full, true); len(r) != 1 || !strings.Contains(r[0], px.addr) {
+		t.Fatalf("readiness with the token: %q", r)
 	}
 	px.up()
 	fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
