@@ -101,13 +101,14 @@ func (b *tenantBaseline) baseline(now int64, psp, lsp *[]float64) (p95, load flo
 			ps, ls = append(ps, o.p95), append(ls, o.load)
 		}
 	}
-	return quantile(ps, 0.25), median(ls), true
+	return Quantile(ps, 0.25), median(ls), true
 }
 
-func median(v []float64) float64 { return quantile(v, 0.5) }
+func median(v []float64) float64 { return Quantile(v, 0.5) }
 
-// quantile sorts v and returns its q-quantile (nearest rank).
-func quantile(v []float64, q float64) float64 {
+// Quantile sorts v and returns its q-quantile (nearest rank); v must not
+// be empty.
+func Quantile(v []float64, q float64) float64 {
 	slices.Sort(v)
 	return v[min(int(q*float64(len(v))), len(v)-1)]
 }
