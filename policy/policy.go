@@ -81,6 +81,9 @@ type Policy struct {
 	Runaway []Runaway `json:"runaway,omitempty"`
 	// Freshness is the freshness-shedding policy (nil: none).
 	Freshness *Freshness `json:"freshness,omitempty"`
+	// Autopilot holds the autopilot's rules (autopilot.go; nil: none).
+	// It stays with the collector: a process's view leaves it out.
+	Autopilot *Autopilot `json:"autopilot,omitempty"`
 }
 
 // Validate checks one rule.
@@ -129,7 +132,10 @@ func (p Policy) Validate() error {
 	if err := p.ValidateBudgets(); err != nil {
 		return err
 	}
-	return p.Freshness.Validate()
+	if err := p.Freshness.Validate(); err != nil {
+		return err
+	}
+	return p.Autopilot.Validate()
 }
 
 // Active returns the rules that have not expired at now, in a stable order

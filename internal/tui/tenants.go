@@ -10,6 +10,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/qtop-dev/qtop/api"
+	incidents "github.com/qtop-dev/qtop/incident"
 )
 
 // column is a column of the Tenants view, each one a sort order.
@@ -85,28 +86,10 @@ type tenantsView struct {
 	workers int
 }
 
-// untaggedLabels name the row of the load without a value for a grouping.
-var untaggedLabels = map[string]string{
-	api.GroupTenant:      "(untagged)",
-	api.GroupApplication: "(no application_name)",
-	api.GroupUser:        "(no user)",
-	api.GroupDatabase:    "(no database)",
-	api.GroupClient:      "(local socket)",
-	api.GroupFingerprint: "(no text)",
-}
-
 // rowLabel is the name a row is shown with: its tenant (or group value),
 // or the untagged row's label, which no tenant name can be mistaken for
 // (it is drawn apart, and its row is never merged with a tenant's).
-func rowLabel(group string, r *api.TenantRow) string {
-	if !r.Untagged {
-		return clean(r.Tenant)
-	}
-	if l, ok := untaggedLabels[group]; ok {
-		return l
-	}
-	return untaggedLabels[api.GroupTenant]
-}
+func rowLabel(group string, r *api.TenantRow) string { return incidents.Label(group, r) }
 
 // groupName is the header of the first column.
 func groupName(group string) string {

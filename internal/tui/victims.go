@@ -8,6 +8,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/qtop-dev/qtop/api"
+	incidents "github.com/qtop-dev/qtop/incident"
 )
 
 // victimsView is the Victims page (key 8), the drill-in of the headline:
@@ -45,8 +46,8 @@ func (v *victimsView) selection() (target, bool) {
 func (v *victimsView) view(c *common, h int) string {
 	hd := v.sum.head
 	var out strings.Builder
-	out.WriteString(c.st.title.Render(clip("Offenders: rows whose "+orDash(hd.Measure)+" is ≥×"+fmtFactor(driverFactor)+" their baseline and ≥"+
-		strconv.Itoa(int(driverShare*100))+"% of it", c.width)))
+	out.WriteString(c.st.title.Render(clip("Offenders: rows whose "+orDash(hd.Measure)+" is ≥×"+fmtFactor(incidents.DriverFactor)+" their baseline and ≥"+
+		strconv.Itoa(int(incidents.DriverShare*100))+"% of it", c.width)))
 	lines := 1
 	for i, o := range hd.Offenders {
 		if i == 3 {
@@ -63,8 +64,8 @@ func (v *victimsView) view(c *common, h int) string {
 		out.WriteString("\n" + c.st.dim.Render(clip("  none", c.width)))
 		lines++
 	}
-	out.WriteString("\n\n" + c.st.title.Render(clip("Victims: p95 ≥×"+fmtFactor(victimP95)+" its baseline while its share of load is ≤×"+
-		strconv.FormatFloat(victimLoad, 'g', -1, 64)+" its baseline's · worst first", c.width)))
+	out.WriteString("\n\n" + c.st.title.Render(clip("Victims: p95 ≥×"+fmtFactor(incidents.VictimP95)+" its baseline while its share of load is ≤×"+
+		strconv.FormatFloat(incidents.VictimLoad, 'g', -1, 64)+" its baseline's · worst first", c.width)))
 	rw := max(c.width-(2+16+9+9+7+8+8+3), 8)
 	out.WriteString("\n" + c.st.header.Render(clip("  "+fit("TENANT", 16, false)+" "+fit("P95", 9, true)+" "+fit("BASE P95", 9, true)+" "+
 		fit("×", 7, true)+" "+fit("SHARE", 8, true)+" "+fit("BASE", 8, true)+" "+fit("ROUTES HURT (p95)", rw, false), c.width)))

@@ -1,0 +1,247 @@
+package autopilot
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/qtop-dev/qtop/api"
+	"github.com/qtop-dev/qtop/incident"
+	"github.com/qtop-dev/qtop/policy"
+)
+
+// ErrUnknown is returned by Cancel for an action that is not active.
+var ErrUnknown = errors.New("autopilot: no such action")
+
+// DefaultMaxActions bounds the actions active at once (WithMaxActions).
+const DefaultMaxActions = 64
+
+// Option configures New.
+type Option func(*config)
+
+type config struct {
+	maxActions int
+}
+
+// WithMaxActions bounds the actions active at once (DefaultMaxActions):
+// at the bound no new action starts until one lifts.
+func WithMaxActions(n int) Option { return func(c *config) { c.maxActions = n } }
+
+// Engine runs the autopilot's rules over live snapshots. Step takes each
+// snapshot in order and returns the decisions it makes; the engine keeps
+// the actions it started and follows them until they lift. It takes its
+// time from the snapshots only, so a recording replayed gives the same
+// decisions as the live stream did. Its methods are safe for concurrent
+// use (Step from the loop that reads the live view, Cancel and Pause from
+// an API handler).
+type Engine struct {
+	mu        sync.Mutex
+	cfg       config
+	rules     []policy.AutopilotRule // with their defaults
+	allow     map[string]bool
+	polPaused bool // the policy says paused
+	paused    bool // Pause was called
+	tr        incident.Tracker
+	loads     loads
+	acts      []*action // by start
+	last      time.Time // of the last snapshot taken
+	lastNew   time.Time // of the last action started
+}
+
+// action is an active action and what following it needs.
+type action struct {
+	Action
+	rule policy.AutopilotRule
+	calm time.Time // since when victims count as recovered (zero: hurt)
+}
+
+// New returns an engine running the rules of a (validated first).
+func New(a policy.Autopilot, opts ...Option) (*Engine, error) {
+	e := &Engine{cfg: config{maxActions: DefaultMaxActions}}
+	for _, o := range opts {
+		o(&e.cfg)
+	}
+	if e.cfg.maxActions < 1 || e.cfg.maxActions > 10000 {
+		return nil, fmt.Errorf("autopilot: max actions %d: want 1 to 10000", e.cfg.maxActions)
+	}
+	if err := e.SetPolicy(a); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// SetPolicy replaces the rules, the allow-list and the paused flag (a new
+// policy version). Active actions keep going; one whose rule is gone
+// lifts at the next Step, one whose rule changed follows the new
+// figures (its limit, frozen when it began, stays until its next step).
+func (e *Engine) SetPolicy(a policy.Autopilot) error {
+	if err := a.Validate(); err != nil {
+		return fmt.Errorf("autopilot: %w", err)
+	}
+	rules := make([]policy.AutopilotRule, len(a.Rules))
+	for i, r := range a.Rules {
+		rules[i] = r.Defaults()
+	}
+	allow := make(map[string]bool, len(a.Allow))
+	for _, t := range a.Allow {
+		allow[t] = true
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.rules, e.allow, e.polPaused = rules, allow, a.Paused
+	return nil
+}
+
+// Pause stops new actions until Resume; active actions still relax and
+// lift by themselves. The policy's own Paused pauses as well.
+func (e *Engine) Pause() { e.mu.Lock(); e.paused = true; e.mu.Unlock() }
+
+// Resume undoes Pause.
+func (e *Engine) Resume() { e.mu.Lock(); e.paused = false; e.mu.Unlock() }
+
+// Paused reports whether new actions are stopped (Pause, or the policy).
+func (e *Engine) Paused() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.paused || e.polPaused
+}
+
+// Headline is the incident headline of the last snapshot: the evidence
+// the rules read, the same qtop shows.
+func (e *Engine) Headline() incident.Headline {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.tr.Headline()
+}
+
+// Active returns the active actions, oldest first.
+func (e *Engine) Active() []Action {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]Action, len(e.acts))
+	for i, a := range e.acts {
+		out[i] = a.Action
+		out[i].Evidence.Victims = slices.Clone(a.Evidence.Victims)
+	}
+	return out
+}
+
+// Cancel ends the action id at now, by hand (by says who: a credential,
+// a user). The decision it returns expires the action's policy part.
+func (e *Engine) Cancel(id, by string, now time.Time) (Decision, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i, a := range e.acts {
+		if a.ID == id {
+			e.acts = slices.Delete(e.acts, i, i+1)
+			d := e.decide(a, now, KindCancel, "cancelled by hand", a.Evidence)
+			d.By = by
+			return d, nil
+		}
+	}
+	return Decision{}, fmt.Errorf("%w: %q", ErrUnknown, id)
+}
+
+// Step takes the next snapshot and returns the decisions made at its
+// time: changes to the active actions first, then at most one new
+// action. A snapshot not later than the previous one (a clock that went
+// back, a repeat) is ignored.
+func (e *Engine) Step(s *api.Snapshot) []Decision {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	t := s.Time
+	if !e.last.IsZero() && !t.After(e.last) {
+		return nil
+	}
+	e.last = t
+	h := e.tr.Add(s)
+	e.loads.add(s)
+	st := newState(s, h)
+	var out []Decision
+	keep := e.acts[:0]
+	for _, a := range e.acts {
+		d, ok, ended := e.follow(a, s, st)
+		if ok {
+			out = append(out, d)
+		}
+		if !ended {
+			keep = append(keep, a)
+		}
+	}
+	clear(e.acts[len(keep):])
+	e.acts = keep
+	if !e.paused && !e.polPaused && len(e.acts) < e.cfg.maxActions {
+		if d, ok := e.start(s, st); ok {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// rule returns the current rule of that name.
+func (e *Engine) rule(name string) (policy.AutopilotRule, bool) {
+	for _, r := range e.rules {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return policy.AutopilotRule{}, false
+}
+
+// follow decides what becomes of an active action at the snapshot's
+// time: lift (its rule gone, its time ended, the offender back near its
+// baseline), relax (victims recovered for a hold), tighten (victims hurt
+// again after a relax step), or nothing. No change comes sooner than a
+// hold after the previous one.
+func (e *Engine) follow(a *action, s *api.Snapshot, st *state) (d Decision, ok, ended bool) {
+	t := s.Time
+	r, found := e.rule(a.Rule)
+	if !found {
+		return e.decide(a, t, KindLift, "its rule left the autopilot's policy", a.Evidence), true, true
+	}
+	a.rule = r
+	ev := e.evidence(s, st, r, a.Tenant, &a.Evidence)
+	if !t.Before(a.Expires) {
+		return e.decide(a, t, KindLift, "its time ended ("+r.For().String()+")", ev), true, true
+	}
+	rec := st.recovered(r)
+	switch {
+	case !rec:
+		a.calm = time.Time{}
+	case a.calm.IsZero():
+		a.calm = t
+	}
+	if t.Sub(a.Changed) < r.Hold() {
+		return Decision{}, false, false
+	}
+	switch {
+	case e.nearBaseline(a, ev):
+		return e.decide(a, t, KindLift, "the offender is back near its baseline and under its limit", ev), true, true
+	case rec && a.Level < r.RelaxSteps && t.Sub(a.calm) >= r.Hold():
+		a.Level++
+		a.calm = t
+		return e.decide(a, t, KindRelax, "victims recovered for "+r.Hold().String(), ev), true, false
+	case !rec && st.hurt(r) && a.Level > 0:
+		a.Level--
+		return e.decide(a, t, KindTighten, "victims hurt again", ev), true, false
+	}
+	return Decision{}, false, false
+}
+
+// nearBaseline reports whether the offender's load is back under the
+// rule's lift factor × its frozen baseline and, for a limit, at most half
+// of the limit (its demand, not the limit, holds it down).
+func (e *Engine) nearBaseline(a *action, ev Evidence) bool {
+	if ev.Load > a.rule.LiftFactor*a.Evidence.Baseline {
+		return false
+	}
+	switch a.Action.Action {
+	case policy.AutopilotQuota, policy.AutopilotThrottle:
+		return e.loads.now[index(policy.ResourceRU)][a.Tenant] <= limit(a.rule, a.Evidence, a.Level)/2
+	case policy.AutopilotBudget:
+		return e.loads.now[index(policy.ResourceDB)][a.Tenant] <= limit(a.rule, a.Evidence, a.Level)/2
+	}
+	return true
+}

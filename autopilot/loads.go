@@ -1,0 +1,166 @@
+package autopilot
+
+import (
+	"time"
+
+	"github.com/qtop-dev/qtop/api"
+	"github.com/qtop-dev/qtop/incident"
+	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+// resources are the resources followed, in a fixed order.
+var resources = [...]policy.Resource{policy.ResourceRU, policy.ResourceDB, policy.ResourcePoolWait, policy.ResourceWorkers}
+
+// series is one tenant's load of one resource, one point per snapshot,
+// oldest first (at most api.HistoryLen).
+type series struct {
+	v    []float64
+	busy int64 // the last snapshot with load
+}
+
+// loads follows every tagged tenant's load of every resource, as the
+// engine saw it, so that a resource the snapshot keeps no history of
+// (pool wait, workers) still has a baseline.
+type loads struct {
+	n   int64
+	own [len(resources)]map[string]*series
+	now [len(resources)]map[string]float64
+	tot [len(resources)]float64
+}
+
+// add takes a snapshot's figures.
+func (l *loads) add(s *api.Snapshot) {
+	l.n++
+	for i := range resources {
+		if l.own[i] == nil {
+			l.own[i] = map[string]*series{}
+		}
+		l.now[i], l.tot[i] = map[string]float64{}, 0
+	}
+	for _, r := range s.Tenants {
+		l.tot[0] += r.RUPerSec
+		l.tot[1] += r.DBLoad
+		if tagged(s, &r) {
+			l.now[0][r.Tenant] = r.RUPerSec
+			l.now[1][r.Tenant] = r.DBLoad
+		}
+	}
+	for _, p := range s.PoolWait {
+		l.tot[2] += p.WaitPerSec
+		if tenant.ValidateTenant(p.Tenant) == nil {
+			l.now[2][p.Tenant] += p.WaitPerSec
+		}
+	}
+	for _, st := range s.Statements {
+		l.tot[3] += float64(st.Workers)
+		if st.Workers > 0 && tenant.ValidateTenant(st.Tenant) == nil {
+			l.now[3][st.Tenant] += float64(st.Workers)
+		}
+	}
+	for i := range resources {
+		for t, sr := range l.own[i] {
+			if _, ok := l.now[i][t]; !ok {
+				sr.add(0, l.n, false)
+			}
+			if l.n-sr.busy > api.HistoryLen {
+				delete(l.own[i], t)
+			}
+		}
+		for t, v := range l.now[i] {
+			sr := l.own[i][t]
+			if sr == nil {
+				if len(l.own[i]) >= incident.MaxTracked {
+					continue
+				}
+				sr = &series{}
+				l.own[i][t] = sr
+			}
+			sr.add(v, l.n, v > 0)
+		}
+	}
+}
+
+func (s *series) add(v float64, n int64, busy bool) {
+	if len(s.v) == api.HistoryLen {
+		s.v = append(s.v[:0], s.v[1:]...)
+	}
+	s.v = append(s.v, v)
+	if busy {
+		s.busy = n
+	}
+}
+
+// tagged reports whether a row is one tenant's (not the untagged load,
+// not "other", not another grouping) with a name a policy can hold.
+func tagged(s *api.Snapshot, r *api.TenantRow) bool {
+	return (s.GroupBy == "" || s.GroupBy == api.GroupTenant) && !r.Untagged && r.Tenant != api.OtherTenant &&
+		tenant.ValidateTenant(r.Tenant) == nil
+}
+
+func index(res policy.Resource) int {
+	for i, r := range resources {
+		if r == res {
+			return i
+		}
+	}
+	return 0
+}
+
+// figures is a tenant's load of res now, its share, and its baseline and
+// recent load (incident.Split) from the longest history at hand: the
+// snapshot's own (for RU or DB load, when it is of that measure) or the
+// engine's.
+func (l *loads) figures(s *api.Snapshot, res policy.Resource, t string) (load, share, base, recent float64, ok bool) {
+	i := index(res)
+	load = l.now[i][t]
+	if l.tot[i] > 0 {
+		share = load / l.tot[i]
+	}
+	var h []float64
+	if sr := l.own[i][t]; sr != nil {
+		h = sr.v
+	}
+	if src := sourceHistory(s, res, t); len(src) > len(h) {
+		h = src
+	}
+	base, recent, ok = incident.Split(h)
+	return load, share, base, recent, ok
+}
+
+// sourceHistory is the row's History when it is of res, cut to the
+// seconds the collector has been up (a collector that restarted knows
+// nothing before its start).
+func sourceHistory(s *api.Snapshot, res policy.Resource, t string) []float64 {
+	db := s.Measure == api.MeasureDB || s.Source == api.SourcePostgres
+	if !(res == policy.ResourceRU && !db || res == policy.ResourceDB && db) || s.Source == api.SourcePostgres {
+		return nil
+	}
+	for i := range s.Tenants {
+		r := &s.Tenants[i]
+		if r.Tenant != t || !tagged(s, r) {
+			continue
+		}
+		h := r.History
+		if up := int(s.Collector.Uptime / time.Second); s.Source == api.SourceCollector && s.Collector.Uptime > 0 && up < len(h) {
+			h = h[len(h)-max(up, 1):]
+		}
+		return h
+	}
+	return nil
+}
+
+// typical is the median load of res over the tagged tenants with load,
+// t left out: the baseline given to new load.
+func (l *loads) typical(res policy.Resource, t string) float64 {
+	var v []float64
+	for name, x := range l.now[index(res)] {
+		if name != t && x > 0 {
+			v = append(v, x)
+		}
+	}
+	if len(v) == 0 {
+		return 0
+	}
+	return incident.Quantile(v, 0.5)
+}

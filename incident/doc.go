@@ -1,0 +1,36 @@
+// Package incident says who is hurting whom in a stream of live snapshots
+// (api.Snapshot): the offenders, rows driving load far above their own
+// baseline, and the victims, tenants whose latency grew while their own
+// load did not. It is the headline qtop shows under its tabs and the
+// evidence the autopilot acts on: both read the same Tracker.
+//
+// Feed a Tracker every snapshot of one source, in order:
+//
+//	var tr incident.Tracker
+//	for s := range snapshots {
+//		h := tr.Add(&s)
+//		fmt.Println(h.Line) // "bigcorp 60% of RU, ×9.1 its baseline · victims: 20 tenants, p95 ×2.6 (key 8)"
+//	}
+//
+// Offenders: rows with at least DriverShare of the measure whose load
+// over the last DriverRecent seconds of their history is at least
+// DriverFactor times their own baseline: the mean of the same history
+// before those seconds (a source's 120 s, so about 110 s). A row with no
+// load in its baseline is "new" (Factor 0). The measure is RU, or DB load
+// when the source is PostgreSQL alone or no tenant has RU, whatever
+// measure orders the rows.
+//
+// Victims: tenants whose p95 latency is at least VictimP95 times their
+// own baseline while their load, as their share of RU, is at most
+// VictimLoad times its baseline: a tenant whose own work grew faster than
+// the others' is not a victim. (The share, not the rate: rates climb for
+// everyone while a source's window fills after a start.) A tenant's
+// baseline is the one the snapshot carries (api.TenantRow's
+// BaselineP95Seconds, from a collector that keeps baselines), else what
+// the Tracker saw of it between BaselineSpan and BaselineRecent snapshots
+// ago (or, while it has watched for less than that, its first BaselineMin
+// snapshots): the lower quartile of its p95 (so that an incident filling
+// part of that span does not become the baseline at once) and the median
+// of its share. Offenders are never victims. PostgreSQL alone knows no
+// latency: a postgres source has no victims.
+package incident

@@ -1,0 +1,481 @@
+package incident
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/qtop-dev/qtop/api"
+)
+
+// The thresholds of the headline (see the package documentation).
+const (
+	// DriverShare is the least share of the measure an offender holds.
+	DriverShare = 0.2
+	// DriverFactor is the least ratio of an offender's recent load to
+	// its baseline.
+	DriverFactor = 2.0
+	// DriverRecent is the seconds (points of history) that are "recent"
+	// load; the rest of the history is the baseline.
+	DriverRecent = 10
+	// VictimP95 is the least ratio of a victim's p95 to its baseline.
+	VictimP95 = 1.5
+	// VictimLoad is the most ratio of a victim's share of load to its
+	// baseline share: a tenant whose own work grew is not a victim.
+	VictimLoad = 1.25
+	// BaselineMin is the fewest observations a baseline is taken from.
+	BaselineMin = 5
+	// BaselineSpan is the snapshots (about seconds) kept per tenant.
+	BaselineSpan = 120
+	// BaselineRecent is the most recent snapshots left out of a baseline.
+	BaselineRecent = 30
+	// MaxTracked bounds the tenants followed (a source sends at most
+	// 1000 rows).
+	MaxTracked = 2000
+)
+
+// observation is what a snapshot said of one tenant.
+type observation struct {
+	n         int64 // snapshot number
+	p95, load float64
+}
+
+// tenantBaseline is a ring of a tenant's last observations.
+type tenantBaseline struct {
+	obs  [BaselineSpan]observation
+	len  int // observations held
+	head int // next slot
+	// first holds the first BaselineMin observations ever seen.
+	first []observation
+	// The baseline moves slowly: it is recomputed every baselineEvery
+	// snapshots.
+	at        int64
+	p95, load float64
+	ok        bool
+}
+
+// baselineEvery is how often (in snapshots) a tenant's baseline is
+// recomputed.
+const baselineEvery = 10
+
+// cached returns the baseline, recomputing it when it is stale; ps and ls
+// are scratch space.
+func (b *tenantBaseline) cached(now int64, ps, ls *[]float64) (p95, load float64, ok bool) {
+	if !b.ok || now-b.at >= baselineEvery {
+		b.p95, b.load, b.ok = b.baseline(now, ps, ls)
+		b.at = now
+	}
+	return b.p95, b.load, b.ok
+}
+
+func (b *tenantBaseline) add(o observation) {
+	b.obs[b.head] = o
+	b.head = (b.head + 1) % BaselineSpan
+	b.len = min(b.len+1, BaselineSpan)
+	if len(b.first) < BaselineMin {
+		b.first = append(b.first, o)
+	}
+}
+
+// baseline returns the median p95 and load of the observations older
+// than BaselineRecent snapshots before now, or of the first ones.
+func (b *tenantBaseline) baseline(now int64, psp, lsp *[]float64) (p95, load float64, ok bool) {
+	ps, ls := (*psp)[:0], (*lsp)[:0]
+	defer func() { *psp, *lsp = ps, ls }()
+	for i := range b.len {
+		o := b.obs[(b.head-1-i+BaselineSpan)%BaselineSpan]
+		if now-o.n >= BaselineRecent {
+			ps, ls = append(ps, o.p95), append(ls, o.load)
+		}
+	}
+	if len(ps) < BaselineMin {
+		if len(b.first) < BaselineMin {
+			return 0, 0, false
+		}
+		ps, ls = ps[:0], ls[:0]
+		for _, o := range b.first {
+			ps, ls = append(ps, o.p95), append(ls, o.load)
+		}
+	}
+	return Quantile(ps, 0.25), median(ls), true
+}
+
+func median(v []float64) float64 { return Quantile(v, 0.5) }
+
+// Quantile sorts v and returns its q-quantile (nearest rank); v must not
+// be empty.
+func Quantile(v []float64, q float64) float64 {
+	slices.Sort(v)
+	return v[min(int(q*float64(len(v))), len(v)-1)]
+}
+
+// Headline is who is hurting whom: the summary line under the tabs, and
+// the "headline" of qtop --once --format json. It is computed from the
+// data, never from the table's sort: the share of load is of RU (of DB
+// load under qtop --postgres, or when no tenant has RU) whatever column
+// orders the rows.
+type Headline struct {
+	Line string `json:"line"`
+	// Measure is what Share is of: "RU" or "DB load".
+	Measure   string     `json:"measure"`
+	Offenders []Offender `json:"offenders"`
+	Victims   []Victim   `json:"victims"`
+}
+
+// Offender is a row driving load above its own baseline.
+type Offender struct {
+	Name  string  `json:"name"`
+	Share float64 `json:"share"`
+	// Factor is its recent load over its baseline; 0 means new load.
+	Factor float64 `json:"factor,omitempty"`
+	// Baseline is its mean load before the recent seconds, in the
+	// measure's unit (RU/s or average active sessions); 0 for new load.
+	Baseline float64 `json:"baseline,omitempty"`
+}
+
+// Victim is a tenant whose p95 grew while its own share of load did not.
+type Victim struct {
+	Tenant             string  `json:"tenant"`
+	P95Seconds         float64 `json:"p95_seconds"`
+	BaselineP95Seconds float64 `json:"baseline_p95_seconds"`
+	Share              float64 `json:"share"`
+	BaselineShare      float64 `json:"baseline_share"`
+	// Routes are the tenant's routes whose p95 is at least VictimP95
+	// times the tenant's baseline, slowest first (at most 3).
+	Routes []RouteHurt `json:"routes,omitempty"`
+	// BaselineFrom is "collector" when the snapshot carried the
+	// tenant's baseline (api.TenantRow.BaselineP95Seconds), else "qtop":
+	// what this tracker saw of the tenant (see the package documentation).
+	BaselineFrom string `json:"baseline_from"`
+}
+
+// RouteHurt is one route of a victim.
+type RouteHurt struct {
+	Route      string  `json:"route"`
+	P95Seconds float64 `json:"p95_seconds"`
+}
+
+// Factor is the victim's p95 over its baseline.
+func (v Victim) Factor() float64 { return v.P95Seconds / v.BaselineP95Seconds }
+
+// Tracker follows the tenants across snapshots and writes the headline.
+// The zero value is ready to use; a Tracker is not safe for concurrent
+// use. Feed it every snapshot of one source, in order.
+type Tracker struct {
+	n    int64
+	rows map[string]*tenantBaseline
+	seen map[string]int64
+	own  map[string]*series // load per snapshot, by row label
+	head Headline
+	ps   []float64 // scratch
+	ls   []float64
+}
+
+// series is a row's load as the tracker saw it, one point per snapshot,
+// oldest first (at most api.HistoryLen): the driver test's history when
+// the source's is shorter (a collector that restarted knows nothing
+// before its start) or of another measure (sorted by DB load, a
+// collector's history is of DB load).
+type series struct {
+	v    []float64
+	seen int64
+}
+
+func (s *series) add(v float64, n int64) {
+	if len(s.v) == api.HistoryLen {
+		s.v = append(s.v[:0], s.v[1:]...)
+	}
+	s.v, s.seen = append(s.v, v), n
+}
+
+// headlineMeasure is what the headline weighs load by, and whether the
+// rows' History is of it.
+func headlineMeasure(s *api.Snapshot) (name string, db, historyOf bool) {
+	db = s.Source == api.SourcePostgres
+	if !db {
+		var ru float64
+		for i := range s.Tenants {
+			ru += s.Tenants[i].RUPerSec
+		}
+		db = ru == 0
+	}
+	historyDB := s.Measure == api.MeasureDB || s.Source == api.SourcePostgres
+	if db {
+		return "DB load", true, historyDB
+	}
+	return "RU", false, !historyDB
+}
+
+// Add takes the next snapshot and returns the headline it makes.
+func (in *Tracker) Add(s *api.Snapshot) Headline {
+	if in.rows == nil {
+		in.rows, in.seen, in.own = map[string]*tenantBaseline{}, map[string]int64{}, map[string]*series{}
+	}
+	in.n++
+	group := s.GroupBy
+	if group == "" {
+		group = api.GroupTenant
+	}
+	measure, db, historyOf := headlineMeasure(s)
+	load := func(r *api.TenantRow) float64 {
+		if db {
+			return r.DBLoad
+		}
+		return r.RUPerSec
+	}
+	var total float64
+	for i := range s.Tenants {
+		total += load(&s.Tenants[i])
+	}
+	h := Headline{Measure: measure}
+	for i := range s.Tenants {
+		r := &s.Tenants[i]
+		if r.Tenant == api.OtherTenant && !r.Untagged {
+			continue
+		}
+		share := 0.0
+		if total > 0 {
+			share = load(r) / total
+		}
+		name := Label(group, r)
+		hist := in.history(s, r, group+"\x00"+name, load(r), historyOf)
+		d, drv := isDriver(share, hist)
+		if drv {
+			d.Name = name
+			h.Offenders = append(h.Offenders, d)
+		}
+		if s.Source == api.SourcePostgres || group != api.GroupTenant || r.Untagged {
+			continue
+		}
+		if v, ok := in.victim(r, share, drv); ok {
+			h.Victims = append(h.Victims, v)
+		}
+	}
+	in.forget()
+	slices.SortFunc(h.Offenders, func(a, b Offender) int { return cmp.Compare(b.Share, a.Share) })
+	slices.SortFunc(h.Victims, func(a, b Victim) int {
+		return cmp.Or(cmp.Compare(b.Factor(), a.Factor()), strings.Compare(a.Tenant, b.Tenant))
+	})
+	h.Line = summaryLine(s, group, h)
+	in.head = h
+	return h
+}
+
+// Headline returns the headline of the last snapshot added.
+func (in *Tracker) Headline() Headline { return in.head }
+
+// Alert reports whether the headline names offenders or victims.
+func (h Headline) Alert() bool { return len(h.Offenders) > 0 || len(h.Victims) > 0 }
+
+// history is the row's load history for the driver test: the source's
+// (when of the headline's measure, and only the seconds a collector has
+// been up), or the tracker's own when that is longer.
+func (in *Tracker) history(s *api.Snapshot, r *api.TenantRow, key string, load float64, historyOf bool) []float64 {
+	own := in.own[key]
+	if own == nil {
+		if len(in.own) >= MaxTracked {
+			own = &series{}
+		} else {
+			own = &series{}
+			in.own[key] = own
+		}
+	}
+	own.add(load, in.n)
+	var h []float64
+	if historyOf {
+		h = r.History
+		if up := int(s.Collector.Uptime / time.Second); s.Source == api.SourceCollector && s.Collector.Uptime > 0 && up < len(h) {
+			h = h[len(h)-max(up, 1):]
+		}
+		// A postgres source samples in this process (qtop --postgres): its
+		// history holds no more samples than the tracker has seen (the rest is padding, not
+		// an idle past).
+		if s.Source == api.SourcePostgres && int(in.n) < len(h) {
+			h = h[len(h)-int(in.n):]
+		}
+	}
+	if len(own.v) > len(h) {
+		return own.v
+	}
+	return h
+}
+
+// victim follows r's baseline and says whether r is a victim now.
+func (in *Tracker) victim(r *api.TenantRow, share float64, driver bool) (Victim, bool) {
+	b := in.rows[r.Tenant]
+	if b == nil {
+		if len(in.rows) >= MaxTracked {
+			return Victim{}, false
+		}
+		b = &tenantBaseline{}
+		in.rows[r.Tenant] = b
+	}
+	in.seen[r.Tenant] = in.n
+	defer func() {
+		if r.P95Seconds > 0 {
+			b.add(observation{n: in.n, p95: r.P95Seconds, load: share})
+		}
+	}()
+	v := Victim{Tenant: r.Tenant, P95Seconds: r.P95Seconds, Share: share, BaselineFrom: "qtop"}
+	p, l, ok := b.cached(in.n, &in.ps, &in.ls)
+	if r.BaselineP95Seconds > 0 {
+		p, l, ok, v.BaselineFrom = r.BaselineP95Seconds, r.BaselineShare, true, "collector"
+	}
+	if !ok || p <= 0 || r.P95Seconds <= 0 || driver {
+		return Victim{}, false
+	}
+	if r.P95Seconds < VictimP95*p || share > VictimLoad*math.Max(l, 1e-9) {
+		return Victim{}, false
+	}
+	v.BaselineP95Seconds, v.BaselineShare = p, l
+	for _, rt := range r.Routes {
+		if rt.P95Seconds >= VictimP95*p {
+			v.Routes = append(v.Routes, RouteHurt{Route: rt.Route, P95Seconds: rt.P95Seconds})
+		}
+	}
+	slices.SortFunc(v.Routes, func(a, b RouteHurt) int { return cmp.Compare(b.P95Seconds, a.P95Seconds) })
+	v.Routes = v.Routes[:min(len(v.Routes), 3)]
+	return v, true
+}
+
+// forget drops the rows not seen for BaselineSpan snapshots.
+func (in *Tracker) forget() {
+	for name, n := range in.seen {
+		if in.n-n > BaselineSpan {
+			delete(in.seen, name)
+			delete(in.rows, name)
+		}
+	}
+	for k, s := range in.own {
+		if in.n-s.seen > BaselineSpan {
+			delete(in.own, k)
+		}
+	}
+}
+
+// summaryLine names the two largest offenders and sums up the victims.
+func summaryLine(s *api.Snapshot, group string, h Headline) string {
+	var parts []string
+	for i, d := range h.Offenders {
+		if i == 2 {
+			parts = append(parts, "+"+strconv.Itoa(len(h.Offenders)-2)+" more")
+			break
+		}
+		f := "new load"
+		if d.Factor > 0 {
+			f = "×" + fmtFactor(d.Factor) + " its baseline"
+		}
+		parts = append(parts, d.Name+" "+strconv.FormatFloat(d.Share*100, 'f', 0, 64)+"% of "+h.Measure+", "+f)
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "no tenant drives load above its baseline")
+	}
+	switch {
+	case s.Source == api.SourcePostgres:
+		parts = append(parts, "victims n/a (latency needs application reports)")
+	case group != api.GroupTenant:
+		parts = append(parts, "victims: group by tenant")
+	case len(h.Victims) > 0:
+		fs := make([]float64, len(h.Victims))
+		for i, v := range h.Victims {
+			fs[i] = v.Factor()
+		}
+		parts = append(parts, "victims: "+strconv.Itoa(len(h.Victims))+" tenants, p95 ×"+fmtFactor(median(fs))+" (key 8)")
+	default:
+		parts = append(parts, "victims: none")
+	}
+	return strings.Join(parts, " · ")
+}
+
+// isDriver reports whether a row with this share of load drives load
+// against its own history h.
+func isDriver(share float64, h []float64) (Offender, bool) {
+	if share < DriverShare {
+		return Offender{}, false
+	}
+	base, recent, ok := Split(h)
+	switch {
+	case !ok:
+	case base <= 0 && recent > 0:
+		return Offender{Share: share}, true
+	case base > 0 && recent >= DriverFactor*base:
+		return Offender{Share: share, Factor: recent / base, Baseline: base}, true
+	}
+	return Offender{}, false
+}
+
+// Split returns the mean of a load history's last DriverRecent points
+// (recent) and of the points before them (baseline), as the offender
+// test weighs them; ok is false when h holds no more than DriverRecent
+// points.
+func Split(h []float64) (baseline, recent float64, ok bool) {
+	if len(h) <= DriverRecent {
+		return 0, 0, false
+	}
+	for _, v := range h[:len(h)-DriverRecent] {
+		baseline += v
+	}
+	for _, v := range h[len(h)-DriverRecent:] {
+		recent += v
+	}
+	return baseline / float64(len(h)-DriverRecent), recent / DriverRecent, true
+}
+
+func fmtFactor(f float64) string {
+	if f >= 10 {
+		return strconv.FormatFloat(f, 'f', 0, 64)
+	}
+	return strconv.FormatFloat(f, 'f', 1, 64)
+}
+
+// untaggedLabels name the row of the load without a value for a grouping.
+var untaggedLabels = map[string]string{
+	api.GroupTenant:      "(untagged)",
+	api.GroupApplication: "(no application_name)",
+	api.GroupUser:        "(no user)",
+	api.GroupDatabase:    "(no database)",
+	api.GroupClient:      "(local socket)",
+	api.GroupFingerprint: "(no text)",
+}
+
+// Label is the name a row is shown with under a grouping: its tenant (or
+// group value) without control characters, or the untagged row's label,
+// which no tenant name can be mistaken for (names in parentheses are
+// reserved).
+func Label(group string, r *api.TenantRow) string {
+	if !r.Untagged {
+		return clean(r.Tenant)
+	}
+	if l, ok := untaggedLabels[group]; ok {
+		return l
+	}
+	return untaggedLabels[api.GroupTenant]
+}
+
+// clean replaces control characters (an ANSI escape in a tenant name must
+// never drive a terminal) with spaces.
+func clean(s string) string {
+	ok := true
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == unicode.ReplacementChar {
+			ok = false
+			break
+		}
+	}
+	if ok {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == unicode.ReplacementChar {
+			r = ' '
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

@@ -1,0 +1,153 @@
+package incident
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/qtop-dev/qtop/api"
+)
+
+// incidentAt is second i of a scripted incident: 20 quiet tenants at
+// 10 RU/s and p95 20 ms; from second 40 bigcorp's import takes 80% of
+// the RU and the others' p95 doubles while their load stays.
+func incidentAt(i int) api.Snapshot {
+	s := api.Snapshot{Time: t0.Add(time.Duration(i) * time.Second), Source: api.SourceCollector, Measure: api.MeasureRU}
+	busy := i >= 40
+	hist := make([]float64, api.HistoryLen)
+	for j := range hist {
+		if sec := i - (api.HistoryLen - 1 - j); sec >= 40 {
+			hist[j] = 800
+		} else if sec >= 0 {
+			hist[j] = 1
+		}
+	}
+	big := api.TenantRow{Tenant: "bigcorp", RUPerSec: 1, P95Seconds: 0.5, Share: 0.005, History: hist}
+	p95 := 0.020
+	if busy {
+		big.RUPerSec, big.Share = 800, 0.8
+		p95 = 0.041
+	}
+	s.Tenants = append(s.Tenants, big)
+	for k := range 20 {
+		s.Tenants = append(s.Tenants, api.TenantRow{Tenant: fmt.Sprintf("t%02d", k), RUPerSec: 10, P95Seconds: p95, Share: 0.01,
+			History: make([]float64, api.HistoryLen)})
+	}
+	return s
+}
+
+func TestTrackerDriversAndVictims(t *testing.T) {
+	var in Tracker
+	for i := range 40 {
+		s := incidentAt(i)
+		in.Add(&s)
+	}
+	if in.head.Alert() || !strings.Contains(in.head.Line, "no tenant drives load") || !strings.Contains(in.head.Line, "victims: none") {
+		t.Fatalf("before the import: %q", in.head.Line)
+	}
+	for i := 40; i < 45; i++ {
+		s := incidentAt(i)
+		in.Add(&s)
+	}
+	if !in.head.Alert() || !strings.Contains(in.head.Line, "bigcorp 80% of RU, ×") || !strings.Contains(in.head.Line, "victims: 20 tenants, p95 ×2.0") {
+		t.Fatalf("during the import: %q", in.head.Line)
+	}
+	// A tenant whose load rose with its latency is no victim: its share
+	// of RU (1/21 before the import) grew although bigcorp took 80%.
+	s := incidentAt(46)
+	s.Tenants[1].RUPerSec, s.Tenants[1].Share = 90, 0.09
+	in.Add(&s)
+	if !strings.Contains(in.head.Line, "victims: 19 tenants") {
+		t.Fatalf("with t00's own load up: %q", in.head.Line)
+	}
+}
+
+func TestTrackerBaselineFromFirstSnapshots(t *testing.T) {
+	// The tracker started during the incident's first seconds: the first
+	// BaselineMin snapshots are the baseline until 30 s of history exist.
+	var in Tracker
+	for i := 35; i < 35+BaselineMin; i++ {
+		s := incidentAt(i)
+		in.Add(&s)
+	}
+	s := incidentAt(41)
+	in.Add(&s)
+	if !strings.Contains(in.head.Line, "victims: 20 tenants") {
+		t.Fatalf("%q", in.head.Line)
+	}
+}
+
+func TestTrackerPostgresAndGroups(t *testing.T) {
+	// A postgres source has sampled since the start of the incident's
+	// scenario (its history holds what the tracker has seen).
+	var in Tracker
+	var s api.Snapshot
+	for i := range 51 {
+		s = incidentAt(i)
+		s.Source, s.Measure = api.SourcePostgres, api.MeasureDB
+		for i := range s.Tenants {
+			s.Tenants[i].DBLoad = s.Tenants[i].RUPerSec / 100
+		}
+		in.Add(&s)
+	}
+	if !strings.Contains(in.head.Line, "bigcorp 80% of DB load") || !strings.Contains(in.head.Line, "victims n/a") {
+		t.Fatalf("postgres: %q", in.head.Line)
+	}
+	s = incidentAt(50)
+	s.GroupBy = api.GroupApplication
+	s.Tenants[0].Tenant, s.Tenants[0].Untagged = "", true
+	in.Add(&s)
+	if !strings.Contains(in.head.Line, "(no application_name) 80%") {
+		t.Fatalf("grouped: %q", in.head.Line)
+	}
+}
+
+func TestTrackerForgetsAndBounds(t *testing.T) {
+	var in Tracker
+	for i := range BaselineSpan + 2 {
+		s := api.Snapshot{Source: api.SourceCollector}
+		if i == 0 {
+			s.Tenants = []api.TenantRow{{Tenant: "gone", RUPerSec: 1, P95Seconds: 0.01}}
+		}
+		in.Add(&s)
+	}
+	if len(in.rows) != 0 {
+		t.Fatalf("%d baselines kept", len(in.rows))
+	}
+	s := manyTenants(3000)
+	in.Add(&s)
+	if len(in.rows) > MaxTracked {
+		t.Fatalf("%d baselines", len(in.rows))
+	}
+}
+
+// t0 is the first instant of the scripted snapshots.
+var t0 = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+
+// manyTenants is a snapshot of n tenants with varied figures.
+func manyTenants(n int) api.Snapshot {
+	s := api.Snapshot{Time: t0, Source: api.SourceCollector, Measure: api.MeasureRU, TenantsSeen: n}
+	s.Tenants = make([]api.TenantRow, n)
+	for i := range n {
+		h := make([]float64, api.HistoryLen)
+		for j := range 60 {
+			h[api.HistoryLen-60+j] = float64(i) * float64(j+1) / 60
+		}
+		s.Tenants[i] = api.TenantRow{
+			Tenant: fmt.Sprintf("tenant-%05d", i), Tier: fmt.Sprintf("T%d", i%4),
+			DBLoad: float64(n-i) / 100, RUPerSec: float64((i*7919)%n) + 0.5, ReqPerSec: float64(i % 97),
+			P95Seconds: float64(i%13) / 100, ErrPerSec: float64(i%5) / 10, Share: 1 / float64(n), History: h,
+		}
+	}
+	return s
+}
+
+func BenchmarkTracker1000(b *testing.B) {
+	s := manyTenants(1000)
+	var in Tracker
+	b.ReportAllocs()
+	for b.Loop() {
+		in.Add(&s)
+	}
+}
