@@ -202,7 +202,7 @@ func (e *Engine) why(r policy.AutopilotRule, ev Evidence) string {
 	if ev.Factor > 0 {
 		f = "×" + num(ev.Factor) + " its baseline"
 	}
-	return strings.Join(hurt, " and ") + " while it drives " + strconv.FormatFloat(ev.Share*100, 'f', 0, 64) + "% of " + string(r.Resource) + " at " + f
+	return strings.Join(hurt, " and ") + " while it drives " + strconv.FormatFloat(ev.Share*100, 'f', 0, 64) + "% of " + string(r.Resource) + " (" + f + ")"
 }
 
 // decide records a decision on a: its limit at its level now, and the
