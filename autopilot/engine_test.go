@@ -33,3 +33,98 @@ func TestIncidentAppliesRelaxesLifts(t *testing.T) {
 		t.Fatalf("active %+v", e.Active())
 	}
 }
+
+// TestShadowDecidesAsEnforce: on the same snapshots a shadow rule and an
+// enforce rule make the same decisions, shadow ones marked so and their
+// policy parts shadow; and the shadow rule's apply, on snapshots where
+// nothing was enforced, names the tenant and second that enforcement
+// acted on.
+func TestShadowDecidesAsEnforce(t *testing.T) {
+	var got [2][]step
+	var ds [2][]Decision
+	for i, mode := range []policy.AutopilotMode{policy.AutopilotShadow, policy.AutopilotEnforce} {
+		e := newEngine(t, policy.Autopilot{Rules: []policy.AutopilotRule{rule(mode)}})
+		got[i], ds[i] = run(t, e, &scenario{start: 100, end: 400, offenders: []string{"bigcorp"}, baselines: true}, 600, false)
+	}
+	same(t, got[0], got[1]...)
+	same(t, got[0], step{100, KindApply, "bigcorp", 10}, step{430, KindRelax, "bigcorp", 20}, step{460, KindLift, "bigcorp", 20})
+	for i := range ds[0] {
+		if !ds[0][i].Shadow || !ds[0][i].PolicyRule.Shadow || ds[1][i].Shadow || ds[1][i].PolicyRule.Shadow {
+			t.Fatalf("decision %d: shadow %+v, enforce %+v", i, ds[0][i], ds[1][i])
+		}
+	}
+	e := newEngine(t, policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotEnforce)}})
+	enforced, _ := run(t, e, &scenario{start: 100, end: 400, offenders: []string{"bigcorp"}, baselines: true}, 600, true)
+	if enforced[0] != got[0][0] {
+		t.Fatalf("enforce applied %v, shadow %v", enforced[0], got[0][0])
+	}
+}
+
+// TestNeverT0NorAllowed: an offender of tier T0, or on the allow-list,
+// is never acted on, however hurt its victims; the next offender is.
+func TestNeverT0NorAllowed(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		tiers map[string]string
+		allow []string
+	}{
+		{"t0", map[string]string{"bigcorp": "T0"}, nil},
+		{"allowed", nil, []string{"bigcorp"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEngine(t, policy.Autopilot{Allow: c.allow, Rules: []policy.AutopilotRule{rule(policy.AutopilotShadow)}})
+			got, _ := run(t, e, &scenario{start: 100, end: 400, offenders: []string{"bigcorp"}, tiers: c.tiers, baselines: true}, 500, false)
+			same(t, got)
+			e = newEngine(t, policy.Autopilot{Allow: c.allow, Rules: []policy.AutopilotRule{rule(policy.AutopilotShadow)}})
+			got, _ = run(t, e, &scenario{start: 100, end: 400, offenders: []string{"bigcorp", "megacorp"}, tiers: c.tiers, baselines: true}, 101, false)
+			same(t, got, step{100, KindApply, "megacorp", 10})
+		})
+	}
+}
+
+// TestOneNewActionPerInterval: two offenders start together; the second
+// is acted on an interval (30 s) after the first, not in the same second.
+func TestOneNewActionPerInterval(t *testing.T) {
+	e := newEngine(t, policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotShadow)}})
+	got, _ := run(t, e, &scenario{start: 100, end: 400, offenders: []string{"bigcorp", "megacorp"}, baselines: true}, 200, false)
+	same(t, got, step{100, KindApply, "bigcorp", 10}, step{130, KindApply, "megacorp", 10})
+	if a := e.Active(); len(a) != 2 || a[0].Tenant != "bigcorp" || a[1].Tenant != "megacorp" {
+		t.Fatalf("active %+v", a)
+	}
+}
+
+// TestFlappingHeldByHysteresis: victims whose p95 swings every second
+// across the acting threshold (2×) but stays above the recover one
+// (1.5×) neither relax nor lift the action; swinging below it, they
+// never stay recovered for a hold, so nothing relaxes either; and the
+// offender is acted on once.
+func TestFlappingHeldByHysteresis(t *testing.T) {
+	for _, low := range []float64{1.6, 1.2} {
+		e := newEngine(t, policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotEnforce)}})
+		sc := &scenario{start: 100, end: 1000, offenders: []string{"bigcorp"}, baselines: true, p95: func(sec int) float64 {
+			switch {
+			case sec < 100:
+				return 1
+			case sec%2 == 0:
+				return 2.5
+			}
+			return low
+		}}
+		got, _ := run(t, e, sc, 600, true)
+		same(t, got, step{100, KindApply, "bigcorp", 10})
+	}
+}
+
+// TestTightenAfterRelax: victims hurt again after a relax step take the
+// step back, a hold after it.
+func TestTightenAfterRelax(t *testing.T) {
+	e := newEngine(t, policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotEnforce)}})
+	sc := &scenario{start: 100, end: 1000, offenders: []string{"bigcorp"}, baselines: true, p95: func(sec int) float64 {
+		if sec == 100 || sec >= 140 {
+			return 2.5
+		}
+		return 1
+	}}
+	got, _ := run(t, e, sc, 300, true)
+	same(t, got, step{100, KindApply, "bigcorp", 10}, step{131, KindRelax, "bigcorp", 20}, step{161, KindTighten, "bigcorp", 10})
+}

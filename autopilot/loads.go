@@ -1,6 +1,7 @@
 package autopilot
 
 import (
+	"slices"
 	"time"
 
 	"github.com/qtop-dev/qtop/api"
@@ -108,24 +109,41 @@ func index(res policy.Resource) int {
 }
 
 // figures is a tenant's load of res now, its share, and its baseline and
-// recent load (incident.Split) from the longest history at hand: the
-// snapshot's own (for RU or DB load, when it is of that measure) or the
-// engine's.
+// recent load (incident.Split: the means qtop's headline compares) from
+// the longest history at hand: the snapshot's own (for RU or DB load,
+// when it is of that measure) or the engine's.
 func (l *loads) figures(s *api.Snapshot, res policy.Resource, t string) (load, share, base, recent float64, ok bool) {
+	load, share, h := l.history(s, res, t)
+	base, recent, ok = incident.Split(h)
+	return load, share, base, recent, ok
+}
+
+// frozen is the baseline an action scales its limit from: the median of
+// the tenant's load of res before the recent seconds, which an incident
+// filling part of that span does not move as it moves the mean.
+func (l *loads) frozen(s *api.Snapshot, res policy.Resource, t string) float64 {
+	_, _, h := l.history(s, res, t)
+	if len(h) <= incident.DriverRecent {
+		return 0
+	}
+	return incident.Quantile(slices.Clone(h[:len(h)-incident.DriverRecent]), 0.5)
+}
+
+// history is a tenant's load of res now, its share, and the longest
+// history of it at hand.
+func (l *loads) history(s *api.Snapshot, res policy.Resource, t string) (load, share float64, h []float64) {
 	i := index(res)
 	load = l.now[i][t]
 	if l.tot[i] > 0 {
 		share = load / l.tot[i]
 	}
-	var h []float64
 	if sr := l.own[i][t]; sr != nil {
 		h = sr.v
 	}
 	if src := sourceHistory(s, res, t); len(src) > len(h) {
 		h = src
 	}
-	base, recent, ok = incident.Split(h)
-	return load, share, base, recent, ok
+	return load, share, h
 }
 
 // sourceHistory is the row's History when it is of res, cut to the

@@ -154,18 +154,16 @@ func (e *Engine) evidence(s *api.Snapshot, st *state, r policy.AutopilotRule, t 
 		ev.Baseline, ev.BaselineRU, ev.BaselineDB, ev.BaselineFrom = frozen.Baseline, frozen.BaselineRU, frozen.BaselineDB, frozen.BaselineFrom
 		return ev
 	}
-	ev.Baseline, ev.BaselineFrom = e.baseline(s, r.Resource, t, base)
-	_, _, ru, _, _ := e.loads.figures(s, policy.ResourceRU, t)
-	ev.BaselineRU, _ = e.baseline(s, policy.ResourceRU, t, ru)
-	_, _, db, _, _ := e.loads.figures(s, policy.ResourceDB, t)
-	ev.BaselineDB, _ = e.baseline(s, policy.ResourceDB, t, db)
+	ev.Baseline, ev.BaselineFrom = e.baseline(s, r.Resource, t)
+	ev.BaselineRU, _ = e.baseline(s, policy.ResourceRU, t)
+	ev.BaselineDB, _ = e.baseline(s, policy.ResourceDB, t)
 	return ev
 }
 
-// baseline is a tenant's own baseline of res, or, for new load, the
-// median tenant's load of it now ("typical").
-func (e *Engine) baseline(s *api.Snapshot, res policy.Resource, t string, own float64) (float64, string) {
-	if own > 0 {
+// baseline is a tenant's own baseline of res (loads.frozen), or, for new
+// load, the median tenant's load of it now ("typical").
+func (e *Engine) baseline(s *api.Snapshot, res policy.Resource, t string) (float64, string) {
+	if own := e.loads.frozen(s, res, t); own > 0 {
 		return own, "own"
 	}
 	return e.loads.typical(res, t), "typical"
