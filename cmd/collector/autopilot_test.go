@@ -50,7 +50,7 @@ func TestAutopilotReplayPolicy(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name, body, want string
-		code            int
+		code             int
 	}{
 		{"whole.json", `{"version":3,"autopilot":{"rules":[{"name":"db","victims_min":3,"resource":"db","min_share":0.9,"action":"budget"}]}}`, "0 decisions", 0},
 		{"part.json", `{"rules":[{"name":"ru","victims_min":3,"mode":"enforce","action":"throttle"}]}`, "1 decisions", 0},
