@@ -1,6 +1,8 @@
 package autopilot
 
 import (
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,4 +129,124 @@ func TestTightenAfterRelax(t *testing.T) {
 	}}
 	got, _ := run(t, e, sc, 300, true)
 	same(t, got, step{100, KindApply, "bigcorp", 10}, step{131, KindRelax, "bigcorp", 20}, step{161, KindTighten, "bigcorp", 10})
+}
+
+// TestCancelPauseAndPolicy: Cancel ends an action by hand with a
+// decision that expires its rule; Pause stops new actions (the policy's
+// paused too) while active ones still lift; a rule removed from the
+// policy lifts its actions; unknown ids are ErrUnknown.
+func TestCancelPauseAndPolicy(t *testing.T) {
+	a := policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotShadow)}}
+	e := newEngine(t, a)
+	sc := &scenario{start: 100, end: 400, offenders: []string{"bigcorp", "megacorp"}, baselines: true}
+	got, ds := run(t, e, sc, 101, false)
+	same(t, got, step{100, KindApply, "bigcorp", 10})
+	at := t0.Add(100500 * time.Millisecond)
+	d, err := e.Cancel(ds[0].ActionID, "admin@10.0.0.1", at)
+	if err != nil || d.Kind != KindCancel || d.By != "admin@10.0.0.1" || !d.PolicyRule.Expires.Equal(at) || len(e.Active()) != 0 {
+		t.Fatalf("%v %v %+v", d, err, e.Active())
+	}
+	if _, err := e.Cancel(ds[0].ActionID, "admin", at); !errors.Is(err, ErrUnknown) {
+		t.Fatal(err)
+	}
+	e.Pause()
+	for sec := 101; sec < 130; sec++ {
+		if ds := e.Step(sc.snap(sec)); len(ds) > 0 || !e.Paused() {
+			t.Fatalf("paused, second %d: %v", sec, ds)
+		}
+	}
+	e.Resume()
+	if ds := e.Step(sc.snap(130)); len(ds) != 1 || ds[0].Tenant != "bigcorp" {
+		t.Fatalf("resumed: %v", ds)
+	}
+	a.Paused = true
+	if err := e.SetPolicy(a); err != nil || !e.Paused() {
+		t.Fatal(err)
+	}
+	if err := e.SetPolicy(policy.Autopilot{}); err != nil {
+		t.Fatal(err)
+	}
+	if ds := e.Step(sc.snap(131)); len(ds) != 1 || ds[0].Kind != KindLift || !strings.Contains(ds[0].Why, "rule left") {
+		t.Fatalf("rule removed: %v", ds)
+	}
+	if err := e.SetPolicy(policy.Autopilot{Rules: []policy.AutopilotRule{{Name: "x"}}}); !errors.Is(err, policy.ErrInvalid) {
+		t.Fatal(err)
+	}
+}
+
+// TestClockBackwards: a snapshot not later than the last one is ignored,
+// so a repeat cannot act twice and a clock that went back cannot shorten
+// a hold.
+func TestClockBackwards(t *testing.T) {
+	e := newEngine(t, policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotShadow)}})
+	sc := &scenario{start: 100, end: 400, offenders: []string{"bigcorp", "megacorp"}, baselines: true}
+	run(t, e, sc, 101, false)
+	for _, sec := range []int{100, 50, 100} {
+		if ds := e.Step(sc.snap(sec)); len(ds) != 0 {
+			t.Fatalf("second %d again: %v", sec, ds)
+		}
+	}
+	if ds := e.Step(sc.snap(130)); len(ds) != 1 || ds[0].Tenant != "megacorp" {
+		t.Fatalf("%v", ds)
+	}
+}
+
+// TestActions: each action writes its own policy part, valid, with the
+// limit scaled from the frozen baselines: a throttle and a quota in
+// RU/s, a budget in database sessions (warn in shadow), a demotion as a
+// price multiplier that relaxes by dividing.
+func TestActions(t *testing.T) {
+	for _, c := range []struct {
+		act    policy.AutopilotAction
+		mode   policy.AutopilotMode
+		limits []float64
+		check  func(d Decision) bool
+	}{
+		{policy.AutopilotThrottle, policy.AutopilotEnforce, []float64{10, 20, 40},
+			func(d Decision) bool { return d.PolicyRule.Action == policy.Throttle }},
+		{policy.AutopilotBudget, policy.AutopilotEnforce, []float64{0.1, 0.2, 0.4},
+			func(d Decision) bool {
+				return d.Budget.Mode == policy.Enforce && d.Budget.Match[0]["tenant"] == "bigcorp"
+			}},
+		{policy.AutopilotBudget, policy.AutopilotShadow, []float64{0.1, 0.2, 0.4},
+			func(d Decision) bool { return d.Budget.Mode == policy.Warn && d.Shadow }},
+		{policy.AutopilotDemote, policy.AutopilotEnforce, []float64{4, 2, 1},
+			func(d Decision) bool {
+				return d.PolicyRule.Action == policy.Price && d.PolicyRule.Multiplier == d.Limit
+			}},
+	} {
+		r := rule(c.mode)
+		r.Action = c.act
+		e := newEngine(t, policy.Autopilot{Rules: []policy.AutopilotRule{r}})
+		sc := &scenario{start: 100, end: 1000, offenders: []string{"bigcorp"}, baselines: true, p95: func(sec int) float64 {
+			if sec == 100 {
+				return 2.5
+			}
+			return 1
+		}}
+		got, ds := run(t, e, sc, 200, false)
+		same(t, got, step{100, KindApply, "bigcorp", c.limits[0]}, step{131, KindRelax, "bigcorp", c.limits[1]},
+			step{161, KindRelax, "bigcorp", c.limits[2]})
+		for _, d := range ds {
+			if !c.check(d) {
+				t.Errorf("%s %s: %v", c.act, c.mode, d)
+			}
+		}
+	}
+}
+
+// TestResources: a rule on pool wait or on parallel workers finds the
+// offender from the engine's own history of it (the snapshot keeps
+// none), and its quota still scales from the RU baseline.
+func TestResources(t *testing.T) {
+	for _, res := range []policy.Resource{policy.ResourcePoolWait, policy.ResourceWorkers, policy.ResourceDB} {
+		r := rule(policy.AutopilotShadow)
+		r.Resource = res
+		e := newEngine(t, policy.Autopilot{Rules: []policy.AutopilotRule{r}})
+		got, ds := run(t, e, &scenario{start: 100, end: 400, offenders: []string{"bigcorp"}, baselines: true, waits: true}, 101, false)
+		same(t, got, step{100, KindApply, "bigcorp", 10})
+		if ev := ds[0].Evidence; ev.Resource != res || ev.Share < 0.3 || ev.Factor < 3 || ev.BaselineFrom != "own" {
+			t.Errorf("%s: %+v", res, ev)
+		}
+	}
 }

@@ -27,7 +27,10 @@ type scenario struct {
 	p95 func(sec int) float64
 	// baselines sends the collector's baselines in the rows.
 	baselines bool
-	limits    map[string]limitFrom
+	// waits adds pool wait and parallel workers that follow the
+	// offenders' admitted load.
+	waits  bool
+	limits map[string]limitFrom
 }
 
 type limitFrom struct {
@@ -89,6 +92,12 @@ func (sc *scenario) snap(sec int) *api.Snapshot {
 			r.BaselineP95Seconds, r.BaselineShare = 0.020, 0.05
 		}
 		s.Tenants = append(s.Tenants, r)
+	}
+	if sc.waits {
+		for _, r := range s.Tenants {
+			s.PoolWait = append(s.PoolWait, api.PoolWaitRow{Tenant: r.Tenant, WaitPerSec: r.RUPerSec / 1000})
+			s.Statements = append(s.Statements, api.StatementRow{Tenant: r.Tenant, Workers: int(r.RUPerSec / 10)})
+		}
 	}
 	var ru float64
 	for _, r := range s.Tenants {
