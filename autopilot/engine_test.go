@@ -3,9 +3,11 @@ package autopilot
 import (
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/policy"
 )
 
@@ -249,4 +251,62 @@ func TestResources(t *testing.T) {
 			t.Errorf("%s: %+v", res, ev)
 		}
 	}
+}
+
+// TestRestore: an engine that takes over another's action follows it to
+// its lift: it relaxes once it has itself seen the victims recovered for
+// a hold (from its first snapshot, 120, so at 150 rather than the first
+// engine's 131), and lifts when the import ends.
+func TestRestore(t *testing.T) {
+	a := policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotEnforce)}}
+	first := newEngine(t, a)
+	sc := &scenario{start: 100, end: 400, offenders: []string{"bigcorp"}}
+	run(t, first, sc, 120, true)
+	second := newEngine(t, a)
+	if n := second.Restore(first.Active()); n != 1 || second.Restore(first.Active()) != 0 {
+		t.Fatalf("adopted %d", n)
+	}
+	// The second engine's headline and loads start from its first
+	// snapshot, as a collector's that takes over does.
+	var got []step
+	for sec := 120; sec < 600; sec++ {
+		for _, d := range second.Step(sc.snap(sec)) {
+			got = append(got, step{sec, d.Kind, d.Tenant, d.Limit})
+			sc.limit(d.Tenant, sec+1, d.Limit)
+			if d.Kind == KindLift {
+				sc.limit(d.Tenant, sec+1, 0)
+			}
+		}
+	}
+	same(t, got, step{150, KindRelax, "bigcorp", 20}, step{180, KindRelax, "bigcorp", 40}, step{400, KindLift, "bigcorp", 40})
+}
+
+// TestConcurrentUse: Step from one goroutine, Active, Cancel, Pause and
+// SetPolicy from another (run with -race).
+func TestConcurrentUse(t *testing.T) {
+	a := policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotShadow)}}
+	e := newEngine(t, a)
+	sc := &scenario{start: 100, end: 400, offenders: []string{"bigcorp", "megacorp"}, baselines: true}
+	snaps := make([]*api.Snapshot, 300)
+	for i := range snaps {
+		snaps[i] = sc.snap(i)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for _, s := range snaps {
+			e.Step(s)
+		}
+	})
+	wg.Go(func() {
+		for i := range 300 {
+			for _, x := range e.Active() {
+				e.Cancel(x.ID, "test", t0.Add(time.Duration(i)*time.Second))
+			}
+			e.Pause()
+			e.Resume()
+			_ = e.SetPolicy(a)
+			_ = e.Headline()
+		}
+	})
+	wg.Wait()
 }
