@@ -28,6 +28,7 @@ type loads struct {
 	own [len(resources)]map[string]*series
 	now [len(resources)]map[string]float64
 	tot [len(resources)]float64
+	row map[string]int // index in the snapshot's Tenants of each tagged tenant
 }
 
 // add takes a snapshot's figures.
@@ -39,12 +40,14 @@ func (l *loads) add(s *api.Snapshot) {
 		}
 		l.now[i], l.tot[i] = map[string]float64{}, 0
 	}
-	for _, r := range s.Tenants {
+	l.row = make(map[string]int, len(s.Tenants))
+	for i, r := range s.Tenants {
 		l.tot[0] += r.RUPerSec
 		l.tot[1] += r.DBLoad
 		if tagged(s, &r) {
 			l.now[0][r.Tenant] = r.RUPerSec
 			l.now[1][r.Tenant] = r.DBLoad
+			l.row[r.Tenant] = i
 		}
 	}
 	for _, p := range s.PoolWait {
@@ -140,7 +143,7 @@ func (l *loads) history(s *api.Snapshot, res policy.Resource, t string) (load, s
 	if sr := l.own[i][t]; sr != nil {
 		h = sr.v
 	}
-	if src := sourceHistory(s, res, t); len(src) > len(h) {
+	if src := l.sourceHistory(s, res, t); len(src) > len(h) {
 		h = src
 	}
 	return load, share, h
@@ -149,23 +152,20 @@ func (l *loads) history(s *api.Snapshot, res policy.Resource, t string) (load, s
 // sourceHistory is the row's History when it is of res, cut to the
 // seconds the collector has been up (a collector that restarted knows
 // nothing before its start).
-func sourceHistory(s *api.Snapshot, res policy.Resource, t string) []float64 {
+func (l *loads) sourceHistory(s *api.Snapshot, res policy.Resource, t string) []float64 {
 	db := s.Measure == api.MeasureDB || s.Source == api.SourcePostgres
 	if !(res == policy.ResourceRU && !db || res == policy.ResourceDB && db) || s.Source == api.SourcePostgres {
 		return nil
 	}
-	for i := range s.Tenants {
-		r := &s.Tenants[i]
-		if r.Tenant != t || !tagged(s, r) {
-			continue
-		}
-		h := r.History
-		if up := int(s.Collector.Uptime / time.Second); s.Source == api.SourceCollector && s.Collector.Uptime > 0 && up < len(h) {
-			h = h[len(h)-max(up, 1):]
-		}
-		return h
+	i, ok := l.row[t]
+	if !ok {
+		return nil
 	}
-	return nil
+	h := s.Tenants[i].History
+	if up := int(s.Collector.Uptime / time.Second); s.Source == api.SourceCollector && s.Collector.Uptime > 0 && up < len(h) {
+		h = h[len(h)-max(up, 1):]
+	}
+	return h
 }
 
 // typical is the median load of res over the tagged tenants with load,
