@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/api"
+	"github.com/qtop-dev/qtop/incident"
 	"github.com/qtop-dev/qtop/policy"
 )
 
@@ -309,4 +310,12 @@ func TestConcurrentUse(t *testing.T) {
 		}
 	})
 	wg.Wait()
+}
+
+// TestThresholdsAgree: the policy's least victim factor is the
+// headline's own victim threshold (policy cannot import incident).
+func TestThresholdsAgree(t *testing.T) {
+	if policy.MinVictimP95Factor != incident.VictimP95 {
+		t.Fatalf("policy.MinVictimP95Factor %g, incident.VictimP95 %g", policy.MinVictimP95Factor, incident.VictimP95)
+	}
 }

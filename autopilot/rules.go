@@ -169,6 +169,10 @@ func (e *Engine) baseline(s *api.Snapshot, res policy.Resource, t string) (float
 	return e.loads.typical(res, t), "typical"
 }
 
+// CreatedByPrefix starts the CreatedBy of every policy part the
+// autopilot writes: "autopilot/<rule>".
+const CreatedByPrefix = "autopilot/"
+
 // Floors of a limit, so that an offender is slowed, never stopped.
 const (
 	minRUPerSecond = 0.1
@@ -219,11 +223,11 @@ func (e *Engine) decide(a *action, t time.Time, k Kind, why string, ev Evidence)
 	if k == KindLift || k == KindCancel {
 		expires = t
 	}
-	reason := "autopilot/" + r.Name + " " + string(k) + ": " + why
+	reason := CreatedByPrefix + r.Name + " " + string(k) + ": " + why
 	if len(reason) > 1000 {
 		reason = strings.ToValidUTF8(reason[:1000], "")
 	}
-	by := "autopilot/" + r.Name
+	by := CreatedByPrefix + r.Name
 	switch r.Action {
 	case policy.AutopilotBudget:
 		mode := policy.Enforce
