@@ -85,3 +85,10 @@ func TestAutopilotDefaults(t *testing.T) {
 		t.Fatalf("a process's view holds the autopilot: %v %s", err, b)
 	}
 }
+
+func TestAutopilotSanitize(t *testing.T) {
+	p := Policy{Autopilot: &Autopilot{Allow: []string{"a\x1b[31m"}, Rules: []AutopilotRule{{Name: "r\x1b]8;;x\x1b\\"}}}}
+	if n := p.Sanitize(); n != 2 || p.Autopilot.Allow[0] != "a" || p.Autopilot.Rules[0].Name != "r" {
+		t.Fatalf("%d %+v", n, p.Autopilot)
+	}
+}
