@@ -179,16 +179,18 @@ const (
 	minDBShare     = 0.01
 )
 
-// limit is the action's limit at a relax level.
+// limit is the action's limit at a relax level, rounded (to 0.01 RU/s,
+// 0.001 sessions, 0.01 of a multiplier) so a policy reads plainly.
 func limit(r policy.AutopilotRule, ev Evidence, level int) float64 {
 	step := math.Pow(r.RelaxFactor, float64(level))
+	round := func(v, to float64) float64 { return math.Round(v/to) * to }
 	switch r.Action {
 	case policy.AutopilotQuota, policy.AutopilotThrottle:
-		return min(max(ev.BaselineRU*r.Factor, minRUPerSecond)*step, policy.MaxRUPerSecond)
+		return round(min(max(ev.BaselineRU*r.Factor, minRUPerSecond)*step, policy.MaxRUPerSecond), 0.01)
 	case policy.AutopilotBudget:
-		return min(max(ev.BaselineDB*r.Factor, minDBShare)*step, 1e6)
+		return round(min(max(ev.BaselineDB*r.Factor, minDBShare)*step, 1e6), 0.001)
 	}
-	return max(r.Multiplier/step, 1)
+	return round(max(r.Multiplier/step, 1), 0.01)
 }
 
 // why is an apply's reason in words.
