@@ -79,10 +79,12 @@ type Evidence struct {
 	Share    float64         `json:"share"`
 	Factor   float64         `json:"factor"`
 	// Baseline is the offender's baseline of Resource, frozen when the
-	// action began; BaselineRU and BaselineDB its RU/s and DB-load
-	// baselines, which the limits scale. BaselineFrom is "own" (its
-	// history) or "typical" (new load: the median tenant's, at the
-	// time).
+	// action began: the median of its load before the recent seconds
+	// (Factor compares means, as qtop's headline does; the median is not
+	// moved by an incident filling part of the span). BaselineRU and
+	// BaselineDB are its RU/s and DB-load baselines, which the limits
+	// scale. BaselineFrom is "own" (its history) or "typical" (new load:
+	// the median tenant's, at the time).
 	Baseline     float64 `json:"baseline"`
 	BaselineRU   float64 `json:"baseline_ru"`
 	BaselineDB   float64 `json:"baseline_db"`

@@ -128,6 +128,31 @@ func (e *Engine) Active() []Action {
 	return out
 }
 
+// Restore adopts actions another engine started (its Active, kept with
+// the decision log): a collector that takes over from another follows
+// them to their lift instead of leaving them to expire. An action whose
+// tenant is already under one here, or past the bound, is left out;
+// one whose rule is not in the policy lifts at the next Step. Restore
+// returns how many it adopted.
+func (e *Engine) Restore(actions []Action) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, a := range actions {
+		if e.acting(a.Tenant) || len(e.acts) >= e.cfg.maxActions || a.ID == "" {
+			continue
+		}
+		r, _ := e.rule(a.Rule)
+		a.Evidence.Victims = slices.Clone(a.Evidence.Victims)
+		e.acts = append(e.acts, &action{Action: a, rule: r})
+		if a.Started.After(e.lastNew) {
+			e.lastNew = a.Started
+		}
+		n++
+	}
+	return n
+}
+
 // Cancel ends the action id at now, by hand (by says who: a credential,
 // a user). The decision it returns expires the action's policy part.
 func (e *Engine) Cancel(id, by string, now time.Time) (Decision, error) {

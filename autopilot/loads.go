@@ -1,6 +1,7 @@
 package autopilot
 
 import (
+	"slices"
 	"time"
 
 	"github.com/qtop-dev/qtop/api"
@@ -27,6 +28,7 @@ type loads struct {
 	own [len(resources)]map[string]*series
 	now [len(resources)]map[string]float64
 	tot [len(resources)]float64
+	row map[string]int // index in the snapshot's Tenants of each tagged tenant
 }
 
 // add takes a snapshot's figures.
@@ -38,12 +40,14 @@ func (l *loads) add(s *api.Snapshot) {
 		}
 		l.now[i], l.tot[i] = map[string]float64{}, 0
 	}
-	for _, r := range s.Tenants {
+	l.row = make(map[string]int, len(s.Tenants))
+	for i, r := range s.Tenants {
 		l.tot[0] += r.RUPerSec
 		l.tot[1] += r.DBLoad
 		if tagged(s, &r) {
 			l.now[0][r.Tenant] = r.RUPerSec
 			l.now[1][r.Tenant] = r.DBLoad
+			l.row[r.Tenant] = i
 		}
 	}
 	for _, p := range s.PoolWait {
@@ -108,46 +112,60 @@ func index(res policy.Resource) int {
 }
 
 // figures is a tenant's load of res now, its share, and its baseline and
-// recent load (incident.Split) from the longest history at hand: the
-// snapshot's own (for RU or DB load, when it is of that measure) or the
-// engine's.
+// recent load (incident.Split: the means qtop's headline compares) from
+// the longest history at hand: the snapshot's own (for RU or DB load,
+// when it is of that measure) or the engine's.
 func (l *loads) figures(s *api.Snapshot, res policy.Resource, t string) (load, share, base, recent float64, ok bool) {
+	load, share, h := l.history(s, res, t)
+	base, recent, ok = incident.Split(h)
+	return load, share, base, recent, ok
+}
+
+// frozen is the baseline an action scales its limit from: the median of
+// the tenant's load of res before the recent seconds, which an incident
+// filling part of that span does not move as it moves the mean.
+func (l *loads) frozen(s *api.Snapshot, res policy.Resource, t string) float64 {
+	_, _, h := l.history(s, res, t)
+	if len(h) <= incident.DriverRecent {
+		return 0
+	}
+	return incident.Quantile(slices.Clone(h[:len(h)-incident.DriverRecent]), 0.5)
+}
+
+// history is a tenant's load of res now, its share, and the longest
+// history of it at hand.
+func (l *loads) history(s *api.Snapshot, res policy.Resource, t string) (load, share float64, h []float64) {
 	i := index(res)
 	load = l.now[i][t]
 	if l.tot[i] > 0 {
 		share = load / l.tot[i]
 	}
-	var h []float64
 	if sr := l.own[i][t]; sr != nil {
 		h = sr.v
 	}
-	if src := sourceHistory(s, res, t); len(src) > len(h) {
+	if src := l.sourceHistory(s, res, t); len(src) > len(h) {
 		h = src
 	}
-	base, recent, ok = incident.Split(h)
-	return load, share, base, recent, ok
+	return load, share, h
 }
 
 // sourceHistory is the row's History when it is of res, cut to the
 // seconds the collector has been up (a collector that restarted knows
 // nothing before its start).
-func sourceHistory(s *api.Snapshot, res policy.Resource, t string) []float64 {
+func (l *loads) sourceHistory(s *api.Snapshot, res policy.Resource, t string) []float64 {
 	db := s.Measure == api.MeasureDB || s.Source == api.SourcePostgres
 	if !(res == policy.ResourceRU && !db || res == policy.ResourceDB && db) || s.Source == api.SourcePostgres {
 		return nil
 	}
-	for i := range s.Tenants {
-		r := &s.Tenants[i]
-		if r.Tenant != t || !tagged(s, r) {
-			continue
-		}
-		h := r.History
-		if up := int(s.Collector.Uptime / time.Second); s.Source == api.SourceCollector && s.Collector.Uptime > 0 && up < len(h) {
-			h = h[len(h)-max(up, 1):]
-		}
-		return h
+	i, ok := l.row[t]
+	if !ok {
+		return nil
 	}
-	return nil
+	h := s.Tenants[i].History
+	if up := int(s.Collector.Uptime / time.Second); s.Source == api.SourceCollector && s.Collector.Uptime > 0 && up < len(h) {
+		h = h[len(h)-max(up, 1):]
+	}
+	return h
 }
 
 // typical is the median load of res over the tagged tenants with load,

@@ -154,22 +154,24 @@ func (e *Engine) evidence(s *api.Snapshot, st *state, r policy.AutopilotRule, t 
 		ev.Baseline, ev.BaselineRU, ev.BaselineDB, ev.BaselineFrom = frozen.Baseline, frozen.BaselineRU, frozen.BaselineDB, frozen.BaselineFrom
 		return ev
 	}
-	ev.Baseline, ev.BaselineFrom = e.baseline(s, r.Resource, t, base)
-	_, _, ru, _, _ := e.loads.figures(s, policy.ResourceRU, t)
-	ev.BaselineRU, _ = e.baseline(s, policy.ResourceRU, t, ru)
-	_, _, db, _, _ := e.loads.figures(s, policy.ResourceDB, t)
-	ev.BaselineDB, _ = e.baseline(s, policy.ResourceDB, t, db)
+	ev.Baseline, ev.BaselineFrom = e.baseline(s, r.Resource, t)
+	ev.BaselineRU, _ = e.baseline(s, policy.ResourceRU, t)
+	ev.BaselineDB, _ = e.baseline(s, policy.ResourceDB, t)
 	return ev
 }
 
-// baseline is a tenant's own baseline of res, or, for new load, the
-// median tenant's load of it now ("typical").
-func (e *Engine) baseline(s *api.Snapshot, res policy.Resource, t string, own float64) (float64, string) {
-	if own > 0 {
+// baseline is a tenant's own baseline of res (loads.frozen), or, for new
+// load, the median tenant's load of it now ("typical").
+func (e *Engine) baseline(s *api.Snapshot, res policy.Resource, t string) (float64, string) {
+	if own := e.loads.frozen(s, res, t); own > 0 {
 		return own, "own"
 	}
 	return e.loads.typical(res, t), "typical"
 }
+
+// CreatedByPrefix starts the CreatedBy of every policy part the
+// autopilot writes: "autopilot/<rule>".
+const CreatedByPrefix = "autopilot/"
 
 // Floors of a limit, so that an offender is slowed, never stopped.
 const (
@@ -177,16 +179,18 @@ const (
 	minDBShare     = 0.01
 )
 
-// limit is the action's limit at a relax level.
+// limit is the action's limit at a relax level, rounded (to 0.01 RU/s,
+// 0.001 sessions, 0.01 of a multiplier) so a policy reads plainly.
 func limit(r policy.AutopilotRule, ev Evidence, level int) float64 {
 	step := math.Pow(r.RelaxFactor, float64(level))
+	round := func(v, to float64) float64 { return math.Round(v/to) * to }
 	switch r.Action {
 	case policy.AutopilotQuota, policy.AutopilotThrottle:
-		return min(max(ev.BaselineRU*r.Factor, minRUPerSecond)*step, policy.MaxRUPerSecond)
+		return round(min(max(ev.BaselineRU*r.Factor, minRUPerSecond)*step, policy.MaxRUPerSecond), 0.01)
 	case policy.AutopilotBudget:
-		return min(max(ev.BaselineDB*r.Factor, minDBShare)*step, 1e6)
+		return round(min(max(ev.BaselineDB*r.Factor, minDBShare)*step, 1e6), 0.001)
 	}
-	return max(r.Multiplier/step, 1)
+	return round(max(r.Multiplier/step, 1), 0.01)
 }
 
 // why is an apply's reason in words.
@@ -202,7 +206,7 @@ func (e *Engine) why(r policy.AutopilotRule, ev Evidence) string {
 	if ev.Factor > 0 {
 		f = "×" + num(ev.Factor) + " its baseline"
 	}
-	return strings.Join(hurt, " and ") + " while it drives " + strconv.FormatFloat(ev.Share*100, 'f', 0, 64) + "% of " + string(r.Resource) + " at " + f
+	return strings.Join(hurt, " and ") + " while it drives " + strconv.FormatFloat(ev.Share*100, 'f', 0, 64) + "% of " + string(r.Resource) + " (" + f + ")"
 }
 
 // decide records a decision on a: its limit at its level now, and the
@@ -221,11 +225,11 @@ func (e *Engine) decide(a *action, t time.Time, k Kind, why string, ev Evidence)
 	if k == KindLift || k == KindCancel {
 		expires = t
 	}
-	reason := "autopilot/" + r.Name + " " + string(k) + ": " + why
+	reason := CreatedByPrefix + r.Name + " " + string(k) + ": " + why
 	if len(reason) > 1000 {
 		reason = strings.ToValidUTF8(reason[:1000], "")
 	}
-	by := "autopilot/" + r.Name
+	by := CreatedByPrefix + r.Name
 	switch r.Action {
 	case policy.AutopilotBudget:
 		mode := policy.Enforce

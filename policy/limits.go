@@ -196,6 +196,14 @@ func (p *Policy) Sanitize() int {
 			fix(&f.Rules[i].Route)
 		}
 	}
+	if a := p.Autopilot; a != nil {
+		for i := range a.Allow {
+			fix(&a.Allow[i])
+		}
+		for i := range a.Rules {
+			fix(&a.Rules[i].Name)
+		}
+	}
 	return n
 }
 

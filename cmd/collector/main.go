@@ -32,6 +32,7 @@ Usage:
   collector serve  [flags]   run the server (ingest, live API, policy, metrics)
   collector report [flags]   print a cost-attribution report
   collector audit  [flags]   print the policy changes (who, when, the rule, its expiry)
+  collector autopilot --replay FILE   run the autopilot's rules over a recording, print the decisions
   collector help [command]   show help
   collector --version        print the version, revision and Go version
 
@@ -120,6 +121,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return report(args[1:], stdout, stderr)
 	case "audit":
 		return audit(args[1:], stdout, stderr)
+	case "autopilot":
+		return autopilotCmd(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		buildinfo.Print(stdout, "collector")
 		return 0

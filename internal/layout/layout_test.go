@@ -12,7 +12,7 @@ const module = "github.com/qtop-dev/qtop"
 // libraries are the packages an application imports.
 var libraries = []string{"tenant", "sqlcomment", "sqlcomment/comment", "sqlcomment/pgxcomment", "spacesaving", "topn", "ratio",
 	"policy", "enforce", "meter", "meter/otelmeter", "meter/sqlmeter", "report", "freshness", "budget", "histogram", "api", "agent",
-	"hotkey", "fairqueue", "gcra", "ru"}
+	"hotkey", "fairqueue", "gcra", "ru", "incident", "autopilot"}
 
 // TestGCRAIsALeaf: the token bucket that the enforcer, the quota gate, the
 // budgets and the collector share depends on the standard library alone.
@@ -20,6 +20,24 @@ func TestGCRAIsALeaf(t *testing.T) {
 	for _, dep := range goList(t, `{{if not .Standard}}{{.ImportPath}}{{end}}`, module+"/gcra") {
 		if dep != module+"/gcra" {
 			t.Errorf("gcra depends on %s", dep)
+		}
+	}
+}
+
+// TestAutopilotDeps: the autopilot reads snapshots (api) through the
+// headline qtop shows (incident) and writes policy parts: inside qtop it
+// depends on api, incident, policy and tenant alone (no store, no
+// collector), and incident on api and what api links.
+func TestAutopilotDeps(t *testing.T) {
+	allowed := map[string]bool{module + "/autopilot": true, module + "/incident": true, module + "/api": true, module + "/policy": true, module + "/tenant": true}
+	for _, dep := range goList(t, `{{if not .Standard}}{{.ImportPath}}{{end}}`, module+"/autopilot") {
+		if strings.HasPrefix(dep, module+"/") && !allowed[dep] {
+			t.Errorf("autopilot depends on %s", dep)
+		}
+	}
+	for _, dep := range goList(t, `{{if not .Standard}}{{.ImportPath}}{{end}}`, module+"/incident") {
+		if dep == module+"/autopilot" {
+			t.Errorf("incident depends on %s", dep)
 		}
 	}
 }

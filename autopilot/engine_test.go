@@ -1,0 +1,321 @@
+package autopilot
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/qtop-dev/qtop/api"
+	"github.com/qtop-dev/qtop/incident"
+	"github.com/qtop-dev/qtop/policy"
+)
+
+// TestIncidentAppliesRelaxesLifts: the import starts at second 100; the
+// quota at bigcorp's frozen baseline (10 RU/s) applies in that second,
+// the victims recover the next, the quota relaxes twice a hold apart
+// (20, 40 RU/s) and lifts when the import ends and bigcorp's load is
+// back near its baseline.
+func TestIncidentAppliesRelaxesLifts(t *testing.T) {
+	e := newEngine(t, policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotEnforce)}})
+	sc := &scenario{start: 100, end: 400, offenders: []string{"bigcorp"}}
+	got, ds := run(t, e, sc, 600, true)
+	same(t, got, step{100, KindApply, "bigcorp", 10}, step{131, KindRelax, "bigcorp", 20}, step{161, KindRelax, "bigcorp", 40},
+		step{400, KindLift, "bigcorp", 40})
+	ev := ds[0].Evidence
+	if ev.VictimsHurt != 20 || len(ev.Victims) != MaxEvidenceVictims || ev.Factor < 3 || ev.Share < 0.3 || ev.BaselineRU != 10 || ev.BaselineFrom != "own" {
+		t.Fatalf("evidence %+v", ev)
+	}
+	if r := ds[0].PolicyRule; r == nil || r.Action != policy.Quota || r.Shadow || r.CreatedBy != "autopilot/noisy" || r.RUPerSecond != 10 ||
+		!r.Expires.Equal(t0.Add(1000*time.Second)) {
+		t.Fatalf("rule %+v", ds[0].PolicyRule)
+	}
+	if l := ds[3].PolicyRule; l.ID != ds[0].PolicyRule.ID || !l.Expires.Equal(t0.Add(400*time.Second)) {
+		t.Fatalf("lift %+v", l)
+	}
+	if len(e.Active()) != 0 {
+		t.Fatalf("active %+v", e.Active())
+	}
+}
+
+// TestShadowDecidesAsEnforce: on the same snapshots a shadow rule and an
+// enforce rule make the same decisions, shadow ones marked so and their
+// policy parts shadow; and the shadow rule's apply, on snapshots where
+// nothing was enforced, names the tenant and second that enforcement
+// acted on.
+func TestShadowDecidesAsEnforce(t *testing.T) {
+	var got [2][]step
+	var ds [2][]Decision
+	for i, mode := range []policy.AutopilotMode{policy.AutopilotShadow, policy.AutopilotEnforce} {
+		e := newEngine(t, policy.Autopilot{Rules: []policy.AutopilotRule{rule(mode)}})
+		got[i], ds[i] = run(t, e, &scenario{start: 100, end: 400, offenders: []string{"bigcorp"}, baselines: true}, 600, false)
+	}
+	same(t, got[0], got[1]...)
+	same(t, got[0], step{100, KindApply, "bigcorp", 10}, step{430, KindRelax, "bigcorp", 20}, step{460, KindLift, "bigcorp", 20})
+	for i := range ds[0] {
+		if !ds[0][i].Shadow || !ds[0][i].PolicyRule.Shadow || ds[1][i].Shadow || ds[1][i].PolicyRule.Shadow {
+			t.Fatalf("decision %d: shadow %+v, enforce %+v", i, ds[0][i], ds[1][i])
+		}
+	}
+	e := newEngine(t, policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotEnforce)}})
+	enforced, _ := run(t, e, &scenario{start: 100, end: 400, offenders: []string{"bigcorp"}, baselines: true}, 600, true)
+	if enforced[0] != got[0][0] {
+		t.Fatalf("enforce applied %v, shadow %v", enforced[0], got[0][0])
+	}
+}
+
+// TestNeverT0NorAllowed: an offender of tier T0, or on the allow-list,
+// is never acted on, however hurt its victims; the next offender is.
+func TestNeverT0NorAllowed(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		tiers map[string]string
+		allow []string
+	}{
+		{"t0", map[string]string{"bigcorp": "T0"}, nil},
+		{"allowed", nil, []string{"bigcorp"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEngine(t, policy.Autopilot{Allow: c.allow, Rules: []policy.AutopilotRule{rule(policy.AutopilotShadow)}})
+			got, _ := run(t, e, &scenario{start: 100, end: 400, offenders: []string{"bigcorp"}, tiers: c.tiers, baselines: true}, 500, false)
+			same(t, got)
+			e = newEngine(t, policy.Autopilot{Allow: c.allow, Rules: []policy.AutopilotRule{rule(policy.AutopilotShadow)}})
+			got, _ = run(t, e, &scenario{start: 100, end: 400, offenders: []string{"bigcorp", "megacorp"}, tiers: c.tiers, baselines: true}, 101, false)
+			same(t, got, step{100, KindApply, "megacorp", 10})
+		})
+	}
+}
+
+// TestOneNewActionPerInterval: two offenders start together; the second
+// is acted on an interval (30 s) after the first, not in the same second.
+func TestOneNewActionPerInterval(t *testing.T) {
+	e := newEngine(t, policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotShadow)}})
+	got, _ := run(t, e, &scenario{start: 100, end: 400, offenders: []string{"bigcorp", "megacorp"}, baselines: true}, 200, false)
+	same(t, got, step{100, KindApply, "bigcorp", 10}, step{130, KindApply, "megacorp", 10})
+	if a := e.Active(); len(a) != 2 || a[0].Tenant != "bigcorp" || a[1].Tenant != "megacorp" {
+		t.Fatalf("active %+v", a)
+	}
+}
+
+// TestFlappingHeldByHysteresis: victims whose p95 swings every second
+// across the acting threshold (2×) but stays above the recover one
+// (1.5×) neither relax nor lift the action; swinging below it, they
+// never stay recovered for a hold, so nothing relaxes either; and the
+// offender is acted on once.
+func TestFlappingHeldByHysteresis(t *testing.T) {
+	for _, low := range []float64{1.6, 1.2} {
+		e := newEngine(t, policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotEnforce)}})
+		sc := &scenario{start: 100, end: 1000, offenders: []string{"bigcorp"}, baselines: true, p95: func(sec int) float64 {
+			switch {
+			case sec < 100:
+				return 1
+			case sec%2 == 0:
+				return 2.5
+			}
+			return low
+		}}
+		got, _ := run(t, e, sc, 600, true)
+		same(t, got, step{100, KindApply, "bigcorp", 10})
+	}
+}
+
+// TestTightenAfterRelax: victims hurt again after a relax step take the
+// step back, a hold after it.
+func TestTightenAfterRelax(t *testing.T) {
+	e := newEngine(t, policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotEnforce)}})
+	sc := &scenario{start: 100, end: 1000, offenders: []string{"bigcorp"}, baselines: true, p95: func(sec int) float64 {
+		if sec == 100 || sec >= 140 {
+			return 2.5
+		}
+		return 1
+	}}
+	got, _ := run(t, e, sc, 300, true)
+	same(t, got, step{100, KindApply, "bigcorp", 10}, step{131, KindRelax, "bigcorp", 20}, step{161, KindTighten, "bigcorp", 10})
+}
+
+// TestCancelPauseAndPolicy: Cancel ends an action by hand with a
+// decision that expires its rule; Pause stops new actions (the policy's
+// paused too) while active ones still lift; a rule removed from the
+// policy lifts its actions; unknown ids are ErrUnknown.
+func TestCancelPauseAndPolicy(t *testing.T) {
+	a := policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotShadow)}}
+	e := newEngine(t, a)
+	sc := &scenario{start: 100, end: 400, offenders: []string{"bigcorp", "megacorp"}, baselines: true}
+	got, ds := run(t, e, sc, 101, false)
+	same(t, got, step{100, KindApply, "bigcorp", 10})
+	at := t0.Add(100500 * time.Millisecond)
+	d, err := e.Cancel(ds[0].ActionID, "admin@10.0.0.1", at)
+	if err != nil || d.Kind != KindCancel || d.By != "admin@10.0.0.1" || !d.PolicyRule.Expires.Equal(at) || len(e.Active()) != 0 {
+		t.Fatalf("%v %v %+v", d, err, e.Active())
+	}
+	if _, err := e.Cancel(ds[0].ActionID, "admin", at); !errors.Is(err, ErrUnknown) {
+		t.Fatal(err)
+	}
+	e.Pause()
+	for sec := 101; sec < 130; sec++ {
+		if ds := e.Step(sc.snap(sec)); len(ds) > 0 || !e.Paused() {
+			t.Fatalf("paused, second %d: %v", sec, ds)
+		}
+	}
+	e.Resume()
+	if ds := e.Step(sc.snap(130)); len(ds) != 1 || ds[0].Tenant != "bigcorp" {
+		t.Fatalf("resumed: %v", ds)
+	}
+	a.Paused = true
+	if err := e.SetPolicy(a); err != nil || !e.Paused() {
+		t.Fatal(err)
+	}
+	if err := e.SetPolicy(policy.Autopilot{}); err != nil {
+		t.Fatal(err)
+	}
+	if ds := e.Step(sc.snap(131)); len(ds) != 1 || ds[0].Kind != KindLift || !strings.Contains(ds[0].Why, "rule left") {
+		t.Fatalf("rule removed: %v", ds)
+	}
+	if err := e.SetPolicy(policy.Autopilot{Rules: []policy.AutopilotRule{{Name: "x"}}}); !errors.Is(err, policy.ErrInvalid) {
+		t.Fatal(err)
+	}
+}
+
+// TestClockBackwards: a snapshot not later than the last one is ignored,
+// so a repeat cannot act twice and a clock that went back cannot shorten
+// a hold.
+func TestClockBackwards(t *testing.T) {
+	e := newEngine(t, policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotShadow)}})
+	sc := &scenario{start: 100, end: 400, offenders: []string{"bigcorp", "megacorp"}, baselines: true}
+	run(t, e, sc, 101, false)
+	for _, sec := range []int{100, 50, 100} {
+		if ds := e.Step(sc.snap(sec)); len(ds) != 0 {
+			t.Fatalf("second %d again: %v", sec, ds)
+		}
+	}
+	if ds := e.Step(sc.snap(130)); len(ds) != 1 || ds[0].Tenant != "megacorp" {
+		t.Fatalf("%v", ds)
+	}
+}
+
+// TestActions: each action writes its own policy part, valid, with the
+// limit scaled from the frozen baselines: a throttle and a quota in
+// RU/s, a budget in database sessions (warn in shadow), a demotion as a
+// price multiplier that relaxes by dividing.
+func TestActions(t *testing.T) {
+	for _, c := range []struct {
+		act    policy.AutopilotAction
+		mode   policy.AutopilotMode
+		limits []float64
+		check  func(d Decision) bool
+	}{
+		{policy.AutopilotThrottle, policy.AutopilotEnforce, []float64{10, 20, 40},
+			func(d Decision) bool { return d.PolicyRule.Action == policy.Throttle }},
+		{policy.AutopilotBudget, policy.AutopilotEnforce, []float64{0.1, 0.2, 0.4},
+			func(d Decision) bool {
+				return d.Budget.Mode == policy.Enforce && d.Budget.Match[0]["tenant"] == "bigcorp"
+			}},
+		{policy.AutopilotBudget, policy.AutopilotShadow, []float64{0.1, 0.2, 0.4},
+			func(d Decision) bool { return d.Budget.Mode == policy.Warn && d.Shadow }},
+		{policy.AutopilotDemote, policy.AutopilotEnforce, []float64{4, 2, 1},
+			func(d Decision) bool {
+				return d.PolicyRule.Action == policy.Price && d.PolicyRule.Multiplier == d.Limit
+			}},
+	} {
+		r := rule(c.mode)
+		r.Action = c.act
+		e := newEngine(t, policy.Autopilot{Rules: []policy.AutopilotRule{r}})
+		sc := &scenario{start: 100, end: 1000, offenders: []string{"bigcorp"}, baselines: true, p95: func(sec int) float64 {
+			if sec == 100 {
+				return 2.5
+			}
+			return 1
+		}}
+		got, ds := run(t, e, sc, 200, false)
+		same(t, got, step{100, KindApply, "bigcorp", c.limits[0]}, step{131, KindRelax, "bigcorp", c.limits[1]},
+			step{161, KindRelax, "bigcorp", c.limits[2]})
+		for _, d := range ds {
+			if !c.check(d) {
+				t.Errorf("%s %s: %v", c.act, c.mode, d)
+			}
+		}
+	}
+}
+
+// TestResources: a rule on pool wait or on parallel workers finds the
+// offender from the engine's own history of it (the snapshot keeps
+// none), and its quota still scales from the RU baseline.
+func TestResources(t *testing.T) {
+	for _, res := range []policy.Resource{policy.ResourcePoolWait, policy.ResourceWorkers, policy.ResourceDB} {
+		r := rule(policy.AutopilotShadow)
+		r.Resource = res
+		e := newEngine(t, policy.Autopilot{Rules: []policy.AutopilotRule{r}})
+		got, ds := run(t, e, &scenario{start: 100, end: 400, offenders: []string{"bigcorp"}, baselines: true, waits: true}, 101, false)
+		same(t, got, step{100, KindApply, "bigcorp", 10})
+		if ev := ds[0].Evidence; ev.Resource != res || ev.Share < 0.3 || ev.Factor < 3 || ev.BaselineFrom != "own" {
+			t.Errorf("%s: %+v", res, ev)
+		}
+	}
+}
+
+// TestRestore: an engine that takes over another's action follows it to
+// its lift: it relaxes once it has itself seen the victims recovered for
+// a hold (from its first snapshot, 120, so at 150 rather than the first
+// engine's 131), and lifts when the import ends.
+func TestRestore(t *testing.T) {
+	a := policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotEnforce)}}
+	first := newEngine(t, a)
+	sc := &scenario{start: 100, end: 400, offenders: []string{"bigcorp"}}
+	run(t, first, sc, 120, true)
+	second := newEngine(t, a)
+	if n := second.Restore(first.Active()); n != 1 || second.Restore(first.Active()) != 0 {
+		t.Fatalf("adopted %d", n)
+	}
+	// The second engine's headline and loads start from its first
+	// snapshot, as a collector's that takes over does.
+	var got []step
+	for sec := 120; sec < 600; sec++ {
+		for _, d := range second.Step(sc.snap(sec)) {
+			got = append(got, step{sec, d.Kind, d.Tenant, d.Limit})
+			sc.limit(d.Tenant, sec+1, d.Limit)
+			if d.Kind == KindLift {
+				sc.limit(d.Tenant, sec+1, 0)
+			}
+		}
+	}
+	same(t, got, step{150, KindRelax, "bigcorp", 20}, step{180, KindRelax, "bigcorp", 40}, step{400, KindLift, "bigcorp", 40})
+}
+
+// TestConcurrentUse: Step from one goroutine, Active, Cancel, Pause and
+// SetPolicy from another (run with -race).
+func TestConcurrentUse(t *testing.T) {
+	a := policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotShadow)}}
+	e := newEngine(t, a)
+	sc := &scenario{start: 100, end: 400, offenders: []string{"bigcorp", "megacorp"}, baselines: true}
+	snaps := make([]*api.Snapshot, 300)
+	for i := range snaps {
+		snaps[i] = sc.snap(i)
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for _, s := range snaps {
+			e.Step(s)
+		}
+	})
+	wg.Go(func() {
+		for i := range 300 {
+			for _, x := range e.Active() {
+				e.Cancel(x.ID, "test", t0.Add(time.Duration(i)*time.Second))
+			}
+			e.Pause()
+			e.Resume()
+			_ = e.SetPolicy(a)
+			_ = e.Headline()
+		}
+	})
+	wg.Wait()
+}
+
+// TestThresholdsAgree: the policy's least victim factor is the
+// headline's own victim threshold (policy cannot import incident).
+func TestThresholdsAgree(t *testing.T) {
+	if policy.MinVictimP95Factor != incident.VictimP95 {
+		t.Fatalf("policy.MinVictimP95Factor %g, incident.VictimP95 %g", policy.MinVictimP95Factor, incident.VictimP95)
+	}
+}
