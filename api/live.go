@@ -145,8 +145,11 @@ type Snapshot struct {
 	Policy policy.Policy `json:"policy"`
 	// AppliedBy counts the processes that can apply Policy (OTLP
 	// services apply nothing); its Note is shown with the policy.
-	AppliedBy *AppliedBy      `json:"applied_by,omitempty"`
-	Collector CollectorStatus `json:"collector"`
+	AppliedBy *AppliedBy `json:"applied_by,omitempty"`
+	// Autopilot is the autopilot's status: its actions and newest
+	// decisions (nil when the policy has no autopilot rules).
+	Autopilot *AutopilotStatus `json:"autopilot,omitempty"`
+	Collector CollectorStatus  `json:"collector"`
 	// Peers, in a fleet snapshot (a collector with peers, see Merge), says
 	// which collectors' snapshots it holds.
 	Peers []PeerStatus `json:"peers,omitempty"`

@@ -242,7 +242,7 @@ func (e *Engine) follow(a *action, s *api.Snapshot, st *state) (d Decision, ok, 
 		return Decision{}, false, false
 	}
 	switch {
-	case e.nearBaseline(a, ev):
+	case a.Level >= r.RelaxSteps && e.nearBaseline(a, ev):
 		return e.decide(a, t, KindLift, "the offender is back near its baseline and under its limit", ev), true, true
 	case rec && a.Level < r.RelaxSteps && t.Sub(a.calm) >= r.Hold():
 		a.Level++
@@ -257,7 +257,11 @@ func (e *Engine) follow(a *action, s *api.Snapshot, st *state) (d Decision, ok, 
 
 // nearBaseline reports whether the offender's load is back under the
 // rule's lift factor × its frozen baseline and, for a limit, at most half
-// of the limit (its demand, not the limit, holds it down).
+// of the limit (its demand, not the limit, holds it down). Only an action
+// relaxed as far as its rule allows lifts so (follow): under a tight
+// limit the admitted load says nothing of the demand — an import held to
+// one job in ten seconds shows no load most seconds, and lifting it then
+// brings the incident straight back.
 func (e *Engine) nearBaseline(a *action, ev Evidence) bool {
 	if ev.Load > a.rule.LiftFactor*a.Evidence.Baseline {
 		return false

@@ -52,7 +52,8 @@ func TestShadowDecidesAsEnforce(t *testing.T) {
 		got[i], ds[i] = run(t, e, &scenario{start: 100, end: 400, offenders: []string{"bigcorp"}, baselines: true}, 600, false)
 	}
 	same(t, got[0], got[1]...)
-	same(t, got[0], step{100, KindApply, "bigcorp", 10}, step{430, KindRelax, "bigcorp", 20}, step{460, KindLift, "bigcorp", 20})
+	same(t, got[0], step{100, KindApply, "bigcorp", 10}, step{430, KindRelax, "bigcorp", 20}, step{460, KindRelax, "bigcorp", 40},
+		step{490, KindLift, "bigcorp", 40})
 	for i := range ds[0] {
 		if !ds[0][i].Shadow || !ds[0][i].PolicyRule.Shadow || ds[1][i].Shadow || ds[1][i].PolicyRule.Shadow {
 			t.Fatalf("decision %d: shadow %+v, enforce %+v", i, ds[0][i], ds[1][i])

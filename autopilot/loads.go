@@ -117,7 +117,17 @@ func index(res policy.Resource) int {
 // when it is of that measure) or the engine's.
 func (l *loads) figures(s *api.Snapshot, res policy.Resource, t string) (load, share, base, recent float64, ok bool) {
 	load, share, h := l.history(s, res, t)
+	if len(h) < incident.DriverRecent+incident.BaselineMin {
+		// Too few seconds before the recent ones to say what is usual
+		// (every tenant has none in a collector's first second).
+		return load, share, 0, 0, false
+	}
 	base, recent, ok = incident.Split(h)
+	if ok && base > 0 {
+		// Load before the recent seconds: its size counts only over
+		// full windows.
+		base, recent, ok = incident.Split(h[len(h)-min(len(h), valid(s)):])
+	}
 	return load, share, base, recent, ok
 }
 
@@ -146,11 +156,28 @@ func (l *loads) history(s *api.Snapshot, res policy.Resource, t string) (load, s
 	if src := l.sourceHistory(s, res, t); len(src) > len(h) {
 		h = src
 	}
+	if up := int(s.Collector.Uptime / time.Second); s.Collector.Uptime > 0 && up < len(h) {
+		h = h[len(h)-max(up, 1):]
+	}
 	return load, share, h
 }
 
-// sourceHistory is the row's History when it is of res, cut to the
-// seconds the collector has been up (a collector that restarted knows
+// valid is how many of the latest seconds of a history are rates over a
+// full window: a collector's rates are averages over the snapshot's
+// Window, which fills during its first seconds, so every tenant's rate
+// climbs then, and a baseline taken from those seconds makes every
+// tenant look like it grew. (A zero is a zero even then: no load at all
+// in the window.) A snapshot from no collector (a recording of qtop
+// --postgres) keeps every second.
+func valid(s *api.Snapshot) int {
+	if s.Collector.Uptime <= 0 {
+		return api.HistoryLen
+	}
+	return max(0, int((s.Collector.Uptime-s.Window)/time.Second))
+}
+
+// sourceHistory is the row's History when it is of res (history cuts it
+// to the seconds the collector has been up: one that restarted knows
 // nothing before its start).
 func (l *loads) sourceHistory(s *api.Snapshot, res policy.Resource, t string) []float64 {
 	db := s.Measure == api.MeasureDB || s.Source == api.SourcePostgres
@@ -161,11 +188,7 @@ func (l *loads) sourceHistory(s *api.Snapshot, res policy.Resource, t string) []
 	if !ok {
 		return nil
 	}
-	h := s.Tenants[i].History
-	if up := int(s.Collector.Uptime / time.Second); s.Source == api.SourceCollector && s.Collector.Uptime > 0 && up < len(h) {
-		h = h[len(h)-max(up, 1):]
-	}
-	return h
+	return s.Tenants[i].History
 }
 
 // typical is the median load of res over the tagged tenants with load,

@@ -22,7 +22,7 @@ func TestAutopilotReplayDemo(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if len(lines) != 1 || !strings.Contains(lines[0], "would apply quota rule=noisy-neighbour tenant=bigcorp") ||
-		!strings.Contains(lines[0], "victims 24") || !strings.Contains(errb.String(), "46 snapshots, 1 decisions") {
+		!strings.Contains(lines[0], "victims 37") || !strings.Contains(errb.String(), "46 snapshots, 1 decisions") {
 		t.Fatalf("stdout:\n%s\nstderr:\n%s", out.String(), errb.String())
 	}
 	out.Reset()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/qtop-dev/qtop/histogram"
 	"github.com/qtop-dev/qtop/meter"
+	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -20,6 +21,10 @@ const (
 	demoProcesses   = 3   // per service
 	demoRequests    = 100 // requests per second per process
 	demoImportAfter = 5 * time.Second
+	// demoJobRU is an import job's cost; demoImportRU the whole import's
+	// rate at full speed (4 jobs a second on each catalog worker).
+	demoJobRU    = 400
+	demoImportRU = demoJobRU * 4 * demoProcesses
 	// DemoImportTenant is the tenant whose catalog import starts a few
 	// seconds into the demo.
 	DemoImportTenant = "bigcorp"
@@ -51,6 +56,9 @@ type demoFleet struct {
 	keys  *rand.Zipf
 	procs []demoProc
 	start time.Time
+	carry []float64 // per process: the limited import's fraction of a job
+	// importAfter is when bigcorp's import begins (demoImportAfter).
+	importAfter time.Duration
 }
 
 func newDemoFleet(s *Server, start time.Time) (*demoFleet, error) {
@@ -73,6 +81,8 @@ func newDemoFleet(s *Server, start time.Time) (*demoFleet, error) {
 			f.procs = append(f.procs, demoProc{rec: rec, service: svc})
 		}
 	}
+	f.carry = make([]float64, len(f.procs))
+	f.importAfter = demoImportAfter
 	return f, nil
 }
 
@@ -91,27 +101,45 @@ func (f *demoFleet) lognormal(median float64, sigma float64) time.Duration {
 	return time.Duration(median * math.Exp(sigma*f.rng.NormFloat64()) * float64(time.Second))
 }
 
+// importRate is the share of its full speed the import runs at now
+// (ramp, cut by a throttle, a price or a fleet quota on bigcorp), and
+// whether a policy limits it.
+func (f *demoFleet) importRate(now time.Time, ramp float64) (rate float64, limited bool) {
+	f.s.mu.Lock()
+	effect := f.s.policy.For(tenant.Tags{Tenant: DemoImportTenant, Tier: tenant.T2}, now)
+	var quota policy.QuotaLimit
+	var quotaOK bool
+	f.s.policy.read(func(p *policy.Policy) { quota, quotaOK = p.Quotas(now)(DemoImportTenant, tenant.T2) })
+	f.s.mu.Unlock()
+	rate = ramp
+	if effect.Throttled {
+		rate = ramp * min(1, effect.RUPerSecond/5000)
+	}
+	if effect.Multiplier > 1 {
+		rate /= effect.Multiplier
+	}
+	// A fleet-wide quota admits the import's jobs up to its RU rate
+	// across the catalog workers (a job costs demoJobRU).
+	limited = effect.Throttled || effect.Multiplier > 1
+	if quotaOK && !quota.Shadow {
+		rate = min(rate, ramp*min(1, quota.RUPerSecond/demoImportRU))
+		limited = true
+	}
+	return rate, limited
+}
+
 // step generates one second of load ending at now and hands every
 // process's report to Consume.
 func (f *demoFleet) step(now time.Time) {
 	elapsed := now.Sub(f.start)
 	// The import ramps up over 10 s and slows everything down with it,
-	// unless a policy throttles bigcorp.
+	// unless a policy limits bigcorp.
 	ramp := 0.0
-	if elapsed > demoImportAfter {
-		ramp = min(1, (elapsed-demoImportAfter).Seconds()/10)
+	if elapsed > f.importAfter {
+		ramp = min(1, (elapsed-f.importAfter).Seconds()/10)
 	}
-	f.s.mu.Lock()
-	effect := f.s.policy.For(tenant.Tags{Tenant: DemoImportTenant, Tier: tenant.T2}, now)
-	f.s.mu.Unlock()
-	importRate := ramp
+	importRate, limited := f.importRate(now, ramp)
 	throttled := uint64(0)
-	if effect.Throttled {
-		importRate = ramp * min(1, effect.RUPerSecond/5000)
-	}
-	if effect.Multiplier > 1 {
-		importRate /= effect.Multiplier
-	}
 	slow := 1 + 2*importRate // the database is saturated by the import
 	for pi, p := range f.procs {
 		var enf report.Enforcement
@@ -135,19 +163,27 @@ func (f *demoFleet) step(now time.Time) {
 		// The catalog worker processes run bigcorp's import.
 		if p.service == "catalog-worker" && ramp > 0 {
 			jobs := int(4*importRate + 0.5)
+			if limited {
+				// A limited import is slowed, not stopped: the jobs
+				// a second carry over, so a rate under one job a
+				// second still runs some.
+				f.carry[pi] += 4 * importRate
+				jobs = int(f.carry[pi])
+				f.carry[pi] -= float64(jobs)
+			}
 			for range jobs {
 				tags := tenant.Tags{Tenant: DemoImportTenant, Route: "POST /catalog/import", Tier: tenant.T2,
 					Key: fmt.Sprintf("catalog:%d", f.rng.IntN(8))}
 				d := f.lognormal(0.4*slow, 0.3)
 				p.rec.Record(meter.Record{Time: now, Tags: tags, Kind: report.KindJob, Duration: d,
-					Rows: 5000, Bytes: 1 << 20, RU: 400})
+					Rows: 5000, Bytes: 1 << 20, RU: demoJobRU})
 				for range 3 {
 					p.rec.Record(meter.Record{Time: now, Tags: tags, Kind: report.KindDB,
 						Duration: f.lognormal(0.2*slow, 0.4), Rows: 1700})
 				}
 			}
-			if effect.Throttled {
-				throttled = uint64(4*ramp+0.5) - uint64(jobs)
+			if limited {
+				throttled = uint64(max(0, int(4*ramp+0.5)-jobs))
 				enf.Throttled[tenant.T2.Index()] += throttled
 			}
 		}

@@ -36,6 +36,7 @@ type features struct {
 	bud   *budgetPart  // budgets.go, runaway.go: budgets and runaway rules
 	fresh *freshPart   // freshness.go: repeats and freshness rules
 	enf   *enforcePart // enforcepart.go, poolwait.go: enforcement detail, pool waits
+	pilot *pilotPart   // autopilot.go: the autopilot (its status in the live view)
 	all   []feature
 }
 
@@ -50,7 +51,10 @@ func newFeatures(cfg Config, pol *policyPart, em *enforcementMetrics) (features,
 	}
 	f.fresh = &freshPart{pol: pol, now: cfg.Now}
 	f.enf = &enforcePart{met: em}
-	f.all = []feature{f.fresh, f.bud, f.enf, f.quota, &policyView{pol: pol}}
+	if f.pilot, err = newPilotPart(cfg, pol, f.quota); err != nil {
+		return f, err
+	}
+	f.all = []feature{f.fresh, f.bud, f.enf, f.quota, &policyView{pol: pol}, f.pilot}
 	return f, nil
 }
 

@@ -39,6 +39,7 @@ type fleetQuota struct {
 	scratch []quota.Verdict
 	sync    *redisquota.Sync
 	client  *redis.Client
+	id      string // this collector's id in Redis (Config.Writer, or random)
 	every   time.Duration
 
 	syncs, syncErrors, verdicts prometheus.Counter
@@ -75,6 +76,7 @@ func newFleetQuota(cfg Config, pol *policyPart) (*fleetQuota, error) {
 		if id == "" {
 			id = randomToken()[:12]
 		}
+		q.id = id
 		q.client = redis.NewClient(&redis.Options{Addr: cfg.QuotaRedis, DialTimeout: time.Second,
 			ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRetries: 1})
 		// A collector's sums count for three syncs, and at least 2 s, so

@@ -20,6 +20,7 @@ import (
 
 	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/internal/otlpin"
+	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tlsfiles"
@@ -170,6 +171,10 @@ func newParts(cfg Config) (*Server, error) {
 	if s.feat, err = newFeatures(cfg, s.policy, s.met.enforcement); err != nil {
 		return nil, err
 	}
+	s.feat.pilot.setBudget = func(ctx context.Context, b policy.Budget, del bool, who string) error {
+		_, err := s.SetBudget(ctx, b, del, who)
+		return err
+	}
 	if err := cfg.Registerer.Register(ratioCollector{s}); err != nil {
 		return nil, fmt.Errorf("collector: metrics: %w", err)
 	}
@@ -283,6 +288,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc(PathRunaway, h.handleRunaway)
 	mux.HandleFunc(api.PathFreshness, h.authorized(RoleRead, h.handleFreshness))
 	mux.HandleFunc(api.PathFreshnessPolicy, h.handleFreshnessPolicy)
+	mux.HandleFunc(api.PathAutopilot, h.handleAutopilot) // autopilot.go
+	mux.HandleFunc(PathAutopilotPolicy, h.handleAutopilotPolicy)
 	if s.cfg.Gatherer != nil {
 		mux.Handle("/metrics", h.authorized(RoleRead, promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{EnableOpenMetrics: true}).ServeHTTP))
 	}
@@ -340,6 +347,7 @@ func (s *Server) Run(ctx context.Context) {
 	s.feat.quota.start(ctx, &s.life.wg)
 	s.life.goRun(func() { every(ctx, time.Second, func() { s.Tick(ctx, s.cfg.Now()) }) })
 	s.fleet.start(ctx, &s.life.wg)
+	s.life.goRun(func() { every(ctx, time.Second, func() { httpAPI{s}.stepAutopilot(ctx) }) })
 	if s.cfg.Postgres != "" {
 		s.life.goRun(func() {
 			s.pg.run(ctx, s.cfg, s.met, s.AddSample, s.feat.bud.checkRunaway)

