@@ -51,12 +51,12 @@ func WithCost(ru float64) Option { return func(c *config) { c.cost = ru } }
 func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
 
 // WithMaxConcurrentStreams bounds the calls one connection runs at once
-// (default 1,024; Envoy multiplexes its checks on a few connections).
+// (default 256; Envoy multiplexes its checks on a connection per worker).
 func WithMaxConcurrentStreams(n uint32) Option { return func(c *config) { c.streams = n } }
 
 func newConfig(opts []Option) (config, error) {
 	c := config{now: time.Now, cost: ru.DefaultModel().Base[ru.OpRead], maxKeys: DefaultMaxKeys,
-		streams: 1024, log: slog.New(slog.DiscardHandler)}
+		streams: 256, log: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {
 		o(&c)
 	}

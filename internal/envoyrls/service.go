@@ -229,12 +229,17 @@ const Method = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 
 // ServerOptions are the options of a gRPC server that serves only this
 // Service: the credential checked from the stream's headers, before its
-// message is read; the message size bound; streams per connection.
+// message is read; the message size bound; streams per connection; and
+// fixed flow-control windows (a stream's is one message, a connection's
+// four), which turn off gRPC's growth of them to 16 MiB, so that a
+// connection buffers at most that much unread.
 func (s *Service) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.InTapHandle(s.tap),
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.MaxConcurrentStreams(s.cfg.streams),
+		grpc.InitialWindowSize(MaxMessageBytes),
+		grpc.InitialConnWindowSize(4 * MaxMessageBytes),
 	}
 }
 
