@@ -54,8 +54,10 @@ import (
 //   - pg (pgPart; pg.go): the PostgreSQL sampler; fleet (fleet.go,
 //     fleet_policy.go): the peers and the shared policy; streams
 //     (stream.go): live stream clients; otlp (otlpPart; otlp.go): the
-//     OTLP receiver; the demo fleet (demo.go) runs beside them when
-//     Config.Demo is set; life (lifecycle): the background work.
+//     OTLP receiver; rls (rlsPart; rls.go): the rate-limit service for
+//     gateways, with Config.RLSListen, also a feature (its tick); the
+//     demo fleet (demo.go) runs beside them when Config.Demo is set; life
+//     (lifecycle): the background work.
 //
 // A report takes mu twice, briefly — admission and the duplicate filter,
 // then its per-report merge and reply, which take the features' and the
