@@ -20,6 +20,8 @@ import (
 
 	"github.com/qtop-dev/qtop/internal/envoyrls"
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/quota"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/tlsfiles"
 	"github.com/qtop-dev/qtop/tlsfiles/tlstest"
 )
@@ -191,4 +193,71 @@ func TestRLSExposure(t *testing.T) {
 	if _, err := New(c); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "without a rate-limit service") {
 		t.Fatalf("no service: %v", err)
 	}
+}
+
+// TestRLSSharesFleetQuotaWithAgents: the gateways' RU and an agent's
+// count in the same fleet sums: with the agent asking three times what
+// the gateways ask of a 100 RU/s quota, each gets a share — the
+// gateways' allowance is below half the limit, not all of it — and the
+// agent's allowance shows the gateways' demand counted.
+func TestRLSSharesFleetQuotaWithAgents(t *testing.T) {
+	var now atomic.Int64
+	now.Store(t0.UnixNano())
+	clock := func() time.Time { return time.Unix(0, now.Load()).UTC() }
+	cfg := Config{Listen: "127.0.0.1:0", Store: StoreNone, DataDir: t.TempDir(), Writer: "w", Token: "tok",
+		Registerer: prometheus.NewRegistry(), Now: clock}
+	cfg.RLSListen, cfg.RLS = "127.0.0.1:0", envoyRLS
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	q := policy.Rule{ID: "q", Tenant: "bigcorp", Action: policy.Quota, RUPerSecond: 100, Expires: t0.Add(time.Hour), Reason: "plan"}
+	if _, err := s.SetRule(t.Context(), q, "test"); err != nil {
+		t.Fatal(err)
+	}
+	cl := rlsClient(t, s.RLSAddr(), insecure.NewCredentials())
+	ask := func(hits uint32) *rlsv3.RateLimitResponse {
+		t.Helper()
+		resp, err := cl.ShouldRateLimit(withBearer(t.Context(), "tok"), rlsRequest(hits, "tenant", "bigcorp"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	ask(100) // the gateways: 100 RU in the first second
+	now.Add(int64(time.Second))
+	s.Tick(t.Context(), clock())
+	agent := func(seq uint64, admitted float64) []quota.Verdict {
+		t.Helper()
+		rep := &report.Report{Source: report.Source{Service: "api", Instance: "p1"}, Seq: seq,
+			Start: clock().Add(-time.Second), End: clock()}
+		rep.SetSection(quota.Usages{{Tenant: "bigcorp", Admitted: admitted}})
+		reply, err := s.Consume(t.Context(), rep, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := quota.UnmarshalVerdicts(reply.Quotas)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	v := agent(1, 300)
+	if len(v) != 1 || !(v[0].Allowance < 100) {
+		t.Fatalf("agent's verdict with the gateways' 100 RU/s counted: %+v", v)
+	}
+	ask(100) // the gateways again, then the exchange
+	now.Add(int64(time.Second))
+	s.Tick(t.Context(), clock())
+	agent(2, 300)
+	ask(10) // admitted into debt (a burst is 50 ms of the allowance)
+	st := ask(10).Statuses[0]
+	if st.Code != rlsv3.RateLimitResponse_OVER_LIMIT || st.CurrentLimit.RequestsPerUnit >= 50 {
+		t.Fatalf("gateways' allowance beside an agent asking 3× as much: %v", st)
+	}
+	t.Logf("agent allowance %.1f RU/s; gateways %d requests/s", v[0].Allowance, st.CurrentLimit.RequestsPerUnit)
 }
