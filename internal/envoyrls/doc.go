@@ -28,8 +28,10 @@
 // and the refusal counts in the tenant's demand. Buckets are per tenant,
 // not per route: a throttle caps a tenant's RU/s across its routes, so the
 // route is checked and carried but does not split the bucket. Price rules
-// raise the cost; shadow rules never change an answer; the descriptor's
-// own limit override is ignored (qtop's policy decides).
+// raise the cost; the descriptor's own limit override is ignored (qtop's
+// policy decides). Shadow rules — throttles, with buckets of their own,
+// and fleet-quota verdicts — never change an answer: what they would have
+// refused is counted (qtop_rls_shadow_over_limit_total).
 //
 // Each OVER_LIMIT or throttled OK status says current_limit (the cap as
 // requests per second — or per minute, hour or day when below one a

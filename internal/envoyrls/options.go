@@ -35,8 +35,8 @@ func WithAuth(fn func(authorization string) bool) Option { return func(c *config
 
 // WithRegisterer registers the metrics on reg: qtop_rls_requests_total
 // (label code: ok, over_limit, invalid, unauthenticated),
-// qtop_rls_answer_seconds, qtop_rls_buckets and
-// qtop_rls_buckets_evicted_total. Default: none.
+// qtop_rls_answer_seconds, qtop_rls_shadow_over_limit_total,
+// qtop_rls_buckets and qtop_rls_buckets_evicted_total. Default: none.
 func WithRegisterer(reg prometheus.Registerer) Option { return func(c *config) { c.reg = reg } }
 
 // WithLogger logs refused calls at debug level (default: nothing).

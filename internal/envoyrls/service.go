@@ -40,6 +40,7 @@ type Service struct {
 	pol  atomic.Pointer[compiled]
 	mu   sync.Mutex // serialises compiling
 	bs   *buckets
+	sbs  *buckets // the shadow throttles' buckets
 	gate *quota.Gate
 	met  *metrics
 }
@@ -63,11 +64,11 @@ func New(src PolicySource, opts ...Option) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, src: src, bs: newBuckets(cfg.maxKeys)}
+	s := &Service{cfg: cfg, src: src, bs: newBuckets(cfg.maxKeys), sbs: newBuckets(cfg.maxKeys)}
 	if s.gate, err = quota.NewGate(quota.WithMaxTenants(min(cfg.maxKeys, 1_000_000)), quota.WithDefaultCost(cfg.cost)); err != nil {
 		return nil, fmt.Errorf("envoyrls: %w", err)
 	}
-	if s.met, err = newMetrics(cfg.reg, s.bs); err != nil {
+	if s.met, err = newMetrics(cfg.reg, s.bs, s.sbs); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -95,6 +96,8 @@ type plan struct {
 	cost         float64 // RU
 	capRU        float64 // > 0: the throttle bucket's cap
 	quotaRefused bool    // refused (and counted) by the quota gate
+	shadowCap    float64 // > 0: the shadow throttle bucket's cap
+	shadowCost   float64 // RU at the shadow prices too
 }
 
 // DecideAt answers req at now: the answer path without gRPC. An error
@@ -135,9 +138,11 @@ func (s *Service) decide(now time.Time, c *policy.Compiled, d *descriptor) (*rls
 	if eff.Throttled && eff.RUPerSecond > 0 {
 		p.capRU = eff.RUPerSecond
 	}
-	switch {
-	case d.negative:
+	if d.negative {
 		return st, p
+	}
+	s.shadow(now, ev.Shadow, d, &p)
+	switch {
 	case eff.Throttled && eff.RUPerSecond == 0:
 		st.Code, st.CurrentLimit = rlsv3.RateLimitResponse_OVER_LIMIT, limitOf(0, unit)
 		st.DurationUntilReset = durationpb.New(max(0, ev.Applied.ZeroUntil.Sub(now)))
@@ -151,13 +156,40 @@ func (s *Service) decide(now time.Time, c *policy.Compiled, d *descriptor) (*rls
 			return st, p
 		}
 	}
-	if dec := s.gate.AllowAt(now, d.tags); !dec.Admit {
+	dec := s.gate.AllowAt(now, d.tags)
+	if dec.Shadow {
+		s.met.shadow.Inc()
+	}
+	if !dec.Admit {
 		p.quotaRefused = true
 		allow, _ := s.gate.Limited(now, d.tags.Tenant)
 		st.Code, st.CurrentLimit, st.LimitRemaining = rlsv3.RateLimitResponse_OVER_LIMIT, limitOf(allow, unit), 0
 		st.DurationUntilReset = durationpb.New(dec.RetryAfter)
 	}
 	return st, p
+}
+
+// shadow decides what the shadow throttles would answer, and counts a
+// would-be OVER_LIMIT; it never changes the answer.
+func (s *Service) shadow(now time.Time, o policy.Outcome, d *descriptor, p *plan) {
+	c := -1.0
+	for _, x := range [2]float64{o.TenantCap, o.TierCap} {
+		if x >= 0 && (c < 0 || x < c) {
+			c = x
+		}
+	}
+	if c < 0 {
+		return
+	}
+	p.shadowCost = p.cost * o.Multiplier
+	if c == 0 {
+		s.met.shadow.Inc()
+		return
+	}
+	p.shadowCap = c
+	if !s.sbs.check(now, d.tags.Tenant, c, p.shadowCost).ok {
+		s.met.shadow.Inc()
+	}
 }
 
 // settle charges an admitted request's descriptors, or counts a refused
@@ -174,6 +206,9 @@ func (s *Service) settle(now time.Time, ds []descriptor, plans []plan, admitted 
 		case admitted:
 			if p.capRU > 0 {
 				s.bs.charge(now, d.tags.Tenant, p.capRU, p.cost)
+			}
+			if p.shadowCap > 0 {
+				s.sbs.charge(now, d.tags.Tenant, p.shadowCap, p.shadowCost)
 			}
 			s.gate.ChargeAt(now, d.tags, p.cost)
 		case !p.quotaRefused:
