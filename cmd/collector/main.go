@@ -64,7 +64,8 @@ const serveUsage = `Usage: collector serve [flags]
 Runs the collector: POST /v1/reports (from ingest.Reporter), POST /v1/traces
 (OTLP/HTTP from any OpenTelemetry SDK or Collector; OTLP/gRPC with
 --otlp-grpc), GET /v1/live and /v1/live/stream (for qtop), GET/POST
-/v1/policy, GET /v1/report, /metrics.
+/v1/policy, GET /v1/report, /metrics; with --rls-listen, Envoy's rate-limit
+service (gRPC ShouldRateLimit) answered from the policy and fleet quotas.
 With --tls-cert and --tls-key every listener serves TLS 1.2+ (the files are
 reloaded when they change; --tls-client-ca requires client certificates).
 Off loopback the collector refuses to start without TLS, --token and
@@ -78,6 +79,7 @@ Examples:
   collector serve --listen 0.0.0.0:7070 --token-file report.token --read-token-file read.token \
       --tls-cert /etc/qtop/tls.crt --tls-key /etc/qtop/tls.key [--tls-client-ca /etc/qtop/clients-ca.pem]
   collector serve --otlp-grpc 127.0.0.1:4317 --otlp-tenant-attribute app.tenant
+  collector serve --rls-listen 127.0.0.1:8081 --token-file report.token   # Envoy's rate-limit service
   rucalib -json load.csv > ru.json && collector serve --otlp-ru-model ru.json
   QTOP_STORE=duckdb:///var/lib/qtop/qtop.duckdb QTOP_POSTGRES=postgres://… collector serve
   collector serve --listen :7071 --writer c2 --quota-redis 127.0.0.1:6379   # one of several collectors
@@ -232,7 +234,7 @@ type serveFlags struct {
 	listen, storeURL, cluster, peers, pg           *string
 	dataDir, writer, grace, refusalDelay, spoolMax *string
 	otlpGRPC, otlpTenant, quotaRedis, pprof        *string
-	otlpRUModel                                    *string
+	otlpRUModel, rlsListen                         *string
 	logFormat, logLevel                            *string
 	demo, shared                                   *bool
 	creds                                          *credentials
@@ -263,6 +265,7 @@ func newServeFlags(fs *flag.FlagSet) (*serveFlags, error) {
 	f.spoolMax = strFlag(fs, &envs, "spool-max-bytes", "QTOP_SPOOL_MAX_BYTES", "0", "cap of the on-disk spool while the store is down (0: 256 MiB)")
 	f.diskReserve = strFlag(fs, &envs, "disk-reserve", "QTOP_DISK_RESERVE", strconv.Itoa(collector.DefaultDiskReserve), "bytes kept free on --data-dir's disk: below it reports are refused (503, Retry-After) until space comes back, so the disk never fills (0: none)")
 	f.otlpGRPC = strFlag(fs, &envs, "otlp-grpc", "QTOP_OTLP_GRPC", "", "address of the OTLP/gRPC trace receiver, e.g. 127.0.0.1:4317 (default off; off loopback it needs --token and --tls-cert, or --insecure; OTLP/HTTP is always on --listen at /v1/traces)")
+	f.rlsListen = strFlag(fs, &envs, "rls-listen", "QTOP_RLS_LISTEN", "", "gRPC address of Envoy's rate-limit service, answered from the policy and fleet quotas, e.g. 127.0.0.1:8081 (default off; calls take the report token; off loopback it needs --token and --tls-cert, or --insecure; see docs/envoy.md)")
 	f.otlpTenant = strFlag(fs, &envs, "otlp-tenant-attribute", "QTOP_OTLP_TENANT_ATTRIBUTE", "tenant.id", "span attribute that holds the tenant of OTLP spans")
 	f.otlpRUModel = strFlag(fs, &envs, "otlp-ru-model", "QTOP_OTLP_RU_MODEL", "", "JSON file of the RU cost model (rucalib -json) that prices OTLP requests without a qtop.ru attribute (default: the agent's default model)")
 	f.quotaRedis = strFlag(fs, &envs, "quota-redis", "QTOP_QUOTA_REDIS", "", "host:port of the Redis through which several collectors sum fleet-wide quota usage (empty: one collector)")
@@ -317,6 +320,9 @@ func (f *serveFlags) config(stderr io.Writer) (collector.Config, error) {
 	}
 	if cfg.OTLPRUModel, err = loadRUModel(*f.otlpRUModel); err != nil {
 		return collector.Config{}, err
+	}
+	if cfg.RLSListen = *f.rlsListen; cfg.RLSListen != "" {
+		cfg.RLS = newRLS(cfg.OTLPRUModel)
 	}
 	if err := f.creds.apply(&cfg.Token, &cfg.ReadToken, &cfg.AdminToken, &cfg.Insecure, &cfg.MaxRuleTTL); err != nil {
 		return collector.Config{}, err

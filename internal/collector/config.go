@@ -244,6 +244,9 @@ type QuotaConfig struct {
 	// fake time); by default Redis's clock does, so that the collectors'
 	// clocks need not agree.
 	QuotaClock func() time.Time
+	// RLSConfig: the rate-limit service for gateways (rls.go), which
+	// answers from the policy and these quotas.
+	RLSConfig
 }
 
 func (c *Config) fill() error {
@@ -257,6 +260,9 @@ func (c *Config) fill() error {
 		c.Store = DefaultStore
 	}
 	if err := c.OTLPConfig.Validate(); err != nil {
+		return err
+	}
+	if err := c.RLSConfig.Validate(); err != nil {
 		return err
 	}
 	if err := c.FleetConfig.Validate(); err != nil {

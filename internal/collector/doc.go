@@ -5,7 +5,9 @@
 // /v1/live/stream), owns the enforcement policy (GET/POST /v1/policy),
 // produces cost-attribution reports (GET /v1/report) and exposes its own
 // metrics (/metrics). With Config.Demo it runs a synthetic fleet in
-// process through the same ingest path.
+// process through the same ingest path. With Config.RLSListen it answers
+// gateways' rate-limit calls (Envoy's API, made by cmd/collector through
+// Config.RLS) from the policy and the fleet quotas in memory (rls.go).
 //
 // # Windows
 //

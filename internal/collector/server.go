@@ -55,8 +55,10 @@ import (
 //   - pg (pgPart; pg.go): the PostgreSQL sampler; fleet (fleet.go,
 //     fleet_policy.go): the peers and the shared policy; streams
 //     (stream.go): live stream clients; otlp (otlpPart; otlp.go): the
-//     OTLP receiver; the demo fleet (demo.go) runs beside them when
-//     Config.Demo is set; life (lifecycle): the background work.
+//     OTLP receiver; rls (rlsPart; rls.go): the rate-limit service for
+//     gateways, with Config.RLSListen, also a feature (its tick); the
+//     demo fleet (demo.go) runs beside them when Config.Demo is set; life
+//     (lifecycle): the background work.
 //
 // A report takes mu twice, briefly — admission and the duplicate filter,
 // then its per-report merge and reply, which take the features' and the
@@ -80,6 +82,7 @@ type Server struct {
 	pg      *pgPart     // pg.go
 	fleet   *fleet      // fleet.go: peers and the shared policy, or nil
 	otlp    *otlpPart   // otlp.go
+	rls     *rlsPart    // rls.go: the rate-limit service, or nil
 	streams streams     // stream.go
 	disk    *diskGuard  // disk.go: the free-space reserve of DataDir
 
@@ -193,6 +196,12 @@ func (s *Server) open() error {
 	}
 	if s.otlp, err = newOTLPPart(s.cfg, s, &s.in, s.Authorize); err != nil {
 		return err
+	}
+	if s.rls, err = newRLSPart(s.cfg, s.policy, s.feat.quota, s.Authorize); err != nil {
+		return err
+	}
+	if s.rls != nil {
+		s.feat.all = append(s.feat.all, s.rls)
 	}
 	next, err := s.em.openStore(s.cfg)
 	if err != nil {
@@ -318,6 +327,12 @@ func (s *Server) Start(ctx context.Context) error {
 		ln.Close()
 		return err
 	}
+	if s.rls != nil {
+		if err := s.rls.listen(s.cfg.RLSListen, s.life.tls, &s.life.wg, s.log); err != nil {
+			ln.Close()
+			return err
+		}
+	}
 	s.life.httpSrv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: httpErrorLog(s.log)}
 	s.life.goRun(func() {
@@ -432,6 +447,7 @@ func (s *Server) emit(ctx context.Context, now time.Time, all bool) {
 // ErrShutdown.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.otlp.stop(ctx, s.log)
+	s.rls.stop(ctx)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()

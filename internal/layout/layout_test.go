@@ -132,3 +132,24 @@ func TestReportContract(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvoyTypesOnlyInTheCollector: Envoy's generated types
+// (go-control-plane) are large; only the collector binary links them,
+// through internal/envoyrls, which cmd/collector wires in. Package
+// collector takes the service through an interface, so that qtop (which
+// links the collector for its demo) and every library stay without them.
+func TestEnvoyTypesOnlyInTheCollector(t *testing.T) {
+	allowed := map[string]bool{module + "/internal/envoyrls": true, module + "/cmd/collector": true}
+	for _, line := range goList(t, `{{.ImportPath}} {{join .Deps " "}}`, "./...") {
+		pkg, deps, _ := strings.Cut(line, " ")
+		if allowed[pkg] || !strings.HasPrefix(pkg, module+"/") {
+			continue // -deps lists every dependency too
+		}
+		for _, dep := range strings.Fields(deps) {
+			if strings.HasPrefix(dep, "github.com/envoyproxy/") {
+				t.Errorf("%s links %s (only internal/envoyrls and cmd/collector may)", pkg, dep)
+				break
+			}
+		}
+	}
+}
