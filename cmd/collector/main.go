@@ -32,6 +32,7 @@ Usage:
   collector serve  [flags]   run the server (ingest, live API, policy, metrics)
   collector report [flags]   print a cost-attribution report
   collector audit  [flags]   print the policy changes (who, when, the rule, its expiry)
+  collector erase  [flags]   erase one tenant's rows from the store, the spool and the WAL, audited
   collector help [command]   show help
   collector --version        print the version, revision and Go version
 
@@ -120,6 +121,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return report(args[1:], stdout, stderr)
 	case "audit":
 		return audit(args[1:], stdout, stderr)
+	case "erase":
+		return erase(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		buildinfo.Print(stdout, "collector")
 		return 0
@@ -235,7 +238,7 @@ type serveFlags struct {
 	creds                                          *credentials
 	tls                                            *tlsFlags
 	peerToken                                      *secret
-	diskReserve                                    *string
+	diskReserve, retention                         *string
 }
 
 func newServeFlags(fs *flag.FlagSet) (*serveFlags, error) {
@@ -258,6 +261,7 @@ func newServeFlags(fs *flag.FlagSet) (*serveFlags, error) {
 	f.grace = strFlag(fs, &envs, "grace", "QTOP_GRACE", collector.DefaultGrace.String(), "how long after a minute ends its rollups are written")
 	f.refusalDelay = strFlag(fs, &envs, "refusal-delay", "QTOP_REFUSAL_DELAY", collector.DefaultRefusalDelay.String(), "how long the answer to a report refused for its content or credentials (400, 401, 413, 415) is held back, to slow a client sending junk in a loop (0: at once)")
 	f.spoolMax = strFlag(fs, &envs, "spool-max-bytes", "QTOP_SPOOL_MAX_BYTES", "0", "cap of the on-disk spool while the store is down (0: 256 MiB)")
+	f.retention = strFlag(fs, &envs, "retention", "QTOP_RETENTION", "0", "how long history is kept, e.g. 90d or 36h (at least 1h; 0: everything): older rollups, hot keys and statements are removed at start and then hourly (ClickHouse: a TTL from 19.6, old daily partitions dropped on every version; DuckDB: deleted)")
 	f.diskReserve = strFlag(fs, &envs, "disk-reserve", "QTOP_DISK_RESERVE", strconv.Itoa(collector.DefaultDiskReserve), "bytes kept free on --data-dir's disk: below it reports are refused (503, Retry-After) until space comes back, so the disk never fills (0: none)")
 	f.otlpGRPC = strFlag(fs, &envs, "otlp-grpc", "QTOP_OTLP_GRPC", "", "address of the OTLP/gRPC trace receiver, e.g. 127.0.0.1:4317 (default off; off loopback it needs --token and --tls-cert, or --insecure; OTLP/HTTP is always on --listen at /v1/traces)")
 	f.otlpTenant = strFlag(fs, &envs, "otlp-tenant-attribute", "QTOP_OTLP_TENANT_ATTRIBUTE", "tenant.id", "span attribute that holds the tenant of OTLP spans")
@@ -304,9 +308,14 @@ func (f *serveFlags) config(stderr io.Writer) (collector.Config, error) {
 	if dr == 0 {
 		dr = -1 // Config's zero is the default
 	}
+	ret, err := parseRetention(*f.retention)
+	if err != nil {
+		return collector.Config{}, err
+	}
 	cfg := collector.Config{
 		Listen: *f.listen, Store: *f.storeURL, Postgres: *f.pg,
-		Demo: *f.demo, DataDir: *f.dataDir, Writer: *f.writer, Grace: g, SpoolMaxBytes: sm, Logger: log,
+		Demo: *f.demo, DataDir: *f.dataDir, Writer: *f.writer, Grace: g, Logger: log,
+		StoreConfig:  collector.StoreConfig{SpoolMaxBytes: sm, Retention: ret},
 		FleetConfig:  collector.FleetConfig{Cluster: *f.cluster, SharedPolicy: *f.shared},
 		IntakeConfig: collector.IntakeConfig{RefusalDelay: rd, DiskReserve: dr},
 		OTLPConfig:   collector.OTLPConfig{OTLPGRPC: *f.otlpGRPC, OTLPTenantAttribute: *f.otlpTenant},
