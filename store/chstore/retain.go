@@ -27,14 +27,14 @@ var agedTables = []struct{ table, column string }{
 }
 
 // Retain implements store.Retainer on every server: it drops the daily
-// partitions whose whole day (in the server's time zone, as toYYYYMMDD
-// reads it) ends at or before the day of before begins. Rows of the day
-// that straddles before stay until that whole day is old; on servers with
-// a TTL (19.6 and later, with WithRetention) merges remove them sooner.
-// On a cluster it runs on one replica of each shard (replicated tables:
-// a dropped partition replicates) or on every node, not ON CLUSTER, as
-// DeleteTenant does. Dropping a partition is a metadata change: writes
-// and reads go on meanwhile.
+// partitions whose every row is older than before (system.parts gives
+// each partition's newest minute). Rows of the day that straddles before
+// stay until the whole day is older; on servers with a TTL (19.6 and
+// later, with WithRetention) merges remove them sooner. On a cluster it
+// runs on one replica of each shard (replicated tables: a dropped
+// partition replicates) or on every node, not ON CLUSTER, as DeleteTenant
+// does. Dropping a partition is a metadata change: writes and reads go on
+// meanwhile.
 func (s *Store) Retain(ctx context.Context, before time.Time) (store.RetainResult, error) {
 	if err := s.check(); err != nil {
 		return store.RetainResult{}, err
@@ -55,13 +55,15 @@ func (s *Store) Retain(ctx context.Context, before time.Time) (store.RetainResul
 	return res, s.nodes(ctx, sc.replicated(), run)
 }
 
-// dropOldPartitions drops, on one node, the table's partitions of days
-// before before's day, adding what it dropped to res.
+// dropOldPartitions drops, on one node, the table's partitions whose
+// newest row is older than before, adding what it dropped to res. Only
+// qtop's day partitions (YYYYMMDD) with a time range are considered.
 func dropOldPartitions(ctx context.Context, conn driver.Conn, database, table string, before time.Time, res *store.RetainResult) error {
 	rows, err := conn.Query(ctx, fmt.Sprintf(`SELECT partition, sum(rows) FROM system.parts
-WHERE database = ? AND table = ? AND active
-  AND toUInt32OrZero(partition) > 0 AND toUInt32OrZero(partition) < toYYYYMMDD(toDateTime(%d))
-GROUP BY partition ORDER BY partition`, clampUnix(before)), database, table)
+WHERE database = ? AND table = ? AND active AND toUInt32OrZero(partition) > 0
+GROUP BY partition
+HAVING toUInt32(min(min_time)) > 0 AND max(max_time) < toDateTime(%d)
+ORDER BY partition`, clampUnix(before)), database, table)
 	if err != nil {
 		return fmt.Errorf("chstore: retain %s: list partitions: %w", table, err)
 	}
