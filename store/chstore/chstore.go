@@ -20,7 +20,11 @@
 // Settings follow the version too (distributed_foreground_insert, named
 // insert_distributed_sync before 23.10); WithAsyncInsert has the server
 // batch the inserts of many small collectors; DeleteTenant erases one
-// tenant's rows (DELETE FROM from 23.3, an ALTER … DELETE mutation before).
+// tenant's rows (DELETE FROM from 23.3, an ALTER … DELETE mutation before),
+// and EraseTenant counts them first (store.TenantEraser); Retain drops the
+// daily partitions older than a point in time on every version
+// (store.Retainer), beside the TTL that WithRetention keeps in step on
+// servers from 19.6.
 // docs/cluster.md has the modes and what is tested on which server.
 //
 // Writes are idempotent. ClickHouse inserts are at-least-once: a batch
