@@ -153,7 +153,7 @@ func erasedRows(e store.Erased) string {
 // at least store.MinRetention, in Go's syntax with days as well ("90d",
 // "1d12h", "36h").
 func parseRetention(s string) (time.Duration, error) {
-	bad := fmt.Errorf("--retention %q: want 0 (keep everything) or a duration of at least %v such as 90d, 30d or 36h", s, store.MinRetention)
+	bad := fmt.Errorf("--retention %q: want 0 (keep everything) or a duration of at least %s such as 90d, 30d or 36h", s, strings.TrimSuffix(store.MinRetention.String(), "0m0s"))
 	s = strings.TrimSpace(s)
 	if s == "" || s == "0" {
 		return 0, nil

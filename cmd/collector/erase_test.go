@@ -24,7 +24,7 @@ func TestParseRetention(t *testing.T) {
 		}
 	}
 	for _, in := range []string{"30m", "59m59s", "-1h", "-2d", "ninety days", "d", "1dd", "90x"} {
-		if _, err := parseRetention(in); err == nil || !strings.Contains(err.Error(), "at least 1h0m0s") {
+		if _, err := parseRetention(in); err == nil || !strings.Contains(err.Error(), "at least 1h such") {
 			t.Errorf("parseRetention(%q) = %v, want an error naming the minimum", in, err)
 		}
 	}

@@ -36,8 +36,13 @@ func (c StoreConfig) Validate() error {
 	return nil
 }
 
-// RetainEvery is how often the retention runs after the one at start.
-const RetainEvery = time.Hour
+// RetainEvery is how often the retention runs after the one at start;
+// RetainRetry how soon it tries again after a run that failed (the store
+// was unreachable at start, say).
+const (
+	RetainEvery = time.Hour
+	RetainRetry = 5 * time.Minute
+)
 
 // retention removes the store's history older than Config.Retention, on
 // its own goroutine: it holds none of the server's locks, and the stores
@@ -95,7 +100,8 @@ func newRetention(cfg Config, st, next store.Store) (*retention, error) {
 	return r, nil
 }
 
-// start runs the retention now and then every RetainEvery until ctx ends.
+// start runs the retention now and then every RetainEvery (RetainRetry
+// after a failure) until ctx ends.
 func (r *retention) start(ctx context.Context, wg *sync.WaitGroup) {
 	if r == nil {
 		return
@@ -111,8 +117,11 @@ func (r *retention) start(ctx context.Context, wg *sync.WaitGroup) {
 				return
 			case <-t.C:
 			}
-			r.once(ctx)
-			t.Reset(RetainEvery)
+			if _, err := r.once(ctx); err != nil {
+				t.Reset(RetainRetry)
+			} else {
+				t.Reset(RetainEvery)
+			}
 		}
 	}()
 }
@@ -128,7 +137,7 @@ func (r *retention) once(ctx context.Context) (store.RetainResult, error) {
 	if err != nil {
 		if ctx.Err() == nil {
 			r.runs.WithLabelValues("error").Inc()
-			r.log.Error("retention: old rows not removed; trying again in an hour", "before", before, "err", err)
+			r.log.Error("retention: old rows not removed; trying again", "in", RetainRetry, "before", before.UTC(), "err", err)
 		}
 		return res, err
 	}

@@ -96,17 +96,58 @@ qtop_collector_store_retention_runs_total{result="ok"} 2
 	})
 }
 
-// failing is a store whose retention fails.
-type failing struct{ *memStore }
+// failing is a store whose retention fails while down is set.
+type failing struct {
+	*memStore
+	down  bool
+	calls []time.Time
+}
 
-func (failing) Retain(context.Context, time.Time) (store.RetainResult, error) {
-	return store.RetainResult{}, errors.New("server gone")
+func (f *failing) Retain(_ context.Context, before time.Time) (store.RetainResult, error) {
+	f.calls = append(f.calls, before)
+	if f.down {
+		return store.RetainResult{}, errors.New("server gone")
+	}
+	return store.RetainResult{Rows: 1}, nil
+}
+
+// TestRetentionRetriesSooner: a run that fails (the store unreachable at
+// start) is tried again after RetainRetry, then hourly.
+func TestRetentionRetriesSooner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		st := &failing{memStore: newMemStore(), down: true}
+		cfg := Config{StoreConfig: StoreConfig{Retention: time.Hour}, Registerer: prometheus.NewRegistry(), Now: time.Now,
+			Logger: slog.New(slog.DiscardHandler)}
+		r, err := newRetention(cfg, st, st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		r.start(ctx, &wg)
+		synctest.Wait()
+		st.down = false
+		time.Sleep(RetainRetry + RetainEvery)
+		synctest.Wait()
+		cancel()
+		wg.Wait()
+		want := []time.Time{start.Add(-time.Hour), start.Add(RetainRetry - time.Hour), start.Add(RetainRetry)}
+		if len(st.calls) != len(want) {
+			t.Fatalf("runs with before %v, want %v", st.calls, want)
+		}
+		for i := range want {
+			if !st.calls[i].Equal(want[i]) {
+				t.Fatalf("runs with before %v, want %v", st.calls, want)
+			}
+		}
+	})
 }
 
 func TestRetentionErrorCounted(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	var logs bytes.Buffer
-	st := failing{newMemStore()}
+	st := &failing{memStore: newMemStore(), down: true}
 	cfg := Config{StoreConfig: StoreConfig{Retention: time.Hour}, Registerer: reg, Now: func() time.Time { return t0 },
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 	r, err := newRetention(cfg, st, st)
