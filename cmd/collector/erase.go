@@ -102,7 +102,10 @@ func erase(args []string, stdout, stderr io.Writer) int {
 		if errors.Is(err, collector.ErrDataDirLocked) {
 			fmt.Fprintln(stderr, "collector erase: a collector is running on this data dir; stop it first (it holds the tenant's open minutes in memory)")
 		}
-		printErasure(stderr, er, "table")
+		if er.WAL.Files+er.Spool.Files > 0 {
+			fmt.Fprintln(stderr, "collector erase: removed before the error (run it again to finish; it is idempotent):")
+			printErasure(stderr, er, "table")
+		}
 		return 1
 	}
 	printErasure(stdout, er, *format)
