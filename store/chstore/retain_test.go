@@ -8,6 +8,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/store/storetest"
 )
 
@@ -103,5 +104,29 @@ func TestModifyTTLSQL(t *testing.T) {
 	}
 	if m := ttlSeconds.FindStringSubmatch(strings.Replace(engine, "TTL minute + toIntervalSecond(7776000) ", "", 1)); m != nil {
 		t.Errorf("TTL found where there is none: %v", m)
+	}
+}
+
+// TestReadAuditExactRange: a change made within the second before to is
+// read (erase records are read back at once), one at to is not.
+func TestReadAuditExactRange(t *testing.T) {
+	s, _, _ := openTest(t)
+	at := storetest.T0.Add(500 * time.Millisecond)
+	if err := s.WriteAudit(context.Background(), []store.Audit{{Time: at, Who: "w", Action: "erase", Rule: "{}"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		from, to time.Time
+		want     int
+	}{
+		{at, at.Add(time.Nanosecond), 1},
+		{at.Add(-time.Hour), at.Add(100 * time.Millisecond), 1},
+		{at.Add(-time.Hour), at, 0},
+		{at.Add(time.Nanosecond), at.Add(time.Hour), 0},
+	} {
+		got, err := s.ReadAudit(context.Background(), c.from, c.to)
+		if err != nil || len(got) != c.want {
+			t.Errorf("ReadAudit(%v, %v) = %d rows (%v), want %d", c.from, c.to, len(got), err, c.want)
+		}
 	}
 }
