@@ -59,11 +59,7 @@ func (s *Store) Retain(ctx context.Context, before time.Time) (store.RetainResul
 // newest row is older than before, adding what it dropped to res. Only
 // qtop's day partitions (YYYYMMDD) with a time range are considered.
 func dropOldPartitions(ctx context.Context, conn driver.Conn, database, table string, before time.Time, res *store.RetainResult) error {
-	rows, err := conn.Query(ctx, fmt.Sprintf(`SELECT partition, sum(rows) FROM system.parts
-WHERE database = ? AND table = ? AND active AND toUInt32OrZero(partition) > 0
-GROUP BY partition
-HAVING toUInt32(min(min_time)) > 0 AND max(max_time) < toDateTime(%d)
-ORDER BY partition`, clampUnix(before)), database, table)
+	rows, err := conn.Query(ctx, OldPartitionsSQL(database, table, before))
 	if err != nil {
 		return fmt.Errorf("chstore: retain %s: list partitions: %w", table, err)
 	}
@@ -98,6 +94,17 @@ ORDER BY partition`, clampUnix(before)), database, table)
 		res.Rows += p.rows
 	}
 	return nil
+}
+
+// OldPartitionsSQL renders the query Retain runs on each node: the
+// table's day partitions (YYYYMMDD) whose every row is older than before
+// (system.parts' max_time, there on 18.16), with their rows.
+func OldPartitionsSQL(database, table string, before time.Time) string {
+	return fmt.Sprintf(`SELECT partition, sum(rows) FROM system.parts
+WHERE database = %s AND table = %s AND active AND toUInt32OrZero(partition) > 0
+GROUP BY partition
+HAVING toUInt32(min(min_time)) > 0 AND max(max_time) < toDateTime(%d)
+ORDER BY partition`, quoteString(database), quoteString(table), clampUnix(before))
 }
 
 // EraseTenant implements store.TenantEraser: it counts the tenant's rows

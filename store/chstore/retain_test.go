@@ -2,6 +2,7 @@ package chstore
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -129,4 +130,58 @@ func TestReadAuditExactRange(t *testing.T) {
 			t.Errorf("ReadAudit(%v, %v) = %d rows (%v), want %d", c.from, c.to, len(got), err, c.want)
 		}
 	}
+}
+
+// TestModernEngineRetention runs, on the modern engine (chdb), the schema
+// with a TTL, the TTL change syncTTL makes, and Retain's partition query
+// and drop: the server prints the TTL back in the form syncTTL reads, the
+// change takes, and the query finds exactly the old day.
+func TestModernEngineRetention(t *testing.T) {
+	run := modernEngine(t)
+	modern := parseVersion(t, strings.TrimSpace(string(run("version"))))
+	db := "qtop_retention"
+	sc := Schema{Database: db, Version: modern, Retention: 90 * 24 * time.Hour}
+	later := sc
+	later.Retention = 30 * 24 * time.Hour
+	now := time.Now().UTC()
+	var steps []map[string]string
+	add := func(name, sql string) { steps = append(steps, map[string]string{"name": name, "sql": sql}) }
+	for _, q := range sc.statements() {
+		add("", q)
+	}
+	add("engine_before", "SELECT engine_full FROM system.tables WHERE database = '"+db+"' AND name = 'rollups'")
+	for _, a := range agedTables {
+		add("", later.ModifyTTLSQL(a.table, a.column))
+	}
+	add("engine_after", "SELECT engine_full FROM system.tables WHERE database = '"+db+"' AND name = 'rollups'")
+	for _, days := range []int{10, 9, 0} {
+		add("", fmt.Sprintf("INSERT INTO %s.rollups (minute, writer, version, service, tenant, route, tier, kind, count, errors, duration_seconds, ru, bytes, rows) VALUES (toDateTime(%d), 'w', 1, 'api', 'acme', '/', 2, 'request', 1, 0, 0, 0, 0, 0)",
+			db, now.Add(-time.Duration(days)*24*time.Hour).Unix()))
+	}
+	add("old", OldPartitionsSQL(db, TableRollups, now.Add(-5*24*time.Hour)))
+	add("", fmt.Sprintf("ALTER TABLE %s.rollups DROP PARTITION %s", db, now.Add(-10*24*time.Hour).Format("20060102")))
+	add("left", "SELECT count() FROM "+db+".rollups")
+	got := runModern(t, run, steps)
+
+	ttl := func(name string) string {
+		if len(got[name]) != 1 {
+			t.Fatalf("%s: %v", name, got[name])
+		}
+		m := ttlSeconds.FindStringSubmatch(fmt.Sprint(got[name][0][0]))
+		if m == nil {
+			t.Fatalf("no TTL that syncTTL reads in %v's engine_full: %v", modern, got[name][0][0])
+		}
+		return m[1]
+	}
+	if b, a := ttl("engine_before"), ttl("engine_after"); b != "7776000" || a != "2592000" {
+		t.Errorf("TTL seconds %s then %s, want 7776000 then 2592000", b, a)
+	}
+	old := got["old"]
+	if len(old) != 2 || fmt.Sprint(old[0][0]) != now.Add(-10*24*time.Hour).Format("20060102") || fmt.Sprint(old[1][0]) != now.Add(-9*24*time.Hour).Format("20060102") {
+		t.Errorf("old partitions %v, want the days 10 and 9 days ago", old)
+	}
+	if n := got["left"]; len(n) != 1 || fmt.Sprint(n[0][0]) != "2" {
+		t.Errorf("rows after dropping one day: %v, want 2", n)
+	}
+	t.Logf("modern engine %v: TTL set, changed and read back; old partitions found and dropped", modern)
 }
