@@ -1,10 +1,12 @@
 package duckstore
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/store/storetest"
 )
 
@@ -61,4 +63,43 @@ func TestEraseTenant(t *testing.T) {
 	s := openFile(t)
 	storetest.WriteAged(t, s)
 	storetest.CheckErase(t, s, s.minutes(t))
+}
+
+// TestRetainBesideWrites: Retain takes no write lock, and batches written
+// meanwhile (recent minutes, as the collector's) neither fail nor make it
+// fail.
+func TestRetainBesideWrites(t *testing.T) {
+	s := openFile(t)
+	storetest.WriteAged(t, s)
+	errs := make(chan error, 2)
+	go func() {
+		for i := range 50 {
+			r := storetest.Row(i, "w2", "gamma", "/w", 1)
+			if err := s.WriteRollups(context.Background(), []store.Rollup{r}); err != nil {
+				errs <- err
+				return
+			}
+		}
+		errs <- nil
+	}()
+	go func() {
+		for range 20 {
+			if _, err := s.Retain(context.Background(), storetest.RetainBefore); err != nil {
+				errs <- err
+				return
+			}
+		}
+		errs <- nil
+	}()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m := s.minutes(t)("rollups", "gamma"); len(m) != 50 {
+		t.Errorf("%d minutes of gamma written beside Retain, want 50", len(m))
+	}
+	if m := s.minutes(t)("rollups", "acme"); len(m) != 2 {
+		t.Errorf("acme at %v after Retain, want the 2 minutes from RetainBefore on", m)
+	}
 }
