@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -99,13 +100,16 @@ qtop_collector_store_retention_runs_total{result="ok"} 2
 // failing is a store whose retention fails while down is set.
 type failing struct {
 	*memStore
-	down  bool
+	down  atomic.Bool
+	mu    sync.Mutex
 	calls []time.Time
 }
 
 func (f *failing) Retain(_ context.Context, before time.Time) (store.RetainResult, error) {
+	f.mu.Lock()
 	f.calls = append(f.calls, before)
-	if f.down {
+	f.mu.Unlock()
+	if f.down.Load() {
 		return store.RetainResult{}, errors.New("server gone")
 	}
 	return store.RetainResult{Rows: 1}, nil
@@ -115,7 +119,8 @@ func (f *failing) Retain(_ context.Context, before time.Time) (store.RetainResul
 // start) is tried again after RetainRetry, then hourly.
 func TestRetentionRetriesSooner(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		st := &failing{memStore: newMemStore(), down: true}
+		st := &failing{memStore: newMemStore()}
+		st.down.Store(true)
 		cfg := Config{StoreConfig: StoreConfig{Retention: time.Hour}, Registerer: prometheus.NewRegistry(), Now: time.Now,
 			Logger: slog.New(slog.DiscardHandler)}
 		r, err := newRetention(cfg, st, st)
@@ -127,11 +132,13 @@ func TestRetentionRetriesSooner(t *testing.T) {
 		var wg sync.WaitGroup
 		r.start(ctx, &wg)
 		synctest.Wait()
-		st.down = false
+		st.down.Store(false)
 		time.Sleep(RetainRetry + RetainEvery)
 		synctest.Wait()
 		cancel()
 		wg.Wait()
+		st.mu.Lock()
+		defer st.mu.Unlock()
 		want := []time.Time{start.Add(-time.Hour), start.Add(RetainRetry - time.Hour), start.Add(RetainRetry)}
 		if len(st.calls) != len(want) {
 			t.Fatalf("runs with before %v, want %v", st.calls, want)
@@ -147,7 +154,8 @@ func TestRetentionRetriesSooner(t *testing.T) {
 func TestRetentionErrorCounted(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	var logs bytes.Buffer
-	st := &failing{memStore: newMemStore(), down: true}
+	st := &failing{memStore: newMemStore()}
+	st.down.Store(true)
 	cfg := Config{StoreConfig: StoreConfig{Retention: time.Hour}, Registerer: reg, Now: func() time.Time { return t0 },
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))}
 	r, err := newRetention(cfg, st, st)
