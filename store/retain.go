@@ -34,7 +34,9 @@ type Retainer interface {
 
 // Erased counts what an erasure removed from one place, by table.
 type Erased struct {
-	Rollups, HotKeys, Statements uint64
+	Rollups    uint64 `json:"rollups"`
+	HotKeys    uint64 `json:"hot_keys"`
+	Statements uint64 `json:"statements"`
 }
 
 // Total is the rows removed from every table.

@@ -15,11 +15,11 @@ type SpoolErased struct {
 	Erased
 	// Files is how many spool files were rewritten (or removed, when
 	// nothing else was left in them).
-	Files int
+	Files int `json:"files"`
 	// Undecodable lists the files EraseSpooled could not read (corrupt
 	// or quarantined ones, a dead letter whose rows do not validate): they
 	// may still hold the tenant's rows, and are left for an operator.
-	Undecodable []string
+	Undecodable []string `json:"undecodable,omitempty"`
 }
 
 // EraseSpooled removes one tenant's rows from the batches waiting in the

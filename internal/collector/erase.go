@@ -45,14 +45,16 @@ type EraseConfig struct {
 
 // WALErased is what an erasure removed from the write-ahead log.
 type WALErased struct {
-	Files   int // minute files rewritten
-	Reports int // reports that held some of the tenant's data
+	Files   int `json:"files"`   // minute files rewritten
+	Reports int `json:"reports"` // reports that held some of the tenant's data
 	// Rows are report rows (tenant × route × kind), Keys hot keys
 	// attributed to the tenant, Other its pool waits and quota usage.
-	Rows, Keys, Other int
+	Rows  int `json:"rows"`
+	Keys  int `json:"keys"`
+	Other int `json:"other"`
 	// Undecodable counts records that could not be decoded (left as they
 	// are: the collector cannot read them either).
-	Undecodable int
+	Undecodable int `json:"undecodable"`
 }
 
 // Erasure is what EraseTenant removed, place by place; it is the audit
