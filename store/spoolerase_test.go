@@ -77,3 +77,29 @@ func TestEraseSpooled(t *testing.T) {
 		t.Errorf("missing dir: %+v, %v", got, err)
 	}
 }
+
+// TestEraseSpooledDeadLetters: a dead-letter file is erased like a
+// spooled batch.
+func TestEraseSpooledDeadLetters(t *testing.T) {
+	dir := t.TempDir()
+	data, err := encodeBatch(&batch{kind: kindRollups, rollups: append(batchOf("acme", 2), batchOf("beta", 1)...)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "00000000000000000007.spool"+DeadLetterSuffix)
+	if err := writeFileSync(path, data); err != nil {
+		t.Fatal(err)
+	}
+	got, err := EraseSpooled(dir, "acme")
+	if err != nil || got.Rollups != 2 || got.Files != 1 {
+		t.Fatalf("erased %+v (%v), want 2 rollups from 1 file", got, err)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := decodeBatch(b)
+	if err != nil || len(left.rollups) != 1 || left.rollups[0].Tenant != "beta" {
+		t.Fatalf("dead letter after erasure: %+v (%v)", left, err)
+	}
+}
