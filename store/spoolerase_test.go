@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestEraseSpooled spools batches of two tenants while the store is down,
@@ -101,5 +103,33 @@ func TestEraseSpooledDeadLetters(t *testing.T) {
 	left, err := decodeBatch(b)
 	if err != nil || len(left.rollups) != 1 || left.rollups[0].Tenant != "beta" {
 		t.Fatalf("dead letter after erasure: %+v (%v)", left, err)
+	}
+}
+
+// retainMem is a memStore that can remove old rows.
+type retainMem struct {
+	*memStore
+	before time.Time
+}
+
+func (r *retainMem) Retain(_ context.Context, before time.Time) (RetainResult, error) {
+	r.before = before
+	return RetainResult{Rows: 3}, nil
+}
+
+// TestSpoolRetainPassesOn: the Spool passes Retain on to its store, and
+// says so when that store cannot.
+func TestSpoolRetainPassesOn(t *testing.T) {
+	rm := &retainMem{memStore: newMemStore()}
+	f := newFixtureOn(t, rm.memStore, t.TempDir())
+	defer f.sp.Close()
+	f.sp.next = rm
+	got, err := f.sp.Retain(context.Background(), t0)
+	if err != nil || got.Rows != 3 || !rm.before.Equal(t0) {
+		t.Fatalf("Retain = %+v, %v (store saw %v)", got, err, rm.before)
+	}
+	f.sp.next = rm.memStore
+	if _, err := f.sp.Retain(context.Background(), t0); err == nil || !strings.Contains(err.Error(), "cannot remove old rows") {
+		t.Fatalf("Retain over a store without it: %v", err)
 	}
 }
