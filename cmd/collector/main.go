@@ -75,6 +75,7 @@ killed collector loses nothing: restart it on the same --data-dir.
 Examples:
   collector serve --demo
   collector serve --store clickhouse://127.0.0.1:9000/qtop --token-file report.token
+  collector serve --retention 90d   # keep 90 days of history; collector erase removes one tenant
   collector serve --listen 0.0.0.0:7070 --token-file report.token --read-token-file read.token \
       --tls-cert /etc/qtop/tls.crt --tls-key /etc/qtop/tls.key [--tls-client-ca /etc/qtop/clients-ca.pem]
   collector serve --otlp-grpc 127.0.0.1:4317 --otlp-tenant-attribute app.tenant
