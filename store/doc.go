@@ -30,4 +30,13 @@
 // on-disk spool and is replayed, oldest first, when it answers again. What
 // must be dropped (the spool is full, a spool file is corrupt) is counted on
 // qtop_collector_dropped_rows_total and logged.
+//
+// # Kept as long as asked, erased on request
+//
+// Both stores are Retainers (Retain removes the history older than a point
+// in time, beside writes: DuckDB deletes rows, ClickHouse drops whole daily
+// partitions) and TenantErasers (EraseTenant removes one tenant's rows and
+// says how many); the Spool passes Retain on. EraseSpooled removes a
+// tenant from the batches waiting in a spool folder. Policy audit rows are
+// kept by both.
 package store

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -23,7 +24,8 @@ const auditUsage = `Usage: collector audit [flags]
 
 Prints the policy changes of a range, oldest first: when, who (the
 credential and address that made it), the action (add, replace, lift), the
-policy version, the rule's tenant or tier, action and expiry. Reads the store
+policy version, the rule's tenant or tier, action and expiry; and the
+tenant erasures (action erase: what collector erase removed where). Reads the store
 directly (--store, DuckDB or ClickHouse), or asks a running collector
 (--collector, with its admin token), which is needed for a DuckDB file the
 collector holds open.
@@ -135,6 +137,17 @@ func printAudit(w io.Writer, rows []api.AuditRow) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIME\tWHO\tACTION\tVERSION\tTARGET\tRULE\tEXPIRES\tREASON")
 	for _, r := range rows {
+		if r.Action == collector.ActionErase {
+			var er collector.Erasure
+			json.Unmarshal(r.Rule, &er)
+			what := "wal " + strconv.Itoa(er.WAL.Rows) + " rows, spool " + erasedRows(er.Spool.Erased)
+			if er.Store != nil {
+				what += ", store " + erasedRows(*er.Store)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Time.UTC().Format(time.RFC3339), printable(r.Who), r.Action,
+				"-", printable(er.Tenant), what, "-", "")
+			continue
+		}
 		var rule policy.Rule
 		json.Unmarshal(r.Rule, &rule)
 		target := rule.Tenant

@@ -33,6 +33,7 @@ Usage:
   collector report [flags]   print a cost-attribution report
   collector audit  [flags]   print the policy changes (who, when, the rule, its expiry)
   collector autopilot --replay FILE   run the autopilot's rules over a recording, print the decisions
+  collector erase  [flags]   erase one tenant's rows from the store, the spool and the WAL, audited
   collector help [command]   show help
   collector --version        print the version, revision and Go version
 
@@ -76,6 +77,7 @@ killed collector loses nothing: restart it on the same --data-dir.
 Examples:
   collector serve --demo
   collector serve --store clickhouse://127.0.0.1:9000/qtop --token-file report.token
+  collector serve --retention 90d   # keep 90 days of history; collector erase removes one tenant
   collector serve --listen 0.0.0.0:7070 --token-file report.token --read-token-file read.token \
       --tls-cert /etc/qtop/tls.crt --tls-key /etc/qtop/tls.key [--tls-client-ca /etc/qtop/clients-ca.pem]
   collector serve --otlp-grpc 127.0.0.1:4317 --otlp-tenant-attribute app.tenant
@@ -125,6 +127,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return audit(args[1:], stdout, stderr)
 	case "autopilot":
 		return autopilotCmd(args[1:], stdout, stderr)
+	case "erase":
+		return erase(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		buildinfo.Print(stdout, "collector")
 		return 0
@@ -240,7 +244,7 @@ type serveFlags struct {
 	creds                                          *credentials
 	tls                                            *tlsFlags
 	peerToken                                      *secret
-	diskReserve                                    *string
+	diskReserve, retention                         *string
 }
 
 func newServeFlags(fs *flag.FlagSet) (*serveFlags, error) {
@@ -263,6 +267,7 @@ func newServeFlags(fs *flag.FlagSet) (*serveFlags, error) {
 	f.grace = strFlag(fs, &envs, "grace", "QTOP_GRACE", collector.DefaultGrace.String(), "how long after a minute ends its rollups are written")
 	f.refusalDelay = strFlag(fs, &envs, "refusal-delay", "QTOP_REFUSAL_DELAY", collector.DefaultRefusalDelay.String(), "how long the answer to a report refused for its content or credentials (400, 401, 413, 415) is held back, to slow a client sending junk in a loop (0: at once)")
 	f.spoolMax = strFlag(fs, &envs, "spool-max-bytes", "QTOP_SPOOL_MAX_BYTES", "0", "cap of the on-disk spool while the store is down (0: 256 MiB)")
+	f.retention = strFlag(fs, &envs, "retention", "QTOP_RETENTION", "0", "how long history is kept, e.g. 90d or 36h (at least 1h; 0: everything): older rollups, hot keys and statements are removed at start and then hourly (ClickHouse: a TTL from 19.6, old daily partitions dropped on every version; DuckDB: deleted)")
 	f.diskReserve = strFlag(fs, &envs, "disk-reserve", "QTOP_DISK_RESERVE", strconv.Itoa(collector.DefaultDiskReserve), "bytes kept free on --data-dir's disk: below it reports are refused (503, Retry-After) until space comes back, so the disk never fills (0: none)")
 	f.otlpGRPC = strFlag(fs, &envs, "otlp-grpc", "QTOP_OTLP_GRPC", "", "address of the OTLP/gRPC trace receiver, e.g. 127.0.0.1:4317 (default off; off loopback it needs --token and --tls-cert, or --insecure; OTLP/HTTP is always on --listen at /v1/traces)")
 	f.rlsListen = strFlag(fs, &envs, "rls-listen", "QTOP_RLS_LISTEN", "", "gRPC address of Envoy's rate-limit service, answered from the policy and fleet quotas, e.g. 127.0.0.1:8081 (default off; calls take the report token; off loopback it needs --token and --tls-cert, or --insecure; see docs/envoy.md)")
@@ -310,9 +315,14 @@ func (f *serveFlags) config(stderr io.Writer) (collector.Config, error) {
 	if dr == 0 {
 		dr = -1 // Config's zero is the default
 	}
+	ret, err := parseRetention(*f.retention)
+	if err != nil {
+		return collector.Config{}, err
+	}
 	cfg := collector.Config{
 		Listen: *f.listen, Store: *f.storeURL, Postgres: *f.pg,
-		Demo: *f.demo, DataDir: *f.dataDir, Writer: *f.writer, Grace: g, SpoolMaxBytes: sm, Logger: log,
+		Demo: *f.demo, DataDir: *f.dataDir, Writer: *f.writer, Grace: g, Logger: log,
+		StoreConfig:  collector.StoreConfig{SpoolMaxBytes: sm, Retention: ret},
 		FleetConfig:  collector.FleetConfig{Cluster: *f.cluster, SharedPolicy: *f.shared},
 		IntakeConfig: collector.IntakeConfig{RefusalDelay: rd, DiskReserve: dr},
 		OTLPConfig:   collector.OTLPConfig{OTLPGRPC: *f.otlpGRPC, OTLPTenantAttribute: *f.otlpTenant},

@@ -102,8 +102,8 @@ type Config struct {
 	OTLPConfig
 	// QuotaConfig: fleet quotas summed through Redis.
 	QuotaConfig
-	// SpoolMaxBytes caps the store spool (0: the store's default).
-	SpoolMaxBytes int64
+	// StoreConfig: the spool's cap and the retention.
+	StoreConfig
 	// Registerer receives the collector's metrics; nil: a private
 	// registry (served on /metrics either way).
 	Registerer prometheus.Registerer
@@ -266,6 +266,9 @@ func (c *Config) fill() error {
 		return err
 	}
 	if err := c.FleetConfig.Validate(); err != nil {
+		return err
+	}
+	if err := c.StoreConfig.Validate(); err != nil {
 		return err
 	}
 	if c.Store != StoreNone {

@@ -139,3 +139,16 @@ func (l *lazyStore) ReadAudit(ctx context.Context, from, to time.Time) ([]store.
 	}
 	return ar.ReadAudit(ctx, from, to)
 }
+
+// Retain implements store.Retainer when the store it opens does.
+func (l *lazyStore) Retain(ctx context.Context, before time.Time) (store.RetainResult, error) {
+	st, err := l.get(ctx)
+	if err != nil {
+		return store.RetainResult{}, err
+	}
+	r, ok := st.(store.Retainer)
+	if !ok {
+		return store.RetainResult{}, fmt.Errorf("collector: the store (%T) cannot remove old rows", st)
+	}
+	return r.Retain(ctx, before)
+}

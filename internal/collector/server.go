@@ -85,6 +85,7 @@ type Server struct {
 	rls     *rlsPart    // rls.go: the rate-limit service, or nil
 	streams streams     // stream.go
 	disk    *diskGuard  // disk.go: the free-space reserve of DataDir
+	ret     *retention  // retention.go, or nil
 
 	mu      sync.Mutex  // guards in's sources, the open minutes, the live view and closed
 	minutes openMinutes // minutes.go; their rows are in agg
@@ -209,6 +210,9 @@ func (s *Server) open() error {
 	}
 	s.policy.store, s.feat.bud.store = s.em.store, s.em.store
 	s.fleet, err = newFleet(s.cfg, next, s.policy)
+	if err == nil {
+		s.ret, err = newRetention(s.cfg, s.em.store, next)
+	}
 	if err == nil {
 		err = s.replay()
 	}
@@ -363,6 +367,7 @@ func (s *Server) Run(ctx context.Context) {
 	s.life.goRun(func() { every(ctx, time.Second, func() { s.Tick(ctx, s.cfg.Now()) }) })
 	s.fleet.start(ctx, &s.life.wg)
 	s.life.goRun(func() { every(ctx, time.Second, func() { httpAPI{s}.stepAutopilot(ctx) }) })
+	s.ret.start(ctx, &s.life.wg)
 	if s.cfg.Postgres != "" {
 		s.life.goRun(func() {
 			s.pg.run(ctx, s.cfg, s.met, s.AddSample, s.feat.bud.checkRunaway)

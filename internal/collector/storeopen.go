@@ -31,7 +31,7 @@ func OpenStore(ctx context.Context, url string, cfg Config) (store.Store, error)
 	}
 	switch u.Scheme {
 	case store.SchemeClickHouse:
-		opts := []chstore.Option{chstore.WithLogger(cfg.Logger)}
+		opts := []chstore.Option{chstore.WithLogger(cfg.Logger), chstore.WithRetention(cfg.Retention)}
 		if cfg.Registerer != nil {
 			opts = append(opts, chstore.WithRegisterer(cfg.Registerer))
 		}

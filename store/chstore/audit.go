@@ -12,14 +12,17 @@ import (
 var _ store.AuditReader = (*Store)(nil)
 
 // ReadAudit implements store.AuditReader. An identical row written twice
-// (a retried insert) is returned once.
+// (a retried insert) is returned once. The range is exact to the
+// nanosecond: the query takes whole seconds (time is a DateTime, its
+// nanoseconds apart) and the rows of the last second past to are left out
+// here, so a change made a moment before to is read.
 func (s *Store) ReadAudit(ctx context.Context, from, to time.Time) ([]store.Audit, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
 	q := fmt.Sprintf(`SELECT time, time_ns, who, action, policy_version, any(rule)
 FROM %s
-WHERE time >= toDateTime(%d) AND time < toDateTime(%d)
+WHERE time >= toDateTime(%d) AND time <= toDateTime(%d)
 GROUP BY time, time_ns, who, action, policy_version
 ORDER BY time DESC, time_ns DESC, policy_version DESC
 LIMIT %d`, s.schema.target(TableAudit), clampUnix(from), clampUnix(to), store.MaxAuditRows)
@@ -36,6 +39,9 @@ LIMIT %d`, s.schema.target(TableAudit), clampUnix(from), clampUnix(to), store.Ma
 			return nil, fmt.Errorf("chstore: audit: %w", err)
 		}
 		a.Time = a.Time.UTC().Add(time.Duration(ns))
+		if a.Time.Before(from) || !a.Time.Before(to) {
+			continue
+		}
 		out = append(out, a)
 	}
 	if err := rows.Err(); err != nil {

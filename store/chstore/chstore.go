@@ -20,7 +20,11 @@
 // Settings follow the version too (distributed_foreground_insert, named
 // insert_distributed_sync before 23.10); WithAsyncInsert has the server
 // batch the inserts of many small collectors; DeleteTenant erases one
-// tenant's rows (DELETE FROM from 23.3, an ALTER … DELETE mutation before).
+// tenant's rows (DELETE FROM from 23.3, an ALTER … DELETE mutation before),
+// and EraseTenant counts them first (store.TenantEraser); Retain drops the
+// daily partitions older than a point in time on every version
+// (store.Retainer), beside the TTL that WithRetention keeps in step on
+// servers from 19.6.
 // docs/cluster.md has the modes and what is tested on which server.
 //
 // Writes are idempotent. ClickHouse inserts are at-least-once: a batch
@@ -143,8 +147,10 @@ func WithTLS(cfg *tls.Config) Option {
 	}
 }
 
-// WithRetention drops rows older than d (a TTL; servers from 19.6, ignored
-// with a warning before). Audit rows are kept.
+// WithRetention drops rows older than d with a TTL (servers from 19.6),
+// set on new tables and changed on existing ones when it differs; older
+// servers have none, and Retain drops their old daily partitions instead.
+// d is 0 (keep all) or at least store.MinRetention. Audit rows are kept.
 func WithRetention(d time.Duration) Option { return func(c *config) { c.retention = d } }
 
 // WithRegisterer registers the store's metrics on reg.
@@ -220,7 +226,7 @@ func (s *Store) start(ctx context.Context, schema Schema) error {
 	}
 	schema.Version = Version{Major: int(sv.Version.Major), Minor: int(sv.Version.Minor)}
 	if schema.Retention > 0 && !schema.features().TTL {
-		s.cfg.log.Warn("chstore: this server has no TTL; rows are kept", "server", schema.Version.String(), "retention", schema.Retention)
+		s.cfg.log.Info("chstore: this server has no TTL; old rows go when Retain drops their daily partitions", "server", schema.Version.String(), "retention", schema.Retention)
 	}
 	if s.cfg.asyncInsert && !schema.features().AsyncInsert {
 		s.cfg.log.Warn("chstore: this server has no async inserts; writes are plain inserts", "server", schema.Version.String())
@@ -241,7 +247,10 @@ func (s *Store) start(ctx context.Context, schema Schema) error {
 	if err := s.metrics(); err != nil {
 		return err
 	}
-	return s.migrate(ctx)
+	if err := s.migrate(ctx); err != nil {
+		return err
+	}
+	return syncTTL(ctx, s)
 }
 
 func (s *Store) metrics() error {
@@ -309,7 +318,7 @@ func (s *Store) migrate(ctx context.Context) error {
 				return fmt.Errorf("chstore: migration %d (%s): %w", m.Version, m.Name, err)
 			}
 		}
-		if err := s.record(ctx, m); err != nil {
+		if err := recordMigration(ctx, s.conn, sc.Database, m); err != nil {
 			return fmt.Errorf("chstore: record migration %d: %w", m.Version, err)
 		}
 		s.cfg.log.Info("chstore: migrated", "database", sc.Database, "version", m.Version, "name", m.Name, "server", sc.Version.String())
@@ -424,8 +433,9 @@ func (s *Store) nodes(ctx context.Context, firstReplicas bool, fn func(driver.Co
 	return nil
 }
 
-func (s *Store) record(ctx context.Context, m Migration) error {
-	b, err := s.conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.%s (version, name, applied_at)", s.schema.Database, TableMigrations))
+// recordMigration notes in the node's schema_migrations that m is applied.
+func recordMigration(ctx context.Context, conn driver.Conn, database string, m Migration) error {
+	b, err := conn.PrepareBatch(ctx, fmt.Sprintf("INSERT INTO %s.%s (version, name, applied_at)", database, TableMigrations))
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,76 @@
+package duckstore
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/qtop-dev/qtop/store"
+)
+
+var (
+	_ store.Retainer     = (*Store)(nil)
+	_ store.TenantEraser = (*Store)(nil)
+)
+
+// aged are the tables Retain and EraseTenant clear, with their time
+// column. The audit is kept.
+var aged = []struct{ table, column string }{
+	{"rollups", "minute"},
+	{"hot_keys", "minute"},
+	{"statements", "time"},
+}
+
+// Retain implements store.Retainer: it deletes the rows older than
+// before, one table at a time, each in its own transaction. It does not
+// take the write lock, so batches keep being written meanwhile (they touch
+// recent minutes, never the rows being deleted).
+func (s *Store) Retain(ctx context.Context, before time.Time) (store.RetainResult, error) {
+	done, err := s.begin()
+	if err != nil {
+		return store.RetainResult{}, err
+	}
+	defer done()
+	var res store.RetainResult
+	for _, t := range aged {
+		r, err := s.db.ExecContext(ctx, fmt.Sprintf("DELETE FROM %s WHERE %s < ?", t.table, t.column), before.UTC())
+		if err != nil {
+			return res, fmt.Errorf("duckstore: retain %s: %w", t.table, err)
+		}
+		if n, err := r.RowsAffected(); err == nil && n > 0 {
+			res.Rows += uint64(n)
+		}
+	}
+	return res, nil
+}
+
+// EraseTenant implements store.TenantEraser: one transaction deletes the
+// tenant's rollups, hot keys and statements.
+func (s *Store) EraseTenant(ctx context.Context, tenantName string) (store.Erased, error) {
+	done, err := s.begin()
+	if err != nil {
+		return store.Erased{}, err
+	}
+	defer done()
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return store.Erased{}, fmt.Errorf("duckstore: erase tenant: %w", err)
+	}
+	defer tx.Rollback()
+	var e store.Erased
+	for i, n := range []*uint64{&e.Rollups, &e.HotKeys, &e.Statements} {
+		r, err := tx.ExecContext(ctx, "DELETE FROM "+aged[i].table+" WHERE tenant = ?", tenantName)
+		if err != nil {
+			return store.Erased{}, fmt.Errorf("duckstore: erase tenant from %s: %w", aged[i].table, err)
+		}
+		if c, err := r.RowsAffected(); err == nil && c > 0 {
+			*n = uint64(c)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return store.Erased{}, fmt.Errorf("duckstore: erase tenant: %w", err)
+	}
+	return e, nil
+}
