@@ -5,11 +5,13 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/url"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -145,8 +147,9 @@ func (a EngineAuth) tlsConfig(secure bool, serverName, ask string) (*tls.Config,
 
 // engineHint adds what to check to a failure to reach an engine: a TLS
 // verification or handshake error names the CA variable, a refused login
-// the user.
-func (a EngineAuth) engineHint(err error) error {
+// the user; a connection closed at once without TLS (secure false) may
+// be a server that takes only TLS.
+func (a EngineAuth) engineHint(err error, secure bool) error {
 	var unknown x509.UnknownAuthorityError
 	var host x509.HostnameError
 	var record tls.RecordHeaderError
@@ -154,7 +157,8 @@ func (a EngineAuth) engineHint(err error) error {
 	if user == "" {
 		user = "default"
 	}
-	switch msg := err.Error(); {
+	msg := err.Error()
+	switch {
 	case errors.As(err, &unknown):
 		return fmt.Errorf("%w (is %s_CA_FILE the CA that signs the server's certificate?)", err, a.env)
 	case errors.As(err, &host):
@@ -163,8 +167,14 @@ func (a EngineAuth) engineHint(err error) error {
 		return fmt.Errorf("%w (the server does not speak TLS on this port)", err)
 	case strings.Contains(msg, "WRONGPASS"), strings.Contains(msg, "NOAUTH"), strings.Contains(msg, "NOPERM"),
 		strings.Contains(msg, "Wrong password"), strings.Contains(msg, "Unknown user"), strings.Contains(msg, "code: 516"),
-		strings.Contains(msg, "code: 192"), strings.Contains(msg, "code: 193"):
+		strings.Contains(msg, "code: 192"), strings.Contains(msg, "code: 193"), strings.Contains(msg, "unauthenticated"):
 		return fmt.Errorf("%w (logging in as user %q: check %s_USER and %s_PASSWORD)", err, user, a.env, a.env)
+	case !secure && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)):
+		ask := "use a rediss:// address"
+		if a.env == "QTOP_CLICKHOUSE" {
+			ask = "add ?secure=1 to the store URL"
+		}
+		return fmt.Errorf("%w (the server closed the connection: does it take only TLS? then %s)", err, ask)
 	}
 	return err
 }

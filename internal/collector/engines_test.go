@@ -123,6 +123,8 @@ func TestClickHouseSecureRefusals(t *testing.T) {
 			[]string{"x509", "QTOP_CLICKHOUSE_CA_FILE"}},
 		{"TLS to the plain port", "clickhouse://" + plain + "/qtop?secure=1", sec.Password, sec.CA,
 			[]string{"does not speak TLS"}},
+		{"plaintext to the TLS port", "clickhouse://" + sec.Addr + "/qtop", sec.Password, "",
+			[]string{"only TLS"}},
 		{"CA without secure=1", "clickhouse://" + sec.Addr + "/qtop", sec.Password, sec.CA,
 			[]string{"QTOP_CLICKHOUSE_CA_FILE", "?secure=1"}},
 	}

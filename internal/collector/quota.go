@@ -186,7 +186,7 @@ func (q *fleetQuota) start(ctx context.Context, wg *sync.WaitGroup) {
 				// password or a Redis away lasts.
 				if msg := err.Error(); msg != lastErr {
 					lastErr = msg
-					q.log.Warn("quota sums not exchanged; using the last ones until Redis answers (logged again when the error changes)", "err", q.auth.engineHint(err))
+					q.log.Warn("quota sums not exchanged; using the last ones until Redis answers (logged again when the error changes)", "err", q.auth.engineHint(err, q.client.Options().TLSConfig != nil))
 				}
 				continue
 			}

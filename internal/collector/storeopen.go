@@ -60,7 +60,7 @@ func OpenStore(ctx context.Context, url string, cfg Config) (store.Store, error)
 		cfg.Logger.Debug("opening the ClickHouse store", "store", u.String(), "auth", auth)
 		st, err := chstore.Open(ctx, u.Addr, u.Database, opts...)
 		if err != nil {
-			return nil, fmt.Errorf("collector: open %s: %w", u.String(), auth.engineHint(err))
+			return nil, fmt.Errorf("collector: open %s: %w", u.String(), auth.engineHint(err, u.Secure))
 		}
 		return st, nil
 	case store.SchemeDuckDB:
