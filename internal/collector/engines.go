@@ -168,7 +168,7 @@ func (a EngineAuth) engineHint(err error, secure bool) error {
 	case strings.Contains(msg, "WRONGPASS"), strings.Contains(msg, "NOAUTH"), strings.Contains(msg, "NOPERM"),
 		strings.Contains(msg, "Wrong password"), strings.Contains(msg, "Unknown user"), strings.Contains(msg, "code: 516"),
 		strings.Contains(msg, "code: 192"), strings.Contains(msg, "code: 193"), strings.Contains(msg, "unauthenticated"):
-		return fmt.Errorf("%w (logging in as user %q: check %s_USER and %s_PASSWORD)", err, user, a.env, a.env)
+		return fmt.Errorf("%w (logging in as user %q: check %s_USER and %s_PASSWORD or %s_PASSWORD_FILE)", err, user, a.env, a.env, a.env)
 	case !secure && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)):
 		ask := "use a rediss:// address"
 		if a.env == "QTOP_CLICKHOUSE" {
