@@ -55,15 +55,19 @@ func secureRedis(t *testing.T, target string, auth collector.EngineAuth) *redis.
 
 // TestRedisSecureQuotaRoundTrip: two collectors' fleet-quota syncs,
 // through clients made as the collector makes them, over TLS with an ACL
-// user: each sees the other's sums.
+// user (the second also presenting a client certificate): each sees the
+// other's sums.
 func TestRedisSecureQuotaRoundTrip(t *testing.T) {
 	sec := testsvc.RedisSecure(t)
-	auth := collector.EngineAuth{User: sec.User, Password: sec.Password, TLS: tlsfiles.ClientFiles{CA: sec.CA}}
+	auths := []collector.EngineAuth{
+		{User: sec.User, Password: sec.Password, TLS: tlsfiles.ClientFiles{CA: sec.CA}},
+		{User: sec.User, Password: sec.Password, TLS: tlsfiles.ClientFiles{CA: sec.CA, Cert: sec.ClientCert, Key: sec.ClientKey}},
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	prefix := fmt.Sprintf("{qtop-quota-tls-%d}:", rand.Uint64())
 	var syncs []*redisquota.Sync
-	for i := range 2 {
+	for i, auth := range auths {
 		s, err := redisquota.New(secureRedis(t, "rediss://"+sec.Addr, auth), fmt.Sprint("c", i), 10*time.Second)
 		if err != nil {
 			t.Fatal(err)

@@ -8,6 +8,8 @@ import "testing"
 // user), and the CA that signs both servers' certificates.
 const (
 	EnvTLSCA              = "QTOP_TEST_TLS_CA"
+	EnvTLSClientCert      = "QTOP_TEST_TLS_CLIENT_CERT"
+	EnvTLSClientKey       = "QTOP_TEST_TLS_CLIENT_KEY"
 	EnvClickHouseSecure   = "QTOP_TEST_CLICKHOUSE_SECURE"
 	EnvClickHouseUser     = "QTOP_TEST_CLICKHOUSE_USER"
 	EnvClickHousePassword = "QTOP_TEST_CLICKHOUSE_PASSWORD"
@@ -22,6 +24,9 @@ type Secure struct {
 	User     string
 	Password string
 	CA       string // PEM file of the CA that signs its certificate
+	// ClientCert and ClientKey are a client certificate that CA signed
+	// (the Redis takes one, tls-auth-clients optional, but needs none).
+	ClientCert, ClientKey string
 }
 
 // ClickHouseSecure returns the test ClickHouse's TLS port (the native
@@ -47,5 +52,8 @@ func secure(t testing.TB, name, addr, user, pass string) Secure {
 		User:     lookup(t, user, name),
 		Password: lookup(t, pass, name),
 		CA:       lookup(t, EnvTLSCA, name),
+
+		ClientCert: lookup(t, EnvTLSClientCert, name),
+		ClientKey:  lookup(t, EnvTLSClientKey, name),
 	}
 }
