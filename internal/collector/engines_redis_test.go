@@ -87,6 +87,21 @@ func TestRedisSecureQuotaRoundTrip(t *testing.T) {
 	}
 }
 
+// TestRedisSecureCollector: a collector given a rediss:// --quota-redis
+// and the user, password file and CA in its environment exchanges its
+// quota sums without an error, and its log names the user, not the
+// password.
+func TestRedisSecureCollector(t *testing.T) {
+	sec := testsvc.RedisSecure(t)
+	logs := &logBuffer{}
+	if err := redisFailure(t, "rediss://"+sec.Addr, collector.EngineAuth{User: sec.User, Password: sec.Password, TLS: tlsfiles.ClientFiles{CA: sec.CA}}, logs); err != nil {
+		t.Fatalf("exchange failed: %v", err)
+	}
+	if out := logs.String(); !strings.Contains(out, "user "+sec.User) || strings.Contains(out, sec.Password) {
+		t.Fatalf("the log should name user %s and never show the password:\n%s", sec.User, out)
+	}
+}
+
 // TestRedisSecureRefusals: a wrong password, no password, plaintext to
 // the TLS port and a CA that did not sign the server's certificate each
 // fail with an error that says what to check, never the password.
@@ -131,12 +146,15 @@ func TestRedisSecureRefusals(t *testing.T) {
 
 // redisFailure runs a collector whose fleet quotas go through target
 // with auth (from the environment, as in production) until its first
-// exchange, and returns the error it logged (nil when it succeeded).
+// exchange, and returns the error it logged (nil when it succeeded). The
+// password goes in a file named by QTOP_REDIS_PASSWORD_FILE.
 func redisFailure(t *testing.T, target string, auth collector.EngineAuth, logs *logBuffer) error {
 	t.Helper()
 	clearEngineEnv(t)
 	t.Setenv(collector.EnvRedisUser, auth.User)
-	t.Setenv(collector.EnvRedisPassword, auth.Password)
+	if auth.Password != "" {
+		t.Setenv(collector.EnvRedisPasswordFile, passwordFile(t, auth.Password))
+	}
 	t.Setenv(collector.EnvRedisCA, auth.TLS.CA)
 	reg := prometheus.NewRegistry()
 	log := slog.New(slog.NewTextHandler(logs, nil))
