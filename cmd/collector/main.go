@@ -74,6 +74,14 @@ Off loopback the collector refuses to start without TLS, --token and
 Accepted reports are logged to --data-dir before they are acknowledged, so a
 killed collector loses nothing: restart it on the same --data-dir.
 
+The engines' credentials come from the environment only, never a flag or a
+URL, and are never logged (README "Running in production"):
+  QTOP_CLICKHOUSE_USER, QTOP_CLICKHOUSE_PASSWORD or QTOP_CLICKHOUSE_PASSWORD_FILE;
+  with ?secure=1, QTOP_CLICKHOUSE_CA_FILE (default: the system's roots) and
+  QTOP_CLICKHOUSE_CERT_FILE/QTOP_CLICKHOUSE_KEY_FILE for a client certificate.
+  QTOP_REDIS_USER, QTOP_REDIS_PASSWORD or QTOP_REDIS_PASSWORD_FILE; with a
+  rediss:// --quota-redis, QTOP_REDIS_CA_FILE, QTOP_REDIS_CERT_FILE, QTOP_REDIS_KEY_FILE.
+
 Examples:
   collector serve --demo
   collector serve --store clickhouse://127.0.0.1:9000/qtop --token-file report.token
@@ -85,6 +93,9 @@ Examples:
   rucalib -json load.csv > ru.json && collector serve --otlp-ru-model ru.json
   QTOP_STORE=duckdb:///var/lib/qtop/qtop.duckdb QTOP_POSTGRES=postgres://… collector serve
   collector serve --listen :7071 --writer c2 --quota-redis 127.0.0.1:6379   # one of several collectors
+  QTOP_CLICKHOUSE_USER=qtop QTOP_CLICKHOUSE_PASSWORD_FILE=/etc/qtop/ch.password \
+    QTOP_CLICKHOUSE_CA_FILE=/etc/qtop/ch-ca.pem QTOP_REDIS_PASSWORD_FILE=/etc/qtop/redis.password \
+    collector serve --store 'clickhouse://ch1:9440/qtop?secure=1' --quota-redis rediss://redis:6380
   collector serve --pprof 127.0.0.1:6060   # then: go tool pprof http://127.0.0.1:6060/debug/pprof/profile
 
 Flags:
@@ -251,7 +262,7 @@ func newServeFlags(fs *flag.FlagSet) (*serveFlags, error) {
 	var envs []envFlag
 	f := &serveFlags{
 		listen:   strFlag(fs, &envs, "listen", "QTOP_LISTEN", collector.DefaultListen, "HTTP address"),
-		storeURL: strFlag(fs, &envs, "store", "QTOP_STORE", collector.DefaultStore, "store: duckdb://PATH, clickhouse://HOST:PORT/DB[?mode=explicit|replicated-database|cloud&async_insert=1&secure=1] (docs/cluster.md; user and password from QTOP_CLICKHOUSE_USER, QTOP_CLICKHOUSE_PASSWORD), or none"),
+		storeURL: strFlag(fs, &envs, "store", "QTOP_STORE", collector.DefaultStore, "store: duckdb://PATH, clickhouse://HOST:PORT/DB[?mode=explicit|replicated-database|cloud&async_insert=1&secure=1] (docs/cluster.md; user, password and CA from QTOP_CLICKHOUSE_USER, QTOP_CLICKHOUSE_PASSWORD[_FILE], QTOP_CLICKHOUSE_CA_FILE), or none"),
 		cluster:  strFlag(fs, &envs, "cluster", "QTOP_CLUSTER", "", "ClickHouse cluster name: ON CLUSTER DDL, Replicated engines (ZooKeeper) and Distributed tables"),
 		peers:    strFlag(fs, &envs, "peers", "QTOP_PEERS", "", "the other collectors of the fleet, host:port or https://host:port,…: /v1/live shows the whole fleet (https peers verified with --peer-ca-file)"),
 		pg:       strFlag(fs, &envs, "postgres", "QTOP_POSTGRES", "", "PostgreSQL DSN whose pg_stat_activity is sampled every second (a role with pg_monitor)"),
@@ -273,7 +284,7 @@ func newServeFlags(fs *flag.FlagSet) (*serveFlags, error) {
 	f.rlsListen = strFlag(fs, &envs, "rls-listen", "QTOP_RLS_LISTEN", "", "gRPC address of Envoy's rate-limit service, answered from the policy and fleet quotas, e.g. 127.0.0.1:8081 (default off; calls take the report token; off loopback it needs --token and --tls-cert, or --insecure; see docs/envoy.md)")
 	f.otlpTenant = strFlag(fs, &envs, "otlp-tenant-attribute", "QTOP_OTLP_TENANT_ATTRIBUTE", "tenant.id", "span attribute that holds the tenant of OTLP spans")
 	f.otlpRUModel = strFlag(fs, &envs, "otlp-ru-model", "QTOP_OTLP_RU_MODEL", "", "JSON file of the RU cost model (rucalib -json) that prices OTLP requests without a qtop.ru attribute (default: the agent's default model)")
-	f.quotaRedis = strFlag(fs, &envs, "quota-redis", "QTOP_QUOTA_REDIS", "", "host:port of the Redis through which several collectors sum fleet-wide quota usage (empty: one collector)")
+	f.quotaRedis = strFlag(fs, &envs, "quota-redis", "QTOP_QUOTA_REDIS", "", "the Redis through which several collectors sum fleet-wide quota usage: host:port, redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB] for TLS, no credentials in it (user, password and CA from QTOP_REDIS_USER, QTOP_REDIS_PASSWORD[_FILE], QTOP_REDIS_CA_FILE; empty: one collector)")
 	f.pprof = strFlag(fs, &envs, "pprof", "QTOP_PPROF", "", "loopback address on which to serve Go profiles (/debug/pprof/), e.g. 127.0.0.1:6060 (default off)")
 	f.logFormat = strFlag(fs, &envs, "log-format", "QTOP_LOG_FORMAT", "text", "log format: text or json")
 	f.logLevel = strFlag(fs, &envs, "log-level", "QTOP_LOG_LEVEL", "info", "log level: debug, info, warn, error")

@@ -231,9 +231,12 @@ func (c OTLPConfig) Validate() error {
 // QuotaConfig configures the fleet quotas (quota.go). Its fields are
 // promoted into Config.
 type QuotaConfig struct {
-	// QuotaRedis is host:port of the Redis through which several
-	// collectors sum their quota usage (empty: this collector alone);
-	// QuotaSync is how often (default DefaultQuotaSync). See quota.go.
+	// QuotaRedis is the Redis through which several collectors sum their
+	// quota usage (empty: this collector alone): host:port,
+	// redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB] (TLS), with the
+	// user, password and CA from the environment (RedisAuthFromEnv,
+	// NewRedisClient); QuotaSync is how often (default
+	// DefaultQuotaSync). See quota.go.
 	QuotaRedis string
 	QuotaSync  time.Duration
 	// QuotaPrefix is the prefix of the Redis keys (default

@@ -107,8 +107,10 @@
 //     report in peeranswer.go), the disk guard (disk.go), the policy
 //     view of each process's reply (policyview.go, a feature), the OTLP
 //     receiver (otlp.go), the demo fleet (demo.go), credentials
-//     (auth.go), and the HTTP API (httpAPI: each handler in its part's
-//     file).
+//     (auth.go), the engines' logins — ClickHouse's and Redis's user,
+//     password and TLS from the environment, and the one Redis client
+//     constructor (engines.go) — and the HTTP API (httpAPI: each
+//     handler in its part's file).
 //
 // Locks are taken in one order: the server's first; then a feature's,
 // the sampler's or the emitter's; the policy's after a feature's; a

@@ -39,7 +39,8 @@ type fleetQuota struct {
 	scratch []quota.Verdict
 	sync    *redisquota.Sync
 	client  *redis.Client
-	id      string // this collector's id in Redis (Config.Writer, or random)
+	id      string     // this collector's id in Redis (Config.Writer, or random)
+	auth    EngineAuth // for hints in errors
 	every   time.Duration
 
 	syncs, syncErrors, verdicts prometheus.Counter
@@ -77,8 +78,15 @@ func newFleetQuota(cfg Config, pol *policyPart) (*fleetQuota, error) {
 			id = randomToken()[:12]
 		}
 		q.id = id
-		q.client = redis.NewClient(&redis.Options{Addr: cfg.QuotaRedis, DialTimeout: time.Second,
-			ReadTimeout: time.Second, WriteTimeout: time.Second, MaxRetries: 1})
+		auth, err := RedisAuthFromEnv()
+		if err != nil {
+			return nil, err
+		}
+		if q.client, err = NewRedisClient(cfg.QuotaRedis, auth); err != nil {
+			return nil, err
+		}
+		q.auth = auth
+		q.log.Info("fleet quotas summed through Redis", "redis", redisDescribe(q.client.Options()), "auth", auth)
 		// A collector's sums count for three syncs, and at least 2 s, so
 		// that a sync late on a busy machine does not drop its processes
 		// from the others' sums.
@@ -153,6 +161,7 @@ func (q *fleetQuota) start(ctx context.Context, wg *sync.WaitGroup) {
 		defer q.client.Close()
 		t := time.NewTicker(q.every)
 		defer t.Stop()
+		var lastErr string
 		for {
 			select {
 			case <-ctx.Done():
@@ -175,8 +184,17 @@ func (q *fleetQuota) start(ctx context.Context, wg *sync.WaitGroup) {
 			q.syncs.Inc()
 			if err != nil {
 				q.syncErrors.Inc()
-				q.log.Warn("quota sums not exchanged; using the last ones", "err", err)
+				// Once per kind of failure, not once a second: a wrong
+				// password or a Redis away lasts.
+				if msg := err.Error(); msg != lastErr {
+					lastErr = msg
+					q.log.Warn("quota sums not exchanged; using the last ones until Redis answers (logged again when the error changes)", "err", q.auth.engineHint(err, q.client.Options().TLSConfig != nil))
+				}
 				continue
+			}
+			if lastErr != "" {
+				lastErr = ""
+				q.log.Info("quota sums exchanged through Redis again")
 			}
 			q.mu.Lock()
 			q.fleet.SetRemote(q.now(), remote)

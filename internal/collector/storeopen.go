@@ -4,23 +4,16 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/store/chstore"
 )
 
-// The ClickHouse store's user and password (default: user default, no
-// password): in the environment, as they do not belong in a URL.
-const (
-	EnvClickHouseUser     = "QTOP_CLICKHOUSE_USER"
-	EnvClickHousePassword = "QTOP_CLICKHOUSE_PASSWORD"
-)
-
 // OpenStore opens the store named by url (duckdb://PATH or
 // clickhouse://HOST:PORT/DB), not yet wrapped in the spool. It is the one
 // place that links the store implementations: library packages never
-// link DuckDB.
+// link DuckDB. ClickHouse's user, password and TLS files come from the
+// environment (ClickHouseAuthFromEnv; see engines.go).
 func OpenStore(ctx context.Context, url string, cfg Config) (store.Store, error) {
 	u, err := store.ParseURL(url)
 	if err != nil {
@@ -39,24 +32,35 @@ func OpenStore(ctx context.Context, url string, cfg Config) (store.Store, error)
 			opts = append(opts, chstore.WithCluster(cfg.Cluster), chstore.WithReplicated())
 		}
 		// The URL's options: ?mode=explicit|replicated-database|cloud,
-		// ?async_insert=1, ?secure=1; the user and password come from the
-		// environment, never the URL.
+		// ?async_insert=1, ?secure=1; the user, password and TLS files
+		// come from the environment, never the URL.
 		opts = append(opts, chstore.WithMode(chstore.Mode(u.Mode)))
 		if u.AsyncInsert {
 			opts = append(opts, chstore.WithAsyncInsert())
 		}
-		if u.Secure {
-			opts = append(opts, chstore.WithTLS(nil))
+		auth, err := ClickHouseAuthFromEnv()
+		if err != nil {
+			return nil, err
 		}
-		if user, pass := os.Getenv(EnvClickHouseUser), os.Getenv(EnvClickHousePassword); user != "" || pass != "" {
-			if user == "" {
-				user = "default"
+		// No ServerName: the dialer verifies each node of a multi-host
+		// URL for the name in its own address.
+		tc, err := auth.tlsConfig(u.Secure, "", "the store URL has no ?secure=1")
+		if err != nil {
+			return nil, err
+		}
+		if tc != nil {
+			opts = append(opts, chstore.WithTLS(tc))
+		}
+		if auth.User != "" || auth.Password != "" {
+			if auth.User == "" {
+				auth.User = "default"
 			}
-			opts = append(opts, chstore.WithAuth(user, pass))
+			opts = append(opts, chstore.WithAuth(auth.User, auth.Password))
 		}
+		cfg.Logger.Debug("opening the ClickHouse store", "store", u.String(), "auth", auth)
 		st, err := chstore.Open(ctx, u.Addr, u.Database, opts...)
 		if err != nil {
-			return nil, fmt.Errorf("collector: open %s: %w", url, err)
+			return nil, fmt.Errorf("collector: open %s: %w", u.String(), auth.engineHint(err, u.Secure))
 		}
 		return st, nil
 	case store.SchemeDuckDB:

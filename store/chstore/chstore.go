@@ -137,11 +137,14 @@ func WithAsyncInsert() Option { return func(c *config) { c.asyncInsert = true } 
 
 // WithTLS connects over TLS (the native protocol's secure port, 9440; what
 // ClickHouse Cloud takes). A nil config verifies the server with the
-// system's roots.
+// system's roots, TLS 1.2 at least; give RootCAs for a private CA and
+// Certificates for a server that requires a client certificate. Leave
+// ServerName empty to verify each node of a multi-host address for its
+// own name.
 func WithTLS(cfg *tls.Config) Option {
 	return func(c *config) {
 		if cfg == nil {
-			cfg = &tls.Config{}
+			cfg = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
 		c.tls = cfg
 	}
