@@ -86,7 +86,7 @@ func TestRunbookCommands(t *testing.T) {
 				t.Errorf("%s: --%s (in %q) is not a flag of qtop nor of collector", dashboards.Runbook, m[1], c)
 			}
 		}
-		if m := commandRE.FindStringSubmatch(c); m != nil && !slices.Contains([]string{"serve", "report", "help"}, m[1]) {
+		if m := commandRE.FindStringSubmatch(c); m != nil && !slices.Contains([]string{"serve", "report", "audit", "autopilot", "erase", "help"}, m[1]) {
 			t.Errorf("%s: collector %s is not a collector command", dashboards.Runbook, m[1])
 		}
 	}
