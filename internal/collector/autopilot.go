@@ -36,6 +36,7 @@ type pilotPart struct {
 	setBudget func(ctx context.Context, b policy.Budget, del bool, who string) error
 	lock      *pilotLock // nil: alone
 	needLock  bool       // part of a fleet: acts only under the lock
+	unshared  bool       // peers without a shared policy: its rules would reach only this collector's processes
 
 	mu      sync.Mutex
 	eng     *autopilot.Engine
@@ -66,7 +67,7 @@ func newPilotPart(cfg Config, pol *policyPart, q *fleetQuota) (*pilotPart, error
 		return nil, err
 	}
 	p := &pilotPart{pol: pol, log: cfg.Logger, eng: eng, version: ^uint64(0),
-		needLock: cfg.SharedPolicy || len(cfg.Peers) > 0}
+		needLock: cfg.SharedPolicy || len(cfg.Peers) > 0, unshared: len(cfg.Peers) > 0 && !cfg.SharedPolicy}
 	if q.client != nil {
 		p.lock = newPilotLock(q.client, cfg.QuotaPrefix, q.id)
 	}
@@ -145,6 +146,9 @@ func (p *pilotPart) step(ctx context.Context, now time.Time, snap *api.Snapshot)
 
 // mayAct says whether this collector runs the rules now.
 func (p *pilotPart) mayAct(ctx context.Context) (bool, string) {
+	if p.unshared {
+		return false, "this collector has peers but no shared policy (--shared-policy): the autopilot's rules would reach only its own processes"
+	}
 	if p.lock == nil {
 		if p.needLock {
 			return false, "several collectors share this fleet: the autopilot acts only under a lock in Redis (--quota-redis)"
@@ -287,7 +291,7 @@ func (p *pilotPart) command(ctx context.Context, now time.Time, c api.AutopilotC
 		p.write(ctx, now, d)
 		return nil
 	}
-	return p.setAutopilot(ctx, now, who, "autopilot-pause", func(a *policy.Autopilot) { a.Paused = c.Pause })
+	return p.setAutopilot(ctx, now, who, auditAutopilotPause, func(a *policy.Autopilot) { a.Paused = c.Pause })
 }
 
 // setAutopilot changes the policy's autopilot part with edit and audits it.
@@ -361,7 +365,7 @@ func (s httpAPI) handleAutopilotPolicy(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, err.Error(), 0)
 			return
 		}
-		if err := s.feat.pilot.setAutopilot(r.Context(), s.cfg.Now().UTC(), who, "autopilot-set",
+		if err := s.feat.pilot.setAutopilot(r.Context(), s.cfg.Now().UTC(), who, auditAutopilotSet,
 			func(x *policy.Autopilot) { *x = a }); err != nil {
 			writeError(w, http.StatusBadRequest, err.Error(), 0)
 			return
@@ -379,6 +383,14 @@ func (s httpAPI) stepAutopilot(ctx context.Context) {
 	snap := s.fleetSnapshot(ctx, api.MeasureRU, maxTop)
 	s.feat.pilot.step(ctx, snap.Time, &snap)
 }
+
+// The audit actions of changes to the autopilot's part of the policy; a
+// fleet with a shared policy folds them from the store's audit log
+// (fleet_policy.go).
+const (
+	auditAutopilotSet   = "autopilot-set"
+	auditAutopilotPause = "autopilot-pause"
+)
 
 // PathAutopilotPolicy is where the autopilot's rules are read and set.
 const PathAutopilotPolicy = "/v1/policy/autopilot"

@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/autopilot"
 	"github.com/qtop-dev/qtop/incident"
+	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/store"
 )
@@ -264,4 +266,90 @@ func containsString(l []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestAutopilotOneCollectorActs: two collectors of a fleet share a Redis;
+// the autopilot's lock there lets one act, the other says who does; when
+// the holder's lock ends (it died: the key expired) the other takes over.
+// A collector of a fleet without Redis acts on nothing and says why.
+func TestAutopilotOneCollectorActs(t *testing.T) {
+	addr := testsvc.Redis(t)
+	prefix := fmt.Sprintf("{qtop-pilot-%d}:", time.Now().UnixNano())
+	mk := func(writer string) *fixture {
+		return newFixture(t, func(c *Config) {
+			c.Writer = writer
+			c.Peers = []string{"127.0.0.1:1"}
+			c.QuotaConfig = QuotaConfig{QuotaRedis: addr, QuotaPrefix: prefix}
+		})
+	}
+	a, b := mk("c1"), mk("c2")
+	defer a.stop()
+	defer b.stop()
+	ctx := context.Background()
+	if ok, note := a.s.feat.pilot.mayAct(ctx); ok || !strings.Contains(note, "--shared-policy") {
+		t.Fatalf("peers without a shared policy: acts %v, %q", ok, note)
+	}
+	// As with --shared-policy (which needs a ClickHouse store: the lock is
+	// what this test is about).
+	a.s.feat.pilot.unshared, b.s.feat.pilot.unshared = false, false
+	if ok, note := a.s.feat.pilot.mayAct(ctx); !ok {
+		t.Fatalf("the first collector does not act: %s", note)
+	}
+	ok, note := b.s.feat.pilot.mayAct(ctx)
+	if ok || !strings.Contains(note, "c1 holds") {
+		t.Fatalf("the second collector acts too (%v) or says %q", ok, note)
+	}
+	if ok, _ := a.s.feat.pilot.mayAct(ctx); !ok {
+		t.Fatal("the holder lost its lock on renewal")
+	}
+	// c1 dies: its lock expires.
+	lock := a.s.feat.pilot.lock
+	if err := lock.client.Del(ctx, lock.key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if ok, note := b.s.feat.pilot.mayAct(ctx); !ok {
+		t.Fatalf("the second collector did not take over: %s", note)
+	}
+	if ok, note := a.s.feat.pilot.mayAct(ctx); ok || !strings.Contains(note, "c2 holds") {
+		t.Fatalf("the old holder acts again (%v): %q", ok, note)
+	}
+
+	alone := newFixture(t, func(c *Config) { c.Peers = []string{"127.0.0.1:1"} })
+	defer alone.stop()
+	alone.s.feat.pilot.unshared = false
+	if ok, note := alone.s.feat.pilot.mayAct(ctx); ok || !strings.Contains(note, "--quota-redis") {
+		t.Fatalf("a fleet's collector without Redis acts (%v): %q", ok, note)
+	}
+}
+
+// TestSharedPolicyCarriesTheAutopilot: in a fleet whose policy is the
+// store's audit log, the autopilot's part travels with the rules (the
+// last change wins), and adopting the fleet's policy keeps this
+// collector's own budgets.
+func TestSharedPolicyCarriesTheAutopilot(t *testing.T) {
+	on, off := pilotRule(policy.AutopilotEnforce), pilotRule(policy.AutopilotEnforce)
+	off.Paused = true
+	js := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	rule := policy.Rule{ID: "r1", Tenant: "bigcorp", Action: policy.Quota, RUPerSecond: 30, Expires: t0.Add(time.Hour), Reason: "x"}
+	changes := []store.Audit{
+		{Time: t0, Action: auditAutopilotSet, Rule: js(on)},
+		{Time: t0.Add(time.Second), Action: "add", Rule: js(rule)},
+		{Time: t0.Add(2 * time.Second), Action: auditAutopilotPause, Rule: js(off)},
+		{Time: t0.Add(3 * time.Second), Action: auditAutopilotSet, Rule: `{"rules":[{"name":"bad","action":"explode"}]}`},
+	}
+	p := foldPolicy(changes, t0.Add(4*time.Second))
+	if p.Autopilot == nil || !p.Autopilot.Paused || len(p.Autopilot.Rules) != 1 || len(p.Rules) != 1 {
+		t.Fatalf("folded policy: autopilot %+v, rules %+v", p.Autopilot, p.Rules)
+	}
+	f := newFixture(t)
+	defer f.stop()
+	if _, err := f.s.SetBudget(context.Background(), policy.Budget{ID: "b1", Match: []map[string]string{{"tenant": "acme"}}, Share: 1, Reason: "x"}, false, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if !f.s.policy.adopt(p) {
+		t.Fatal("not adopted")
+	}
+	if got := f.s.Policy(); len(got.Budgets) != 1 || got.Autopilot == nil || len(got.Rules) != 1 {
+		t.Fatalf("after adopting: budgets %d, autopilot %v, rules %d", len(got.Budgets), got.Autopilot != nil, len(got.Rules))
+	}
 }

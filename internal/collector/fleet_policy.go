@@ -118,6 +118,15 @@ func foldPolicy(changes []store.Audit, now time.Time) policy.Policy {
 	rules := map[string]policy.Rule{}
 	p := policy.Policy{Version: sharedPolicyBase + uint64(len(changes))<<16}
 	for _, a := range changes {
+		if a.Action == auditAutopilotSet || a.Action == auditAutopilotPause {
+			// The autopilot's part, whole in each change: the last wins.
+			var ap policy.Autopilot
+			if json.Unmarshal([]byte(a.Rule), &ap) == nil && ap.Validate() == nil {
+				p.Autopilot = &ap
+				p.Updated = a.Time.UTC()
+			}
+			continue
+		}
 		var r policy.Rule
 		if json.Unmarshal([]byte(a.Rule), &r) != nil || r.ID == "" {
 			continue

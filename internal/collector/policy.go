@@ -150,12 +150,15 @@ func (pp *policyPart) For(tags tenant.Tags, now time.Time) policy.Effect {
 }
 
 // adopt makes p (the fleet's shared policy) the policy when it is newer.
+// The shared log carries the rules and the autopilot's part; budgets,
+// runaway rules and freshness stay this collector's own.
 func (pp *policyPart) adopt(p policy.Policy) bool {
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
 	if p.Version <= pp.p.Version {
 		return false
 	}
+	p.Budgets, p.Runaway, p.Freshness = pp.p.Budgets, pp.p.Runaway, pp.p.Freshness
 	pp.p = p
 	pp.saveLocked()
 	return true
