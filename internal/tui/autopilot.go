@@ -152,9 +152,9 @@ func autopilotBlock(c *common, st *api.AutopilotStatus, stamp time.Time, cursor,
 	if len(st.Active) == 0 {
 		out = append(out, c.st.dim.Render(clip("no action in force or in shadow", c.width)))
 	} else {
-		ew := max(c.width-(12+18+14+12+5+8+2*7+2), 8)
-		out = append(out, c.st.header.Render(clip("  "+fit("RULE", 12, false)+" "+fit("TENANT", 18, false)+" "+fit("ACTION", 14, false)+" "+
-			fit("LIMIT", 12, true)+" "+fit("LEVEL", 5, true)+" "+fit("LEFT", 8, true)+" "+fit("EVIDENCE (x ends the action)", ew, false), c.width)))
+		ew := max(c.width-(12+18+15+13+5+8+2*7+2), 8)
+		out = append(out, c.st.header.Render(clip("  "+fit("RULE", 12, false)+" "+fit("TENANT", 18, false)+" "+fit("ACTION", 15, false)+" "+
+			fit("LIMIT", 13, true)+" "+fit("LEVEL", 5, true)+" "+fit("LEFT", 8, true)+" "+fit("EVIDENCE (x ends the action)", ew, false), c.width)))
 		for i, a := range st.Active {
 			action := a.Action
 			if a.Shadow {
@@ -164,8 +164,8 @@ func autopilotBlock(c *common, st *api.AutopilotStatus, stamp time.Time, cursor,
 			if !stamp.IsZero() {
 				left = fmtDuration(a.Expires.Sub(stamp).Truncate(time.Second))
 			}
-			line := clip(gutter(fit(clean(a.Rule), 12, false)+" "+fit(clean(a.Tenant), 18, false)+" "+fit(action, 14, false)+" "+
-				fit(fmtLimit(a.Limit, a.Unit), 12, true)+" "+fit(strconv.Itoa(a.Level), 5, true)+" "+fit(left, 8, true)+" "+
+			line := clip(gutter(fit(clean(a.Rule), 12, false)+" "+fit(clean(a.Tenant), 18, false)+" "+fit(action, 15, false)+" "+
+				fit(fmtLimit(a.Limit, a.Unit), 13, true)+" "+fit(strconv.Itoa(a.Level), 5, true)+" "+fit(left, 8, true)+" "+
 				fit(clean(a.Evidence), ew, false), i == cursor), c.width)
 			switch {
 			case i == cursor:

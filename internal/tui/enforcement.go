@@ -83,13 +83,13 @@ func (v *enforcementView) view(c *common, h int) string {
 	}
 	na := v.actions()
 	if v.ap != nil {
-		// The decisions take the lines the rules leave, one at least.
+		// The decisions take the lines the rules leave.
 		fixed := 9 + len(bl) + 3 + len(v.pol.Rules) // 3: blank, title, header or "no action"
 		if v.ap.Note != "" {
 			fixed++
 		}
 		fixed += na
-		al := autopilotBlock(c, v.ap, v.stamp, v.list.cursor, max(h-fixed, 1))
+		al := autopilotBlock(c, v.ap, v.stamp, v.list.cursor, max(h-fixed, 0))
 		bl = append(bl, al...)
 		for _, l := range al {
 			out.WriteString("\n" + l)
@@ -127,7 +127,7 @@ func (v *enforcementView) view(c *common, h int) string {
 		}
 		limit := ""
 		switch r.Action {
-		case policy.Throttle:
+		case policy.Throttle, policy.Quota:
 			limit = fmtNum(r.RUPerSecond) + " RU/s"
 		case policy.Price:
 			limit = "×" + fmtNum(r.Multiplier)
