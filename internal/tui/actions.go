@@ -195,7 +195,7 @@ func (m *Model) promptKey(msg tea.KeyMsg) tea.Cmd {
 	case promptCancel, promptTerminate:
 		return m.signal(pr)
 	case promptAutopilotPause, promptAutopilotResume, promptAutopilotCancel:
-		return m.autopilotCommand(pr)
+		return autopilotCommand(&m.c, m.log, m.actor(), pr)
 	}
 	return nil
 }

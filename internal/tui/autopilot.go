@@ -197,7 +197,7 @@ func decisionLine(d string, loc *time.Location) string {
 // the last snapshot says it is paused.
 func (m *Model) startAutopilotPause() tea.Cmd {
 	if _, ok := autopilotOf(m.c.src); !ok {
-		return m.c.setStatus("A pauses the autopilot of a collector (qtop --collector URL, or qtop demo); "+m.readOnly(), false)
+		return m.c.setStatus("A pauses the autopilot of a collector (qtop --collector URL, or qtop demo); "+noAutopilot(m.c.src), false)
 	}
 	if m.snap == nil || m.snap.Autopilot == nil {
 		return m.c.setStatus("the collector has no autopilot rules (POST /v1/policy/autopilot, see the README's Autopilot)", false)
@@ -215,7 +215,7 @@ func (m *Model) startAutopilotPause() tea.Cmd {
 // Enforcement view.
 func (m *Model) startAutopilotCancel() tea.Cmd {
 	if _, ok := autopilotOf(m.c.src); !ok {
-		return m.c.setStatus("x ends an action of a collector's autopilot (qtop --collector URL, or qtop demo); "+m.readOnly(), false)
+		return m.c.setStatus("x ends an action of a collector's autopilot (qtop --collector URL, or qtop demo); "+noAutopilot(m.c.src), false)
 	}
 	ev, ok := m.nav.cur.(*enforcementView)
 	if !ok {
@@ -230,18 +230,18 @@ func (m *Model) startAutopilotCancel() tea.Cmd {
 	return nil
 }
 
-// readOnly says why a source without an autopilot has none.
-func (m *Model) readOnly() string {
-	if _, ok := m.c.src.(*Replay); ok {
+// noAutopilot says why src has no autopilot.
+func noAutopilot(src Source) string {
+	if _, ok := src.(*Replay); ok {
 		return "a replay is read only"
 	}
 	return "this source has none"
 }
 
 // autopilotCommand carries out a confirmed pause, resume or cancel and
-// logs it.
-func (m *Model) autopilotCommand(pr prompt) tea.Cmd {
-	ap, ok := autopilotOf(m.c.src)
+// logs it in log as who's.
+func autopilotCommand(c *common, log *actionLog, who string, pr prompt) tea.Cmd {
+	ap, ok := autopilotOf(c.src)
 	if !ok {
 		return nil
 	}
@@ -256,7 +256,7 @@ func (m *Model) autopilotCommand(pr prompt) tea.Cmd {
 		cmd, name = api.AutopilotCommand{Cancel: pr.action.ID}, "autopilot-cancel"
 		done = "autopilot action " + pr.action.ID + " ended: " + pr.action.Action + " " + clean(pr.tenant) + " lifts now"
 	}
-	ctx, log, who, desc, now := m.c.ctx, m.log, m.actor(), m.c.src.Describe(), m.c.now
+	ctx, desc, now := c.ctx, c.src.Describe(), c.now
 	return func() tea.Msg {
 		a := action{Time: now().UTC(), User: who, Source: desc, Action: name, Tenant: pr.tenant, ID: cmd.Cancel, Result: "done"}
 		if err := ap.AutopilotCommand(ctx, cmd); err != nil {

@@ -82,19 +82,11 @@ func (v *enforcementView) view(c *common, h int) string {
 		out.WriteString("\n" + l)
 	}
 	na := v.actions()
-	if v.ap != nil {
-		// The decisions take the lines the rules leave.
-		fixed := 9 + len(bl) + 3 + len(v.pol.Rules) // 3: blank, title, header or "no action"
-		if v.ap.Note != "" {
-			fixed++
-		}
-		fixed += na
-		al := autopilotBlock(c, v.ap, v.stamp, v.list.cursor, max(h-fixed, 0))
-		bl = append(bl, al...)
-		for _, l := range al {
-			out.WriteString("\n" + l)
-		}
+	al := v.autopilotLines(c, h, len(bl))
+	for _, l := range al {
+		out.WriteString("\n" + l)
 	}
+	bl = append(bl, al...)
 	rules := " active rules"
 	if len(v.pol.Rules) == 1 {
 		rules = " active rule"
@@ -144,4 +136,17 @@ func (v *enforcementView) view(c *common, h int) string {
 		out.WriteString("\n" + line)
 	}
 	return out.String()
+}
+
+// autopilotLines is the autopilot's part (nil without one): its
+// decisions take the lines that the rules leave in h, below budget lines.
+func (v *enforcementView) autopilotLines(c *common, h, budget int) []string {
+	if v.ap == nil {
+		return nil
+	}
+	fixed := 9 + budget + 3 + len(v.pol.Rules) + v.actions() // 3: blank, title, header or "no action"
+	if v.ap.Note != "" {
+		fixed++
+	}
+	return autopilotBlock(c, v.ap, v.stamp, v.list.cursor, max(h-fixed, 0))
 }
