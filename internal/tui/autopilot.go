@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -27,6 +28,7 @@ type AutopilotSource interface {
 var (
 	_ AutopilotSource = (*Collector)(nil)
 	_ AutopilotSource = (*Recorder)(nil)
+	_ AutopilotSource = (*Fleet)(nil)
 )
 
 // AutopilotCommand posts cmd to the collector's autopilot with the admin
@@ -47,6 +49,45 @@ func (r *Recorder) AutopilotCommand(ctx context.Context, cmd api.AutopilotComman
 		return a.AutopilotCommand(ctx, cmd)
 	}
 	return fmt.Errorf("%w: the autopilot's keys need a collector", ErrUnsupported)
+}
+
+// AutopilotCommand sends a pause or resume to every collector (each reads
+// its own policy; with --shared-policy the later ones change nothing),
+// and a cancel to each in turn until one has the action: only the
+// collector that acts (it holds the lock) has any. A pause or resume
+// that some collectors did not take says how many did, and why not.
+func (f *Fleet) AutopilotCommand(ctx context.Context, cmd api.AutopilotCommand) error {
+	var errs []error
+	for _, c := range f.members {
+		err := c.AutopilotCommand(ctx, cmd)
+		switch {
+		case err == nil && cmd.Cancel != "":
+			return nil
+		case err != nil:
+			errs = append(errs, err)
+		}
+	}
+	if cmd.Cancel == "" && len(errs) > 0 && len(errs) < len(f.members) {
+		return fmt.Errorf("%d of %d collectors took it: %w", len(f.members)-len(errs), len(f.members), errors.Join(errs...))
+	}
+	return errors.Join(errs...)
+}
+
+// fleetPilot is the fleet's autopilot status: that of the collector that
+// acts, else the first one's that has one.
+func fleetPilot(snaps []api.Snapshot) *api.AutopilotStatus {
+	var st *api.AutopilotStatus
+	for i := range snaps {
+		a := snaps[i].Autopilot
+		switch {
+		case a == nil:
+		case a.Acting:
+			return a
+		case st == nil:
+			st = a
+		}
+	}
+	return st
 }
 
 // autopilotOf returns src's autopilot, if it (or the source a Recorder

@@ -337,3 +337,72 @@ func TestAutopilotOnARealCollector(t *testing.T) {
 		t.Fatalf("posted:\n%s\nwant:\n%s", strings.Join(posted, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestAutopilotFleet: a fleet shows the autopilot of the collector that
+// acts; A pauses every collector; x reaches the one that has the action
+// (here none has it: each one's answer is shown).
+func TestAutopilotFleet(t *testing.T) {
+	acting := &api.AutopilotStatus{Rules: 1, Acting: true}
+	idle := &api.AutopilotStatus{Rules: 1, Note: "collector b holds the autopilot's lock and acts"}
+	if got := fleetPilot([]api.Snapshot{{}, {Autopilot: idle}, {Autopilot: acting}}); got != acting {
+		t.Fatalf("fleet's autopilot: %+v", got)
+	}
+	if got := fleetPilot([]api.Snapshot{{}, {Autopilot: idle}}); got != idle {
+		t.Fatalf("fleet's autopilot without one acting: %+v", got)
+	}
+	if got := fleetPilot([]api.Snapshot{{}, {}}); got != nil {
+		t.Fatalf("fleet's autopilot without any: %+v", got)
+	}
+
+	var urls []string
+	var srvs []*collector.Server
+	for range 2 {
+		srv, err := collector.New(collector.Config{Store: collector.StoreNone, DataDir: t.TempDir(),
+			Token: "report-tok", ReadToken: "read-tok", AdminToken: "admin-tok", Registerer: prometheus.NewRegistry()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Shutdown(context.Background())
+		hs := httptest.NewServer(srv.Handler())
+		defer hs.Close()
+		urls, srvs = append(urls, hs.URL), append(srvs, srv)
+	}
+	f, err := NewFleet(urls, "read-tok", "admin-tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ctx := context.Background()
+	if err := f.AutopilotCommand(ctx, api.AutopilotCommand{Pause: true}); err != nil {
+		t.Fatal(err)
+	}
+	for i, s := range srvs {
+		if p := s.Policy(); p.Autopilot == nil || !p.Autopilot.Paused {
+			t.Fatalf("collector %d not paused: %+v", i, p.Autopilot)
+		}
+	}
+	err = f.AutopilotCommand(ctx, api.AutopilotCommand{Cancel: "autopilot-import-1"})
+	if err == nil || strings.Count(err.Error(), "no such action") != 2 {
+		t.Fatalf("cancel of an action no collector has: %v", err)
+	}
+
+	// A collector with another admin token: the resume is taken by one
+	// of two, and the answer says so and why.
+	other, err := collector.New(collector.Config{Store: collector.StoreNone, DataDir: t.TempDir(),
+		Token: "report-tok", ReadToken: "read-tok", AdminToken: "another-tok", Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Shutdown(context.Background())
+	hs := httptest.NewServer(other.Handler())
+	defer hs.Close()
+	mixed, _ := NewFleet([]string{urls[0], hs.URL}, "read-tok", "admin-tok")
+	defer mixed.Close()
+	err = mixed.AutopilotCommand(ctx, api.AutopilotCommand{Resume: true})
+	if err == nil || !strings.Contains(err.Error(), "1 of 2 collectors took it") || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("resume taken by one of two: %v", err)
+	}
+	if srvs[0].Policy().Autopilot.Paused {
+		t.Fatal("the collector that took the resume is still paused")
+	}
+}

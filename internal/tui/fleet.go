@@ -99,6 +99,7 @@ func (f *Fleet) Next(ctx context.Context, q Query) (api.Snapshot, error) {
 	}
 	s := api.Merge(got, q.Measure, q.Top)
 	s.Peers = peers
+	s.Autopilot = fleetPilot(got)
 	return s, nil
 }
 
