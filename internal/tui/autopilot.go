@@ -136,9 +136,9 @@ func autopilotHeadline(st *api.AutopilotStatus, now time.Time) (line string, war
 		line = head + ": " + what + " (enforce, " + fmtLeft(a.Expires.Sub(now)) + " left)"
 	}
 	if n := len(st.Active) - 1; n == 1 {
-		line += " · 1 more action (5)"
+		line += " · 1 more action"
 	} else if n > 1 {
-		line += " · " + strconv.Itoa(n) + " more actions (5)"
+		line += " · " + strconv.Itoa(n) + " more actions"
 	}
 	return line, warn
 }

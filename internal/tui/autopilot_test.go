@@ -124,9 +124,9 @@ func TestAutopilotHeadline(t *testing.T) {
 		{nil, "", false},
 		{&api.AutopilotStatus{Rules: 1, Acting: true}, "", false},
 		{&api.AutopilotStatus{Rules: 1, Paused: true}, "autopilot paused", false},
-		{pilotIncident("enforce").Autopilot, "autopilot: quota bigcorp 62.0 RU/s (enforce, 14m left) · 1 more action (5)", true},
-		{pilotIncident("shadow").Autopilot, "autopilot: would quota bigcorp 62.0 RU/s (shadow, 14m left) · 1 more action (5)", false},
-		{pilotIncident("paused").Autopilot, "autopilot paused: quota bigcorp 62.0 RU/s (enforce, 14m left) · 1 more action (5)", true},
+		{pilotIncident("enforce").Autopilot, "autopilot: quota bigcorp 62.0 RU/s (enforce, 14m left) · 1 more action", true},
+		{pilotIncident("shadow").Autopilot, "autopilot: would quota bigcorp 62.0 RU/s (shadow, 14m left) · 1 more action", false},
+		{pilotIncident("paused").Autopilot, "autopilot paused: quota bigcorp 62.0 RU/s (enforce, 14m left) · 1 more action", true},
 		{&api.AutopilotStatus{Active: []api.AutopilotRow{{Action: "demote", Tenant: "x", Limit: 4, Unit: "×", Expires: t0.Add(90 * time.Minute)}}},
 			"autopilot: demote x ×4.00 (enforce, 1h30m left)", true},
 	} {
@@ -135,6 +135,17 @@ func TestAutopilotHeadline(t *testing.T) {
 			t.Errorf("got %q (warn %v), want %q (warn %v)", got, warn, c.want, c.warn)
 		}
 	}
+}
+
+// TestAutopilotOnce: qtop --once prints the autopilot's line under the
+// headline.
+func TestAutopilotOnce(t *testing.T) {
+	var b bytes.Buffer
+	if err := Print(&b, pilotIncident("shadow"), FormatTable); err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, b.String(), "headline: bigcorp 55% of RU, ×77 its baseline · victims: none\n"+
+		"autopilot: would quota bigcorp 62.0 RU/s (shadow, 14m left) · 1 more action\n")
 }
 
 // TestAutopilotKeys: A asks, then pauses (or resumes a paused
