@@ -9,6 +9,7 @@ import (
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/qtop-dev/qtop/api"
 )
@@ -167,9 +168,10 @@ func fmtLeft(d time.Duration) string {
 }
 
 // autopilotBlock renders the Enforcement view's Autopilot part: its
-// status, its actions (row i selected when cursor is i) and up to recent
-// of its newest decisions. It returns nil without an autopilot status.
-func autopilotBlock(c *common, st *api.AutopilotStatus, stamp time.Time, cursor, recent int) []string {
+// status, its actions (row i selected when cursor is i) with the
+// selected one's evidence whole, and as many of its newest decisions as
+// room (the lines it may take) leaves. It returns nil without a status.
+func autopilotBlock(c *common, st *api.AutopilotStatus, stamp time.Time, cursor, room int) []string {
 	if st == nil {
 		return nil
 	}
@@ -217,8 +219,17 @@ func autopilotBlock(c *common, st *api.AutopilotStatus, stamp time.Time, cursor,
 			out = append(out, line)
 		}
 	}
-	for _, d := range st.Recent[:min(recent, len(st.Recent))] {
-		out = append(out, c.st.dim.Render(clip("  "+decisionLine(d, c.loc), c.width)))
+	if cursor >= 0 && cursor < len(st.Active) {
+		ls := strings.Split(ansi.Wrap("evidence: "+clean(st.Active[cursor].Evidence), max(c.width-4, 8), " "), "\n")
+		for _, l := range ls[:min(len(ls), 2)] {
+			out = append(out, c.st.dim.Render(clip("    "+l, c.width)))
+		}
+	}
+	if n := min(room-len(out)-1, len(st.Recent)); n > 0 {
+		out = append(out, c.st.header.Render(clip(fit("  DECISIONS, NEWEST FIRST", c.width, false), c.width)))
+		for _, d := range st.Recent[:n] {
+			out = append(out, c.st.dim.Render(clip("  "+decisionLine(d, c.loc), c.width)))
+		}
 	}
 	return out
 }
@@ -234,6 +245,10 @@ func decisionLine(d string, loc *time.Location) string {
 	return d
 }
 
+// noPilotRules is the answer of A and x when the snapshot has no
+// autopilot.
+const noPilotRules = "the collector has no autopilot rules (POST /v1/policy/autopilot, see the README's Autopilot)"
+
 // startAutopilotPause asks to pause the autopilot, or to resume it when
 // the last snapshot says it is paused.
 func (m *Model) startAutopilotPause() tea.Cmd {
@@ -241,7 +256,7 @@ func (m *Model) startAutopilotPause() tea.Cmd {
 		return m.c.setStatus("A pauses the autopilot of a collector (qtop --collector URL, or qtop demo); "+noAutopilot(m.c.src), false)
 	}
 	if m.snap == nil || m.snap.Autopilot == nil {
-		return m.c.setStatus("the collector has no autopilot rules (POST /v1/policy/autopilot, see the README's Autopilot)", false)
+		return m.c.setStatus(noPilotRules, false)
 	}
 	kind := promptAutopilotPause
 	if m.snap.Autopilot.Paused {
@@ -257,6 +272,9 @@ func (m *Model) startAutopilotPause() tea.Cmd {
 func (m *Model) startAutopilotCancel() tea.Cmd {
 	if _, ok := autopilotOf(m.c.src); !ok {
 		return m.c.setStatus("x ends an action of a collector's autopilot (qtop --collector URL, or qtop demo); "+noAutopilot(m.c.src), false)
+	}
+	if m.snap == nil || m.snap.Autopilot == nil {
+		return m.c.setStatus(noPilotRules, false)
 	}
 	ev, ok := m.nav.cur.(*enforcementView)
 	if !ok {

@@ -27,8 +27,9 @@ const pilotEvidence = "victims 4 (acme p95 128ms base 40ms, globex p95 123ms bas
 	"offender ru 4800 = 55%, ×77 its baseline · baseline 62 (median before), 62 RU/s, 0.2 DB"
 
 // pilotIncident is the incident under the autopilot: mode "enforce",
-// "shadow" (the same decision, not applied) or "paused" (enforced, then
-// paused by hand: the action stays until it lifts).
+// "shadow" (the same decision, not applied), "paused" (enforced, then
+// paused by hand: the action stays until it lifts) or "idle" (another
+// collector acts).
 func pilotIncident(mode string) api.Snapshot {
 	s := incident()
 	shadow := mode == "shadow"
@@ -54,6 +55,11 @@ func pilotIncident(mode string) api.Snapshot {
 		"2026-03-09T09:11:47Z would apply budget rule=pool tenant=globex id=autopilot-pool-1773047507 level=0 limit=1 sessions · victims hurt · victims 3",
 	}
 	s.Autopilot = st
+	if mode == "idle" { // another collector holds the lock
+		st.Acting, st.Active, st.Recent = false, nil, nil
+		st.Note = "collector 10.0.0.2:7070 holds the autopilot's lock and acts"
+		return s
+	}
 	s.Policy.Rules = append(s.Policy.Rules, policy.Rule{ID: id, Tenant: "bigcorp", Action: policy.Quota, RUPerSecond: 62, Shadow: shadow,
 		Expires: t0.Add(14*time.Minute + 40*time.Second), Reason: "autopilot import: victims hurt", CreatedBy: "autopilot/import"})
 	return s
@@ -83,10 +89,11 @@ func TestGoldenAutopilot(t *testing.T) {
 		keys       []string
 		w, h       int
 	}{
-		{name: "enforce", mode: "enforce", keys: []string{"5", "down"}, w: 120, h: 24},
-		{name: "shadow", mode: "shadow", keys: []string{"5"}, w: 120, h: 24},
+		{name: "enforce", mode: "enforce", keys: []string{"5", "down"}, w: 120, h: 28},
+		{name: "shadow", mode: "shadow", keys: []string{"5"}, w: 120, h: 27},
 		{name: "paused", mode: "paused", keys: []string{"5"}, w: 100, h: 22},
 		{name: "tenants_enforce", mode: "enforce", w: 110, h: 12},
+		{name: "idle", mode: "idle", keys: []string{"5"}, w: 100, h: 20},
 		{name: "narrow", mode: "enforce", keys: []string{"5"}, w: 60, h: 16},
 		{name: "cancel_prompt", mode: "enforce", keys: []string{"5", "down", "x"}, w: 120, h: 24},
 		{name: "pause_prompt", mode: "enforce", keys: []string{"A"}, w: 120, h: 12},
@@ -123,6 +130,7 @@ func TestAutopilotHeadline(t *testing.T) {
 	}{
 		{nil, "", false},
 		{&api.AutopilotStatus{Rules: 1, Acting: true}, "", false},
+		{pilotIncident("idle").Autopilot, "", false},
 		{&api.AutopilotStatus{Rules: 1, Paused: true}, "autopilot paused", false},
 		{pilotIncident("enforce").Autopilot, "autopilot: quota bigcorp 62.0 RU/s (enforce, 14m left) · 1 more action", true},
 		{pilotIncident("shadow").Autopilot, "autopilot: would quota bigcorp 62.0 RU/s (shadow, 14m left) · 1 more action", false},

@@ -138,15 +138,11 @@ func (v *enforcementView) view(c *common, h int) string {
 	return out.String()
 }
 
-// autopilotLines is the autopilot's part (nil without one): its
-// decisions take the lines that the rules leave in h, below budget lines.
+// autopilotLines is the autopilot's part (nil without one), in the lines
+// that the tiers, budget lines and rules leave in h.
 func (v *enforcementView) autopilotLines(c *common, h, budget int) []string {
 	if v.ap == nil {
 		return nil
 	}
-	fixed := 9 + budget + 3 + len(v.pol.Rules) + v.actions() // 3: blank, title, header or "no action"
-	if v.ap.Note != "" {
-		fixed++
-	}
-	return autopilotBlock(c, v.ap, v.stamp, v.list.cursor, max(h-fixed, 0))
+	return autopilotBlock(c, v.ap, v.stamp, v.list.cursor, h-9-budget-len(v.pol.Rules))
 }
