@@ -207,7 +207,7 @@ func TestAutopilotKeys(t *testing.T) {
 
 // TestAutopilotKeysRefused: a replay is read only, a source without an
 // autopilot has none, and a collector without autopilot rules says how
-// to write some.
+// to write some; a recording of a live collector passes them through.
 func TestAutopilotKeysRefused(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "pilot.qtop")
@@ -243,6 +243,20 @@ func TestAutopilotKeysRefused(t *testing.T) {
 	m3.Update(snapshotMsg{incident()})
 	press(m3, "A")
 	mustContain(t, m3.c.status.text, "no autopilot rules")
+
+	// Recording a collector is live: A and x pass through, as t does.
+	live := &pilotSource{fakeSource: newFake(Features{Throttle: true})}
+	rec2, err := NewRecorder(live, filepath.Join(dir, "live.qtop"), t0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec2.Close()
+	m4 := New(rec2, WithRenderer(asciiRenderer()), WithLocation(time.UTC))
+	m4.Update(snapshotMsg{pilotIncident("enforce")})
+	runCmd(t, m4, press(m4, "A", "y"))
+	if len(live.cmds) != 1 || !live.cmds[0].Pause {
+		t.Fatalf("A while recording sent %+v", live.cmds)
+	}
 }
 
 func ptr[T any](v T) *T { return &v }
