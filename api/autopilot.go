@@ -1,6 +1,11 @@
 package api
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/qtop-dev/qtop/policy"
+)
 
 // PathAutopilot is the autopilot's endpoint on the collector. GET (read
 // credential) answers an AutopilotState; POST (admin credential) takes
@@ -63,4 +68,15 @@ type AutopilotCommand struct {
 	Resume bool `json:"resume,omitempty"`
 	// Cancel ends the action of that id now.
 	Cancel string `json:"cancel,omitempty"`
+}
+
+// AutopilotState is the answer of GET PathAutopilot (and of a POST): the
+// status the live snapshot carries, the rules in the policy, and the
+// newest decisions whole, newest first, each a JSON object with its
+// evidence as figures (package autopilot's Decision, kept raw here so
+// that the contract does not depend on the engine).
+type AutopilotState struct {
+	Status    AutopilotStatus   `json:"status"`
+	Rules     policy.Autopilot  `json:"rules"`
+	Decisions []json.RawMessage `json:"decisions"`
 }

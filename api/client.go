@@ -375,3 +375,54 @@ func (c *Client) History(ctx context.Context, tenant string, minutes int) (Histo
 	}
 	return h, nil
 }
+
+// Autopilot returns the autopilot's state (GET PathAutopilot, the read
+// credential).
+func (c *Client) Autopilot(ctx context.Context) (AutopilotState, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url(PathAutopilot, false), nil)
+	if err != nil {
+		return AutopilotState{}, err
+	}
+	return c.autopilotCall(req, "autopilot")
+}
+
+// AutopilotCommand sends cmd (pause, resume, or cancel an action) to the
+// collector's autopilot with its admin token and returns the state after
+// it. A refused token is ErrUnauthorized, saying that the admin token is
+// needed; a command the collector does not take (none or two of its
+// fields, an action that ended) is ErrStatus with the collector's reason.
+func (c *Client) AutopilotCommand(ctx context.Context, cmd AutopilotCommand, adminToken string) (AutopilotState, error) {
+	body, err := json.Marshal(cmd)
+	if err != nil {
+		return AutopilotState{}, fmt.Errorf("live: autopilot command: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url(PathAutopilot, false), bytes.NewReader(body))
+	if err != nil {
+		return AutopilotState{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if adminToken != "" {
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+	}
+	return c.autopilotCall(req, "autopilot command")
+}
+
+func (c *Client) autopilotCall(req *http.Request, what string) (AutopilotState, error) {
+	c.authorize(req)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return AutopilotState{}, fmt.Errorf("live: %s: %w", what, err)
+	}
+	defer resp.Body.Close()
+	if err := checkStatus(resp); err != nil {
+		if req.Method == http.MethodPost && errors.Is(err, ErrUnauthorized) {
+			return AutopilotState{}, fmt.Errorf("%w (the autopilot's commands need the collector's admin token)", err)
+		}
+		return AutopilotState{}, err
+	}
+	var s AutopilotState
+	if err := decodeJSON(io.LimitReader(resp.Body, MaxEventBytes+1), &s); err != nil {
+		return AutopilotState{}, err
+	}
+	return s, nil
+}

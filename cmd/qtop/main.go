@@ -142,7 +142,7 @@ func newFlagSetFor(form string, stderr io.Writer, f *flags) *flag.FlagSet {
 	case "":
 		fs.StringVar(&f.collector, "collector", env("QTOP_COLLECTOR", "http://127.0.0.1:7070"), "collector to follow, or several, comma-separated, to show their sum ($QTOP_COLLECTOR)")
 		fs.StringVar(&f.token, "token", env("QTOP_TOKEN", ""), "the collector's read token, for its live view ($QTOP_TOKEN); also used for policy changes when no admin token is given")
-		fs.StringVar(&f.adminToken, "admin-token", env("QTOP_ADMIN_TOKEN", ""), "the collector's admin token, for policy changes: t throttles, freshness keys ($QTOP_ADMIN_TOKEN; the collector keeps it in DATA_DIR/admin-token unless started with --admin-token)")
+		fs.StringVar(&f.adminToken, "admin-token", env("QTOP_ADMIN_TOKEN", ""), "the collector's admin token, for policy changes: t throttles, freshness keys, the autopilot's A and x ($QTOP_ADMIN_TOKEN; the collector keeps it in DATA_DIR/admin-token unless started with --admin-token)")
 		fs.StringVar(&f.adminTokenFile, "admin-token-file", env("QTOP_ADMIN_TOKEN_FILE", ""), "read the admin token from this file, e.g. the collector's DATA_DIR/admin-token ($QTOP_ADMIN_TOKEN_FILE)")
 		f.tls.RegisterFlags(fs)
 		fs.StringVar(&f.postgres, "postgres", env("QTOP_POSTGRES", ""), "PostgreSQL DSN: sample pg_stat_activity instead of following a collector ($QTOP_POSTGRES)")

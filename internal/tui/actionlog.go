@@ -8,8 +8,8 @@ import (
 )
 
 // actionLog writes one JSON line per action the UI carries out (throttle,
-// cancel, terminate): when, who, what, on which statement, and how it
-// ended. Writes happen inside tea.Cmds, so it has its own lock.
+// cancel, terminate, the autopilot's commands): when, who, what, on which
+// statement, and how it ended. Writes happen inside tea.Cmds, so it has its own lock.
 type actionLog struct {
 	mu sync.Mutex
 	w  io.Writer
@@ -20,8 +20,11 @@ type action struct {
 	Time   time.Time `json:"time"`
 	User   string    `json:"user"`
 	Source string    `json:"source"`
-	Action string    `json:"action"` // cancel, terminate, throttle
-	PID    int32     `json:"pid,omitempty"`
+	// Action is cancel, terminate, throttle, autopilot-pause,
+	// autopilot-resume or autopilot-cancel (ID: the autopilot's action).
+	Action string `json:"action"`
+	ID     string `json:"id,omitempty"`
+	PID    int32  `json:"pid,omitempty"`
 	// QueryStart, XactStart and BackendStart are what the action was
 	// confirmed on.
 	QueryStart   time.Time `json:"query_start,omitzero"`

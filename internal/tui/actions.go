@@ -194,6 +194,8 @@ func (m *Model) promptKey(msg tea.KeyMsg) tea.Cmd {
 		}
 	case promptCancel, promptTerminate:
 		return m.signal(pr)
+	case promptAutopilotPause, promptAutopilotResume, promptAutopilotCancel:
+		return autopilotCommand(&m.c, m.log, m.actor(), pr)
 	}
 	return nil
 }

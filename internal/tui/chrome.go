@@ -57,6 +57,15 @@ func (m *Model) top() string {
 		}
 		b.WriteString("\n" + st.Render(clip("⚑ "+clean(m.summary.line), c.width)))
 	}
+	if m.snap != nil {
+		if line, warn := autopilotHeadline(m.snap.Autopilot, m.snap.Time); line != "" {
+			st := c.st.dim
+			if warn {
+				st = c.st.warn
+			}
+			b.WriteString("\n" + st.Render(clip("⚙ "+line, c.width)))
+		}
+	}
 	if m.snap != nil && m.snap.Server != nil {
 		b.WriteString("\n" + c.st.dim.Render(clip(serverLine(m.snap.Server), c.width)))
 	}

@@ -164,7 +164,11 @@ func (c *Collector) Throttle(ctx context.Context, rule policy.Rule) error {
 
 // adminErr says, of a refused policy change, which credential it needs
 // and where it lives.
-func (c *Collector) adminErr(err error) error {
+func (c *Collector) adminErr(err error) error { return c.refused("the policy change", err) }
+
+// refused says, of a refused change (what), which credential it needs and
+// where it lives.
+func (c *Collector) refused(what string, err error) error {
 	if !errors.Is(err, api.ErrUnauthorized) {
 		return c.explain(err)
 	}
@@ -172,8 +176,8 @@ func (c *Collector) adminErr(err error) error {
 	if c.token != "" {
 		had = "the token given"
 	}
-	return fmt.Errorf("%s refused the policy change with %s (%w). It needs the admin token: qtop --admin-token, "+
-		"QTOP_ADMIN_TOKEN or QTOP_ADMIN_TOKEN_FILE (the collector's --admin-token, else its DATA_DIR/admin-token; --token only reads)", c.url(), had, err)
+	return fmt.Errorf("%s refused %s with %s (%w). It needs the admin token: qtop --admin-token, "+
+		"QTOP_ADMIN_TOKEN or QTOP_ADMIN_TOKEN_FILE (the collector's --admin-token, else its DATA_DIR/admin-token; --token only reads)", c.url(), what, had, err)
 }
 
 // Cancel is not supported: a collector does not signal backends.

@@ -28,10 +28,20 @@
 // size, the styles, the KeyMap, the clock, the source, the query asked of
 // it and the status line; and who has the keyboard (the views, the /
 // filter, a throttle or cancel prompt, the ? help). It handles the keys
-// that work everywhere (views, pause, b, /, enter, esc, t, c, k, ?, q),
+// that work everywhere (views, pause, b, /, enter, esc, t, c, k, A, ?, q),
 // gives the others to the view shown, and gives each snapshot to every
 // view. Actions and their prompts are in actions.go, the chrome around
 // the body in chrome.go.
+//
+// # The autopilot
+//
+// A collector's autopilot (autopilot.go) is shown from the snapshot only
+// (api.Snapshot.Autopilot): a line under the headline says what it does
+// or would do in shadow, or that it is paused; the Enforcement view shows
+// its rules, actions (selectable, before the policy's rules) and newest
+// decisions. A pauses or resumes it, x ends the action selected (a view's
+// own x comes first), each after a y/n prompt, with the admin token, in
+// the action log; a replay refuses both.
 //
 // To add a view, write a file with a type that implements view (and the
 // optional interfaces it needs), give it a binding in KeyMap.ViewKeys,

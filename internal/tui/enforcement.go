@@ -13,14 +13,17 @@ import (
 
 // enforcementView is the Enforcement view: the active policy rules, and
 // per tier the RU price multiplier and the admitted, throttled and shed
-// counts of the window.
+// counts of the window; the autopilot's part when it has rules. Its
+// cursor runs over the autopilot's actions, then the policy's rules.
 type enforcementView struct {
 	enf   api.EnforcementRow
 	bud   []api.BudgetRow // budgets.go
 	pol   policy.Policy
-	list  list
-	stamp time.Time // the snapshot's time, for "expires in"
-	note  string    // api.AppliedBy.Note: no process applies the policy
+	ap    *api.AutopilotStatus // autopilot.go
+	list  list                 // the autopilot's actions, then the rules
+	rules list                 // the rules' scroll
+	stamp time.Time            // the snapshot's time, for "expires in"
+	note  string               // api.AppliedBy.Note: no process applies the policy
 }
 
 func (v *enforcementView) name() string              { return "Enforcement" }
@@ -29,13 +32,29 @@ func (v *enforcementView) title(*common) string      { return "" }
 
 func (v *enforcementView) set(_ *common, s *api.Snapshot, _ bool) tea.Cmd {
 	v.enf, v.pol, v.stamp = s.Enforcement, s.Policy, s.Time
-	v.bud = s.Budgets
+	v.bud, v.ap = s.Budgets, s.Autopilot
 	v.note = ""
 	if s.AppliedBy != nil {
 		v.note = s.AppliedBy.Note()
 	}
-	v.list.setLen(len(v.pol.Rules))
+	v.list.setLen(v.actions() + len(v.pol.Rules))
 	return nil
+}
+
+// actions counts the autopilot's actions shown (they come first).
+func (v *enforcementView) actions() int {
+	if v.ap == nil {
+		return 0
+	}
+	return len(v.ap.Active)
+}
+
+// selectedAction is the autopilot's action under the cursor, if any.
+func (v *enforcementView) selectedAction() (api.AutopilotRow, bool) {
+	if v.list.cursor >= v.actions() {
+		return api.AutopilotRow{}, false
+	}
+	return v.ap.Active[v.list.cursor], true
 }
 
 func (v *enforcementView) update(c *common, msg tea.Msg) (tea.Cmd, bool) {
@@ -62,6 +81,12 @@ func (v *enforcementView) view(c *common, h int) string {
 	for _, l := range bl {
 		out.WriteString("\n" + l)
 	}
+	na := v.actions()
+	al := v.autopilotLines(c, h, len(bl))
+	for _, l := range al {
+		out.WriteString("\n" + l)
+	}
+	bl = append(bl, al...)
 	rules := " active rules"
 	if len(v.pol.Rules) == 1 {
 		rules = " active rule"
@@ -79,8 +104,10 @@ func (v *enforcementView) view(c *common, h int) string {
 		out.WriteString("\n" + c.st.dim.Render(clip("no active rule (t on a tenant throttles it)", c.width)))
 		return out.String()
 	}
-	from, to := v.list.window(max(h-9-len(bl)-noteRows, 1))
+	v.rules.n, v.rules.cursor = len(v.pol.Rules), max(v.list.cursor-na, 0)
+	from, to := v.rules.window(max(h-9-len(bl)-noteRows, 1))
 	for i := from; i < to; i++ {
+		sel := i+na == v.list.cursor
 		r := &v.pol.Rules[i]
 		target := r.Tenant
 		if target == "" {
@@ -92,7 +119,7 @@ func (v *enforcementView) view(c *common, h int) string {
 		}
 		limit := ""
 		switch r.Action {
-		case policy.Throttle:
+		case policy.Throttle, policy.Quota:
 			limit = fmtNum(r.RUPerSecond) + " RU/s"
 		case policy.Price:
 			limit = "×" + fmtNum(r.Multiplier)
@@ -102,11 +129,20 @@ func (v *enforcementView) view(c *common, h int) string {
 			exp = fmtDuration(r.Expires.Sub(v.stamp).Truncate(time.Second))
 		}
 		line := clip(gutter(fit(clean(r.ID), 12, false)+" "+fit(clean(target), 18, false)+" "+fit(action, 14, false)+" "+
-			fit(limit, 12, true)+" "+fit(exp, 10, true)+" "+fit(clean(r.Reason), rw, false), i == v.list.cursor), c.width)
-		if i == v.list.cursor {
+			fit(limit, 12, true)+" "+fit(exp, 10, true)+" "+fit(clean(r.Reason), rw, false), sel), c.width)
+		if sel {
 			line = c.st.selected.Render(line)
 		}
 		out.WriteString("\n" + line)
 	}
 	return out.String()
+}
+
+// autopilotLines is the autopilot's part (nil without one), in the lines
+// that the tiers, budget lines and rules leave in h.
+func (v *enforcementView) autopilotLines(c *common, h, budget int) []string {
+	if v.ap == nil {
+		return nil
+	}
+	return autopilotBlock(c, v.ap, v.stamp, v.list.cursor, h-9-budget-len(v.pol.Rules))
 }

@@ -24,7 +24,9 @@ const fleetWait = 2 * time.Second
 // is exact wherever a collector lists it. A collector that does not answer
 // is left out of that snapshot and named in Snapshot.Peers. Throttles go
 // to the first collector that takes them: run the collectors with
-// --shared-policy so that one change reaches them all.
+// --shared-policy so that one change reaches them all. The autopilot shown
+// is that of the collector that acts; A goes to every collector, x to the
+// one that has the action (autopilot.go).
 type Fleet struct {
 	members []*Collector
 }
@@ -99,6 +101,7 @@ func (f *Fleet) Next(ctx context.Context, q Query) (api.Snapshot, error) {
 	}
 	s := api.Merge(got, q.Measure, q.Top)
 	s.Peers = peers
+	s.Autopilot = fleetPilot(got)
 	return s, nil
 }
 

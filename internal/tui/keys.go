@@ -38,13 +38,17 @@ type RowKeys struct {
 // ActionKeys act on what is selected, or on the UI.
 type ActionKeys struct {
 	Pause, Throttle, Cancel, Terminate key.Binding
-	Help, Quit                         key.Binding
+	// AutopilotPause pauses or resumes the collector's autopilot;
+	// AutopilotCancel ends the autopilot action selected (Enforcement).
+	AutopilotPause, AutopilotCancel key.Binding
+	Help, Quit                      key.Binding
 }
 
 // DefaultKeyMap returns the bindings: 1–6 and tab switch views, s sorts,
 // / filters, b changes the grouping, enter drills in, p pauses, t
 // throttles, space marks statements, c and k cancel or terminate the
-// marked (or selected) backends, ? shows help, q quits.
+// marked (or selected) backends, A pauses or resumes the autopilot, x
+// ends its action selected, ? shows help, q quits.
 func DefaultKeyMap() KeyMap {
 	b := func(keys []string, k, help string) key.Binding {
 		return key.NewBinding(key.WithKeys(keys...), key.WithHelp(k, help))
@@ -84,12 +88,14 @@ func DefaultKeyMap() KeyMap {
 			Explain: b([]string{"e"}, "e", "EXPLAIN (--postgres)"),
 		},
 		ActionKeys: ActionKeys{
-			Pause:     b([]string{"p"}, "p", "pause"),
-			Throttle:  b([]string{"t"}, "t", "throttle"),
-			Cancel:    b([]string{"c"}, "c", "cancel statement (--postgres)"),
-			Terminate: b([]string{"k"}, "k", "terminate backend (--postgres)"),
-			Help:      b([]string{"?"}, "?", "help"),
-			Quit:      b([]string{"q", "ctrl+c"}, "q", "quit"),
+			Pause:           b([]string{"p"}, "p", "pause"),
+			Throttle:        b([]string{"t"}, "t", "throttle"),
+			Cancel:          b([]string{"c"}, "c", "cancel statement (--postgres)"),
+			Terminate:       b([]string{"k"}, "k", "terminate backend (--postgres)"),
+			AutopilotPause:  b([]string{"A"}, "A", "pause/resume autopilot"),
+			AutopilotCancel: b([]string{"x"}, "x", "end autopilot action (5)"),
+			Help:            b([]string{"?"}, "?", "help"),
+			Quit:            b([]string{"q", "ctrl+c"}, "q", "quit"),
 		},
 	}
 }
@@ -105,7 +111,7 @@ func (k KeyMap) FullHelp() [][]key.Binding {
 		{k.Tenants, k.HotKeys, k.Statements, k.Latency, k.Enforcement, k.Locks, k.Freshness, k.Victims, k.TopSQL, k.NextView, k.PrevView},
 		{k.Up, k.Down, k.PageUp, k.PageDown, k.Home, k.End},
 		{k.Sort, k.Reverse, k.Filter, k.GroupBy, k.Enter, k.History, k.Full, k.Back},
-		{k.Throttle, k.Select, k.Cancel, k.Terminate, k.Explain, k.Pause, k.Help, k.Quit},
+		{k.Throttle, k.Select, k.Cancel, k.Terminate, k.Explain, k.AutopilotPause, k.AutopilotCancel, k.Pause, k.Help, k.Quit},
 	}
 }
 

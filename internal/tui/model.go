@@ -249,6 +249,9 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 	if cmd, ok := m.nav.cur.update(&m.c, msg); ok {
 		return cmd
 	}
+	if matches(msg, k.AutopilotCancel) { // after the view's own keys: only Enforcement's rows are actions
+		return m.startAutopilotCancel()
+	}
 	for _, h := range []struct {
 		keys []key.Binding
 		text string
@@ -300,6 +303,8 @@ func (m *Model) rootKey(msg tea.KeyMsg) (cmd tea.Cmd, ok bool) {
 		return m.startThrottle(), true
 	case matches(msg, k.Cancel, k.Terminate):
 		return m.startSignal(matches(msg, k.Terminate)), true
+	case matches(msg, k.AutopilotPause):
+		return m.startAutopilotPause(), true
 	default:
 		return nil, false
 	}

@@ -190,6 +190,9 @@ func printHeadline(tw io.Writer, s *api.Snapshot) {
 	var in summary
 	in.add(s)
 	fmt.Fprintf(tw, "headline: %s\n", clean(in.head.Line))
+	if line, _ := autopilotHeadline(s.Autopilot, s.Time); line != "" {
+		fmt.Fprintln(tw, line)
+	}
 	if s.Server != nil {
 		fmt.Fprintln(tw, serverLine(s.Server))
 	}

@@ -62,19 +62,24 @@ const (
 	promptThrottle
 	promptCancel
 	promptTerminate
+	promptAutopilotPause
+	promptAutopilotResume
+	promptAutopilotCancel
 )
 
 // MaxThrottle is the longest throttle the prompt accepts.
 const MaxThrottle = 7 * 24 * time.Hour
 
 // prompt is the confirmation of an action: a throttle (with its RU/s cap
-// and duration, then a y/n), or the cancel / terminate of a backend (y/n).
+// and duration, then a y/n), the cancel / terminate of a backend (y/n),
+// or a command to the autopilot (y/n).
 type prompt struct {
 	kind    promptKind
 	tenant  string
 	pid     int32
 	query   string
 	targets []api.StatementRow // of a cancel or terminate
+	action  api.AutopilotRow   // of an autopilot cancel
 	ru, dur field
 	focus   int  // 0: RU/s cap, 1: duration
 	confirm bool // the y/n step
@@ -164,6 +169,14 @@ func (p *prompt) line(c *common) string {
 			break
 		}
 		s = fmt.Sprintf("%s %d? only if it still runs this · y confirm · n/esc keep it · %s", what, p.pid, clean(p.query))
+	case promptAutopilotPause:
+		s = "Pause the autopilot? no new action starts; those in force still relax and lift · y confirm · n/esc keep it running"
+	case promptAutopilotResume:
+		s = "Resume the autopilot? its rules may start actions again · y confirm · n/esc keep it paused"
+	case promptAutopilotCancel:
+		a := &p.action
+		s = fmt.Sprintf("End autopilot action %s (%s %s %s)? its limit lifts now · y confirm · n/esc keep it",
+			clean(a.ID), a.Action, clean(a.Tenant), fmtLimit(a.Limit, a.Unit))
 	}
 	out := c.st.prompt.Render(clip(s, c.width))
 	if p.err != "" {
