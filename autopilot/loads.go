@@ -62,6 +62,13 @@ func (l *loads) add(s *api.Snapshot) {
 			l.now[3][st.Tenant] += float64(st.Workers)
 		}
 	}
+	if s.Collector.Uptime > 0 && s.Collector.Uptime < s.Window {
+		// A collector's rates are averages over its Window, which fills
+		// during its first seconds: every tenant's rate climbs then, and
+		// would look like a rise against those seconds. (The snapshot's
+		// own per-second History has no such climb.)
+		return
+	}
 	for i := range resources {
 		for t, sr := range l.own[i] {
 			if _, ok := l.now[i][t]; !ok {
@@ -112,22 +119,12 @@ func index(res policy.Resource) int {
 }
 
 // figures is a tenant's load of res now, its share, and its baseline and
-// recent load (incident.Split: the means qtop's headline compares) from
+// recent load (incident.SplitOf: the means qtop's headline compares) from
 // the longest history at hand: the snapshot's own (for RU or DB load,
 // when it is of that measure) or the engine's.
 func (l *loads) figures(s *api.Snapshot, res policy.Resource, t string) (load, share, base, recent float64, ok bool) {
 	load, share, h := l.history(s, res, t)
-	if len(h) < incident.DriverRecent+incident.BaselineMin {
-		// Too few seconds before the recent ones to say what is usual
-		// (every tenant has none in a collector's first second).
-		return load, share, 0, 0, false
-	}
-	base, recent, ok = incident.Split(h)
-	if ok && base > 0 {
-		// Load before the recent seconds: its size counts only over
-		// full windows.
-		base, recent, ok = incident.Split(h[len(h)-min(len(h), valid(s)):])
-	}
+	base, recent, ok = incident.SplitOf(s, h)
 	return load, share, base, recent, ok
 }
 
@@ -162,19 +159,6 @@ func (l *loads) history(s *api.Snapshot, res policy.Resource, t string) (load, s
 	return load, share, h
 }
 
-// valid is how many of the latest seconds of a history are rates over a
-// full window: a collector's rates are averages over the snapshot's
-// Window, which fills during its first seconds, so every tenant's rate
-// climbs then, and a baseline taken from those seconds makes every
-// tenant look like it grew. (A zero is a zero even then: no load at all
-// in the window.) A snapshot from no collector (a recording of qtop
-// --postgres) keeps every second.
-func valid(s *api.Snapshot) int {
-	if s.Collector.Uptime <= 0 {
-		return api.HistoryLen
-	}
-	return max(0, int((s.Collector.Uptime-s.Window)/time.Second))
-}
 
 // sourceHistory is the row's History when it is of res (history cuts it
 // to the seconds the collector has been up: one that restarted knows

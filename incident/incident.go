@@ -243,7 +243,7 @@ func (in *Tracker) Add(s *api.Snapshot) Headline {
 		}
 		name := Label(group, r)
 		hist := in.history(s, r, group+"\x00"+name, load(r), historyOf)
-		d, drv := isDriver(share, hist)
+		d, drv := isDriver(s, share, hist)
 		if drv {
 			d.Name = name
 			h.Offenders = append(h.Offenders, d)
@@ -288,7 +288,7 @@ func (in *Tracker) history(s *api.Snapshot, r *api.TenantRow, key string, load f
 	var h []float64
 	if historyOf {
 		h = r.History
-		if up := int(s.Collector.Uptime / time.Second); s.Source == api.SourceCollector && s.Collector.Uptime > 0 && up < len(h) {
+		if up := int(s.Collector.Uptime / time.Second); s.Collector.Uptime > 0 && up < len(h) {
 			h = h[len(h)-max(up, 1):]
 		}
 		// A postgres source samples in this process (qtop --postgres): its
@@ -393,11 +393,11 @@ func summaryLine(s *api.Snapshot, group string, h Headline) string {
 
 // isDriver reports whether a row with this share of load drives load
 // against its own history h.
-func isDriver(share float64, h []float64) (Offender, bool) {
+func isDriver(s *api.Snapshot, share float64, h []float64) (Offender, bool) {
 	if share < DriverShare {
 		return Offender{}, false
 	}
-	base, recent, ok := Split(h)
+	base, recent, ok := SplitOf(s, h)
 	switch {
 	case !ok:
 	case base <= 0 && recent > 0:
@@ -423,6 +423,18 @@ func Split(h []float64) (baseline, recent float64, ok bool) {
 		recent += v
 	}
 	return baseline / float64(len(h)-DriverRecent), recent / DriverRecent, true
+}
+
+// SplitOf is Split of a history h taken from snapshot s, judged only
+// when it can say something: on at least DriverRecent+BaselineMin
+// seconds (in a collector's first second nobody has load, so on fewer
+// every tenant would look like new load). The headline and the
+// autopilot both judge so.
+func SplitOf(s *api.Snapshot, h []float64) (baseline, recent float64, ok bool) {
+	if len(h) < DriverRecent+BaselineMin {
+		return 0, 0, false
+	}
+	return Split(h)
 }
 
 func fmtFactor(f float64) string {
