@@ -159,7 +159,6 @@ func (l *loads) history(s *api.Snapshot, res policy.Resource, t string) (load, s
 	return load, share, h
 }
 
-
 // sourceHistory is the row's History when it is of res (history cuts it
 // to the seconds the collector has been up: one that restarted knows
 // nothing before its start).
