@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -97,6 +98,15 @@ func (c *Collector) explain(err error) error {
 		return err
 	case errors.Is(err, api.ErrStatus), errors.Is(err, api.ErrProtocol), errors.Is(err, api.ErrUnauthorized):
 		return fmt.Errorf("collector %s: %w", c.url(), err)
+	}
+	var unknownCA x509.UnknownAuthorityError
+	var badHost x509.HostnameError
+	var certInvalid x509.CertificateInvalidError
+	switch {
+	case errors.As(err, &unknownCA):
+		return fmt.Errorf("%w: %s: %v; give qtop the CA that signed the collector's certificate: --ca-file FILE or QTOP_CA_FILE", ErrUnreachable, c.url(), err)
+	case errors.As(err, &badHost), errors.As(err, &certInvalid):
+		return fmt.Errorf("%w: %s: %v; the collector's certificate does not fit this address: use the name or address it was issued for", ErrUnreachable, c.url(), err)
 	}
 	var op *net.OpError
 	if errors.As(err, &op) {

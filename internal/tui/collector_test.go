@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -147,5 +148,22 @@ func TestNewCollectorBadURL(t *testing.T) {
 		if _, err := NewCollector(u, ""); !errors.Is(err, ErrInput) {
 			t.Errorf("%q: %v", u, err)
 		}
+	}
+}
+
+// TestCollectorUnknownCA: a collector whose certificate qtop cannot
+// verify is named with what to do (the CA file), not with how to start a
+// demo.
+func TestCollectorUnknownCA(t *testing.T) {
+	srv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer srv.Close()
+	src, err := NewCollector(srv.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	_, err = src.Next(context.Background(), Query{})
+	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "--ca-file") || strings.Contains(err.Error(), "qtop demo") {
+		t.Fatalf("error %v", err)
 	}
 }
