@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/qtop-dev/qtop/api"
 )
@@ -460,7 +459,7 @@ var untaggedLabels = map[string]string{
 // reserved).
 func Label(group string, r *api.TenantRow) string {
 	if !r.Untagged {
-		return clean(r.Tenant)
+		return api.Printable(r.Tenant)
 	}
 	if l, ok := untaggedLabels[group]; ok {
 		return l
@@ -468,26 +467,3 @@ func Label(group string, r *api.TenantRow) string {
 	return untaggedLabels[api.GroupTenant]
 }
 
-// clean replaces control characters (an ANSI escape in a tenant name must
-// never drive a terminal) with spaces.
-func clean(s string) string {
-	ok := true
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == unicode.ReplacementChar {
-			ok = false
-			break
-		}
-	}
-	if ok {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == unicode.ReplacementChar {
-			r = ' '
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}

@@ -96,35 +96,56 @@ func checkOTLPExposure(c *Config) error {
 }
 
 // listen serves OTLP/gRPC on addr, when set (from Start; over TLS with
-// tlsCfg when not nil), on a
-// goroutine of wg.
+// tlsCfg when not nil), on a goroutine of wg. Each connection may carry
+// a few messages of up to the decoded limit at once; the number of
+// connections is bounded too.
 func (p *otlpPart) listen(addr string, tlsCfg *tls.Config, wg *sync.WaitGroup, log *slog.Logger) error {
 	if addr == "" {
 		return nil
 	}
-	ln, err := net.Listen("tcp", addr)
+	gs, ln, err := serveGRPC(grpcListener{name: "otlp grpc", addr: addr, maxConns: maxOTLPConns,
+		opts: p.recv.GRPCServerOptions(), register: p.recv.RegisterGRPC}, tlsCfg, wg, log)
 	if err != nil {
-		return fmt.Errorf("collector: otlp grpc listen: %w", err)
+		return err
 	}
-	// Each connection may carry a few messages of up to the decoded limit
-	// at once; the number of connections is bounded too.
-	ln = netutil.LimitListener(ln, maxOTLPConns)
-	opts := p.recv.GRPCServerOptions()
+	p.grpc, p.ln = gs, ln
+	return nil
+}
+
+// grpcListener is a gRPC service the collector serves on a port of its
+// own: OTLP/gRPC, the rate-limit service.
+type grpcListener struct {
+	name     string // in errors and logs
+	addr     string
+	maxConns int
+	opts     []grpc.ServerOption
+	register func(*grpc.Server)
+}
+
+// serveGRPC listens on l.addr (at most l.maxConns connections at once)
+// and serves l's service there (over TLS with tlsCfg when not nil) on a
+// goroutine of wg.
+func serveGRPC(l grpcListener, tlsCfg *tls.Config, wg *sync.WaitGroup, log *slog.Logger) (*grpc.Server, net.Listener, error) {
+	ln, err := net.Listen("tcp", l.addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("collector: %s listen: %w", l.name, err)
+	}
+	ln = netutil.LimitListener(ln, l.maxConns)
+	opts := l.opts
 	if tlsCfg != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}
 	gs := grpc.NewServer(opts...)
-	p.recv.RegisterGRPC(gs)
-	p.grpc, p.ln = gs, ln
+	l.register(gs)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		if err := gs.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			log.Error("otlp grpc server", "err", err)
+			log.Error(l.name+" server", "err", err)
 		}
 	}()
-	log.Info("otlp grpc listening", "addr", ln.Addr().String())
-	return nil
+	log.Info(l.name+" listening", "addr", ln.Addr().String(), "tls", tlsCfg != nil)
+	return gs, ln, nil
 }
 
 // OTLPGRPCAddr returns the address OTLP/gRPC listens on ("" when off).

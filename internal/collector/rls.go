@@ -3,7 +3,6 @@ package collector
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,9 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
 
 	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/policy"
@@ -181,26 +178,12 @@ func (p *rlsPart) tick(_ context.Context, now time.Time) {
 // listen serves the service on addr (over TLS with tlsCfg when not nil)
 // on a goroutine of wg.
 func (p *rlsPart) listen(addr string, tlsCfg *tls.Config, wg *sync.WaitGroup, log *slog.Logger) error {
-	ln, err := net.Listen("tcp", addr)
+	gs, ln, err := serveGRPC(grpcListener{name: "rate-limit service", addr: addr, maxConns: maxRLSConns,
+		opts: p.svc.ServerOptions(), register: p.svc.Register}, tlsCfg, wg, log)
 	if err != nil {
-		return fmt.Errorf("collector: rls listen: %w", err)
+		return err
 	}
-	ln = netutil.LimitListener(ln, maxRLSConns)
-	opts := p.svc.ServerOptions()
-	if tlsCfg != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
-	}
-	gs := grpc.NewServer(opts...)
-	p.svc.Register(gs)
 	p.grpc, p.ln = gs, ln
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := gs.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			log.Error("rls grpc server", "err", err)
-		}
-	}()
-	log.Info("rate-limit service listening", "addr", ln.Addr().String(), "tls", tlsCfg != nil)
 	return nil
 }
 

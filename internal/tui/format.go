@@ -5,9 +5,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/charmbracelet/x/ansi"
+
+	"github.com/qtop-dev/qtop/api"
 )
 
 // fmtNum formats a rate compactly in at most 6 columns: 0.42, 12.3, 842,
@@ -86,30 +87,8 @@ func fmtShare(v float64) string {
 	return strconv.FormatFloat(v*100, 'f', 1, 64) + "%"
 }
 
-// clean makes text from the wire safe to print: control characters
-// (escape sequences, newlines, tabs) become spaces, so a query or a
-// tenant name can never move the cursor or recolour the terminal.
-func clean(s string) string {
-	ok := true
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == unicode.ReplacementChar {
-			ok = false
-			break
-		}
-	}
-	if ok {
-		return s
-	}
-	var b strings.Builder
-	b.Grow(len(s))
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == unicode.ReplacementChar {
-			r = ' '
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
+// clean makes text from the wire safe to print (api.Printable).
+func clean(s string) string { return api.Printable(s) }
 
 // fit truncates s (already clean) to w columns with an ellipsis, and pads
 // it with spaces to exactly w columns, on the right or, with right set,

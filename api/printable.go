@@ -1,0 +1,37 @@
+package api
+
+import (
+	"strings"
+	"unicode"
+)
+
+// Printable makes text from the wire safe to print on a terminal:
+// control characters (escape sequences, newlines, tabs; C1 controls; the
+// replacement character of bytes that were not UTF-8) become spaces, so
+// that a tenant name or a query can never move the cursor or recolour the
+// screen. Every screen of qtop and the incident headline print through it.
+func Printable(s string) string {
+	ok := true
+	for _, r := range s {
+		if unprintable(r) {
+			ok = false
+			break
+		}
+	}
+	if ok {
+		return s
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		if unprintable(r) {
+			r = ' '
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func unprintable(r rune) bool {
+	return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == unicode.ReplacementChar
+}
