@@ -14,6 +14,7 @@ import (
 	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/meter/otelmeter"
 	"github.com/qtop-dev/qtop/meter/sqlmeter"
+	"github.com/qtop-dev/qtop/quota"
 	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/sqlcomment"
 	"github.com/qtop-dev/qtop/tlsfiles"
@@ -37,6 +38,7 @@ type Agent struct {
 	tracer  trace.Tracer
 	sp      *otelmeter.SpanProcessor
 	fresh   *freshness.Shedder
+	gate    *quota.Gate // fleet quotas: nil without WithCollector
 
 	mu   sync.Mutex
 	shut bool
@@ -63,7 +65,21 @@ func New(opts ...Option) (*Agent, error) {
 		a.cfg.service = a.rec.Source().Service
 	}
 
-	if a.enf, err = enforce.New(cfg.enforceOptions()...); err != nil {
+	eopts := cfg.enforceOptions()
+	if cfg.collector != "" {
+		// Fleet-wide quotas (policy rules of action quota, the
+		// autopilot's default action) are answered in the reports'
+		// replies and applied here, after the tenant's own bucket.
+		var gopts []quota.GateOption
+		if cfg.reg != nil {
+			gopts = append(gopts, quota.WithRegisterer(cfg.reg))
+		}
+		if a.gate, err = quota.NewGate(gopts...); err != nil {
+			return nil, fmt.Errorf("agent: quota gate: %w", err)
+		}
+		eopts = append(eopts, enforce.WithQuota(a.gate))
+	}
+	if a.enf, err = enforce.New(eopts...); err != nil {
 		return nil, fmt.Errorf("agent: enforcer: %w", err)
 	}
 	if cfg.slots > 0 {
@@ -96,6 +112,7 @@ func New(opts ...Option) (*Agent, error) {
 			meter.WithInterval(cfg.interval),
 			meter.WithPolicyHandler(a.applyPolicy),
 			meter.WithCutHook(enforcementCut(a.enf, a.pool.take)),
+			meter.WithQuota(a.gate),
 		}
 		popts = append(popts, a.reportOptions()...)
 		if cfg.token != "" {
