@@ -61,6 +61,7 @@ func (r *run) rate(from, to int) float64 {
 // seconds) and the clients' p95 back under 1.5× their own baseline.
 type phases struct {
 	noise, apply, hurt, healed, allClear, clientBack int
+	clientFirst                                      int // the first second after the apply with the clients' p95 under 1.5× their own baseline
 	readmitted                                       int // the noisy tenant's first job admitted after the apply's second
 }
 
@@ -75,9 +76,9 @@ func (r *run) phases() phases {
 	p.hurt = r.first(p.noise, func(s second) bool { return s.hurt >= vm })
 	p.healed = r.healedAt(p.apply, func(s second) bool { return s.hurt < vm })
 	p.allClear = r.healedAt(p.apply, func(s second) bool { return s.hurt == 0 })
-	p.clientBack = r.healedAt(p.apply, func(s second) bool {
-		return s.clientP95 > 0 && s.clientP95*2 < r.clientBase*3
-	})
+	under := func(s second) bool { return s.clientP95 > 0 && s.clientP95*2 < r.clientBase*3 }
+	p.clientBack = r.healedAt(p.apply, under)
+	p.clientFirst = r.first(p.apply+1, under)
 	p.readmitted = r.first(p.apply+1, func(s second) bool { return s.admitted > 0 })
 	return p
 }
@@ -159,8 +160,8 @@ func (r *run) log(t *testing.T) {
 	if d, ok := r.firstApply(); ok {
 		fmt.Fprintf(&b, "apply at +%.1fs (%s); ", d.Time.Sub(r.noiseStart).Seconds(), d.String())
 	}
-	fmt.Fprintf(&b, "victims back (<%d at 1.5× for %ds) %s, all under 1.5× %s; clients' p95 base %v, back under 1.5× %s; ",
-		victimsMin(), sustain, at(p.healed), at(p.allClear), r.clientBase.Round(10*time.Microsecond), at(p.clientBack))
+	fmt.Fprintf(&b, "victims back (<%d at 1.5× for %ds) %s, all under 1.5× %s; clients' p95 base %v, under 1.5× %s, for %ds %s; ",
+		victimsMin(), sustain, at(p.healed), at(p.allClear), r.clientBase.Round(10*time.Microsecond), at(p.clientFirst), sustain, at(p.clientBack))
 	warmTo := p.noise
 	fmt.Fprintf(&b, "noisy jobs/s: at rest %.1f, in the noise before the apply %.1f, from 3 s after it %.1f (first admitted again %s); refused at the source %d, in shadow %d",
 		r.rate(max(warmTo-30, 0), warmTo), r.rate(p.noise, p.apply), r.rate(min(p.apply+3, len(r.secs)), len(r.secs)), at(p.readmitted),
