@@ -65,21 +65,10 @@ func New(opts ...Option) (*Agent, error) {
 		a.cfg.service = a.rec.Source().Service
 	}
 
-	eopts := cfg.enforceOptions()
-	if cfg.collector != "" {
-		// Fleet-wide quotas (policy rules of action quota, the
-		// autopilot's default action) are answered in the reports'
-		// replies and applied here, after the tenant's own bucket.
-		var gopts []quota.GateOption
-		if cfg.reg != nil {
-			gopts = append(gopts, quota.WithRegisterer(cfg.reg))
-		}
-		if a.gate, err = quota.NewGate(gopts...); err != nil {
-			return nil, fmt.Errorf("agent: quota gate: %w", err)
-		}
-		eopts = append(eopts, enforce.WithQuota(a.gate))
+	if a.gate, err = newGate(cfg); err != nil {
+		return nil, err
 	}
-	if a.enf, err = enforce.New(eopts...); err != nil {
+	if a.enf, err = enforce.New(cfg.enforceOptions(a.gate)...); err != nil {
 		return nil, fmt.Errorf("agent: enforcer: %w", err)
 	}
 	if cfg.slots > 0 {
@@ -135,9 +124,32 @@ func New(opts ...Option) (*Agent, error) {
 	return a, nil
 }
 
-// enforceOptions returns the enforcer's options the agent's say.
-func (cfg *config) enforceOptions() []enforce.Option {
+// newGate makes the quota gate of an agent that reports (nil for one
+// that does not): fleet-wide quotas (policy rules of action quota, the
+// autopilot's default action) are answered in the reports' replies, and
+// the enforcer applies them after the tenant's own bucket.
+func newGate(cfg config) (*quota.Gate, error) {
+	if cfg.collector == "" {
+		return nil, nil
+	}
+	var opts []quota.GateOption
+	if cfg.reg != nil {
+		opts = append(opts, quota.WithRegisterer(cfg.reg))
+	}
+	g, err := quota.NewGate(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("agent: quota gate: %w", err)
+	}
+	return g, nil
+}
+
+// enforceOptions returns the enforcer's options the agent's say, with
+// the quota gate when there is one.
+func (cfg *config) enforceOptions(gate *quota.Gate) []enforce.Option {
 	eopts := []enforce.Option{enforce.WithLogger(cfg.logger)}
+	if gate != nil {
+		eopts = append(eopts, enforce.WithQuota(gate))
+	}
 	if cfg.plans != nil {
 		eopts = append(eopts, enforce.WithPlans(cfg.plans))
 	}
