@@ -4,7 +4,7 @@
 // through database/sql (pgx, statements commented per tenant), small
 // tenants' point reads and writes at a steady rate (the victims), and one
 // tenant's pgbench-like branch scans (the noise, testdata/pgbench's
-// noisy-tagged.sql) rising from one a second to six workers back to back.
+// noisy-tagged.sql) rising from one a second to eight workers back to back.
 // The fleet quota the autopilot writes reaches both agents in their
 // report replies and slows the noisy tenant at the source.
 //

@@ -32,7 +32,7 @@ const (
 	sustain    = 5
 	after      = 15 * time.Second
 	shadowTail = 6 * time.Second
-	noiseMax   = 90 * time.Second
+	noiseMax   = 120 * time.Second
 )
 
 // second is what one second of a run looked like.

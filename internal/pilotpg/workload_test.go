@@ -46,12 +46,12 @@ var (
 
 // The load: each victim a job every victimEvery; the noisy tenant one scan
 // every noisyEvery at rest, and noiseWorkers scanning back to back (as
-// `pgbench -c 6`) in the incident, each waiting refusedWait after a
+// `pgbench -c 8`) in the incident, each waiting refusedWait after a
 // refusal, as a client honouring a 429 would.
 const (
 	victimEvery  = 50 * time.Millisecond
 	noisyEvery   = time.Second
-	noiseWorkers = 6
+	noiseWorkers = 8
 	refusedWait  = 100 * time.Millisecond
 	processes    = 2
 )
