@@ -14,6 +14,7 @@ import (
 	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/meter/otelmeter"
 	"github.com/qtop-dev/qtop/meter/sqlmeter"
+	"github.com/qtop-dev/qtop/quota"
 	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/sqlcomment"
 	"github.com/qtop-dev/qtop/tlsfiles"
@@ -37,6 +38,7 @@ type Agent struct {
 	tracer  trace.Tracer
 	sp      *otelmeter.SpanProcessor
 	fresh   *freshness.Shedder
+	gate    *quota.Gate // fleet quotas: nil without WithCollector
 
 	mu   sync.Mutex
 	shut bool
@@ -63,7 +65,10 @@ func New(opts ...Option) (*Agent, error) {
 		a.cfg.service = a.rec.Source().Service
 	}
 
-	if a.enf, err = enforce.New(cfg.enforceOptions()...); err != nil {
+	if a.gate, err = newGate(cfg); err != nil {
+		return nil, err
+	}
+	if a.enf, err = enforce.New(cfg.enforceOptions(a.gate)...); err != nil {
 		return nil, fmt.Errorf("agent: enforcer: %w", err)
 	}
 	if cfg.slots > 0 {
@@ -96,6 +101,7 @@ func New(opts ...Option) (*Agent, error) {
 			meter.WithInterval(cfg.interval),
 			meter.WithPolicyHandler(a.applyPolicy),
 			meter.WithCutHook(enforcementCut(a.enf, a.pool.take)),
+			meter.WithQuota(a.gate),
 		}
 		popts = append(popts, a.reportOptions()...)
 		if cfg.token != "" {
@@ -118,9 +124,32 @@ func New(opts ...Option) (*Agent, error) {
 	return a, nil
 }
 
-// enforceOptions returns the enforcer's options the agent's say.
-func (cfg *config) enforceOptions() []enforce.Option {
+// newGate makes the quota gate of an agent that reports (nil for one
+// that does not): fleet-wide quotas (policy rules of action quota, the
+// autopilot's default action) are answered in the reports' replies, and
+// the enforcer applies them after the tenant's own bucket.
+func newGate(cfg config) (*quota.Gate, error) {
+	if cfg.collector == "" {
+		return nil, nil
+	}
+	var opts []quota.GateOption
+	if cfg.reg != nil {
+		opts = append(opts, quota.WithRegisterer(cfg.reg))
+	}
+	g, err := quota.NewGate(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("agent: quota gate: %w", err)
+	}
+	return g, nil
+}
+
+// enforceOptions returns the enforcer's options the agent's say, with
+// the quota gate when there is one.
+func (cfg *config) enforceOptions(gate *quota.Gate) []enforce.Option {
 	eopts := []enforce.Option{enforce.WithLogger(cfg.logger)}
+	if gate != nil {
+		eopts = append(eopts, enforce.WithQuota(gate))
+	}
 	if cfg.plans != nil {
 		eopts = append(eopts, enforce.WithPlans(cfg.plans))
 	}

@@ -50,7 +50,9 @@ type config struct {
 
 // WithCollector sends the agent's reports to the collector at base (for
 // example "http://collector:7070"), with "Authorization: Bearer token"
-// when token is not empty, and applies the policy of its replies.
+// when token is not empty, and applies the policy of its replies and
+// their fleet-wide quota verdicts (package quota: a quota rule limits the
+// tenant across every process that reports).
 // Without it the agent enforces and records locally and sends nothing.
 // Over https, the collector's certificate is verified against
 // QTOP_CA_FILE (default: the system's roots), and QTOP_CERT_FILE and
