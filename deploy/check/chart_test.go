@@ -39,6 +39,13 @@ var valueSets = map[string]map[string]any{
 		"postgres":    map[string]any{"existingSecret": "qtop-pg"},
 		"persistence": map[string]any{"enabled": false},
 		"service":     map[string]any{"otlpGrpcPort": 0},
+		"tls":         map[string]any{"existingSecret": "qtop-cert", "clientCA": true},
+	},
+	"mesh": {
+		"insecure":          true,
+		"service":           map[string]any{"rlsPort": 8081},
+		"extraVolumes":      []any{map[string]any{"name": "engine-ca", "secret": map[string]any{"secretName": "qtop-engine-ca"}}},
+		"extraVolumeMounts": []any{map[string]any{"name": "engine-ca", "mountPath": "/etc/qtop-engines", "readOnly": true}},
 	},
 }
 
@@ -154,10 +161,7 @@ func TestChartRendersValidObjects(t *testing.T) {
 				t.Fatalf("no StatefulSet among %v", keys(objs))
 			}
 			c := sts.Spec.Template.Spec.Containers[0]
-			if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet.Path != "/healthz" ||
-				c.ReadinessProbe == nil || c.ReadinessProbe.HTTPGet.Path != "/readyz" {
-				t.Errorf("probes: liveness %+v readiness %+v", c.LivenessProbe, c.ReadinessProbe)
-			}
+			checkProbes(t, name, c)
 			env := map[string]corev1.EnvVar{}
 			for _, e := range c.Env {
 				env[e.Name] = e
@@ -175,6 +179,30 @@ func TestChartRendersValidObjects(t *testing.T) {
 	}
 }
 
+// checkProbes: liveness on /healthz and readiness on /readyz, over HTTPS
+// unless the chart runs insecure; with mTLS (the kubelet has no client
+// certificate) the probes open the port.
+func checkProbes(t *testing.T, name string, c corev1.Container) {
+	t.Helper()
+	if c.LivenessProbe == nil || c.ReadinessProbe == nil {
+		t.Fatalf("probes: liveness %+v readiness %+v", c.LivenessProbe, c.ReadinessProbe)
+	}
+	if name == "existing-secrets" {
+		if c.LivenessProbe.TCPSocket == nil || c.ReadinessProbe.TCPSocket == nil {
+			t.Errorf("mTLS: probes %+v %+v, want tcpSocket", c.LivenessProbe, c.ReadinessProbe)
+		}
+		return
+	}
+	scheme := corev1.URISchemeHTTPS
+	if name == "mesh" {
+		scheme = corev1.URISchemeHTTP
+	}
+	l, r := c.LivenessProbe.HTTPGet, c.ReadinessProbe.HTTPGet
+	if l == nil || r == nil || l.Path != "/healthz" || r.Path != "/readyz" || l.Scheme != scheme || r.Scheme != scheme {
+		t.Errorf("probes: liveness %+v readiness %+v, want %s", l, r, scheme)
+	}
+}
+
 // checkSet checks what each value set promises beyond the common parts.
 func checkSet(t *testing.T, name string, objs map[string]any, sts *appsv1.StatefulSet) {
 	t.Helper()
@@ -185,6 +213,14 @@ func checkSet(t *testing.T, name string, objs map[string]any, sts *appsv1.Statef
 		}
 		if _, ok := objs["Secret/qtop-qtop-collector-tokens"]; !ok {
 			t.Errorf("no tokens Secret among %v", keys(objs))
+		}
+		// TLS by default: a certificate made by the chart, served.
+		sec, ok := objs["Secret/qtop-qtop-collector-tls"].(*corev1.Secret)
+		if !ok || sec.Type != corev1.SecretTypeTLS || len(sec.Data["tls.crt"]) == 0 || len(sec.Data["ca.crt"]) == 0 {
+			t.Errorf("no TLS Secret made by the chart among %v", keys(objs))
+		}
+		if env := envOf(sts); env["QTOP_TLS_CERT_FILE"] == "" || env["QTOP_INSECURE"] != "" {
+			t.Errorf("the collector is not given the certificate: %v", env)
 		}
 	case "clickhouse-fleet":
 		sm, ok := objs["ServiceMonitor/qtop-qtop-collector"].(*monitoringv1.ServiceMonitor)
@@ -202,10 +238,35 @@ func checkSet(t *testing.T, name string, objs map[string]any, sts *appsv1.Statef
 		if _, ok := objs["Secret/qtop-qtop-collector-tokens"]; ok {
 			t.Error("made a tokens Secret although one exists")
 		}
+		if _, ok := objs["Secret/qtop-qtop-collector-tls"]; ok {
+			t.Error("made a TLS Secret although one is given")
+		}
+		if env := envOf(sts); env["QTOP_TLS_CLIENT_CA_FILE"] == "" {
+			t.Errorf("clientCA set but no client CA: %v", env)
+		}
 		if len(sts.Spec.VolumeClaimTemplates) != 0 {
 			t.Errorf("persistence off but %d claims", len(sts.Spec.VolumeClaimTemplates))
 		}
+	case "mesh":
+		if env := envOf(sts); env["QTOP_INSECURE"] != "true" || env["QTOP_RLS_LISTEN"] == "" || env["QTOP_TLS_CERT_FILE"] != "" {
+			t.Errorf("insecure with the rate-limit service: %v", env)
+		}
+		if svc, ok := objs["Service/qtop-qtop-collector"].(*corev1.Service); !ok || len(svc.Spec.Ports) != 3 {
+			t.Errorf("the Service does not expose the rate-limit port: %+v", objs["Service/qtop-qtop-collector"])
+		}
+		if vs := sts.Spec.Template.Spec.Volumes; len(vs) == 0 || vs[len(vs)-1].Name != "engine-ca" {
+			t.Errorf("extra volume missing: %+v", vs)
+		}
 	}
+}
+
+// envOf is the collector container's environment, values only.
+func envOf(sts *appsv1.StatefulSet) map[string]string {
+	env := map[string]string{}
+	for _, e := range sts.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	return env
 }
 
 func keys(m map[string]any) []string {

@@ -22,3 +22,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "qtop.tokenSecret" -}}
 {{- default (printf "%s-tokens" (include "qtop.fullname" .)) .Values.tokens.existingSecret -}}
 {{- end -}}
+
+{{- define "qtop.tlsSecret" -}}
+{{- default (printf "%s-tls" (include "qtop.fullname" .)) .Values.tls.existingSecret -}}
+{{- end -}}
+
+{{- define "qtop.scheme" -}}
+{{- if .Values.insecure }}HTTP{{ else }}HTTPS{{ end -}}
+{{- end -}}
