@@ -12,7 +12,11 @@
 # Both run as an unprivileged user (65532) and take their settings from the
 # environment (`collector serve --help`); tokens come from files
 # (QTOP_TOKEN_FILE, QTOP_READ_TOKEN_FILE, QTOP_ADMIN_TOKEN_FILE), e.g. a
-# mounted secret. deploy/helm/qtop-collector runs the first one.
+# mounted secret. They listen on 0.0.0.0, so the collector wants TLS
+# (QTOP_TLS_CERT_FILE, QTOP_TLS_KEY_FILE, a mounted certificate) and the
+# report and read tokens, and says which is missing — or QTOP_INSECURE=true
+# behind something that encrypts. deploy/helm/qtop-collector runs the first
+# one and gives it all three.
 
 ARG GO_VERSION=1.26
 
