@@ -89,7 +89,8 @@ Keys: 1–6 or tab switch views (6: lock tree, xmin horizon; c/k on the session 
       7 freshness · 8 victims: each by name, p95 now vs baseline, share, routes hurt
       enter drill in (h: history from the store, [ ] earlier/later) · t throttle
       space mark statements · c/k cancel/terminate the
-      marked (or selected) backends, only if they still run what was shown (--postgres)
+      marked (or selected) backends, only if they still run what was shown (--postgres, or a
+      collector sampling PostgreSQL, with --admin-token)
       p pause · ? help · q quit
 
 Flags:

@@ -28,6 +28,9 @@ type pgPart struct {
 	// metrics counts the statements whose tags could not be read; set
 	// once by run, before its first sample.
 	metrics *pgactivity.Metrics
+	// pool is the sampler's connection while it is up (pgsignal.go
+	// signals backends through it); nil otherwise.
+	pool *pgxpool.Pool
 }
 
 // waitsWindow is how often the per-tenant wait breakdown is recomputed.
@@ -64,6 +67,7 @@ func (p *pgPart) run(ctx context.Context, cfg Config, met *metrics, add func(pga
 			continue
 		}
 		cfg.Logger.Info("pg sampler: sampling pg_stat_activity every second")
+		p.setPool(pool)
 		pgactivity.NewSampler(pool, pgactivity.WithMetrics(pm)).Run(ctx, time.Second, func(snap pgactivity.Snapshot, err error) {
 			if err != nil && len(snap.Backends) == 0 {
 				met.samplerErrors.Inc()
@@ -76,8 +80,15 @@ func (p *pgPart) run(ctx context.Context, cfg Config, met *metrics, add func(pga
 				p.setErr(err)
 			}
 		})
+		p.setPool(nil)
 		pool.Close()
 	}
+}
+
+func (p *pgPart) setPool(pool *pgxpool.Pool) {
+	p.mu.Lock()
+	p.pool = pool
+	p.mu.Unlock()
 }
 
 func (p *pgPart) setErr(err error) {

@@ -302,6 +302,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc(api.PathFreshness, h.authorized(RoleRead, h.handleFreshness))
 	mux.HandleFunc(api.PathFreshnessPolicy, h.handleFreshnessPolicy)
 	mux.HandleFunc(api.PathAutopilot, h.handleAutopilot) // autopilot.go
+	mux.HandleFunc(api.PathPGSignal, h.handlePGSignal)   // pgsignal.go
 	mux.HandleFunc(PathAutopilotPolicy, h.handleAutopilotPolicy)
 	if s.cfg.Gatherer != nil {
 		mux.Handle("/metrics", h.authorized(RoleRead, promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{EnableOpenMetrics: true}).ServeHTTP))

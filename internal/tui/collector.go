@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/qtop-dev/qtop/api"
+	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/policy"
 )
 
@@ -70,8 +71,40 @@ func (c *Collector) url() string {
 	return c.base
 }
 
-// Features: a collector takes throttles; it cannot signal backends.
+// Features: a collector takes throttles; it signals backends while it
+// samples a PostgreSQL (FeaturesOf).
 func (c *Collector) Features() Features { return Features{Throttle: true} }
+
+// FeaturesOf: c and k go through the collector (POST /v1/pg/signal, the
+// admin token) while its snapshot says it samples a PostgreSQL.
+func (c *Collector) FeaturesOf(s *api.Snapshot) Features {
+	return Features{Throttle: true, Signal: s.Collector.Sampler}
+}
+
+// CancelStatement cancels the statement shown, through the collector's
+// own connection to PostgreSQL: only that statement, checked there.
+func (c *Collector) CancelStatement(ctx context.Context, t pgactivity.Target, actor string) error {
+	return c.signal(ctx, api.SignalCancel, t, actor)
+}
+
+// TerminateSession ends the session shown (and its transaction, when
+// given), through the collector, as CancelStatement.
+func (c *Collector) TerminateSession(ctx context.Context, t pgactivity.Target, actor string) error {
+	return c.signal(ctx, api.SignalTerminate, t, actor)
+}
+
+func (c *Collector) signal(ctx context.Context, action string, t pgactivity.Target, actor string) error {
+	sig := api.PGSignal{Action: action, PID: t.PID, QueryStart: t.QueryStart, BackendStart: t.BackendStart,
+		XactStart: t.XactStart, Actor: actor}
+	if len(sig.Actor) > api.MaxSignalActor {
+		sig.Actor = sig.Actor[:api.MaxSignalActor]
+	}
+	err := c.client(Query{}).Signal(ctx, sig, c.token)
+	if errors.Is(err, api.ErrMovedOn) {
+		return fmt.Errorf("%w: %w", pgactivity.ErrMovedOn, err)
+	}
+	return err
+}
 
 // Next returns the next snapshot of the stream, connecting (again) when
 // needed; a query unlike the stream's reconnects with it.

@@ -2,10 +2,13 @@ package tui
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/internal/collector"
+	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/policy"
 )
 
@@ -165,5 +169,43 @@ func TestCollectorUnknownCA(t *testing.T) {
 	_, err = src.Next(context.Background(), Query{})
 	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "--ca-file") || strings.Contains(err.Error(), "qtop demo") {
 		t.Fatalf("error %v", err)
+	}
+}
+
+// TestCollectorSignals: c and k on a collector go to its signal endpoint
+// with the admin token and only while it samples a PostgreSQL; a backend
+// that moved on is said as qtop --postgres says it.
+func TestCollectorSignals(t *testing.T) {
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var sig api.PGSignal
+		json.NewDecoder(r.Body).Decode(&sig)
+		got = append(got, r.URL.Path+" "+r.Header.Get("Authorization")+" "+sig.Action+" "+strconv.Itoa(int(sig.PID))+" "+sig.Actor)
+		if sig.PID == 2 {
+			w.WriteHeader(http.StatusConflict)
+			io.WriteString(w, `{"error":"backend 2 moved on: it runs another statement"}`)
+			return
+		}
+		io.WriteString(w, `{"result":"done"}`)
+	}))
+	defer srv.Close()
+	src, err := NewCollector(srv.URL, "admin-secret")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	if src.FeaturesOf(&api.Snapshot{}).Signal || !src.FeaturesOf(&api.Snapshot{Collector: api.CollectorStatus{Sampler: true}}).Signal {
+		t.Fatal("signal offered without a sampler, or not with one")
+	}
+	ctx := context.Background()
+	if err := src.CancelStatement(ctx, pgactivity.Target{PID: 1, QueryStart: time.Now()}, "alice"); err != nil {
+		t.Fatal(err)
+	}
+	if err := src.TerminateSession(ctx, pgactivity.Target{PID: 2, BackendStart: time.Now()}, "alice"); !errors.Is(err, pgactivity.ErrMovedOn) {
+		t.Fatalf("moved on: %v", err)
+	}
+	want := []string{api.PathPGSignal + " Bearer admin-secret cancel 1 alice", api.PathPGSignal + " Bearer admin-secret terminate 2 alice"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("sent:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

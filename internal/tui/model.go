@@ -166,6 +166,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.fetching = false
 		m.err, m.failures, m.backoff = nil, 0, 0
 		s := msg.snap
+		if lf, ok := m.c.src.(liveFeatures); ok {
+			m.c.feats = lf.FeaturesOf(&s)
+		}
 		var cmd, open tea.Cmd
 		if m.paused {
 			m.pending = &s

@@ -56,6 +56,13 @@ type Source interface {
 	Close() error
 }
 
+// liveFeatures is implemented by sources whose features depend on what
+// they report: a collector can cancel and terminate only while it samples
+// a PostgreSQL. The UI asks again with every snapshot.
+type liveFeatures interface {
+	FeaturesOf(s *api.Snapshot) Features
+}
+
 // SafeSignaler is implemented by the sources whose c and k act only on
 // what was shown: the statement (pid and query_start) for a cancel, the
 // session (backend_start) and its transaction (xact_start) for a
