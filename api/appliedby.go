@@ -15,13 +15,18 @@ type AppliedBy struct {
 	OTLPServices int `json:"otlp_services"`
 	Agents       int `json:"agents"`
 	Gates        int `json:"gates"`
+	// RateLimitService: a gateway (Envoy, Istio, …) asked the collector's
+	// rate-limit service lately, so throttles, prices and quotas are
+	// applied there (database budgets are not).
+	RateLimitService bool `json:"rate_limit_service,omitempty"`
 }
 
 // Applies reports whether some process applies the policy.
-func (a AppliedBy) Applies() bool { return a.Agents > 0 || a.Gates > 0 }
+func (a AppliedBy) Applies() bool { return a.Agents > 0 || a.Gates > 0 || a.RateLimitService }
 
 // Note is "no process applies this (N OTLP services, 0 agents, 0 gates)"
-// when no agent or gate reports, else "".
+// when no agent or gate reports and no gateway asks the rate-limit
+// service, else "".
 func (a AppliedBy) Note() string {
 	if a.Applies() {
 		return ""

@@ -40,7 +40,9 @@ func (in *intake) appliedBy(now time.Time) api.AppliedBy {
 // policyStatus is GET /v1/policy's answer: the policy with who applies it.
 func (s *Server) policyStatus() api.PolicyStatus {
 	s.mu.Lock()
-	a := s.in.appliedBy(s.cfg.Now())
+	now := s.cfg.Now()
+	a := s.in.appliedBy(now)
 	s.mu.Unlock()
+	a.RateLimitService = s.rls.usedSince(now.Add(-appliedByWindow))
 	return api.PolicyStatus{Policy: s.Policy(), AppliedBy: a, Note: a.Note()}
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -94,6 +95,14 @@ type rlsPart struct {
 	grpc  *grpc.Server
 	ln    net.Listener
 	last  time.Time // of the last exchange; only tick uses it
+	// used is when the service last had calls to charge (unix ns), for
+	// AppliedBy.
+	used atomic.Int64
+}
+
+// usedSince reports whether a gateway asked the service since t.
+func (p *rlsPart) usedSince(t time.Time) bool {
+	return p != nil && p.used.Load() >= t.UnixNano()
 }
 
 var _ feature = (*rlsPart)(nil)
@@ -161,6 +170,9 @@ func checkRLSExposure(c *Config) error {
 // service's usage since the last tick in, its verdicts out.
 func (p *rlsPart) tick(_ context.Context, now time.Time) {
 	usage := p.svc.Cut()
+	if len(usage) > 0 {
+		p.used.Store(now.UnixNano())
+	}
 	window := now.Sub(p.last)
 	if p.last.IsZero() || window <= 0 || window > time.Minute {
 		window = time.Second

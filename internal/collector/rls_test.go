@@ -160,8 +160,16 @@ func TestRLSFollowsPolicyAndQuotas(t *testing.T) {
 	if got := ask(100).OverallCode; got != rlsv3.RateLimitResponse_OK { // 100 RU, not yet limited
 		t.Fatalf("before the fleet's sums: %v", got)
 	}
+	if a := s.Live().AppliedBy; a == nil || a.RateLimitService || a.Note() == "" {
+		t.Fatalf("before a tick the collector says a gateway applies the policy: %+v", a)
+	}
 	now.Add(int64(time.Second))
 	s.Tick(t.Context(), clock())
+	// A gateway asks: the policy is applied there; "no process applies
+	// this" would be wrong.
+	if a := s.Live().AppliedBy; a == nil || !a.RateLimitService || a.Note() != "" {
+		t.Fatalf("after a gateway's calls: %+v %q", a, a.Note())
+	}
 	ask(1) // admitted into its allowance's debt, or refused
 	resp := ask(1)
 	st := resp.Statuses[0]

@@ -92,6 +92,7 @@ func (s *Server) snapshotLocked(now time.Time, measure string, n int) api.Snapsh
 		snap.Policy = policy.Policy{Version: p.Version, Rules: p.Active(now), Updated: p.Updated}
 	})
 	applied := s.in.appliedBy(now)
+	applied.RateLimitService = s.rls.usedSince(now.Add(-appliedByWindow))
 	snap.AppliedBy = &applied
 	throttled := make(map[string]bool)
 	for _, r := range snap.Policy.Rules {
