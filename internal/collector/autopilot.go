@@ -27,9 +27,11 @@ import (
 // shadow rule's decisions write shadow rules (counted by the processes,
 // never applied). With several collectors only the one holding the lock
 // in Redis (--quota-redis) acts; without Redis a collector of a fleet
-// acts on nothing and says why. The engine's actions live in memory: a
-// collector that restarts leaves the rules it wrote to expire by
-// themselves (each has an end).
+// acts on nothing and says why. The holder keeps its active actions
+// beside the lock (pilotlock.go), and the collector that takes the lock
+// next follows them to their lift; a collector alone keeps them in
+// memory, so after a restart the rules it wrote expire by themselves
+// (each has an end).
 type pilotPart struct {
 	pol       *policyPart
 	log       *slog.Logger
@@ -129,19 +131,48 @@ func (p *pilotPart) step(ctx context.Context, now time.Time, snap *api.Snapshot)
 		return
 	}
 	acting, note := p.mayAct(ctx)
-	var ds []autopilot.Decision
-	if acting {
-		ds = p.eng.Step(snap)
-	}
 	p.mu.Lock()
+	took := acting && !p.acting
 	p.acting, p.note = acting, note
 	p.mu.Unlock()
-	for _, d := range ds {
+	if !acting {
+		p.gauges()
+		return
+	}
+	if took {
+		p.takeOver(ctx)
+	}
+	for _, d := range p.eng.Step(snap) {
 		p.write(ctx, now, d)
 	}
+	if p.lock != nil {
+		if err := p.lock.save(ctx, p.eng.Active()); err != nil {
+			p.log.Warn("autopilot: actions not saved beside the lock", "err", err)
+		}
+	}
+	p.gauges()
+}
+
+func (p *pilotPart) gauges() {
 	p.mu.Lock()
 	p.gaugesLocked()
 	p.mu.Unlock()
+}
+
+// takeOver adopts the actions the fleet's last holder of the lock saved
+// (it died, or let go), so that they relax and lift as they would have.
+func (p *pilotPart) takeOver(ctx context.Context) {
+	if p.lock == nil {
+		return
+	}
+	acts, err := p.lock.load(ctx)
+	if err != nil {
+		p.log.Warn("autopilot: the last holder's actions not read; they expire by themselves", "err", err)
+		return
+	}
+	if n := p.eng.Restore(acts); n > 0 {
+		p.log.Info("autopilot: took over the last holder's actions", "actions", n)
+	}
 }
 
 // mayAct says whether this collector runs the rules now.

@@ -302,6 +302,12 @@ func TestAutopilotOneCollectorActs(t *testing.T) {
 	if ok, _ := a.s.feat.pilot.mayAct(ctx); !ok {
 		t.Fatal("the holder lost its lock on renewal")
 	}
+	// c1 keeps its actions beside the lock.
+	act := autopilot.Action{ID: "autopilot-noisy-1", Rule: "noisy-neighbour", Tenant: "bigcorp", Action: policy.AutopilotQuota,
+		Started: t0, Changed: t0, Expires: t0.Add(15 * time.Minute), Limit: 32}
+	if err := a.s.feat.pilot.lock.save(ctx, []autopilot.Action{act}); err != nil {
+		t.Fatal(err)
+	}
 	// c1 dies: its lock expires.
 	lock := a.s.feat.pilot.lock
 	if err := lock.client.Del(ctx, lock.key).Err(); err != nil {
@@ -309,6 +315,10 @@ func TestAutopilotOneCollectorActs(t *testing.T) {
 	}
 	if ok, note := b.s.feat.pilot.mayAct(ctx); !ok {
 		t.Fatalf("the second collector did not take over: %s", note)
+	}
+	b.s.feat.pilot.takeOver(ctx)
+	if got := b.s.feat.pilot.eng.Active(); len(got) != 1 || got[0].ID != act.ID || got[0].Tenant != "bigcorp" {
+		t.Fatalf("the new holder follows %+v, want c1's action", got)
 	}
 	if ok, note := a.s.feat.pilot.mayAct(ctx); ok || !strings.Contains(note, "c2 holds") {
 		t.Fatalf("the old holder acts again (%v): %q", ok, note)

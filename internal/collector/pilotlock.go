@@ -2,9 +2,13 @@ package collector
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/qtop-dev/qtop/autopilot"
 )
 
 // pilotLockTTL is how long the autopilot's lock outlives its holder's
@@ -48,4 +52,40 @@ func (l *pilotLock) hold(ctx context.Context) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	return holdScript.Run(ctx, l.client, []string{l.key}, l.me, pilotLockTTL.Milliseconds()).Text()
+}
+
+// pilotActionsTTL bounds how long the holder's actions outlive it in
+// Redis: no action lasts more than a day (policy.MaxAutopilotSeconds).
+const pilotActionsTTL = 24 * time.Hour
+
+// save keeps the holder's active actions beside the lock, so that the
+// collector that takes over follows them to their lift (load) instead of
+// leaving them to expire.
+func (l *pilotLock) save(ctx context.Context, acts []autopilot.Action) error {
+	b, err := json.Marshal(acts)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	return l.client.Set(ctx, l.key+"-actions", b, pilotActionsTTL).Err()
+}
+
+// load returns the actions the last holder saved (none when it saved
+// none).
+func (l *pilotLock) load(ctx context.Context) ([]autopilot.Action, error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	b, err := l.client.Get(ctx, l.key+"-actions").Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var acts []autopilot.Action
+	if err := json.Unmarshal(b, &acts); err != nil {
+		return nil, err
+	}
+	return acts, nil
 }
