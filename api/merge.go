@@ -93,6 +93,10 @@ func addTenant(a *TenantRow, b TenantRow) {
 	a.ReqPerSec += b.ReqPerSec
 	a.ErrPerSec += b.ErrPerSec
 	a.P95Seconds = max(a.P95Seconds, b.P95Seconds)
+	// Each collector of a fleet keeps baselines of the fleet's view; the
+	// highest is the one the merged p95 (also the highest) compares with.
+	a.BaselineP95Seconds = max(a.BaselineP95Seconds, b.BaselineP95Seconds)
+	a.BaselineShare = max(a.BaselineShare, b.BaselineShare)
 	a.Throttled = a.Throttled || b.Throttled
 	if a.Tier == "" {
 		a.Tier = b.Tier

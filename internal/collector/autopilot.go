@@ -408,10 +408,12 @@ func (s httpAPI) handleAutopilotPolicy(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// stepAutopilot runs the autopilot once on the live view: the fleet's
-// when the collector has peers, tenants by RU.
+// stepAutopilot runs the autopilot once on the live view (the fleet's
+// when the collector has peers, tenants by RU), which the tenants'
+// baselines are kept from too.
 func (s httpAPI) stepAutopilot(ctx context.Context) {
 	snap := s.fleetSnapshot(ctx, api.MeasureRU, maxTop)
+	s.feat.base.add(&snap) // baseline.go
 	s.feat.pilot.step(ctx, snap.Time, &snap)
 }
 

@@ -32,11 +32,12 @@ type feature interface {
 // features are the collector's features, by name for the root's few
 // direct uses, and in the order the root calls them.
 type features struct {
-	quota *fleetQuota  // quota.go: fleet quotas (the reply's verdicts)
-	bud   *budgetPart  // budgets.go, runaway.go: budgets and runaway rules
-	fresh *freshPart   // freshness.go: repeats and freshness rules
-	enf   *enforcePart // enforcepart.go, poolwait.go: enforcement detail, pool waits
-	pilot *pilotPart   // autopilot.go: the autopilot (its status in the live view)
+	quota *fleetQuota   // quota.go: fleet quotas (the reply's verdicts)
+	bud   *budgetPart   // budgets.go, runaway.go: budgets and runaway rules
+	fresh *freshPart    // freshness.go: repeats and freshness rules
+	enf   *enforcePart  // enforcepart.go, poolwait.go: enforcement detail, pool waits
+	pilot *pilotPart    // autopilot.go: the autopilot (its status in the live view)
+	base  *baselineBook // baseline.go: tenants' baselines, served in the live view
 	all   []feature
 }
 
@@ -54,7 +55,8 @@ func newFeatures(cfg Config, pol *policyPart, em *enforcementMetrics) (features,
 	if f.pilot, err = newPilotPart(cfg, pol, f.quota); err != nil {
 		return f, err
 	}
-	f.all = []feature{f.fresh, f.bud, f.enf, f.quota, &policyView{pol: pol}, f.pilot}
+	f.base = newBaselineBook()
+	f.all = []feature{f.fresh, f.bud, f.enf, f.quota, &policyView{pol: pol}, f.pilot, f.base}
 	return f, nil
 }
 
