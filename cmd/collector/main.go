@@ -67,6 +67,10 @@ Runs the collector: POST /v1/reports (from ingest.Reporter), POST /v1/traces
 --otlp-grpc), GET /v1/live and /v1/live/stream (for qtop), GET/POST
 /v1/policy, GET /v1/report, /metrics; with --rls-listen, Envoy's rate-limit
 service (gRPC ShouldRateLimit) answered from the policy and fleet quotas.
+The autopilot runs the policy's autopilot rules every second (GET/POST
+/v1/autopilot: status, pause, resume, cancel; /v1/policy/autopilot: the
+rules; README "Autopilot"); with --postgres, POST /v1/pg/signal cancels or
+terminates what qtop shows (admin token).
 With --tls-cert and --tls-key every listener serves TLS 1.2+ (the files are
 reloaded when they change; --tls-client-ca requires client certificates).
 Off loopback the collector refuses to start without TLS, --token and
