@@ -181,6 +181,9 @@ func (q *fleetQuota) start(ctx context.Context, wg *sync.WaitGroup) {
 			cctx, cancel := context.WithTimeout(ctx, max(q.every, 500*time.Millisecond))
 			remote, err := q.sync.Exchange(cctx, local)
 			cancel()
+			if err != nil && ctx.Err() != nil {
+				continue // stopping (Leave next): an exchange cut short is no failure of Redis
+			}
 			q.syncs.Inc()
 			if err != nil {
 				q.syncErrors.Inc()
