@@ -466,4 +466,3 @@ func Label(group string, r *api.TenantRow) string {
 	}
 	return untaggedLabels[api.GroupTenant]
 }
-

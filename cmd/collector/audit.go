@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -50,15 +49,8 @@ func audit(args []string, stdout, stderr io.Writer) int {
 	cluster := strFlag(fs, &envs, "cluster", "QTOP_CLUSTER", "", "ClickHouse cluster name")
 	remote := strFlag(fs, &envs, "collector", "QTOP_COLLECTOR", "", "ask a running collector (host:port) instead of opening the store")
 	admin := secretFlag(fs, &envs, "admin-token", "QTOP_ADMIN_TOKEN", "the collector's admin token, with --collector")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "collector audit: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, done := parse(fs, args, stderr); done {
+		return code
 	}
 	if *format != "table" && *format != "json" {
 		fmt.Fprintf(stderr, "collector audit: --format %q: want table or json\n", *format)

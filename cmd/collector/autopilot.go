@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -44,16 +42,10 @@ func autopilotCmd(args []string, stdout, stderr io.Writer) int {
 	replay := fs.String("replay", "", "the recording to replay (qtop --record FILE)")
 	polFile := fs.String("policy", "", "JSON file with the rules (a policy, or its autopilot part); default: the default rule set")
 	format := fs.String("format", "text", "text (one decision a line) or json (one JSON object a line)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, done := parse(fs, args, stderr); done {
+		return code
 	}
 	switch {
-	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "collector autopilot: unexpected argument %q\n", fs.Arg(0))
-		return 2
 	case *replay == "":
 		fmt.Fprintln(stderr, "collector autopilot: --replay FILE is required (a qtop --record file)")
 		return 2

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -67,16 +66,10 @@ func erase(args []string, stdout, stderr io.Writer) int {
 	by := fs.String("by", "", "who asks, for the audit record (default: the OS user)")
 	yes := fs.Bool("yes", false, "erase without asking (required: the erasure cannot be undone)")
 	format := fs.String("format", "table", "table or json")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	if code, done := parse(fs, args, stderr); done {
+		return code
 	}
 	switch {
-	case fs.NArg() > 0:
-		fmt.Fprintf(stderr, "collector erase: unexpected argument %q\n", fs.Arg(0))
-		return 2
 	case *name == "":
 		fmt.Fprintln(stderr, "collector erase: --tenant NAME is required")
 		return 2

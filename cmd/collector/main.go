@@ -178,6 +178,23 @@ func flagSet(name, head string, out io.Writer) *flag.FlagSet {
 	return fs
 }
 
+// parse parses a command's flags; done says the command ends there, with
+// code: 0 after --help, 2 after a bad flag or an argument (no command
+// takes any).
+func parse(fs *flag.FlagSet, args []string, stderr io.Writer) (code int, done bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0, true
+		}
+		return 2, true
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "collector %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return 2, true
+	}
+	return 0, false
+}
+
 type envFlag struct {
 	name, env string
 }
@@ -222,15 +239,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "collector serve:", err)
 		return 2
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "collector serve: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, done := parse(fs, args, stderr); done {
+		return code
 	}
 	cfg, err := f.config(stderr)
 	if err != nil {
@@ -404,15 +414,8 @@ func report(args []string, stdout, stderr io.Writer) int {
 	remote := strFlag(fs, &envs, "collector", "QTOP_COLLECTOR", "", "ask a running collector (host:port) instead of opening the store")
 	readToken := strFlag(fs, &envs, "read-token", "QTOP_READ_TOKEN", "", "the collector's read token, with --collector")
 	repeats := fs.Bool("repeats", false, "print the share of GETs per route that repeated an identical response within 24 h, and the freshness rules (needs --collector)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "collector report: unexpected argument %q\n", fs.Arg(0))
-		return 2
+	if code, done := parse(fs, args, stderr); done {
+		return code
 	}
 	now := time.Now()
 	req, outFormat, err := collector.ParseReportQuery(*from, *to, *by, *measure, *cost, *currency, *format, now)
