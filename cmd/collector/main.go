@@ -24,6 +24,7 @@ import (
 
 	"github.com/qtop-dev/qtop/internal/buildinfo"
 	"github.com/qtop-dev/qtop/internal/collector"
+	"github.com/qtop-dev/qtop/internal/pprofserve"
 )
 
 const usage = `collector — the qtop collector server
@@ -248,7 +249,7 @@ func serve(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if *f.pprof != "" {
-		_, closePprof, err := servePprof(*f.pprof, cfg.Logger)
+		_, closePprof, err := pprofserve.Serve(*f.pprof, cfg.Logger)
 		if err != nil {
 			fmt.Fprintln(stderr, "collector serve:", err)
 			return 2

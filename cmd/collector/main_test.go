@@ -3,9 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"io"
-	"log/slog"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -117,23 +114,5 @@ func TestReportCommand(t *testing.T) {
 		if !strings.Contains(out.String(), w) {
 			t.Fatalf("csv lacks %q:\n%s", w, out.String())
 		}
-	}
-}
-
-// --pprof serves Go's profiles on the loopback address it is given.
-func TestPprofServesProfiles(t *testing.T) {
-	addr, stop, err := servePprof("127.0.0.1:0", slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
-	resp, err := http.Get("http://" + addr + "/debug/pprof/goroutine?debug=1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 || !strings.Contains(string(b), "goroutine profile") {
-		t.Fatalf("%d %.200s", resp.StatusCode, b)
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/qtop-dev/qtop/freshness"
 	"github.com/qtop-dev/qtop/gate"
 	"github.com/qtop-dev/qtop/internal/buildinfo"
+	"github.com/qtop-dev/qtop/internal/pprofserve"
 	"github.com/qtop-dev/qtop/report"
 )
 
@@ -303,7 +304,7 @@ func serve(ctx context.Context, f flags, g *gate.Gate, reg *prometheus.Registry,
 		log.Info("gate: metrics", "addr", mln.Addr().String())
 	}
 	if f.pprof != "" {
-		_, stopPprof, err := servePprof(f.pprof, log)
+		_, stopPprof, err := pprofserve.Serve(f.pprof, log)
 		if err != nil {
 			log.Error("gate: pprof", "err", err)
 			ln.Close()

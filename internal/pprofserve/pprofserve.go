@@ -1,4 +1,6 @@
-package main
+// Package pprofserve serves Go's profiles for the qtop binaries (collector --pprof,
+// gate --pprof), on a loopback address only.
+package pprofserve
 
 import (
 	"fmt"
@@ -9,11 +11,11 @@ import (
 	"time"
 )
 
-// servePprof serves Go's profiles (net/http/pprof) on addr, a loopback
-// address: they show the collector's code paths and memory, so they are
+// Serve serves Go's profiles (net/http/pprof) on addr, a loopback
+// address: they show a binary's code paths and memory, so they are
 // never served to the network. It returns once listening, with the
 // address it listens on and the function that stops it.
-func servePprof(addr string, log *slog.Logger) (string, func(), error) {
+func Serve(addr string, log *slog.Logger) (string, func(), error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return "", nil, fmt.Errorf("--pprof %q: want host:port, e.g. 127.0.0.1:6060", addr)
