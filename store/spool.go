@@ -314,7 +314,7 @@ func (s *Spool) deadLetter(f *spoolFile, data []byte, kind batchKind, rows int, 
 		s.seq++
 		path = filepath.Join(s.dir, fmt.Sprintf("%020d.spool", s.seq)+DeadLetterSuffix)
 		s.mu.Unlock()
-		if err := writeFileSync(path, data); err != nil {
+		if err := WriteFileAtomic(path, data); err != nil {
 			s.cfg.log.Error("spool: dead-letter file not written", "file", path, "err", err)
 		}
 	} else {
@@ -437,7 +437,7 @@ func (s *Spool) append(b *batch, data []byte) error {
 	}
 	s.seq++
 	f := &spoolFile{seq: s.seq, size: size, rows: b.rows(), kind: b.kind, since: time.Now()}
-	if err := writeFileSync(filepath.Join(s.dir, f.name()), data); err != nil {
+	if err := WriteFileAtomic(filepath.Join(s.dir, f.name()), data); err != nil {
 		s.seq--
 		return fmt.Errorf("store: spool: %w", err)
 	}
@@ -451,7 +451,11 @@ func (s *Spool) append(b *batch, data []byte) error {
 	return nil
 }
 
-func writeFileSync(path string, data []byte) error {
+// WriteFileAtomic writes data to path so that a crash leaves the old file
+// or the new one, never a part: a temporary file beside it, fsync,
+// rename, fsync of the folder. The spool, its erasure and the
+// collector's erasure of the write-ahead log write through it.
+func WriteFileAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
 	fh, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
@@ -469,8 +473,13 @@ func writeFileSync(path string, data []byte) error {
 	}
 	if err != nil {
 		os.Remove(tmp)
+		return err
 	}
-	return err
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		d.Sync()
+		d.Close()
+	}
+	return nil
 }
 
 func (s *Spool) poke() {

@@ -98,7 +98,7 @@ func eraseSpoolFile(path, tenant string) (Erased, bool, error) {
 	}
 	enc, err := encodeBatch(b)
 	if err == nil {
-		err = writeFileSync(path, enc)
+		err = WriteFileAtomic(path, enc)
 	}
 	if err != nil {
 		return e, false, fmt.Errorf("store: spool: erase: %s: %w", path, err)

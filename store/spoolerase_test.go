@@ -89,7 +89,7 @@ func TestEraseSpooledDeadLetters(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "00000000000000000007.spool"+DeadLetterSuffix)
-	if err := writeFileSync(path, data); err != nil {
+	if err := WriteFileAtomic(path, data); err != nil {
 		t.Fatal(err)
 	}
 	got, err := EraseSpooled(dir, "acme")

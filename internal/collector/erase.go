@@ -180,7 +180,7 @@ func eraseWAL(dir, name string) (WALErased, error) {
 		if !changed {
 			continue
 		}
-		if err := replaceFile(path, out); err != nil {
+		if err := store.WriteFileAtomic(path, out); err != nil {
 			return res, fmt.Errorf("collector: erase: wal: %w", err)
 		}
 		res.Files++
@@ -193,35 +193,6 @@ func appendWALRecord(dst, body []byte) []byte {
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(body)))
 	dst = binary.LittleEndian.AppendUint32(dst, crc32.Checksum(body, crcTable))
 	return append(dst, body...)
-}
-
-// replaceFile writes data to path atomically: a temporary file, fsync,
-// rename, fsync of the folder.
-func replaceFile(path string, data []byte) error {
-	tmp := path + ".erase.tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		d.Sync()
-		d.Close()
-	}
-	return nil
 }
 
 // eraseFromReport removes the tenant's rows, the hot keys attributed to

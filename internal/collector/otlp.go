@@ -78,21 +78,31 @@ func newOTLPPart(cfg Config, c report.Consumer, in *intake, auth func(*http.Requ
 // Config.Insecure says so: the gRPC address is its own, so a loopback
 // --listen does not make it safe.
 func checkOTLPExposure(c *Config) error {
-	if c.OTLPGRPC == "" || c.Insecure || isLoopback(c.OTLPGRPC) {
+	if c.OTLPGRPC == "" {
 		return nil
 	}
-	var open []string
+	return checkGRPCExposure(c, "--otlp-grpc", c.OTLPGRPC, "anyone could export spans", "spans")
+}
+
+// checkGRPCExposure refuses a gRPC port (flag, at addr) off loopback
+// while calls need no credential (open says what anyone could do) or
+// travel in clear (what: what would), unless Config.Insecure says so.
+func checkGRPCExposure(c *Config, flag, addr, open, what string) error {
+	if c.Insecure || isLoopback(addr) {
+		return nil
+	}
+	var why []string
 	if c.Token == "" {
-		open = append(open, "anyone could export spans (set --token)")
+		why = append(why, open+" (set --token)")
 	}
 	if !c.TLS.Enabled() {
-		open = append(open, "spans and the token would travel in clear (set --tls-cert and --tls-key)")
+		why = append(why, what+" and the token would travel in clear (set --tls-cert and --tls-key)")
 	}
-	if len(open) == 0 {
+	if len(why) == 0 {
 		return nil
 	}
-	return fmt.Errorf("%w: --otlp-grpc %s is not loopback: %s; or pass --insecure to run open on purpose",
-		ErrConfig, c.OTLPGRPC, strings.Join(open, ", "))
+	return fmt.Errorf("%w: %s %s is not loopback: %s; or pass --insecure to run open on purpose",
+		ErrConfig, flag, addr, strings.Join(why, ", "))
 }
 
 // listen serves OTLP/gRPC on addr, when set (from Start; over TLS with

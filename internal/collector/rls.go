@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -149,21 +148,7 @@ func newRLSPart(cfg Config, pol *policyPart, q *fleetQuota, auth func(*http.Requ
 // checkRLSExposure refuses the service off loopback while calls need no
 // credential or travel in clear, unless Config.Insecure says so.
 func checkRLSExposure(c *Config) error {
-	if c.Insecure || isLoopback(c.RLSListen) {
-		return nil
-	}
-	var open []string
-	if c.Token == "" {
-		open = append(open, "anyone could ask and spend tenants' limits (set --token)")
-	}
-	if !c.TLS.Enabled() {
-		open = append(open, "calls and the token would travel in clear (set --tls-cert and --tls-key)")
-	}
-	if len(open) == 0 {
-		return nil
-	}
-	return fmt.Errorf("%w: --rls-listen %s is not loopback: %s; or pass --insecure to run open on purpose",
-		ErrConfig, c.RLSListen, strings.Join(open, ", "))
+	return checkGRPCExposure(c, "--rls-listen", c.RLSListen, "anyone could ask and spend tenants' limits", "calls")
 }
 
 // tick exchanges with the fleet's sums, as a report and its reply do: the
