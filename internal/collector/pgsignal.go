@@ -60,8 +60,12 @@ func (s httpAPI) handlePGSignal(w http.ResponseWriter, r *http.Request) {
 	}
 	now := s.cfg.Now().UTC()
 	switch {
-	case errors.Is(err, pgactivity.ErrMovedOn):
+	case errors.Is(err, pgactivity.ErrMovedOn), errors.Is(err, pgactivity.ErrNoBackend):
+		// It runs something else now, or has ended: nothing signalled.
 		writeError(w, http.StatusConflict, err.Error(), 0)
+		return
+	case errors.Is(err, pgactivity.ErrInsufficientPrivilege):
+		writeError(w, http.StatusForbidden, err.Error()+" (the collector's --postgres role needs pg_signal_backend)", 0)
 		return
 	case errors.Is(err, pgactivity.ErrBadPID):
 		writeError(w, http.StatusBadRequest, err.Error(), 0)

@@ -85,6 +85,11 @@ func TestPGSignalThroughTheCollector(t *testing.T) {
 	if err := <-done; err == nil || !strings.Contains(err.Error(), "cancel") {
 		t.Fatalf("the statement was not cancelled: %v", err)
 	}
+	// A pid that is no backend (any more): nothing is signalled, as when
+	// the backend moved on.
+	if err := c.Signal(ctx, api.PGSignal{Action: api.SignalCancel, PID: 1, QueryStart: started}, f.token); !errors.Is(err, api.ErrMovedOn) {
+		t.Fatalf("signal of no backend: %v", err)
+	}
 	var audited bool
 	for _, a := range auditsOf(t, f) {
 		audited = audited || a.Action == "pg-cancel" && strings.Contains(a.Rule, `"actor":"alice"`)

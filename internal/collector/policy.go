@@ -267,7 +267,7 @@ func (s httpAPI) policyPost(w http.ResponseWriter, r *http.Request, what string)
 	cred, err := s.Authorize(r, RoleAdmin)
 	if err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="qtop"`)
-		writeError(w, http.StatusUnauthorized, "policy changes need the admin token: "+err.Error(), 0)
+		writeError(w, http.StatusUnauthorized, what+": needs the admin token: "+err.Error(), 0)
 		return nil, "", false
 	}
 	body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxPolicyBody))
