@@ -193,6 +193,11 @@ type TenantRow struct {
 	// them gives every qtop the same victims.
 	BaselineP95Seconds float64 `json:"baseline_p95_seconds,omitempty"`
 	BaselineShare      float64 `json:"baseline_share,omitempty"`
+	// BaselineRUPerSec is the tenant's baseline RU per second from the
+	// same source (0: none): the headline's offenders are judged against
+	// it, so an offender stays flagged for as long as its load stays
+	// above it, not only while its rise is recent.
+	BaselineRUPerSec float64 `json:"baseline_ru_per_sec,omitempty"`
 }
 
 // RouteRow is one route of a tenant.

@@ -97,6 +97,7 @@ func addTenant(a *TenantRow, b TenantRow) {
 	// highest is the one the merged p95 (also the highest) compares with.
 	a.BaselineP95Seconds = max(a.BaselineP95Seconds, b.BaselineP95Seconds)
 	a.BaselineShare = max(a.BaselineShare, b.BaselineShare)
+	a.BaselineRUPerSec = max(a.BaselineRUPerSec, b.BaselineRUPerSec)
 	a.Throttled = a.Throttled || b.Throttled
 	if a.Tier == "" {
 		a.Tier = b.Tier

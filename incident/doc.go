@@ -14,11 +14,18 @@
 //
 // Offenders: rows with at least DriverShare of the measure whose load
 // over the last DriverRecent seconds of their history is at least
-// DriverFactor times their own baseline: the mean of the same history
-// before those seconds (a source's 120 s, so about 110 s). A row with no
-// load in its baseline is "new" (Factor 0). The measure is RU, or DB load
-// when the source is PostgreSQL alone or no tenant has RU, whatever
-// measure orders the rows.
+// DriverFactor times their own baseline: the source's
+// (api.TenantRow.BaselineRUPerSec, from a collector that keeps
+// baselines: the same for every client), else the mean of the same
+// history before those seconds (a source's 120 s, so about 110 s). A row
+// with no load in its baseline is "new" (Factor 0). Once flagged, an
+// offender keeps the baseline it was flagged against and stays flagged
+// until its recent load is back under DriverClear times it (or its share
+// under half DriverShare): an import that runs for an hour is named for
+// the hour, not for the two minutes its rise stays in the history. The
+// line says how old a baseline this tracker froze is ("×9.1 its baseline
+// of 4m ago"). The measure is RU, or DB load when the source is
+// PostgreSQL alone or no tenant has RU, whatever measure orders the rows.
 //
 // Victims: tenants whose p95 latency is at least VictimP95 times their
 // own baseline while their load, as their share of RU, is at most
@@ -31,6 +38,7 @@
 // ago (or, while it has watched for less than that, its first BaselineMin
 // snapshots): the lower quartile of its p95 (so that an incident filling
 // part of that span does not become the baseline at once) and the median
-// of its share. Offenders are never victims. PostgreSQL alone knows no
+// of its share. While an offender is flagged, what the tenants show does
+// not teach their baselines. Offenders are never victims. PostgreSQL alone knows no
 // latency: a postgres source has no victims.
 package incident

@@ -18,6 +18,10 @@ const (
 	// DriverFactor is the least ratio of an offender's recent load to
 	// its baseline.
 	DriverFactor = 2.0
+	// DriverClear is the ratio to its baseline under which a flagged
+	// offender's recent load counts as back near it: the flag stays until
+	// then (hysteresis against DriverFactor).
+	DriverClear = 1.5
 	// DriverRecent is the seconds (points of history) that are "recent"
 	// load; the rest of the history is the baseline.
 	DriverRecent = 10
@@ -71,13 +75,18 @@ func (b *tenantBaseline) cached(now int64, ps, ls *[]float64) (p95, load float64
 	return b.p95, b.load, b.ok
 }
 
-func (b *tenantBaseline) add(o observation) {
-	b.obs[b.head] = o
-	b.head = (b.head + 1) % BaselineSpan
-	b.len = min(b.len+1, BaselineSpan)
+// add keeps o; learn false keeps it only among the first observations
+// (an incident is on: its seconds are not the tenant's usual).
+func (b *tenantBaseline) add(o observation, learn bool) {
 	if len(b.first) < BaselineMin {
 		b.first = append(b.first, o)
 	}
+	if !learn {
+		return
+	}
+	b.obs[b.head] = o
+	b.head = (b.head + 1) % BaselineSpan
+	b.len = min(b.len+1, BaselineSpan)
 }
 
 // baseline returns the median p95 and load of the observations older
@@ -133,7 +142,15 @@ type Offender struct {
 	Factor float64 `json:"factor,omitempty"`
 	// Baseline is its mean load before the recent seconds, in the
 	// measure's unit (RU/s or average active sessions); 0 for new load.
+	// Once flagged, an offender keeps that baseline until its load is
+	// back near it (DriverClear), however long that takes.
 	Baseline float64 `json:"baseline,omitempty"`
+	// BaselineFrom is "collector" when the baseline is the source's
+	// (api.TenantRow.BaselineRUPerSec), else "qtop": the load history
+	// this tracker and the source's rows hold.
+	BaselineFrom string `json:"baseline_from,omitempty"`
+	// Since is when the offender was first flagged (the snapshot's time).
+	Since time.Time `json:"since,omitzero"`
 }
 
 // Victim is a tenant whose p95 grew while its own share of load did not.
@@ -165,10 +182,11 @@ func (v Victim) Factor() float64 { return v.P95Seconds / v.BaselineP95Seconds }
 // The zero value is ready to use; a Tracker is not safe for concurrent
 // use. Feed it every snapshot of one source, in order.
 type Tracker struct {
-	n    int64
-	rows map[string]*tenantBaseline
-	seen map[string]int64
-	own  map[string]*series // load per snapshot, by row label
+	n     int64
+	rows  map[string]*tenantBaseline
+	seen  map[string]int64
+	own   map[string]*series // load per snapshot, by row label
+	flags map[string]*flag   // offenders flagged, by row label
 	head Headline
 	ps   []float64 // scratch
 	ls   []float64
@@ -189,6 +207,14 @@ func (s *series) add(v float64, n int64) {
 		s.v = append(s.v[:0], s.v[1:]...)
 	}
 	s.v, s.seen = append(s.v, v), n
+}
+
+// flag is an offender's baseline, frozen when it was flagged.
+type flag struct {
+	base  float64
+	from  string
+	since time.Time
+	seen  int64
 }
 
 // headlineMeasure is what the headline weighs load by, and whether the
@@ -212,7 +238,7 @@ func headlineMeasure(s *api.Snapshot) (name string, db, historyOf bool) {
 // Add takes the next snapshot and returns the headline it makes.
 func (in *Tracker) Add(s *api.Snapshot) Headline {
 	if in.rows == nil {
-		in.rows, in.seen, in.own = map[string]*tenantBaseline{}, map[string]int64{}, map[string]*series{}
+		in.rows, in.seen, in.own, in.flags = map[string]*tenantBaseline{}, map[string]int64{}, map[string]*series{}, map[string]*flag{}
 	}
 	in.n++
 	group := s.GroupBy
@@ -220,6 +246,7 @@ func (in *Tracker) Add(s *api.Snapshot) Headline {
 		group = api.GroupTenant
 	}
 	measure, db, historyOf := headlineMeasure(s)
+	learn := !in.incident()
 	load := func(r *api.TenantRow) float64 {
 		if db {
 			return r.DBLoad
@@ -241,8 +268,13 @@ func (in *Tracker) Add(s *api.Snapshot) Headline {
 			share = load(r) / total
 		}
 		name := Label(group, r)
-		hist := in.history(s, r, group+"\x00"+name, load(r), historyOf)
-		d, drv := isDriver(s, share, hist)
+		key := group + "\x00" + name
+		hist := in.history(s, r, key, load(r), historyOf)
+		base := 0.0
+		if !db && group == api.GroupTenant && !r.Untagged {
+			base = r.BaselineRUPerSec
+		}
+		d, drv := in.driver(s, key, share, load(r), base, hist)
 		if drv {
 			d.Name = name
 			h.Offenders = append(h.Offenders, d)
@@ -250,7 +282,7 @@ func (in *Tracker) Add(s *api.Snapshot) Headline {
 		if s.Source == api.SourcePostgres || group != api.GroupTenant || r.Untagged {
 			continue
 		}
-		if v, ok := in.victim(r, share, drv); ok {
+		if v, ok := in.victim(r, share, drv, learn); ok {
 			h.Victims = append(h.Victims, v)
 		}
 	}
@@ -304,7 +336,7 @@ func (in *Tracker) history(s *api.Snapshot, r *api.TenantRow, key string, load f
 }
 
 // victim follows r's baseline and says whether r is a victim now.
-func (in *Tracker) victim(r *api.TenantRow, share float64, driver bool) (Victim, bool) {
+func (in *Tracker) victim(r *api.TenantRow, share float64, driver, learn bool) (Victim, bool) {
 	b := in.rows[r.Tenant]
 	if b == nil {
 		if len(in.rows) >= MaxTracked {
@@ -316,7 +348,7 @@ func (in *Tracker) victim(r *api.TenantRow, share float64, driver bool) (Victim,
 	in.seen[r.Tenant] = in.n
 	defer func() {
 		if r.P95Seconds > 0 {
-			b.add(observation{n: in.n, p95: r.P95Seconds, load: share})
+			b.add(observation{n: in.n, p95: r.P95Seconds, load: share}, learn)
 		}
 	}()
 	v := Victim{Tenant: r.Tenant, P95Seconds: r.P95Seconds, Share: share, BaselineFrom: "qtop"}
@@ -354,6 +386,11 @@ func (in *Tracker) forget() {
 			delete(in.own, k)
 		}
 	}
+	for k, f := range in.flags {
+		if in.n-f.seen > BaselineSpan {
+			delete(in.flags, k)
+		}
+	}
 }
 
 // summaryLine names the two largest offenders and sums up the victims.
@@ -367,6 +404,10 @@ func summaryLine(s *api.Snapshot, group string, h Headline) string {
 		f := "new load"
 		if d.Factor > 0 {
 			f = "×" + fmtFactor(d.Factor) + " its baseline"
+			// A baseline this tracker froze: say how old it is.
+			if age := s.Time.Sub(d.Since); d.BaselineFrom == "qtop" && age >= time.Minute && !d.Since.IsZero() {
+				f += " of " + strings.TrimSuffix(age.Truncate(time.Minute).String(), "0s") + " ago"
+			}
 		}
 		parts = append(parts, d.Name+" "+strconv.FormatFloat(d.Share*100, 'f', 0, 64)+"% of "+h.Measure+", "+f)
 	}
@@ -390,21 +431,62 @@ func summaryLine(s *api.Snapshot, group string, h Headline) string {
 	return strings.Join(parts, " · ")
 }
 
-// isDriver reports whether a row with this share of load drives load
-// against its own history h.
-func isDriver(s *api.Snapshot, share float64, h []float64) (Offender, bool) {
-	if share < DriverShare {
+// driver reports whether the row keyed key, with this share of load and
+// load now, drives load: against the source's baseline when it carries
+// one (srcBase > 0), else against its own history h. A row once flagged
+// keeps the baseline it was flagged against and stays flagged until its
+// recent load is back under DriverClear times it (or its share under
+// half DriverShare): the incident does not end because the rise is no
+// longer recent. New load meets the source's baseline once it has one.
+func (in *Tracker) driver(s *api.Snapshot, key string, share, now, srcBase float64, h []float64) (Offender, bool) {
+	base, recent, ok := SplitOf(s, h)
+	if srcBase > 0 {
+		base, ok = srcBase, true
+		if len(h) <= DriverRecent {
+			recent = now
+		}
+	}
+	f := in.flags[key]
+	if f != nil {
+		if srcBase > 0 {
+			// The source's baseline wins: it is the same for every
+			// client, and its keeper leaves incidents out of it too.
+			f.base, f.from = srcBase, "collector"
+		}
+		if !ok {
+			recent = now
+		}
+		if share >= DriverShare/2 && (f.base == 0 || recent >= DriverClear*f.base) {
+			f.seen = in.n
+			return f.offender(share, recent), true
+		}
+		delete(in.flags, key)
 		return Offender{}, false
 	}
-	base, recent, ok := SplitOf(s, h)
-	switch {
-	case !ok:
-	case base <= 0 && recent > 0:
-		return Offender{Share: share}, true
-	case base > 0 && recent >= DriverFactor*base:
-		return Offender{Share: share, Factor: recent / base, Baseline: base}, true
+	if share < DriverShare || !ok || recent <= 0 || (base > 0 && recent < DriverFactor*base) {
+		return Offender{}, false
 	}
-	return Offender{}, false
+	f = &flag{base: max(base, 0), from: "qtop", since: s.Time, seen: in.n}
+	if srcBase > 0 {
+		f.from = "collector"
+	}
+	if len(in.flags) < MaxTracked {
+		in.flags[key] = f
+	}
+	return f.offender(share, recent), true
+}
+
+// incident reports whether an offender is flagged: while one is, the
+// tenants' p95 and share do not teach their baselines.
+func (in *Tracker) incident() bool { return len(in.flags) > 0 }
+
+// offender is the headline's entry of a flagged row.
+func (f *flag) offender(share, recent float64) Offender {
+	o := Offender{Share: share, Baseline: f.base, BaselineFrom: f.from, Since: f.since}
+	if f.base > 0 {
+		o.Factor = recent / f.base
+	}
+	return o
 }
 
 // Split returns the mean of a load history's last DriverRecent points

@@ -127,3 +127,80 @@ func BenchmarkTracker1000(b *testing.B) {
 		in.Add(&s)
 	}
 }
+
+// TestOffenderStaysFlagged: the import goes on for ten minutes, long
+// after its rise has left the history: bigcorp stays flagged against the
+// baseline frozen when it was flagged, the line says how old that
+// baseline is, the victims' baselines stay those from before it (an
+// incident's seconds do not teach them), and the flag clears once its
+// load is back near its baseline.
+func TestOffenderStaysFlagged(t *testing.T) {
+	var in Tracker
+	for i := range 40 + 600 {
+		s := incidentAt(i)
+		in.Add(&s)
+	}
+	h := in.Headline()
+	if len(h.Offenders) != 1 || h.Offenders[0].Name != "bigcorp" || h.Offenders[0].BaselineFrom != "qtop" ||
+		!h.Offenders[0].Since.Equal(t0.Add(40*time.Second)) || !strings.Contains(h.Line, "its baseline of 9m ago") ||
+		!strings.Contains(h.Line, "victims: 20 tenants") {
+		t.Fatalf("ten minutes into the import: %q %+v", h.Line, h.Offenders)
+	}
+	// Back to 1.2× its baseline (1 RU/s): near enough, the flag clears.
+	for i := 640; i < 640+DriverRecent; i++ {
+		s := incidentAt(i)
+		s.Tenants[0].RUPerSec, s.Tenants[0].History = 1.2, nil
+		for k := range s.Tenants[1:] {
+			s.Tenants[1+k].History = nil
+		}
+		in.Add(&s)
+	}
+	if h := in.Headline(); len(h.Offenders) != 0 {
+		t.Fatalf("after the import: %q", h.Line)
+	}
+}
+
+// TestOffenderAgainstCollectorBaseline: rows carrying the source's RU
+// baseline are judged against it, so two trackers started at different
+// times into an incident (one when it is already ten minutes old, its
+// rise long gone from every history) name the same offender with the
+// same factor; new load that meets a baseline at its own level clears.
+func TestOffenderAgainstCollectorBaseline(t *testing.T) {
+	withBase := func(i int, base float64) api.Snapshot {
+		s := incidentAt(i)
+		for k := range s.Tenants {
+			r := &s.Tenants[k]
+			r.BaselineRUPerSec, r.BaselineP95Seconds, r.BaselineShare = 10, 0.020, 0.01
+		}
+		s.Tenants[0].BaselineRUPerSec = base
+		return s
+	}
+	var early, late Tracker
+	for i := range 40 + 600 {
+		s := withBase(i, 1)
+		early.Add(&s)
+		if i >= 600 {
+			late.Add(&s)
+		}
+	}
+	e, l := early.Headline(), late.Headline()
+	if e.Line != l.Line || len(l.Offenders) != 1 || l.Offenders[0].Factor != 800 || l.Offenders[0].BaselineFrom != "collector" {
+		t.Fatalf("early: %q\nlate:  %q %+v", e.Line, l.Line, l.Offenders)
+	}
+	// A tracker of a source without a baseline for bigcorp flags its
+	// import against its own; once the source's baseline is bigcorp's
+	// load now, it is back near its baseline.
+	var fresh Tracker
+	for i := 30; i < 60; i++ {
+		s := withBase(i, 0)
+		fresh.Add(&s)
+	}
+	if h := fresh.Headline(); len(h.Offenders) != 1 || h.Offenders[0].BaselineFrom != "qtop" {
+		t.Fatalf("no baseline: %q", h.Line)
+	}
+	s := withBase(60, 800)
+	fresh.Add(&s)
+	if h := fresh.Headline(); len(h.Offenders) != 0 {
+		t.Fatalf("baseline at its load: %q", h.Line)
+	}
+}

@@ -65,12 +65,14 @@ func TestHeadlineIgnoresSort(t *testing.T) {
 	}
 }
 
-// TestHeadlineAfterCollectorRestart: load constant for minutes, then the
-// collector restarts and its history starts empty; this qtop remembers
-// the load it saw and says nothing new.
+// TestHeadlineAfterCollectorRestart: load constant for minutes (the
+// import ran before this qtop started, so nothing rose while it watched),
+// then the collector restarts and its history starts empty; this qtop
+// remembers the load it saw and says nothing new.
 func TestHeadlineAfterCollectorRestart(t *testing.T) {
 	var in summary
-	for i := range 200 {
+	const from = 40 + api.HistoryLen // the source's history is all import
+	for i := from; i < from+200; i++ {
 		s := incidentAt(i)
 		s.Collector.Uptime = time.Duration(i+1000) * time.Second
 		in.add(&s)
@@ -79,7 +81,7 @@ func TestHeadlineAfterCollectorRestart(t *testing.T) {
 		t.Fatalf("constant load flagged: %q", in.line)
 	}
 	for up := 1; up <= 15; up++ {
-		s := incidentAt(200 + up)
+		s := incidentAt(from + 200 + up)
 		s.Collector.Uptime = time.Duration(up) * time.Second
 		for i := range s.Tenants {
 			h := make([]float64, api.HistoryLen)
