@@ -187,9 +187,9 @@ type Tracker struct {
 	seen  map[string]int64
 	own   map[string]*series // load per snapshot, by row label
 	flags map[string]*flag   // offenders flagged, by row label
-	head Headline
-	ps   []float64 // scratch
-	ls   []float64
+	head  Headline
+	ps    []float64 // scratch
+	ls    []float64
 }
 
 // series is a row's load as the tracker saw it, one point per snapshot,
