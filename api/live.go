@@ -198,6 +198,12 @@ type TenantRow struct {
 	// it, so an offender stays flagged for as long as its load stays
 	// above it, not only while its rise is recent.
 	BaselineRUPerSec float64 `json:"baseline_ru_per_sec,omitempty"`
+	// FlaggedSince is when the source's own detector (package incident,
+	// on its baselines) flagged the tenant as an offender; zero: it does
+	// not. A row that carries it or BaselineRUPerSec is judged by the
+	// source: every client names the same offenders, however late it
+	// started.
+	FlaggedSince time.Time `json:"flagged_since,omitzero"`
 }
 
 // RouteRow is one route of a tenant.

@@ -98,6 +98,9 @@ func addTenant(a *TenantRow, b TenantRow) {
 	a.BaselineP95Seconds = max(a.BaselineP95Seconds, b.BaselineP95Seconds)
 	a.BaselineShare = max(a.BaselineShare, b.BaselineShare)
 	a.BaselineRUPerSec = max(a.BaselineRUPerSec, b.BaselineRUPerSec)
+	if !b.FlaggedSince.IsZero() && (a.FlaggedSince.IsZero() || b.FlaggedSince.Before(a.FlaggedSince)) {
+		a.FlaggedSince = b.FlaggedSince
+	}
 	a.Throttled = a.Throttled || b.Throttled
 	if a.Tier == "" {
 		a.Tier = b.Tier

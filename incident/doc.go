@@ -22,7 +22,10 @@
 // offender keeps the baseline it was flagged against and stays flagged
 // until its recent load is back under DriverClear times it (or its share
 // under half DriverShare): an import that runs for an hour is named for
-// the hour, not for the two minutes its rise stays in the history. The
+// the hour, not for the two minutes its rise stays in the history. A row
+// the source flagged itself (api.TenantRow.FlaggedSince: a collector runs
+// this detector on its baselines) is an offender as the source says, so
+// a client started late names it too. The
 // line says how old a baseline this tracker froze is ("×9.1 its baseline
 // of 4m ago"). The measure is RU, or DB load when the source is
 // PostgreSQL alone or no tenant has RU, whatever measure orders the rows.

@@ -270,11 +270,18 @@ func (in *Tracker) Add(s *api.Snapshot) Headline {
 		name := Label(group, r)
 		key := group + "\x00" + name
 		hist := in.history(s, r, key, load(r), historyOf)
-		base := 0.0
-		if !db && group == api.GroupTenant && !r.Untagged {
-			base = r.BaselineRUPerSec
+		var d Offender
+		var drv bool
+		if !db && group == api.GroupTenant && !r.Untagged && !r.FlaggedSince.IsZero() {
+			d, drv = flaggedBySource(r, share, hist)
+			delete(in.flags, key)
+		} else {
+			base := 0.0
+			if !db && group == api.GroupTenant && !r.Untagged {
+				base = r.BaselineRUPerSec
+			}
+			d, drv = in.driver(s, key, share, load(r), base, hist)
 		}
-		d, drv := in.driver(s, key, share, load(r), base, hist)
 		if drv {
 			d.Name = name
 			h.Offenders = append(h.Offenders, d)
@@ -473,6 +480,17 @@ func (in *Tracker) driver(s *api.Snapshot, key string, share, now, srcBase float
 	if len(in.flags) < MaxTracked {
 		in.flags[key] = f
 	}
+	return f.offender(share, recent), true
+}
+
+// flaggedBySource is the offender a source's own detector flagged
+// (api.TenantRow.FlaggedSince): the same for every client.
+func flaggedBySource(r *api.TenantRow, share float64, h []float64) (Offender, bool) {
+	recent := r.RUPerSec
+	if len(h) > DriverRecent {
+		_, recent, _ = Split(h)
+	}
+	f := flag{base: r.BaselineRUPerSec, from: "collector", since: r.FlaggedSince}
 	return f.offender(share, recent), true
 }
 

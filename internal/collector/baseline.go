@@ -2,6 +2,8 @@ package collector
 
 import (
 	"context"
+	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -12,17 +14,27 @@ import (
 )
 
 // Baselines in the collector: the same for every qtop that reads it, so
-// that the headline's victims do not depend on when a qtop started or
-// whether it restarted. Each second the live view (tenants by RU, as the
-// autopilot reads it) adds each tenant's p95 and share of RU to the
-// minute it falls in; a tenant's baseline is the median, over the
-// complete minutes of the trailing hour except the last baselineGap
+// that the headline's offenders and victims do not depend on when a qtop
+// started or whether it restarted. Each second the live view (tenants by
+// RU, as the autopilot reads it) adds each tenant's p95, share of RU and
+// RU/s to the minute it falls in; a tenant's baseline is the median, over
+// the complete minutes of the trailing hour except the last baselineGap
 // (which an incident under way would fill), of those minutes' means —
 // once at least baselineMinutes such minutes exist. The live view then
-// carries it (api.TenantRow.BaselineP95Seconds, BaselineShare) and qtop
-// judges victims against it ("baselines: collector"). Kept in memory: a
-// collector that restarts learns them again (the store's minutes hold no
-// p95).
+// carries it (api.TenantRow.BaselineP95Seconds, BaselineShare,
+// BaselineRUPerSec) and qtop judges against it ("baselines: collector").
+//
+// Incidents do not teach the baselines: the book runs the headline's
+// own detector (incident.Tracker) on what it is fed, and while an
+// offender is flagged against a baseline, or as new load while victims
+// are hurt, no tenant's seconds are added. New load without victims (a
+// new customer's steady traffic) is learnt, so it becomes the tenant's
+// baseline. An incident older than the trailing hour is taken as the
+// new normal: learning resumes.
+//
+// The book is saved in the data folder (baselinefile.go) at each
+// minute's turn and read back at start, so a collector that restarts
+// keeps its baselines instead of learning them again.
 const (
 	baselineSlots   = 60 // minutes of the trailing hour
 	baselineGap     = 3  // the latest minutes left out of a baseline
@@ -41,22 +53,38 @@ type baselineBook struct {
 	mu        sync.Mutex
 	minute    int64 // the minute being filled (unix minutes)
 	tenants   map[string]*tenantMinutes
-	served    map[string][2]float64 // p95 seconds, share of RU: the baselines served
+	served    map[string][3]float64 // p95 seconds, share of RU, RU/s: the baselines served
+	tr        incident.Tracker      // the headline, so that incidents do not teach
+	// file is where the book is saved at each minute's turn ("": not
+	// saved); save does it (nil: saveBaselines).
+	file string
+	save func(path string, b []byte) error
+	log  *slog.Logger
+	// flagged are the offenders the tracker named last.
+	flagged []flagged
+}
+
+// flagged is an offender of the book's tracker: its label and since when.
+type flagged struct {
+	name  string
+	since time.Time
 }
 
 // tenantMinutes is one tenant's ring of minutes.
 type tenantMinutes struct {
 	at         [baselineSlots]int64 // the minute a slot holds
 	p95, share [baselineSlots]float64
+	ru         [baselineSlots]float64
 	n          [baselineSlots]int
 	lastMinute int64
 }
 
 func newBaselineBook() *baselineBook {
-	return &baselineBook{gap: baselineGap, need: baselineMinutes, tenants: map[string]*tenantMinutes{}, served: map[string][2]float64{}}
+	return &baselineBook{gap: baselineGap, need: baselineMinutes, tenants: map[string]*tenantMinutes{}, served: map[string][3]float64{}}
 }
 
-// add takes one live snapshot (tenants by RU, the most rows).
+// add takes one live snapshot (tenants by RU, the most rows, carrying
+// the baselines served).
 func (b *baselineBook) add(s *api.Snapshot) {
 	m := s.Time.Unix() / 60
 	var total float64
@@ -64,9 +92,39 @@ func (b *baselineBook) add(s *api.Snapshot) {
 		total += s.Tenants[i].RUPerSec
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
+	var saved []byte
 	if m != b.minute {
-		b.turn(m)
+		saved = b.turn(m)
+	}
+	b.learn(s, m, total)
+	b.mu.Unlock()
+	if saved != nil {
+		b.write(saved)
+	}
+}
+
+// learn adds what s shows of each tenant to minute m, unless an incident
+// is on.
+func (b *baselineBook) learn(s *api.Snapshot, m int64, total float64) {
+	// The tracker judges for itself: the flags served are its own.
+	own := *s
+	own.Tenants = slices.Clone(s.Tenants)
+	for i := range own.Tenants {
+		own.Tenants[i].FlaggedSince = time.Time{}
+	}
+	h := b.tr.Add(&own)
+	b.flagged = b.flagged[:0]
+	for _, o := range h.Offenders {
+		b.flagged = append(b.flagged, flagged{o.Name, o.Since})
+	}
+	on := false
+	for _, o := range h.Offenders {
+		if s.Time.Sub(o.Since) < baselineSlots*time.Minute && (o.Factor > 0 || len(h.Victims) > 0) {
+			on = true
+		}
+	}
+	if on {
+		return
 	}
 	if total <= 0 {
 		return
@@ -86,10 +144,11 @@ func (b *baselineBook) add(s *api.Snapshot) {
 		}
 		slot := m % baselineSlots
 		if tm.at[slot] != m {
-			tm.at[slot], tm.p95[slot], tm.share[slot], tm.n[slot] = m, 0, 0, 0
+			tm.at[slot], tm.p95[slot], tm.share[slot], tm.ru[slot], tm.n[slot] = m, 0, 0, 0, 0
 		}
 		tm.p95[slot] += r.P95Seconds
 		tm.share[slot] += r.RUPerSec / total
+		tm.ru[slot] += r.RUPerSec
 		tm.n[slot]++
 		tm.lastMinute = m
 	}
@@ -97,27 +156,29 @@ func (b *baselineBook) add(s *api.Snapshot) {
 
 // turn starts minute m: the baselines are computed again from the
 // complete minutes, and tenants idle for the whole hour are forgotten.
-func (b *baselineBook) turn(m int64) {
+// It returns the book encoded to be saved (nil: not saved).
+func (b *baselineBook) turn(m int64) []byte {
 	b.minute = m
 	clear(b.served)
-	var ps, ss []float64
+	var ps, ss, rs []float64
 	for name, tm := range b.tenants {
 		if m-tm.lastMinute > baselineSlots {
 			delete(b.tenants, name)
 			continue
 		}
-		ps, ss = ps[:0], ss[:0]
+		ps, ss, rs = ps[:0], ss[:0], rs[:0]
 		for i := range baselineSlots {
 			if at := tm.at[i]; tm.n[i] > 0 && at >= m-baselineSlots && at < m-b.gap {
-				ps = append(ps, tm.p95[i]/float64(tm.n[i]))
-				ss = append(ss, tm.share[i]/float64(tm.n[i]))
+				n := float64(tm.n[i])
+				ps, ss, rs = append(ps, tm.p95[i]/n), append(ss, tm.share[i]/n), append(rs, tm.ru[i]/n)
 			}
 		}
 		if int64(len(ps)) < b.need {
 			continue
 		}
-		b.served[name] = [2]float64{median(ps), median(ss)}
+		b.served[name] = [3]float64{median(ps), median(ss), median(rs)}
 	}
+	return b.encode()
 }
 
 // median of v (reordered), as the headline takes its quantiles.
@@ -127,13 +188,21 @@ func median(v []float64) float64 { return incident.Quantile(v, 0.5) }
 func (b *baselineBook) snapshot(snap *api.Snapshot, _ time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.served) == 0 || (snap.GroupBy != "" && snap.GroupBy != api.GroupTenant) {
+	if (len(b.served) == 0 && len(b.flagged) == 0) || (snap.GroupBy != "" && snap.GroupBy != api.GroupTenant) {
 		return
 	}
 	for i := range snap.Tenants {
 		r := &snap.Tenants[i]
-		if bl, ok := b.served[r.Tenant]; ok && !r.Untagged {
-			r.BaselineP95Seconds, r.BaselineShare = bl[0], bl[1]
+		if r.Untagged {
+			continue
+		}
+		if bl, ok := b.served[r.Tenant]; ok {
+			r.BaselineP95Seconds, r.BaselineShare, r.BaselineRUPerSec = bl[0], bl[1], bl[2]
+		}
+		for _, f := range b.flagged {
+			if f.name == api.Printable(r.Tenant) {
+				r.FlaggedSince = f.since
+			}
 		}
 	}
 }

@@ -2,6 +2,8 @@ package collector
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -15,8 +17,10 @@ import (
 // qtop that starts (or restarts) during an incident names the same
 // victims as one that watched from before it — where, on its own
 // baselines, the late one took the incident for normal.
+//
+// It goes on in holdAndRestart: the same incident, longer, then a restart.
 func TestBaselinesSameForEveryQtop(t *testing.T) {
-	f := newFixture(t, func(c *Config) { c.Demo = true; c.Store = StoreNone })
+	f := newFixture(t, demoNoStore)
 	defer f.stop()
 	fleet, err := newDemoFleet(f.s, f.clk.Now())
 	if err != nil {
@@ -32,6 +36,7 @@ func TestBaselinesSameForEveryQtop(t *testing.T) {
 	ctx := context.Background()
 	var early, late, lateOwn incident.Tracker
 	var he, hl, ho incident.Headline
+	var before float64
 	for sec := 1; sec <= int((importAt+45*time.Second)/time.Second); sec++ {
 		fleet.step(f.clk.Add(time.Second))
 		f.s.Tick(ctx, f.clk.Now())
@@ -39,9 +44,10 @@ func TestBaselinesSameForEveryQtop(t *testing.T) {
 		snap := f.s.Snapshot(f.clk.Now(), api.MeasureRU, defaultTop)
 		he = early.Add(&snap)
 		if sec == int(importAt/time.Second)-1 {
-			if r := rowOf(snap, "acme"); r.BaselineP95Seconds <= 0 || r.BaselineShare <= 0 {
+			if r := rowOf(snap, "acme"); r.BaselineP95Seconds <= 0 || r.BaselineShare <= 0 || r.BaselineRUPerSec <= 0 {
 				t.Fatalf("no baseline served for acme after %v: %+v", importAt, r)
 			}
+			before = rowOf(snap, "acme").BaselineP95Seconds
 		}
 		if time.Duration(sec)*time.Second >= importAt+15*time.Second {
 			// Started during the incident: on the collector's baselines,
@@ -73,7 +79,10 @@ func TestBaselinesSameForEveryQtop(t *testing.T) {
 		t.Fatalf("on its own baselines a late qtop saw %d victims, on the collector's %d: the test shows nothing", len(ho.Victims), len(hl.Victims))
 	}
 	t.Logf("victims: from the start %d, started late %d, started late on its own baselines %d", len(he.Victims), len(hl.Victims), len(ho.Victims))
+	holdAndRestart(t, f, fleet, before, importAt+45*time.Second)
 }
+
+func demoNoStore(c *Config) { c.Demo = true; c.Store = StoreNone }
 
 func rowOf(s api.Snapshot, tenant string) api.TenantRow {
 	for _, r := range s.Tenants {
@@ -82,4 +91,68 @@ func rowOf(s api.Snapshot, tenant string) api.TenantRow {
 		}
 	}
 	return api.TenantRow{}
+}
+
+// holdAndRestart goes on with TestBaselinesSameForEveryQtop's incident
+// (at elapsed, bigcorp's import under way; acme's baseline p95 was
+// before): the import lasts six minutes, longer than the pre-incident
+// minutes the baselines were taken from, and the incident's seconds do
+// not teach them, so a qtop started five minutes into it still names
+// bigcorp (as the collector flagged it) and the victims. The collector
+// then restarts on the same data folder: it serves the same baselines
+// from its first second, and a qtop on it names the same offender and
+// victims.
+func holdAndRestart(t *testing.T, f *fixture, fleet *demoFleet, before float64, elapsed time.Duration) {
+	const runFor = 10 * time.Minute // since the start; the import began at 4 min
+	ctx := context.Background()
+	var late incident.Tracker
+	var snap api.Snapshot
+	for sec := 1; sec <= int((runFor-elapsed)/time.Second); sec++ {
+		fleet.step(f.clk.Add(time.Second))
+		f.s.Tick(ctx, f.clk.Now())
+		httpAPI{f.s}.stepAutopilot(ctx)
+		snap = f.s.Snapshot(f.clk.Now(), api.MeasureRU, defaultTop)
+		if time.Duration(sec)*time.Second > runFor-elapsed-time.Minute {
+			late.Add(&snap)
+		}
+	}
+	h := late.Headline()
+	after := rowOf(snap, "acme").BaselineP95Seconds
+	if before <= 0 || after > 1.25*before {
+		t.Fatalf("acme's baseline p95 %v before the import, %v six minutes into it", before, after)
+	}
+	if len(h.Offenders) != 1 || h.Offenders[0].Name != "bigcorp" || h.Offenders[0].BaselineFrom != "collector" || len(h.Victims) < 3 {
+		t.Fatalf("a qtop started five minutes into the import: %q %+v", h.Line, h.Offenders)
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, baselinesFile)); err != nil {
+		t.Fatal(err)
+	}
+
+	f.stop()
+	f.start(demoNoStore)
+	f.s.feat.base.gap, f.s.feat.base.need = 1, 2
+	fleet, err := newDemoFleet(f.s, f.clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleet.importAfter = 0
+	var again incident.Tracker
+	for range 20 {
+		fleet.step(f.clk.Add(time.Second))
+		f.s.Tick(ctx, f.clk.Now())
+		httpAPI{f.s}.stepAutopilot(ctx)
+		snap = f.s.Snapshot(f.clk.Now(), api.MeasureRU, defaultTop)
+		if r := rowOf(snap, "acme"); r.Tenant == "acme" && r.BaselineP95Seconds != after {
+			t.Fatalf("after the restart acme's baseline p95 is %v, was %v", r.BaselineP95Seconds, after)
+		}
+		again.Add(&snap)
+	}
+	h2 := again.Headline()
+	if r := rowOf(snap, "acme"); r.BaselineP95Seconds != after {
+		t.Fatalf("after the restart acme's baseline p95 is %v, was %v", r.BaselineP95Seconds, after)
+	}
+	if len(h2.Offenders) != 1 || h2.Offenders[0].Name != "bigcorp" || len(h2.Victims) < 3 {
+		t.Fatalf("a qtop on the restarted collector: %q", h2.Line)
+	}
+	t.Logf("five minutes in: %q; after the restart: %q", h.Line, h2.Line)
 }

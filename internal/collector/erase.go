@@ -64,6 +64,9 @@ type Erasure struct {
 	Store  *store.Erased     `json:"store,omitempty"` // nil: no store (StoreNone)
 	Spool  store.SpoolErased `json:"spool"`
 	WAL    WALErased         `json:"wal"`
+	// Baselines: the tenant's minutes were in the baselines kept in the
+	// data folder, and are gone.
+	Baselines bool `json:"baselines"`
 }
 
 // EraseTenant removes one tenant's rows from a stopped collector's data
@@ -104,6 +107,9 @@ func EraseTenant(ctx context.Context, cfg EraseConfig) (Erasure, error) {
 		return er, err
 	}
 	if er.Spool, err = store.EraseSpooled(filepath.Join(cfg.DataDir, "spool"), cfg.Tenant); err != nil {
+		return er, err
+	}
+	if er.Baselines, err = eraseBaselines(cfg.DataDir, cfg.Tenant); err != nil {
 		return er, err
 	}
 	if cfg.Store == StoreNone {

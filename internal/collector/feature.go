@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"path/filepath"
 	"time"
 
 	"github.com/qtop-dev/qtop/api"
@@ -56,6 +57,10 @@ func newFeatures(cfg Config, pol *policyPart, em *enforcementMetrics) (features,
 		return f, err
 	}
 	f.base = newBaselineBook()
+	f.base.log = cfg.Logger
+	if err := f.base.load(filepath.Join(cfg.DataDir, baselinesFile)); err != nil {
+		cfg.Logger.Warn("baselines saved by the last run not read: they are learnt again", "err", err)
+	}
 	f.all = []feature{f.fresh, f.bud, f.enf, f.quota, &policyView{pol: pol}, f.pilot, f.base}
 	return f, nil
 }

@@ -1,0 +1,138 @@
+package collector
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/qtop-dev/qtop/store"
+	"github.com/qtop-dev/qtop/tenant"
+)
+
+// baselinesFile is where the baseline book is kept in DataDir.
+const baselinesFile = "baselines.json"
+
+// maxBaselinesFile bounds the file read back at start (the book holds at
+// most maxBaselineTenants × baselineSlots minutes: about 12 MB of JSON).
+const maxBaselinesFile = 32 << 20
+
+// baselinesOnDisk is the saved book: each tenant's minutes of the
+// trailing hour, as sums over the seconds seen.
+type baselinesOnDisk struct {
+	Version int                     `json:"version"`
+	Tenants map[string][]minuteSums `json:"tenants"`
+}
+
+// minuteSums is one minute of a tenant: [unix minute, seconds seen, p95
+// seconds, share of RU, RU/s] (the last three summed over the seconds).
+type minuteSums [5]float64
+
+// encode returns the book's minutes as saved (nil when it is not saved).
+// b.mu is held.
+func (b *baselineBook) encode() []byte {
+	if b.file == "" {
+		return nil
+	}
+	d := baselinesOnDisk{Version: 1, Tenants: make(map[string][]minuteSums, len(b.tenants))}
+	for name, tm := range b.tenants {
+		var ms []minuteSums
+		for i := range baselineSlots {
+			if tm.n[i] > 0 && tm.at[i] >= b.minute-baselineSlots {
+				ms = append(ms, minuteSums{float64(tm.at[i]), float64(tm.n[i]), tm.p95[i], tm.share[i], tm.ru[i]})
+			}
+		}
+		if ms != nil {
+			d.Tenants[name] = ms
+		}
+	}
+	out, err := json.Marshal(d)
+	if err != nil {
+		return nil // cannot happen: finite numbers and strings
+	}
+	return out
+}
+
+// write saves the encoded book; a failure is logged by the caller's
+// logger once per minute at most (it is called at each minute's turn).
+func (b *baselineBook) write(data []byte) {
+	save := b.save
+	if save == nil {
+		save = saveBaselines
+	}
+	if err := save(b.file, data); err != nil && b.log != nil {
+		b.log.Warn("baselines not saved: a restart will learn them again", "file", b.file, "err", err)
+	}
+}
+
+func saveBaselines(path string, data []byte) error { return store.WriteFileAtomic(path, data) }
+
+// load reads the book saved at path, if any: a missing file is an empty
+// book, a bad one is reported (and the book starts empty).
+func (b *baselineBook) load(path string) error {
+	b.file = path
+	st, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if st.Size() > maxBaselinesFile {
+		return fmt.Errorf("%s: %d bytes, larger than %d: not read", path, st.Size(), maxBaselinesFile)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var d baselinesOnDisk
+	if err := json.Unmarshal(data, &d); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if d.Version != 1 {
+		return fmt.Errorf("%s: version %d: want 1", path, d.Version)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for name, ms := range d.Tenants {
+		if tenant.ValidateTenant(name) != nil || len(b.tenants) >= maxBaselineTenants {
+			continue
+		}
+		tm := &tenantMinutes{}
+		for _, x := range ms {
+			m, n := int64(x[0]), int(x[1])
+			if n <= 0 || m <= 0 {
+				continue
+			}
+			slot := m % baselineSlots
+			tm.at[slot], tm.n[slot], tm.p95[slot], tm.share[slot], tm.ru[slot] = m, n, x[2], x[3], x[4]
+			tm.lastMinute = max(tm.lastMinute, m)
+		}
+		b.tenants[name] = tm
+	}
+	return nil
+}
+
+// eraseBaselines removes one tenant from the book saved in dataDir (the
+// collector erase command: a baseline is data about the tenant too). It
+// reports whether the tenant was there.
+func eraseBaselines(dataDir, name string) (bool, error) {
+	path := filepath.Join(dataDir, baselinesFile)
+	b := newBaselineBook()
+	if err := b.load(path); err != nil {
+		return false, fmt.Errorf("collector: erase: baselines: %w", err)
+	}
+	if _, ok := b.tenants[name]; !ok {
+		return false, nil
+	}
+	delete(b.tenants, name)
+	for _, tm := range b.tenants {
+		b.minute = max(b.minute, tm.lastMinute)
+	}
+	if err := saveBaselines(path, b.encode()); err != nil {
+		return false, fmt.Errorf("collector: erase: baselines: %w", err)
+	}
+	return true, nil
+}
