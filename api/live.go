@@ -51,6 +51,9 @@ type HistoryPoint struct {
 	RUPerSec  float64   `json:"ru_per_sec"`
 	ReqPerSec float64   `json:"req_per_sec"`
 	ErrPerSec float64   `json:"err_per_sec"`
+	// P95Seconds is the p95 latency of the tenant's requests and jobs in
+	// the minute, from the store's histograms (0: none).
+	P95Seconds float64 `json:"p95_seconds,omitempty"`
 }
 
 // Measures that order Snapshot.Tenants.

@@ -46,6 +46,9 @@ func (s *Server) History(ctx context.Context, name string, minutes int, now time
 			RUPerSec:  r.RU / 60,
 			ReqPerSec: float64(r.Count) / 60,
 			ErrPerSec: float64(r.Errors) / 60,
+			// The store's History keeps the latency of requests and
+			// jobs only (a statement's is not the tenant's latency).
+			P95Seconds: r.Latency.Quantile(0.95),
 		})
 	}
 	return h, nil

@@ -141,6 +141,9 @@ func (m *Model) promptKey(msg tea.KeyMsg) tea.Cmd {
 		m.state, m.prompt = stateBrowse, prompt{}
 		return m.c.setStatus("nothing done", true)
 	}
+	if p.kind == promptHistory {
+		return m.historyPromptKey(msg)
+	}
 	if p.kind == promptThrottle && !p.confirm {
 		switch msg.Type {
 		case tea.KeyTab, tea.KeyShiftTab, tea.KeyUp, tea.KeyDown:

@@ -149,6 +149,7 @@ func (v *detailView) view(c *common, h int) string {
 	if v.row == nil {
 		lines := []string{c.st.title.Render(clip(kind+label, c.width)),
 			c.st.dim.Render(clip("no load in the window (or beyond the top tenants the source sends)", c.width))}
+		lines = append(lines, v.historyLines(c)...)
 		if v.untagged || len(v.stmts) > 0 {
 			lines = append(lines, v.statements(c)...)
 		}

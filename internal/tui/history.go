@@ -9,6 +9,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/qtop-dev/qtop/api"
+	"github.com/qtop-dev/qtop/tenant"
 )
 
 var _ Historian = (*Collector)(nil)
@@ -43,7 +44,8 @@ type storeHistory struct {
 	h       *api.History
 	err     string
 	loading bool
-	back    int // minutes before the newest the view ends at
+	back    int  // minutes before the newest the view ends at
+	placed  bool // back was set to show the tenant's last minutes
 }
 
 // fetchHistory asks the source for the drill-in tenant's history.
@@ -116,6 +118,12 @@ func (v *detailView) historyLines(c *common) []string {
 		}
 	}
 	w := max(c.width-2, 10)
+	if !hs.placed && len(h.Points) > 0 {
+		// A tenant no longer live: open on its last minutes.
+		hs.placed = true
+		last := int(h.Points[len(h.Points)-1].Minute.Sub(h.From) / time.Minute)
+		hs.back = max(n-1-last-w/8, 0)
+	}
 	hs.back = min(max(hs.back, 0), max(n-w, 0))
 	end := n - hs.back
 	start := max(end-w, 0)
@@ -128,7 +136,25 @@ func (v *detailView) historyLines(c *common) []string {
 	to := h.From.Add(time.Duration(end) * time.Minute).In(c.loc)
 	out = append(out, c.st.dim.Render(clip(what+" "+from.Format("Jan 2 15:04")+" – "+to.Format("15:04")+" (peak "+fmtNum(peak)+")", c.width)),
 		c.st.good.Render(sparkline(part, w, peak)))
-	return out
+	return append(out, p95Lines(c, h, start, end, w)...)
+}
+
+// p95Lines is the history's p95 per minute over the same columns, when
+// the store has latency for the tenant.
+func p95Lines(c *common, h *api.History, start, end, w int) []string {
+	series := make([]float64, end-start)
+	peak := 0.0
+	for _, p := range h.Points {
+		i := int(p.Minute.Sub(h.From)/time.Minute) - start
+		if i >= 0 && i < len(series) {
+			series[i] = p.P95Seconds
+			peak = max(peak, p.P95Seconds)
+		}
+	}
+	if peak <= 0 {
+		return nil
+	}
+	return []string{c.st.dim.Render(clip("p95 (peak "+fmtSeconds(peak)+")", c.width)), c.st.warn.Render(sparkline(series, w, peak))}
 }
 
 // historyKey moves the history window: [ earlier, ] later, by half a
@@ -147,4 +173,48 @@ func (v *detailView) historyKey(c *common, msg keyMsg) bool {
 		return false
 	}
 	return true
+}
+
+// startHistory asks for a tenant by name (the selected one's to start
+// with) and opens its drill-in with its history from the store: any
+// tenant the store has, live or not.
+func (m *Model) startHistory() tea.Cmd {
+	if !hasHistory(m.c.src) {
+		return m.c.setStatus(errNoHistory.Error(), false)
+	}
+	name := ""
+	if t, ok := m.selectedRow(); ok && !t.untagged && t.key != api.OtherTenant && m.group() == api.GroupTenant {
+		name = t.key
+	}
+	m.prompt = prompt{kind: promptHistory, name: field{value: clean(name), limit: tenant.MaxTenantLen}}
+	m.state = statePrompt
+	return nil
+}
+
+// historyPromptKey edits the tenant's name; enter opens its drill-in and
+// fetches its history.
+func (m *Model) historyPromptKey(msg tea.KeyMsg) tea.Cmd {
+	p := &m.prompt
+	if msg.Type != tea.KeyEnter {
+		if p.name.edit(msg) {
+			p.err = ""
+		}
+		return nil
+	}
+	name := strings.TrimSpace(p.name.value)
+	if err := tenant.ValidateTenant(name); err != nil || name == "" {
+		p.err = fmt.Sprintf("%v: tenant %q: want a tenant's name as the store keeps it", ErrInput, name)
+		return nil
+	}
+	m.state, m.prompt = stateBrowse, prompt{}
+	d, ok := m.nav.drillIn().(*detailView)
+	if !ok {
+		return nil
+	}
+	if m.nav.isTab(m.nav.cur) {
+		m.nav.back = m.nav.cur
+	}
+	m.nav.cur = d
+	d.drill(&m.c, target{key: name})
+	return d.fetchHistory(&m.c)
 }

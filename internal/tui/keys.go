@@ -83,7 +83,7 @@ func DefaultKeyMap() KeyMap {
 			Filter:  b([]string{"/"}, "/", "filter"),
 			GroupBy: b([]string{"b"}, "b", "group by (--postgres)"),
 			Select:  b([]string{" "}, "space", "mark statement"),
-			History: b([]string{"h"}, "h", "history (drill-in, [ ])"),
+			History: b([]string{"h"}, "h", "history ([ ], any tenant)"),
 			Full:    b([]string{"v"}, "v", "full query text"),
 			Explain: b([]string{"e"}, "e", "EXPLAIN (--postgres)"),
 		},

@@ -255,13 +255,15 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 	if matches(msg, k.AutopilotCancel) { // after the view's own keys: only Enforcement's rows are actions
 		return m.startAutopilotCancel()
 	}
+	if matches(msg, k.History) { // outside the drill-in: any tenant by name
+		return m.startHistory()
+	}
 	for _, h := range []struct {
 		keys []key.Binding
 		text string
 	}{
 		{[]key.Binding{k.Select}, "space marks statements in the Statements view (3), for c and k"},
 		{[]key.Binding{k.Sort, k.Reverse}, "s and S sort the Tenants view (1)"},
-		{[]key.Binding{k.History}, "h shows a tenant's history: enter on it first"},
 	} {
 		if matches(msg, h.keys...) {
 			return m.c.setStatus(h.text, false)

@@ -65,6 +65,7 @@ const (
 	promptAutopilotPause
 	promptAutopilotResume
 	promptAutopilotCancel
+	promptHistory
 )
 
 // MaxThrottle is the longest throttle the prompt accepts.
@@ -81,8 +82,9 @@ type prompt struct {
 	targets []api.StatementRow // of a cancel or terminate
 	action  api.AutopilotRow   // of an autopilot cancel
 	ru, dur field
-	focus   int  // 0: RU/s cap, 1: duration
-	confirm bool // the y/n step
+	name    field // of a history
+	focus   int   // 0: RU/s cap, 1: duration
+	confirm bool  // the y/n step
 	err     string
 }
 
@@ -169,6 +171,8 @@ func (p *prompt) line(c *common) string {
 			break
 		}
 		s = fmt.Sprintf("%s %d? only if it still runs this · y confirm · n/esc keep it · %s", what, p.pid, clean(p.query))
+	case promptHistory:
+		s = "History of tenant [" + p.name.value + "▏] from the store, per minute, last 24 h · enter open · esc cancel"
 	case promptAutopilotPause:
 		s = "Pause the autopilot? no new action starts; those in force still relax and lift · y confirm · n/esc keep it running"
 	case promptAutopilotResume:
