@@ -68,6 +68,7 @@ type baselineBook struct {
 type flagged struct {
 	name  string
 	since time.Time
+	base  float64 // the RU/s it was flagged against (0: new load)
 }
 
 // tenantMinutes is one tenant's ring of minutes.
@@ -115,7 +116,7 @@ func (b *baselineBook) learn(s *api.Snapshot, m int64, total float64) {
 	h := b.tr.Add(&own)
 	b.flagged = b.flagged[:0]
 	for _, o := range h.Offenders {
-		b.flagged = append(b.flagged, flagged{o.Name, o.Since})
+		b.flagged = append(b.flagged, flagged{o.Name, o.Since, o.Baseline})
 	}
 	on := false
 	for _, o := range h.Offenders {
@@ -201,7 +202,12 @@ func (b *baselineBook) snapshot(snap *api.Snapshot, _ time.Time) {
 		}
 		for _, f := range b.flagged {
 			if f.name == api.Printable(r.Tenant) {
+				// Before the hour's baseline exists, the one it was
+				// flagged against (its load before the rise).
 				r.FlaggedSince = f.since
+				if r.BaselineRUPerSec == 0 {
+					r.BaselineRUPerSec = f.base
+				}
 			}
 		}
 	}
