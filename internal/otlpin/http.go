@@ -95,11 +95,12 @@ func (r *Receiver) receiveHTTP(w http.ResponseWriter, req *http.Request, jsonBod
 	if err := r.readBody(w, req, gz, jsonBody, buf); err != nil {
 		return Result{}, 0, err
 	}
-	if retry, err := r.acquire(); err != nil {
+	body := buf.Bytes()
+	done, retry, err := r.acquire(req.Context(), int64(len(body)))
+	if err != nil {
 		return Result{}, retry, err
 	}
-	defer r.release()
-	body := buf.Bytes()
+	defer done()
 	if jsonBody {
 		if body, err = jsonToProto(body); err != nil {
 			return Result{}, 0, err
@@ -172,7 +173,7 @@ func (r *Receiver) reserveHTTP(req *http.Request, jsonBody, gz bool) (release fu
 	if jsonBody {
 		want = min(want, r.jsonLimit()) * 4
 	}
-	free, err := r.mem.reserve(want)
+	free, err := r.mem.reserveConnWait(req.Context(), "", want, reserveWait)
 	if err != nil {
 		return nil, err
 	}

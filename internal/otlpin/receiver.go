@@ -1,6 +1,7 @@
 package otlpin
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -52,9 +53,12 @@ type Receiver struct {
 	cfg     config
 	sink    report.Consumer
 	met     *metrics
-	sem     chan struct{}
+	sem     chan struct{} // decode slots (admit.go)
+	large   chan struct{} // the one slot of large messages
 	mem     *memBudget
 	mappers sync.Pool
+	// largeBufs holds the buffer of large gRPC messages (grpc.go).
+	largeBufs sync.Pool
 
 	mu      sync.Mutex
 	sources map[string]*source
@@ -99,12 +103,14 @@ func New(sink report.Consumer, opts ...Option) (*Receiver, error) {
 		cfg:     cfg,
 		sink:    sink,
 		sem:     make(chan struct{}, cfg.inflight),
+		large:   make(chan struct{}, 1),
 		mem:     newMemBudget(cfg.memory),
 		sources: make(map[string]*source),
 		traces:  newTraceCache(cfg.maxTraces, max(cfg.traceWait, time.Second)),
 		wait:    newWaitList(cfg.maxWaiting),
 		stop:    make(chan struct{}),
 	}
+	r.largeBufs.New = func() any { return new(bytes.Buffer) }
 	dbIv := newDBIntervals(cfg.maxTraces)
 	r.mappers.New = func() any { return &mapper{tenantAttr: cfg.tenantAttr, model: cfg.model, dbIv: dbIv} }
 	if r.met, err = newMetrics(cfg.reg); err != nil {
@@ -119,28 +125,6 @@ const (
 	retrySlots = time.Second
 	retryLater = 5 * time.Second
 )
-
-// acquire takes a decode slot without waiting; otherwise it says why not
-// (ErrBusy, ErrShutdown) and when to try again.
-func (r *Receiver) acquire() (time.Duration, error) {
-	r.mu.Lock()
-	closed, busy := r.closed, r.backlog >= maxBacklog
-	r.mu.Unlock()
-	switch {
-	case closed:
-		return retryLater, ErrShutdown
-	case busy:
-		return retryLater, fmt.Errorf("%w: the collector is refusing reports", ErrBusy)
-	}
-	select {
-	case r.sem <- struct{}{}:
-		return 0, nil
-	default:
-		return retrySlots, fmt.Errorf("%w: %d requests being decoded", ErrBusy, cap(r.sem))
-	}
-}
-
-func (r *Receiver) release() { <-r.sem }
 
 // pend is a record of a request, kept until the request has been read
 // whole.
