@@ -60,8 +60,11 @@ const grpcWindow = 1 << 20
 const exportMethod = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 // tapGRPC admits a stream from its headers alone, before its message is
-// read (it runs on the connection's reader, so it never waits except to
-// hold back a refusal, which stalls only that connection).
+// read. It runs on the connection's reader, so it waits only where that
+// stalls nobody: to hold back a refusal, and for memory when the
+// connection has no other stream admitted (an SDK exporter's connection
+// carries one export at a time); a stream beside others of its connection
+// that finds the memory taken is answered busy at once.
 func (r *Receiver) tapGRPC(ctx context.Context, info *tap.Info) (context.Context, error) {
 	if info.FullMethodName != exportMethod {
 		return ctx, nil // gRPC answers UNIMPLEMENTED without reading it
@@ -81,23 +84,43 @@ func (r *Receiver) tapGRPC(ctx context.Context, info *tap.Info) (context.Context
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		conn = p.Addr.String()
 	}
-	release, err := r.mem.reserveConnWait(ctx, conn, grpcReserve(r.cfg.grpcMax), reserveWait)
+	wait := reserveWait
+	if r.mem.holds(conn) {
+		wait = 0
+	}
+	release, err := r.mem.reserveConnWait(ctx, conn, grpcReserve(r.cfg.grpcMax), wait)
 	if err != nil {
 		r.met.requests.WithLabelValues("grpc", reqBusy).Inc()
 		st, _ := status.New(codes.Unavailable, err.Error()).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(retrySlots)})
 		return nil, st.Err()
 	}
 	r.met.memory.Set(float64(r.mem.reserved()))
-	// The stream's context ends with the stream (answered, reset, or its
-	// connection gone), which gives the reservation back; the read
-	// timeout ends it early for a message that does not arrive in time.
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.grpcRead)
-	context.AfterFunc(ctx, func() {
-		cancel()
+	// The handler gives the reservation back before its answer goes (so
+	// the client's next export finds it free); the stream's context ends
+	// with the stream (answered, reset, or its connection gone), which
+	// gives it back if the handler never ran; the read timeout ends it
+	// early for a message that does not arrive in time.
+	free := func() {
 		release()
 		r.met.memory.Set(float64(r.mem.reserved()))
+	}
+	ctx, cancel := context.WithTimeout(context.WithValue(ctx, streamMemory{}, free), r.cfg.grpcRead)
+	context.AfterFunc(ctx, func() {
+		cancel()
+		free()
 	})
 	return ctx, nil
+}
+
+// streamMemory is the context key of the function that gives a stream's
+// reservation back (it may be called more than once).
+type streamMemory struct{}
+
+// releaseStream gives back the memory reserved for ctx's stream.
+func releaseStream(ctx context.Context) {
+	if free, ok := ctx.Value(streamMemory{}).(func()); ok {
+		free()
+	}
 }
 
 // grpcReserve is what an admitted gRPC stream reserves: gRPC reads its
@@ -205,6 +228,7 @@ var traceServiceDesc = grpc.ServiceDesc{
 	Methods: []grpc.MethodDesc{{
 		MethodName: "Export",
 		Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			defer releaseStream(ctx) // after the buffers are freed, before the answer goes
 			var in heldRequest
 			if err := dec(&in); err != nil {
 				return nil, err

@@ -38,11 +38,19 @@ func newMemBudget(size int64) *memBudget {
 	return &memBudget{size: size, conns: make(map[string]int64), freed: make(chan struct{})}
 }
 
+// holds says whether connection conn has memory reserved.
+func (b *memBudget) holds(conn string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.conns[conn] > 0
+}
+
 // reserveConnWait is reserveConn, waiting up to wait (or ctx's end) for
 // releases while the reservation does not fit.
 func (b *memBudget) reserveConnWait(ctx context.Context, conn string, n int64, wait time.Duration) (func(), error) {
-	if release, err := b.reserveConn(conn, n); err == nil {
-		return release, nil // the common case: no timer
+	release, err := b.reserveConn(conn, n)
+	if err == nil || wait <= 0 {
+		return release, err // the common case: no timer
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()

@@ -2,6 +2,7 @@ package otlpin
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -57,6 +58,7 @@ type Receiver struct {
 	large   chan struct{} // the one slot of large messages
 	mem     *memBudget
 	mappers sync.Pool
+	chunks  sync.Pool // of a request's records (reqState)
 	// largeBufs holds the buffer of large gRPC messages (grpc.go).
 	largeBufs sync.Pool
 
@@ -112,7 +114,10 @@ func New(sink report.Consumer, opts ...Option) (*Receiver, error) {
 	}
 	r.largeBufs.New = func() any { return new(bytes.Buffer) }
 	dbIv := newDBIntervals(cfg.maxTraces)
-	r.mappers.New = func() any { return &mapper{tenantAttr: cfg.tenantAttr, model: cfg.model, dbIv: dbIv} }
+	r.chunks.New = func() any { return new([chunkLen]pend) }
+	r.mappers.New = func() any {
+		return &mapper{tenantAttr: cfg.tenantAttr, model: cfg.model, dbIv: dbIv, req: reqState{pool: &r.chunks}}
+	}
 	if r.met, err = newMetrics(cfg.reg); err != nil {
 		return nil, err
 	}
@@ -142,12 +147,15 @@ type rootAt struct {
 
 // reqState is the per-request scratch space, pooled with the mapper. The
 // records are kept in chunks, so that a large request is never copied
-// while it grows.
+// while it grows; the chunks beyond the few a mapper keeps come from, and
+// go back to, the receiver's pool (a large request's 200 of them are
+// reused by the next one instead of being allocated and collected).
 type reqState struct {
 	chunks [][]pend
 	n      int
 	roots  []rootAt
 	key    []byte
+	pool   *sync.Pool // of *[chunkLen]pend
 }
 
 const chunkLen = 1024
@@ -155,7 +163,7 @@ const chunkLen = 1024
 func (st *reqState) add(p pend) {
 	c := st.n / chunkLen
 	if c == len(st.chunks) {
-		st.chunks = append(st.chunks, make([]pend, chunkLen))
+		st.chunks = append(st.chunks, st.pool.Get().(*[chunkLen]pend)[:])
 	}
 	st.chunks[c][st.n%chunkLen] = p
 	st.n++
@@ -176,6 +184,10 @@ func (st *reqState) reset() {
 	}
 	st.n = 0
 	if len(st.chunks) > maxKeptChunks {
+		for i, c := range st.chunks[maxKeptChunks:] {
+			st.pool.Put((*[chunkLen]pend)(c))
+			st.chunks[maxKeptChunks+i] = nil
+		}
 		st.chunks = st.chunks[:maxKeptChunks]
 	}
 	st.roots = st.roots[:0]
@@ -195,6 +207,13 @@ func (r *Receiver) Consume(body []byte) (Result, error) {
 	r.mu.Unlock()
 	if closed {
 		return Result{}, ErrShutdown
+	}
+	if int64(len(body)) >= r.cfg.largeMsg {
+		// Counted before anything is mapped: a request refused for its
+		// number of spans costs a walk of its framing, not its decode.
+		if n, err := countSpans(body); err != nil || n > MaxSpans {
+			return Result{}, cmp.Or(err, fmt.Errorf("%w: %d spans in one request, at most %d; send smaller batches", ErrTooLarge, n, MaxSpans))
+		}
 	}
 	now := r.cfg.clock()
 	m := r.mappers.Get().(*mapper)
@@ -219,6 +238,18 @@ func (r *Receiver) Consume(body []byte) (Result, error) {
 	r.met.add(&t.counts, invalid, t.unattributed)
 	r.met.addRejects(&t.why)
 	return t.res, nil
+}
+
+// countSpans counts the spans of an export request from its framing
+// alone (resource spans, scope spans, spans).
+func countSpans(body []byte) (int, error) {
+	n := 0
+	err := eachLen(body, fReqResourceSpans, func(rs []byte) error {
+		return eachLen(rs, fRSScopeSpans, func(ss []byte) error {
+			return eachLen(ss, fSSSpans, func([]byte) error { n++; return nil })
+		})
+	})
+	return n, err
 }
 
 // tally counts one request's spans: by result, by reason of refusal, and
