@@ -17,8 +17,10 @@ import (
 // far above any SDK batch) also takes the one large slot, waiting for it
 // up to largeWait, first come first served: so at most one large decode
 // runs at a time, whatever the number of clients, and the other cores stay
-// with everything else (the report door, SDK-sized exports). Its memory
-// was reserved before it was read, so the wait costs no more memory.
+// with everything else (the report door, SDK-sized exports). After each,
+// the large slot rests as long as the decode took, so large decodes take
+// at most half a core on average. Its memory was reserved before it was
+// read, so the wait costs no more memory.
 
 // reserveWait is how long a request (HTTP) or stream (gRPC) waits for
 // memory to be given back before it is answered busy: as long as the
@@ -60,11 +62,15 @@ func (r *Receiver) acquire(ctx context.Context, size int64) (release func(), ret
 		}
 		return nil, retrySlots, fmt.Errorf("%w: %d requests being decoded", ErrBusy, cap(r.sem))
 	}
+	if !large {
+		return func() { <-r.sem }, 0, nil
+	}
+	start := time.Now()
 	return func() {
 		<-r.sem
-		if large {
-			<-r.large
-		}
+		// The large slot rests as long as the decode took before the next
+		// large message may start: large decodes take at most half a core.
+		time.AfterFunc(time.Since(start), func() { <-r.large })
 	}, 0, nil
 }
 
