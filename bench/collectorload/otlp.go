@@ -78,15 +78,8 @@ func (e *env) otlpGRPCHostile(args []string) int {
 		close(start)
 	}
 
-	var codes, examples sync.Map // code → *atomic.Int64, code → its first message
-	count := func(err error) {
-		c := status.Code(err).String()
-		v, _ := codes.LoadOrStore(c, new(atomic.Int64))
-		v.(*atomic.Int64).Add(1)
-		if err != nil {
-			examples.LoadOrStore(c, status.Convert(err).Message())
-		}
-	}
+	var answers codeTally
+	count := answers.count
 	var wg sync.WaitGroup
 	for range *conns {
 		cc, err := grpc.NewClient(*target, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -113,11 +106,7 @@ func (e *env) otlpGRPCHostile(args []string) int {
 	}
 	wg.Wait()
 	fmt.Printf("otlp-grpc-hostile: %d conns × %d streams × %d MiB (%d bytes sent per message), token %s, gzip %v, %v\n", *conns, *streams, *mb, sent, *as, *gz, *d)
-	fmt.Printf("  exports answered: %s\n", codeCounts(&codes))
-	examples.Range(func(k, v any) bool {
-		fmt.Printf("    %s: %.200s\n", k, v)
-		return true
-	})
+	answers.print()
 	fmt.Printf("  collector RSS %.0f MB before, %.0f MB peak, %.0f MB after\n", rss0, float64(peak.Load())/1024, e.rssMB())
 	printFleet(fleet, *reporters, *rows, *interval)
 	return 0
@@ -137,14 +126,33 @@ func printFleet(fleet *result, reporters, rows int, interval time.Duration) {
 	}
 }
 
-// codeCounts lists the counts of a map of gRPC code → *atomic.Int64.
-func codeCounts(codes *sync.Map) string {
+// codeTally counts gRPC answers by code and keeps the first message of
+// each code.
+type codeTally struct {
+	codes, examples sync.Map // code → *atomic.Int64, code → its first message
+}
+
+func (t *codeTally) count(err error) {
+	c := status.Code(err).String()
+	v, _ := t.codes.LoadOrStore(c, new(atomic.Int64))
+	v.(*atomic.Int64).Add(1)
+	if err != nil {
+		t.examples.LoadOrStore(c, status.Convert(err).Message())
+	}
+}
+
+// print prints the counts, then each code's first message.
+func (t *codeTally) print() {
 	var parts []string
-	codes.Range(func(k, v any) bool {
+	t.codes.Range(func(k, v any) bool {
 		parts = append(parts, fmt.Sprintf("%s %d", k, v.(*atomic.Int64).Load()))
 		return true
 	})
-	return strings.Join(parts, ", ")
+	fmt.Printf("  exports answered: %s\n", strings.Join(parts, ", "))
+	t.examples.Range(func(k, v any) bool {
+		fmt.Printf("    %s: %.200s\n", k, v)
+		return true
+	})
 }
 
 // attackGRPC exports msg over cc in a loop until ctx ends, counting the
