@@ -163,7 +163,8 @@ func WithTenantAttribute(name string) Option { return func(c *config) { c.tenant
 func WithInterval(d time.Duration) Option { return func(c *config) { c.interval = d } }
 
 // WithMaxBody bounds a request body as sent (compressed) and once
-// decompressed. Defaults DefaultMaxBody and DefaultMaxDecoded.
+// decompressed. Defaults DefaultMaxBody and DefaultMaxDecoded. A gRPC
+// message is bounded by WithGRPCMaxMessage, at most the decoded limit.
 func WithMaxBody(compressed, decoded int64) Option {
 	return func(c *config) { c.maxBody, c.maxDecoded = compressed, decoded }
 }
