@@ -104,8 +104,13 @@ func (r *Receiver) tapGRPC(ctx context.Context, info *tap.Info) (context.Context
 		release()
 		r.met.memory.Set(float64(r.mem.reserved()))
 	}
-	ctx, cancel := context.WithTimeout(context.WithValue(ctx, streamMemory{}, free), r.cfg.grpcRead)
-	context.AfterFunc(ctx, func() {
+	var stop func() bool
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.grpcRead)
+	ctx = context.WithValue(ctx, streamMemory{}, func() {
+		stop() // the fallback below is not needed: no goroutine at the stream's end
+		free()
+	})
+	stop = context.AfterFunc(ctx, func() {
 		cancel()
 		free()
 	})
