@@ -45,9 +45,14 @@ func (e *env) otlpGRPCHostile(args []string) int {
 	rows := fs.Int("rows", 100, "tenant rows per normal report")
 	interval := fs.Duration("interval", time.Second, "each normal process sends one report per interval")
 	pause := fs.Duration("pause", 100*time.Millisecond, "an attacker's pause after a refused export")
+	fit := fs.Bool("fit", false, "spans large enough that a message holds 190,000 (under the receiver's 200,000 a request), so every admitted message is decoded in full rather than refused from its span count")
 	fs.Parse(args)
 
-	msg := hugeExport(*mb << 20)
+	perSpan := 0
+	if *fit {
+		perSpan = (*mb << 20) / 190_000
+	}
+	msg := hugeExport(*mb<<20, perSpan)
 	token := "Bearer wrong-" + fmt.Sprint(time.Now().UnixNano())
 	if *as == "auth" {
 		token = "Bearer " + e.token
@@ -73,12 +78,8 @@ func (e *env) otlpGRPCHostile(args []string) int {
 		close(start)
 	}
 
-	var codes sync.Map // code → *atomic.Int64
-	count := func(err error) {
-		c := status.Code(err).String()
-		v, _ := codes.LoadOrStore(c, new(atomic.Int64))
-		v.(*atomic.Int64).Add(1)
-	}
+	var answers codeTally
+	count := answers.count
 	var wg sync.WaitGroup
 	for range *conns {
 		cc, err := grpc.NewClient(*target, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -105,7 +106,7 @@ func (e *env) otlpGRPCHostile(args []string) int {
 	}
 	wg.Wait()
 	fmt.Printf("otlp-grpc-hostile: %d conns × %d streams × %d MiB (%d bytes sent per message), token %s, gzip %v, %v\n", *conns, *streams, *mb, sent, *as, *gz, *d)
-	fmt.Printf("  exports answered: %s\n", codeCounts(&codes))
+	answers.print()
 	fmt.Printf("  collector RSS %.0f MB before, %.0f MB peak, %.0f MB after\n", rss0, float64(peak.Load())/1024, e.rssMB())
 	printFleet(fleet, *reporters, *rows, *interval)
 	return 0
@@ -125,14 +126,33 @@ func printFleet(fleet *result, reporters, rows int, interval time.Duration) {
 	}
 }
 
-// codeCounts lists the counts of a map of gRPC code → *atomic.Int64.
-func codeCounts(codes *sync.Map) string {
+// codeTally counts gRPC answers by code and keeps the first message of
+// each code.
+type codeTally struct {
+	codes, examples sync.Map // code → *atomic.Int64, code → its first message
+}
+
+func (t *codeTally) count(err error) {
+	c := status.Code(err).String()
+	v, _ := t.codes.LoadOrStore(c, new(atomic.Int64))
+	v.(*atomic.Int64).Add(1)
+	if err != nil {
+		t.examples.LoadOrStore(c, status.Convert(err).Message())
+	}
+}
+
+// print prints the counts, then each code's first message.
+func (t *codeTally) print() {
 	var parts []string
-	codes.Range(func(k, v any) bool {
+	t.codes.Range(func(k, v any) bool {
 		parts = append(parts, fmt.Sprintf("%s %d", k, v.(*atomic.Int64).Load()))
 		return true
 	})
-	return strings.Join(parts, ", ")
+	fmt.Printf("  exports answered: %s\n", strings.Join(parts, ", "))
+	t.examples.Range(func(k, v any) bool {
+		fmt.Printf("    %s: %.200s\n", k, v)
+		return true
+	})
 }
 
 // attackGRPC exports msg over cc in a loop until ctx ends, counting the
@@ -172,9 +192,10 @@ func (e *env) samplePeak(ctx context.Context, peak *atomic.Int64) {
 }
 
 // hugeExport is a valid export request of about n bytes: SERVER spans of
-// one tenant with a long route (so they map and record like real ones).
-func hugeExport(n int) []byte {
-	route := strings.Repeat("r", 200)
+// one tenant with a long route (so they map and record like real ones),
+// each of about perSpan bytes when that is more than the route makes.
+func hugeExport(n, perSpan int) []byte {
+	route := strings.Repeat("r", max(200, perSpan-110))
 	sp := &tracepb.Span{TraceId: make([]byte, 16), SpanId: make([]byte, 8), Name: "GET", Kind: tracepb.Span_SPAN_KIND_SERVER,
 		StartTimeUnixNano: uint64(time.Now().UnixNano()), EndTimeUnixNano: uint64(time.Now().UnixNano()) + 1e6,
 		Attributes: []*commonpb.KeyValue{
@@ -285,7 +306,7 @@ func (e *env) otlpHTTPHostile(args []string) int {
 // normalOTLP is a normal OTLP client exporting once a second from start
 // until ctx ends.
 func (e *env) normalOTLP(ctx context.Context, start <-chan struct{}, res *result) {
-	body := hugeExport(64 << 10)
+	body := hugeExport(64<<10, 0)
 	select {
 	case <-start:
 	case <-ctx.Done():

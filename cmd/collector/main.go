@@ -263,8 +263,8 @@ func serve(args []string, stdout, stderr io.Writer) int {
 type serveFlags struct {
 	listen, storeURL, cluster, peers, pg           *string
 	dataDir, writer, grace, refusalDelay, spoolMax *string
-	otlpGRPC, otlpTenant, quotaRedis, pprof        *string
-	otlpRUModel, rlsListen                         *string
+	quotaRedis, pprof, rlsListen                   *string
+	otlp                                           struct{ grpc, grpcMax, tenant, ruModel *string }
 	logFormat, logLevel                            *string
 	demo, shared                                   *bool
 	creds                                          *credentials
@@ -295,10 +295,11 @@ func newServeFlags(fs *flag.FlagSet) (*serveFlags, error) {
 	f.spoolMax = strFlag(fs, &envs, "spool-max-bytes", "QTOP_SPOOL_MAX_BYTES", "0", "cap of the on-disk spool while the store is down (0: 256 MiB)")
 	f.retention = strFlag(fs, &envs, "retention", "QTOP_RETENTION", "0", "how long history is kept, e.g. 90d or 36h (at least 1h; 0: everything): older rollups, hot keys and statements are removed at start and then hourly (ClickHouse: a TTL from 19.6, old daily partitions dropped on every version; DuckDB: deleted)")
 	f.diskReserve = strFlag(fs, &envs, "disk-reserve", "QTOP_DISK_RESERVE", strconv.Itoa(collector.DefaultDiskReserve), "bytes kept free on --data-dir's disk: below it reports are refused (503, Retry-After) until space comes back, so the disk never fills (0: none)")
-	f.otlpGRPC = strFlag(fs, &envs, "otlp-grpc", "QTOP_OTLP_GRPC", "", "address of the OTLP/gRPC trace receiver, e.g. 127.0.0.1:4317 (default off; off loopback it needs --token and --tls-cert, or --insecure; OTLP/HTTP is always on --listen at /v1/traces)")
+	f.otlp.grpc = strFlag(fs, &envs, "otlp-grpc", "QTOP_OTLP_GRPC", "", "address of the OTLP/gRPC trace receiver, e.g. 127.0.0.1:4317 (default off; off loopback it needs --token and --tls-cert, or --insecure; OTLP/HTTP is always on --listen at /v1/traces)")
 	f.rlsListen = strFlag(fs, &envs, "rls-listen", "QTOP_RLS_LISTEN", "", "gRPC address of Envoy's rate-limit service, answered from the policy and fleet quotas, e.g. 127.0.0.1:8081 (default off; calls take the report token; off loopback it needs --token and --tls-cert, or --insecure; see docs/envoy.md)")
-	f.otlpTenant = strFlag(fs, &envs, "otlp-tenant-attribute", "QTOP_OTLP_TENANT_ATTRIBUTE", "tenant.id", "span attribute that holds the tenant of OTLP spans")
-	f.otlpRUModel = strFlag(fs, &envs, "otlp-ru-model", "QTOP_OTLP_RU_MODEL", "", "JSON file of the RU cost model (rucalib -json) that prices OTLP requests without a qtop.ru attribute (default: the agent's default model)")
+	f.otlp.grpcMax = strFlag(fs, &envs, "otlp-grpc-max-bytes", "QTOP_OTLP_GRPC_MAX_BYTES", "0", "largest OTLP/gRPC message, after gzip; a longer one is refused unread, and each stream reserves twice this before its message is read (0: 16 MiB)")
+	f.otlp.tenant = strFlag(fs, &envs, "otlp-tenant-attribute", "QTOP_OTLP_TENANT_ATTRIBUTE", "tenant.id", "span attribute that holds the tenant of OTLP spans")
+	f.otlp.ruModel = strFlag(fs, &envs, "otlp-ru-model", "QTOP_OTLP_RU_MODEL", "", "JSON file of the RU cost model (rucalib -json) that prices OTLP requests without a qtop.ru attribute (default: the agent's default model)")
 	f.quotaRedis = strFlag(fs, &envs, "quota-redis", "QTOP_QUOTA_REDIS", "", "the Redis through which several collectors sum fleet-wide quota usage: host:port, redis://HOST:PORT[/DB] or rediss://HOST:PORT[/DB] for TLS, no credentials in it (user, password and CA from QTOP_REDIS_USER, QTOP_REDIS_PASSWORD[_FILE], QTOP_REDIS_CA_FILE; empty: one collector)")
 	f.pprof = strFlag(fs, &envs, "pprof", "QTOP_PPROF", "", "loopback address on which to serve Go profiles (/debug/pprof/), e.g. 127.0.0.1:6060 (default off)")
 	f.logFormat = strFlag(fs, &envs, "log-format", "QTOP_LOG_FORMAT", "text", "log format: text or json")
@@ -351,10 +352,13 @@ func (f *serveFlags) config(stderr io.Writer) (collector.Config, error) {
 		StoreConfig:  collector.StoreConfig{SpoolMaxBytes: sm, Retention: ret},
 		FleetConfig:  collector.FleetConfig{Cluster: *f.cluster, SharedPolicy: *f.shared},
 		IntakeConfig: collector.IntakeConfig{RefusalDelay: rd, DiskReserve: dr},
-		OTLPConfig:   collector.OTLPConfig{OTLPGRPC: *f.otlpGRPC, OTLPTenantAttribute: *f.otlpTenant},
+		OTLPConfig:   collector.OTLPConfig{OTLPGRPC: *f.otlp.grpc, OTLPTenantAttribute: *f.otlp.tenant},
 		QuotaConfig:  collector.QuotaConfig{QuotaRedis: *f.quotaRedis},
 	}
-	if cfg.OTLPRUModel, err = loadRUModel(*f.otlpRUModel); err != nil {
+	if cfg.OTLPGRPCMaxBytes, err = strconv.ParseInt(*f.otlp.grpcMax, 10, 64); err != nil || cfg.OTLPGRPCMaxBytes < 0 {
+		return collector.Config{}, fmt.Errorf("--otlp-grpc-max-bytes %q: want a number of bytes", *f.otlp.grpcMax)
+	}
+	if cfg.OTLPRUModel, err = loadRUModel(*f.otlp.ruModel); err != nil {
 		return collector.Config{}, err
 	}
 	if cfg.RLSListen = *f.rlsListen; cfg.RLSListen != "" {

@@ -216,6 +216,9 @@ type OTLPConfig struct {
 	// OTLPRUModel prices OTLP requests and jobs without a qtop.ru
 	// attribute (nil: costmodel.DefaultModel, the agent's default).
 	OTLPRUModel *costmodel.Model
+	// OTLPGRPCMaxBytes bounds an OTLP/gRPC message (0:
+	// otlpin.DefaultGRPCMaxMessage).
+	OTLPGRPCMaxBytes int64
 }
 
 // Validate checks the gRPC address.

@@ -56,6 +56,9 @@ func newOTLPPart(cfg Config, c report.Consumer, in *intake, auth func(*http.Requ
 	if cfg.OTLPTenantAttribute != "" {
 		opts = append(opts, otlpin.WithTenantAttribute(cfg.OTLPTenantAttribute))
 	}
+	if cfg.OTLPGRPCMaxBytes > 0 {
+		opts = append(opts, otlpin.WithGRPCMaxMessage(cfg.OTLPGRPCMaxBytes))
+	}
 	if cfg.OTLPRUModel != nil {
 		opts = append(opts, otlpin.WithCostModel(*cfg.OTLPRUModel))
 	}

@@ -107,7 +107,7 @@
 // 401 when WithAuth refuses (these four held back by WithRefusalHold, as
 // the collector holds the refusals of its report door); 408 for a body
 // sent below WithMinRate; 503 with Retry-After when busy (1 s while
-// every decode slot or the memory budget is taken, 5 s while the
+// every decode slot or the memory budget stays taken for 250 ms, 5 s while the
 // collector refuses reports or shuts down), which SDK exporters retry —
 // and only that (tested with the Go SDK's exporter). RegisterGRPC serves
 // the same over gRPC: INVALID_ARGUMENT, UNAUTHENTICATED, or UNAVAILABLE
@@ -120,12 +120,20 @@
 // in a tap on the stream's headers, so a refused message is never read;
 // then a reservation in the memory budget (WithMemory, 256 MiB by
 // default) — HTTP reserves its length as sent (or what gzip may expand it
-// to), gRPC twice the decoded limit, at most half the budget per connection —
-// refused busy, without reading, when it does not fit. The body then
-// arrives at WithMinRate (HTTP; a slower one is cut with 408) or within
-// WithGRPCReadTimeout (gRPC); gzip expands at most meter.MaxExpansion (64)
-// times the bytes received (above 64 KiB), as a report's body; only then
-// is a decode slot (WithInflight) taken, so slow senders hold none.
+// to), gRPC twice its message limit (WithGRPCMaxMessage, 16 MiB: a longer
+// message is refused from its length prefix), at most half the budget per
+// connection — waiting up to 250 ms for memory to be given back (a gRPC
+// stream only when no other stream of its connection holds any), then
+// refused busy, without reading. The body then arrives at WithMinRate
+// (HTTP; a slower one is cut with 408) or within WithGRPCReadTimeout
+// (gRPC); gzip expands at most meter.MaxExpansion (64) times the bytes
+// received (above 64 KiB), as a report's body; only then is a decode slot
+// (WithInflight) taken, waiting up to 250 ms for one, so slow senders hold
+// none and ten exporters sending at once are served in turn. A message of
+// WithLargeMessage (4 MiB) or more also takes the one large slot: huge
+// exports are decoded one at a time, at most half a core on average (the
+// slot rests as long as each decode took), and the other cores stay with
+// the report door and SDK-sized exports.
 //
 // # Durability
 //

@@ -5,13 +5,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"time"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -24,26 +24,31 @@ import (
 // receiver (RegisterGRPC), and to protect it. Before a stream is taken
 // (a tap on its headers, before one byte of its message is read): the
 // credential (WithAuth; a refusal is held back by WithRefusalHold), and a
-// reservation of twice the decoded limit (gRPC's buffers and the
-// message's slice) in the memory budget (WithMemory), at most half of it
-// per connection; a stream that finds the budget taken is
-// answered UNAVAILABLE with a retry delay. The message must then arrive
-// within WithGRPCReadTimeout. The message limit is the decoded limit
-// (gRPC checks it on the wire and after decompression), gzip expands at
-// most meter.MaxExpansion times the bytes received, streams per
-// connection are bounded, and the flow-control windows are fixed (1 MiB)
-// so a connection buffers at most that much unread. The codec hands the
-// export request to the receiver's wire walk as bytes instead of decoding
-// it into messages.
+// reservation of twice the message limit (gRPC's buffers and the
+// message's copy) in the memory budget (WithMemory), at most half of it
+// per connection; a stream that finds the budget taken after waiting
+// briefly for a release is answered UNAVAILABLE with a retry delay. The
+// message must then arrive within WithGRPCReadTimeout. The message limit
+// is WithGRPCMaxMessage (gRPC checks it on the wire, before reading the
+// message, and after decompression), gzip expands at most
+// meter.MaxExpansion times the bytes received, streams per connection are
+// bounded, and the flow-control windows are fixed (1 MiB) so a
+// connection buffers at most that much unread. The codec keeps the
+// export request in gRPC's buffers until its decode is admitted (a large
+// message waits for the one large decode: admit.go), then copies it into
+// a reused buffer for the receiver's wire walk instead of decoding it into
+// messages. Streams are served by a fixed set of workers rather than a
+// goroutine each.
 func (r *Receiver) GRPCServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(int(r.cfg.maxDecoded)),
-		grpc.ForceServerCodec(rawCodec{}),
+		grpc.MaxRecvMsgSize(int(r.cfg.grpcMax)),
+		grpc.ForceServerCodecV2(heldCodec{}),
 		grpc.MaxConcurrentStreams(uint32(4 * r.cfg.inflight)),
 		grpc.InTapHandle(r.tapGRPC),
-		grpc.RPCDecompressor(boundedGzip{maxDecoded: r.cfg.maxDecoded}),
+		grpc.RPCDecompressor(boundedGzip{maxDecoded: r.cfg.grpcMax}),
 		grpc.InitialWindowSize(grpcWindow),
 		grpc.InitialConnWindowSize(grpcWindow),
+		grpc.NumStreamWorkers(uint32(max(2, r.cfg.inflight))),
 	}
 }
 
@@ -55,8 +60,11 @@ const grpcWindow = 1 << 20
 const exportMethod = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 
 // tapGRPC admits a stream from its headers alone, before its message is
-// read (it runs on the connection's reader, so it never waits except to
-// hold back a refusal, which stalls only that connection).
+// read. It runs on the connection's reader, so it waits only where that
+// stalls nobody: to hold back a refusal, and for memory when the
+// connection has no other stream admitted (an SDK exporter's connection
+// carries one export at a time); a stream beside others of its connection
+// that finds the memory taken is answered busy at once.
 func (r *Receiver) tapGRPC(ctx context.Context, info *tap.Info) (context.Context, error) {
 	if info.FullMethodName != exportMethod {
 		return ctx, nil // gRPC answers UNIMPLEMENTED without reading it
@@ -76,34 +84,54 @@ func (r *Receiver) tapGRPC(ctx context.Context, info *tap.Info) (context.Context
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		conn = p.Addr.String()
 	}
-	release, err := r.mem.reserveConnWait(ctx, conn, grpcReserve(r.cfg.maxDecoded), reserveWait)
+	wait := reserveWait
+	if r.mem.holds(conn) {
+		wait = 0
+	}
+	release, err := r.mem.reserveConnWait(ctx, conn, grpcReserve(r.cfg.grpcMax), wait)
 	if err != nil {
 		r.met.requests.WithLabelValues("grpc", reqBusy).Inc()
 		st, _ := status.New(codes.Unavailable, err.Error()).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(retrySlots)})
 		return nil, st.Err()
 	}
 	r.met.memory.Set(float64(r.mem.reserved()))
-	// The stream's context ends with the stream (answered, reset, or its
-	// connection gone), which gives the reservation back; the read
-	// timeout ends it early for a message that does not arrive in time.
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.grpcRead)
-	context.AfterFunc(ctx, func() {
-		cancel()
+	// The handler gives the reservation back before its answer goes (so
+	// the client's next export finds it free); the stream's context ends
+	// with the stream (answered, reset, or its connection gone), which
+	// gives it back if the handler never ran; the read timeout ends it
+	// early for a message that does not arrive in time.
+	free := func() {
 		release()
 		r.met.memory.Set(float64(r.mem.reserved()))
+	}
+	var stop func() bool
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.grpcRead)
+	ctx = context.WithValue(ctx, streamMemory{}, func() {
+		stop() // the fallback below is not needed: no goroutine at the stream's end
+		free()
+	})
+	stop = context.AfterFunc(ctx, func() {
+		cancel()
+		free()
 	})
 	return ctx, nil
 }
 
-// reserveWait is how long a gRPC stream waits for memory to be given back
-// before it is answered busy: as long as the report door waits for a
-// decode slot.
-const reserveWait = 250 * time.Millisecond
+// streamMemory is the context key of the function that gives a stream's
+// reservation back (it may be called more than once).
+type streamMemory struct{}
+
+// releaseStream gives back the memory reserved for ctx's stream.
+func releaseStream(ctx context.Context) {
+	if free, ok := ctx.Value(streamMemory{}).(func()); ok {
+		free()
+	}
+}
 
 // grpcReserve is what an admitted gRPC stream reserves: gRPC reads its
-// message (up to the decoded limit) into buffers of its own, then into
-// one slice for the codec, so twice the limit at the peak.
-func grpcReserve(maxDecoded int64) int64 { return 2 * maxDecoded }
+// message (up to the message limit) into buffers of its own, then it is
+// copied into one slice for the wire walk, so twice the limit at the peak.
+func grpcReserve(maxMsg int64) int64 { return 2 * maxMsg }
 
 // boundedGzip decompresses gzip messages within the decoded limit and
 // within meter.MaxExpansion times the bytes received (above
@@ -167,17 +195,51 @@ func (rawCodec) Unmarshal(data []byte, v any) error {
 	return fmt.Errorf("otlpin: cannot decode into %T", v)
 }
 
+// heldRequest is an export request as gRPC received it: its buffers,
+// referenced until the request's decode is done (exportGRPC frees them).
+type heldRequest struct{ data mem.BufferSlice }
+
+// heldCodec is the server's codec: it keeps a heldRequest in gRPC's
+// buffers (taking a reference) and encodes answers as protobuf.
+type heldCodec struct{}
+
+var _ encoding.CodecV2 = heldCodec{}
+
+func (heldCodec) Name() string { return "proto" }
+
+func (heldCodec) Marshal(v any) (mem.BufferSlice, error) {
+	b, err := rawCodec{}.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+}
+
+func (heldCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	switch v := v.(type) {
+	case *heldRequest:
+		data.Ref()
+		v.data = data
+		return nil
+	case proto.Message:
+		return proto.Unmarshal(data.Materialize(), v)
+	}
+	return fmt.Errorf("otlpin: cannot decode into %T", v)
+}
+
 var traceServiceDesc = grpc.ServiceDesc{
 	ServiceName: "opentelemetry.proto.collector.trace.v1.TraceService",
 	HandlerType: (*any)(nil),
 	Methods: []grpc.MethodDesc{{
 		MethodName: "Export",
 		Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
-			var in rawRequest
+			defer releaseStream(ctx) // after the buffers are freed, before the answer goes
+			var in heldRequest
 			if err := dec(&in); err != nil {
 				return nil, err
 			}
-			return srv.(*Receiver).exportGRPC(ctx, in)
+			defer in.data.Free()
+			return srv.(*Receiver).exportGRPC(ctx, in.data)
 		},
 	}},
 	Metadata: "opentelemetry/proto/collector/trace/v1/trace_service.proto",
@@ -186,8 +248,10 @@ var traceServiceDesc = grpc.ServiceDesc{
 // exportGRPC is TraceService/Export: partial success in the response,
 // INVALID_ARGUMENT for a malformed request (not retried), UNAVAILABLE with
 // a RetryInfo delay when the client should send it again later.
-func (r *Receiver) exportGRPC(ctx context.Context, in rawRequest) (*coltracepb.ExportTraceServiceResponse, error) {
-	if r.cfg.auth != nil {
+func (r *Receiver) exportGRPC(ctx context.Context, in mem.BufferSlice) (*coltracepb.ExportTraceServiceResponse, error) {
+	if _, tapped := ctx.Value(streamMemory{}).(func()); r.cfg.auth != nil && !tapped {
+		// The tap checks the credential of every stream it admits; this is
+		// for a server made without GRPCServerOptions' tap.
 		auth := ""
 		if md, ok := metadata.FromIncomingContext(ctx); ok {
 			if v := md.Get("authorization"); len(v) > 0 {
@@ -199,13 +263,18 @@ func (r *Receiver) exportGRPC(ctx context.Context, in rawRequest) (*coltracepb.E
 			return nil, status.Error(codes.Unauthenticated, "missing or wrong bearer token")
 		}
 	}
-	if retry, err := r.acquire(); err != nil {
+	size := int64(in.Len())
+	done, retry, err := r.acquire(ctx, size)
+	if err != nil {
 		r.met.requests.WithLabelValues("grpc", reqBusy).Inc()
 		st, _ := status.New(codes.Unavailable, err.Error()).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(retry)})
 		return nil, st.Err()
 	}
-	defer r.release()
-	res, err := r.Consume(in)
+	defer done()
+	buf := r.msgBuf(size)
+	defer r.putMsgBuf(buf, size)
+	body := buf.Bytes()[:in.CopyTo(buf.Bytes()[:size])]
+	res, err := r.Consume(body)
 	r.met.requests.WithLabelValues("grpc", resultOf(res, err)).Inc()
 	if err != nil {
 		// Too large is INVALID_ARGUMENT too, not RESOURCE_EXHAUSTED (which
@@ -217,4 +286,28 @@ func (r *Receiver) exportGRPC(ctx context.Context, in rawRequest) (*coltracepb.E
 		resp.PartialSuccess = &coltracepb.ExportTracePartialSuccess{RejectedSpans: int64(res.Rejected), ErrorMessage: res.Message}
 	}
 	return resp, nil
+}
+
+// msgBuf is a buffer of at least size bytes for a gRPC message: from the
+// pool of large messages when it is large (one is decoded at a time, so
+// one buffer serves them all while they come), otherwise from bufPool.
+// putMsgBuf gives it back.
+func (r *Receiver) msgBuf(size int64) *bytes.Buffer {
+	pool := &bufPool
+	if size >= r.cfg.largeMsg {
+		pool = &r.largeBufs
+	}
+	buf := pool.Get().(*bytes.Buffer)
+	buf.Reset()
+	buf.Grow(int(size))
+	return buf
+}
+
+func (r *Receiver) putMsgBuf(buf *bytes.Buffer, size int64) {
+	switch {
+	case size >= r.cfg.largeMsg:
+		r.largeBufs.Put(buf)
+	case buf.Cap() <= 4<<20:
+		bufPool.Put(buf)
+	}
 }

@@ -22,8 +22,8 @@ import (
 // memBudget is the memory the requests being received and decoded may
 // reserve at once, in bytes, and at most half of it per connection (so one
 // connection never takes it all). A request that does not fit is answered
-// busy, retry later — at once (reserve), or after waiting a little for a
-// release (reserveConnWait: a stream's reservation is given back when its
+// busy, retry later, after waiting up to reserveWait for a release
+// (reserveConnWait; a gRPC stream's reservation is given back when its
 // context ends, just after its answer, so the next request of the same
 // connection may otherwise find it still taken).
 type memBudget struct {
@@ -38,9 +38,20 @@ func newMemBudget(size int64) *memBudget {
 	return &memBudget{size: size, conns: make(map[string]int64), freed: make(chan struct{})}
 }
 
+// holds says whether connection conn has memory reserved.
+func (b *memBudget) holds(conn string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.conns[conn] > 0
+}
+
 // reserveConnWait is reserveConn, waiting up to wait (or ctx's end) for
 // releases while the reservation does not fit.
 func (b *memBudget) reserveConnWait(ctx context.Context, conn string, n int64, wait time.Duration) (func(), error) {
+	release, err := b.reserveConn(conn, n)
+	if err == nil || wait <= 0 {
+		return release, err // the common case: no timer
+	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	for {

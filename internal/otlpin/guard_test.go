@@ -146,9 +146,11 @@ func TestGRPCMemoryBudget(t *testing.T) {
 		}
 		time.Sleep(DefaultGRPCReadTimeout - time.Nanosecond) // fake time: the bubble's clock
 		synctest.Wait()
-		// The two refusals above each waited reserveWait for memory to be
-		// given back, so "ccc" and "dddd" came 2×reserveWait after the
-		// "bb" streams, whose read timeout has passed: only they remain.
+		// The refusal of "ccc", alone on its connection, waited reserveWait
+		// for memory to be given back (that of "a", beside another stream
+		// of its connection, did not wait), so "ccc" and "dddd" came
+		// reserveWait after the "bb" streams, whose read timeout has
+		// passed: only they remain.
 		if sctx.Err() != nil || r.mem.reserved() != 2*dec {
 			t.Fatalf("before the read timeout: %v, reserved %d", sctx.Err(), r.mem.reserved())
 		}

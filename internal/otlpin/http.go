@@ -58,9 +58,10 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	// which may be held back.
 	switch {
 	case err == nil:
-		resp := &coltracepb.ExportTraceServiceResponse{}
+		var resp proto.Message // nil: an empty ExportTraceServiceResponse
 		if res.Rejected > 0 {
-			resp.PartialSuccess = &coltracepb.ExportTracePartialSuccess{RejectedSpans: int64(res.Rejected), ErrorMessage: res.Message}
+			resp = &coltracepb.ExportTraceServiceResponse{PartialSuccess: &coltracepb.ExportTracePartialSuccess{
+				RejectedSpans: int64(res.Rejected), ErrorMessage: res.Message}}
 		}
 		r.met.requests.WithLabelValues("http", resultOf(res, nil)).Inc()
 		writeMessage(w, jsonBody, http.StatusOK, resp)
@@ -95,11 +96,12 @@ func (r *Receiver) receiveHTTP(w http.ResponseWriter, req *http.Request, jsonBod
 	if err := r.readBody(w, req, gz, jsonBody, buf); err != nil {
 		return Result{}, 0, err
 	}
-	if retry, err := r.acquire(); err != nil {
+	body := buf.Bytes()
+	done, retry, err := r.acquire(req.Context(), int64(len(body)))
+	if err != nil {
 		return Result{}, retry, err
 	}
-	defer r.release()
-	body := buf.Bytes()
+	defer done()
 	if jsonBody {
 		if body, err = jsonToProto(body); err != nil {
 			return Result{}, 0, err
@@ -117,7 +119,10 @@ func (r *Receiver) httpHead(w http.ResponseWriter, req *http.Request) (jsonBody,
 		r.httpText(w, http.StatusMethodNotAllowed, "use POST", reqUnsupported)
 		return false, false, false
 	}
-	mt, _, _ := mime.ParseMediaType(req.Header.Get("Content-Type"))
+	mt := req.Header.Get("Content-Type")
+	if mt != ContentTypeProtobuf && mt != ContentTypeJSON { // the exporters' exact values skip the parse
+		mt, _, _ = mime.ParseMediaType(mt)
+	}
 	switch mt {
 	case ContentTypeProtobuf:
 	case ContentTypeJSON:
@@ -172,7 +177,7 @@ func (r *Receiver) reserveHTTP(req *http.Request, jsonBody, gz bool) (release fu
 	if jsonBody {
 		want = min(want, r.jsonLimit()) * 4
 	}
-	free, err := r.mem.reserve(want)
+	free, err := r.mem.reserveConnWait(req.Context(), "", want, reserveWait)
 	if err != nil {
 		return nil, err
 	}
@@ -323,21 +328,34 @@ func (r *Receiver) httpText(w http.ResponseWriter, status int, msg, result strin
 	io.WriteString(w, msg+"\n")
 }
 
+// Content-Type header values, made once.
+var (
+	ctProtobuf = []string{ContentTypeProtobuf}
+	ctJSON     = []string{ContentTypeJSON}
+	emptyJSON  = []byte("{}")
+)
+
+// writeMessage answers m in the request's encoding (nil: an empty
+// message).
 func writeMessage(w http.ResponseWriter, jsonBody bool, status int, m proto.Message) {
 	var b []byte
 	var err error
-	ct := ContentTypeProtobuf
-	if jsonBody {
-		ct = ContentTypeJSON
+	ct := ctProtobuf
+	switch {
+	case m == nil && jsonBody: // an empty message: the answer to almost every export
+		ct, b = ctJSON, emptyJSON
+	case m == nil:
+	case jsonBody:
+		ct = ctJSON
 		b, err = protojson.Marshal(m)
-	} else {
+	default:
 		b, err = proto.Marshal(m)
 	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	w.Header().Set("Content-Type", ct)
+	w.Header()["Content-Type"] = ct
 	w.WriteHeader(status)
 	w.Write(b)
 }

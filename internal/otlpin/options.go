@@ -32,17 +32,25 @@ const (
 	DefaultInterval   = time.Second
 	DefaultMaxBody    = 16 << 20 // compressed, as sent
 	DefaultMaxDecoded = 64 << 20 // after gzip: about 200,000 typical spans
-	DefaultInflight   = 2
-	DefaultMaxSources = 128
-	DefaultTraceWait  = 10 * time.Second
-	DefaultMaxTraces  = 100_000
-	DefaultMaxWaiting = 100_000
+	// DefaultGRPCMaxMessage bounds an OTLP/gRPC message (after gzip): four
+	// times the OpenTelemetry Collector's default (4 MiB), about 50,000
+	// typical spans, far above an SDK's batch (512 spans, ~200 KiB). Each
+	// admitted stream reserves twice this before its message is read.
+	DefaultGRPCMaxMessage = 16 << 20
+	// DefaultLargeMessage: a message at least this large once decompressed
+	// is decoded one at a time (admit.go).
+	DefaultLargeMessage = 4 << 20
+	DefaultInflight     = 2
+	DefaultMaxSources   = 128
+	DefaultTraceWait    = 10 * time.Second
+	DefaultMaxTraces    = 100_000
+	DefaultMaxWaiting   = 100_000
 	// DefaultMaxRows bounds the tenant × route × kind rows of one source's
 	// window (each holds a 9 KiB latency histogram).
 	DefaultMaxRows = 512
 	// DefaultMemory bounds the bytes of requests being received and
-	// decoded at once (two gRPC messages of the decoded limit, or four
-	// HTTP bodies).
+	// decoded at once (eight gRPC streams of DefaultGRPCMaxMessage, four
+	// HTTP bodies of the decoded limit, or many more of an SDK's size).
 	DefaultMemory = 4 * DefaultMaxDecoded
 	// DefaultMinRate and DefaultRateGrace: a body must arrive at 16 KiB/s
 	// after the first 2 s (a 16 MiB body in 17 minutes at most; one that
@@ -62,6 +70,8 @@ type config struct {
 	interval   time.Duration
 	maxBody    int64
 	maxDecoded int64
+	grpcMax    int64 // WithGRPCMaxMessage
+	largeMsg   int64 // WithLargeMessage
 	inflight   int
 	maxSources int
 	traceWait  time.Duration
@@ -87,6 +97,8 @@ func newConfig(opts []Option) (config, error) {
 		interval:   DefaultInterval,
 		maxBody:    DefaultMaxBody,
 		maxDecoded: DefaultMaxDecoded,
+		grpcMax:    DefaultGRPCMaxMessage,
+		largeMsg:   DefaultLargeMessage,
 		inflight:   DefaultInflight,
 		maxSources: DefaultMaxSources,
 		traceWait:  DefaultTraceWait,
@@ -102,8 +114,9 @@ func newConfig(opts []Option) (config, error) {
 	for _, o := range opts {
 		o(&c)
 	}
+	c.grpcMax = min(c.grpcMax, c.maxDecoded)
 	if c.memory == 0 {
-		c.memory = max(DefaultMemory, grpcReserve(c.maxDecoded))
+		c.memory = max(DefaultMemory, grpcReserve(c.grpcMax))
 	}
 	switch {
 	case c.tenantAttr == "" || len(c.tenantAttr) > 256:
@@ -122,8 +135,10 @@ func newConfig(opts []Option) (config, error) {
 		return c, fmt.Errorf("%w: max traces %d, max waiting %d (want ≥ 1)", ErrInvalid, c.maxTraces, c.maxWaiting)
 	case c.maxRows < 1 || c.maxRows > 8192:
 		return c, fmt.Errorf("%w: max rows %d (want 1 to 8192)", ErrInvalid, c.maxRows)
-	case c.memory < grpcReserve(c.maxDecoded):
-		return c, fmt.Errorf("%w: memory %d below twice the decoded limit %d (one gRPC message must fit)", ErrInvalid, c.memory, c.maxDecoded)
+	case c.grpcMax < 1 || c.largeMsg < 1:
+		return c, fmt.Errorf("%w: gRPC message limit %d, large message %d (want ≥ 1)", ErrInvalid, c.grpcMax, c.largeMsg)
+	case c.memory < grpcReserve(c.grpcMax):
+		return c, fmt.Errorf("%w: memory %d below twice the gRPC message limit %d (one gRPC message must fit)", ErrInvalid, c.memory, c.grpcMax)
 	case c.minRate < 1 || c.rateGrace < 0 || c.grpcRead <= 0:
 		return c, fmt.Errorf("%w: min rate %d B/s after %v, gRPC read timeout %v (want a rate ≥ 1, a grace ≥ 0, a timeout > 0)", ErrInvalid, c.minRate, c.rateGrace, c.grpcRead)
 	case c.clock == nil:
@@ -148,14 +163,34 @@ func WithTenantAttribute(name string) Option { return func(c *config) { c.tenant
 func WithInterval(d time.Duration) Option { return func(c *config) { c.interval = d } }
 
 // WithMaxBody bounds a request body as sent (compressed) and once
-// decompressed. Defaults DefaultMaxBody and DefaultMaxDecoded.
+// decompressed. Defaults DefaultMaxBody and DefaultMaxDecoded. A gRPC
+// message is bounded by WithGRPCMaxMessage, at most the decoded limit.
 func WithMaxBody(compressed, decoded int64) Option {
 	return func(c *config) { c.maxBody, c.maxDecoded = compressed, decoded }
 }
 
 // WithInflight bounds the requests decoded at once (default
-// DefaultInflight); memory is about inflight × the decoded limit.
+// DefaultInflight: decoding is CPU work, more at once than cores gains
+// nothing); a request that finds them taken waits up to 250 ms for one
+// before it is answered busy. What requests may hold in memory is
+// WithMemory's.
 func WithInflight(n int) Option { return func(c *config) { c.inflight = n } }
+
+// WithGRPCMaxMessage bounds an OTLP/gRPC message, after gzip (default
+// DefaultGRPCMaxMessage, at most the decoded limit of WithMaxBody): a
+// longer one is refused from its length prefix, unread
+// (RESOURCE_EXHAUSTED). Each admitted stream reserves twice this in
+// WithMemory's budget before its message is read, so a lower limit lets
+// more streams in at once.
+func WithGRPCMaxMessage(bytes int64) Option { return func(c *config) { c.grpcMax = bytes } }
+
+// WithLargeMessage sets the size (after gzip) from which a message is
+// decoded one at a time, whatever the transport (default
+// DefaultLargeMessage): decoding one takes a core for a while (about
+// 150 ms for 64 MiB), so the other cores stay with everything else. A
+// large message waits up to 2 s for its turn, first come first served,
+// then is answered busy.
+func WithLargeMessage(bytes int64) Option { return func(c *config) { c.largeMsg = bytes } }
 
 // WithMaxSources bounds the distinct (service.name, service.instance.id,
 // host.name) sources with a window of their own; spans of further sources
@@ -202,12 +237,13 @@ func WithInstance(id string) Option { return func(c *config) { c.instance = id }
 
 // WithMemory bounds the bytes that requests being received and decoded
 // may take at once, over both transports (default DefaultMemory, or twice
-// the decoded limit when that is more; at least twice the decoded limit). Each request reserves its share before its
-// body is read — HTTP: its length as sent, or what it may decompress to;
-// gRPC: twice the decoded limit (gRPC's buffers and the message), at most
-// half the budget per connection — and a
-// request that does not fit is answered busy (503 / UNAVAILABLE, retry
-// later) without being read.
+// the gRPC message limit when that is more; at least twice the gRPC
+// message limit). Each request reserves its share before its body is
+// read — HTTP: its length as sent, or what it may decompress to; gRPC:
+// twice the message limit (gRPC's buffers and the message's copy), at
+// most half the budget per connection — and a request that does not fit,
+// after waiting up to 250 ms for memory to be given back, is answered
+// busy (503 / UNAVAILABLE, retry later) without being read.
 func WithMemory(bytes int64) Option { return func(c *config) { c.memory = bytes } }
 
 // WithMinRate cuts an HTTP body that arrives slower than bytesPerSec after

@@ -1,6 +1,8 @@
 package otlpin
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -52,9 +54,13 @@ type Receiver struct {
 	cfg     config
 	sink    report.Consumer
 	met     *metrics
-	sem     chan struct{}
+	sem     chan struct{} // decode slots (admit.go)
+	large   chan struct{} // the one slot of large messages
 	mem     *memBudget
 	mappers sync.Pool
+	chunks  sync.Pool // of a request's records (reqState)
+	// largeBufs holds the buffer of large gRPC messages (grpc.go).
+	largeBufs sync.Pool
 
 	mu      sync.Mutex
 	sources map[string]*source
@@ -99,14 +105,19 @@ func New(sink report.Consumer, opts ...Option) (*Receiver, error) {
 		cfg:     cfg,
 		sink:    sink,
 		sem:     make(chan struct{}, cfg.inflight),
+		large:   make(chan struct{}, 1),
 		mem:     newMemBudget(cfg.memory),
 		sources: make(map[string]*source),
 		traces:  newTraceCache(cfg.maxTraces, max(cfg.traceWait, time.Second)),
 		wait:    newWaitList(cfg.maxWaiting),
 		stop:    make(chan struct{}),
 	}
+	r.largeBufs.New = func() any { return new(bytes.Buffer) }
 	dbIv := newDBIntervals(cfg.maxTraces)
-	r.mappers.New = func() any { return &mapper{tenantAttr: cfg.tenantAttr, model: cfg.model, dbIv: dbIv} }
+	r.chunks.New = func() any { return new([chunkLen]pend) }
+	r.mappers.New = func() any {
+		return &mapper{tenantAttr: cfg.tenantAttr, model: cfg.model, dbIv: dbIv, req: reqState{pool: &r.chunks}}
+	}
 	if r.met, err = newMetrics(cfg.reg); err != nil {
 		return nil, err
 	}
@@ -119,28 +130,6 @@ const (
 	retrySlots = time.Second
 	retryLater = 5 * time.Second
 )
-
-// acquire takes a decode slot without waiting; otherwise it says why not
-// (ErrBusy, ErrShutdown) and when to try again.
-func (r *Receiver) acquire() (time.Duration, error) {
-	r.mu.Lock()
-	closed, busy := r.closed, r.backlog >= maxBacklog
-	r.mu.Unlock()
-	switch {
-	case closed:
-		return retryLater, ErrShutdown
-	case busy:
-		return retryLater, fmt.Errorf("%w: the collector is refusing reports", ErrBusy)
-	}
-	select {
-	case r.sem <- struct{}{}:
-		return 0, nil
-	default:
-		return retrySlots, fmt.Errorf("%w: %d requests being decoded", ErrBusy, cap(r.sem))
-	}
-}
-
-func (r *Receiver) release() { <-r.sem }
 
 // pend is a record of a request, kept until the request has been read
 // whole.
@@ -158,12 +147,15 @@ type rootAt struct {
 
 // reqState is the per-request scratch space, pooled with the mapper. The
 // records are kept in chunks, so that a large request is never copied
-// while it grows.
+// while it grows; the chunks beyond the few a mapper keeps come from, and
+// go back to, the receiver's pool (a large request's 200 of them are
+// reused by the next one instead of being allocated and collected).
 type reqState struct {
 	chunks [][]pend
 	n      int
 	roots  []rootAt
 	key    []byte
+	pool   *sync.Pool // of *[chunkLen]pend
 }
 
 const chunkLen = 1024
@@ -171,7 +163,7 @@ const chunkLen = 1024
 func (st *reqState) add(p pend) {
 	c := st.n / chunkLen
 	if c == len(st.chunks) {
-		st.chunks = append(st.chunks, make([]pend, chunkLen))
+		st.chunks = append(st.chunks, st.pool.Get().(*[chunkLen]pend)[:])
 	}
 	st.chunks[c][st.n%chunkLen] = p
 	st.n++
@@ -192,6 +184,10 @@ func (st *reqState) reset() {
 	}
 	st.n = 0
 	if len(st.chunks) > maxKeptChunks {
+		for i, c := range st.chunks[maxKeptChunks:] {
+			st.pool.Put((*[chunkLen]pend)(c))
+			st.chunks[maxKeptChunks+i] = nil
+		}
 		st.chunks = st.chunks[:maxKeptChunks]
 	}
 	st.roots = st.roots[:0]
@@ -211,6 +207,13 @@ func (r *Receiver) Consume(body []byte) (Result, error) {
 	r.mu.Unlock()
 	if closed {
 		return Result{}, ErrShutdown
+	}
+	if int64(len(body)) >= r.cfg.largeMsg {
+		// Counted before anything is mapped: a request refused for its
+		// number of spans costs a walk of its framing, not its decode.
+		if n, err := countSpans(body); err != nil || n > MaxSpans {
+			return Result{}, cmp.Or(err, fmt.Errorf("%w: %d spans in one request, at most %d; send smaller batches", ErrTooLarge, n, MaxSpans))
+		}
 	}
 	now := r.cfg.clock()
 	m := r.mappers.Get().(*mapper)
@@ -235,6 +238,18 @@ func (r *Receiver) Consume(body []byte) (Result, error) {
 	r.met.add(&t.counts, invalid, t.unattributed)
 	r.met.addRejects(&t.why)
 	return t.res, nil
+}
+
+// countSpans counts the spans of an export request from its framing
+// alone (resource spans, scope spans, spans).
+func countSpans(body []byte) (int, error) {
+	n := 0
+	err := eachLen(body, fReqResourceSpans, func(rs []byte) error {
+		return eachLen(rs, fRSScopeSpans, func(ss []byte) error {
+			return eachLen(ss, fSSSpans, func([]byte) error { n++; return nil })
+		})
+	})
+	return n, err
 }
 
 // tally counts one request's spans: by result, by reason of refusal, and

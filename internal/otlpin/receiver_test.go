@@ -279,15 +279,16 @@ func TestRetryAndBackpressure(t *testing.T) {
 		r.Consume(marshal(t, request("svc"+string(rune('a'+i)), server(uint64(10+i), "acme", "/a", time.Millisecond))))
 		r.Flush(clk.now)
 	}
-	if retry, err := r.acquire(); !errors.Is(err, ErrBusy) || retry != retryLater {
+	if _, retry, err := r.acquire(t.Context(), 1); !errors.Is(err, ErrBusy) || retry != retryLater {
 		t.Fatalf("acquire with a backlog: %v, retry %v", err, retry)
 	}
 	s.refuse = 0
 	r.Flush(clk.now)
-	if _, err := r.acquire(); err != nil {
+	done, _, err := r.acquire(t.Context(), 1)
+	if err != nil {
 		t.Fatalf("acquire after the backlog drained: %v", err)
 	}
-	r.release()
+	done()
 }
 
 func TestShutdown(t *testing.T) {
@@ -308,7 +309,7 @@ func TestShutdown(t *testing.T) {
 	if err := r.Shutdown(t.Context()); !errors.Is(err, ErrShutdown) {
 		t.Fatalf("second shutdown: %v", err)
 	}
-	if _, err := r.acquire(); !errors.Is(err, ErrShutdown) {
+	if _, _, err := r.acquire(t.Context(), 1); !errors.Is(err, ErrShutdown) {
 		t.Fatalf("acquire after shutdown: %v", err)
 	}
 }
