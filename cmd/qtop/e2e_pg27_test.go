@@ -26,12 +26,7 @@ import (
 // holders; 9 shows the top SQL; at 80×24 the Statements view keeps
 // DATABASE and QUERY.
 func TestPostgresAsPgActivityInTmux(t *testing.T) {
-	if _, err := exec.LookPath("tmux"); err != nil {
-		if testsvc.Required() {
-			t.Fatal("tmux is required in CI (scripts/test installs it from Debian's packages)")
-		}
-		t.Skip("tmux not installed (scripts/test installs it: apt-get install tmux)")
-	}
+	testsvc.RequireTool(t, "tmux", "scripts/test installs it: apt-get install tmux")
 	if testing.Short() {
 		t.Skip("builds and runs the real binary")
 	}
@@ -84,33 +79,32 @@ func TestPostgresAsPgActivityInTmux(t *testing.T) {
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	s := &tmuxSession{t: t, socket: filepath.Join(dir, "tmux.sock")}
-	t.Cleanup(func() { s.run("kill-server") })
-	if out, err := s.run("-f", "/dev/null", "new-session", "-d", "-s", "qtop", "-x", "200", "-y", "50", "-c", dir,
+	s := &tmuxSession{testsvc.NewTmux(t, filepath.Join(dir, "tmux.sock"))}
+	if out, err := s.Run("-f", "/dev/null", "new-session", "-d", "-s", "qtop", "-x", "200", "-y", "50", "-c", dir,
 		"env", "TERM=xterm-256color", "XDG_STATE_HOME="+filepath.Join(dir, "state"), "sh", "-c", `"$0" --postgres "$1" 2>"$0.stderr"`, bin, dsn); err != nil {
 		t.Fatalf("tmux new-session: %v: %s", err, out)
 	}
-	s.waitFor("the header", 30*time.Second, func(sc string) bool {
+	s.WaitFor("the header", 30*time.Second, func(sc string) bool {
 		return strings.Contains(sc, " TPS · ") && strings.Contains(sc, "hit ") && !strings.Contains(sc, "hit -")
 	})
-	s.keys("6")
+	s.Keys("6")
 	hpid, wpid := strconv.Itoa(int(holder.PgConn().PID())), strconv.Itoa(int(writer.PgConn().PID()))
-	screen := s.waitFor("the lock tree and the xmin holders", 20*time.Second, func(sc string) bool {
+	screen := s.WaitFor("the lock tree and the xmin holders", 20*time.Second, func(sc string) bool {
 		return strings.Contains(sc, "AccessShareLock on qtop_e2e27") && strings.Contains(sc, "ROOT BLOCKER") && strings.Contains(sc, "xact ") &&
 			strings.Contains(sc, hpid) && strings.Contains(sc, wpid)
 	})
 	t.Logf("locks at 200×50:\n%s", screen)
-	s.keys("9")
-	screen = s.waitFor("the top SQL", 20*time.Second, func(sc string) bool {
+	s.Keys("9")
+	screen = s.WaitFor("the top SQL", 20*time.Second, func(sc string) bool {
 		return strings.Contains(sc, "TIME ms/s") && strings.Contains(sc, "SELECT count(*) FROM pg_class")
 	})
 	t.Logf("top SQL at 200×50:\n%s", screen)
-	s.run("resize-window", "-t", "qtop", "-x", "80", "-y", "24")
-	s.keys("Escape")
-	s.keys("3")
-	screen = s.waitFor("the statements at 80×24", 20*time.Second, func(sc string) bool {
+	s.Run("resize-window", "-t", "qtop", "-x", "80", "-y", "24")
+	s.Keys("Escape")
+	s.Keys("3")
+	screen = s.WaitFor("the statements at 80×24", 20*time.Second, func(sc string) bool {
 		return strings.Contains(sc, "DATABASE") && strings.Contains(sc, "QUERY") && strings.Contains(sc, "SELECT count(*)")
 	})
 	t.Logf("statements at 80×24:\n%s", screen)
-	s.keys("q")
+	s.Keys("q")
 }

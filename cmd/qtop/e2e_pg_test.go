@@ -26,12 +26,7 @@ import (
 // Statements view space marks both, c cancels both after a confirmation,
 // only as shown, and the action log says who did it.
 func TestPostgresInTmux(t *testing.T) {
-	if _, err := exec.LookPath("tmux"); err != nil {
-		if testsvc.Required() {
-			t.Fatal("tmux is required in CI (scripts/test installs it from Debian's packages)")
-		}
-		t.Skip("tmux not installed (scripts/test installs it: apt-get install tmux)")
-	}
+	testsvc.RequireTool(t, "tmux", "scripts/test installs it: apt-get install tmux")
 	if testing.Short() {
 		t.Skip("builds and runs the real binary")
 	}
@@ -76,57 +71,56 @@ func TestPostgresInTmux(t *testing.T) {
 	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
-	s := &tmuxSession{t: t, socket: filepath.Join(dir, "tmux.sock")}
+	s := &tmuxSession{testsvc.NewTmux(t, filepath.Join(dir, "tmux.sock"))}
 	t.Cleanup(func() {
 		if t.Failed() {
 			b, _ := os.ReadFile(bin + ".stderr")
 			t.Logf("qtop's stderr:\n%s", b)
 		}
-		s.run("kill-server")
 	})
 	state := filepath.Join(dir, "state")
-	if out, err := s.run("-f", "/dev/null", "new-session", "-d", "-s", "qtop", "-x", "160", "-y", "40", "-c", dir,
+	if out, err := s.Run("-f", "/dev/null", "new-session", "-d", "-s", "qtop", "-x", "160", "-y", "40", "-c", dir,
 		"env", "TERM=xterm-256color", "XDG_STATE_HOME="+state, "USER=alice", "sh", "-c", `"$0" --postgres "$1" --top 1000 2>"$0.stderr"; echo $? >"$0.exit"`, bin, dsn); err != nil {
 		t.Fatalf("tmux new-session: %v: %s", err, out)
 	}
-	s.run("set-option", "-t", "qtop", "remain-on-exit", "on")
+	s.Run("set-option", "-t", "qtop", "remain-on-exit", "on")
 
 	// Untagged load is its own row.
-	s.waitFor("the (untagged) row", 30*time.Second, func(sc string) bool { return strings.Contains(sc, "(untagged)") })
+	s.WaitFor("the (untagged) row", 30*time.Second, func(sc string) bool { return strings.Contains(sc, "(untagged)") })
 
 	// b: grouped by application, batchjob is a row of its own.
-	s.keys("b")
-	screen := s.waitFor("the batchjob row", 20*time.Second, func(sc string) bool {
+	s.Keys("b")
+	screen := s.WaitFor("the batchjob row", 20*time.Second, func(sc string) bool {
 		return strings.Contains(sc, "APPLICATION") && strings.Contains(sc, app)
 	})
 	t.Logf("grouped by application:\n%s", screen)
 
 	// The filter finds it; enter lists its two statements.
 	s.filter(app)
-	s.keys("Enter")
-	screen = s.waitFor("the drill-in of "+app, 20*time.Second, func(sc string) bool {
+	s.Keys("Enter")
+	screen = s.WaitFor("the drill-in of "+app, 20*time.Second, func(sc string) bool {
 		return strings.Contains(sc, "Application "+app) && strings.Count(sc, "pg_sleep(120)") == 2
 	})
 	t.Logf("drill-in:\n%s", screen)
-	s.keys("Escape")
+	s.Keys("Escape")
 	// (A key sent right after Escape would read as alt+key.)
-	s.waitFor("the Tenants view again", 10*time.Second, func(sc string) bool { return !strings.Contains(sc, "Application "+app) })
+	s.WaitFor("the Tenants view again", 10*time.Second, func(sc string) bool { return !strings.Contains(sc, "Application "+app) })
 
 	// Statements: filter, mark both, cancel both. One key at a time,
 	// each once its effect is on the screen: keys sent together arrive as
 	// one burst of runes.
-	s.keys("3")
-	s.waitFor("the Statements view", 10*time.Second, statementsHeader.MatchString)
+	s.Keys("3")
+	s.WaitFor("the Statements view", 10*time.Second, statementsHeader.MatchString)
 	s.filter(app)
-	s.waitFor("the filtered statements", 10*time.Second, func(sc string) bool { return strings.Count(sc, "pg_sleep(120)") == 2 })
+	s.WaitFor("the filtered statements", 10*time.Second, func(sc string) bool { return strings.Count(sc, "pg_sleep(120)") == 2 })
 	for n := 1; n <= 2; n++ {
-		s.keys("Space")
-		s.waitFor(fmt.Sprintf("%d statements marked", n), 10*time.Second, func(sc string) bool { return len(markedPID.FindAllString(sc, -1)) == n })
+		s.Keys("Space")
+		s.WaitFor(fmt.Sprintf("%d statements marked", n), 10*time.Second, func(sc string) bool { return len(markedPID.FindAllString(sc, -1)) == n })
 	}
-	s.keys("c")
-	s.waitFor("the confirmation", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "Cancel the statements of 2 backends") })
-	s.keys("y")
-	s.waitFor("the cancels sent", 20*time.Second, func(sc string) bool { return strings.Contains(sc, "cancel sent to backend") })
+	s.Keys("c")
+	s.WaitFor("the confirmation", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "Cancel the statements of 2 backends") })
+	s.Keys("y")
+	s.WaitFor("the cancels sent", 20*time.Second, func(sc string) bool { return strings.Contains(sc, "cancel sent to backend") })
 	for i, ss := range sessions {
 		select {
 		case err := <-ss.done:
@@ -137,8 +131,8 @@ func TestPostgresInTmux(t *testing.T) {
 			t.Fatalf("session %d was not cancelled", i)
 		}
 	}
-	s.keys("q")
-	s.waitFor("qtop to exit", 30*time.Second, func(string) bool { _, err := os.Stat(bin + ".exit"); return err == nil })
+	s.Keys("q")
+	s.WaitFor("qtop to exit", 30*time.Second, func(string) bool { _, err := os.Stat(bin + ".exit"); return err == nil })
 	b, err := os.ReadFile(filepath.Join(state, "qtop", "actions.log"))
 	if err != nil || strings.Count(string(b), `"action":"cancel"`) != 2 || strings.Count(string(b), `"result":"done"`) != 2 ||
 		!strings.Contains(string(b), `"query_start":"`) {
@@ -154,12 +148,11 @@ var (
 // filter types / text enter, each step once the screen shows the one
 // before: the prompt, the text in it, the filter kept in the title.
 func (s *tmuxSession) filter(text string) {
-	s.t.Helper()
 	const prompt = "▏ enter keep"
-	s.keys("/")
-	s.waitFor("the filter prompt", 10*time.Second, func(sc string) bool { return strings.Contains(sc, prompt) })
-	s.keys("-l", text)
-	s.waitFor("the filter typed", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "/"+text+prompt) })
-	s.keys("Enter")
-	s.waitFor("the filter kept", 10*time.Second, func(sc string) bool { return !strings.Contains(sc, prompt) && strings.Contains(sc, "/"+text) })
+	s.Keys("/")
+	s.WaitFor("the filter prompt", 10*time.Second, func(sc string) bool { return strings.Contains(sc, prompt) })
+	s.Keys("-l", text)
+	s.WaitFor("the filter typed", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "/"+text+prompt) })
+	s.Keys("Enter")
+	s.WaitFor("the filter kept", 10*time.Second, func(sc string) bool { return !strings.Contains(sc, prompt) && strings.Contains(sc, "/"+text) })
 }

@@ -23,40 +23,8 @@ import (
 
 const demoTenant = "bigcorp" // collector.DemoImportTenant
 
-type tmuxSession struct {
-	t      *testing.T
-	socket string
-}
-
-func (s *tmuxSession) run(args ...string) (string, error) {
-	out, err := exec.Command("tmux", append([]string{"-S", s.socket}, args...)...).CombinedOutput()
-	return string(out), err
-}
-
-func (s *tmuxSession) screen() string {
-	out, err := s.run("capture-pane", "-p", "-t", "qtop")
-	if err != nil {
-		s.t.Fatalf("capture-pane: %v: %s", err, out)
-	}
-	return out
-}
-
-func (s *tmuxSession) keys(keys ...string) {
-	s.t.Helper()
-	if out, err := s.run(append([]string{"send-keys", "-t", "qtop"}, keys...)...); err != nil {
-		s.t.Fatalf("send-keys %v: %v: %s", keys, err, out)
-	}
-}
-
-// waitFor polls the screen until ok says yes or the deadline passes.
-func (s *tmuxSession) waitFor(what string, d time.Duration, ok func(screen string) bool) string {
-	s.t.Helper()
-	var last string
-	if !testsvc.PollEvery(d, 100*time.Millisecond, func() bool { last = s.screen(); return ok(last) }) {
-		s.t.Fatalf("after %s, still waiting for %s; the screen:\n%s", d, what, last)
-	}
-	return last
-}
+// tmuxSession is the test's terminal (testsvc.Tmux).
+type tmuxSession struct{ *testsvc.Tmux }
 
 var firstRowRE = regexp.MustCompile(`(?m)^\s*TENANT .*\n› (\S+)`)
 
@@ -69,12 +37,7 @@ func topTenant(screen string) string {
 }
 
 func TestDemoInTmux(t *testing.T) {
-	if _, err := exec.LookPath("tmux"); err != nil {
-		if testsvc.Required() {
-			t.Fatal("tmux is required in CI (scripts/test installs it from Debian's packages)")
-		}
-		t.Skip("tmux not installed (scripts/test installs it: apt-get install tmux)")
-	}
+	testsvc.RequireTool(t, "tmux", "scripts/test installs it: apt-get install tmux")
 	if testing.Short() {
 		t.Skip("builds and runs the real binary")
 	}
@@ -88,30 +51,29 @@ func TestDemoInTmux(t *testing.T) {
 	}
 	// A socket of its own, in the test's folder: no other tmux is touched,
 	// and nothing is left behind.
-	s := &tmuxSession{t: t, socket: filepath.Join(dir, "tmux.sock")}
+	s := &tmuxSession{testsvc.NewTmux(t, filepath.Join(dir, "tmux.sock"))}
 	t.Cleanup(func() {
 		if t.Failed() {
 			b, _ := os.ReadFile(bin + ".stderr")
 			code, _ := os.ReadFile(bin + ".exit")
 			t.Logf("qtop's exit status: %q; its stderr:\n%s", code, b)
 		}
-		s.run("kill-server")
 	})
-	if out, err := s.run("-f", "/dev/null", "new-session", "-d", "-s", "qtop", "-x", "120", "-y", "36", "-c", dir,
+	if out, err := s.Run("-f", "/dev/null", "new-session", "-d", "-s", "qtop", "-x", "120", "-y", "36", "-c", dir,
 		"env", "TERM=xterm-256color", "XDG_STATE_HOME="+filepath.Join(dir, "state"), "sh", "-c", `"$0" demo 2>"$0.stderr"; echo $? >"$0.exit"`, bin); err != nil {
 		t.Fatalf("tmux new-session: %v: %s", err, out)
 	}
-	s.run("set-option", "-t", "qtop", "remain-on-exit", "on")
+	s.Run("set-option", "-t", "qtop", "remain-on-exit", "on")
 
 	// The noisy tenant reaches the top of the Tenants view.
-	screen := s.waitFor(demoTenant+" on the top row", 90*time.Second, func(sc string) bool { return topTenant(sc) == demoTenant })
+	screen := s.WaitFor(demoTenant+" on the top row", 90*time.Second, func(sc string) bool { return topTenant(sc) == demoTenant })
 	t.Logf("the Tenants view with %s on top:\n%s", demoTenant, screen)
 	if out := os.Getenv("QTOP_E2E_CAPTURE"); out != "" {
 		os.WriteFile(out, []byte(screen), 0o644)
 	}
 
 	// The summary line names who is hurting whom.
-	screen = s.waitFor("the incident summary", 60*time.Second, func(sc string) bool {
+	screen = s.WaitFor("the incident summary", 60*time.Second, func(sc string) bool {
 		// bigcorp was idle before its import: new load.
 		return strings.Contains(sc, "⚑ "+demoTenant+" ") && strings.Contains(sc, "new load") && strings.Contains(sc, "victims: ") &&
 			!strings.Contains(sc, "victims: none")
@@ -119,41 +81,41 @@ func TestDemoInTmux(t *testing.T) {
 	t.Logf("the summary line:\n%s", screen)
 
 	// enter drills in: its routes.
-	s.keys("Enter")
-	s.waitFor("the drill-in of "+demoTenant, 10*time.Second, func(sc string) bool {
+	s.Keys("Enter")
+	s.WaitFor("the drill-in of "+demoTenant, 10*time.Second, func(sc string) bool {
 		return strings.Contains(sc, "Tenant "+demoTenant) && strings.Contains(sc, "Routes") && strings.Contains(sc, "POST /catalog/import")
 	})
 
 	// t asks for the cap and the duration, then for a confirmation.
-	s.keys("t")
-	s.waitFor("the throttle prompt", 10*time.Second, func(sc string) bool {
+	s.Keys("t")
+	s.WaitFor("the throttle prompt", 10*time.Second, func(sc string) bool {
 		return strings.Contains(sc, "Throttle "+demoTenant+": RU/s cap [")
 	})
-	s.keys("Enter")
-	s.waitFor("the confirmation", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "y confirm") })
-	s.keys("y")
-	s.waitFor("the throttle posted", 10*time.Second, func(sc string) bool {
+	s.Keys("Enter")
+	s.WaitFor("the confirmation", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "y confirm") })
+	s.Keys("y")
+	s.WaitFor("the throttle posted", 10*time.Second, func(sc string) bool {
 		return strings.Contains(sc, demoTenant+" throttled to")
 	})
 
 	// The policy shows in the Enforcement view.
-	s.keys("5")
+	s.Keys("5")
 	ruleRE := regexp.MustCompile(`(?m)^. \S+\s+` + demoTenant + `\s+throttle\s+\S+ RU/s`)
-	screen = s.waitFor("the rule in the Enforcement view", 10*time.Second, func(sc string) bool { return ruleRE.MatchString(sc) })
+	screen = s.WaitFor("the rule in the Enforcement view", 10*time.Second, func(sc string) bool { return ruleRE.MatchString(sc) })
 	if !strings.Contains(screen, "1 active rule") {
 		t.Fatalf("enforcement view:\n%s", screen)
 	}
 
 	// h in a tab asks for a tenant's history by name; the demo keeps no
 	// store, and says so.
-	s.keys("1") // one key at a time: runes sent together arrive as one key
-	s.waitFor("the Tenants view", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "TENANT ") })
-	s.keys("h")
-	s.waitFor("the history's answer", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "needs a collector") })
+	s.Keys("1") // one key at a time: runes sent together arrive as one key
+	s.WaitFor("the Tenants view", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "TENANT ") })
+	s.Keys("h")
+	s.WaitFor("the history's answer", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "needs a collector") })
 
 	// q quits.
-	s.keys("q")
-	s.waitFor("qtop to exit", 30*time.Second, func(string) bool {
+	s.Keys("q")
+	s.WaitFor("qtop to exit", 30*time.Second, func(string) bool {
 		_, err := os.Stat(bin + ".exit")
 		return err == nil
 	})

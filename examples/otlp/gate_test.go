@@ -132,7 +132,7 @@ func startGateBinary(t *testing.T, upstream, collBase string) string {
 }
 
 // startChild starts cmd and waits (30 s at most) for the line on stdout
-// (or, with an empty prefix, the gate's "listening" log line on stderr)
+// (or, with an empty prefix, the gate's or shopapp's log line on stderr)
 // that gives its address; it stops cmd at the end of the test.
 func startChild(t *testing.T, name string, cmd *exec.Cmd, prefix string) string {
 	t.Helper()
@@ -175,7 +175,7 @@ func startChild(t *testing.T, name string, cmd *exec.Cmd, prefix string) string 
 				}
 				continue
 			}
-			if strings.Contains(line, "gate: listening") {
+			if strings.Contains(line, "gate: listening") || strings.Contains(line, "shopapp serving") {
 				for _, f := range strings.Fields(line) {
 					if a, ok := strings.CutPrefix(f, "addr="); ok {
 						found <- a

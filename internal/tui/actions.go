@@ -142,7 +142,11 @@ func (m *Model) promptKey(msg tea.KeyMsg) tea.Cmd {
 		return m.c.setStatus("nothing done", true)
 	}
 	if p.kind == promptHistory {
-		return m.historyPromptKey(msg)
+		cmd, done := p.historyPromptKey(&m.c, &m.nav, msg)
+		if done {
+			m.state, m.prompt = stateBrowse, prompt{}
+		}
+		return cmd
 	}
 	if p.kind == promptThrottle && !p.confirm {
 		switch msg.Type {

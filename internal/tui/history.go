@@ -191,30 +191,29 @@ func (m *Model) startHistory() tea.Cmd {
 	return nil
 }
 
-// historyPromptKey edits the tenant's name; enter opens its drill-in and
-// fetches its history.
-func (m *Model) historyPromptKey(msg tea.KeyMsg) tea.Cmd {
-	p := &m.prompt
+// historyPromptKey edits the prompt's tenant name; enter opens the
+// tenant's drill-in and fetches its history. It reports whether the
+// prompt is done.
+func (p *prompt) historyPromptKey(c *common, nav *router, msg tea.KeyMsg) (tea.Cmd, bool) {
 	if msg.Type != tea.KeyEnter {
 		if p.name.edit(msg) {
 			p.err = ""
 		}
-		return nil
+		return nil, false
 	}
 	name := strings.TrimSpace(p.name.value)
 	if err := tenant.ValidateTenant(name); err != nil || name == "" {
 		p.err = fmt.Sprintf("%v: tenant %q: want a tenant's name as the store keeps it", ErrInput, name)
-		return nil
+		return nil, false
 	}
-	m.state, m.prompt = stateBrowse, prompt{}
-	d, ok := m.nav.drillIn().(*detailView)
+	d, ok := nav.drillIn().(*detailView)
 	if !ok {
-		return nil
+		return nil, true
 	}
-	if m.nav.isTab(m.nav.cur) {
-		m.nav.back = m.nav.cur
+	if nav.isTab(nav.cur) {
+		nav.back = nav.cur
 	}
-	m.nav.cur = d
-	d.drill(&m.c, target{key: name})
-	return d.fetchHistory(&m.c)
+	nav.cur = d
+	d.drill(c, target{key: name})
+	return d.fetchHistory(c), true
 }
