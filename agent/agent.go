@@ -102,6 +102,8 @@ func New(opts ...Option) (*Agent, error) {
 			meter.WithPolicyHandler(a.applyPolicy),
 			meter.WithCutHook(enforcementCut(a.enf, a.pool.take)),
 			meter.WithQuota(a.gate),
+			// The names behind session tagging's short ids (pgx.go).
+			meter.WithSectionSource(cfg.sqlNames.Section),
 		}
 		popts = append(popts, a.reportOptions()...)
 		if cfg.token != "" {

@@ -39,8 +39,8 @@ func (a *Agent) OpenPgxPool(ctx context.Context, cfg *pgxpool.Config, opts ...sq
 
 // TenantNames holds the names behind the short ids that session tagging
 // (WithSQLTagging) writes for tenants whose names do not fit in
-// application_name; drain it into what the collector receives so that
-// pgactivity (WithTenantNames) can name them.
+// application_name; the agent's reporter sends them to the collector
+// (TenantNames.Section), whose pg_stat_activity sampler names them.
 func (a *Agent) TenantNames() *sqlcomment.TenantNames { return a.cfg.sqlNames }
 
 // ConfigurePgxPool installs the agent's acquire tracer on cfg (keeping a

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/qtop-dev/qtop/report"
+	"github.com/qtop-dev/qtop/sqlcomment/tenantnames"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -135,21 +137,22 @@ func (c *Commenter) Plain(ctx context.Context, query string) Statement {
 
 // TenantNames remembers, for the tenants written as a TenantID, the name
 // behind the id: a bounded map (DefaultTenantNames entries unless
-// NewTenantNames says otherwise) that the process drains into what it
-// reports, so that the collector can show the name. Safe for concurrent
+// NewTenantNames says otherwise) that the process sends in its reports
+// (Section), so that the collector can show the name. Safe for concurrent
 // use; the zero value is not usable.
 type TenantNames struct {
 	mu    sync.Mutex
 	max   int
 	all   map[string]string   // id → name
-	fresh map[string]struct{} // ids added since the last Drain
+	fresh map[string]struct{} // ids not sent since added (or since the last resend)
+	cuts  int                 // Sections made
 }
 
 // DefaultTenantNames is NewTenantNames' bound when given n <= 0.
 const DefaultTenantNames = 4096
 
 // NewTenantNames returns a TenantNames of at most n names; once full it
-// forgets the oldest drained names first.
+// forgets the oldest names already sent first.
 func NewTenantNames(n int) *TenantNames {
 	if n <= 0 {
 		n = DefaultTenantNames
@@ -166,14 +169,14 @@ func (n *TenantNames) Add(name string) string {
 		return id
 	}
 	if len(n.all) >= n.max {
-		for k := range n.all { // any drained one; fresh ones are kept until drained
+		for k := range n.all { // any sent one; fresh ones are kept until sent
 			if _, f := n.fresh[k]; !f {
 				delete(n.all, k)
 				break
 			}
 		}
 		if len(n.all) >= n.max {
-			return id // every entry waits to be drained: drop this one
+			return id // every entry waits to be sent: drop this one
 		}
 	}
 	n.all[id] = name
@@ -189,16 +192,35 @@ func (n *TenantNames) Lookup(id string) (string, bool) {
 	return name, ok
 }
 
-// Drain calls fn with each id and name added since the last Drain.
-func (n *TenantNames) Drain(fn func(id, name string)) {
+// ResendEvery is how many Sections pass before every name is sent
+// again, so that a collector that restarted (it keeps the names in
+// memory) learns them back.
+const ResendEvery = 60
+
+// Section returns the names added since the last Section (at most
+// tenantnames.MaxReportNames; the rest wait for the next ones), and every
+// ResendEvery calls all of them again, as the report section the
+// collector reads (tenantnames.Names); nil when there is none. The agent's
+// reporter adds it to each report (meter.WithSectionSource).
+func (n *TenantNames) Section() report.Section {
 	n.mu.Lock()
-	pairs := make([][2]string, 0, len(n.fresh))
+	defer n.mu.Unlock()
+	n.cuts++
+	if n.cuts%ResendEvery == 0 {
+		for id := range n.all {
+			n.fresh[id] = struct{}{}
+		}
+	}
+	if len(n.fresh) == 0 {
+		return nil
+	}
+	out := make(tenantnames.Names, 0, min(len(n.fresh), tenantnames.MaxReportNames))
 	for id := range n.fresh {
-		pairs = append(pairs, [2]string{id, n.all[id]})
+		if len(out) == tenantnames.MaxReportNames {
+			break
+		}
+		out = append(out, tenantnames.Name{ID: id, Name: n.all[id]})
+		delete(n.fresh, id)
 	}
-	clear(n.fresh)
-	n.mu.Unlock()
-	for _, p := range pairs {
-		fn(p[0], p[1])
-	}
+	return out
 }

@@ -3,13 +3,16 @@ package sqlcomment_test
 import (
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/sqlcomment"
+	"github.com/qtop-dev/qtop/sqlcomment/tenantnames"
 )
 
 func TestTenantNames(t *testing.T) {
 	n := sqlcomment.NewTenantNames(2)
-	a := n.Add("alpha")
+	n.Add("alpha")
 	n.Add("alpha")
 	n.Add("beta")
 	if got := n.Add("gamma"); got != sqlcomment.TenantID("gamma") {
@@ -18,13 +21,33 @@ func TestTenantNames(t *testing.T) {
 	if _, ok := n.Lookup(sqlcomment.TenantID("gamma")); ok {
 		t.Fatal("full of undrained names: gamma must be dropped")
 	}
-	seen := map[string]string{}
-	n.Drain(func(id, name string) { seen[id] = name })
-	if len(seen) != 2 || seen[a] != "alpha" {
-		t.Fatalf("drained %v", seen)
+	sec, _ := n.Section().(tenantnames.Names)
+	if len(sec) != 2 || (sec[0].Name != "alpha" && sec[1].Name != "alpha") {
+		t.Fatalf("sent %v", sec)
 	}
-	n.Drain(func(id, name string) { t.Fatalf("drained twice: %s", name) })
-	n.Add("gamma") // evicts a drained one
+	for i := 2; i < sqlcomment.ResendEvery; i++ {
+		if s := n.Section(); s != nil {
+			t.Fatalf("section %d sent %v again", i, s)
+		}
+	}
+	if again, _ := n.Section().(tenantnames.Names); len(again) != 2 {
+		t.Fatalf("the resend after %d sections: %v", sqlcomment.ResendEvery, again)
+	}
+	// What a report carries decodes to the same names.
+	rep := &report.Report{Source: report.Source{Service: "s", Instance: "i"}, Seq: 1, Start: time.Unix(0, 0), End: time.Unix(1, 0)}
+	rep.SetSection(sec)
+	body, err := rep.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := report.NewDecoder(tenantnames.Names(nil)).Decode(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, _ := report.SectionOf[tenantnames.Names](got); len(back) != 2 {
+		t.Fatalf("decoded %v", got.Sections)
+	}
+	n.Add("gamma") // evicts a name already sent
 	if name, ok := n.Lookup(sqlcomment.TenantID("gamma")); !ok || name != "gamma" {
 		t.Fatal("gamma not kept after a drain")
 	}

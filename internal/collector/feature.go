@@ -39,6 +39,7 @@ type features struct {
 	enf   *enforcePart  // enforcepart.go, poolwait.go: enforcement detail, pool waits
 	pilot *pilotPart    // autopilot.go: the autopilot (its status in the live view)
 	base  *baselineBook // baseline.go: tenants' baselines, served in the live view
+	names *tenantNames  // names.go: the tenants behind session tagging's short ids
 	all   []feature
 }
 
@@ -61,7 +62,8 @@ func newFeatures(cfg Config, pol *policyPart, em *enforcementMetrics) (features,
 	if err := f.base.load(filepath.Join(cfg.DataDir, baselinesFile)); err != nil {
 		cfg.Logger.Warn("baselines saved by the last run not read: they are learnt again", "err", err)
 	}
-	f.all = []feature{f.fresh, f.bud, f.enf, f.quota, &policyView{pol: pol}, f.pilot, f.base}
+	f.names = newTenantNames()
+	f.all = []feature{f.fresh, f.bud, f.enf, f.quota, &policyView{pol: pol}, f.pilot, f.base, f.names}
 	return f, nil
 }
 

@@ -25,6 +25,9 @@ type pgPart struct {
 	err        string
 	agg        *pgactivity.Aggregator
 	lastCut    time.Time
+	// names resolves session tagging's short ids (names.go); set before
+	// run.
+	names func(id string) (string, bool)
 	// metrics counts the statements whose tags could not be read; set
 	// once by run, before its first sample.
 	metrics *pgactivity.Metrics
@@ -68,7 +71,7 @@ func (p *pgPart) run(ctx context.Context, cfg Config, met *metrics, add func(pga
 		}
 		cfg.Logger.Info("pg sampler: sampling pg_stat_activity every second")
 		p.setPool(pool)
-		pgactivity.NewSampler(pool, pgactivity.WithMetrics(pm)).Run(ctx, time.Second, func(snap pgactivity.Snapshot, err error) {
+		pgactivity.NewSampler(pool, pgactivity.WithMetrics(pm), pgactivity.WithTenantNames(p.names)).Run(ctx, time.Second, func(snap pgactivity.Snapshot, err error) {
 			if err != nil && len(snap.Backends) == 0 {
 				met.samplerErrors.Inc()
 				p.setErr(err)

@@ -12,7 +12,11 @@ import (
 	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/pgactivity"
+	"github.com/qtop-dev/qtop/report"
+	"github.com/qtop-dev/qtop/sqlcomment"
+	"github.com/qtop-dev/qtop/sqlcomment/comment"
 	"github.com/qtop-dev/qtop/store"
+	"github.com/qtop-dev/qtop/tenant"
 )
 
 // TestPostgresSampler runs the collector's sampler against the real
@@ -121,5 +125,70 @@ func TestParallelWorkersAreLoadNotStatements(t *testing.T) {
 	defer mem.mu.Unlock()
 	if len(mem.stmts) != 1 {
 		t.Fatalf("sampled slow statements %+v: want one, the leader's", mem.stmts)
+	}
+}
+
+// TestPostgresSessionTagNames: a session tagged in application_name with
+// a tenant whose name does not fit (written as its short id)
+// shows as the id until a process reports the name behind it
+// (sqlcomment.TenantNames' section), then under the tenant's name.
+func TestPostgresSessionTagNames(t *testing.T) {
+	dsn := testsvc.Postgres(t)
+	s, err := New(Config{Store: StoreNone, DataDir: t.TempDir(), Writer: "w1", Postgres: dsn, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s.Run(ctx)
+	defer s.Shutdown(context.Background())
+
+	const name = "Bäckerei Müller GmbH & Co. KG, Filiale Berlin-Charlottenburg, Kantstraße 12"
+	id := comment.TenantID(name)
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RuntimeParams["application_name"] = comment.ApplicationName("shop", tenant.Tags{Tenant: name})
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := conn.Exec(ctx, "SELECT pg_sleep(6)")
+		done <- err
+	}()
+	loadOf := func(tn string) func() bool {
+		return func() bool {
+			for _, r := range s.Snapshot(time.Now(), api.MeasureDB, 10).Tenants {
+				if r.Tenant == tn && r.DBLoad > 0 {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	if !waitUntil(10*time.Second, loadOf(id)) {
+		t.Fatalf("the session's load is not under its id %s: %+v", id, s.Snapshot(time.Now(), api.MeasureDB, 10).Tenants)
+	}
+	names := sqlcomment.NewTenantNames(0)
+	names.Add(name)
+	rep := &report.Report{Source: report.Source{Service: "shop", Instance: "p1"}, Seq: 1,
+		Start: time.Now().Add(-time.Second), End: time.Now()}
+	rep.SetSection(names.Section())
+	body, err := rep.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Consume(ctx, rep, body); err != nil {
+		t.Fatal(err)
+	}
+	if !waitUntil(10*time.Second, loadOf(name)) {
+		t.Fatalf("the session's load is not under %q once its name was reported", name)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }

@@ -175,6 +175,7 @@ func newParts(cfg Config) (*Server, error) {
 	if s.feat, err = newFeatures(cfg, s.policy, s.met.enforcement); err != nil {
 		return nil, err
 	}
+	s.pg.names = s.feat.names.lookup
 	s.feat.pilot.setBudget = func(ctx context.Context, b policy.Budget, del bool, who string) error {
 		_, err := s.SetBudget(ctx, b, del, who)
 		return err
