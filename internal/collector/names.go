@@ -67,4 +67,4 @@ func (n *tenantNames) reply(_ *report.Report, _ time.Time, r report.Reply, _ boo
 	return r
 }
 func (n *tenantNames) snapshot(*api.Snapshot, time.Time) {}
-func (n *tenantNames) tick(context.Context, time.Time)  {}
+func (n *tenantNames) tick(context.Context, time.Time)   {}
