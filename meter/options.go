@@ -98,6 +98,7 @@ func defaults() config {
 		topTenants:  DefaultTopTenants,
 		interval:    DefaultInterval,
 		timeout:     DefaultTimeout,
+		policyView:  true,
 		queueLen:    DefaultQueueLen,
 		backoff:     struct{ min, max time.Duration }{100 * time.Millisecond, 30 * time.Second},
 	}
@@ -292,16 +293,24 @@ func WithPolicyHandler(fn func(policy.Policy)) ReporterOption {
 }
 
 // WithPolicyView has a Reporter with a policy handler ask for its own
-// view of the policy (the rules of the tenants in each report, the tier
-// rules, budgets, runaway rules and freshness; see policy.View) rather
-// than the whole policy, and hold it by its tag: with a policy of
-// thousands of rules a reply is then kilobytes, and ~85 bytes while the
-// view is unchanged. The view follows each report's tenants, so a rule
-// of a tenant that was idle for a whole report interval is handed over
-// again (by its tag) when the tenant's next report carries it. Off by
-// default.
+// view of the policy (the rules of the tenants it reported over the last
+// minutes, the tier rules, budgets, runaway rules and freshness; see
+// policy.View) rather than the whole policy, and hold it by its tag:
+// with a policy of thousands of rules a reply is then kilobytes, and ~85
+// bytes while the view is unchanged. The collector keeps each process's
+// tenants of the last five minutes in its view, so a tenant idle for a
+// while keeps its rules; a tenant the process reports for the first time
+// gets them with that report (until then, for at most one interval, it
+// is not limited there). It is the default; WithWholePolicy turns it off.
 func WithPolicyView() ReporterOption {
 	return reporterOption(func(c *config) { c.policyView = true })
+}
+
+// WithWholePolicy has a Reporter with a policy handler ask for the whole
+// policy in every reply that changes it, not its view (WithPolicyView):
+// every rule is in the process before the tenant's first request there.
+func WithWholePolicy() ReporterOption {
+	return reporterOption(func(c *config) { c.policyView = false })
 }
 
 // WithEnforcementSource has the Reporter fill each report's report.Enforcement

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -63,6 +64,14 @@ type Index struct {
 	tierJS   []byte
 	restJS   []byte
 	tenants  map[string]tenantRules
+	// created are the tenants with rules, by their newest rule's
+	// Created, oldest first (ChangedSince).
+	created []tenantCreated
+}
+
+type tenantCreated struct {
+	at     time.Time
+	tenant string
 }
 
 type tenantRules struct {
@@ -102,6 +111,16 @@ func (p Policy) Index(now time.Time) (*Index, error) {
 		tr.js = appendItem(tr.js, b)
 		x.tenants[r.Tenant] = tr
 	}
+	for t, tr := range x.tenants {
+		var at time.Time
+		for _, r := range tr.rules {
+			if r.Created.After(at) {
+				at = r.Created
+			}
+		}
+		x.created = append(x.created, tenantCreated{at, t})
+	}
+	slices.SortFunc(x.created, func(a, b tenantCreated) int { return a.at.Compare(b.at) })
 	rest, err := json.Marshal(View{Budgets: x.shared.Budgets, Runaway: x.shared.Runaway, Freshness: x.shared.Freshness})
 	if err != nil {
 		return nil, fmt.Errorf("policy: view: %w", err)
@@ -121,6 +140,27 @@ func appendItem(dst, item []byte) []byte {
 // (no indexed part has expired since it was built).
 func (x *Index) Valid(version uint64, now time.Time) bool {
 	return x.version == version && (x.until.IsZero() || now.Before(x.until))
+}
+
+// ChangedSince appends to dst the tenants with a rule created after t
+// (a rule without a creation time counts as old).
+func (x *Index) ChangedSince(dst []string, t time.Time) []string {
+	i, _ := slices.BinarySearchFunc(x.created, t, func(c tenantCreated, t time.Time) int {
+		if c.at.After(t) {
+			return 1
+		}
+		return -1
+	})
+	for _, c := range x.created[i:] {
+		dst = append(dst, c.tenant)
+	}
+	return dst
+}
+
+// HasRules reports whether tenant has rules of its own in the index.
+func (x *Index) HasRules(tenant string) bool {
+	_, ok := x.tenants[tenant]
+	return ok
 }
 
 // ViewFor returns the view for a process that reports tenants (heaviest

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -13,12 +14,13 @@ import (
 	"github.com/qtop-dev/qtop/tenant"
 )
 
-// bigPolicy has n tenant rules (tenant-0 … tenant-(n−1)) and one tier rule.
+// bigPolicy has n tenant rules (tenant-0 … tenant-(n−1)), made an hour
+// before now, and one tier rule.
 func bigPolicy(n int, now time.Time) policy.Policy {
 	p := policy.Policy{Version: 42, Updated: now}
 	for i := range n {
 		p.Rules = append(p.Rules, policy.Rule{ID: fmt.Sprint("r", i), Tenant: fmt.Sprint("tenant-", i), Action: policy.Throttle,
-			RUPerSecond: 100, Expires: now.Add(time.Hour), Created: now, Reason: "load test"})
+			RUPerSecond: 100, Expires: now.Add(time.Hour), Created: now.Add(-time.Hour), Reason: "load test"})
 	}
 	p.Rules = append(p.Rules, policy.Rule{ID: "tier", Tier: tenant.T3, Action: policy.Throttle, RUPerSecond: 5,
 		Expires: now.Add(time.Hour), Created: now, Reason: "tier"})
@@ -77,4 +79,83 @@ func TestPolicyViewReply(t *testing.T) {
 	held, _ := report.EncodeReply(again)
 	full, _ := report.EncodeReply(whole)
 	t.Logf("reply bytes: whole policy %d, first view %d, unchanged %d", len(full), len(body), len(held))
+}
+
+// TestPolicyViewKeepsIdleTenants: a tenant with a throttle that its
+// process does not report for a few intervals keeps its rule in the
+// process's view (same tag: "unchanged"), until it has been idle for
+// viewKeep; a tenant the process reports for the first time brings its
+// rule at once.
+func TestPolicyViewKeepsIdleTenants(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	if !f.s.policy.adopt(bigPolicy(100, t0)) {
+		t.Fatal("policy not adopted")
+	}
+	rec, _ := meter.NewRecorder(meter.WithSource(report.Source{Service: "api", Instance: "p", Host: "h"}), meter.WithClock(f.clk.Now))
+	send := func(tag string, tenants ...string) policy.View {
+		t.Helper()
+		for _, tn := range tenants {
+			rec.Record(meter.Record{Tags: tenant.Tags{Tenant: tn, Route: "r"}, Kind: report.KindRequest, Duration: time.Millisecond, RU: 1})
+		}
+		f.clk.Add(time.Second)
+		f.s.Tick(context.Background(), f.clk.Now())
+		rep := rec.Cut(f.clk.Now())
+		rep.SetSection(report.PolicyView{Tag: tag})
+		reply, err := f.s.Consume(context.Background(), rep, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v policy.View
+		if err := json.Unmarshal(reply.PolicyView, &v); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	rulesOf := func(v policy.View) []string {
+		var ids []string
+		for _, r := range v.Rules {
+			ids = append(ids, r.ID)
+		}
+		return ids
+	}
+	v := send("", "tenant-3", "tenant-5")
+	if got := rulesOf(v); len(got) != 3 {
+		t.Fatalf("first view: %v", got)
+	}
+	tag := v.Tag
+	for range 10 { // tenant-3 idle for ten reports: its rule stays
+		if u := send(tag, "tenant-5"); !u.Unchanged || u.Tag != tag {
+			t.Fatalf("with tenant-3 idle: %+v", u)
+		}
+	}
+	// A tenant never reported before: its rule comes with its first report.
+	v = send(tag, "tenant-7")
+	if got := rulesOf(v); len(got) != 4 || v.Unchanged {
+		t.Fatalf("with tenant-7: %v", got)
+	}
+	// A rule made now, of a tenant this process has never reported, comes
+	// at once (a throttle reaches every process in one interval).
+	p := bigPolicy(100, t0)
+	p.Version++
+	p.Rules = append(p.Rules, policy.Rule{ID: "new", Tenant: "bigcorp", Action: policy.Throttle, RUPerSecond: 1,
+		Expires: f.clk.Now().Add(time.Hour), Created: f.clk.Now(), Reason: "import"})
+	if !f.s.policy.adopt(p) {
+		t.Fatal("policy not adopted")
+	}
+	v = send(v.Tag, "tenant-5")
+	if got := rulesOf(v); len(got) != 5 || !slices.Contains(got, "new") {
+		t.Fatalf("with a new rule of bigcorp: %v", got)
+	}
+	// Idle for longer than viewKeep: tenant-3's rule goes, then
+	// tenant-7's; bigcorp's once it is no longer new.
+	changed := 0
+	for range int(viewKeep/time.Second) + 60 {
+		if u := send(v.Tag, "tenant-5"); !u.Unchanged {
+			v, changed = u, changed+1
+		}
+	}
+	if got := rulesOf(v); changed != 3 || len(got) != 2 {
+		t.Fatalf("after %v idle: %v (%d changes)", viewKeep, got, changed)
+	}
 }
