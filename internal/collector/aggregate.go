@@ -44,7 +44,12 @@ type shard struct {
 	mu      sync.Mutex
 	minutes map[int64]map[rowKey]*rowAgg // rollup rows by minute (Unix seconds)
 	tenants map[string]*tenantLive
-	_       [64]byte // keep shards' locks on their own cache lines
+	// lat is the latency of every live row of the shard's tenants, by
+	// second (only its lat is used): the live view's "other" is this,
+	// over all shards, less the tenants shown, so that making it costs
+	// the same at 100,000 tenants as at 100 (otherLatency).
+	lat window10
+	_   [64]byte // keep shards' locks on their own cache lines
 }
 
 func newAggregator(cfg Config, met *metrics, guard *guardMetrics) *aggregator {
@@ -169,6 +174,7 @@ func (sh *shard) merge(g *aggregator, rep *report.Report, idx []int32, m *minute
 				w.err[j] += row.Errors
 				if k == 0 {
 					w.lat[j].Merge(lat)
+					sh.lat.lat[sh.lat.slot(sec)].Merge(lat)
 				}
 			}
 		}
@@ -184,8 +190,9 @@ func (sh *shard) merge(g *aggregator, rep *report.Report, idx []int32, m *minute
 		tl.ranked.Add(v)
 		tl.ranks = true
 		tl.hru.add(sec, row.RU)
+		tl.touch(sec)
 		if row.Kind == report.KindDB {
-			tl.hdb.add(sec, row.Duration.Seconds())
+			tl.dbHistory().add(sec, row.Duration.Seconds())
 		}
 	}
 }
@@ -374,7 +381,7 @@ func (g *aggregator) prune(sec int64) {
 		sh := &g.shards[i]
 		sh.mu.Lock()
 		for name, tl := range sh.tenants {
-			if sec-max(tl.hru.lastSeen(), tl.hdb.lastSeen(), maxStamp(&tl.w)) > histN+rateN {
+			if sec-tl.seen > histN+rateN {
 				delete(sh.tenants, name)
 				tl.gone = true
 				for _, w := range tl.routes {

@@ -157,7 +157,8 @@ func sampleRows(agg *aggregator, snap pgactivity.Snapshot, m *minute, interval t
 		agg.withTenant(name, func(tl *tenantLive) {
 			j := tl.w.slot(sec)
 			tl.w.pg[j] = max(tl.w.pg[j], n)
-			tl.hdb.add(sec, 0)
+			tl.dbHistory().add(sec, 0)
+			tl.touch(sec)
 		})
 	}
 	return running
