@@ -20,9 +20,9 @@ func newLimitFlags(fs *flag.FlagSet, envs *[]envFlag) *limitFlags {
 		retention:   strFlag(fs, envs, "retention", "QTOP_RETENTION", "0", "how long history is kept, e.g. 90d or 36h (at least 1h; 0: everything): older rollups, hot keys and statements are removed at start and then hourly (ClickHouse: a TTL from 19.6, old daily partitions dropped on every version; DuckDB: deleted)"),
 		diskReserve: strFlag(fs, envs, "disk-reserve", "QTOP_DISK_RESERVE", strconv.Itoa(collector.DefaultDiskReserve), "bytes kept free on --data-dir's disk: below it reports are refused (503, Retry-After) until space comes back, so the disk never fills (0: none)"),
 		maxLiveTenants: strFlag(fs, envs, "max-live-tenants", "QTOP_MAX_LIVE_TENANTS", strconv.Itoa(collector.DefaultMaxTenants),
-			"tenants the live view follows at once (about 4 KB each with one busy route); tenants beyond it count in one \"other\" row (qtop_collector_live_tenant_overflow_total) until idle ones are forgotten (130 s)"),
+			"tenants the live view follows at once (about 6.5 KB each busy on one route, 3.5 KB seen once); tenants beyond it count in one \"other\" row (qtop_collector_live_tenant_overflow_total) until idle ones are forgotten (130 s)"),
 		maxMinute: strFlag(fs, envs, "max-minute-rows", "QTOP_MAX_MINUTE_ROWS", strconv.Itoa(collector.DefaultMaxMinuteRows),
-			"tenant×route×kind rollup rows one open minute holds (about 0.7 KB each; two minutes are open around a minute's turn); rows beyond it are folded into tenant \"other\" (qtop_collector_rows_folded_total)"),
+			"tenant×route×kind rollup rows one open minute holds (about 0.55 KB each; two minutes are open around a minute's turn); rows beyond it are folded into tenant \"other\" (qtop_collector_rows_folded_total)"),
 	}
 }
 

@@ -81,7 +81,7 @@ func newMinute(start time.Time) *minute { return &minute{start: start} }
 // the last seconds (tenantLiveBytes).
 type tenantLive struct {
 	tier tenant.Tier
-	w    window10
+	w    counts10
 	hru  history
 	// hdb is the DB time's history, made on the tenant's first DB row
 	// or sample (most tenants of a request-only service never have one).
@@ -373,7 +373,7 @@ func (v *liveView) prune(now time.Time) {
 	}
 }
 
-func maxStamp(w *window10) int64 {
+func maxStamp(w *counts10) int64 {
 	var m int64
 	for _, s := range w.stamp {
 		m = max(m, s)

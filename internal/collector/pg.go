@@ -136,8 +136,7 @@ func sampleRows(agg *aggregator, snap pgactivity.Snapshot, m *minute, interval t
 			running = append(running, b)
 		}
 		name := b.Tenant
-		agg.withRows(name, m, func(rows map[rowKey]*rowAgg) {
-			a, _ := agg.row(rows, m, rowKey{"", name, b.Route, report.KindPG})
+		agg.withRow(m, rowKey{"", name, b.Route, report.KindPG}, func(a *rowAgg) {
 			if i := b.Tier.Index(); i >= 0 {
 				a.tiers[i]++
 			}

@@ -137,7 +137,7 @@ func rankTenants(agg *aggregator, sec int64, measure string) ([]trow, float64) {
 	var total float64
 	var lats []*sparse
 	agg.eachTenant(func(sh int, name string, tl *tenantLive) {
-		r := tl.w.ratesP95(sec, false)
+		r := tl.w.rates(sec)
 		if !r.active {
 			return
 		}

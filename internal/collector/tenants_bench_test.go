@@ -103,16 +103,18 @@ func BenchmarkTenantsSnapshot(b *testing.B) {
 
 // BenchmarkTenantsHeap measures what the collector holds for each live
 // tenant and each open minute's rollup row (the figures --help gives for
-// --max-live-tenants and --max-minute-rows): 100,000 distinct tenants in
-// 1,000 reports of 100 rows, once with the live view capped at one
-// tenant (every row in "other": the rows' cost) and once at 10,000.
+// --max-live-tenants and --max-minute-rows): 1,100 reports of 100 rows
+// over 11 seconds, once of 100,000 distinct tenants with the live view
+// capped at one tenant (every row in "other": the rows' cost), once of
+// 10,000 tenants each in every second (so that every second of its live
+// window holds a histogram: a busy tenant), less their rows.
 //
 //	go test -run '^$' -bench BenchmarkTenantsHeap -benchtime 1x ./internal/collector/
 func BenchmarkTenantsHeap(b *testing.B) {
-	const reports, rows = 1000, 100
-	heap := func(maxTenants int) (float64, int64, int) {
+	const reports, rows = 1100, 100
+	heap := func(maxTenants, tenants int) (float64, int64, int) {
 		clk := &clock{t: t0}
-		bodies := benchReports(b, reports, rows, t0, func(i, j int) string { return fmt.Sprintf("tenant-%06d", i*rows+j) })
+		bodies := benchReports(b, reports, rows, t0, func(i, j int) string { return fmt.Sprintf("tenant-%06d", (i*rows+j)%tenants) })
 		runtime.GC()
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
@@ -122,9 +124,12 @@ func BenchmarkTenantsHeap(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer s.Shutdown(b.Context())
-		for _, body := range bodies {
+		for i, body := range bodies {
 			if status, _, msg, _, _ := ingest(s, body); status != 200 {
 				b.Fatalf("refused: %d %s", status, msg)
+			}
+			if (i+1)%100 == 0 {
+				clk.Add(time.Second)
 			}
 		}
 		bodies = nil
@@ -137,9 +142,10 @@ func BenchmarkTenantsHeap(b *testing.B) {
 		return float64(int64(after.HeapAlloc) - int64(before.HeapAlloc)), s.agg.tenants.Load(), n
 	}
 	for range b.N {
-		h1, _, n := heap(1)
-		h2, live, _ := heap(10_000)
-		b.ReportMetric(h1/float64(n), "B/minute-row")
-		b.ReportMetric((h2-h1)/float64(live-1), "B/live-tenant")
+		h1, _, n1 := heap(1, 100_000)
+		h2, live, n2 := heap(10_000, 10_000)
+		perRow := h1 / float64(n1)
+		b.ReportMetric(perRow, "B/minute-row")
+		b.ReportMetric((h2-perRow*float64(n2))/float64(live), "B/live-tenant")
 	}
 }
