@@ -47,7 +47,7 @@ type shard struct {
 	// lat is the latency of every live row of the shard's tenants, by
 	// second (only its lat is used): the live view's "other" is this,
 	// over all shards, less the tenants shown, so that making it costs
-	// the same at 100,000 tenants as at 100 (otherLatency).
+	// the same at 100,000 tenants as at 100 (aggregator.latency).
 	lat window10
 	// names holds the service and route names the rows' keys share, so
 	// a new row allocates neither.
