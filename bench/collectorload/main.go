@@ -1,11 +1,14 @@
 // Command collectorload drives a running collector over real HTTP on
 // loopback: a load run of reporting processes (reports of 100 tenant rows
-// each, every process its own source) and the hostile cases of the
-// collector's hardening, each with its status, reason and the collector's
-// resident memory before and after.
+// each, every process its own source, the tenants drawn from -tenants
+// distinct names, uniformly or with -zipf S from a Zipf(S) mix) and the
+// hostile cases of the collector's hardening, each with its status, reason
+// and the collector's resident memory before and after.
 //
 //	collector serve --listen 127.0.0.1:7171 --store none --data-dir /tmp/qtop-load &
 //	go run ./collectorload -addr 127.0.0.1:7171 -pid $! load -reporters 1000 -interval 200ms -duration 10s
+//	go run ./collectorload -addr 127.0.0.1:7171 -pid $! load -raw -tenants 100000 -reporters 600 -interval 100ms -duration 10s
+//	go run ./collectorload -addr 127.0.0.1:7171 -pid $! load -raw -tenants 100000 -zipf 1.1 -reporters 600 -interval 100ms -duration 10s
 //	go run ./collectorload -addr 127.0.0.1:7171 -pid $! load -raw -reporters 600 -interval 100ms -duration 10s
 //	go run ./collectorload -addr 127.0.0.1:7171 -pid $! load -raw -view -reporters 200 -interval 1s -duration 10s
 //	go run ./collectorload -addr 127.0.0.1:7171 -pid $! hostile
@@ -68,6 +71,26 @@ func main() {
 // askView is the load mode's -view flag, read by report.
 var askView bool
 
+// mix is the load mode's tenant population (-tenants, -zipf), read by
+// report.
+var mix = tenantMix{n: 2000}
+
+// tenantMix draws tenant names from n distinct ones: uniformly, or, when
+// zipf > 1, tenant-000000 the most often, with Zipf(zipf) weights.
+type tenantMix struct {
+	n    int
+	zipf float64
+}
+
+// picker returns a function drawing one tenant name with rng.
+func (m tenantMix) picker(rng *rand.Rand) func() string {
+	if m.zipf > 1 {
+		z := rand.NewZipf(rng, m.zipf, 1, uint64(m.n-1))
+		return func() string { return fmt.Sprintf("tenant-%06d", z.Uint64()) }
+	}
+	return func() string { return fmt.Sprintf("tenant-%06d", rng.IntN(m.n)) }
+}
+
 type env struct {
 	base   string
 	pid    int
@@ -118,9 +141,10 @@ func (e *env) cpuSeconds() float64 {
 func report(rng *rand.Rand, service, inst string, seq uint64, rows int, now time.Time) []byte {
 	rep := &wire.Report{Source: wire.Source{Service: service, Instance: inst, Host: "loadhost"}, Seq: seq,
 		Start: now.Add(-time.Second), End: now, Rows: make([]wire.Row, rows)}
+	pick := mix.picker(rng)
 	for j := range rows {
 		r := &rep.Rows[j]
-		r.Tenant, r.Route, r.Tier, r.Kind = fmt.Sprintf("tenant-%04d", rng.IntN(2000)), "GET /items", tenant.T2, wire.KindRequest
+		r.Tenant, r.Route, r.Tier, r.Kind = pick(), "GET /items", tenant.T2, wire.KindRequest
 		r.Count, r.RU, r.Bytes, r.Duration = 10, 12.5, 4096, 100*time.Millisecond
 		for range 10 {
 			r.Latency.Observe(0.005 * (1 + rng.ExpFloat64()))
@@ -318,20 +342,27 @@ func (e *env) load(args []string) int {
 	interval := fs.Duration("interval", 200*time.Millisecond, "each process sends one report per interval")
 	d := fs.Duration("duration", 10*time.Second, "length of the run")
 	fs.BoolVar(&askView, "view", false, "reports carry the policy-view section (report.PolicyView with no tag held): replies carry each process's view instead of the whole policy")
+	fs.IntVar(&mix.n, "tenants", 2000, "distinct tenants the reports' rows are drawn from")
+	fs.Float64Var(&mix.zipf, "zipf", 0, "draw tenants from a Zipf(S) mix (S > 1: tenant-000000 the most often) instead of uniformly")
 	raw := fs.Bool("raw", false, "post with a minimal HTTP/1.1 client (keep-alive, requests built before the run) instead of net/http's, so the generator takes less CPU from a collector on the same cores")
 	fs.Parse(args)
+	if mix.n < 1 || (mix.zipf != 0 && mix.zipf <= 1) {
+		fmt.Fprintln(os.Stderr, "collectorload: load: want -tenants ≥ 1 and -zipf 0 (uniform) or > 1")
+		return 2
+	}
 	ctx := context.Background()
 	rss0 := e.rssMB()
 	res := e.fleetWith(ctx, "load", *reporters, *rows, *interval, *d, *raw)
 	el, cpu := res.elapsed.Seconds(), res.cpu
-	fmt.Printf("load: %d reporters × 1 report/%v, %d rows each, %.1f s\n", *reporters, *interval, *rows, el)
+	fmt.Printf("load: %d reporters × 1 report/%v, %d rows each, %.1f s, %d tenants (%s)\n", *reporters, *interval, *rows, el, mix.n, mix)
 	fmt.Printf("  sent %d, accepted %d (%.0f/s), refused %d (%.2f%%), failed %d\n", res.sent.Load(), res.ok.Load(),
 		float64(res.ok.Load())/el, res.refused.Load(), 100*float64(res.refused.Load())/float64(max(1, res.sent.Load())), res.failed.Load())
 	fmt.Printf("  latency p50 %v p99 %v max %v\n", res.quantile(0.5).Round(time.Microsecond*100), res.quantile(0.99).Round(time.Microsecond*100), res.quantile(1).Round(time.Millisecond))
 	for w, n := range res.why {
 		fmt.Printf("  refused %d× %s\n", n, w)
 	}
-	fmt.Printf("  collector CPU %.2f s (%.0f%% of one core), RSS %.0f → %.0f MB\n", cpu, 100*cpu/el, rss0, e.rssMB())
+	fmt.Printf("  collector CPU %.2f s (%.0f%% of one core, %.0f µs per accepted report), RSS %.0f → %.0f MB\n", cpu, 100*cpu/el,
+		1e6*cpu/float64(max(1, res.ok.Load())), rss0, e.rssMB())
 	return 0
 }
 
@@ -535,4 +566,11 @@ func (e *env) hostile(args []string) int {
 		s.Body.Close()
 	}
 	return 0
+}
+
+func (m tenantMix) String() string {
+	if m.zipf > 1 {
+		return fmt.Sprintf("Zipf %g", m.zipf)
+	}
+	return "uniform"
 }

@@ -270,7 +270,7 @@ type serveFlags struct {
 	creds                                          *credentials
 	tls                                            *tlsFlags
 	peerToken                                      *secret
-	diskReserve, retention                         *string
+	limits                                         *limitFlags
 }
 
 func newServeFlags(fs *flag.FlagSet) (*serveFlags, error) {
@@ -293,8 +293,7 @@ func newServeFlags(fs *flag.FlagSet) (*serveFlags, error) {
 	f.grace = strFlag(fs, &envs, "grace", "QTOP_GRACE", collector.DefaultGrace.String(), "how long after a minute ends its rollups are written")
 	f.refusalDelay = strFlag(fs, &envs, "refusal-delay", "QTOP_REFUSAL_DELAY", collector.DefaultRefusalDelay.String(), "how long the answer to a report refused for its content or credentials (400, 401, 413, 415) is held back, to slow a client sending junk in a loop (0: at once)")
 	f.spoolMax = strFlag(fs, &envs, "spool-max-bytes", "QTOP_SPOOL_MAX_BYTES", "0", "cap of the on-disk spool while the store is down (0: 256 MiB)")
-	f.retention = strFlag(fs, &envs, "retention", "QTOP_RETENTION", "0", "how long history is kept, e.g. 90d or 36h (at least 1h; 0: everything): older rollups, hot keys and statements are removed at start and then hourly (ClickHouse: a TTL from 19.6, old daily partitions dropped on every version; DuckDB: deleted)")
-	f.diskReserve = strFlag(fs, &envs, "disk-reserve", "QTOP_DISK_RESERVE", strconv.Itoa(collector.DefaultDiskReserve), "bytes kept free on --data-dir's disk: below it reports are refused (503, Retry-After) until space comes back, so the disk never fills (0: none)")
+	f.limits = newLimitFlags(fs, &envs)
 	f.otlp.grpc = strFlag(fs, &envs, "otlp-grpc", "QTOP_OTLP_GRPC", "", "address of the OTLP/gRPC trace receiver, e.g. 127.0.0.1:4317 (default off; off loopback it needs --token and --tls-cert, or --insecure; OTLP/HTTP is always on --listen at /v1/traces)")
 	f.rlsListen = strFlag(fs, &envs, "rls-listen", "QTOP_RLS_LISTEN", "", "gRPC address of Envoy's rate-limit service, answered from the policy and fleet quotas, e.g. 127.0.0.1:8081 (default off; calls take the report token; off loopback it needs --token and --tls-cert, or --insecure; see docs/envoy.md)")
 	f.otlp.grpcMax = strFlag(fs, &envs, "otlp-grpc-max-bytes", "QTOP_OTLP_GRPC_MAX_BYTES", "0", "largest OTLP/gRPC message, after gzip; a longer one is refused unread, and each stream reserves twice this before its message is read (0: 16 MiB)")
@@ -335,14 +334,14 @@ func (f *serveFlags) config(stderr io.Writer) (collector.Config, error) {
 	if err != nil || sm < 0 {
 		return collector.Config{}, fmt.Errorf("--spool-max-bytes %q: want a number of bytes", *f.spoolMax)
 	}
-	dr, err := strconv.ParseInt(*f.diskReserve, 10, 64)
+	dr, err := strconv.ParseInt(*f.limits.diskReserve, 10, 64)
 	if err != nil || dr < 0 {
-		return collector.Config{}, fmt.Errorf("--disk-reserve %q: want a number of bytes", *f.diskReserve)
+		return collector.Config{}, fmt.Errorf("--disk-reserve %q: want a number of bytes", *f.limits.diskReserve)
 	}
 	if dr == 0 {
 		dr = -1 // Config's zero is the default
 	}
-	ret, err := parseRetention(*f.retention)
+	ret, err := parseRetention(*f.limits.retention)
 	if err != nil {
 		return collector.Config{}, err
 	}
@@ -368,6 +367,9 @@ func (f *serveFlags) config(stderr io.Writer) (collector.Config, error) {
 		return collector.Config{}, err
 	}
 	f.tls.apply(&cfg)
+	if err := f.limits.apply(&cfg); err != nil {
+		return collector.Config{}, err
+	}
 	if cfg.PeerToken, err = f.peerToken.get(); err != nil {
 		return collector.Config{}, err
 	}

@@ -44,7 +44,15 @@ type shard struct {
 	mu      sync.Mutex
 	minutes map[int64]map[rowKey]*rowAgg // rollup rows by minute (Unix seconds)
 	tenants map[string]*tenantLive
-	_       [64]byte // keep shards' locks on their own cache lines
+	// lat is the latency of every live row of the shard's tenants, by
+	// second (only its lat is used): the live view's "other" is this,
+	// over all shards, less the tenants shown, so that making it costs
+	// the same at 100,000 tenants as at 100 (aggregator.latency).
+	lat window10
+	// names holds the service and route names the rows' keys share, so
+	// a new row allocates neither.
+	names map[string]string
+	_     [64]byte // keep shards' locks on their own cache lines
 }
 
 func newAggregator(cfg Config, met *metrics, guard *guardMetrics) *aggregator {
@@ -120,16 +128,12 @@ func (sh *shard) merge(g *aggregator, rep *report.Report, idx []int32, m *minute
 	sec := now.Unix()
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	rows := sh.minutes[m.start.Unix()]
-	if rows == nil {
-		rows = make(map[rowKey]*rowAgg)
-		sh.minutes[m.start.Unix()] = rows
-	}
+	rows := sh.minutesRows(m)
 	for _, i := range idx {
 		row := &rep.Rows[i]
 		lat := &row.Latency
 		tn, route := row.Tenant, row.Route // checked by screen
-		a, folded := g.row(rows, m, rowKey{rep.Source.Service, tn, route, row.Kind})
+		a, folded := g.row(sh, rows, m, rowKey{rep.Source.Service, tn, route, row.Kind})
 		if i := row.Tier.Index(); i >= 0 {
 			addSat(&a.tiers[i], max(row.Count, 1))
 		}
@@ -154,23 +158,15 @@ func (sh *shard) merge(g *aggregator, rep *report.Report, idx []int32, m *minute
 		if row.Tier != tenant.TierUnset {
 			tl.tier = row.Tier
 		}
-		// The latency goes into the route's window only: the tenant's is
-		// the sum of its routes' (tenantLive.latency), one merge fewer per
-		// row.
-		ws := [2]*window10{rw, &tl.w}
-		for k, w := range ws {
-			j := w.slot(sec)
-			w.ru[j] = finiteSum(w.ru[j], row.RU)
-			switch row.Kind {
-			case report.KindDB:
-				w.db[j] = finiteSum(w.db[j], row.Duration.Seconds())
-			default:
-				w.req[j] += row.Count
-				w.err[j] += row.Errors
-				if k == 0 {
-					w.lat[j].Merge(lat)
-				}
-			}
+		// The latency goes into the route's window only (and the shard's,
+		// for the live view's "other"): the tenant's is the sum of its
+		// routes' (tenantLive.latencies), one merge fewer per row.
+		j := rw.slot(sec)
+		rw.add(j, row)
+		tl.w.add(tl.w.slot(sec), row)
+		if row.Kind != report.KindDB {
+			rw.lat[j].Merge(lat)
+			sh.lat.lat[sh.lat.slot(sec)].Merge(lat)
 		}
 		var v topn.Values
 		v[topn.RU] = row.RU
@@ -184,10 +180,48 @@ func (sh *shard) merge(g *aggregator, rep *report.Report, idx []int32, m *minute
 		tl.ranked.Add(v)
 		tl.ranks = true
 		tl.hru.add(sec, row.RU)
+		tl.touch(sec)
 		if row.Kind == report.KindDB {
-			tl.hdb.add(sec, row.Duration.Seconds())
+			tl.dbHistory().add(sec, row.Duration.Seconds())
 		}
 	}
+}
+
+// minutesRows returns the shard's rows of minute m, made if new: as
+// large as the largest open minute's (the one before it, still in its
+// grace), so that at 100,000 tenants it is not grown and rehashed step
+// by step while reports wait on the shard's lock. The shard's lock is
+// held.
+func (sh *shard) minutesRows(m *minute) map[rowKey]*rowAgg {
+	rows := sh.minutes[m.start.Unix()]
+	if rows == nil {
+		hint := 0
+		for _, r := range sh.minutes {
+			hint = max(hint, len(r))
+		}
+		rows = make(map[rowKey]*rowAgg, hint)
+		sh.minutes[m.start.Unix()] = rows
+	}
+	return rows
+}
+
+// maxNames bounds a shard's shared service and route names.
+const maxNames = 4096
+
+// name returns s as held in the shard's names, cloned (and added while
+// there is room) if new. The shard's lock is held.
+func (sh *shard) name(s string) string {
+	if n, ok := sh.names[s]; ok {
+		return n
+	}
+	n := strings.Clone(s)
+	if len(sh.names) < maxNames {
+		if sh.names == nil {
+			sh.names = make(map[string]string)
+		}
+		sh.names[n] = n
+	}
+	return n
 }
 
 // row returns the rollup row of k in rows (a shard's part of minute m),
@@ -195,7 +229,7 @@ func (sh *shard) merge(g *aggregator, rep *report.Report, idx []int32, m *minute
 // is folded into the "other" row of its service and kind (folded). That
 // row may be in several shards: the minute's emission adds them up
 // (build). The shard's lock is held.
-func (g *aggregator) row(rows map[rowKey]*rowAgg, m *minute, k rowKey) (a *rowAgg, folded bool) {
+func (g *aggregator) row(sh *shard, rows map[rowKey]*rowAgg, m *minute, k rowKey) (a *rowAgg, folded bool) {
 	if a := rows[k]; a != nil {
 		return a, false
 	}
@@ -208,7 +242,7 @@ func (g *aggregator) row(rows map[rowKey]*rowAgg, m *minute, k rowKey) (a *rowAg
 			return a, true
 		}
 	}
-	k.service, k.tenant, k.route = strings.Clone(k.service), strings.Clone(k.tenant), strings.Clone(k.route)
+	k.service, k.tenant, k.route = sh.name(k.service), strings.Clone(k.tenant), sh.name(k.route)
 	a = &rowAgg{}
 	rows[k] = a
 	return a, folded
@@ -274,17 +308,14 @@ func (g *aggregator) tenantShard(name string, fn func(*tenantLive)) {
 func (g *aggregator) lock(i int)   { g.shards[i].mu.Lock() }
 func (g *aggregator) unlock(i int) { g.shards[i].mu.Unlock() }
 
-// withRows calls fn with minute m's rows of the shard of tenant, under
-// that shard's lock (the PostgreSQL sampler's rows).
-func (g *aggregator) withRows(tenant string, m *minute, fn func(rows map[rowKey]*rowAgg)) {
-	sh := &g.shards[g.shardOf(tenant)]
+// withRow calls fn with the rollup row of k in minute m (made if new,
+// or the "other" it is folded into), under its tenant's shard's lock
+// (the PostgreSQL sampler's rows).
+func (g *aggregator) withRow(m *minute, k rowKey, fn func(a *rowAgg)) {
+	sh := &g.shards[g.shardOf(k.tenant)]
 	sh.mu.Lock()
-	rows := sh.minutes[m.start.Unix()]
-	if rows == nil {
-		rows = make(map[rowKey]*rowAgg)
-		sh.minutes[m.start.Unix()] = rows
-	}
-	fn(rows)
+	a, _ := g.row(sh, sh.minutesRows(m), m, k)
+	fn(a)
 	sh.mu.Unlock()
 }
 
@@ -374,7 +405,7 @@ func (g *aggregator) prune(sec int64) {
 		sh := &g.shards[i]
 		sh.mu.Lock()
 		for name, tl := range sh.tenants {
-			if sec-max(tl.hru.lastSeen(), tl.hdb.lastSeen(), maxStamp(&tl.w)) > histN+rateN {
+			if sec-tl.seen > histN+rateN {
 				delete(sh.tenants, name)
 				tl.gone = true
 				for _, w := range tl.routes {
@@ -384,7 +415,7 @@ func (g *aggregator) prune(sec int64) {
 				continue
 			}
 			for r, w := range tl.routes {
-				if sec-maxStamp(w) > rateN+1 {
+				if sec-maxStamp(&w.counts10) > rateN+1 {
 					delete(tl.routes, r)
 					w.gone = true
 				}

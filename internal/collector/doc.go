@@ -42,9 +42,10 @@
 // # Bounds
 //
 // Memory is set by capacities, not by the number of tenants: at most
-// Config.MaxTenants tenants in the live view and Config.MaxMinuteRows
-// tenant×route×kind rows per open minute (the rest is folded into
-// "other", with exact totals), key sketches of fixed capacity, 256
+// Config.MaxTenants tenants in the live view (~6.5 KB each when busy)
+// and Config.MaxMinuteRows tenant×route×kind rows per open minute
+// (~0.55 KB each; the rest is folded into "other", with exact totals;
+// BenchmarkTenantsHeap measures both), key sketches of fixed capacity, 256
 // services and Config.MaxSources established sources (newcomers wait on
 // probation beside them and cannot evict them). A report's decode memory
 // is bounded by ingest.DecodeBudget of its body, and all decodes at once

@@ -76,13 +76,19 @@ type stmtKey struct {
 
 func newMinute(start time.Time) *minute { return &minute{start: start} }
 
-// tenantLive is one tenant's live view.
+// tenantLive is one tenant's live view: about 2.6 KB, plus a route
+// window (window10) and its latency histograms for each route active in
+// the last seconds (tenantLiveBytes).
 type tenantLive struct {
-	tier     tenant.Tier
-	w        window10
-	hru, hdb history
-	routes   map[string]*window10
-	waits    map[string]float64
+	tier tenant.Tier
+	w    counts10
+	hru  history
+	// hdb is the DB time's history, made on the tenant's first DB row
+	// or sample (most tenants of a request-only service never have one).
+	hdb    *history
+	seen   int64 // the last second the tenant was merged or sampled
+	routes map[string]*window10
+	waits  map[string]float64
 	// ranked is what the tenant did since the last tick, for the metrics'
 	// ranking and per-tenant series: they take it once a second
 	// (aggregator.flushRanking), not once per row.
@@ -92,6 +98,18 @@ type tenantLive struct {
 }
 
 const maxRoutesLive = 50
+
+// touch records that the tenant was merged or sampled at sec (prune reads
+// it instead of every stamp of its rings).
+func (tl *tenantLive) touch(sec int64) { tl.seen = max(tl.seen, sec) }
+
+// dbHistory is the tenant's DB-time history, made if new.
+func (tl *tenantLive) dbHistory() *history {
+	if tl.hdb == nil {
+		tl.hdb = new(history)
+	}
+	return tl.hdb
+}
 
 // liveView is the live view beside the tenants (which are the
 // aggregator's) and the features': each service's latency signal, rates
@@ -355,7 +373,7 @@ func (v *liveView) prune(now time.Time) {
 	}
 }
 
-func maxStamp(w *window10) int64 {
+func maxStamp(w *counts10) int64 {
 	var m int64
 	for _, s := range w.stamp {
 		m = max(m, s)

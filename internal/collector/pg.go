@@ -139,8 +139,7 @@ func sampleRows(agg *aggregator, snap pgactivity.Snapshot, m *minute, interval t
 			running = append(running, b)
 		}
 		name := b.Tenant
-		agg.withRows(name, m, func(rows map[rowKey]*rowAgg) {
-			a, _ := agg.row(rows, m, rowKey{"", name, b.Route, report.KindPG})
+		agg.withRow(m, rowKey{"", name, b.Route, report.KindPG}, func(a *rowAgg) {
 			if i := b.Tier.Index(); i >= 0 {
 				a.tiers[i]++
 			}
@@ -160,7 +159,8 @@ func sampleRows(agg *aggregator, snap pgactivity.Snapshot, m *minute, interval t
 		agg.withTenant(name, func(tl *tenantLive) {
 			j := tl.w.slot(sec)
 			tl.w.pg[j] = max(tl.w.pg[j], n)
-			tl.hdb.add(sec, 0)
+			tl.dbHistory().add(sec, 0)
+			tl.touch(sec)
 		})
 	}
 	return running

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/qtop-dev/qtop/api"
+	"github.com/qtop-dev/qtop/report"
 )
 
 // Ring sizes: rates and quantiles are over the last rateN complete
@@ -18,33 +19,59 @@ const (
 	histN = api.HistoryLen
 )
 
-// window10 is a ring of per-second sums over rateN seconds. A slot belongs
-// to the Unix second in stamp; a slot whose stamp is not the second being
-// written is reset first, so a clock that jumps (either way) only ever
-// forgets seconds, never mixes them.
-type window10 struct {
+// counts10 is a ring of per-second sums over rateN seconds. A slot
+// belongs to the Unix second in stamp; a slot whose stamp is not the
+// second being written is reset first, so a clock that jumps (either way)
+// only ever forgets seconds, never mixes them.
+type counts10 struct {
 	stamp    [ringN]int64
 	ru, db   [ringN]float64
 	pg       [ringN]float64 // sampled active sessions (max of the second's samples)
 	req, err [ringN]uint64
-	lat      [ringN]sparse
-	gone     bool // a route's window, pruned (see rowAgg.rw)
+}
+
+// window10 is counts10 with each second's latency histogram: a route's
+// or a service's (a tenant's latency is the sum of its routes', so its
+// own ring has none: 352 bytes less a tenant).
+type window10 struct {
+	counts10
+	lat  [ringN]sparse
+	gone bool // a route's window, pruned (see rowAgg.rw)
+}
+
+func (c *counts10) slot(sec int64) int {
+	i := int(uint64(sec) % ringN)
+	if c.stamp[i] != sec {
+		c.stamp[i] = sec
+		c.ru[i], c.db[i], c.pg[i], c.req[i], c.err[i] = 0, 0, 0, 0, 0
+	}
+	return i
 }
 
 func (w *window10) slot(sec int64) int {
 	i := int(uint64(sec) % ringN)
 	if w.stamp[i] != sec {
-		w.stamp[i] = sec
-		w.ru[i], w.db[i], w.pg[i], w.req[i], w.err[i] = 0, 0, 0, 0, 0
 		w.lat[i].Reset()
 	}
-	return i
+	return w.counts10.slot(sec)
+}
+
+// add adds a row's sums to slot j.
+func (c *counts10) add(j int, row *report.Row) {
+	c.ru[j] = finiteSum(c.ru[j], row.RU)
+	switch row.Kind {
+	case report.KindDB:
+		c.db[j] = finiteSum(c.db[j], row.Duration.Seconds())
+	default:
+		c.req[j] += row.Count
+		c.err[j] += row.Errors
+	}
 }
 
 // inWindow reports whether slot i holds one of the rateN complete seconds
 // before now.
-func (w *window10) inWindow(i int, now int64) bool {
-	s := w.stamp[i]
+func (c *counts10) inWindow(i int, now int64) bool {
+	s := c.stamp[i]
 	return s >= now-rateN && s < now && s != 0
 }
 
@@ -53,75 +80,85 @@ type rates struct {
 	active                bool
 }
 
-func (w *window10) rates(now int64) rates { return w.ratesP95(now, true) }
-
-// ratesP95 is rates, with the p95 (which merges the slots' histograms)
-// only when withP95.
-func (w *window10) ratesP95(now int64, withP95 bool) rates {
+// rates is the window's rates over the rateN complete seconds before
+// now, with no p95.
+func (c *counts10) rates(now int64) rates {
 	var r rates
 	var pg float64
-	var lats []*sparse
 	for i := range ringN {
-		if !w.inWindow(i, now) {
+		if !c.inWindow(i, now) {
 			continue
 		}
-		r.ru = finiteSum(r.ru, w.ru[i])
-		r.db = finiteSum(r.db, w.db[i])
-		pg += w.pg[i]
-		r.req += float64(w.req[i])
-		r.err += float64(w.err[i])
-		if withP95 && w.lat[i].Len() > 0 {
-			lats = append(lats, &w.lat[i])
-		}
-		r.active = r.active || w.ru[i] > 0 || w.db[i] > 0 || w.pg[i] > 0 || w.req[i] > 0
+		r.ru = finiteSum(r.ru, c.ru[i])
+		r.db = finiteSum(r.db, c.db[i])
+		pg += c.pg[i]
+		r.req += float64(c.req[i])
+		r.err += float64(c.err[i])
+		r.active = r.active || c.ru[i] > 0 || c.db[i] > 0 || c.pg[i] > 0 || c.req[i] > 0
 	}
 	r.ru /= rateN
 	r.db = max(r.db, pg) / rateN
 	r.req /= rateN
 	r.err /= rateN
+	return r
+}
+
+// rates is counts10's rates with the p95 of the seconds' histograms.
+func (w *window10) rates(now int64) rates {
+	r := w.counts10.rates(now)
+	var lats []*sparse
+	for i := range ringN {
+		if w.inWindow(i, now) && w.lat[i].Len() > 0 {
+			lats = append(lats, &w.lat[i])
+		}
+	}
 	if len(lats) > 0 {
 		r.p95 = quantileOf(0.95, lats...)
 	}
 	return r
 }
 
-// history is a ring of one float per second over histN seconds.
+// history is a ring of one float per second over histN seconds; a slot
+// belongs to the Unix second in stamp (32 bits hold Unix seconds until
+// 2106, and halve what a tenant's two histories cost). A nil *history is
+// an empty one.
 type history struct {
-	stamp [histN]int64
+	stamp [histN]uint32
 	v     [histN]float32
 }
 
 func (h *history) add(sec int64, v float64) {
 	i := int(uint64(sec) % histN)
-	if h.stamp[i] != sec {
-		h.stamp[i], h.v[i] = sec, 0
+	if h.stamp[i] != uint32(sec) {
+		h.stamp[i], h.v[i] = uint32(sec), 0
 	}
 	h.v[i] = float32(min(float64(h.v[i])+v, math.MaxFloat32))
 }
 
 func (h *history) set(sec int64, v float64) {
 	i := int(uint64(sec) % histN)
-	h.stamp[i], h.v[i] = sec, float32(min(v, math.MaxFloat32))
+	h.stamp[i], h.v[i] = uint32(sec), float32(min(v, math.MaxFloat32))
 }
 
 // series returns the histN complete seconds before now, oldest first,
 // with 0 where nothing was recorded.
 func (h *history) series(now int64) []float64 {
 	out := make([]float64, histN)
-	for k := range histN {
-		sec := now - histN + int64(k)
-		i := int(uint64(sec) % histN)
-		if h.stamp[i] == sec {
-			out[k] = float64(h.v[i])
-		}
-	}
+	h.addTo(out, now)
 	return out
 }
 
-func (h *history) lastSeen() int64 {
-	var m int64
-	for _, s := range h.stamp {
-		m = max(m, s)
+// addTo adds the histN complete seconds before now, oldest first, to
+// dst (len histN), with no allocation.
+func (h *history) addTo(dst []float64, now int64) {
+	if h == nil {
+		return
 	}
-	return m
+	for k := range histN {
+		sec := now - histN + int64(k)
+		i := int(uint64(sec) % histN)
+		if h.stamp[i] == uint32(sec) {
+			dst[k] = finiteSum(dst[k], float64(h.v[i]))
+		}
+	}
 }

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+
+	"github.com/qtop-dev/qtop/internal/collector"
+)
+
+// limitFlags bound what `collector serve` keeps: history, disk, and the
+// memory that grows with the number of distinct tenants.
+type limitFlags struct {
+	diskReserve, retention    *string
+	maxLiveTenants, maxMinute *string
+}
+
+func newLimitFlags(fs *flag.FlagSet, envs *[]envFlag) *limitFlags {
+	return &limitFlags{
+		retention:   strFlag(fs, envs, "retention", "QTOP_RETENTION", "0", "how long history is kept, e.g. 90d or 36h (at least 1h; 0: everything): older rollups, hot keys and statements are removed at start and then hourly (ClickHouse: a TTL from 19.6, old daily partitions dropped on every version; DuckDB: deleted)"),
+		diskReserve: strFlag(fs, envs, "disk-reserve", "QTOP_DISK_RESERVE", strconv.Itoa(collector.DefaultDiskReserve), "bytes kept free on --data-dir's disk: below it reports are refused (503, Retry-After) until space comes back, so the disk never fills (0: none)"),
+		maxLiveTenants: strFlag(fs, envs, "max-live-tenants", "QTOP_MAX_LIVE_TENANTS", strconv.Itoa(collector.DefaultMaxTenants),
+			"tenants the live view follows at once (about 6.5 KB each busy on one route, 3.5 KB seen once); tenants beyond it count in one \"other\" row (qtop_collector_live_tenant_overflow_total) until idle ones are forgotten (130 s)"),
+		maxMinute: strFlag(fs, envs, "max-minute-rows", "QTOP_MAX_MINUTE_ROWS", strconv.Itoa(collector.DefaultMaxMinuteRows),
+			"tenant×route×kind rollup rows one open minute holds (about 0.55 KB each; two minutes are open around a minute's turn); rows beyond it are folded into tenant \"other\" (qtop_collector_rows_folded_total)"),
+	}
+}
+
+// apply puts the tenant bounds into cfg.
+func (l *limitFlags) apply(cfg *collector.Config) error {
+	for _, b := range []struct {
+		name string
+		v    *string
+		dst  *int
+	}{{"max-live-tenants", l.maxLiveTenants, &cfg.MaxTenants}, {"max-minute-rows", l.maxMinute, &cfg.MaxMinuteRows}} {
+		n, err := strconv.Atoi(*b.v)
+		if err != nil || n < 1 {
+			return fmt.Errorf("--%s %q: want a number ≥ 1", b.name, *b.v)
+		}
+		*b.dst = n
+	}
+	return nil
+}
