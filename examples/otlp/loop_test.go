@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -91,6 +93,7 @@ func TestPolyglotLoopInTmux(t *testing.T) {
 	tm.WaitFor("the throttle prompt", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "Throttle bigcorp: RU/s cap [") })
 	tm.Keys("Enter")
 	tm.WaitFor("the confirmation", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "y confirm") })
+	ruBefore := ruOnScreen(tm.Screen(), "bigcorp")
 	confirmed := time.Now()
 	tm.Keys("y")
 	tm.WaitFor("the throttle posted", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "bigcorp throttled to") })
@@ -108,6 +111,13 @@ func TestPolyglotLoopInTmux(t *testing.T) {
 		}
 		return len(effect) == 2
 	})
+	// qtop shows the drop: bigcorp's RU/s on screen at most half what it
+	// showed at the keypress (its rates are over 10 complete seconds).
+	tm.WaitFor("bigcorp's RU/s halved on screen", 30*time.Second, func(sc string) bool {
+		ru := ruOnScreen(sc, "bigcorp")
+		return ru >= 0 && ru <= ruBefore/2
+	})
+	shown := time.Now()
 	last := effect["go"]
 	if effect["node"].After(last) {
 		last = effect["node"]
@@ -122,11 +132,30 @@ func TestPolyglotLoopInTmux(t *testing.T) {
 		t.Fatalf("events out of order: import %v, named %v, listed %v, confirmed %v, effect %v", start, named, listed, confirmed, effect)
 	}
 	sec := func(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
-	t.Logf("import → offender named %s; → victims listed %s; keys to confirm %s; keypress → admitted rate halved: Go %s, Node (gate) %s; import → effect %s",
-		sec(named.Sub(start)), sec(listed.Sub(named)), sec(confirmed.Sub(listed)), sec(effect["go"].Sub(confirmed)), sec(effect["node"].Sub(confirmed)), sec(last.Sub(start)))
+	t.Logf("import → offender named %s; → victims listed %s; keys to confirm %s; keypress → admitted rate halved: Go %s, Node (gate) %s; import → effect %s; keypress → RU/s halved on qtop's screen %s",
+		sec(named.Sub(start)), sec(listed.Sub(named)), sec(confirmed.Sub(listed)), sec(effect["go"].Sub(confirmed)), sec(effect["node"].Sub(confirmed)), sec(last.Sub(start)), sec(shown.Sub(confirmed)))
 	if out := os.Getenv("QTOP_LOOP_CAPTURE"); out != "" {
 		os.WriteFile(out, []byte(tm.Screen()), 0o644)
 	}
+}
+
+var ruColumn = regexp.MustCompile(`(?m)^[› ] (\S+)\s+T\d\s+\S+\s+(\S+)\s`)
+
+// ruOnScreen is the RU/s the Tenants view shows for tenant (-1: not shown).
+func ruOnScreen(screen, tenant string) float64 {
+	for _, m := range ruColumn.FindAllStringSubmatch(screen, -1) {
+		if m[1] != tenant {
+			continue
+		}
+		v, mult := m[2], 1.0
+		if k, ok := strings.CutSuffix(v, "k"); ok {
+			v, mult = k, 1e3
+		}
+		if f, err := strconv.ParseFloat(v, 64); err == nil {
+			return f * mult
+		}
+	}
+	return -1
 }
 
 // startShopapp builds and runs examples/shopapp (the Go service, the

@@ -13,7 +13,9 @@
 //
 // A report counts in the minute of the middle of its window. The live view
 // keeps one-second slots (rates over the last 10 complete seconds,
-// histories of 120). A minute's rollups are written once the minute has
+// histories of 120; a tenant under a rule made less than 10 s ago has its
+// rates from the second after the processes applied it, so a throttle's
+// effect shows at once). A minute's rollups are written once the minute has
 // ended and Config.Grace has passed; a report for it that arrives within
 // Config.LateKeep after that re-emits the minute's cumulative rows at a
 // higher version, which the stores treat as a replacement. A report whose

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/report"
@@ -157,5 +158,50 @@ func TestPolicyViewKeepsIdleTenants(t *testing.T) {
 	}
 	if got := rulesOf(v); changed != 3 || len(got) != 2 {
 		t.Fatalf("after %v idle: %v (%d changes)", viewKeep, got, changed)
+	}
+}
+
+// TestThrottleShowsAtOnce: bigcorp sends 100 RU/s; a throttle is made
+// and its process then sends 10 RU/s. Two seconds later the live view
+// shows bigcorp near 10 RU/s (its rates since the rule), where the rate
+// window alone would still show ~80; ten seconds on, the whole window
+// again.
+func TestThrottleShowsAtOnce(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	ctx := context.Background()
+	rec, _ := meter.NewRecorder(meter.WithSource(report.Source{Service: "api", Instance: "p", Host: "h"}), meter.WithClock(f.clk.Now))
+	second := func(ru float64) {
+		rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "bigcorp", Route: "r"}, Kind: report.KindRequest, Duration: time.Millisecond, RU: ru})
+		rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "acme", Route: "r"}, Kind: report.KindRequest, Duration: time.Millisecond, RU: 10})
+		f.clk.Add(time.Second)
+		if _, err := f.s.Consume(ctx, rec.Cut(f.clk.Now()), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ruOf := func(tn string) float64 {
+		return rowOf(f.s.Snapshot(f.clk.Now(), api.MeasureRU, 10), tn).RUPerSec
+	}
+	for range 15 {
+		second(100)
+	}
+	if ru := ruOf("bigcorp"); ru != 100 {
+		t.Fatalf("before: %v RU/s", ru)
+	}
+	if _, err := f.s.SetRule(ctx, policy.Rule{ID: "r1", Tenant: "bigcorp", Action: policy.Throttle, RUPerSecond: 10,
+		Expires: f.clk.Now().Add(time.Hour), Reason: "import"}, "test"); err != nil {
+		t.Fatal(err)
+	}
+	second(100) // the second the rule was made in: the processes apply it at their next report
+	second(10)
+	second(10)
+	if ru, acme := ruOf("bigcorp"), ruOf("acme"); ru != 10 || acme != 10 {
+		t.Fatalf("two seconds after the throttle: bigcorp %v RU/s, acme %v", ru, acme)
+	}
+	for range 9 {
+		second(10)
+	}
+	if ru := ruOf("bigcorp"); ru != 10 {
+		t.Fatalf("later: %v RU/s", ru)
 	}
 }

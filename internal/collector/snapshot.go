@@ -70,17 +70,17 @@ func (s *Server) Snapshot(now time.Time, measure string, n int) api.Snapshot {
 	s.policy.read(func(p *policy.Policy) {
 		snap.Policy = policy.Policy{Version: p.Version, Rules: p.Active(now), Updated: p.Updated}
 	})
-	throttled := make(map[string]bool)
+	limited := make(map[string]int64)
 	for _, r := range snap.Policy.Rules {
 		if r.Tenant != "" && !r.Shadow {
-			throttled[r.Tenant] = true
+			limited[r.Tenant] = max(limited[r.Tenant], rulesFrom(r, sec))
 		}
 	}
 	// The tenants are the aggregator's: their rows take only its shards'
 	// locks, one at a time, so reports go on merging while they are made
 	// (under Server.mu every report waited for them: tens of milliseconds
 	// at 10,000 tenants, once a second for the autopilot).
-	tenantRows(s.agg, &snap, sec, measure, n, throttled)
+	tenantRows(s.agg, &snap, sec, measure, n, limited)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.snapshotLocked(&snap, now)
@@ -130,14 +130,40 @@ type trow struct {
 	r    rates
 }
 
+// rulesFrom is the second from which a tenant's rates are taken under
+// throttle r: the second after the one whose reports the processes sent
+// before they held r (they apply it from the reply to their next
+// report), while that is less than rateN seconds ago, so that a
+// throttle's effect shows in the live view as soon as the processes
+// apply it instead of fading in over the rate window; 0 (the whole
+// window) otherwise.
+//
+// Throttles only: a fleet quota is admitted against the fleet's sums, so
+// its first seconds (the usage before it, counted as debt) are no
+// measure of the rate it holds a tenant to.
+func rulesFrom(r policy.Rule, sec int64) int64 {
+	if r.Created.IsZero() || r.Action != policy.Throttle {
+		return 0
+	}
+	if from := r.Created.Unix() + 2; from < sec && sec-from < rateN {
+		return from
+	}
+	return 0
+}
+
 // rankTenants returns the active tenants at sec ordered by measure, and
-// their total, taking each shard's lock once.
-func rankTenants(agg *aggregator, sec int64, measure string) ([]trow, float64) {
+// their total, taking each shard's lock once. A tenant of limited with a
+// second in it has its rates from that second (rulesFrom).
+func rankTenants(agg *aggregator, sec int64, measure string, limited map[string]int64) ([]trow, float64) {
 	rows := make([]trow, 0, agg.tenants.Load())
 	var total float64
 	var lats []*sparse
 	agg.eachTenant(func(sh int, name string, tl *tenantLive) {
 		r := tl.w.rates(sec)
+		if from := limited[name]; from > 0 && r.active {
+			r = tl.w.ratesFrom(sec, from)
+			r.active = true
+		}
 		if !r.active {
 			return
 		}
@@ -162,8 +188,8 @@ func rankTenants(agg *aggregator, sec int64, measure string) ([]trow, float64) {
 
 // tenantRows fills the tenants of a snapshot: the top n by measure, each
 // with its details (under its shard's lock again), then "other".
-func tenantRows(agg *aggregator, snap *api.Snapshot, sec int64, measure string, n int, throttled map[string]bool) {
-	rows, total := rankTenants(agg, sec, measure)
+func tenantRows(agg *aggregator, snap *api.Snapshot, sec int64, measure string, n int, limited map[string]int64) {
+	rows, total := rankTenants(agg, sec, measure, limited)
 	snap.TenantsSeen = len(rows)
 	share := func(v float64) float64 {
 		if total <= 0 || measure == api.MeasureP95 {
@@ -184,7 +210,8 @@ func tenantRows(agg *aggregator, snap *api.Snapshot, sec int64, measure string, 
 		} else {
 			var row api.TenantRow
 			row, lats = tenantRow(tr, sec, measure, lats)
-			row.Share, row.Throttled = share(measureOf(tr.r, measure)), throttled[tr.name]
+			_, row.Throttled = limited[tr.name]
+			row.Share = share(measureOf(tr.r, measure))
 			snap.Tenants = append(snap.Tenants, row)
 			if other.lat != nil {
 				lats = tr.tl.latencies(sec, lats[:0])

@@ -82,11 +82,17 @@ type rates struct {
 
 // rates is the window's rates over the rateN complete seconds before
 // now, with no p95.
-func (c *counts10) rates(now int64) rates {
+func (c *counts10) rates(now int64) rates { return c.ratesFrom(now, now-rateN) }
+
+// ratesFrom is the rates over the complete seconds from from (at least
+// now-rateN, at most now-1) to now.
+func (c *counts10) ratesFrom(now, from int64) rates {
+	from = min(max(from, now-rateN), now-1)
+	secs := float64(now - from)
 	var r rates
 	var pg float64
 	for i := range ringN {
-		if !c.inWindow(i, now) {
+		if !c.inWindow(i, now) || c.stamp[i] < from {
 			continue
 		}
 		r.ru = finiteSum(r.ru, c.ru[i])
@@ -96,19 +102,23 @@ func (c *counts10) rates(now int64) rates {
 		r.err += float64(c.err[i])
 		r.active = r.active || c.ru[i] > 0 || c.db[i] > 0 || c.pg[i] > 0 || c.req[i] > 0
 	}
-	r.ru /= rateN
-	r.db = max(r.db, pg) / rateN
-	r.req /= rateN
-	r.err /= rateN
+	r.ru /= secs
+	r.db = max(r.db, pg) / secs
+	r.req /= secs
+	r.err /= secs
 	return r
 }
 
 // rates is counts10's rates with the p95 of the seconds' histograms.
-func (w *window10) rates(now int64) rates {
-	r := w.counts10.rates(now)
+func (w *window10) rates(now int64) rates { return w.ratesFrom(now, now-rateN) }
+
+// ratesFrom is counts10's ratesFrom with the p95 of those seconds.
+func (w *window10) ratesFrom(now, from int64) rates {
+	r := w.counts10.ratesFrom(now, from)
+	from = min(max(from, now-rateN), now-1)
 	var lats []*sparse
 	for i := range ringN {
-		if w.inWindow(i, now) && w.lat[i].Len() > 0 {
+		if w.inWindow(i, now) && w.stamp[i] >= from && w.lat[i].Len() > 0 {
 			lats = append(lats, &w.lat[i])
 		}
 	}
