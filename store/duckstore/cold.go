@@ -84,15 +84,8 @@ func (s *Store) mergeRollups(rows []store.Rollup) func(ctx context.Context, tx *
 			}
 		}
 		if late {
-			for _, q := range []string{
-				`DELETE FROM staging_rollups s WHERE s.minute < ? AND EXISTS (
-    SELECT 1 FROM rollups_cold c WHERE ` + sameKey + ` AND c.version > s.version)`,
-				`DELETE FROM rollups_cold c WHERE c.minute < ? AND EXISTS (
-    SELECT 1 FROM staging_rollups s WHERE ` + sameKey + `)`,
-			} {
-				if _, err := tx.ExecContext(ctx, q, s.horizon); err != nil {
-					return nil, fmt.Errorf("late rows: %w", err)
-				}
+			if err := s.replaceCold(ctx, tx); err != nil {
+				return nil, fmt.Errorf("late rows: %w", err)
 			}
 		}
 		if _, err := tx.ExecContext(ctx, upsertRollup); err != nil {
@@ -104,6 +97,24 @@ func (s *Store) mergeRollups(rows []store.Rollup) func(ctx context.Context, tx *
 		}
 		return func() { s.horizon = next }, nil
 	}
+}
+
+// replaceCold drops the staged rows older than the horizon whose cold
+// copy is newer, and deletes (from the cold table and its sums) the cold
+// copies of the others.
+func (s *Store) replaceCold(ctx context.Context, tx *sql.Tx) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM staging_rollups s WHERE s.minute < ? AND EXISTS (
+    SELECT 1 FROM rollups_cold c WHERE `+sameKey+` AND c.version > s.version)`, s.horizon); err != nil {
+		return err
+	}
+	replaced := `SELECT c.* FROM rollups_cold c WHERE c.minute < ? AND EXISTS (
+    SELECT 1 FROM staging_rollups s WHERE ` + sameKey + `)`
+	if err := addSums(ctx, tx, -1, replaced, s.horizon); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `DELETE FROM rollups_cold c WHERE c.minute < ? AND EXISTS (
+    SELECT 1 FROM staging_rollups s WHERE `+sameKey+`)`, s.horizon)
+	return err
 }
 
 // moveCold moves the oldest whole row groups' worth of hot rows before
@@ -127,6 +138,9 @@ func (s *Store) moveCold(ctx context.Context, tx *sql.Tx, cutoff time.Time) (tim
 SELECT md5_number_upper(tenant) AS tkey, `+rollupColumns+`
 FROM rollups WHERE rowid IN (`+moving+`)
 ORDER BY tkey, minute`, cutoff, n); err != nil {
+		return s.horizon, err
+	}
+	if err := addSums(ctx, tx, 1, "SELECT * FROM rollups WHERE rowid IN ("+moving+")", cutoff, n); err != nil {
 		return s.horizon, err
 	}
 	if _, err := tx.ExecContext(ctx, "DELETE FROM rollups WHERE rowid IN ("+moving+")", cutoff, n); err != nil {

@@ -135,3 +135,87 @@ func TestColdMigration(t *testing.T) {
 	}
 	checkReads(t, s, written)
 }
+
+// TestColdSums: Usage over ranges of every shape (inside an hour, whole
+// hours, whole days with partial edges) reads the hourly and daily sums
+// and the minutes at the edges, and equals the sum of the rows, after
+// moves, late replacements and Retain.
+func TestColdSums(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "q.duckdb"), func(c *config) { c.compactRows = 16 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	var written []store.Rollup
+	for m := 0; m < 3*1440; m += 37 {
+		for i, name := range []string{"acme", "zeta", "mu"} {
+			r := storetest.Row(m+i, "w1", name, "/r"+name[:1], uint64(m%50+1))
+			r.Kind = []string{store.KindRequest, store.KindDB, store.KindJob}[m%3]
+			written = append(written, r)
+		}
+	}
+	for i := 0; i < len(written); i += 200 { // batches, as a collector writes
+		if err := s.WriteRollups(ctx, written[i:min(i+200, len(written))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var late []store.Rollup
+	for i := 0; i < len(written)/2; i += 7 {
+		r := written[i]
+		r.Version, r.Count, r.RU = 2, r.Count*3, r.RU+1
+		late = append(late, r)
+	}
+	if err := s.WriteRollups(ctx, late); err != nil {
+		t.Fatal(err)
+	}
+	written = append(written, late...)
+	if s.tableRows(t, "rollups_cold") == 0 || s.tableRows(t, "rollups_sums") == 0 {
+		t.Fatal("nothing moved to the cold table")
+	}
+	check := func() {
+		t.Helper()
+		t0 := storetest.T0.Truncate(24 * time.Hour)
+		for _, r := range [][2]time.Duration{
+			{9*time.Hour + 3*time.Minute, 9*time.Hour + 50*time.Minute}, // inside an hour
+			{9*time.Hour + 3*time.Minute, 13*time.Hour + 7*time.Minute}, // whole hours, no day
+			{0, 72 * time.Hour},                                         // whole days
+			{5*time.Hour + 59*time.Minute, 50*time.Hour + time.Minute},  // a day, hours and minutes on both sides
+			{24 * time.Hour, 48 * time.Hour},
+			{-time.Hour, 100 * time.Hour},
+		} {
+			from, to := t0.Add(r[0]), t0.Add(r[1])
+			for _, byRoute := range []bool{false, true} {
+				u, err := s.Usage(ctx, from, to, byRoute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				storetest.CheckUsage(t, u, storetest.ExpectUsage(written, from, to, byRoute))
+			}
+		}
+	}
+	check()
+	before := storetest.T0.Add(25*time.Hour + 17*time.Minute)
+	if _, err := s.Retain(ctx, before); err != nil {
+		t.Fatal(err)
+	}
+	var kept []store.Rollup
+	for _, w := range written {
+		if !w.Minute.Before(before) {
+			kept = append(kept, w)
+		}
+	}
+	written = kept
+	check()
+	if _, err := s.EraseTenant(ctx, "zeta"); err != nil {
+		t.Fatal(err)
+	}
+	kept = kept[:0:0]
+	for _, w := range written {
+		if w.Tenant != "zeta" {
+			kept = append(kept, w)
+		}
+	}
+	written = kept
+	check()
+}

@@ -157,7 +157,8 @@ var migrations = []migration{
 	{2, "pg sampler active-session seconds", []string{
 		`ALTER TABLE rollups ADD COLUMN IF NOT EXISTS active_session_seconds DOUBLE DEFAULT 0`,
 	}},
-	{3, "rollups sorted by tenant once older than the last minutes (see cold.go)", coldMigration},
+	{3, "rollups sorted by tenant once older than the last minutes, with hourly and daily sums (see cold.go, sums.go)",
+		append(append([]string{}, coldMigration...), sumsMigration...)},
 }
 
 func (s *Store) migrate(ctx context.Context, max int) error {
@@ -415,6 +416,8 @@ func (s *Store) Usage(ctx context.Context, from, to time.Time, byRoute bool) ([]
 	if byRoute {
 		route = "route"
 	}
+	// The hot rows, the cold ones of partial hours, the sums of the rest.
+	parts, args := usageParts(`tenant, route, kind, count, errors, duration_seconds, active_session_seconds, ru, bytes`, from, to)
 	q := fmt.Sprintf(`SELECT tenant, %s AS r,
     CAST(coalesce(sum(count) FILTER (WHERE kind IN ('request', 'job')), 0) AS UBIGINT),
     CAST(coalesce(sum(errors) FILTER (WHERE kind IN ('request', 'job')), 0) AS UBIGINT),
@@ -424,9 +427,8 @@ func (s *Store) Usage(ctx context.Context, from, to time.Time, byRoute bool) ([]
     CAST(coalesce(sum(bytes), 0) AS UBIGINT)
 FROM (%s)
 GROUP BY tenant, r
-ORDER BY tenant, r`, route, rollupsFrom(`tenant, route, kind, count, errors, duration_seconds, active_session_seconds, ru, bytes`,
-		"minute >= ? AND minute < ?", ""))
-	rows, err := s.db.QueryContext(ctx, q, from.UTC(), to.UTC(), from.UTC(), to.UTC())
+ORDER BY tenant, r`, route, parts)
+	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("duckstore: usage: %w", err)
 	}

@@ -37,22 +37,43 @@ func (s *Store) Retain(ctx context.Context, before time.Time) (store.RetainResul
 	defer done()
 	var res store.RetainResult
 	for _, t := range aged {
-		rollups := strings.HasPrefix(t.table, "rollups")
-		if rollups {
-			s.wmu.Lock()
-		}
-		r, err := s.db.ExecContext(ctx, fmt.Sprintf("DELETE FROM %s WHERE %s < ?", t.table, t.column), before.UTC())
-		if rollups {
-			s.wmu.Unlock()
-		}
+		n, err := s.retainTable(ctx, t.table, t.column, before.UTC())
 		if err != nil {
 			return res, fmt.Errorf("duckstore: retain %s: %w", t.table, err)
 		}
-		if n, err := r.RowsAffected(); err == nil && n > 0 {
-			res.Rows += uint64(n)
-		}
+		res.Rows += n
 	}
 	return res, nil
+}
+
+// retainTable deletes one table's rows before before; the rollups tables
+// under the write lock, the cold one with its sums in one transaction.
+func (s *Store) retainTable(ctx context.Context, table, column string, before time.Time) (uint64, error) {
+	if strings.HasPrefix(table, "rollups") {
+		s.wmu.Lock()
+		defer s.wmu.Unlock()
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+	if table == "rollups_cold" {
+		if err := addSums(ctx, tx, -1, "SELECT * FROM rollups_cold WHERE minute < ?", before); err != nil {
+			return 0, err
+		}
+	}
+	r, err := tx.ExecContext(ctx, fmt.Sprintf("DELETE FROM %s WHERE %s < ?", table, column), before)
+	if err != nil {
+		return 0, err
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, err
+	}
+	if n, err := r.RowsAffected(); err == nil && n > 0 {
+		return uint64(n), nil
+	}
+	return 0, nil
 }
 
 // EraseTenant implements store.TenantEraser: one transaction deletes the
@@ -84,6 +105,9 @@ func (s *Store) EraseTenant(ctx context.Context, tenantName string) (store.Erase
 		if c, err := r.RowsAffected(); err == nil && c > 0 {
 			*n += uint64(c)
 		}
+	}
+	if _, err := tx.ExecContext(ctx, "DELETE FROM rollups_sums WHERE tenant = ?", tenantName); err != nil {
+		return store.Erased{}, fmt.Errorf("duckstore: erase tenant from rollups_sums: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return store.Erased{}, fmt.Errorf("duckstore: erase tenant: %w", err)
