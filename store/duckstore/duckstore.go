@@ -418,6 +418,8 @@ func (s *Store) Usage(ctx context.Context, from, to time.Time, byRoute bool) ([]
 	}
 	// The hot rows, the cold ones of partial hours, the sums of the rest.
 	parts, args := usageParts(`tenant, route, kind, count, errors, duration_seconds, active_session_seconds, ru, bytes`, from, to)
+	// n counts the rows under a line: a line whose sums cancel out (rows
+	// replaced or retained since) covers none and is left out.
 	q := fmt.Sprintf(`SELECT tenant, %s AS r,
     CAST(coalesce(sum(count) FILTER (WHERE kind IN ('request', 'job')), 0) AS UBIGINT),
     CAST(coalesce(sum(errors) FILTER (WHERE kind IN ('request', 'job')), 0) AS UBIGINT),
@@ -427,6 +429,7 @@ func (s *Store) Usage(ctx context.Context, from, to time.Time, byRoute bool) ([]
     CAST(coalesce(sum(bytes), 0) AS UBIGINT)
 FROM (%s)
 GROUP BY tenant, r
+HAVING sum(n) > 0
 ORDER BY tenant, r`, route, parts)
 	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {

@@ -59,7 +59,7 @@ func (s *Store) retainTable(ctx context.Context, table, column string, before ti
 	}
 	defer tx.Rollback()
 	if table == "rollups_cold" {
-		if err := addSums(ctx, tx, -1, "SELECT * FROM rollups_cold WHERE minute < ?", before); err != nil {
+		if err := retainSums(ctx, tx, before); err != nil {
 			return 0, err
 		}
 	}
