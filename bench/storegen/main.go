@@ -94,17 +94,22 @@ func run(url string, h storetest.History, batch int, readOnly bool, reads int) e
 		}
 		fmt.Printf("history %s over the last day (%d minutes with load): median %v, min %v\n", name, rows, d[len(d)/2], d[0])
 	}
-	for _, byRoute := range []bool{false, true} {
-		var lines int
-		d, err := timed(reads, func() error {
-			us, err := st.Usage(ctx, h.From, to, byRoute)
-			lines = len(us)
-			return err
-		})
-		if err != nil {
-			return err
+	// The whole range (whole days), and one that starts and ends inside an
+	// hour, as "collector report --from 7d" asks at any time of day.
+	for _, r := range [][2]time.Time{{h.From, to}, {h.From.Add(37 * time.Minute), to.Add(-23 * time.Minute)}} {
+		for _, byRoute := range []bool{false, true} {
+			var lines int
+			d, err := timed(reads, func() error {
+				us, err := st.Usage(ctx, r[0], r[1], byRoute)
+				lines = len(us)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+			fmt.Printf("usage %s – %s by route %v (%d lines): median %v, min %v\n", r[0].Format("01-02 15:04"), r[1].Format("01-02 15:04"),
+				byRoute, lines, d[len(d)/2], d[0])
 		}
-		fmt.Printf("usage over %v by route %v (%d lines): median %v, min %v\n", to.Sub(h.From), byRoute, lines, d[len(d)/2], d[0])
 	}
 	return nil
 }

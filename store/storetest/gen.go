@@ -1,10 +1,12 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"testing"
 	"time"
 
 	"github.com/qtop-dev/qtop/histogram"
@@ -207,4 +209,52 @@ func genLatency(rng *rand.Rand, count uint64, mean float64) histogram.Sparse {
 		left -= n
 	}
 	return h
+}
+
+// BenchHistory is the history the stores' read benchmarks fill: 200
+// tenants over two whole days, small enough to write in seconds; the
+// bench/storegen command writes the full-size ones.
+var BenchHistory = History{Tenants: 200, From: T0.Truncate(24 * time.Hour), Minutes: 2 * 1440, Seed: 1}
+
+// BenchReads runs the read benchmarks both stores share over a store
+// holding BenchHistory: one tenant's last day (the busiest tenant and one
+// of the tail), and the cost report's Usage over the two days, whole and
+// from inside an hour to inside another.
+func BenchReads(b *testing.B, s store.Store) {
+	ctx := context.Background()
+	h := BenchHistory
+	to := h.From.Add(time.Duration(h.Minutes) * time.Minute)
+	for _, name := range []string{"tenant-00011", "tenant-00150"} {
+		b.Run("History/"+name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				if _, err := s.History(ctx, name, to.Add(-24*time.Hour), to); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+	for _, c := range []struct {
+		name     string
+		from, to time.Time
+	}{{"Usage/whole-days", h.From, to}, {"Usage/inside-hours", h.From.Add(37 * time.Minute), to.Add(-23 * time.Minute)}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for range b.N {
+				if _, err := s.Usage(ctx, c.from, c.to, true); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// FillBench writes BenchHistory to s.
+func FillBench(b *testing.B, s store.Store) {
+	b.Helper()
+	if err := BenchHistory.Generate(20_000, func(rows []store.Rollup) error {
+		return s.WriteRollups(context.Background(), rows)
+	}); err != nil {
+		b.Fatal(err)
+	}
 }
