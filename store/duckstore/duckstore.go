@@ -6,6 +6,11 @@
 // window and the row's identity): a row replaces the stored one when its
 // version is the same or newer, so a retried or replayed batch never
 // doubles a figure, and an older late version never overwrites a newer one.
+//
+// Rollups older than the last minutes written move to a table sorted by
+// tenant, with hourly and daily sums beside it (cold.go, sums.go): one
+// tenant's history reads that tenant's row groups only, and a cost report
+// over days reads the sums instead of every minute.
 package duckstore
 
 import (
