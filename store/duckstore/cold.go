@@ -33,7 +33,8 @@ import (
 
 // rowGroup is DuckDB's row group size: moves are at least that big, so
 // that most cold row groups hold one tenant-sorted move and have a narrow
-// zone map (moving exact multiples of it, by rowid, was measured slower).
+// zone map. (Moves of exact multiples of it, by rowid, would keep every
+// row group to one move; see bench/README.md.)
 const rowGroup = 122_880
 
 // coldLag is what the hot table keeps behind the newest minute written:
