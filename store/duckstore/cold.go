@@ -13,8 +13,9 @@ import (
 // Rollups live in two tables. New minutes go to rollups (the "hot" table:
 // its primary key makes every write an idempotent upsert, and it stays
 // small, so the upsert stays cheap). Once it holds at least compactRows
-// (a row group) rows older than the last ten minutes written, they move,
-// in one transaction, to rollups_cold, sorted by
+// (a row group) rows older than the last ten minutes written, the oldest
+// whole row groups' worth of them move, in one transaction, to
+// rollups_cold, sorted by
 // tenant (tkey, the upper half of the tenant's MD5, then the minute).
 // DuckDB keeps the minimum and maximum of each column per row group, so a
 // read of one tenant skips every cold row group but the one or two that
@@ -31,10 +32,9 @@ import (
 // deleted and the row goes to the hot table, to move again later), and is
 // dropped when the cold copy is newer, as the upsert would.
 
-// rowGroup is DuckDB's row group size: moves are at least that big, so
-// that most cold row groups hold one tenant-sorted move and have a narrow
-// zone map. (Moves of exact multiples of it, by rowid, would keep every
-// row group to one move; see bench/README.md.)
+// rowGroup is DuckDB's row group size: moves are multiples of it, so that
+// each cold row group holds one tenant-sorted move and has a narrow zone
+// map.
 const rowGroup = 122_880
 
 // coldLag is what the hot table keeps behind the newest minute written:
@@ -119,8 +119,8 @@ func (s *Store) replaceCold(ctx context.Context, tx *sql.Tx) error {
 	return err
 }
 
-// moveCold moves the hot rows before cutoff to the cold table, sorted by
-// tenant, when there are at least compactRows of them, and returns the
+// moveCold moves the oldest whole multiple of compactRows of the hot rows
+// before cutoff to the cold table, sorted by tenant, and returns the
 // horizon after the move.
 func (s *Store) moveCold(ctx context.Context, tx *sql.Tx, cutoff time.Time) (time.Time, error) {
 	if !cutoff.After(s.horizon) {
@@ -133,20 +133,24 @@ func (s *Store) moveCold(ctx context.Context, tx *sql.Tx, cutoff time.Time) (tim
 	if n < int64(s.compactRows) {
 		return s.horizon, nil
 	}
+	n -= n % int64(s.compactRows)
+	// Whole row groups' worth, oldest first; the same rows for each
+	// statement: one snapshot, a total order.
+	moving := "SELECT rowid FROM rollups WHERE minute < ? ORDER BY minute, rowid LIMIT ?"
 	if _, err := tx.ExecContext(ctx, `INSERT INTO rollups_cold BY NAME
 SELECT md5_number_upper(tenant) AS tkey, `+rollupColumns+`
-FROM rollups WHERE minute < ?
-ORDER BY tkey, minute`, cutoff); err != nil {
+FROM rollups WHERE rowid IN (`+moving+`)
+ORDER BY tkey, minute`, cutoff, n); err != nil {
 		return s.horizon, err
 	}
-	if err := addSums(ctx, tx, 1, "SELECT * FROM rollups WHERE minute < ?", cutoff); err != nil {
+	if err := addSums(ctx, tx, 1, "SELECT * FROM rollups WHERE rowid IN ("+moving+")", cutoff, n); err != nil {
 		return s.horizon, err
 	}
-	if _, err := tx.ExecContext(ctx, "DELETE FROM rollups WHERE minute < ?", cutoff); err != nil {
+	if _, err := tx.ExecContext(ctx, "DELETE FROM rollups WHERE rowid IN ("+moving+")", cutoff, n); err != nil {
 		return s.horizon, err
 	}
-	// Every row moved is before cutoff, and rows left behind before it
-	// are handled as late ones are.
+	// Every row moved is before cutoff; rows left behind before it are
+	// handled as late ones are.
 	if err := foldSums(ctx, tx, s.horizon, cutoff); err != nil {
 		return s.horizon, err
 	}
