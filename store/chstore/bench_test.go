@@ -201,3 +201,12 @@ func TestAppendArray(t *testing.T) {
 	check("Array(UInt16)", idx, func(i int) any { return idx.vals[start(i):ends[i]:ends[i]] })
 	check("Array(UInt64)", cnt, func(i int) any { return cnt.vals[start(i):ends[i]:ends[i]] })
 }
+
+// BenchmarkReads: one tenant's day and the cost report's Usage over
+// storetest.BenchHistory (200 tenants × 2 days, written first, untimed).
+func BenchmarkReads(b *testing.B) {
+	s, _, _ := openTest(b)
+	storetest.FillBench(b, s)
+	b.ResetTimer()
+	storetest.BenchReads(b, s)
+}

@@ -62,3 +62,16 @@ func BenchmarkUsage(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReads: one tenant's day and the cost report's Usage over
+// storetest.BenchHistory (200 tenants × 2 days, written first, untimed).
+func BenchmarkReads(b *testing.B) {
+	s, err := Open(filepath.Join(b.TempDir(), "bench.duckdb"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	storetest.FillBench(b, s)
+	b.ResetTimer()
+	storetest.BenchReads(b, s)
+}

@@ -6,6 +6,11 @@
 // window and the row's identity): a row replaces the stored one when its
 // version is the same or newer, so a retried or replayed batch never
 // doubles a figure, and an older late version never overwrites a newer one.
+//
+// Rollups older than the last minutes written move to a table sorted by
+// tenant, with hourly and daily sums beside it (cold.go, sums.go): one
+// tenant's history reads that tenant's row groups only, and a cost report
+// over days reads the sums instead of every minute.
 package duckstore
 
 import (
@@ -34,9 +39,11 @@ type Store struct {
 	connector *duckdb.Connector
 	log       *slog.Logger
 
-	wmu    sync.Mutex // serialises writes
-	mu     sync.RWMutex
-	closed bool
+	wmu         sync.Mutex // serialises writes
+	horizon     time.Time  // rollups before it may be in rollups_cold (under wmu)
+	compactRows int        // rows moved to rollups_cold at a time
+	mu          sync.RWMutex
+	closed      bool
 }
 
 var _ store.Store = (*Store)(nil)
@@ -44,6 +51,7 @@ var _ store.Store = (*Store)(nil)
 type config struct {
 	log          *slog.Logger
 	maxMigration int // tests: stop after this migration
+	compactRows  int // tests: move fewer rows at a time to rollups_cold
 }
 
 // Option configures Open.
@@ -69,11 +77,21 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("duckstore: open %q: %w", path, err)
 	}
-	s := &Store{db: sql.OpenDB(connector), connector: connector, log: cfg.log}
+	if cfg.compactRows <= 0 {
+		cfg.compactRows = rowGroup
+	}
+	s := &Store{db: sql.OpenDB(connector), connector: connector, log: cfg.log, compactRows: cfg.compactRows}
 	if err := s.migrate(context.Background(), cfg.maxMigration); err != nil {
 		s.db.Close()
 		connector.Close()
 		return nil, err
+	}
+	if cfg.maxMigration == 0 || cfg.maxMigration >= 3 {
+		if err := s.loadHorizon(context.Background()); err != nil {
+			s.db.Close()
+			connector.Close()
+			return nil, err
+		}
 	}
 	for _, q := range staging {
 		if _, err := s.db.Exec(q); err != nil {
@@ -144,6 +162,8 @@ var migrations = []migration{
 	{2, "pg sampler active-session seconds", []string{
 		`ALTER TABLE rollups ADD COLUMN IF NOT EXISTS active_session_seconds DOUBLE DEFAULT 0`,
 	}},
+	{3, "rollups sorted by tenant once older than the last minutes, with hourly and daily sums (see cold.go, sums.go)",
+		append(append([]string{}, coldMigration...), sumsMigration...)},
 }
 
 func (s *Store) migrate(ctx context.Context, max int) error {
@@ -212,9 +232,22 @@ var staging = []string{
     rule VARCHAR)`,
 }
 
+// merger merges the staging table into its table inside tx; committed,
+// when not nil, runs once the transaction has committed, under the write
+// lock.
+type merger func(ctx context.Context, tx *sql.Tx) (committed func(), err error)
+
+// statement is the merger that runs one statement.
+func statement(q string) merger {
+	return func(ctx context.Context, tx *sql.Tx) (func(), error) {
+		_, err := tx.ExecContext(ctx, q)
+		return nil, err
+	}
+}
+
 // write appends n rows to the staging table, then merges them into the
-// table with one statement in one transaction. Writes are serialised.
-func (s *Store) write(ctx context.Context, what, stagingTable, merge string, n int, row func(i int) []driver.Value) error {
+// table in one transaction. Writes are serialised.
+func (s *Store) write(ctx context.Context, what, stagingTable string, merge merger, n int, row func(i int) []driver.Value) error {
 	done, err := s.begin()
 	if err != nil {
 		return err
@@ -251,7 +284,8 @@ func (s *Store) write(ctx context.Context, what, stagingTable, merge string, n i
 		return fmt.Errorf("duckstore: write %s: %w", what, err)
 	}
 	defer tx.Rollback()
-	if _, err := tx.ExecContext(ctx, merge); err != nil {
+	committed, err := merge(ctx, tx)
+	if err != nil {
 		return fmt.Errorf("duckstore: write %s: %w", what, err)
 	}
 	if _, err := tx.ExecContext(ctx, "DELETE FROM "+stagingTable); err != nil {
@@ -259,6 +293,9 @@ func (s *Store) write(ctx context.Context, what, stagingTable, merge string, n i
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("duckstore: write %s: %w", what, err)
+	}
+	if committed != nil {
+		committed()
 	}
 	return nil
 }
@@ -280,7 +317,7 @@ func (s *Store) WriteRollups(ctx context.Context, rows []store.Rollup) error {
 		return err
 	}
 	rows = latestRollups(rows)
-	return s.write(ctx, "rollups", "staging_rollups", upsertRollup, len(rows), func(i int) []driver.Value {
+	return s.write(ctx, "rollups", "staging_rollups", s.mergeRollups(rows), len(rows), func(i int) []driver.Value {
 		r := &rows[i]
 		return []driver.Value{r.Minute.UTC(), r.Writer, r.Version, r.Service, r.Tenant, r.Route, uint8(r.Tier), r.Kind,
 			r.Count, r.Errors, r.DurationSeconds, r.RU, r.Bytes, r.Rows, r.ActiveSessionSeconds, encodeLatency(&r.Latency)}
@@ -338,7 +375,7 @@ func (s *Store) WriteHotKeys(ctx context.Context, rows []store.HotKey) error {
 		at[k] = len(uniq)
 		uniq = append(uniq, r)
 	}
-	return s.write(ctx, "hot keys", "staging_hot_keys", upsertHotKey, len(uniq), func(i int) []driver.Value {
+	return s.write(ctx, "hot keys", "staging_hot_keys", statement(upsertHotKey), len(uniq), func(i int) []driver.Value {
 		r := &uniq[i]
 		return []driver.Value{r.Minute.UTC(), r.Writer, r.Version, r.Key, r.Tenant, r.Count, r.Err}
 	})
@@ -350,8 +387,8 @@ func (s *Store) WriteStatements(ctx context.Context, rows []store.Statement) err
 	if err := store.ValidateStatements(rows); err != nil || len(rows) == 0 {
 		return err
 	}
-	return s.write(ctx, "statements", "staging_statements", `INSERT INTO statements BY NAME
-SELECT DISTINCT ON (time, writer, pid) * FROM staging_statements ON CONFLICT DO NOTHING`,
+	return s.write(ctx, "statements", "staging_statements", statement(`INSERT INTO statements BY NAME
+SELECT DISTINCT ON (time, writer, pid) * FROM staging_statements ON CONFLICT DO NOTHING`),
 		len(rows), func(i int) []driver.Value {
 			r := &rows[i]
 			return []driver.Value{r.Time.UTC(), r.Writer, r.PID, r.Tenant, r.Route, r.Application, r.Query,
@@ -365,8 +402,8 @@ func (s *Store) WriteAudit(ctx context.Context, rows []store.Audit) error {
 	if err := store.ValidateAudit(rows); err != nil || len(rows) == 0 {
 		return err
 	}
-	return s.write(ctx, "audit", "staging_audit", `INSERT INTO audit BY NAME
-SELECT DISTINCT ON (time, who, policy_version, action) * FROM staging_audit ON CONFLICT DO NOTHING`,
+	return s.write(ctx, "audit", "staging_audit", statement(`INSERT INTO audit BY NAME
+SELECT DISTINCT ON (time, who, policy_version, action) * FROM staging_audit ON CONFLICT DO NOTHING`),
 		len(rows), func(i int) []driver.Value {
 			r := &rows[i]
 			return []driver.Value{r.Time.UTC(), r.Who, r.Action, r.PolicyVersion, r.Rule}
@@ -384,6 +421,10 @@ func (s *Store) Usage(ctx context.Context, from, to time.Time, byRoute bool) ([]
 	if byRoute {
 		route = "route"
 	}
+	// The hot rows, the cold ones of partial hours, the sums of the rest.
+	parts, args := usageParts(`tenant, route, kind, count, errors, duration_seconds, active_session_seconds, ru, bytes`, from, to)
+	// n counts the rows under a line: a line whose sums cancel out (rows
+	// replaced or retained since) covers none and is left out.
 	q := fmt.Sprintf(`SELECT tenant, %s AS r,
     CAST(coalesce(sum(count) FILTER (WHERE kind IN ('request', 'job')), 0) AS UBIGINT),
     CAST(coalesce(sum(errors) FILTER (WHERE kind IN ('request', 'job')), 0) AS UBIGINT),
@@ -391,11 +432,11 @@ func (s *Store) Usage(ctx context.Context, from, to time.Time, byRoute bool) ([]
     coalesce(sum(duration_seconds) FILTER (WHERE kind = 'db'), 0) + coalesce(sum(active_session_seconds) FILTER (WHERE kind = 'pg'), 0),
     coalesce(sum(ru), 0),
     CAST(coalesce(sum(bytes), 0) AS UBIGINT)
-FROM rollups
-WHERE minute >= ? AND minute < ?
+FROM (%s)
 GROUP BY tenant, r
-ORDER BY tenant, r`, route)
-	rows, err := s.db.QueryContext(ctx, q, from.UTC(), to.UTC())
+HAVING sum(n) > 0
+ORDER BY tenant, r`, route, parts)
+	rows, err := s.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("duckstore: usage: %w", err)
 	}
@@ -421,11 +462,10 @@ func (s *Store) History(ctx context.Context, tenantName string, from, to time.Ti
 		return nil, err
 	}
 	defer done()
-	rows, err := s.db.QueryContext(ctx, `SELECT minute, tier, count, errors, duration_seconds, ru, bytes, "rows",
-    active_session_seconds, latency
-FROM rollups
-WHERE tenant = ? AND minute >= ? AND minute < ?
-ORDER BY minute`, tenantName, from.UTC(), to.UTC())
+	q := rollupsFrom(`minute, tier, count, errors, duration_seconds, ru, bytes, "rows", active_session_seconds, latency`,
+		"tenant = ? AND minute >= ? AND minute < ?", "tkey = md5_number_upper(?)") + "\nORDER BY minute"
+	f, t := from.UTC(), to.UTC()
+	rows, err := s.db.QueryContext(ctx, q, tenantName, f, t, tenantName, tenantName, f, t)
 	if err != nil {
 		return nil, fmt.Errorf("duckstore: history: %w", err)
 	}

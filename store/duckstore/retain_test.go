@@ -28,7 +28,11 @@ func (s *Store) minutes(t *testing.T) storetest.Minutes {
 		if table == "statements" {
 			col = "date_trunc('minute', time)"
 		}
-		rows, err := s.db.Query("SELECT DISTINCT "+col+" AS m FROM "+table+" WHERE tenant = ? OR ? = '' ORDER BY m", tenantName, tenantName)
+		from := table
+		if table == "rollups" { // both rollups tables
+			from = "(SELECT minute, tenant FROM rollups UNION ALL SELECT minute, tenant FROM rollups_cold)"
+		}
+		rows, err := s.db.Query("SELECT DISTINCT "+col+" AS m FROM "+from+" WHERE tenant = ? OR ? = '' ORDER BY m", tenantName, tenantName)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,221 @@
+package duckstore
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/qtop-dev/qtop/store"
+	"github.com/qtop-dev/qtop/store/storetest"
+)
+
+func (s *Store) tableRows(t *testing.T, table string) int {
+	t.Helper()
+	var n int
+	if err := s.db.QueryRow("SELECT count(*) FROM " + table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func checkReads(t *testing.T, s *Store, written []store.Rollup) {
+	t.Helper()
+	ctx := context.Background()
+	from, to := storetest.T0, storetest.T0.Add(time.Hour)
+	for _, byRoute := range []bool{false, true} {
+		u, err := s.Usage(ctx, from, to, byRoute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		storetest.CheckUsage(t, u, storetest.ExpectUsage(written, from, to, byRoute))
+	}
+	for _, name := range []string{"acme", "zeta"} {
+		h, err := s.History(ctx, name, from, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		storetest.CheckHistory(t, h, storetest.ExpectHistory(written, name, from, to))
+	}
+}
+
+// TestColdRows: rows older than the last minutes move to the cold table
+// once there are enough of them; a late row replaces its cold copy when
+// its version is the same or newer and is dropped when older; reads see
+// each row once; erasure and retention clear both tables.
+func TestColdRows(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "q.duckdb"), func(c *config) { c.compactRows = 4 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	var written []store.Rollup
+	for m := range 20 {
+		a, z := storetest.Row(m, "w1", "acme", "/a", 10), storetest.Row(m, "w1", "zeta", "/z", 3)
+		a.Version, z.Version = 5, 5
+		written = append(written, a, z)
+	}
+	if err := s.WriteRollups(ctx, written); err != nil {
+		t.Fatal(err)
+	}
+	// Newest minute 19, cutoff 9: 18 rows before it, 16 moved.
+	if hot, cold := s.tableRows(t, "rollups"), s.tableRows(t, "rollups_cold"); hot != 24 || cold != 16 {
+		t.Fatalf("hot %d, cold %d rows; want 24, 16", hot, cold)
+	}
+	if want := storetest.T0.Add(9 * time.Minute); !s.horizon.Equal(want) {
+		t.Fatalf("horizon %v, want %v", s.horizon, want)
+	}
+	checkReads(t, s, written)
+
+	newer := storetest.Row(2, "w1", "acme", "/a", 100) // cold, replaced
+	newer.Version = 6
+	same := storetest.Row(3, "w1", "zeta", "/z", 7) // cold, same version: replaced
+	same.Version = 5
+	older := storetest.Row(4, "w1", "acme", "/a", 1000) // cold, older: dropped
+	older.Version = 4
+	fresh := storetest.Row(5, "w2", "acme", "/a", 9) // before the horizon, no copy anywhere
+	late := []store.Rollup{newer, same, older, fresh}
+	if err := s.WriteRollups(ctx, late); err != nil {
+		t.Fatal(err)
+	}
+	written = append(written, late...)
+	checkReads(t, s, written)
+	if err := s.WriteRollups(ctx, late); err != nil { // a retry changes nothing
+		t.Fatal(err)
+	}
+	checkReads(t, s, written)
+
+	e, err := s.EraseTenant(ctx, "zeta")
+	if err != nil || e.Rollups != 20 {
+		t.Fatalf("erased %+v, %v; want 20 rollups", e, err)
+	}
+	r, err := s.Retain(ctx, storetest.T0.Add(10*time.Minute))
+	if err != nil || r.Rows != 11 { // acme's minutes 0–9, and w2's minute 5
+		t.Fatalf("retained %+v, %v; want 11 rows removed", r, err)
+	}
+	var kept []store.Rollup
+	for _, w := range storetest.Latest(written) {
+		if w.Tenant == "acme" && !w.Minute.Before(storetest.T0.Add(10*time.Minute)) {
+			kept = append(kept, w)
+		}
+	}
+	checkReads(t, s, kept)
+}
+
+// TestColdMigration: a file of schema 2 with rows gets the cold table;
+// the first write moves its older rows, and reads still see them all.
+func TestColdMigration(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q.duckdb")
+	ctx := context.Background()
+	s, err := Open(path, func(c *config) { c.maxMigration = 2 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var written []store.Rollup
+	for m := range 30 {
+		written = append(written, storetest.Row(m, "w1", "acme", "/a", uint64(m+1)))
+	}
+	if err := s.WriteRollups(ctx, written[:20]); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = Open(path, func(c *config) { c.compactRows = 8 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	checkReads(t, s, written[:20])
+	if err := s.WriteRollups(ctx, written[20:]); err != nil {
+		t.Fatal(err)
+	}
+	// Newest minute 29, cutoff 19: 19 rows before it, 16 moved.
+	if cold := s.tableRows(t, "rollups_cold"); cold != 16 {
+		t.Fatalf("cold %d rows, want 16", cold)
+	}
+	checkReads(t, s, written)
+}
+
+// TestColdSums: Usage over ranges of every shape (inside an hour, whole
+// hours, whole days with partial edges) reads the hourly and daily sums
+// and the minutes at the edges, and equals the sum of the rows, after
+// moves, late replacements and Retain.
+func TestColdSums(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "q.duckdb"), func(c *config) { c.compactRows = 16 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	var written []store.Rollup
+	for m := 0; m < 3*1440; m += 37 {
+		for i, name := range []string{"acme", "zeta", "mu"} {
+			r := storetest.Row(m+i, "w1", name, "/r"+name[:1], uint64(m%50+1))
+			r.Kind = []string{store.KindRequest, store.KindDB, store.KindJob}[m%3]
+			written = append(written, r)
+		}
+	}
+	for i := 0; i < len(written); i += 200 { // batches, as a collector writes
+		if err := s.WriteRollups(ctx, written[i:min(i+200, len(written))]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var late []store.Rollup
+	for i := 0; i < len(written)/2; i += 7 {
+		r := written[i]
+		r.Version, r.Count, r.RU = 2, r.Count*3, r.RU+1
+		late = append(late, r)
+	}
+	if err := s.WriteRollups(ctx, late); err != nil {
+		t.Fatal(err)
+	}
+	written = append(written, late...)
+	if s.tableRows(t, "rollups_cold") == 0 || s.tableRows(t, "rollups_sums") == 0 {
+		t.Fatal("nothing moved to the cold table")
+	}
+	check := func() {
+		t.Helper()
+		t0 := storetest.T0.Truncate(24 * time.Hour)
+		for _, r := range [][2]time.Duration{
+			{9*time.Hour + 3*time.Minute, 9*time.Hour + 50*time.Minute}, // inside an hour
+			{9*time.Hour + 3*time.Minute, 13*time.Hour + 7*time.Minute}, // whole hours, no day
+			{0, 72 * time.Hour}, // whole days
+			{5*time.Hour + 59*time.Minute, 50*time.Hour + time.Minute}, // a day, hours and minutes on both sides
+			{24 * time.Hour, 48 * time.Hour},
+			{-time.Hour, 100 * time.Hour},
+		} {
+			from, to := t0.Add(r[0]), t0.Add(r[1])
+			for _, byRoute := range []bool{false, true} {
+				u, err := s.Usage(ctx, from, to, byRoute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				storetest.CheckUsage(t, u, storetest.ExpectUsage(written, from, to, byRoute))
+			}
+		}
+	}
+	check()
+	before := storetest.T0.Add(25*time.Hour + 17*time.Minute)
+	if _, err := s.Retain(ctx, before); err != nil {
+		t.Fatal(err)
+	}
+	var kept []store.Rollup
+	for _, w := range written {
+		if !w.Minute.Before(before) {
+			kept = append(kept, w)
+		}
+	}
+	written = kept
+	check()
+	if _, err := s.EraseTenant(ctx, "zeta"); err != nil {
+		t.Fatal(err)
+	}
+	kept = kept[:0:0]
+	for _, w := range written {
+		if w.Tenant != "zeta" {
+			kept = append(kept, w)
+		}
+	}
+	written = kept
+	check()
+}
