@@ -85,8 +85,8 @@ func (s *Store) History(ctx context.Context, tenantName string, from, to time.Ti
     max(tier),
     sum(count), sum(errors), sum(duration_seconds), sum(ru),
     sum(bytes), sum(rows), sum(active_session_seconds),
-    tupleElement(sumMap(latency_idx, latency_cnt), 1),
-    tupleElement(sumMap(latency_idx, latency_cnt), 2)
+    tupleElement(sumMap(if(kind IN ('request', 'job'), latency_idx, emptyArrayUInt16()), if(kind IN ('request', 'job'), latency_cnt, emptyArrayUInt64())), 1),
+    tupleElement(sumMap(if(kind IN ('request', 'job'), latency_idx, emptyArrayUInt16()), if(kind IN ('request', 'job'), latency_cnt, emptyArrayUInt64())), 2)
 FROM %s
 WHERE tenant = ? AND %s
 GROUP BY minute

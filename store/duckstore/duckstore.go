@@ -462,7 +462,8 @@ func (s *Store) History(ctx context.Context, tenantName string, from, to time.Ti
 		return nil, err
 	}
 	defer done()
-	q := rollupsFrom(`minute, tier, count, errors, duration_seconds, ru, bytes, "rows", active_session_seconds, latency`,
+	q := rollupsFrom(`minute, tier, count, errors, duration_seconds, ru, bytes, "rows", active_session_seconds,
+    CASE WHEN kind IN ('request', 'job') THEN latency END AS latency`,
 		"tenant = ? AND minute >= ? AND minute < ?", "tkey = md5_number_upper(?)") + "\nORDER BY minute"
 	f, t := from.UTC(), to.UTC()
 	rows, err := s.db.QueryContext(ctx, q, tenantName, f, t, tenantName, tenantName, f, t)

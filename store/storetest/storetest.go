@@ -139,7 +139,9 @@ func ExpectHistory(rows []store.Rollup, tenantName string, from, to time.Time) [
 		h.Bytes += r.Bytes
 		h.Rows += r.Rows
 		h.ActiveSessionSeconds += r.ActiveSessionSeconds
-		h.Latency.Merge(&r.Latency)
+		if r.Kind == store.KindRequest || r.Kind == store.KindJob {
+			h.Latency.Merge(&r.Latency)
+		}
 	}
 	out := make([]store.Rollup, 0, len(acc))
 	for _, h := range acc {
