@@ -34,7 +34,7 @@ Usage:
   collector report [flags]   print a cost-attribution report
   collector audit  [flags]   print the policy changes (who, when, the rule, its expiry)
   collector autopilot --replay FILE   run the autopilot's rules over a recording, print the decisions
-  collector erase  [flags]   erase one tenant's rows from the store, the spool and the WAL, audited
+  collector erase  [flags]   erase one tenant's rows from the store, the spool, the WAL and the baselines, audited
   collector help [command]   show help
   collector --version        print the version, revision and Go version
 
