@@ -22,7 +22,8 @@
 // offender keeps the baseline it was flagged against and stays flagged
 // until its recent load is back under DriverClear times it (or its share
 // under half DriverShare): an import that runs for an hour is named for
-// the hour, not for the two minutes its rise stays in the history. A row
+// the hour, not for the two minutes its rise stays in the history. After
+// MaxFlag (an hour) the level is the new normal and is judged afresh. A row
 // the source flagged itself (api.TenantRow.FlaggedSince: a collector runs
 // this detector on its baselines) is an offender as the source says, so
 // a client started late names it too. The

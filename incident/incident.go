@@ -22,6 +22,10 @@ const (
 	// offender's recent load counts as back near it: the flag stays until
 	// then (hysteresis against DriverFactor).
 	DriverClear = 1.5
+	// MaxFlag is how long an offender stays flagged against the baseline
+	// it was flagged against: after it, its load is judged afresh (a
+	// level that lasts an hour is the new normal).
+	MaxFlag = time.Hour
 	// DriverRecent is the seconds (points of history) that are "recent"
 	// load; the rest of the history is the baseline.
 	DriverRecent = 10
@@ -187,9 +191,12 @@ type Tracker struct {
 	seen  map[string]int64
 	own   map[string]*series // load per snapshot, by row label
 	flags map[string]*flag   // offenders flagged, by row label
-	head  Headline
-	ps    []float64 // scratch
-	ls    []float64
+	// bySource counts the offenders the source flagged in the last
+	// snapshot (api.TenantRow.FlaggedSince).
+	bySource int
+	head     Headline
+	ps       []float64 // scratch
+	ls       []float64
 }
 
 // series is a row's load as the tracker saw it, one point per snapshot,
@@ -246,7 +253,8 @@ func (in *Tracker) Add(s *api.Snapshot) Headline {
 		group = api.GroupTenant
 	}
 	measure, db, historyOf := headlineMeasure(s)
-	learn := !in.incident()
+	learn := !in.incident(s.Time)
+	bySource := 0
 	load := func(r *api.TenantRow) float64 {
 		if db {
 			return r.DBLoad
@@ -275,6 +283,7 @@ func (in *Tracker) Add(s *api.Snapshot) Headline {
 		if !db && group == api.GroupTenant && !r.Untagged && !r.FlaggedSince.IsZero() {
 			d, drv = flaggedBySource(r, share, hist)
 			delete(in.flags, key)
+			bySource++
 		} else {
 			base := 0.0
 			if !db && group == api.GroupTenant && !r.Untagged {
@@ -293,6 +302,7 @@ func (in *Tracker) Add(s *api.Snapshot) Headline {
 			h.Victims = append(h.Victims, v)
 		}
 	}
+	in.bySource = bySource
 	in.forget()
 	slices.SortFunc(h.Offenders, func(a, b Offender) int { return cmp.Compare(b.Share, a.Share) })
 	slices.SortFunc(h.Victims, func(a, b Victim) int {
@@ -454,6 +464,10 @@ func (in *Tracker) driver(s *api.Snapshot, key string, share, now, srcBase float
 		}
 	}
 	f := in.flags[key]
+	if f != nil && s.Time.Sub(f.since) >= MaxFlag {
+		delete(in.flags, key) // the new normal: judged afresh
+		f = nil
+	}
 	if f != nil {
 		if srcBase > 0 {
 			// The source's baseline wins: it is the same for every
@@ -494,9 +508,20 @@ func flaggedBySource(r *api.TenantRow, share float64, h []float64) (Offender, bo
 	return f.offender(share, recent), true
 }
 
-// incident reports whether an offender is flagged: while one is, the
-// tenants' p95 and share do not teach their baselines.
-func (in *Tracker) incident() bool { return len(in.flags) > 0 }
+// incident reports whether an offender is flagged (by this tracker, for
+// less than MaxFlag, or by the source): while one is, the tenants' p95
+// and share do not teach their baselines.
+func (in *Tracker) incident(now time.Time) bool {
+	if in.bySource > 0 {
+		return true
+	}
+	for _, f := range in.flags {
+		if now.Sub(f.since) < MaxFlag {
+			return true
+		}
+	}
+	return false
+}
 
 // offender is the headline's entry of a flagged row.
 func (f *flag) offender(share, recent float64) Offender {

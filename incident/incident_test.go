@@ -204,3 +204,24 @@ func TestOffenderAgainstCollectorBaseline(t *testing.T) {
 		t.Fatalf("baseline at its load: %q", h.Line)
 	}
 }
+
+// TestOffenderNewNormal: an import that lasts longer than MaxFlag is
+// the new normal: judged afresh, it is no longer an offender (its level
+// fills its history).
+func TestOffenderNewNormal(t *testing.T) {
+	var in Tracker
+	for i := range 40 + int(MaxFlag/time.Second) - 1 {
+		s := incidentAt(i)
+		in.Add(&s)
+	}
+	if h := in.Headline(); len(h.Offenders) != 1 {
+		t.Fatalf("just under an hour: %q", h.Line)
+	}
+	for i := 40 + int(MaxFlag/time.Second); i < 40+int(MaxFlag/time.Second)+5; i++ {
+		s := incidentAt(i)
+		in.Add(&s)
+	}
+	if h := in.Headline(); len(h.Offenders) != 0 {
+		t.Fatalf("an hour on: %q", h.Line)
+	}
+}
