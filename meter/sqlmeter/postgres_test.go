@@ -6,11 +6,13 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib"
+	"github.com/prometheus/client_golang/prometheus"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -39,8 +41,9 @@ func TestPostgresDBTimePerTenant(t *testing.T) {
 	dsn := testsvc.Postgres(t)
 	c := newCollector(t)
 	rec := mustRecorder(meter.WithSource(report.Source{Service: "e2e", Instance: "e2e-1"}))
+	reg := prometheus.NewRegistry() // says why a report was dropped, if one is
 	rep := newReporter(t, c, rec, meter.WithInterval(50*time.Millisecond), meter.WithTimeout(100*time.Millisecond),
-		meter.WithBackoff(5*time.Millisecond, 50*time.Millisecond))
+		meter.WithBackoff(5*time.Millisecond, 50*time.Millisecond), meter.WithRegisterer(reg))
 	rep.Start()
 
 	exp := tracetest.NewInMemoryExporter()
@@ -175,7 +178,17 @@ func TestPostgresDBTimePerTenant(t *testing.T) {
 		}
 	}
 	if rep.Dropped() != 0 {
-		t.Errorf("%d reports dropped", rep.Dropped())
+		var why []string
+		if mfs, err := reg.Gather(); err == nil {
+			for _, mf := range mfs {
+				for _, m := range mf.GetMetric() {
+					if strings.Contains(mf.GetName(), "dropped") || strings.Contains(mf.GetName(), "fail") {
+						why = append(why, fmt.Sprintf("%s%v %v", mf.GetName(), m.GetLabel(), m.GetCounter().GetValue()))
+					}
+				}
+			}
+		}
+		t.Errorf("%d reports dropped: %v", rep.Dropped(), why)
 	}
 	for _, l := range loads {
 		nominal := time.Duration(l.requests*l.perReq) * l.sleep
