@@ -52,6 +52,7 @@ type Reporter struct {
 	held     heldPolicy
 	started  bool
 	shut     bool
+	last     bool // Shutdown's last cut is queued: later cuts have no flush to send them
 
 	cutMu   sync.Mutex
 	scratch report.Report // the report cut holds, reused; guarded by cutMu
@@ -181,9 +182,11 @@ func (r *Reporter) sendLoop() {
 }
 
 // cut closes the recorder's window, encodes it and queues it; it returns
-// the report's Seq, or 0 if it could not be encoded. Only Shutdown's own
-// last cut (final) is queued once the reporter is shut down; another
-// (a ForceFlush racing with Shutdown) is dropped and counted.
+// the report's Seq, or 0 if it could not be encoded. A cut that races
+// with Shutdown (the interval's tick, a ForceFlush) before Shutdown's own
+// last cut (final) is queued as usual: Shutdown's flush sends it with the
+// last one. Only a cut after that last one has nothing left to send it,
+// and is dropped and counted.
 func (r *Reporter) cut(final bool) uint64 {
 	r.cutMu.Lock()
 	rep := &r.scratch // reused: rows and their histograms keep their memory
@@ -223,11 +226,12 @@ func (r *Reporter) cut(final bool) uint64 {
 		return 0
 	}
 	r.mu.Lock()
-	if r.shut && !final {
+	if r.last {
 		r.mu.Unlock()
 		r.drop("shutdown", 1)
 		return 0
 	}
+	r.last = final
 	if len(r.queue) >= r.cfg.queueLen {
 		// Drop the oldest report that is not being sent.
 		i := 0

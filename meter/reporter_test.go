@@ -572,6 +572,40 @@ func TestReporterConcurrentFlushShutdown(t *testing.T) {
 	}
 }
 
+// TestReporterCutRacingShutdown: the interval's cut that lands after
+// Shutdown began but before its last cut keeps its rows (they are drained
+// from the recorder): Shutdown's flush sends it with the last one. Only a
+// cut after the last one is dropped, and counted.
+func TestReporterCutRacingShutdown(t *testing.T) {
+	c := newCollector(t)
+	rec := mustRecorder()
+	r := newReporter(t, c, rec, WithInterval(time.Hour))
+	rec.Record(Record{Tags: tenant.Tags{Tenant: "racing"}, Duration: time.Millisecond})
+	r.mu.Lock()
+	r.shut = true // Shutdown has begun; the tick loop has not stopped yet
+	r.mu.Unlock()
+	if r.cut(false) == 0 || r.QueueLen() != 1 || r.Dropped() != 0 {
+		t.Fatalf("a cut before the last one: queued %d, dropped %d; want 1, 0", r.QueueLen(), r.Dropped())
+	}
+	rec.Record(Record{Tags: tenant.Tags{Tenant: "last"}, Duration: time.Millisecond})
+	if err := r.flush(ctxTimeout(t, 10*time.Second), r.cut(true)); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]uint64{}
+	for _, rep := range c.got() {
+		for _, row := range rep.Rows {
+			got[row.Tenant] += row.Count
+		}
+	}
+	if got["racing"] != 1 || got["last"] != 1 {
+		t.Errorf("records that arrived: %v, want racing and last once each", got)
+	}
+	rec.Record(Record{Tags: tenant.Tags{Tenant: "late"}, Duration: time.Millisecond})
+	if r.cut(false) != 0 || r.Dropped() != 1 {
+		t.Errorf("a cut after the last one: dropped %d, want 1", r.Dropped())
+	}
+}
+
 // TestReporterFlushSkipsBackoff: a flush tries at once even when earlier
 // failures set a long backoff.
 func TestReporterFlushSkipsBackoff(t *testing.T) {
