@@ -37,7 +37,14 @@ const ScopeLocal = "local"
 //     there up to that list's smallest count: that much is added to its
 //     Count and to its Err, so the true count stays in [Count−Err, Count];
 //   - a service's latency ratio is the lowest (worst) of the collectors';
-//   - TenantsSeen is a lower bound (a tenant may be counted by several).
+//   - TenantsSeen is a lower bound (a tenant may be counted by several);
+//   - what the collectors' samplers read from PostgreSQL (the server's
+//     header, Top SQL, xmin holders) is the newest collector's, not a sum:
+//     they sample the same database;
+//   - the autopilot's status is that of the collector running it.
+//
+// Pool waits, budget counters and the processes that apply the policy
+// (AppliedBy) add up.
 func Merge(snaps []Snapshot, measure string, n int) Snapshot {
 	if len(snaps) == 0 {
 		return Snapshot{Measure: measure}
@@ -58,6 +65,11 @@ func Merge(snaps []Snapshot, measure string, n int) Snapshot {
 	out.Services = mergeServices(snaps)
 	out.Enforcement = mergeEnforcement(snaps)
 	out.Collector = mergeStatus(snaps)
+	out.PoolWait = mergePoolWait(snaps)
+	out.Budgets = mergeBudgets(snaps)
+	out.AppliedBy = mergeAppliedBy(snaps)
+	out.Autopilot = mergeAutopilot(snaps)
+	mergeDatabase(&out, snaps)
 	return out
 }
 

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"time"
 )
 
 // collectorSnap builds what one collector shows of its load: its top
@@ -134,5 +135,48 @@ func TestMergeServicesAndStatus(t *testing.T) {
 	}
 	if a.Services[0].Ratio != 0.9 || a.Services[0].History[1] != 0.9 {
 		t.Fatal("Merge changed its input")
+	}
+}
+
+// TestMergeParts: pool waits, budget counters and the processes that
+// apply the policy add up across collectors; the database's facts are the
+// newest sampler's, not a sum; the autopilot's status is the acting
+// collector's.
+func TestMergeParts(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	a := Snapshot{Time: t0,
+		PoolWait:  []PoolWaitRow{{Tenant: "acme", WaitPerSec: 0.5, AcquirePerSec: 10, MaxSeconds: 0.2}, {Tenant: "globex", WaitPerSec: 0.25, AcquirePerSec: 3, MaxSeconds: 0.05}},
+		Budgets:   []BudgetRow{{ID: "b1", Mode: "enforce", Enforce: true, Admitted: 10, Refused: 2}, {ID: "r1", Runaway: true, Mode: "cancel", Cancelled: 1}},
+		AppliedBy: &AppliedBy{OTLPServices: 1, Agents: 2},
+		Autopilot: &AutopilotStatus{Rules: 1, Note: "another collector holds the autopilot lock"},
+		Server:    &ServerRow{}, TopSQL: []TopSQLRow{{Query: "old"}}, GroupBy: GroupTenant,
+	}
+	b := Snapshot{Time: t0.Add(time.Second),
+		PoolWait:  []PoolWaitRow{{Tenant: "globex", WaitPerSec: 0.5, AcquirePerSec: 1, MaxSeconds: 0.3}},
+		Budgets:   []BudgetRow{{ID: "b1", Mode: "enforce", Enforce: true, Admitted: 5, Refused: 1, InTx: 1}},
+		AppliedBy: &AppliedBy{Gates: 1, RateLimitService: true},
+		Autopilot: &AutopilotStatus{Rules: 1, Acting: true, Recent: []string{"throttled bigcorp"}},
+		Server:    &ServerRow{}, TopSQL: []TopSQLRow{{Query: "new"}}, XminHolders: []StatementRow{{PID: 7}},
+	}
+	m := Merge([]Snapshot{a, b}, MeasureRU, 10)
+	wantWait := []PoolWaitRow{{Tenant: "globex", WaitPerSec: 0.75, AcquirePerSec: 4, MaxSeconds: 0.3}, {Tenant: "acme", WaitPerSec: 0.5, AcquirePerSec: 10, MaxSeconds: 0.2}}
+	if !slices.Equal(m.PoolWait, wantWait) {
+		t.Errorf("pool wait %+v, want %+v", m.PoolWait, wantWait)
+	}
+	wantBudgets := []BudgetRow{{ID: "b1", Mode: "enforce", Enforce: true, Admitted: 15, Refused: 3, InTx: 1}, {ID: "r1", Runaway: true, Mode: "cancel", Cancelled: 1}}
+	if !slices.Equal(m.Budgets, wantBudgets) {
+		t.Errorf("budgets %+v, want %+v", m.Budgets, wantBudgets)
+	}
+	if m.AppliedBy == nil || *m.AppliedBy != (AppliedBy{OTLPServices: 1, Agents: 2, Gates: 1, RateLimitService: true}) {
+		t.Errorf("applied by %+v", m.AppliedBy)
+	}
+	if m.Autopilot == nil || !m.Autopilot.Acting {
+		t.Errorf("autopilot %+v, want the acting collector's", m.Autopilot)
+	}
+	if m.Server != b.Server || len(m.TopSQL) != 1 || m.TopSQL[0].Query != "new" || len(m.XminHolders) != 1 || m.GroupBy != GroupTenant {
+		t.Errorf("database facts: server %p (want %p), top SQL %+v, xmin %+v, group %q", m.Server, b.Server, m.TopSQL, m.XminHolders, m.GroupBy)
+	}
+	if m := Merge([]Snapshot{{}, {}}, MeasureRU, 10); m.AppliedBy != nil || m.Autopilot != nil || m.Budgets != nil || m.PoolWait != nil {
+		t.Errorf("nothing to merge: %+v", m)
 	}
 }
