@@ -291,7 +291,7 @@ func printable(s string) string {
 // handleCostReport is GET /v1/report?from=…&to=…&by=tenant|tenant,route&measure=…&cost=…&currency=…&format=json|csv|table.
 func (s httpAPI) handleCostReport(w http.ResponseWriter, r *http.Request) {
 	if s.em.store == nil {
-		writeError(w, http.StatusServiceUnavailable, "this collector runs without a store", 0)
+		writeError(w, http.StatusServiceUnavailable, ErrNoStore.Error(), 0)
 		return
 	}
 	q := r.URL.Query()

@@ -18,17 +18,21 @@ import (
 // ErrHistory: a history request is not one the collector can answer.
 var ErrHistory = errors.New("collector: bad history request")
 
+// ErrNoStore: the collector runs without a store (--store none), so it
+// keeps no history and makes no cost reports.
+var ErrNoStore = errors.New("collector: this collector runs without a store (--store none): it keeps no history and makes no cost reports; run it with --store duckdb://FILE or clickhouse://HOST:9000/DB")
+
 // History returns tenant's load per minute over the last minutes before
 // now, from the store (the qtop drill-in's history beyond the live 120 s).
 func (s *Server) History(ctx context.Context, name string, minutes int, now time.Time) (api.History, error) {
 	if err := tenant.ValidateTenant(name); err != nil && name != report.UnknownTenant {
-		return api.History{}, fmt.Errorf("%w: tenant: %w", ErrHistory, err)
+		return api.History{}, fmt.Errorf("%w: %w", ErrHistory, err)
 	}
 	if minutes < 1 || minutes > api.MaxHistoryMinutes {
 		return api.History{}, fmt.Errorf("%w: minutes %d: want 1…%d", ErrHistory, minutes, api.MaxHistoryMinutes)
 	}
 	if s.em.store == nil {
-		return api.History{}, fmt.Errorf("%w: this collector runs without a store", ErrHistory)
+		return api.History{}, ErrNoStore
 	}
 	to := now.UTC().Truncate(time.Minute).Add(time.Minute)
 	from := to.Add(-time.Duration(minutes) * time.Minute)
@@ -72,8 +76,11 @@ func (s httpAPI) handleHistory(w http.ResponseWriter, r *http.Request) {
 	h, err := s.History(r.Context(), q.Get("tenant"), minutes, s.cfg.Now())
 	if err != nil {
 		status := http.StatusInternalServerError
-		if errors.Is(err, ErrHistory) {
+		switch {
+		case errors.Is(err, ErrHistory):
 			status = http.StatusBadRequest
+		case errors.Is(err, ErrNoStore):
+			status = http.StatusServiceUnavailable
 		}
 		writeError(w, status, err.Error(), 0)
 		return

@@ -66,3 +66,25 @@ func TestHistoryEndpoint(t *testing.T) {
 		}
 	}
 }
+
+// TestHistoryWithoutStore: a collector without a store says so with 503
+// and what to do, not "bad request": the request was fine.
+func TestHistoryWithoutStore(t *testing.T) {
+	s, err := New(Config{Store: StoreNone, DataDir: t.TempDir(), Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + api.PathHistory + "?tenant=acme&minutes=10")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var eb api.ErrorBody
+	json.NewDecoder(resp.Body).Decode(&eb)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || eb.Error != ErrNoStore.Error() {
+		t.Errorf("%d %q, want 503 %q", resp.StatusCode, eb.Error, ErrNoStore)
+	}
+}
