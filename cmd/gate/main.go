@@ -58,6 +58,11 @@ Examples:
   gate --upstream http://127.0.0.1:3000 --service api --tenant jwt,baggage \
        --jwt-key-file /etc/qtop/jwt.key
 
+  # Tenant from the identity provider's tokens (RS256/ES256/EdDSA by kid):
+  gate --upstream http://127.0.0.1:3000 --service api --tenant jwt \
+       --jwks-url https://idp.example.com/.well-known/jwks.json \
+       --jwt-issuer https://idp.example.com/ --jwt-audience api --jwt-tenant-claim org_id
+
   # Tenant from the first path segment (/acme/orders), metrics on :9101:
   QTOP_UPSTREAM=http://127.0.0.1:3000 QTOP_SERVICE=api QTOP_GATE_TENANT=path \
   gate --metrics-listen 127.0.0.1:9101
@@ -84,9 +89,9 @@ type flags struct {
 
 // tenantFlags say where the tenant is found.
 type tenantFlags struct {
-	tenant, tenantHeader, tierHeader         string
-	jwtKeyFile, jwtTenantClaim, jwtTierClaim string
-	pathSegment                              int
+	tenant, tenantHeader, tierHeader string
+	jwt                              jwtFlags
+	pathSegment                      int
 }
 
 // proxyFlags tune the proxy.
@@ -111,9 +116,7 @@ func parse(args []string, stderr io.Writer) (flags, error) {
 	b.str(&f.tenant, "tenant", "QTOP_GATE_TENANT", "header,baggage", "where the tenant is found, tried in order: header, jwt, path, baggage")
 	b.str(&f.tenantHeader, "tenant-header", "QTOP_GATE_TENANT_HEADER", "X-Tenant", "header holding the tenant (set by a trusted edge)")
 	b.str(&f.tierHeader, "tier-header", "QTOP_GATE_TIER_HEADER", "X-Tier", "header holding the tier T0…T3 (empty: none)")
-	b.str(&f.jwtKeyFile, "jwt-key-file", "QTOP_GATE_JWT_KEY_FILE", "", "file holding the HS256 key of --tenant jwt")
-	b.str(&f.jwtTenantClaim, "jwt-tenant-claim", "QTOP_GATE_JWT_TENANT_CLAIM", "tenant", "JWT claim holding the tenant")
-	b.str(&f.jwtTierClaim, "jwt-tier-claim", "QTOP_GATE_JWT_TIER_CLAIM", "tier", "JWT claim holding the tier (empty: none)")
+	b.jwtFlags(&f.jwt)
 	b.int(&f.pathSegment, "path-segment", "QTOP_GATE_PATH_SEGMENT", 0, "path segment holding the tenant for --tenant path (0: /acme/…)")
 	b.int(&f.slots, "slots", "QTOP_GATE_SLOTS", 1024, "requests served at once before CoDel queues them (event streams and WebSockets give theirs back once answered; 0: no queue)")
 	b.int(&f.maxIdle, "max-idle-conns", "QTOP_GATE_MAX_IDLE_CONNS", gate.DefaultMaxIdleConnsPerHost, "keep-alive connections kept open to the upstream")
@@ -166,19 +169,23 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- string) int {
 		fmt.Fprintln(stderr, "gate:", err)
 		return 2
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	// The key set's refresh lives as long as the process (a drain
+	// still verifies tokens).
+	keys, dropKeys := context.WithCancel(context.Background())
+	defer dropKeys()
 	reg := prometheus.NewRegistry()
-	g, err := build(f, reg, log)
+	g, err := build(keys, f, reg, log)
 	if err != nil {
 		fmt.Fprintln(stderr, "gate:", err)
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
 	return serve(ctx, f, g, reg, log, ready)
 }
 
 // build makes the agent and the gate from the flags.
-func build(f flags, reg *prometheus.Registry, log *slog.Logger) (*gate.Gate, error) {
+func build(ctx context.Context, f flags, reg *prometheus.Registry, log *slog.Logger) (*gate.Gate, error) {
 	if f.upstream == "" || f.service == "" {
 		return nil, errors.New("--upstream and --service are required (see --help)")
 	}
@@ -186,7 +193,7 @@ func build(f flags, reg *prometheus.Registry, log *slog.Logger) (*gate.Gate, err
 	if err != nil {
 		return nil, fmt.Errorf("--upstream %q: %w", f.upstream, err)
 	}
-	opts, err := agentOptions(f)
+	opts, err := agentOptions(ctx, f, log)
 	if err != nil {
 		return nil, err
 	}
@@ -208,8 +215,8 @@ func build(f flags, reg *prometheus.Registry, log *slog.Logger) (*gate.Gate, err
 }
 
 // agentOptions turns the flags into the agent's options.
-func agentOptions(f flags) ([]agent.Option, error) {
-	tf, err := tenantFunc(f)
+func agentOptions(ctx context.Context, f flags, log *slog.Logger) ([]agent.Option, error) {
+	tf, err := tenantFunc(ctx, f, log)
 	if err != nil {
 		return nil, err
 	}
@@ -251,7 +258,7 @@ func agentOptions(f flags) ([]agent.Option, error) {
 }
 
 // tenantFunc builds the --tenant chain from the agent's extractors.
-func tenantFunc(f flags) (agent.TenantFunc, error) {
+func tenantFunc(ctx context.Context, f flags, log *slog.Logger) (agent.TenantFunc, error) {
 	var fs []agent.TenantFunc
 	for _, src := range strings.Split(f.tenant, ",") {
 		switch strings.TrimSpace(src) {
@@ -262,14 +269,11 @@ func tenantFunc(f flags) (agent.TenantFunc, error) {
 		case "path":
 			fs = append(fs, agent.FromPathSegment(f.pathSegment))
 		case "jwt":
-			if f.jwtKeyFile == "" {
-				return nil, errors.New("--tenant jwt needs --jwt-key-file")
-			}
-			key, err := os.ReadFile(f.jwtKeyFile)
+			tf, err := jwtTenant(ctx, f.jwt, log)
 			if err != nil {
-				return nil, fmt.Errorf("--jwt-key-file: %w", err)
+				return nil, err
 			}
-			fs = append(fs, agent.FromJWT([]byte(strings.TrimSpace(string(key))), f.jwtTenantClaim, f.jwtTierClaim))
+			fs = append(fs, tf)
 		default:
 			return nil, fmt.Errorf("--tenant %q: want a list of header, jwt, path, baggage", f.tenant)
 		}

@@ -30,7 +30,10 @@ func TestFlags(t *testing.T) {
 	}{
 		{nil, "--upstream and --service are required"},
 		{[]string{"--upstream", "http://127.0.0.1:1", "--service", "s", "--tenant", "cookie"}, "want a list of header, jwt, path, baggage"},
-		{[]string{"--upstream", "http://127.0.0.1:1", "--service", "s", "--tenant", "jwt"}, "--tenant jwt needs --jwt-key-file"},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--service", "s", "--tenant", "jwt"}, "--tenant jwt needs --jwt-key-file (HS256), --jwt-public-key-file or --jwks-url"},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--service", "s", "--tenant", "jwt", "--jwks-url", "http://idp.example.com/jwks"}, "want https (plain http only on loopback"},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--service", "s", "--tenant", "jwt", "--jwks-url", "https://idp/jwks", "--jwt-key-file", "k"}, "--jwks-url takes the keys from the key set"},
+		{[]string{"--upstream", "http://127.0.0.1:1", "--service", "s", "--tenant", "jwt", "--jwt-public-key-file", badPlans}, "--jwt-public-key-file: no PEM block"},
 		{[]string{"--upstream", "ftp://x", "--service", "s"}, "want http(s)://host:port"},
 		{[]string{"--upstream", "http://127.0.0.1:1", "--service", "s", "--plans", badPlans}, `plan "b" is not in "plans"`},
 		{[]string{"--upstream", "http://127.0.0.1:1", "--service", "s", "extra"}, `unexpected argument "extra"`},
