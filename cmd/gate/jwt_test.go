@@ -105,9 +105,9 @@ func TestJWKS(t *testing.T) {
 	other, _ := rsa.GenerateKey(rand.Reader, 2048)
 	wrongAud := jwt.MapClaims{"tenant": "acme", "iss": "https://idp.example", "aud": "billing", "exp": exp}
 	for name, tok := range map[string]string{
-		"another key":    signed(t, jwt.SigningMethodRS256, "k1", other, good),
-		"unknown kid":    signed(t, jwt.SigningMethodRS256, "k2", other, good),
-		"wrong audience": signed(t, jwt.SigningMethodRS256, "k1", key, wrongAud),
+		"another key":                   signed(t, jwt.SigningMethodRS256, "k1", other, good),
+		"unknown kid":                   signed(t, jwt.SigningMethodRS256, "k2", other, good),
+		"wrong audience":                signed(t, jwt.SigningMethodRS256, "k1", key, wrongAud),
 		"HS256 with the public modulus": signed(t, jwt.SigningMethodHS256, "k1", key.N.Bytes(), good),
 	} {
 		if code, body := getAs(t, addr, tok); code != http.StatusUnauthorized {
