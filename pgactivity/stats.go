@@ -72,10 +72,27 @@ FROM pg_stat_statements s LEFT JOIN pg_database d ON d.oid = s.dbid
 WHERE s.query NOT LIKE '%` + marker + `%'
 ORDER BY s.total_exec_time DESC LIMIT $1`
 
+const statementTotalsSQL = `SELECT /* ` + marker + ` */ coalesce(s.queryid, 0), current_database(), s.query, s.calls, s.rows,
+	s.total_exec_time, s.shared_blks_hit, s.shared_blks_read
+FROM pg_stat_statements s
+WHERE s.dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND s.toplevel
+	AND s.query NOT LIKE '%` + marker + `%'`
+
+// ReadStatementTotals reads every top-level statement of
+// pg_stat_statements run in the connected database (PostgreSQL 14 or
+// later), or ErrNoStatements.
+func ReadStatementTotals(ctx context.Context, pool *pgxpool.Pool) ([]StatementStats, error) {
+	return readStatements(ctx, pool, statementTotalsSQL)
+}
+
 // ReadStatements reads the limit statements of pg_stat_statements with
 // the most execution time (PostgreSQL 13 or later), or ErrNoStatements.
 func ReadStatements(ctx context.Context, pool *pgxpool.Pool, limit int) ([]StatementStats, error) {
-	rows, err := pool.Query(ctx, statementsSQL, limit)
+	return readStatements(ctx, pool, statementsSQL, limit)
+}
+
+func readStatements(ctx context.Context, pool *pgxpool.Pool, sql string, args ...any) ([]StatementStats, error) {
+	rows, err := pool.Query(ctx, sql, args...)
 	if err != nil {
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "55000" || pe.Code == "42703") {

@@ -266,7 +266,7 @@ type serveFlags struct {
 	quotaRedis, pprof, rlsListen                   *string
 	otlp                                           struct{ grpc, grpcMax, tenant, ruModel *string }
 	logFormat, logLevel                            *string
-	demo, shared                                   *bool
+	demo, shared, clientDBTime                     *bool
 	creds                                          *credentials
 	tls                                            *tlsFlags
 	peerToken                                      *secret
@@ -307,6 +307,9 @@ func newServeFlags(fs *flag.FlagSet) (*serveFlags, error) {
 		return nil, err
 	}
 	if f.shared, err = boolFlag(fs, &envs, "shared-policy", "QTOP_SHARED_POLICY", "keep the policy in the ClickHouse store, one policy for every collector writing to it"); err != nil {
+		return nil, err
+	}
+	if f.clientDBTime, err = boolFlag(fs, &envs, "otlp-client-db-time", "QTOP_OTLP_CLIENT_DB_TIME", "keep the DB time OTLP statement spans measured, their clients' scheduling included (default with --postgres: each statement shape's time in the store is pg_stat_statements' for the minute, split between tenants as the spans measured it)"); err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -351,7 +354,7 @@ func (f *serveFlags) config(stderr io.Writer) (collector.Config, error) {
 		StoreConfig:  collector.StoreConfig{SpoolMaxBytes: sm, Retention: ret},
 		FleetConfig:  collector.FleetConfig{Cluster: *f.cluster, SharedPolicy: *f.shared},
 		IntakeConfig: collector.IntakeConfig{RefusalDelay: rd, DiskReserve: dr},
-		OTLPConfig:   collector.OTLPConfig{OTLPGRPC: *f.otlp.grpc, OTLPTenantAttribute: *f.otlp.tenant},
+		OTLPConfig:   collector.OTLPConfig{OTLPGRPC: *f.otlp.grpc, OTLPTenantAttribute: *f.otlp.tenant, OTLPClientDBTime: *f.clientDBTime},
 		QuotaConfig:  collector.QuotaConfig{QuotaRedis: *f.quotaRedis},
 	}
 	if cfg.OTLPGRPCMaxBytes, err = strconv.ParseInt(*f.otlp.grpcMax, 10, 64); err != nil || cfg.OTLPGRPCMaxBytes < 0 {

@@ -219,6 +219,10 @@ type OTLPConfig struct {
 	// OTLPGRPCMaxBytes bounds an OTLP/gRPC message (0:
 	// otlpin.DefaultGRPCMaxMessage).
 	OTLPGRPCMaxBytes int64
+	// OTLPClientDBTime keeps the DB time statement spans measured, the
+	// clients' own scheduling included; by default, with Postgres set, each
+	// statement shape's time in the store is pg_stat_statements' (dbtime.go).
+	OTLPClientDBTime bool
 }
 
 // Validate checks the gRPC address.

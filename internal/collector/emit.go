@@ -30,6 +30,7 @@ type emitter struct {
 	guard  *guardMetrics
 	log    *slog.Logger
 	now    func() time.Time
+	dbt    *dbTimes // nil: the clients' DB time is kept (dbtime.go)
 
 	mu       sync.Mutex
 	version  uint64 // of the last emission (nextVersion)
@@ -204,6 +205,9 @@ func (e *emitter) build(m *minute) emission {
 		}
 		em.rollups = append(em.rollups, r)
 	})
+	if e.dbt != nil {
+		e.dbt.calibrate(m.start, em.rollups)
+	}
 	if m.keys != nil {
 		at := make(map[string]int)
 		for _, c := range m.keys.Top(hotKeysPerMinute) {

@@ -34,6 +34,9 @@ type pgPart struct {
 	// pool is the sampler's connection while it is up (pgsignal.go
 	// signals backends through it); nil otherwise.
 	pool *pgxpool.Pool
+	// dbt reads pg_stat_statements at each minute's turn (dbtime.go);
+	// nil when the clients' DB time is kept.
+	dbt *dbTimes
 }
 
 // waitsWindow is how often the per-tenant wait breakdown is recomputed.
@@ -71,6 +74,7 @@ func (p *pgPart) run(ctx context.Context, cfg Config, met *metrics, add func(pga
 		}
 		cfg.Logger.Info("pg sampler: sampling pg_stat_activity every second")
 		p.setPool(pool)
+		stopClock := p.startStatementClock(ctx, pool, cfg)
 		pgactivity.NewSampler(pool, pgactivity.WithMetrics(pm), pgactivity.WithTenantNames(p.names)).Run(ctx, time.Second, func(snap pgactivity.Snapshot, err error) {
 			if err != nil && len(snap.Backends) == 0 {
 				met.samplerErrors.Inc()
@@ -83,9 +87,30 @@ func (p *pgPart) run(ctx context.Context, cfg Config, met *metrics, add func(pga
 				p.setErr(err)
 			}
 		})
+		stopClock() // its last read, before the pool closes
 		p.setPool(nil)
 		pool.Close()
 	}
+}
+
+// startStatementClock reads pg_stat_statements at every minute's turn
+// (dbtime.go) until the returned stop, which waits for its last read.
+func (p *pgPart) startStatementClock(ctx context.Context, pool *pgxpool.Pool, cfg Config) (stop func()) {
+	if p.dbt == nil {
+		return func() {}
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	var warned sync.Once
+	go func() {
+		defer close(done)
+		p.dbt.clock(cctx, pool, cfg.Now, func(err error) {
+			warned.Do(func() {
+				cfg.Logger.Warn("pg sampler: cannot read pg_stat_statements: statement spans keep the DB time their clients measured", "err", err)
+			})
+		})
+	}()
+	return func() { cancel(); <-done }
 }
 
 func (p *pgPart) setPool(pool *pgxpool.Pool) {

@@ -176,6 +176,10 @@ func newParts(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.pg.names = s.feat.names.lookup
+	if cfg.Postgres != "" && !cfg.OTLPClientDBTime {
+		s.pg.dbt = newDBTimes(cfg.Registerer)
+		s.em.dbt = s.pg.dbt
+	}
 	s.feat.pilot.setBudget = func(ctx context.Context, b policy.Budget, del bool, who string) error {
 		_, err := s.SetBudget(ctx, b, del, who)
 		return err

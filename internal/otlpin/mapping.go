@@ -556,3 +556,18 @@ func (in *interner) tier(b []byte) tenant.Tier {
 	}
 	return t
 }
+
+// StatementShape is the route of a PostgreSQL statement span whose only
+// description is its query text q (no db.query.summary or
+// db.operation.name): the upper-cased first keyword and first table
+// ("SELECT orders"), "" if q has none. The collector maps
+// pg_stat_statements' normalized texts with it, to match PostgreSQL's own
+// measure of a shape with the spans' (it strips constants and $n alike).
+func StatementShape(q string) string {
+	s := sqlShape(nil, []byte(q))
+	if len(s) == 0 {
+		return ""
+	}
+	var in interner
+	return in.route(s)
+}

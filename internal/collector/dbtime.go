@@ -1,0 +1,272 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/qtop-dev/qtop/internal/otlpin"
+	"github.com/qtop-dev/qtop/pgactivity"
+	"github.com/qtop-dev/qtop/report"
+	"github.com/qtop-dev/qtop/store"
+)
+
+// dbTimes makes the stored database time of statement shapes PostgreSQL's
+// own (with --postgres). A span measures a statement as its client saw
+// it, the network and the client's own scheduling included: on statements
+// of a few milliseconds that is tens of percent more than the server
+// spent, and tenants of short statements would be billed more than
+// tenants of long ones. So at every minute's turn the collector reads
+// pg_stat_statements of the database it samples, sums each statement
+// shape's growth over the minute (otlpin.StatementShape of its text: the
+// route OTLP gives a statement span), and when a minute is written, the
+// DB rows of each shape are scaled so that together they hold what
+// PostgreSQL measured for it, split between tenants as the clients
+// measured it less what the clients add per call (toPostgres).
+//
+// A shape is scaled only where the rows can be PostgreSQL's calls: the
+// calls pg_stat_statements counted and the statements the rows counted
+// agree within calibrationCallSlack over the last calibrationWindow
+// (another client running the same shape, one not traced, or a second
+// database would make them differ), and PostgreSQL's time is at most
+// maxCalibration times the clients'. Otherwise the clients' time stays.
+// The agents' DB rows are by request route, not by shape, and are not
+// touched.
+type dbTimes struct {
+	mu     sync.Mutex
+	prev   map[int64]stmtCum // by queryid, at the last read
+	prevAt time.Time
+	pg     map[int64]map[string]shapeTotal // minute → shape → PostgreSQL's growth
+	client map[int64]map[string]shapeTotal // minute → shape → the rows' sums
+	result *prometheus.CounterVec
+}
+
+type stmtCum struct {
+	calls int64
+	ms    float64
+}
+
+// shapeTotal is what a shape did in a minute; bad marks a minute whose
+// counters went back (pg_stat_statements_reset).
+type shapeTotal struct {
+	calls   int64
+	seconds float64
+	bad     bool
+}
+
+const (
+	// calibrationWindow: the minutes over which calls are compared (a
+	// span exported seconds after its statement lands in the next minute
+	// now and then; over five minutes that evens out).
+	calibrationWindow = 5
+	// calibrationCallSlack: how far apart the calls may be, as a fraction
+	// (plus two calls).
+	calibrationCallSlack = 0.03
+	// maxCalibration: PostgreSQL's time of a shape over the clients' at
+	// most this (more: the rows are not all of its calls).
+	maxCalibration = 1.5
+	// keepMinutes: how long a minute's totals are kept for re-emissions.
+	keepMinutes = 15
+)
+
+func newDBTimes(reg prometheus.Registerer) *dbTimes {
+	d := &dbTimes{
+		pg: make(map[int64]map[string]shapeTotal), client: make(map[int64]map[string]shapeTotal),
+		result: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qtop_collector_db_time_shapes_total",
+			Help: "Statement shapes of a written minute by what their DB time is: postgres (scaled to pg_stat_statements), calls_differ or implausible (the clients' time kept)."},
+			[]string{"result"}),
+	}
+	if reg != nil {
+		if err := reg.Register(d.result); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if errors.As(err, &are) {
+				d.result = are.ExistingCollector.(*prometheus.CounterVec)
+			}
+		}
+	}
+	return d
+}
+
+// read takes pg_stat_statements' totals at now.
+func (d *dbTimes) read(ctx context.Context, pool *pgxpool.Pool, now time.Time) error {
+	stats, err := pgactivity.ReadStatementTotals(ctx, pool)
+	if err != nil {
+		return err
+	}
+	d.observe(now, stats)
+	return nil
+}
+
+// observe adds the growth since the last read to the minute that read was
+// in: reads are made at each minute's turn, so that is the minute the
+// statements ended in. A read that comes after more than a minute and a
+// little (one missed) starts afresh.
+func (d *dbTimes) observe(now time.Time, stats []pgactivity.StatementStats) {
+	cur := make(map[int64]stmtCum, len(stats))
+	shapes := make(map[int64]string, len(stats))
+	for _, s := range stats {
+		c := cur[s.QueryID] // one queryid per role: summed
+		c.calls += s.Calls
+		c.ms += s.TotalMs
+		cur[s.QueryID] = c
+		if _, ok := shapes[s.QueryID]; !ok {
+			shapes[s.QueryID] = otlpin.StatementShape(s.Query)
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	prev, m := d.prev, d.prevAt.Truncate(time.Minute)
+	d.prev, d.prevAt = cur, now
+	if prev == nil || now.Before(m) || now.Sub(m) > time.Minute+5*time.Second {
+		return
+	}
+	tot := d.pg[m.Unix()]
+	if tot == nil {
+		tot = make(map[string]shapeTotal)
+		d.pg[m.Unix()] = tot
+	}
+	for id, c := range cur {
+		sh := shapes[id]
+		if sh == "" {
+			continue
+		}
+		p := prev[id] // absent: new since the last read, all of it is growth
+		t := tot[sh]
+		if c.calls < p.calls || c.ms < p.ms {
+			t.bad = true
+		} else {
+			t.calls += c.calls - p.calls
+			t.seconds += (c.ms - p.ms) / 1000
+		}
+		tot[sh] = t
+	}
+	for k := range d.pg {
+		if k < m.Unix()-keepMinutes*60 {
+			delete(d.pg, k)
+			delete(d.client, k)
+		}
+	}
+}
+
+// calibrate scales the DB rows of minute's rollups shape by shape to
+// PostgreSQL's time, where it can (see dbTimes).
+func (d *dbTimes) calibrate(minute time.Time, rollups []store.Rollup) {
+	client := make(map[string]shapeTotal)
+	for i := range rollups {
+		if r := &rollups[i]; r.Kind == report.KindDB.String() && r.Route != "" {
+			t := client[r.Route]
+			t.calls += int64(min(r.Count, math.MaxInt64/2))
+			t.seconds += r.DurationSeconds
+			client[r.Route] = t
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	k := minute.Unix()
+	d.client[k] = client
+	pg := d.pg[k]
+	if pg == nil {
+		return
+	}
+	shapes := make(map[string]shapeTotal) // PostgreSQL's totals of the shapes scaled
+	for sh, c := range client {
+		p, ok := pg[sh]
+		if !ok {
+			continue
+		}
+		result := "postgres"
+		f := p.seconds / c.seconds
+		switch {
+		case p.bad || !d.callsAgree(k, sh):
+			result = "calls_differ"
+		case c.seconds <= 0 || c.calls <= 0 || !(f > 0 && f <= maxCalibration):
+			result = "implausible"
+		default:
+			shapes[sh] = p
+		}
+		d.result.WithLabelValues(result).Inc()
+	}
+	for sh, p := range shapes {
+		toPostgres(rollups, sh, p.seconds, client[sh])
+	}
+}
+
+// toPostgres makes the DB rows of shape sh hold pgSeconds together. What
+// a client adds to a statement (the round trip, its own scheduling) is
+// per call rather than in proportion to the statement's time, so each
+// row first gives back its calls' part of the difference, (clients' −
+// PostgreSQL's) ÷ calls, keeping at least a tenth of its time; the rows
+// are then scaled to the exact total.
+func toPostgres(rollups []store.Rollup, sh string, pgSeconds float64, c shapeTotal) {
+	perCall := (c.seconds - pgSeconds) / float64(c.calls)
+	var sum float64
+	for i := range rollups {
+		if r := &rollups[i]; r.Kind == report.KindDB.String() && r.Route == sh {
+			r.DurationSeconds = max(r.DurationSeconds-perCall*float64(r.Count), r.DurationSeconds/10)
+			sum += r.DurationSeconds
+		}
+	}
+	if sum <= 0 {
+		return
+	}
+	k := pgSeconds / sum
+	for i := range rollups {
+		if r := &rollups[i]; r.Kind == report.KindDB.String() && r.Route == sh {
+			r.DurationSeconds *= k
+		}
+	}
+}
+
+// callsAgree compares shape sh's calls in PostgreSQL and in the rows over
+// the calibrationWindow minutes up to minute k that have both. The lock
+// is held.
+func (d *dbTimes) callsAgree(k int64, sh string) bool {
+	var pc, cc int64
+	for i := range int64(calibrationWindow) {
+		m := k - 60*i
+		p, okP := d.pg[m]
+		c, okC := d.client[m]
+		if !okP || !okC {
+			continue
+		}
+		if p[sh].bad {
+			return false
+		}
+		pc += p[sh].calls
+		cc += c[sh].calls
+	}
+	diff := math.Abs(float64(pc - cc))
+	return diff <= 2+calibrationCallSlack*float64(max(pc, cc))
+}
+
+// clock reads pg_stat_statements at the start and at every minute's turn
+// until ctx ends, then once more (the open minute's part, for the last
+// emission), with now for the time.
+func (d *dbTimes) clock(ctx context.Context, pool *pgxpool.Pool, now func() time.Time, onErr func(error)) {
+	readAt := func(c context.Context) {
+		if err := d.read(c, pool, now()); err != nil && onErr != nil && c.Err() == nil {
+			onErr(err)
+		}
+	}
+	readAt(ctx)
+	for {
+		t := now()
+		next := t.Truncate(time.Minute).Add(time.Minute)
+		timer := time.NewTimer(next.Sub(t))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			last, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			readAt(last)
+			cancel()
+			return
+		case <-timer.C:
+			readAt(ctx)
+		}
+	}
+}

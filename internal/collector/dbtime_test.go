@@ -1,0 +1,75 @@
+package collector
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/qtop-dev/qtop/pgactivity"
+	"github.com/qtop-dev/qtop/store"
+)
+
+// TestDBTimesCalibrate: a minute's DB rows of a statement shape hold
+// pg_stat_statements' growth of that shape over the minute, split as the
+// spans measured it less what a client adds per call, where PostgreSQL's
+// calls are the rows'; elsewhere
+// (calls that differ, an implausible ratio, a reset, a missed read) the
+// clients' time stays.
+func TestDBTimesCalibrate(t *testing.T) {
+	d := newDBTimes(prometheus.NewRegistry())
+	m0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	st := func(id int64, q string, calls int64, ms float64) pgactivity.StatementStats {
+		return pgactivity.StatementStats{QueryID: id, Query: q, Calls: calls, TotalMs: ms}
+	}
+	d.observe(m0.Add(200*time.Millisecond), []pgactivity.StatementStats{
+		st(1, "SELECT pg_sleep($1)", 10, 50), st(2, "SELECT count(*) FROM generate_series($1, $2)", 5, 5),
+		st(3, "UPDATE accounts SET abalance = abalance + $1 WHERE aid = $2", 0, 0), st(4, "DELETE FROM carts WHERE id = $1", 7, 70)})
+	d.observe(m0.Add(time.Minute+100*time.Millisecond), []pgactivity.StatementStats{
+		st(1, "SELECT pg_sleep($1)", 70, 250), st(1, "SELECT pg_sleep($1)", 40, 100), // one queryid, two roles
+		st(2, "SELECT count(*) FROM generate_series($1, $2)", 105, 505),
+		st(3, "UPDATE accounts SET abalance = abalance + $1 WHERE aid = $2", 20, 300),
+		st(4, "DELETE FROM carts WHERE id = $1", 3, 30)}) // reset
+	db := func(tn, route string, count uint64, secs float64) store.Rollup {
+		return store.Rollup{Minute: m0, Tenant: tn, Route: route, Kind: "db", Count: count, DurationSeconds: secs}
+	}
+	rows := []store.Rollup{
+		db("acme", "SELECT", 60, 0.4), db("globex", "SELECT", 40, 0.2), // 100 calls, PostgreSQL 0.3 s: 3 ms less per call
+		db("acme", "SELECT generate_series", 50, 0.6), // PostgreSQL counted 100 calls
+		db("acme", "UPDATE accounts", 20, 0.1),        // PostgreSQL 0.3 s, three times the clients': implausible
+		db("acme", "DELETE carts", 3, 1),              // counters went back
+		db("acme", "INSERT orders", 3, 1),             // nothing in pg_stat_statements
+		{Minute: m0, Tenant: "acme", Route: "GET /cart", Kind: "request", Count: 100, DurationSeconds: 9},
+	}
+	d.calibrate(m0, rows)
+	want := []float64{0.22, 0.08, 0.6, 0.1, 1, 1, 9}
+	for i, w := range want {
+		if math.Abs(rows[i].DurationSeconds-w) > 1e-9 {
+			t.Errorf("row %d (%s %s): %.6f s, want %.6f", i, rows[i].Tenant, rows[i].Route, rows[i].DurationSeconds, w)
+		}
+	}
+	for result, n := range map[string]float64{"postgres": 1, "calls_differ": 2, "implausible": 1} {
+		if got := testutil.ToFloat64(d.result.WithLabelValues(result)); got != n {
+			t.Errorf("%s: %v shapes, want %v", result, got, n)
+		}
+	}
+	// A row whose calls' part would take it below a tenth of its time
+	// keeps that tenth; the shape still holds PostgreSQL's total.
+	rows = []store.Rollup{db("acme", "SELECT", 10, 0.011), db("globex", "SELECT", 90, 0.589)}
+	d.calibrate(m0, rows)
+	if sum := rows[0].DurationSeconds + rows[1].DurationSeconds; math.Abs(sum-0.3) > 1e-9 || rows[0].DurationSeconds <= 0 {
+		t.Errorf("floor: %.6f + %.6f s, want 0.3 s together, both above 0", rows[0].DurationSeconds, rows[1].DurationSeconds)
+	}
+	// A read three minutes on (two missed) says nothing of the minutes
+	// between: their rows keep the clients' time.
+	d.observe(m0.Add(4*time.Minute), []pgactivity.StatementStats{st(1, "SELECT pg_sleep($1)", 500, 900)})
+	m3 := m0.Add(3 * time.Minute)
+	late := []store.Rollup{{Minute: m3, Tenant: "acme", Route: "SELECT", Kind: "db", Count: 390, DurationSeconds: 1}}
+	d.calibrate(m3, late)
+	d.calibrate(m0.Add(time.Minute), late)
+	if late[0].DurationSeconds != 1 {
+		t.Errorf("after missed reads: %v s, want the clients' 1 s", late[0].DurationSeconds)
+	}
+}
