@@ -60,12 +60,15 @@ func buildQtop(t *testing.T) string {
 }
 
 // startCollector runs a collector on DuckDB in a temporary folder.
-func startCollector(t *testing.T) (*collector.Server, string) {
+func startCollector(t *testing.T, opts ...func(*collector.Config)) (*collector.Server, string) {
 	t.Helper()
 	dir := t.TempDir()
 	cfg := collector.Config{
 		Listen: "127.0.0.1:0", Store: "duckdb://" + filepath.Join(dir, "qtop.duckdb"),
 		DataDir: filepath.Join(dir, "data"), Token: "report-token",
+	}
+	for _, o := range opts {
+		o(&cfg)
 	}
 	s, err := collector.New(cfg)
 	if err != nil {
