@@ -38,6 +38,9 @@ type aggregator struct {
 	maxRows    int64
 	met        *metrics
 	guard      *guardMetrics
+	// dbt scales the live DB time of statement shapes as their last
+	// written minute was (dbtime.go); nil: the clients' time.
+	dbt *dbTimes
 }
 
 type shard struct {
@@ -161,9 +164,13 @@ func (sh *shard) merge(g *aggregator, rep *report.Report, idx []int32, m *minute
 		// The latency goes into the route's window only (and the shard's,
 		// for the live view's "other"): the tenant's is the sum of its
 		// routes' (tenantLive.latencies), one merge fewer per row.
+		db := row.Duration.Seconds() // a statement shape's, as PostgreSQL measures it where known
+		if row.Kind == report.KindDB && g.dbt != nil {
+			db *= g.dbt.liveScale(route)
+		}
 		j := rw.slot(sec)
-		rw.add(j, row)
-		tl.w.add(tl.w.slot(sec), row)
+		rw.add(j, row, db)
+		tl.w.add(tl.w.slot(sec), row, db)
 		if row.Kind != report.KindDB {
 			rw.lat[j].Merge(lat)
 			sh.lat.lat[sh.lat.slot(sec)].Merge(lat)
@@ -172,7 +179,7 @@ func (sh *shard) merge(g *aggregator, rep *report.Report, idx []int32, m *minute
 		v[topn.RU] = row.RU
 		v[topn.Bytes] = float64(row.Bytes)
 		if row.Kind == report.KindDB {
-			v[topn.DBTime] = row.Duration.Seconds()
+			v[topn.DBTime] = db
 		} else {
 			v[topn.Requests] = float64(row.Count)
 			v[topn.Errors] = float64(row.Errors)
@@ -182,7 +189,7 @@ func (sh *shard) merge(g *aggregator, rep *report.Report, idx []int32, m *minute
 		tl.hru.add(sec, row.RU)
 		tl.touch(sec)
 		if row.Kind == report.KindDB {
-			tl.dbHistory().add(sec, row.Duration.Seconds())
+			tl.dbHistory().add(sec, db)
 		}
 	}
 }

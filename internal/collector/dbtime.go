@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -47,6 +48,22 @@ type dbTimes struct {
 	pg     map[int64]map[string]shapeTotal // minute → shape → PostgreSQL's growth
 	client map[int64]map[string]shapeTotal // minute → shape → the rows' sums
 	result *prometheus.CounterVec
+	// live holds the factors of the newest minute written, for the live
+	// view (liveScale); liveAt is that minute.
+	live   atomic.Pointer[map[string]float64]
+	liveAt int64
+}
+
+// liveScale is the factor the newest written minute gave statement shape
+// route (1 if none): the live view's DB time of a shape is scaled as its
+// last minute was, so that it shows what the store will hold.
+func (d *dbTimes) liveScale(route string) float64 {
+	if m := d.live.Load(); m != nil {
+		if f, ok := (*m)[route]; ok {
+			return f
+		}
+	}
+	return 1
 }
 
 type stmtCum struct {
@@ -194,8 +211,13 @@ func (d *dbTimes) calibrate(minute time.Time, rollups []store.Rollup) {
 		}
 		d.result.WithLabelValues(result).Inc()
 	}
+	live := make(map[string]float64, len(shapes))
 	for sh, p := range shapes {
-		toPostgres(rollups, sh, p.seconds, client[sh])
+		live[sh] = toPostgres(rollups, sh, p.seconds, client[sh])
+	}
+	if k >= d.liveAt { // not an older minute written again
+		d.liveAt = k
+		d.live.Store(&live)
 	}
 }
 
@@ -205,13 +227,14 @@ func (d *dbTimes) calibrate(minute time.Time, rollups []store.Rollup) {
 // the statements, as on 2 ms statements under load, what is left of a
 // row is the small difference of large numbers, and a tenant's share
 // swung by 50% on requests 10% slower than the others'.)
-func toPostgres(rollups []store.Rollup, sh string, pgSeconds float64, c shapeTotal) {
+func toPostgres(rollups []store.Rollup, sh string, pgSeconds float64, c shapeTotal) (factor float64) {
 	k := pgSeconds / c.seconds
 	for i := range rollups {
 		if r := &rollups[i]; r.Kind == report.KindDB.String() && r.Route == sh {
 			r.DurationSeconds *= k
 		}
 	}
+	return k
 }
 
 // callsAgree compares shape sh's calls in PostgreSQL and in the rows over

@@ -8,7 +8,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/pgactivity"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
 )
 
@@ -63,5 +65,62 @@ func TestDBTimesCalibrate(t *testing.T) {
 	d.calibrate(m0.Add(time.Minute), late)
 	if late[0].DurationSeconds != 1 {
 		t.Errorf("after missed reads: %v s, want the clients' 1 s", late[0].DurationSeconds)
+	}
+}
+
+// TestDBTimesLive: the live view's DB time of a statement shape is scaled
+// as the newest written minute scaled it (one truth with the history and
+// the bill), an agent's DB rows (by request route) are not, and the
+// minute's own rows stay the clients' until they are written.
+func TestDBTimesLive(t *testing.T) {
+	m0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	clk := &clock{t: m0.Add(90 * time.Second)}
+	s, err := New(Config{Store: StoreNone, DataDir: t.TempDir(), Registerer: prometheus.NewRegistry(), Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(t.Context())
+	d := newDBTimes(prometheus.NewRegistry())
+	s.agg.dbt = d
+	// Minute 12:00 was written with SELECT at a quarter of the spans'.
+	d.observe(m0.Add(100*time.Millisecond), nil)
+	d.observe(m0.Add(time.Minute), []pgactivity.StatementStats{{QueryID: 1, Query: "SELECT pg_sleep($1)", Calls: 10, TotalMs: 250}})
+	d.calibrate(m0, []store.Rollup{{Minute: m0, Tenant: "acme", Route: "SELECT", Kind: "db", Count: 10, DurationSeconds: 1}})
+	if f := d.liveScale("SELECT"); f != 0.25 {
+		t.Fatalf("live factor %v, want 0.25", f)
+	}
+	d.calibrate(m0.Add(-time.Minute), []store.Rollup{{Minute: m0.Add(-time.Minute), Tenant: "acme", Route: "SELECT", Kind: "db", Count: 10, DurationSeconds: 1}})
+	if f := d.liveScale("SELECT"); f != 0.25 {
+		t.Fatalf("an older minute written again changed the live factor to %v", f)
+	}
+	now := clk.Now()
+	for i := range 10 { // ten seconds of 2 s of SELECT and 2 s of an agent's DB time a second
+		at := now.Add(time.Duration(i-10) * time.Second)
+		rep := &report.Report{Source: report.Source{Service: "shop", Instance: "a"}, Seq: uint64(i + 1), Start: at, End: at.Add(time.Second),
+			Rows: []report.Row{
+				{Tenant: "acme", Route: "SELECT", Kind: report.KindDB, Count: 100, Duration: 2 * time.Second},
+				{Tenant: "globex", Route: "GET /cart", Kind: report.KindDB, Count: 100, Duration: 2 * time.Second}}}
+		clk.t = at.Add(time.Second)
+		if _, err := s.Consume(t.Context(), rep, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	clk.t = now.Add(time.Second)
+	snap := s.Snapshot(clk.t, api.MeasureDB, 10)
+	load := map[string]float64{}
+	for _, r := range snap.Tenants {
+		load[r.Tenant] = r.DBLoad
+	}
+	if math.Abs(load["acme"]-0.5) > 0.05 || math.Abs(load["globex"]-2) > 0.2 {
+		t.Errorf("live DB load %v, want acme 0.5 (2 s a second at ×0.25), globex 2 (an agent's, as measured)", load)
+	}
+	var raw float64
+	s.agg.rows(s.minutes.at(now.Add(-5*time.Second).Truncate(time.Minute)), func(k rowKey, a *rowAgg) {
+		if k.tenant == "acme" {
+			raw += a.dur
+		}
+	})
+	if raw == 0 || math.Mod(raw, 2) != 0 {
+		t.Errorf("the open minute's acme row holds %v s, want the spans' (2 s a report)", raw)
 	}
 }

@@ -179,6 +179,7 @@ func newParts(cfg Config) (*Server, error) {
 	if cfg.Postgres != "" && !cfg.OTLPClientDBTime {
 		s.pg.dbt = newDBTimes(cfg.Registerer)
 		s.em.dbt = s.pg.dbt
+		s.agg.dbt = s.pg.dbt
 	}
 	s.feat.pilot.setBudget = func(ctx context.Context, b policy.Budget, del bool, who string) error {
 		_, err := s.SetBudget(ctx, b, del, who)

@@ -56,12 +56,13 @@ func (w *window10) slot(sec int64) int {
 	return w.counts10.slot(sec)
 }
 
-// add adds a row's sums to slot j.
-func (c *counts10) add(j int, row *report.Row) {
+// add adds a row's sums to slot j, db for its DB time (its Duration,
+// or PostgreSQL's measure of its statement shape: dbtime.go).
+func (c *counts10) add(j int, row *report.Row, db float64) {
 	c.ru[j] = finiteSum(c.ru[j], row.RU)
 	switch row.Kind {
 	case report.KindDB:
-		c.db[j] = finiteSum(c.db[j], row.Duration.Seconds())
+		c.db[j] = finiteSum(c.db[j], db)
 	default:
 		c.req[j] += row.Count
 		c.err[j] += row.Errors
