@@ -33,18 +33,7 @@ import (
 // it, its own scheduling included, which on a loaded machine adds
 // milliseconds per statement (see the README).
 func TestNodeBill(t *testing.T) {
-	dsn := testsvc.Postgres(t)
-	node := nodeOrSkip(t)
-	ctx := t.Context()
-	admin, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Close(context.Background()) }) // after the database is dropped
-	if _, err := admin.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
-		t.Fatalf("pg_stat_statements (scripts/services loads it): %v", err)
-	}
-	db, dbDSN := tempDatabase(t, admin, dsn)
+	node, admin, db, dbDSN := billSetup(t)
 	coll, storeURL := startCollector(t)
 	base := startNode(t, node, dbDSN, coll.Addr())
 	turns := []struct {
@@ -94,6 +83,25 @@ func TestNodeBill(t *testing.T) {
 			t.Errorf("%s: RU share %.4f, request share %.4f: more than 5%% apart", tu.tenant, ruShare, reqShare)
 		}
 	}
+}
+
+// billSetup is what the bill tests need: node, a connection to the
+// test server with pg_stat_statements, and a database of the test's own
+// (its name and DSN).
+func billSetup(t *testing.T) (node string, admin *pgx.Conn, db, dbDSN string) {
+	t.Helper()
+	dsn := testsvc.Postgres(t)
+	node = nodeOrSkip(t)
+	admin, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close(context.Background()) }) // after the database is dropped
+	if _, err := admin.Exec(t.Context(), "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
+		t.Fatalf("pg_stat_statements (scripts/services loads it): %v", err)
+	}
+	db, dbDSN = tempDatabase(t, admin, dsn)
+	return node, admin, db, dbDSN
 }
 
 // tempDatabase creates a database of its own for the test (dropped at the
@@ -202,15 +210,8 @@ func costLines(t *testing.T, storeURL string) map[string]collector.CostLine {
 // less than another's (here, the one with a single sender) keeps that
 // difference (3–11% on a loaded 2-core machine).
 func TestNodeBillShortStatements(t *testing.T) {
-	dsn := testsvc.Postgres(t)
-	node := nodeOrSkip(t)
+	node, _, _, dbDSN := billSetup(t)
 	ctx := t.Context()
-	admin, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Close(context.Background()) })
-	_, dbDSN := tempDatabase(t, admin, dsn)
 	// The collector reads pg_stat_statements in the database it samples.
 	dbc, err := pgx.Connect(ctx, dbDSN)
 	if err != nil {
