@@ -113,6 +113,7 @@ type Gate struct {
 	}
 	metrics *metrics
 	log     *slog.Logger
+	bags    bags
 
 	mu   sync.Mutex
 	srvs []*http.Server

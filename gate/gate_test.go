@@ -13,6 +13,7 @@ import (
 	"net/textproto"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -506,4 +507,47 @@ func TestEarlyHints(t *testing.T) {
 	if len(hints) != 1 || hints[0] != "103 </style.css>; rel=preload" || string(b) != "page" {
 		t.Fatalf("hints %q, body %q", hints, b)
 	}
+}
+
+// TestBaggage: the tenant joins the client's own baggage, and requests
+// without any get the tenant and tier alone, each its own.
+func TestBaggage(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, r.Header.Get("Baggage"))
+	}))
+	defer up.Close()
+	s := start(t, up.URL, gate.Config{})
+	for _, c := range []struct{ tenant, tier, in, want string }{
+		{"acme", "T1", "", "tenant.id=acme,tenant.tier=T1"},
+		{"acme", "T2", "", "tenant.id=acme,tenant.tier=T2"},
+		{"globex", "", "", "tenant.id=globex"},
+		{"acme", "T1", "", "tenant.id=acme,tenant.tier=T1"},
+		{"acme", "", "user.id=7", "user.id=7,tenant.id=acme"},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, s.base+"/", nil)
+		req.Header.Set("X-Tenant", c.tenant)
+		if c.tier != "" {
+			req.Header.Set("X-Tier", c.tier)
+		}
+		if c.in != "" {
+			req.Header.Set("Baggage", c.in)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !sameMembers(string(b), c.want) {
+			t.Errorf("%+v: upstream saw baggage %q", c, b)
+		}
+	}
+}
+
+// sameMembers compares two baggage headers as sets of members.
+func sameMembers(a, b string) bool {
+	x, y := strings.Split(a, ","), strings.Split(b, ",")
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
 }
