@@ -171,7 +171,7 @@ func (c *h1Client) exchange(req *http.Request, pc *h1Conn) (*http.Response, erro
 		return nil, err
 	}
 	pc.SetDeadline(time.Now().Add(c.timeout))
-	err := req.Write(pc.w)
+	err := writeRequest(pc.bw, req)
 	if err == nil {
 		err = pc.bw.Flush()
 	}
@@ -288,7 +288,6 @@ type h1Conn struct {
 	lr     io.LimitedReader // bounds the response headers
 	br     *bufio.Reader
 	bw     *bufio.Writer
-	w      headWriter
 	reused bool      // it has answered a request before
 	idleAt time.Time // when it went back to the pool
 }
@@ -298,7 +297,6 @@ func newH1Conn(nc net.Conn) *h1Conn {
 	pc.lr = io.LimitedReader{R: nc, N: 1<<63 - 1}
 	pc.br = bufio.NewReaderSize(&pc.lr, 4<<10)
 	pc.bw = bufio.NewWriterSize(nc, 4<<10)
-	pc.w = headWriter{pc.bw}
 	return pc
 }
 
