@@ -109,3 +109,9 @@ func BenchmarkDirect(b *testing.B) {
 func BenchmarkGate(b *testing.B) {
 	drive(b, benchGate(b, benchUpstream(b), gate.Config{}))
 }
+
+// BenchmarkGateStdTransport is BenchmarkGate with net/http's Transport
+// upstream (Config.StdTransport).
+func BenchmarkGateStdTransport(b *testing.B) {
+	drive(b, benchGate(b, benchUpstream(b), gate.Config{StdTransport: true}))
+}

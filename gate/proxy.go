@@ -101,7 +101,9 @@ func (g *Gate) upstreamError(w http.ResponseWriter, r *http.Request, err error) 
 		return
 	}
 	var ne net.Error
-	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+	var oe *net.OpError
+	dial := errors.As(err, &oe) && oe.Op == "dial" // a dial timeout is "could not be reached"
+	if !dial && (errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())) {
 		if gw != nil {
 			gw.failed = outTimeout
 		}
