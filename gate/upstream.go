@@ -161,6 +161,9 @@ var aLongTimeAgo = time.Unix(1, 0)
 // response's body owns pc from then on; on error pc is closed.
 func (c *h1Client) exchange(req *http.Request, pc *h1Conn) (*http.Response, error) {
 	ctx := req.Context()
+	// The deadline first, then the context's: a request cancelled
+	// meanwhile still finds its deadline passed.
+	pc.SetDeadline(time.Now().Add(c.timeout))
 	stop := context.AfterFunc(ctx, func() { pc.SetDeadline(aLongTimeAgo) })
 	fail := func(err error) (*http.Response, error) {
 		stop()
@@ -170,7 +173,6 @@ func (c *h1Client) exchange(req *http.Request, pc *h1Conn) (*http.Response, erro
 		}
 		return nil, err
 	}
-	pc.SetDeadline(time.Now().Add(c.timeout))
 	err := writeRequest(pc.bw, req)
 	if err == nil {
 		err = pc.bw.Flush()
@@ -183,6 +185,11 @@ func (c *h1Client) exchange(req *http.Request, pc *h1Conn) (*http.Response, erro
 		return fail(err)
 	}
 	pc.SetDeadline(time.Time{})
+	if ctx.Err() != nil {
+		// Cancelled before the deadline was lifted: the AfterFunc's
+		// passed deadline may have been undone.
+		return fail(ctx.Err())
+	}
 	body := &h1Body{c: c, pc: pc, stop: stop, keep: !resp.Close && !req.Close}
 	if resp.Body == http.NoBody {
 		// HEAD, 204, 304, Content-Length: 0: the answer is complete.
