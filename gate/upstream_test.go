@@ -16,6 +16,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/qtop-dev/qtop/agent"
 )
 
 // counted is a loopback upstream that counts the connections made to it.
@@ -420,4 +422,32 @@ func TestPoolSweepsIdle(t *testing.T) {
 			t.Fatal("a connection put back after close stays open")
 		}
 	})
+}
+
+// TestNewPicksClient: the gate's own client for http:// upstreams, net/
+// http's Transport for h2c, https and with StdTransport.
+func TestNewPicksClient(t *testing.T) {
+	for _, c := range []struct {
+		cfg  Config
+		want bool
+	}{
+		{Config{Upstream: &url.URL{Scheme: "http", Host: "127.0.0.1:3000"}}, true},
+		{Config{Upstream: &url.URL{Scheme: "http", Host: "127.0.0.1:3000"}, StdTransport: true}, false},
+		{Config{Upstream: &url.URL{Scheme: "http", Host: "127.0.0.1:3000"}, H2CUpstream: true}, false},
+		{Config{Upstream: &url.URL{Scheme: "https", Host: "127.0.0.1:3000"}}, false},
+	} {
+		a, err := agent.New(agent.WithService("pick"), agent.WithTenant(agent.FromHeader("X-Tenant", "")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := New(a, c.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, own := g.tr.(*h1Client)
+		g.Shutdown(t.Context())
+		if own != c.want {
+			t.Errorf("%+v: own client %v, want %v", c.cfg, own, c.want)
+		}
+	}
 }
