@@ -161,9 +161,6 @@ var aLongTimeAgo = time.Unix(1, 0)
 // response's body owns pc from then on; on error pc is closed.
 func (c *h1Client) exchange(req *http.Request, pc *h1Conn) (*http.Response, error) {
 	ctx := req.Context()
-	// The deadline first, then the context's: a request cancelled
-	// meanwhile still finds its deadline passed.
-	pc.SetDeadline(time.Now().Add(c.timeout))
 	stop := context.AfterFunc(ctx, func() { pc.SetDeadline(aLongTimeAgo) })
 	fail := func(err error) (*http.Response, error) {
 		stop()
@@ -180,14 +177,19 @@ func (c *h1Client) exchange(req *http.Request, pc *h1Conn) (*http.Response, erro
 	if err != nil {
 		return fail(noAnswer("write", err))
 	}
+	// The timeout counts from the end of the request, as net/http's
+	// ResponseHeaderTimeout does. Each deadline set may undo the passed
+	// one of a cancellation just before: the context is checked after.
+	pc.SetReadDeadline(time.Now().Add(c.timeout))
+	if ctx.Err() != nil {
+		return fail(ctx.Err())
+	}
 	resp, err := c.readResponse(req, pc)
 	if err != nil {
 		return fail(err)
 	}
-	pc.SetDeadline(time.Time{})
+	pc.SetReadDeadline(time.Time{})
 	if ctx.Err() != nil {
-		// Cancelled before the deadline was lifted: the AfterFunc's
-		// passed deadline may have been undone.
 		return fail(ctx.Err())
 	}
 	body := &h1Body{c: c, pc: pc, stop: stop, keep: !resp.Close && !req.Close}
