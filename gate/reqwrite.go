@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // writeRequest writes req to w in HTTP/1.1 wire form, as Request.Write
@@ -88,11 +90,11 @@ func headerLine(w *bufio.Writer, k, v string) {
 	w.WriteString("\r\n")
 }
 
-// plainHead reports whether the host, the request URI and the header
-// values are free of control bytes and line breaks, as the server that
-// parsed them leaves them, and the host has no IPv6 zone.
+// plainHead reports whether the host is valid (and has no IPv6 zone),
+// and the request URI and the header values are free of control bytes
+// and line breaks, as the server that parsed them leaves them.
 func plainHead(host, uri string, h http.Header) bool {
-	if host == "" || hasCTL(host) || hasCTL(uri) || strings.IndexByte(host, '%') >= 0 {
+	if !httpguts.ValidHostHeader(host) || strings.IndexByte(host, '%') >= 0 || hasCTL(uri) {
 		return false
 	}
 	for _, vs := range h {
