@@ -22,12 +22,28 @@
 //	...
 //	g.Shutdown(ctx) // drains in-flight requests, then sends the agent's last report
 //
-// The proxy is net/http/httputil.ReverseProxy with a tuned transport:
-// responses of unknown length and event streams (text/event-stream) are
-// flushed as they come, WebSocket and other upgrades pass, hop-by-hop
-// headers are dropped, X-Forwarded-For/Proto/Host are set, clients may
-// speak HTTP/1.1 or h2c, and the upstream HTTP/1.1 with keep-alive (or
-// h2c with Config.H2CUpstream). The tenant goes to the upstream as W3C
+// The proxy is net/http/httputil.ReverseProxy: responses of unknown
+// length and event streams (text/event-stream) are flushed as they come,
+// WebSocket and other upgrades pass, hop-by-hop headers are dropped,
+// X-Forwarded-For/Proto/Host are set, clients may speak HTTP/1.1 or h2c,
+// and the upstream HTTP/1.1 with keep-alive (or h2c with
+// Config.H2CUpstream).
+//
+// Requests to an http:// upstream without a body or with one of known
+// length up to 64 KiB go through the gate's own HTTP/1.1 client, which
+// writes the request and reads the answer on the request's goroutine
+// (net/http's Transport hands each to a writer and a reader goroutine of
+// the connection: a third of the gate's CPU went to that hand-off); everything else —
+// upgrades, Expect: 100-continue, larger or streamed uploads, https and
+// h2c upstreams — goes through net/http's Transport, as every request
+// does with Config.StdTransport. The client keeps up to
+// Config.MaxIdleConnsPerHost connections alive (newest reused first,
+// closed after 90 s idle), gives a connection back only when the answer
+// was read to its end and neither side asked to close it, and sends a
+// GET, HEAD, OPTIONS or TRACE without a body (or a request with an
+// Idempotency-Key) once more on a new connection when a kept-alive one
+// turns out closed before any byte of the answer; before any other
+// request it checks that the kept-alive connection is still open. The tenant goes to the upstream as W3C
 // baggage (tenant.id, tenant.tier), which OpenTelemetry instrumentation
 // of the service picks up. An upstream that cannot be reached answers
 // 502, one that does not answer within Config.Timeout 504, each with a

@@ -4,13 +4,18 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
+	"net/textproto"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +24,7 @@ import (
 
 	"github.com/qtop-dev/qtop/agent"
 	"github.com/qtop-dev/qtop/api"
+	"github.com/qtop-dev/qtop/enforce"
 	"github.com/qtop-dev/qtop/gate"
 	"github.com/qtop-dev/qtop/internal/collector"
 	"github.com/qtop-dev/qtop/policy"
@@ -417,4 +423,131 @@ func TestQueueDropIs503(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
 		t.Fatalf("%d Retry-After=%q", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
+}
+
+// TestConcurrentRequests: many clients at once through the gate's
+// upstream client, each answer the right one, small bodies sent up, the
+// upstream's connections reused (run with -race).
+func TestConcurrentRequests(t *testing.T) {
+	var conns atomic.Int32
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		io.WriteString(w, r.Method+" "+r.URL.Path+" "+string(b))
+	}))
+	up.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	up.Start()
+	defer up.Close()
+	plans := map[string]enforce.Plan{"big": {Limit: enforce.Limit{RUPerSecond: 1e9, Burst: 1e9}, Weight: 1}}
+	s := start(t, up.URL, gate.Config{MaxIdleConnsPerHost: 8}, agent.WithPlans(plans, func(string) string { return "big" }))
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 8}}
+	defer c.CloseIdleConnections()
+	const clients, each = 8, 40
+	errs := make(chan error, clients)
+	for i := range clients {
+		go func() {
+			for j := range each {
+				method, body, want := http.MethodGet, "", fmt.Sprintf("GET /c%d/%d ", i, j)
+				if j%3 == 0 {
+					method, body, want = http.MethodPost, fmt.Sprintf("body %d", j), fmt.Sprintf("POST /c%d/%d body %d", i, j, j)
+				}
+				req, _ := http.NewRequest(method, fmt.Sprintf("%s/c%d/%d", s.base, i, j), strings.NewReader(body))
+				req.Header.Set("X-Tenant", "acme")
+				resp, err := c.Do(req)
+				if err != nil {
+					errs <- err
+					return
+				}
+				b, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err != nil || resp.StatusCode != 200 || string(b) != want {
+					errs <- fmt.Errorf("%s: %d %q %v, want %q", req.URL.Path, resp.StatusCode, b, err, want)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range clients {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := conns.Load(); n > clients {
+		t.Fatalf("%d upstream connections for %d clients: kept-alive ones not reused", n, clients)
+	}
+}
+
+// TestEarlyHints: a 103 from the upstream reaches the client before the
+// final answer.
+func TestEarlyHints(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Link", "</style.css>; rel=preload")
+		w.WriteHeader(http.StatusEarlyHints)
+		io.WriteString(w, "page")
+	}))
+	defer up.Close()
+	s := start(t, up.URL, gate.Config{})
+	var hints []string
+	trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, h textproto.MIMEHeader) error {
+		hints = append(hints, fmt.Sprint(code, " ", h.Get("Link")))
+		return nil
+	}}
+	req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(t.Context(), trace), http.MethodGet, s.base+"/", nil)
+	req.Header.Set("X-Tenant", "acme")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if len(hints) != 1 || hints[0] != "103 </style.css>; rel=preload" || string(b) != "page" {
+		t.Fatalf("hints %q, body %q", hints, b)
+	}
+}
+
+// TestBaggage: the tenant joins the client's own baggage, and requests
+// without any get the tenant and tier alone, each its own.
+func TestBaggage(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, r.Header.Get("Baggage"))
+	}))
+	defer up.Close()
+	s := start(t, up.URL, gate.Config{})
+	for _, c := range []struct{ tenant, tier, in, want string }{
+		{"acme", "T1", "", "tenant.id=acme,tenant.tier=T1"},
+		{"acme", "T2", "", "tenant.id=acme,tenant.tier=T2"},
+		{"globex", "", "", "tenant.id=globex"},
+		{"acme", "T1", "", "tenant.id=acme,tenant.tier=T1"},
+		{"acme", "", "user.id=7", "user.id=7,tenant.id=acme"},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, s.base+"/", nil)
+		req.Header.Set("X-Tenant", c.tenant)
+		if c.tier != "" {
+			req.Header.Set("X-Tier", c.tier)
+		}
+		if c.in != "" {
+			req.Header.Set("Baggage", c.in)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !sameMembers(string(b), c.want) {
+			t.Errorf("%+v: upstream saw baggage %q", c, b)
+		}
+	}
+}
+
+// sameMembers compares two baggage headers as sets of members.
+func sameMembers(a, b string) bool {
+	x, y := strings.Split(a, ","), strings.Split(b, ",")
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(x, y)
 }

@@ -1,6 +1,7 @@
-// Command gateload puts qtop's gate, a bare httputil.ReverseProxy and nginx
-// (proxy_pass) in front of the same upstream, one after the other in one
-// run, and drives each (and the upstream directly) at a fixed offered rate
+// Command gateload puts qtop's gate (also as gate-std, with net/http's
+// Transport upstream; -gate-std=false leaves it out), a bare
+// httputil.ReverseProxy and nginx (proxy_pass) in front of the same
+// upstream, one after the other in one run, and drives each (and the upstream directly) at a fixed offered rate
 // over keep-alive connections, open loop: every request has its scheduled
 // send time, and its latency counts from then, so a proxy that falls behind
 // is charged for the queue it causes. It prints, per target, the latency
@@ -34,6 +35,7 @@ type options struct {
 	repo, gate, nginx string
 	runs              int
 	profile           string
+	gateStd           bool
 }
 
 func main() {
@@ -49,6 +51,7 @@ func main() {
 	flag.StringVar(&o.gate, "gate", "", "a gate binary (default: built from -repo)")
 	flag.StringVar(&o.nginx, "nginx", "", "the nginx binary (default: nginx on PATH or /usr/sbin/nginx; none: skip)")
 	flag.IntVar(&o.runs, "runs", 1, "rounds over all targets")
+	flag.BoolVar(&o.gateStd, "gate-std", true, "also load the gate with --std-transport (net/http's Transport upstream) as gate-std")
 	flag.StringVar(&o.profile, "gate-pprof", "", "write a 5 s CPU profile of the gate under load to this file")
 	flag.Parse()
 	if err := run(o); err != nil {

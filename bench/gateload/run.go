@@ -39,11 +39,15 @@ func run(o options) error {
 		fmt.Printf("\nround %d: %d req/s offered over %d connections, %v measured after %v warm-up, GOMAXPROCS of each Go proxy = %d cores\n",
 			round, o.rate, o.conns, o.duration, o.warmup, numCPU())
 		targets := []target{{name: "direct", addr: up}}
-		for _, mk := range []func() (target, error){
+		mks := []func() (target, error){
 			func() (target, error) { return startBare(upURL) },
-			func() (target, error) { return startGate(gateBin, upURL, tmp) },
-			func() (target, error) { return startNginx(nginxBin, up, tmp) },
-		} {
+			func() (target, error) { return startGate(gateBin, upURL, tmp, "gate") },
+		}
+		if o.gateStd {
+			mks = append(mks, func() (target, error) { return startGate(gateBin, upURL, tmp, "gate-std", "--std-transport") })
+		}
+		mks = append(mks, func() (target, error) { return startNginx(nginxBin, up, tmp) })
+		for _, mk := range mks {
 			t, err := mk()
 			if err != nil {
 				return err
@@ -151,13 +155,19 @@ func buildGate(o options, tmp string) (string, error) {
 // gatePprof is where the gate serves its profiles during the run.
 var gatePprof string
 
-func startGate(bin, up, tmp string) (target, error) {
+// startGate runs the gate binary as name with extra flags; the one named
+// "gate" serves profiles.
+func startGate(bin, up, tmp, name string, extra ...string) (target, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return target{}, err
 	}
-	if gatePprof, err = freeAddr(); err != nil {
+	pprofAddr, err := freeAddr()
+	if err != nil {
 		return target{}, err
+	}
+	if name == "gate" {
+		gatePprof = pprofAddr
 	}
 	plans := filepath.Join(tmp, "plans.json")
 	// One tenant with a limit far above the offered load: the bucket is
@@ -166,8 +176,9 @@ func startGate(bin, up, tmp string) (target, error) {
 	if err != nil {
 		return target{}, err
 	}
-	return startChild("gate", addr, exec.Command(bin, "--listen", addr, "--upstream", up, "--service", "bench",
-		"--tenant", "header", "--plans", plans, "--log-level", "warn", "--pprof", gatePprof))
+	args := append([]string{"--listen", addr, "--upstream", up, "--service", "bench",
+		"--tenant", "header", "--plans", plans, "--log-level", "warn", "--pprof", pprofAddr}, extra...)
+	return startChild(name, addr, exec.Command(bin, args...))
 }
 
 func findNginx(flagged string) string {

@@ -43,6 +43,10 @@ func TestFlags(t *testing.T) {
 			t.Errorf("%v: %d %q, want %q", c.args, code, errb.String(), c.want)
 		}
 	}
+	t.Setenv("QTOP_GATE_STD_TRANSPORT", "true")
+	if f, err := parse(nil, &errb); err != nil || !f.stdTransport {
+		t.Errorf("$QTOP_GATE_STD_TRANSPORT=true: %v %v", f.stdTransport, err)
+	}
 	t.Setenv("QTOP_GATE_SLOTS", "many")
 	errb.Reset()
 	if code := run(nil, &out, &errb, nil); code != 2 || !strings.Contains(errb.String(), `$QTOP_GATE_SLOTS="many": want an integer`) {
