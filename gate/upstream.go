@@ -2,6 +2,7 @@ package gate
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -175,6 +176,12 @@ func (c *h1Client) exchange(req *http.Request, pc *h1Conn) (*http.Response, erro
 		err = pc.bw.Flush()
 	}
 	if err != nil {
+		if resp, rerr := c.earlyAnswer(req, pc); rerr == nil {
+			// The answer is read whole into memory: the connection is
+			// broken, so nothing may stream from it later.
+			stop()
+			return resp, nil
+		}
 		return fail(noAnswer("write", err))
 	}
 	// The timeout counts from the end of the request, as net/http's
@@ -201,6 +208,37 @@ func (c *h1Client) exchange(req *http.Request, pc *h1Conn) (*http.Response, erro
 	body.body, resp.Body = resp.Body, body
 	return resp, nil
 }
+
+// earlyAnswer is the response an upstream sent before it stopped reading
+// req's body (a 413 from the headers, then a close): what net/http's
+// Transport, reading while it writes, would pass on. The body is read
+// whole within a short deadline, up to maxEarlyBody, and pc is closed.
+func (c *h1Client) earlyAnswer(req *http.Request, pc *h1Conn) (*http.Response, error) {
+	defer pc.Close()
+	if req.ContentLength <= 0 {
+		return nil, errNoAnswer
+	}
+	pc.SetReadDeadline(time.Now().Add(min(c.timeout, earlyAnswerWait)))
+	resp, err := c.readResponse(req, pc)
+	if err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, maxEarlyBody+1))
+	resp.Body.Close()
+	if err != nil || len(b) > maxEarlyBody {
+		return nil, errNoAnswer
+	}
+	resp.Body, resp.Close, resp.ContentLength = io.NopCloser(bytes.NewReader(b)), true, int64(len(b))
+	resp.Header.Del("Transfer-Encoding")
+	resp.TransferEncoding = nil
+	return resp, nil
+}
+
+// earlyAnswerWait and maxEarlyBody bound earlyAnswer.
+const (
+	earlyAnswerWait = time.Second
+	maxEarlyBody    = 64 << 10
+)
 
 // readResponse reads the final response to req from pc, passing 1xx
 // answers to the request's httptrace.ClientTrace (ReverseProxy's forwards
