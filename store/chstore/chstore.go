@@ -83,6 +83,9 @@ type Store struct {
 	mu     sync.Mutex
 	closed bool
 
+	sumMu   sync.Mutex
+	lastSum time.Time // when WriteRollups last looked for hours to sum
+
 	rowsWritten *prometheus.CounterVec
 	writeErrors *prometheus.CounterVec
 	writeTime   prometheus.Histogram
@@ -104,6 +107,11 @@ type config struct {
 	mode         Mode
 	asyncInsert  bool
 	tls          *tls.Config
+	// now is the clock of the sums of closed hours (sums.go): it decides
+	// when an hour is closed and tags writes and generations; tests set it.
+	now       func() time.Time
+	sumMargin time.Duration
+	sumEvery  time.Duration
 }
 
 // Option configures Open.
@@ -178,7 +186,7 @@ func WithMaxConns(n int) Option { return func(c *config) { c.maxConns = n } }
 // list several nodes of a cluster, comma-separated: they are tried in
 // order, so the store moves to the next node when one is down.
 func Open(ctx context.Context, addr, database string, opts ...Option) (*Store, error) {
-	cfg := config{dialTimeout: 10 * time.Second, maxConns: 8, user: "default"}
+	cfg := config{dialTimeout: 10 * time.Second, maxConns: 8, user: "default", now: time.Now, sumMargin: sumMargin, sumEvery: sumEvery}
 	for _, o := range opts {
 		o(&cfg)
 	}

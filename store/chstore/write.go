@@ -167,7 +167,9 @@ func appendArray[T uint16 | uint64](col driver.BatchColumn, block column.Interfa
 	return arr.Decode(proto.NewReader(bytes.NewReader(wire)), len(c.ends))
 }
 
-// WriteRollups implements store.Store. Rows are appended column by column.
+// WriteRollups implements store.Store. Rows are appended column by column;
+// then each hour written is marked, so its sums are recomputed, and at most
+// once a minute the closed hours due are summed (sums.go).
 func (s *Store) WriteRollups(ctx context.Context, rows []store.Rollup) error {
 	if err := store.ValidateRollups(rows); err != nil || len(rows) == 0 {
 		return err
@@ -177,10 +179,17 @@ func (s *Store) WriteRollups(ctx context.Context, rows []store.Rollup) error {
 	c.fill(rows)
 	err := s.send(ctx, TableRollups, rollupColumns, []any{c.minute, c.writer, c.version, c.service, c.tenant, c.route, c.tier, c.kind,
 		c.count, c.errs, c.dur, c.ru, c.bytes, c.nrows, c.ass, flatArray[uint16]{c.ends, c.idxBuf}, flatArray[uint64]{c.ends, c.cntBuf}})
-	if err == nil {
-		s.rowsWritten.WithLabelValues(TableRollups).Add(float64(len(rows)))
+	if err != nil {
+		return err
 	}
-	return err
+	s.rowsWritten.WithLabelValues(TableRollups).Add(float64(len(rows)))
+	// The hours written are marked after the rows are stored, so sums
+	// computed before the rows were visible never count (sums.go).
+	if err := s.markWritten(ctx, rows); err != nil {
+		return err
+	}
+	s.maybeSum(ctx)
+	return nil
 }
 
 // WriteHotKeys implements store.Store.
