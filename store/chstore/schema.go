@@ -132,7 +132,7 @@ const (
 	// minute, by tenant and route, each computation tagged with a
 	// generation, and the marks that say which generation of an hour is
 	// complete and when rollups were last written into it.
-	TableSums = "rollups_sums"
+	TableSums       = "rollups_sums"
 	TableMigrations = "schema_migrations"
 	DistSuffix      = "_dist"
 )

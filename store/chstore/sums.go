@@ -238,7 +238,9 @@ LIMIT %d`, s.schema.target(TableSums), sumSummed, sumWritten, clampUnix(closed),
 	return hours, rows.Err()
 }
 
-func sameUTCDay(a, b time.Time) bool { return a.Truncate(24 * time.Hour).Equal(b.Truncate(24 * time.Hour)) }
+func sameUTCDay(a, b time.Time) bool {
+	return a.Truncate(24 * time.Hour).Equal(b.Truncate(24 * time.Hour))
+}
 
 // computeSums reads the latest rollups of the spans (whole hours) and
 // returns their sums per minute and per hour, by tenant and route. On a
@@ -250,7 +252,7 @@ FROM (%s)
 GROUP BY minute, tenant, route`, usageMeasures, s.latestRows(minutesIn(spans)))
 	if s.schema.replicated() {
 		ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
-			"max_replica_delay_for_distributed_queries":         int(s.cfg.sumMargin / time.Second),
+			"max_replica_delay_for_distributed_queries":          int(s.cfg.sumMargin / time.Second),
 			"fallback_to_stale_replicas_for_distributed_queries": 0,
 		}))
 	}
