@@ -174,22 +174,28 @@ func (s *Store) WriteRollups(ctx context.Context, rows []store.Rollup) error {
 	if err := store.ValidateRollups(rows); err != nil || len(rows) == 0 {
 		return err
 	}
-	c := colPool.Get().(*rollupCols)
-	defer c.release()
-	c.fill(rows)
-	err := s.send(ctx, TableRollups, rollupColumns, []any{c.minute, c.writer, c.version, c.service, c.tenant, c.route, c.tier, c.kind,
-		c.count, c.errs, c.dur, c.ru, c.bytes, c.nrows, c.ass, flatArray[uint16]{c.ends, c.idxBuf}, flatArray[uint64]{c.ends, c.cntBuf}})
-	if err != nil {
+	if err := s.insertRollups(ctx, rows); err != nil {
 		return err
 	}
-	s.rowsWritten.WithLabelValues(TableRollups).Add(float64(len(rows)))
 	// The hours written are marked after the rows are stored, so sums
-	// computed before the rows were visible never count (sums.go).
+	// computed before the rows were visible never count.
 	if err := s.markWritten(ctx, rows); err != nil {
 		return err
 	}
 	s.maybeSum(ctx)
 	return nil
+}
+
+func (s *Store) insertRollups(ctx context.Context, rows []store.Rollup) error {
+	c := colPool.Get().(*rollupCols)
+	defer c.release()
+	c.fill(rows)
+	err := s.send(ctx, TableRollups, rollupColumns, []any{c.minute, c.writer, c.version, c.service, c.tenant, c.route, c.tier, c.kind,
+		c.count, c.errs, c.dur, c.ru, c.bytes, c.nrows, c.ass, flatArray[uint16]{c.ends, c.idxBuf}, flatArray[uint64]{c.ends, c.cntBuf}})
+	if err == nil {
+		s.rowsWritten.WithLabelValues(TableRollups).Add(float64(len(rows)))
+	}
+	return err
 }
 
 // WriteHotKeys implements store.Store.
