@@ -477,10 +477,6 @@ func firstLine(q string) string {
 	return q
 }
 
-func (s *Store) hasColumn(ctx context.Context, table, column string) (bool, error) {
-	return hasColumn(ctx, s.conn, s.schema.Database, table, column)
-}
-
 func hasColumn(ctx context.Context, conn driver.Conn, database, table, column string) (bool, error) {
 	var n uint64
 	err := conn.QueryRow(ctx, "SELECT count() FROM system.columns WHERE database = ? AND table = ? AND name = ?",

@@ -115,7 +115,7 @@ func TestMigrationAddsColumn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if has, _ := v1.hasColumn(ctx, TableRollups, "active_session_seconds"); has {
+	if has, _ := hasColumn(ctx, v1.conn, v1.schema.Database, TableRollups, "active_session_seconds"); has {
 		t.Fatal("schema version 1 already has the column")
 	}
 	// Written at version 1: the column list has no active_session_seconds.

@@ -51,7 +51,7 @@ func (s *Store) DeleteTenant(ctx context.Context, tenantName string) error {
 		return err
 	}
 	sc := s.schema
-	hours, err := s.tenantHours(ctx, tenantName)
+	hours, err := tenantHours(ctx, s, tenantName)
 	if err != nil {
 		return err
 	}
@@ -74,7 +74,7 @@ func (s *Store) DeleteTenant(ctx context.Context, tenantName string) error {
 	// A computation that read the tenant's rows before they were deleted
 	// may write its sums after: the hours are marked written, so no sums
 	// computed before now count, and they are summed again.
-	if err := s.markHours(ctx, hours); err != nil {
+	if err := markHours(ctx, s, hours); err != nil {
 		return fmt.Errorf("chstore: delete tenant: %w", err)
 	}
 	return nil
@@ -82,7 +82,7 @@ func (s *Store) DeleteTenant(ctx context.Context, tenantName string) error {
 
 // tenantHours returns the hours that hold the tenant's rollups (the
 // sorting key's prefix: a read of the tenant's rows only).
-func (s *Store) tenantHours(ctx context.Context, tenantName string) ([]time.Time, error) {
+func tenantHours(ctx context.Context, s *Store, tenantName string) ([]time.Time, error) {
 	rows, err := s.conn.Query(ctx, fmt.Sprintf("SELECT DISTINCT toStartOfHour(minute) FROM %s WHERE tenant = ?", s.schema.target(TableRollups)), tenantName)
 	if err != nil {
 		return nil, fmt.Errorf("chstore: delete tenant: hours: %w", err)

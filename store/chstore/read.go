@@ -54,7 +54,7 @@ func (s *Store) Usage(ctx context.Context, from, to time.Time, byRoute bool) ([]
 	if !from.Before(to) {
 		return nil, nil
 	}
-	gens, err := s.summedHours(ctx, from.Truncate(time.Hour), to)
+	gens, err := summedHours(ctx, s, from.Truncate(time.Hour), to)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +104,7 @@ ORDER BY tenant, r`, route, s.schema.target(TableSums), from.Truncate(time.Hour)
     %s
 FROM (%s)
 GROUP BY tenant, r
-ORDER BY tenant, r`, route, usageMeasures, s.latestRows(minutesIn(rest)))
+ORDER BY tenant, r`, route, usageMeasures, latestRows(s, minutesIn(rest)))
 		// Many hours not summed (after an erasure, say) spill to disk
 		// rather than hold every key in memory.
 		ctx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"max_bytes_before_external_group_by": 1 << 30}))
@@ -124,7 +124,7 @@ type hourGen struct {
 // summedHours returns the hours in [from, to) whose sums count, oldest
 // first, each with its newest complete generation: one newer than the
 // hour's last write by more than sumMargin.
-func (s *Store) summedHours(ctx context.Context, from, to time.Time) ([]hourGen, error) {
+func summedHours(ctx context.Context, s *Store, from, to time.Time) ([]hourGen, error) {
 	q := fmt.Sprintf(`SELECT hour, maxIf(gen, kind = %d) AS g FROM %s
 WHERE kind IN (%d, %d) AND hour >= toDateTime(%d) AND hour < toDateTime(%d)
 GROUP BY hour

@@ -74,7 +74,7 @@ func (s *Store) Retain(ctx context.Context, before time.Time) (store.RetainResul
 	for h := day; h.Before(before); h = h.Add(time.Hour) {
 		hours = append(hours, h)
 	}
-	if err := s.markHours(ctx, hours); err != nil {
+	if err := markHours(ctx, s, hours); err != nil {
 		return res, fmt.Errorf("chstore: retain: %w", err)
 	}
 	return res, nil

@@ -68,7 +68,7 @@ const usageMeasures = `sumIf(c, kind IN ('request', 'job')),
 // latestRows is the latest version of each rollup key in the given
 // minutes, by argMax over the key: multi-threaded, unlike FINAL on 18.16.
 // Two rows of one key and version are the same write retried.
-func (s *Store) latestRows(where string) string {
+func latestRows(s *Store, where string) string {
 	return fmt.Sprintf(`SELECT minute, tenant, route, kind,
         argMax(count, version) AS c, argMax(errors, version) AS e, argMax(duration_seconds, version) AS d,
         argMax(active_session_seconds, version) AS a, argMax(ru, version) AS u, argMax(bytes, version) AS b
@@ -91,7 +91,7 @@ func minutesIn(spans []span) string {
 
 // markWritten notes that rows were written into the hours of rows, at the
 // store's clock now that the insert has returned.
-func (s *Store) markWritten(ctx context.Context, rows []store.Rollup) error {
+func markWritten(ctx context.Context, s *Store, rows []store.Rollup) error {
 	var hours []time.Time
 	for i := range rows {
 		h := rows[i].Minute.UTC().Truncate(time.Hour)
@@ -99,11 +99,11 @@ func (s *Store) markWritten(ctx context.Context, rows []store.Rollup) error {
 			hours = append(hours, h)
 		}
 	}
-	return s.markHours(ctx, hours)
+	return markHours(ctx, s, hours)
 }
 
 // markHours adds a written mark to each hour, at the store's clock.
-func (s *Store) markHours(ctx context.Context, hours []time.Time) error {
+func markHours(ctx context.Context, s *Store, hours []time.Time) error {
 	if len(hours) == 0 {
 		return nil
 	}
@@ -112,7 +112,7 @@ func (s *Store) markHours(ctx context.Context, hours []time.Time) error {
 	for _, h := range hours {
 		sums = append(sums, sumRow{kind: sumWritten, hour: h, minute: h})
 	}
-	return s.writeSums(ctx, sums, gen)
+	return writeSums(ctx, s, sums, gen)
 }
 
 // sumRow is one row of TableSums.
@@ -127,7 +127,7 @@ type sumRow struct {
 var sumColumns = []string{"kind", "hour", "gen", "minute", "tenant", "route", "requests", "errors", "duration_seconds", "db_seconds", "ru", "bytes"}
 
 // writeSums inserts rows in one batch, every one at generation gen.
-func (s *Store) writeSums(ctx context.Context, rows []sumRow, gen uint64) error {
+func writeSums(ctx context.Context, s *Store, rows []sumRow, gen uint64) error {
 	n := len(rows)
 	kind, hour, minute, gens := make([]uint8, n), make([]time.Time, n), make([]time.Time, n), make([]uint64, n)
 	tenant, route := make([]string, n), make([]string, n)
@@ -143,7 +143,7 @@ func (s *Store) writeSums(ctx context.Context, rows []sumRow, gen uint64) error 
 // maybeSum sums due hours, one round, at most every sumEvery; WriteRollups
 // calls it after a write. A failure is logged: the rows are stored, and
 // reads fall back to them until a later round sums the hour.
-func (s *Store) maybeSum(ctx context.Context) {
+func maybeSum(ctx context.Context, s *Store) {
 	now := s.cfg.now()
 	s.sumMu.Lock()
 	due := s.lastSum.IsZero() || now.Sub(s.lastSum) >= s.cfg.sumEvery
@@ -154,7 +154,7 @@ func (s *Store) maybeSum(ctx context.Context) {
 	if !due {
 		return
 	}
-	if _, err := s.sumRound(ctx); err != nil {
+	if _, err := sumRound(ctx, s); err != nil {
 		s.cfg.log.Warn("chstore: summing closed hours failed; reads use the rollups meanwhile", "err", err)
 	}
 }
@@ -171,7 +171,7 @@ func (s *Store) SumHours(ctx context.Context) (int, error) {
 	}
 	total := 0
 	for {
-		n, err := s.sumRound(ctx)
+		n, err := sumRound(ctx, s)
 		total += n
 		if err != nil || n == 0 {
 			return total, err
@@ -181,9 +181,9 @@ func (s *Store) SumHours(ctx context.Context) (int, error) {
 
 // sumRound sums the newest due hour and the other due hours of its day,
 // at most sumHoursPerRound, and returns how many.
-func (s *Store) sumRound(ctx context.Context) (int, error) {
+func sumRound(ctx context.Context, s *Store) (int, error) {
 	now := s.cfg.now()
-	hours, err := s.dueHours(ctx, now)
+	hours, err := dueHours(ctx, s, now)
 	if err != nil || len(hours) == 0 {
 		return 0, err
 	}
@@ -192,14 +192,14 @@ func (s *Store) sumRound(ctx context.Context) (int, error) {
 	for _, h := range hours {
 		spans = append(spans, span{h, h.Add(time.Hour)})
 	}
-	rows, err := s.computeSums(ctx, spans)
+	rows, err := computeSums(ctx, s, spans)
 	if err != nil {
 		return 0, err
 	}
 	for _, h := range hours {
 		rows = append(rows, sumRow{kind: sumSummed, hour: h, minute: h})
 	}
-	if err := s.writeSums(ctx, rows, gen); err != nil {
+	if err := writeSums(ctx, s, rows, gen); err != nil {
 		return 0, fmt.Errorf("chstore: sum hours: %w", err)
 	}
 	return len(hours), nil
@@ -208,7 +208,7 @@ func (s *Store) sumRound(ctx context.Context) (int, error) {
 // dueHours returns the hours to sum now: closed, unwritten for
 // sumMargin, and without a generation newer than their last write by
 // sumMargin; the newest and the others of its day.
-func (s *Store) dueHours(ctx context.Context, now time.Time) ([]time.Time, error) {
+func dueHours(ctx context.Context, s *Store, now time.Time) ([]time.Time, error) {
 	closed := now.Add(-sumGrace - time.Hour)
 	settled := uint64(now.Add(-s.cfg.sumMargin).UnixNano())
 	q := fmt.Sprintf(`SELECT hour FROM %s
@@ -245,11 +245,11 @@ func sameUTCDay(a, b time.Time) bool {
 // computeSums reads the latest rollups of the spans (whole hours) and
 // returns their sums per minute and per hour, by tenant and route. On a
 // replicated cluster it reads only replicas at most sumMargin behind.
-func (s *Store) computeSums(ctx context.Context, spans []span) ([]sumRow, error) {
+func computeSums(ctx context.Context, s *Store, spans []span) ([]sumRow, error) {
 	q := fmt.Sprintf(`SELECT minute, tenant, route,
     %s
 FROM (%s)
-GROUP BY minute, tenant, route`, usageMeasures, s.latestRows(minutesIn(spans)))
+GROUP BY minute, tenant, route`, usageMeasures, latestRows(s, minutesIn(spans)))
 	if s.schema.replicated() {
 		ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{
 			"max_replica_delay_for_distributed_queries":          int(s.cfg.sumMargin / time.Second),

@@ -98,7 +98,7 @@ func (f *sumsFixture) write(rows ...store.Rollup) {
 	f.t.Helper()
 	write := f.s.WriteRollups
 	if f.rec == nil { // a store before the sums: rows only
-		write = f.s.insertRollups
+		write = func(ctx context.Context, rows []store.Rollup) error { return insertRollups(ctx, f.s, rows) }
 	}
 	if err := write(context.Background(), rows); err != nil {
 		f.t.Fatal(err)

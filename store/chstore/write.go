@@ -174,19 +174,19 @@ func (s *Store) WriteRollups(ctx context.Context, rows []store.Rollup) error {
 	if err := store.ValidateRollups(rows); err != nil || len(rows) == 0 {
 		return err
 	}
-	if err := s.insertRollups(ctx, rows); err != nil {
+	if err := insertRollups(ctx, s, rows); err != nil {
 		return err
 	}
 	// The hours written are marked after the rows are stored, so sums
 	// computed before the rows were visible never count.
-	if err := s.markWritten(ctx, rows); err != nil {
+	if err := markWritten(ctx, s, rows); err != nil {
 		return err
 	}
-	s.maybeSum(ctx)
+	maybeSum(ctx, s)
 	return nil
 }
 
-func (s *Store) insertRollups(ctx context.Context, rows []store.Rollup) error {
+func insertRollups(ctx context.Context, s *Store, rows []store.Rollup) error {
 	c := colPool.Get().(*rollupCols)
 	defer c.release()
 	c.fill(rows)
