@@ -33,6 +33,21 @@
 // and the window, and reads take the latest version of each key (FINAL)
 // before summing across writers, so a repeated write never doubles a figure.
 //
+// The cost report (Usage) reads no FINAL: once an hour is closed (two
+// minutes after its end, unwritten for 30 s) the store sums it into
+// rollups_sums — per hour and per minute, by tenant and route, each
+// computation a generation — in the first WriteRollups a minute after, or
+// when SumHours is called. Usage takes the whole hours of its range from
+// the hourly sums, the hours it starts or ends inside from the minute
+// sums, and only the rest (the hour in progress, hours written again
+// since they were summed) from the rollups, the latest version of each key
+// by argMax. Every write marks the hours it wrote, so a late row or a
+// replayed spool makes its hour's sums stale until it is summed again
+// (reads meanwhile take its rollups); Retain drops the sums with their
+// days and DeleteTenant erases the tenant's sums and has its hours summed
+// again. On 7 days × 10,000 tenants (42 M rollups) the report went from
+// 97–155 s to the figures in bench/README.md ("Reads that use the key").
+//
 // A batch is one INSERT, appended column by column; the latency arrays go
 // in whole, decoded from their wire form, as clickhouse-go would otherwise
 // box every element. On ClickHouse 18.16 the server's part write dominates

@@ -42,10 +42,10 @@ func clampUnix(t time.Time) int64 {
 	return u
 }
 
-// Usage implements store.Store: the sums of the closed hours in range
-// (whole hours from their hourly sums, the hours the range starts or ends
-// inside from their minute sums) and the latest rollups of the other
-// minutes (sums.go).
+// Usage implements store.Store: the sums of the closed hours and days in
+// range (whole days from their daily sums, whole hours from their hourly
+// sums, the hours the range starts or ends inside from their minute sums)
+// and the latest rollups of the other minutes (sums.go).
 func (s *Store) Usage(ctx context.Context, from, to time.Time, byRoute bool) ([]store.Usage, error) {
 	if err := s.check(); err != nil {
 		return nil, err
@@ -54,7 +54,7 @@ func (s *Store) Usage(ctx context.Context, from, to time.Time, byRoute bool) ([]
 	if !from.Before(to) {
 		return nil, nil
 	}
-	gens, err := summedHours(ctx, s, from.Truncate(time.Hour), to)
+	p, err := planUsage(ctx, s, from, to)
 	if err != nil {
 		return nil, err
 	}
@@ -63,48 +63,22 @@ func (s *Store) Usage(ctx context.Context, from, to time.Time, byRoute bool) ([]
 		route = "route"
 	}
 	acc := usageSums{}
-	var whole, part []string
-	var rest []span
-	at := from
-	for _, g := range gens {
-		if g.hour.After(at) {
-			rest = append(rest, span{at, g.hour})
-		}
-		end := g.hour.Add(time.Hour)
-		key := fmt.Sprintf("(%d, %d)", g.hour.Unix(), g.gen)
-		if !g.hour.Before(from) && !end.After(to) {
-			whole = append(whole, key)
-		} else {
-			part = append(part, key)
-		}
-		at = end
-	}
-	if at.Before(to) {
-		rest = append(rest, span{at, to})
-	}
-	if len(whole)+len(part) > 0 {
-		var or []string
-		if len(whole) > 0 {
-			or = append(or, fmt.Sprintf("kind = %d AND (toUInt32(hour), gen) IN (%s)", sumHour, strings.Join(whole, ", ")))
-		}
-		if len(part) > 0 {
-			or = append(or, fmt.Sprintf("kind = %d AND (toUInt32(hour), gen) IN (%s) AND %s", sumMinute, strings.Join(part, ", "), timeRange(from, to)))
-		}
+	if where := p.sumsWhere(from, to); where != "" {
 		q := fmt.Sprintf(`SELECT tenant, %s AS r, sum(requests), sum(errors), sum(duration_seconds), sum(db_seconds), sum(ru), sum(bytes)
 FROM %s
 WHERE hour >= toDateTime(%d) AND hour < toDateTime(%d) AND (%s)
 GROUP BY tenant, r
-ORDER BY tenant, r`, route, s.schema.target(TableSums), from.Truncate(time.Hour).Unix(), to.Unix(), strings.Join(or, " OR "))
+ORDER BY tenant, r`, route, s.schema.target(TableSums), from.Truncate(time.Hour).Unix(), to.Unix(), where)
 		if err := acc.add(s.conn.Query(ctx, q)); err != nil {
 			return nil, err
 		}
 	}
-	if len(rest) > 0 {
+	if len(p.rest) > 0 {
 		q := fmt.Sprintf(`SELECT tenant, %s AS r,
     %s
 FROM (%s)
 GROUP BY tenant, r
-ORDER BY tenant, r`, route, usageMeasures, latestRows(s, minutesIn(rest)))
+ORDER BY tenant, r`, route, usageMeasures, latestRows(s, minutesIn(p.rest)))
 		// Many hours not summed (after an erasure, say) spill to disk
 		// rather than hold every key in memory.
 		ctx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"max_bytes_before_external_group_by": 1 << 30}))
@@ -115,7 +89,75 @@ ORDER BY tenant, r`, route, usageMeasures, latestRows(s, minutesIn(rest)))
 	return acc.sorted(), nil
 }
 
-// hourGen is an hour and the generation of its sums that counts.
+// usagePlan is where Usage reads each part of its range from.
+type usagePlan struct {
+	days  []hourGen // whole days, from their daily sums
+	whole []hourGen // whole hours, from their hourly sums
+	part  []hourGen // hours the range starts or ends inside, from their minute sums
+	rest  []span    // the rollups
+}
+
+func planUsage(ctx context.Context, s *Store, from, to time.Time) (usagePlan, error) {
+	var p usagePlan
+	days, err := summedDays(ctx, s, from, to)
+	if err != nil {
+		return p, err
+	}
+	hours, err := summedHours(ctx, s, from.Truncate(time.Hour), to)
+	if err != nil {
+		return p, err
+	}
+	at, dayEnd := from, time.Time{}
+	take := func(start, end time.Time) {
+		if start.After(at) {
+			p.rest = append(p.rest, span{at, start})
+		}
+		at = end
+	}
+	for _, h := range hours {
+		for len(days) > 0 && !days[0].hour.After(h.hour) {
+			dayEnd = days[0].hour.Add(24 * time.Hour)
+			take(days[0].hour, dayEnd)
+			p.days, days = append(p.days, days[0]), days[1:]
+		}
+		if h.hour.Before(dayEnd) {
+			continue // in a day taken whole
+		}
+		end := h.hour.Add(time.Hour)
+		take(h.hour, end)
+		if !h.hour.Before(from) && !end.After(to) {
+			p.whole = append(p.whole, h)
+		} else {
+			p.part = append(p.part, h)
+		}
+	}
+	for _, d := range days {
+		take(d.hour, d.hour.Add(24*time.Hour))
+		p.days = append(p.days, d)
+	}
+	if at.Before(to) {
+		p.rest = append(p.rest, span{at, to})
+	}
+	return p, nil
+}
+
+// sumsWhere selects the sums rows of the plan ("" when none).
+func (p usagePlan) sumsWhere(from, to time.Time) string {
+	var or []string
+	if len(p.days) > 0 {
+		or = append(or, fmt.Sprintf("kind = %d AND (toUInt32(hour), gen) IN (%s)", sumDay, genList(p.days)))
+	}
+	if len(p.whole) > 0 {
+		or = append(or, fmt.Sprintf("kind = %d AND (toUInt32(hour), gen) IN (%s)", sumHour, genList(p.whole)))
+	}
+	if len(p.part) > 0 {
+		or = append(or, fmt.Sprintf("kind = %d AND (toUInt32(hour), gen) IN (%s) AND %s", sumMinute, genList(p.part), timeRange(from, to)))
+	}
+	return strings.Join(or, " OR ")
+}
+
+// hourGen is an hour (or a day's start) and the generation of its sums
+// that counts.
 type hourGen struct {
 	hour time.Time
 	gen  uint64
@@ -125,28 +167,47 @@ type hourGen struct {
 // first, each with its newest complete generation: one newer than the
 // hour's last write by more than sumMargin.
 func summedHours(ctx context.Context, s *Store, from, to time.Time) ([]hourGen, error) {
-	q := fmt.Sprintf(`SELECT hour, maxIf(gen, kind = %d) AS g FROM %s
+	return summed(ctx, s, fmt.Sprintf(`SELECT hour, maxIf(gen, kind = %d) AS g FROM %s
 WHERE kind IN (%d, %d) AND hour >= toDateTime(%d) AND hour < toDateTime(%d)
 GROUP BY hour
 HAVING g > maxIf(gen, kind = %d) + %d
 ORDER BY hour`, sumSummed, s.schema.target(TableSums), sumSummed, sumWritten, from.Unix(), to.Unix(),
-		sumWritten, s.cfg.sumMargin.Nanoseconds())
+		sumWritten, s.cfg.sumMargin.Nanoseconds()))
+}
+
+// summedDays returns the whole days in [from, to) whose daily sums count,
+// oldest first: a generation newer than every write into the day by more
+// than sumMargin.
+func summedDays(ctx context.Context, s *Store, from, to time.Time) ([]hourGen, error) {
+	first, last := from.Add(24*time.Hour-time.Second).Truncate(24*time.Hour), to.Truncate(24*time.Hour)
+	if !first.Before(last) {
+		return nil, nil
+	}
+	return summed(ctx, s, fmt.Sprintf(`SELECT toStartOfDay(hour, 'UTC') AS day, maxIf(gen, kind = %d) AS d FROM %s
+WHERE kind IN (%d, %d) AND hour >= toDateTime(%d) AND hour < toDateTime(%d)
+GROUP BY day
+HAVING d > maxIf(gen, kind = %d) + %d
+ORDER BY day`, sumDayDone, s.schema.target(TableSums), sumWritten, sumDayDone, first.Unix(), last.Unix(),
+		sumWritten, s.cfg.sumMargin.Nanoseconds()))
+}
+
+func summed(ctx context.Context, s *Store, q string) ([]hourGen, error) {
 	rows, err := s.conn.Query(ctx, q)
 	if err != nil {
-		return nil, fmt.Errorf("chstore: usage: summed hours: %w", err)
+		return nil, fmt.Errorf("chstore: usage: summed: %w", err)
 	}
 	defer rows.Close()
 	var out []hourGen
 	for rows.Next() {
 		var g hourGen
 		if err := rows.Scan(&g.hour, &g.gen); err != nil {
-			return nil, fmt.Errorf("chstore: usage: summed hours: %w", err)
+			return nil, fmt.Errorf("chstore: usage: summed: %w", err)
 		}
 		g.hour = g.hour.UTC()
 		out = append(out, g)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("chstore: usage: summed hours: %w", err)
+		return nil, fmt.Errorf("chstore: usage: summed: %w", err)
 	}
 	return out, nil
 }

@@ -2,6 +2,8 @@ package chstore
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -40,6 +42,8 @@ const (
 	sumMinute  uint8 = 1 // per minute, tenant, route
 	sumSummed  uint8 = 2 // the generation's rows are complete
 	sumWritten uint8 = 3 // rollups were written into the hour at gen
+	sumDay     uint8 = 4 // per day, tenant, route (hour: the day's start)
+	sumDayDone uint8 = 5 // the day's generation is complete (hour: the day's start)
 
 	// sumMargin is how much newer than the hour's last write a generation
 	// must be to count, and how long an hour must have gone unwritten
@@ -154,14 +158,19 @@ func maybeSum(ctx context.Context, s *Store) {
 	if !due {
 		return
 	}
-	if _, err := sumRound(ctx, s); err != nil {
+	n, err := sumRound(ctx, s)
+	if err == nil && n == 0 {
+		_, err = sumDayRound(ctx, s)
+	}
+	if err != nil {
 		s.cfg.log.Warn("chstore: summing closed hours failed; reads use the rollups meanwhile", "err", err)
 	}
 }
 
 // SumHours sums every closed hour whose sums are missing or stale (rows
 // written into it since), a round of at most six hours of one day at a
-// time, and returns how many hours it summed. WriteRollups does one round
+// time, then every ended day whose hours are all summed, from their hourly
+// sums, and returns how many hours it summed. WriteRollups does one round
 // at most once a minute; an hour is due once it ended more than two
 // minutes ago and went unwritten for 30 s. Tools that write history in
 // bulk (bench/storegen) call it at the end; reads are right without it.
@@ -173,7 +182,16 @@ func (s *Store) SumHours(ctx context.Context) (int, error) {
 	for {
 		n, err := sumRound(ctx, s)
 		total += n
-		if err != nil || n == 0 {
+		if err != nil {
+			return total, err
+		}
+		if n == 0 {
+			break
+		}
+	}
+	for {
+		done, err := sumDayRound(ctx, s)
+		if err != nil || !done {
 			return total, err
 		}
 	}
@@ -290,4 +308,72 @@ GROUP BY minute, tenant, route`, usageMeasures, latestRows(s, minutesIn(spans)))
 		out = append(out, *h)
 	}
 	return out, nil
+}
+
+// sumDayRound sums the newest day due: ended sumGrace ago, every hour
+// written in it summed, and no generation of the day newer than its last
+// write by sumMargin. The day's sums add up its hours' current sums; they
+// count while no hour of the day is written again (a write stales the day
+// as it does its hour). It reports whether it summed a day.
+func sumDayRound(ctx context.Context, s *Store) (bool, error) {
+	now := s.cfg.now()
+	ended := now.Add(-sumGrace - 24*time.Hour)
+	q := fmt.Sprintf(`SELECT day FROM (
+    SELECT toStartOfDay(hour, 'UTC') AS day, maxIf(gen, kind = %d) AS g, maxIf(gen, kind = %d) AS w, maxIf(gen, kind = %d) AS d
+    FROM %s
+    WHERE kind IN (%d, %d, %d) AND hour < toDateTime(%d)
+    GROUP BY hour)
+GROUP BY day
+HAVING max(d) <= max(w) + %d AND min(w = 0 OR g > w + %d) = 1
+ORDER BY day DESC
+LIMIT 1`, sumSummed, sumWritten, sumDayDone, s.schema.target(TableSums), sumSummed, sumWritten, sumDayDone,
+		clampUnix(ended.Truncate(24*time.Hour).Add(24*time.Hour)), s.cfg.sumMargin.Nanoseconds(), s.cfg.sumMargin.Nanoseconds())
+	var day time.Time
+	if err := s.conn.QueryRow(ctx, q).Scan(&day); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return false, nil
+		}
+		return false, fmt.Errorf("chstore: sum days: due: %w", err)
+	}
+	day = day.UTC()
+	gen := uint64(now.UnixNano())
+	hours, err := summedHours(ctx, s, day, day.Add(24*time.Hour))
+	if err != nil {
+		return false, err
+	}
+	rows := []sumRow{{kind: sumDayDone, hour: day, minute: day}}
+	if len(hours) > 0 {
+		q := fmt.Sprintf(`SELECT tenant, route, sum(requests), sum(errors), sum(duration_seconds), sum(db_seconds), sum(ru), sum(bytes)
+FROM %s
+WHERE kind = %d AND hour >= toDateTime(%d) AND hour < toDateTime(%d) AND (toUInt32(hour), gen) IN (%s)
+GROUP BY tenant, route`, s.schema.target(TableSums), sumHour, day.Unix(), day.Add(24*time.Hour).Unix(), genList(hours))
+		r, err := s.conn.Query(ctx, q)
+		if err != nil {
+			return false, fmt.Errorf("chstore: sum days: %w", err)
+		}
+		defer r.Close()
+		for r.Next() {
+			d := sumRow{kind: sumDay, hour: day, minute: day}
+			if err := r.Scan(&d.tenant, &d.route, &d.req, &d.errs, &d.dur, &d.db, &d.ru, &d.by); err != nil {
+				return false, fmt.Errorf("chstore: sum days: %w", err)
+			}
+			rows = append(rows, d)
+		}
+		if err := r.Err(); err != nil {
+			return false, fmt.Errorf("chstore: sum days: %w", err)
+		}
+	}
+	if err := writeSums(ctx, s, rows, gen); err != nil {
+		return false, fmt.Errorf("chstore: sum days: %w", err)
+	}
+	return true, nil
+}
+
+// genList renders hours and generations for (toUInt32(hour), gen) IN (…).
+func genList(gens []hourGen) string {
+	keys := make([]string, len(gens))
+	for i, g := range gens {
+		keys[i] = fmt.Sprintf("(%d, %d)", g.hour.Unix(), g.gen)
+	}
+	return strings.Join(keys, ", ")
 }

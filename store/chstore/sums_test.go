@@ -3,6 +3,7 @@ package chstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -119,7 +120,8 @@ var sumRanges = [][2]time.Duration{
 	{7 * time.Minute, 173 * time.Minute},              // starts and ends inside hours
 	{10 * time.Minute, 20 * time.Minute},              // inside one hour
 	{59 * time.Minute, 61 * time.Minute},              // across an hour's end
-	{-72 * time.Hour, 200 * time.Minute},              // days before, no sums
+	{-72 * time.Hour, 200 * time.Minute},              // days before
+	{-33 * time.Hour, 4 * time.Hour},                  // the day before whole
 	{150*time.Minute + 30*time.Second, 3 * time.Hour}, // seconds in the bounds
 }
 
@@ -259,12 +261,25 @@ func TestSumsRetain(t *testing.T) {
 		old = append(old, r)
 	}
 	f.write(old...)
-	f.sum(8)                           // T0's day, the day before, two days before: a round each
+	f.sum(8) // T0's day, the day before, two days before: a round each
+	if n := f.count(fmt.Sprintf("kind = %d", sumDay)); n != 2 {
+		t.Fatalf("%d daily sums rows, want the 2 days ended", n)
+	}
+	f.check(true)
+	late := old[1] // a newer version into a summed day: the day is stale
+	late.Version, late.Count = 3, 70
+	f.write(late)
+	f.check(false)
+	f.sum(1) // the hour, then the day again
+	f.check(true)
+	if n := f.count(fmt.Sprintf("kind = %d", sumDay)); n != 3 {
+		t.Fatalf("%d daily sums rows, want the day before summed again", n)
+	}
 	before := day.Add(-17 * time.Hour) // inside the day before: all its rows are older
 	if _, err := f.s.Retain(context.Background(), before); err != nil {
 		t.Fatal(err)
 	}
-	f.rows = f.rows[:len(f.rows)-len(old)]
+	f.rows = slices.DeleteFunc(f.rows, func(r store.Rollup) bool { return r.Minute.Before(day) })
 	f.check(true)
 	if n := f.count(fmt.Sprintf("hour < toDateTime(%d)", day.Add(-24*time.Hour).Unix())); n != 0 {
 		t.Fatalf("%d sums rows of the dropped day two days before", n)
