@@ -67,8 +67,7 @@ func (s *Store) Usage(ctx context.Context, from, to time.Time, byRoute bool) ([]
 		q := fmt.Sprintf(`SELECT tenant, %s AS r, sum(requests), sum(errors), sum(duration_seconds), sum(db_seconds), sum(ru), sum(bytes)
 FROM %s
 WHERE hour >= toDateTime(%d) AND hour < toDateTime(%d) AND (%s)
-GROUP BY tenant, r
-ORDER BY tenant, r`, route, s.schema.target(TableSums), from.Truncate(time.Hour).Unix(), to.Unix(), where)
+GROUP BY tenant, r`, route, s.schema.target(TableSums), from.Truncate(time.Hour).Unix(), to.Unix(), where)
 		if err := acc.add(s.conn.Query(ctx, q)); err != nil {
 			return nil, err
 		}
@@ -77,8 +76,7 @@ ORDER BY tenant, r`, route, s.schema.target(TableSums), from.Truncate(time.Hour)
 		q := fmt.Sprintf(`SELECT tenant, %s AS r,
     %s
 FROM (%s)
-GROUP BY tenant, r
-ORDER BY tenant, r`, route, usageMeasures, latestRows(s, minutesIn(p.rest)))
+GROUP BY tenant, r`, route, usageMeasures, latestRows(s, minutesIn(p.rest)))
 		// Many hours not summed (after an erasure, say) spill to disk
 		// rather than hold every key in memory.
 		ctx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"max_bytes_before_external_group_by": 1 << 30}))
