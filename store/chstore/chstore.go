@@ -35,21 +35,22 @@
 //
 // The cost report (Usage) reads no FINAL: once an hour is closed (two
 // minutes after its end, unwritten for 30 s) the store sums it into
-// rollups_sums — per hour and per minute (per day once a day has ended), by
-// tenant and route, each computation a generation — in the first
+// rollups_sums — per hour and per minute (per day once a day has ended),
+// by tenant and route, each computation a generation — in the first
 // WriteRollups a minute after (before it returns), or when SumHours is
-// called. Usage takes the whole hours of its range from
-// the hourly sums, the hours it starts or ends inside from the minute
-// sums, and only the rest (the hour in progress, hours written again
-// since they were summed) from the rollups, the latest version of each key
-// by argMax. Every write marks the hours it wrote, so a late row or a
-// replayed spool makes its hour's sums stale until it is summed again
-// (reads meanwhile take its rollups); Retain drops the sums with their
-// days and DeleteTenant erases the tenant's sums and has its hours summed
-// again. On 7 days × 10,000 tenants (42 M rollups) the report went from
-// 97–155 s to 0.11–0.92 s over whole days and 0.61–2.34 s from inside an
-// hour to inside another (first and last day read as hours);
-// bench/README.md has the figures ("Reads that use the key").
+// called. Usage takes the whole days of its range from the daily sums, the
+// other whole hours from the hourly sums, the hours it starts or ends
+// inside from the minute sums, and only the rest (the hour in progress,
+// hours written again since they were summed) from the rollups, the
+// latest version of each key by argMax. Every write marks the hours it
+// wrote, so a late row or a replayed spool makes its hour's (and day's)
+// sums stale until they are summed again (reads meanwhile take its
+// rollups); Retain drops the sums with their days and DeleteTenant erases
+// the tenant's sums and has its hours summed again. On 7 days × 10,000
+// tenants (42 M rollups) the report went from 97–155 s to 0.11–0.92 s over
+// whole days and 0.61–2.34 s from inside an hour to inside another (first
+// and last day read as hours); bench/README.md has the figures ("Reads
+// that use the key").
 //
 // A batch is one INSERT, appended column by column; the latency arrays go
 // in whole, decoded from their wire form, as clickhouse-go would otherwise
