@@ -73,6 +73,24 @@ type sumsFixture struct {
 
 func newSumsFixture(t *testing.T, opts ...Option) *sumsFixture {
 	s, _, db := openTest(t, append(opts, withSumClock(&stepClock{t: storetest.T0.Add(6 * time.Hour)}))...)
+	return fixtureOf(t, s, db)
+}
+
+// newClusterSumsFixture is newSumsFixture on the replicated cluster.
+func newClusterSumsFixture(t *testing.T) *sumsFixture {
+	c := newLiveCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := Open(ctx, strings.Join(c.addrs, ","), c.db, WithCluster(c.name), WithReplicated(),
+		withSumClock(&stepClock{t: storetest.T0.Add(6 * time.Hour)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return fixtureOf(t, s, c.db)
+}
+
+func fixtureOf(t *testing.T, s *Store, db string) *sumsFixture {
 	s.cfg.sumEvery, s.lastSum = time.Hour, storetest.T0.Add(6*time.Hour) // summed when the test says
 	rec := &recordingConn{Conn: s.conn}
 	s.conn = rec
@@ -170,8 +188,12 @@ func (f *sumsFixture) stale(h int) bool {
 // row (newer version) and a replay (older version) into a summed hour make
 // that hour read from the rollups until it is summed again, never counted
 // twice or lost.
-func TestSumsLateRows(t *testing.T) {
-	f := newSumsFixture(t)
+func TestSumsLateRows(t *testing.T) { sumsLateRows(t, newSumsFixture(t)) }
+
+// TestLiveClusterSumsLateRows is TestSumsLateRows on the replicated cluster.
+func TestLiveClusterSumsLateRows(t *testing.T) { sumsLateRows(t, newClusterSumsFixture(t)) }
+
+func sumsLateRows(t *testing.T, f *sumsFixture) {
 	f.writeHistory()
 	f.check(false)
 	f.sum(5) // T0−1h … T0+3h, one day
@@ -210,8 +232,12 @@ func TestSumsNotClosed(t *testing.T) {
 
 // TestSumsErase: erasing a tenant removes it from the sums at once (no
 // figure of it is read, no row of it left) and its hours are summed again.
-func TestSumsErase(t *testing.T) {
-	f := newSumsFixture(t)
+func TestSumsErase(t *testing.T) { sumsErase(t, newSumsFixture(t)) }
+
+// TestLiveClusterSumsErase is TestSumsErase on the replicated cluster.
+func TestLiveClusterSumsErase(t *testing.T) { sumsErase(t, newClusterSumsFixture(t)) }
+
+func sumsErase(t *testing.T, f *sumsFixture) {
 	f.writeHistory()
 	f.sum(5)
 	got, err := f.s.EraseTenant(context.Background(), "b")
@@ -250,8 +276,12 @@ func (f *sumsFixture) count(where string) uint64 {
 // TestSumsRetain: Retain drops the sums of the days it dropped, and when
 // it drops the rollups of its own day before it, those hours are summed
 // again from what is left.
-func TestSumsRetain(t *testing.T) {
-	f := newSumsFixture(t)
+func TestSumsRetain(t *testing.T) { sumsRetain(t, newSumsFixture(t)) }
+
+// TestLiveClusterSumsRetain is TestSumsRetain on the replicated cluster.
+func TestLiveClusterSumsRetain(t *testing.T) { sumsRetain(t, newClusterSumsFixture(t)) }
+
+func sumsRetain(t *testing.T, f *sumsFixture) {
 	f.writeHistory()
 	day := storetest.T0.Truncate(24 * time.Hour)
 	var old []store.Rollup
