@@ -21,11 +21,17 @@ import (
 // So once an hour is closed the store sums it into TableSums, a plain
 // MergeTree sorted by (kind, hour, gen, minute): rows per hour, tenant and
 // route, rows per minute, tenant and route (for ranges that start or end
-// inside an hour), and marks. Usage reads the sums of the hours whose
-// latest generation is complete and newer than every write into the hour,
-// and the rollups (the latest version of each key, by argMax) only for
-// the other minutes: the hour in progress and hours written since they
-// were summed.
+// inside an hour), and marks; once a day has ended and its hours are
+// summed, rows per day, tenant and route added up from them. Usage reads
+// the sums of the days and hours whose latest generation is complete and
+// newer than every write into them, and the rollups (the latest version of
+// each key, by argMax) only for the other minutes: the hour in progress
+// and hours written since they were summed.
+//
+// The sums are exact for the rows the store itself wrote: a collector of
+// an older version writing into the same database (a rolling upgrade)
+// marks no hours, so its late rows into an hour already summed are not
+// counted until that hour is written again by this version.
 //
 // Every successful WriteRollups adds a "written" mark per hour it wrote,
 // at the store's clock after the insert. A computation takes generation
