@@ -33,6 +33,25 @@
 // and the window, and reads take the latest version of each key (FINAL)
 // before summing across writers, so a repeated write never doubles a figure.
 //
+// The cost report (Usage) reads no FINAL: once an hour is closed (two
+// minutes after its end, unwritten for 30 s) the store sums it into
+// rollups_sums — per hour and per minute (per day once a day has ended),
+// by tenant and route, each computation a generation — in the first
+// WriteRollups a minute after (before it returns), or when SumHours is
+// called. Usage takes the whole days of its range from the daily sums, the
+// other whole hours from the hourly sums, the hours it starts or ends
+// inside from the minute sums, and only the rest (the hour in progress,
+// hours written again since they were summed) from the rollups, the
+// latest version of each key by argMax. Every write marks the hours it
+// wrote, so a late row or a replayed spool makes its hour's (and day's)
+// sums stale until they are summed again (reads meanwhile take its
+// rollups); Retain drops the sums with their days and DeleteTenant erases
+// the tenant's sums and has its hours summed again. On 7 days × 10,000
+// tenants (42 M rollups) the report went from 97–155 s to 0.11–0.92 s over
+// whole days and 0.61–2.34 s from inside an hour to inside another (first
+// and last day read as hours); bench/README.md has the figures ("Reads
+// that use the key").
+//
 // A batch is one INSERT, appended column by column; the latency arrays go
 // in whole, decoded from their wire form, as clickhouse-go would otherwise
 // box every element. On ClickHouse 18.16 the server's part write dominates
@@ -83,6 +102,9 @@ type Store struct {
 	mu     sync.Mutex
 	closed bool
 
+	sumMu   sync.Mutex
+	lastSum time.Time // when WriteRollups last looked for hours to sum
+
 	rowsWritten *prometheus.CounterVec
 	writeErrors *prometheus.CounterVec
 	writeTime   prometheus.Histogram
@@ -104,6 +126,11 @@ type config struct {
 	mode         Mode
 	asyncInsert  bool
 	tls          *tls.Config
+	// now is the clock of the sums of closed hours (sums.go): it decides
+	// when an hour is closed and tags writes and generations; tests set it.
+	now       func() time.Time
+	sumMargin time.Duration
+	sumEvery  time.Duration
 }
 
 // Option configures Open.
@@ -178,7 +205,7 @@ func WithMaxConns(n int) Option { return func(c *config) { c.maxConns = n } }
 // list several nodes of a cluster, comma-separated: they are tried in
 // order, so the store moves to the next node when one is down.
 func Open(ctx context.Context, addr, database string, opts ...Option) (*Store, error) {
-	cfg := config{dialTimeout: 10 * time.Second, maxConns: 8, user: "default"}
+	cfg := config{dialTimeout: 10 * time.Second, maxConns: 8, user: "default", now: time.Now, sumMargin: sumMargin, sumEvery: sumEvery}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -467,10 +494,6 @@ func firstLine(q string) string {
 		return q[:i]
 	}
 	return q
-}
-
-func (s *Store) hasColumn(ctx context.Context, table, column string) (bool, error) {
-	return hasColumn(ctx, s.conn, s.schema.Database, table, column)
 }
 
 func hasColumn(ctx context.Context, conn driver.Conn, database, table, column string) (bool, error) {

@@ -3,6 +3,7 @@ package chstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,7 +36,8 @@ func quoteString(s string) string {
 }
 
 // DeleteTenant erases one tenant's rows from every table that holds them
-// (TenantTables; not the audit log), for a tenant's erasure. It returns
+// (TenantTables and the sums of closed hours; not the audit log), for a
+// tenant's erasure; the hours it had rows in are summed again. It returns
 // once the rows no longer show in reads through this store: a lightweight
 // delete waits for every replica (mutations_sync 2); an old server's
 // mutation is waited for on each node that ran it, and its shard's other
@@ -49,8 +51,12 @@ func (s *Store) DeleteTenant(ctx context.Context, tenantName string) error {
 		return err
 	}
 	sc := s.schema
+	hours, err := tenantHours(ctx, s, tenantName)
+	if err != nil {
+		return err
+	}
 	run := func(conn driver.Conn) error {
-		for _, table := range TenantTables {
+		for _, table := range append(slices.Clip(TenantTables), TableSums) {
 			if err := deleteOn(ctx, conn, sc, table, tenantName); err != nil {
 				return err
 			}
@@ -58,9 +64,39 @@ func (s *Store) DeleteTenant(ctx context.Context, tenantName string) error {
 		return nil
 	}
 	if !sc.sharded() {
-		return run(s.conn)
+		err = run(s.conn)
+	} else {
+		err = s.nodes(ctx, sc.replicated(), run)
 	}
-	return s.nodes(ctx, sc.replicated(), run)
+	if err != nil {
+		return err
+	}
+	// A computation that read the tenant's rows before they were deleted
+	// may write its sums after: the hours are marked written, so no sums
+	// computed before now count, and they are summed again.
+	if err := markHours(ctx, s, hours); err != nil {
+		return fmt.Errorf("chstore: delete tenant: %w", err)
+	}
+	return nil
+}
+
+// tenantHours returns the hours that hold the tenant's rollups (the
+// sorting key's prefix: a read of the tenant's rows only).
+func tenantHours(ctx context.Context, s *Store, tenantName string) ([]time.Time, error) {
+	rows, err := s.conn.Query(ctx, fmt.Sprintf("SELECT DISTINCT toStartOfHour(minute) FROM %s WHERE tenant = ?", s.schema.target(TableRollups)), tenantName)
+	if err != nil {
+		return nil, fmt.Errorf("chstore: delete tenant: hours: %w", err)
+	}
+	defer rows.Close()
+	var hours []time.Time
+	for rows.Next() {
+		var h time.Time
+		if err := rows.Scan(&h); err != nil {
+			return nil, fmt.Errorf("chstore: delete tenant: hours: %w", err)
+		}
+		hours = append(hours, h.UTC())
+	}
+	return hours, rows.Err()
 }
 
 func deleteOn(ctx context.Context, conn driver.Conn, sc Schema, table, tenantName string) error {

@@ -127,8 +127,8 @@ WHERE database = ? AND name = 'active_session_seconds' AND table IN ('rollups', 
 				var tables, paired uint64
 				err := c.node(t, i).QueryRow(context.Background(), `SELECT count(), countIf(total_replicas = 2 AND active_replicas = 2)
 FROM system.replicas WHERE database = ?`, c.db).Scan(&tables, &paired)
-				if err != nil || tables != 5 || paired != tables {
-					t.Errorf("node %s: %d of %d replicated tables have both replicas at their path (%v), want 5 of 5", c.addrs[i], paired, tables, err)
+				if err != nil || tables != 6 || paired != tables {
+					t.Errorf("node %s: %d of %d replicated tables have both replicas at their path (%v), want 6 of 6", c.addrs[i], paired, tables, err)
 				}
 			}
 		})

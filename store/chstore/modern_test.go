@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -179,20 +180,27 @@ func modernData(t *testing.T, s *Store, base time.Time) {
 }
 
 // readQueries calls every read the collector and collector report make
-// (store.Store's Usage per tenant and per route, History, ReadAudit and
-// AuditLog) and returns the SQL each issued.
+// (store.Store's Usage per tenant and per route, over whole hours and
+// over one that starts and ends inside hours, History, ReadAudit and
+// AuditLog) and returns the SQL each issued, named after the call (with
+// #N where a call issues several: Usage reads the marks of the sums of
+// closed hours, the sums, and the rollups of the other minutes).
 func readQueries(t *testing.T, s *Store, rec *recordingConn, base time.Time) map[string]string {
 	t.Helper()
 	ctx := context.Background()
-	from, to := base.Add(-time.Hour), base.Add(time.Hour)
+	from, to := base.Add(-time.Hour), base.Add(2*time.Hour)
 	calls := map[string]func() error{
 		"usage":          func() error { _, err := s.Usage(ctx, from, to, false); return err },
 		"usage_by_route": func() error { _, err := s.Usage(ctx, from, to, true); return err },
-		"history_acme":   func() error { _, err := s.History(ctx, "acme", from, to); return err },
-		"history_quote":  func() error { _, err := s.History(ctx, "o'hare\\x", from, to); return err },
-		"history_none":   func() error { _, err := s.History(ctx, "", from, to); return err },
-		"read_audit":     func() error { _, err := s.ReadAudit(ctx, from, to); return err },
-		"audit_log":      func() error { _, err := s.AuditLog(ctx); return err },
+		"usage_in_hours": func() error {
+			_, err := s.Usage(ctx, base.Add(10*time.Minute), base.Add(80*time.Minute), true)
+			return err
+		},
+		"history_acme":  func() error { _, err := s.History(ctx, "acme", from, to); return err },
+		"history_quote": func() error { _, err := s.History(ctx, "o'hare\\x", from, to); return err },
+		"history_none":  func() error { _, err := s.History(ctx, "", from, to); return err },
+		"read_audit":    func() error { _, err := s.ReadAudit(ctx, from, to); return err },
+		"audit_log":     func() error { _, err := s.AuditLog(ctx); return err },
 	}
 	out := map[string]string{}
 	for name, call := range calls {
@@ -201,10 +209,40 @@ func readQueries(t *testing.T, s *Store, rec *recordingConn, base time.Time) map
 			t.Fatalf("%s: %v", name, err)
 		}
 		qs := rec.take()
-		if len(qs) != 1 {
+		if len(qs) == 0 || len(qs) > 1 && !strings.HasPrefix(name, "usage") {
 			t.Fatalf("%s issued %d queries, want 1: %q", name, len(qs), qs)
 		}
-		out[name] = qs[0]
+		if len(qs) == 1 {
+			out[name] = qs[0]
+			continue
+		}
+		for i, q := range qs {
+			out[fmt.Sprintf("%s#%d", name, i+1)] = q
+		}
+	}
+	return out
+}
+
+// sumQueries sums the closed hours of modernData (on a clock an hour
+// ahead), then writes a row into the next hour, so reads meet summed hours
+// and rollups; it returns the SELECT that computed the sums, ordered.
+func sumQueries(t *testing.T, s *Store, rec *recordingConn, base time.Time) map[string]string {
+	t.Helper()
+	s.cfg.now = func() time.Time { return time.Now().Add(time.Hour) }
+	rec.take()
+	if n, err := s.SumHours(context.Background()); err != nil || n != 1 {
+		t.Fatalf("SumHours = %d, %v; want the hour of modernData", n, err)
+	}
+	out := map[string]string{}
+	for _, q := range rec.take() {
+		if strings.Contains(q, "argMax") {
+			out["sum_hours"] = "SELECT * FROM (" + q + ") ORDER BY minute, tenant, route"
+		}
+	}
+	late := storetest.Row(0, "c1", "globex", "/r1", 5)
+	late.Minute = base.Add(70 * time.Minute)
+	if err := s.WriteRollups(context.Background(), []store.Rollup{late}); err != nil {
+		t.Fatal(err)
 	}
 	return out
 }
@@ -225,7 +263,9 @@ func TestModernEngine(t *testing.T) {
 	s.conn = rec
 	base := time.Now().UTC().Truncate(time.Hour).Add(-3 * time.Hour)
 	modernData(t, s, base)
+	sums := sumQueries(t, s, rec, base)
 	reads := readQueries(t, s, rec, base)
+	maps.Copy(reads, sums)
 
 	sc := Schema{Database: db, Version: modern, Retention: 90 * 24 * time.Hour}
 	cloud := sc
@@ -254,16 +294,21 @@ func TestModernEngine(t *testing.T) {
 	if want := "async_insert = 1, distributed_foreground_insert = 1, wait_for_async_insert = 1"; strings.Join(names, ", ") != want {
 		t.Fatalf("insert settings for %v: %s, want %s", modern, strings.Join(names, ", "), want)
 	}
-	for _, table := range []string{TableRollups, TableHotKeys, TableStatements, TableAudit} {
+	for _, table := range []string{TableRollups, TableHotKeys, TableStatements, TableAudit, TableSums} {
 		add("", "INSERT INTO "+db+"."+table+" SETTINGS "+strings.Join(names, ", ")+" FORMAT JSONEachRow\n"+exportTable(t, s, db, table))
 	}
 	for name, q := range reads {
 		add(name, q)
 	}
-	for _, table := range TenantTables {
+	for _, table := range append(slices.Clip(TenantTables), TableSums) {
 		add("", sc.DeleteTenantSQL(table, "acme"))
 	}
-	add("usage_after_delete", reads["usage"])
+	// The sums and rollups Usage read (not its marks: DeleteTenant marks
+	// the tenant's hours on 18.16, so that they are summed again).
+	after := afterDelete(reads)
+	for name, q := range after {
+		add(name, q)
+	}
 	add("hot_keys_after_delete", "SELECT count() FROM "+db+"."+TableHotKeys)
 
 	got := runModern(t, run, steps)
@@ -274,8 +319,16 @@ func TestModernEngine(t *testing.T) {
 	if err := s.DeleteTenant(context.Background(), "acme"); err != nil {
 		t.Fatal(err)
 	}
-	old["usage_after_delete"] = queryRows(t, s, reads["usage"])
+	for name, q := range after {
+		old[name] = queryRows(t, s, q)
+	}
 	old["hot_keys_after_delete"] = queryRows(t, s, "SELECT count() FROM "+db+"."+TableHotKeys)
+	for name := range old {
+		if strings.HasPrefix(name, "usage") { // unordered: Usage sorts the lines it adds up
+			sortRows(old[name])
+			sortRows(got[name])
+		}
+	}
 	for name, want := range old {
 		if len(want) == 0 && !strings.HasPrefix(name, "hot_keys") {
 			t.Errorf("%s: no rows on 18.16; the data does not exercise it", name)
@@ -288,6 +341,25 @@ func TestModernEngine(t *testing.T) {
 		t.Errorf("hot keys after deleting the only tenant: %v", n)
 	}
 	t.Logf("modern engine %v: %d statements of DDL, %d reads and the erasure agree with 18.16", modern, len(sc.statements()), len(reads))
+}
+
+// sortRows sorts rows by their first two columns (tenant and route).
+func sortRows(rows [][]any) {
+	slices.SortFunc(rows, func(a, b []any) int {
+		return strings.Compare(fmt.Sprint(a[:min(2, len(a))]...), fmt.Sprint(b[:min(2, len(b))]...))
+	})
+}
+
+// afterDelete names the Usage queries of reads that read sums or rollups
+// for the comparison after an erasure.
+func afterDelete(reads map[string]string) map[string]string {
+	out := map[string]string{}
+	for name, q := range reads {
+		if strings.HasPrefix(name, "usage#") && !strings.Contains(q, "maxIf") {
+			out[strings.Replace(name, "usage", "usage_after_delete", 1)] = q
+		}
+	}
+	return out
 }
 
 func parseVersion(t *testing.T, v string) Version {
@@ -481,6 +553,9 @@ func TestModernEngineCoversEveryRead(t *testing.T) {
 		// TestModernEngineRetention; EraseTenant counts with a plain
 		// count() per table, then calls DeleteTenant.
 		"Retain": true, "EraseTenant": true,
+		// SumHours: its computation is run on both engines by
+		// TestModernEngine (sumQueries); its marks query is Usage's kind.
+		"SumHours": true,
 	}
 	typ := reflect.TypeFor[*Store]()
 	for i := range typ.NumMethod() {

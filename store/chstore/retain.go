@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 
@@ -17,10 +18,12 @@ var (
 	_ store.TenantEraser = (*Store)(nil)
 )
 
+type agedTable struct{ table, column string }
+
 // agedTables are the tables retention applies to, with their time
 // column; every one is partitioned by its day (toYYYYMMDD). The audit is
 // kept.
-var agedTables = []struct{ table, column string }{
+var agedTables = []agedTable{
 	{TableRollups, "minute"},
 	{TableHotKeys, "minute"},
 	{TableStatements, "time"},
@@ -41,27 +44,56 @@ func (s *Store) Retain(ctx context.Context, before time.Time) (store.RetainResul
 	}
 	var res store.RetainResult
 	sc := s.schema
+	day := before.UTC().Truncate(24 * time.Hour)
+	straddled := false // a node dropped rollups of before's own day
 	run := func(conn driver.Conn) error {
 		for _, t := range agedTables {
-			if err := dropOldPartitions(ctx, conn, sc.Database, t.table, before, &res); err != nil {
+			days, err := dropOldPartitions(ctx, conn, sc.Database, t.table, before, &res)
+			if err != nil {
 				return err
 			}
+			straddled = straddled || t.table == TableRollups && slices.Contains(days, dayNumber(day))
 		}
-		return nil
+		// The sums of the days wholly before before's day: their rollups
+		// are gone on every node. Not counted in res.
+		_, err := dropOldPartitions(ctx, conn, sc.Database, TableSums, day, &store.RetainResult{})
+		return err
 	}
+	var err error
 	if !sc.sharded() {
-		return res, run(s.conn)
+		err = run(s.conn)
+	} else {
+		err = s.nodes(ctx, sc.replicated(), run)
 	}
-	return res, s.nodes(ctx, sc.replicated(), run)
+	if err != nil || !straddled {
+		return res, err
+	}
+	// Rollups of before's day, before it, were dropped on some node: its
+	// hours until before are summed again from what is left.
+	var hours []time.Time
+	for h := day; h.Before(before); h = h.Add(time.Hour) {
+		hours = append(hours, h)
+	}
+	if err := markHours(ctx, s, hours); err != nil {
+		return res, fmt.Errorf("chstore: retain: %w", err)
+	}
+	return res, nil
+}
+
+// dayNumber is a day as its partition's name, YYYYMMDD.
+func dayNumber(t time.Time) uint64 {
+	y, m, d := t.Date()
+	return uint64(y*10000 + int(m)*100 + d)
 }
 
 // dropOldPartitions drops, on one node, the table's partitions whose
 // newest row is older than before, adding what it dropped to res. Only
-// qtop's day partitions (YYYYMMDD) with a time range are considered.
-func dropOldPartitions(ctx context.Context, conn driver.Conn, database, table string, before time.Time, res *store.RetainResult) error {
+// qtop's day partitions (YYYYMMDD) with a time range are considered. It
+// returns the days it dropped.
+func dropOldPartitions(ctx context.Context, conn driver.Conn, database, table string, before time.Time, res *store.RetainResult) ([]uint64, error) {
 	rows, err := conn.Query(ctx, OldPartitionsSQL(database, table, before))
 	if err != nil {
-		return fmt.Errorf("chstore: retain %s: list partitions: %w", table, err)
+		return nil, fmt.Errorf("chstore: retain %s: list partitions: %w", table, err)
 	}
 	type part struct {
 		day  uint64
@@ -73,7 +105,7 @@ func dropOldPartitions(ctx context.Context, conn driver.Conn, database, table st
 		var n uint64
 		if err := rows.Scan(&p, &n); err != nil {
 			rows.Close()
-			return fmt.Errorf("chstore: retain %s: %w", table, err)
+			return nil, fmt.Errorf("chstore: retain %s: %w", table, err)
 		}
 		day, err := strconv.ParseUint(p, 10, 32)
 		if err != nil {
@@ -83,17 +115,19 @@ func dropOldPartitions(ctx context.Context, conn driver.Conn, database, table st
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("chstore: retain %s: %w", table, err)
+		return nil, fmt.Errorf("chstore: retain %s: %w", table, err)
 	}
+	var days []uint64
 	for _, p := range parts {
 		q := fmt.Sprintf("ALTER TABLE %s.%s DROP PARTITION %d", database, table, p.day)
 		if err := conn.Exec(ctx, q); err != nil {
-			return fmt.Errorf("chstore: retain %s: drop partition %d: %w", table, p.day, err)
+			return days, fmt.Errorf("chstore: retain %s: drop partition %d: %w", table, p.day, err)
 		}
 		res.Partitions++
 		res.Rows += p.rows
+		days = append(days, p.day)
 	}
-	return nil
+	return days, nil
 }
 
 // OldPartitionsSQL renders the query Retain runs on each node: the
@@ -149,7 +183,7 @@ func syncTTL(ctx context.Context, s *Store) error {
 		return nil
 	}
 	run := func(conn driver.Conn) error {
-		for _, t := range agedTables {
+		for _, t := range append(slices.Clip(agedTables), agedTable{TableSums, "hour"}) {
 			var engine string
 			err := conn.QueryRow(ctx, "SELECT engine_full FROM system.tables WHERE database = ? AND name = ?", sc.Database, t.table).Scan(&engine)
 			if err != nil {

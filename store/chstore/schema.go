@@ -128,6 +128,11 @@ const (
 	TableHotKeys    = "hot_keys"
 	TableStatements = "statements"
 	TableAudit      = "audit"
+	// TableSums holds the sums of closed hours (sums.go): per hour and per
+	// minute, by tenant and route, each computation tagged with a
+	// generation, and the marks that say which generation of an hour is
+	// complete and when rollups were last written into it.
+	TableSums       = "rollups_sums"
 	TableMigrations = "schema_migrations"
 	DistSuffix      = "_dist"
 )
@@ -252,6 +257,18 @@ func (s Schema) engine(table, version string) string {
 	return "ReplicatedReplacingMergeTree(" + args + ")"
 }
 
+// plainEngine renders a MergeTree (rows are never replaced), replicated
+// when asked.
+func (s Schema) plainEngine(table string) string {
+	switch {
+	case !s.replicated():
+		return "MergeTree()"
+	case s.mode() == ModeReplicatedDatabase:
+		return "ReplicatedMergeTree()"
+	}
+	return "ReplicatedMergeTree('" + s.ZooKeeperPath(table) + "', '{replica}')"
+}
+
 // ZooKeeperPath is the ZooKeeper path of a table's Replicated… engine in
 // the explicit layout: /clickhouse/tables/{uuid}/{shard} with UUIDPaths,
 // /clickhouse/tables/{shard}/DB/TABLE otherwise, followed by
@@ -338,6 +355,7 @@ func (s Schema) Migrations() []Migration {
 	return []Migration{
 		{Version: 1, Name: "rollups, hot keys, statements, audit", Steps: s.migration1()},
 		{Version: 2, Name: "pg sampler active-session seconds", Steps: s.migration2()},
+		{Version: 3, Name: "sums of closed hours", Steps: s.migration3()},
 	}
 }
 
@@ -450,6 +468,44 @@ func (s Schema) migration2() []Step {
 			EveryNode: every,
 		})
 	}
+	return steps
+}
+
+// migration3 adds the sums of closed hours (sums.go): a plain MergeTree,
+// so reads need no FINAL; sharded by hour, so an hour's sums, its marks
+// and its generations sit on one shard and a computation's rows and its
+// "summed" mark go in one part. Every hour that already holds rollups is
+// marked written (at generation 1), so the store sums an upgraded
+// database's history too. On a node-local cluster each node marks the
+// hours of its own rows.
+func (s Schema) migration3() []Step {
+	db, on := s.Database, s.onCluster()
+	cols := strings.Join([]string{
+		"kind UInt8",
+		"hour DateTime",
+		"gen UInt64",
+		"minute DateTime",
+		"tenant String",
+		"route " + s.lc(),
+		"requests UInt64",
+		"errors UInt64",
+		"duration_seconds Float64",
+		"db_seconds Float64",
+		"ru Float64",
+		"bytes UInt64",
+	}, ",\n    ")
+	steps := []Step{{SQL: fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s.%s%s\n(\n    %s\n)\nENGINE = %s\nPARTITION BY toYYYYMMDD(hour)\nORDER BY (kind, hour, gen, minute, tenant, route)%s",
+		db, TableSums, on, cols, s.plainEngine(TableSums), s.ttl("hour"))}}
+	if s.sharded() {
+		steps = append(steps, Step{SQL: fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s.%s%s%s AS %s.%s\nENGINE = Distributed(%s, %s, %s, cityHash64(hour))",
+			db, TableSums, DistSuffix, on, db, TableSums, s.distCluster(), db, TableSums)})
+	}
+	from := s.target(TableRollups)
+	if s.NodeLocal {
+		from = db + "." + TableRollups
+	}
+	steps = append(steps, Step{SQL: fmt.Sprintf("INSERT INTO %s (kind, hour, gen)\nSELECT DISTINCT %d, toStartOfHour(minute), 1 FROM %s",
+		s.target(TableSums), sumWritten, from)})
 	return steps
 }
 

@@ -167,11 +167,26 @@ func appendArray[T uint16 | uint64](col driver.BatchColumn, block column.Interfa
 	return arr.Decode(proto.NewReader(bytes.NewReader(wire)), len(c.ends))
 }
 
-// WriteRollups implements store.Store. Rows are appended column by column.
+// WriteRollups implements store.Store. Rows are appended column by column;
+// then each hour written is marked, so its sums are recomputed, and at most
+// once a minute the closed hours due are summed (sums.go).
 func (s *Store) WriteRollups(ctx context.Context, rows []store.Rollup) error {
 	if err := store.ValidateRollups(rows); err != nil || len(rows) == 0 {
 		return err
 	}
+	if err := insertRollups(ctx, s, rows); err != nil {
+		return err
+	}
+	// The hours written are marked after the rows are stored, so sums
+	// computed before the rows were visible never count.
+	if err := markWritten(ctx, s, rows); err != nil {
+		return err
+	}
+	maybeSum(ctx, s)
+	return nil
+}
+
+func insertRollups(ctx context.Context, s *Store, rows []store.Rollup) error {
 	c := colPool.Get().(*rollupCols)
 	defer c.release()
 	c.fill(rows)

@@ -87,3 +87,27 @@ ENGINE = Distributed(main, qtop, audit, cityHash64(who));
 -- migration 2: pg sampler active-session seconds
 ALTER TABLE qtop.rollups ADD COLUMN active_session_seconds Float64 DEFAULT 0 CODEC(Gorilla, LZ4) AFTER rows;
 ALTER TABLE qtop.rollups_dist ADD COLUMN active_session_seconds Float64 DEFAULT 0 AFTER rows;
+
+-- migration 3: sums of closed hours
+CREATE TABLE IF NOT EXISTS qtop.rollups_sums
+(
+    kind UInt8,
+    hour DateTime,
+    gen UInt64,
+    minute DateTime,
+    tenant String,
+    route LowCardinality(String),
+    requests UInt64,
+    errors UInt64,
+    duration_seconds Float64,
+    db_seconds Float64,
+    ru Float64,
+    bytes UInt64
+)
+ENGINE = MergeTree()
+PARTITION BY toYYYYMMDD(hour)
+ORDER BY (kind, hour, gen, minute, tenant, route);
+CREATE TABLE IF NOT EXISTS qtop.rollups_sums_dist AS qtop.rollups_sums
+ENGINE = Distributed(main, qtop, rollups_sums, cityHash64(hour));
+INSERT INTO qtop.rollups_sums_dist (kind, hour, gen)
+SELECT DISTINCT 3, toStartOfHour(minute), 1 FROM qtop.rollups;

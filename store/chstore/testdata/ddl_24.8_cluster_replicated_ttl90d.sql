@@ -90,3 +90,28 @@ ENGINE = Distributed(main, qtop, audit, cityHash64(who));
 -- migration 2: pg sampler active-session seconds
 ALTER TABLE qtop.rollups ADD COLUMN IF NOT EXISTS active_session_seconds Float64 DEFAULT 0 CODEC(Gorilla, LZ4) AFTER rows; -- on one replica of each shard, one by one (replication does the rest)
 ALTER TABLE qtop.rollups_dist ADD COLUMN IF NOT EXISTS active_session_seconds Float64 DEFAULT 0 AFTER rows; -- on every node of the cluster, one by one
+
+-- migration 3: sums of closed hours
+CREATE TABLE IF NOT EXISTS qtop.rollups_sums ON CLUSTER main
+(
+    kind UInt8,
+    hour DateTime,
+    gen UInt64,
+    minute DateTime,
+    tenant String,
+    route LowCardinality(String),
+    requests UInt64,
+    errors UInt64,
+    duration_seconds Float64,
+    db_seconds Float64,
+    ru Float64,
+    bytes UInt64
+)
+ENGINE = ReplicatedMergeTree('/clickhouse/tables/{shard}/qtop/rollups_sums', '{replica}')
+PARTITION BY toYYYYMMDD(hour)
+ORDER BY (kind, hour, gen, minute, tenant, route)
+TTL hour + INTERVAL 7776000 SECOND;
+CREATE TABLE IF NOT EXISTS qtop.rollups_sums_dist ON CLUSTER main AS qtop.rollups_sums
+ENGINE = Distributed(main, qtop, rollups_sums, cityHash64(hour));
+INSERT INTO qtop.rollups_sums_dist (kind, hour, gen)
+SELECT DISTINCT 3, toStartOfHour(minute), 1 FROM qtop.rollups_dist;
