@@ -164,6 +164,7 @@ var migrations = []migration{
 	}},
 	{3, "rollups sorted by tenant once older than the last minutes, with hourly and daily sums (see cold.go, sums.go)",
 		append(append([]string{}, coldMigration...), sumsMigration...)},
+	{4, "the tenant's numeric key in the hot rollups too (see cold.go)", hotKeyMigration},
 }
 
 func (s *Store) migrate(ctx context.Context, max int) error {
@@ -300,9 +301,9 @@ func (s *Store) write(ctx context.Context, what, stagingTable string, merge merg
 	return nil
 }
 
-const upsertRollup = `INSERT INTO rollups (minute, writer, version, service, tenant, route, tier, kind,
+const upsertRollup = `INSERT INTO rollups (tkey, minute, writer, version, service, tenant, route, tier, kind,
     count, errors, duration_seconds, ru, bytes, "rows", active_session_seconds, latency)
-SELECT minute, writer, version, service, tenant, route, tier, kind,
+SELECT md5_number_upper(tenant), minute, writer, version, service, tenant, route, tier, kind,
     count, errors, duration_seconds, ru, bytes, "rows", active_session_seconds, latency
 FROM staging_rollups
 ON CONFLICT (tenant, minute, route, kind, service, writer) DO UPDATE SET
@@ -464,9 +465,9 @@ func (s *Store) History(ctx context.Context, tenantName string, from, to time.Ti
 	defer done()
 	q := rollupsFrom(`minute, tier, count, errors, duration_seconds, ru, bytes, "rows", active_session_seconds,
     CASE WHEN kind IN ('request', 'job') THEN latency END AS latency`,
-		"tenant = ? AND minute >= ? AND minute < ?", "tkey = md5_number_upper(?)") + "\nORDER BY minute"
+		"tkey = md5_number_upper(?) AND tenant = ? AND minute >= ? AND minute < ?") + "\nORDER BY minute"
 	f, t := from.UTC(), to.UTC()
-	rows, err := s.db.QueryContext(ctx, q, tenantName, f, t, tenantName, tenantName, f, t)
+	rows, err := s.db.QueryContext(ctx, q, tenantName, tenantName, f, t, tenantName, tenantName, f, t)
 	if err != nil {
 		return nil, fmt.Errorf("duckstore: history: %w", err)
 	}
