@@ -52,9 +52,12 @@ func (s *Store) Load(ctx context.Context, fill func(add func([]store.Rollup) err
 	if n > 0 {
 		return ErrNotEmpty
 	}
-	if _, err := conn.ExecContext(ctx, "DELETE FROM staging_rollups"); err != nil {
+	// A temporary table stages the rows: it is the connection's and is
+	// kept in memory (spilled if it must), not written to the file.
+	if _, err := conn.ExecContext(ctx, "CREATE OR REPLACE TEMP TABLE load_rollups AS FROM staging_rollups LIMIT 0"); err != nil {
 		return fmt.Errorf("duckstore: load: %w", err)
 	}
+	defer conn.ExecContext(context.WithoutCancel(ctx), "DROP TABLE IF EXISTS temp.load_rollups")
 	l := &loader{conn: conn}
 	if err := fill(func(rows []store.Rollup) error { return l.add(ctx, rows) }); err != nil {
 		return fmt.Errorf("duckstore: load: %w", err)
@@ -96,7 +99,7 @@ func (l *loader) add(ctx context.Context, rows []store.Rollup) error {
 	}
 	l.newest = hi
 	err := l.conn.Raw(func(dc any) error {
-		a, err := duckdb.NewAppenderFromConn(dc.(driver.Conn), "", "staging_rollups")
+		a, err := duckdb.NewAppender(dc.(driver.Conn), "temp", "main", "load_rollups")
 		if err != nil {
 			return err
 		}
@@ -135,14 +138,14 @@ func (l *loader) runs(ctx context.Context, from, to time.Time, span time.Duratio
 		b := minTime(a.Add(span), to)
 		if _, err := tx.ExecContext(ctx, `INSERT INTO rollups_cold BY NAME
 SELECT md5_number_upper(tenant) AS tkey, `+rollupColumns+`
-FROM staging_rollups WHERE minute >= ? AND minute < ? ORDER BY tkey, minute`, a, b); err != nil {
+FROM load_rollups WHERE minute >= ? AND minute < ? ORDER BY tkey, minute`, a, b); err != nil {
 			return err
 		}
 	}
-	if err := addSums(ctx, tx, 1, "SELECT * FROM staging_rollups WHERE minute >= ? AND minute < ?", from, to); err != nil {
+	if err := addSums(ctx, tx, 1, "SELECT * FROM load_rollups WHERE minute >= ? AND minute < ?", from, to); err != nil {
 		return err
 	}
-	if _, err := tx.ExecContext(ctx, "DELETE FROM staging_rollups WHERE minute < ?", to); err != nil {
+	if _, err := tx.ExecContext(ctx, "DELETE FROM load_rollups WHERE minute < ?", to); err != nil {
 		return err
 	}
 	return tx.Commit()
@@ -169,7 +172,7 @@ func (l *loader) finish(ctx context.Context) (time.Time, error) {
 		return time.Time{}, err
 	}
 	defer tx.Rollback()
-	for _, q := range []string{upsertRollup, "DELETE FROM staging_rollups"} {
+	for _, q := range []string{"INSERT INTO staging_rollups FROM load_rollups", upsertRollup, "DELETE FROM staging_rollups"} {
 		if _, err := tx.ExecContext(ctx, q); err != nil {
 			return time.Time{}, err
 		}
