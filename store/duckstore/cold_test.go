@@ -176,7 +176,7 @@ func TestColdSums(t *testing.T) {
 		t.Fatal(err)
 	}
 	written = append(written, late...)
-	if s.tableRows(t, "rollups_cold") == 0 || s.tableRows(t, "rollups_sums") == 0 {
+	if s.tableRows(t, "rollups_cold") == 0 || s.tableRows(t, "rollups_sums_hour") == 0 || s.tableRows(t, "rollups_sums_day") == 0 {
 		t.Fatal("nothing moved to the cold table")
 	}
 	t0 := storetest.T0.Truncate(24 * time.Hour)
@@ -288,4 +288,52 @@ func TestColdRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	storetest.CheckUsage(t, u, storetest.ExpectUsage(written, t0.Add(3*time.Minute), t0.Add(29*time.Hour), true))
+}
+
+// TestSumsMigration: a file of schema 4, its sums in one table with a
+// grain column, gets a table per grain, and Usage reads the same sums.
+func TestSumsMigration(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "q.duckdb")
+	ctx := context.Background()
+	s, err := Open(path, func(c *config) { c.maxMigration = 4 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	var written []store.Rollup
+	for m := 0; m < 3*60; m += 7 {
+		written = append(written, storetest.Row(m, "w1", "acme", "/a", uint64(m+1)), storetest.Row(m, "w1", "zeta", "/z", 2))
+	}
+	for _, r := range written { // as schema 4's moves left them
+		if _, err := s.db.Exec(`INSERT INTO rollups_cold (tkey, `+rollupColumns+`) VALUES (md5_number_upper(?), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			r.Tenant, r.Minute, r.Writer, r.Version, r.Service, r.Tenant, r.Route, uint8(r.Tier), r.Kind, r.Count, r.Errors,
+			r.DurationSeconds, r.RU, r.Bytes, r.Rows, r.ActiveSessionSeconds, encodeLatency(&r.Latency)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, q := range []string{`INSERT INTO rollups_sums
+SELECT g.grain, date_trunc(g.grain, minute), tenant, route, kind, count(*), sum(count), sum(errors), sum(duration_seconds),
+    sum(coalesce(active_session_seconds, 0)), sum(ru), sum(bytes)
+FROM rollups_cold, (VALUES ('hour'), ('day')) g(grain) GROUP BY ALL`,
+		`UPDATE rollups_horizon SET horizon = TIMESTAMP '2030-01-01'`} {
+		if _, err := s.db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	s, err = Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.tableRows(t, "rollups_sums_hour") == 0 || s.tableRows(t, "rollups_sums_day") == 0 {
+		t.Fatal("the sums were not moved")
+	}
+	t0 := storetest.T0.Truncate(24 * time.Hour)
+	for _, r := range [][2]time.Time{{storetest.T0, storetest.T0.Add(3 * time.Hour)}, {t0, t0.Add(24 * time.Hour)}} {
+		u, err := s.Usage(ctx, r[0], r[1], true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		storetest.CheckUsage(t, u, storetest.ExpectUsage(written, r[0], r[1], true))
+	}
 }

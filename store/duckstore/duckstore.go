@@ -165,6 +165,7 @@ var migrations = []migration{
 	{3, "rollups sorted by tenant once older than the last minutes, with hourly and daily sums (see cold.go, sums.go)",
 		append(append([]string{}, coldMigration...), sumsMigration...)},
 	{4, "the tenant's numeric key in the hot rollups too (see cold.go)", hotKeyMigration},
+	{5, "a table of rollup sums per grain (see sums.go)", sumsSplitMigration},
 }
 
 func (s *Store) migrate(ctx context.Context, max int) error {
