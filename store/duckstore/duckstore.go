@@ -8,9 +8,14 @@
 // doubles a figure, and an older late version never overwrites a newer one.
 //
 // Rollups older than the last minutes written move to a table sorted by
-// tenant, with hourly and daily sums beside it (cold.go, sums.go): one
-// tenant's history reads that tenant's row groups only, and a cost report
-// over days reads the sums instead of every minute.
+// tenant (a closed day, or four hours, one sorted run), with hourly and
+// daily sums beside it (cold.go, sums.go): one tenant's history reads
+// that tenant's parts of a few runs only, and a cost report over days
+// reads the sums instead of every minute.
+//
+// Load fills a new file with a history in the layout those writes leave,
+// much faster than WriteRollups: for benchmarks (bench/storegen -load)
+// and imports.
 package duckstore
 
 import (
