@@ -195,6 +195,8 @@ func TestColdSums(t *testing.T) {
 			{0, 72 * time.Hour}, // whole days
 			{5*time.Hour + 59*time.Minute, 50*time.Hour + time.Minute}, // a day, hours and minutes on both sides
 			{24 * time.Hour, 48 * time.Hour},
+			{33 * time.Minute, 71*time.Hour + 13*time.Minute}, // edge days as the day less what is outside
+			{22*time.Hour + 33*time.Minute, 47*time.Hour + 13*time.Minute},
 			{-time.Hour, 100 * time.Hour},
 		} {
 			from, to := t0.Add(r[0]), t0.Add(r[1])

@@ -429,7 +429,7 @@ func (s *Store) Usage(ctx context.Context, from, to time.Time, byRoute bool) ([]
 		route = "route"
 	}
 	// The hot rows, the cold ones of partial hours, the sums of the rest.
-	parts, args := usageParts(`tenant, route, kind, count, errors, duration_seconds, active_session_seconds, ru, bytes`, from, to)
+	parts, args := usageParts(from, to)
 	// n counts the rows under a line: a line whose sums cancel out (rows
 	// replaced or retained since) covers none and is left out.
 	q := fmt.Sprintf(`SELECT tenant, %s AS r,
