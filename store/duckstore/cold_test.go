@@ -339,3 +339,21 @@ FROM rollups_cold, (VALUES ('hour'), ('day')) g(grain) GROUP BY ALL`,
 		storetest.CheckUsage(t, u, storetest.ExpectUsage(written, r[0], r[1], true))
 	}
 }
+
+// TestTenantKey: the key History computes is DuckDB's md5_number_upper.
+func TestTenantKey(t *testing.T) {
+	s, err := Open("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, name := range []string{"", "acme", "tenant-05000", "Ünïcødé 租户", "a'b"} {
+		var want uint64
+		if err := s.db.QueryRow("SELECT md5_number_upper(?)", name).Scan(&want); err != nil {
+			t.Fatal(err)
+		}
+		if got := tenantKey(name); got != want {
+			t.Fatalf("tenantKey(%q) = %d, want %d", name, got, want)
+		}
+	}
+}

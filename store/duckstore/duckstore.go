@@ -471,9 +471,9 @@ func (s *Store) History(ctx context.Context, tenantName string, from, to time.Ti
 	defer done()
 	q := rollupsFrom(`minute, tier, count, errors, duration_seconds, ru, bytes, "rows", active_session_seconds,
     CASE WHEN kind IN ('request', 'job') THEN latency END AS latency`,
-		"tkey = md5_number_upper(?) AND tenant = ? AND minute >= ? AND minute < ?") + "\nORDER BY minute"
+		fmt.Sprintf("tkey = %d AND tenant = ? AND minute >= ? AND minute < ?", tenantKey(tenantName))) + "\nORDER BY minute"
 	f, t := from.UTC(), to.UTC()
-	rows, err := s.db.QueryContext(ctx, q, tenantName, tenantName, f, t, tenantName, tenantName, f, t)
+	rows, err := s.db.QueryContext(ctx, q, tenantName, f, t, tenantName, f, t)
 	if err != nil {
 		return nil, fmt.Errorf("duckstore: history: %w", err)
 	}
