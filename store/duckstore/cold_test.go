@@ -196,6 +196,8 @@ func TestColdSums(t *testing.T) {
 			{5*time.Hour + 59*time.Minute, 50*time.Hour + time.Minute}, // a day, hours and minutes on both sides
 			{24 * time.Hour, 48 * time.Hour},
 			{33 * time.Minute, 71*time.Hour + 13*time.Minute}, // edge days as the day less what is outside
+			{24*time.Hour + 33*time.Minute, 47*time.Hour + 13*time.Minute},
+			{24*time.Hour + 33*time.Minute, 24*time.Hour + 33*time.Minute + 12*time.Hour},
 			{22*time.Hour + 33*time.Minute, 47*time.Hour + 13*time.Minute},
 			{-time.Hour, 100 * time.Hour},
 		} {

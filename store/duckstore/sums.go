@@ -176,10 +176,18 @@ func usageParts(from, to time.Time) (string, []any) {
 		cold(false, from, to)
 		return q, args
 	}
-	if !d0.Before(d1) {
-		cold(false, from, h0)
-		hours(false, h0, h1)
-		cold(false, h1, to)
+	if d0.After(d1) { // inside one day
+		if d := d1; to.Sub(from) > day/2 { // the day less its hours and minutes outside
+			days(d, d.Add(day))
+			hours(true, d, from.Truncate(time.Hour))
+			cold(true, from.Truncate(time.Hour), from)
+			cold(true, to, ceilTo(to, time.Hour))
+			hours(true, ceilTo(to, time.Hour), d.Add(day))
+		} else {
+			cold(false, from, h0)
+			hours(false, h0, h1)
+			cold(false, h1, to)
+		}
 		return q, args
 	}
 	days(d0, d1)
