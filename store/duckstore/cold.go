@@ -2,7 +2,9 @@ package duckstore
 
 import (
 	"context"
+	"crypto/md5"
 	"database/sql"
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"time"
@@ -17,14 +19,22 @@ import (
 // whole row groups' worth of them move, in one transaction, to
 // rollups_cold, sorted by
 // tenant (tkey, the upper half of the tenant's MD5, then the minute).
-// DuckDB keeps the minimum and maximum of each column per row group, so a
-// read of one tenant skips every cold row group but the one or two that
-// hold it: one tenant's day reads a few thousand rows instead of every
-// tenant's millions (a DuckDB ART index on the tenant was measured too:
-// it finds the rows but fetches each from a different row group, and was
-// no faster than the scan). tkey is an integer because DuckDB keeps only
-// a prefix of a string's minimum and maximum, which tenant names that
-// share a prefix would make useless.
+// DuckDB keeps the minimum and maximum of each column per row group (and
+// per column segment), so a read of one tenant skips the parts of a
+// sorted run that hold other tenants: one tenant's day reads a few
+// thousand rows instead of every tenant's millions (a DuckDB ART index
+// on the tenant was measured too: it finds the rows but fetches each
+// from a different row group, and was no faster than the scan). tkey is
+// an integer because DuckDB keeps only a prefix of a string's minimum and
+// maximum, which tenant names that share a prefix would make useless; the
+// hot table carries it too (migration 4), so its scan compares integers.
+//
+// Each move is one sorted run, and a read of one tenant visits every run
+// (at 10,000 tenants a day is about fifty moves). So when the horizon
+// passes the end of a run span (four hours, a day), the cold rows of the
+// span that ended are rewritten as one sorted run, in the moving
+// transaction: a day's history then reads yesterday's one run, at most
+// five four-hour runs of today and the moves since.
 //
 // Each row's key is in one table only. The horizon is the minute before
 // which rows have been moved; a late row (before the horizon) replaces its
@@ -45,15 +55,18 @@ const coldLag = 10 * time.Minute
 const rollupColumns = `minute, writer, version, service, tenant, route, tier, kind,
     count, errors, duration_seconds, ru, bytes, "rows", active_session_seconds, latency`
 
-// rollupsFrom renders a SELECT of cols over both tables, where is applied
-// to each; tenantWhere, when not empty, is added to the cold table's
-// where to skip its other tenants' row groups (its ? comes first).
-func rollupsFrom(cols, where, tenantWhere string) string {
-	cold := where
-	if tenantWhere != "" {
-		cold = tenantWhere + " AND " + where
-	}
-	return fmt.Sprintf("SELECT %s FROM rollups WHERE %s\nUNION ALL\nSELECT %s FROM rollups_cold WHERE %s", cols, where, cols, cold)
+// rollupsFrom renders a SELECT of cols over both tables, where applied to
+// each (its arguments are given once per table).
+func rollupsFrom(cols, where string) string {
+	return fmt.Sprintf("SELECT %s FROM rollups WHERE %s\nUNION ALL\nSELECT %s FROM rollups_cold WHERE %s", cols, where, cols, where)
+}
+
+// tenantKey is md5_number_upper(name), the tables' tkey. History puts it
+// in the query's text: a constant the scan compares with each row group's
+// minimum and maximum (a parameter was measured slower).
+func tenantKey(name string) uint64 {
+	sum := md5.Sum([]byte(name))
+	return binary.LittleEndian.Uint64(sum[:8])
 }
 
 // loadHorizon reads the horizon a previous run left.
@@ -138,7 +151,7 @@ func (s *Store) moveCold(ctx context.Context, tx *sql.Tx, cutoff time.Time) (tim
 	// statement: one snapshot, a total order.
 	moving := "SELECT rowid FROM rollups WHERE minute < ? ORDER BY minute, rowid LIMIT ?"
 	if _, err := tx.ExecContext(ctx, `INSERT INTO rollups_cold BY NAME
-SELECT md5_number_upper(tenant) AS tkey, `+rollupColumns+`
+SELECT tkey, `+rollupColumns+`
 FROM rollups WHERE rowid IN (`+moving+`)
 ORDER BY tkey, minute`, cutoff, n); err != nil {
 		return s.horizon, err
@@ -154,10 +167,53 @@ ORDER BY tkey, minute`, cutoff, n); err != nil {
 	if err := foldSums(ctx, tx, s.horizon, cutoff); err != nil {
 		return s.horizon, err
 	}
+	if err := resortCold(ctx, tx, s.horizon, cutoff); err != nil {
+		return s.horizon, err
+	}
 	if _, err := tx.ExecContext(ctx, "UPDATE rollups_horizon SET horizon = ?", cutoff); err != nil {
 		return s.horizon, err
 	}
 	return cutoff, nil
+}
+
+// runSpans are the spans whose cold rows are rewritten as one sorted run
+// when the horizon passes their end, longest first.
+var runSpans = []time.Duration{24 * time.Hour, 4 * time.Hour}
+
+// resortCold rewrites the cold rows of the longest run span that ended in
+// (from, to] as one run sorted by tenant and minute: the sorted copy is
+// appended, then the rows it copied deleted (rowids up to the table's
+// last before the copy). Only the last span that ended is rewritten: when
+// a move passes several, the rows of the earlier ones came in that move,
+// one sort already. The first move (from the epoch) is one sort too.
+func resortCold(ctx context.Context, tx *sql.Tx, from, to time.Time) error {
+	if !from.After(time.Unix(0, 0)) {
+		return nil
+	}
+	for _, d := range runSpans {
+		end := to.Truncate(d)
+		if !end.After(from) {
+			continue
+		}
+		start := end.Add(-d)
+		var last sql.NullInt64
+		if err := tx.QueryRowContext(ctx, "SELECT max(rowid) FROM rollups_cold").Scan(&last); err != nil {
+			return fmt.Errorf("sort a run: %w", err)
+		}
+		if !last.Valid {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO rollups_cold
+SELECT * FROM rollups_cold WHERE minute >= ? AND minute < ? ORDER BY tkey, minute`, start, end); err != nil {
+			return fmt.Errorf("sort a run: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, "DELETE FROM rollups_cold WHERE minute >= ? AND minute < ? AND rowid <= ?",
+			start, end, last.Int64); err != nil {
+			return fmt.Errorf("sort a run: %w", err)
+		}
+		return nil
+	}
+	return nil
 }
 
 // coldMigration creates the cold table, sorted by tenant in row-group
@@ -169,6 +225,13 @@ var coldMigration = []string{
     ` + strings.ReplaceAll(coldColumnTypes, "\n", "\n    ") + `)`,
 	`CREATE TABLE IF NOT EXISTS rollups_horizon (horizon TIMESTAMP NOT NULL)`,
 	`INSERT INTO rollups_horizon SELECT TIMESTAMP '1970-01-01' WHERE NOT EXISTS (SELECT 1 FROM rollups_horizon)`,
+}
+
+// hotKeyMigration gives the hot table the tenant's key, filled for the
+// rows it holds; the upsert sets it from then on.
+var hotKeyMigration = []string{
+	`ALTER TABLE rollups ADD COLUMN IF NOT EXISTS tkey UBIGINT`,
+	`UPDATE rollups SET tkey = md5_number_upper(tenant)`,
 }
 
 const coldColumnTypes = `minute TIMESTAMP NOT NULL,

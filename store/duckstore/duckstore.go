@@ -8,9 +8,14 @@
 // doubles a figure, and an older late version never overwrites a newer one.
 //
 // Rollups older than the last minutes written move to a table sorted by
-// tenant, with hourly and daily sums beside it (cold.go, sums.go): one
-// tenant's history reads that tenant's row groups only, and a cost report
-// over days reads the sums instead of every minute.
+// tenant (a closed day, or four hours, one sorted run), with hourly and
+// daily sums beside it (cold.go, sums.go): one tenant's history reads
+// that tenant's parts of a few runs only, and a cost report over days
+// reads the sums instead of every minute.
+//
+// Load fills a new file with a history in the layout those writes leave,
+// much faster than WriteRollups: for benchmarks (bench/storegen -load)
+// and imports.
 package duckstore
 
 import (
@@ -164,6 +169,8 @@ var migrations = []migration{
 	}},
 	{3, "rollups sorted by tenant once older than the last minutes, with hourly and daily sums (see cold.go, sums.go)",
 		append(append([]string{}, coldMigration...), sumsMigration...)},
+	{4, "the tenant's numeric key in the hot rollups too (see cold.go)", hotKeyMigration},
+	{5, "a table of rollup sums per grain (see sums.go)", sumsSplitMigration},
 }
 
 func (s *Store) migrate(ctx context.Context, max int) error {
@@ -300,9 +307,9 @@ func (s *Store) write(ctx context.Context, what, stagingTable string, merge merg
 	return nil
 }
 
-const upsertRollup = `INSERT INTO rollups (minute, writer, version, service, tenant, route, tier, kind,
+const upsertRollup = `INSERT INTO rollups (tkey, minute, writer, version, service, tenant, route, tier, kind,
     count, errors, duration_seconds, ru, bytes, "rows", active_session_seconds, latency)
-SELECT minute, writer, version, service, tenant, route, tier, kind,
+SELECT md5_number_upper(tenant), minute, writer, version, service, tenant, route, tier, kind,
     count, errors, duration_seconds, ru, bytes, "rows", active_session_seconds, latency
 FROM staging_rollups
 ON CONFLICT (tenant, minute, route, kind, service, writer) DO UPDATE SET
@@ -422,7 +429,7 @@ func (s *Store) Usage(ctx context.Context, from, to time.Time, byRoute bool) ([]
 		route = "route"
 	}
 	// The hot rows, the cold ones of partial hours, the sums of the rest.
-	parts, args := usageParts(`tenant, route, kind, count, errors, duration_seconds, active_session_seconds, ru, bytes`, from, to)
+	parts, args := usageParts(from, to)
 	// n counts the rows under a line: a line whose sums cancel out (rows
 	// replaced or retained since) covers none and is left out.
 	q := fmt.Sprintf(`SELECT tenant, %s AS r,
@@ -464,9 +471,9 @@ func (s *Store) History(ctx context.Context, tenantName string, from, to time.Ti
 	defer done()
 	q := rollupsFrom(`minute, tier, count, errors, duration_seconds, ru, bytes, "rows", active_session_seconds,
     CASE WHEN kind IN ('request', 'job') THEN latency END AS latency`,
-		"tenant = ? AND minute >= ? AND minute < ?", "tkey = md5_number_upper(?)") + "\nORDER BY minute"
+		fmt.Sprintf("tkey = %d AND tenant = ? AND minute >= ? AND minute < ?", tenantKey(tenantName))) + "\nORDER BY minute"
 	f, t := from.UTC(), to.UTC()
-	rows, err := s.db.QueryContext(ctx, q, tenantName, f, t, tenantName, tenantName, f, t)
+	rows, err := s.db.QueryContext(ctx, q, tenantName, f, t, tenantName, f, t)
 	if err != nil {
 		return nil, fmt.Errorf("duckstore: history: %w", err)
 	}

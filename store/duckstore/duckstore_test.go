@@ -103,7 +103,7 @@ func TestCorruptLatencyReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := s.db.Exec(`INSERT INTO rollups VALUES (?, 'w', 1, '', 'acme', '/', 0, 'request', 1, 0, 0, 0, 0, 0, '\xFF\xFF\xFF'::BLOB, 0)`, storetest.T0); err != nil {
+	if _, err := s.db.Exec(`INSERT INTO rollups VALUES (?, 'w', 1, '', 'acme', '/', 0, 'request', 1, 0, 0, 0, 0, 0, '\xFF\xFF\xFF'::BLOB, 0, md5_number_upper('acme'))`, storetest.T0); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.History(context.Background(), "acme", storetest.T0, storetest.T0.Add(time.Hour)); err == nil {

@@ -106,8 +106,10 @@ func (s *Store) EraseTenant(ctx context.Context, tenantName string) (store.Erase
 			*n += uint64(c)
 		}
 	}
-	if _, err := tx.ExecContext(ctx, "DELETE FROM rollups_sums WHERE tenant = ?", tenantName); err != nil {
-		return store.Erased{}, fmt.Errorf("duckstore: erase tenant from rollups_sums: %w", err)
+	for _, g := range grains {
+		if _, err := tx.ExecContext(ctx, "DELETE FROM "+g.table+" WHERE tenant = ?", tenantName); err != nil {
+			return store.Erased{}, fmt.Errorf("duckstore: erase tenant from %s: %w", g.table, err)
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return store.Erased{}, fmt.Errorf("duckstore: erase tenant: %w", err)
