@@ -69,6 +69,12 @@
 // read leaves those in the pool waits and the overlap memory (not in the
 // DB time, which is recorded only once the request was read whole).
 //
+// A span measures the statement as its client saw it. With --postgres
+// the collector writes each statement shape's minute as PostgreSQL
+// measured it in pg_stat_statements (StatementShape maps its texts to
+// the routes given here), split as the spans measured it; see the
+// collector's dbtime.go.
+//
 // Values are validated as the collector validates reports: a tenant that
 // fails tenant.ValidateTenant (too long, invalid UTF-8, unprintable) counts
 // as "(untagged)", a route that fails tenant.ValidateRoute as "other", and
