@@ -226,8 +226,8 @@ func check(t *testing.T, bin string, coll *collector.Server, storeURL, service s
 		if math.Round(reqs) != float64(w.Requests) {
 			t.Errorf("qtop --once: %s: %.1f requests, the service served %d", r.Tenant, reqs, w.Requests)
 		}
-		if !within(db, w.DBSeconds, 0.02) {
-			t.Errorf("qtop --once: %s: %.3f s of DB time, the service measured %.3f s (more than 2%% apart)", r.Tenant, db, w.DBSeconds)
+		if !within(db, w.DBSeconds, 0.002) {
+			t.Errorf("qtop --once: %s: %.3f s of DB time, the service measured %.3f s (more than 0.2%% apart: the same spans)", r.Tenant, db, w.DBSeconds)
 		}
 		if w.DBWallSeconds > 0 && !within(db, w.DBWallSeconds, 0.15) {
 			t.Errorf("qtop --once: %s: %.3f s of DB time, the service's wall time around its queries %.3f s (more than 15%% apart)", r.Tenant, db, w.DBWallSeconds)
@@ -271,7 +271,7 @@ func check(t *testing.T, bin string, coll *collector.Server, storeURL, service s
 		}
 	}
 	t.Logf("cost report: (unattributed) %d requests  %7.3f s DB (service, untagged: %.3f s)", unattributed.Requests, unattributed.DBSeconds, untagged.DBSeconds)
-	if !within(unattributed.DBSeconds, untagged.DBSeconds, 0.02) {
+	if !within(unattributed.DBSeconds, untagged.DBSeconds, 0.002) {
 		t.Errorf("cost report: unattributed DB time %.3f s, the service's untagged %.3f s", unattributed.DBSeconds, untagged.DBSeconds)
 	}
 	for tn, w := range want {
@@ -280,7 +280,7 @@ func check(t *testing.T, bin string, coll *collector.Server, storeURL, service s
 		if int64(l.Requests) != w.Requests {
 			t.Errorf("cost report: %s: %d requests, the service served %d", tn, l.Requests, w.Requests)
 		}
-		if !within(l.DBSeconds, w.DBSeconds, 0.02) {
+		if !within(l.DBSeconds, w.DBSeconds, 0.002) {
 			t.Errorf("cost report: %s: %.3f s of DB time, the service measured %.3f s", tn, l.DBSeconds, w.DBSeconds)
 		}
 	}

@@ -103,3 +103,48 @@ func TestRUFromCostModel(t *testing.T) {
 		t.Error("a negative cost model was accepted")
 	}
 }
+
+// Start times cut to the millisecond (OpenTelemetry JS 2.x takes a span's
+// start from Date.now() and adds a precise duration): two statements run
+// one after the other seem to overlap by less than a millisecond, and a
+// short one can seem to lie inside the one before; neither is deducted.
+// A statement inside its parent statement counts once, however short, an
+// overlap of a millisecond or more is deducted, and precise start times
+// are merged as before.
+func TestDBTimeMillisecondStarts(t *testing.T) {
+	ms := uint64(time.Millisecond)
+	base := uint64(t0.UnixNano()) // a whole millisecond
+	type span struct{ id, parent, s, e uint64 }
+	for _, c := range []struct {
+		name          string
+		first, second span
+		wantSecond    uint64
+	}{
+		// 2.3 ms then 1.5 ms, siblings under the request (id 1); the
+		// second's start was cut back 0.3 ms before the first's end.
+		{"sequential", span{2, 1, 0, 2300_000}, span{3, 1, 2 * ms, 3500_000}, 1500_000},
+		{"sequential, later one first", span{3, 1, 2 * ms, 3500_000}, span{2, 1, 0, 2300_000}, 2300_000},
+		// a 0.3 ms statement that seems to lie inside the 2.5 ms before it
+		{"short after long", span{2, 1, 0, 2500_000}, span{3, 1, 2 * ms, 2300_000}, 300_000},
+		// a 0.6 ms query span inside its 3 ms driver span: nothing more,
+		// in either order of arrival
+		{"child inside parent", span{2, 1, 0, 3 * ms}, span{3, 2, 2 * ms, 2600_000}, 0},
+		{"parent after child", span{3, 2, 2 * ms, 2600_000}, span{2, 1, 0, 3 * ms}, 2400_000},
+		// queries in parallel, 1.5 ms of overlap: deducted
+		{"parallel", span{2, 1, 0, 3500_000}, span{3, 1, 2 * ms, 4 * ms}, 500_000},
+		// an export sent again: the span adds nothing
+		{"sent again", span{2, 1, 0, 2 * ms}, span{2, 1, 0, 2 * ms}, 0},
+		// precise starts: an overlap of 0.3 ms is deducted
+		{"precise starts", span{2, 1, 100, 2300_100}, span{3, 1, 2000_100, 3500_100}, 1200_000},
+	} {
+		d := newDBIntervals(4)
+		id := traceID{1}
+		f, sc := c.first, c.second
+		if got := d.add(id, base+f.s, base+f.e, f.id, f.parent); got != f.e-f.s {
+			t.Errorf("%s: first statement %d ns, want %d", c.name, got, f.e-f.s)
+		}
+		if got := d.add(id, base+sc.s, base+sc.e, sc.id, sc.parent); got != c.wantSecond {
+			t.Errorf("%s: second statement %d ns, want %d", c.name, got, c.wantSecond)
+		}
+	}
+}

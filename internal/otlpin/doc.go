@@ -62,7 +62,11 @@
 // or overlap (a driver span around a query span, queries run in
 // parallel) count their wall time once, whatever order they arrive in
 // (remembered for the WithTraceLimits most recent traces). The record
-// still counts one statement. Pool spans (above) are the time a request
+// still counts one statement. Start times cut to the millisecond
+// (OpenTelemetry JS takes them from Date.now()) place a span only to
+// within a millisecond: for such spans an overlap counts when one is the
+// other's parent or when it lasts a millisecond or more, so that
+// statements run one after the other are not taken for overlapping. Pool spans (above) are the time a request
 // waited for a connection: they take the tenant of the span or its
 // resource, and show as the tenant's pool wait, apart from DB time. A
 // request found malformed after some of its pool or statement spans were

@@ -198,7 +198,7 @@ func (m *mapper) dedupe(sp *rawSpan, r *meter.Record) {
 	if !ok || m.dbIv == nil {
 		return
 	}
-	r.Duration = time.Duration(m.dbIv.add(id, sp.start, sp.end))
+	r.Duration = time.Duration(m.dbIv.add(id, sp.start, sp.end, spanID(sp.spanID), spanID(sp.parentID)))
 }
 
 // spanAttrs are the attribute values the mapping reads, as found in the

@@ -1,6 +1,7 @@
 package otlpin
 
 import (
+	"encoding/binary"
 	"time"
 
 	"github.com/qtop-dev/qtop/meter"
@@ -17,6 +18,15 @@ func toTraceID(b []byte) (traceID, bool) {
 	}
 	copy(id[:], b)
 	return id, id != traceID{}
+}
+
+// spanID is an 8-byte span id as a number; 0 (no id) for any other
+// length.
+func spanID(b []byte) uint64 {
+	if len(b) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(b)
 }
 
 // root is what a trace's local root span says about whom the trace is for.

@@ -27,6 +27,7 @@ const (
 	fSSSpans = 2 // ScopeSpans.spans
 
 	fSpanTraceID    = 1
+	fSpanID         = 2
 	fSpanParentID   = 4
 	fSpanName       = 5
 	fSpanKind       = 6
@@ -199,10 +200,10 @@ func anyValue(b []byte) (value, error) {
 // rawSpan is one span as read from the wire; its slices point into the
 // body and live as long as it.
 type rawSpan struct {
-	traceID, parentID, name []byte
-	kind                    uint64
-	start, end              uint64
-	status                  uint64
+	traceID, spanID, parentID, name []byte
+	kind                            uint64
+	start, end                      uint64
+	status                          uint64
 }
 
 // readSpan reads the fields of a Span the mapping uses; attributes are
@@ -219,6 +220,8 @@ func readSpan(b []byte, sp *rawSpan, attrs *[][]byte) error {
 		switch num {
 		case fSpanTraceID:
 			sp.traceID = v
+		case fSpanID:
+			sp.spanID = v
 		case fSpanParentID:
 			sp.parentID = v
 		case fSpanName:
