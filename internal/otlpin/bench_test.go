@@ -31,9 +31,11 @@ func benchSpans(b testing.TB, n int) []byte {
 			str("server.address", "127.0.0.1"), str("user_agent.original", "load/1.0"), str("network.protocol.version", "1.1"))
 		spans = append(spans, srv)
 		for j := uint64(2); j <= 3 && len(spans) < n; j++ {
-			spans = append(spans, pgSpan(i, j, "SELECT id, name, price FROM items WHERE id = $1", 5*time.Millisecond,
+			db := pgSpan(i, j, "SELECT id, name, price FROM items WHERE id = $1", 5*time.Millisecond,
 				str("db.name", "shop"), str("db.user", "app"), str("net.peer.name", "127.0.0.1"),
-				&commonpb.KeyValue{Key: "net.peer.port", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: 5432}}}))
+				&commonpb.KeyValue{Key: "net.peer.port", Value: &commonpb.AnyValue{Value: &commonpb.AnyValue_IntValue{IntValue: 5432}}})
+			db.start = db.start.Add(time.Duration(i*7919%1_000_000 + 1)) // to the nanosecond, as the Go, Java and Python SDKs send it
+			spans = append(spans, db)
 		}
 	}
 	return marshal(b, request("shop", spans...))

@@ -189,19 +189,21 @@ func (d *dbIntervals) add(id traceID, s, e, span, parent uint64) uint64 {
 func (t *traceDB) addPrecise(s, e uint64) uint64 {
 	covered := uint64(0)
 	ns, ne := s, e
-	out := t.iv[:0:0]
+	w := 0 // the intervals it does not touch stay, in place and in order
 	for _, x := range t.iv {
 		if x.e < s || x.s > e { // disjoint (touching ones merge)
-			out = append(out, x)
+			t.iv[w] = x
+			w++
 			continue
 		}
 		covered += min(x.e, e) - max(x.s, s)
 		ns, ne = min(ns, x.s), max(ne, x.e)
 	}
-	out = append(out, interval{ns, ne})
-	slices.SortFunc(out, func(a, b interval) int { return cmp.Compare(a.s, b.s) })
-	if len(out) > maxIntervals {
-		out = out[len(out)-maxIntervals:]
+	out := t.iv[:w]
+	i, _ := slices.BinarySearchFunc(out, ns, func(x interval, s uint64) int { return cmp.Compare(x.s, s) })
+	out = slices.Insert(out, i, interval{ns, ne})
+	if len(out) > maxIntervals { // the earliest goes
+		out = append(out[:0], out[1:]...)
 	}
 	t.iv = out
 	return (e - s) - covered

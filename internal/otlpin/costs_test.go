@@ -2,6 +2,7 @@ package otlpin
 
 import (
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 
@@ -145,6 +146,33 @@ func TestDBTimeMillisecondStarts(t *testing.T) {
 		}
 		if got := d.add(id, base+sc.s, base+sc.e, sc.id, sc.parent); got != c.wantSecond {
 			t.Errorf("%s: second statement %d ns, want %d", c.name, got, c.wantSecond)
+		}
+	}
+}
+
+// With precise start times a trace's statements count the length of their
+// union, whatever order they arrive in: checked against the union computed
+// the long way, nanosecond by nanosecond, on random spans.
+func TestDBTimeUnion(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 200 {
+		d := newDBIntervals(4)
+		id := traceID{byte(round)}
+		covered := make([]bool, 2000)
+		var sum, want uint64
+		for range 1 + rng.IntN(40) {
+			s := 1 + uint64(rng.IntN(1900))
+			e := s + 1 + uint64(rng.IntN(100))
+			sum += d.add(id, s, e, 0, 0)
+			for i := s; i < e; i++ {
+				if !covered[i] {
+					covered[i] = true
+					want++
+				}
+			}
+		}
+		if sum != want {
+			t.Fatalf("round %d: the statements counted %d ns, their union is %d", round, sum, want)
 		}
 	}
 }
