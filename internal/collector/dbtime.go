@@ -33,6 +33,14 @@ import (
 // requests the service slowed more than others', keep that difference,
 // scaled; the shape's total is PostgreSQL's.
 //
+// A statement's span can reach the collector in a later minute than the
+// one PostgreSQL counted it in (its export is seconds behind, the
+// receiver's window straddles the minute's turn): PostgreSQL's time of a
+// shape that no rows of its minute took is carried to the shape's next
+// minute that has rows, within calibrationWindow, so that the bill's sum
+// stays PostgreSQL's (a burst that began a moment before a minute's turn
+// left its first calls' time out).
+//
 // A shape is scaled only where the rows can be PostgreSQL's calls: the
 // calls pg_stat_statements counted and the statements the rows counted
 // agree within calibrationCallSlack over the last calibrationWindow
@@ -47,6 +55,7 @@ type dbTimes struct {
 	prevAt time.Time
 	pg     map[int64]map[string]shapeTotal // minute → shape → PostgreSQL's growth
 	client map[int64]map[string]shapeTotal // minute → shape → the rows' sums
+	given  map[int64]map[string]float64    // minute → shape → the seconds its rows were scaled to
 	result *prometheus.CounterVec
 	// live holds the factors of the newest minute written, for the live
 	// view (liveScale); liveAt is that minute.
@@ -72,10 +81,12 @@ type stmtCum struct {
 }
 
 // shapeTotal is what a shape did in a minute; bad marks a minute whose
-// counters went back (pg_stat_statements_reset).
+// counters went back (pg_stat_statements_reset). left is the part of
+// PostgreSQL's seconds that no minute's rows took yet (carried).
 type shapeTotal struct {
 	calls   int64
 	seconds float64
+	left    float64
 	bad     bool
 }
 
@@ -97,6 +108,7 @@ const (
 func newDBTimes(reg prometheus.Registerer) *dbTimes {
 	d := &dbTimes{
 		pg: make(map[int64]map[string]shapeTotal), client: make(map[int64]map[string]shapeTotal),
+		given: make(map[int64]map[string]float64),
 		result: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qtop_collector_db_time_shapes_total",
 			Help: "Statement shapes of a written minute by what their DB time is: postgres (scaled to pg_stat_statements), calls_differ or implausible (the clients' time kept)."},
 			[]string{"result"}),
@@ -162,6 +174,7 @@ func (d *dbTimes) observe(now time.Time, stats []pgactivity.StatementStats) {
 		} else {
 			t.calls += c.calls - p.calls
 			t.seconds += (c.ms - p.ms) / 1000
+			t.left += (c.ms - p.ms) / 1000
 		}
 		tot[sh] = t
 	}
@@ -169,6 +182,7 @@ func (d *dbTimes) observe(now time.Time, stats []pgactivity.StatementStats) {
 		if k < m.Unix()-keepMinutes*60 {
 			delete(d.pg, k)
 			delete(d.client, k)
+			delete(d.given, k)
 		}
 	}
 }
@@ -193,27 +207,32 @@ func (d *dbTimes) calibrate(minute time.Time, rollups []store.Rollup) {
 	if pg == nil {
 		return
 	}
-	shapes := make(map[string]shapeTotal) // PostgreSQL's totals of the shapes scaled
+	shapes := make(map[string]float64) // PostgreSQL's seconds of the shapes scaled
 	for sh, c := range client {
-		p, ok := pg[sh]
+		avail, ok := d.available(k, sh)
 		if !ok {
 			continue
 		}
 		result := "postgres"
-		f := p.seconds / c.seconds
+		f := avail / c.seconds
 		switch {
-		case p.bad || !d.callsAgree(k, sh):
+		case pg[sh].bad || !d.callsAgree(k, sh):
 			result = "calls_differ"
 		case c.seconds <= 0 || c.calls <= 0 || !(f > 0 && f <= maxCalibration):
 			result = "implausible"
 		default:
-			shapes[sh] = p
+			shapes[sh] = avail
 		}
 		d.result.WithLabelValues(result).Inc()
+		d.take(k, sh) // scaled or not, PostgreSQL's time up to here is spent
 	}
 	live := make(map[string]float64, len(shapes))
-	for sh, p := range shapes {
-		live[sh] = toPostgres(rollups, sh, p.seconds, client[sh])
+	for sh, secs := range shapes {
+		if d.given[k] == nil {
+			d.given[k] = make(map[string]float64)
+		}
+		d.given[k][sh] = secs
+		live[sh] = toPostgres(rollups, sh, secs, client[sh])
 	}
 	if k >= d.liveAt { // not an older minute written again
 		d.liveAt = k
@@ -235,6 +254,33 @@ func toPostgres(rollups []store.Rollup, sh string, pgSeconds float64, c shapeTot
 		}
 	}
 	return k
+}
+
+// available is PostgreSQL's time for shape sh's rows of minute k: what
+// an earlier emission of the minute gave them, and what no rows took yet
+// of the calibrationWindow minutes up to k. ok is false where PostgreSQL
+// counted none of sh there. The lock is held.
+func (d *dbTimes) available(k int64, sh string) (secs float64, ok bool) {
+	secs, ok = d.given[k][sh]
+	for i := range int64(calibrationWindow) {
+		if t, had := d.pg[k-60*i][sh]; had {
+			secs, ok = secs+t.left, true
+		}
+	}
+	return secs, ok
+}
+
+// take marks PostgreSQL's time of shape sh up to minute k as taken by
+// minute k's rows. The lock is held.
+func (d *dbTimes) take(k int64, sh string) {
+	for i := range int64(calibrationWindow) {
+		if tot := d.pg[k-60*i]; tot != nil {
+			if t, had := tot[sh]; had {
+				t.left = 0
+				tot[sh] = t
+			}
+		}
+	}
 }
 
 // callsAgree compares shape sh's calls in PostgreSQL and in the rows over

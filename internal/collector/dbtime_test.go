@@ -68,6 +68,46 @@ func TestDBTimesCalibrate(t *testing.T) {
 	}
 }
 
+// TestDBTimesCarry: PostgreSQL's time of calls whose spans reached the
+// collector in the next minute (a burst begun a moment before the turn)
+// is carried to that minute's rows, so the minutes' sum is PostgreSQL's;
+// a minute written again keeps what it was given, and time carried is
+// given once.
+func TestDBTimesCarry(t *testing.T) {
+	d := newDBTimes(prometheus.NewRegistry())
+	m0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	m1 := m0.Add(time.Minute)
+	sel := func(calls int64, ms float64) []pgactivity.StatementStats {
+		return []pgactivity.StatementStats{{QueryID: 1, Query: "SELECT pg_sleep($1)", Calls: calls, TotalMs: ms}}
+	}
+	d.observe(m0.Add(57*time.Second), sel(0, 0))
+	d.observe(m1, sel(19, 50))                        // 12:00: 19 calls, 50 ms
+	d.observe(m1.Add(8*time.Second), sel(1050, 2310)) // 12:01 so far: 1,031 calls, 2.26 s
+	req := store.Rollup{Minute: m0, Tenant: "acme", Route: "GET /products", Kind: "request", Count: 19, DurationSeconds: 1}
+	d.calibrate(m0, []store.Rollup{req}) // no statement rows: the spans came later
+	rows := func() []store.Rollup {
+		return []store.Rollup{
+			{Minute: m1, Tenant: "acme", Route: "SELECT", Kind: "db", Count: 700, DurationSeconds: 10},
+			{Minute: m1, Tenant: "globex", Route: "SELECT", Kind: "db", Count: 350, DurationSeconds: 5}}
+	}
+	for range 2 { // written, and written again
+		r := rows()
+		d.calibrate(m1, r)
+		if sum := r[0].DurationSeconds + r[1].DurationSeconds; math.Abs(sum-2.31) > 1e-9 || math.Abs(r[0].DurationSeconds-1.54) > 1e-9 {
+			t.Errorf("12:01's rows hold %.6f s (acme %.6f), want PostgreSQL's 2.31 s of both minutes, acme two thirds", sum, r[0].DurationSeconds)
+		}
+	}
+	// The next minute gets its own growth only.
+	m2 := m1.Add(time.Minute)
+	d.observe(m2, sel(1050, 2310))
+	d.observe(m2.Add(time.Minute), sel(1100, 2410))
+	r := []store.Rollup{{Minute: m2, Tenant: "acme", Route: "SELECT", Kind: "db", Count: 50, DurationSeconds: 0.5}}
+	d.calibrate(m2, r)
+	if math.Abs(r[0].DurationSeconds-0.1) > 1e-9 {
+		t.Errorf("12:02's row holds %.6f s, want its own 0.1 s", r[0].DurationSeconds)
+	}
+}
+
 // TestDBTimesLive: the live view's DB time of a statement shape is scaled
 // as the newest written minute scaled it (one truth with the history and
 // the bill), an agent's DB rows (by request route) are not, and the
