@@ -221,7 +221,17 @@ func TestNodeBillShortStatements(t *testing.T) {
 	if _, err := dbc.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
 		t.Fatalf("pg_stat_statements (scripts/services loads it): %v", err)
 	}
-	coll, storeURL := startCollector(t, func(c *collector.Config) { c.Postgres = dbDSN })
+	// The collector's clock starts a second into a minute and runs at half
+	// speed, so that the whole run (10–40 s here) lies in one of its
+	// minutes: how a minute's turn falls between PostgreSQL's reads and the
+	// spans' windows is TestDBTimesCarry's (internal/collector); this test
+	// is about the split between tenants.
+	start := time.Now()
+	minute := start.Truncate(time.Minute).Add(time.Second)
+	coll, storeURL := startCollector(t, func(c *collector.Config) {
+		c.Postgres = dbDSN
+		c.Now = func() time.Time { return minute.Add(time.Since(start) / 2) }
+	})
 	base := startNode(t, node, dbDSN, coll.Addr())
 	load := []struct {
 		tenant            string
