@@ -561,6 +561,21 @@ func (r *Receiver) Start() {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
+		// The flushes fall on whole multiples of the interval (whole
+		// seconds by default), so that a window ends at a minute's turn
+		// rather than straddling it: the minute a window is placed in (by
+		// its middle) then holds no spans from after the turn but the
+		// flush's own delay's, and pg_stat_statements, read at the turn,
+		// counted the same calls (the collector's dbtime.go).
+		now := time.Now()
+		first := time.NewTimer(now.Truncate(r.cfg.interval).Add(r.cfg.interval).Sub(now))
+		select {
+		case <-r.stop:
+			first.Stop()
+			return
+		case <-first.C:
+		}
+		r.Flush(r.cfg.clock())
 		t := time.NewTicker(r.cfg.interval)
 		defer t.Stop()
 		for {
