@@ -33,29 +33,31 @@ import (
 // requests the service slowed more than others', keep that difference,
 // scaled; the shape's total is PostgreSQL's.
 //
-// A statement's span can reach the collector in a later minute than the
-// one PostgreSQL counted it in (its export is seconds behind, the
-// receiver's window straddles the minute's turn): PostgreSQL's time of a
-// shape that no rows of its minute took is carried to the shape's next
-// minute that has rows, within calibrationWindow, so that the bill's sum
-// stays PostgreSQL's (a burst that began a moment before a minute's turn
-// left its first calls' time out).
+// A statement's span reaches the collector after PostgreSQL counted the
+// statement (its export is seconds behind), sometimes in the next minute;
+// and pg_stat_statements may count calls no rows hold (a client not
+// traced, another collector's share of the spans). So a shape's rows of a
+// minute are given PostgreSQL's mean time per call over the calls
+// PostgreSQL counted and no rows took yet, in that minute and the
+// calibrationWindow minutes before it: all of it when the rows hold as
+// many calls, or more (rows a moment ahead of PostgreSQL's read; the
+// calls they hold beyond it are taken from the next minute's), and the
+// rest is carried to the shape's next minute with rows. The bill's sum is
+// PostgreSQL's, whatever minute the spans came in.
 //
-// A shape is scaled only where the rows can be PostgreSQL's calls: the
-// calls pg_stat_statements counted and the statements the rows counted
-// agree within calibrationCallSlack over the last calibrationWindow
-// (another client running the same shape, one not traced, or a second
-// database would make them differ), and PostgreSQL's time is at most
-// maxCalibration times the clients'. Otherwise the clients' time stays.
-// The agents' DB rows are by request route, not by shape, and are not
-// touched.
+// A shape keeps the clients' time where its rows cannot be PostgreSQL's
+// calls: more calls than PostgreSQL counted in the window and in the
+// minutes after it read so far, beyond calibrationCallSlack (a second
+// database running the same shape), counters that went back
+// (pg_stat_statements_reset), or PostgreSQL's time over maxCalibration
+// times the clients'. The agents' DB rows are by request route, not by
+// shape, and are not touched.
 type dbTimes struct {
 	mu     sync.Mutex
 	prev   map[int64]stmtCum // by queryid, at the last read
 	prevAt time.Time
 	pg     map[int64]map[string]shapeTotal // minute → shape → PostgreSQL's growth
-	client map[int64]map[string]shapeTotal // minute → shape → the rows' sums
-	given  map[int64]map[string]float64    // minute → shape → the seconds its rows were scaled to
+	given  map[int64]map[string]grant      // minute → shape → what its rows were given
 	result *prometheus.CounterVec
 	// live holds the factors of the newest minute written, for the live
 	// view (liveScale); liveAt is that minute.
@@ -81,22 +83,28 @@ type stmtCum struct {
 }
 
 // shapeTotal is what a shape did in a minute; bad marks a minute whose
-// counters went back (pg_stat_statements_reset). left is the part of
-// PostgreSQL's seconds that no minute's rows took yet (carried).
+// counters went back (pg_stat_statements_reset). left is the part of it
+// no minute's rows took yet (carried); its calls go below zero where rows
+// took calls PostgreSQL had not counted by then.
 type shapeTotal struct {
 	calls   int64
 	seconds float64
-	left    float64
+	left    grant
 	bad     bool
 }
 
+// grant is PostgreSQL's time of some calls of a shape.
+type grant struct {
+	calls   int64
+	seconds float64
+}
+
 const (
-	// calibrationWindow: the minutes over which calls are compared (a
-	// span exported seconds after its statement lands in the next minute
-	// now and then; over five minutes that evens out).
+	// calibrationWindow: how many minutes PostgreSQL's time of calls no
+	// rows took yet is kept for the rows that come later.
 	calibrationWindow = 5
-	// calibrationCallSlack: how far apart the calls may be, as a fraction
-	// (plus two calls).
+	// calibrationCallSlack: how many more calls than PostgreSQL counted
+	// rows may hold, as a fraction (plus two calls).
 	calibrationCallSlack = 0.03
 	// maxCalibration: PostgreSQL's time of a shape over the clients' at
 	// most this (more: the rows are not all of its calls).
@@ -107,10 +115,9 @@ const (
 
 func newDBTimes(reg prometheus.Registerer) *dbTimes {
 	d := &dbTimes{
-		pg: make(map[int64]map[string]shapeTotal), client: make(map[int64]map[string]shapeTotal),
-		given: make(map[int64]map[string]float64),
+		pg: make(map[int64]map[string]shapeTotal), given: make(map[int64]map[string]grant),
 		result: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qtop_collector_db_time_shapes_total",
-			Help: "Statement shapes of a written minute by what their DB time is: postgres (scaled to pg_stat_statements), calls_differ or implausible (the clients' time kept)."},
+			Help: "Statement shapes of a written minute by what their DB time is: postgres (pg_stat_statements' time of their calls), calls_differ (more calls than PostgreSQL counted, or its counters went back) or implausible (PostgreSQL's time over 1.5 times the clients'): the clients' time kept."},
 			[]string{"result"}),
 	}
 	if reg != nil {
@@ -174,14 +181,14 @@ func (d *dbTimes) observe(now time.Time, stats []pgactivity.StatementStats) {
 		} else {
 			t.calls += c.calls - p.calls
 			t.seconds += (c.ms - p.ms) / 1000
-			t.left += (c.ms - p.ms) / 1000
+			t.left.calls += c.calls - p.calls
+			t.left.seconds += (c.ms - p.ms) / 1000
 		}
 		tot[sh] = t
 	}
 	for k := range d.pg {
 		if k < m.Unix()-keepMinutes*60 {
 			delete(d.pg, k)
-			delete(d.client, k)
 			delete(d.given, k)
 		}
 	}
@@ -202,42 +209,54 @@ func (d *dbTimes) calibrate(minute time.Time, rollups []store.Rollup) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	k := minute.Unix()
-	d.client[k] = client
 	pg := d.pg[k]
 	if pg == nil {
 		return
 	}
-	shapes := make(map[string]float64) // PostgreSQL's seconds of the shapes scaled
+	shapes := make(map[string]float64) // PostgreSQL's seconds given to the shapes scaled
 	for sh, c := range client {
 		avail, ok := d.available(k, sh)
 		if !ok {
 			continue
 		}
-		result := "postgres"
-		f := avail / c.seconds
+		result, give := "postgres", avail
 		switch {
-		case pg[sh].bad || !d.callsAgree(k, sh):
+		case d.reset(k, sh):
 			result = "calls_differ"
-		case c.seconds <= 0 || c.calls <= 0 || !(f > 0 && f <= maxCalibration):
-			result = "implausible"
+		case c.calls > avail.calls+callSlack(c.calls, avail.calls)+d.laterCalls(k, sh):
+			result = "calls_differ"
 		default:
-			shapes[sh] = avail
+			if c.calls < avail.calls {
+				give = grant{c.calls, avail.seconds * float64(c.calls) / float64(avail.calls)}
+			}
+			if f := give.seconds / c.seconds; c.seconds <= 0 || c.calls <= 0 || !(f > 0 && f <= maxCalibration) {
+				result = "implausible"
+			}
 		}
 		d.result.WithLabelValues(result).Inc()
-		d.take(k, sh) // scaled or not, PostgreSQL's time up to here is spent
+		if result != "postgres" { // PostgreSQL's time up to here is spent
+			d.take(k, sh, grant{}, nil)
+			continue
+		}
+		// What the rows did not take stays, less the calls they held
+		// beyond PostgreSQL's count (taken from the next minute's).
+		d.take(k, sh, grant{avail.calls - c.calls, avail.seconds - give.seconds}, &give)
+		shapes[sh] = give.seconds
 	}
 	live := make(map[string]float64, len(shapes))
 	for sh, secs := range shapes {
-		if d.given[k] == nil {
-			d.given[k] = make(map[string]float64)
-		}
-		d.given[k][sh] = secs
 		live[sh] = toPostgres(rollups, sh, secs, client[sh])
 	}
 	if k >= d.liveAt { // not an older minute written again
 		d.liveAt = k
 		d.live.Store(&live)
 	}
+}
+
+// callSlack is how many calls rows may hold beyond PostgreSQL's count
+// before they cannot all be its calls.
+func callSlack(rows, pg int64) int64 {
+	return 2 + int64(calibrationCallSlack*float64(max(rows, pg)))
 }
 
 // toPostgres scales the DB rows of shape sh to pgSeconds together: each
@@ -256,53 +275,68 @@ func toPostgres(rollups []store.Rollup, sh string, pgSeconds float64, c shapeTot
 	return k
 }
 
-// available is PostgreSQL's time for shape sh's rows of minute k: what
-// an earlier emission of the minute gave them, and what no rows took yet
-// of the calibrationWindow minutes up to k. ok is false where PostgreSQL
-// counted none of sh there. The lock is held.
-func (d *dbTimes) available(k int64, sh string) (secs float64, ok bool) {
-	secs, ok = d.given[k][sh]
+// available is PostgreSQL's time of shape sh's calls that minute k's rows
+// may take: what an earlier emission of the minute gave them, and what no
+// rows took yet of the calibrationWindow minutes up to k. ok is false
+// where PostgreSQL counted none of sh there. The lock is held.
+func (d *dbTimes) available(k int64, sh string) (g grant, ok bool) {
+	g, ok = d.given[k][sh]
 	for i := range int64(calibrationWindow) {
 		if t, had := d.pg[k-60*i][sh]; had {
-			secs, ok = secs+t.left, true
+			g.calls += t.left.calls
+			g.seconds += t.left.seconds
+			ok = true
 		}
 	}
-	return secs, ok
+	return g, ok
 }
 
-// take marks PostgreSQL's time of shape sh up to minute k as taken by
-// minute k's rows. The lock is held.
-func (d *dbTimes) take(k int64, sh string) {
+// take records that minute k's rows of shape sh took PostgreSQL's time up
+// to minute k but rest, which stays (in minute k's left), and were given
+// gave (nil: nothing). The lock is held.
+func (d *dbTimes) take(k int64, sh string, rest grant, gave *grant) {
 	for i := range int64(calibrationWindow) {
 		if tot := d.pg[k-60*i]; tot != nil {
-			if t, had := tot[sh]; had {
-				t.left = 0
+			if t, had := tot[sh]; had || i == 0 {
+				t.left = grant{}
+				if i == 0 {
+					t.left = rest
+				}
 				tot[sh] = t
 			}
 		}
 	}
+	if gave == nil {
+		delete(d.given[k], sh)
+		return
+	}
+	if d.given[k] == nil {
+		d.given[k] = make(map[string]grant)
+	}
+	d.given[k][sh] = *gave
 }
 
-// callsAgree compares shape sh's calls in PostgreSQL and in the rows over
-// the calibrationWindow minutes up to minute k that have both. The lock
-// is held.
-func (d *dbTimes) callsAgree(k int64, sh string) bool {
-	var pc, cc int64
+// reset reports whether shape sh's counters went back in a minute of the
+// calibrationWindow up to k. The lock is held.
+func (d *dbTimes) reset(k int64, sh string) bool {
 	for i := range int64(calibrationWindow) {
-		m := k - 60*i
-		p, okP := d.pg[m]
-		c, okC := d.client[m]
-		if !okP || !okC {
-			continue
+		if d.pg[k-60*i][sh].bad {
+			return true
 		}
-		if p[sh].bad {
-			return false
-		}
-		pc += p[sh].calls
-		cc += c[sh].calls
 	}
-	diff := math.Abs(float64(pc - cc))
-	return diff <= 2+calibrationCallSlack*float64(max(pc, cc))
+	return false
+}
+
+// laterCalls is PostgreSQL's calls of shape sh counted in the minutes
+// after k read so far. The lock is held.
+func (d *dbTimes) laterCalls(k int64, sh string) int64 {
+	var n int64
+	for m, tot := range d.pg {
+		if m > k {
+			n += tot[sh].calls
+		}
+	}
+	return n
 }
 
 // clock reads pg_stat_statements at the start and at every minute's turn

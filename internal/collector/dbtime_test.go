@@ -16,9 +16,9 @@ import (
 
 // TestDBTimesCalibrate: a minute's DB rows of a statement shape hold
 // pg_stat_statements' growth of that shape over the minute, split as the
-// spans measured it, where PostgreSQL's calls are the rows'; elsewhere
-// (calls that differ, an implausible ratio, a reset, a missed read) the
-// clients' time stays.
+// spans measured it, where PostgreSQL's calls are the rows'; PostgreSQL's
+// mean per call where it counted more calls than the rows hold; elsewhere
+// (an implausible ratio, a reset, a missed read) the clients' time stays.
 func TestDBTimesCalibrate(t *testing.T) {
 	d := newDBTimes(prometheus.NewRegistry())
 	m0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
@@ -38,20 +38,20 @@ func TestDBTimesCalibrate(t *testing.T) {
 	}
 	rows := []store.Rollup{
 		db("acme", "SELECT", 60, 0.4), db("globex", "SELECT", 40, 0.2), // 100 calls, PostgreSQL 0.3 s: ×0.5
-		db("acme", "SELECT generate_series", 50, 0.6), // PostgreSQL counted 100 calls
+		db("acme", "SELECT generate_series", 50, 0.6), // PostgreSQL counted 100 calls in 0.5 s: 50 × 5 ms
 		db("acme", "UPDATE accounts", 20, 0.1),        // PostgreSQL 0.3 s, three times the clients': implausible
 		db("acme", "DELETE carts", 3, 1),              // counters went back
 		db("acme", "INSERT orders", 3, 1),             // nothing in pg_stat_statements
 		{Minute: m0, Tenant: "acme", Route: "GET /cart", Kind: "request", Count: 100, DurationSeconds: 9},
 	}
 	d.calibrate(m0, rows)
-	want := []float64{0.2, 0.1, 0.6, 0.1, 1, 1, 9}
+	want := []float64{0.2, 0.1, 0.25, 0.1, 1, 1, 9}
 	for i, w := range want {
 		if math.Abs(rows[i].DurationSeconds-w) > 1e-9 {
 			t.Errorf("row %d (%s %s): %.6f s, want %.6f", i, rows[i].Tenant, rows[i].Route, rows[i].DurationSeconds, w)
 		}
 	}
-	for result, n := range map[string]float64{"postgres": 1, "calls_differ": 2, "implausible": 1} {
+	for result, n := range map[string]float64{"postgres": 2, "calls_differ": 1, "implausible": 1} {
 		if got := testutil.ToFloat64(d.result.WithLabelValues(result)); got != n {
 			t.Errorf("%s: %v shapes, want %v", result, got, n)
 		}
@@ -105,6 +105,31 @@ func TestDBTimesCarry(t *testing.T) {
 	d.calibrate(m2, r)
 	if math.Abs(r[0].DurationSeconds-0.1) > 1e-9 {
 		t.Errorf("12:02's row holds %.6f s, want its own 0.1 s", r[0].DurationSeconds)
+	}
+
+	// 12:03 holds 160 calls while PostgreSQL's read at the turn had 114
+	// (a window reached past it): they take all of 12:03's time, and 12:04
+	// the rest of its own calls' time.
+	m3 := m2.Add(time.Minute)
+	d.observe(m3.Add(time.Minute), sel(1100+114, 2410+228))                 // 12:03: 114 calls, 0.228 s
+	d.observe(m3.Add(time.Minute+8*time.Second), sel(1100+1050, 2410+2100)) // 12:04 so far: 936 calls, 1.872 s
+	ahead := []store.Rollup{{Minute: m3, Tenant: "acme", Route: "SELECT", Kind: "db", Count: 160, DurationSeconds: 1.6}}
+	d.calibrate(m3, ahead)
+	next := []store.Rollup{{Minute: m3.Add(time.Minute), Tenant: "acme", Route: "SELECT", Kind: "db", Count: 890, DurationSeconds: 9}}
+	d.calibrate(m3.Add(time.Minute), next)
+	if a, n := ahead[0].DurationSeconds, next[0].DurationSeconds; math.Abs(a-0.228) > 1e-9 || math.Abs(a+n-2.1) > 1e-9 {
+		t.Errorf("rows ahead of PostgreSQL's read: 12:03 %.6f s, 12:04 %.6f s; want 0.228 s and 2.1 s in all", a, n)
+	}
+
+	// Far more calls than PostgreSQL counted, before and after (a second
+	// database runs the shape too): the clients' time stays.
+	m5 := m3.Add(2 * time.Minute)
+	d.observe(m5, sel(2150, 4510))
+	d.observe(m5.Add(time.Minute), sel(2150+100, 4510+200))
+	other := []store.Rollup{{Minute: m5, Tenant: "acme", Route: "SELECT", Kind: "db", Count: 400, DurationSeconds: 4}}
+	d.calibrate(m5, other)
+	if other[0].DurationSeconds != 4 {
+		t.Errorf("rows of a second database: %.6f s, want the clients' 4 s", other[0].DurationSeconds)
 	}
 }
 
