@@ -221,16 +221,15 @@ func TestNodeBillShortStatements(t *testing.T) {
 	if _, err := dbc.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pg_stat_statements"); err != nil {
 		t.Fatalf("pg_stat_statements (scripts/services loads it): %v", err)
 	}
-	// The collector's clock starts a second into a minute and runs at half
-	// speed, so that the whole run (10–40 s here) lies in one of its
-	// minutes: how a minute's turn falls between PostgreSQL's reads and the
-	// spans' windows is TestDBTimesCarry's (internal/collector); this test
-	// is about the split between tenants.
-	start := time.Now()
-	minute := start.Truncate(time.Minute).Add(time.Second)
+	// The collector's clock starts 8 s before a minute's turn (by whole
+	// seconds, as the receiver's windows are cut), so that the run crosses
+	// it: some spans come in after PostgreSQL's read at the turn counted
+	// their calls, and the minutes' sum must still be PostgreSQL's.
+	now := time.Now()
+	off := now.Truncate(time.Minute).Add(52 * time.Second).Sub(now).Round(time.Second)
 	coll, storeURL := startCollector(t, func(c *collector.Config) {
 		c.Postgres = dbDSN
-		c.Now = func() time.Time { return minute.Add(time.Since(start) / 2) }
+		c.Now = func() time.Time { return time.Now().Add(off) }
 	})
 	base := startNode(t, node, dbDSN, coll.Addr())
 	load := []struct {
