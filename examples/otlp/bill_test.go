@@ -208,7 +208,7 @@ func costLines(t *testing.T, storeURL string) map[string]collector.CostLine {
 // this machine), and each tenant's DB time within 25% of its truth: the
 // split is the spans', and a tenant whose requests the service slowed
 // less than another's (here, the one with a single sender) keeps that
-// difference (0–7% on the 2-core machine, quiet or loaded).
+// difference (0–9% on the 2-core machine, quiet or loaded).
 func TestNodeBillShortStatements(t *testing.T) {
 	node, _, _, dbDSN := billSetup(t)
 	ctx := t.Context()
