@@ -219,15 +219,20 @@ func (d *dbTimes) calibrate(minute time.Time, rollups []store.Rollup) {
 		if !ok {
 			continue
 		}
-		result, give := "postgres", avail
+		result, give, borrow := "postgres", grant{c.calls, avail.seconds}, grant{}
 		switch {
 		case d.reset(k, sh):
 			result = "calls_differ"
-		case c.calls > avail.calls+callSlack(c.calls, avail.calls)+d.laterCalls(k, sh):
+		case c.calls > avail.calls+callSlack(c.calls, avail.calls)+d.borrow(k, sh, math.MaxInt64, false).calls:
 			result = "calls_differ"
 		default:
 			if c.calls < avail.calls {
-				give = grant{c.calls, avail.seconds * float64(c.calls) / float64(avail.calls)}
+				give.seconds = avail.seconds * float64(c.calls) / float64(avail.calls)
+			} else if c.calls > avail.calls {
+				// Calls PostgreSQL counted in a later minute: their time
+				// comes from there.
+				borrow = d.borrow(k, sh, c.calls-avail.calls, false)
+				give.seconds += borrow.seconds
 			}
 			if f := give.seconds / c.seconds; c.seconds <= 0 || c.calls <= 0 || !(f > 0 && f <= maxCalibration) {
 				result = "implausible"
@@ -239,8 +244,9 @@ func (d *dbTimes) calibrate(minute time.Time, rollups []store.Rollup) {
 			continue
 		}
 		// What the rows did not take stays, less the calls they held
-		// beyond PostgreSQL's count (taken from the next minute's).
-		d.take(k, sh, grant{avail.calls - c.calls, avail.seconds - give.seconds}, &give)
+		// beyond PostgreSQL's count (owed by the next minute's).
+		d.borrow(k, sh, borrow.calls, true)
+		d.take(k, sh, grant{avail.calls + borrow.calls - c.calls, avail.seconds + borrow.seconds - give.seconds}, &give)
 		shapes[sh] = give.seconds
 	}
 	live := make(map[string]float64, len(shapes))
@@ -327,16 +333,35 @@ func (d *dbTimes) reset(k int64, sh string) bool {
 	return false
 }
 
-// laterCalls is PostgreSQL's calls of shape sh counted in the minutes
-// after k read so far. The lock is held.
-func (d *dbTimes) laterCalls(k int64, sh string) int64 {
-	var n int64
-	for m, tot := range d.pg {
-		if m > k {
-			n += tot[sh].calls
+// borrow is up to n of the calls of shape sh that PostgreSQL counted in
+// the minutes after k (read so far) and no rows took yet, earliest first,
+// with their time at each minute's mean; with take it takes them. The
+// lock is held.
+func (d *dbTimes) borrow(k int64, sh string, n int64, take bool) grant {
+	var g grant
+	for m := k + 60; n > g.calls; m += 60 {
+		tot, ok := d.pg[m]
+		if !ok {
+			if m > d.prevAt.Unix() {
+				break
+			}
+			continue
+		}
+		t := tot[sh]
+		if t.left.calls <= 0 {
+			continue
+		}
+		c := min(n-g.calls, t.left.calls)
+		secs := t.left.seconds * float64(c) / float64(t.left.calls)
+		g.calls += c
+		g.seconds += secs
+		if take {
+			t.left.calls -= c
+			t.left.seconds -= secs
+			tot[sh] = t
 		}
 	}
-	return n
+	return g
 }
 
 // clock reads pg_stat_statements at the start and at every minute's turn
