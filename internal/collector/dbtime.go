@@ -37,12 +37,12 @@ import (
 // statement (its export is seconds behind), sometimes in the next minute;
 // and pg_stat_statements may count calls no rows hold (a client not
 // traced, another collector's share of the spans). So a shape's rows of a
-// minute are given PostgreSQL's mean time per call over the calls
-// PostgreSQL counted and no rows took yet, in that minute and the
-// calibrationWindow minutes before it: all of it when the rows hold as
-// many calls, or more (rows a moment ahead of PostgreSQL's read; the
-// calls they hold beyond it are taken from the next minute's), and the
-// rest is carried to the shape's next minute with rows. The bill's sum is
+// minute are given PostgreSQL's time of as many calls as they hold, at
+// its mean, out of the calls it counted and no rows took yet in the
+// calibrationWindow minutes up to that one: all of it when the rows hold
+// as many calls, or more (rows a moment ahead of PostgreSQL's read take
+// the time of the calls beyond it from the minutes after, at their
+// mean), and the rest is carried to the shape's next minute with rows. The bill's sum is
 // PostgreSQL's, whatever minute the spans came in.
 //
 // A shape keeps the clients' time where its rows cannot be PostgreSQL's
