@@ -318,13 +318,13 @@ func TestSeedRunKill(t *testing.T) {
 	c := newClient(t)
 	ctx := context.Background()
 	const ttl = 600 * time.Millisecond
-	const jobs = 40 // enough left after the TTL for the fleet to get back to 4 on a busy machine
+	const jobs = 100 // enough left after the TTL for the fleet to get back to 4, on a busy machine and on a quick one (40 ran out one run in 16 on a quiet machine)
 	type worker struct {
 		cmd      *exec.Cmd
 		owner    chan string
 		done     chan int
 		fallback chan int
-		start    chan struct{} // one per bigco start
+		start    chan struct{} // a bigco start, given only to a receiver waiting at the time
 	}
 	var ws []*worker
 	for i := range 3 {
@@ -336,7 +336,7 @@ func TestSeedRunKill(t *testing.T) {
 			t.Fatal(err)
 		}
 		cmd.Stderr = os.Stderr
-		w := &worker{cmd: cmd, owner: make(chan string, 1), done: make(chan int, 1), fallback: make(chan int, 1), start: make(chan struct{}, 100)}
+		w := &worker{cmd: cmd, owner: make(chan string, 1), done: make(chan int, 1), fallback: make(chan int, 1), start: make(chan struct{})}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -349,7 +349,10 @@ func TestSeedRunKill(t *testing.T) {
 				case len(f) == 2 && f[0] == "owner":
 					w.owner <- f[1]
 				case len(f) == 2 && f[0] == "start" && f[1] == "bigco":
-					w.start <- struct{}{}
+					select { // only a start that happens while the test waits for one
+					case w.start <- struct{}{}:
+					default:
+					}
 				case len(f) == 2 && f[0] == "done":
 					n, _ := strconv.Atoi(f[1])
 					w.done <- n
@@ -395,7 +398,10 @@ func TestSeedRunKill(t *testing.T) {
 			}
 		}
 	}()
-	// Kill worker 0 at its second bigco start: it holds a lease mid-job.
+	// Kill worker 0 at its second bigco start seen while waiting: it holds
+	// a lease mid-job. (Starts made before the wait are not kept: with them
+	// queued the kill could come long after the start it answered, on a
+	// machine quick enough for the worker to be between jobs.)
 	for range 2 {
 		select {
 		case <-ws[0].start:
