@@ -115,3 +115,9 @@ func BenchmarkGate(b *testing.B) {
 func BenchmarkGateStdTransport(b *testing.B) {
 	drive(b, benchGate(b, benchUpstream(b), gate.Config{StdTransport: true}))
 }
+
+// BenchmarkGateStdServer is BenchmarkGate with net/http's server in front
+// (Config.StdServer).
+func BenchmarkGateStdServer(b *testing.B) {
+	drive(b, benchGate(b, benchUpstream(b), gate.Config{StdServer: true}))
+}

@@ -51,6 +51,18 @@
 // Retry-After (throttled, bucket in debt) and 503 (shed, dropped by
 // CoDel), as the agent answers them.
 //
+// Serve answers with the gate's own HTTP/1.1 server the common request:
+// HTTP/1.1, no body or one of known length up to 64 KiB, a head of up to
+// 4 KiB that parses strictly, no upgrade and no Expect. It reads the
+// head, runs the handler and writes the response on the connection's
+// goroutine, without net/http's per-request maps, background read and
+// deadline moves. A connection whose request is anything else is handed,
+// with the bytes read so far, to net/http's server, which serves it from
+// then on (h2c, WebSocket, chunked and large uploads, HTTP/1.0, heads it
+// refuses with 400); Config.StdServer serves every connection that way.
+// The own server notices a client that left when a write to it fails, or,
+// for a request still waiting after a second, by reading its connection.
+//
 // An event stream or an upgraded connection (WebSocket) is admitted like
 // any request; once the upstream has answered it, the gate tells the
 // agent (agent.Streaming) so that its latency is charged up to there, not

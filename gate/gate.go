@@ -69,6 +69,12 @@ type Config struct {
 	// Upgrades, Expect: 100-continue, larger or streamed uploads, https
 	// and h2c upstreams use net/http's Transport either way.
 	StdTransport bool
+	// StdServer answers every request with net/http's server. Without
+	// it the gate's own HTTP/1.1 server answers the common request (no
+	// body or one of known length up to 64 KiB, no upgrade, a head of
+	// up to 4 KiB) on the connection's goroutine and hands every other
+	// connection, as it is, to net/http's: less CPU per request.
+	StdServer bool
 	// NoBaggage leaves the tenant out of the upstream request's W3C
 	// baggage.
 	NoBaggage bool
@@ -115,8 +121,12 @@ type Gate struct {
 	log     *slog.Logger
 	bags    bags
 
+	// Of the servers, from the package's variables when made.
+	headerTimeout, watchDelay time.Duration
+
 	mu   sync.Mutex
 	srvs []*http.Server
+	owns []*server
 	shut bool
 }
 
@@ -141,7 +151,7 @@ func New(a *agent.Agent, cfg Config) (*Gate, error) {
 	if cfg.MaxIdleConnsPerHost == 0 {
 		cfg.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
 	}
-	g := &Gate{cfg: cfg, agent: a, log: cfg.Logger}
+	g := &Gate{cfg: cfg, agent: a, log: cfg.Logger, headerTimeout: readHeaderTimeout, watchDelay: clientWatchDelay}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
@@ -194,7 +204,14 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	gw := writerPool.Get().(*gateWriter)
 	gw.ResponseWriter = w
 	g.metrics.inFlight.Inc()
+	// Deferred: the proxy panics with http.ErrAbortHandler when a body
+	// breaks off after its head was sent.
+	defer g.done(gw)
 	g.handler.ServeHTTP(gw, r)
+}
+
+// done counts the request of gw, finished or aborted.
+func (g *Gate) done(gw *gateWriter) {
 	g.metrics.inFlight.Dec()
 	g.metrics.count(gw.outcome())
 	*gw = gateWriter{}
@@ -217,7 +234,7 @@ func (g *Gate) Serve(ln net.Listener) error {
 	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
 	srv := &http.Server{Handler: g, Protocols: &p,
-		ReadHeaderTimeout: DefaultReadHeaderTimeout, IdleTimeout: DefaultIdleTimeout,
+		ReadHeaderTimeout: g.headerTimeout, IdleTimeout: DefaultIdleTimeout,
 		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelDebug)}
 	g.mu.Lock()
 	if g.shut {
@@ -225,9 +242,15 @@ func (g *Gate) Serve(ln net.Listener) error {
 		ln.Close()
 		return http.ErrServerClosed
 	}
-	g.srvs = append(g.srvs, srv)
+	if g.cfg.StdServer {
+		g.srvs = append(g.srvs, srv)
+		g.mu.Unlock()
+		return srv.Serve(ln)
+	}
+	s := newServer(g, ln, srv)
+	g.owns = append(g.owns, s)
 	g.mu.Unlock()
-	return srv.Serve(ln)
+	return s.serve()
 }
 
 // Shutdown stops accepting connections, waits for the requests in
@@ -242,11 +265,16 @@ func (g *Gate) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	g.shut = true
-	srvs := g.srvs
+	srvs, owns := g.srvs, g.owns
 	g.mu.Unlock()
 	var errs []error
 	for _, s := range srvs {
 		if err := s.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("gate: drain: %w", err))
+		}
+	}
+	for _, s := range owns {
+		if err := s.shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("gate: drain: %w", err))
 		}
 	}

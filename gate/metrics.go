@@ -29,6 +29,7 @@ type metrics struct {
 	requests [numOutcomes]prometheus.Counter
 	upstream prometheus.Histogram
 	inFlight prometheus.Gauge
+	handoffs prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -46,12 +47,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "qtop_gate_in_flight_requests",
 			Help: "Requests inside the gate now, admitted or waiting for admission.",
 		}),
+		handoffs: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "qtop_gate_handed_off_connections_total",
+			Help: "Client connections the gate's own HTTP/1.1 server handed to net/http's, at a request it does not answer itself (h2c, an upgrade, Expect, a chunked or large upload, HTTP/1.0, a head over 4 KiB or one it does not parse strictly).",
+		}),
 	}
 	for i, n := range outcomeNames {
 		m.requests[i] = vec.WithLabelValues(n)
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{vec, m.upstream, m.inFlight} {
+		for _, c := range []prometheus.Collector{vec, m.upstream, m.inFlight, m.handoffs} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

@@ -1,5 +1,6 @@
 // Command gateload puts qtop's gate (also as gate-std, with net/http's
-// Transport upstream; -gate-std=false leaves it out), a bare
+// Transport upstream, and as gate-stdsrv, with net/http's server in front;
+// -gate-std=false and -gate-std-server=false leave them out), a bare
 // httputil.ReverseProxy and nginx (proxy_pass) in front of the same
 // upstream, one after the other in one run, and drives each (and the upstream directly) at a fixed offered rate
 // over keep-alive connections, open loop: every request has its scheduled
@@ -36,6 +37,7 @@ type options struct {
 	runs              int
 	profile           string
 	gateStd           bool
+	gateStdServer     bool
 }
 
 func main() {
@@ -52,6 +54,7 @@ func main() {
 	flag.StringVar(&o.nginx, "nginx", "", "the nginx binary (default: nginx on PATH or /usr/sbin/nginx; none: skip)")
 	flag.IntVar(&o.runs, "runs", 1, "rounds over all targets")
 	flag.BoolVar(&o.gateStd, "gate-std", true, "also load the gate with --std-transport (net/http's Transport upstream) as gate-std")
+	flag.BoolVar(&o.gateStdServer, "gate-std-server", true, "also load the gate with --std-server (net/http's server in front) as gate-stdsrv")
 	flag.StringVar(&o.profile, "gate-pprof", "", "write a 5 s CPU profile of the gate under load to this file")
 	flag.Parse()
 	if err := run(o); err != nil {

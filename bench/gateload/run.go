@@ -46,6 +46,9 @@ func run(o options) error {
 		if o.gateStd {
 			mks = append(mks, func() (target, error) { return startGate(gateBin, upURL, tmp, "gate-std", "--std-transport") })
 		}
+		if o.gateStdServer {
+			mks = append(mks, func() (target, error) { return startGate(gateBin, upURL, tmp, "gate-stdsrv", "--std-server") })
+		}
 		mks = append(mks, func() (target, error) { return startNginx(nginxBin, up, tmp) })
 		for _, mk := range mks {
 			t, err := mk()
@@ -86,7 +89,7 @@ func measureAll(o options, targets []target) error {
 		if err != nil {
 			return fmt.Errorf("%s: %w", t.name, err)
 		}
-		rows[i] = row{name: t.name, r: r, ticks: cpuTicks(t.cmd) - before, proxy: t.cmd != nil}
+		rows[i] = row{name: t.name, r: r, ticks: cpuTicks(t.cmd).sub(before), proxy: t.cmd != nil}
 	}
 	printTable(rows)
 	return nil
@@ -244,49 +247,55 @@ http {
 	return startChild("nginx", addr, exec.Command(bin, "-p", dir, "-c", path, "-e", filepath.Join(dir, "error.log")))
 }
 
-// cpuTicks is the user+system CPU of the process and its children
-// processes (nginx's workers), in clock ticks; 0 for no process.
-func cpuTicks(cmd *exec.Cmd) int64 {
+// ticks is CPU time in clock ticks: user and system (the kernel's work
+// for the process: its syscalls, and on loopback the receiving side of
+// what it sends).
+type ticks struct{ user, sys int64 }
+
+func (t ticks) sub(u ticks) ticks { return ticks{t.user - u.user, t.sys - u.sys} }
+
+// cpuTicks is the CPU of the process and its children processes
+// (nginx's workers); 0 for no process.
+func cpuTicks(cmd *exec.Cmd) ticks {
 	if cmd == nil {
-		return 0
+		return ticks{}
 	}
 	pid := cmd.Process.Pid
-	total := procTicks(pid)
+	_, total := procStat(pid)
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		p, err := strconv.Atoi(e.Name())
 		if err != nil || p == pid {
 			continue
 		}
-		if ppid, ticks := procStat(p); ppid == pid {
-			total += ticks
+		if ppid, t := procStat(p); ppid == pid {
+			total.user += t.user
+			total.sys += t.sys
 		}
 	}
 	return total
 }
 
-func procTicks(pid int) int64 { _, t := procStat(pid); return t }
-
-// procStat reads a process's parent and utime+stime from /proc/PID/stat.
-func procStat(pid int) (ppid int, ticks int64) {
+// procStat reads a process's parent, utime and stime from /proc/PID/stat.
+func procStat(pid int) (ppid int, t ticks) {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
-		return 0, 0
+		return 0, t
 	}
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, 0
+		return 0, t
 	}
 	f := strings.Fields(s[i+1:])
 	// After the command: state(0) ppid(1) … utime(11) stime(12).
 	if len(f) < 13 {
-		return 0, 0
+		return 0, t
 	}
 	ppid, _ = strconv.Atoi(f[1])
-	u, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return ppid, u + st
+	t.user, _ = strconv.ParseInt(f[11], 10, 64)
+	t.sys, _ = strconv.ParseInt(f[12], 10, 64)
+	return ppid, t
 }
 
 // profileGate writes a CPU profile of the gate under load.

@@ -99,7 +99,7 @@ type proxyFlags struct {
 	maxIdle                                              int
 	timeout, dialTimeout, flushInterval                  time.Duration
 	h2cUpstream, preserveHost, trustForwarded, noBaggage bool
-	stdTransport                                         bool
+	stdTransport, stdServer                              bool
 }
 
 func parse(args []string, stderr io.Writer) (flags, error) {
@@ -128,6 +128,7 @@ func parse(args []string, stderr io.Writer) (flags, error) {
 	b.dur(&f.interval, "interval", "QTOP_GATE_INTERVAL", time.Second, "how often the gate reports to the collector")
 	b.bool(&f.h2cUpstream, "h2c-upstream", "QTOP_GATE_H2C_UPSTREAM", "speak HTTP/2 without TLS (h2c) to the upstream")
 	b.bool(&f.stdTransport, "std-transport", "QTOP_GATE_STD_TRANSPORT", "send every request upstream through Go's net/http Transport (default: the gate's own HTTP/1.1 client for requests without a body or with one up to 64 KiB, which costs less CPU)")
+	b.bool(&f.stdServer, "std-server", "QTOP_GATE_STD_SERVER", "answer every request with Go's net/http server (default: the gate's own HTTP/1.1 server answers requests without a body or with one up to 64 KiB and hands the rest — h2c, upgrades, large or chunked uploads — to net/http's, which costs less CPU)")
 	b.bool(&f.preserveHost, "preserve-host", "QTOP_GATE_PRESERVE_HOST", "send the client's Host header upstream (default: the upstream's)")
 	b.bool(&f.trustForwarded, "trust-forwarded", "QTOP_GATE_TRUST_FORWARDED", "keep incoming X-Forwarded-For (only behind a trusted load balancer)")
 	b.bool(&f.noBaggage, "no-baggage", "QTOP_GATE_NO_BAGGAGE", "do not send the tenant upstream as W3C baggage")
@@ -208,7 +209,7 @@ func build(ctx context.Context, f flags, reg *prometheus.Registry, log *slog.Log
 	g, err := gate.New(a, gate.Config{Upstream: up, Timeout: f.timeout, DialTimeout: f.dialTimeout,
 		MaxIdleConnsPerHost: f.maxIdle, FlushInterval: f.flushInterval, H2CUpstream: f.h2cUpstream,
 		PreserveHost: f.preserveHost, TrustForwarded: f.trustForwarded, NoBaggage: f.noBaggage,
-		StdTransport: f.stdTransport, Registerer: reg, Logger: log})
+		StdTransport: f.stdTransport, StdServer: f.stdServer, Registerer: reg, Logger: log})
 	if err != nil {
 		a.Shutdown(context.Background())
 		return nil, err
