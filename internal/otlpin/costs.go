@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/ru"
@@ -128,14 +129,23 @@ func (p *poolWaits) attach(rep *report.Report) {
 // in parallel); a shorter overlap of unrelated spans is the clock's. The
 // Node.js example lost 2–3% of its DB time to it, about 120 µs a request
 // of two short statements.
+//
+// Memory is bounded twice: by the number of traces (the trace cache's
+// capacity, 100,000 by default) and by maxIntervalBytes over all of them,
+// so that traces of many statements each (256 are kept a trace) cannot
+// take 100,000 × 256 × 32 bytes (0.8 GB); past the budget the oldest
+// traces are forgotten first, and a statement of a forgotten trace counts
+// whole.
 type dbIntervals struct {
-	mu    sync.Mutex
-	m     map[traceID]traceDB
-	order []traceID // FIFO ring
-	head  int
-	n     int
-	cap   int
-	segs  []interval // addMs's scratch
+	mu     sync.Mutex
+	m      map[traceID]traceDB
+	order  []traceID // FIFO ring
+	head   int
+	n      int
+	cap    int
+	bytes  int        // what the traces' intervals take, by their lengths
+	budget int        // maxIntervalBytes, or less in tests
+	segs   []interval // addMs's scratch
 }
 
 // traceDB is what one trace's statement spans covered: the union of the
@@ -154,11 +164,21 @@ type msSpan struct{ id, parent, s, e uint64 }
 
 const maxIntervals = 256
 
+// maxIntervalBytes bounds the intervals of all traces: 32 MiB, a million
+// statements with precise start times or half as many with millisecond
+// ones.
+const maxIntervalBytes = 32 << 20
+
+// size is what t's intervals take.
+func (t traceDB) size() int {
+	return len(t.iv)*int(unsafe.Sizeof(interval{})) + len(t.ms)*int(unsafe.Sizeof(msSpan{}))
+}
+
 // msStart is the resolution of a start time cut to the millisecond, in ns.
 const msStart = uint64(time.Millisecond)
 
 func newDBIntervals(capacity int) *dbIntervals {
-	return &dbIntervals{m: make(map[traceID]traceDB), cap: capacity}
+	return &dbIntervals{m: make(map[traceID]traceDB), cap: capacity, budget: maxIntervalBytes}
 }
 
 // add counts the statement span [s, e) (span id, parent span id; 0 when
@@ -174,6 +194,7 @@ func (d *dbIntervals) add(id traceID, s, e, span, parent uint64) uint64 {
 	if !ok {
 		d.track(id)
 	}
+	before := t.size()
 	var n uint64
 	if s%msStart == 0 {
 		n = t.addMs(msSpan{span, parent, s, e}, &d.segs)
@@ -181,7 +202,20 @@ func (d *dbIntervals) add(id traceID, s, e, span, parent uint64) uint64 {
 		n = t.addPrecise(s, e)
 	}
 	d.m[id] = t
+	d.bytes += t.size() - before
+	for d.bytes > d.budget && d.n > 1 && d.order[d.head] != id {
+		d.forgetOldest()
+	}
 	return n
+}
+
+// forgetOldest forgets the trace that came first.
+func (d *dbIntervals) forgetOldest() {
+	old := d.order[d.head]
+	d.bytes -= d.m[old].size()
+	delete(d.m, old)
+	d.head = (d.head + 1) % len(d.order)
+	d.n--
 }
 
 // addPrecise merges [s, e) into the union and returns the part of it the
@@ -248,9 +282,7 @@ func (t *traceDB) addMs(sp msSpan, scratch *[]interval) uint64 {
 // track puts a new trace in the ring, forgetting the oldest when full.
 func (d *dbIntervals) track(id traceID) {
 	if d.n == d.cap {
-		delete(d.m, d.order[d.head])
-		d.head = (d.head + 1) % len(d.order)
-		d.n--
+		d.forgetOldest()
 	} else if d.n == len(d.order) {
 		d.order = regrow(d.order, d.head, d.n, d.cap)
 		d.head = 0

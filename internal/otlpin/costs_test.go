@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+	"unsafe"
 
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -174,5 +175,42 @@ func TestDBTimeUnion(t *testing.T) {
 		if sum != want {
 			t.Fatalf("round %d: the statements counted %d ns, their union is %d", round, sum, want)
 		}
+	}
+}
+
+// TestDBTimeMemoryBudget: past the byte budget the oldest traces are
+// forgotten, whatever the trace count allows, and what is kept stays
+// under it.
+func TestDBTimeMemoryBudget(t *testing.T) {
+	d := newDBIntervals(1000)
+	d.budget = 100 * int(unsafe.Sizeof(interval{}))
+	for tr := range 30 {
+		id := traceID{byte(tr)}
+		for i := range uint64(10) { // ten disjoint statements a trace
+			if got := d.add(id, 1+i*10, 5+i*10, 0, 0); got != 4 {
+				t.Fatalf("trace %d statement %d counted %d ns, want 4", tr, i, got)
+			}
+		}
+	}
+	if d.n != 10 || d.bytes != d.budget {
+		t.Fatalf("%d traces kept in %d bytes, want 10 in %d", d.n, d.bytes, d.budget)
+	}
+	if _, ok := d.m[traceID{19}]; ok {
+		t.Fatal("trace 19 is kept, past the budget")
+	}
+	// A statement of a kept trace still overlaps; of a forgotten one it
+	// counts whole.
+	if got := d.add(traceID{29}, 1, 5, 0, 0); got != 0 {
+		t.Fatalf("a kept trace's statement sent again counted %d ns", got)
+	}
+	if got := d.add(traceID{0}, 1, 5, 0, 0); got != 4 {
+		t.Fatalf("a forgotten trace's statement counted %d ns, want 4", got)
+	}
+	sum := 0
+	for _, tr := range d.m {
+		sum += tr.size()
+	}
+	if sum != d.bytes || d.bytes > d.budget {
+		t.Fatalf("bytes %d, the traces hold %d, budget %d", d.bytes, sum, d.budget)
 	}
 }
