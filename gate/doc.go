@@ -63,6 +63,12 @@
 // The own server notices a client that left when a write to it fails, or,
 // for a request still waiting after a second, by reading its connection.
 //
+// Every write to a client must end within Config.SendTimeout (60 s by
+// default, as nginx's send_timeout): a client that stops reading its
+// response is cut off with a reset, counted client_gone, and its
+// admission slot goes to the next request; without it a few hundred
+// such clients would hold all the gate's slots for good.
+//
 // An event stream or an upgraded connection (WebSocket) is admitted like
 // any request; once the upstream has answered it, the gate tells the
 // agent (agent.Streaming) so that its latency is charged up to there, not

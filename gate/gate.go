@@ -30,6 +30,7 @@ const (
 	DefaultMaxIdleConnsPerHost = 256
 	DefaultIdleTimeout         = 120 * time.Second
 	DefaultReadHeaderTimeout   = 10 * time.Second
+	DefaultSendTimeout         = 60 * time.Second
 )
 
 // Config configures a Gate. Only Upstream is required.
@@ -44,6 +45,13 @@ type Config struct {
 	// DialTimeout bounds connecting to the upstream (default
 	// DefaultDialTimeout); past it the client gets 502.
 	DialTimeout time.Duration
+	// SendTimeout bounds each write to a client (default
+	// DefaultSendTimeout, nginx's send_timeout; negative: none): a client
+	// that reads nothing of its response for that long is cut off, its
+	// request counted client_gone, and its admission slot given back.
+	// Without it, clients that stop reading would hold the gate's slots
+	// for good. A stream or WebSocket that only idles is not affected.
+	SendTimeout time.Duration
 	// MaxIdleConnsPerHost is how many keep-alive connections to the
 	// upstream stay open between requests (default
 	// DefaultMaxIdleConnsPerHost).
@@ -148,6 +156,9 @@ func New(a *agent.Agent, cfg Config) (*Gate, error) {
 	if cfg.DialTimeout == 0 {
 		cfg.DialTimeout = DefaultDialTimeout
 	}
+	if cfg.SendTimeout == 0 {
+		cfg.SendTimeout = DefaultSendTimeout
+	}
 	if cfg.MaxIdleConnsPerHost == 0 {
 		cfg.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
 	}
@@ -245,7 +256,7 @@ func (g *Gate) Serve(ln net.Listener) error {
 	if g.cfg.StdServer {
 		g.srvs = append(g.srvs, srv)
 		g.mu.Unlock()
-		return srv.Serve(ln)
+		return srv.Serve(sendListener{ln, g.cfg.SendTimeout})
 	}
 	s := newServer(g, ln, srv)
 	g.owns = append(g.owns, s)

@@ -359,12 +359,14 @@ func TestH2C(t *testing.T) {
 	up.Config.Protocols = &p
 	up.Start()
 	defer up.Close()
-	s := start(t, up.URL, gate.Config{H2CUpstream: true})
-	c := &http.Client{Transport: &http.Transport{Protocols: &p}}
-	defer c.CloseIdleConnections()
-	resp, body := get(t, c, s.base+"/h2", "acme")
-	if resp.StatusCode != 200 || resp.ProtoMajor != 2 || body != "HTTP/2.0" {
-		t.Fatalf("%d %s, upstream saw %q", resp.StatusCode, resp.Proto, body)
+	for _, std := range []bool{false, true} { // the own server hands h2c over
+		s := start(t, up.URL, gate.Config{H2CUpstream: true, StdServer: std})
+		c := &http.Client{Transport: &http.Transport{Protocols: &p}}
+		defer c.CloseIdleConnections()
+		resp, body := get(t, c, s.base+"/h2", "acme")
+		if resp.StatusCode != 200 || resp.ProtoMajor != 2 || body != "HTTP/2.0" {
+			t.Fatalf("StdServer=%v: %d %s, upstream saw %q", std, resp.StatusCode, resp.Proto, body)
+		}
 	}
 }
 

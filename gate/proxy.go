@@ -170,7 +170,12 @@ func (w *gateWriter) Write(b []byte) (int, error) {
 	if w.status == 0 {
 		w.status = http.StatusOK
 	}
-	return w.ResponseWriter.Write(b)
+	n, err := w.ResponseWriter.Write(b)
+	if err != nil && w.reached {
+		// The client stopped reading (the send timeout) or left.
+		w.failed = outClientGone
+	}
+	return n, err
 }
 
 func (w *gateWriter) Flush() {

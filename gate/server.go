@@ -173,6 +173,7 @@ type conn struct {
 	idle   atomic.Bool // waiting for the next request
 	broken atomic.Bool // a write failed or the client left: close after this request
 
+	sw        sendWriter
 	mu        sync.Mutex
 	cancel    context.CancelFunc // the request's, under mu
 	body      body
@@ -185,10 +186,11 @@ type conn struct {
 
 func newConn(s *server, nc net.Conn) *conn {
 	c := &conn{s: s, rwc: nc, remote: nc.RemoteAddr().String(), watchDone: make(chan struct{}, 1)}
+	c.sw = sendWriter{Conn: nc, timeout: s.g.cfg.SendTimeout}
 	c.br = readers.Get().(*bufio.Reader)
 	c.br.Reset(nc)
 	c.bw = writers.Get().(*bufio.Writer)
-	c.bw.Reset(nc)
+	c.bw.Reset(&c.sw)
 	c.idle.Store(true)
 	return c
 }
@@ -293,7 +295,7 @@ func headEnd(b []byte) int {
 // handoff gives the connection, with the bytes read so far, to net/http.
 func (c *conn) handoff() {
 	pre, _ := c.br.Peek(c.br.Buffered())
-	pc := &prefixConn{Conn: c.rwc, pre: bytes.Clone(pre)}
+	pc := &prefixConn{sendWriter: c.sw, pre: bytes.Clone(pre)}
 	c.rwc.SetReadDeadline(time.Time{})
 	c.s.g.metrics.handoffs.Inc()
 	c.s.stdLn.push(pc)
@@ -476,9 +478,49 @@ func (l *handoffListener) Close() error {
 
 func (l *handoffListener) Addr() net.Addr { return l.addr }
 
-// prefixConn is a connection whose first bytes were already read.
-type prefixConn struct {
+// sendWriter is a client connection whose writes each must end within
+// timeout (Config.SendTimeout), as nginx's send_timeout bounds them.
+type sendWriter struct {
 	net.Conn
+	timeout time.Duration // ≤ 0: none
+}
+
+func (w *sendWriter) Write(p []byte) (int, error) {
+	if w.timeout > 0 {
+		w.Conn.SetWriteDeadline(time.Now().Add(w.timeout))
+	}
+	n, err := w.Conn.Write(p)
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		// The client reads nothing: close with a reset, so that the
+		// kernel drops what it still holds for it (megabytes, on a
+		// window that stays shut) instead of trying to send it for
+		// minutes, as nginx's reset_timedout_connection does.
+		if tc, ok := w.Conn.(*net.TCPConn); ok {
+			tc.SetLinger(0)
+		}
+	}
+	return n, err
+}
+
+// sendListener gives net/http's server (Config.StdServer) connections
+// whose writes keep the send timeout.
+type sendListener struct {
+	net.Listener
+	timeout time.Duration
+}
+
+func (l sendListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &prefixConn{sendWriter: sendWriter{Conn: c, timeout: l.timeout}}, nil
+}
+
+// prefixConn is a connection handed to net/http: its first bytes were
+// already read, and its writes keep the send timeout.
+type prefixConn struct {
+	sendWriter
 	pre []byte
 }
 

@@ -12,10 +12,12 @@ import (
 	"net/http/httptrace"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/qtop-dev/qtop/agent"
 	"github.com/qtop-dev/qtop/gate"
 )
 
@@ -362,5 +364,54 @@ func TestServerHeadTimeout(t *testing.T) {
 	c.send("GET /a HTTP/1.1\r\nHo")
 	if !c.eof() {
 		t.Fatal("a head that never ends kept its connection")
+	}
+}
+
+// TestSlowReaderIsCutOff: a client that reads nothing of a large response
+// is cut off after the send timeout, counted client_gone, and its
+// admission slot goes to the next client (one slot here; without the
+// timeout the slot stayed taken for good).
+func TestSlowReaderIsCutOff(t *testing.T) {
+	for _, std := range []bool{false, true} {
+		t.Run(fmt.Sprintf("StdServer=%v", std), func(t *testing.T) {
+			upDone := make(chan struct{}, 1)
+			chunk := []byte(strings.Repeat("x", 64<<10))
+			up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != "/big" {
+					io.WriteString(w, "ok")
+					return
+				}
+				for { // until the gate stops taking it
+					if _, err := w.Write(chunk); err != nil {
+						upDone <- struct{}{}
+						return
+					}
+				}
+			}))
+			defer up.Close()
+			reg := prometheus.NewPedanticRegistry()
+			s := start(t, up.URL, gate.Config{Registerer: reg, SendTimeout: 50 * time.Millisecond, StdServer: std}, agent.WithSlots(1))
+			c, err := net.Dial("tcp", strings.TrimPrefix(s.base, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			c.(*net.TCPConn).SetReadBuffer(4096)
+			io.WriteString(c, "GET /big HTTP/1.1\r\nHost: gate\r\nX-Tenant: slow\r\n\r\n")
+			<-upDone // the gate cut the client off and closed the upstream's answer
+			if _, err := io.Copy(io.Discard, c); err == nil {
+				t.Fatal("the connection ended with a FIN: the kernel kept what it held for the client")
+			}
+			resp, body := get(t, http.DefaultClient, s.base+"/small", "next")
+			if resp.StatusCode != 200 || body != "ok" {
+				t.Fatalf("the next client: %d %q", resp.StatusCode, body)
+			}
+			if err := s.g.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if got := testutil.ToFloat64(counter(t, reg, "client_gone")); got != 1 {
+				t.Fatalf("client_gone = %v, want 1", got)
+			}
+		})
 	}
 }
