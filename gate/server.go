@@ -582,28 +582,7 @@ func parseHead(b []byte) (head, bool) {
 	var h head
 	s := string(b) // one allocation; every field is a slice of it
 	line, rest, ok := cutLine(s)
-	if !ok {
-		return h, false
-	}
-	sp1 := indexByte(line, ' ')
-	if sp1 <= 0 || !isToken(line[:sp1]) {
-		return h, false
-	}
-	h.method = line[:sp1]
-	if h.method == "CONNECT" {
-		return h, false
-	}
-	line = line[sp1+1:]
-	sp2 := indexByte(line, ' ')
-	if sp2 <= 0 || line[sp2+1:] != "HTTP/1.1" {
-		return h, false
-	}
-	h.target = line[:sp2]
-	if h.target[0] != '/' || !validTarget(h.target) {
-		return h, false
-	}
-	var err error
-	if h.url, err = url.ParseRequestURI(h.target); err != nil {
+	if !ok || !h.requestLine(line) {
 		return h, false
 	}
 	// Count the fields for one backing array of values.
@@ -673,6 +652,30 @@ func parseHead(b []byte) (head, bool) {
 		return h, false
 	}
 	return h, true
+}
+
+// requestLine parses "METHOD /target HTTP/1.1" into h.
+func (h *head) requestLine(line string) bool {
+	sp1 := indexByte(line, ' ')
+	if sp1 <= 0 || !isToken(line[:sp1]) {
+		return false
+	}
+	h.method = line[:sp1]
+	if h.method == "CONNECT" {
+		return false
+	}
+	line = line[sp1+1:]
+	sp2 := indexByte(line, ' ')
+	if sp2 <= 0 || line[sp2+1:] != "HTTP/1.1" {
+		return false
+	}
+	h.target = line[:sp2]
+	if h.target[0] != '/' || !validTarget(h.target) {
+		return false
+	}
+	var err error
+	h.url, err = url.ParseRequestURI(h.target)
+	return err == nil
 }
 
 // cutLine cuts s at its first CRLF; false when there is none or the line
