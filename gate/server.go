@@ -4,16 +4,21 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // The gate's own HTTP/1.1 server.
@@ -604,11 +609,11 @@ func parseHead(b []byte) (head, bool) {
 		if line == "" {
 			break
 		}
-		colon := indexByte(line, ':')
-		if colon <= 0 || !isToken(line[:colon]) {
+		colon := strings.IndexByte(line, ':')
+		if colon <= 0 || !httpguts.ValidHeaderFieldName(line[:colon]) {
 			return h, false
 		}
-		v := trimOWS(line[colon+1:])
+		v := textproto.TrimString(line[colon+1:])
 		if !validValue(v) {
 			return h, false
 		}
@@ -617,28 +622,25 @@ func parseHead(b []byte) (head, bool) {
 		case "Host":
 			hosts++
 			h.host = v
-			if !validHost(v) {
+			if !httpguts.ValidHostHeader(v) {
 				return h, false
 			}
 			continue // net/http keeps Host out of the header map
 		case "Content-Length":
 			lengths++
-			n, ok := parseLength(v)
-			if !ok || n > maxDirectBody {
+			n, err := strconv.ParseUint(v, 10, 63)
+			if err != nil || n > maxDirectBody {
 				return h, false
 			}
-			h.contentLength = n
+			h.contentLength = int64(n)
 		case "Transfer-Encoding", "Upgrade", "Expect", "Http2-Settings", "Trailer":
 			return h, false
 		case "Connection":
-			for _, t := range splitTokens(v) {
-				switch {
-				case equalFold(t, "close"):
-					h.close = true
-				case equalFold(t, "upgrade"):
-					return h, false
-				}
+			vv := []string{v}
+			if httpguts.HeaderValuesContainsToken(vv, "upgrade") {
+				return h, false
 			}
+			h.close = h.close || httpguts.HeaderValuesContainsToken(vv, "close")
 		}
 		if vv := h.header[k]; vv != nil {
 			h.header[k] = append(vv, v)
@@ -656,8 +658,8 @@ func parseHead(b []byte) (head, bool) {
 
 // requestLine parses "METHOD /target HTTP/1.1" into h.
 func (h *head) requestLine(line string) bool {
-	sp1 := indexByte(line, ' ')
-	if sp1 <= 0 || !isToken(line[:sp1]) {
+	sp1 := strings.IndexByte(line, ' ')
+	if sp1 <= 0 || !httpguts.ValidHeaderFieldName(line[:sp1]) { // a token, as a field name is
 		return false
 	}
 	h.method = line[:sp1]
@@ -665,7 +667,7 @@ func (h *head) requestLine(line string) bool {
 		return false
 	}
 	line = line[sp1+1:]
-	sp2 := indexByte(line, ' ')
+	sp2 := strings.IndexByte(line, ' ')
 	if sp2 <= 0 || line[sp2+1:] != "HTTP/1.1" {
 		return false
 	}
@@ -696,42 +698,6 @@ func cutLine(s string) (line, rest string, ok bool) {
 	return "", "", false
 }
 
-func indexByte(s string, c byte) int {
-	for i := 0; i < len(s); i++ {
-		if s[i] == c {
-			return i
-		}
-	}
-	return -1
-}
-
-// tokenTable marks the bytes of an RFC 9110 token.
-var tokenTable = func() (t [256]bool) {
-	for c := '0'; c <= '9'; c++ {
-		t[c] = true
-	}
-	for c := 'a'; c <= 'z'; c++ {
-		t[c] = true
-		t[c-'a'+'A'] = true
-	}
-	for _, c := range "!#$%&'*+-.^_`|~" {
-		t[c] = true
-	}
-	return t
-}()
-
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if !tokenTable[s[i]] {
-			return false
-		}
-	}
-	return true
-}
-
 // validTarget: no control bytes, no spaces, nothing over 0x7e (net/http
 // takes some of these; server leaves them to it).
 func validTarget(s string) bool {
@@ -754,82 +720,6 @@ func validValue(s string) bool {
 	return true
 }
 
-// validHost: a non-empty host[:port] of letters, digits and the bytes of
-// IP literals and registered names (a subset of what net/http takes).
-func validHost(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
-			c == '.' || c == '-' || c == ':' || c == '[' || c == ']' || c == '_') {
-			return false
-		}
-	}
-	return true
-}
-
-func trimOWS(s string) string {
-	for s != "" && (s[0] == ' ' || s[0] == '\t') {
-		s = s[1:]
-	}
-	for s != "" && (s[len(s)-1] == ' ' || s[len(s)-1] == '\t') {
-		s = s[:len(s)-1]
-	}
-	return s
-}
-
-// parseLength parses a Content-Length: digits only.
-func parseLength(s string) (int64, bool) {
-	if s == "" || len(s) > 18 {
-		return 0, false
-	}
-	var n int64
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
-	return n, true
-}
-
-// splitTokens splits a comma-separated list, trimming each element.
-func splitTokens(s string) []string {
-	var out []string
-	for s != "" {
-		i := indexByte(s, ',')
-		var t string
-		if i < 0 {
-			t, s = s, ""
-		} else {
-			t, s = s[:i], s[i+1:]
-		}
-		if t = trimOWS(t); t != "" {
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
-func equalFold(a, b string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := 0; i < len(a); i++ {
-		x, y := a[i], b[i]
-		if x >= 'A' && x <= 'Z' {
-			x += 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
-}
-
 // commonKeys maps the usual spellings of common field names to their
 // canonical form without allocating.
 var commonKeys = func() map[string]string {
@@ -841,49 +731,18 @@ var commonKeys = func() map[string]string {
 		"X-Forwarded-Proto", "X-Real-Ip", "X-Request-Id", "X-Tenant", "X-Tier", "Idempotency-Key",
 		"Transfer-Encoding", "Upgrade", "Expect", "Http2-Settings", "Trailer", "Te"} {
 		m[k] = k
-		m[lower(k)] = k
+		m[strings.ToLower(k)] = k
 	}
 	return m
 }()
 
-func lower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
-}
-
-// canonicalKey is k's canonical form (textproto.CanonicalMIMEHeaderKey).
+// canonicalKey is k's canonical form, without allocating for the common
+// fields in their usual spellings.
 func canonicalKey(k string) string {
 	if c, ok := commonKeys[k]; ok {
 		return c
 	}
-	upper := true
-	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if upper && c >= 'a' && c <= 'z' || !upper && c >= 'A' && c <= 'Z' {
-			return canonicalSlow(k)
-		}
-		upper = c == '-'
-	}
-	return k
-}
-
-func canonicalSlow(k string) string {
-	b := []byte(k)
-	upper := true
-	for i, c := range b {
-		if upper && c >= 'a' && c <= 'z' {
-			b[i] = c - ('a' - 'A')
-		} else if !upper && c >= 'A' && c <= 'Z' {
-			b[i] = c + ('a' - 'A')
-		}
-		upper = c == '-'
-	}
-	return string(b)
+	return textproto.CanonicalMIMEHeaderKey(k)
 }
 
 // response is server's http.ResponseWriter.
@@ -1044,25 +903,20 @@ func (w *response) head(done bool) {
 	h := w.header
 	w.noBody = w.req.Method == http.MethodHead || !bodyAllowed(w.status)
 	if cl, ok := h["Content-Length"]; ok {
-		n, valid := int64(0), len(cl) == 1
-		if valid {
-			n, valid = parseLength(cl[0])
+		var n uint64
+		err := errors.New("not one value")
+		if len(cl) == 1 {
+			n, err = strconv.ParseUint(cl[0], 10, 63)
 		}
-		if valid && bodyAllowed(w.status) {
-			w.contentLength = n
+		if err == nil && bodyAllowed(w.status) {
+			w.contentLength = int64(n)
 		} else {
 			delete(h, "Content-Length")
 		}
 	}
 	delete(h, "Transfer-Encoding")
 	if v := h["Connection"]; v != nil {
-		for _, s := range v {
-			for _, t := range splitTokens(s) {
-				if equalFold(t, "close") {
-					w.closeAfter = true
-				}
-			}
-		}
+		w.closeAfter = w.closeAfter || httpguts.HeaderValuesContainsToken(v, "close")
 		delete(h, "Connection")
 	}
 	switch {
@@ -1073,7 +927,11 @@ func (w *response) head(done bool) {
 	default:
 		w.chunked = true
 		for _, v := range h["Trailer"] {
-			w.trailers = append(w.trailers, splitTokens(v)...)
+			for _, k := range strings.Split(v, ",") {
+				if k = textproto.TrimString(k); k != "" {
+					w.trailers = append(w.trailers, k)
+				}
+			}
 		}
 	}
 	if w.req.Close || w.c.s.shutting.Load() || !w.c.body.done.Load() && !w.c.body.buffered() {
@@ -1117,7 +975,7 @@ func (w *response) writeStatusLine(code int) {
 func (w *response) writeFields(final bool) {
 	bw := w.c.bw
 	for k, vv := range w.header {
-		if !isToken(k) || len(k) > len(http.TrailerPrefix) && k[:len(http.TrailerPrefix)] == http.TrailerPrefix {
+		if !httpguts.ValidHeaderFieldName(k) || strings.HasPrefix(k, http.TrailerPrefix) {
 			continue
 		}
 		for _, v := range vv {
@@ -1151,15 +1009,14 @@ func (w *response) writeTrailers() {
 	for _, k := range w.trailers {
 		k = canonicalKey(k)
 		for _, v := range w.header[k] {
-			if isToken(k) {
+			if httpguts.ValidHeaderFieldName(k) {
 				writeField(bw, k, v)
 			}
 		}
 	}
 	for k, vv := range w.header {
-		if len(k) > len(http.TrailerPrefix) && k[:len(http.TrailerPrefix)] == http.TrailerPrefix {
-			name := k[len(http.TrailerPrefix):]
-			if !isToken(name) {
+		if name, ok := strings.CutPrefix(k, http.TrailerPrefix); ok {
+			if !httpguts.ValidHeaderFieldName(name) {
 				continue
 			}
 			for _, v := range vv {

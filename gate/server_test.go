@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/qtop-dev/qtop/agent"
 	"github.com/qtop-dev/qtop/gate"
@@ -78,19 +77,34 @@ func (r *rawConn) eof() bool {
 	return err != nil
 }
 
-func handoffs(t *testing.T, reg *prometheus.Registry) float64 {
+// counted is the value of the counter name in reg, of the series with
+// the label value given ("" for a series without labels).
+func counted(t *testing.T, reg *prometheus.Registry, name, label string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() == "qtop_gate_handed_off_connections_total" {
-			return mf.GetMetric()[0].GetCounter().GetValue()
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if l := m.GetLabel(); label == "" || len(l) > 0 && l[0].GetValue() == label {
+				return m.GetCounter().GetValue()
+			}
 		}
 	}
-	t.Fatal("no qtop_gate_handed_off_connections_total")
+	t.Fatalf("no %s{%q}", name, label)
 	return 0
+}
+
+func handoffs(t *testing.T, reg *prometheus.Registry) float64 {
+	return counted(t, reg, "qtop_gate_handed_off_connections_total", "")
+}
+
+func clientGone(t *testing.T, reg *prometheus.Registry) float64 {
+	return counted(t, reg, "qtop_gate_requests_total", "client_gone")
 }
 
 // TestServerKeepAliveAndHandOff: the gate's own server answers requests
@@ -309,32 +323,9 @@ func TestServerClientGone(t *testing.T) {
 	if err := s.g.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if got := testutil.ToFloat64(counter(t, reg, "client_gone")); got != 1 {
+	if got := clientGone(t, reg); got != 1 {
 		t.Fatalf("client_gone = %v, want 1", got)
 	}
-}
-
-// counter is qtop_gate_requests_total{outcome} as a collector.
-func counter(t *testing.T, reg *prometheus.Registry, outcome string) prometheus.Collector {
-	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != "qtop_gate_requests_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if m.GetLabel()[0].GetValue() == outcome {
-				g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "x"})
-				g.Set(m.GetCounter().GetValue())
-				return g
-			}
-		}
-	}
-	t.Fatalf("no qtop_gate_requests_total{outcome=%q}", outcome)
-	return nil
 }
 
 // TestServerShutdownClosesIdle: Shutdown closes kept-alive connections
@@ -409,7 +400,7 @@ func TestSlowReaderIsCutOff(t *testing.T) {
 			if err := s.g.Shutdown(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			if got := testutil.ToFloat64(counter(t, reg, "client_gone")); got != 1 {
+			if got := clientGone(t, reg); got != 1 {
 				t.Fatalf("client_gone = %v, want 1", got)
 			}
 		})
