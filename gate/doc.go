@@ -67,7 +67,11 @@
 // default, as nginx's send_timeout): a client that stops reading its
 // response is cut off with a reset, counted client_gone, and its
 // admission slot goes to the next request; without it a few hundred
-// such clients would hold all the gate's slots for good.
+// such clients would hold all the gate's slots for good. Likewise each
+// read of a request body that waits for the client must end within
+// Config.BodyTimeout (60 s, nginx's client_body_timeout), chunked, large
+// and h2c uploads included: a client that stops sending gets 408, counted
+// body_timeout.
 //
 // An event stream or an upgraded connection (WebSocket) is admitted like
 // any request; once the upstream has answered it, the gate tells the

@@ -31,6 +31,7 @@ const (
 	DefaultIdleTimeout         = 120 * time.Second
 	DefaultReadHeaderTimeout   = 10 * time.Second
 	DefaultSendTimeout         = 60 * time.Second
+	DefaultBodyTimeout         = 60 * time.Second
 )
 
 // Config configures a Gate. Only Upstream is required.
@@ -52,6 +53,14 @@ type Config struct {
 	// Without it, clients that stop reading would hold the gate's slots
 	// for good. A stream or WebSocket that only idles is not affected.
 	SendTimeout time.Duration
+	// BodyTimeout bounds each read of a request body (default
+	// DefaultBodyTimeout, nginx's client_body_timeout; negative: none): a
+	// client that sends nothing more of its body for that long gets 408,
+	// counted body_timeout, and its admission slot goes to the next
+	// request. Without it, clients that trickle their uploads would hold
+	// the gate's slots for good. Time the upstream takes to read the
+	// body does not count.
+	BodyTimeout time.Duration
 	// MaxIdleConnsPerHost is how many keep-alive connections to the
 	// upstream stay open between requests (default
 	// DefaultMaxIdleConnsPerHost).
@@ -159,6 +168,9 @@ func New(a *agent.Agent, cfg Config) (*Gate, error) {
 	if cfg.SendTimeout == 0 {
 		cfg.SendTimeout = DefaultSendTimeout
 	}
+	if cfg.BodyTimeout == 0 {
+		cfg.BodyTimeout = DefaultBodyTimeout
+	}
 	if cfg.MaxIdleConnsPerHost == 0 {
 		cfg.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
 	}
@@ -234,6 +246,9 @@ func (g *Gate) forward(w http.ResponseWriter, r *http.Request) {
 	gw := gateWriterOf(w)
 	if gw != nil {
 		gw.reached = true
+		if b := g.boundBody(gw, r); b != nil {
+			defer b.finished.Store(true)
+		}
 	}
 	g.proxy.ServeHTTP(w, r)
 }

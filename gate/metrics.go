@@ -17,11 +17,12 @@ const (
 	outUpstreamError                // 502: the upstream could not be reached or broke off
 	outTimeout                      // 504: the upstream did not answer in time
 	outClientGone                   // the client left before the upstream answered
+	outBodyTimeout                  // 408: the client stopped sending its request body
 	numOutcomes
 )
 
 var outcomeNames = [numOutcomes]string{"upstream", "throttled", "shed", "not_modified", "no_tenant",
-	"upstream_error", "upstream_timeout", "client_gone"}
+	"upstream_error", "upstream_timeout", "client_gone", "body_timeout"}
 
 // metrics are the gate's own series. Without a registerer they are
 // still counted (cheaply), just not exported.
@@ -35,7 +36,7 @@ type metrics struct {
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "qtop_gate_requests_total",
-		Help: "Requests through the gate by outcome: upstream (forwarded and answered), throttled (429), shed (503), not_modified (304), no_tenant, upstream_error (502), upstream_timeout (504), client_gone.",
+		Help: "Requests through the gate by outcome: upstream (forwarded and answered), throttled (429), shed (503), not_modified (304), no_tenant, upstream_error (502), upstream_timeout (504), client_gone, body_timeout (408: the request body stopped arriving).",
 	}, []string{"outcome"})
 	m := &metrics{
 		upstream: prometheus.NewHistogram(prometheus.HistogramOpts{

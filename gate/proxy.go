@@ -89,10 +89,20 @@ func (c *bags) of(t tenant.Tags) (string, bool) {
 	return s, true
 }
 
-// upstreamError answers a request the upstream did not: 504 when it
-// timed out, 502 otherwise, nothing when the client left.
+// upstreamError answers a request the upstream did not: 408 when the
+// client's body stopped arriving, 504 when the upstream timed out, 502
+// otherwise, nothing when the client left.
 func (g *Gate) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	gw := gateWriterOf(w)
+	if gw != nil && gw.bodyTimedOut != nil && gw.bodyTimedOut.Load() {
+		// Checked first: net/http's server cancels the request's
+		// context when a read of its connection fails.
+		gw.failed = outBodyTimeout
+		g.log.Info("gate: request body timed out", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+		w.Header().Set("Connection", "close")
+		http.Error(w, "gate: the client sent nothing more of its request body for "+g.cfg.BodyTimeout.String(), http.StatusRequestTimeout)
+		return
+	}
 	if r.Context().Err() != nil {
 		// The client went away: nobody to answer.
 		if gw != nil {
@@ -153,6 +163,9 @@ type gateWriter struct {
 	status  int
 	reached bool
 	failed  outcome
+	// bodyTimedOut is set when a read of the request's body waited
+	// Config.BodyTimeout for nothing.
+	bodyTimedOut *atomic.Bool
 }
 
 var writerPool = sync.Pool{New: func() any { return new(gateWriter) }}

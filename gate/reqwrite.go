@@ -76,12 +76,38 @@ func writeRequest(w *bufio.Writer, req *http.Request) error {
 	if err != nil || !hasBody {
 		return err
 	}
-	m, err := io.CopyN(w, req.Body, n)
+	body := &bodyReader{r: req.Body}
+	m, err := io.CopyN(w, body, n)
 	if err == io.EOF {
 		err = errors.New("request body shorter than its Content-Length " + strconv.FormatInt(n, 10) + ": " + strconv.FormatInt(m, 10))
 	}
+	if body.err != nil {
+		return bodyReadError{body.err}
+	}
 	return err
 }
+
+// bodyReader keeps the error of a read of the client's body, to tell it
+// from an error writing to the upstream.
+type bodyReader struct {
+	r   io.Reader
+	err error
+}
+
+func (b *bodyReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		b.err = err
+	}
+	return n, err
+}
+
+// bodyReadError is an error reading the client's request body (it timed
+// out or broke off), not the upstream's.
+type bodyReadError struct{ err error }
+
+func (e bodyReadError) Error() string { return "reading the request body: " + e.err.Error() }
+func (e bodyReadError) Unwrap() error { return e.err }
 
 func headerLine(w *bufio.Writer, k, v string) {
 	w.WriteString(k)

@@ -3,11 +3,13 @@ package gate
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"io"
 	"net/http"
 	"reflect"
 	"strings"
 	"testing"
+	"testing/iotest"
 )
 
 // TestWriteRequest: what writeRequest writes reads back as the same
@@ -131,3 +133,31 @@ func FuzzWriteRequest(f *testing.F) {
 		}
 	})
 }
+
+// TestWriteRequestBodyError: an error reading the client's body is told
+// from one writing to the upstream, so that no upstream answer is waited
+// for; a body shorter than its length is neither.
+func TestWriteRequestBodyError(t *testing.T) {
+	broken := errors.New("connection reset by peer")
+	req, _ := http.NewRequest("POST", "http://up/x", io.MultiReader(strings.NewReader("abc"), iotest.ErrReader(broken)))
+	req.ContentLength = 10
+	err := writeRequest(bufio.NewWriter(io.Discard), req)
+	if be := (bodyReadError{}); !errors.As(err, &be) || !errors.Is(err, broken) {
+		t.Fatalf("a broken body: %v", err)
+	}
+	req, _ = http.NewRequest("POST", "http://up/x", strings.NewReader("abc"))
+	req.ContentLength = 10
+	err = writeRequest(bufio.NewWriter(io.Discard), req)
+	if be := (bodyReadError{}); err == nil || errors.As(err, &be) {
+		t.Fatalf("a short body: %v", err)
+	}
+	req, _ = http.NewRequest("POST", "http://up/x", strings.NewReader(strings.Repeat("x", 8192)))
+	err = writeRequest(bufio.NewWriterSize(failWriter{broken}, 16), req)
+	if be := (bodyReadError{}); !errors.Is(err, broken) || errors.As(err, &be) {
+		t.Fatalf("a broken upstream: %v", err)
+	}
+}
+
+type failWriter struct{ err error }
+
+func (w failWriter) Write([]byte) (int, error) { return 0, w.err }

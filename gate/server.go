@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/textproto"
 	"net/url"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -192,6 +193,7 @@ type conn struct {
 func newConn(s *server, nc net.Conn) *conn {
 	c := &conn{s: s, rwc: nc, remote: nc.RemoteAddr().String(), watchDone: make(chan struct{}, 1)}
 	c.sw = sendWriter{Conn: nc, timeout: s.g.cfg.SendTimeout}
+	c.body.rwc, c.body.timeout = nc, s.g.cfg.BodyTimeout
 	c.br = readers.Get().(*bufio.Reader)
 	c.br.Reset(nc)
 	c.bw = writers.Get().(*bufio.Writer)
@@ -379,10 +381,14 @@ func (c *conn) cancelReq() {
 // buffer. It is locked: net/http's Transport (Config.StdTransport) may
 // still read it while the handler has returned.
 type body struct {
-	mu   sync.Mutex
-	br   *bufio.Reader
-	n    int64
-	done atomic.Bool // read to its end: the watch may read the connection
+	mu       sync.Mutex
+	br       *bufio.Reader
+	n        int64
+	done     atomic.Bool // read to its end: the watch may read the connection
+	timedOut atomic.Bool // a read waited Config.BodyTimeout for nothing
+
+	rwc     net.Conn
+	timeout time.Duration // Config.BodyTimeout; ≤ 0: none
 }
 
 func (b *body) Read(p []byte) (int, error) {
@@ -394,7 +400,15 @@ func (b *body) Read(p []byte) (int, error) {
 	if int64(len(p)) > b.n {
 		p = p[:b.n]
 	}
+	if b.timeout > 0 && b.br.Buffered() == 0 {
+		// This read waits for the client. Whatever deadline follows the
+		// body (the watch, the next request's) is set after it ended.
+		b.rwc.SetReadDeadline(time.Now().Add(b.timeout))
+	}
 	n, err := b.br.Read(p)
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) {
+		b.timedOut.Store(true)
+	}
 	b.n -= int64(n)
 	if b.n == 0 {
 		b.done.Store(true)
@@ -444,6 +458,7 @@ func (b *body) reset(br *bufio.Reader, n int64) {
 	b.br, b.n = br, n
 	b.mu.Unlock()
 	b.done.Store(n <= 0)
+	b.timedOut.Store(false)
 }
 
 // handoffListener is the listener of the net/http server: its

@@ -175,6 +175,11 @@ func (c *h1Client) exchange(req *http.Request, pc *h1Conn) (*http.Response, erro
 	if err == nil {
 		err = pc.bw.Flush()
 	}
+	if be := (bodyReadError{}); errors.As(err, &be) {
+		// The client's body failed, not the upstream: there is no answer
+		// to wait for, as net/http's Transport decides.
+		return fail(err)
+	}
 	if err != nil {
 		if resp, rerr := c.earlyAnswer(req, pc); rerr == nil {
 			// The answer is read whole into memory: the connection is

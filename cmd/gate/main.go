@@ -97,7 +97,8 @@ type tenantFlags struct {
 // proxyFlags tune the proxy.
 type proxyFlags struct {
 	maxIdle                                              int
-	timeout, dialTimeout, sendTimeout, flushInterval     time.Duration
+	timeout, dialTimeout, sendTimeout, bodyTimeout       time.Duration
+	flushInterval                                        time.Duration
 	h2cUpstream, preserveHost, trustForwarded, noBaggage bool
 	stdTransport, stdServer                              bool
 }
@@ -124,6 +125,7 @@ func parse(args []string, stderr io.Writer) (flags, error) {
 	b.dur(&f.timeout, "upstream-timeout", "QTOP_GATE_UPSTREAM_TIMEOUT", gate.DefaultTimeout, "wait for the upstream's response headers before answering 504")
 	b.dur(&f.dialTimeout, "dial-timeout", "QTOP_GATE_DIAL_TIMEOUT", gate.DefaultDialTimeout, "wait for a connection to the upstream before answering 502")
 	b.dur(&f.sendTimeout, "send-timeout", "QTOP_GATE_SEND_TIMEOUT", gate.DefaultSendTimeout, "cut off a client that reads nothing of its response for this long, giving its admission slot back (-1ns: never)")
+	b.dur(&f.bodyTimeout, "body-timeout", "QTOP_GATE_BODY_TIMEOUT", gate.DefaultBodyTimeout, "answer 408 to a client that sends nothing more of its request body for this long, giving its admission slot back (-1ns: never)")
 	b.dur(&f.flushInterval, "flush-interval", "QTOP_GATE_FLUSH_INTERVAL", 0, "flush response bodies this often (0: event streams and bodies of unknown length at once, others buffered; -1ns: every write)")
 	b.dur(&f.grace, "grace", "QTOP_GATE_GRACE", 30*time.Second, "on SIGTERM/SIGINT, how long requests in flight may finish")
 	b.dur(&f.interval, "interval", "QTOP_GATE_INTERVAL", time.Second, "how often the gate reports to the collector")
@@ -207,7 +209,7 @@ func build(ctx context.Context, f flags, reg *prometheus.Registry, log *slog.Log
 	if err != nil {
 		return nil, err
 	}
-	g, err := gate.New(a, gate.Config{Upstream: up, Timeout: f.timeout, DialTimeout: f.dialTimeout, SendTimeout: f.sendTimeout,
+	g, err := gate.New(a, gate.Config{Upstream: up, Timeout: f.timeout, DialTimeout: f.dialTimeout, SendTimeout: f.sendTimeout, BodyTimeout: f.bodyTimeout,
 		MaxIdleConnsPerHost: f.maxIdle, FlushInterval: f.flushInterval, H2CUpstream: f.h2cUpstream,
 		PreserveHost: f.preserveHost, TrustForwarded: f.trustForwarded, NoBaggage: f.noBaggage,
 		StdTransport: f.stdTransport, StdServer: f.stdServer, Registerer: reg, Logger: log})

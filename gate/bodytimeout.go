@@ -1,0 +1,66 @@
+package gate
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+)
+
+// Request bodies are bounded per read, as nginx's client_body_timeout
+// bounds them: each read that must wait for the client has
+// Config.BodyTimeout to bring something. The own server's bodies (up to
+// 64 KiB, known length) set the connection's deadline themselves
+// (body.Read); the bodies net/http's server reads (chunked and large
+// uploads, h2c, every body with Config.StdServer) are wrapped in a
+// boundedBody, which moves the deadline through http.ResponseController.
+// Either way a body that timed out says so, and upstreamError answers
+// 408 instead of blaming the upstream.
+
+// boundedBody is a request body read by net/http's server, each read of
+// which must end within timeout.
+type boundedBody struct {
+	io.ReadCloser
+	rc       *http.ResponseController
+	timeout  time.Duration
+	eof      bool        // net/http cleared the deadline when the body ended
+	finished atomic.Bool // the handler returned: the connection is no longer the request's
+	timedOut atomic.Bool
+}
+
+// boundBody wraps r's body when net/http's server reads it; nil when the
+// own server's body bounds itself, there is no body or no bound. gw
+// learns where to look for the body's timeout.
+func (g *Gate) boundBody(gw *gateWriter, r *http.Request) *boundedBody {
+	if g.cfg.BodyTimeout <= 0 || r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	if b, own := r.Body.(*body); own {
+		gw.bodyTimedOut = &b.timedOut
+		return nil
+	}
+	b := &boundedBody{ReadCloser: r.Body, rc: http.NewResponseController(gw.ResponseWriter), timeout: g.cfg.BodyTimeout}
+	r.Body = b
+	gw.bodyTimedOut = &b.timedOut
+	return b
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	// After the handler returned, net/http may be reading the
+	// connection's next request under deadlines of its own: leave them.
+	if !b.eof && !b.finished.Load() {
+		_ = b.rc.SetReadDeadline(time.Now().Add(b.timeout))
+	}
+	n, err := b.ReadCloser.Read(p)
+	switch {
+	case err == io.EOF:
+		// net/http's server cleared the read deadline as the body ended
+		// (to watch the connection for the client going away).
+		b.eof = true
+	case err != nil && errors.Is(err, os.ErrDeadlineExceeded) && !b.finished.Load():
+		b.timedOut.Store(true)
+	}
+	return n, err
+}
