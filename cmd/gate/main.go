@@ -18,6 +18,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -70,10 +71,29 @@ Examples:
 The tenant reaches the upstream as W3C baggage (tenant.id, tenant.tier),
 which OpenTelemetry instrumentation puts on its spans.
 
+GOGC is 400 unless set in the environment (a few MB of heap more, the
+garbage collector's CPU cut by about four; GOGC=100 for Go's default).
+
 Flags (each also read from the environment variable in brackets):
 `
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, nil)) }
+func main() {
+	setGC()
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, nil))
+}
+
+// gcPercent is the gate's GOGC unless the environment sets one. The
+// gate's live heap is a few MB, so at Go's default of 100 the garbage
+// collector ran about 11 times a second at 5,000 req/s, each cycle a
+// few ms of CPU and a pause of up to 2 ms; at 400 it runs about twice a
+// second for a heap of ~16 MB instead of ~5.
+const gcPercent = 400
+
+func setGC() {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(gcPercent)
+	}
+}
 
 // flags are the parsed command line.
 type flags struct {
