@@ -109,7 +109,11 @@ func BenchmarkExport(b *testing.B) {
 			})
 		})
 		b.Run(fmt.Sprintf("http/%d", n), func(b *testing.B) {
-			benchExport(b, n, body, func(r *Receiver) func() error { return httpExporter(b, r, body) })
+			benchExport(b, n, body, func(r *Receiver) func() error { return httpExporter(b, r, body, "") })
+		})
+		b.Run(fmt.Sprintf("http-gzip/%d", n), func(b *testing.B) {
+			z := gz(body)
+			benchExport(b, n, body, func(r *Receiver) func() error { return httpExporter(b, r, z, "gzip") })
 		})
 		b.Run(fmt.Sprintf("grpc/%d", n), func(b *testing.B) {
 			benchExport(b, n, body, func(r *Receiver) func() error { return grpcExporter(b, r, body) })
@@ -146,13 +150,22 @@ func benchExport(b *testing.B, n int, body []byte, mk func(*Receiver) func() err
 }
 
 // httpExporter posts body to r over a loopback HTTP server, as
-// otlptracehttp does (protobuf, keep-alive).
-func httpExporter(b *testing.B, r *Receiver, body []byte) func() error {
+// otlptracehttp does (protobuf, keep-alive), with the Content-Encoding
+// enc (the Collector's otlphttp exporter sends gzip).
+func httpExporter(b *testing.B, r *Receiver, body []byte, enc string) func() error {
 	srv := httptest.NewServer(r)
 	b.Cleanup(srv.Close)
 	c := srv.Client()
 	return func() error {
-		resp, err := c.Post(srv.URL+PathTraces, ContentTypeProtobuf, bytes.NewReader(body))
+		req, err := http.NewRequest(http.MethodPost, srv.URL+PathTraces, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", ContentTypeProtobuf)
+		if enc != "" {
+			req.Header.Set("Content-Encoding", enc)
+		}
+		resp, err := c.Do(req)
 		if err != nil {
 			return err
 		}
@@ -184,5 +197,21 @@ func grpcExporter(b *testing.B, r *Receiver, body []byte) func() error {
 	return func() error {
 		var out coltracepb.ExportTraceServiceResponse
 		return cc.Invoke(b.Context(), coltracepb.TraceService_Export_FullMethodName, rawRequest(body), &out, grpc.ForceCodec(rawCodec{}))
+	}
+}
+
+// BenchmarkGunzip is the decompression of a gzip body of 100 spans (the
+// OpenTelemetry Collector's otlphttp exporter compresses by default),
+// set-up included: what a compressed request costs beyond its bytes.
+func BenchmarkGunzip(b *testing.B) {
+	z := gz(benchSpans(b, 100))
+	var buf bytes.Buffer
+	b.SetBytes(int64(len(z)))
+	b.ReportAllocs()
+	for b.Loop() {
+		buf.Reset()
+		if err := gunzip(&buf, z, 64<<20, 64<<20); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -183,6 +183,16 @@ func isTimeout(err error) bool {
 // refused unread; below, it sizes the buffer once (a lie costs at most
 // what the limit allows; a growing buffer allocated about three times
 // what it held).
+// gunzipper is a gzip reader kept between requests: a new one allocates
+// and clears its decompressor's tables and 32 KiB window (42 KB and 29
+// allocations for a body of 100 spans); Reset reuses them.
+type gunzipper struct {
+	src bytes.Reader
+	zr  gzip.Reader
+}
+
+var gunzippers = sync.Pool{New: func() any { return new(gunzipper) }}
+
 func gunzip(buf *bytes.Buffer, z []byte, limit, maxDecoded int64) error {
 	tooLarge := func() error {
 		return fmt.Errorf("%w: more than %d bytes once decompressed (%d times the %d bytes sent, at most %d): send smaller batches (or protobuf rather than JSON)",
@@ -195,12 +205,16 @@ func gunzip(buf *bytes.Buffer, z []byte, limit, maxDecoded int64) error {
 		}
 		buf.Grow(int(size) + bytes.MinRead)
 	}
-	zr, err := gzip.NewReader(bytes.NewReader(z))
-	if err != nil {
+	g := gunzippers.Get().(*gunzipper)
+	defer func() {
+		g.src.Reset(nil) // hold no request's bytes while pooled
+		gunzippers.Put(g)
+	}()
+	g.src.Reset(z)
+	if err := g.zr.Reset(&g.src); err != nil {
 		return fmt.Errorf("%w: gzip: %v", ErrMalformed, err)
 	}
-	defer zr.Close()
-	n, err := buf.ReadFrom(io.LimitReader(zr, limit+1))
+	n, err := buf.ReadFrom(io.LimitReader(&g.zr, limit+1))
 	if err != nil {
 		return fmt.Errorf("%w: gzip: %v", ErrMalformed, err)
 	}
