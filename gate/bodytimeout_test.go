@@ -61,7 +61,9 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 				var whole atomic.Int32
 				up := slowBodyUpstream(t, holding, release, &whole)
 				reg := prometheus.NewPedanticRegistry()
-				s := start(t, up.URL, gate.Config{Registerer: reg, BodyTimeout: 50 * time.Millisecond, StdServer: std}, agent.WithSlots(2))
+				// A second: the patient request's body must not wait that
+				// long for its client's next bytes, even on a busy machine.
+				s := start(t, up.URL, gate.Config{Registerer: reg, BodyTimeout: time.Second, StdServer: std}, agent.WithSlots(2))
 				addr := strings.TrimPrefix(s.base, "http://")
 
 				// A large body the upstream takes only later: the gate
