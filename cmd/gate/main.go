@@ -73,6 +73,8 @@ which OpenTelemetry instrumentation puts on its spans.
 
 GOGC is 400 unless set in the environment (a few MB of heap more, the
 garbage collector's CPU cut by about four; GOGC=100 for Go's default).
+The heap may grow to five times what is live: under a container memory
+limit, set GOMEMLIMIT to about 90% of it.
 
 Flags (each also read from the environment variable in brackets):
 `
