@@ -177,12 +177,6 @@ func isTimeout(err error) bool {
 	return errors.As(err, &t) && t.Timeout()
 }
 
-// gunzip decompresses the gzip body z into buf, at most limit bytes (of
-// expansionLimit(len(z), maxDecoded)). The trailer's ISIZE is the (last
-// member's) length decompressed, mod 2^32: above the limit, the body is
-// refused unread; below, it sizes the buffer once (a lie costs at most
-// what the limit allows; a growing buffer allocated about three times
-// what it held).
 // gunzipper is a gzip reader kept between requests: a new one allocates
 // and clears its decompressor's tables and 32 KiB window (42 KB and 29
 // allocations for a body of 100 spans); Reset reuses them.
@@ -193,6 +187,12 @@ type gunzipper struct {
 
 var gunzippers = sync.Pool{New: func() any { return new(gunzipper) }}
 
+// gunzip decompresses the gzip body z into buf, at most limit bytes (of
+// expansionLimit(len(z), maxDecoded)). The trailer's ISIZE is the (last
+// member's) length decompressed, mod 2^32: above the limit, the body is
+// refused unread; below, it sizes the buffer once (a lie costs at most
+// what the limit allows; a growing buffer allocated about three times
+// what it held).
 func gunzip(buf *bytes.Buffer, z []byte, limit, maxDecoded int64) error {
 	tooLarge := func() error {
 		return fmt.Errorf("%w: more than %d bytes once decompressed (%d times the %d bytes sent, at most %d): send smaller batches (or protobuf rather than JSON)",
