@@ -288,7 +288,7 @@ func newServeFlags(fs *flag.FlagSet) (*serveFlags, error) {
 	}
 	f.tls = newTLSFlags(fs, &envs)
 	f.peerToken = secretFlag(fs, &envs, "peer-token", "QTOP_PEER_TOKEN", "peer credential: sent to --peers when asking for their views, and accepted from them as a read credential (default: the read token)")
-	f.dataDir = strFlag(fs, &envs, "data-dir", "QTOP_DATA_DIR", collector.DefaultDataDir, "folder for the write-ahead log, the store spool and the policy")
+	f.dataDir = strFlag(fs, &envs, "data-dir", "QTOP_DATA_DIR", collector.DefaultDataDir, "folder for the write-ahead log, the store spool, the policy and, with --postgres, pg_stat_statements' totals of the last minutes")
 	f.writer = strFlag(fs, &envs, "writer", "QTOP_WRITER", "", "this collector's identity in the store (default: made once and kept in --data-dir)")
 	f.grace = strFlag(fs, &envs, "grace", "QTOP_GRACE", collector.DefaultGrace.String(), "how long after a minute ends its rollups are written")
 	f.refusalDelay = strFlag(fs, &envs, "refusal-delay", "QTOP_REFUSAL_DELAY", collector.DefaultRefusalDelay.String(), "how long the answer to a report refused for its content or credentials (400, 401, 413, 415) is held back, to slow a client sending junk in a loop (0: at once)")

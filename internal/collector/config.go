@@ -82,8 +82,9 @@ type Config struct {
 	MaxRuleTTL time.Duration
 	// Demo runs a synthetic fleet in process.
 	Demo bool
-	// DataDir holds the write-ahead log, the spool, the policy and the
-	// writer identity (default DefaultDataDir).
+	// DataDir holds the write-ahead log, the spool, the policy, the
+	// writer identity and, with Postgres, pg_stat_statements' totals of
+	// the last minutes (default DefaultDataDir).
 	DataDir string
 	// Writer names this collector in the store; default: kept in DataDir,
 	// made once from the host name.

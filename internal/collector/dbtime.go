@@ -2,8 +2,16 @@ package collector
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
 	"math"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -52,7 +60,20 @@ import (
 // (pg_stat_statements_reset), or PostgreSQL's time over maxCalibration
 // times the clients'. The agents' DB rows are by request route, not by
 // shape, and are not touched.
+//
+// What it knows outlives the process (dbTimesFile in DataDir, saved after
+// each read and after the minutes it scaled are written, before their
+// write-ahead logs go): a collector killed mid-minute rebuilds the minute
+// from its log, and the first read after the restart adds the growth
+// since the last saved read to that minute, so it is scaled as if nothing
+// had happened, and what minutes took is not given twice.
 type dbTimes struct {
+	path   string       // the state's file; "" keeps nothing
+	source string       // which PostgreSQL the state is of (a hash of --postgres)
+	log    *slog.Logger // save errors
+	saveMu sync.Mutex   // one save at a time
+	dirty  bool         // changed since the last save (mu)
+
 	mu     sync.Mutex
 	prev   map[int64]stmtCum // by queryid, at the last read
 	prevAt time.Time
@@ -113,8 +134,13 @@ const (
 	keepMinutes = 15
 )
 
-func newDBTimes(reg prometheus.Registerer) *dbTimes {
-	d := &dbTimes{
+// newDBTimes returns a dbTimes of the PostgreSQL at dsn that keeps its
+// state in dir (none if empty), loaded from there if a collector kept it
+// before for the same dsn: an unreadable file is reported and set aside,
+// and the state starts afresh.
+func newDBTimes(reg prometheus.Registerer, dir, dsn string, log *slog.Logger) (*dbTimes, error) {
+	sum := sha256.Sum256([]byte(dsn))
+	d := &dbTimes{log: log, source: hex.EncodeToString(sum[:8]),
 		pg: make(map[int64]map[string]shapeTotal), given: make(map[int64]map[string]grant),
 		result: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qtop_collector_db_time_shapes_total",
 			Help: "Statement shapes of a written minute by what their DB time is: postgres (pg_stat_statements' time of their calls), calls_differ (more calls than PostgreSQL counted, or its counters went back) or implausible (PostgreSQL's time over 1.5 times the clients'): the clients' time kept."},
@@ -128,7 +154,11 @@ func newDBTimes(reg prometheus.Registerer) *dbTimes {
 			}
 		}
 	}
-	return d
+	if dir == "" {
+		return d, nil
+	}
+	d.path = filepath.Join(dir, dbTimesFile)
+	return d, d.load()
 }
 
 // read takes pg_stat_statements' totals at now.
@@ -159,6 +189,7 @@ func (d *dbTimes) observe(now time.Time, stats []pgactivity.StatementStats) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.dirty = true
 	prev, m := d.prev, d.prevAt.Truncate(time.Minute)
 	d.prev, d.prevAt = cur, now
 	if prev == nil || now.Before(m) || now.Sub(m) > time.Minute+5*time.Second {
@@ -213,6 +244,7 @@ func (d *dbTimes) calibrate(minute time.Time, rollups []store.Rollup) {
 	if pg == nil {
 		return
 	}
+	d.dirty = true
 	shapes := make(map[string]float64) // PostgreSQL's seconds given to the shapes scaled
 	for sh, c := range client {
 		avail, ok := d.available(k, sh)
@@ -372,6 +404,7 @@ func (d *dbTimes) clock(ctx context.Context, pool *pgxpool.Pool, now func() time
 		if err := d.read(c, pool, now()); err != nil && onErr != nil && c.Err() == nil {
 			onErr(err)
 		}
+		d.save()
 	}
 	readAt(ctx)
 	for {
@@ -389,4 +422,159 @@ func (d *dbTimes) clock(ctx context.Context, pool *pgxpool.Pool, now func() time
 			readAt(ctx)
 		}
 	}
+}
+
+// dbTimesFile is where dbTimes keeps its state in DataDir.
+const dbTimesFile = "pg-statements.json"
+
+// dbTimesState is dbTimes as kept in its file: the last read's counters
+// and every minute's totals, what is left of them and what minutes were
+// given (floats in JSON's shortest exact form, so a minute scaled again
+// after a restart gets the same time to the bit).
+type dbTimesState struct {
+	Format  int                             `json:"format"`
+	Source  string                          `json:"source"`
+	PrevAt  time.Time                       `json:"prev_at"`
+	Prev    map[int64]stmtCum               `json:"prev"`
+	Minutes map[int64]map[string]shapeTotal `json:"minutes"`
+	Given   map[int64]map[string]grant      `json:"given"`
+	LiveAt  int64                           `json:"live_at"`
+	Live    map[string]float64              `json:"live,omitempty"`
+}
+
+const dbTimesFormat = 1
+
+// The file's forms of the state's values.
+type (
+	savedCum struct {
+		Calls int64   `json:"calls"`
+		Ms    float64 `json:"ms"`
+	}
+	savedGrant struct {
+		Calls   int64   `json:"calls"`
+		Seconds float64 `json:"seconds"`
+	}
+	savedTotal struct {
+		Calls   int64   `json:"calls"`
+		Seconds float64 `json:"seconds"`
+		Left    grant   `json:"left"`
+		Bad     bool    `json:"bad,omitempty"`
+	}
+)
+
+func (c stmtCum) MarshalJSON() ([]byte, error) { return json.Marshal(savedCum{c.calls, c.ms}) }
+
+func (c *stmtCum) UnmarshalJSON(b []byte) error {
+	var v savedCum
+	err := json.Unmarshal(b, &v)
+	*c = stmtCum{v.Calls, v.Ms}
+	return err
+}
+
+func (g grant) MarshalJSON() ([]byte, error) { return json.Marshal(savedGrant{g.calls, g.seconds}) }
+
+func (g *grant) UnmarshalJSON(b []byte) error {
+	var v savedGrant
+	err := json.Unmarshal(b, &v)
+	*g = grant{v.Calls, v.Seconds}
+	return err
+}
+
+func (t shapeTotal) MarshalJSON() ([]byte, error) {
+	return json.Marshal(savedTotal{t.calls, t.seconds, t.left, t.bad})
+}
+
+func (t *shapeTotal) UnmarshalJSON(b []byte) error {
+	var v savedTotal
+	err := json.Unmarshal(b, &v)
+	*t = shapeTotal{calls: v.Calls, seconds: v.Seconds, left: v.Left, bad: v.Bad}
+	return err
+}
+
+// load reads the state a collector kept in d.path, if any. A file that
+// cannot be read is renamed aside (*.bad) so that it is not read again,
+// and the state starts afresh: the minutes rebuilt then keep their
+// clients' time, as without the file.
+func (d *dbTimes) load() error {
+	b, err := os.ReadFile(d.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("collector: %s: %w", dbTimesFile, err)
+	}
+	var st dbTimesState
+	if err = json.Unmarshal(b, &st); err == nil && st.Format != dbTimesFormat {
+		err = fmt.Errorf("format %d, this collector reads %d", st.Format, dbTimesFormat)
+	}
+	if err != nil {
+		os.Rename(d.path, d.path+".bad")
+		return fmt.Errorf("collector: %s set aside as %s.bad, pg_stat_statements' totals start afresh: %w", dbTimesFile, dbTimesFile, err)
+	}
+	if st.Source != d.source { // another database's counters: their growth would be nonsense
+		if d.log != nil {
+			d.log.Info("pg_stat_statements' totals kept were of another --postgres; starting afresh", "file", dbTimesFile)
+		}
+		return nil
+	}
+	d.prevAt, d.prev, d.liveAt = st.PrevAt, st.Prev, st.LiveAt
+	if st.Minutes != nil {
+		d.pg = st.Minutes
+	}
+	if st.Given != nil {
+		d.given = st.Given
+	}
+	if st.Live != nil {
+		d.live.Store(&st.Live)
+	}
+	return nil
+}
+
+// save writes the state to d.path if it changed since the last save: a
+// copy is taken under the lock, written to a temporary file, synced and
+// renamed over the old one.
+func (d *dbTimes) save() {
+	if d == nil || d.path == "" {
+		return
+	}
+	d.saveMu.Lock()
+	defer d.saveMu.Unlock()
+	d.mu.Lock()
+	if !d.dirty {
+		d.mu.Unlock()
+		return
+	}
+	st := d.stateLocked()
+	d.dirty = false
+	d.mu.Unlock()
+	b, err := json.Marshal(st)
+	if err == nil {
+		err = store.WriteFileAtomic(d.path, b)
+	}
+	if err != nil {
+		d.mu.Lock()
+		d.dirty = true
+		d.mu.Unlock()
+		if d.log != nil {
+			d.log.Warn("pg_stat_statements' totals not saved: a collector killed now would keep its clients' DB time for the minutes it rebuilds", "err", err)
+		}
+	}
+}
+
+func (d *dbTimes) stateLocked() dbTimesState {
+	st := dbTimesState{Format: dbTimesFormat, Source: d.source, PrevAt: d.prevAt, LiveAt: d.liveAt,
+		Prev: maps.Clone(d.prev), Minutes: cloneNested(d.pg), Given: cloneNested(d.given)}
+	if m := d.live.Load(); m != nil {
+		st.Live = *m // never changed once stored
+	}
+	return st
+}
+
+// cloneNested copies a map of maps.
+func cloneNested[K1, K2 comparable, V any](m map[K1]map[K2]V) map[K1]map[K2]V {
+	out := make(map[K1]map[K2]V, len(m))
+	for k, v := range m {
+		out[k] = maps.Clone(v)
+	}
+	return out
 }

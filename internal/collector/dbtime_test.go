@@ -1,7 +1,12 @@
 package collector
 
 import (
+	"context"
 	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,9 +14,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/qtop-dev/qtop/api"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
+	"github.com/qtop-dev/qtop/tenant"
 )
 
 // TestDBTimesCalibrate: a minute's DB rows of a statement shape hold
@@ -20,7 +27,7 @@ import (
 // mean per call where it counted more calls than the rows hold; elsewhere
 // (an implausible ratio, a reset, a missed read) the clients' time stays.
 func TestDBTimesCalibrate(t *testing.T) {
-	d := newDBTimes(prometheus.NewRegistry())
+	d, _ := newDBTimes(prometheus.NewRegistry(), "", "", nil)
 	m0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	st := func(id int64, q string, calls int64, ms float64) pgactivity.StatementStats {
 		return pgactivity.StatementStats{QueryID: id, Query: q, Calls: calls, TotalMs: ms}
@@ -74,7 +81,7 @@ func TestDBTimesCalibrate(t *testing.T) {
 // a minute written again keeps what it was given, and time carried is
 // given once.
 func TestDBTimesCarry(t *testing.T) {
-	d := newDBTimes(prometheus.NewRegistry())
+	d, _ := newDBTimes(prometheus.NewRegistry(), "", "", nil)
 	m0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	m1 := m0.Add(time.Minute)
 	sel := func(calls int64, ms float64) []pgactivity.StatementStats {
@@ -150,7 +157,7 @@ func TestDBTimesLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Shutdown(t.Context())
-	d := newDBTimes(prometheus.NewRegistry())
+	d, _ := newDBTimes(prometheus.NewRegistry(), "", "", nil)
 	s.agg.dbt = d
 	// Minute 12:00 was written with SELECT at a quarter of the spans'.
 	d.observe(m0.Add(100*time.Millisecond), nil)
@@ -192,5 +199,170 @@ func TestDBTimesLive(t *testing.T) {
 	})
 	if raw == 0 || math.Mod(raw, 2) != 0 {
 		t.Errorf("the open minute's acme row holds %v s, want the spans' (2 s a report)", raw)
+	}
+}
+
+// TestDBTimesRestart: pg_stat_statements' totals outlive the process. A
+// collector killed mid-minute rebuilds the minute from its write-ahead
+// log; the first read after the restart adds the growth since the last
+// saved read to that minute, so its rows get PostgreSQL's time of all
+// their calls, not their clients' time. A minute written before the kill
+// and written again from the log gets the same time to the bit, and what
+// it took is not given again to the minute after.
+func TestDBTimesRestart(t *testing.T) {
+	m0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	m1, m2 := m0.Add(time.Minute), m0.Add(2*time.Minute)
+	sel := func(calls int64, ms float64) []pgactivity.StatementStats {
+		return []pgactivity.StatementStats{{QueryID: 7, Query: "SELECT pg_sleep($1)", Calls: calls, TotalMs: ms}}
+	}
+	open := func(dir string) *dbTimes {
+		t.Helper()
+		d, err := newDBTimes(prometheus.NewRegistry(), dir, "postgres://db1", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	rows := func(m time.Time, acme, globex uint64) []store.Rollup { // the clients said 20 ms a call
+		return []store.Rollup{
+			{Minute: m, Tenant: "acme", Route: "SELECT", Kind: "db", Count: acme, DurationSeconds: 0.02 * float64(acme)},
+			{Minute: m, Tenant: "globex", Route: "SELECT", Kind: "db", Count: globex, DurationSeconds: 0.02 * float64(globex)}}
+	}
+	sum := func(r []store.Rollup) float64 { return r[0].DurationSeconds + r[1].DurationSeconds }
+
+	// Killed at 12:00:30, started again at 12:00:35: the read at 12:00:00
+	// was the last one saved.
+	dir := t.TempDir()
+	d := open(dir)
+	d.observe(m0.Add(100*time.Millisecond), sel(1000, 2000))
+	d.save()
+	d = open(dir) // the kill: nothing after the save is kept
+	d.observe(m0.Add(35*time.Second), sel(1030, 2060))
+	d.observe(m1.Add(100*time.Millisecond), sel(1060, 2120)) // 12:00: 60 calls, 0.12 s
+	r := rows(m0, 40, 20)                                    // rebuilt from the log: all 60 calls
+	d.calibrate(m0, r)
+	if got := sum(r); math.Abs(got-0.12) > 1e-9 || math.Abs(r[0].DurationSeconds-0.08) > 1e-9 {
+		t.Errorf("12:00 after the restart holds %.6f s (acme %.6f), want PostgreSQL's 0.12 s, acme two thirds", got, r[0].DurationSeconds)
+	}
+	// Without the file, the restarted collector knew only the growth
+	// since its own first read: half the calls, so the clients' time.
+	fresh := open("")
+	fresh.observe(m0.Add(35*time.Second), sel(1030, 2060))
+	fresh.observe(m1.Add(100*time.Millisecond), sel(1060, 2120))
+	r = rows(m0, 40, 20)
+	fresh.calibrate(m0, r)
+	if got := sum(r); math.Abs(got-1.2) > 1e-9 {
+		t.Errorf("without the saved totals 12:00 holds %.6f s, want the clients' 1.2 s", got)
+	}
+
+	// 12:01 is written (40 of PostgreSQL's 100 calls left for 12:02's
+	// rows), the collector is killed before the minute's log goes, and
+	// the minute is written again from the log.
+	dir = t.TempDir()
+	d = open(dir)
+	d.observe(m1.Add(100*time.Millisecond), sel(0, 0))
+	d.observe(m2.Add(100*time.Millisecond), sel(100, 200)) // 12:01: 100 calls, 0.2 s
+	d.save()
+	first := rows(m1, 40, 20)
+	d.calibrate(m1, first)
+	d.save() // after the minute is written
+	d = open(dir)
+	again := rows(m1, 40, 20)
+	d.calibrate(m1, again)
+	for i := range again {
+		if again[i].DurationSeconds != first[i].DurationSeconds {
+			t.Errorf("12:01 written again after the restart: %s %v s, first %v s", again[i].Tenant, again[i].DurationSeconds, first[i].DurationSeconds)
+		}
+	}
+	d.observe(m2.Add(time.Minute), sel(100, 200)) // 12:02: nothing new
+	next := rows(m2, 30, 10)
+	d.calibrate(m2, next)
+	if got := sum(first) + sum(next); math.Abs(got-0.2) > 1e-9 {
+		t.Errorf("12:01 and 12:02 hold %.6f s, want PostgreSQL's 0.2 s once", got)
+	}
+	if f := d.liveScale("SELECT"); math.Abs(f-0.1) > 1e-9 {
+		t.Errorf("live factor %v after the restart, want 12:02's 0.1", f)
+	}
+
+	// A file that cannot be read is set aside and the totals start afresh.
+	dir = t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, dbTimesFile), []byte(`{"format":1,"prev":`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d, err := newDBTimes(prometheus.NewRegistry(), dir, "postgres://db1", nil)
+	if err == nil || d == nil {
+		t.Fatalf("a torn file: %v, %v; want an error and a fresh state", d, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, dbTimesFile+".bad")); err != nil {
+		t.Errorf("the torn file was not set aside: %v", err)
+	}
+	d.observe(m0, sel(1, 2))
+	d.save()
+	if _, ok := open(dir).prev[7]; !ok {
+		t.Errorf("the state saved after a torn file was not read back")
+	}
+	// Another --postgres: the counters kept are not its own.
+	other, err := newDBTimes(prometheus.NewRegistry(), dir, "postgres://db2", nil)
+	if err != nil || other.prev != nil || len(other.pg) != 0 {
+		t.Errorf("state of another database read: %v, %v", other.prev, err)
+	}
+}
+
+// TestDBTimeAfterCrash: a collector with --postgres killed mid-minute and
+// started again on its data dir writes the minute rebuilt from its log
+// with PostgreSQL's time of the minute's statements, read before and after
+// the kill, split as the spans measured it. (Before the totals were kept,
+// the minute kept the spans' time: ten times PostgreSQL's here.)
+func TestDBTimeAfterCrash(t *testing.T) {
+	// New makes the statement totals of a --postgres collector; only Run
+	// dials PostgreSQL, and the test reads for it (observe).
+	withPG := func(c *Config) { c.Postgres = "postgres://127.0.0.1:1/never-dialled" }
+	f := newFixture(t, withPG)
+	m0 := t0.Truncate(time.Minute)
+	sel := func(calls int64, ms float64) []pgactivity.StatementStats {
+		return []pgactivity.StatementStats{{QueryID: 7, Query: "SELECT pg_sleep($1)", Calls: calls, TotalMs: ms}}
+	}
+	read := func(at time.Time, calls int64, ms float64) { // what the statement clock does at a read
+		f.s.pg.dbt.observe(at, sel(calls, ms))
+		f.s.pg.dbt.save()
+	}
+	read(m0.Add(100*time.Millisecond), 1000, 2000)
+	rec, err := meter.NewRecorder(meter.WithSource(report.Source{Service: "shop", Instance: "p1", Host: "h"}), meter.WithClock(f.clk.Now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		tenant string
+		n      int
+	}{{"acme", 4}, {"globex", 2}} {
+		for range c.n { // the spans said 20 ms; PostgreSQL will say 2
+			rec.Record(meter.Record{Tags: tenant.Tags{Tenant: c.tenant, Route: "SELECT"}, Kind: report.KindDB, Duration: 20 * time.Millisecond})
+		}
+	}
+	f.clk.Set(m0.Add(20 * time.Second))
+	body, err := rec.Cut(f.clk.Now()).MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.ingest(body) != 200 {
+		t.Fatal("refused")
+	}
+	// The kill at 09:00:30: no Shutdown, no save.
+	crashed := f.s
+	crashed.life.lock.Close()
+	f.start(withPG)
+	defer f.stop()
+	defer func() { crashed.em.spool.Close() }()
+	read(m0.Add(35*time.Second), 1003, 2006)
+	read(m0.Add(time.Minute+100*time.Millisecond), 1006, 2012) // 09:00: 6 calls, 12 ms
+	f.s.Tick(context.Background(), m0.Add(time.Minute+10*time.Second))
+	dur := func(r store.Rollup) float64 { return r.DurationSeconds }
+	acme, globex := f.mem.sum("acme", "db", dur), f.mem.sum("globex", "db", dur)
+	if math.Abs(acme-0.008) > 1e-9 || math.Abs(globex-0.004) > 1e-9 {
+		t.Errorf("09:00 rebuilt after the kill: acme %.6f s, globex %.6f s; want PostgreSQL's 12 ms split 8:4", acme, globex)
+	}
+	b, err := os.ReadFile(filepath.Join(f.dir, dbTimesFile))
+	if err != nil || !strings.Contains(string(b), `"given":{"`+strconv.FormatInt(m0.Unix(), 10)) {
+		t.Errorf("what 09:00 was given is not kept once it is written: %v\n%s", err, b)
 	}
 }

@@ -177,7 +177,9 @@ func newParts(cfg Config) (*Server, error) {
 	}
 	s.pg.names = s.feat.names.lookup
 	if cfg.Postgres != "" && !cfg.OTLPClientDBTime {
-		s.pg.dbt = newDBTimes(cfg.Registerer)
+		if s.pg.dbt, err = newDBTimes(cfg.Registerer, cfg.DataDir, cfg.Postgres, s.log); err != nil {
+			s.log.Warn("pg_stat_statements' totals of the last run not read: the minutes rebuilt from the write-ahead log keep their clients' DB time", "err", err)
+		}
 		s.em.dbt = s.pg.dbt
 		s.agg.dbt = s.pg.dbt
 	}
@@ -452,6 +454,9 @@ func (s *Server) emit(ctx context.Context, now time.Time, all bool) {
 	todo := s.minutes.due(now, all, s.em)
 	s.mu.Unlock()
 	s.em.writeAll(ctx, todo)
+	// What the minutes took of PostgreSQL's time is kept before their
+	// logs can go (a later tick, LateKeep on).
+	s.em.dbt.save()
 }
 
 // Shutdown stops accepting work, writes every open minute, flushes the
