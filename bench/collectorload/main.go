@@ -267,11 +267,16 @@ func encodeFleet(service string, reporters, rows, per int) [][][]byte {
 
 // fleetWith is fleet; with raw, each process posts over a rawConn.
 func (e *env) fleetWith(ctx context.Context, service string, reporters, rows int, interval, d time.Duration, raw bool) *result {
-	bodies := encodeFleet(service, reporters, rows, int(d/interval)+1)
+	per := int(d/interval) + 1
+	// Encoding takes about as long as the run on two cores: say when the
+	// run starts, for a profile or a watch of the collector to begin then.
+	fmt.Fprintf(os.Stderr, "collectorload: encoding %d reports of %d rows before the run…\n", reporters*per, rows)
+	bodies := encodeFleet(service, reporters, rows, per)
 	var wg sync.WaitGroup
 	if e.prepared != nil {
 		e.prepared()
 	}
+	fmt.Fprintf(os.Stderr, "collectorload: %s: the run starts, %s\n", time.Now().Format(time.TimeOnly), d)
 	res := &result{}
 	cpu0 := e.cpuSeconds()
 	start := time.Now()
