@@ -50,7 +50,10 @@ type Rollup struct {
 	RU              float64
 	Bytes, Rows     uint64
 	// ActiveSessionSeconds is, for the pg sampler, the sum over samples of
-	// active sessions × sample interval; DB load (AAS) = this / 60.
+	// active sessions × sample interval; DB load (AAS) = this / 60. A "pg"
+	// row's DurationSeconds is the part of it that the minute's "db" rows
+	// (the statements services report) count already, at most
+	// ActiveSessionSeconds: Usage counts it once.
 	ActiveSessionSeconds float64
 	// Latency is the histogram of the row's durations, as the collector
 	// merged it, in the buckets of ratio.Histogram. Empty means no latency:
@@ -98,7 +101,8 @@ type Audit struct {
 // Requests, Errors and DurationSeconds sum the Count, Errors and
 // DurationSeconds of kinds "request" and "job" (units of work a caller
 // waited for); DBSeconds is kind "db" DurationSeconds plus kind "pg"
-// ActiveSessionSeconds; RU and Bytes sum every kind. Tenant "" is load no
+// ActiveSessionSeconds less its DurationSeconds (the part the "db" rows
+// count already: see Rollup); RU and Bytes sum every kind. Tenant "" is load no
 // tenant tag covered (the unattributed line of a cost report).
 type Usage struct {
 	Tenant, Route   string

@@ -114,12 +114,14 @@ tenant tag covers. Reads the store directly (--store), or asks a running
 collector (--collector), which is needed for a DuckDB file the collector holds
 open. A progress bar goes to stderr for long ranges when stderr is a terminal.
 
-DB time (db_seconds, --measure db_time) adds the statements' time services
+DB time (db_seconds, --measure db_time) is the statements' time services
 report (agents, OTLP statement spans) and the active-session time the
---postgres sampler saw. Where both see the same statements, they add up: a
-tenant whose service is instrumented and whose sessions the sampler watches
-counts about twice PostgreSQL's time, and an OTLP service's untagged sessions
-land on "(unattributed)" as well. Split such a bill by ru or requests.
+--postgres sampler saw, each statement once: minute by minute, a tenant gets
+the larger of its statements' and its sessions' time (as qtop's live DB load
+does), and "(unattributed)"
+keeps the untagged sessions that no reported statement accounts for (an OTLP
+service's sessions carry no tenant; its spans do). With several collectors,
+only the statements of the collector that samples PostgreSQL are matched.
 
 Times: RFC 3339, YYYY-MM-DD (UTC), "now", or an age such as 24h or 7d.
 

@@ -208,6 +208,7 @@ func (e *emitter) build(m *minute) emission {
 	if e.dbt != nil {
 		e.dbt.calibrate(m.start, em.rollups)
 	}
+	pgOverlap(em.rollups)
 	if m.keys != nil {
 		at := make(map[string]int)
 		for _, c := range m.keys.Top(hotKeysPerMinute) {
@@ -289,4 +290,63 @@ func (e *emitter) close(ctx context.Context) error {
 		e.log.Warn("spool not empty at shutdown; kept on disk for the next start", "err", err)
 	}
 	return e.spool.Close()
+}
+
+// pgOverlap sets the DurationSeconds of a minute's "pg" rows (the
+// sampler's active sessions) to the part of their active time that the
+// minute's statement rows (kind "db": agents, OTLP statement spans)
+// already count, so that a cost report counts it once (store.Usage: DB
+// time is the statement rows' plus the sessions' time less that part).
+// The sampler and the services see the same statements from two sides;
+// the part they share is, for a tenant, at most the smaller of the two;
+// for untagged sessions (an OTLP service whose sessions carry no tenant,
+// or statements its agent sent without one), at most the untagged
+// statement rows' time and what tenants' statement rows hold beyond their
+// own sessions'. Each pg row takes its tenant's part in proportion to its
+// active time. A tenant's DB time in a cost report is then the larger of
+// the two sides, minute by minute, as the live view's DB load is
+// (counts10.ratesFrom), and the untagged line keeps only sessions nothing
+// accounts for.
+func pgOverlap(rows []store.Rollup) {
+	untagged := func(t string) bool { return t == "" || t == report.UnknownTenant }
+	db := make(map[string]float64)
+	pg := make(map[string]float64)
+	for i := range rows {
+		r := &rows[i]
+		t := r.Tenant
+		if untagged(t) {
+			t = ""
+		}
+		switch r.Kind {
+		case store.KindDB:
+			db[t] += r.DurationSeconds
+		case store.KindPG:
+			pg[t] += r.ActiveSessionSeconds
+		}
+	}
+	if len(pg) == 0 || len(db) == 0 {
+		return
+	}
+	shared := make(map[string]float64, len(pg))
+	var beyond float64 // tenants' statement time their own sessions do not show
+	for t, d := range db {
+		if t != "" {
+			shared[t] = min(pg[t], d)
+			beyond += max(0, d-pg[t])
+		}
+	}
+	shared[""] = min(pg[""], db[""]+beyond)
+	for i := range rows {
+		r := &rows[i]
+		if r.Kind != store.KindPG || r.ActiveSessionSeconds <= 0 {
+			continue
+		}
+		t := r.Tenant
+		if untagged(t) {
+			t = ""
+		}
+		if s := shared[t]; s > 0 {
+			r.DurationSeconds = min(r.ActiveSessionSeconds, r.ActiveSessionSeconds*s/pg[t])
+		}
+	}
 }

@@ -111,7 +111,7 @@ func (m *memStore) Usage(ctx context.Context, from, to time.Time, byRoute bool) 
 		case store.KindDB:
 			u.DBSeconds += r.DurationSeconds
 		case store.KindPG:
-			u.DBSeconds += r.ActiveSessionSeconds
+			u.DBSeconds += r.ActiveSessionSeconds - r.DurationSeconds
 		default:
 			u.Requests += r.Count
 			u.Errors += r.Errors

@@ -192,3 +192,69 @@ func TestPostgresSessionTagNames(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestPGOverlap: where the sampler's sessions and the statements services
+// report are the same statements, a cost report counts them once. acme's
+// agent reports 30 s of statements and the sampler saw 20 s of its tagged
+// sessions: its DB time is 30 s, not 50. globex's OTLP service reports 10
+// s and its sessions carry no tenant: of the 25 s of untagged sessions,
+// 20 s are globex's 10 s and acme's 10 s beyond its own sessions, and
+// the unattributed line keeps 5 s. initech is seen by the sampler alone
+// (a service that tags its statements and reports nothing): 8 s.
+func TestPGOverlap(t *testing.T) {
+	mem := newMemStore()
+	clk := &clock{t: time.Date(2026, 12, 2, 12, 0, 1, 0, time.UTC)}
+	s, err := New(Config{Store: "duckdb://unused", DataDir: t.TempDir(), Writer: "w1", Now: clk.Now,
+		Registerer: prometheus.NewRegistry(), OpenStore: func(string) (store.Store, error) { return mem, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	m0 := clk.t.Truncate(time.Minute)
+	rep := &report.Report{Source: report.Source{Service: "shop", Instance: "a"}, Seq: 1, Start: m0, End: clk.t,
+		Rows: []report.Row{
+			{Tenant: "acme", Route: "GET /a", Kind: report.KindDB, Count: 300, Duration: 30 * time.Second},
+			{Tenant: "globex", Route: "SELECT orders", Kind: report.KindDB, Count: 100, Duration: 10 * time.Second}}}
+	if _, err := s.Consume(t.Context(), rep, nil); err != nil {
+		t.Fatal(err)
+	}
+	session := func(tn string) pgactivity.Backend {
+		return pgactivity.Backend{PID: 1, Tenant: tn, State: "active", QueryStart: clk.t, Query: "SELECT 1"}
+	}
+	for i := range 25 { // a sample a second: acme 20, untagged 25, initech 8
+		var bs []pgactivity.Backend
+		if i < 20 {
+			bs = append(bs, session("acme"))
+		}
+		if i < 8 {
+			bs = append(bs, session("initech"))
+		}
+		bs = append(bs, session(""))
+		s.AddSample(pgactivity.Snapshot{Time: m0.Add(time.Duration(i+2) * time.Second), Backends: bs}, time.Second)
+	}
+	s.Tick(context.Background(), m0.Add(time.Minute+11*time.Second))
+	rep2, err := BuildReport(t.Context(), mem, ReportRequest{From: m0, To: m0.Add(time.Minute), Measure: MeasureDBTime}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, l := range rep2.Lines {
+		got[l.Tenant] = l.DBSeconds
+	}
+	want := map[string]float64{"acme": 30, "globex": 10, "initech": 8, Unattributed: 5}
+	for tn, w := range want {
+		if math.Abs(got[tn]-w) > 1e-9 {
+			t.Errorf("%s: DB time %v s, want %v (all: %v)", tn, got[tn], w, got)
+		}
+	}
+	// The history's DB load stays the sampler's: acme's sessions, 20 s.
+	var active float64
+	for _, r := range mem.rollups {
+		if r.Tenant == "acme" && r.Kind == store.KindPG {
+			active += r.ActiveSessionSeconds
+		}
+	}
+	if active != 20 {
+		t.Errorf("acme's sampled sessions %v s, want 20", active)
+	}
+}

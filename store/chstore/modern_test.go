@@ -138,6 +138,7 @@ func modernData(t *testing.T, s *Store, base time.Time) {
 					RU: rng.Float64() * 10, Bytes: uint64(rng.IntN(1 << 20)), Rows: uint64(rng.IntN(1000))}
 				if k == store.KindPG {
 					r.Service, r.ActiveSessionSeconds = "", rng.Float64()*60
+					r.DurationSeconds = r.ActiveSessionSeconds / 4 // the part statement rows count
 				}
 				r.Latency = storetest.Latency(uint64(rng.IntN(40)), uint64(1+rng.IntN(50)), uint64(40+rng.IntN(40)), uint64(1+rng.IntN(50)))
 				rollups = append(rollups, r)

@@ -71,7 +71,7 @@ const (
 const usageMeasures = `sumIf(c, kind IN ('request', 'job')),
     sumIf(e, kind IN ('request', 'job')),
     sumIf(d, kind IN ('request', 'job')),
-    sumIf(d, kind = 'db') + sumIf(a, kind = 'pg'),
+    sumIf(d, kind = 'db') + sumIf(a - d, kind = 'pg'),
     sum(u),
     sum(b)`
 

@@ -107,6 +107,9 @@ func (f *sumsFixture) writeHistory() {
 			r := storetest.Row(m, fmt.Sprintf("w%d", i%2+1), tn, fmt.Sprintf("/r%d", m%2), uint64(10+m+i))
 			r.Kind = kinds[((m+30)/7+i)%len(kinds)]
 			r.ActiveSessionSeconds = float64((m+30)%5) + 0.5
+			if r.Kind == store.KindPG { // the part statement rows count, as the collector writes it
+				r.DurationSeconds = r.ActiveSessionSeconds / 4
+			}
 			rows = append(rows, r)
 		}
 	}

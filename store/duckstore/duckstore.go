@@ -436,7 +436,7 @@ func (s *Store) Usage(ctx context.Context, from, to time.Time, byRoute bool) ([]
     CAST(coalesce(sum(count) FILTER (WHERE kind IN ('request', 'job')), 0) AS UBIGINT),
     CAST(coalesce(sum(errors) FILTER (WHERE kind IN ('request', 'job')), 0) AS UBIGINT),
     coalesce(sum(duration_seconds) FILTER (WHERE kind IN ('request', 'job')), 0),
-    coalesce(sum(duration_seconds) FILTER (WHERE kind = 'db'), 0) + coalesce(sum(active_session_seconds) FILTER (WHERE kind = 'pg'), 0),
+    coalesce(sum(duration_seconds) FILTER (WHERE kind = 'db'), 0) + coalesce(sum(coalesce(active_session_seconds, 0) - duration_seconds) FILTER (WHERE kind = 'pg'), 0),
     coalesce(sum(ru), 0),
     CAST(coalesce(sum(bytes), 0) AS UBIGINT)
 FROM (%s)

@@ -185,6 +185,7 @@ func (t *genTenant) minute(rows []store.Rollup, rng *rand.Rand, minute time.Time
 	if rng.IntN(4) == 0 {
 		p := base
 		p.Kind, p.ActiveSessionSeconds = store.KindPG, 60*rng.ExpFloat64()*math.Min(4, t.load/1000)+0.5
+		p.DurationSeconds = p.ActiveSessionSeconds / 4 // what the statement rows count already
 		rows = append(rows, p)
 	}
 	return rows

@@ -101,7 +101,7 @@ func ExpectUsage(rows []store.Rollup, from, to time.Time, byRoute bool) []store.
 		case store.KindDB:
 			u.DBSeconds += r.DurationSeconds
 		case store.KindPG:
-			u.DBSeconds += r.ActiveSessionSeconds
+			u.DBSeconds += r.ActiveSessionSeconds - r.DurationSeconds
 		}
 		u.RU += r.RU
 		u.Bytes += r.Bytes
@@ -295,7 +295,9 @@ func usageKinds(t *testing.T, s store.Store) {
 	job.Kind, job.DurationSeconds = store.KindJob, 30
 	db := Row(0, "w1", "acme", "GET /a", 40)
 	db.Kind, db.DurationSeconds = store.KindDB, 1.25
-	pg := store.Rollup{Minute: T0, Writer: "w1", Tenant: "acme", Route: "GET /a", Kind: store.KindPG, Count: 60, ActiveSessionSeconds: 45}
+	// The sampler's sessions, 1.25 s of which the statement row counts.
+	pg := store.Rollup{Minute: T0, Writer: "w1", Tenant: "acme", Route: "GET /a", Kind: store.KindPG, Count: 60,
+		ActiveSessionSeconds: 45, DurationSeconds: 1.25}
 	untagged := Row(0, "w1", "", "", 3)
 	rows := []store.Rollup{req, job, db, pg, untagged}
 	must(t, s.WriteRollups(ctx(t), rows))
@@ -303,7 +305,7 @@ func usageKinds(t *testing.T, s store.Store) {
 	must(t, err)
 	CheckUsage(t, got, []store.Usage{
 		{Tenant: "", Requests: 3, DurationSeconds: 0.03, RU: 4.5, Bytes: 300},
-		{Tenant: "acme", Requests: 12, Errors: 1, DurationSeconds: 30.1, DBSeconds: 46.25, RU: 78, Bytes: 5200},
+		{Tenant: "acme", Requests: 12, Errors: 1, DurationSeconds: 30.1, DBSeconds: 45, RU: 78, Bytes: 5200},
 	})
 	checkAll(t, s, rows)
 }
@@ -390,6 +392,9 @@ func randomRetries(t *testing.T, s store.Store) {
 			r.Kind, r.Version = k.kind, versions[k]
 			r.Tier = tenant.Tier(rng.IntN(5))
 			r.ActiveSessionSeconds = float64(rng.IntN(600)) / 8
+			if r.Kind == store.KindPG { // the part statement rows count: at most the sessions' time
+				r.DurationSeconds = min(r.DurationSeconds, r.ActiveSessionSeconds)
+			}
 			if rng.IntN(3) == 0 {
 				r.Latency = Latency(uint64(rng.IntN(histogram.NumBuckets)), uint64(1+rng.IntN(50)), uint64(rng.IntN(histogram.NumBuckets)), uint64(1+rng.IntN(50)))
 			}
