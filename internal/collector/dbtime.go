@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -136,11 +137,10 @@ const (
 
 // newDBTimes returns a dbTimes of the PostgreSQL at dsn that keeps its
 // state in dir (none if empty), loaded from there if a collector kept it
-// before for the same dsn: an unreadable file is reported and set aside,
-// and the state starts afresh.
+// before for the same server, database and role: an unreadable file is
+// reported and set aside, and the state starts afresh.
 func newDBTimes(reg prometheus.Registerer, dir, dsn string, log *slog.Logger) (*dbTimes, error) {
-	sum := sha256.Sum256([]byte(dsn))
-	d := &dbTimes{log: log, source: hex.EncodeToString(sum[:8]),
+	d := &dbTimes{log: log, source: statementSource(dsn),
 		pg: make(map[int64]map[string]shapeTotal), given: make(map[int64]map[string]grant),
 		result: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qtop_collector_db_time_shapes_total",
 			Help: "Statement shapes of a written minute by what their DB time is: postgres (pg_stat_statements' time of their calls), calls_differ (more calls than PostgreSQL counted, or its counters went back) or implausible (PostgreSQL's time over 1.5 times the clients'): the clients' time kept."},
@@ -422,6 +422,18 @@ func (d *dbTimes) clock(ctx context.Context, pool *pgxpool.Pool, now func() time
 			readAt(ctx)
 		}
 	}
+}
+
+// statementSource names the counters a dsn reads, for the state's file:
+// a hash of its host, port, database and role (not of its password, which
+// the file must not help to guess).
+func statementSource(dsn string) string {
+	id := "unparsed"
+	if c, err := pgconn.ParseConfig(dsn); err == nil {
+		id = fmt.Sprintf("%s:%d/%s@%s", c.Host, c.Port, c.Database, c.User)
+	}
+	sum := sha256.Sum256([]byte(id))
+	return hex.EncodeToString(sum[:8])
 }
 
 // dbTimesFile is where dbTimes keeps its state in DataDir.

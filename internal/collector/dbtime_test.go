@@ -301,6 +301,10 @@ func TestDBTimesRestart(t *testing.T) {
 	if _, ok := open(dir).prev[7]; !ok {
 		t.Errorf("the state saved after a torn file was not read back")
 	}
+	// A new password reads the same counters; the file holds no hash of it.
+	if a, b := statementSource("postgres://qtop:old@db1:5432/shop"), statementSource("postgres://qtop:new@db1:5432/shop"); a != b {
+		t.Errorf("a new password made another source: %s, %s", a, b)
+	}
 	// Another --postgres: the counters kept are not its own.
 	other, err := newDBTimes(prometheus.NewRegistry(), dir, "postgres://db2", nil)
 	if err != nil || other.prev != nil || len(other.pg) != 0 {
