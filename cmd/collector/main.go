@@ -118,10 +118,10 @@ DB time (db_seconds, --measure db_time) is the statements' time services
 report (agents, OTLP statement spans) and the active-session time the
 --postgres sampler saw, each statement once: minute by minute, a tenant gets
 the larger of its statements' and its sessions' time (as qtop's live DB load
-does), and "(unattributed)"
-keeps the untagged sessions that no reported statement accounts for (an OTLP
-service's sessions carry no tenant; its spans do). With several collectors,
-only the statements of the collector that samples PostgreSQL are matched.
+does), and "(unattributed)" keeps the untagged sessions that no reported
+statement accounts for (an OTLP service's sessions carry no tenant; its spans
+do). With several collectors, only the statements that reached the collector
+sampling PostgreSQL are matched.
 
 Times: RFC 3339, YYYY-MM-DD (UTC), "now", or an age such as 24h or 7d.
 
