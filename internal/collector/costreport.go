@@ -160,7 +160,7 @@ func costLines(us []store.Usage) map[costKey]*CostLine {
 	acc := make(map[costKey]*CostLine)
 	for _, u := range us {
 		t := u.Tenant
-		unattr := t == "" || t == report.UnknownTenant
+		unattr := untaggedTenant(t)
 		if unattr {
 			t = Unattributed
 		}
@@ -178,6 +178,10 @@ func costLines(us []store.Usage) map[costKey]*CostLine {
 	}
 	return acc
 }
+
+// untaggedTenant reports a tenant name that stands for no tenant tag: the
+// unattributed line of a cost report.
+func untaggedTenant(t string) bool { return t == "" || t == report.UnknownTenant }
 
 // sortCostLines orders the lines by share, the unattributed line last.
 func sortCostLines(lines []CostLine) {

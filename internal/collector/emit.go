@@ -308,15 +308,17 @@ func (e *emitter) close(ctx context.Context) error {
 // (counts10.ratesFrom), and the untagged line keeps only sessions nothing
 // accounts for.
 func pgOverlap(rows []store.Rollup) {
-	untagged := func(t string) bool { return t == "" || t == report.UnknownTenant }
+	tenantOf := func(r *store.Rollup) string { // "" for every untagged name
+		if untaggedTenant(r.Tenant) {
+			return ""
+		}
+		return r.Tenant
+	}
 	db := make(map[string]float64)
 	pg := make(map[string]float64)
 	for i := range rows {
 		r := &rows[i]
-		t := r.Tenant
-		if untagged(t) {
-			t = ""
-		}
+		t := tenantOf(r)
 		switch r.Kind {
 		case store.KindDB:
 			db[t] += r.DurationSeconds
@@ -341,12 +343,8 @@ func pgOverlap(rows []store.Rollup) {
 		if r.Kind != store.KindPG || r.ActiveSessionSeconds <= 0 {
 			continue
 		}
-		t := r.Tenant
-		if untagged(t) {
-			t = ""
-		}
-		if s := shared[t]; s > 0 {
-			r.DurationSeconds = min(r.ActiveSessionSeconds, r.ActiveSessionSeconds*s/pg[t])
+		if t := tenantOf(r); shared[t] > 0 {
+			r.DurationSeconds = min(r.ActiveSessionSeconds, r.ActiveSessionSeconds*shared[t]/pg[t])
 		}
 	}
 }
