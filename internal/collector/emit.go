@@ -306,7 +306,7 @@ func (e *emitter) close(ctx context.Context) error {
 // active time. A tenant's DB time in a cost report is then the larger of
 // the two sides, minute by minute, as the live view's DB load is
 // (counts10.ratesFrom), and the untagged line keeps only sessions nothing
-// accounts for.
+// accounts for, as the live view's untagged row does (untaggedOverlap).
 func pgOverlap(rows []store.Rollup) {
 	tenantOf := func(r *store.Rollup) string { // "" for every untagged name
 		if untaggedTenant(r.Tenant) {

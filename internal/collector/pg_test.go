@@ -258,3 +258,68 @@ func TestPGOverlap(t *testing.T) {
 		t.Errorf("acme's sampled sessions %v s, want 20", active)
 	}
 }
+
+// TestLiveUntaggedOverlap: the live view's untagged row follows the cost
+// report's rule (TestPGOverlap). acme's agent reports 3 s of statements a
+// second and the sampler sees 2 of its tagged sessions; globex's OTLP
+// service reports 1 s a second and its sessions carry no tenant. Of 3
+// untagged sessions, 2 are globex's second and acme's beyond its own
+// sessions, so the untagged row shows 1; with 2 untagged sessions nothing
+// is left and the row is gone. Before, it showed every untagged session.
+func TestLiveUntaggedOverlap(t *testing.T) {
+	for _, tc := range []struct {
+		untagged int
+		want     float64 // the untagged row's DB load; 0: no row
+	}{{3, 1}, {2, 0}} {
+		clk := &clock{t: time.Date(2026, 12, 2, 12, 0, 30, 0, time.UTC)}
+		s, err := New(Config{Store: "duckdb://unused", DataDir: t.TempDir(), Writer: "w1", Now: clk.Now,
+			Registerer: prometheus.NewRegistry(), OpenStore: func(string) (store.Store, error) { return newMemStore(), nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := clk.Now()
+		for i := range 12 { // twelve seconds, so the ten-second window is full
+			at := now.Add(time.Duration(i-12) * time.Second)
+			var bs []pgactivity.Backend
+			for j := range 2 + tc.untagged {
+				tn := ""
+				if j < 2 {
+					tn = "acme"
+				}
+				bs = append(bs, pgactivity.Backend{PID: int32(j + 1), Tenant: tn, State: "active", QueryStart: at, Query: "SELECT 1"})
+			}
+			clk.Set(at.Add(500 * time.Millisecond))
+			s.AddSample(pgactivity.Snapshot{Time: clk.Now(), Backends: bs}, time.Second)
+			rep := &report.Report{Source: report.Source{Service: "shop", Instance: "a"}, Seq: uint64(i + 1), Start: at, End: at.Add(time.Second),
+				Rows: []report.Row{
+					{Tenant: "acme", Route: "GET /a", Kind: report.KindDB, Count: 30, Duration: 3 * time.Second},
+					{Tenant: "globex", Route: "SELECT orders", Kind: report.KindDB, Count: 10, Duration: time.Second}}}
+			clk.Set(at.Add(time.Second))
+			if _, err := s.Consume(t.Context(), rep, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		snap := s.Snapshot(now, api.MeasureDB, 10)
+		load, share := map[string]float64{}, map[string]float64{}
+		for _, r := range snap.Tenants {
+			load[r.Tenant], share[r.Tenant] = r.DBLoad, r.Share
+		}
+		want := map[string]float64{"acme": 3, "globex": 1}
+		if tc.want > 0 {
+			want[report.UnknownTenant] = tc.want
+		}
+		var total float64
+		for _, w := range want {
+			total += w
+		}
+		for tn, w := range want {
+			if math.Abs(load[tn]-w) > 1e-9 || math.Abs(share[tn]-w/total) > 1e-9 {
+				t.Errorf("%d untagged sessions: %s DB load %v (share %v), want %v (%v)", tc.untagged, tn, load[tn], share[tn], w, w/total)
+			}
+		}
+		if len(load) != len(want) {
+			t.Errorf("%d untagged sessions: rows %v, want %v", tc.untagged, load, want)
+		}
+		s.Shutdown(context.Background())
+	}
+}

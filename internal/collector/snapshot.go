@@ -173,6 +173,14 @@ func rankTenants(agg *aggregator, sec int64, measure string, limited map[string]
 		rows = append(rows, trow{name, sh, tl, r})
 		total = finiteSum(total, measureOf(r, measure))
 	})
+	if u, was := untaggedOverlap(rows); u >= 0 {
+		if measure == api.MeasureDB {
+			total = finiteSum(total, rows[u].r.db-was)
+		}
+		if r := rows[u].r; r.db == 0 && r.ru == 0 && r.req == 0 && r.err == 0 {
+			rows = slices.Delete(rows, u, u+1) // sessions the tenants' statements account for, and nothing else
+		}
+	}
 	slices.SortFunc(rows, func(a, b trow) int {
 		ma, mb := measureOf(a.r, measure), measureOf(b.r, measure)
 		if ma != mb {
@@ -184,6 +192,34 @@ func rankTenants(agg *aggregator, sec int64, measure string, limited map[string]
 		return strings.Compare(a.name, b.name)
 	})
 	return rows, total
+}
+
+// untaggedOverlap takes from the untagged row's DB load the sessions
+// that tenants' statement rows already count, by the rule the cost
+// report follows minute by minute (pgOverlap): an OTLP service whose
+// sessions carry no tenant has its statements counted under its tenants
+// and seen again by the sampler as untagged sessions. The untagged row
+// keeps its own statement rows' time and the sessions beyond what they
+// and the tenants' statements beyond their own sessions hold. It returns
+// the untagged row's index and its DB load before, or -1 when it changed
+// nothing.
+func untaggedOverlap(rows []trow) (u int, was float64) {
+	u = -1
+	var beyond float64 // tenants' statement time their own sessions do not show
+	for i := range rows {
+		if rows[i].name == report.UnknownTenant {
+			u = i
+			continue
+		}
+		beyond += max(0, rows[i].r.stmt-rows[i].r.pg)
+	}
+	if u < 0 || beyond <= 0 || rows[u].r.pg <= 0 {
+		return -1, 0
+	}
+	r := &rows[u].r
+	was = r.db
+	r.db = r.stmt + r.pg - min(r.pg, r.stmt+beyond)
+	return u, was
 }
 
 // tenantRows fills the tenants of a snapshot: the top n by measure, each

@@ -78,7 +78,11 @@ func (c *counts10) inWindow(i int, now int64) bool {
 
 type rates struct {
 	ru, db, req, err, p95 float64
-	active                bool
+	// stmt and pg are db's two sides: the statement rows' time (agents,
+	// OTLP statement spans) and the sampler's active sessions, each a
+	// second; db is the larger.
+	stmt, pg float64
+	active   bool
 }
 
 // rates is the window's rates over the rateN complete seconds before
@@ -104,7 +108,8 @@ func (c *counts10) ratesFrom(now, from int64) rates {
 		r.active = r.active || c.ru[i] > 0 || c.db[i] > 0 || c.pg[i] > 0 || c.req[i] > 0
 	}
 	r.ru /= secs
-	r.db = max(r.db, pg) / secs
+	r.stmt, r.pg = r.db/secs, pg/secs
+	r.db = max(r.stmt, r.pg)
 	r.req /= secs
 	r.err /= secs
 	return r
