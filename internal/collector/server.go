@@ -373,7 +373,11 @@ func (s *Server) Run(ctx context.Context) {
 	ctx, s.life.cancel = context.WithCancel(ctx)
 	s.otlp.recv.Start()
 	s.feat.quota.start(ctx, &s.life.wg)
-	s.life.goRun(func() { every(ctx, time.Second, func() { s.Tick(ctx, s.cfg.Now()) }) })
+	// Minutes are written on a goroutine of their own: a slow write (the
+	// DuckDB store rewrites a day's rows as one sorted run when the day
+	// ends: seconds at 10,000 tenants) holds back no other tick's work.
+	s.life.goRun(func() { every(ctx, time.Second, func() { s.tick(ctx, s.cfg.Now(), false) }) })
+	s.life.goRun(func() { every(ctx, time.Second, func() { s.emit(ctx, s.cfg.Now(), false) }) })
 	s.fleet.start(ctx, &s.life.wg)
 	s.life.goRun(func() { every(ctx, time.Second, func() { httpAPI{s}.stepAutopilot(ctx) }) })
 	s.ret.start(ctx, &s.life.wg)
@@ -413,12 +417,18 @@ func every(ctx context.Context, d time.Duration, f func()) {
 // Tick does the once-a-second work at now: writes minutes whose grace has
 // passed, drops minutes no late report can change, prunes idle state,
 // syncs the write-ahead log, checks the store and runs each feature's
-// tick. The server calls it every second; tests call it with a fake
-// clock.
-func (s *Server) Tick(ctx context.Context, now time.Time) {
+// tick. The server does it every second, the writing of minutes on a
+// goroutine of its own; tests call it with a fake clock.
+func (s *Server) Tick(ctx context.Context, now time.Time) { s.tick(ctx, now, true) }
+
+// tick is Tick; with write unset it leaves the writing of minutes (emit)
+// to its caller.
+func (s *Server) tick(ctx context.Context, now time.Time, write bool) {
 	s.disk.look()
 	s.feat.tick(ctx, now)
-	s.emit(ctx, now, false)
+	if write {
+		s.emit(ctx, now, false)
+	}
 	// The aggregator's part takes only its shards' locks (one at a time),
 	// so reports go on merging meanwhile; the ranking and the series have
 	// their own.
