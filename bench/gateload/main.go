@@ -1,6 +1,7 @@
 // Command gateload puts qtop's gate (also as gate-std, with net/http's
-// Transport upstream, and as gate-stdsrv, with net/http's server in front;
-// -gate-std=false and -gate-std-server=false leave them out), a bare
+// Transport upstream, as gate-stdsrv, with net/http's server in front, and
+// as gate-1p, with GOMAXPROCS=1; -gate-std=false, -gate-std-server=false
+// and -gate-1p=false leave them out), a bare
 // httputil.ReverseProxy and nginx (proxy_pass) in front of the same
 // upstream, one after the other in one run, and drives each (and the upstream directly) at a fixed offered rate
 // over keep-alive connections, open loop: every request has its scheduled
@@ -38,6 +39,7 @@ type options struct {
 	profile           string
 	gateStd           bool
 	gateStdServer     bool
+	gateOneProc       bool
 }
 
 func main() {
@@ -55,6 +57,7 @@ func main() {
 	flag.IntVar(&o.runs, "runs", 1, "rounds over all targets")
 	flag.BoolVar(&o.gateStd, "gate-std", true, "also load the gate with --std-transport (net/http's Transport upstream) as gate-std")
 	flag.BoolVar(&o.gateStdServer, "gate-std-server", true, "also load the gate with --std-server (net/http's server in front) as gate-stdsrv")
+	flag.BoolVar(&o.gateOneProc, "gate-1p", true, "also load the gate with GOMAXPROCS=1 (one P: no idle P's thread spinning for work on each wake-up) as gate-1p")
 	flag.StringVar(&o.profile, "gate-pprof", "", "write a 5 s CPU profile of the gate under load to this file")
 	flag.Parse()
 	if err := run(o); err != nil {

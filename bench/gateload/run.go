@@ -49,6 +49,9 @@ func run(o options) error {
 		if o.gateStdServer {
 			mks = append(mks, func() (target, error) { return startGate(gateBin, upURL, tmp, "gate-stdsrv", "--std-server") })
 		}
+		if o.gateOneProc {
+			mks = append(mks, func() (target, error) { return startGate(gateBin, upURL, tmp, "gate-1p", "GOMAXPROCS=1") })
+		}
 		mks = append(mks, func() (target, error) { return startNginx(nginxBin, up, tmp) })
 		for _, mk := range mks {
 			t, err := mk()
@@ -179,9 +182,21 @@ func startGate(bin, up, tmp, name string, extra ...string) (target, error) {
 	if err != nil {
 		return target{}, err
 	}
-	args := append([]string{"--listen", addr, "--upstream", up, "--service", "bench",
-		"--tenant", "header", "--plans", plans, "--log-level", "warn", "--pprof", pprofAddr}, extra...)
-	return startChild(name, addr, exec.Command(bin, args...))
+	args := []string{"--listen", addr, "--upstream", up, "--service", "bench",
+		"--tenant", "header", "--plans", plans, "--log-level", "warn", "--pprof", pprofAddr}
+	var env []string // NAME=value in extra goes to the environment
+	for _, e := range extra {
+		if strings.HasPrefix(e, "-") {
+			args = append(args, e)
+		} else {
+			env = append(env, e)
+		}
+	}
+	cmd := exec.Command(bin, args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	return startChild(name, addr, cmd)
 }
 
 func findNginx(flagged string) string {

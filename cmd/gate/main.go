@@ -75,6 +75,9 @@ GOGC is 400 unless set in the environment (a few MB of heap more, the
 garbage collector's CPU cut by about four; GOGC=100 for Go's default).
 The heap may grow to five times what is live: under a container memory
 limit, set GOMEMLIMIT to about 90% of it.
+GOMAXPROCS=1 costs 10-20% less CPU a request where the gate uses well
+under a core (no idle P's thread spinning for work at each wake-up),
+and caps it at one core.
 
 Flags (each also read from the environment variable in brackets):
 `
