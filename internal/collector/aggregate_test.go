@@ -33,7 +33,7 @@ func TestShardedMergeDuringEmission(t *testing.T) {
 			case <-stop:
 				return
 			default:
-				f.s.emit(t.Context(), f.clk.Now(), true)
+				f.s.em.writeDue(t.Context(), &f.s.mu, &f.s.minutes, f.clk.Now(), true)
 				emissions.Add(1)
 			}
 		}

@@ -112,6 +112,19 @@ type emission struct {
 	stmts   []store.Statement
 }
 
+// writeDue writes every changed minute of o whose grace has passed (all
+// changed minutes when all is set), and drops minutes past the late
+// horizon; mu guards o.
+func (e *emitter) writeDue(ctx context.Context, mu *sync.Mutex, o *openMinutes, now time.Time, all bool) {
+	mu.Lock()
+	todo := o.due(now, all, e)
+	mu.Unlock()
+	e.writeAll(ctx, todo)
+	// What the minutes took of PostgreSQL's time is kept before their
+	// logs can go (a later tick, LateKeep on).
+	e.dbt.save()
+}
+
 // writeAll writes the emissions; a minute not written is marked changed
 // so the next tick tries again, unless the store refused it as invalid.
 func (e *emitter) writeAll(ctx context.Context, todo []emission) {

@@ -377,7 +377,7 @@ func (s *Server) Run(ctx context.Context) {
 	// DuckDB store rewrites a day's rows as one sorted run when the day
 	// ends: seconds at 10,000 tenants) holds back no other tick's work.
 	s.life.goRun(func() { every(ctx, time.Second, func() { s.tick(ctx, s.cfg.Now(), false) }) })
-	s.life.goRun(func() { every(ctx, time.Second, func() { s.emit(ctx, s.cfg.Now(), false) }) })
+	s.life.goRun(func() { every(ctx, time.Second, func() { s.em.writeDue(ctx, &s.mu, &s.minutes, s.cfg.Now(), false) }) })
 	s.fleet.start(ctx, &s.life.wg)
 	s.life.goRun(func() { every(ctx, time.Second, func() { httpAPI{s}.stepAutopilot(ctx) }) })
 	s.ret.start(ctx, &s.life.wg)
@@ -421,13 +421,13 @@ func every(ctx context.Context, d time.Duration, f func()) {
 // goroutine of its own; tests call it with a fake clock.
 func (s *Server) Tick(ctx context.Context, now time.Time) { s.tick(ctx, now, true) }
 
-// tick is Tick; with write unset it leaves the writing of minutes (emit)
-// to its caller.
+// tick is Tick; with write unset it leaves the writing of minutes
+// (emitter.writeDue) to its caller.
 func (s *Server) tick(ctx context.Context, now time.Time, write bool) {
 	s.disk.look()
 	s.feat.tick(ctx, now)
 	if write {
-		s.emit(ctx, now, false)
+		s.em.writeDue(ctx, &s.mu, &s.minutes, now, false)
 	}
 	// The aggregator's part takes only its shards' locks (one at a time),
 	// so reports go on merging meanwhile; the ranking and the series have
@@ -457,18 +457,6 @@ func (s *Server) tick(ctx context.Context, now time.Time, write bool) {
 	}
 }
 
-// emit writes every changed minute whose grace has passed (all changed
-// minutes when all is set), and drops minutes past the late horizon.
-func (s *Server) emit(ctx context.Context, now time.Time, all bool) {
-	s.mu.Lock()
-	todo := s.minutes.due(now, all, s.em)
-	s.mu.Unlock()
-	s.em.writeAll(ctx, todo)
-	// What the minutes took of PostgreSQL's time is kept before their
-	// logs can go (a later tick, LateKeep on).
-	s.em.dbt.save()
-}
-
 // Shutdown stops accepting work, writes every open minute, flushes the
 // spool (within ctx) and closes the store. Calls after the first return
 // ErrShutdown.
@@ -491,7 +479,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.life.cancel()
 	}
 	s.life.wg.Wait()
-	s.emit(ctx, s.cfg.Now(), true)
+	s.em.writeDue(ctx, &s.mu, &s.minutes, s.cfg.Now(), true)
 	s.mu.Lock()
 	for _, w := range s.minutes.wals() {
 		w.sync()

@@ -58,7 +58,7 @@ func TestHeldWriteHoldsNoTick(t *testing.T) {
 		<-st.started
 		held := time.Now()
 		time.Sleep(time.Minute - time.Duration(held.Second())*time.Second) // the next minute's turn
-		send()                                                              // minute 1 (or 2: the write began after the grace)
+		send()                                                             // minute 1 (or 2: the write began after the grace)
 		time.Sleep(time.Minute)
 		send()
 		time.Sleep(2 * time.Second)
