@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	ratelimitv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
@@ -109,7 +110,8 @@ func run(addr, tokenFile, adminFile, pol string, rate, callers, tenants int, dur
 		at time.Time
 	}
 	next := make(chan call, 4096)
-	var failed sync.Map
+	var failed atomic.Int64
+	var firstFailure sync.Once
 	var wg sync.WaitGroup
 	for range callers {
 		wg.Go(func() {
@@ -119,7 +121,8 @@ func run(addr, tokenFile, adminFile, pol string, rate, callers, tenants int, dur
 				end := time.Now()
 				sent[c.i], late[c.i] = end.Sub(start), end.Sub(c.at)
 				if err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OK {
-					failed.Store(c.i, fmt.Sprint(err, resp.GetOverallCode()))
+					failed.Add(1)
+					firstFailure.Do(func() { fmt.Fprintln(os.Stderr, "rlsload: a call failed:", err, resp.GetOverallCode()) })
 				}
 			}
 		})
@@ -143,20 +146,12 @@ func run(addr, tokenFile, adminFile, pol string, rate, callers, tenants int, dur
 	if pid > 0 {
 		cpu = cpuSeconds(pid) - cpu0
 	}
-	nf := 0
-	failed.Range(func(k, v any) bool {
-		if nf == 0 {
-			fmt.Fprintln(os.Stderr, "rlsload: a call failed:", v)
-		}
-		nf++
-		return true
-	})
 	s, l := sent[skip:], late[skip:]
 	slices.Sort(s)
 	slices.Sort(l)
 	q := func(d []time.Duration, p float64) float64 { return float64(d[int(p*float64(len(d)-1))].Microseconds()) }
 	fmt.Printf("calls %d at %d/s from %d callers: from send p50 %.0f µs p99 %.0f µs p99.9 %.0f µs max %.0f µs; from schedule p50 %.0f p99 %.0f µs; failed %d",
-		len(s), rate, callers, q(s, 0.5), q(s, 0.99), q(s, 0.999), q(s, 1), q(l, 0.5), q(l, 0.99), nf)
+		len(s), rate, callers, q(s, 0.5), q(s, 0.99), q(s, 0.999), q(s, 1), q(l, 0.5), q(l, 0.99), failed.Load())
 	if pid > 0 {
 		fmt.Printf("; collector CPU %.1f µs a call", cpu/float64(len(s))*1e6)
 	}

@@ -34,6 +34,13 @@ func (h *heldStore) WriteRollups(ctx context.Context, rows []store.Rollup) error
 // come in: 3, where a tick that writes would have stopped at 1), and once
 // the write ends every minute reaches the store once.
 func TestHeldWriteHoldsNoTick(t *testing.T) {
+	// The write-ahead log encodes reports with a process-wide zstd encoder
+	// made on first use; made inside a bubble, its channels would belong
+	// to that bubble and the next bubble (-count 2) could not use it.
+	now := time.Now()
+	if _, err := (&report.Report{Source: report.Source{Service: "shop", Instance: "a"}, Seq: 1, Start: now.Add(-time.Second), End: now}).MarshalBinary(); err != nil {
+		t.Fatal(err)
+	}
 	synctest.Test(t, func(t *testing.T) {
 		st := &heldStore{memStore: newMemStore(), started: make(chan struct{}), release: make(chan struct{})}
 		s, err := New(Config{Store: "duckdb://unused", DataDir: t.TempDir(), Writer: "w1", Now: time.Now,
@@ -56,12 +63,14 @@ func TestHeldWriteHoldsNoTick(t *testing.T) {
 		time.Sleep(1500 * time.Millisecond)
 		send() // minute 0
 		<-st.started
-		held := time.Now()
-		time.Sleep(time.Minute - time.Duration(held.Second())*time.Second) // the next minute's turn
-		send()                                                             // minute 1 (or 2: the write began after the grace)
+		// Fake time from here: the bubble's clock moves only while every
+		// goroutine waits, so each Sleep lands exactly where it says.
+		held := time.Now() // minute 0's turn plus the grace: 00:01:10
+		time.Sleep(time.Minute - time.Duration(held.Second())*time.Second)
+		send() // 00:02:00: a report of minute 1
 		time.Sleep(time.Minute)
-		send()
-		time.Sleep(2 * time.Second)
+		send()                      // minute 2
+		time.Sleep(2 * time.Second) // two more ticks
 		synctest.Wait()
 		if n := testutil.ToFloat64(s.met.openMinutes); n != 3 {
 			t.Errorf("%v open windows counted %v after the write was held, want 3 (the tick went on)", n, time.Since(held))
