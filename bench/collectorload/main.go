@@ -272,6 +272,21 @@ func (e *env) fleetWith(ctx context.Context, service string, reporters, rows int
 	// run starts, for a profile or a watch of the collector to begin then.
 	fmt.Fprintf(os.Stderr, "collectorload: encoding %d reports of %d rows before the run…\n", reporters*per, rows)
 	bodies := encodeFleet(service, reporters, rows, per)
+	// With raw, the requests are made whole here too: made in the run, by
+	// every process at once, their copying took the cores for its first
+	// half second and was counted as the collector's latency.
+	var conns []*rawConn
+	var reqs [][][]byte
+	if raw {
+		conns, reqs = make([]*rawConn, reporters), make([][][]byte, reporters)
+		for i := range reporters {
+			conns[i] = &rawConn{addr: strings.TrimPrefix(e.base, "http://"), token: e.token}
+			for _, b := range bodies[i] {
+				reqs[i] = append(reqs[i], conns[i].request("/v1/reports", wire.ContentType, b))
+			}
+			bodies[i] = nil
+		}
+	}
 	var wg sync.WaitGroup
 	if e.prepared != nil {
 		e.prepared()
@@ -287,12 +302,9 @@ func (e *env) fleetWith(ctx context.Context, service string, reporters, rows int
 			phase := time.Duration(rand.Int64N(int64(interval)))
 			next := start.Add(phase)
 			var rc *rawConn
-			var reqs [][]byte
+			n := len(bodies[i])
 			if raw {
-				rc = &rawConn{addr: strings.TrimPrefix(e.base, "http://"), token: e.token}
-				for _, b := range bodies[i] {
-					reqs = append(reqs, rc.request("/v1/reports", wire.ContentType, b))
-				}
+				rc, n = conns[i], len(reqs[i])
 				defer func() {
 					if rc.c != nil {
 						rc.c.Close()
@@ -307,7 +319,7 @@ func (e *env) fleetWith(ctx context.Context, service string, reporters, rows int
 						return
 					}
 				}
-				if time.Since(start) >= d || k >= len(bodies[i]) {
+				if time.Since(start) >= d || k >= n {
 					return
 				}
 				var status int
@@ -317,7 +329,7 @@ func (e *env) fleetWith(ctx context.Context, service string, reporters, rows int
 					t0 := time.Now()
 					var b []byte
 					var err error
-					status, b, err = rc.do(reqs[k])
+					status, b, err = rc.do(reqs[i][k])
 					lat = time.Since(t0)
 					if err != nil {
 						msg = err.Error()
