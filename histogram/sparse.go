@@ -3,6 +3,7 @@ package histogram
 import (
 	"math/bits"
 	"slices"
+	"sync"
 	"time"
 	"unsafe"
 )
@@ -326,17 +327,24 @@ func (s *Sparse) Quantile(q float64) float64 {
 	return out
 }
 
-// QuantileOf is the q-quantile of the merge of hs, in seconds.
+// QuantileOf is the q-quantile of the merge of hs, in seconds. The merge
+// is made in scratch memory kept for the next call.
 func QuantileOf(q float64, hs ...*Sparse) float64 {
 	if len(hs) == 1 {
 		return hs[0].Quantile(q)
 	}
-	var all Sparse
+	all := mergeScratch.Get().(*Sparse)
 	for _, h := range hs {
 		all.Merge(h)
 	}
-	return all.Quantile(q)
+	v := all.Quantile(q)
+	all.Reset()
+	mergeScratch.Put(all)
+	return v
 }
+
+// mergeScratch keeps QuantileOf's merges (at most NumBuckets counts each).
+var mergeScratch = sync.Pool{New: func() any { return new(Sparse) }}
 
 // Len is the number of non-empty buckets.
 func (s *Sparse) Len() int { return len(s.cnt) }

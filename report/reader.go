@@ -84,13 +84,16 @@ func (d *Reader) Float(what string) float64 {
 	return f
 }
 
-func (d *Reader) String(what string) string {
+func (d *Reader) String(what string) string { return string(d.stringBytes(what)) }
+
+// stringBytes reads a string's bytes (at most MaxStringLen), in place.
+func (d *Reader) stringBytes(what string) []byte {
 	n := d.Uvarint(what)
 	if n > MaxStringLen {
 		d.Fail(fmt.Errorf("%w: %s of %d bytes, at most %d", ErrTooLarge, what, n, MaxStringLen))
-		return ""
+		return nil
 	}
-	return string(d.Bytes(n, what))
+	return d.Bytes(n, what)
 }
 
 // count reads an element count, checked against its limit and against

@@ -147,10 +147,15 @@ func addSat(a *uint64, b uint64) bool {
 
 // Bounds of the decode path.
 const (
+	// decodeSlots bounds the reports decoded and merged at once.
+	decodeSlots = 64
 	// pooledReports and pooledRows bound the decoded reports kept for
-	// reuse: a report whose rows outgrew pooledRows is left to the GC, so
-	// one large (or forged) report does not stay resident.
-	pooledReports = 16
+	// reuse: one per decode slot, so that under load no report's rows and
+	// latencies are made anew (with 16 kept, the rest were, and that was a
+	// tenth of what the collector allocated); a report whose rows outgrew
+	// pooledRows is left to the GC, so one large (or forged) report does
+	// not stay resident. At most pooledReports × pooledRows rows are kept.
+	pooledReports = decodeSlots
 	pooledRows    = 512
 	// decodeMemory bounds the memory (ingest.DecodeBudget of each body)
 	// that reports being decoded may take at once; a report that does

@@ -46,7 +46,7 @@ func newIntake(cfg Config) intake {
 	return intake{
 		maxSources:   cfg.MaxSources,
 		refusalDelay: cfg.RefusalDelay,
-		inflight:     make(chan struct{}, 64),
+		inflight:     make(chan struct{}, decodeSlots),
 		held:         make(chan struct{}, maxHeldRefusals),
 		reports:      make(chan *decoded, pooledReports),
 		decode:       semaphore.NewWeighted(decodeMemory),

@@ -122,7 +122,8 @@ func (w *window10) rates(now int64) rates { return w.ratesFrom(now, now-rateN) }
 func (w *window10) ratesFrom(now, from int64) rates {
 	r := w.counts10.ratesFrom(now, from)
 	from = min(max(from, now-rateN), now-1)
-	var lats []*sparse
+	var buf [ringN]*sparse
+	lats := buf[:0]
 	for i := range ringN {
 		if w.inWindow(i, now) && w.stamp[i] >= from && w.lat[i].Len() > 0 {
 			lats = append(lats, &w.lat[i])
