@@ -2,11 +2,11 @@ package otlpin
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/klauspost/compress/gzip"
 	"io"
 	"sync"
 	"time"
@@ -179,7 +179,11 @@ func isTimeout(err error) bool {
 
 // gunzipper is a gzip reader kept between requests: a new one allocates
 // and clears its decompressor's tables and 32 KiB window (42 KB and 29
-// allocations for a body of 100 spans); Reset reuses them.
+// allocations for a body of 100 spans); Reset reuses them. It is
+// klauspost/compress's gzip (already the report door's zstd), not the
+// standard library's: the same format and API, with 1 allocation where
+// compress/flate made 23 per body of 100 spans, in ~0.7 times the time
+// (BenchmarkGunzip).
 type gunzipper struct {
 	src bytes.Reader
 	zr  gzip.Reader
