@@ -6,7 +6,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/qtop-dev/qtop/histogram"
@@ -183,16 +182,25 @@ type stringTable struct {
 	parts [][]byte
 }
 
-var stringTables = sync.Pool{New: func() any { return new(stringTable) }}
+// stringTables keeps string tables for reuse, at most pooledTables of at
+// most pooledStrings strings (2.6 MB): a channel, not a sync.Pool, so
+// that what a decode allocates does not depend on a collection or on the
+// race detector, which drops a pool's items at random.
+var stringTables = make(chan *stringTable, pooledTables)
 
-// pooledStrings is the largest string table kept for reuse.
-const pooledStrings = 4096
+const (
+	pooledTables  = 64
+	pooledStrings = 1024
+)
 
 func (t *stringTable) release() {
 	clear(t.strs)
 	clear(t.parts)
 	if cap(t.strs) <= pooledStrings {
-		stringTables.Put(t)
+		select {
+		case stringTables <- t:
+		default:
+		}
 	}
 }
 
@@ -201,7 +209,12 @@ func (t *stringTable) release() {
 // of what a collector allocated per report; a string kept from the
 // report keeps the table's bytes, a few KB at most.
 func (d *Reader) stringTable() *stringTable {
-	t := stringTables.Get().(*stringTable)
+	var t *stringTable
+	select {
+	case t = <-stringTables:
+	default:
+		t = new(stringTable)
+	}
 	n := d.Count("strings", MaxStrings, 1)
 	parts, total := slices.Grow(t.parts[:0], n), 0
 	for range n {

@@ -228,7 +228,7 @@ func TestDecodeIntoStringsAllocOnce(t *testing.T) {
 			row.Latency.Observe(0.01)
 			r.Rows = append(r.Rows, row)
 		}
-		b, err := r.MarshalBinary()
+		b, err := r.marshalUncompressed() // no decompression buffer, which a sync.Pool keeps
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -275,6 +275,7 @@ func (s *Service) ServerOptions() []grpc.ServerOption {
 		grpc.MaxConcurrentStreams(s.cfg.streams),
 		grpc.InitialWindowSize(MaxMessageBytes),
 		grpc.InitialConnWindowSize(4 * MaxMessageBytes),
+		grpc.NumStreamWorkers(streamWorkers),
 	}
 }
 
@@ -336,3 +337,6 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	s.met.latency.Observe(time.Since(start).Seconds())
 	return resp, nil
 }
+
+// streamWorkers is XX
+const streamWorkers = 16
