@@ -267,7 +267,7 @@ const Method = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 // message is read; the message size bound; streams per connection; and
 // fixed flow-control windows (a stream's is one message, a connection's
 // four), which turn off gRPC's growth of them to 16 MiB, so that a
-// connection buffers at most that much unread.
+// connection buffers at most that much unread; and streamWorkers.
 func (s *Service) ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.InTapHandle(s.tap),
@@ -338,5 +338,9 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	return resp, nil
 }
 
-// streamWorkers is XX
+// streamWorkers is the goroutines gRPC keeps to serve this Service's
+// streams: a call handed to an idle one skips a new goroutine and the
+// growth of its stack (runtime.morestack); with none idle, gRPC starts a
+// goroutine as it does without them. 4-5% less of the collector's CPU per
+// call at 2,000 calls/s from 8 callers (bench/rlsload; bench/README.md).
 const streamWorkers = 16
