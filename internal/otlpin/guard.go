@@ -217,7 +217,7 @@ func gunzip(buf *bytes.Buffer, z []byte, limit, maxDecoded int64) error {
 	}()
 	g.src.Reset(z)
 	if err := g.zr.Reset(&g.src); err != nil {
-		return fmt.Errorf("%w: gzip: %v", ErrMalformed, err)
+		return fmt.Errorf("%w: %v", ErrMalformed, err) // "gzip: invalid header", …
 	}
 	n, err := buf.ReadFrom(io.LimitReader(&g.zr, limit+1))
 	if err != nil {

@@ -131,6 +131,14 @@ func TestHTTPProtocol(t *testing.T) {
 			t.Errorf("%s: %d (want %d) %v %q retry %q", c.name, w.Code, c.code, err, st.Message, w.Header().Get("Retry-After"))
 		}
 	}
+	// A body that is not gzip (with a small ISIZE, so it is read, not
+	// refused for its size) says so once, in the words of the reader.
+	w = post(t, r, ContentTypeProtobuf, "gzip", []byte("this body is not gzip at all\x00\x00\x00\x00"), auth...)
+	var badZip spb.Status
+	if err := proto.Unmarshal(w.Body.Bytes(), &badZip); err != nil || w.Code != 400 ||
+		strings.Count(badZip.Message, "gzip:") != 1 || !strings.Contains(badZip.Message, "invalid header") {
+		t.Errorf("bad gzip: %d %v %q, want 400 and one \"gzip: invalid header\"", w.Code, err, badZip.Message)
+	}
 	if w := post(t, r, "text/plain", "", good, auth...); w.Code != http.StatusUnsupportedMediaType {
 		t.Errorf("text/plain: %d", w.Code)
 	}
