@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/qtop-dev/qtop/histogram"
@@ -183,24 +184,45 @@ type stringTable struct {
 }
 
 // stringTables keeps string tables for reuse, at most pooledTables of at
-// most pooledStrings strings (2.6 MB): a channel, not a sync.Pool, so
-// that what a decode allocates does not depend on a collection or on the
-// race detector, which drops a pool's items at random.
-var stringTables = make(chan *stringTable, pooledTables)
+// most pooledStrings strings (2.6 MB). Not a sync.Pool, so that what a
+// decode allocates does not depend on a collection or on the race
+// detector (which drops a pool's items at random); and last in, first
+// out, so that decodes one after another take the same, grown table
+// rather than going round every table other decodes left behind.
+var stringTables struct {
+	mu   sync.Mutex
+	free []*stringTable
+}
 
 const (
 	pooledTables  = 64
 	pooledStrings = 1024
 )
 
+func takeStringTable() *stringTable {
+	st := &stringTables
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if n := len(st.free); n > 0 {
+		t := st.free[n-1]
+		st.free[n-1] = nil
+		st.free = st.free[:n-1]
+		return t
+	}
+	return new(stringTable)
+}
+
 func (t *stringTable) release() {
 	clear(t.strs)
 	clear(t.parts)
-	if cap(t.strs) <= pooledStrings {
-		select {
-		case stringTables <- t:
-		default:
-		}
+	if cap(t.strs) > pooledStrings {
+		return
+	}
+	st := &stringTables
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if len(st.free) < pooledTables {
+		st.free = append(st.free, t)
 	}
 }
 
@@ -209,12 +231,7 @@ func (t *stringTable) release() {
 // of what a collector allocated per report; a string kept from the
 // report keeps all the table's bytes (a few KB for 100 rows) alive.
 func (d *Reader) stringTable() *stringTable {
-	var t *stringTable
-	select {
-	case t = <-stringTables:
-	default:
-		t = new(stringTable)
-	}
+	t := takeStringTable()
 	n := d.Count("strings", MaxStrings, 1)
 	parts, total := slices.Grow(t.parts[:0], n), 0
 	for range n {
