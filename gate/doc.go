@@ -73,6 +73,14 @@
 // and h2c uploads included: a client that stops sending gets 408, counted
 // body_timeout.
 //
+// After its headers, each read of the upstream's answer must bring
+// something within Config.ReadTimeout (60 s by default, as nginx's
+// proxy_read_timeout): a body, an event stream or the upstream side of a
+// WebSocket that goes silent that long is cut off and its connection
+// closed, counted in qtop_gate_upstream_read_timeouts_total; without it
+// an upstream that hangs mid-answer would hold its client for good. The
+// time the gate waits for a slow client does not count.
+//
 // An event stream or an upgraded connection (WebSocket) is admitted like
 // any request; once the upstream has answered it, the gate tells the
 // agent (agent.Streaming) so that its latency is charged up to there, not

@@ -32,6 +32,7 @@ const (
 	DefaultReadHeaderTimeout   = 10 * time.Second
 	DefaultSendTimeout         = 60 * time.Second
 	DefaultBodyTimeout         = 60 * time.Second
+	DefaultReadTimeout         = 60 * time.Second
 )
 
 // Config configures a Gate. Only Upstream is required.
@@ -40,9 +41,20 @@ type Config struct {
 	// https), optionally with a path prefix.
 	Upstream *url.URL
 	// Timeout bounds the wait for the upstream's response headers
-	// (default DefaultTimeout); past it the client gets 504. A body that
-	// streams afterwards is not bounded.
+	// (default DefaultTimeout); past it the client gets 504. What comes
+	// after the headers is bounded by ReadTimeout.
 	Timeout time.Duration
+	// ReadTimeout bounds each read of the upstream's answer after its
+	// headers (default DefaultReadTimeout, nginx's proxy_read_timeout;
+	// negative: none): a body, an event stream or the upstream side of
+	// a WebSocket from which nothing arrives for that long is cut off,
+	// its connection closed, and counted in
+	// qtop_gate_upstream_read_timeouts_total. Without it, an upstream
+	// that hangs mid-answer holds its client and connection for good.
+	// Streams that may stay silent longer need heartbeats (an event
+	// stream's comment line, a WebSocket ping) or a larger value. Time
+	// the gate waits for a slow client does not count.
+	ReadTimeout time.Duration
 	// DialTimeout bounds connecting to the upstream (default
 	// DefaultDialTimeout); past it the client gets 502.
 	DialTimeout time.Duration
@@ -171,6 +183,9 @@ func New(a *agent.Agent, cfg Config) (*Gate, error) {
 	if cfg.BodyTimeout == 0 {
 		cfg.BodyTimeout = DefaultBodyTimeout
 	}
+	if cfg.ReadTimeout == 0 {
+		cfg.ReadTimeout = DefaultReadTimeout
+	}
 	if cfg.MaxIdleConnsPerHost == 0 {
 		cfg.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
 	}
@@ -182,9 +197,11 @@ func New(a *agent.Agent, cfg Config) (*Gate, error) {
 	if g.metrics, err = newMetrics(cfg.Registerer); err != nil {
 		return nil, err
 	}
-	g.tr = newTransport(cfg)
+	g.tr = &watchedTransport{Transport: newTransport(cfg), timeout: cfg.ReadTimeout, onIdle: g.upstreamIdle}
 	if !cfg.StdTransport && !cfg.H2CUpstream && cfg.Upstream.Scheme == "http" {
-		g.tr = newH1Client(cfg, g.tr)
+		c := newH1Client(cfg, g.tr)
+		c.onIdle = g.upstreamIdle
+		g.tr = c
 	}
 	g.proxy = &httputil.ReverseProxy{
 		Rewrite:       g.rewrite,

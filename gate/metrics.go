@@ -31,6 +31,8 @@ type metrics struct {
 	upstream prometheus.Histogram
 	inFlight prometheus.Gauge
 	handoffs prometheus.Counter
+	// readTimeouts counts answers cut off by Config.ReadTimeout.
+	readTimeouts prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -52,12 +54,16 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "qtop_gate_handed_off_connections_total",
 			Help: "Client connections the gate's own HTTP/1.1 server handed to net/http's, at a request it does not answer itself (h2c, an upgrade, Expect, a chunked or large upload, HTTP/1.0, a head over 4 KiB or one it does not parse strictly).",
 		}),
+		readTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "qtop_gate_upstream_read_timeouts_total",
+			Help: "Upstream answers (bodies, event streams, WebSockets) cut off after their headers because nothing more of them arrived for the read timeout.",
+		}),
 	}
 	for i, n := range outcomeNames {
 		m.requests[i] = vec.WithLabelValues(n)
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{vec, m.upstream, m.inFlight, m.handoffs} {
+		for _, c := range []prometheus.Collector{vec, m.upstream, m.inFlight, m.handoffs, m.readTimeouts} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

@@ -69,6 +69,7 @@ type server struct {
 	std           *http.Server
 	stdLn         *handoffListener
 	stdErr        chan error
+	base          context.Context // of every request: it carries http.ServerContextKey
 	idleTimeout   time.Duration
 	headerTimeout time.Duration
 	log           *slog.Logger
@@ -80,6 +81,7 @@ type server struct {
 
 func newServer(g *Gate, ln net.Listener, std *http.Server) *server {
 	s := &server{g: g, ln: ln, std: std, stdLn: newHandoffListener(ln.Addr()), stdErr: make(chan error, 1),
+		base:        context.WithValue(context.Background(), http.ServerContextKey, std),
 		idleTimeout: std.IdleTimeout, headerTimeout: std.ReadHeaderTimeout,
 		log: g.log, conns: make(map[*conn]struct{})}
 	go func() { s.stdErr <- std.Serve(s.stdLn) }()
@@ -207,10 +209,18 @@ func newConn(s *server, nc net.Conn) *conn {
 func (c *conn) serve() {
 	handedOff := false
 	defer func() {
-		if p := recover(); p != nil && p != http.ErrAbortHandler {
+		p := recover()
+		if p != nil && p != http.ErrAbortHandler {
 			buf := make([]byte, 64<<10)
 			buf = buf[:runtime.Stack(buf, false)]
 			c.s.log.Error("gate: panic serving a request", "remote", c.remote, "panic", p, "stack", string(buf))
+		}
+		if p == http.ErrAbortHandler && !handedOff {
+			// A response that broke off (its upstream's body did): what
+			// was written of it goes out before the close, as net/http's
+			// server sends it, so that the client sees the answer cut
+			// short rather than no answer.
+			c.bw.Flush()
 		}
 		if c.armed {
 			c.stopWatch()
@@ -311,7 +321,11 @@ func (c *conn) handoff() {
 // serveOne runs the handler on req and finishes its response; false
 // when the connection is to close.
 func (c *conn) serveOne(req *http.Request) (keep bool) {
-	ctx, cancel := context.WithCancel(context.Background())
+	// With the server in its context, ReverseProxy aborts a response
+	// whose body broke off (http.ErrAbortHandler, recovered in serve) as
+	// under net/http's server, rather than logging that it suppressed
+	// the panic.
+	ctx, cancel := context.WithCancel(c.s.base)
 	c.mu.Lock()
 	c.cancel = cancel
 	c.mu.Unlock()

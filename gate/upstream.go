@@ -12,6 +12,7 @@ import (
 	"net/http/httptrace"
 	"net/textproto"
 	"net/url"
+	"os"
 	"sync"
 	"time"
 )
@@ -45,11 +46,13 @@ const (
 // more on a new connection; before any other request a kept-alive
 // connection is checked for having been closed by the upstream.
 type h1Client struct {
-	addr     string // host:port
-	dial     func(ctx context.Context, network, addr string) (net.Conn, error)
-	timeout  time.Duration // to the response headers
-	fallback http.RoundTripper
-	pool     connPool
+	addr        string // host:port
+	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
+	timeout     time.Duration // to the response headers
+	readTimeout time.Duration // each read of a body after them; 0: none
+	onIdle      func(*http.Request)
+	fallback    http.RoundTripper
+	pool        connPool
 }
 
 var _ http.RoundTripper = (*h1Client)(nil)
@@ -57,7 +60,7 @@ var _ http.RoundTripper = (*h1Client)(nil)
 func newH1Client(cfg Config, fallback http.RoundTripper) *h1Client {
 	d := &net.Dialer{Timeout: cfg.DialTimeout, KeepAlive: 30 * time.Second}
 	return &h1Client{addr: hostPort(cfg.Upstream), dial: d.DialContext, timeout: cfg.Timeout,
-		fallback: fallback, pool: connPool{max: cfg.MaxIdleConnsPerHost, idleTimeout: idleConnTimeout}}
+		readTimeout: max(cfg.ReadTimeout, 0), fallback: fallback, pool: connPool{max: cfg.MaxIdleConnsPerHost, idleTimeout: idleConnTimeout}}
 }
 
 // hostPort is u's host with the port made explicit.
@@ -204,7 +207,7 @@ func (c *h1Client) exchange(req *http.Request, pc *h1Conn) (*http.Response, erro
 	if ctx.Err() != nil {
 		return fail(ctx.Err())
 	}
-	body := &h1Body{c: c, pc: pc, stop: stop, keep: !resp.Close && !req.Close}
+	body := &h1Body{c: c, pc: pc, req: req, stop: stop, keep: !resp.Close && !req.Close, left: resp.ContentLength}
 	if resp.Body == http.NoBody {
 		// HEAD, 204, 304, Content-Length: 0: the answer is complete.
 		body.done(true)
@@ -282,22 +285,47 @@ func (c *h1Client) readResponse(req *http.Request, pc *h1Conn) (*http.Response, 
 }
 
 // h1Body is a response body on a pooled connection: read to its end on a
-// connection both sides keep alive, it puts the connection back.
+// connection both sides keep alive, it puts the connection back. Each
+// read that must wait for the upstream has c.readTimeout to bring
+// something.
 type h1Body struct {
-	c      *h1Client
-	pc     *h1Conn // nil once given back or closed
-	body   io.ReadCloser
-	stop   func() bool // the request context's AfterFunc
-	keep   bool
-	closed bool
+	c        *h1Client
+	pc       *h1Conn // nil once given back or closed
+	req      *http.Request
+	body     io.ReadCloser
+	stop     func() bool // the request context's AfterFunc
+	left     int64       // bytes of a body of known length not yet read; -1: unknown
+	keep     bool
+	closed   bool
+	deadline bool // a read deadline was set on pc
 }
 
 func (b *h1Body) Read(p []byte) (int, error) {
 	if b.closed {
 		return 0, http.ErrBodyReadAfterClose
 	}
+	if b.pc != nil && b.c.readTimeout > 0 && (b.left < 0 || b.left > int64(b.pc.br.Buffered())) {
+		// This read may wait for the socket. A deadline set may undo the
+		// passed one of a cancellation just before: the context is
+		// checked after.
+		b.pc.SetReadDeadline(time.Now().Add(b.c.readTimeout))
+		b.deadline = true
+		if err := b.req.Context().Err(); err != nil {
+			b.done(false)
+			return 0, err
+		}
+	}
 	n, err := b.body.Read(p)
+	if b.left >= 0 {
+		b.left -= int64(n)
+	}
 	if err != nil && b.pc != nil {
+		if b.deadline && errors.Is(err, os.ErrDeadlineExceeded) && b.req.Context().Err() == nil {
+			err = idleError(b.c.readTimeout)
+			if b.c.onIdle != nil {
+				b.c.onIdle(b.req)
+			}
+		}
 		b.done(err == io.EOF)
 	}
 	return n, err
@@ -319,6 +347,9 @@ func (b *h1Body) done(eof bool) {
 	pc := b.pc
 	b.pc = nil
 	if b.stop() && eof && b.keep && pc.br.Buffered() == 0 {
+		if b.deadline {
+			pc.SetReadDeadline(time.Time{})
+		}
 		b.c.pool.put(pc)
 		return
 	}

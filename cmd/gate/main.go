@@ -123,6 +123,7 @@ type tenantFlags struct {
 type proxyFlags struct {
 	maxIdle                                              int
 	timeout, dialTimeout, sendTimeout, bodyTimeout       time.Duration
+	readTimeout                                          time.Duration
 	flushInterval                                        time.Duration
 	h2cUpstream, preserveHost, trustForwarded, noBaggage bool
 	stdTransport, stdServer                              bool
@@ -148,6 +149,7 @@ func parse(args []string, stderr io.Writer) (flags, error) {
 	b.int(&f.slots, "slots", "QTOP_GATE_SLOTS", 1024, "requests served at once before CoDel queues them (event streams and WebSockets give theirs back once answered; 0: no queue)")
 	b.int(&f.maxIdle, "max-idle-conns", "QTOP_GATE_MAX_IDLE_CONNS", gate.DefaultMaxIdleConnsPerHost, "keep-alive connections kept open to the upstream")
 	b.dur(&f.timeout, "upstream-timeout", "QTOP_GATE_UPSTREAM_TIMEOUT", gate.DefaultTimeout, "wait for the upstream's response headers before answering 504")
+	b.dur(&f.readTimeout, "upstream-read-timeout", "QTOP_GATE_UPSTREAM_READ_TIMEOUT", gate.DefaultReadTimeout, "cut off an answer (body, event stream, WebSocket) of which nothing more arrives from the upstream for this long after its headers, as nginx's proxy_read_timeout (-1ns: never)")
 	b.dur(&f.dialTimeout, "dial-timeout", "QTOP_GATE_DIAL_TIMEOUT", gate.DefaultDialTimeout, "wait for a connection to the upstream before answering 502")
 	b.dur(&f.sendTimeout, "send-timeout", "QTOP_GATE_SEND_TIMEOUT", gate.DefaultSendTimeout, "cut off a client that reads nothing of its response for this long, giving its admission slot back (-1ns: never)")
 	b.dur(&f.bodyTimeout, "body-timeout", "QTOP_GATE_BODY_TIMEOUT", gate.DefaultBodyTimeout, "answer 408 to a client that sends nothing more of its request body for this long, giving its admission slot back (-1ns: never)")
@@ -234,7 +236,7 @@ func build(ctx context.Context, f flags, reg *prometheus.Registry, log *slog.Log
 	if err != nil {
 		return nil, err
 	}
-	g, err := gate.New(a, gate.Config{Upstream: up, Timeout: f.timeout, DialTimeout: f.dialTimeout, SendTimeout: f.sendTimeout, BodyTimeout: f.bodyTimeout,
+	g, err := gate.New(a, gate.Config{Upstream: up, Timeout: f.timeout, DialTimeout: f.dialTimeout, SendTimeout: f.sendTimeout, BodyTimeout: f.bodyTimeout, ReadTimeout: f.readTimeout,
 		MaxIdleConnsPerHost: f.maxIdle, FlushInterval: f.flushInterval, H2CUpstream: f.h2cUpstream,
 		PreserveHost: f.preserveHost, TrustForwarded: f.trustForwarded, NoBaggage: f.noBaggage,
 		StdTransport: f.stdTransport, StdServer: f.stdServer, Registerer: reg, Logger: log})
