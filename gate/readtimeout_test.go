@@ -60,46 +60,54 @@ func readTimeoutClients(u *pipeUpstream, idle *atomic.Int32) map[string]http.Rou
 // upstream keeps sending within the timeout, or whose reader (a slow
 // client) pauses longer than it, is read whole.
 func TestReadTimeout(t *testing.T) {
-	head := "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n"
-	chunked := "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
-	cases := []struct {
-		name   string
-		script func(c net.Conn)
-		pause  time.Duration // the reader's, after its first read
-		want   string        // the body read whole; "" when it is cut off
-	}{
-		{name: "silent after part of a known length", script: func(c net.Conn) {
-			io.WriteString(c, head+"part of it")
-			io.Copy(io.Discard, c) // until the gate closes it
-		}},
-		{name: "silent event stream", script: func(c net.Conn) {
-			io.WriteString(c, chunked+"6\r\ndata:0\r\n")
-			io.Copy(io.Discard, c)
-		}},
-		{name: "a byte every 59 s", script: func(c net.Conn) {
-			io.WriteString(c, head)
-			for range 100 {
-				time.Sleep(readTimeout - time.Second) // fake time: the bubble's clock
-				c.Write([]byte{'x'})
-			}
-		}, want: strings.Repeat("x", 100)},
-		{name: "an event every 59 s", script: func(c net.Conn) {
-			io.WriteString(c, chunked)
-			for range 5 {
-				time.Sleep(readTimeout - time.Second)
-				io.WriteString(c, "1\r\ne\r\n")
-			}
-			io.WriteString(c, "0\r\n\r\n")
-		}, want: "eeeee"},
-		{name: "a reader that pauses 5 min", script: func(c net.Conn) {
-			io.WriteString(c, chunked+"1\r\na\r\n")
-			io.WriteString(c, "1\r\nb\r\n0\r\n\r\n")
-		}, pause: 5 * time.Minute, want: "ab"},
-	}
-	for _, tc := range cases {
+	// The cases' scripts sleep on the bubble's fake clock, so the table is
+	// made inside each bubble; these are its names, in its order.
+	names := []string{"silent after part of a known length", "silent event stream",
+		"a byte every 59 s", "an event every 59 s", "a reader that pauses 5 min"}
+	for i, name := range names {
 		for _, path := range []string{"own", "std"} {
-			t.Run(path+"/"+tc.name, func(t *testing.T) {
+			t.Run(path+"/"+name, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
+					head := "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n"
+					chunked := "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+					cases := []struct {
+						name   string
+						script func(c net.Conn)
+						pause  time.Duration // the reader's, after its first read
+						want   string        // the body read whole; "" when it is cut off
+					}{
+						{name: "silent after part of a known length", script: func(c net.Conn) {
+							io.WriteString(c, head+"part of it")
+							io.Copy(io.Discard, c) // until the gate closes it
+						}},
+						{name: "silent event stream", script: func(c net.Conn) {
+							io.WriteString(c, chunked+"6\r\ndata:0\r\n")
+							io.Copy(io.Discard, c)
+						}},
+						{name: "a byte every 59 s", script: func(c net.Conn) {
+							io.WriteString(c, head)
+							for range 100 {
+								time.Sleep(readTimeout - time.Second) // fake time: the bubble's clock
+								c.Write([]byte{'x'})
+							}
+						}, want: strings.Repeat("x", 100)},
+						{name: "an event every 59 s", script: func(c net.Conn) {
+							io.WriteString(c, chunked)
+							for range 5 {
+								time.Sleep(readTimeout - time.Second)
+								io.WriteString(c, "1\r\ne\r\n")
+							}
+							io.WriteString(c, "0\r\n\r\n")
+						}, want: "eeeee"},
+						{name: "a reader that pauses 5 min", script: func(c net.Conn) {
+							io.WriteString(c, chunked+"1\r\na\r\n")
+							io.WriteString(c, "1\r\nb\r\n0\r\n\r\n")
+						}, pause: 5 * time.Minute, want: "ab"},
+					}
+					tc := cases[i]
+					if tc.name != name {
+						t.Fatalf("case %d is %q, want %q", i, tc.name, name)
+					}
 					var idle atomic.Int32
 					u := &pipeUpstream{script: tc.script}
 					c := readTimeoutClients(u, &idle)[path]
