@@ -206,7 +206,11 @@ func gunzip(buf *bytes.Buffer, z []byte, limit, maxDecoded int64) error {
 	if len(z) >= 18 {
 		size := int64(binary.LittleEndian.Uint32(z[len(z)-4:]))
 		if size > limit {
-			return tooLarge()
+			// Refused unread. A body cut off in transit ends in bytes of
+			// its stream, not its trailer, which most often read as a
+			// size over the limit: the message says what was read.
+			return fmt.Errorf("%w: its gzip trailer gives %d bytes once decompressed, more than %d (%d times the %d bytes sent, at most %d): send smaller batches (or protobuf rather than JSON), or check that the body was sent whole: a cut-off body ends in bytes that read this way too",
+				ErrTooLarge, size, limit, report.MaxExpansion, len(z), maxDecoded)
 		}
 		buf.Grow(int(size) + bytes.MinRead)
 	}

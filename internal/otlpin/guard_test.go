@@ -3,6 +3,7 @@ package otlpin
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -342,4 +343,44 @@ func TestGRPCReserveWaitsForRelease(t *testing.T) {
 			t.Fatalf("waited %v, want %v", waited, reserveWait)
 		}
 	})
+}
+
+// A gzip body cut off in transit ends in bytes of its stream, read as
+// the trailer: where they give a size over the limit, it is refused
+// unread (413) and the message says what the trailer gave and that a
+// cut-off body reads this way; else decompressing it fails (400). No cut
+// of a body is taken.
+func TestGzipCutOff(t *testing.T) {
+	var spans []spanSpec
+	for i := range 20 {
+		spans = append(spans, server(uint64(i+1), "acme", "/a", time.Millisecond))
+	}
+	z := gz(marshal(t, request("svc", spans...)))
+	const maxDecoded = 16 << 20
+	tooLarge := 0
+	for n := 18; n < len(z); n++ {
+		cut := z[:n]
+		limit := expansionLimit(int64(n), maxDecoded)
+		claim := int64(binary.LittleEndian.Uint32(cut[n-4:]))
+		var buf bytes.Buffer
+		err := gunzip(&buf, cut, limit, maxDecoded)
+		if claim > limit {
+			tooLarge++
+			if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), fmt.Sprintf("trailer gives %d bytes", claim)) || !strings.Contains(err.Error(), "cut-off body") {
+				t.Fatalf("cut at %d of %d, trailer %d: %v", n, len(z), claim, err)
+			}
+		} else if !errors.Is(err, ErrMalformed) {
+			t.Fatalf("cut at %d of %d, trailer %d: %v, want it malformed", n, len(z), claim, err)
+		}
+	}
+	if tooLarge == 0 {
+		t.Fatal("no cut read as too large: nothing of the message was checked")
+	}
+	r := newTestReceiver(t, &sink{}, &fakeClock{now: t0})
+	cut := z[:len(z)-1]
+	w := post(t, r, ContentTypeProtobuf, "gzip", cut)
+	claim := binary.LittleEndian.Uint32(cut[len(cut)-4:])
+	if w.Code != http.StatusRequestEntityTooLarge || !strings.Contains(w.Body.String(), fmt.Sprintf("trailer gives %d bytes", claim)) {
+		t.Fatalf("a body one byte short: %d %s", w.Code, w.Body)
+	}
 }
