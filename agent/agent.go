@@ -99,6 +99,7 @@ func New(opts ...Option) (*Agent, error) {
 	if cfg.collector != "" {
 		popts := []meter.ReporterOption{
 			meter.WithInterval(cfg.interval),
+			meter.WithLogger(cfg.logger),
 			meter.WithPolicyHandler(a.applyPolicy),
 			meter.WithCutHook(enforcementCut(a.enf, a.pool.take)),
 			meter.WithQuota(a.gate),

@@ -9,7 +9,9 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/quota"
@@ -75,6 +77,7 @@ func (r *Reporter) export(ctx context.Context, p pending) sendResult {
 		if r.exp != nil {
 			r.failed("exporter")
 		}
+		r.log.failed(r.cfg.clock(), err, false)
 		return sendResult{retry: true, retryAfter: delay}
 	}
 	var derr error
@@ -85,8 +88,10 @@ func (r *Reporter) export(ctx context.Context, p pending) sendResult {
 		if r.exp != nil {
 			r.failed("rejected")
 		}
+		r.log.failed(r.cfg.clock(), err, true)
 		return sendResult{}
 	}
+	r.log.sent(r.cfg.clock())
 	pol, tag, verdicts, perr := replyParts(reply)
 	if derr == nil {
 		derr = perr
@@ -139,7 +144,7 @@ func (r *Reporter) post(ctx context.Context, body []byte) (report.Reply, error) 
 			reason = "timeout"
 		}
 		r.failed(reason)
-		if r.bg.Err() == nil && (ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded)) {
+		if r.bg.ctx.Err() == nil && (ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded)) {
 			r.failover(target)
 		}
 		return report.Reply{}, report.NewRetryable(err, 0)
@@ -156,7 +161,11 @@ func (r *Reporter) post(ctx context.Context, body []byte) (report.Reply, error) 
 		retryAfter = max(retryAfter, time.Duration(s)*time.Second)
 	}
 	code := resp.StatusCode
-	refused := fmt.Errorf("meter: collector answered %d: %s", code, reply.Message)
+	msg := reply.Message
+	if msg == "" && derr != nil {
+		msg = bodyText(data) // not a reply: a proxy's page, Go's TLS server answering plain HTTP, …
+	}
+	refused := fmt.Errorf("meter: collector %s answered %d: %s", target, code, msg)
 	switch {
 	case code >= 200 && code < 300:
 		if derr != nil {
@@ -210,4 +219,21 @@ func decodeReply(b []byte) (report.Reply, *policy.Policy, []quota.Verdict, error
 	}
 	pol, _, verdicts, err := replyParts(reply)
 	return reply, pol, verdicts, err
+}
+
+// bodyText is the start of a body that is not a reply, printable, for an
+// error message.
+func bodyText(b []byte) string {
+	const most = 200
+	t := strings.Map(func(r rune) rune {
+		if r < ' ' || r == utf8.RuneError || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, string(b[:min(len(b), most)]))
+	t = strings.Join(strings.Fields(t), " ")
+	if len(b) > most {
+		t += " …"
+	}
+	return t
 }

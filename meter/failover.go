@@ -29,14 +29,14 @@ const DefaultFailback = time.Minute
 // its Seq, so a collector that already has it (merged, or seen from the
 // collector that logged it) counts it once.
 func WithCollectors(urls ...string) ReporterOption {
-	return reporterOption(func(c *config) { c.collectors = append(c.collectors, urls...) })
+	return reporterOption(func(c *config) { c.failover.collectors = append(c.failover.collectors, urls...) })
 }
 
 // WithFailback sets how long the Reporter stays on the collector it failed
 // over to before trying its first choice again (default DefaultFailback),
 // by the clock of WithClock.
 func WithFailback(d time.Duration) ReporterOption {
-	return reporterOption(func(c *config) { c.failback = d })
+	return reporterOption(func(c *config) { c.failover.failback = d })
 }
 
 // targets is the Reporter's ranked list of collectors and the one in use.

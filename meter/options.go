@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -71,9 +72,12 @@ type config struct {
 	enforcement func() report.Enforcement
 	onCut       func(*report.Report)
 	sections    []func() report.Section
-	collectors  []string      // more collectors (failover.go)
-	failback    time.Duration // (failover.go)
-	quota       *quota.Gate
+	failover    struct {
+		collectors []string      // more collectors (failover.go)
+		failback   time.Duration // (failover.go)
+	}
+	quota  *quota.Gate
+	logger *slog.Logger // WithLogger
 }
 
 // Defaults.
@@ -272,6 +276,15 @@ func WithTLS(conf *tls.Config) ReporterOption {
 // when they are bad. Ignored with WithHTTPClient.
 func WithTLSFiles(files tlsfiles.ClientFiles) ReporterOption {
 	return reporterOption(func(c *config) { c.tls = tlsOption{files: files} })
+}
+
+// WithLogger sets where the Reporter says that its reports fail (at
+// warn level, with the error and what to do about the usual causes:
+// an unknown CA, a refused token, nothing listening), again every minute
+// while they keep failing, and when they are delivered again (info).
+// Default: nowhere (the qtop_reporter_* metrics count the failures).
+func WithLogger(l *slog.Logger) ReporterOption {
+	return reporterOption(func(c *config) { c.logger = l })
 }
 
 // WithQueueLen bounds the encoded reports waiting to be sent; when full,

@@ -42,6 +42,7 @@ type Reporter struct {
 	client *http.Client
 	own    *http.Transport // set when the reporter made its client
 	m      *reporterMetrics
+	log    sendLog
 
 	mu       sync.Mutex
 	targets  targets // the collectors, ranked for this source (failover.go)
@@ -62,8 +63,10 @@ type Reporter struct {
 	wake    chan struct{}
 	stop    chan struct{}
 	wg      sync.WaitGroup
-	cancel  context.CancelFunc // of the background sender's attempts
-	bg      context.Context
+	bg      struct {
+		ctx    context.Context // of the background sender's attempts
+		cancel context.CancelFunc
+	}
 }
 
 // heldPolicy is the policy the reporter last applied: its version, and
@@ -96,7 +99,7 @@ func NewReporter(rawURL string, rec *Recorder, opts ...ReporterOption) (*Reporte
 	if err != nil {
 		return nil, err
 	}
-	tg, err := newTargets(rawURL, cfg.collectors, rec.Source(), cfg.failback)
+	tg, err := newTargets(rawURL, cfg.failover.collectors, rec.Source(), cfg.failover.failback)
 	if err != nil {
 		return nil, err
 	}
@@ -104,6 +107,7 @@ func NewReporter(rawURL string, rec *Recorder, opts ...ReporterOption) (*Reporte
 		targets: tg,
 		rec:     rec,
 		cfg:     cfg,
+		log:     sendLog{log: cfg.logger},
 		client:  cfg.client,
 		sending: make(chan struct{}, 1),
 		wake:    make(chan struct{}, 1),
@@ -117,7 +121,7 @@ func NewReporter(rawURL string, rec *Recorder, opts ...ReporterOption) (*Reporte
 			return nil, fmt.Errorf("meter: reporter: %w", err)
 		}
 	}
-	r.bg, r.cancel = context.WithCancel(context.Background())
+	r.bg.ctx, r.bg.cancel = context.WithCancel(context.Background())
 	if cfg.reg != nil {
 		r.m = newReporterMetrics(r)
 		if err := r.m.register(cfg.reg); err != nil {
@@ -175,7 +179,7 @@ func (r *Reporter) sendLoop() {
 		case <-r.wake:
 		case <-timer.C:
 		}
-		if wait := r.drain(r.bg, 0); wait > 0 {
+		if wait := r.drain(r.bg.ctx, 0); wait > 0 {
 			timer.Reset(wait)
 		}
 	}
@@ -440,10 +444,10 @@ func (r *Reporter) Shutdown(ctx context.Context) error {
 	select {
 	case <-stopped:
 	case <-ctx.Done():
-		r.cancel()
+		r.bg.cancel()
 		<-stopped
 	}
-	r.cancel()
+	r.bg.cancel()
 	err := r.flush(ctx, r.cut(true))
 	r.mu.Lock()
 	left := len(r.queue)

@@ -86,6 +86,10 @@ func (c *collector) serve(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set("Retry-After", "1")
 		w.WriteHeader(429)
 		return
+	case "401":
+		w.WriteHeader(401)
+		io.WriteString(w, `{"accepted":false,"message":"unknown token"}`)
+		return
 	}
 	if req.Method != http.MethodPost || req.Header.Get("Content-Type") != report.ContentType {
 		c.t.Errorf("request %s with content type %q", req.Method, req.Header.Get("Content-Type"))

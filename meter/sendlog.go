@@ -1,0 +1,104 @@
+package meter
+
+import (
+	"crypto/x509"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+)
+
+// sendLogEvery is how often a reporter whose reports keep failing says
+// so again.
+const sendLogEvery = time.Minute
+
+// sendLog tells the reporter's logger (WithLogger) when its reports start
+// to fail, every sendLogEvery while they keep failing, and when they are
+// delivered again: a process whose reports never reach the collector
+// (a wrong token, a CA it does not trust, a collector down) is otherwise
+// missing from qtop without a word. Successes cost one uncontended lock.
+type sendLog struct {
+	log *slog.Logger // nil: nothing is logged
+
+	mu       sync.Mutex
+	failing  bool
+	since    time.Time // the first failure of the run
+	lastSaid time.Time
+	failures int // of the run
+}
+
+// failed records a failed attempt (err: what went wrong; dropped: the
+// report was refused for good rather than queued for another try).
+func (l *sendLog) failed(now time.Time, err error, dropped bool) {
+	if l.log == nil {
+		return
+	}
+	l.mu.Lock()
+	l.failures++
+	first := !l.failing
+	if first {
+		l.failing, l.since = true, now
+	}
+	say := first || now.Sub(l.lastSaid) >= sendLogEvery
+	if say {
+		l.lastSaid = now
+	}
+	n, since := l.failures, l.since
+	l.mu.Unlock()
+	if !say {
+		return
+	}
+	attrs := []any{"err", err.Error()}
+	if dropped {
+		attrs = append(attrs, "report", "dropped: the collector refused it")
+	} else {
+		attrs = append(attrs, "report", "kept to send again")
+	}
+	if hint := sendHint(err); hint != "" {
+		attrs = append(attrs, "hint", hint)
+	}
+	if first {
+		l.log.Warn("meter: reports to the collector failing", attrs...)
+		return
+	}
+	attrs = append(attrs, "failures", n, "since", since.UTC().Format(time.RFC3339))
+	l.log.Warn("meter: reports to the collector still failing", attrs...)
+}
+
+// sent records a delivered report.
+func (l *sendLog) sent(now time.Time) {
+	if l.log == nil {
+		return
+	}
+	l.mu.Lock()
+	if !l.failing {
+		l.mu.Unlock()
+		return
+	}
+	n, since := l.failures, l.since
+	l.failing, l.failures = false, 0
+	l.mu.Unlock()
+	l.log.Info("meter: reports to the collector delivered again", "failures", n, "for", now.Sub(since).Round(time.Millisecond).String())
+}
+
+// sendHint says what to do about the usual causes of err.
+func sendHint(err error) string {
+	var ua x509.UnknownAuthorityError
+	var hn x509.HostnameError
+	switch {
+	case errors.As(err, &ua):
+		return "the collector's certificate is signed by a CA this process does not trust: name that CA's PEM file in QTOP_CA_FILE (--ca-file)"
+	case errors.As(err, &hn):
+		return "the collector's certificate is not for the host in the collector's URL: use a name the certificate holds"
+	case strings.Contains(err.Error(), "answered 401"):
+		return "the collector refused the report token: check QTOP_TOKEN or QTOP_TOKEN_FILE (--token, --token-file) against the collector's"
+	case strings.Contains(err.Error(), "HTTP request to an HTTPS server"):
+		return "the collector serves https: use https:// in its URL (and QTOP_CA_FILE for its CA)"
+	case strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
+		return "the collector serves plain HTTP: use http:// in its URL, or give it a certificate"
+	case strings.Contains(err.Error(), "connection refused"):
+		return "nothing listens at the collector's address: is it running, and is the port right?"
+	}
+	return ""
+}

@@ -1,0 +1,91 @@
+package meter
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// lockedBuffer is a log destination safe for the reporter's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) lines() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Split(strings.TrimSpace(l.b.String()), "\n")
+}
+
+// TestReporterSaysWhenReportsFail: the reporter's logger hears once that
+// reports fail (with what to do about a refused token), again after a
+// minute of failures, once when they are delivered again, and again when
+// a later failure starts; nothing while reports go through.
+func TestReporterSaysWhenReportsFail(t *testing.T) {
+	c := newCollector(t)
+	var out lockedBuffer
+	log := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}}))
+	var mu sync.Mutex
+	t0 := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	now := t0
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	r := newReporter(t, c, mustRecorder(), WithLogger(log), WithClock(clock))
+	flush := func(mode string, at time.Duration) {
+		t.Helper()
+		c.setMode(mode)
+		mu.Lock()
+		now = t0.Add(at)
+		mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if mode == "down" {
+			// Retried until the flush gives up: a short wait is enough.
+			ctx, cancel = context.WithTimeout(context.Background(), 30*time.Millisecond)
+			defer cancel()
+		}
+		if err := r.ForceFlush(ctx); err != nil && !(mode == "down" && errors.Is(err, context.DeadlineExceeded)) {
+			t.Fatalf("%s at %v: %v", mode, at, err)
+		}
+	}
+	flush("ok", 0)
+	flush("401", time.Second)
+	flush("401", 10*time.Second)
+	flush("401", 61*time.Second) // a minute after the first
+	flush("ok", 62*time.Second)
+	flush("ok", 63*time.Second)
+	flush("down", 64*time.Second)
+	got := out.lines()
+	want := []string{
+		`level=WARN msg="meter: reports to the collector failing" err="meter: collector ` + c.srv.URL + `/v1/reports answered 401: unknown token" report="dropped: the collector refused it" hint="the collector refused the report token: check QTOP_TOKEN or QTOP_TOKEN_FILE (--token, --token-file) against the collector's"`,
+		`level=WARN msg="meter: reports to the collector still failing" err="meter: collector ` + c.srv.URL + `/v1/reports answered 401: unknown token" report="dropped: the collector refused it" hint="the collector refused the report token: check QTOP_TOKEN or QTOP_TOKEN_FILE (--token, --token-file) against the collector's" failures=3 since=2026-12-03T09:00:01Z`,
+		`level=INFO msg="meter: reports to the collector delivered again" failures=3 for=1m1s`,
+	}
+	if len(got) != 4 {
+		t.Fatalf("%d lines, want 4:\n%s", len(got), strings.Join(got, "\n"))
+	}
+	for i, w := range want {
+		if got[i] != w {
+			t.Errorf("line %d:\n got %s\nwant %s", i+1, got[i], w)
+		}
+	}
+	if !strings.HasPrefix(got[3], `level=WARN msg="meter: reports to the collector failing"`) || !strings.Contains(got[3], `report="kept to send again"`) {
+		t.Errorf("line 4, the collector gone: %s", got[3])
+	}
+}
