@@ -21,6 +21,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -34,6 +35,7 @@ import (
 	"github.com/qtop-dev/qtop/internal/buildinfo"
 	"github.com/qtop-dev/qtop/internal/pprofserve"
 	"github.com/qtop-dev/qtop/report"
+	"github.com/qtop-dev/qtop/tlsfiles"
 )
 
 const usage = `gate — qtop's reverse proxy in front of a service written in any language
@@ -110,6 +112,7 @@ type flags struct {
 	shadow, version                                 bool
 	etagKeyFile, metricsListen, logFormat, logLevel string
 	plans, pprof                                    string
+	tls                                             tlsfiles.ClientFiles // to the collector
 }
 
 // tenantFlags say where the tenant is found.
@@ -138,7 +141,7 @@ func parse(args []string, stderr io.Writer) (flags, error) {
 	b.str(&f.listen, "listen", "QTOP_GATE_LISTEN", ":8080", "address the gate answers on (HTTP/1.1 and h2c)")
 	b.str(&f.upstream, "upstream", "QTOP_UPSTREAM", "", "the service behind the gate, http://host:port (required)")
 	b.str(&f.service, "service", "QTOP_SERVICE", "", "the service's name in qtop; the gate reports as one of its processes (required)")
-	b.str(&f.collector, "collector", "QTOP_COLLECTOR", "", "the collector, http://host:7070 (empty: enforce locally, report nothing)")
+	b.str(&f.collector, "collector", "QTOP_COLLECTOR", "", "the collector, http(s)://host:7070 (empty: enforce locally, report nothing); https is verified with --ca-file")
 	b.str(&f.token, "token", "QTOP_TOKEN", "", "the collector's report token (prefer --token-file)")
 	b.str(&f.tokenFile, "token-file", "QTOP_TOKEN_FILE", "", "file holding the collector's report token")
 	b.str(&f.tenant, "tenant", "QTOP_GATE_TENANT", "header,baggage", "where the tenant is found, tried in order: header, jwt, path, baggage")
@@ -165,10 +168,11 @@ func parse(args []string, stderr io.Writer) (flags, error) {
 	b.bool(&f.shadow, "shadow", "QTOP_GATE_SHADOW", "shadow mode: decide, count and report, refuse nothing")
 	b.str(&f.plans, "plans", "QTOP_GATE_PLANS", "", "JSON file of plans and each tenant's plan (default: free 100 RU/s for every tenant; see README)")
 	b.str(&f.etagKeyFile, "etag-key-file", "QTOP_GATE_ETAG_KEY_FILE", "", "file holding the ETag signing key: turns on the freshness shedder (304 under overload, by the collector's rules)")
-	b.str(&f.metricsListen, "metrics-listen", "QTOP_GATE_METRICS_LISTEN", "", "address of /metrics (qtop_gate_*, the agent's, Go's); empty: off")
+	b.str(&f.metricsListen, "metrics-listen", "QTOP_GATE_METRICS_LISTEN", "", "address of /metrics (qtop_gate_*, the agent's, Go's), /healthz and /readyz (503 once draining, for a load balancer's or Kubernetes' readiness probe); empty: off")
 	b.str(&f.pprof, "pprof", "QTOP_GATE_PPROF", "", "loopback address on which to serve Go profiles (/debug/pprof/), e.g. 127.0.0.1:6060 (default off)")
 	b.str(&f.logFormat, "log-format", "QTOP_LOG_FORMAT", "text", "log format: text or json")
 	b.str(&f.logLevel, "log-level", "QTOP_LOG_LEVEL", "info", "log level: debug, info, warn, error")
+	f.tls.RegisterFlags(fs)
 	fs.BoolVar(&f.version, "version", false, "print the version and exit")
 	if b.err != nil {
 		return f, b.err
@@ -265,6 +269,9 @@ func agentOptions(ctx context.Context, f flags, log *slog.Logger) ([]agent.Optio
 			token = strings.TrimSpace(string(b))
 		}
 		opts = append(opts, agent.WithCollector(f.collector, token))
+		if !f.tls.Empty() {
+			opts = append(opts, agent.WithCollectorTLS(f.tls))
+		}
 	}
 	if f.plans != "" {
 		plans, planOf, err := readPlans(f.plans)
@@ -326,6 +333,8 @@ func serve(ctx context.Context, f flags, g *gate.Gate, reg *prometheus.Registry,
 		return 1
 	}
 	var msrv *http.Server
+	var draining atomic.Bool // /readyz answers 503 from the signal on
+	var metricsAddr string
 	if f.metricsListen != "" {
 		mln, err := net.Listen("tcp", f.metricsListen)
 		if err != nil {
@@ -336,9 +345,20 @@ func serve(ctx context.Context, f flags, g *gate.Gate, reg *prometheus.Registry,
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+		mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+			if draining.Load() {
+				// A load balancer or Kubernetes stops sending new requests.
+				w.WriteHeader(http.StatusServiceUnavailable)
+				io.WriteString(w, "draining\n")
+				return
+			}
+			io.WriteString(w, "ready\n")
+		})
 		msrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 		go msrv.Serve(mln)
-		log.Info("gate: metrics", "addr", mln.Addr().String())
+		metricsAddr = mln.Addr().String()
+		log.Info("gate: metrics", "addr", metricsAddr)
 	}
 	if f.pprof != "" {
 		_, stopPprof, err := pprofserve.Serve(f.pprof, log)
@@ -355,6 +375,9 @@ func serve(ctx context.Context, f flags, g *gate.Gate, reg *prometheus.Registry,
 	log.Info("gate: listening", "addr", ln.Addr().String(), "upstream", f.upstream, "service", f.service)
 	if ready != nil {
 		ready <- ln.Addr().String()
+		if msrv != nil {
+			ready <- metricsAddr
+		}
 	}
 	code := 0
 	select {
@@ -364,6 +387,7 @@ func serve(ctx context.Context, f flags, g *gate.Gate, reg *prometheus.Registry,
 		log.Error("gate: serve", "err", err)
 		code = 1
 	}
+	draining.Store(true)
 	dctx, cancel := context.WithTimeout(context.Background(), f.grace)
 	defer cancel()
 	if err := g.Shutdown(dctx); err != nil {

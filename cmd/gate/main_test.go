@@ -1,14 +1,17 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 func TestFlags(t *testing.T) {
@@ -92,5 +95,88 @@ func TestServeAndDrain(t *testing.T) {
 	}
 	if !strings.Contains(errb.String(), "gate: draining") || !strings.Contains(errb.String(), "gate: stopped") {
 		t.Fatalf("log: %s", errb.String())
+	}
+}
+
+// TestReadinessWhileDraining: the metrics address answers /healthz and
+// /readyz; from SIGTERM on, while a request in flight holds the drain,
+// /readyz answers 503 (a load balancer stops sending) and /healthz still
+// 200, and the held request is answered before the gate exits 0.
+func TestReadinessWhileDraining(t *testing.T) {
+	arrived, release := make(chan struct{}), make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		<-release
+		io.WriteString(w, "late")
+	}))
+	defer up.Close()
+	t.Setenv("QTOP_UPSTREAM", up.URL)
+	ready := make(chan string, 2)
+	done := make(chan int, 1)
+	var errb strings.Builder
+	go func() {
+		done <- run([]string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--service", "shop", "--grace", "1m"}, io.Discard, &errb, ready)
+	}()
+	var addr, maddr string
+	select {
+	case addr = <-ready:
+		maddr = <-ready
+	case code := <-done:
+		t.Fatalf("exited %d: %s", code, errb.String())
+	}
+	probe := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get("http://" + maddr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if c, b := probe("/readyz"); c != 200 || b != "ready\n" {
+		t.Fatalf("/readyz before the signal: %d %q", c, b)
+	}
+	held := make(chan string, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/slow", nil)
+		req.Header.Set("X-Tenant", "acme")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			held <- err.Error()
+			return
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		held <- fmt.Sprintf("%d %s", resp.StatusCode, b)
+	}()
+	<-arrived
+	syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	// The signal is handled on another goroutine: wait for its effect.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, b := probe("/readyz")
+		if c == http.StatusServiceUnavailable && b == "draining\n" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz 10 s after SIGTERM: %d %q", c, b)
+		}
+		runtime.Gosched()
+	}
+	if c, _ := probe("/healthz"); c != 200 {
+		t.Fatalf("/healthz while draining: %d", c)
+	}
+	select {
+	case code := <-done:
+		t.Fatalf("exited %d with a request in flight: %s", code, errb.String())
+	default:
+	}
+	close(release)
+	if got := <-held; got != "200 late" {
+		t.Fatalf("the request in flight: %q", got)
+	}
+	if code := <-done; code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
 	}
 }
