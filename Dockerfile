@@ -1,13 +1,19 @@
 # syntax=docker/dockerfile:1
 #
-# The qtop collector as a container image. Two targets:
+# The qtop collector and gate as container images. Three targets:
 #
 #   docker build --target collector        -t qtop/collector:v1.2.3        --build-arg VERSION=v1.2.3 .
 #   docker build --target collector-static -t qtop/collector:v1.2.3-static --build-arg VERSION=v1.2.3 .
+#   docker build --target gate             -t qtop/gate:v1.2.3             --build-arg VERSION=v1.2.3 .
 #
 # collector         links DuckDB (cgo): the embedded default store, on a volume at /data.
 # collector-static  CGO_ENABLED=0 -tags noduckdb: a static binary on an empty base, for
 #                   ClickHouse-only deployments (--store clickhouse://HOST:9000/DB).
+# gate              the reverse proxy in front of a service in any language (README, "Any
+#                   language: the gate"), static on an empty base: typically a sidecar in
+#                   the service's pod, listening on 8080, /metrics, /healthz and /readyz on
+#                   9101; QTOP_UPSTREAM, QTOP_SERVICE, QTOP_COLLECTOR and QTOP_TOKEN_FILE
+#                   from the environment (`gate --help`).
 #
 # Both run as an unprivileged user (65532) and take their settings from the
 # environment (`collector serve --help`); tokens come from files
@@ -30,7 +36,8 @@ ENV LDFLAGS="-s -w -X github.com/qtop-dev/qtop/internal/buildinfo.version=${VERS
 RUN CGO_ENABLED=1 go build -trimpath -ldflags "$LDFLAGS" -o /out/collector ./cmd/collector \
  && CGO_ENABLED=1 go build -trimpath -ldflags "$LDFLAGS" -o /out/qtop ./cmd/qtop \
  && CGO_ENABLED=0 go build -trimpath -tags noduckdb -ldflags "$LDFLAGS" -o /out/static/collector ./cmd/collector \
- && /out/collector --version && /out/static/collector --version \
+ && CGO_ENABLED=0 go build -trimpath -ldflags "$LDFLAGS" -o /out/static/gate ./cmd/gate \
+ && /out/collector --version && /out/static/collector --version && /out/static/gate --version \
  && mkdir -p /out/data && chown 65532:65532 /out/data
 
 FROM debian:bookworm-slim AS collector
@@ -55,3 +62,11 @@ VOLUME /data
 EXPOSE 7070 4317
 ENTRYPOINT ["/collector"]
 CMD ["serve"]
+
+FROM scratch AS gate
+COPY --from=build /etc/ssl/certs/ca-certificates.crt /etc/ssl/certs/
+COPY --from=build /out/static/gate /gate
+USER 65532:65532
+ENV QTOP_GATE_LISTEN=0.0.0.0:8080 QTOP_GATE_METRICS_LISTEN=0.0.0.0:9101
+EXPOSE 8080 9101
+ENTRYPOINT ["/gate"]

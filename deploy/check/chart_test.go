@@ -139,6 +139,8 @@ func decodeStrict(doc []byte) (string, any, error) {
 		obj = new(corev1.Service)
 	case "StatefulSet":
 		obj = new(appsv1.StatefulSet)
+	case "Deployment":
+		obj = new(appsv1.Deployment)
 	case "ServiceMonitor":
 		obj = new(monitoringv1.ServiceMonitor)
 	default:

@@ -9,7 +9,7 @@ import (
 )
 
 // TestReleaseStampsVersion: scripts/release builds this platform's
-// archive, and the collector in it says the version it was given.
+// archive, and each command in it says the version it was given.
 func TestReleaseStampsVersion(t *testing.T) {
 	dist := t.TempDir()
 	cmd := exec.Command("./scripts/release", "v0.0.0-check", "--native")
@@ -30,12 +30,14 @@ func TestReleaseStampsVersion(t *testing.T) {
 	if out, err := exec.Command("tar", "-C", x, "-xzf", archives[0]).CombinedOutput(); err != nil {
 		t.Fatalf("tar: %v\n%s", err, out)
 	}
-	bins, _ := filepath.Glob(filepath.Join(x, "*", "collector"))
-	if len(bins) != 1 {
-		t.Fatalf("no collector in the archive: %v", bins)
-	}
-	out, err := exec.Command(bins[0], "--version").CombinedOutput()
-	if err != nil || !strings.HasPrefix(string(out), "collector v0.0.0-check (") {
-		t.Fatalf("collector --version: %q %v", out, err)
+	for _, cmd := range []string{"collector", "qtop", "gate", "rucalib"} {
+		bins, _ := filepath.Glob(filepath.Join(x, "*", cmd))
+		if len(bins) != 1 {
+			t.Fatalf("no %s in the archive: %v", cmd, bins)
+		}
+		out, err := exec.Command(bins[0], "--version").CombinedOutput()
+		if err != nil || !strings.HasPrefix(string(out), cmd+" v0.0.0-check (") {
+			t.Fatalf("%s --version: %q %v", cmd, out, err)
+		}
 	}
 }
