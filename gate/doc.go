@@ -42,8 +42,11 @@
 // was read to its end and neither side asked to close it, and sends a
 // GET, HEAD, OPTIONS or TRACE without a body (or a request with an
 // Idempotency-Key) once more on a new connection when a kept-alive one
-// turns out closed before any byte of the answer; before any other
-// request it checks that the kept-alive connection is still open. The tenant goes to the upstream as W3C
+// turns out closed before any byte of the answer. Before every request
+// it checks that the kept-alive connection is still open and that the
+// upstream sent nothing on it since its last answer (a body after a 204
+// or a HEAD answer would be read as the next client's answer); such a
+// connection is closed. The tenant goes to the upstream as W3C
 // baggage (tenant.id, tenant.tier), which OpenTelemetry instrumentation
 // of the service picks up. An upstream that cannot be reached answers
 // 502, one that does not answer within Config.Timeout 504, each with a

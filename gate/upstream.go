@@ -43,8 +43,9 @@ const (
 // early is closed. A request that can be replayed (no body, and GET,
 // HEAD, OPTIONS, TRACE or an Idempotency-Key) and whose kept-alive
 // connection broke before any byte of the answer arrived is sent once
-// more on a new connection; before any other request a kept-alive
-// connection is checked for having been closed by the upstream.
+// more on a new connection. Before every request a kept-alive
+// connection is checked for having been closed by the upstream or
+// having received bytes after its last answer (conn).
 type h1Client struct {
 	addr        string // host:port
 	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
@@ -91,7 +92,7 @@ func (c *h1Client) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	replay := replayable(req)
 	for fresh := false; ; fresh = true {
-		pc, err := c.conn(req.Context(), fresh, replay)
+		pc, err := c.conn(req.Context(), fresh)
 		if err != nil {
 			return nil, err
 		}
@@ -122,15 +123,18 @@ func replayable(req *http.Request) bool {
 }
 
 // conn is a kept-alive connection from the pool (unless fresh) or a new
-// one. Without replay a kept-alive connection is first checked for
-// having been closed, since the request could not be sent again.
-func (c *h1Client) conn(ctx context.Context, fresh, replay bool) (*h1Conn, error) {
+// one. A kept-alive connection is first checked for having been closed
+// by the upstream or having received bytes nobody asked for (a body sent
+// after a 204, 304 or HEAD answer, a second answer): those would be read
+// as the answer to the next request, another client's, so the connection
+// is closed instead. One non-blocking peek (open) per reuse.
+func (c *h1Client) conn(ctx context.Context, fresh bool) (*h1Conn, error) {
 	for !fresh {
 		pc := c.pool.get()
 		if pc == nil {
 			break
 		}
-		if replay || pc.open() {
+		if pc.open() {
 			return pc, nil
 		}
 		pc.Close()

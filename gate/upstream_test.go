@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -449,5 +450,82 @@ func TestNewPicksClient(t *testing.T) {
 		if own != c.want {
 			t.Errorf("%+v: own client %v, want %v", c.cfg, own, c.want)
 		}
+	}
+}
+
+// TestH1UnaskedBytesCloseTheConnection: an upstream that sends bytes on a
+// kept-alive connection after its answer ended (a body after a 204 or a
+// HEAD answer, a second answer) does not get them read as the answer to
+// the next request, another client's: the connection is closed and the
+// next request gets its own answer on a new one.
+func TestH1UnaskedBytesCloseTheConnection(t *testing.T) {
+	for _, tc := range []struct{ name, method, answer, late string }{
+		{"a second answer after a 204", "GET", "HTTP/1.1 204 No Content\r\n\r\n", "HTTP/1.1 200 OK\r\nContent-Length: 8\r\n\r\nINJECTED"},
+		{"a body after a HEAD answer", "HEAD", "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", "HELLO"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			answered, sendLate := make(chan struct{}), make(chan struct{})
+			var conns atomic.Int32
+			var wg sync.WaitGroup
+			t.Cleanup(func() { ln.Close(); wg.Wait() })
+			wg.Go(func() {
+				for {
+					nc, err := ln.Accept()
+					if err != nil {
+						return
+					}
+					n := conns.Add(1)
+					wg.Go(func() {
+						defer nc.Close()
+						br := bufio.NewReader(nc)
+						for first := n == 1; ; first = false {
+							if _, err := http.ReadRequest(br); err != nil {
+								return
+							}
+							if !first {
+								io.WriteString(nc, "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nmine")
+								continue
+							}
+							io.WriteString(nc, tc.answer)
+							close(answered)
+							<-sendLate
+							io.WriteString(nc, tc.late)
+						}
+					})
+				}
+			})
+			base := "http://" + ln.Addr().String()
+			c := newClient(t, base, 5*time.Second)
+			if resp, _ := roundTrip(t, c, tc.method, base+"/first", nil); resp.StatusCode/100 != 2 {
+				t.Fatalf("first: %d", resp.StatusCode)
+			}
+			<-answered
+			if c.idle() != 1 {
+				t.Fatalf("%d idle connections after the first answer, want 1", c.idle())
+			}
+			close(sendLate)
+			// Wait until the late bytes have reached the idle connection.
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				c.pool.mu.Lock()
+				pc := c.pool.idle[0]
+				c.pool.mu.Unlock()
+				if !pc.open() {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the late bytes never arrived")
+				}
+				runtime.Gosched()
+			}
+			resp, got := roundTrip(t, c, "GET", base+"/victim", nil)
+			if resp.StatusCode != 200 || got != "mine" || conns.Load() != 2 {
+				t.Fatalf("the next request got %d %q on %d connections, want its own answer on a new one", resp.StatusCode, got, conns.Load())
+			}
+		})
 	}
 }
