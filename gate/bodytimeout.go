@@ -19,38 +19,57 @@ import (
 // Either way a body that timed out says so, and upstreamError answers
 // 408 instead of blaming the upstream.
 
+// bodyState is what the gate learns of a request body as it is read: a
+// read that waited Config.BodyTimeout for nothing (408), or one that
+// failed otherwise — malformed chunked framing, the client closing its
+// side before the body's end — (400): either is the client's doing, not
+// the upstream's.
+type bodyState struct {
+	timedOut atomic.Bool
+	broken   atomic.Bool
+}
+
+// note records what the body's read error err says.
+func (s *bodyState) note(err error) {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		s.timedOut.Store(true)
+	} else {
+		s.broken.Store(true)
+	}
+}
+
 // boundedBody is a request body read by net/http's server, each read of
-// which must end within timeout.
+// which must end within timeout (none when ≤ 0).
 type boundedBody struct {
 	io.ReadCloser
 	rc       *http.ResponseController
 	timeout  time.Duration
 	eof      bool        // net/http cleared the deadline when the body ended
 	finished atomic.Bool // the handler returned: the connection is no longer the request's
-	timedOut atomic.Bool
+	bodyState
 }
 
 // boundBody wraps r's body when net/http's server reads it; nil when the
-// own server's body bounds itself, there is no body or no bound. gw
-// learns where to look for the body's timeout.
+// own server's body watches itself, or there is no body. gw learns where
+// to look for what became of the body.
 func (g *Gate) boundBody(gw *gateWriter, r *http.Request) *boundedBody {
-	if g.cfg.BodyTimeout <= 0 || r.Body == nil || r.Body == http.NoBody {
+	if r.Body == nil || r.Body == http.NoBody {
 		return nil
 	}
 	if b, own := r.Body.(*body); own {
-		gw.bodyTimedOut = &b.timedOut
+		gw.body = &b.bodyState
 		return nil
 	}
 	b := &boundedBody{ReadCloser: r.Body, rc: http.NewResponseController(gw.ResponseWriter), timeout: g.cfg.BodyTimeout}
 	r.Body = b
-	gw.bodyTimedOut = &b.timedOut
+	gw.body = &b.bodyState
 	return b
 }
 
 func (b *boundedBody) Read(p []byte) (int, error) {
 	// After the handler returned, net/http may be reading the
 	// connection's next request under deadlines of its own: leave them.
-	if !b.eof && !b.finished.Load() {
+	if b.timeout > 0 && !b.eof && !b.finished.Load() {
 		_ = b.rc.SetReadDeadline(time.Now().Add(b.timeout))
 	}
 	n, err := b.ReadCloser.Read(p)
@@ -59,8 +78,8 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 		// net/http's server cleared the read deadline as the body ended
 		// (to watch the connection for the client going away).
 		b.eof = true
-	case err != nil && errors.Is(err, os.ErrDeadlineExceeded) && !b.finished.Load():
-		b.timedOut.Store(true)
+	case err != nil && !b.finished.Load():
+		b.note(err)
 	}
 	return n, err
 }

@@ -80,7 +80,7 @@
 // something within Config.ReadTimeout (60 s by default, as nginx's
 // proxy_read_timeout): a body, an event stream or the upstream side of a
 // WebSocket that goes silent that long is cut off and its connection
-// closed, counted in qtop_gate_upstream_read_timeouts_total; without it
+// closed, counted in qtop_gate_upstream_answers_cut_total{reason="read_timeout"}; without it
 // an upstream that hangs mid-answer would hold its client for good. The
 // time the gate waits for a slow client does not count.
 //

@@ -49,7 +49,7 @@ type Config struct {
 	// negative: none): a body, an event stream or the upstream side of
 	// a WebSocket from which nothing arrives for that long is cut off,
 	// its connection closed, and counted in
-	// qtop_gate_upstream_read_timeouts_total. Without it, an upstream
+	// qtop_gate_upstream_answers_cut_total{reason="read_timeout"}. Without it, an upstream
 	// that hangs mid-answer holds its client and connection for good.
 	// Streams that may stay silent longer need heartbeats (an event
 	// stream's comment line, a WebSocket ping) or a larger value. Time
@@ -88,8 +88,10 @@ type Config struct {
 	// the upstream's host (X-Forwarded-Host carries it either way).
 	PreserveHost bool
 	// TrustForwarded keeps the X-Forwarded-For chain of incoming
-	// requests (the gate appends the client's address): only behind a
-	// load balancer you trust. Without it the chain starts at the gate.
+	// requests (the gate appends the client's address) and their
+	// X-Forwarded-Proto and X-Forwarded-Host: only behind a load
+	// balancer you trust. Without it the chain starts at the gate, and
+	// the scheme and host are the gate's.
 	TrustForwarded bool
 	// StdTransport sends every request through net/http's Transport.
 	// Without it, requests with no body or a small one (up to 64 KiB, of
@@ -197,10 +199,11 @@ func New(a *agent.Agent, cfg Config) (*Gate, error) {
 	if g.metrics, err = newMetrics(cfg.Registerer); err != nil {
 		return nil, err
 	}
-	g.tr = &watchedTransport{Transport: newTransport(cfg), timeout: cfg.ReadTimeout, onIdle: g.upstreamIdle}
+	hooks := cutHooks{onIdle: g.upstreamIdle, onBroken: g.upstreamBroke}
+	g.tr = &watchedTransport{Transport: newTransport(cfg), timeout: cfg.ReadTimeout, cutHooks: hooks}
 	if !cfg.StdTransport && !cfg.H2CUpstream && cfg.Upstream.Scheme == "http" {
 		c := newH1Client(cfg, g.tr)
-		c.onIdle = g.upstreamIdle
+		c.cutHooks = hooks
 		g.tr = c
 	}
 	g.proxy = &httputil.ReverseProxy{
@@ -243,10 +246,17 @@ func newTransport(cfg Config) *http.Transport {
 func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	gw := writerPool.Get().(*gateWriter)
 	gw.ResponseWriter = w
+	gw.http10 = r.ProtoMajor == 1 && r.ProtoMinor == 0
 	g.metrics.inFlight.Inc()
 	// Deferred: the proxy panics with http.ErrAbortHandler when a body
 	// breaks off after its head was sent.
 	defer g.done(gw)
+	if r.Method == http.MethodConnect {
+		// A tunnel, not a request for the service (nginx answers 400).
+		gw.failed = outBadRequest
+		http.Error(gw, "gate: CONNECT is not proxied", http.StatusMethodNotAllowed)
+		return
+	}
 	g.handler.ServeHTTP(gw, r)
 }
 

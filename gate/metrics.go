@@ -18,11 +18,12 @@ const (
 	outTimeout                      // 504: the upstream did not answer in time
 	outClientGone                   // the client left before the upstream answered
 	outBodyTimeout                  // 408: the client stopped sending its request body
+	outBadRequest                   // 400/405: a malformed or cut-off request body, both Content-Length and Transfer-Encoding, CONNECT
 	numOutcomes
 )
 
 var outcomeNames = [numOutcomes]string{"upstream", "throttled", "shed", "not_modified", "no_tenant",
-	"upstream_error", "upstream_timeout", "client_gone", "body_timeout"}
+	"upstream_error", "upstream_timeout", "client_gone", "body_timeout", "bad_request"}
 
 // metrics are the gate's own series. Without a registerer they are
 // still counted (cheaply), just not exported.
@@ -31,14 +32,16 @@ type metrics struct {
 	upstream prometheus.Histogram
 	inFlight prometheus.Gauge
 	handoffs prometheus.Counter
-	// readTimeouts counts answers cut off by Config.ReadTimeout.
-	readTimeouts prometheus.Counter
+	// cutIdle and cutBroken count upstream answers cut off after their
+	// headers: by Config.ReadTimeout, or by the upstream (its connection
+	// closed or reset, malformed framing).
+	cutIdle, cutBroken prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "qtop_gate_requests_total",
-		Help: "Requests through the gate by outcome: upstream (forwarded and answered), throttled (429), shed (503), not_modified (304), no_tenant, upstream_error (502), upstream_timeout (504), client_gone, body_timeout (408: the request body stopped arriving).",
+		Help: "Requests through the gate by outcome: upstream (forwarded and answered), throttled (429), shed (503), not_modified (304), no_tenant, upstream_error (502), upstream_timeout (504), client_gone, body_timeout (408: the request body stopped arriving), bad_request (400/405: a request body malformed or cut short, Content-Length with Transfer-Encoding, CONNECT).",
 	}, []string{"outcome"})
 	m := &metrics{
 		upstream: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -54,16 +57,17 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "qtop_gate_handed_off_connections_total",
 			Help: "Client connections the gate's own HTTP/1.1 server handed to net/http's, at a request it does not answer itself (h2c, an upgrade, Expect, a chunked or large upload, HTTP/1.0, a head over 4 KiB or one it does not parse strictly).",
 		}),
-		readTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "qtop_gate_upstream_read_timeouts_total",
-			Help: "Upstream answers (bodies, event streams, WebSockets) cut off after their headers because nothing more of them arrived for the read timeout.",
-		}),
 	}
 	for i, n := range outcomeNames {
 		m.requests[i] = vec.WithLabelValues(n)
 	}
+	cut := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "qtop_gate_upstream_answers_cut_total",
+		Help: "Upstream answers (bodies, event streams, WebSockets) cut off after their headers, by reason: read_timeout (nothing more arrived for the read timeout), broken (the upstream closed or reset the connection, or broke the framing, mid-answer). The client sees the answer cut short.",
+	}, []string{"reason"})
+	m.cutIdle, m.cutBroken = cut.WithLabelValues("read_timeout"), cut.WithLabelValues("broken")
 	if reg != nil {
-		for _, c := range []prometheus.Collector{vec, m.upstream, m.inFlight, m.handoffs, m.readTimeouts} {
+		for _, c := range []prometheus.Collector{vec, m.upstream, m.inFlight, m.handoffs, cut} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

@@ -23,8 +23,9 @@ func TestMetricsByOutcome(t *testing.T) {
 	get(t, http.DefaultClient, s.base+"/a", "acme")
 	get(t, http.DefaultClient, s.base+"/a", "")
 	want := `
-# HELP qtop_gate_requests_total Requests through the gate by outcome: upstream (forwarded and answered), throttled (429), shed (503), not_modified (304), no_tenant, upstream_error (502), upstream_timeout (504), client_gone, body_timeout (408: the request body stopped arriving).
+# HELP qtop_gate_requests_total Requests through the gate by outcome: upstream (forwarded and answered), throttled (429), shed (503), not_modified (304), no_tenant, upstream_error (502), upstream_timeout (504), client_gone, body_timeout (408: the request body stopped arriving), bad_request (400/405: a request body malformed or cut short, Content-Length with Transfer-Encoding, CONNECT).
 # TYPE qtop_gate_requests_total counter
+qtop_gate_requests_total{outcome="bad_request"} 0
 qtop_gate_requests_total{outcome="body_timeout"} 0
 qtop_gate_requests_total{outcome="client_gone"} 0
 qtop_gate_requests_total{outcome="no_tenant"} 1

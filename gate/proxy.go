@@ -31,6 +31,15 @@ func (g *Gate) rewrite(pr *httputil.ProxyRequest) {
 		}
 	}
 	pr.SetXForwarded()
+	if g.cfg.TrustForwarded {
+		// The balancer in front knows the client's scheme and host; the
+		// gate sees only its own hop.
+		for _, k := range []string{"X-Forwarded-Proto", "X-Forwarded-Host"} {
+			if v := pr.In.Header[k]; len(v) > 0 {
+				pr.Out.Header[k] = v
+			}
+		}
+	}
 	if g.cfg.NoBaggage {
 		return
 	}
@@ -90,11 +99,12 @@ func (c *bags) of(t tenant.Tags) (string, bool) {
 }
 
 // upstreamError answers a request the upstream did not: 408 when the
-// client's body stopped arriving, 504 when the upstream timed out, 502
-// otherwise, nothing when the client left.
+// client's body stopped arriving, 400 when it was malformed or cut short,
+// 504 when the upstream timed out, 502 otherwise, nothing when the client
+// left.
 func (g *Gate) upstreamError(w http.ResponseWriter, r *http.Request, err error) {
 	gw := gateWriterOf(w)
-	if gw != nil && gw.bodyTimedOut != nil && gw.bodyTimedOut.Load() {
+	if gw != nil && gw.body != nil && gw.body.timedOut.Load() {
 		// Checked first: net/http's server cancels the request's
 		// context when a read of its connection fails.
 		gw.failed = outBodyTimeout
@@ -103,12 +113,22 @@ func (g *Gate) upstreamError(w http.ResponseWriter, r *http.Request, err error) 
 		http.Error(w, "gate: the client sent nothing more of its request body for "+g.cfg.BodyTimeout.String(), http.StatusRequestTimeout)
 		return
 	}
+	if gw != nil && gw.body != nil && gw.body.broken.Load() {
+		// The client's body failed (bad chunked framing, the client's
+		// side closed before its end): the upstream is not to blame.
+		gw.failed = outBadRequest
+		g.log.Info("gate: request body malformed or cut short", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
+		w.Header().Set("Connection", "close")
+		http.Error(w, "gate: the request body could not be read (malformed or cut short)", http.StatusBadRequest)
+		return
+	}
 	if r.Context().Err() != nil {
-		// The client went away: nobody to answer.
+		// The client went away: nobody to answer. Abort rather than
+		// return, or the server would send an empty 200 for the handler.
 		if gw != nil {
 			gw.failed = outClientGone
 		}
-		return
+		panic(http.ErrAbortHandler)
 	}
 	var ne net.Error
 	var oe *net.OpError
@@ -163,9 +183,10 @@ type gateWriter struct {
 	status  int
 	reached bool
 	failed  outcome
-	// bodyTimedOut is set when a read of the request's body waited
-	// Config.BodyTimeout for nothing.
-	bodyTimedOut *atomic.Bool
+	// body is what became of the request's body as it was read.
+	body *bodyState
+	// http10 is set for an HTTP/1.0 request, which gets no 1xx answer.
+	http10 bool
 }
 
 var writerPool = sync.Pool{New: func() any { return new(gateWriter) }}
@@ -173,6 +194,9 @@ var writerPool = sync.Pool{New: func() any { return new(gateWriter) }}
 var _ http.Flusher = (*gateWriter)(nil)
 
 func (w *gateWriter) WriteHeader(code int) {
+	if code < 200 && w.http10 {
+		return // RFC 9110 (15.2): a server must not send 1xx to an HTTP/1.0 client
+	}
 	if w.status == 0 && code >= 200 {
 		w.status = code
 	}

@@ -30,26 +30,49 @@ func idleError(d time.Duration) error {
 
 // upstreamIdle counts and logs an answer cut off by the read timeout.
 func (g *Gate) upstreamIdle(req *http.Request) {
-	g.metrics.readTimeouts.Inc()
+	g.metrics.cutIdle.Inc()
 	g.log.Warn("gate: upstream sent nothing for "+g.cfg.ReadTimeout.String()+"; its answer was cut off",
 		"method", req.Method, "path", req.URL.Path)
+}
+
+// upstreamBroke counts and logs an answer the upstream broke off after
+// its headers: the client sees it cut short.
+func (g *Gate) upstreamBroke(req *http.Request, err error) {
+	g.metrics.cutBroken.Inc()
+	g.log.Warn("gate: upstream broke off its answer", "method", req.Method, "path", req.URL.Path, "err", err)
+}
+
+// cutHooks are told of answers cut off after their headers.
+type cutHooks struct {
+	onIdle   func(*http.Request)        // nil: nothing to tell
+	onBroken func(*http.Request, error) // nil: nothing to tell
+}
+
+// broken tells onBroken of err, a read error of req's answer, unless the
+// request was cancelled (the client left: the upstream is not to blame).
+func (h cutHooks) broken(req *http.Request, err error) {
+	if h.onBroken != nil && req.Context().Err() == nil {
+		h.onBroken(req, err)
+	}
 }
 
 // watchedTransport is net/http's Transport with the read timeout on the
 // bodies of its answers.
 type watchedTransport struct {
 	*http.Transport
-	timeout time.Duration
-	onIdle  func(*http.Request) // nil: nothing to tell
+	timeout time.Duration // ≤ 0: none; read errors are still told
+	cutHooks
 }
 
 func (t *watchedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.Transport.RoundTrip(req)
-	if err != nil || t.timeout <= 0 || resp.Body == nil || resp.Body == http.NoBody {
+	if err != nil || resp.Body == nil || resp.Body == http.NoBody {
 		return resp, err
 	}
-	b := &watchedBody{ReadCloser: resp.Body, timeout: t.timeout, onIdle: t.onIdle, req: req}
-	b.timer = time.AfterFunc(t.timeout, b.check)
+	b := &watchedBody{ReadCloser: resp.Body, timeout: t.timeout, cutHooks: t.cutHooks, req: req}
+	if t.timeout > 0 {
+		b.timer = time.AfterFunc(t.timeout, b.check)
+	}
 	if w, ok := resp.Body.(io.Writer); ok && resp.StatusCode == http.StatusSwitchingProtocols {
 		// ReverseProxy takes an upgraded connection's body as its
 		// connection to the upstream.
@@ -66,8 +89,8 @@ func (t *watchedTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 type watchedBody struct {
 	io.ReadCloser
 	timeout time.Duration
-	timer   *time.Timer
-	onIdle  func(*http.Request) // nil: nothing to tell
+	timer   *time.Timer // nil without a timeout
+	cutHooks
 	req     *http.Request
 	waiting atomic.Int64 // when the read in progress began (Unix ns); 0: none
 	idle    atomic.Bool  // cut off by the timeout
@@ -78,8 +101,12 @@ func (b *watchedBody) Read(p []byte) (int, error) {
 	b.waiting.Store(time.Now().UnixNano())
 	n, err := b.ReadCloser.Read(p)
 	b.waiting.Store(0)
-	if err != nil && err != io.EOF && b.idle.Load() {
-		err = idleError(b.timeout)
+	if err != nil && err != io.EOF {
+		if b.idle.Load() {
+			err = idleError(b.timeout)
+		} else if !b.closed.Load() {
+			b.broken(b.req, err)
+		}
 	}
 	return n, err
 }
@@ -111,7 +138,9 @@ func (b *watchedBody) Close() error {
 	if b.closed.Swap(true) {
 		return nil
 	}
-	b.timer.Stop()
+	if b.timer != nil {
+		b.timer.Stop()
+	}
 	return b.ReadCloser.Close()
 }
 

@@ -47,7 +47,7 @@ func readTimeoutClients(u *pipeUpstream, idle *atomic.Int32) map[string]http.Rou
 	onIdle := func(*http.Request) { idle.Add(1) }
 	tr := newTransport(cfg)
 	tr.DialContext = u.dial
-	wt := &watchedTransport{Transport: tr, timeout: readTimeout, onIdle: onIdle}
+	wt := &watchedTransport{Transport: tr, timeout: readTimeout, cutHooks: cutHooks{onIdle: onIdle}}
 	h1 := newH1Client(cfg, wt)
 	h1.dial = u.dial
 	h1.onIdle = onIdle

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/http/httptrace"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -404,5 +405,38 @@ func TestSlowReaderIsCutOff(t *testing.T) {
 				t.Fatalf("client_gone = %v, want 1", got)
 			}
 		})
+	}
+}
+
+// TestServerRefusesAmbiguousLength: a request with both Content-Length
+// and Transfer-Encoding (in any case) is answered 400 and its connection
+// closed, so what one length counts and the other does not is never read
+// as a request of its own (request smuggling); it reaches no upstream.
+func TestServerRefusesAmbiguousLength(t *testing.T) {
+	var seen atomic.Int32
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen.Add(1) }))
+	t.Cleanup(up.Close)
+	reg := prometheus.NewPedanticRegistry()
+	s := start(t, up.URL, gate.Config{Registerer: reg})
+	for _, head := range []string{
+		"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n",
+		"transfer-encoding: chunked\r\ncontent-LENGTH: 4\r\n",
+	} {
+		c := dialRaw(t, s.base)
+		c.send("POST /upload HTTP/1.1\r\nHost: gate\r\nX-Tenant: acme\r\n" + head + "\r\n5\r\nhello\r\n0\r\n\r\n" +
+			"GET /smuggled HTTP/1.1\r\nHost: gate\r\nX-Tenant: acme\r\n\r\n")
+		resp, body := c.read("POST")
+		if resp.StatusCode != 400 || !resp.Close || !strings.Contains(body, "both Content-Length and Transfer-Encoding") {
+			t.Fatalf("%q: %d close=%v %q", head, resp.StatusCode, resp.Close, body)
+		}
+		if !c.eof() {
+			t.Fatalf("%q: the connection stayed open", head)
+		}
+	}
+	if n := seen.Load(); n != 0 {
+		t.Fatalf("the upstream got %d requests", n)
+	}
+	if got := counted(t, reg, "qtop_gate_requests_total", "bad_request"); got != 2 {
+		t.Fatalf("bad_request = %v, want 2", got)
 	}
 }

@@ -51,9 +51,9 @@ type h1Client struct {
 	dial        func(ctx context.Context, network, addr string) (net.Conn, error)
 	timeout     time.Duration // to the response headers
 	readTimeout time.Duration // each read of a body after them; 0: none
-	onIdle      func(*http.Request)
-	fallback    http.RoundTripper
-	pool        connPool
+	cutHooks
+	fallback http.RoundTripper
+	pool     connPool
 }
 
 var _ http.RoundTripper = (*h1Client)(nil)
@@ -324,11 +324,15 @@ func (b *h1Body) Read(p []byte) (int, error) {
 		b.left -= int64(n)
 	}
 	if err != nil && b.pc != nil {
-		if b.deadline && errors.Is(err, os.ErrDeadlineExceeded) && b.req.Context().Err() == nil {
+		switch {
+		case err == io.EOF:
+		case b.deadline && errors.Is(err, os.ErrDeadlineExceeded) && b.req.Context().Err() == nil:
 			err = idleError(b.c.readTimeout)
 			if b.c.onIdle != nil {
 				b.c.onIdle(b.req)
 			}
+		default:
+			b.c.broken(b.req, err)
 		}
 		b.done(err == io.EOF)
 	}

@@ -163,7 +163,7 @@ func parse(args []string, stderr io.Writer) (flags, error) {
 	b.bool(&f.stdTransport, "std-transport", "QTOP_GATE_STD_TRANSPORT", "send every request upstream through Go's net/http Transport (default: the gate's own HTTP/1.1 client for requests without a body or with one up to 64 KiB, which costs less CPU)")
 	b.bool(&f.stdServer, "std-server", "QTOP_GATE_STD_SERVER", "answer every request with Go's net/http server (default: the gate's own HTTP/1.1 server answers requests without a body or with one up to 64 KiB and hands the rest — h2c, upgrades, large or chunked uploads — to net/http's, which costs less CPU)")
 	b.bool(&f.preserveHost, "preserve-host", "QTOP_GATE_PRESERVE_HOST", "send the client's Host header upstream (default: the upstream's)")
-	b.bool(&f.trustForwarded, "trust-forwarded", "QTOP_GATE_TRUST_FORWARDED", "keep incoming X-Forwarded-For (only behind a trusted load balancer)")
+	b.bool(&f.trustForwarded, "trust-forwarded", "QTOP_GATE_TRUST_FORWARDED", "keep incoming X-Forwarded-For, -Proto and -Host (only behind a trusted load balancer)")
 	b.bool(&f.noBaggage, "no-baggage", "QTOP_GATE_NO_BAGGAGE", "do not send the tenant upstream as W3C baggage")
 	b.bool(&f.shadow, "shadow", "QTOP_GATE_SHADOW", "shadow mode: decide, count and report, refuse nothing")
 	b.str(&f.plans, "plans", "QTOP_GATE_PLANS", "", "JSON file of plans and each tenant's plan (default: free 100 RU/s for every tenant; see README)")
