@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/qtop-dev/qtop/agent"
 )
@@ -258,6 +259,17 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	g.handler.ServeHTTP(gw, r)
+}
+
+// InFlight is the number of requests inside the gate now (admitted or
+// waiting for admission; open event streams and WebSockets included), as
+// qtop_gate_in_flight_requests.
+func (g *Gate) InFlight() int {
+	var m dto.Metric
+	if err := g.metrics.inFlight.Write(&m); err != nil {
+		return -1
+	}
+	return int(m.GetGauge().GetValue())
 }
 
 // done counts the request of gw, finished or aborted.

@@ -108,7 +108,7 @@ type flags struct {
 	tenantFlags
 	proxyFlags
 	slots                                           int
-	grace, interval                                 time.Duration
+	grace, drainDelay, interval                     time.Duration
 	shadow, version                                 bool
 	etagKeyFile, metricsListen, logFormat, logLevel string
 	plans, pprof                                    string
@@ -157,7 +157,8 @@ func parse(args []string, stderr io.Writer) (flags, error) {
 	b.dur(&f.sendTimeout, "send-timeout", "QTOP_GATE_SEND_TIMEOUT", gate.DefaultSendTimeout, "cut off a client that reads nothing of its response for this long, giving its admission slot back (-1ns: never)")
 	b.dur(&f.bodyTimeout, "body-timeout", "QTOP_GATE_BODY_TIMEOUT", gate.DefaultBodyTimeout, "answer 408 to a client that sends nothing more of its request body for this long, giving its admission slot back (-1ns: never)")
 	b.dur(&f.flushInterval, "flush-interval", "QTOP_GATE_FLUSH_INTERVAL", 0, "flush response bodies this often (0: event streams and bodies of unknown length at once, others buffered; -1ns: every write)")
-	b.dur(&f.grace, "grace", "QTOP_GATE_GRACE", 30*time.Second, "on SIGTERM/SIGINT, how long requests in flight may finish")
+	b.dur(&f.grace, "grace", "QTOP_GATE_GRACE", 30*time.Second, "on SIGTERM/SIGINT, how long requests in flight may finish (a second signal stops at once)")
+	b.dur(&f.drainDelay, "drain-delay", "QTOP_GATE_DRAIN_DELAY", 0, "on SIGTERM/SIGINT, keep serving this long with /readyz at 503 before draining, while load balancers stop sending (e.g. 5s under Kubernetes)")
 	b.dur(&f.interval, "interval", "QTOP_GATE_INTERVAL", time.Second, "how often the gate reports to the collector")
 	b.bool(&f.h2cUpstream, "h2c-upstream", "QTOP_GATE_H2C_UPSTREAM", "speak HTTP/2 without TLS (h2c) to the upstream")
 	b.bool(&f.stdTransport, "std-transport", "QTOP_GATE_STD_TRANSPORT", "send every request upstream through Go's net/http Transport (default: the gate's own HTTP/1.1 client for requests without a body or with one up to 64 KiB, which costs less CPU)")
@@ -380,18 +381,55 @@ func serve(ctx context.Context, f flags, g *gate.Gate, reg *prometheus.Registry,
 		}
 	}
 	code := 0
+	signalled := false
 	select {
 	case <-ctx.Done():
-		log.Info("gate: draining", "grace", f.grace)
+		signalled = true
 	case err := <-errc:
 		log.Error("gate: serve", "err", err)
 		code = 1
 	}
 	draining.Store(true)
+	// A second SIGTERM or SIGINT stops waiting: for the drain delay, then
+	// for the requests in flight.
+	now, finished := make(chan struct{}), make(chan struct{})
+	defer close(finished)
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGTERM, os.Interrupt)
+	defer signal.Stop(sig)
+	go func() {
+		select {
+		case <-sig:
+			log.Warn("gate: second signal: stopping now", "in_flight", g.InFlight())
+			close(now)
+		case <-finished:
+		}
+	}()
+	if signalled && f.drainDelay > 0 {
+		// Load balancers and Kubernetes take a while to stop sending
+		// after /readyz turns 503: the gate keeps serving meanwhile.
+		log.Info("gate: not ready; still serving", "for", f.drainDelay)
+		t := time.NewTimer(f.drainDelay)
+		select {
+		case <-t.C:
+		case <-now:
+			t.Stop()
+		}
+	}
+	log.Info("gate: draining", "grace", f.grace, "in_flight", g.InFlight())
 	dctx, cancel := context.WithTimeout(context.Background(), f.grace)
 	defer cancel()
+	go func() {
+		select {
+		case <-now:
+			cancel()
+		case <-dctx.Done():
+		case <-finished:
+		}
+	}()
 	if err := g.Shutdown(dctx); err != nil {
-		log.Error("gate: shutdown", "err", err)
+		// Event streams and WebSockets are the usual ones left.
+		log.Error("gate: drain ended with requests still in flight", "err", err, "in_flight", g.InFlight())
 		code = 1
 	}
 	if msrv != nil {

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -179,4 +180,94 @@ func TestReadinessWhileDraining(t *testing.T) {
 	if code := <-done; code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
+}
+
+// TestDrainDelayAndSecondSignal: with --drain-delay, after SIGTERM
+// /readyz answers 503 while the gate goes on serving new requests; a
+// second signal cuts the delay and the drain short: the gate exits at
+// once though a request is still in flight, and says so.
+func TestDrainDelayAndSecondSignal(t *testing.T) {
+	arrived, release := make(chan struct{}, 1), make(chan struct{})
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/slow" {
+			arrived <- struct{}{}
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+		io.WriteString(w, "ok")
+	}))
+	defer up.Close()
+	defer close(release) // first: the request the gate left behind ends
+	t.Setenv("QTOP_UPSTREAM", up.URL)
+	ready := make(chan string, 2)
+	done := make(chan int, 1)
+	var errb lockedBuilder
+	go func() {
+		done <- run([]string{"--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0", "--service", "shop",
+			"--drain-delay", "1h", "--grace", "1h"}, io.Discard, &errb, ready)
+	}()
+	var addr, maddr string
+	select {
+	case addr = <-ready:
+		maddr = <-ready
+	case code := <-done:
+		t.Fatalf("exited %d: %s", code, errb.String())
+	}
+	get := func(base, path string) (int, error) {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+base+path, nil)
+		req.Header.Set("X-Tenant", "acme")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+	go get(addr, "/slow") // held until the end
+	<-arrived
+	syscall.Kill(os.Getpid(), syscall.SIGTERM)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if c, _ := get(maddr, "/readyz"); c == http.StatusServiceUnavailable {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("/readyz was not 503 10 s after SIGTERM")
+		}
+		runtime.Gosched()
+	}
+	if c, err := get(addr, "/new"); c != 200 {
+		t.Fatalf("a new request during the drain delay: %d %v", c, err)
+	}
+	syscall.Kill(os.Getpid(), syscall.SIGINT)
+	if code := <-done; code != 1 {
+		t.Fatalf("exit %d after the second signal with a request in flight, want 1: %s", code, errb.String())
+	}
+	log := errb.String()
+	for _, want := range []string{"gate: not ready; still serving", "gate: second signal: stopping now", "drain ended with requests still in flight", "in_flight=1"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("the log lacks %q:\n%s", want, log)
+		}
+	}
+}
+
+// lockedBuilder is a log destination written from several goroutines.
+type lockedBuilder struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuilder) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuilder) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

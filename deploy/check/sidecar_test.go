@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -93,8 +94,12 @@ func TestGateSidecar(t *testing.T) {
 		r.HTTPGet.Port.StrVal != "gate-metrics" || l.HTTPGet.Port.StrVal != "gate-metrics" {
 		t.Errorf("probes: readiness %+v, liveness %+v", r, l)
 	}
-	if g := dep.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || *g <= 30 {
-		t.Errorf("terminationGracePeriodSeconds %v, want more than the gate's 30 s grace", g)
+	delay, err := time.ParseDuration(env["QTOP_GATE_DRAIN_DELAY"])
+	if err != nil {
+		t.Fatalf("QTOP_GATE_DRAIN_DELAY: %v", err)
+	}
+	if g := dep.Spec.Template.Spec.TerminationGracePeriodSeconds; g == nil || time.Duration(*g)*time.Second <= delay+30*time.Second {
+		t.Errorf("terminationGracePeriodSeconds %v, want more than the gate's drain delay (%v) and 30 s grace", g, delay)
 	}
 	bin := buildCmd(t, t.TempDir(), "./cmd/gate")
 	help, _ := exec.Command(bin, "--help").CombinedOutput()
