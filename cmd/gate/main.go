@@ -333,33 +333,13 @@ func serve(ctx context.Context, f flags, g *gate.Gate, reg *prometheus.Registry,
 		g.Shutdown(context.Background())
 		return 1
 	}
-	var msrv *http.Server
 	var draining atomic.Bool // /readyz answers 503 from the signal on
-	var metricsAddr string
-	if f.metricsListen != "" {
-		mln, err := net.Listen("tcp", f.metricsListen)
-		if err != nil {
-			log.Error("gate: metrics listen", "err", err)
-			ln.Close()
-			g.Shutdown(context.Background())
-			return 1
-		}
-		mux := http.NewServeMux()
-		mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-		mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
-		mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-			if draining.Load() {
-				// A load balancer or Kubernetes stops sending new requests.
-				w.WriteHeader(http.StatusServiceUnavailable)
-				io.WriteString(w, "draining\n")
-				return
-			}
-			io.WriteString(w, "ready\n")
-		})
-		msrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-		go msrv.Serve(mln)
-		metricsAddr = mln.Addr().String()
-		log.Info("gate: metrics", "addr", metricsAddr)
+	msrv, metricsAddr, err := serveMetrics(f.metricsListen, reg, &draining, log)
+	if err != nil {
+		log.Error("gate: metrics listen", "err", err)
+		ln.Close()
+		g.Shutdown(context.Background())
+		return 1
 	}
 	if f.pprof != "" {
 		_, stopPprof, err := pprofserve.Serve(f.pprof, log)
@@ -390,8 +370,49 @@ func serve(ctx context.Context, f flags, g *gate.Gate, reg *prometheus.Registry,
 		code = 1
 	}
 	draining.Store(true)
-	// A second SIGTERM or SIGINT stops waiting: for the drain delay, then
-	// for the requests in flight.
+	if !drain(f, g, signalled, log) {
+		code = 1
+	}
+	if msrv != nil {
+		msrv.Close()
+	}
+	log.Info("gate: stopped")
+	return code
+}
+
+// serveMetrics serves /metrics, /healthz and /readyz (503 once draining)
+// on addr; nothing when addr is empty.
+func serveMetrics(addr string, reg *prometheus.Registry, draining *atomic.Bool, log *slog.Logger) (*http.Server, string, error) {
+	if addr == "" {
+		return nil, "", nil
+	}
+	mln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, "", err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if draining.Load() {
+			// A load balancer or Kubernetes stops sending new requests.
+			w.WriteHeader(http.StatusServiceUnavailable)
+			io.WriteString(w, "draining\n")
+			return
+		}
+		io.WriteString(w, "ready\n")
+	})
+	msrv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go msrv.Serve(mln)
+	log.Info("gate: metrics", "addr", mln.Addr().String())
+	return msrv, mln.Addr().String(), nil
+}
+
+// drain stops the gate after a signal (signalled) or a failure of its
+// server: the drain delay first (after a signal), then the requests in
+// flight for up to the grace. A second SIGTERM or SIGINT stops waiting
+// for either. It reports whether every request finished.
+func drain(f flags, g *gate.Gate, signalled bool, log *slog.Logger) bool {
 	now, finished := make(chan struct{}), make(chan struct{})
 	defer close(finished)
 	sig := make(chan os.Signal, 1)
@@ -428,15 +449,15 @@ func serve(ctx context.Context, f flags, g *gate.Gate, reg *prometheus.Registry,
 		}
 	}()
 	if err := g.Shutdown(dctx); err != nil {
-		// Event streams and WebSockets are the usual ones left.
-		log.Error("gate: drain ended with requests still in flight", "err", err, "in_flight", g.InFlight())
-		code = 1
+		if n := g.InFlight(); n > 0 {
+			// Event streams and WebSockets are the usual ones left.
+			log.Error("gate: drain ended with requests still in flight", "err", err, "in_flight", n)
+		} else {
+			log.Error("gate: shutdown", "err", err) // the last report, say
+		}
+		return false
 	}
-	if msrv != nil {
-		msrv.Close()
-	}
-	log.Info("gate: stopped")
-	return code
+	return true
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
