@@ -102,6 +102,19 @@ type Decision struct {
 // Admitted reports whether the work may go ahead.
 func (d Decision) Admitted() bool { return d.Verdict == Admit || d.Shadow }
 
+// roundUp is d for a message: whole seconds from a second up, whole
+// milliseconds below (a Retry-After header holds whole seconds).
+func roundUp(d time.Duration) time.Duration {
+	unit := time.Millisecond
+	if d >= time.Second {
+		unit = time.Second
+	}
+	if r := d % unit; r != 0 {
+		d += unit - r
+	}
+	return d
+}
+
 // Err returns nil when admitted, else ErrThrottled, ErrShed or
 // ErrQueueDelay wrapped with detail.
 func (d Decision) Err() error {
@@ -110,9 +123,9 @@ func (d Decision) Err() error {
 	}
 	switch d.Verdict {
 	case Throttle:
-		return fmt.Errorf("%w (retry after %v)", ErrThrottled, d.RetryAfter)
+		return fmt.Errorf("%w (retry after %v)", ErrThrottled, roundUp(d.RetryAfter))
 	case Shed:
-		return fmt.Errorf("%w (tier %v, retry after %v)", ErrShed, d.Tier, d.RetryAfter)
+		return fmt.Errorf("%w (tier %v, retry after %v)", ErrShed, d.Tier, roundUp(d.RetryAfter))
 	default:
 		return fmt.Errorf("%w (tier %v)", ErrQueueDelay, d.Tier)
 	}
@@ -244,8 +257,11 @@ func New(opts ...Option) (*Enforcer, error) {
 		if err := p.Limit.Validate(); err != nil {
 			return nil, fmt.Errorf("plan %s: %w", name, err)
 		}
-		if p.Weight < 1 || p.Concurrency < 0 {
-			return nil, fmt.Errorf("%w: plan %s: weight %d, concurrency %d (want ≥ 1, ≥ 0)", ErrConfig, name, p.Weight, p.Concurrency)
+		if p.Weight < 1 {
+			return nil, fmt.Errorf("%w: plan %s: weight %d, want at least 1 (its share of the service under contention; a plans file gives it as \"weight\")", ErrConfig, name, p.Weight)
+		}
+		if p.Concurrency < 0 {
+			return nil, fmt.Errorf("%w: plan %s: concurrency %d, want 0 (no bound) or more", ErrConfig, name, p.Concurrency)
 		}
 	}
 	if err := c.model.Validate(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -461,5 +462,22 @@ func TestEnforcerPolicyPathAllocs(t *testing.T) {
 		e.ChargeAt(t0, tags, 0.001)
 	}); n != 0 {
 		t.Errorf("%v allocations per request with a policy rule, want 0", n)
+	}
+}
+
+// TestDecisionErrRoundsRetryAfter: a refusal's message gives its wait
+// rounded up to what a client can use, not to the nanosecond.
+func TestDecisionErrRoundsRetryAfter(t *testing.T) {
+	for _, tc := range []struct {
+		d    Decision
+		want string
+	}{
+		{Decision{Verdict: Throttle, RetryAfter: 10*time.Minute + 8543762887}, "retry after 10m9s)"},
+		{Decision{Verdict: Throttle, RetryAfter: 2 * time.Second}, "retry after 2s)"},
+		{Decision{Verdict: Shed, Tier: 2, RetryAfter: 1500*time.Microsecond + 1}, "retry after 2ms)"},
+	} {
+		if got := tc.d.Err().Error(); !strings.HasSuffix(got, tc.want) {
+			t.Errorf("%v: %q, want it to end %q", tc.d.RetryAfter, got, tc.want)
+		}
 	}
 }
