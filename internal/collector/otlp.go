@@ -40,9 +40,11 @@ const maxOTLPConns = 64
 
 // newOTLPPart makes the receiver, which hands its reports to c; a refusal
 // for what a request is is held back at the report door's places (in),
-// and exports take the credential of POST /v1/reports (checked by auth,
-// Server.Authorize).
-func newOTLPPart(cfg Config, c report.Consumer, in *intake, auth func(*http.Request, Role) (string, error)) (*otlpPart, error) {
+// exports take the credential of POST /v1/reports (checked by auth,
+// Server.Authorize) and are refused, before they are read, while the data
+// directory is below its reserve (disk), as reports are: an export
+// answered 200 must reach the write-ahead log.
+func newOTLPPart(cfg Config, c report.Consumer, in *intake, auth func(*http.Request, Role) (string, error), disk *diskGuard) (*otlpPart, error) {
 	if err := checkOTLPExposure(&cfg); err != nil {
 		return nil, err
 	}
@@ -52,6 +54,9 @@ func newOTLPPart(cfg Config, c report.Consumer, in *intake, auth func(*http.Requ
 		otlpin.WithRegisterer(cfg.Registerer),
 		otlpin.WithLogger(cfg.Logger),
 		otlpin.WithRefusalHold(func(ctx context.Context) bool { return in.hold(ctx, p.stopping) }),
+		// The windows the spans become are counted against the disk's
+		// estimate when they are logged (Consume); the door only asks.
+		otlpin.WithAdmission(func(int64) error { return disk.admit(0) }),
 	}
 	if cfg.OTLPTenantAttribute != "" {
 		opts = append(opts, otlpin.WithTenantAttribute(cfg.OTLPTenantAttribute))

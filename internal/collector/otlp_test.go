@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -160,3 +162,49 @@ func TestOTLPThroughIngest(t *testing.T) {
 }
 
 func closeTo(a, b float64) bool { return a > b-1e-9 && a < b+1e-9 }
+
+// OTLP exports are refused before they are read while the data
+// directory's free space is below the reserve, over HTTP (503 with
+// Retry-After) and gRPC (UNAVAILABLE), as reports are: an export answered
+// 200 must reach the write-ahead log. Once space is back they are taken.
+func TestOTLPRefusedBelowDiskReserve(t *testing.T) {
+	clk := &clock{t: t0}
+	ms := newMemStore()
+	s, err := New(Config{Store: "duckdb://unused.duckdb", OpenStore: func(string) (store.Store, error) { return ms, nil },
+		DataDir: t.TempDir(), Writer: "w", Token: "tok", Registerer: prometheus.NewRegistry(), Now: clk.Now,
+		IntakeConfig: IntakeConfig{DiskReserve: 1 << 30}, OTLPConfig: OTLPConfig{OTLPGRPC: "127.0.0.1:0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var free atomic.Int64
+	free.Store(100 << 20) // below the 1 GiB reserve
+	s.disk.free = func(string) (int64, error) { return free.Load(), nil }
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	h := s.Handler()
+	body, _ := proto.Marshal(otlpRequest("shop", 30, 2, t0, 1))
+	w := postTraces(t, h, body, "tok")
+	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" || !strings.Contains(w.Body.String(), "reserve") {
+		t.Fatalf("below the reserve: %d %q (Retry-After %q), want 503 naming the reserve", w.Code, w.Body.String(), w.Header().Get("Retry-After"))
+	}
+	cc, err := grpc.NewClient(s.OTLPGRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	client := coltracepb.NewTraceServiceClient(cc)
+	ctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer tok")
+	if _, err := client.Export(ctx, otlpRequest("shop-grpc", 3, 1, t0, 100)); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "reserve") {
+		t.Fatalf("gRPC below the reserve: %v, want UNAVAILABLE naming the reserve", err)
+	}
+	free.Store(4 << 30)
+	s.disk.look()
+	if w := postTraces(t, h, body, "tok"); w.Code != http.StatusOK {
+		t.Fatalf("space back: %d %s", w.Code, w.Body.String())
+	}
+	if _, err := client.Export(ctx, otlpRequest("shop-grpc", 3, 1, t0, 100)); err != nil {
+		t.Fatalf("gRPC with space back: %v", err)
+	}
+}

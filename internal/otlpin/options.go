@@ -88,7 +88,8 @@ type config struct {
 	rateGrace  time.Duration
 	grpcRead   time.Duration
 	hold       func(ctx context.Context) bool
-	model      ru.Model // WithCostModel (costs.go)
+	admit      func(declared int64) error // WithAdmission
+	model      ru.Model                   // WithCostModel (costs.go)
 }
 
 func newConfig(opts []Option) (config, error) {
@@ -256,6 +257,18 @@ func WithMinRate(bytesPerSec int64, grace time.Duration) Option {
 // WithGRPCReadTimeout bounds how long an admitted gRPC stream's message
 // may take to arrive (default DefaultGRPCReadTimeout).
 func WithGRPCReadTimeout(d time.Duration) Option { return func(c *config) { c.grpcRead = d } }
+
+// WithAdmission sets a check every export passes after its credential and
+// before its body is read: a non-nil error (with a delay when it is a
+// report.RetryableError) answers 503 with Retry-After over HTTP and
+// UNAVAILABLE with RetryInfo over gRPC, so that nothing is acknowledged
+// that the consumer could not keep — the collector refuses exports this
+// way while its data directory's free space is below the reserve, as it
+// refuses reports. declared is the body's Content-Length (-1 unknown, and
+// for gRPC).
+func WithAdmission(admit func(declared int64) error) Option {
+	return func(c *config) { c.admit = admit }
+}
 
 // WithRefusalHold has the answer to a request refused for what it is (a
 // wrong credential, a malformed or too large body, another media type)

@@ -70,9 +70,17 @@ type Receiver struct {
 	closed  bool
 
 	flushMu sync.Mutex
+	refusal refusals // what the sink refused for now (flushMu)
 	stop    chan struct{}
 	wg      sync.WaitGroup
 	once    sync.Once
+}
+
+// refusals is what the receiver tells of the windows the sink refuses
+// for now: the last reason, and when it last logged dropping one.
+type refusals struct {
+	last     error
+	loggedAt time.Time
 }
 
 // source is one sending process (service.name, service.instance.id,
@@ -529,11 +537,30 @@ func (r *Receiver) send(src *source, now time.Time) {
 		return
 	}
 	if len(src.queue) >= maxQueue {
+		r.met.reports.WithLabelValues("dropped").Inc()
+		if now.Sub(r.refusal.loggedAt) >= time.Minute {
+			r.refusal.loggedAt = now
+			r.cfg.log.Error("otlp: the collector has refused this source's windows for a while; dropping the oldest",
+				"windows_kept", maxQueue, "rows_dropped", len(src.queue[0].Rows), "reason", r.refusal.last)
+		}
 		src.queue[0] = nil
 		src.queue = src.queue[1:]
-		r.met.reports.WithLabelValues("dropped").Inc()
 	}
 	src.queue = append(src.queue, rep)
+}
+
+// admitted runs the WithAdmission check: an ErrBusy error and the delay
+// to answer with when the export is to be refused before it is read.
+func (r *Receiver) admitted(declared int64) (time.Duration, error) {
+	if r.cfg.admit == nil {
+		return 0, nil
+	}
+	err := r.cfg.admit(declared)
+	if err == nil {
+		return 0, nil
+	}
+	retry, _ := report.IsRetryable(err)
+	return max(retry, retrySlots), fmt.Errorf("%w: %v", ErrBusy, err)
 }
 
 // offer hands rep to the sink, in process: true when it is done with
@@ -548,6 +575,7 @@ func (r *Receiver) offer(rep *report.Report) bool {
 		return true
 	case retry:
 		r.met.reports.WithLabelValues("retried").Inc()
+		r.refusal.last = err
 		return false
 	default:
 		r.met.reports.WithLabelValues("dropped").Inc()
@@ -610,6 +638,31 @@ func (r *Receiver) Shutdown(ctx context.Context) error {
 			}
 		}
 		r.flush(r.cfg.clock(), true)
+		r.dropQueued()
 	})
 	return err
+}
+
+// dropQueued tells of the windows still refused at shutdown: spans the
+// exporters were answered for that never reached the collector's log
+// (with WithAdmission checking what the sink needs, there are few).
+func (r *Receiver) dropQueued() {
+	r.flushMu.Lock()
+	defer r.flushMu.Unlock()
+	r.mu.Lock()
+	windows, rows := 0, 0
+	for _, src := range r.sources {
+		for _, rep := range src.queue {
+			windows++
+			rows += len(rep.Rows)
+		}
+		src.queue = nil
+	}
+	r.mu.Unlock()
+	if windows == 0 {
+		return
+	}
+	r.met.reports.WithLabelValues("dropped").Add(float64(windows))
+	r.cfg.log.Error("otlp: windows the collector refused until shutdown are dropped",
+		"windows", windows, "rows", rows, "reason", r.refusal.last)
 }

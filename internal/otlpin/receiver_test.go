@@ -3,11 +3,13 @@ package otlpin
 import (
 	"bytes"
 	"errors"
+	"log/slog"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/qtop-dev/qtop/report"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -408,5 +410,33 @@ func TestIdleSourceForgotten(t *testing.T) {
 		if len(r.sources) != st.sources || len(s.reports) != st.merged {
 			t.Fatalf("at %v: %d sources, %d reports; want %d, %d", st.at, len(r.sources), len(s.reports), st.sources, st.merged)
 		}
+	}
+}
+
+// Windows the collector still refuses at shutdown are dropped, and the
+// log and qtop_otlp_reports_total{result="dropped"} say how many.
+func TestShutdownTellsOfRefusedWindows(t *testing.T) {
+	clk := &fakeClock{now: t0}
+	s := &sink{refuse: 1000, retry: time.Second}
+	var logs strings.Builder
+	r, err := New(s, WithClock(clk.Now), WithInterval(time.Hour), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, svc := range []string{"a", "b", "c"} {
+		if _, err := r.Consume(marshal(t, request(svc, server(uint64(i+1), "acme", "/a", time.Millisecond)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.Flush(clk.now)
+	if err := r.Shutdown(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(r.met.reports.WithLabelValues("dropped")); got != 3 {
+		t.Fatalf("dropped %v windows, want 3", got)
+	}
+	if !strings.Contains(logs.String(), "windows the collector refused until shutdown are dropped") || !strings.Contains(logs.String(), "windows=3") ||
+		!strings.Contains(logs.String(), `reason="refused (retry after 1s)"`) {
+		t.Fatalf("log:\n%s", logs.String())
 	}
 }
