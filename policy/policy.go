@@ -17,6 +17,7 @@
 package policy
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -50,6 +51,11 @@ const (
 
 // MaxRules bounds a policy so that a reply stays small.
 const MaxRules = 10000
+
+// MaxEncodedBytes bounds a policy as JSON: it goes whole in a reply to
+// reporters that take no policy view, whose body report.MaxReplyBytes
+// bounds (8 MiB), beside the fleet quota verdicts.
+const MaxEncodedBytes = 6 << 20
 
 // Rule is one decision. It matches one tenant (Tenant set) or every tenant
 // of a tier (Tenant empty, Tier set).
@@ -135,7 +141,18 @@ func (p Policy) Validate() error {
 	if err := p.Freshness.Validate(); err != nil {
 		return err
 	}
-	return p.Autopilot.Validate()
+	if err := p.Autopilot.Validate(); err != nil {
+		return err
+	}
+	// Last, as it costs an encoding: each part has its own bounds, but
+	// together (MaxRules rules with long reasons, say) they could outgrow
+	// a reply, and reporters would stop getting any policy.
+	if b, err := json.Marshal(p); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	} else if len(b) > MaxEncodedBytes {
+		return fmt.Errorf("%w: the policy would be %d bytes as JSON, at most %d (it must fit a reply to every reporter): remove rules or shorten their reasons", ErrInvalid, len(b), MaxEncodedBytes)
+	}
+	return nil
 }
 
 // Active returns the rules that have not expired at now, in a stable order

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -101,4 +102,26 @@ func ExamplePolicy_For() {
 	e := p.For(tenant.Tags{Tenant: "acme", Tier: tenant.T3}, now)
 	fmt.Println(e.Throttled, e.RUPerSecond, e.Multiplier)
 	// Output: true 200 4
+}
+
+// TestValidateEncodedSize: a policy whose rules each pass but that would
+// not fit a reply as JSON is refused, saying how large it would be; the
+// same rules with short reasons fit.
+func TestValidateEncodedSize(t *testing.T) {
+	long := strings.Repeat("r", 1000)
+	var p Policy
+	for i := range 9000 {
+		p.Rules = append(p.Rules, Rule{ID: fmt.Sprintf("rule-%d", i), Tenant: fmt.Sprintf("tenant-%d", i), Action: Throttle,
+			RUPerSecond: 100, Expires: t0.Add(time.Hour), Reason: long})
+	}
+	err := p.Validate()
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), fmt.Sprintf("at most %d", MaxEncodedBytes)) {
+		t.Fatalf("9,000 rules with 1,000-byte reasons: %v", err)
+	}
+	for i := range p.Rules {
+		p.Rules[i].Reason = "import"
+	}
+	if err := p.Validate(); err != nil {
+		t.Fatalf("the same rules with short reasons: %v", err)
+	}
 }

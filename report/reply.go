@@ -12,8 +12,8 @@ import (
 // ReplyContentType is the media type of a reply to POST /v1/reports.
 const ReplyContentType = "application/json"
 
-// MaxReplyBytes bounds a reply body; a policy of policy.MaxRules rules
-// fits.
+// MaxReplyBytes bounds a reply body; a policy within
+// policy.MaxEncodedBytes (6 MiB as JSON) fits, with the quota verdicts.
 const MaxReplyBytes = 8 << 20
 
 // Reply is the collector's answer to a report, as JSON:
