@@ -89,6 +89,9 @@ func header(b []byte) (v uint16, codec byte, rawLen uint64, at int, err error) {
 	if len(b) > MaxReportBytes {
 		return 0, 0, 0, 0, fmt.Errorf("%w: body of %d bytes, at most %d", ErrTooLarge, len(b), MaxReportBytes)
 	}
+	if len(b) == 0 {
+		return 0, 0, 0, 0, fmt.Errorf("%w: empty body, not a qtop report", ErrMalformed)
+	}
 	if len(b) < headerLen || [4]byte(b[:4]) != magic {
 		return 0, 0, 0, 0, fmt.Errorf("%w: not a qtop report (bad magic)", ErrMalformed)
 	}

@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,6 +59,11 @@ func (h httpAPI) handleReports(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("Content-Type %q: a report is %s", ct, report.ContentType))
 		return
 	}
+	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		refuse(http.StatusUnsupportedMediaType, reasonContentType,
+			fmt.Sprintf("Content-Encoding %q: a report is sent as it is (its payload is compressed inside)", ce))
+		return
+	}
 	if r.ContentLength > report.MaxReportBytes {
 		refuse(http.StatusRequestEntityTooLarge, reasonTooLarge,
 			fmt.Sprintf("report of %d bytes, at most %d", r.ContentLength, report.MaxReportBytes))
@@ -71,7 +79,14 @@ func (h httpAPI) handleReports(w http.ResponseWriter, r *http.Request) {
 			refuse(http.StatusRequestEntityTooLarge, reasonTooLarge, fmt.Sprintf("report larger than %d bytes", report.MaxReportBytes))
 			return
 		}
-		refuse(http.StatusBadRequest, reasonMalformed, "reading body: "+err.Error())
+		if isTimeout(err) {
+			refuse(http.StatusRequestTimeout, reasonMalformed, "the report's body did not arrive in time")
+			return
+		}
+		// The error names the connection's addresses: the log may, the
+		// client need not.
+		h.log.Debug("report body unreadable", "err", err)
+		refuse(http.StatusBadRequest, reasonMalformed, "the report's body was cut short or could not be read")
 		return
 	}
 	// A header that cannot be decoded (a bomb, a claim beyond what the
@@ -189,6 +204,12 @@ func (in *intake) give(d *decoded) {
 	case in.reports <- d:
 	default:
 	}
+}
+
+// isTimeout reports an error of a read that waited past its deadline.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
 // reject answers a report refused with status, counting reason.

@@ -203,6 +203,11 @@ func gunzip(buf *bytes.Buffer, z []byte, limit, maxDecoded int64) error {
 		return fmt.Errorf("%w: more than %d bytes once decompressed (%d times the %d bytes sent, at most %d): send smaller batches (or protobuf rather than JSON)",
 			ErrTooLarge, limit, report.MaxExpansion, len(z), maxDecoded)
 	}
+	if len(z) < 2 || z[0] != 0x1f || z[1] != 0x8b {
+		// Before the trailer is read as one: a body that is not gzip at
+		// all would be refused as too large by what its last bytes say.
+		return fmt.Errorf("%w: gzip: invalid header (Content-Encoding says gzip, the body is not)", ErrMalformed)
+	}
 	if len(z) >= 18 {
 		size := int64(binary.LittleEndian.Uint32(z[len(z)-4:]))
 		if size > limit {

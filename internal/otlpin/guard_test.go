@@ -384,3 +384,14 @@ func TestGzipCutOff(t *testing.T) {
 		t.Fatalf("a body one byte short: %d %s", w.Code, w.Body)
 	}
 }
+
+// A body sent as gzip that is not gzip at all is malformed (400), not
+// refused as too large by what its last bytes would say as a trailer.
+func TestGzipNotGzip(t *testing.T) {
+	r := newTestReceiver(t, &sink{}, &fakeClock{now: t0})
+	body := []byte(`{"resourceSpans":[{"resource":{"attributes":[]},"scopeSpans":[]}]}` + strings.Repeat(" ", 100))
+	w := post(t, r, ContentTypeJSON, "gzip", body)
+	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "gzip: invalid header") {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+}
