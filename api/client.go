@@ -328,6 +328,7 @@ func (c *Client) Audit(ctx context.Context, from, to time.Time, adminToken strin
 	q := url.Values{}
 	q.Set("from", from.UTC().Format(time.RFC3339Nano))
 	q.Set("to", to.UTC().Format(time.RFC3339Nano))
+	q.Set("limit", "10000") // the collector's most (its default is the newest 1,000)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u+"?"+q.Encode(), nil)
 	if err != nil {
 		return nil, err

@@ -319,9 +319,18 @@ func (b *budgetPart) snapshot(snap *api.Snapshot, now time.Time) {
 	snap.Budgets = append(rows, rest...)
 }
 
+// An operator's budget or runaway rule may expire (it need not): its
+// expiry is bounded as a rule's is, by --max-rule-ttl. The autopilot's
+// budgets keep their own bound (policy.MaxAutopilotSeconds).
+
 func (s httpAPI) handleBudgets(w http.ResponseWriter, r *http.Request) {
 	handleList(s, w, r, func(p policy.Policy) any { return p.Budgets },
 		func(ctx context.Context, b policy.Budget, del bool, who string) (policy.Policy, error) {
+			if !del {
+				if err := checkUntil("budget expires", true, b.Expires, s.cfg.Now(), s.cfg.MaxRuleTTL); err != nil {
+					return policy.Policy{}, err
+				}
+			}
 			return s.SetBudget(ctx, b, del, who)
 		})
 }
@@ -329,6 +338,11 @@ func (s httpAPI) handleBudgets(w http.ResponseWriter, r *http.Request) {
 func (s httpAPI) handleRunaway(w http.ResponseWriter, r *http.Request) {
 	handleList(s, w, r, func(p policy.Policy) any { return p.Runaway },
 		func(ctx context.Context, rr policy.Runaway, del bool, who string) (policy.Policy, error) {
+			if !del {
+				if err := checkUntil("runaway rule expires", true, rr.Expires, s.cfg.Now(), s.cfg.MaxRuleTTL); err != nil {
+					return policy.Policy{}, err
+				}
+			}
 			return s.SetRunaway(ctx, rr, del, who)
 		})
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
@@ -76,7 +78,7 @@ func ParseMeasure(s string) (string, error) {
 	case MeasureDBTime, MeasureRequests:
 		return s, nil
 	}
-	return "", fmt.Errorf("%w: measure %q: want ru, db_time or requests", ErrReport, s)
+	return "", fmt.Errorf("%w: measure %q: want ru, db_time or requests", ErrReport, clip(s))
 }
 
 func (l *CostLine) value(measure string) float64 {
@@ -269,7 +271,7 @@ func (r *CostReport) Write(w io.Writer, format string, byRoute bool) error {
 		}
 		return tw.Flush()
 	}
-	return fmt.Errorf("%w: format %q: want table, csv or json", ErrReport, format)
+	return fmt.Errorf("%w: format %q: want table, csv or json", ErrReport, clip(format))
 }
 
 // csvSafe keeps a tenant name from being read as a formula by a
@@ -292,8 +294,55 @@ func printable(s string) string {
 	}, s)
 }
 
+// maxEcho bounds how much of a value a request sent an error message
+// quotes back.
+const maxEcho = 64
+
+// clip returns s, or its first maxEcho bytes (whole characters) and "…",
+// for quoting a request's value in an error message.
+func clip(s string) string {
+	if len(s) <= maxEcho {
+		return s
+	}
+	n := maxEcho
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+// maxCurrencyLen bounds a cost report's currency, in characters.
+const maxCurrencyLen = 16
+
+// validCurrency reports whether c is 1 to maxCurrencyLen letters or
+// currency signs ("USD", "€", "EUR").
+func validCurrency(c string) bool {
+	n := 0
+	for _, r := range c {
+		if n++; n > maxCurrencyLen || !unicode.IsLetter(r) && !unicode.Is(unicode.Sc, r) {
+			return false
+		}
+	}
+	return n > 0 // a byte that is not UTF-8 reads as U+FFFD, neither
+}
+
+// readOnly answers a request with a method other than GET or HEAD with
+// 405 and an Allow header, as the package's other handlers do; it
+// reports whether the handler may go on.
+func readOnly(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		return true
+	}
+	w.Header().Set("Allow", "GET, HEAD")
+	writeError(w, http.StatusMethodNotAllowed, "use GET or HEAD", 0)
+	return false
+}
+
 // handleCostReport is GET /v1/report?from=…&to=…&by=tenant|tenant,route&measure=…&cost=…&currency=…&format=json|csv|table.
 func (s httpAPI) handleCostReport(w http.ResponseWriter, r *http.Request) {
+	if !readOnly(w, r) {
+		return
+	}
 	if s.em.store == nil {
 		writeError(w, http.StatusServiceUnavailable, ErrNoStore.Error(), 0)
 		return
@@ -339,7 +388,7 @@ func ParseTime(s string, now time.Time) (time.Time, error) {
 	if strings.HasSuffix(s, "d") {
 		if n, err := strconv.Atoi(strings.TrimSuffix(s, "d")); err == nil && n >= 0 {
 			if n > maxAgeDays {
-				return time.Time{}, fmt.Errorf("%w: age %q: at most %dd", ErrReport, s, maxAgeDays)
+				return time.Time{}, fmt.Errorf("%w: age %q: at most %dd", ErrReport, clip(s), maxAgeDays)
 			}
 			return now.AddDate(0, 0, -n), nil
 		}
@@ -350,7 +399,7 @@ func ParseTime(s string, now time.Time) (time.Time, error) {
 	if s == "now" {
 		return now, nil
 	}
-	return time.Time{}, fmt.Errorf("%w: time %q: want RFC 3339, YYYY-MM-DD, now, or an age like 24h or 7d", ErrReport, s)
+	return time.Time{}, fmt.Errorf("%w: time %q: want RFC 3339, YYYY-MM-DD, now, or an age like 24h or 7d", ErrReport, clip(s))
 }
 
 // ParseReportQuery reads the options of a cost report as the command line
@@ -378,26 +427,29 @@ func ParseReportQuery(from, to, by, measure, cost, currency, format string, now 
 	case "tenant,route":
 		req.ByRoute = true
 	default:
-		return req, "", fmt.Errorf("%w: by %q: want tenant or tenant,route", ErrReport, by)
+		return req, "", fmt.Errorf("%w: by %q: want tenant or tenant,route", ErrReport, clip(by))
 	}
 	if req.Measure, err = ParseMeasure(measure); err != nil {
 		return req, "", err
 	}
 	if cost != "" {
 		if req.Cost, err = strconv.ParseFloat(cost, 64); err != nil || req.Cost < 0 || math.IsInf(req.Cost, 0) || math.IsNaN(req.Cost) {
-			return req, "", fmt.Errorf("%w: cost %q: want a number ≥ 0", ErrReport, cost)
+			return req, "", fmt.Errorf("%w: cost %q: want a number ≥ 0", ErrReport, clip(cost))
 		}
 	}
 	req.Currency = currency
 	if req.Currency == "" {
 		req.Currency = "USD"
 	}
+	if !validCurrency(req.Currency) {
+		return req, "", fmt.Errorf("%w: currency %q: want 1 to %d letters or currency signs, such as USD or €", ErrReport, clip(req.Currency), maxCurrencyLen)
+	}
 	switch format {
 	case "":
 		format = FormatJSON
 	case FormatJSON, FormatCSV, FormatTable:
 	default:
-		return req, "", fmt.Errorf("%w: format %q: want table, csv or json", ErrReport, format)
+		return req, "", fmt.Errorf("%w: format %q: want table, csv or json", ErrReport, clip(format))
 	}
 	return req, format, nil
 }

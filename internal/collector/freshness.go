@@ -3,6 +3,7 @@ package collector
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"strings"
@@ -365,8 +366,18 @@ func (s *Server) SetFreshness(ctx context.Context, f policy.Freshness, who strin
 	if err := f.Validate(); err != nil {
 		return policy.Policy{}, err
 	}
+	if err := checkFreshnessBounds(f); err != nil {
+		return policy.Policy{}, err
+	}
 	f.Rules = slices.Clone(f.Rules)
 	out, err := s.policy.change(now, func(next *policy.Policy) error {
+		// A force_until sent back as the policy holds it (a client
+		// changing the batch of a policy it read) is not a new override.
+		if old := next.Freshness; old == nil || !old.Force || !old.ForceUntil.Equal(f.ForceUntil) {
+			if err := checkUntil("force_until", f.Force, f.ForceUntil, now, s.cfg.MaxRuleTTL); err != nil {
+				return err
+			}
+		}
 		next.Freshness = &f
 		return nil
 	})
@@ -377,10 +388,46 @@ func (s *Server) SetFreshness(ctx context.Context, f policy.Freshness, who strin
 	return out, nil
 }
 
+// maxFreshAge bounds a freshness rule's max_age_seconds and
+// max_app_age_seconds: a copy older than the repeat window is no longer
+// measured as a repeat, so no rule needs more.
+const maxFreshAge = RepeatWindow
+
+// checkFreshnessBounds refuses a freshness rule whose ages are beyond
+// maxFreshAge (policy.FreshnessRule.Validate checks they are finite and
+// not negative).
+func checkFreshnessBounds(f policy.Freshness) error {
+	for _, r := range f.Rules {
+		for _, a := range []struct {
+			name string
+			v    float64
+		}{{"max_age_seconds", r.MaxAgeSeconds}, {"max_app_age_seconds", r.MaxAppAgeSeconds}} {
+			if a.v > maxFreshAge.Seconds() {
+				return fmt.Errorf("%w: freshness rule %s: %s %g, at most %g (%v, the repeat window)",
+					policy.ErrInvalid, r.ID, a.name, a.v, maxFreshAge.Seconds(), maxFreshAge)
+			}
+		}
+	}
+	return nil
+}
+
+// checkUntil refuses an override's end (name: its JSON field) that has
+// already passed or is more than maxTTL ahead, as checkRule does a rule's
+// expiry; set false (or a zero until when optional) is not checked.
+func checkUntil(name string, set bool, until, now time.Time, maxTTL time.Duration) error {
+	switch {
+	case !set || until.IsZero():
+		return nil
+	case !until.After(now):
+		return fmt.Errorf("%w: %s %v has already passed (now is %v): give a time ahead, at most %v", policy.ErrInvalid, name, until.UTC(), now.UTC(), maxTTL)
+	case until.After(now.Add(maxTTL)):
+		return fmt.Errorf("%w: %s %v is more than %v ahead (the collector's --max-rule-ttl)", policy.ErrInvalid, name, until.UTC(), maxTTL)
+	}
+	return nil
+}
+
 func (s httpAPI) handleFreshness(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET")
-		writeError(w, http.StatusMethodNotAllowed, "use GET", 0)
+	if !readOnly(w, r) {
 		return
 	}
 	writeJSON(w, http.StatusOK, s.Freshness())

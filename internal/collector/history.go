@@ -59,8 +59,7 @@ func (s *Server) History(ctx context.Context, name string, minutes int, now time
 }
 
 func (s httpAPI) handleHistory(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet {
-		writeError(w, http.StatusMethodNotAllowed, "GET only", 0)
+	if !readOnly(w, r) {
 		return
 	}
 	q := r.URL.Query()
@@ -68,7 +67,7 @@ func (s httpAPI) handleHistory(w http.ResponseWriter, r *http.Request) {
 	if m := q.Get("minutes"); m != "" {
 		n, err := strconv.Atoi(m)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("minutes %q: want a number 1…%d", m, api.MaxHistoryMinutes), 0)
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("minutes %q: want a number 1…%d", clip(m), api.MaxHistoryMinutes), 0)
 			return
 		}
 		minutes = n

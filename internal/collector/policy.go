@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"sync"
 	"time"
@@ -272,10 +273,26 @@ func (s httpAPI) policyPost(w http.ResponseWriter, r *http.Request, what string)
 	}
 	body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxPolicyBody))
 	if err != nil {
-		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("%s body larger than %d bytes", what, maxPolicyBody), 0)
+		status, msg := bodyReadError(what, err)
+		writeError(w, status, msg, 0)
 		return nil, "", false
 	}
 	return body, cred + "@" + r.RemoteAddr, true
+}
+
+// bodyReadError maps a failed read of a policy body to its answer: 413
+// for a body over maxPolicyBody, 408 for one that did not arrive within
+// the server's read timeout, 400 for one cut short or unreadable. The
+// message never carries the read error itself, which names addresses.
+func bodyReadError(what string, err error) (int, string) {
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return http.StatusRequestEntityTooLarge, fmt.Sprintf("%s body larger than %d bytes: send one object of at most that size", what, maxPolicyBody)
+	case isTimeout(err): // door.go
+		return http.StatusRequestTimeout, what + " body not received in time: send it again, whole"
+	}
+	return http.StatusBadRequest, what + " request body cut short or unreadable: send it again, whole"
 }
 
 // decodeOne decodes exactly one JSON object of body into v, refusing
@@ -284,12 +301,46 @@ func decodeOne(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return err
+		return jsonFieldError(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return errors.New("data after the JSON object (send one)")
 	}
 	return nil
+}
+
+// jsonFieldError rewords a value of the wrong type or out of range (a
+// number like 1e999, a string for a number) as the field and what it
+// wants, without the Go types it was decoded into; other errors are
+// returned as they are.
+func jsonFieldError(err error) error {
+	var te *json.UnmarshalTypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	want := "another type of value"
+	switch te.Type.Kind() {
+	case reflect.Float32, reflect.Float64:
+		want = "a finite number"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		want = "a whole number in range"
+	case reflect.String:
+		want = "a string"
+	case reflect.Bool:
+		want = "true or false"
+	case reflect.Slice, reflect.Array:
+		want = "a list"
+	case reflect.Struct, reflect.Map:
+		want = "an object"
+	}
+	field := te.Field
+	if field == "" {
+		field = "the body"
+	} else {
+		field = "field " + field
+	}
+	return fmt.Errorf("%s: %s is not %s", field, clip(te.Value), want)
 }
 
 func (s httpAPI) handlePolicy(w http.ResponseWriter, r *http.Request) {

@@ -401,32 +401,47 @@ func (v *liveView) snapshot(snap *api.Snapshot, now time.Time, guard *guardMetri
 
 func (s httpAPI) parseLiveQuery(r *http.Request) (string, int, error) {
 	q := r.URL.Query()
+	// scope: the fleet's view (empty) or this collector's own (local);
+	// withFleet (fleet.go) routes on it.
+	if sc := q.Get("scope"); sc != "" && sc != api.ScopeLocal {
+		return "", 0, fmt.Errorf("scope=%q: want %s (this collector's own view) or no scope (the fleet's)", clip(sc), api.ScopeLocal)
+	}
 	measure := q.Get("by")
 	switch measure {
 	case "":
 		measure = api.MeasureRU
 	case api.MeasureRU, api.MeasureDB, api.MeasureReq, api.MeasureErr, api.MeasureP95:
 	default:
-		return "", 0, fmt.Errorf("by=%q: want ru, db, req, err or p95", measure)
+		return "", 0, fmt.Errorf("by=%q: want ru, db, req, err or p95", clip(measure))
 	}
 	n := defaultTop
 	if v := q.Get("n"); v != "" {
 		var err error
 		n, err = strconv.Atoi(v)
 		if err != nil || n < 1 || n > maxTop {
-			return "", 0, fmt.Errorf("n=%q: want 1…%d", v, maxTop)
+			return "", 0, fmt.Errorf("n=%q: want 1…%d", clip(v), maxTop)
 		}
 	}
 	return measure, n, nil
 }
 
 func (s httpAPI) handleLive(w http.ResponseWriter, r *http.Request) {
+	s.serveLive(w, r, func(measure string, n int) any { return s.Snapshot(s.cfg.Now(), measure, n) })
+}
+
+// serveLive answers GET /v1/live with the view snap makes for the
+// query's measure and top n: this collector's (handleLive) or the
+// fleet's (fleet.go).
+func (s httpAPI) serveLive(w http.ResponseWriter, r *http.Request, snap func(measure string, n int) any) {
+	if !readOnly(w, r) {
+		return
+	}
 	measure, n, err := s.parseLiveQuery(r)
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error(), 0)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.Snapshot(s.cfg.Now(), measure, n))
+	writeJSON(w, http.StatusOK, snap(measure, n))
 }
 
 // latency is the latency of every live row over the rateN complete

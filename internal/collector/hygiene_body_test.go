@@ -1,0 +1,89 @@
+package collector
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/qtop-dev/qtop/api"
+)
+
+// hygieneDo serves one request on h, with token as the bearer when set.
+func hygieneDo(h http.Handler, method, target, token string, body io.Reader) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, target, body)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	return w
+}
+
+// failingBody yields some bytes, then err.
+type failingBody struct {
+	head []byte
+	err  error
+}
+
+func (b *failingBody) Read(p []byte) (int, error) {
+	if len(b.head) > 0 {
+		n := copy(p, b.head)
+		b.head = b.head[n:]
+		return n, nil
+	}
+	return 0, b.err
+}
+
+// TestHygieneBodyReadErrors: a policy body that cannot be read is 413
+// only when it is over the bound; a read that timed out is 408 and one
+// cut short 400, on every endpoint sharing the body reader, and no
+// answer names the client's address.
+func TestHygieneBodyReadErrors(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	h := f.s.Handler()
+	paths := []string{api.PathPolicy, PathBudgets, PathRunaway, api.PathFreshnessPolicy, api.PathAutopilot, PathAutopilotPolicy, api.PathPGSignal}
+	for _, path := range paths {
+		for _, c := range []struct {
+			name string
+			body io.Reader
+			code int
+			want string
+		}{
+			{"over the bound", bytes.NewReader(bytes.Repeat([]byte(" "), maxPolicyBody+1)), http.StatusRequestEntityTooLarge, "larger than 65536 bytes"},
+			{"timed out", &failingBody{[]byte(`{"id":`), os.ErrDeadlineExceeded}, http.StatusRequestTimeout, "not received in time"},
+			{"cut short", &failingBody{[]byte(`{"id":`), io.ErrUnexpectedEOF}, http.StatusBadRequest, "cut short or unreadable"},
+		} {
+			w := hygieneDo(h, http.MethodPost, path, f.token, c.body)
+			if w.Code != c.code || !strings.Contains(w.Body.String(), c.want) {
+				t.Errorf("POST %s, body %s: %d %s, want %d %q", path, c.name, w.Code, w.Body, c.code, c.want)
+			}
+			if strings.Contains(w.Body.String(), "192.0.2.1") {
+				t.Errorf("POST %s, body %s: the answer names the client's address: %s", path, c.name, w.Body)
+			}
+		}
+	}
+}
+
+// TestHygieneJSONNumberOutOfRange: a number no float holds is refused
+// naming the field and what it wants, without Go's type names.
+func TestHygieneJSONNumberOutOfRange(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	h := f.s.Handler()
+	body := `{"tenant":"acme","action":"throttle","ru_per_second":1e999,"reason":"x","expires":"` + t0.Add(1e12).Format("2006-01-02T15:04:05Z") + `"}`
+	w := hygieneDo(h, http.MethodPost, api.PathPolicy, f.token, strings.NewReader(body))
+	msg := w.Body.String()
+	if w.Code != http.StatusBadRequest || !strings.Contains(msg, "ru_per_second") || !strings.Contains(msg, "1e999") || !strings.Contains(msg, "finite number") {
+		t.Fatalf("ru_per_second 1e999: %d %s", w.Code, msg)
+	}
+	for _, goName := range []string{"Go struct", "float64", "Rule."} {
+		if strings.Contains(msg, goName) {
+			t.Errorf("the answer names Go's %q: %s", goName, msg)
+		}
+	}
+}
