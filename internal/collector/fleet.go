@@ -114,24 +114,23 @@ func (s httpAPI) withFleet(h http.Handler) http.Handler {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/", h)
+	// The fleet's views take the read credential, as the collector's own
+	// do (h's routes are authorized where they are made).
 	mux.HandleFunc(api.PathLive, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("scope") == api.ScopeLocal {
 			h.ServeHTTP(w, r)
 			return
 		}
-		measure, n, err := s.parseLiveQuery(r)
-		if err != nil {
-			writeError(w, http.StatusBadRequest, err.Error(), 0)
-			return
-		}
-		writeJSON(w, http.StatusOK, s.fleetSnapshot(r.Context(), measure, n))
+		s.authorized(RoleRead, func(w http.ResponseWriter, r *http.Request) {
+			s.serveLive(w, r, func(measure string, n int) any { return s.fleetSnapshot(r.Context(), measure, n) })
+		})(w, r)
 	})
 	mux.HandleFunc(api.PathStream, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("scope") == api.ScopeLocal {
 			h.ServeHTTP(w, r)
 			return
 		}
-		s.fleetStream(w, r)
+		s.authorized(RoleRead, s.fleetStream)(w, r)
 	})
 	return mux
 }
