@@ -1,8 +1,11 @@
 package collector
 
 import (
+	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -17,16 +20,44 @@ const (
 	// streamWriteTimeout bounds each event's write: a client that does
 	// not read is dropped instead of holding its goroutine and buffers.
 	streamWriteTimeout = 5 * time.Second
+	// streamSendBuffer is the kernel's send buffer of a stream's
+	// connection. With the default (up to 4 MB) a client that never
+	// reads took tens of minutes to fill it at a few KB a second, and
+	// only then would a write wait long enough to drop it: 64 clients
+	// could hold every stream that long.
+	streamSendBuffer = 16 << 10
 )
+
+// connKey is the context key of a request's connection (withConn).
+type connKey struct{}
+
+// withConn is the HTTP server's ConnContext: it keeps each connection in
+// its requests' context, for the live stream to size its send buffer.
+func withConn(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, connKey{}, c)
+}
+
+// shrinkSendBuffer sets the send buffer of r's connection (TCP, or TCP
+// under TLS) to streamSendBuffer, when it can.
+func shrinkSendBuffer(r *http.Request) {
+	c, _ := r.Context().Value(connKey{}).(net.Conn)
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	if tcp, ok := c.(*net.TCPConn); ok {
+		_ = tcp.SetWriteBuffer(streamSendBuffer)
+	}
+}
 
 // streams shares the encoded events among the clients of a stream: each
 // snapshot (second × measure × top) is encoded once, whatever the number
 // of clients.
 type streams struct {
-	n       atomic.Int64
-	encoded atomic.Int64 // events encoded (once per snapshot, not per client)
-	mu      sync.Mutex
-	events  map[snapKey][]byte
+	n        atomic.Int64
+	fullSaid atomic.Int64 // when the refusal of a stream was last logged (Unix s)
+	encoded  atomic.Int64 // events encoded (once per snapshot, not per client)
+	mu       sync.Mutex
+	events   map[snapKey][]byte
 }
 
 // event returns the encoded server-sent event of the snapshot at now.
@@ -80,11 +111,17 @@ func (s httpAPI) handleStream(w http.ResponseWriter, r *http.Request) {
 func (s httpAPI) serveEvents(w http.ResponseWriter, r *http.Request, next func() ([]byte, error)) {
 	if s.streams.n.Add(1) > maxStreams {
 		s.streams.n.Add(-1)
+		if now := time.Now().Unix(); now-s.streams.fullSaid.Load() >= 60 {
+			s.streams.fullSaid.Store(now)
+			s.log.Warn("live streams: every slot is taken; new streams are refused (said at most once a minute)",
+				"max", maxStreams, "remote", r.RemoteAddr)
+		}
 		writeError(w, http.StatusServiceUnavailable,
 			fmt.Sprintf("too many live streams (%d at most); try again later or poll %s", maxStreams, "/v1/live"), 5*time.Second)
 		return
 	}
 	defer s.streams.n.Add(-1)
+	shrinkSendBuffer(r)
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
