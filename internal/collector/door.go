@@ -74,19 +74,8 @@ func (h httpAPI) handleReports(w http.ResponseWriter, r *http.Request) {
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, report.MaxReportBytes))
 	body := buf.Bytes()
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			refuse(http.StatusRequestEntityTooLarge, reasonTooLarge, fmt.Sprintf("report larger than %d bytes", report.MaxReportBytes))
-			return
-		}
-		if isTimeout(err) {
-			refuse(http.StatusRequestTimeout, reasonMalformed, "the report's body did not arrive in time")
-			return
-		}
-		// The error names the connection's addresses: the log may, the
-		// client need not.
-		h.log.Debug("report body unreadable", "err", err)
-		refuse(http.StatusBadRequest, reasonMalformed, "the report's body was cut short or could not be read")
+		status, reason, msg := h.bodyError(err)
+		refuse(status, reason, msg)
 		return
 	}
 	// A header that cannot be decoded (a bomb, a claim beyond what the
@@ -204,6 +193,22 @@ func (in *intake) give(d *decoded) {
 	case in.reports <- d:
 	default:
 	}
+}
+
+// bodyError is the answer to a report whose body could not be read: too
+// large (413), not arriving in time (408), or cut short (400). The error
+// itself names the connection's addresses: the log may, the client need
+// not.
+func (h httpAPI) bodyError(err error) (status int, reason, msg string) {
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return http.StatusRequestEntityTooLarge, reasonTooLarge, fmt.Sprintf("report larger than %d bytes", report.MaxReportBytes)
+	case isTimeout(err):
+		return http.StatusRequestTimeout, reasonMalformed, "the report's body did not arrive in time"
+	}
+	h.log.Debug("report body unreadable", "err", err)
+	return http.StatusBadRequest, reasonMalformed, "the report's body was cut short or could not be read"
 }
 
 // isTimeout reports an error of a read that waited past its deadline.

@@ -12,21 +12,6 @@ import (
 	"github.com/qtop-dev/qtop/report"
 )
 
-// faultyBody gives some bytes, then err.
-type faultyBody struct {
-	data string
-	err  error
-}
-
-func (b *faultyBody) Read(p []byte) (int, error) {
-	if b.data == "" {
-		return 0, b.err
-	}
-	n := copy(p, b.data)
-	b.data = b.data[n:]
-	return n, nil
-}
-
 // The report door names what was wrong with a body it cannot take: a
 // Content-Encoding (a report compresses its payload itself) is 415, an
 // empty body says so, a body that stopped arriving is 408 and one cut
@@ -51,7 +36,7 @@ func TestReportDoorBodyFaults(t *testing.T) {
 		{os.ErrDeadlineExceeded, http.StatusRequestTimeout, "did not arrive in time"},
 		{io.ErrUnexpectedEOF, http.StatusBadRequest, "cut short"},
 	} {
-		req := httptest.NewRequest(http.MethodPost, api.PathReports, &faultyBody{data: string(body[:10]), err: tc.err})
+		req := httptest.NewRequest(http.MethodPost, api.PathReports, &failingBody{head: body[:10], err: tc.err})
 		req.Header.Set("Content-Type", report.ContentType)
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, req)

@@ -80,7 +80,7 @@ func (r *Receiver) tapGRPC(ctx context.Context, info *tap.Info) (context.Context
 			return nil, status.Error(codes.Unauthenticated, "missing or wrong bearer token")
 		}
 	}
-	if retry, err := r.admitted(-1); err != nil {
+	if retry, err := r.cfg.admitted(-1); err != nil {
 		r.met.requests.WithLabelValues("grpc", reqBusy).Inc()
 		st, _ := status.New(codes.Unavailable, err.Error()).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(retry)})
 		return nil, st.Err()

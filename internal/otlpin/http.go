@@ -80,7 +80,7 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // receiveHTTP reserves the body's memory, reads the body, takes a decode
 // slot and records its spans; it gives everything back before it returns.
 func (r *Receiver) receiveHTTP(w http.ResponseWriter, req *http.Request, jsonBody, gz bool) (Result, time.Duration, error) {
-	if retry, err := r.admitted(req.ContentLength); err != nil {
+	if retry, err := r.cfg.admitted(req.ContentLength); err != nil {
 		return Result{}, retry, err
 	}
 	release, err := r.reserveHTTP(req, jsonBody, gz)

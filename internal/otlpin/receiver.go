@@ -551,11 +551,11 @@ func (r *Receiver) send(src *source, now time.Time) {
 
 // admitted runs the WithAdmission check: an ErrBusy error and the delay
 // to answer with when the export is to be refused before it is read.
-func (r *Receiver) admitted(declared int64) (time.Duration, error) {
-	if r.cfg.admit == nil {
+func (c *config) admitted(declared int64) (time.Duration, error) {
+	if c.admit == nil {
 		return 0, nil
 	}
-	err := r.cfg.admit(declared)
+	err := c.admit(declared)
 	if err == nil {
 		return 0, nil
 	}
