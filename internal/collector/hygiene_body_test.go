@@ -39,9 +39,10 @@ func (b *failingBody) Read(p []byte) (int, error) {
 }
 
 // TestHygieneBodyReadErrors: a policy body that cannot be read is 413
-// only when it is over the bound; a read that timed out is 408 and one
-// cut short 400, on every endpoint sharing the body reader, and no
-// answer names the client's address.
+// only when it is over the bound; a read that timed out is 408, one cut
+// short 400, and one that is not UTF-8 400 (JSON would have turned its
+// bad bytes into U+FFFD), on every endpoint sharing the body reader, and
+// no answer names the client's address.
 func TestHygieneBodyReadErrors(t *testing.T) {
 	f := newFixture(t)
 	defer f.stop()
@@ -57,6 +58,7 @@ func TestHygieneBodyReadErrors(t *testing.T) {
 			{"over the bound", bytes.NewReader(bytes.Repeat([]byte(" "), maxPolicyBody+1)), http.StatusRequestEntityTooLarge, "larger than 65536 bytes"},
 			{"timed out", &failingBody{[]byte(`{"id":`), os.ErrDeadlineExceeded}, http.StatusRequestTimeout, "not received in time"},
 			{"cut short", &failingBody{[]byte(`{"id":`), io.ErrUnexpectedEOF}, http.StatusBadRequest, "cut short or unreadable"},
+			{"not UTF-8", strings.NewReader("{\"tenant\":\"ac\xff\xfeme\"}"), http.StatusBadRequest, "not UTF-8"},
 		} {
 			w := hygieneDo(h, http.MethodPost, path, f.token, c.body)
 			if w.Code != c.code || !strings.Contains(w.Body.String(), c.want) {

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -275,6 +276,12 @@ func (s httpAPI) policyPost(w http.ResponseWriter, r *http.Request, what string)
 	if err != nil {
 		status, msg := bodyReadError(what, err)
 		writeError(w, status, msg, 0)
+		return nil, "", false
+	}
+	if !utf8.Valid(body) {
+		// encoding/json would turn each bad byte into U+FFFD: a rule for
+		// a tenant no report can name (reports clean such bytes apart).
+		writeError(w, http.StatusBadRequest, what+" body is not UTF-8: send JSON in UTF-8", 0)
 		return nil, "", false
 	}
 	return body, cred + "@" + r.RemoteAddr, true
