@@ -130,8 +130,9 @@ type Store interface {
 	Usage(ctx context.Context, from, to time.Time, byRoute bool) ([]Usage, error)
 	// History returns one row per minute in [from, to) for one tenant: all
 	// routes, kinds and writers summed, Writer "", Kind "", ordered by minute.
-	// Its Latency is of the requests and jobs only (a statement's duration
-	// is not the tenant's latency).
+	// Its Count, Errors and Latency are of the requests and jobs only, as
+	// Usage's are (a statement is not a request, and its duration is not
+	// the tenant's latency).
 	History(ctx context.Context, tenant string, from, to time.Time) ([]Rollup, error)
 	Ping(ctx context.Context) error
 	Close() error

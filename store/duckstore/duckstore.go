@@ -469,7 +469,10 @@ func (s *Store) History(ctx context.Context, tenantName string, from, to time.Ti
 		return nil, err
 	}
 	defer done()
-	q := rollupsFrom(`minute, tier, count, errors, duration_seconds, ru, bytes, "rows", active_session_seconds,
+	q := rollupsFrom(`minute, tier,
+    CASE WHEN kind IN ('request', 'job') THEN count ELSE 0 END AS count,
+    CASE WHEN kind IN ('request', 'job') THEN errors ELSE 0 END AS errors,
+    duration_seconds, ru, bytes, "rows", active_session_seconds,
     CASE WHEN kind IN ('request', 'job') THEN latency END AS latency`,
 		fmt.Sprintf("tkey = %d AND tenant = ? AND minute >= ? AND minute < ?", tenantKey(tenantName))) + "\nORDER BY minute"
 	f, t := from.UTC(), to.UTC()

@@ -132,8 +132,10 @@ func ExpectHistory(rows []store.Rollup, tenantName string, from, to time.Time) [
 			acc[r.Minute.Unix()] = h
 		}
 		h.Tier = max(h.Tier, r.Tier)
-		h.Count += r.Count
-		h.Errors += r.Errors
+		if r.Kind == store.KindRequest || r.Kind == store.KindJob {
+			h.Count += r.Count
+			h.Errors += r.Errors
+		}
 		h.DurationSeconds += r.DurationSeconds
 		h.RU += r.RU
 		h.Bytes += r.Bytes
@@ -348,7 +350,10 @@ func history(t *testing.T, s store.Store) {
 	c.Latency.Reset() // emptied, with its memory: no latency
 	d := store.Rollup{Minute: T0.Add(time.Minute), Writer: "w1", Tenant: "acme", Kind: store.KindPG, Count: 60, ActiveSessionSeconds: 12.5}
 	e := Row(0, "w1", "other", "/a", 100)
-	rows := []store.Rollup{a, b, c, d, e}
+	// Statements are not requests: their count and errors stay out of
+	// History's, as out of Usage's.
+	f := store.Rollup{Minute: T0, Writer: "w1", Tenant: "acme", Route: "/a", Kind: store.KindDB, Count: 7, Errors: 2, DurationSeconds: 0.5}
+	rows := []store.Rollup{a, b, c, d, e, f}
 	must(t, s.WriteRollups(ctx(t), rows))
 	must(t, s.WriteRollups(ctx(t), rows[:2]))
 	got, err := s.History(ctx(t), "acme", T0, T0.Add(time.Hour))
