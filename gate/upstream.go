@@ -381,6 +381,7 @@ type h1Conn struct {
 	bw     *bufio.Writer
 	reused bool      // it has answered a request before
 	idleAt time.Time // when it went back to the pool
+	peek   rawPeek   // open's (alive_unix.go)
 }
 
 func newH1Conn(nc net.Conn) *h1Conn {
