@@ -130,7 +130,11 @@ func (s httpAPI) withFleet(h http.Handler) http.Handler {
 			h.ServeHTTP(w, r)
 			return
 		}
-		s.authorized(RoleRead, s.fleetStream)(w, r)
+		s.authorized(RoleRead, func(w http.ResponseWriter, r *http.Request) {
+			if readOnly(w, r) {
+				s.fleetStream(w, r)
+			}
+		})(w, r)
 	})
 	return mux
 }

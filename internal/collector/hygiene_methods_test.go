@@ -28,3 +28,21 @@ func TestHygieneReadEndpointsMethods(t *testing.T) {
 		}
 	}
 }
+
+// TestHygieneProbeAndStreamMethods: the probes, /metrics and the live
+// stream answer other methods than GET and HEAD 405 (they answered 200).
+func TestHygieneProbeAndStreamMethods(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	h := f.s.Handler()
+	for _, path := range []string{"/healthz", "/readyz", "/metrics", api.PathStream} {
+		for _, m := range []string{http.MethodPost, http.MethodPut, http.MethodDelete} {
+			if w := hygieneDo(h, m, path, f.token, nil); w.Code != http.StatusMethodNotAllowed {
+				t.Errorf("%s %s: %d, want 405", m, path, w.Code)
+			}
+		}
+	}
+	if w := hygieneDo(h, http.MethodGet, "/healthz", "", nil); w.Code != http.StatusOK {
+		t.Errorf("GET /healthz: %d", w.Code)
+	}
+}

@@ -300,7 +300,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc(api.PathReports, s.disk.door(h.handleReports)) // door.go, disk.go
 	mux.Handle(otlpin.PathTraces, s.otlp.recv)
 	mux.HandleFunc(api.PathLive, h.authorized(RoleRead, h.handleLive))
-	mux.HandleFunc(api.PathStream, h.authorized(RoleRead, h.handleStream))
+	mux.HandleFunc("GET "+api.PathStream, h.authorized(RoleRead, h.handleStream)) // GET and HEAD; others 405
 	mux.HandleFunc(api.PathPolicy, h.handlePolicy)
 	mux.HandleFunc(api.PathReport, h.authorized(RoleRead, h.handleCostReport))
 	mux.HandleFunc(api.PathAudit, h.authorized(RoleAdmin, h.handleAudit))
@@ -313,10 +313,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc(api.PathPGSignal, h.handlePGSignal)   // pgsignal.go
 	mux.HandleFunc(PathAutopilotPolicy, h.handleAutopilotPolicy)
 	if s.cfg.Gatherer != nil {
-		mux.Handle("/metrics", h.authorized(RoleRead, promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{EnableOpenMetrics: true}).ServeHTTP))
+		mux.Handle("GET /metrics", h.authorized(RoleRead, promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{EnableOpenMetrics: true}).ServeHTTP))
 	}
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
-	mux.HandleFunc("/readyz", readyHandler(s)) // disk.go
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
+	mux.HandleFunc("GET /readyz", readyHandler(s)) // disk.go
 	return h.withFleet(mux)
 }
 
