@@ -186,7 +186,7 @@ func (r *Reporter) post(ctx context.Context, body []byte) (report.Reply, error) 
 }
 
 // replyParts decodes the policy and the quota verdicts of a reply. A
-// policy that does not pass policy.Validate is report.ErrMalformed: the
+// policy that does not pass policy.ValidateContent is report.ErrMalformed: the
 // reporter keeps the policy it had rather than apply half of a bad one.
 func replyParts(reply report.Reply) (pol *policy.Policy, viewTag string, verdicts []quota.Verdict, err error) {
 	if len(reply.PolicyView) > 0 {
@@ -201,7 +201,7 @@ func replyParts(reply report.Reply) (pol *policy.Policy, viewTag string, verdict
 	}
 	if pol != nil {
 		pol.Upgrade() // from a collector of an older release: its looser checks
-		if err := pol.Validate(); err != nil {
+		if err := pol.ValidateContent(); err != nil {
 			return nil, "", nil, fmt.Errorf("%w: reply policy: %w", report.ErrMalformed, err)
 		}
 	}

@@ -127,6 +127,25 @@ func (r Rule) Validate() error {
 
 // Validate checks every rule and the size of the policy.
 func (p Policy) Validate() error {
+	if err := p.ValidateContent(); err != nil {
+		return err
+	}
+	// Last, as it costs an encoding: each part has its own bounds, but
+	// together (MaxRules rules with long reasons, say) they could outgrow
+	// a reply, and reporters would stop getting any policy.
+	if b, err := json.Marshal(p); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	} else if len(b) > MaxEncodedBytes {
+		return fmt.Errorf("%w: the policy would be %d bytes as JSON, at most %d (it must fit a reply to every reporter): remove rules or shorten their reasons", ErrInvalid, len(b), MaxEncodedBytes)
+	}
+	return nil
+}
+
+// ValidateContent is Validate without the bound on the policy's encoded
+// size: for a policy that came in a reply, whose size report.MaxReplyBytes
+// bounded already (a reporter checks every reply's policy, and would
+// encode it again for nothing).
+func (p Policy) ValidateContent() error {
 	if len(p.Rules) > MaxRules {
 		return fmt.Errorf("%w: %d rules, at most %d", ErrInvalid, len(p.Rules), MaxRules)
 	}
@@ -141,18 +160,7 @@ func (p Policy) Validate() error {
 	if err := p.Freshness.Validate(); err != nil {
 		return err
 	}
-	if err := p.Autopilot.Validate(); err != nil {
-		return err
-	}
-	// Last, as it costs an encoding: each part has its own bounds, but
-	// together (MaxRules rules with long reasons, say) they could outgrow
-	// a reply, and reporters would stop getting any policy.
-	if b, err := json.Marshal(p); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
-	} else if len(b) > MaxEncodedBytes {
-		return fmt.Errorf("%w: the policy would be %d bytes as JSON, at most %d (it must fit a reply to every reporter): remove rules or shorten their reasons", ErrInvalid, len(b), MaxEncodedBytes)
-	}
-	return nil
+	return p.Autopilot.Validate()
 }
 
 // Active returns the rules that have not expired at now, in a stable order

@@ -118,6 +118,9 @@ func TestValidateEncodedSize(t *testing.T) {
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), fmt.Sprintf("at most %d", MaxEncodedBytes)) {
 		t.Fatalf("9,000 rules with 1,000-byte reasons: %v", err)
 	}
+	if err := p.ValidateContent(); err != nil {
+		t.Fatalf("ValidateContent, which leaves the size to the reply's bound: %v", err)
+	}
 	for i := range p.Rules {
 		p.Rules[i].Reason = "import"
 	}
