@@ -189,6 +189,7 @@ func TestRuleSanity(t *testing.T) {
 		"multiplier":    {mk(policy.Rule{Tier: tenant.T3, Action: policy.Price, Multiplier: 1e6}), "", "at most 100"},
 		"trailing":      {mk(policy.Rule{Tenant: "a"}) + `{"id":"x"}`, "", "data after the JSON"},
 		"trailing junk": {mk(policy.Rule{Tenant: "a"}) + `]`, "", "data after the JSON"},
+		"tenant twice":  {`{"tenant":"small","reason":"r","action":"throttle","tenant":"bigcorp"}`, "", "tenant\\\" appears twice"},
 		"bad override":  {mk(policy.Rule{Tier: tenant.T0}), "?allow_t0=maybe", "allow_t0"},
 		"ru per second": {mk(policy.Rule{Tenant: "a", RUPerSecond: 1e12}), "", "at most 1e+09"},
 	} {

@@ -303,7 +303,8 @@ func bodyReadError(what string, err error) (int, string) {
 }
 
 // decodeOne decodes exactly one JSON object of body into v, refusing
-// unknown fields and anything after the object.
+// unknown fields, a key repeated in one object and anything after the
+// object.
 func decodeOne(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
@@ -312,6 +313,9 @@ func decodeOne(body []byte, v any) error {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return errors.New("data after the JSON object (send one)")
+	}
+	if dup := duplicateKey(body); dup != "" {
+		return duplicateKeyError(dup)
 	}
 	return nil
 }
