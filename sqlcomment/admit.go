@@ -82,11 +82,7 @@ func (b *Budgets) charge(tk *Ticket, bu *budget, key string, now time.Time, ns i
 	st := bu.st
 	st.mu.Lock()
 	k := st.bucketFor(key, ns)
-	cold := b.cfg.coldStart
-	if bu.cold >= 0 {
-		cold = bu.cold
-	}
-	est := st.estimate(k, tk.shape, cold)
+	est := st.estimate(k, tk.shape, bu.coldStart(b.cfg.coldStart))
 	var lim Limit
 	var retry float64
 	switch {
@@ -223,7 +219,7 @@ func (b *Budgets) beginList(list []*budget, t *tenant.Tags, cfg *config, ns int6
 		var lim Limit
 		var retry float64
 		if bu.conc > 0 && k.inFlight >= bu.conc {
-			lim, retry = LimitConcurrency, st.estimate(k, 0, b.cfg.coldStart)
+			lim, retry = LimitConcurrency, st.estimate(k, 0, bu.coldStart(b.cfg.coldStart))
 		} else if bu.share > 0 {
 			if tokens := k.share.TokensAt(time.Unix(0, ns), bu.rate); tokens <= 0 {
 				lim, retry = LimitShare, -tokens/bu.share

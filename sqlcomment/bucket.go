@@ -3,6 +3,7 @@ package sqlcomment
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/qtop-dev/qtop/gcra"
 )
@@ -17,6 +18,10 @@ type budgetState struct {
 	overflow bucket             // values of an each budget that found no room
 	keys     map[string]*bucket // each budget: one per value
 	shapes   [budgetShapes]shapeAvg
+	// rate is the share's rate the buckets were last charged at (valid
+	// when rated), so that a new share converts what they hold (rerate).
+	rate  gcra.Rate
+	rated bool
 
 	stats budgetStats
 }
@@ -47,6 +52,34 @@ func newBudgetState(each string, maxKeys int) *budgetState {
 		st.keys = map[string]*bucket{}
 	}
 	return st
+}
+
+// rerate makes the share buckets hold at bu's rate what they held at the
+// rate they were charged at, debt included: a debt of database time is
+// repaid at the new share (it would otherwise last as long as under the
+// old one, up to a day after a long statement under a small share, even
+// after the share was raised to let the tenant back in). Buckets of a
+// share set anew start full. Nothing is done while the rate stays.
+func (st *budgetState) rerate(now time.Time, bu *budget) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if bu.share <= 0 || (st.rated && st.rate == bu.rate) {
+		return
+	}
+	from, had := st.rate, st.rated
+	st.rate, st.rated = bu.rate, true
+	each := func(k *bucket) {
+		if had {
+			k.share.SetRateAt(now, from, bu.rate)
+		} else {
+			k.share = gcra.Bucket{}
+		}
+	}
+	each(&st.shared)
+	each(&st.overflow)
+	for _, k := range st.keys {
+		each(k)
+	}
 }
 
 // bucket is the state of one budget key.

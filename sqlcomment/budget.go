@@ -53,10 +53,21 @@ type BudgetError struct {
 	Estimate time.Duration
 }
 
+// Error says which budget refused the statement and what to do: retry
+// after RetryAfter, or, for LimitStatement, not at all (the same statement
+// is refused again until the budget's max_statement_seconds is raised).
 func (e *BudgetError) Error() string {
 	key := ""
 	if e.Key != "" {
 		key = fmt.Sprintf(" (%s)", e.Key)
+	}
+	switch e.Limit {
+	case LimitStatement:
+		return fmt.Sprintf("sqlcomment: over database budget %q%s: statement limit, estimate %v exceeds its max_statement_seconds; "+
+			"retrying will not help: raise the limit or make the statement cheaper", e.Budget, key, e.Estimate)
+	case LimitWatch:
+		return fmt.Sprintf("sqlcomment: runaway rule %q refuses statements of this shape for its cool-down (one ran too long); retry after %v",
+			e.Budget, e.RetryAfter)
 	}
 	return fmt.Sprintf("sqlcomment: over database budget %q%s: %s limit, estimate %v, retry after %v",
 		e.Budget, key, e.Limit, e.Estimate, e.RetryAfter)

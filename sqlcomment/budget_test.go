@@ -502,3 +502,90 @@ func TestBudgetWarnLogs(t *testing.T) {
 		t.Fatalf("log:\n%s", buf.String())
 	}
 }
+
+// TestBudgetShareChangeRepaysDebt: an operator who raises the share of a
+// tenant in debt (after one long statement under a small share) lets it
+// back in as fast as the new share repays the debt, not after the hours
+// the old share would have taken.
+func TestBudgetShareChangeRepaysDebt(t *testing.T) {
+	b := NewBudgets()
+	tags := tenant.Tags{Tenant: "analytics"}
+	cfg := &config{}
+	set := func(share float64, now time.Time) {
+		t.Helper()
+		p := policy.Policy{Budgets: []policy.Budget{{ID: "a", Share: share, Mode: policy.Enforce, Reason: "test"}}}
+		if err := b.SetPolicy(p, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(0.01, at(0))
+	tk, err := b.Admit(at(0), &tags, cfg, q1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Finish(&tk, at(100*time.Second), 100*time.Second, false) // about 100 s of database time owed
+	steps := []struct {
+		at       time.Duration
+		share    float64 // > 0: set the budget's share first
+		admitted bool
+		retryMax time.Duration // when refused: RetryAfter at most
+	}{
+		{at: 101 * time.Second, admitted: false, retryMax: 3 * time.Hour},               // 100 s owed at 0.01/s
+		{at: 101 * time.Second, share: 100, admitted: false, retryMax: 2 * time.Second}, // 100 s owed, 100 s needed, at 100/s
+		{at: 102 * time.Second, admitted: false, retryMax: time.Second},
+		{at: 103 * time.Second, admitted: true},
+	}
+	for i, s := range steps {
+		if s.share > 0 {
+			set(s.share, at(s.at))
+		}
+		tk, err := b.Admit(at(s.at), &tags, cfg, q1, false)
+		if s.admitted {
+			if err != nil {
+				t.Fatalf("step %d: %v", i, err)
+			}
+			b.Finish(&tk, at(s.at), 0, false)
+			continue
+		}
+		if be := budgetErr(t, err); be.Limit != LimitShare || be.RetryAfter > s.retryMax {
+			t.Fatalf("step %d: %v, want a share refusal with a retry within %v", i, err, s.retryMax)
+		}
+	}
+}
+
+// TestBudgetErrorSaysWhatToDo: a refusal says whether to retry, and when.
+func TestBudgetErrorSaysWhatToDo(t *testing.T) {
+	for _, c := range []struct {
+		e           BudgetError
+		want, avoid string
+	}{
+		{BudgetError{Budget: "b", Limit: LimitStatement, Estimate: 3 * time.Second}, "max_statement_seconds", "retry after"},
+		{BudgetError{Budget: "r", Limit: LimitWatch, RetryAfter: 25 * time.Second}, `runaway rule "r"`, "budget"},
+		{BudgetError{Budget: "r", Limit: LimitWatch, RetryAfter: 25 * time.Second}, "retry after 25s", "estimate"},
+		{BudgetError{Budget: "b", Key: "acme", Limit: LimitConcurrency, RetryAfter: time.Second}, `"b" (acme): concurrency limit`, "\n"},
+	} {
+		msg := c.e.Error()
+		if !strings.Contains(msg, c.want) || strings.Contains(msg, c.avoid) {
+			t.Errorf("%+v: %q, want %q and not %q", c.e, msg, c.want, c.avoid)
+		}
+	}
+}
+
+// TestBudgetBeginRetryColdStart: a begin refused by a full concurrency
+// retries after the budget's cold start, as a statement's refusal does.
+func TestBudgetBeginRetryColdStart(t *testing.T) {
+	b := NewBudgets()
+	mustSet(t, b, []policy.Budget{{ID: "c", Concurrency: 1, ColdStartSeconds: 30, Mode: policy.Enforce, Reason: "test"}}, nil)
+	tags := tenant.Tags{Tenant: "analytics"}
+	tk, err := b.Admit(at(0), &tags, &config{}, q1, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Finish(&tk, at(time.Second), time.Second, false)
+	_, err = b.Admit(at(0), &tags, &config{}, q1, false)
+	stmt := budgetErr(t, err)
+	be := budgetErr(t, b.AdmitBegin(at(0), &tags, &config{}))
+	if be.Limit != LimitConcurrency || be.RetryAfter != 30*time.Second || be.RetryAfter != stmt.RetryAfter {
+		t.Fatalf("begin refused with %v, a statement with %v: want a retry after the budget's cold start, 30s", be, stmt)
+	}
+}

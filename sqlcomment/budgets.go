@@ -174,13 +174,21 @@ func (b *Budgets) SetPolicy(p policy.Policy, now time.Time) error {
 		return err
 	}
 	bs, rs := p.ActiveBudgets(now)
-	return b.Set(bs, rs)
+	return b.setAt(now, bs, rs)
 }
 
 // Set replaces the budgets and runaway rules. Budgets whose id stays keep
 // their buckets and history (unless their Each changed); statements in
-// flight finish against the state they started with.
+// flight finish against the state they started with. When a kept budget's
+// share or capacity changes, its buckets keep the database time they hold
+// (or owe) and repay a debt at the new share: raising the share of a
+// tenant in debt lets it back in as much sooner.
 func (b *Budgets) Set(budgets []policy.Budget, rules []policy.Runaway) error {
+	return b.setAt(time.Now(), budgets, rules)
+}
+
+// setAt is Set at now (the instant a changed share takes effect).
+func (b *Budgets) setAt(now time.Time, budgets []policy.Budget, rules []policy.Runaway) error {
 	p := policy.Policy{Budgets: budgets, Runaway: rules}
 	if err := p.ValidateBudgets(); err != nil {
 		return err
@@ -199,6 +207,7 @@ func (b *Budgets) Set(budgets []policy.Budget, rules []policy.Runaway) error {
 			continue
 		}
 		bu := compileBudget(pb, st)
+		st.rerate(now, bu)
 		s.all = append(s.all, bu)
 		if ts, ok := tenantsOf(bu.alts); ok {
 			for _, t := range ts {
@@ -391,6 +400,15 @@ func compileBudget(pb policy.Budget, st *budgetState) *budget {
 		bu.rate = r
 	}
 	return bu
+}
+
+// coldStart is the estimate of a statement with no history under bu: its
+// cold_start_seconds, else def (the Budgets').
+func (bu *budget) coldStart(def float64) float64 {
+	if bu.cold >= 0 {
+		return bu.cold
+	}
+	return def
 }
 
 // Ticket is the admission of one statement: the buckets it was charged to
