@@ -172,3 +172,54 @@ func TestSessionFields(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestSignalHiddenSession: a role with pg_signal_backend but not
+// pg_monitor cannot see another role's session, so the checked cancel
+// and terminate cannot tell whether it still runs what was shown. They
+// must leave it alone and say which grant is missing, not that the
+// backend "moved on" (it did not: the check read nulls).
+func TestSignalHiddenSession(t *testing.T) {
+	sfx := suffix(t)
+	admin := newPool(t, "", "")
+	ctx := context.Background()
+	var super bool
+	if err := admin.QueryRow(ctx, `SELECT rolsuper FROM pg_roles WHERE rolname = current_user`).Scan(&super); err != nil {
+		t.Fatal(err)
+	}
+	if !super {
+		t.Skip("the test role is not a superuser: cannot create roles to test privileges with")
+	}
+	role := "qtop_sig_" + sfx
+	for _, sql := range []string{
+		`CREATE ROLE ` + role + ` LOGIN PASSWORD 'pw'`,
+		`GRANT pg_signal_backend TO ` + role,
+	} {
+		if _, err := admin.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	t.Cleanup(func() {
+		if _, err := admin.Exec(context.Background(), "DROP ROLE IF EXISTS "+role); err != nil {
+			t.Errorf("drop role %s: %v", role, err)
+		}
+	})
+	s := connect(t) // the test server's role
+	s.start(ctx, "SELECT pg_sleep(3) /*tenant='hidden-"+sfx+"'*/")
+	snap := waitFor(t, NewSampler(admin), "the statement", func(x Snapshot) bool {
+		b, ok := byPID(x, s.pid)
+		return ok && b.Active() && strings.Contains(b.Query, "hidden-"+sfx)
+	})
+	b, _ := byPID(snap, s.pid)
+	sigPool := newPool(t, role, "pw")
+	for what, err := range map[string]error{
+		"cancel":    CancelStatement(ctx, sigPool, TargetOf(&b), "qtop test"),
+		"terminate": TerminateSession(ctx, sigPool, TargetOf(&b), "qtop test"),
+	} {
+		if !errors.Is(err, ErrInsufficientPrivilege) || errors.Is(err, ErrMovedOn) || !strings.Contains(err.Error(), "GRANT pg_monitor") {
+			t.Errorf("%s of a session hidden from the role: %v; want ErrInsufficientPrivilege naming pg_monitor", what, err)
+		}
+	}
+	if err := s.wait(t); err != nil {
+		t.Fatalf("the hidden session's statement was signalled: %v", err)
+	}
+}

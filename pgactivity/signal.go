@@ -96,7 +96,9 @@ FROM pg_stat_activity a WHERE a.pid = $1`
 // wrapping ErrMovedOn that says what the backend runs now. actor (who
 // asked, e.g. "qtop alice") goes into the statement's comment, so that
 // the server's log (log_statement) and pg_stat_activity show who
-// signalled. Other errors are as for Cancel.
+// signalled. A role that cannot see the backend's session (another
+// role's, without pg_monitor) cannot check it: the error then wraps
+// ErrInsufficientPrivilege. Other errors are as for Cancel.
 func CancelStatement(ctx context.Context, pool *pgxpool.Pool, t Target, actor string) error {
 	if t.QueryStart.IsZero() {
 		return fmt.Errorf("%w: cancel backend %d: the statement's query_start is unknown", ErrBadPID, t.PID)
@@ -143,6 +145,12 @@ func signalIf(ctx context.Context, pool *pgxpool.Pool, what, sql string, t Targe
 				ErrInsufficientPrivilege, what, t.PID, pe.Message, pe.Detail)
 		}
 		return fmt.Errorf("pgactivity: %s backend %d: %w", what, t.PID, err)
+	case !sent.Valid && state == "" && q == HiddenQuery:
+		// PostgreSQL hides another role's session from a role without
+		// pg_read_all_stats: its start times read as null, so the check
+		// can never pass. The backend has not moved on; say what is missing.
+		return fmt.Errorf("%w: %s backend %d: the session belongs to another role and is hidden from this one, so it cannot be checked to still run what was shown; "+
+			"grant the role pg_monitor (GRANT pg_monitor TO …) as well as pg_signal_backend", ErrInsufficientPrivilege, what, t.PID)
 	case !sent.Valid:
 		now := "is " + state
 		if state == StateActive && queryStart.Valid && !queryStart.Time.Equal(t.QueryStart) {
