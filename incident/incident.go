@@ -339,10 +339,12 @@ func (in *Tracker) history(s *api.Snapshot, r *api.TenantRow, key string, load f
 		if up := int(s.Collector.Uptime / time.Second); s.Collector.Uptime > 0 && up < len(h) {
 			h = h[len(h)-max(up, 1):]
 		}
-		// A postgres source samples in this process (qtop --postgres): its
-		// history holds no more samples than the tracker has seen (the rest is padding, not
-		// an idle past).
-		if s.Source == api.SourcePostgres && int(in.n) < len(h) {
+		// A postgres source sampling in this process (qtop --postgres,
+		// no collector's uptime): its history holds no more samples than
+		// the tracker has seen (the rest is padding, not an idle past). A
+		// collector that only samples PostgreSQL keeps a history of its
+		// own, cut above to its uptime.
+		if s.Source == api.SourcePostgres && s.Collector.Uptime == 0 && int(in.n) < len(h) {
 			h = h[len(h)-int(in.n):]
 		}
 	}

@@ -83,12 +83,15 @@ type tenantLive struct {
 	tier tenant.Tier
 	w    counts10
 	hru  history
-	// hdb is the DB time's history, made on the tenant's first DB row
-	// or sample (most tenants of a request-only service never have one).
-	hdb    *history
-	seen   int64 // the last second the tenant was merged or sampled
-	routes map[string]*window10
-	waits  map[string]float64
+	// hdb is the reported DB time's history, made on the tenant's first
+	// DB row (most tenants of a request-only service never have one);
+	// hpg the sampled active backends', made on its first sample. Its
+	// DB load history is their larger value each second (dbSeries), as
+	// its DB load is the larger of the two rates.
+	hdb, hpg *history
+	seen     int64 // the last second the tenant was merged or sampled
+	routes   map[string]*window10
+	waits    map[string]float64
 	// ranked is what the tenant did since the last tick, for the metrics'
 	// ranking and per-tenant series: they take it once a second
 	// (aggregator.flushRanking), not once per row.
@@ -103,12 +106,41 @@ const maxRoutesLive = 50
 // it instead of every stamp of its rings).
 func (tl *tenantLive) touch(sec int64) { tl.seen = max(tl.seen, sec) }
 
-// dbHistory is the tenant's DB-time history, made if new.
+// dbHistory is the tenant's reported DB-time history, made if new.
 func (tl *tenantLive) dbHistory() *history {
 	if tl.hdb == nil {
 		tl.hdb = new(history)
 	}
 	return tl.hdb
+}
+
+// pgHistory is the tenant's sampled-backends history, made if new.
+func (tl *tenantLive) pgHistory() *history {
+	if tl.hpg == nil {
+		tl.hpg = new(history)
+	}
+	return tl.hpg
+}
+
+// dbSeries is the tenant's DB load over the histN complete seconds before
+// sec, oldest first: each second the larger of its reported DB time and
+// its sampled active backends.
+func (tl *tenantLive) dbSeries(sec int64) []float64 {
+	out := make([]float64, histN)
+	tl.dbAddTo(out, sec)
+	return out
+}
+
+// dbAddTo adds dbSeries to dst (len histN) without allocating.
+func (tl *tenantLive) dbAddTo(dst []float64, sec int64) {
+	if tl.hpg == nil {
+		tl.hdb.addTo(dst, sec)
+		return
+	}
+	for k := range histN {
+		s := sec - histN + int64(k)
+		dst[k] = finiteSum(dst[k], max(tl.hdb.at(s), tl.hpg.at(s)))
+	}
 }
 
 // liveView is the live view beside the tenants (which are the

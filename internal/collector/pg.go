@@ -184,7 +184,7 @@ func sampleRows(agg *aggregator, snap pgactivity.Snapshot, m *minute, interval t
 		agg.withTenant(name, func(tl *tenantLive) {
 			j := tl.w.slot(sec)
 			tl.w.pg[j] = max(tl.w.pg[j], n)
-			tl.dbHistory().add(sec, 0)
+			tl.pgHistory().atLeast(sec, n)
 			tl.touch(sec)
 		})
 	}

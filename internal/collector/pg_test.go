@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/qtop-dev/qtop/api"
+	"github.com/qtop-dev/qtop/incident"
 	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/report"
@@ -321,5 +322,53 @@ func TestLiveUntaggedOverlap(t *testing.T) {
 			t.Errorf("%d untagged sessions: rows %v, want %v", tc.untagged, load, want)
 		}
 		s.Shutdown(context.Background())
+	}
+}
+
+// TestPostgresOnlyNamesTheOffender: a collector whose only source is
+// PostgreSQL's sampler (no process reports) keeps each tenant's sampled
+// DB load as its history, whatever the live view is sorted by, so one
+// snapshot is enough for a new qtop (qtop --once) to name the tenant
+// whose sessions rose. Before, the history held zeros and no offender
+// was ever named.
+func TestPostgresOnlyNamesTheOffender(t *testing.T) {
+	clk := &clock{t: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}
+	s, err := New(Config{Store: "duckdb://unused", DataDir: t.TempDir(), Writer: "w1", Now: clk.Now,
+		Postgres:   "postgres://sampler.invalid/app", // not started: samples are added below
+		Registerer: prometheus.NewRegistry(), OpenStore: func(string) (store.Store, error) { return newMemStore(), nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	start := clk.Now()
+	for i := range 180 { // three minutes: acme and bigcorp one session each, then bigcorp six
+		at := start.Add(time.Duration(i) * time.Second)
+		bs := []pgactivity.Backend{{PID: 1, Tenant: "acme", State: "active", QueryStart: at, Query: "SELECT 1"}}
+		for j := range 1 + 5*min(1, i/160) {
+			bs = append(bs, pgactivity.Backend{PID: int32(10 + j), Tenant: "bigcorp", State: "active", QueryStart: at, Query: "SELECT 2"})
+		}
+		clk.Set(at.Add(500 * time.Millisecond))
+		s.AddSample(pgactivity.Snapshot{Time: clk.Now(), Backends: bs}, time.Second)
+	}
+	clk.Set(start.Add(180 * time.Second))
+	for _, measure := range []string{api.MeasureRU, api.MeasureDB} {
+		snap := s.Snapshot(clk.Now(), measure, 20)
+		if snap.Source != api.SourcePostgres {
+			t.Fatalf("%s: source %q, want %q", measure, snap.Source, api.SourcePostgres)
+		}
+		var big *api.TenantRow
+		for i := range snap.Tenants {
+			if snap.Tenants[i].Tenant == "bigcorp" {
+				big = &snap.Tenants[i]
+			}
+		}
+		if big == nil || len(big.History) != api.HistoryLen || big.History[0] != 1 || big.History[len(big.History)-1] != 6 {
+			t.Fatalf("%s: bigcorp's row %+v, want a history of its sessions, 1 then 6", measure, big)
+		}
+		var tr incident.Tracker // a qtop that has seen nothing before
+		h := tr.Add(&snap)
+		if len(h.Offenders) != 1 || h.Offenders[0].Name != "bigcorp" {
+			t.Fatalf("%s: headline %+v, want bigcorp named", measure, h)
+		}
 	}
 }

@@ -54,17 +54,24 @@ func measureOf(r rates, m string) float64 {
 func (s *Server) Snapshot(now time.Time, measure string, n int) api.Snapshot {
 	sec := now.Unix()
 	key := snapKey{sec, measure, n}
+	source := api.SourceCollector
 	s.mu.Lock()
 	if c := s.view.snapCache[key]; c != nil {
 		s.mu.Unlock()
 		return *c
+	}
+	switch {
+	case s.cfg.Demo:
+		source = api.SourceDemo
+	case s.cfg.Postgres != "" && len(s.in.sources) == 0:
+		source = api.SourcePostgres
 	}
 	s.mu.Unlock()
 	dropped := droppedRows(s.cfg.Gatherer) // gathers metrics: not under s.mu
 	snap := api.Snapshot{
 		Time:    time.Unix(sec, 0).UTC(),
 		Window:  rateN * time.Second,
-		Source:  api.SourceCollector,
+		Source:  source,
 		Measure: measure,
 	}
 	s.policy.read(func(p *policy.Policy) {
@@ -97,12 +104,6 @@ func (s *Server) Snapshot(now time.Time, measure string, n int) api.Snapshot {
 // pg sampler's locks are taken inside.
 func (s *Server) snapshotLocked(snap *api.Snapshot, now time.Time) {
 	sec := now.Unix()
-	switch {
-	case s.cfg.Demo:
-		snap.Source = api.SourceDemo
-	case s.cfg.Postgres != "" && len(s.in.sources) == 0:
-		snap.Source = api.SourcePostgres
-	}
 	applied := s.in.appliedBy(now)
 	applied.RateLimitService = s.rls.usedSince(now.Add(-appliedByWindow))
 	snap.AppliedBy = &applied
@@ -223,8 +224,12 @@ func untaggedOverlap(rows []trow) (u int, was float64) {
 }
 
 // tenantRows fills the tenants of a snapshot: the top n by measure, each
-// with its details (under its shard's lock again), then "other".
+// with its details (under its shard's lock again), then "other". The
+// rows' History is of DB load when sorted by it, or when PostgreSQL's
+// sampler is the only source (api.Snapshot.Source "postgres": the load
+// has no RU), else of RU.
 func tenantRows(agg *aggregator, snap *api.Snapshot, sec int64, measure string, n int, limited map[string]int64) {
+	histDB := measure == api.MeasureDB || snap.Source == api.SourcePostgres
 	rows, total := rankTenants(agg, sec, measure, limited)
 	snap.TenantsSeen = len(rows)
 	share := func(v float64) float64 {
@@ -242,10 +247,10 @@ func tenantRows(agg *aggregator, snap *api.Snapshot, sec int64, measure string, 
 	for i, tr := range rows {
 		agg.lock(tr.sh)
 		if i >= n || tr.name == report.OtherTenant {
-			other.add(tr, sec, measure, share(measureOf(tr.r, measure)))
+			other.add(tr, sec, histDB, share(measureOf(tr.r, measure)))
 		} else {
 			var row api.TenantRow
-			row, lats = tenantRow(tr, sec, measure, lats)
+			row, lats = tenantRow(tr, sec, measure, histDB, lats)
 			_, row.Throttled = limited[tr.name]
 			row.Share = share(measureOf(tr.r, measure))
 			snap.Tenants = append(snap.Tenants, row)
@@ -267,7 +272,7 @@ func tenantRows(agg *aggregator, snap *api.Snapshot, sec int64, measure string, 
 }
 
 // tenantRow is a shown tenant's row; its shard's lock is held.
-func tenantRow(tr trow, sec int64, measure string, lats []*sparse) (api.TenantRow, []*sparse) {
+func tenantRow(tr trow, sec int64, measure string, histDB bool, lats []*sparse) (api.TenantRow, []*sparse) {
 	if measure != api.MeasureP95 {
 		tr.r.p95, lats = tr.tl.p95(sec, lats)
 	}
@@ -275,8 +280,8 @@ func tenantRow(tr trow, sec int64, measure string, lats []*sparse) (api.TenantRo
 		Tenant: tr.name, Untagged: tr.name == report.UnknownTenant, Tier: tr.tl.tier.String(),
 		DBLoad: tr.r.db, RUPerSec: tr.r.ru, ReqPerSec: tr.r.req, ErrPerSec: tr.r.err, P95Seconds: tr.r.p95,
 	}
-	if measure == api.MeasureDB {
-		row.History = tr.tl.hdb.series(sec)
+	if histDB {
+		row.History = tr.tl.dbSeries(sec)
 	} else {
 		row.History = tr.tl.hru.series(sec)
 	}
@@ -326,7 +331,7 @@ type otherTenants struct {
 }
 
 // add sums a tenant into "other"; its shard's lock is held.
-func (o *otherTenants) add(tr trow, sec int64, measure string, share float64) {
+func (o *otherTenants) add(tr trow, sec int64, histDB bool, share float64) {
 	if o.hist == nil {
 		o.hist = make([]float64, histN)
 	}
@@ -336,11 +341,11 @@ func (o *otherTenants) add(tr trow, sec int64, measure string, share float64) {
 	o.sum.ReqPerSec += tr.r.req
 	o.sum.ErrPerSec += tr.r.err
 	o.sum.Share += share
-	h := &tr.tl.hru
-	if measure == api.MeasureDB {
-		h = tr.tl.hdb
+	if histDB {
+		tr.tl.dbAddTo(o.hist, sec)
+	} else {
+		tr.tl.hru.addTo(o.hist, sec)
 	}
-	h.addTo(o.hist, sec)
 }
 
 // sub takes a shown tenant's bucket out of the latency of all tenants

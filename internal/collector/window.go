@@ -152,6 +152,23 @@ func (h *history) add(sec int64, v float64) {
 	h.v[i] = float32(min(float64(h.v[i])+v, math.MaxFloat32))
 }
 
+// at is the value of second sec, 0 when the ring holds no value of it.
+func (h *history) at(sec int64) float64 {
+	if h == nil {
+		return 0
+	}
+	i := int(uint64(sec) % histN)
+	if h.stamp[i] != uint32(sec) {
+		return 0
+	}
+	return float64(h.v[i])
+}
+
+// atLeast raises second sec's value to v.
+func (h *history) atLeast(sec int64, v float64) {
+	h.set(sec, max(h.at(sec), v))
+}
+
 func (h *history) set(sec int64, v float64) {
 	i := int(uint64(sec) % histN)
 	h.stamp[i], h.v[i] = uint32(sec), float32(min(v, math.MaxFloat32))
