@@ -7,9 +7,10 @@ var (
 	// ErrUnsupported: the source cannot do this (throttling needs a
 	// collector, cancelling a backend needs --postgres).
 	ErrUnsupported = errors.New("tui: not supported by this source")
-	// ErrUnreachable: the collector cannot be reached; the message says
-	// its URL and how to start one.
-	ErrUnreachable = errors.New("tui: collector unreachable")
+	// ErrUnreachable: the source (a collector, or PostgreSQL under
+	// --postgres) cannot be reached; the message says which and what to
+	// do.
+	ErrUnreachable = errors.New("tui: unreachable")
 	// ErrInput: a value typed into a prompt or given as an option is not
 	// valid.
 	ErrInput = errors.New("tui: invalid input")
