@@ -244,6 +244,11 @@ func (c *Client) PostPolicy(ctx context.Context, rule policy.Rule, token string)
 	if err != nil {
 		return policy.Policy{}, fmt.Errorf("live: post policy: %w", err)
 	}
+	if (rule.Action == policy.Throttle || rule.Action == policy.Quota) && rule.RUPerSecond == 0 {
+		// A cap of 0 is meant: say so (the field is left out when 0, and
+		// the collector refuses a cap that does not name its rate).
+		body = append([]byte(`{"ru_per_second":0,`), body[1:]...)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url(PathPolicy, false), bytes.NewReader(body))
 	if err != nil {
 		return policy.Policy{}, err

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -103,8 +104,11 @@ func TestClientErrors(t *testing.T) {
 				json.NewEncoder(w).Encode(ErrorBody{Error: "bad token"})
 				return
 			}
+			// A throttle to 0 names its rate (the collector refuses one
+			// that does not).
+			b, _ := io.ReadAll(r.Body)
 			var rule policy.Rule
-			if err := json.NewDecoder(r.Body).Decode(&rule); err != nil {
+			if err := json.Unmarshal(b, &rule); err != nil || !strings.Contains(string(b), `"ru_per_second":0`) {
 				w.WriteHeader(http.StatusBadRequest)
 				return
 			}

@@ -177,6 +177,9 @@ func TestRuleSanity(t *testing.T) {
 		if r.Action == "" {
 			r.Action = policy.Throttle
 		}
+		if r.Action == policy.Throttle && r.RUPerSecond == 0 {
+			r.RUPerSecond = 5
+		}
 		b, _ := json.Marshal(r)
 		return string(b)
 	}
@@ -189,6 +192,7 @@ func TestRuleSanity(t *testing.T) {
 		"multiplier":    {mk(policy.Rule{Tier: tenant.T3, Action: policy.Price, Multiplier: 1e6}), "", "at most 100"},
 		"trailing":      {mk(policy.Rule{Tenant: "a"}) + `{"id":"x"}`, "", "data after the JSON"},
 		"trailing junk": {mk(policy.Rule{Tenant: "a"}) + `]`, "", "data after the JSON"},
+		"rate left out": {`{"tenant":"x","action":"quota","reason":"r","expires":"` + t0.Add(time.Hour).Format(time.RFC3339) + `"}`, "", "a quota rule needs ru_per_second"},
 		"tenant twice":  {`{"tenant":"small","reason":"r","action":"throttle","tenant":"bigcorp"}`, "", "tenant\\\" appears twice"},
 		"bad override":  {mk(policy.Rule{Tier: tenant.T0}), "?allow_t0=maybe", "allow_t0"},
 		"ru per second": {mk(policy.Rule{Tenant: "a", RUPerSecond: 1e12}), "", "at most 1e+09"},
@@ -203,6 +207,15 @@ func TestRuleSanity(t *testing.T) {
 	}
 	if code, body := post(mk(policy.Rule{Tier: tenant.T0, Shadow: true}), ""); code != 200 {
 		t.Fatalf("T0 shadow rule: %d %s", code, body)
+	}
+	// A cap of 0 is taken when it is said, and a lift needs no rate.
+	zero := `{"id":"z","tenant":"x","action":"throttle","ru_per_second":0,"reason":"r","expires":"` + t0.Add(time.Hour).Format(time.RFC3339) + `"}`
+	if code, body := post(zero, ""); code != 200 {
+		t.Fatalf("a cap of 0, said: %d %s", code, body)
+	}
+	lift := `{"id":"z","tenant":"x","action":"throttle","reason":"r","expires":"` + t0.Format(time.RFC3339) + `"}`
+	if code, body := post(lift, ""); code != 200 {
+		t.Fatalf("a lift without a rate: %d %s", code, body)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -370,6 +371,10 @@ func (s httpAPI) handlePolicy(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "policy rule: "+err.Error(), 0)
 			return
 		}
+		if err := rateGiven(body, rule, s.cfg.Now()); err != nil {
+			writeError(w, http.StatusBadRequest, "policy rule: "+err.Error(), 0)
+			return
+		}
 		allowT0 := false
 		var err error
 		if v := r.URL.Query().Get("allow_t0"); v != "" {
@@ -388,6 +393,27 @@ func (s httpAPI) handlePolicy(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, POST")
 		writeError(w, http.StatusMethodNotAllowed, "use GET or POST", 0)
 	}
+}
+
+// rateGiven refuses a throttle or quota rule whose body does not name
+// ru_per_second: left out, it reads as 0, which refuses every request of
+// the tenant (fleet-wide for a quota), and a rule sent without it more
+// likely forgot it than meant that. A rule that has already expired (a
+// lift) needs no rate.
+func rateGiven(body []byte, rule policy.Rule, now time.Time) error {
+	if (rule.Action != policy.Throttle && rule.Action != policy.Quota) || rule.RUPerSecond != 0 ||
+		(!rule.Expires.IsZero() && !rule.Expires.After(now)) {
+		return nil
+	}
+	var keys map[string]json.RawMessage
+	if json.Unmarshal(body, &keys) == nil {
+		for k := range keys {
+			if strings.EqualFold(k, "ru_per_second") {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("a %s rule needs ru_per_second, the RU/s it allows: send \"ru_per_second\":0 to refuse all of it", rule.Action)
 }
 
 // Policy returns the current policy.
