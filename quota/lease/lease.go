@@ -17,7 +17,9 @@
 // the same N in each process, so the fleet-wide cap is N times the number
 // of workers while Redis is away), counts each fallback grant
 // (qtop_lease_fallback_total) and logs the change once each way; no job is
-// lost or refused for it.
+// lost or refused for it. Leases Redis lost while their jobs ran (evicted,
+// flushed, or expired during an outage longer than the TTL) are put back
+// by the next heartbeat and counted once (qtop_lease_lost_total).
 //
 // Redis slow: every call (acquire, release, heartbeat) returns within
 // WithTimeout (250 ms) whatever the client passed — go-redis bounds a call
@@ -90,7 +92,10 @@ return redis.call('ZREM', KEYS[1], ARGV[1])
 `)
 
 // renewScript extends every lease given (KEYS[i], ARGV[i+3]) to now + ttl
-// and returns, per lease, 1 if it was still held and 0 if it had expired.
+// and returns, per lease, 1 if it was still held and 0 if it had expired
+// or was gone (its key evicted or flushed, Redis restarted empty): such a
+// lease is put back, as its job still runs, so that the fleet-wide count
+// is right again within one heartbeat.
 var renewScript = redis.NewScript(`
 local now
 local ttl = tonumber(ARGV[1])
@@ -106,12 +111,12 @@ local out = {}
 for i, key in ipairs(KEYS) do
   local s = redis.call('ZSCORE', key, ARGV[i + 3])
   if s and tonumber(s) > now then
-    redis.call('ZADD', key, 'XX', now + ttl, ARGV[i + 3])
-    redis.call('PEXPIRE', key, keep)
     out[i] = 1
   else
     out[i] = 0
   end
+  redis.call('ZADD', key, now + ttl, ARGV[i + 3])
+  redis.call('PEXPIRE', key, keep)
 end
 return out
 `)
@@ -198,7 +203,8 @@ func WithFallback(f func(tenant string) int) Option { return func(c *config) { c
 
 // WithRegisterer registers the metrics: qtop_lease_redis_calls_total,
 // qtop_lease_acquired_total, qtop_lease_refused_total,
-// qtop_lease_fallback_total, qtop_lease_lost_total.
+// qtop_lease_fallback_total, qtop_lease_lost_total,
+// qtop_lease_release_errors_total.
 func WithRegisterer(r prometheus.Registerer) Option { return func(c *config) { c.reg = r } }
 
 // WithClock dates the leases by now instead of by Redis's clock. Every
@@ -346,7 +352,7 @@ func (s *Semaphore) redisFailed(err error) {
 	s.down, s.pauseTil = true, time.Now().Add(redisPause)
 	s.mu.Unlock()
 	if !was {
-		s.cfg.log.Warn("lease: Redis unreachable; per-process concurrency caps apply", "err", err)
+		s.cfg.log.Warn("lease: Redis unreachable or failing; per-process concurrency caps apply until it answers", "err", err)
 	}
 }
 
@@ -438,12 +444,12 @@ func (s *Semaphore) Start() {
 
 func (s *Semaphore) renew() {
 	s.mu.Lock()
-	var keys []string
+	var keys, tenants []string
 	args := append([]any{s.cfg.ttl.Milliseconds()}, s.cfg.clockArgs()...)
 	for tenant, st := range s.held {
 		for _, h := range st {
 			if h.redis {
-				keys = append(keys, s.Key(tenant))
+				keys, tenants = append(keys, s.Key(tenant)), append(tenants, tenant)
 				args = append(args, h.id)
 			}
 		}
@@ -456,16 +462,59 @@ func (s *Semaphore) renew() {
 	res, err := s.call(context.Background(), func(ctx context.Context) ([]int64, error) {
 		return renewScript.Run(ctx, s.client, keys, args...).Int64Slice()
 	}, nil)
+	if err == nil && len(res) != len(keys) {
+		// Not the script's answer (a proxy or a server that is not
+		// Redis): nothing in it can be matched to a lease.
+		err = fmt.Errorf("lease: Redis answered %d renewals for %d leases", len(res), len(keys))
+	}
 	if err != nil {
 		s.redisFailed(err)
 		return
 	}
+	s.settleRenewals(res, keys, tenants, args[3:])
+}
+
+// settleRenewals counts the leases a renewal found expired or gone (res[i]
+// 0) and put back. One released while the renewal ran is not lost: the
+// renewal put it back after its release, so it is removed again.
+func (s *Semaphore) settleRenewals(res []int64, keys, tenants []string, ids []any) {
+	var lost int
+	var released []int
+	s.mu.Lock()
 	for i, v := range res {
-		if v == 0 {
-			s.lost.Add(1)
-			s.cfg.log.Warn("lease: a lease expired before its renewal; the job goes on", "key", keys[i])
+		if v != 0 {
+			continue
+		}
+		if s.holdsLocked(tenants[i], ids[i].(string)) {
+			lost++
+		} else {
+			released = append(released, i)
 		}
 	}
+	s.mu.Unlock()
+	for _, i := range released {
+		s.trips.Add(1)
+		if _, err := s.call(context.Background(), func(ctx context.Context) ([]int64, error) {
+			return nil, releaseScript.Run(ctx, s.client, []string{keys[i]}, ids[i]).Err()
+		}, nil); err != nil {
+			s.releaseErrors.Add(1)
+		}
+	}
+	if lost > 0 {
+		s.lost.Add(uint64(lost))
+		s.cfg.log.Warn("lease: leases had expired or were gone from Redis before their renewal (Redis evicted, flushed or restarted, or the heartbeat was late); put back, the jobs go on",
+			"leases", lost)
+	}
+}
+
+// holdsLocked reports whether the process still holds lease id of tenant.
+func (s *Semaphore) holdsLocked(tenant, id string) bool {
+	for _, h := range s.held[tenant] {
+		if h.id == id {
+			return true
+		}
+	}
+	return false
 }
 
 // Shutdown stops the heartbeat and releases every lease still held, then
@@ -505,7 +554,9 @@ type Stats struct {
 	RedisCalls uint64
 	// Acquired and Refused count acquires; Fallback those granted by the
 	// per-process cap while Redis was unreachable; Lost leases that
-	// expired before a heartbeat renewed them; ReleaseErrors releases
+	// expired or were gone (evicted, flushed) before a heartbeat renewed
+	// them, each time it happened (the heartbeat puts them back, as
+	// their jobs still run); ReleaseErrors releases
 	// whose Redis call failed or timed out (a timed-out one is done late
 	// when Redis answers) and late grants that could not be given back:
 	// leases that may be left to expire.
@@ -527,7 +578,8 @@ func (s *Semaphore) register(reg prometheus.Registerer) error {
 		{"qtop_lease_acquired_total", "Leases granted.", &s.acquired},
 		{"qtop_lease_refused_total", "Acquires refused (the tenant at its fleet-wide limit); the job waits.", &s.refused},
 		{"qtop_lease_fallback_total", "Leases granted by the per-process cap while Redis was unreachable.", &s.fallback},
-		{"qtop_lease_lost_total", "Leases that expired before a heartbeat renewed them.", &s.lost},
+		{"qtop_lease_lost_total", "Leases that expired or were gone from Redis before a heartbeat renewed them (put back: the job still runs).", &s.lost},
+		{"qtop_lease_release_errors_total", "Releases whose Redis call failed or timed out, and late grants not given back: leases that may be left to their TTL.", &s.releaseErrors},
 	} {
 		v := m.v
 		if err := reg.Register(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: m.name, Help: m.help},
