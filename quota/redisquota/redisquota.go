@@ -9,15 +9,25 @@
 // on a Redis Cluster. A collector's sums expire after the TTL it writes
 // them with, so a collector that crashes counts for no longer than that;
 // one that stops calls Leave.
+//
+// Each collector needs an id of its own: two that exchange under one id
+// overwrite each other's sums and each sees the fleet without the other,
+// so together they admit up to twice a limit. A Sync marks its id as its
+// own in Redis at each exchange; when another Sync wrote under the id
+// since, Exchange fails with ErrDuplicateID (every exchange, on both) and
+// writes nothing.
 package redisquota
 
 import (
 	"context"
+	crand "crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -28,6 +38,13 @@ import (
 // ErrRedis wraps a failed round trip or an answer that cannot be read.
 var ErrRedis = errors.New("redisquota: redis")
 
+// ErrDuplicateID reports another collector exchanging under this
+// collector's id.
+var ErrDuplicateID = errors.New("redisquota: another collector exchanges its sums under this id: give each collector an id of its own (collector serve --writer)")
+
+// dupReply is the error the script answers a duplicate id with.
+const dupReply = "QTOPDUPID"
+
 // DefaultPrefix is the key prefix of a Sync.
 const DefaultPrefix = "{qtop-quota}:"
 
@@ -37,7 +54,11 @@ const maxPairs = quota.DefaultMaxTenants
 // maxOthers bounds the other collectors one exchange returns.
 const maxOthers = 64
 
-// The script writes this collector's sums (a hash of tenant → "demand
+// The script first checks that the id is this Sync's: KEYS[3] holds the
+// token (ARGV[7]) of the Sync that last exchanged under it; one that has
+// exchanged before (ARGV[8] = '1') and finds another token there fails
+// with dupReply, and claims the id, so that the other fails too. Then it
+// writes this collector's sums (a hash of tenant → "demand
 // admitted", replacing the last, and under the empty field, never a
 // tenant, the time it was written), marks it alive until now + ttl in the
 // collectors' sorted set, and returns every other live collector's sums,
@@ -58,13 +79,18 @@ else
   keep = keep + tonumber(ARGV[6])
 end
 local ttl = tonumber(ARGV[2])
+local owner = redis.call('GET', KEYS[3])
+redis.call('SET', KEYS[3], ARGV[7], 'PX', keep)
+if owner and owner ~= ARGV[7] and ARGV[8] == '1' then
+  return redis.error_reply('` + dupReply + ` another collector exchanges under this id')
+end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 redis.call('ZADD', KEYS[1], now + ttl, ARGV[1])
 redis.call('PEXPIRE', KEYS[1], keep)
 redis.call('DEL', KEYS[2])
 redis.call('HSET', KEYS[2], '', now)
 local kv = {}
-for i = 7, #ARGV do
+for i = 9, #ARGV do
   kv[#kv + 1] = ARGV[i]
   if #kv == 1000 then
     redis.call('HSET', KEYS[2], unpack(kv))
@@ -100,6 +126,8 @@ type Sync struct {
 	prefix string
 	ttl    time.Duration
 	now    func() time.Time // nil: the server's clock
+	token  string           // this Sync's mark on its id
+	wrote  *atomic.Bool     // an exchange has marked the id
 }
 
 // clockGrace is how much longer than the TTL a Sync with its own clock
@@ -115,7 +143,9 @@ func New(client redis.Scripter, id string, ttl time.Duration) (*Sync, error) {
 	if ttl < time.Millisecond {
 		return nil, fmt.Errorf("%w: ttl %v (want ≥ 1 ms)", quota.ErrConfig, ttl)
 	}
-	return &Sync{client: client, id: id, prefix: DefaultPrefix, ttl: ttl}, nil
+	var b [8]byte
+	_, _ = crand.Read(b[:])
+	return &Sync{client: client, id: id, prefix: DefaultPrefix, ttl: ttl, token: hex.EncodeToString(b[:]), wrote: new(atomic.Bool)}, nil
 }
 
 // WithPrefix returns a copy of s whose keys start with prefix (tests give
@@ -123,6 +153,7 @@ func New(client redis.Scripter, id string, ttl time.Duration) (*Sync, error) {
 func (s *Sync) WithPrefix(prefix string) *Sync {
 	c := *s
 	c.prefix = prefix
+	c.wrote = new(atomic.Bool)
 	return &c
 }
 
@@ -135,21 +166,30 @@ func (s *Sync) WithPrefix(prefix string) *Sync {
 func (s *Sync) WithClock(now func() time.Time) *Sync {
 	c := *s
 	c.now = now
+	c.wrote = new(atomic.Bool)
 	return &c
 }
 
-// leaveScript takes this collector out of the others' sums at once.
+// leaveScript takes this collector out of the others' sums at once, and
+// frees its id if this Sync holds it.
 var leaveScript = redis.NewScript(`
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('DEL', KEYS[2])
+if redis.call('GET', KEYS[3]) == ARGV[2] then
+  redis.call('DEL', KEYS[3])
+end
 return 1
 `)
+
+// keys are the Sync's keys: the collectors' set, its sums, its id's mark.
+func (s *Sync) keys() []string {
+	return []string{s.prefix + "collectors", s.prefix + "usage:" + s.id, s.prefix + "owner:" + s.id}
+}
 
 // Leave removes this collector's sums (a collector that stops), so that
 // the others do not count them until their TTL. One round trip.
 func (s *Sync) Leave(ctx context.Context) error {
-	keys := []string{s.prefix + "collectors", s.prefix + "usage:" + s.id}
-	if err := leaveScript.Run(ctx, s.client, keys, s.id).Err(); err != nil {
+	if err := leaveScript.Run(ctx, s.client, s.keys(), s.id, s.token).Err(); err != nil {
 		return fmt.Errorf("%w: leave: %w", ErrRedis, err)
 	}
 	return nil
@@ -158,15 +198,22 @@ func (s *Sync) Leave(ctx context.Context) error {
 // Exchange writes local (this collector's sums per tenant, at most
 // quota.DefaultMaxTenants of them; the rest are not shared) and returns
 // the sums of every other live collector (at most 64), each with how long
-// ago it wrote them. One round trip.
+// ago it wrote them. One round trip. It fails with ErrDuplicateID when
+// another collector exchanged under this id since this Sync's last
+// exchange.
 func (s *Sync) Exchange(ctx context.Context, local map[string]quota.Rates) ([]quota.Remote, error) {
-	args := make([]any, 0, 6+2*min(len(local), maxPairs))
+	args := make([]any, 0, 8+2*min(len(local), maxPairs))
 	args = append(args, s.id, s.ttl.Milliseconds(), s.prefix, maxOthers)
 	if s.now != nil {
 		args = append(args, s.now().UnixMilli(), clockGrace.Milliseconds())
 	} else {
 		args = append(args, "", "")
 	}
+	wrote := ""
+	if s.wrote.Load() {
+		wrote = "1"
+	}
+	args = append(args, s.token, wrote)
 	n := 0
 	for name, r := range local {
 		if n == maxPairs {
@@ -178,11 +225,15 @@ func (s *Sync) Exchange(ctx context.Context, local map[string]quota.Rates) ([]qu
 		args = append(args, name, strconv.FormatFloat(r.Demand, 'g', -1, 64)+" "+strconv.FormatFloat(r.Admitted, 'g', -1, 64))
 		n++
 	}
-	keys := []string{s.prefix + "collectors", s.prefix + "usage:" + s.id}
-	res, err := syncScript.Run(ctx, s.client, keys, args...).Slice()
+	res, err := syncScript.Run(ctx, s.client, s.keys(), args...).Slice()
 	if err != nil {
+		var re redis.Error
+		if errors.As(err, &re) && strings.HasPrefix(re.Error(), dupReply) {
+			return nil, fmt.Errorf("%w (id %q)", ErrDuplicateID, s.id)
+		}
 		return nil, fmt.Errorf("%w: exchange: %w", ErrRedis, err)
 	}
+	s.wrote.Store(true)
 	if len(res) > maxOthers+1 {
 		return nil, fmt.Errorf("%w: exchange: %d collectors in the answer, at most %d", ErrRedis, len(res), maxOthers+1)
 	}

@@ -2,6 +2,7 @@ package redisquota_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -193,5 +194,59 @@ func TestExchangeRedisDown(t *testing.T) {
 	}
 	if _, err := redisquota.New(c, "a{b}", time.Second); err == nil {
 		t.Fatal("id with braces accepted")
+	}
+}
+
+// TestDuplicateID: two collectors given one id (one --writer for every
+// replica) would overwrite each other's sums and each count the fleet
+// without the other, admitting twice the limit. Each exchange after their
+// first fails on both with ErrDuplicateID, so that it is logged and
+// counted; a collector restarted under its id (a new Sync, the old one
+// gone) is not taken for a duplicate.
+func TestDuplicateID(t *testing.T) {
+	ctx := context.Background()
+	pair, _ := syncs(t, 2, nil)
+	prefix := fmt.Sprintf("{qtop-quota-test-%d}:", rand.Uint64())
+	t.Cleanup(func() {
+		c, _ := client(t)
+		keys, _ := c.Keys(ctx, prefix+"*").Result()
+		if len(keys) > 0 {
+			c.Del(ctx, keys...)
+		}
+	})
+	same := func() *redisquota.Sync {
+		c, _ := client(t)
+		s, err := redisquota.New(c, "c0", 2*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.WithPrefix(prefix)
+	}
+	a, b, other := same(), same(), pair[1].WithPrefix(prefix)
+	for i, s := range []*redisquota.Sync{a, b, other} {
+		if _, err := s.Exchange(ctx, local(i)); err != nil {
+			t.Fatalf("first exchange of %d: %v", i, err)
+		}
+	}
+	for round := range 2 {
+		for i, s := range []*redisquota.Sync{a, b} {
+			if _, err := s.Exchange(ctx, local(i)); !errors.Is(err, redisquota.ErrDuplicateID) {
+				t.Fatalf("round %d, collector %d under a shared id: %v, want ErrDuplicateID", round, i, err)
+			}
+		}
+	}
+	got, err := other.Exchange(ctx, local(2))
+	if err != nil || len(got) != 1 {
+		t.Fatalf("a collector of its own id sees %d others (%v), want 1", len(got), err)
+	}
+	// b stops; a restarted collector under the id exchanges, and so on.
+	restarted := same()
+	for range 2 {
+		if _, err := restarted.Exchange(ctx, local(0)); err != nil {
+			t.Fatalf("a restarted collector: %v", err)
+		}
+	}
+	if err := restarted.Leave(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
