@@ -150,3 +150,29 @@ func TestLimiterNoneLost(t *testing.T) {
 		t.Fatalf("ran %d of %d, %d left", ran, n, q.Len())
 	}
 }
+
+// TestLimiterDoneTwice: a Done called twice for one item (a worker's
+// deferred Done and an explicit one) gives back that item's slot only,
+// never the Limiter's slot of another running job of the tenant.
+func TestLimiterDoneTwice(t *testing.T) {
+	now := time.Date(2026, 1, 1, 9, 0, 0, 0, time.UTC)
+	lim := &slots{n: 2, inUse: map[string]int{}}
+	q, err := New[string](WithLimiter(lim))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Push(context.Background(), "A", "a1")
+	q.Push(context.Background(), "A", "a2")
+	for _, want := range []string{"a1", "a2"} {
+		if it, ok := q.PopItemAt(now); !ok || it.Value != want {
+			t.Fatalf("popped %q, %v; want %q", it.Value, ok, want)
+		}
+	}
+	q.Done("A") // a1 ends
+	q.Done("A") // a2 ends
+	q.Done("A") // one too many
+	q.Done("B") // a tenant with nothing popped
+	if lim.inUse["A"] != 0 || lim.inUse["B"] != 0 {
+		t.Fatalf("slots in use %v, want 0 each: a Done without work in flight released a slot", lim.inUse)
+	}
+}

@@ -303,14 +303,13 @@ func (q *Queue[T]) PopWait(ctx context.Context) (Item[T], error) {
 }
 
 // Done releases one unit of tenant's concurrency after popped work ends.
+// A Done without work of tenant in flight (called twice for one item)
+// does nothing: it must not give back the Limiter's slot of another job.
 func (q *Queue[T]) Done(tenant string) {
-	if q.cfg.limiter != nil {
-		defer q.cfg.limiter.Release(tenant) // after the unlock below
-	}
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	f := q.flows[tenant]
 	if f == nil || f.inflight == 0 {
+		q.mu.Unlock()
 		return
 	}
 	f.inflight--
@@ -318,6 +317,10 @@ func (q *Queue[T]) Done(tenant string) {
 		delete(q.flows, tenant)
 	}
 	q.notifyLocked()
+	q.mu.Unlock()
+	if q.cfg.limiter != nil {
+		q.cfg.limiter.Release(tenant)
+	}
 }
 
 // Len returns the items queued; PendingOf those of one tenant.
