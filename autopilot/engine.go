@@ -48,6 +48,10 @@ type Engine struct {
 	acts      []*action // by start
 	last      time.Time // of the last snapshot taken
 	lastNew   time.Time // of the last action started
+	// cancelled holds each tenant whose action was cancelled by hand
+	// until that action would have ended: no new action against it
+	// before then, so that a cancel is not undone the next second.
+	cancelled map[string]time.Time
 }
 
 // action is an active action and what following it needs.
@@ -55,6 +59,7 @@ type action struct {
 	Action
 	rule policy.AutopilotRule
 	calm time.Time // since when victims count as recovered (zero: hurt)
+	seen *Evidence // the figures of the last snapshot that followed it
 }
 
 // New returns an engine running the rules of a (validated first).
@@ -154,14 +159,25 @@ func (e *Engine) Restore(actions []Action) int {
 }
 
 // Cancel ends the action id at now, by hand (by says who: a credential,
-// a user). The decision it returns expires the action's policy part.
+// a user). The decision it returns expires the action's policy part,
+// with the figures of the last snapshot taken. No new action starts
+// against its tenant before the cancelled one would have ended (its
+// Expires): the allow-list is how a tenant is spared for good.
 func (e *Engine) Cancel(id, by string, now time.Time) (Decision, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for i, a := range e.acts {
 		if a.ID == id {
 			e.acts = slices.Delete(e.acts, i, i+1)
-			d := e.decide(a, now, KindCancel, "cancelled by hand", a.Evidence)
+			if e.cancelled == nil {
+				e.cancelled = map[string]time.Time{}
+			}
+			e.cancelled[a.Tenant] = a.Expires
+			ev := a.Evidence
+			if a.seen != nil {
+				ev = *a.seen
+			}
+			d := e.decide(a, now, KindCancel, "cancelled by hand", ev)
 			d.By = by
 			return d, nil
 		}
@@ -197,6 +213,11 @@ func (e *Engine) Step(s *api.Snapshot) []Decision {
 	}
 	clear(e.acts[len(keep):])
 	e.acts = keep
+	for tn, until := range e.cancelled {
+		if !t.Before(until) {
+			delete(e.cancelled, tn)
+		}
+	}
 	if !e.paused && !e.polPaused && len(e.acts) < e.cfg.maxActions {
 		if d, ok := e.start(s, st); ok {
 			out = append(out, d)
@@ -228,10 +249,11 @@ func (e *Engine) follow(a *action, s *api.Snapshot, st *state) (d Decision, ok, 
 	}
 	a.rule = r
 	ev := e.evidence(s, st, r, a.Tenant, &a.Evidence)
+	a.seen = &ev
 	if !t.Before(a.Expires) {
 		return e.decide(a, t, KindLift, "its time ended ("+r.For().String()+")", ev), true, true
 	}
-	rec := st.recovered(r)
+	rec := st.recovered(r, a.Tenant)
 	switch {
 	case !rec:
 		a.calm = time.Time{}
@@ -248,7 +270,7 @@ func (e *Engine) follow(a *action, s *api.Snapshot, st *state) (d Decision, ok, 
 		a.Level++
 		a.calm = t
 		return e.decide(a, t, KindRelax, "victims recovered for "+r.Hold().String(), ev), true, false
-	case !rec && st.hurt(r) && a.Level > 0:
+	case !rec && st.hurt(r, a.Tenant) && a.Level > 0:
 		a.Level--
 		return e.decide(a, t, KindTighten, "victims hurt again", ev), true, false
 	}

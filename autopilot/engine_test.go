@@ -2,6 +2,8 @@ package autopilot
 
 import (
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -160,7 +162,8 @@ func TestCancelPauseAndPolicy(t *testing.T) {
 		}
 	}
 	e.Resume()
-	if ds := e.Step(sc.snap(130)); len(ds) != 1 || ds[0].Tenant != "bigcorp" {
+	// bigcorp's action was cancelled: the next offender is acted on.
+	if ds := e.Step(sc.snap(130)); len(ds) != 1 || ds[0].Tenant != "megacorp" {
 		t.Fatalf("resumed: %v", ds)
 	}
 	a.Paused = true
@@ -175,6 +178,105 @@ func TestCancelPauseAndPolicy(t *testing.T) {
 	}
 	if err := e.SetPolicy(policy.Autopilot{Rules: []policy.AutopilotRule{{Name: "x"}}}); !errors.Is(err, policy.ErrInvalid) {
 		t.Fatal(err)
+	}
+}
+
+// TestCancelIsNotUndone: an action cancelled by hand while its offender
+// still imports is not started again against it the next second: its
+// tenant is left alone until the cancelled action would have ended
+// (900 s from its apply), and then forgotten. The
+// cancel's evidence is the last snapshot's (victims recovered under the
+// limit), not the apply's.
+func TestCancelIsNotUndone(t *testing.T) {
+	e := newEngine(t, policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotEnforce)}})
+	sc := &scenario{start: 100, end: 1100, offenders: []string{"bigcorp"}, baselines: true}
+	got, ds := run(t, e, sc, 120, true)
+	same(t, got, step{100, KindApply, "bigcorp", 10})
+	d, err := e.Cancel(ds[0].ActionID, "admin@10.0.0.1", t0.Add(119500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Evidence.VictimsHurt != 0 || ds[0].Evidence.VictimsHurt == 0 {
+		t.Fatalf("cancel's evidence %+v: want the last snapshot's (no victim hurt under the limit)", d.Evidence)
+	}
+	sc.limit("bigcorp", 120, 0)
+	got = nil
+	for sec := 120; sec < 1001; sec++ {
+		for _, d := range e.Step(sc.snap(sec)) {
+			got = append(got, step{sec, d.Kind, d.Tenant, d.Limit})
+		}
+	}
+	same(t, got)
+	if len(e.cancelled) != 0 {
+		t.Fatalf("cancelled tenants kept past their action's end: %v", e.cancelled)
+	}
+}
+
+// TestLimitsReadPlainly: a limit is the float nearest its rounded
+// decimal, so the policy rule and the decision's JSON say 12.12, never
+// 12.120000000000001.
+func TestLimitsReadPlainly(t *testing.T) {
+	r := rule(policy.AutopilotEnforce).Defaults()
+	for i := 10; i <= 100000; i++ {
+		ev := Evidence{BaselineRU: float64(i) / 100}
+		got := strconv.FormatFloat(limit(r, ev, 0), 'f', -1, 64)
+		if want := strconv.FormatFloat(float64(i)/100, 'f', -1, 64); got != want {
+			t.Fatalf("limit of a %s RU/s baseline: %s", want, got)
+		}
+	}
+	b := r
+	b.Action = policy.AutopilotBudget
+	for i := 10; i <= 100000; i++ {
+		ev := Evidence{BaselineDB: float64(i) / 1000}
+		got := strconv.FormatFloat(limit(b, ev, 0), 'f', -1, 64)
+		if want := strconv.FormatFloat(float64(i)/1000, 'f', -1, 64); got != want {
+			t.Fatalf("budget of a %s DB-load baseline: %s", want, got)
+		}
+	}
+}
+
+// TestOffenderIsNotItsOwnVictim: a tenant that drives the pool's wait
+// without a rise of its RU share is slowed by that wait too, so the
+// headline counts it among the victims; it is not one of its own. With
+// two other tenants hurt from second 100 and victims_min 3 nothing is
+// done; a third from 105 starts the action, whose reason names three.
+func TestOffenderIsNotItsOwnVictim(t *testing.T) {
+	r := rule(policy.AutopilotEnforce)
+	r.Resource = policy.ResourcePoolWait
+	e := newEngine(t, policy.Autopilot{Rules: []policy.AutopilotRule{r}})
+	snap := func(sec int) *api.Snapshot {
+		s := &api.Snapshot{Time: t0.Add(time.Duration(sec) * time.Second), Source: api.SourceCollector, Measure: api.MeasureRU,
+			Collector: api.CollectorStatus{Uptime: time.Hour}}
+		row := func(name string, base float64, hurt bool) {
+			p95 := base
+			if hurt {
+				p95 = 3 * base
+			}
+			s.Tenants = append(s.Tenants, api.TenantRow{Tenant: name, Tier: "T2", RUPerSec: 10, Share: 1.0 / 21, History: flat(10),
+				P95Seconds: p95, BaselineP95Seconds: base, BaselineShare: 1.0 / 21})
+			wait := 0.01
+			if name == "bigcorp" && sec >= 100 {
+				wait = 1
+			}
+			s.PoolWait = append(s.PoolWait, api.PoolWaitRow{Tenant: name, WaitPerSec: wait})
+		}
+		row("bigcorp", 0.2, sec >= 100)
+		for k := range 20 {
+			row(fmt.Sprintf("t%02d", k), 0.02, sec >= 100 && k < 2 || sec >= 105 && k == 2)
+		}
+		return s
+	}
+	var got []step
+	var ds []Decision
+	for sec := range 110 {
+		for _, d := range e.Step(snap(sec)) {
+			got = append(got, step{sec, d.Kind, d.Tenant, d.Limit})
+			ds = append(ds, d)
+		}
+	}
+	same(t, got, step{105, KindApply, "bigcorp", 10})
+	if ev := ds[0].Evidence; ev.VictimsHurt != 3 || !strings.HasPrefix(ds[0].Why, "3 tenants") {
+		t.Fatalf("apply: %s: %+v", ds[0].Why, ev)
 	}
 }
 

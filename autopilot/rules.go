@@ -48,16 +48,20 @@ func (st *state) count(factor float64, but string) int {
 	return n
 }
 
-// hurt is the rule's condition on victims.
-func (st *state) hurt(r policy.AutopilotRule) bool {
-	return r.VictimsMin > 0 && st.count(r.VictimP95Factor, "") >= r.VictimsMin ||
+// hurt is the rule's condition on victims, the offender but (if any)
+// left out: a tenant is never its own victim (one whose p95 rises with
+// the resource it drives, or under the limit on it, would otherwise
+// count towards victims_min, and keep its own action tight).
+func (st *state) hurt(r policy.AutopilotRule, but string) bool {
+	return r.VictimsMin > 0 && st.count(r.VictimP95Factor, but) >= r.VictimsMin ||
 		r.RatioBelow > 0 && st.ratio > 0 && st.ratio < r.RatioBelow
 }
 
-// recovered is the rule's condition on victims having recovered: below
-// the recover thresholds, a band under the ones that act (hysteresis).
-func (st *state) recovered(r policy.AutopilotRule) bool {
-	return (r.VictimsMin == 0 || st.count(r.RecoverP95Factor, "") < r.VictimsMin) &&
+// recovered is the rule's condition on victims having recovered, the
+// offender but left out: below the recover thresholds, a band under the
+// ones that act (hysteresis).
+func (st *state) recovered(r policy.AutopilotRule, but string) bool {
+	return (r.VictimsMin == 0 || st.count(r.RecoverP95Factor, but) < r.VictimsMin) &&
 		(r.RatioBelow == 0 || st.ratio == 0 || st.ratio >= r.RatioRecover)
 }
 
@@ -76,7 +80,7 @@ type candidate struct {
 func (e *Engine) start(s *api.Snapshot, st *state) (Decision, bool) {
 	t := s.Time
 	for _, r := range e.rules {
-		if !e.lastNew.IsZero() && t.Sub(e.lastNew) < r.Interval() || !st.hurt(r) {
+		if !e.lastNew.IsZero() && t.Sub(e.lastNew) < r.Interval() || !st.hurt(r, "") {
 			continue
 		}
 		c, ok := e.offender(s, st, r)
@@ -88,7 +92,7 @@ func (e *Engine) start(s *api.Snapshot, st *state) (Decision, bool) {
 			ID: "autopilot-" + r.Name + "-" + strconv.FormatInt(t.Unix(), 10), Rule: r.Name, Tenant: c.tenant,
 			Action: r.Action, Shadow: r.Shadow(), Started: t, Expires: t.Add(r.For()), Evidence: ev,
 		}}
-		if st.recovered(r) {
+		if st.recovered(r, c.tenant) {
 			a.calm = t
 		}
 		e.acts = append(e.acts, a)
@@ -113,7 +117,8 @@ func (e *Engine) offender(s *api.Snapshot, st *state, r policy.AutopilotRule) (c
 	})
 	for _, c := range cs {
 		tier, row := st.tiers[c.tenant]
-		if tr, err := tenant.ParseTier(tier); !row || err != nil || tr == tenant.T0 || e.allow[c.tenant] || e.acting(c.tenant) {
+		if tr, err := tenant.ParseTier(tier); !row || err != nil || tr == tenant.T0 || e.allow[c.tenant] || e.acting(c.tenant) ||
+			s.Time.Before(e.cancelled[c.tenant]) || !st.hurt(r, c.tenant) {
 			continue
 		}
 		return c, true
@@ -180,17 +185,19 @@ const (
 )
 
 // limit is the action's limit at a relax level, rounded (to 0.01 RU/s,
-// 0.001 sessions, 0.01 of a multiplier) so a policy reads plainly.
+// 0.001 sessions, 0.01 of a multiplier) so a policy reads plainly: the
+// nearest float to the decimal (12.12, not 12.120000000000001), as
+// dividing by the power of ten, not multiplying by its inverse, gives.
 func limit(r policy.AutopilotRule, ev Evidence, level int) float64 {
 	step := math.Pow(r.RelaxFactor, float64(level))
-	round := func(v, to float64) float64 { return math.Round(v/to) * to }
+	round := func(v, per float64) float64 { return math.Round(v*per) / per }
 	switch r.Action {
 	case policy.AutopilotQuota, policy.AutopilotThrottle:
-		return round(min(max(ev.BaselineRU*r.Factor, minRUPerSecond)*step, policy.MaxRUPerSecond), 0.01)
+		return round(min(max(ev.BaselineRU*r.Factor, minRUPerSecond)*step, policy.MaxRUPerSecond), 100)
 	case policy.AutopilotBudget:
-		return round(min(max(ev.BaselineDB*r.Factor, minDBShare)*step, 1e6), 0.001)
+		return round(min(max(ev.BaselineDB*r.Factor, minDBShare)*step, 1e6), 1000)
 	}
-	return round(max(r.Multiplier/step, 1), 0.01)
+	return round(max(r.Multiplier/step, 1), 100)
 }
 
 // why is an apply's reason in words.
