@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -211,6 +212,12 @@ func (p *pilotPart) write(ctx context.Context, now time.Time, d autopilot.Decisi
 		del := !b.Expires.IsZero() && !now.Before(b.Expires)
 		err = p.setBudget(ctx, b, del, who)
 	}
+	if err != nil && (d.Kind == autopilot.KindLift || d.Kind == autopilot.KindCancel) && !p.inPolicy(d) {
+		// What it would remove is gone already: it ended at its time and
+		// the policy's tick pruned it, or someone removed it by hand.
+		// The decision stands and is audited like any other.
+		err = nil
+	}
 	mode := "enforce"
 	if d.Shadow {
 		mode = "shadow"
@@ -229,6 +236,20 @@ func (p *pilotPart) write(ctx context.Context, now time.Time, d autopilot.Decisi
 	}
 	p.log.Info("autopilot", "decision", d.String())
 	p.pol.audit(ctx, now, who, "autopilot-"+string(d.Kind), p.pol.current().Version, d)
+}
+
+// inPolicy reports whether d's policy rule or budget is in the policy.
+func (p *pilotPart) inPolicy(d autopilot.Decision) bool {
+	in := false
+	p.pol.read(func(pol *policy.Policy) {
+		switch {
+		case d.PolicyRule != nil:
+			in = slices.ContainsFunc(pol.Rules, func(r policy.Rule) bool { return r.ID == d.PolicyRule.ID })
+		case d.Budget != nil:
+			in = slices.ContainsFunc(pol.Budgets, func(b policy.Budget) bool { return b.ID == d.Budget.ID })
+		}
+	})
+	return in
 }
 
 func (p *pilotPart) gaugesLocked() {
@@ -312,12 +333,13 @@ func (p *pilotPart) command(ctx context.Context, now time.Time, c api.AutopilotC
 		}
 	}
 	if n != 1 {
-		return fmt.Errorf("%w: send exactly one of pause, resume or cancel", policy.ErrInvalid)
+		// Not policy.ErrInvalid, whose text speaks of a rule.
+		return errors.New(`autopilot command: send exactly one of {"pause":true}, {"resume":true} or {"cancel":"ID"}`)
 	}
 	if c.Cancel != "" {
 		d, err := p.eng.Cancel(c.Cancel, who, now)
 		if err != nil {
-			return err
+			return fmt.Errorf("%w (GET /v1/autopilot lists the active actions)", err)
 		}
 		p.write(ctx, now, d)
 		return nil

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/autopilot"
 	"github.com/qtop-dev/qtop/incident"
@@ -235,8 +237,15 @@ func TestAutopilotAPI(t *testing.T) {
 	if code, msg := post(api.PathAutopilot, `{"cancel":"nope"}`, f.token); code != http.StatusBadRequest || !strings.Contains(msg, "no such action") {
 		t.Fatalf("cancel unknown: %d %s", code, msg)
 	}
-	if code, msg := post(api.PathAutopilot, `{"pause":true,"resume":true}`, f.token); code != http.StatusBadRequest {
-		t.Fatalf("two commands: %d %s", code, msg)
+	for _, body := range []string{`{"pause":true,"resume":true}`, `{"pause":false}`, `{}`} {
+		// The answer says what to send, and speaks of no rule.
+		if code, msg := post(api.PathAutopilot, body, f.token); code != http.StatusBadRequest || strings.Contains(msg, "rule") ||
+			!strings.Contains(msg, `{\"cancel\":\"ID\"}`) {
+			t.Fatalf("%s: %d %s", body, code, msg)
+		}
+	}
+	if code, msg := post(api.PathAutopilot, `{"cancel":"nope"}`, f.token); !strings.Contains(msg, "GET /v1/autopilot") {
+		t.Fatalf("cancel unknown: %d %s: want where the actions are listed", code, msg)
 	}
 	if code, msg := post(api.PathAutopilot, `{"resume":true}`, f.token); code != http.StatusOK || strings.Contains(msg, `"paused":true`) {
 		t.Fatalf("resume: %d %s", code, msg)
@@ -361,5 +370,54 @@ func TestSharedPolicyCarriesTheAutopilot(t *testing.T) {
 	}
 	if got := f.s.Policy(); len(got.Budgets) != 1 || got.Autopilot == nil || len(got.Rules) != 1 {
 		t.Fatalf("after adopting: budgets %d, autopilot %v, rules %d", len(got.Budgets), got.Autopilot != nil, len(got.Rules))
+	}
+}
+
+// TestAutopilotLiftOfAnExpiredPart: an action that runs to its time ends
+// after its policy part did — the policy's tick prunes an expired rule,
+// any policy change an expired budget — so its lift finds nothing to
+// remove. The lift is no write error and is audited all the same.
+func TestAutopilotLiftOfAnExpiredPart(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	p := f.s.feat.pilot
+	ctx := context.Background()
+	end := t0.Add(15 * time.Second)
+	part := func(kind autopilot.Kind, budget bool, expires time.Time) autopilot.Decision {
+		d := autopilot.Decision{Time: f.clk.Now(), Rule: "noisy", Tenant: "bigcorp", Kind: kind, Action: policy.AutopilotQuota,
+			ActionID: "autopilot-noisy-1", Limit: 12.12}
+		if budget {
+			d.Action, d.ActionID, d.Limit = policy.AutopilotBudget, "autopilot-noisy-2", 0.1
+			d.Budget = &policy.Budget{ID: d.ActionID, Match: []map[string]string{{"tenant": "bigcorp"}}, Share: 0.1,
+				Mode: policy.Enforce, Expires: expires, Reason: "autopilot/noisy " + string(kind), CreatedBy: "autopilot/noisy", Created: t0}
+			return d
+		}
+		d.PolicyRule = &policy.Rule{ID: d.ActionID, Tenant: "bigcorp", Action: policy.Quota, RUPerSecond: 12.12,
+			Expires: expires, Reason: "autopilot/noisy " + string(kind), CreatedBy: "autopilot/noisy", Created: t0}
+		return d
+	}
+	p.write(ctx, f.clk.Now(), part(autopilot.KindApply, false, end))
+	p.write(ctx, f.clk.Now(), part(autopilot.KindApply, true, end))
+	if pol := f.s.Policy(); len(pol.Rules) != 1 || len(pol.Budgets) != 1 {
+		t.Fatalf("applied: %d rules, %d budgets (%v write errors)", len(pol.Rules), len(pol.Budgets), testutil.ToFloat64(p.errors))
+	}
+	now := f.clk.Add(16 * time.Second)
+	f.s.Tick(ctx, now) // prunes the rule
+	p.write(ctx, now, part(autopilot.KindLift, false, now))
+	other := part(autopilot.KindApply, false, now.Add(time.Minute))
+	other.Tenant, other.ActionID, other.PolicyRule.Tenant, other.PolicyRule.ID = "megacorp", "autopilot-noisy-3", "megacorp", "autopilot-noisy-3"
+	p.write(ctx, now, other) // a change: it drops the expired budget
+	p.write(ctx, now, part(autopilot.KindLift, true, now))
+	if n := testutil.ToFloat64(p.errors); n != 0 {
+		t.Fatalf("%v write errors for lifts of parts that had expired", n)
+	}
+	lifts := 0
+	for _, au := range auditsOf(t, f) {
+		if au.Action == "autopilot-lift" {
+			lifts++
+		}
+	}
+	if lifts != 2 {
+		t.Fatalf("%d lifts audited, want 2", lifts)
 	}
 }
