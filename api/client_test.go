@@ -161,3 +161,33 @@ func FuzzReadEvents(f *testing.F) {
 		})
 	})
 }
+
+// TestReadTokenOnEveryRead: every read of the client carries the read
+// token (the freshness view's did not: qtop's key 7 got 401 from a
+// collector with a read token).
+func TestReadTokenOnEveryRead(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer read" {
+			w.WriteHeader(http.StatusUnauthorized)
+			json.NewEncoder(w).Encode(ErrorBody{Error: "needs the read token"})
+			return
+		}
+		switch r.URL.Path {
+		case PathFreshness:
+			json.NewEncoder(w).Encode(Freshness{})
+		default:
+			json.NewEncoder(w).Encode(Snapshot{})
+		}
+	}))
+	defer srv.Close()
+	c, err := NewClient(srv.URL, WithToken("read"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Get(context.Background()); err != nil {
+		t.Fatalf("live view: %v", err)
+	}
+	if _, err := c.GetFreshness(context.Background()); err != nil {
+		t.Fatalf("freshness view: %v", err)
+	}
+}

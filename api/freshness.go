@@ -70,6 +70,7 @@ func (c *Client) GetFreshness(ctx context.Context) (Freshness, error) {
 	if err != nil {
 		return Freshness{}, err
 	}
+	c.authorize(req)
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return Freshness{}, fmt.Errorf("live: get freshness: %w", err)
