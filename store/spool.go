@@ -453,15 +453,20 @@ func (s *Spool) append(b *batch, data []byte) error {
 
 // WriteFileAtomic writes data to path so that a crash leaves the old file
 // or the new one, never a part: a temporary file beside it, fsync,
-// rename, fsync of the folder. The spool, its erasure and the
-// collector's erasure of the write-ahead log write through it.
+// rename, fsync of the folder. The new file keeps the owner, group and
+// permissions of the one it replaces (a new one is 0600, the writer's).
+// The spool, its erasure and the collector's erasure of the write-ahead
+// log write through it.
 func WriteFileAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
 	fh, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
-	_, err = fh.Write(data)
+	err = keepOwner(fh, path)
+	if err == nil {
+		_, err = fh.Write(data)
+	}
 	if err == nil {
 		err = fh.Sync()
 	}
