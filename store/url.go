@@ -50,42 +50,43 @@ const DefaultClickHouseDatabase = "qtop"
 // async_insert=1 and secure=1 (each also =0), e.g.
 // clickhouse://abc.clickhouse.cloud:9440/qtop?mode=cloud&secure=1.
 func ParseURL(s string) (URL, error) {
+	shown := shownURL(s)
 	scheme, rest, ok := strings.Cut(s, "://")
 	if !ok {
-		return URL{}, fmt.Errorf("%w %q: want duckdb://PATH or clickhouse://HOST:PORT/DB", ErrURL, s)
+		return URL{}, fmt.Errorf("%w %q: want duckdb://PATH or clickhouse://HOST:PORT/DB", ErrURL, shown)
 	}
 	switch strings.ToLower(scheme) {
 	case SchemeDuckDB:
 		if rest == "" || strings.ContainsRune(rest, 0) {
-			return URL{}, fmt.Errorf("%w %q: duckdb:// needs a file path", ErrURL, s)
+			return URL{}, fmt.Errorf("%w %q: duckdb:// needs a file path", ErrURL, shown)
 		}
 		return URL{Scheme: SchemeDuckDB, Path: rest}, nil
 	case SchemeClickHouse:
 		rest, query, hasQuery := strings.Cut(rest, "?")
 		host, db, _ := strings.Cut(rest, "/")
 		if strings.ContainsRune(rest, '#') || strings.ContainsRune(query, '#') {
-			return URL{}, fmt.Errorf("%w %q: clickhouse:// takes no fragment", ErrURL, s)
+			return URL{}, fmt.Errorf("%w %q: clickhouse:// takes no fragment", ErrURL, shown)
 		}
 		var opts URL
 		if hasQuery {
 			var err error
 			if opts, err = clickHouseOptions(query); err != nil {
-				return URL{}, fmt.Errorf("%w %q: %s", ErrURL, s, err.Error())
+				return URL{}, fmt.Errorf("%w %q: %s", ErrURL, shown, err.Error())
 			}
 		}
-		if strings.Contains(host, "@") {
-			return URL{}, fmt.Errorf("%w %q: credentials do not belong in the URL", ErrURL, s)
+		if strings.Contains(rest, "@") {
+			return URL{}, fmt.Errorf("%w %q: credentials do not belong in the URL: set QTOP_CLICKHOUSE_USER and QTOP_CLICKHOUSE_PASSWORD (or _PASSWORD_FILE)", ErrURL, shown)
 		}
 		if host == "" {
-			return URL{}, fmt.Errorf("%w %q: clickhouse:// needs HOST:PORT", ErrURL, s)
+			return URL{}, fmt.Errorf("%w %q: clickhouse:// needs HOST:PORT", ErrURL, shown)
 		}
 		hosts := strings.Split(host, ",")
 		if len(hosts) > MaxClickHouseHosts {
-			return URL{}, fmt.Errorf("%w %q: at most %d hosts", ErrURL, s, MaxClickHouseHosts)
+			return URL{}, fmt.Errorf("%w %q: at most %d hosts", ErrURL, shown, MaxClickHouseHosts)
 		}
 		for i, h := range hosts {
 			if h, err := clickHouseHost(h); err != nil {
-				return URL{}, fmt.Errorf("%w %q: %s", ErrURL, s, err.Error())
+				return URL{}, fmt.Errorf("%w %q: %s", ErrURL, shown, err.Error())
 			} else {
 				hosts[i] = h
 			}
@@ -96,12 +97,27 @@ func ParseURL(s string) (URL, error) {
 			db = DefaultClickHouseDatabase
 		}
 		if !validIdent(db) {
-			return URL{}, fmt.Errorf("%w %q: database name %q must be letters, digits and _", ErrURL, s, db)
+			return URL{}, fmt.Errorf("%w %q: database name %q must be letters, digits and _", ErrURL, shown, db)
 		}
 		return URL{Scheme: SchemeClickHouse, Addr: host, Database: db, Mode: opts.Mode, AsyncInsert: opts.AsyncInsert, Secure: opts.Secure}, nil
 	default:
-		return URL{}, fmt.Errorf("%w %q: unknown scheme %q (duckdb or clickhouse)", ErrURL, s, scheme)
+		return URL{}, fmt.Errorf("%w %q: unknown scheme %q (duckdb or clickhouse)", ErrURL, shown, scheme)
 	}
+}
+
+// shownURL is s as errors show it: whatever comes between the scheme and
+// the last @ (a user and password, which do not belong there) replaced by
+// ***, so that a refused URL puts no credential in a log.
+func shownURL(s string) string {
+	at := strings.LastIndexByte(s, '@')
+	if at < 0 {
+		return s
+	}
+	scheme, _, ok := strings.Cut(s[:at], "://")
+	if !ok {
+		return "***" + s[at:]
+	}
+	return scheme + "://***" + s[at:]
 }
 
 // clickHouseOptions reads the options of a clickhouse:// URL (each once).

@@ -47,6 +47,29 @@ func TestParseURL(t *testing.T) {
 	}
 }
 
+// TestParseURLHidesCredentials: a URL refused for the user and password
+// in it, or for anything else while it holds them, is not echoed with
+// them (the error goes to the log), and the refusal says where they go.
+func TestParseURLHidesCredentials(t *testing.T) {
+	for _, c := range []struct{ in, says string }{
+		{"clickhouse://qtop:hunter2@ch1:9440/qtop?secure=1", "QTOP_CLICKHOUSE_PASSWORD"},
+		{"clickhouse://qtop:hun/ter2@ch1:9000/qtop", "QTOP_CLICKHOUSE_PASSWORD"},
+		{"clickhouse://:hunter2@ch1:9000/qtop", "QTOP_CLICKHOUSE_PASSWORD"},
+		{"clickhouse://qtop:hunter2@ch1:9000/qtop?mode=aws", "mode"},
+		{"qtop:hunter2@ch1:9000/qtop", "clickhouse://HOST:PORT/DB"},
+		{"postgres://qtop:hunter2@db/qtop", "unknown scheme"},
+	} {
+		_, err := ParseURL(c.in)
+		if !errors.Is(err, ErrURL) {
+			t.Errorf("ParseURL(%q) = %v, want ErrURL", c.in, err)
+			continue
+		}
+		if msg := err.Error(); strings.Contains(msg, "hunter2") || strings.Contains(msg, "hun/") || !strings.Contains(msg, c.says) {
+			t.Errorf("ParseURL(%q): %q; want it to say %q and not the password", c.in, msg, c.says)
+		}
+	}
+}
+
 func FuzzParseURL(f *testing.F) {
 	for _, s := range []string{"duckdb://q.db", "clickhouse://h:9000/db", "clickhouse://[::1]/x", "x://"} {
 		f.Add(s)

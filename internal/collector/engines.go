@@ -208,6 +208,9 @@ func NewRedisClient(target string, auth EngineAuth) (*redis.Client, error) {
 // redisOptions reads a Redis target without echoing it in errors (a
 // mistyped URL may hold a password).
 func redisOptions(target string) (*redis.Options, error) {
+	if !strings.Contains(target, "://") && strings.Contains(target, "@") {
+		return nil, fmt.Errorf("%w: redis address: credentials do not belong in it; set QTOP_REDIS_USER and QTOP_REDIS_PASSWORD (or _PASSWORD_FILE)", ErrConfig)
+	}
 	if !strings.Contains(target, "://") {
 		if _, _, err := net.SplitHostPort(target); err != nil {
 			return nil, fmt.Errorf("%w: redis %q: want host:port, redis://host:port or rediss://host:port", ErrConfig, target)

@@ -250,6 +250,7 @@ func TestNewRedisClientAddresses(t *testing.T) {
 	}{
 		{"rediss://qtop:hunter2@127.0.0.1:6391", collector.EngineAuth{}, "credentials do not belong in the URL"},
 		{"redis://:hunter2@127.0.0.1:6390", collector.EngineAuth{}, "credentials do not belong in the URL"},
+		{"qtop:hunter2@127.0.0.1:6390", collector.EngineAuth{}, "credentials do not belong"},
 		{"rediss://127.0.0.1:6391?skip_verify=true", collector.EngineAuth{}, "always verifies"},
 		{"http://127.0.0.1:6390", collector.EngineAuth{}, "want redis:// or rediss://"},
 		{"localhost", collector.EngineAuth{}, "want host:port"},
