@@ -52,7 +52,7 @@ func Server(f ServerFiles, log *slog.Logger) (*tls.Config, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &reloader{files: f, log: log}
+	r := &reloader{files: f, log: log, now: time.Now}
 	if err := r.load(); err != nil {
 		return nil, err
 	}
@@ -86,6 +86,7 @@ type stamp struct {
 type reloader struct {
 	files  ServerFiles
 	log    *slog.Logger
+	now    func() time.Time
 	mu     sync.Mutex
 	stamps [3]stamp
 	cert   *tls.Certificate
@@ -109,11 +110,20 @@ func (r *reloader) stampsNow() [3]stamp {
 }
 
 // load reads the files; on success the new pair and pool replace the old.
+// A certificate outside its validity period (expired, or not yet valid)
+// does not replace one within it; served for want of a better one, it is
+// logged, since every client will refuse it.
 func (r *reloader) load() error {
 	st := r.stampsNow()
 	cert, err := tls.LoadX509KeyPair(r.files.Cert, r.files.Key)
 	if err != nil {
 		return fmt.Errorf("%w: certificate %s, key %s: %v", ErrFiles, r.files.Cert, r.files.Key, err)
+	}
+	if verr := r.outOfDate(&cert); verr != nil {
+		if r.cert != nil && r.outOfDate(r.cert) == nil {
+			return verr
+		}
+		r.log.Warn("tls: serving a certificate that clients will refuse", "err", verr)
 	}
 	var pool *x509.CertPool
 	if r.files.ClientCA != "" {
@@ -122,6 +132,24 @@ func (r *reloader) load() error {
 		}
 	}
 	r.cert, r.pool, r.stamps = &cert, pool, st
+	return nil
+}
+
+// outOfDate says why cert's leaf is not valid now, or nil when it is.
+func (r *reloader) outOfDate(cert *tls.Certificate) error {
+	leaf := cert.Leaf
+	if leaf == nil && len(cert.Certificate) > 0 {
+		leaf, _ = x509.ParseCertificate(cert.Certificate[0])
+	}
+	if leaf == nil {
+		return nil
+	}
+	switch now := r.now(); {
+	case now.After(leaf.NotAfter):
+		return fmt.Errorf("%w: certificate %s expired at %s: renew it", ErrFiles, r.files.Cert, leaf.NotAfter.UTC().Format(time.RFC3339))
+	case now.Before(leaf.NotBefore):
+		return fmt.Errorf("%w: certificate %s is valid only from %s: is this machine's clock right?", ErrFiles, r.files.Cert, leaf.NotBefore.UTC().Format(time.RFC3339))
+	}
 	return nil
 }
 

@@ -60,7 +60,17 @@ func (ca *CA) Client(t testing.TB, cn string) (certFile, keyFile string) {
 	return ca.issue(t, cn, x509.ExtKeyUsageClientAuth)
 }
 
+// ServerValid issues a server certificate, as Server, valid from from to
+// to (an expired one, one not yet valid).
+func (ca *CA) ServerValid(t testing.TB, cn string, from, to time.Time) (certFile, keyFile string) {
+	return ca.issueValid(t, cn, x509.ExtKeyUsageServerAuth, from, to)
+}
+
 func (ca *CA) issue(t testing.TB, cn string, usage x509.ExtKeyUsage) (string, string) {
+	return ca.issueValid(t, cn, usage, time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+}
+
+func (ca *CA) issueValid(t testing.TB, cn string, usage x509.ExtKeyUsage, from, to time.Time) (string, string) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -68,7 +78,7 @@ func (ca *CA) issue(t testing.TB, cn string, usage x509.ExtKeyUsage) (string, st
 	}
 	ca.n++
 	tmpl := &x509.Certificate{SerialNumber: big.NewInt(ca.n), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		NotBefore: from, NotAfter: to,
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}}
 	if usage == x509.ExtKeyUsageServerAuth {
 		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
