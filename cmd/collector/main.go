@@ -25,6 +25,7 @@ import (
 	"github.com/qtop-dev/qtop/internal/buildinfo"
 	"github.com/qtop-dev/qtop/internal/collector"
 	"github.com/qtop-dev/qtop/internal/pprofserve"
+	"github.com/qtop-dev/qtop/tlsfiles"
 )
 
 const usage = `collector — the qtop collector server
@@ -331,6 +332,7 @@ func (f *serveFlags) config(stderr io.Writer) (collector.Config, error) {
 	if err != nil {
 		return collector.Config{}, err
 	}
+	logRedisTo(log)
 	g, err := time.ParseDuration(*f.grace)
 	if err != nil || g <= 0 {
 		return collector.Config{}, fmt.Errorf("--grace %q: want a positive duration such as 10s", *f.grace)
@@ -431,7 +433,9 @@ func report(args []string, stdout, stderr io.Writer) int {
 	storeURL := strFlag(fs, &envs, "store", "QTOP_STORE", collector.DefaultStore, "store to read: duckdb://PATH or clickhouse://HOST:PORT[,HOST:PORT…]/DB")
 	cluster := strFlag(fs, &envs, "cluster", "QTOP_CLUSTER", "", "ClickHouse cluster name")
 	remote := strFlag(fs, &envs, "collector", "QTOP_COLLECTOR", "", "ask a running collector (host:port) instead of opening the store")
-	readToken := strFlag(fs, &envs, "read-token", "QTOP_READ_TOKEN", "", "the collector's read token, with --collector")
+	readToken := secretFlag(fs, &envs, "read-token", "QTOP_READ_TOKEN", "the collector's read token, with --collector")
+	var tlsFiles tlsfiles.ClientFiles // with an https:// --collector
+	tlsFiles.RegisterFlags(fs)
 	repeats := fs.Bool("repeats", false, "print the share of GETs per route that repeated an identical response within 24 h, and the freshness rules (needs --collector)")
 	if code, done := parse(fs, args, stderr); done {
 		return code
@@ -448,11 +452,16 @@ func report(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
-	if *repeats {
-		return repeatsReport(ctx, *remote, outFormat, stdout, stderr)
-	}
-	if *remote != "" {
-		return remoteReport(ctx, *remote, req, *by, outFormat, *readToken, stdout, stderr)
+	if *repeats || *remote != "" {
+		rc, err := newRemote(*remote, readToken, tlsFiles)
+		if err != nil {
+			fmt.Fprintln(stderr, "collector report:", err)
+			return 2
+		}
+		if *repeats {
+			return repeatsReport(ctx, rc, outFormat, stdout, stderr)
+		}
+		return remoteReport(ctx, rc, req, *by, outFormat, stdout, stderr)
 	}
 	st, err := collector.OpenStore(ctx, *storeURL, collector.Config{FleetConfig: collector.FleetConfig{Cluster: *cluster}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
@@ -477,7 +486,43 @@ func report(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func remoteReport(ctx context.Context, addr string, req collector.ReportRequest, by, format, readToken string, stdout, stderr io.Writer) int {
+// remote is how collector report reaches a running collector: its
+// address, the read token and an HTTP client verifying its certificate
+// against --ca-file (QTOP_CA_FILE), presenting --cert-file when asked.
+type remote struct {
+	addr, token string
+	http        *http.Client
+}
+
+func newRemote(addr string, token *secret, files tlsfiles.ClientFiles) (remote, error) {
+	t, err := token.get()
+	if err != nil {
+		return remote{}, err
+	}
+	tr, err := files.Transport()
+	if err != nil {
+		return remote{}, err
+	}
+	return remote{addr: addr, token: t, http: &http.Client{Transport: bearer{tr, t}}}, nil
+}
+
+// bearer adds the read token to every request that has no Authorization.
+type bearer struct {
+	next  http.RoundTripper
+	token string
+}
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	if b.token == "" || r.Header.Get("Authorization") != "" {
+		return b.next.RoundTrip(r)
+	}
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
+}
+
+func remoteReport(ctx context.Context, rc remote, req collector.ReportRequest, by, format string, stdout, stderr io.Writer) int {
+	addr := rc.addr
 	if !strings.Contains(addr, "://") {
 		addr = "http://" + addr
 	}
@@ -496,10 +541,10 @@ func remoteReport(ctx context.Context, addr string, req collector.ReportRequest,
 		fmt.Fprintln(stderr, "collector report:", err)
 		return 2
 	}
-	if readToken != "" {
-		hreq.Header.Set("Authorization", "Bearer "+readToken)
+	if rc.token != "" {
+		hreq.Header.Set("Authorization", "Bearer "+rc.token)
 	}
-	resp, err := http.DefaultClient.Do(hreq)
+	resp, err := rc.http.Do(hreq)
 	if err != nil {
 		fmt.Fprintln(stderr, "collector report:", err)
 		return 1

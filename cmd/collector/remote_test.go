@@ -1,0 +1,61 @@
+package main
+
+import (
+	"bytes"
+	"crypto/tls"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/qtop-dev/qtop/tlsfiles"
+	"github.com/qtop-dev/qtop/tlsfiles/tlstest"
+)
+
+// TestReportRemoteTLS: collector report reaches a collector serving TLS
+// with a private CA (--ca-file, as every client of the collector) and
+// sends the read token from a file, for the cost report and --repeats.
+func TestReportRemoteTLS(t *testing.T) {
+	ca := tlstest.NewCA(t, "collectors")
+	cert, key := ca.Server(t, "collector")
+	cfg, err := tlsfiles.Server(tlsfiles.ServerFiles{Cert: cert, Key: key}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer r34d" {
+			http.Error(w, "this needs the read token", http.StatusUnauthorized)
+			return
+		}
+		switch r.URL.Path {
+		case "/v1/report":
+			w.Write([]byte("the report\n"))
+		case "/v1/freshness":
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte("{}"))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	srv.Listener = tls.NewListener(srv.Listener, cfg) // the collector's own TLS, not httptest's certificate
+	srv.Start()
+	defer srv.Close()
+	url := "https://" + srv.Listener.Addr().String()
+	tokenFile := filepath.Join(t.TempDir(), "read.token")
+	if err := os.WriteFile(tokenFile, []byte("r34d\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, extra := range [][]string{{"--from", "1h"}, {"--repeats"}} {
+		args := append([]string{"report", "--collector", url, "--ca-file", ca.File, "--read-token-file", tokenFile}, extra...)
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != 0 {
+			t.Errorf("%s: exit %d: %s", strings.Join(extra, " "), code, errb.String())
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"report", "--collector", url, "--read-token-file", tokenFile}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "certificate") {
+		t.Errorf("without the CA: exit %d: %s; want 1 and a certificate error", code, errb.String())
+	}
+}
