@@ -26,6 +26,7 @@ rollups, the hot keys attributed to it and its sampled statements, from
 
   - the write-ahead log of the collector's open minutes (--data-dir/wal),
   - the batches spooled for an unreachable store (--data-dir/spool),
+  - the baselines kept for qtop's headline (--data-dir/baselines.json),
   - the store (--store: DuckDB, or ClickHouse — every shard of a cluster),
 
 each file rewritten atomically, then writes an audit record (who, when,
@@ -77,7 +78,7 @@ func erase(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "collector erase: --format %q: want table or json\n", *format)
 		return 2
 	case !*yes:
-		fmt.Fprintf(stderr, "collector erase: this erases every row of tenant %q from the store, the spool and the write-ahead log, and cannot be undone; run again with --yes\n", *name)
+		fmt.Fprintf(stderr, "collector erase: this erases every row of tenant %q from the store, the spool, the write-ahead log and the baselines, and cannot be undone; run again with --yes\n", *name)
 		return 2
 	}
 	who := *by
@@ -134,6 +135,11 @@ func printErasure(w io.Writer, er collector.Erasure, format string) {
 	fmt.Fprintf(w, "  spool:           %s, in %d files\n", erasedRows(er.Spool.Erased), er.Spool.Files)
 	for _, f := range er.Spool.Undecodable {
 		fmt.Fprintf(w, "  spool: %s could not be read and may hold the tenant's rows: inspect or delete it\n", f)
+	}
+	if er.Baselines {
+		fmt.Fprintln(w, "  baselines:       the tenant's removed")
+	} else {
+		fmt.Fprintln(w, "  baselines:       held nothing of the tenant")
 	}
 	if er.Store != nil {
 		fmt.Fprintf(w, "  store:           %s\n", erasedRows(*er.Store))

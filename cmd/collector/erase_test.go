@@ -86,7 +86,7 @@ func TestEraseCommand(t *testing.T) {
 	if code := run(args, &out, &errb); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb.String())
 	}
-	for _, want := range []string{`tenant "acme" erased`, "write-ahead log: 1 report rows", "store:           1 rollups", "audit:           recorded"} {
+	for _, want := range []string{`tenant "acme" erased`, "write-ahead log: 1 report rows", "baselines:", "store:           1 rollups", "audit:           recorded"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

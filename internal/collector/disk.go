@@ -115,7 +115,8 @@ func (g *diskGuard) setDegraded(d bool, free int64) {
 	if d {
 		g.degradedG.Set(1)
 		g.log.Error("disk: free space below the reserve; refusing reports until space comes back",
-			"dir", g.dir, "free_bytes", free, "reserve_bytes", g.reserve)
+			"dir", g.dir, "free_bytes", free, "reserve_bytes", g.reserve,
+			"hint", "free space on this disk, or lower --disk-reserve (QTOP_DISK_RESERVE) if it is larger than the disk can spare")
 		return
 	}
 	g.degradedG.Set(0)

@@ -199,7 +199,7 @@ func TestFullDisk(t *testing.T) {
 	if n := logs.count("report not logged"); n != 0 {
 		t.Errorf("%d reports failed at the write-ahead log: the reserve did not hold", n)
 	}
-	for _, line := range []string{"free space below the reserve", "free space above the reserve again"} {
+	for _, line := range []string{"free space below the reserve", "lower --disk-reserve", "free space above the reserve again"} {
 		if n := logs.count(line); n != 1 {
 			t.Errorf("%q logged %d times, want once", line, n)
 		}
