@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -191,7 +192,11 @@ func (q *fleetQuota) start(ctx context.Context, wg *sync.WaitGroup) {
 				// password or a Redis away lasts.
 				if msg := err.Error(); msg != lastErr {
 					lastErr = msg
-					q.log.Warn("quota sums not exchanged; using the last ones until Redis answers (logged again when the error changes)", "err", q.auth.engineHint(err, q.client.Options().TLSConfig != nil))
+					if errors.Is(err, redisquota.ErrDuplicateID) {
+						q.log.Error("quota sums not exchanged: another collector uses this --writer; each limits its processes as if alone until one changes it (logged again when the error changes)", "err", err)
+					} else {
+						q.log.Warn("quota sums not exchanged; using the last ones until Redis answers (logged again when the error changes)", "err", q.auth.engineHint(err, q.client.Options().TLSConfig != nil))
+					}
 				}
 				continue
 			}
