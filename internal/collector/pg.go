@@ -42,6 +42,20 @@ type pgPart struct {
 // waitsWindow is how often the per-tenant wait breakdown is recomputed.
 const waitsWindow = 10 * time.Second
 
+// samplerPool connects to dsn as "qtop-collector" in pg_stat_activity
+// unless the DSN (or PGAPPNAME) names the application, so that a DBA can
+// tell the sampler's sessions from the fleet's.
+func samplerPool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
+	pc, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, err
+	}
+	if pc.ConnConfig.RuntimeParams["application_name"] == "" {
+		pc.ConnConfig.RuntimeParams["application_name"] = "qtop-collector"
+	}
+	return pgxpool.NewWithConfig(ctx, pc)
+}
+
 // run samples cfg.Postgres every second until ctx ends, handing each
 // sample to add and to runaway, and connecting again after a failure.
 func (p *pgPart) run(ctx context.Context, cfg Config, met *metrics, add func(pgactivity.Snapshot, time.Duration),
@@ -55,7 +69,7 @@ func (p *pgPart) run(ctx context.Context, cfg Config, met *metrics, add func(pga
 	p.metrics = pm
 	p.mu.Unlock()
 	for ctx.Err() == nil {
-		pool, err := pgxpool.New(ctx, cfg.Postgres)
+		pool, err := samplerPool(ctx, cfg.Postgres)
 		if err == nil {
 			err = pool.Ping(ctx)
 		}

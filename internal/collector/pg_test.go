@@ -73,6 +73,11 @@ func TestPostgresSampler(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+	// The sampler's sessions name themselves to a DBA.
+	var own int
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'qtop-collector'").Scan(&own); err != nil || own == 0 {
+		t.Fatalf("sessions named qtop-collector: %d, %v", own, err)
+	}
 	s.Tick(ctx, time.Now().Add(2*time.Minute))
 	if got := mem.sum("bigcorp", store.KindPG, func(r store.Rollup) float64 { return r.ActiveSessionSeconds }); got < 1 {
 		t.Fatalf("bigcorp pg active-session seconds = %v, want ≥ 1", got)
