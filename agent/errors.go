@@ -13,6 +13,11 @@ var (
 	// is missing, malformed, expired or not signed by the key. The
 	// middleware answers it with 401.
 	ErrUnauthorized = errors.New("agent: tenant credential not valid")
+	// ErrAmbiguousTenant means a request names its tenant in a way two
+	// readers could take differently: a tenant header sent several times
+	// with different values, a path segment with an encoded "/" or that
+	// is "." or "..". The middleware answers it with 400.
+	ErrAmbiguousTenant = errors.New("agent: request names its tenant ambiguously")
 	// ErrClosed is returned by calls after Shutdown.
 	ErrClosed = errors.New("agent: shut down")
 )

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/textproto"
+	"net/url"
 	"strings"
 
 	"go.opentelemetry.io/otel/baggage"
@@ -34,24 +35,29 @@ func FromContext() TenantFunc {
 // FromHeader reads the tenant from one request header and, when
 // tierHeader is not empty, the tier (T0 … T3) from another. Only for
 // traffic from a trusted edge that sets them from authenticated data and
-// strips them from client requests.
+// strips them from client requests. A header sent several times with
+// different values is ErrAmbiguousTenant: an edge that adds its header
+// rather than replacing the client's would otherwise leave the client's
+// value first.
 func FromHeader(tenantHeader, tierHeader string) TenantFunc {
 	// Canonical once, here, rather than by Header.Get on every request.
 	tk := textproto.CanonicalMIMEHeaderKey(tenantHeader)
 	rk := textproto.CanonicalMIMEHeaderKey(tierHeader)
-	first := func(h http.Header, k string) string {
-		if v := h[k]; len(v) > 0 {
-			return v[0]
-		}
-		return ""
-	}
 	return func(r *http.Request) (tenant.Tags, error) {
-		t := tenant.Tags{Tenant: first(r.Header, tk)}
+		v, err := single(r.Header, tk)
+		if err != nil {
+			return tenant.Tags{}, err
+		}
+		t := tenant.Tags{Tenant: v}
 		if t.Tenant == "" {
 			return t, ErrNoTenant
 		}
 		if rk != "" {
-			if v := first(r.Header, rk); v != "" {
+			v, err := single(r.Header, rk)
+			if err != nil {
+				return t, err
+			}
+			if v != "" {
 				tier, err := tenant.ParseTier(v)
 				if err != nil {
 					return t, err
@@ -63,11 +69,31 @@ func FromHeader(tenantHeader, tierHeader string) TenantFunc {
 	}
 }
 
+// single returns the value of header k ("" when absent), or
+// ErrAmbiguousTenant when it was sent with different values.
+func single(h http.Header, k string) (string, error) {
+	v := h[k]
+	if len(v) == 0 {
+		return "", nil
+	}
+	for _, o := range v[1:] {
+		if o != v[0] {
+			return "", fmt.Errorf("%w: header %s sent %d times with different values", ErrAmbiguousTenant, k, len(v))
+		}
+	}
+	return v[0], nil
+}
+
 // FromPathSegment reads the tenant from the n-th segment of the request
-// path (0: "acme" in "/acme/orders"), for APIs that route by tenant.
+// path (0: "acme" in "/acme/orders"), for APIs that route by tenant. The
+// segment is split on the path as sent and then unescaped, as ServeMux
+// does for a {tenant} wildcard; one that unescapes to "." or "..", or
+// holds an encoded "/", is ErrAmbiguousTenant, since the handler (or a
+// proxy cleaning the path) would serve another tenant than the one
+// charged.
 func FromPathSegment(n int) TenantFunc {
 	return func(r *http.Request) (tenant.Tags, error) {
-		p := strings.TrimPrefix(r.URL.Path, "/")
+		p := strings.TrimPrefix(r.URL.EscapedPath(), "/")
 		for i := 0; i < n; i++ {
 			j := strings.IndexByte(p, '/')
 			if j < 0 {
@@ -81,7 +107,11 @@ func FromPathSegment(n int) TenantFunc {
 		if p == "" {
 			return tenant.Tags{}, ErrNoTenant
 		}
-		return tenant.Tags{Tenant: p}, nil
+		seg, err := url.PathUnescape(p)
+		if err != nil || seg == "." || seg == ".." || strings.IndexByte(seg, '/') >= 0 {
+			return tenant.Tags{}, fmt.Errorf("%w: path segment %d is not a tenant name (a bad escape, an encoded /, . or ..)", ErrAmbiguousTenant, n)
+		}
+		return tenant.Tags{Tenant: seg}, nil
 	}
 }
 
