@@ -186,8 +186,8 @@ func (c *jwtConfig) tenantFunc(methods []string, keyOf jwt.Keyfunc) TenantFunc {
 	}
 	parser := jwt.NewParser(popts...)
 	return func(r *http.Request) (tenant.Tags, error) {
-		tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || tok == "" {
+		tok, ok := bearer(r.Header.Get("Authorization"))
+		if !ok {
 			return tenant.Tags{}, fmt.Errorf("%w: no bearer token", ErrUnauthorized)
 		}
 		if len(tok) > MaxTokenBytes {
@@ -199,6 +199,17 @@ func (c *jwtConfig) tenantFunc(methods []string, keyOf jwt.Keyfunc) TenantFunc {
 		}
 		return c.tags(claims)
 	}
+}
+
+// bearer returns the token of an "Authorization: Bearer" header; the
+// scheme's name is case-insensitive (RFC 9110, section 11.1), so
+// "bearer" is the same.
+func bearer(h string) (string, bool) {
+	const scheme = "Bearer "
+	if len(h) <= len(scheme) || !strings.EqualFold(h[:len(scheme)], scheme) {
+		return "", false
+	}
+	return h[len(scheme):], true
 }
 
 // tags reads the tenant and tier claims.

@@ -1,8 +1,10 @@
 package agent
 
 import (
+	"bufio"
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -87,7 +89,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			code = http.StatusUnauthorized
 		}
 		msg := err.Error()
-		if !errors.Is(err, ErrNoTenant) && !errors.Is(err, ErrUnauthorized) {
+		if !errors.Is(err, ErrNoTenant) && !errors.Is(err, ErrUnauthorized) && !errors.Is(err, ErrAmbiguousTenant) {
 			msg = "agent: bad tenant: " + msg
 		}
 		http.Error(w, msg, code)
@@ -138,8 +140,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(q, r, start, d, span)
 		return
 	}
-	defer a.finish(q, r, start, d.Tier, span, true)
+	returned := false
+	defer func() {
+		if !returned {
+			// next panicked (or called runtime.Goexit): the client gets
+			// no answer, or a cut one, whatever next had written.
+			q.w.status = http.StatusInternalServerError
+		}
+		a.finish(q, r, start, d.Tier, span, true)
+	}()
+	q.w.req = q
 	h.next.ServeHTTP(&q.w, r)
+	returned = true
 }
 
 // Streaming tells the agent that the request of ctx (a context Handler
@@ -229,16 +241,34 @@ func (h *handler) refuse(q *request, r *http.Request, start time.Time, d enforce
 }
 
 // respWriter counts response bytes and keeps the status. It forwards
-// Flush and exposes the underlying writer to http.ResponseController
-// through Unwrap.
+// Flush and Hijack and exposes the underlying writer to
+// http.ResponseController through Unwrap.
 type respWriter struct {
 	http.ResponseWriter
 	n      int64
 	status int
 	wrote  bool
+	req    *request // set once admitted: a hijack ends its work
 }
 
-var _ http.Flusher = (*respWriter)(nil)
+var (
+	_ http.Flusher  = (*respWriter)(nil)
+	_ http.Hijacker = (*respWriter)(nil)
+)
+
+// Hijack hands the connection to the handler (a WebSocket upgrade, a
+// proxy tunnel), for code that asserts http.Hijacker rather than use
+// http.ResponseController. What follows is the handler's own traffic, not
+// work: as with Streaming, the request's latency ends here and its
+// admission slot is given back. Over HTTP/2, which cannot hijack, it
+// returns an error wrapping http.ErrNotSupported.
+func (w *respWriter) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, rw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err == nil && w.req != nil {
+		Streaming(w.req)
+	}
+	return c, rw, err
+}
 
 func (w *respWriter) WriteHeader(code int) {
 	if !w.wrote && code >= 200 {
