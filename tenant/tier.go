@@ -54,7 +54,12 @@ func (t Tier) Index() int {
 
 // ParseTier accepts "T0" … "T3", "t0" … "t3" and "0" … "3". The empty string
 // parses as TierUnset.
+//
+// The error quotes the value as given, cut to maxTierQuote bytes: a tier
+// comes from outside (a header, a claim), and an error may be answered to
+// its sender.
 func ParseTier(s string) (Tier, error) {
+	given := s
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return TierUnset, nil
@@ -65,8 +70,15 @@ func ParseTier(s string) (Tier, error) {
 	if len(s) == 1 && s[0] >= '0' && s[0] <= '3' {
 		return T0 + Tier(s[0]-'0'), nil
 	}
-	return TierUnset, fmt.Errorf("%w: %q (want T0, T1, T2 or T3)", ErrTier, s)
+	if len(given) > maxTierQuote {
+		q, _ := Clean(given, maxTierQuote) // cut at a rune boundary
+		return TierUnset, fmt.Errorf("%w: %q… (%d bytes; want T0, T1, T2 or T3)", ErrTier, q, len(given))
+	}
+	return TierUnset, fmt.Errorf("%w: %q (want T0, T1, T2 or T3)", ErrTier, given)
 }
+
+// maxTierQuote bounds the part of a bad tier that ParseTier's error quotes.
+const maxTierQuote = 16
 
 // MarshalText implements encoding.TextMarshaler.
 func (t Tier) MarshalText() ([]byte, error) {
