@@ -34,7 +34,8 @@
 //	────────  ───────────────────────────────────────────────────────────────────────
 //	tenant    the span attribute tenant.id (WithTenantAttribute names another; the
 //	          SDKs' baggage span processors copy the W3C baggage member tenant.id
-//	          onto every span), else the resource's; a DB span without one takes
+//	          onto every span), a string or an integer (in decimal; another type
+//	          counts as invalid), else the resource's; a DB span without one takes
 //	          the tenant of a sqlcommenter comment in db.query.text / db.statement
 //	          (tenant='…'), else its trace's root (see below); none: "(untagged)"
 //	tier      tenant.tier (T0–T3), else the comment's or the root's tier

@@ -2,6 +2,7 @@ package otlpin
 
 import (
 	"bytes"
+	"strconv"
 	"time"
 
 	"github.com/qtop-dev/qtop/meter"
@@ -229,9 +230,7 @@ func (m *mapper) readAttrs(at *spanAttrs, r *meter.Record) error {
 		}
 		switch id {
 		case aTenant:
-			if v.which == fAnyString {
-				at.tn, at.haveTenant = v.str, true
-			}
+			at.tn, at.haveTenant = m.in.tenantValue(v)
 		case aTier:
 			at.tier = v.str
 		case aTenantRoute:
@@ -494,6 +493,7 @@ type interner struct {
 	tenants, routes map[string]string
 	shapes          map[string]string // query text → route (queryShape)
 	invalid         uint64            // values replaced since the last take
+	num             [20]byte          // an integer tenant in decimal (tenantValue)
 }
 
 // maxInterned bounds each map; a full map is cleared.
@@ -515,6 +515,23 @@ func (in *interner) tenant(b []byte) string {
 		in.tenants[string(b)] = s
 	}
 	return s
+}
+
+// tenantValue is the tenant an attribute value names: a string as it is,
+// an integer in decimal (tenant ids are often numbers, and SDKs send a
+// number as an int); any other type names none and is counted invalid,
+// rather than leave the span "(untagged)" without a word.
+// An integer is written in the interner's buffer, valid until the next
+// call.
+func (in *interner) tenantValue(v value) ([]byte, bool) {
+	switch v.which {
+	case fAnyString:
+		return v.str, true
+	case fAnyInt:
+		return strconv.AppendInt(in.num[:0], v.num, 10), true
+	}
+	in.invalid++
+	return nil, false
 }
 
 func (in *interner) route(b []byte) string {

@@ -379,6 +379,9 @@ func (r *Receiver) resource(m *mapper, rs []byte, now time.Time) (*source, strin
 			if err != nil {
 				return err
 			}
+			if string(k) == r.cfg.tenantAttr {
+				tn, _ = m.in.tenantValue(v)
+			}
 			if v.which != fAnyString {
 				return nil
 			}
@@ -389,9 +392,6 @@ func (r *Receiver) resource(m *mapper, rs []byte, now time.Time) (*source, strin
 				inst = v.str
 			case attrHostName:
 				host = v.str
-			}
-			if string(k) == r.cfg.tenantAttr {
-				tn = v.str
 			}
 			return nil
 		})
