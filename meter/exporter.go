@@ -96,8 +96,11 @@ func (r *Reporter) export(ctx context.Context, p pending) sendResult {
 	if derr == nil {
 		derr = perr
 	}
-	if derr != nil && r.m != nil {
-		r.m.replyErrors.Inc()
+	if derr != nil {
+		if r.m != nil {
+			r.m.replyErrors.Inc()
+		}
+		r.log.unreadable(r.cfg.clock(), derr)
 	}
 	if derr == nil {
 		if len(reply.PolicyView) > 0 {

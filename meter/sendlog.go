@@ -26,6 +26,8 @@ type sendLog struct {
 	since    time.Time // the first failure of the run
 	lastSaid time.Time
 	failures int // of the run
+
+	replySaid time.Time // when an unreadable reply was last logged
 }
 
 // failed records a failed attempt (err: what went wrong; dropped: the
@@ -80,6 +82,28 @@ func (l *sendLog) sent(now time.Time) {
 	l.failing, l.failures = false, 0
 	l.mu.Unlock()
 	l.log.Info("meter: reports to the collector delivered again", "failures", n, "for", now.Sub(since).Round(time.Millisecond).String())
+}
+
+// unreadable records a 2xx whose body was not a collector's reply: the
+// report is taken as delivered (a collector that merged it must not get
+// it twice), but whatever answered may well not be a collector (a proxy's
+// catch-all page, another service on that port), and the policy in the
+// reply is lost. Said once, then at most every sendLogEvery.
+func (l *sendLog) unreadable(now time.Time, err error) {
+	if l.log == nil {
+		return
+	}
+	l.mu.Lock()
+	say := l.replySaid.IsZero() || now.Sub(l.replySaid) >= sendLogEvery
+	if say {
+		l.replySaid = now
+	}
+	l.mu.Unlock()
+	if say {
+		l.log.Warn("meter: the collector's reply to a report could not be read", "err", err.Error(),
+			"report", "taken as delivered; the policy it carried is lost",
+			"hint", "check that the collector's URL reaches a qtop collector (not a proxy's page or another service) running this version or a newer one")
+	}
 }
 
 // sendHint says what to do about the usual causes of err.

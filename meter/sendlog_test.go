@@ -89,3 +89,44 @@ func TestReporterSaysWhenReportsFail(t *testing.T) {
 		t.Errorf("line 4, the collector gone: %s", got[3])
 	}
 }
+
+// TestReporterSaysWhenRepliesAreUnreadable: a 2xx that is not a
+// collector's reply (something else answers at the collector's URL) is
+// counted as sent, and the logger hears of it once a minute, with what to
+// check.
+func TestReporterSaysWhenRepliesAreUnreadable(t *testing.T) {
+	c := newCollector(t)
+	var out lockedBuffer
+	log := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}}))
+	var mu sync.Mutex
+	t0 := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	now := t0
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	r := newReporter(t, c, mustRecorder(), WithLogger(log), WithClock(clock))
+	c.setMode("garbage200")
+	for _, at := range []time.Duration{0, time.Second, 30 * time.Second, 61 * time.Second} {
+		mu.Lock()
+		now = t0.Add(at)
+		mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := r.ForceFlush(ctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("flush at %v: %v", at, err)
+		}
+	}
+	got := out.lines()
+	if len(got) != 2 {
+		t.Fatalf("%d lines, want 2 (at 0 and after a minute):\n%s", len(got), strings.Join(got, "\n"))
+	}
+	for _, l := range got {
+		if !strings.HasPrefix(l, `level=WARN msg="meter: the collector's reply to a report could not be read"`) || !strings.Contains(l, "hint=") {
+			t.Errorf("line %s", l)
+		}
+	}
+}
