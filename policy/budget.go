@@ -47,10 +47,13 @@ type Budget struct {
 	// Mode is enforce, warn (the default when empty) or off.
 	Mode BudgetMode `json:"mode,omitempty"`
 	// Expires is optional for a budget: the zero time never expires.
-	Expires   time.Time `json:"expires,omitzero"`
-	Reason    string    `json:"reason"`
-	CreatedBy string    `json:"created_by,omitempty"`
-	Created   time.Time `json:"created,omitzero"`
+	Expires time.Time `json:"expires,omitzero"`
+	// ConfirmBroad must be set for an Enforce budget with no Match, which
+	// may refuse every statement of every client.
+	ConfirmBroad bool      `json:"confirm_broad,omitempty"`
+	Reason       string    `json:"reason"`
+	CreatedBy    string    `json:"created_by,omitempty"`
+	Created      time.Time `json:"created,omitzero"`
 }
 
 // BudgetMode says what a budget does with a statement over one of its
@@ -114,6 +117,9 @@ func (b Budget) Validate() error {
 	}
 	if b.Share == 0 && b.MaxStatementSeconds == 0 && b.Concurrency == 0 {
 		return fmt.Errorf("%w: a budget needs at least one limit (share, max_statement_seconds, concurrency)", ErrInvalid)
+	}
+	if err := b.validateBroad(); err != nil {
+		return err
 	}
 	return checkText("id", b.ID, "reason", b.Reason, "created_by", b.CreatedBy)
 }
@@ -214,10 +220,14 @@ func (r Runaway) Validate() error {
 // counts; Validate calls it.
 func (p Policy) ValidateBudgets() error {
 	if len(p.Budgets) > MaxBudgets {
-		return fmt.Errorf("%w: %d budgets, at most %d", ErrInvalid, len(p.Budgets), MaxBudgets)
+		return fmt.Errorf(`%w: %d budgets, at most %d: remove budgets or merge them (one budget with "each":"tenant" `+
+			`or several match alternatives instead of one per tenant); on the collector, delete one with `+
+			`{"id":"…","delete":true} on /v1/policy/budgets`, ErrInvalid, len(p.Budgets), MaxBudgets)
 	}
 	if len(p.Runaway) > MaxRunaway {
-		return fmt.Errorf("%w: %d runaway rules, at most %d", ErrInvalid, len(p.Runaway), MaxRunaway)
+		return fmt.Errorf(`%w: %d runaway rules, at most %d: remove runaway rules or merge them (several match `+
+			`alternatives in one rule); on the collector, delete one with {"id":"…","delete":true} on /v1/policy/runaway`,
+			ErrInvalid, len(p.Runaway), MaxRunaway)
 	}
 	ids := make(map[string]bool, len(p.Budgets))
 	for i, b := range p.Budgets {

@@ -52,6 +52,18 @@ func (r Runaway) validateBroad() error {
 	return nil
 }
 
+// validateBroad refuses an Enforce budget with no match, which may refuse
+// every statement of every client, unless ConfirmBroad says it is meant.
+// Warn and off budgets refuse nothing and need no confirmation.
+func (b Budget) validateBroad() error {
+	if b.Mode != Enforce || len(b.Match) > 0 || b.ConfirmBroad {
+		return nil
+	}
+	return fmt.Errorf(`%w: budget %s would refuse statements of every tenant and every client (mode enforce, no match): `+
+		`send "confirm_broad":true to mean it, or a match such as "match":[{"tenant":"analytics"}], or "mode":"warn"`,
+		ErrInvalid, b.ID)
+}
+
 // narrow reports whether every alternative of m names a tenant or a route.
 func narrow(m []map[string]string) bool {
 	for _, alt := range m {
@@ -210,10 +222,11 @@ func (p *Policy) Sanitize() int {
 // Upgrade makes a policy saved under older, looser checks pass Validate
 // without changing what it does in practice, and says what it changed (for
 // a log line): text stripped of control characters (Sanitize), rates and
-// multipliers above their bounds lowered to them, and runaway rules that
-// were already in force while broad marked ConfirmBroad (someone with the
-// admin token set them). A collector calls it on the policy it loads, so a
-// new release never refuses to start on a policy its predecessor took.
+// multipliers above their bounds lowered to them, and runaway rules and
+// Enforce budgets that were already in force while broad marked
+// ConfirmBroad (someone with the admin token set them). A collector calls
+// it on the policy it loads, so a new release never refuses to start on a
+// policy its predecessor took.
 func (p *Policy) Upgrade() []string {
 	var changes []string
 	if n := p.Sanitize(); n > 0 {
@@ -235,6 +248,13 @@ func (p *Policy) Upgrade() []string {
 		if r.validateBroad() != nil {
 			r.ConfirmBroad = true
 			changes = append(changes, fmt.Sprintf("runaway rule %s: broad, kept as confirmed", r.ID))
+		}
+	}
+	for i := range p.Budgets {
+		b := &p.Budgets[i]
+		if b.validateBroad() != nil {
+			b.ConfirmBroad = true
+			changes = append(changes, fmt.Sprintf("budget %s: enforced on every statement, kept as confirmed", b.ID))
 		}
 	}
 	return changes

@@ -1,7 +1,9 @@
 package policy
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -76,6 +78,70 @@ func TestBroadRunawayNeedsConfirmation(t *testing.T) {
 	}
 }
 
+// An Enforce budget with no match may refuse every statement of every
+// client: it needs confirm_broad, and the error says what to send. Warn
+// and off budgets, and budgets with a match, need none.
+func TestBroadBudgetNeedsConfirmation(t *testing.T) {
+	one := []map[string]string{{"tenant": "bigco"}}
+	for _, c := range []struct {
+		b  Budget
+		ok bool
+	}{
+		{Budget{ID: "all", Concurrency: 1, Mode: Enforce, Reason: "x"}, false},
+		{Budget{ID: "all", Match: []map[string]string{}, Share: 1, Mode: Enforce, Reason: "x"}, false},
+		{Budget{ID: "all", Each: "tenant", Concurrency: 4, Mode: Enforce, Reason: "x"}, false},
+		{Budget{ID: "all", Concurrency: 1, Mode: Enforce, ConfirmBroad: true, Reason: "x"}, true},
+		{Budget{ID: "all", Concurrency: 1, Reason: "x"}, true},
+		{Budget{ID: "all", Concurrency: 1, Mode: Warn, Reason: "x"}, true},
+		{Budget{ID: "all", Concurrency: 1, Mode: Off, Reason: "x"}, true},
+		{Budget{ID: "one", Match: one, Concurrency: 1, Mode: Enforce, Reason: "x"}, true},
+		{Budget{ID: "tier", Match: []map[string]string{{"tier": "T3"}}, Concurrency: 1, Mode: Enforce, Reason: "x"}, true},
+	} {
+		err := c.b.Validate()
+		if c.ok != (err == nil) {
+			t.Errorf("%+v: %v", c.b, err)
+		}
+		if want := `budget all would refuse statements of every tenant and every client (mode enforce, no match): send "confirm_broad":true to mean it`; err != nil &&
+			(!errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), want)) {
+			t.Errorf("%+v: %v, want %q", c.b, err, want)
+		}
+	}
+	// As JSON, as the collector takes it.
+	var b Budget
+	if err := json.Unmarshal([]byte(`{"id":"all","match":[],"concurrency":1,"mode":"enforce","confirm_broad":true,"reason":"x"}`), &b); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Validate(); err != nil || !b.ConfirmBroad {
+		t.Fatalf("confirmed: %v", err)
+	}
+}
+
+// The error for one budget or runaway rule too many says what to do.
+func TestTooManyBudgetsSaysWhatToDo(t *testing.T) {
+	var p Policy
+	for i := range MaxBudgets + 1 {
+		p.Budgets = append(p.Budgets, Budget{ID: fmt.Sprintf("b%d", i), Match: []map[string]string{{"tenant": "t"}},
+			Concurrency: 1, Reason: "x"})
+		p.Runaway = append(p.Runaway, Runaway{ID: fmt.Sprintf("r%d", i), Match: []map[string]string{{"tenant": "t"}},
+			AfterSeconds: 30, Action: Report, Reason: "x"})
+	}
+	err := p.ValidateBudgets()
+	if want := `257 budgets, at most 256: remove budgets or merge them`; err == nil || !errors.Is(err, ErrInvalid) ||
+		!strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), `{"id":"…","delete":true} on /v1/policy/budgets`) {
+		t.Fatalf("budgets: %v, want %q and how to delete one", err, want)
+	}
+	p.Budgets = p.Budgets[:MaxBudgets]
+	err = p.ValidateBudgets()
+	if want := `257 runaway rules, at most 256: remove runaway rules or merge them`; err == nil ||
+		!strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), `{"id":"…","delete":true} on /v1/policy/runaway`) {
+		t.Fatalf("runaway rules: %v, want %q and how to delete one", err, want)
+	}
+	p.Runaway = p.Runaway[:MaxRunaway]
+	if err := p.ValidateBudgets(); err != nil {
+		t.Fatalf("at the bounds: %v", err)
+	}
+}
+
 // A policy saved under the older checks passes Validate after Upgrade,
 // doing what it did.
 func TestUpgrade(t *testing.T) {
@@ -86,12 +152,13 @@ func TestUpgrade(t *testing.T) {
 			{ID: "p", Tenant: "a", Action: Price, Multiplier: 1000, Expires: exp, Reason: "x"},
 		},
 		Runaway: []Runaway{{ID: "all", AfterSeconds: 30, Action: Cancel, Reason: "x"}},
+		Budgets: []Budget{{ID: "all", Concurrency: 4, Mode: Enforce, Reason: "x"}},
 	}
 	if p.Validate() == nil {
 		t.Fatal("the old policy passes Validate")
 	}
 	changes := p.Upgrade()
-	if len(changes) != 4 {
+	if len(changes) != 5 || !p.Budgets[0].ConfirmBroad {
 		t.Errorf("changes %q", changes)
 	}
 	if err := p.Validate(); err != nil {

@@ -11,7 +11,8 @@
 // MaxMultiplier, budgets and runaway times at 10⁶), refuses control
 // characters in ids and reasons (Sanitize strips them from a policy from
 // elsewhere), and wants ConfirmBroad on a runaway rule that would cancel
-// or terminate broadly. A reply need not carry the whole policy:
+// or terminate broadly and on an Enforce budget that matches every
+// statement. A reply need not carry the whole policy:
 // Index.ViewFor gives the part one process needs, bounded in bytes and
 // empty while that part is unchanged (view.go).
 package policy

@@ -311,7 +311,7 @@ func BenchmarkFormatVsNaive(b *testing.B) {
 func BenchmarkBudgetAdmit(b *testing.B) {
 	bs := NewBudgets()
 	if err := bs.Set([]policy.Budget{{ID: "each", Each: "tenant", Share: 1000, Concurrency: 1000,
-		MaxStatementSeconds: 10, Mode: policy.Enforce, Reason: "bench"}},
+		MaxStatementSeconds: 10, Mode: policy.Enforce, ConfirmBroad: true, Reason: "bench"}},
 		[]policy.Runaway{{ID: "r", Match: []map[string]string{{"route": "/none"}}, AfterSeconds: 1, Action: policy.Cancel, Reason: "bench"}}); err != nil {
 		b.Fatal(err)
 	}
@@ -359,7 +359,7 @@ func BenchmarkShape(b *testing.B) {
 func BenchmarkExecTaggedBudgeted(b *testing.B) {
 	bs := NewBudgets()
 	if err := bs.Set([]policy.Budget{{ID: "each", Each: "tenant", Share: 1000, Concurrency: 1000,
-		MaxStatementSeconds: 10, Mode: policy.Enforce, Reason: "bench"}}, nil); err != nil {
+		MaxStatementSeconds: 10, Mode: policy.Enforce, ConfirmBroad: true, Reason: "bench"}}, nil); err != nil {
 		b.Fatal(err)
 	}
 	db, ctx := benchDB(b, true, WithBudgets(bs))

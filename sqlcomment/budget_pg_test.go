@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -157,5 +158,102 @@ func TestPostgresBudgetPrepared(t *testing.T) {
 	}
 	if bs, _ := b.Stats(); bs[0].Refused[sqlcomment.LimitConcurrency-1] != 1 || bs[0].InFlight != 0 {
 		t.Fatalf("stats = %+v", bs[0])
+	}
+}
+
+// wantRunaway fails t unless err is the error of a statement that rule's
+// deadline of after ended: it names the rule and keeps the driver's error,
+// errors.Is DeadlineExceeded and ErrRunaway.
+func wantRunaway(t *testing.T, what string, err error, rule string, after time.Duration) {
+	t.Helper()
+	want := fmt.Sprintf("sqlcomment: cancelled by runaway rule %q after %v: ", rule, after)
+	var re *sqlcomment.RunawayError
+	if !errors.As(err, &re) || re.Rule != rule || re.After != after || !strings.HasPrefix(err.Error(), want) ||
+		!errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, sqlcomment.ErrRunaway) ||
+		!errors.Is(re.Err, context.DeadlineExceeded) {
+		t.Fatalf("%s: err = %v, want %q + the driver's deadline error", what, err, want)
+	}
+}
+
+// wantNotRunaway fails t unless err is the caller's own target error, not
+// put on a runaway rule.
+func wantNotRunaway(t *testing.T, what string, err, target error) {
+	t.Helper()
+	if !errors.Is(err, target) || errors.Is(err, sqlcomment.ErrRunaway) || strings.Contains(err.Error(), "runaway") {
+		t.Fatalf("%s: err = %v, want the caller's %v and no runaway rule", what, err, target)
+	}
+}
+
+// runawayRows is a query whose first rows reach the client at once (they
+// fill the server's send buffer) and whose last runs into the deadline, so
+// that the deadline ends it in rows.Next.
+const runawayRows = "SELECT CASE WHEN g < 1000 THEN repeat('x', 1000) ELSE pg_sleep(30)::text END FROM generate_series(1, 1000) g"
+
+// TestPostgresRunawayError: a statement that a runaway rule's deadline
+// ends reaches the caller with an error naming the rule, on every path
+// database/sql has (Exec, Query then rows.Next and rows.Err, QueryRow then
+// Scan, and the same through a prepared statement), and one that the
+// caller's own earlier deadline or cancel ends does not.
+func TestPostgresRunawayError(t *testing.T) {
+	const after = 500 * time.Millisecond
+	b := sqlcomment.NewBudgets()
+	if err := b.Set(nil, []policy.Runaway{
+		{ID: "long-reports", Match: []map[string]string{{"tenant": "reports"}}, AfterSeconds: after.Seconds(),
+			Action: policy.Cancel, Reason: "test"},
+		{ID: "slow", Match: []map[string]string{{"tenant": "slow"}}, AfterSeconds: 600, Action: policy.Cancel, Reason: "test"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db := openPG(t, sqlcomment.WithBudgets(b))
+	ctx := context.Background()
+	rw := tenant.With(ctx, tenant.Tags{Tenant: "reports"})
+
+	// The caller's own deadline, later than the rule's.
+	later, cancel := context.WithTimeout(rw, time.Hour)
+	defer cancel()
+	_, err := db.ExecContext(later, "SELECT pg_sleep(30)")
+	wantRunaway(t, "Exec", err, "long-reports", after)
+
+	rows, err := db.QueryContext(rw, runawayRows)
+	if err != nil {
+		t.Fatalf("Query: %v, want the first row before the deadline", err)
+	}
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	if n == 0 || n == 1000 {
+		t.Fatalf("%d rows before the deadline, want some and not the last", n)
+	}
+	wantRunaway(t, "rows.Err", rows.Err(), "long-reports", after)
+	rows.Close()
+
+	var s string
+	wantRunaway(t, "QueryRow", db.QueryRowContext(rw, "SELECT pg_sleep(30)::text").Scan(&s), "long-reports", after)
+
+	stmt, err := db.PrepareContext(ctx, "SELECT pg_sleep($1::float8)::text")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stmt.Close()
+	_, err = stmt.ExecContext(rw, 30)
+	wantRunaway(t, "Stmt.Exec", err, "long-reports", after)
+	wantRunaway(t, "Stmt.QueryRow", stmt.QueryRowContext(rw, 30).Scan(&s), "long-reports", after)
+
+	// The caller's deadline or cancel comes before the rule's.
+	sl := tenant.With(ctx, tenant.Tags{Tenant: "slow"})
+	early, cancel := context.WithTimeout(sl, 200*time.Millisecond)
+	defer cancel()
+	_, err = db.ExecContext(early, "SELECT pg_sleep(30)")
+	wantNotRunaway(t, "caller's deadline", err, context.DeadlineExceeded)
+	stopped, stop := context.WithCancel(sl)
+	defer stop()
+	time.AfterFunc(200*time.Millisecond, stop)
+	err = db.QueryRowContext(stopped, "SELECT pg_sleep(30)::text").Scan(&s)
+	wantNotRunaway(t, "caller's cancel", err, context.Canceled)
+
+	_, rs := b.Stats()
+	if rs[0].Cancelled != 5 || rs[1].Cancelled != 0 {
+		t.Fatalf("runaway stats = %+v", rs)
 	}
 }

@@ -1,6 +1,7 @@
 package sqlcomment
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -8,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/qtop-dev/qtop/policy"
@@ -73,7 +75,7 @@ func TestBudgetConcurrencyEnforce(t *testing.T) {
 // TestBudgetShareSteps walks a share bucket on fixed instants.
 func TestBudgetShareSteps(t *testing.T) {
 	b := NewBudgets(WithColdStart(100 * time.Millisecond))
-	mustSet(t, b, []policy.Budget{{ID: "s", Share: 0.5, CapacitySeconds: 1, Mode: policy.Enforce, Reason: "test"}}, nil)
+	mustSet(t, b, []policy.Budget{{ID: "s", Share: 0.5, CapacitySeconds: 1, Mode: policy.Enforce, ConfirmBroad: true, Reason: "test"}}, nil)
 	tags := tenant.Tags{Tenant: "acme"}
 	cfg := &config{}
 	steps := []struct {
@@ -118,7 +120,7 @@ func near(a, b float64) bool { d := a - b; return d < 1e-9 && d > -1e-9 }
 
 func TestBudgetClockBackwards(t *testing.T) {
 	b := NewBudgets(WithColdStart(time.Second))
-	mustSet(t, b, []policy.Budget{{ID: "s", Share: 1, CapacitySeconds: 1, Mode: policy.Enforce, Reason: "test"}}, nil)
+	mustSet(t, b, []policy.Budget{{ID: "s", Share: 1, CapacitySeconds: 1, Mode: policy.Enforce, ConfirmBroad: true, Reason: "test"}}, nil)
 	tags := tenant.Tags{Tenant: "acme"}
 	tk, err := b.Admit(at(10*time.Second), &tags, &config{}, q1, false)
 	if err != nil {
@@ -136,7 +138,7 @@ func TestBudgetClockBackwards(t *testing.T) {
 func TestBudgetStatementCapAndWarn(t *testing.T) {
 	b := NewBudgets()
 	mustSet(t, b, []policy.Budget{
-		{ID: "cap", MaxStatementSeconds: 0.5, Mode: policy.Enforce, Reason: "test"},
+		{ID: "cap", MaxStatementSeconds: 0.5, Mode: policy.Enforce, ConfirmBroad: true, Reason: "test"},
 		{ID: "warn", Concurrency: 1, Reason: "test"}, // Warn by default
 	}, nil)
 	tags := tenant.Tags{Tenant: "acme"}
@@ -201,7 +203,7 @@ func TestBudgetMatch(t *testing.T) {
 
 func TestBudgetEachEviction(t *testing.T) {
 	b := NewBudgets(WithMaxKeys(2))
-	mustSet(t, b, []policy.Budget{{ID: "each", Each: "tenant", Concurrency: 1, Mode: policy.Enforce, Reason: "test"}}, nil)
+	mustSet(t, b, []policy.Budget{{ID: "each", Each: "tenant", Concurrency: 1, Mode: policy.Enforce, ConfirmBroad: true, Reason: "test"}}, nil)
 	cfg := &config{}
 	admit := func(ten string, d time.Duration) (Ticket, error) {
 		tags := tenant.Tags{Tenant: ten}
@@ -237,7 +239,7 @@ func TestBudgetEachEviction(t *testing.T) {
 
 func TestBudgetTransactionRule(t *testing.T) {
 	b := NewBudgets()
-	mustSet(t, b, []policy.Budget{{ID: "c", Concurrency: 1, Mode: policy.Enforce, Reason: "test"}}, nil)
+	mustSet(t, b, []policy.Budget{{ID: "c", Concurrency: 1, Mode: policy.Enforce, ConfirmBroad: true, Reason: "test"}}, nil)
 	tags := tenant.Tags{Tenant: "acme"}
 	cfg := &config{}
 	if err := b.AdmitBegin(at(0), &tags, cfg); err != nil {
@@ -310,7 +312,7 @@ func TestRunawayWatch(t *testing.T) {
 
 func TestBudgetSetKeepsState(t *testing.T) {
 	b := NewBudgets()
-	pb := policy.Budget{ID: "c", Concurrency: 1, Mode: policy.Enforce, Reason: "test"}
+	pb := policy.Budget{ID: "c", Concurrency: 1, Mode: policy.Enforce, ConfirmBroad: true, Reason: "test"}
 	mustSet(t, b, []policy.Budget{pb}, nil)
 	tags := tenant.Tags{Tenant: "acme"}
 	tk, _ := b.Admit(at(0), &tags, &config{}, q1, false)
@@ -361,7 +363,7 @@ func TestShape(t *testing.T) {
 func TestBudgetAdmitDoesNotAllocate(t *testing.T) {
 	b := NewBudgets()
 	mustSet(t, b, []policy.Budget{
-		{ID: "each", Each: "tenant", Share: 100, Concurrency: 100, Mode: policy.Enforce, Reason: "test"},
+		{ID: "each", Each: "tenant", Share: 100, Concurrency: 100, Mode: policy.Enforce, ConfirmBroad: true, Reason: "test"},
 		{ID: "t", Match: []map[string]string{{"tenant": "t-1"}}, Concurrency: 1000, Reason: "test"},
 	}, []policy.Runaway{{ID: "r", Match: []map[string]string{{"route": "/none"}}, AfterSeconds: 1, Action: policy.Cancel, Reason: "t"}})
 	tags := tenant.Tags{Tenant: "t-1", Route: "/x"}
@@ -385,7 +387,7 @@ func TestBudgetAdmitDoesNotAllocate(t *testing.T) {
 // limit, and every refusal is a concurrency refusal.
 func TestBudgetConcurrencyHolds(t *testing.T) {
 	b := NewBudgets()
-	mustSet(t, b, []policy.Budget{{ID: "c", Each: "tenant", Concurrency: 3, Mode: policy.Enforce, Reason: "test"}}, nil)
+	mustSet(t, b, []policy.Budget{{ID: "c", Each: "tenant", Concurrency: 3, Mode: policy.Enforce, ConfirmBroad: true, Reason: "test"}}, nil)
 	var inFlight, peak [4]atomic.Int32
 	var wg sync.WaitGroup
 	for g := range 8 {
@@ -446,7 +448,7 @@ func FuzzShape(f *testing.F) {
 // without a new policy.
 func TestBudgetExpires(t *testing.T) {
 	b := NewBudgets()
-	mustSet(t, b, []policy.Budget{{ID: "c", Concurrency: 1, Mode: policy.Enforce, Reason: "t", Expires: at(time.Minute)}},
+	mustSet(t, b, []policy.Budget{{ID: "c", Concurrency: 1, Mode: policy.Enforce, ConfirmBroad: true, Reason: "t", Expires: at(time.Minute)}},
 		[]policy.Runaway{{ID: "r", AfterSeconds: 1, Action: policy.Cancel, ConfirmBroad: true, Reason: "t", Expires: at(time.Minute)}})
 	tags := tenant.Tags{Tenant: "a"}
 	tk, _ := b.Admit(at(0), &tags, &config{}, q1, false)
@@ -465,7 +467,7 @@ func TestBudgetExpires(t *testing.T) {
 
 func TestBudgetColdStart(t *testing.T) {
 	b := NewBudgets()
-	mustSet(t, b, []policy.Budget{{ID: "c", Concurrency: 1, ColdStartSeconds: 45, Mode: policy.Enforce, Reason: "t"}}, nil)
+	mustSet(t, b, []policy.Budget{{ID: "c", Concurrency: 1, ColdStartSeconds: 45, Mode: policy.Enforce, ConfirmBroad: true, Reason: "t"}}, nil)
 	tags := tenant.Tags{Tenant: "a"}
 	tk, _ := b.Admit(at(0), &tags, &config{}, q1, false)
 	_, err := b.Admit(at(0), &tags, &config{}, q1, false)
@@ -513,7 +515,7 @@ func TestBudgetShareChangeRepaysDebt(t *testing.T) {
 	cfg := &config{}
 	set := func(share float64, now time.Time) {
 		t.Helper()
-		p := policy.Policy{Budgets: []policy.Budget{{ID: "a", Share: share, Mode: policy.Enforce, Reason: "test"}}}
+		p := policy.Policy{Budgets: []policy.Budget{{ID: "a", Share: share, Mode: policy.Enforce, ConfirmBroad: true, Reason: "test"}}}
 		if err := b.SetPolicy(p, now); err != nil {
 			t.Fatal(err)
 		}
@@ -575,7 +577,7 @@ func TestBudgetErrorSaysWhatToDo(t *testing.T) {
 // retries after the budget's cold start, as a statement's refusal does.
 func TestBudgetBeginRetryColdStart(t *testing.T) {
 	b := NewBudgets()
-	mustSet(t, b, []policy.Budget{{ID: "c", Concurrency: 1, ColdStartSeconds: 30, Mode: policy.Enforce, Reason: "test"}}, nil)
+	mustSet(t, b, []policy.Budget{{ID: "c", Concurrency: 1, ColdStartSeconds: 30, Mode: policy.Enforce, ConfirmBroad: true, Reason: "test"}}, nil)
 	tags := tenant.Tags{Tenant: "analytics"}
 	tk, err := b.Admit(at(0), &tags, &config{}, q1, false)
 	if err != nil {
@@ -588,4 +590,82 @@ func TestBudgetBeginRetryColdStart(t *testing.T) {
 	if be.Limit != LimitConcurrency || be.RetryAfter != 30*time.Second || be.RetryAfter != stmt.RetryAfter {
 		t.Fatalf("begin refused with %v, a statement with %v: want a retry after the budget's cold start, 30s", be, stmt)
 	}
+}
+
+// TestRunawayErr: a statement's error names the runaway rule only when the
+// rule's deadline is what ended its context, not the caller's earlier
+// deadline or cancel; it keeps the driver's error and is never wrapped
+// twice.
+func TestRunawayErr(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := NewBudgets()
+		mustSet(t, b, nil, []policy.Runaway{{ID: "long-reports", Match: []map[string]string{{"tenant": "analytics"}},
+			AfterSeconds: 2, Action: policy.Cancel, Reason: "t"}})
+		an := tenant.Tags{Tenant: "analytics"}
+		start := func(parent context.Context, tags tenant.Tags) (context.Context, context.CancelFunc) {
+			tk, err := b.Admit(time.Now(), &tags, &config{}, q1, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tk.Context(parent)
+		}
+		driverErr := fmt.Errorf("timeout: %w", context.DeadlineExceeded)
+
+		begin := time.Now()
+		ctx, cancel := start(context.Background(), an)
+		if err := RunawayErr(ctx, driverErr); err != driverErr {
+			t.Fatalf("before the deadline: %v", err)
+		}
+		<-ctx.Done()
+		if d := time.Since(begin); d != 2*time.Second {
+			t.Fatalf("the rule's deadline after %v, want 2s", d)
+		}
+		err := RunawayErr(ctx, driverErr)
+		var re *RunawayError
+		if want := `sqlcomment: cancelled by runaway rule "long-reports" after 2s: timeout: context deadline exceeded`; err == nil ||
+			err.Error() != want || !errors.As(err, &re) || re.Rule != "long-reports" || re.After != 2*time.Second ||
+			!errors.Is(err, driverErr) || !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrRunaway) {
+			t.Fatalf("after the rule's deadline: %v, want %q", err, want)
+		}
+		if again := RunawayErr(ctx, err); again != err {
+			t.Fatalf("wrapped twice: %v", again)
+		}
+		if RunawayErr(ctx, nil) != nil {
+			t.Fatal("nil wrapped")
+		}
+		// A driver that answers with the server's cancel error.
+		server := errors.New("ERROR: canceling statement due to user request (SQLSTATE 57014)")
+		if err := RunawayErr(ctx, server); !errors.Is(err, server) || !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrRunaway) {
+			t.Fatalf("server's cancel: %v", err)
+		}
+		cancel() // rows.Err after Close still names the rule
+		if err := RunawayErr(ctx, driverErr); !errors.Is(err, ErrRunaway) {
+			t.Fatalf("after cancel: %v", err)
+		}
+
+		// The caller's deadline, earlier than the rule's.
+		parent, pcancel := context.WithTimeout(context.Background(), time.Second)
+		defer pcancel()
+		ctx, cancel = start(parent, an)
+		<-ctx.Done()
+		time.Sleep(3 * time.Second) // past the rule's deadline too
+		if err := RunawayErr(ctx, driverErr); err != driverErr {
+			t.Fatalf("caller's deadline: %v", err)
+		}
+		cancel()
+		// The caller's cancel, before the rule's deadline.
+		parent, pcancel = context.WithCancel(context.Background())
+		ctx, cancel = start(parent, an)
+		pcancel()
+		<-ctx.Done()
+		time.Sleep(3 * time.Second) // past the rule's deadline too
+		if err := RunawayErr(ctx, context.Canceled); err != context.Canceled {
+			t.Fatalf("caller's cancel: %v", err)
+		}
+		cancel()
+		// No rule: the caller's context as it is.
+		if ctx, cancel := start(context.Background(), tenant.Tags{Tenant: "acme"}); ctx != context.Background() || cancel != nil {
+			t.Fatal("a deadline without a rule")
+		}
+	})
 }

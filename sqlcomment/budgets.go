@@ -92,9 +92,9 @@ const (
 // violations count as "in_tx" and are logged, never refused. A
 // transaction opened with a BEGIN statement text is not seen as one. A
 // runaway rule's deadline does apply inside a transaction: the statement
-// fails with the driver's cancel error, which its caller sees, and the
-// transaction must then be rolled back, as after any statement timeout;
-// the cool-down's refusals do not apply inside a transaction.
+// fails with a *RunawayError (see Runaway rules), and the transaction
+// must then be rolled back, as after any statement timeout; the
+// cool-down's refusals do not apply inside a transaction.
 //
 // # Runaway rules
 //
@@ -102,7 +102,16 @@ const (
 // with Action cancel or terminate the statement runs under a context
 // deadline of AfterSeconds (the driver cancels it on the server when it
 // expires); with report it runs as is and is reported when it ends after
-// AfterSeconds. Either way, with a cool-down the statement's shape goes on
+// AfterSeconds. A statement that the rule's deadline ends fails with the
+// driver's error wrapped in a *RunawayError that names the rule, wherever
+// the driver reports it (Exec, Query, rows.Next and rows.Err, Row.Scan):
+//
+//	sqlcomment: cancelled by runaway rule "long-reports" after 2s: timeout: context deadline exceeded
+//
+// errors.Is(err, context.DeadlineExceeded) and errors.Is(err, ErrRunaway)
+// hold, and errors.As reaches the driver's error. A statement that the
+// caller's own deadline or cancel ended first gets the driver's error as
+// it is. Either way, with a cool-down the statement's shape goes on
 // the rule's watch list for CooldownSeconds, during which a cancel or
 // terminate rule refuses statements of that shape that match it
 // (LimitWatch), and a report rule only counts them. The watch list holds at

@@ -14,7 +14,7 @@ import (
 
 func TestBudgetMetrics(t *testing.T) {
 	b := NewBudgets()
-	mustSet(t, b, []policy.Budget{{ID: "c", Each: "tenant", Concurrency: 1, Mode: policy.Enforce, Reason: "t"}},
+	mustSet(t, b, []policy.Budget{{ID: "c", Each: "tenant", Concurrency: 1, Mode: policy.Enforce, ConfirmBroad: true, Reason: "t"}},
 		[]policy.Runaway{{ID: "r", AfterSeconds: 1, Action: policy.Report, Reason: "t"}})
 	reg := prometheus.NewRegistry()
 	if err := b.Register(reg); err != nil {

@@ -13,7 +13,7 @@ import (
 
 func TestBudgetsWindowSource(t *testing.T) {
 	b := NewBudgets()
-	if err := b.Set([]policy.Budget{{ID: "c", Concurrency: 1, Mode: policy.Enforce, Reason: "t"}},
+	if err := b.Set([]policy.Budget{{ID: "c", Concurrency: 1, Mode: policy.Enforce, ConfirmBroad: true, Reason: "t"}},
 		[]policy.Runaway{{ID: "r", AfterSeconds: 1, Action: policy.Report, Reason: "t"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -12,9 +12,17 @@ import (
 type budgetRun struct {
 	b      *Budgets
 	tk     Ticket
-	parent context.Context
 	ctx    context.Context
 	cancel context.CancelFunc
+}
+
+// err returns the statement's error, naming the runaway rule whose
+// deadline ended it (RunawayErr).
+func (r *budgetRun) err(err error) error {
+	if r == nil || r.ctx == nil {
+		return err
+	}
+	return RunawayErr(r.ctx, err)
 }
 
 // start admits the statement query (as the caller wrote it) with the
@@ -26,10 +34,8 @@ func (c *Commenter) start(ctx context.Context, r *budgetRun, query string, st *S
 	if err != nil {
 		return ctx, err
 	}
-	r.b, r.tk, r.parent, r.ctx = b, tk, ctx, ctx
-	if d := tk.Runaway(); d > 0 {
-		r.ctx, r.cancel = context.WithTimeout(ctx, d)
-	}
+	r.b, r.tk = b, tk
+	r.ctx, r.cancel = r.tk.Context(ctx)
 	return r.ctx, nil
 }
 
@@ -49,7 +55,7 @@ func (r *budgetRun) finish(err error) {
 	now := time.Now()
 	cancelled := false
 	if r.cancel != nil {
-		cancelled = r.ctx.Err() != nil && r.parent.Err() == nil
+		cancelled = runawayCancelled(r.ctx)
 		r.cancel()
 	}
 	r.b.Finish(&r.tk, now, now.Sub(r.tk.start), cancelled)
@@ -70,6 +76,7 @@ func (c *conn) execBudgeted(ctx context.Context, query string, st Statement, arg
 		res, err = execOld(rctx, c.ex, st.Query, args)
 	}
 	run.finish(err)
+	err = run.err(err)
 	if c.cm.Observing() && !errors.Is(err, driver.ErrSkip) {
 		if start.IsZero() {
 			start = time.Now()
@@ -109,6 +116,7 @@ func (c *conn) queryBudgeted(ctx context.Context, query string, st Statement, ar
 	ev := Event{Tags: st.Tags, Tagged: st.Tagged, Op: OpQuery, Query: st.Query, Start: start}
 	if err != nil {
 		run.finish(err)
+		err = run.err(err)
 		if c.cm.Observing() {
 			ev.Duration, ev.Rows, ev.Err = time.Since(start), -1, err
 			c.cm.Observe(ctx, ev)

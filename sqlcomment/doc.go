@@ -49,7 +49,9 @@
 // the wrapper before they are sent: a statement over an Enforce budget is
 // refused with an error that errors.Is(err, ErrBudget), one over a Warn
 // budget is sent and counted, a runaway statement is cancelled by its
-// context deadline. The Budgets type documents matching, estimates,
+// context deadline and fails with an error that names the rule
+// (errors.Is(err, ErrRunaway) and errors.Is(err, context.DeadlineExceeded),
+// a *RunawayError). The Budgets type documents matching, estimates,
 // limits, transactions and the runaway watch list; pgxcomment does the
 // same for pgx.
 //

@@ -39,6 +39,9 @@ func (r *rows) Columns() []string { return r.r.Columns() }
 
 func (r *rows) Next(dest []driver.Value) error {
 	err := r.r.Next(dest)
+	if err != nil && !errors.Is(err, io.EOF) {
+		err = r.run.err(err)
+	}
 	switch {
 	case err == nil:
 		r.n++
@@ -49,7 +52,7 @@ func (r *rows) Next(dest []driver.Value) error {
 }
 
 func (r *rows) Close() error {
-	err := r.r.Close()
+	err := r.run.err(r.r.Close())
 	if !r.closed {
 		r.closed = true
 		if r.run != nil {
@@ -82,8 +85,11 @@ func (r *rows) HasNextResultSet() bool {
 func (r *rows) NextResultSet() error {
 	if m, ok := r.r.(driver.RowsNextResultSet); ok {
 		err := m.NextResultSet()
-		if err != nil && !errors.Is(err, io.EOF) && r.err == nil {
-			r.err = err
+		if err != nil && !errors.Is(err, io.EOF) {
+			err = r.run.err(err)
+			if r.err == nil {
+				r.err = err
+			}
 		}
 		return err
 	}

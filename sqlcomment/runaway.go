@@ -1,6 +1,9 @@
 package sqlcomment
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -95,3 +98,69 @@ func (b *Budgets) runaway(r *rule, h uint64, ns int64, d time.Duration, cancelle
 			"duration", d, "shape", h, "cooldown", r.cooldown)
 	}
 }
+
+// ErrRunaway is the error of a statement that a runaway rule's deadline
+// ended (Action cancel or terminate): the error is a *RunawayError, which
+// names the rule.
+var ErrRunaway = errors.New("sqlcomment: cancelled by a runaway rule")
+
+// RunawayError is the error of a statement that a runaway rule's deadline
+// ended: the driver's error, with the rule that set the deadline.
+// errors.Is(err, ErrRunaway) and errors.Is(err, context.DeadlineExceeded)
+// hold, and errors.Is and errors.As reach the driver's error.
+type RunawayError struct {
+	// Rule is the id of the runaway rule.
+	Rule string
+	// After is the rule's after_seconds: the deadline the statement ran under.
+	After time.Duration
+	// Err is the driver's error (context.DeadlineExceeded for the context's
+	// own cause).
+	Err error
+}
+
+// Error says which rule cancelled the statement, and the driver's error.
+func (e *RunawayError) Error() string {
+	return fmt.Sprintf("sqlcomment: cancelled by runaway rule %q after %v: %v", e.Rule, e.After, e.Err)
+}
+
+// Unwrap returns the driver's error.
+func (e *RunawayError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrRunaway) and errors.Is(err,
+// context.DeadlineExceeded) true, whatever error the driver returned.
+func (e *RunawayError) Is(target error) bool {
+	return target == ErrRunaway || target == context.DeadlineExceeded
+}
+
+// Context returns the context to send the statement of t under: with the
+// deadline of the runaway rule that matched it (Runaway), whose
+// context.Cause is a *RunawayError when it expires, and its cancel func;
+// parent and a nil cancel func when the statement has no runaway deadline.
+// Pass the statement's errors through RunawayErr with the returned
+// context.
+func (t *Ticket) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	d := t.Runaway()
+	if d <= 0 {
+		return parent, nil
+	}
+	return context.WithTimeoutCause(parent, d, &RunawayError{Rule: t.rule.id, After: d, Err: context.DeadlineExceeded})
+}
+
+// RunawayErr returns err as a *RunawayError that names the rule when ctx
+// (from Ticket.Context) ended because the rule's deadline expired, and err
+// as it is otherwise: nil, or a statement ended by the caller's own
+// deadline or cancel, which came first.
+func RunawayErr(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil {
+		return err
+	}
+	var cause *RunawayError
+	if !errors.As(context.Cause(ctx), &cause) || errors.Is(err, ErrRunaway) {
+		return err
+	}
+	return &RunawayError{Rule: cause.Rule, After: cause.After, Err: err}
+}
+
+// runawayCancelled reports whether ctx (from Ticket.Context) ended because
+// its runaway rule's deadline expired.
+func runawayCancelled(ctx context.Context) bool { return errors.Is(context.Cause(ctx), ErrRunaway) }

@@ -108,6 +108,7 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 			}
 		}
 	}
+	err = run.err(err)
 	if errors.Is(err, driver.ErrSkip) || !s.c.cm.Observing() {
 		return res, err
 	}
@@ -164,6 +165,7 @@ func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driv
 		if run != nil {
 			run.finish(err)
 		}
+		err = run.err(err)
 		if s.c.cm.Observing() {
 			ev.Duration, ev.Rows, ev.Err = time.Since(start), -1, err
 			s.c.cm.Observe(octx, ev)

@@ -14,7 +14,6 @@ import (
 // run is one statement admitted by the DB's budgets.
 type run struct {
 	tk     sqlcomment.Ticket
-	parent context.Context
 	ctx    context.Context
 	cancel context.CancelFunc
 }
@@ -26,10 +25,8 @@ func (db *DB) admit(ctx context.Context, r *run, sql string, st *sqlcomment.Stat
 	if err != nil {
 		return ctx, err
 	}
-	r.tk, r.parent, r.ctx = tk, ctx, ctx
-	if d := tk.Runaway(); d > 0 {
-		r.ctx, r.cancel = context.WithTimeout(ctx, d)
-	}
+	r.tk = tk
+	r.ctx, r.cancel = r.tk.Context(ctx)
 	return r.ctx, nil
 }
 
@@ -37,7 +34,7 @@ func (db *DB) finish(r *run) {
 	now := time.Now()
 	cancelled := false
 	if r.cancel != nil {
-		cancelled = r.ctx.Err() != nil && r.parent.Err() == nil
+		cancelled = errors.Is(context.Cause(r.ctx), sqlcomment.ErrRunaway)
 		r.cancel()
 		r.cancel = nil
 	}
@@ -85,6 +82,7 @@ func (db *DB) execBudgeted(ctx context.Context, sql string, st sqlcomment.Statem
 	}
 	tag, err := db.exec(rctx, &st, sql, args)
 	db.finish(&r)
+	err = sqlcomment.RunawayErr(rctx, err)
 	if db.c.Observing() {
 		start := r.tk.Start()
 		rows := int64(-1)
@@ -107,6 +105,7 @@ func (db *DB) queryBudgeted(ctx context.Context, sql string, st sqlcomment.State
 	ev := sqlcomment.Event{Tags: st.Tags, Tagged: st.Tagged, Op: sqlcomment.OpQuery, Query: st.Query, Start: r.tk.Start()}
 	if err != nil {
 		db.finish(r)
+		err = sqlcomment.RunawayErr(rctx, err)
 		if db.c.Observing() {
 			ev.Duration, ev.Rows, ev.Err = time.Since(ev.Start), -1, err
 			db.c.Observe(ctx, ev)

@@ -87,7 +87,10 @@
 // before sending (an Enforce refusal is an error that
 // errors.Is(err, sqlcomment.ErrBudget), sent nothing); a runaway rule's
 // deadline is the statement's context deadline, so pgx cancels it on the
-// server. Begin checks a transaction before it begins; a DB made by With
+// server, and the caller's error names the rule (a
+// *sqlcomment.RunawayError, errors.Is(err, context.DeadlineExceeded))
+// from Exec, from Query or, where pgx defers it, from rows.Err and
+// Row.Scan. Begin checks a transaction before it begins; a DB made by With
 // for a pgx.Tx never refuses the transaction's statements (see
 // Transactions in the sqlcomment.Budgets doc).
 //
@@ -257,6 +260,16 @@ func (r *rows) Close() {
 	r.report()
 }
 
+// Err is pgx's, naming the runaway rule whose deadline ended the query
+// (sqlcomment.RunawayErr).
+func (r *rows) Err() error {
+	err := r.Rows.Err()
+	if r.run != nil {
+		err = sqlcomment.RunawayErr(r.run.ctx, err)
+	}
+	return err
+}
+
 func (r *rows) report() {
 	if r.done {
 		return
@@ -270,7 +283,7 @@ func (r *rows) report() {
 	}
 	r.ev.Duration = time.Since(r.ev.Start)
 	r.ev.Rows = r.n
-	r.ev.Err = r.Rows.Err()
+	r.ev.Err = r.Err()
 	if r.ev.Err != nil && r.n == 0 {
 		r.ev.Rows = -1 // pgx defers errors to the rows: failed before any row
 	}

@@ -119,7 +119,7 @@ func BenchmarkPostgresTPCB(b *testing.B) {
 	defer tc.Close(bg)
 	budgets := sqlcomment.NewBudgets()
 	if err := budgets.Set([]policy.Budget{{ID: "tenants", Each: "tenant", Share: 10, MaxStatementSeconds: 5,
-		Concurrency: 4, Mode: policy.Enforce, Reason: "bench"}},
+		Concurrency: 4, Mode: policy.Enforce, ConfirmBroad: true, Reason: "bench"}},
 		[]policy.Runaway{{ID: "r", Match: []map[string]string{{"tenant": "nobody"}}, AfterSeconds: 60, Action: policy.Cancel, Reason: "bench"}}); err != nil {
 		b.Fatal(err)
 	}
