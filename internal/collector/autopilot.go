@@ -344,11 +344,24 @@ func (p *pilotPart) command(ctx context.Context, now time.Time, c api.AutopilotC
 		p.write(ctx, now, d)
 		return nil
 	}
-	return p.setAutopilot(ctx, now, who, auditAutopilotPause, func(a *policy.Autopilot) { a.Paused = c.Pause })
+	// Pausing while paused, or resuming while running, changes nothing:
+	// no new policy version, no audit row.
+	return p.setAutopilot(ctx, now, who, auditAutopilotPause, func(a *policy.Autopilot) bool {
+		if a.Paused == c.Pause {
+			return false
+		}
+		a.Paused = c.Pause
+		return true
+	})
 }
 
-// setAutopilot changes the policy's autopilot part with edit and audits it.
-func (p *pilotPart) setAutopilot(ctx context.Context, now time.Time, who, action string, edit func(*policy.Autopilot)) error {
+// errUnchanged stops a policy change that would change nothing.
+var errUnchanged = errors.New("collector: policy unchanged")
+
+// setAutopilot changes the policy's autopilot part with edit and audits
+// it; when edit reports false (nothing to change), it leaves the policy
+// as it is.
+func (p *pilotPart) setAutopilot(ctx context.Context, now time.Time, who, action string, edit func(*policy.Autopilot) bool) error {
 	var changed policy.Autopilot
 	out, err := p.pol.change(now, func(next *policy.Policy) error {
 		var a policy.Autopilot
@@ -357,10 +370,15 @@ func (p *pilotPart) setAutopilot(ctx context.Context, now time.Time, who, action
 			a.Allow = slices.Clone(a.Allow)
 			a.Rules = slices.Clone(a.Rules)
 		}
-		edit(&a)
+		if !edit(&a) {
+			return errUnchanged
+		}
 		next.Autopilot, changed = &a, a
 		return nil
 	})
+	if errors.Is(err, errUnchanged) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -419,7 +437,7 @@ func (s httpAPI) handleAutopilotPolicy(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if err := s.feat.pilot.setAutopilot(r.Context(), s.cfg.Now().UTC(), who, auditAutopilotSet,
-			func(x *policy.Autopilot) { *x = a }); err != nil {
+			func(x *policy.Autopilot) bool { *x = a; return true }); err != nil {
 			writeError(w, http.StatusBadRequest, err.Error(), 0)
 			return
 		}

@@ -421,3 +421,48 @@ func TestAutopilotLiftOfAnExpiredPart(t *testing.T) {
 		t.Fatalf("%d lifts audited, want 2", lifts)
 	}
 }
+
+// TestAutopilotCommandNoOp: pausing while paused, or resuming while
+// running, changes nothing (no policy version, no audit row) and answers
+// 200 with the current state.
+func TestAutopilotCommandNoOp(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	srv := httptest.NewServer(f.s.Handler())
+	defer srv.Close()
+	command := func(body string) (int, string) {
+		t.Helper()
+		code, msg := post(t, srv.URL+api.PathAutopilot, f.token, body)
+		if code != http.StatusOK {
+			t.Fatalf("%s: %d %s", body, code, msg)
+		}
+		return code, msg
+	}
+	audits := func() int { return len(auditsOf(t, f)) }
+	// Resuming an autopilot that was never paused.
+	v, n := f.s.Policy().Version, audits()
+	if _, msg := command(`{"resume":true}`); strings.Contains(msg, `"paused":true`) {
+		t.Fatalf("resume while running: %s", msg)
+	}
+	if f.s.Policy().Version != v || audits() != n {
+		t.Fatalf("resume while running: version %d → %d, audit rows %d → %d", v, f.s.Policy().Version, n, audits())
+	}
+	command(`{"pause":true}`)
+	v, n = f.s.Policy().Version, audits()
+	for range 15 {
+		if _, msg := command(`{"pause":true}`); !strings.Contains(msg, `"paused":true`) {
+			t.Fatalf("pause while paused: %s", msg)
+		}
+	}
+	if f.s.Policy().Version != v || audits() != n {
+		t.Fatalf("15 pauses while paused: version %d → %d, audit rows %d → %d", v, f.s.Policy().Version, n, audits())
+	}
+	command(`{"resume":true}`)
+	if p := f.s.Policy(); p.Version != v+1 || p.Autopilot.Paused || audits() != n+1 {
+		t.Fatalf("resume: version %d, paused %v, audit rows %d", p.Version, p.Autopilot.Paused, audits())
+	}
+	command(`{"resume":true}`)
+	if f.s.Policy().Version != v+1 || audits() != n+1 {
+		t.Fatal("resume while running made a version")
+	}
+}

@@ -324,7 +324,7 @@ func (b *budgetPart) snapshot(snap *api.Snapshot, now time.Time) {
 // budgets keep their own bound (policy.MaxAutopilotSeconds).
 
 func (s httpAPI) handleBudgets(w http.ResponseWriter, r *http.Request) {
-	handleList(s, w, r, func(p policy.Policy) any { return p.Budgets },
+	handleList(s, w, r, func(p policy.Policy) any { return orEmpty(p.Budgets) },
 		func(ctx context.Context, b policy.Budget, del bool, who string) (policy.Policy, error) {
 			if !del {
 				if err := checkUntil("budget expires", true, b.Expires, s.cfg.Now(), s.cfg.MaxRuleTTL); err != nil {
@@ -336,7 +336,7 @@ func (s httpAPI) handleBudgets(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s httpAPI) handleRunaway(w http.ResponseWriter, r *http.Request) {
-	handleList(s, w, r, func(p policy.Policy) any { return p.Runaway },
+	handleList(s, w, r, func(p policy.Policy) any { return orEmpty(p.Runaway) },
 		func(ctx context.Context, rr policy.Runaway, del bool, who string) (policy.Policy, error) {
 			if !del {
 				if err := checkUntil("runaway rule expires", true, rr.Expires, s.cfg.Now(), s.cfg.MaxRuleTTL); err != nil {
@@ -387,6 +387,15 @@ func handleList[T any](s httpAPI, w http.ResponseWriter, r *http.Request, list f
 		w.Header().Set("Allow", "GET, POST")
 		writeError(w, http.StatusMethodNotAllowed, "use GET or POST", 0)
 	}
+}
+
+// orEmpty returns l, or an empty list for nil, so that a list with
+// nothing in it is [] in JSON, not null.
+func orEmpty[T any](l []T) []T {
+	if l == nil {
+		return []T{}
+	}
+	return l
 }
 
 // SetBudget adds b, replaces the budget with its id, or (del) removes it;

@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -466,5 +467,76 @@ func TestPolicyPartsChangeAlone(t *testing.T) {
 	}
 	if got := f.s.Policy(); got.Version != p.Version || len(got.Runaway) != 1 {
 		t.Fatalf("the server's policy: version %d, %d runaway", got.Version, len(got.Runaway))
+	}
+}
+
+// TestBudgetListsEmpty: with no budgets or runaway rules, and once the
+// last is deleted, the lists answer [] (a list), never null.
+func TestBudgetListsEmpty(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	srv := httptest.NewServer(f.s.Handler())
+	defer srv.Close()
+	list := func(path string) string {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+		req.Header.Set("Authorization", "Bearer "+f.token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
+		}
+		return strings.TrimSpace(string(b))
+	}
+	for _, path := range []string{PathBudgets, PathRunaway} {
+		if got := list(path); got != "[]" {
+			t.Errorf("GET %s with none: %s, want []", path, got)
+		}
+	}
+	if code, msg := post(t, srv.URL+PathBudgets, f.token, `{"id":"b","match":[{"tenant":"a"}],"concurrency":1,"reason":"r"}`); code != http.StatusOK {
+		t.Fatalf("post: %d %s", code, msg)
+	}
+	if got := list(PathBudgets); !strings.HasPrefix(got, `[{"id":"b"`) {
+		t.Fatalf("GET with one: %s", got)
+	}
+	if code, msg := post(t, srv.URL+PathBudgets, f.token, `{"id":"b","delete":true}`); code != http.StatusOK {
+		t.Fatalf("delete: %d %s", code, msg)
+	}
+	if got := list(PathBudgets); got != "[]" {
+		t.Errorf("GET after the last was deleted: %s, want []", got)
+	}
+}
+
+// TestBroadBudgetDoor: an enforce budget that matches every statement is
+// refused at the door with what to send, and taken with confirm_broad; a
+// warn one needs no confirmation.
+func TestBroadBudgetDoor(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	srv := httptest.NewServer(f.s.Handler())
+	defer srv.Close()
+	for _, body := range []string{
+		`{"id":"all","match":[],"concurrency":8,"mode":"enforce","reason":"r"}`,
+		`{"id":"all","concurrency":8,"mode":"enforce","reason":"r"}`,
+	} {
+		if code, msg := post(t, srv.URL+PathBudgets, f.token, body); code != http.StatusBadRequest ||
+			!strings.Contains(msg, `send \"confirm_broad\":true to mean it`) {
+			t.Fatalf("%s: %d %s", body, code, msg)
+		}
+	}
+	for _, body := range []string{
+		`{"id":"all","match":[],"concurrency":8,"mode":"enforce","confirm_broad":true,"reason":"r"}`,
+		`{"id":"warn-all","concurrency":8,"mode":"warn","reason":"r"}`,
+	} {
+		if code, msg := post(t, srv.URL+PathBudgets, f.token, body); code != http.StatusOK {
+			t.Fatalf("%s: %d %s", body, code, msg)
+		}
+	}
+	if p := f.s.Policy(); len(p.Budgets) != 2 || !p.Budgets[0].ConfirmBroad {
+		t.Fatalf("policy = %+v", p.Budgets)
 	}
 }
