@@ -198,7 +198,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if err := check(&f); err != nil {
-		fmt.Fprintln(stderr, "qtop:", err)
+		fail(stderr, err)
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -207,21 +207,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 	q := tui.Query{Measure: f.sort, Top: f.top, GroupBy: f.groupBy}
 	src, err := open(ctx, demo, &f)
 	if err != nil {
-		fmt.Fprintln(stderr, "qtop:", err)
+		fail(stderr, err)
 		return 1
 	}
 	if f.record != "" {
 		rec, err := tui.NewRecorder(src, f.record, time.Now(), f.force)
 		if err != nil {
 			src.Close()
-			fmt.Fprintln(stderr, "qtop:", err)
+			fail(stderr, err)
 			return 1
 		}
 		src = rec
 	}
 	defer func() {
 		if err := src.Close(); err != nil {
-			fmt.Fprintln(stderr, "qtop: closing:", err)
+			fmt.Fprintln(stderr, "qtop: closing:", printable(err.Error()))
 		}
 	}()
 	if f.once {
@@ -251,12 +251,12 @@ func replay(args []string, fs *flag.FlagSet, f *flags, stdout, stderr io.Writer)
 	}
 	f.postgres, f.sort = "", ""
 	if err := check(f); err != nil {
-		fmt.Fprintln(stderr, "qtop:", err)
+		fail(stderr, err)
 		return 2
 	}
 	r, err := tui.OpenReplay(file, tui.WithSpeed(f.speed))
 	if err != nil {
-		fmt.Fprintln(stderr, "qtop:", err)
+		fail(stderr, err)
 		return 1
 	}
 	defer r.Close()
@@ -266,8 +266,11 @@ func replay(args []string, fs *flag.FlagSet, f *flags, stdout, stderr io.Writer)
 			err = tui.Print(stdout, s, f.format)
 		}
 		if err != nil {
-			fmt.Fprintln(stderr, "qtop:", err)
+			fail(stderr, err)
 			return 1
+		}
+		if cut := r.CutShort(); cut != nil {
+			fmt.Fprintf(stderr, "qtop: %s: %v (was its qtop killed?): this is its last whole snapshot\n", printable(file), cut)
 		}
 		return 0
 	}
@@ -285,7 +288,7 @@ func interactive(ctx context.Context, src tui.Source, f *flags, stderr io.Writer
 	}
 	alog, err := openActionLog(f.actionLog)
 	if err != nil {
-		fmt.Fprintln(stderr, "qtop:", err)
+		fail(stderr, err)
 		return 1
 	}
 	defer alog.Close()
@@ -293,7 +296,7 @@ func interactive(ctx context.Context, src tui.Source, f *flags, stderr io.Writer
 		tui.WithRenderer(lipgloss.NewRenderer(os.Stdout)))
 	p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx))
 	if _, err := p.Run(); err != nil && !errors.Is(err, tea.ErrProgramKilled) {
-		fmt.Fprintln(stderr, "qtop:", err)
+		fail(stderr, err)
 		return 1
 	}
 	return 0
@@ -394,16 +397,29 @@ func once(ctx context.Context, src tui.Source, q tui.Query, format string, stdou
 	} else {
 		s, err = src.Next(ctx, q)
 	}
-	if err != nil {
-		fmt.Fprintln(stderr, "qtop:", err)
-		return 1
+	recorded := err
+	if errors.Is(err, tui.ErrRecordingStopped) {
+		err = nil // the snapshot came: print it, then say what failed
 	}
-	if err := tui.Print(stdout, s, format); err != nil {
-		fmt.Fprintln(stderr, "qtop:", err)
+	if err == nil {
+		err = tui.Print(stdout, s, format)
+	}
+	if err == nil && recorded != nil {
+		err = recorded
+	}
+	if err != nil {
+		fail(stderr, err)
 		return 1
 	}
 	return 0
 }
+
+// fail prints err on stderr, on one line and printable: an error may
+// carry what a collector answered, and that is no one's to run on the
+// terminal.
+func fail(stderr io.Writer, err error) { fmt.Fprintln(stderr, "qtop:", printable(err.Error())) }
+
+func printable(s string) string { return api.Printable(s) }
 
 // defaultActionLog is $XDG_STATE_HOME/qtop/actions.log, or
 // ~/.local/state/qtop/actions.log.

@@ -19,7 +19,7 @@ import (
 func (m *Model) top() string {
 	c := &m.c
 	var b strings.Builder
-	title := "qtop · " + c.src.Describe()
+	title := "qtop · " + clean(c.src.Describe())
 	if m.snap != nil {
 		what := " tenants"
 		if g := m.snap.GroupBy; g != "" && g != api.GroupTenant {
@@ -138,7 +138,7 @@ func (m *Model) View() string {
 		body = c.st.title.Render("Keys") + "\n\n" + c.help.FullHelpView(m.fullHelp()) + "\n\n" +
 			c.st.dim.Render(clip("Tenants are ranked by the source (top "+fmtCount(uint64(c.query.Top))+" + other); any key closes this help.", c.width))
 	case m.snap == nil:
-		body = c.st.dim.Render(clip("waiting for the first snapshot from "+c.src.Describe()+" …", c.width))
+		body = c.st.dim.Render(clip("waiting for the first snapshot from "+clean(c.src.Describe())+" …", c.width))
 	default:
 		body = m.nav.cur.view(c, h)
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/pgactivity"
@@ -16,6 +17,14 @@ import (
 
 // startHint says how to get a collector when none answers.
 const startHint = "start one with `qtop demo` (a demo collector in this process) or `collector serve --demo`, or point --collector at yours"
+
+// staleAfter is how long a stream may stay silent before it is taken for
+// lost: a collector sends a snapshot a second, so a stream silent this
+// long is a connection that died without a word (a half-open TCP
+// connection, a stuck proxy) or a server that is not a collector. It is
+// dropped and connected again, and the UI says so rather than showing the
+// last snapshot as if it were live.
+const staleAfter = 10 * time.Second
 
 // Collector follows a collector's live stream (GET /v1/live/stream) and
 // posts throttles to its policy (POST /v1/policy).
@@ -113,12 +122,18 @@ func (c *Collector) Next(ctx context.Context, q Query) (api.Snapshot, error) {
 	if err != nil {
 		return api.Snapshot{}, err
 	}
+	stale := time.NewTimer(staleAfter)
+	defer stale.Stop()
 	select {
 	case s := <-st.snaps:
 		return s, nil
 	case err := <-st.errc:
 		c.drop(st)
 		return api.Snapshot{}, c.explain(err)
+	case <-stale.C:
+		c.drop(st)
+		return api.Snapshot{}, fmt.Errorf("%w: %s sent no snapshot for %s (a collector sends one a second): reconnecting; "+
+			"if this lasts, check that --collector is a qtop collector and that nothing between holds the connection", ErrUnreachable, c.url(), staleAfter)
 	case <-ctx.Done():
 		return api.Snapshot{}, ctx.Err()
 	}

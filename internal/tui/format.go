@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/charmbracelet/x/ansi"
-
-	"github.com/qtop-dev/qtop/api"
 )
 
 // fmtNum formats a rate compactly in at most 6 columns: 0.42, 12.3, 842,
@@ -87,8 +85,9 @@ func fmtShare(v float64) string {
 	return strconv.FormatFloat(v*100, 'f', 1, 64) + "%"
 }
 
-// clean makes text from the wire safe to print (api.Printable).
-func clean(s string) string { return api.Printable(s) }
+// clean makes text from the wire safe to print on one line: what
+// api.Printable replaces, and the bidirectional controls (unsafeRune).
+func clean(s string) string { return safeText(s, false) }
 
 // fit truncates s (already clean) to w columns with an ellipsis, and pads
 // it with spaces to exactly w columns, on the right or, with right set,

@@ -34,7 +34,13 @@ const (
 
 // Messages.
 type (
-	snapshotMsg  struct{ snap api.Snapshot }
+	snapshotMsg struct{ snap api.Snapshot }
+	// warnMsg is a snapshot that came with a failure beside it (the
+	// recording stopped): shown, and the failure said.
+	warnMsg struct {
+		snap api.Snapshot
+		err  error
+	}
 	sourceErrMsg struct{ err error }
 	retryMsg     struct{}
 	actionMsg    struct {
@@ -147,6 +153,9 @@ func (m *Model) fetch() tea.Cmd {
 	src, ctx, q := m.c.src, m.c.ctx, m.c.query
 	return func() tea.Msg {
 		s, err := src.Next(ctx, q)
+		if errors.Is(err, ErrRecordingStopped) {
+			return warnMsg{s, err}
+		}
 		if err != nil {
 			return sourceErrMsg{err}
 		}
@@ -165,7 +174,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case snapshotMsg:
 		m.fetching = false
 		m.err, m.failures, m.backoff = nil, 0, 0
-		s := msg.snap
+		s := sanitize(msg.snap)
 		if lf, ok := m.c.src.(liveFeatures); ok {
 			m.c.feats = lf.FeaturesOf(&s)
 		}
@@ -179,6 +188,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			open = o.open(&m.c)
 		}
 		return m, tea.Batch(m.fetch(), cmd, open)
+	case warnMsg:
+		_, cmd := m.Update(snapshotMsg{msg.snap})
+		return m, tea.Batch(cmd, m.c.setStatus(msg.err.Error(), false))
 	case sourceErrMsg:
 		m.fetching = false
 		m.err = msg.err

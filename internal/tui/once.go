@@ -24,6 +24,7 @@ const (
 // victims by name, see Headline; from one snapshot, victims need the
 // baselines the source sends), or plain tables (FormatTable).
 func Print(w io.Writer, s api.Snapshot, format string) error {
+	s = sanitize(s)
 	switch format {
 	case FormatJSON:
 		var in summary

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"encoding/json"
@@ -50,8 +51,10 @@ type Recorder struct {
 	Source
 	mu     sync.Mutex
 	w      io.Writer
+	flush  func() error // pushes a line to the file (gzip's buffer), or nil
 	closer []io.Closer
-	err    error
+	err    error // the write that failed: recording stopped
+	said   bool  // err was returned once
 }
 
 var (
@@ -65,10 +68,18 @@ var (
 // a recording is never overwritten unless asked (qtop --record --force).
 var ErrExists = errors.New("tui: the file exists")
 
+// ErrRecordingStopped is returned once, with the snapshot, by the
+// Recorder's Next whose snapshot could not be written (a full disk, a
+// file system gone): the live view goes on, unrecorded.
+var ErrRecordingStopped = errors.New("tui: recording stopped")
+
 // NewRecorder records what src hands out into the file at path (gzip when
 // it ends in .gz). The file must not exist (ErrExists) unless overwrite
 // is true: a post-mortem's recording is not lost to a second --record.
 func NewRecorder(src Source, path string, now time.Time, overwrite bool) (*Recorder, error) {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("%w: --record %s is a folder: give a file, e.g. %s", ErrInput, path, filepath.Join(path, "incident.qtop.gz"))
+	}
 	flags := os.O_WRONLY | os.O_CREATE | os.O_EXCL
 	if overwrite {
 		flags = os.O_WRONLY | os.O_CREATE | os.O_TRUNC
@@ -82,8 +93,10 @@ func NewRecorder(src Source, path string, now time.Time, overwrite bool) (*Recor
 	}
 	r := &Recorder{Source: src, w: f, closer: []io.Closer{f}}
 	if strings.HasSuffix(path, ".gz") {
+		// Flushed after every line: a qtop killed, or a machine lost,
+		// leaves a recording that plays up to its last snapshot.
 		z := gzip.NewWriter(f)
-		r.w, r.closer = z, []io.Closer{z, f}
+		r.w, r.flush, r.closer = z, z.Flush, []io.Closer{z, f}
 	}
 	if err := r.line(recordingHeader{Version: recordingVersion, Source: src.Describe(), Started: now.UTC()}); err != nil {
 		r.Close()
@@ -102,28 +115,45 @@ func (r *Recorder) line(v any) error {
 	if r.err != nil {
 		return r.err
 	}
-	if _, err := r.w.Write(append(b, '\n')); err != nil {
-		r.err = fmt.Errorf("tui: recording: %w", err)
+	_, err = r.w.Write(append(b, '\n'))
+	if err == nil && r.flush != nil {
+		err = r.flush()
+	}
+	if err != nil {
+		r.err = fmt.Errorf("%w: %w", ErrRecordingStopped, err)
 		return r.err
 	}
 	return nil
 }
 
-// Next returns the source's next snapshot and records it. A failed write
-// is returned once the snapshot could not be kept (the UI shows it).
+// Next returns the source's next snapshot and records it. The first
+// snapshot that cannot be written comes with ErrRecordingStopped (the UI
+// says so and goes on); the next ones come without it, unrecorded.
 func (r *Recorder) Next(ctx context.Context, q Query) (api.Snapshot, error) {
 	s, err := r.Source.Next(ctx, q)
 	if err != nil {
 		return s, err
 	}
 	if err := r.line(recordingLine{Snapshot: &s}); err != nil {
-		return s, err
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if !r.said {
+			r.said = true
+			return s, fmt.Errorf("%w; the live view goes on, unrecorded (free some space, or record again elsewhere: --record FILE)", err)
+		}
 	}
 	return s, nil
 }
 
-// Describe says that the session is recorded.
-func (r *Recorder) Describe() string { return r.Source.Describe() + " · recording" }
+// Describe says that the session is recorded, or that it stopped.
+func (r *Recorder) Describe() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil {
+		return r.Source.Describe() + " · " + strings.TrimPrefix(r.err.Error(), "tui: ")
+	}
+	return r.Source.Describe() + " · recording"
+}
 
 // CancelStatement and TerminateSession pass through to a source that can.
 func (r *Recorder) CancelStatement(ctx context.Context, t pgactivity.Target, actor string) error {
@@ -193,8 +223,34 @@ type Replay struct {
 	n     int
 	last  *api.Snapshot
 	ended bool
+	cut   error // why the file ended mid-line (CutShort), once ended
 	done  chan struct{}
 	once  sync.Once
+}
+
+// errCutShort: the file ends inside a line, or its gzip stream before its
+// end, as a recording does whose qtop was killed (or whose disk filled)
+// while writing it.
+var errCutShort = errors.New("the recording stops short of its end")
+
+// wholeLines splits a recording into its lines, each ended by a newline;
+// what follows the last newline is a line cut short (errCutShort), never
+// a snapshot.
+func wholeLines(data []byte, atEOF bool) (int, []byte, error) {
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		return i + 1, data[:i], nil
+	}
+	if atEOF && len(data) > 0 {
+		return 0, nil, errCutShort
+	}
+	return 0, nil, nil
+}
+
+// cutShort reports whether err says that the recording stops before its
+// end (a gzip stream cut off, a last line without its newline): the
+// snapshots before it are whole, and the replay ends there.
+func cutShort(err error) bool {
+	return errors.Is(err, errCutShort) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 var _ Source = (*Replay)(nil)
@@ -232,9 +288,13 @@ func OpenReplay(path string, opts ...ReplayOption) (*Replay, error) {
 	}
 	r.sc = bufio.NewScanner(rd)
 	r.sc.Buffer(make([]byte, 0, 64<<10), api.MaxEventBytes)
+	r.sc.Split(wholeLines)
 	if !r.sc.Scan() {
 		r.Close()
-		return nil, fmt.Errorf("%w: %s: empty or unreadable (%v)", ErrRecording, path, r.sc.Err())
+		if err := r.sc.Err(); err != nil {
+			return nil, fmt.Errorf("%w: %s: unreadable (%v)", ErrRecording, path, err)
+		}
+		return nil, fmt.Errorf("%w: %s is empty", ErrRecording, path)
 	}
 	if err := json.Unmarshal(r.sc.Bytes(), &r.hdr); err != nil || r.hdr.Version == 0 {
 		r.Close()
@@ -261,21 +321,24 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// read returns the next snapshot of the file, or false at its end.
-func (r *Replay) read() (*api.Snapshot, error) {
+// read returns the next snapshot of the file, or nil at its end; cut
+// says why the file ended early (cutShort), if it did.
+func (r *Replay) read() (s *api.Snapshot, cut, err error) {
 	for r.sc.Scan() {
 		var l recordingLine
 		if err := json.Unmarshal(r.sc.Bytes(), &l); err != nil {
-			return nil, fmt.Errorf("%w: %s, snapshot %d: %v", ErrRecording, filepath.Base(r.path), r.n+1, err)
+			return nil, nil, fmt.Errorf("%w: %s, snapshot %d: %v", ErrRecording, filepath.Base(r.path), r.n+1, err)
 		}
 		if l.Snapshot != nil {
-			return l.Snapshot, nil
+			return l.Snapshot, nil, nil
 		}
 	}
-	if err := r.sc.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrRecording, filepath.Base(r.path), err)
+	if err := r.sc.Err(); cutShort(err) {
+		return nil, errCutShort, nil
+	} else if err != nil {
+		return nil, nil, fmt.Errorf("%w: %s: %v", ErrRecording, filepath.Base(r.path), err)
 	}
-	return nil, nil
+	return nil, nil, nil
 }
 
 // Next returns the next recorded snapshot, after the time that separated
@@ -293,7 +356,7 @@ func (r *Replay) Next(ctx context.Context, _ Query) (api.Snapshot, error) {
 	ended, prev := r.ended, r.last
 	r.mu.Unlock()
 	if !ended {
-		s, err := r.read()
+		s, cut, err := r.read()
 		if err != nil {
 			return api.Snapshot{}, err
 		}
@@ -311,7 +374,7 @@ func (r *Replay) Next(ctx context.Context, _ Query) (api.Snapshot, error) {
 			return *s, nil
 		}
 		r.mu.Lock()
-		r.ended = true
+		r.ended, r.cut = true, cut
 		r.mu.Unlock()
 	}
 	select {
@@ -328,11 +391,12 @@ func (r *Replay) Last() (api.Snapshot, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for {
-		s, err := r.read()
+		s, cut, err := r.read()
 		if err != nil {
 			return api.Snapshot{}, err
 		}
 		if s == nil {
+			r.ended, r.cut = true, cut
 			break
 		}
 		r.n++
@@ -349,10 +413,21 @@ func (r *Replay) Describe() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	s := "replay " + filepath.Base(r.path) + " (" + r.hdr.Source + ") · " + fmt.Sprint(r.n)
-	if r.ended {
+	switch {
+	case r.cut != nil:
+		s += " · ended early: " + r.cut.Error() + " (was its qtop killed?)"
+	case r.ended:
 		s += " · ended"
 	}
 	return s
+}
+
+// CutShort says, once the replay has ended, why the recording stopped
+// before its end (its last snapshot, cut, is left out), or nil.
+func (r *Replay) CutShort() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cut
 }
 
 // Features: a replay is read only.
