@@ -191,3 +191,16 @@ func TestReadTokenOnEveryRead(t *testing.T) {
 		t.Fatalf("freshness view: %v", err)
 	}
 }
+
+// TestPrintableBidi: bidirectional controls, which reorder what follows
+// them on a terminal, print as spaces like the other controls.
+func TestPrintableBidi(t *testing.T) {
+	for _, in := range []string{"acme\u202egnp.exe", "a\u2066b\u2069", "x\u200fy", "\x1b[2J"} {
+		if out := Printable(in); strings.ContainsFunc(out, Unprintable) || len([]rune(out)) != len([]rune(in)) {
+			t.Errorf("Printable(%q) = %q", in, out)
+		}
+	}
+	if got := Printable("acme\u202egnp"); got != "acme gnp" {
+		t.Errorf("Printable = %q", got)
+	}
+}

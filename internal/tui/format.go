@@ -86,7 +86,7 @@ func fmtShare(v float64) string {
 }
 
 // clean makes text from the wire safe to print on one line: what
-// api.Printable replaces, and the bidirectional controls (unsafeRune).
+// api.Printable replaces (unsafeRune).
 func clean(s string) string { return safeText(s, false) }
 
 // fit truncates s (already clean) to w columns with an ellipsis, and pads

@@ -5,7 +5,6 @@ import (
 	"reflect"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/qtop-dev/qtop/api"
 )
@@ -18,13 +17,9 @@ import (
 // where it enters the UI (and --once): sanitize replaces every character
 // that drives a terminal, in every text field, with a space.
 
-// unsafeRune reports whether r drives a terminal rather than prints:
-// what api.Printable replaces, and the bidirectional controls (U+202A…
-// U+202E, U+2066…U+2069, U+200E, U+200F, U+061C) that reorder what follows
-// them on terminals that apply them.
-func unsafeRune(r rune) bool {
-	return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == unicode.ReplacementChar || unicode.Is(unicode.Bidi_Control, r)
-}
+// unsafeRune reports whether r drives a terminal rather than prints (what
+// api.Printable replaces: controls, C1, bidirectional controls).
+func unsafeRune(r rune) bool { return api.Unprintable(r) }
 
 // keepsLines reports whether field f holds a statement's text, whose
 // newlines and tabs are kept (a `--` comment ends at its newline: EXPLAIN
