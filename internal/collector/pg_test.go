@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -334,8 +335,10 @@ func TestLiveUntaggedOverlap(t *testing.T) {
 // PostgreSQL's sampler (no process reports) keeps each tenant's sampled
 // DB load as its history, whatever the live view is sorted by, so one
 // snapshot is enough for a new qtop (qtop --once) to name the tenant
-// whose sessions rose. Before, the history held zeros and no offender
-// was ever named.
+// whose sessions rose, and ranks it first whatever the sort (its RU is
+// 0, as every tenant's). Before, the history held zeros and no offender
+// was ever named, and tenants with no RU were ranked by name, so the top
+// 20 could leave it in "other".
 func TestPostgresOnlyNamesTheOffender(t *testing.T) {
 	clk := &clock{t: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)}
 	s, err := New(Config{Store: "duckdb://unused", DataDir: t.TempDir(), Writer: "w1", Now: clk.Now,
@@ -349,6 +352,13 @@ func TestPostgresOnlyNamesTheOffender(t *testing.T) {
 	for i := range 180 { // three minutes: acme and bigcorp one session each, then bigcorp six
 		at := start.Add(time.Duration(i) * time.Second)
 		bs := []pgactivity.Backend{{PID: 1, Tenant: "acme", State: "active", QueryStart: at, Query: "SELECT 1"}}
+		small := 0 // more tenants than the view shows, named before bigcorp: a session each, one second in ten
+		if i%10 == 0 {
+			small = 25
+		}
+		for j := range small {
+			bs = append(bs, pgactivity.Backend{PID: int32(100 + j), Tenant: fmt.Sprintf("a%02d", j), State: "active", QueryStart: at, Query: "SELECT 3"})
+		}
 		for j := range 1 + 5*min(1, i/160) {
 			bs = append(bs, pgactivity.Backend{PID: int32(10 + j), Tenant: "bigcorp", State: "active", QueryStart: at, Query: "SELECT 2"})
 		}
@@ -360,6 +370,9 @@ func TestPostgresOnlyNamesTheOffender(t *testing.T) {
 		snap := s.Snapshot(clk.Now(), measure, 20)
 		if snap.Source != api.SourcePostgres {
 			t.Fatalf("%s: source %q, want %q", measure, snap.Source, api.SourcePostgres)
+		}
+		if snap.Tenants[0].Tenant != "bigcorp" {
+			t.Fatalf("%s: first row %q, want bigcorp, the most DB load (RU is 0 for all)", measure, snap.Tenants[0].Tenant)
 		}
 		var big *api.TenantRow
 		for i := range snap.Tenants {

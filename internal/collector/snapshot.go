@@ -182,17 +182,31 @@ func rankTenants(agg *aggregator, sec int64, measure string, limited map[string]
 			rows = slices.Delete(rows, u, u+1) // sessions the tenants' statements account for, and nothing else
 		}
 	}
+	// Ties go to DB load, then the name: a collector that only samples
+	// PostgreSQL has no RU, and ranked by RU alone its tenants came in
+	// name order, the top n cut there, so the tenant loading the database
+	// could land in "other".
 	slices.SortFunc(rows, func(a, b trow) int {
-		ma, mb := measureOf(a.r, measure), measureOf(b.r, measure)
-		if ma != mb {
-			if ma > mb {
-				return -1
-			}
-			return 1
+		if c := cmpDesc(measureOf(a.r, measure), measureOf(b.r, measure)); c != 0 {
+			return c
+		}
+		if c := cmpDesc(a.r.db, b.r.db); c != 0 {
+			return c
 		}
 		return strings.Compare(a.name, b.name)
 	})
 	return rows, total
+}
+
+// cmpDesc orders larger values first.
+func cmpDesc(a, b float64) int {
+	switch {
+	case a > b:
+		return -1
+	case a < b:
+		return 1
+	}
+	return 0
 }
 
 // untaggedOverlap takes from the untagged row's DB load the sessions
