@@ -211,10 +211,25 @@ func (a *App) migrate(ctx context.Context) error {
 			created timestamptz NOT NULL DEFAULT now())`,
 		"CREATE INDEX IF NOT EXISTS products_tenant_id ON " + a.products + " (tenant, id)",
 	}
+	// Replicas started together would race in PostgreSQL's catalog: two
+	// CREATE … IF NOT EXISTS of one name can both see none, and the second
+	// fails on a unique index. One transaction-scoped advisory lock per
+	// schema makes them take turns; the lock goes with the transaction.
+	tx, err := a.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("shopapp: create schema: %w", err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", "shopapp schema "+a.cfg.Schema); err != nil {
+		return fmt.Errorf("shopapp: create schema: lock: %w", err)
+	}
 	for _, s := range stmts {
-		if _, err := a.db.ExecContext(ctx, s); err != nil {
+		if _, err := tx.ExecContext(ctx, s); err != nil {
 			return fmt.Errorf("shopapp: create schema: %w", err)
 		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("shopapp: create schema: %w", err)
 	}
 	return nil
 }

@@ -302,3 +302,55 @@ func hex8(b *testing.B) string {
 	}
 	return hex.EncodeToString(x[:])
 }
+
+// TestNewTogetherOnOneSchema starts several apps at once on a schema none
+// of them has made yet, as a deployment rolling out replicas does: each
+// must start. Without the migration's lock, concurrent CREATE … IF NOT
+// EXISTS statements collide in PostgreSQL's catalog ("duplicate key value
+// violates unique constraint") and some of them fail.
+func TestNewTogetherOnOneSchema(t *testing.T) {
+	dsn := testsvc.Postgres(t)
+	plain, err := sql.Open("pgx", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer plain.Close()
+	const apps = 8
+	for round := range 5 {
+		schema := "shopapp_race_" + suffix(t)
+		errs := make(chan error, apps)
+		started := make(chan *App, apps)
+		start := make(chan struct{})
+		for range apps {
+			go func() {
+				<-start
+				a, err := New(context.Background(), Config{Postgres: dsn, Schema: schema, Service: "shopapp-race"})
+				if err != nil {
+					errs <- err
+					return
+				}
+				started <- a
+				errs <- nil
+			}()
+		}
+		close(start)
+		var failed []error
+		for range apps {
+			if err := <-errs; err != nil {
+				failed = append(failed, err)
+			}
+		}
+		close(started)
+		for a := range started {
+			if err := a.Shutdown(context.Background()); err != nil {
+				t.Errorf("shutdown: %v", err)
+			}
+		}
+		if _, err := plain.Exec("DROP SCHEMA IF EXISTS " + pgx.Identifier{schema}.Sanitize() + " CASCADE"); err != nil {
+			t.Errorf("drop schema: %v", err)
+		}
+		if len(failed) > 0 {
+			t.Fatalf("round %d: %d of %d apps failed to start on one new schema; first: %v", round, len(failed), apps, failed[0])
+		}
+	}
+}
