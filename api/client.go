@@ -24,9 +24,14 @@ var (
 	ErrStatus = errors.New("live: unexpected status")
 	// ErrUnauthorized: the collector refused the token (401 or 403).
 	ErrUnauthorized = errors.New("live: unauthorized")
-	// ErrProtocol: the body is not what the API promises (bad JSON, an
-	// event too large).
+	// ErrProtocol: the answer is not what the API promises (bad JSON, an
+	// event too large), or not a collector's at all (a web page, another
+	// API's JSON, no HTTP); the error text says what the server answered.
 	ErrProtocol = errors.New("live: protocol error")
+	// ErrNoAnswer: the server accepted the connection but did not answer
+	// (silent until the deadline, or closed the connection): not a
+	// collector, or an overloaded one. It is an ErrProtocol.
+	ErrNoAnswer = fmt.Errorf("%w: no answer", ErrProtocol)
 )
 
 // MaxEventBytes bounds one snapshot event or body read by the client.
@@ -115,19 +120,27 @@ func (c *Client) Get(ctx context.Context) (Snapshot, error) {
 	}
 	req.Header.Set("Accept", "application/json")
 	c.authorize(req)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return Snapshot{}, fmt.Errorf("live: get: %w", err)
-	}
-	defer resp.Body.Close()
-	if err := checkStatus(resp); err != nil {
-		return Snapshot{}, err
-	}
 	var s Snapshot
-	if err := decodeJSON(io.LimitReader(resp.Body, MaxEventBytes+1), &s); err != nil {
+	if err := c.call(req, "get", &s); err != nil {
 		return Snapshot{}, err
 	}
 	return s, nil
+}
+
+// call sends req and reads the collector's JSON answer into v. Every call
+// of the client that reads JSON goes through it (and Stream through send,
+// checkStatus and unmarshal), so that whatever else answers at the
+// address is said as such (answer.go).
+func (c *Client) call(req *http.Request, what string, v any) error {
+	resp, err := c.send(req, what)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := checkStatus(resp); err != nil {
+		return err
+	}
+	return readJSON(resp, v)
 }
 
 // Stream calls fn with every snapshot the collector sends, in order, until
@@ -140,15 +153,18 @@ func (c *Client) Stream(ctx context.Context, fn func(Snapshot)) error {
 	}
 	req.Header.Set("Accept", "text/event-stream")
 	c.authorize(req)
-	resp, err := c.http.Do(req)
+	resp, err := c.send(req, "stream")
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		return fmt.Errorf("live: stream: %w", err)
+		return err
 	}
 	defer resp.Body.Close()
 	if err := checkStatus(resp); err != nil {
+		return err
+	}
+	if err := checkEventStream(resp); err != nil {
 		return err
 	}
 	err = ReadEvents(resp.Body, func(event string, data []byte) error {
@@ -156,7 +172,7 @@ func (c *Client) Stream(ctx context.Context, fn func(Snapshot)) error {
 			return nil
 		}
 		var s Snapshot
-		if err := decodeJSON(bytes.NewReader(data), &s); err != nil {
+		if err := unmarshal(resp, data, &s); err != nil {
 			return err
 		}
 		fn(s)
@@ -264,16 +280,8 @@ func (c *Client) PostPolicy(ctx context.Context, rule policy.Rule, token string)
 // it answers with.
 func (c *Client) policyCall(req *http.Request, what string) (policy.Policy, error) {
 	c.authorize(req)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return policy.Policy{}, fmt.Errorf("live: %s: %w", what, err)
-	}
-	defer resp.Body.Close()
-	if err := checkStatus(resp); err != nil {
-		return policy.Policy{}, err
-	}
 	var p policy.Policy
-	if err := decodeJSON(io.LimitReader(resp.Body, MaxEventBytes+1), &p); err != nil {
+	if err := c.call(req, what, &p); err != nil {
 		return policy.Policy{}, err
 	}
 	return p, nil
@@ -284,37 +292,6 @@ type ErrorBody struct {
 	Error string `json:"error"`
 	// RetryAfterSeconds is set on 429 and 503.
 	RetryAfterSeconds float64 `json:"retry_after_seconds,omitempty"`
-}
-
-func checkStatus(resp *http.Response) error {
-	if resp.StatusCode/100 == 2 {
-		return nil
-	}
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	msg := strings.TrimSpace(string(b))
-	var eb ErrorBody
-	if json.Unmarshal(b, &eb) == nil && eb.Error != "" {
-		msg = eb.Error
-	}
-	sentinel := ErrStatus
-	if resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden {
-		sentinel = ErrUnauthorized
-	}
-	return fmt.Errorf("%w: %s: %s", sentinel, resp.Status, msg)
-}
-
-func decodeJSON(r io.Reader, v any) error {
-	b, err := io.ReadAll(r)
-	if err != nil {
-		return fmt.Errorf("live: read: %w", err)
-	}
-	if len(b) > MaxEventBytes {
-		return fmt.Errorf("%w: body larger than %d bytes", ErrProtocol, MaxEventBytes)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("%w: %v", ErrProtocol, err)
-	}
-	return nil
 }
 
 // AuditRow is one policy change, as GET /v1/audit returns it.
@@ -341,16 +318,8 @@ func (c *Client) Audit(ctx context.Context, from, to time.Time, adminToken strin
 	if adminToken != "" {
 		req.Header.Set("Authorization", "Bearer "+adminToken)
 	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("live: audit: %w", err)
-	}
-	defer resp.Body.Close()
-	if err := checkStatus(resp); err != nil {
-		return nil, err
-	}
 	var rows []AuditRow
-	if err := decodeJSON(io.LimitReader(resp.Body, MaxEventBytes+1), &rows); err != nil {
+	if err := c.call(req, "audit", &rows); err != nil {
 		return nil, err
 	}
 	return rows, nil
@@ -367,16 +336,8 @@ func (c *Client) History(ctx context.Context, tenant string, minutes int) (Histo
 		return History{}, err
 	}
 	c.authorize(req)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return History{}, fmt.Errorf("live: history: %w", err)
-	}
-	defer resp.Body.Close()
-	if err := checkStatus(resp); err != nil {
-		return History{}, err
-	}
 	var h History
-	if err := decodeJSON(io.LimitReader(resp.Body, MaxEventBytes+1), &h); err != nil {
+	if err := c.call(req, "history", &h); err != nil {
 		return History{}, err
 	}
 	return h, nil
@@ -415,19 +376,11 @@ func (c *Client) AutopilotCommand(ctx context.Context, cmd AutopilotCommand, adm
 
 func (c *Client) autopilotCall(req *http.Request, what string) (AutopilotState, error) {
 	c.authorize(req)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return AutopilotState{}, fmt.Errorf("live: %s: %w", what, err)
-	}
-	defer resp.Body.Close()
-	if err := checkStatus(resp); err != nil {
+	var s AutopilotState
+	if err := c.call(req, what, &s); err != nil {
 		if req.Method == http.MethodPost && errors.Is(err, ErrUnauthorized) {
 			return AutopilotState{}, fmt.Errorf("%w (the autopilot's commands need the collector's admin token)", err)
 		}
-		return AutopilotState{}, err
-	}
-	var s AutopilotState
-	if err := decodeJSON(io.LimitReader(resp.Body, MaxEventBytes+1), &s); err != nil {
 		return AutopilotState{}, err
 	}
 	return s, nil

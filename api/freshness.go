@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"time"
 
@@ -71,16 +70,8 @@ func (c *Client) GetFreshness(ctx context.Context) (Freshness, error) {
 		return Freshness{}, err
 	}
 	c.authorize(req)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return Freshness{}, fmt.Errorf("live: get freshness: %w", err)
-	}
-	defer resp.Body.Close()
-	if err := checkStatus(resp); err != nil {
-		return Freshness{}, err
-	}
 	var f Freshness
-	if err := decodeJSON(io.LimitReader(resp.Body, MaxEventBytes+1), &f); err != nil {
+	if err := c.call(req, "get freshness", &f); err != nil {
 		return Freshness{}, err
 	}
 	return f, nil

@@ -64,9 +64,9 @@ func (c *Client) Signal(ctx context.Context, s PGSignal, adminToken string) erro
 		req.Header.Set("Authorization", "Bearer "+adminToken)
 	}
 	c.authorize(req)
-	resp, err := c.http.Do(req)
+	resp, err := c.send(req, "signal")
 	if err != nil {
-		return fmt.Errorf("live: signal: %w", err)
+		return err
 	}
 	defer resp.Body.Close()
 	err = checkStatus(resp)

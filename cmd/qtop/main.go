@@ -166,6 +166,12 @@ func newFlagSetFor(form string, stderr io.Writer, f *flags) *flag.FlagSet {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	return runContext(context.Background(), args, stdout, stderr)
+}
+
+// runContext is run under ctx (a test's deadline; it ends at an
+// interrupt too).
+func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	demo, form := false, ""
 	if len(args) > 0 {
 		switch args[0] {
@@ -201,7 +207,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fail(stderr, err)
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
 	q := tui.Query{Measure: f.sort, Top: f.top, GroupBy: f.groupBy}
@@ -406,6 +412,9 @@ func once(ctx context.Context, src tui.Source, q tui.Query, format string, stdou
 	}
 	if err == nil && recorded != nil {
 		err = recorded
+	}
+	if errors.Is(err, api.ErrUnauthorized) {
+		err = fmt.Errorf("%w; qtop reads with --token or QTOP_TOKEN: the collector's read token (its --read-token), or its admin token", err)
 	}
 	if err != nil {
 		fail(stderr, err)
