@@ -77,6 +77,12 @@ With --tls-cert and --tls-key every listener serves TLS 1.2+ (the files are
 reloaded when they change; --tls-client-ca requires client certificates).
 Off loopback the collector refuses to start without TLS, --token and
 --read-token, unless --insecure.
+Token files (--token-file, --read-token-file, --peer-token-file,
+--admin-token-file, the generated --data-dir/admin-token) are read again
+within a second of a change: the new token replaces the old at once, with no
+grace period (rename the new file into place); an empty or unreadable file
+keeps the old token and is logged. A token file that others may read, or its
+group write, is warned of at start (fix: chmod 600 FILE).
 Accepted reports are logged to --data-dir before they are acknowledged, so a
 killed collector loses nothing: restart it on the same --data-dir.
 
@@ -297,7 +303,7 @@ func newServeFlags(fs *flag.FlagSet) (*serveFlags, error) {
 		return nil, err
 	}
 	f.tls = newTLSFlags(fs, &envs)
-	f.peerToken = secretFlag(fs, &envs, "peer-token", "QTOP_PEER_TOKEN", "peer credential: sent to --peers when asking for their views, and accepted from them as a read credential (default: the read token)")
+	f.peerToken = secretFlagNote(fs, &envs, "peer-token", "QTOP_PEER_TOKEN", "peer credential: sent to --peers when asking for their views, and accepted from them as a read credential (default: the read token)", tokenFileNote)
 	f.dataDir = strFlag(fs, &envs, "data-dir", "QTOP_DATA_DIR", collector.DefaultDataDir, "folder for the write-ahead log, the store spool, the policy and, with --postgres, pg_stat_statements' totals of the last minutes")
 	f.writer = strFlag(fs, &envs, "writer", "QTOP_WRITER", "", "this collector's identity in the store (default: made once and kept in --data-dir)")
 	f.grace = strFlag(fs, &envs, "grace", "QTOP_GRACE", collector.DefaultGrace.String(), "how long after a minute ends its rollups are written")
@@ -377,14 +383,14 @@ func (f *serveFlags) config(stderr io.Writer) (collector.Config, error) {
 	if cfg.RLSListen = *f.rlsListen; cfg.RLSListen != "" {
 		cfg.RLS = newRLS(cfg.OTLPRUModel)
 	}
-	if err := f.creds.apply(&cfg.Token, &cfg.ReadToken, &cfg.AdminToken, &cfg.Insecure, &cfg.MaxRuleTTL); err != nil {
+	if err := f.creds.apply(&cfg); err != nil {
 		return collector.Config{}, err
 	}
 	f.tls.apply(&cfg)
 	if err := f.limits.apply(&cfg); err != nil {
 		return collector.Config{}, err
 	}
-	if cfg.PeerToken, err = f.peerToken.get(); err != nil {
+	if err := f.peerToken.into(&cfg.PeerToken, &cfg.TokenFiles.PeerToken); err != nil {
 		return collector.Config{}, err
 	}
 	if *f.peers != "" {

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/qtop-dev/qtop/internal/collector"
 )
 
 // On an address that is not loopback without credentials the collector
@@ -53,5 +55,34 @@ func TestServeRefusesClearTextOffLoopback(t *testing.T) {
 		"--token", "r", "--read-token", "x"}, &out, &errb)
 	if code != 1 || !strings.Contains(errb.String(), "--tls-cert") || !strings.Contains(errb.String(), "--insecure") {
 		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+}
+
+// serve hands the token files to the collector, which reads them and
+// reads them again when they change, rather than their tokens read once;
+// a token given both ways is refused.
+func TestServeTokenFilesReachConfig(t *testing.T) {
+	parse := func(args ...string) (collector.Config, error) {
+		t.Helper()
+		fs := flagSet("serve", "", &bytes.Buffer{})
+		f, err := newServeFlags(fs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		return f.config(&bytes.Buffer{})
+	}
+	cfg, err := parse("--token-file", "r.tok", "--read-token-file", "x.tok", "--peer-token-file", "p.tok", "--admin-token-file", "a.tok")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := collector.TokenFiles{Token: "r.tok", ReadToken: "x.tok", PeerToken: "p.tok", AdminToken: "a.tok"}
+	if cfg.TokenFiles != want || cfg.Token != "" || cfg.ReadToken != "" || cfg.PeerToken != "" || cfg.AdminToken != "" {
+		t.Fatalf("files %+v, tokens %q %q %q %q", cfg.TokenFiles, cfg.Token, cfg.ReadToken, cfg.PeerToken, cfg.AdminToken)
+	}
+	if _, err := parse("--peer-token", "p", "--peer-token-file", "p.tok"); err == nil || !strings.Contains(err.Error(), "use one") {
+		t.Fatalf("peer token both ways: %v", err)
 	}
 }

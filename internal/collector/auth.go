@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 )
 
@@ -60,29 +58,30 @@ const adminTokenFile = "admin-token"
 // /v1/traces calls Authorize(r, RoleReport).
 func (s *Server) Authorize(r *http.Request, role Role) (who string, err error) {
 	got, ok := bearer(r)
+	tok := s.tokens.current() // tokenfiles.go: as last read from their files
 	switch role {
 	case RoleReport:
-		if s.cfg.Token == "" {
+		if tok.report == "" {
 			return "anonymous", nil
 		}
-		if ok && tokenEqual(got, s.cfg.Token) {
+		if ok && tokenEqual(got, tok.report) {
 			return RoleReport.String(), nil
 		}
 	case RoleRead:
-		if ok && tokenEqual(got, s.token) {
+		if ok && tokenEqual(got, tok.admin) {
 			return RoleAdmin.String(), nil
 		}
-		if s.cfg.ReadToken == "" {
+		if tok.read == "" {
 			return "anonymous", nil
 		}
-		if ok && tokenEqual(got, s.cfg.ReadToken) {
+		if ok && tokenEqual(got, tok.read) {
 			return RoleRead.String(), nil
 		}
-		if ok && s.cfg.PeerToken != "" && tokenEqual(got, s.cfg.PeerToken) {
+		if ok && tok.peer != "" && tokenEqual(got, tok.peer) {
 			return "peer", nil
 		}
 	case RoleAdmin:
-		if ok && tokenEqual(got, s.token) {
+		if ok && tokenEqual(got, tok.admin) {
 			return RoleAdmin.String(), nil
 		}
 	default:
@@ -147,23 +146,4 @@ func isLoopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
-}
-
-// adminToken is Config.AdminToken, or the token kept in DataDir, made
-// once (0600) and never logged.
-func adminToken(cfg Config) (token string, path string, err error) {
-	if cfg.AdminToken != "" {
-		return cfg.AdminToken, "", nil
-	}
-	p := filepath.Join(cfg.DataDir, adminTokenFile)
-	if b, err := os.ReadFile(p); err == nil {
-		if t := strings.TrimSpace(string(b)); t != "" {
-			return t, p, nil
-		}
-	}
-	t := randomToken()
-	if err := os.WriteFile(p, []byte(t+"\n"), 0o600); err != nil {
-		return "", "", fmt.Errorf("collector: admin token: %w", err)
-	}
-	return t, p, nil
 }

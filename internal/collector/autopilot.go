@@ -398,8 +398,8 @@ func (s httpAPI) handleAutopilot(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		var c api.AutopilotCommand
-		if err := decodeOne(body, &c); err != nil {
-			writeError(w, http.StatusBadRequest, "autopilot command: "+err.Error()+` (want {"pause":true}, {"resume":true} or {"cancel":"ID"})`, 0)
+		if err := decodeOne(body, &c, `{"pause":true}, {"resume":true} or {"cancel":"ID"}`); err != nil {
+			writeError(w, http.StatusBadRequest, "autopilot command: "+err.Error(), 0)
 			return
 		}
 		if err := s.feat.pilot.command(r.Context(), s.cfg.Now().UTC(), c, who); err != nil {
@@ -428,7 +428,7 @@ func (s httpAPI) handleAutopilotPolicy(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		var a policy.Autopilot
-		if err := decodeOne(body, &a); err != nil {
+		if err := decodeOne(body, &a, `{"rules":[{"name":"import","victims_min":3,"victim_p95_factor":2,"action":"quota"}]} ({} removes every rule)`); err != nil {
 			writeError(w, http.StatusBadRequest, "autopilot rules: "+err.Error(), 0)
 			return
 		}

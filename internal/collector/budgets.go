@@ -324,7 +324,8 @@ func (b *budgetPart) snapshot(snap *api.Snapshot, now time.Time) {
 // budgets keep their own bound (policy.MaxAutopilotSeconds).
 
 func (s httpAPI) handleBudgets(w http.ResponseWriter, r *http.Request) {
-	handleList(s, w, r, func(p policy.Policy) any { return orEmpty(p.Budgets) },
+	handleList(s, w, r, `{"id":"analytics","match":[{"tenant":"analytics"}],"concurrency":1,"reason":"reports"} ({"id":"analytics","delete":true} removes it)`,
+		func(p policy.Policy) any { return orEmpty(p.Budgets) },
 		func(ctx context.Context, b policy.Budget, del bool, who string) (policy.Policy, error) {
 			if !del {
 				if err := checkUntil("budget expires", true, b.Expires, s.cfg.Now(), s.cfg.MaxRuleTTL); err != nil {
@@ -336,7 +337,8 @@ func (s httpAPI) handleBudgets(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s httpAPI) handleRunaway(w http.ResponseWriter, r *http.Request) {
-	handleList(s, w, r, func(p policy.Policy) any { return orEmpty(p.Runaway) },
+	handleList(s, w, r, `{"id":"long-reports","after_seconds":120,"action":"cancel","reason":"runaway reports"} ({"id":"long-reports","delete":true} removes it)`,
+		func(p policy.Policy) any { return orEmpty(p.Runaway) },
 		func(ctx context.Context, rr policy.Runaway, del bool, who string) (policy.Policy, error) {
 			if !del {
 				if err := checkUntil("runaway rule expires", true, rr.Expires, s.cfg.Now(), s.cfg.MaxRuleTTL); err != nil {
@@ -347,7 +349,10 @@ func (s httpAPI) handleRunaway(w http.ResponseWriter, r *http.Request) {
 		})
 }
 
-func handleList[T any](s httpAPI, w http.ResponseWriter, r *http.Request, list func(policy.Policy) any,
+// handleList serves a list of the policy whose items are set one at a
+// time: GET the list, POST (admin) one item, or {"id":…,"delete":true} to
+// remove one; example is a body POST takes, for its refusals.
+func handleList[T any](s httpAPI, w http.ResponseWriter, r *http.Request, example string, list func(policy.Policy) any,
 	set func(context.Context, T, bool, string) (policy.Policy, error)) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
@@ -357,6 +362,13 @@ func handleList[T any](s httpAPI, w http.ResponseWriter, r *http.Request, list f
 	case http.MethodPost:
 		body, who, ok := s.policyPost(w, r, "policy")
 		if !ok {
+			return
+		}
+		// The body as sent is one object with each key once (the
+		// "delete" key is taken out of it below, by way of a map that
+		// would keep only the last of two equal keys).
+		if err := checkOne(body, example); err != nil {
+			writeError(w, http.StatusBadRequest, "policy: "+err.Error(), 0)
 			return
 		}
 		// The rule's fields, and "delete": true to remove it.
@@ -373,7 +385,7 @@ func handleList[T any](s httpAPI, w http.ResponseWriter, r *http.Request, list f
 				clean, _ = json.Marshal(m)
 			}
 		}
-		if err := decodeOne(clean, &rule); err != nil {
+		if err := decodeOne(clean, &rule, example); err != nil {
 			writeError(w, http.StatusBadRequest, "policy: "+err.Error(), 0)
 			return
 		}

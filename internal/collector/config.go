@@ -75,7 +75,8 @@ type Config struct {
 	// DataDir/admin-token (mode 0600) and never logs it (see
 	// Server.Token).
 	AdminToken string
-	// TLSConfig: TLS on every listener, and Insecure.
+	// TLSConfig: TLS on every listener, the files the tokens come from,
+	// and Insecure.
 	TLSConfig
 	// MaxRuleTTL bounds how far in the future a policy rule may expire
 	// (default DefaultMaxRuleTTL).
@@ -118,8 +119,8 @@ type Config struct {
 	OpenStore func(url string) (store.Store, error)
 }
 
-// TLSConfig protects the listeners (server.go, otlp.go). Its fields are
-// promoted into Config.
+// TLSConfig protects the listeners (server.go, otlp.go, tokenfiles.go).
+// Its fields are promoted into Config.
 type TLSConfig struct {
 	// TLS names the certificate and key that the HTTP API (with
 	// OTLP/HTTP) and OTLP/gRPC serve, and an optional client CA (mTLS:
@@ -129,6 +130,10 @@ type TLSConfig struct {
 	// PeerTLS names the CA (default: the system's roots) and the client
 	// certificate with which this collector reaches its https:// Peers.
 	PeerTLS tlsfiles.ClientFiles
+	// TokenFiles name files holding Config's tokens instead of the
+	// strings (a token and its file are not both set); like TLS's files
+	// they are read again when they change (tokenfiles.go).
+	TokenFiles TokenFiles
 	// Insecure lets the collector listen on an address that is not
 	// loopback without TLS or without Token and ReadToken (anyone could
 	// read the traffic, report and read); without it, New refuses.
@@ -306,6 +311,9 @@ func (c *Config) fill() error {
 		c.MaxRuleTTL = DefaultMaxRuleTTL
 	}
 	c.IntakeConfig.fill()
+	if err := c.TokenFiles.read(c); err != nil {
+		return err
+	}
 	if err := c.TLS.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}

@@ -68,7 +68,9 @@
 // (Config.ReadToken), admin (Config.AdminToken, generated and kept in
 // DataDir when not given) — are checked by Server.Authorize, which every
 // intake calls. The peer credential (Config.PeerToken) is a read
-// credential too: collectors send it to their peers. With Config.TLS (a
+// credential too: collectors send it to their peers. Tokens kept in files
+// (Config.TokenFiles, and the generated admin-token) are read again every
+// second and a changed one replaces the old at once (tokenfiles.go). With Config.TLS (a
 // certificate, a key and an optional client CA for mTLS; package
 // tlsfiles, reloaded when the files change) the HTTP listener and the
 // OTLP/gRPC one serve TLS; Config.PeerTLS is how the collector reaches

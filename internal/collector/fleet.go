@@ -1,7 +1,6 @@
 package collector
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -49,7 +48,7 @@ type fleet struct {
 	pol       *policyPart
 	log       *slog.Logger
 	now       func() time.Time
-	token     string        // the peer credential sent to peers (Config.PeerToken, else ReadToken)
+	token     func() string // the peer credential sent to peers (the peer token in force, else the read token)
 	decodes   chan struct{} // peerDecodes slots
 	polled    atomic.Bool   // the shared policy was read once (readyz)
 
@@ -83,7 +82,7 @@ func checkPeers(peers []string) ([]string, error) {
 // newFleet sets up the peers and the shared policy from the config; next
 // is the store under the spool (nil without a store). It returns nil
 // when the collector is alone.
-func newFleet(cfg Config, next store.Store, pol *policyPart) (*fleet, error) {
+func newFleet(cfg Config, next store.Store, pol *policyPart, token func() string) (*fleet, error) {
 	peers, err := checkPeers(cfg.Peers)
 	if err != nil {
 		return nil, err
@@ -103,7 +102,7 @@ func newFleet(cfg Config, next store.Store, pol *policyPart) (*fleet, error) {
 	}
 	return &fleet{peers: peers, next: next, transport: tr, client: &http.Client{Timeout: peerTimeout, Transport: tr},
 		cache: make(map[snapKey]*api.Snapshot), shared: cfg.SharedPolicy, pol: pol, log: cfg.Logger, now: cfg.Now,
-		token: cmp.Or(cfg.PeerToken, cfg.ReadToken), decodes: make(chan struct{}, peerDecodes)}, nil
+		token: token, decodes: make(chan struct{}, peerDecodes)}, nil
 }
 
 // withFleet serves the fleet's live view on /v1/live and /v1/live/stream
@@ -203,8 +202,8 @@ func (f *fleet) get(ctx context.Context, peer, measure string) (api.Snapshot, er
 	if err != nil {
 		return api.Snapshot{}, err
 	}
-	if f.token != "" {
-		req.Header.Set("Authorization", "Bearer "+f.token)
+	if tok := f.token(); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	resp, err := f.client.Do(req)
 	if err != nil {

@@ -451,7 +451,7 @@ func (s httpAPI) handleFreshnessPolicy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var f policy.Freshness
-	if err := decodeOne(body, &f); err != nil {
+	if err := decodeOne(body, &f, `{"rules":[{"id":"reload-10s","cause":"generic-reload","max_app_age_seconds":10}],"batch":1,"reason":"payday"}`); err != nil {
 		writeError(w, http.StatusBadRequest, "freshness policy: "+err.Error(), 0)
 		return
 	}

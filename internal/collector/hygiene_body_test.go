@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -87,5 +88,84 @@ func TestHygieneJSONNumberOutOfRange(t *testing.T) {
 		if strings.Contains(msg, goName) {
 			t.Errorf("the answer names Go's %q: %s", goName, msg)
 		}
+	}
+}
+
+// TestHygieneBodyNotOneObject: on every admin door a body that is not
+// one JSON object — empty, null, a list, a string, a number, true, an
+// object with something after it, one cut short, not JSON — is a 400 that
+// says to send one object and shows one, never "EOF", and changes
+// nothing: a null autopilot or freshness body used to be read as the
+// empty part and replace the rules.
+func TestHygieneBodyNotOneObject(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	h := f.s.Handler()
+	for path, body := range map[string]string{
+		PathAutopilotPolicy:     `{"paused":true,"allow":["acme"]}`,
+		api.PathFreshnessPolicy: `{"rules":[{"id":"reload-10s","cause":"generic-reload","max_app_age_seconds":10}],"batch":1,"reason":"payday"}`,
+	} {
+		if w := hygieneDo(h, http.MethodPost, path, f.token, strings.NewReader(body)); w.Code != http.StatusOK {
+			t.Fatalf("POST %s %s: %d %s", path, body, w.Code, w.Body)
+		}
+	}
+	before := f.s.Policy()
+	paths := []string{api.PathPolicy, PathBudgets, PathRunaway, api.PathFreshnessPolicy, api.PathAutopilot, PathAutopilotPolicy, api.PathPGSignal}
+	for _, path := range paths {
+		for _, c := range []struct{ body, says string }{
+			{"", "empty body"},
+			{" \r\n\t", "empty body"},
+			{"null", "is null"},
+			{" null\n", "is null"},
+			{"[]", "is a list"},
+			{`[{"tenant":"acme"}]`, "is a list"},
+			{`"acme"`, "is a string"},
+			{"42", "is a number"},
+			{"true", "is true"},
+			{`{} x`, "data after the JSON object"},
+			{`{}{}`, "data after the JSON object"},
+			{`{} null`, "data after the JSON object"},
+			{`{"tenant":`, "ends inside its JSON object"},
+			{`"acme`, "ends inside a JSON value"},
+			{"nope", "not JSON"},
+		} {
+			w := hygieneDo(h, http.MethodPost, path, f.token, strings.NewReader(c.body))
+			msg := w.Body.String()
+			if w.Code != http.StatusBadRequest || !strings.Contains(msg, c.says) || !strings.Contains(msg, "send one JSON object, e.g. {") {
+				t.Errorf("POST %s, body %q: %d %s, want 400 saying %q and showing an object", path, c.body, w.Code, msg, c.says)
+			}
+			if strings.Contains(msg, "EOF") {
+				t.Errorf("POST %s, body %q: the answer says EOF: %s", path, c.body, msg)
+			}
+		}
+	}
+	after := f.s.Policy()
+	if after.Version != before.Version || !reflect.DeepEqual(after.Autopilot, before.Autopilot) || !reflect.DeepEqual(after.Freshness, before.Freshness) {
+		t.Fatalf("refused bodies changed the policy:\nbefore %+v\nafter  %+v", before, after)
+	}
+	// {} is an object: the autopilot's part with no rules, said on purpose.
+	if w := hygieneDo(h, http.MethodPost, PathAutopilotPolicy, f.token, strings.NewReader(`{}`)); w.Code != http.StatusOK {
+		t.Fatalf("POST %s {}: %d %s", PathAutopilotPolicy, w.Code, w.Body)
+	}
+}
+
+// TestHygieneListDeleteKeyTwice: a delete on a list door is refused when
+// a key appears twice, as any other body is: it used to go through a map
+// that kept the last "id" and deleted the budget the sender did not read
+// first.
+func TestHygieneListDeleteKeyTwice(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	h := f.s.Handler()
+	add := `{"id":"a","match":[{"tenant":"x"}],"concurrency":1,"reason":"r"}`
+	if w := hygieneDo(h, http.MethodPost, PathBudgets, f.token, strings.NewReader(add)); w.Code != http.StatusOK {
+		t.Fatalf("add: %d %s", w.Code, w.Body)
+	}
+	w := hygieneDo(h, http.MethodPost, PathBudgets, f.token, strings.NewReader(`{"id":"b","id":"a","delete":true}`))
+	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "appears twice") {
+		t.Fatalf("delete with id twice: %d %s", w.Code, w.Body)
+	}
+	if b := f.s.Policy().Budgets; len(b) != 1 || b[0].ID != "a" {
+		t.Fatalf("budgets after a refused delete: %+v", b)
 	}
 }

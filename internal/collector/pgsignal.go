@@ -30,7 +30,7 @@ func (s httpAPI) handlePGSignal(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var sig api.PGSignal
-	if err := decodeOne(body, &sig); err != nil {
+	if err := decodeOne(body, &sig, `{"action":"cancel","pid":4242,"query_start":"2026-07-01T18:00:00.123456Z"}`); err != nil {
 		writeError(w, http.StatusBadRequest, "signal: "+err.Error(), 0)
 		return
 	}

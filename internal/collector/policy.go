@@ -1,7 +1,6 @@
 package collector
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -13,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -303,58 +301,6 @@ func bodyReadError(what string, err error) (int, string) {
 	return http.StatusBadRequest, what + " request body cut short or unreadable: send it again, whole"
 }
 
-// decodeOne decodes exactly one JSON object of body into v, refusing
-// unknown fields, a key repeated in one object and anything after the
-// object.
-func decodeOne(body []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return jsonFieldError(err)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("data after the JSON object (send one)")
-	}
-	if dup := duplicateKey(body); dup != "" {
-		return duplicateKeyError(dup)
-	}
-	return nil
-}
-
-// jsonFieldError rewords a value of the wrong type or out of range (a
-// number like 1e999, a string for a number) as the field and what it
-// wants, without the Go types it was decoded into; other errors are
-// returned as they are.
-func jsonFieldError(err error) error {
-	var te *json.UnmarshalTypeError
-	if !errors.As(err, &te) {
-		return err
-	}
-	want := "another type of value"
-	switch te.Type.Kind() {
-	case reflect.Float32, reflect.Float64:
-		want = "a finite number"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		want = "a whole number in range"
-	case reflect.String:
-		want = "a string"
-	case reflect.Bool:
-		want = "true or false"
-	case reflect.Slice, reflect.Array:
-		want = "a list"
-	case reflect.Struct, reflect.Map:
-		want = "an object"
-	}
-	field := te.Field
-	if field == "" {
-		field = "the body"
-	} else {
-		field = "field " + field
-	}
-	return fmt.Errorf("%s: %s is not %s", field, clip(te.Value), want)
-}
-
 func (s httpAPI) handlePolicy(w http.ResponseWriter, r *http.Request) {
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
@@ -367,7 +313,7 @@ func (s httpAPI) handlePolicy(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		var rule policy.Rule
-		if err := decodeOne(body, &rule); err != nil {
+		if err := decodeOne(body, &rule, ruleExample); err != nil {
 			writeError(w, http.StatusBadRequest, "policy rule: "+err.Error(), 0)
 			return
 		}
@@ -394,6 +340,9 @@ func (s httpAPI) handlePolicy(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "use GET or POST", 0)
 	}
 }
+
+// ruleExample is the body of POST /v1/policy in its refusals.
+const ruleExample = `{"tenant":"acme","action":"throttle","ru_per_second":500,"expires":"2026-07-01T18:00:00Z","reason":"import"}`
 
 // rateGiven refuses a throttle or quota rule whose body does not name
 // ru_per_second: left out, it reads as 0, which refuses every request of

@@ -67,12 +67,12 @@ import (
 // order mu; a feature's, pg's or em's; the policy's; a shard's last.
 type Server struct {
 	// Set once by New.
-	cfg   Config
-	log   *slog.Logger
-	met   *metrics
-	guard *guardMetrics
-	token string // admin token: Config.AdminToken or the one kept in DataDir
-	start time.Time
+	cfg    Config
+	log    *slog.Logger
+	met    *metrics
+	guard  *guardMetrics
+	tokens *tokenPart // tokenfiles.go: the tokens in force
+	start  time.Time
 
 	in      intake      // sources.go, screen.go, door.go
 	agg     *aggregator // aggregate.go
@@ -126,12 +126,15 @@ func New(cfg Config) (*Server, error) {
 	if err := os.MkdirAll(s.minutes.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("collector: data dir: %w", err)
 	}
-	var tokenPath string
-	if s.token, tokenPath, err = adminToken(cfg); err != nil {
+	admin, tokenPath, err := adminToken(cfg) // tokenfiles.go
+	if err != nil {
 		return nil, err
 	}
 	if tokenPath != "" {
 		s.log.Info("no --admin-token given: policy changes take the token kept in this file", "file", tokenPath)
+	}
+	if s.tokens, err = newTokenPart(cfg, admin, tokenPath); err != nil {
+		return nil, err
 	}
 	if s.life.lock, err = lockDataDir(cfg.DataDir); err != nil {
 		return nil, err
@@ -217,7 +220,7 @@ func (s *Server) open() error {
 		return err
 	}
 	s.policy.store, s.feat.bud.store = s.em.store, s.em.store
-	s.fleet, err = newFleet(s.cfg, next, s.policy)
+	s.fleet, err = newFleet(s.cfg, next, s.policy, s.tokens.peerToken)
 	if err == nil {
 		s.ret, err = newRetention(s.cfg, s.em.store, next)
 	}
@@ -254,7 +257,7 @@ func writerID(cfg Config) (string, error) {
 
 // Token returns the admin token (RoleAdmin), which POST /v1/policy and
 // GET /v1/audit require.
-func (s *Server) Token() string { return s.token }
+func (s *Server) Token() string { return s.tokens.current().admin }
 
 // Writer returns the identity under which this collector writes rollups.
 func (s *Server) Writer() string { return s.em.writer }
@@ -426,6 +429,7 @@ func (s *Server) Tick(ctx context.Context, now time.Time) { s.tick(ctx, now, tru
 // (emitter.writeDue) to its caller.
 func (s *Server) tick(ctx context.Context, now time.Time, write bool) {
 	s.disk.look()
+	s.tokens.reload() // tokenfiles.go
 	s.feat.tick(ctx, now)
 	if write {
 		s.em.writeDue(ctx, &s.mu, &s.minutes, now, false)
