@@ -36,8 +36,11 @@ and prints it. Policy rules and audit rows that name the tenant are kept.
 The collector must be stopped on --data-dir: it holds the tenant's open
 minutes in memory and would write them again (erase refuses while the data
 dir is locked). With several collectors sharing a ClickHouse store, erase
-each one's data dir in turn; the store part is idempotent. Rows the tenant
-reports after the erasure are stored again: stop its traffic first.
+each one's data dir in turn; the store part is idempotent. Reports that a
+process buffered while the collector was stopped lose the tenant's rows
+when they arrive: for 7 days the collector drops them from reports of
+windows begun before the erasure (--data-dir/erased.json). Rows of later
+windows are stored again: stop the tenant's traffic first.
 
 Nothing is asked interactively: --yes is required.
 
@@ -140,6 +143,10 @@ func printErasure(w io.Writer, er collector.Erasure, format string) {
 		fmt.Fprintln(w, "  baselines:       the tenant's removed")
 	} else {
 		fmt.Fprintln(w, "  baselines:       held nothing of the tenant")
+	}
+	if !er.RefusedBefore.IsZero() {
+		fmt.Fprintf(w, "  late reports:    the tenant's rows in reports of windows begun before %s are dropped for %s (%s)\n",
+			er.RefusedBefore.Format(time.RFC3339), strings.TrimSuffix(collector.ErasedKeep.String(), "0m0s"), "--data-dir/erased.json")
 	}
 	if er.Store != nil {
 		fmt.Fprintf(w, "  store:           %s\n", erasedRows(*er.Store))

@@ -67,6 +67,10 @@ type Erasure struct {
 	// Baselines: the tenant's minutes were in the baselines kept in the
 	// data folder, and are gone.
 	Baselines bool `json:"baselines"`
+	// RefusedBefore: for ErasedKeep, the collector on this data folder
+	// drops the tenant's rows from reports of windows begun before it
+	// (reports a process buffered while the collector was stopped).
+	RefusedBefore time.Time `json:"refused_before"`
 }
 
 // EraseTenant removes one tenant's rows from a stopped collector's data
@@ -79,8 +83,11 @@ type Erasure struct {
 // a collector runs on it: a running collector holds the tenant's open
 // minutes in memory and would write them again. Erasing offline keeps it
 // simple and exact; a fleet sharing a store erases each collector's
-// folder in turn (the store part is idempotent). Rows reported after the
-// erasure are stored again: stop the tenant's traffic first.
+// folder in turn (the store part is idempotent). It leaves the erasure's
+// time in the folder (erased.json): for ErasedKeep, the collector drops
+// the tenant's rows from reports of windows begun before it, which a
+// process buffered while the collector was stopped. Rows of later windows
+// are stored again: stop the tenant's traffic first.
 func EraseTenant(ctx context.Context, cfg EraseConfig) (Erasure, error) {
 	er := Erasure{Tenant: cfg.Tenant}
 	if cfg.Tenant == "" {
@@ -110,6 +117,13 @@ func EraseTenant(ctx context.Context, cfg EraseConfig) (Erasure, error) {
 		return er, err
 	}
 	if er.Baselines, err = eraseBaselines(cfg.DataDir, cfg.Tenant); err != nil {
+		return er, err
+	}
+	// Reports a process buffered while the collector was stopped would
+	// bring the tenant's last minutes back: for ErasedKeep, the collector
+	// drops the tenant's rows from reports of windows begun before now.
+	er.RefusedBefore = cfg.Now().UTC()
+	if err := recordErasure(cfg.DataDir, cfg.Tenant, er.RefusedBefore); err != nil {
 		return er, err
 	}
 	if cfg.Store == StoreNone {

@@ -5,13 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/qtop-dev/qtop/internal/testsvc"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/quota"
 	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
@@ -250,5 +255,79 @@ func TestEraseTenantRefuses(t *testing.T) {
 		OpenStore: func(context.Context, string) (store.Store, error) { return newMemStore(), nil }})
 	if !errors.Is(err, ErrNoErase) {
 		t.Errorf("a store that cannot erase: %v, want ErrNoErase", err)
+	}
+}
+
+// TestEraseDropsBufferedReports: a process goes on while the collector
+// is stopped for an erasure and sends what it buffered when the
+// collector is back. Its reports of windows begun before the erasure
+// lose the erased tenant's rows (the other tenants' rows count); its
+// later reports count whole; the erasure is kept across a restart and
+// ends after ErasedKeep.
+func TestEraseDropsBufferedReports(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	p := newProcess(f.clk, "api", "p1")
+	cut := func(at time.Time, n map[string]int) []byte {
+		f.clk.Set(at)
+		for _, name := range []string{"acme", "beta"} {
+			for range n[name] {
+				p.rec.Record(meter.Record{Tags: tenant.Tags{Tenant: name, Route: "GET /x", Tier: tenant.T2, Key: name + ":cart"},
+					Kind: report.KindRequest, Duration: 10 * time.Millisecond, RU: 1, Bytes: 100})
+			}
+		}
+		b, err := p.rec.Cut(at).MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	f.stop() // (this test's store is in memory: the erasure leaves it)
+	erasedAt := t0.Add(time.Minute)
+	if _, err := EraseTenant(ctx, EraseConfig{Tenant: "acme", Store: StoreNone, DataDir: f.dir, Now: func() time.Time { return erasedAt }}); err != nil {
+		t.Fatal(err)
+	}
+	// Cut while the collector was down: the first window began before
+	// the erasure, the second after it.
+	before := cut(erasedAt.Add(10*time.Second), map[string]int{"acme": 7, "beta": 2})
+	after := cut(erasedAt.Add(20*time.Second), map[string]int{"acme": 3, "beta": 4})
+
+	f.clk.Set(erasedAt.Add(30 * time.Second))
+	f.start()
+	if f.ingest(before) != 200 || f.ingest(after) != 200 {
+		t.Fatal("a buffered report was refused: the other tenants' rows would be lost")
+	}
+	if got := testutil.ToFloat64(f.s.in.erased.dropped); got != 2 { // acme's row and its hot key
+		t.Errorf("dropped %v items, want 2", got)
+	}
+	f.s.Tick(ctx, f.clk.Add(5*time.Minute))
+	f.stop()
+	if got := f.mem.sum("acme", "request", count); got != 3 {
+		t.Errorf("acme: %v requests stored, want the 3 of the window after the erasure", got)
+	}
+	if got := f.mem.sum("beta", "request", count); got != 2+4 {
+		t.Errorf("beta: %v requests stored after the restart, want 6", got)
+	}
+
+	// Past ErasedKeep the file no longer drops anything.
+	f.clk.Set(erasedAt.Add(ErasedKeep + time.Minute))
+	f.start()
+	defer f.stop()
+	if len(f.s.in.erased.at) != 0 {
+		t.Errorf("erasures still in force after ErasedKeep: %v", f.s.in.erased.at)
+	}
+}
+
+// TestErasedFileUnreadable: a collector does not start on an erasure
+// list it cannot read (it would bring erased rows back), and says which
+// file to fix.
+func TestErasedFileUnreadable(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, erasedFile), []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := New(Config{Store: StoreNone, DataDir: dir, Registerer: prometheus.NewRegistry()})
+	if err == nil || !strings.Contains(err.Error(), erasedFile) || !strings.Contains(err.Error(), "fix or remove it") {
+		t.Fatalf("New on a broken %s: %v", erasedFile, err)
 	}
 }

@@ -139,6 +139,10 @@ func New(cfg Config) (*Server, error) {
 	if s.life.lock, err = lockDataDir(cfg.DataDir); err != nil {
 		return nil, err
 	}
+	if s.in.erased, err = newErasedBook(s.cfg); err != nil { // erased.go
+		s.life.lock.Close()
+		return nil, err
+	}
 	if err := s.open(); err != nil {
 		s.life.lock.Close()
 		return nil, err
@@ -536,6 +540,9 @@ func (s *Server) Consume(ctx context.Context, r *report.Report, raw []byte) (rep
 // encode it for the log); t0 is when its handling began.
 func (s *Server) consume(d *decoded, raw []byte, t0 time.Time) (report.Reply, error) {
 	rep := &d.rep
+	if s.in.erased.drop(rep) { // erased.go: a report buffered across an erasure
+		raw = nil
+	}
 	// Everything that needs no shared state runs before the lock, on as
 	// many cores as there are requests: string checks, sparse latencies,
 	// the rows' shard order.

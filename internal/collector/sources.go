@@ -40,6 +40,7 @@ type intake struct {
 	decode       *semaphore.Weighted // bytes of memory decodes may take at once
 	sources      map[string]*source
 	admit        admission
+	erased       *erasedBook // erased.go: tenants whose earlier rows are dropped
 }
 
 func newIntake(cfg Config) intake {
