@@ -438,13 +438,46 @@ func TestEnforcementCut(t *testing.T) {
 // TestBoundedInputs: what a client sends is bounded before it is parsed.
 func TestBoundedInputs(t *testing.T) {
 	r := httptest.NewRequest("GET", "/", nil)
-	r.Header.Set("Baggage", "tenant.id=acme,"+strings.Repeat("k=v,", 4000))
-	if _, err := FromBaggage()(r); err == nil {
-		t.Error("16 KB of baggage accepted")
+	r.Header.Set("Baggage", strings.Repeat("k=v,", 4000)+"tenant.id=acme")
+	if got, err := FromBaggage()(r); !errors.Is(err, ErrNoTenant) {
+		t.Errorf("a tenant.id past 16 KB of baggage: %+v, %v; want it unread", got, err)
 	}
 	a := newAgent(t, WithTenant(FromHeader("X-Tenant", "")))
 	h := a.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("handler ran") }))
 	if w := serve(h, "GET", "/", "X-Tenant", strings.Repeat("a", tenant.MaxTenantLen+1)); w.Code != http.StatusBadRequest {
 		t.Errorf("long tenant: %d", w.Code)
+	}
+}
+
+// TestFromBaggageTolerant: a baggage header that OpenTelemetry's parser
+// refuses as a whole (more than 64 members, a malformed member) still
+// gives its tenant.id: the request is served and recorded for it, not
+// answered 400. A malformed tenant.id member is still a 400.
+func TestFromBaggageTolerant(t *testing.T) {
+	a := newAgent(t, WithTenant(FromBaggage()))
+	h := a.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	var many strings.Builder
+	for i := range 70 {
+		fmt.Fprintf(&many, "k%d=v,", i)
+	}
+	for _, c := range []struct {
+		name, header string
+		code         int
+	}{
+		{"71 members", many.String() + "tenant.id=acme,tenant.tier=T1", http.StatusOK},
+		{"a malformed member", "tenant.id=acme,bad member,x=y", http.StatusOK},
+		{"a malformed tenant.id", "tenant.id=ac me", http.StatusBadRequest},
+	} {
+		if w := serve(h, "GET", "/", "Baggage", c.header); w.Code != c.code {
+			t.Errorf("%s: %d %q, want %d", c.name, w.Code, w.Body.String(), c.code)
+		}
+	}
+	if got := rows(a); got["acme||request"].Count != 2 {
+		t.Errorf("rows %v, want 2 requests of acme", got)
+	}
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Set("Baggage", many.String()+"tenant.id=acme,tenant.tier=T1")
+	if got, err := FromBaggage()(r); err != nil || got != (tenant.Tags{Tenant: "acme", Tier: tenant.T1}) {
+		t.Errorf("71 members: %+v, %v", got, err)
 	}
 }

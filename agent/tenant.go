@@ -1,13 +1,12 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/textproto"
 	"net/url"
 	"strings"
-
-	"go.opentelemetry.io/otel/baggage"
 
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -119,18 +118,20 @@ func FromPathSegment(n int) TenantFunc {
 // baggage header, as the agent's Transport (or an OpenTelemetry
 // propagator) sends them. Only for traffic between services that trust
 // each other: a client can send any baggage.
+//
+// The other members of the header are not parsed (tenant.FromBaggageHeader):
+// a header OpenTelemetry's parser would refuse as a whole (more than 64
+// members, one malformed member) still gives its tenant. Only the first
+// tenant.MaxBaggageBytes bytes and tenant.MaxBaggageMembers members are
+// read; a tenant.id beyond them is not found (ErrNoTenant).
 func FromBaggage() TenantFunc {
 	return func(r *http.Request) (tenant.Tags, error) {
 		h := r.Header.Values("Baggage")
 		if len(h) == 0 {
 			return tenant.Tags{}, ErrNoTenant
 		}
-		b, err := baggage.Parse(strings.Join(h, ","))
-		if err != nil {
-			return tenant.Tags{}, fmt.Errorf("agent: baggage header: %w", err)
-		}
-		t, err := tenant.FromBaggage(b)
-		if err == tenant.ErrBaggageMissing {
+		t, err := tenant.FromBaggageHeader(h)
+		if errors.Is(err, tenant.ErrBaggageMissing) {
 			return t, ErrNoTenant
 		}
 		return t, err

@@ -51,8 +51,11 @@ type Backend struct {
 	// From the statement's sqlcommenter comment (sqlcomment.Parse), else
 	// from application_name (SessionTagged); ""
 	// (and TierUnset) when untagged, when the comment is malformed or was
-	// cut off by track_activity_query_size, or when a value is not a valid
-	// tenant or route (tenant.ValidateTenant, tenant.ValidateRoute).
+	// cut off by track_activity_query_size, or when a route is not a valid
+	// one (tenant.ValidateRoute). A comment's tenant that is not a valid
+	// name (tenant.ValidateTenant: too long, unprintable, in parentheses)
+	// is its stand-in (tenant.Substitute), as the OTLP door names it, never
+	// merged with another tenant or the untagged load (InvalidTenant).
 	Tenant string
 	Route  string
 	Tier   tenant.Tier
@@ -125,9 +128,10 @@ type Snapshot struct {
 	// Hidden counts the sessions whose details PostgreSQL hid from the
 	// sampling role (see ErrInsufficientPrivilege).
 	Hidden int
-	// Malformed and TagsCut count the backends of the sample with
-	// Backend.Malformed and Backend.TagsCut set.
-	Malformed, TagsCut int
+	// Malformed, TagsCut and InvalidTenants count the backends of the
+	// sample with Backend.Malformed, Backend.TagsCut and
+	// Backend.InvalidTenant.
+	Malformed, TagsCut, InvalidTenants int
 }
 
 // setTags fills the tag fields of b from its query text. A truncated query
@@ -150,9 +154,9 @@ func (b *Backend) setTags() {
 		return
 	}
 	b.Tags = tags
-	if v := tags[comment.KeyTenant]; tenant.ValidateTenant(v) == nil {
-		b.Tenant = v
-	}
+	// A tenant cannot be refused here: one that is not a valid name counts
+	// under its stand-in, apart from every other tenant.
+	b.Tenant, _ = tenant.Substitute(tags[comment.KeyTenant])
 	if v := tags[comment.KeyRoute]; v != "" && tenant.ValidateRoute(v) == nil {
 		b.Route = v
 	}
@@ -162,6 +166,13 @@ func (b *Backend) setTags() {
 	if b.Application == "" {
 		b.Application = tags[comment.KeyApplication]
 	}
+}
+
+// InvalidTenant reports whether the statement's comment named a tenant
+// that is not a valid name: Tenant is then its stand-in.
+func (b *Backend) InvalidTenant() bool {
+	sent := b.Tags[comment.KeyTenant]
+	return sent != "" && sent != b.Tenant
 }
 
 // endsWithComment reports whether q ends with a closed block comment,

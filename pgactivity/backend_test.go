@@ -22,6 +22,7 @@ func TestSetTags(t *testing.T) {
 		truncated bool
 		app       string
 		want      Backend // only the tag fields are compared
+		invalid   bool    // want.InvalidTenant()
 	}{
 		{name: "untagged", query: "SELECT 1"},
 		{name: "empty", query: ""},
@@ -50,14 +51,15 @@ func TestSetTags(t *testing.T) {
 			want:  Backend{Tenant: "acme", Tags: map[string]string{"tenant": "acme", "tier": "T9"}},
 		},
 		{
-			name:  "non-printable tenant is untagged",
+			name:  "non-printable tenant is its stand-in",
 			query: "SELECT 1 /*tenant='a%0Ab'*/",
-			want:  Backend{Tags: map[string]string{"tenant": "a\nb"}},
+			want:  Backend{Tenant: `a\x0ab#7e18f737311b2dc3`, Tags: map[string]string{"tenant": "a\nb"}}, invalid: true,
 		},
 		{
-			name:  "over-long tenant is untagged",
+			name:  "over-long tenant is its stand-in",
 			query: "SELECT 1 /*tenant='" + strings.Repeat("a", tenant.MaxTenantLen+1) + "'*/",
-			want:  Backend{Tags: map[string]string{"tenant": strings.Repeat("a", tenant.MaxTenantLen+1)}},
+			want: Backend{Tenant: strings.Repeat("a", 48) + "…#c12cb024a2e5551c",
+				Tags: map[string]string{"tenant": strings.Repeat("a", tenant.MaxTenantLen+1)}}, invalid: true,
 		},
 		{
 			name:  "truncated: the trailing comment was cut",
@@ -86,8 +88,9 @@ func TestSetTags(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			b := Backend{Query: tt.query, Truncated: tt.truncated, Application: tt.app}
 			b.setTags()
-			if b.Tenant != tt.want.Tenant || b.Route != tt.want.Route || b.Tier != tt.want.Tier {
-				t.Errorf("tenant, route, tier = %q, %q, %v; want %q, %q, %v", b.Tenant, b.Route, b.Tier, tt.want.Tenant, tt.want.Route, tt.want.Tier)
+			if b.Tenant != tt.want.Tenant || b.Route != tt.want.Route || b.Tier != tt.want.Tier || b.InvalidTenant() != tt.invalid {
+				t.Errorf("tenant, route, tier, invalid = %q, %q, %v, %v; want %q, %q, %v, %v", b.Tenant, b.Route, b.Tier, b.InvalidTenant(),
+					tt.want.Tenant, tt.want.Route, tt.want.Tier, tt.invalid)
 			}
 			wantApp := tt.want.Application
 			if tt.app != "" {
@@ -141,18 +144,25 @@ func TestMetricsCountEachStatementOnce(t *testing.T) {
 	bad := Backend{PID: 7, QueryStart: t1, Malformed: true}
 	cut := Backend{PID: 8, QueryStart: t1, TagsCut: true}
 	ok := Backend{PID: 9, QueryStart: t1}
+	stand, _ := tenant.Substitute("a\nb")
+	invTags := map[string]string{"tenant": "a\nb"}
+	inv := Backend{PID: 10, QueryStart: t1, Tenant: stand, Tags: invTags}
+	badInv := Backend{PID: 11, QueryStart: t1, Malformed: true, Tenant: stand, Tags: invTags}
 	for range 3 {
-		m.observe(&Snapshot{Backends: []Backend{bad, cut, ok}})
+		m.observe(&Snapshot{Backends: []Backend{bad, cut, ok, inv, badInv}})
 	}
 	bad.QueryStart = t1.Add(time.Second)
-	m.observe(&Snapshot{Backends: []Backend{bad, cut}})
-	if mal, tr := m.Counts(); mal != 2 || tr != 1 {
-		t.Fatalf("counts %d, %d; want 2, 1", mal, tr)
+	m.observe(&Snapshot{Backends: []Backend{bad, cut, inv}})
+	if mal, tr := m.Counts(); mal != 3 || tr != 1 || m.InvalidTenants() != 2 {
+		t.Fatalf("counts %d, %d, %d; want 3, 1, 2", mal, tr, m.InvalidTenants())
 	}
 	want := `
+# HELP qtop_pgactivity_invalid_tenants_total Sampled statements whose tenant is not a valid name (too long, unprintable, in parentheses), each counted once; their load counts under the name's stand-in (tenant.Substitute), apart from every other tenant.
+# TYPE qtop_pgactivity_invalid_tenants_total counter
+qtop_pgactivity_invalid_tenants_total 2
 # HELP qtop_pgactivity_malformed_comments_total Sampled statements whose sqlcommenter comment could not be read whole (some or all of their tags lost), each counted once.
 # TYPE qtop_pgactivity_malformed_comments_total counter
-qtop_pgactivity_malformed_comments_total 2
+qtop_pgactivity_malformed_comments_total 3
 # HELP qtop_pgactivity_truncated_statements_total Sampled statements cut at track_activity_query_size before their comment, so their tags are lost; raise track_activity_query_size.
 # TYPE qtop_pgactivity_truncated_statements_total counter
 qtop_pgactivity_truncated_statements_total 1
@@ -168,7 +178,7 @@ qtop_pgactivity_truncated_statements_total 1
 	}
 	var nilM *Metrics
 	nilM.observe(&Snapshot{Backends: []Backend{bad}})
-	if a, b := nilM.Counts(); a != 0 || b != 0 {
+	if a, b := nilM.Counts(); a != 0 || b != 0 || nilM.InvalidTenants() != 0 {
 		t.Fatal("nil metrics count")
 	}
 }

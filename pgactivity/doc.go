@@ -8,7 +8,10 @@
 // application_name instead (sqlcomment.ModeSession: "billing|t=acme|T2")
 // are read with sqlcomment.ParseApplicationName: Application stays the
 // service, and a tenant written as its short id is named through
-// WithTenantNames. An Aggregator adds the
+// WithTenantNames. A tenant that is not a valid name (tenant.ValidateTenant)
+// cannot be refused here: it counts under its stand-in (tenant.Substitute),
+// never with another tenant, and is counted (Backend.InvalidTenant,
+// Metrics). An Aggregator adds the
 // snapshots of a window and cuts them into a Window: per tenant the average
 // active sessions (AAS, the measure of Amazon RDS Performance Insights: the
 // mean over samples of the number of active sessions) split by wait-event

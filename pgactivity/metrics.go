@@ -9,16 +9,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics counts the statements whose tags a Sampler could not read, so
-// that a tenant is never lost in silence. Make it once per process
+// Metrics counts the statements whose tags a Sampler could not read, and
+// those whose tenant is not a valid name, so that a tenant is never lost
+// or renamed in silence. Make it once per process
 // (NewMetrics) and hand it to every Sampler with WithMetrics; a sampler
 // made again after a reconnect keeps counting into it.
 //
 // Each statement (pid, query_start) counts once, in the first sample that
 // sees it, however long it runs.
 type Metrics struct {
-	malformed, truncated prometheus.Counter
-	nMalformed, nCut     atomic.Uint64
+	malformed, truncated, invalid prometheus.Counter
+	nMalformed, nCut, nInvalid    atomic.Uint64
 
 	mu   sync.Mutex
 	seen map[int32]time.Time // statements counted in the last sample
@@ -29,6 +30,7 @@ type Metrics struct {
 //
 //	qtop_pgactivity_malformed_comments_total   statements whose comment could not be read whole
 //	qtop_pgactivity_truncated_statements_total statements cut at track_activity_query_size with their tags lost
+//	qtop_pgactivity_invalid_tenants_total      statements whose tenant is not a valid name, counted under its stand-in
 //
 // reg nil registers nothing (the counts are still read with Counts).
 func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
@@ -37,10 +39,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Sampled statements whose sqlcommenter comment could not be read whole (some or all of their tags lost), each counted once."}),
 		truncated: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_pgactivity_truncated_statements_total",
 			Help: "Sampled statements cut at track_activity_query_size before their comment, so their tags are lost; raise track_activity_query_size."}),
+		invalid: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_pgactivity_invalid_tenants_total",
+			Help: "Sampled statements whose tenant is not a valid name (too long, unprintable, in parentheses), each counted once; their load counts under the name's stand-in (tenant.Substitute), apart from every other tenant."}),
 		seen: map[int32]time.Time{}, next: map[int32]time.Time{},
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.malformed, m.truncated} {
+		for _, c := range []prometheus.Collector{m.malformed, m.truncated, m.invalid} {
 			if err := reg.Register(c); err != nil {
 				return nil, fmt.Errorf("pgactivity: register metrics: %w", err)
 			}
@@ -58,7 +62,17 @@ func (m *Metrics) Counts() (malformed, truncated uint64) {
 	return m.nMalformed.Load(), m.nCut.Load()
 }
 
-// observe counts the new unreadable statements of one snapshot.
+// InvalidTenants returns the statements since NewMetrics whose tenant was
+// not a valid name (Backend.InvalidTenant).
+func (m *Metrics) InvalidTenants() uint64 {
+	if m == nil {
+		return 0
+	}
+	return m.nInvalid.Load()
+}
+
+// observe counts the new unreadable statements, and those with an
+// invalid tenant, of one snapshot.
 func (m *Metrics) observe(s *Snapshot) {
 	if m == nil {
 		return
@@ -68,19 +82,25 @@ func (m *Metrics) observe(s *Snapshot) {
 	clear(m.next)
 	for i := range s.Backends {
 		b := &s.Backends[i]
-		if !b.Malformed && !b.TagsCut {
+		invalid := b.InvalidTenant()
+		if !b.Malformed && !b.TagsCut && !invalid {
 			continue
 		}
 		m.next[b.PID] = b.QueryStart
 		if st, ok := m.seen[b.PID]; ok && st.Equal(b.QueryStart) {
 			continue
 		}
-		if b.TagsCut {
+		switch {
+		case b.TagsCut:
 			m.truncated.Inc()
 			m.nCut.Add(1)
-		} else {
+		case b.Malformed:
 			m.malformed.Inc()
 			m.nMalformed.Add(1)
+		}
+		if invalid {
+			m.invalid.Inc()
+			m.nInvalid.Add(1)
 		}
 	}
 	m.seen, m.next = m.next, m.seen

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/sqlcomment"
+	"github.com/qtop-dev/qtop/tenant"
 )
 
 // The tests here talk to the real PostgreSQL of scripts/services, which
@@ -404,6 +405,50 @@ func TestLeastPrivilege(t *testing.T) {
 	}
 	if err := Terminate(ctx, noPool, other.pid); !errors.Is(err, ErrInsufficientPrivilege) {
 		t.Errorf("terminate without the right: %v", err)
+	}
+}
+
+// TestLongTenantsStayApart: two sessions whose tenants are names too long
+// to be valid, the same for their first 200 bytes, are two tenants, each
+// under its own stand-in (tenant.Substitute), and counted; none is
+// merged with the other or with the untagged load.
+func TestLongTenantsStayApart(t *testing.T) {
+	sfx := suffix(t)
+	pool := newPool(t, "", "")
+	ctx := context.Background()
+	long := strings.Repeat("a", 200) + sfx
+	one, two := connect(t), connect(t)
+	sctx, stop := context.WithCancel(ctx)
+	one.start(sctx, tagged("SELECT pg_sleep(60)", long+"-1", "r"))
+	two.start(sctx, tagged("SELECT pg_sleep(60)", long+"-2", "r"))
+	defer func() { stop(); one.wait(t); two.wait(t) }()
+
+	met, err := NewMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := waitFor(t, NewSampler(pool, WithMetrics(met)), "the sessions", func(s Snapshot) bool {
+		b1, ok1 := byPID(s, one.pid)
+		b2, ok2 := byPID(s, two.pid)
+		return ok1 && ok2 && b1.Active() && b2.Active()
+	})
+	for _, c := range []struct {
+		s    *session
+		name string
+	}{{one, long + "-1"}, {two, long + "-2"}} {
+		want, _ := tenant.Substitute(c.name)
+		if b, _ := byPID(snap, c.s.pid); b.Tenant != want || !b.InvalidTenant() || b.Route != "r" {
+			t.Errorf("%.12q…: tenant %q, invalid %v, route %q; want %q", c.name, b.Tenant, b.InvalidTenant(), b.Route, want)
+		}
+	}
+	b1, _ := byPID(snap, one.pid)
+	b2, _ := byPID(snap, two.pid)
+	if b1.Tenant == b2.Tenant || b1.Tenant == "" {
+		t.Errorf("merged: %q and %q", b1.Tenant, b2.Tenant)
+	}
+	// Other sessions of the server may count too: at least ours.
+	if snap.InvalidTenants < 2 || met.InvalidTenants() < 2 {
+		t.Errorf("counted %d in the snapshot, %d in all", snap.InvalidTenants, met.InvalidTenants())
 	}
 }
 

@@ -164,6 +164,9 @@ func (s *Sampler) Sample(ctx context.Context) (Snapshot, error) {
 			}
 		}
 		b.setSessionTags(s.cfg.names) // after the comment's, which win
+		if b.InvalidTenant() {
+			snap.InvalidTenants++
+		}
 		snap.Backends = append(snap.Backends, b)
 	}
 	if err := rows.Err(); err != nil {

@@ -24,6 +24,9 @@ var (
 	ErrReserved       = errors.New("tenant: reserved name")
 	ErrTier           = errors.New("tenant: invalid tier")
 	ErrBaggageMissing = errors.New("tenant: no tenant.id in baggage")
+	// ErrBaggageMalformed: the baggage member tenant.id cannot be read
+	// (FromBaggageHeader).
+	ErrBaggageMalformed = errors.New("tenant: malformed baggage member")
 )
 
 // Tags say who a unit of work is for.

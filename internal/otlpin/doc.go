@@ -29,6 +29,11 @@
 //	  duration above 24h, qtop.ru not a      and its message, counted by reason
 //	  number from 0 to 10⁶, bytes or rows    (qtop_otlp_spans_rejected_total); the
 //	  above 2⁵⁰                              request's other spans are kept
+//	an end further than WithClockSkew      recorded as any span, in the window open when
+//	  (1 h) from the collector's clock,     it arrives (where every span counts: the work
+//	  either way (a wrong clock: years      was done, only its date is wrong), and counted
+//	  away)                                 (qtop_otlp_spans_skewed_total{direction="past"
+//	                                        or "future"}); never refused, never with others
 //
 //	field     where it comes from
 //	────────  ───────────────────────────────────────────────────────────────────────
@@ -37,7 +42,8 @@
 //	          onto every span), a string or an integer (in decimal; another type
 //	          counts as invalid), else the resource's; a DB span without one takes
 //	          the tenant of a sqlcommenter comment in db.query.text / db.statement
-//	          (tenant='…'), else its trace's root (see below); none: "(untagged)"
+//	          (tenant='…'), else its trace's root (see below); none: "(untagged)";
+//	          a name that is not valid: its stand-in (tenant.Substitute, below)
 //	tier      tenant.tier (T0–T3), else the comment's or the root's tier
 //	route     request: http.route, else tenant.route, else the span name;
 //	          job: tenant.route, else the span name;
@@ -80,9 +86,14 @@
 // the routes given here), split as the spans measured it; see the
 // collector's dbtime.go.
 //
-// Values are validated as the collector validates reports: a tenant that
-// fails tenant.ValidateTenant (too long, invalid UTF-8, unprintable) counts
-// as "(untagged)", a route that fails tenant.ValidateRoute as "other", and
+// Values are validated as the collector validates reports, with
+// tenant's one rule for names (tenant.ValidateTenant: at most 128 bytes of
+// printable UTF-8, not in parentheses). A span cannot be refused for its
+// tenant as an agent's request is, so a tenant that fails it counts under
+// its stand-in (tenant.Substitute: its printable prefix and a hash of the
+// whole name, the same the pg_stat_activity sampler gives it), never with
+// another tenant's load or the untagged load; an empty one counts as
+// "(untagged)", a route that fails tenant.ValidateRoute as "other", and
 // each replacement is counted (qtop_otlp_invalid_values_total). Numbers
 // are checked per span against the bounds the collector checks per record
 // in a report, so one absurd span is refused alone and never makes the

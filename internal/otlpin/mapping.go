@@ -487,8 +487,10 @@ func appendUpper(dst, w []byte) []byte {
 
 // interner makes the strings that outlive a request, once per distinct
 // value, and validates them as the collector validates report strings: a
-// tenant that fails tenant.ValidateTenant becomes ingest.UnknownTenant, a
-// route that fails tenant.ValidateRoute becomes ingest.OtherRoute.
+// tenant that fails tenant.ValidateTenant becomes its stand-in
+// (tenant.Substitute: never merged with another tenant's load; an empty
+// one, report.UnknownTenant), a route that fails tenant.ValidateRoute
+// becomes report.OtherRoute. Each replacement is counted.
 type interner struct {
 	tenants, routes map[string]string
 	shapes          map[string]string // query text → route (queryShape)
@@ -503,10 +505,13 @@ func (in *interner) tenant(b []byte) string {
 	if s, ok := in.tenants[string(b)]; ok {
 		return s
 	}
-	s := string(b)
-	if tenant.ValidateTenant(s) != nil {
+	s, substituted := tenant.Substitute(string(b))
+	switch {
+	case s == "":
 		in.invalid++
 		s = report.UnknownTenant
+	case substituted:
+		in.invalid++
 	}
 	if in.tenants == nil || len(in.tenants) >= maxInterned {
 		in.tenants = make(map[string]string)

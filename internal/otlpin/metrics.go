@@ -12,6 +12,7 @@ import (
 type metrics struct {
 	spans        [numResults]prometheus.Counter
 	rejects      [numRejects]prometheus.Counter
+	skewed       [numSkews]prometheus.Counter
 	bounded      prometheus.Counter
 	memory       prometheus.Gauge
 	requests     *prometheus.CounterVec // transport, result
@@ -50,7 +51,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"result"}),
 		invalid: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "qtop_otlp_invalid_values_total",
-			Help: "Tenant, route, tier or source values of OTLP spans that failed validation and were replaced (unknown, other).",
+			Help: "Tenant, route, tier or source values of OTLP spans that failed validation and were replaced: a tenant by its stand-in (tenant.Substitute, never merged with another tenant; an empty one by (untagged)), a route by other, a tier by unset, a source field by its default.",
 		}),
 		unattributed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "qtop_otlp_db_spans_unattributed_total",
@@ -75,6 +76,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for i := rejectNone + 1; i < numRejects; i++ {
 		m.rejects[i] = rejects.WithLabelValues(rejectNames[i])
 	}
+	skewed := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "qtop_otlp_spans_skewed_total",
+		Help: "OTLP spans whose end is further than the clock skew bound (WithClockSkew, 1h by default) from the collector's clock, by direction (past, future): a sender's clock is wrong, or a queue held its spans for long. They are recorded, like every span, in the window open when they arrive.",
+	}, []string{"direction"})
+	for i := range m.skewed {
+		m.skewed[i] = skewed.WithLabelValues(skewNames[i])
+	}
 	m.bounded = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "qtop_otlp_rows_bounded_total",
 		Help: "Rows of OTLP sources' windows whose sums of valid spans reached a report's bounds and were held there, so the window is merged rather than refused.",
@@ -86,7 +94,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{spans, rejects, m.bounded, m.memory, m.requests, m.reports, m.invalid, m.unattributed, m.waiting, m.sources} {
+	for _, c := range []prometheus.Collector{spans, rejects, skewed, m.bounded, m.memory, m.requests, m.reports, m.invalid, m.unattributed, m.waiting, m.sources} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("otlpin: metrics: %w", err)
 		}
@@ -98,6 +106,14 @@ func (m *metrics) addRejects(why *[numRejects]int) {
 	for i := rejectNone + 1; i < numRejects; i++ {
 		if why[i] > 0 {
 			m.rejects[i].Add(float64(why[i]))
+		}
+	}
+}
+
+func (m *metrics) addSkewed(skewed *[numSkews]uint64) {
+	for i, n := range skewed {
+		if n > 0 {
+			m.skewed[i].Add(float64(n))
 		}
 	}
 }

@@ -60,6 +60,11 @@ const (
 	// DefaultGRPCReadTimeout bounds how long a gRPC message may take to
 	// arrive once its stream was admitted.
 	DefaultGRPCReadTimeout = 30 * time.Second
+	// DefaultClockSkew: a span that ends further than this from the
+	// receiver's clock, either way, comes from a clock that is wrong (or
+	// from a queue that held it for long): far beyond an SDK's export
+	// delay (5 s) and the skew of clocks kept by NTP.
+	DefaultClockSkew = time.Hour
 )
 
 // Option configures a Receiver.
@@ -87,6 +92,7 @@ type config struct {
 	minRate    int64
 	rateGrace  time.Duration
 	grpcRead   time.Duration
+	skew       time.Duration // WithClockSkew
 	hold       func(ctx context.Context) bool
 	admit      func(declared int64) error // WithAdmission
 	model      ru.Model                   // WithCostModel (costs.go)
@@ -110,6 +116,7 @@ func newConfig(opts []Option) (config, error) {
 		minRate:    DefaultMinRate,
 		rateGrace:  DefaultRateGrace,
 		grpcRead:   DefaultGRPCReadTimeout,
+		skew:       DefaultClockSkew,
 		model:      ru.DefaultModel(),
 	}
 	for _, o := range opts {
@@ -144,6 +151,8 @@ func newConfig(opts []Option) (config, error) {
 		return c, fmt.Errorf("%w: min rate %d B/s after %v, gRPC read timeout %v (want a rate ≥ 1, a grace ≥ 0, a timeout > 0)", ErrInvalid, c.minRate, c.rateGrace, c.grpcRead)
 	case c.clock == nil:
 		return c, fmt.Errorf("%w: nil clock", ErrInvalid)
+	case c.skew <= 0:
+		return c, fmt.Errorf("%w: clock skew %v (want > 0)", ErrInvalid, c.skew)
 	}
 	if err := c.model.Validate(); err != nil {
 		return c, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -153,6 +162,15 @@ func newConfig(opts []Option) (config, error) {
 	}
 	return c, nil
 }
+
+// WithClockSkew sets how far from the receiver's clock (either way) a
+// span's end may be before its clock counts as wrong (default
+// DefaultClockSkew). Such a span is recorded like any other, in the
+// window open when it arrives (where every span counts), and counted in
+// qtop_otlp_spans_skewed_total by direction (past, future): its work was
+// done, only its clock is wrong, so it is never refused, and it never
+// takes the other spans of its request with it.
+func WithClockSkew(d time.Duration) Option { return func(c *config) { c.skew = d } }
 
 // WithTenantAttribute names the span attribute that holds the tenant
 // (default AttrTenant, "tenant.id", which is also what the SDKs' baggage

@@ -245,6 +245,7 @@ func (r *Receiver) Consume(body []byte) (Result, error) {
 	})
 	r.met.add(&t.counts, invalid, t.unattributed)
 	r.met.addRejects(&t.why)
+	r.met.addSkewed(&t.skewed)
 	return t.res, nil
 }
 
@@ -260,13 +261,14 @@ func countSpans(body []byte) (int, error) {
 	return n, err
 }
 
-// tally counts one request's spans: by result, by reason of refusal, and
-// the DB spans left without a tenant.
+// tally counts one request's spans: by result, by reason of refusal, the
+// DB spans left without a tenant, and the spans whose clock is wrong.
 type tally struct {
 	counts       [numResults]uint64
 	why          [numRejects]int
 	res          Result
 	unattributed uint64
+	skewed       [numSkews]uint64
 }
 
 // mapRequest walks the request's spans and maps each into m.req: the
@@ -292,6 +294,12 @@ func (r *Receiver) mapRequest(m *mapper, body []byte, now time.Time, t *tally) e
 				what, err := m.span(&sp, resTenant, &out)
 				if err != nil {
 					return err
+				}
+				if what != resDropped && what != resRejected {
+					if dir := skewOf(sp.end, now, r.cfg.skew); dir != skewNone {
+						t.skewed[dir]++
+						out.rec.Time = now // where it counts, as every span
+					}
 				}
 				t.add(&m.req, what, src, &sp, &out)
 				return nil

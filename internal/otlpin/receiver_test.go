@@ -205,7 +205,8 @@ func TestTenantFromCommentAndBaggage(t *testing.T) {
 }
 
 // Hostile values are validated as the collector validates reports: an
-// invalid tenant counts as unknown, an invalid route as other.
+// invalid tenant counts under its stand-in (tenant.Substitute), an
+// invalid route as other.
 func TestHostileValues(t *testing.T) {
 	clk := &fakeClock{now: t0}
 	s := &sink{}
@@ -222,9 +223,9 @@ func TestHostileValues(t *testing.T) {
 	r.Flush(clk.now)
 	got := s.rows()
 	for _, k := range []rowKey{
-		{"unknown_service", "(untagged)", "/ok", "request"},
+		{"unknown_service", `bad\xff\xfe#ddbfb754e1822835`, "/ok", "request"},
 		{"unknown_service", "ok", "other", "request"},
-		{"unknown_service", "(untagged)", "other", "request"},
+		{"unknown_service", strings.Repeat("t", 48) + "…#7919a1abbfe91bcd", "other", "request"},
 	} {
 		if got[k].count != 1 {
 			t.Errorf("%v missing: %v", k, keysOf(got))

@@ -1,6 +1,7 @@
 package otlpin
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -8,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+
+	"github.com/qtop-dev/qtop/tenant"
 )
 
 // TestNumericTenant: tenant ids are often numbers, and an SDK sends
@@ -55,5 +58,47 @@ func TestNumericTenant(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(r.met.invalid); n != 2 {
 		t.Errorf("qtop_otlp_invalid_values_total %v, want 2 (the bool and the list)", n)
+	}
+}
+
+// TestLongTenantsStayApart: a tenant name that fails tenant.ValidateTenant
+// counts under its own stand-in (tenant.Substitute), counted invalid, and
+// never with another tenant: two names that share their first 200 bytes
+// are two rows, neither is "(untagged)", and a sqlcommenter comment naming
+// the same bad name gives the same stand-in as the span attribute does.
+func TestLongTenantsStayApart(t *testing.T) {
+	clk := &fakeClock{now: t0}
+	s := &sink{}
+	reg := prometheus.NewRegistry()
+	r := newTestReceiver(t, s, clk, WithRegisterer(reg))
+	long := strings.Repeat("a", 200)
+	req := request("api",
+		server(1, long+"1", "/a", time.Millisecond),
+		server(2, long+"2", "/a", time.Millisecond),
+		server(3, "acme", "/a", time.Millisecond),
+		pgSpan(3, 2, "SELECT 1 /*tenant='"+long+"1'*/", time.Millisecond),
+	)
+	if _, err := r.Consume(marshal(t, req)); err != nil {
+		t.Fatal(err)
+	}
+	r.Flush(clk.now)
+	got := s.rows()
+	one, _ := tenant.Substitute(long + "1")
+	two, _ := tenant.Substitute(long + "2")
+	for _, k := range []rowKey{
+		{"api", one, "/a", "request"},
+		{"api", two, "/a", "request"},
+		{"api", "acme", "/a", "request"},
+		{"api", one, "SELECT", "db"},
+	} {
+		if got[k].count != 1 {
+			t.Errorf("%v: %+v; rows %v", k, got[k], keysOf(got))
+		}
+	}
+	if len(got) != 4 {
+		t.Errorf("rows %v, want 4", keysOf(got))
+	}
+	if n := testutil.ToFloat64(r.met.invalid); n != 3 {
+		t.Errorf("qtop_otlp_invalid_values_total %v, want 3", n)
 	}
 }

@@ -51,6 +51,30 @@ func check(sp *rawSpan, r *meter.Record) int {
 	return rejectNone
 }
 
+// Which way a span's end is far from the receiver's clock; the label
+// values of qtop_otlp_spans_skewed_total.
+const (
+	skewPast = iota
+	skewFuture
+	numSkews
+	skewNone = -1
+)
+
+var skewNames = [numSkews]string{"past", "future"}
+
+// skewOf says whether end (Unix ns) is further than skew from now, and
+// which way (skewNone: it is not).
+func skewOf(end uint64, now time.Time, skew time.Duration) int {
+	n := now.UnixNano()
+	switch {
+	case end > math.MaxInt64 || int64(end) > n && int64(end)-n > int64(skew):
+		return skewFuture
+	case int64(end) < n && n-int64(end) > int64(skew):
+		return skewPast
+	}
+	return skewNone
+}
+
 // rejectMessage is the partial success message for the counts by reason.
 func rejectMessage(why *[numRejects]int) string {
 	var b strings.Builder

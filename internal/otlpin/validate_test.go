@@ -1,6 +1,7 @@
 package otlpin
 
 import (
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -143,5 +144,91 @@ func TestBound(t *testing.T) {
 	}
 	if c.Errors != 1 || c.Duration != time.Second || c.RU != 1 || c.Bytes != 10 || c.Rows != 2 {
 		t.Errorf("row 2 %+v", c)
+	}
+}
+
+// TestSkewedSpansCounted: spans dated years away from the collector's
+// clock (a sender whose clock is wrong) are recorded, in the window open
+// when they arrive, and counted by direction; they are not refused and
+// take none of the other spans of their request with them. Within the
+// bound (an hour either way) a span is not counted.
+func TestSkewedSpansCounted(t *testing.T) {
+	clk := &fakeClock{now: t0}
+	s := &sink{}
+	reg := prometheus.NewPedanticRegistry()
+	r := newTestReceiver(t, s, clk, WithRegisterer(reg))
+	at := func(sp spanSpec, start time.Time) spanSpec { sp.start = start; return sp }
+	year := 365 * 24 * time.Hour
+	req := request("shop",
+		at(server(1, "acme", "/a", time.Millisecond), t0.Add(-time.Millisecond)),
+		at(server(2, "acme", "/a", time.Millisecond), t0.Add(5*year)),                      // future
+		at(server(3, "acme", "/a", time.Millisecond), t0.Add(-3*year)),                     // past
+		at(server(4, "acme", "/a", time.Millisecond), t0.Add(59*time.Minute)),              // within the bound
+		at(server(5, "acme", "/a", time.Millisecond), t0.Add(-time.Hour-time.Millisecond)), // ends exactly an hour before: within
+		at(pgSpan(2, 2, "SELECT * FROM t", time.Millisecond), t0.Add(5*year)),              // future, its trace's tenant
+		at(server(6, "acme", "/a", time.Millisecond), time.Unix(0, math.MaxInt64-10)),      // year 2262
+	)
+	res, err := r.Consume(marshal(t, req))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Spans != 7 || res.Rejected != 0 {
+		t.Fatalf("result %+v, want 7 spans, none rejected", res)
+	}
+	r.Flush(clk.Now())
+	got := s.rows()
+	if g := got[rowKey{"shop", "acme", "/a", "request"}]; g.count != 6 {
+		t.Errorf("requests of acme: %+v, want 6", g)
+	}
+	if g := got[rowKey{"shop", "acme", "SELECT t", "db"}]; g.count != 1 {
+		t.Errorf("statement of acme: %+v, want 1; rows %v", g, keysOf(got))
+	}
+	want := `
+# HELP qtop_otlp_spans_skewed_total OTLP spans whose end is further than the clock skew bound (WithClockSkew, 1h by default) from the collector's clock, by direction (past, future): a sender's clock is wrong, or a queue held its spans for long. They are recorded, like every span, in the window open when they arrive.
+# TYPE qtop_otlp_spans_skewed_total counter
+qtop_otlp_spans_skewed_total{direction="future"} 3
+qtop_otlp_spans_skewed_total{direction="past"} 1
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "qtop_otlp_spans_skewed_total"); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestSkewOf: a span's end is skewed only beyond the bound, either way;
+// an end past what int64 nanoseconds hold (year 2262) is in the future.
+func TestSkewOf(t *testing.T) {
+	const bound = time.Hour
+	ns := func(d time.Duration) uint64 { return uint64(t0.Add(d).UnixNano()) }
+	for _, c := range []struct {
+		end  uint64
+		want int
+	}{
+		{ns(0), skewNone},
+		{ns(bound), skewNone},
+		{ns(bound + 1), skewFuture},
+		{ns(-bound), skewNone},
+		{ns(-bound - 1), skewPast},
+		{1, skewPast},
+		{math.MaxInt64, skewFuture},
+		{math.MaxUint64, skewFuture},
+	} {
+		if got := skewOf(c.end, t0, bound); got != c.want {
+			t.Errorf("end %d: %d, want %d", c.end, got, c.want)
+		}
+	}
+	if _, err := New(&sink{}, WithClockSkew(0)); !errors.Is(err, ErrInvalid) {
+		t.Errorf("a zero bound: %v", err)
+	}
+	// A narrower bound counts what the default does not.
+	clk := &fakeClock{now: t0}
+	reg := prometheus.NewPedanticRegistry()
+	r := newTestReceiver(t, &sink{}, clk, WithRegisterer(reg), WithClockSkew(time.Minute))
+	sp := server(1, "acme", "/a", time.Millisecond)
+	sp.start = t0.Add(-2 * time.Minute)
+	if _, err := r.Consume(marshal(t, request("shop", sp))); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.ToFloat64(r.met.skewed[skewPast]); n != 1 {
+		t.Errorf("past %v, want 1", n)
 	}
 }
