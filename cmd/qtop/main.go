@@ -83,7 +83,7 @@ Examples:
   # Keep the demo's data, and serve its API so that another qtop can join:
   qtop demo --data-dir ./qtop-demo --listen 127.0.0.1:7070
 
-Keys: 1–6 or tab switch views (6: lock tree, xmin horizon; c/k on the session selected) · s sort · / filter
+Keys: 1–9 or tab switch views (6: lock tree, xmin horizon; c/k on the session selected) · s sort · / filter
       3: v whole query text, e EXPLAIN (--postgres, on demand) · 9 top SQL (pg_stat_statements, --postgres)
       b group by tenant → application → user → database → client → fingerprint (--postgres)
       7 freshness · 8 victims: each by name, p95 now vs baseline, share, routes hurt

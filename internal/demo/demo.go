@@ -43,8 +43,10 @@ type Source struct {
 }
 
 var (
-	_ tui.Source     = (*Source)(nil)
-	_ tui.OnceSource = (*Source)(nil)
+	_ tui.Source          = (*Source)(nil)
+	_ tui.OnceSource      = (*Source)(nil)
+	_ tui.FreshnessSource = (*Source)(nil)
+	_ tui.FreshnessHinter = (*Source)(nil)
 )
 
 type config struct {
@@ -200,6 +202,29 @@ func (d *Source) Throttle(ctx context.Context, rule policy.Rule) error {
 		return fmt.Errorf("demo: throttle: %w", err)
 	}
 	return nil
+}
+
+// Freshness returns the demo collector's freshness view.
+func (d *Source) Freshness(context.Context) (api.Freshness, error) { return d.srv.Freshness(), nil }
+
+// SetFreshness changes the demo collector's freshness policy.
+func (d *Source) SetFreshness(ctx context.Context, f policy.Freshness) error {
+	if _, err := d.srv.SetFreshness(ctx, f, "qtop demo"); err != nil {
+		return fmt.Errorf("demo: freshness: %w", err)
+	}
+	return nil
+}
+
+// FreshnessHint says why the freshness view is empty: the demo's fleet
+// samples no GET. The balance example does; the hint says how to run it
+// against this demo (served with --listen) and send it a GET.
+func (d *Source) FreshnessHint() string {
+	const why = "The demo's fleet samples no GET. The balance example does: run it against the demo and send it GETs:"
+	const get = "curl http://127.0.0.1:8081/accounts/42/balance"
+	if a := d.srv.Addr(); a != "" {
+		return why + "\ngo run ./examples/balance --collector http://" + a + " --sampling 1\n" + get
+	}
+	return why + "\nqtop demo --listen 127.0.0.1:7070\ngo run ./examples/balance --collector http://127.0.0.1:7070 --sampling 1\n" + get
 }
 
 // Cancel is not supported: the demo has no PostgreSQL.

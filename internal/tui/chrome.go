@@ -39,23 +39,18 @@ func (m *Model) top() string {
 		line += c.st.bad.Render(clip(" PAUSED", max(c.width-lipgloss.Width(line), 0)))
 	}
 	b.WriteString(line + "\n")
-	var tabs strings.Builder
-	for i, v := range m.nav.views[:m.nav.tabs] {
-		name := fmt.Sprintf("%d %s", i+1, v.name())
-		if i == m.nav.tabIndex() {
-			tabs.WriteString(c.st.tabActive.Render(name))
-		} else {
-			tabs.WriteString(c.st.tab.Render(name))
-		}
-		tabs.WriteString("  ")
-	}
-	b.WriteString(clip(tabs.String(), c.width))
+	b.WriteString(tabBar(c, m.nav.views[:m.nav.tabs], m.nav.tabIndex()))
 	if m.snap != nil && m.summary.line != "" {
 		st := c.st.dim
 		if m.summary.alert {
 			st = c.st.warn
 		}
-		b.WriteString("\n" + st.Render(clip("⚑ "+clean(m.summary.line), c.width)))
+		// Up to maxHeadlineLines lines, fewer on a short screen: the
+		// view keeps room for its rows.
+		n := min(maxHeadlineLines, max((c.height-6)/3, 1))
+		for _, l := range headlineLines(clean(m.summary.line), c.width, n) {
+			b.WriteString("\n" + st.Render(l))
+		}
 	}
 	if m.snap != nil {
 		if line, warn := autopilotHeadline(m.snap.Autopilot, m.snap.Time); line != "" {
@@ -84,6 +79,56 @@ func (m *Model) top() string {
 	return b.String()
 }
 
+// maxHeadlineLines bounds the lines of the headline on screen.
+const maxHeadlineLines = 3
+
+// headlineLines lays the headline out in width columns, "⚑ " first: its
+// parts (an offender, "+1 more", the victims), split at " · ", most
+// important first, fill a line each until the next does not fit, then go
+// on to the next line, so that an offender's name and share are never cut
+// at the screen's edge; a part wider than a line wraps at its spaces. At
+// most n lines; what is left after them ends in "…".
+func headlineLines(line string, width, n int) []string {
+	const mark, indent = "⚑ ", "  "
+	if n <= 1 || ansi.StringWidth(mark+line) <= width {
+		return []string{ansi.Truncate(mark+line, width, "…")}
+	}
+	w := max(width-ansi.StringWidth(indent), 1)
+	var out []string
+	cur := ""
+	for _, part := range strings.Split(line, " · ") {
+		switch {
+		case cur == "":
+			cur = part
+		case ansi.StringWidth(cur+" · "+part) <= w:
+			cur += " · " + part
+		default:
+			out = append(out, cur)
+			cur = part
+		}
+		if ansi.StringWidth(cur) > w {
+			ls := strings.Split(ansi.Wrap(cur, w, ""), "\n")
+			out = append(out, ls[:len(ls)-1]...)
+			cur = ls[len(ls)-1]
+		}
+	}
+	if cur != "" {
+		out = append(out, cur)
+	}
+	if len(out) > n {
+		out = out[:n]
+		out[len(out)-1] = ansi.Truncate(out[len(out)-1], w-1, "") + "…"
+	}
+	for i := range out {
+		if i == 0 {
+			out[i] = mark + out[i]
+		} else {
+			out[i] = indent + out[i]
+		}
+	}
+	return out
+}
+
 func (m *Model) retryText() string {
 	when := "showing the last snapshot"
 	if m.snap == nil {
@@ -99,6 +144,9 @@ func (m *Model) bottom() string {
 		return m.prompt.line(c)
 	case m.state == stateFilter:
 		return c.st.prompt.Render(clip("/"+m.filter.value+"▏ enter keep · esc clear", c.width))
+	case m.state == stateHelp:
+		// No status line: the keys need the room more.
+		return clip(c.help.ShortHelpView(c.keys.ShortHelp()), c.width)
 	}
 	var status string
 	if c.status.text != "" {
@@ -135,8 +183,7 @@ func (m *Model) View() string {
 	var body string
 	switch {
 	case m.state == stateHelp:
-		body = c.st.title.Render("Keys") + "\n\n" + c.help.FullHelpView(m.fullHelp()) + "\n\n" +
-			c.st.dim.Render(clip("Tenants are ranked by the source (top "+fmtCount(uint64(c.query.Top))+" + other); any key closes this help.", c.width))
+		body = m.help.view(c, helpLines(c, m.fullHelp(), h), h)
 	case m.snap == nil:
 		body = c.st.dim.Render(clip("waiting for the first snapshot from "+clean(c.src.Describe())+" …", c.width))
 	default:

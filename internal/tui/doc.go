@@ -4,16 +4,18 @@
 // # Views
 //
 // The screen is one view at a time, under a title line and the tabs and
-// above a status line and the footer. The tabs, keys 1–6 (tab and
-// shift+tab cycle them): Tenants (tenants.go), Hot keys (hotkeys.go),
+// above a status line and the footer. The tabs, keys 1–9 (tab and
+// shift+tab cycle them; a narrow tab bar shortens the names of the tabs
+// not shown, tabs.go): Tenants (tenants.go), Hot keys (hotkeys.go),
 // Statements (statements.go), Latency (latency.go), Enforcement
-// (enforcement.go, budgets.go) and Locks (locks.go). The pages, which
-// remember the tab they were opened from (esc goes back): the drill-in of
-// one tenant or group, opened by enter on a row (detail.go, history.go),
-// Freshness, key 7 (freshness.go), Victims, key 8 (victims.go: the
-// headline's offenders and victims by name), and Top SQL, key 9
-// (topsql.go: pg_stat_statements per second with the tenants seen
-// running each, qtop --postgres).
+// (enforcement.go, budgets.go), Locks (locks.go), Freshness
+// (freshness.go), Victims (victims.go: the headline's offenders and
+// victims by name) and Top SQL (topsql.go: pg_stat_statements per second
+// with the tenants seen running each, qtop --postgres). The page, which
+// remembers the tab it was opened from (esc goes back): the drill-in of
+// one tenant or group, opened by enter on a row (detail.go, history.go).
+// The ? screen (help.go) lists every key, in columns that fit the width,
+// scrolling (j/k) what the height cannot show.
 //
 // Every view implements one interface, view (view.go): its name and key,
 // set (a new snapshot), update (a key the root left to it, or a message
@@ -50,7 +52,8 @@
 //
 // # The headline
 //
-// The line under the tabs (incident.go) is computed from the data, never
+// The line under the tabs (incident.go; wrapped between its parts on a
+// narrow screen, chrome.go) is computed from the data, never
 // from the sort: the share of load is of RU (DB load under --postgres)
 // whatever column orders the table. Drivers are weighed against the
 // source's history, or against what this qtop saw itself when that is

@@ -27,6 +27,7 @@ type enforcementView struct {
 }
 
 func (v *enforcementView) name() string              { return "Enforcement" }
+func (v *enforcementView) shortName() string         { return "Enforce" }
 func (v *enforcementView) key(k *KeyMap) key.Binding { return k.Enforcement }
 func (v *enforcementView) title(*common) string      { return "" }
 

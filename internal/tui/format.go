@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/charmbracelet/lipgloss"
 	"github.com/charmbracelet/x/ansi"
 )
 
@@ -120,6 +121,48 @@ func clip(s string, w int) string {
 		return s
 	}
 	return ansi.Truncate(s, w, "")
+}
+
+// wrapped wraps each line of s (already clean but for its newlines) at
+// its spaces in w columns, and renders each line with st: a message that
+// says what to do is never cut at the screen's edge. Words are broken
+// only where wider than w, never at a hyphen: "--collector" stays whole,
+// to be copied.
+func wrapped(st lipgloss.Style, s string, w int) string {
+	w = max(w, 1)
+	var ls []string
+	for _, p := range strings.Split(s, "\n") {
+		ls = append(ls, wrapLine(p, w)...)
+	}
+	for i, l := range ls {
+		ls[i] = st.Render(l)
+	}
+	return strings.Join(ls, "\n")
+}
+
+// wrapLine wraps s at its spaces in w columns.
+func wrapLine(s string, w int) []string {
+	var ls []string
+	cur := ""
+	for _, word := range strings.Fields(s) {
+		switch {
+		case cur == "":
+		case ansi.StringWidth(cur+" "+word) <= w:
+			word = cur + " " + word
+		default:
+			ls = append(ls, cur)
+		}
+		cur = word
+		for ansi.StringWidth(cur) > w {
+			head := ansi.Truncate(cur, w, "")
+			if head == "" { // a rune wider than w
+				head = string([]rune(cur)[:1])
+			}
+			ls = append(ls, head)
+			cur = cur[len(head):]
+		}
+	}
+	return append(ls, cur)
 }
 
 // gutter prefixes a table line with the selection mark, visible without

@@ -22,6 +22,14 @@ type FreshnessSource interface {
 	SetFreshness(ctx context.Context, f policy.Freshness) error
 }
 
+// FreshnessHinter is a FreshnessSource that says why its freshness view
+// may be empty and what to run to fill it (the demo, whose fleet samples
+// no GET): the view shows the hint, its lines (a command each) wrapped
+// to the width, while it has no route and no rule.
+type FreshnessHinter interface {
+	FreshnessHint() string
+}
+
 var _ FreshnessSource = (*Collector)(nil)
 
 // Freshness returns the collector's freshness view.
@@ -53,7 +61,7 @@ type freshnessMsg struct {
 	err error
 }
 
-// freshnessView is the Freshness view (key 6): per route the share of
+// freshnessView is the Freshness view (key 7): per route the share of
 // sampled GETs that repeated the caller's previous answer within 24 h,
 // and per rule the GETs it matched and cut, the 304s served and the
 // shadow precision; + and - arm or disarm the next batch of rules, f
@@ -86,6 +94,7 @@ func (fv *freshnessView) load(v api.Freshness) {
 }
 
 func (fv *freshnessView) name() string              { return "Freshness" }
+func (fv *freshnessView) shortName() string         { return "Fresh" }
 func (fv *freshnessView) key(k *KeyMap) key.Binding { return k.Freshness }
 func (fv *freshnessView) title(*common) string      { return "" }
 
@@ -187,29 +196,15 @@ func (v *freshnessView) view(c *common, h int) string {
 	var out strings.Builder
 	switch {
 	case !supported:
-		return c.st.dim.Render(clip("this source has no freshness view: connect qtop to a collector (--collector)", c.width))
+		return wrapped(c.st.dim, "this source has no freshness view: it is the collector's, from the services that sample GETs "+
+			"(freshness.WithSampling); run qtop --collector URL, or qtop demo", c.width)
 	case v.err != nil && !v.have:
-		return c.st.bad.Render(clip("freshness: "+clean(v.err.Error()), c.width))
+		return wrapped(c.st.bad, "freshness: "+clean(v.err.Error()), c.width)
 	case !v.have:
 		return c.st.dim.Render(clip("asking the collector for its freshness view …", c.width))
 	}
 	out.WriteString(c.st.title.Render(clip("GETs that repeated the caller's previous answer within 24 h (sampled callers)", c.width)))
-	rw := max(c.width-(12+8+12+12+4), 8)
-	out.WriteString("\n" + c.st.header.Render(clip("  "+fit("ROUTE", rw, false)+" "+fit("SAMPLED", 12, true)+" "+fit("REPEAT", 8, true)+" "+
-		fit("GETs 10m", 12, true)+" "+fit("REVALID.", 12, true), c.width)))
-	routes := v.v.Routes
-	nr := min(len(routes), max((h-8)/2, 1))
-	if len(routes) == 0 {
-		out.WriteString("\n" + c.st.dim.Render(clip("  no sample yet (freshness.WithSampling in the service)", c.width)))
-	}
-	for _, r := range routes[:nr] {
-		line := clip("  "+fit(clean(r.Route), rw, false)+" "+fit(fmtCount(r.Samples), 12, true)+" "+fit(fmtShare(r.RepeatShare), 8, true)+" "+
-			fit(fmtCount(r.Requests), 12, true)+" "+fit(fmtCount(r.Revalidated), 12, true), c.width)
-		if r.RepeatShare >= 0.5 {
-			line = c.st.warn.Render(line)
-		}
-		out.WriteString("\n" + line)
-	}
+	nr := v.routes(c, &out, h)
 	p := v.v.Policy
 	state := "no freshness policy"
 	armed := map[string]int{}
@@ -259,6 +254,49 @@ func (v *freshnessView) view(c *common, h int) string {
 		out.WriteString("\n" + c.st.bad.Render(clip("last refresh failed: "+clean(v.err.Error()), c.width)))
 	}
 	return out.String()
+}
+
+// routes writes the routes' table to out (what fits in a body of h
+// lines), or says why there is none; it returns the rows written.
+func (v *freshnessView) routes(c *common, out *strings.Builder, h int) int {
+	routes := v.v.Routes
+	nr := min(len(routes), max((h-8)/2, 1))
+	rw := max(c.width-(12+8+12+12+4), 8)
+	switch {
+	case len(routes) == 0 && len(v.rows) == 0:
+		out.WriteString("\n" + wrapped(c.st.dim, emptyFreshness(c.src), c.width))
+		return 0
+	case len(routes) == 0:
+		out.WriteString("\n" + wrapped(c.st.dim, "no GET sampled yet (freshness.WithSampling in the services)", c.width))
+		return 0
+	}
+	out.WriteString("\n" + c.st.header.Render(clip("  "+fit("ROUTE", rw, false)+" "+fit("SAMPLED", 12, true)+" "+fit("REPEAT", 8, true)+" "+
+		fit("GETs 10m", 12, true)+" "+fit("REVALID.", 12, true), c.width)))
+	for _, r := range routes[:nr] {
+		line := clip("  "+fit(clean(r.Route), rw, false)+" "+fit(fmtCount(r.Samples), 12, true)+" "+fit(fmtShare(r.RepeatShare), 8, true)+" "+
+			fit(fmtCount(r.Requests), 12, true)+" "+fit(fmtCount(r.Revalidated), 12, true), c.width)
+		if r.RepeatShare >= 0.5 {
+			line = c.st.warn.Render(line)
+		}
+		out.WriteString("\n" + line)
+	}
+	return nr
+}
+
+// emptyFreshness says why a freshness view has no route and no rule, and
+// what to run to fill it: lines to wrap.
+func emptyFreshness(src Source) string {
+	if h, ok := src.(FreshnessHinter); ok {
+		if s := h.FreshnessHint(); s != "" {
+			ls := strings.Split(s, "\n")
+			for i, l := range ls {
+				ls[i] = clean(l)
+			}
+			return strings.Join(ls, "\n")
+		}
+	}
+	return "no GET sampled yet: the services report them to the collector with freshness.WithSampling " +
+		"(go run ./examples/balance --collector URL --sampling 10 is one)"
 }
 
 // rank orders rules by their place in the policy, unknown ones last.

@@ -63,7 +63,7 @@ func TestFreshnessViewAndBatchKeys(t *testing.T) {
 	m.Update(snapshotMsg{incident()})
 	press(m, "5")
 	run(m, press(m, "7"))
-	if m.nav.cur.name() != "Freshness" || m.nav.tab().name() != "Enforcement" {
+	if m.nav.cur.name() != "Freshness" || m.nav.tab().name() != "Freshness" {
 		t.Fatalf("view %s (tab %s)", m.nav.cur.name(), m.nav.tab().name())
 	}
 	screen := m.View()
@@ -95,10 +95,15 @@ func TestFreshnessViewAndBatchKeys(t *testing.T) {
 	}
 	run(m, viewOf[*freshnessView](m).fetch(&m.c))
 	mustContain(t, m.View(), "55.0%")
-	press(m, "esc")
-	if m.nav.cur.name() != "Enforcement" {
-		t.Errorf("esc went to view %s", m.nav.cur.name())
+	// tab leaves it for the next tab, shift+tab comes back and asks again.
+	press(m, "tab")
+	if m.nav.cur.name() != "Victims" {
+		t.Errorf("tab went to view %s", m.nav.cur.name())
 	}
+	if cmd := press(m, "shift+tab"); m.nav.cur.name() != "Freshness" || cmd == nil {
+		t.Errorf("shift+tab went to view %s, fetching %v", m.nav.cur.name(), cmd != nil)
+	}
+	press(m, "5")
 	// The keys mean nothing elsewhere.
 	if cmd := press(m, "+"); cmd != nil {
 		t.Error("+ acted outside the Freshness view")
@@ -140,5 +145,46 @@ func TestFreshnessCollectorSource(t *testing.T) {
 	defer bad.Close()
 	if err := bad.SetFreshness(ctx, policy.Freshness{}); err == nil {
 		t.Error("freshness change with a wrong token accepted")
+	}
+}
+
+// hintedFresh is a freshness source that says why its view is empty, as
+// the demo does.
+type hintedFresh struct{ *freshFake }
+
+func (hintedFresh) FreshnessHint() string {
+	return "the demo's fleet samples no GET: run go run ./examples/balance --collector http://127.0.0.1:7070 --sampling 10"
+}
+
+// TestFreshnessEmptySaysWhy: a freshness view with no route and no rule
+// says why and what to run, whole at 60 columns (the source's own hint
+// when it has one); a source without one says where the view lives.
+func TestFreshnessEmptySaysWhy(t *testing.T) {
+	plain := &freshFake{fakeSource: newFake(Features{Throttle: true})}
+	for _, c := range []struct {
+		src  Source
+		want string
+	}{
+		{plain, "no GET sampled yet: the services report them to the collector with freshness.WithSampling " +
+			"(go run ./examples/balance --collector URL --sampling 10 is one)"},
+		{hintedFresh{plain}, hintedFresh{}.FreshnessHint()},
+		{newFake(Features{Throttle: true}), "this source has no freshness view: it is the collector's, from the services that sample GETs " +
+			"(freshness.WithSampling); run qtop --collector URL, or qtop demo"},
+	} {
+		for _, w := range []int{60, 80, 120} {
+			m := New(c.src, WithRenderer(asciiRenderer()), WithClock(func() time.Time { return t0 }), WithLocation(time.UTC))
+			m.Update(tea.WindowSizeMsg{Width: w, Height: 24})
+			m.Update(snapshotMsg{incident()})
+			run(m, press(m, "7"))
+			screen := m.View()
+			for i, l := range strings.Split(screen, "\n") {
+				if ansi.StringWidth(l) > w {
+					t.Fatalf("%d columns: line %d is %d wide:\n%s", w, i, ansi.StringWidth(l), screen)
+				}
+			}
+			if flat := strings.Join(strings.Fields(screen), " "); !strings.Contains(flat, c.want) {
+				t.Errorf("%d columns: the view does not say %q:\n%s", w, c.want, screen)
+			}
+		}
 	}
 }

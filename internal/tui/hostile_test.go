@@ -244,29 +244,20 @@ func TestReplayCutShort(t *testing.T) {
 		}
 		r.Close()
 		// Played: the snapshots, then the end, said.
-		r, _ = OpenReplay(path, WithSpeed(1000))
-		r.sleep = func(context.Context, time.Duration) error { return nil }
-		done, cancel := context.WithCancel(context.Background())
-		cancel()
-		var n int
-		for {
-			_, err := r.Next(done, Query{})
-			if errors.Is(err, context.Canceled) {
-				break
+		synctest.Test(t, func(t *testing.T) {
+			r, _ := OpenReplay(path, WithSpeed(1000))
+			defer r.Close()
+			r.sleep = func(context.Context, time.Duration) error { return nil }
+			var n int
+			playToEnd(t, r, func(api.Snapshot) { n++ })
+			cut := name != "whole-lines-only.qtop" // a gzip stream never closed lacks its end too
+			if n < 2 || (!cut && n != 3) || (cut != (r.CutShort() != nil)) {
+				t.Fatalf("%s: %d snapshots, cut short %v", name, n, r.CutShort())
 			}
-			if err != nil {
-				t.Fatalf("%s: snapshot %d: %v", name, n+1, err)
+			if cut && !strings.Contains(r.Describe(), "ended early: the recording stops short of its end") {
+				t.Fatalf("%s: describe %q", name, r.Describe())
 			}
-			n++
-		}
-		cut := name != "whole-lines-only.qtop" // a gzip stream never closed lacks its end too
-		if n < 2 || (!cut && n != 3) || (cut != (r.CutShort() != nil)) {
-			t.Fatalf("%s: %d snapshots, cut short %v", name, n, r.CutShort())
-		}
-		if cut && !strings.Contains(r.Describe(), "ended early: the recording stops short of its end") {
-			t.Fatalf("%s: describe %q", name, r.Describe())
-		}
-		r.Close()
+		})
 	}
 }
 

@@ -19,6 +19,7 @@ type hotKeysView struct {
 }
 
 func (v *hotKeysView) name() string              { return "Hot keys" }
+func (v *hotKeysView) shortName() string         { return "Keys" }
 func (v *hotKeysView) key(k *KeyMap) key.Binding { return k.HotKeys }
 func (v *hotKeysView) title(*common) string      { return "" }
 

@@ -44,7 +44,7 @@ type ActionKeys struct {
 	Help, Quit                      key.Binding
 }
 
-// DefaultKeyMap returns the bindings: 1–6 and tab switch views, s sorts,
+// DefaultKeyMap returns the bindings: 1–9 and tab switch views, s sorts,
 // / filters, b changes the grouping, enter drills in, p pauses, t
 // throttles, space marks statements, c and k cancel or terminate the
 // marked (or selected) backends, A pauses or resumes the autopilot, x

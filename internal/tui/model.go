@@ -111,6 +111,7 @@ type Model struct {
 
 	filter field
 	prompt prompt
+	help   helpScreen
 
 	err      error // the source's last error; nil while it answers
 	failures int
@@ -131,8 +132,9 @@ func New(src Source, opts ...Option) *Model {
 	col, _ := columnOf(m.c.query.Measure)
 	m.c.query.Measure = col.measure()
 	tenants := newTenantsView(col)
-	m.nav.register(true, tenants, &hotKeysView{}, &statementsView{}, &latencyView{}, &enforcementView{}, &locksView{})
-	m.nav.register(false, &detailView{}, &freshnessView{}, &victimsView{sum: &m.summary}, &topSQLView{})
+	m.nav.register(true, tenants, &hotKeysView{}, &statementsView{}, &latencyView{}, &enforcementView{}, &locksView{},
+		&freshnessView{}, &victimsView{sum: &m.summary}, &topSQLView{})
+	m.nav.register(false, &detailView{})
 	if m.renderer == nil {
 		m.renderer = lipgloss.DefaultRenderer()
 	}
@@ -250,6 +252,10 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 		if matches(msg, k.Quit) && msg.String() == "ctrl+c" {
 			return tea.Quit
 		}
+		h := m.bodyHeight()
+		if !helpTooSmall(&m.c) && m.help.key(k, msg, len(helpLines(&m.c, m.fullHelp(), h)), h) {
+			return nil
+		}
 		m.state = stateBrowse
 		return nil
 	case stateFilter:
@@ -297,11 +303,11 @@ func (m *Model) rootKey(msg tea.KeyMsg) (cmd tea.Cmd, ok bool) {
 	case matches(msg, k.Quit):
 		return tea.Quit, true
 	case matches(msg, k.Help):
-		m.state = stateHelp
+		m.state, m.help = stateHelp, helpScreen{}
 	case matches(msg, k.NextView):
-		m.nav.step(1)
+		return m.nav.step(&m.c, 1), true
 	case matches(msg, k.PrevView):
-		m.nav.step(-1)
+		return m.nav.step(&m.c, -1), true
 	case matches(msg, k.Pause):
 		m.paused = !m.paused
 		if !m.paused && m.pending != nil {

@@ -92,10 +92,16 @@ func TestViewSwitchKeys(t *testing.T) {
 		{"tab", "Statements", "DURATION"},
 		{"shift+tab", "Hot keys", "± ERR"},
 		{"shift+tab", "Tenants", "DB LOAD"},
+		{"shift+tab", "Top SQL", "pg_stat_statements"},
+		{"shift+tab", "Victims", "Offenders"},
+		{"shift+tab", "Freshness", "no freshness view"},
 		{"shift+tab", "Locks", "Lock tree"},
 		{"shift+tab", "Enforcement", "Policy v3"},
 		{"tab", "Locks", "xmin horizon"},
 		{"6", "Locks", "ROOT BLOCKER"},
+		{"tab", "Freshness", "no freshness view"},
+		{"8", "Victims", "Victims: p95"},
+		{"tab", "Top SQL", "TIME ms/s"},
 		{"tab", "Tenants", "RU/s"},
 	}
 	for i, s := range steps {

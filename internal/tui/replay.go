@@ -214,7 +214,7 @@ func (r *Recorder) Close() error {
 type Replay struct {
 	path  string
 	hdr   recordingHeader
-	sc    *bufio.Scanner
+	lines *lineReader
 	close []io.Closer
 	speed float64
 	sleep func(ctx context.Context, d time.Duration) error
@@ -226,6 +226,9 @@ type Replay struct {
 	cut   error // why the file ended mid-line (CutShort), once ended
 	done  chan struct{}
 	once  sync.Once
+	// rmu is held while the file is read: Close takes it to close the
+	// file, after done has stopped the read at its next line or chunk.
+	rmu sync.Mutex
 }
 
 // errCutShort: the file ends inside a line, or its gzip stream before its
@@ -233,17 +236,83 @@ type Replay struct {
 // while writing it.
 var errCutShort = errors.New("the recording stops short of its end")
 
-// wholeLines splits a recording into its lines, each ended by a newline;
-// what follows the last newline is a line cut short (errCutShort), never
-// a snapshot.
-func wholeLines(data []byte, atEOF bool) (int, []byte, error) {
-	if i := bytes.IndexByte(data, '\n'); i >= 0 {
-		return i + 1, data[:i], nil
+// errLineTooLong: a line of the recording is longer than any snapshot.
+var errLineTooLong = fmt.Errorf("a line longer than %d bytes", api.MaxEventBytes)
+
+// lineChunk is how much of the stream the lineReader reads between two
+// checks of its context (its buffer).
+const lineChunk = 64 << 10
+
+// lineReader splits a recording into its lines, each ended by a newline
+// and at most max bytes long; what follows the last newline is a line cut
+// short (errCutShort), never a snapshot. It checks its caller's context
+// (and done, closed when the replay is) before each line and each chunk
+// of a line it reads, so that a gzip bomb (gigabytes of lines, or one
+// endless line, from a small file) stops when its reader is cancelled; a
+// line cut off by a cancelled context is kept, and the next call goes on
+// with it. A line longer than one chunk
+// is kept in chunks while it is read, so a line too long costs max bytes
+// of memory, not the doublings of a growing buffer; the error it ends the
+// recording with is returned from then on.
+type lineReader struct {
+	br    *bufio.Reader
+	done  <-chan struct{} // closed: ErrClosed
+	max   int
+	parts [][]byte // the start of the line being read, when longer than a chunk
+	n     int      // the bytes in parts
+	err   error    // the error that ended the recording, returned from then on
+}
+
+func newLineReader(rd io.Reader, max int, done <-chan struct{}) *lineReader {
+	return &lineReader{br: bufio.NewReaderSize(rd, lineChunk), max: max, done: done}
+}
+
+// next returns the next line without its newline, valid until the next
+// call; io.EOF at the end of the stream.
+func (l *lineReader) next(ctx context.Context) ([]byte, error) {
+	for l.err == nil {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		select {
+		case <-l.done:
+			return nil, ErrClosed
+		default:
+		}
+		b, err := l.br.ReadSlice('\n')
+		if l.n+len(b) > l.max+1 { // +1: the newline
+			l.parts, l.n, l.err = nil, 0, errLineTooLong
+			break
+		}
+		switch {
+		case err == nil:
+			return l.line(b[:len(b)-1]), nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			l.parts = append(l.parts, bytes.Clone(b))
+			l.n += len(b)
+		case errors.Is(err, io.EOF) && l.n+len(b) == 0:
+			l.err = io.EOF
+		case errors.Is(err, io.EOF):
+			l.err = errCutShort
+		default:
+			l.err = err
+		}
 	}
-	if atEOF && len(data) > 0 {
-		return 0, nil, errCutShort
+	return nil, l.err
+}
+
+// line is the line that ends with b: b itself, or the chunks before it
+// and b in one slice.
+func (l *lineReader) line(b []byte) []byte {
+	if len(l.parts) == 0 {
+		return b
 	}
-	return 0, nil, nil
+	out := make([]byte, 0, l.n+len(b))
+	for _, p := range l.parts {
+		out = append(out, p...)
+	}
+	l.parts, l.n = nil, 0
+	return append(out, b...)
 }
 
 // cutShort reports whether err says that the recording stops before its
@@ -286,17 +355,16 @@ func OpenReplay(path string, opts ...ReplayOption) (*Replay, error) {
 		}
 		rd, r.close = z, []io.Closer{z, f}
 	}
-	r.sc = bufio.NewScanner(rd)
-	r.sc.Buffer(make([]byte, 0, 64<<10), api.MaxEventBytes)
-	r.sc.Split(wholeLines)
-	if !r.sc.Scan() {
+	r.lines = newLineReader(rd, api.MaxEventBytes, r.done)
+	hdr, err := r.lines.next(context.Background())
+	if err != nil {
 		r.Close()
-		if err := r.sc.Err(); err != nil {
-			return nil, fmt.Errorf("%w: %s: unreadable (%v)", ErrRecording, path, err)
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%w: %s is empty", ErrRecording, path)
 		}
-		return nil, fmt.Errorf("%w: %s is empty", ErrRecording, path)
+		return nil, fmt.Errorf("%w: %s: unreadable (%v)", ErrRecording, path, err)
 	}
-	if err := json.Unmarshal(r.sc.Bytes(), &r.hdr); err != nil || r.hdr.Version == 0 {
+	if err := json.Unmarshal(hdr, &r.hdr); err != nil || r.hdr.Version == 0 {
 		r.Close()
 		return nil, fmt.Errorf("%w: %s does not start with a qtop recording header (qtop --record writes one)", ErrRecording, path)
 	}
@@ -322,23 +390,31 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 }
 
 // read returns the next snapshot of the file, or nil at its end; cut
-// says why the file ended early (cutShort), if it did.
-func (r *Replay) read() (s *api.Snapshot, cut, err error) {
-	for r.sc.Scan() {
+// says why the file ended early (cutShort), if it did. It stops with
+// ctx's error when ctx ends, between lines or chunks of a line.
+func (r *Replay) read(ctx context.Context) (s *api.Snapshot, cut, err error) {
+	r.rmu.Lock()
+	defer r.rmu.Unlock()
+	for {
+		b, err := r.lines.next(ctx)
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil, nil, nil
+		case cutShort(err):
+			return nil, errCutShort, nil
+		case errors.Is(err, ErrClosed), ctx.Err() != nil && errors.Is(err, ctx.Err()):
+			return nil, nil, err
+		case err != nil:
+			return nil, nil, fmt.Errorf("%w: %s: %v", ErrRecording, filepath.Base(r.path), err)
+		}
 		var l recordingLine
-		if err := json.Unmarshal(r.sc.Bytes(), &l); err != nil {
+		if err := json.Unmarshal(b, &l); err != nil {
 			return nil, nil, fmt.Errorf("%w: %s, snapshot %d: %v", ErrRecording, filepath.Base(r.path), r.n+1, err)
 		}
 		if l.Snapshot != nil {
 			return l.Snapshot, nil, nil
 		}
 	}
-	if err := r.sc.Err(); cutShort(err) {
-		return nil, errCutShort, nil
-	} else if err != nil {
-		return nil, nil, fmt.Errorf("%w: %s: %v", ErrRecording, filepath.Base(r.path), err)
-	}
-	return nil, nil, nil
 }
 
 // Next returns the next recorded snapshot, after the time that separated
@@ -356,7 +432,7 @@ func (r *Replay) Next(ctx context.Context, _ Query) (api.Snapshot, error) {
 	ended, prev := r.ended, r.last
 	r.mu.Unlock()
 	if !ended {
-		s, cut, err := r.read()
+		s, cut, err := r.read(ctx)
 		if err != nil {
 			return api.Snapshot{}, err
 		}
@@ -391,7 +467,7 @@ func (r *Replay) Last() (api.Snapshot, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for {
-		s, cut, err := r.read()
+		s, cut, err := r.read(context.Background())
 		if err != nil {
 			return api.Snapshot{}, err
 		}
@@ -444,11 +520,14 @@ func (r *Replay) Terminate(context.Context, int32) error {
 	return fmt.Errorf("%w: a replay is read only", ErrUnsupported)
 }
 
-// Close closes the file; a blocked Next returns ErrClosed.
+// Close closes the file; a blocked Next, or one reading, returns
+// ErrClosed.
 func (r *Replay) Close() error {
 	var errs []error
 	r.once.Do(func() {
 		close(r.done)
+		r.rmu.Lock() // a read stops at its next line or chunk
+		defer r.rmu.Unlock()
 		for _, c := range r.close {
 			errs = append(errs, c.Close())
 		}

@@ -1,22 +1,56 @@
 package tui
 
 import (
+	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/qtop-dev/qtop/api"
 )
 
+// playToEnd plays r until it ends, calling each with every snapshot. It
+// runs in a synctest bubble, r opened in it: the end is when Next blocks,
+// waiting for a snapshot that never comes (r.sleep is stubbed, so it
+// blocks nowhere else), and its context is then cancelled.
+func playToEnd(t *testing.T, r *Replay, each func(api.Snapshot)) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		synctest.Wait()
+		cancel()
+	}()
+	for {
+		s, err := r.Next(ctx, Query{})
+		if errors.Is(err, context.Canceled) {
+			return // the end
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		each(s)
+	}
+}
+
 // TestReplayRecordedIncident plays the recorded demo incident of the
 // repository's testdata folder: the noisy tenant ends on top and the
 // summary names it.
 func TestReplayRecordedIncident(t *testing.T) {
+	synctest.Test(t, testReplayRecordedIncident)
+}
+
+func testReplayRecordedIncident(t *testing.T) {
 	r, err := OpenReplay("../../testdata/incident/demo.qtop.gz", WithSpeed(1000))
 	if err != nil {
 		t.Fatal(err)
@@ -31,23 +65,12 @@ func TestReplayRecordedIncident(t *testing.T) {
 		last  api.Snapshot
 		drove bool
 	)
-	// With the waits stubbed, Next returns each snapshot at once; at the
-	// end it waits for its context, which is done already.
-	done, cancel := context.WithCancel(ctx)
-	cancel()
-	for {
-		s, err := r.Next(done, Query{})
-		if errors.Is(err, context.Canceled) {
-			break // the end
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+	playToEnd(t, r, func(s api.Snapshot) {
 		n++
 		last = s
 		in.add(&s)
 		drove = drove || strings.Contains(in.line, "bigcorp") && strings.Contains(in.line, "victims: ") && !strings.Contains(in.line, "victims: none")
-	}
+	})
 	if n < 30 || last.Tenants[0].Tenant != "bigcorp" || !drove {
 		t.Fatalf("%d snapshots, last top %q, summary seen %v (%q)", n, last.Tenants[0].Tenant, drove, in.line)
 	}
@@ -160,4 +183,174 @@ func TestReplayBadFiles(t *testing.T) {
 		t.Errorf("speed 0: %v", err)
 	}
 	var _ = gzip.NewWriter
+}
+
+// cancelAfter is a context cancelled at its nth check (Err), wherever the
+// reader is then: the test stops a replay in the middle of a gzip bomb
+// without a clock.
+type cancelAfter struct {
+	context.Context
+	n    int
+	done chan struct{}
+}
+
+func newCancelAfter(n int) *cancelAfter {
+	return &cancelAfter{Context: context.Background(), n: n, done: make(chan struct{})}
+}
+
+func (c *cancelAfter) Done() <-chan struct{} { return c.done }
+
+func (c *cancelAfter) Err() error {
+	if c.n > 0 {
+		if c.n--; c.n == 0 {
+			close(c.done)
+		}
+	}
+	if c.n == 0 {
+		return context.Canceled
+	}
+	return nil
+}
+
+// gzipRecording writes a .gz recording: the header, then lines.
+func gzipRecording(t *testing.T, path string, lines ...func(w io.Writer)) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	z, _ := gzip.NewWriterLevel(f, gzip.BestCompression)
+	fmt.Fprintf(z, `{"qtop_recording":1,"source":"bomb"}`+"\n")
+	for _, l := range lines {
+		l(z)
+	}
+	if err := z.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func snapshotLine(s api.Snapshot) func(io.Writer) {
+	return func(w io.Writer) {
+		b, _ := json.Marshal(recordingLine{Snapshot: &s})
+		w.Write(append(b, '\n'))
+	}
+}
+
+// TestReplayGzipBombHeedsContext: a recording whose gzip stream holds
+// millions of lines that are no snapshot between two snapshots (a few
+// kB on disk): a Next whose context ends while it reads them returns at
+// once with the context's error, having read on no further; a Next with a
+// context cancelled already reads nothing; the next Next goes on where it
+// stopped and finds the second snapshot.
+func TestReplayGzipBombHeedsContext(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bomb.qtop.gz")
+	first, second := incident(), incident()
+	second.Time = first.Time.Add(time.Second)
+	second.Tenants[0].RUPerSec = 9999
+	bomb := func(w io.Writer) {
+		chunk := bytes.Repeat([]byte("{}\n"), 1<<12)
+		for range 1 << 9 { // 6 MiB of "{}\n"
+			w.Write(chunk)
+		}
+	}
+	gzipRecording(t, path, snapshotLine(first), bomb, snapshotLine(second))
+	r, err := OpenReplay(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	r.sleep = func(context.Context, time.Duration) error { return nil }
+	if _, err := r.Next(context.Background(), Query{}); err != nil {
+		t.Fatal(err)
+	}
+	// The file's offset is what was read of it: nothing more once the
+	// context ends.
+	f := r.close[len(r.close)-1].(*os.File)
+	offset := func() int64 {
+		o, err := f.Seek(0, io.SeekCurrent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	ctx := newCancelAfter(1000)
+	if s, err := r.Next(ctx, Query{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a cancelled Next read through the bomb: %v (snapshot at %v)", err, s.Time)
+	}
+	at := offset()
+	if ctx.n != 0 {
+		t.Fatalf("the context was checked %d times less than it takes to end it", ctx.n)
+	}
+	if _, err := r.Next(ctx, Query{}); !errors.Is(err, context.Canceled) || offset() != at {
+		t.Fatalf("a Next whose context has ended: %v, read %d bytes more", err, offset()-at)
+	}
+	if r.Describe() != "replay bomb.qtop.gz (bomb) · 1" {
+		t.Fatalf("describe %q", r.Describe())
+	}
+	s, err := r.Next(context.Background(), Query{})
+	if err != nil || s.Tenants[0].RUPerSec != 9999 {
+		t.Fatalf("after the bomb: %v, %v", err, s.Tenants[0].RUPerSec)
+	}
+
+	// Closed while a Next reads the bomb (qtop quitting): the Next ends
+	// with ErrClosed, and the file is closed under no reader (-race).
+	// Nothing follows this bomb: however far the Next has read when
+	// Close comes, it can end no other way.
+	path = filepath.Join(t.TempDir(), "bomb-to-the-end.qtop.gz")
+	gzipRecording(t, path, snapshotLine(first), bomb)
+	r2, err := OpenReplay(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2.sleep = r.sleep
+	if _, err := r2.Next(context.Background(), Query{}); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := r2.Next(context.Background(), Query{})
+		errc <- err
+	}()
+	if err := r2.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; !errors.Is(err, ErrClosed) {
+		t.Fatalf("a Next reading when the replay closed: %v", err)
+	}
+}
+
+// TestReplayLongLineMemory: a gzip bomb of one line longer than any
+// snapshot costs about that bound in memory, not the doublings of a
+// growing buffer (which took ~2× the bound), and ends the replay with
+// ErrRecording.
+func TestReplayLongLineMemory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "long.qtop.gz")
+	gzipRecording(t, path, func(w io.Writer) {
+		chunk := bytes.Repeat([]byte(" "), 1<<20)
+		for range api.MaxEventBytes>>20 + 2 {
+			w.Write(chunk)
+		}
+	})
+	r, err := OpenReplay(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err = r.Next(context.Background(), Query{})
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrRecording) {
+		t.Fatalf("a line too long: %v", err)
+	}
+	if got, bound := after.TotalAlloc-before.TotalAlloc, uint64(api.MaxEventBytes)*5/4; got > bound {
+		t.Fatalf("reading a line too long allocated %d MiB, want at most %d MiB", got>>20, bound>>20)
+	}
+	if _, err2 := r.Next(context.Background(), Query{}); !errors.Is(err2, ErrRecording) {
+		t.Fatalf("after a line too long: %v", err2)
+	}
 }

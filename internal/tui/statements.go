@@ -90,6 +90,7 @@ func waitText(r *api.StatementRow) string {
 }
 
 func (v *statementsView) name() string              { return "Statements" }
+func (v *statementsView) shortName() string         { return "Stmts" }
 func (v *statementsView) key(k *KeyMap) key.Binding { return k.Statements }
 func (v *statementsView) title(*common) string      { return "" }
 

@@ -61,13 +61,13 @@ func (v *topSQLView) view(c *common, h int) string {
 		fit("DATABASE", 8, false)+" "+fit("TENANTS", tw, false)+" "+fit("QUERY", qw, false), c.width)))
 	switch {
 	case v.err != "":
-		out.WriteString("\n" + c.st.bad.Render(clip("  "+clean(v.err), c.width)))
+		out.WriteString("\n" + wrapped(c.st.bad, clean(v.err), c.width))
 		return out.String()
 	case len(v.rows) == 0 && !c.feats.Signal:
-		out.WriteString("\n" + c.st.dim.Render(clip("  Top SQL reads pg_stat_statements: run qtop --postgres DSN", c.width)))
+		out.WriteString("\n" + wrapped(c.st.dim, "Top SQL reads pg_stat_statements: run qtop --postgres DSN", c.width))
 		return out.String()
 	case len(v.rows) == 0:
-		out.WriteString("\n" + c.st.dim.Render(clip("  no statement ran in the last interval (or this is the first sample)", c.width)))
+		out.WriteString("\n" + wrapped(c.st.dim, "no statement ran in the last interval (or this is the first sample)", c.width))
 		return out.String()
 	}
 	from, to := v.list.window(max(h-2, 1))

@@ -71,7 +71,7 @@ func (v *victimsView) view(c *common, h int) string {
 		fit("×", 7, true)+" "+fit("SHARE", 8, true)+" "+fit("BASE", 8, true)+" "+fit("ROUTES HURT (p95)", rw, false), c.width)))
 	lines += 3
 	if len(hd.Victims) == 0 {
-		out.WriteString("\n" + c.st.dim.Render(clip("  "+v.none(c), c.width)))
+		out.WriteString("\n" + wrapped(c.st.dim, v.none(c), c.width))
 		return out.String()
 	}
 	from, to := v.list.window(max(h-lines-1, 1))
@@ -89,7 +89,7 @@ func (v *victimsView) view(c *common, h int) string {
 		}
 		out.WriteString("\n" + line)
 	}
-	out.WriteString("\n" + c.st.dim.Render(clip("baselines: "+v.from()+" · t throttles the selected · esc back", c.width)))
+	out.WriteString("\n" + c.st.dim.Render(clip("baselines: "+v.from()+" · t throttles the selected · enter drills in", c.width)))
 	return out.String()
 }
 

@@ -7,8 +7,8 @@ import (
 	"github.com/qtop-dev/qtop/api"
 )
 
-// A view is one screen of qtop: a tab (Tenants, Hot keys, …) or a page
-// reached from one (the drill-in, Freshness). The root Model holds what
+// A view is one screen of qtop: a tab (Tenants, Hot keys, …, Top SQL)
+// or a page reached from one (the drill-in). The root Model holds what
 // the views share (common: size, styles, keys, source, query, status
 // line) and routes to the view shown through this interface only.
 type view interface {
@@ -124,7 +124,9 @@ func (r *router) show(c *common, v view) tea.Cmd {
 }
 
 // step shows the tab d tabs after (before, d < 0) the tab shown.
-func (r *router) step(d int) { r.cur = r.views[(r.tabIndex()+d+r.tabs)%r.tabs] }
+func (r *router) step(c *common, d int) tea.Cmd {
+	return r.show(c, r.views[(r.tabIndex()+d+r.tabs)%r.tabs])
+}
 
 // drillIn is the view enter opens, or nil.
 func (r *router) drillIn() drillIn {
@@ -161,4 +163,8 @@ var (
 	_ signaler   = (*locksView)(nil)
 	_ grouper    = (*tenantsView)(nil)
 	_ opener     = (*freshnessView)(nil)
+	_ shortNamer = (*hotKeysView)(nil)
+	_ shortNamer = (*statementsView)(nil)
+	_ shortNamer = (*enforcementView)(nil)
+	_ shortNamer = (*freshnessView)(nil)
 )

@@ -1,0 +1,84 @@
+package tui
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
+)
+
+// TestTabsFitEveryWidth: views 7–9 have their tabs like 1–6, and at any
+// width from 60 columns the tab bar fits with every tab's key in it and
+// the tab shown named whole; the other tabs give way, their whole names
+// at 105 columns and more, at least three letters of them at 80.
+func TestTabsFitEveryWidth(t *testing.T) {
+	m, _ := newTestModel(t, Features{Throttle: true})
+	names := []string{"Tenants", "Hot keys", "Statements", "Latency", "Enforcement", "Locks", "Freshness", "Victims", "Top SQL"}
+	if m.nav.tabs != len(names) {
+		t.Fatalf("%d tabs, want %d", m.nav.tabs, len(names))
+	}
+	for w := 60; w <= 140; w++ {
+		m.Update(tea.WindowSizeMsg{Width: w, Height: 24})
+		for i, name := range names {
+			press(m, fmt.Sprint(i+1))
+			if m.nav.cur.name() != name {
+				t.Fatalf("key %d shows %s, want %s", i+1, m.nav.cur.name(), name)
+			}
+			bar := strings.Split(m.View(), "\n")[1]
+			if ansi.StringWidth(bar) > w {
+				t.Fatalf("%d columns, tab %d: the bar is %d wide: %q", w, i+1, ansi.StringWidth(bar), bar)
+			}
+			labels := tabLabels(bar)
+			if len(labels) != len(names) {
+				t.Fatalf("%d columns, tab %d: %d tabs in %q", w, i+1, len(labels), bar)
+			}
+			for j, l := range labels {
+				key, label, _ := strings.Cut(l, " ")
+				switch {
+				case key != fmt.Sprint(j+1):
+					t.Fatalf("%d columns, tab %d: tab %d is %q in %q", w, i+1, j+1, l, bar)
+				case j == i && label != name:
+					t.Fatalf("%d columns: the tab shown is %q in %q, want %q", w, l, bar, name)
+				case w >= 105 && label != names[j]:
+					t.Fatalf("%d columns: tab %q cut in %q", w, l, bar)
+				case w >= 80 && len([]rune(label)) < 3:
+					t.Fatalf("%d columns, tab %d: tab %q without its name in %q", w, i+1, l, bar)
+				}
+			}
+		}
+	}
+}
+
+// tabLabels splits a tab bar ("1 Tenants 2 Keys …") into its labels.
+func tabLabels(bar string) []string {
+	var out []string
+	for _, f := range strings.Fields(bar) {
+		if len(f) == 1 && f[0] >= '1' && f[0] <= '9' {
+			out = append(out, f)
+		} else if len(out) > 0 {
+			out[len(out)-1] += " " + f
+		}
+	}
+	return out
+}
+
+// TestVictimsTabDrillsIn: Victims is a tab: enter drills into the victim
+// selected, and esc comes back to it.
+func TestVictimsTabDrillsIn(t *testing.T) {
+	src := newFake(Features{Throttle: true})
+	m := New(src, WithRenderer(asciiRenderer()), WithLocation(time.UTC))
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 30})
+	m.Update(snapshotMsg{withBaselines(incident())})
+	press(m, "8", "enter")
+	if m.nav.cur.name() != "Tenant" {
+		t.Fatalf("enter on a victim: view %s", m.nav.cur.name())
+	}
+	mustContain(t, m.View(), "Tenant globex")
+	press(m, "esc")
+	if m.nav.cur.name() != "Victims" {
+		t.Fatalf("esc went to view %s", m.nav.cur.name())
+	}
+}
