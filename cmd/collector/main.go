@@ -280,7 +280,7 @@ type serveFlags struct {
 	listen, storeURL, cluster, peers, pg           *string
 	dataDir, writer, grace, refusalDelay, spoolMax *string
 	quotaRedis, pprof, rlsListen                   *string
-	otlp                                           struct{ grpc, grpcMax, tenant, ruModel *string }
+	otlp                                           struct{ grpc, grpcMax, grpcConns, tenant, ruModel *string }
 	logFormat, logLevel                            *string
 	demo, shared, clientDBTime                     *bool
 	creds                                          *credentials
@@ -312,6 +312,7 @@ func newServeFlags(fs *flag.FlagSet) (*serveFlags, error) {
 	f.limits = newLimitFlags(fs, &envs)
 	f.otlp.grpc = strFlag(fs, &envs, "otlp-grpc", "QTOP_OTLP_GRPC", "", "address of the OTLP/gRPC trace receiver, e.g. 127.0.0.1:4317 (default off; off loopback it needs --token and --tls-cert, or --insecure; OTLP/HTTP is always on --listen at /v1/traces)")
 	f.rlsListen = strFlag(fs, &envs, "rls-listen", "QTOP_RLS_LISTEN", "", "gRPC address of Envoy's rate-limit service, answered from the policy and fleet quotas, e.g. 127.0.0.1:8081 (default off; calls take the report token; off loopback it needs --token and --tls-cert, or --insecure; see docs/envoy.md)")
+	f.otlp.grpcConns = strFlag(fs, &envs, "otlp-grpc-max-conns", "QTOP_OTLP_GRPC_MAX_CONNS", "0", "most OTLP/gRPC connections at once, one per exporting process; one beyond is closed at once (the exporter retries) and counted in qtop_collector_grpc_connections_refused_total (0: 4096; an idle connection costs about 40 KiB)")
 	f.otlp.grpcMax = strFlag(fs, &envs, "otlp-grpc-max-bytes", "QTOP_OTLP_GRPC_MAX_BYTES", "0", "largest OTLP/gRPC message, after gzip; a longer one is refused unread, and each stream reserves twice this before its message is read (0: 16 MiB)")
 	f.otlp.tenant = strFlag(fs, &envs, "otlp-tenant-attribute", "QTOP_OTLP_TENANT_ATTRIBUTE", "tenant.id", "span attribute that holds the tenant of OTLP spans")
 	f.otlp.ruModel = strFlag(fs, &envs, "otlp-ru-model", "QTOP_OTLP_RU_MODEL", "", "JSON file of the RU cost model (rucalib -json) that prices OTLP requests without a qtop.ru attribute (default: the agent's default model)")
@@ -376,6 +377,9 @@ func (f *serveFlags) config(stderr io.Writer) (collector.Config, error) {
 	}
 	if cfg.OTLPGRPCMaxBytes, err = strconv.ParseInt(*f.otlp.grpcMax, 10, 64); err != nil || cfg.OTLPGRPCMaxBytes < 0 {
 		return collector.Config{}, fmt.Errorf("--otlp-grpc-max-bytes %q: want a number of bytes", *f.otlp.grpcMax)
+	}
+	if cfg.OTLPGRPCMaxConns, err = strconv.Atoi(*f.otlp.grpcConns); err != nil || cfg.OTLPGRPCMaxConns < 0 {
+		return collector.Config{}, fmt.Errorf("--otlp-grpc-max-conns %q: want a number of connections (0: the default, %d)", *f.otlp.grpcConns, collector.DefaultOTLPGRPCMaxConns)
 	}
 	if cfg.OTLPRUModel, err = loadRUModel(*f.otlp.ruModel); err != nil {
 		return collector.Config{}, err

@@ -225,6 +225,10 @@ type OTLPConfig struct {
 	// OTLPGRPCMaxBytes bounds an OTLP/gRPC message (0:
 	// otlpin.DefaultGRPCMaxMessage).
 	OTLPGRPCMaxBytes int64
+	// OTLPGRPCMaxConns bounds the OTLP/gRPC connections served at once
+	// (0: DefaultOTLPGRPCMaxConns); one beyond is closed at once and
+	// counted (conncap.go).
+	OTLPGRPCMaxConns int
 	// OTLPClientDBTime keeps the DB time statement spans measured, the
 	// clients' own scheduling included; by default, with Postgres set, each
 	// statement shape's time in the store is pg_stat_statements' (dbtime.go).
@@ -233,6 +237,9 @@ type OTLPConfig struct {
 
 // Validate checks the gRPC address.
 func (c OTLPConfig) Validate() error {
+	if c.OTLPGRPCMaxConns < 0 {
+		return fmt.Errorf("%w: otlp grpc max conns %d (want ≥ 0; 0 is the default, %d)", ErrConfig, c.OTLPGRPCMaxConns, DefaultOTLPGRPCMaxConns)
+	}
 	if c.OTLPGRPC != "" {
 		if _, _, err := net.SplitHostPort(c.OTLPGRPC); err != nil {
 			return fmt.Errorf("%w: otlp grpc %q: %v", ErrConfig, c.OTLPGRPC, err)

@@ -8,12 +8,14 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
-	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/keepalive"
 
 	"github.com/qtop-dev/qtop/internal/otlpin"
 	"github.com/qtop-dev/qtop/report"
@@ -34,9 +36,6 @@ type otlpPart struct {
 	stopping chan struct{}
 	stopOnce sync.Once
 }
-
-// maxOTLPConns bounds the OTLP/gRPC connections served at once.
-const maxOTLPConns = 64
 
 // newOTLPPart makes the receiver, which hands its reports to c; a refusal
 // for what a request is is held back at the report door's places (in),
@@ -117,12 +116,13 @@ func checkGRPCExposure(c *Config, flag, addr, open, what string) error {
 // tlsCfg when not nil), on a goroutine of wg. Each connection may carry
 // a few messages of up to the decoded limit at once; the number of
 // connections is bounded too.
-func (p *otlpPart) listen(addr string, tlsCfg *tls.Config, wg *sync.WaitGroup, log *slog.Logger) error {
+func (p *otlpPart) listen(addr string, maxConns int, tlsCfg *tls.Config, wg *sync.WaitGroup, m *connMetrics, log *slog.Logger, now func() time.Time) error {
 	if addr == "" {
 		return nil
 	}
-	gs, ln, err := serveGRPC(grpcListener{name: "otlp grpc", addr: addr, maxConns: maxOTLPConns,
-		opts: p.recv.GRPCServerOptions(), register: p.recv.RegisterGRPC}, tlsCfg, wg, log)
+	gs, ln, err := serveGRPC(grpcListener{name: "otlp grpc", label: "otlp", addr: addr, maxConns: maxConns,
+		raise: "raise --otlp-grpc-max-conns (one connection per exporting process)",
+		opts:  p.recv.GRPCServerOptions(), register: p.recv.RegisterGRPC}, tlsCfg, wg, m, log, now)
 	if err != nil {
 		return err
 	}
@@ -134,22 +134,32 @@ func (p *otlpPart) listen(addr string, tlsCfg *tls.Config, wg *sync.WaitGroup, l
 // own: OTLP/gRPC, the rate-limit service.
 type grpcListener struct {
 	name     string // in errors and logs
+	label    string // in the connection metrics
 	addr     string
 	maxConns int
+	raise    string // what to do when a connection is refused for maxConns
 	opts     []grpc.ServerOption
 	register func(*grpc.Server)
 }
 
-// serveGRPC listens on l.addr (at most l.maxConns connections at once)
-// and serves l's service there (over TLS with tlsCfg when not nil) on a
-// goroutine of wg.
-func serveGRPC(l grpcListener, tlsCfg *tls.Config, wg *sync.WaitGroup, log *slog.Logger) (*grpc.Server, net.Listener, error) {
-	ln, err := net.Listen("tcp", l.addr)
+// grpcKeepalive: a connection without a call for 5 minutes is closed (its
+// client reconnects for its next call), and one whose peer went silent
+// (a host gone without closing) is found by a ping after 2 minutes
+// without traffic and closed 20 s later, so neither keeps a slot of
+// maxConns.
+var grpcKeepalive = keepalive.ServerParameters{MaxConnectionIdle: 5 * time.Minute, Time: 2 * time.Minute, Timeout: 20 * time.Second}
+
+// serveGRPC listens on l.addr (at most l.maxConns connections at once:
+// capListener) and serves l's service there (over TLS with tlsCfg when
+// not nil) on a goroutine of wg.
+func serveGRPC(l grpcListener, tlsCfg *tls.Config, wg *sync.WaitGroup, m *connMetrics, log *slog.Logger, now func() time.Time) (*grpc.Server, net.Listener, error) {
+	raw, err := net.Listen("tcp", l.addr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("collector: %s listen: %w", l.name, err)
 	}
-	ln = netutil.LimitListener(ln, l.maxConns)
-	opts := l.opts
+	ln := limitConns(raw, l.maxConns, l.label, l.name, l.raise, m, log, now)
+	// An idle connection lends its write buffer back (SharedWriteBuffer).
+	opts := append(slices.Clip(l.opts), grpc.KeepaliveParams(grpcKeepalive), grpc.SharedWriteBuffer(true))
 	if tlsCfg != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
 	}

@@ -174,9 +174,10 @@ func (p *rlsPart) tick(_ context.Context, now time.Time) {
 
 // listen serves the service on addr (over TLS with tlsCfg when not nil)
 // on a goroutine of wg.
-func (p *rlsPart) listen(addr string, tlsCfg *tls.Config, wg *sync.WaitGroup, log *slog.Logger) error {
-	gs, ln, err := serveGRPC(grpcListener{name: "rate-limit service", addr: addr, maxConns: maxRLSConns,
-		opts: p.svc.ServerOptions(), register: p.svc.Register}, tlsCfg, wg, log)
+func (p *rlsPart) listen(addr string, tlsCfg *tls.Config, wg *sync.WaitGroup, m *connMetrics, log *slog.Logger, now func() time.Time) error {
+	gs, ln, err := serveGRPC(grpcListener{name: "rate-limit service", label: "rls", addr: addr, maxConns: maxRLSConns,
+		raise: "a gateway multiplexes its calls on a few connections: check what opens so many",
+		opts:  p.svc.ServerOptions(), register: p.svc.Register}, tlsCfg, wg, m, log, now)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -343,12 +344,17 @@ func (s *Server) Start(ctx context.Context) error {
 		ln = tls.NewListener(ln, s.life.tls)
 	}
 	s.life.ln = ln
-	if err := s.otlp.listen(s.cfg.OTLPGRPC, s.life.tls, &s.life.wg, s.log); err != nil {
+	conns, err := newConnMetrics(s.cfg.Registerer)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("collector: metrics: %w", err)
+	}
+	if err := s.otlp.listen(s.cfg.OTLPGRPC, cmp.Or(s.cfg.OTLPGRPCMaxConns, DefaultOTLPGRPCMaxConns), s.life.tls, &s.life.wg, conns, s.log, s.cfg.Now); err != nil {
 		ln.Close()
 		return err
 	}
 	if s.rls != nil {
-		if err := s.rls.listen(s.cfg.RLSListen, s.life.tls, &s.life.wg, s.log); err != nil {
+		if err := s.rls.listen(s.cfg.RLSListen, s.life.tls, &s.life.wg, conns, s.log, s.cfg.Now); err != nil {
 			ln.Close()
 			return err
 		}

@@ -1,0 +1,114 @@
+package collector
+
+import (
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The gRPC ports (OTLP/gRPC, the rate-limit service) serve a bounded
+// number of connections at once. A client beyond the bound is not left
+// waiting in the kernel's queue, where a gRPC exporter would time out on
+// every export with nothing said on either side for as long as the other
+// connections stay (an SDK's stay while its process runs): its
+// connection is closed at once, so it sees UNAVAILABLE and retries with
+// its backoff; the collector counts it and logs a warning that names the
+// flag to raise, at most once a minute.
+
+// DefaultOTLPGRPCMaxConns is the default of OTLPConfig.OTLPGRPCMaxConns:
+// one connection per exporting process, so a fleet of this many
+// processes. An idle connection costs 27–39 KiB (bench/README.md: 4,000 exporters took 105 MB); the
+// memory of the messages being read is bounded apart, per stream.
+const DefaultOTLPGRPCMaxConns = 4096
+
+// connWarnEvery is how often the warning of refused connections is
+// logged at most.
+const connWarnEvery = time.Minute
+
+// connMetrics are the gRPC ports' connection counts, by listener.
+type connMetrics struct {
+	open    *prometheus.GaugeVec
+	refused *prometheus.CounterVec
+}
+
+func newConnMetrics(reg prometheus.Registerer) (*connMetrics, error) {
+	m := &connMetrics{
+		open: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "qtop_collector_grpc_connections",
+			Help: "Connections open on a gRPC port of the collector (listener: otlp, rls)."}, []string{"listener"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qtop_collector_grpc_connections_refused_total",
+			Help: "Connections a gRPC port closed at once because it served its most already (--otlp-grpc-max-conns for otlp)."}, []string{"listener"}),
+	}
+	for _, c := range []prometheus.Collector{m.open, m.refused} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// capListener serves at most cap(slots) connections at once and closes
+// those beyond at once (see above).
+type capListener struct {
+	net.Listener
+	slots   chan struct{}
+	open    prometheus.Gauge
+	refused prometheus.Counter
+	log     *slog.Logger
+	name    string // the listener, in the warning
+	raise   string // what to do, in the warning
+	now     func() time.Time
+	warned  atomic.Int64 // when the warning was last logged (unix ns)
+	pending atomic.Int64 // refusals since then
+}
+
+// limitConns wraps ln: at most max connections at once.
+func limitConns(ln net.Listener, max int, label, name, raise string, m *connMetrics, log *slog.Logger, now func() time.Time) *capListener {
+	return &capListener{Listener: ln, slots: make(chan struct{}, max), open: m.open.WithLabelValues(label),
+		refused: m.refused.WithLabelValues(label), log: log, name: name, raise: raise, now: now}
+}
+
+// Accept returns the next connection within the bound; one beyond it is
+// closed, counted and, at most once a minute, logged.
+func (l *capListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			l.open.Inc()
+			return &cappedConn{Conn: c, l: l}, nil
+		default:
+		}
+		l.refused.Inc()
+		n := l.pending.Add(1)
+		now := l.now().UnixNano()
+		if last := l.warned.Load(); (last == 0 || now-last >= int64(connWarnEvery)) && l.warned.CompareAndSwap(last, now) {
+			l.pending.Add(-n)
+			l.log.Warn(l.name+": connection refused: it serves its most at once", "max", cap(l.slots), "refused", n,
+				"from", c.RemoteAddr().String(), "fix", l.raise)
+		}
+		c.Close()
+	}
+}
+
+// cappedConn gives its slot back when closed (once: gRPC may close twice).
+type cappedConn struct {
+	net.Conn
+	l    *capListener
+	once sync.Once
+}
+
+func (c *cappedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() {
+		<-c.l.slots
+		c.l.open.Dec()
+	})
+	return err
+}
