@@ -193,7 +193,9 @@ func (r *Recorder) Record(rec Record) {
 	if name == "" {
 		name = report.UnknownTenant
 	} else if len(name) > tenant.MaxTenantLen {
-		name, invalid = report.UnknownTenant, true
+		// Its stand-in, as every door names it: never merged with
+		// another tenant's load or the untagged load.
+		name, invalid = tenant.Substitute(name)
 	}
 	route := rec.Tags.Route
 	if len(route) > tenant.MaxRouteLen {

@@ -215,7 +215,8 @@ func TestRecorderInvalid(t *testing.T) {
 	rec.Record(Record{Tags: tenant.Tags{Tenant: report.OtherTenant, Route: "r"}, Err: true})
 	rep := rec.Cut(t0.Add(time.Second))
 	got := rowsByKey(rep)
-	want := map[string]uint64{"(untagged)|r|request": 1, "a|other|request": 1, "a|r|request": 2, "other|r|request": 1}
+	stand, _ := tenant.Substitute(long)
+	want := map[string]uint64{stand + "|r|request": 1, "a|other|request": 1, "a|r|request": 2, "other|r|request": 1}
 	if len(got) != len(want) {
 		t.Fatalf("rows %v, want %v", got, want)
 	}
@@ -231,7 +232,7 @@ func TestRecorderInvalid(t *testing.T) {
 		t.Fatal(err)
 	}
 	expected := `
-# HELP qtop_ingest_records_invalid_total Records with a tenant, route or key above its length limit, or an unknown kind (counted under unknown/other).
+# HELP qtop_ingest_records_invalid_total Records with a tenant, route or key above its length limit, or an unknown kind (the tenant counted under its stand-in, tenant.Substitute; the route as other; the key dropped).
 # TYPE qtop_ingest_records_invalid_total counter
 qtop_ingest_records_invalid_total 4
 # HELP qtop_ingest_records_total Records added to the recorder, by kind.

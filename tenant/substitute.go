@@ -6,9 +6,10 @@ import (
 )
 
 // Substitute is the tenant rule of the doors that cannot refuse what
-// arrives: OpenTelemetry spans and sampled PostgreSQL sessions. (Those
-// that can, the agent and the report door, refuse a name ValidateTenant
-// refuses.) A name ValidateTenant accepts comes back as it is. Any other
+// arrives: OpenTelemetry spans, sampled PostgreSQL sessions, a
+// meter.Recorder's records and a report's rows (the rest of the report
+// is good). (The agent, which can, refuses a name ValidateTenant refuses:
+// 400.) A name ValidateTenant accepts comes back as it is. Any other
 // non-empty name (too long, not UTF-8, unprintable, or in parentheses like
 // qtop's own rows) comes back as a stand-in of its own, and substituted
 // is true: the first bytes of the name made printable ([Clean]), "…" when

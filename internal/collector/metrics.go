@@ -61,7 +61,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		retimed: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_reports_retimed_total",
 			Help: "Reports whose window was too far in the past or future (a clock that jumped) and were counted in the minute they arrived."}),
 		invalidTags: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_invalid_tags_total",
-			Help: "Rows whose tenant or route was not a valid tag value and was counted as unknown or other."}),
+			Help: "Rows whose tenant or route was not a valid tag value: the tenant counted under its stand-in (tenant.Substitute), the route as other."}),
 		foldedRows: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_rows_folded_total",
 			Help: "Rows folded into tenant other because the open minute held its maximum of rows."}),
 		tenantOverflow: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_live_tenant_overflow_total",

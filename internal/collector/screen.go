@@ -76,7 +76,8 @@ func newGuardMetrics(reg prometheus.Registerer, s *Server) (*guardMetrics, error
 // screen makes every string of a decoded report one a store and a
 // terminal take, with tenant's own check (tenant.Clean): the source's
 // names and the key → tenant map. Row tenants and routes are checked by
-// tenant's tag checks (an invalid one counts as unknown or other), hot
+// tenant's tag checks (an invalid tenant counts under its stand-in, an
+// invalid route as other), hot
 // keys where they leave the sketch (cleanKey). Values were bounded by the
 // decoder. It runs before the merge lock is taken.
 func (in *intake) screen(rep *report.Report) {
@@ -93,7 +94,7 @@ func (in *intake) screen(rep *report.Report) {
 	for k, t := range rep.KeyTenants {
 		ck, kc := tenant.Clean(k, tenant.MaxKeyLen)
 		if tenant.ValidateTenant(t) != nil {
-			t = report.UnknownTenant
+			t = standIn(t)
 			kc = true
 			in.guard.cleaned.WithLabelValues("key_tenant").Inc()
 		}
@@ -114,7 +115,7 @@ func (in *intake) screen(rep *report.Report) {
 	for i := range rep.Rows {
 		row := &rep.Rows[i]
 		if tenant.ValidateTenant(row.Tenant) != nil && row.Tenant != report.UnknownTenant {
-			row.Tenant = report.UnknownTenant
+			row.Tenant = standIn(row.Tenant)
 			in.invalidTags.Inc()
 		}
 		if row.Route != "" && tenant.ValidateRoute(row.Route) != nil {
@@ -211,4 +212,16 @@ func decodeStatus(err error) (int, string) {
 		return http.StatusRequestEntityTooLarge, reasonTooLarge
 	}
 	return http.StatusBadRequest, reasonMalformed
+}
+
+// standIn is the tenant a row or hot key of an invalid tenant name counts
+// under: the name's stand-in (tenant.Substitute), as the OTLP door and
+// the sampler name it, so its load stays apart from every other tenant's
+// and from the untagged load; no name is the untagged load.
+func standIn(name string) string {
+	if name == "" {
+		return report.UnknownTenant
+	}
+	s, _ := tenant.Substitute(name)
+	return s
 }
