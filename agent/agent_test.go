@@ -11,6 +11,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -282,6 +283,66 @@ func TestTransportCarriesTenant(t *testing.T) {
 		t.Errorf("existing baggage lost: %q", header)
 	}
 }
+
+// TestTransportKeepsRefusedBaggage: a baggage header OpenTelemetry's
+// parser refuses (here 70 members, one a stale tenant.id) still carries
+// the tenant downstream, first, with the other members kept and the
+// stale tenant gone.
+func TestTransportKeepsRefusedBaggage(t *testing.T) {
+	var got []string
+	base := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		got = r.Header.Values("Baggage")
+		return &http.Response{StatusCode: 200, Body: http.NoBody, Request: r}, nil
+	})
+	up := newAgent(t, WithService("up"))
+	client := &http.Client{Transport: up.Transport(base)}
+	var members []string
+	for i := range 69 {
+		members = append(members, fmt.Sprintf("k%d=v%d", i, i))
+	}
+	members = append(members[:30], append([]string{"tenant.id=stale;p=1", " tenant.tier = T3"}, members[30:]...)...)
+	for _, h := range [][]string{{strings.Join(members, ",")}, {strings.Join(members[:10], ","), strings.Join(members[10:], ",")},
+		{"k=v,bad member,tenant.id=stale"}} {
+		if _, err := baggage.Parse(strings.Join(h, ",")); err == nil {
+			t.Fatal("the header is one OpenTelemetry takes")
+		}
+		req, _ := http.NewRequestWithContext(tenant.With(context.Background(), tenant.Tags{Tenant: "acme", Tier: tenant.T1}), "GET", "http://down/x", nil)
+		for _, v := range h {
+			req.Header.Add("Baggage", v)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if len(got) != 1 {
+			t.Fatalf("baggage sent as %d headers", len(got))
+		}
+		tags, err := tenant.FromBaggageHeader(got)
+		if err != nil || tags.Tenant != "acme" || tags.Tier != tenant.T1 {
+			t.Fatalf("downstream reads %+v, %v from %q", tags, err, got[0])
+		}
+		first := strings.SplitN(got[0], ",", 3)
+		if len(first) < 3 || !slices.Contains(first[:2], "tenant.id=acme") || !slices.Contains(first[:2], "tenant.tier=T1") ||
+			strings.Contains(got[0], "stale") || strings.Contains(got[0], "T3") {
+			t.Errorf("baggage sent: %q", got[0])
+		}
+		for _, v := range h {
+			for m := range strings.SplitSeq(v, ",") {
+				if !strings.Contains(m, "tenant.") && !strings.Contains(got[0], m) {
+					t.Errorf("member %q lost: %q", m, got[0])
+				}
+			}
+		}
+		if req.Header.Values("Baggage")[0] != h[0] {
+			t.Error("the caller's request was changed")
+		}
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 func TestJobAndWorkers(t *testing.T) {
 	a := newAgent(t, WithPlans(map[string]enforce.Plan{
