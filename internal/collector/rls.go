@@ -77,9 +77,11 @@ func (c RLSConfig) Validate() error {
 	return nil
 }
 
-// maxRLSConns bounds the rate-limit service's connections (a gateway
-// multiplexes its calls on a few).
-const maxRLSConns = 256
+// maxRLSConns bounds the rate-limit service's connections: a gateway
+// multiplexes its calls on a few, but a mesh whose every sidecar asks
+// opens some per pod (an idle connection costs about 40 KiB; one beyond
+// the bound is closed at once and counted, conncap.go).
+const maxRLSConns = 4096
 
 // rlsSource is the rate-limit service's name in the fleet's sums; in
 // parentheses, so that no reporting process has it.
@@ -176,7 +178,7 @@ func (p *rlsPart) tick(_ context.Context, now time.Time) {
 // on a goroutine of wg.
 func (p *rlsPart) listen(addr string, tlsCfg *tls.Config, wg *sync.WaitGroup, m *connMetrics, log *slog.Logger, now func() time.Time) error {
 	gs, ln, err := serveGRPC(grpcListener{name: "rate-limit service", label: "rls", addr: addr, maxConns: maxRLSConns,
-		raise: "a gateway multiplexes its calls on a few connections: check what opens so many",
+		raise: "a gateway multiplexes its calls on a few connections, a mesh opens some per sidecar: check what opens so many",
 		opts:  p.svc.ServerOptions(), register: p.svc.Register}, tlsCfg, wg, m, log, now)
 	if err != nil {
 		return err
