@@ -44,10 +44,13 @@ func (a *Agent) OpenPgxPool(ctx context.Context, cfg *pgxpool.Config, opts ...sq
 func (a *Agent) TenantNames() *sqlcomment.TenantNames { return a.cfg.sqlNames }
 
 // ConfigurePgxPool installs the agent's acquire tracer on cfg (keeping a
-// tracer already there, which still sees every call), for a pool opened
-// by the caller; OpenPgxPool calls it.
+// tracer already there, which still sees every call) and names its
+// connections' sessions with the service unless cfg names them
+// (application_name), for a pool opened by the caller; OpenPgxPool calls
+// it.
 func (a *Agent) ConfigurePgxPool(cfg *pgxpool.Config) {
 	cfg.ConnConfig.Tracer = &poolTracer{a: a, next: cfg.ConnConfig.Tracer}
+	a.nameSessions(cfg.ConnConfig)
 }
 
 // poolTracer measures pgxpool acquisitions.

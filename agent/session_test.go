@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -11,9 +12,14 @@ import (
 	"github.com/qtop-dev/qtop/sqlcomment"
 )
 
-// TestPostgresSQLTagging: with WithSQLTagging(ModeAuto) both of the
-// agent's database paths send statements as written and name the tenant
-// in application_name; the DB-time record names the same tenant.
+// TestPostgresSQLTagging: with WithSQLTagging(ModeAuto) pgx sends a
+// statement outside a transaction as written and names the tenant in
+// application_name for its implicit transaction; database/sql, which
+// cannot set it in the statement's round trip, sends the comment under
+// the service's own name (a name set for the session would outlive the
+// statement); in a transaction both name it in application_name; the
+// DB-time records name the same tenant. Connections open under the
+// service's name.
 func TestPostgresSQLTagging(t *testing.T) {
 	dsn := testsvc.Postgres(t)
 	a := newAgent(t, WithService("agent-test"), WithTenant(FromHeader("X-Tenant", "")), WithSQLTagging(sqlcomment.ModeAuto))
@@ -42,12 +48,40 @@ func TestPostgresSQLTagging(t *testing.T) {
 		}
 	}))
 	serve(h, "GET", "/q", "X-Tenant", "acme")
-	for i, s := range seen {
-		if s[0] != q || s[1] != "agent-test|t=acme" {
-			t.Errorf("path %d: PostgreSQL saw %q under %q", i, s[0], s[1])
+	if s := seen[0]; !strings.HasPrefix(s[0], q+" /*") || !strings.Contains(s[0], "tenant='acme'") || s[1] != "agent-test" {
+		t.Errorf("database/sql: PostgreSQL saw %q under %q", s[0], s[1])
+	}
+	if s := seen[1]; s[0] != q || s[1] != "agent-test|t=acme" {
+		t.Errorf("pgx: PostgreSQL saw %q under %q", s[0], s[1])
+	}
+	// In a transaction database/sql names the tenant too; untagged, each
+	// path runs under the service's name.
+	h = a.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		tx, err := db.BeginTx(r.Context(), nil)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer tx.Rollback()
+		if err := tx.QueryRowContext(r.Context(), q).Scan(&seen[0][0], &seen[0][1]); err != nil {
+			t.Error(err)
+		}
+	}))
+	serve(h, "GET", "/q", "X-Tenant", "acme")
+	if s := seen[0]; s[0] != q || s[1] != "agent-test|t=acme" {
+		t.Errorf("database/sql in a transaction: PostgreSQL saw %q under %q", s[0], s[1])
+	}
+	for i, name := range []string{"", ""} {
+		if i == 0 {
+			err = db.QueryRowContext(context.Background(), "SELECT current_setting('application_name')").Scan(&name)
+		} else {
+			err = pool.QueryRow(context.Background(), "SELECT current_setting('application_name')").Scan(&name)
+		}
+		if err != nil || name != "agent-test" {
+			t.Errorf("path %d untagged: under %q, %v", i, name, err)
 		}
 	}
-	if got := rows(a); got["acme||db"].Count != 2 {
+	if got := rows(a); got["acme||db"].Count != 5 { // two statements; BEGIN, one, ROLLBACK
 		t.Errorf("rows %v", got)
 	}
 	if _, err := newConfig([]Option{WithSQLTagging(sqlcomment.Mode(9))}); err == nil {

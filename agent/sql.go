@@ -3,9 +3,14 @@ package agent
 import (
 	"database/sql"
 	"database/sql/driver"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/qtop-dev/qtop/sqlcomment"
 	"github.com/qtop-dev/qtop/sqlcomment/pgxcomment"
+	"github.com/qtop-dev/qtop/tenant"
 )
 
 // OpenDB opens a database/sql handle whose statements carry the
@@ -14,10 +19,35 @@ import (
 // the record always naming the same tenant. For pgx's stdlib driver
 // ("pgx") tagged statements skip pgx's per-text statement cache
 // (pgxcomment.StdlibExecMode), and WithSQLTagging's session modes tag the
-// session instead (pgxcomment.StdlibSession). opts come after the agent's
-// and so win.
+// session instead (pgxcomment.StdlibSession), and a connection opens
+// under the service's application_name unless dsn names one
+// (nameSessions). opts come after the agent's and so win.
 func (a *Agent) OpenDB(driverName, dsn string, opts ...sqlcomment.Option) (*sql.DB, error) {
-	return sqlcomment.Open(driverName, dsn, a.sqlOptions(driverName == "pgx", opts)...)
+	if driverName != "pgx" {
+		return sqlcomment.Open(driverName, dsn, a.sqlOptions(false, opts)...)
+	}
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	a.nameSessions(cfg)
+	o := append([]sqlcomment.Option{sqlcomment.WithDBDriver("pgx")}, a.sqlOptions(true, opts)...)
+	return sql.OpenDB(sqlcomment.WrapConnector(stdlib.GetConnector(*cfg), o...)), nil
+}
+
+// nameSessions makes cfg's connections open under the service's
+// application_name, unless cfg names one. Behind a transaction pooler
+// (PgBouncer) a client that opened without one runs under whatever name
+// the previous client of its server connection left, another service's
+// among them; and untagged statements show their service.
+func (a *Agent) nameSessions(cfg *pgx.ConnConfig) {
+	if a.cfg.service == "" || cfg.RuntimeParams["application_name"] != "" {
+		return
+	}
+	if cfg.RuntimeParams == nil {
+		cfg.RuntimeParams = map[string]string{}
+	}
+	cfg.RuntimeParams["application_name"] = sqlcomment.ApplicationName(a.cfg.service, tenant.Tags{})
 }
 
 // WrapConnector is OpenDB for a driver.Connector: sql.OpenDB(a.WrapConnector(c)).

@@ -25,11 +25,8 @@ type conn struct {
 	// inTx is true between BeginTx and the end of its transaction; a
 	// connection is used by one goroutine at a time.
 	inTx bool
-	// mode is the resolved Mode; name is the session's application_name
-	// as set by a statement outside a transaction, when named.
-	mode  Mode
-	named bool
-	name  string
+	// mode is the resolved Mode.
+	mode Mode
 }
 
 func newConn(c driver.Conn, cm *Commenter) *conn {
@@ -118,10 +115,7 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 	if ec == nil && e == nil {
 		return nil, driver.ErrSkip
 	}
-	st, err := c.statement(ctx, query)
-	if err != nil {
-		return nil, err
-	}
+	st := c.statement(ctx, query)
 	if st.Unique && len(c.cm.cfg.leadingArgs) > 0 {
 		args = leading(c.cm.cfg.leadingArgs, args)
 	}
@@ -133,6 +127,7 @@ func (c *conn) ExecContext(ctx context.Context, query string, args []driver.Name
 		start = time.Now()
 	}
 	var res driver.Result
+	var err error
 	if hasCtx {
 		res, err = ec.ExecContext(ctx, st.Query, args)
 	} else {
@@ -157,10 +152,7 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 	if qc == nil && q == nil {
 		return nil, driver.ErrSkip
 	}
-	st, err := c.statement(ctx, query)
-	if err != nil {
-		return nil, err
-	}
+	st := c.statement(ctx, query)
 	if st.Unique && len(c.cm.cfg.leadingArgs) > 0 {
 		args = leading(c.cm.cfg.leadingArgs, args)
 	}
@@ -172,6 +164,7 @@ func (c *conn) QueryContext(ctx context.Context, query string, args []driver.Nam
 		start = time.Now()
 	}
 	var r driver.Rows
+	var err error
 	if hasCtx {
 		r, err = qc.QueryContext(ctx, st.Query, args)
 	} else {

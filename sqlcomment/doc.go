@@ -93,7 +93,11 @@
 // The statements are then sent as written, so drivers keep them
 // prepared. pgxcomment implements it for pgx (transaction-local, in the
 // round trip of BEGIN or of the statement) and, through WithSession and
-// pgxcomment.StdlibSession, for database/sql over pgx's stdlib.
+// pgxcomment.StdlibSession, for database/sql over pgx's stdlib
+// (transaction-local, in the round trip of BEGIN; a statement outside a
+// transaction carries the comment). The name is never set for the session,
+// so that it cannot outlive its transaction on a server connection that a
+// transaction pooler (PgBouncer) hands to other clients.
 //
 // # DB time
 //

@@ -23,6 +23,9 @@ const (
 	ModeComment Mode = iota
 	// ModeSession sends statements as written and sets application_name
 	// to ApplicationName(service, tags) for the statement's transaction.
+	// Where the driver cannot set it in the round trip of a statement
+	// outside a transaction (database/sql), that statement carries the
+	// comment instead.
 	ModeSession
 	// ModeBoth does both: the comment keeps route and traceparent on each
 	// statement, at the comment's cost (see the package doc).
@@ -78,14 +81,16 @@ func (m Mode) Resolve(pipelines bool) Mode {
 // Session sets application_name on a database/sql driver connection.
 // pgxcomment.StdlibSession implements it for pgx's stdlib driver; a
 // wrapper without one tags with the comment only.
+//
+// The name is only ever set for a transaction: a statement outside one
+// carries the comment instead (its round trip cannot set the name), since
+// a name set for the session would outlive the statement and, behind a
+// transaction pooler, tag other clients' statements.
 type Session interface {
 	// BeginTx begins a transaction on c with application_name set to name
 	// until the transaction ends (set_config(…, true)), in the round trip
 	// of BEGIN.
 	BeginTx(ctx context.Context, c driver.Conn, opts driver.TxOptions, name string) (driver.Tx, error)
-	// SetName sets c's session application_name to name, outside a
-	// transaction; "" restores the one the connection opened with.
-	SetName(ctx context.Context, c driver.Conn, name string) error
 }
 
 // sessionConfig is the configuration of WithMode and WithSession.

@@ -81,9 +81,6 @@ func (s *stmt) Query(args []driver.Value) (driver.Rows, error) {
 // ExecContext reports the execution with the tags of ctx, the context it
 // runs in (the comment carries those of the context it was prepared in).
 func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	if err := s.c.sessionStmt(ctx); err != nil {
-		return nil, err
-	}
 	var run budgetRun
 	if s.c.cm.cfg.budgets != nil {
 		var err error
@@ -125,9 +122,6 @@ func (s *stmt) ExecContext(ctx context.Context, args []driver.NamedValue) (drive
 }
 
 func (s *stmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	if err := s.c.sessionStmt(ctx); err != nil {
-		return nil, err
-	}
 	var run *budgetRun
 	octx := ctx
 	if s.c.cm.cfg.budgets != nil {

@@ -58,8 +58,11 @@
 //     transaction's only: COMMIT and ROLLBACK undo it, so a connection
 //     goes back to its pool under its own name and the next tenant never
 //     runs under the previous one's; it is also safe behind PgBouncer's
-//     transaction pooling. Run the statements through db.With(tx). A
-//     transaction begun elsewhere (pool.Begin) is not tagged.
+//     transaction pooling (bench/pgbouncer). Run the statements through
+//     db.With(tx). A transaction begun elsewhere (pool.Begin) is not
+//     tagged. An error in the transaction undoes the name at once, not at
+//     ROLLBACK: PostgreSQL shows the session "idle in transaction
+//     (aborted)" under its own name.
 //   - Exec, Query and QueryRow outside a transaction send
 //     set_config('application_name', $1, true) and the statement as one
 //     pgx batch: one round trip, one implicit transaction, both statements
@@ -70,14 +73,30 @@
 //     caller's QueryExecMode are sent untagged.
 //   - Untagged contexts are sent as is, under the connection's own name.
 //
+// Behind PgBouncer's transaction pooling, statements stay prepared only
+// where PgBouncer keeps prepared statements across its server connections
+// (1.21 and later, with max_prepared_statements): an older one hands a
+// client's next statement to a server connection that lacks (or already
+// has) pgx's "stmtcache_…" statement, and pgx's default
+// QueryExecModeCacheStatement fails there with or without this package.
+// Use QueryExecModeExec, QueryExecModeCacheDescribe or
+// QueryExecModeSimpleProtocol as the connection's default mode with such a
+// PgBouncer.
+//
 // ModeBoth adds the comment too (route, traceparent), at the comment's
 // cost; its statements outside a transaction carry the comment only. The
 // pgactivity sampler reads both forms. StdlibSession does the same for
 // database/sql over pgx's stdlib, except outside a transaction: there a
-// statement first sets the connection's application_name (one round trip,
-// only when the tenant differs from the connection's last one), since
-// database/sql's rows cannot come from a pgx batch; a later statement or
-// transaction of another tenant, or an untagged one, renames it first.
+// statement carries the comment, as in ModeComment (with StdlibExecMode it
+// is sent in QueryExecModeExec, not prepared per tenant), since
+// database/sql's rows cannot come from a pgx batch, and a name set for the
+// session would outlive the statement: behind PgBouncer's transaction
+// pooling the server connection goes on to other clients, which do not
+// reset a name they never set, and their statements would show the
+// tenant. A statement prepared with Prepare and run outside a transaction
+// shows no tenant in ModeSession (in ModeBoth, the comment of the context
+// it was prepared in); the Observer still charges each run to its
+// context's tenant.
 // bench/README.md has the cost against untagged pgx: BenchmarkPostgresTPCBSession.
 //
 // # Budgets

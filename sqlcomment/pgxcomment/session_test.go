@@ -221,13 +221,12 @@ func TestPostgresSessionBothAndComment(t *testing.T) {
 
 // TestPostgresSessionStdlib: database/sql over pgx's stdlib with
 // StdlibSession: transactions are tagged in BEGIN's round trip and undone
-// by ROLLBACK; single statements set the connection's name when the
-// tenant changes, so a connection reused by another tenant (or by an
-// untagged statement) never runs a statement under the previous tenant.
+// by ROLLBACK; single statements carry the comment and leave the
+// connection's own name alone (TestPostgresSessionStdlibLeavesNoName).
 func TestPostgresSessionStdlib(t *testing.T) {
 	dsn := testsvc.Postgres(t)
 	db, err := sqlcomment.Open("pgx", dsn+sep(dsn)+"application_name=base", sqlcomment.WithApplication("svc"),
-		sqlcomment.WithMode(sqlcomment.ModeSession), pgxcomment.StdlibSession())
+		sqlcomment.WithMode(sqlcomment.ModeSession), pgxcomment.StdlibSession(), pgxcomment.StdlibExecMode())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,24 +237,23 @@ func TestPostgresSessionStdlib(t *testing.T) {
 	if err := db.QueryRow("SELECT pg_backend_pid()").Scan(&pid); err != nil {
 		t.Fatal(err)
 	}
-	const q = "SELECT current_setting('application_name'), (SELECT application_name FROM pg_stat_activity WHERE pid = pg_backend_pid())"
+	const q = "SELECT current_setting('application_name'), (SELECT query FROM pg_stat_activity WHERE pid = pg_backend_pid())"
 	long := strings.Repeat("ü", 30)
 	for i, s := range []struct {
-		ctx  context.Context
-		want string
+		ctx     context.Context
+		comment string
 	}{
-		{tagged("a", tenant.T1), "svc|t=a|T1"},
-		{tagged("b", tenant.T2), "svc|t=b|T2"},
-		{context.Background(), "base"},
-		{tagged(long, tenant.TierUnset), "svc|t=" + sqlcomment.TenantID(long)},
-		{tagged("b", tenant.T2), "svc|t=b|T2"},
+		{tagged("a", tenant.T1), "tenant='a'"},
+		{tagged("b", tenant.T2), "tenant='b'"},
+		{context.Background(), ""}, // the static tags only
+		{tagged(long, tenant.TierUnset), "tenant='%C3%BC"},
 	} {
-		var inside, act string
-		if err := db.QueryRowContext(s.ctx, q).Scan(&inside, &act); err != nil {
+		var inside, query string
+		if err := db.QueryRowContext(s.ctx, q).Scan(&inside, &query); err != nil {
 			t.Fatal(err)
 		}
-		if inside != s.want || act != s.want {
-			t.Fatalf("step %d: saw %q / %q, want %q", i, inside, act, s.want)
+		if inside != "base" || !strings.Contains(query, s.comment) || (s.comment == "") != !strings.Contains(query, "tenant=") {
+			t.Fatalf("step %d: ran under %q as %q, want base and %q", i, inside, query, s.comment)
 		}
 		// A transaction of the next tenant on the same connection.
 		ctx := tagged(fmt.Sprintf("tx-%d", i), tenant.T3)
@@ -267,39 +265,102 @@ func TestPostgresSessionStdlib(t *testing.T) {
 		if got := shown(t, watch, pid); got != want {
 			t.Fatalf("step %d: in the transaction pg_stat_activity shows %q, want %q", i, got, want)
 		}
-		if err := tx.QueryRowContext(ctx, q).Scan(&inside, &act); err != nil || inside != want {
-			t.Fatalf("step %d: %q %v", i, inside, err)
+		if err := tx.QueryRowContext(ctx, q).Scan(&inside, &query); err != nil || inside != want || strings.Contains(query, "/*") {
+			t.Fatalf("step %d: %q %q %v", i, inside, query, err)
 		}
 		if err := tx.Rollback(); err != nil {
 			t.Fatal(err)
 		}
-		if got := shown(t, watch, pid); got != s.want {
-			t.Fatalf("step %d: after ROLLBACK pg_stat_activity shows %q, want the session's %q", i, got, s.want)
+		if got := shown(t, watch, pid); got != "base" {
+			t.Fatalf("step %d: after ROLLBACK pg_stat_activity shows %q, want the connection's own base", i, got)
 		}
 	}
-	// An untagged transaction on a connection a tenant named shows the
-	// service, not the tenant.
-	if err := db.QueryRowContext(tagged("a", tenant.T1), "SELECT 1").Scan(new(int)); err != nil {
-		t.Fatal(err)
-	}
-	tx, err := db.Begin()
+	tx, err := db.Begin() // untagged
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := shown(t, watch, pid); got != "svc" {
+	if got := shown(t, watch, pid); got != "base" {
 		t.Fatalf("untagged transaction shows %q", got)
 	}
 	tx.Commit()
-	// A prepared statement: each execution under its own tenant.
+	// A prepared statement: in a tagged transaction under its tenant.
 	st, err := db.PrepareContext(context.Background(), q)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	for _, name := range []string{"p1", "p2"} {
-		var inside, act string
-		if err := st.QueryRowContext(tagged(name, tenant.T0)).Scan(&inside, &act); err != nil || inside != "svc|t="+name+"|T0" {
+		ctx := tagged(name, tenant.T0)
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var inside, query string
+		if err := tx.StmtContext(ctx, st).QueryRowContext(ctx).Scan(&inside, &query); err != nil || inside != "svc|t="+name+"|T0" {
 			t.Fatalf("prepared: %q %v", inside, err)
+		}
+		tx.Rollback()
+	}
+}
+
+// TestPostgresSessionStdlibLeavesNoName: no statement of a session mode
+// leaves a name on the server session once it has run. Behind PgBouncer's
+// transaction pooling a server session goes, between two statements of a
+// client, to other clients, and a client that never set application_name
+// is not given its own back: a name set for the session (SET, or
+// set_config(…, false)) showed one tenant's name on another client's
+// statements, another service's among them (bench/pgbouncer).
+func TestPostgresSessionStdlibLeavesNoName(t *testing.T) {
+	dsn := testsvc.Postgres(t)
+	for _, mode := range []sqlcomment.Mode{sqlcomment.ModeSession, sqlcomment.ModeAuto, sqlcomment.ModeBoth} {
+		db, err := sqlcomment.Open("pgx", dsn+sep(dsn)+"application_name=base", sqlcomment.WithApplication("svc"),
+			sqlcomment.WithMode(mode), pgxcomment.StdlibSession(), pgxcomment.StdlibExecMode())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		ctx := context.Background()
+		c, err := db.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		st, err := c.PrepareContext(ctx, "SELECT $1::int")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		steps := []func(ctx context.Context) error{
+			func(ctx context.Context) error { return c.QueryRowContext(ctx, "SELECT $1::int", 1).Scan(new(int)) },
+			func(ctx context.Context) error { _, err := c.ExecContext(ctx, "SELECT $1::int", 1); return err },
+			func(ctx context.Context) error { _, err := c.ExecContext(ctx, "SELECT 1"); return err },
+			func(ctx context.Context) error { return st.QueryRowContext(ctx, 1).Scan(new(int)) },
+			func(ctx context.Context) error {
+				tx, err := c.BeginTx(ctx, nil)
+				if err != nil {
+					return err
+				}
+				if err := tx.QueryRowContext(ctx, "SELECT 1").Scan(new(int)); err != nil {
+					return err
+				}
+				return tx.Commit()
+			},
+		}
+		for i, step := range steps {
+			if err := step(tagged(fmt.Sprintf("t%d", i), tenant.T1)); err != nil {
+				t.Fatal(err)
+			}
+			// What the server session carries on: read past the wrapper.
+			var left string
+			if err := c.Raw(func(dc any) error {
+				pc := sqlcomment.Unwrap(dc).(interface{ Conn() *pgx.Conn }).Conn()
+				return pc.QueryRow(ctx, "SELECT current_setting('application_name')", pgx.QueryExecModeSimpleProtocol).Scan(&left)
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if left != "base" {
+				t.Fatalf("%v, step %d: the session is left named %q, want its own base", mode, i, left)
+			}
 		}
 	}
 }

@@ -16,11 +16,10 @@ import (
 // StdlibSession is the option for sqlcomment.WrapConnector and
 // sqlcomment.Open over pgx's stdlib driver that lets the wrapper tag
 // sessions (sqlcomment.ModeSession, and ModeAuto resolves to it): a
-// transaction's application_name is set in the round trip of its BEGIN,
-// and a statement outside a transaction first sets the connection's
-// application_name when it differs from the statement's tenant (see
-// Sessions in the package doc). Combine it with StdlibExecMode for
-// ModeBoth and ModeComment.
+// transaction's application_name is set in the round trip of its BEGIN; a
+// statement outside a transaction carries the comment (see Sessions in the
+// package doc). Combine it with StdlibExecMode, so that those commented
+// statements are not prepared per tenant.
 func StdlibSession() sqlcomment.Option { return sqlcomment.WithSession(stdlibSession{}) }
 
 type stdlibSession struct{}
@@ -74,21 +73,6 @@ func (stdlibSession) BeginTx(ctx context.Context, c driver.Conn, opts driver.TxO
 		return nil, err
 	}
 	return stdTx{ctx: ctx, tx: tx}, nil
-}
-
-// SetName sets the connection's application_name for the session, or
-// restores the one it opened with when name is "".
-func (stdlibSession) SetName(ctx context.Context, c driver.Conn, name string) error {
-	pc, err := pgxConn(c)
-	if err != nil {
-		return err
-	}
-	if name == "" {
-		_, err = pc.Exec(ctx, "RESET application_name")
-	} else {
-		_, err = pc.Exec(ctx, "SELECT set_config('application_name', $1, false)", name)
-	}
-	return err
 }
 
 // stdTx is pgx's stdlib transaction.
