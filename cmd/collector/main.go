@@ -131,6 +131,11 @@ do). With several collectors, only the statements that reached the collector
 sampling PostgreSQL are matched.
 
 Times: RFC 3339, YYYY-MM-DD (UTC), "now", or an age such as 24h or 7d.
+The store keeps whole minutes: each bound is taken back to the start of its
+minute (UTC), and the report says the range it counted, so --to now leaves
+out the minute still open and two reports that share a bound count each
+minute once. A range within one minute, or that starts in the future, is
+refused. The cost is split in whole cents that add up to it.
 
 Examples:
   collector report --from 2026-03-01 --to 2026-04-01 --cost 12000 --currency USD

@@ -1,14 +1,17 @@
 package collector
 
 import (
+	"cmp"
 	"context"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -107,16 +110,17 @@ func BuildReport(ctx context.Context, st store.Store, req ReportRequest, progres
 	if err != nil {
 		return nil, err
 	}
-	if !req.From.Before(req.To) {
-		return nil, fmt.Errorf("%w: --from %v is not before --to %v", ErrReport, req.From, req.To)
-	}
-	if req.Cost < 0 || math.IsNaN(req.Cost) || math.IsInf(req.Cost, 0) {
-		return nil, fmt.Errorf("%w: cost %v", ErrReport, req.Cost)
+	if !(req.Cost >= 0 && req.Cost <= MaxReportCost) { // NaN too
+		return nil, fmt.Errorf("%w: cost %v: want a number from 0 to %.0e", ErrReport, req.Cost, MaxReportCost)
 	}
 	if err := checkRange(req.From, req.To); err != nil {
 		return nil, err
 	}
-	us, err := st.Usage(ctx, req.From, req.To, req.ByRoute)
+	from, to, err := wholeMinutes(req.From, req.To)
+	if err != nil {
+		return nil, err
+	}
+	us, err := st.Usage(ctx, from, to, req.ByRoute)
 	if err != nil {
 		return nil, fmt.Errorf("collector: report: %w", err)
 	}
@@ -124,7 +128,7 @@ func BuildReport(ctx context.Context, st store.Store, req ReportRequest, progres
 	if progress != nil {
 		progress(1)
 	}
-	rep := &CostReport{From: req.From.UTC(), To: req.To.UTC(), Measure: measure, Cost: req.Cost, Currency: req.Currency}
+	rep := &CostReport{From: from, To: to, Measure: measure, Cost: req.Cost, Currency: req.Currency}
 	var total float64
 	for _, l := range acc {
 		rep.Lines = append(rep.Lines, *l)
@@ -140,18 +144,74 @@ func BuildReport(ctx context.Context, st store.Store, req ReportRequest, progres
 		if total > 0 {
 			l.Share = l.value(measure) / total
 		}
-		l.Cost = req.Cost * l.Share
 	}
 	sortCostLines(rep.Lines)
-	rep.Total.Tenant = "total"
+	rep.Total.Tenant = TotalLine
+	rep.Total.Cost = math.Round(req.Cost*100) / 100
 	if total > 0 {
 		rep.Total.Share = 1
+		rep.Total.Cost = splitCost(rep.Lines, req.Cost)
 	}
-	rep.Total.Cost = req.Cost
 	if len(rep.Lines) == 0 {
 		rep.Lines = []CostLine{}
 	}
 	return rep, nil
+}
+
+// TotalLine names the total line of a cost report: in parentheses, as no
+// tenant's name can be, so that a tenant called "total" is never read as
+// the sum of the others.
+const TotalLine = "(total)"
+
+// MaxReportCost bounds the shared cost a report splits: a trillion is
+// beyond any bill, and keeps every cent exact in a float64.
+const MaxReportCost = 1e12
+
+// wholeMinutes takes both bounds back to the start of their minute (UTC):
+// the store keeps whole minutes, so a report counts the minutes from the
+// one holding from up to the one holding to, that one excluded — and
+// says so. Two reports that share a bound count each minute once, and a
+// report to now leaves out the minute still open. A range within one
+// minute holds none and is refused.
+func wholeMinutes(from, to time.Time) (time.Time, time.Time, error) {
+	f, t := from.UTC().Truncate(time.Minute), to.UTC().Truncate(time.Minute)
+	if !f.Before(t) {
+		return f, t, fmt.Errorf("%w: range %s – %s holds no whole minute: the store keeps minutes, and a report counts those from the one holding from to the one holding to, excluded", ErrReport, from.UTC().Format(time.RFC3339Nano), to.UTC().Format(time.RFC3339Nano))
+	}
+	return f, t, nil
+}
+
+// splitCost gives each line its part of cost, in whole cents, so that the
+// parts add up to the cost to the cent, as a bill must: each line gets the
+// cents of its share rounded down, and the cents left over go one each to
+// the lines with the largest fractions left (in the lines' order on a
+// tie). It returns the cost so split, rounded to the cent.
+func splitCost(lines []CostLine, cost float64) float64 {
+	cents := math.Round(cost * 100)
+	type rest struct {
+		i    int
+		frac float64
+	}
+	var given float64
+	var rests []rest
+	for i := range lines {
+		l := &lines[i]
+		exact := cents * l.Share
+		l.Cost = math.Floor(exact)
+		given += l.Cost
+		if l.Share > 0 {
+			rests = append(rests, rest{i, exact - l.Cost})
+		}
+	}
+	slices.SortStableFunc(rests, func(a, b rest) int { return cmp.Compare(b.frac, a.frac) })
+	for k := 0; given < cents && len(rests) > 0; k = (k + 1) % len(rests) {
+		lines[rests[k].i].Cost++
+		given++
+	}
+	for i := range lines {
+		lines[i].Cost /= 100
+	}
+	return cents / 100
 }
 
 type costKey struct{ tenant, route string }
@@ -275,19 +335,22 @@ func (r *CostReport) Write(w io.Writer, format string, byRoute bool) error {
 }
 
 // csvSafe keeps a tenant name from being read as a formula by a
-// spreadsheet.
+// spreadsheet: a name that starts with = + - @, a tab or a carriage
+// return gets a leading apostrophe. So does one that starts with an
+// apostrophe, so that tenants "=x" and "'=x" stay two names in the sheet.
 func csvSafe(s string) string {
-	if s != "" && strings.ContainsRune("=+-@\t\r", rune(s[0])) {
+	if s != "" && strings.ContainsRune("=+-@\t\r'", rune(s[0])) {
 		return "'" + s
 	}
 	return s
 }
 
-// printable replaces control characters so a tenant name cannot move the
-// terminal's cursor or break the table.
+// printable replaces control characters (C0, DEL, C1) and bidirectional
+// controls so a tenant name or route cannot move the terminal's cursor,
+// reorder the line or break the table.
 func printable(s string) string {
 	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
+		if unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r) {
 			return '?'
 		}
 		return r
@@ -347,7 +410,11 @@ func (s httpAPI) handleCostReport(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, ErrNoStore.Error(), 0)
 		return
 	}
-	q := r.URL.Query()
+	q, err := reportParams(r.URL.RawQuery)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error(), 0)
+		return
+	}
 	req, format, err := ParseReportQuery(q.Get("from"), q.Get("to"), q.Get("by"), q.Get("measure"), q.Get("cost"), q.Get("currency"), q.Get("format"), s.cfg.Now())
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error(), 0)
@@ -371,6 +438,33 @@ func (s httpAPI) handleCostReport(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 	}
 	rep.Write(w, format, req.ByRoute)
+}
+
+// reportParamNames are the parameters of GET /v1/report.
+var reportParamNames = []string{"from", "to", "by", "measure", "cost", "currency", "format"}
+
+// reportParams reads the query of GET /v1/report strictly: a pair that
+// does not decode, a parameter the report does not know (a filter it does
+// not have, such as tenant=) or one given twice is refused, rather than
+// dropped or read as the first of several, which would answer with a
+// report other than the one asked for.
+func reportParams(raw string) (url.Values, error) {
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: query does not decode: %s", ErrReport, clip(err.Error()))
+	}
+	keys := slices.Sorted(maps.Keys(q))
+	for _, k := range keys {
+		if !slices.Contains(reportParamNames, k) {
+			return nil, fmt.Errorf("%w: unknown parameter %q: want %s", ErrReport, clip(k), strings.Join(reportParamNames, ", "))
+		}
+	}
+	for _, k := range keys {
+		if n := len(q[k]); n > 1 {
+			return nil, fmt.Errorf("%w: parameter %q given %d times: give it once", ErrReport, k, n)
+		}
+	}
+	return q, nil
 }
 
 // ParseTime reads a report bound: RFC 3339, a date (YYYY-MM-DD, UTC), or a
@@ -419,6 +513,9 @@ func ParseReportQuery(from, to, by, measure, cost, currency, format string, now 
 	if req.To, err = ParseTime(to, now); err != nil {
 		return req, "", err
 	}
+	if req.From.After(now) {
+		return req, "", fmt.Errorf("%w: from %s is in the future (now is %s): nothing is recorded there yet", ErrReport, req.From.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+	}
 	if err := checkRange(req.From, req.To); err != nil {
 		return req, "", err
 	}
@@ -433,8 +530,8 @@ func ParseReportQuery(from, to, by, measure, cost, currency, format string, now 
 		return req, "", err
 	}
 	if cost != "" {
-		if req.Cost, err = strconv.ParseFloat(cost, 64); err != nil || req.Cost < 0 || math.IsInf(req.Cost, 0) || math.IsNaN(req.Cost) {
-			return req, "", fmt.Errorf("%w: cost %q: want a number ≥ 0", ErrReport, clip(cost))
+		if req.Cost, err = strconv.ParseFloat(cost, 64); err != nil || !(req.Cost >= 0 && req.Cost <= MaxReportCost) || strings.ContainsAny(cost, "xX_") {
+			return req, "", fmt.Errorf("%w: cost %q: want a decimal number from 0 to %.0e", ErrReport, clip(cost), MaxReportCost)
 		}
 	}
 	req.Currency = currency
@@ -459,9 +556,9 @@ func ParseReportQuery(from, to, by, measure, cost, currency, format string, now 
 func checkRange(from, to time.Time) error {
 	switch {
 	case !from.Before(to):
-		return fmt.Errorf("%w: from %v is not before to %v", ErrReport, from.UTC(), to.UTC())
+		return fmt.Errorf("%w: from %s is not before to %s", ErrReport, from.UTC().Format(time.RFC3339Nano), to.UTC().Format(time.RFC3339Nano))
 	case from.Unix() < 0 || to.Unix() >= 1<<32-1:
-		return fmt.Errorf("%w: range %v – %v: the store keeps 1970 to 2105", ErrReport, from.UTC(), to.UTC())
+		return fmt.Errorf("%w: range %s – %s: the store keeps 1970 to 2105", ErrReport, from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))
 	case to.Sub(from) > MaxReportRange:
 		return fmt.Errorf("%w: range of %v, at most %d days", ErrReport, to.Sub(from).Truncate(time.Hour), MaxReportRange/(24*time.Hour))
 	}

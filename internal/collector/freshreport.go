@@ -26,14 +26,14 @@ func WriteFreshness(w io.Writer, v api.Freshness, format string) error {
 		cw := csv.NewWriter(w)
 		cw.Write([]string{"route", "sampled_gets", "repeats", "repeat_share"})
 		for _, r := range v.Routes {
-			cw.Write([]string{r.Route, strconv.FormatUint(r.Samples, 10), strconv.FormatUint(r.Repeats, 10),
+			cw.Write([]string{csvSafe(r.Route), strconv.FormatUint(r.Samples, 10), strconv.FormatUint(r.Repeats, 10),
 				strconv.FormatFloat(r.RepeatShare, 'f', 4, 64)})
 		}
 		cw.Flush()
 		return cw.Error()
 	case FormatTable, "":
 	default:
-		return fmt.Errorf("%w: format %q: want table, csv or json", ErrReport, format)
+		return fmt.Errorf("%w: format %q: want table, csv or json", ErrReport, clip(format))
 	}
 	fmt.Fprintf(w, "GETs that repeated the caller's previous response within %s, from sampled callers:\n\n", fmtHours(v.RepeatWindow))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -42,7 +42,7 @@ func WriteFreshness(w io.Writer, v api.Freshness, format string) error {
 		if r.Samples == 0 {
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f%%\n", r.Route, r.Samples, r.Repeats, 100*r.RepeatShare)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%.1f%%\n", printable(r.Route), r.Samples, r.Repeats, 100*r.RepeatShare)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -56,7 +56,7 @@ func WriteFreshness(w io.Writer, v api.Freshness, format string) error {
 			if r.Precision >= 0 {
 				prec = fmt.Sprintf("%.1f%%", 100*r.Precision)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f%%\t%d\t%d\t%d\t%s\n", r.Rule, r.Route, r.Matched, 100*r.Cut, r.Served, r.Right, r.Wrong, prec)
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%.1f%%\t%d\t%d\t%d\t%s\n", printable(r.Rule), printable(r.Route), r.Matched, 100*r.Cut, r.Served, r.Right, r.Wrong, prec)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

@@ -1,0 +1,230 @@
+package collector
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"errors"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/qtop-dev/qtop/api"
+	"github.com/qtop-dev/qtop/store"
+)
+
+// minuteStore holds one request of 1 RU for tenant t in each of the n
+// minutes from start.
+func minuteStore(start time.Time, n int, tenants ...string) *memStore {
+	m := newMemStore()
+	var rows []store.Rollup
+	for i := range n {
+		for _, t := range tenants {
+			rows = append(rows, store.Rollup{Minute: start.Add(time.Duration(i) * time.Minute), Writer: "w", Version: 1,
+				Service: "api", Tenant: t, Route: "GET /x", Kind: "request", Count: 1, RU: 1})
+		}
+	}
+	m.WriteRollups(context.Background(), rows)
+	return m
+}
+
+// TestCostReportWholeMinutes: a report counts whole minutes and says
+// which: its bounds are those of the minutes it counted, two reports that
+// share an unaligned bound count each minute once, and a range within one
+// minute is refused rather than answered with zeros.
+func TestCostReportWholeMinutes(t *testing.T) {
+	m0 := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
+	st := minuteStore(m0, 5, "acme")
+	build := func(from, to time.Time) *CostReport {
+		t.Helper()
+		rep, err := BuildReport(context.Background(), st, ReportRequest{From: from, To: to}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	rep := build(m0.Add(30*time.Second), m0.Add(2*time.Minute+30*time.Second))
+	if !rep.From.Equal(m0) || !rep.To.Equal(m0.Add(2*time.Minute)) || rep.Total.Requests != 2 {
+		t.Fatalf("09:00:30 – 09:02:30: report says %v – %v with %d minutes, want 09:00 – 09:02 with 2",
+			rep.From, rep.To, rep.Total.Requests)
+	}
+	cut := m0.Add(2*time.Minute + 10*time.Second)
+	a, b := build(m0, cut), build(cut, m0.Add(5*time.Minute))
+	if a.Total.Requests+b.Total.Requests != 5 || !a.To.Equal(b.From) {
+		t.Fatalf("split at 09:02:10: %d + %d minutes (%v, %v), want 5 counted once", a.Total.Requests, b.Total.Requests, a.To, b.From)
+	}
+	// An offset is the same instant.
+	paris := time.FixedZone("+01:00", 3600)
+	if r := build(m0.In(paris), m0.Add(3*time.Minute).In(paris)); !r.From.Equal(m0) || r.From.Location() != time.UTC || r.Total.Requests != 3 {
+		t.Fatalf("offset bounds: %v – %v, %d", r.From, r.To, r.Total.Requests)
+	}
+	_, err := BuildReport(context.Background(), st, ReportRequest{From: m0.Add(10 * time.Second), To: m0.Add(50 * time.Second)}, nil)
+	if !errors.Is(err, ErrReport) || !strings.Contains(err.Error(), "no whole minute") {
+		t.Fatalf("09:00:10 – 09:00:50: %v, want refused as holding no whole minute", err)
+	}
+}
+
+// TestCostReportCentsAddUp: the parts of a shared cost add up to the cost
+// to the cent, in every format, however the shares fall.
+func TestCostReportCentsAddUp(t *testing.T) {
+	m0 := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		tenants []string
+		cost    float64
+	}{
+		{[]string{"a", "b", "c"}, 100},
+		{[]string{"a", "b", "c", "d", "e", "f", "g"}, 12000},
+		{[]string{"a", "b", "c", "d", "e", "f"}, 0.05},
+		{[]string{"a", "b", "c"}, 100.005},
+	} {
+		st := minuteStore(m0, 1, c.tenants...)
+		rep, err := BuildReport(context.Background(), st, ReportRequest{From: m0, To: m0.Add(time.Minute), Cost: c.cost}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if err := rep.Write(&buf, FormatCSV, false); err != nil {
+			t.Fatal(err)
+		}
+		recs, err := csv.NewReader(&buf).ReadAll()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sum int64
+		for _, r := range recs[1 : len(recs)-1] {
+			sum += cents(t, r[len(r)-1])
+		}
+		total := cents(t, recs[len(recs)-1][len(recs[0])-1])
+		if sum != total || total != int64(math.Round(c.cost*100)) {
+			t.Errorf("%d tenants, cost %v: lines add up to %d cents, total line %d:\n%v", len(c.tenants), c.cost, sum, total, recs)
+		}
+		var jsum float64
+		for _, l := range rep.Lines {
+			jsum += l.Cost
+		}
+		if math.Abs(jsum-rep.Total.Cost) > 1e-6 {
+			t.Errorf("cost %v: JSON lines add up to %v, total %v", c.cost, jsum, rep.Total.Cost)
+		}
+	}
+}
+
+func cents(t *testing.T, s string) int64 {
+	t.Helper()
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		t.Fatalf("cost %q: %v", s, err)
+	}
+	return int64(math.Round(f * 100))
+}
+
+// TestCostReportTotalLine: a tenant called "total" is one of the lines, and
+// the total line cannot be taken for a tenant's.
+func TestCostReportTotalLine(t *testing.T) {
+	m0 := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
+	rep, err := BuildReport(context.Background(), minuteStore(m0, 1, "total", "acme"), ReportRequest{From: m0, To: m0.Add(time.Minute)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	rep.Write(&buf, FormatCSV, false)
+	recs, _ := csv.NewReader(&buf).ReadAll()
+	named := map[string]int{}
+	for _, r := range recs[1:] {
+		named[r[0]]++
+	}
+	if named["total"] != 1 || named[TotalLine] != 1 || recs[len(recs)-1][0] != TotalLine || recs[len(recs)-1][1] != "2" {
+		t.Fatalf("tenant total beside the total line: %v", recs)
+	}
+}
+
+// TestCostReportCSVNames: in a CSV, no tenant name reads as a formula, and
+// two tenants never read as one ("=x" and "'=x", which the apostrophe that
+// neutralises a formula would otherwise make alike).
+func TestCostReportCSVNames(t *testing.T) {
+	m0 := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
+	names := []string{"=x", "'=x", "+1", "-1", "@SUM(A1)", "acme, inc.", `say "hi"`, "=HYPERLINK(\"http://e.example\",\"x\")"}
+	rep, err := BuildReport(context.Background(), minuteStore(m0, 1, names...), ReportRequest{From: m0, To: m0.Add(time.Minute)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	rep.Write(&buf, FormatCSV, false)
+	recs, err := csv.NewReader(&buf).ReadAll()
+	if err != nil || len(recs) != len(names)+2 { // the header, the names, the total
+		t.Fatalf("%d records, %v: %v", len(recs), err, recs)
+	}
+	seen := map[string]bool{}
+	for _, r := range recs[1:] {
+		if strings.ContainsAny(r[0][:1], "=+-@\t\r") {
+			t.Errorf("%q reads as a formula", r[0])
+		}
+		if seen[r[0]] {
+			t.Errorf("two tenants read %q", r[0])
+		}
+		seen[r[0]] = true
+	}
+}
+
+// TestCostReportQueryStrict: GET /v1/report refuses a query it would
+// otherwise misread — a pair that does not decode (dropped, so the default
+// 24 h was reported), a parameter it does not know (a tenant filter it
+// does not have, so every tenant was reported), one given twice, a range
+// in the future, an absurd cost — with a 400 that says why, and no store
+// query.
+func TestCostReportQueryStrict(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	f.mem = reportStore()
+	f.s.em.store = f.mem
+	h := f.s.Handler()
+	for q, reason := range map[string]string{
+		"from=%zz":                      "does not decode",
+		"from=2026-03-01;to=2026-03-02": "does not decode",
+		"tenant=acme":                   `unknown parameter`,
+		"from=24h&from=1h":              `given 2 times`,
+		"format=csv&format=json":        `given 2 times`,
+		"from=2027-01-01&to=2027-02-01": "in the future",
+		"cost=1e308":                    "from 0 to 1e+12",
+		"cost=0x1p10":                   "decimal",
+		"from=" + t0.Add(-5*time.Second).Format(time.RFC3339): "no whole minute", // now is 09:00:10
+	} {
+		calls := f.mem.usageCalls
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/report?"+q, nil))
+		if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), reason) || f.mem.usageCalls != calls {
+			t.Errorf("%s: %d %s (%d store queries), want 400 saying %q", q, w.Code, strings.TrimSpace(w.Body.String()), f.mem.usageCalls-calls, reason)
+		}
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/report?from=2h&to=now&by=tenant&measure=ru&cost=10&currency=EUR&format=csv", nil))
+	if w.Code != http.StatusOK {
+		t.Fatalf("every parameter once: %d %s", w.Code, w.Body)
+	}
+}
+
+// TestFreshnessReportRoutes: a route in the repeat-share report is no
+// formula in its CSV and moves no cursor in its table.
+func TestFreshnessReportRoutes(t *testing.T) {
+	v := api.Freshness{RepeatWindow: 86400, LiveWindow: 300,
+		Routes: []api.FreshnessRoute{{Route: "=HYPERLINK(\"http://e.example\",\"x\")", Samples: 2, Repeats: 1, RepeatShare: 0.5}, {Route: "GET /\x1b[2J\u202e", Samples: 1}},
+		Rules:  []api.FreshnessRule{{Rule: "r\x1b]0;t\a", Route: "GET /\x1b[2J", Precision: -1}}}
+	var buf bytes.Buffer
+	if err := WriteFreshness(&buf, v, FormatCSV); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := csv.NewReader(&buf).ReadAll()
+	if err != nil || len(recs) != 3 || !strings.HasPrefix(recs[1][0], "'=") {
+		t.Fatalf("csv %v %v", recs, err)
+	}
+	buf.Reset()
+	if err := WriteFreshness(&buf, v, FormatTable); err != nil {
+		t.Fatal(err)
+	}
+	if s := buf.String(); strings.ContainsAny(s, "\x1b\a\u202e") {
+		t.Fatalf("table passes control characters: %q", s)
+	}
+}
