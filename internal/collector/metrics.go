@@ -42,6 +42,7 @@ type metrics struct {
 	tenantsTracked          prometheus.Gauge
 	samplerErrors           prometheus.Counter
 	samples                 prometheus.Counter
+	pgActive                *prometheus.CounterVec // by tagged: true, false
 	policyChanges           prometheus.Counter
 	ranking                 *topn.Ranking
 	enforcement             *enforcementMetrics // enforcemetrics.go
@@ -86,16 +87,20 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "pg_stat_activity samples that failed."}),
 		samples: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_pg_samples_total",
 			Help: "pg_stat_activity samples taken."}),
+		pgActive: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qtop_collector_pg_active_session_seconds_total",
+			Help: "Seconds of active PostgreSQL sessions seen by the pg_stat_activity sampler (DB load), with a tenant tag or without (tagged=false: a job or service that does not say whose work it is; the per-tenant series count only tagged load)."}, []string{"tagged"}),
 		policyChanges: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_policy_changes_total",
 			Help: "Policy changes accepted."}),
 	}
 	for _, c := range []prometheus.Collector{m.accepted, m.duplicates, m.rejected, m.rows, m.retimed, m.invalidTags,
 		m.foldedRows, m.tenantOverflow, m.mergeSeconds, m.rollupsWritten, m.storeErrors, m.storeHealthy,
-		m.walBytes, m.openMinutes, m.sources, m.tenantsTracked, m.samplerErrors, m.samples, m.policyChanges} {
+		m.walBytes, m.openMinutes, m.sources, m.tenantsTracked, m.samplerErrors, m.samples, m.pgActive, m.policyChanges} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("collector: metrics: %w", err)
 		}
 	}
+	m.pgActive.WithLabelValues("true")
+	m.pgActive.WithLabelValues("false")
 	for _, r := range []string{reasonVersion, reasonMalformed, reasonTooLarge, reasonUnauthorized, reasonAdmission, reasonBusy, reasonStale, reasonWAL} {
 		m.rejected.WithLabelValues(r)
 	}

@@ -157,6 +157,16 @@ func (s *Server) AddSample(snap pgactivity.Snapshot, interval time.Duration) {
 	defer m.dirty.Store(true)
 	running := sampleRows(s.agg, snap, m, interval, now, s.em.writer)
 	s.pg.add(snap, running, now, s.agg)
+	var tagged, untagged float64
+	for i := range snap.Backends {
+		if b := &snap.Backends[i]; b.Active() && b.Tenant != "" {
+			tagged += interval.Seconds()
+		} else if b.Active() {
+			untagged += interval.Seconds()
+		}
+	}
+	s.met.pgActive.WithLabelValues("true").Add(tagged)
+	s.met.pgActive.WithLabelValues("false").Add(untagged)
 }
 
 // sampleRows adds a sample's active sessions to minute m's "pg" rows and

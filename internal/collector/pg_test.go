@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/incident"
@@ -388,5 +389,31 @@ func TestPostgresOnlyNamesTheOffender(t *testing.T) {
 		if len(h.Offenders) != 1 || h.Offenders[0].Name != "bigcorp" {
 			t.Fatalf("%s: headline %+v, want bigcorp named", measure, h)
 		}
+	}
+}
+
+// TestUntaggedDBLoadCounted: the sampler's active sessions are counted
+// tagged or not, so an alert can see load no tenant tag names (the
+// per-tenant DB-time series count only tagged load: an untagged noisy
+// job made a small tagged tenant look dominant); idle sessions are not
+// load.
+func TestUntaggedDBLoadCounted(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	bs := []pgactivity.Backend{
+		{PID: 1, State: pgactivity.StateActive, Tenant: "acme"},
+		{PID: 2, State: pgactivity.StateActive},
+		{PID: 3, State: pgactivity.StateActive},
+		{PID: 4, State: "idle", Tenant: "acme"},
+		{PID: 5, State: "idle"},
+	}
+	for range 3 {
+		f.s.AddSample(pgactivity.Snapshot{Time: f.clk.Now(), Backends: bs}, 2*time.Second)
+	}
+	if got := testutil.ToFloat64(f.s.met.pgActive.WithLabelValues("true")); got != 6 {
+		t.Errorf("tagged session seconds %v, want 6", got)
+	}
+	if got := testutil.ToFloat64(f.s.met.pgActive.WithLabelValues("false")); got != 12 {
+		t.Errorf("untagged session seconds %v, want 12", got)
 	}
 }
