@@ -21,7 +21,9 @@ import (
 // Spool is a Store that keeps writes its next Store could not take in a
 // bounded on-disk spool and replays them, oldest first, when next answers
 // again. A spooled write returns nil: the rows are on disk and will be
-// written; they are not visible to Usage and History until then.
+// written. Until then Usage and History of a range with spooled minutes
+// replay the spool first and, if rows of the range still wait, return
+// ErrSpooled rather than sums that would leave them out.
 //
 // Each failed batch is one file, written atomically (temporary file,
 // fsync, rename), so files left by a process that died are replayed by the
@@ -32,8 +34,10 @@ import (
 // and skipped.
 //
 // A batch the store refuses — as invalid (ErrInvalid), or with any error
-// DeadLetterAfter times in a row while the store answers Ping — is a poison
-// batch: writing it again cannot succeed, and retrying it first would hold
+// but ErrUnavailable DeadLetterAfter times in a row while the store answers
+// Ping — is a poison batch (an unavailable part of the store, such as one
+// shard of a cluster whose other nodes answer Ping, is an outage: the batch
+// waits for it): writing it again cannot succeed, and retrying it first would hold
 // every later batch behind it. It moves to a dead-letter file
 // (*.rejected, in the spool's format, for an operator to inspect or
 // replay), is counted on qtop_collector_dropped_rows_total{reason="rejected"}
@@ -76,6 +80,10 @@ type spoolFile struct {
 	inflight bool
 	since    time.Time // when the batch was spooled
 	failures int       // replays refused while the store answered
+	// first and last are the minutes of a rollup batch spooled by this
+	// process; zero for one found at start (read as overlapping every
+	// range: its minutes are not read until it is replayed).
+	first, last time.Time
 }
 
 // DeadLetterAfter is how many times in a row a spooled batch may fail while
@@ -437,6 +445,14 @@ func (s *Spool) append(b *batch, data []byte) error {
 	}
 	s.seq++
 	f := &spoolFile{seq: s.seq, size: size, rows: b.rows(), kind: b.kind, since: time.Now()}
+	for i, r := range b.rollups {
+		if i == 0 || r.Minute.Before(f.first) {
+			f.first = r.Minute
+		}
+		if i == 0 || r.Minute.After(f.last) {
+			f.last = r.Minute
+		}
+	}
 	if err := WriteFileAtomic(filepath.Join(s.dir, f.name()), data); err != nil {
 		s.seq--
 		return fmt.Errorf("store: spool: %w", err)
@@ -600,7 +616,7 @@ func (s *Spool) drain(ctx context.Context) error {
 
 		err := s.replay(ctx, f)
 
-		if err != nil && !errors.Is(err, ErrSpoolCorrupt) && !errors.Is(err, ErrInvalid) && ctx.Err() == nil {
+		if err != nil && !errors.Is(err, ErrSpoolCorrupt) && !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrUnavailable) && ctx.Err() == nil {
 			// The store answers but refuses this batch: after
 			// DeadLetterAfter tries it is a poison batch, not an outage.
 			pctx, cancel := context.WithTimeout(ctx, s.cfg.writeTimeout)
@@ -671,14 +687,70 @@ func (s *Spool) replay(ctx context.Context, f *spoolFile) error {
 	return nil
 }
 
-// Usage implements Store: it reads next (spooled rows are not yet there).
+// Usage implements Store: it reads next. Spooled rollups are not there
+// yet, so when some of the range's minutes are spooled it first replays
+// the spool, and if rows of the range are still waiting it returns
+// ErrSpooled instead of sums that would leave them out.
 func (s *Spool) Usage(ctx context.Context, from, to time.Time, byRoute bool) ([]Usage, error) {
+	if err := s.readable(ctx, from, to); err != nil {
+		return nil, err
+	}
 	return s.next.Usage(ctx, from, to, byRoute)
 }
 
-// History implements Store: it reads next (spooled rows are not yet there).
+// History implements Store: it reads next, as Usage does (ErrSpooled while
+// minutes of the range wait in the spool).
 func (s *Spool) History(ctx context.Context, tenant string, from, to time.Time) ([]Rollup, error) {
+	if err := s.readable(ctx, from, to); err != nil {
+		return nil, err
+	}
 	return s.next.History(ctx, tenant, from, to)
+}
+
+// readable returns nil when no spooled rollup has a minute in [from, to),
+// after replaying the spool once if one has; otherwise ErrSpooled, naming
+// the rows and minutes still waiting.
+func (s *Spool) readable(ctx context.Context, from, to time.Time) error {
+	if rows, _, _ := s.spooledIn(from, to); rows == 0 {
+		return nil
+	}
+	derr := s.drain(ctx)
+	rows, first, last := s.spooledIn(from, to)
+	if rows == 0 {
+		return nil
+	}
+	span := "of minutes spooled before this start"
+	if !first.IsZero() {
+		span = fmt.Sprintf("of minutes %s to %s", first.UTC().Format(time.RFC3339), last.UTC().Format(time.RFC3339))
+	}
+	return fmt.Errorf("%w: %d rows %s wait in the spool for the store (%v); reading now would leave them out", ErrSpooled, rows, span, derr)
+}
+
+// spooledIn counts the spooled rollup rows of batches with a minute in
+// [from, to) (or whose minutes are unknown), with the span of the known.
+func (s *Spool) spooledIn(from, to time.Time) (rows int, first, last time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range s.files {
+		if f.kind != kindRollups {
+			continue
+		}
+		if f.first.IsZero() {
+			rows += f.rows
+			continue
+		}
+		if f.last.Before(from) || !f.first.Before(to) {
+			continue
+		}
+		rows += f.rows
+		if first.IsZero() || f.first.Before(first) {
+			first = f.first
+		}
+		if f.last.After(last) {
+			last = f.last
+		}
+	}
+	return rows, first, last
 }
 
 // Ping implements Store: it pings next.

@@ -22,6 +22,18 @@ var (
 	// ErrSpoolCorrupt reports a spool file that could not be decoded; the
 	// spool skips it and goes on.
 	ErrSpoolCorrupt = errors.New("store: corrupt spool file")
+	// ErrUnavailable marks a write that failed because the store, or a
+	// part of it, cannot take writes now (a shard whose replicas are all
+	// down, a coordination service that is gone, a node that does not
+	// answer) — a fault of the store, not of the batch, even when another
+	// part of the store answers Ping. The spool keeps such a batch and
+	// retries it however often it fails; it never dead-letters it.
+	ErrUnavailable = errors.New("store: unavailable")
+	// ErrSpooled is returned by the spool's reads (Usage, History) when
+	// rows of the range wait in the spool for a store that cannot take
+	// them yet: the store's answer would under-count. Try again once the
+	// spool has drained (qtop_collector_spool_bytes at 0).
+	ErrSpooled = errors.New("store: rows of the range are still spooled")
 )
 
 // Kinds of rollup.

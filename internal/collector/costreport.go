@@ -422,11 +422,16 @@ func (s httpAPI) handleCostReport(w http.ResponseWriter, r *http.Request) {
 	}
 	rep, err := BuildReport(r.Context(), s.em.store, req, nil)
 	if err != nil {
-		status := http.StatusInternalServerError
-		if errors.Is(err, ErrReport) {
+		status, retry := http.StatusInternalServerError, time.Duration(0)
+		switch {
+		case errors.Is(err, ErrReport):
 			status = http.StatusBadRequest
+		case errors.Is(err, store.ErrSpooled), errors.Is(err, store.ErrUnavailable), errors.Is(err, errStoreNotOpen):
+			// Minutes of the range wait in the spool, or the store (a
+			// shard of it) is down: a bill now would leave rows out.
+			status, retry = http.StatusServiceUnavailable, historyRetry
 		}
-		writeError(w, status, err.Error(), 0)
+		writeError(w, status, err.Error(), retry)
 		return
 	}
 	switch format {

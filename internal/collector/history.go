@@ -11,9 +11,13 @@ import (
 
 	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/report"
-
+	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tenant"
 )
+
+// historyRetry is the Retry-After of a history the store cannot answer
+// whole yet (rows of its minutes spooled, a shard down).
+const historyRetry = 30 * time.Second
 
 // ErrHistory: a history request is not one the collector can answer.
 var ErrHistory = errors.New("collector: bad history request")
@@ -74,14 +78,18 @@ func (s httpAPI) handleHistory(w http.ResponseWriter, r *http.Request) {
 	}
 	h, err := s.History(r.Context(), q.Get("tenant"), minutes, s.cfg.Now())
 	if err != nil {
-		status := http.StatusInternalServerError
+		status, retry := http.StatusInternalServerError, time.Duration(0)
 		switch {
 		case errors.Is(err, ErrHistory):
 			status = http.StatusBadRequest
 		case errors.Is(err, ErrNoStore):
 			status = http.StatusServiceUnavailable
+		case errors.Is(err, store.ErrSpooled), errors.Is(err, store.ErrUnavailable), errors.Is(err, errStoreNotOpen):
+			// Minutes of the range wait in the spool, or the store (a
+			// shard of it) is down: the answer would leave rows out.
+			status, retry = http.StatusServiceUnavailable, historyRetry
 		}
-		writeError(w, status, err.Error(), 0)
+		writeError(w, status, err.Error(), retry)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")

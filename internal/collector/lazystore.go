@@ -27,10 +27,15 @@ type lazyStore struct {
 	now     func() time.Time // Config.Now
 	lastTry time.Time
 	lastErr error
+	lastLog time.Time // when a failed open was last logged
 	closed  bool
 }
 
 const retryOpen = 2 * time.Second
+
+// lazyLogEvery is how often a failed open is logged while its reason stays
+// the same.
+const lazyLogEvery = time.Minute
 
 var _ store.Store = (*lazyStore)(nil)
 
@@ -47,9 +52,19 @@ func (l *lazyStore) get(ctx context.Context) (store.Store, error) {
 	if d := now.Sub(l.lastTry); d >= 0 && d < retryOpen {
 		return nil, fmt.Errorf("%w: %v", errStoreNotOpen, l.lastErr)
 	}
+	if l.lastLog.IsZero() {
+		l.lastLog = l.lastTry // the first failure was logged where it was made
+	}
 	l.lastTry = now
 	st, err := l.open(ctx)
 	if err != nil {
+		// Said again when the reason changes and once a minute while it
+		// lasts: an open that keeps failing for another reason than the
+		// first (a node back, ZooKeeper not) must not be silent.
+		if l.lastErr == nil || err.Error() != l.lastErr.Error() || now.Sub(l.lastLog) >= lazyLogEvery {
+			l.log.Warn("store still not reachable; rows wait in the spool", "err", err)
+			l.lastLog = now
+		}
 		l.lastErr = err
 		return nil, fmt.Errorf("%w: %v", errStoreNotOpen, err)
 	}

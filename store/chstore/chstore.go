@@ -241,9 +241,25 @@ func Open(ctx context.Context, addr, database string, opts ...Option) (*Store, e
 	s := &Store{conn: conn, cfg: cfg}
 	if err := s.start(ctx, schema); err != nil {
 		conn.Close()
+		unregister(s)
 		return nil, err
 	}
 	return s, nil
+}
+
+// unregister takes back the metrics a failed Open registered, so that the
+// next Open on the same registry (the collector opens a store that was
+// unreachable at start again and again until it answers) can register
+// them: left there, every later Open failed with "duplicate metrics
+// collector registration attempted", and a collector started while
+// ZooKeeper or a node was down spooled for good, until restarted.
+func unregister(s *Store) {
+	if s.cfg.reg == nil || s.rowsWritten == nil {
+		return // failed before its metrics were made
+	}
+	for _, c := range []prometheus.Collector{s.rowsWritten, s.writeErrors, s.writeTime} {
+		s.cfg.reg.Unregister(c)
+	}
 }
 
 func (s *Store) start(ctx context.Context, schema Schema) error {
@@ -312,6 +328,13 @@ func (s *Store) metrics() error {
 // several collectors at once and again after a crash halfway: tables are
 // created IF NOT EXISTS and a column is only added where it is missing.
 func (s *Store) migrate(ctx context.Context) error {
+	if migrated(ctx, s) {
+		// Nothing to create: no ON CLUSTER statement, which would wait
+		// for every node (distributed_ddl_task_timeout, 180 s) and then
+		// fail while one replica is down — a collector restarted, or a
+		// `collector erase` or `report` run, during a node's maintenance.
+		return nil
+	}
 	if err := s.exec(s.schema.ddlContext(ctx), s.schema.CreateDatabase()); err != nil {
 		return err
 	}
@@ -354,6 +377,34 @@ func (s *Store) migrate(ctx context.Context) error {
 		s.cfg.log.Info("chstore: migrated", "database", sc.Database, "version", m.Version, "name", m.Name, "server", sc.Version.String())
 	}
 	return nil
+}
+
+// migrated reports whether the node connected to records every migration
+// this schema has (any error, such as a database or table not there yet,
+// is a no: migrate then runs in full).
+func migrated(ctx context.Context, s *Store) bool {
+	rows, err := s.conn.Query(ctx, fmt.Sprintf("SELECT version FROM %s.%s", s.schema.Database, TableMigrations))
+	if err != nil {
+		return false
+	}
+	defer rows.Close()
+	applied := map[int]bool{}
+	for rows.Next() {
+		var v uint32
+		if rows.Scan(&v) != nil {
+			return false
+		}
+		applied[int(v)] = true
+	}
+	if rows.Err() != nil {
+		return false
+	}
+	for _, m := range s.schema.Migrations() {
+		if !applied[m.Version] && (s.cfg.maxMigration == 0 || m.Version <= s.cfg.maxMigration) {
+			return false
+		}
+	}
+	return true
 }
 
 // step runs one migration step where it is not in place yet. Another
@@ -423,44 +474,75 @@ func (s *Store) everyNode(ctx context.Context, fn func(driver.Conn) error) error
 // nodes calls fn with a connection to each node of the cluster, or with
 // firstReplicas to the first replica of each shard only.
 func (s *Store) nodes(ctx context.Context, firstReplicas bool, fn func(driver.Conn) error) error {
-	q := "SELECT DISTINCT host_address, port FROM system.clusters WHERE cluster = ?"
-	if firstReplicas {
-		q += " AND replica_num = 1"
-	}
-	rows, err := s.conn.Query(ctx, q, s.schema.distCluster())
+	rows, err := s.conn.Query(ctx, "SELECT DISTINCT shard_num, replica_num, host_address, port FROM system.clusters WHERE cluster = ? ORDER BY shard_num, replica_num", s.schema.distCluster())
 	if err != nil {
 		return fmt.Errorf("chstore: list cluster nodes: %w", err)
 	}
-	var addrs []string
+	var shards [][]string // each shard's replicas, in order
+	last := uint32(0)
 	for rows.Next() {
+		var shard, replica uint32
 		var host string
 		var port uint16
-		if err := rows.Scan(&host, &port); err != nil {
+		if err := rows.Scan(&shard, &replica, &host, &port); err != nil {
 			rows.Close()
 			return fmt.Errorf("chstore: list cluster nodes: %w", err)
 		}
-		addrs = append(addrs, net.JoinHostPort(host, strconv.Itoa(int(port))))
+		addr := net.JoinHostPort(host, strconv.Itoa(int(port)))
+		if !firstReplicas || len(shards) == 0 || shard != last {
+			shards = append(shards, nil)
+		}
+		shards[len(shards)-1] = append(shards[len(shards)-1], addr)
+		last = shard
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("chstore: list cluster nodes: %w", err)
 	}
-	for _, addr := range addrs {
-		conn, err := clickhouse.Open(&clickhouse.Options{
-			Addr:        []string{addr},
-			Auth:        clickhouse.Auth{Database: "default", Username: s.cfg.user, Password: s.cfg.pass},
-			DialTimeout: s.cfg.dialTimeout,
-			TLS:         s.cfg.tls,
-		})
-		if err == nil {
-			err = fn(conn)
-			conn.Close()
-		}
-		if err != nil {
-			return fmt.Errorf("chstore: node %s: %w", addr, err)
+	for _, replicas := range shards {
+		if err := onFirstAnswering(ctx, replicas, func(addr string) (driver.Conn, error) { return dialNode(s, addr) }, fn); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// dialNode connects to one node of the cluster with the store's
+// credentials.
+func dialNode(s *Store, addr string) (driver.Conn, error) {
+	return clickhouse.Open(&clickhouse.Options{
+		Addr:        []string{addr},
+		Auth:        clickhouse.Auth{Database: "default", Username: s.cfg.user, Password: s.cfg.pass},
+		DialTimeout: s.cfg.dialTimeout,
+		TLS:         s.cfg.tls,
+	})
+}
+
+// onFirstAnswering runs fn on the first of replicas (of one shard) that
+// answers a ping: with one replica of a shard down, retention, erasure and
+// per-shard migrations run on the other (replication carries them to the
+// one down when it is back) instead of failing.
+func onFirstAnswering(ctx context.Context, replicas []string, dial func(string) (driver.Conn, error), fn func(driver.Conn) error) error {
+	var errs []error
+	for _, addr := range replicas {
+		conn, err := dial(addr)
+		if err == nil {
+			if err = conn.Ping(ctx); err != nil {
+				conn.Close()
+			}
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("chstore: node %s: %w", addr, err))
+			continue
+		}
+		err = fn(conn)
+		conn.Close()
+		if err != nil {
+			return fmt.Errorf("chstore: node %s: %w", addr, err)
+		}
+		return nil
+	}
+	return errors.Join(errs...)
 }
 
 // recordMigration notes in the node's schema_migrations that m is applied.

@@ -38,6 +38,7 @@ func (s *Store) send(ctx context.Context, table string, columns []string, cols [
 	defer func() {
 		if err != nil {
 			s.writeErrors.WithLabelValues(table).Inc()
+			err = classify(err) // unavailable.go
 		}
 		s.writeTime.Observe(time.Since(start).Seconds())
 	}()
