@@ -253,8 +253,10 @@ func (e *emitter) check(ctx context.Context) {
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	err := e.store.Ping(pctx)
 	cancel()
-	if err == nil {
-		err = e.spoolDraining()
+	// The spool's age is set whether the store answers or not: it grows
+	// while the store is down, when it matters most.
+	if stuck := e.spoolDraining(); err == nil {
+		err = stuck
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

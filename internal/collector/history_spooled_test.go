@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/store"
@@ -89,3 +90,26 @@ func (r readsWhileFailing) History(ctx context.Context, tenant string, from, to 
 }
 
 func (r readsWhileFailing) Ping(context.Context) error { return nil }
+
+// TestSpoolAgeWhileStoreDown: the age of the spool's oldest batch is
+// exported while the store is down, when the spool grows (it was set only
+// after a ping that answered, so it read 0 for the whole outage).
+func TestSpoolAgeWhileStoreDown(t *testing.T) {
+	mem := newMemStore()
+	mem.fail = fmt.Errorf("connection refused: %w", store.ErrUnavailable)
+	s, err := New(Config{Store: "clickhouse://127.0.0.1:1/x", DataDir: t.TempDir(), Writer: "w1",
+		Registerer: prometheus.NewRegistry(), OpenStore: func(string) (store.Store, error) { return mem, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	row := store.Rollup{Minute: t0.Truncate(time.Minute), Writer: "w1", Version: 1, Service: "api",
+		Tenant: "acme", Route: "GET /x", Kind: "request", Count: 60}
+	if err := s.Store().WriteRollups(context.Background(), []store.Rollup{row}); err != nil {
+		t.Fatal(err)
+	}
+	s.em.check(context.Background())
+	if got := testutil.ToFloat64(s.em.guard.spoolStuck); got <= 0 {
+		t.Fatalf("spool age %v with the store down and a batch spooled, want > 0", got)
+	}
+}
