@@ -3,6 +3,7 @@ package chstore
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,13 +16,20 @@ import (
 // shardDown is the store's connection with every insert failing as a
 // Distributed insert does when all replicas of one shard are down (the
 // server's own error, code 279), while queries — Ping among them — answer.
+// It is installed before the spool starts (whose replays read the store's
+// connection on its own goroutine) and the shard comes back by clearing
+// down.
 type shardDown struct {
 	driver.Conn
-	err error
+	err  error
+	down *atomic.Bool
 }
 
-func (c shardDown) PrepareBatch(context.Context, string, ...driver.PrepareBatchOption) (driver.Batch, error) {
-	return nil, c.err
+func (c shardDown) PrepareBatch(ctx context.Context, q string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
+	if c.down.Load() {
+		return nil, c.err
+	}
+	return c.Conn.PrepareBatch(ctx, q, opts...)
 }
 
 // A shard down (every replica) is an outage of part of the cluster, not a
@@ -41,8 +49,9 @@ func TestShardDownIsNotPoison(t *testing.T) {
 	if !errors.Is(classify(err), store.ErrUnavailable) {
 		t.Fatalf("%v: not classified unavailable", err)
 	}
-	real := s.conn
-	s.conn = shardDown{Conn: real, err: err}
+	down := new(atomic.Bool)
+	down.Store(true)
+	s.conn = shardDown{Conn: s.conn, err: err, down: down}
 	sp, err := store.NewSpool(s, t.TempDir(), store.WithRetry(time.Hour, time.Hour), store.WithCloseTimeout(0))
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +68,7 @@ func TestShardDownIsNotPoison(t *testing.T) {
 	if st := sp.Stats(); st.DeadLetters != 0 || st.PendingRows != 1 {
 		t.Fatalf("stats %+v: want the row pending, no dead letter", st)
 	}
-	s.conn = real
+	down.Store(false) // the shard is back
 	if err := sp.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
