@@ -155,25 +155,23 @@ func (s *Server) AddSample(snap pgactivity.Snapshot, interval time.Duration) {
 	}
 	m := s.minutes.at(mt)
 	defer m.dirty.Store(true)
-	running := sampleRows(s.agg, snap, m, interval, now, s.em.writer)
+	running, active := sampleRows(s.agg, snap, m, interval, now, s.em.writer)
 	s.pg.add(snap, running, now, s.agg)
-	var tagged, untagged float64
-	for i := range snap.Backends {
-		if b := &snap.Backends[i]; b.Active() && b.Tenant != "" {
-			tagged += interval.Seconds()
-		} else if b.Active() {
-			untagged += interval.Seconds()
+	untagged := active[report.UnknownTenant]
+	s.met.pgActive.WithLabelValues("false").Add(untagged * interval.Seconds())
+	for name, n := range active {
+		if name != report.UnknownTenant {
+			s.met.pgActive.WithLabelValues("true").Add(n * interval.Seconds())
 		}
 	}
-	s.met.pgActive.WithLabelValues("true").Add(tagged)
-	s.met.pgActive.WithLabelValues("false").Add(untagged)
 }
 
 // sampleRows adds a sample's active sessions to minute m's "pg" rows and
 // to the tenants' DB load at now, and its slow statements to m's sampled
-// statements; it returns the running statements (not parallel workers).
+// statements; it returns the running statements (not parallel workers)
+// and the active sessions per tenant (report.UnknownTenant: untagged).
 // The server's lock is held (the minute).
-func sampleRows(agg *aggregator, snap pgactivity.Snapshot, m *minute, interval time.Duration, now time.Time, writer string) []*pgactivity.Backend {
+func sampleRows(agg *aggregator, snap pgactivity.Snapshot, m *minute, interval time.Duration, now time.Time, writer string) ([]*pgactivity.Backend, map[string]float64) {
 	active := make(map[string]float64)
 	var running []*pgactivity.Backend
 	for i := range snap.Backends {
@@ -212,7 +210,7 @@ func sampleRows(agg *aggregator, snap pgactivity.Snapshot, m *minute, interval t
 			tl.touch(sec)
 		})
 	}
-	return running
+	return running, active
 }
 
 // addStatement keeps a slow statement of a sample taken at t in the
