@@ -12,7 +12,7 @@ import (
 // openDuck opens the embedded DuckDB store (cgo; linked only here, in
 // application code).
 func openDuck(path string, cfg Config) (store.Store, error) {
-	st, err := duckstore.Open(path, duckstore.WithLogger(cfg.Logger))
+	st, err := duckstore.Open(path, duckstore.WithLogger(cfg.Logger), duckstore.WithRegisterer(cfg.Registerer))
 	if err != nil {
 		return nil, fmt.Errorf("collector: open duckdb://%s: %w", path, err)
 	}

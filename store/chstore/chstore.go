@@ -105,9 +105,7 @@ type Store struct {
 	sumMu   sync.Mutex
 	lastSum time.Time // when WriteRollups last looked for hours to sum
 
-	rowsWritten *prometheus.CounterVec
-	writeErrors *prometheus.CounterVec
-	writeTime   prometheus.Histogram
+	wm *store.WriteMetrics // nil until start makes them
 }
 
 var _ store.Store = (*Store)(nil)
@@ -253,14 +251,7 @@ func Open(ctx context.Context, addr, database string, opts ...Option) (*Store, e
 // them: left there, every later Open failed with "duplicate metrics
 // collector registration attempted", and a collector started while
 // ZooKeeper or a node was down spooled for good, until restarted.
-func unregister(s *Store) {
-	if s.cfg.reg == nil || s.rowsWritten == nil {
-		return // failed before its metrics were made
-	}
-	for _, c := range []prometheus.Collector{s.rowsWritten, s.writeErrors, s.writeTime} {
-		s.cfg.reg.Unregister(c)
-	}
-}
+func unregister(s *Store) { s.wm.Unregister() }
 
 func (s *Store) start(ctx context.Context, schema Schema) error {
 	if err := s.conn.Ping(ctx); err != nil {
@@ -300,27 +291,11 @@ func (s *Store) start(ctx context.Context, schema Schema) error {
 }
 
 func (s *Store) metrics() error {
-	s.rowsWritten = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "qtop_collector_store_rows_written_total",
-		Help: "Rows written to the store, by table.",
-	}, []string{"table"})
-	s.writeErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "qtop_collector_store_write_errors_total",
-		Help: "Batches the store failed to write, by table.",
-	}, []string{"table"})
-	s.writeTime = prometheus.NewHistogram(prometheus.HistogramOpts{
-		Name:    "qtop_collector_store_write_seconds",
-		Help:    "Time to write one batch to the store.",
-		Buckets: prometheus.ExponentialBuckets(0.001, 4, 8),
-	})
-	if s.cfg.reg == nil {
-		return nil
+	wm, err := store.NewWriteMetrics(s.cfg.reg, TableRollups, TableHotKeys, TableStatements, TableAudit, TableSums)
+	if err != nil {
+		return fmt.Errorf("chstore: metrics: %w", err)
 	}
-	for _, c := range []prometheus.Collector{s.rowsWritten, s.writeErrors, s.writeTime} {
-		if err := s.cfg.reg.Register(c); err != nil {
-			return fmt.Errorf("chstore: metrics: %w", err)
-		}
-	}
+	s.wm = wm
 	return nil
 }
 

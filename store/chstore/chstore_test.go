@@ -105,7 +105,7 @@ func TestMetricsAndRetentionWarning(t *testing.T) {
 	if err := s.WriteRollups(context.Background(), []store.Rollup{storetest.Row(0, "w", "a", "/", 1), storetest.Row(1, "w", "a", "/", 1)}); err != nil {
 		t.Fatal(err)
 	}
-	if got := testutil.ToFloat64(s.rowsWritten.WithLabelValues(TableRollups)); got != 2 {
+	if got := storetest.Counter(t, reg, "qtop_collector_store_rows_written_total", TableRollups); got != 2 {
 		t.Fatalf("rows written = %v, want 2", got)
 	}
 	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {

@@ -147,7 +147,7 @@ func writeSums(ctx context.Context, s *Store, rows []sumRow, gen uint64) error {
 		kind[i], hour[i], minute[i], gens[i], tenant[i], route[i] = r.kind, r.hour, r.minute, gen, r.tenant, r.route
 		req[i], errs[i], by[i], dur[i], db[i], ru[i] = r.req, r.errs, r.by, r.dur, r.db, r.ru
 	}
-	return s.send(ctx, TableSums, sumColumns, []any{kind, hour, gens, minute, tenant, route, req, errs, dur, db, ru, by})
+	return s.send(ctx, TableSums, n, sumColumns, []any{kind, hour, gens, minute, tenant, route, req, errs, dur, db, ru, by})
 }
 
 // maybeSum sums due hours, one round, at most every sumEvery; WriteRollups

@@ -28,19 +28,18 @@ var (
 	auditColumns = []string{"time", "time_ns", "who", "action", "policy_version", "rule"}
 )
 
-// send appends columns to one batch and sends it, with the settings of
+// send appends columns (of rows rows) to one batch and sends it, with the settings of
 // Schema.InsertSettings: a nil error means stored, not queued.
-func (s *Store) send(ctx context.Context, table string, columns []string, cols []any) (err error) {
+func (s *Store) send(ctx context.Context, table string, rows int, columns []string, cols []any) (err error) {
 	if err := s.check(); err != nil {
 		return err
 	}
 	start := time.Now()
 	defer func() {
+		s.wm.Written(table, rows, start, err)
 		if err != nil {
-			s.writeErrors.WithLabelValues(table).Inc()
 			err = classify(err) // unavailable.go
 		}
-		s.writeTime.Observe(time.Since(start).Seconds())
 	}()
 	if set := s.schema.InsertSettings(s.cfg.asyncInsert); len(set) > 0 {
 		ctx = clickhouse.Context(ctx, clickhouse.WithSettings(set))
@@ -191,12 +190,8 @@ func insertRollups(ctx context.Context, s *Store, rows []store.Rollup) error {
 	c := colPool.Get().(*rollupCols)
 	defer c.release()
 	c.fill(rows)
-	err := s.send(ctx, TableRollups, rollupColumns, []any{c.minute, c.writer, c.version, c.service, c.tenant, c.route, c.tier, c.kind,
+	return s.send(ctx, TableRollups, len(rows), rollupColumns, []any{c.minute, c.writer, c.version, c.service, c.tenant, c.route, c.tier, c.kind,
 		c.count, c.errs, c.dur, c.ru, c.bytes, c.nrows, c.ass, flatArray[uint16]{c.ends, c.idxBuf}, flatArray[uint64]{c.ends, c.cntBuf}})
-	if err == nil {
-		s.rowsWritten.WithLabelValues(TableRollups).Add(float64(len(rows)))
-	}
-	return err
 }
 
 // WriteHotKeys implements store.Store.
@@ -211,11 +206,7 @@ func (s *Store) WriteHotKeys(ctx context.Context, rows []store.HotKey) error {
 	for i, r := range rows {
 		minute[i], writer[i], version[i], key[i], tenant[i], count[i], errb[i] = r.Minute.UTC(), r.Writer, r.Version, r.Key, r.Tenant, r.Count, r.Err
 	}
-	err := s.send(ctx, TableHotKeys, hotKeyColumns, []any{minute, writer, version, key, tenant, count, errb})
-	if err == nil {
-		s.rowsWritten.WithLabelValues(TableHotKeys).Add(float64(n))
-	}
-	return err
+	return s.send(ctx, TableHotKeys, n, hotKeyColumns, []any{minute, writer, version, key, tenant, count, errb})
 }
 
 // WriteStatements implements store.Store. The time keeps its nanoseconds
@@ -234,11 +225,7 @@ func (s *Store) WriteStatements(ctx context.Context, rows []store.Statement) err
 		writer[i], pid[i], tenant[i], route[i], app[i], query[i] = r.Writer, r.PID, r.Tenant, r.Route, r.Application, r.Query
 		state[i], wet[i], we[i], dur[i] = r.State, r.WaitEventType, r.WaitEvent, r.Duration.Seconds()
 	}
-	err := s.send(ctx, TableStatements, statementColumns, []any{tm, ns, writer, pid, tenant, route, app, query, state, wet, we, dur})
-	if err == nil {
-		s.rowsWritten.WithLabelValues(TableStatements).Add(float64(n))
-	}
-	return err
+	return s.send(ctx, TableStatements, n, statementColumns, []any{tm, ns, writer, pid, tenant, route, app, query, state, wet, we, dur})
 }
 
 // WriteAudit implements store.Store.
@@ -254,9 +241,5 @@ func (s *Store) WriteAudit(ctx context.Context, rows []store.Audit) error {
 		tm[i], ns[i] = r.Time.UTC().Truncate(time.Second), uint32(r.Time.Nanosecond())
 		who[i], action[i], pv[i], rule[i] = r.Who, r.Action, r.PolicyVersion, r.Rule
 	}
-	err := s.send(ctx, TableAudit, auditColumns, []any{tm, ns, who, action, pv, rule})
-	if err == nil {
-		s.rowsWritten.WithLabelValues(TableAudit).Add(float64(n))
-	}
-	return err
+	return s.send(ctx, TableAudit, n, auditColumns, []any{tm, ns, who, action, pv, rule})
 }

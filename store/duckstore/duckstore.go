@@ -26,10 +26,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/duckdb/duckdb-go/v2"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/qtop-dev/qtop/histogram"
 	"github.com/qtop-dev/qtop/store"
@@ -47,6 +49,7 @@ type Store struct {
 	wmu         sync.Mutex // serialises writes
 	horizon     time.Time  // rollups before it may be in rollups_cold (under wmu)
 	compactRows int        // rows moved to rollups_cold at a time
+	wm          *store.WriteMetrics
 	mu          sync.RWMutex
 	closed      bool
 }
@@ -55,6 +58,7 @@ var _ store.Store = (*Store)(nil)
 
 type config struct {
 	log          *slog.Logger
+	reg          prometheus.Registerer
 	maxMigration int // tests: stop after this migration
 	compactRows  int // tests: move fewer rows at a time to rollups_cold
 }
@@ -64,6 +68,11 @@ type Option func(*config)
 
 // WithLogger logs schema changes to l.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
+
+// WithRegisterer registers the store's write metrics on reg (the same as
+// chstore's: rows written and errors by table, time per batch); Close
+// takes them back.
+func WithRegisterer(reg prometheus.Registerer) Option { return func(c *config) { c.reg = reg } }
 
 // Open opens (creating if missing) the DuckDB file at path and migrates it.
 // The path ":memory:" or "" gives a store that lives in memory only.
@@ -91,22 +100,28 @@ func Open(path string, opts ...Option) (*Store, error) {
 		connector.Close()
 		return nil, err
 	}
+	if s.wm, err = store.NewWriteMetrics(cfg.reg, tables...); err != nil {
+		s.db.Close()
+		connector.Close()
+		return nil, fmt.Errorf("duckstore: metrics: %w", err)
+	}
 	if cfg.maxMigration == 0 || cfg.maxMigration >= 3 {
 		if err := s.loadHorizon(context.Background()); err != nil {
-			s.db.Close()
-			connector.Close()
+			s.Close()
 			return nil, err
 		}
 	}
 	for _, q := range staging {
 		if _, err := s.db.Exec(q); err != nil {
-			s.db.Close()
-			connector.Close()
+			s.Close()
 			return nil, fmt.Errorf("duckstore: staging tables: %w", err)
 		}
 	}
 	return s, nil
 }
+
+// tables are the tables written, as the write metrics name them.
+var tables = []string{"rollups", "hot_keys", "statements", "audit"}
 
 type migration struct {
 	version int
@@ -254,7 +269,7 @@ func statement(q string) merger {
 
 // write appends n rows to the staging table, then merges them into the
 // table in one transaction. Writes are serialised.
-func (s *Store) write(ctx context.Context, what, stagingTable string, merge merger, n int, row func(i int) []driver.Value) error {
+func (s *Store) write(ctx context.Context, what, stagingTable string, merge merger, n int, row func(i int) []driver.Value) (err error) {
 	done, err := s.begin()
 	if err != nil {
 		return err
@@ -262,6 +277,8 @@ func (s *Store) write(ctx context.Context, what, stagingTable string, merge merg
 	defer done()
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
+	start := time.Now()
+	defer func() { s.wm.Written(strings.TrimPrefix(stagingTable, "staging_"), n, start, err) }()
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("duckstore: write %s: %w", what, err)
@@ -571,5 +588,6 @@ func (s *Store) Close() error {
 		return store.ErrClosed
 	}
 	s.closed = true
+	s.wm.Unregister()
 	return errors.Join(s.db.Close(), s.connector.Close())
 }

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/qtop-dev/qtop/histogram"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tenant"
@@ -513,4 +515,28 @@ func closed(t *testing.T, s store.Store) {
 	if err := s.Close(); !errors.Is(err, store.ErrClosed) {
 		t.Errorf("second Close = %v, want ErrClosed", err)
 	}
+}
+
+// Counter returns the value of a store's counter with the label table
+// (qtop_collector_store_rows_written_total, ..._write_errors_total) as
+// gathered from reg; 0 when there is no such series.
+func Counter(t testing.TB, reg prometheus.Gatherer, name, table string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "table" && l.GetValue() == table {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }
