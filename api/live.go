@@ -286,6 +286,11 @@ type ServiceRow struct {
 	ShedLevel  int     `json:"shed_level"`
 	ReqPerSec  float64 `json:"req_per_sec"`
 	P95Seconds float64 `json:"p95_seconds"`
+	// BaselineP95Seconds is the service's usual p95: the median over the
+	// trailing hour (less its last minutes, and no minute of an incident)
+	// of each minute's p95; 0 until the collector has enough minutes. The
+	// latency alerts compare P95Seconds with it.
+	BaselineP95Seconds float64 `json:"baseline_p95_seconds,omitempty"`
 	// Processes counts the service's reporting processes in the window.
 	Processes int `json:"processes"`
 }

@@ -332,6 +332,7 @@ func mergeServices(snaps []Snapshot) []ServiceRow {
 			a.ShedLevel = max(a.ShedLevel, sv.ShedLevel)
 			a.ReqPerSec += sv.ReqPerSec
 			a.P95Seconds = max(a.P95Seconds, sv.P95Seconds)
+			a.BaselineP95Seconds = max(a.BaselineP95Seconds, sv.BaselineP95Seconds)
 			a.Processes += sv.Processes
 		}
 	}

@@ -344,3 +344,33 @@ func TestSignalMergeSparseAtSameAsDense(t *testing.T) {
 		t.Fatalf("the step did not show: the ratio stayed within %v of 1", math.Exp(moved))
 	}
 }
+
+// TestSignalCatchesUpWithLastingStep: the ratio is a change detector, not a
+// level: after a lasting 3× step its long window takes in the new level and
+// the ratio is healthy again within two minutes. This is why the alert
+// rules do not hold the ratio for minutes: they compare the service's p95
+// with the collector's hour baseline (qtop_collector_latency_baseline_p95_seconds).
+func TestSignalCatchesUpWithLastingStep(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	s := NewSignal()
+	base := lognormal(r, 0.020, 0.5)
+	step := at(10 * time.Minute)
+	drive(s, t0, step, 100, base)
+	degraded, healthyAgain := time.Duration(-1), time.Duration(-1)
+	for d := time.Second; d <= 5*time.Minute; d += time.Second {
+		drive(s, step.Add(d-time.Second), step.Add(d), 100, func() float64 { return 3 * base() })
+		switch deg := s.DegradedAt(step.Add(d)); {
+		case deg && degraded < 0:
+			degraded = d
+		case !deg && degraded >= 0 && healthyAgain < 0:
+			healthyAgain = d
+		}
+	}
+	if degraded < 0 || degraded > 10*time.Second {
+		t.Fatalf("degraded %v after the step, want within the short window", degraded)
+	}
+	if healthyAgain < 0 || healthyAgain > 2*time.Minute {
+		t.Fatalf("healthy again %v after the step, want within 2 minutes (the long window catching up)", healthyAgain)
+	}
+	t.Logf("degraded after %v, healthy again after %v of a lasting 3× step", degraded, healthyAgain)
+}

@@ -24,6 +24,12 @@ import (
 // carries it (api.TenantRow.BaselineP95Seconds, BaselineShare,
 // BaselineRUPerSec) and qtop judges against it ("baselines: collector").
 //
+// Each service's p95 is kept the same way (api.ServiceRow.
+// BaselineP95Seconds, exported as qtop_collector_latency_baseline_p95_seconds):
+// the latency alerts compare a service's p95 with it, since the latency
+// ratio's own 5-minute baseline takes in a lasting slowdown within a
+// minute or two.
+//
 // Incidents do not teach the baselines: the book runs the headline's
 // own detector (incident.Tracker) on what it is fed, and while an
 // offender is flagged against a baseline, or as new load while victims
@@ -42,6 +48,9 @@ const (
 	// maxBaselineTenants bounds the tenants followed (the live view the
 	// book reads has at most maxTop rows).
 	maxBaselineTenants = 2 * maxTop
+	// maxBaselineServices bounds the services followed, as their ratio
+	// series are.
+	maxBaselineServices = maxRatioSeries
 )
 
 // baselineBook holds every followed tenant's minutes and the baselines
@@ -53,8 +62,10 @@ type baselineBook struct {
 	mu        sync.Mutex
 	minute    int64 // the minute being filled (unix minutes)
 	tenants   map[string]*tenantMinutes
-	served    map[string][3]float64 // p95 seconds, share of RU, RU/s: the baselines served
-	tr        incident.Tracker      // the headline, so that incidents do not teach
+	served    map[string][3]float64     // p95 seconds, share of RU, RU/s: the baselines served
+	services  map[string]*tenantMinutes // only p95 is used
+	servedSvc map[string]float64        // p95 seconds
+	tr        incident.Tracker          // the headline, so that incidents do not teach
 	// file is where the book is saved at each minute's turn ("": not
 	// saved); save does it (nil: saveBaselines).
 	file string
@@ -71,7 +82,7 @@ type flagged struct {
 	base  float64 // the RU/s it was flagged against (0: new load)
 }
 
-// tenantMinutes is one tenant's ring of minutes.
+// tenantMinutes is one tenant's (or service's) ring of minutes.
 type tenantMinutes struct {
 	at         [baselineSlots]int64 // the minute a slot holds
 	p95, share [baselineSlots]float64
@@ -81,7 +92,8 @@ type tenantMinutes struct {
 }
 
 func newBaselineBook() *baselineBook {
-	return &baselineBook{gap: baselineGap, need: baselineMinutes, tenants: map[string]*tenantMinutes{}, served: map[string][3]float64{}}
+	return &baselineBook{gap: baselineGap, need: baselineMinutes, tenants: map[string]*tenantMinutes{}, served: map[string][3]float64{},
+		services: map[string]*tenantMinutes{}, servedSvc: map[string]float64{}}
 }
 
 // add takes one live snapshot (tenants by RU, the most rows, carrying
@@ -127,6 +139,15 @@ func (b *baselineBook) learn(s *api.Snapshot, m int64, total float64) {
 	if on {
 		return
 	}
+	for i := range s.Services {
+		// A service's p95 is learnt while its ratio is known (enough
+		// samples), as the alerts read it.
+		if r := &s.Services[i]; r.P95Seconds > 0 && r.Ratio > 0 {
+			if tm := minutesOf(b.services, r.Service, maxBaselineServices); tm != nil {
+				tm.add(m, r.P95Seconds, 0, 0)
+			}
+		}
+	}
 	if total <= 0 {
 		return
 	}
@@ -135,24 +156,34 @@ func (b *baselineBook) learn(s *api.Snapshot, m int64, total float64) {
 		if r.P95Seconds <= 0 || r.Untagged || r.Tenant == api.OtherTenant || tenant.ValidateTenant(r.Tenant) != nil {
 			continue
 		}
-		tm := b.tenants[r.Tenant]
-		if tm == nil {
-			if len(b.tenants) >= maxBaselineTenants {
-				continue
-			}
-			tm = &tenantMinutes{}
-			b.tenants[r.Tenant] = tm
+		if tm := minutesOf(b.tenants, r.Tenant, maxBaselineTenants); tm != nil {
+			tm.add(m, r.P95Seconds, r.RUPerSec/total, r.RUPerSec)
 		}
-		slot := m % baselineSlots
-		if tm.at[slot] != m {
-			tm.at[slot], tm.p95[slot], tm.share[slot], tm.ru[slot], tm.n[slot] = m, 0, 0, 0, 0
-		}
-		tm.p95[slot] += r.P95Seconds
-		tm.share[slot] += r.RUPerSec / total
-		tm.ru[slot] += r.RUPerSec
-		tm.n[slot]++
-		tm.lastMinute = m
 	}
+}
+
+// minutesOf returns name's ring in m, made if there is room for it (nil
+// if not).
+func minutesOf(m map[string]*tenantMinutes, name string, most int) *tenantMinutes {
+	tm := m[name]
+	if tm == nil && len(m) < most {
+		tm = &tenantMinutes{}
+		m[name] = tm
+	}
+	return tm
+}
+
+// add adds one second's p95, share and RU/s to minute m.
+func (tm *tenantMinutes) add(m int64, p95, share, ru float64) {
+	slot := m % baselineSlots
+	if tm.at[slot] != m {
+		tm.at[slot], tm.p95[slot], tm.share[slot], tm.ru[slot], tm.n[slot] = m, 0, 0, 0, 0
+	}
+	tm.p95[slot] += p95
+	tm.share[slot] += share
+	tm.ru[slot] += ru
+	tm.n[slot]++
+	tm.lastMinute = m
 }
 
 // turn starts minute m: the baselines are computed again from the
@@ -161,25 +192,40 @@ func (b *baselineBook) learn(s *api.Snapshot, m int64, total float64) {
 func (b *baselineBook) turn(m int64) []byte {
 	b.minute = m
 	clear(b.served)
+	clear(b.servedSvc)
 	var ps, ss, rs []float64
 	for name, tm := range b.tenants {
 		if m-tm.lastMinute > baselineSlots {
 			delete(b.tenants, name)
 			continue
 		}
-		ps, ss, rs = ps[:0], ss[:0], rs[:0]
-		for i := range baselineSlots {
-			if at := tm.at[i]; tm.n[i] > 0 && at >= m-baselineSlots && at < m-b.gap {
-				n := float64(tm.n[i])
-				ps, ss, rs = append(ps, tm.p95[i]/n), append(ss, tm.share[i]/n), append(rs, tm.ru[i]/n)
-			}
+		if ps, ss, rs = b.complete(tm, m, ps, ss, rs); int64(len(ps)) >= b.need {
+			b.served[name] = [3]float64{median(ps), median(ss), median(rs)}
 		}
-		if int64(len(ps)) < b.need {
+	}
+	for name, tm := range b.services {
+		if m-tm.lastMinute > baselineSlots {
+			delete(b.services, name)
 			continue
 		}
-		b.served[name] = [3]float64{median(ps), median(ss), median(rs)}
+		if ps, ss, rs = b.complete(tm, m, ps, ss, rs); int64(len(ps)) >= b.need {
+			b.servedSvc[name] = median(ps)
+		}
 	}
 	return b.encode()
+}
+
+// complete returns, in ps, ss and rs (reused), tm's means of the complete
+// minutes a baseline at minute m is taken from.
+func (b *baselineBook) complete(tm *tenantMinutes, m int64, ps, ss, rs []float64) ([]float64, []float64, []float64) {
+	ps, ss, rs = ps[:0], ss[:0], rs[:0]
+	for i := range baselineSlots {
+		if at := tm.at[i]; tm.n[i] > 0 && at >= m-baselineSlots && at < m-b.gap {
+			n := float64(tm.n[i])
+			ps, ss, rs = append(ps, tm.p95[i]/n), append(ss, tm.share[i]/n), append(rs, tm.ru[i]/n)
+		}
+	}
+	return ps, ss, rs
 }
 
 // median of v (reordered), as the headline takes its quantiles.
@@ -189,6 +235,9 @@ func median(v []float64) float64 { return incident.Quantile(v, 0.5) }
 func (b *baselineBook) snapshot(snap *api.Snapshot, _ time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	for i := range snap.Services {
+		snap.Services[i].BaselineP95Seconds = b.servedSvc[snap.Services[i].Service]
+	}
 	if (len(b.served) == 0 && len(b.flagged) == 0) || (snap.GroupBy != "" && snap.GroupBy != api.GroupTenant) {
 		return
 	}
@@ -211,6 +260,13 @@ func (b *baselineBook) snapshot(snap *api.Snapshot, _ time.Time) {
 			}
 		}
 	}
+}
+
+// serviceBaseline returns the baseline p95 of a service (0: none yet).
+func (b *baselineBook) serviceBaseline(name string) float64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.servedSvc[name]
 }
 
 var _ feature = (*baselineBook)(nil)

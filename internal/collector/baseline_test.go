@@ -37,6 +37,7 @@ func TestBaselinesSameForEveryQtop(t *testing.T) {
 	var early, late, lateOwn incident.Tracker
 	var he, hl, ho incident.Headline
 	var before float64
+	var svcBefore api.ServiceRow
 	for sec := 1; sec <= int((importAt+45*time.Second)/time.Second); sec++ {
 		fleet.step(f.clk.Add(time.Second))
 		f.s.Tick(ctx, f.clk.Now())
@@ -48,6 +49,10 @@ func TestBaselinesSameForEveryQtop(t *testing.T) {
 				t.Fatalf("no baseline served for acme after %v: %+v", importAt, r)
 			}
 			before = rowOf(snap, "acme").BaselineP95Seconds
+			svcBefore = serviceOf(snap, "storefront-api")
+			if svcBefore.BaselineP95Seconds <= 0 || svcBefore.BaselineP95Seconds > 1.5*svcBefore.P95Seconds {
+				t.Fatalf("storefront-api before the import: %+v", svcBefore)
+			}
 		}
 		if time.Duration(sec)*time.Second >= importAt+15*time.Second {
 			// Started during the incident: on the collector's baselines,
@@ -79,7 +84,34 @@ func TestBaselinesSameForEveryQtop(t *testing.T) {
 		t.Fatalf("on its own baselines a late qtop saw %d victims, on the collector's %d: the test shows nothing", len(ho.Victims), len(hl.Victims))
 	}
 	t.Logf("victims: from the start %d, started late %d, started late on its own baselines %d", len(he.Victims), len(hl.Victims), len(ho.Victims))
-	holdAndRestart(t, f, fleet, before, importAt+45*time.Second)
+	holdAndRestart(t, f, fleet, before, svcBefore.BaselineP95Seconds, importAt+45*time.Second)
+}
+
+func serviceOf(s api.Snapshot, name string) api.ServiceRow {
+	for _, r := range s.Services {
+		if r.Service == name {
+			return r
+		}
+	}
+	return api.ServiceRow{}
+}
+
+// gauge returns a gauge of the collector's registry by its service label
+// (0 and false: no such series).
+func gauge(t *testing.T, f *fixture, metric, service string) (float64, bool) {
+	t.Helper()
+	mfs, err := f.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			if mf.GetName() == metric && len(m.GetLabel()) == 1 && m.GetLabel()[0].GetValue() == service {
+				return m.GetGauge().GetValue(), true
+			}
+		}
+	}
+	return 0, false
 }
 
 func demoNoStore(c *Config) { c.Demo = true; c.Store = StoreNone }
@@ -102,7 +134,12 @@ func rowOf(s api.Snapshot, tenant string) api.TenantRow {
 // then restarts on the same data folder: it serves the same baselines
 // from its first second, and a qtop on it names the same offender and
 // victims.
-func holdAndRestart(t *testing.T, f *fixture, fleet *demoFleet, before float64, elapsed time.Duration) {
+//
+// A service's baseline p95 is held the same way: six minutes into the
+// import storefront-api's p95 is still more than twice its baseline (what
+// QtopLatencyRatioCritical compares, where the latency ratio itself has
+// long recovered), and the restarted collector exports the same baseline.
+func holdAndRestart(t *testing.T, f *fixture, fleet *demoFleet, before, svcBefore float64, elapsed time.Duration) {
 	const runFor = 10 * time.Minute // since the start; the import began at 4 min
 	ctx := context.Background()
 	var late incident.Tracker
@@ -118,6 +155,19 @@ func holdAndRestart(t *testing.T, f *fixture, fleet *demoFleet, before float64, 
 	}
 	h := late.Headline()
 	after := rowOf(snap, "acme").BaselineP95Seconds
+	svc := serviceOf(snap, "storefront-api")
+	if svc.BaselineP95Seconds <= 0 || svc.BaselineP95Seconds > 1.25*svcBefore || svc.P95Seconds < 2*svc.BaselineP95Seconds {
+		t.Fatalf("storefront-api six minutes into the import: p95 %v, baseline %v (before the import %v)", svc.P95Seconds, svc.BaselineP95Seconds, svcBefore)
+	}
+	if svc.Ratio < 0.5 {
+		t.Fatalf("storefront-api's latency ratio %v six minutes into the import: the test shows nothing", svc.Ratio)
+	}
+	if v, ok := gauge(t, f, "qtop_collector_latency_baseline_p95_seconds", "storefront-api"); !ok || v != svc.BaselineP95Seconds {
+		t.Fatalf("qtop_collector_latency_baseline_p95_seconds = %v, %v; want %v", v, ok, svc.BaselineP95Seconds)
+	}
+	if v, ok := gauge(t, f, "qtop_collector_latency_p95_seconds", "storefront-api"); !ok || v != svc.P95Seconds {
+		t.Fatalf("qtop_collector_latency_p95_seconds = %v, %v; want %v", v, ok, svc.P95Seconds)
+	}
 	if before <= 0 || after > 1.25*before {
 		t.Fatalf("acme's baseline p95 %v before the import, %v six minutes into it", before, after)
 	}
@@ -148,6 +198,9 @@ func holdAndRestart(t *testing.T, f *fixture, fleet *demoFleet, before float64, 
 		again.Add(&snap)
 	}
 	h2 := again.Headline()
+	if v, ok := gauge(t, f, "qtop_collector_latency_baseline_p95_seconds", "storefront-api"); !ok || v != svc.BaselineP95Seconds {
+		t.Fatalf("after the restart qtop_collector_latency_baseline_p95_seconds = %v, %v; want %v", v, ok, svc.BaselineP95Seconds)
+	}
 	if r := rowOf(snap, "acme"); r.BaselineP95Seconds != after {
 		t.Fatalf("after the restart acme's baseline p95 is %v, was %v", r.BaselineP95Seconds, after)
 	}

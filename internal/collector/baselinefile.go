@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -19,11 +20,13 @@ const baselinesFile = "baselines.json"
 // most maxBaselineTenants × baselineSlots minutes: about 12 MB of JSON).
 const maxBaselinesFile = 32 << 20
 
-// baselinesOnDisk is the saved book: each tenant's minutes of the
-// trailing hour, as sums over the seconds seen.
+// baselinesOnDisk is the saved book: each tenant's and each service's
+// minutes of the trailing hour, as sums over the seconds seen (a
+// service's share and RU/s are 0).
 type baselinesOnDisk struct {
-	Version int                     `json:"version"`
-	Tenants map[string][]minuteSums `json:"tenants"`
+	Version  int                     `json:"version"`
+	Tenants  map[string][]minuteSums `json:"tenants"`
+	Services map[string][]minuteSums `json:"services,omitempty"`
 }
 
 // minuteSums is one minute of a tenant: [unix minute, seconds seen, p95
@@ -36,8 +39,18 @@ func (b *baselineBook) encode() []byte {
 	if b.file == "" {
 		return nil
 	}
-	d := baselinesOnDisk{Version: 1, Tenants: make(map[string][]minuteSums, len(b.tenants))}
-	for name, tm := range b.tenants {
+	d := baselinesOnDisk{Version: 1, Tenants: b.encodeRings(b.tenants), Services: b.encodeRings(b.services)}
+	out, err := json.Marshal(d)
+	if err != nil {
+		return nil // cannot happen: finite numbers and strings
+	}
+	return out
+}
+
+// encodeRings returns the minutes of the trailing hour of each ring.
+func (b *baselineBook) encodeRings(rings map[string]*tenantMinutes) map[string][]minuteSums {
+	out := make(map[string][]minuteSums, len(rings))
+	for name, tm := range rings {
 		var ms []minuteSums
 		for i := range baselineSlots {
 			if tm.n[i] > 0 && tm.at[i] >= b.minute-baselineSlots {
@@ -45,12 +58,8 @@ func (b *baselineBook) encode() []byte {
 			}
 		}
 		if ms != nil {
-			d.Tenants[name] = ms
+			out[name] = ms
 		}
-	}
-	out, err := json.Marshal(d)
-	if err != nil {
-		return nil // cannot happen: finite numbers and strings
 	}
 	return out
 }
@@ -97,22 +106,31 @@ func (b *baselineBook) load(path string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for name, ms := range d.Tenants {
-		if tenant.ValidateTenant(name) != nil || len(b.tenants) >= maxBaselineTenants {
-			continue
+		if tenant.ValidateTenant(name) == nil && len(b.tenants) < maxBaselineTenants {
+			b.tenants[name] = decodeRing(ms)
 		}
-		tm := &tenantMinutes{}
-		for _, x := range ms {
-			m, n := int64(x[0]), int(x[1])
-			if n <= 0 || m <= 0 {
-				continue
-			}
-			slot := m % baselineSlots
-			tm.at[slot], tm.n[slot], tm.p95[slot], tm.share[slot], tm.ru[slot] = m, n, x[2], x[3], x[4]
-			tm.lastMinute = max(tm.lastMinute, m)
+	}
+	for name, ms := range d.Services {
+		if tenant.ValidateString("service", name, report.MaxStringLen) == nil && len(b.services) < maxBaselineServices {
+			b.services[name] = decodeRing(ms)
 		}
-		b.tenants[name] = tm
 	}
 	return nil
+}
+
+// decodeRing is a ring of minutes as saved.
+func decodeRing(ms []minuteSums) *tenantMinutes {
+	tm := &tenantMinutes{}
+	for _, x := range ms {
+		m, n := int64(x[0]), int(x[1])
+		if n <= 0 || m <= 0 {
+			continue
+		}
+		slot := m % baselineSlots
+		tm.at[slot], tm.n[slot], tm.p95[slot], tm.share[slot], tm.ru[slot] = m, n, x[2], x[3], x[4]
+		tm.lastMinute = max(tm.lastMinute, m)
+	}
+	return tm
 }
 
 // eraseBaselines removes one tenant from the book saved in dataDir (the

@@ -20,7 +20,7 @@ func TestLatencyRatioMetric(t *testing.T) {
 		t.Fatal(err)
 	}
 	fleet.warm(f.clk.Now())
-	gauges := func() map[string]float64 {
+	gauges := func(metric ...string) map[string]float64 {
 		t.Helper()
 		mfs, err := f.reg.Gather()
 		if err != nil {
@@ -28,7 +28,7 @@ func TestLatencyRatioMetric(t *testing.T) {
 		}
 		out := map[string]float64{}
 		for _, mf := range mfs {
-			if mf.GetName() != "qtop_collector_latency_ratio" {
+			if name := append(metric, "qtop_collector_latency_ratio")[0]; mf.GetName() != name {
 				continue
 			}
 			for _, m := range mf.GetMetric() {
@@ -54,16 +54,29 @@ func TestLatencyRatioMetric(t *testing.T) {
 			t.Fatalf("service %s healthy before the import but ratio %.2f", name, v)
 		}
 	}
+	p95Before := gauges("qtop_collector_latency_p95_seconds")
+	for _, r := range before.Services {
+		if p95Before[r.Service] != r.P95Seconds {
+			t.Fatalf("service %s: p95 %v exported, %v in the live view", r.Service, p95Before[r.Service], r.P95Seconds)
+		}
+	}
 	step(20)
 	for name, v := range gauges() {
 		if v <= 0 || v >= 0.5 {
 			t.Fatalf("service %s during the import: ratio %.2f, want (0, 0.5)", name, v)
 		}
 	}
+	for name, v := range gauges("qtop_collector_latency_p95_seconds") {
+		if b := p95Before[name]; b <= 0 || v < 2*b {
+			t.Fatalf("service %s: p95 %.4f s during the import, %.4f s before; want more than twice", name, v, b)
+		}
+	}
 	if problems, err := testutil.CollectAndLint(ratioCollector{f.s}); err != nil || len(problems) > 0 {
 		t.Fatalf("lint: %v %v", problems, err)
 	}
-	if n := testutil.CollectAndCount(ratioCollector{f.s}, "qtop_collector_latency_ratio"); n != len(g) {
-		t.Fatalf("%d series, want %d", n, len(g))
+	// No baseline yet: the collector has seen 23 seconds.
+	if n := testutil.CollectAndCount(ratioCollector{f.s}, "qtop_collector_latency_ratio", "qtop_collector_latency_p95_seconds",
+		"qtop_collector_latency_baseline_p95_seconds"); n != 2*len(g) {
+		t.Fatalf("%d series, want %d", n, 2*len(g))
 	}
 }

@@ -185,7 +185,7 @@ func incident() api.Snapshot {
 				Query: "INSERT INTO products SELECT * FROM staging"},
 		},
 		Services: []api.ServiceRow{
-			{Service: "catalog-worker", Ratio: 0.42, History: ramp(30, 1), Enter: 0.5, Exit: 0.65, Degraded: true, ShedLevel: 2, ReqPerSec: 330, P95Seconds: 0.138, Processes: 3},
+			{Service: "catalog-worker", Ratio: 0.42, History: ramp(30, 1), Enter: 0.5, Exit: 0.65, Degraded: true, ShedLevel: 2, ReqPerSec: 330, P95Seconds: 0.138, BaselineP95Seconds: 0.046, Processes: 3},
 			{Service: "storefront-api", Ratio: 0.97, History: ramp(120, 1), Enter: 0.5, Exit: 0.65, ReqPerSec: 300, P95Seconds: 0.05, Processes: 3},
 		},
 		Policy: policy.Policy{Version: 3, Rules: []policy.Rule{

@@ -13,7 +13,8 @@ import (
 
 // latencyView is the Latency view: per service, the latency ratio (p95
 // over the long window / p95 over the short one, ≈1 healthy) as a
-// sparkline with its thresholds, and the shedding level.
+// sparkline with its thresholds, the shedding level, and the p95 beside
+// the collector's hour baseline (the two the latency alerts divide).
 type latencyView struct {
 	rows []api.ServiceRow
 	list list
@@ -69,8 +70,8 @@ func fmtRatio(r float64) string {
 
 func (v *latencyView) view(c *common, h int) string {
 	var out strings.Builder
-	out.WriteString(c.st.header.Render(clip("  "+fit("SERVICE", 20, false)+" "+fit("RATIO", 6, true)+" "+fit("STATE", 9, false)+" "+
-		fit("SHEDDING", 8, false)+" "+fit("REQ/s", 8, true)+" "+fit("P95", 8, true)+" "+fit("PROCS", 5, true), c.width)))
+	out.WriteString(c.st.header.Render(clip("  "+fit("SERVICE", 16, false)+" "+fit("RATIO", 6, true)+" "+fit("STATE", 9, false)+" "+
+		fit("SHEDDING", 8, false)+" "+fit("REQ/s", 8, true)+" "+fit("P95", 8, true)+" "+fit("BASE", 8, true)+" "+fit("PROCS", 5, true), c.width)))
 	if len(v.rows) == 0 {
 		out.WriteString("\n" + c.st.dim.Render("no service reports yet (the latency ratio needs app processes reporting through ingest.Reporter)"))
 		return out.String()
@@ -83,9 +84,9 @@ func (v *latencyView) view(c *common, h int) string {
 		if r.Degraded {
 			state = "DEGRADED"
 		}
-		line := clip(gutter(fit(clean(r.Service), 20, false)+" "+fit(fmtRatio(r.Ratio), 6, true)+" "+fit(state, 9, false)+" "+
+		line := clip(gutter(fit(clean(r.Service), 16, false)+" "+fit(fmtRatio(r.Ratio), 6, true)+" "+fit(state, 9, false)+" "+
 			fit(shedName(r.ShedLevel), 8, false)+" "+fit(fmtNum(r.ReqPerSec), 8, true)+" "+fit(fmtSeconds(r.P95Seconds), 8, true)+" "+
-			fit(strconv.Itoa(r.Processes), 5, true), i == v.list.cursor), c.width)
+			fit(fmtSeconds(r.BaselineP95Seconds), 8, true)+" "+fit(strconv.Itoa(r.Processes), 5, true), i == v.list.cursor), c.width)
 		switch {
 		case i == v.list.cursor:
 			line = c.st.selected.Render(line)

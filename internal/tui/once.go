@@ -154,10 +154,10 @@ func printPostgres(tw io.Writer, s *api.Snapshot) {
 // printServices prints the services' latency and the policy's rules.
 func printServices(tw io.Writer, s *api.Snapshot) {
 	if len(s.Services) > 0 {
-		fmt.Fprintln(tw, "\nSERVICE\tRATIO\tDEGRADED\tSHEDDING\tREQ/s\tP95\tPROCESSES\t")
+		fmt.Fprintln(tw, "\nSERVICE\tRATIO\tDEGRADED\tSHEDDING\tREQ/s\tP95\tBASE P95\tPROCESSES\t")
 		for _, r := range s.Services {
-			fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\t%s\t%d\n", clean(r.Service), fmtRatio(r.Ratio), r.Degraded, shedName(r.ShedLevel),
-				fmtNum(r.ReqPerSec), fmtSeconds(r.P95Seconds), r.Processes)
+			fmt.Fprintf(tw, "%s\t%s\t%t\t%s\t%s\t%s\t%s\t%d\n", clean(r.Service), fmtRatio(r.Ratio), r.Degraded, shedName(r.ShedLevel),
+				fmtNum(r.ReqPerSec), fmtSeconds(r.P95Seconds), fmtSeconds(r.BaselineP95Seconds), r.Processes)
 		}
 	}
 	if len(s.Policy.Rules) > 0 {
