@@ -87,6 +87,7 @@ type Server struct {
 	streams streams     // stream.go
 	disk    *diskGuard  // disk.go: the free-space reserve of DataDir
 	ret     *retention  // retention.go, or nil
+	nodes   *nodeCheck  // storenodes.go, or nil
 
 	mu      sync.Mutex  // guards in's sources, the open minutes, the live view and closed
 	minutes openMinutes // minutes.go; their rows are in agg
@@ -228,6 +229,9 @@ func (s *Server) open() error {
 	s.fleet, err = newFleet(s.cfg, next, s.policy, s.tokens.peerToken)
 	if err == nil {
 		s.ret, err = newRetention(s.cfg, s.em.store, next)
+	}
+	if err == nil {
+		s.nodes, err = newNodeCheck(s.cfg, next)
 	}
 	if err == nil {
 		err = s.replay()
@@ -395,6 +399,7 @@ func (s *Server) Run(ctx context.Context) {
 	s.fleet.start(ctx, &s.life.wg)
 	s.life.goRun(func() { every(ctx, time.Second, func() { httpAPI{s}.stepAutopilot(ctx) }) })
 	s.ret.start(ctx, &s.life.wg)
+	s.nodes.start(ctx, &s.life.wg)
 	if s.cfg.Postgres != "" {
 		s.life.goRun(func() {
 			s.pg.run(ctx, s.cfg, s.met, s.AddSample, s.feat.bud.checkRunaway)

@@ -387,7 +387,7 @@ func migrated(ctx context.Context, s *Store) bool {
 // ALTER then fails here ("already exists") and the step is done all the same.
 func (s *Store) step(ctx context.Context, st Step) error {
 	if st.EveryNode {
-		return s.everyNode(ctx, func(conn driver.Conn) error { return s.stepOn(ctx, conn, st) })
+		return s.nodes(ctx, false, func(conn driver.Conn) error { return s.stepOn(ctx, conn, st) })
 	}
 	if st.EveryShard {
 		if err := s.nodes(ctx, true, func(conn driver.Conn) error { return s.stepOn(ctx, conn, st) }); err != nil {
@@ -408,7 +408,7 @@ func (s *Store) waitColumn(ctx context.Context, c Column) error {
 	defer cancel()
 	for {
 		missing := 0
-		err := s.everyNode(ctx, func(conn driver.Conn) error {
+		err := s.nodes(ctx, false, func(conn driver.Conn) error {
 			has, err := hasColumn(ctx, conn, s.schema.Database, c.Table, c.Name)
 			if err == nil && !has {
 				missing++
@@ -440,19 +440,38 @@ func (s *Store) stepOn(ctx context.Context, conn driver.Conn, st Step) error {
 	return err
 }
 
-// everyNode calls fn with a connection to each node of the cluster, as
-// system.clusters lists them.
-func (s *Store) everyNode(ctx context.Context, fn func(driver.Conn) error) error {
-	return s.nodes(ctx, false, fn)
-}
-
 // nodes calls fn with a connection to each node of the cluster, or with
 // firstReplicas to the first replica of each shard only.
 func (s *Store) nodes(ctx context.Context, firstReplicas bool, fn func(driver.Conn) error) error {
+	shards, err := clusterNodes(ctx, s)
+	if err != nil {
+		return err
+	}
+	dial := func(addr string) (driver.Conn, error) { return dialNode(s, addr) }
+	for _, replicas := range shards {
+		if firstReplicas {
+			if err := onFirstAnswering(ctx, replicas, dial, fn); err != nil {
+				return err
+			}
+			continue
+		}
+		for _, addr := range replicas {
+			if err := onFirstAnswering(ctx, []string{addr}, dial, fn); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// clusterNodes lists the cluster's nodes (host:port), each shard's
+// replicas in order, as the node connected to knows them.
+func clusterNodes(ctx context.Context, s *Store) ([][]string, error) {
 	rows, err := s.conn.Query(ctx, "SELECT DISTINCT shard_num, replica_num, host_address, port FROM system.clusters WHERE cluster = ? ORDER BY shard_num, replica_num", s.schema.distCluster())
 	if err != nil {
-		return fmt.Errorf("chstore: list cluster nodes: %w", err)
+		return nil, fmt.Errorf("chstore: list cluster nodes: %w", err)
 	}
+	defer rows.Close()
 	var shards [][]string // each shard's replicas, in order
 	last := uint32(0)
 	for rows.Next() {
@@ -460,26 +479,54 @@ func (s *Store) nodes(ctx context.Context, firstReplicas bool, fn func(driver.Co
 		var host string
 		var port uint16
 		if err := rows.Scan(&shard, &replica, &host, &port); err != nil {
-			rows.Close()
-			return fmt.Errorf("chstore: list cluster nodes: %w", err)
+			return nil, fmt.Errorf("chstore: list cluster nodes: %w", err)
 		}
-		addr := net.JoinHostPort(host, strconv.Itoa(int(port)))
-		if !firstReplicas || len(shards) == 0 || shard != last {
+		if len(shards) == 0 || shard != last {
 			shards = append(shards, nil)
 		}
-		shards[len(shards)-1] = append(shards[len(shards)-1], addr)
+		shards[len(shards)-1] = append(shards[len(shards)-1], net.JoinHostPort(host, strconv.Itoa(int(port))))
 		last = shard
 	}
-	rows.Close()
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("chstore: list cluster nodes: %w", err)
+		return nil, fmt.Errorf("chstore: list cluster nodes: %w", err)
 	}
+	return shards, nil
+}
+
+// NodesWithoutSchema returns the nodes of the cluster that answer but have
+// no qtop schema (no schema_migrations table in the database): a node
+// rebuilt empty. No collector creates the tables there by itself: its
+// replicas are still registered in ZooKeeper, so CREATE fails there
+// ("Replica … already exists", code 253) and the tables have to be
+// restored from a replica of the same shard (docs/cluster.md, "Rebuilding
+// a node"). Meanwhile Distributed reads and writes skip the node. Nodes
+// that do not answer are not counted. Nil without a cluster, and in
+// ModeReplicatedDatabase (the database engine itself replicates its
+// tables to a new node).
+func (s *Store) NodesWithoutSchema(ctx context.Context) ([]string, error) {
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	if !s.schema.sharded() || s.schema.mode() == ModeReplicatedDatabase {
+		return nil, nil
+	}
+	shards, err := clusterNodes(ctx, s)
+	if err != nil {
+		return nil, err
+	}
+	var missing []string
 	for _, replicas := range shards {
-		if err := onFirstAnswering(ctx, replicas, func(addr string) (driver.Conn, error) { return dialNode(s, addr) }, fn); err != nil {
-			return err
+		for _, addr := range replicas {
+			var n uint64
+			err := onFirstAnswering(ctx, []string{addr}, func(addr string) (driver.Conn, error) { return dialNode(s, addr) }, func(conn driver.Conn) error {
+				return conn.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = ? AND name = ?", s.schema.Database, TableMigrations).Scan(&n)
+			})
+			if err == nil && n == 0 {
+				missing = append(missing, addr)
+			}
 		}
 	}
-	return nil
+	return missing, ctx.Err()
 }
 
 // dialNode connects to one node of the cluster with the store's

@@ -34,3 +34,39 @@ func TestLiveClusterReopenRunsNoDDL(t *testing.T) {
 		t.Fatalf("reopening queued ON CLUSTER statements (the newest was %s, now %s), want none", before, after)
 	}
 }
+
+// A node that answers without qtop's schema (rebuilt empty: its replicas
+// still registered in ZooKeeper, so no open creates its tables) is named
+// by NodesWithoutSchema, and no longer once its tables are back. The test
+// detaches the node's schema_migrations to stand for the rebuild.
+func TestLiveClusterNodesWithoutSchema(t *testing.T) {
+	c := newLiveCluster(t)
+	s := c.open(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if missing, err := s.NodesWithoutSchema(ctx); err != nil || len(missing) != 0 {
+		t.Fatalf("on a whole cluster: %v, %v; want none", missing, err)
+	}
+	node := c.node(t, 3)
+	if err := node.Exec(ctx, "DETACH TABLE "+c.db+"."+TableMigrations); err != nil {
+		t.Fatal(err)
+	}
+	attached := false
+	attach := func() {
+		if !attached {
+			attached = true
+			if err := node.Exec(ctx, "ATTACH TABLE "+c.db+"."+TableMigrations); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer attach()
+	missing, err := s.NodesWithoutSchema(ctx)
+	if err != nil || len(missing) != 1 || missing[0] != c.addrs[3] {
+		t.Fatalf("with %s's schema gone: %v, %v; want [%s]", c.addrs[3], missing, err, c.addrs[3])
+	}
+	attach()
+	if missing, err := s.NodesWithoutSchema(ctx); err != nil || len(missing) != 0 {
+		t.Fatalf("with the schema back: %v, %v; want none", missing, err)
+	}
+}
