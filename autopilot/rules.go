@@ -17,16 +17,16 @@ import (
 // state is what one snapshot says of the victims and the services.
 type state struct {
 	victims []incident.Victim // worst first (the headline's order)
-	service string            // with the lowest latency ratio
+	service string            // with the lowest latency ratio (serviceRatio)
 	ratio   float64           // its ratio; 0: none known
 	tiers   map[string]string // tier of each tenant row
 }
 
 func newState(s *api.Snapshot, h incident.Headline) *state {
 	st := &state{victims: h.Victims, tiers: make(map[string]string, len(s.Tenants))}
-	for _, sv := range s.Services {
-		if sv.Ratio > 0 && (st.ratio == 0 || sv.Ratio < st.ratio) {
-			st.service, st.ratio = sv.Service, sv.Ratio
+	for i := range s.Services {
+		if r := serviceRatio(&s.Services[i]); r > 0 && (st.ratio == 0 || r < st.ratio) {
+			st.service, st.ratio = s.Services[i].Service, r
 		}
 	}
 	for i := range s.Tenants {
@@ -35,6 +35,21 @@ func newState(s *api.Snapshot, h incident.Headline) *state {
 		}
 	}
 	return st
+}
+
+// serviceRatio is the latency ratio a rule's ratio_below reads: the
+// lower of the service's ratio (its p95 against the last 5 minutes: a
+// change just now) and its hour baseline over its p95 (a lasting
+// slowdown, which the first takes in within a minute or two, and what the
+// latency alerts read); 0 while the ratio is unknown (too few samples).
+// So a rule stays hurt for as long as the slowdown lasts, and recovers
+// when the p95 is back near its usual level, not when the 5-minute window
+// has caught up with it.
+func serviceRatio(sv *api.ServiceRow) float64 {
+	if sv.Ratio > 0 && sv.BaselineP95Seconds > 0 && sv.P95Seconds > 0 {
+		return min(sv.Ratio, sv.BaselineP95Seconds/sv.P95Seconds)
+	}
+	return sv.Ratio
 }
 
 // count is the victims at or above factor × their baseline, but.

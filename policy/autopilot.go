@@ -130,8 +130,10 @@ type AutopilotRule struct {
 	// it to VictimP95Factor: the hysteresis band).
 	RecoverP95Factor float64 `json:"recover_p95_factor,omitempty"`
 	// RatioBelow: a service's latency ratio below this (0–1; 0: not a
-	// condition). RatioRecover is the ratio every service must be back
-	// above (default RatioBelow + 0.1, at most 1).
+	// condition); the ratio read is the lower of the service's 5-minute
+	// ratio and its hour baseline over its p95, so a lasting slowdown
+	// stays below it. RatioRecover is the ratio every service must be
+	// back above (default RatioBelow + 0.1, at most 1).
 	RatioBelow   float64 `json:"ratio_below,omitempty"`
 	RatioRecover float64 `json:"ratio_recover,omitempty"`
 
