@@ -453,7 +453,10 @@ func (s httpAPI) handleAutopilotPolicy(w http.ResponseWriter, r *http.Request) {
 // baselines are kept from too.
 func (s httpAPI) stepAutopilot(ctx context.Context) {
 	snap := s.fleetSnapshot(ctx, api.MeasureRU, maxTop)
-	s.feat.base.add(&snap) // baseline.go
+	s.mu.Lock()
+	services := s.view.serviceLevels(snap.Time)
+	s.mu.Unlock()
+	s.feat.base.add(&snap, services) // baseline.go
 	s.feat.pilot.step(ctx, snap.Time, &snap)
 }
 

@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -97,8 +98,10 @@ func newBaselineBook() *baselineBook {
 }
 
 // add takes one live snapshot (tenants by RU, the most rows, carrying
-// the baselines served).
-func (b *baselineBook) add(s *api.Snapshot) {
+// the baselines served: the fleet's when the collector has peers) and
+// this collector's own services (serviceLevels: a service's baseline is
+// compared with the p95 of this collector's processes, as exported).
+func (b *baselineBook) add(s *api.Snapshot, services []serviceLevel) {
 	m := s.Time.Unix() / 60
 	var total float64
 	for i := range s.Tenants {
@@ -109,16 +112,16 @@ func (b *baselineBook) add(s *api.Snapshot) {
 	if m != b.minute {
 		saved = b.turn(m)
 	}
-	b.learn(s, m, total)
+	b.learn(s, services, m, total)
 	b.mu.Unlock()
 	if saved != nil {
 		b.write(saved)
 	}
 }
 
-// learn adds what s shows of each tenant to minute m, unless an incident
-// is on.
-func (b *baselineBook) learn(s *api.Snapshot, m int64, total float64) {
+// learn adds what s shows of each tenant, and each service's p95, to
+// minute m, unless an incident is on.
+func (b *baselineBook) learn(s *api.Snapshot, services []serviceLevel, m int64, total float64) {
 	// The tracker judges for itself: the flags served are its own.
 	own := *s
 	own.Tenants = slices.Clone(s.Tenants)
@@ -139,12 +142,12 @@ func (b *baselineBook) learn(s *api.Snapshot, m int64, total float64) {
 	if on {
 		return
 	}
-	for i := range s.Services {
+	for _, l := range services {
 		// A service's p95 is learnt while its ratio is known (enough
 		// samples), as the alerts read it.
-		if r := &s.Services[i]; r.P95Seconds > 0 && r.Ratio > 0 {
-			if tm := minutesOf(b.services, r.Service, maxBaselineServices); tm != nil {
-				tm.add(m, r.P95Seconds, 0, 0)
+		if l.p95 > 0 && !math.IsInf(l.p95, 0) {
+			if tm := minutesOf(b.services, l.name, maxBaselineServices); tm != nil {
+				tm.add(m, l.p95, 0, 0)
 			}
 		}
 	}

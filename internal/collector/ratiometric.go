@@ -3,6 +3,7 @@ package collector
 import (
 	"math"
 	"slices"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -44,35 +45,49 @@ func (c ratioCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c ratioCollector) Collect(ch chan<- prometheus.Metric) {
 	now := c.s.cfg.Now()
 	c.s.mu.Lock()
-	names := make([]string, 0, len(c.s.view.services))
-	for name := range c.s.view.services {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	names = names[:min(len(names), maxRatioSeries)]
-	// Per service: the ratio (0: unknown), the p95 and the baseline p95
-	// (0: no series).
-	values := make([][3]float64, len(names))
-	for i, name := range names {
-		sv := c.s.view.services[name]
-		if v, ok := sv.sig.ValueAt(now); ok && !math.IsNaN(v) && !math.IsInf(v, 0) {
-			values[i][0] = v
-			values[i][1] = sv.w.rates(now.Unix()).p95
-		}
-		values[i][2] = c.s.feat.base.serviceBaseline(name)
-	}
+	levels := c.s.view.serviceLevels(now)
 	c.s.mu.Unlock()
-	for i, name := range names {
+	for _, l := range levels {
+		base := c.s.feat.base.serviceBaseline(l.name)
 		// Names are cleaned at ingest; should one still not be a valid
 		// label value, the series is left out: a scrape never fails
 		// because of data.
-		for j, d := range [3]*prometheus.Desc{ratioDesc, p95Desc, baselineDesc} {
-			if v := values[i][j]; j > 0 && !(v > 0 && !math.IsInf(v, 0)) {
-				continue
+		for i, v := range [3]float64{l.ratio, l.p95, base} {
+			if i > 0 && !(v > 0 && !math.IsInf(v, 0)) {
+				continue // unknown: no series
 			}
-			if m, err := prometheus.NewConstMetric(d, prometheus.GaugeValue, values[i][j], name); err == nil {
+			if m, err := prometheus.NewConstMetric([3]*prometheus.Desc{ratioDesc, p95Desc, baselineDesc}[i], prometheus.GaugeValue, v, l.name); err == nil {
 				ch <- m
 			}
 		}
 	}
+}
+
+// serviceLevel is one service's latency ratio and p95 at an instant, as
+// this collector's own processes report them.
+type serviceLevel struct {
+	name  string
+	ratio float64 // 0: unknown (too few samples)
+	p95   float64 // 0 while the ratio is unknown
+}
+
+// serviceLevels returns, sorted by name, the latency ratio and p95 over
+// the last 10 s of at most maxRatioSeries services: what the metrics
+// export and the services' baselines are learnt from. s.mu is held.
+func (v *liveView) serviceLevels(now time.Time) []serviceLevel {
+	names := make([]string, 0, len(v.services))
+	for name := range v.services {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	names = names[:min(len(names), maxRatioSeries)]
+	out := make([]serviceLevel, len(names))
+	for i, name := range names {
+		sv := v.services[name]
+		out[i].name = name
+		if r, ok := sv.sig.ValueAt(now); ok && !math.IsNaN(r) && !math.IsInf(r, 0) {
+			out[i].ratio, out[i].p95 = r, sv.w.rates(now.Unix()).p95
+		}
+	}
+	return out
 }
