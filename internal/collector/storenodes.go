@@ -14,8 +14,13 @@ import (
 )
 
 // schemaCheckEvery is how often the collector looks for nodes of a
-// ClickHouse cluster that answer without qtop's tables.
-const schemaCheckEvery = 5 * time.Minute
+// ClickHouse cluster that answer without qtop's tables; schemaCheckTimeout
+// bounds one look (a hung node must not hold it, nor the collector's
+// shutdown, until the driver's read timeout).
+const (
+	schemaCheckEvery   = 5 * time.Minute
+	schemaCheckTimeout = 30 * time.Second
+)
 
 // schemaChecker is a store that can name the nodes of its cluster that
 // answer without its schema (chstore.Store.NodesWithoutSchema).
@@ -58,6 +63,8 @@ func newNodeCheck(cfg Config, next store.Store) (*nodeCheck, error) {
 // once checks the nodes now. A store that does not answer leaves the
 // gauge as it was: the spool's metrics say so already.
 func (n *nodeCheck) once(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, schemaCheckTimeout)
+	defer cancel()
 	missing, err := n.st.NodesWithoutSchema(ctx)
 	if err != nil {
 		n.log.Debug("store: nodes not checked for qtop's tables", "err", err)
