@@ -429,7 +429,7 @@ func (s httpAPI) handleCostReport(w http.ResponseWriter, r *http.Request) {
 		case errors.Is(err, store.ErrSpooled), errors.Is(err, store.ErrUnavailable), errors.Is(err, errStoreNotOpen):
 			// Minutes of the range wait in the spool, or the store (a
 			// shard of it) is down: a bill now would leave rows out.
-			status, retry = http.StatusServiceUnavailable, historyRetry
+			status, retry = http.StatusServiceUnavailable, storeReadRetry
 		}
 		writeError(w, status, err.Error(), retry)
 		return

@@ -15,9 +15,10 @@ import (
 	"github.com/qtop-dev/qtop/tenant"
 )
 
-// historyRetry is the Retry-After of a history the store cannot answer
-// whole yet (rows of its minutes spooled, a shard down).
-const historyRetry = 30 * time.Second
+// storeReadRetry is the Retry-After of a history or a cost report the
+// store cannot answer whole yet (rows of its minutes spooled, a shard
+// down).
+const storeReadRetry = 30 * time.Second
 
 // ErrHistory: a history request is not one the collector can answer.
 var ErrHistory = errors.New("collector: bad history request")
@@ -87,7 +88,7 @@ func (s httpAPI) handleHistory(w http.ResponseWriter, r *http.Request) {
 		case errors.Is(err, store.ErrSpooled), errors.Is(err, store.ErrUnavailable), errors.Is(err, errStoreNotOpen):
 			// Minutes of the range wait in the spool, or the store (a
 			// shard of it) is down: the answer would leave rows out.
-			status, retry = http.StatusServiceUnavailable, historyRetry
+			status, retry = http.StatusServiceUnavailable, storeReadRetry
 		}
 		writeError(w, status, err.Error(), retry)
 		return
