@@ -239,6 +239,11 @@ func (s *Spool) metrics(reg prometheus.Registerer) error {
 		}
 		s.dropped = existing
 	}
+	// Every reason's series from the start: a rate reads 0, not nothing,
+	// and the first drop is an increase from 0.
+	for _, reason := range []string{DropSpoolFull, DropSpoolCorrupt, DropRejected} {
+		s.dropped.WithLabelValues(reason)
+	}
 	return nil
 }
 

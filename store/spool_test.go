@@ -378,6 +378,10 @@ func TestSpoolMetricsShareDroppedFamily(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sp.Close()
+	// Every reason's series is there at 0 before any drop.
+	if n := testutil.CollectAndCount(mine); n != 3 {
+		t.Fatalf("%d series of qtop_collector_dropped_rows_total before any drop, want one per reason (3)", n)
+	}
 	sp.next.(*memStore).down.Store(true)
 	sp.WriteRollups(context.Background(), batchOf("a", 2))
 	if got := testutil.ToFloat64(mine.WithLabelValues(DropSpoolFull)); got != 2 {
