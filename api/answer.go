@@ -14,6 +14,7 @@ import (
 	"net/http/httptrace"
 	"net/url"
 	"reflect"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -226,7 +227,13 @@ func foreign(b []byte, v any) string {
 		return ""
 	}
 	if !dec.More() {
-		return "" // {}: nothing that is not v's
+		// {}: v's only if encoding/json can write v so, every field
+		// omitted when empty (a policy part with no rules); a collector
+		// writes a field without omitempty (a snapshot's time) always.
+		if f, ok := alwaysWritten(t); ok {
+			return "an empty object where " + t.String() + " always has " + strconv.Quote(f)
+		}
+		return ""
 	}
 	for dec.More() {
 		key, err := dec.Token()
@@ -242,6 +249,24 @@ func foreign(b []byte, v any) string {
 		}
 	}
 	return "an object with none of the fields of " + t.String()
+}
+
+// alwaysWritten returns the JSON name of a field of the struct type t
+// that encoding/json writes whatever its value (exported, not "-", no
+// omitempty or omitzero), if there is one.
+func alwaysWritten(t reflect.Type) (string, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if !f.IsExported() || f.Anonymous || name == "-" || strings.Contains(opts, "omitempty") || strings.Contains(opts, "omitzero") {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		return name, true
+	}
+	return "", false
 }
 
 // hasField reports whether encoding/json decodes key into a field of the

@@ -274,6 +274,26 @@ func TestOtherAPIsObject(t *testing.T) {
 	}
 }
 
+// TestEmptyObjectIsNotASnapshot: {} (another API's empty answer) is not a
+// snapshot, whose time a collector always writes; it is still a policy
+// part whose every field is omitted when empty.
+func TestEmptyObjectIsNotASnapshot(t *testing.T) {
+	req := httptest.NewRequest(http.MethodGet, "http://127.0.0.1:7070"+PathLive, nil)
+	resp := &http.Response{Status: "200 OK", StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Request: req}
+	var s Snapshot
+	err := unmarshal(resp, []byte(" {} "), &s)
+	if want := `an empty object where api.Snapshot always has "time"`; !errors.Is(err, ErrProtocol) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("err = %v; want ErrProtocol and %q", err, want)
+	}
+	var empty struct {
+		Rules []string `json:"rules,omitempty"`
+		Pause bool     `json:"paused,omitzero"`
+	}
+	if err := unmarshal(resp, []byte("{}"), &empty); err != nil {
+		t.Fatalf("{} for a type whose fields are all omitted when empty: %v", err)
+	}
+}
+
 // FuzzUnmarshal: whatever a server answers, decoding it never panics, and
 // an error quotes it printable and bounded.
 func FuzzUnmarshal(f *testing.F) {
