@@ -30,8 +30,9 @@ type schemaChecker interface {
 
 // nodeCheck finds cluster nodes rebuilt empty. No collector creates the
 // tables there by itself (the node's replicas are still registered in
-// ZooKeeper), and Distributed reads and writes go to the other replica of
-// its shard meanwhile, so nothing else would say that the shard has one
+// ZooKeeper); Distributed reads go to the other replica of its shard, and
+// a write that reaches it is retried from the spool until the server
+// prefers the other one, so nothing else would say that the shard has one
 // copy left: it logs each such node once, as an error naming the
 // procedure, and exports qtop_collector_store_nodes_without_schema.
 type nodeCheck struct {

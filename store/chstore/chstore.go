@@ -499,7 +499,8 @@ func clusterNodes(ctx context.Context, s *Store) ([][]string, error) {
 // replicas are still registered in ZooKeeper, so CREATE fails there
 // ("Replica … already exists", code 253) and the tables have to be
 // restored from a replica of the same shard (docs/cluster.md, "Rebuilding
-// a node"). Meanwhile Distributed reads and writes skip the node. Nodes
+// a node"). Meanwhile Distributed reads skip the node, and a write that
+// reaches it fails as unavailable (UNKNOWN_TABLE: the spool keeps it). Nodes
 // that do not answer are not counted. Nil without a cluster, and in
 // ModeReplicatedDatabase (the database engine itself replicates its
 // tables to a new node).

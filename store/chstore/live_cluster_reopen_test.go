@@ -2,8 +2,13 @@ package chstore
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/qtop-dev/qtop/store"
+	"github.com/qtop-dev/qtop/store/storetest"
 )
 
 // lastDDL is the name of the newest ON CLUSTER statement in the cluster's
@@ -68,5 +73,78 @@ func TestLiveClusterNodesWithoutSchema(t *testing.T) {
 	attach()
 	if missing, err := s.NodesWithoutSchema(ctx); err != nil || len(missing) != 0 {
 		t.Fatalf("with the schema back: %v, %v; want none", missing, err)
+	}
+}
+
+// A shard's first replica without qtop's tables (rebuilt empty; here its
+// rollups detached) makes a synchronous Distributed insert to that shard
+// fail with the remote node's UNKNOWN_TABLE (until the server, counting
+// the replica's errors, prefers the other one), while reads go to the
+// other replica. That is the store's layout, not the rows: the failure is
+// store.ErrUnavailable, so the spool keeps such a batch however many
+// replays fail, never a dead letter, and every row is stored.
+func TestLiveClusterRebuiltReplicaIsNotPoison(t *testing.T) {
+	c := newLiveCluster(t)
+	s := c.open(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	first := c.node(t, 2) // shard 2's first replica: in_order sends its inserts there
+	table := c.db + "." + TableRollups
+	if err := first.Exec(ctx, "DETACH TABLE "+table); err != nil {
+		t.Fatal(err)
+	}
+	attached := false
+	attach := func() {
+		if !attached {
+			attached = true
+			if err := first.Exec(context.Background(), "ATTACH TABLE "+table); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	defer attach()
+	var rows []store.Rollup
+	var want uint64
+	for i := range 20 { // tenants on both shards
+		r := storetest.Row(0, "w", fmt.Sprintf("tenant%02d", i), "/r", uint64(i+1))
+		rows, want = append(rows, r), want+r.Count
+	}
+	err := s.WriteRollups(ctx, rows)
+	if err == nil {
+		t.Fatal("the write succeeded with shard 2's first replica without its table: the test shows nothing")
+	}
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("%v: not classified unavailable", err)
+	}
+	sp, err := store.NewSpool(s, t.TempDir(), store.WithRetry(time.Hour, time.Hour), store.WithCloseTimeout(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	if err := sp.WriteRollups(ctx, rows); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 * store.DeadLetterAfter {
+		if sp.Flush(ctx) == nil {
+			break
+		}
+	}
+	attach()
+	if err := sp.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := sp.Stats(); st.DeadLetters != 0 || st.PendingRows != 0 {
+		t.Fatalf("stats %+v: want every row stored, no dead letter", st)
+	}
+	u, err := s.Usage(ctx, rows[0].Minute, rows[0].Minute.Add(time.Minute), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got uint64
+	for _, x := range u {
+		got += x.Requests
+	}
+	if got != want {
+		t.Fatalf("usage %d requests, want %d", got, want)
 	}
 }

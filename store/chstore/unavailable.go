@@ -18,6 +18,12 @@ import (
 // the batch and retry it, not take it for a poison batch, even though the
 // node it pings answers (store.ErrUnavailable).
 var unavailableCodes = map[int32]string{
+	// A node without qtop's tables: a replica rebuilt empty that a
+	// Distributed insert reached (docs/cluster.md, "Rebuilding a node").
+	// Its shard's other replica takes the next try, or the tables come
+	// back; the rows are not at fault.
+	60:  "UNKNOWN_TABLE",
+	81:  "UNKNOWN_DATABASE",
 	159: "TIMEOUT_EXCEEDED",
 	202: "TOO_MANY_SIMULTANEOUS_QUERIES",
 	209: "SOCKET_TIMEOUT",
