@@ -3,13 +3,16 @@ package main
 import (
 	"bytes"
 	"crypto/tls"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/tlsfiles"
 	"github.com/qtop-dev/qtop/tlsfiles/tlstest"
 )
@@ -33,8 +36,10 @@ func TestReportRemoteTLS(t *testing.T) {
 		case "/v1/report":
 			w.Write([]byte("the report\n"))
 		case "/v1/freshness":
+			// As a collector answers (an empty object is not a
+			// freshness view: api.Freshness always has its time).
 			w.Header().Set("Content-Type", "application/json")
-			w.Write([]byte("{}"))
+			json.NewEncoder(w).Encode(api.Freshness{Time: time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)})
 		default:
 			http.NotFound(w, r)
 		}
