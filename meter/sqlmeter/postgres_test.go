@@ -197,9 +197,13 @@ func TestPostgresDBTimePerTenant(t *testing.T) {
 		// PostgreSQL's measure of a statement lies inside the wrapper's,
 		// which lies inside the client's around the call (PostgreSQL's
 		// wall clock against Go's monotonic one: 1 ms of slack per
-		// statement).
+		// statement). On a loaded machine PostgreSQL's can exceed even
+		// the client's: a backend descheduled between sending its answer
+		// and stopping its clock (beside stress-ng: globex 1.610 s by
+		// PostgreSQL, 1.606 s around the calls), so the floor is the
+		// lower of the two.
 		slack := time.Duration(l.requests*l.perReq) * time.Millisecond
-		if client := clientTime[l.tenant]; got < server-slack || got > client {
+		if client := clientTime[l.tenant]; got < min(server, client)-slack || got > client {
 			t.Errorf("%s: DB time %v, want between PostgreSQL's %v and the client's %v", l.tenant, got, server, client)
 		}
 		if got < nominal-slack {
