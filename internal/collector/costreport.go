@@ -426,9 +426,7 @@ func (s httpAPI) handleCostReport(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case errors.Is(err, ErrReport):
 			status = http.StatusBadRequest
-		case errors.Is(err, store.ErrSpooled), errors.Is(err, store.ErrUnavailable), errors.Is(err, errStoreNotOpen):
-			// Minutes of the range wait in the spool, or the store (a
-			// shard of it) is down: a bill now would leave rows out.
+		case storeReadIncomplete(err):
 			status, retry = http.StatusServiceUnavailable, storeReadRetry
 		}
 		writeError(w, status, err.Error(), retry)

@@ -20,6 +20,14 @@ import (
 // down).
 const storeReadRetry = 30 * time.Second
 
+// storeReadIncomplete reports whether err says the store cannot answer a
+// read whole now: minutes of the range wait in the spool, or the store (a
+// shard of it) is down. The history and the cost report answer it 503
+// with storeReadRetry: an answer now would leave rows out.
+func storeReadIncomplete(err error) bool {
+	return errors.Is(err, store.ErrSpooled) || errors.Is(err, store.ErrUnavailable) || errors.Is(err, errStoreNotOpen)
+}
+
 // ErrHistory: a history request is not one the collector can answer.
 var ErrHistory = errors.New("collector: bad history request")
 
@@ -85,9 +93,7 @@ func (s httpAPI) handleHistory(w http.ResponseWriter, r *http.Request) {
 			status = http.StatusBadRequest
 		case errors.Is(err, ErrNoStore):
 			status = http.StatusServiceUnavailable
-		case errors.Is(err, store.ErrSpooled), errors.Is(err, store.ErrUnavailable), errors.Is(err, errStoreNotOpen):
-			// Minutes of the range wait in the spool, or the store (a
-			// shard of it) is down: the answer would leave rows out.
+		case storeReadIncomplete(err):
 			status, retry = http.StatusServiceUnavailable, storeReadRetry
 		}
 		writeError(w, status, err.Error(), retry)
