@@ -45,7 +45,7 @@ func audit(args []string, stdout, stderr io.Writer) int {
 	from := fs.String("from", "7d", "start of the range (inclusive)")
 	to := fs.String("to", "now", "end of the range (exclusive)")
 	format := fs.String("format", "table", "table or json")
-	storeURL := strFlag(fs, &envs, "store", "QTOP_STORE", collector.DefaultStore, "store to read: duckdb://PATH or clickhouse://HOST:PORT/DB")
+	storeFlag := newStoreFlags(fs, &envs, "store to read: duckdb://PATH or clickhouse://HOST:PORT/DB", nil)
 	cluster := strFlag(fs, &envs, "cluster", "QTOP_CLUSTER", "", "ClickHouse cluster name")
 	remote := strFlag(fs, &envs, "collector", "QTOP_COLLECTOR", "", "ask a running collector (host:port) instead of opening the store")
 	admin := secretFlag(fs, &envs, "admin-token", "QTOP_ADMIN_TOKEN", "the collector's admin token, with --collector")
@@ -70,7 +70,14 @@ func audit(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	rows, code := auditRows(ctx, *remote, admin, *storeURL, *cluster, f, now, stderr)
+	storeURL := ""
+	if *remote == "" {
+		if storeURL, err = storeFlag.resolve("audit", true, stderr); err != nil {
+			fmt.Fprintln(stderr, "collector audit:", err)
+			return 1
+		}
+	}
+	rows, code := auditRows(ctx, *remote, admin, storeURL, *cluster, f, now, stderr)
 	if code != 0 {
 		return code
 	}

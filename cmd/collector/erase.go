@@ -64,9 +64,9 @@ func erase(args []string, stdout, stderr io.Writer) int {
 	fs := flagSet("erase", eraseUsage, stderr)
 	var envs []envFlag
 	name := fs.String("tenant", "", "the tenant whose rows are erased (required)")
-	storeURL := strFlag(fs, &envs, "store", "QTOP_STORE", collector.DefaultStore, "store: duckdb://PATH or clickhouse://HOST:PORT/DB (as the collector's), or none for the data dir only (then no audit record)")
-	cluster := strFlag(fs, &envs, "cluster", "QTOP_CLUSTER", "", "ClickHouse cluster name")
 	dataDir := strFlag(fs, &envs, "data-dir", "QTOP_DATA_DIR", collector.DefaultDataDir, "the stopped collector's data dir (write-ahead log and spool)")
+	storeFlag := newStoreFlags(fs, &envs, "store: duckdb://PATH or clickhouse://HOST:PORT/DB (as the collector's), or none for the data dir only (then no audit record)", dataDir)
+	cluster := strFlag(fs, &envs, "cluster", "QTOP_CLUSTER", "", "ClickHouse cluster name")
 	by := fs.String("by", "", "who asks, for the audit record (default: the OS user)")
 	yes := fs.Bool("yes", false, "erase without asking (required: the erasure cannot be undone)")
 	format := fs.String("format", "table", "table or json")
@@ -88,10 +88,15 @@ func erase(args []string, stdout, stderr io.Writer) int {
 	if who == "" {
 		who = osUser()
 	}
+	storeURL, err := storeFlag.resolve("erase", true, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "collector erase:", err)
+		return 2
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	er, err := collector.EraseTenant(ctx, collector.EraseConfig{
-		Tenant: *name, Store: *storeURL, Cluster: *cluster, DataDir: *dataDir,
+		Tenant: *name, Store: storeURL, Cluster: *cluster, DataDir: *dataDir,
 		Who: "erase:" + who, Logger: slog.New(slog.DiscardHandler),
 	})
 	if err != nil {

@@ -84,7 +84,10 @@ grace period (rename the new file into place); an empty or unreadable file
 keeps the old token and is logged. A token file that others may read, or its
 group write, is warned of at start (fix: chmod 600 FILE).
 Accepted reports are logged to --data-dir before they are acknowledged, so a
-killed collector loses nothing: restart it on the same --data-dir.
+killed collector loses nothing: restart it on the same --data-dir. Without
+--store the history is kept there too, in DuckDB (--data-dir/qtop.duckdb;
+a qtop.duckdb in the working directory, where earlier collectors kept it,
+is still read there until it is moved, and the log says so).
 
 The engines' credentials come from the environment only, never a flag or a
 URL, and are never logged (README "Running in production"):
@@ -298,7 +301,7 @@ func newServeFlags(fs *flag.FlagSet) (*serveFlags, error) {
 	var envs []envFlag
 	f := &serveFlags{
 		listen:   strFlag(fs, &envs, "listen", "QTOP_LISTEN", collector.DefaultListen, "HTTP address"),
-		storeURL: strFlag(fs, &envs, "store", "QTOP_STORE", collector.DefaultStore, "store: duckdb://PATH, clickhouse://HOST:PORT/DB[?mode=explicit|replicated-database|cloud&async_insert=1&secure=1] (docs/cluster.md; user, password and CA from QTOP_CLICKHOUSE_USER, QTOP_CLICKHOUSE_PASSWORD[_FILE], QTOP_CLICKHOUSE_CA_FILE), or none"),
+		storeURL: strFlag(fs, &envs, "store", "QTOP_STORE", "", "store: duckdb://PATH, clickhouse://HOST:PORT/DB[?mode=explicit|replicated-database|cloud&async_insert=1&secure=1] (docs/cluster.md; user, password and CA from QTOP_CLICKHOUSE_USER, QTOP_CLICKHOUSE_PASSWORD[_FILE], QTOP_CLICKHOUSE_CA_FILE), or none"+storeDefaultNote),
 		cluster:  strFlag(fs, &envs, "cluster", "QTOP_CLUSTER", "", "ClickHouse cluster name: ON CLUSTER DDL, Replicated engines (ZooKeeper) and Distributed tables"),
 		peers:    strFlag(fs, &envs, "peers", "QTOP_PEERS", "", "the other collectors of the fleet, host:port or https://host:port,…: /v1/live shows the whole fleet (https peers verified with --peer-ca-file)"),
 		pg:       strFlag(fs, &envs, "postgres", "QTOP_POSTGRES", "", "PostgreSQL DSN whose pg_stat_activity is sampled every second (a role with pg_monitor)"),
@@ -445,7 +448,7 @@ func report(args []string, stdout, stderr io.Writer) int {
 	cost := fs.String("cost", "", "shared cost to split in proportion (e.g. 12000)")
 	currency := fs.String("currency", "USD", "currency of --cost")
 	format := fs.String("format", "table", "table, csv or json")
-	storeURL := strFlag(fs, &envs, "store", "QTOP_STORE", collector.DefaultStore, "store to read: duckdb://PATH or clickhouse://HOST:PORT[,HOST:PORT…]/DB")
+	storeFlag := newStoreFlags(fs, &envs, "store to read: duckdb://PATH or clickhouse://HOST:PORT[,HOST:PORT…]/DB", nil)
 	cluster := strFlag(fs, &envs, "cluster", "QTOP_CLUSTER", "", "ClickHouse cluster name")
 	remote := strFlag(fs, &envs, "collector", "QTOP_COLLECTOR", "", "ask a running collector (host:port) instead of opening the store")
 	readToken := secretFlag(fs, &envs, "read-token", "QTOP_READ_TOKEN", "the collector's read token, with --collector")
@@ -478,7 +481,12 @@ func report(args []string, stdout, stderr io.Writer) int {
 		}
 		return remoteReport(ctx, rc, req, *by, outFormat, stdout, stderr)
 	}
-	st, err := collector.OpenStore(ctx, *storeURL, collector.Config{FleetConfig: collector.FleetConfig{Cluster: *cluster}, Logger: slog.New(slog.DiscardHandler)})
+	storeURL, err := storeFlag.resolve("report", true, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "collector report:", err)
+		return 1
+	}
+	st, err := collector.OpenStore(ctx, storeURL, collector.Config{FleetConfig: collector.FleetConfig{Cluster: *cluster}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		fmt.Fprintln(stderr, "collector report:", err)
 		if strings.Contains(err.Error(), "lock") {

@@ -3,8 +3,11 @@ package collector
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,11 +29,13 @@ var (
 
 // Defaults of Config.
 const (
-	DefaultListen   = "127.0.0.1:7070"
-	DefaultStore    = "duckdb://qtop.duckdb"
-	DefaultDataDir  = "qtop-data"
-	DefaultGrace    = 10 * time.Second
-	DefaultLateKeep = 2 * time.Minute
+	DefaultListen  = "127.0.0.1:7070"
+	DefaultDataDir = "qtop-data"
+	// DefaultStoreFile is the DuckDB file kept in the data dir when no
+	// store is given (DefaultStoreURL).
+	DefaultStoreFile = "qtop.duckdb"
+	DefaultGrace     = 10 * time.Second
+	DefaultLateKeep  = 2 * time.Minute
 	// DefaultMaxTenants bounds the tenants tracked by the live view.
 	DefaultMaxTenants = 10_000
 	// DefaultMaxMinuteRows bounds the tenant×route×kind rows of one open
@@ -51,12 +56,12 @@ const (
 )
 
 // Config configures a Server. The zero value is usable: it listens on
-// DefaultListen and stores in DefaultStore.
+// DefaultListen and stores in DuckDB in its data dir (DefaultStoreURL).
 type Config struct {
 	// Listen is the HTTP address (default DefaultListen).
 	Listen string
 	// Store is duckdb://PATH, clickhouse://HOST:PORT/DB or StoreNone
-	// (default DefaultStore).
+	// (default DefaultStoreURL(DataDir)).
 	Store string
 	// FleetConfig: the cluster, the peers and the shared policy.
 	FleetConfig
@@ -270,6 +275,10 @@ type QuotaConfig struct {
 	// RLSConfig: the rate-limit service for gateways (rls.go), which
 	// answers from the policy and these quotas.
 	RLSConfig
+
+	// legacyStore: no Store was given and DefaultStoreURL found the
+	// history in the working directory (New says so).
+	legacyStore bool
 }
 
 func (c *Config) fill() error {
@@ -279,8 +288,11 @@ func (c *Config) fill() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return fmt.Errorf("%w: listen %q: %v", ErrConfig, c.Listen, err)
 	}
+	if c.DataDir == "" {
+		c.DataDir = DefaultDataDir
+	}
 	if c.Store == "" {
-		c.Store = DefaultStore
+		c.Store, c.legacyStore = DefaultStoreURL(c.DataDir)
 	}
 	if err := c.OTLPConfig.Validate(); err != nil {
 		return err
@@ -298,9 +310,6 @@ func (c *Config) fill() error {
 		if _, err := store.ParseURL(c.Store); err != nil {
 			return fmt.Errorf("%w: %w", ErrConfig, err)
 		}
-	}
-	if c.DataDir == "" {
-		c.DataDir = DefaultDataDir
 	}
 	if c.Grace <= 0 {
 		c.Grace = DefaultGrace
@@ -351,4 +360,19 @@ func (c *Config) fill() error {
 		}
 	}
 	return nil
+}
+
+// DefaultStoreURL is the store of a collector on dataDir that names none:
+// DuckDB in dataDir (DefaultStoreFile). Collectors before this default
+// kept that file in the working directory: when dataDir has none and the
+// working directory has one, that file is the store, and legacy is true
+// so that the caller can say where the history is and how to move it.
+func DefaultStoreURL(dataDir string) (url string, legacy bool) {
+	path := filepath.Join(dataDir, DefaultStoreFile)
+	if _, err := os.Stat(path); errors.Is(err, fs.ErrNotExist) {
+		if st, err := os.Stat(DefaultStoreFile); err == nil && st.Mode().IsRegular() {
+			return "duckdb://" + DefaultStoreFile, true
+		}
+	}
+	return "duckdb://" + path, false
 }

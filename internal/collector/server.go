@@ -120,6 +120,11 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.legacyStore {
+		s.log.Warn("no --store given: the history stays in "+DefaultStoreFile+" in the working directory, where collectors kept it before; "+
+			"the default is now the data dir: stop the collector and move the file (and its .wal) there, or pass --store",
+			"store", cfg.Store, "move_to", filepath.Join(cfg.DataDir, DefaultStoreFile))
+	}
 	if cfg.TLS.Enabled() {
 		if s.life.tls, err = tlsfiles.Server(cfg.TLS, cfg.Logger); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
