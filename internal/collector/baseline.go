@@ -143,8 +143,8 @@ func (b *baselineBook) learn(s *api.Snapshot, services []serviceLevel, m int64, 
 		return
 	}
 	for _, l := range services {
-		// A service's p95 is learnt while its ratio is known (enough
-		// samples), as the alerts read it.
+		// A service's p95 is learnt while it is exported (enough
+		// requests: minP95Requests), as the alerts read it.
 		if l.p95 > 0 && !math.IsInf(l.p95, 0) {
 			if tm := minutesOf(b.services, l.name, maxBaselineServices); tm != nil {
 				tm.add(m, l.p95, 0, 0)

@@ -21,7 +21,7 @@ var ratioDesc = prometheus.NewDesc("qtop_collector_latency_ratio",
 var (
 	p95Desc = prometheus.NewDesc("qtop_collector_latency_p95_seconds",
 		"p95 latency per service over the last 10 s, merged over the service's processes (qtop's latency view); "+
-			"absent while its latency ratio is unknown (too few samples).",
+			"absent while the 10 s hold fewer than 20 requests.",
 		[]string{"service"}, nil)
 	baselineDesc = prometheus.NewDesc("qtop_collector_latency_baseline_p95_seconds",
 		"A service's usual p95: the median over the trailing hour (less the last 3 minutes and any incident's) "+
@@ -68,8 +68,17 @@ func (c ratioCollector) Collect(ch chan<- prometheus.Metric) {
 type serviceLevel struct {
 	name  string
 	ratio float64 // 0: unknown (too few samples)
-	p95   float64 // 0 while the ratio is unknown
+	p95   float64 // 0: fewer than minP95Requests in the window
 }
+
+// minP95Requests is how many requests a service's 10 s window needs for
+// its p95 to be exported and learnt as its baseline: 2 a second. The
+// ratio needs 250 (ratio.DefaultMinSamples), which left a service under
+// 25 requests a second with no p95 series, so no latency alert, though a
+// small service is where a noisy tenant's victims often are. A p95 of 20
+// is a noisy figure, but its baseline is the median of the same figure
+// and the alerts hold for minutes, so noise alone does not page.
+const minP95Requests = 20
 
 // serviceLevels returns, sorted by name, the latency ratio and p95 over
 // the last 10 s of at most maxRatioSeries services: what the metrics
@@ -86,7 +95,10 @@ func (v *liveView) serviceLevels(now time.Time) []serviceLevel {
 		sv := v.services[name]
 		out[i].name = name
 		if r, ok := sv.sig.ValueAt(now); ok && !math.IsNaN(r) && !math.IsInf(r, 0) {
-			out[i].ratio, out[i].p95 = r, sv.w.rates(now.Unix()).p95
+			out[i].ratio = r
+		}
+		if r := sv.w.rates(now.Unix()); r.req*rateN >= minP95Requests {
+			out[i].p95 = r.p95
 		}
 	}
 	return out

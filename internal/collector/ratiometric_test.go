@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -78,5 +79,39 @@ func TestLatencyRatioMetric(t *testing.T) {
 	if n := testutil.CollectAndCount(ratioCollector{f.s}, "qtop_collector_latency_ratio", "qtop_collector_latency_p95_seconds",
 		"qtop_collector_latency_baseline_p95_seconds"); n != 2*len(g) {
 		t.Fatalf("%d series, want %d", n, 2*len(g))
+	}
+}
+
+// TestSmallServiceP95: a service of a few requests a second, too few for
+// its latency ratio, still has a p95 series and learns a baseline, so the
+// latency alerts cover it; one under minP95Requests in 10 s has neither.
+func TestSmallServiceP95(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.Store = StoreNone })
+	defer f.stop()
+	f.s.feat.base.gap, f.s.feat.base.need = 1, 2 // a baseline after 3 complete minutes
+	small := newProcess(f.clk, "small", "s1")
+	tiny := newProcess(f.clk, "tiny", "t1")
+	h := httpAPI{f.s}
+	for range 4 * 60 {
+		f.clk.Add(time.Second)
+		f.ingest(small.report(t, "acme", 3, ""))
+		f.ingest(tiny.report(t, "acme", 1, ""))
+		f.s.Tick(t.Context(), f.clk.Now())
+		h.stepAutopilot(t.Context())
+	}
+	if r, ok := gauge(t, f, "qtop_collector_latency_ratio", "small"); !ok || r != 0 {
+		t.Fatalf("small's ratio %v, %v: want 0, too few samples for it", r, ok)
+	}
+	p95, ok := gauge(t, f, "qtop_collector_latency_p95_seconds", "small")
+	if !ok || p95 < 0.009 || p95 > 0.011 {
+		t.Fatalf("small's p95 %v, %v: want its 10 ms", p95, ok)
+	}
+	if base, ok := gauge(t, f, "qtop_collector_latency_baseline_p95_seconds", "small"); !ok || math.Abs(base-p95) > 1e-9 {
+		t.Fatalf("small's baseline %v, %v: want its p95 %v", base, ok, p95)
+	}
+	for _, m := range []string{"qtop_collector_latency_p95_seconds", "qtop_collector_latency_baseline_p95_seconds"} {
+		if v, ok := gauge(t, f, m, "tiny"); ok {
+			t.Fatalf("tiny (10 requests in 10 s): %s = %v, want no series", m, v)
+		}
 	}
 }
