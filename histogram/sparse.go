@@ -208,56 +208,67 @@ func (s *Sparse) Merge(o *Sparse) {
 	}
 	// Only the words where o has buckets are read: a row's latency spans
 	// a few of the sparseWords words, and s is often cold in the cache.
-	subset := true
+	// Buckets s has are added in place; o's others are counted, and
+	// inserted below.
+	var fresh [sparseWords]uint64
+	added, k := 0, 0
 	for w := range sparseWords {
-		if ob := o.ix.bits[w]; ob != 0 && ob&^s.ix.bits[w] != 0 {
-			subset = false
-			break
+		ob := o.ix.bits[w]
+		if ob == 0 {
+			continue
+		}
+		sb := s.ix.bits[w]
+		nb := ob &^ sb
+		fresh[w] = nb
+		added += bits.OnesCount64(nb)
+		for ob != 0 {
+			b := uint(bits.TrailingZeros64(ob))
+			ob &= ob - 1
+			if nb&(1<<b) == 0 {
+				satAdd(&s.cnt[int(s.ix.pre[w])+bits.OnesCount64(sb&(1<<b-1))], o.cnt[k])
+			}
+			k++
 		}
 	}
-	if subset { // the common case: add in place
-		k := 0
-		for w := range sparseWords {
-			ob := o.ix.bits[w]
-			if ob == 0 {
-				continue
-			}
-			for ob != 0 {
-				b := uint(bits.TrailingZeros64(ob))
-				ob &= ob - 1
-				r := int(s.ix.pre[w]) + bits.OnesCount64(s.ix.bits[w]&(1<<b-1))
-				satAdd(&s.cnt[r], o.cnt[k])
-				k++
-			}
-		}
-		return
+	if added > 0 {
+		s.insert(o, &fresh, added)
 	}
-	// New buckets: grow, and merge from the back in one pass.
-	total := 0
-	for w := range sparseWords {
-		total += bits.OnesCount64(s.ix.bits[w] | o.ix.bits[w])
-	}
-	is, io, k := len(s.cnt)-1, len(o.cnt)-1, total-1
-	s.cnt = append(s.cnt, make([]uint64, total-len(s.cnt))...)
-	for w := sparseWords - 1; w >= 0; w-- {
-		sb, ob := s.ix.bits[w], o.ix.bits[w]
-		nb := sb | ob
-		for nb != 0 {
-			b := uint(63 - bits.LeadingZeros64(nb))
-			nb &^= 1 << b
-			var v uint64
-			if sb&(1<<b) != 0 {
-				v += s.cnt[is]
-				is--
-			}
-			if ob&(1<<b) != 0 {
-				v += o.cnt[io]
-				io--
-			}
-			s.cnt[k] = v
-			k--
+}
+
+// insert puts o's buckets fresh (added of them, none of them in s) into
+// s. From the top word down, s's counts move up by the number of new
+// buckets below them: a word without new buckets moves as part of one
+// block, a word with some is merged count by count, and the words below
+// the lowest new bucket do not move.
+func (s *Sparse) insert(o *Sparse, fresh *[sparseWords]uint64, added int) {
+	hi := len(s.cnt) // s's counts from hi up are in place
+	s.cnt = slices.Grow(s.cnt, added)[:hi+added]
+	rem := added
+	for w := sparseWords - 1; w >= 0 && rem > 0; w-- {
+		nb := fresh[w]
+		if nb == 0 {
+			continue
 		}
-		s.ix.bits[w] = sb | ob
+		sb := s.ix.bits[w]
+		lo := int(s.ix.pre[w])
+		end := lo + bits.OnesCount64(sb)
+		copy(s.cnt[end+rem:hi+rem], s.cnt[end:hi])
+		all, ob := sb|nb, o.ix.bits[w]
+		s.ix.bits[w] = all
+		dst, src := end+rem-1, end-1
+		for all != 0 && rem > 0 {
+			b := uint(63 - bits.LeadingZeros64(all))
+			all &^= 1 << b
+			if nb&(1<<b) != 0 {
+				s.cnt[dst] = o.cnt[int(o.ix.pre[w])+bits.OnesCount64(ob&(1<<b-1))]
+				rem--
+			} else {
+				s.cnt[dst] = s.cnt[src]
+				src--
+			}
+			dst--
+		}
+		hi = lo
 	}
 	s.reindex()
 }

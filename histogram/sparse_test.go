@@ -2,6 +2,7 @@ package histogram
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -92,6 +93,78 @@ func TestSparseSaturates(t *testing.T) {
 	x.Add(4, 2) // two buckets whose sum is beyond uint64
 	if x.Count() != math.MaxUint64 {
 		t.Fatalf("count of two full buckets wrapped to %d", x.Count())
+	}
+}
+
+// A merge that brings new buckets saturates the ones s had, as the merge
+// without new buckets does.
+func TestSparseMergeNewBucketsSaturates(t *testing.T) {
+	var x, y Sparse
+	x.Add(3, math.MaxUint64-1)
+	y.Add(3, 10)
+	y.Add(500, 1) // a bucket x lacks
+	x.Merge(&y)
+	d := x.Dense()
+	if d[3] != math.MaxUint64 || d[500] != 1 {
+		t.Fatalf("buckets 3 and 500: %d, %d; want the largest uint64 and 1", d[3], d[500])
+	}
+}
+
+// TestSparseMergeAnyBuckets: merges of random bucket sets — clustered,
+// spread over every word, at the range's ends, few or many new ones —
+// agree with dense arrays bucket for bucket.
+func TestSparseMergeAnyBuckets(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	for round := range 2000 {
+		want := make([]uint64, NumBuckets)
+		var s Sparse
+		for range 1 + rng.IntN(8) {
+			var o Sparse
+			at, width := rng.IntN(NumBuckets), 1+rng.IntN(NumBuckets)
+			if round%4 == 0 {
+				width = 1 + rng.IntN(40) // a row's latency: a few neighbouring words
+			}
+			for range rng.IntN(60) {
+				i := (at + rng.IntN(width)) % NumBuckets
+				switch rng.IntN(20) {
+				case 0:
+					i = 0
+				case 1:
+					i = NumBuckets - 1
+				}
+				c := uint64(1 + rng.IntN(1000))
+				want[i] += c
+				o.Add(i, c)
+			}
+			s.Merge(&o)
+		}
+		d := denseOf(&s)
+		n := 0
+		for i := range want {
+			if d[i] != want[i] {
+				t.Fatalf("round %d, bucket %d: %d, want %d", round, i, d[i], want[i])
+			}
+			if want[i] != 0 {
+				n++
+			}
+		}
+		if s.Len() != n {
+			t.Fatalf("round %d: %d buckets, want %d", round, s.Len(), n)
+		}
+		// The index agrees with the counts: every bucket is found by Add.
+		for i := range want {
+			if want[i] != 0 {
+				s.Add(i, 1)
+				want[i]++
+			}
+		}
+		if d := s.Dense(); d != nil {
+			for i := range want {
+				if d[i] != want[i] {
+					t.Fatalf("round %d, after adds, bucket %d: %d, want %d", round, i, d[i], want[i])
+				}
+			}
+		}
 	}
 }
 
@@ -341,4 +414,67 @@ func BenchmarkSparseCopy(b *testing.B) {
 			i++
 		}
 	})
+}
+
+// BenchmarkSparseMergeRows merges rows of 10 observations each (5 ms ×
+// (1 + Exp(1)), as the collector's benchmarks report) into a target that
+// is emptied every 50 rows, as a live window's second is, or every 3,000,
+// as a tenant's minute row is: most merges bring a bucket or two the
+// target lacks.
+func BenchmarkSparseMergeRows(b *testing.B) {
+	rng := rand.New(rand.NewPCG(1, 1))
+	rows := make([]Sparse, 1024)
+	for i := range rows {
+		for range 10 {
+			rows[i].Observe(0.005 * (1 + rng.ExpFloat64()))
+		}
+	}
+	for _, every := range []int{50, 3000} {
+		b.Run(fmt.Sprintf("reset=%d", every), func(b *testing.B) {
+			var all Sparse
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if i%every == 0 {
+					all.Reset()
+				}
+				all.Merge(&rows[i%len(rows)])
+				i++
+			}
+		})
+	}
+}
+
+// FuzzSparseMerge: a merge of any two bucket sets agrees with dense
+// arrays (go test -fuzz FuzzSparseMerge ./histogram).
+func FuzzSparseMerge(f *testing.F) {
+	f.Add([]byte{0, 1, 0, 2, 4, 130, 1}, []byte{0, 3, 4, 131, 1, 255, 255})
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		want := make([]uint64, NumBuckets)
+		var s Sparse
+		for _, in := range [][]byte{a, b, a} {
+			var o Sparse
+			for k := 0; k+2 < len(in); k += 3 {
+				i := (int(in[k])<<8 | int(in[k+1])) % NumBuckets
+				c := uint64(in[k+2]) + 1
+				want[i] += c
+				o.Add(i, c)
+			}
+			s.Merge(&o)
+		}
+		d := denseOf(&s)
+		for i := range want {
+			if d[i] != want[i] {
+				t.Fatalf("bucket %d: %d, want %d", i, d[i], want[i])
+			}
+		}
+	})
+}
+
+// denseOf is s's buckets as a dense array, also when s is empty.
+func denseOf(s *Sparse) []uint64 {
+	if d := s.Dense(); d != nil {
+		return d
+	}
+	return make([]uint64, NumBuckets)
 }
