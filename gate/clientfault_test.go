@@ -112,7 +112,8 @@ func TestBrokenAnswerIsCounted(t *testing.T) {
 	}
 }
 
-// TestOddRequests: CONNECT is refused (405), an HTTP/1.0 client gets no
+// TestOddRequests: CONNECT is refused (405), so is a target of * but for
+// OPTIONS (400, from either server), an HTTP/1.0 client gets no
 // 1xx answer, and behind a trusted balancer the client's scheme and host
 // reach the upstream.
 func TestOddRequests(t *testing.T) {
@@ -135,6 +136,16 @@ func TestOddRequests(t *testing.T) {
 	}
 	if seen.Load() != 0 {
 		t.Fatal("CONNECT reached the upstream")
+	}
+	for _, srv := range []*started{s, start(t, up.URL, gate.Config{StdServer: true})} {
+		c = dialRaw(t, srv.base)
+		c.send("GET * HTTP/1.1\r\nHost: gate\r\nX-Tenant: acme\r\n\r\n")
+		if resp, _ := c.read("GET *"); resp.StatusCode != http.StatusBadRequest {
+			t.Fatalf("GET *: %d", resp.StatusCode)
+		}
+	}
+	if seen.Load() != 0 {
+		t.Fatal("GET * reached the upstream")
 	}
 
 	c = dialRaw(t, s.base)

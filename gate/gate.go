@@ -258,6 +258,13 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(gw, "gate: CONNECT is not proxied", http.StatusMethodNotAllowed)
 		return
 	}
+	if r.RequestURI == "*" {
+		// The server itself answers OPTIONS *; any other method on * would
+		// reach the upstream as the path /%2A (nginx answers 400 too).
+		gw.failed = outBadRequest
+		http.Error(gw, "gate: the request target * is only for OPTIONS", http.StatusBadRequest)
+		return
+	}
 	g.handler.ServeHTTP(gw, r)
 }
 
