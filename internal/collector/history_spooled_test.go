@@ -2,7 +2,6 @@ package collector
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -43,13 +42,7 @@ func TestHistorySpooledIs503(t *testing.T) {
 	}
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
-	resp, err := http.Get(srv.URL + api.PathHistory + "?tenant=acme&minutes=10")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var eb api.ErrorBody
-	json.NewDecoder(resp.Body).Decode(&eb)
-	resp.Body.Close()
+	resp, eb := getError(t, srv.URL+api.PathHistory+"?tenant=acme&minutes=10")
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || eb.Error == "" {
 		t.Fatalf("%d Retry-After %q %q: want 503 with Retry-After and the reason", resp.StatusCode, resp.Header.Get("Retry-After"), eb.Error)
 	}

@@ -54,13 +54,7 @@ func TestHistoryEndpoint(t *testing.T) {
 		t.Fatalf("24 h: %+v %v", h, err)
 	}
 	for _, q := range []string{"tenant=acme&minutes=0", "tenant=acme&minutes=99999", "tenant=acme&minutes=x", "tenant=", "tenant=%00"} {
-		resp, err := http.Get(srv.URL + api.PathHistory + "?" + q)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var eb api.ErrorBody
-		json.NewDecoder(resp.Body).Decode(&eb)
-		resp.Body.Close()
+		resp, eb := getError(t, srv.URL+api.PathHistory+"?"+q)
 		if resp.StatusCode != http.StatusBadRequest || eb.Error == "" {
 			t.Errorf("%s: %d %q", q, resp.StatusCode, eb.Error)
 		}
@@ -77,14 +71,22 @@ func TestHistoryWithoutStore(t *testing.T) {
 	defer s.Shutdown(context.Background())
 	srv := httptest.NewServer(s.Handler())
 	defer srv.Close()
-	resp, err := http.Get(srv.URL + api.PathHistory + "?tenant=acme&minutes=10")
+	resp, eb := getError(t, srv.URL+api.PathHistory+"?tenant=acme&minutes=10")
+	if resp.StatusCode != http.StatusServiceUnavailable || eb.Error != ErrNoStore.Error() {
+		t.Errorf("%d %q, want 503 %q", resp.StatusCode, eb.Error, ErrNoStore)
+	}
+}
+
+// getError GETs url and decodes its answer as an api.ErrorBody (empty
+// when it is not one).
+func getError(t *testing.T, url string) (*http.Response, api.ErrorBody) {
+	t.Helper()
+	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var eb api.ErrorBody
 	json.NewDecoder(resp.Body).Decode(&eb)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable || eb.Error != ErrNoStore.Error() {
-		t.Errorf("%d %q, want 503 %q", resp.StatusCode, eb.Error, ErrNoStore)
-	}
+	return resp, eb
 }
