@@ -63,16 +63,9 @@ func TestEraseCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := meter.NewRecorder(meter.WithSource(wire.Source{Service: "api", Instance: "p"}), meter.WithClock(func() time.Time { return now }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /x"}, Kind: wire.KindRequest, RU: 30})
-	rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "beta", Route: "GET /x"}, Kind: wire.KindRequest, RU: 70})
-	now = now.Add(time.Second)
-	if _, err := s.Consume(context.Background(), rec.Cut(now), nil); err != nil {
-		t.Fatal(err)
-	}
+	consume(t, s, &now,
+		meter.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /x"}, Kind: wire.KindRequest, RU: 30},
+		meter.Record{Tags: tenant.Tags{Tenant: "beta", Route: "GET /x"}, Kind: wire.KindRequest, RU: 70})
 	args := []string{"erase", "--tenant", "acme", "--store", storeURL, "--data-dir", dataDir, "--by", "dpo", "--yes"}
 	var out, errb bytes.Buffer
 	if code := run(args, &out, &errb); code != 1 || !strings.Contains(errb.String(), "stop it first") {

@@ -28,15 +28,7 @@ func TestStoreDefaultsToDataDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, err := meter.NewRecorder(meter.WithSource(wire.Source{Service: "api", Instance: "p"}), meter.WithClock(func() time.Time { return now }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec.Record(meter.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /x"}, Kind: wire.KindRequest, RU: 30})
-	now = now.Add(time.Second)
-	if _, err := s.Consume(context.Background(), rec.Cut(now), nil); err != nil {
-		t.Fatal(err)
-	}
+	consume(t, s, &now, meter.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /x"}, Kind: wire.KindRequest, RU: 30})
 	if err := s.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
