@@ -122,7 +122,7 @@ func (p *otlpPart) listen(addr string, maxConns int, tlsCfg *tls.Config, wg *syn
 	}
 	gs, ln, err := serveGRPC(grpcListener{name: "otlp grpc", label: "otlp", addr: addr, maxConns: maxConns,
 		raise: "raise --otlp-grpc-max-conns (one connection per exporting process)",
-		opts:  p.recv.GRPCServerOptions(), register: p.recv.RegisterGRPC}, tlsCfg, wg, m, log, now)
+		opts:  p.recv.GRPCServerOptions(), register: p.recv.RegisterGRPC, wrap: p.recv.GRPCListener}, tlsCfg, wg, m, log, now)
 	if err != nil {
 		return err
 	}
@@ -140,6 +140,7 @@ type grpcListener struct {
 	raise    string // what to do when a connection is refused for maxConns
 	opts     []grpc.ServerOption
 	register func(*grpc.Server)
+	wrap     func(net.Listener) net.Listener // if not nil, around the capped listener
 }
 
 // grpcKeepalive: a connection without a call for 5 minutes is closed (its
@@ -157,7 +158,10 @@ func serveGRPC(l grpcListener, tlsCfg *tls.Config, wg *sync.WaitGroup, m *connMe
 	if err != nil {
 		return nil, nil, fmt.Errorf("collector: %s listen: %w", l.name, err)
 	}
-	ln := limitConns(raw, l.maxConns, l.label, l.name, l.raise, m, log, now)
+	var ln net.Listener = limitConns(raw, l.maxConns, l.label, l.name, l.raise, m, log, now)
+	if l.wrap != nil {
+		ln = l.wrap(ln)
+	}
 	// An idle connection lends its write buffer back (SharedWriteBuffer).
 	opts := append(slices.Clip(l.opts), grpc.KeepaliveParams(grpcKeepalive), grpc.SharedWriteBuffer(true))
 	if tlsCfg != nil {

@@ -132,8 +132,9 @@
 // every decode slot or the memory budget stays taken for 250 ms, 5 s while the
 // collector refuses reports or shuts down), which SDK exporters retry —
 // and only that (tested with the Go SDK's exporter). RegisterGRPC serves
-// the same over gRPC: INVALID_ARGUMENT, UNAUTHENTICATED, or UNAVAILABLE
-// with a RetryInfo delay.
+// the same over gRPC (on a server made with GRPCServerOptions, serving on
+// GRPCListener): INVALID_ARGUMENT, UNAUTHENTICATED, UNAVAILABLE with a
+// RetryInfo delay, or CANCELLED for a message sent below WithMinRate.
 //
 // # Admission
 //
@@ -147,9 +148,12 @@
 // connection — waiting up to 250 ms for memory to be given back (a gRPC
 // stream only when no other stream of its connection holds any), then
 // refused busy, without reading. The body then arrives at WithMinRate
-// (HTTP; a slower one is cut with 408) or within WithGRPCReadTimeout
-// (gRPC); gzip expands at most meter.MaxExpansion (64) times the bytes
-// received (above 64 KiB), as a report's body; only then is a decode slot
+// (a slower one is cut: HTTP with 408; a gRPC message, counted on its
+// connection and shared among the connection's streams that wait for
+// theirs, with CANCELLED, so streams that send their headers and nothing
+// else hold the budget for 2 s, not for WithGRPCReadTimeout); gzip
+// expands at most meter.MaxExpansion (64) times the bytes received (above
+// 64 KiB), as a report's body; only then is a decode slot
 // (WithInflight) taken, waiting up to 250 ms for one, so slow senders hold
 // none and ten exporters sending at once are served in turn. A message of
 // WithLargeMessage (4 MiB) or more also takes the one large slot: huge

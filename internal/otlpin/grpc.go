@@ -3,8 +3,10 @@ package otlpin
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -28,7 +30,9 @@ import (
 // message's copy) in the memory budget (WithMemory), at most half of it
 // per connection; a stream that finds the budget taken after waiting
 // briefly for a release is answered UNAVAILABLE with a retry delay. The
-// message must then arrive within WithGRPCReadTimeout. The message limit
+// message must then arrive at WithMinRate after its grace when the server
+// serves on GRPCListener (rateWatch), and within WithGRPCReadTimeout. The
+// message limit
 // is WithGRPCMaxMessage (gRPC checks it on the wire, before reading the
 // message, and after decompression), gzip expands at most
 // meter.MaxExpansion times the bytes received, streams per connection are
@@ -104,32 +108,60 @@ func (r *Receiver) tapGRPC(ctx context.Context, info *tap.Info) (context.Context
 	// the client's next export finds it free); the stream's context ends
 	// with the stream (answered, reset, or its connection gone), which
 	// gives it back if the handler never ran; the read timeout ends it
-	// early for a message that does not arrive in time.
+	// early for a message that does not arrive in time, and the rate
+	// watch (GRPCListener) for one that trickles in, or not at all, after
+	// the grace.
 	free := func() {
 		release()
 		r.met.memory.Set(float64(r.mem.reserved()))
 	}
-	var stop func() bool
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.grpcRead)
-	ctx = context.WithValue(ctx, streamMemory{}, func() {
-		stop() // the fallback below is not needed: no goroutine at the stream's end
-		free()
-	})
-	stop = context.AfterFunc(ctx, func() {
+	ctx, cancel := context.WithTimeoutCause(ctx, r.cfg.grpcRead, errReadTimeout)
+	unwatch := r.watchRate(conn, func(int64, time.Duration) {
+		r.met.requests.WithLabelValues("grpc", reqSlow).Inc()
 		cancel()
+	})
+	st := &tappedStream{}
+	st.stop = context.AfterFunc(ctx, func() {
+		unwatch()
+		if context.Cause(ctx) == errReadTimeout {
+			r.met.requests.WithLabelValues("grpc", reqSlow).Inc()
+		}
 		free()
 	})
-	return ctx, nil
+	st.received = unwatch
+	st.free = func() {
+		unwatch()
+		st.stop() // the fallback is not needed: no goroutine at the stream's end
+		free()
+	}
+	return context.WithValue(ctx, tappedKey{}, st), nil
 }
 
-// streamMemory is the context key of the function that gives a stream's
-// reservation back (it may be called more than once).
-type streamMemory struct{}
+// errReadTimeout ends a stream whose message took longer than
+// WithGRPCReadTimeout.
+var errReadTimeout = errors.New("otlpin: the message did not arrive within the gRPC read timeout")
+
+// tappedStream is a stream the tap admitted: received ends the watch on
+// its message's rate (the message is in), free gives its memory back
+// (both may be called more than once), under tappedKey in its context.
+type tappedStream struct {
+	received, free func()
+	stop           func() bool
+}
+
+type tappedKey struct{}
+
+// streamReceived tells ctx's stream that its message is in.
+func streamReceived(ctx context.Context) {
+	if st, ok := ctx.Value(tappedKey{}).(*tappedStream); ok {
+		st.received()
+	}
+}
 
 // releaseStream gives back the memory reserved for ctx's stream.
 func releaseStream(ctx context.Context) {
-	if free, ok := ctx.Value(streamMemory{}).(func()); ok {
-		free()
+	if st, ok := ctx.Value(tappedKey{}).(*tappedStream); ok {
+		st.free()
 	}
 }
 
@@ -240,9 +272,10 @@ var traceServiceDesc = grpc.ServiceDesc{
 		Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
 			defer releaseStream(ctx) // after the buffers are freed, before the answer goes
 			var in heldRequest
-			if err := dec(&in); err != nil {
+			if err := dec(&in); err != nil { // gRPC reads the message here
 				return nil, err
 			}
+			streamReceived(ctx)
 			defer in.data.Free()
 			return srv.(*Receiver).exportGRPC(ctx, in.data)
 		},
@@ -254,7 +287,7 @@ var traceServiceDesc = grpc.ServiceDesc{
 // INVALID_ARGUMENT for a malformed request (not retried), UNAVAILABLE with
 // a RetryInfo delay when the client should send it again later.
 func (r *Receiver) exportGRPC(ctx context.Context, in mem.BufferSlice) (*coltracepb.ExportTraceServiceResponse, error) {
-	if _, tapped := ctx.Value(streamMemory{}).(func()); r.cfg.auth != nil && !tapped {
+	if _, tapped := ctx.Value(tappedKey{}).(*tappedStream); r.cfg.auth != nil && !tapped {
 		// The tap checks the credential of every stream it admits; this is
 		// for a server made without GRPCServerOptions' tap.
 		auth := ""

@@ -267,7 +267,9 @@ func WithMemory(bytes int64) Option { return func(c *config) { c.memory = bytes 
 
 // WithMinRate cuts an HTTP body that arrives slower than bytesPerSec after
 // grace (defaults DefaultMinRate, DefaultRateGrace), so slow senders hold
-// no memory or decode slot for long: 408, and the connection closed.
+// no memory or decode slot for long: 408, and the connection closed. A
+// gRPC message is held to the same rate on a server serving on
+// GRPCListener (CANCELLED).
 func WithMinRate(bytesPerSec int64, grace time.Duration) Option {
 	return func(c *config) { c.minRate, c.rateGrace = bytesPerSec, grace }
 }

@@ -61,6 +61,9 @@ type Receiver struct {
 	chunks  sync.Pool // of a request's records (reqState)
 	// largeBufs holds the buffer of large gRPC messages (grpc.go).
 	largeBufs sync.Pool
+	// meters holds the byte count of each gRPC connection served on
+	// GRPCListener (grpcrate.go).
+	meters sync.Map
 
 	mu      sync.Mutex
 	sources map[string]*source

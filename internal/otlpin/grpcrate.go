@@ -1,0 +1,145 @@
+package otlpin
+
+import (
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// GRPCListener wraps the listener a gRPC server made with
+// GRPCServerOptions serves on, so the receiver counts the bytes each
+// connection delivers: an admitted stream's message must then arrive at
+// WithMinRate after its grace, as an HTTP body must, or the stream is cut
+// and its memory given back. Without it only WithGRPCReadTimeout bounds
+// how long an admitted stream that sends nothing holds its reservation (a
+// few such streams would hold the whole budget, and every exporter would
+// be answered busy, for that long).
+func (r *Receiver) GRPCListener(ln net.Listener) net.Listener {
+	return &meteredListener{Listener: ln, meters: &r.meters}
+}
+
+// connMeter is what a connection delivered and how many of its streams
+// wait for their message.
+type connMeter struct {
+	read    atomic.Int64
+	waiting atomic.Int64
+}
+
+// meteredListener registers a connMeter for each connection it accepts,
+// under the connection's remote address (the peer address gRPC gives the
+// tap).
+type meteredListener struct {
+	net.Listener
+	meters *sync.Map // remote address → *connMeter
+}
+
+func (l *meteredListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return c, err
+	}
+	m := &connMeter{}
+	key := c.RemoteAddr().String()
+	l.meters.Store(key, m)
+	return &meteredConn{Conn: c, m: m, key: key, meters: l.meters}, nil
+}
+
+type meteredConn struct {
+	net.Conn
+	m      *connMeter
+	key    string
+	meters *sync.Map
+	once   sync.Once
+}
+
+func (c *meteredConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.m.read.Add(int64(n))
+	return n, err
+}
+
+func (c *meteredConn) Close() error {
+	c.once.Do(func() { c.meters.CompareAndDelete(c.key, c.m) })
+	return c.Conn.Close()
+}
+
+// rateWatch cuts an admitted stream whose message does not arrive at
+// minRate bytes a second after a grace, as rateReader cuts an HTTP body:
+// by start + grace + n/minRate its connection must have delivered n bytes
+// for it. gRPC hands nothing of a unary message over before the whole of
+// it is read, so the watch counts the bytes of the stream's connection,
+// shared among the connection's streams that wait for their message (one
+// stream trickling does not keep its idle siblings alive).
+type rateWatch struct {
+	mu      sync.Mutex
+	m       *connMeter
+	start   time.Time
+	grace   time.Duration
+	minRate int64
+	last    int64   // m.read when last looked
+	got     float64 // this stream's share of what was delivered since start
+	timer   *time.Timer
+	done    bool
+	cut     func(got int64, after time.Duration)
+}
+
+// watchRate watches the stream of connection conn (its peer address) from
+// now; cut is called once, from the watch's timer, when the stream falls
+// behind. The function returned ends the watch (when the message is in,
+// or the stream ended); it may be called more than once. A connection the
+// receiver does not meter (a server not serving on GRPCListener) is not
+// watched.
+func (r *Receiver) watchRate(conn string, cut func(got int64, after time.Duration)) (stop func()) {
+	v, ok := r.meters.Load(conn)
+	if !ok {
+		return func() {}
+	}
+	m := v.(*connMeter)
+	m.waiting.Add(1)
+	w := &rateWatch{m: m, start: time.Now(), grace: r.cfg.rateGrace, minRate: r.cfg.minRate, last: m.read.Load(), cut: cut}
+	w.mu.Lock()
+	w.timer = time.AfterFunc(w.untilDue(), w.check)
+	w.mu.Unlock()
+	return w.stop
+}
+
+// untilDue is how long from now until the next chunk of the message is
+// late (w.mu held).
+func (w *rateWatch) untilDue() time.Duration {
+	due := w.grace + time.Duration((w.got+rateChunk)/float64(w.minRate)*float64(time.Second))
+	return time.Until(w.start.Add(due))
+}
+
+func (w *rateWatch) check() {
+	w.mu.Lock()
+	if w.done {
+		w.mu.Unlock()
+		return
+	}
+	n := w.m.read.Load()
+	share := float64(n-w.last) / float64(max(1, w.m.waiting.Load()))
+	w.last = n
+	if share >= rateChunk {
+		w.got += share
+		w.timer.Reset(w.untilDue())
+		w.mu.Unlock()
+		return
+	}
+	w.done = true
+	w.m.waiting.Add(-1)
+	got, after := int64(w.got+share), time.Since(w.start)
+	w.mu.Unlock()
+	w.cut(got, after)
+}
+
+func (w *rateWatch) stop() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done {
+		return
+	}
+	w.done = true
+	w.timer.Stop()
+	w.m.waiting.Add(-1)
+}
