@@ -8,6 +8,7 @@ import (
 
 type metrics struct {
 	ok, over, invalid, unauthenticated prometheus.Counter
+	busy, slow                         prometheus.Counter
 	shadow                             prometheus.Counter
 	latency                            prometheus.Observer
 }
@@ -15,7 +16,7 @@ type metrics struct {
 // newMetrics makes the metrics, registered on reg when not nil.
 func newMetrics(reg prometheus.Registerer, bs, sbs *buckets) (*metrics, error) {
 	req := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qtop_rls_requests_total",
-		Help: "ShouldRateLimit calls answered, by code: ok, over_limit, invalid (InvalidArgument), unauthenticated."}, []string{"code"})
+		Help: "ShouldRateLimit calls answered, by code: ok, over_limit, invalid (InvalidArgument), unauthenticated, busy (Unavailable: too many calls open), slow (its message did not come within the read timeout)."}, []string{"code"})
 	lat := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "qtop_rls_answer_seconds",
 		Help:    "Time to answer a ShouldRateLimit call, from its decoded message to its answer.",
 		Buckets: prometheus.ExponentialBuckets(10e-6, 2, 14)})
@@ -28,7 +29,8 @@ func newMetrics(reg prometheus.Registerer, bs, sbs *buckets) (*metrics, error) {
 	sh := prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_rls_shadow_over_limit_total",
 		Help: "Descriptors a shadow rule (a throttle or a fleet quota) would have answered OVER_LIMIT; the answer was not changed."})
 	m := &metrics{ok: req.WithLabelValues("ok"), over: req.WithLabelValues("over_limit"),
-		invalid: req.WithLabelValues("invalid"), unauthenticated: req.WithLabelValues("unauthenticated"), latency: lat, shadow: sh}
+		invalid: req.WithLabelValues("invalid"), unauthenticated: req.WithLabelValues("unauthenticated"),
+		busy: req.WithLabelValues("busy"), slow: req.WithLabelValues("slow"), latency: lat, shadow: sh}
 	if reg == nil {
 		return m, nil
 	}

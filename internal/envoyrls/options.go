@@ -19,6 +19,8 @@ type config struct {
 	cost    float64
 	maxKeys int
 	streams uint32
+	calls   int
+	read    time.Duration
 }
 
 // Option configures New.
@@ -34,7 +36,7 @@ func WithClock(now func() time.Time) Option { return func(c *config) { c.now = n
 func WithAuth(fn func(authorization string) bool) Option { return func(c *config) { c.auth = fn } }
 
 // WithRegisterer registers the metrics on reg: qtop_rls_requests_total
-// (label code: ok, over_limit, invalid, unauthenticated),
+// (label code: ok, over_limit, invalid, unauthenticated, busy, slow),
 // qtop_rls_answer_seconds, qtop_rls_shadow_over_limit_total,
 // qtop_rls_buckets and qtop_rls_buckets_evicted_total. Default: none.
 func WithRegisterer(reg prometheus.Registerer) Option { return func(c *config) { c.reg = reg } }
@@ -54,9 +56,32 @@ func WithMaxKeys(n int) Option { return func(c *config) { c.maxKeys = n } }
 // (default 256; Envoy multiplexes its checks on a connection per worker).
 func WithMaxConcurrentStreams(n uint32) Option { return func(c *config) { c.streams = n } }
 
+// WithMaxCalls bounds the calls open at once over every connection, from
+// their headers to their answer (default DefaultMaxCalls); a call beyond
+// it is answered Unavailable from its headers (Envoy then applies its
+// failure_mode_deny: by default it lets the request through).
+func WithMaxCalls(n int) Option { return func(c *config) { c.calls = n } }
+
+// WithReadTimeout bounds how long a call's message may take to arrive
+// after its headers (default DefaultReadTimeout); a call whose message
+// does not arrive in time is cut (Cancelled), so calls that send their
+// headers and nothing else do not stay open.
+func WithReadTimeout(d time.Duration) Option { return func(c *config) { c.read = d } }
+
+const (
+	// DefaultMaxCalls: about 13 KB a call open (its stream and goroutine),
+	// so at most ~50 MB; Envoy's calls take microseconds here, a handful
+	// of them open at a time even at 100,000 a second.
+	DefaultMaxCalls = 4096
+	// DefaultReadTimeout: Envoy sends a call's message with its headers and
+	// waits 20 ms for the answer by default (its rate-limit filter's
+	// timeout).
+	DefaultReadTimeout = time.Second
+)
+
 func newConfig(opts []Option) (config, error) {
 	c := config{now: time.Now, cost: ru.DefaultModel().Base[ru.OpRead], maxKeys: DefaultMaxKeys,
-		streams: 256, log: slog.New(slog.DiscardHandler)}
+		streams: 256, calls: DefaultMaxCalls, read: DefaultReadTimeout, log: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {
 		o(&c)
 	}
@@ -69,6 +94,8 @@ func newConfig(opts []Option) (config, error) {
 		return c, fmt.Errorf("envoyrls: max keys %d (want 1 to 1,000,000)", c.maxKeys)
 	case c.streams == 0:
 		return c, fmt.Errorf("envoyrls: max concurrent streams 0")
+	case c.calls < 1 || c.read <= 0:
+		return c, fmt.Errorf("envoyrls: max calls %d, read timeout %v (want ≥ 1 and > 0)", c.calls, c.read)
 	}
 	return c, nil
 }

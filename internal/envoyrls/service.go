@@ -43,6 +43,7 @@ type Service struct {
 	sbs  *buckets // the shadow throttles' buckets
 	gate *quota.Gate
 	met  *metrics
+	open atomic.Int64 // calls open (tap)
 }
 
 var _ rlsv3.RateLimitServiceServer = (*Service)(nil)
@@ -264,7 +265,10 @@ const Method = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
 
 // ServerOptions are the options of a gRPC server that serves only this
 // Service: the credential checked from the stream's headers, before its
-// message is read; the message size bound; streams per connection; and
+// message is read, then the bound on calls open at once (WithMaxCalls) and
+// on the time a message may take to arrive (WithReadTimeout), so calls
+// that send their headers and nothing else cost little and not for long;
+// the message size bound; streams per connection; and
 // fixed flow-control windows (a stream's is one message, a connection's
 // four), which turn off gRPC's growth of them to 16 MiB, so that a
 // connection buffers at most that much unread; and streamWorkers.
@@ -280,27 +284,97 @@ func (s *Service) ServerOptions() []grpc.ServerOption {
 }
 
 // Register registers the Service on gs.
-func (s *Service) Register(gs *grpc.Server) { rlsv3.RegisterRateLimitServiceServer(gs, s) }
+func (s *Service) Register(gs *grpc.Server) { gs.RegisterService(&serviceDesc, s) }
 
 type authedKey struct{}
 
+// tap admits a call from its headers, before its message is read: the
+// credential (WithAuth), then a place among the calls open (WithMaxCalls),
+// held until the call's stream ends; the message must then arrive within
+// WithReadTimeout, or the call is cut.
 func (s *Service) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
-	if s.cfg.auth == nil || info.FullMethodName != Method {
+	if info.FullMethodName != Method {
 		return ctx, nil // gRPC answers UNIMPLEMENTED without reading it
 	}
-	auth := ""
-	if v := info.Header.Get("authorization"); len(v) > 0 {
-		auth = v[0]
+	if s.cfg.auth != nil {
+		auth := ""
+		if v := info.Header.Get("authorization"); len(v) > 0 {
+			auth = v[0]
+		}
+		if !s.cfg.auth(auth) {
+			s.met.unauthenticated.Inc()
+			return nil, status.Error(codes.Unauthenticated, "missing or wrong bearer token")
+		}
+		ctx = context.WithValue(ctx, authedKey{}, true)
 	}
-	if !s.cfg.auth(auth) {
-		s.met.unauthenticated.Inc()
-		return nil, status.Error(codes.Unauthenticated, "missing or wrong bearer token")
+	if s.open.Add(1) > int64(s.cfg.calls) {
+		s.open.Add(-1)
+		s.met.busy.Inc()
+		return nil, status.Errorf(codes.Unavailable, "%d calls open at once: the rate-limit service takes no more until one ends", s.cfg.calls)
 	}
-	return context.WithValue(ctx, authedKey{}, true), nil
+	c := &openCall{s: s}
+	ctx, c.cancel = context.WithCancel(ctx)
+	c.late = time.AfterFunc(s.cfg.read, c.cut)
+	c.stop = context.AfterFunc(ctx, c.ended) // the stream ended before the handler did
+	return context.WithValue(ctx, callKey{}, c), nil
 }
 
-// authorized checks the credential when the tap did not (a server made
-// without ServerOptions).
+// openCall is a call the tap admitted, until its handler returns (done)
+// or its stream ends without it (ended): its place among the calls open
+// is given back once, by whichever comes first.
+type openCall struct {
+	s      *Service
+	cancel context.CancelFunc
+	late   *time.Timer // cuts the call when its message is late
+	stop   func() bool // stops ended
+}
+
+type callKey struct{}
+
+func (c *openCall) cut() {
+	c.s.met.slow.Inc()
+	c.cancel()
+}
+
+func (c *openCall) ended() {
+	c.late.Stop()
+	c.s.open.Add(-1)
+}
+
+func (c *openCall) done() {
+	c.late.Stop()
+	if c.stop() {
+		c.s.open.Add(-1)
+	}
+}
+
+// serviceDesc is RateLimitService's with a handler that ends the call's
+// read timeout once its message is in (gRPC calls a unary handler before
+// it reads the message: dec reads it) and gives the call's place back
+// when it returns.
+var serviceDesc = grpc.ServiceDesc{
+	ServiceName: rlsv3.RateLimitService_ServiceDesc.ServiceName,
+	HandlerType: (*rlsv3.RateLimitServiceServer)(nil),
+	Methods: []grpc.MethodDesc{{
+		MethodName: "ShouldRateLimit",
+		Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+			c, _ := ctx.Value(callKey{}).(*openCall)
+			if c != nil {
+				defer c.done()
+			}
+			in := new(rlsv3.RateLimitRequest)
+			if err := dec(in); err != nil {
+				return nil, err
+			}
+			if c != nil {
+				c.late.Stop()
+			}
+			return srv.(*Service).ShouldRateLimit(ctx, in)
+		},
+	}},
+	Metadata: rlsv3.RateLimitService_ServiceDesc.Metadata,
+}
+
 func (s *Service) authorized(ctx context.Context) bool {
 	if s.cfg.auth == nil || ctx.Value(authedKey{}) != nil {
 		return true
