@@ -116,7 +116,7 @@ func (r *Receiver) tapGRPC(ctx context.Context, info *tap.Info) (context.Context
 		r.met.memory.Set(float64(r.mem.reserved()))
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, r.cfg.grpcRead, errReadTimeout)
-	unwatch := r.watchRate(conn, func(int64, time.Duration) {
+	unwatch := watchRate(&r.meters, &r.cfg, conn, func(int64, time.Duration) {
 		r.met.requests.WithLabelValues("grpc", reqSlow).Inc()
 		cancel()
 	})

@@ -84,20 +84,20 @@ type rateWatch struct {
 	cut     func(got int64, after time.Duration)
 }
 
-// watchRate watches the stream of connection conn (its peer address) from
-// now; cut is called once, from the watch's timer, when the stream falls
+// watchRate watches the stream of connection conn (its peer address, a
+// key of meters) from now, at c's minimum rate; cut is called once, from the watch's timer, when the stream falls
 // behind. The function returned ends the watch (when the message is in,
 // or the stream ended); it may be called more than once. A connection the
 // receiver does not meter (a server not serving on GRPCListener) is not
 // watched.
-func (r *Receiver) watchRate(conn string, cut func(got int64, after time.Duration)) (stop func()) {
-	v, ok := r.meters.Load(conn)
+func watchRate(meters *sync.Map, c *config, conn string, cut func(got int64, after time.Duration)) (stop func()) {
+	v, ok := meters.Load(conn)
 	if !ok {
 		return func() {}
 	}
 	m := v.(*connMeter)
 	m.waiting.Add(1)
-	w := &rateWatch{m: m, start: time.Now(), grace: r.cfg.rateGrace, minRate: r.cfg.minRate, last: m.read.Load(), cut: cut}
+	w := &rateWatch{m: m, start: time.Now(), grace: c.rateGrace, minRate: c.minRate, last: m.read.Load(), cut: cut}
 	w.mu.Lock()
 	w.timer = time.AfterFunc(w.untilDue(), w.check)
 	w.mu.Unlock()

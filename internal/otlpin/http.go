@@ -151,7 +151,7 @@ func (r *Receiver) httpHead(w http.ResponseWriter, req *http.Request) (jsonBody,
 	}
 	limit := r.cfg.maxBody
 	if jsonBody && !gz {
-		limit = min(limit, r.jsonLimit())
+		limit = min(limit, r.cfg.jsonLimit())
 	}
 	if req.ContentLength > limit {
 		r.refuse(w, req, jsonBody, http.StatusRequestEntityTooLarge, fmt.Sprintf("body of %d bytes, at most %d", req.ContentLength, limit), reqTooLarge)
@@ -163,7 +163,7 @@ func (r *Receiver) httpHead(w http.ResponseWriter, req *http.Request) (jsonBody,
 // jsonLimit bounds a JSON body once decompressed: protojson builds the
 // message tree, a few times the text in memory, so JSON gets a quarter of
 // the decoded limit.
-func (r *Receiver) jsonLimit() int64 { return r.cfg.maxDecoded / 4 }
+func (c *config) jsonLimit() int64 { return c.maxDecoded / 4 }
 
 // reserveHTTP reserves the memory of a body in the budget before it is
 // read: its length as sent (the limit when chunked), plus what gzip may
@@ -178,7 +178,7 @@ func (r *Receiver) reserveHTTP(req *http.Request, jsonBody, gz bool) (release fu
 		want += expansionLimit(sent, r.cfg.maxDecoded)
 	}
 	if jsonBody {
-		want = min(want, r.jsonLimit()) * 4
+		want = min(want, r.cfg.jsonLimit()) * 4
 	}
 	free, err := r.mem.reserveConnWait(req.Context(), "", want, reserveWait)
 	if err != nil {
@@ -222,7 +222,7 @@ func (r *Receiver) readBody(w http.ResponseWriter, req *http.Request, gz, jsonBo
 	defer rc.SetReadDeadline(time.Time{})
 	limit := r.cfg.maxDecoded
 	if jsonBody {
-		limit = min(limit, r.jsonLimit())
+		limit = min(limit, r.cfg.jsonLimit())
 	}
 	if !gz {
 		if n := req.ContentLength; n > 0 && n <= limit {
