@@ -13,6 +13,7 @@ import (
 type limitFlags struct {
 	diskReserve, retention    *string
 	maxLiveTenants, maxMinute *string
+	maxConns                  *string
 }
 
 func newLimitFlags(fs *flag.FlagSet, envs *[]envFlag) *limitFlags {
@@ -23,6 +24,8 @@ func newLimitFlags(fs *flag.FlagSet, envs *[]envFlag) *limitFlags {
 			"tenants the live view follows at once (about 6.5 KB each busy on one route, 3.5 KB seen once); tenants beyond it count in one \"other\" row (qtop_collector_live_tenant_overflow_total) until idle ones are forgotten (130 s)"),
 		maxMinute: strFlag(fs, envs, "max-minute-rows", "QTOP_MAX_MINUTE_ROWS", strconv.Itoa(collector.DefaultMaxMinuteRows),
 			"tenant×route×kind rollup rows one open minute holds (about 0.55 KB each; two minutes are open around a minute's turn); rows beyond it are folded into tenant \"other\" (qtop_collector_rows_folded_total)"),
+		maxConns: strFlag(fs, envs, "max-conns", "QTOP_MAX_CONNS", "0",
+			fmt.Sprintf("connections the HTTP port keeps open at once (about 23 KB each idle; one per reporting process and viewer); at the bound the one idle the longest is closed to make room (qtop_collector_http_connections_closed_total) (0: half the open-file limit, at most %d)", collector.DefaultMaxConnsCeiling)),
 	}
 }
 
@@ -39,5 +42,10 @@ func (l *limitFlags) apply(cfg *collector.Config) error {
 		}
 		*b.dst = n
 	}
+	n, err := strconv.Atoi(*l.maxConns)
+	if err != nil || n < 0 {
+		return fmt.Errorf("--max-conns %q: want a number of connections (0: half the open-file limit, at most %d)", *l.maxConns, collector.DefaultMaxConnsCeiling)
+	}
+	cfg.MaxConns = n
 	return nil
 }

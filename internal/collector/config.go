@@ -194,6 +194,11 @@ type IntakeConfig struct {
 	// minutes still have room to be spooled and the disk never fills
 	// (disk.go).
 	DiskReserve int64
+	// MaxConns bounds the connections of the HTTP port at once (default
+	// half the process's open-file limit, at most DefaultMaxConnsCeiling):
+	// at the bound, the connection idle the longest is closed to make room
+	// for a new one (httpconns.go).
+	MaxConns int
 }
 
 // DefaultDiskReserve is IntakeConfig.DiskReserve's default.
@@ -211,6 +216,9 @@ func (c *IntakeConfig) fill() {
 	}
 	if c.SourceRate <= 0 {
 		c.SourceRate = DefaultSourceRate
+	}
+	if c.MaxConns <= 0 {
+		c.MaxConns = defaultMaxConns()
 	}
 }
 

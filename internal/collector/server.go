@@ -345,10 +345,17 @@ type httpAPI struct{ *Server }
 // Start listens on Config.Listen and runs the ticker, the sampler and the
 // demo fleet until Shutdown. It returns once listening.
 func (s *Server) Start(ctx context.Context) error {
-	ln, err := net.Listen("tcp", s.cfg.Listen)
+	raw, err := net.Listen("tcp", s.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("collector: listen: %w", err)
 	}
+	httpConns, err := newHTTPConnMetrics(s.cfg.Registerer)
+	if err != nil {
+		raw.Close()
+		return fmt.Errorf("collector: metrics: %w", err)
+	}
+	limit := limitHTTPConns(raw, s.cfg.MaxConns, httpConns, s.log, s.cfg.Now)
+	var ln net.Listener = limit
 	if s.life.tls != nil {
 		ln = tls.NewListener(ln, s.life.tls)
 	}
@@ -370,14 +377,14 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	s.life.httpSrv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: httpErrorLog(s.log),
-		ConnContext: withConn}
+		ConnContext: withConn, ConnState: limit.state}
 	s.life.goRun(func() {
 		if err := s.life.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("http server", "err", err)
 		}
 	})
 	s.Run(ctx)
-	s.log.Info("collector listening", "addr", ln.Addr().String(), "store", redactStore(s.cfg.Store), "writer", s.em.writer, "demo", s.cfg.Demo, "sampler", s.cfg.Postgres != "", "tls", s.life.tls != nil, "mtls", s.cfg.TLS.ClientCA != "")
+	s.log.Info("collector listening", "addr", ln.Addr().String(), "max_conns", s.cfg.MaxConns, "store", redactStore(s.cfg.Store), "writer", s.em.writer, "demo", s.cfg.Demo, "sampler", s.cfg.Postgres != "", "tls", s.life.tls != nil, "mtls", s.cfg.TLS.ClientCA != "")
 	return nil
 }
 

@@ -2,7 +2,6 @@ package collector
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -37,15 +36,20 @@ func withConn(ctx context.Context, c net.Conn) context.Context {
 	return context.WithValue(ctx, connKey{}, c)
 }
 
-// shrinkSendBuffer sets the send buffer of r's connection (TCP, or TCP
-// under TLS) to streamSendBuffer, when it can.
+// shrinkSendBuffer sets the send buffer of r's connection (TCP, under TLS
+// and the HTTP port's connection bound) to streamSendBuffer, when it can.
 func shrinkSendBuffer(r *http.Request) {
 	c, _ := r.Context().Value(connKey{}).(net.Conn)
-	if tc, ok := c.(*tls.Conn); ok {
-		c = tc.NetConn()
-	}
-	if tcp, ok := c.(*net.TCPConn); ok {
-		_ = tcp.SetWriteBuffer(streamSendBuffer)
+	for c != nil {
+		if tcp, ok := c.(*net.TCPConn); ok {
+			_ = tcp.SetWriteBuffer(streamSendBuffer)
+			return
+		}
+		u, ok := c.(interface{ NetConn() net.Conn }) // TLS, the connection bound
+		if !ok {
+			return
+		}
+		c = u.NetConn()
 	}
 }
 

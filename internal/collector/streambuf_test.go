@@ -43,7 +43,8 @@ func TestStreamSendBufferShrunk(t *testing.T) {
 	}
 	before := sndbuf()
 	r := httptest.NewRequest("GET", "/v1/live/stream", nil)
-	r = r.WithContext(withConn(context.Background(), server))
+	// As the HTTP port serves it: under the connection bound.
+	r = r.WithContext(withConn(context.Background(), &limitedConn{Conn: server}))
 	shrinkSendBuffer(r)
 	if got := sndbuf(); got > 2*streamSendBuffer || got >= before {
 		t.Fatalf("send buffer %d after shrinking (was %d), want at most %d", got, before, 2*streamSendBuffer)
