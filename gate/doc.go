@@ -65,6 +65,9 @@
 // refuses with 400); Config.StdServer serves every connection that way.
 // The own server notices a client that left when a write to it fails, or,
 // for a request still waiting after a second, by reading its connection.
+// Either server keeps at most Config.MaxConns client connections
+// (internal/connlimit): at the bound the one idle the longest is closed to
+// make room for a new one.
 //
 // Every write to a client must end within Config.SendTimeout (60 s by
 // default, as nginx's send_timeout): a client that stops reading its

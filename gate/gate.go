@@ -16,6 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/qtop-dev/qtop/agent"
+	"github.com/qtop-dev/qtop/internal/connlimit"
 )
 
 // Errors of New; test with errors.Is.
@@ -107,6 +108,12 @@ type Config struct {
 	// up to 4 KiB) on the connection's goroutine and hands every other
 	// connection, as it is, to net/http's: less CPU per request.
 	StdServer bool
+	// MaxConns bounds the client connections open at once (default
+	// connlimit.DefaultBound: half the open-file limit, at most 10,000):
+	// at the bound the one idle the longest is closed to make room for a
+	// new one, so connections that send nothing cannot take every file
+	// descriptor.
+	MaxConns int
 	// NoBaggage leaves the tenant out of the upstream request's W3C
 	// baggage.
 	NoBaggage bool
@@ -191,6 +198,9 @@ func New(a *agent.Agent, cfg Config) (*Gate, error) {
 	}
 	if cfg.MaxIdleConnsPerHost == 0 {
 		cfg.MaxIdleConnsPerHost = DefaultMaxIdleConnsPerHost
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = connlimit.DefaultBound()
 	}
 	g := &Gate{cfg: cfg, agent: a, log: cfg.Logger, headerTimeout: readHeaderTimeout, watchDelay: clientWatchDelay}
 	if g.log == nil {
@@ -305,9 +315,15 @@ func (g *Gate) Serve(ln net.Listener) error {
 	var p http.Protocols
 	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
+	limit := connlimit.New(ln, g.cfg.MaxConns, connlimit.Hooks{
+		Opened: func(d int) { g.metrics.conns.Add(float64(d)) },
+		Closed: func(reason string, _ net.Addr) { g.metrics.connsClosed.WithLabelValues(reason).Inc() },
+	})
+	ln = limit
 	srv := &http.Server{Handler: g, Protocols: &p,
 		ReadHeaderTimeout: g.headerTimeout, IdleTimeout: DefaultIdleTimeout,
-		ErrorLog: slog.NewLogLogger(g.log.Handler(), slog.LevelDebug)}
+		ErrorLog:  slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
+		ConnState: limit.ConnState}
 	g.mu.Lock()
 	if g.shut {
 		g.mu.Unlock()
@@ -320,6 +336,7 @@ func (g *Gate) Serve(ln net.Listener) error {
 		return srv.Serve(sendListener{ln, g.cfg.SendTimeout})
 	}
 	s := newServer(g, ln, srv)
+	s.limit = limit
 	g.owns = append(g.owns, s)
 	g.mu.Unlock()
 	return s.serve()

@@ -36,6 +36,10 @@ type metrics struct {
 	// headers: by Config.ReadTimeout, or by the upstream (its connection
 	// closed or reset, malformed framing).
 	cutIdle, cutBroken prometheus.Counter
+	// conns and connsClosed: client connections open, and those closed to
+	// stay within Config.MaxConns (reason idle, refused).
+	conns       prometheus.Gauge
+	connsClosed *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -66,8 +70,13 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Help: "Upstream answers (bodies, event streams, WebSockets) cut off after their headers, by reason: read_timeout (nothing more arrived for the read timeout), broken (the upstream closed or reset the connection, or broke the framing, mid-answer). The client sees the answer cut short.",
 	}, []string{"reason"})
 	m.cutIdle, m.cutBroken = cut.WithLabelValues("read_timeout"), cut.WithLabelValues("broken")
+	m.conns = prometheus.NewGauge(prometheus.GaugeOpts{Name: "qtop_gate_connections",
+		Help: "Client connections open."})
+	m.connsClosed = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qtop_gate_connections_closed_total",
+		Help: "Client connections closed to stay within --max-conns, by reason: idle (the one idle the longest, to make room for a new one), refused (a new one, every other in a request)."},
+		[]string{"reason"})
 	if reg != nil {
-		for _, c := range []prometheus.Collector{vec, m.upstream, m.inFlight, m.handoffs, cut} {
+		for _, c := range []prometheus.Collector{vec, m.upstream, m.inFlight, m.handoffs, cut, m.conns, m.connsClosed} {
 			if err := reg.Register(c); err != nil {
 				return nil, err
 			}

@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/qtop-dev/qtop/internal/connlimit"
 )
 
 // The gate's own HTTP/1.1 server.
@@ -70,6 +72,7 @@ type server struct {
 	stdErr        chan error
 	base          context.Context // of every request: it carries http.ServerContextKey
 	idleTimeout   time.Duration
+	limit         *connlimit.Listener // told when a connection waits for a request, or not
 	headerTimeout time.Duration
 	log           *slog.Logger
 
@@ -238,6 +241,9 @@ func (c *conn) serve() {
 	}()
 	for {
 		c.idle.Store(true)
+		if c.s.limit != nil {
+			c.s.limit.Idle(c.rwc)
+		}
 		if c.s.shutting.Load() {
 			return
 		}
@@ -248,6 +254,9 @@ func (c *conn) serve() {
 			return
 		}
 		c.idle.Store(false)
+		if c.s.limit != nil {
+			c.s.limit.Busy(c.rwc)
+		}
 		n, err := c.readHead()
 		if err != nil {
 			return
@@ -607,6 +616,10 @@ func (c *prefixConn) Read(p []byte) (int, error) {
 	}
 	return c.Conn.Read(p)
 }
+
+// NetConn returns the connection underneath (connlimit finds its own
+// through it).
+func (c *prefixConn) NetConn() net.Conn { return c.Conn }
 
 // CloseWrite half-closes, as net/http does before closing after an error.
 func (c *prefixConn) CloseWrite() error {

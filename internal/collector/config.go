@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/qtop-dev/qtop/internal/buildinfo"
+	"github.com/qtop-dev/qtop/internal/connlimit"
 	costmodel "github.com/qtop-dev/qtop/ru"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/tlsfiles"
@@ -218,7 +219,7 @@ func (c *IntakeConfig) fill() {
 		c.SourceRate = DefaultSourceRate
 	}
 	if c.MaxConns <= 0 {
-		c.MaxConns = defaultMaxConns()
+		c.MaxConns = connlimit.DefaultBound()
 	}
 }
 

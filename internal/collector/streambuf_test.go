@@ -6,6 +6,8 @@ import (
 	"net/http/httptest"
 	"syscall"
 	"testing"
+
+	"github.com/qtop-dev/qtop/internal/connlimit"
 )
 
 // shrinkSendBuffer sets a live stream's connection's send buffer to
@@ -44,7 +46,7 @@ func TestStreamSendBufferShrunk(t *testing.T) {
 	before := sndbuf()
 	r := httptest.NewRequest("GET", "/v1/live/stream", nil)
 	// As the HTTP port serves it: under the connection bound.
-	r = r.WithContext(withConn(context.Background(), &limitedConn{Conn: server}))
+	r = r.WithContext(withConn(context.Background(), &connlimit.Conn{Conn: server}))
 	shrinkSendBuffer(r)
 	if got := sndbuf(); got > 2*streamSendBuffer || got >= before {
 		t.Fatalf("send buffer %d after shrinking (was %d), want at most %d", got, before, 2*streamSendBuffer)

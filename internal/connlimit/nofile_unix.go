@@ -1,6 +1,6 @@
 //go:build unix
 
-package collector
+package connlimit
 
 import "syscall"
 
@@ -9,7 +9,7 @@ import "syscall"
 func openFileLimit() int {
 	var r syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &r); err != nil || r.Cur > 1<<30 {
-		return 2 * DefaultMaxConnsCeiling
+		return 2 * DefaultCeiling
 	}
 	return int(r.Cur)
 }

@@ -1,0 +1,55 @@
+package gate_test
+
+import (
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/qtop-dev/qtop/gate"
+)
+
+// A gate holding MaxConns connections that sent nothing still serves: the
+// one idle the longest is closed for the new one, with either server
+// (the gate's own, and net/http's). Before, connections that stayed took
+// every file descriptor.
+func TestConnectionsBounded(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer up.Close()
+	for _, std := range []bool{false, true} {
+		reg := prometheus.NewRegistry()
+		s := start(t, up.URL, gate.Config{MaxConns: 4, StdServer: std, Registerer: reg})
+		var idle []net.Conn
+		for range 4 {
+			c, err := net.Dial("tcp", strings.TrimPrefix(s.base, "http://"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			idle = append(idle, c)
+		}
+		c := &http.Client{Transport: &http.Transport{}}
+		if resp, body := get(t, c, s.base+"/x", "acme"); resp.StatusCode != 200 || body != "ok" {
+			t.Fatalf("std %v: %s %q", std, resp.Status, body)
+		}
+		c.CloseIdleConnections()
+		idle[0].SetReadDeadline(time.Now().Add(30 * time.Second))
+		if _, err := idle[0].Read(make([]byte, 1)); err != io.EOF {
+			t.Fatalf("std %v: the first idle connection: %v, want EOF (closed for the request)", std, err)
+		}
+		want := `
+# HELP qtop_gate_connections_closed_total Client connections closed to stay within --max-conns, by reason: idle (the one idle the longest, to make room for a new one), refused (a new one, every other in a request).
+# TYPE qtop_gate_connections_closed_total counter
+qtop_gate_connections_closed_total{reason="idle"} 1
+`
+		if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "qtop_gate_connections_closed_total"); err != nil {
+			t.Errorf("std %v: %v", std, err)
+		}
+	}
+}
