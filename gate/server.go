@@ -579,11 +579,27 @@ func (w *sendWriter) Write(p []byte) (int, error) {
 		// kernel drops what it still holds for it (megabytes, on a
 		// window that stays shut) instead of trying to send it for
 		// minutes, as nginx's reset_timedout_connection does.
-		if tc, ok := w.Conn.(*net.TCPConn); ok {
+		if tc := tcpConn(w.Conn); tc != nil {
 			tc.SetLinger(0)
 		}
 	}
 	return n, err
+}
+
+// tcpConn is the TCP connection under c (the connection bound's, or c),
+// nil if there is none.
+func tcpConn(c net.Conn) *net.TCPConn {
+	for c != nil {
+		if tc, ok := c.(*net.TCPConn); ok {
+			return tc
+		}
+		u, ok := c.(interface{ NetConn() net.Conn })
+		if !ok {
+			return nil
+		}
+		c = u.NetConn()
+	}
+	return nil
 }
 
 // sendListener gives net/http's server (Config.StdServer) connections

@@ -23,9 +23,11 @@ package connlimit
 
 import (
 	"container/list"
+	"errors"
 	"net"
 	"net/http"
 	"sync"
+	"syscall"
 )
 
 // Hooks are told of the Listener's counts (each may be nil).
@@ -77,6 +79,24 @@ type Conn struct {
 
 // NetConn returns the connection underneath.
 func (c *Conn) NetConn() net.Conn { return c.Conn }
+
+// CloseWrite half-closes the connection underneath (net/http does before
+// it closes after an error, so the client reads the answer rather than a
+// reset).
+func (c *Conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return errors.ErrUnsupported
+}
+
+// SyscallConn is the connection underneath's (syscall.Conn).
+func (c *Conn) SyscallConn() (syscall.RawConn, error) {
+	if sc, ok := c.Conn.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, errors.ErrUnsupported
+}
 
 // Accept returns the next connection, closing the one idle the longest
 // when the bound is reached, or the new one when none is idle. A new

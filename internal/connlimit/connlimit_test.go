@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -63,7 +64,7 @@ func TestListener(t *testing.T) {
 	a, la := arrive()
 	b, lb := arrive()
 	l.ConnState(lb, http.StateActive) // b is in a request; a waits for its first
-	c, lc := arrive()             // at the bound: a, idle the longest, makes room
+	c, lc := arrive()                 // at the bound: a, idle the longest, makes room
 	if !closed(a) || closed(b) || closed(c) {
 		t.Fatal("a should have been closed for c, and only a")
 	}
@@ -102,3 +103,38 @@ func TestListener(t *testing.T) {
 	}
 }
 
+// A Conn passes on what net/http and the gate ask of a TCP connection: a
+// half close (the client reads the answer, then EOF, rather than a reset)
+// and the raw connection.
+func TestConnPassesTCP(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := New(ln, 1, Hooks{})
+	defer l.Close()
+	client, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	c, err := l.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.(syscall.Conn).SyscallConn(); err != nil {
+		t.Fatal(err)
+	}
+	c.Write([]byte("answer"))
+	if err := c.(interface{ CloseWrite() error }).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := io.ReadAll(client); err != nil || string(b) != "answer" {
+		t.Fatalf("client read %q, %v", b, err)
+	}
+	client.Write([]byte("x")) // the connection still reads after the half close
+	if _, err := c.Read(make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+}
