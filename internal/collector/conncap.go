@@ -60,15 +60,13 @@ type capListener struct {
 	log     *slog.Logger
 	name    string // the listener, in the warning
 	raise   string // what to do, in the warning
-	now     func() time.Time
-	warned  atomic.Int64 // when the warning was last logged (unix ns)
-	pending atomic.Int64 // refusals since then
+	warn    onceAMinute
 }
 
 // limitConns wraps ln: at most max connections at once.
 func limitConns(ln net.Listener, max int, label, name, raise string, m *connMetrics, log *slog.Logger, now func() time.Time) *capListener {
 	return &capListener{Listener: ln, slots: make(chan struct{}, max), open: m.open.WithLabelValues(label),
-		refused: m.refused.WithLabelValues(label), log: log, name: name, raise: raise, now: now}
+		refused: m.refused.WithLabelValues(label), log: log, name: name, raise: raise, warn: onceAMinute{now: now}}
 }
 
 // Accept returns the next connection within the bound; one beyond it is
@@ -86,15 +84,32 @@ func (l *capListener) Accept() (net.Conn, error) {
 		default:
 		}
 		l.refused.Inc()
-		n := l.pending.Add(1)
-		now := l.now().UnixNano()
-		if last := l.warned.Load(); (last == 0 || now-last >= int64(connWarnEvery)) && l.warned.CompareAndSwap(last, now) {
-			l.pending.Add(-n)
+		if n := l.warn.due(); n > 0 {
 			l.log.Warn(l.name+": connection refused: it serves its most at once", "max", cap(l.slots), "refused", n,
 				"from", c.RemoteAddr().String(), "fix", l.raise)
 		}
 		c.Close()
 	}
+}
+
+// onceAMinute tells when a warning of something that keeps happening is
+// due: at most once every connWarnEvery.
+type onceAMinute struct {
+	now     func() time.Time
+	warned  atomic.Int64 // when the warning was last due (unix ns)
+	pending atomic.Int64 // times it happened since then
+}
+
+// due counts one more time; when a warning is due it returns the times
+// since the last one (and starts counting again), else 0.
+func (w *onceAMinute) due() int64 {
+	n := w.pending.Add(1)
+	now := w.now().UnixNano()
+	if last := w.warned.Load(); (last == 0 || now-last >= int64(connWarnEvery)) && w.warned.CompareAndSwap(last, now) {
+		w.pending.Add(-n)
+		return n
+	}
+	return 0
 }
 
 // cappedConn gives its slot back when closed (once: gRPC may close twice).

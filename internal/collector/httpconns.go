@@ -3,7 +3,6 @@ package collector
 import (
 	"log/slog"
 	"net"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,37 +47,23 @@ func newHTTPConnMetrics(reg prometheus.Registerer) (*httpConnMetrics, error) {
 }
 
 // limitHTTPConns wraps ln (before TLS, so a handshake counts as idle):
-// at most max connections, counted in m and logged.
+// at most max connections, counted in m and logged at most once a minute.
 func limitHTTPConns(ln net.Listener, max int, m *httpConnMetrics, log *slog.Logger, now func() time.Time) *connlimit.Listener {
-	w := &connWarner{max: max, log: log, now: now}
+	warn := &onceAMinute{now: now}
 	return connlimit.New(ln, max, connlimit.Hooks{
 		Opened: func(d int) { m.open.Add(float64(d)) },
 		Closed: func(reason string, from net.Addr) {
 			m.closed.WithLabelValues(reason).Inc()
-			w.warn(reason, from)
+			n := warn.due()
+			if n == 0 {
+				return
+			}
+			what := "closed the connection idle the longest to make room"
+			if reason == "refused" {
+				what = "closed a new connection: every other is in a request"
+			}
+			log.Warn("http: connections at their bound: "+what, "max", max, "times", n, "from", from.String(),
+				"fix", "raise --max-conns (and the open-file limit) if the fleet needs more; qtop_collector_http_connections_closed_total counts them")
 		},
 	})
-}
-
-// connWarner logs, at most once a minute, that the bound was reached.
-type connWarner struct {
-	max     int
-	log     *slog.Logger
-	now     func() time.Time
-	warned  atomic.Int64 // when the warning was last logged (unix ns)
-	pending atomic.Int64 // closings since then
-}
-
-func (w *connWarner) warn(reason string, from net.Addr) {
-	n := w.pending.Add(1)
-	now := w.now().UnixNano()
-	if last := w.warned.Load(); (last == 0 || now-last >= int64(connWarnEvery)) && w.warned.CompareAndSwap(last, now) {
-		w.pending.Add(-n)
-		what := "closed the connection idle the longest to make room"
-		if reason == "refused" {
-			what = "closed a new connection: every other is in a request"
-		}
-		w.log.Warn("http: connections at their bound: "+what, "max", w.max, "times", n, "from", from.String(),
-			"fix", "raise --max-conns (and the open-file limit) if the fleet needs more; qtop_collector_http_connections_closed_total counts them")
-	}
 }

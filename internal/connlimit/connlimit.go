@@ -59,9 +59,6 @@ func New(ln net.Listener, bound int, hooks Hooks) *Listener {
 	return &Listener{Listener: ln, max: max(1, bound), hooks: hooks}
 }
 
-// Max is the bound.
-func (l *Listener) Max() int { return l.max }
-
 // Open is the number of connections open.
 func (l *Listener) Open() int {
 	l.mu.Lock()

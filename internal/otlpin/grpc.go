@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"time"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -116,7 +115,7 @@ func (r *Receiver) tapGRPC(ctx context.Context, info *tap.Info) (context.Context
 		r.met.memory.Set(float64(r.mem.reserved()))
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, r.cfg.grpcRead, errReadTimeout)
-	unwatch := watchRate(&r.meters, &r.cfg, conn, func(int64, time.Duration) {
+	unwatch := watchRate(&r.meters, &r.cfg, conn, func() {
 		r.met.requests.WithLabelValues("grpc", reqSlow).Inc()
 		cancel()
 	})

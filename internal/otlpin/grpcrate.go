@@ -81,7 +81,7 @@ type rateWatch struct {
 	got     float64 // this stream's share of what was delivered since start
 	timer   *time.Timer
 	done    bool
-	cut     func(got int64, after time.Duration)
+	cut     func()
 }
 
 // watchRate watches the stream of connection conn (its peer address, a
@@ -90,7 +90,7 @@ type rateWatch struct {
 // or the stream ended); it may be called more than once. A connection the
 // receiver does not meter (a server not serving on GRPCListener) is not
 // watched.
-func watchRate(meters *sync.Map, c *config, conn string, cut func(got int64, after time.Duration)) (stop func()) {
+func watchRate(meters *sync.Map, c *config, conn string, cut func()) (stop func()) {
 	v, ok := meters.Load(conn)
 	if !ok {
 		return func() {}
@@ -128,9 +128,8 @@ func (w *rateWatch) check() {
 	}
 	w.done = true
 	w.m.waiting.Add(-1)
-	got, after := int64(w.got+share), time.Since(w.start)
 	w.mu.Unlock()
-	w.cut(got, after)
+	w.cut()
 }
 
 func (w *rateWatch) stop() {
