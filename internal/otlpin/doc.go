@@ -142,12 +142,15 @@
 // order: the credential (WithAuth) from the headers alone — gRPC checks it
 // in a tap on the stream's headers, so a refused message is never read;
 // then a reservation in the memory budget (WithMemory, 256 MiB by
-// default) — HTTP reserves its length as sent (or what gzip may expand it
-// to), gRPC twice its message limit (WithGRPCMaxMessage, 16 MiB: a longer
-// message is refused from its length prefix), at most half the budget per
+// default) — HTTP reserves its body as the bytes arrive, before they are
+// read (16 KiB, then doubling up to the length it declares; what gzip may
+// expand it to once it is in), so a request that declares 16 MiB and sends
+// nothing holds 16 KiB; gRPC reserves twice its message limit
+// (WithGRPCMaxMessage, 16 MiB: a longer message is refused from its length
+// prefix) from the stream's headers, at most half the budget per
 // connection — waiting up to 250 ms for memory to be given back (a gRPC
 // stream only when no other stream of its connection holds any), then
-// refused busy, without reading. The body then arrives at WithMinRate
+// refused busy. The body then arrives at WithMinRate
 // (a slower one is cut: HTTP with 408; a gRPC message, counted on its
 // connection and shared among the connection's streams that wait for
 // theirs, with CANCELLED, so streams that send their headers and nothing

@@ -17,7 +17,7 @@ import (
 
 // The door's protections, shared by HTTP and gRPC: a memory budget
 // reserved before bytes are read (so what arrives at once is bounded,
-// whatever the number of clients), a minimum rate for a body's bytes, the
+// whatever the number of clients; HTTP as its body arrives, bodyMemory), a minimum rate for a body's bytes, the
 // expansion bound of gzip, and refusals held back (WithRefusalHold).
 
 // memBudget is the memory the requests being received and decoded may
@@ -49,9 +49,19 @@ func (b *memBudget) holds(conn string) bool {
 // reserveConnWait is reserveConn, waiting up to wait (or ctx's end) for
 // releases while the reservation does not fit.
 func (b *memBudget) reserveConnWait(ctx context.Context, conn string, n int64, wait time.Duration) (func(), error) {
-	release, err := b.reserveConn(conn, n)
+	if err := b.takeWait(ctx, conn, n, wait); err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	return func() { once.Do(func() { b.give(conn, n) }) }, nil
+}
+
+// takeWait is take, waiting up to wait (or ctx's end) for releases while
+// n bytes do not fit.
+func (b *memBudget) takeWait(ctx context.Context, conn string, n int64, wait time.Duration) error {
+	err := b.take(conn, n)
 	if err == nil || wait <= 0 {
-		return release, err // the common case: no timer
+		return err // the common case: no timer
 	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
@@ -59,16 +69,15 @@ func (b *memBudget) reserveConnWait(ctx context.Context, conn string, n int64, w
 		b.mu.Lock()
 		freed := b.freed
 		b.mu.Unlock()
-		release, err := b.reserveConn(conn, n)
-		if err == nil {
-			return release, nil
+		if err := b.take(conn, n); err == nil {
+			return nil
 		}
 		select {
 		case <-freed:
 		case <-t.C:
-			return nil, err
+			return err
 		case <-ctx.Done():
-			return nil, err
+			return err
 		}
 	}
 }
@@ -80,35 +89,40 @@ var errNoMemory = fmt.Errorf("%w: the memory for requests being received is take
 func (b *memBudget) reserve(n int64) (release func(), err error) { return b.reserveConn("", n) }
 
 // reserveConn takes n bytes for connection conn ("": none), at most half
-// the budget per connection.
+// the budget per connection; release gives them back (once).
 func (b *memBudget) reserveConn(conn string, n int64) (release func(), err error) {
+	return b.reserveConnWait(context.Background(), conn, n, 0)
+}
+
+// take takes n bytes for connection conn ("": none), at most half the
+// budget per connection; give gives them back.
+func (b *memBudget) take(conn string, n int64) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.used+n > b.size {
-		return nil, errNoMemory
+		return errNoMemory
 	}
 	if conn != "" {
 		if b.conns[conn]+n > max(b.size/2, n) {
-			return nil, fmt.Errorf("%w: this connection's share of the memory for requests being received is taken; use more connections or fewer streams", ErrBusy)
+			return fmt.Errorf("%w: this connection's share of the memory for requests being received is taken; use more connections or fewer streams", ErrBusy)
 		}
 		b.conns[conn] += n
 	}
 	b.used += n
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			b.mu.Lock()
-			b.used -= n
-			if conn != "" {
-				if b.conns[conn] -= n; b.conns[conn] <= 0 {
-					delete(b.conns, conn)
-				}
-			}
-			close(b.freed)
-			b.freed = make(chan struct{})
-			b.mu.Unlock()
-		})
-	}, nil
+	return nil
+}
+
+func (b *memBudget) give(conn string, n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.used -= n
+	if conn != "" {
+		if b.conns[conn] -= n; b.conns[conn] <= 0 {
+			delete(b.conns, conn)
+		}
+	}
+	close(b.freed)
+	b.freed = make(chan struct{})
 }
 
 func (b *memBudget) reserved() int64 {

@@ -395,3 +395,82 @@ func TestGzipNotGzip(t *testing.T) {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
 }
+
+// An HTTP body's memory is reserved as its bytes arrive, not from the
+// length it declares: requests that declare 1 MiB (or nothing: chunked)
+// and send one byte hold bodyStep each, so a normal export beside them is
+// taken where the first of them used to hold the whole budget; a body
+// that grows past the free memory is answered busy after reserveWait, and
+// everything is given back. Fake time (the waits are exact).
+func TestHTTPMemoryFollowsBytes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r, err := New(&sink{}, WithInterval(time.Hour), WithMaxBody(1<<20, 4<<20), WithGRPCMaxMessage(128<<10), WithMemory(1<<20))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Shutdown(context.Background())
+		type open struct {
+			pw   *io.PipeWriter
+			code chan int
+		}
+		start := func(enc string, declared int64) open {
+			pr, pw := io.Pipe()
+			req := httptest.NewRequest(http.MethodPost, PathTraces, pr)
+			req.Header.Set("Content-Type", ContentTypeProtobuf)
+			req.Header.Set("Content-Encoding", enc)
+			req.ContentLength = declared
+			o := open{pw, make(chan int, 1)}
+			go func() {
+				w := httptest.NewRecorder()
+				r.ServeHTTP(w, req)
+				o.code <- w.Code
+			}()
+			return o
+		}
+		var idle []open
+		for _, c := range []struct {
+			enc      string
+			declared int64
+		}{{"", 1 << 20}, {"gzip", 1 << 20}, {"", -1}, {"gzip", -1}} {
+			o := start(c.enc, c.declared)
+			go o.pw.Write([]byte{0x0a}) // one byte, then nothing
+			idle = append(idle, o)
+		}
+		synctest.Wait()
+		if got := r.mem.reserved(); got != 4*bodyStep {
+			t.Fatalf("four requests that sent a byte each hold %d, want %d", got, 4*bodyStep)
+		}
+		body := marshal(t, request("svc", server(1, "acme", "/a", time.Millisecond)))
+		if w := post(t, r, ContentTypeProtobuf, "", body); w.Code != http.StatusOK {
+			t.Fatalf("an export beside them: %d %s", w.Code, w.Body)
+		}
+		// A body that keeps coming doubles its reservation as it arrives.
+		grow := start("", 1<<20)
+		grow.pw.Write(make([]byte, bodyStep+1))
+		synctest.Wait()
+		if got := r.mem.reserved(); got != 4*bodyStep+2*bodyStep {
+			t.Fatalf("after %d bytes: %d reserved, want %d", bodyStep+1, got, 6*bodyStep)
+		}
+		// Until the budget has no room: busy after waiting reserveWait.
+		t0 := time.Now()
+		written := make(chan struct{})
+		go func() {
+			grow.pw.Write(make([]byte, 1<<20-bodyStep-2))
+			close(written)
+		}()
+		if c := <-grow.code; c != http.StatusServiceUnavailable || time.Since(t0) != reserveWait {
+			t.Fatalf("body past the free memory: %d after %v, want 503 after %v", c, time.Since(t0), reserveWait)
+		}
+		grow.pw.CloseWithError(io.ErrClosedPipe) // the writer gives up
+		<-written
+		for _, o := range idle {
+			o.pw.Close()
+			if c := <-o.code; c != http.StatusBadRequest {
+				t.Fatalf("a body cut after one byte: %d", c)
+			}
+		}
+		if got := r.mem.reserved(); got != 0 {
+			t.Fatalf("%d still reserved", got)
+		}
+	})
+}

@@ -2,6 +2,7 @@ package otlpin
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -44,10 +45,12 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // the request should be sent again later.
 //
 // The credential is checked before the body is read; the body's memory
-// is reserved in the budget (WithMemory) before it is read; it is read
-// at WithMinRate or cut; gzip expands at most meter.MaxExpansion times
-// what was received; and a decode slot is taken only once the body is in,
-// so slow senders never hold one.
+// is reserved in the budget (WithMemory) as its bytes arrive, before they
+// are read (not from the length it declares, so a request that sends
+// nothing holds 16 KiB); it is read at WithMinRate or cut; gzip expands at
+// most meter.MaxExpansion times what was received, its memory reserved
+// once the compressed body is in; and a decode slot is taken only once the
+// body is in, so slow senders never hold one.
 func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	jsonBody, gz, ok := r.httpHead(w, req)
 	if !ok {
@@ -77,17 +80,15 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
-// receiveHTTP reserves the body's memory, reads the body, takes a decode
-// slot and records its spans; it gives everything back before it returns.
+// receiveHTTP reads the body, reserving its memory as it arrives, takes
+// a decode slot and records its spans; it gives everything back before it
+// returns.
 func (r *Receiver) receiveHTTP(w http.ResponseWriter, req *http.Request, jsonBody, gz bool) (Result, time.Duration, error) {
 	if retry, err := r.cfg.admitted(req.ContentLength); err != nil {
 		return Result{}, retry, err
 	}
-	release, err := r.reserveHTTP(req, jsonBody, gz)
-	if err != nil {
-		return Result{}, retrySlots, err
-	}
-	defer release()
+	m := bodyMemory{r: r, ctx: req.Context()}
+	defer m.release()
 	buf := bufPool.Get().(*bytes.Buffer)
 	defer func() {
 		if buf.Cap() <= 4<<20 {
@@ -96,10 +97,19 @@ func (r *Receiver) receiveHTTP(w http.ResponseWriter, req *http.Request, jsonBod
 		}
 	}()
 	buf.Reset()
-	if err := r.readBody(w, req, gz, jsonBody, buf); err != nil {
+	if err := r.readBody(w, req, gz, jsonBody, buf, &m); err != nil {
+		if errors.Is(err, ErrBusy) {
+			return Result{}, retrySlots, err
+		}
 		return Result{}, 0, err
 	}
 	body := buf.Bytes()
+	if jsonBody {
+		// protojson builds the message tree: a few times the text.
+		if err := m.grow(m.held + 3*int64(len(body))); err != nil {
+			return Result{}, retrySlots, err
+		}
+	}
 	done, retry, err := r.acquire(req.Context(), int64(len(body)))
 	if err != nil {
 		return Result{}, retry, err
@@ -165,30 +175,71 @@ func (r *Receiver) httpHead(w http.ResponseWriter, req *http.Request) (jsonBody,
 // the decoded limit.
 func (c *config) jsonLimit() int64 { return c.maxDecoded / 4 }
 
-// reserveHTTP reserves the memory of a body in the budget before it is
-// read: its length as sent (the limit when chunked), plus what gzip may
-// expand it to; four times the text for JSON (its message tree).
-func (r *Receiver) reserveHTTP(req *http.Request, jsonBody, gz bool) (release func(), err error) {
-	sent := req.ContentLength
-	if sent < 0 {
-		sent = r.cfg.maxBody // chunked: up to the limit may come
+// bodyMemory is an HTTP request's share of the memory budget
+// (WithMemory), taken as its body arrives: a reservingReader takes it
+// before the bytes are read, doubling from bodyStep up to what the body
+// may be, and what gzip may expand it to, or JSON's message tree, is
+// taken once the body is in. So the budget follows what clients sent,
+// not what they declared: a request that declares 16 MiB and sends
+// nothing holds bodyStep, and one that trickles holds about what it sent
+// (until WithMinRate cuts it). What does not fit, after waiting up to
+// reserveWait for memory to be given back, is answered busy.
+type bodyMemory struct {
+	r    *Receiver
+	ctx  context.Context
+	held int64
+}
+
+// bodyStep is the first reservation of a body that declares more (or
+// nothing): what WithMinRate's default asks of it in a second.
+const bodyStep = 16 << 10
+
+// grow takes the budget up to n bytes, waiting up to reserveWait.
+func (m *bodyMemory) grow(n int64) error {
+	if n <= m.held {
+		return nil
 	}
-	want := sent
-	if gz {
-		want += expansionLimit(sent, r.cfg.maxDecoded)
+	if err := m.r.mem.takeWait(m.ctx, "", n-m.held, reserveWait); err != nil {
+		return err
 	}
-	if jsonBody {
-		want = min(want, r.cfg.jsonLimit()) * 4
+	m.held = n
+	m.r.met.memory.Set(float64(m.r.mem.reserved()))
+	return nil
+}
+
+func (m *bodyMemory) release() {
+	if m.held > 0 {
+		m.r.mem.give("", m.held)
+		m.held = 0
+		m.r.met.memory.Set(float64(m.r.mem.reserved()))
 	}
-	free, err := r.mem.reserveConnWait(req.Context(), "", want, reserveWait)
-	if err != nil {
-		return nil, err
+}
+
+// reservingReader reads no more bytes than m holds, growing it (doubling,
+// from bodyStep) before it reads beyond; at limit bytes it ends, as an
+// io.LimitReader does.
+type reservingReader struct {
+	r     io.Reader
+	m     *bodyMemory
+	limit int64
+	n     int64
+}
+
+func (rr *reservingReader) Read(p []byte) (int, error) {
+	if rr.n >= rr.m.held {
+		if rr.m.held >= rr.limit {
+			return 0, io.EOF
+		}
+		if err := rr.m.grow(min(max(2*rr.m.held, bodyStep), rr.limit)); err != nil {
+			return 0, err
+		}
 	}
-	r.met.memory.Set(float64(r.mem.reserved()))
-	return func() {
-		free()
-		r.met.memory.Set(float64(r.mem.reserved()))
-	}, nil
+	if room := rr.m.held - rr.n; int64(len(p)) > room {
+		p = p[:room]
+	}
+	n, err := rr.r.Read(p)
+	rr.n += int64(n)
+	return n, err
 }
 
 // refuse answers a request refused for what it is, after holding the
@@ -212,7 +263,7 @@ func (r *Receiver) refuse(w http.ResponseWriter, req *http.Request, jsonBody boo
 // read whole first, so its length bounds what it may expand to and its
 // trailer sizes the buffer once (a growing buffer allocated about three
 // times what it held).
-func (r *Receiver) readBody(w http.ResponseWriter, req *http.Request, gz, jsonBody bool, buf *bytes.Buffer) error {
+func (r *Receiver) readBody(w http.ResponseWriter, req *http.Request, gz, jsonBody bool, buf *bytes.Buffer, m *bodyMemory) error {
 	rc := http.NewResponseController(w)
 	var src io.Reader = &rateReader{r: http.MaxBytesReader(w, req.Body, r.cfg.maxBody), dl: rc,
 		start: time.Now(), grace: r.cfg.rateGrace, minRate: r.cfg.minRate, now: time.Now}
@@ -224,11 +275,15 @@ func (r *Receiver) readBody(w http.ResponseWriter, req *http.Request, gz, jsonBo
 	if jsonBody {
 		limit = min(limit, r.cfg.jsonLimit())
 	}
+	sent := r.cfg.maxBody // chunked: up to the limit may come
+	if n := req.ContentLength; n >= 0 {
+		sent = n
+	}
 	if !gz {
 		if n := req.ContentLength; n > 0 && n <= limit {
-			buf.Grow(int(n) + bytes.MinRead)
+			buf.Grow(int(min(n, bodyStep)) + bytes.MinRead)
 		}
-		n, err := buf.ReadFrom(io.LimitReader(src, limit+1))
+		n, err := buf.ReadFrom(&reservingReader{r: src, m: m, limit: min(sent, limit) + 1})
 		return readErr(n, err, limit, r.cfg.maxBody, "")
 	}
 	zbuf := bufPool.Get().(*bytes.Buffer)
@@ -240,13 +295,16 @@ func (r *Receiver) readBody(w http.ResponseWriter, req *http.Request, gz, jsonBo
 	}()
 	zbuf.Reset()
 	if n := req.ContentLength; n > 0 {
-		zbuf.Grow(int(n) + bytes.MinRead)
+		zbuf.Grow(int(min(n, bodyStep)) + bytes.MinRead)
 	}
-	if _, err := zbuf.ReadFrom(src); err != nil {
+	if _, err := zbuf.ReadFrom(&reservingReader{r: src, m: m, limit: sent + 1}); err != nil {
 		return bodyErr(err, r.cfg.maxBody)
 	}
 	z := zbuf.Bytes()
 	limit = min(limit, expansionLimit(int64(len(z)), r.cfg.maxDecoded))
+	if err := m.grow(m.held + limit); err != nil {
+		return err
+	}
 	return gunzip(buf, z, limit, r.cfg.maxDecoded)
 }
 
@@ -263,7 +321,7 @@ func readErr(n int64, err error, limit, maxBody int64, what string) error {
 }
 
 func bodyErr(err error, limit int64) error {
-	if errors.Is(err, ErrSlow) {
+	if errors.Is(err, ErrSlow) || errors.Is(err, ErrBusy) {
 		return err
 	}
 	var mbe *http.MaxBytesError

@@ -257,12 +257,13 @@ func WithInstance(id string) Option { return func(c *config) { c.instance = id }
 // WithMemory bounds the bytes that requests being received and decoded
 // may take at once, over both transports (default DefaultMemory, or twice
 // the gRPC message limit when that is more; at least twice the gRPC
-// message limit). Each request reserves its share before its body is
-// read — HTTP: its length as sent, or what it may decompress to; gRPC:
-// twice the message limit (gRPC's buffers and the message's copy), at
-// most half the budget per connection — and a request that does not fit,
-// after waiting up to 250 ms for memory to be given back, is answered
-// busy (503 / UNAVAILABLE, retry later) without being read.
+// message limit). Each request reserves its share before its bytes are
+// read — HTTP: its body as it arrives (16 KiB, doubling up to the length
+// it declares), then what it may decompress to; gRPC: twice the message
+// limit (gRPC's buffers and the message's copy) from the stream's
+// headers, at most half the budget per connection — and a request that
+// does not fit, after waiting up to 250 ms for memory to be given back, is
+// answered busy (503 / UNAVAILABLE, retry later).
 func WithMemory(bytes int64) Option { return func(c *config) { c.memory = bytes } }
 
 // WithMinRate cuts an HTTP body that arrives slower than bytesPerSec after
