@@ -125,7 +125,7 @@ func TestCapListener(t *testing.T) {
 // the bound exports.
 func TestOTLPGRPCBeyondMaxConns(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	s, err := New(Config{Store: StoreNone, DataDir: t.TempDir(), Registerer: reg,
+	s, err := New(Config{Store: StoreNone, DataDir: t.TempDir(), Registerer: reg, Listen: "127.0.0.1:0",
 		OTLPConfig: OTLPConfig{OTLPGRPC: "127.0.0.1:0", OTLPGRPCMaxConns: 2}})
 	if err != nil {
 		t.Fatal(err)

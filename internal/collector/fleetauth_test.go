@@ -19,7 +19,7 @@ func TestFleetViewNeedsTheReadToken(t *testing.T) {
 	clk := &clock{t: t0}
 	ms := newMemStore()
 	s, err := New(Config{Store: "duckdb://unused.duckdb", OpenStore: func(string) (store.Store, error) { return ms, nil },
-		DataDir: t.TempDir(), Writer: "w", Token: "tok", ReadToken: "rtok", Registerer: prometheus.NewRegistry(), Now: clk.Now,
+		DataDir: t.TempDir(), Writer: "w", Token: "tok", ReadToken: "rtok", Registerer: prometheus.NewRegistry(), Now: clk.Now, Listen: "127.0.0.1:0",
 		FleetConfig: FleetConfig{Peers: []string{"127.0.0.1:1"}}})
 	if err != nil {
 		t.Fatal(err)

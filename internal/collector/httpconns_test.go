@@ -16,7 +16,7 @@ import (
 // one. Before, connections that stayed took every file descriptor.
 func TestHTTPPortFull(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	s, err := New(Config{Store: StoreNone, DataDir: t.TempDir(), Registerer: reg, IntakeConfig: IntakeConfig{MaxConns: 4}})
+	s, err := New(Config{Store: StoreNone, DataDir: t.TempDir(), Registerer: reg, Listen: "127.0.0.1:0", IntakeConfig: IntakeConfig{MaxConns: 4}})
 	if err != nil {
 		t.Fatal(err)
 	}

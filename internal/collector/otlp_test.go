@@ -95,7 +95,7 @@ func TestOTLPThroughIngest(t *testing.T) {
 	ms := newMemStore()
 	reg := prometheus.NewRegistry()
 	s, err := New(Config{Store: "duckdb://unused.duckdb", OpenStore: func(string) (store.Store, error) { return ms, nil },
-		DataDir: t.TempDir(), Writer: "w", Token: "tok", Registerer: reg, Now: clk.Now,
+		DataDir: t.TempDir(), Writer: "w", Token: "tok", Registerer: reg, Now: clk.Now, Listen: "127.0.0.1:0",
 		OTLPConfig: OTLPConfig{OTLPGRPC: "127.0.0.1:0"}})
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +172,7 @@ func TestOTLPRefusedBelowDiskReserve(t *testing.T) {
 	ms := newMemStore()
 	s, err := New(Config{Store: "duckdb://unused.duckdb", OpenStore: func(string) (store.Store, error) { return ms, nil },
 		DataDir: t.TempDir(), Writer: "w", Token: "tok", Registerer: prometheus.NewRegistry(), Now: clk.Now,
-		IntakeConfig: IntakeConfig{DiskReserve: 1 << 30}, OTLPConfig: OTLPConfig{OTLPGRPC: "127.0.0.1:0"}})
+		Listen: "127.0.0.1:0", IntakeConfig: IntakeConfig{DiskReserve: 1 << 30}, OTLPConfig: OTLPConfig{OTLPGRPC: "127.0.0.1:0"}})
 	if err != nil {
 		t.Fatal(err)
 	}
