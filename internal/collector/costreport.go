@@ -446,25 +446,37 @@ func (s httpAPI) handleCostReport(w http.ResponseWriter, r *http.Request) {
 // reportParamNames are the parameters of GET /v1/report.
 var reportParamNames = []string{"from", "to", "by", "measure", "cost", "currency", "format"}
 
-// reportParams reads the query of GET /v1/report strictly: a pair that
-// does not decode, a parameter the report does not know (a filter it does
-// not have, such as tenant=) or one given twice is refused, rather than
-// dropped or read as the first of several, which would answer with a
-// report other than the one asked for.
+// reportParams reads the query of GET /v1/report strictly (strictQuery).
 func reportParams(raw string) (url.Values, error) {
+	q, err := strictQuery(raw, reportParamNames)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrReport, err)
+	}
+	return q, nil
+}
+
+// strictQuery reads a query strictly: a pair that does not decode, a
+// parameter not in names (a filter the endpoint does not have, such as
+// tenant= on the live view, or a misspelt one) or one given twice is
+// refused, rather than dropped or read as the first of several, which
+// would answer with something other than what was asked for.
+func strictQuery(raw string, names []string) (url.Values, error) {
 	q, err := url.ParseQuery(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%w: query does not decode: %s", ErrReport, clip(err.Error()))
+		return nil, fmt.Errorf("query does not decode: %s", clip(err.Error()))
 	}
 	keys := slices.Sorted(maps.Keys(q))
 	for _, k := range keys {
-		if !slices.Contains(reportParamNames, k) {
-			return nil, fmt.Errorf("%w: unknown parameter %q: want %s", ErrReport, clip(k), strings.Join(reportParamNames, ", "))
+		switch {
+		case len(names) == 0:
+			return nil, fmt.Errorf("unknown parameter %q: this endpoint takes none", clip(k))
+		case !slices.Contains(names, k):
+			return nil, fmt.Errorf("unknown parameter %q: want %s", clip(k), strings.Join(names, ", "))
 		}
 	}
 	for _, k := range keys {
 		if n := len(q[k]); n > 1 {
-			return nil, fmt.Errorf("%w: parameter %q given %d times: give it once", ErrReport, k, n)
+			return nil, fmt.Errorf("parameter %q given %d times: give it once", k, n)
 		}
 	}
 	return q, nil

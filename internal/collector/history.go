@@ -75,7 +75,11 @@ func (s httpAPI) handleHistory(w http.ResponseWriter, r *http.Request) {
 	if !readOnly(w, r) {
 		return
 	}
-	q := r.URL.Query()
+	q, err := strictQuery(r.URL.RawQuery, []string{"tenant", "minutes"})
+	if err != nil {
+		writeError(w, http.StatusBadRequest, err.Error(), 0)
+		return
+	}
 	minutes := api.MaxHistoryMinutes
 	if m := q.Get("minutes"); m != "" {
 		n, err := strconv.Atoi(m)

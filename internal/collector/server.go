@@ -318,23 +318,41 @@ func (s *Server) Handler() http.Handler {
 	mux.Handle(otlpin.PathTraces, s.otlp.recv)
 	mux.HandleFunc(api.PathLive, h.authorized(RoleRead, h.handleLive))
 	mux.HandleFunc("GET "+api.PathStream, h.authorized(RoleRead, h.handleStream)) // GET and HEAD; others 405
-	mux.HandleFunc(api.PathPolicy, h.handlePolicy)
+	// The views and the policy read their query strictly (strictQuery): a
+	// parameter they do not have is refused, not ignored.
+	mux.HandleFunc(api.PathPolicy, params(h.handlePolicy, "allow_t0"))
 	mux.HandleFunc(api.PathReport, h.authorized(RoleRead, h.handleCostReport))
-	mux.HandleFunc(api.PathAudit, h.authorized(RoleAdmin, h.handleAudit))
+	mux.HandleFunc(api.PathAudit, h.authorized(RoleAdmin, params(h.handleAudit, "from", "to", "limit")))
 	mux.HandleFunc(api.PathHistory, h.authorized(RoleRead, h.handleHistory))
-	mux.HandleFunc(PathBudgets, h.handleBudgets) // budgets.go
-	mux.HandleFunc(PathRunaway, h.handleRunaway)
-	mux.HandleFunc(api.PathFreshness, h.authorized(RoleRead, h.handleFreshness))
-	mux.HandleFunc(api.PathFreshnessPolicy, h.handleFreshnessPolicy)
-	mux.HandleFunc(api.PathAutopilot, h.handleAutopilot) // autopilot.go
-	mux.HandleFunc(api.PathPGSignal, h.handlePGSignal)   // pgsignal.go
-	mux.HandleFunc(PathAutopilotPolicy, h.handleAutopilotPolicy)
+	mux.HandleFunc(PathBudgets, params(h.handleBudgets)) // budgets.go
+	mux.HandleFunc(PathRunaway, params(h.handleRunaway))
+	mux.HandleFunc(api.PathFreshness, h.authorized(RoleRead, params(h.handleFreshness)))
+	mux.HandleFunc(api.PathFreshnessPolicy, params(h.handleFreshnessPolicy))
+	mux.HandleFunc(api.PathAutopilot, params(h.handleAutopilot)) // autopilot.go
+	mux.HandleFunc(api.PathPGSignal, params(h.handlePGSignal))   // pgsignal.go
+	mux.HandleFunc(PathAutopilotPolicy, params(h.handleAutopilotPolicy))
 	if s.cfg.Gatherer != nil {
 		mux.Handle("GET /metrics", h.authorized(RoleRead, promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{EnableOpenMetrics: true}).ServeHTTP))
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", readyHandler(s)) // disk.go
 	return h.withFleet(mux)
+}
+
+// params refuses, with 400, a request whose query has a parameter other
+// than names, or one twice (strictQuery), before next sees it: a
+// parameter next does not read would otherwise be dropped silently (a
+// dry_run=true on a policy change applied for real).
+func params(next http.HandlerFunc, names ...string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.RawQuery != "" {
+			if _, err := strictQuery(r.URL.RawQuery, names); err != nil {
+				writeError(w, http.StatusBadRequest, err.Error(), 0)
+				return
+			}
+		}
+		next(w, r)
+	}
 }
 
 // httpAPI is the collector's HTTP API but POST /v1/reports: each handler

@@ -419,7 +419,10 @@ func (v *liveView) snapshot(snap *api.Snapshot, now time.Time, guard *guardMetri
 }
 
 func (s httpAPI) parseLiveQuery(r *http.Request) (string, int, error) {
-	q := r.URL.Query()
+	q, err := strictQuery(r.URL.RawQuery, liveParamNames)
+	if err != nil {
+		return "", 0, err
+	}
 	// scope: the fleet's view (empty) or this collector's own (local);
 	// withFleet (fleet.go) routes on it.
 	if sc := q.Get("scope"); sc != "" && sc != api.ScopeLocal {
@@ -443,6 +446,9 @@ func (s httpAPI) parseLiveQuery(r *http.Request) (string, int, error) {
 	}
 	return measure, n, nil
 }
+
+// liveParamNames are the parameters of GET /v1/live and /v1/stream.
+var liveParamNames = []string{"by", "n", "scope"}
 
 func (s httpAPI) handleLive(w http.ResponseWriter, r *http.Request) {
 	s.serveLive(w, r, func(measure string, n int) any { return s.Snapshot(s.cfg.Now(), measure, n) })
