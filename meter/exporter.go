@@ -71,7 +71,7 @@ func (r *Reporter) export(ctx context.Context, p pending) sendResult {
 	if r.exp != nil {
 		reply, err = r.exp.Export(ctx, p.rep)
 	} else {
-		reply, err = r.post(ctx, p.body)
+		reply, err = r.post(ctx, p.body, r.cfg.clock().Sub(p.cut))
 	}
 	if delay, retry := report.IsRetryable(err); retry {
 		if r.exp != nil {
@@ -127,7 +127,7 @@ var errReply = errors.New("meter: unreadable reply")
 // report.RetryableError for a network error, a timeout, 408, 425, 429 or
 // 5xx (with the reply's or the Retry-After's delay), a permanent error
 // for any other status.
-func (r *Reporter) post(ctx context.Context, body []byte) (report.Reply, error) {
+func (r *Reporter) post(ctx context.Context, body []byte, age time.Duration) (report.Reply, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.timeout)
 	defer cancel()
 	target := r.target()
@@ -137,6 +137,7 @@ func (r *Reporter) post(ctx context.Context, body []byte) (report.Reply, error) 
 	}
 	req.Header.Set("Content-Type", report.ContentType)
 	req.Header.Set("Accept", report.ReplyContentType)
+	req.Header.Set(report.AgeHeader, strconv.FormatInt(max(age, 0).Milliseconds(), 10))
 	if r.cfg.token != "" {
 		req.Header.Set("Authorization", "Bearer "+r.cfg.token)
 	}

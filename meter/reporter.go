@@ -83,6 +83,7 @@ type pending struct {
 	seq  uint64
 	body []byte
 	rep  *report.Report
+	cut  time.Time // when its window was cut (the reporter's clock): its age goes with each attempt
 }
 
 // NewReporter returns a reporter that sends rec's windows to the
@@ -197,7 +198,8 @@ func (r *Reporter) cut(final bool) uint64 {
 	if r.exp != nil {
 		rep = new(report.Report) // handed to the exporter as it is
 	}
-	r.rec.cutInto(r.cfg.clock(), rep)
+	cutAt := r.cfg.clock()
+	r.rec.cutInto(cutAt, rep)
 	if r.cfg.enforcement != nil {
 		rep.Enforcement = r.cfg.enforcement()
 	}
@@ -250,7 +252,7 @@ func (r *Reporter) cut(final bool) uint64 {
 		r.drop("queue_full", 1)
 		r.mu.Lock()
 	}
-	p := pending{seq: seq, body: body}
+	p := pending{seq: seq, body: body, cut: cutAt}
 	if r.exp != nil {
 		p.rep = rep
 	}

@@ -35,6 +35,7 @@ type collector struct {
 	mu      sync.Mutex
 	mode    string // "ok", "down", "slow", "garbage200", "garbage500", "400", "429", "lostreply"
 	reports []*report.Report
+	ages    []string // report.AgeHeader of each report taken
 	pol     *policy.Policy
 	arrived chan struct{}
 }
@@ -111,6 +112,7 @@ func (c *collector) serve(w http.ResponseWriter, req *http.Request) {
 	}
 	c.mu.Lock()
 	c.reports = append(c.reports, rep)
+	c.ages = append(c.ages, req.Header.Get(report.AgeHeader))
 	c.mu.Unlock()
 	switch mode {
 	case "garbage200":
@@ -257,6 +259,36 @@ func TestReporterCollectorDown(t *testing.T) {
 	}
 	if total != 6*time.Millisecond {
 		t.Errorf("total %v, want 6ms", total)
+	}
+}
+
+// TestReporterSendsAge: each attempt says how long its report waited
+// since its window was cut, on the reporter's clock (report.AgeHeader),
+// so the collector counts a backlog in its minutes, not as load of the
+// second it arrives.
+func TestReporterSendsAge(t *testing.T) {
+	c := newCollector(t)
+	c.setMode("down")
+	var mu sync.Mutex
+	now := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	rec := mustRecorder(WithClock(clock))
+	r := newReporter(t, c, rec, WithClock(clock))
+	rec.Record(Record{Tags: tenant.Tags{Tenant: "t", Route: "r"}, Duration: time.Millisecond})
+	if err := r.ForceFlush(ctxTimeout(t, 30*time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("flush to a collector that is down: %v", err)
+	}
+	mu.Lock()
+	now = now.Add(4500 * time.Millisecond)
+	mu.Unlock()
+	c.setMode("ok")
+	if err := r.ForceFlush(ctxTimeout(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.ages) != 2 || c.ages[0] != "4500" || c.ages[1] != "0" {
+		t.Fatalf("ages %q, want [4500 0]: the backlog's report, then the one cut now", c.ages)
 	}
 }
 

@@ -12,6 +12,14 @@ import (
 // ReplyContentType is the media type of a reply to POST /v1/reports.
 const ReplyContentType = "application/json"
 
+// AgeHeader is the HTTP header of POST /v1/reports that says how long the
+// report waited at its reporter: whole milliseconds from the cut of its
+// window to this attempt, on the reporter's own clock (so no skew between
+// hosts enters it). A collector counts a report that waited long (a
+// backlog sent after an outage) in its history, not as load of the
+// current second. A report without it is taken as fresh.
+const AgeHeader = "Qtop-Report-Age"
+
 // MaxReplyBytes bounds a reply body; a policy within
 // policy.MaxEncodedBytes (6 MiB as JSON) fits, with the quota verdicts.
 const MaxReplyBytes = 8 << 20

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -54,19 +55,9 @@ func (h httpAPI) handleReports(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusUnauthorized, reasonUnauthorized, err.Error())
 		return
 	}
-	if ct := r.Header.Get("Content-Type"); !contentTypeIs(ct, report.ContentType) {
-		refuse(http.StatusUnsupportedMediaType, reasonContentType,
-			fmt.Sprintf("Content-Type %q: a report is %s", ct, report.ContentType))
-		return
-	}
-	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
-		refuse(http.StatusUnsupportedMediaType, reasonContentType,
-			fmt.Sprintf("Content-Encoding %q: a report is sent as it is (its payload is compressed inside)", ce))
-		return
-	}
-	if r.ContentLength > report.MaxReportBytes {
-		refuse(http.StatusRequestEntityTooLarge, reasonTooLarge,
-			fmt.Sprintf("report of %d bytes, at most %d", r.ContentLength, report.MaxReportBytes))
+	age, status, reason, msg := reportHead(r)
+	if status != 0 {
+		refuse(status, reason, msg)
 		return
 	}
 	buf := bodyBufs.Get().(*bytes.Buffer)
@@ -100,6 +91,7 @@ func (h httpAPI) handleReports(w http.ResponseWriter, r *http.Request) {
 	}
 	t0 := time.Now()
 	d := h.in.take()
+	d.age = age
 	var reply report.Reply
 	if err = reports.DecodeInto(&d.rep, body); err == nil {
 		reply, err = h.consume(d, body, t0)
@@ -116,6 +108,50 @@ func (h httpAPI) handleReports(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	h.writeReply(w, reply)
+}
+
+// lateAfter is the age (report.AgeHeader) from which a report counts in
+// the history and the cost report but not in the live view: a backlog
+// that a reporter sends when the collector is back (after an outage, a
+// restart) would otherwise land in the second it arrives, many seconds'
+// load at once — a false spike of every tenant it carries, and a false
+// offender. One retry after a busy answer (Retry-After 1 s) stays fresh.
+const lateAfter = 3 * time.Second
+
+// reportAge reads report.AgeHeader: absent is fresh (a reporter before
+// it, another client).
+func reportAge(v string) (time.Duration, error) {
+	if v == "" {
+		return 0, nil
+	}
+	ms, err := strconv.ParseUint(v, 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("%s %q: want whole milliseconds since the window was cut", report.AgeHeader, clip(v))
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// reportHead checks what the headers of POST /v1/reports say — media
+// type, encoding, length, age — before the body is read: the status,
+// metric reason and message of a refusal, or status 0 and the report's age.
+func reportHead(r *http.Request) (age time.Duration, status int, reason, msg string) {
+	if ct := r.Header.Get("Content-Type"); !contentTypeIs(ct, report.ContentType) {
+		return 0, http.StatusUnsupportedMediaType, reasonContentType,
+			fmt.Sprintf("Content-Type %q: a report is %s", ct, report.ContentType)
+	}
+	if ce := r.Header.Get("Content-Encoding"); ce != "" && !strings.EqualFold(ce, "identity") {
+		return 0, http.StatusUnsupportedMediaType, reasonContentType,
+			fmt.Sprintf("Content-Encoding %q: a report is sent as it is (its payload is compressed inside)", ce)
+	}
+	if r.ContentLength > report.MaxReportBytes {
+		return 0, http.StatusRequestEntityTooLarge, reasonTooLarge,
+			fmt.Sprintf("report of %d bytes, at most %d", r.ContentLength, report.MaxReportBytes)
+	}
+	age, err := reportAge(r.Header.Get(report.AgeHeader))
+	if err != nil {
+		return 0, http.StatusBadRequest, reasonMalformed, err.Error()
+	}
+	return age, 0, "", ""
 }
 
 // writeReply writes the reply to an accepted report.
@@ -189,6 +225,7 @@ func (in *intake) give(d *decoded) {
 		return
 	}
 	d.rep.Reset()
+	d.age = 0
 	select {
 	case in.reports <- d:
 	default:

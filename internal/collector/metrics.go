@@ -2,6 +2,7 @@ package collector
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -30,6 +31,7 @@ type metrics struct {
 	rejected                *prometheus.CounterVec
 	rows                    prometheus.Counter
 	retimed                 prometheus.Counter
+	late                    prometheus.Counter
 	invalidTags, foldedRows prometheus.Counter
 	tenantOverflow          prometheus.Counter
 	mergeSeconds            prometheus.Histogram
@@ -49,6 +51,23 @@ type metrics struct {
 	tenants                 *tenantSeries       // the per-tenant series, fed beside ranking
 }
 
+// fresh says whether a report that waited age at its reporter counts in
+// the live view as well as in its minute: not from lateAfter (counted as
+// late).
+func (m *metrics) fresh(age time.Duration) bool {
+	if age < lateAfter {
+		return true
+	}
+	m.late.Inc()
+	return false
+}
+
+// merged counts a report merged, whose handling began at t0.
+func (m *metrics) merged(t0 time.Time) {
+	m.accepted.Inc()
+	m.mergeSeconds.Observe(time.Since(t0).Seconds())
+}
+
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		accepted: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_reports_total",
@@ -61,6 +80,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Tenant×route×kind rows merged."}),
 		retimed: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_reports_retimed_total",
 			Help: "Reports whose window was too far in the past or future (a clock that jumped) and were counted in the minute they arrived."}),
+		late: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_reports_late_total",
+			Help: "Reports that waited 3 s or more at their reporter (a backlog sent after an outage or a restart): counted in their minute (history, cost reports), not in the live view or the per-tenant series."}),
 		invalidTags: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_invalid_tags_total",
 			Help: "Rows whose tenant or route was not a valid tag value: the tenant counted under its stand-in (tenant.Substitute), the route as other."}),
 		foldedRows: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_rows_folded_total",
@@ -92,7 +113,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		policyChanges: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_policy_changes_total",
 			Help: "Policy changes accepted."}),
 	}
-	for _, c := range []prometheus.Collector{m.accepted, m.duplicates, m.rejected, m.rows, m.retimed, m.invalidTags,
+	for _, c := range []prometheus.Collector{m.accepted, m.duplicates, m.rejected, m.rows, m.retimed, m.late, m.invalidTags,
 		m.foldedRows, m.tenantOverflow, m.mergeSeconds, m.rollupsWritten, m.storeErrors, m.storeHealthy,
 		m.walBytes, m.openMinutes, m.sources, m.tenantsTracked, m.samplerErrors, m.samples, m.pgActive, m.policyChanges} {
 		if err := reg.Register(c); err != nil {

@@ -569,6 +569,7 @@ func (s *Server) Consume(ctx context.Context, r *report.Report, raw []byte) (rep
 	}
 	t0 := time.Now()
 	d := s.in.take()
+	d.age = 0 // in process: sent as it was cut
 	own := d.rep
 	d.rep = *r
 	reply, err := s.consume(d, raw, t0)
@@ -646,19 +647,20 @@ func (s *Server) consume(d *decoded, raw []byte, t0 time.Time) (report.Reply, er
 		return report.Reply{}, report.NewRetryable(errWAL, 5*time.Second)
 	}
 	s.in.accepted(src, now)
-	s.feat.merge(rep, now, true)
-	s.view.merge(d, m, now, true)
+	live := s.met.fresh(d.age)
+	s.feat.merge(rep, now, live)
+	s.view.merge(d, m, now, live)
 	reply := s.feat.reply(rep, now, s.policy.reply(), true)
 	s.mu.Unlock()
 
 	// The rows, shard by shard, without s.mu.
-	s.agg.merge(rep, &d.order, m, now, true)
+	s.agg.merge(rep, &d.order, m, now, live)
 	m.dirty.Store(true)
 	m.merging.Add(-1)
-	s.met.accepted.Inc()
-	s.met.mergeSeconds.Observe(time.Since(t0).Seconds())
+	s.met.merged(t0)
 	return reply, nil
 }
+
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)

@@ -154,8 +154,9 @@ func (src *source) unmark(seq uint64) {
 // prepare makes of it before any lock is taken.
 type decoded struct {
 	rep   report.Report
-	order shardOrder // the rows by aggregator shard
-	svc   svcSums    // the report's request rows, summed for its service
+	order shardOrder    // the rows by aggregator shard
+	svc   svcSums       // the report's request rows, summed for its service
+	age   time.Duration // how long it waited at its reporter (report.AgeHeader); 0 in process
 }
 
 // svcSums is what a report's request rows add to its service's live view.
