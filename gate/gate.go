@@ -268,6 +268,15 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(gw, "gate: CONNECT is not proxied", http.StatusMethodNotAllowed)
 		return
 	}
+	if r.ProtoMajor == 1 && len(r.TransferEncoding) > 0 {
+		// A chunked request, on net/http's server (the gate's own takes
+		// none and refuses both lengths): it may have come with a
+		// Content-Length too, which net/http drops while it keeps the
+		// connection, so the bytes that length did not count would be
+		// served as a request of their own (request smuggling). RFC 9112
+		// (6.1): the connection is closed after the answer.
+		w.Header().Set("Connection", "close")
+	}
 	if r.RequestURI == "*" {
 		// The server itself answers OPTIONS *; any other method on * would
 		// reach the upstream as the path /%2A (nginx answers 400 too).

@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/http/httptrace"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -132,16 +133,32 @@ func TestServerKeepAliveAndHandOff(t *testing.T) {
 	if n := handoffs(t, reg); n != 0 {
 		t.Fatalf("%v connections handed off before the chunked upload", n)
 	}
+	// A chunked upload goes to net/http's server, and its connection is
+	// closed after the answer (TestChunkedRequestClosesOnNetHTTP).
 	c.send("POST /e HTTP/1.1\r\n" + h + "Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
-	if resp, body := c.read("POST"); resp.StatusCode != 200 || body != `POST /e "hello" te=[chunked]` {
-		t.Fatalf("chunked POST: %d %q", resp.StatusCode, body)
+	if resp, body := c.read("POST"); resp.StatusCode != 200 || body != `POST /e "hello" te=[chunked]` || !resp.Close {
+		t.Fatalf("chunked POST: %d %q close=%v", resp.StatusCode, body, resp.Close)
+	}
+	if !c.eof() {
+		t.Fatal("the connection stayed open after a chunked request")
+	}
+	// Expect: 100-continue is handed off too, and net/http's server then
+	// keeps the connection.
+	c = dialRaw(t, s.base)
+	c.send("POST /e2 HTTP/1.1\r\n" + h + "Expect: 100-continue\r\nContent-Length: 5\r\n\r\nhello")
+	resp, body := c.read("POST")
+	if resp.StatusCode == http.StatusContinue {
+		resp, body = c.read("POST")
+	}
+	if resp.StatusCode != 200 || body != `POST /e2 "hello" te=[]` {
+		t.Fatalf("POST with Expect: %d %q", resp.StatusCode, body)
 	}
 	c.send("GET /f HTTP/1.1\r\n" + h + "\r\n")
 	if resp, body := c.read("GET"); resp.StatusCode != 200 || body != `GET /f "" te=[]` {
 		t.Fatalf("GET after the hand-off: %d %q", resp.StatusCode, body)
 	}
-	if n := handoffs(t, reg); n != 1 {
-		t.Fatalf("%v connections handed off, want 1", n)
+	if n := handoffs(t, reg); n != 2 {
+		t.Fatalf("%v connections handed off, want 2", n)
 	}
 	c.send("GET /g HTTP/1.1\r\n" + h + "Connection: close\r\n\r\n")
 	if resp, _ := c.read("GET"); !resp.Close {
@@ -403,6 +420,60 @@ func TestSlowReaderIsCutOff(t *testing.T) {
 			}
 			if got := clientGone(t, reg); got != 1 {
 				t.Fatalf("client_gone = %v, want 1", got)
+			}
+		})
+	}
+}
+
+// TestChunkedRequestClosesOnNetHTTP: a chunked request served by
+// net/http's server (a head above the gate's own server's 4 KiB, any later
+// request of a connection handed to net/http, --std-server) may have come
+// with a Content-Length too, which net/http drops while it keeps the
+// connection: the bytes that length did not count would be served as a
+// request of their own. The connection is closed after the answer
+// (RFC 9112, 6.1), so they never are.
+func TestChunkedRequestClosesOnNetHTTP(t *testing.T) {
+	var paths []string
+	var mu sync.Mutex
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		paths = append(paths, r.URL.Path)
+		mu.Unlock()
+	}))
+	t.Cleanup(up.Close)
+	smuggle := "POST /upload HTTP/1.1\r\nHost: gate\r\nX-Tenant: acme\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n%s\r\n" +
+		"5\r\nhello\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: gate\r\nX-Tenant: acme\r\n\r\n"
+	for _, c := range []struct {
+		name  string
+		std   bool
+		first string // sent before it, on the same connection
+		pad   string
+	}{
+		{"head above 4 KiB", false, "", "X-Pad: " + strings.Repeat("p", 5000) + "\r\n"},
+		{"after a chunked request", false, "POST /first HTTP/1.1\r\nHost: gate\r\nX-Tenant: acme\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", ""},
+		{"std server", true, "", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mu.Lock()
+			paths = nil
+			mu.Unlock()
+			s := start(t, up.URL, gate.Config{Registerer: prometheus.NewPedanticRegistry(), StdServer: c.std})
+			conn := dialRaw(t, s.base)
+			conn.send(c.first + fmt.Sprintf(smuggle, c.pad))
+			resp, _ := conn.read("POST")
+			if !resp.Close {
+				t.Fatalf("%d, the connection kept open", resp.StatusCode)
+			}
+			if !conn.eof() {
+				t.Fatal("the connection stayed open")
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, p := range paths {
+				if p == "/smuggled" {
+					t.Fatalf("the upstream got %q", paths)
+				}
 			}
 		})
 	}
