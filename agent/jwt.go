@@ -188,7 +188,7 @@ func (c *jwtConfig) tenantFunc(methods []string, keyOf jwt.Keyfunc) TenantFunc {
 	return func(r *http.Request) (tenant.Tags, error) {
 		tok, ok := bearer(r.Header.Get("Authorization"))
 		if !ok {
-			return tenant.Tags{}, fmt.Errorf("%w: no bearer token", ErrUnauthorized)
+			return tenant.Tags{}, errNoToken
 		}
 		if len(tok) > MaxTokenBytes {
 			return tenant.Tags{}, fmt.Errorf("%w: token of %d bytes, at most %d", ErrUnauthorized, len(tok), MaxTokenBytes)
@@ -200,6 +200,11 @@ func (c *jwtConfig) tenantFunc(methods []string, keyOf jwt.Keyfunc) TenantFunc {
 		return c.tags(claims)
 	}
 }
+
+// errNoToken is a request without a bearer token: ErrUnauthorized, but
+// FirstOf tries the next source for it (a token that is there and wrong
+// stops the search).
+var errNoToken = fmt.Errorf("%w: no bearer token", ErrUnauthorized)
 
 // bearer returns the token of an "Authorization: Bearer" header; the
 // scheme's name is case-insensitive (RFC 9110, section 11.1), so

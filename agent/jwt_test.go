@@ -254,3 +254,44 @@ func TestFromJWKSBounds(t *testing.T) {
 		t.Errorf("the failed fetch was not logged: %q", logs.String())
 	}
 }
+
+// TestFirstOfJWTThenBaggage: FirstOf(FromJWT, FromBaggage) takes the
+// token's tenant when there is a token, the baggage's when there is none
+// (gate --tenant jwt,baggage), and a token that is there but wrong stops
+// the search (baggage never stands in for a bad credential); with neither,
+// ErrUnauthorized (no bearer token), as FromJWT alone answers.
+func TestFirstOfJWTThenBaggage(t *testing.T) {
+	key := []byte("0123456789abcdef0123456789abcdef")
+	jwtf, err := FromJWTWith(WithHMACKey(key), WithClaims("org", ""), WithJWTClock(func() time.Time { return jwtNow }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := FirstOf(jwtf, FromBaggage())
+	good := sign(t, jwt.SigningMethodHS256, "", key, claims())
+	bad := sign(t, jwt.SigningMethodHS256, "", []byte("another key, another key, other!"), claims())
+	for _, c := range []struct {
+		auth, baggage, want string
+		err                 error
+	}{
+		{good, "tenant.id=bob", "acme", nil},
+		{"", "tenant.id=bob", "bob", nil},
+		{"Basic dXNlcjpwdw==", "tenant.id=bob", "bob", nil},
+		{bad, "tenant.id=bob", "", ErrUnauthorized},
+		{"", "", "", ErrUnauthorized},
+	} {
+		r := httptest.NewRequest("GET", "/", nil)
+		if c.auth != "" {
+			r.Header.Set("Authorization", c.auth)
+		}
+		if c.baggage != "" {
+			r.Header.Set("Baggage", c.baggage)
+		}
+		got, err := f(r)
+		if got.Tenant != c.want || !errors.Is(err, c.err) || (c.err == nil) != (err == nil) {
+			t.Errorf("auth %.12q, baggage %q: %q, %v; want %q, %v", c.auth, c.baggage, got.Tenant, err, c.want, c.err)
+		}
+	}
+	if _, err := jwtf(httptest.NewRequest("GET", "/", nil)); !errors.Is(err, ErrUnauthorized) {
+		t.Errorf("FromJWT alone without a token: %v", err)
+	}
+}

@@ -139,15 +139,26 @@ func FromBaggage() TenantFunc {
 }
 
 // FirstOf tries each function in turn and returns the first tenant
-// found; a function that finds none (ErrNoTenant) passes to the next,
-// any other error stops the search.
+// found; a function that finds none (ErrNoTenant), or a JWT source on a
+// request without a bearer token, passes to the next; any other error (a
+// token that is there but invalid) stops the search. When no function
+// finds a tenant, the error is the JWT source's (ErrUnauthorized: no
+// bearer token) if one was asked, else ErrNoTenant.
 func FirstOf(fs ...TenantFunc) TenantFunc {
 	return func(r *http.Request) (tenant.Tags, error) {
+		var noToken error
 		for _, f := range fs {
 			t, err := f(r)
-			if err != ErrNoTenant {
+			switch {
+			case err == ErrNoTenant:
+			case err == errNoToken:
+				noToken = err
+			default:
 				return t, err
 			}
+		}
+		if noToken != nil {
+			return tenant.Tags{}, noToken
 		}
 		return tenant.Tags{}, ErrNoTenant
 	}
