@@ -144,7 +144,9 @@ type Store interface {
 	// routes, kinds and writers summed, Writer "", Kind "", ordered by minute.
 	// Its Count, Errors and Latency are of the requests and jobs only, as
 	// Usage's are (a statement is not a request, and its duration is not
-	// the tenant's latency).
+	// the tenant's latency); its DurationSeconds is the minute's database
+	// time, as Usage's DBSeconds (kind "db" durations, plus what kind "pg"
+	// sessions held beyond them).
 	History(ctx context.Context, tenant string, from, to time.Time) ([]Rollup, error)
 	Ping(ctx context.Context) error
 	Close() error

@@ -57,9 +57,10 @@ func (s *Server) History(ctx context.Context, name string, minutes int, now time
 	for _, r := range rows {
 		h.Points = append(h.Points, api.HistoryPoint{
 			Minute: r.Minute.UTC(),
-			// DB load: the pg sampler's active-session seconds per
-			// second of the minute (0 without --postgres).
-			DBLoad:    max(r.ActiveSessionSeconds, 0) / 60,
+			// DB load: the minute's database time per second — the
+			// statements' time, and what the pg sampler's sessions held
+			// beyond it — as the live view and the cost report count it.
+			DBLoad:    max(r.DurationSeconds, 0) / 60,
 			RUPerSec:  r.RU / 60,
 			ReqPerSec: float64(r.Count) / 60,
 			ErrPerSec: float64(r.Errors) / 60,

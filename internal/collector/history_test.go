@@ -31,8 +31,20 @@ func TestHistoryEndpoint(t *testing.T) {
 	base := t0.Truncate(time.Minute)
 	var rows []store.Rollup
 	for i := range 3 {
-		rows = append(rows, store.Rollup{Minute: base.Add(time.Duration(i-2) * time.Minute), Writer: "w1", Version: 1, Service: "api",
-			Tenant: "acme", Route: "GET /x", Kind: "request", Count: uint64(60 * (i + 1)), Errors: 6, RU: 600, ActiveSessionSeconds: 120})
+		m := base.Add(time.Duration(i-2) * time.Minute)
+		rows = append(rows, store.Rollup{Minute: m, Writer: "w1", Version: 1, Service: "api",
+			Tenant: "acme", Route: "GET /x", Kind: "request", Count: uint64(60 * (i + 1)), Errors: 6, RU: 600, DurationSeconds: 50})
+		// DB load: the statements' time, and what the sampler's sessions
+		// held beyond it (the cost report's DB time): 30 s + (120 − 30) s
+		// in the first two minutes; 90 s of statements alone (no sampler)
+		// in the third.
+		db := store.Rollup{Minute: m, Writer: "w1", Version: 1, Service: "api", Tenant: "acme", Route: "SELECT orders", Kind: "db", Count: 100, DurationSeconds: 30}
+		if i == 2 {
+			db.DurationSeconds = 90
+		} else {
+			rows = append(rows, store.Rollup{Minute: m, Writer: "w1", Version: 1, Tenant: "acme", Kind: "pg", Count: 60, ActiveSessionSeconds: 120, DurationSeconds: 30})
+		}
+		rows = append(rows, db)
 	}
 	rows = append(rows, store.Rollup{Minute: base.Add(-3 * time.Hour), Writer: "w1", Version: 1, Service: "api", Tenant: "acme", Route: "GET /x",
 		Kind: "request", Count: 1})
@@ -46,7 +58,7 @@ func TestHistoryEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(h.Points) != 3 || h.Points[2].ReqPerSec != 3 || h.Points[0].RUPerSec != 10 || h.Points[0].DBLoad != 2 || h.Points[1].ErrPerSec != 0.1 ||
+	if len(h.Points) != 3 || h.Points[2].ReqPerSec != 3 || h.Points[0].RUPerSec != 10 || h.Points[0].DBLoad != 2 || h.Points[1].DBLoad != 2 || h.Points[2].DBLoad != 1.5 || h.Points[1].ErrPerSec != 0.1 ||
 		!h.Points[0].Minute.Equal(base.Add(-2*time.Minute)) {
 		t.Fatalf("history %+v", h)
 	}

@@ -260,7 +260,8 @@ func (s *Store) History(ctx context.Context, tenantName string, from, to time.Ti
 	}
 	q := fmt.Sprintf(`SELECT minute,
     max(tier),
-    sum(if(kind IN ('request', 'job'), count, 0)), sum(if(kind IN ('request', 'job'), errors, 0)), sum(duration_seconds), sum(ru),
+    sum(if(kind IN ('request', 'job'), count, 0)), sum(if(kind IN ('request', 'job'), errors, 0)),
+    sumIf(duration_seconds, kind = 'db') + sumIf(active_session_seconds - duration_seconds, kind = 'pg'), sum(ru),
     sum(bytes), sum(rows), sum(active_session_seconds),
     tupleElement(sumMap(if(kind IN ('request', 'job'), latency_idx, emptyArrayUInt16()), if(kind IN ('request', 'job'), latency_cnt, emptyArrayUInt64())), 1),
     tupleElement(sumMap(if(kind IN ('request', 'job'), latency_idx, emptyArrayUInt16()), if(kind IN ('request', 'job'), latency_cnt, emptyArrayUInt64())), 2)

@@ -489,7 +489,8 @@ func (s *Store) History(ctx context.Context, tenantName string, from, to time.Ti
 	q := rollupsFrom(`minute, tier,
     CASE WHEN kind IN ('request', 'job') THEN count ELSE 0 END AS count,
     CASE WHEN kind IN ('request', 'job') THEN errors ELSE 0 END AS errors,
-    duration_seconds, ru, bytes, "rows", active_session_seconds,
+    CASE kind WHEN 'db' THEN duration_seconds WHEN 'pg' THEN coalesce(active_session_seconds, 0) - duration_seconds ELSE 0 END AS duration_seconds,
+    ru, bytes, "rows", active_session_seconds,
     CASE WHEN kind IN ('request', 'job') THEN latency END AS latency`,
 		fmt.Sprintf("tkey = %d AND tenant = ? AND minute >= ? AND minute < ?", tenantKey(tenantName))) + "\nORDER BY minute"
 	f, t := from.UTC(), to.UTC()

@@ -138,7 +138,12 @@ func ExpectHistory(rows []store.Rollup, tenantName string, from, to time.Time) [
 			h.Count += r.Count
 			h.Errors += r.Errors
 		}
-		h.DurationSeconds += r.DurationSeconds
+		switch r.Kind { // the minute's database time, as Usage's DBSeconds
+		case store.KindDB:
+			h.DurationSeconds += r.DurationSeconds
+		case store.KindPG:
+			h.DurationSeconds += r.ActiveSessionSeconds - r.DurationSeconds
+		}
 		h.RU += r.RU
 		h.Bytes += r.Bytes
 		h.Rows += r.Rows
