@@ -661,7 +661,6 @@ func (s *Server) consume(d *decoded, raw []byte, t0 time.Time) (report.Reply, er
 	return reply, nil
 }
 
-
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
