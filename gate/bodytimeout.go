@@ -27,6 +27,7 @@ import (
 type bodyState struct {
 	timedOut atomic.Bool
 	broken   atomic.Bool
+	stalled  atomic.Bool // the upstream stopped taking the body (504, not the client's doing)
 }
 
 // note records what the body's read error err says.
@@ -47,6 +48,33 @@ type boundedBody struct {
 	eof      bool        // net/http cleared the deadline when the body ended
 	finished atomic.Bool // the handler returned: the connection is no longer the request's
 	bodyState
+	// send is armed while the upstream transport sends what the last
+	// read gave it, until it comes back for more (or the answer's head
+	// arrives): an upstream that stops reading a large upload stalls that
+	// send, and net/http's transport starts its response-header timeout
+	// only once the body is sent, so without it the request waited for
+	// good (nginx: proxy_send_timeout).
+	send        *time.Timer
+	sendTimeout time.Duration
+}
+
+// watchSend arms the upstream's send watch: an upstream that takes none
+// of what was read for d is given up on (cancel; stalled: 504).
+func (b *boundedBody) watchSend(d time.Duration, cancel func()) {
+	b.sendTimeout = d
+	b.send = time.AfterFunc(d, func() {
+		b.stalled.Store(true)
+		cancel()
+	})
+	b.send.Stop()
+}
+
+// sent says the upstream took everything read so far (the answer's head
+// came): the watch ends.
+func (b *boundedBody) sent() {
+	if b.send != nil {
+		b.send.Stop()
+	}
 }
 
 // boundBody wraps r's body when net/http's server reads it; nil when the
@@ -67,6 +95,15 @@ func (g *Gate) boundBody(gw *gateWriter, r *http.Request) *boundedBody {
 }
 
 func (b *boundedBody) Read(p []byte) (int, error) {
+	b.sent() // what the last read gave was sent
+	n, err := b.read(p)
+	if n > 0 && b.send != nil && !b.finished.Load() {
+		b.send.Reset(b.sendTimeout)
+	}
+	return n, err
+}
+
+func (b *boundedBody) read(p []byte) (int, error) {
 	// After the handler returned, net/http may be reading the
 	// connection's next request under deadlines of its own: leave them.
 	if b.timeout > 0 && !b.eof && !b.finished.Load() {

@@ -43,8 +43,9 @@ type Config struct {
 	// https), optionally with a path prefix.
 	Upstream *url.URL
 	// Timeout bounds the wait for the upstream's response headers
-	// (default DefaultTimeout); past it the client gets 504. What comes
-	// after the headers is bounded by ReadTimeout.
+	// (default DefaultTimeout), and for it to take more of a request body
+	// it stopped reading (nginx's proxy_send_timeout); past it the client
+	// gets 504. What comes after the headers is bounded by ReadTimeout.
 	Timeout time.Duration
 	// ReadTimeout bounds each read of the upstream's answer after its
 	// headers (default DefaultReadTimeout, nginx's proxy_read_timeout;
@@ -313,6 +314,11 @@ func (g *Gate) forward(w http.ResponseWriter, r *http.Request) {
 		gw.reached = true
 		if b := g.boundBody(gw, r); b != nil {
 			defer b.finished.Store(true)
+			ctx, cancel := context.WithCancel(r.Context())
+			defer cancel()
+			b.watchSend(g.cfg.Timeout, cancel)
+			defer b.sent()
+			r = r.WithContext(ctx)
 		}
 	}
 	g.proxy.ServeHTTP(w, r)

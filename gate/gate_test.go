@@ -2,6 +2,7 @@ package gate_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -552,4 +554,51 @@ func sameMembers(a, b string) bool {
 	slices.Sort(x)
 	slices.Sort(y)
 	return slices.Equal(x, y)
+}
+
+// TestUpstreamNotReadingUploadIs504: an upstream that takes none of a
+// large upload (it accepts the connection and reads nothing, so the send
+// stalls once the socket buffers are full) is given up on after Timeout
+// with 504, as one that does not answer is; before, net/http's transport
+// started its timeout only once the body was sent, and the client waited
+// for good.
+func TestUpstreamNotReadingUploadIs504(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var held []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c) // read nothing
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		for _, c := range held {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+	s := start(t, "http://"+ln.Addr().String(), gate.Config{Timeout: 200 * time.Millisecond})
+	body := io.MultiReader(bytes.NewReader(make([]byte, 64<<20))) // no length: chunked, read by net/http's server
+	req, _ := http.NewRequest(http.MethodPost, s.base+"/upload", body)
+	req.Header.Set("X-Tenant", "acme")
+	resp, err := (&http.Client{Timeout: time.Minute}).Do(req) // the timeout only turns a hang into a failure
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusGatewayTimeout || !strings.Contains(string(b), "took none of the request body for 200ms") {
+		t.Fatalf("%d %q", resp.StatusCode, b)
+	}
 }

@@ -122,6 +122,14 @@ func (g *Gate) upstreamError(w http.ResponseWriter, r *http.Request, err error) 
 		http.Error(w, "gate: the request body could not be read (malformed or cut short)", http.StatusBadRequest)
 		return
 	}
+	if gw != nil && gw.body != nil && gw.body.stalled.Load() {
+		// Checked before the client: the watch cancelled the request.
+		gw.failed = outTimeout
+		g.log.Warn("gate: upstream stopped reading the request body", "method", r.Method, "path", r.URL.Path, "timeout", g.cfg.Timeout)
+		w.Header().Set("Connection", "close")
+		http.Error(w, "gate: the upstream service took none of the request body for "+g.cfg.Timeout.String(), http.StatusGatewayTimeout)
+		return
+	}
 	if r.Context().Err() != nil {
 		// The client went away: nobody to answer. Abort rather than
 		// return, or the server would send an empty 200 for the handler.
@@ -158,6 +166,9 @@ func (t *timedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	start := time.Now()
 	resp, err := t.base.RoundTrip(req)
 	t.m.upstream.Observe(time.Since(start).Seconds())
+	if b, ok := req.Body.(*boundedBody); ok {
+		b.sent() // the answer's head came: the upstream took what it wanted
+	}
 	if err == nil && isStream(resp) {
 		// What follows is an open stream, not work: charge the request
 		// up to here and give its admission slot back.

@@ -153,7 +153,7 @@ func parse(args []string, stderr io.Writer) (flags, error) {
 	b.int(&f.slots, "slots", "QTOP_GATE_SLOTS", 1024, "requests served at once before CoDel queues them (event streams and WebSockets give theirs back once answered; 0: no queue)")
 	b.int(&f.maxIdle, "max-idle-conns", "QTOP_GATE_MAX_IDLE_CONNS", gate.DefaultMaxIdleConnsPerHost, "keep-alive connections kept open to the upstream")
 	b.int(&f.maxConns, "max-conns", "QTOP_GATE_MAX_CONNS", 0, "client connections kept open at once; at the bound the one idle the longest is closed to make room, as nginx does (qtop_gate_connections_closed_total) (0: half the open-file limit, at most 10000)")
-	b.dur(&f.timeout, "upstream-timeout", "QTOP_GATE_UPSTREAM_TIMEOUT", gate.DefaultTimeout, "wait for the upstream's response headers before answering 504")
+	b.dur(&f.timeout, "upstream-timeout", "QTOP_GATE_UPSTREAM_TIMEOUT", gate.DefaultTimeout, "wait for the upstream's response headers, or for it to take more of a request body it stopped reading, before answering 504")
 	b.dur(&f.readTimeout, "upstream-read-timeout", "QTOP_GATE_UPSTREAM_READ_TIMEOUT", gate.DefaultReadTimeout, "cut off an answer (body, event stream, WebSocket) of which nothing more arrives from the upstream for this long after its headers, as nginx's proxy_read_timeout (-1ns: never)")
 	b.dur(&f.dialTimeout, "dial-timeout", "QTOP_GATE_DIAL_TIMEOUT", gate.DefaultDialTimeout, "wait for a connection to the upstream before answering 502")
 	b.dur(&f.sendTimeout, "send-timeout", "QTOP_GATE_SEND_TIMEOUT", gate.DefaultSendTimeout, "cut off a client that reads nothing of its response for this long, giving its admission slot back (-1ns: never)")
