@@ -2,6 +2,7 @@ package dashboards_test
 
 import (
 	"os"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -49,7 +50,15 @@ var (
 // or of the collector command, and every collector subcommand exists.
 func TestRunbookCommands(t *testing.T) {
 	var src strings.Builder
-	for _, f := range []string{"../cmd/qtop/main.go", "../cmd/collector/main.go"} {
+	files, err := filepath.Glob("../cmd/qtop/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, _ := filepath.Glob("../cmd/collector/*.go")
+	for _, f := range append(files, more...) {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

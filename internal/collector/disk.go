@@ -163,15 +163,16 @@ func (g *diskGuard) admit(n int64) error {
 }
 
 // door refuses reports while the disk is below its reserve, before their
-// bodies are read.
-func (g *diskGuard) door(h http.HandlerFunc) http.HandlerFunc {
+// bodies are read, with reject (a report's reply, which a reporter logs,
+// counted as qtop_collector_reports_rejected_total{reason="disk"}).
+func (g *diskGuard) door(h http.HandlerFunc, reject func(w http.ResponseWriter, status int, reason, msg string, retry time.Duration)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		n := r.ContentLength
 		if n < 0 || n > report.MaxReportBytes {
 			n = report.MaxReportBytes
 		}
 		if r.Method == http.MethodPost && g.admit(n+8) != nil {
-			writeError(w, http.StatusServiceUnavailable, errDiskReserve.Error(), diskRetry)
+			reject(w, http.StatusServiceUnavailable, reasonDisk, errDiskReserve.Error(), diskRetry)
 			return
 		}
 		h(w, r)

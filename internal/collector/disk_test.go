@@ -138,8 +138,10 @@ func TestFullDisk(t *testing.T) {
 		case http.StatusOK:
 			acked++
 		case http.StatusServiceUnavailable:
-			if !strings.Contains(w.Body.String(), "reserve") || w.Header().Get("Retry-After") == "" {
-				t.Fatalf("refused with %q (Retry-After %q), want the reserve", w.Body.String(), w.Header().Get("Retry-After"))
+			// A reply a reporter reads and logs (its message), not only
+			// text (before, meter logged "answered 503: " and nothing).
+			if rep, err := report.DecodeReply(w.Body.Bytes()); err != nil || !strings.Contains(rep.Message, "reserve") || w.Header().Get("Retry-After") == "" {
+				t.Fatalf("refused with %q (Retry-After %q), want a reply naming the reserve", w.Body.String(), w.Header().Get("Retry-After"))
 			}
 			refused++
 		default:
@@ -158,6 +160,9 @@ func TestFullDisk(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(f.s.disk.degradedG); got != 1 {
 		t.Fatalf("qtop_collector_disk_degraded %v", got)
+	}
+	if got := testutil.ToFloat64(f.s.met.rejected.WithLabelValues(reasonDisk)); got != float64(refused) {
+		t.Fatalf(`qtop_collector_reports_rejected_total{reason="disk"} %v, want the %d refused`, got, refused)
 	}
 
 	// The minute closes while the disk is full to the brim: it cannot be

@@ -195,6 +195,8 @@ func refusalStatus(err error) (status int, reason string, retry time.Duration) {
 		return http.StatusTooManyRequests, reasonAdmission, retry
 	case errors.Is(err, errStale):
 		return http.StatusConflict, reasonStale, 0
+	case errors.Is(err, errDiskReserve):
+		return http.StatusServiceUnavailable, reasonDisk, retry
 	case errors.Is(err, errWAL):
 		return http.StatusServiceUnavailable, reasonWAL, retry
 	case errors.Is(err, errShuttingDown), errors.Is(err, errPending):

@@ -20,6 +20,7 @@ const (
 	reasonBusy         = "busy"
 	reasonStale        = "stale"
 	reasonWAL          = "wal"
+	reasonDisk         = "disk"
 	reasonMethod       = "method"
 )
 
@@ -122,7 +123,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	m.pgActive.WithLabelValues("true")
 	m.pgActive.WithLabelValues("false")
-	for _, r := range []string{reasonVersion, reasonMalformed, reasonTooLarge, reasonUnauthorized, reasonAdmission, reasonBusy, reasonStale, reasonWAL} {
+	for _, r := range []string{reasonVersion, reasonMalformed, reasonTooLarge, reasonUnauthorized, reasonAdmission, reasonBusy, reasonStale, reasonWAL, reasonDisk} {
 		m.rejected.WithLabelValues(r)
 	}
 	var err error

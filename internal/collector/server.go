@@ -314,7 +314,7 @@ func (s *Server) replay() error {
 func (s *Server) Handler() http.Handler {
 	h := httpAPI{s}
 	mux := http.NewServeMux()
-	mux.HandleFunc(api.PathReports, s.disk.door(h.handleReports)) // door.go, disk.go
+	mux.HandleFunc(api.PathReports, s.disk.door(h.handleReports, h.reject)) // door.go, disk.go
 	mux.Handle(otlpin.PathTraces, s.otlp.recv)
 	mux.HandleFunc(api.PathLive, h.authorized(RoleRead, h.handleLive))
 	mux.HandleFunc("GET "+api.PathStream, h.authorized(RoleRead, h.handleStream)) // GET and HEAD; others 405
