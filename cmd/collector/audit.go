@@ -118,7 +118,7 @@ func auditRows(ctx context.Context, remote string, admin *secret, storeURL, clus
 		}
 		return rows, 0
 	}
-	st, err := collector.OpenStore(ctx, storeURL, collector.Config{FleetConfig: collector.FleetConfig{Cluster: cluster}, Logger: slog.New(slog.DiscardHandler)})
+	st, err := collector.OpenExistingStore(ctx, storeURL, collector.Config{FleetConfig: collector.FleetConfig{Cluster: cluster}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		fmt.Fprintln(stderr, "collector audit:", err)
 		return nil, 1

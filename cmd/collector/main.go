@@ -486,7 +486,7 @@ func report(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "collector report:", err)
 		return 1
 	}
-	st, err := collector.OpenStore(ctx, storeURL, collector.Config{FleetConfig: collector.FleetConfig{Cluster: *cluster}, Logger: slog.New(slog.DiscardHandler)})
+	st, err := collector.OpenExistingStore(ctx, storeURL, collector.Config{FleetConfig: collector.FleetConfig{Cluster: *cluster}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		fmt.Fprintln(stderr, "collector report:", err)
 		if strings.Contains(err.Error(), "lock") {

@@ -137,7 +137,7 @@ func eraseStore(ctx context.Context, cfg EraseConfig, er *Erasure) error {
 	open := cfg.OpenStore
 	if open == nil {
 		open = func(ctx context.Context, u string) (store.Store, error) {
-			return OpenStore(ctx, u, Config{FleetConfig: FleetConfig{Cluster: cfg.Cluster}, Logger: cfg.Logger})
+			return OpenExistingStore(ctx, u, Config{FleetConfig: FleetConfig{Cluster: cfg.Cluster}, Logger: cfg.Logger})
 		}
 	}
 	st, err := open(ctx, cfg.Store)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"github.com/qtop-dev/qtop/quota"
 	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
+	"github.com/qtop-dev/qtop/store/chstore"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -330,4 +332,47 @@ func TestErasedFileUnreadable(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), erasedFile) || !strings.Contains(err.Error(), "fix or remove it") {
 		t.Fatalf("New on a broken %s: %v", erasedFile, err)
 	}
+}
+
+// TestOpenExistingStore: the commands that read or erase (report, audit,
+// erase) open only a store that is there: a misspelt DuckDB file or
+// ClickHouse database is an error naming it, and nothing is created
+// (before, each made an empty store — a new database with qtop's schema on
+// the server — and the report printed an empty bill).
+func TestOpenExistingStore(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "typo.duckdb")
+	if _, err := OpenExistingStore(ctx, "duckdb://"+path, Config{}); err == nil || !strings.Contains(err.Error(), "no store at "+path) {
+		t.Fatalf("missing DuckDB file: %v", err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the DuckDB file was made: %v", err)
+	}
+	addr := testsvc.ClickHouse(t)
+	waitClickHouse(t, addr)
+	db := fmt.Sprintf("qtop_col_typo_%d", time.Now().UnixNano())
+	conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{addr}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	t.Cleanup(func() { conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db) })
+	if _, err := OpenExistingStore(ctx, "clickhouse://"+addr+"/"+db, Config{}); !errors.Is(err, chstore.ErrNoDatabase) || !strings.Contains(err.Error(), db) {
+		t.Fatalf("missing ClickHouse database: %v", err)
+	}
+	var n uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM system.databases WHERE name = ?", db).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("database %s made (%d, %v)", db, n, err)
+	}
+	// Once a collector made it, it opens.
+	st, err := OpenStore(ctx, "clickhouse://"+addr+"/"+db, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	st, err = OpenExistingStore(ctx, "clickhouse://"+addr+"/"+db, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
 }

@@ -2,8 +2,11 @@ package collector
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/store/chstore"
@@ -15,6 +18,18 @@ import (
 // link DuckDB. ClickHouse's user, password and TLS files come from the
 // environment (ClickHouseAuthFromEnv; see engines.go).
 func OpenStore(ctx context.Context, url string, cfg Config) (store.Store, error) {
+	return openStore(ctx, url, cfg, false)
+}
+
+// OpenExistingStore is OpenStore for a command that reads or erases (a
+// cost report, the audit, erase): a store that is not there — a DuckDB
+// file, a ClickHouse database — is an error that names it, rather than
+// one made empty on the spot (a misspelt --store read as an empty bill).
+func OpenExistingStore(ctx context.Context, url string, cfg Config) (store.Store, error) {
+	return openStore(ctx, url, cfg, true)
+}
+
+func openStore(ctx context.Context, url string, cfg Config, existing bool) (store.Store, error) {
 	u, err := store.ParseURL(url)
 	if err != nil {
 		return nil, err
@@ -35,6 +50,9 @@ func OpenStore(ctx context.Context, url string, cfg Config) (store.Store, error)
 		// ?async_insert=1, ?secure=1; the user, password and TLS files
 		// come from the environment, never the URL.
 		opts = append(opts, chstore.WithMode(chstore.Mode(u.Mode)))
+		if existing {
+			opts = append(opts, chstore.WithExisting())
+		}
 		if u.AsyncInsert {
 			opts = append(opts, chstore.WithAsyncInsert())
 		}
@@ -64,6 +82,9 @@ func OpenStore(ctx context.Context, url string, cfg Config) (store.Store, error)
 		}
 		return st, nil
 	case store.SchemeDuckDB:
+		if _, err := os.Stat(u.Path); existing && errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("collector: no store at %s: check --store (a collector that writes there makes it)", u.Path)
+		}
 		return openDuck(u.Path, cfg)
 	}
 	return nil, fmt.Errorf("%w: store scheme %q", ErrConfig, u.Scheme)

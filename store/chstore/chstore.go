@@ -123,6 +123,7 @@ type config struct {
 	maxMigration int // tests: stop after this migration
 	mode         Mode
 	asyncInsert  bool
+	existing     bool // WithExisting
 	tls          *tls.Config
 	// now is the clock of the sums of closed hours (sums.go): it decides
 	// when an hour is closed and tags writes and generations; tests set it.
@@ -194,6 +195,15 @@ func WithAuth(user, password string) Option {
 
 // WithDialTimeout bounds connecting (default 10 s).
 func WithDialTimeout(d time.Duration) Option { return func(c *config) { c.dialTimeout = d } }
+
+// WithExisting opens only a database that is there: a command that reads
+// (a cost report, the audit) or erases never creates one, so a misspelt
+// --store is an error (ErrNoDatabase), not an empty bill and a new
+// database with qtop's schema on the server.
+func WithExisting() Option { return func(c *config) { c.existing = true } }
+
+// ErrNoDatabase: WithExisting, and the server has no such database.
+var ErrNoDatabase = errors.New("chstore: no such database")
 
 // WithMaxConns caps open connections (default 8).
 func WithMaxConns(n int) Option { return func(c *config) { c.maxConns = n } }
@@ -281,6 +291,15 @@ func (s *Store) start(ctx context.Context, schema Schema) error {
 		}
 	}
 	s.schema = schema
+	if s.cfg.existing {
+		var n uint64
+		if err := s.conn.QueryRow(ctx, "SELECT count() FROM system.databases WHERE name = ?", schema.Database).Scan(&n); err != nil {
+			return fmt.Errorf("chstore: look up database: %w", err)
+		}
+		if n == 0 {
+			return fmt.Errorf("%w: the server has no database %q (check --store; a collector that writes there creates it)", ErrNoDatabase, schema.Database)
+		}
+	}
 	if err := s.metrics(); err != nil {
 		return err
 	}
