@@ -207,7 +207,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fail(stderr, err)
 		return 2
 	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP) // SIGHUP: the terminal closed
 	defer stop()
 
 	q := tui.Query{Measure: f.sort, Top: f.top, GroupBy: f.groupBy}
@@ -280,7 +280,7 @@ func replay(args []string, fs *flag.FlagSet, f *flags, stdout, stderr io.Writer)
 		}
 		return 0
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer stop()
 	return interactive(ctx, r, f, stderr)
 }
