@@ -443,7 +443,11 @@ func summaryLine(s *api.Snapshot, group string, h Headline) string {
 		for i, v := range h.Victims {
 			fs[i] = v.Factor()
 		}
-		parts = append(parts, "victims: "+strconv.Itoa(len(h.Victims))+" tenants, p95 ×"+fmtFactor(median(fs))+" (key 8)")
+		noun := " tenants"
+		if len(h.Victims) == 1 {
+			noun = " tenant"
+		}
+		parts = append(parts, "victims: "+strconv.Itoa(len(h.Victims))+noun+", p95 ×"+fmtFactor(median(fs))+" (key 8)")
 	default:
 		parts = append(parts, "victims: none")
 	}

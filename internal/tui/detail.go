@@ -166,6 +166,17 @@ func (v *detailView) view(c *common, h int) string {
 	return v.scrolled(lines, h)
 }
 
+// shareOf is a row's share as the drill-in says it, of the measure the
+// list is sorted by (the snapshot's), which it names; none for p95,
+// which has no total.
+func shareOf(measure string, share float64) string {
+	what := map[string]string{api.MeasureRU: "RU", api.MeasureDB: "DB load", api.MeasureReq: "requests", api.MeasureErr: "errors"}[measure]
+	if what == "" {
+		return ""
+	}
+	return " · " + fmtShare(share) + " of all " + what
+}
+
 // numbers renders the row's title, its numbers and its sparkline.
 func (v *detailView) numbers(c *common, head string) []string {
 	r := v.row
@@ -178,10 +189,10 @@ func (v *detailView) numbers(c *common, head string) []string {
 	lines := []string{c.st.title.Render(clip(head, c.width))}
 	if v.source == api.SourcePostgres {
 		// PostgreSQL knows neither RU, nor requests, nor their latency.
-		lines = append(lines, clip("DB load "+fmtNum(r.DBLoad)+" AAS · "+fmtShare(r.Share)+" of the total · RU/s, req/s, p95, err/s n/a (pg_stat_activity only)", c.width))
+		lines = append(lines, clip("DB load "+fmtNum(r.DBLoad)+" AAS"+shareOf(api.MeasureDB, r.Share)+" · RU/s, req/s, p95, err/s n/a (pg_stat_activity only)", c.width))
 	} else {
 		lines = append(lines, clip("DB load "+fmtNum(r.DBLoad)+" AAS · "+fmtNum(r.RUPerSec)+" RU/s · "+fmtNum(r.ReqPerSec)+" req/s · p95 "+
-			fmtSeconds(r.P95Seconds)+" · "+fmtNum(r.ErrPerSec)+" err/s · "+fmtShare(r.Share)+" of the total", c.width))
+			fmtSeconds(r.P95Seconds)+" · "+fmtNum(r.ErrPerSec)+" err/s"+shareOf(v.measure, r.Share), c.width))
 	}
 	what := "RU/s"
 	if v.measure == api.MeasureDB {
