@@ -359,9 +359,10 @@ func (g *Gate) Serve(ln net.Listener) error {
 
 // Shutdown stops accepting connections, waits for the requests in
 // flight to finish (until ctx is done), closes idle upstream
-// connections and shuts the agent down, which sends its last report.
-// Upgraded connections (WebSockets) are not waited for. Later calls
-// return nil.
+// connections and shuts the agent down, which sends its last report: for
+// up to 5 s more when ctx's deadline passed, not at all when ctx was
+// cancelled (stop now: a second signal). Upgraded connections
+// (WebSockets) are not waited for. Later calls return nil.
 func (g *Gate) Shutdown(ctx context.Context) error {
 	g.mu.Lock()
 	if g.shut {
@@ -383,9 +384,17 @@ func (g *Gate) Shutdown(ctx context.Context) error {
 		}
 	}
 	g.tr.CloseIdleConnections()
-	// The last report gets its own moment even when draining used ctx up.
+	// The last report gets its own moment even when draining used ctx up,
+	// but not when ctx is cancelled, now or while it is sent: that says
+	// stop now.
 	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
+	stop := context.AfterFunc(ctx, func() {
+		if errors.Is(ctx.Err(), context.Canceled) {
+			cancel()
+		}
+	})
+	defer stop()
 	if err := g.agent.Shutdown(actx); err != nil {
 		errs = append(errs, err)
 	}

@@ -602,3 +602,47 @@ func TestUpstreamNotReadingUploadIs504(t *testing.T) {
 		t.Fatalf("%d %q", resp.StatusCode, b)
 	}
 }
+
+// TestShutdownCancelledStopsNow: a Shutdown whose context is cancelled
+// (the second signal: stop now) does not give the last report its own
+// moment, which it gives when the drain only ran out of time: with a
+// collector that never answers, the agent's shutdown ends cancelled, not
+// 5 s later on its deadline.
+func TestShutdownCancelledStopsNow(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn
+	var mu sync.Mutex
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			held = append(held, c) // never answered
+			mu.Unlock()
+		}
+	}()
+	defer func() {
+		ln.Close()
+		<-done
+		mu.Lock()
+		for _, c := range held {
+			c.Close()
+		}
+		mu.Unlock()
+	}()
+	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer up.Close()
+	s := start(t, up.URL, gate.Config{}, agent.WithCollector("http://"+ln.Addr().String(), ""))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.g.Shutdown(ctx); !errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown on a cancelled context: %v, want the last report cancelled", err)
+	}
+}
