@@ -204,6 +204,14 @@ func (d *Source) Throttle(ctx context.Context, rule policy.Rule) error {
 	return nil
 }
 
+// History returns tenant's per-minute load from the demo collector's
+// store (the drill-in's h), as a collector's GET /v1/history does.
+func (d *Source) History(ctx context.Context, tenant string, minutes int) (api.History, error) {
+	return d.srv.History(ctx, tenant, minutes, d.now())
+}
+
+var _ tui.Historian = (*Source)(nil)
+
 // Freshness returns the demo collector's freshness view.
 func (d *Source) Freshness(context.Context) (api.Freshness, error) { return d.srv.Freshness(), nil }
 

@@ -38,6 +38,11 @@ func TestDemoSource(t *testing.T) {
 	if err := d.Throttle(ctx, policy.Rule{Tenant: collector.DemoImportTenant, Action: policy.Throttle, RUPerSecond: 10, Expires: time.Now().Add(time.Minute), Reason: "test"}); err != nil {
 		t.Fatal(err)
 	}
+	// The drill-in's h reads the demo's own store (before, "it needs a
+	// collector" while the demo ran one).
+	if h, err := d.History(ctx, collector.DemoImportTenant, 60); err != nil || h.Tenant != collector.DemoImportTenant {
+		t.Fatalf("history: %+v, %v", h, err)
+	}
 	s, err = d.Next(ctx, tui.Query{Measure: api.MeasureRU, Top: 10})
 	if err != nil {
 		t.Fatal(err)

@@ -253,7 +253,7 @@ const noPilotRules = "the collector has no autopilot rules (POST /v1/policy/auto
 // the last snapshot says it is paused.
 func (m *Model) startAutopilotPause() tea.Cmd {
 	if _, ok := autopilotOf(m.c.src); !ok {
-		return m.c.setStatus("A pauses the autopilot of a collector (qtop --collector URL, or qtop demo); "+noAutopilot(m.c.src), false)
+		return m.c.setStatus("A pauses the autopilot of a collector (qtop --collector URL); "+noAutopilot(m.c.src), false)
 	}
 	if m.snap == nil || m.snap.Autopilot == nil {
 		return m.c.setStatus(noPilotRules, false)
@@ -271,7 +271,7 @@ func (m *Model) startAutopilotPause() tea.Cmd {
 // Enforcement view.
 func (m *Model) startAutopilotCancel() tea.Cmd {
 	if _, ok := autopilotOf(m.c.src); !ok {
-		return m.c.setStatus("x ends an action of a collector's autopilot (qtop --collector URL, or qtop demo); "+noAutopilot(m.c.src), false)
+		return m.c.setStatus("x ends an action of a collector's autopilot (qtop --collector URL); "+noAutopilot(m.c.src), false)
 	}
 	if m.snap == nil || m.snap.Autopilot == nil {
 		return m.c.setStatus(noPilotRules, false)
@@ -293,6 +293,9 @@ func (m *Model) startAutopilotCancel() tea.Cmd {
 func noAutopilot(src Source) string {
 	if _, ok := src.(*Replay); ok {
 		return "a replay is read only"
+	}
+	if strings.HasPrefix(src.Describe(), "demo") {
+		return "the demo runs none: serve it (qtop demo --listen 127.0.0.1:7070), give its collector autopilot rules (POST /v1/policy/autopilot) and follow it with qtop --collector 127.0.0.1:7070"
 	}
 	return "this source has none"
 }
