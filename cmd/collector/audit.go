@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -58,14 +59,17 @@ func audit(args []string, stdout, stderr io.Writer) int {
 	}
 	now := time.Now()
 	f, err := collector.ParseTime(*from, now)
+	which := "--from"
 	if err == nil {
 		var t time.Time
+		which = "--to"
 		if t, err = collector.ParseTime(*to, now); err == nil {
 			now = t
 		}
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "collector audit:", err)
+		// ParseTime is the cost report's: its errors name the report.
+		fmt.Fprintf(stderr, "collector audit: %s: %s\n", which, strings.TrimPrefix(err.Error(), collector.ErrReport.Error()+": "))
 		return 2
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

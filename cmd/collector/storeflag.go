@@ -49,7 +49,11 @@ func (f storeFlags) resolve(cmd string, mustExist bool, stderr io.Writer) (strin
 	if mustExist {
 		p, _ := store.ParseURL(u)
 		if _, err := os.Stat(p.Path); errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("no store at %s (the default: DuckDB in --data-dir %s); pass the collector's --store or --data-dir, or ask a running collector with --collector HOST:PORT", p.Path, *f.dataDir)
+			ask := ", or ask a running collector with --collector HOST:PORT"
+			if cmd == "erase" {
+				ask = "" // erase runs on a stopped collector's data
+			}
+			return "", fmt.Errorf("no store at %s (the default: DuckDB in --data-dir %s); pass the collector's --store or --data-dir%s", p.Path, *f.dataDir, ask)
 		}
 	}
 	return u, nil
