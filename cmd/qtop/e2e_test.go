@@ -106,12 +106,14 @@ func TestDemoInTmux(t *testing.T) {
 		t.Fatalf("enforcement view:\n%s", screen)
 	}
 
-	// h in a tab asks for a tenant's history by name; the demo keeps no
-	// store, and says so.
+	// h in a tab asks for a tenant's history by name, from the demo's own
+	// store; esc leaves the prompt.
 	s.Keys("1") // one key at a time: runes sent together arrive as one key
 	s.WaitFor("the Tenants view", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "TENANT ") })
 	s.Keys("h")
-	s.WaitFor("the history's answer", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "needs a collector") })
+	s.WaitFor("the history's prompt", 10*time.Second, func(sc string) bool { return strings.Contains(sc, "History of tenant [") })
+	s.Keys("Escape")
+	s.WaitFor("the prompt gone", 10*time.Second, func(sc string) bool { return !strings.Contains(sc, "History of tenant [") })
 
 	// q quits.
 	s.Keys("q")

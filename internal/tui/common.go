@@ -7,6 +7,7 @@ import (
 	"github.com/charmbracelet/bubbles/help"
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
+	"github.com/muesli/termenv"
 )
 
 // common is what the root model shares with every view: the terminal
@@ -50,6 +51,9 @@ func (c *common) setStatus(s string, ok bool) tea.Cmd {
 // colour profile is the renderer's (ASCII in golden tests), not a global.
 type styles struct {
 	title, tab, tabActive, header, selected, dim, warn, bad, good, banner, prompt, other lipgloss.Style
+	// plain: the renderer draws no colour nor attribute (NO_COLOR, a dumb
+	// terminal), so what a style alone marks needs a mark of its own.
+	plain bool
 }
 
 func newStyles(r *lipgloss.Renderer) styles {
@@ -71,6 +75,7 @@ func newStyles(r *lipgloss.Renderer) styles {
 		banner:    r.NewStyle().Bold(true).Foreground(lipgloss.Color("#FFFFFF")).Background(bad),
 		prompt:    r.NewStyle().Bold(true).Foreground(warn),
 		other:     r.NewStyle().Italic(true).Foreground(dim),
+		plain:     r.ColorProfile() == termenv.Ascii,
 	}
 }
 

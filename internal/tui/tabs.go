@@ -47,8 +47,12 @@ func tabBar(c *common, tabs []view, active int) string {
 		labels[i] = newTabLabel(i, v)
 	}
 	sep := 2
+	mark := 0 // the active tab's brackets when no style shows it
+	if c.st.plain && active >= 0 && active < len(labels) {
+		mark = 2
+	}
 	width := func() int {
-		w := sep * max(len(labels)-1, 0)
+		w := sep*max(len(labels)-1, 0) + mark
 		for i := range labels {
 			w += ansi.StringWidth(labels[i].text())
 		}
@@ -79,7 +83,9 @@ func tabBar(c *common, tabs []view, active int) string {
 		if i > 0 {
 			b.WriteString(strings.Repeat(" ", sep))
 		}
-		if i == active {
+		if i == active && mark > 0 {
+			b.WriteString("[" + labels[i].text() + "]")
+		} else if i == active {
 			b.WriteString(c.st.tabActive.Render(labels[i].text()))
 		} else {
 			b.WriteString(c.st.tab.Render(labels[i].text()))
