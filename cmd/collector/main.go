@@ -438,6 +438,14 @@ func runServer(cfg collector.Config) int {
 	return 0
 }
 
+// flagGiven says whether the command line set flag name (not its
+// environment variable, nor its default).
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
+
 func report(args []string, stdout, stderr io.Writer) int {
 	fs := flagSet("report", reportUsage, stderr)
 	var envs []envFlag
@@ -470,6 +478,10 @@ func report(args []string, stdout, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
+	if *remote != "" && flagGiven(fs, "store") {
+		fmt.Fprintln(stderr, "collector report: --store and --collector: give one (--collector asks a running collector, --store reads a store)")
+		return 2
+	}
 	if *repeats || *remote != "" {
 		rc, err := newRemote(*remote, readToken, tlsFiles)
 		if err != nil {

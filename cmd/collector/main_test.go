@@ -51,6 +51,8 @@ func TestBadArguments(t *testing.T) {
 		{[]string{"report", "--from", "yesterday-ish"}, nil, "time"},
 		{[]string{"report", "--format", "xlsx"}, nil, "format"},
 		{[]string{"report", "--by", "route"}, nil, "by"},
+		{[]string{"report", "--collector", "127.0.0.1:1", "--store", "bogus://x"}, nil, "--store and --collector: give one"},
+		{[]string{"audit", "--from", "foo"}, nil, "collector audit: --from: time"},
 	}
 	for _, c := range cases {
 		for k, v := range c.env {
