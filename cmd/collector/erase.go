@@ -111,10 +111,20 @@ func erase(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	printErasure(stdout, er, *format)
+	if nothingFound(er) {
+		fmt.Fprintf(stderr, "collector erase: nothing of tenant %q was found anywhere (tenant names are case-sensitive): check the name, unless this ran before\n", er.Tenant)
+	}
 	if er.Store == nil {
 		fmt.Fprintln(stderr, "collector erase: --store none: the store was not touched and no audit record was written")
 	}
 	return 0
+}
+
+// nothingFound says an erasure found none of the tenant's data: a
+// misspelt name (the erasure is recorded all the same), or a second run.
+func nothingFound(er collector.Erasure) bool {
+	empty := func(e store.Erased) bool { return e.Rollups+e.HotKeys+e.Statements == 0 }
+	return er.WAL.Reports == 0 && empty(er.Spool.Erased) && !er.Baselines && (er.Store == nil || empty(*er.Store))
 }
 
 // osUser names the user running the command, for the audit record.

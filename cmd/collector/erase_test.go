@@ -95,4 +95,13 @@ func TestEraseCommand(t *testing.T) {
 	if code := run([]string{"report", "--store", storeURL, "--from", "3h", "--format", "csv"}, &out, &errb); code != 0 || strings.Contains(out.String(), "acme") || !strings.Contains(out.String(), "beta") {
 		t.Errorf("report after erasure: exit %d\n%s", code, out.String())
 	}
+	if strings.Contains(errb.String(), "nothing of tenant") {
+		t.Errorf("an erasure that found the tenant warned: %s", errb.String())
+	}
+	// A misspelt name finds nothing anywhere, and says so.
+	errb.Reset()
+	if code := run([]string{"erase", "--tenant", "ACME", "--store", storeURL, "--data-dir", dataDir, "--by", "dpo", "--yes"}, &out, &errb); code != 0 ||
+		!strings.Contains(errb.String(), `nothing of tenant "ACME" was found anywhere (tenant names are case-sensitive)`) {
+		t.Errorf("erase of a tenant that is not there: exit %d: %s", code, errb.String())
+	}
 }
