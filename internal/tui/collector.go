@@ -234,8 +234,8 @@ func (c *Collector) refused(what string, err error) error {
 	if c.token != "" {
 		had = "the token given"
 	}
-	return fmt.Errorf("%s refused %s with %s (%w). It needs the admin token: qtop --admin-token, "+
-		"QTOP_ADMIN_TOKEN or QTOP_ADMIN_TOKEN_FILE (the collector's --admin-token, else its DATA_DIR/admin-token; --token only reads)", c.url(), what, had, err)
+	return fmt.Errorf("%s refused %s with %s (%w). It needs the admin token (the collector's --admin-token, else its DATA_DIR/admin-token): "+
+		"qtop --admin-token-file, --admin-token, QTOP_ADMIN_TOKEN or QTOP_ADMIN_TOKEN_FILE; --token only reads", c.url(), what, had, err)
 }
 
 // Cancel is not supported: a collector does not signal backends.
