@@ -563,32 +563,7 @@ func sameMembers(a, b string) bool {
 // started its timeout only once the body was sent, and the client waited
 // for good.
 func TestUpstreamNotReadingUploadIs504(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var held []net.Conn
-	var mu sync.Mutex
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			held = append(held, c) // read nothing
-			mu.Unlock()
-		}
-	}()
-	defer func() {
-		mu.Lock()
-		for _, c := range held {
-			c.Close()
-		}
-		mu.Unlock()
-	}()
-	s := start(t, "http://"+ln.Addr().String(), gate.Config{Timeout: 200 * time.Millisecond})
+	s := start(t, "http://"+silentServer(t), gate.Config{Timeout: 200 * time.Millisecond})
 	body := io.MultiReader(bytes.NewReader(make([]byte, 64<<20))) // no length: chunked, read by net/http's server
 	req, _ := http.NewRequest(http.MethodPost, s.base+"/upload", body)
 	req.Header.Set("X-Tenant", "acme")
@@ -609,6 +584,19 @@ func TestUpstreamNotReadingUploadIs504(t *testing.T) {
 // collector that never answers, the agent's shutdown ends cancelled, not
 // 5 s later on its deadline.
 func TestShutdownCancelledStopsNow(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer up.Close()
+	s := start(t, up.URL, gate.Config{}, agent.WithCollector("http://"+silentServer(t), ""))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.g.Shutdown(ctx); !errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Shutdown on a cancelled context: %v, want the last report cancelled", err)
+	}
+}
+
+// silentServer listens on loopback and accepts connections on which it
+// reads and answers nothing, until the test ends; it returns its address.
+func silentServer(t *testing.T) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -624,11 +612,11 @@ func TestShutdownCancelledStopsNow(t *testing.T) {
 				return
 			}
 			mu.Lock()
-			held = append(held, c) // never answered
+			held = append(held, c)
 			mu.Unlock()
 		}
 	}()
-	defer func() {
+	t.Cleanup(func() {
 		ln.Close()
 		<-done
 		mu.Lock()
@@ -636,13 +624,6 @@ func TestShutdownCancelledStopsNow(t *testing.T) {
 			c.Close()
 		}
 		mu.Unlock()
-	}()
-	up := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	defer up.Close()
-	s := start(t, up.URL, gate.Config{}, agent.WithCollector("http://"+ln.Addr().String(), ""))
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := s.g.Shutdown(ctx); !errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Shutdown on a cancelled context: %v, want the last report cancelled", err)
-	}
+	})
+	return ln.Addr().String()
 }
