@@ -56,6 +56,7 @@ type boundedBody struct {
 	// good (nginx: proxy_send_timeout).
 	send        *time.Timer
 	sendTimeout time.Duration
+	headed      atomic.Bool // the answer's head came: no more watch (its body must not be cut)
 }
 
 // watchSend arms the upstream's send watch: an upstream that takes none
@@ -69,12 +70,20 @@ func (b *boundedBody) watchSend(d time.Duration, cancel func()) {
 	b.send.Stop()
 }
 
-// sent says the upstream took everything read so far (the answer's head
-// came): the watch ends.
+// sent says the upstream took everything read so far: the watch stops
+// until the next read gives it more.
 func (b *boundedBody) sent() {
 	if b.send != nil {
 		b.send.Stop()
 	}
+}
+
+// answered says the answer's head came: the watch ends for good (an
+// upstream may answer before it reads the whole body, and the transport
+// go on sending it; cancelling then would cut the answer).
+func (b *boundedBody) answered() {
+	b.headed.Store(true)
+	b.sent()
 }
 
 // boundBody wraps r's body when net/http's server reads it; nil when the
@@ -97,8 +106,11 @@ func (g *Gate) boundBody(gw *gateWriter, r *http.Request) *boundedBody {
 func (b *boundedBody) Read(p []byte) (int, error) {
 	b.sent() // what the last read gave was sent
 	n, err := b.read(p)
-	if n > 0 && b.send != nil && !b.finished.Load() {
+	if n > 0 && b.send != nil && !b.finished.Load() && !b.headed.Load() {
 		b.send.Reset(b.sendTimeout)
+		if b.headed.Load() { // answered meanwhile
+			b.send.Stop()
+		}
 	}
 	return n, err
 }

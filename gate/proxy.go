@@ -167,7 +167,7 @@ func (t *timedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.base.RoundTrip(req)
 	t.m.upstream.Observe(time.Since(start).Seconds())
 	if b, ok := req.Body.(*boundedBody); ok {
-		b.sent() // the answer's head came: the upstream took what it wanted
+		b.answered() // the answer's head came: the upstream took what it wanted
 	}
 	if err == nil && isStream(resp) {
 		// What follows is an open stream, not work: charge the request
