@@ -19,7 +19,9 @@ func (in *intake) appliedBy(now time.Time) api.AppliedBy {
 	var a api.AppliedBy
 	otlp := map[string]bool{}
 	for _, src := range in.sources {
-		if now.Sub(src.last) > appliedByWindow {
+		// A source only replayed from the log (a process of before a
+		// restart, since gone) is not one that applies the policy now.
+		if now.Sub(src.heard) > appliedByWindow {
 			continue
 		}
 		service, rest, _ := strings.Cut(src.key, "\x00")

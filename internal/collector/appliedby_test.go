@@ -15,14 +15,17 @@ import (
 
 // Only agents and gates apply the policy: with OTLP services alone the
 // note says no process applies it; sources idle for longer than
-// appliedByWindow do not count.
+// appliedByWindow, or only replayed from the log, do not count.
 func TestAppliedBy(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	in := newIntake(Config{IntakeConfig: IntakeConfig{MaxSources: 100}})
 	add := func(s report.Source, at time.Time) {
 		src := in.source(sourceKey(s), at)
-		src.last = at
+		src.last, src.heard = at, at
 	}
+	// A process replayed from the write-ahead log after a restart (gone
+	// since, or back under a new instance): kept, not counted.
+	in.source(sourceKey(report.Source{Service: "billing", Instance: "before-restart"}), now).last = now
 	add(report.Source{Service: "shop-node", Instance: "a~otlp-1"}, now)
 	add(report.Source{Service: "shop-node", Instance: "b~otlp-1"}, now)
 	add(report.Source{Service: "shop-go", Instance: "~otlp-1"}, now)

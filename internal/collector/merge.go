@@ -195,7 +195,8 @@ type source struct {
 	est      bool        // established: never evicted by a newcomer (sources.go)
 	pending  []uint64    // sequence numbers being logged (sources.go)
 	bucket   gcra.Bucket // admission: rate reports a second, a burst of 4 s
-	last     time.Time   // the last report
+	last     time.Time   // the last report (a replayed one: the replay's time, so that it is kept)
+	heard    time.Time   // the last report that came in (not from the write-ahead log)
 	max      uint64
 	seen     [seqWindow / 64]uint64
 	any      bool
@@ -242,7 +243,7 @@ func (s *source) mark(seq uint64) {
 // admit takes one token from the source's bucket (rate a second, a burst
 // of four seconds' worth); it returns how long to wait when there is none.
 func (s *source) admit(now time.Time, rate float64) (time.Duration, bool) {
-	s.last = now
+	s.last, s.heard = now, now
 	r, err := gcra.NewRate(rate, 4*rate)
 	if err != nil {
 		return 0, true // Config makes the rate a number > 0

@@ -100,7 +100,7 @@ func (in *intake) accepted(src *source, now time.Time) {
 func (in *intake) active(now time.Time) int {
 	n := 0
 	for _, src := range in.sources {
-		if now.Sub(src.last) <= rateN*time.Second {
+		if now.Sub(src.heard) <= rateN*time.Second {
 			n++
 		}
 	}
