@@ -15,7 +15,9 @@
 // keeps one-second slots (rates over the last 10 complete seconds,
 // histories of 120; a tenant under a rule made less than 10 s ago has its
 // rates from the second after the processes applied it, so a throttle's
-// effect shows at once). A minute's rollups are written once the minute has
+// effect shows at once); a report counts in the second it arrives, unless
+// it waited lateAfter (3 s) or more at its reporter (report.AgeHeader: a
+// backlog sent after an outage), which counts in its minute only. A minute's rollups are written once the minute has
 // ended and Config.Grace has passed; a report for it that arrives within
 // Config.LateKeep after that re-emits the minute's cumulative rows at a
 // higher version, which the stores treat as a replacement. A report whose
