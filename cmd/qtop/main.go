@@ -413,8 +413,8 @@ func once(ctx context.Context, src tui.Source, q tui.Query, format string, stdou
 	if err == nil && recorded != nil {
 		err = recorded
 	}
-	if errors.Is(err, api.ErrUnauthorized) {
-		err = fmt.Errorf("%w; qtop reads with --token or QTOP_TOKEN: the collector's read token (its --read-token), or its admin token", err)
+	if errors.Is(err, api.ErrUnauthorized) && !strings.Contains(err.Error(), tui.ReadTokenHint) {
+		err = fmt.Errorf("%w; %s", err, tui.ReadTokenHint)
 	}
 	if err != nil {
 		fail(stderr, err)

@@ -139,12 +139,18 @@ func (c *Collector) Next(ctx context.Context, q Query) (api.Snapshot, error) {
 	}
 }
 
+// ReadTokenHint says what qtop reads a collector with, after a refusal of
+// its token.
+const ReadTokenHint = "qtop reads with --token or QTOP_TOKEN: the collector's read token (its --read-token), or its admin token"
+
 // explain turns a connection error into one that says what to do.
 func (c *Collector) explain(err error) error {
 	switch {
 	case errors.Is(err, ErrClosed):
 		return err
-	case errors.Is(err, api.ErrStatus), errors.Is(err, api.ErrProtocol), errors.Is(err, api.ErrUnauthorized):
+	case errors.Is(err, api.ErrUnauthorized):
+		return fmt.Errorf("collector %s: %w; %s", c.url(), err, ReadTokenHint)
+	case errors.Is(err, api.ErrStatus), errors.Is(err, api.ErrProtocol):
 		return fmt.Errorf("collector %s: %w", c.url(), err)
 	}
 	var unknownCA x509.UnknownAuthorityError

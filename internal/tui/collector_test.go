@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -207,5 +208,14 @@ func TestCollectorSignals(t *testing.T) {
 	want := []string{api.PathPGSignal + " Bearer admin-secret cancel 1 alice", api.PathPGSignal + " Bearer admin-secret terminate 2 alice"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("sent:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestReadRefusalSaysWhatToGive: a collector refusing qtop's read token
+// is explained in the UI as qtop --once explains it: what qtop reads with.
+func TestReadRefusalSaysWhatToGive(t *testing.T) {
+	err := (&Collector{base: "127.0.0.1:7070"}).explain(fmt.Errorf("%w: collector: unauthorized: wrong token for read", api.ErrUnauthorized))
+	if !errors.Is(err, api.ErrUnauthorized) || !strings.Contains(err.Error(), "qtop reads with --token or QTOP_TOKEN") {
+		t.Fatalf("%v", err)
 	}
 }
