@@ -72,6 +72,10 @@ func audit(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "collector audit: %s: %s\n", which, strings.TrimPrefix(err.Error(), collector.ErrReport.Error()+": "))
 		return 2
 	}
+	if !f.Before(now) { // now: --to
+		fmt.Fprintf(stderr, "collector audit: --from %s is not before --to %s\n", f.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+		return 2
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	storeURL := ""

@@ -53,6 +53,7 @@ func TestBadArguments(t *testing.T) {
 		{[]string{"report", "--by", "route"}, nil, "by"},
 		{[]string{"report", "--collector", "127.0.0.1:1", "--store", "bogus://x"}, nil, "--store and --collector: give one"},
 		{[]string{"audit", "--from", "foo"}, nil, "collector audit: --from: time"},
+		{[]string{"audit", "--from", "2h", "--to", "3h"}, nil, "is not before --to"},
 	}
 	for _, c := range cases {
 		for k, v := range c.env {

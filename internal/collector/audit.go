@@ -38,7 +38,7 @@ func ReadAudit(ctx context.Context, st store.Store, from, to time.Time) ([]api.A
 		return nil, ErrNoAudit
 	}
 	if !from.Before(to) {
-		return nil, fmt.Errorf("%w: from %v is not before to %v", ErrAudit, from.UTC(), to.UTC())
+		return nil, fmt.Errorf("%w: from %s is not before to %s", ErrAudit, from.UTC().Format(time.RFC3339Nano), to.UTC().Format(time.RFC3339Nano))
 	}
 	as, err := ar.ReadAudit(ctx, from, to)
 	if err != nil {
