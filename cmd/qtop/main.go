@@ -413,9 +413,6 @@ func once(ctx context.Context, src tui.Source, q tui.Query, format string, stdou
 	if err == nil && recorded != nil {
 		err = recorded
 	}
-	if errors.Is(err, api.ErrUnauthorized) && !strings.Contains(err.Error(), tui.ReadTokenHint) {
-		err = fmt.Errorf("%w; %s", err, tui.ReadTokenHint)
-	}
 	if err != nil {
 		fail(stderr, err)
 		return 1

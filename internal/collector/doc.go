@@ -17,10 +17,11 @@
 // rates from the second after the processes applied it, so a throttle's
 // effect shows at once); a report counts in the second it arrives, unless
 // it waited lateAfter (3 s) or more at its reporter (report.AgeHeader: a
-// backlog sent after an outage), which counts in its minute only. A minute's rollups are written once the minute has
-// ended and Config.Grace has passed; a report for it that arrives within
-// Config.LateKeep after that re-emits the minute's cumulative rows at a
-// higher version, which the stores treat as a replacement. A report whose
+// backlog sent after an outage), which counts in its minute only. A
+// minute's rollups are written once the minute has ended and Config.Grace
+// has passed; a report for it that arrives within Config.LateKeep after
+// that re-emits the minute's cumulative rows at a higher version, which
+// the stores treat as a replacement. A report whose
 // window lies outside that horizon or more than a minute in the future (a
 // clock that jumped) counts in the minute it arrives. A report whose
 // source and sequence number were merged already is acknowledged and not

@@ -82,7 +82,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		retimed: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_reports_retimed_total",
 			Help: "Reports whose window was too far in the past or future (a clock that jumped) and were counted in the minute they arrived."}),
 		late: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_reports_late_total",
-			Help: "Reports that waited 3 s or more at their reporter (a backlog sent after an outage or a restart): counted in their minute (history, cost reports), not in the live view or the per-tenant series."}),
+			Help: "Reports that waited 3 s or more at their reporter (a backlog sent after an outage or a restart): counted in their minute (history, cost reports), not in the live view nor in the series counted with it (per-tenant, rows, enforcement)."}),
 		invalidTags: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_invalid_tags_total",
 			Help: "Rows whose tenant or route was not a valid tag value: the tenant counted under its stand-in (tenant.Substitute), the route as other."}),
 		foldedRows: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_rows_folded_total",

@@ -212,6 +212,13 @@ func (d *Source) History(ctx context.Context, tenant string, minutes int) (api.H
 
 var _ tui.Historian = (*Source)(nil)
 
+// NoAutopilotHint says how to give a demo an autopilot (A and x).
+func (d *Source) NoAutopilotHint() string {
+	return "the demo runs none: serve it (qtop demo --listen 127.0.0.1:7070), give its collector autopilot rules (POST /v1/policy/autopilot) and follow it with qtop --collector 127.0.0.1:7070"
+}
+
+var _ tui.NoAutopilotHinter = (*Source)(nil)
+
 // Freshness returns the demo collector's freshness view.
 func (d *Source) Freshness(context.Context) (api.Freshness, error) { return d.srv.Freshness(), nil }
 

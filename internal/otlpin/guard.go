@@ -17,8 +17,9 @@ import (
 
 // The door's protections, shared by HTTP and gRPC: a memory budget
 // reserved before bytes are read (so what arrives at once is bounded,
-// whatever the number of clients; HTTP as its body arrives, bodyMemory), a minimum rate for a body's bytes, the
-// expansion bound of gzip, and refusals held back (WithRefusalHold).
+// whatever the number of clients; HTTP as its body arrives, bodyMemory),
+// a minimum rate for a body's bytes, the expansion bound of gzip, and
+// refusals held back (WithRefusalHold).
 
 // memBudget is the memory the requests being received and decoded may
 // reserve at once, in bytes, and at most half of it per connection (so one
@@ -46,8 +47,9 @@ func (b *memBudget) holds(conn string) bool {
 	return b.conns[conn] > 0
 }
 
-// reserveConnWait is reserveConn, waiting up to wait (or ctx's end) for
-// releases while the reservation does not fit.
+// reserveConnWait takes n bytes for connection conn ("": none), at most
+// half the budget per connection, waiting up to wait (or ctx's end) for
+// releases while they do not fit; release gives them back (once).
 func (b *memBudget) reserveConnWait(ctx context.Context, conn string, n int64, wait time.Duration) (func(), error) {
 	if err := b.takeWait(ctx, conn, n, wait); err != nil {
 		return nil, err
@@ -84,15 +86,6 @@ func (b *memBudget) takeWait(ctx context.Context, conn string, n int64, wait tim
 
 // errNoMemory: the budget cannot take a reservation now.
 var errNoMemory = fmt.Errorf("%w: the memory for requests being received is taken", ErrBusy)
-
-// reserve takes n bytes; release gives them back (once).
-func (b *memBudget) reserve(n int64) (release func(), err error) { return b.reserveConn("", n) }
-
-// reserveConn takes n bytes for connection conn ("": none), at most half
-// the budget per connection; release gives them back (once).
-func (b *memBudget) reserveConn(conn string, n int64) (release func(), err error) {
-	return b.reserveConnWait(context.Background(), conn, n, 0)
-}
 
 // take takes n bytes for connection conn ("": none), at most half the
 // budget per connection; give gives them back.

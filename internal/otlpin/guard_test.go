@@ -236,7 +236,7 @@ func TestHTTPSlowSenderCut(t *testing.T) {
 func TestHTTPMemoryBudget(t *testing.T) {
 	clk := &fakeClock{now: t0}
 	r := newTestReceiver(t, &sink{}, clk, WithMaxBody(1<<20, 4<<20), WithMemory(8<<20))
-	free, err := r.mem.reserve(8<<20 - 32<<10) // requests being received; a gzip body may take 64 KiB
+	free, err := r.mem.reserveConnWait(t.Context(), "", 8<<20-32<<10, 0) // requests being received; a gzip body may take 64 KiB
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +316,7 @@ func TestHTTPRefusalHeldWithNothingKept(t *testing.T) {
 func TestGRPCReserveWaitsForRelease(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		b := newMemBudget(4)
-		r1, err := b.reserveConn("a", 2)
+		r1, err := b.reserveConnWait(t.Context(), "a", 2, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

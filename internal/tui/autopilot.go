@@ -289,13 +289,19 @@ func (m *Model) startAutopilotCancel() tea.Cmd {
 	return nil
 }
 
+// NoAutopilotHinter is implemented by sources without an autopilot that
+// can say how to get one (the demo).
+type NoAutopilotHinter interface {
+	NoAutopilotHint() string
+}
+
 // noAutopilot says why src has no autopilot.
 func noAutopilot(src Source) string {
 	if _, ok := src.(*Replay); ok {
 		return "a replay is read only"
 	}
-	if strings.HasPrefix(src.Describe(), "demo") {
-		return "the demo runs none: serve it (qtop demo --listen 127.0.0.1:7070), give its collector autopilot rules (POST /v1/policy/autopilot) and follow it with qtop --collector 127.0.0.1:7070"
+	if h, ok := src.(NoAutopilotHinter); ok {
+		return h.NoAutopilotHint()
 	}
 	return "this source has none"
 }
