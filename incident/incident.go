@@ -504,11 +504,17 @@ func (in *Tracker) driver(s *api.Snapshot, key string, share, now, srcBase float
 }
 
 // flaggedBySource is the offender a source's own detector flagged
-// (api.TenantRow.FlaggedSince): the same for every client.
+// (api.TenantRow.FlaggedSince): the same for every client. The source
+// judged the second before the one it serves, so the flag is held to the
+// rule that clears it (as driver clears its own) on the snapshot shown:
+// a tenant throttled to nothing is not named at "0% of RU".
 func flaggedBySource(r *api.TenantRow, share float64, h []float64) (Offender, bool) {
 	recent := r.RUPerSec
 	if len(h) > DriverRecent {
 		_, recent, _ = Split(h)
+	}
+	if share < DriverShare/2 || (r.BaselineRUPerSec > 0 && recent < DriverClear*r.BaselineRUPerSec) {
+		return Offender{}, false
 	}
 	f := flag{base: r.BaselineRUPerSec, from: "collector", since: r.FlaggedSince}
 	return f.offender(share, recent), true

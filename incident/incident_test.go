@@ -225,3 +225,43 @@ func TestOffenderNewNormal(t *testing.T) {
 		t.Fatalf("an hour on: %q", h.Line)
 	}
 }
+
+// TestSourceFlagHeldToClearRule: a collector serves the flags its
+// detector set on the second before; a tenant throttled to nothing in
+// the snapshot shown is not named "0% of RU" for that second.
+func TestSourceFlagHeldToClearRule(t *testing.T) {
+	flagged := func(i int, ru float64) api.Snapshot {
+		s := incidentAt(i)
+		s.Tenants[0].FlaggedSince, s.Tenants[0].BaselineRUPerSec = t0.Add(40*time.Second), 10
+		s.Tenants[0].RUPerSec = ru
+		return s
+	}
+	var in Tracker
+	s := flagged(45, 800)
+	in.Add(&s)
+	if h := in.Headline(); len(h.Offenders) != 1 || h.Offenders[0].Name != "bigcorp" || h.Offenders[0].BaselineFrom != "collector" {
+		t.Fatalf("flagged at its peak: %q %+v", h.Line, h.Offenders)
+	}
+	s = flagged(46, 0)
+	in.Add(&s)
+	if h := in.Headline(); len(h.Offenders) != 0 || strings.Contains(h.Line, "bigcorp") {
+		t.Fatalf("throttled to nothing, still flagged by the source: %q", h.Line)
+	}
+	// Back at its baseline for the last seconds of its history (a share
+	// above the clear line, recent load under DriverClear times the
+	// baseline): cleared as well.
+	var back Tracker
+	s = flagged(46, 12)
+	for k := range s.Tenants {
+		s.Tenants[k].History = make([]float64, api.HistoryLen)
+		s.Tenants[k].RUPerSec = 1
+	}
+	s.Tenants[0].RUPerSec = 12
+	for j := range s.Tenants[0].History {
+		s.Tenants[0].History[j] = 12
+	}
+	back.Add(&s)
+	if h := back.Headline(); len(h.Offenders) != 0 {
+		t.Fatalf("at its baseline, still flagged by the source: %q", h.Line)
+	}
+}
