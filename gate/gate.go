@@ -35,6 +35,11 @@ const (
 	DefaultSendTimeout         = 60 * time.Second
 	DefaultBodyTimeout         = 60 * time.Second
 	DefaultReadTimeout         = 60 * time.Second
+	// DefaultMaxHeaderBytes bounds a request's head (request line and
+	// headers): 64 KiB, eight times nginx's 8 KiB line and twice its
+	// 32 KiB in all, against net/http's 1 MiB, which lets each of
+	// MaxConns connections hold a megabyte.
+	DefaultMaxHeaderBytes = 64 << 10
 )
 
 // Config configures a Gate. Only Upstream is required.
@@ -115,6 +120,12 @@ type Config struct {
 	// new one, so connections that send nothing cannot take every file
 	// descriptor.
 	MaxConns int
+	// MaxHeaderBytes bounds a request's head, its request line and
+	// headers (default DefaultMaxHeaderBytes, at least 4 KiB: the gate's
+	// own server reads heads of up to 4 KiB whole); a longer one is
+	// answered 431 and never forwarded. net/http, which reads the longer
+	// heads, allows 4 KiB over it.
+	MaxHeaderBytes int
 	// NoBaggage leaves the tenant out of the upstream request's W3C
 	// baggage.
 	NoBaggage bool
@@ -141,6 +152,9 @@ func (c Config) Validate() error {
 	}
 	if c.Timeout < 0 || c.DialTimeout < 0 || c.MaxIdleConnsPerHost < 0 {
 		return fmt.Errorf("%w: negative timeout or connection count", ErrConfig)
+	}
+	if c.MaxHeaderBytes != 0 && c.MaxHeaderBytes < connBufSize {
+		return fmt.Errorf("%w: max header bytes %d is under %d", ErrConfig, c.MaxHeaderBytes, connBufSize)
 	}
 	return nil
 }
@@ -202,6 +216,9 @@ func New(a *agent.Agent, cfg Config) (*Gate, error) {
 	}
 	if cfg.MaxConns <= 0 {
 		cfg.MaxConns = connlimit.DefaultBound()
+	}
+	if cfg.MaxHeaderBytes == 0 {
+		cfg.MaxHeaderBytes = DefaultMaxHeaderBytes
 	}
 	g := &Gate{cfg: cfg, agent: a, log: cfg.Logger, headerTimeout: readHeaderTimeout, watchDelay: clientWatchDelay}
 	if g.log == nil {
@@ -336,7 +353,7 @@ func (g *Gate) Serve(ln net.Listener) error {
 	})
 	ln = limit
 	srv := &http.Server{Handler: g, Protocols: &p,
-		ReadHeaderTimeout: g.headerTimeout, IdleTimeout: DefaultIdleTimeout,
+		ReadHeaderTimeout: g.headerTimeout, IdleTimeout: DefaultIdleTimeout, MaxHeaderBytes: g.cfg.MaxHeaderBytes,
 		ErrorLog:  slog.NewLogLogger(g.log.Handler(), slog.LevelDebug),
 		ConnState: limit.ConnState}
 	g.mu.Lock()

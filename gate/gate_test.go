@@ -627,3 +627,54 @@ func silentServer(t *testing.T) string {
 	})
 	return ln.Addr().String()
 }
+
+// TestQueryPassesAsSent: a query with ';' separators reaches the
+// upstream as the client sent it, through either server and transport
+// (httputil alone drops the parameters that hold one).
+func TestQueryPassesAsSent(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, r.URL.RawQuery)
+	}))
+	defer up.Close()
+	const q = "a=1;b=2&c=%3B&d"
+	for _, cfg := range []gate.Config{{}, {StdServer: true, StdTransport: true}} {
+		s := start(t, up.URL, cfg)
+		resp, body := get(t, http.DefaultClient, s.base+"/q?"+q, "acme")
+		if resp.StatusCode != 200 || body != q {
+			t.Fatalf("std %v: upstream saw query %q (%d), want %q", cfg.StdServer, body, resp.StatusCode, q)
+		}
+	}
+}
+
+// TestLongHeadIs431: a request head over MaxHeaderBytes is answered 431
+// and never forwarded, through either server; one under it passes.
+func TestLongHeadIs431(t *testing.T) {
+	var seen atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen.Add(1) }))
+	defer up.Close()
+	for _, cfg := range []gate.Config{{}, {StdServer: true}} {
+		s := start(t, up.URL, cfg)
+		for _, c := range []struct {
+			n    int
+			code int
+		}{{32 << 10, 200}, {gate.DefaultMaxHeaderBytes + 8<<10, http.StatusRequestHeaderFieldsTooLarge}} {
+			req, _ := http.NewRequest(http.MethodGet, s.base+"/h", nil)
+			req.Header.Set("X-Tenant", "acme")
+			req.Header.Set("X-Long", strings.Repeat("a", c.n))
+			before := seen.Load()
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			forwarded := seen.Load() - before
+			if resp.StatusCode != c.code || forwarded != map[bool]int64{true: 1, false: 0}[c.code == 200] {
+				t.Fatalf("std %v, %d-byte header: %d, forwarded %d", cfg.StdServer, c.n, resp.StatusCode, forwarded)
+			}
+		}
+	}
+	u, _ := url.Parse(up.URL)
+	if err := (gate.Config{Upstream: u, MaxHeaderBytes: 1024}).Validate(); err == nil || !strings.Contains(err.Error(), "under 4096") {
+		t.Fatalf("1 KiB bound: %v", err)
+	}
+}

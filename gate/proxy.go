@@ -22,6 +22,12 @@ import (
 // headers and the incoming X-Forwarded-* ones.
 func (g *Gate) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(g.cfg.Upstream)
+	// httputil drops the query's parameters that hold a ';' (Go's servers
+	// no longer split on it, so a backend that does could see parameters
+	// a Go proxy did not). The gate decides nothing from the query: it
+	// passes it as the client sent it, as nginx does (the upstream has
+	// none of its own: Validate).
+	pr.Out.URL.RawQuery = pr.In.URL.RawQuery
 	if g.cfg.PreserveHost {
 		pr.Out.Host = pr.In.Host
 	}

@@ -125,7 +125,7 @@ type tenantFlags struct {
 // proxyFlags tune the proxy.
 type proxyFlags struct {
 	maxIdle                                              int
-	maxConns                                             int
+	maxConns, maxHeaderBytes                             int
 	timeout, dialTimeout, sendTimeout, bodyTimeout       time.Duration
 	readTimeout                                          time.Duration
 	flushInterval                                        time.Duration
@@ -153,6 +153,7 @@ func parse(args []string, stderr io.Writer) (flags, error) {
 	b.int(&f.slots, "slots", "QTOP_GATE_SLOTS", 1024, "requests served at once before CoDel queues them (event streams and WebSockets give theirs back once answered; 0: no queue)")
 	b.int(&f.maxIdle, "max-idle-conns", "QTOP_GATE_MAX_IDLE_CONNS", gate.DefaultMaxIdleConnsPerHost, "keep-alive connections kept open to the upstream")
 	b.int(&f.maxConns, "max-conns", "QTOP_GATE_MAX_CONNS", 0, "client connections kept open at once; at the bound the one idle the longest is closed to make room, as nginx does (qtop_gate_connections_closed_total) (0: half the open-file limit, at most 10000)")
+	b.int(&f.maxHeaderBytes, "max-header-bytes", "QTOP_GATE_MAX_HEADER_BYTES", gate.DefaultMaxHeaderBytes, "longest request head (request line and headers) taken; a longer one is answered 431 (at least 4096)")
 	b.dur(&f.timeout, "upstream-timeout", "QTOP_GATE_UPSTREAM_TIMEOUT", gate.DefaultTimeout, "wait for the upstream's response headers, or for it to take more of a request body it stopped reading, before answering 504")
 	b.dur(&f.readTimeout, "upstream-read-timeout", "QTOP_GATE_UPSTREAM_READ_TIMEOUT", gate.DefaultReadTimeout, "cut off an answer (body, event stream, WebSocket) of which nothing more arrives from the upstream for this long after its headers, as nginx's proxy_read_timeout (-1ns: never)")
 	b.dur(&f.dialTimeout, "dial-timeout", "QTOP_GATE_DIAL_TIMEOUT", gate.DefaultDialTimeout, "wait for a connection to the upstream before answering 502")
@@ -244,7 +245,7 @@ func build(ctx context.Context, f flags, reg *prometheus.Registry, log *slog.Log
 		return nil, err
 	}
 	g, err := gate.New(a, gate.Config{Upstream: up, Timeout: f.timeout, DialTimeout: f.dialTimeout, SendTimeout: f.sendTimeout, BodyTimeout: f.bodyTimeout, ReadTimeout: f.readTimeout,
-		MaxIdleConnsPerHost: f.maxIdle, MaxConns: f.maxConns, FlushInterval: f.flushInterval, H2CUpstream: f.h2cUpstream,
+		MaxIdleConnsPerHost: f.maxIdle, MaxConns: f.maxConns, MaxHeaderBytes: f.maxHeaderBytes, FlushInterval: f.flushInterval, H2CUpstream: f.h2cUpstream,
 		PreserveHost: f.preserveHost, TrustForwarded: f.trustForwarded, NoBaggage: f.noBaggage,
 		StdTransport: f.stdTransport, StdServer: f.stdServer, Registerer: reg, Logger: log})
 	if err != nil {
