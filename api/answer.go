@@ -29,7 +29,7 @@ const maxQuoted = 200
 // HTTP answer — it stayed silent until the deadline, closed the
 // connection, or answered in something that is not HTTP — the error says
 // so (ErrNoAnswer, ErrProtocol): something listens at the address, and it
-// is not a collector answering. Other errors are "live: what: err".
+// is not a collector answering. Other errors are "api: what: err".
 func (c *Client) send(req *http.Request, what string) (*http.Response, error) {
 	var accepted, fresh, wrote atomic.Bool // the hooks may run on the transport's goroutines
 	trace := &httptrace.ClientTrace{
@@ -56,7 +56,7 @@ func (c *Client) send(req *http.Request, what string) (*http.Response, error) {
 			return nil, e
 		}
 	}
-	return nil, fmt.Errorf("live: %s: %w", what, err)
+	return nil, fmt.Errorf("api: %s: %w", what, err)
 }
 
 // unanswered says what went wrong with req after the server accepted its
@@ -159,7 +159,7 @@ func checkEventStream(resp *http.Response) error {
 func readJSON(resp *http.Response, v any) error {
 	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxEventBytes+1))
 	if err != nil {
-		return fmt.Errorf("live: read: %w", err)
+		return fmt.Errorf("api: read: %w", err)
 	}
 	if len(b) > MaxEventBytes {
 		return fmt.Errorf("%w: body larger than %d bytes", ErrProtocol, MaxEventBytes)

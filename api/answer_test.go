@@ -254,7 +254,7 @@ func TestCollectorErrorsStayTheCollectors(t *testing.T) {
 	defer srv.Close()
 	c, _ := NewClient(srv.URL)
 	_, err := c.Get(context.Background())
-	if !errors.Is(err, ErrUnauthorized) || err.Error() != "live: unauthorized: 401 Unauthorized: collector: unauthorized: wrong token for read [2J" {
+	if !errors.Is(err, ErrUnauthorized) || err.Error() != "api: unauthorized: 401 Unauthorized: collector: unauthorized: wrong token for read [2J" {
 		t.Fatalf("err = %q", err)
 	}
 }

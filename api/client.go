@@ -21,13 +21,13 @@ import (
 var (
 	// ErrStatus: the collector answered with an unexpected HTTP status;
 	// the error text carries the collector's message.
-	ErrStatus = errors.New("live: unexpected status")
+	ErrStatus = errors.New("api: unexpected status")
 	// ErrUnauthorized: the collector refused the token (401 or 403).
-	ErrUnauthorized = errors.New("live: unauthorized")
+	ErrUnauthorized = errors.New("api: unauthorized")
 	// ErrProtocol: the answer is not what the API promises (bad JSON, an
 	// event too large), or not a collector's at all (a web page, another
 	// API's JSON, no HTTP); the error text says what the server answered.
-	ErrProtocol = errors.New("live: protocol error")
+	ErrProtocol = errors.New("api: protocol error")
 	// ErrNoAnswer: the server accepted the connection but did not answer
 	// (silent until the deadline, or closed the connection): not a
 	// collector, or an overloaded one. It is an ErrProtocol.
@@ -182,7 +182,7 @@ func (c *Client) Stream(ctx context.Context, fn func(Snapshot)) error {
 		return ctx.Err()
 	}
 	if err == nil {
-		return fmt.Errorf("live: stream: %w", io.ErrUnexpectedEOF)
+		return fmt.Errorf("api: stream: %w", io.ErrUnexpectedEOF)
 	}
 	return err
 }
@@ -237,7 +237,7 @@ func ReadEvents(r io.Reader, fn func(event string, data []byte) error) error {
 		if errors.Is(err, bufio.ErrTooLong) {
 			return fmt.Errorf("%w: line longer than %d bytes", ErrProtocol, MaxEventBytes)
 		}
-		return fmt.Errorf("live: stream: %w", err)
+		return fmt.Errorf("api: stream: %w", err)
 	}
 	return nil
 }
@@ -258,7 +258,7 @@ func (c *Client) GetPolicy(ctx context.Context) (policy.Policy, error) {
 func (c *Client) PostPolicy(ctx context.Context, rule policy.Rule, token string) (policy.Policy, error) {
 	body, err := json.Marshal(rule)
 	if err != nil {
-		return policy.Policy{}, fmt.Errorf("live: post policy: %w", err)
+		return policy.Policy{}, fmt.Errorf("api: post policy: %w", err)
 	}
 	if (rule.Action == policy.Throttle || rule.Action == policy.Quota) && rule.RUPerSecond == 0 {
 		// A cap of 0 is meant: say so (the field is left out when 0, and
@@ -361,7 +361,7 @@ func (c *Client) Autopilot(ctx context.Context) (AutopilotState, error) {
 func (c *Client) AutopilotCommand(ctx context.Context, cmd AutopilotCommand, adminToken string) (AutopilotState, error) {
 	body, err := json.Marshal(cmd)
 	if err != nil {
-		return AutopilotState{}, fmt.Errorf("live: autopilot command: %w", err)
+		return AutopilotState{}, fmt.Errorf("api: autopilot command: %w", err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url(PathAutopilot, false), bytes.NewReader(body))
 	if err != nil {

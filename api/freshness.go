@@ -82,7 +82,7 @@ func (c *Client) GetFreshness(ctx context.Context) (Freshness, error) {
 func (c *Client) PostFreshness(ctx context.Context, f policy.Freshness, token string) (policy.Policy, error) {
 	body, err := json.Marshal(f)
 	if err != nil {
-		return policy.Policy{}, fmt.Errorf("live: post freshness: %w", err)
+		return policy.Policy{}, fmt.Errorf("api: post freshness: %w", err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url(PathFreshnessPolicy, false), bytes.NewReader(body))
 	if err != nil {

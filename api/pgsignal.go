@@ -53,7 +53,7 @@ var ErrMovedOn = errors.New("the backend moved on")
 func (c *Client) Signal(ctx context.Context, s PGSignal, adminToken string) error {
 	body, err := json.Marshal(s)
 	if err != nil {
-		return fmt.Errorf("live: signal: %w", err)
+		return fmt.Errorf("api: signal: %w", err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url(PathPGSignal, false), bytes.NewReader(body))
 	if err != nil {
