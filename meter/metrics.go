@@ -158,7 +158,7 @@ type reporterMetrics struct {
 	sent, bytes, replyErrors, policies prometheus.Counter
 	failed, dropped                    *prometheus.CounterVec
 	queue                              prometheus.Gauge
-	failovers                          prometheus.Counter
+	failovers, sectionsDropped         prometheus.Counter
 }
 
 func newReporterMetrics(*Reporter) *reporterMetrics {
@@ -180,6 +180,8 @@ func newReporterMetrics(*Reporter) *reporterMetrics {
 		queue: prometheus.NewGauge(prometheus.GaugeOpts{Name: "qtop_ingest_queue_reports",
 			Help: "Reports waiting to be sent."}),
 		failovers: newFailoverCounter(),
+		sectionsDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_ingest_sections_dropped_total",
+			Help: "Sections of a process's own (tenant names, budgets, freshness) that could not be encoded and were left out of their report, which was sent without them."}),
 	}
 	for _, r := range []string{"network", "timeout", "throttled", "server", "rejected"} {
 		m.failed.WithLabelValues(r)
@@ -191,7 +193,7 @@ func newReporterMetrics(*Reporter) *reporterMetrics {
 }
 
 func (m *reporterMetrics) register(reg prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.sent, m.bytes, m.replyErrors, m.policies, m.failed, m.dropped, m.queue, m.failovers} {
+	for _, c := range []prometheus.Collector{m.sent, m.bytes, m.replyErrors, m.policies, m.failed, m.dropped, m.queue, m.failovers, m.sectionsDropped} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("%w: registering metrics: %v", ErrInvalid, err)
 		}

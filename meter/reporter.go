@@ -57,6 +57,9 @@ type Reporter struct {
 
 	cutMu   sync.Mutex
 	scratch report.Report // the report cut holds, reused; guarded by cutMu
+	// badSaid is when a section that could not be encoded was last
+	// logged; guarded by cutMu.
+	badSaid time.Time
 
 	dropped atomic.Uint64
 	sending chan struct{} // a one-slot semaphore: one sender at a time
@@ -186,6 +189,27 @@ func (r *Reporter) sendLoop() {
 	}
 }
 
+// encodes reports whether a section of WithSectionSource can be encoded.
+// One that cannot is left out of the report, which goes without it (its
+// rows are good), and is logged at most once a minute and counted
+// (qtop_ingest_sections_dropped_total): before, it took the whole report
+// with it. Called with cutMu held.
+func (r *Reporter) encodes(s report.Section, now time.Time) bool {
+	_, err := s.AppendSection(nil)
+	if err == nil {
+		return true
+	}
+	if r.m != nil {
+		r.m.sectionsDropped.Inc()
+	}
+	if l := r.cfg.logger; l != nil && (r.badSaid.IsZero() || now.Sub(r.badSaid) >= sendLogEvery) {
+		r.badSaid = now
+		l.Warn("qtop: a report section could not be encoded; the report is sent without it",
+			"section", s.SectionTag(), "err", err.Error())
+	}
+	return false
+}
+
 // cut closes the recorder's window, encodes it and queues it; it returns
 // the report's Seq, or 0 if it could not be encoded. A cut that races
 // with Shutdown (the interval's tick, a ForceFlush) before Shutdown's own
@@ -213,7 +237,7 @@ func (r *Reporter) cut(final bool) uint64 {
 		rep.SetSection(r.heldView())
 	}
 	for _, fn := range r.cfg.sections {
-		if s := fn(); s != nil {
+		if s := fn(); s != nil && r.encodes(s, cutAt) {
 			rep.SetSection(s)
 		}
 	}

@@ -1,11 +1,14 @@
 package meter
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -753,6 +756,46 @@ func TestReporterSendsSections(t *testing.T) {
 	}
 	if _, ok := report.SectionOf[testSection](reps[1]); ok {
 		t.Error("second report carries a section its source did not give")
+	}
+}
+
+// badSection is a section that cannot be encoded (as a tenant-name
+// section holding a name the collector would refuse).
+type badSection struct{}
+
+func (badSection) SectionTag() uint64 { return 98 }
+func (badSection) AppendSection([]byte) ([]byte, error) {
+	return nil, fmt.Errorf("%w: not encodable", report.ErrInvalid)
+}
+func (badSection) DecodeSection(*report.Reader) report.Section { return badSection{} }
+
+// TestReporterLeavesOutBadSection: a section source's section that cannot
+// be encoded is left out, logged and counted; the report's rows and its
+// other sections still go (before, the whole report was dropped).
+func TestReporterLeavesOutBadSection(t *testing.T) {
+	c := newCollector(t)
+	reg := prometheus.NewRegistry()
+	var logged bytes.Buffer
+	rec := mustRecorder(WithSource(report.Source{Service: "api", Instance: "i-b"}))
+	r := newReporter(t, c, rec, WithRegisterer(reg), WithLogger(slog.New(slog.NewTextHandler(&logged, nil))),
+		WithSectionSource(func() report.Section { return badSection{} }),
+		WithSectionSource(func() report.Section { return testSection{N: 7} }))
+	rec.Record(Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /a"}, Duration: time.Millisecond})
+	if err := r.ForceFlush(ctxTimeout(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	reps := c.got()
+	if len(reps) != 1 || len(reps[0].Rows) != 1 || r.Dropped() != 0 {
+		t.Fatalf("reports %+v, dropped %d", reps, r.Dropped())
+	}
+	if s, ok := report.SectionOf[testSection](reps[0]); !ok || s.N != 7 {
+		t.Errorf("the good section: %+v, %v", s, ok)
+	}
+	if got := testutil.ToFloat64(r.m.sectionsDropped); got != 1 {
+		t.Errorf("qtop_ingest_sections_dropped_total %v", got)
+	}
+	if !strings.Contains(logged.String(), "section=98") || !strings.Contains(logged.String(), "not encodable") {
+		t.Errorf("log %q", logged.String())
 	}
 }
 

@@ -120,8 +120,11 @@ func (c *Commenter) Mode() Mode { return c.cfg.sess.mode }
 // ApplicationName returns the application_name for tags t: the service
 // of WithApplication, then t's tenant and tier (see ApplicationName). A
 // tenant written as its TenantID is recorded in the TenantNames of
-// WithTenantNames.
+// WithTenantNames. A tenant name ValidateTenant refuses is written as its
+// stand-in (tenant.Substitute), the name the collector gives it when it
+// reads it from a comment: the same tenant in either mode.
 func (c *Commenter) ApplicationName(t tenant.Tags) string {
+	t.Tenant, _ = tenant.Substitute(t.Tenant)
 	name := ApplicationName(c.cfg.application, t)
 	if n := c.cfg.sess.names; n != nil && t.Tenant != "" && strings.Contains(name, tenantIDMark) {
 		n.Add(t.Tenant)
@@ -165,9 +168,15 @@ func NewTenantNames(n int) *TenantNames {
 	return &TenantNames{max: n, all: make(map[string]string), fresh: make(map[string]struct{})}
 }
 
-// Add records name under TenantID(name) and returns the id.
+// Add records name under TenantID(name) and returns the id. A name
+// tenant.ValidateTenant refuses is not recorded (the collector would
+// refuse it, and the report section with it): give its stand-in
+// (tenant.Substitute), as Commenter.ApplicationName does.
 func (n *TenantNames) Add(name string) string {
 	id := TenantID(name)
+	if tenant.ValidateTenant(name) != nil {
+		return id
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if _, ok := n.all[id]; ok {

@@ -8,6 +8,7 @@ import (
 	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/sqlcomment"
 	"github.com/qtop-dev/qtop/sqlcomment/tenantnames"
+	"github.com/qtop-dev/qtop/tenant"
 )
 
 func TestTenantNames(t *testing.T) {
@@ -66,5 +67,34 @@ func TestParseMode(t *testing.T) {
 	if sqlcomment.ModeAuto.Resolve(true) != sqlcomment.ModeSession || sqlcomment.ModeAuto.Resolve(false) != sqlcomment.ModeComment ||
 		sqlcomment.ModeBoth.Resolve(false) != sqlcomment.ModeComment || sqlcomment.ModeBoth.Resolve(true) != sqlcomment.ModeBoth {
 		t.Error("Resolve")
+	}
+}
+
+// TestApplicationNameStandIn: a tenant name ValidateTenant refuses is
+// written as its stand-in, the name a comment would give it at the
+// collector; the names a report carries stay encodable (one such name
+// used to fail the whole section, and the agent's report with it).
+func TestApplicationNameStandIn(t *testing.T) {
+	names := sqlcomment.NewTenantNames(0)
+	c := sqlcomment.NewCommenter(sqlcomment.WithApplication("svc"), sqlcomment.WithMode(sqlcomment.ModeSession), sqlcomment.WithTenantNames(names))
+	long := strings.Repeat("a", 200)
+	stand, _ := tenant.Substitute(long)
+	app := c.ApplicationName(tenant.Tags{Tenant: long})
+	if !strings.Contains(app, sqlcomment.TenantID(stand)) {
+		t.Fatalf("application_name %q, want the id of %q", app, stand)
+	}
+	valid := "Q" + strings.Repeat("L", 100)
+	c.ApplicationName(tenant.Tags{Tenant: valid})
+	names.Add(long) // refused: not recorded
+	sec, _ := names.Section().(tenantnames.Names)
+	got := map[string]bool{}
+	for _, n := range sec {
+		got[n.Name] = true
+	}
+	if len(sec) != 2 || !got[stand] || !got[valid] {
+		t.Fatalf("names sent %v", sec)
+	}
+	if _, err := sec.AppendSection(nil); err != nil {
+		t.Fatal(err)
 	}
 }
