@@ -69,8 +69,10 @@
 //     prepared and cached; an Exec without arguments (a simple query, which
 //     may hold several statements) is sent as "SET LOCAL …; statement".
 //     Statements that PostgreSQL refuses in a transaction block (VACUUM,
-//     CREATE DATABASE, … CONCURRENTLY and the like) and statements with a
-//     caller's QueryExecMode are sent untagged.
+//     CREATE DATABASE, CREATE INDEX CONCURRENTLY and the like, behind
+//     comments too) and CALL (a procedure may commit) carry the tenant in
+//     a comment instead; statements with a caller's QueryExecMode are sent
+//     untagged.
 //   - Untagged contexts are sent as is, under the connection's own name.
 //
 // Behind PgBouncer's transaction pooling, statements stay prepared only
@@ -178,7 +180,9 @@ func StdlibExecMode() sqlcomment.Option {
 
 // statement returns the text to send and the arguments to send it with.
 func (db *DB) statement(ctx context.Context, sql string, args []any) (sqlcomment.Statement, []any) {
-	if db.mode == sqlcomment.ModeSession {
+	if db.mode == sqlcomment.ModeSession && !ownTx(sql) {
+		// A statement that must be sent without a session tag (ownTx)
+		// carries the comment instead.
 		return db.c.Plain(ctx, sql), args
 	}
 	if len(args) > 0 {

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/qtop-dev/qtop/sqlcomment"
+	"github.com/qtop-dev/qtop/sqlcomment/internal/lex"
 )
 
 // setLocal sets application_name until the end of the transaction; in a
@@ -138,23 +139,81 @@ func (r *batchRows) Err() error {
 }
 
 // ownTx reports whether sql is a statement PostgreSQL refuses in a
-// transaction block (VACUUM, CREATE DATABASE, … CONCURRENTLY): it is sent
-// without a session tag, since the tag's implicit transaction would make
-// it fail.
+// transaction block (VACUUM, CREATE DATABASE, CREATE INDEX CONCURRENTLY,
+// …) or one that may end its own transaction (CALL of a procedure that
+// commits): the tag's implicit transaction would make it fail, so it is
+// sent without one (statement gives it the comment instead). Comments,
+// white space and parentheses before its first word are skipped.
 func ownTx(sql string) bool {
-	s := strings.TrimLeft(sql, " \t\r\n(")
-	if len(s) > 64 {
-		s = s[:64]
+	w := strings.Fields(strings.ToLower(head(sql, 96)))
+	if len(w) == 0 {
+		return false
 	}
-	s = strings.ToLower(s)
-	for _, p := range [...]string{"vacuum", "create database", "drop database", "alter database",
-		"create tablespace", "drop tablespace", "alter system", "reindex", "cluster", "create subscription",
-		"drop subscription", "alter subscription", "discard all", "commit prepared", "rollback prepared"} {
-		if strings.HasPrefix(s, p) {
+	two := w[0]
+	if len(w) > 1 {
+		two += " " + w[1]
+	}
+	switch w[0] {
+	case "vacuum", "reindex", "cluster", "call":
+		return true
+	case "create", "drop", "alter":
+		switch two {
+		case "create database", "drop database", "alter database", "create tablespace", "drop tablespace",
+			"alter system", "create subscription", "drop subscription", "alter subscription":
 			return true
 		}
+		// CREATE [UNIQUE] INDEX CONCURRENTLY, DROP INDEX CONCURRENTLY,
+		// ALTER TABLE … DETACH PARTITION … CONCURRENTLY.
+		return hasWord(strings.ToLower(sql), "concurrently")
+	case "discard":
+		return two == "discard all"
+	case "commit", "rollback":
+		return two == w[0]+" prepared"
 	}
-	return strings.Contains(strings.ToLower(sql), "concurrently")
+	return false
+}
+
+// head returns sql from its first word, at most n bytes of it: white
+// space, parentheses and comments before it skipped.
+func head(sql string, n int) string {
+	for i := 0; i < len(sql); {
+		c := sql[i]
+		switch {
+		case lex.IsSpace(c) || c == '(':
+			i++
+		case c == '/' && i+1 < len(sql) && sql[i+1] == '*':
+			j, ok := lex.SkipBlockComment(sql, i+2)
+			if !ok {
+				return ""
+			}
+			i = j
+		case c == '-' && i+1 < len(sql) && sql[i+1] == '-':
+			j := strings.IndexByte(sql[i:], '\n')
+			if j < 0 {
+				return ""
+			}
+			i += j + 1
+		default:
+			return sql[i:min(len(sql), i+n)]
+		}
+	}
+	return ""
+}
+
+// hasWord reports whether s holds w as a word of its own, not as part of
+// an identifier (concurrently_updated).
+func hasWord(s, w string) bool {
+	for i := 0; ; {
+		j := strings.Index(s[i:], w)
+		if j < 0 {
+			return false
+		}
+		a, b := i+j, i+j+len(w)
+		if (a == 0 || !lex.IsIdent(s[a-1])) && (b == len(s) || !lex.IsIdent(s[b])) {
+			return true
+		}
+		i = b
+	}
 }
 
 // beginTx begins a transaction whose application_name is the context's

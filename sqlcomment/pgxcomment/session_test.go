@@ -390,3 +390,59 @@ func TestPostgresSessionBeginTx(t *testing.T) {
 		t.Fatalf("%s %s %q", iso, ro, name)
 	}
 }
+
+// TestPostgresSessionOwnTx: in ModeSession, statements that PostgreSQL
+// refuses in a transaction block, or that end their own transaction,
+// run as they would untagged (a leading comment does not hide them, with
+// or without arguments), and carry their tenant in the comment instead.
+func TestPostgresSessionOwnTx(t *testing.T) {
+	p := onePool(t, "base")
+	setup := conn(t)
+	tbl := fmt.Sprintf("pgxc_owntx_%d", pidOf(t, p))
+	ctx := context.Background()
+	for _, q := range []string{
+		"CREATE TABLE " + tbl + " (q text)",
+		"CREATE PROCEDURE " + tbl + "_p(n int DEFAULT 0) LANGUAGE plpgsql AS $$ BEGIN INSERT INTO " + tbl + " VALUES (current_query()); COMMIT; END $$",
+	} {
+		if _, err := setup.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		setup.Exec(ctx, "DROP PROCEDURE IF EXISTS "+tbl+"_p")
+		setup.Exec(ctx, "DROP TABLE IF EXISTS "+tbl)
+	})
+	db := pgxcomment.Wrap(p, sqlcomment.WithApplication("svc"), sqlcomment.WithMode(sqlcomment.ModeSession))
+	tc := tagged("acme", tenant.T2)
+	for _, c := range []struct {
+		sql  string
+		args []any
+	}{
+		{"/* nightly */ VACUUM " + tbl, nil},
+		{"-- nightly\nVACUUM " + tbl, nil},
+		{"CALL " + tbl + "_p()", nil},
+		{"CALL " + tbl + "_p($1)", []any{5}},
+		{"CREATE INDEX CONCURRENTLY " + tbl + "_i ON " + tbl + " (q)", nil},
+		{"DROP INDEX CONCURRENTLY " + tbl + "_i", nil},
+	} {
+		if _, err := db.Exec(tc, c.sql, c.args...); err != nil {
+			t.Errorf("%q: %v", c.sql, err)
+		}
+	}
+	rows, err := setup.Query(ctx, "SELECT q FROM "+tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(qs) != 2 {
+		t.Fatalf("the procedure ran %d times: %q", len(qs), qs)
+	}
+	for _, q := range qs {
+		if !strings.Contains(q, "tenant='acme'") {
+			t.Errorf("CALL sent without its tenant: %q", q)
+		}
+	}
+}
