@@ -15,6 +15,10 @@ type AppliedBy struct {
 	OTLPServices int `json:"otlp_services"`
 	Agents       int `json:"agents"`
 	Gates        int `json:"gates"`
+	// Budgets counts the processes that apply database budgets: agents
+	// whose database wrapper has them (agent.WithBudgets; each says so in
+	// its reports at least every 30 s). Gates and gateways apply none.
+	Budgets int `json:"database_budgets"`
 	// RateLimitService: a gateway (Envoy, Istio, …) asked the collector's
 	// rate-limit service lately, so throttles, prices and quotas are
 	// applied there (database budgets are not).
@@ -34,9 +38,27 @@ func (a AppliedBy) Note() string {
 	return fmt.Sprintf("no process applies this (%d OTLP services, %d agents, %d gates)", a.OTLPServices, a.Agents, a.Gates)
 }
 
+// BudgetNote is "no process applies the database budgets (N agents, none
+// with budgets)" when p has budgets and no process applies them, else "".
+// Note, when it says something, says it of budgets too.
+func (a AppliedBy) BudgetNote(p policy.Policy) string {
+	if len(p.Budgets) == 0 || a.Budgets > 0 || !a.Applies() {
+		return ""
+	}
+	return fmt.Sprintf("no process applies the database budgets (%d agents, none with budgets: agent.WithBudgets)", a.Agents)
+}
+
+// PolicyNote is the note of a policy shown with a: Note, else BudgetNote.
+func (a AppliedBy) PolicyNote(p policy.Policy) string {
+	if n := a.Note(); n != "" {
+		return n
+	}
+	return a.BudgetNote(p)
+}
+
 // PolicyStatus is the answer of GET /v1/policy: the policy (its fields at
-// the top level, as before) with who applies it and, when nobody does,
-// the note.
+// the top level, as before) with who applies it and, when nobody does
+// (or nobody applies its database budgets), the note.
 type PolicyStatus struct {
 	policy.Policy
 	AppliedBy AppliedBy `json:"applied_by"`

@@ -11,11 +11,14 @@ import (
 // reports what b's budgets and runaway rules did since its previous call,
 // as a budgetsec.Window: their counters, and the runaway actions (at most
 // budgetsec.MaxActions, the most recent). It returns nil when nothing
-// happened.
+// happened, except at its first call and after WindowHeartbeat quiet calls
+// in a row: then an empty window, by which the collector knows that the
+// process applies database budgets (api.AppliedBy.Budgets).
 func (b *Budgets) WindowSource() func() report.Section {
 	var mu sync.Mutex
 	last := map[string]budgetsec.Counter{}
 	var seq uint64
+	sent, quiet := false, 0
 	return func() report.Section {
 		bs, rs := b.Stats()
 		mu.Lock()
@@ -53,9 +56,18 @@ func (b *Budgets) WindowSource() func() report.Section {
 		if len(w.Counters) > budgetsec.MaxCounters {
 			w.Counters = w.Counters[:budgetsec.MaxCounters]
 		}
-		if w.Empty() {
+		if w.Empty() && sent && quiet < WindowHeartbeat-1 {
+			quiet++
 			return nil
 		}
+		sent, quiet = true, 0
 		return w
 	}
 }
+
+// WindowHeartbeat is how many calls of a WindowSource with nothing to say
+// pass before it sends an empty window, so that the collector, which
+// counts a process as applying budgets for two minutes after its last
+// window, keeps counting a quiet one (30 s at the reporter's default
+// interval).
+const WindowHeartbeat = 30

@@ -18,6 +18,11 @@ func TestBudgetsWindowSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := b.WindowSource()
+	// The first window says the process applies budgets, with nothing in
+	// it; then quiet windows send nothing.
+	if s, ok := src().(budgetsec.Window); !ok || !s.Empty() {
+		t.Fatalf("first window %+v, want an empty one", s)
+	}
 	if s := src(); s != nil {
 		t.Fatalf("nothing happened, got %+v", s)
 	}
@@ -41,7 +46,17 @@ func TestBudgetsWindowSource(t *testing.T) {
 	if len(acts) != 1 || acts[0].Rule != "r" || acts[0].Outcome != "reported" || acts[0].Duration != 2*time.Second {
 		t.Fatalf("window 1 actions = %+v", acts)
 	}
+	// Quiet from here: nothing for WindowHeartbeat-1 windows, then an
+	// empty one, so that the collector keeps counting the process.
+	for i := 2; i <= WindowHeartbeat; i++ {
+		if s := src(); s != nil {
+			t.Fatalf("window %d = %+v, want nothing", i, s)
+		}
+	}
+	if s, ok := src().(budgetsec.Window); !ok || !s.Empty() {
+		t.Fatalf("window %d = %+v, want an empty one", WindowHeartbeat+1, s)
+	}
 	if s := src(); s != nil {
-		t.Fatalf("window 2 = %+v, want nothing", s)
+		t.Fatalf("after the heartbeat: %+v", s)
 	}
 }

@@ -13,8 +13,9 @@ import (
 const appliedByWindow = 2 * time.Minute
 
 // appliedBy counts the sources that reported within appliedByWindow of
-// now by kind: distinct OTLP services, agent and gate processes. The
-// server's lock is held.
+// now by kind: distinct OTLP services, agent and gate processes, and the
+// processes that sent a budgets section (sqlcomment's WindowSource sends
+// one at least every WindowHeartbeat reports). The server's lock is held.
 func (in *intake) appliedBy(now time.Time) api.AppliedBy {
 	var a api.AppliedBy
 	otlp := map[string]bool{}
@@ -23,6 +24,9 @@ func (in *intake) appliedBy(now time.Time) api.AppliedBy {
 		// restart, since gone) is not one that applies the policy now.
 		if now.Sub(src.heard) > appliedByWindow {
 			continue
+		}
+		if now.Sub(src.budgets) <= appliedByWindow {
+			a.Budgets++
 		}
 		service, rest, _ := strings.Cut(src.key, "\x00")
 		instance, _, _ := strings.Cut(rest, "\x00")
@@ -46,5 +50,6 @@ func (s *Server) policyStatus() api.PolicyStatus {
 	a := s.in.appliedBy(now)
 	s.mu.Unlock()
 	a.RateLimitService = s.rls.usedSince(now.Add(-appliedByWindow))
-	return api.PolicyStatus{Policy: s.Policy(), AppliedBy: a, Note: a.Note()}
+	p := s.Policy()
+	return api.PolicyStatus{Policy: p, AppliedBy: a, Note: a.PolicyNote(p)}
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/api"
+	"github.com/qtop-dev/qtop/budget"
+	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/report"
 )
 
@@ -54,9 +56,12 @@ func TestPolicyAppliedByHTTP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Shutdown(context.Background())
-	send := func(src report.Source) {
+	send := func(src report.Source, sections ...report.Section) {
 		rep := &report.Report{Source: src, Seq: 1, Start: now.Add(-time.Second), End: now,
 			Rows: []report.Row{{Tenant: "acme", Route: "/a", Kind: report.KindRequest, Count: 1, Duration: time.Millisecond}}}
+		for _, sec := range sections {
+			rep.SetSection(sec)
+		}
 		if _, err := s.Consume(context.Background(), rep, nil); err != nil {
 			t.Fatal(err)
 		}
@@ -86,5 +91,18 @@ func TestPolicyAppliedByHTTP(t *testing.T) {
 	send(report.Source{Service: "billing", Instance: "b1"})
 	if ps = get(); ps.AppliedBy != (api.AppliedBy{OTLPServices: 1, Agents: 1}) || ps.Note != "" {
 		t.Errorf("with an agent: %+v %q", ps.AppliedBy, ps.Note)
+	}
+	// A database budget, and no agent applies budgets: said so.
+	if _, err := s.SetBudget(context.Background(), policy.Budget{ID: "analytics", Match: []map[string]string{{"tenant": "analytics"}},
+		Concurrency: 1, Reason: "reports", Mode: policy.Enforce}, false, "test"); err != nil {
+		t.Fatal(err)
+	}
+	if ps = get(); ps.Note != "no process applies the database budgets (1 agents, none with budgets: agent.WithBudgets)" {
+		t.Errorf("a budget no agent applies: %+v %q", ps.AppliedBy, ps.Note)
+	}
+	// An agent whose wrapper has budgets says so with an empty window.
+	send(report.Source{Service: "billing", Instance: "b2"}, budget.Window{})
+	if ps = get(); ps.AppliedBy != (api.AppliedBy{OTLPServices: 1, Agents: 2, Budgets: 1}) || ps.Note != "" {
+		t.Errorf("with an agent applying budgets: %+v %q", ps.AppliedBy, ps.Note)
 	}
 }

@@ -197,6 +197,7 @@ type source struct {
 	bucket   gcra.Bucket // admission: rate reports a second, a burst of 4 s
 	last     time.Time   // the last report (a replayed one: the replay's time, so that it is kept)
 	heard    time.Time   // the last report that came in (not from the write-ahead log)
+	budgets  time.Time   // the last report that came in with a budgets section (appliedby.go)
 	max      uint64
 	seen     [seqWindow / 64]uint64
 	any      bool

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/qtop-dev/qtop/api"
+	"github.com/qtop-dev/qtop/budget"
 	"github.com/qtop-dev/qtop/internal/otlpin"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/report"
@@ -627,6 +628,9 @@ func (s *Server) consume(d *decoded, raw []byte, t0 time.Time) (report.Reply, er
 	wal := m.wal
 	src.mark(rep.Seq)
 	src.pend(rep.Seq)
+	if _, ok := report.SectionOf[budget.Window](rep); ok {
+		src.budgets = now // the process applies database budgets
+	}
 	m.merging.Add(1) // the minute stays until the report's rows are in
 	s.mu.Unlock()
 

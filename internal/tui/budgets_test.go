@@ -57,3 +57,26 @@ func TestBudgetsSectionAbsent(t *testing.T) {
 		t.Fatalf("lines without budgets: %q", l)
 	}
 }
+
+// TestBudgetsNoProcessApplies: with agents reporting and none applying
+// database budgets, the Enforcement view says so; with one that does,
+// nothing is said.
+func TestBudgetsNoProcessApplies(t *testing.T) {
+	src := newFake(Features{Throttle: true})
+	defer src.Close()
+	m := New(src, WithRenderer(asciiRenderer()), WithClock(func() time.Time { return t0 }), WithLocation(time.UTC))
+	m.Update(tea.WindowSizeMsg{Width: 160, Height: 30})
+	s := budgetIncident()
+	s.AppliedBy = &api.AppliedBy{Agents: 3}
+	m.Update(snapshotMsg{s})
+	m.Update(keyOf("5"))
+	const note = "no process applies the database budgets (3 agents, none with budgets"
+	if screen := m.View(); !strings.Contains(screen, note) {
+		t.Errorf("screen lacks the note:\n%s", screen)
+	}
+	s.AppliedBy = &api.AppliedBy{Agents: 3, Budgets: 1}
+	m.Update(snapshotMsg{s})
+	if screen := m.View(); strings.Contains(screen, "no process applies") {
+		t.Errorf("a note with an agent applying budgets:\n%s", screen)
+	}
+}

@@ -23,7 +23,7 @@ type enforcementView struct {
 	list  list                 // the autopilot's actions, then the rules
 	rules list                 // the rules' scroll
 	stamp time.Time            // the snapshot's time, for "expires in"
-	note  string               // api.AppliedBy.Note: no process applies the policy
+	note  string               // api.AppliedBy.PolicyNote: no process applies the policy, or its budgets
 }
 
 func (v *enforcementView) name() string              { return "Enforcement" }
@@ -36,7 +36,7 @@ func (v *enforcementView) set(_ *common, s *api.Snapshot, _ bool) tea.Cmd {
 	v.bud, v.ap = s.Budgets, s.Autopilot
 	v.note = ""
 	if s.AppliedBy != nil {
-		v.note = s.AppliedBy.Note()
+		v.note = s.AppliedBy.PolicyNote(s.Policy)
 	}
 	v.list.setLen(v.actions() + len(v.pol.Rules))
 	return nil
