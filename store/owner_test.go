@@ -48,10 +48,19 @@ func TestWriteFileAtomicKeepsOwner(t *testing.T) {
 	}
 }
 
-// TestWriteFileAtomicNewFile: a file that did not exist is the writer's,
-// 0600.
+// TestWriteFileAtomicNewFile: a file that did not exist is 0600, and
+// written by root it is owned as its folder is (the service's data dir:
+// the first erased.json of a collector erase run as root).
 func TestWriteFileAtomicNewFile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "batch")
+	dir := t.TempDir()
+	const uid, gid = 65532, 65533
+	root := os.Geteuid() == 0
+	if root {
+		if err := os.Chown(dir, uid, gid); err != nil {
+			t.Fatal(err)
+		}
+	}
+	path := filepath.Join(dir, "erased.json")
 	if err := WriteFileAtomic(path, []byte("x")); err != nil {
 		t.Fatal(err)
 	}
@@ -61,5 +70,12 @@ func TestWriteFileAtomicNewFile(t *testing.T) {
 	}
 	if got := fi.Mode().Perm(); got != 0o600 {
 		t.Errorf("mode %v, want -rw-------", got)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !root || !ok {
+		return
+	}
+	if st.Uid != uid || st.Gid != gid {
+		t.Errorf("a new file written by root: owner %d:%d, want its folder's %d:%d", st.Uid, st.Gid, uid, gid)
 	}
 }
