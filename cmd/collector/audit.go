@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -18,6 +19,7 @@ import (
 	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/internal/collector"
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/tlsfiles"
 )
 
 const auditUsage = `Usage: collector audit [flags]
@@ -36,6 +38,7 @@ Examples:
   collector audit --from 7d
   collector audit --store clickhouse://127.0.0.1:9000/qtop --from 2026-03-01 --format json
   collector audit --collector 127.0.0.1:7070 --admin-token-file qtop-data/admin-token
+  collector audit --collector https://collector:7070 --ca-file ca.pem --admin-token-file admin-token
 
 Flags:
 `
@@ -50,6 +53,8 @@ func audit(args []string, stdout, stderr io.Writer) int {
 	cluster := strFlag(fs, &envs, "cluster", "QTOP_CLUSTER", "", "ClickHouse cluster name")
 	remote := strFlag(fs, &envs, "collector", "QTOP_COLLECTOR", "", "ask a running collector (host:port) instead of opening the store")
 	admin := secretFlag(fs, &envs, "admin-token", "QTOP_ADMIN_TOKEN", "the collector's admin token, with --collector")
+	var tlsFiles tlsfiles.ClientFiles // with an https:// --collector
+	tlsFiles.RegisterFlags(fs)
 	if code, done := parse(fs, args, stderr); done {
 		return code
 	}
@@ -85,7 +90,7 @@ func audit(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	rows, code := auditRows(ctx, *remote, admin, storeURL, *cluster, f, now, stderr)
+	rows, code := auditRows(ctx, auditFrom{*remote, admin, tlsFiles, storeURL, *cluster}, f, now, stderr)
 	if code != 0 {
 		return code
 	}
@@ -103,16 +108,32 @@ func audit(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// auditFrom is where collector audit reads: a running collector (remote,
+// with the admin token, its TLS files for an https:// address), or else
+// the store.
+type auditFrom struct {
+	remote            string
+	admin             *secret
+	tls               tlsfiles.ClientFiles
+	storeURL, cluster string
+}
+
 // auditRows reads the audit rows from a running collector (remote) or
 // from the store; code is the exit code when it cannot (0: read).
-func auditRows(ctx context.Context, remote string, admin *secret, storeURL, cluster string, from, to time.Time, stderr io.Writer) (rows []api.AuditRow, code int) {
-	if remote != "" {
-		tok, err := admin.get()
+func auditRows(ctx context.Context, at auditFrom, from, to time.Time, stderr io.Writer) (rows []api.AuditRow, code int) {
+	storeURL, cluster := at.storeURL, at.cluster
+	if at.remote != "" {
+		tok, err := at.admin.get()
 		if err != nil {
 			fmt.Fprintln(stderr, "collector audit:", err)
 			return nil, 2
 		}
-		c, err := api.NewClient(remote)
+		tr, err := at.tls.Transport()
+		if err != nil {
+			fmt.Fprintln(stderr, "collector audit:", err)
+			return nil, 2
+		}
+		c, err := api.NewClient(at.remote, api.WithHTTPClient(&http.Client{Transport: tr}))
 		if err != nil {
 			fmt.Fprintln(stderr, "collector audit:", err)
 			return nil, 2

@@ -17,9 +17,10 @@ import (
 	"github.com/qtop-dev/qtop/tlsfiles/tlstest"
 )
 
-// TestReportRemoteTLS: collector report reaches a collector serving TLS
-// with a private CA (--ca-file, as every client of the collector) and
-// sends the read token from a file, for the cost report and --repeats.
+// TestReportRemoteTLS: collector report and collector audit reach a
+// collector serving TLS with a private CA (--ca-file, as every client of
+// the collector) and send their token from a file, for the cost report,
+// --repeats and the audit.
 func TestReportRemoteTLS(t *testing.T) {
 	ca := tlstest.NewCA(t, "collectors")
 	cert, key := ca.Server(t, "collector")
@@ -28,6 +29,11 @@ func TestReportRemoteTLS(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/audit" && r.Header.Get("Authorization") == "Bearer 4dm1n" {
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte("[]"))
+			return
+		}
 		if r.Header.Get("Authorization") != "Bearer r34d" {
 			http.Error(w, "this needs the read token", http.StatusUnauthorized)
 			return
@@ -59,8 +65,19 @@ func TestReportRemoteTLS(t *testing.T) {
 			t.Errorf("%s: exit %d: %s", strings.Join(extra, " "), code, errb.String())
 		}
 	}
+	adminFile := filepath.Join(t.TempDir(), "admin-token")
+	if err := os.WriteFile(adminFile, []byte("4dm1n\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	var out, errb bytes.Buffer
-	if code := run([]string{"report", "--collector", url, "--read-token-file", tokenFile}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "certificate") {
-		t.Errorf("without the CA: exit %d: %s; want 1 and a certificate error", code, errb.String())
+	if code := run([]string{"audit", "--collector", url, "--ca-file", ca.File, "--admin-token-file", adminFile}, &out, &errb); code != 0 {
+		t.Errorf("audit: exit %d: %s", code, errb.String())
+	}
+	for _, args := range [][]string{{"report", "--collector", url, "--read-token-file", tokenFile}, {"audit", "--collector", url, "--admin-token-file", adminFile}} {
+		out.Reset()
+		errb.Reset()
+		if code := run(args, &out, &errb); code != 1 || !strings.Contains(errb.String(), "certificate") {
+			t.Errorf("%s without the CA: exit %d: %s; want 1 and a certificate error", args[0], code, errb.String())
+		}
 	}
 }
