@@ -90,11 +90,31 @@ func unanswered(req *http.Request, err error, waited time.Duration, fresh, wrote
 	case errors.As(err, &rh):
 		return fmt.Errorf("%w: the server at %s does not answer in TLS (%s): it is no collector serving TLS; %s",
 			ErrProtocol, host, quote(cause.Error(), maxQuoted), where(host))
+	case clientCertRefused(cause):
+		return fmt.Errorf("%w: the server at %s requires a client certificate and refused this connection's (%s): "+
+			"give one its --tls-client-ca signs, with --cert-file and --key-file (QTOP_CERT_FILE, QTOP_KEY_FILE)",
+			ErrClientCert, host, quote(cause.Error(), maxQuoted))
 	case wrote:
 		return fmt.Errorf("%w: the server at %s answered %s with something that is not HTTP (%s): it is not a qtop collector; %s",
 			ErrProtocol, host, call, quote(cause.Error(), maxQuoted), where(host))
 	}
 	return nil
+}
+
+// clientCertRefused says whether err is a TLS server's alert refusing the
+// client's certificate, or its lack of one: "certificate required" (TLS
+// 1.3, sent after the handshake, so it comes with the answer's first
+// read), "bad certificate" or "unknown certificate authority". Go has no
+// error value for a received alert; its text is all there is.
+func clientCertRefused(err error) bool {
+	s := err.Error()
+	for _, a := range [...]string{"remote error: tls: certificate required", "remote error: tls: bad certificate",
+		"remote error: tls: unknown certificate authority"} {
+		if strings.Contains(s, a) {
+			return true
+		}
+	}
+	return false
 }
 
 // roundWait rounds a wait for a message: to the second from a second on.

@@ -32,6 +32,9 @@ var (
 	// (silent until the deadline, or closed the connection): not a
 	// collector, or an overloaded one. It is an ErrProtocol.
 	ErrNoAnswer = fmt.Errorf("%w: no answer", ErrProtocol)
+	// ErrClientCert: the collector requires a client certificate (mTLS)
+	// and refused the one sent, or the lack of one.
+	ErrClientCert = errors.New("api: client certificate refused")
 )
 
 // MaxEventBytes bounds one snapshot event or body read by the client.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -44,7 +45,29 @@ func TestOnceOverMTLS(t *testing.T) {
 	}
 	t.Setenv(tlsfiles.EnvCert, "")
 	t.Setenv(tlsfiles.EnvKey, "")
-	if code, _, errOut := runQtop("--collector", base, "--once"); code == 0 || !strings.Contains(errOut, "certificate") {
+	code, _, errOut = runQtop("--collector", base, "--once")
+	if code == 0 || !strings.Contains(errOut, "requires a client certificate") || !strings.Contains(errOut, "--cert-file") ||
+		strings.Contains(errOut, "not a qtop collector") {
 		t.Fatalf("without a client certificate: exit %d: %s", code, errOut)
+	}
+}
+
+// qtop says a collector's expired certificate has expired, not that it
+// was issued for another address.
+func TestOnceExpiredCertificate(t *testing.T) {
+	ca := tlstest.NewCA(t, "ca")
+	cert, key := ca.ServerValid(t, "collector", time.Now().Add(-48*time.Hour), time.Now().Add(-24*time.Hour))
+	srv, err := collector.New(collector.Config{Listen: "127.0.0.1:0", Store: collector.StoreNone, DataDir: t.TempDir(),
+		TLSConfig: collector.TLSConfig{TLS: tlsfiles.ServerFiles{Cert: cert, Key: key}}, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(context.Background())
+	code, _, errOut := runQtop("--collector", "https://"+srv.Addr(), "--once", "--ca-file", ca.File)
+	if code == 0 || !strings.Contains(errOut, "has expired") || strings.Contains(errOut, "does not fit this address") {
+		t.Fatalf("an expired certificate: exit %d: %s", code, errOut)
 	}
 }

@@ -150,7 +150,7 @@ func (c *Collector) explain(err error) error {
 		return err
 	case errors.Is(err, api.ErrUnauthorized):
 		return fmt.Errorf("collector %s: %w; %s", c.url(), err, ReadTokenHint)
-	case errors.Is(err, api.ErrStatus), errors.Is(err, api.ErrProtocol):
+	case errors.Is(err, api.ErrStatus), errors.Is(err, api.ErrProtocol), errors.Is(err, api.ErrClientCert):
 		return fmt.Errorf("collector %s: %w", c.url(), err)
 	}
 	var unknownCA x509.UnknownAuthorityError
@@ -159,8 +159,12 @@ func (c *Collector) explain(err error) error {
 	switch {
 	case errors.As(err, &unknownCA):
 		return fmt.Errorf("%w: %s: %v; give qtop the CA that signed the collector's certificate: --ca-file FILE or QTOP_CA_FILE", ErrUnreachable, c.url(), err)
-	case errors.As(err, &badHost), errors.As(err, &certInvalid):
+	case errors.As(err, &certInvalid) && certInvalid.Reason == x509.Expired:
+		return fmt.Errorf("%w: %s: %v; the collector's certificate has expired (or this machine's clock is wrong): renew it, the collector serves a new --tls-cert file as soon as it changes", ErrUnreachable, c.url(), err)
+	case errors.As(err, &badHost):
 		return fmt.Errorf("%w: %s: %v; the collector's certificate does not fit this address: use the name or address it was issued for", ErrUnreachable, c.url(), err)
+	case errors.As(err, &certInvalid):
+		return fmt.Errorf("%w: %s: %v; the collector's certificate is not one a server can use: issue it for server authentication from the CA given with --ca-file", ErrUnreachable, c.url(), err)
 	}
 	var op *net.OpError
 	if errors.As(err, &op) {
