@@ -47,12 +47,12 @@ Nothing is asked interactively: --yes is required.
 Examples:
   # One collector on DuckDB: stop it, erase, start it again.
   systemctl stop qtop-collector
-  collector erase --tenant acme --data-dir /var/lib/qtop --store duckdb:///var/lib/qtop/qtop.duckdb --yes
+  collector erase --tenant acme --data-dir /var/lib/qtop-collector --store duckdb:///var/lib/qtop-collector/qtop.duckdb --yes
   systemctl start qtop-collector
 
   # A ClickHouse cluster; --by names who asked, for the audit:
   collector erase --tenant acme --store clickhouse://ch1:9000/qtop --cluster prod \
-      --data-dir /var/lib/qtop --by "dpo@example.com ticket 4711" --yes
+      --data-dir /var/lib/qtop-collector --by "dpo@example.com ticket 4711" --yes
 
   # Then check the record:
   collector audit --store clickhouse://ch1:9000/qtop --cluster prod --from 1h

@@ -46,16 +46,18 @@ Examples:
   collector serve --demo
 
   # Many collectors sharing a ClickHouse cluster, sampling PostgreSQL
-  # (off loopback, reporting and reading each need their own token):
+  # (off loopback: TLS, and a token each for reporting and reading):
   QTOP_TOKEN_FILE=/etc/qtop/report.token QTOP_READ_TOKEN_FILE=/etc/qtop/read.token \
-    collector serve --listen 0.0.0.0:7070 \
+    collector serve --listen 0.0.0.0:7070 --tls-cert /etc/qtop/tls.crt --tls-key /etc/qtop/tls.key \
       --store clickhouse://ch1:9000/qtop --cluster prod \
       --postgres 'postgres://qtop_monitor@db:5432/app'
 
   # Three collectors on a replicated cluster, one fleet: each shows the
-  # fleet's live view (--peers) and shares one policy through the store:
-  collector serve --listen 0.0.0.0:7070 --store clickhouse://ch1:9000,ch2:9000/qtop \
-      --cluster prod --peers c2:7070,c3:7070 --shared-policy \
+  # fleet's live view (--peers, over TLS as they serve) and shares one
+  # policy through the store:
+  collector serve --listen 0.0.0.0:7070 --tls-cert tls.crt --tls-key tls.key \
+      --store clickhouse://ch1:9000,ch2:9000/qtop --cluster prod --shared-policy \
+      --peers https://c2:7070,https://c3:7070 --peer-ca-file ca.pem \
       --token-file report.token --read-token-file read.token --peer-token-file peer.token
 
   # Last week's shared database bill split by RU:
@@ -107,7 +109,7 @@ Examples:
   collector serve --rls-listen 127.0.0.1:8081 --token-file report.token   # Envoy's rate-limit service
   rucalib -json load.csv > ru.json && collector serve --otlp-ru-model ru.json
   QTOP_STORE=duckdb:///var/lib/qtop/qtop.duckdb QTOP_POSTGRES=postgres://… collector serve
-  collector serve --listen :7071 --writer c2 --quota-redis 127.0.0.1:6379   # one of several collectors
+  collector serve --listen 127.0.0.1:7071 --writer c2 --quota-redis 127.0.0.1:6379   # one of several collectors (off loopback: with TLS and tokens, as above)
   QTOP_CLICKHOUSE_USER=qtop QTOP_CLICKHOUSE_PASSWORD_FILE=/etc/qtop/ch.password \
     QTOP_CLICKHOUSE_CA_FILE=/etc/qtop/ch-ca.pem QTOP_REDIS_PASSWORD_FILE=/etc/qtop/redis.password \
     collector serve --store 'clickhouse://ch1:9440/qtop?secure=1' --quota-redis rediss://redis:6380
