@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -55,6 +56,13 @@ func (e *emitter) openStore(cfg Config) (next store.Store, err error) {
 		u, _ := store.ParseURL(cfg.Store)
 		if u.Scheme != store.SchemeClickHouse || errors.Is(err, ErrConfig) {
 			return nil, err
+		}
+		if engineRefused(err) {
+			// Not an outage: the store refuses the login or its certificate
+			// is not trusted, and would until the configuration changes.
+			// Starting anyway would look healthy while every minute piles
+			// up in the spool.
+			return nil, fmt.Errorf("%w: the store refused the collector: %w", ErrConfig, err)
 		}
 		// A server that is down now may answer later: start anyway,
 		// log and acknowledge reports, and keep the minutes in the

@@ -157,7 +157,6 @@ func (a EngineAuth) engineHint(err error, secure bool) error {
 	if user == "" {
 		user = "default"
 	}
-	msg := err.Error()
 	switch {
 	case errors.As(err, &unknown):
 		return fmt.Errorf("%w (is %s_CA_FILE the CA that signs the server's certificate?)", err, a.env)
@@ -165,9 +164,7 @@ func (a EngineAuth) engineHint(err error, secure bool) error {
 		return fmt.Errorf("%w (the server's certificate is not for the host in the address)", err)
 	case errors.As(err, &record):
 		return fmt.Errorf("%w (the server does not speak TLS on this port)", err)
-	case strings.Contains(msg, "WRONGPASS"), strings.Contains(msg, "NOAUTH"), strings.Contains(msg, "NOPERM"),
-		strings.Contains(msg, "Wrong password"), strings.Contains(msg, "Unknown user"), strings.Contains(msg, "code: 516"),
-		strings.Contains(msg, "code: 192"), strings.Contains(msg, "code: 193"), strings.Contains(msg, "unauthenticated"):
+	case loginRefused(err):
 		return fmt.Errorf("%w (logging in as user %q: check %s_USER and %s_PASSWORD or %s_PASSWORD_FILE)", err, user, a.env, a.env, a.env)
 	case !secure && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)):
 		ask := "use a rediss:// address"
@@ -177,6 +174,30 @@ func (a EngineAuth) engineHint(err error, secure bool) error {
 		return fmt.Errorf("%w (the server closed the connection: does it take only TLS? then %s)", err, ask)
 	}
 	return err
+}
+
+// loginRefused says whether err is a server refusing the user or its
+// password (Redis, ClickHouse 18.16 to 26): the servers' texts are all
+// there is to go on.
+func loginRefused(err error) bool {
+	msg := err.Error()
+	for _, s := range [...]string{"WRONGPASS", "NOAUTH", "NOPERM", "Wrong password", "Unknown user", "code: 516",
+		"code: 192", "code: 193", "unauthenticated"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// engineRefused says whether err is an engine refusing what the collector
+// was configured with — its login, or a certificate the CA given does not
+// sign or that is for another host — rather than an engine that is down:
+// waiting will not help.
+func engineRefused(err error) bool {
+	var unknown x509.UnknownAuthorityError
+	var host x509.HostnameError
+	return errors.As(err, &unknown) || errors.As(err, &host) || loginRefused(err)
 }
 
 // RedisTimeout bounds a Redis client's dial, reads and writes: a slow

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/qtop-dev/qtop/internal/collector"
 	"github.com/qtop-dev/qtop/internal/testsvc"
@@ -152,6 +153,35 @@ func TestClickHouseSecureRefusals(t *testing.T) {
 				if strings.Contains(err.Error(), secret) || strings.Contains(logs.String(), secret) {
 					t.Fatalf("a password shows in the error or the log: %v\n%s", err, logs.String())
 				}
+			}
+		})
+	}
+}
+
+// TestServerRefusesStoreLogin: a collector whose store refuses its
+// password, or whose CA does not sign the store's certificate, does not
+// start (an unreachable store it would wait for, its minutes in the
+// spool, while looking healthy).
+func TestServerRefusesStoreLogin(t *testing.T) {
+	sec := testsvc.ClickHouseSecure(t)
+	otherCA := tlstest.NewCA(t, "other")
+	for _, c := range []struct{ name, password, ca, want string }{
+		{"wrong password", "not-the-password-4711", sec.CA, "QTOP_CLICKHOUSE_PASSWORD"},
+		{"wrong CA", sec.Password, otherCA.File, "QTOP_CLICKHOUSE_CA_FILE"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			clearEngineEnv(t)
+			t.Setenv(collector.EnvClickHouseUser, sec.User)
+			t.Setenv(collector.EnvClickHousePassword, c.password)
+			t.Setenv(collector.EnvClickHouseCA, c.ca)
+			s, err := collector.New(collector.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Registerer: prometheus.NewRegistry(),
+				Store: "clickhouse://" + sec.Addr + "/qtop?secure=1"})
+			if err == nil {
+				s.Shutdown(context.Background())
+				t.Fatal("started; want a refusal")
+			}
+			if !errors.Is(err, collector.ErrConfig) || !strings.Contains(err.Error(), "refused the collector") || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %v", err)
 			}
 		})
 	}
