@@ -115,8 +115,8 @@ func TestHandlerRefusesAndCounts(t *testing.T) {
 		t.Errorf("invalid tenant: %d", w.Code)
 	}
 	got := rows(a)
-	if r := got["acme|POST /w|request"]; r.Count != 2 || r.RU != 6 {
-		t.Errorf("row %+v (want both requests, one charged 6 RU)", r)
+	if r := got["acme|POST /w|request"]; r.Count != 2 || r.RU != 6 || r.Latency.Count() != 1 {
+		t.Errorf("row %+v (want both requests, one charged 6 RU, one timed: a refusal is not latency)", r)
 	}
 	e := enforcementOf(a.Enforcer().Stats())
 	if e.Admitted[2] != 1 || e.Throttled[2] != 1 {

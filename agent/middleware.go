@@ -204,7 +204,7 @@ func (a *Agent) finish(q *request, r *http.Request, start time.Time, tier tenant
 		a.metrics.ObserveAt(end, tags.Tenant, ru, !charge)
 	}
 	failed := q.w.status >= 500
-	a.rec.Record(meter.Record{Time: end, Tags: tags, Kind: report.KindRequest, Duration: d, Bytes: bytes, Err: failed, RU: ru})
+	a.rec.Record(meter.Record{Time: end, Tags: tags, Kind: report.KindRequest, Duration: d, Bytes: bytes, Err: failed, RU: ru, Refused: !charge})
 	if span != nil {
 		if tags.Route != "" {
 			span.SetName(r.Method + " " + tags.Route)

@@ -26,4 +26,9 @@ type Record struct {
 	Err bool
 	// RU is the request units charged for the work (see package enforce).
 	RU float64
+	// Refused is true when the process refused the work itself, without
+	// doing it (a throttle's 429, a shed's 503): it is counted, but its
+	// duration is not, so that a throttled tenant's instant refusals do
+	// not lower the latency the victims are judged by.
+	Refused bool
 }

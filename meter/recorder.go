@@ -239,7 +239,7 @@ func (r *Recorder) Record(rec Record) {
 	if rec.Err {
 		a.errors++
 	}
-	if rec.Duration > 0 {
+	if rec.Duration > 0 && !rec.Refused {
 		a.dur += rec.Duration
 	}
 	if rec.RU > 0 {
@@ -251,7 +251,9 @@ func (r *Recorder) Record(rec Record) {
 	if rec.Rows > 0 {
 		a.nrows += uint64(rec.Rows)
 	}
-	a.hist.ObserveDuration(rec.Duration)
+	if !rec.Refused {
+		a.hist.ObserveDuration(rec.Duration)
+	}
 	if key != "" {
 		if w.keys == nil {
 			w.keys = spacesaving.New(r.cfg.keyCapacity)

@@ -118,6 +118,26 @@ func TestRecorderSeqAndClockBack(t *testing.T) {
 	}
 }
 
+// TestRecorderRefusedNotTimed: work the process refused (a throttle's
+// 429) counts as a request, not in the latency: a throttled tenant's
+// instant refusals do not make its service look fast.
+func TestRecorderRefusedNotTimed(t *testing.T) {
+	rec := mustRecorder(fixedClock(t0))
+	tags := tenant.Tags{Tenant: "bigcorp", Route: "GET /r"}
+	rec.Record(Record{Tags: tags, Duration: 80 * time.Millisecond})
+	for range 99 {
+		rec.Record(Record{Tags: tags, Duration: 50 * time.Microsecond, Refused: true})
+	}
+	r := rec.Cut(t0.Add(time.Second))
+	if len(r.Rows) != 1 {
+		t.Fatalf("rows %+v", r.Rows)
+	}
+	row := r.Rows[0]
+	if row.Count != 100 || row.Latency.Count() != 1 || row.Duration != 80*time.Millisecond || row.Latency.Quantile(0.5) < 0.07 {
+		t.Fatalf("count %d, timed %d, duration %v, p50 %v: want 100 counted, 1 timed at 80ms", row.Count, row.Latency.Count(), row.Duration, row.Latency.Quantile(0.5))
+	}
+}
+
 // TestRecorderManyTenants feeds a million tenants (Zipf-like: tenant i
 // gets a weight ∝ 1/i) into a recorder that tracks 64 of them, and checks
 // the Space-Saving guarantees: exact totals, no tracked row above its true
