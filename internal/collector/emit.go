@@ -15,6 +15,7 @@ import (
 	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
+	"github.com/qtop-dev/qtop/store/chstore"
 )
 
 // emitter writes the rows of closed minutes to the store, through the
@@ -54,7 +55,8 @@ func (e *emitter) openStore(cfg Config) (next store.Store, err error) {
 	next, err = open(cfg.Store)
 	if err != nil {
 		u, _ := store.ParseURL(cfg.Store)
-		if u.Scheme != store.SchemeClickHouse || errors.Is(err, ErrConfig) {
+		if u.Scheme != store.SchemeClickHouse || errors.Is(err, ErrConfig) || errors.Is(err, chstore.ErrConfig) {
+			// A misspelt --cluster, a bad name: not an outage to wait out.
 			return nil, err
 		}
 		if engineRefused(err) {

@@ -187,6 +187,23 @@ func TestServerRefusesStoreLogin(t *testing.T) {
 	}
 }
 
+// TestServerRefusesUnknownCluster: a --cluster the store does not know
+// (misspelt) stops the start, as collector report refuses it, instead of
+// acknowledging reports into the spool for good.
+func TestServerRefusesUnknownCluster(t *testing.T) {
+	addr := testsvc.ClickHouse(t)
+	clearEngineEnv(t)
+	s, err := collector.New(collector.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), Registerer: prometheus.NewRegistry(),
+		Store: "clickhouse://" + addr + "/qtop_unknown_cluster", FleetConfig: collector.FleetConfig{Cluster: "qotp"}})
+	if err == nil {
+		s.Shutdown(context.Background())
+		t.Fatal("started; want a refusal")
+	}
+	if !strings.Contains(err.Error(), `cluster "qotp"`) {
+		t.Errorf("error %v", err)
+	}
+}
+
 // TestEngineAuthFromEnv: a password file's trailing newline is dropped;
 // a password both set and in a file, an empty file or a missing one are
 // refused; String never shows the password.
