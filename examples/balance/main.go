@@ -30,7 +30,7 @@ Examples:
   # The collector and the service; then watch the Freshness view of qtop:
   go run ./cmd/collector serve
   go run ./examples/balance --collector http://127.0.0.1:7070 --sampling 10
-  go run ./cmd/qtop          # 6: Freshness
+  go run ./cmd/qtop          # 7: Freshness
 
   # A client that already holds a copy, opening the app:
   curl -si http://127.0.0.1:8081/accounts/42/balance          # note the ETag

@@ -346,7 +346,11 @@ func (p *pilotPart) command(ctx context.Context, now time.Time, c api.AutopilotC
 	}
 	// Pausing while paused, or resuming while running, changes nothing:
 	// no new policy version, no audit row.
-	return p.setAutopilot(ctx, now, who, auditAutopilotPause, func(a *policy.Autopilot) bool {
+	action := auditAutopilotPause
+	if c.Resume {
+		action = auditAutopilotResume
+	}
+	return p.setAutopilot(ctx, now, who, action, func(a *policy.Autopilot) bool {
 		if a.Paused == c.Pause {
 			return false
 		}
@@ -464,8 +468,9 @@ func (s httpAPI) stepAutopilot(ctx context.Context) {
 // fleet with a shared policy folds them from the store's audit log
 // (fleet_policy.go).
 const (
-	auditAutopilotSet   = "autopilot-set"
-	auditAutopilotPause = "autopilot-pause"
+	auditAutopilotSet    = "autopilot-set"
+	auditAutopilotPause  = "autopilot-pause"
+	auditAutopilotResume = "autopilot-resume"
 )
 
 // PathAutopilotPolicy is where the autopilot's rules are read and set.

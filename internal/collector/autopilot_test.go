@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -250,12 +251,12 @@ func TestAutopilotAPI(t *testing.T) {
 	if code, msg := post(api.PathAutopilot, `{"resume":true}`, f.token); code != http.StatusOK || strings.Contains(msg, `"paused":true`) {
 		t.Fatalf("resume: %d %s", code, msg)
 	}
-	got := map[string]bool{}
+	var got []string
 	for _, au := range auditsOf(t, f) {
-		got[au.Action] = true
+		got = append(got, au.Action)
 	}
-	if !got["autopilot-set"] || !got["autopilot-pause"] {
-		t.Fatalf("audit: %v", got)
+	if want := []string{"autopilot-set", "autopilot-pause", "autopilot-resume"}; !slices.Equal(got, want) {
+		t.Fatalf("audit %v, want %v", got, want)
 	}
 }
 
@@ -359,6 +360,10 @@ func TestSharedPolicyCarriesTheAutopilot(t *testing.T) {
 	p := foldPolicy(changes, t0.Add(4*time.Second))
 	if p.Autopilot == nil || !p.Autopilot.Paused || len(p.Autopilot.Rules) != 1 || len(p.Rules) != 1 {
 		t.Fatalf("folded policy: autopilot %+v, rules %+v", p.Autopilot, p.Rules)
+	}
+	resumed := foldPolicy(append(changes, store.Audit{Time: t0.Add(4 * time.Second), Action: auditAutopilotResume, Rule: js(on)}), t0.Add(5*time.Second))
+	if resumed.Autopilot == nil || resumed.Autopilot.Paused {
+		t.Fatalf("folded after a resume: %+v", resumed.Autopilot)
 	}
 	f := newFixture(t)
 	defer f.stop()

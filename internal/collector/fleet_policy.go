@@ -118,7 +118,7 @@ func foldPolicy(changes []store.Audit, now time.Time) policy.Policy {
 	rules := map[string]policy.Rule{}
 	p := policy.Policy{Version: sharedPolicyBase + uint64(len(changes))<<16}
 	for _, a := range changes {
-		if a.Action == auditAutopilotSet || a.Action == auditAutopilotPause {
+		if a.Action == auditAutopilotSet || a.Action == auditAutopilotPause || a.Action == auditAutopilotResume {
 			// The autopilot's part, whole in each change: the last wins.
 			var ap policy.Autopilot
 			if json.Unmarshal([]byte(a.Rule), &ap) == nil && ap.Validate() == nil {
