@@ -150,6 +150,9 @@ func auditRows(ctx context.Context, at auditFrom, from, to time.Time, stderr io.
 	st, err := collector.OpenExistingStore(ctx, storeURL, collector.Config{FleetConfig: collector.FleetConfig{Cluster: cluster}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		fmt.Fprintln(stderr, "collector audit:", err)
+		if strings.Contains(err.Error(), "lock") {
+			fmt.Fprintln(stderr, "collector audit: a running collector holds the DuckDB file; ask it instead: --collector HOST:PORT --admin-token-file DATA_DIR/admin-token")
+		}
 		return nil, 1
 	}
 	defer st.Close()
