@@ -34,10 +34,13 @@ import (
 // Incidents do not teach the baselines: the book runs the headline's
 // own detector (incident.Tracker) on what it is fed, and while an
 // offender is flagged against a baseline, or as new load while victims
-// are hurt, no tenant's seconds are added. New load without victims (a
-// new customer's steady traffic) is learnt, so it becomes the tenant's
-// baseline. An incident older than the trailing hour is taken as the
-// new normal: learning resumes.
+// are hurt against the baselines served, no tenant's seconds are added.
+// New load without such victims (a new customer's steady traffic, or the
+// whole fleet's on a collector started before it) is learnt, so it
+// becomes the tenant's baseline. An incident older than the trailing hour
+// is taken as the new normal: learning resumes. A minute counts once it
+// holds minuteSeconds seconds; the seconds while a starting collector's
+// window fills are not learnt.
 //
 // The book is saved in the data folder (baselinefile.go) at each
 // minute's turn and read back at start, so a collector that restarts
@@ -46,6 +49,10 @@ const (
 	baselineSlots   = 60 // minutes of the trailing hour
 	baselineGap     = 3  // the latest minutes left out of a baseline
 	baselineMinutes = 5  // complete minutes needed before a baseline is served
+	// minuteSeconds is the fewest seconds learnt that make a minute
+	// complete: a minute cut by a start or a restart, or mostly spent in
+	// an incident, is not one of its tenants' usual minutes.
+	minuteSeconds = 30
 	// maxBaselineTenants bounds the tenants followed (the live view the
 	// book reads has at most maxTop rows).
 	maxBaselineTenants = 2 * maxTop
@@ -57,9 +64,10 @@ const (
 // baselineBook holds every followed tenant's minutes and the baselines
 // computed from them at the last minute's turn.
 type baselineBook struct {
-	// gap and need are baselineGap and baselineMinutes (tests shorten
-	// them).
+	// gap, need and seconds are baselineGap, baselineMinutes and
+	// minuteSeconds (tests shorten them).
 	gap, need int64
+	seconds   int
 	mu        sync.Mutex
 	minute    int64 // the minute being filled (unix minutes)
 	tenants   map[string]*tenantMinutes
@@ -93,7 +101,7 @@ type tenantMinutes struct {
 }
 
 func newBaselineBook() *baselineBook {
-	return &baselineBook{gap: baselineGap, need: baselineMinutes, tenants: map[string]*tenantMinutes{}, served: map[string][3]float64{},
+	return &baselineBook{gap: baselineGap, need: baselineMinutes, seconds: minuteSeconds, tenants: map[string]*tenantMinutes{}, served: map[string][3]float64{},
 		services: map[string]*tenantMinutes{}, servedSvc: map[string]float64{}}
 }
 
@@ -133,13 +141,25 @@ func (b *baselineBook) learn(s *api.Snapshot, services []serviceLevel, m int64, 
 	for _, o := range h.Offenders {
 		b.flagged = append(b.flagged, flagged{o.Name, o.Since, o.Baseline})
 	}
+	// Victims stop the learning only when judged against the baselines
+	// served (the tracker's own, a lower quartile of the last two
+	// minutes' p95, take a tenant of mixed fast and slow requests for a
+	// victim): else new load on a fresh collector, with such victims,
+	// would stop every baseline from forming, and so the very ones that
+	// would judge the victims right.
+	victims := false
+	for _, v := range h.Victims {
+		victims = victims || v.BaselineFrom == "collector"
+	}
 	on := false
 	for _, o := range h.Offenders {
-		if s.Time.Sub(o.Since) < baselineSlots*time.Minute && (o.Factor > 0 || len(h.Victims) > 0) {
+		if s.Time.Sub(o.Since) < baselineSlots*time.Minute && (o.Factor > 0 || victims) {
 			on = true
 		}
 	}
-	if on {
+	if on || (s.Collector.Uptime > 0 && s.Collector.Uptime < s.Window) {
+		// An incident, or a start: a collector's rates are averages over
+		// its Window, which fills during its first seconds.
 		return
 	}
 	for _, l := range services {
@@ -223,7 +243,7 @@ func (b *baselineBook) turn(m int64) []byte {
 func (b *baselineBook) complete(tm *tenantMinutes, m int64, ps, ss, rs []float64) ([]float64, []float64, []float64) {
 	ps, ss, rs = ps[:0], ss[:0], rs[:0]
 	for i := range baselineSlots {
-		if at := tm.at[i]; tm.n[i] > 0 && at >= m-baselineSlots && at < m-b.gap {
+		if at := tm.at[i]; tm.n[i] >= b.seconds && at >= m-baselineSlots && at < m-b.gap {
 			n := float64(tm.n[i])
 			ps, ss, rs = append(ps, tm.p95[i]/n), append(ss, tm.share[i]/n), append(rs, tm.ru[i]/n)
 		}

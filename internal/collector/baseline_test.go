@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -208,4 +209,70 @@ func holdAndRestart(t *testing.T, f *fixture, fleet *demoFleet, before, svcBefor
 		t.Fatalf("a qtop on the restarted collector: %q", h2.Line)
 	}
 	t.Logf("five minutes in: %q; after the restart: %q", h.Line, h2.Line)
+}
+
+// TestBaselinesFormUnderNewLoad: on a fresh collector, a tenant whose
+// load starts after it (new load) while the others' p95 looks raised
+// against the tracker's own two minutes (a mix of fast and slow
+// requests) does not stop the baselines from forming: before, the book
+// learnt nothing for the hour, so the headline stayed in a false incident
+// and the latency alerts had no baseline.
+func TestBaselinesFormUnderNewLoad(t *testing.T) {
+	b := newBaselineBook()
+	start := time.Date(2026, 12, 4, 4, 0, 0, 0, time.UTC)
+	const others = 19
+	hist := make([][]float64, others+1)
+	for sec := 0; sec < 12*60; sec++ {
+		now := start.Add(time.Duration(sec) * time.Second)
+		s := api.Snapshot{Time: now, Window: 10 * time.Second, Collector: api.CollectorStatus{Uptime: time.Duration(sec+1) * time.Second}}
+		for i := range others + 1 {
+			ru, p95 := 10.0, 0.003
+			if sec >= 60 {
+				p95 = 0.050 // the slow requests of the mix, from the second minute
+			}
+			if i == 0 {
+				ru, p95 = 0, 0.004
+				if sec >= 30 {
+					ru = 100 // new load: a third of the RU
+				}
+			}
+			hist[i] = append(hist[i], ru)
+			h := make([]float64, api.HistoryLen)
+			copy(h[max(api.HistoryLen-len(hist[i]), 0):], hist[i][max(len(hist[i])-api.HistoryLen, 0):])
+			s.Tenants = append(s.Tenants, api.TenantRow{Tenant: fmt.Sprintf("t%02d", i), RUPerSec: ru, P95Seconds: p95, History: h})
+		}
+		b.snapshot(&s, now) // the baselines served, as the live view carries them
+		b.add(&s, nil)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	got, ok := b.served["t01"]
+	if !ok || got[2] != 10 {
+		t.Fatalf("after 12 minutes: t01's baseline %v (served %d tenants); want 10 RU/s", got, len(b.served))
+	}
+}
+
+// TestBaselinePartialMinutes: a minute with fewer than minuteSeconds
+// seconds learnt (a start or restart cut it) is not one a baseline is
+// taken from.
+func TestBaselinePartialMinutes(t *testing.T) {
+	b := newBaselineBook()
+	var tm tenantMinutes
+	for m := int64(100); m < 110; m++ {
+		secs := 60
+		if m == 104 {
+			secs = 5 // the restart's minute, at a third of the usual load
+		}
+		for range secs {
+			ru := 200.0
+			if m == 104 {
+				ru = 66
+			}
+			tm.add(m, 0.02, 0.1, ru)
+		}
+	}
+	_, _, rs := b.complete(&tm, 110, nil, nil, nil)
+	if len(rs) != 6 || slices.Contains(rs, 66) {
+		t.Fatalf("minutes taken %v: want the six complete ones before the gap, without the cut one", rs)
+	}
 }
