@@ -255,6 +255,23 @@ func Open(ctx context.Context, addr, database string, opts ...Option) (*Store, e
 	return s, nil
 }
 
+// notClustered refuses a database whose qtop tables were made for a
+// cluster (a Distributed rollups…_dist) when no cluster is given: the
+// node's own tables hold one shard, so reads would sum one shard, and an
+// erase would leave the tenant on the others, without a word.
+func (s *Store) notClustered(ctx context.Context, database string) error {
+	var n uint64
+	if err := s.conn.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = ? AND name = ?",
+		database, TableRollups+DistSuffix).Scan(&n); err != nil {
+		return fmt.Errorf("chstore: look up tables: %w", err)
+	}
+	if n > 0 {
+		return fmt.Errorf("%w: database %q holds qtop's tables of a cluster (%s%s): give its cluster (--cluster; system.clusters lists them), or this node's shard alone is read and changed",
+			ErrConfig, database, TableRollups, DistSuffix)
+	}
+	return nil
+}
+
 // unregister takes back the metrics a failed Open registered, so that the
 // next Open on the same registry (the collector opens a store that was
 // unreachable at start again and again until it answers) can register
@@ -288,6 +305,10 @@ func (s *Store) start(ctx context.Context, schema Schema) error {
 		}
 		if n == 0 {
 			return fmt.Errorf("%w: cluster %q is not in system.clusters", ErrConfig, schema.Cluster)
+		}
+	} else if schema.Mode == ModeExplicit {
+		if err := s.notClustered(ctx, schema.Database); err != nil {
+			return err
 		}
 	}
 	s.schema = schema

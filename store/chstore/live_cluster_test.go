@@ -2,6 +2,7 @@ package chstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -136,6 +137,26 @@ func TestLiveClusterSchemaAndDistributed(t *testing.T) {
 		t.Fatal(err)
 	}
 	storetest.CheckUsage(t, u, storetest.ExpectUsage(rows, from, to, false))
+}
+
+// TestLiveClusterNeedsItsCluster: a cluster's database opened without
+// its cluster is refused (its node's tables hold one shard: a report
+// would sum half, an erase leave the tenant on the other shard).
+func TestLiveClusterNeedsItsCluster(t *testing.T) {
+	c := newLiveCluster(t)
+	c.open(t, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, opts := range [][]Option{nil, {WithExisting()}} {
+		s, err := Open(ctx, c.addrs[2], c.db, opts...)
+		if err == nil {
+			s.Close()
+			t.Fatal("opened without its cluster")
+		}
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "--cluster") {
+			t.Fatalf("error %v", err)
+		}
+	}
 }
 
 // TestLiveClusterConformance runs the store conformance suite on the
