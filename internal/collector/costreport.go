@@ -420,6 +420,17 @@ func (s httpAPI) handleCostReport(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error(), 0)
 		return
 	}
+	s.mu.Lock()
+	first := s.minutes.unwrittenFrom(s.cfg.Now())
+	s.mu.Unlock()
+	if !first.IsZero() && first.Before(req.To) && first.Add(time.Minute).After(req.From) {
+		// Its rows are not in the store yet: a report now would leave
+		// them out without a word.
+		retry := max(first.Add(time.Minute+s.cfg.Grace).Sub(s.cfg.Now()), time.Second)
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("the minute of %s has ended and is not written yet (the collector writes a minute %v after its end): ask again, or end the report at that minute (to=%s)",
+			first.UTC().Format(time.RFC3339), s.cfg.Grace, first.UTC().Format(time.RFC3339)), retry)
+		return
+	}
 	rep, err := BuildReport(r.Context(), s.em.store, req, nil)
 	if err != nil {
 		status, retry := http.StatusInternalServerError, time.Duration(0)

@@ -228,3 +228,39 @@ func TestFreshnessReportRoutes(t *testing.T) {
 		t.Fatalf("table passes control characters: %q", s)
 	}
 }
+
+// TestCostReportWaitsForUnwrittenMinute: a minute that ended and is not
+// in the store yet (its grace) makes a cost report of it answer 503 with
+// when to ask again, not a sum without it; once written, the report has
+// it. A report that ends before it is answered at once.
+func TestCostReportWaitsForUnwrittenMinute(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	p := newProcess(f.clk, "api", "a1")
+	f.clk.Add(time.Second) // 09:00:11
+	if f.ingest(p.report(t, "acme", 30, "")) != 200 {
+		t.Fatal("refused")
+	}
+	get := func(from, to time.Time) (int, string, string) {
+		q := "from=" + from.Format(time.RFC3339) + "&to=" + to.Format(time.RFC3339) + "&format=csv"
+		req := httptest.NewRequest(http.MethodGet, "/v1/report?"+q, nil)
+		w := httptest.NewRecorder()
+		f.s.Handler().ServeHTTP(w, req)
+		return w.Code, w.Header().Get("Retry-After"), w.Body.String()
+	}
+	m0 := t0.Truncate(time.Minute)
+	f.clk.Set(m0.Add(time.Minute + 3*time.Second)) // 09:01:03: ended, in its grace
+	f.s.Tick(context.Background(), f.clk.Now())
+	code, retry, body := get(m0.Add(-time.Hour), f.clk.Now())
+	if code != http.StatusServiceUnavailable || retry != "7" || !strings.Contains(body, "not written yet") {
+		t.Fatalf("in the minute's grace: %d (Retry-After %q) %s", code, retry, body)
+	}
+	if code, _, body := get(m0.Add(-time.Hour), m0); code != http.StatusOK {
+		t.Fatalf("a report that ends before it: %d %s", code, body)
+	}
+	f.clk.Set(m0.Add(time.Minute + 11*time.Second)) // written at its grace's end
+	f.s.Tick(context.Background(), f.clk.Now())
+	if code, _, body := get(m0.Add(-time.Hour), f.clk.Now()); code != http.StatusOK || !strings.Contains(body, "acme,30,") {
+		t.Fatalf("once written: %d %s", code, body)
+	}
+}

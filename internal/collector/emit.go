@@ -140,6 +140,10 @@ func (e *emitter) writeDue(ctx context.Context, mu *sync.Mutex, o *openMinutes, 
 func (e *emitter) writeAll(ctx context.Context, todo []emission) {
 	for _, em := range todo {
 		err := e.write(ctx, em)
+		if err != nil && !errors.Is(err, store.ErrInvalid) {
+			em.m.dirty.Store(true) // before writing ends: the minute stays unwritten throughout
+		}
+		em.m.writing.Add(-1)
 		switch {
 		case err == nil:
 		case errors.Is(err, store.ErrInvalid):
@@ -151,7 +155,6 @@ func (e *emitter) writeAll(ctx context.Context, todo []emission) {
 			if e.noteWrite(err) {
 				e.log.Error("minute not written; trying again every tick (logged again when the error changes)", "minute", em.m.start, "err", err)
 			}
-			em.m.dirty.Store(true)
 			continue
 		}
 		if e.noteWrite(nil) {
@@ -213,6 +216,7 @@ func (e *emitter) write(ctx context.Context, em emission) error {
 // clean. The server's lock is held (the minute's keys and statements).
 func (e *emitter) build(m *minute) emission {
 	v := e.nextVersion()
+	m.writing.Add(1)     // until writeAll is done with it
 	m.dirty.Store(false) // before the rows are read: see minute.dirty
 	em := emission{m: m, rollups: make([]store.Rollup, 0, m.nrows.Load())}
 	e.agg.rows(m, func(k rowKey, a *rowAgg) {

@@ -62,6 +62,10 @@ type minute struct {
 	// report's rows are in the shards, cleared before an emission reads
 	// them, so a report merged during an emission is emitted again.
 	dirty atomic.Bool
+	// writing counts the emissions of the minute being written: with
+	// dirty, it says rows of the minute are not in the store yet
+	// (unwrittenFrom).
+	writing atomic.Int32
 	// merging counts reports taken into the minute (from before their
 	// write-ahead log record) whose rows are not yet in the shards: the
 	// minute is not dropped while any are.

@@ -117,6 +117,19 @@ func (o *openMinutes) due(now time.Time, all bool, em *emitter) []emission {
 	return todo
 }
 
+// unwrittenFrom returns the start of the earliest minute that ended by
+// now with rows not yet in the store (or its spool): in its grace, or a
+// write failed and is tried again (zero: none).
+func (o *openMinutes) unwrittenFrom(now time.Time) time.Time {
+	var first time.Time
+	for _, m := range o.byStart {
+		if !m.start.Add(time.Minute).After(now) && (m.dirty.Load() || m.writing.Load() > 0) && (first.IsZero() || m.start.Before(first)) {
+			first = m.start
+		}
+	}
+	return first
+}
+
 // wals returns the write-ahead logs of the open minutes.
 func (o *openMinutes) wals() []*walFile {
 	var wals []*walFile
