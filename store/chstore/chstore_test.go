@@ -2,6 +2,7 @@ package chstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -110,5 +111,21 @@ func TestMetricsAndRetentionWarning(t *testing.T) {
 	}
 	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
 		t.Fatal(problems, err)
+	}
+}
+
+// TestReadOutageIsUnavailable: a read that fails for an outage (here a
+// deadline: a shard whose replicas are all down fails alike, code 279) is
+// store.ErrUnavailable, so that the collector answers 503 with
+// Retry-After, not 500.
+func TestReadOutageIsUnavailable(t *testing.T) {
+	s, _, _ := openTest(t)
+	ctx, cancel := context.WithDeadline(context.Background(), time.Unix(0, 0))
+	defer cancel()
+	if _, err := s.Usage(ctx, m0, m0.Add(time.Hour), false); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("Usage: %v, want store.ErrUnavailable", err)
+	}
+	if _, err := s.History(ctx, "acme", m0, m0.Add(time.Hour)); !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("History: %v, want store.ErrUnavailable", err)
 	}
 }

@@ -45,8 +45,12 @@ func clampUnix(t time.Time) int64 {
 // Usage implements store.Store: the sums of the closed hours and days in
 // range (whole days from their daily sums, whole hours from their hourly
 // sums, the hours the range starts or ends inside from their minute sums)
-// and the latest rollups of the other minutes (sums.go).
-func (s *Store) Usage(ctx context.Context, from, to time.Time, byRoute bool) ([]store.Usage, error) {
+// and the latest rollups of the other minutes (sums.go). A read that
+// fails for an outage of the store or of a shard (every replica down,
+// ZooKeeper away) is store.ErrUnavailable, as writes are: the collector
+// answers it 503 with Retry-After, not 500.
+func (s *Store) Usage(ctx context.Context, from, to time.Time, byRoute bool) (u []store.Usage, err error) {
+	defer func() { err = classify(err) }()
 	if err := s.check(); err != nil {
 		return nil, err
 	}
@@ -253,8 +257,10 @@ func (acc usageSums) sorted() []store.Usage {
 	return out
 }
 
-// History implements store.Store.
-func (s *Store) History(ctx context.Context, tenantName string, from, to time.Time) ([]store.Rollup, error) {
+// History implements store.Store; an outage is store.ErrUnavailable, as
+// for Usage.
+func (s *Store) History(ctx context.Context, tenantName string, from, to time.Time) (rs []store.Rollup, err error) {
+	defer func() { err = classify(err) }()
 	if err := s.check(); err != nil {
 		return nil, err
 	}
