@@ -16,6 +16,7 @@ import (
 	"github.com/qtop-dev/qtop/quota"
 	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
+	"github.com/qtop-dev/qtop/store/chstore"
 	"github.com/qtop-dev/qtop/tenant"
 )
 
@@ -110,6 +111,21 @@ func EraseTenant(ctx context.Context, cfg EraseConfig) (Erasure, error) {
 		return er, err
 	}
 	defer lock.Close()
+	// The store first: one that cannot be the one meant (a misspelt
+	// database or cluster, a login refused, a DuckDB file missing or held)
+	// stops the erase before the data dir is touched. One that is only
+	// down is erased from later, by running erase again.
+	var st store.Store
+	var openErr error
+	if cfg.Store != StoreNone {
+		st, openErr = openEraseStore(ctx, cfg)
+		if openErr != nil && storeMisnamed(cfg.Store, openErr) {
+			return er, openErr
+		}
+		if st != nil {
+			defer st.Close()
+		}
+	}
 	if er.WAL, err = eraseWAL(filepath.Join(cfg.DataDir, "wal"), cfg.Tenant); err != nil {
 		return er, err
 	}
@@ -129,22 +145,35 @@ func EraseTenant(ctx context.Context, cfg EraseConfig) (Erasure, error) {
 	if cfg.Store == StoreNone {
 		return er, nil
 	}
-	return er, eraseStore(ctx, cfg, &er)
+	if openErr != nil {
+		return er, openErr
+	}
+	return er, eraseStore(ctx, cfg, st, &er)
 }
 
-// eraseStore erases the tenant from the store and writes the audit record.
-func eraseStore(ctx context.Context, cfg EraseConfig, er *Erasure) error {
-	open := cfg.OpenStore
-	if open == nil {
-		open = func(ctx context.Context, u string) (store.Store, error) {
-			return OpenExistingStore(ctx, u, Config{FleetConfig: FleetConfig{Cluster: cfg.Cluster}, Logger: cfg.Logger})
-		}
+// openEraseStore opens the store erase works on (EraseConfig.OpenStore,
+// else the existing store of its URL).
+func openEraseStore(ctx context.Context, cfg EraseConfig) (store.Store, error) {
+	if cfg.OpenStore != nil {
+		return cfg.OpenStore(ctx, cfg.Store)
 	}
-	st, err := open(ctx, cfg.Store)
-	if err != nil {
-		return err
+	return OpenExistingStore(ctx, cfg.Store, Config{FleetConfig: FleetConfig{Cluster: cfg.Cluster}, Logger: cfg.Logger})
+}
+
+// storeMisnamed says whether err, opening the store at url, means the
+// store named is not one erase can work on at all, rather than one that
+// is down: any DuckDB failure (the file is missing, or a collector holds
+// it), a bad name, a database or cluster that is not there, a refused
+// login.
+func storeMisnamed(url string, err error) bool {
+	if u, perr := store.ParseURL(url); perr != nil || u.Scheme == store.SchemeDuckDB {
+		return true
 	}
-	defer st.Close()
+	return errors.Is(err, ErrConfig) || errors.Is(err, chstore.ErrConfig) || errors.Is(err, chstore.ErrNoDatabase) || engineRefused(err)
+}
+
+// eraseStore erases the tenant from st and writes the audit record.
+func eraseStore(ctx context.Context, cfg EraseConfig, st store.Store, er *Erasure) error {
 	te, ok := st.(store.TenantEraser)
 	if !ok {
 		return fmt.Errorf("%w (%T)", ErrNoErase, st)

@@ -376,3 +376,31 @@ func TestOpenExistingStore(t *testing.T) {
 	}
 	st.Close()
 }
+
+// TestEraseMisnamedStoreTouchesNothing: an erase whose store cannot be
+// the one meant (a misspelt database) fails before it changes the data
+// dir: the tenant's minutes stay in the write-ahead log and no erasure
+// is recorded there.
+func TestEraseMisnamedStoreTouchesNothing(t *testing.T) {
+	addr := testsvc.ClickHouse(t)
+	f := newFixture(t)
+	p := newProcess(f.clk, "api", "p1")
+	f.clk.Add(time.Second)
+	if f.ingest(p.report(t, "acme", 10, "")) != 200 {
+		t.Fatal("refused")
+	}
+	f.stop()
+	ctx := context.Background()
+	misspelt := fmt.Sprintf("clickhouse://%s/qtop_no_such_db_%d", addr, time.Now().UnixNano())
+	_, err := EraseTenant(ctx, EraseConfig{Tenant: "acme", Store: misspelt, DataDir: f.dir, Who: "test"})
+	if !errors.Is(err, chstore.ErrNoDatabase) {
+		t.Fatalf("a misspelt database: %v, want chstore.ErrNoDatabase", err)
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, erasedFile)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("an erasure was recorded in the data dir (%v)", err)
+	}
+	er, err := EraseTenant(ctx, EraseConfig{Tenant: "acme", Store: StoreNone, DataDir: f.dir, Who: "test"})
+	if err != nil || er.WAL.Rows == 0 {
+		t.Fatalf("the tenant's log after the failed erase: %+v (%v), want its rows still there", er.WAL, err)
+	}
+}
