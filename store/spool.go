@@ -566,6 +566,9 @@ type SpoolStats struct {
 	// Oldest is when the oldest waiting batch was spooled (zero when
 	// nothing waits): a spool that is not draining has an old one.
 	Oldest time.Time
+	// Failing says a write to the store failed since the spool last
+	// drained, and rows wait: the store is not taking writes now.
+	Failing bool
 }
 
 // Stats returns what is waiting and what was dropped.
@@ -579,6 +582,7 @@ func (s *Spool) Stats() SpoolStats {
 	st.Bytes = s.bytes
 	if len(s.files) > 0 {
 		st.Oldest = s.files[0].since
+		st.Failing = s.warned
 	}
 	return st
 }
@@ -637,6 +641,7 @@ func (s *Spool) drain(ctx context.Context) error {
 		s.mu.Lock()
 		f.inflight = false
 		if err != nil && !errors.Is(err, ErrSpoolCorrupt) && !errors.Is(err, ErrInvalid) {
+			s.warned = true // failing (Stats) until it drains
 			s.mu.Unlock()
 			return err
 		}

@@ -113,9 +113,15 @@ func TestSpoolReplaysWhenStoreReturns(t *testing.T) {
 	if err := f.sp.Flush(ctx); err == nil {
 		t.Fatal("Flush with the store down must say the spool is not empty")
 	}
+	if !f.sp.Stats().Failing {
+		t.Fatal("Stats: not failing while writes fail")
+	}
 	f.mem.down.Store(false)
 	if err := f.sp.Flush(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if f.sp.Stats().Failing {
+		t.Fatal("Stats: failing after the spool drained")
 	}
 	got := f.mem.counts()
 	if got["a"] != 3 || got["b"] != 5 || got["c"] != 5 || len(f.mem.hot) != 1 {

@@ -140,6 +140,11 @@ func TestSpoolNotDrainingIsUnhealthy(t *testing.T) {
 	if _, err := spoolStuck(store.SpoolStats{PendingRows: 5, Oldest: now.Add(-time.Minute)}, now); err != nil {
 		t.Fatalf("a minute behind: %v", err)
 	}
+	// Writes failing now (a shard down while the node pinged answers):
+	// unhealthy at once, not after spoolStuckAfter.
+	if _, err := spoolStuck(store.SpoolStats{PendingRows: 5, Oldest: now.Add(-5 * time.Second), Failing: true}, now); err == nil || !strings.Contains(err.Error(), "failed a write") {
+		t.Fatalf("writes failing: %v", err)
+	}
 	age, err := spoolStuck(store.SpoolStats{PendingRows: 5, DeadLetters: 1, Oldest: now.Add(-10 * time.Minute)}, now)
 	if err == nil || !strings.Contains(err.Error(), "not draining") || age != 10*time.Minute {
 		t.Fatalf("ten minutes behind: %v %v", err, age)

@@ -194,6 +194,10 @@ func spoolStuck(st store.SpoolStats, now time.Time) (time.Duration, error) {
 		return 0, nil
 	}
 	age := now.Sub(st.Oldest)
+	if st.Failing {
+		// A ping may answer (a shard's other node, say) while writes fail.
+		return age, fmt.Errorf("the store failed a write: %d rows wait in the spool, the oldest for %v", st.PendingRows, age.Truncate(time.Second))
+	}
 	if age > spoolStuckAfter {
 		return age, fmt.Errorf("spool not draining: %d rows waiting, the oldest for %v (%d batches set aside in dead-letter files)",
 			st.PendingRows, age.Truncate(time.Second), st.DeadLetters)
