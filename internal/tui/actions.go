@@ -25,6 +25,8 @@ func (m *Model) startThrottle() tea.Cmd {
 		return m.c.setStatus("no tenant selected", false)
 	case t.untagged:
 		return m.c.setStatus("untagged load has no tenant to throttle: enter on it shows how to tag it", false)
+	case t.victim:
+		return m.c.setStatus(t.key+" is a victim, not an offender: throttle the offender from the Tenants view (1); enter here shows its routes", false)
 	case m.group() != api.GroupTenant:
 		return m.c.setStatus("t throttles a tenant: press b until the grouping is tenant", false)
 	case t.key == api.OtherTenant:

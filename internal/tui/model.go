@@ -391,6 +391,7 @@ type target struct {
 	key      string
 	untagged bool
 	ru       float64
+	victim   bool // selected among the victims (view 8): t does not throttle it
 }
 
 // selectedRow returns the row the view shown points at, with its RU/s.

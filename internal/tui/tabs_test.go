@@ -88,4 +88,10 @@ func TestVictimsTabDrillsIn(t *testing.T) {
 	if m.nav.cur.name() != "Victims" {
 		t.Fatalf("esc went to view %s", m.nav.cur.name())
 	}
+	// t there would throttle the victim selected: it says so instead.
+	press(m, "t")
+	if m.state == statePrompt {
+		t.Fatalf("t on a victim opened the throttle prompt: %+v", m.prompt)
+	}
+	mustContain(t, m.View(), "globex is a victim, not an offender")
 }

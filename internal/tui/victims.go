@@ -40,7 +40,7 @@ func (v *victimsView) selection() (target, bool) {
 	if v.list.cursor >= len(vs) {
 		return target{}, false
 	}
-	return target{key: vs[v.list.cursor].Tenant}, true
+	return target{key: vs[v.list.cursor].Tenant, victim: true}, true
 }
 
 func (v *victimsView) view(c *common, h int) string {
