@@ -22,6 +22,36 @@ type FreshnessSource interface {
 	SetFreshness(ctx context.Context, f policy.Freshness) error
 }
 
+// freshnessOf returns src's freshness view, if it (or the source a
+// Recorder records) has one: the view works while recording.
+func freshnessOf(src Source) (FreshnessSource, bool) {
+	inner := src
+	if r, ok := src.(*Recorder); ok {
+		inner = r.Source
+	}
+	if _, ok := inner.(FreshnessSource); !ok {
+		return nil, false
+	}
+	fs, ok := src.(FreshnessSource)
+	return fs, ok
+}
+
+// Freshness and SetFreshness pass through to a source that has them
+// (freshnessOf asks first).
+func (r *Recorder) Freshness(ctx context.Context) (api.Freshness, error) {
+	if fs, ok := r.Source.(FreshnessSource); ok {
+		return fs.Freshness(ctx)
+	}
+	return api.Freshness{}, ErrUnsupported
+}
+
+func (r *Recorder) SetFreshness(ctx context.Context, f policy.Freshness) error {
+	if fs, ok := r.Source.(FreshnessSource); ok {
+		return fs.SetFreshness(ctx, f)
+	}
+	return ErrUnsupported
+}
+
 // FreshnessHinter is a FreshnessSource that says why its freshness view
 // may be empty and what to run to fill it (the demo, whose fleet samples
 // no GET): the view shows the hint, its lines (a command each) wrapped
@@ -106,7 +136,7 @@ func (fv *freshnessView) set(*common, *api.Snapshot, bool) tea.Cmd { return nil 
 
 // fetch asks the source for the freshness view, when it has one.
 func (fv *freshnessView) fetch(c *common) tea.Cmd {
-	fs, ok := c.src.(FreshnessSource)
+	fs, ok := freshnessOf(c.src)
 	if !ok {
 		return nil
 	}
@@ -142,7 +172,7 @@ func (fv *freshnessView) policyKey(c *common, msg tea.KeyMsg) (tea.Cmd, bool) {
 	if !up && !down && !force {
 		return nil, false
 	}
-	fs, ok := c.src.(FreshnessSource)
+	fs, ok := freshnessOf(c.src)
 	if !ok {
 		return c.setStatus("this source has no freshness policy (connect qtop to a collector)", false), true
 	}
@@ -192,7 +222,7 @@ func (fv *freshnessView) policyKey(c *common, msg tea.KeyMsg) (tea.Cmd, bool) {
 }
 
 func (v *freshnessView) view(c *common, h int) string {
-	_, supported := c.src.(FreshnessSource)
+	_, supported := freshnessOf(c.src)
 	var out strings.Builder
 	switch {
 	case !supported:
@@ -286,6 +316,9 @@ func (v *freshnessView) routes(c *common, out *strings.Builder, h int) int {
 // emptyFreshness says why a freshness view has no route and no rule, and
 // what to run to fill it: lines to wrap.
 func emptyFreshness(src Source) string {
+	if r, ok := src.(*Recorder); ok {
+		src = r.Source
+	}
 	if h, ok := src.(FreshnessHinter); ok {
 		if s := h.FreshnessHint(); s != "" {
 			ls := strings.Split(s, "\n")

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -116,6 +117,37 @@ func TestFreshnessViewWithoutSupport(t *testing.T) {
 	mustContain(t, m.View(), "no freshness view")
 	press(m, "+")
 	mustContain(t, m.View(), "no freshness policy")
+	// A recording of a source without one has none either.
+	rec, err := NewRecorder(newFake(Features{Throttle: true}), filepath.Join(t.TempDir(), "r.qtop"), t0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	if _, ok := freshnessOf(rec); ok {
+		t.Fatal("a recording of a source without freshness has a freshness view")
+	}
+}
+
+// TestFreshnessWhileRecording: qtop --record on a collector keeps the
+// Freshness view and its keys (the README's incident steps record).
+func TestFreshnessWhileRecording(t *testing.T) {
+	src := &freshFake{fakeSource: newFake(Features{Throttle: true}), v: freshView()}
+	rec, err := NewRecorder(src, filepath.Join(t.TempDir(), "r.qtop"), t0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rec.Close()
+	m := New(rec, WithRenderer(asciiRenderer()), WithClock(func() time.Time { return t0 }), WithLocation(time.UTC))
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 30})
+	m.Update(snapshotMsg{incident()})
+	run(m, press(m, "7"))
+	mustContain(t, m.View(), "push-24h")
+	run(m, press(m, "+"))
+	src.fmu.Lock()
+	defer src.fmu.Unlock()
+	if len(src.sets) != 1 || src.sets[0].Batch != 2 {
+		t.Fatalf("+ while recording posted %+v", src.sets)
+	}
 }
 
 func TestFreshnessCollectorSource(t *testing.T) {
