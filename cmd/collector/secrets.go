@@ -48,6 +48,11 @@ func (s *secret) into(value, file *string) error {
 // for commands that run and exit).
 func (s *secret) get() (string, error) {
 	if *s.file == "" {
+		if *s.value != "" {
+			if err := collector.CheckToken(*s.value); err != nil {
+				return "", fmt.Errorf("--%s: %w", s.name, err)
+			}
+		}
 		return *s.value, nil
 	}
 	if *s.value != "" {
@@ -60,6 +65,9 @@ func (s *secret) get() (string, error) {
 	t := strings.TrimSpace(string(b))
 	if t == "" {
 		return "", fmt.Errorf("--%s-file %s is empty", s.name, *s.file)
+	}
+	if err := collector.CheckToken(t); err != nil {
+		return "", fmt.Errorf("--%s-file %s: %w", s.name, *s.file, err)
 	}
 	return t, nil
 }

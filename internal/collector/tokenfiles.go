@@ -93,7 +93,22 @@ func readTokenFile(path string) (string, fs.FileMode, error) {
 	if t == "" {
 		return "", 0, fmt.Errorf("token file %s %w", path, errEmptyToken)
 	}
+	if err := CheckToken(t); err != nil {
+		return "", 0, fmt.Errorf("token file %s: %w", path, err)
+	}
 	return t, st.Mode(), nil
+}
+
+// CheckToken says whether t can be a bearer token: printable ASCII with
+// no space. A token file of two lines, say, holds a token no client can
+// send in an Authorization header.
+func CheckToken(t string) error {
+	for i := 0; i < len(t); i++ {
+		if c := t[i]; c <= ' ' || c > '~' {
+			return fmt.Errorf("%w: the token holds a space, a line break or a byte that is not printable ASCII (at byte %d): one token, on one line", ErrConfig, i)
+		}
+	}
+	return nil
 }
 
 // tokenSet is the tokens in force; an empty one is not required (admin

@@ -235,12 +235,15 @@ func TestTokenFilesAtStart(t *testing.T) {
 	writeToken(t, empty, "\n", 0o600)
 	good := filepath.Join(dir, "good")
 	writeToken(t, good, "tok", 0o600)
+	twoLines := filepath.Join(dir, "two-lines")
+	writeToken(t, twoLines, "a\nb\n", 0o600)
 	for _, c := range []struct {
 		mutate func(*Config)
 		want   string
 	}{
 		{func(c *Config) { c.TokenFiles.Token = filepath.Join(dir, "missing") }, "--token-file"},
 		{func(c *Config) { c.TokenFiles.ReadToken = empty }, "is empty"},
+		{func(c *Config) { c.TokenFiles.ReadToken = twoLines }, "one token, on one line"},
 		{func(c *Config) { c.TokenFiles.AdminToken, c.AdminToken = good, "x" }, "--admin-token and as --admin-token-file"},
 	} {
 		cfg := Config{Store: StoreNone, DataDir: t.TempDir()}
