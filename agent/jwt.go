@@ -186,6 +186,12 @@ func (c *jwtConfig) tenantFunc(methods []string, keyOf jwt.Keyfunc) TenantFunc {
 	}
 	parser := jwt.NewParser(popts...)
 	return func(r *http.Request) (tenant.Tags, error) {
+		if len(r.Header.Values("Authorization")) > 1 {
+			// Which one a server behind reads is its own choice: the
+			// tenant could be taken from one token and the request
+			// authorised by another (FromHeader refuses the same).
+			return tenant.Tags{}, fmt.Errorf("%w: more than one Authorization header", ErrUnauthorized)
+		}
 		tok, ok := bearer(r.Header.Get("Authorization"))
 		if !ok {
 			return tenant.Tags{}, errNoToken

@@ -294,4 +294,13 @@ func TestFirstOfJWTThenBaggage(t *testing.T) {
 	if _, err := jwtf(httptest.NewRequest("GET", "/", nil)); !errors.Is(err, ErrUnauthorized) {
 		t.Errorf("FromJWT alone without a token: %v", err)
 	}
+	// Two Authorization headers, each a good token: which one names the
+	// tenant would be a guess, so neither does (and baggage is not tried).
+	r := httptest.NewRequest("GET", "/", nil)
+	r.Header.Add("Authorization", good)
+	r.Header.Add("Authorization", good)
+	r.Header.Set("Baggage", "tenant.id=bob")
+	if got, err := f(r); !errors.Is(err, ErrUnauthorized) || got.Tenant != "" || !strings.Contains(err.Error(), "more than one") {
+		t.Errorf("two Authorization headers: %q, %v", got.Tenant, err)
+	}
 }
