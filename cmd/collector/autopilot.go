@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -66,7 +67,7 @@ func autopilotCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "collector autopilot:", err)
 		return 2
 	}
-	n, ds, err := replayFile(*replay, e, func(d autopilot.Decision) error {
+	n, ds, cut, err := replayFile(*replay, e, func(d autopilot.Decision) error {
 		if *format == "json" {
 			return json.NewEncoder(stdout).Encode(d)
 		}
@@ -76,6 +77,9 @@ func autopilotCmd(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		fmt.Fprintln(stderr, "collector autopilot:", err)
 		return 1
+	}
+	if cut {
+		fmt.Fprintln(stderr, "the recording stops mid-write (qtop still recording, or stopped): replayed up to its last whole snapshot")
 	}
 	fmt.Fprintf(stderr, "%d snapshots, %d decisions, %d actions active at the end\n", n, ds, len(e.Active()))
 	return 0
@@ -104,18 +108,21 @@ func readAutopilot(path string) (policy.Autopilot, error) {
 }
 
 // replayFile feeds every snapshot of a recording to e, in order, and
-// hands each decision to out; it returns the snapshots and decisions.
-func replayFile(path string, e *autopilot.Engine, out func(autopilot.Decision) error) (snapshots, decisions int, err error) {
+// hands each decision to out; it returns the snapshots and decisions, and
+// whether the recording stops mid-write (a gzip stream cut off, a last
+// line without its end, as qtop leaves while it records): its whole
+// snapshots are replayed, as qtop replay does.
+func replayFile(path string, e *autopilot.Engine, out func(autopilot.Decision) error) (snapshots, decisions int, cut bool, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, false, err
 	}
 	defer f.Close()
 	var r io.Reader = f
 	if strings.HasSuffix(path, ".gz") {
 		z, err := gzip.NewReader(f)
 		if err != nil {
-			return 0, 0, fmt.Errorf("%s: %w", path, err)
+			return 0, 0, false, fmt.Errorf("%s: %w", path, err)
 		}
 		defer z.Close()
 		r = z
@@ -126,14 +133,19 @@ func replayFile(path string, e *autopilot.Engine, out func(autopilot.Decision) e
 		Version int `json:"qtop_recording"`
 	}
 	if !sc.Scan() || json.Unmarshal(sc.Bytes(), &hdr) != nil || hdr.Version == 0 {
-		return 0, 0, fmt.Errorf("%s does not start with a qtop recording header (qtop --record writes one)", path)
+		return 0, 0, false, fmt.Errorf("%s does not start with a qtop recording header (qtop --record writes one)", path)
 	}
+	var bad error // a line that does not decode: an error unless it is the last
 	for sc.Scan() {
+		if bad != nil {
+			return snapshots, decisions, false, bad
+		}
 		var l struct {
 			Snapshot *api.Snapshot `json:"snapshot"`
 		}
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			return snapshots, decisions, fmt.Errorf("%s, snapshot %d: %w", path, snapshots+1, err)
+			bad = fmt.Errorf("%s, snapshot %d: %w", path, snapshots+1, err)
+			continue
 		}
 		if l.Snapshot == nil {
 			continue
@@ -142,12 +154,14 @@ func replayFile(path string, e *autopilot.Engine, out func(autopilot.Decision) e
 		for _, d := range e.Step(l.Snapshot) {
 			decisions++
 			if err := out(d); err != nil {
-				return snapshots, decisions, err
+				return snapshots, decisions, false, err
 			}
 		}
 	}
-	if err := sc.Err(); err != nil {
-		return snapshots, decisions, fmt.Errorf("%s: %w", path, err)
+	if err := sc.Err(); err != nil && !errors.Is(err, io.ErrUnexpectedEOF) {
+		return snapshots, decisions, false, fmt.Errorf("%s: %w", path, err)
+	} else if err != nil {
+		cut = true
 	}
-	return snapshots, decisions, nil
+	return snapshots, decisions, cut || bad != nil, nil
 }

@@ -68,3 +68,32 @@ func TestAutopilotReplayPolicy(t *testing.T) {
 		t.Fatalf("code %d: %s", code, errb.String())
 	}
 }
+
+// TestAutopilotReplayCutShort: a recording qtop is still writing (its
+// gzip stream not closed, its last line cut) is replayed up to its last
+// whole snapshot, and says so, as qtop replay does; a bad line with more
+// after it is still an error.
+func TestAutopilotReplayCutShort(t *testing.T) {
+	const demo = "../../testdata/incident/demo.qtop.gz"
+	whole, err := os.ReadFile(demo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cut := filepath.Join(dir, "cut.qtop.gz")
+	if err := os.WriteFile(cut, whole[:len(whole)*3/4], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"autopilot", "--replay", cut}, &out, &errb); code != 0 || !strings.Contains(errb.String(), "stops mid-write") {
+		t.Fatalf("a cut gzip: code %d: %s", code, errb.String())
+	}
+	plain := filepath.Join(dir, "bad.qtop")
+	if err := os.WriteFile(plain, []byte("{\"qtop_recording\":1}\n{\"snapshot\":\n{\"snapshot\":{}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	errb.Reset()
+	if code := run([]string{"autopilot", "--replay", plain}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "snapshot 1") {
+		t.Fatalf("a bad line before others: code %d: %s", code, errb.String())
+	}
+}
