@@ -35,11 +35,12 @@ var valueSets = map[string]map[string]any{
 		"extraEnv":       []any{map[string]any{"name": "QTOP_SHARED_POLICY", "value": "true"}},
 	},
 	"existing-secrets": {
-		"tokens":      map[string]any{"existingSecret": "qtop-tokens"},
-		"postgres":    map[string]any{"existingSecret": "qtop-pg"},
-		"persistence": map[string]any{"enabled": false},
-		"service":     map[string]any{"otlpGrpcPort": 0},
-		"tls":         map[string]any{"existingSecret": "qtop-cert", "clientCA": true},
+		"tokens":         map[string]any{"existingSecret": "qtop-tokens"},
+		"postgres":       map[string]any{"existingSecret": "qtop-pg"},
+		"persistence":    map[string]any{"enabled": false},
+		"service":        map[string]any{"otlpGrpcPort": 0},
+		"tls":            map[string]any{"existingSecret": "qtop-cert", "clientCA": true},
+		"serviceMonitor": map[string]any{"enabled": true, "clientCertSecret": "prometheus-client"},
 	},
 	"mesh": {
 		"insecure":          true,
@@ -278,4 +279,28 @@ func keys(m map[string]any) []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+// TestChartRefusesClientCAWithoutItsCA: mTLS needs a CA whose key signs
+// the clients, which the chart's own does not keep, and a ServiceMonitor
+// needs a client certificate to scrape under it: the chart says so
+// rather than render what cannot work.
+func TestChartRefusesClientCAWithoutItsCA(t *testing.T) {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for want, vals := range map[string]map[string]any{
+		"needs tls.existingSecret": {"tls": map[string]any{"clientCA": true}},
+		"needs serviceMonitor.clientCertSecret": {"tls": map[string]any{"clientCA": true, "existingSecret": "qtop-cert"},
+			"serviceMonitor": map[string]any{"enabled": true}},
+	} {
+		rv, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{Name: "qtop", Namespace: "obs", IsInstall: true}, chartutil.DefaultCapabilities)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := engine.Render(ch, rv); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%v: %v, want an error that %s", vals, err, want)
+		}
+	}
 }
