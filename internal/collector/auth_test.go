@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/internal/testsvc"
@@ -288,5 +289,32 @@ func TestAuditOnBothStores(t *testing.T) {
 				t.Fatalf("audit read from the store: %v %+v", err, direct)
 			}
 		})
+	}
+}
+
+// TestCertExpiryMetric: the collector exports when the certificate it
+// serves expires, for QtopCollectorCertExpiring.
+func TestCertExpiryMetric(t *testing.T) {
+	ca := tlstest.NewCA(t, "ca")
+	notAfter := time.Now().Add(10 * 24 * time.Hour).Truncate(time.Second)
+	cert, key := ca.ServerValid(t, "collector", time.Now().Add(-time.Hour), notAfter)
+	reg := prometheus.NewRegistry()
+	s, err := New(Config{Listen: "127.0.0.1:0", Store: StoreNone, DataDir: t.TempDir(), Registerer: reg,
+		TLSConfig: TLSConfig{TLS: tlsfiles.ServerFiles{Cert: cert, Key: key}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	got, err := testutil.GatherAndCount(reg, "qtop_collector_tls_cert_expiry_timestamp_seconds")
+	if err != nil || got != 1 {
+		t.Fatalf("series %d, %v", got, err)
+	}
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == "qtop_collector_tls_cert_expiry_timestamp_seconds" {
+			if v := mf.GetMetric()[0].GetGauge().GetValue(); v != float64(notAfter.Unix()) {
+				t.Fatalf("expiry %v, want %v", v, notAfter.Unix())
+			}
+		}
 	}
 }

@@ -1,6 +1,8 @@
 package collector
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"time"
 
@@ -144,4 +146,26 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, fmt.Errorf("collector: metrics: %w", err)
 	}
 	return m, nil
+}
+
+// certExpiry is qtop_collector_tls_cert_expiry_timestamp_seconds: when
+// the certificate the listeners serve expires (the one reloaded last,
+// read at each scrape), for an alert before clients refuse it
+// (QtopCollectorCertExpiring).
+func certExpiry(c *tls.Config) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "qtop_collector_tls_cert_expiry_timestamp_seconds",
+		Help: "When the TLS certificate the collector serves expires (Unix time)."}, func() float64 {
+		cert, err := c.GetCertificate(&tls.ClientHelloInfo{})
+		if err != nil || cert == nil {
+			return 0
+		}
+		leaf := cert.Leaf
+		if leaf == nil && len(cert.Certificate) > 0 {
+			leaf, _ = x509.ParseCertificate(cert.Certificate[0])
+		}
+		if leaf == nil {
+			return 0
+		}
+		return float64(leaf.NotAfter.Unix())
+	})
 }

@@ -130,6 +130,9 @@ func New(cfg Config) (*Server, error) {
 		if s.life.tls, err = tlsfiles.Server(cfg.TLS, cfg.Logger); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
+		if err := cfg.Registerer.Register(certExpiry(s.life.tls)); err != nil {
+			return nil, fmt.Errorf("collector: metrics: %w", err)
+		}
 	}
 	if err := os.MkdirAll(s.minutes.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("collector: data dir: %w", err)
