@@ -77,7 +77,7 @@ func (s *Store) retainTable(ctx context.Context, table, column string, before ti
 }
 
 // EraseTenant implements store.TenantEraser: one transaction deletes the
-// tenant's rollups, hot keys and statements.
+// tenant's rollups, hot keys and statements, then a checkpoint.
 func (s *Store) EraseTenant(ctx context.Context, tenantName string) (store.Erased, error) {
 	done, err := s.begin()
 	if err != nil {
@@ -113,6 +113,13 @@ func (s *Store) EraseTenant(ctx context.Context, tenantName string) (store.Erase
 	}
 	if err := tx.Commit(); err != nil {
 		return store.Erased{}, fmt.Errorf("duckstore: erase tenant: %w", err)
+	}
+	// A checkpoint writes the deletes into the file and reclaims what it
+	// can of the rows' space (the WAL no longer holds them); DuckDB does
+	// not rewrite every block, so bytes of the rows may stay in the file
+	// until their space is reused (README, "Retention and erasure").
+	if _, err := s.db.ExecContext(ctx, "CHECKPOINT"); err != nil {
+		return e, fmt.Errorf("duckstore: erase tenant: the rows are deleted; checkpoint: %w", err)
 	}
 	return e, nil
 }
