@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/api"
+	"github.com/qtop-dev/qtop/autopilot"
 	"github.com/qtop-dev/qtop/internal/collector"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/tlsfiles"
@@ -179,26 +180,70 @@ func printAudit(w io.Writer, rows []api.AuditRow) error {
 				"-", printable(er.Tenant), what, "-", "")
 			continue
 		}
-		var rule policy.Rule
-		json.Unmarshal(r.Rule, &rule)
-		target := rule.Tenant
-		if target == "" {
-			target = "tier " + rule.Tier.String()
-		}
-		what := string(rule.Action)
-		switch rule.Action {
-		case policy.Throttle:
-			what = fmt.Sprintf("throttle %g RU/s", rule.RUPerSecond)
-		case policy.Price:
-			what = fmt.Sprintf("price ×%g", rule.Multiplier)
-		}
-		if rule.Shadow {
-			what += " (shadow)"
-		}
+		target, what, expires, reason := auditCells(r)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Time.UTC().Format(time.RFC3339), printable(r.Who), r.Action,
-			r.PolicyVersion, printable(target), what, rule.Expires.UTC().Format(time.RFC3339), printable(rule.Reason))
+			r.PolicyVersion, printable(target), printable(what), expires, printable(reason))
 	}
 	return tw.Flush()
+}
+
+// auditCells are the target, rule, expiry and reason of an audit row: a
+// policy rule's, an autopilot decision's (autopilot-apply, -relax, -lift,
+// -cancel: its evidence is in --format json), or the autopilot's rules
+// (autopilot-set, -pause, -resume).
+func auditCells(r api.AuditRow) (target, what, expires, reason string) {
+	at := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return t.UTC().Format(time.RFC3339)
+	}
+	switch r.Action {
+	case "autopilot-set", "autopilot-pause", "autopilot-resume":
+		var a policy.Autopilot
+		json.Unmarshal(r.Rule, &a)
+		what = strconv.Itoa(len(a.Rules)) + " rules"
+		if a.Paused {
+			what += ", paused"
+		}
+		return "autopilot", what, "-", ""
+	}
+	if strings.HasPrefix(r.Action, "autopilot-") {
+		var d autopilot.Decision
+		json.Unmarshal(r.Rule, &d)
+		unit := map[policy.AutopilotAction]string{policy.AutopilotQuota: " RU/s", policy.AutopilotThrottle: " RU/s",
+			policy.AutopilotBudget: " sessions", policy.AutopilotDemote: "×"}[d.Action]
+		what = fmt.Sprintf("%s %g%s (rule %s)", d.Action, d.Limit, unit, d.Rule)
+		if d.Shadow {
+			what += " (shadow)"
+		}
+		switch {
+		case d.PolicyRule != nil:
+			expires = at(d.PolicyRule.Expires)
+		case d.Budget != nil:
+			expires = at(d.Budget.Expires)
+		default:
+			expires = "-"
+		}
+		return d.Tenant, what, expires, d.Why
+	}
+	var rule policy.Rule
+	json.Unmarshal(r.Rule, &rule)
+	target = rule.Tenant
+	if target == "" {
+		target = "tier " + rule.Tier.String()
+	}
+	what = string(rule.Action)
+	switch rule.Action {
+	case policy.Throttle, policy.Quota:
+		what = fmt.Sprintf("%s %g RU/s", rule.Action, rule.RUPerSecond)
+	case policy.Price:
+		what = fmt.Sprintf("price ×%g", rule.Multiplier)
+	}
+	if rule.Shadow {
+		what += " (shadow)"
+	}
+	return target, what, at(rule.Expires), rule.Reason
 }
 
 // printable keeps a value from moving the terminal's cursor.

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/qtop-dev/qtop/api"
+	"github.com/qtop-dev/qtop/autopilot"
+	"github.com/qtop-dev/qtop/policy"
+)
+
+// TestPrintAuditRows: the audit table reads each kind of row as what it
+// is — a quota rule with its RU/s, an autopilot decision with its limit,
+// rule and why, the autopilot's rules — never as an empty rule of year 1.
+func TestPrintAuditRows(t *testing.T) {
+	at := time.Date(2026, 12, 4, 4, 14, 37, 0, time.UTC)
+	js := func(v any) json.RawMessage { b, _ := json.Marshal(v); return b }
+	rule := policy.Rule{ID: "q1", Tenant: "bigcorp", Action: policy.Quota, RUPerSecond: 30, Expires: at.Add(time.Hour), Reason: "import"}
+	d := autopilot.Decision{Time: at, Rule: "noisy-neighbour", Tenant: "bigcorp", Kind: autopilot.KindApply, Action: policy.AutopilotQuota,
+		Limit: 101, Why: "37 victims", PolicyRule: &policy.Rule{Expires: at.Add(15 * time.Minute)}}
+	rows := []api.AuditRow{
+		{Time: at, Who: "qtop/ops", Action: "add", PolicyVersion: 5, Rule: js(rule)},
+		{Time: at, Who: "autopilot/noisy-neighbour", Action: "autopilot-apply", PolicyVersion: 6, Rule: js(d)},
+		{Time: at, Who: "qtop/ops", Action: "autopilot-resume", PolicyVersion: 7, Rule: js(policy.Autopilot{Rules: []policy.AutopilotRule{{Name: "noisy-neighbour"}}})},
+	}
+	var out bytes.Buffer
+	if err := printAudit(&out, rows); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	for _, want := range []string{"quota 30 RU/s", "quota 101 RU/s (rule noisy-neighbour)", "37 victims", "2026-12-04T04:29:37Z", "1 rules"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("table lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "0001-01-01") {
+		t.Errorf("a zero time in the table:\n%s", s)
+	}
+}
