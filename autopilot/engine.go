@@ -3,6 +3,7 @@ package autopilot
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -183,6 +184,27 @@ func (e *Engine) Cancel(id, by string, now time.Time) (Decision, error) {
 		}
 	}
 	return Decision{}, fmt.Errorf("%w: %q", ErrUnknown, id)
+}
+
+// Spared returns the tenants a Cancel spares from new actions, and until
+// when: to be kept across a restart (Spare).
+func (e *Engine) Spared() map[string]time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return maps.Clone(e.cancelled)
+}
+
+// Spare spares tenant from new actions until until, as a Cancel made
+// before a restart did (Spared).
+func (e *Engine) Spare(tenant string, until time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.cancelled == nil {
+		e.cancelled = map[string]time.Time{}
+	}
+	if until.After(e.cancelled[tenant]) {
+		e.cancelled[tenant] = until
+	}
 }
 
 // Step takes the next snapshot and returns the decisions made at its

@@ -2,10 +2,14 @@ package collector
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -16,6 +20,7 @@ import (
 	"github.com/qtop-dev/qtop/autopilot"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/report"
+	"github.com/qtop-dev/qtop/store"
 )
 
 // The autopilot (package autopilot) runs here: once a second on the live
@@ -40,6 +45,9 @@ type pilotPart struct {
 	lock      *pilotLock // nil: alone
 	needLock  bool       // part of a fleet: acts only under the lock
 	unshared  bool       // peers without a shared policy: its rules would reach only this collector's processes
+	// spared is where the tenants a cancel spares are kept across a
+	// restart (DataDir/autopilot-spared.json; "": not kept).
+	spared string
 
 	mu      sync.Mutex
 	eng     *autopilot.Engine
@@ -74,6 +82,10 @@ func newPilotPart(cfg Config, pol *policyPart, q *fleetQuota) (*pilotPart, error
 	if q.client != nil {
 		p.lock = newPilotLock(q.client, cfg.QuotaPrefix, q.id)
 	}
+	if cfg.DataDir != "" {
+		p.spared = filepath.Join(cfg.DataDir, sparedFile)
+		p.loadSpared(cfg.Now())
+	}
 	p.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qtop_autopilot_decisions_total",
 		Help: "Decisions of the autopilot by rule, kind (apply, relax, tighten, lift, cancel) and mode (enforce, shadow)."},
 		[]string{"rule", "kind", "mode"})
@@ -91,6 +103,44 @@ func newPilotPart(cfg Config, pol *policyPart, q *fleetQuota) (*pilotPart, error
 		}
 	}
 	return p, nil
+}
+
+// sparedFile keeps, in the data dir, the tenants a cancel spares from new
+// actions until the cancelled one would have ended, so that a restart
+// does not act on them again at once.
+const sparedFile = "autopilot-spared.json"
+
+// loadSpared gives the engine the spares saved before a restart that
+// have not ended at now; a file that cannot be read is logged and left.
+func (p *pilotPart) loadSpared(now time.Time) {
+	b, err := os.ReadFile(p.spared)
+	if errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	var m map[string]time.Time
+	if err == nil {
+		err = json.Unmarshal(b, &m)
+	}
+	if err != nil {
+		p.log.Warn("autopilot: the tenants a cancel spares were not read; they may be acted on again", "file", p.spared, "err", err)
+		return
+	}
+	for tn, until := range m {
+		if until.After(now) {
+			p.eng.Spare(tn, until)
+		}
+	}
+}
+
+// saveSpared writes the engine's spares to the data dir.
+func (p *pilotPart) saveSpared() {
+	if p.spared == "" {
+		return
+	}
+	b, _ := json.Marshal(p.eng.Spared())
+	if err := store.WriteFileAtomic(p.spared, b); err != nil {
+		p.log.Warn("autopilot: the tenants a cancel spares were not saved; a restart may act on them again", "file", p.spared, "err", err)
+	}
 }
 
 // sync gives the engine the policy's autopilot part when it changed.
@@ -342,6 +392,7 @@ func (p *pilotPart) command(ctx context.Context, now time.Time, c api.AutopilotC
 			return fmt.Errorf("%w (GET /v1/autopilot lists the active actions)", err)
 		}
 		p.write(ctx, now, d)
+		p.saveSpared()
 		return nil
 	}
 	// Pausing while paused, or resuming while running, changes nothing:

@@ -471,3 +471,26 @@ func TestAutopilotCommandNoOp(t *testing.T) {
 		t.Fatal("resume while running made a version")
 	}
 }
+
+// TestAutopilotCancelKeptAcrossRestart: a cancel spares its tenant from
+// new actions until the cancelled one would have ended, and a collector
+// restarted on its data dir keeps that (before, it acted on the tenant
+// again within minutes of a restart).
+func TestAutopilotCancelKeptAcrossRestart(t *testing.T) {
+	f := newFixture(t)
+	ends := f.clk.Now().Add(15 * time.Minute)
+	p := f.s.feat.pilot
+	if n := p.eng.Restore([]autopilot.Action{{ID: "autopilot-noisy-1", Rule: "noisy", Tenant: "bigcorp", Action: policy.AutopilotQuota,
+		Started: f.clk.Now(), Changed: f.clk.Now(), Expires: ends, Limit: 50}}); n != 1 {
+		t.Fatalf("restored %d actions", n)
+	}
+	if err := p.command(context.Background(), f.clk.Now(), api.AutopilotCommand{Cancel: "autopilot-noisy-1"}, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	f.stop()
+	f.start()
+	defer f.stop()
+	if got := f.s.feat.pilot.eng.Spared(); !got["bigcorp"].Equal(ends) {
+		t.Fatalf("spared after a restart: %v, want bigcorp until %v", got, ends)
+	}
+}
