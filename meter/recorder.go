@@ -239,9 +239,6 @@ func (r *Recorder) Record(rec Record) {
 	if rec.Err {
 		a.errors++
 	}
-	if rec.Duration > 0 && !rec.Refused {
-		a.dur += rec.Duration
-	}
 	if rec.RU > 0 {
 		a.ru += rec.RU
 	}
@@ -252,6 +249,7 @@ func (r *Recorder) Record(rec Record) {
 		a.nrows += uint64(rec.Rows)
 	}
 	if !rec.Refused {
+		a.dur += max(rec.Duration, 0)
 		a.hist.ObserveDuration(rec.Duration)
 	}
 	if key != "" {

@@ -57,9 +57,6 @@ type Reporter struct {
 
 	cutMu   sync.Mutex
 	scratch report.Report // the report cut holds, reused; guarded by cutMu
-	// badSaid is when a section that could not be encoded was last
-	// logged; guarded by cutMu.
-	badSaid time.Time
 
 	dropped atomic.Uint64
 	sending chan struct{} // a one-slot semaphore: one sender at a time
@@ -202,11 +199,7 @@ func (r *Reporter) encodes(s report.Section, now time.Time) bool {
 	if r.m != nil {
 		r.m.sectionsDropped.Inc()
 	}
-	if l := r.cfg.logger; l != nil && (r.badSaid.IsZero() || now.Sub(r.badSaid) >= sendLogEvery) {
-		r.badSaid = now
-		l.Warn("qtop: a report section could not be encoded; the report is sent without it",
-			"section", s.SectionTag(), "err", err.Error())
-	}
+	r.log.sectionFailed(now, s.SectionTag(), err)
 	return false
 }
 

@@ -27,7 +27,26 @@ type sendLog struct {
 	lastSaid time.Time
 	failures int // of the run
 
-	replySaid time.Time // when an unreadable reply was last logged
+	replySaid   time.Time // when an unreadable reply was last logged
+	sectionSaid time.Time // when a section that could not be encoded was
+}
+
+// sectionFailed logs, at most once a sendLogEvery, that a section of the
+// process's own (tag) could not be encoded and its report went without
+// it.
+func (l *sendLog) sectionFailed(now time.Time, tag uint64, err error) {
+	if l.log == nil {
+		return
+	}
+	l.mu.Lock()
+	say := l.sectionSaid.IsZero() || now.Sub(l.sectionSaid) >= sendLogEvery
+	if say {
+		l.sectionSaid = now
+	}
+	l.mu.Unlock()
+	if say {
+		l.log.Warn("qtop: a report section could not be encoded; the report is sent without it", "section", tag, "err", err.Error())
+	}
 }
 
 // failed records a failed attempt (err: what went wrong; dropped: the

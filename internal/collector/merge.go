@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/api"
+	"github.com/qtop-dev/qtop/budget"
 	"github.com/qtop-dev/qtop/gcra"
 	"github.com/qtop-dev/qtop/ratio"
 	"github.com/qtop-dev/qtop/report"
@@ -208,6 +209,14 @@ type source struct {
 }
 
 const seqWindow = 1024
+
+// sawSections notes what the sections of rep, which came in at now, say
+// of the process: a budgets section, that it applies database budgets.
+func (s *source) sawSections(rep *report.Report, now time.Time) {
+	if _, ok := report.SectionOf[budget.Window](rep); ok {
+		s.budgets = now
+	}
+}
 
 // seqState says whether seq is new, already merged, or too old to tell.
 type seqState int

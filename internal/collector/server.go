@@ -20,7 +20,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/qtop-dev/qtop/api"
-	"github.com/qtop-dev/qtop/budget"
 	"github.com/qtop-dev/qtop/internal/otlpin"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/report"
@@ -305,7 +304,7 @@ func (s *Server) replay() error {
 			return false
 		}
 		src.mark(rep.Seq)
-		s.in.accepted(src, now)
+		s.in.accepted(src, nil, now)
 		d.prepare(s.agg)
 		s.feat.merge(rep, now, false)
 		s.view.merge(d, m, now, false)
@@ -631,9 +630,6 @@ func (s *Server) consume(d *decoded, raw []byte, t0 time.Time) (report.Reply, er
 	wal := m.wal
 	src.mark(rep.Seq)
 	src.pend(rep.Seq)
-	if _, ok := report.SectionOf[budget.Window](rep); ok {
-		src.budgets = now // the process applies database budgets
-	}
 	m.merging.Add(1) // the minute stays until the report's rows are in
 	s.mu.Unlock()
 
@@ -653,7 +649,7 @@ func (s *Server) consume(d *decoded, raw []byte, t0 time.Time) (report.Reply, er
 		}
 		return report.Reply{}, report.NewRetryable(errWAL, 5*time.Second)
 	}
-	s.in.accepted(src, now)
+	s.in.accepted(src, rep, now)
 	live := s.met.fresh(d.age)
 	s.feat.merge(rep, now, live)
 	s.view.merge(d, m, now, live)

@@ -86,9 +86,13 @@ func (in *intake) source(key string, now time.Time) *source {
 	return src
 }
 
-// accepted counts an accepted report of src at now and establishes it
+// accepted counts an accepted report of src at now (rep: one that came
+// in, whose sections are noted; nil: replayed) and establishes it
 // when it has earned it.
-func (in *intake) accepted(src *source, now time.Time) {
+func (in *intake) accepted(src *source, rep *report.Report, now time.Time) {
+	if rep != nil { // a report that came in, not one replayed from the log
+		src.sawSections(rep, now)
+	}
 	src.accepted++
 	if !src.est && src.accepted >= promoteAfter && now.Unix() > src.first && in.admit.established < in.maxSources {
 		src.est = true

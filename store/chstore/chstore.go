@@ -259,9 +259,9 @@ func Open(ctx context.Context, addr, database string, opts ...Option) (*Store, e
 // cluster (a Distributed rollups…_dist) when no cluster is given: the
 // node's own tables hold one shard, so reads would sum one shard, and an
 // erase would leave the tenant on the others, without a word.
-func (s *Store) notClustered(ctx context.Context, database string) error {
+func notClustered(ctx context.Context, conn driver.Conn, database string) error {
 	var n uint64
-	if err := s.conn.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = ? AND name = ?",
+	if err := conn.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = ? AND name = ?",
 		database, TableRollups+DistSuffix).Scan(&n); err != nil {
 		return fmt.Errorf("chstore: look up tables: %w", err)
 	}
@@ -307,7 +307,7 @@ func (s *Store) start(ctx context.Context, schema Schema) error {
 			return fmt.Errorf("%w: cluster %q is not in system.clusters", ErrConfig, schema.Cluster)
 		}
 	} else if schema.Mode == ModeExplicit {
-		if err := s.notClustered(ctx, schema.Database); err != nil {
+		if err := notClustered(ctx, s.conn, schema.Database); err != nil {
 			return err
 		}
 	}
