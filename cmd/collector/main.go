@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -589,7 +590,17 @@ func remoteReport(ctx context.Context, rc remote, req collector.ReportRequest, b
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		fmt.Fprintf(stderr, "collector report: %s: %s\n", resp.Status, strings.TrimSpace(string(b)))
+		msg := strings.TrimSpace(string(b))
+		var e struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(b, &e) == nil && e.Error != "" {
+			msg = e.Error // the collector's words, not its JSON
+			if ra := resp.Header.Get("Retry-After"); ra != "" {
+				msg += " (retry in " + ra + " s)"
+			}
+		}
+		fmt.Fprintf(stderr, "collector report: %s: %s\n", resp.Status, printable(msg))
 		return 1
 	}
 	io.Copy(stdout, resp.Body)
