@@ -76,6 +76,7 @@ func printTable(w io.Writer, s *api.Snapshot) error {
 	if e := s.Collector.SamplerError; e != "" {
 		fmt.Fprintf(tw, "\nsampler: %s\n", clean(e))
 	}
+	printTrouble(tw, s)
 	if u := unreadTags(s); u != "" {
 		fmt.Fprintf(tw, "\ntags lost: %s\n", u)
 	}
@@ -88,6 +89,25 @@ func printTable(w io.Writer, s *api.Snapshot) error {
 	}
 	_, err := w.Write(bytes.Join(lines, []byte("\n")))
 	return err
+}
+
+// printTrouble says what a collector's JSON says and the tables would
+// otherwise hide: peers that did not answer (their load is missing from
+// the figures above), and a store that takes no writes.
+func printTrouble(tw io.Writer, s *api.Snapshot) {
+	for _, p := range s.Peers {
+		if !p.OK {
+			fmt.Fprintf(tw, "\npeer %s did not answer (its processes are missing above): %s\n", clean(p.Collector), clean(p.Error))
+		}
+	}
+	c := &s.Collector
+	if c.Store != "" && !c.StoreHealthy {
+		fmt.Fprintf(tw, "\nstore unhealthy: %s", clean(c.StoreError))
+		if c.SpoolBytes > 0 {
+			fmt.Fprintf(tw, " (%d bytes wait in the spool, the oldest for %.0f s)", c.SpoolBytes, c.SpoolOldestSeconds)
+		}
+		fmt.Fprintln(tw)
+	}
 }
 
 // printTenants prints the tenants (or groups) table.

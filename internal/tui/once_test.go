@@ -38,3 +38,28 @@ func TestPrintTableIncident(t *testing.T) {
 		t.Errorf("postgres table:\n%s", out)
 	}
 }
+
+// TestPrintTableTrouble: the table says what the JSON says of a peer that
+// did not answer and of a store that takes no writes, and nothing when
+// all is well.
+func TestPrintTableTrouble(t *testing.T) {
+	s := incident()
+	var b strings.Builder
+	if err := Print(&b, s, FormatTable); err != nil {
+		t.Fatal(err)
+	}
+	if out := b.String(); strings.Contains(out, "did not answer") || strings.Contains(out, "store unhealthy") {
+		t.Fatalf("a healthy collector's table:\n%s", out)
+	}
+	s.Peers = []api.PeerStatus{{Collector: "c1", OK: true}, {Collector: "c3:7070", Error: "connection refused"}}
+	s.Collector.Store, s.Collector.StoreHealthy = "clickhouse://ch1:9000/qtop", false
+	s.Collector.StoreError, s.Collector.SpoolBytes, s.Collector.SpoolOldestSeconds = "the store failed a write", 4096, 71
+	b.Reset()
+	if err := Print(&b, s, FormatTable); err != nil {
+		t.Fatal(err)
+	}
+	mustContain(t, b.String(), "peer c3:7070 did not answer", "connection refused", "store unhealthy: the store failed a write (4096 bytes wait in the spool, the oldest for 71 s)")
+	if strings.Contains(b.String(), "peer c1 ") {
+		t.Fatalf("a peer that answered is named:\n%s", b.String())
+	}
+}
