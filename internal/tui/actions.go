@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
 
 	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/pgactivity"
+	"github.com/qtop-dev/qtop/policy"
 )
 
 // The actions: t throttles the tenant selected, c and k cancel or
@@ -205,6 +207,26 @@ func (m *Model) promptKey(msg tea.KeyMsg) tea.Cmd {
 		return m.signal(pr)
 	case promptAutopilotPause, promptAutopilotResume, promptAutopilotCancel:
 		return autopilotCommand(&m.c, m.log, m.actor(), pr)
+	case promptLift:
+		return m.lift(pr.lifted)
 	}
 	return nil
+}
+
+// lift posts rule again, expiring now: the collector drops it, and the
+// processes stop applying it with their next report.
+func (m *Model) lift(rule policy.Rule) tea.Cmd {
+	src, ctx, log, who, desc, now := m.c.src, m.c.ctx, m.log, m.actor(), m.c.src.Describe(), m.c.now
+	rule.Expires = now().UTC().Add(time.Second)
+	rule.Reason = "lifted in qtop by " + who
+	return func() tea.Msg {
+		a := action{Time: now().UTC(), User: who, Source: desc, Action: "lift", Tenant: rule.Tenant, Result: "done"}
+		if err := src.Throttle(ctx, rule); err != nil {
+			a.Result, a.Error = "error", err.Error()
+			log.write(a)
+			return actionMsg{err: fmt.Errorf("lift %s: %w", rule.ID, err)}
+		}
+		log.write(a)
+		return actionMsg{text: fmt.Sprintf("rule %s on %s lifted (it expires within a second; see Enforcement, 5)", rule.ID, ruleTarget(rule))}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -270,6 +271,18 @@ func (m *Model) startAutopilotPause() tea.Cmd {
 // startAutopilotCancel asks to end the autopilot action selected in the
 // Enforcement view.
 func (m *Model) startAutopilotCancel() tea.Cmd {
+	if ev, ok := m.nav.cur.(*enforcementView); ok && m.c.feats.Throttle {
+		if r, ok := ev.selectedRule(); ok {
+			if ev.ap != nil && slices.ContainsFunc(ev.ap.Active, func(a api.AutopilotRow) bool { return a.ID == r.ID }) {
+				return m.c.setStatus("rule "+clean(r.ID)+" is an autopilot action's: x on the action, above, ends it", false)
+			}
+			// A rule posted by hand (t, POST /v1/policy), or one an
+			// autopilot no longer follows (after its restart): x lifts it.
+			m.prompt = prompt{kind: promptLift, tenant: r.Tenant, lifted: r}
+			m.state = statePrompt
+			return nil
+		}
+	}
 	if _, ok := autopilotOf(m.c.src); !ok {
 		return m.c.setStatus("x ends an action of a collector's autopilot (qtop --collector URL); "+noAutopilot(m.c.src), false)
 	}

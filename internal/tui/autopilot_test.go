@@ -157,7 +157,8 @@ func TestAutopilotOnce(t *testing.T) {
 }
 
 // TestAutopilotKeys: A asks, then pauses (or resumes a paused
-// autopilot); x ends the action selected, not a policy rule; n keeps it;
+// autopilot); x ends the action selected (on a policy rule, it offers to
+// lift it); n keeps it;
 // each command done is in the action log.
 func TestAutopilotKeys(t *testing.T) {
 	src := &pilotSource{fakeSource: newFake(Features{Throttle: true})}
@@ -176,8 +177,11 @@ func TestAutopilotKeys(t *testing.T) {
 	press(m, "x")
 	mustContain(t, m.c.status.text, "x ends the autopilot action selected in the Enforcement view (5)")
 	press(m, "5", "down", "down")
-	press(m, "x") // the cursor is on a policy rule now
-	mustContain(t, m.c.status.text, "no autopilot action selected")
+	press(m, "x") // the cursor is on a policy rule now: x would lift it
+	if m.state != statePrompt || m.prompt.kind != promptLift {
+		t.Fatalf("x on a policy rule: state %v, prompt %+v", m.state, m.prompt)
+	}
+	press(m, "n")
 	press(m, "up", "x")
 	mustContain(t, m.View(), "End autopilot action autopilot-import-1773047627 (quota bigcorp 62.0 RU/s)?")
 	runCmd(t, m, press(m, "y"))

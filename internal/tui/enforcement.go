@@ -58,6 +58,23 @@ func (v *enforcementView) selectedAction() (api.AutopilotRow, bool) {
 	return v.ap.Active[v.list.cursor], true
 }
 
+// selectedRule is the policy rule selected, when the cursor is on one.
+func (v *enforcementView) selectedRule() (policy.Rule, bool) {
+	i := v.list.cursor - v.actions()
+	if i < 0 || i >= len(v.pol.Rules) {
+		return policy.Rule{}, false
+	}
+	return v.pol.Rules[i], true
+}
+
+// ruleTarget is a rule's tenant, or its tier.
+func ruleTarget(r policy.Rule) string {
+	if r.Tenant != "" {
+		return r.Tenant
+	}
+	return "tier " + r.Tier.String()
+}
+
 func (v *enforcementView) update(c *common, msg tea.Msg) (tea.Cmd, bool) {
 	return nil, navigate(c, &v.list, msg, c.page)
 }

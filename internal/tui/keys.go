@@ -39,7 +39,8 @@ type RowKeys struct {
 type ActionKeys struct {
 	Pause, Throttle, Cancel, Terminate key.Binding
 	// AutopilotPause pauses or resumes the collector's autopilot;
-	// AutopilotCancel ends the autopilot action selected (Enforcement).
+	// AutopilotCancel ends the autopilot action selected, or lifts the
+	// policy rule selected (Enforcement).
 	AutopilotPause, AutopilotCancel key.Binding
 	Help, Quit                      key.Binding
 }
@@ -93,7 +94,7 @@ func DefaultKeyMap() KeyMap {
 			Cancel:          b([]string{"c"}, "c", "cancel statement (--postgres)"),
 			Terminate:       b([]string{"k"}, "k", "terminate backend (--postgres)"),
 			AutopilotPause:  b([]string{"A"}, "A", "pause/resume autopilot"),
-			AutopilotCancel: b([]string{"x"}, "x", "end autopilot action (5)"),
+			AutopilotCancel: b([]string{"x"}, "x", "end autopilot action, lift rule (5)"),
 			Help:            b([]string{"?"}, "?", "help"),
 			Quit:            b([]string{"q", "ctrl+c"}, "q", "quit"),
 		},

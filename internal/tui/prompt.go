@@ -66,6 +66,7 @@ const (
 	promptAutopilotResume
 	promptAutopilotCancel
 	promptHistory
+	promptLift // a policy rule, ended now
 )
 
 // MaxThrottle is the longest throttle the prompt accepts.
@@ -81,6 +82,7 @@ type prompt struct {
 	query   string
 	targets []api.StatementRow // of a cancel or terminate
 	action  api.AutopilotRow   // of an autopilot cancel
+	lifted  policy.Rule        // of a lift
 	ru, dur field
 	name    field // of a history
 	focus   int   // 0: RU/s cap, 1: duration
@@ -181,6 +183,9 @@ func (p *prompt) line(c *common) string {
 		a := &p.action
 		s = fmt.Sprintf("End autopilot action %s (%s %s %s)? its limit lifts now · y confirm · n/esc keep it",
 			clean(a.ID), a.Action, clean(a.Tenant), fmtLimit(a.Limit, a.Unit))
+	case promptLift:
+		s = fmt.Sprintf("Lift rule %s (%s on %s) now, before it expires? · y confirm · n/esc keep it",
+			clean(p.lifted.ID), p.lifted.Action, clean(ruleTarget(p.lifted)))
 	}
 	out := c.st.prompt.Render(clip(s, c.width))
 	if p.err != "" {

@@ -95,3 +95,24 @@ func TestVictimsTabDrillsIn(t *testing.T) {
 	}
 	mustContain(t, m.View(), "globex is a victim, not an offender")
 }
+
+// TestLiftRule: x on a policy rule in the Enforcement view asks, then
+// posts the rule again expiring now (before, x there spoke of the
+// autopilot's rules and a throttle had to be lifted with curl).
+func TestLiftRule(t *testing.T) {
+	src := newFake(Features{Throttle: true})
+	m := New(src, WithRenderer(asciiRenderer()), WithLocation(time.UTC), WithClock(func() time.Time { return t0 }))
+	m.Update(tea.WindowSizeMsg{Width: 140, Height: 40})
+	m.Update(snapshotMsg{incident()})
+	press(m, "5", "x")
+	if m.state != statePrompt || m.prompt.kind != promptLift || m.prompt.lifted.ID != "a1b2c3d4e5f6" {
+		t.Fatalf("x on the first rule: state %v, prompt %+v", m.state, m.prompt)
+	}
+	mustContain(t, m.View(), "Lift rule a1b2c3d4e5f6 (throttle on globex)")
+	runCmd(t, m, press(m, "y"))
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	if len(src.throttles) != 1 || src.throttles[0].ID != "a1b2c3d4e5f6" || !src.throttles[0].Expires.Equal(t0.Add(time.Second)) {
+		t.Fatalf("posted %+v, want the rule again, expiring a second from now", src.throttles)
+	}
+}
