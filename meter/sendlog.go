@@ -35,16 +35,7 @@ type sendLog struct {
 // process's own (tag) could not be encoded and its report went without
 // it.
 func (l *sendLog) sectionFailed(now time.Time, tag uint64, err error) {
-	if l.log == nil {
-		return
-	}
-	l.mu.Lock()
-	say := l.sectionSaid.IsZero() || now.Sub(l.sectionSaid) >= sendLogEvery
-	if say {
-		l.sectionSaid = now
-	}
-	l.mu.Unlock()
-	if say {
+	if l.due(&l.sectionSaid, now) {
 		l.log.Warn("qtop: a report section could not be encoded; the report is sent without it", "section", tag, "err", err.Error())
 	}
 }
@@ -103,22 +94,29 @@ func (l *sendLog) sent(now time.Time) {
 	l.log.Info("meter: reports to the collector delivered again", "failures", n, "for", now.Sub(since).Round(time.Millisecond).String())
 }
 
+// due says whether a message last said at *said (under l.mu) is to be
+// said again at now — once, then at most every sendLogEvery — and notes
+// it; never with no logger.
+func (l *sendLog) due(said *time.Time, now time.Time) bool {
+	if l.log == nil {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !said.IsZero() && now.Sub(*said) < sendLogEvery {
+		return false
+	}
+	*said = now
+	return true
+}
+
 // unreadable records a 2xx whose body was not a collector's reply: the
 // report is taken as delivered (a collector that merged it must not get
 // it twice), but whatever answered may well not be a collector (a proxy's
 // catch-all page, another service on that port), and the policy in the
 // reply is lost. Said once, then at most every sendLogEvery.
 func (l *sendLog) unreadable(now time.Time, err error) {
-	if l.log == nil {
-		return
-	}
-	l.mu.Lock()
-	say := l.replySaid.IsZero() || now.Sub(l.replySaid) >= sendLogEvery
-	if say {
-		l.replySaid = now
-	}
-	l.mu.Unlock()
-	if say {
+	if l.due(&l.replySaid, now) {
 		l.log.Warn("meter: the collector's reply to a report could not be read", "err", err.Error(),
 			"report", "taken as delivered; the policy it carried is lost",
 			"hint", "check that the collector's URL reaches a qtop collector (not a proxy's page or another service) running this version or a newer one")

@@ -94,16 +94,22 @@ func fleetPilot(snaps []api.Snapshot) *api.AutopilotStatus {
 
 // autopilotOf returns src's autopilot, if it (or the source a Recorder
 // records) has one: a replay has none, it is read only.
-func autopilotOf(src Source) (AutopilotSource, bool) {
+func autopilotOf(src Source) (AutopilotSource, bool) { return through[AutopilotSource](src) }
+
+// through returns src as a T when it (or the source a Recorder records)
+// is one: a Recorder passes T's methods through to its source, so it is
+// a T only when its source is.
+func through[T any](src Source) (T, bool) {
 	inner := src
 	if r, ok := src.(*Recorder); ok {
 		inner = r.Source
 	}
-	if _, ok := inner.(AutopilotSource); !ok {
-		return nil, false
+	var zero T
+	if _, ok := inner.(T); !ok {
+		return zero, false
 	}
-	a, ok := src.(AutopilotSource)
-	return a, ok
+	t, ok := src.(T)
+	return t, ok
 }
 
 // autopilotHeadline is the line under the headline: the action in force

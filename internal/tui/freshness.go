@@ -24,17 +24,7 @@ type FreshnessSource interface {
 
 // freshnessOf returns src's freshness view, if it (or the source a
 // Recorder records) has one: the view works while recording.
-func freshnessOf(src Source) (FreshnessSource, bool) {
-	inner := src
-	if r, ok := src.(*Recorder); ok {
-		inner = r.Source
-	}
-	if _, ok := inner.(FreshnessSource); !ok {
-		return nil, false
-	}
-	fs, ok := src.(FreshnessSource)
-	return fs, ok
-}
+func freshnessOf(src Source) (FreshnessSource, bool) { return through[FreshnessSource](src) }
 
 // Freshness and SetFreshness pass through to a source that has them
 // (freshnessOf asks first).
