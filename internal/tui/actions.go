@@ -208,15 +208,16 @@ func (m *Model) promptKey(msg tea.KeyMsg) tea.Cmd {
 	case promptAutopilotPause, promptAutopilotResume, promptAutopilotCancel:
 		return autopilotCommand(&m.c, m.log, m.actor(), pr)
 	case promptLift:
-		return m.lift(pr.lifted)
+		return liftRule(&m.c, m.log, m.actor(), pr.lifted)
 	}
 	return nil
 }
 
-// lift posts rule again, expiring now: the collector drops it, and the
-// processes stop applying it with their next report.
-func (m *Model) lift(rule policy.Rule) tea.Cmd {
-	src, ctx, log, who, desc, now := m.c.src, m.c.ctx, m.log, m.actor(), m.c.src.Describe(), m.c.now
+// liftRule posts rule again, expiring now, and logs it in log as who's:
+// the collector drops it, and the processes stop applying it with their
+// next report.
+func liftRule(c *common, log *actionLog, who string, rule policy.Rule) tea.Cmd {
+	src, ctx, desc, now := c.src, c.ctx, c.src.Describe(), c.now
 	rule.Expires = now().UTC().Add(time.Second)
 	rule.Reason = "lifted in qtop by " + who
 	return func() tea.Msg {
