@@ -26,6 +26,8 @@ import (
 	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/tenant"
+	"github.com/qtop-dev/qtop/tlsfiles"
+	"github.com/qtop-dev/qtop/tlsfiles/tlstest"
 	"github.com/qtop-dev/qtop/topn"
 )
 
@@ -217,14 +219,19 @@ var (
 func codeCatalog(t *testing.T) *Catalog {
 	t.Helper()
 	addr := testsvc.ClickHouse(t) // skips, or fails under CI, without ClickHouse
-	catalogOnce.Do(func() { catalog, catalogErr = buildCatalog(addr) })
+	catalogOnce.Do(func() {
+		// TLS and --retention register metrics of their own.
+		ca := tlstest.NewCA(t, "dashboards")
+		cert, key := ca.Server(t, "collector")
+		catalog, catalogErr = buildCatalog(addr, tlsfiles.ServerFiles{Cert: cert, Key: key})
+	})
 	if catalogErr != nil {
 		t.Fatal(catalogErr)
 	}
 	return catalog
 }
 
-func buildCatalog(chAddr string) (cat *Catalog, err error) {
+func buildCatalog(chAddr string, tls tlsfiles.ServerFiles) (cat *Catalog, err error) {
 	cat = &Catalog{metrics: map[string]*Metric{}}
 	dir, err := os.MkdirTemp("", "qtop-dashboards-")
 	if err != nil {
@@ -234,13 +241,16 @@ func buildCatalog(chAddr string) (cat *Catalog, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
-	// The collector on its default, embedded store.
+	// The collector on its default, embedded store, serving TLS and
+	// keeping 90 days.
 	duck, err := collector.New(collector.Config{
-		Store:      "duckdb://" + filepath.Join(dir, "qtop.duckdb"),
-		DataDir:    filepath.Join(dir, "duck"),
-		Writer:     "dashboards-duck",
-		Token:      "dashboards",
-		Registerer: cat.Registerer("collector on duckdb"),
+		Store:       "duckdb://" + filepath.Join(dir, "qtop.duckdb"),
+		DataDir:     filepath.Join(dir, "duck"),
+		Writer:      "dashboards-duck",
+		Token:       "dashboards",
+		Registerer:  cat.Registerer("collector on duckdb"),
+		TLSConfig:   collector.TLSConfig{TLS: tls},
+		StoreConfig: collector.StoreConfig{Retention: 90 * 24 * time.Hour},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("collector on duckdb: %w", err)

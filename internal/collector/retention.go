@@ -88,8 +88,11 @@ func newRetention(cfg Config, st, next store.Store) (*retention, error) {
 	})
 	r.last = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "qtop_collector_store_retention_last_success_timestamp_seconds",
-		Help: "When the retention last ran without error (Unix time; 0: not yet).",
+		Help: "When the retention last ran without error, or, until it has, when the collector started (Unix time).",
 	})
+	// Until a run succeeds, the start stands for it: an alert on the
+	// gauge's age then fires for a collector whose runs never succeed.
+	r.last.Set(float64(cfg.Now().Unix()))
 	r.runs.WithLabelValues("ok")
 	r.runs.WithLabelValues("error")
 	for _, c := range []prometheus.Collector{r.runs, r.rows, r.partitions, r.last} {
