@@ -27,7 +27,9 @@
 // WebSocket and other upgrades pass, hop-by-hop headers are dropped,
 // X-Forwarded-For/Proto/Host are set, clients may speak HTTP/1.1 or h2c,
 // and the upstream HTTP/1.1 with keep-alive (or h2c with
-// Config.H2CUpstream).
+// Config.H2CUpstream). The query passes as the client sent it (httputil
+// alone drops parameters that hold a ';'), and a request head over
+// Config.MaxHeaderBytes (64 KiB) is answered 431.
 //
 // Requests to an http:// upstream without a body or with one of known
 // length up to 64 KiB go through the gate's own HTTP/1.1 client, which
