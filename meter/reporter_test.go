@@ -15,6 +15,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -271,12 +272,16 @@ func TestReporterCollectorDown(t *testing.T) {
 // second it arrives.
 func TestReporterSendsAge(t *testing.T) {
 	c := newCollector(t)
-	c.setMode("down")
+	// The outage is the client's: no attempt of it reaches the collector,
+	// which would otherwise take one sent before the clock moved but
+	// handled after it came back (a busy machine's scheduling).
+	down := &refusing{next: c.srv.Client().Transport}
+	down.on.Store(true)
 	var mu sync.Mutex
 	now := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	rec := mustRecorder(WithClock(clock))
-	r := newReporter(t, c, rec, WithClock(clock))
+	r := newReporter(t, c, rec, WithClock(clock), WithHTTPClient(&http.Client{Transport: down}))
 	rec.Record(Record{Tags: tenant.Tags{Tenant: "t", Route: "r"}, Duration: time.Millisecond})
 	if err := r.ForceFlush(ctxTimeout(t, 30*time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("flush to a collector that is down: %v", err)
@@ -284,7 +289,7 @@ func TestReporterSendsAge(t *testing.T) {
 	mu.Lock()
 	now = now.Add(4500 * time.Millisecond)
 	mu.Unlock()
-	c.setMode("ok")
+	down.on.Store(false)
 	if err := r.ForceFlush(ctxTimeout(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
@@ -293,6 +298,23 @@ func TestReporterSendsAge(t *testing.T) {
 	if len(c.ages) != 2 || c.ages[0] != "4500" || c.ages[1] != "0" {
 		t.Fatalf("ages %q, want [4500 0]: the backlog's report, then the one cut now", c.ages)
 	}
+}
+
+// refusing fails every request at once while on, as a collector whose
+// port is closed would, without a byte reaching next.
+type refusing struct {
+	on   atomic.Bool
+	next http.RoundTripper
+}
+
+func (r *refusing) RoundTrip(req *http.Request) (*http.Response, error) {
+	if r.on.Load() {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, errors.New("connection refused (test)")
+	}
+	return r.next.RoundTrip(req)
 }
 
 // TestReporterUnreachable: a collector whose port is closed.
