@@ -4,7 +4,8 @@
 // distinct names, uniformly or with -zipf S from a Zipf(S) mix) and the
 // hostile cases of the collector's hardening, each with its status, reason
 // and the collector's resident memory before and after; and a fleet of
-// OTLP/gRPC exporters, a connection each (otlp-grpc-fleet).
+// OTLP/gRPC exporters, a connection each (otlp-grpc-fleet); streams that
+// send their headers and nothing else beside one exporter (otlp-grpc-idle).
 //
 //	collector serve --listen 127.0.0.1:7171 --store none --data-dir /tmp/qtop-load &
 //	go run ./collectorload -addr 127.0.0.1:7171 -pid $! load -reporters 1000 -interval 200ms -duration 10s
@@ -16,6 +17,7 @@
 //	go run ./collectorload -addr 127.0.0.1:7171 -pid $! -token T otlp-grpc-hostile -grpc 127.0.0.1:14317 -as wrong -gzip
 //	go run ./collectorload -addr 127.0.0.1:7171 -pid $! -token T otlp-http-hostile -case slow
 //	go run ./collectorload -addr 127.0.0.1:7171 -pid $! otlp-grpc-fleet -grpc 127.0.0.1:14317 -exporters 2000 -interval 30s -duration 40s
+//	go run ./collectorload -addr 127.0.0.1:7171 otlp-grpc-idle -grpc 127.0.0.1:14317 -conns 2 -streams 4 -duration 10s
 package main
 
 import (
@@ -43,7 +45,7 @@ func main() {
 	pid := flag.Int("pid", 0, "the collector's process id, to read its resident memory")
 	token := flag.String("token", "", "report token")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: collectorload [-addr A] [-pid P] [-token T] load [flags] | hostile [flags] | otlp-grpc-hostile [flags] | otlp-http-hostile [flags] | otlp-grpc-fleet [flags]")
+		fmt.Fprintln(os.Stderr, "usage: collectorload [-addr A] [-pid P] [-token T] load [flags] | hostile [flags] | otlp-grpc-hostile [flags] | otlp-http-hostile [flags] | otlp-grpc-fleet [flags] | otlp-grpc-idle [flags]")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -67,6 +69,8 @@ func main() {
 		os.Exit(e.otlpHTTPHostile(flag.Args()[1:]))
 	case "otlp-grpc-fleet":
 		os.Exit(e.otlpGRPCFleet(flag.Args()[1:]))
+	case "otlp-grpc-idle":
+		os.Exit(e.otlpGRPCIdle(flag.Args()[1:]))
 	}
 	flag.Usage()
 	os.Exit(2)

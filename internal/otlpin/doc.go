@@ -145,12 +145,17 @@
 // default) — HTTP reserves its body as the bytes arrive, before they are
 // read (16 KiB, then doubling up to the length it declares; what gzip may
 // expand it to once it is in), so a request that declares 16 MiB and sends
-// nothing holds 16 KiB; gRPC reserves twice its message limit
-// (WithGRPCMaxMessage, 16 MiB: a longer message is refused from its length
-// prefix) from the stream's headers, at most half the budget per
-// connection — waiting up to 250 ms for memory to be given back (a gRPC
-// stream only when no other stream of its connection holds any), then
-// refused busy. The body then arrives at WithMinRate
+// nothing holds 16 KiB; gRPC, on a connection the receiver meters
+// (GRPCListener), reserves 128 KiB from the stream's headers and grows its
+// connection's reservation as the bytes arrive, before gRPC has them
+// (twice what the waiting streams sent, doubling, up to twice the message
+// limit a stream: WithGRPCMaxMessage, 16 MiB; a longer message is refused
+// from its length prefix), so streams that send their headers and nothing
+// else hold 128 KiB each; elsewhere twice the message limit from the
+// headers — at most half the budget per connection, waiting up to 250 ms
+// for memory to be given back (a new gRPC stream only when no other stream
+// of its connection holds any), then refused busy (a gRPC connection whose
+// bytes outgrow the budget has its waiting streams answered busy). The body then arrives at WithMinRate
 // (a slower one is cut: HTTP with 408; a gRPC message, counted on its
 // connection and shared among the connection's streams that wait for
 // theirs, with CANCELLED, so streams that send their headers and nothing

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
+	"time"
 
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -25,13 +27,14 @@ import (
 // receiver (RegisterGRPC), and to protect it. Before a stream is taken
 // (a tap on its headers, before one byte of its message is read): the
 // credential (WithAuth; a refusal is held back by WithRefusalHold), and a
-// reservation of twice the message limit (gRPC's buffers and the
-// message's copy) in the memory budget (WithMemory), at most half of it
-// per connection; a stream that finds the budget taken after waiting
-// briefly for a release is answered UNAVAILABLE with a retry delay. The
-// message must then arrive at WithMinRate after its grace when the server
-// serves on GRPCListener (rateWatch), and within WithGRPCReadTimeout. The
-// message limit
+// reservation in the memory budget (WithMemory), at most half of it per
+// connection: on GRPCListener grpcStep, grown as the connection delivers
+// the message (connMeter), elsewhere twice the message limit (gRPC's
+// buffers and the message's copy); a stream that finds the budget taken
+// after waiting briefly for a release is answered UNAVAILABLE with a retry
+// delay. The message must then arrive at WithMinRate after its grace when
+// the server serves on GRPCListener (rateWatch), and within
+// WithGRPCReadTimeout. The message limit
 // is WithGRPCMaxMessage (gRPC checks it on the wire, before reading the
 // message, and after decompression), gzip expands at most
 // meter.MaxExpansion times the bytes received, streams per connection are
@@ -92,47 +95,50 @@ func (r *Receiver) tapGRPC(ctx context.Context, info *tap.Info) (context.Context
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		conn = p.Addr.String()
 	}
+	st := &tappedStream{r: r, conn: conn, unwatch: func() {}}
+	// On a connection the receiver meters (GRPCListener) the stream takes
+	// grpcStep and its connection's pool grows as the bytes arrive
+	// (connMeter.grow); elsewhere it takes the most its message may hold.
+	need := grpcReserve(r.cfg.grpcMax)
+	if v, ok := r.meters.Load(conn); ok {
+		st.m, need = v.(*connMeter), grpcStep
+	}
 	wait := reserveWait
 	if r.mem.holds(conn) {
 		wait = 0
 	}
-	release, err := r.mem.reserveConnWait(ctx, conn, grpcReserve(r.cfg.grpcMax), wait)
-	if err != nil {
+	if err := r.mem.takeWait(ctx, conn, need, wait); err != nil {
 		r.met.requests.WithLabelValues("grpc", reqBusy).Inc()
 		st, _ := status.New(codes.Unavailable, err.Error()).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(retrySlots)})
 		return nil, st.Err()
 	}
-	r.met.memory.Set(float64(r.mem.reserved()))
-	// The handler gives the reservation back before its answer goes (so
-	// the client's next export finds it free); the stream's context ends
-	// with the stream (answered, reset, or its connection gone), which
-	// gives it back if the handler never ran; the read timeout ends it
-	// early for a message that does not arrive in time, and the rate
-	// watch (GRPCListener) for one that trickles in, or not at all, after
-	// the grace.
-	free := func() {
-		release()
-		r.met.memory.Set(float64(r.mem.reserved()))
-	}
+	// The handler gives the memory back before its answer goes (so the
+	// client's next export finds it free); the stream's context ends with
+	// the stream (answered, reset, or its connection gone), which gives it
+	// back if the handler never ran; the read timeout ends it early for a
+	// message that does not arrive in time, the rate watch (GRPCListener)
+	// for one that trickles in, or not at all, after the grace, and the
+	// connection's pool for one whose bytes find the budget taken.
+	ctx, cut := context.WithCancelCause(ctx)
 	ctx, cancel := context.WithTimeoutCause(ctx, r.cfg.grpcRead, errReadTimeout)
-	unwatch := watchRate(&r.meters, &r.cfg, conn, func() {
-		r.met.requests.WithLabelValues("grpc", reqSlow).Inc()
-		cancel()
-	})
-	st := &tappedStream{}
+	if st.m == nil {
+		st.own = need
+	} else {
+		st.m.open(st, need, cut)
+		st.unwatch = watchRate(st.m, &r.cfg, func() {
+			r.met.requests.WithLabelValues("grpc", reqSlow).Inc()
+			cancel()
+		})
+	}
+	showMemory(r)
 	st.stop = context.AfterFunc(ctx, func() {
-		unwatch()
 		if context.Cause(ctx) == errReadTimeout {
 			r.met.requests.WithLabelValues("grpc", reqSlow).Inc()
 		}
-		free()
+		st.release()
+		cancel() // ended already; this frees the timer now
+		cut(nil)
 	})
-	st.received = unwatch
-	st.free = func() {
-		unwatch()
-		st.stop() // the fallback is not needed: no goroutine at the stream's end
-		free()
-	}
 	return context.WithValue(ctx, tappedKey{}, st), nil
 }
 
@@ -140,34 +146,86 @@ func (r *Receiver) tapGRPC(ctx context.Context, info *tap.Info) (context.Context
 // WithGRPCReadTimeout.
 var errReadTimeout = errors.New("otlpin: the message did not arrive within the gRPC read timeout")
 
-// tappedStream is a stream the tap admitted: received ends the watch on
-// its message's rate (the message is in), free gives its memory back
-// (both may be called more than once), under tappedKey in its context.
+// tappedStream is a stream the tap admitted, under tappedKey in its
+// context: the memory it holds itself (own: on an unmetered connection
+// from the tap, on a metered one from its message's arrival), the watch
+// on its message's rate, and the fallback that gives its memory back when
+// its context ends.
 type tappedStream struct {
-	received, free func()
-	stop           func() bool
+	r       *Receiver
+	m       *connMeter // nil: a connection the receiver does not meter
+	conn    string
+	unwatch func()      // ends the rate watch; may be called more than once
+	stop    func() bool // stops the fallback
+
+	mu    sync.Mutex
+	own   int64
+	freed bool
 }
 
 type tappedKey struct{}
 
-// streamReceived tells ctx's stream that its message is in.
-func streamReceived(ctx context.Context) {
-	if st, ok := ctx.Value(tappedKey{}).(*tappedStream); ok {
-		st.received()
+// received tells the stream its message is in: size bytes, decoded. The
+// rate watch ends, and on a metered connection the message's memory moves
+// from the connection's pool to the stream.
+func (st *tappedStream) received(size int64) {
+	st.unwatch()
+	if st.m == nil {
+		return
+	}
+	own := st.m.settle(st, size)
+	st.mu.Lock()
+	if !st.freed {
+		st.own, own = st.own+own, 0
+	}
+	st.mu.Unlock()
+	if own > 0 { // released meanwhile
+		st.r.mem.give(st.conn, own)
 	}
 }
 
-// releaseStream gives back the memory reserved for ctx's stream.
+// release gives back what the stream holds (more than once is harmless).
+func (st *tappedStream) release() {
+	st.unwatch()
+	if st.m != nil {
+		st.m.drop(st)
+	}
+	st.mu.Lock()
+	own := st.own
+	st.own, st.freed = 0, true
+	st.mu.Unlock()
+	if own > 0 {
+		st.r.mem.give(st.conn, own)
+	}
+	showMemory(st.r)
+}
+
+// streamReceived tells ctx's stream that its message (size bytes) is in.
+func streamReceived(ctx context.Context, size int64) {
+	if st, ok := ctx.Value(tappedKey{}).(*tappedStream); ok {
+		st.received(size)
+	}
+}
+
+// releaseStream gives back the memory of ctx's stream.
 func releaseStream(ctx context.Context) {
 	if st, ok := ctx.Value(tappedKey{}).(*tappedStream); ok {
-		st.free()
+		st.stop() // the fallback is not needed: no goroutine at the stream's end
+		st.release()
 	}
 }
 
-// grpcReserve is what an admitted gRPC stream reserves: gRPC reads its
-// message (up to the message limit) into buffers of its own, then it is
-// copied into one slice for the wire walk, so twice the limit at the peak.
+// grpcReserve is the most a gRPC stream's message may hold: gRPC reads it
+// (up to the message limit) into buffers of its own, then it is copied
+// into one slice for the wire walk, so twice the limit at the peak. An
+// admitted stream reserves it at once on a connection the receiver does
+// not meter; on one it does, its memory follows its bytes up to it.
 func grpcReserve(maxMsg int64) int64 { return 2 * maxMsg }
+
+// grpcStep is what a stream admitted on a metered connection reserves
+// first: twice gRPC's read buffer (32 KiB), the most of its message the
+// connection may have read before the tap saw its headers, with room.
+const grpcStep = 2 * 64 << 10
 
 // boundedGzip decompresses gzip messages within the decoded limit and
 // within meter.MaxExpansion times the bytes received (above
@@ -272,14 +330,25 @@ var traceServiceDesc = grpc.ServiceDesc{
 			defer releaseStream(ctx) // after the buffers are freed, before the answer goes
 			var in heldRequest
 			if err := dec(&in); err != nil { // gRPC reads the message here
+				if cause := context.Cause(ctx); errors.Is(cause, ErrBusy) {
+					return nil, srv.(*Receiver).grpcBusy(cause, retrySlots)
+				}
 				return nil, err
 			}
-			streamReceived(ctx)
+			streamReceived(ctx, int64(in.data.Len()))
 			defer in.data.Free()
 			return srv.(*Receiver).exportGRPC(ctx, in.data)
 		},
 	}},
 	Metadata: "opentelemetry/proto/collector/trace/v1/trace_service.proto",
+}
+
+// grpcBusy counts a busy answer and makes it: UNAVAILABLE with a
+// RetryInfo delay of retry.
+func (r *Receiver) grpcBusy(err error, retry time.Duration) error {
+	r.met.requests.WithLabelValues("grpc", reqBusy).Inc()
+	st, _ := status.New(codes.Unavailable, err.Error()).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(retry)})
+	return st.Err()
 }
 
 // exportGRPC is TraceService/Export: partial success in the response,
@@ -303,9 +372,7 @@ func (r *Receiver) exportGRPC(ctx context.Context, in mem.BufferSlice) (*coltrac
 	size := int64(in.Len())
 	done, retry, err := r.acquire(ctx, size)
 	if err != nil {
-		r.met.requests.WithLabelValues("grpc", reqBusy).Inc()
-		st, _ := status.New(codes.Unavailable, err.Error()).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(retry)})
-		return nil, st.Err()
+		return nil, r.grpcBusy(err, retry)
 	}
 	defer done()
 	buf := r.msgBuf(size)

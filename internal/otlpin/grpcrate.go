@@ -3,27 +3,22 @@ package otlpin
 import (
 	"net"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
 // GRPCListener wraps the listener a gRPC server made with
 // GRPCServerOptions serves on, so the receiver counts the bytes each
-// connection delivers: an admitted stream's message must then arrive at
-// WithMinRate after its grace, as an HTTP body must, or the stream is cut
-// and its memory given back. Without it only WithGRPCReadTimeout bounds
-// how long an admitted stream that sends nothing holds its reservation (a
-// few such streams would hold the whole budget, and every exporter would
-// be answered busy, for that long).
+// connection delivers. An admitted stream's memory then follows what its
+// connection sent (connMeter), not the message limit: a stream that sends
+// its headers and nothing else holds grpcStep, not twice the limit. And
+// its message must arrive at WithMinRate after its grace, as an HTTP body
+// must, or the stream is cut and its memory given back. Without it each
+// admitted stream reserves twice the message limit before one byte of its
+// message, and only WithGRPCReadTimeout bounds how long one that sends
+// nothing holds it (a few such streams would hold the whole budget, and
+// every exporter would be answered busy, for that long).
 func (r *Receiver) GRPCListener(ln net.Listener) net.Listener {
-	return &meteredListener{Listener: ln, meters: &r.meters}
-}
-
-// connMeter is what a connection delivered and how many of its streams
-// wait for their message.
-type connMeter struct {
-	read    atomic.Int64
-	waiting atomic.Int64
+	return &meteredListener{Listener: ln, r: r}
 }
 
 // meteredListener registers a connMeter for each connection it accepts,
@@ -31,7 +26,7 @@ type connMeter struct {
 // tap).
 type meteredListener struct {
 	net.Listener
-	meters *sync.Map // remote address → *connMeter
+	r *Receiver
 }
 
 func (l *meteredListener) Accept() (net.Conn, error) {
@@ -39,28 +34,29 @@ func (l *meteredListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return c, err
 	}
-	m := &connMeter{}
-	key := c.RemoteAddr().String()
-	l.meters.Store(key, m)
-	return &meteredConn{Conn: c, m: m, key: key, meters: l.meters}, nil
+	m := newConnMeter(l.r, c.RemoteAddr().String())
+	l.r.meters.Store(m.key, m)
+	return &meteredConn{Conn: c, m: m, meters: &l.r.meters}, nil
 }
 
 type meteredConn struct {
 	net.Conn
 	m      *connMeter
-	key    string
 	meters *sync.Map
 	once   sync.Once
 }
 
+// Read counts what the connection delivered and grows its pool for the
+// bytes before gRPC has them.
 func (c *meteredConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	c.m.read.Add(int64(n))
+	c.m.grow(int64(n))
 	return n, err
 }
 
 func (c *meteredConn) Close() error {
-	c.once.Do(func() { c.meters.CompareAndDelete(c.key, c.m) })
+	c.once.Do(func() { c.meters.CompareAndDelete(c.m.key, c.m) })
 	return c.Conn.Close()
 }
 
@@ -84,18 +80,11 @@ type rateWatch struct {
 	cut     func()
 }
 
-// watchRate watches the stream of connection conn (its peer address, a
-// key of meters) from now, at c's minimum rate; cut is called once, from the watch's timer, when the stream falls
-// behind. The function returned ends the watch (when the message is in,
-// or the stream ended); it may be called more than once. A connection the
-// receiver does not meter (a server not serving on GRPCListener) is not
-// watched.
-func watchRate(meters *sync.Map, c *config, conn string, cut func()) (stop func()) {
-	v, ok := meters.Load(conn)
-	if !ok {
-		return func() {}
-	}
-	m := v.(*connMeter)
+// watchRate watches a stream of the connection m meters from now, at c's
+// minimum rate; cut is called once, from the watch's timer, when the
+// stream falls behind. The function returned ends the watch (when the
+// message is in, or the stream ended); it may be called more than once.
+func watchRate(m *connMeter, c *config, cut func()) (stop func()) {
 	m.waiting.Add(1)
 	w := &rateWatch{m: m, start: time.Now(), grace: c.rateGrace, minRate: c.minRate, last: m.read.Load(), cut: cut}
 	w.mu.Lock()

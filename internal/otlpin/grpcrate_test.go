@@ -2,7 +2,6 @@ package otlpin
 
 import (
 	"context"
-	"net"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -13,14 +12,15 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/grpc/tap"
 )
 
 // An admitted stream's message must arrive at the minimum rate after the
 // grace, counted on its connection and shared among the connection's
 // streams that wait for theirs (a chunk in time keeps one stream, not
 // every stream of the connection); a slower one is cut and its memory
-// given back. Fake time: the bubble's clock.
+// given back. A metered stream holds grpcStep until its message is in
+// (its connection's reads would grow it: TestGRPCPool). Fake time: the
+// bubble's clock.
 func TestGRPCRateWatch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const dec = 1 << 20
@@ -30,21 +30,8 @@ func TestGRPCRateWatch(t *testing.T) {
 		}
 		defer r.Shutdown(context.Background())
 		slow := func() float64 { return testutil.ToFloat64(r.met.requests.WithLabelValues("grpc", reqSlow)) }
-		meter := func(conn string) *connMeter {
-			m := &connMeter{}
-			r.meters.Store((&net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: len(conn)}).String(), m)
-			return m
-		}
-		admit := func(conn string) context.Context {
-			t.Helper()
-			ctx, cancel := tapCtx(conn)
-			t.Cleanup(cancel)
-			sctx, err := r.tapGRPC(ctx, &tap.Info{FullMethodName: exportMethod})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return sctx
-		}
+		meter := func(conn string) *connMeter { return meterConn(r, conn) }
+		admit := func(conn string) context.Context { return admitStream(t, r, conn) }
 		// first is when the first chunk is due: the grace, then rateChunk
 		// bytes at the minimum rate.
 		first := DefaultRateGrace + time.Duration(rateChunk)*time.Second/DefaultMinRate
@@ -55,7 +42,7 @@ func TestGRPCRateWatch(t *testing.T) {
 		idle := admit("a")
 		time.Sleep(first - time.Nanosecond)
 		synctest.Wait()
-		if idle.Err() != nil || r.mem.reserved() != dec {
+		if idle.Err() != nil || r.mem.reserved() != grpcStep {
 			t.Fatalf("before the first chunk is due: %v, reserved %d", idle.Err(), r.mem.reserved())
 		}
 		time.Sleep(time.Nanosecond)
@@ -95,7 +82,7 @@ func TestGRPCRateWatch(t *testing.T) {
 		ccc.read.Add(rateChunk)
 		time.Sleep(time.Millisecond)
 		synctest.Wait()
-		if (two[0].Err() == nil) == (two[1].Err() == nil) || slow() != 3 || r.mem.reserved() != dec {
+		if (two[0].Err() == nil) == (two[1].Err() == nil) || slow() != 3 || r.mem.reserved() != 2*grpcStep {
 			t.Fatalf("sharing one chunk: %v %v, slow %v, reserved %d", two[0].Err(), two[1].Err(), slow(), r.mem.reserved())
 		}
 		time.Sleep(step)
@@ -104,17 +91,17 @@ func TestGRPCRateWatch(t *testing.T) {
 			t.Fatalf("a step later: %v %v, slow %v, reserved %d", two[0].Err(), two[1].Err(), slow(), r.mem.reserved())
 		}
 
-		// A stream whose message is in is no longer watched; its end
-		// gives its memory back.
+		// A stream whose message is in is no longer watched, and holds
+		// twice its message; its end gives that back.
 		dddd := meter("dddd")
 		in := admit("dddd")
-		streamReceived(in)
+		streamReceived(in, 1000)
 		if dddd.waiting.Load() != 0 {
 			t.Fatalf("waiting %d after the message came", dddd.waiting.Load())
 		}
 		time.Sleep(10 * first)
 		synctest.Wait()
-		if in.Err() != nil || slow() != 4 || r.mem.reserved() != dec {
+		if in.Err() != nil || slow() != 4 || r.mem.reserved() != 2000 {
 			t.Fatalf("received: %v, slow %v, reserved %d", in.Err(), slow(), r.mem.reserved())
 		}
 		releaseStream(in)
@@ -146,17 +133,10 @@ func TestGRPCIdleStreamsCut(t *testing.T) {
 	const dec = 1 << 20
 	r := newTestReceiver(t, &sink{}, &fakeClock{now: t0}, WithMaxBody(dec/2, dec/2), WithMemory(4*dec),
 		WithMinRate(DefaultMinRate, 0))
-	gs := grpc.NewServer(r.GRPCServerOptions()...)
-	r.RegisterGRPC(gs)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	go gs.Serve(r.GRPCListener(ln))
-	defer gs.Stop()
+	addr := serveGRPC(t, r)
 	var idle []grpc.ClientStream
 	for range 2 { // two connections of two streams: half the budget each
-		cc, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +158,7 @@ func TestGRPCIdleStreamsCut(t *testing.T) {
 	if got := testutil.ToFloat64(r.met.requests.WithLabelValues("grpc", reqSlow)); got != 4 {
 		t.Errorf("slow %v, want 4", got)
 	}
-	cc, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}

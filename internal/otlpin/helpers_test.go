@@ -3,6 +3,7 @@ package otlpin
 import (
 	"context"
 	"encoding/binary"
+	"net"
 	"sort"
 	"sync"
 	"testing"
@@ -13,6 +14,8 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	resourcepb "go.opentelemetry.io/proto/otlp/resource/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/tap"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -189,4 +192,40 @@ func server(trace uint64, tn, route string, dur time.Duration) spanSpec {
 func pgSpan(trace, id uint64, query string, dur time.Duration, extra ...*commonpb.KeyValue) spanSpec {
 	return spanSpec{trace: trace, id: trace*100 + id, parent: trace*100 + 1, name: "pg.query:SELECT", kind: tracepb.Span_SPAN_KIND_CLIENT,
 		start: t0.Add(time.Duration(id) * 20 * time.Millisecond), dur: dur, attrs: append([]*commonpb.KeyValue{str("db.system", "postgresql"), str("db.statement", query)}, extra...)}
+}
+
+// meterConn registers a connMeter for the connection tapCtx(conn) comes
+// from, as GRPCListener does for a connection it accepts.
+func meterConn(r *Receiver, conn string) *connMeter {
+	m := newConnMeter(r, (&net.TCPAddr{IP: net.IPv4(10, 0, 0, 1), Port: len(conn)}).String())
+	r.meters.Store(m.key, m)
+	return m
+}
+
+// admitStream has the tap admit a stream of connection conn (tapCtx),
+// failing the test if it is refused; the stream's context is returned.
+func admitStream(t *testing.T, r *Receiver, conn string) context.Context {
+	t.Helper()
+	ctx, cancel := tapCtx(conn)
+	t.Cleanup(cancel)
+	sctx, err := r.tapGRPC(ctx, &tap.Info{FullMethodName: exportMethod})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sctx
+}
+
+// serveGRPC serves r over a real gRPC server on loopback, on GRPCListener
+// (metered), until the test ends, and returns its address.
+func serveGRPC(t *testing.T, r *Receiver) string {
+	t.Helper()
+	gs := grpc.NewServer(r.GRPCServerOptions()...)
+	r.RegisterGRPC(gs)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go gs.Serve(r.GRPCListener(ln))
+	t.Cleanup(gs.Stop)
+	return ln.Addr().String()
 }

@@ -34,8 +34,8 @@ const (
 	DefaultMaxDecoded = 64 << 20 // after gzip: about 200,000 typical spans
 	// DefaultGRPCMaxMessage bounds an OTLP/gRPC message (after gzip): four
 	// times the OpenTelemetry Collector's default (4 MiB), about 50,000
-	// typical spans, far above an SDK's batch (512 spans, ~200 KiB). Each
-	// admitted stream reserves twice this before its message is read.
+	// typical spans, far above an SDK's batch (512 spans, ~200 KiB). A
+	// stream's message may hold twice this of the memory budget.
 	DefaultGRPCMaxMessage = 16 << 20
 	// DefaultLargeMessage: a message at least this large once decompressed
 	// is decoded one at a time (admit.go).
@@ -198,9 +198,10 @@ func WithInflight(n int) Option { return func(c *config) { c.inflight = n } }
 // WithGRPCMaxMessage bounds an OTLP/gRPC message, after gzip (default
 // DefaultGRPCMaxMessage, at most the decoded limit of WithMaxBody): a
 // longer one is refused from its length prefix, unread
-// (RESOURCE_EXHAUSTED). Each admitted stream reserves twice this in
-// WithMemory's budget before its message is read, so a lower limit lets
-// more streams in at once.
+// (RESOURCE_EXHAUSTED). A stream's message may hold twice this of
+// WithMemory's budget as it arrives (and reserves it all before its
+// message is read on a server not serving on GRPCListener, where a lower
+// limit lets more streams in at once).
 func WithGRPCMaxMessage(bytes int64) Option { return func(c *config) { c.grpcMax = bytes } }
 
 // WithLargeMessage sets the size (after gzip) from which a message is
@@ -259,9 +260,11 @@ func WithInstance(id string) Option { return func(c *config) { c.instance = id }
 // the gRPC message limit when that is more; at least twice the gRPC
 // message limit). Each request reserves its share before its bytes are
 // read — HTTP: its body as it arrives (16 KiB, doubling up to the length
-// it declares), then what it may decompress to; gRPC: twice the message
-// limit (gRPC's buffers and the message's copy) from the stream's
-// headers, at most half the budget per connection — and a request that
+// it declares), then what it may decompress to; gRPC: as its connection
+// delivers its bytes (128 KiB, then twice what arrived, doubling, up to
+// twice the message limit: gRPC's buffers and the message's copy) on
+// GRPCListener, twice the message limit from the stream's headers
+// elsewhere; at most half the budget per connection — and a request that
 // does not fit, after waiting up to 250 ms for memory to be given back, is
 // answered busy (503 / UNAVAILABLE, retry later).
 func WithMemory(bytes int64) Option { return func(c *config) { c.memory = bytes } }
