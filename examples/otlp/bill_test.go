@@ -203,12 +203,13 @@ func costLines(t *testing.T, storeURL string) map[string]collector.CostLine {
 // statement times PostgreSQL's mean time for it (pg_stat_statements keys
 // statements by shape, not by tenant). With --postgres the collector
 // takes each statement shape's time from pg_stat_statements, split as
-// the spans measured it: the tenants' sum in the cost report is within 1%
-// of PostgreSQL's, whatever the spans said (three to four times as much on
-// this machine), and each tenant's DB time within 25% of its truth: the
-// split is the spans', and a tenant whose requests the service slowed
-// less than another's (here, the one with a single sender) keeps that
-// difference (0–9% on the 2-core machine, quiet or loaded).
+// the spans measured it, leaning to the calls as far as the spans measured
+// more than PostgreSQL: the tenants' sum in the cost report is within 1%
+// of PostgreSQL's, whatever the spans said (two to four times as much on
+// this machine), and each tenant's DB time within 10% of its truth (0–4.2%
+// in 18 runs on the 2-core machine, quiet or beside stress-ng; 0–7.4%
+// when the split was the spans' alone, where a tenant whose requests the
+// service slowed more than another's kept that difference).
 func TestNodeBillShortStatements(t *testing.T) {
 	node, _, _, dbDSN := billSetup(t)
 	ctx := t.Context()
@@ -278,8 +279,8 @@ func TestNodeBillShortStatements(t *testing.T) {
 		sum += got
 		t.Logf("%-8s %4d requests: DB %.3f s (by pg_stat_statements %.3f s, %+.1f%%); its spans said %.3f s (%+.1f%%)",
 			l.tenant, l.n, got, want, 100*(got/want-1), span, 100*(span/want-1))
-		if !within(got, want, 0.25) {
-			t.Errorf("%s: DB time %.3f s, by pg_stat_statements %.3f s: more than 25%% apart", l.tenant, got, want)
+		if !within(got, want, 0.10) {
+			t.Errorf("%s: DB time %.3f s, by pg_stat_statements %.3f s: more than 10%% apart", l.tenant, got, want)
 		}
 	}
 	t.Logf("all: %.3f s in the cost report, %.3f s in pg_stat_statements (%d calls)", sum, pgTotal, calls)

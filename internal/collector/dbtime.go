@@ -37,10 +37,13 @@ import (
 // route OTLP gives a statement span), and when a minute is written, the
 // DB rows of each shape are scaled so that together they hold what
 // PostgreSQL measured for it, split between tenants as the clients
-// measured it (toPostgres). Within a minute a shape's split is the spans':
-// tenants whose statements of one shape differ in length, or whose
-// requests the service slowed more than others', keep that difference,
-// scaled; the shape's total is PostgreSQL's.
+// measured it and by their calls (toPostgres). Within a minute a shape's split is the
+// spans', leaning to the calls as far as the spans measured more than
+// PostgreSQL: tenants whose statements of one shape differ in length keep
+// that difference where the spans are mostly statement time, and the
+// overhead of short statements (a service slowing some tenants' requests
+// more than others') does not move a tenant's share; the shape's total is
+// PostgreSQL's.
 //
 // A statement's span reaches the collector after PostgreSQL counted the
 // statement (its export is seconds behind), sometimes in the next minute;
@@ -297,17 +300,29 @@ func callSlack(rows, pg int64) int64 {
 	return 2 + int64(calibrationCallSlack*float64(max(rows, pg)))
 }
 
-// toPostgres scales the DB rows of shape sh to pgSeconds together: each
-// keeps its part of what the clients measured. (Taking off a per-call
-// overhead instead was tried: where the clients' overhead is several times
-// the statements, as on 2 ms statements under load, what is left of a
-// row is the small difference of large numbers, and a tenant's share
-// swung by 50% on requests 10% slower than the others'.)
+// toPostgres scales the DB rows of shape sh to pgSeconds together. The
+// clients' time of a row is its statements' time plus their own overhead
+// (the network, the client's queues and scheduling), which PostgreSQL
+// does not count: the fraction of the clients' time that is overhead,
+// α = 1 − pgSeconds/clients' seconds, is what the rows' split cannot rest
+// on. So a row gets pgSeconds × ((1−α) × its share of the clients' time +
+// α × its share of the calls): where the clients measured about what
+// PostgreSQL did (long statements, α near 0), each row keeps its part of
+// what they measured; where they measured several times it (statements of
+// a millisecond or two under load, α above one half), a tenant's share
+// leans to its calls at the shape's mean, since the overhead, not the
+// statements, is what differs between tenants there. (Taking off a
+// per-call overhead instead was tried: what is left of a row is then the
+// small difference of large numbers, and a tenant's share swung by 50% on
+// requests 10% slower than the others'.) factor is pgSeconds over the
+// clients' seconds, the shape's own scale.
 func toPostgres(rollups []store.Rollup, sh string, pgSeconds float64, c shapeTotal) (factor float64) {
 	k := pgSeconds / c.seconds
+	alpha := min(max(1-k, 0), 1)
 	for i := range rollups {
 		if r := &rollups[i]; r.Kind == report.KindDB.String() && r.Route == sh {
-			r.DurationSeconds *= k
+			calls := float64(min(r.Count, math.MaxInt64/2)) / float64(c.calls)
+			r.DurationSeconds = pgSeconds * ((1-alpha)*r.DurationSeconds/c.seconds + alpha*calls)
 		}
 	}
 	return k

@@ -23,7 +23,8 @@ import (
 
 // TestDBTimesCalibrate: a minute's DB rows of a statement shape hold
 // pg_stat_statements' growth of that shape over the minute, split as the
-// spans measured it, where PostgreSQL's calls are the rows'; PostgreSQL's
+// spans measured it leaning to the calls as far as the spans measured
+// more than PostgreSQL, where PostgreSQL's calls are the rows'; PostgreSQL's
 // mean per call where it counted more calls than the rows hold; elsewhere
 // (an implausible ratio, a reset, a missed read) the clients' time stays.
 func TestDBTimesCalibrate(t *testing.T) {
@@ -44,7 +45,9 @@ func TestDBTimesCalibrate(t *testing.T) {
 		return store.Rollup{Minute: m0, Tenant: tn, Route: route, Kind: "db", Count: count, DurationSeconds: secs}
 	}
 	rows := []store.Rollup{
-		db("acme", "SELECT", 60, 0.4), db("globex", "SELECT", 40, 0.2), // 100 calls, PostgreSQL 0.3 s: ×0.5
+		// 100 calls, PostgreSQL 0.3 s, half the spans': half by the
+		// spans' time, half by the calls (acme 0.3 × (0.5 × 4/6 + 0.5 × 0.6))
+		db("acme", "SELECT", 60, 0.4), db("globex", "SELECT", 40, 0.2),
 		db("acme", "SELECT generate_series", 50, 0.6), // PostgreSQL counted 100 calls in 0.5 s: 50 × 5 ms
 		db("acme", "UPDATE accounts", 20, 0.1),        // PostgreSQL 0.3 s, three times the clients': implausible
 		db("acme", "DELETE carts", 3, 1),              // counters went back
@@ -52,7 +55,7 @@ func TestDBTimesCalibrate(t *testing.T) {
 		{Minute: m0, Tenant: "acme", Route: "GET /cart", Kind: "request", Count: 100, DurationSeconds: 9},
 	}
 	d.calibrate(m0, rows)
-	want := []float64{0.2, 0.1, 0.25, 0.1, 1, 1, 9}
+	want := []float64{0.19, 0.11, 0.25, 0.1, 1, 1, 9}
 	for i, w := range want {
 		if math.Abs(rows[i].DurationSeconds-w) > 1e-9 {
 			t.Errorf("row %d (%s %s): %.6f s, want %.6f", i, rows[i].Tenant, rows[i].Route, rows[i].DurationSeconds, w)
@@ -368,5 +371,31 @@ func TestDBTimeAfterCrash(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(f.dir, dbTimesFile))
 	if err != nil || !strings.Contains(string(b), `"given":{"`+strconv.FormatInt(m0.Unix(), 10)) {
 		t.Errorf("what 09:00 was given is not kept once it is written: %v\n%s", err, b)
+	}
+}
+
+// toPostgres keeps the spans' split where they measured what PostgreSQL
+// did, and leans to the calls as far as they measured more.
+func TestToPostgresLeansToCalls(t *testing.T) {
+	for _, tc := range []struct {
+		pg         float64
+		acme, glob float64 // want
+	}{
+		{pg: 1.2, acme: 0.8, glob: 0.4}, // the spans' 1.2 s: 2:1, as they measured
+		{pg: 0.6, acme: 0.6 * (0.5*4/6.0 + 0.5*0.5), glob: 0.6 * (0.5*2/6.0 + 0.5*0.5)},
+		{pg: 0.012, acme: 0.012 * (0.01*4/6.0 + 0.99*0.5), glob: 0.012 * (0.01*2/6.0 + 0.99*0.5)},
+	} {
+		m0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+		rows := []store.Rollup{
+			{Minute: m0, Tenant: "acme", Route: "SELECT", Kind: "db", Count: 50, DurationSeconds: 0.8},
+			{Minute: m0, Tenant: "globex", Route: "SELECT", Kind: "db", Count: 50, DurationSeconds: 0.4},
+			{Minute: m0, Tenant: "acme", Route: "GET /", Kind: "request", Count: 50, DurationSeconds: 3},
+		}
+		k := toPostgres(rows, "SELECT", tc.pg, shapeTotal{calls: 100, seconds: 1.2})
+		if math.Abs(k-tc.pg/1.2) > 1e-12 || math.Abs(rows[0].DurationSeconds-tc.acme) > 1e-12 ||
+			math.Abs(rows[1].DurationSeconds-tc.glob) > 1e-12 || rows[2].DurationSeconds != 3 {
+			t.Errorf("PostgreSQL %.3f s: factor %.4f, acme %.6f (want %.6f), globex %.6f (want %.6f), request %.1f",
+				tc.pg, k, rows[0].DurationSeconds, tc.acme, rows[1].DurationSeconds, tc.glob, rows[2].DurationSeconds)
+		}
 	}
 }
