@@ -167,13 +167,22 @@ type tappedKey struct{}
 
 // received tells the stream its message is in: size bytes, decoded. The
 // rate watch ends, and on a metered connection the message's memory moves
-// from the connection's pool to the stream.
-func (st *tappedStream) received(size int64) {
+// from the connection's pool to the stream: twice its size, what the pool
+// does not hold of it (a message gzip expanded beyond the bytes sent) taken
+// from the budget, waiting up to reserveWait; if it does not fit, the
+// error says so (the message is answered busy).
+func (st *tappedStream) received(ctx context.Context, size int64) error {
 	st.unwatch()
 	if st.m == nil {
-		return
+		return nil
 	}
 	own := st.m.settle(st, size)
+	var err error
+	if short := 2*size - own; short > 0 {
+		if err = st.r.mem.takeWait(ctx, st.conn, short, reserveWait); err == nil {
+			own += short
+		}
+	}
 	st.mu.Lock()
 	if !st.freed {
 		st.own, own = st.own+own, 0
@@ -182,6 +191,8 @@ func (st *tappedStream) received(size int64) {
 	if own > 0 { // released meanwhile
 		st.r.mem.give(st.conn, own)
 	}
+	showMemory(st.r)
+	return err
 }
 
 // release gives back what the stream holds (more than once is harmless).
@@ -200,11 +211,13 @@ func (st *tappedStream) release() {
 	showMemory(st.r)
 }
 
-// streamReceived tells ctx's stream that its message (size bytes) is in.
-func streamReceived(ctx context.Context, size int64) {
+// streamReceived tells ctx's stream that its message (size bytes) is in;
+// an error (ErrBusy) says its memory does not fit.
+func streamReceived(ctx context.Context, size int64) error {
 	if st, ok := ctx.Value(tappedKey{}).(*tappedStream); ok {
-		st.received(size)
+		return st.received(ctx, size)
 	}
+	return nil
 }
 
 // releaseStream gives back the memory of ctx's stream.
@@ -335,8 +348,10 @@ var traceServiceDesc = grpc.ServiceDesc{
 				}
 				return nil, err
 			}
-			streamReceived(ctx, int64(in.data.Len()))
 			defer in.data.Free()
+			if err := streamReceived(ctx, int64(in.data.Len())); err != nil {
+				return nil, srv.(*Receiver).grpcBusy(err, retrySlots)
+			}
 			return srv.(*Receiver).exportGRPC(ctx, in.data)
 		},
 	}},

@@ -20,8 +20,9 @@ import (
 // gRPC has the bytes the pool grows to twice what they sent (their buffers,
 // then the copy decoded), doubling, at most twice the message limit per
 // waiting stream. When a message is in, twice its size moves from the pool
-// to its stream, which holds it until it is answered; when no stream waits,
-// what is left goes back. A read whose growth finds the budget taken, after
+// to its stream, which holds it until it is answered (what the pool lacks
+// of it, a message gzip expanded, comes from the budget, or the message is
+// answered busy); when no stream waits, what is left goes back. A read whose growth finds the budget taken, after
 // waiting up to reserveWait, cuts the connection's waiting streams (busy,
 // retry later: UNAVAILABLE) and gives their pool back, so a connection
 // keeps serving, and clients that send headers and nothing else hold a

@@ -54,6 +54,23 @@ func TestGRPCPool(t *testing.T) {
 		a.grow(dec) // nobody waits: nothing to grow
 		want("read with no stream waiting", 0)
 
+		// A message gzip expanded beyond what its bytes reserved takes
+		// the rest from the budget, or is refused busy.
+		sg := admit("a")
+		a.grow(1000)
+		if err := streamReceived(sg, 200<<10); err != nil {
+			t.Fatal(err)
+		}
+		want("expanded", 400<<10)
+		releaseStream(sg)
+		sg = admit("a")
+		if err := streamReceived(sg, dec+1); !errors.Is(err, ErrBusy) { // 2 dec + 2: over the budget
+			t.Fatalf("a message whose memory does not fit: %v, want busy", err)
+		}
+		want("refused", grpcStep) // its step stays with the stream until it is answered
+		releaseStream(sg)
+		want("answered", 0)
+
 		// A read whose growth does not fit waits, then cuts the
 		// connection's waiting streams (busy) and gives their pool back;
 		// the connection serves the next stream.
