@@ -156,11 +156,12 @@
 // headers — at most half the budget per connection, waiting up to 250 ms
 // for memory to be given back (a new gRPC stream only when no other stream
 // of its connection holds any), then refused busy (a gRPC connection whose
-// bytes outgrow the budget has its waiting streams answered busy). The body then arrives at WithMinRate
+// bytes outgrow the budget has its waiting streams cut: CANCELLED, counted
+// busy). The body then arrives at WithMinRate
 // (a slower one is cut: HTTP with 408; a gRPC message, counted on its
 // connection and shared among the connection's streams that wait for
 // theirs, with CANCELLED, so streams that send their headers and nothing
-// else hold the budget for 2 s, not for WithGRPCReadTimeout); gzip
+// else hold their 128 KiB for 2 s, not for WithGRPCReadTimeout); gzip
 // expands at most meter.MaxExpansion (64) times the bytes received (above
 // 64 KiB), as a report's body; only then is a decode slot
 // (WithInflight) taken, waiting up to 250 ms for one, so slow senders hold

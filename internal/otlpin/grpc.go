@@ -34,12 +34,15 @@ import (
 // after waiting briefly for a release is answered UNAVAILABLE with a retry
 // delay. The message must then arrive at WithMinRate after its grace when
 // the server serves on GRPCListener (rateWatch), and within
-// WithGRPCReadTimeout. The message limit
-// is WithGRPCMaxMessage (gRPC checks it on the wire, before reading the
-// message, and after decompression), gzip expands at most
-// meter.MaxExpansion times the bytes received, streams per connection are
-// bounded, and the flow-control windows are fixed (1 MiB) so a
-// connection buffers at most that much unread. The codec keeps the
+// WithGRPCReadTimeout. The message limit is WithGRPCMaxMessage (gRPC
+// checks it on the wire, before reading the message; the receiver after
+// decompression). A gzip message reaches the handler as sent (heldGzip)
+// and is decompressed there, once its stream holds the memory it may
+// expand to (meter.MaxExpansion times the bytes received, at most the
+// limit), not by gRPC before anything is reserved. A stream's headers are
+// bounded (grpcMaxHeaders), streams per connection are bounded, and the
+// flow-control windows are fixed (1 MiB) so a connection buffers at most
+// that much unread. The codec keeps the
 // export request in gRPC's buffers until its decode is admitted (a large
 // message waits for the one large decode: admit.go), then copies it into
 // a reused buffer for the receiver's wire walk instead of decoding it into
@@ -51,12 +54,19 @@ func (r *Receiver) GRPCServerOptions() []grpc.ServerOption {
 		grpc.ForceServerCodecV2(heldCodec{}),
 		grpc.MaxConcurrentStreams(uint32(4 * r.cfg.inflight)),
 		grpc.InTapHandle(r.tapGRPC),
-		grpc.RPCDecompressor(boundedGzip{maxDecoded: r.cfg.grpcMax}),
+		grpc.RPCDecompressor(heldGzip{}),
+		grpc.MaxHeaderListSize(grpcMaxHeaders),
 		grpc.InitialWindowSize(grpcWindow),
 		grpc.InitialConnWindowSize(grpcWindow),
 		grpc.NumStreamWorkers(uint32(max(2, r.cfg.inflight))),
 	}
 }
+
+// grpcMaxHeaders bounds a stream's header list (gRPC's default is 16 MiB,
+// buffered before the tap: a header block without its end pinned ~14 MB a
+// connection, no token needed). An exporter's headers are a few hundred
+// bytes, a bearer token a few KiB.
+const grpcMaxHeaders = 32 << 10
 
 // grpcWindow is the fixed HTTP/2 flow-control window of a stream and of a
 // connection (a fixed window turns off gRPC's dynamic growth to 16 MiB).
@@ -195,6 +205,25 @@ func (st *tappedStream) received(ctx context.Context, size int64) error {
 	return err
 }
 
+// reserve takes n more bytes of the budget for the stream, waiting up to
+// reserveWait.
+func (st *tappedStream) reserve(ctx context.Context, n int64) error {
+	if err := st.r.mem.takeWait(ctx, st.conn, n, reserveWait); err != nil {
+		return err
+	}
+	st.mu.Lock()
+	freed := st.freed
+	if !freed {
+		st.own += n
+	}
+	st.mu.Unlock()
+	if freed {
+		st.r.mem.give(st.conn, n)
+	}
+	showMemory(st.r)
+	return nil
+}
+
 // release gives back what the stream holds (more than once is harmless).
 func (st *tappedStream) release() {
 	st.unwatch()
@@ -240,26 +269,31 @@ func grpcReserve(maxMsg int64) int64 { return 2 * maxMsg }
 // connection may have read before the tap saw its headers, with room.
 const grpcStep = 2 * 64 << 10
 
-// boundedGzip decompresses gzip messages within the decoded limit and
-// within meter.MaxExpansion times the bytes received (above
-// meter.MinDecodedBytes), as the report door bounds a body: memory
-// follows what was sent, so a few hundred KiB cannot become 64 MiB.
-type boundedGzip struct{ maxDecoded int64 }
+// gzipped says whether ctx's stream's message came gzip (its
+// grpc-encoding), so heldGzip handed it over as sent. gRPC's server stream
+// tells, though not through an interface of its own.
+func gzipped(ctx context.Context) bool {
+	s, ok := grpc.ServerTransportStreamFromContext(ctx).(interface{ RecvCompress() string })
+	return ok && s.RecvCompress() == "gzip"
+}
 
-var _ grpc.Decompressor = boundedGzip{} //nolint:staticcheck // the server option that takes one per server, not a global registration
+// heldGzip is the server's gzip "decompressor": it hands a gzip message
+// to the handler as sent (a copy of gRPC's buffers, the bytes received),
+// and exportGRPC decompresses it once its stream holds the memory it may
+// expand to. gRPC would otherwise expand every waiting stream's message
+// before the receiver could reserve a byte of it.
+type heldGzip struct{}
 
-func (boundedGzip) Type() string { return "gzip" }
+var _ grpc.Decompressor = heldGzip{} //nolint:staticcheck // the server option that takes one per server, not a global registration
 
-func (d boundedGzip) Do(src io.Reader) ([]byte, error) {
-	z, err := io.ReadAll(src) // the message as received, already in memory
+func (heldGzip) Type() string { return "gzip" }
+
+func (heldGzip) Do(src io.Reader) ([]byte, error) {
+	z, err := io.ReadAll(src)
 	if err != nil {
 		return nil, fmt.Errorf("%w: gzip: %v", ErrMalformed, err)
 	}
-	var buf bytes.Buffer
-	if err := gunzip(&buf, z, expansionLimit(int64(len(z)), d.maxDecoded), d.maxDecoded); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
+	return z, nil
 }
 
 // RegisterGRPC registers the OTLP trace service
@@ -344,6 +378,8 @@ var traceServiceDesc = grpc.ServiceDesc{
 			var in heldRequest
 			if err := dec(&in); err != nil { // gRPC reads the message here
 				if cause := context.Cause(ctx); errors.Is(cause, ErrBusy) {
+					// Cut by its connection's pool: gRPC has answered
+					// CANCELLED already; this counts it as busy.
 					return nil, srv.(*Receiver).grpcBusy(cause, retrySlots)
 				}
 				return nil, err
@@ -384,15 +420,44 @@ func (r *Receiver) exportGRPC(ctx context.Context, in mem.BufferSlice) (*coltrac
 			return nil, status.Error(codes.Unauthenticated, "missing or wrong bearer token")
 		}
 	}
+	var body []byte
+	var err error
 	size := int64(in.Len())
+	if gzipped(ctx) {
+		// Decompressed here, into memory its stream holds first.
+		limit := expansionLimit(size, r.cfg.grpcMax)
+		if st, _ := ctx.Value(tappedKey{}).(*tappedStream); st != nil {
+			err = st.reserve(ctx, limit)
+		} else if err = r.mem.takeWait(ctx, "", limit, reserveWait); err == nil {
+			defer r.mem.give("", limit)
+		}
+		if err != nil {
+			return nil, r.grpcBusy(err, retrySlots)
+		}
+		buf := r.msgBuf(0)
+		defer r.putMsgBuf(buf, 0)
+		z := []byte(nil)
+		if len(in) == 1 {
+			z = in[0].ReadOnlyData() // heldGzip's one slice
+		} else {
+			z = in.Materialize()
+		}
+		if err := gunzip(buf, z, limit, r.cfg.grpcMax); err != nil {
+			r.met.requests.WithLabelValues("grpc", resultOf(Result{}, err)).Inc()
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		body, size = buf.Bytes(), int64(buf.Len())
+	}
 	done, retry, err := r.acquire(ctx, size)
 	if err != nil {
 		return nil, r.grpcBusy(err, retry)
 	}
 	defer done()
-	buf := r.msgBuf(size)
-	defer r.putMsgBuf(buf, size)
-	body := buf.Bytes()[:in.CopyTo(buf.Bytes()[:size])]
+	if body == nil {
+		buf := r.msgBuf(size)
+		defer r.putMsgBuf(buf, size)
+		body = buf.Bytes()[:in.CopyTo(buf.Bytes()[:size])]
+	}
 	res, err := r.Consume(body)
 	r.met.requests.WithLabelValues("grpc", resultOf(res, err)).Inc()
 	if err != nil {

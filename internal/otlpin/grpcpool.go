@@ -22,11 +22,13 @@ import (
 // waiting stream. When a message is in, twice its size moves from the pool
 // to its stream, which holds it until it is answered (what the pool lacks
 // of it, a message gzip expanded, comes from the budget, or the message is
-// answered busy); when no stream waits, what is left goes back. A read whose growth finds the budget taken, after
-// waiting up to reserveWait, cuts the connection's waiting streams (busy,
-// retry later: UNAVAILABLE) and gives their pool back, so a connection
-// keeps serving, and clients that send headers and nothing else hold a
-// step each, not the budget.
+// answered busy); when no stream waits, what is left goes back. A read
+// whose growth finds the budget taken, after waiting up to reserveWait,
+// cuts the connection's waiting streams and gives their pool back, so the
+// connection keeps serving, and clients that send headers and nothing
+// else hold a step each, not the budget. A cut stream is answered
+// CANCELLED (gRPC writes its context's end before the handler can answer
+// otherwise; OTLP exporters retry it) and counted busy.
 type connMeter struct {
 	read    atomic.Int64
 	waiting atomic.Int64

@@ -17,11 +17,12 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/mem"
+	grpcgzip "google.golang.org/grpc/encoding/gzip"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/stats"
@@ -168,18 +169,60 @@ func TestGRPCMemoryBudget(t *testing.T) {
 	})
 }
 
-// gzip expands at most meter.MaxExpansion times the bytes received.
+// A gzip message reaches the handler as sent and is decompressed there,
+// within meter.MaxExpansion times the bytes received, once its stream
+// holds the memory it may expand to: a bomb is INVALID_ARGUMENT, a normal
+// message is taken, and the memory comes back with the answers.
 func TestGRPCGzipBound(t *testing.T) {
-	d := boundedGzip{maxDecoded: 64 << 20}
-	bomb := gz(make([]byte, 32<<20)) // ~32 KiB that claim 32 MiB
-	_, err := d.Do(mem.BufferSlice{mem.SliceBuffer(bomb)}.Reader())
-	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "64 times") {
-		t.Fatalf("bomb: %v", err)
+	r := newTestReceiver(t, &sink{}, &fakeClock{now: t0})
+	cc, err := grpc.NewClient(serveGRPC(t, r), grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.UseCompressor(grpcgzip.Name)))
+	if err != nil {
+		t.Fatal(err)
 	}
-	body := marshal(t, request("svc", server(1, "acme", "/a", time.Millisecond)))
-	got, err := d.Do(mem.BufferSlice{mem.SliceBuffer(gz(body))}.Reader())
-	if err != nil || !bytes.Equal(got, body) {
+	defer cc.Close()
+	client := coltracepb.NewTraceServiceClient(cc)
+	if _, err := client.Export(t.Context(), request("svc", server(1, "acme", "/a", time.Millisecond))); err != nil {
 		t.Fatalf("normal: %v", err)
+	}
+	bomb := request("svc", server(2, strings.Repeat("x", 20<<20), "/a", time.Millisecond)) // ~20 KiB gzip
+	if _, err := client.Export(t.Context(), bomb); status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "64 times") {
+		t.Fatalf("bomb: %v, want INVALID_ARGUMENT, more than 64 times", err)
+	}
+	for result, n := range map[string]float64{reqOK: 1, reqTooLarge: 1} {
+		if got := testutil.ToFloat64(r.met.requests.WithLabelValues("grpc", result)); got != n {
+			t.Errorf("%s: %v, want %v", result, got, n)
+		}
+	}
+	if got := r.mem.reserved(); got != 0 {
+		t.Errorf("reserved %d after the answers", got)
+	}
+}
+
+// A stream's headers are bounded at grpcMaxHeaders, which the server
+// advertises (gRPC's own default is 16 MiB, buffered before the tap):
+// a header list over it never reaches the receiver.
+func TestGRPCHeadersBounded(t *testing.T) {
+	r := newTestReceiver(t, &sink{}, &fakeClock{now: t0})
+	cc, err := grpc.NewClient(serveGRPC(t, r), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	client := coltracepb.NewTraceServiceClient(cc)
+	export := func(header int) error {
+		ctx := metadata.AppendToOutgoingContext(t.Context(), "x-pad", strings.Repeat("p", header))
+		_, err := client.Export(ctx, request("svc", server(1, "acme", "/a", time.Millisecond)))
+		return err
+	}
+	if err := export(4 << 10); err != nil {
+		t.Fatalf("4 KiB of headers: %v", err)
+	}
+	if err := export(grpcMaxHeaders); err == nil {
+		t.Fatal("headers over the bound were taken")
+	}
+	if got := testutil.ToFloat64(r.met.requests.WithLabelValues("grpc", reqOK)); got != 1 {
+		t.Errorf("ok %v, want 1", got)
 	}
 }
 
