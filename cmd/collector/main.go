@@ -337,7 +337,7 @@ func newServeFlags(fs *flag.FlagSet) (*serveFlags, error) {
 	if f.shared, err = boolFlag(fs, &envs, "shared-policy", "QTOP_SHARED_POLICY", "keep the policy in the ClickHouse store, one policy for every collector writing to it"); err != nil {
 		return nil, err
 	}
-	if f.clientDBTime, err = boolFlag(fs, &envs, "otlp-client-db-time", "QTOP_OTLP_CLIENT_DB_TIME", "keep the DB time OTLP statement spans measured, their clients' scheduling included (default with --postgres: each statement shape's time in the store is pg_stat_statements' for the minute, split between tenants as the spans measured it, leaning to the calls as far as they measured more than PostgreSQL)"); err != nil {
+	if f.clientDBTime, err = boolFlag(fs, &envs, "otlp-client-db-time", "QTOP_OTLP_CLIENT_DB_TIME", "keep the DB time OTLP statement spans measured, their clients' scheduling included (default with --postgres: each statement shape's time in the store is pg_stat_statements' for the minute, split between tenants by their calls and what the spans measured)"); err != nil {
 		return nil, err
 	}
 	return f, nil

@@ -202,14 +202,14 @@ func costLines(t *testing.T, storeURL string) map[string]collector.CostLine {
 // rates, the same statements; a tenant's truth is its calls of each
 // statement times PostgreSQL's mean time for it (pg_stat_statements keys
 // statements by shape, not by tenant). With --postgres the collector
-// takes each statement shape's time from pg_stat_statements, split as
-// the spans measured it, leaning to the calls as far as the spans measured
-// more than PostgreSQL: the tenants' sum in the cost report is within 1%
-// of PostgreSQL's, whatever the spans said (two to four times as much on
-// this machine), and each tenant's DB time within 10% of its truth (0–4.2%
-// in 18 runs on the 2-core machine, quiet or beside stress-ng; 0–7.4%
-// when the split was the spans' alone, where a tenant whose requests the
-// service slowed more than another's kept that difference).
+// takes each statement shape's time from pg_stat_statements, split by the
+// calls and the spans (the collector's toPostgres): the tenants' sum in
+// the cost report is within 1% of PostgreSQL's, whatever the spans said
+// (two to four times as much on this machine), and each tenant's DB time
+// within 10% of its truth (0–3.3% in 8 runs on the 2-core machine, quiet
+// or beside stress-ng; 0.2–13.1% when the split was the spans' alone,
+// where a tenant whose requests the service slowed more than another's
+// kept that difference).
 func TestNodeBillShortStatements(t *testing.T) {
 	node, _, _, dbDSN := billSetup(t)
 	ctx := t.Context()

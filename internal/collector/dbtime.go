@@ -36,14 +36,14 @@ import (
 // shape's growth over the minute (otlpin.StatementShape of its text: the
 // route OTLP gives a statement span), and when a minute is written, the
 // DB rows of each shape are scaled so that together they hold what
-// PostgreSQL measured for it, split between tenants as the clients
-// measured it and by their calls (toPostgres). Within a minute a shape's split is the
-// spans', leaning to the calls as far as the spans measured more than
-// PostgreSQL: tenants whose statements of one shape differ in length keep
-// that difference where the spans are mostly statement time, and the
-// overhead of short statements (a service slowing some tenants' requests
-// more than others') does not move a tenant's share; the shape's total is
-// PostgreSQL's.
+// PostgreSQL measured for it, split between tenants by their calls and
+// what the clients measured (toPostgres): each row's calls at
+// PostgreSQL's mean, moved by how far its time per call is from the
+// shape's, as far as such differences exceed the clients' overhead per
+// call. Tenants whose statements of one shape differ in length keep that
+// difference, and the overhead of short statements (a service slowing
+// some tenants' requests more than others') does not move a tenant's
+// share; the shape's total is PostgreSQL's.
 //
 // A statement's span reaches the collector after PostgreSQL counted the
 // statement (its export is seconds behind), sometimes in the next minute;
@@ -302,31 +302,71 @@ func callSlack(rows, pg int64) int64 {
 
 // toPostgres scales the DB rows of shape sh to pgSeconds together. The
 // clients' time of a row is its statements' time plus their own overhead
-// (the network, the client's queues and scheduling), which PostgreSQL
-// does not count: the fraction of the clients' time that is overhead,
-// α = 1 − pgSeconds/clients' seconds, is what the rows' split cannot rest
-// on. So a row gets pgSeconds × ((1−α) × its share of the clients' time +
-// α × its share of the calls): where the clients measured about what
-// PostgreSQL did (long statements, α near 0), each row keeps its part of
-// what they measured; where they measured several times it (statements of
-// a millisecond or two under load, α above one half), a tenant's share
-// leans to its calls at the shape's mean, since the overhead, not the
-// statements, is what differs between tenants there. (Taking off a
-// per-call overhead instead was tried: what is left of a row is then the
-// small difference of large numbers, and a tenant's share swung by 50% on
-// requests 10% slower than the others'.) factor is pgSeconds over the
-// clients' seconds, the shape's own scale.
+// per call (the network, the client's queues and scheduling), which
+// PostgreSQL does not count. So a row is given its calls at PostgreSQL's
+// mean per call (m̄ = pgSeconds ÷ calls), moved by λ times how far its
+// own time per call is from the shape's (s_i − s̄): m_i = m̄ + λ(s_i − s̄).
+// λ = 1 takes the same overhead off every call (o = s̄ − m̄); λ = 0 is the
+// calls alone; either way the rows sum to pgSeconds. Which is right
+// depends on where the rows' differences come from. Where their times
+// per call spread far beyond the overhead (R = the widest gap between two
+// rows' times per call, R ≫ o: one tenant's 500 ms statements beside
+// another's 2 ms ones in one shape), the statements differ, and λ is near
+// 1; where they spread less than it (the same 2 ms statements, queued
+// longer for one tenant than another), it is the overhead that differs,
+// and λ is near 0. So λ = R ÷ (R + o). Rows with fewer than minShapeCalls
+// calls do not set R (a pause on a single call is not a statement
+// difference). A row that comes out below 0 is given 0, and the rest
+// scaled to pgSeconds. Where PostgreSQL measured as much as the clients or
+// more (no overhead to take off), each row keeps its part of what they
+// measured. (Taking off the same overhead everywhere, λ = 1, was tried
+// alone: on short statements of one kind a tenant's share swung by 50% on
+// requests 10% slower than the others'; scaling every row alike moved a
+// long-statement tenant's time to the short-statement tenants of its
+// shape.) factor is pgSeconds over the clients' seconds, the shape's own
+// scale.
 func toPostgres(rollups []store.Rollup, sh string, pgSeconds float64, c shapeTotal) (factor float64) {
 	k := pgSeconds / c.seconds
-	alpha := min(max(1-k, 0), 1)
+	var rows []*store.Rollup
+	lo, hi := math.Inf(1), math.Inf(-1)
 	for i := range rollups {
 		if r := &rollups[i]; r.Kind == report.KindDB.String() && r.Route == sh {
-			calls := float64(min(r.Count, math.MaxInt64/2)) / float64(c.calls)
-			r.DurationSeconds = pgSeconds * ((1-alpha)*r.DurationSeconds/c.seconds + alpha*calls)
+			rows = append(rows, r)
+			if r.Count >= minShapeCalls {
+				per := r.DurationSeconds / float64(r.Count)
+				lo, hi = min(lo, per), max(hi, per)
+			}
 		}
+	}
+	calls := float64(c.calls)
+	mean, spans := pgSeconds/calls, c.seconds/calls
+	o, spread := spans-mean, max(hi-lo, 0)
+	if o <= 0 || math.IsInf(lo, 0) {
+		for _, r := range rows {
+			r.DurationSeconds *= k
+		}
+		return k
+	}
+	lambda := spread / (spread + o)
+	var sum float64
+	for _, r := range rows {
+		n := float64(min(r.Count, math.MaxInt64/2))
+		if n == 0 {
+			r.DurationSeconds = 0
+			continue
+		}
+		r.DurationSeconds = n * max(mean+lambda*(r.DurationSeconds/n-spans), 0)
+		sum += r.DurationSeconds
+	}
+	for _, r := range rows {
+		r.DurationSeconds *= pgSeconds / sum // sum > 0: the rows' calls at mean and above sum to pgSeconds
 	}
 	return k
 }
+
+// minShapeCalls: a row with fewer calls does not tell how far a shape's
+// statements differ in length (toPostgres).
+const minShapeCalls = 5
 
 // available is PostgreSQL's time of shape sh's calls that minute k's rows
 // may take: what an earlier emission of the minute gave them, and what no

@@ -22,9 +22,8 @@ import (
 )
 
 // TestDBTimesCalibrate: a minute's DB rows of a statement shape hold
-// pg_stat_statements' growth of that shape over the minute, split as the
-// spans measured it leaning to the calls as far as the spans measured
-// more than PostgreSQL, where PostgreSQL's calls are the rows'; PostgreSQL's
+// pg_stat_statements' growth of that shape over the minute, split by the
+// calls and the spans (toPostgres), where PostgreSQL's calls are the rows'; PostgreSQL's
 // mean per call where it counted more calls than the rows hold; elsewhere
 // (an implausible ratio, a reset, a missed read) the clients' time stays.
 func TestDBTimesCalibrate(t *testing.T) {
@@ -45,8 +44,9 @@ func TestDBTimesCalibrate(t *testing.T) {
 		return store.Rollup{Minute: m0, Tenant: tn, Route: route, Kind: "db", Count: count, DurationSeconds: secs}
 	}
 	rows := []store.Rollup{
-		// 100 calls, PostgreSQL 0.3 s, half the spans': half by the
-		// spans' time, half by the calls (acme 0.3 × (0.5 × 4/6 + 0.5 × 0.6))
+		// 100 calls, PostgreSQL 0.3 s (3 ms a call), the spans 6 ms a
+		// call (3 ms overhead), acme's 6.67 and globex's 5 (1.67 ms
+		// apart): λ = 1.67 / (1.67 + 3), acme 60 × (3 + λ × 0.67) ms
 		db("acme", "SELECT", 60, 0.4), db("globex", "SELECT", 40, 0.2),
 		db("acme", "SELECT generate_series", 50, 0.6), // PostgreSQL counted 100 calls in 0.5 s: 50 × 5 ms
 		db("acme", "UPDATE accounts", 20, 0.1),        // PostgreSQL 0.3 s, three times the clients': implausible
@@ -55,7 +55,7 @@ func TestDBTimesCalibrate(t *testing.T) {
 		{Minute: m0, Tenant: "acme", Route: "GET /cart", Kind: "request", Count: 100, DurationSeconds: 9},
 	}
 	d.calibrate(m0, rows)
-	want := []float64{0.19, 0.11, 0.25, 0.1, 1, 1, 9}
+	want := []float64{0.18 + 0.04/2.8, 0.12 - 0.04/2.8, 0.25, 0.1, 1, 1, 9} // λ = 1/2.8
 	for i, w := range want {
 		if math.Abs(rows[i].DurationSeconds-w) > 1e-9 {
 			t.Errorf("row %d (%s %s): %.6f s, want %.6f", i, rows[i].Tenant, rows[i].Route, rows[i].DurationSeconds, w)
@@ -374,28 +374,53 @@ func TestDBTimeAfterCrash(t *testing.T) {
 	}
 }
 
-// toPostgres keeps the spans' split where they measured what PostgreSQL
-// did, and leans to the calls as far as they measured more.
-func TestToPostgresLeansToCalls(t *testing.T) {
+// toPostgres on the two kinds of shape seen with the Node example. One
+// tenant's 0.5 s statements beside three tenants' 2 ms ones in one shape
+// (SELECT pg_sleep($1)): the noisy tenant keeps its time, the others are
+// not billed for it. One kind of short statement, queued longer for some
+// tenants than others: each tenant's time is its calls at PostgreSQL's
+// mean. Where PostgreSQL measured more than the spans, each row keeps its
+// part of what they measured.
+func TestToPostgres(t *testing.T) {
+	m0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	type row struct {
+		tenant  string
+		calls   uint64
+		seconds float64 // the spans'
+		truth   float64
+	}
 	for _, tc := range []struct {
-		pg         float64
-		acme, glob float64 // want
+		name string
+		pg   float64
+		rows []row
+		tol  float64
 	}{
-		{pg: 1.2, acme: 0.8, glob: 0.4}, // the spans' 1.2 s: 2:1, as they measured
-		{pg: 0.6, acme: 0.6 * (0.5*4/6.0 + 0.5*0.5), glob: 0.6 * (0.5*2/6.0 + 0.5*0.5)},
-		{pg: 0.012, acme: 0.012 * (0.01*4/6.0 + 0.99*0.5), glob: 0.012 * (0.01*2/6.0 + 0.99*0.5)},
+		// A trial's quiet run: pg_sleep(0.5) and pg_sleep(0.002), the
+		// spans 0.6 ms a call over PostgreSQL.
+		{"mixed", 616.684, []row{{"noisy", 876, 440.3, 439.4}, {"a", 27064, 75.6, 59.1}, {"b", 27068, 75.6, 59.1}, {"c", 27114, 75.5, 59.1}}, 0.01},
+		// TestNodeBillShortStatements: 4, 2 and 1 senders, the spans
+		// 128–139% over PostgreSQL.
+		{"short", 2.348, []row{{"acme", 1200, 3.056, 1.342}, {"globex", 600, 1.601, 0.671}, {"initech", 300, 0.781, 0.335}}, 0.01},
+		{"PostgreSQL more", 1.5, []row{{"acme", 50, 0.8, 1.0}, {"globex", 50, 0.4, 0.5}}, 1e-9},
 	} {
-		m0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
-		rows := []store.Rollup{
-			{Minute: m0, Tenant: "acme", Route: "SELECT", Kind: "db", Count: 50, DurationSeconds: 0.8},
-			{Minute: m0, Tenant: "globex", Route: "SELECT", Kind: "db", Count: 50, DurationSeconds: 0.4},
-			{Minute: m0, Tenant: "acme", Route: "GET /", Kind: "request", Count: 50, DurationSeconds: 3},
+		var rollups []store.Rollup
+		var c shapeTotal
+		for _, r := range tc.rows {
+			rollups = append(rollups, store.Rollup{Minute: m0, Tenant: r.tenant, Route: "SELECT", Kind: "db", Count: r.calls, DurationSeconds: r.seconds})
+			c.calls, c.seconds = c.calls+int64(r.calls), c.seconds+r.seconds
 		}
-		k := toPostgres(rows, "SELECT", tc.pg, shapeTotal{calls: 100, seconds: 1.2})
-		if math.Abs(k-tc.pg/1.2) > 1e-12 || math.Abs(rows[0].DurationSeconds-tc.acme) > 1e-12 ||
-			math.Abs(rows[1].DurationSeconds-tc.glob) > 1e-12 || rows[2].DurationSeconds != 3 {
-			t.Errorf("PostgreSQL %.3f s: factor %.4f, acme %.6f (want %.6f), globex %.6f (want %.6f), request %.1f",
-				tc.pg, k, rows[0].DurationSeconds, tc.acme, rows[1].DurationSeconds, tc.glob, rows[2].DurationSeconds)
+		rollups = append(rollups, store.Rollup{Minute: m0, Tenant: "acme", Route: "GET /", Kind: "request", Count: 50, DurationSeconds: 3})
+		toPostgres(rollups, "SELECT", tc.pg, c)
+		var sum float64
+		for i, r := range tc.rows {
+			got := rollups[i].DurationSeconds
+			sum += got
+			if math.Abs(got/r.truth-1) > tc.tol {
+				t.Errorf("%s: %s %.4f s, truth %.4f s (%+.2f%%)", tc.name, r.tenant, got, r.truth, 100*(got/r.truth-1))
+			}
+		}
+		if math.Abs(sum-tc.pg) > 1e-9 || rollups[len(rollups)-1].DurationSeconds != 3 {
+			t.Errorf("%s: rows sum to %.6f s, PostgreSQL %.6f; request row %v", tc.name, sum, tc.pg, rollups[len(rollups)-1].DurationSeconds)
 		}
 	}
 }

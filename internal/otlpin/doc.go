@@ -83,9 +83,8 @@
 // A span measures the statement as its client saw it. With --postgres
 // the collector writes each statement shape's minute as PostgreSQL
 // measured it in pg_stat_statements (StatementShape maps its texts to
-// the routes given here), split as the spans measured it, leaning to the
-// calls as far as they measured more than PostgreSQL; see the collector's
-// dbtime.go.
+// the routes given here), split between tenants by their calls and what
+// their spans measured; see the collector's dbtime.go.
 //
 // Values are validated as the collector validates reports, with
 // tenant's one rule for names (tenant.ValidateTenant: at most 128 bytes of
