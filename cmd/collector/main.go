@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -584,6 +585,11 @@ func remoteReport(ctx context.Context, rc remote, req collector.ReportRequest, b
 	}
 	resp, err := rc.http.Do(hreq)
 	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			fmt.Fprintf(stderr, "collector report: no collector answers at %s (%v): is `collector serve` running there? --collector takes the address of its --listen\n", addr, op.Err)
+			return 1
+		}
 		fmt.Fprintln(stderr, "collector report:", err)
 		return 1
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/tls"
 	"encoding/json"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -79,5 +80,21 @@ func TestReportRemoteTLS(t *testing.T) {
 		if code := run(args, &out, &errb); code != 1 || !strings.Contains(errb.String(), "certificate") {
 			t.Errorf("%s without the CA: exit %d: %s; want 1 and a certificate error", args[0], code, errb.String())
 		}
+	}
+}
+
+// A collector that does not answer is named, with what --collector takes,
+// not as a raw dial error with the whole request's URL.
+func TestReportNoCollector(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	var out, errb bytes.Buffer
+	if code := run([]string{"report", "--collector", addr, "--from", "1h"}, &out, &errb); code != 1 ||
+		!strings.Contains(errb.String(), "no collector answers at http://"+addr) || strings.Contains(errb.String(), "/v1/report?") {
+		t.Errorf("exit %d: %s", code, errb.String())
 	}
 }
