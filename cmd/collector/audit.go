@@ -140,6 +140,10 @@ func auditRows(ctx context.Context, at auditFrom, from, to time.Time, stderr io.
 			return nil, 2
 		}
 		if rows, err = c.Audit(ctx, from, to, tok); err != nil {
+			if msg, ok := noAnswer(at.remote, err); ok {
+				fmt.Fprintln(stderr, "collector audit:", msg)
+				return nil, 1
+			}
 			fmt.Fprintln(stderr, "collector audit:", err)
 			if errors.Is(err, api.ErrUnauthorized) {
 				fmt.Fprintln(stderr, "collector audit: pass the collector's admin token: --admin-token-file DATA_DIR/admin-token")

@@ -560,6 +560,20 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	return b.next.RoundTrip(r)
 }
 
+// noAnswer says, for a request to the collector at addr that failed with
+// err, that nothing answers there and what --collector takes, where that
+// is why it failed (ok).
+func noAnswer(addr string, err error) (msg string, ok bool) {
+	var op *net.OpError
+	if !errors.As(err, &op) || op.Op != "dial" {
+		return "", false
+	}
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	return fmt.Sprintf("no collector answers at %s (%v): is `collector serve` running there? --collector takes the address of its --listen", addr, op.Err), true
+}
+
 func remoteReport(ctx context.Context, rc remote, req collector.ReportRequest, by, format string, stdout, stderr io.Writer) int {
 	addr := rc.addr
 	if !strings.Contains(addr, "://") {
@@ -585,10 +599,8 @@ func remoteReport(ctx context.Context, rc remote, req collector.ReportRequest, b
 	}
 	resp, err := rc.http.Do(hreq)
 	if err != nil {
-		var op *net.OpError
-		if errors.As(err, &op) && op.Op == "dial" {
-			fmt.Fprintf(stderr, "collector report: no collector answers at %s (%v): is `collector serve` running there? --collector takes the address of its --listen\n", addr, op.Err)
-			return 1
+		if msg, ok := noAnswer(addr, err); ok {
+			err = errors.New(msg)
 		}
 		fmt.Fprintln(stderr, "collector report:", err)
 		return 1

@@ -92,9 +92,15 @@ func TestReportNoCollector(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	var out, errb bytes.Buffer
-	if code := run([]string{"report", "--collector", addr, "--from", "1h"}, &out, &errb); code != 1 ||
-		!strings.Contains(errb.String(), "no collector answers at http://"+addr) || strings.Contains(errb.String(), "/v1/report?") {
-		t.Errorf("exit %d: %s", code, errb.String())
+	tok := filepath.Join(t.TempDir(), "admin-token")
+	if err := os.WriteFile(tok, []byte("4dm1n\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"report", "--collector", addr, "--from", "1h"}, {"audit", "--collector", addr, "--admin-token-file", tok}} {
+		var out, errb bytes.Buffer
+		if code := run(args, &out, &errb); code != 1 ||
+			!strings.Contains(errb.String(), "no collector answers at http://"+addr) || strings.Contains(errb.String(), "/v1/") {
+			t.Errorf("%s: exit %d: %s", args[0], code, errb.String())
+		}
 	}
 }
