@@ -106,3 +106,24 @@ func TestPolicyAppliedByHTTP(t *testing.T) {
 		t.Errorf("with an agent applying budgets: %+v %q", ps.AppliedBy, ps.Note)
 	}
 }
+
+// A service counts as behind a gate for gatedWindow after a gate of it
+// reported (not a replayed report, not an agent's or OTLP's).
+func TestGatedNow(t *testing.T) {
+	in := newIntake(Config{})
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	for _, inst := range []string{"h1", "h1" + report.OTLPInstanceMark + "c1"} {
+		in.accepted(&source{}, &report.Report{Source: report.Source{Service: "shop-node", Instance: inst}}, now)
+	}
+	in.accepted(&source{}, nil, now) // replayed
+	if in.gatedNow("shop-node", now) {
+		t.Fatal("gated by an agent or OTLP")
+	}
+	in.accepted(&source{}, &report.Report{Source: report.Source{Service: "shop-node", Instance: "h1" + report.GateInstanceMark + "g1"}}, now)
+	if !in.gatedNow("shop-node", now.Add(gatedWindow)) || in.gatedNow("api", now) {
+		t.Fatal("a gate's report did not gate its service alone")
+	}
+	if in.gatedNow("shop-node", now.Add(gatedWindow+time.Nanosecond)) {
+		t.Fatal("still gated after the window")
+	}
+}

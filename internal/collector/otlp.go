@@ -56,6 +56,7 @@ func newOTLPPart(cfg Config, c report.Consumer, in *intake, auth func(*http.Requ
 		// The windows the spans become are counted against the disk's
 		// estimate when they are logged (Consume); the door only asks.
 		otlpin.WithAdmission(func(int64) error { return disk.admit(0) }),
+		otlpin.WithGated(func(service string) bool { return in.gatedNow(service, cfg.Now()) }),
 	}
 	if cfg.OTLPTenantAttribute != "" {
 		opts = append(opts, otlpin.WithTenantAttribute(cfg.OTLPTenantAttribute))

@@ -2,6 +2,7 @@ package collector
 
 import (
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,6 +42,7 @@ type intake struct {
 	sources      map[string]*source
 	admit        admission
 	erased       *erasedBook // erased.go: tenants whose earlier rows are dropped
+	gated        *sync.Map   // service → when a gate of it last reported (UnixNano): gatedNow
 }
 
 func newIntake(cfg Config) intake {
@@ -52,6 +54,7 @@ func newIntake(cfg Config) intake {
 		reports:      make(chan *decoded, pooledReports),
 		decode:       semaphore.NewWeighted(decodeMemory),
 		sources:      make(map[string]*source),
+		gated:        new(sync.Map),
 	}
 }
 
@@ -92,6 +95,9 @@ func (in *intake) source(key string, now time.Time) *source {
 func (in *intake) accepted(src *source, rep *report.Report, now time.Time) {
 	if rep != nil { // a report that came in, not one replayed from the log
 		src.sawSections(rep, now)
+		if rep.Source.Kind() == report.SourceGate {
+			in.gated.Store(rep.Source.Service, now.UnixNano())
+		}
 	}
 	src.accepted++
 	if !src.est && src.accepted >= promoteAfter && now.Unix() > src.first && in.admit.established < in.maxSources {
@@ -186,4 +192,18 @@ func (d *decoded) prepare(g *aggregator) {
 		}
 	}
 	d.order.sort(g, d.rep.Rows)
+}
+
+// gatedWindow is how long after a gate of a service last reported the
+// service counts as behind a gate (a gate reports every second by
+// default).
+const gatedWindow = 10 * time.Second
+
+// gatedNow says whether a gate of service reported within gatedWindow of
+// now: the OTLP receiver then does not count the service's SERVER spans
+// as requests, which its gate counted (otlpin.WithGated). It takes no
+// lock.
+func (in *intake) gatedNow(service string, now time.Time) bool {
+	v, ok := in.gated.Load(service)
+	return ok && now.UnixNano()-v.(int64) <= int64(gatedWindow)
 }

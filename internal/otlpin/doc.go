@@ -14,7 +14,9 @@
 //
 //	span                                   record
 //	─────────────────────────────────────  ──────────────────────────────────────────────
-//	SERVER                                 request (report.KindRequest)
+//	SERVER                                 request (report.KindRequest); of a service
+//	                                        behind a gate (WithGated), its trace's
+//	                                        tenant only: the gate counted the request
 //	CONSUMER                               job (report.KindJob)
 //	CLIENT, db.system or db.system.name    DB time (report.KindDB): a statement span, one
 //	  = postgresql, with a statement        with db.query.text / db.statement,

@@ -135,10 +135,10 @@ func expansionLimit(n, maxDecoded int64) int64 {
 // (WithRefusalHold); it says whether it held it (false: the connection
 // should be closed, too many refusals are already held).
 func (r *Receiver) hold(ctx context.Context) bool {
-	if r.cfg.hold == nil {
+	if r.cfg.hooks.hold == nil {
 		return true
 	}
-	return r.cfg.hold(ctx)
+	return r.cfg.hooks.hold(ctx)
 }
 
 // ErrSlow: a body arrived below the minimum rate (WithMinRate).

@@ -52,10 +52,11 @@ const (
 	resDropped          // any other span: counted, not recorded
 	resRejected         // a span that cannot be read as work (bad times)
 	resPool             // a PostgreSQL connection-pool span, recorded as pool wait
+	resGated            // a SERVER span of a service behind a gate: its trace's tenant, not a request (WithGated)
 	numResults
 )
 
-var resultNames = [numResults]string{"request", "job", "db", "db_by_trace", "dropped", "rejected", "pool_wait"}
+var resultNames = [numResults]string{"request", "job", "db", "db_by_trace", "dropped", "rejected", "pool_wait", "request_gated"}
 
 // mapped is one span the mapping keeps, ready to be recorded.
 type mapped struct {

@@ -38,7 +38,7 @@ const (
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	spans := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "qtop_otlp_spans_total",
-		Help: "OTLP spans received, by what became of them: request, job, db (recorded with a tenant of its own or its comment's), db_by_trace (a database span that takes its trace's tenant), pool_wait (a connection-pool span: pool wait, not DB time), dropped (other kinds, non-PostgreSQL clients, PostgreSQL spans with neither a statement nor a pool name), rejected (refused alone: qtop_otlp_spans_rejected_total).",
+		Help: "OTLP spans received, by what became of them: request, job, db (recorded with a tenant of its own or its comment's), db_by_trace (a database span that takes its trace's tenant), pool_wait (a connection-pool span: pool wait, not DB time), request_gated (a server span of a service behind a gate, which counted the request), dropped (other kinds, non-PostgreSQL clients, PostgreSQL spans with neither a statement nor a pool name), rejected (refused alone: qtop_otlp_spans_rejected_total).",
 	}, []string{"result"})
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -25,7 +25,7 @@ func TestMetrics(t *testing.T) {
 	post(t, r, ContentTypeProtobuf, "", []byte{0xff})
 	r.Flush(clk.now.Add(time.Hour))
 	want := `
-# HELP qtop_otlp_spans_total OTLP spans received, by what became of them: request, job, db (recorded with a tenant of its own or its comment's), db_by_trace (a database span that takes its trace's tenant), pool_wait (a connection-pool span: pool wait, not DB time), dropped (other kinds, non-PostgreSQL clients, PostgreSQL spans with neither a statement nor a pool name), rejected (refused alone: qtop_otlp_spans_rejected_total).
+# HELP qtop_otlp_spans_total OTLP spans received, by what became of them: request, job, db (recorded with a tenant of its own or its comment's), db_by_trace (a database span that takes its trace's tenant), pool_wait (a connection-pool span: pool wait, not DB time), request_gated (a server span of a service behind a gate, which counted the request), dropped (other kinds, non-PostgreSQL clients, PostgreSQL spans with neither a statement nor a pool name), rejected (refused alone: qtop_otlp_spans_rejected_total).
 # TYPE qtop_otlp_spans_total counter
 qtop_otlp_spans_total{result="db"} 0
 qtop_otlp_spans_total{result="db_by_trace"} 1
@@ -34,6 +34,7 @@ qtop_otlp_spans_total{result="job"} 0
 qtop_otlp_spans_total{result="pool_wait"} 0
 qtop_otlp_spans_total{result="rejected"} 1
 qtop_otlp_spans_total{result="request"} 1
+qtop_otlp_spans_total{result="request_gated"} 0
 # HELP qtop_otlp_requests_total OTLP export requests, by transport (http, grpc) and result (ok, partial, malformed, too_large, busy, unauthorized, unsupported, slow: a body sent below the minimum rate).
 # TYPE qtop_otlp_requests_total counter
 qtop_otlp_requests_total{result="malformed",transport="http"} 1

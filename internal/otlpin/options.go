@@ -93,9 +93,8 @@ type config struct {
 	rateGrace  time.Duration
 	grpcRead   time.Duration
 	skew       time.Duration // WithClockSkew
-	hold       func(ctx context.Context) bool
-	admit      func(declared int64) error // WithAdmission
-	model      ru.Model                   // WithCostModel (costs.go)
+	model      ru.Model      // WithCostModel (costs.go)
+	hooks      hooks
 }
 
 func newConfig(opts []Option) (config, error) {
@@ -291,7 +290,7 @@ func WithGRPCReadTimeout(d time.Duration) Option { return func(c *config) { c.gr
 // refuses reports. declared is the body's Content-Length (-1 unknown, and
 // for gRPC).
 func WithAdmission(admit func(declared int64) error) Option {
-	return func(c *config) { c.admit = admit }
+	return func(c *config) { c.hooks.admit = admit }
 }
 
 // WithRefusalHold has the answer to a request refused for what it is (a
@@ -302,5 +301,22 @@ func WithAdmission(admit func(declared int64) error) Option {
 // sending junk in a loop makes a request a second, not thousands. The
 // collector passes its own, shared with POST /v1/reports. Default: none.
 func WithRefusalHold(hold func(ctx context.Context) bool) Option {
-	return func(c *config) { c.hold = hold }
+	return func(c *config) { c.hooks.hold = hold }
+}
+
+// WithGated tells the receiver which services a gate (cmd/gate) stands in
+// front of now: their SERVER spans give their traces' tenants but are not
+// recorded as requests, since the gate counted and charged each of those
+// requests already (qtop_otlp_spans_total{result="request_gated"}); their
+// statements, pool waits and jobs are recorded as any service's. gated
+// is called once per resource of an export request, and must be quick.
+func WithGated(gated func(service string) bool) Option {
+	return func(c *config) { c.hooks.gated = gated }
+}
+
+// hooks are what the receiver asks of the collector it runs in.
+type hooks struct {
+	hold  func(ctx context.Context) bool // WithRefusalHold
+	admit func(declared int64) error     // WithAdmission
+	gated func(service string) bool      // WithGated
 }

@@ -89,12 +89,13 @@ type refusals struct {
 // source is one sending process (service.name, service.instance.id,
 // host.name) with its window.
 type source struct {
-	rec   *meter.Recorder
-	seq   uint64
-	queue []*report.Report
-	last  time.Time // of its last span
-	empty bool      // its last cut held no row
-	pool  poolWaits // connection-pool spans of the window (costs.go)
+	service string // its service.name, as reported
+	rec     *meter.Recorder
+	seq     uint64
+	queue   []*report.Report
+	last    time.Time // of its last span
+	empty   bool      // its last cut held no row
+	pool    poolWaits // connection-pool spans of the window (costs.go)
 }
 
 // New returns a receiver that merges through sink. It returns ErrInvalid
@@ -286,6 +287,7 @@ func (r *Receiver) mapRequest(m *mapper, body []byte, now time.Time, t *tally) e
 		if err != nil {
 			return err
 		}
+		gated := r.cfg.hooks.gated != nil && r.cfg.hooks.gated(src.service)
 		return eachLen(rs, fRSScopeSpans, func(ss []byte) error {
 			return eachLen(ss, fSSSpans, func(b []byte) error {
 				if t.res.Spans++; t.res.Spans > MaxSpans {
@@ -297,6 +299,9 @@ func (r *Receiver) mapRequest(m *mapper, body []byte, now time.Time, t *tally) e
 				what, err := m.span(&sp, resTenant, &out)
 				if err != nil {
 					return err
+				}
+				if what == resRequest && gated {
+					what = resGated
 				}
 				if what != resDropped && what != resRejected {
 					if dir := skewOf(sp.end, now, r.cfg.skew); dir != skewNone {
@@ -316,8 +321,10 @@ func (r *Receiver) mapRequest(m *mapper, body []byte, now time.Time, t *tally) e
 func (t *tally) add(st *reqState, what int, src *source, sp *rawSpan, out *mapped) {
 	t.counts[what]++
 	switch what {
-	case resRequest, resJob, resDB:
-		st.add(pend{src: src, rec: out.rec})
+	case resRequest, resJob, resDB, resGated:
+		if what != resGated { // a gated request: its gate counted it
+			st.add(pend{src: src, rec: out.rec})
+		}
 		if what != resDB && out.tagged {
 			if id, ok := toTraceID(sp.traceID); ok {
 				st.roots = append(st.roots, rootAt{id, root{out.rec.Tags.Tenant, out.rec.Tags.Tier}})
@@ -472,7 +479,7 @@ func (r *Receiver) newSourceLocked(s report.Source) *source {
 			panic("otlpin: recorder options: " + err.Error()) // the options are checked by New
 		}
 	}
-	return &source{rec: rec}
+	return &source{service: s.Service, rec: rec}
 }
 
 func (r *Receiver) newRecorder(s report.Source) (*meter.Recorder, error) {
@@ -563,10 +570,10 @@ func (r *Receiver) send(src *source, now time.Time) {
 // admitted runs the WithAdmission check: an ErrBusy error and the delay
 // to answer with when the export is to be refused before it is read.
 func (c *config) admitted(declared int64) (time.Duration, error) {
-	if c.admit == nil {
+	if c.hooks.admit == nil {
 		return 0, nil
 	}
-	err := c.admit(declared)
+	err := c.hooks.admit(declared)
 	if err == nil {
 		return 0, nil
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/qtop-dev/qtop/report"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"go.uber.org/goleak"
@@ -439,5 +440,36 @@ func TestShutdownTellsOfRefusedWindows(t *testing.T) {
 	if !strings.Contains(logs.String(), "windows the collector refused until shutdown are dropped") || !strings.Contains(logs.String(), "windows=3") ||
 		!strings.Contains(logs.String(), `reason="refused (retry after 1s)"`) {
 		t.Fatalf("log:\n%s", logs.String())
+	}
+}
+
+// A service behind a gate (WithGated) has its SERVER spans give their
+// traces' tenants, not requests: the gate counted those. Its statements
+// are recorded as any service's; another service's requests are.
+func TestGatedServiceCountsNoRequests(t *testing.T) {
+	clk := &fakeClock{now: t0}
+	s := &sink{}
+	r := newTestReceiver(t, s, clk, WithGated(func(service string) bool { return service == "shop-node" }))
+	for _, req := range []*coltracepb.ExportTraceServiceRequest{
+		request("shop-node", server(1, "acme", "/a", 15*time.Millisecond), pgSpan(1, 2, "SELECT * FROM a", 10*time.Millisecond)),
+		request("api", server(2, "acme", "/b", 5*time.Millisecond)),
+	} {
+		if _, err := r.Consume(marshal(t, req)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.Flush(clk.now)
+	got := s.rows()
+	want := map[rowKey]uint64{{"shop-node", "acme", "SELECT a", "db"}: 1, {"api", "acme", "/b", "request"}: 1}
+	if len(got) != len(want) {
+		t.Errorf("rows %v, want %v", keysOf(got), want)
+	}
+	for k, n := range want {
+		if got[k].count != n {
+			t.Errorf("%v: %d, want %d (rows %v)", k, got[k].count, n, keysOf(got))
+		}
+	}
+	if n := testutil.ToFloat64(r.met.spans[resGated]); n != 1 {
+		t.Errorf("request_gated spans %v, want 1", n)
 	}
 }
