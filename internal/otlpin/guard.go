@@ -25,7 +25,7 @@ import (
 // reserve at once, in bytes, and at most half of it per connection (so one
 // connection never takes it all). A request that does not fit is answered
 // busy, retry later, after waiting up to reserveWait for a release
-// (reserveConnWait; a gRPC stream's reservation is given back when its
+// (takeWait; a gRPC stream's reservation is given back when its
 // context ends, just after its answer, so the next request of the same
 // connection may otherwise find it still taken).
 type memBudget struct {
@@ -45,17 +45,6 @@ func (b *memBudget) holds(conn string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.conns[conn] > 0
-}
-
-// reserveConnWait takes n bytes for connection conn ("": none), at most
-// half the budget per connection, waiting up to wait (or ctx's end) for
-// releases while they do not fit; release gives them back (once).
-func (b *memBudget) reserveConnWait(ctx context.Context, conn string, n int64, wait time.Duration) (func(), error) {
-	if err := b.takeWait(ctx, conn, n, wait); err != nil {
-		return nil, err
-	}
-	var once sync.Once
-	return func() { once.Do(func() { b.give(conn, n) }) }, nil
 }
 
 // takeWait is take, waiting up to wait (or ctx's end) for releases while

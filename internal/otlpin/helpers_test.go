@@ -229,3 +229,14 @@ func serveGRPC(t *testing.T, r *Receiver) string {
 	t.Cleanup(gs.Stop)
 	return ln.Addr().String()
 }
+
+// reserveConnWait takes n bytes for connection conn ("": none), at most
+// half the budget per connection, waiting up to wait (or ctx's end) for
+// releases while they do not fit; release gives them back (once).
+func (b *memBudget) reserveConnWait(ctx context.Context, conn string, n int64, wait time.Duration) (func(), error) {
+	if err := b.takeWait(ctx, conn, n, wait); err != nil {
+		return nil, err
+	}
+	var once sync.Once
+	return func() { once.Do(func() { b.give(conn, n) }) }, nil
+}
