@@ -23,13 +23,15 @@ import (
 // while one exporter on a connection of its own exports a small request
 // every interval. It prints the exporter's answers by code and how many
 // idle streams were opened: what such a client costs the exporters
-// beside it.
+// beside it. With -junk, each idle connection also sends frames that
+// carry no message (junkConn).
 func (e *env) otlpGRPCIdle(args []string) int {
 	fs := flag.NewFlagSet("otlp-grpc-idle", flag.ExitOnError)
 	target := fs.String("grpc", "127.0.0.1:14317", "the collector's --otlp-grpc address")
 	conns := fs.Int("conns", 2, "connections holding idle streams")
 	streams := fs.Int("streams", 4, "idle streams per connection")
 	every := fs.Duration("interval", 50*time.Millisecond, "the exporter's pause between exports")
+	junk := fs.Int("junk", 0, "KiB/s of frames of a type HTTP/2 ignores each idle connection sends beside its streams (0: none; the connections are then raw HTTP/2, not gRPC's)")
 	d := fs.Duration("duration", 10*time.Second, "length of the run")
 	fs.Parse(args)
 
@@ -48,6 +50,10 @@ func (e *env) otlpGRPCIdle(args []string) int {
 	var opened atomic.Int64
 	var wg sync.WaitGroup
 	for range *conns {
+		if *junk > 0 {
+			wg.Go(func() { junkConn(ctx, *target, e.token, *streams, *junk, &opened) })
+			continue
+		}
 		cc := dial()
 		defer cc.Close()
 		for range *streams {

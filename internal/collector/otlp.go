@@ -123,7 +123,8 @@ func (p *otlpPart) listen(addr string, maxConns int, tlsCfg *tls.Config, wg *syn
 	}
 	gs, ln, err := serveGRPC(grpcListener{name: "otlp grpc", label: "otlp", addr: addr, maxConns: maxConns,
 		raise: "raise --otlp-grpc-max-conns (one connection per exporting process)",
-		opts:  p.recv.GRPCServerOptions(), register: p.recv.RegisterGRPC, wrap: p.recv.GRPCListener}, tlsCfg, wg, m, log, now)
+		opts:  p.recv.GRPCServerOptions(), register: p.recv.RegisterGRPC,
+		wrap: p.recv.GRPCListener, creds: otlpin.GRPCCredentials}, tlsCfg, wg, m, log, now)
 	if err != nil {
 		return err
 	}
@@ -142,6 +143,9 @@ type grpcListener struct {
 	opts     []grpc.ServerOption
 	register func(*grpc.Server)
 	wrap     func(net.Listener) net.Listener // if not nil, around the capped listener
+	// creds, if not nil, wraps the TLS credentials (above wrap's
+	// connections: otlpin.Receiver.GRPCCredentials)
+	creds func(credentials.TransportCredentials) credentials.TransportCredentials
 }
 
 // grpcKeepalive: a connection without a call for 5 minutes is closed (its
@@ -166,7 +170,11 @@ func serveGRPC(l grpcListener, tlsCfg *tls.Config, wg *sync.WaitGroup, m *connMe
 	// An idle connection lends its write buffer back (SharedWriteBuffer).
 	opts := append(slices.Clip(l.opts), grpc.KeepaliveParams(grpcKeepalive), grpc.SharedWriteBuffer(true))
 	if tlsCfg != nil {
-		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
+		creds := credentials.NewTLS(tlsCfg)
+		if l.creds != nil {
+			creds = l.creds(creds)
+		}
+		opts = append(opts, grpc.Creds(creds))
 	}
 	gs := grpc.NewServer(opts...)
 	l.register(gs)

@@ -149,7 +149,10 @@
 // expand it to once it is in), so a request that declares 16 MiB and sends
 // nothing holds 16 KiB; gRPC, on a connection the receiver meters
 // (GRPCListener), reserves 128 KiB from the stream's headers and grows its
-// connection's reservation as the bytes arrive, before gRPC has them
+// connection's reservation as the message bytes arrive — DATA frames'
+// payload; HEADERS, PING, SETTINGS and frames of types HTTP/2 ignores
+// carry none, over TLS too when its credentials are wrapped by
+// GRPCCredentials — before gRPC has them
 // (twice what the waiting streams sent, doubling, up to twice the message
 // limit a stream: WithGRPCMaxMessage, 16 MiB; a longer message is refused
 // from its length prefix), so streams that send their headers and nothing

@@ -16,9 +16,9 @@ import (
 // arrive and hands it over whole, so what a connection's waiting streams
 // hold is what it delivered for them. The pool follows that: each stream
 // the tap admits adds grpcStep (the bytes read before the tap saw its
-// headers); every read while streams wait counts against it, and before
-// gRPC has the bytes the pool grows to twice what they sent (their buffers,
-// then the copy decoded), doubling, at most twice the message limit per
+// headers); the DATA payload every read brings while streams wait counts
+// against it (h2Scan), and before gRPC has the bytes the pool grows to
+// twice what they sent (their buffers, then the copy decoded), doubling, at most twice the message limit per
 // waiting stream. When a message is in, twice its size moves from the pool
 // to its stream, which holds it until it is answered (what the pool lacks
 // of it, a message gzip expanded, comes from the budget, or the message is
@@ -59,6 +59,13 @@ func (m *connMeter) open(st *tappedStream, step int64, cut context.CancelCauseFu
 	m.held += step
 }
 
+// delivered counts n message bytes the connection delivered: the rate
+// watch's progress, and the pool's growth.
+func (m *connMeter) delivered(n int64) {
+	m.read.Add(n)
+	m.grow(n)
+}
+
 // grow counts n bytes read while streams wait and grows the pool to twice
 // what they sent before gRPC has them (see connMeter).
 func (m *connMeter) grow(n int64) {
@@ -75,8 +82,8 @@ func (m *connMeter) grow(n int64) {
 	target := min(max(need, 2*m.held), int64(len(m.pending))*grpcReserve(m.r.cfg.grpcMax))
 	if need <= m.held || target <= m.held {
 		// Enough, or at the most the waiting messages may hold: gRPC's
-		// message limit bounds the rest (framing and other frames
-		// count here too).
+		// message limit bounds the rest (DATA of streams already
+		// ended counts here too: h2Scan).
 		m.mu.Unlock()
 		return
 	}

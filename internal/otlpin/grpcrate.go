@@ -3,7 +3,10 @@ package otlpin
 import (
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc/credentials"
 )
 
 // GRPCListener wraps the listener a gRPC server made with
@@ -44,20 +47,68 @@ type meteredConn struct {
 	m      *connMeter
 	meters *sync.Map
 	once   sync.Once
+	scan   h2Scan
+	// sealed: the bytes are TLS records, counted above the handshake
+	// instead (GRPCCredentials).
+	sealed atomic.Bool
 }
 
-// Read counts what the connection delivered and grows its pool for the
-// bytes before gRPC has them.
+// Read counts the message bytes the connection delivered (DATA payload:
+// h2Scan) and grows its pool for them before gRPC has them.
 func (c *meteredConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
-	c.m.read.Add(int64(n))
-	c.m.grow(int64(n))
+	if !c.sealed.Load() {
+		c.m.delivered(c.scan.feed(p[:n]))
+	}
 	return n, err
 }
 
 func (c *meteredConn) Close() error {
 	c.once.Do(func() { c.meters.CompareAndDelete(c.m.key, c.m) })
 	return c.Conn.Close()
+}
+
+// GRPCCredentials wraps the TLS credentials of a gRPC server served on
+// GRPCListener, so that its connections' bytes are counted as the
+// handshake gives them, in the clear: only DATA payload is a message's
+// progress (h2Scan), as on a connection without TLS. Below the handshake
+// every byte of a TLS connection counts, its other frames too.
+func GRPCCredentials(c credentials.TransportCredentials) credentials.TransportCredentials {
+	return meteredCreds{c}
+}
+
+type meteredCreds struct {
+	credentials.TransportCredentials
+}
+
+func (c meteredCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	mc, ok := raw.(*meteredConn)
+	if ok {
+		mc.sealed.Store(true)
+	}
+	conn, info, err := c.TransportCredentials.ServerHandshake(raw)
+	if err != nil || !ok {
+		return conn, info, err
+	}
+	return &clearConn{Conn: conn, m: mc.m}, info, nil
+}
+
+func (c meteredCreds) Clone() credentials.TransportCredentials {
+	return meteredCreds{c.TransportCredentials.Clone()}
+}
+
+// clearConn counts what a TLS connection delivered, as meteredConn does
+// without TLS.
+type clearConn struct {
+	net.Conn
+	m    *connMeter
+	scan h2Scan
+}
+
+func (c *clearConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	c.m.delivered(c.scan.feed(p[:n]))
+	return n, err
 }
 
 // rateWatch cuts an admitted stream whose message does not arrive at

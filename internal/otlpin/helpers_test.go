@@ -216,10 +216,11 @@ func admitStream(t *testing.T, r *Receiver, conn string) context.Context {
 }
 
 // serveGRPC serves r over a real gRPC server on loopback, on GRPCListener
-// (metered), until the test ends, and returns its address.
-func serveGRPC(t *testing.T, r *Receiver) string {
+// (metered), with opts beside GRPCServerOptions, until the test ends, and
+// returns its address.
+func serveGRPC(t *testing.T, r *Receiver, opts ...grpc.ServerOption) string {
 	t.Helper()
-	gs := grpc.NewServer(r.GRPCServerOptions()...)
+	gs := grpc.NewServer(append(r.GRPCServerOptions(), opts...)...)
 	r.RegisterGRPC(gs)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
