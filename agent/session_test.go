@@ -2,14 +2,18 @@ package agent
 
 import (
 	"context"
+	"database/sql"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/sqlcomment"
+	"github.com/qtop-dev/qtop/tenant"
 )
 
 // TestPostgresSQLTagging: with WithSQLTagging(ModeAuto) pgx sends a
@@ -86,5 +90,55 @@ func TestPostgresSQLTagging(t *testing.T) {
 	}
 	if _, err := newConfig([]Option{WithSQLTagging(sqlcomment.Mode(9))}); err == nil {
 		t.Error("an unknown mode was accepted")
+	}
+}
+
+// TestPostgresSQLTaggingDoors: every database/sql door the agent offers
+// onto pgx's stdlib driver — OpenDB("pgx"), OpenDB("pgx/v5") (the same
+// driver under its other name) and WrapConnector of stdlib.GetConnector —
+// tags a transaction in application_name and keeps one prepared
+// statement for a text run by several tenants. Before, the last two fell
+// back to the comment and prepared the text once per tenant.
+func TestPostgresSQLTaggingDoors(t *testing.T) {
+	dsn := testsvc.Postgres(t)
+	a := newAgent(t, WithService("doors"), WithTenant(FromHeader("X-Tenant", "")), WithSQLTagging(sqlcomment.ModeAuto))
+	cfg, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := map[string]func() (*sql.DB, error){
+		"OpenDB pgx":    func() (*sql.DB, error) { return a.OpenDB("pgx", dsn) },
+		"OpenDB pgx/v5": func() (*sql.DB, error) { return a.OpenDB("pgx/v5", dsn) },
+		"WrapConnector": func() (*sql.DB, error) { return sql.OpenDB(a.WrapConnector(stdlib.GetConnector(*cfg))), nil },
+	}
+	for _, door := range []string{"OpenDB pgx", "OpenDB pgx/v5", "WrapConnector"} {
+		db, err := open[door]()
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.SetMaxOpenConns(1)
+		for _, tn := range []string{"acme", "globex", "initech"} {
+			ctx := tenant.With(context.Background(), tenant.Tags{Tenant: tn})
+			tx, err := db.BeginTx(ctx, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var name string
+			if err := tx.QueryRowContext(ctx, "SELECT current_setting('application_name') WHERE $1::int = 1", 1).Scan(&name); err != nil {
+				t.Fatal(err)
+			}
+			tx.Rollback()
+			if want := "doors|t=" + tn; name != want {
+				t.Errorf("%s: %s's transaction ran under %q, want %q", door, tn, name, want)
+			}
+		}
+		var n int
+		if err := db.QueryRow("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%$1::int = 1%' AND statement NOT LIKE '%pg_prepared%'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 1 {
+			t.Errorf("%s: %d statements prepared for one text run by three tenants, want 1", door, n)
+		}
+		db.Close()
 	}
 }

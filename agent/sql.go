@@ -17,13 +17,13 @@ import (
 // sqlcommenter comment of their context's tenant (application = the
 // service) and are recorded as database time per tenant, the comment and
 // the record always naming the same tenant. For pgx's stdlib driver
-// ("pgx") tagged statements skip pgx's per-text statement cache
+// ("pgx", or "pgx/v5") tagged statements skip pgx's per-text statement cache
 // (pgxcomment.StdlibExecMode), and WithSQLTagging's session modes tag the
 // session instead (pgxcomment.StdlibSession), and a connection opens
 // under the service's application_name unless dsn names one
 // (nameSessions). opts come after the agent's and so win.
 func (a *Agent) OpenDB(driverName, dsn string, opts ...sqlcomment.Option) (*sql.DB, error) {
-	if driverName != "pgx" {
+	if driverName != "pgx" && driverName != "pgx/v5" {
 		return sqlcomment.Open(driverName, dsn, a.sqlOptions(false, opts)...)
 	}
 	cfg, err := pgx.ParseConfig(dsn)
@@ -51,8 +51,15 @@ func (a *Agent) nameSessions(cfg *pgx.ConnConfig) {
 }
 
 // WrapConnector is OpenDB for a driver.Connector: sql.OpenDB(a.WrapConnector(c)).
+// A connector of pgx's stdlib driver (stdlib.GetConnector) is treated as
+// OpenDB treats "pgx", but for the application_name its connections open
+// with, which is the connector's to say (nameSessions on its config).
 func (a *Agent) WrapConnector(c driver.Connector, opts ...sqlcomment.Option) driver.Connector {
-	return sqlcomment.WrapConnector(c, a.sqlOptions(false, opts)...)
+	_, pgx := c.Driver().(*stdlib.Driver)
+	if pgx {
+		opts = append([]sqlcomment.Option{sqlcomment.WithDBDriver("pgx")}, opts...)
+	}
+	return sqlcomment.WrapConnector(c, a.sqlOptions(pgx, opts)...)
 }
 
 func (a *Agent) sqlOptions(pgx bool, opts []sqlcomment.Option) []sqlcomment.Option {

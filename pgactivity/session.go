@@ -1,6 +1,8 @@
 package pgactivity
 
 import (
+	"strings"
+
 	"github.com/qtop-dev/qtop/sqlcomment/comment"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -26,6 +28,12 @@ func (b *Backend) setSessionTags(names func(string) (string, bool)) {
 	a, ok := comment.ParseApplicationName(b.Application)
 	if !ok {
 		return
+	}
+	// A statement without arguments is sent in one simple query after
+	// the SET LOCAL that tags it (pgxcomment): the statement is what
+	// follows, for its fingerprint, the views and EXPLAIN.
+	if rest, cut := strings.CutPrefix(b.Query, "SET LOCAL application_name = '"+b.Application+"'; "); cut {
+		b.Query = rest
 	}
 	b.Application = a.Service
 	b.SessionTagged = true

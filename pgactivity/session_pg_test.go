@@ -97,4 +97,19 @@ func TestSetSessionTags(t *testing.T) {
 			t.Errorf("%q %q: %+v", c.app, c.query, b)
 		}
 	}
+	// The SET LOCAL sent before a statement without arguments, in its
+	// simple query, is not the statement: the same statement sent with
+	// arguments has the same fingerprint.
+	b := Backend{Application: "svc|t=acme|T2", Query: "SET LOCAL application_name = 'svc|t=acme|T2'; SELECT pg_sleep(1)"}
+	b.setTags()
+	b.setSessionTags(nil)
+	if b.Query != "SELECT pg_sleep(1)" || Fingerprint(b.Query) != Fingerprint("SELECT pg_sleep($1)") {
+		t.Errorf("query %q, fingerprint %q", b.Query, Fingerprint(b.Query))
+	}
+	// Another name's SET LOCAL is the application's own statement.
+	b = Backend{Application: "svc|t=acme|T2", Query: "SET LOCAL application_name = 'x'; SELECT 1"}
+	b.setSessionTags(nil)
+	if b.Query != "SET LOCAL application_name = 'x'; SELECT 1" {
+		t.Errorf("query %q", b.Query)
+	}
 }

@@ -28,7 +28,11 @@ func (c *conn) beginSession(ctx context.Context, opts driver.TxOptions) (driver.
 	if !st.Tagged || st.Tags.Tenant == "" {
 		return c.begin(ctx, opts)
 	}
-	return c.cm.cfg.sess.session.BeginTx(ctx, c.c, opts, c.cm.ApplicationName(st.Tags))
+	var own string
+	if a, ok := c.cm.cfg.sess.session.(ownApplication); ok {
+		own = a.Application(c.c)
+	}
+	return c.cm.cfg.sess.session.BeginTx(ctx, c.c, opts, c.cm.SessionName(own, st.Tags))
 }
 
 // beginTagged is BeginTx in ModeSession and ModeBoth: the transaction is

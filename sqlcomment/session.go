@@ -86,11 +86,22 @@ func (m Mode) Resolve(pipelines bool) Mode {
 // carries the comment instead (its round trip cannot set the name), since
 // a name set for the session would outlive the statement and, behind a
 // transaction pooler, tag other clients' statements.
+//
+// A Session that also has a method Application(c driver.Conn) string,
+// the connection's own application_name, has it taken as the service
+// of the names it sets when WithApplication gives none
+// (Commenter.SessionName).
 type Session interface {
 	// BeginTx begins a transaction on c with application_name set to name
 	// until the transaction ends (set_config(…, true)), in the round trip
 	// of BEGIN.
 	BeginTx(ctx context.Context, c driver.Conn, opts driver.TxOptions, name string) (driver.Tx, error)
+}
+
+// ownApplication is a Session that tells a connection's own
+// application_name.
+type ownApplication interface {
+	Application(c driver.Conn) string
 }
 
 // sessionConfig is the configuration of WithMode and WithSession.
@@ -123,9 +134,20 @@ func (c *Commenter) Mode() Mode { return c.cfg.sess.mode }
 // WithTenantNames. A tenant name ValidateTenant refuses is written as its
 // stand-in (tenant.Substitute), the name the collector gives it when it
 // reads it from a comment: the same tenant in either mode.
-func (c *Commenter) ApplicationName(t tenant.Tags) string {
+func (c *Commenter) ApplicationName(t tenant.Tags) string { return c.SessionName("", t) }
+
+// SessionName is ApplicationName on a connection whose own
+// application_name (its DSN's, or PGAPPNAME) is own: without
+// WithApplication, own is the service, as the connection shows it between
+// transactions and as ModeComment leaves it, so grouping by application
+// does not change with the mode.
+func (c *Commenter) SessionName(own string, t tenant.Tags) string {
+	service := c.cfg.application
+	if service == "" {
+		service = own
+	}
 	t.Tenant, _ = tenant.Substitute(t.Tenant)
-	name := ApplicationName(c.cfg.application, t)
+	name := ApplicationName(service, t)
 	if n := c.cfg.sess.names; n != nil && t.Tenant != "" && strings.Contains(name, tenantIDMark) {
 		n.Add(t.Tenant)
 	}

@@ -51,7 +51,9 @@
 // written, so pgx's statement cache keeps them prepared, and puts the
 // tenant and tier in application_name, which pg_stat_activity shows
 // beside every statement (sqlcomment.ApplicationName: "billing|t=acme|T2",
-// at most 63 ASCII bytes, long or non-ASCII tenants as a short id):
+// at most 63 ASCII bytes, long or non-ASCII tenants as a short id; its
+// service is sqlcomment.WithApplication's or, without it, the
+// application_name the pool's connections open with):
 //
 //   - Begin and BeginTx send "BEGIN; SET LOCAL application_name = '…'" as
 //     one simple query: the round trip BEGIN took anyway. The name is the
@@ -67,13 +69,18 @@
 //     set_config('application_name', $1, true) and the statement as one
 //     pgx batch: one round trip, one implicit transaction, both statements
 //     prepared and cached; an Exec without arguments (a simple query, which
-//     may hold several statements) is sent as "SET LOCAL …; statement".
+//     may hold several statements) is sent as "SET LOCAL …; statement"
+//     (the collector's sampler reads the statement after it).
 //     Statements that PostgreSQL refuses in a transaction block (VACUUM,
 //     CREATE DATABASE, CREATE INDEX CONCURRENTLY and the like, behind
 //     comments too) and CALL (a procedure may commit) carry the tenant in
 //     a comment instead; statements with a caller's QueryExecMode are sent
 //     untagged.
 //   - Untagged contexts are sent as is, under the connection's own name.
+//   - A savepoint (db.With(tx).Begin, pgx.BeginFunc on it) runs under its
+//     transaction's name, whatever its context's tenant.
+//
+// DB.Mode says which mode a DB resolved ModeAuto to.
 //
 // Behind PgBouncer's transaction pooling, statements stay prepared only
 // where PgBouncer keeps prepared statements across its server connections
@@ -127,6 +134,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/qtop-dev/qtop/sqlcomment"
 )
@@ -147,6 +155,10 @@ type DB struct {
 	// inTx: q is a pgx.Tx, whose statements budgets never refuse.
 	inTx bool
 	mode sqlcomment.Mode // resolved: ModeComment, ModeSession or ModeBoth
+	// own is the application_name q's connections open with (a pool's or
+	// connection's configuration), the service of session names without
+	// sqlcomment.WithApplication (Commenter.SessionName).
+	own string
 }
 
 var _ Querier = (*DB)(nil)
@@ -158,14 +170,34 @@ var _ Querier = (*DB)(nil)
 func Wrap(q Querier, opts ...sqlcomment.Option) *DB {
 	_, inTx := q.(pgx.Tx)
 	c := sqlcomment.NewCommenter(opts...)
-	return &DB{q: q, c: c, inTx: inTx, mode: c.Mode().Resolve(true)}
+	return &DB{q: q, c: c, inTx: inTx, mode: c.Mode().Resolve(true), own: ownName(q)}
+}
+
+// Mode returns the mode db tags in: ModeAuto and the session modes as
+// resolved for pgx (ModeSession for ModeAuto).
+func (db *DB) Mode() sqlcomment.Mode { return db.mode }
+
+// ownName returns the application_name q's connections open with, when q
+// says ("" for a transaction: its DB keeps its parent's).
+func ownName(q Querier) string {
+	switch q := q.(type) {
+	case *pgxpool.Pool:
+		return q.Config().ConnConfig.RuntimeParams["application_name"]
+	case *pgx.Conn:
+		return q.Config().RuntimeParams["application_name"]
+	}
+	return ""
 }
 
 // With returns a DB for q that shares db's configuration and counters; use
 // it for a transaction: tx, _ := pool.Begin(ctx); db.With(tx).Exec(…).
 func (db *DB) With(q Querier) *DB {
 	_, inTx := q.(pgx.Tx)
-	return &DB{q: q, c: db.c, inTx: inTx, mode: db.mode}
+	own := ownName(q)
+	if own == "" {
+		own = db.own
+	}
+	return &DB{q: q, c: db.c, inTx: inTx, mode: db.mode, own: own}
 }
 
 // Commenter returns the DB's commenter (for Dropped).

@@ -44,7 +44,7 @@ func (db *DB) sessionName(st *sqlcomment.Statement, sql string, args []any) stri
 	if ownTx(sql) {
 		return ""
 	}
-	return db.c.ApplicationName(st.Tags)
+	return db.c.SessionName(db.own, st.Tags)
 }
 
 // exec sends st: with its tenant's application_name set in the same
@@ -221,12 +221,12 @@ func hasWord(s, w string) bool {
 // statements), when the DB is in a session mode and the context has a
 // tenant.
 func (db *DB) beginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
-	if db.mode >= sqlcomment.ModeSession && opts.BeginQuery == "" {
-		if st := db.c.Plain(ctx, ""); st.Tagged && st.Tags.Tenant != "" {
-			opts.BeginQuery = beginSQL(opts) + "; SET LOCAL application_name = '" + db.c.ApplicationName(st.Tags) + "'"
-		}
-	}
 	if b, ok := db.q.(txBeginner); ok {
+		if db.mode >= sqlcomment.ModeSession && opts.BeginQuery == "" {
+			if st := db.c.Plain(ctx, ""); st.Tagged && st.Tags.Tenant != "" {
+				opts.BeginQuery = beginSQL(opts) + "; SET LOCAL application_name = '" + db.c.SessionName(db.own, st.Tags) + "'"
+			}
+		}
 		return b.BeginTx(ctx, opts)
 	}
 	if b, ok := db.q.(beginner); ok && opts == (pgx.TxOptions{}) {

@@ -446,3 +446,84 @@ func TestPostgresSessionOwnTx(t *testing.T) {
 		}
 	}
 }
+
+// TestPostgresSessionSavepoint: a transaction's savepoint, begun through
+// the DB of the transaction with a tagged context (Begin, or
+// pgx.BeginFunc), runs in every session mode under the transaction's
+// name. Before, the session modes refused it ("a transaction's savepoint
+// takes no options").
+func TestPostgresSessionSavepoint(t *testing.T) {
+	for _, mode := range []sqlcomment.Mode{sqlcomment.ModeComment, sqlcomment.ModeSession, sqlcomment.ModeBoth, sqlcomment.ModeAuto} {
+		db := pgxcomment.Wrap(onePool(t, "base"), sqlcomment.WithApplication("svc"), sqlcomment.WithMode(mode))
+		ctx := tagged("acme", tenant.T1)
+		tx, err := db.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := db.With(tx)
+		sp, err := in.Begin(ctx)
+		if err != nil {
+			t.Fatalf("%v: savepoint: %v", mode, err)
+		}
+		var name string
+		if err := db.With(sp).QueryRow(ctx, "SELECT current_setting('application_name')").Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]string{false: "base", true: "svc|t=acme|T1"}[mode != sqlcomment.ModeComment]; name != want {
+			t.Errorf("%v: in the savepoint under %q, want %q", mode, name, want)
+		}
+		if err := sp.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := pgx.BeginFunc(ctx, in, func(pgx.Tx) error { return nil }); err != nil {
+			t.Errorf("%v: pgx.BeginFunc on the transaction: %v", mode, err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestPostgresSessionOwnName: without WithApplication, a session name's
+// service is the application_name the connection opens with — the
+// pool's or the DSN's — as the connection shows it between transactions
+// and as ModeComment leaves it, through pgx and database/sql alike.
+// Before, the service was empty ("|t=acme|T2") and the sampler lost it.
+func TestPostgresSessionOwnName(t *testing.T) {
+	ctx := tagged("acme", tenant.T2)
+	db := pgxcomment.Wrap(onePool(t, "batchjob"), sqlcomment.WithMode(sqlcomment.ModeSession))
+	check := func(path string, name string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name != "batchjob|t=acme|T2" {
+			t.Errorf("%s: under %q, want batchjob|t=acme|T2", path, name)
+		}
+	}
+	var name string
+	err := db.QueryRow(ctx, "SELECT current_setting('application_name')").Scan(&name)
+	check("pgx, a statement", name, err)
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.With(tx).QueryRow(ctx, "SELECT current_setting('application_name')").Scan(&name)
+	check("pgx, a transaction", name, err)
+	tx.Rollback(ctx)
+
+	dsn := testsvc.Postgres(t)
+	sdb, err := sqlcomment.Open("pgx", dsn+sep(dsn)+"application_name=batchjob", sqlcomment.WithMode(sqlcomment.ModeSession),
+		pgxcomment.StdlibSession(), pgxcomment.StdlibExecMode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sdb.Close()
+	stx, err := sdb.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stx.Rollback()
+	err = stx.QueryRowContext(ctx, "SELECT current_setting('application_name')").Scan(&name)
+	check("database/sql, a transaction", name, err)
+}

@@ -37,6 +37,17 @@ func pgxConn(c driver.Conn) (*pgx.Conn, error) {
 	return pc.Conn(), nil
 }
 
+// Application returns c's own application_name (its DSN's, or
+// PGAPPNAME), which session names take as their service without
+// sqlcomment.WithApplication.
+func (stdlibSession) Application(c driver.Conn) string {
+	pc, err := pgxConn(c)
+	if err != nil {
+		return ""
+	}
+	return pc.Config().RuntimeParams["application_name"]
+}
+
 // BeginTx begins the transaction as pgx's stdlib does, with the
 // application_name set in the same simple query as BEGIN.
 func (stdlibSession) BeginTx(ctx context.Context, c driver.Conn, opts driver.TxOptions, name string) (driver.Tx, error) {
