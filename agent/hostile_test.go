@@ -163,6 +163,11 @@ func TestFromPathSegmentAsServeMuxSees(t *testing.T) {
 		{"/t/./orders", "", ErrAmbiguousTenant},
 		{"/t//orders", "", ErrNoTenant},
 		{"/t", "", ErrNoTenant},
+		{"/t/acme;x=1/orders", "", ErrAmbiguousTenant}, // Tomcat, Spring: "acme"
+		{"/t/acme;/orders", "", ErrAmbiguousTenant},
+		{"/t/acme%3Bx/orders", "acme;x", nil}, // an encoded ';' is part of the name everywhere
+		{"/t/%20/orders", "", ErrAmbiguousTenant},
+		{"/t/acme%20/orders", "", ErrAmbiguousTenant},
 	} {
 		r := httptest.NewRequest("GET", "http://x"+c.path, nil)
 		got, err := f(r)

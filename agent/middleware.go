@@ -59,6 +59,9 @@ type request struct {
 	streamAt atomic.Int64 // unix ns when Streaming was called, 0 if not
 	slot     atomic.Bool  // holds a queue slot not yet released
 	poolWait atomic.Int64 // ns waited for connections
+	// admitted is when the request left the queue (its start without
+	// one): its work, which is what it is charged for, starts there.
+	admitted time.Time
 }
 
 type requestKey struct{}
@@ -101,7 +104,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// comments then carry it too.
 		tags.Route = r.Pattern
 	}
-	q := &request{agent: a}
+	q := &request{agent: a, admitted: start}
 	q.Context.Context, q.Tags = r.Context(), tags
 	q.w.ResponseWriter, q.w.status = w, http.StatusOK
 	var ctx context.Context = q
@@ -135,8 +138,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		q.slot.Store(true)
 		defer q.releaseSlot(a)
+		// Judged as of now: a bucket read at its (stale) arrival looks in
+		// debt, charged meanwhile by the requests admitted before it.
+		q.admitted = time.Now()
 	}
-	if d = e.AllowAt(start, tags); !d.Admitted() {
+	if d = e.AllowAt(q.admitted, tags); !d.Admitted() {
 		h.refuse(q, r, start, d, span)
 		return
 	}
@@ -197,7 +203,13 @@ func (a *Agent) finish(q *request, r *http.Request, start time.Time, tier tenant
 	}
 	ru := 0.0
 	if charge {
-		ru = a.enf.CostAt(end, tags, a.cfg.op(r), bytes, d)
+		// Charged for its work, not for its wait in the queue (which its
+		// latency, as recorded and observed, includes).
+		work := d
+		if q.admitted.After(start) {
+			work = max(0, end.Sub(q.admitted))
+		}
+		ru = a.enf.CostAt(end, tags, a.cfg.op(r), bytes, work)
 		a.enf.ObserveAt(end, d)
 	}
 	if a.metrics != nil {

@@ -89,7 +89,10 @@ func single(h http.Header, k string) (string, error) {
 // does for a {tenant} wildcard; one that unescapes to "." or "..", or
 // holds an encoded "/", is ErrAmbiguousTenant, since the handler (or a
 // proxy cleaning the path) would serve another tenant than the one
-// charged.
+// charged; so is one with a ';' as sent (a path parameter, which servers
+// such as Tomcat and Spring strip: "/acme;x=1/" would be served as acme
+// and charged to another name) or with space at either end. Names are
+// compared as sent: "ACME" is not "acme".
 func FromPathSegment(n int) TenantFunc {
 	return func(r *http.Request) (tenant.Tags, error) {
 		p := strings.TrimPrefix(r.URL.EscapedPath(), "/")
@@ -107,8 +110,9 @@ func FromPathSegment(n int) TenantFunc {
 			return tenant.Tags{}, ErrNoTenant
 		}
 		seg, err := url.PathUnescape(p)
-		if err != nil || seg == "." || seg == ".." || strings.IndexByte(seg, '/') >= 0 {
-			return tenant.Tags{}, fmt.Errorf("%w: path segment %d is not a tenant name (a bad escape, an encoded /, . or ..)", ErrAmbiguousTenant, n)
+		if err != nil || seg == "." || seg == ".." || strings.IndexByte(seg, '/') >= 0 || strings.IndexByte(p, ';') >= 0 ||
+			strings.TrimSpace(seg) != seg {
+			return tenant.Tags{}, fmt.Errorf("%w: path segment %d is not a tenant name (a bad escape, an encoded /, a ;, space at an end, . or ..)", ErrAmbiguousTenant, n)
 		}
 		return tenant.Tags{Tenant: seg}, nil
 	}

@@ -229,7 +229,13 @@ func New(a *agent.Agent, cfg Config) (*Gate, error) {
 		return nil, err
 	}
 	hooks := cutHooks{onIdle: g.upstreamIdle, onBroken: g.upstreamBroke}
-	g.tr = &watchedTransport{Transport: newTransport(cfg), timeout: cfg.ReadTimeout, cutHooks: hooks}
+	wt := &watchedTransport{Transport: newTransport(cfg), timeout: cfg.ReadTimeout, cutHooks: hooks}
+	if cfg.H2CUpstream {
+		h1 := cfg
+		h1.H2CUpstream = false
+		wt.upgrades = newTransport(h1)
+	}
+	g.tr = wt
 	if !cfg.StdTransport && !cfg.H2CUpstream && cfg.Upstream.Scheme == "http" {
 		c := newH1Client(cfg, g.tr)
 		c.cutHooks = hooks

@@ -181,26 +181,36 @@ func TestEventStreamUnbuffered(t *testing.T) {
 	}
 }
 
+// TestWebSocketUpgrade: a WebSocket passes both ways, with an h2c
+// upstream too, where the upgrade goes over HTTP/1.1 (HTTP/2 has no
+// Upgrade; before, it was answered 502).
 func TestWebSocketUpgrade(t *testing.T) {
-	up := httptest.NewServer(websocket.Handler(func(c *websocket.Conn) { io.Copy(c, c) }))
+	up := httptest.NewUnstartedServer(websocket.Handler(func(c *websocket.Conn) { io.Copy(c, c) }))
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	up.Config.Protocols = &p
+	up.Start()
 	defer up.Close()
-	s := start(t, up.URL, gate.Config{})
-	cfg, err := websocket.NewConfig("ws"+strings.TrimPrefix(s.base, "http")+"/ws", "http://localhost/")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Header.Set("X-Tenant", "acme")
-	c, err := websocket.DialConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if _, err := c.Write([]byte("ping")); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 4)
-	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
-		t.Fatalf("echo %q %v", buf, err)
+	for _, h2c := range []bool{false, true} {
+		s := start(t, up.URL, gate.Config{H2CUpstream: h2c})
+		cfg, err := websocket.NewConfig("ws"+strings.TrimPrefix(s.base, "http")+"/ws", "http://localhost/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Header.Set("X-Tenant", "acme")
+		c, err := websocket.DialConfig(cfg)
+		if err != nil {
+			t.Fatalf("h2c upstream %v: %v", h2c, err)
+		}
+		defer c.Close()
+		if _, err := c.Write([]byte("ping")); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 4)
+		if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
+			t.Fatalf("h2c upstream %v: echo %q %v", h2c, buf, err)
+		}
 	}
 }
 

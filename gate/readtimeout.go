@@ -60,12 +60,28 @@ func (h cutHooks) broken(req *http.Request, err error) {
 // bodies of its answers.
 type watchedTransport struct {
 	*http.Transport
-	timeout time.Duration // ≤ 0: none; read errors are still told
+	// upgrades, if not nil, takes the requests to upgrade the connection
+	// (WebSocket): HTTP/2 has no Upgrade, so beside an h2c Transport
+	// they go over HTTP/1.1.
+	upgrades *http.Transport
+	timeout  time.Duration // ≤ 0: none; read errors are still told
 	cutHooks
 }
 
+// CloseIdleConnections closes both transports' idle connections.
+func (t *watchedTransport) CloseIdleConnections() {
+	t.Transport.CloseIdleConnections()
+	if t.upgrades != nil {
+		t.upgrades.CloseIdleConnections()
+	}
+}
+
 func (t *watchedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.Transport.RoundTrip(req)
+	rt := t.Transport
+	if t.upgrades != nil && req.Header.Get("Upgrade") != "" {
+		rt = t.upgrades
+	}
+	resp, err := rt.RoundTrip(req)
 	if err != nil || resp.Body == nil || resp.Body == http.NoBody {
 		return resp, err
 	}

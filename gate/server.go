@@ -253,13 +253,17 @@ func (c *conn) serve() {
 		if _, err := c.br.Peek(1); err != nil {
 			return
 		}
-		c.idle.Store(false)
-		if c.s.limit != nil {
-			c.s.limit.Busy(c.rwc)
-		}
+		// Until its head is in, a connection is as cheap to close to make
+		// room as an idle one: a byte sent and nothing more does not
+		// keep it (it would take a slot of MaxConns for the header
+		// timeout).
 		n, err := c.readHead()
 		if err != nil {
 			return
+		}
+		c.idle.Store(false)
+		if c.s.limit != nil {
+			c.s.limit.Busy(c.rwc)
 		}
 		var req *http.Request
 		if n > 0 {

@@ -127,9 +127,11 @@ func scanBaggage(values []string) (tn, tier string) {
 	return tn, tier
 }
 
-// Baggage returns b with tenant.id and, when set, tenant.tier replaced by
-// the values of t. Values are percent-encoded by the baggage package, so
-// any printable tenant survives the round trip.
+// Baggage returns b with tenant.id and tenant.tier replaced by the values
+// of t; without a tier in t, b's tenant.tier is dropped (it came with the
+// request, not from where t was read, and would tell the next hop a tier
+// nobody vouched for). Values are percent-encoded by the baggage package,
+// so any printable tenant survives the round trip.
 func Baggage(b baggage.Baggage, t Tags) (baggage.Baggage, error) {
 	if err := ValidateTenant(t.Tenant); err != nil {
 		return b, err
@@ -149,6 +151,8 @@ func Baggage(b baggage.Baggage, t Tags) (baggage.Baggage, error) {
 		if b, err = b.SetMember(m); err != nil {
 			return b, fmt.Errorf("tenant: baggage: %w", err)
 		}
+	} else {
+		b = b.DeleteMember(BaggageTier)
 	}
 	return b, nil
 }

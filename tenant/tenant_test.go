@@ -136,6 +136,26 @@ func TestBaggageRoundTrip(t *testing.T) {
 	}
 }
 
+// A request's own tenant.tier does not pass on beside a tenant read from
+// elsewhere without a tier: the next hop would take a tier nobody vouched
+// for (a client's T0, never shed). Other members stay.
+func TestBaggageDropsUnvouchedTier(t *testing.T) {
+	in, err := baggage.Parse("tenant.id=bigcorp,tenant.tier=T0,other=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Baggage(in, Tags{Tenant: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Member(BaggageTenant).Value() != "acme" || b.Member(BaggageTier).Key() != "" || b.Member("other").Value() != "1" {
+		t.Errorf("baggage %q", b.String())
+	}
+	if b, _ = Baggage(in, Tags{Tenant: "acme", Tier: T3}); b.Member(BaggageTier).Value() != "T3" {
+		t.Errorf("baggage %q", b.String())
+	}
+}
+
 func TestFromBaggageErrors(t *testing.T) {
 	if _, err := FromBaggage(baggage.Baggage{}); !errors.Is(err, ErrBaggageMissing) {
 		t.Errorf("missing: %v", err)
