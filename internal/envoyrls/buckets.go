@@ -73,7 +73,18 @@ func (bs *buckets) check(now time.Time, key string, capRU, cost float64) verdict
 		return verdict{ok: true, remaining: b.b.TokensAt(now, b.rate) - cost,
 			reset: fullAfter(now, b, cost)}
 	}
-	return verdict{remaining: max(0, b.b.TokensAt(now, b.rate)), reset: b.b.WaitAt(now, b.rate, cost)}
+	tokens := b.b.TokensAt(now, b.rate)
+	if burst := b.rate.Burst(); cost > burst {
+		// More than the bucket holds: admitted when it is full (charged
+		// into debt that the requests after it wait out); until then,
+		// told when it will be full (not "now", which would have the
+		// client retry at once, forever).
+		if tokens >= burst {
+			return verdict{ok: true, reset: fullAfter(now, b, cost)}
+		}
+		return verdict{remaining: max(0, tokens), reset: fullAfter(now, b, 0)}
+	}
+	return verdict{remaining: max(0, tokens), reset: b.b.WaitAt(now, b.rate, cost)}
 }
 
 // fullAfter is how long after now b is full again once charged cost.

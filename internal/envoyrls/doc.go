@@ -34,15 +34,20 @@
 // refused is counted (qtop_rls_shadow_over_limit_total).
 //
 // Each OVER_LIMIT or throttled OK status says current_limit (the cap as
-// requests per second — or per minute, hour or day when below one a
-// second — at the request's cost), limit_remaining (whole requests of that
-// cost the bucket holds now) and duration_until_reset (when a refused
-// request would be admitted; for an OK one, when the bucket is full).
+// hits per second — or per minute, hour or day when below one a second —
+// a hit costing one request's RU at its price), limit_remaining (whole
+// hits the bucket holds now) and duration_until_reset (when a refused
+// request would be admitted; for an OK one, when the bucket is full). A
+// request costing more than the bucket holds is admitted when it is full,
+// into debt.
 //
 // Hostile input is bounded: descriptors per request (MaxDescriptors),
 // entries per descriptor (MaxEntries), the lengths of keys and values and
 // of the domain, hits (MaxHits) and the message size; a request beyond
-// them is refused with InvalidArgument and a message that says which. The
+// them is refused with InvalidArgument and a message that says which,
+// while a descriptor beyond its own bounds, or with a value that is not
+// one (a tier "T9"), is answered OVER_LIMIT alone (a refused call passes
+// where Envoy fails open, and such values can come from the client). The
 // buckets tracked are capped (WithMaxKeys): a full bucket is evicted
 // first, then any. The credential (WithAuth: gRPC metadata
 // "authorization: Bearer …") is checked from the stream's headers,

@@ -9,7 +9,7 @@ import (
 type metrics struct {
 	ok, over, invalid, unauthenticated prometheus.Counter
 	busy, slow                         prometheus.Counter
-	shadow                             prometheus.Counter
+	shadow, badDescriptors             prometheus.Counter
 	latency                            prometheus.Observer
 }
 
@@ -28,13 +28,15 @@ func newMetrics(reg prometheus.Registerer, bs, sbs *buckets) (*metrics, error) {
 		func() float64 { return float64(bs.evicted.Load() + sbs.evicted.Load()) })
 	sh := prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_rls_shadow_over_limit_total",
 		Help: "Descriptors a shadow rule (a throttle or a fleet quota) would have answered OVER_LIMIT; the answer was not changed."})
-	m := &metrics{ok: req.WithLabelValues("ok"), over: req.WithLabelValues("over_limit"),
+	bad := prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_rls_descriptors_invalid_total",
+		Help: "Descriptors answered OVER_LIMIT because they could not be read (a tier that is not one, an invalid tenant name, too many entries): the call's other descriptors are answered as usual."})
+	m := &metrics{ok: req.WithLabelValues("ok"), over: req.WithLabelValues("over_limit"), badDescriptors: bad,
 		invalid: req.WithLabelValues("invalid"), unauthenticated: req.WithLabelValues("unauthenticated"),
 		busy: req.WithLabelValues("busy"), slow: req.WithLabelValues("slow"), latency: lat, shadow: sh}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{req, lat, n, ev, sh} {
+	for _, c := range []prometheus.Collector{req, lat, n, ev, sh, bad} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("envoyrls: metrics: %w", err)
 		}

@@ -11,7 +11,10 @@ import (
 	"github.com/qtop-dev/qtop/tenant"
 )
 
-// Bounds of a request; beyond them it is refused with InvalidArgument.
+// Bounds of a request; beyond them it is refused with InvalidArgument,
+// but for a descriptor's own (its entries, their values, its
+// hits_addend), beyond which that descriptor alone is answered
+// OVER_LIMIT.
 const (
 	// MaxDescriptors bounds the descriptors of one request.
 	MaxDescriptors = 32
@@ -45,6 +48,10 @@ type descriptor struct {
 	tags     tenant.Tags // Tenant empty: not ours, answered OK
 	hits     uint64
 	negative bool
+	// bad says why the descriptor cannot be read (a tier that is not
+	// one, a tenant name that is not valid): it alone is answered
+	// OVER_LIMIT.
+	bad error
 }
 
 // parse checks req against the bounds and reads its descriptors into dst.
@@ -65,7 +72,11 @@ func parse(req *rlsv3.RateLimitRequest, dst []descriptor) ([]descriptor, error) 
 	for i, d := range req.Descriptors {
 		pd, err := parseDescriptor(d, hits)
 		if err != nil {
-			return dst, fmt.Errorf("%w: descriptor %d: %w", ErrInvalid, i, err)
+			// Refused alone: its values may come from the client (Envoy
+			// builds a tier from a request header), and a refused call is
+			// let through where Envoy fails open (failure_mode_deny
+			// false), so a bad value must not pass for no answer.
+			pd = descriptor{bad: fmt.Errorf("%w: descriptor %d: %w", ErrInvalid, i, err)}
 		}
 		dst = append(dst, pd)
 	}

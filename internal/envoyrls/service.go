@@ -129,6 +129,12 @@ func (s *Service) DecideAt(now time.Time, req *rlsv3.RateLimitRequest) (*rlsv3.R
 func (s *Service) decide(now time.Time, c *policy.Compiled, d *descriptor) (*rlsv3.RateLimitResponse_DescriptorStatus, plan) {
 	st := &rlsv3.RateLimitResponse_DescriptorStatus{Code: rlsv3.RateLimitResponse_OK}
 	var p plan
+	if d.bad != nil {
+		s.met.badDescriptors.Inc()
+		s.cfg.log.Debug("rate-limit descriptor refused", "err", d.bad)
+		st.Code = rlsv3.RateLimitResponse_OVER_LIMIT
+		return st, p
+	}
 	if d.tags.Tenant == "" {
 		return st, p
 	}
