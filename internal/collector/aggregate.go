@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/report"
+	"github.com/qtop-dev/qtop/spacesaving"
 	"github.com/qtop-dev/qtop/tenant"
 	"github.com/qtop-dev/qtop/topn"
 )
@@ -55,7 +56,15 @@ type shard struct {
 	// names holds the service and route names the rows' keys share, so
 	// a new row allocates neither.
 	names map[string]string
-	_     [64]byte // keep shards' locks on their own cache lines
+	// cands are the tenants beyond MaxTenants folded into "other" since
+	// candFrom (a Unix second), by RU: the heaviest take the places of
+	// the lightest live tenants (aggregator.promote). nil until one is
+	// folded.
+	cands    *spacesaving.Sketch
+	candFrom int64
+	// overflowRows: rows counted under "other" since the last prune.
+	overflowRows int64
+	_            [64]byte // keep shards' locks on their own cache lines
 }
 
 func newAggregator(cfg Config, met *metrics, guard *guardMetrics) *aggregator {
@@ -154,7 +163,11 @@ func (sh *shard) merge(g *aggregator, rep *report.Report, idx []int32, m *minute
 		if folded || tl == nil || tl.gone || rw.gone {
 			tl = sh.tenant(g, tn)
 			rw = routeWindow(tl, route)
-			if !folded {
+			if tl.other && tn != report.OtherTenant {
+				// Beyond MaxTenants: looked up again on each row, so that
+				// it is its own once promoted (promote).
+				sh.candidate(tn, row.RU)
+			} else if !folded {
 				a.tl, a.rw = tl, rw
 			}
 		}
@@ -262,16 +275,22 @@ func (sh *shard) tenant(g *aggregator, name string) *tenantLive {
 	if tl := sh.tenants[name]; tl != nil {
 		return tl
 	}
-	if g.tenants.Add(1) > g.maxTenants {
+	// Read first: at 100,000 tenants most rows find the view full, and
+	// would all write the shared count twice.
+	full := g.tenants.Load() >= g.maxTenants
+	if !full && g.tenants.Add(1) > g.maxTenants {
 		g.tenants.Add(-1)
-		g.met.tenantOverflow.Inc()
+		full = true
+	}
+	if full {
+		sh.overflowRows++ // counted once a second (prune): a row's atomic add would be shared by all cores
 		name = report.OtherTenant
 		if tl := sh.tenants[name]; tl != nil {
 			return tl
 		}
 		g.tenants.Add(1) // "other" is tracked like a tenant
 	}
-	tl := &tenantLive{routes: make(map[string]*window10)}
+	tl := &tenantLive{routes: make(map[string]*window10), other: name == report.OtherTenant}
 	sh.tenants[strings.Clone(name)] = tl
 	return tl
 }
@@ -408,17 +427,15 @@ func (g *aggregator) flushRanking(now time.Time) {
 // prune forgets live tenants and routes idle for longer than any view
 // shows.
 func (g *aggregator) prune(sec int64) {
+	// Only a full view folds tenants: else the lightest are not looked for.
+	c := candidates{full: g.tenants.Load() >= g.maxTenants}
+	defer g.promote(&c)
 	for i := range g.shards {
 		sh := &g.shards[i]
 		sh.mu.Lock()
 		for name, tl := range sh.tenants {
 			if sec-tl.seen > histN+rateN {
-				delete(sh.tenants, name)
-				tl.gone = true
-				for _, w := range tl.routes {
-					w.gone = true
-				}
-				g.tenants.Add(-1)
+				sh.forget(g, name, tl)
 				continue
 			}
 			for r, w := range tl.routes {
@@ -428,8 +445,23 @@ func (g *aggregator) prune(sec int64) {
 				}
 			}
 		}
+		sh.collect(i, sec, &c)
+		overflow := sh.overflowRows
+		sh.overflowRows = 0
 		sh.mu.Unlock()
+		g.met.tenantOverflow.Add(float64(overflow))
 	}
+}
+
+// forget drops live tenant name (tl) from the shard: rows holding it look
+// it up again. The shard's lock is held.
+func (sh *shard) forget(g *aggregator, name string, tl *tenantLive) {
+	delete(sh.tenants, name)
+	tl.gone = true
+	for _, w := range tl.routes {
+		w.gone = true
+	}
+	g.tenants.Add(-1)
 }
 
 // add adds b's sums to a.

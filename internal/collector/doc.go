@@ -47,7 +47,9 @@
 // # Bounds
 //
 // Memory is set by capacities, not by the number of tenants: at most
-// Config.MaxTenants tenants in the live view (~6.5 KB each when busy)
+// Config.MaxTenants tenants in the live view (~6.5 KB each when busy;
+// beyond them a tenant counts under "other" until, heavier than the
+// lightest live tenant twice over, it takes its place: promote.go)
 // and Config.MaxMinuteRows tenant×route×kind rows per open minute
 // (~0.55 KB each; the rest is folded into "other", with exact totals;
 // BenchmarkTenantsHeap measures both), key sketches of fixed capacity, 256

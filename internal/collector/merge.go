@@ -103,6 +103,7 @@ type tenantLive struct {
 	ranked topn.Values
 	ranks  bool
 	gone   bool // pruned: rows holding it look it up again
+	other  bool // the shard's "other": the tenants beyond MaxTenants
 }
 
 const maxRoutesLive = 50

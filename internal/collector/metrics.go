@@ -37,6 +37,7 @@ type metrics struct {
 	late                    prometheus.Counter
 	invalidTags, foldedRows prometheus.Counter
 	tenantOverflow          prometheus.Counter
+	tenantPromoted          prometheus.Counter
 	mergeSeconds            prometheus.Histogram
 	rollupsWritten          *prometheus.CounterVec
 	storeErrors             prometheus.Counter
@@ -91,6 +92,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Rows folded into tenant other because the open minute held its maximum of rows."}),
 		tenantOverflow: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_live_tenant_overflow_total",
 			Help: "Rows counted under other in the live view because it tracked its maximum of tenants."}),
+		tenantPromoted: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_live_tenant_promoted_total",
+			Help: "Tenants beyond the live view's maximum moved into it in place of a live tenant with at most half their RU over the same seconds (so that a tenant turning noisy late is shown by name, not under other)."}),
 		mergeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "qtop_collector_merge_seconds",
 			Help: "Time to decode, log and merge one report.", Buckets: prometheus.ExponentialBuckets(1e-5, 4, 10)}),
 		rollupsWritten: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qtop_collector_rows_emitted_total",
@@ -117,7 +120,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help: "Policy changes accepted."}),
 	}
 	for _, c := range []prometheus.Collector{m.accepted, m.duplicates, m.rejected, m.rows, m.retimed, m.late, m.invalidTags,
-		m.foldedRows, m.tenantOverflow, m.mergeSeconds, m.rollupsWritten, m.storeErrors, m.storeHealthy,
+		m.foldedRows, m.tenantOverflow, m.tenantPromoted, m.mergeSeconds, m.rollupsWritten, m.storeErrors, m.storeHealthy,
 		m.walBytes, m.openMinutes, m.sources, m.tenantsTracked, m.samplerErrors, m.samples, m.pgActive, m.policyChanges} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("collector: metrics: %w", err)
