@@ -31,6 +31,10 @@ type URL struct {
 	// Secure is clickhouse's ?secure=1 option: TLS (port 9440 is the
 	// native protocol's secure port; ClickHouse Cloud takes only that).
 	Secure bool
+	// MemoryLimit is duckdb's ?memory_limit= option: how much memory
+	// DuckDB may take for its buffers and queries (a size as DuckDB
+	// writes it: 512MB, 2GiB); "" leaves the opener's default.
+	MemoryLimit string
 }
 
 // ClickHouseModes are the values of a clickhouse:// URL's mode option:
@@ -43,7 +47,8 @@ var ClickHouseModes = []string{"explicit", "replicated-database", "cloud"}
 const DefaultClickHouseDatabase = "qtop"
 
 // ParseURL reads a --store value. duckdb://PATH takes a relative
-// (duckdb://qtop.duckdb) or absolute (duckdb:///var/lib/qtop.duckdb) path;
+// (duckdb://qtop.duckdb) or absolute (duckdb:///var/lib/qtop.duckdb) path
+// and the option memory_limit=SIZE (duckdb://qtop.duckdb?memory_limit=2GB);
 // clickhouse://HOST:PORT/DB needs a port (9000 is the native default and
 // is added when missing) and takes the database from the path, and
 // options after ?: mode=explicit|replicated-database|cloud,
@@ -57,10 +62,19 @@ func ParseURL(s string) (URL, error) {
 	}
 	switch strings.ToLower(scheme) {
 	case SchemeDuckDB:
-		if rest == "" || strings.ContainsRune(rest, 0) {
+		path, query, hasQuery := strings.Cut(rest, "?")
+		if path == "" || strings.ContainsRune(rest, 0) {
 			return URL{}, fmt.Errorf("%w %q: duckdb:// needs a file path", ErrURL, shown)
 		}
-		return URL{Scheme: SchemeDuckDB, Path: rest}, nil
+		u := URL{Scheme: SchemeDuckDB, Path: path}
+		if hasQuery {
+			k, v, _ := strings.Cut(query, "=")
+			if k != "memory_limit" || !memorySize(v) {
+				return URL{}, fmt.Errorf("%w %q: duckdb:// takes one option, ?memory_limit=SIZE (such as 512MB or 2GiB)", ErrURL, shown)
+			}
+			u.MemoryLimit = v
+		}
+		return u, nil
 	case SchemeClickHouse:
 		rest, query, hasQuery := strings.Cut(rest, "?")
 		host, db, _ := strings.Cut(rest, "/")
@@ -182,6 +196,9 @@ func clickHouseHost(host string) (string, error) {
 func (u URL) String() string {
 	switch u.Scheme {
 	case SchemeDuckDB:
+		if u.MemoryLimit != "" {
+			return "duckdb://" + u.Path + "?memory_limit=" + u.MemoryLimit
+		}
 		return "duckdb://" + u.Path
 	case SchemeClickHouse:
 		var opts []string
@@ -224,3 +241,16 @@ func validIdent(s string) bool {
 // _, not starting with a digit): what the stores accept for database and
 // cluster names they splice into DDL.
 func ValidIdent(s string) bool { return validIdent(s) }
+
+// memorySize reports whether v is a size DuckDB's memory_limit takes: a
+// number and a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB, any case).
+func memorySize(v string) bool {
+	i := 0
+	for i < len(v) && (v[i] >= '0' && v[i] <= '9' || v[i] == '.') {
+		i++
+	}
+	if i == 0 || i > 12 || strings.Count(v[:i], ".") > 1 {
+		return false
+	}
+	return slices.Contains([]string{"b", "kb", "mb", "gb", "tb", "kib", "mib", "gib", "tib"}, strings.ToLower(v[i:]))
+}

@@ -14,6 +14,8 @@ func TestParseURL(t *testing.T) {
 		{"duckdb://qtop.duckdb", URL{Scheme: SchemeDuckDB, Path: "qtop.duckdb"}},
 		{"duckdb:///var/lib/qtop/q.duckdb", URL{Scheme: SchemeDuckDB, Path: "/var/lib/qtop/q.duckdb"}},
 		{"DuckDB://a/b.db", URL{Scheme: SchemeDuckDB, Path: "a/b.db"}},
+		{"duckdb:///q.duckdb?memory_limit=512MB", URL{Scheme: SchemeDuckDB, Path: "/q.duckdb", MemoryLimit: "512MB"}},
+		{"duckdb://q.duckdb?memory_limit=1.5GiB", URL{Scheme: SchemeDuckDB, Path: "q.duckdb", MemoryLimit: "1.5GiB"}},
 		{"clickhouse://127.0.0.1:9000/qtop", URL{Scheme: SchemeClickHouse, Addr: "127.0.0.1:9000", Database: "qtop"}},
 		{"clickhouse://ch.internal/metrics", URL{Scheme: SchemeClickHouse, Addr: "ch.internal:9000", Database: "metrics"}},
 		{"clickhouse://localhost:9440", URL{Scheme: SchemeClickHouse, Addr: "localhost:9440", Database: "qtop"}},
@@ -35,7 +37,8 @@ func TestParseURL(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{
-		"", "qtop.duckdb", "duckdb://", "postgres://x/y", "clickhouse://", "clickhouse:///db",
+		"", "qtop.duckdb", "duckdb://", "duckdb://?memory_limit=1GB", "duckdb://q?memory_limit=", "duckdb://q?memory_limit=lots",
+		"duckdb://q?memory_limit=1GB'; DROP", "duckdb://q?threads=4", "duckdb://q?memory_limit=1..5GB", "postgres://x/y", "clickhouse://", "clickhouse:///db",
 		"clickhouse://h:9000/my-db", "clickhouse://h:9000/db?x=1", "clickhouse://u:p@h:9000/db",
 		"clickhouse://::1/db", "clickhouse://h:9000/1db", "clickhouse://:9000/db",
 		"clickhouse://h1:9000,/db", "clickhouse://,h/db", "clickhouse://h/db?mode=aws", "clickhouse://h/db?mode=cloud&mode=cloud",

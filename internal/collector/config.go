@@ -37,6 +37,11 @@ const (
 	DefaultStoreFile = "qtop.duckdb"
 	DefaultGrace     = 10 * time.Second
 	DefaultLateKeep  = 2 * time.Minute
+	// DefaultDuckDBMemory is the memory DuckDB may take in a collector
+	// (its memory_limit; ?memory_limit= on the duckdb:// URL sets
+	// another): without one it takes up to 80% of the machine's memory
+	// for a report's query, beside the collector's own heap.
+	DefaultDuckDBMemory = "1GiB"
 	// DefaultMaxTenants bounds the tenants tracked by the live view.
 	DefaultMaxTenants = 10_000
 	// DefaultMaxMinuteRows bounds the tenant×route×kind rows of one open

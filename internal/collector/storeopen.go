@@ -85,7 +85,7 @@ func openStore(ctx context.Context, url string, cfg Config, existing bool) (stor
 		if _, err := os.Stat(u.Path); existing && errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("collector: no store at %s: check --store (a collector that writes there makes it)", u.Path)
 		}
-		return openDuck(u.Path, cfg)
+		return openDuck(u.Path, u.MemoryLimit, cfg)
 	}
 	return nil, fmt.Errorf("%w: store scheme %q", ErrConfig, u.Scheme)
 }

@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -61,10 +62,18 @@ type config struct {
 	reg          prometheus.Registerer
 	maxMigration int // tests: stop after this migration
 	compactRows  int // tests: move fewer rows at a time to rollups_cold
+	memory       string
 }
 
 // Option configures Open.
 type Option func(*config)
+
+// WithMemoryLimit sets how much memory DuckDB may take for its buffers
+// and queries (DuckDB's memory_limit: "512MB", "2GiB"; "" leaves DuckDB's
+// default, 80% of the machine's memory). Beyond it DuckDB spills what it
+// can to a temporary folder beside the file (PATH.tmp) and fails the
+// rest with an out-of-memory error.
+func WithMemoryLimit(size string) Option { return func(c *config) { c.memory = size } }
 
 // WithLogger logs schema changes to l.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.log = l } }
@@ -87,7 +96,14 @@ func Open(path string, opts ...Option) (*Store, error) {
 	if path == ":memory:" {
 		path = ""
 	}
-	connector, err := duckdb.NewConnector(path, nil)
+	if strings.ContainsRune(path, '?') {
+		return nil, fmt.Errorf("duckstore: open %q: a path with a '?' (options are given with Option)", path)
+	}
+	dsn := path
+	if cfg.memory != "" {
+		dsn += "?memory_limit=" + url.QueryEscape(cfg.memory)
+	}
+	connector, err := duckdb.NewConnector(dsn, nil)
 	if err != nil {
 		return nil, fmt.Errorf("duckstore: open %q: %w", path, err)
 	}

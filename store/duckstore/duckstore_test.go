@@ -37,6 +37,24 @@ func TestConformanceInMemory(t *testing.T) {
 	})
 }
 
+// TestMemoryLimit: WithMemoryLimit is DuckDB's memory_limit; a size DuckDB
+// does not take fails Open.
+func TestMemoryLimit(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "qtop.duckdb"), WithMemoryLimit("300MiB"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var got string
+	if err := s.db.QueryRow("SELECT current_setting('memory_limit')").Scan(&got); err != nil || got != "300.0 MiB" {
+		t.Errorf("memory_limit %q, %v; want 300.0 MiB", got, err)
+	}
+	if s, err := Open(":memory:", WithMemoryLimit("lots")); err == nil {
+		s.Close()
+		t.Error("memory_limit lots was taken")
+	}
+}
+
 // TestConformanceCold runs the suite with rows moved to the cold table
 // three at a time, so most rows the suite reads, retries and replaces
 // late are cold ones.
