@@ -243,8 +243,9 @@ func TestExtractors(t *testing.T) {
 func TestBadJWTAnswers401(t *testing.T) {
 	a := newAgent(t, WithTenant(FromJWT([]byte("k"), "org", "")))
 	h := a.Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { t.Error("handler ran") }))
-	if w := serve(h, "GET", "/", "Authorization", "Bearer x.y.z"); w.Code != http.StatusUnauthorized {
-		t.Errorf("status %d", w.Code)
+	w := serve(h, "GET", "/", "Authorization", "Bearer x.y.z")
+	if w.Code != http.StatusUnauthorized || w.Header().Get("WWW-Authenticate") != `Bearer error="invalid_token"` {
+		t.Errorf("status %d, WWW-Authenticate %q", w.Code, w.Header().Get("WWW-Authenticate"))
 	}
 }
 

@@ -87,16 +87,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		err = tags.Validate()
 	}
 	if err != nil {
-		code := http.StatusBadRequest
-		if errors.Is(err, ErrUnauthorized) {
-			code = http.StatusUnauthorized
-		}
-		msg := err.Error()
-		if !errors.Is(err, ErrNoTenant) && !errors.Is(err, ErrUnauthorized) && !errors.Is(err, ErrAmbiguousTenant) {
-			msg = "agent: bad tenant: " + msg
-		}
-		http.Error(w, msg, code)
-		a.rec.Record(meter.Record{Time: start, Tags: tenant.Tags{Route: r.Pattern}, Kind: report.KindRequest, Err: false})
+		a.refuseTenant(w, r, start, err)
 		return
 	}
 	if tags.Route == "" {
@@ -158,6 +149,22 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q.w.req = q
 	h.next.ServeHTTP(&q.w, r)
 	returned = true
+}
+
+// refuseTenant answers a request whose tenant could not be read: 401 for
+// a credential refused (with WWW-Authenticate, RFC 6750), 400 otherwise.
+func (a *Agent) refuseTenant(w http.ResponseWriter, r *http.Request, start time.Time, err error) {
+	code := http.StatusBadRequest
+	if errors.Is(err, ErrUnauthorized) {
+		code = http.StatusUnauthorized
+		w.Header().Set("WWW-Authenticate", `Bearer error="invalid_token"`)
+	}
+	msg := err.Error()
+	if !errors.Is(err, ErrNoTenant) && !errors.Is(err, ErrUnauthorized) && !errors.Is(err, ErrAmbiguousTenant) {
+		msg = "agent: bad tenant: " + msg
+	}
+	http.Error(w, msg, code)
+	a.rec.Record(meter.Record{Time: start, Tags: tenant.Tags{Route: r.Pattern}, Kind: report.KindRequest, Err: false})
 }
 
 // Streaming tells the agent that the request of ctx (a context Handler

@@ -67,3 +67,24 @@ qtop_gate_connections_closed_total{reason="idle"} 1
 		}
 	}
 }
+
+// After EndKeepAlives (the drain delay) the gate still serves, and each
+// answer says "Connection: close" and closes its connection, with
+// either server; before it, connections are kept.
+func TestEndKeepAlives(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer up.Close()
+	for _, std := range []bool{false, true} {
+		s := start(t, up.URL, gate.Config{StdServer: std})
+		c := &http.Client{Transport: &http.Transport{}}
+		defer c.CloseIdleConnections()
+		if resp, _ := get(t, c, s.base+"/x", "acme"); resp.Close {
+			t.Errorf("std %v: closed before EndKeepAlives", std)
+		}
+		s.g.EndKeepAlives()
+		resp, body := get(t, c, s.base+"/x", "acme")
+		if resp.StatusCode != 200 || body != "ok" || !resp.Close {
+			t.Errorf("std %v: %s %q, Connection: close %v", std, resp.Status, body, resp.Close)
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -173,15 +174,32 @@ type Gate struct {
 	}
 	metrics *metrics
 	log     *slog.Logger
+	warns   warnings // per-request warnings, at most one a second of a kind
 	bags    bags
 
 	// Of the servers, from the package's variables when made.
 	headerTimeout, watchDelay time.Duration
 
+	// noKeep: answers say Connection: close (EndKeepAlives).
+	noKeep atomic.Bool
+
 	mu   sync.Mutex
 	srvs []*http.Server
 	owns []*server
 	shut bool
+}
+
+// EndKeepAlives has the gate close each HTTP/1.1 connection after its
+// next answer, which says "Connection: close", while it goes on serving:
+// for the drain delay before Shutdown, so that clients reusing a
+// connection open their next one elsewhere instead of racing its close.
+func (g *Gate) EndKeepAlives() {
+	g.noKeep.Store(true)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, srv := range g.srvs {
+		srv.SetKeepAlivesEnabled(false)
+	}
 }
 
 var _ http.Handler = (*Gate)(nil)
@@ -246,7 +264,7 @@ func New(a *agent.Agent, cfg Config) (*Gate, error) {
 		Transport:     &timedTransport{base: g.tr, m: g.metrics},
 		FlushInterval: cfg.FlushInterval,
 		ErrorHandler:  g.upstreamError,
-		ErrorLog:      slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
+		ErrorLog:      g.proxyLog(),
 		BufferPool:    bufferPool{},
 	}
 	g.handler = a.Handler(http.HandlerFunc(g.forward))
@@ -419,7 +437,7 @@ func (g *Gate) Shutdown(ctx context.Context) error {
 	})
 	defer stop()
 	if err := g.agent.Shutdown(actx); err != nil {
-		errs = append(errs, err)
+		errs = append(errs, fmt.Errorf("gate: the last report (the requests since the one before) was not sent to the collector: %w", err))
 	}
 	return errors.Join(errs...)
 }

@@ -89,7 +89,7 @@ func get(t *testing.T, c *http.Client, url, tn string) (*http.Response, string) 
 func TestForwardsWithTenantAndForwardedHeaders(t *testing.T) {
 	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, r.URL.Path+"|"+r.Header.Get("Baggage")+"|"+r.Header.Get("X-Forwarded-Host")+"|"+
-			r.Header.Get("X-Forwarded-Proto")+"|"+r.Header.Get("X-Forwarded-For")+"|"+r.Header.Get("X-Hop"))
+			r.Header.Get("X-Forwarded-Proto")+"|"+r.Header.Get("X-Forwarded-For")+"|"+r.Header.Get("X-Hop")+r.Header.Get("X-Real-Ip"))
 	}))
 	defer up.Close()
 	s := start(t, up.URL, gate.Config{})
@@ -98,6 +98,7 @@ func TestForwardsWithTenantAndForwardedHeaders(t *testing.T) {
 	req.Header.Set("X-Tier", "T1")
 	req.Header.Set("Connection", "X-Hop")
 	req.Header.Set("X-Hop", "dropped")
+	req.Header.Set("X-Real-IP", "6.6.6.6") // the client's word, as X-Forwarded-For would be
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

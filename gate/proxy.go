@@ -37,6 +37,10 @@ func (g *Gate) rewrite(pr *httputil.ProxyRequest) {
 		}
 	}
 	pr.SetXForwarded()
+	if !g.cfg.TrustForwarded {
+		// The client's own, as X-Forwarded-For is: nobody vouched for it.
+		pr.Out.Header.Del("X-Real-Ip")
+	}
 	if g.cfg.TrustForwarded {
 		// The balancer in front knows the client's scheme and host; the
 		// gate sees only its own hop.
@@ -131,7 +135,7 @@ func (g *Gate) upstreamError(w http.ResponseWriter, r *http.Request, err error) 
 	if gw != nil && gw.body != nil && gw.body.stalled.Load() {
 		// Checked before the client: the watch cancelled the request.
 		gw.failed = outTimeout
-		g.log.Warn("gate: upstream stopped reading the request body", "method", r.Method, "path", r.URL.Path, "timeout", g.cfg.Timeout)
+		g.warns.warn(g.log, "body", "gate: upstream stopped reading the request body", "method", r.Method, "path", r.URL.Path, "timeout", g.cfg.Timeout)
 		w.Header().Set("Connection", "close")
 		http.Error(w, "gate: the upstream service took none of the request body for "+g.cfg.Timeout.String(), http.StatusGatewayTimeout)
 		return
@@ -151,14 +155,14 @@ func (g *Gate) upstreamError(w http.ResponseWriter, r *http.Request, err error) 
 		if gw != nil {
 			gw.failed = outTimeout
 		}
-		g.log.Warn("gate: upstream timed out", "method", r.Method, "path", r.URL.Path, "err", err)
+		g.warns.warn(g.log, "timeout", "gate: upstream timed out", "method", r.Method, "path", r.URL.Path, "err", err)
 		http.Error(w, "gate: the upstream service did not answer within "+g.cfg.Timeout.String(), http.StatusGatewayTimeout)
 		return
 	}
 	if gw != nil {
 		gw.failed = outUpstreamError
 	}
-	g.log.Warn("gate: upstream failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	g.warns.warn(g.log, "failed", "gate: upstream failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	http.Error(w, "gate: the upstream service could not be reached or broke the connection", http.StatusBadGateway)
 }
 

@@ -31,7 +31,7 @@ func idleError(d time.Duration) error {
 // upstreamIdle counts and logs an answer cut off by the read timeout.
 func (g *Gate) upstreamIdle(req *http.Request) {
 	g.metrics.cutIdle.Inc()
-	g.log.Warn("gate: upstream sent nothing for "+g.cfg.ReadTimeout.String()+"; its answer was cut off",
+	g.warns.warn(g.log, "idle", "gate: upstream sent nothing for "+g.cfg.ReadTimeout.String()+"; its answer was cut off",
 		"method", req.Method, "path", req.URL.Path)
 }
 
@@ -39,7 +39,7 @@ func (g *Gate) upstreamIdle(req *http.Request) {
 // its headers: the client sees it cut short.
 func (g *Gate) upstreamBroke(req *http.Request, err error) {
 	g.metrics.cutBroken.Inc()
-	g.log.Warn("gate: upstream broke off its answer", "method", req.Method, "path", req.URL.Path, "err", err)
+	g.warns.warn(g.log, "broken", "gate: upstream broke off its answer", "method", req.Method, "path", req.URL.Path, "err", err)
 }
 
 // cutHooks are told of answers cut off after their headers.

@@ -270,8 +270,7 @@ func (c *conn) serve() {
 			req = c.parse(n)
 		}
 		if req == nil {
-			if b, _ := c.br.Peek(n); n > 0 && ambiguousLength(b) {
-				c.refuseAmbiguous()
+			if c.refused(n) {
 				return
 			}
 			handedOff = true
@@ -352,14 +351,50 @@ func hasFieldName(line []byte, name string) bool {
 	return len(line) >= len(name) && strings.EqualFold(string(line[:len(name)]), name)
 }
 
-// refuseAmbiguous answers a head of ambiguous length 400 and leaves the
+// refused answers 400 to a head of n bytes (0: too long to say) that it
+// will not hand to net/http either, and says whether it did.
+func (c *conn) refused(n int) bool {
+	b, _ := c.br.Peek(n)
+	switch {
+	case n > 0 && ambiguousLength(b):
+		c.refuseHead("gate: a request with both Content-Length and Transfer-Encoding is refused\n")
+	case n > 0 && !requestLine(b):
+		// net/http, with h2c on, would wait for as many bytes as HTTP/2's
+		// preface before answering: for the header timeout when fewer came.
+		c.refuseHead("gate: malformed request line (want METHOD TARGET HTTP/1.1)\n")
+	default:
+		return false
+	}
+	return true
+}
+
+// refuseHead answers a head it will not serve 400 with msg and leaves the
 // connection to be closed.
-func (c *conn) refuseAmbiguous() {
-	const msg = "gate: a request with both Content-Length and Transfer-Encoding is refused\n"
+func (c *conn) refuseHead(msg string) {
 	c.s.g.metrics.count(outBadRequest)
 	c.bw.WriteString("HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: " +
 		strconv.Itoa(len(msg)) + "\r\n\r\n" + msg)
 	c.bw.Flush()
+}
+
+// requestLine reports whether head's first line has the shape of a
+// request line: a method token, a target, an HTTP version (HTTP/2's
+// preface, "PRI * HTTP/2.0", among them).
+func requestLine(head []byte) bool {
+	line, _, _ := bytes.Cut(head, []byte("\n")) // a bare line feed ends a line too (net/http)
+	line = bytes.TrimSuffix(line, []byte("\r"))
+	method, rest, ok1 := bytes.Cut(line, []byte(" "))
+	target, proto, ok2 := bytes.Cut(rest, []byte(" "))
+	if !ok1 || !ok2 || len(method) == 0 || len(target) == 0 || len(proto) != len("HTTP/1.1") ||
+		!bytes.HasPrefix(proto, []byte("HTTP/")) || proto[5] < '0' || proto[5] > '9' || proto[6] != '.' || proto[7] < '0' || proto[7] > '9' {
+		return false
+	}
+	for _, b := range method {
+		if !httpguts.IsTokenRune(rune(b)) {
+			return false
+		}
+	}
+	return !bytes.ContainsFunc(target, func(r rune) bool { return r <= ' ' || r == 0x7f })
 }
 
 // handoff gives the connection, with the bytes read so far, to net/http.
@@ -394,7 +429,7 @@ func (c *conn) serveOne(req *http.Request) (keep bool) {
 	c.s.g.ServeHTTP(w, req)
 	c.stopWatch()
 	w.finish()
-	keep = !w.closeAfter && !c.broken.Load() && !req.Close && !c.s.shutting.Load()
+	keep = !w.closeAfter && !c.broken.Load() && !req.Close && !c.s.shutting.Load() && !c.s.g.noKeep.Load()
 	if err := c.bw.Flush(); err != nil {
 		keep = false
 	}
@@ -1037,7 +1072,7 @@ func (w *response) head(done bool) {
 			}
 		}
 	}
-	if w.req.Close || w.c.s.shutting.Load() || !w.c.body.done.Load() && !w.c.body.buffered() {
+	if w.req.Close || w.c.s.shutting.Load() || w.c.s.g.noKeep.Load() || !w.c.body.done.Load() && !w.c.body.buffered() {
 		w.closeAfter = true
 	}
 	bw := w.c.bw

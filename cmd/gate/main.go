@@ -231,8 +231,8 @@ func build(ctx context.Context, f flags, reg *prometheus.Registry, log *slog.Log
 		return nil, errors.New("--upstream and --service are required (see --help)")
 	}
 	up, err := url.Parse(f.upstream)
-	if err != nil {
-		return nil, fmt.Errorf("--upstream %q: %w", f.upstream, err)
+	if err != nil || up.Host == "" {
+		return nil, fmt.Errorf("--upstream %q: want the service's URL, http://HOST:PORT (or https://)", f.upstream)
 	}
 	opts, err := agentOptions(ctx, f, log)
 	if err != nil {
@@ -432,7 +432,8 @@ func drain(f flags, g *gate.Gate, signalled bool, log *slog.Logger) bool {
 	if signalled && f.drainDelay > 0 {
 		// Load balancers and Kubernetes take a while to stop sending
 		// after /readyz turns 503: the gate keeps serving meanwhile.
-		log.Info("gate: not ready; still serving", "for", f.drainDelay)
+		log.Info("gate: not ready; still serving, each connection closed after its next answer", "for", f.drainDelay)
+		g.EndKeepAlives()
 		t := time.NewTimer(f.drainDelay)
 		select {
 		case <-t.C:
