@@ -57,6 +57,9 @@ type CostReport struct {
 	Currency string     `json:"currency,omitempty"`
 	Lines    []CostLine `json:"lines"`
 	Total    CostLine   `json:"total"`
+	// Note says what the report cannot count: minutes before the
+	// collector's retention, deleted.
+	Note string `json:"note,omitempty"`
 }
 
 // CostLine is one tenant (or tenant×route) of a CostReport.
@@ -309,6 +312,9 @@ func (r *CostReport) Write(w io.Writer, format string, byRoute bool) error {
 			fmt.Fprintf(w, ", shared cost %.2f %s", r.Cost, r.Currency)
 		}
 		fmt.Fprintln(w)
+		if r.Note != "" {
+			fmt.Fprintln(w, "Note: "+r.Note)
+		}
 		head := "TENANT\t"
 		if byRoute {
 			head += "ROUTE\t"
@@ -432,6 +438,12 @@ func (s httpAPI) handleCostReport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rep, err := BuildReport(r.Context(), s.em.store, req, nil)
+	if err == nil && s.cfg.Retention > 0 {
+		if horizon := s.cfg.Now().Add(-s.cfg.Retention).UTC().Truncate(time.Minute); req.From.Before(horizon) {
+			rep.Note = fmt.Sprintf("the minutes before %s are past the collector's retention (%v) and deleted: they count nothing here",
+				horizon.Format(time.RFC3339), s.cfg.Retention)
+		}
+	}
 	if err != nil {
 		status, retry := http.StatusInternalServerError, time.Duration(0)
 		switch {

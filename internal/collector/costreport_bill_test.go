@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/csv"
+	"encoding/json"
 	"errors"
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -262,5 +264,35 @@ func TestCostReportWaitsForUnwrittenMinute(t *testing.T) {
 	f.s.Tick(context.Background(), f.clk.Now())
 	if code, _, body := get(m0.Add(-time.Hour), f.clk.Now()); code != http.StatusOK || !strings.Contains(body, "acme,30,") {
 		t.Fatalf("once written: %d %s", code, body)
+	}
+}
+
+// A report reaching back past the collector's retention says the minutes
+// before it are deleted (200 with zeros said nothing); one within it
+// says nothing.
+func TestCostReportNotesRetention(t *testing.T) {
+	dir := t.TempDir()
+	f := newFixture(t, func(c *Config) {
+		c.Retention, c.OpenStore, c.Store = 36*time.Hour, nil, "duckdb://"+filepath.Join(dir, "q.duckdb")
+	})
+	defer f.stop()
+	get := func(from time.Time) string {
+		q := "from=" + from.Format(time.RFC3339) + "&to=" + t0.Truncate(time.Minute).Format(time.RFC3339) + "&format=json"
+		w := httptest.NewRecorder()
+		f.s.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/report?"+q, nil))
+		if w.Code != http.StatusOK {
+			t.Fatalf("%d %s", w.Code, w.Body)
+		}
+		var rep CostReport
+		if err := json.Unmarshal(w.Body.Bytes(), &rep); err != nil {
+			t.Fatal(err)
+		}
+		return rep.Note
+	}
+	if n := get(t0.Add(-48 * time.Hour)); !strings.Contains(n, "past the collector's retention (36h0m0s)") {
+		t.Errorf("48 h back: note %q", n)
+	}
+	if n := get(t0.Add(-24 * time.Hour)); n != "" {
+		t.Errorf("24 h back: note %q", n)
 	}
 }
