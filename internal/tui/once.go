@@ -7,7 +7,6 @@ import (
 	"io"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/qtop-dev/qtop/api"
@@ -52,7 +51,7 @@ func windowText(s *api.Snapshot) string {
 
 func printTable(w io.Writer, s *api.Snapshot) error {
 	var buf bytes.Buffer
-	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
+	tw := newWideTab(&buf, 2)
 	group := s.GroupBy
 	if group == "" {
 		group = api.GroupTenant
