@@ -34,7 +34,17 @@ func (a *Agent) OpenPgxPool(ctx context.Context, cfg *pgxpool.Config, opts ...sq
 		o = append(o, sqlcomment.WithBudgets(a.cfg.budgets))
 	}
 	o = append(o, opts...)
-	return pgxcomment.Wrap(pool, o...), pool, nil
+	db := pgxcomment.Wrap(pool, o...)
+	a.logTagging("pgx", db.Mode())
+	return db, pool, nil
+}
+
+// logTagging says where a handle's statements carry their tenant (the
+// mode WithSQLTagging resolved to for its driver), once per handle made.
+func (a *Agent) logTagging(driver string, m sqlcomment.Mode) {
+	if a.cfg.logger != nil {
+		a.cfg.logger.Info("agent: SQL tagging", "driver", driver, "mode", m.String(), "asked", a.cfg.sqlMode.String())
+	}
 }
 
 // TenantNames holds the names behind the short ids that session tagging

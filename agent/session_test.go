@@ -1,8 +1,10 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -101,7 +103,9 @@ func TestPostgresSQLTagging(t *testing.T) {
 // back to the comment and prepared the text once per tenant.
 func TestPostgresSQLTaggingDoors(t *testing.T) {
 	dsn := testsvc.Postgres(t)
-	a := newAgent(t, WithService("doors"), WithTenant(FromHeader("X-Tenant", "")), WithSQLTagging(sqlcomment.ModeAuto))
+	var logged bytes.Buffer
+	a := newAgent(t, WithService("doors"), WithTenant(FromHeader("X-Tenant", "")), WithSQLTagging(sqlcomment.ModeAuto),
+		WithLogger(slog.New(slog.NewTextHandler(&logged, nil))))
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		t.Fatal(err)
@@ -140,5 +144,9 @@ func TestPostgresSQLTaggingDoors(t *testing.T) {
 			t.Errorf("%s: %d statements prepared for one text run by three tenants, want 1", door, n)
 		}
 		db.Close()
+	}
+	// Each handle says where its tenant goes.
+	if n := strings.Count(logged.String(), "agent: SQL tagging"); n != 3 || strings.Count(logged.String(), "mode=session") != 3 {
+		t.Errorf("logged:\n%s", logged.String())
 	}
 }

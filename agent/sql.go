@@ -24,6 +24,7 @@ import (
 // (nameSessions). opts come after the agent's and so win.
 func (a *Agent) OpenDB(driverName, dsn string, opts ...sqlcomment.Option) (*sql.DB, error) {
 	if driverName != "pgx" && driverName != "pgx/v5" {
+		a.logTagging(driverName, a.cfg.sqlMode.Resolve(false))
 		return sqlcomment.Open(driverName, dsn, a.sqlOptions(false, opts)...)
 	}
 	cfg, err := pgx.ParseConfig(dsn)
@@ -31,6 +32,7 @@ func (a *Agent) OpenDB(driverName, dsn string, opts ...sqlcomment.Option) (*sql.
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	a.nameSessions(cfg)
+	a.logTagging(driverName, a.cfg.sqlMode.Resolve(true))
 	o := append([]sqlcomment.Option{sqlcomment.WithDBDriver("pgx")}, a.sqlOptions(true, opts)...)
 	return sql.OpenDB(sqlcomment.WrapConnector(stdlib.GetConnector(*cfg), o...)), nil
 }
@@ -59,6 +61,7 @@ func (a *Agent) WrapConnector(c driver.Connector, opts ...sqlcomment.Option) dri
 	if pgx {
 		opts = append([]sqlcomment.Option{sqlcomment.WithDBDriver("pgx")}, opts...)
 	}
+	a.logTagging(fmt.Sprintf("%T", c.Driver()), a.cfg.sqlMode.Resolve(pgx))
 	return sqlcomment.WrapConnector(c, a.sqlOptions(pgx, opts)...)
 }
 
