@@ -15,12 +15,13 @@ import (
 // 100,000 tenants all busy the view would stay with whichever it saw
 // first, and a tenant turning noisy later — the one to find — would be
 // part of "other" for good. So each shard counts, by RU, the tenants it
-// folds into "other" (a Space-Saving sketch of candCapacity, counted afresh
-// every second), and once a second the heaviest of them, across shards,
-// take the places of the lightest live tenants over the same seconds, if it did at least
-// promoteRatio times as much (tenants of like load do not swap places
-// every second). A promoted tenant shows from its next row; what it did
-// before is in "other", as is what the tenant whose place it took did.
+// folds into "other" (a Space-Saving sketch of candCapacity, counted
+// afresh every second), and once a second the heaviest of them, across
+// shards, take the places of the lightest live tenants over the same
+// seconds, each only with promoteRatio times its RU (tenants of like load
+// do not swap places every second). A promoted tenant shows from its next
+// row; what it did before is in "other", as is what the tenant whose place
+// it took did.
 const (
 	candCapacity = 16
 	// promoteMax: at most this many tenants are promoted a second.
