@@ -425,6 +425,7 @@ func (g *Gate) Shutdown(ctx context.Context) error {
 		}
 	}
 	g.tr.CloseIdleConnections()
+	g.warns.flush(g.log)
 	// The last report gets its own moment even when draining used ctx up,
 	// but not when ctx is cancelled, now or while it is sent: that says
 	// stop now.

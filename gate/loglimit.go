@@ -45,6 +45,21 @@ func (w *warnings) warn(log *slog.Logger, kind, msg string, args ...any) {
 	log.Warn(msg, args...)
 }
 
+// flush logs, for each kind with warnings left out since its last line,
+// how many (at shutdown: none go unsaid).
+func (w *warnings) flush(log *slog.Logger) {
+	w.mu.Lock()
+	left := w.left
+	w.left = nil
+	w.last = nil
+	w.mu.Unlock()
+	for kind, n := range left {
+		if n > 0 {
+			log.Warn("gate: warnings left out since the last of their kind", "kind", kind, "suppressed", n)
+		}
+	}
+}
+
 // proxyLog is the ReverseProxy's error log: its lines at warn, limited as
 // the gate's own, but for a body copy's read error, which the gate logs
 // itself with the request's method and path (upstreamBroke).

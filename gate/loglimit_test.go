@@ -22,8 +22,11 @@ func TestWarningsLimited(t *testing.T) {
 		w.warn(log, "timeout", "gate: upstream timed out")
 		time.Sleep(time.Second)
 		w.warn(log, "failed", "gate: upstream failed")
+		w.warn(log, "failed", "gate: upstream failed") // left out, then said at shutdown
+		w.flush(log)
 		lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
-		if len(lines) != 3 || strings.Contains(lines[0], "suppressed") || !strings.Contains(lines[2], "suppressed=4") {
+		if len(lines) != 4 || strings.Contains(lines[0], "suppressed") || !strings.Contains(lines[2], "suppressed=4") ||
+			!strings.Contains(lines[3], "kind=failed suppressed=1") {
 			t.Errorf("logged:\n%s", buf.String())
 		}
 	})

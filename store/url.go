@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -70,7 +71,7 @@ func ParseURL(s string) (URL, error) {
 		if hasQuery {
 			k, v, _ := strings.Cut(query, "=")
 			if k != "memory_limit" || !memorySize(v) {
-				return URL{}, fmt.Errorf("%w %q: duckdb:// takes one option, ?memory_limit=SIZE (such as 512MB or 2GiB)", ErrURL, shown)
+				return URL{}, fmt.Errorf("%w %q: duckdb:// takes one option, ?memory_limit=SIZE of 64MiB or more (such as 512MB or 2GiB)", ErrURL, shown)
 			}
 			u.MemoryLimit = v
 		}
@@ -242,8 +243,13 @@ func validIdent(s string) bool {
 // cluster names they splice into DDL.
 func ValidIdent(s string) bool { return validIdent(s) }
 
-// memorySize reports whether v is a size DuckDB's memory_limit takes: a
-// number and a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB, any case).
+// MinDuckDBMemory is the least ?memory_limit= a duckdb:// URL takes:
+// below it DuckDB cannot pin the blocks it writes a minute with.
+const MinDuckDBMemory = 64 << 20
+
+// memorySize reports whether v is a size DuckDB's memory_limit takes (a
+// number and a unit: B, KB, MB, GB, TB, KiB, MiB, GiB, TiB, any case) of
+// at least MinDuckDBMemory.
 func memorySize(v string) bool {
 	i := 0
 	for i < len(v) && (v[i] >= '0' && v[i] <= '9' || v[i] == '.') {
@@ -252,5 +258,11 @@ func memorySize(v string) bool {
 	if i == 0 || i > 12 || strings.Count(v[:i], ".") > 1 {
 		return false
 	}
-	return slices.Contains([]string{"b", "kb", "mb", "gb", "tb", "kib", "mib", "gib", "tib"}, strings.ToLower(v[i:]))
+	n, err := strconv.ParseFloat(v[:i], 64)
+	unit := slices.Index([]string{"b", "kb", "mb", "gb", "tb", "kib", "mib", "gib", "tib"}, strings.ToLower(v[i:]))
+	if err != nil || unit < 0 {
+		return false
+	}
+	scale := [...]float64{1, 1e3, 1e6, 1e9, 1e12, 1 << 10, 1 << 20, 1 << 30, 1 << 40}[unit]
+	return n*scale >= MinDuckDBMemory
 }

@@ -38,7 +38,7 @@ func TestParseURL(t *testing.T) {
 	}
 	for _, bad := range []string{
 		"", "qtop.duckdb", "duckdb://", "duckdb://?memory_limit=1GB", "duckdb://q?memory_limit=", "duckdb://q?memory_limit=lots",
-		"duckdb://q?memory_limit=1GB'; DROP", "duckdb://q?threads=4", "duckdb://q?memory_limit=1..5GB", "postgres://x/y", "clickhouse://", "clickhouse:///db",
+		"duckdb://q?memory_limit=1GB'; DROP", "duckdb://q?threads=4", "duckdb://q?memory_limit=1..5GB", "duckdb://q?memory_limit=10KB", "duckdb://q?memory_limit=63MiB", "postgres://x/y", "clickhouse://", "clickhouse:///db",
 		"clickhouse://h:9000/my-db", "clickhouse://h:9000/db?x=1", "clickhouse://u:p@h:9000/db",
 		"clickhouse://::1/db", "clickhouse://h:9000/1db", "clickhouse://:9000/db",
 		"clickhouse://h1:9000,/db", "clickhouse://,h/db", "clickhouse://h/db?mode=aws", "clickhouse://h/db?mode=cloud&mode=cloud",

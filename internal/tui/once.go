@@ -100,7 +100,7 @@ func printTrouble(tw io.Writer, s *api.Snapshot) {
 		}
 	}
 	c := &s.Collector
-	if c.Store != "" && !c.StoreHealthy {
+	if c.Store != "" && c.Store != "none" && !c.StoreHealthy { // --store none: no store to be unhealthy
 		fmt.Fprintf(tw, "\nstore unhealthy: %s", clean(c.StoreError))
 		if c.SpoolBytes > 0 {
 			fmt.Fprintf(tw, " (%d bytes wait in the spool, the oldest for %.0f s)", c.SpoolBytes, c.SpoolOldestSeconds)

@@ -51,6 +51,12 @@ func TestPrintTableTrouble(t *testing.T) {
 	if out := b.String(); strings.Contains(out, "did not answer") || strings.Contains(out, "store unhealthy") {
 		t.Fatalf("a healthy collector's table:\n%s", out)
 	}
+	none := s
+	none.Collector.Store, none.Collector.StoreHealthy = "none", false // --store none
+	b.Reset()
+	if err := Print(&b, none, FormatTable); err != nil || strings.Contains(b.String(), "store unhealthy") {
+		t.Fatalf("--store none: %v\n%s", err, b.String())
+	}
 	s.Peers = []api.PeerStatus{{Collector: "c1", OK: true}, {Collector: "c3:7070", Error: "connection refused"}}
 	s.Collector.Store, s.Collector.StoreHealthy = "clickhouse://ch1:9000/qtop", false
 	s.Collector.StoreError, s.Collector.SpoolBytes, s.Collector.SpoolOldestSeconds = "the store failed a write", 4096, 71
