@@ -44,6 +44,7 @@ type jwtConfig struct {
 	keys                   map[string]crypto.PublicKey // by kid ("" : any)
 	tenantClaim, tierClaim string
 	audience, issuer       string
+	requireExp             bool
 	leeway                 time.Duration
 	now                    func() time.Time
 	refresh, unknownKID    time.Duration
@@ -78,6 +79,11 @@ func WithAudience(audience string) JWTOption { return func(c *jwtConfig) { c.aud
 
 // WithIssuer requires iss to be issuer.
 func WithIssuer(issuer string) JWTOption { return func(c *jwtConfig) { c.issuer = issuer } }
+
+// WithExpirationRequired refuses tokens without an exp claim (by default
+// exp is checked when present): a token that never expires stays good
+// for whoever holds a copy of it.
+func WithExpirationRequired() JWTOption { return func(c *jwtConfig) { c.requireExp = true } }
 
 // WithLeeway tolerates clocks apart by d on exp and nbf (default 0).
 func WithLeeway(d time.Duration) JWTOption { return func(c *jwtConfig) { c.leeway = d } }
@@ -114,7 +120,8 @@ func newJWTConfig(opts []JWTOption) jwtConfig {
 // "Authorization: Bearer" JSON Web Token, verified with the keys given by
 // WithHMACKey and WithPublicKey: only the algorithms of those keys are
 // accepted (never "none", and a public key is never taken as an HMAC
-// secret); exp and nbf are checked when present, aud and iss when asked.
+// secret); exp and nbf are checked when present (exp required with
+// WithExpirationRequired), aud and iss when asked.
 // Anything else is ErrUnauthorized.
 func FromJWTWith(opts ...JWTOption) (TenantFunc, error) {
 	c := newJWTConfig(opts)
@@ -183,6 +190,9 @@ func (c *jwtConfig) tenantFunc(methods []string, keyOf jwt.Keyfunc) TenantFunc {
 	}
 	if c.issuer != "" {
 		popts = append(popts, jwt.WithIssuer(c.issuer))
+	}
+	if c.requireExp {
+		popts = append(popts, jwt.WithExpirationRequired())
 	}
 	parser := jwt.NewParser(popts...)
 	return func(r *http.Request) (tenant.Tags, error) {

@@ -124,6 +124,26 @@ func TestFromJWTWith(t *testing.T) {
 			t.Errorf("%s: %q, %v", c.name, got, err)
 		}
 	}
+	// WithExpirationRequired refuses a token without exp; by default it
+	// passes.
+	strict, err := FromJWTWith(WithHMACKey(hmacKey), WithClaims("org", ""), WithExpirationRequired(),
+		WithJWTClock(func() time.Time { return jwtNow }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	without := claims()
+	delete(without, "exp")
+	noExp := sign(t, jwt.SigningMethodHS256, "", hmacKey, without)
+	if _, err := call(strict, noExp); !errors.Is(err, ErrUnauthorized) {
+		t.Errorf("no exp, required: %v", err)
+	}
+	if got, err := call(strict, sign(t, jwt.SigningMethodHS256, "", hmacKey, claims())); err != nil || got != "acme" {
+		t.Errorf("exp, required: %q %v", got, err)
+	}
+	lax, _ := FromJWTWith(WithHMACKey(hmacKey), WithClaims("org", ""), WithJWTClock(func() time.Time { return jwtNow }))
+	if _, err := call(lax, noExp); err != nil {
+		t.Errorf("no exp, not required: %v", err)
+	}
 	// An HMAC-only configuration refuses RS256 whatever the key.
 	hs, _ := FromJWTWith(WithHMACKey(pubPEM), WithClaims("org", ""), WithJWTClock(func() time.Time { return jwtNow }))
 	if _, err := call(hs, sign(t, jwt.SigningMethodRS256, "", k.rsa, claims())); !errors.Is(err, ErrUnauthorized) {

@@ -24,6 +24,7 @@ type jwtFlags struct {
 	tenantClaim, tierClaim          string
 	issuer, audience                string
 	leeway                          time.Duration
+	requireExp                      bool
 }
 
 func (b *binder) jwtFlags(j *jwtFlags) {
@@ -35,6 +36,7 @@ func (b *binder) jwtFlags(j *jwtFlags) {
 	b.str(&j.issuer, "jwt-issuer", "QTOP_GATE_JWT_ISSUER", "", "require tokens whose iss is this (empty: not checked)")
 	b.str(&j.audience, "jwt-audience", "QTOP_GATE_JWT_AUDIENCE", "", "require tokens whose aud names this (empty: not checked)")
 	b.dur(&j.leeway, "jwt-leeway", "QTOP_GATE_JWT_LEEWAY", 0, "tolerate clocks apart by this much on exp and nbf")
+	b.bool(&j.requireExp, "jwt-require-exp", "QTOP_GATE_JWT_REQUIRE_EXP", "refuse tokens without an exp claim (by default exp is checked when present)")
 }
 
 // jwtTenant builds --tenant jwt's extractor. The key set, if any, is
@@ -46,6 +48,9 @@ func jwtTenant(ctx context.Context, j jwtFlags, log *slog.Logger) (agent.TenantF
 	}
 	if j.audience != "" {
 		opts = append(opts, agent.WithAudience(j.audience))
+	}
+	if j.requireExp {
+		opts = append(opts, agent.WithExpirationRequired())
 	}
 	if j.jwksURL != "" {
 		if j.keyFile != "" || j.publicKeyFile != "" {
