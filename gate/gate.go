@@ -353,6 +353,14 @@ func (g *Gate) forward(w http.ResponseWriter, r *http.Request) {
 	gw := gateWriterOf(w)
 	if gw != nil {
 		gw.reached = true
+		client := r.Context()
+		defer func() { // also when the proxy aborts (panics) on a broken copy
+			if client.Err() != nil && gw.failed == outUpstream {
+				// The client left mid-answer: the copy ended on its
+				// cancelled request, not on the upstream.
+				gw.failed = outClientGone
+			}
+		}()
 		if b := g.boundBody(gw, r); b != nil {
 			defer b.finished.Store(true)
 			ctx, cancel := context.WithCancel(r.Context())

@@ -526,3 +526,37 @@ func TestServerRefusesAmbiguousLength(t *testing.T) {
 		t.Fatalf("bad_request = %v, want 2", got)
 	}
 }
+
+// A client that leaves in the middle of a streamed answer (an event
+// stream) counts client_gone, with either server; before, upstream: the
+// proxy's copy ended on the cancelled request and nothing said why.
+func TestClientGoneMidStream(t *testing.T) {
+	defer gate.SetClientWatchDelay(gate.SetClientWatchDelay(0))
+	for _, std := range []bool{false, true} {
+		canceled := make(chan struct{})
+		up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			io.WriteString(w, "data: one\n\n")
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+			close(canceled)
+		}))
+		reg := prometheus.NewPedanticRegistry()
+		s := start(t, up.URL, gate.Config{Registerer: reg, StdServer: std})
+		c := dialRaw(t, s.base)
+		c.send("GET /events HTTP/1.1\r\nHost: gate\r\nX-Tenant: acme\r\n\r\n")
+		buf := make([]byte, 1)
+		if _, err := c.c.Read(buf); err != nil { // the head has begun: the stream is on
+			t.Fatal(err)
+		}
+		c.c.Close()
+		<-canceled
+		if err := s.g.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := clientGone(t, reg); got != 1 {
+			t.Errorf("std %v: client_gone = %v, want 1", std, got)
+		}
+		up.Close()
+	}
+}
