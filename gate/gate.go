@@ -130,6 +130,12 @@ type Config struct {
 	// NoBaggage leaves the tenant out of the upstream request's W3C
 	// baggage.
 	NoBaggage bool
+	// TenantHeader and TierHeader, when set, are set on the upstream
+	// request to the tenant and tier the gate read (the tier header
+	// dropped without a tier), replacing what the client sent: an
+	// upstream reading them sees the tenant qtop charged, whether it came
+	// from a JWT, the path or the header itself, never a client's claim.
+	TenantHeader, TierHeader string
 	// Registerer receives the gate's metrics (qtop_gate_*); nil: none.
 	Registerer prometheus.Registerer
 	// Logger receives upstream errors at warn level; nil: nowhere.

@@ -689,3 +689,27 @@ func TestLongHeadIs431(t *testing.T) {
 		t.Fatalf("1 KiB bound: %v", err)
 	}
 }
+
+// With TenantHeader and TierHeader the upstream gets the tenant and tier
+// the gate read in those headers, whatever the source, never the client's
+// own: here the tenant comes from the path, and a client's X-Tenant and
+// X-Tier claims are replaced and dropped.
+func TestTenantHeadersSetFromWhatWasRead(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, r.Header.Get("X-Tenant")+"|"+strings.Join(r.Header.Values("X-Tier"), ","))
+	}))
+	defer up.Close()
+	s := start(t, up.URL, gate.Config{TenantHeader: "X-Tenant", TierHeader: "X-Tier"}, agent.WithTenant(agent.FromPathSegment(0)))
+	req, _ := http.NewRequest(http.MethodGet, s.base+"/acme/orders", nil)
+	req.Header.Set("X-Tenant", "bigcorp")
+	req.Header.Set("X-Tier", "T0")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || string(b) != "acme|" {
+		t.Fatalf("upstream saw %q (%d), want acme and no tier", b, resp.StatusCode)
+	}
+}

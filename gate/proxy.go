@@ -50,11 +50,21 @@ func (g *Gate) rewrite(pr *httputil.ProxyRequest) {
 			}
 		}
 	}
-	if g.cfg.NoBaggage {
-		return
-	}
 	tags, ok := tenant.Lookup(pr.In.Context())
 	if !ok {
+		return
+	}
+	if h := g.cfg.TenantHeader; h != "" {
+		pr.Out.Header.Set(h, tags.Tenant)
+	}
+	if h := g.cfg.TierHeader; h != "" {
+		if tags.Tier.Valid() {
+			pr.Out.Header.Set(h, tags.Tier.String())
+		} else {
+			pr.Out.Header.Del(h)
+		}
+	}
+	if g.cfg.NoBaggage {
 		return
 	}
 	h := pr.Out.Header["Baggage"]

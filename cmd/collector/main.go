@@ -459,7 +459,7 @@ func report(args []string, stdout, stderr io.Writer) int {
 	measure := fs.String("measure", "ru", "what splits the cost: ru, db_time or requests")
 	cost := fs.String("cost", "", "shared cost to split in proportion (e.g. 12000)")
 	currency := fs.String("currency", "USD", "currency of --cost")
-	format := fs.String("format", "table", "table, csv or json")
+	format := fs.String("format", "table", "table, csv or json (in table and csv the last row, (total), sums the others: leave it out when summing a column)")
 	storeFlag := newStoreFlags(fs, &envs, "store to read: duckdb://PATH or clickhouse://HOST:PORT[,HOST:PORT…]/DB", nil)
 	cluster := strFlag(fs, &envs, "cluster", "QTOP_CLUSTER", "", "ClickHouse cluster name")
 	remote := strFlag(fs, &envs, "collector", "QTOP_COLLECTOR", "", "ask a running collector (host:port) instead of opening the store")

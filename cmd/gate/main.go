@@ -146,8 +146,8 @@ func parse(args []string, stderr io.Writer) (flags, error) {
 	b.str(&f.token, "token", "QTOP_TOKEN", "", "the collector's report token (prefer --token-file)")
 	b.str(&f.tokenFile, "token-file", "QTOP_TOKEN_FILE", "", "file holding the collector's report token")
 	b.str(&f.tenant, "tenant", "QTOP_GATE_TENANT", "header,baggage", "where the tenant is found, tried in order: header, jwt, path, baggage")
-	b.str(&f.tenantHeader, "tenant-header", "QTOP_GATE_TENANT_HEADER", "X-Tenant", "header holding the tenant (set by a trusted edge)")
-	b.str(&f.tierHeader, "tier-header", "QTOP_GATE_TIER_HEADER", "X-Tier", "header holding the tier T0…T3 (empty: none)")
+	b.str(&f.tenantHeader, "tenant-header", "QTOP_GATE_TENANT_HEADER", "X-Tenant", "header holding the tenant (set by a trusted edge); the upstream gets it set to the tenant the gate read, from whichever source")
+	b.str(&f.tierHeader, "tier-header", "QTOP_GATE_TIER_HEADER", "X-Tier", "header holding the tier T0…T3 (empty: none); the upstream gets it set to the tier the gate read, or not at all")
 	b.jwtFlags(&f.jwt)
 	b.int(&f.pathSegment, "path-segment", "QTOP_GATE_PATH_SEGMENT", 0, "path segment holding the tenant for --tenant path (0: /acme/…)")
 	b.int(&f.slots, "slots", "QTOP_GATE_SLOTS", 1024, "requests served at once before CoDel queues them (event streams and WebSockets give theirs back once answered; 0: no queue)")
@@ -244,7 +244,7 @@ func build(ctx context.Context, f flags, reg *prometheus.Registry, log *slog.Log
 	if err != nil {
 		return nil, err
 	}
-	g, err := gate.New(a, gate.Config{Upstream: up, Timeout: f.timeout, DialTimeout: f.dialTimeout, SendTimeout: f.sendTimeout, BodyTimeout: f.bodyTimeout, ReadTimeout: f.readTimeout,
+	g, err := gate.New(a, gate.Config{Upstream: up, TenantHeader: f.tenantHeader, TierHeader: f.tierHeader, Timeout: f.timeout, DialTimeout: f.dialTimeout, SendTimeout: f.sendTimeout, BodyTimeout: f.bodyTimeout, ReadTimeout: f.readTimeout,
 		MaxIdleConnsPerHost: f.maxIdle, MaxConns: f.maxConns, MaxHeaderBytes: f.maxHeaderBytes, FlushInterval: f.flushInterval, H2CUpstream: f.h2cUpstream,
 		PreserveHost: f.preserveHost, TrustForwarded: f.trustForwarded, NoBaggage: f.noBaggage,
 		StdTransport: f.stdTransport, StdServer: f.stdServer, Registerer: reg, Logger: log})
