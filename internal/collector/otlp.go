@@ -144,7 +144,7 @@ type grpcListener struct {
 	register func(*grpc.Server)
 	wrap     func(net.Listener) net.Listener // if not nil, around the capped listener
 	// creds, if not nil, wraps the TLS credentials (above wrap's
-	// connections: otlpin.Receiver.GRPCCredentials)
+	// connections: otlpin.GRPCCredentials)
 	creds func(credentials.TransportCredentials) credentials.TransportCredentials
 }
 

@@ -75,6 +75,18 @@ func req(descs ...[]string) *rlsv3.RateLimitRequest {
 }
 
 // serve serves svc over loopback gRPC and returns a client of it.
+// serveClocked serves a Service of src's policy on the clock it returns
+// (newClock's) and returns a client of it.
+func serveClocked(t *testing.T, src *source) (rlsv3.RateLimitServiceClient, *clock) {
+	t.Helper()
+	clk := newClock()
+	svc, err := envoyrls.New(src, envoyrls.WithClock(clk.now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serve(t, svc), clk
+}
+
 func serve(t *testing.T, svc *envoyrls.Service) rlsv3.RateLimitServiceClient {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -105,12 +117,7 @@ func ask(t *testing.T, c rlsv3.RateLimitServiceClient, r *rlsv3.RateLimitRequest
 func TestUnknownTenantsAndNoRuleAreOK(t *testing.T) {
 	src := &source{}
 	src.set(throttle("bigcorp", 10))
-	clk := newClock()
-	svc, err := envoyrls.New(src, envoyrls.WithClock(clk.now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := serve(t, svc)
+	c, _ := serveClocked(t, src)
 	for _, r := range []*rlsv3.RateLimitRequest{
 		req([]string{"tenant", "acme"}),
 		req([]string{"tenant", "acme", "route", "GET /x", "tier", "T2"}),
@@ -135,12 +142,7 @@ func TestUnknownTenantsAndNoRuleAreOK(t *testing.T) {
 func TestThrottleSteps(t *testing.T) {
 	src := &source{}
 	src.set(throttle("bigcorp", 10))
-	clk := newClock()
-	svc, err := envoyrls.New(src, envoyrls.WithClock(clk.now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := serve(t, svc)
+	c, clk := serveClocked(t, src)
 	big := req([]string{"tenant", "bigcorp", "route", "GET /reports"})
 	for i := range 10 {
 		st := ask(t, c, big).Statuses[0]
@@ -184,12 +186,7 @@ func TestThrottleSteps(t *testing.T) {
 // admits again, and an expired rule stops counting without a change.
 func TestPolicyChangeTakesEffect(t *testing.T) {
 	src := &source{}
-	clk := newClock()
-	svc, err := envoyrls.New(src, envoyrls.WithClock(clk.now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := serve(t, svc)
+	c, clk := serveClocked(t, src)
 	big := req([]string{"tenant", "bigcorp"})
 	if got := ask(t, c, big).OverallCode; got != rlsv3.RateLimitResponse_OK {
 		t.Fatalf("no rule: %v", got)
@@ -218,12 +215,7 @@ func TestPriceTierAndHits(t *testing.T) {
 	exp := t0.Add(time.Hour)
 	src.set(policy.Rule{ID: "p", Tenant: "acme", Action: policy.Price, Multiplier: 2, Expires: exp, Reason: "x"},
 		policy.Rule{ID: "t3", Tier: tenant.T3, Action: policy.Throttle, RUPerSecond: 20, Expires: exp, Reason: "x"})
-	clk := newClock()
-	svc, err := envoyrls.New(src, envoyrls.WithClock(clk.now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := serve(t, svc)
+	c, _ := serveClocked(t, src)
 	acme := req([]string{"tenant", "acme", "tier", "T3"})
 	acme.HitsAddend = 4 // 4 hits × 2 = 8 RU of a 20 RU burst
 	for i, want := range []rlsv3.RateLimitResponse_Code{rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OK, rlsv3.RateLimitResponse_OVER_LIMIT} {
@@ -267,12 +259,7 @@ func TestPriceTierAndHits(t *testing.T) {
 func TestCostOverBurst(t *testing.T) {
 	src := &source{}
 	src.set(policy.Rule{ID: "t", Tenant: "bigcorp", Action: policy.Throttle, RUPerSecond: 20, Expires: t0.Add(time.Hour), Reason: "x"})
-	clk := newClock()
-	svc, err := envoyrls.New(src, envoyrls.WithClock(clk.now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := serve(t, svc)
+	c, clk := serveClocked(t, src)
 	big := req([]string{"tenant", "bigcorp"})
 	big.HitsAddend = 30 // 30 RU, the bucket holds 20
 	if st := ask(t, c, big).Statuses[0]; st.Code != rlsv3.RateLimitResponse_OK {
