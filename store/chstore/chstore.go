@@ -588,12 +588,7 @@ func dialNode(s *Store, addr string) (driver.Conn, error) {
 func onFirstAnswering(ctx context.Context, replicas []string, dial func(string) (driver.Conn, error), fn func(driver.Conn) error) error {
 	var errs []error
 	for _, addr := range replicas {
-		conn, err := dial(addr)
-		if err == nil {
-			if err = conn.Ping(ctx); err != nil {
-				conn.Close()
-			}
-		}
+		conn, err := dialPinged(ctx, dial, addr)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("chstore: node %s: %w", addr, err))
 			continue
@@ -606,6 +601,20 @@ func onFirstAnswering(ctx context.Context, replicas []string, dial func(string) 
 		return nil
 	}
 	return errors.Join(errs...)
+}
+
+// dialPinged dials addr and pings it: a connection that answers, or an
+// error.
+func dialPinged(ctx context.Context, dial func(string) (driver.Conn, error), addr string) (driver.Conn, error) {
+	conn, err := dial(addr)
+	if err != nil {
+		return nil, err
+	}
+	if err := conn.Ping(ctx); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return conn, nil
 }
 
 // recordMigration notes in the node's schema_migrations that m is applied.

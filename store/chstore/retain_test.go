@@ -3,6 +3,7 @@ package chstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -91,6 +92,63 @@ func TestLiveClusterRetainAndErase(t *testing.T) {
 	s2 := c2.open(t)
 	storetest.WriteAged(t, s2)
 	storetest.CheckErase(t, s2, chMinutes(t, s2.conn, s2.schema, func(table string) { c2.syncReplicas(t, table) }))
+}
+
+// TestLiveClusterEraseWaitsForReplicas: on ClickHouse 18.16 the erasure
+// is a mutation run on each shard's first replica; EraseTenant returns only
+// once the shard's other replica has applied it too. With that replica's
+// replication queue stopped, the build before returned at once while the
+// replica still held the tenant's rows, and a Distributed read that picked
+// it read the erased tenant. The two-second wait only bounds how long the
+// test looks for that early return; a correct build passes either way.
+func TestLiveClusterEraseWaitsForReplicas(t *testing.T) {
+	c := newLiveCluster(t)
+	s := c.open(t)
+	if s.schema.features().LightweightDelete {
+		t.Skip("a lightweight DELETE waits for every replica itself (mutations_sync 2)")
+	}
+	storetest.WriteAged(t, s)
+	tables := append(slices.Clip(TenantTables), TableSums)
+	for _, table := range tables {
+		c.syncReplicas(t, table)
+	}
+	queues := func(i int, verb string) {
+		for _, table := range tables {
+			if err := c.node(t, i).Exec(context.Background(), "SYSTEM "+verb+" REPLICATION QUEUES "+c.db+"."+table); err != nil {
+				t.Fatalf("%s queues on %s: %v", verb, c.addrs[i], err)
+			}
+		}
+	}
+	second := []int{1, 3} // each shard's second replica (scripts/services' layout)
+	for _, i := range second {
+		queues(i, "STOP")
+		t.Cleanup(func() { queues(i, "START") })
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := s.EraseTenant(context.Background(), "acme")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("EraseTenant returned (%v) while the second replicas' queues were stopped", err)
+	case <-time.After(2 * time.Second):
+	}
+	for _, i := range second {
+		queues(i, "START")
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for i := range c.addrs {
+		for _, table := range TenantTables {
+			var n uint64
+			q := "SELECT count() FROM " + c.db + "." + table + " WHERE tenant = 'acme'"
+			if err := c.node(t, i).QueryRow(context.Background(), q).Scan(&n); err != nil || n != 0 {
+				t.Errorf("node %s: %d rows of acme in %s after the erasure (%v)", c.addrs[i], n, table, err)
+			}
+		}
+	}
 }
 
 func TestModifyTTLSQL(t *testing.T) {
