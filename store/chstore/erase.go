@@ -125,65 +125,37 @@ func waitMutations(ctx context.Context, conn driver.Conn, database, table string
 		ctx, cancel = context.WithTimeout(ctx, 5*time.Minute)
 		defer cancel()
 	}
-	for {
+	return waitApplied(ctx, conn, "delete tenant from "+table, func(ctx context.Context, conn driver.Conn) (string, error) {
 		var n uint64
 		err := conn.QueryRow(ctx, "SELECT count() FROM system.mutations WHERE database = ? AND table = ? AND is_done = 0",
 			database, table).Scan(&n)
-		if err == nil && n == 0 {
-			return nil
+		if err != nil || n == 0 {
+			return "", err
 		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("chstore: delete tenant from %s: mutation not done (%d pending, %v): %w", table, n, err, ctx.Err())
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
+		return fmt.Sprintf("%d mutations pending", n), nil
+	})
 }
 
 // deleteReplicated runs the old server's mutations (run) on the first
-// answering replica of each shard, then waits until every replica of the
-// shard has applied them: before, a Distributed read that picked a replica
-// still replicating a mutation read the erased tenant. A replica that does
-// not answer is skipped with a warning; it applies the mutations from
-// ZooKeeper when it is back, and reads skip it meanwhile.
+// answering replica of each shard and returns once every replica of the
+// shard has applied them (onShardsApplied): before, a Distributed read
+// that picked a replica still replicating a mutation read the erased
+// tenant.
 func deleteReplicated(ctx context.Context, s *Store, tenantName string, run func(driver.Conn) error) error {
-	shards, err := clusterNodes(ctx, s)
-	if err != nil {
-		return err
-	}
-	dial := func(addr string) (driver.Conn, error) { return dialNode(s, addr) }
 	tables := append(slices.Clip(TenantTables), TableSums)
 	command := "DELETE WHERE tenant = " + quoteString(tenantName)
-	for _, replicas := range shards {
-		var ids []string // the mutation each table got, in tables' order
-		err := onFirstAnswering(ctx, replicas, dial, func(conn driver.Conn) error {
-			if err := run(conn); err != nil {
-				return err
-			}
-			var err error
-			ids, err = mutationIDs(ctx, conn, s.schema.Database, tables, command)
-			return err
-		})
+	return onShardsApplied(ctx, s, "delete tenant", func(conn driver.Conn) (appliedFunc, error) {
+		if err := run(conn); err != nil {
+			return nil, err
+		}
+		ids, err := mutationIDs(ctx, conn, s.schema.Database, tables, command)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		for _, addr := range replicas {
-			conn, err := dialPinged(ctx, dial, addr)
-			if err != nil {
-				s.cfg.log.Warn("chstore: delete tenant: a replica does not answer; it applies the erasure when it is back",
-					"node", addr, "err", err)
-				continue
-			}
-			err = waitApplied(ctx, conn, s.schema.Database, tables, ids)
-			conn.Close()
-			if err != nil {
-				return fmt.Errorf("chstore: node %s: %w", addr, err)
-			}
-		}
-	}
-	return nil
+		return func(ctx context.Context, conn driver.Conn) (string, error) {
+			return mutationsApplied(ctx, conn, s.schema.Database, tables, ids)
+		}, nil
+	})
 }
 
 // mutationIDs returns the newest mutation of each table whose command is
@@ -200,41 +172,28 @@ func mutationIDs(ctx context.Context, conn driver.Conn, database string, tables 
 	return ids, nil
 }
 
-// waitApplied waits until the replica lists each table's mutation ids[i]
-// as done and has no MUTATE_PART left in its replication queue for the
-// table (a replica counts a mutation done once the parts it will have are
-// mutated, which may be before it has fetched or mutated them itself).
-// At most five minutes when ctx has no deadline.
-func waitApplied(ctx context.Context, conn driver.Conn, database string, tables, ids []string) error {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 5*time.Minute)
-		defer cancel()
-	}
+// mutationsApplied says what is left before the replica has applied each
+// table's mutation ids[i]: it lists the mutation as done and has no
+// MUTATE_PART queued for the table (a replica counts a mutation done once
+// the parts it will have are mutated, which may be before it has fetched
+// or mutated them). Empty when nothing is left.
+func mutationsApplied(ctx context.Context, conn driver.Conn, database string, tables, ids []string) (string, error) {
 	for i, table := range tables {
 		if ids[i] == "" {
 			continue
 		}
-		for {
-			var done, queued uint64
-			err := conn.QueryRow(ctx, "SELECT countIf(is_done = 1) FROM system.mutations WHERE database = ? AND table = ? AND mutation_id = ?",
-				database, table, ids[i]).Scan(&done)
-			if err == nil {
-				err = conn.QueryRow(ctx, "SELECT count() FROM system.replication_queue WHERE database = ? AND table = ? AND type = 'MUTATE_PART'",
-					database, table).Scan(&queued)
-			}
-			if err == nil && done == 1 && queued == 0 {
-				break
-			}
-			if ctx.Err() != nil {
-				return fmt.Errorf("chstore: delete tenant from %s: mutation %s not applied (done %d, %d parts queued, %v): %w",
-					table, ids[i], done, queued, err, ctx.Err())
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(50 * time.Millisecond):
-			}
+		var done, queued uint64
+		err := conn.QueryRow(ctx, "SELECT countIf(is_done = 1) FROM system.mutations WHERE database = ? AND table = ? AND mutation_id = ?",
+			database, table, ids[i]).Scan(&done)
+		if err == nil {
+			queued, err = queuedOf(ctx, conn, database, table, "MUTATE_PART")
+		}
+		if err != nil {
+			return "", err
+		}
+		if done != 1 || queued != 0 {
+			return fmt.Sprintf("%s: mutation %s done %d, %d parts queued", table, ids[i], done, queued), nil
 		}
 	}
-	return nil
+	return "", nil
 }

@@ -35,8 +35,8 @@ var agedTables = []agedTable{
 // stay until the whole day is older; on servers with a TTL (19.6 and
 // later, with WithRetention) merges remove them sooner. On a cluster it
 // runs on one replica of each shard (replicated tables: a dropped
-// partition replicates) or on every node, not ON CLUSTER, as DeleteTenant
-// does. Dropping a partition is a metadata change: writes and reads go on
+// partition replicates, and Retain returns once every replica has dropped
+// it) or on every node, not ON CLUSTER, as DeleteTenant does. Dropping a partition is a metadata change: writes and reads go on
 // meanwhile.
 func (s *Store) Retain(ctx context.Context, before time.Time) (store.RetainResult, error) {
 	if err := s.check(); err != nil {
@@ -45,25 +45,41 @@ func (s *Store) Retain(ctx context.Context, before time.Time) (store.RetainResul
 	var res store.RetainResult
 	sc := s.schema
 	day := before.UTC().Truncate(24 * time.Hour)
-	straddled := false // a node dropped rollups of before's own day
+	straddled := false   // a node dropped rollups of before's own day
+	var dropped []string // the tables a partition was dropped from, on the node run last ran on
 	run := func(conn driver.Conn) error {
+		dropped = dropped[:0]
 		for _, t := range agedTables {
 			days, err := dropOldPartitions(ctx, conn, sc.Database, t.table, before, &res)
 			if err != nil {
 				return err
 			}
+			if len(days) > 0 {
+				dropped = append(dropped, t.table)
+			}
 			straddled = straddled || t.table == TableRollups && slices.Contains(days, dayNumber(day))
 		}
 		// The sums of the days wholly before before's day: their rollups
 		// are gone on every node. Not counted in res.
-		_, err := dropOldPartitions(ctx, conn, sc.Database, TableSums, day, &store.RetainResult{})
+		days, err := dropOldPartitions(ctx, conn, sc.Database, TableSums, day, &store.RetainResult{})
+		if len(days) > 0 {
+			dropped = append(dropped, TableSums)
+		}
 		return err
 	}
 	var err error
-	if !sc.sharded() {
+	switch {
+	case !sc.sharded():
 		err = run(s.conn)
-	} else {
-		err = s.nodes(ctx, sc.replicated(), run)
+	case sc.replicated():
+		err = onShardsApplied(ctx, s, "retain", func(conn driver.Conn) (appliedFunc, error) {
+			if err := run(conn); err != nil {
+				return nil, err
+			}
+			return logApplied(ctx, conn, sc.Database, slices.Clone(dropped))
+		})
+	default:
+		err = s.nodes(ctx, false, run)
 	}
 	if err != nil || !straddled {
 		return res, err
@@ -78,6 +94,37 @@ func (s *Store) Retain(ctx context.Context, before time.Time) (store.RetainResul
 		return res, fmt.Errorf("chstore: retain: %w", err)
 	}
 	return res, nil
+}
+
+// logApplied reads where the replicated tables' logs end on the replica
+// that dropped their partitions, and returns what another replica has
+// left to do before it has dropped them too: pull the log past that end
+// and run its queued DROP_RANGE entries.
+func logApplied(ctx context.Context, conn driver.Conn, database string, tables []string) (appliedFunc, error) {
+	ends := make([]uint64, len(tables))
+	for i, table := range tables {
+		err := conn.QueryRow(ctx, "SELECT log_max_index FROM system.replicas WHERE database = ? AND table = ?", database, table).Scan(&ends[i])
+		if err != nil {
+			return nil, fmt.Errorf("chstore: retain %s: read its replication log: %w", table, err)
+		}
+	}
+	return func(ctx context.Context, conn driver.Conn) (string, error) {
+		for i, table := range tables {
+			var pointer uint64
+			err := conn.QueryRow(ctx, "SELECT log_pointer FROM system.replicas WHERE database = ? AND table = ?", database, table).Scan(&pointer)
+			if err != nil {
+				return "", err
+			}
+			queued, err := queuedOf(ctx, conn, database, table, "DROP_RANGE")
+			if err != nil {
+				return "", err
+			}
+			if pointer <= ends[i] || queued != 0 {
+				return fmt.Sprintf("%s: log pulled to %d of %d, %d partition drops queued", table, pointer, ends[i]+1, queued), nil
+			}
+		}
+		return "", nil
+	}, nil
 }
 
 // dayNumber is a day as its partition's name, YYYYMMDD.

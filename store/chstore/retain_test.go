@@ -96,11 +96,9 @@ func TestLiveClusterRetainAndErase(t *testing.T) {
 
 // TestLiveClusterEraseWaitsForReplicas: on ClickHouse 18.16 the erasure
 // is a mutation run on each shard's first replica; EraseTenant returns only
-// once the shard's other replica has applied it too. With that replica's
-// replication queue stopped, the build before returned at once while the
-// replica still held the tenant's rows, and a Distributed read that picked
-// it read the erased tenant. The two-second wait only bounds how long the
-// test looks for that early return; a correct build passes either way.
+// once the shard's other replica has applied it too. The build before
+// returned while that replica still held the tenant's rows, and a
+// Distributed read that picked it read the erased tenant.
 func TestLiveClusterEraseWaitsForReplicas(t *testing.T) {
 	c := newLiveCluster(t)
 	s := c.open(t)
@@ -108,6 +106,36 @@ func TestLiveClusterEraseWaitsForReplicas(t *testing.T) {
 		t.Skip("a lightweight DELETE waits for every replica itself (mutations_sync 2)")
 	}
 	storetest.WriteAged(t, s)
+	c.waitsForSecondReplicas(t, func() error {
+		_, err := s.EraseTenant(context.Background(), "acme")
+		return err
+	})
+	c.noRowsOnAnyNode(t, "tenant = 'acme'")
+}
+
+// TestLiveClusterRetainWaitsForReplicas: Retain drops partitions on each
+// shard's first replica and returns once the other replica has dropped
+// them too; the build before returned at once.
+func TestLiveClusterRetainWaitsForReplicas(t *testing.T) {
+	c := newLiveCluster(t)
+	s := c.open(t)
+	storetest.WriteAged(t, s)
+	c.waitsForSecondReplicas(t, func() error {
+		_, err := s.Retain(context.Background(), storetest.RetainBefore)
+		return err
+	})
+	day := storetest.RetainBefore.Truncate(24 * time.Hour).Unix()
+	c.noRowsOnAnyNode(t, fmt.Sprintf("minute < toDateTime(%d)", day))
+}
+
+// waitsForSecondReplicas makes each shard's first replica (the one the
+// store changes) the leader, stops the replication queues of the second,
+// runs change, and checks that it does not return while
+// they are stopped; then it starts them and wants change to succeed. The
+// two seconds only bound how long the test looks for an early return; a
+// correct build passes however long the change takes.
+func (c liveCluster) waitsForSecondReplicas(t *testing.T, change func() error) {
+	t.Helper()
 	tables := append(slices.Clip(TenantTables), TableSums)
 	for _, table := range tables {
 		c.syncReplicas(t, table)
@@ -121,17 +149,17 @@ func TestLiveClusterEraseWaitsForReplicas(t *testing.T) {
 	}
 	second := []int{1, 3} // each shard's second replica (scripts/services' layout)
 	for _, i := range second {
+		c.leadFrom(t, i-1, i, tables)
+	}
+	for _, i := range second {
 		queues(i, "STOP")
 		t.Cleanup(func() { queues(i, "START") })
 	}
 	done := make(chan error, 1)
-	go func() {
-		_, err := s.EraseTenant(context.Background(), "acme")
-		done <- err
-	}()
+	go func() { done <- change() }()
 	select {
 	case err := <-done:
-		t.Fatalf("EraseTenant returned (%v) while the second replicas' queues were stopped", err)
+		t.Fatalf("the change returned (%v) while the second replicas' queues were stopped", err)
 	case <-time.After(2 * time.Second):
 	}
 	for _, i := range second {
@@ -140,12 +168,51 @@ func TestLiveClusterEraseWaitsForReplicas(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// leadFrom makes node first the leader of the tables' replicas, restarting
+// node second's replicas where it leads. ClickHouse 18.16 sends a DROP
+// PARTITION to the leader and waits for the leader to run it, so a change
+// made on a replica that does not lead waits for the leader anyway.
+func (c liveCluster) leadFrom(t *testing.T, first, second int, tables []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	leads := func(i int, table string) bool {
+		var leader uint8
+		q := "SELECT is_leader FROM system.replicas WHERE database = ? AND table = ?"
+		if err := c.node(t, i).QueryRow(ctx, q, c.db, table).Scan(&leader); err != nil {
+			t.Fatal(err)
+		}
+		return leader == 1
+	}
+	for _, table := range tables {
+		if leads(first, table) {
+			continue
+		}
+		if err := c.node(t, second).Exec(ctx, "SYSTEM RESTART REPLICA "+c.db+"."+table); err != nil {
+			t.Fatalf("restart replica %s on %s: %v", table, c.addrs[second], err)
+		}
+		for !leads(first, table) {
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s on %s did not become the leader", table, c.addrs[first])
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// noRowsOnAnyNode wants no row matching where in the rollups and hot keys
+// stored on any node.
+func (c liveCluster) noRowsOnAnyNode(t *testing.T, where string) {
+	t.Helper()
 	for i := range c.addrs {
-		for _, table := range TenantTables {
+		for _, table := range []string{TableRollups, TableHotKeys} {
 			var n uint64
-			q := "SELECT count() FROM " + c.db + "." + table + " WHERE tenant = 'acme'"
+			q := "SELECT count() FROM " + c.db + "." + table + " WHERE " + where
 			if err := c.node(t, i).QueryRow(context.Background(), q).Scan(&n); err != nil || n != 0 {
-				t.Errorf("node %s: %d rows of acme in %s after the erasure (%v)", c.addrs[i], n, table, err)
+				t.Errorf("node %s: %d rows of %s where %s after the change (%v)", c.addrs[i], n, table, where, err)
 			}
 		}
 	}
