@@ -7,6 +7,7 @@ type Option func(*config)
 
 type config struct {
 	idle    bool
+	allDBs  bool // WithAllDatabases
 	now     func() time.Time
 	timeout time.Duration
 	metrics *Metrics
@@ -38,6 +39,13 @@ func newConfig(opts []Option) config {
 // would otherwise ship them all every second. Sessions idle in a
 // transaction are always included, since they can hold locks.
 func WithIdle(include bool) Option { return func(c *config) { c.idle = include } }
+
+// WithAllDatabases makes snapshots include the sessions of every database
+// of the server. By default only the sessions of the database the pool
+// connects to are read: those are the statements its pg_stat_statements
+// totals cover, and a collector bills and cancels (budgets) from them, so
+// another application's sessions on the same server must not count.
+func WithAllDatabases(all bool) Option { return func(c *config) { c.allDBs = all } }
 
 // WithClock sets the clock that stamps Snapshot.Time (time.Now by
 // default). Statement durations come from the server's clock regardless.

@@ -714,3 +714,59 @@ func TestServerMajor(t *testing.T) {
 		}
 	}
 }
+
+// TestSampleOwnDatabase: a sampler reads the sessions of its pool's
+// database only; WithAllDatabases(true) reads those of every database.
+// Before, a collector sampling one application's database billed (and its
+// budgets could cancel) the sessions of another database on the server.
+func TestSampleOwnDatabase(t *testing.T) {
+	sfx := suffix(t)
+	ctx := context.Background()
+	admin := connect(t)
+	db := "qtop_pga_" + sfx
+	if _, err := admin.conn.Exec(ctx, "CREATE DATABASE "+db); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if _, err := admin.conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db+" WITH (FORCE)"); err != nil {
+			t.Logf("drop database %s: %v", db, err)
+		}
+	})
+	cfg, err := pgx.ParseConfig(testsvc.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Database = db
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := &session{conn: conn, pid: int32(conn.PgConn().PID())}
+	here := connect(t)
+	sctx, stop := context.WithCancel(ctx)
+	elsewhere.start(sctx, tagged("SELECT pg_sleep(60)", "elsewhere-"+sfx, "r"))
+	here.start(sctx, tagged("SELECT pg_sleep(60)", "here-"+sfx, "r"))
+	defer func() {
+		stop()
+		elsewhere.wait(t)
+		here.wait(t)
+		conn.Close(context.Background()) // before the database is dropped
+	}()
+	pool := newPool(t, "", "")
+	all := waitFor(t, NewSampler(pool, WithAllDatabases(true)), "both sessions", func(s Snapshot) bool {
+		return countActive(s, "here-"+sfx) == 1 && countActive(s, "elsewhere-"+sfx) == 1
+	})
+	if b, _ := byPID(all, elsewhere.pid); b.Database != db {
+		t.Errorf("the other database's session says database %q, want %q", b.Database, db)
+	}
+	own, err := NewSampler(pool).Sample(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if countActive(own, "here-"+sfx) != 1 {
+		t.Errorf("the session of the pool's database is missing: %+v", own.Backends)
+	}
+	if _, ok := byPID(own, elsewhere.pid); ok {
+		t.Errorf("a session of database %s is in the snapshot of the pool's database", db)
+	}
+}

@@ -14,7 +14,8 @@ import (
 // and any other's, sampling as the same role) leaves its own queries out.
 const marker = "qtop pgactivity sampler"
 
-// sampleSQL reads every client backend but the sampler's own, and the
+// sampleSQL reads every client backend but the sampler's own (of the
+// connection's database unless $2, WithAllDatabases), and the
 // parallel workers of client backends (they are load of the same
 // statement: a query with two workers keeps three processes busy).
 // leader_pid appeared in PostgreSQL 13: before it workers cannot be tied
@@ -62,7 +63,8 @@ FROM pg_stat_activity a
 WHERE (a.backend_type IN (` + types + `) OR (a.backend_type IS NULL AND a.datid IS NOT NULL))
 	AND a.pid <> pg_backend_pid()
 	AND coalesce(a.query, '') NOT LIKE '%` + marker + `%'
-	AND ($1 OR coalesce(a.state, '') <> 'idle')`
+	AND ($1 OR coalesce(a.state, '') <> 'idle')
+	AND ($2 OR a.datname = current_database())`
 }
 
 var (
@@ -121,7 +123,7 @@ func (s *Sampler) Sample(ctx context.Context) (Snapshot, error) {
 		}
 		sql = sampleSQL10
 	}
-	rows, err := c.Query(ctx, sql, s.cfg.idle)
+	rows, err := c.Query(ctx, sql, s.cfg.idle, s.cfg.allDBs)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("%w: %w", ErrSample, err)
 	}

@@ -294,7 +294,7 @@ type serveFlags struct {
 	quotaRedis, pprof, rlsListen                   *string
 	otlp                                           struct{ grpc, grpcMax, grpcConns, tenant, ruModel *string }
 	logFormat, logLevel                            *string
-	demo, shared, clientDBTime                     *bool
+	demo, shared, clientDBTime, pgAll              *bool
 	creds                                          *credentials
 	tls                                            *tlsFlags
 	peerToken                                      *secret
@@ -308,7 +308,7 @@ func newServeFlags(fs *flag.FlagSet) (*serveFlags, error) {
 		storeURL: strFlag(fs, &envs, "store", "QTOP_STORE", "", "store: duckdb://PATH[?memory_limit=SIZE, DuckDB's memory, default 1GiB], clickhouse://HOST:PORT/DB[?mode=explicit|replicated-database|cloud&async_insert=1&secure=1] (docs/cluster.md; user, password and CA from QTOP_CLICKHOUSE_USER, QTOP_CLICKHOUSE_PASSWORD[_FILE], QTOP_CLICKHOUSE_CA_FILE), or none"+storeDefaultNote),
 		cluster:  strFlag(fs, &envs, "cluster", "QTOP_CLUSTER", "", "ClickHouse cluster name: ON CLUSTER DDL, Replicated engines (ZooKeeper) and Distributed tables"),
 		peers:    strFlag(fs, &envs, "peers", "QTOP_PEERS", "", "the other collectors of the fleet, host:port or https://host:port,…: /v1/live shows the whole fleet (https peers verified with --peer-ca-file)"),
-		pg:       strFlag(fs, &envs, "postgres", "QTOP_POSTGRES", "", "PostgreSQL DSN whose pg_stat_activity is sampled every second (a role with pg_monitor)"),
+		pg:       strFlag(fs, &envs, "postgres", "QTOP_POSTGRES", "", "PostgreSQL DSN whose pg_stat_activity is sampled every second (a role with pg_monitor): the sessions of its database only, unless --postgres-all-databases"),
 	}
 	var err error
 	if f.creds, err = credentialFlags(fs, &envs); err != nil {
@@ -339,6 +339,9 @@ func newServeFlags(fs *flag.FlagSet) (*serveFlags, error) {
 		return nil, err
 	}
 	if f.clientDBTime, err = boolFlag(fs, &envs, "otlp-client-db-time", "QTOP_OTLP_CLIENT_DB_TIME", "keep the DB time OTLP statement spans measured, their clients' scheduling included (default with --postgres: each statement shape's time in the store is pg_stat_statements' for the minute, split between tenants by their calls and what the spans measured)"); err != nil {
+		return nil, err
+	}
+	if f.pgAll, err = boolFlag(fs, &envs, "postgres-all-databases", "QTOP_POSTGRES_ALL_DATABASES", "sample the sessions of every database of the --postgres server, not only its DSN's: they count in the live view, history and cost reports, and budgets may cancel them"); err != nil {
 		return nil, err
 	}
 	return f, nil
@@ -379,7 +382,7 @@ func (f *serveFlags) config(stderr io.Writer) (collector.Config, error) {
 		return collector.Config{}, err
 	}
 	cfg := collector.Config{
-		Listen: *f.listen, Store: *f.storeURL, Postgres: *f.pg,
+		Listen: *f.listen, Store: *f.storeURL, Postgres: *f.pg, PostgresAllDatabases: *f.pgAll,
 		Demo: *f.demo, DataDir: *f.dataDir, Writer: *f.writer, Grace: g, Logger: log,
 		StoreConfig:  collector.StoreConfig{SpoolMaxBytes: sm, Retention: ret},
 		FleetConfig:  collector.FleetConfig{Cluster: *f.cluster, SharedPolicy: *f.shared},

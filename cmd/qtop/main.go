@@ -146,7 +146,7 @@ func newFlagSetFor(form string, stderr io.Writer, f *flags) *flag.FlagSet {
 		fs.StringVar(&f.adminToken, "admin-token", env("QTOP_ADMIN_TOKEN", ""), "the collector's admin token, for policy changes: t throttles, freshness keys, the autopilot's A and x ($QTOP_ADMIN_TOKEN; the collector keeps it in DATA_DIR/admin-token unless started with --admin-token)")
 		fs.StringVar(&f.adminTokenFile, "admin-token-file", env("QTOP_ADMIN_TOKEN_FILE", ""), "read the admin token from this file, e.g. the collector's DATA_DIR/admin-token ($QTOP_ADMIN_TOKEN_FILE)")
 		f.tls.RegisterFlags(fs)
-		fs.StringVar(&f.postgres, "postgres", env("QTOP_POSTGRES", ""), "PostgreSQL DSN: sample pg_stat_activity instead of following a collector ($QTOP_POSTGRES)")
+		fs.StringVar(&f.postgres, "postgres", env("QTOP_POSTGRES", ""), "PostgreSQL DSN: sample pg_stat_activity (the sessions of its database) instead of following a collector ($QTOP_POSTGRES)")
 		fs.DurationVar(&f.interval, "interval", time.Second, "how often --postgres samples pg_stat_activity")
 	default:
 		fs.StringVar(&f.dataDir, "data-dir", "", "keep the demo's DuckDB store, log and policy in this folder (default: a temporary folder, removed at exit)")

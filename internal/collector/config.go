@@ -74,6 +74,9 @@ type Config struct {
 	// Postgres is the DSN of the PostgreSQL server whose pg_stat_activity
 	// is sampled every second; empty: no sampler.
 	Postgres string
+	// PostgresAllDatabases samples the sessions of every database of the
+	// Postgres server, not only its DSN's (pgactivity.WithAllDatabases).
+	PostgresAllDatabases bool
 	// Token, when set, is the report credential: the bearer token
 	// required on POST /v1/reports (RoleReport). It can neither read nor
 	// change policy.

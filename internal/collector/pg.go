@@ -89,7 +89,7 @@ func (p *pgPart) run(ctx context.Context, cfg Config, met *metrics, add func(pga
 		cfg.Logger.Info("pg sampler: sampling pg_stat_activity every second")
 		p.setPool(pool)
 		stopClock := p.startStatementClock(ctx, pool, cfg)
-		pgactivity.NewSampler(pool, pgactivity.WithMetrics(pm), pgactivity.WithTenantNames(p.names)).Run(ctx, time.Second, func(snap pgactivity.Snapshot, err error) {
+		pgactivity.NewSampler(pool, pgactivity.WithMetrics(pm), pgactivity.WithTenantNames(p.names), pgactivity.WithAllDatabases(cfg.PostgresAllDatabases)).Run(ctx, time.Second, func(snap pgactivity.Snapshot, err error) {
 			if err != nil && len(snap.Backends) == 0 {
 				met.samplerErrors.Inc()
 				p.setErr(err)
