@@ -146,7 +146,7 @@ func TestRowFindsTenantAgainAfterPrune(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := newAggregator(Config{MaxTenants: 100, MaxMinuteRows: 100}, met, guard)
+	g := newAggregator(Config{LimitsConfig: LimitsConfig{MaxTenants: 100, MaxMinuteRows: 100}}, met, guard)
 	m := newMinute(t0.Truncate(time.Minute))
 	d := new(decoded)
 	d.rep.Source = report.Source{Service: "api", Instance: "p"}

@@ -109,9 +109,8 @@ type Config struct {
 	// report still re-emits the minute. Later reports count in the minute
 	// they arrive.
 	Grace, LateKeep time.Duration
-	// MaxTenants and MaxMinuteRows: see the defaults.
-	MaxTenants    int
-	MaxMinuteRows int
+	// LimitsConfig: what the live view and an open minute hold.
+	LimitsConfig
 	// IntakeConfig: the bounds of the front door for reports.
 	IntakeConfig
 	// OTLPConfig: the OTLP trace receiver.
@@ -177,6 +176,17 @@ type FleetConfig struct {
 func (c FleetConfig) Validate() error {
 	_, err := checkPeers(c.Peers)
 	return err
+}
+
+// LimitsConfig bounds what the collector holds per tenant (README,
+// "Memory and the number of tenants"). Its fields are promoted into
+// Config.
+type LimitsConfig struct {
+	// MaxTenants bounds the tenants the live view follows
+	// (DefaultMaxTenants); MaxMinuteRows the rows of an open minute
+	// (DefaultMaxMinuteRows).
+	MaxTenants    int
+	MaxMinuteRows int
 }
 
 // IntakeConfig bounds the front door for reports (sources.go, screen.go).

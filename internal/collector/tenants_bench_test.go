@@ -119,7 +119,7 @@ func BenchmarkTenantsHeap(b *testing.B) {
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
 		s, err := New(Config{Store: StoreNone, DataDir: b.TempDir(), Writer: "bench", IntakeConfig: IntakeConfig{SourceRate: 1e9},
-			Registerer: prometheus.NewRegistry(), Now: clk.Now, MaxTenants: maxTenants})
+			Registerer: prometheus.NewRegistry(), Now: clk.Now, LimitsConfig: LimitsConfig{MaxTenants: maxTenants}})
 		if err != nil {
 			b.Fatal(err)
 		}
