@@ -25,6 +25,10 @@ const (
 	KindLift Kind = "lift"
 	// KindCancel ends an action by hand (Engine.Cancel).
 	KindCancel Kind = "cancel"
+	// KindMode rewrites an active action's policy part in its rule's new
+	// mode: a shadow action enforces from the second its rule does (and
+	// an enforced one turns shadow), at the same level and limit.
+	KindMode Kind = "mode"
 )
 
 // MaxEvidenceVictims bounds the victims a decision names (the worst).

@@ -23,7 +23,9 @@
 //
 // Every rule starts in shadow: its decisions are made and recorded the
 // same way, and the policy parts they write are shadow rules (or warn
-// budgets), counted but not applied. The Engine takes its time from the
+// budgets), counted but not applied. A rule switched to enforce rewrites
+// its active actions' parts at once (KindMode), so a shadow action that
+// named the offender enforces without waiting for its end. The Engine takes its time from the
 // snapshots, so replaying a recording decides exactly as the live stream
 // did:
 //

@@ -260,7 +260,7 @@ func (e *Engine) rule(name string) (policy.AutopilotRule, bool) {
 
 // follow decides what becomes of an active action at the snapshot's
 // time: lift (its rule gone, its time ended, the offender back near its
-// baseline), relax (victims recovered for a hold), tighten (victims hurt
+// baseline), mode (its rule's mode changed), relax (victims recovered for a hold), tighten (victims hurt
 // again after a relax step), or nothing. No change comes sooner than a
 // hold after the previous one.
 func (e *Engine) follow(a *action, s *api.Snapshot, st *state) (d Decision, ok, ended bool) {
@@ -272,6 +272,16 @@ func (e *Engine) follow(a *action, s *api.Snapshot, st *state) (d Decision, ok, 
 	a.rule = r
 	ev := e.evidence(s, st, r, a.Tenant, &a.Evidence)
 	a.seen = &ev
+	if a.Shadow != r.Shadow() {
+		// Not held: a rule switched to enforce acts at once on the
+		// offender its shadow action names.
+		a.Shadow = r.Shadow()
+		why := "its rule now enforces"
+		if a.Shadow {
+			why = "its rule is now in shadow mode"
+		}
+		return e.decide(a, t, KindMode, why, ev), true, false
+	}
 	if !t.Before(a.Expires) {
 		return e.decide(a, t, KindLift, "its time ended ("+r.For().String()+")", ev), true, true
 	}

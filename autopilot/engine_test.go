@@ -422,3 +422,34 @@ func TestThresholdsAgree(t *testing.T) {
 		t.Fatalf("policy.MinVictimP95Factor %g, incident.VictimP95 %g", policy.MinVictimP95Factor, incident.VictimP95)
 	}
 }
+
+// TestModeChangeReachesActiveAction: a shadow action whose rule is
+// switched to enforce enforces the next second, at its level and limit,
+// with the same policy part id; switched back, it turns shadow again.
+// Before, the action stayed shadow until it ended (900 s), and the
+// autopilot would not act on its tenant meanwhile.
+func TestModeChangeReachesActiveAction(t *testing.T) {
+	e := newEngine(t, policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotShadow)}})
+	sc := &scenario{start: 100, end: 400, offenders: []string{"bigcorp"}, baselines: true}
+	_, ds := run(t, e, sc, 101, false)
+	if len(ds) != 1 || !ds[0].Shadow {
+		t.Fatalf("shadow apply: %+v", ds)
+	}
+	for i, mode := range []policy.AutopilotMode{policy.AutopilotEnforce, policy.AutopilotShadow} {
+		if err := e.SetPolicy(policy.Autopilot{Rules: []policy.AutopilotRule{rule(mode)}}); err != nil {
+			t.Fatal(err)
+		}
+		got := e.Step(sc.snap(101 + 10*i))
+		shadow := mode == policy.AutopilotShadow
+		if len(got) != 1 || got[0].Kind != KindMode || got[0].Shadow != shadow || got[0].PolicyRule == nil ||
+			got[0].PolicyRule.Shadow != shadow || got[0].PolicyRule.ID != ds[0].PolicyRule.ID || got[0].Limit != ds[0].Limit {
+			t.Fatalf("%s: %+v", mode, got)
+		}
+		if a := e.Active(); len(a) != 1 || a[0].Shadow != shadow {
+			t.Fatalf("%s: active %+v", mode, a)
+		}
+		if again := e.Step(sc.snap(105 + 10*i)); len(again) != 0 {
+			t.Fatalf("%s: a second mode decision %+v", mode, again)
+		}
+	}
+}
