@@ -141,7 +141,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	}
 	if m.tenants, err = newTenantSeries(reg,
 		topn.Metric{Measure: topn.RU, Name: "qtop_collector_tenant_ru_total"},
-		topn.Metric{Measure: topn.DBTime, Name: "qtop_collector_tenant_db_seconds_total"},
+		topn.Metric{Measure: topn.DBTime, Name: "qtop_collector_tenant_db_seconds_total",
+			Help: "The time of the statements the tenant's processes reported (agents, gates, OTLP spans), as they measured it. The live view, history and cost reports give a tenant the larger of that and the sessions the --postgres sampler saw, scaled to pg_stat_statements: with --postgres they can be higher."},
 		topn.Metric{Measure: topn.Requests, Name: "qtop_collector_tenant_requests_total"},
 		topn.Metric{Measure: topn.Errors, Name: "qtop_collector_tenant_errors_total"},
 		topn.Metric{Measure: topn.Bytes, Name: "qtop_collector_tenant_bytes_total"},

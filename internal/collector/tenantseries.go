@@ -52,10 +52,10 @@ var _ prometheus.Collector = (*tenantSeries)(nil)
 func newTenantSeries(reg prometheus.Registerer, ms ...topn.Metric) (*tenantSeries, error) {
 	t := &tenantSeries{ms: ms, rows: map[string]*seriesRow{}}
 	for _, m := range ms {
-		help := m.Help
-		if help == "" {
-			help = fmt.Sprintf("%s by tenant: tenants that reached the top %d by RU in the last hour (at most %d at once, %d distinct an hour), the rest in \"other\"; monotonic while a series exists.",
-				m.Measure, metricsTopN, seriesCap, seriesCap+seriesAdmitPerHour)
+		help := fmt.Sprintf("%s by tenant: tenants that reached the top %d by RU in the last hour (at most %d at once, %d distinct an hour), the rest in \"other\"; monotonic while a series exists.",
+			m.Measure, metricsTopN, seriesCap, seriesCap+seriesAdmitPerHour)
+		if m.Help != "" {
+			help = m.Help + " " + help
 		}
 		t.descs = append(t.descs, prometheus.NewDesc(m.Name, help, []string{"tenant"}, nil))
 	}
