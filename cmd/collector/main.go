@@ -292,7 +292,7 @@ type serveFlags struct {
 	listen, storeURL, cluster, peers, pg           *string
 	dataDir, writer, grace, refusalDelay, spoolMax *string
 	quotaRedis, pprof, rlsListen                   *string
-	otlp                                           struct{ grpc, grpcMax, grpcConns, tenant, ruModel *string }
+	otlp                                           struct{ grpc, grpcMax, grpcConns, maxRows, tenant, ruModel *string }
 	logFormat, logLevel                            *string
 	demo, shared, clientDBTime, pgAll              *bool
 	creds                                          *credentials
@@ -324,6 +324,7 @@ func newServeFlags(fs *flag.FlagSet) (*serveFlags, error) {
 	f.limits = newLimitFlags(fs, &envs)
 	f.otlp.grpc = strFlag(fs, &envs, "otlp-grpc", "QTOP_OTLP_GRPC", "", "address of the OTLP/gRPC trace receiver, e.g. 127.0.0.1:4317 (default off; off loopback it needs --token and --tls-cert, or --insecure; OTLP/HTTP is always on --listen at /v1/traces)")
 	f.rlsListen = strFlag(fs, &envs, "rls-listen", "QTOP_RLS_LISTEN", "", "gRPC address of Envoy's rate-limit service, answered from the policy and fleet quotas, e.g. 127.0.0.1:8081 (default off; calls take the report token; off loopback it needs --token and --tls-cert, or --insecure; see docs/envoy.md)")
+	f.otlp.maxRows = strFlag(fs, &envs, "otlp-max-rows", "QTOP_OTLP_MAX_ROWS", "0", "most tenants (and tenant×route×kind rows) one OTLP service's spans name in a second; spans of tenants beyond count under tenant other (qtop_otlp_spans_folded_total). Each row holds about 9 KiB while its second is open, per service (0: 512; at most 8192)")
 	f.otlp.grpcConns = strFlag(fs, &envs, "otlp-grpc-max-conns", "QTOP_OTLP_GRPC_MAX_CONNS", "0", "most OTLP/gRPC connections at once, one per exporting process; one beyond is closed at once (the exporter retries) and counted in qtop_collector_grpc_connections_refused_total (0: 4096; an idle connection costs about 40 KiB)")
 	f.otlp.grpcMax = strFlag(fs, &envs, "otlp-grpc-max-bytes", "QTOP_OTLP_GRPC_MAX_BYTES", "0", "largest OTLP/gRPC message, after gzip; a longer one is refused unread, and a stream's message may hold twice this of the memory budget as it arrives (0: 16 MiB)")
 	f.otlp.tenant = strFlag(fs, &envs, "otlp-tenant-attribute", "QTOP_OTLP_TENANT_ATTRIBUTE", "tenant.id", "span attribute that holds the tenant of OTLP spans")
@@ -395,6 +396,9 @@ func (f *serveFlags) config(stderr io.Writer) (collector.Config, error) {
 	}
 	if cfg.OTLPGRPCMaxConns, err = strconv.Atoi(*f.otlp.grpcConns); err != nil || cfg.OTLPGRPCMaxConns < 0 {
 		return collector.Config{}, fmt.Errorf("--otlp-grpc-max-conns %q: want a number of connections (0: the default, %d)", *f.otlp.grpcConns, collector.DefaultOTLPGRPCMaxConns)
+	}
+	if cfg.OTLPMaxRows, err = strconv.Atoi(*f.otlp.maxRows); err != nil || cfg.OTLPMaxRows < 0 || cfg.OTLPMaxRows > 8192 {
+		return collector.Config{}, fmt.Errorf("--otlp-max-rows %q: want a number of rows from 1 to 8192 (0: the default, 512)", *f.otlp.maxRows)
 	}
 	if cfg.OTLPRUModel, err = loadRUModel(*f.otlp.ruModel); err != nil {
 		return collector.Config{}, err

@@ -261,6 +261,9 @@ type OTLPConfig struct {
 	// (0: DefaultOTLPGRPCMaxConns); one beyond is closed at once and
 	// counted (conncap.go).
 	OTLPGRPCMaxConns int
+	// OTLPMaxRows bounds the tenants and rows of one OTLP service's
+	// second (0: otlpin.DefaultMaxRows; at most 8192).
+	OTLPMaxRows int
 	// OTLPClientDBTime keeps the DB time statement spans measured, the
 	// clients' own scheduling included; by default, with Postgres set, each
 	// statement shape's time in the store is pg_stat_statements' (dbtime.go).
@@ -271,6 +274,9 @@ type OTLPConfig struct {
 func (c OTLPConfig) Validate() error {
 	if c.OTLPGRPCMaxConns < 0 {
 		return fmt.Errorf("%w: otlp grpc max conns %d (want ≥ 0; 0 is the default, %d)", ErrConfig, c.OTLPGRPCMaxConns, DefaultOTLPGRPCMaxConns)
+	}
+	if c.OTLPMaxRows < 0 || c.OTLPMaxRows > 8192 {
+		return fmt.Errorf("%w: otlp max rows %d (want 1 to 8192; 0 is the default, 512)", ErrConfig, c.OTLPMaxRows)
 	}
 	if c.OTLPGRPC != "" {
 		if _, _, err := net.SplitHostPort(c.OTLPGRPC); err != nil {

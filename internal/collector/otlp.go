@@ -61,6 +61,9 @@ func newOTLPPart(cfg Config, c report.Consumer, in *intake, auth func(*http.Requ
 	if cfg.OTLPTenantAttribute != "" {
 		opts = append(opts, otlpin.WithTenantAttribute(cfg.OTLPTenantAttribute))
 	}
+	if cfg.OTLPMaxRows > 0 {
+		opts = append(opts, otlpin.WithMaxRows(cfg.OTLPMaxRows))
+	}
 	if cfg.OTLPGRPCMaxBytes > 0 {
 		opts = append(opts, otlpin.WithGRPCMaxMessage(cfg.OTLPGRPCMaxBytes))
 	}

@@ -45,8 +45,10 @@ const (
 	DefaultTraceWait    = 10 * time.Second
 	DefaultMaxTraces    = 100_000
 	DefaultMaxWaiting   = 100_000
-	// DefaultMaxRows bounds the tenant × route × kind rows of one source's
-	// window (each holds a 9 KiB latency histogram).
+	// DefaultMaxRows bounds the tenant × route × kind rows, and the
+	// tenants, of one source's window (each row holds a 9 KiB latency
+	// histogram); spans of tenants beyond it count under tenant other
+	// (qtop_otlp_spans_folded_total).
 	DefaultMaxRows = 512
 	// DefaultMemory bounds the bytes of requests being received and
 	// decoded at once (eight gRPC streams of DefaultGRPCMaxMessage, four

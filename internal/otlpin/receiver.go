@@ -487,7 +487,7 @@ func (r *Receiver) newRecorder(s report.Source) (*meter.Recorder, error) {
 		meter.WithSource(s),
 		meter.WithShards(1),
 		meter.WithMaxRows(r.cfg.maxRows),
-		meter.WithMaxTenants(min(r.cfg.maxRows, meter.DefaultMaxTenants)),
+		meter.WithMaxTenants(r.cfg.maxRows),
 		meter.WithClock(r.cfg.clock),
 	)
 }
@@ -546,6 +546,7 @@ func (r *Receiver) send(src *source, now time.Time) {
 	rep := src.rec.Cut(now)
 	src.pool.attach(rep)
 	r.met.bounded.Add(float64(bound(rep)))
+	r.met.folded.Add(float64(folded(rep)))
 	if src.empty = len(rep.Rows) == 0 && rep.Keys == nil; src.empty {
 		return
 	}

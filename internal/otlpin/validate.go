@@ -130,3 +130,15 @@ func bound(rep *report.Report) int {
 	}
 	return changed
 }
+
+// folded counts the records of rep's rows under report.OtherTenant: those
+// the recorder folded once the window held its maximum of tenants.
+func folded(rep *report.Report) uint64 {
+	var n uint64
+	for i := range rep.Rows {
+		if rep.Rows[i].Tenant == report.OtherTenant {
+			n += max(rep.Rows[i].Count, 1)
+		}
+	}
+	return n
+}

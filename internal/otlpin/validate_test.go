@@ -2,6 +2,7 @@ package otlpin
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -230,5 +231,50 @@ func TestSkewOf(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(r.met.skewed[skewPast]); n != 1 {
 		t.Errorf("past %v, want 1", n)
+	}
+}
+
+// TestTenantsBeyondMaxRowsCounted: a service's second with more tenants
+// than WithMaxRows counts the spans beyond under tenant other and says how
+// many (qtop_otlp_spans_folded_total); a larger WithMaxRows names them
+// all. Before, 600 tenants in a second lost 89 spans' tenants silently,
+// and no setting raised the 512.
+func TestTenantsBeyondMaxRowsCounted(t *testing.T) {
+	for _, c := range []struct {
+		maxRows      int
+		named        int
+		folded, rows uint64
+	}{{0, DefaultMaxRows - 1, 600 - DefaultMaxRows + 1, DefaultMaxRows}, {1024, 600, 0, 600}} {
+		clk := &fakeClock{now: t0}
+		s := &sink{}
+		var opts []Option
+		if c.maxRows > 0 {
+			opts = append(opts, WithMaxRows(c.maxRows))
+		}
+		r := newTestReceiver(t, s, clk, opts...)
+		var spans []spanSpec
+		for i := range 600 {
+			spans = append(spans, server(uint64(1+i), fmt.Sprintf("t%03d", i), "/r", time.Millisecond))
+		}
+		if _, err := r.Consume(marshal(t, request("shop", spans...))); err != nil {
+			t.Fatal(err)
+		}
+		r.Flush(clk.Now())
+		if len(s.reports) != 1 {
+			t.Fatalf("max rows %d: %d reports, want 1", c.maxRows, len(s.reports))
+		}
+		named, other := 0, uint64(0)
+		for _, row := range s.reports[0].Rows {
+			if row.Tenant == report.OtherTenant {
+				other += row.Count
+			} else {
+				named++
+			}
+		}
+		got := testutil.ToFloat64(r.met.folded)
+		if named != c.named || other != c.folded || got != float64(c.folded) || uint64(len(s.reports[0].Rows)) != c.rows {
+			t.Errorf("max rows %d: %d tenants named, %d spans under other, metric %v, %d rows; want %d, %d, %d, %d",
+				c.maxRows, named, other, got, len(s.reports[0].Rows), c.named, c.folded, c.folded, c.rows)
+		}
 	}
 }
