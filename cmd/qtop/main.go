@@ -91,6 +91,7 @@ Keys: 1–9 or tab switch views (6: lock tree, xmin horizon; c/k on the session 
       space mark statements · c/k cancel/terminate the
       marked (or selected) backends, only if they still run what was shown (--postgres, or a
       collector sampling PostgreSQL, with --admin-token)
+      A pause/resume the autopilot · x end the autopilot action, or lift the rule, selected (5)
       p pause · ? help · q quit
 
 Flags:

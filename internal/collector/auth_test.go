@@ -197,6 +197,10 @@ func TestRuleSanity(t *testing.T) {
 		"tenant twice":  {`{"tenant":"small","reason":"r","action":"throttle","tenant":"bigcorp"}`, "", "tenant\\\" appears twice"},
 		"bad override":  {mk(policy.Rule{Tier: tenant.T0}), "?allow_t0=maybe", "allow_t0"},
 		"ru per second": {mk(policy.Rule{Tenant: "a", RUPerSecond: 1e12}), "", "at most 1e+09"},
+		// Shown as the tenant's rule while the tier was dropped.
+		"tenant and tier": {mk(policy.Rule{Tenant: "x", Tier: tenant.T3}), "", "one tenant or for every tenant of a tier, not both"},
+		// Said "lifting a rule needs its id" to someone adding a rule.
+		"past expiry, no id": {mk(policy.Rule{Tenant: "x", Expires: t0.Add(-time.Hour)}), "", "is not in the future"},
 	} {
 		code, body := post(c.body, c.query)
 		if code != 400 || !strings.Contains(body, c.want) {

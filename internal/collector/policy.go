@@ -181,7 +181,7 @@ func (pp *policyPart) setRule(ctx context.Context, now time.Time, maxTTL time.Du
 	}
 	if rule.ID == "" {
 		if lift {
-			return policy.Policy{}, fmt.Errorf("%w: lifting a rule needs its id", policy.ErrInvalid)
+			return policy.Policy{}, fmt.Errorf("%w: expires %v is not in the future: a rule that expires now lifts the rule of its id, and this one has none (give a later expires to add a rule, or the id to lift one)", policy.ErrInvalid, rule.Expires.UTC())
 		}
 		rule.ID = randomToken()[:12]
 	}

@@ -21,6 +21,8 @@ const (
 // on tier T0 (never shed) without the explicit override.
 func checkRule(r policy.Rule, now time.Time, maxTTL time.Duration, allowT0 bool) error {
 	switch {
+	case r.Tenant != "" && r.Tier != tenant.TierUnset:
+		return fmt.Errorf("%w: a rule is for one tenant or for every tenant of a tier, not both (tenant %q, tier %s): drop one", policy.ErrInvalid, policy.StripControl(r.Tenant), r.Tier)
 	case r.Expires.After(now.Add(maxTTL)):
 		return fmt.Errorf("%w: expires %v is more than %v ahead (the collector's --max-rule-ttl)", policy.ErrInvalid, r.Expires.UTC(), maxTTL)
 	case r.Action == policy.Price && r.Multiplier > MaxMultiplier:

@@ -6,6 +6,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/charmbracelet/x/ansi"
+
+	"github.com/qtop-dev/qtop/policy"
 )
 
 // FuzzCleanFit: whatever text comes from the wire (a query, a tenant, a
@@ -45,9 +47,14 @@ func FuzzThrottlePrompt(f *testing.F) {
 	f.Add("NaN", "1s")
 	f.Add("1e309", "9999h")
 	f.Add("0", "0s")
+	f.Add("1e12", "1h")
 	f.Fuzz(func(t *testing.T, ru, dur string) {
 		p := throttlePrompt("bigcorp", 4800)
 		p.ru.value, p.dur.value = ru, dur
+		if limit, _, err := p.parseThrottle(); err == nil && limit > policy.MaxRUPerSecond {
+			// Asked to confirm, then refused by the collector.
+			t.Fatalf("(%q, %q): cap %g taken to the confirmation, above the collector's %g", ru, dur, limit, float64(policy.MaxRUPerSecond))
+		}
 		r, err := p.rule(t0, "alice")
 		if err != nil {
 			return

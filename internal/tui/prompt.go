@@ -107,8 +107,8 @@ func throttlePrompt(tenantName string, ruPerSec float64) prompt {
 // parseThrottle reads the prompt's cap and duration.
 func (p *prompt) parseThrottle() (float64, time.Duration, error) {
 	ru, err := strconv.ParseFloat(strings.TrimSpace(p.ru.value), 64)
-	if err != nil || ru < 0 || math.IsNaN(ru) || math.IsInf(ru, 0) {
-		return 0, 0, fmt.Errorf("%w: RU/s cap %q: want a number ≥ 0 (0 rejects all of the tenant's work)", ErrInput, p.ru.value)
+	if err != nil || ru < 0 || math.IsNaN(ru) || math.IsInf(ru, 0) || ru > policy.MaxRUPerSecond {
+		return 0, 0, fmt.Errorf("%w: RU/s cap %q: want a number from 0 to %g (0 rejects all of the tenant's work)", ErrInput, p.ru.value, float64(policy.MaxRUPerSecond))
 	}
 	d, err := time.ParseDuration(strings.TrimSpace(p.dur.value))
 	if err != nil || d <= 0 || d > MaxThrottle {
