@@ -3,7 +3,9 @@ package main
 import (
 	"flag"
 	"fmt"
+	"math"
 	"strconv"
+	"strings"
 
 	"github.com/qtop-dev/qtop/internal/collector"
 )
@@ -48,4 +50,33 @@ func (l *limitFlags) apply(cfg *collector.Config) error {
 	}
 	cfg.MaxConns = n
 	return nil
+}
+
+// byteUnits are the suffixes parseBytes takes, longest first: SI (KB =
+// 1000) and binary (KiB = 1024), as the help and DuckDB's memory_limit
+// write sizes.
+var byteUnits = []struct {
+	suffix string
+	n      int64
+}{
+	{"kib", 1 << 10}, {"mib", 1 << 20}, {"gib", 1 << 30}, {"tib", 1 << 40},
+	{"kb", 1e3}, {"mb", 1e6}, {"gb", 1e9}, {"tb", 1e12}, {"b", 1},
+}
+
+// parseBytes reads a size flag: a number of bytes, or a whole number
+// with a unit ("256MiB", "64 MB", "1TB"); never negative.
+func parseBytes(name, v string) (int64, error) {
+	s := strings.ToLower(strings.TrimSpace(v))
+	mult := int64(1)
+	for _, u := range byteUnits {
+		if strings.HasSuffix(s, u.suffix) {
+			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.n
+			break
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n < 0 || n > math.MaxInt64/mult {
+		return 0, fmt.Errorf("--%s %q: want a number of bytes, such as 268435456 or 256MiB (units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)", name, v)
+	}
+	return n * mult, nil
 }

@@ -367,13 +367,13 @@ func (f *serveFlags) config(stderr io.Writer) (collector.Config, error) {
 	if rd == 0 {
 		rd = -1 // Config's zero is the default
 	}
-	sm, err := strconv.ParseInt(*f.spoolMax, 10, 64)
-	if err != nil || sm < 0 {
-		return collector.Config{}, fmt.Errorf("--spool-max-bytes %q: want a number of bytes", *f.spoolMax)
+	sm, err := parseBytes("spool-max-bytes", *f.spoolMax)
+	if err != nil {
+		return collector.Config{}, err
 	}
-	dr, err := strconv.ParseInt(*f.limits.diskReserve, 10, 64)
-	if err != nil || dr < 0 {
-		return collector.Config{}, fmt.Errorf("--disk-reserve %q: want a number of bytes", *f.limits.diskReserve)
+	dr, err := parseBytes("disk-reserve", *f.limits.diskReserve)
+	if err != nil {
+		return collector.Config{}, err
 	}
 	if dr == 0 {
 		dr = -1 // Config's zero is the default
@@ -391,8 +391,12 @@ func (f *serveFlags) config(stderr io.Writer) (collector.Config, error) {
 		OTLPConfig:   collector.OTLPConfig{OTLPGRPC: *f.otlp.grpc, OTLPTenantAttribute: *f.otlp.tenant, OTLPClientDBTime: *f.clientDBTime},
 		QuotaConfig:  collector.QuotaConfig{QuotaRedis: *f.quotaRedis},
 	}
-	if cfg.OTLPGRPCMaxBytes, err = strconv.ParseInt(*f.otlp.grpcMax, 10, 64); err != nil || cfg.OTLPGRPCMaxBytes < 0 {
-		return collector.Config{}, fmt.Errorf("--otlp-grpc-max-bytes %q: want a number of bytes", *f.otlp.grpcMax)
+	if cfg.OTLPGRPCMaxBytes, err = parseBytes("otlp-grpc-max-bytes", *f.otlp.grpcMax); err != nil {
+		return collector.Config{}, err
+	}
+	if cfg.OTLPGRPCMaxBytes > 0 && cfg.OTLPGRPCMaxBytes < 64<<10 {
+		// An SDK's batch of a few spans does not fit below.
+		return collector.Config{}, fmt.Errorf("--otlp-grpc-max-bytes %q: at least 64KiB (0: the default, 16MiB)", *f.otlp.grpcMax)
 	}
 	if cfg.OTLPGRPCMaxConns, err = strconv.Atoi(*f.otlp.grpcConns); err != nil || cfg.OTLPGRPCMaxConns < 0 {
 		return collector.Config{}, fmt.Errorf("--otlp-grpc-max-conns %q: want a number of connections (0: the default, %d)", *f.otlp.grpcConns, collector.DefaultOTLPGRPCMaxConns)

@@ -112,3 +112,19 @@ func TestReportCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestParseBytes: size flags take the units their help writes sizes in
+// (a trial's --disk-reserve 64MiB was refused as not a number).
+func TestParseBytes(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "268435456": 268435456, "256MiB": 256 << 20, "64 mib": 64 << 20,
+		"1TB": 1e12, "2GiB": 2 << 30, "512KB": 512e3, "10B": 10, " 7 ": 7} {
+		if got, err := parseBytes("x", in); err != nil || got != want {
+			t.Errorf("parseBytes(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "-1", "1.5GiB", "1x", "MiB", "9223372036854775807KiB", "1e9"} {
+		if _, err := parseBytes("x", in); err == nil || !strings.Contains(err.Error(), "--x") {
+			t.Errorf("parseBytes(%q) = %v, want an error naming the flag", in, err)
+		}
+	}
+}

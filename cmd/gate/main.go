@@ -187,7 +187,7 @@ func parse(args []string, stderr io.Writer) (flags, error) {
 	if fs.NArg() > 0 {
 		return f, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
-	return f, nil
+	return f, b.checkDurations()
 }
 
 // ready, when not nil, receives the gate's address once it listens (for
@@ -198,8 +198,7 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- string) int {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintln(stderr, "gate:", err)
-		return 2
+		return fail(stderr, err)
 	}
 	if f.version {
 		buildinfo.Print(stdout, "gate")
@@ -207,8 +206,7 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- string) int {
 	}
 	log, err := newLogger(stderr, f.logFormat, f.logLevel)
 	if err != nil {
-		fmt.Fprintln(stderr, "gate:", err)
-		return 2
+		return fail(stderr, err)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -219,10 +217,16 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- string) int {
 	reg := prometheus.NewRegistry()
 	g, err := build(keys, f, reg, log)
 	if err != nil {
-		fmt.Fprintln(stderr, "gate:", err)
-		return 2
+		return fail(stderr, err)
 	}
 	return serve(ctx, f, g, reg, log, ready)
+}
+
+// fail says err once, prefixed "gate:" (errors of the gate package carry
+// the prefix already), and returns the exit code of a bad invocation.
+func fail(stderr io.Writer, err error) int {
+	fmt.Fprintln(stderr, "gate:", strings.TrimPrefix(err.Error(), "gate: "))
+	return 2
 }
 
 // build makes the agent and the gate from the flags.
@@ -481,8 +485,19 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 
 // binder defines flags whose defaults come from environment variables.
 type binder struct {
-	fs  *flag.FlagSet
-	err error
+	fs   *flag.FlagSet
+	err  error
+	durs []string // the duration flags, none of which may be negative (checkDurations)
+}
+
+// checkDurations refuses a negative duration flag by its name.
+func (b *binder) checkDurations() error {
+	for _, name := range b.durs {
+		if d := b.fs.Lookup(name).Value.(flag.Getter).Get().(time.Duration); d < 0 {
+			return fmt.Errorf("--%s %v: want a duration ≥ 0", name, d)
+		}
+	}
+	return nil
 }
 
 func (b *binder) str(p *string, name, env, def, help string) {
@@ -512,6 +527,7 @@ func (b *binder) dur(p *time.Duration, name, env string, def time.Duration, help
 		def = d
 	}
 	b.fs.DurationVar(p, name, def, help+" ($"+env+")")
+	b.durs = append(b.durs, name)
 }
 
 func (b *binder) bool(p *bool, name, env, help string) {

@@ -38,7 +38,8 @@ func TestFlags(t *testing.T) {
 		{[]string{"--upstream", "http://127.0.0.1:1", "--service", "s", "--tenant", "jwt", "--jwks-url", "http://idp.example.com/jwks"}, "want https (plain http only on loopback"},
 		{[]string{"--upstream", "http://127.0.0.1:1", "--service", "s", "--tenant", "jwt", "--jwks-url", "https://idp/jwks", "--jwt-key-file", "k"}, "--jwks-url takes the keys from the key set"},
 		{[]string{"--upstream", "http://127.0.0.1:1", "--service", "s", "--tenant", "jwt", "--jwt-public-key-file", badPlans}, "--jwt-public-key-file: no PEM block"},
-		{[]string{"--upstream", "ftp://x", "--service", "s"}, "want http(s)://host:port"},
+		{[]string{"--upstream", "ftp://x", "--service", "s"}, "gate: bad configuration: upstream"}, // said once, not "gate: gate:"
+		{[]string{"--upstream", "http://127.0.0.1:1", "--service", "s", "--upstream-timeout", "-5s"}, "--upstream-timeout -5s: want a duration ≥ 0"},
 		{[]string{"--upstream", "http://127.0.0.1:1", "--service", "s", "--plans", badPlans}, `plan "b" is not in "plans"`},
 		{[]string{"--upstream", "http://127.0.0.1:1", "--service", "s", "extra"}, `unexpected argument "extra"`},
 	} {
