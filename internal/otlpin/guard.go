@@ -196,7 +196,7 @@ var gunzippers = sync.Pool{New: func() any { return new(gunzipper) }}
 // what it held).
 func gunzip(buf *bytes.Buffer, z []byte, limit, maxDecoded int64) error {
 	tooLarge := func() error {
-		return fmt.Errorf("%w: more than %d bytes once decompressed (%d times the %d bytes sent, at most %d): send smaller batches (or protobuf rather than JSON)",
+		return fmt.Errorf("%w: more than %d bytes once decompressed (the limit: %d times the %d bytes sent, or %d, whichever is less): send smaller batches (or protobuf rather than JSON)",
 			ErrTooLarge, limit, report.MaxExpansion, len(z), maxDecoded)
 	}
 	if len(z) < 2 || z[0] != 0x1f || z[1] != 0x8b {
@@ -210,7 +210,7 @@ func gunzip(buf *bytes.Buffer, z []byte, limit, maxDecoded int64) error {
 			// Refused unread. A body cut off in transit ends in bytes of
 			// its stream, not its trailer, which most often read as a
 			// size over the limit: the message says what was read.
-			return fmt.Errorf("%w: its gzip trailer gives %d bytes once decompressed, more than %d (%d times the %d bytes sent, at most %d): send smaller batches (or protobuf rather than JSON), or check that the body was sent whole: a cut-off body ends in bytes that read this way too",
+			return fmt.Errorf("%w: its gzip trailer gives %d bytes once decompressed, more than %d (the limit: %d times the %d bytes sent, or %d, whichever is less): send smaller batches (or protobuf rather than JSON), or check that the body was sent whole: a cut-off body ends in bytes that read this way too",
 				ErrTooLarge, size, limit, report.MaxExpansion, len(z), maxDecoded)
 		}
 		buf.Grow(int(size) + bytes.MinRead)
