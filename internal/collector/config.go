@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -279,7 +280,7 @@ func (c OTLPConfig) Validate() error {
 		return fmt.Errorf("%w: otlp max rows %d (want 1 to 8192; 0 is the default, 512)", ErrConfig, c.OTLPMaxRows)
 	}
 	if c.OTLPGRPC != "" {
-		if _, _, err := net.SplitHostPort(c.OTLPGRPC); err != nil {
+		if err := checkAddr(c.OTLPGRPC); err != nil {
 			return fmt.Errorf("%w: otlp grpc %q: %v", ErrConfig, c.OTLPGRPC, err)
 		}
 	}
@@ -318,7 +319,7 @@ func (c *Config) fill() error {
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	}
-	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+	if err := checkAddr(c.Listen); err != nil {
 		return fmt.Errorf("%w: listen %q: %v", ErrConfig, c.Listen, err)
 	}
 	if c.DataDir == "" {
@@ -408,4 +409,18 @@ func DefaultStoreURL(dataDir string) (url string, legacy bool) {
 		}
 	}
 	return "duckdb://" + path, false
+}
+
+// checkAddr checks a host:port to listen on before anything is made (the
+// data directory, the store): a port outside 0–65535 or a name is said
+// at once, not when the listener opens.
+func checkAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return err
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return fmt.Errorf("port %q: want a number from 0 to 65535", port)
+	}
+	return nil
 }
