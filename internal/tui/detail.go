@@ -248,10 +248,7 @@ func (v *detailView) routes(c *common) []string {
 	lines := []string{"", c.st.title.Render("Routes"), c.st.header.Render(clip(fit("ROUTE", rw, false)+" "+fit("DB LOAD", 8, true)+" "+fit("RU/s", 8, true)+" "+
 		fit("REQ/s", 8, true)+" "+fit("ERR/s", 8, true)+" "+fit("P95", 8, true), c.width))}
 	for _, x := range v.row.Routes {
-		route := clean(x.Route)
-		if route == "" {
-			route = "(no route tag)"
-		}
+		route := routeName(x.Route)
 		lines = append(lines, clip(fit(route, rw, false)+" "+fit(fmtNum(x.DBLoad), 8, true)+" "+fit(app(fmtNum(x.RUPerSec)), 8, true)+" "+
 			fit(app(fmtNum(x.ReqPerSec)), 8, true)+" "+fit(app(fmtNum(x.ErrPerSec)), 8, true)+" "+fit(app(fmtSeconds(x.P95Seconds)), 8, true), c.width))
 	}

@@ -90,6 +90,16 @@ func fmtShare(v float64) string {
 // api.Printable replaces (unsafeRune).
 func clean(s string) string { return safeText(s, false) }
 
+// routeName is a route as the views show it: "(no route tag)" for the
+// load of processes that record none (a gate, an agent wrapping a whole
+// handler that is not a ServeMux), rather than a blank.
+func routeName(s string) string {
+	if s == "" {
+		return "(no route tag)"
+	}
+	return clean(s)
+}
+
 // fit truncates s (already clean) to w columns with an ellipsis, and pads
 // it with spaces to exactly w columns, on the right or, with right set,
 // on the left.

@@ -211,3 +211,13 @@ func TestHeadlinePostgresConstantLoadAtStart(t *testing.T) {
 		}
 	}
 }
+
+// TestRouteName: the load of processes that record no route (a gate) is
+// named in the victims' and a tenant's routes, not left blank.
+func TestRouteName(t *testing.T) {
+	for in, want := range map[string]string{"": "(no route tag)", "GET /x": "GET /x"} {
+		if got := routeName(in); got != want {
+			t.Errorf("routeName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -223,7 +223,7 @@ func printHeadline(tw io.Writer, s *api.Snapshot) {
 	for _, v := range in.head.Victims {
 		var rs []string
 		for _, r := range v.Routes {
-			rs = append(rs, clean(r.Route)+" "+fmtSeconds(r.P95Seconds))
+			rs = append(rs, routeName(r.Route)+" "+fmtSeconds(r.P95Seconds))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", clean(v.Tenant), fmtSeconds(v.P95Seconds), fmtSeconds(v.BaselineP95Seconds),
 			fmtShare(v.Share), fmtShare(v.BaselineShare), orDash(strings.Join(rs, ", ")))

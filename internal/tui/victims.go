@@ -79,7 +79,7 @@ func (v *victimsView) view(c *common, h int) string {
 		vc := hd.Victims[i]
 		var rs []string
 		for _, r := range vc.Routes {
-			rs = append(rs, clean(r.Route)+" "+fmtSeconds(r.P95Seconds))
+			rs = append(rs, routeName(r.Route)+" "+fmtSeconds(r.P95Seconds))
 		}
 		line := clip(gutter(fit(clean(vc.Tenant), 16, false)+" "+fit(fmtSeconds(vc.P95Seconds), 9, true)+" "+
 			fit(fmtSeconds(vc.BaselineP95Seconds), 9, true)+" "+fit("×"+fmtFactor(vc.Factor()), 7, true)+" "+
