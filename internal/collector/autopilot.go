@@ -174,7 +174,7 @@ func (p *pilotPart) step(ctx context.Context, now time.Time, snap *api.Snapshot)
 	p.syncLocked()
 	idle := len(p.rules.Rules) == 0 && len(p.eng.Active()) == 0
 	if idle {
-		p.acting, p.note = false, "no autopilot rules in the policy"
+		p.acting, p.note = false, noPilotRules
 		p.gaugesLocked()
 	}
 	p.mu.Unlock()
@@ -338,6 +338,10 @@ func (p *pilotPart) snapshot(snap *api.Snapshot, _ time.Time) {
 
 func (p *pilotPart) statusLocked() api.AutopilotStatus {
 	st := api.AutopilotStatus{Rules: len(p.rules.Rules), Paused: p.rules.Paused, Acting: p.acting, Note: p.note}
+	if st.Rules > 0 && p.note == noPilotRules {
+		// Rules taken since the last step: it said what it saw then.
+		st.Note = "rules taken; the autopilot runs them from its next step (each second)"
+	}
 	for _, r := range p.rules.Rules {
 		if !r.Shadow() {
 			st.Enforcing++
@@ -353,6 +357,9 @@ func (p *pilotPart) statusLocked() api.AutopilotStatus {
 	}
 	return st
 }
+
+// noPilotRules is the note of a step that found no rules.
+const noPilotRules = "no autopilot rules in the policy"
 
 // autopilotState is GET /v1/autopilot's answer: the status, the rules,
 // and the recent decisions whole (evidence as figures), newest first.

@@ -226,8 +226,14 @@ func TestAutopilotAPI(t *testing.T) {
 	if code, msg := post(PathAutopilotPolicy, `{"rules":[{"name":"x","action":"explode"}]}`, f.token); code != http.StatusBadRequest {
 		t.Fatalf("a bad rule: %d %s", code, msg)
 	}
+	f.s.feat.pilot.step(context.Background(), t0, &api.Snapshot{Time: t0}) // a step without rules
 	if code, msg := post(PathAutopilotPolicy, string(rules), f.token); code != http.StatusOK {
 		t.Fatalf("rules: %d %s", code, msg)
+	}
+	// Before the next step the answer says the rules are taken, not that
+	// there are none (it said so for up to three seconds).
+	if st := f.s.feat.pilot.state().Status; st.Rules != 1 || strings.Contains(st.Note, "no autopilot rules") {
+		t.Fatalf("status right after the rules: %+v", st)
 	}
 	if code, msg := post(api.PathAutopilot, `{"pause":true}`, f.token); code != http.StatusOK || !strings.Contains(msg, `"paused":true`) {
 		t.Fatalf("pause: %d %s", code, msg)
