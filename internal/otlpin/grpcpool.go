@@ -2,6 +2,7 @@ package otlpin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -32,6 +33,7 @@ import (
 type connMeter struct {
 	read    atomic.Int64
 	waiting atomic.Int64
+	flooded atomic.Bool // closed for a flood of stream resets (flood)
 
 	r   *Receiver
 	key string // the connection's peer address: its share of the budget
@@ -40,6 +42,20 @@ type connMeter struct {
 	pending map[*tappedStream]context.CancelCauseFunc // streams waiting for their message → their cut
 	fill    int64                                     // bytes read while streams waited, not yet a message's
 	held    int64                                     // the pool, reserved in r.mem under key
+}
+
+// errResetFlood ends a connection that resets streams as a flood does
+// (h2Scan.flooded).
+var errResetFlood = errors.New("otlpin: the client resets most of the streams it opens (an HTTP/2 rapid-reset flood): connection closed")
+
+// flood counts a connection closed for a flood of stream resets, once,
+// and returns the error its Read ends with.
+func (m *connMeter) flood() error {
+	if m.flooded.CompareAndSwap(false, true) {
+		m.r.met.resetFloods.Inc()
+		m.r.cfg.log.Warn("otlp: gRPC connection closed: it resets most of the streams it opens", "peer", m.key)
+	}
+	return errResetFlood
 }
 
 func newConnMeter(r *Receiver, key string) *connMeter {

@@ -59,6 +59,9 @@ func (c *meteredConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if !c.sealed.Load() {
 		c.m.delivered(c.scan.feed(p[:n]))
+		if c.scan.flooded() {
+			return 0, c.m.flood()
+		}
 	}
 	return n, err
 }
@@ -108,6 +111,9 @@ type clearConn struct {
 func (c *clearConn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	c.m.delivered(c.scan.feed(p[:n]))
+	if c.scan.flooded() {
+		return 0, c.m.flood()
+	}
 	return n, err
 }
 

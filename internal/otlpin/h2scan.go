@@ -13,6 +13,12 @@ package otlpin
 //
 // DATA of a stream gRPC already ended still counts: which stream a frame
 // is for is not tied here to the streams the tap admitted.
+//
+// It also counts the streams the client opens (HEADERS) and resets
+// (RST_STREAM): a connection that resets more than maxResets streams, and
+// more than half of those it opened, is a "rapid reset" flood (each
+// stream costs the server its set-up and a goroutine, and the client
+// nothing), and flooded reports it so the connection is closed.
 type h2Scan struct {
 	state  uint8
 	off    int     // bytes of the preface or of the frame header seen
@@ -21,6 +27,18 @@ type h2Scan struct {
 	data   bool    // the frame is DATA
 	padLen bool    // ... padded, and its pad length is the next byte
 	pad    uint32  // the padding at the end of the DATA frame
+	opened uint32  // HEADERS frames
+	resets uint32  // RST_STREAM frames
+}
+
+// maxResets is how many streams a connection may reset before the share
+// of its streams it resets is looked at: an exporter cancels an export
+// now and then (a timeout), never most of them.
+const maxResets = 100
+
+// flooded reports whether the client resets streams as a flood does.
+func (s *h2Scan) flooded() bool {
+	return s.resets > maxResets && s.resets > s.opened/2
 }
 
 const (
@@ -31,9 +49,11 @@ const (
 )
 
 const (
-	h2Preface    = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-	h2FrameData  = 0x0
-	h2FlagPadded = 0x8
+	h2Preface      = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+	h2FrameData    = 0x0
+	h2FrameHeaders = 0x1
+	h2FrameReset   = 0x3
+	h2FlagPadded   = 0x8
 )
 
 // feed follows p, the next bytes the client sent, and returns how many of
@@ -65,6 +85,12 @@ func (s *h2Scan) feed(p []byte) (data int64) {
 			s.off = 0
 			s.left = uint32(s.hdr[0])<<16 | uint32(s.hdr[1])<<8 | uint32(s.hdr[2])
 			s.data = s.hdr[3] == h2FrameData
+			switch s.hdr[3] {
+			case h2FrameHeaders:
+				s.opened++
+			case h2FrameReset:
+				s.resets++
+			}
 			s.padLen = s.data && s.hdr[4]&h2FlagPadded != 0 && s.left > 0
 			s.pad = 0
 			s.state = scanPayload

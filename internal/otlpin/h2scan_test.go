@@ -75,3 +75,28 @@ func TestH2ScanNotHTTP2CountsAll(t *testing.T) {
 		}
 	}
 }
+
+// TestH2ScanFlood: resets count as a flood only past maxResets and past
+// half the streams opened.
+func TestH2ScanFlood(t *testing.T) {
+	frame := func(typ byte) []byte { return []byte{0, 0, 0, typ, 0, 0, 0, 0, 1} }
+	feed := func(s *h2Scan, opened, resets int) {
+		for range opened {
+			s.feed(frame(h2FrameHeaders))
+		}
+		for range resets {
+			s.feed(frame(h2FrameReset))
+		}
+	}
+	for _, c := range []struct {
+		opened, resets int
+		flooded        bool
+	}{{101, 101, true}, {100, 100, false}, {1000, 101, false}, {1000, 501, true}, {0, 101, true}} {
+		s := &h2Scan{}
+		s.feed([]byte(h2Preface))
+		feed(s, c.opened, c.resets)
+		if s.flooded() != c.flooded || int(s.opened) != c.opened || int(s.resets) != c.resets {
+			t.Errorf("%d opened, %d reset: flooded %v (counted %d, %d), want %v", c.opened, c.resets, s.flooded(), s.opened, s.resets, c.flooded)
+		}
+	}
+}

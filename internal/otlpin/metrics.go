@@ -14,6 +14,7 @@ type metrics struct {
 	rejects      [numRejects]prometheus.Counter
 	skewed       [numSkews]prometheus.Counter
 	bounded      prometheus.Counter
+	resetFloods  prometheus.Counter // gRPC connections closed for a flood of stream resets
 	folded       prometheus.Counter // spans of tenants beyond a window's WithMaxRows
 	memory       prometheus.Gauge
 	requests     *prometheus.CounterVec // transport, result
@@ -92,6 +93,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Name: "qtop_otlp_spans_folded_total",
 		Help: "OTLP spans counted under tenant other because their source's window (one service, one second) already held its maximum of tenants (WithMaxRows; collector serve --otlp-max-rows): their load is kept, not by tenant.",
 	})
+	m.resetFloods = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "qtop_otlp_grpc_reset_floods_total",
+		Help: "OTLP/gRPC connections closed because the client reset more than 100 streams and more than half of those it opened (an HTTP/2 rapid-reset flood).",
+	})
 	m.memory = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "qtop_otlp_memory_reserved_bytes",
 		Help: "Bytes of the OTLP doors' memory budget (WithMemory) reserved by requests being received or decoded.",
@@ -99,7 +104,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{spans, rejects, skewed, m.bounded, m.folded, m.memory, m.requests, m.reports, m.invalid, m.unattributed, m.waiting, m.sources} {
+	for _, c := range []prometheus.Collector{spans, rejects, skewed, m.bounded, m.folded, m.resetFloods, m.memory, m.requests, m.reports, m.invalid, m.unattributed, m.waiting, m.sources} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("otlpin: metrics: %w", err)
 		}
