@@ -33,6 +33,7 @@ const connWarnEvery = time.Minute
 type connMetrics struct {
 	open    *prometheus.GaugeVec
 	refused *prometheus.CounterVec
+	floods  *prometheus.CounterVec // connections closed for a flood of stream resets (otlpin.ResetGuard)
 }
 
 func newConnMetrics(reg prometheus.Registerer) (*connMetrics, error) {
@@ -41,8 +42,10 @@ func newConnMetrics(reg prometheus.Registerer) (*connMetrics, error) {
 			Help: "Connections open on a gRPC port of the collector (listener: otlp, rls)."}, []string{"listener"}),
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qtop_collector_grpc_connections_refused_total",
 			Help: "Connections a gRPC port closed at once because it served its most already (--otlp-grpc-max-conns for otlp)."}, []string{"listener"}),
+		floods: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qtop_collector_grpc_reset_floods_total",
+			Help: "Connections of the rate-limit service's port (listener rls) closed because the client reset more than 100 streams and more than half of those it opened (an HTTP/2 rapid-reset flood); OTLP/gRPC counts its own in qtop_otlp_grpc_reset_floods_total."}, []string{"listener"}),
 	}
-	for _, c := range []prometheus.Collector{m.open, m.refused} {
+	for _, c := range []prometheus.Collector{m.open, m.refused, m.floods} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

@@ -167,9 +167,19 @@ func serveGRPC(l grpcListener, tlsCfg *tls.Config, wg *sync.WaitGroup, m *connMe
 		return nil, nil, fmt.Errorf("collector: %s listen: %w", l.name, err)
 	}
 	var ln net.Listener = limitConns(raw, l.maxConns, l.label, l.name, l.raise, m, log, now)
-	if l.wrap != nil {
-		ln = l.wrap(ln)
+	if l.wrap == nil {
+		// The OTLP receiver's own wrap closes reset floods; here a guard
+		// does.
+		floods := m.floods.WithLabelValues(l.label)
+		l.wrap = func(ln net.Listener) net.Listener {
+			return otlpin.ResetGuard(ln, func(peer string) {
+				floods.Inc()
+				log.Warn(l.name+": connection closed: it resets most of the streams it opens", "peer", peer)
+			})
+		}
+		l.creds = otlpin.ResetGuardCredentials
 	}
+	ln = l.wrap(ln)
 	// An idle connection lends its write buffer back (SharedWriteBuffer).
 	opts := append(slices.Clip(l.opts), grpc.KeepaliveParams(grpcKeepalive), grpc.SharedWriteBuffer(true))
 	if tlsCfg != nil {

@@ -1,8 +1,10 @@
 package collector
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,6 +13,8 @@ import (
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -268,4 +272,70 @@ func TestRLSSharesFleetQuotaWithAgents(t *testing.T) {
 		t.Fatalf("gateways' allowance beside an agent asking 3× as much: %v", st)
 	}
 	t.Logf("agent allowance %.1f RU/s; gateways %d requests/s", v[0].Allowance, st.CurrentLimit.RequestsPerUnit)
+}
+
+// TestRLSRapidResetClosed: a client of the rate-limit service's port that
+// opens calls and resets them at once (HTTP/2 "rapid reset") has its
+// connection closed after about 100 resets and counted, as the OTLP/gRPC
+// port does; before, nothing cut it.
+func TestRLSRapidResetClosed(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	cfg := Config{Listen: "127.0.0.1:0", Store: StoreNone, DataDir: t.TempDir(), Writer: "w", Token: "tok", Registerer: reg}
+	cfg.RLSListen, cfg.RLS = "127.0.0.1:0", envoyRLS
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	conn, err := net.Dial("tcp", s.RLSAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var block bytes.Buffer
+	enc := hpack.NewEncoder(&block)
+	for _, f := range [][2]string{{":method", "POST"}, {":scheme", "http"}, {":path", "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"},
+		{":authority", s.RLSAddr()}, {"content-type", "application/grpc"}, {"te", "trailers"}} {
+		enc.WriteField(hpack.HeaderField{Name: f[0], Value: f[1]})
+	}
+	go func() {
+		// Until the server closes the connection (a write then fails).
+		if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
+			return
+		}
+		fr := http2.NewFramer(conn, nil)
+		if fr.WriteSettings() != nil {
+			return
+		}
+		for id := uint32(1); id < 1<<20; id += 2 {
+			if fr.WriteHeaders(http2.HeadersFrameParam{StreamID: id, BlockFragment: block.Bytes(), EndHeaders: true}) != nil ||
+				fr.WriteRSTStream(id, http2.ErrCodeCancel) != nil {
+				return
+			}
+		}
+	}()
+	fr := http2.NewFramer(nil, conn)
+	for {
+		if _, err := fr.ReadFrame(); err != nil {
+			break // the server closed the connection
+		}
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var floods float64
+	for _, mf := range mfs {
+		if mf.GetName() == "qtop_collector_grpc_reset_floods_total" {
+			for _, m := range mf.GetMetric() {
+				floods += m.GetCounter().GetValue()
+			}
+		}
+	}
+	if floods != 1 {
+		t.Errorf("reset floods counted %v, want 1", floods)
+	}
 }

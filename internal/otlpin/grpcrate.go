@@ -77,27 +77,36 @@ func (c *meteredConn) Close() error {
 // progress (h2Scan), as on a connection without TLS. Below the handshake
 // every byte of a TLS connection counts, its other frames too.
 func GRPCCredentials(c credentials.TransportCredentials) credentials.TransportCredentials {
-	return meteredCreds{c}
-}
-
-type meteredCreds struct {
-	credentials.TransportCredentials
-}
-
-func (c meteredCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	mc, ok := raw.(*meteredConn)
-	if ok {
+	return liftCreds{c, func(raw net.Conn) func(net.Conn) net.Conn {
+		mc, ok := raw.(*meteredConn)
+		if !ok {
+			return nil
+		}
 		mc.sealed.Store(true)
-	}
+		return func(conn net.Conn) net.Conn { return &clearConn{Conn: conn, m: mc.m} }
+	}}
+}
+
+// liftCreds wraps TLS credentials so that what follows a connection's
+// bytes below the handshake follows them above it instead: lift seals the
+// raw connection (it stops following) and returns how to wrap the
+// handshaken one, or nil when raw is not one it follows.
+type liftCreds struct {
+	credentials.TransportCredentials
+	lift func(raw net.Conn) func(net.Conn) net.Conn
+}
+
+func (c liftCreds) ServerHandshake(raw net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	wrap := c.lift(raw)
 	conn, info, err := c.TransportCredentials.ServerHandshake(raw)
-	if err != nil || !ok {
+	if err != nil || wrap == nil {
 		return conn, info, err
 	}
-	return &clearConn{Conn: conn, m: mc.m}, info, nil
+	return wrap(conn), info, nil
 }
 
-func (c meteredCreds) Clone() credentials.TransportCredentials {
-	return meteredCreds{c.TransportCredentials.Clone()}
+func (c liftCreds) Clone() credentials.TransportCredentials {
+	return liftCreds{c.TransportCredentials.Clone(), c.lift}
 }
 
 // clearConn counts what a TLS connection delivered, as meteredConn does
