@@ -324,15 +324,22 @@ func TestCertExpiryMetric(t *testing.T) {
 }
 
 // TestBadListenBeforeAnything: a listen address with an impossible port
-// is refused before the data directory is made (a trial's
-// --listen 127.0.0.1:99999 made the directory, an admin token and the
-// store's tables, then failed).
+// (the HTTP port, OTLP/gRPC's, the rate-limit service's) is refused before
+// the data directory is made (a trial's --listen 127.0.0.1:99999 made the
+// directory, an admin token and the store's tables, then failed; then
+// --rls-listen did).
 func TestBadListenBeforeAnything(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	for _, l := range []string{"127.0.0.1:99999", "127.0.0.1:http-alt", "127.0.0.1:-1"} {
 		_, err := New(Config{Listen: l, DataDir: dir, Registerer: prometheus.NewRegistry()})
 		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "want a number from 0 to 65535") {
 			t.Errorf("listen %q: %v", l, err)
+		}
+		for _, c := range []Config{{OTLPConfig: OTLPConfig{OTLPGRPC: l}}, {QuotaConfig: QuotaConfig{RLSConfig: RLSConfig{RLSListen: l}}}} {
+			c.Listen, c.DataDir, c.Registerer = "127.0.0.1:0", dir, prometheus.NewRegistry()
+			if _, err := New(c); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "want a number from 0 to 65535") {
+				t.Errorf("otlp grpc %q, rls %q: %v", c.OTLPGRPC, c.RLSListen, err)
+			}
 		}
 		if _, err := os.Stat(dir); !os.IsNotExist(err) {
 			t.Fatalf("listen %q: the data directory was made (%v)", l, err)

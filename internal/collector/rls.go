@@ -68,7 +68,7 @@ func (c RLSConfig) Validate() error {
 	if c.RLSListen == "" {
 		return nil
 	}
-	if _, _, err := net.SplitHostPort(c.RLSListen); err != nil {
+	if err := checkAddr(c.RLSListen); err != nil {
 		return fmt.Errorf("%w: rls listen %q: %v", ErrConfig, c.RLSListen, err)
 	}
 	if c.RLS == nil {
