@@ -48,6 +48,10 @@ type pilotPart struct {
 	// spared is where the tenants a cancel spares are kept across a
 	// restart (DataDir/autopilot-spared.json; "": not kept).
 	spared string
+	// now stamps the audit of a decision: when it was written, after
+	// whatever the snapshot it was decided on followed from (a policy
+	// change an admin made within the same second, say).
+	now func() time.Time
 
 	mu      sync.Mutex
 	eng     *autopilot.Engine
@@ -77,7 +81,7 @@ func newPilotPart(cfg Config, pol *policyPart, q *fleetQuota) (*pilotPart, error
 	if err != nil {
 		return nil, err
 	}
-	p := &pilotPart{pol: pol, log: cfg.Logger, eng: eng, version: ^uint64(0),
+	p := &pilotPart{pol: pol, log: cfg.Logger, eng: eng, version: ^uint64(0), now: cfg.Now,
 		needLock: cfg.SharedPolicy || len(cfg.Peers) > 0, unshared: len(cfg.Peers) > 0 && !cfg.SharedPolicy}
 	if q.client != nil {
 		p.lock = newPilotLock(q.client, cfg.QuotaPrefix, q.id)
@@ -253,10 +257,16 @@ func (p *pilotPart) write(ctx context.Context, now time.Time, d autopilot.Decisi
 	if d.By != "" {
 		who = d.By
 	}
+	// Written, and audited, at the collector's clock when it is later
+	// than the snapshot's whole second the decision was taken on.
+	at := now
+	if wall := p.now(); wall.After(at) {
+		at = wall
+	}
 	var err error
 	switch {
 	case d.PolicyRule != nil:
-		_, err = p.pol.setRule(ctx, now, policy.MaxAutopilotSeconds*time.Second, *d.PolicyRule, who, false)
+		_, err = p.pol.setRule(ctx, at, policy.MaxAutopilotSeconds*time.Second, *d.PolicyRule, who, false)
 	case d.Budget != nil:
 		b := *d.Budget
 		del := !b.Expires.IsZero() && !now.Before(b.Expires)
@@ -285,7 +295,7 @@ func (p *pilotPart) write(ctx context.Context, now time.Time, d autopilot.Decisi
 		return
 	}
 	p.log.Info("autopilot", "decision", d.String())
-	p.pol.audit(ctx, now, who, "autopilot-"+string(d.Kind), p.pol.current().Version, d)
+	p.pol.audit(ctx, at, who, "autopilot-"+string(d.Kind), p.pol.current().Version, d)
 }
 
 // inPolicy reports whether d's policy rule or budget is in the policy.

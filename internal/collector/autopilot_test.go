@@ -500,3 +500,23 @@ func TestAutopilotCancelKeptAcrossRestart(t *testing.T) {
 		t.Fatalf("spared after a restart: %v, want bigcorp until %v", got, ends)
 	}
 }
+
+// TestAutopilotAuditAfterItsCause: a decision taken on the snapshot of a
+// whole second is audited when it is written, so that it lists after the
+// admin's change it followed from within that second (a trial saw
+// autopilot-mode at 16:48:35 before the autopilot-set at 16:48:35.35 that
+// caused it).
+func TestAutopilotAuditAfterItsCause(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	p := f.s.feat.pilot
+	at := f.clk.Add(350 * time.Millisecond)
+	d := autopilot.Decision{Time: t0, Rule: "noisy", Tenant: "bigcorp", Kind: autopilot.KindMode, Action: policy.AutopilotQuota,
+		ActionID: "autopilot-noisy-1", Limit: 12.12, PolicyRule: &policy.Rule{ID: "autopilot-noisy-1", Tenant: "bigcorp",
+			Action: policy.Quota, RUPerSecond: 12.12, Expires: t0.Add(time.Hour), Reason: "autopilot/noisy mode", CreatedBy: "autopilot/noisy", Created: t0}}
+	p.write(context.Background(), t0, d)
+	as := auditsOf(t, f)
+	if len(as) != 2 || as[0].Action != "add" || as[1].Action != "autopilot-mode" || !as[0].Time.Equal(at) || !as[1].Time.Equal(at) {
+		t.Fatalf("audit %+v, want the rule's add and autopilot-mode at %v", as, at)
+	}
+}
