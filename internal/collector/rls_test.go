@@ -57,6 +57,21 @@ func rlsClient(t *testing.T, addr string, creds credentials.TransportCredentials
 	return rlsv3.NewRateLimitServiceClient(cc)
 }
 
+// startServer makes and starts a collector of cfg, shut down when the
+// test ends.
+func startServer(t *testing.T, cfg Config) *Server {
+	t.Helper()
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Shutdown(context.Background()) })
+	return s
+}
+
 func withBearer(ctx context.Context, tok string) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+tok)
 }
@@ -73,14 +88,7 @@ func TestRLSOverMTLS(t *testing.T) {
 		TLSConfig:  TLSConfig{TLS: tlsfiles.ServerFiles{Cert: cert, Key: key, ClientCA: ca.File}},
 		Registerer: prometheus.NewRegistry()}
 	cfg.RLSListen, cfg.RLS = "127.0.0.1:0", envoyRLS
-	s, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Shutdown(context.Background())
+	s := startServer(t, cfg)
 	for _, c := range []struct {
 		name  string
 		files tlsfiles.ClientFiles
@@ -123,14 +131,7 @@ func TestRLSFollowsPolicyAndQuotas(t *testing.T) {
 	cfg := Config{Listen: "127.0.0.1:0", Store: StoreNone, DataDir: t.TempDir(), Writer: "w", Token: "tok",
 		Registerer: prometheus.NewRegistry(), Now: clock}
 	cfg.RLSListen, cfg.RLS = "127.0.0.1:0", envoyRLS
-	s, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Shutdown(context.Background())
+	s := startServer(t, cfg)
 	cl := rlsClient(t, s.RLSAddr(), insecure.NewCredentials())
 	ask := func(hits uint32) *rlsv3.RateLimitResponse {
 		t.Helper()
@@ -219,14 +220,7 @@ func TestRLSSharesFleetQuotaWithAgents(t *testing.T) {
 	cfg := Config{Listen: "127.0.0.1:0", Store: StoreNone, DataDir: t.TempDir(), Writer: "w", Token: "tok",
 		Registerer: prometheus.NewRegistry(), Now: clock}
 	cfg.RLSListen, cfg.RLS = "127.0.0.1:0", envoyRLS
-	s, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Shutdown(context.Background())
+	s := startServer(t, cfg)
 	q := policy.Rule{ID: "q", Tenant: "bigcorp", Action: policy.Quota, RUPerSecond: 100, Expires: t0.Add(time.Hour), Reason: "plan"}
 	if _, err := s.SetRule(t.Context(), q, "test"); err != nil {
 		t.Fatal(err)
@@ -282,14 +276,7 @@ func TestRLSRapidResetClosed(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	cfg := Config{Listen: "127.0.0.1:0", Store: StoreNone, DataDir: t.TempDir(), Writer: "w", Token: "tok", Registerer: reg}
 	cfg.RLSListen, cfg.RLS = "127.0.0.1:0", envoyRLS
-	s, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Shutdown(context.Background())
+	s := startServer(t, cfg)
 	conn, err := net.Dial("tcp", s.RLSAddr())
 	if err != nil {
 		t.Fatal(err)

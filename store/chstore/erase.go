@@ -120,11 +120,8 @@ func deleteOn(ctx context.Context, conn driver.Conn, sc Schema, table, tenantNam
 // waitMutations waits until the node has no unfinished mutation of the
 // table (at most five minutes when ctx has no deadline).
 func waitMutations(ctx context.Context, conn driver.Conn, database, table string) error {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 5*time.Minute)
-		defer cancel()
-	}
+	ctx, cancel := boundWait(ctx)
+	defer cancel()
 	return waitApplied(ctx, conn, "delete tenant from "+table, func(ctx context.Context, conn driver.Conn) (string, error) {
 		var n uint64
 		err := conn.QueryRow(ctx, "SELECT count() FROM system.mutations WHERE database = ? AND table = ? AND is_done = 0",

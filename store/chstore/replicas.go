@@ -21,11 +21,8 @@ type appliedFunc func(ctx context.Context, conn driver.Conn) (string, error)
 // undone. A replica that does not answer is skipped with a warning: it
 // applies the change when it is back, and reads skip it meanwhile.
 func onShardsApplied(ctx context.Context, s *Store, what string, run func(driver.Conn) (appliedFunc, error)) error {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 5*time.Minute)
-		defer cancel()
-	}
+	ctx, cancel := boundWait(ctx)
+	defer cancel()
 	shards, err := clusterNodes(ctx, s)
 	if err != nil {
 		return err
@@ -55,6 +52,15 @@ func onShardsApplied(ctx context.Context, s *Store, what string, run func(driver
 		}
 	}
 	return nil
+}
+
+// boundWait gives ctx a deadline five minutes ahead when it has none, so
+// that a wait for the servers to apply a change ends.
+func boundWait(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, 5*time.Minute)
 }
 
 // waitApplied polls applied on the replica until nothing is left.
