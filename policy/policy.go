@@ -128,18 +128,28 @@ func (r Rule) Validate() error {
 
 // Validate checks every rule and the size of the policy.
 func (p Policy) Validate() error {
+	_, err := p.Encode()
+	return err
+}
+
+// Encode validates p as Validate does and returns it as JSON, the
+// encoding Validate has to make anyway (a holder of a large policy keeps
+// it rather than encoding the policy again to send or save it).
+func (p Policy) Encode() ([]byte, error) {
 	if err := p.ValidateContent(); err != nil {
-		return err
+		return nil, err
 	}
 	// Last, as it costs an encoding: each part has its own bounds, but
 	// together (MaxRules rules with long reasons, say) they could outgrow
 	// a reply, and reporters would stop getting any policy.
-	if b, err := json.Marshal(p); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalid, err)
-	} else if len(b) > MaxEncodedBytes {
-		return fmt.Errorf("%w: the policy would be %d bytes as JSON, at most %d (it must fit a reply to every reporter): remove rules or shorten their reasons", ErrInvalid, len(b), MaxEncodedBytes)
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	return nil
+	if len(b) > MaxEncodedBytes {
+		return nil, fmt.Errorf("%w: the policy would be %d bytes as JSON, at most %d (it must fit a reply to every reporter): remove rules or shorten their reasons", ErrInvalid, len(b), MaxEncodedBytes)
+	}
+	return b, nil
 }
 
 // ValidateContent is Validate without the bound on the policy's encoded

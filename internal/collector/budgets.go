@@ -394,7 +394,7 @@ func handleList[T any](s httpAPI, w http.ResponseWriter, r *http.Request, exampl
 			writeError(w, http.StatusBadRequest, err.Error(), 0)
 			return
 		}
-		writeJSON(w, http.StatusOK, p)
+		s.writePolicy(w, p)
 	default:
 		w.Header().Set("Allow", "GET, POST")
 		writeError(w, http.StatusMethodNotAllowed, "use GET or POST", 0)

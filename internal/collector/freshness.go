@@ -460,5 +460,5 @@ func (s httpAPI) handleFreshnessPolicy(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error(), 0)
 		return
 	}
-	writeJSON(w, http.StatusOK, p)
+	s.writePolicy(w, p)
 }

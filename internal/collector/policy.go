@@ -44,10 +44,13 @@ func randomToken() string {
 // after the server's and the features' locks, and nothing is called
 // while it is held.
 type policyPart struct {
-	mu           sync.Mutex
-	p            policy.Policy
-	replyJSON    []byte // the policy as a reply carries it, for replyVersion
+	mu sync.Mutex
+	p  policy.Policy
+	// replyJSON is the policy as a reply carries it (nil: it cannot be
+	// sent), encoded once per version: for replyVersion when replySet.
+	replyJSON    []byte
 	replyVersion uint64
+	replySet     bool
 
 	dir     string // DataDir
 	log     *slog.Logger
@@ -72,45 +75,86 @@ func (pp *policyPart) load() error {
 	for _, c := range p.Upgrade() { // saved under an older release's checks
 		pp.log.Warn("policy file upgraded to the current checks", "file", policyFile, "change", c)
 	}
-	if err := p.Validate(); err != nil {
+	enc, err := p.Encode()
+	if err != nil {
 		return fmt.Errorf("collector: policy file %s: %w", policyFile, err)
 	}
 	pp.p = p
+	pp.keepLocked(enc)
 	return nil
 }
 
-func (pp *policyPart) saveLocked() {
-	b, err := json.MarshalIndent(pp.p, "", "  ")
-	if err == nil {
-		tmp := filepath.Join(pp.dir, policyFile+".tmp")
-		if err = os.WriteFile(tmp, b, 0o600); err == nil {
-			err = os.Rename(tmp, filepath.Join(pp.dir, policyFile))
+// saveLocked saves the policy to DataDir and keeps its encoding for the
+// replies; enc is that encoding, validated, when the caller has it (nil:
+// it is made here). A policy at 10,000 rules is megabytes of JSON, so it
+// is encoded once per version, not for each use.
+func (pp *policyPart) saveLocked(enc []byte) {
+	b := enc
+	if b == nil {
+		var err error
+		if enc, err = pp.p.Encode(); err != nil {
+			pp.log.Error("policy cannot be encoded in replies; sending none", "err", err)
+			b, _ = json.Marshal(pp.p) // saved all the same, as it came
+		} else {
+			b = enc
 		}
+	}
+	pp.keepLocked(enc)
+	tmp := filepath.Join(pp.dir, policyFile+".tmp")
+	err := os.WriteFile(tmp, append(b[:len(b):len(b)], '\n'), 0o600)
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(pp.dir, policyFile))
 	}
 	if err != nil {
 		pp.log.Error("policy: save", "err", err)
 	}
 }
 
+// keepLocked keeps enc as the current version's encoding (nil: the
+// policy cannot be sent).
+func (pp *policyPart) keepLocked(enc []byte) {
+	pp.replyJSON, pp.replyVersion, pp.replySet = enc, pp.p.Version, true
+}
+
 // reply returns the reply of an accepted report, which carries the
-// current policy; the policy is encoded once per version.
+// current policy, encoded once per version.
 func (pp *policyPart) reply() report.Reply {
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
-	if pp.replyJSON != nil && pp.replyVersion == pp.p.Version {
-		return report.Reply{Accepted: true, Policy: pp.replyJSON}
+	if !pp.replySet || pp.replyVersion != pp.p.Version {
+		enc, err := pp.p.Encode()
+		if err != nil {
+			pp.log.Error("policy cannot be encoded in replies; sending none", "err", err)
+		}
+		pp.keepLocked(enc)
 	}
-	err := pp.p.Validate()
-	var pj []byte
-	if err == nil {
-		pj, err = json.Marshal(pp.p)
-	}
+	return report.Reply{Accepted: true, Policy: pp.replyJSON}
+}
+
+// writePolicy answers a policy change with p, the policy it made.
+func (s httpAPI) writePolicy(w http.ResponseWriter, p policy.Policy) {
+	b, err := s.policy.encoded(p)
 	if err != nil {
-		pp.log.Error("policy cannot be encoded in replies; sending none", "err", err)
-		pj = nil
+		writeError(w, http.StatusInternalServerError, err.Error(), 0)
+		return
 	}
-	pp.replyJSON, pp.replyVersion = pj, pp.p.Version
-	return report.Reply{Accepted: true, Policy: pj}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write(b)
+	w.Write([]byte("\n"))
+}
+
+// encoded is the JSON of p, a policy this part handed out: the kept
+// encoding while p is still the current version.
+func (pp *policyPart) encoded(p policy.Policy) ([]byte, error) {
+	pp.mu.Lock()
+	if pp.replySet && pp.replyJSON != nil && pp.replyVersion == p.Version && pp.p.Version == p.Version {
+		b := pp.replyJSON
+		pp.mu.Unlock()
+		return b, nil
+	}
+	pp.mu.Unlock()
+	return json.Marshal(p)
 }
 
 // prune drops expired rules; it reports whether any was.
@@ -124,7 +168,7 @@ func (pp *policyPart) prune(now time.Time) bool {
 	pp.p.Rules = active
 	pp.p.Version++
 	pp.p.Updated = now.UTC()
-	pp.saveLocked()
+	pp.saveLocked(nil)
 	return true
 }
 
@@ -161,7 +205,7 @@ func (pp *policyPart) adopt(p policy.Policy) bool {
 	}
 	p.Budgets, p.Runaway, p.Freshness = pp.p.Budgets, pp.p.Runaway, pp.p.Freshness
 	pp.p = p
-	pp.saveLocked()
+	pp.saveLocked(nil)
 	return true
 }
 
@@ -236,11 +280,12 @@ func (pp *policyPart) change(now time.Time, edit func(next *policy.Policy) error
 	next.Version, next.Updated = pp.p.Version+1, now
 	next.Rules = next.Active(now)
 	next.Budgets, next.Runaway = next.ActiveBudgets(now)
-	if err := next.Validate(); err != nil {
+	enc, err := next.Encode()
+	if err != nil {
 		return policy.Policy{}, err
 	}
 	pp.p = next
-	pp.saveLocked()
+	pp.saveLocked(enc)
 	pp.changes.Inc()
 	return clonePolicy(pp.p), nil
 }
@@ -334,7 +379,7 @@ func (s httpAPI) handlePolicy(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, err.Error(), 0)
 			return
 		}
-		writeJSON(w, http.StatusOK, p)
+		s.writePolicy(w, p)
 	default:
 		w.Header().Set("Allow", "GET, POST")
 		writeError(w, http.StatusMethodNotAllowed, "use GET or POST", 0)
