@@ -73,9 +73,14 @@
 //     (the collector's sampler reads the statement after it).
 //     Statements that PostgreSQL refuses in a transaction block (VACUUM,
 //     CREATE DATABASE, CREATE INDEX CONCURRENTLY and the like, behind
-//     comments too) and CALL (a procedure may commit) carry the tenant in
-//     a comment instead; statements with a caller's QueryExecMode are sent
-//     untagged.
+//     comments too), CALL and DO (a procedure or block may commit), those
+//     it refuses or ignores outside one (LOCK, SAVEPOINT, RELEASE, ROLLBACK
+//     TO, DECLARE, SET LOCAL, SET TRANSACTION, …: the tag's transaction
+//     would hide the mistake) and those whose first argument is a
+//     pgx.QueryExecMode, pgx.QueryResultFormats or
+//     pgx.QueryResultFormatsByOID (a batch cannot carry them) carry the
+//     tenant in a comment instead: the tag never changes what a statement
+//     does.
 //   - Untagged contexts are sent as is, under the connection's own name.
 //   - A savepoint (db.With(tx).Begin, pgx.BeginFunc on it) runs under its
 //     transaction's name, whatever its context's tenant.
@@ -185,6 +190,8 @@ func ownName(q Querier) string {
 		return q.Config().ConnConfig.RuntimeParams["application_name"]
 	case *pgx.Conn:
 		return q.Config().RuntimeParams["application_name"]
+	case *pgxpool.Conn: // from pool.Acquire
+		return q.Conn().Config().RuntimeParams["application_name"]
 	}
 	return ""
 }
@@ -212,8 +219,8 @@ func StdlibExecMode() sqlcomment.Option {
 
 // statement returns the text to send and the arguments to send it with.
 func (db *DB) statement(ctx context.Context, sql string, args []any) (sqlcomment.Statement, []any) {
-	if db.mode == sqlcomment.ModeSession && !ownTx(sql) {
-		// A statement that must be sent without a session tag (ownTx)
+	if db.mode == sqlcomment.ModeSession && !sendsOwn(sql, args) {
+		// A statement that must be sent without a session tag (sendsOwn)
 		// carries the comment instead.
 		return db.c.Plain(ctx, sql), args
 	}

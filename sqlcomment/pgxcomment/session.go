@@ -36,15 +36,25 @@ func (db *DB) sessionName(st *sqlcomment.Statement, sql string, args []any) stri
 	if db.mode < sqlcomment.ModeSession || db.inTx || !st.Tagged || st.Tags.Tenant == "" || st.Unique {
 		return ""
 	}
-	if len(args) > 0 {
-		if _, ok := args[0].(pgx.QueryExecMode); ok {
-			return ""
-		}
-	}
-	if ownTx(sql) {
+	if sendsOwn(sql, args) {
 		return ""
 	}
 	return db.c.SessionName(db.own, st.Tags)
+}
+
+// sendsOwn reports whether a statement is sent as written, with the
+// comment instead of a session tag: its first argument is an option a
+// batch cannot carry (an execution mode or result formats the caller
+// chose), or ownTx says the tag's implicit transaction would change what
+// it does.
+func sendsOwn(sql string, args []any) bool {
+	if len(args) > 0 {
+		switch args[0].(type) {
+		case pgx.QueryExecMode, pgx.QueryResultFormats, pgx.QueryResultFormatsByOID:
+			return true
+		}
+	}
+	return ownTx(sql)
 }
 
 // exec sends st: with its tenant's application_name set in the same
@@ -138,12 +148,21 @@ func (r *batchRows) Err() error {
 	return r.err
 }
 
-// ownTx reports whether sql is a statement PostgreSQL refuses in a
-// transaction block (VACUUM, CREATE DATABASE, CREATE INDEX CONCURRENTLY,
-// …) or one that may end its own transaction (CALL of a procedure that
-// commits): the tag's implicit transaction would make it fail, so it is
-// sent without one (statement gives it the comment instead). Comments,
-// white space and parentheses before its first word are skipped.
+// ownTx reports whether sql is a statement whose outcome a transaction
+// block changes, so that it is sent without the tag's implicit one
+// (statement gives it the comment instead):
+//   - one PostgreSQL refuses in a transaction block (VACUUM, CREATE
+//     DATABASE, CREATE INDEX CONCURRENTLY, …) or one that may end its own
+//     transaction (CALL of a procedure or a DO block that commits): in
+//     the tag's transaction it would fail;
+//   - one PostgreSQL refuses or ignores outside a transaction block
+//     (LOCK, SAVEPOINT, RELEASE, ROLLBACK TO, DECLARE without HOLD, SET
+//     LOCAL, SET TRANSACTION, SET CONSTRAINTS, PREPARE TRANSACTION): in the
+//     tag's transaction it would succeed and do nothing, hiding the
+//     caller's mistake.
+//
+// Comments, white space and parentheses before its first word are
+// skipped.
 func ownTx(sql string) bool {
 	w := strings.Fields(strings.ToLower(head(sql, 96)))
 	if len(w) == 0 {
@@ -154,8 +173,12 @@ func ownTx(sql string) bool {
 		two += " " + w[1]
 	}
 	switch w[0] {
-	case "vacuum", "reindex", "cluster", "call":
+	case "vacuum", "reindex", "cluster", "call", "do", "lock", "savepoint", "release", "declare":
 		return true
+	case "set":
+		return two == "set local" || two == "set transaction" || two == "set constraints"
+	case "prepare":
+		return two == "prepare transaction"
 	case "create", "drop", "alter":
 		switch two {
 		case "create database", "drop database", "alter database", "create tablespace", "drop tablespace",
@@ -167,8 +190,10 @@ func ownTx(sql string) bool {
 		return hasWord(strings.ToLower(sql), "concurrently")
 	case "discard":
 		return two == "discard all"
-	case "commit", "rollback":
-		return two == w[0]+" prepared"
+	case "commit":
+		return two == "commit prepared"
+	case "rollback":
+		return two == "rollback prepared" || two == "rollback to"
 	}
 	return false
 }

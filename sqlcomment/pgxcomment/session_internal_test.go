@@ -33,6 +33,21 @@ func TestOwnTx(t *testing.T) {
 		"DISCARD PLANS":                                 false,
 		"COMMIT PREPARED 'x'":                           true,
 		"COMMIT":                                        false,
+		"DO $$ BEGIN COMMIT; END $$":                    true,
+		"LOCK TABLE t":                                  true,
+		"lock t in exclusive mode":                      true,
+		"SAVEPOINT a":                                   true,
+		"RELEASE SAVEPOINT a":                           true,
+		"ROLLBACK TO SAVEPOINT a":                       true,
+		"ROLLBACK":                                      false,
+		"DECLARE c CURSOR FOR SELECT 1":                 true,
+		"SET LOCAL work_mem = '8MB'":                    true,
+		"SET TRANSACTION ISOLATION LEVEL SERIALIZABLE":  true,
+		"SET CONSTRAINTS ALL DEFERRED":                  true,
+		"SET work_mem = '8MB'":                          false,
+		"PREPARE TRANSACTION 'x'":                       true,
+		"PREPARE q AS SELECT 1":                         false,
+		"SELECT 1 AS do":                                false,
 	} {
 		if got := ownTx(sql); got != want {
 			t.Errorf("ownTx(%q) = %v", sql, got)

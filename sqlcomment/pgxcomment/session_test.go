@@ -424,10 +424,28 @@ func TestPostgresSessionOwnTx(t *testing.T) {
 		{"CALL " + tbl + "_p($1)", []any{5}},
 		{"CREATE INDEX CONCURRENTLY " + tbl + "_i ON " + tbl + " (q)", nil},
 		{"DROP INDEX CONCURRENTLY " + tbl + "_i", nil},
+		{"DO $$ BEGIN COMMIT; END $$", nil},
 	} {
 		if _, err := db.Exec(tc, c.sql, c.args...); err != nil {
 			t.Errorf("%q: %v", c.sql, err)
 		}
+	}
+	// What PostgreSQL refuses outside a transaction block it refuses
+	// tagged too: the tag's implicit transaction would have let it do
+	// nothing silently.
+	for _, q := range []string{"LOCK TABLE " + tbl, "SAVEPOINT a", "DECLARE c CURSOR FOR SELECT 1"} {
+		if _, err := db.Exec(tc, q); err == nil || !strings.Contains(err.Error(), "transaction block") {
+			t.Errorf("%q outside a transaction: %v, want PostgreSQL's refusal", q, err)
+		}
+	}
+	// Result formats (a batch cannot carry them) are kept, with the
+	// tenant in the comment.
+	var sent string
+	var n int
+	if err := db.QueryRow(tc, "SELECT current_query(), $1::int", pgx.QueryResultFormats{pgx.TextFormatCode, pgx.TextFormatCode}, 7).Scan(&sent, &n); err != nil || n != 7 {
+		t.Errorf("QueryResultFormats: %d, %v", n, err)
+	} else if !strings.Contains(sent, "tenant='acme'") {
+		t.Errorf("QueryResultFormats: sent without its tenant: %q", sent)
 	}
 	rows, err := setup.Query(ctx, "SELECT q FROM "+tbl)
 	if err != nil {
@@ -511,6 +529,13 @@ func TestPostgresSessionOwnName(t *testing.T) {
 	err = db.With(tx).QueryRow(ctx, "SELECT current_setting('application_name')").Scan(&name)
 	check("pgx, a transaction", name, err)
 	tx.Rollback(ctx)
+	pc, err := onePool(t, "batchjob").Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pc.Release()
+	err = pgxcomment.Wrap(pc, sqlcomment.WithMode(sqlcomment.ModeSession)).QueryRow(ctx, "SELECT current_setting('application_name')").Scan(&name)
+	check("pgx, a pool's acquired connection", name, err)
 
 	dsn := testsvc.Postgres(t)
 	sdb, err := sqlcomment.Open("pgx", dsn+sep(dsn)+"application_name=batchjob", sqlcomment.WithMode(sqlcomment.ModeSession),
