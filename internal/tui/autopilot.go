@@ -214,7 +214,7 @@ func autopilotBlock(c *common, st *api.AutopilotStatus, stamp time.Time, cursor,
 			if !stamp.IsZero() {
 				left = fmtDuration(a.Expires.Sub(stamp).Truncate(time.Second))
 			}
-			line := clip(gutter(fit(clean(a.Rule), 12, false)+" "+fit(clean(a.Tenant), 18, false)+" "+fit(action, 15, false)+" "+
+			line := clip(gutter(fit(clean(a.Rule), 12, false)+" "+fitName(clean(a.Tenant), 18)+" "+fit(action, 15, false)+" "+
 				fit(fmtLimit(a.Limit, a.Unit), 13, true)+" "+fit(strconv.Itoa(a.Level), 5, true)+" "+fit(left, 8, true)+" "+
 				fit(clean(a.Evidence), ew, false), i == cursor), c.width)
 			switch {

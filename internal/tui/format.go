@@ -122,6 +122,27 @@ func fit(s string, w int, right bool) string {
 	return s + pad
 }
 
+// fitName is fit for a name (already clean) on the left of its column:
+// cut in the middle, so that names alike but for their end (a long
+// tenant's number, a stand-in's #hash) stay apart on screen.
+func fitName(s string, w int) string {
+	sw := ansi.StringWidth(s)
+	if sw <= w || w < 10 {
+		return fit(s, w, false)
+	}
+	rs := []rune(s)
+	i, tw := len(rs), 0 // the tail: rs[i:], tw columns, at most w/3
+	for i > 0 {
+		cw := ansi.StringWidth(string(rs[i-1]))
+		if tw+cw > w/3 {
+			break
+		}
+		tw += cw
+		i--
+	}
+	return fit(ansi.Truncate(s, w-1-tw, "")+"…"+string(rs[i:]), w, false)
+}
+
 // clip cuts a rendered line to w columns (escape sequences kept intact).
 func clip(s string, w int) string {
 	if w <= 0 {

@@ -77,7 +77,7 @@ func (v *hotKeysView) view(c *common, h int) string {
 	from, to := v.list.window(h - 1)
 	for i := from; i < to; i++ {
 		r := &v.rows[v.order[i]]
-		s := clip(gutter(fit(clean(r.Key), kw, false)+" "+fit(clean(r.Tenant), tw, false)+" "+
+		s := clip(gutter(fit(clean(r.Key), kw, false)+" "+fitName(clean(r.Tenant), tw)+" "+
 			fit(fmtCount(r.Count), 10, true)+" "+fit(fmtCount(r.Err), 10, true)+" "+fit(fmtShare(r.Share), 8, true), i == v.list.cursor), c.width)
 		if i == v.list.cursor {
 			s = c.st.selected.Render(s)

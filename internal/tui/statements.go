@@ -266,7 +266,7 @@ func statementLines(c *common, rows []*api.StatementRow, from, to, cursor int, m
 		if r.Workers > 0 {
 			q = "[+" + strconv.Itoa(r.Workers) + " workers] " + q
 		}
-		s := clip(gutter(cols(fit(pid, 8, true), cell(clean(tn), w.tenant, false), cell(orDash(clean(r.Database)), w.db, false),
+		s := clip(gutter(cols(fit(pid, 8, true), fitName(clean(tn), w.tenant), cell(orDash(clean(r.Database)), w.db, false),
 			cell(clean(r.Application), w.app, false), cell(clean(r.Route), w.route, false), fit(fmtDuration(r.Duration), 9, true),
 			fit(clean(r.State), 8, false), cell(clean(waitText(r)), w.wait, false), fit(q, w.query, false)), i == cursor), c.width)
 		switch {

@@ -382,7 +382,7 @@ func (v *tenantsView) header(c *common) string {
 // line renders one tenant row (plain text, no styles).
 func (v *tenantsView) line(b *strings.Builder, c *common, r *api.TenantRow) {
 	shown, tw := v.layout(c.width)
-	b.WriteString(fit(rowLabel(v.group, r), tw, false))
+	b.WriteString(fitName(rowLabel(v.group, r), tw))
 	cell := func(s string, col column, right bool) {
 		if !shown[col] {
 			return

@@ -81,7 +81,7 @@ func (v *victimsView) view(c *common, h int) string {
 		for _, r := range vc.Routes {
 			rs = append(rs, routeName(r.Route)+" "+fmtSeconds(r.P95Seconds))
 		}
-		line := clip(gutter(fit(clean(vc.Tenant), 16, false)+" "+fit(fmtSeconds(vc.P95Seconds), 9, true)+" "+
+		line := clip(gutter(fitName(clean(vc.Tenant), 16)+" "+fit(fmtSeconds(vc.P95Seconds), 9, true)+" "+
 			fit(fmtSeconds(vc.BaselineP95Seconds), 9, true)+" "+fit("×"+fmtFactor(vc.Factor()), 7, true)+" "+
 			fit(fmtShare(vc.Share), 8, true)+" "+fit(fmtShare(vc.BaselineShare), 8, true)+" "+fit(orDash(strings.Join(rs, ", ")), rw, false), i == v.list.cursor), c.width)
 		if i == v.list.cursor {
