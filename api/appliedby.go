@@ -56,6 +56,23 @@ func (a AppliedBy) PolicyNote(p policy.Policy) string {
 	return a.BudgetNote(p)
 }
 
+// Unapplied is a tenant rule that no process applies to the tenant's load
+// as it is now: the tenant's database sessions (DBLoad, sampled from
+// PostgreSQL) come with no request that an agent or gate reports, so the
+// limit slows nothing (a batch job or a script that connects to the
+// database itself, say). Its Note says so where the rule is shown.
+type Unapplied struct {
+	Rule   string  `json:"rule"`
+	Tenant string  `json:"tenant"`
+	DBLoad float64 `json:"db_load"`
+}
+
+// Note is what is shown beside the rule.
+func (u Unapplied) Note() string {
+	return fmt.Sprintf("no process applies rule %s to %s: its database sessions (%.2f DB) come with no request an agent or gate reports, "+
+		"so the limit slows none of them (find them in the Statements view)", u.Rule, u.Tenant, u.DBLoad)
+}
+
 // PolicyStatus is the answer of GET /v1/policy: the policy (its fields at
 // the top level, as before) with who applies it and, when nobody does
 // (or nobody applies its database budgets), the note.
@@ -63,4 +80,7 @@ type PolicyStatus struct {
 	policy.Policy
 	AppliedBy AppliedBy `json:"applied_by"`
 	Note      string    `json:"note,omitempty"`
+	// Unapplied are the tenant rules in force that no process applies to
+	// their tenant's load as it is now.
+	Unapplied []Unapplied `json:"unapplied,omitempty"`
 }

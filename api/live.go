@@ -149,6 +149,9 @@ type Snapshot struct {
 	// AppliedBy counts the processes that can apply Policy (OTLP
 	// services apply nothing); its Note is shown with the policy.
 	AppliedBy *AppliedBy `json:"applied_by,omitempty"`
+	// Unapplied are the tenant rules of Policy in force that no process
+	// applies to their tenant's load as it is now.
+	Unapplied []Unapplied `json:"unapplied,omitempty"`
 	// Autopilot is the autopilot's status: its actions and newest
 	// decisions (nil when the policy has no autopilot rules).
 	Autopilot *AutopilotStatus `json:"autopilot,omitempty"`

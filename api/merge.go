@@ -68,6 +68,7 @@ func Merge(snaps []Snapshot, measure string, n int) Snapshot {
 	out.PoolWait = mergePoolWait(snaps)
 	out.Budgets = mergeBudgets(snaps)
 	out.AppliedBy = mergeAppliedBy(snaps)
+	out.Unapplied = mergeUnapplied(snaps)
 	out.Autopilot = mergeAutopilot(snaps)
 	mergeDatabase(&out, snaps)
 	return out

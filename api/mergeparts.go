@@ -91,6 +91,36 @@ func mergeBudgets(snaps []Snapshot) []BudgetRow {
 	return out
 }
 
+// mergeUnapplied keeps the rules some collector found unapplied whose
+// tenant no collector lists with requests (they reported to another
+// collector: a process there applies the rule), their DB load added.
+func mergeUnapplied(snaps []Snapshot) []Unapplied {
+	served := map[string]bool{}
+	for _, s := range snaps {
+		for _, r := range s.Tenants {
+			if r.ReqPerSec > 0 {
+				served[r.Tenant] = true
+			}
+		}
+	}
+	var out []Unapplied
+	at := map[string]int{}
+	for _, s := range snaps {
+		for _, u := range s.Unapplied {
+			if served[u.Tenant] {
+				continue
+			}
+			if i, ok := at[u.Rule]; ok {
+				out[i].DBLoad += u.DBLoad
+				continue
+			}
+			at[u.Rule] = len(out)
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
 // mergeAppliedBy adds the processes that can apply the policy, over the
 // collectors they report to; nil when no collector said.
 func mergeAppliedBy(snaps []Snapshot) *AppliedBy {

@@ -194,10 +194,8 @@ func (r *Recorder) Record(rec Record) {
 		name = report.UnknownTenant
 	} else if len(name) > tenant.MaxTenantLen || name == report.UnknownTenant {
 		// Its stand-in, as every door names it: never merged with
-		// another tenant's load or the untagged load (a tenant named
-		// like the untagged row would be, the collector taking the row
-		// for this recorder's own; other bad names the collector
-		// replaces itself).
+		// another tenant's load or the untagged load (the collector
+		// replaces other bad names itself).
 		name, invalid = tenant.Substitute(name)
 	}
 	route := rec.Tags.Route

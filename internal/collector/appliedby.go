@@ -51,5 +51,5 @@ func (s *Server) policyStatus() api.PolicyStatus {
 	s.mu.Unlock()
 	a.RateLimitService = s.rls.usedSince(now.Add(-appliedByWindow))
 	p := s.Policy()
-	return api.PolicyStatus{Policy: p, AppliedBy: a, Note: a.PolicyNote(p)}
+	return api.PolicyStatus{Policy: p, AppliedBy: a, Note: a.PolicyNote(p), Unapplied: s.Live().Unapplied}
 }

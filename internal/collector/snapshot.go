@@ -87,7 +87,8 @@ func (s *Server) Snapshot(now time.Time, measure string, n int) api.Snapshot {
 	// locks, one at a time, so reports go on merging while they are made
 	// (under Server.mu every report waited for them: tens of milliseconds
 	// at 10,000 tenants, once a second for the autopilot).
-	tenantRows(s.agg, &snap, sec, measure, n, limited)
+	quiet := tenantRows(s.agg, &snap, sec, measure, n, limited)
+	snap.Unapplied = unapplied(snap.Policy.Rules, quiet)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.snapshotLocked(&snap, now)
@@ -242,9 +243,10 @@ func untaggedOverlap(rows []trow) (u int, was float64) {
 // rows' History is of DB load when sorted by it, or when PostgreSQL's
 // sampler is the only source (api.Snapshot.Source "postgres": the load
 // has no RU), else of RU.
-func tenantRows(agg *aggregator, snap *api.Snapshot, sec int64, measure string, n int, limited map[string]int64) {
+func tenantRows(agg *aggregator, snap *api.Snapshot, sec int64, measure string, n int, limited map[string]int64) (quiet map[string]float64) {
 	histDB := measure == api.MeasureDB || snap.Source == api.SourcePostgres
 	rows, total := rankTenants(agg, sec, measure, limited)
+	quiet = dbOnly(rows, limited)
 	snap.TenantsSeen = len(rows)
 	share := func(v float64) float64 {
 		if total <= 0 || measure == api.MeasureP95 {
@@ -283,6 +285,38 @@ func tenantRows(agg *aggregator, snap *api.Snapshot, sec int64, measure string, 
 	if snap.Tenants == nil {
 		snap.Tenants = []api.TenantRow{}
 	}
+	return quiet
+}
+
+// dbOnly is, of the limited tenants, those with database sessions and no
+// request reported, and their DB load.
+func dbOnly(rows []trow, limited map[string]int64) map[string]float64 {
+	if len(limited) == 0 {
+		return nil
+	}
+	var quiet map[string]float64
+	for _, tr := range rows {
+		if _, ok := limited[tr.name]; ok && tr.r.req == 0 && tr.r.db > 0 {
+			if quiet == nil {
+				quiet = map[string]float64{}
+			}
+			quiet[tr.name] = tr.r.db
+		}
+	}
+	return quiet
+}
+
+// unapplied are the tenant rules in force whose tenant's load is all
+// database sessions with no request reported (dbOnly): nothing applies
+// them to it.
+func unapplied(rules []policy.Rule, quiet map[string]float64) []api.Unapplied {
+	var out []api.Unapplied
+	for _, r := range rules {
+		if db, ok := quiet[r.Tenant]; ok && r.Tenant != "" && !r.Shadow {
+			out = append(out, api.Unapplied{Rule: r.ID, Tenant: r.Tenant, DBLoad: db})
+		}
+	}
+	return out
 }
 
 // tenantRow is a shown tenant's row; its shard's lock is held.

@@ -116,7 +116,7 @@ func through[T any](src Source) (T, bool) {
 // (the newest enforced one, else the newest shadow one) and how many
 // more, or that the autopilot is paused; "" when it has nothing to say.
 // warn is set while an action is enforced.
-func autopilotHeadline(st *api.AutopilotStatus, now time.Time) (line string, warn bool) {
+func autopilotHeadline(st *api.AutopilotStatus, un []api.Unapplied, now time.Time) (line string, warn bool) {
 	if st == nil {
 		return "", false
 	}
@@ -142,6 +142,9 @@ func autopilotHeadline(st *api.AutopilotStatus, now time.Time) (line string, war
 		line = head + ": would " + what + " (shadow, " + fmtLeft(a.Expires.Sub(now)) + " left)"
 	} else {
 		line = head + ": " + what + " (enforce, " + fmtLeft(a.Expires.Sub(now)) + " left)"
+		if slices.ContainsFunc(un, func(u api.Unapplied) bool { return u.Tenant == a.Tenant }) {
+			line += " · NO EFFECT: its load is database sessions no agent or gate reports"
+		}
 	}
 	if n := len(st.Active) - 1; n == 1 {
 		line += " · 1 more action"

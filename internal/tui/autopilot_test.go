@@ -138,10 +138,19 @@ func TestAutopilotHeadline(t *testing.T) {
 		{&api.AutopilotStatus{Active: []api.AutopilotRow{{Action: "demote", Tenant: "x", Limit: 4, Unit: "×", Expires: t0.Add(90 * time.Minute)}}},
 			"autopilot: demote x ×4.00 (enforce, 1h30m left)", true},
 	} {
-		got, warn := autopilotHeadline(c.st, t0)
+		got, warn := autopilotHeadline(c.st, nil, t0)
 		if got != c.want || warn != c.warn {
 			t.Errorf("got %q (warn %v), want %q (warn %v)", got, warn, c.want, c.warn)
 		}
+	}
+	// An enforced action that no process applies to its tenant's load
+	// says so; a shadow one has no effect to miss.
+	un := []api.Unapplied{{Rule: "autopilot-import-1", Tenant: "bigcorp", DBLoad: 4.2}}
+	if got, _ := autopilotHeadline(pilotIncident("enforce").Autopilot, un, t0); !strings.Contains(got, "(enforce, 14m left) · NO EFFECT: its load is database sessions") {
+		t.Errorf("enforced, unapplied: %q", got)
+	}
+	if got, _ := autopilotHeadline(pilotIncident("shadow").Autopilot, un, t0); strings.Contains(got, "NO EFFECT") {
+		t.Errorf("shadow, unapplied: %q", got)
 	}
 }
 

@@ -53,7 +53,7 @@ func (m *Model) top() string {
 		}
 	}
 	if m.snap != nil {
-		if line, warn := autopilotHeadline(m.snap.Autopilot, m.snap.Time); line != "" {
+		if line, warn := autopilotHeadline(m.snap.Autopilot, m.snap.Unapplied, m.snap.Time); line != "" {
 			st := c.st.dim
 			if warn {
 				st = c.st.warn

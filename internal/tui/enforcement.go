@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,6 +25,7 @@ type enforcementView struct {
 	rules list                 // the rules' scroll
 	stamp time.Time            // the snapshot's time, for "expires in"
 	note  string               // api.AppliedBy.PolicyNote: no process applies the policy, or its budgets
+	un    []api.Unapplied      // rules no process applies to their tenant's load
 }
 
 func (v *enforcementView) name() string              { return "Enforcement" }
@@ -33,7 +35,7 @@ func (v *enforcementView) title(*common) string      { return "" }
 
 func (v *enforcementView) set(_ *common, s *api.Snapshot, _ bool) tea.Cmd {
 	v.enf, v.pol, v.stamp = s.Enforcement, s.Policy, s.Time
-	v.bud, v.ap = s.Budgets, s.Autopilot
+	v.bud, v.ap, v.un = s.Budgets, s.Autopilot, s.Unapplied
 	v.note = ""
 	if s.AppliedBy != nil {
 		v.note = s.AppliedBy.PolicyNote(s.Policy)
@@ -110,11 +112,11 @@ func (v *enforcementView) view(c *common, h int) string {
 		rules = " active rule"
 	}
 	out.WriteString("\n\n" + c.st.title.Render(clip("Policy v"+fmtCount(v.pol.Version)+" — "+fmtCount(uint64(len(v.pol.Rules)))+rules, c.width)))
-	noteRows := 0
-	if v.note != "" && (len(v.pol.Rules) > 0 || len(bl) > 0) {
-		out.WriteString("\n" + c.st.warn.Render(clip(v.note, c.width)))
-		noteRows = 1
+	notes := v.notes(c, len(bl) > 0)
+	for _, l := range notes {
+		out.WriteString("\n" + l)
 	}
+	noteRows := len(notes)
 	rw := max(c.width-(12+18+14+12+10+2*5+2), 8)
 	out.WriteString("\n" + c.st.header.Render(clip("  "+fit("ID", 12, false)+" "+fit("TARGET", 18, false)+" "+fit("ACTION", 14, false)+" "+
 		fit("LIMIT", 12, true)+" "+fit("EXPIRES", 10, true)+" "+fit("REASON", rw, false), c.width)))
@@ -154,6 +156,23 @@ func (v *enforcementView) view(c *common, h int) string {
 		out.WriteString("\n" + line)
 	}
 	return out.String()
+}
+
+// notes are the policy's warnings: nobody applies it (or its budgets),
+// and the rules no process applies to their tenant's load (3 at most).
+func (v *enforcementView) notes(c *common, budgets bool) []string {
+	var out []string
+	if v.note != "" && (len(v.pol.Rules) > 0 || budgets) {
+		out = append(out, c.st.warn.Render(clip(v.note, c.width)))
+	}
+	for i, u := range v.un {
+		if i == 3 {
+			out = append(out, c.st.warn.Render(clip(strconv.Itoa(len(v.un)-i)+" more rules no process applies", c.width)))
+			break
+		}
+		out = append(out, c.st.warn.Render(clip(clean(u.Note()), c.width)))
+	}
+	return out
 }
 
 // autopilotLines is the autopilot's part (nil without one), in the lines

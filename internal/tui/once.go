@@ -190,8 +190,15 @@ func printServices(tw io.Writer, s *api.Snapshot) {
 			if r.Action == "price" {
 				limit = "×" + strconv.FormatFloat(r.Multiplier, 'f', -1, 64)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", clean(r.ID), clean(target), r.Action, limit,
+			action := string(r.Action)
+			if r.Shadow {
+				action += " (shadow)"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", clean(r.ID), clean(target), action, limit,
 				r.Expires.UTC().Format(time.RFC3339), clean(r.Reason))
+		}
+		for _, u := range s.Unapplied {
+			fmt.Fprintln(tw, clean(u.Note()))
 		}
 	}
 }
@@ -210,7 +217,7 @@ func printHeadline(tw io.Writer, s *api.Snapshot) {
 	var in summary
 	in.add(s)
 	fmt.Fprintf(tw, "headline: %s\n", clean(in.head.Line))
-	if line, _ := autopilotHeadline(s.Autopilot, s.Time); line != "" {
+	if line, _ := autopilotHeadline(s.Autopilot, s.Unapplied, s.Time); line != "" {
 		fmt.Fprintln(tw, line)
 	}
 	if s.Server != nil {
