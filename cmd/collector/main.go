@@ -142,7 +142,10 @@ The store keeps whole minutes: each bound is taken back to the start of its
 minute (UTC), and the report says the range it counted, so --to now leaves
 out the minute still open and two reports that share a bound count each
 minute once. A range within one minute, or that starts in the future, is
-refused. The cost is split in whole cents that add up to it.
+refused. The cost is split in whole cents that add up to it. A minute is
+written about 10 s after its end: asked of a collector, a report that ends in
+one not written yet waits for it (an hourly job at :00 gets its report);
+read from the store, it says so in its note.
 
 Examples:
   collector report --from 2026-03-01 --to 2026-04-01 --cost 12000 --currency USD
@@ -529,11 +532,31 @@ func report(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "collector report:", err)
 		return 1
 	}
+	if n := unwrittenNote(req.To, time.Now()); n != "" {
+		rep.Note = strings.TrimPrefix(rep.Note+"; "+n, "; ")
+		if outFormat == collector.FormatCSV { // a CSV has no place for it
+			fmt.Fprintln(stderr, "collector report: note:", n)
+		}
+	}
 	if err := rep.Write(stdout, outFormat, req.ByRoute); err != nil {
 		fmt.Fprintln(stderr, "collector report:", err)
 		return 1
 	}
 	return 0
+}
+
+// unwrittenNote says, of a report read from the store directly and
+// ending at to, that its last minutes may not be written yet by a running
+// collector (which writes a minute DefaultGrace after its end); "" when
+// they are all older than that. Asked of a collector (--collector), the
+// collector itself waits for them.
+func unwrittenNote(to, now time.Time) string {
+	first := now.Add(-time.Minute - collector.DefaultGrace).Truncate(time.Minute).Add(time.Minute)
+	if !to.After(first) {
+		return ""
+	}
+	return fmt.Sprintf("a running collector writes a minute %v after its end: the minutes from %s may not be in the store yet and count nothing here "+
+		"(end the report at %s, or ask the collector: --collector)", collector.DefaultGrace, first.UTC().Format(time.RFC3339), first.UTC().Format(time.RFC3339))
 }
 
 // remote is how collector report reaches a running collector: its
@@ -585,6 +608,59 @@ func noAnswer(addr string, err error) (msg string, ok bool) {
 	return fmt.Sprintf("no collector answers at %s (%v): is `collector serve` running there? --collector takes the address of its --listen", addr, op.Err), true
 }
 
+// reportRetries is how often a report is asked again when the collector
+// answers 503 with a Retry-After of at most maxReportWait: the minute a
+// report ends in is written some seconds after it ends, so a report asked
+// at :00 (an hourly job) waits for it rather than failing.
+const (
+	reportRetries = 3
+	maxReportWait = 30 * time.Second
+)
+
+// waitRetry waits d or until ctx ends (tests replace it).
+var waitRetry = func(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// reportWaiting asks for the report at u, waiting as the collector says
+// when it answers 503 with a short Retry-After (see reportRetries).
+func reportWaiting(ctx context.Context, rc remote, u string, stderr io.Writer) (*http.Response, error) {
+	for try := 0; ; try++ {
+		hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			return nil, err
+		}
+		if rc.token != "" {
+			hreq.Header.Set("Authorization", "Bearer "+rc.token)
+		}
+		resp, err := rc.http.Do(hreq)
+		if err != nil || resp.StatusCode != http.StatusServiceUnavailable || try == reportRetries {
+			return resp, err
+		}
+		secs, perr := strconv.Atoi(resp.Header.Get("Retry-After"))
+		if perr != nil || secs < 0 || time.Duration(secs)*time.Second > maxReportWait {
+			return resp, nil
+		}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		var e struct {
+			Error string `json:"error"`
+		}
+		json.Unmarshal(b, &e)
+		fmt.Fprintf(stderr, "collector report: %s; asking again in %d s\n", printable(e.Error), secs)
+		if err := waitRetry(ctx, time.Duration(secs)*time.Second); err != nil {
+			return nil, err
+		}
+	}
+}
+
 func remoteReport(ctx context.Context, rc remote, req collector.ReportRequest, by, format string, stdout, stderr io.Writer) int {
 	addr := rc.addr
 	if !strings.Contains(addr, "://") {
@@ -600,15 +676,7 @@ func remoteReport(ctx context.Context, rc remote, req collector.ReportRequest, b
 	}
 	q.Set("currency", req.Currency)
 	q.Set("format", format)
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(addr, "/")+"/v1/report?"+q.Encode(), nil)
-	if err != nil {
-		fmt.Fprintln(stderr, "collector report:", err)
-		return 2
-	}
-	if rc.token != "" {
-		hreq.Header.Set("Authorization", "Bearer "+rc.token)
-	}
-	resp, err := rc.http.Do(hreq)
+	resp, err := reportWaiting(ctx, rc, strings.TrimSuffix(addr, "/")+"/v1/report?"+q.Encode(), stderr)
 	if err != nil {
 		if msg, ok := noAnswer(addr, err); ok {
 			err = errors.New(msg)
