@@ -437,12 +437,20 @@ func (s httpAPI) handleCostReport(w http.ResponseWriter, r *http.Request) {
 			first.UTC().Format(time.RFC3339), s.cfg.Grace, first.UTC().Format(time.RFC3339)), retry)
 		return
 	}
-	rep, err := BuildReport(r.Context(), s.em.store, req, nil)
-	if err == nil && s.cfg.Retention > 0 {
-		if horizon := s.cfg.Now().Add(-s.cfg.Retention).UTC().Truncate(time.Minute); req.From.Before(horizon) {
-			rep.Note = fmt.Sprintf("the minutes before %s are past the collector's retention (%v) and deleted: they count nothing here",
-				horizon.Format(time.RFC3339), s.cfg.Retention)
+	note := ""
+	if horizon := s.cfg.Now().Add(-s.cfg.Retention).UTC().Truncate(time.Minute); s.cfg.Retention > 0 && req.From.Before(horizon) {
+		note = fmt.Sprintf("the minutes before %s are past the collector's retention (%v) and deleted: they count nothing here",
+			horizon.Format(time.RFC3339), s.cfg.Retention)
+		if horizon.Before(req.To) {
+			// A store that deletes whole days (ClickHouse drops a day's
+			// partition once all of it is past) still holds some: the
+			// report counts from the horizon, as the note says.
+			req.From = horizon
 		}
+	}
+	rep, err := BuildReport(r.Context(), s.em.store, req, nil)
+	if err == nil {
+		rep.Note = note
 	}
 	if err != nil {
 		status, retry := http.StatusInternalServerError, time.Duration(0)
