@@ -137,6 +137,28 @@ func TestTightenAfterRelax(t *testing.T) {
 	same(t, got, step{100, KindApply, "bigcorp", 10}, step{131, KindRelax, "bigcorp", 20}, step{161, KindTighten, "bigcorp", 10})
 }
 
+// TestQuietOffenderIsNotTightened: the import ends at 135 and bigcorp is
+// back at its baseline (10 RU/s, under half its 20 RU/s limit) when other
+// tenants' slowdown hurts the victims again from 140. That is not
+// bigcorp's doing: the action is not tightened (a trial saw "tighten …
+// offender ru 0 = 0%") but relaxes on and lifts, where before it was
+// tightened at 161 and kept until its time ended at 1000.
+func TestQuietOffenderIsNotTightened(t *testing.T) {
+	e := newEngine(t, policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotEnforce)}})
+	sc := &scenario{start: 100, end: 135, offenders: []string{"bigcorp"}, baselines: true, p95: func(sec int) float64 {
+		if sec == 100 || sec >= 140 {
+			return 2.5
+		}
+		return 1
+	}}
+	got, ds := run(t, e, sc, 1100, true)
+	same(t, got, step{100, KindApply, "bigcorp", 10}, step{131, KindRelax, "bigcorp", 20}, step{161, KindRelax, "bigcorp", 40},
+		step{191, KindLift, "bigcorp", 40})
+	if !strings.Contains(ds[2].Why, "quiet") {
+		t.Fatalf("relax while victims are hurt says %q", ds[2].Why)
+	}
+}
+
 // TestCancelPauseAndPolicy: Cancel ends an action by hand with a
 // decision that expires its rule; Pause stops new actions (the policy's
 // paused too) while active ones still lift; a rule removed from the
