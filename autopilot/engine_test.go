@@ -379,6 +379,50 @@ func TestResources(t *testing.T) {
 	}
 }
 
+// TestNewLoadGetsTheTypicalBaseline: newcorp first appears at second 100
+// and ramps its DB load up over ten seconds. Its load is new: the
+// seconds before it appeared count as no load, so its baseline is the
+// median tenant's (0.1), not the median of its own first seconds (a
+// trial saw "baseline 1.3 (own)", factor 3.007, and a limit far too
+// loose).
+func TestNewLoadGetsTheTypicalBaseline(t *testing.T) {
+	r := rule(policy.AutopilotEnforce)
+	r.Resource, r.Action = policy.ResourceDB, policy.AutopilotBudget
+	e := newEngine(t, policy.Autopilot{Rules: []policy.AutopilotRule{r}})
+	snap := func(sec int) *api.Snapshot {
+		s := &api.Snapshot{Time: t0.Add(time.Duration(sec) * time.Second), Source: api.SourceCollector, Measure: api.MeasureRU,
+			Collector: api.CollectorStatus{Uptime: time.Hour}}
+		f := 1.0
+		if sec >= 100 {
+			f = 2.5
+			h := make([]float64, api.HistoryLen)
+			for j := range h {
+				if at := sec - (api.HistoryLen - 1 - j); at >= 100 {
+					h[j] = 100 * min(0.5*float64(at-99), 5)
+				}
+			}
+			ru := h[len(h)-1]
+			s.Tenants = append(s.Tenants, api.TenantRow{Tenant: "newcorp", Tier: "T2", RUPerSec: ru, DBLoad: ru / 100, History: h, P95Seconds: 0.2})
+		}
+		for k := range 20 {
+			s.Tenants = append(s.Tenants, api.TenantRow{Tenant: fmt.Sprintf("t%02d", k), Tier: "T2", RUPerSec: 10, DBLoad: 0.1,
+				P95Seconds: 0.020 * f, BaselineP95Seconds: 0.020, BaselineShare: 0.05, History: flat(10)})
+		}
+		return s
+	}
+	var ds []Decision
+	for sec := range 200 {
+		ds = append(ds, e.Step(snap(sec))...)
+	}
+	if len(ds) == 0 || ds[0].Kind != KindApply || ds[0].Tenant != "newcorp" {
+		t.Fatalf("decisions %v", ds)
+	}
+	if ev := ds[0].Evidence; ev.BaselineFrom != "typical" || ev.Baseline != 0.1 || ev.BaselineDB != 0.1 || ds[0].Limit != 0.1 ||
+		!ds[0].Time.Equal(t0.Add(101*time.Second)) {
+		t.Fatalf("apply at %v, limit %g: evidence %+v", ds[0].Time, ds[0].Limit, ev)
+	}
+}
+
 // TestRestore: an engine that takes over another's action follows it to
 // its lift: it relaxes once it has itself seen the victims recovered for
 // a hold (from its first snapshot, 120, so at 150 rather than the first
