@@ -148,7 +148,11 @@ func (e *Engine) Restore(actions []Action) int {
 		if e.acting(a.Tenant) || len(e.acts) >= e.cfg.maxActions || a.ID == "" {
 			continue
 		}
-		r, _ := e.rule(a.Rule)
+		r, ok := e.rule(a.Rule)
+		if !ok {
+			// Enough of its rule to write the part that lifts it.
+			r = policy.AutopilotRule{Name: a.Rule, Action: a.Action}
+		}
 		a.Evidence.Victims = slices.Clone(a.Evidence.Victims)
 		e.acts = append(e.acts, &action{Action: a, rule: r})
 		if a.Started.After(e.lastNew) {
@@ -167,23 +171,50 @@ func (e *Engine) Restore(actions []Action) int {
 func (e *Engine) Cancel(id, by string, now time.Time) (Decision, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	a, ok := e.remove(id)
+	if !ok {
+		return Decision{}, fmt.Errorf("%w: %q", ErrUnknown, id)
+	}
+	if e.cancelled == nil {
+		e.cancelled = map[string]time.Time{}
+	}
+	e.cancelled[a.Tenant] = a.Expires
+	d := e.decide(a, now, KindCancel, "cancelled by hand", a.last())
+	d.By = by
+	return d, nil
+}
+
+// Lift ends the action id at now for the reason why, as a lift: for one
+// whose policy part ended while no engine followed it (a restart), so
+// that its end is written and audited. Its tenant is not spared.
+func (e *Engine) Lift(id, why string, now time.Time) (Decision, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	a, ok := e.remove(id)
+	if !ok {
+		return Decision{}, fmt.Errorf("%w: %q", ErrUnknown, id)
+	}
+	return e.decide(a, now, KindLift, why, a.last()), nil
+}
+
+// remove takes the action id out of the active ones.
+func (e *Engine) remove(id string) (*action, bool) {
 	for i, a := range e.acts {
 		if a.ID == id {
 			e.acts = slices.Delete(e.acts, i, i+1)
-			if e.cancelled == nil {
-				e.cancelled = map[string]time.Time{}
-			}
-			e.cancelled[a.Tenant] = a.Expires
-			ev := a.Evidence
-			if a.seen != nil {
-				ev = *a.seen
-			}
-			d := e.decide(a, now, KindCancel, "cancelled by hand", ev)
-			d.By = by
-			return d, nil
+			return a, true
 		}
 	}
-	return Decision{}, fmt.Errorf("%w: %q", ErrUnknown, id)
+	return nil, false
+}
+
+// last is the evidence of the last snapshot that followed a, or its
+// apply's.
+func (a *action) last() Evidence {
+	if a.seen != nil {
+		return *a.seen
+	}
+	return a.Evidence
 }
 
 // Spared returns the tenants a Cancel spares from new actions, and until

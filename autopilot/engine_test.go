@@ -451,6 +451,31 @@ func TestRestore(t *testing.T) {
 	same(t, got, step{150, KindRelax, "bigcorp", 20}, step{180, KindRelax, "bigcorp", 40}, step{400, KindLift, "bigcorp", 40})
 }
 
+// TestLiftRestored: an action restored after a restart whose policy part
+// ended meanwhile is lifted by hand, with a decision that names its part
+// (a budget, though its rule left the policy) and the limit it removes;
+// its tenant is not spared.
+func TestLiftRestored(t *testing.T) {
+	e := newEngine(t, policy.Autopilot{})
+	at := t0.Add(time.Minute)
+	act := Action{ID: "autopilot-db-1", Rule: "db", Tenant: "bigcorp", Action: policy.AutopilotBudget, Started: t0, Changed: t0,
+		Expires: t0.Add(15 * time.Minute), Level: 1, Limit: 0.3, Evidence: Evidence{BaselineDB: 0.15}}
+	if n := e.Restore([]Action{act}); n != 1 {
+		t.Fatalf("restored %d", n)
+	}
+	d, err := e.Lift(act.ID, "its policy part was removed", at)
+	if err != nil || d.Kind != KindLift || d.ActionID != act.ID || d.Limit != 0.3 || d.Budget == nil || d.Budget.ID != act.ID ||
+		!d.Budget.Expires.Equal(at) || d.Budget.CreatedBy != "autopilot/db" || d.PolicyRule != nil {
+		t.Fatalf("%v %+v", err, d)
+	}
+	if len(e.Active()) != 0 || len(e.Spared()) != 0 {
+		t.Fatalf("active %v, spared %v", e.Active(), e.Spared())
+	}
+	if _, err := e.Lift(act.ID, "again", at); !errors.Is(err, ErrUnknown) {
+		t.Fatal(err)
+	}
+}
+
 // TestConcurrentUse: Step from one goroutine, Active, Cancel, Pause and
 // SetPolicy from another (run with -race).
 func TestConcurrentUse(t *testing.T) {
