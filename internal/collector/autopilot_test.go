@@ -595,6 +595,26 @@ func TestAutopilotActionsKeptAcrossRestart(t *testing.T) {
 	if pol := f.s.Policy(); len(pol.Rules) != 0 {
 		t.Fatalf("rules left in the policy: %+v", pol.Rules)
 	}
+	// GET /v1/autopilot names the policy rule each lift removed (newest
+	// first).
+	b, _ := json.Marshal(p.state())
+	var st struct {
+		Decisions []struct {
+			Kind       string `json:"kind"`
+			ActionID   string `json:"action_id"`
+			PolicyRule struct {
+				ID string `json:"id"`
+			} `json:"policy_rule"`
+		} `json:"decisions"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil || len(st.Decisions) != 2 {
+		t.Fatalf("%v: %s", err, b)
+	}
+	for i, d := range st.Decisions {
+		if want := acts[i].ID; d.Kind != "lift" || d.ActionID != want || d.PolicyRule.ID != want {
+			t.Fatalf("decision %d: %+v, want the lift of %s", i, d, want)
+		}
+	}
 	f.stop()
 	f.start()
 	later := f.clk.Add(time.Second)
