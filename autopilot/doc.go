@@ -15,9 +15,12 @@
 // load the limit holds down. It lasts at most for_seconds; it relaxes one
 // step (× relax_factor) each hold_seconds the victims stay recovered
 // (below recover_p95_factor and above ratio_recover: a band under the
-// thresholds that act), tightens back a step if they are hurt again, and
-// lifts when the offender's load is back under lift_factor × its
-// baseline and half its limit. No change comes sooner than hold_seconds
+// thresholds that act), tightens back a step if they are hurt again
+// while the offender still uses more than half its limit, and lifts when
+// the offender's load is back under lift_factor × its baseline and half
+// its limit. An offender gone quiet (under half its limit) is not the
+// cause of a slowdown then: its action relaxes on as if its victims had
+// recovered, towards its lift. No change comes sooner than hold_seconds
 // after the previous one; no new action sooner than interval_seconds
 // after the last. T0 tenants and allowed tenants are never acted on.
 //

@@ -148,7 +148,11 @@ func (e *Engine) Restore(actions []Action) int {
 		if e.acting(a.Tenant) || len(e.acts) >= e.cfg.maxActions || a.ID == "" {
 			continue
 		}
-		r, _ := e.rule(a.Rule)
+		r, ok := e.rule(a.Rule)
+		if !ok {
+			// Enough of its rule to write the part that lifts it.
+			r = policy.AutopilotRule{Name: a.Rule, Action: a.Action}
+		}
 		a.Evidence.Victims = slices.Clone(a.Evidence.Victims)
 		e.acts = append(e.acts, &action{Action: a, rule: r})
 		if a.Started.After(e.lastNew) {
@@ -167,23 +171,50 @@ func (e *Engine) Restore(actions []Action) int {
 func (e *Engine) Cancel(id, by string, now time.Time) (Decision, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	a, ok := e.remove(id)
+	if !ok {
+		return Decision{}, fmt.Errorf("%w: %q", ErrUnknown, id)
+	}
+	if e.cancelled == nil {
+		e.cancelled = map[string]time.Time{}
+	}
+	e.cancelled[a.Tenant] = a.Expires
+	d := e.decide(a, now, KindCancel, "cancelled by hand", a.last())
+	d.By = by
+	return d, nil
+}
+
+// Lift ends the action id at now for the reason why, as a lift: for one
+// whose policy part ended while no engine followed it (a restart), so
+// that its end is written and audited. Its tenant is not spared.
+func (e *Engine) Lift(id, why string, now time.Time) (Decision, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	a, ok := e.remove(id)
+	if !ok {
+		return Decision{}, fmt.Errorf("%w: %q", ErrUnknown, id)
+	}
+	return e.decide(a, now, KindLift, why, a.last()), nil
+}
+
+// remove takes the action id out of the active ones.
+func (e *Engine) remove(id string) (*action, bool) {
 	for i, a := range e.acts {
 		if a.ID == id {
 			e.acts = slices.Delete(e.acts, i, i+1)
-			if e.cancelled == nil {
-				e.cancelled = map[string]time.Time{}
-			}
-			e.cancelled[a.Tenant] = a.Expires
-			ev := a.Evidence
-			if a.seen != nil {
-				ev = *a.seen
-			}
-			d := e.decide(a, now, KindCancel, "cancelled by hand", ev)
-			d.By = by
-			return d, nil
+			return a, true
 		}
 	}
-	return Decision{}, fmt.Errorf("%w: %q", ErrUnknown, id)
+	return nil, false
+}
+
+// last is the evidence of the last snapshot that followed a, or its
+// apply's.
+func (a *action) last() Evidence {
+	if a.seen != nil {
+		return *a.seen
+	}
+	return a.Evidence
 }
 
 // Spared returns the tenants a Cancel spares from new actions, and until
@@ -260,9 +291,10 @@ func (e *Engine) rule(name string) (policy.AutopilotRule, bool) {
 
 // follow decides what becomes of an active action at the snapshot's
 // time: lift (its rule gone, its time ended, the offender back near its
-// baseline), mode (its rule's mode changed), relax (victims recovered for a hold), tighten (victims hurt
-// again after a relax step), or nothing. No change comes sooner than a
-// hold after the previous one.
+// baseline), mode (its rule's mode changed), relax (victims recovered,
+// or the offender quiet, for a hold), tighten (victims hurt again after a
+// relax step while the offender still presses on its limit), or nothing.
+// No change comes sooner than a hold after the previous one.
 func (e *Engine) follow(a *action, s *api.Snapshot, st *state) (d Decision, ok, ended bool) {
 	t := s.Time
 	r, found := e.rule(a.Rule)
@@ -285,7 +317,10 @@ func (e *Engine) follow(a *action, s *api.Snapshot, st *state) (d Decision, ok, 
 	if !t.Before(a.Expires) {
 		return e.decide(a, t, KindLift, "its time ended ("+r.For().String()+")", ev), true, true
 	}
-	rec := st.recovered(r, a.Tenant)
+	// An offender gone quiet is not the cause of what victims feel now
+	// (others are): it neither tightens nor holds back its relax steps,
+	// so the action moves on to its lift.
+	rec := st.recovered(r, a.Tenant) || e.quiet(a, ev)
 	switch {
 	case !rec:
 		a.calm = time.Time{}
@@ -301,7 +336,11 @@ func (e *Engine) follow(a *action, s *api.Snapshot, st *state) (d Decision, ok, 
 	case rec && a.Level < r.RelaxSteps && t.Sub(a.calm) >= r.Hold():
 		a.Level++
 		a.calm = t
-		return e.decide(a, t, KindRelax, "victims recovered for "+r.Hold().String(), ev), true, false
+		why := "victims recovered for " + r.Hold().String()
+		if !st.recovered(r, a.Tenant) {
+			why = "victims recovered or the offender quiet (under half its limit) for " + r.Hold().String()
+		}
+		return e.decide(a, t, KindRelax, why, ev), true, false
 	case !rec && st.hurt(r, a.Tenant) && a.Level > 0:
 		a.Level--
 		return e.decide(a, t, KindTighten, "victims hurt again", ev), true, false
@@ -310,21 +349,25 @@ func (e *Engine) follow(a *action, s *api.Snapshot, st *state) (d Decision, ok, 
 }
 
 // nearBaseline reports whether the offender's load is back under the
-// rule's lift factor × its frozen baseline and, for a limit, at most half
-// of the limit (its demand, not the limit, holds it down). Only an action
-// relaxed as far as its rule allows lifts so (follow): under a tight
-// limit the admitted load says nothing of the demand — an import held to
-// one job in ten seconds shows no load most seconds, and lifting it then
-// brings the incident straight back.
+// rule's lift factor × its frozen baseline and it is quiet. Only an
+// action relaxed as far as its rule allows lifts so (follow): under a
+// tight limit the admitted load says nothing of the demand — an import
+// held to one job in ten seconds shows no load most seconds, and lifting
+// it then brings the incident straight back.
 func (e *Engine) nearBaseline(a *action, ev Evidence) bool {
-	if ev.Load > a.rule.LiftFactor*a.Evidence.Baseline {
-		return false
-	}
+	return ev.Load <= a.rule.LiftFactor*a.Evidence.Baseline && e.quiet(a, ev)
+}
+
+// quiet reports whether the offender uses at most half of its limit, so
+// its demand, not the limit, holds it down. A demotion limits nothing:
+// there the offender is quiet when its load is under the rule's lift
+// factor × its frozen baseline.
+func (e *Engine) quiet(a *action, ev Evidence) bool {
 	switch a.Action.Action {
 	case policy.AutopilotQuota, policy.AutopilotThrottle:
 		return e.loads.now[index(policy.ResourceRU)][a.Tenant] <= limit(a.rule, a.Evidence, a.Level)/2
 	case policy.AutopilotBudget:
 		return e.loads.now[index(policy.ResourceDB)][a.Tenant] <= limit(a.rule, a.Evidence, a.Level)/2
 	}
-	return true
+	return ev.Load <= a.rule.LiftFactor*a.Evidence.Baseline
 }

@@ -137,6 +137,28 @@ func TestTightenAfterRelax(t *testing.T) {
 	same(t, got, step{100, KindApply, "bigcorp", 10}, step{131, KindRelax, "bigcorp", 20}, step{161, KindTighten, "bigcorp", 10})
 }
 
+// TestQuietOffenderIsNotTightened: the import ends at 135 and bigcorp is
+// back at its baseline (10 RU/s, under half its 20 RU/s limit) when other
+// tenants' slowdown hurts the victims again from 140. That is not
+// bigcorp's doing: the action is not tightened (a trial saw "tighten …
+// offender ru 0 = 0%") but relaxes on and lifts, where before it was
+// tightened at 161 and kept until its time ended at 1000.
+func TestQuietOffenderIsNotTightened(t *testing.T) {
+	e := newEngine(t, policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotEnforce)}})
+	sc := &scenario{start: 100, end: 135, offenders: []string{"bigcorp"}, baselines: true, p95: func(sec int) float64 {
+		if sec == 100 || sec >= 140 {
+			return 2.5
+		}
+		return 1
+	}}
+	got, ds := run(t, e, sc, 1100, true)
+	same(t, got, step{100, KindApply, "bigcorp", 10}, step{131, KindRelax, "bigcorp", 20}, step{161, KindRelax, "bigcorp", 40},
+		step{191, KindLift, "bigcorp", 40})
+	if !strings.Contains(ds[2].Why, "quiet") {
+		t.Fatalf("relax while victims are hurt says %q", ds[2].Why)
+	}
+}
+
 // TestCancelPauseAndPolicy: Cancel ends an action by hand with a
 // decision that expires its rule; Pause stops new actions (the policy's
 // paused too) while active ones still lift; a rule removed from the
@@ -357,6 +379,50 @@ func TestResources(t *testing.T) {
 	}
 }
 
+// TestNewLoadGetsTheTypicalBaseline: newcorp first appears at second 100
+// and ramps its DB load up over ten seconds. Its load is new: the
+// seconds before it appeared count as no load, so its baseline is the
+// median tenant's (0.1), not the median of its own first seconds (a
+// trial saw "baseline 1.3 (own)", factor 3.007, and a limit far too
+// loose).
+func TestNewLoadGetsTheTypicalBaseline(t *testing.T) {
+	r := rule(policy.AutopilotEnforce)
+	r.Resource, r.Action = policy.ResourceDB, policy.AutopilotBudget
+	e := newEngine(t, policy.Autopilot{Rules: []policy.AutopilotRule{r}})
+	snap := func(sec int) *api.Snapshot {
+		s := &api.Snapshot{Time: t0.Add(time.Duration(sec) * time.Second), Source: api.SourceCollector, Measure: api.MeasureRU,
+			Collector: api.CollectorStatus{Uptime: time.Hour}}
+		f := 1.0
+		if sec >= 100 {
+			f = 2.5
+			h := make([]float64, api.HistoryLen)
+			for j := range h {
+				if at := sec - (api.HistoryLen - 1 - j); at >= 100 {
+					h[j] = 100 * min(0.5*float64(at-99), 5)
+				}
+			}
+			ru := h[len(h)-1]
+			s.Tenants = append(s.Tenants, api.TenantRow{Tenant: "newcorp", Tier: "T2", RUPerSec: ru, DBLoad: ru / 100, History: h, P95Seconds: 0.2})
+		}
+		for k := range 20 {
+			s.Tenants = append(s.Tenants, api.TenantRow{Tenant: fmt.Sprintf("t%02d", k), Tier: "T2", RUPerSec: 10, DBLoad: 0.1,
+				P95Seconds: 0.020 * f, BaselineP95Seconds: 0.020, BaselineShare: 0.05, History: flat(10)})
+		}
+		return s
+	}
+	var ds []Decision
+	for sec := range 200 {
+		ds = append(ds, e.Step(snap(sec))...)
+	}
+	if len(ds) == 0 || ds[0].Kind != KindApply || ds[0].Tenant != "newcorp" {
+		t.Fatalf("decisions %v", ds)
+	}
+	if ev := ds[0].Evidence; ev.BaselineFrom != "typical" || ev.Baseline != 0.1 || ev.BaselineDB != 0.1 || ds[0].Limit != 0.1 ||
+		!ds[0].Time.Equal(t0.Add(101*time.Second)) {
+		t.Fatalf("apply at %v, limit %g: evidence %+v", ds[0].Time, ds[0].Limit, ev)
+	}
+}
+
 // TestRestore: an engine that takes over another's action follows it to
 // its lift: it relaxes once it has itself seen the victims recovered for
 // a hold (from its first snapshot, 120, so at 150 rather than the first
@@ -383,6 +449,31 @@ func TestRestore(t *testing.T) {
 		}
 	}
 	same(t, got, step{150, KindRelax, "bigcorp", 20}, step{180, KindRelax, "bigcorp", 40}, step{400, KindLift, "bigcorp", 40})
+}
+
+// TestLiftRestored: an action restored after a restart whose policy part
+// ended meanwhile is lifted by hand, with a decision that names its part
+// (a budget, though its rule left the policy) and the limit it removes;
+// its tenant is not spared.
+func TestLiftRestored(t *testing.T) {
+	e := newEngine(t, policy.Autopilot{})
+	at := t0.Add(time.Minute)
+	act := Action{ID: "autopilot-db-1", Rule: "db", Tenant: "bigcorp", Action: policy.AutopilotBudget, Started: t0, Changed: t0,
+		Expires: t0.Add(15 * time.Minute), Level: 1, Limit: 0.3, Evidence: Evidence{BaselineDB: 0.15}}
+	if n := e.Restore([]Action{act}); n != 1 {
+		t.Fatalf("restored %d", n)
+	}
+	d, err := e.Lift(act.ID, "its policy part was removed", at)
+	if err != nil || d.Kind != KindLift || d.ActionID != act.ID || d.Limit != 0.3 || d.Budget == nil || d.Budget.ID != act.ID ||
+		!d.Budget.Expires.Equal(at) || d.Budget.CreatedBy != "autopilot/db" || d.PolicyRule != nil {
+		t.Fatalf("%v %+v", err, d)
+	}
+	if len(e.Active()) != 0 || len(e.Spared()) != 0 {
+		t.Fatalf("active %v, spared %v", e.Active(), e.Spared())
+	}
+	if _, err := e.Lift(act.ID, "again", at); !errors.Is(err, ErrUnknown) {
+		t.Fatal(err)
+	}
 }
 
 // TestConcurrentUse: Step from one goroutine, Active, Cancel, Pause and

@@ -24,11 +24,12 @@ type series struct {
 // engine saw it, so that a resource the snapshot keeps no history of
 // (pool wait, workers) still has a baseline.
 type loads struct {
-	n   int64
-	own [len(resources)]map[string]*series
-	now [len(resources)]map[string]float64
-	tot [len(resources)]float64
-	row map[string]int // index in the snapshot's Tenants of each tagged tenant
+	n    int64
+	kept int // snapshots taken into the series (past a collector's first Window)
+	own  [len(resources)]map[string]*series
+	now  [len(resources)]map[string]float64
+	tot  [len(resources)]float64
+	row  map[string]int // index in the snapshot's Tenants of each tagged tenant
 }
 
 // add takes a snapshot's figures.
@@ -69,6 +70,7 @@ func (l *loads) add(s *api.Snapshot) {
 		// own per-second History has no such climb.)
 		return
 	}
+	l.kept++
 	for i := range resources {
 		for t, sr := range l.own[i] {
 			if _, ok := l.now[i][t]; !ok {
@@ -84,7 +86,11 @@ func (l *loads) add(s *api.Snapshot) {
 				if len(l.own[i]) >= incident.MaxTracked {
 					continue
 				}
-				sr = &series{}
+				// It had no load the seconds before it appeared: zeros,
+				// so that a tenant new within the baseline's span is new
+				// load (the median tenant's baseline), not one whose
+				// ramp-up in its first seconds is its baseline.
+				sr = &series{v: make([]float64, min(l.kept-1, api.HistoryLen-1), api.HistoryLen)}
 				l.own[i][t] = sr
 			}
 			sr.add(v, l.n, v > 0)

@@ -232,10 +232,13 @@ func (e *Engine) why(r policy.AutopilotRule, ev Evidence) string {
 }
 
 // decide records a decision on a: its limit at its level now, and the
-// policy part that says so (expiring at t for a lift or a cancel).
+// policy part that says so (expiring at t for a lift or a cancel, which
+// keep the limit they remove).
 func (e *Engine) decide(a *action, t time.Time, k Kind, why string, ev Evidence) Decision {
 	r := a.rule
-	a.Limit = limit(r, a.Evidence, a.Level)
+	if k != KindLift && k != KindCancel {
+		a.Limit = limit(r, a.Evidence, a.Level)
+	}
 	if k != KindApply {
 		a.Changed = t
 	} else {

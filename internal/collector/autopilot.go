@@ -35,9 +35,8 @@ import (
 // in Redis (--quota-redis) acts; without Redis a collector of a fleet
 // acts on nothing and says why. The holder keeps its active actions
 // beside the lock (pilotlock.go), and the collector that takes the lock
-// next follows them to their lift; a collector alone keeps them in
-// memory, so after a restart the rules it wrote expire by themselves
-// (each has an end).
+// next follows them to their lift; a collector alone keeps them in its
+// data dir (autopilotactions.go) and follows them again after a restart.
 type pilotPart struct {
 	pol       *policyPart
 	log       *slog.Logger
@@ -48,6 +47,14 @@ type pilotPart struct {
 	// spared is where the tenants a cancel spares are kept across a
 	// restart (DataDir/autopilot-spared.json; "": not kept).
 	spared string
+	// actions is where a collector alone keeps its active actions
+	// (DataDir/autopilot-actions.json; "": not kept); restored says they
+	// were read back, at the first step.
+	actions  string
+	restored bool
+	// saveMu orders the writes of actions (the loop's and a cancel's), so
+	// the last written is the newest set.
+	saveMu sync.Mutex
 	// now stamps the audit of a decision: when it was written, after
 	// whatever the snapshot it was decided on followed from (a policy
 	// change an admin made within the same second, say).
@@ -89,6 +96,9 @@ func newPilotPart(cfg Config, pol *policyPart, q *fleetQuota) (*pilotPart, error
 	if cfg.DataDir != "" {
 		p.spared = filepath.Join(cfg.DataDir, sparedFile)
 		p.loadSpared(cfg.Now())
+		if p.lock == nil && !p.needLock {
+			p.actions = filepath.Join(cfg.DataDir, actionsFile)
+		}
 	}
 	p.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qtop_autopilot_decisions_total",
 		Help: "Decisions of the autopilot by rule, kind (apply, relax, tighten, lift, cancel) and mode (enforce, shadow)."},
@@ -176,6 +186,15 @@ func (p *pilotPart) syncLocked() {
 func (p *pilotPart) step(ctx context.Context, now time.Time, snap *api.Snapshot) {
 	p.mu.Lock()
 	p.syncLocked()
+	restore := !p.restored && p.actions != ""
+	p.restored = true
+	p.mu.Unlock()
+	if restore {
+		// Before the idle test: an action whose rule left the policy
+		// while the collector was stopped still lifts.
+		p.restoreActions(ctx, now)
+	}
+	p.mu.Lock()
 	idle := len(p.rules.Rules) == 0 && len(p.eng.Active()) == 0
 	if idle {
 		p.acting, p.note = false, noPilotRules
@@ -197,13 +216,17 @@ func (p *pilotPart) step(ctx context.Context, now time.Time, snap *api.Snapshot)
 	if took {
 		p.takeOver(ctx)
 	}
-	for _, d := range p.eng.Step(snap) {
+	ds := p.eng.Step(snap)
+	for _, d := range ds {
 		p.write(ctx, now, d)
 	}
-	if p.lock != nil {
+	switch {
+	case p.lock != nil:
 		if err := p.lock.save(ctx, p.eng.Active()); err != nil {
 			p.log.Warn("autopilot: actions not saved beside the lock", "err", err)
 		}
+	case len(ds) > 0:
+		p.saveActions()
 	}
 	p.gauges()
 }
@@ -300,16 +323,13 @@ func (p *pilotPart) write(ctx context.Context, now time.Time, d autopilot.Decisi
 
 // inPolicy reports whether d's policy rule or budget is in the policy.
 func (p *pilotPart) inPolicy(d autopilot.Decision) bool {
-	in := false
-	p.pol.read(func(pol *policy.Policy) {
-		switch {
-		case d.PolicyRule != nil:
-			in = slices.ContainsFunc(pol.Rules, func(r policy.Rule) bool { return r.ID == d.PolicyRule.ID })
-		case d.Budget != nil:
-			in = slices.ContainsFunc(pol.Budgets, func(b policy.Budget) bool { return b.ID == d.Budget.ID })
-		}
-	})
-	return in
+	switch {
+	case d.PolicyRule != nil:
+		return p.partInPolicy(d.PolicyRule.ID, false)
+	case d.Budget != nil:
+		return p.partInPolicy(d.Budget.ID, true)
+	}
+	return false
 }
 
 func (p *pilotPart) gaugesLocked() {
@@ -410,6 +430,7 @@ func (p *pilotPart) command(ctx context.Context, now time.Time, c api.AutopilotC
 		}
 		p.write(ctx, now, d)
 		p.saveSpared()
+		p.saveActions()
 		return nil
 	}
 	// Pausing while paused, or resuming while running, changes nothing:

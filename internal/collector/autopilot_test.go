@@ -520,3 +520,106 @@ func TestAutopilotAuditAfterItsCause(t *testing.T) {
 		t.Fatalf("audit %+v, want the rule's add and autopilot-mode at %v", as, at)
 	}
 }
+
+// TestAutopilotActionsKeptAcrossRestart: a collector alone restarted on
+// its data dir follows the actions it had (before, /v1/autopilot showed
+// none, the gauges dropped to 0, their rules stayed in the policy
+// unfollowed, their end was never audited, and a second rule could be
+// added for the same tenant). One whose rule was removed by hand while
+// it was stopped ends at once, its lift audited; the other ends at its
+// time, audited too, and the saved set is then empty.
+func TestAutopilotActionsKeptAcrossRestart(t *testing.T) {
+	f := newFixture(t)
+	p := f.s.feat.pilot
+	ctx := context.Background()
+	now := f.clk.Now()
+	if err := p.setAutopilot(ctx, now, "ops", auditAutopilotSet, func(a *policy.Autopilot) bool {
+		*a = pilotRule(policy.AutopilotEnforce)
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ends := now.Add(15 * time.Minute)
+	var acts []autopilot.Action
+	for i, tn := range []string{"bigcorp", "megacorp"} {
+		id := fmt.Sprintf("autopilot-noisy-neighbour-%d", i)
+		acts = append(acts, autopilot.Action{ID: id, Rule: "noisy-neighbour", Tenant: tn, Action: policy.AutopilotQuota,
+			Started: now, Changed: now, Expires: ends, Limit: 32, Evidence: autopilot.Evidence{BaselineRU: 32}})
+		r := policy.Rule{ID: id, Tenant: tn, Action: policy.Quota, RUPerSecond: 32, Expires: ends, Reason: "autopilot/noisy-neighbour apply"}
+		if _, err := p.pol.setRule(ctx, now, policy.MaxAutopilotSeconds*time.Second, r, "autopilot/noisy-neighbour", false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := p.eng.Restore(acts); n != 2 {
+		t.Fatalf("restored %d", n)
+	}
+	p.saveActions()
+	// megacorp's rule is lifted by hand while the collector is down.
+	lifted := policy.Rule{ID: acts[1].ID, Tenant: "megacorp", Action: policy.Quota, RUPerSecond: 32, Expires: now, Reason: "x"}
+	if _, err := p.pol.setRule(ctx, now, time.Hour, lifted, "ops", false); err != nil {
+		t.Fatal(err)
+	}
+	f.stop()
+	f.start()
+	defer f.stop()
+	p = f.s.feat.pilot
+	at := f.clk.Add(time.Second)
+	p.step(ctx, at, &api.Snapshot{Time: at})
+	if got := p.eng.Active(); len(got) != 1 || got[0].ID != acts[0].ID || got[0].Tenant != "bigcorp" {
+		t.Fatalf("active after a restart: %+v, want bigcorp's action", got)
+	}
+	if st := p.state().Status; len(st.Active) != 1 || testutil.ToFloat64(p.active.WithLabelValues("enforce")) != 1 {
+		t.Fatalf("status %+v, gauge %v", st.Active, testutil.ToFloat64(p.active.WithLabelValues("enforce")))
+	}
+	if n := p.eng.Restore(acts[:1]); n != 0 {
+		t.Fatal("a second action for bigcorp")
+	}
+	lifts := func() []string {
+		var ids []string
+		for _, au := range auditsOf(t, f) {
+			var d autopilot.Decision
+			if au.Action == "autopilot-lift" && json.Unmarshal([]byte(au.Rule), &d) == nil {
+				ids = append(ids, d.ActionID)
+			}
+		}
+		return ids
+	}
+	if got := lifts(); !slices.Equal(got, []string{acts[1].ID}) {
+		t.Fatalf("lifts audited %v, want megacorp's", got)
+	}
+	end := f.clk.Add(15 * time.Minute)
+	p.step(ctx, end, &api.Snapshot{Time: end})
+	if got := lifts(); len(p.eng.Active()) != 0 || !slices.Equal(got, []string{acts[1].ID, acts[0].ID}) {
+		t.Fatalf("at its end: active %+v, lifts audited %v", p.eng.Active(), got)
+	}
+	if pol := f.s.Policy(); len(pol.Rules) != 0 {
+		t.Fatalf("rules left in the policy: %+v", pol.Rules)
+	}
+	// GET /v1/autopilot names the policy rule each lift removed (newest
+	// first).
+	b, _ := json.Marshal(p.state())
+	var st struct {
+		Decisions []struct {
+			Kind       string `json:"kind"`
+			ActionID   string `json:"action_id"`
+			PolicyRule struct {
+				ID string `json:"id"`
+			} `json:"policy_rule"`
+		} `json:"decisions"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil || len(st.Decisions) != 2 {
+		t.Fatalf("%v: %s", err, b)
+	}
+	for i, d := range st.Decisions {
+		if want := acts[i].ID; d.Kind != "lift" || d.ActionID != want || d.PolicyRule.ID != want {
+			t.Fatalf("decision %d: %+v, want the lift of %s", i, d, want)
+		}
+	}
+	f.stop()
+	f.start()
+	later := f.clk.Add(time.Second)
+	f.s.feat.pilot.step(ctx, later, &api.Snapshot{Time: later})
+	if got := f.s.feat.pilot.eng.Active(); len(got) != 0 {
+		t.Fatalf("ended actions back after a restart: %+v", got)
+	}
+}
