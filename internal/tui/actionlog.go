@@ -21,7 +21,8 @@ type action struct {
 	User   string    `json:"user"`
 	Source string    `json:"source"`
 	// Action is cancel, terminate, throttle, autopilot-pause,
-	// autopilot-resume or autopilot-cancel (ID: the autopilot's action).
+	// autopilot-resume, autopilot-cancel (ID: the autopilot's action) or
+	// lift (ID: the policy rule lifted).
 	Action string `json:"action"`
 	ID     string `json:"id,omitempty"`
 	PID    int32  `json:"pid,omitempty"`

@@ -221,7 +221,7 @@ func liftRule(c *common, log *actionLog, who string, rule policy.Rule) tea.Cmd {
 	rule.Expires = now().UTC().Add(time.Second)
 	rule.Reason = "lifted in qtop by " + who
 	return func() tea.Msg {
-		a := action{Time: now().UTC(), User: who, Source: desc, Action: "lift", Tenant: rule.Tenant, Result: "done"}
+		a := action{Time: now().UTC(), User: who, Source: desc, Action: "lift", ID: rule.ID, Tenant: rule.Tenant, Result: "done"}
 		if err := src.Throttle(ctx, rule); err != nil {
 			a.Result, a.Error = "error", err.Error()
 			log.write(a)

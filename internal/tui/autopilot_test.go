@@ -452,3 +452,30 @@ func TestAutopilotFleet(t *testing.T) {
 		t.Fatal("the collector that took the resume is still paused")
 	}
 }
+
+// TestLiftLogsRule: x then y on a policy rule lifts it, and the action
+// log names the rule it lifted (a tenant may hold a rule of its own and
+// one of the autopilot's).
+func TestLiftLogsRule(t *testing.T) {
+	src := &pilotSource{fakeSource: newFake(Features{Throttle: true})}
+	defer src.Close()
+	var log bytes.Buffer
+	m := New(src, WithRenderer(asciiRenderer()), WithClock(func() time.Time { return t0 }), WithLocation(time.UTC),
+		WithUser("alice"), WithActionLog(&log))
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 30})
+	snap := pilotIncident("enforce")
+	m.Update(snapshotMsg{snap})
+	press(m, "5", "down", "down", "x")
+	rule, ok := m.nav.cur.(*enforcementView).selectedRule()
+	if !ok || m.state != statePrompt {
+		t.Fatalf("no rule selected (state %v)", m.state)
+	}
+	runCmd(t, m, press(m, "y"))
+	var a action
+	if err := json.Unmarshal(bytes.TrimSpace(log.Bytes()), &a); err != nil {
+		t.Fatalf("log %q: %v", log.String(), err)
+	}
+	if a.Action != "lift" || a.ID != rule.ID || a.ID == "" {
+		t.Fatalf("logged %+v, want the lift of rule %q", a, rule.ID)
+	}
+}
