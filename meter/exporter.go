@@ -124,9 +124,9 @@ func (r *Reporter) export(ctx context.Context, p pending) sendResult {
 var errReply = errors.New("meter: unreadable reply")
 
 // post makes one attempt to POST body: the reply of a 2xx, a
-// report.RetryableError for a network error, a timeout, 408, 425, 429 or
-// 5xx (with the reply's or the Retry-After's delay), a permanent error
-// for any other status.
+// report.RetryableError for a network error, a timeout, 401, 403, 408,
+// 425, 429 or 5xx (with the reply's or the Retry-After's delay), a
+// permanent error for any other status.
 func (r *Reporter) post(ctx context.Context, body []byte, age time.Duration) (report.Reply, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.timeout)
 	defer cancel()
@@ -138,8 +138,8 @@ func (r *Reporter) post(ctx context.Context, body []byte, age time.Duration) (re
 	req.Header.Set("Content-Type", report.ContentType)
 	req.Header.Set("Accept", report.ReplyContentType)
 	req.Header.Set(report.AgeHeader, strconv.FormatInt(max(age, 0).Milliseconds(), 10))
-	if r.cfg.token != "" {
-		req.Header.Set("Authorization", "Bearer "+r.cfg.token)
+	if tok := r.cfg.token.get(); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	resp, err := r.client.Do(req)
 	if err != nil {
@@ -178,6 +178,11 @@ func (r *Reporter) post(ctx context.Context, body []byte, age time.Duration) (re
 		return reply, nil
 	case code == http.StatusRequestTimeout, code == http.StatusTooEarly, code == http.StatusTooManyRequests:
 		r.failed("throttled")
+		return report.Reply{}, report.NewRetryable(refused, retryAfter)
+	case code == http.StatusUnauthorized, code == http.StatusForbidden:
+		// The token, not the report: it is kept until a token the
+		// collector takes (a rotation reaching this process) sends it.
+		r.failed("unauthorized")
 		return report.Reply{}, report.NewRetryable(refused, retryAfter)
 	case code >= 500:
 		r.failed("server")

@@ -62,7 +62,7 @@ type config struct {
 	ticker      func(time.Duration) (<-chan time.Time, func())
 	interval    time.Duration
 	timeout     time.Duration
-	token       string
+	token       tokenOption // WithToken, WithTokenFunc, WithTokenFile (token.go)
 	client      *http.Client
 	tls         tlsOption // WithTLS, WithTLSFiles
 	queueLen    int
@@ -238,11 +238,6 @@ func WithTicker(newTicker func(interval time.Duration) (ticks <-chan time.Time, 
 // WithTimeout bounds each POST of the Reporter. Default DefaultTimeout.
 func WithTimeout(d time.Duration) ReporterOption {
 	return reporterOption(func(c *config) { c.timeout = d })
-}
-
-// WithToken makes the Reporter send "Authorization: Bearer token".
-func WithToken(token string) ReporterOption {
-	return reporterOption(func(c *config) { c.token = token })
 }
 
 // WithHTTPClient sets the Reporter's HTTP client (default: a client of its

@@ -22,8 +22,11 @@ import (
 //     qtop_ingest_reports_dropped_total);
 //   - a failed attempt (network error, timeout, 408, 425, 429 or 5xx) is
 //     retried with exponential backoff and jitter, or after the reply's
-//     RetryAfter; any other 4xx means the report can never be accepted and
-//     it is dropped;
+//     RetryAfter;
+//   - a 401 or 403 refuses the token, not the report: the report is kept
+//     and retried with backoff, so a rotated token (WithTokenFunc,
+//     WithTokenFile) sends it; any other 4xx means the report can never
+//     be accepted and it is dropped;
 //   - a report is sent again, with the same Seq, when the collector's
 //     answer was lost, so the collector drops duplicates by
 //     (report.Source.Instance, Seq);
@@ -103,6 +106,13 @@ func NewReporter(rawURL string, rec *Recorder, opts ...ReporterOption) (*Reporte
 	tg, err := newTargets(rawURL, cfg.failover.collectors, rec.Source(), cfg.failover.failback)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.token.file != "" {
+		ft, err := newFileToken(cfg.token.file, cfg.logger, cfg.clock)
+		if err != nil {
+			return nil, err
+		}
+		cfg.token.fn = ft.get
 	}
 	r := &Reporter{
 		targets: tg,

@@ -132,8 +132,8 @@ func sendHint(err error) string {
 		return "the collector's certificate is signed by a CA this process does not trust: name that CA's PEM file in QTOP_CA_FILE (--ca-file)"
 	case errors.As(err, &hn):
 		return "the collector's certificate is not for the host in the collector's URL: use a name the certificate holds"
-	case strings.Contains(err.Error(), "answered 401"):
-		return "the collector refused the report token: check QTOP_TOKEN or QTOP_TOKEN_FILE (--token, --token-file) against the collector's"
+	case strings.Contains(err.Error(), "answered 401"), strings.Contains(err.Error(), "answered 403"):
+		return "the collector refused the report token; reports are kept (up to the queue's bound) and sent once it takes the token: check QTOP_TOKEN or QTOP_TOKEN_FILE (--token, --token-file) against the collector's (a token file is read again when it changes; a --token or QTOP_TOKEN takes a restart)"
 	case strings.Contains(err.Error(), "HTTP request to an HTTPS server"):
 		return "the collector serves https: use https:// in its URL (and QTOP_CA_FILE for its CA)"
 	case strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):

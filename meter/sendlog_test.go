@@ -3,7 +3,6 @@ package meter
 import (
 	"bytes"
 	"context"
-	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -53,14 +52,15 @@ func TestReporterSaysWhenReportsFail(t *testing.T) {
 		mu.Lock()
 		now = t0.Add(at)
 		mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if mode == "down" {
-			// Retried until the flush gives up: a short wait is enough.
-			ctx, cancel = context.WithTimeout(context.Background(), 30*time.Millisecond)
-			defer cancel()
+		if mode != "ok" {
+			// Kept and retried: one attempt, whatever the backoff.
+			r.mu.Lock()
+			r.retryAt = time.Time{}
+			r.mu.Unlock()
+			sendOnce(t, r)
+			return
 		}
-		if err := r.ForceFlush(ctx); err != nil && !(mode == "down" && errors.Is(err, context.DeadlineExceeded)) {
+		if err := r.ForceFlush(ctxTimeout(t, 10*time.Second)); err != nil {
 			t.Fatalf("%s at %v: %v", mode, at, err)
 		}
 	}
@@ -72,9 +72,10 @@ func TestReporterSaysWhenReportsFail(t *testing.T) {
 	flush("ok", 63*time.Second)
 	flush("down", 64*time.Second)
 	got := out.lines()
+	hint := `hint="the collector refused the report token; reports are kept (up to the queue's bound) and sent once it takes the token: check QTOP_TOKEN or QTOP_TOKEN_FILE (--token, --token-file) against the collector's (a token file is read again when it changes; a --token or QTOP_TOKEN takes a restart)"`
 	want := []string{
-		`level=WARN msg="meter: reports to the collector failing" err="meter: collector ` + c.srv.URL + `/v1/reports answered 401: unknown token" report="dropped: the collector refused it" hint="the collector refused the report token: check QTOP_TOKEN or QTOP_TOKEN_FILE (--token, --token-file) against the collector's"`,
-		`level=WARN msg="meter: reports to the collector still failing" err="meter: collector ` + c.srv.URL + `/v1/reports answered 401: unknown token" report="dropped: the collector refused it" hint="the collector refused the report token: check QTOP_TOKEN or QTOP_TOKEN_FILE (--token, --token-file) against the collector's" failures=3 since=2026-12-03T09:00:01Z`,
+		`level=WARN msg="meter: reports to the collector failing" err="meter: collector ` + c.srv.URL + `/v1/reports answered 401: unknown token" report="kept to send again" ` + hint,
+		`level=WARN msg="meter: reports to the collector still failing" err="meter: collector ` + c.srv.URL + `/v1/reports answered 401: unknown token" report="kept to send again" ` + hint + ` failures=3 since=2026-12-03T09:00:01Z`,
 		`level=INFO msg="meter: reports to the collector delivered again" failures=3 for=1m1s`,
 	}
 	if len(got) != 4 {
