@@ -118,7 +118,7 @@ func NewReporter(rawURL string, rec *Recorder, opts ...ReporterOption) (*Reporte
 		targets: tg,
 		rec:     rec,
 		cfg:     cfg,
-		log:     sendLog{log: cfg.logger},
+		log:     sendLog{log: cfg.logger, queueLen: cfg.queueLen},
 		client:  cfg.client,
 		sending: make(chan struct{}, 1),
 		wake:    make(chan struct{}, 1),
@@ -277,6 +277,7 @@ func (r *Reporter) cut(final bool) uint64 {
 		r.queue = append(r.queue[:i], r.queue[i+1:]...)
 		r.mu.Unlock()
 		r.drop("queue_full", 1)
+		r.log.queueFull(cutAt, 1)
 		r.mu.Lock()
 	}
 	p := pending{seq: seq, body: body, cut: cutAt}

@@ -29,6 +29,11 @@ type sendLog struct {
 
 	replySaid   time.Time // when an unreadable reply was last logged
 	sectionSaid time.Time // when a section that could not be encoded was
+
+	dropped   int       // reports dropped from a full queue since the last delivery
+	dropSince time.Time // the first of them
+	dropSaid  time.Time
+	queueLen  int // the queue's bound, for the message
 }
 
 // sectionFailed logs, at most once a sendLogEvery, that a section of the
@@ -78,20 +83,52 @@ func (l *sendLog) failed(now time.Time, err error, dropped bool) {
 	l.log.Warn("meter: reports to the collector still failing", attrs...)
 }
 
-// sent records a delivered report.
+// sent records a delivered report; after failures or drops it says
+// how many there were.
 func (l *sendLog) sent(now time.Time) {
 	if l.log == nil {
 		return
 	}
 	l.mu.Lock()
-	if !l.failing {
+	if !l.failing && l.dropped == 0 {
 		l.mu.Unlock()
 		return
 	}
-	n, since := l.failures, l.since
-	l.failing, l.failures = false, 0
+	n, since, dropped := l.failures, l.since, l.dropped
+	if !l.failing {
+		since = l.dropSince
+	}
+	l.failing, l.failures, l.dropped = false, 0, 0
+	l.dropSaid = time.Time{}
 	l.mu.Unlock()
-	l.log.Info("meter: reports to the collector delivered again", "failures", n, "for", now.Sub(since).Round(time.Millisecond).String())
+	l.log.Info("meter: reports to the collector delivered again", "failures", n, "for", now.Sub(since).Round(time.Millisecond).String(),
+		"dropped", dropped)
+}
+
+// queueFull records n reports dropped, the oldest, from a full queue:
+// said at once, then at most every sendLogEvery, with how many since
+// when; an outage longer than the queue covers loses reports, and the
+// log must say so.
+func (l *sendLog) queueFull(now time.Time, n int) {
+	if l.log == nil {
+		return
+	}
+	l.mu.Lock()
+	if l.dropped == 0 {
+		l.dropSince = now
+	}
+	l.dropped += n
+	dropped, since, bound := l.dropped, l.dropSince, l.queueLen
+	say := l.dropSaid.IsZero() || now.Sub(l.dropSaid) >= sendLogEvery
+	if say {
+		l.dropSaid = now
+	}
+	l.mu.Unlock()
+	if say {
+		l.log.Warn("meter: report queue full: the oldest reports are dropped", "dropped", dropped,
+			"since", since.UTC().Format(time.RFC3339), "queue", bound,
+			"hint", "the queue holds one report an interval: raise WithQueueLen (the gate's --report-queue) to ride out longer collector outages")
+	}
 }
 
 // due says whether a message last said at *said (under l.mu) is to be

@@ -76,7 +76,7 @@ func TestReporterSaysWhenReportsFail(t *testing.T) {
 	want := []string{
 		`level=WARN msg="meter: reports to the collector failing" err="meter: collector ` + c.srv.URL + `/v1/reports answered 401: unknown token" report="kept to send again" ` + hint,
 		`level=WARN msg="meter: reports to the collector still failing" err="meter: collector ` + c.srv.URL + `/v1/reports answered 401: unknown token" report="kept to send again" ` + hint + ` failures=3 since=2026-12-03T09:00:01Z`,
-		`level=INFO msg="meter: reports to the collector delivered again" failures=3 for=1m1s`,
+		`level=INFO msg="meter: reports to the collector delivered again" failures=3 for=1m1s dropped=0`,
 	}
 	if len(got) != 4 {
 		t.Fatalf("%d lines, want 4:\n%s", len(got), strings.Join(got, "\n"))
@@ -129,5 +129,47 @@ func TestReporterSaysWhenRepliesAreUnreadable(t *testing.T) {
 		if !strings.HasPrefix(l, `level=WARN msg="meter: the collector's reply to a report could not be read"`) || !strings.Contains(l, "hint=") {
 			t.Errorf("line %s", l)
 		}
+	}
+}
+
+// testLog is a logger without times, for comparing lines.
+func testLog(out *lockedBuffer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}}))
+}
+
+// TestReporterSaysWhenQueueDrops: reports dropped from a full queue (an
+// outage longer than the queue covers) are said at once, with how many
+// since when, again at most once a minute, and counted in the line that
+// says reports are delivered again.
+func TestReporterSaysWhenQueueDrops(t *testing.T) {
+	c := newCollector(t)
+	var out lockedBuffer
+	var mu sync.Mutex
+	t0 := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	now := t0
+	at := func(d time.Duration) { mu.Lock(); now = t0.Add(d); mu.Unlock() }
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	r := newReporter(t, c, mustRecorder(), WithLogger(testLog(&out)), WithClock(clock), WithQueueLen(2))
+	for _, d := range []time.Duration{0, time.Second, 2 * time.Second, 3 * time.Second, 70 * time.Second} {
+		at(d)
+		r.cut(false) // nothing is sent: the queue fills as in an outage
+	}
+	at(71 * time.Second)
+	if wait := r.drain(ctxTimeout(t, 10*time.Second), 0); wait != 0 || r.QueueLen() != 0 {
+		t.Fatalf("drain: wait %v, %d left", wait, r.QueueLen())
+	}
+	got := out.lines()
+	want := []string{
+		`level=WARN msg="meter: report queue full: the oldest reports are dropped" dropped=1 since=2026-12-03T09:00:02Z queue=2 hint="the queue holds one report an interval: raise WithQueueLen (the gate's --report-queue) to ride out longer collector outages"`,
+		`level=WARN msg="meter: report queue full: the oldest reports are dropped" dropped=3 since=2026-12-03T09:00:02Z queue=2 hint="the queue holds one report an interval: raise WithQueueLen (the gate's --report-queue) to ride out longer collector outages"`,
+		`level=INFO msg="meter: reports to the collector delivered again" failures=0 for=1m9s dropped=3`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("log:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
