@@ -22,7 +22,8 @@ import (
 //     qtop_ingest_reports_dropped_total);
 //   - a failed attempt (network error, timeout, 408, 425, 429 or 5xx) is
 //     retried with exponential backoff and jitter, or after the reply's
-//     RetryAfter;
+//     RetryAfter; a 429 with a delay is the collector pacing a backlog,
+//     waited out without counting as a failure;
 //   - a 401 or 403 refuses the token, not the report: the report is kept
 //     and retried with backoff, so a rotated token (WithTokenFunc,
 //     WithTokenFile) sends it; any other 4xx means the report can never
@@ -344,7 +345,11 @@ func (r *Reporter) drain(ctx context.Context, upTo uint64) time.Duration {
 		r.mu.Lock()
 		r.inflight = 0
 		head := len(r.queue) > 0 && r.queue[0].seq == p.seq
-		if res.retry && ctx.Err() == nil {
+		if res.paced && ctx.Err() == nil {
+			// Pacing, not failure: wait what the collector asks, and
+			// leave the backoff of real failures where it was.
+			r.retryAt = time.Now().Add(min(res.retryAfter, r.cfg.backoff.max))
+		} else if res.retry && ctx.Err() == nil {
 			r.attempt++
 			r.retryAt = time.Now().Add(r.backoff(r.attempt, res.retryAfter))
 		} else if !res.retry {

@@ -98,6 +98,14 @@ func (c *collector) serve(w http.ResponseWriter, req *http.Request) {
 	case "403":
 		w.WriteHeader(403)
 		return
+	case "paced":
+		// The collector's per-source limit: an exact delay in the reply,
+		// the header's rounded up to a second, the message an error's.
+		b, _ := report.EncodeReply(report.Reply{RetryAfter: 100 * time.Millisecond, Message: "collector: over the per-source report limit (retry after 100ms)"})
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(429)
+		w.Write(b)
+		return
 	}
 	if req.Method != http.MethodPost || req.Header.Get("Content-Type") != report.ContentType {
 		c.t.Errorf("request %s with content type %q", req.Method, req.Header.Get("Content-Type"))

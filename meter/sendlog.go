@@ -33,7 +33,9 @@ type sendLog struct {
 	dropped   int       // reports dropped from a full queue since the last delivery
 	dropSince time.Time // the first of them
 	dropSaid  time.Time
-	queueLen  int // the queue's bound, for the message
+	queueLen  int       // the queue's bound, for the message
+	pacedAt   time.Time // the first 429 with a delay since the last delivery
+	pacedSaid time.Time
 }
 
 // sectionFailed logs, at most once a sendLogEvery, that a section of the
@@ -90,6 +92,7 @@ func (l *sendLog) sent(now time.Time) {
 		return
 	}
 	l.mu.Lock()
+	l.pacedAt = time.Time{}
 	if !l.failing && l.dropped == 0 {
 		l.mu.Unlock()
 		return
@@ -128,6 +131,30 @@ func (l *sendLog) queueFull(now time.Time, n int) {
 		l.log.Warn("meter: report queue full: the oldest reports are dropped", "dropped", dropped,
 			"since", since.UTC().Format(time.RFC3339), "queue", bound,
 			"hint", "the queue holds one report an interval: raise WithQueueLen (the gate's --report-queue) to ride out longer collector outages")
+	}
+}
+
+// paced records a 429 with a delay: the collector's rate limit spacing
+// out a backlog. It is neither a failure nor ends one, so a replay does
+// not flip the log between failing and delivered; only a limit that lets
+// nothing through for sendLogEvery is said, then at most that often.
+func (l *sendLog) paced(now time.Time, err error) {
+	if l.log == nil {
+		return
+	}
+	l.mu.Lock()
+	if l.pacedAt.IsZero() {
+		l.pacedAt = now
+	}
+	since := l.pacedAt
+	say := now.Sub(since) >= sendLogEvery && (l.pacedSaid.IsZero() || now.Sub(l.pacedSaid) >= sendLogEvery)
+	if say {
+		l.pacedSaid = now
+	}
+	l.mu.Unlock()
+	if say {
+		l.log.Warn("meter: the collector's rate limit has let no report through", "err", err.Error(),
+			"since", since.UTC().Format(time.RFC3339), "report", "kept to send again")
 	}
 }
 

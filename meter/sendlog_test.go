@@ -173,3 +173,66 @@ func TestReporterSaysWhenQueueDrops(t *testing.T) {
 		t.Errorf("log:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestReporterPacedIsNotFailure: during a backlog replay the collector's
+// per-source limit answers 429 with a delay. That is pacing: the log does
+// not flip between failing and delivered, the wait is the reply's exact
+// delay (not the header's whole second) with no backoff added, and the
+// error says its delay once. Only a limit that lets nothing through for a
+// minute is said.
+func TestReporterPacedIsNotFailure(t *testing.T) {
+	c := newCollector(t)
+	var out lockedBuffer
+	var mu sync.Mutex
+	t0 := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	now := t0
+	at := func(d time.Duration) { mu.Lock(); now = t0.Add(d); mu.Unlock() }
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	r := newReporter(t, c, mustRecorder(), WithLogger(testLog(&out)), WithClock(clock), WithBackoff(time.Second, time.Minute))
+
+	c.setMode("down")
+	sendOnce(t, r) // the outage: failing
+	c.setMode("ok")
+	at(time.Second)
+	r.retryAt = time.Time{}
+	sendOnce(t, r) // back: delivered again
+	for i, d := range []time.Duration{2 * time.Second, 3 * time.Second, 4 * time.Second} {
+		at(d)
+		c.setMode("paced")
+		if wait := sendOnce(t, r); wait <= 0 || wait > 100*time.Millisecond {
+			t.Errorf("replay %d: paced wait %v, want the reply's 100ms", i, wait)
+		}
+		if r.attempt != 0 {
+			t.Errorf("replay %d: attempt %d: pacing is not a failure to back off from", i, r.attempt)
+		}
+		c.setMode("ok")
+		r.retryAt = time.Time{}
+		if wait := r.drain(ctxTimeout(t, 10*time.Second), 0); wait != 0 {
+			t.Fatalf("replay %d: not delivered", i)
+		}
+	}
+	c.setMode("paced")
+	_, err := r.post(ctxTimeout(t, 10*time.Second), nil, 0)
+	if n := strings.Count(err.Error(), "retry after"); n != 1 || !strings.HasSuffix(err.Error(), "limit (retry after 100ms)") {
+		t.Errorf("paced error %q: want its delay said once", err)
+	}
+	for _, d := range []time.Duration{5 * time.Second, 30 * time.Second, 65 * time.Second, 70 * time.Second, 126 * time.Second} {
+		at(d)
+		r.retryAt = time.Time{}
+		sendOnce(t, r) // a limit that lets nothing through
+	}
+	got := out.lines()
+	if len(got) != 4 {
+		t.Fatalf("%d lines, want 4:\n%s", len(got), strings.Join(got, "\n"))
+	}
+	for i, p := range []string{
+		`level=WARN msg="meter: reports to the collector failing"`,
+		`level=INFO msg="meter: reports to the collector delivered again"`,
+		`level=WARN msg="meter: the collector's rate limit has let no report through"`,
+		`level=WARN msg="meter: the collector's rate limit has let no report through"`,
+	} {
+		if !strings.HasPrefix(got[i], p) {
+			t.Errorf("line %d: %s\nwant %s…", i+1, got[i], p)
+		}
+	}
+}
