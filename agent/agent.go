@@ -97,34 +97,48 @@ func New(opts ...Option) (*Agent, error) {
 		a.tracer = cfg.tp.Tracer("github.com/qtop-dev/qtop/agent")
 	}
 	if cfg.collector != "" {
-		popts := []meter.ReporterOption{
-			meter.WithInterval(cfg.interval),
-			meter.WithLogger(cfg.logger),
-			meter.WithPolicyHandler(a.applyPolicy),
-			meter.WithCutHook(enforcementCut(a.enf, a.pool.take)),
-			meter.WithQuota(a.gate),
-			// The names behind session tagging's short ids (pgx.go).
-			meter.WithSectionSource(cfg.sqlNames.Section),
+		if err := a.startReporter(cfg); err != nil {
+			return nil, err
 		}
-		popts = append(popts, a.reportOptions()...)
-		if cfg.token != "" {
-			popts = append(popts, meter.WithToken(cfg.token))
-		}
-		files := tlsfiles.ClientFromEnv()
-		if cfg.tlsFiles != nil {
-			files = *cfg.tlsFiles
-		}
-		popts = append(popts, meter.WithTLSFiles(files))
-		if cfg.reg != nil {
-			popts = append(popts, meter.WithRegisterer(cfg.reg))
-		}
-		u := strings.TrimRight(cfg.collector, "/") + ReportsPath
-		if a.rep, err = meter.NewReporter(u, a.rec, popts...); err != nil {
-			return nil, fmt.Errorf("agent: reporter: %w", err)
-		}
-		a.rep.Start()
 	}
 	return a, nil
+}
+
+// startReporter makes and starts the reporter of an agent with a
+// collector.
+func (a *Agent) startReporter(cfg config) error {
+	popts := []meter.ReporterOption{
+		meter.WithInterval(cfg.interval),
+		meter.WithLogger(cfg.logger),
+		meter.WithPolicyHandler(a.applyPolicy),
+		meter.WithCutHook(enforcementCut(a.enf, a.pool.take)),
+		meter.WithQuota(a.gate),
+		// The names behind session tagging's short ids (pgx.go).
+		meter.WithSectionSource(cfg.sqlNames.Section),
+	}
+	popts = append(popts, a.reportOptions()...)
+	if cfg.token != "" {
+		popts = append(popts, meter.WithToken(cfg.token))
+	}
+	popts = append(popts, cfg.reportOpts...) // after WithToken: a token source replaces it
+	files := tlsfiles.ClientFromEnv()
+	if cfg.tlsFiles != nil {
+		files = *cfg.tlsFiles
+	}
+	popts = append(popts, meter.WithTLSFiles(files))
+	if cfg.reg != nil {
+		popts = append(popts, meter.WithRegisterer(cfg.reg))
+	}
+	u := strings.TrimRight(cfg.collector, "/") + ReportsPath
+	rep, err := meter.NewReporter(u, a.rec, popts...)
+	if errors.Is(err, meter.ErrInvalid) {
+		return fmt.Errorf("%w: reporter: %w", ErrConfig, err) // a token file, a queue bound
+	} else if err != nil {
+		return fmt.Errorf("agent: reporter: %w", err)
+	}
+	a.rep = rep
+	a.rep.Start()
+	return nil
 }
 
 // newGate makes the quota gate of an agent that reports (nil for one

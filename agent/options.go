@@ -46,11 +46,13 @@ type config struct {
 	sqlMode          sqlcomment.Mode         // WithSQLTagging
 	sqlNames         *sqlcomment.TenantNames // the ids of session tags
 	tlsFiles         *tlsfiles.ClientFiles   // WithCollectorTLS; nil: the environment's
+	reportOpts       []meter.ReporterOption  // WithTokenFile, WithTokenFunc, WithReportQueue
 }
 
 // WithCollector sends the agent's reports to the collector at base (for
 // example "http://collector:7070"), with "Authorization: Bearer token"
-// when token is not empty, and applies the policy of its replies and
+// when token is not empty (WithTokenFile or WithTokenFunc for a token
+// that is rotated), and applies the policy of its replies and
 // their fleet-wide quota verdicts (package quota: a quota rule limits the
 // tenant across every process that reports).
 // Without it the agent enforces and records locally and sends nothing.
@@ -60,6 +62,33 @@ type config struct {
 // mTLS (see package tlsfiles), unless WithCollectorTLS says otherwise.
 func WithCollector(base, token string) Option {
 	return func(c *config) { c.collector, c.token = base, token }
+}
+
+// WithTokenFile reads the report token from path instead of taking
+// WithCollector's, and again before a report when the file has changed
+// (another file renamed into place, a Kubernetes Secret's ..data swap),
+// so a rotation needs no restart: the collector takes a new token at
+// once, with no overlap, and reports it refuses meanwhile are kept (up
+// to WithReportQueue). New fails if the file cannot be read or is empty;
+// later such a file keeps the last token and is logged.
+func WithTokenFile(path string) Option {
+	return func(c *config) { c.reportOpts = append(c.reportOpts, meter.WithTokenFile(path)) }
+}
+
+// WithTokenFunc asks fn for the report token before each report, instead
+// of taking WithCollector's: for a token that a secret store rotates. fn
+// should return quickly.
+func WithTokenFunc(fn func() string) Option {
+	return func(c *config) { c.reportOpts = append(c.reportOpts, meter.WithTokenFunc(fn)) }
+}
+
+// WithReportQueue bounds the reports kept while the collector cannot take
+// them (down, or refusing the token); beyond it the oldest are dropped,
+// counted and logged. One report an interval: the default,
+// meter.DefaultQueueLen, covers a minute at the default interval. See
+// meter.WithQueueLen for what a kept report costs.
+func WithReportQueue(n int) Option {
+	return func(c *config) { c.reportOpts = append(c.reportOpts, meter.WithQueueLen(n)) }
 }
 
 // WithCollectorTLS names the CA and client certificate files used to

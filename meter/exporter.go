@@ -60,6 +60,7 @@ func NewReporterTo(exp Exporter, rec *Recorder, opts ...ReporterOption) (*Report
 
 type sendResult struct {
 	ok, retry  bool
+	paced      bool // retry after retryAfter, as pacing (a 429 with a delay)
 	retryAfter time.Duration
 }
 
@@ -76,6 +77,11 @@ func (r *Reporter) export(ctx context.Context, p pending) sendResult {
 	if delay, retry := report.IsRetryable(err); retry {
 		if r.exp != nil {
 			r.failed("exporter")
+		}
+		var p pacing
+		if errors.As(err, &p) {
+			r.log.paced(r.cfg.clock(), err)
+			return sendResult{retry: true, paced: true, retryAfter: delay}
 		}
 		r.log.failed(r.cfg.clock(), err, false)
 		return sendResult{retry: true, retryAfter: delay}
@@ -124,9 +130,9 @@ func (r *Reporter) export(ctx context.Context, p pending) sendResult {
 var errReply = errors.New("meter: unreadable reply")
 
 // post makes one attempt to POST body: the reply of a 2xx, a
-// report.RetryableError for a network error, a timeout, 408, 425, 429 or
-// 5xx (with the reply's or the Retry-After's delay), a permanent error
-// for any other status.
+// report.RetryableError for a network error, a timeout, 401, 403, 408,
+// 425, 429 or 5xx (with the reply's or the Retry-After's delay), a
+// permanent error for any other status.
 func (r *Reporter) post(ctx context.Context, body []byte, age time.Duration) (report.Reply, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.timeout)
 	defer cancel()
@@ -138,8 +144,8 @@ func (r *Reporter) post(ctx context.Context, body []byte, age time.Duration) (re
 	req.Header.Set("Content-Type", report.ContentType)
 	req.Header.Set("Accept", report.ReplyContentType)
 	req.Header.Set(report.AgeHeader, strconv.FormatInt(max(age, 0).Milliseconds(), 10))
-	if r.cfg.token != "" {
-		req.Header.Set("Authorization", "Bearer "+r.cfg.token)
+	if tok := r.cfg.token.get(); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	resp, err := r.client.Do(req)
 	if err != nil {
@@ -160,12 +166,14 @@ func (r *Reporter) post(ctx context.Context, body []byte, age time.Duration) (re
 	if derr == nil {
 		reply, derr = report.DecodeReply(data)
 	}
+	// The reply's delay is exact; the header's is rounded up to whole
+	// seconds (a 100 ms pacing became 1 s), so it serves only without one.
 	retryAfter := reply.RetryAfter
-	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
-		retryAfter = max(retryAfter, time.Duration(s)*time.Second)
+	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 && retryAfter <= 0 {
+		retryAfter = time.Duration(s) * time.Second
 	}
 	code := resp.StatusCode
-	msg := reply.Message
+	msg := trimRetryAfter(reply.Message)
 	if msg == "" && derr != nil {
 		msg = bodyText(data) // not a reply: a proxy's page, Go's TLS server answering plain HTTP, …
 	}
@@ -176,8 +184,16 @@ func (r *Reporter) post(ctx context.Context, body []byte, age time.Duration) (re
 			return report.Reply{Accepted: true}, fmt.Errorf("%w: %w", errReply, derr)
 		}
 		return reply, nil
+	case code == http.StatusTooManyRequests && retryAfter > 0:
+		r.failed("throttled")
+		return report.Reply{}, report.NewRetryable(pacing{refused}, retryAfter)
 	case code == http.StatusRequestTimeout, code == http.StatusTooEarly, code == http.StatusTooManyRequests:
 		r.failed("throttled")
+		return report.Reply{}, report.NewRetryable(refused, retryAfter)
+	case code == http.StatusUnauthorized, code == http.StatusForbidden:
+		// The token, not the report: it is kept until a token the
+		// collector takes (a rotation reaching this process) sends it.
+		r.failed("unauthorized")
 		return report.Reply{}, report.NewRetryable(refused, retryAfter)
 	case code >= 500:
 		r.failed("server")
@@ -187,6 +203,21 @@ func (r *Reporter) post(ctx context.Context, body []byte, age time.Duration) (re
 		r.failed("rejected")
 		return report.Reply{}, report.NewPermanent(refused)
 	}
+}
+
+// pacing is a 429 with a delay: the collector's per-source rate limit
+// spacing out a backlog, not a failure to tell anyone about.
+type pacing struct{ error }
+
+func (p pacing) Unwrap() error { return p.error }
+
+// trimRetryAfter drops the "(retry after …)" a collector's message ends
+// with: the reporter's error says the delay it waits itself.
+func trimRetryAfter(msg string) string {
+	if i := strings.LastIndex(msg, " (retry after "); i >= 0 && strings.HasSuffix(msg, ")") {
+		return msg[:i]
+	}
+	return msg
 }
 
 // replyParts decodes the policy and the quota verdicts of a reply. A

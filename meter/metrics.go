@@ -172,7 +172,7 @@ func newReporterMetrics(*Reporter) *reporterMetrics {
 		policies: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_ingest_policy_updates_total",
 			Help: "New policies handed to the policy handler."}),
 		failed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qtop_ingest_report_attempts_failed_total",
-			Help: "Failed attempts to send a report, by reason: network, timeout, throttled (408/425/429), server (5xx), rejected (other 4xx)."},
+			Help: "Failed attempts to send a report, by reason: network, timeout, throttled (408/425/429), server (5xx), unauthorized (401/403: the token; the report is kept), rejected (other 4xx)."},
 			[]string{"reason"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qtop_ingest_reports_dropped_total",
 			Help: "Reports given up, by reason: queue_full, rejected, shutdown, encode."},
@@ -183,7 +183,7 @@ func newReporterMetrics(*Reporter) *reporterMetrics {
 		sectionsDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_ingest_sections_dropped_total",
 			Help: "Sections of a process's own (tenant names, budgets, freshness) that could not be encoded and were left out of their report, which was sent without them."}),
 	}
-	for _, r := range []string{"network", "timeout", "throttled", "server", "rejected"} {
+	for _, r := range []string{"network", "timeout", "throttled", "server", "unauthorized", "rejected"} {
 		m.failed.WithLabelValues(r)
 	}
 	for _, r := range []string{"queue_full", "rejected", "shutdown", "encode"} {

@@ -62,7 +62,7 @@ type config struct {
 	ticker      func(time.Duration) (<-chan time.Time, func())
 	interval    time.Duration
 	timeout     time.Duration
-	token       string
+	token       tokenOption // WithToken, WithTokenFunc, WithTokenFile (token.go)
 	client      *http.Client
 	tls         tlsOption // WithTLS, WithTLSFiles
 	queueLen    int
@@ -240,11 +240,6 @@ func WithTimeout(d time.Duration) ReporterOption {
 	return reporterOption(func(c *config) { c.timeout = d })
 }
 
-// WithToken makes the Reporter send "Authorization: Bearer token".
-func WithToken(token string) ReporterOption {
-	return reporterOption(func(c *config) { c.token = token })
-}
-
 // WithHTTPClient sets the Reporter's HTTP client (default: a client of its
 // own with no overall timeout; WithTimeout bounds each attempt).
 func WithHTTPClient(hc *http.Client) ReporterOption {
@@ -288,7 +283,12 @@ func WithLogger(l *slog.Logger) ReporterOption {
 }
 
 // WithQueueLen bounds the encoded reports waiting to be sent; when full,
-// the oldest is dropped and counted. Default DefaultQueueLen.
+// the oldest is dropped, counted and logged (WithLogger). The queue holds
+// one report an interval, so it rides out a collector outage (or a
+// refused token) of n intervals: DefaultQueueLen at DefaultInterval is a
+// minute. A kept report costs its encoding, about 0.2 KB plus 60 bytes a
+// tenant × route row (about 2 KB for 30 rows, 120 KB at the default
+// WithMaxRows). Default DefaultQueueLen.
 func WithQueueLen(n int) ReporterOption { return reporterOption(func(c *config) { c.queueLen = n }) }
 
 // WithBackoff sets the Reporter's retry delays: the first retry waits

@@ -22,8 +22,12 @@ import (
 //     qtop_ingest_reports_dropped_total);
 //   - a failed attempt (network error, timeout, 408, 425, 429 or 5xx) is
 //     retried with exponential backoff and jitter, or after the reply's
-//     RetryAfter; any other 4xx means the report can never be accepted and
-//     it is dropped;
+//     RetryAfter; a 429 with a delay is the collector pacing a backlog,
+//     waited out without counting as a failure;
+//   - a 401 or 403 refuses the token, not the report: the report is kept
+//     and retried with backoff, so a rotated token (WithTokenFunc,
+//     WithTokenFile) sends it; any other 4xx means the report can never
+//     be accepted and it is dropped;
 //   - a report is sent again, with the same Seq, when the collector's
 //     answer was lost, so the collector drops duplicates by
 //     (report.Source.Instance, Seq);
@@ -104,11 +108,18 @@ func NewReporter(rawURL string, rec *Recorder, opts ...ReporterOption) (*Reporte
 	if err != nil {
 		return nil, err
 	}
+	if cfg.token.file != "" {
+		ft, err := newFileToken(cfg.token.file, cfg.logger, cfg.clock)
+		if err != nil {
+			return nil, err
+		}
+		cfg.token.fn = ft.get
+	}
 	r := &Reporter{
 		targets: tg,
 		rec:     rec,
 		cfg:     cfg,
-		log:     sendLog{log: cfg.logger},
+		log:     sendLog{log: cfg.logger, queueLen: cfg.queueLen},
 		client:  cfg.client,
 		sending: make(chan struct{}, 1),
 		wake:    make(chan struct{}, 1),
@@ -267,6 +278,7 @@ func (r *Reporter) cut(final bool) uint64 {
 		r.queue = append(r.queue[:i], r.queue[i+1:]...)
 		r.mu.Unlock()
 		r.drop("queue_full", 1)
+		r.log.queueFull(cutAt, 1)
 		r.mu.Lock()
 	}
 	p := pending{seq: seq, body: body, cut: cutAt}
@@ -333,7 +345,11 @@ func (r *Reporter) drain(ctx context.Context, upTo uint64) time.Duration {
 		r.mu.Lock()
 		r.inflight = 0
 		head := len(r.queue) > 0 && r.queue[0].seq == p.seq
-		if res.retry && ctx.Err() == nil {
+		if res.paced && ctx.Err() == nil {
+			// Pacing, not failure: wait what the collector asks, and
+			// leave the backoff of real failures where it was.
+			r.retryAt = time.Now().Add(min(res.retryAfter, r.cfg.backoff.max))
+		} else if res.retry && ctx.Err() == nil {
 			r.attempt++
 			r.retryAt = time.Now().Add(r.backoff(r.attempt, res.retryAfter))
 		} else if !res.retry {

@@ -65,7 +65,7 @@ func (c *collector) got() []*report.Report {
 
 func (c *collector) serve(w http.ResponseWriter, req *http.Request) {
 	c.mu.Lock()
-	mode, pol := c.mode, c.pol
+	mode, pol, token := c.mode, c.pol, c.token
 	c.mu.Unlock()
 	defer func() { c.arrived <- struct{}{} }()
 	switch mode {
@@ -95,11 +95,22 @@ func (c *collector) serve(w http.ResponseWriter, req *http.Request) {
 		w.WriteHeader(401)
 		io.WriteString(w, `{"accepted":false,"message":"unknown token"}`)
 		return
+	case "403":
+		w.WriteHeader(403)
+		return
+	case "paced":
+		// The collector's per-source limit: an exact delay in the reply,
+		// the header's rounded up to a second, the message an error's.
+		b, _ := report.EncodeReply(report.Reply{RetryAfter: 100 * time.Millisecond, Message: "collector: over the per-source report limit (retry after 100ms)"})
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(429)
+		w.Write(b)
+		return
 	}
 	if req.Method != http.MethodPost || req.Header.Get("Content-Type") != report.ContentType {
 		c.t.Errorf("request %s with content type %q", req.Method, req.Header.Get("Content-Type"))
 	}
-	if c.token != "" && req.Header.Get("Authorization") != "Bearer "+c.token {
+	if token != "" && req.Header.Get("Authorization") != "Bearer "+token {
 		w.WriteHeader(401)
 		return
 	}
@@ -211,15 +222,59 @@ func TestReporterSendsAndHandsPolicy(t *testing.T) {
 	}
 }
 
+func (c *collector) setToken(tok string) {
+	c.mu.Lock()
+	c.token = tok
+	c.mu.Unlock()
+}
+
+// sendOnce cuts a window and makes one attempt per queued report,
+// oldest first, until one must wait (its wait is returned).
+func sendOnce(t *testing.T, r *Reporter) time.Duration {
+	t.Helper()
+	r.cut(false)
+	return r.drain(ctxTimeout(t, 10*time.Second), 0)
+}
+
+// TestReporterWrongToken: a 401 or 403 refuses the token, not the
+// report: it stays queued, and goes with the next token the collector
+// takes (a rotation), as the collector switches tokens with no overlap.
 func TestReporterWrongToken(t *testing.T) {
-	c := newCollector(t)
-	c.token = "right"
-	r := newReporter(t, c, mustRecorder(), WithToken("wrong"))
-	if err := r.ForceFlush(ctxTimeout(t, 10*time.Second)); err != nil {
-		t.Fatal(err)
+	for _, mode := range []string{"ok", "403"} {
+		c := newCollector(t)
+		c.setToken("new")
+		c.setMode(mode)
+		reg := prometheus.NewPedanticRegistry()
+		var mu sync.Mutex
+		token := "old"
+		r := newReporter(t, c, mustRecorder(), WithRegisterer(reg), WithTokenFunc(func() string { mu.Lock(); defer mu.Unlock(); return token }))
+		if wait := sendOnce(t, r); wait <= 0 || r.QueueLen() != 1 || r.Dropped() != 0 {
+			t.Fatalf("%s: refused token: wait %v, queued %d, dropped %d; want the report kept for a retry", mode, wait, r.QueueLen(), r.Dropped())
+		}
+		if n := testutil.ToFloat64(r.m.failed.WithLabelValues("unauthorized")); n != 1 {
+			t.Errorf("%s: %v unauthorized attempts counted", mode, n)
+		}
+		mu.Lock()
+		token = "new"
+		mu.Unlock()
+		c.setMode("ok")
+		if err := r.ForceFlush(ctxTimeout(t, 10*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if got := seqs(c.got()); len(got) != 2 || got[0] != 1 || r.Dropped() != 0 {
+			t.Errorf("%s: after the rotation the collector got %v, dropped %d; want [1 2], 0", mode, got, r.Dropped())
+		}
 	}
-	if r.Dropped() != 1 || r.QueueLen() != 0 {
-		t.Errorf("a 401 should drop the report: dropped %d, queued %d", r.Dropped(), r.QueueLen())
+}
+
+// TestReporterBadReportDropped: a refusal of the report itself (400,
+// 413) is for good: it is dropped, not retried.
+func TestReporterBadReportDropped(t *testing.T) {
+	c := newCollector(t)
+	c.setMode("400")
+	r := newReporter(t, c, mustRecorder())
+	if wait := sendOnce(t, r); wait != 0 || r.QueueLen() != 0 || r.Dropped() != 1 {
+		t.Errorf("a 400: wait %v, queued %d, dropped %d; want 0, 0, 1", wait, r.QueueLen(), r.Dropped())
 	}
 }
 

@@ -29,6 +29,13 @@ type sendLog struct {
 
 	replySaid   time.Time // when an unreadable reply was last logged
 	sectionSaid time.Time // when a section that could not be encoded was
+
+	dropped   int       // reports dropped from a full queue since the last delivery
+	dropSince time.Time // the first of them
+	dropSaid  time.Time
+	queueLen  int       // the queue's bound, for the message
+	pacedAt   time.Time // the first 429 with a delay since the last delivery
+	pacedSaid time.Time
 }
 
 // sectionFailed logs, at most once a sendLogEvery, that a section of the
@@ -78,20 +85,77 @@ func (l *sendLog) failed(now time.Time, err error, dropped bool) {
 	l.log.Warn("meter: reports to the collector still failing", attrs...)
 }
 
-// sent records a delivered report.
+// sent records a delivered report; after failures or drops it says
+// how many there were.
 func (l *sendLog) sent(now time.Time) {
 	if l.log == nil {
 		return
 	}
 	l.mu.Lock()
-	if !l.failing {
+	l.pacedAt = time.Time{}
+	if !l.failing && l.dropped == 0 {
 		l.mu.Unlock()
 		return
 	}
-	n, since := l.failures, l.since
-	l.failing, l.failures = false, 0
+	n, since, dropped := l.failures, l.since, l.dropped
+	if !l.failing {
+		since = l.dropSince
+	}
+	l.failing, l.failures, l.dropped = false, 0, 0
+	l.dropSaid = time.Time{}
 	l.mu.Unlock()
-	l.log.Info("meter: reports to the collector delivered again", "failures", n, "for", now.Sub(since).Round(time.Millisecond).String())
+	l.log.Info("meter: reports to the collector delivered again", "failures", n, "for", now.Sub(since).Round(time.Millisecond).String(),
+		"dropped", dropped)
+}
+
+// queueFull records n reports dropped, the oldest, from a full queue:
+// said at once, then at most every sendLogEvery, with how many since
+// when; an outage longer than the queue covers loses reports, and the
+// log must say so.
+func (l *sendLog) queueFull(now time.Time, n int) {
+	if l.log == nil {
+		return
+	}
+	l.mu.Lock()
+	if l.dropped == 0 {
+		l.dropSince = now
+	}
+	l.dropped += n
+	dropped, since, bound := l.dropped, l.dropSince, l.queueLen
+	say := l.dropSaid.IsZero() || now.Sub(l.dropSaid) >= sendLogEvery
+	if say {
+		l.dropSaid = now
+	}
+	l.mu.Unlock()
+	if say {
+		l.log.Warn("meter: report queue full: the oldest reports are dropped", "dropped", dropped,
+			"since", since.UTC().Format(time.RFC3339), "queue", bound,
+			"hint", "the queue holds one report an interval: raise WithQueueLen (the gate's --report-queue) to ride out longer collector outages")
+	}
+}
+
+// paced records a 429 with a delay: the collector's rate limit spacing
+// out a backlog. It is neither a failure nor ends one, so a replay does
+// not flip the log between failing and delivered; only a limit that lets
+// nothing through for sendLogEvery is said, then at most that often.
+func (l *sendLog) paced(now time.Time, err error) {
+	if l.log == nil {
+		return
+	}
+	l.mu.Lock()
+	if l.pacedAt.IsZero() {
+		l.pacedAt = now
+	}
+	since := l.pacedAt
+	say := now.Sub(since) >= sendLogEvery && (l.pacedSaid.IsZero() || now.Sub(l.pacedSaid) >= sendLogEvery)
+	if say {
+		l.pacedSaid = now
+	}
+	l.mu.Unlock()
+	if say {
+		l.log.Warn("meter: the collector's rate limit has let no report through", "err", err.Error(),
+			"since", since.UTC().Format(time.RFC3339), "report", "kept to send again")
+	}
 }
 
 // due says whether a message last said at *said (under l.mu) is to be
@@ -132,8 +196,8 @@ func sendHint(err error) string {
 		return "the collector's certificate is signed by a CA this process does not trust: name that CA's PEM file in QTOP_CA_FILE (--ca-file)"
 	case errors.As(err, &hn):
 		return "the collector's certificate is not for the host in the collector's URL: use a name the certificate holds"
-	case strings.Contains(err.Error(), "answered 401"):
-		return "the collector refused the report token: check QTOP_TOKEN or QTOP_TOKEN_FILE (--token, --token-file) against the collector's"
+	case strings.Contains(err.Error(), "answered 401"), strings.Contains(err.Error(), "answered 403"):
+		return "the collector refused the report token; reports are kept (up to the queue's bound) and sent once it takes the token: check QTOP_TOKEN or QTOP_TOKEN_FILE (--token, --token-file) against the collector's (a token file is read again when it changes; a --token or QTOP_TOKEN takes a restart)"
 	case strings.Contains(err.Error(), "HTTP request to an HTTPS server"):
 		return "the collector serves https: use https:// in its URL (and QTOP_CA_FILE for its CA)"
 	case strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):

@@ -3,7 +3,6 @@ package meter
 import (
 	"bytes"
 	"context"
-	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -53,14 +52,15 @@ func TestReporterSaysWhenReportsFail(t *testing.T) {
 		mu.Lock()
 		now = t0.Add(at)
 		mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if mode == "down" {
-			// Retried until the flush gives up: a short wait is enough.
-			ctx, cancel = context.WithTimeout(context.Background(), 30*time.Millisecond)
-			defer cancel()
+		if mode != "ok" {
+			// Kept and retried: one attempt, whatever the backoff.
+			r.mu.Lock()
+			r.retryAt = time.Time{}
+			r.mu.Unlock()
+			sendOnce(t, r)
+			return
 		}
-		if err := r.ForceFlush(ctx); err != nil && !(mode == "down" && errors.Is(err, context.DeadlineExceeded)) {
+		if err := r.ForceFlush(ctxTimeout(t, 10*time.Second)); err != nil {
 			t.Fatalf("%s at %v: %v", mode, at, err)
 		}
 	}
@@ -72,10 +72,11 @@ func TestReporterSaysWhenReportsFail(t *testing.T) {
 	flush("ok", 63*time.Second)
 	flush("down", 64*time.Second)
 	got := out.lines()
+	hint := `hint="the collector refused the report token; reports are kept (up to the queue's bound) and sent once it takes the token: check QTOP_TOKEN or QTOP_TOKEN_FILE (--token, --token-file) against the collector's (a token file is read again when it changes; a --token or QTOP_TOKEN takes a restart)"`
 	want := []string{
-		`level=WARN msg="meter: reports to the collector failing" err="meter: collector ` + c.srv.URL + `/v1/reports answered 401: unknown token" report="dropped: the collector refused it" hint="the collector refused the report token: check QTOP_TOKEN or QTOP_TOKEN_FILE (--token, --token-file) against the collector's"`,
-		`level=WARN msg="meter: reports to the collector still failing" err="meter: collector ` + c.srv.URL + `/v1/reports answered 401: unknown token" report="dropped: the collector refused it" hint="the collector refused the report token: check QTOP_TOKEN or QTOP_TOKEN_FILE (--token, --token-file) against the collector's" failures=3 since=2026-12-03T09:00:01Z`,
-		`level=INFO msg="meter: reports to the collector delivered again" failures=3 for=1m1s`,
+		`level=WARN msg="meter: reports to the collector failing" err="meter: collector ` + c.srv.URL + `/v1/reports answered 401: unknown token" report="kept to send again" ` + hint,
+		`level=WARN msg="meter: reports to the collector still failing" err="meter: collector ` + c.srv.URL + `/v1/reports answered 401: unknown token" report="kept to send again" ` + hint + ` failures=3 since=2026-12-03T09:00:01Z`,
+		`level=INFO msg="meter: reports to the collector delivered again" failures=3 for=1m1s dropped=0`,
 	}
 	if len(got) != 4 {
 		t.Fatalf("%d lines, want 4:\n%s", len(got), strings.Join(got, "\n"))
@@ -127,6 +128,111 @@ func TestReporterSaysWhenRepliesAreUnreadable(t *testing.T) {
 	for _, l := range got {
 		if !strings.HasPrefix(l, `level=WARN msg="meter: the collector's reply to a report could not be read"`) || !strings.Contains(l, "hint=") {
 			t.Errorf("line %s", l)
+		}
+	}
+}
+
+// testLog is a logger without times, for comparing lines.
+func testLog(out *lockedBuffer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			return slog.Attr{}
+		}
+		return a
+	}}))
+}
+
+// TestReporterSaysWhenQueueDrops: reports dropped from a full queue (an
+// outage longer than the queue covers) are said at once, with how many
+// since when, again at most once a minute, and counted in the line that
+// says reports are delivered again.
+func TestReporterSaysWhenQueueDrops(t *testing.T) {
+	c := newCollector(t)
+	var out lockedBuffer
+	var mu sync.Mutex
+	t0 := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	now := t0
+	at := func(d time.Duration) { mu.Lock(); now = t0.Add(d); mu.Unlock() }
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	r := newReporter(t, c, mustRecorder(), WithLogger(testLog(&out)), WithClock(clock), WithQueueLen(2))
+	for _, d := range []time.Duration{0, time.Second, 2 * time.Second, 3 * time.Second, 70 * time.Second} {
+		at(d)
+		r.cut(false) // nothing is sent: the queue fills as in an outage
+	}
+	at(71 * time.Second)
+	if wait := r.drain(ctxTimeout(t, 10*time.Second), 0); wait != 0 || r.QueueLen() != 0 {
+		t.Fatalf("drain: wait %v, %d left", wait, r.QueueLen())
+	}
+	got := out.lines()
+	want := []string{
+		`level=WARN msg="meter: report queue full: the oldest reports are dropped" dropped=1 since=2026-12-03T09:00:02Z queue=2 hint="the queue holds one report an interval: raise WithQueueLen (the gate's --report-queue) to ride out longer collector outages"`,
+		`level=WARN msg="meter: report queue full: the oldest reports are dropped" dropped=3 since=2026-12-03T09:00:02Z queue=2 hint="the queue holds one report an interval: raise WithQueueLen (the gate's --report-queue) to ride out longer collector outages"`,
+		`level=INFO msg="meter: reports to the collector delivered again" failures=0 for=1m9s dropped=3`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("log:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestReporterPacedIsNotFailure: during a backlog replay the collector's
+// per-source limit answers 429 with a delay. That is pacing: the log does
+// not flip between failing and delivered, the wait is the reply's exact
+// delay (not the header's whole second) with no backoff added, and the
+// error says its delay once. Only a limit that lets nothing through for a
+// minute is said.
+func TestReporterPacedIsNotFailure(t *testing.T) {
+	c := newCollector(t)
+	var out lockedBuffer
+	var mu sync.Mutex
+	t0 := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	now := t0
+	at := func(d time.Duration) { mu.Lock(); now = t0.Add(d); mu.Unlock() }
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	r := newReporter(t, c, mustRecorder(), WithLogger(testLog(&out)), WithClock(clock), WithBackoff(time.Second, time.Minute))
+
+	c.setMode("down")
+	sendOnce(t, r) // the outage: failing
+	c.setMode("ok")
+	at(time.Second)
+	r.retryAt = time.Time{}
+	sendOnce(t, r) // back: delivered again
+	for i, d := range []time.Duration{2 * time.Second, 3 * time.Second, 4 * time.Second} {
+		at(d)
+		c.setMode("paced")
+		if wait := sendOnce(t, r); wait <= 0 || wait > 100*time.Millisecond {
+			t.Errorf("replay %d: paced wait %v, want the reply's 100ms", i, wait)
+		}
+		if r.attempt != 0 {
+			t.Errorf("replay %d: attempt %d: pacing is not a failure to back off from", i, r.attempt)
+		}
+		c.setMode("ok")
+		r.retryAt = time.Time{}
+		if wait := r.drain(ctxTimeout(t, 10*time.Second), 0); wait != 0 {
+			t.Fatalf("replay %d: not delivered", i)
+		}
+	}
+	c.setMode("paced")
+	_, err := r.post(ctxTimeout(t, 10*time.Second), nil, 0)
+	if n := strings.Count(err.Error(), "retry after"); n != 1 || !strings.HasSuffix(err.Error(), "limit (retry after 100ms)") {
+		t.Errorf("paced error %q: want its delay said once", err)
+	}
+	for _, d := range []time.Duration{5 * time.Second, 30 * time.Second, 65 * time.Second, 70 * time.Second, 126 * time.Second} {
+		at(d)
+		r.retryAt = time.Time{}
+		sendOnce(t, r) // a limit that lets nothing through
+	}
+	got := out.lines()
+	if len(got) != 4 {
+		t.Fatalf("%d lines, want 4:\n%s", len(got), strings.Join(got, "\n"))
+	}
+	for i, p := range []string{
+		`level=WARN msg="meter: reports to the collector failing"`,
+		`level=INFO msg="meter: reports to the collector delivered again"`,
+		`level=WARN msg="meter: the collector's rate limit has let no report through"`,
+		`level=WARN msg="meter: the collector's rate limit has let no report through"`,
+	} {
+		if !strings.HasPrefix(got[i], p) {
+			t.Errorf("line %d: %s\nwant %s…", i+1, got[i], p)
 		}
 	}
 }

@@ -107,7 +107,7 @@ type flags struct {
 	listen, upstream, service, collector, token, tokenFile string
 	tenantFlags
 	proxyFlags
-	slots                                           int
+	slots, reportQueue                              int
 	grace, drainDelay, interval                     time.Duration
 	shadow, version                                 bool
 	etagKeyFile, metricsListen, logFormat, logLevel string
@@ -144,7 +144,7 @@ func parse(args []string, stderr io.Writer) (flags, error) {
 	b.str(&f.service, "service", "QTOP_SERVICE", "", "the service's name in qtop; the gate reports as one of its processes (required)")
 	b.str(&f.collector, "collector", "QTOP_COLLECTOR", "", "the collector, http(s)://host:7070 (empty: enforce locally, report nothing); https is verified with --ca-file")
 	b.str(&f.token, "token", "QTOP_TOKEN", "", "the collector's report token (prefer --token-file)")
-	b.str(&f.tokenFile, "token-file", "QTOP_TOKEN_FILE", "", "file holding the collector's report token")
+	b.str(&f.tokenFile, "token-file", "QTOP_TOKEN_FILE", "", "file holding the collector's report token, read again when it changes (a file renamed into place, a Kubernetes Secret update): a rotation needs no restart")
 	b.str(&f.tenant, "tenant", "QTOP_GATE_TENANT", "header,baggage", "where the tenant is found, tried in order: header, jwt, path, baggage")
 	b.str(&f.tenantHeader, "tenant-header", "QTOP_GATE_TENANT_HEADER", "X-Tenant", "header holding the tenant (set by a trusted edge); the upstream gets it set to the tenant the gate read, from whichever source")
 	b.str(&f.tierHeader, "tier-header", "QTOP_GATE_TIER_HEADER", "X-Tier", "header holding the tier T0…T3 (empty: none); the upstream gets it set to the tier the gate read, or not at all")
@@ -163,6 +163,7 @@ func parse(args []string, stderr io.Writer) (flags, error) {
 	b.dur(&f.grace, "grace", "QTOP_GATE_GRACE", 30*time.Second, "on SIGTERM/SIGINT, how long requests in flight may finish (a second signal stops at once)")
 	b.dur(&f.drainDelay, "drain-delay", "QTOP_GATE_DRAIN_DELAY", 0, "on SIGTERM/SIGINT, keep serving this long with /readyz at 503 before draining, while load balancers stop sending (e.g. 5s under Kubernetes)")
 	b.dur(&f.interval, "interval", "QTOP_GATE_INTERVAL", time.Second, "how often the gate reports to the collector")
+	b.int(&f.reportQueue, "report-queue", "QTOP_GATE_REPORT_QUEUE", defaultReportQueue, "reports kept while the collector cannot take them (down, or refusing the token), one an --interval: the default rides out 5 minutes at 1s; beyond it the oldest are dropped and logged (each costs ~0.2 KB + 60 bytes a tenant × route row)")
 	b.bool(&f.h2cUpstream, "h2c-upstream", "QTOP_GATE_H2C_UPSTREAM", "speak HTTP/2 without TLS (h2c) to the upstream")
 	b.bool(&f.stdTransport, "std-transport", "QTOP_GATE_STD_TRANSPORT", "send every request upstream through Go's net/http Transport (default: the gate's own HTTP/1.1 client for requests without a body or with one up to 64 KiB, which costs less CPU)")
 	b.bool(&f.stdServer, "std-server", "QTOP_GATE_STD_SERVER", "answer every request with Go's net/http server (default: the gate's own HTTP/1.1 server answers requests without a body or with one up to 64 KiB and hands the rest — h2c, upgrades, large or chunked uploads — to net/http's, which costs less CPU)")
@@ -268,15 +269,19 @@ func agentOptions(ctx context.Context, f flags, log *slog.Logger) ([]agent.Optio
 	opts := []agent.Option{agent.WithService(f.service), agent.WithInstance(gateInstance()), agent.WithTenant(tf),
 		agent.WithSlots(f.slots), agent.WithInterval(f.interval)}
 	if f.collector != "" {
-		token := f.token
-		if f.tokenFile != "" {
-			b, err := os.ReadFile(f.tokenFile)
-			if err != nil {
-				return nil, fmt.Errorf("--token-file: %w", err)
-			}
-			token = strings.TrimSpace(string(b))
+		if f.reportQueue < 1 {
+			return nil, fmt.Errorf("--report-queue %d: want ≥ 1", f.reportQueue)
 		}
-		opts = append(opts, agent.WithCollector(f.collector, token))
+		opts = append(opts, agent.WithCollector(f.collector, f.token), agent.WithReportQueue(f.reportQueue))
+		if f.tokenFile != "" {
+			// Read again when it changes: the collector switches tokens
+			// at once, so a gate that read it only at start lost its
+			// reports from a rotation until it restarted.
+			if err := checkTokenFile(f.tokenFile); err != nil {
+				return nil, err
+			}
+			opts = append(opts, agent.WithTokenFile(f.tokenFile))
+		}
 		if !f.tls.Empty() {
 			opts = append(opts, agent.WithCollectorTLS(f.tls))
 		}
@@ -303,6 +308,24 @@ func agentOptions(ctx context.Context, f flags, log *slog.Logger) ([]agent.Optio
 		opts = append(opts, agent.WithFreshness(s))
 	}
 	return opts, nil
+}
+
+// defaultReportQueue is the gate's report queue: 5 minutes of reports at
+// the default --interval (a collector restart or a token rotation takes
+// longer than the reporter's minute), under a megabyte for a gate's
+// usual few dozen rows.
+const defaultReportQueue = 300
+
+// checkTokenFile says, naming the flag, why --token-file cannot be used.
+func checkTokenFile(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("--token-file: %w", err)
+	}
+	if strings.TrimSpace(string(b)) == "" {
+		return fmt.Errorf("--token-file %s is empty", path)
+	}
+	return nil
 }
 
 // tenantFunc builds the --tenant chain from the agent's extractors.

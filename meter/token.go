@@ -1,0 +1,121 @@
+package meter
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// tokenOption is where the reporter's bearer token comes from: a fixed
+// string (WithToken), a function asked before each attempt
+// (WithTokenFunc) or a file read again when it changes (WithTokenFile).
+// The last option given wins.
+type tokenOption struct {
+	value string
+	fn    func() string
+	file  string
+}
+
+// get returns the token for the next attempt.
+func (o tokenOption) get() string {
+	if o.fn != nil {
+		return o.fn()
+	}
+	return o.value
+}
+
+// WithToken makes the Reporter send "Authorization: Bearer token".
+func WithToken(token string) ReporterOption {
+	return reporterOption(func(c *config) { c.token = tokenOption{value: token} })
+}
+
+// WithTokenFunc makes the Reporter ask fn for the token before each
+// attempt, so a rotated token is used without a restart (the collector
+// takes a new token at once, with no overlap). fn runs on the
+// reporter's goroutine and should return quickly; "" sends no token.
+func WithTokenFunc(fn func() string) ReporterOption {
+	return reporterOption(func(c *config) { c.token = tokenOption{fn: fn} })
+}
+
+// WithTokenFile makes the Reporter read the token from path (surrounding
+// space trimmed), and again before an attempt when the file has changed:
+// another file renamed into place, a Kubernetes Secret's ..data symlink
+// swapped, or the file rewritten. NewReporter fails if the file cannot
+// be read or is empty; later, such a file keeps the last token and is
+// logged (WithLogger).
+func WithTokenFile(path string) ReporterOption {
+	return reporterOption(func(c *config) { c.token = tokenOption{file: path} })
+}
+
+// fileToken is WithTokenFile's token: one stat an attempt, a read only
+// when the file's identity, size or mtime differ from the last read.
+type fileToken struct {
+	path string
+	log  *slog.Logger // nil: nowhere
+
+	mu    sync.Mutex
+	token string
+	seen  os.FileInfo // of the last good read
+	said  time.Time   // when a bad file was last logged
+	now   func() time.Time
+}
+
+func newFileToken(path string, log *slog.Logger, now func() time.Time) (*fileToken, error) {
+	f := &fileToken{path: path, log: log, now: now}
+	fi, tok, err := f.read()
+	if err != nil {
+		return nil, fmt.Errorf("%w: token file: %w", ErrInvalid, err)
+	}
+	f.token, f.seen = tok, fi
+	return f, nil
+}
+
+// read stats and reads the file; os.Stat follows symlinks, so a swapped
+// ..data link shows as another file.
+func (f *fileToken) read() (os.FileInfo, string, error) {
+	fi, err := os.Stat(f.path)
+	if err != nil {
+		return nil, "", err
+	}
+	b, err := os.ReadFile(f.path)
+	if err != nil {
+		return nil, "", err
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return nil, "", fmt.Errorf("%s is empty", f.path)
+	}
+	return fi, tok, nil
+}
+
+// get returns the token, read again if the file changed.
+func (f *fileToken) get() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if fi, err := os.Stat(f.path); err == nil && sameFile(fi, f.seen) {
+		return f.token
+	}
+	fi, tok, err := f.read()
+	if err != nil {
+		// Keep the last token: a file being replaced may be missing or
+		// empty for a moment, and no token at all is never better.
+		if f.log != nil && (f.said.IsZero() || f.now().Sub(f.said) >= sendLogEvery) {
+			f.said = f.now()
+			f.log.Error("meter: the report token file cannot be read; the last token is kept", "err", err.Error())
+		}
+		return f.token
+	}
+	if tok != f.token && f.log != nil {
+		f.log.Info("meter: report token read again", "file", f.path)
+	}
+	f.token, f.seen = tok, fi
+	return f.token
+}
+
+// sameFile says whether a and b are the same file, unchanged.
+func sameFile(a, b os.FileInfo) bool {
+	return b != nil && os.SameFile(a, b) && a.Size() == b.Size() && a.ModTime().Equal(b.ModTime())
+}
