@@ -63,7 +63,7 @@ func newFleetQuota(cfg Config, pol *policyPart) (*fleetQuota, error) {
 		q.every = DefaultQuotaSync
 	}
 	q.syncs = prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_quota_syncs_total",
-		Help: "Exchanges of quota sums with the other collectors through Redis."})
+		Help: "Attempts to exchange quota sums with the other collectors through Redis, failed ones included (qtop_collector_quota_sync_errors_total counts those)."})
 	q.syncErrors = prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_quota_sync_errors_total",
 		Help: "Failed exchanges of quota sums (the collector kept the others' last sums until they expired)."})
 	q.verdicts = prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_quota_verdicts_total",
