@@ -187,7 +187,7 @@ func serveGRPC(l grpcListener, tlsCfg *tls.Config, wg *sync.WaitGroup, m *connMe
 		if l.creds != nil {
 			creds = l.creds(creds)
 		}
-		opts = append(opts, grpc.Creds(creds))
+		opts = append(opts, grpc.Creds(refusedCreds{creds, newTLSRefusals(l.label, l.name, m, log)}))
 	}
 	gs := grpc.NewServer(opts...)
 	l.register(gs)

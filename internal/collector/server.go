@@ -397,7 +397,7 @@ func (s *Server) Start(ctx context.Context) error {
 		}
 	}
 	s.life.httpSrv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: httpErrorLog(s.log),
+		ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: httpErrorLog(s.log, newTLSRefusals("http", "http server", conns, s.log)),
 		ConnContext: withConn, ConnState: limit.ConnState}
 	s.life.goRun(func() {
 		if err := s.life.httpSrv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
