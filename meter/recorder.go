@@ -192,10 +192,9 @@ func (r *Recorder) Record(rec Record) {
 	invalid := false
 	if name == "" {
 		name = report.UnknownTenant
-	} else if len(name) > tenant.MaxTenantLen || name == report.UnknownTenant {
+	} else if len(name) > tenant.MaxTenantLen {
 		// Its stand-in, as every door names it: never merged with
-		// another tenant's load or the untagged load (the collector
-		// replaces other bad names itself).
+		// another tenant's load or the untagged load.
 		name, invalid = tenant.Substitute(name)
 	}
 	route := rec.Tags.Route

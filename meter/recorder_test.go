@@ -233,15 +233,10 @@ func TestRecorderInvalid(t *testing.T) {
 	rec.Record(Record{Tags: tenant.Tags{Tenant: "a", Route: "r", Key: long}})
 	rec.Record(Record{Tags: tenant.Tags{Tenant: "a", Route: "r"}, Kind: 9})
 	rec.Record(Record{Tags: tenant.Tags{Tenant: report.OtherTenant, Route: "r"}, Err: true})
-	// A tenant named like the untagged row is not merged with it.
-	rec.Record(Record{Tags: tenant.Tags{Tenant: report.UnknownTenant, Route: "r"}})
-	rec.Record(Record{Tags: tenant.Tags{Route: "r"}})
 	rep := rec.Cut(t0.Add(time.Second))
 	got := rowsByKey(rep)
 	stand, _ := tenant.Substitute(long)
-	named, _ := tenant.Substitute(report.UnknownTenant)
-	want := map[string]uint64{stand + "|r|request": 1, "a|other|request": 1, "a|r|request": 2, "other|r|request": 1,
-		named + "|r|request": 1, report.UnknownTenant + "|r|request": 1}
+	want := map[string]uint64{stand + "|r|request": 1, "a|other|request": 1, "a|r|request": 2, "other|r|request": 1}
 	if len(got) != len(want) {
 		t.Fatalf("rows %v, want %v", got, want)
 	}
@@ -257,14 +252,14 @@ func TestRecorderInvalid(t *testing.T) {
 		t.Fatal(err)
 	}
 	expected := `
-# HELP qtop_ingest_records_invalid_total Records with a tenant, route or key above its length limit, a tenant named (untagged), or an unknown kind (the tenant counted under its stand-in, tenant.Substitute; the route as other; the key dropped).
+# HELP qtop_ingest_records_invalid_total Records with a tenant, route or key above its length limit, or an unknown kind (the tenant counted under its stand-in, tenant.Substitute; the route as other; the key dropped).
 # TYPE qtop_ingest_records_invalid_total counter
-qtop_ingest_records_invalid_total 5
+qtop_ingest_records_invalid_total 4
 # HELP qtop_ingest_records_total Records added to the recorder, by kind.
 # TYPE qtop_ingest_records_total counter
 qtop_ingest_records_total{kind="db"} 0
 qtop_ingest_records_total{kind="job"} 0
-qtop_ingest_records_total{kind="request"} 7
+qtop_ingest_records_total{kind="request"} 5
 # HELP qtop_ingest_record_errors_total Records that reported a failed unit of work.
 # TYPE qtop_ingest_record_errors_total counter
 qtop_ingest_record_errors_total 1

@@ -118,8 +118,14 @@ type ctxKey struct{}
 
 // With returns a copy of ctx carrying t. Call it once at the edge with tags
 // taken from authenticated data; it does not validate them (call
-// Tags.Validate first when they come from outside).
+// Tags.Validate first when they come from outside). A tenant named
+// Untagged is carried as its stand-in (Substitute), the name every door
+// gives it: a recorder would count it as its own untagged load, and the
+// sampler its sessions under the stand-in, the same load twice.
 func With(ctx context.Context, t Tags) context.Context {
+	if t.Tenant == Untagged {
+		t.Tenant, _ = Substitute(t.Tenant)
+	}
 	return context.WithValue(ctx, ctxKey{}, &t)
 }
 

@@ -231,3 +231,14 @@ func TestContext(t *testing.T) {
 }
 
 type testKey struct{}
+
+// TestWithUntaggedName: a tenant named like the untagged load is carried
+// as its stand-in, the name the sampler and the OTLP door give it, so a
+// recorder does not count it as untagged while the sampler counts its
+// sessions under the stand-in (the same load twice).
+func TestWithUntaggedName(t *testing.T) {
+	stand, _ := Substitute(Untagged)
+	if got, _ := From(With(context.Background(), Tags{Tenant: Untagged, Route: "r"})); got.Tenant != stand || got.Route != "r" || stand == Untagged {
+		t.Fatalf("carried %+v, want tenant %q", got, stand)
+	}
+}
