@@ -158,6 +158,10 @@ func checkStatus(resp *http.Response) error {
 		}
 	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 		hint = "if a proxy stands in front of the collector, it cannot reach it; else " + hint
+	case http.StatusBadRequest:
+		if bytes.Contains(b, []byte("HTTP request to an HTTPS server")) { // net/http's answer on a TLS port
+			hint = "the collector serves TLS there: use https://" + host + " (with --ca-file for a private CA)"
+		}
 	}
 	return fmt.Errorf("%w: the server at %s answered %s with %s, not a qtop collector's JSON: %s",
 		sentinel, host, call, answerOf(resp, b), hint)

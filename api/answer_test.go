@@ -312,3 +312,17 @@ func FuzzUnmarshal(f *testing.F) {
 		unmarshal(resp, []byte(body), &rows)
 	})
 }
+
+// TestPlainHTTPToTLS: http:// to a collector serving TLS says to use
+// https:// (net/http answers 400 "Client sent an HTTP request to an HTTPS
+// server" on a TLS port).
+func TestPlainHTTPToTLS(t *testing.T) {
+	srv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer srv.Close()
+	host := srv.Listener.Addr().String()
+	cl, _ := NewClient("http://" + host)
+	_, err := cl.Get(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "the collector serves TLS there: use https://"+host) {
+		t.Fatalf("%v", err)
+	}
+}

@@ -559,6 +559,14 @@ func unwrittenNote(to, now time.Time) string {
 		"(end the report at %s, or ask the collector: --collector)", collector.DefaultGrace, first.UTC().Format(time.RFC3339), first.UTC().Format(time.RFC3339))
 }
 
+// hreqHost is the host:port of a --collector address.
+func hreqHost(addr string) string {
+	if u, err := url.Parse(addr); err == nil && u.Host != "" {
+		return u.Host
+	}
+	return addr
+}
+
 // remote is how collector report reaches a running collector: its
 // address, the read token and an HTTP client verifying its certificate
 // against --ca-file (QTOP_CA_FILE), presenting --cert-file when asked.
@@ -696,6 +704,9 @@ func remoteReport(ctx context.Context, rc remote, req collector.ReportRequest, b
 			if ra := resp.Header.Get("Retry-After"); ra != "" {
 				msg += " (retry in " + ra + " s)"
 			}
+		}
+		if resp.StatusCode == http.StatusBadRequest && strings.Contains(msg, "HTTP request to an HTTPS server") {
+			msg += " The collector serves TLS: give --collector https://" + hreqHost(addr) + " (and --ca-file for a private CA)."
 		}
 		fmt.Fprintf(stderr, "collector report: %s: %s\n", resp.Status, printable(msg))
 		return 1

@@ -71,3 +71,16 @@ func TestUnwrittenNote(t *testing.T) {
 		t.Errorf("at 19:01:15, the 19:00 minute is written: %q", got)
 	}
 }
+
+// TestReportPlainToTLS: --collector without https:// against a collector
+// serving TLS says to give https://.
+func TestReportPlainToTLS(t *testing.T) {
+	srv := httptest.NewTLSServer(http.NotFoundHandler())
+	defer srv.Close()
+	host := srv.Listener.Addr().String()
+	var out, errb bytes.Buffer
+	if code := run([]string{"report", "--collector", host, "--read-token", "r", "--from", "1h"}, &out, &errb); code != 1 ||
+		!strings.Contains(errb.String(), "The collector serves TLS: give --collector https://"+host) {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+}

@@ -56,6 +56,9 @@ type compiled struct {
 	next    int64
 }
 
+// errBadToken is the refusal of a call without the report token.
+const errBadToken = "missing or wrong bearer token: send the collector's report token (its --token), as authorization: Bearer TOKEN"
+
 // New returns a Service that answers from src's policy.
 func New(src PolicySource, opts ...Option) (*Service, error) {
 	if src == nil {
@@ -309,7 +312,7 @@ func (s *Service) tap(ctx context.Context, info *tap.Info) (context.Context, err
 		}
 		if !s.cfg.auth(auth) {
 			s.met.unauthenticated.Inc()
-			return nil, status.Error(codes.Unauthenticated, "missing or wrong bearer token")
+			return nil, status.Error(codes.Unauthenticated, errBadToken)
 		}
 		ctx = context.WithValue(ctx, authedKey{}, true)
 	}
@@ -401,7 +404,7 @@ func (s *Service) ShouldRateLimit(ctx context.Context, req *rlsv3.RateLimitReque
 	start := time.Now()
 	if !s.authorized(ctx) {
 		s.met.unauthenticated.Inc()
-		return nil, status.Error(codes.Unauthenticated, "missing or wrong bearer token")
+		return nil, status.Error(codes.Unauthenticated, errBadToken)
 	}
 	resp, err := s.DecideAt(s.cfg.now(), req)
 	if err != nil {

@@ -93,7 +93,7 @@ func (r *Receiver) tapGRPC(ctx context.Context, info *tap.Info) (context.Context
 		if !r.cfg.auth(auth) {
 			r.met.requests.WithLabelValues("grpc", reqUnauthorized).Inc()
 			r.hold(ctx)
-			return nil, status.Error(codes.Unauthenticated, "missing or wrong bearer token")
+			return nil, status.Error(codes.Unauthenticated, errBadToken)
 		}
 	}
 	if retry, err := r.cfg.admitted(-1); err != nil {
@@ -151,6 +151,9 @@ func (r *Receiver) tapGRPC(ctx context.Context, info *tap.Info) (context.Context
 	})
 	return context.WithValue(ctx, tappedKey{}, st), nil
 }
+
+// errBadToken is the refusal of a request without the report token.
+const errBadToken = "missing or wrong bearer token: send the collector's report token (its --token), as authorization: Bearer TOKEN"
 
 // errReadTimeout ends a stream whose message took longer than
 // WithGRPCReadTimeout.
@@ -417,7 +420,7 @@ func (r *Receiver) exportGRPC(ctx context.Context, in mem.BufferSlice) (*coltrac
 		}
 		if !r.cfg.auth(auth) {
 			r.met.requests.WithLabelValues("grpc", reqUnauthorized).Inc()
-			return nil, status.Error(codes.Unauthenticated, "missing or wrong bearer token")
+			return nil, status.Error(codes.Unauthenticated, errBadToken)
 		}
 	}
 	var body []byte

@@ -156,7 +156,7 @@ func (r *Receiver) httpHead(w http.ResponseWriter, req *http.Request) (jsonBody,
 	}
 	if r.cfg.auth != nil && !r.cfg.auth(req.Header.Get("Authorization")) {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="qtop"`)
-		r.refuse(w, req, jsonBody, http.StatusUnauthorized, "missing or wrong bearer token", reqUnauthorized)
+		r.refuse(w, req, jsonBody, http.StatusUnauthorized, errBadToken, reqUnauthorized)
 		return false, false, false
 	}
 	limit := r.cfg.maxBody
