@@ -365,7 +365,12 @@ func (e *Engine) nearBaseline(a *action, ev Evidence) bool {
 func (e *Engine) quiet(a *action, ev Evidence) bool {
 	switch a.Action.Action {
 	case policy.AutopilotQuota, policy.AutopilotThrottle:
-		return e.loads.now[index(policy.ResourceRU)][a.Tenant] <= limit(a.rule, a.Evidence, a.Level)/2
+		// An RU limit says nothing of load without RU (database sessions
+		// no process reports): on another resource, that load must be
+		// back near its baseline too.
+		other := a.rule.Resource != "" && a.rule.Resource != policy.ResourceRU
+		return e.loads.now[index(policy.ResourceRU)][a.Tenant] <= limit(a.rule, a.Evidence, a.Level)/2 &&
+			(!other || ev.Load <= a.rule.LiftFactor*a.Evidence.Baseline)
 	case policy.AutopilotBudget:
 		return e.loads.now[index(policy.ResourceDB)][a.Tenant] <= limit(a.rule, a.Evidence, a.Level)/2
 	}

@@ -544,3 +544,28 @@ func TestModeChangeReachesActiveAction(t *testing.T) {
 		}
 	}
 }
+
+// TestDBOnlyOffenderIsNotQuiet: an offender whose load is database
+// sessions with no RU (a script on the database itself: no process
+// applies its quota) is not "quiet" under its RU limit while its sessions
+// go on: its action neither relaxes nor lifts while victims stay hurt,
+// and relaxes once its sessions end. Before, its RU of 0 read as quiet,
+// and the action relaxed with victims hurt (found in a trial).
+func TestDBOnlyOffenderIsNotQuiet(t *testing.T) {
+	r := rule(policy.AutopilotEnforce)
+	r.Resource = policy.ResourceDB
+	e := newEngine(t, policy.Autopilot{Rules: []policy.AutopilotRule{r}})
+	sc := &scenario{start: 100, end: 250, offenders: []string{"bigcorp"}, baselines: true, dbOnly: true}
+	got, _ := run(t, e, sc, 400, true)
+	if len(got) == 0 || got[0].kind != KindApply {
+		t.Fatalf("decisions %v, want an apply first", got)
+	}
+	for _, s := range got[1:] {
+		if s.sec < 250 {
+			t.Fatalf("decisions %v: a change while its sessions went on and victims were hurt", got)
+		}
+	}
+	if len(got) < 2 {
+		t.Fatalf("decisions %v: nothing after its sessions ended", got)
+	}
+}

@@ -31,6 +31,9 @@ type scenario struct {
 	// offenders' admitted load.
 	waits  bool
 	limits map[string]limitFrom
+	// dbOnly makes the offenders' load database sessions only: no RU,
+	// and no limit holds them (no process applies it to them).
+	dbOnly bool
 }
 
 type limitFrom struct {
@@ -68,7 +71,11 @@ func (sc *scenario) snap(sec int) *api.Snapshot {
 		Collector: api.CollectorStatus{Uptime: time.Hour}}
 	var off float64
 	for _, o := range sc.offenders {
-		off += sc.admitted(o, sec)
+		if sc.dbOnly {
+			off += sc.demand(sec)
+		} else {
+			off += sc.admitted(o, sec)
+		}
 	}
 	f := 1.0
 	if off > 200 {
@@ -82,8 +89,12 @@ func (sc *scenario) snap(sec int) *api.Snapshot {
 		for j := range h {
 			h[j] = sc.admitted(o, sec-(api.HistoryLen-1-j))
 		}
-		s.Tenants = append(s.Tenants, api.TenantRow{Tenant: o, Tier: cmpS(sc.tiers[o], "T2"), RUPerSec: h[len(h)-1], P95Seconds: 0.2, History: h,
-			DBLoad: h[len(h)-1] / 100})
+		row := api.TenantRow{Tenant: o, Tier: cmpS(sc.tiers[o], "T2"), RUPerSec: h[len(h)-1], P95Seconds: 0.2, History: h,
+			DBLoad: h[len(h)-1] / 100}
+		if sc.dbOnly {
+			row.RUPerSec, row.History, row.DBLoad = 0, make([]float64, api.HistoryLen), sc.demand(sec)/100
+		}
+		s.Tenants = append(s.Tenants, row)
 	}
 	for k := range 20 {
 		r := api.TenantRow{Tenant: fmt.Sprintf("t%02d", k), Tier: "T2", RUPerSec: 10, DBLoad: 0.1, P95Seconds: 0.020 * f,
