@@ -283,8 +283,9 @@ func keys(m map[string]any) []string {
 
 // TestChartRefusesClientCAWithoutItsCA: mTLS needs a CA whose key signs
 // the clients, which the chart's own does not keep, and a ServiceMonitor
-// needs a client certificate to scrape under it: the chart says so
-// rather than render what cannot work.
+// needs a client certificate to scrape under it, and several replicas
+// need a shared store (each DuckDB would hold a part of the history): the
+// chart says so rather than render what cannot work.
 func TestChartRefusesClientCAWithoutItsCA(t *testing.T) {
 	ch, err := loader.Load(chartDir)
 	if err != nil {
@@ -294,6 +295,7 @@ func TestChartRefusesClientCAWithoutItsCA(t *testing.T) {
 		"needs tls.existingSecret": {"tls": map[string]any{"clientCA": true}},
 		"needs serviceMonitor.clientCertSecret": {"tls": map[string]any{"clientCA": true, "existingSecret": "qtop-cert"},
 			"serviceMonitor": map[string]any{"enabled": true}},
+		"replicas > 1 needs a shared store": {"replicas": 3},
 	} {
 		rv, err := chartutil.ToRenderValues(ch, vals, chartutil.ReleaseOptions{Name: "qtop", Namespace: "obs", IsInstall: true}, chartutil.DefaultCapabilities)
 		if err != nil {
