@@ -12,6 +12,7 @@ import (
 	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
+	"github.com/qtop-dev/qtop/tenant"
 )
 
 // pgPart is the PostgreSQL sampler's part of the live view: the longest
@@ -173,6 +174,7 @@ func (s *Server) AddSample(snap pgactivity.Snapshot, interval time.Duration) {
 // The server's lock is held (the minute).
 func sampleRows(agg *aggregator, snap pgactivity.Snapshot, m *minute, interval time.Duration, now time.Time, writer string) ([]*pgactivity.Backend, map[string]float64) {
 	active := make(map[string]float64)
+	tiers := make(map[string]tenant.Tier) // of tenants whose sessions carry one
 	var running []*pgactivity.Backend
 	for i := range snap.Backends {
 		b := &snap.Backends[i]
@@ -195,6 +197,8 @@ func sampleRows(agg *aggregator, snap pgactivity.Snapshot, m *minute, interval t
 		})
 		if name == "" {
 			name = report.UnknownTenant
+		} else if b.Tier != tenant.TierUnset {
+			tiers[name] = b.Tier
 		}
 		active[name]++
 		if !worker && b.Duration >= slowStatement {
@@ -208,6 +212,12 @@ func sampleRows(agg *aggregator, snap pgactivity.Snapshot, m *minute, interval t
 			tl.w.pg[j] = max(tl.w.pg[j], n)
 			tl.pgHistory().atLeast(sec, n)
 			tl.touch(sec)
+			if t, ok := tiers[name]; ok && tl.tier == tenant.TierUnset {
+				// Seen only by the sampler (a job on the database itself):
+				// its tag's tier, so the view shows it and the autopilot
+				// spares a T0 tenant. A reported tier wins.
+				tl.tier = t
+			}
 		})
 	}
 	return running, active

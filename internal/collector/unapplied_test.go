@@ -8,6 +8,7 @@ import (
 	"github.com/qtop-dev/qtop/pgactivity"
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/report"
+	"github.com/qtop-dev/qtop/tenant"
 )
 
 // TestUnappliedRule: a throttle on a tenant whose load is all database
@@ -48,5 +49,33 @@ func TestUnappliedRule(t *testing.T) {
 	}
 	if st := f.s.policyStatus(); len(st.Unapplied) != 1 || st.Unapplied[0].Rule != "r1" {
 		t.Fatalf("GET /v1/policy: unapplied %+v", st.Unapplied)
+	}
+}
+
+// TestSampledTier: a tenant seen only by the sampler shows the tier its
+// sessions' tags carry (before: none, and a T0 tenant there was not
+// spared by the autopilot, which skips rows whose tier is T0); a tier an
+// agent reports wins.
+func TestSampledTier(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	now := f.clk.Now()
+	rep := &report.Report{Source: report.Source{Service: "shop", Instance: "a"}, Seq: 1, Start: now.Add(-time.Second), End: now,
+		Rows: []report.Row{{Tenant: "acme", Route: "GET /a", Kind: report.KindRequest, Count: 5, Duration: time.Second, RU: 5, Tier: tenant.T1}}}
+	if _, err := f.s.Consume(context.Background(), rep, nil); err != nil {
+		t.Fatal(err)
+	}
+	session := func(pid int32, tn string, tier tenant.Tier) pgactivity.Backend {
+		return pgactivity.Backend{PID: pid, Tenant: tn, Tier: tier, State: "active", QueryStart: now, Query: "SELECT 1"}
+	}
+	f.s.AddSample(pgactivity.Snapshot{Time: now, Backends: []pgactivity.Backend{session(1, "appcorp", tenant.T3),
+		session(2, "vipcorp", tenant.T0), session(3, "acme", tenant.T3)}}, time.Second)
+	f.clk.Add(2 * time.Second)
+	got := map[string]string{}
+	for _, r := range f.s.Snapshot(f.clk.Now(), "db", 20).Tenants {
+		got[r.Tenant] = r.Tier
+	}
+	if got["appcorp"] != "T3" || got["vipcorp"] != "T0" || got["acme"] != "T1" {
+		t.Fatalf("tiers %v, want appcorp T3, vipcorp T0, acme T1 (reported)", got)
 	}
 }
