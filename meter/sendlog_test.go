@@ -142,6 +142,14 @@ func testLog(out *lockedBuffer) *slog.Logger {
 	}}))
 }
 
+// fakeClock is a clock at t0 until at moves it to t0+d.
+func fakeClock(t0 time.Time) (at func(d time.Duration), clock func() time.Time) {
+	var mu sync.Mutex
+	now := t0
+	return func(d time.Duration) { mu.Lock(); now = t0.Add(d); mu.Unlock() },
+		func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+}
+
 // TestReporterSaysWhenQueueDrops: reports dropped from a full queue (an
 // outage longer than the queue covers) are said at once, with how many
 // since when, again at most once a minute, and counted in the line that
@@ -149,11 +157,7 @@ func testLog(out *lockedBuffer) *slog.Logger {
 func TestReporterSaysWhenQueueDrops(t *testing.T) {
 	c := newCollector(t)
 	var out lockedBuffer
-	var mu sync.Mutex
-	t0 := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
-	now := t0
-	at := func(d time.Duration) { mu.Lock(); now = t0.Add(d); mu.Unlock() }
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	at, clock := fakeClock(time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC))
 	r := newReporter(t, c, mustRecorder(), WithLogger(testLog(&out)), WithClock(clock), WithQueueLen(2))
 	for _, d := range []time.Duration{0, time.Second, 2 * time.Second, 3 * time.Second, 70 * time.Second} {
 		at(d)
@@ -183,11 +187,7 @@ func TestReporterSaysWhenQueueDrops(t *testing.T) {
 func TestReporterPacedIsNotFailure(t *testing.T) {
 	c := newCollector(t)
 	var out lockedBuffer
-	var mu sync.Mutex
-	t0 := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
-	now := t0
-	at := func(d time.Duration) { mu.Lock(); now = t0.Add(d); mu.Unlock() }
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	at, clock := fakeClock(time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC))
 	r := newReporter(t, c, mustRecorder(), WithLogger(testLog(&out)), WithClock(clock), WithBackoff(time.Second, time.Minute))
 
 	c.setMode("down")

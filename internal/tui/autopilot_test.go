@@ -165,17 +165,24 @@ func TestAutopilotOnce(t *testing.T) {
 		"autopilot: would quota bigcorp 62.0 RU/s (shadow, 14m left) · 1 more action\n")
 }
 
+// pilotModel is qtop on an autopilot source, 120×30, as alice, with its
+// action log.
+func pilotModel(t *testing.T) (*pilotSource, *Model, *bytes.Buffer) {
+	src := &pilotSource{fakeSource: newFake(Features{Throttle: true})}
+	t.Cleanup(func() { src.Close() })
+	log := new(bytes.Buffer)
+	m := New(src, WithRenderer(asciiRenderer()), WithClock(func() time.Time { return t0 }), WithLocation(time.UTC),
+		WithUser("alice"), WithActionLog(log))
+	m.Update(tea.WindowSizeMsg{Width: 120, Height: 30})
+	return src, m, log
+}
+
 // TestAutopilotKeys: A asks, then pauses (or resumes a paused
 // autopilot); x ends the action selected (on a policy rule, it offers to
 // lift it); n keeps it;
 // each command done is in the action log.
 func TestAutopilotKeys(t *testing.T) {
-	src := &pilotSource{fakeSource: newFake(Features{Throttle: true})}
-	defer src.Close()
-	var log bytes.Buffer
-	m := New(src, WithRenderer(asciiRenderer()), WithClock(func() time.Time { return t0 }), WithLocation(time.UTC),
-		WithUser("alice"), WithActionLog(&log))
-	m.Update(tea.WindowSizeMsg{Width: 120, Height: 30})
+	src, m, log := pilotModel(t)
 	m.Update(snapshotMsg{pilotIncident("enforce")})
 
 	press(m, "A", "n")
@@ -457,12 +464,7 @@ func TestAutopilotFleet(t *testing.T) {
 // log names the rule it lifted (a tenant may hold a rule of its own and
 // one of the autopilot's).
 func TestLiftLogsRule(t *testing.T) {
-	src := &pilotSource{fakeSource: newFake(Features{Throttle: true})}
-	defer src.Close()
-	var log bytes.Buffer
-	m := New(src, WithRenderer(asciiRenderer()), WithClock(func() time.Time { return t0 }), WithLocation(time.UTC),
-		WithUser("alice"), WithActionLog(&log))
-	m.Update(tea.WindowSizeMsg{Width: 120, Height: 30})
+	_, m, log := pilotModel(t)
 	snap := pilotIncident("enforce")
 	m.Update(snapshotMsg{snap})
 	press(m, "5", "down", "down", "x")
