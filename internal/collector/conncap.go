@@ -46,7 +46,7 @@ func newConnMetrics(reg prometheus.Registerer) (*connMetrics, error) {
 		floods: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qtop_collector_grpc_reset_floods_total",
 			Help: "Connections of the rate-limit service's port (listener rls) closed because the client reset more than 100 streams and more than half of those it opened (an HTTP/2 rapid-reset flood); OTLP/gRPC counts its own in qtop_otlp_grpc_reset_floods_total."}, []string{"listener"}),
 		tls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qtop_collector_tls_handshakes_failed_total",
-			Help: "TLS handshakes a port of the collector refused or that failed (listener: http, otlp, rls): a plaintext client, a client without the CA, or, with --client-ca-file, one without a valid client certificate."}, []string{"listener"}),
+			Help: "TLS handshakes a port of the collector refused or that failed (listener: http, otlp, rls): a plaintext client, a client without the CA, or, with --tls-client-ca, one without a valid client certificate."}, []string{"listener"}),
 	}
 	for _, c := range []prometheus.Collector{m.open, m.refused, m.floods, m.tls} {
 		if err := reg.Register(c); err != nil {

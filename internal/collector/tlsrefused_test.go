@@ -56,7 +56,7 @@ func TestTLSRefusalsCounted(t *testing.T) {
 	refused(s.Addr(), true)
 	refused(s.RLSAddr(), false)
 	want := `
-# HELP qtop_collector_tls_handshakes_failed_total TLS handshakes a port of the collector refused or that failed (listener: http, otlp, rls): a plaintext client, a client without the CA, or, with --client-ca-file, one without a valid client certificate.
+# HELP qtop_collector_tls_handshakes_failed_total TLS handshakes a port of the collector refused or that failed (listener: http, otlp, rls): a plaintext client, a client without the CA, or, with --tls-client-ca, one without a valid client certificate.
 # TYPE qtop_collector_tls_handshakes_failed_total counter
 qtop_collector_tls_handshakes_failed_total{listener="http"} 2
 qtop_collector_tls_handshakes_failed_total{listener="rls"} 1
