@@ -204,6 +204,10 @@ type TenantRow struct {
 	// it, so an offender stays flagged for as long as its load stays
 	// above it, not only while its rise is recent.
 	BaselineRUPerSec float64 `json:"baseline_ru_per_sec,omitempty"`
+	// BaselineDBLoad is, for a row the source flagged (FlaggedSince) with
+	// DB load and no RU, the DB load it was flagged against (0: new
+	// load): such a row is judged on DB load, whose rise no RU shows.
+	BaselineDBLoad float64 `json:"baseline_db_load,omitempty"`
 	// FlaggedSince is when the source's own detector (package incident,
 	// on its baselines) flagged the tenant as an offender; zero: it does
 	// not. A row that carries it or BaselineRUPerSec is judged by the

@@ -111,6 +111,7 @@ func addTenant(a *TenantRow, b TenantRow) {
 	a.BaselineP95Seconds = max(a.BaselineP95Seconds, b.BaselineP95Seconds)
 	a.BaselineShare = max(a.BaselineShare, b.BaselineShare)
 	a.BaselineRUPerSec = max(a.BaselineRUPerSec, b.BaselineRUPerSec)
+	a.BaselineDBLoad = max(a.BaselineDBLoad, b.BaselineDBLoad)
 	if !b.FlaggedSince.IsZero() && (a.FlaggedSince.IsZero() || b.FlaggedSince.Before(a.FlaggedSince)) {
 		a.FlaggedSince = b.FlaggedSince
 	}

@@ -30,6 +30,13 @@
 // line says how old a baseline this tracker froze is ("×9.1 its baseline
 // of 4m ago"). The measure is RU, or DB load when the source is
 // PostgreSQL alone or no tenant has RU, whatever measure orders the rows.
+// A row with DB load and no RU (load no process reports: a batch job,
+// pgbench, a service with no agent, seen by the PostgreSQL sampler) is
+// judged on its share of DB load instead, and its Offender says so
+// (Measure "DB load"): "pgnoisy 57% of DB load, new load". A row first
+// seen after the tracker started had no load before (new load); a
+// collector that flagged such a row sends the DB load it was flagged
+// against (api.TenantRow.BaselineDBLoad).
 //
 // Victims: tenants whose p95 latency is at least VictimP95 times their
 // own baseline while their load, as their share of RU, is at most

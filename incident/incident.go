@@ -142,6 +142,11 @@ type Headline struct {
 type Offender struct {
 	Name  string  `json:"name"`
 	Share float64 `json:"share"`
+	// Measure is what Share, Factor and Baseline are of when not the
+	// headline's Measure: "DB load" for a row with DB load and no RU in
+	// a headline of RU (load no process reports, such as a job's
+	// sessions the PostgreSQL sampler saw), judged on DB load instead.
+	Measure string `json:"measure,omitempty"`
 	// Factor is its recent load over its baseline; 0 means new load.
 	Factor float64 `json:"factor,omitempty"`
 	// Baseline is its mean load before the recent seconds, in the
@@ -261,9 +266,10 @@ func (in *Tracker) Add(s *api.Snapshot) Headline {
 		}
 		return r.RUPerSec
 	}
-	var total float64
+	var total, dbTotal float64
 	for i := range s.Tenants {
 		total += load(&s.Tenants[i])
+		dbTotal += s.Tenants[i].DBLoad
 	}
 	h := Headline{Measure: measure}
 	for i := range s.Tenants {
@@ -277,10 +283,12 @@ func (in *Tracker) Add(s *api.Snapshot) Headline {
 		}
 		name := Label(group, r)
 		key := group + "\x00" + name
-		hist := in.history(s, r, key, load(r), historyOf)
 		var d Offender
 		var drv bool
-		if !db && group == api.GroupTenant && !r.Untagged && !r.FlaggedSince.IsZero() {
+		if !db && r.RUPerSec == 0 && r.DBLoad > 0 {
+			// Load no process reports: judged on DB load.
+			d, drv = in.dbDriver(s, group, key, r, dbTotal)
+		} else if hist := in.history(s, r, key, load(r), historyOf); !db && group == api.GroupTenant && !r.Untagged && !r.FlaggedSince.IsZero() {
 			d, drv = flaggedBySource(r, share, hist)
 			delete(in.flags, key)
 			bySource++
@@ -290,6 +298,9 @@ func (in *Tracker) Add(s *api.Snapshot) Headline {
 				base = r.BaselineRUPerSec
 			}
 			d, drv = in.driver(s, key, share, load(r), base, hist)
+		}
+		if len(in.flags) > 0 && (db || r.RUPerSec != 0 || r.DBLoad == 0) {
+			delete(in.flags, "db\x00"+key) // judged on RU again
 		}
 		if drv {
 			d.Name = name
@@ -406,7 +417,9 @@ func (in *Tracker) forget() {
 		}
 	}
 	for k, f := range in.flags {
-		if in.n-f.seen > BaselineSpan {
+		// A job's sessions that ended leave no row: its flag goes with
+		// them, so that the victims' baselines learn again.
+		if in.n-f.seen > BaselineSpan || (f.seen < in.n && strings.HasPrefix(k, "db\x00")) {
 			delete(in.flags, k)
 		}
 	}
@@ -428,7 +441,7 @@ func summaryLine(s *api.Snapshot, group string, h Headline) string {
 				f += " of " + strings.TrimSuffix(age.Truncate(time.Minute).String(), "0s") + " ago"
 			}
 		}
-		parts = append(parts, d.Name+" "+strconv.FormatFloat(d.Share*100, 'f', 0, 64)+"% of "+h.Measure+", "+f)
+		parts = append(parts, d.Name+" "+strconv.FormatFloat(d.Share*100, 'f', 0, 64)+"% of "+cmp.Or(d.Measure, h.Measure)+", "+f)
 	}
 	if len(parts) == 0 {
 		parts = append(parts, "no tenant drives load above its baseline")
@@ -501,6 +514,42 @@ func (in *Tracker) driver(s *api.Snapshot, key string, share, now, srcBase float
 		in.flags[key] = f
 	}
 	return f.offender(share, recent), true
+}
+
+// dbDriver is the offender test, on DB load, of a row that has DB load
+// and none of the headline's RU: a tenant whose load no agent or gate
+// reports (a batch job, pgbench, a service not instrumented) would
+// otherwise never be named, however hard it drives the database. Only
+// such rows: a tenant with requests is judged on RU, and the DB load of
+// the victims, whose statements wait longer, rises too. A source that
+// flagged the row itself (api.TenantRow.FlaggedSince with
+// BaselineDBLoad) is judged on the baseline it sends.
+func (in *Tracker) dbDriver(s *api.Snapshot, group, key string, r *api.TenantRow, total float64) (Offender, bool) {
+	if in.own["db\x00"+key] == nil && in.own[key] == nil && len(in.own) < MaxTracked {
+		// Not seen before: it had no load the snapshots before it
+		// appeared, so that a job started since is new load.
+		in.own["db\x00"+key] = &series{v: make([]float64, min(in.n-1, api.HistoryLen-1), api.HistoryLen)}
+	}
+	key = "db\x00" + key
+	h := in.history(s, r, key, r.DBLoad, s.Measure == api.MeasureDB)
+	share := r.DBLoad / total
+	var d Offender
+	var ok bool
+	if group == api.GroupTenant && !r.Untagged && !r.FlaggedSince.IsZero() {
+		recent := r.DBLoad
+		if len(h) > DriverRecent {
+			_, recent, _ = Split(h)
+		}
+		delete(in.flags, key)
+		if share >= DriverShare/2 && (r.BaselineDBLoad == 0 || recent >= DriverClear*r.BaselineDBLoad) {
+			f := flag{base: r.BaselineDBLoad, from: "collector", since: r.FlaggedSince}
+			d, ok = f.offender(share, recent), true
+		}
+	} else {
+		d, ok = in.driver(s, key, share, r.DBLoad, 0, h)
+	}
+	d.Measure = "DB load"
+	return d, ok
 }
 
 // flaggedBySource is the offender a source's own detector flagged

@@ -89,6 +89,7 @@ type flagged struct {
 	name  string
 	since time.Time
 	base  float64 // the RU/s it was flagged against (0: new load)
+	db    bool    // flagged on DB load (a row with no RU): base is of it
 }
 
 // tenantMinutes is one tenant's (or service's) ring of minutes.
@@ -139,7 +140,7 @@ func (b *baselineBook) learn(s *api.Snapshot, services []serviceLevel, m int64, 
 	h := b.tr.Add(&own)
 	b.flagged = b.flagged[:0]
 	for _, o := range h.Offenders {
-		b.flagged = append(b.flagged, flagged{o.Name, o.Since, o.Baseline})
+		b.flagged = append(b.flagged, flagged{o.Name, o.Since, o.Baseline, o.Measure != ""})
 	}
 	// Victims stop the learning only when judged against the baselines
 	// served (the tracker's own, a lower quartile of the last two
@@ -277,7 +278,9 @@ func (b *baselineBook) snapshot(snap *api.Snapshot, _ time.Time) {
 				// Before the hour's baseline exists, the one it was
 				// flagged against (its load before the rise).
 				r.FlaggedSince = f.since
-				if r.BaselineRUPerSec == 0 {
+				if f.db {
+					r.BaselineDBLoad = f.base
+				} else if r.BaselineRUPerSec == 0 {
 					r.BaselineRUPerSec = f.base
 				}
 			}

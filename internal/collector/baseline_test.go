@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -274,5 +275,37 @@ func TestBaselinePartialMinutes(t *testing.T) {
 	_, _, rs := b.complete(&tm, 110, nil, nil, nil)
 	if len(rs) != 6 || slices.Contains(rs, 66) {
 		t.Fatalf("minutes taken %v: want the six complete ones before the gap, without the cut one", rs)
+	}
+}
+
+// TestBaselineFlagsDBOnlyLoad: a tenant whose load is sessions the
+// sampler saw and no process reports (no RU) is flagged on its DB load,
+// the rows served say so (FlaggedSince, BaselineDBLoad, no RU baseline),
+// and a qtop started after the job began names it from them.
+func TestBaselineFlagsDBOnlyLoad(t *testing.T) {
+	b := newBaselineBook()
+	start := time.Date(2026, 12, 4, 4, 0, 0, 0, time.UTC)
+	var served api.Snapshot
+	for sec := range 90 {
+		now := start.Add(time.Duration(sec) * time.Second)
+		s := api.Snapshot{Time: now, Window: 10 * time.Second, Source: api.SourceCollector, Measure: api.MeasureRU,
+			Collector: api.CollectorStatus{Uptime: time.Duration(sec+1) * time.Second}}
+		for _, n := range []string{"acme", "globex"} {
+			s.Tenants = append(s.Tenants, api.TenantRow{Tenant: n, RUPerSec: 10, DBLoad: 0.5, P95Seconds: 0.02, History: make([]float64, api.HistoryLen)})
+		}
+		if sec >= 60 {
+			s.Tenants = append(s.Tenants, api.TenantRow{Tenant: "pgnoisy", DBLoad: 4, History: make([]float64, api.HistoryLen)})
+		}
+		b.snapshot(&s, now)
+		b.add(&s, nil)
+		served = s
+	}
+	r := served.Tenants[2]
+	if r.Tenant != "pgnoisy" || !r.FlaggedSince.Equal(start.Add(60*time.Second)) || r.BaselineDBLoad != 0 || r.BaselineRUPerSec != 0 {
+		t.Fatalf("served %+v; want pgnoisy flagged at 60 s, its first, as new DB load", r)
+	}
+	var late incident.Tracker
+	if h := late.Add(&served); len(h.Offenders) != 1 || !strings.HasPrefix(h.Line, "pgnoisy 80% of DB load, new load") {
+		t.Fatalf("a qtop started late: %q", h.Line)
 	}
 }

@@ -1,6 +1,7 @@
 package tui
 
 import (
+	"cmp"
 	"strconv"
 	"strings"
 
@@ -46,7 +47,7 @@ func (v *victimsView) selection() (target, bool) {
 func (v *victimsView) view(c *common, h int) string {
 	hd := v.sum.head
 	var out strings.Builder
-	out.WriteString(c.st.title.Render(clip("Offenders: rows whose "+orDash(hd.Measure)+" is ≥×"+fmtFactor(incidents.DriverFactor)+" their baseline and ≥"+
+	out.WriteString(c.st.title.Render(clip("Offenders: rows whose "+orDash(hd.Measure)+ruLess(hd.Measure)+" is ≥×"+fmtFactor(incidents.DriverFactor)+" their baseline and ≥"+
 		strconv.Itoa(int(incidents.DriverShare*100))+"% of it", c.width)))
 	lines := 1
 	for i, o := range hd.Offenders {
@@ -57,7 +58,7 @@ func (v *victimsView) view(c *common, h int) string {
 		if o.Factor > 0 {
 			f = "×" + fmtFactor(o.Factor) + " its baseline"
 		}
-		out.WriteString("\n" + clip("  "+clean(o.Name)+" · "+fmtShare(o.Share)+" of "+hd.Measure+" · "+f, c.width))
+		out.WriteString("\n" + clip("  "+clean(o.Name)+" · "+fmtShare(o.Share)+" of "+cmp.Or(o.Measure, hd.Measure)+" · "+f, c.width))
 		lines++
 	}
 	if len(hd.Offenders) == 0 {
@@ -119,4 +120,13 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// ruLess is what the offenders' title says of the rows judged on DB load
+// in a headline of RU (incident.Offender.Measure).
+func ruLess(measure string) string {
+	if measure == "RU" {
+		return " (DB load, of rows with none)"
+	}
+	return ""
 }

@@ -1,0 +1,77 @@
+package incident
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/qtop-dev/qtop/api"
+)
+
+// dbOnlyAt is second i of an incident no process reports: two tenants
+// with requests (RU 10/s, DB load 0.5 each, p95 20 ms) and, from second
+// 40, a job's sessions (pgnoisy: DB load 4, no RU) that double the
+// others' p95 and, their statements waiting longer, their DB load.
+func dbOnlyAt(i int) api.Snapshot {
+	s := api.Snapshot{Time: t0.Add(time.Duration(i) * time.Second), Source: api.SourceCollector, Measure: api.MeasureRU}
+	p95, db := 0.020, 0.5
+	if i >= 40 {
+		p95, db = 0.041, 1.5
+		s.Tenants = append(s.Tenants, api.TenantRow{Tenant: "pgnoisy", DBLoad: 4, History: make([]float64, api.HistoryLen)})
+	}
+	for _, n := range []string{"acme", "globex"} {
+		s.Tenants = append(s.Tenants, api.TenantRow{Tenant: n, RUPerSec: 10, DBLoad: db, P95Seconds: p95, Share: 0.5,
+			History: make([]float64, api.HistoryLen)})
+	}
+	return s
+}
+
+// TestDBOnlyOffender: a tenant whose load is database sessions no agent
+// or gate reports has no RU, so a headline of RU never named it while
+// its victims were listed. It is judged on DB load; the victims, whose
+// DB load rose ×3 with their waits, are not (they have RU).
+func TestDBOnlyOffender(t *testing.T) {
+	var in Tracker
+	for i := range 45 {
+		s := dbOnlyAt(i)
+		in.Add(&s)
+	}
+	h := in.Headline()
+	if len(h.Offenders) != 1 || h.Offenders[0].Name != "pgnoisy" || h.Offenders[0].Measure != "DB load" || h.Measure != "RU" {
+		t.Fatalf("offenders %+v (%q)", h.Offenders, h.Line)
+	}
+	if want := "pgnoisy 57% of DB load, new load · victims: 2 tenants, p95 ×2.0 (key 8)"; h.Line != want {
+		t.Fatalf("line %q, want %q", h.Line, want)
+	}
+	// The job ends: no offender, and its flag does not linger (the
+	// victims' baselines learn again).
+	for i := range 20 {
+		s := dbOnlyAt(i)
+		s.Time = t0.Add(time.Duration(45+i) * time.Second)
+		in.Add(&s)
+	}
+	if h := in.Headline(); h.Alert() || in.incident(t0.Add(65*time.Second)) {
+		t.Fatalf("after the job: %q, flags %v", h.Line, in.flags)
+	}
+}
+
+// TestDBOnlyOffenderFlaggedBySource: a qtop started after the job began
+// names it as the collector's detector flagged it, on the DB load it was
+// flagged against (api.TenantRow.BaselineDBLoad), and clears it when its
+// load is back near that.
+func TestDBOnlyOffenderFlaggedBySource(t *testing.T) {
+	var in Tracker
+	s := dbOnlyAt(50)
+	s.Tenants[0].FlaggedSince, s.Tenants[0].BaselineDBLoad = t0.Add(40*time.Second), 0.5
+	in.Add(&s)
+	h := in.Headline()
+	if len(h.Offenders) != 1 || h.Offenders[0].BaselineFrom != "collector" || !strings.Contains(h.Line, "pgnoisy 57% of DB load, ×8.0 its baseline") {
+		t.Fatalf("flagged by the source: %q %+v", h.Line, h.Offenders)
+	}
+	s = dbOnlyAt(51)
+	s.Tenants[0].FlaggedSince, s.Tenants[0].BaselineDBLoad, s.Tenants[0].DBLoad = t0.Add(40*time.Second), 3, 4
+	in.Add(&s)
+	if h := in.Headline(); len(h.Offenders) != 0 {
+		t.Fatalf("under %v× its baseline, still named: %q", DriverClear, h.Line)
+	}
+}
