@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"cmp"
 	"crypto/tls"
 	"io"
 	"net"
@@ -31,7 +32,7 @@ func TestTLSRefusalsCounted(t *testing.T) {
 	// A plaintext client (a gRPC client without TLS), and one that does
 	// not trust the collector's CA: the server closes each once its
 	// handshake failed, after counting it.
-	refused := func(addr string, viaTLS bool) {
+	refused := func(addr string, viaTLS bool, plain ...string) {
 		t.Helper()
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
@@ -48,17 +49,20 @@ func TestTLSRefusalsCounted(t *testing.T) {
 				t.Fatal("a client trusting another CA finished its handshake")
 			}
 		} else {
-			c.Write([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"))
+			c.Write([]byte(cmp.Or(strings.Join(plain, ""), "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")))
 		}
 		io.Copy(io.Discard, c)
 	}
 	refused(s.Addr(), false)
 	refused(s.Addr(), true)
 	refused(s.RLSAddr(), false)
+	// An http:// URL for the https:// port: Go's server answers 400
+	// without logging it.
+	refused(s.Addr(), false, "GET /v1/live HTTP/1.1\r\nHost: collector\r\n\r\n")
 	want := `
 # HELP qtop_collector_tls_handshakes_failed_total TLS handshakes a port of the collector refused or that failed (listener: http, otlp, rls): a plaintext client, a client without the CA, or, with --tls-client-ca, one without a valid client certificate.
 # TYPE qtop_collector_tls_handshakes_failed_total counter
-qtop_collector_tls_handshakes_failed_total{listener="http"} 2
+qtop_collector_tls_handshakes_failed_total{listener="http"} 3
 qtop_collector_tls_handshakes_failed_total{listener="rls"} 1
 `
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "qtop_collector_tls_handshakes_failed_total"); err != nil {
