@@ -310,7 +310,7 @@ func newServeFlags(fs *flag.FlagSet) (*serveFlags, error) {
 		listen:   strFlag(fs, &envs, "listen", "QTOP_LISTEN", collector.DefaultListen, "HTTP address"),
 		storeURL: strFlag(fs, &envs, "store", "QTOP_STORE", "", "store: duckdb://PATH[?memory_limit=SIZE, DuckDB's memory, default 1GiB], clickhouse://HOST:PORT/DB[?mode=explicit|replicated-database|cloud&async_insert=1&secure=1] (docs/cluster.md; user, password and CA from QTOP_CLICKHOUSE_USER, QTOP_CLICKHOUSE_PASSWORD[_FILE], QTOP_CLICKHOUSE_CA_FILE), or none"+storeDefaultNote),
 		cluster:  strFlag(fs, &envs, "cluster", "QTOP_CLUSTER", "", "ClickHouse cluster name: ON CLUSTER DDL, Replicated engines (ZooKeeper) and Distributed tables"),
-		peers:    strFlag(fs, &envs, "peers", "QTOP_PEERS", "", "the other collectors of the fleet, host:port or https://host:port,…: /v1/live shows the whole fleet (https peers verified with --peer-ca-file)"),
+		peers:    strFlag(fs, &envs, "peers", "QTOP_PEERS", "", "the other collectors of the fleet, host:port or https://host:port,…: /v1/live shows the whole fleet (https peers verified with --peer-ca-file); the list may hold this collector's own address (one list for every replica): it knows itself and does not count its view twice"),
 		pg:       strFlag(fs, &envs, "postgres", "QTOP_POSTGRES", "", "PostgreSQL DSN whose pg_stat_activity is sampled every second (a role with pg_monitor): the sessions of its database only, unless --postgres-all-databases"),
 	}
 	var err error

@@ -2,7 +2,9 @@ package check
 
 import (
 	"bytes"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"path/filepath"
 	"sort"
@@ -211,6 +213,9 @@ func checkSet(t *testing.T, name string, objs map[string]any, sts *appsv1.Statef
 	t.Helper()
 	switch name {
 	case "defaults":
+		if env := envOf(sts); env["QTOP_PEERS"] != "" {
+			t.Errorf("one replica given peers %q", env["QTOP_PEERS"])
+		}
 		if len(sts.Spec.VolumeClaimTemplates) != 1 {
 			t.Errorf("the data dir is not on a volume: %+v", sts.Spec.VolumeClaimTemplates)
 		}
@@ -220,7 +225,19 @@ func checkSet(t *testing.T, name string, objs map[string]any, sts *appsv1.Statef
 		// TLS by default: a certificate made by the chart, served.
 		sec, ok := objs["Secret/qtop-qtop-collector-tls"].(*corev1.Secret)
 		if !ok || sec.Type != corev1.SecretTypeTLS || len(sec.Data["tls.crt"]) == 0 || len(sec.Data["ca.crt"]) == 0 {
-			t.Errorf("no TLS Secret made by the chart among %v", keys(objs))
+			t.Fatalf("no TLS Secret made by the chart among %v", keys(objs))
+		}
+		// Valid for a replica's own name, by which its peers reach it.
+		blk, _ := pem.Decode(sec.Data["tls.crt"])
+		if blk == nil {
+			t.Fatal("tls.crt holds no PEM block")
+		}
+		crt, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := crt.VerifyHostname("qtop-qtop-collector-1.qtop-qtop-collector-pods.obs.svc"); err != nil {
+			t.Errorf("the certificate does not name the pods: %v", err)
 		}
 		if env := envOf(sts); env["QTOP_TLS_CERT_FILE"] == "" || env["QTOP_INSECURE"] != "" {
 			t.Errorf("the collector is not given the certificate: %v", env)
@@ -236,6 +253,18 @@ func checkSet(t *testing.T, name string, objs map[string]any, sts *appsv1.Statef
 		}
 		if *sts.Spec.Replicas != 3 {
 			t.Errorf("replicas %d, want 3", *sts.Spec.Replicas)
+		}
+		// The replicas reach each other by the names the headless
+		// Service governing them gives (a ClusterIP one gives none), and
+		// each is given all of them, itself included.
+		svc, ok := objs["Service/qtop-qtop-collector-pods"].(*corev1.Service)
+		if !ok || svc.Spec.ClusterIP != corev1.ClusterIPNone || sts.Spec.ServiceName != svc.Name {
+			t.Errorf("the StatefulSet's service %q, headless %+v", sts.Spec.ServiceName, svc)
+		}
+		env := envOf(sts)
+		want := "https://qtop-qtop-collector-0.qtop-qtop-collector-pods.obs.svc:7070,https://qtop-qtop-collector-1.qtop-qtop-collector-pods.obs.svc:7070,https://qtop-qtop-collector-2.qtop-qtop-collector-pods.obs.svc:7070"
+		if env["QTOP_PEERS"] != want || env["QTOP_CA_FILE"] != "/etc/qtop-tls/ca.crt" {
+			t.Errorf("peers %q, CA %q; want %q and the Secret's ca.crt", env["QTOP_PEERS"], env["QTOP_CA_FILE"], want)
 		}
 	case "existing-secrets":
 		if _, ok := objs["Secret/qtop-qtop-collector-tokens"]; ok {

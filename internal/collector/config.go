@@ -162,7 +162,9 @@ type FleetConfig struct {
 	Cluster string
 	// Peers are the other collectors of the fleet (host:port or
 	// http(s)://host:port): /v1/live then merges their live views with
-	// this one's (fleet.go).
+	// this one's (fleet.go). It may hold this collector's own address
+	// (one list for every replica): its own answer is known and not
+	// merged twice.
 	Peers []string
 	// PeerToken is the credential this collector sends to its peers and
 	// accepts from them as a read credential (default: ReadToken).

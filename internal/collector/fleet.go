@@ -2,7 +2,9 @@ package collector
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -51,6 +53,13 @@ type fleet struct {
 	token     func() string // the peer credential sent to peers (the peer token in force, else the read token)
 	decodes   chan struct{} // peerDecodes slots
 	polled    atomic.Bool   // the shared policy was read once (readyz)
+	// self is this process's instance, sent with its own view
+	// (instanceHeader): a peer that answers with it is this collector,
+	// whose address is in its own peer list (one list for every replica,
+	// as a StatefulSet's pods share it), not merged twice. isSelf marks
+	// those peers once seen.
+	self   string
+	isSelf []atomic.Bool
 
 	mu    sync.Mutex
 	cache map[snapKey]*api.Snapshot
@@ -102,8 +111,15 @@ func newFleet(cfg Config, next store.Store, pol *policyPart, token func() string
 	}
 	return &fleet{peers: peers, next: next, transport: tr, client: &http.Client{Timeout: peerTimeout, Transport: tr},
 		cache: make(map[snapKey]*api.Snapshot), shared: cfg.SharedPolicy, pol: pol, log: cfg.Logger, now: cfg.Now,
-		token: token, decodes: make(chan struct{}, peerDecodes)}, nil
+		token: token, decodes: make(chan struct{}, peerDecodes), self: rand.Text(), isSelf: make([]atomic.Bool, len(peers))}, nil
 }
+
+// instanceHeader carries a collector's instance (fleet.self) with its
+// own view.
+const instanceHeader = "Qtop-Collector-Instance"
+
+// errSelf: the peer asked is this collector.
+var errSelf = errors.New("peer: this collector itself")
 
 // withFleet serves the fleet's live view on /v1/live and /v1/live/stream
 // when the collector has peers (scope=local: this collector's own).
@@ -117,6 +133,7 @@ func (s httpAPI) withFleet(h http.Handler) http.Handler {
 	// do (h's routes are authorized where they are made).
 	mux.HandleFunc(api.PathLive, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Query().Get("scope") == api.ScopeLocal {
+			w.Header().Set(instanceHeader, s.fleet.self)
 			h.ServeHTTP(w, r)
 			return
 		}
@@ -160,10 +177,19 @@ func (s httpAPI) fleetSnapshot(ctx context.Context, measure string, n int) api.S
 	status[0] = api.PeerStatus{Collector: "self", OK: true, Time: snaps[0].Time}
 	var wg sync.WaitGroup
 	for i, p := range f.peers {
+		if f.isSelf[i].Load() {
+			status[i+1] = api.PeerStatus{Collector: p + " (self)", OK: true, Time: snaps[0].Time}
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			snap, err := f.get(ctx, p, measure)
+			if errors.Is(err, errSelf) {
+				f.isSelf[i].Store(true)
+				status[i+1] = api.PeerStatus{Collector: p + " (self)", OK: true, Time: snaps[0].Time}
+				return
+			}
 			status[i+1] = api.PeerStatus{Collector: p, OK: err == nil, Time: snap.Time}
 			if err != nil {
 				status[i+1].Error = err.Error()
@@ -175,7 +201,7 @@ func (s httpAPI) fleetSnapshot(ctx context.Context, measure string, n int) api.S
 	wg.Wait()
 	var got []api.Snapshot
 	for i, st := range status {
-		if st.OK {
+		if st.OK && (i == 0 || !f.isSelf[i-1].Load()) {
 			got = append(got, snaps[i])
 		}
 	}
@@ -212,6 +238,9 @@ func (f *fleet) get(ctx context.Context, peer, measure string) (api.Snapshot, er
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		return api.Snapshot{}, fmt.Errorf("peer: %s", resp.Status)
+	}
+	if resp.Header.Get(instanceHeader) == f.self {
+		return api.Snapshot{}, errSelf
 	}
 	b, err := readPeerAnswer(resp.Body)
 	if err != nil {

@@ -30,3 +30,22 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "qtop.scheme" -}}
 {{- if .Values.insecure }}HTTP{{ else }}HTTPS{{ end -}}
 {{- end -}}
+
+{{- /* The headless Service that governs the StatefulSet: its pods'
+names (NAME-0.PODS.NAMESPACE.svc) resolve through it. */}}
+{{- define "qtop.podsService" -}}
+{{- printf "%s-pods" (include "qtop.fullname" . | trunc 58 | trimSuffix "-") -}}
+{{- end -}}
+
+{{- /* Every replica's base URL, the peers each replica is given (one list
+for all: a collector knows itself in it). */}}
+{{- define "qtop.peers" -}}
+{{- $full := include "qtop.fullname" . }}
+{{- $pods := include "qtop.podsService" . }}
+{{- $scheme := ternary "http" "https" .Values.insecure }}
+{{- $urls := list }}
+{{- range $i := until (int .Values.replicas) }}
+{{- $urls = append $urls (printf "%s://%s-%d.%s.%s.svc:7070" $scheme $full $i $pods $.Release.Namespace) }}
+{{- end }}
+{{- join "," $urls -}}
+{{- end -}}
