@@ -575,6 +575,44 @@ func checkUntaggedTx(t *testing.T, path string, tagged bool, name, query string,
 	}
 }
 
+// TestPostgresSessionUntaggedTx: the same through pgx: in ModeSession, a
+// transaction that Begin did not name (its context had no tenant: begun before the tenant is
+// known, or in a shared helper) runs under the connection's own name, and
+// db.With(tx) sends its statements, and its savepoints', with their own
+// context's tenant in the comment; a named transaction keeps its
+// statements as written under its name. Before, the unnamed
+// transaction's statements were sent as written, and their load had no
+// tenant at all.
+func TestPostgresSessionUntaggedTx(t *testing.T) {
+	ctx := tagged("zeta", tenant.T1)
+	db := pgxcomment.Wrap(onePool(t, "base"), sqlcomment.WithApplication("svc"), sqlcomment.WithMode(sqlcomment.ModeSession))
+	for _, begin := range []context.Context{context.Background(), tagged("acme", tenant.T2), context.Background()} {
+		isTagged := begin != context.Background()
+		tx, err := db.Begin(begin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var name, query string
+		err = db.With(tx).QueryRow(ctx, untaggedTxQuery).Scan(&name, &query)
+		checkUntaggedTx(t, "QueryRow", isTagged, name, query, err)
+		sp, err := db.With(tx).Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = db.With(sp).QueryRow(ctx, untaggedTxQuery, pgx.QueryExecModeExec).Scan(&name, &query)
+		checkUntaggedTx(t, "QueryRow in a savepoint", isTagged, name, query, err)
+		sp2, err := tx.Begin(ctx) // the transaction's own Begin
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = db.With(sp2).QueryRow(ctx, untaggedTxQuery).Scan(&name, &query)
+		checkUntaggedTx(t, "QueryRow in tx.Begin's savepoint", isTagged, name, query, err)
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestPostgresSessionStdlibUntaggedTx: database/sql with StdlibSession
 // in ModeSession: a transaction begun with a context without a tenant
 // (begun before the tenant is known, or in a shared helper) runs under the
