@@ -69,7 +69,8 @@
 //     without a tenant, with opts.BeginQuery, or elsewhere: pool.Begin)
 //     runs under the connection's own name, and db.With(tx) sends its
 //     statements with their own context's tenant in the comment (in
-//     QueryExecModeExec, as ModeComment does); the name is never set in
+//     QueryExecModeExec, as ModeComment does; untagged ones as written);
+//     the name is never set in
 //     the middle of a transaction, where it would stay on the statements
 //     that follow. A transaction Begin names is returned as a pgx.Tx that
 //     wraps the pool's or connection's, so that With can tell.
@@ -233,11 +234,14 @@ func StdlibExecMode() sqlcomment.Option {
 
 // statement returns the text to send and the arguments to send it with.
 func (db *DB) statement(ctx context.Context, sql string, args []any) (sqlcomment.Statement, []any) {
-	if db.mode == sqlcomment.ModeSession && (!db.inTx || db.named) && !sendsOwn(sql, args) {
+	if db.mode == sqlcomment.ModeSession && !sendsOwn(sql, args) {
 		// A statement that must be sent without a session tag (sendsOwn),
-		// or in a transaction that BEGIN did not name, carries the comment
-		// instead.
-		return db.c.Plain(ctx, sql), args
+		// or a tenant's in a transaction that BEGIN did not name, carries
+		// the comment instead.
+		st := db.c.Plain(ctx, sql)
+		if !db.inTx || db.named || !st.Tagged || st.Tags.Tenant == "" {
+			return st, args
+		}
 	}
 	if len(args) > 0 {
 		if m, ok := args[0].(pgx.QueryExecMode); ok {

@@ -579,8 +579,9 @@ func checkUntaggedTx(t *testing.T, path string, tagged bool, name, query string,
 // transaction that Begin did not name (its context had no tenant: begun before the tenant is
 // known, or in a shared helper) runs under the connection's own name, and
 // db.With(tx) sends its statements, and its savepoints', with their own
-// context's tenant in the comment; a named transaction keeps its
-// statements as written under its name. Before, the unnamed
+// context's tenant in the comment (an untagged one as written, as outside
+// a transaction); a named transaction keeps its statements as written
+// under its name. Before, the unnamed
 // transaction's statements were sent as written, and their load had no
 // tenant at all.
 func TestPostgresSessionUntaggedTx(t *testing.T) {
@@ -601,6 +602,10 @@ func TestPostgresSessionUntaggedTx(t *testing.T) {
 		}
 		err = db.With(sp).QueryRow(ctx, untaggedTxQuery, pgx.QueryExecModeExec).Scan(&name, &query)
 		checkUntaggedTx(t, "QueryRow in a savepoint", isTagged, name, query, err)
+		var plain string // untagged: as written, as outside a transaction
+		if err := db.With(tx).QueryRow(context.Background(), "SELECT current_query()").Scan(&plain); err != nil || plain != "SELECT current_query()" {
+			t.Errorf("untagged statement sent as %q (%v), want it as written", plain, err)
+		}
 		sp2, err := tx.Begin(ctx) // the transaction's own Begin
 		if err != nil {
 			t.Fatal(err)
