@@ -7,8 +7,14 @@
 // running statement carries the tenant it works for. Sessions tagged in
 // application_name instead (sqlcomment.ModeSession: "billing|t=acme|T2")
 // are read with sqlcomment.ParseApplicationName: Application stays the
-// service, and a tenant written as its short id is named through
-// WithTenantNames. A tenant that is not a valid name (tenant.ValidateTenant)
+// service, and a tenant written as its short id (a long or non-ASCII name)
+// is named through WithTenantNames or, without it or when it does not
+// know the id, by the Sampler itself once it has read the name in a
+// statement's comment (the id is the name's hash, so the name is
+// checked): the tenant then counts under one name whichever way its
+// sessions are tagged. An id that neither has named is kept as the
+// tenant, "~" and 12 letters and digits: its load is told apart from
+// every other tenant's, under the id. A tenant that is not a valid name (tenant.ValidateTenant)
 // cannot be refused here: it counts under its stand-in (tenant.Substitute),
 // never with another tenant, and is counted (Backend.InvalidTenant,
 // Metrics). An Aggregator adds the

@@ -92,6 +92,7 @@ func serverMajor(v string) int {
 type Sampler struct {
 	pool *pgxpool.Pool
 	cfg  config
+	seen seenNames // the names behind short ids, learned from comments
 }
 
 // NewSampler returns a sampler that reads through pool. The pool's role
@@ -165,20 +166,32 @@ func (s *Sampler) Sample(ctx context.Context) (Snapshot, error) {
 				snap.TagsCut++
 			}
 		}
-		b.setSessionTags(s.cfg.names) // after the comment's, which win
-		if b.InvalidTenant() {
-			snap.InvalidTenants++
-		}
+		s.seen.learn(&b)
 		snap.Backends = append(snap.Backends, b)
 	}
 	if err := rows.Err(); err != nil {
 		return Snapshot{}, fmt.Errorf("%w: %w", ErrSample, err)
 	}
+	s.setSessionTags(&snap)
 	s.cfg.metrics.observe(&snap)
 	if snap.Hidden > 0 {
 		return snap, hiddenError(role, snap.Hidden, len(snap.Backends))
 	}
 	return snap, nil
+}
+
+// setSessionTags reads the session tags of snap's backends, after every
+// comment of the sample has taught its names (seenNames), and counts the
+// invalid tenants.
+func (s *Sampler) setSessionTags(snap *Snapshot) {
+	names := s.seen.resolver(s.cfg.names)
+	for i := range snap.Backends {
+		b := &snap.Backends[i]
+		b.setSessionTags(names) // after the comment's, which win
+		if b.InvalidTenant() {
+			snap.InvalidTenants++
+		}
+	}
 }
 
 // checkSQL asks whether the role sees every session: pg_read_all_stats

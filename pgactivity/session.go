@@ -11,9 +11,10 @@ import (
 // tenants whose names do not fit in application_name
 // (sqlcomment.TenantID): names(id) returns the name, from what the
 // applications reported (sqlcomment.TenantNames). An id it does not know
-// is kept as the tenant, so its load is still told apart, as is one whose
-// name is not a valid one (tenant.ValidateTenant; the id is itself a hash
-// of the name).
+// is named from the statements' comments the Sampler has read (the last
+// 4,096 such names), and otherwise kept as the tenant, so its load is
+// still told apart, as is one whose name is not a valid one
+// (tenant.ValidateTenant; the id is itself a hash of the name).
 func WithTenantNames(names func(id string) (string, bool)) Option {
 	return func(c *config) { c.names = names }
 }

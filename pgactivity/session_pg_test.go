@@ -113,3 +113,61 @@ func TestSetSessionTags(t *testing.T) {
 		t.Errorf("query %q", b.Query)
 	}
 }
+
+// TestSessionIDNamedFromComments: without WithTenantNames (qtop
+// --postgres alone, no collector to map the ids back) a session tagged
+// with a long tenant's short id counts under the tenant's name once a
+// statement commented with that name has been sampled, in the same
+// sample or an earlier one: the tenant is one row, not its id and its
+// name apart. An id that no comment has named stays the id. The sessions
+// are idle in their transactions, so every sample sees them as they are.
+func TestSessionIDNamedFromComments(t *testing.T) {
+	sfx := suffix(t)
+	long, unnamed := strings.Repeat("ü", 25)+sfx, strings.Repeat("ö", 25)+sfx
+	ctx := context.Background()
+	opts := []sqlcomment.Option{sqlcomment.WithApplication("svc-" + sfx), sqlcomment.WithMode(sqlcomment.ModeSession)}
+	begin := func(name string) *session {
+		s := connect(t)
+		tx, err := pgxcomment.Wrap(s.conn, opts...).Begin(tenant.With(ctx, tenant.Tags{Tenant: name, Tier: tenant.T2}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tx.Rollback(ctx) })
+		return s
+	}
+	byID, byIDUnnamed := begin(long), begin(unnamed)
+	commented := connect(t)
+	tx, err := commented.conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, tagged("SELECT 1", long, "r")); err != nil {
+		t.Fatal(err)
+	}
+	check := func(step string, snap Snapshot, s *session, want string) {
+		t.Helper()
+		if b, ok := byPID(snap, s.pid); !ok || b.Tenant != want {
+			t.Errorf("%s: session %d under %q, want %q", step, s.pid, b.Tenant, want)
+		}
+	}
+	pool := newPool(t, "", "")
+	s := NewSampler(pool)
+	snap, err := s.Sample(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("same sample", snap, byID, long)
+	check("same sample", snap, commented, long)
+	check("same sample", snap, byIDUnnamed, sqlcomment.TenantID(unnamed))
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if snap, err = s.Sample(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("the comment gone", snap, byID, long)
+	if snap, err = NewSampler(pool).Sample(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check("a sampler that never saw the comment", snap, byID, sqlcomment.TenantID(long))
+}

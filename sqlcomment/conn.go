@@ -25,6 +25,9 @@ type conn struct {
 	// inTx is true between BeginTx and the end of its transaction; a
 	// connection is used by one goroutine at a time.
 	inTx bool
+	// named is true while inTx for a transaction whose BEGIN set the
+	// application_name (ModeSession and ModeBoth, a tagged context).
+	named bool
 	// mode is the resolved Mode.
 	mode Mode
 }
@@ -75,7 +78,9 @@ func (c *conn) Begin() (driver.Tx, error) {
 
 func (c *conn) PrepareContext(ctx context.Context, query string) (driver.Stmt, error) {
 	st := c.cm.Comment(ctx, query, true)
-	if c.mode == ModeSession {
+	if c.mode == ModeSession && (!c.inTx || c.named) {
+		// Outside a transaction as written (see Sessions in the package
+		// doc); in a transaction begun untagged, commented as statement does.
 		st = c.cm.Plain(ctx, query)
 	}
 	if !c.cm.Observing() && c.cm.cfg.budgets == nil && c.mode < ModeSession {

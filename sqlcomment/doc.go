@@ -99,6 +99,16 @@
 // so that it cannot outlive its transaction on a server connection that a
 // transaction pooler (PgBouncer) hands to other clients.
 //
+// A transaction takes the tenant of the context it begins with: its
+// statements run under that name whatever their own contexts say. A
+// transaction begun with a context without a tenant (begun before the
+// tenant is known, or by a helper given context.Background()) runs under
+// the connection's own name, and its statements, including those
+// prepared in it, carry their own context's tenant in the comment, as
+// statements outside a transaction do: the name is never set in the middle
+// of a transaction, where it would stay on the statements that follow,
+// another tenant's among them.
+//
 // # DB time
 //
 // WithObserver calls an Observer once per statement (and per begin, commit,

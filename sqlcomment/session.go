@@ -25,7 +25,8 @@ const (
 	// to ApplicationName(service, tags) for the statement's transaction.
 	// Where the driver cannot set it in the round trip of a statement
 	// outside a transaction (database/sql), that statement carries the
-	// comment instead.
+	// comment instead, and so does a statement in a transaction begun
+	// without a tenant (see Sessions in the package doc).
 	ModeSession
 	// ModeBoth does both: the comment keeps route and traceparent on each
 	// statement, at the comment's cost (see the package doc).
@@ -82,8 +83,10 @@ func (m Mode) Resolve(pipelines bool) Mode {
 // pgxcomment.StdlibSession implements it for pgx's stdlib driver; a
 // wrapper without one tags with the comment only.
 //
-// The name is only ever set for a transaction: a statement outside one
-// carries the comment instead (its round trip cannot set the name), since
+// The name is only ever set for a transaction, by a BEGIN whose context
+// has a tenant: a statement outside one, or in a transaction begun
+// without a tenant, carries the comment instead (its round trip cannot
+// set the name), since
 // a name set for the session would outlive the statement and, behind a
 // transaction pooler, tag other clients' statements.
 //

@@ -26,7 +26,7 @@ func (t *txn) Rollback() error { return t.end(OpRollback, t.tx.Rollback) }
 
 func (t *txn) end(op Op, f func() error) error {
 	if t.c != nil {
-		t.c.inTx = false
+		t.c.inTx, t.c.named = false, false
 	}
 	if !t.cm.Observing() {
 		return f()

@@ -69,7 +69,11 @@
 // rates); the Statements view has a DATABASE column, v shows a
 // statement's whole text and e its EXPLAIN (explain.go, on demand only,
 // never executed; a statement with parameters cannot be planned on
-// PostgreSQL 15 and the view says so).
+// PostgreSQL 15 and the view says so). A tenant that session tagging
+// wrote as its short id is named once the sampler has read its name in a
+// statement's comment (pgactivity); until then, with no collector to map
+// the id back, qtop shows the id ("~" and 12 letters and digits) as the
+// tenant, its load apart.
 //
 // # Sources
 //

@@ -105,7 +105,8 @@ func tenantByte(c byte) bool {
 	return c >= 0x20 && c < 0x7f && c != '%' && c != '|' && c != '\'' && c != '\\' && c != '~'
 }
 
-func tenantField(name string) string {
+// encodedLen is the length of name percent-encoded in the tenant field.
+func encodedLen(name string) int {
 	n := 0
 	for i := 0; i < len(name); i++ {
 		if tenantByte(name[i]) {
@@ -114,6 +115,22 @@ func tenantField(name string) string {
 			n += 3
 		}
 	}
+	return n
+}
+
+// WrittenID returns TenantID(name) and true when ApplicationName writes
+// the tenant name as its id (it takes more than 40 bytes once encoded),
+// and "" and false when it writes the name itself. A reader that sees the
+// name in a statement's comment can so map the id back to it.
+func WrittenID(name string) (string, bool) {
+	if encodedLen(name) > maxTenantField {
+		return TenantID(name), true
+	}
+	return "", false
+}
+
+func tenantField(name string) string {
+	n := encodedLen(name)
 	if n > maxTenantField {
 		return TenantID(name)
 	}

@@ -64,6 +64,21 @@ func TestTenantID(t *testing.T) {
 	}
 }
 
+// TestWrittenID: WrittenID says exactly when ApplicationName writes a
+// tenant as its id, and which id, on both sides of the 40-byte field.
+func TestWrittenID(t *testing.T) {
+	for _, name := range []string{"acme", strings.Repeat("a", 40), strings.Repeat("a", 41), strings.Repeat("ü", 6), strings.Repeat("ü", 7), "a~b", strings.Repeat("~", 14)} {
+		a, ok := comment.ParseApplicationName(comment.ApplicationName("svc", tenant.Tags{Tenant: name}))
+		if !ok {
+			t.Fatalf("%q: not read back", name)
+		}
+		id, isID := comment.WrittenID(name)
+		if isID != a.ID || (isID && id != a.Tenant) || (!isID && id != "") {
+			t.Errorf("%q: WrittenID = %q, %v; ApplicationName wrote %q (id %v)", name, id, isID, a.Tenant, a.ID)
+		}
+	}
+}
+
 func TestParseApplicationNameRejects(t *testing.T) {
 	for _, s := range []string{"", "billing", "billing|t=", "billing|t=%4", "billing|t=%zz", "billing|t=%41%4",
 		"billing|t=~abc", "billing|t=~ABCDEFGHIJKLM", "billing|t=a|b", "billing|t=(untagged)", "billing|t=%0A",

@@ -63,7 +63,8 @@ func (db *DB) Begin(ctx context.Context) (pgx.Tx, error) {
 }
 
 // BeginTx is Begin with pgx's transaction options. With
-// opts.BeginQuery set, the transaction is not tagged.
+// opts.BeginQuery set, the transaction is not named: its statements carry
+// the comment (see Sessions in the package doc).
 func (db *DB) BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
 	if _, ok := db.q.(beginner); !ok {
 		return nil, errNoBegin

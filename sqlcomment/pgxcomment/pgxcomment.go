@@ -61,10 +61,19 @@
 //     goes back to its pool under its own name and the next tenant never
 //     runs under the previous one's; it is also safe behind PgBouncer's
 //     transaction pooling (bench/pgbouncer). Run the statements through
-//     db.With(tx). A transaction begun elsewhere (pool.Begin) is not
-//     tagged. An error in the transaction undoes the name at once, not at
-//     ROLLBACK: PostgreSQL shows the session "idle in transaction
-//     (aborted)" under its own name.
+//     db.With(tx): they run under the transaction's name whatever their
+//     own contexts' tenants. An error in the transaction undoes the name
+//     at once, not at ROLLBACK: PostgreSQL shows the session "idle in
+//     transaction (aborted)" under its own name.
+//   - A transaction that Begin did not name (begun with a context
+//     without a tenant, with opts.BeginQuery, or elsewhere: pool.Begin)
+//     runs under the connection's own name, and db.With(tx) sends its
+//     statements with their own context's tenant in the comment (in
+//     QueryExecModeExec, as ModeComment does; untagged ones as written);
+//     the name is never set in
+//     the middle of a transaction, where it would stay on the statements
+//     that follow. A transaction Begin names is returned as a pgx.Tx that
+//     wraps the pool's or connection's, so that With can tell.
 //   - Exec, Query and QueryRow outside a transaction send
 //     set_config('application_name', $1, true) and the statement as one
 //     pgx batch: one round trip, one implicit transaction, both statements
@@ -82,8 +91,9 @@
 //     tenant in a comment instead: the tag never changes what a statement
 //     does.
 //   - Untagged contexts are sent as is, under the connection's own name.
-//   - A savepoint (db.With(tx).Begin, pgx.BeginFunc on it) runs under its
-//     transaction's name, whatever its context's tenant.
+//   - A savepoint (db.With(tx).Begin, tx.Begin, pgx.BeginFunc on it) runs
+//     under its transaction's name, whatever its context's tenant, and its
+//     statements are sent as their transaction's are.
 //
 // DB.Mode says which mode a DB resolved ModeAuto to.
 //
@@ -159,7 +169,10 @@ type DB struct {
 	c *sqlcomment.Commenter
 	// inTx: q is a pgx.Tx, whose statements budgets never refuse.
 	inTx bool
-	mode sqlcomment.Mode // resolved: ModeComment, ModeSession or ModeBoth
+	// named: q is a transaction whose BEGIN set the application_name
+	// (namedTx), whose statements ModeSession sends as written.
+	named bool
+	mode  sqlcomment.Mode // resolved: ModeComment, ModeSession or ModeBoth
 	// own is the application_name q's connections open with (a pool's or
 	// connection's configuration), the service of session names without
 	// sqlcomment.WithApplication (Commenter.SessionName).
@@ -174,8 +187,9 @@ var _ Querier = (*DB)(nil)
 // take about 20 KiB; use With for a transaction.
 func Wrap(q Querier, opts ...sqlcomment.Option) *DB {
 	_, inTx := q.(pgx.Tx)
+	_, named := q.(namedTx)
 	c := sqlcomment.NewCommenter(opts...)
-	return &DB{q: q, c: c, inTx: inTx, mode: c.Mode().Resolve(true), own: ownName(q)}
+	return &DB{q: q, c: c, inTx: inTx, named: named, mode: c.Mode().Resolve(true), own: ownName(q)}
 }
 
 // Mode returns the mode db tags in: ModeAuto and the session modes as
@@ -200,11 +214,12 @@ func ownName(q Querier) string {
 // it for a transaction: tx, _ := pool.Begin(ctx); db.With(tx).Exec(…).
 func (db *DB) With(q Querier) *DB {
 	_, inTx := q.(pgx.Tx)
+	_, named := q.(namedTx)
 	own := ownName(q)
 	if own == "" {
 		own = db.own
 	}
-	return &DB{q: q, c: db.c, inTx: inTx, mode: db.mode, own: own}
+	return &DB{q: q, c: db.c, inTx: inTx, named: named, mode: db.mode, own: own}
 }
 
 // Commenter returns the DB's commenter (for Dropped).
@@ -220,9 +235,13 @@ func StdlibExecMode() sqlcomment.Option {
 // statement returns the text to send and the arguments to send it with.
 func (db *DB) statement(ctx context.Context, sql string, args []any) (sqlcomment.Statement, []any) {
 	if db.mode == sqlcomment.ModeSession && !sendsOwn(sql, args) {
-		// A statement that must be sent without a session tag (sendsOwn)
-		// carries the comment instead.
-		return db.c.Plain(ctx, sql), args
+		// A statement that must be sent without a session tag (sendsOwn),
+		// or a tenant's in a transaction that BEGIN did not name, carries
+		// the comment instead.
+		st := db.c.Plain(ctx, sql)
+		if !db.inTx || db.named || !st.Tagged || st.Tags.Tenant == "" {
+			return st, args
+		}
 	}
 	if len(args) > 0 {
 		if m, ok := args[0].(pgx.QueryExecMode); ok {

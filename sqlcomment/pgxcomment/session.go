@@ -247,12 +247,18 @@ func hasWord(s, w string) bool {
 // tenant.
 func (db *DB) beginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
 	if b, ok := db.q.(txBeginner); ok {
+		named := false
 		if db.mode >= sqlcomment.ModeSession && opts.BeginQuery == "" {
 			if st := db.c.Plain(ctx, ""); st.Tagged && st.Tags.Tenant != "" {
 				opts.BeginQuery = beginSQL(opts) + "; SET LOCAL application_name = '" + db.c.SessionName(db.own, st.Tags) + "'"
+				named = true
 			}
 		}
-		return b.BeginTx(ctx, opts)
+		tx, err := b.BeginTx(ctx, opts)
+		if err != nil || !named {
+			return tx, err
+		}
+		return namedTx{tx}, nil
 	}
 	if b, ok := db.q.(beginner); ok && opts == (pgx.TxOptions{}) {
 		return b.Begin(ctx) // a pgx.Tx: a savepoint, already tagged
@@ -261,6 +267,23 @@ func (db *DB) beginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error) {
 		return nil, fmt.Errorf("pgxcomment: a transaction's savepoint takes no options")
 	}
 	return nil, errNoBegin
+}
+
+// namedTx is a transaction whose BEGIN set the application_name: a DB
+// for it (With) sends its statements as written in ModeSession, where a
+// DB for any other transaction comments them, since nothing else names
+// their tenant. Its savepoints are named too (they run under its name).
+type namedTx struct{ pgx.Tx }
+
+var _ pgx.Tx = namedTx{}
+
+// Begin begins a savepoint, which runs under the transaction's name.
+func (t namedTx) Begin(ctx context.Context) (pgx.Tx, error) {
+	sp, err := t.Tx.Begin(ctx)
+	if err != nil {
+		return sp, err
+	}
+	return namedTx{sp}, nil
 }
 
 // beginSQL is pgx's TxOptions.beginSQL (unexported there).

@@ -552,3 +552,109 @@ func TestPostgresSessionOwnName(t *testing.T) {
 	err = stx.QueryRowContext(ctx, "SELECT current_setting('application_name')").Scan(&name)
 	check("database/sql, a transaction", name, err)
 }
+
+// untaggedTxQuery reads what a statement runs under and how
+// pg_stat_activity shows it.
+const untaggedTxQuery = "SELECT current_setting('application_name'), (SELECT query FROM pg_stat_activity WHERE pid = pg_backend_pid())"
+
+// checkUntaggedTx fails t unless a statement of tenant zeta ran as it
+// should in a transaction begun tagged (acme, T2: under its name, sent as
+// written) or untagged (under the connection's own name, base, with
+// tenant zeta in the comment, as the sampler reads it).
+func checkUntaggedTx(t *testing.T, path string, tagged bool, name, query string, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags, perr := sqlcomment.Parse(query)
+	switch {
+	case tagged && (name != "svc|t=acme|T2" || strings.Contains(query, "/*")):
+		t.Errorf("%s: tagged transaction: under %q as %q, want svc|t=acme|T2, no comment", path, name, query)
+	case !tagged && (name != "base" || perr != nil || tags[sqlcomment.KeyTenant] != "zeta"):
+		t.Errorf("%s: untagged transaction: under %q as %q (%v), want base and tenant='zeta'", path, name, query, perr)
+	}
+}
+
+// TestPostgresSessionUntaggedTx: the same through pgx: in ModeSession, a
+// transaction that Begin did not name (its context had no tenant: begun before the tenant is
+// known, or in a shared helper) runs under the connection's own name, and
+// db.With(tx) sends its statements, and its savepoints', with their own
+// context's tenant in the comment (an untagged one as written, as outside
+// a transaction); a named transaction keeps its statements as written
+// under its name. Before, the unnamed
+// transaction's statements were sent as written, and their load had no
+// tenant at all.
+func TestPostgresSessionUntaggedTx(t *testing.T) {
+	ctx := tagged("zeta", tenant.T1)
+	db := pgxcomment.Wrap(onePool(t, "base"), sqlcomment.WithApplication("svc"), sqlcomment.WithMode(sqlcomment.ModeSession))
+	for _, begin := range []context.Context{context.Background(), tagged("acme", tenant.T2), context.Background()} {
+		isTagged := begin != context.Background()
+		tx, err := db.Begin(begin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var name, query string
+		err = db.With(tx).QueryRow(ctx, untaggedTxQuery).Scan(&name, &query)
+		checkUntaggedTx(t, "QueryRow", isTagged, name, query, err)
+		sp, err := db.With(tx).Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = db.With(sp).QueryRow(ctx, untaggedTxQuery, pgx.QueryExecModeExec).Scan(&name, &query)
+		checkUntaggedTx(t, "QueryRow in a savepoint", isTagged, name, query, err)
+		var plain string // untagged: as written, as outside a transaction
+		if err := db.With(tx).QueryRow(context.Background(), "SELECT current_query()").Scan(&plain); err != nil || plain != "SELECT current_query()" {
+			t.Errorf("untagged statement sent as %q (%v), want it as written", plain, err)
+		}
+		sp2, err := tx.Begin(ctx) // the transaction's own Begin
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = db.With(sp2).QueryRow(ctx, untaggedTxQuery).Scan(&name, &query)
+		checkUntaggedTx(t, "QueryRow in tx.Begin's savepoint", isTagged, name, query, err)
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestPostgresSessionStdlibUntaggedTx: database/sql with StdlibSession
+// in ModeSession: a transaction begun with a context without a tenant
+// (begun before the tenant is known, or in a shared helper) runs under the
+// connection's own name, and its statements, those prepared in it
+// included, carry their own context's tenant in the comment; a tagged
+// transaction keeps its statements as written under its name, and an
+// untagged one after it on the same connection is not taken for it.
+// Before, the untagged transaction's statements were sent as written, and
+// their load had no tenant at all.
+func TestPostgresSessionStdlibUntaggedTx(t *testing.T) {
+	ctx := tagged("zeta", tenant.T1)
+	dsn := testsvc.Postgres(t)
+	db, err := sqlcomment.Open("pgx", dsn+sep(dsn)+"application_name=base", sqlcomment.WithApplication("svc"),
+		sqlcomment.WithMode(sqlcomment.ModeSession), pgxcomment.StdlibSession(), pgxcomment.StdlibExecMode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	for _, begin := range []context.Context{context.Background(), tagged("acme", tenant.T2), context.Background()} {
+		isTagged := begin != context.Background()
+		tx, err := db.BeginTx(begin, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var name, query string
+		err = tx.QueryRowContext(ctx, untaggedTxQuery).Scan(&name, &query)
+		checkUntaggedTx(t, "QueryRowContext", isTagged, name, query, err)
+		st, err := tx.PrepareContext(ctx, untaggedTxQuery)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = st.QueryRowContext(ctx).Scan(&name, &query)
+		checkUntaggedTx(t, "a statement prepared in the transaction", isTagged, name, query, err)
+		st.Close()
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
