@@ -86,9 +86,9 @@ func (m Mode) Resolve(pipelines bool) Mode {
 // The name is only ever set for a transaction, by a BEGIN whose context
 // has a tenant: a statement outside one, or in a transaction begun
 // without a tenant, carries the comment instead (its round trip cannot
-// set the name), since
-// a name set for the session would outlive the statement and, behind a
-// transaction pooler, tag other clients' statements.
+// set the name), since a name set for the session would outlive the
+// statement and, behind a transaction pooler, tag other clients'
+// statements.
 //
 // A Session that also has a method Application(c driver.Conn) string,
 // the connection's own application_name, has it taken as the service

@@ -70,9 +70,8 @@
 //     runs under the connection's own name, and db.With(tx) sends its
 //     statements with their own context's tenant in the comment (in
 //     QueryExecModeExec, as ModeComment does; untagged ones as written);
-//     the name is never set in
-//     the middle of a transaction, where it would stay on the statements
-//     that follow. A transaction Begin names is returned as a pgx.Tx that
+//     the name is never set in the middle of a transaction, where it
+//     would stay on the statements that follow. A transaction Begin names is returned as a pgx.Tx that
 //     wraps the pool's or connection's, so that With can tell.
 //   - Exec, Query and QueryRow outside a transaction send
 //     set_config('application_name', $1, true) and the statement as one

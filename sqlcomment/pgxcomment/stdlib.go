@@ -18,8 +18,9 @@ import (
 // sessions (sqlcomment.ModeSession, and ModeAuto resolves to it): a
 // transaction's application_name is set in the round trip of its BEGIN; a
 // statement outside a transaction, or in one begun without a tenant,
-// carries the comment (see Sessions in the package doc). Combine it with StdlibExecMode, so that those commented
-// statements are not prepared per tenant.
+// carries the comment (see Sessions in the package doc). Combine it with
+// StdlibExecMode, so that those commented statements are not prepared per
+// tenant.
 func StdlibSession() sqlcomment.Option { return sqlcomment.WithSession(stdlibSession{}) }
 
 type stdlibSession struct{}
