@@ -75,3 +75,30 @@ func TestDBOnlyOffenderFlaggedBySource(t *testing.T) {
 		t.Fatalf("under %v× its baseline, still named: %q", DriverClear, h.Line)
 	}
 }
+
+// TestDBOnlyLoadAtStart: a job whose sessions run when the tracker
+// starts (every row is new to a collector just started) is not named as
+// new load a few seconds later; nor is a small job on a quiet database
+// (less than MinDBLoad), however large its share.
+func TestDBOnlyLoadAtStart(t *testing.T) {
+	var in Tracker
+	for i := 40; i < 100; i++ {
+		s := dbOnlyAt(i)
+		in.Add(&s)
+		if h := in.Headline(); len(h.Offenders) != 0 {
+			t.Fatalf("second %d of a job running at the start: %q", i-40, h.Line)
+		}
+	}
+	var quiet Tracker
+	for i := range 60 {
+		s := dbOnlyAt(0)
+		s.Time = t0.Add(time.Duration(i) * time.Second)
+		if i >= 30 {
+			s.Tenants = append(s.Tenants, api.TenantRow{Tenant: "pgsmall", DBLoad: 0.4, History: make([]float64, api.HistoryLen)})
+		}
+		quiet.Add(&s)
+		if h := quiet.Headline(); len(h.Offenders) != 0 {
+			t.Fatalf("second %d, a job of 0.4 sessions: %q", i, h.Line)
+		}
+	}
+}

@@ -40,6 +40,11 @@ const (
 	BaselineSpan = 120
 	// BaselineRecent is the most recent snapshots left out of a baseline.
 	BaselineRecent = 30
+	// MinDBLoad is the least recent DB load (average active sessions) a
+	// row judged on DB load (one with no RU) is flagged at: sampled
+	// sessions are few and come and go, so a share of a quiet database
+	// swings ×2 from one ten seconds to the next.
+	MinDBLoad = 0.5
 	// MaxTracked bounds the tenants followed (a source sends at most
 	// 1000 rows).
 	MaxTracked = 2000
@@ -525,9 +530,12 @@ func (in *Tracker) driver(s *api.Snapshot, key string, share, now, srcBase float
 // flagged the row itself (api.TenantRow.FlaggedSince with
 // BaselineDBLoad) is judged on the baseline it sends.
 func (in *Tracker) dbDriver(s *api.Snapshot, group, key string, r *api.TenantRow, total float64) (Offender, bool) {
-	if in.own["db\x00"+key] == nil && in.own[key] == nil && len(in.own) < MaxTracked {
-		// Not seen before: it had no load the snapshots before it
-		// appeared, so that a job started since is new load.
+	if in.own["db\x00"+key] == nil && in.own[key] == nil && in.n > DriverRecent && len(in.own) < MaxTracked {
+		// Not seen in the snapshots before, which the tracker watched for
+		// longer than the recent seconds: it had no load then, so that a
+		// job started since is new load. (A row there since the tracker's
+		// first snapshots, as every row is after a start, was there
+		// before it too.)
 		in.own["db\x00"+key] = &series{v: make([]float64, min(in.n-1, api.HistoryLen-1), api.HistoryLen)}
 	}
 	key = "db\x00" + key
@@ -545,7 +553,7 @@ func (in *Tracker) dbDriver(s *api.Snapshot, group, key string, r *api.TenantRow
 			f := flag{base: r.BaselineDBLoad, from: "collector", since: r.FlaggedSince}
 			d, ok = f.offender(share, recent), true
 		}
-	} else {
+	} else if _, recent, _ := Split(h); in.flags[key] != nil || recent >= MinDBLoad {
 		d, ok = in.driver(s, key, share, r.DBLoad, 0, h)
 	}
 	d.Measure = "DB load"
