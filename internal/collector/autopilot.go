@@ -53,8 +53,10 @@ type pilotPart struct {
 	actions  string
 	restored bool
 	// saveMu orders the writes of actions (the loop's and a cancel's), so
-	// the last written is the newest set.
-	saveMu sync.Mutex
+	// the last written is the newest set; savedActions is that set as
+	// written (nil: none yet).
+	saveMu       sync.Mutex
+	savedActions []byte
 	// now stamps the audit of a decision: when it was written, after
 	// whatever the snapshot it was decided on followed from (a policy
 	// change an admin made within the same second, say).
@@ -225,7 +227,7 @@ func (p *pilotPart) step(ctx context.Context, now time.Time, snap *api.Snapshot)
 		if err := p.lock.save(ctx, p.eng.Active()); err != nil {
 			p.log.Warn("autopilot: actions not saved beside the lock", "err", err)
 		}
-	case len(ds) > 0:
+	default:
 		p.saveActions()
 	}
 	p.gauges()
