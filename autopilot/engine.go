@@ -319,6 +319,13 @@ func (e *Engine) follow(a *action, s *api.Snapshot, st *state) (d Decision, ok, 
 	if !t.Before(a.Expires) {
 		return e.decide(a, t, KindLift, "its time ended ("+r.For().String()+")", ev), true, true
 	}
+	if s.Collector.Uptime > 0 && s.Collector.Uptime < s.Window {
+		// A collector's rates are averages over its Window, which fills
+		// during its first seconds: after a restart the offender's load
+		// climbs from nothing, and read as quiet it lifted the action at
+		// once. The action waits for real figures, its calm kept.
+		return Decision{}, false, false
+	}
 	// An offender gone quiet is not the cause of what victims feel now
 	// (others are): it neither tightens nor holds back its relax steps,
 	// so the action moves on to its lift.

@@ -537,6 +537,42 @@ func TestRestartAnySecond(t *testing.T) {
 	}
 }
 
+// TestRestartWhileTheWindowFills: a collector restarted at 200 (the
+// action relaxed twice, the import still on) serves its first seconds'
+// rates as averages over a Window that fills: the offender's load climbs
+// from nothing. The restored action waits for the window to fill, then
+// goes on as without the restart (its lift at 400). Before, it read the
+// first second's load as quiet and back near its baseline, and lifted
+// the action at once, import and all.
+func TestRestartWhileTheWindowFills(t *testing.T) {
+	a := policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotEnforce)}}
+	sc := &scenario{start: 100, end: 400, offenders: []string{"bigcorp"}, baselines: true}
+	first := newEngine(t, a)
+	run(t, first, sc, 200, true)
+	e := newEngine(t, a)
+	if n := e.Restore(first.Active()); n != 1 {
+		t.Fatalf("restored %d", n)
+	}
+	const window = 10
+	var got []step
+	for sec := 200; sec < 500; sec++ {
+		s := sc.snap(sec)
+		s.Window, s.Collector.Uptime = window*time.Second, time.Duration(sec-199)*time.Second
+		if up := sec - 199; up < window {
+			for i := range s.Tenants {
+				s.Tenants[i].RUPerSec *= float64(up) / window
+			}
+		}
+		for _, d := range e.Step(s) {
+			got = append(got, step{sec, d.Kind, d.Tenant, d.Limit})
+			if d.Kind == KindLift {
+				sc.limit(d.Tenant, sec+1, 0)
+			}
+		}
+	}
+	same(t, got, step{400, KindLift, "bigcorp", 40})
+}
+
 // TestLiftRestored: an action restored after a restart whose policy part
 // ended meanwhile is lifted by hand, with a decision that names its part
 // (a budget, though its rule left the policy) and the limit it removes;
