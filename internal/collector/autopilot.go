@@ -545,13 +545,16 @@ func (s httpAPI) handleAutopilotPolicy(w http.ResponseWriter, r *http.Request) {
 
 // stepAutopilot runs the autopilot once on the live view (the fleet's
 // when the collector has peers, tenants by RU), which the tenants'
-// baselines are kept from too.
+// baselines are kept from too (but for the tenants the autopilot's limits
+// hold).
 func (s httpAPI) stepAutopilot(ctx context.Context) {
 	snap := s.fleetSnapshot(ctx, api.MeasureRU, maxTop)
 	s.mu.Lock()
 	services := s.view.serviceLevels(snap.Time)
 	s.mu.Unlock()
-	s.feat.base.add(&snap, services) // baseline.go
+	var held map[string]bool
+	s.policy.read(func(pol *policy.Policy) { held = heldTenants(pol, snap.Time) })
+	s.feat.base.add(&snap, services, held) // baseline.go
 	s.feat.pilot.step(ctx, snap.Time, &snap)
 }
 
