@@ -95,19 +95,28 @@ type Evidence struct {
 	BaselineFrom string  `json:"baseline_from"`
 }
 
-// Action is an action in force (or in shadow): what Engine.Active lists.
+// Action is an action in force (or in shadow): what Engine.Active lists,
+// and all that following it needs: an engine that Restores it (after a
+// restart, or taking over from another) makes the decisions the engine
+// that started it would have made.
 type Action struct {
-	ID       string                 `json:"id"`
-	Rule     string                 `json:"rule"`
-	Tenant   string                 `json:"tenant"`
-	Action   policy.AutopilotAction `json:"action"`
-	Shadow   bool                   `json:"shadow"`
-	Started  time.Time              `json:"started"`
-	Changed  time.Time              `json:"changed"`
-	Expires  time.Time              `json:"expires"`
-	Level    int                    `json:"level"`
-	Limit    float64                `json:"limit"`
-	Evidence Evidence               `json:"evidence"`
+	ID      string                 `json:"id"`
+	Rule    string                 `json:"rule"`
+	Tenant  string                 `json:"tenant"`
+	Action  policy.AutopilotAction `json:"action"`
+	Shadow  bool                   `json:"shadow"`
+	Started time.Time              `json:"started"`
+	Changed time.Time              `json:"changed"`
+	Expires time.Time              `json:"expires"`
+	Level   int                    `json:"level"`
+	Limit   float64                `json:"limit"`
+	// Calm is since when the victims have counted as recovered (or the
+	// offender as quiet); zero while they are hurt. A relax step waits a
+	// hold from both Changed and Calm. Absent from actions saved before
+	// it was kept: such an action counts its calm from its first
+	// snapshot after the restore.
+	Calm     time.Time `json:"calm,omitzero"`
+	Evidence Evidence  `json:"evidence"`
 }
 
 // String is the decision on one line, for a log or a terminal:

@@ -59,7 +59,6 @@ type Engine struct {
 type action struct {
 	Action
 	rule policy.AutopilotRule
-	calm time.Time // since when victims count as recovered (zero: hurt)
 	seen *Evidence // the figures of the last snapshot that followed it
 }
 
@@ -135,8 +134,11 @@ func (e *Engine) Active() []Action {
 }
 
 // Restore adopts actions another engine started (its Active, kept with
-// the decision log): a collector that takes over from another follows
-// them to their lift instead of leaving them to expire. An action whose
+// the decision log): a collector that takes over from another, or that
+// restarted, follows them to their lift instead of leaving them to
+// expire, from where they were: its next relax, tighten or lift comes
+// when the engine that started them would have made it (their Changed
+// and Calm, and the snapshots it is given, time them). An action whose
 // tenant is already under one here, or past the bound, is left out;
 // one whose rule is not in the policy lifts at the next Step. Restore
 // returns how many it adopted.
@@ -317,15 +319,22 @@ func (e *Engine) follow(a *action, s *api.Snapshot, st *state) (d Decision, ok, 
 	if !t.Before(a.Expires) {
 		return e.decide(a, t, KindLift, "its time ended ("+r.For().String()+")", ev), true, true
 	}
+	if s.Collector.Uptime > 0 && s.Collector.Uptime < s.Window {
+		// A collector's rates are averages over its Window, which fills
+		// during its first seconds: after a restart the offender's load
+		// climbs from nothing, and read as quiet it lifted the action at
+		// once. The action waits for real figures, its calm kept.
+		return Decision{}, false, false
+	}
 	// An offender gone quiet is not the cause of what victims feel now
 	// (others are): it neither tightens nor holds back its relax steps,
 	// so the action moves on to its lift.
 	rec := st.recovered(r, a.Tenant) || e.quiet(a, ev)
 	switch {
 	case !rec:
-		a.calm = time.Time{}
-	case a.calm.IsZero():
-		a.calm = t
+		a.Calm = time.Time{}
+	case a.Calm.IsZero():
+		a.Calm = t
 	}
 	if t.Sub(a.Changed) < r.Hold() {
 		return Decision{}, false, false
@@ -333,9 +342,9 @@ func (e *Engine) follow(a *action, s *api.Snapshot, st *state) (d Decision, ok, 
 	switch {
 	case a.Level >= r.RelaxSteps && e.nearBaseline(a, ev):
 		return e.decide(a, t, KindLift, "the offender is back near its baseline and under its limit", ev), true, true
-	case rec && a.Level < r.RelaxSteps && t.Sub(a.calm) >= r.Hold():
+	case rec && a.Level < r.RelaxSteps && t.Sub(a.Calm) >= r.Hold():
 		a.Level++
-		a.calm = t
+		a.Calm = t
 		why := "victims recovered for " + r.Hold().String()
 		if !st.recovered(r, a.Tenant) {
 			why = "victims recovered or the offender quiet (under half its limit) for " + r.Hold().String()

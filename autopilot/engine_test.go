@@ -1,8 +1,10 @@
 package autopilot
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"sync"
@@ -424,9 +426,10 @@ func TestNewLoadGetsTheTypicalBaseline(t *testing.T) {
 }
 
 // TestRestore: an engine that takes over another's action follows it to
-// its lift: it relaxes once it has itself seen the victims recovered for
-// a hold (from its first snapshot, 120, so at 150 rather than the first
-// engine's 131), and lifts when the import ends.
+// its lift as the first engine would have: the victims recovered at 101
+// (Calm, kept with the action), so it relaxes at 131 and 161 — before,
+// it counted their recovery afresh from its first snapshot (120) and
+// relaxed at 150 and 180 — and lifts when the import ends.
 func TestRestore(t *testing.T) {
 	a := policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotEnforce)}}
 	first := newEngine(t, a)
@@ -448,7 +451,126 @@ func TestRestore(t *testing.T) {
 			}
 		}
 	}
-	same(t, got, step{150, KindRelax, "bigcorp", 20}, step{180, KindRelax, "bigcorp", 40}, step{400, KindLift, "bigcorp", 40})
+	same(t, got, step{131, KindRelax, "bigcorp", 20}, step{161, KindRelax, "bigcorp", 40}, step{400, KindLift, "bigcorp", 40})
+}
+
+// TestRestartAnySecond: an engine restarted at any second of an action's
+// life — its Active saved as JSON, as the collector keeps it, and
+// restored into a new engine fed the same snapshots from there — makes
+// exactly the decisions of an engine that never restarted: the same
+// kinds at the same seconds with the same limits, over the next
+// restartSpan seconds (from each second a decision comes within them). Before, a restored action counted the victims'
+// recovery from its first snapshot, so a restart during the hold before
+// a relax step put that step (and those after it) up to a hold later.
+// The scenarios are the plain incident, victims hurt again after a relax
+// (tighten), and victims hurt again by others once the offender is quiet.
+func TestRestartAnySecond(t *testing.T) {
+	hurtFrom := func(from int) func(int) float64 {
+		return func(sec int) float64 {
+			if sec == 100 || sec >= from {
+				return 2.5
+			}
+			return 1
+		}
+	}
+	for _, c := range []struct {
+		name string
+		sc   func() *scenario
+	}{
+		{"incident", func() *scenario {
+			return &scenario{start: 100, end: 400, offenders: []string{"bigcorp"}, baselines: true}
+		}},
+		{"tighten", func() *scenario {
+			return &scenario{start: 100, end: 1000, offenders: []string{"bigcorp"}, baselines: true, p95: hurtFrom(140)}
+		}},
+		{"quiet", func() *scenario {
+			return &scenario{start: 100, end: 135, offenders: []string{"bigcorp"}, baselines: true, p95: hurtFrom(140)}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			a := policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotEnforce)}}
+			const to, restartSpan = 500, 70
+			// The engine that never restarts, and at each second what a
+			// restart there starts from: the actions saved and the limits
+			// in force.
+			sc := c.sc()
+			e := newEngine(t, a)
+			var want []step
+			saved := make([][]byte, to)
+			limits := make([]map[string]limitFrom, to)
+			for sec := range to {
+				saved[sec], _ = json.Marshal(e.Active())
+				limits[sec] = maps.Clone(sc.limits)
+				got, _ := runFrom(t, e, sc, sec, sec+1, true)
+				want = append(want, got...)
+			}
+			if len(want) < 3 {
+				t.Fatalf("decisions %v: the scenario shows nothing", want)
+			}
+			for at := want[0].sec + 1; at <= want[len(want)-1].sec; at++ {
+				end := min(at+restartSpan, to)
+				var w []step
+				for _, s := range want {
+					if s.sec >= at && s.sec < end {
+						w = append(w, s)
+					}
+				}
+				if len(w) == 0 {
+					continue // nothing to come within the span
+				}
+				var acts []Action
+				if err := json.Unmarshal(saved[at], &acts); err != nil {
+					t.Fatal(err)
+				}
+				restarted := newEngine(t, a)
+				if n := restarted.Restore(acts); n != len(acts) || n == 0 {
+					t.Fatalf("restart at %d: restored %d of %d", at, n, len(acts))
+				}
+				sc := c.sc()
+				sc.limits = limits[at]
+				got, _ := runFrom(t, restarted, sc, at, end, true)
+				if fmt.Sprint(got) != fmt.Sprint(w) {
+					t.Fatalf("restarted at %d:\n got %v\nwant %v", at, got, w)
+				}
+			}
+		})
+	}
+}
+
+// TestRestartWhileTheWindowFills: a collector restarted at 200 (the
+// action relaxed twice, the import still on) serves its first seconds'
+// rates as averages over a Window that fills: the offender's load climbs
+// from nothing. The restored action waits for the window to fill, then
+// goes on as without the restart (its lift at 400). Before, it read the
+// first second's load as quiet and back near its baseline, and lifted
+// the action at once, import and all.
+func TestRestartWhileTheWindowFills(t *testing.T) {
+	a := policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotEnforce)}}
+	sc := &scenario{start: 100, end: 400, offenders: []string{"bigcorp"}, baselines: true}
+	first := newEngine(t, a)
+	run(t, first, sc, 200, true)
+	e := newEngine(t, a)
+	if n := e.Restore(first.Active()); n != 1 {
+		t.Fatalf("restored %d", n)
+	}
+	const window = 10
+	var got []step
+	for sec := 200; sec < 500; sec++ {
+		s := sc.snap(sec)
+		s.Window, s.Collector.Uptime = window*time.Second, time.Duration(sec-199)*time.Second
+		if up := sec - 199; up < window {
+			for i := range s.Tenants {
+				s.Tenants[i].RUPerSec *= float64(up) / window
+			}
+		}
+		for _, d := range e.Step(s) {
+			got = append(got, step{sec, d.Kind, d.Tenant, d.Limit})
+			if d.Kind == KindLift {
+				sc.limit(d.Tenant, sec+1, 0)
+			}
+		}
+	}
+	same(t, got, step{400, KindLift, "bigcorp", 40})
 }
 
 // TestLiftRestored: an action restored after a restart whose policy part

@@ -108,7 +108,7 @@ func (e *Engine) start(s *api.Snapshot, st *state) (Decision, bool) {
 			Action: r.Action, Shadow: r.Shadow(), Started: t, Expires: t.Add(r.For()), Evidence: ev,
 		}}
 		if st.recovered(r, c.tenant) {
-			a.calm = t
+			a.Calm = t
 		}
 		e.acts = append(e.acts, a)
 		e.lastNew = t

@@ -163,9 +163,15 @@ func (s step) String() string { return fmt.Sprintf("%d %s %s %g", s.sec, s.kind,
 // limit caps the offender from the next second (a lift removes it).
 func run(t *testing.T, e *Engine, sc *scenario, to int, enforce bool) ([]step, []Decision) {
 	t.Helper()
+	return runFrom(t, e, sc, 0, to, enforce)
+}
+
+// runFrom is run over seconds [from, to).
+func runFrom(t *testing.T, e *Engine, sc *scenario, from, to int, enforce bool) ([]step, []Decision) {
+	t.Helper()
 	var steps []step
 	var all []Decision
-	for sec := range to {
+	for sec := from; sec < to; sec++ {
 		for _, d := range e.Step(sc.snap(sec)) {
 			if err := checkPart(d); err != nil {
 				t.Fatalf("second %d: %v: %v", sec, d, err)

@@ -53,8 +53,10 @@ type pilotPart struct {
 	actions  string
 	restored bool
 	// saveMu orders the writes of actions (the loop's and a cancel's), so
-	// the last written is the newest set.
-	saveMu sync.Mutex
+	// the last written is the newest set; savedActions is that set as
+	// written (nil: none yet).
+	saveMu       sync.Mutex
+	savedActions []byte
 	// now stamps the audit of a decision: when it was written, after
 	// whatever the snapshot it was decided on followed from (a policy
 	// change an admin made within the same second, say).
@@ -225,7 +227,7 @@ func (p *pilotPart) step(ctx context.Context, now time.Time, snap *api.Snapshot)
 		if err := p.lock.save(ctx, p.eng.Active()); err != nil {
 			p.log.Warn("autopilot: actions not saved beside the lock", "err", err)
 		}
-	case len(ds) > 0:
+	default:
 		p.saveActions()
 	}
 	p.gauges()
@@ -543,13 +545,16 @@ func (s httpAPI) handleAutopilotPolicy(w http.ResponseWriter, r *http.Request) {
 
 // stepAutopilot runs the autopilot once on the live view (the fleet's
 // when the collector has peers, tenants by RU), which the tenants'
-// baselines are kept from too.
+// baselines are kept from too (but for the tenants the autopilot's limits
+// hold).
 func (s httpAPI) stepAutopilot(ctx context.Context) {
 	snap := s.fleetSnapshot(ctx, api.MeasureRU, maxTop)
 	s.mu.Lock()
 	services := s.view.serviceLevels(snap.Time)
 	s.mu.Unlock()
-	s.feat.base.add(&snap, services) // baseline.go
+	var held map[string]bool
+	s.policy.read(func(pol *policy.Policy) { held = heldTenants(pol, snap.Time) })
+	s.feat.base.add(&snap, services, held) // baseline.go
 	s.feat.pilot.step(ctx, snap.Time, &snap)
 }
 

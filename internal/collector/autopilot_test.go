@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -622,4 +624,81 @@ func TestAutopilotActionsKeptAcrossRestart(t *testing.T) {
 	if got := f.s.feat.pilot.eng.Active(); len(got) != 0 {
 		t.Fatalf("ended actions back after a restart: %+v", got)
 	}
+}
+
+// TestAutopilotRecoveryKeptAcrossRestart: an action's timing is saved
+// when it changes without a decision, and a collector restarted on its
+// data dir takes it up where it was. The quota applied at 0 s; its
+// victims count as recovered from 1 s (no decision: the hold runs); the
+// collector is stopped from 1 s to 10 s; at 31 s a hold has passed since
+// the apply and since the recovery, and the action relaxes then, as it
+// would have without the restart. Before, the file kept only what
+// decisions wrote, and the restored action counted the recovery from its
+// first step after the restart: it relaxed at 41 s. A file saved before
+// Calm was kept still loads, and its action does that.
+func TestAutopilotRecoveryKeptAcrossRestart(t *testing.T) {
+	if got := relaxAfterRestart(t, false); got != 31*time.Second {
+		t.Fatalf("relaxed %v after the apply, want 31s as without a restart", got)
+	}
+	if got := relaxAfterRestart(t, true); got != 41*time.Second {
+		t.Fatalf("from a file without calm: relaxed %v after the apply, want 41s", got)
+	}
+}
+
+// relaxAfterRestart runs TestAutopilotRecoveryKeptAcrossRestart's action
+// (with old, restarted on the file as saved before Calm was kept) and
+// returns when it relaxed, from its apply (0: not within a minute).
+func relaxAfterRestart(t *testing.T, old bool) time.Duration {
+	f := newFixture(t)
+	p := f.s.feat.pilot
+	ctx := context.Background()
+	start := f.clk.Now()
+	if err := p.setAutopilot(ctx, start, "ops", auditAutopilotSet, func(a *policy.Autopilot) bool {
+		*a = pilotRule(policy.AutopilotEnforce)
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	act := autopilot.Action{ID: "autopilot-noisy-neighbour-1", Rule: "noisy-neighbour", Tenant: "bigcorp", Action: policy.AutopilotQuota,
+		Started: start, Changed: start, Expires: start.Add(15 * time.Minute), Limit: 32, Evidence: autopilot.Evidence{BaselineRU: 32}}
+	r := policy.Rule{ID: act.ID, Tenant: "bigcorp", Action: policy.Quota, RUPerSecond: 32, Expires: act.Expires, Reason: "autopilot/noisy-neighbour apply"}
+	if _, err := p.pol.setRule(ctx, start, policy.MaxAutopilotSeconds*time.Second, r, "autopilot/noisy-neighbour", false); err != nil {
+		t.Fatal(err)
+	}
+	if n := p.eng.Restore([]autopilot.Action{act}); n != 1 {
+		t.Fatalf("restored %d", n)
+	}
+	// No victims: recovered.
+	calm := f.clk.Add(time.Second)
+	p.step(ctx, calm, &api.Snapshot{Time: calm})
+	file := filepath.Join(f.dir, actionsFile)
+	b, err := os.ReadFile(file)
+	var saved []autopilot.Action
+	if err == nil {
+		err = json.Unmarshal(b, &saved)
+	}
+	if err != nil || len(saved) != 1 || !saved[0].Calm.Equal(calm) || saved[0].Level != 0 {
+		t.Fatalf("saved %s (%v), want the action calm since %v", b, err, calm)
+	}
+	f.stop()
+	if old {
+		b, _ = json.Marshal([]autopilot.Action{act})
+		if strings.Contains(string(b), `"calm"`) {
+			t.Fatalf("an action without Calm saves it: %s", b)
+		}
+		if err := os.WriteFile(file, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.clk.Set(start.Add(10 * time.Second))
+	f.start()
+	defer f.stop()
+	for sec := 11; sec <= 60; sec++ {
+		at := f.clk.Add(time.Second)
+		f.s.feat.pilot.step(ctx, at, &api.Snapshot{Time: at})
+		if a := f.s.feat.pilot.eng.Active(); len(a) != 1 || a[0].Level > 0 {
+			return at.Sub(start)
+		}
+	}
+	return 0
 }

@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -59,7 +60,11 @@ func (p *pilotPart) restoreActions(ctx context.Context, now time.Time) {
 	p.saveActions()
 }
 
-// saveActions writes the engine's active actions to the data dir.
+// saveActions writes the engine's active actions to the data dir when
+// they changed since the last write: after each step, as an action's
+// timing changes without a decision too (victims recover, and the hold
+// before its next relax step runs from then), and a restart must take it
+// up where it was.
 func (p *pilotPart) saveActions() {
 	if p.actions == "" {
 		return
@@ -67,9 +72,14 @@ func (p *pilotPart) saveActions() {
 	p.saveMu.Lock()
 	defer p.saveMu.Unlock()
 	b, _ := json.Marshal(p.eng.Active())
+	if p.savedActions != nil && bytes.Equal(b, p.savedActions) {
+		return
+	}
 	if err := store.WriteFileAtomic(p.actions, b); err != nil {
 		p.log.Warn("autopilot: the active actions were not saved; after a restart their rules expire by themselves", "file", p.actions, "err", err)
+		return
 	}
+	p.savedActions = b
 }
 
 // partInPolicy reports whether the policy rule (or budget) id is in the

@@ -5,11 +5,14 @@ import (
 	"log/slog"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/qtop-dev/qtop/api"
+	"github.com/qtop-dev/qtop/autopilot"
 	"github.com/qtop-dev/qtop/incident"
+	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/tenant"
 )
@@ -38,7 +41,16 @@ import (
 // New load without such victims (a new customer's steady traffic, or the
 // whole fleet's on a collector started before it) is learnt, so it
 // becomes the tenant's baseline. An incident older than the trailing hour
-// is taken as the new normal: learning resumes. A minute counts once it
+// is taken as the new normal: learning resumes.
+//
+// Nor does a limit the autopilot put on a tenant teach its baseline: while
+// a quota or throttle rule, or an enforced budget, that the autopilot
+// wrote holds a tenant (heldTenants), its load is the limit's, not its
+// own, and none of its seconds are added. The detector alone does not
+// see to that: an offender held near its baseline is no longer flagged,
+// and a collector restarted during the action never flagged it at all;
+// learning the held-down load made the tenant's return to its own load,
+// once the action lifted, look like a new incident. A minute counts once it
 // holds minuteSeconds seconds; the seconds while a starting collector's
 // window fills are not learnt.
 //
@@ -107,10 +119,12 @@ func newBaselineBook() *baselineBook {
 }
 
 // add takes one live snapshot (tenants by RU, the most rows, carrying
-// the baselines served: the fleet's when the collector has peers) and
-// this collector's own services (serviceLevels: a service's baseline is
-// compared with the p95 of this collector's processes, as exported).
-func (b *baselineBook) add(s *api.Snapshot, services []serviceLevel) {
+// the baselines served: the fleet's when the collector has peers), this
+// collector's own services (serviceLevels: a service's baseline is
+// compared with the p95 of this collector's processes, as exported) and
+// the tenants the autopilot's limits hold at the snapshot's time
+// (heldTenants), which are not learnt.
+func (b *baselineBook) add(s *api.Snapshot, services []serviceLevel, held map[string]bool) {
 	m := s.Time.Unix() / 60
 	var total float64
 	for i := range s.Tenants {
@@ -121,16 +135,16 @@ func (b *baselineBook) add(s *api.Snapshot, services []serviceLevel) {
 	if m != b.minute {
 		saved = b.turn(m)
 	}
-	b.learn(s, services, m, total)
+	b.learn(s, services, held, m, total)
 	b.mu.Unlock()
 	if saved != nil {
 		b.write(saved)
 	}
 }
 
-// learn adds what s shows of each tenant, and each service's p95, to
-// minute m, unless an incident is on.
-func (b *baselineBook) learn(s *api.Snapshot, services []serviceLevel, m int64, total float64) {
+// learn adds what s shows of each tenant not held, and each service's
+// p95, to minute m, unless an incident is on.
+func (b *baselineBook) learn(s *api.Snapshot, services []serviceLevel, held map[string]bool, m int64, total float64) {
 	// The tracker judges for itself: the flags served are its own.
 	own := *s
 	own.Tenants = slices.Clone(s.Tenants)
@@ -177,13 +191,47 @@ func (b *baselineBook) learn(s *api.Snapshot, services []serviceLevel, m int64, 
 	}
 	for i := range s.Tenants {
 		r := &s.Tenants[i]
-		if r.P95Seconds <= 0 || r.Untagged || r.Tenant == api.OtherTenant || tenant.ValidateTenant(r.Tenant) != nil {
+		if r.P95Seconds <= 0 || r.Untagged || r.Tenant == api.OtherTenant || tenant.ValidateTenant(r.Tenant) != nil || held[r.Tenant] {
 			continue
 		}
 		if tm := minutesOf(b.tenants, r.Tenant, maxBaselineTenants); tm != nil {
 			tm.add(m, r.P95Seconds, r.RUPerSec/total, r.RUPerSec)
 		}
 	}
+}
+
+// heldTenants are the tenants that a limit the autopilot wrote holds at
+// now: a quota or throttle rule in force (not shadow, not expired), or an
+// enforced budget, matching the tenant by name. A price rule (a demotion)
+// limits nothing, and a shadow one is never applied: under them a
+// tenant's load is its own. Rules written by hand are left out: a
+// standing quota is part of what a tenant's normal is.
+func heldTenants(pol *policy.Policy, now time.Time) map[string]bool {
+	var held map[string]bool
+	hold := func(t string) {
+		if held == nil {
+			held = map[string]bool{}
+		}
+		held[t] = true
+	}
+	for _, r := range pol.Rules {
+		if strings.HasPrefix(r.CreatedBy, autopilot.CreatedByPrefix) && r.Tenant != "" && !r.Shadow && now.Before(r.Expires) &&
+			(r.Action == policy.Quota || r.Action == policy.Throttle) {
+			hold(r.Tenant)
+		}
+	}
+	for _, bu := range pol.Budgets {
+		if !strings.HasPrefix(bu.CreatedBy, autopilot.CreatedByPrefix) || bu.Mode != policy.Enforce ||
+			!bu.Expires.IsZero() && !now.Before(bu.Expires) {
+			continue
+		}
+		for _, m := range bu.Match {
+			if t := m["tenant"]; t != "" {
+				hold(t)
+			}
+		}
+	}
+	return held
 }
 
 // minutesOf returns name's ring in m, made if there is room for it (nil

@@ -243,7 +243,7 @@ func TestBaselinesFormUnderNewLoad(t *testing.T) {
 			s.Tenants = append(s.Tenants, api.TenantRow{Tenant: fmt.Sprintf("t%02d", i), RUPerSec: ru, P95Seconds: p95, History: h})
 		}
 		b.snapshot(&s, now) // the baselines served, as the live view carries them
-		b.add(&s, nil)
+		b.add(&s, nil, nil)
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -1,0 +1,229 @@
+package collector
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/qtop-dev/qtop/api"
+	"github.com/qtop-dev/qtop/autopilot"
+	"github.com/qtop-dev/qtop/policy"
+)
+
+// heldBook feeds a baseline book one snapshot a second of 20 tenants at
+// 10 RU/s and bigcorp, whose load is ru(sec), while pol (at that second)
+// may hold it.
+type heldBook struct {
+	start time.Time
+	hist  map[string][]float64
+}
+
+func (h *heldBook) feed(b *baselineBook, from, to int, ru func(sec int) float64, pol func(sec int) *policy.Policy) {
+	if h.hist == nil {
+		h.hist = map[string][]float64{}
+	}
+	for sec := from; sec < to; sec++ {
+		now := h.start.Add(time.Duration(sec) * time.Second)
+		s := api.Snapshot{Time: now, Window: 10 * time.Second, Collector: api.CollectorStatus{Uptime: time.Hour}}
+		row := func(name string, ru, p95 float64) {
+			h.hist[name] = append(h.hist[name], ru)
+			hs := make([]float64, api.HistoryLen)
+			all := h.hist[name]
+			copy(hs[max(api.HistoryLen-len(all), 0):], all[max(len(all)-api.HistoryLen, 0):])
+			s.Tenants = append(s.Tenants, api.TenantRow{Tenant: name, RUPerSec: ru, P95Seconds: p95, History: hs})
+		}
+		row("bigcorp", ru(sec), 0.2)
+		for k := range 20 {
+			row(fmt.Sprintf("t%02d", k), 10, 0.02)
+		}
+		b.snapshot(&s, now) // the baselines served, as the live view carries them
+		b.add(&s, nil, heldTenants(pol(sec), now))
+	}
+}
+
+// TestBaselinesNotLearntWhileHeld: bigcorp (10 RU/s for six minutes)
+// imports at 800 RU/s from 6:00; at 6:20 the autopilot's quota holds it
+// to 10, then 20 and 40 RU/s (its relax steps) until 12:00. Its load then
+// is the quota's, not its own: no second of it is learnt, by a book that
+// runs through or by one restarted at 8:00 from the file the first saved
+// — whose fresh detector never saw the incident. The other tenants are
+// learnt all along. Before, the held-down load was learnt, restart or
+// not: at its baseline the offender is no longer flagged, and the
+// restarted book never flagged it.
+func TestBaselinesNotLearntWhileHeld(t *testing.T) {
+	const importAt, heldAt, restartAt, liftAt, end = 360, 380, 480, 720, 780
+	ru := func(sec int) float64 {
+		switch {
+		case sec < importAt || sec >= end:
+			return 10
+		case sec < heldAt:
+			return 800
+		case sec >= liftAt:
+			return 800
+		}
+		return 10 * float64(int(1)<<min((sec-heldAt)/60, 2)) // 10, 20, 40
+	}
+	quota := policy.Rule{ID: "autopilot-noisy-1", Tenant: "bigcorp", Action: policy.Quota, RUPerSecond: 10,
+		Expires: time.Time{}, CreatedBy: autopilot.CreatedByPrefix + "noisy"}
+	pol := func(sec int) *policy.Policy {
+		if sec < heldAt || sec >= liftAt {
+			return &policy.Policy{}
+		}
+		r := quota
+		r.Expires = time.Date(2026, 12, 4, 5, 0, 0, 0, time.UTC)
+		return &policy.Policy{Rules: []policy.Rule{r}}
+	}
+	start := time.Date(2026, 12, 4, 4, 0, 0, 0, time.UTC)
+	heldMinutes := func(b *baselineBook) (held []int64, others int) {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		m0 := start.Unix() / 60
+		if tm := b.tenants["bigcorp"]; tm != nil {
+			for i := range baselineSlots {
+				if m := tm.at[i] - m0; tm.n[i] > 0 && m >= heldAt/60 && m < liftAt/60 {
+					held = append(held, m)
+				}
+			}
+		}
+		if tm := b.tenants["t00"]; tm != nil {
+			for i := range baselineSlots {
+				if m := tm.at[i] - m0; tm.n[i] >= minuteSeconds && m >= heldAt/60+1 && m < liftAt/60 {
+					others++
+				}
+			}
+		}
+		slices.Sort(held)
+		return held, others
+	}
+	dir := t.TempDir()
+	file := filepath.Join(dir, baselinesFile)
+	h := &heldBook{start: start}
+	through := newBaselineBook()
+	if err := through.load(file); err != nil {
+		t.Fatal(err)
+	}
+	h.feed(through, 0, restartAt, ru, pol)
+	restarted := newBaselineBook()
+	if err := restarted.load(file); err != nil {
+		t.Fatal(err)
+	}
+	h2 := &heldBook{start: start, hist: map[string][]float64{}}
+	for k, v := range h.hist {
+		h2.hist[k] = slices.Clone(v)
+	}
+	through.file = "" // the restarted book's file from now on
+	h.feed(through, restartAt, end, ru, pol)
+	h2.feed(restarted, restartAt, end, ru, pol)
+	for name, b := range map[string]*baselineBook{"run through": through, "restarted at 8:00": restarted} {
+		held, others := heldMinutes(b)
+		if len(held) > 0 {
+			t.Errorf("%s: bigcorp's minutes %v (from the start) learnt while the quota held it", name, held)
+		}
+		if others < 3 {
+			t.Errorf("%s: t00 learnt in %d of the held minutes: the test shows nothing", name, others)
+		}
+	}
+}
+
+// TestHeldTenants: only a limit the autopilot wrote, in force, holds a
+// tenant: a quota, a throttle or an enforced budget; not a price rule, a
+// shadow rule, a warn budget, an expired rule, or one written by hand.
+func TestHeldTenants(t *testing.T) {
+	now := time.Date(2026, 12, 4, 4, 0, 0, 0, time.UTC)
+	later := now.Add(time.Minute)
+	by := autopilot.CreatedByPrefix + "noisy"
+	pol := &policy.Policy{Rules: []policy.Rule{
+		{ID: "1", Tenant: "quota", Action: policy.Quota, Expires: later, CreatedBy: by},
+		{ID: "2", Tenant: "throttle", Action: policy.Throttle, Expires: later, CreatedBy: by},
+		{ID: "3", Tenant: "price", Action: policy.Price, Expires: later, CreatedBy: by},
+		{ID: "4", Tenant: "shadow", Action: policy.Quota, Shadow: true, Expires: later, CreatedBy: by},
+		{ID: "5", Tenant: "expired", Action: policy.Quota, Expires: now, CreatedBy: by},
+		{ID: "6", Tenant: "by-hand", Action: policy.Quota, Expires: later, CreatedBy: "ops@10.0.0.1"},
+	}, Budgets: []policy.Budget{
+		{ID: "7", Match: []map[string]string{{"tenant": "budget"}}, Mode: policy.Enforce, Expires: later, CreatedBy: by},
+		{ID: "8", Match: []map[string]string{{"tenant": "warn"}}, Mode: policy.Warn, Expires: later, CreatedBy: by},
+		{ID: "9", Match: []map[string]string{{"tenant": "budget-expired"}}, Mode: policy.Enforce, Expires: now, CreatedBy: by},
+	}}
+	got := heldTenants(pol, now)
+	var names []string
+	for n := range got {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	if want := []string{"budget", "quota", "throttle"}; !slices.Equal(names, want) {
+		t.Fatalf("held %v, want %v", names, want)
+	}
+	if heldTenants(&policy.Policy{}, now) != nil {
+		t.Fatal("an empty policy holds tenants")
+	}
+}
+
+// TestBaselinesNotLearntUnderTheDemoQuota: the demo's import, limited by
+// the autopilot's quota, on a collector restarted two minutes into the
+// quota, on the same data dir: the restarted collector follows the
+// action, and its book learns none of bigcorp's seconds while the quota
+// holds it. Before, it learnt 43 s and 31 s of the quota's first two
+// minutes (bigcorp, held near its baseline, was no longer flagged) and,
+// after the restart, every second (the fresh detector saw no incident).
+func TestBaselinesNotLearntUnderTheDemoQuota(t *testing.T) {
+	demo := func(c *Config) { c.Demo = true } // the store keeps the policy across the restart
+	f := newFixture(t, demo)
+	ctx := context.Background()
+	short := func() { f.s.feat.base.gap, f.s.feat.base.need = 1, 2 }
+	short()
+	if err := f.s.feat.pilot.setAutopilot(ctx, f.clk.Now(), "ops", auditAutopilotSet, func(a *policy.Autopilot) bool {
+		*a = pilotRule(policy.AutopilotEnforce)
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	fleet, err := newDemoFleet(f.s, f.clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleet.importAfter = 4 * time.Minute
+	fleet.warm(f.clk.Now())
+	held := map[int64]bool{} // the minutes with a second bigcorp was held
+	var applied time.Time
+	for sec := 1; sec <= 9*60; sec++ {
+		now := f.clk.Add(time.Second)
+		fleet.step(now)
+		f.s.Tick(ctx, now)
+		httpAPI{f.s}.stepAutopilot(ctx)
+		if a := f.s.feat.pilot.eng.Active(); len(a) == 1 && a[0].Tenant == DemoImportTenant && !a[0].Shadow {
+			if applied.IsZero() {
+				applied = now
+			}
+			held[now.Unix()/60] = true
+		}
+		if !applied.IsZero() && now.Sub(applied) == 2*time.Minute {
+			f.stop()
+			f.start(demo)
+			short()
+			fleet.s = f.s
+		}
+	}
+	defer f.stop()
+	if applied.IsZero() || len(held) < 4 {
+		t.Fatalf("bigcorp held in %d minutes: the test shows nothing", len(held))
+	}
+	b := f.s.feat.base
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	tm := b.tenants[DemoImportTenant]
+	if tm == nil {
+		t.Fatal("no minutes of bigcorp in the book")
+	}
+	learnt := map[int64]int{}
+	for i := range baselineSlots {
+		if m := tm.at[i]; tm.n[i] > 0 && held[m] && held[m-1] && held[m+1] {
+			learnt[m-applied.Unix()/60] = tm.n[i]
+		}
+	}
+	if len(learnt) > 0 {
+		t.Fatalf("bigcorp's seconds learnt while the quota held it, by minute from the apply's: %v", learnt)
+	}
+}
