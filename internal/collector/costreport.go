@@ -109,6 +109,24 @@ const maxAgeDays = 100 * 366
 // calling progress (if not nil) with 1 when done. The range is at most
 // MaxReportRange.
 func BuildReport(ctx context.Context, st store.Store, req ReportRequest, progress func(done float64)) (*CostReport, error) {
+	return buildReport(ctx, st, req, progress)
+}
+
+// usageReader is what a report reads of a store.
+type usageReader interface {
+	Usage(ctx context.Context, from, to time.Time, byRoute bool) ([]store.Usage, error)
+}
+
+// pastRetention reads nothing: the usage of a range wholly before the
+// collector's retention horizon, which a store that drops whole days
+// (ClickHouse) may still partly hold but which is deleted all the same.
+type pastRetention struct{}
+
+func (pastRetention) Usage(context.Context, time.Time, time.Time, bool) ([]store.Usage, error) {
+	return nil, nil
+}
+
+func buildReport(ctx context.Context, st usageReader, req ReportRequest, progress func(done float64)) (*CostReport, error) {
 	measure, err := ParseMeasure(req.Measure)
 	if err != nil {
 		return nil, err
@@ -437,18 +455,21 @@ func (s httpAPI) handleCostReport(w http.ResponseWriter, r *http.Request) {
 			first.UTC().Format(time.RFC3339), s.cfg.Grace, first.UTC().Format(time.RFC3339)), retry)
 		return
 	}
-	note := ""
+	note, src := "", usageReader(s.em.store)
 	if horizon := s.cfg.Now().Add(-s.cfg.Retention).UTC().Truncate(time.Minute); s.cfg.Retention > 0 && req.From.Before(horizon) {
 		note = fmt.Sprintf("the minutes before %s are past the collector's retention (%v) and deleted: they count nothing here",
 			horizon.Format(time.RFC3339), s.cfg.Retention)
+		// A store that deletes whole days (ClickHouse drops a day's
+		// partition once all of it is past) still holds some: the
+		// report counts from the horizon, as the note says, and a range
+		// that ends before it counts nothing.
 		if horizon.Before(req.To) {
-			// A store that deletes whole days (ClickHouse drops a day's
-			// partition once all of it is past) still holds some: the
-			// report counts from the horizon, as the note says.
 			req.From = horizon
+		} else {
+			src = pastRetention{}
 		}
 	}
-	rep, err := BuildReport(r.Context(), s.em.store, req, nil)
+	rep, err := buildReport(r.Context(), src, req, nil)
 	if err == nil {
 		rep.Note = note
 	}
