@@ -145,7 +145,9 @@ minute once. A range within one minute, or that starts in the future, is
 refused. The cost is split in whole cents that add up to it. A minute is
 written about 10 s after its end: asked of a collector, a report that ends in
 one not written yet waits for it (an hourly job at :00 gets its report);
-read from the store, it says so in its note.
+read from the store, it says so in its note. A range that ends after the
+minute open now counts up to it, and its note says so (for a CSV, on
+stderr).
 
 Examples:
   collector report --from 2026-03-01 --to 2026-04-01 --cost 12000 --currency USD
@@ -694,25 +696,34 @@ func remoteReport(ctx context.Context, rc remote, req collector.ReportRequest, b
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		msg := strings.TrimSpace(string(b))
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(b, &e) == nil && e.Error != "" {
-			msg = e.Error // the collector's words, not its JSON
-			if ra := resp.Header.Get("Retry-After"); ra != "" {
-				msg += " (retry in " + ra + " s)"
-			}
-		}
-		if resp.StatusCode == http.StatusBadRequest && strings.Contains(msg, "HTTP request to an HTTPS server") {
-			msg += " The collector serves TLS: give --collector https://" + hreqHost(addr) + " (and --ca-file for a private CA)."
-		}
-		fmt.Fprintf(stderr, "collector report: %s: %s\n", resp.Status, printable(msg))
-		return 1
+		return remoteReportFailed(resp, addr, stderr)
+	}
+	if n := resp.Header.Get(collector.NoteHeader); n != "" && format == collector.FormatCSV {
+		fmt.Fprintln(stderr, "collector report: note:", printable(n)) // a CSV has no place for it
 	}
 	io.Copy(stdout, resp.Body)
 	return 0
+}
+
+// remoteReportFailed says why the collector at addr refused a report, in
+// its own words, and returns the exit code.
+func remoteReportFailed(resp *http.Response, addr string, stderr io.Writer) int {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	msg := strings.TrimSpace(string(b))
+	var e struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(b, &e) == nil && e.Error != "" {
+		msg = e.Error // the collector's words, not its JSON
+		if ra := resp.Header.Get("Retry-After"); ra != "" {
+			msg += " (retry in " + ra + " s)"
+		}
+	}
+	if resp.StatusCode == http.StatusBadRequest && strings.Contains(msg, "HTTP request to an HTTPS server") {
+		msg += " The collector serves TLS: give --collector https://" + hreqHost(addr) + " (and --ca-file for a private CA)."
+	}
+	fmt.Fprintf(stderr, "collector report: %s: %s\n", resp.Status, printable(msg))
+	return 1
 }
 
 // progress draws a bar on stderr, only when stderr is a terminal and the

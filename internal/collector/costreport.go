@@ -469,6 +469,12 @@ func (s httpAPI) handleCostReport(w http.ResponseWriter, r *http.Request) {
 			src = pastRetention{}
 		}
 	}
+	if open := s.cfg.Now().UTC().Truncate(time.Minute); req.To.Truncate(time.Minute).After(open) {
+		// Not recorded yet: a report "to" midnight asked at 09:00 is
+		// not the whole day, and says so.
+		note = strings.TrimPrefix(note+"; "+fmt.Sprintf("the minutes from %s (the one open now) on are not recorded yet and count nothing here (end the report at %s, or ask again once they are written)",
+			open.Format(time.RFC3339), open.Format(time.RFC3339)), "; ")
+	}
 	rep, err := buildReport(r.Context(), src, req, nil)
 	if err == nil {
 		rep.Note = note
@@ -484,6 +490,9 @@ func (s httpAPI) handleCostReport(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, err.Error(), retry)
 		return
 	}
+	if rep.Note != "" {
+		w.Header().Set(NoteHeader, rep.Note) // a CSV has no place for it
+	}
 	switch format {
 	case FormatCSV:
 		w.Header().Set("Content-Type", "text/csv")
@@ -494,6 +503,10 @@ func (s httpAPI) handleCostReport(w http.ResponseWriter, r *http.Request) {
 	}
 	rep.Write(w, format, req.ByRoute)
 }
+
+// NoteHeader carries a cost report's note (CostReport.Note) in the reply
+// of GET /v1/report, in every format: a CSV has no place for it.
+const NoteHeader = "Qtop-Report-Note"
 
 // reportParamNames are the parameters of GET /v1/report.
 var reportParamNames = []string{"from", "to", "by", "measure", "cost", "currency", "format"}

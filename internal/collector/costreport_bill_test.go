@@ -386,3 +386,42 @@ func TestCostReportEndingBeforeRetention(t *testing.T) {
 		t.Fatalf("%d requests (note %q), want none: the range ends before the horizon %v", n, rep.Note, horizon)
 	}
 }
+
+// TestCostReportNotesFutureEnd: a report asked of a collector that ends
+// after the minute open now counts nothing from that minute on, and said
+// nothing of it: a bill "to" midnight, asked at 09:00, read as the whole
+// day. It says so now, in its note and, for a CSV, in Qtop-Report-Note;
+// one that ends now says nothing.
+func TestCostReportNotesFutureEnd(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	get := func(to string) (string, string) {
+		q := "from=" + t0.Add(-time.Hour).Format(time.RFC3339) + "&to=" + to + "&format="
+		var notes [2]string
+		for i, format := range []string{"json", "csv"} {
+			w := httptest.NewRecorder()
+			f.s.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/report?"+q+format, nil))
+			if w.Code != http.StatusOK {
+				t.Fatalf("%s: %d %s", format, w.Code, w.Body)
+			}
+			notes[i] = w.Header().Get(NoteHeader)
+			if format == "json" {
+				var rep CostReport
+				if err := json.Unmarshal(w.Body.Bytes(), &rep); err != nil {
+					t.Fatal(err)
+				}
+				if rep.Note != notes[i] {
+					t.Errorf("note %q, header %q", rep.Note, notes[i])
+				}
+			}
+		}
+		return notes[0], notes[1]
+	}
+	open := t0.Truncate(time.Minute).Format(time.RFC3339)
+	if j, c := get("2026-03-05"); !strings.Contains(j, "the minutes from "+open+" (the one open now) on are not recorded yet") || c != j {
+		t.Errorf("to tomorrow: note %q, CSV's %q", j, c)
+	}
+	if j, c := get("now"); j != "" || c != "" {
+		t.Errorf("to now: note %q, CSV's %q", j, c)
+	}
+}
