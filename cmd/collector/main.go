@@ -482,6 +482,7 @@ func report(args []string, stdout, stderr io.Writer) int {
 	readToken := secretFlag(fs, &envs, "read-token", "QTOP_READ_TOKEN", "the collector's read token, with --collector")
 	var tlsFiles tlsfiles.ClientFiles // with an https:// --collector
 	tlsFiles.RegisterFlags(fs)
+	retention := strFlag(fs, &envs, "retention", "QTOP_RETENTION", "0", "with --store: the collector's --retention (e.g. 90d; 0: everything), so a report counts no minute past it, as the collector leaves them out (ClickHouse keeps the day that straddles it)")
 	repeats := fs.Bool("repeats", false, "print the share of GETs per route that repeated an identical response within 24 h, and the freshness rules (needs --collector)")
 	if code, done := parse(fs, args, stderr); done {
 		return code
@@ -513,12 +514,23 @@ func report(args []string, stdout, stderr io.Writer) int {
 		}
 		return remoteReport(ctx, rc, req, *by, outFormat, stdout, stderr)
 	}
-	storeURL, err := storeFlag.resolve("report", true, stderr)
+	ret, err := parseRetention(*retention)
+	if err != nil {
+		fmt.Fprintln(stderr, "collector report:", err)
+		return 2
+	}
+	return storeReport(ctx, storeFlag, *cluster, req, ret, now, outFormat, stdout, stderr)
+}
+
+// storeReport prints the report req read from the store of sf (on
+// ClickHouse cluster, if named), kept for retention, at now.
+func storeReport(ctx context.Context, sf storeFlags, cluster string, req collector.ReportRequest, ret time.Duration, now time.Time, outFormat string, stdout, stderr io.Writer) int {
+	storeURL, err := sf.resolve("report", true, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "collector report:", err)
 		return 1
 	}
-	st, err := collector.OpenExistingStore(ctx, storeURL, collector.Config{FleetConfig: collector.FleetConfig{Cluster: *cluster}, Logger: slog.New(slog.DiscardHandler)})
+	st, err := collector.OpenExistingStore(ctx, storeURL, collector.Config{FleetConfig: collector.FleetConfig{Cluster: cluster}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		fmt.Fprintln(stderr, "collector report:", err)
 		if strings.Contains(err.Error(), "lock") {
@@ -528,7 +540,7 @@ func report(args []string, stdout, stderr io.Writer) int {
 	}
 	defer st.Close()
 	bar := newProgress(stderr, req.To.Sub(req.From) > 48*time.Hour)
-	rep, err := collector.BuildReport(ctx, st, req, bar.update)
+	rep, err := collector.BuildRetainedReport(ctx, st, req, ret, now, bar.update)
 	bar.done()
 	if err != nil {
 		fmt.Fprintln(stderr, "collector report:", err)
@@ -536,9 +548,9 @@ func report(args []string, stdout, stderr io.Writer) int {
 	}
 	if n := unwrittenNote(req.To, time.Now()); n != "" {
 		rep.Note = strings.TrimPrefix(rep.Note+"; "+n, "; ")
-		if outFormat == collector.FormatCSV { // a CSV has no place for it
-			fmt.Fprintln(stderr, "collector report: note:", n)
-		}
+	}
+	if rep.Note != "" && outFormat == collector.FormatCSV { // a CSV has no place for it
+		fmt.Fprintln(stderr, "collector report: note:", rep.Note)
 	}
 	if err := rep.Write(stdout, outFormat, req.ByRoute); err != nil {
 		fmt.Fprintln(stderr, "collector report:", err)

@@ -126,6 +126,32 @@ func (pastRetention) Usage(context.Context, time.Time, time.Time, bool) ([]store
 	return nil, nil
 }
 
+// BuildRetainedReport is BuildReport over a store kept for retention (0:
+// everything) at now: the minutes before now − retention count nothing,
+// and the note says so. A store that deletes whole days (ClickHouse drops
+// a day's partition once all of it is past) still holds some of them: the
+// report counts from the horizon, and a range that ends before it counts
+// nothing, so every store, and the collector and the store read directly,
+// give the same bill.
+func BuildRetainedReport(ctx context.Context, st store.Store, req ReportRequest, retention time.Duration, now time.Time, progress func(done float64)) (*CostReport, error) {
+	horizon := now.Add(-retention).UTC().Truncate(time.Minute)
+	if retention <= 0 || !req.From.Before(horizon) {
+		return buildReport(ctx, st, req, progress)
+	}
+	src := usageReader(st)
+	if horizon.Before(req.To) {
+		req.From = horizon
+	} else {
+		src = pastRetention{}
+	}
+	rep, err := buildReport(ctx, src, req, progress)
+	if err == nil {
+		rep.Note = fmt.Sprintf("the minutes before %s are past the collector's retention (%v) and deleted: they count nothing here",
+			horizon.Format(time.RFC3339), retention)
+	}
+	return rep, err
+}
+
 func buildReport(ctx context.Context, st usageReader, req ReportRequest, progress func(done float64)) (*CostReport, error) {
 	measure, err := ParseMeasure(req.Measure)
 	if err != nil {
@@ -455,29 +481,12 @@ func (s httpAPI) handleCostReport(w http.ResponseWriter, r *http.Request) {
 			first.UTC().Format(time.RFC3339), s.cfg.Grace, first.UTC().Format(time.RFC3339)), retry)
 		return
 	}
-	note, src := "", usageReader(s.em.store)
-	if horizon := s.cfg.Now().Add(-s.cfg.Retention).UTC().Truncate(time.Minute); s.cfg.Retention > 0 && req.From.Before(horizon) {
-		note = fmt.Sprintf("the minutes before %s are past the collector's retention (%v) and deleted: they count nothing here",
-			horizon.Format(time.RFC3339), s.cfg.Retention)
-		// A store that deletes whole days (ClickHouse drops a day's
-		// partition once all of it is past) still holds some: the
-		// report counts from the horizon, as the note says, and a range
-		// that ends before it counts nothing.
-		if horizon.Before(req.To) {
-			req.From = horizon
-		} else {
-			src = pastRetention{}
-		}
-	}
-	if open := s.cfg.Now().UTC().Truncate(time.Minute); req.To.Truncate(time.Minute).After(open) {
+	rep, err := BuildRetainedReport(r.Context(), s.em.store, req, s.cfg.Retention, s.cfg.Now(), nil)
+	if open := s.cfg.Now().UTC().Truncate(time.Minute); err == nil && req.To.Truncate(time.Minute).After(open) {
 		// Not recorded yet: a report "to" midnight asked at 09:00 is
 		// not the whole day, and says so.
-		note = strings.TrimPrefix(note+"; "+fmt.Sprintf("the minutes from %s (the one open now) on are not recorded yet and count nothing here (end the report at %s, or ask again once they are written)",
+		rep.Note = strings.TrimPrefix(rep.Note+"; "+fmt.Sprintf("the minutes from %s (the one open now) on are not recorded yet and count nothing here (end the report at %s, or ask again once they are written)",
 			open.Format(time.RFC3339), open.Format(time.RFC3339)), "; ")
-	}
-	rep, err := buildReport(r.Context(), src, req, nil)
-	if err == nil {
-		rep.Note = note
 	}
 	if err != nil {
 		status, retry := http.StatusInternalServerError, time.Duration(0)
