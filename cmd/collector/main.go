@@ -145,7 +145,9 @@ minute once. A range within one minute, or that starts in the future, is
 refused. The cost is split in whole cents that add up to it. A minute is
 written about 10 s after its end: asked of a collector, a report that ends in
 one not written yet waits for it (an hourly job at :00 gets its report);
-read from the store, it says so in its note.
+read from the store, it says so in its note. A range that ends after the
+minute open now counts up to it, and its note says so (for a CSV, on
+stderr).
 
 Examples:
   collector report --from 2026-03-01 --to 2026-04-01 --cost 12000 --currency USD
@@ -480,6 +482,7 @@ func report(args []string, stdout, stderr io.Writer) int {
 	readToken := secretFlag(fs, &envs, "read-token", "QTOP_READ_TOKEN", "the collector's read token, with --collector")
 	var tlsFiles tlsfiles.ClientFiles // with an https:// --collector
 	tlsFiles.RegisterFlags(fs)
+	retention := strFlag(fs, &envs, "retention", "QTOP_RETENTION", "0", "with --store: the collector's --retention (e.g. 90d; 0: everything), so a report counts no minute past it, as the collector leaves them out (ClickHouse keeps the day that straddles it)")
 	repeats := fs.Bool("repeats", false, "print the share of GETs per route that repeated an identical response within 24 h, and the freshness rules (needs --collector)")
 	if code, done := parse(fs, args, stderr); done {
 		return code
@@ -511,12 +514,23 @@ func report(args []string, stdout, stderr io.Writer) int {
 		}
 		return remoteReport(ctx, rc, req, *by, outFormat, stdout, stderr)
 	}
-	storeURL, err := storeFlag.resolve("report", true, stderr)
+	ret, err := parseRetention(*retention)
+	if err != nil {
+		fmt.Fprintln(stderr, "collector report:", err)
+		return 2
+	}
+	return storeReport(ctx, storeFlag, *cluster, req, ret, now, outFormat, stdout, stderr)
+}
+
+// storeReport prints the report req read from the store of sf (on
+// ClickHouse cluster, if named), kept for retention, at now.
+func storeReport(ctx context.Context, sf storeFlags, cluster string, req collector.ReportRequest, ret time.Duration, now time.Time, outFormat string, stdout, stderr io.Writer) int {
+	storeURL, err := sf.resolve("report", true, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "collector report:", err)
 		return 1
 	}
-	st, err := collector.OpenExistingStore(ctx, storeURL, collector.Config{FleetConfig: collector.FleetConfig{Cluster: *cluster}, Logger: slog.New(slog.DiscardHandler)})
+	st, err := collector.OpenExistingStore(ctx, storeURL, collector.Config{FleetConfig: collector.FleetConfig{Cluster: cluster}, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		fmt.Fprintln(stderr, "collector report:", err)
 		if strings.Contains(err.Error(), "lock") {
@@ -526,7 +540,7 @@ func report(args []string, stdout, stderr io.Writer) int {
 	}
 	defer st.Close()
 	bar := newProgress(stderr, req.To.Sub(req.From) > 48*time.Hour)
-	rep, err := collector.BuildReport(ctx, st, req, bar.update)
+	rep, err := collector.BuildRetainedReport(ctx, st, req, ret, now, bar.update)
 	bar.done()
 	if err != nil {
 		fmt.Fprintln(stderr, "collector report:", err)
@@ -534,9 +548,9 @@ func report(args []string, stdout, stderr io.Writer) int {
 	}
 	if n := unwrittenNote(req.To, time.Now()); n != "" {
 		rep.Note = strings.TrimPrefix(rep.Note+"; "+n, "; ")
-		if outFormat == collector.FormatCSV { // a CSV has no place for it
-			fmt.Fprintln(stderr, "collector report: note:", n)
-		}
+	}
+	if rep.Note != "" && outFormat == collector.FormatCSV { // a CSV has no place for it
+		fmt.Fprintln(stderr, "collector report: note:", rep.Note)
 	}
 	if err := rep.Write(stdout, outFormat, req.ByRoute); err != nil {
 		fmt.Fprintln(stderr, "collector report:", err)
@@ -694,25 +708,34 @@ func remoteReport(ctx context.Context, rc remote, req collector.ReportRequest, b
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		msg := strings.TrimSpace(string(b))
-		var e struct {
-			Error string `json:"error"`
-		}
-		if json.Unmarshal(b, &e) == nil && e.Error != "" {
-			msg = e.Error // the collector's words, not its JSON
-			if ra := resp.Header.Get("Retry-After"); ra != "" {
-				msg += " (retry in " + ra + " s)"
-			}
-		}
-		if resp.StatusCode == http.StatusBadRequest && strings.Contains(msg, "HTTP request to an HTTPS server") {
-			msg += " The collector serves TLS: give --collector https://" + hreqHost(addr) + " (and --ca-file for a private CA)."
-		}
-		fmt.Fprintf(stderr, "collector report: %s: %s\n", resp.Status, printable(msg))
-		return 1
+		return remoteReportFailed(resp, addr, stderr)
+	}
+	if n := resp.Header.Get(collector.NoteHeader); n != "" && format == collector.FormatCSV {
+		fmt.Fprintln(stderr, "collector report: note:", printable(n)) // a CSV has no place for it
 	}
 	io.Copy(stdout, resp.Body)
 	return 0
+}
+
+// remoteReportFailed says why the collector at addr refused a report, in
+// its own words, and returns the exit code.
+func remoteReportFailed(resp *http.Response, addr string, stderr io.Writer) int {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	msg := strings.TrimSpace(string(b))
+	var e struct {
+		Error string `json:"error"`
+	}
+	if json.Unmarshal(b, &e) == nil && e.Error != "" {
+		msg = e.Error // the collector's words, not its JSON
+		if ra := resp.Header.Get("Retry-After"); ra != "" {
+			msg += " (retry in " + ra + " s)"
+		}
+	}
+	if resp.StatusCode == http.StatusBadRequest && strings.Contains(msg, "HTTP request to an HTTPS server") {
+		msg += " The collector serves TLS: give --collector https://" + hreqHost(addr) + " (and --ca-file for a private CA)."
+	}
+	fmt.Fprintf(stderr, "collector report: %s: %s\n", resp.Status, printable(msg))
+	return 1
 }
 
 // progress draws a bar on stderr, only when stderr is a terminal and the

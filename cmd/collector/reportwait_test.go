@@ -52,6 +52,25 @@ func TestReportWaitsForTheMinute(t *testing.T) {
 	}
 }
 
+// TestReportRemoteCSVNote: a CSV has no place for the collector's note
+// (the minutes past its retention, or not recorded yet), which a CSV
+// asked of a collector lost: it goes to stderr, as one read from the
+// store does.
+func TestReportRemoteCSVNote(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Qtop-Report-Note", "the minutes before 2026-12-01T00:00:00Z are past the collector's retention")
+		w.Write([]byte("tenant,requests\n"))
+	}))
+	defer srv.Close()
+	var out, errb bytes.Buffer
+	if code := run([]string{"report", "--collector", srv.URL, "--from", "1h", "--format", "csv"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	if out.String() != "tenant,requests\n" || !strings.Contains(errb.String(), "collector report: note: the minutes before 2026-12-01T00:00:00Z are past") {
+		t.Fatalf("stdout %q, stderr %q", out.String(), errb.String())
+	}
+}
+
 // TestUnwrittenNote: a report read from the store that ends in a minute
 // a running collector may not have written yet says so.
 func TestUnwrittenNote(t *testing.T) {

@@ -109,6 +109,50 @@ const maxAgeDays = 100 * 366
 // calling progress (if not nil) with 1 when done. The range is at most
 // MaxReportRange.
 func BuildReport(ctx context.Context, st store.Store, req ReportRequest, progress func(done float64)) (*CostReport, error) {
+	return buildReport(ctx, st, req, progress)
+}
+
+// usageReader is what a report reads of a store.
+type usageReader interface {
+	Usage(ctx context.Context, from, to time.Time, byRoute bool) ([]store.Usage, error)
+}
+
+// pastRetention reads nothing: the usage of a range wholly before the
+// collector's retention horizon, which a store that drops whole days
+// (ClickHouse) may still partly hold but which is deleted all the same.
+type pastRetention struct{}
+
+func (pastRetention) Usage(context.Context, time.Time, time.Time, bool) ([]store.Usage, error) {
+	return nil, nil
+}
+
+// BuildRetainedReport is BuildReport over a store kept for retention (0:
+// everything) at now: the minutes before now − retention count nothing,
+// and the note says so. A store that deletes whole days (ClickHouse drops
+// a day's partition once all of it is past) still holds some of them: the
+// report counts from the horizon, and a range that ends before it counts
+// nothing, so every store, and the collector and the store read directly,
+// give the same bill.
+func BuildRetainedReport(ctx context.Context, st store.Store, req ReportRequest, retention time.Duration, now time.Time, progress func(done float64)) (*CostReport, error) {
+	horizon := now.Add(-retention).UTC().Truncate(time.Minute)
+	if retention <= 0 || !req.From.Before(horizon) {
+		return buildReport(ctx, st, req, progress)
+	}
+	src := usageReader(st)
+	if horizon.Before(req.To) {
+		req.From = horizon
+	} else {
+		src = pastRetention{}
+	}
+	rep, err := buildReport(ctx, src, req, progress)
+	if err == nil {
+		rep.Note = fmt.Sprintf("the minutes before %s are past the collector's retention (%v) and deleted: they count nothing here",
+			horizon.Format(time.RFC3339), retention)
+	}
+	return rep, err
+}
+
+func buildReport(ctx context.Context, st usageReader, req ReportRequest, progress func(done float64)) (*CostReport, error) {
 	measure, err := ParseMeasure(req.Measure)
 	if err != nil {
 		return nil, err
@@ -437,20 +481,12 @@ func (s httpAPI) handleCostReport(w http.ResponseWriter, r *http.Request) {
 			first.UTC().Format(time.RFC3339), s.cfg.Grace, first.UTC().Format(time.RFC3339)), retry)
 		return
 	}
-	note := ""
-	if horizon := s.cfg.Now().Add(-s.cfg.Retention).UTC().Truncate(time.Minute); s.cfg.Retention > 0 && req.From.Before(horizon) {
-		note = fmt.Sprintf("the minutes before %s are past the collector's retention (%v) and deleted: they count nothing here",
-			horizon.Format(time.RFC3339), s.cfg.Retention)
-		if horizon.Before(req.To) {
-			// A store that deletes whole days (ClickHouse drops a day's
-			// partition once all of it is past) still holds some: the
-			// report counts from the horizon, as the note says.
-			req.From = horizon
-		}
-	}
-	rep, err := BuildReport(r.Context(), s.em.store, req, nil)
-	if err == nil {
-		rep.Note = note
+	rep, err := BuildRetainedReport(r.Context(), s.em.store, req, s.cfg.Retention, s.cfg.Now(), nil)
+	if open := s.cfg.Now().UTC().Truncate(time.Minute); err == nil && req.To.Truncate(time.Minute).After(open) {
+		// Not recorded yet: a report "to" midnight asked at 09:00 is
+		// not the whole day, and says so.
+		rep.Note = strings.TrimPrefix(rep.Note+"; "+fmt.Sprintf("the minutes from %s (the one open now) on are not recorded yet and count nothing here (end the report at %s, or ask again once they are written)",
+			open.Format(time.RFC3339), open.Format(time.RFC3339)), "; ")
 	}
 	if err != nil {
 		status, retry := http.StatusInternalServerError, time.Duration(0)
@@ -463,6 +499,9 @@ func (s httpAPI) handleCostReport(w http.ResponseWriter, r *http.Request) {
 		writeError(w, status, err.Error(), retry)
 		return
 	}
+	if rep.Note != "" {
+		w.Header().Set(NoteHeader, rep.Note) // a CSV has no place for it
+	}
 	switch format {
 	case FormatCSV:
 		w.Header().Set("Content-Type", "text/csv")
@@ -473,6 +512,10 @@ func (s httpAPI) handleCostReport(w http.ResponseWriter, r *http.Request) {
 	}
 	rep.Write(w, format, req.ByRoute)
 }
+
+// NoteHeader carries a cost report's note (CostReport.Note) in the reply
+// of GET /v1/report, in every format: a CSV has no place for it.
+const NoteHeader = "Qtop-Report-Note"
 
 // reportParamNames are the parameters of GET /v1/report.
 var reportParamNames = []string{"from", "to", "by", "measure", "cost", "currency", "format"}

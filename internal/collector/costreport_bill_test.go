@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -15,7 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
+
 	"github.com/qtop-dev/qtop/api"
+	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/store"
 	"github.com/qtop-dev/qtop/store/storetest"
 )
@@ -334,5 +338,90 @@ func TestCostReportCountsFromRetention(t *testing.T) {
 	}
 	if n != 7 || !rep.From.Equal(horizon) || !strings.Contains(rep.Note, "past the collector's retention") {
 		t.Fatalf("%d requests from %v (note %q), want 7 from %v", n, rep.From, rep.Note, horizon)
+	}
+}
+
+// TestCostReportEndingBeforeRetention: on ClickHouse, which drops a day's
+// partition only once the whole day is past the retention, a report whose
+// range ends before the horizon counted the minutes of the straddling day
+// that the store still held, beside a note saying they are deleted and
+// count nothing; a DuckDB collector, which deletes them, answered zero for
+// the same range. Such a report counts nothing, on every store.
+func TestCostReportEndingBeforeRetention(t *testing.T) {
+	addr := testsvc.ClickHouse(t)
+	waitClickHouse(t, addr)
+	db := fmt.Sprintf("qtop_col_horizon_%d", time.Now().UnixNano())
+	t.Cleanup(func() {
+		if conn, err := clickhouse.Open(&clickhouse.Options{Addr: []string{addr}}); err == nil {
+			conn.Exec(context.Background(), "DROP DATABASE IF EXISTS "+db)
+			conn.Close()
+		}
+	})
+	f := newFixture(t, func(c *Config) {
+		c.Retention, c.OpenStore, c.Store = 36*time.Hour, nil, "clickhouse://"+addr+"/"+db
+	})
+	defer f.stop()
+	now := f.clk.Now()
+	horizon := now.Add(-36 * time.Hour).UTC().Truncate(time.Minute)
+	// 40 h before t0 (09:00) is the day before the horizon's day: 17:00
+	// of 2 March, the horizon 21:00 of the same day, so ClickHouse keeps
+	// the partition until all of 2 March is past.
+	r := storetest.Row(0, "w1", "acme", "/a", 1000)
+	r.Minute = now.Add(-40 * time.Hour).Truncate(time.Minute)
+	if err := f.s.Store().WriteRollups(context.Background(), []store.Rollup{r}); err != nil {
+		t.Fatal(err)
+	}
+	q := "from=" + now.Add(-48*time.Hour).Format(time.RFC3339) + "&to=" + horizon.Add(-time.Hour).Format(time.RFC3339) + "&format=json"
+	w := httptest.NewRecorder()
+	f.s.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/report?"+q, nil))
+	var rep CostReport
+	if err := json.Unmarshal(w.Body.Bytes(), &rep); w.Code != http.StatusOK || err != nil {
+		t.Fatalf("%d %s", w.Code, w.Body)
+	}
+	var n uint64
+	for _, l := range rep.Lines {
+		n += l.Requests
+	}
+	if n != 0 || !strings.Contains(rep.Note, "past the collector's retention") {
+		t.Fatalf("%d requests (note %q), want none: the range ends before the horizon %v", n, rep.Note, horizon)
+	}
+}
+
+// TestCostReportNotesFutureEnd: a report asked of a collector that ends
+// after the minute open now counts nothing from that minute on, and said
+// nothing of it: a bill "to" midnight, asked at 09:00, read as the whole
+// day. It says so now, in its note and, for a CSV, in Qtop-Report-Note;
+// one that ends now says nothing.
+func TestCostReportNotesFutureEnd(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	get := func(to string) (string, string) {
+		q := "from=" + t0.Add(-time.Hour).Format(time.RFC3339) + "&to=" + to + "&format="
+		var notes [2]string
+		for i, format := range []string{"json", "csv"} {
+			w := httptest.NewRecorder()
+			f.s.Handler().ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/report?"+q+format, nil))
+			if w.Code != http.StatusOK {
+				t.Fatalf("%s: %d %s", format, w.Code, w.Body)
+			}
+			notes[i] = w.Header().Get(NoteHeader)
+			if format == "json" {
+				var rep CostReport
+				if err := json.Unmarshal(w.Body.Bytes(), &rep); err != nil {
+					t.Fatal(err)
+				}
+				if rep.Note != notes[i] {
+					t.Errorf("note %q, header %q", rep.Note, notes[i])
+				}
+			}
+		}
+		return notes[0], notes[1]
+	}
+	open := t0.Truncate(time.Minute).Format(time.RFC3339)
+	if j, c := get("2026-03-05"); !strings.Contains(j, "the minutes from "+open+" (the one open now) on are not recorded yet") || c != j {
+		t.Errorf("to tomorrow: note %q, CSV's %q", j, c)
+	}
+	if j, c := get("now"); j != "" || c != "" {
+		t.Errorf("to now: note %q, CSV's %q", j, c)
 	}
 }
