@@ -112,6 +112,21 @@ func markWritten(ctx context.Context, s *Store, rows []store.Rollup) error {
 	return markHours(ctx, s, hours)
 }
 
+// MarkWritten notes that rows were written into every hour of [from, to)
+// by something other than the store (an INSERT … SELECT of a bulk load or
+// a benchmark), so that SumHours sums them: the store marks the hours of
+// what it writes itself.
+func (s *Store) MarkWritten(ctx context.Context, from, to time.Time) error {
+	if err := s.check(); err != nil {
+		return err
+	}
+	var hours []time.Time
+	for h := from.UTC().Truncate(time.Hour); h.Before(to); h = h.Add(time.Hour) {
+		hours = append(hours, h)
+	}
+	return markHours(ctx, s, hours)
+}
+
 // markHours adds a written mark to each hour, at the store's clock.
 func markHours(ctx context.Context, s *Store, hours []time.Time) error {
 	if len(hours) == 0 {
