@@ -52,7 +52,8 @@ import (
 // learning the held-down load made the tenant's return to its own load,
 // once the action lifted, look like a new incident. A minute counts once it
 // holds minuteSeconds seconds; the seconds while a starting collector's
-// window fills are not learnt.
+// window fills are neither learnt nor judged (its rates climb then, which
+// the tracker would take for a rise).
 //
 // The book is saved in the data folder (baselinefile.go) at each
 // minute's turn and read back at start, so a collector that restarts
@@ -145,6 +146,15 @@ func (b *baselineBook) add(s *api.Snapshot, services []serviceLevel, held map[st
 // learn adds what s shows of each tenant not held, and each service's
 // p95, to minute m, unless an incident is on.
 func (b *baselineBook) learn(s *api.Snapshot, services []serviceLevel, held map[string]bool, m int64, total float64) {
+	if s.Collector.Uptime > 0 && s.Collector.Uptime < s.Window {
+		// A start: a collector's rates are averages over its Window,
+		// which fills during its first seconds. Neither learnt nor
+		// judged: to the tracker the fill is a rise, and a steady load
+		// with no baseline served (a database job, a tenant not learnt
+		// yet) would be flagged against the fill's mean, a flag that
+		// stops the learning for as long as the load stays.
+		return
+	}
 	// The tracker judges for itself: the flags served are its own.
 	own := *s
 	own.Tenants = slices.Clone(s.Tenants)
@@ -172,10 +182,8 @@ func (b *baselineBook) learn(s *api.Snapshot, services []serviceLevel, held map[
 			on = true
 		}
 	}
-	if on || (s.Collector.Uptime > 0 && s.Collector.Uptime < s.Window) {
-		// An incident, or a start: a collector's rates are averages over
-		// its Window, which fills during its first seconds.
-		return
+	if on {
+		return // an incident
 	}
 	for _, l := range services {
 		// A service's p95 is learnt while it is exported (enough

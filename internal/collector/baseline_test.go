@@ -309,3 +309,41 @@ func TestBaselineFlagsDBOnlyLoad(t *testing.T) {
 		t.Fatalf("a qtop started late: %q", h.Line)
 	}
 }
+
+// TestBaselineRestartFillIsNotARise: a collector (re)started while a
+// steady job runs on the database sees its rates climb for the seconds
+// its window fills (they are averages over Window). Judged, that climb
+// made the steady job an offender "×3 its baseline" (the fill's mean),
+// served to every qtop, and since a flag against a baseline stops the
+// learning, froze every tenant's baselines for the hour the flag lasts.
+func TestBaselineRestartFillIsNotARise(t *testing.T) {
+	b := newBaselineBook()
+	start := time.Date(2026, 12, 4, 4, 0, 0, 0, time.UTC)
+	const window = 10 * time.Second
+	var served api.Snapshot
+	for sec := range 120 {
+		now := start.Add(time.Duration(sec) * time.Second)
+		up := time.Duration(sec+1) * time.Second
+		fill := min(float64(up)/float64(window), 1) // the window's part filled
+		s := api.Snapshot{Time: now, Window: window, Source: api.SourceCollector, Measure: api.MeasureRU,
+			Collector: api.CollectorStatus{Uptime: up}}
+		for _, n := range []string{"acme", "globex"} {
+			s.Tenants = append(s.Tenants, api.TenantRow{Tenant: n, RUPerSec: 10 * fill, DBLoad: 0.5 * fill, P95Seconds: 0.02, History: make([]float64, api.HistoryLen)})
+		}
+		s.Tenants = append(s.Tenants, api.TenantRow{Tenant: "pgsteady", DBLoad: 3 * fill, History: make([]float64, api.HistoryLen)})
+		b.snapshot(&s, now)
+		b.add(&s, nil, nil)
+		served = s
+	}
+	for _, r := range served.Tenants {
+		if !r.FlaggedSince.IsZero() {
+			t.Errorf("%s flagged since %v (baseline DB load %v, RU/s %v): its load never changed, only the window filled",
+				r.Tenant, r.FlaggedSince.Sub(start), r.BaselineDBLoad, r.BaselineRUPerSec)
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if tm := b.tenants["acme"]; tm == nil || tm.n[(start.Unix()/60+1)%baselineSlots] != 60 {
+		t.Errorf("acme's second minute was not learnt whole: the book stopped learning")
+	}
+}
