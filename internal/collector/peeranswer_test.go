@@ -188,4 +188,10 @@ func TestCheckPeerValue(t *testing.T) {
 	if err != nil || snap.Tenants[0].Waits[`\x07x`] != 0.5 {
 		t.Fatalf("%+v %v", snap.Tenants, err)
 	}
+	// A peer's statements keep their text readable: line breaks and tabs
+	// are spaces, as qtop prints them, not escapes.
+	snap, err = decodePeerSnapshot([]byte(`{"statements":[{"pid":7,"query":"SELECT 1\n\tFROM t\u001b[2J"}]}`))
+	if err != nil || len(snap.Statements) != 1 || snap.Statements[0].Query != `SELECT 1  FROM t\x1b[2J` {
+		t.Fatalf("%+v %v", snap.Statements, err)
+	}
 }
