@@ -63,17 +63,24 @@ FROM numbers(%d)`, db, start.Unix(), tenants, step, tenants, rows)
 	// of hours without their sums.
 	if *withSums {
 		t0 = time.Now()
-		if err := st.MarkWritten(ctx, start, end); err != nil {
+		if err := chstore.MarkWritten(ctx, st, start, end); err != nil {
 			b.Fatal(err)
 		}
 		// An hour is summed once it went unwritten for 30 s (replicas
-		// catch up meanwhile), as bench/storegen waits too.
-		time.Sleep(31 * time.Second)
-		n, err := st.SumHours(ctx)
-		if err != nil {
-			b.Fatal(err)
+		// catch up meanwhile): polled until all are, with a deadline.
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		summed := 0
+		for deadline := time.Now().Add(5 * time.Minute); summed < 7*24; <-tick.C {
+			n, err := st.SumHours(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if summed += n; time.Now().After(deadline) {
+				b.Fatalf("%d of %d hours summed after 5 minutes", summed, 7*24)
+			}
 		}
-		b.Logf("summed %d hours in %v", n, time.Since(t0).Round(time.Millisecond))
+		b.Logf("summed %d hours in %v", summed, time.Since(t0).Round(time.Millisecond))
 	}
 	req := ReportRequest{From: start, To: end, Measure: MeasureRU}
 	b.ResetTimer()

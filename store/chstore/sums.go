@@ -113,10 +113,10 @@ func markWritten(ctx context.Context, s *Store, rows []store.Rollup) error {
 }
 
 // MarkWritten notes that rows were written into every hour of [from, to)
-// by something other than the store (an INSERT … SELECT of a bulk load or
-// a benchmark), so that SumHours sums them: the store marks the hours of
-// what it writes itself.
-func (s *Store) MarkWritten(ctx context.Context, from, to time.Time) error {
+// of s by something other than the store (an INSERT … SELECT of a bulk
+// load or a benchmark), so that s.SumHours sums them once they went
+// unwritten for 30 s: the store marks the hours of what it writes itself.
+func MarkWritten(ctx context.Context, s *Store, from, to time.Time) error {
 	if err := s.check(); err != nil {
 		return err
 	}

@@ -368,7 +368,7 @@ func TestSumsMarkWritten(t *testing.T) {
 	}
 	f.rows = append(f.rows, rows...)
 	f.sum(0)
-	if err := f.s.MarkWritten(context.Background(), storetest.T0, storetest.T0.Add(2*time.Hour)); err != nil {
+	if err := MarkWritten(context.Background(), f.s, storetest.T0, storetest.T0.Add(2*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	f.sum(2)
