@@ -166,14 +166,7 @@ func TestOncePostgres(t *testing.T) {
 	}
 	load, stmts := map[string]float64{}, map[string]int{}
 	if !testsvc.PollEvery(20*time.Second, 100*time.Millisecond, func() bool {
-		code, out, errOut := runQtop("--postgres", dsn, "--once", "--format", "json", "--top", "1000")
-		if code != 0 {
-			t.Fatalf("exit %d: %s", code, errOut)
-		}
-		var s api.Snapshot
-		if err := json.Unmarshal([]byte(out), &s); err != nil {
-			t.Fatal(err)
-		}
+		s := postgresOnce(t, dsn)
 		load, stmts = map[string]float64{}, map[string]int{}
 		for _, r := range s.Tenants {
 			load[r.Tenant] = r.DBLoad
@@ -213,4 +206,19 @@ func TestReplayOnce(t *testing.T) {
 	if code := run([]string{"--group-by", "application", "--once"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "needs --postgres") {
 		t.Fatalf("group-by without --postgres: %d %s", code, errb.String())
 	}
+}
+
+// postgresOnce is qtop --postgres dsn --once --format json --top 1000,
+// its snapshot decoded.
+func postgresOnce(t *testing.T, dsn string) api.Snapshot {
+	t.Helper()
+	code, out, errOut := runQtop("--postgres", dsn, "--once", "--format", "json", "--top", "1000")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var s api.Snapshot
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	mrand "math/rand/v2"
 	"strings"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/internal/testsvc"
 	"github.com/qtop-dev/qtop/sqlcomment"
 	"github.com/qtop-dev/qtop/sqlcomment/pgxcomment"
@@ -70,14 +68,7 @@ func TestOncePostgresShortID(t *testing.T) {
 		tx.Rollback(ctx)
 	}()
 
-	code, out, errOut := runQtop("--postgres", dsn, "--once", "--format", "json", "--top", "1000")
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
-	var s api.Snapshot
-	if err := json.Unmarshal([]byte(out), &s); err != nil {
-		t.Fatal(err)
-	}
+	s := postgresOnce(t, dsn)
 	id := sqlcomment.TenantID(long)
 	load := map[string]float64{}
 	for _, r := range s.Tenants {

@@ -178,7 +178,6 @@ func (s httpAPI) fleetSnapshot(ctx context.Context, measure string, n int) api.S
 	var wg sync.WaitGroup
 	for i, p := range f.peers {
 		if f.isSelf[i].Load() {
-			status[i+1] = api.PeerStatus{Collector: p + " (self)", OK: true, Time: snaps[0].Time}
 			continue
 		}
 		wg.Add(1)
@@ -187,7 +186,6 @@ func (s httpAPI) fleetSnapshot(ctx context.Context, measure string, n int) api.S
 			snap, err := f.get(ctx, p, measure)
 			if errors.Is(err, errSelf) {
 				f.isSelf[i].Store(true)
-				status[i+1] = api.PeerStatus{Collector: p + " (self)", OK: true, Time: snaps[0].Time}
 				return
 			}
 			status[i+1] = api.PeerStatus{Collector: p, OK: err == nil, Time: snap.Time}
@@ -201,7 +199,11 @@ func (s httpAPI) fleetSnapshot(ctx context.Context, measure string, n int) api.S
 	wg.Wait()
 	var got []api.Snapshot
 	for i, st := range status {
-		if st.OK && (i == 0 || !f.isSelf[i-1].Load()) {
+		if i > 0 && f.isSelf[i-1].Load() {
+			status[i] = api.PeerStatus{Collector: f.peers[i-1] + " (self)", OK: true, Time: snaps[0].Time}
+			continue
+		}
+		if st.OK {
 			got = append(got, snaps[i])
 		}
 	}

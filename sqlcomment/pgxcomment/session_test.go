@@ -225,13 +225,7 @@ func TestPostgresSessionBothAndComment(t *testing.T) {
 // connection's own name alone (TestPostgresSessionStdlibLeavesNoName).
 func TestPostgresSessionStdlib(t *testing.T) {
 	dsn := testsvc.Postgres(t)
-	db, err := sqlcomment.Open("pgx", dsn+sep(dsn)+"application_name=base", sqlcomment.WithApplication("svc"),
-		sqlcomment.WithMode(sqlcomment.ModeSession), pgxcomment.StdlibSession(), pgxcomment.StdlibExecMode())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
+	db := stdlibSessionDB(t, dsn)
 	watch := conn(t)
 	var pid uint32
 	if err := db.QueryRow("SELECT pg_backend_pid()").Scan(&pid); err != nil {
@@ -630,13 +624,7 @@ func TestPostgresSessionUntaggedTx(t *testing.T) {
 func TestPostgresSessionStdlibUntaggedTx(t *testing.T) {
 	ctx := tagged("zeta", tenant.T1)
 	dsn := testsvc.Postgres(t)
-	db, err := sqlcomment.Open("pgx", dsn+sep(dsn)+"application_name=base", sqlcomment.WithApplication("svc"),
-		sqlcomment.WithMode(sqlcomment.ModeSession), pgxcomment.StdlibSession(), pgxcomment.StdlibExecMode())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	db.SetMaxOpenConns(1)
+	db := stdlibSessionDB(t, dsn)
 	for _, begin := range []context.Context{context.Background(), tagged("acme", tenant.T2), context.Background()} {
 		isTagged := begin != context.Background()
 		tx, err := db.BeginTx(begin, nil)
@@ -657,4 +645,18 @@ func TestPostgresSessionStdlibUntaggedTx(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// stdlibSessionDB is database/sql over pgx's stdlib in ModeSession on dsn
+// (service svc, the connection's own name "base"), one connection.
+func stdlibSessionDB(t *testing.T, dsn string) *sql.DB {
+	t.Helper()
+	db, err := sqlcomment.Open("pgx", dsn+sep(dsn)+"application_name=base", sqlcomment.WithApplication("svc"),
+		sqlcomment.WithMode(sqlcomment.ModeSession), pgxcomment.StdlibSession(), pgxcomment.StdlibExecMode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	db.SetMaxOpenConns(1)
+	return db
 }
