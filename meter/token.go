@@ -41,27 +41,35 @@ func WithTokenFunc(fn func() string) ReporterOption {
 }
 
 // WithTokenFile makes the Reporter read the token from path (surrounding
-// space trimmed), and again before an attempt when the file has changed:
-// another file renamed into place, a Kubernetes Secret's ..data symlink
-// swapped, or the file rewritten. NewReporter fails if the file cannot
-// be read or is empty; later, such a file keeps the last token and is
-// logged (WithLogger).
+// space trimmed), and again before an attempt when the file has changed
+// (another file renamed into place, a Kubernetes Secret's ..data symlink
+// swapped, or the file rewritten) or its last read is TokenReread old.
+// NewReporter fails if the file cannot be read or is empty; later, such
+// a file keeps the last token and is logged (WithLogger).
 func WithTokenFile(path string) ReporterOption {
 	return reporterOption(func(c *config) { c.token = tokenOption{file: path} })
 }
 
 // fileToken is WithTokenFile's token: one stat an attempt, a read only
-// when the file's identity, size or mtime differ from the last read.
+// when the file's identity, size or mtime differ from the last read, or
+// when the last read is TokenReread old. (A file rewritten in place with
+// a token of the same length within the file system's clock tick keeps
+// its size and mtime: only a read tells.)
 type fileToken struct {
 	path string
 	log  *slog.Logger // nil: nowhere
 
-	mu    sync.Mutex
-	token string
-	seen  os.FileInfo // of the last good read
-	said  time.Time   // when a bad file was last logged
-	now   func() time.Time
+	mu     sync.Mutex
+	token  string
+	seen   os.FileInfo // of the last good read
+	readAt time.Time   // of the last good read
+	said   time.Time   // when a bad file was last logged
+	now    func() time.Time
 }
+
+// TokenReread is how old the last read of a token file (WithTokenFile)
+// may grow before the file is read again though it looks unchanged.
+const TokenReread = 10 * time.Second
 
 func newFileToken(path string, log *slog.Logger, now func() time.Time) (*fileToken, error) {
 	f := &fileToken{path: path, log: log, now: now}
@@ -69,7 +77,7 @@ func newFileToken(path string, log *slog.Logger, now func() time.Time) (*fileTok
 	if err != nil {
 		return nil, fmt.Errorf("%w: token file: %w", ErrInvalid, err)
 	}
-	f.token, f.seen = tok, fi
+	f.token, f.seen, f.readAt = tok, fi, now()
 	return f, nil
 }
 
@@ -80,22 +88,31 @@ func (f *fileToken) read() (os.FileInfo, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	b, err := os.ReadFile(f.path)
+	tok, err := ReadTokenFile(f.path)
+	return fi, tok, err
+}
+
+// ReadTokenFile returns the token in the file at path, surrounding space
+// trimmed, as WithTokenFile reads it: an error if the file cannot be
+// read or holds no token. A program that takes a token file can check it
+// with this before it starts.
+func ReadTokenFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, "", err
+		return "", err
 	}
 	tok := strings.TrimSpace(string(b))
 	if tok == "" {
-		return nil, "", fmt.Errorf("%s is empty", f.path)
+		return "", fmt.Errorf("%s is empty", path)
 	}
-	return fi, tok, nil
+	return tok, nil
 }
 
 // get returns the token, read again if the file changed.
 func (f *fileToken) get() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if fi, err := os.Stat(f.path); err == nil && sameFile(fi, f.seen) {
+	if fi, err := os.Stat(f.path); err == nil && sameFile(fi, f.seen) && f.now().Sub(f.readAt) < TokenReread {
 		return f.token
 	}
 	fi, tok, err := f.read()
@@ -111,7 +128,7 @@ func (f *fileToken) get() string {
 	if tok != f.token && f.log != nil {
 		f.log.Info("meter: report token read again", "file", f.path)
 	}
-	f.token, f.seen = tok, fi
+	f.token, f.seen, f.readAt = tok, fi, f.now()
 	return f.token
 }
 

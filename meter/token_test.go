@@ -6,7 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // renameInto writes data to a new file in dir and renames it to name, as
@@ -100,5 +102,56 @@ func TestReporterTokenFileMissing(t *testing.T) {
 	os.WriteFile(empty, []byte("\n"), 0o600)
 	if _, err := NewReporter("http://collector/v1/reports", mustRecorder(), WithTokenFile(empty)); !errors.Is(err, ErrInvalid) {
 		t.Errorf("empty token file: %v, want ErrInvalid", err)
+	}
+}
+
+// TestReporterTokenFileRewrittenAlike: a token rewritten in place with
+// one of the same length inside the file system's clock tick leaves the
+// file's identity, size and mtime as they were (here: mtime set back);
+// the file is read again once the last read is TokenReread old.
+func TestReporterTokenFileRewrittenAlike(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "report.token")
+	if err := os.WriteFile(path, []byte("one"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	now := time.Date(2026, 12, 5, 1, 0, 0, 0, time.UTC)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	c := newCollector(t)
+	c.setToken("one")
+	r := newReporter(t, c, mustRecorder(), WithTokenFile(path), WithClock(clock))
+	if wait := sendOnce(t, r); wait != 0 {
+		t.Fatal("first token refused")
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte("two"), 0); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	if err := os.Chtimes(path, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	c.setToken("two")
+	mu.Lock()
+	now = now.Add(TokenReread - time.Second)
+	mu.Unlock()
+	if wait := sendOnce(t, r); wait == 0 || r.QueueLen() != 1 {
+		t.Fatalf("before TokenReread: wait %v, queued %d; want the old token refused", wait, r.QueueLen())
+	}
+	mu.Lock()
+	now = now.Add(time.Second)
+	mu.Unlock()
+	if err := r.ForceFlush(ctxTimeout(t, 10*time.Second)); err != nil {
+		t.Fatalf("after TokenReread: %v; want the new token read and used", err)
+	}
+	if got := seqs(c.got()); len(got) != 3 || r.Dropped() != 0 {
+		t.Errorf("the collector got %v, dropped %d; want 3 reports, none dropped", got, r.Dropped())
 	}
 }

@@ -34,6 +34,7 @@ import (
 	"github.com/qtop-dev/qtop/gate"
 	"github.com/qtop-dev/qtop/internal/buildinfo"
 	"github.com/qtop-dev/qtop/internal/pprofserve"
+	"github.com/qtop-dev/qtop/meter"
 	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/tlsfiles"
 )
@@ -277,8 +278,8 @@ func agentOptions(ctx context.Context, f flags, log *slog.Logger) ([]agent.Optio
 			// Read again when it changes: the collector switches tokens
 			// at once, so a gate that read it only at start lost its
 			// reports from a rotation until it restarted.
-			if err := checkTokenFile(f.tokenFile); err != nil {
-				return nil, err
+			if _, err := meter.ReadTokenFile(f.tokenFile); err != nil {
+				return nil, fmt.Errorf("--token-file: %w", err)
 			}
 			opts = append(opts, agent.WithTokenFile(f.tokenFile))
 		}
@@ -315,18 +316,6 @@ func agentOptions(ctx context.Context, f flags, log *slog.Logger) ([]agent.Optio
 // longer than the reporter's minute), under a megabyte for a gate's
 // usual few dozen rows.
 const defaultReportQueue = 300
-
-// checkTokenFile says, naming the flag, why --token-file cannot be used.
-func checkTokenFile(path string) error {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return fmt.Errorf("--token-file: %w", err)
-	}
-	if strings.TrimSpace(string(b)) == "" {
-		return fmt.Errorf("--token-file %s is empty", path)
-	}
-	return nil
-}
 
 // tenantFunc builds the --tenant chain from the agent's extractors.
 func tenantFunc(ctx context.Context, f flags, log *slog.Logger) (agent.TenantFunc, error) {

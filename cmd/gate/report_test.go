@@ -130,7 +130,7 @@ func TestReportFlagErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"--report-queue", "0"}, "--report-queue 0: want ≥ 1"},
-		{[]string{"--token-file", empty}, "--token-file " + empty + " is empty"},
+		{[]string{"--token-file", empty}, "--token-file: " + empty + " is empty"},
 		{[]string{"--token-file", empty + ".none"}, "--token-file: open "},
 	} {
 		var errb strings.Builder
