@@ -52,4 +52,13 @@
 // of its share. While an offender is flagged, what the tenants show does
 // not teach their baselines. Offenders are never victims. PostgreSQL alone knows no
 // latency: a postgres source has no victims.
+//
+// Against its own baselines the Tracker also follows each tenant's routes
+// (api.TenantRow.Routes): a tenant whose p95 rose only because its mix
+// moved toward its slow routes (a few more 50 ms reports among 2 ms
+// lists) is no victim once a route of it has a baseline; a victim is
+// one with a route slower than that route's own baseline, and its
+// Routes name those. Against a collector's baselines, which hold no
+// routes, the tenant's p95 decides alone, so every qtop reading that
+// collector names the same victims.
 package incident

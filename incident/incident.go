@@ -68,6 +68,7 @@ type tenantBaseline struct {
 	at        int64
 	p95, load float64
 	ok        bool
+	routes    map[string]*routeBaseline // routes.go
 }
 
 // baselineEvery is how often (in snapshots) a tenant's baseline is
@@ -175,7 +176,9 @@ type Victim struct {
 	Share              float64 `json:"share"`
 	BaselineShare      float64 `json:"baseline_share"`
 	// Routes are the tenant's routes whose p95 is at least VictimP95
-	// times the tenant's baseline, slowest first (at most 3).
+	// times their own baseline (routes.go), else, while the Tracker
+	// knows no route's baseline, times the tenant's; slowest first (at
+	// most 3).
 	Routes []RouteHurt `json:"routes,omitempty"`
 	// BaselineFrom is "collector" when the snapshot carried the
 	// tenant's baseline (api.TenantRow.BaselineP95Seconds), else "qtop":
@@ -386,18 +389,26 @@ func (in *Tracker) victim(r *api.TenantRow, share float64, driver, learn bool) (
 			b.add(observation{n: in.n, p95: r.P95Seconds, load: share}, learn)
 		}
 	}()
+	hurt, known := in.routes(b, r, learn)
 	v := Victim{Tenant: r.Tenant, P95Seconds: r.P95Seconds, Share: share, BaselineFrom: "qtop"}
 	p, l, ok := b.cached(in.n, &in.ps, &in.ls)
 	if r.BaselineP95Seconds > 0 {
 		p, l, ok, v.BaselineFrom = r.BaselineP95Seconds, r.BaselineShare, true, "collector"
+		// The collector's baselines are the same for every qtop; the
+		// routes' are this Tracker's alone (routes.go).
+		known = false
 	}
 	if !ok || p <= 0 || r.P95Seconds <= 0 || driver {
 		return Victim{}, false
 	}
-	if r.P95Seconds < VictimP95*p || share > VictimLoad*math.Max(l, 1e-9) {
+	if r.P95Seconds < VictimP95*p || share > VictimLoad*math.Max(l, 1e-9) || (known && len(hurt) == 0) {
 		return Victim{}, false
 	}
 	v.BaselineP95Seconds, v.BaselineShare = p, l
+	if known {
+		v.Routes = hurt
+		return v, true
+	}
 	for _, rt := range r.Routes {
 		if rt.P95Seconds >= VictimP95*p {
 			v.Routes = append(v.Routes, RouteHurt{Route: rt.Route, P95Seconds: rt.P95Seconds})
