@@ -224,6 +224,11 @@ type RouteRow struct {
 	ReqPerSec  float64 `json:"req_per_sec"`
 	ErrPerSec  float64 `json:"err_per_sec"`
 	P95Seconds float64 `json:"p95_seconds"`
+	// BaselineP95Seconds is the route's usual p95 from a collector that
+	// keeps baselines (the median of its complete minutes of the trailing
+	// hour, as TenantRow.BaselineP95Seconds); 0: none yet. The headline's
+	// victim test asks for a route slower than it (package incident).
+	BaselineP95Seconds float64 `json:"baseline_p95_seconds,omitempty"`
 }
 
 // HotKeyRow is one hot key. Its true count lies in [Count−Err, Count].

@@ -138,6 +138,7 @@ func addTenant(a *TenantRow, b TenantRow) {
 		x.ReqPerSec += r.ReqPerSec
 		x.ErrPerSec += r.ErrPerSec
 		x.P95Seconds = max(x.P95Seconds, r.P95Seconds)
+		x.BaselineP95Seconds = max(x.BaselineP95Seconds, r.BaselineP95Seconds)
 	}
 }
 

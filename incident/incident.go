@@ -389,14 +389,11 @@ func (in *Tracker) victim(r *api.TenantRow, share float64, driver, learn bool) (
 			b.add(observation{n: in.n, p95: r.P95Seconds, load: share}, learn)
 		}
 	}()
-	hurt, known := in.routes(b, r, learn)
+	hurt, known := in.routes(b, r, learn, r.BaselineP95Seconds <= 0)
 	v := Victim{Tenant: r.Tenant, P95Seconds: r.P95Seconds, Share: share, BaselineFrom: "qtop"}
 	p, l, ok := b.cached(in.n, &in.ps, &in.ls)
 	if r.BaselineP95Seconds > 0 {
 		p, l, ok, v.BaselineFrom = r.BaselineP95Seconds, r.BaselineShare, true, "collector"
-		// The collector's baselines are the same for every qtop; the
-		// routes' are this Tracker's alone (routes.go).
-		known = false
 	}
 	if !ok || p <= 0 || r.P95Seconds <= 0 || driver {
 		return Victim{}, false

@@ -14,11 +14,11 @@ import (
 // victim only if one of its routes is slower than that route's own
 // baseline, once the Tracker knows a baseline for any of them (after a
 // route's first BaselineMin snapshots); until then the tenant's p95
-// decides alone. Only against the Tracker's own tenant baselines: a
-// collector's (api.TenantRow.BaselineP95Seconds) are the same for every
-// qtop that reads it, and a route's baseline here would depend on when
-// this qtop started, so against them the tenant's p95 decides alone, as
-// the collector keeps no route baselines.
+// decides alone. A route's baseline is the source's when its row carries
+// one (api.RouteRow.BaselineP95Seconds, from a collector that keeps
+// baselines). Against a collector's tenant baseline only the collector's
+// route baselines count: they are the same for every qtop that reads it,
+// while the Tracker's own depend on when this qtop started.
 
 const (
 	// routeDecade is the snapshots one entry of a route's baseline sums
@@ -111,8 +111,9 @@ func (rb *routeBaseline) baseline(n int64, scratch *[]float64) (float64, bool) {
 
 // routes follows the routes of r (its tenant's baseline b) and returns
 // those slower than their own baseline by VictimP95, slowest first (at
-// most 3); known says whether any route of r has a baseline.
-func (in *Tracker) routes(b *tenantBaseline, r *api.TenantRow, learn bool) (hurt []RouteHurt, known bool) {
+// most 3); known says whether any route of r has a baseline: the
+// source's, or with own the Tracker's.
+func (in *Tracker) routes(b *tenantBaseline, r *api.TenantRow, learn, own bool) (hurt []RouteHurt, known bool) {
 	for _, rt := range r.Routes {
 		rb := b.routes[rt.Route]
 		if rb == nil {
@@ -125,7 +126,11 @@ func (in *Tracker) routes(b *tenantBaseline, r *api.TenantRow, learn bool) (hurt
 			rb = &routeBaseline{dcur: in.n / routeDecade}
 			b.routes[rt.Route] = rb
 		}
-		if p, ok := rb.baseline(in.n, &in.ps); ok && rt.P95Seconds > 0 {
+		p, ok := rt.BaselineP95Seconds, rt.BaselineP95Seconds > 0
+		if !ok && own {
+			p, ok = rb.baseline(in.n, &in.ps)
+		}
+		if ok && rt.P95Seconds > 0 {
 			known = true
 			if rt.P95Seconds >= VictimP95*p {
 				hurt = append(hurt, RouteHurt{Route: rt.Route, P95Seconds: rt.P95Seconds})

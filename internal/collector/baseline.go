@@ -27,6 +27,8 @@ import (
 // once at least baselineMinutes such minutes exist. The live view then
 // carries it (api.TenantRow.BaselineP95Seconds, BaselineShare,
 // BaselineRUPerSec) and qtop judges against it ("baselines: collector").
+// Each tenant's routes' p95 are kept alike and served on its route rows
+// (baselineroutes.go).
 //
 // Each service's p95 is kept the same way (api.ServiceRow.
 // BaselineP95Seconds, exported as qtop_collector_latency_baseline_p95_seconds):
@@ -87,7 +89,11 @@ type baselineBook struct {
 	served    map[string][3]float64     // p95 seconds, share of RU, RU/s: the baselines served
 	services  map[string]*tenantMinutes // only p95 is used
 	servedSvc map[string]float64        // p95 seconds
-	tr        incident.Tracker          // the headline, so that incidents do not teach
+	// routes and servedRoute are the tenants' routes' (routeKey), as
+	// services are (baselineroutes.go).
+	routes      map[string]*tenantMinutes
+	servedRoute map[string]float64
+	tr          incident.Tracker // the headline, so that incidents do not teach
 	// file is where the book is saved at each minute's turn ("": not
 	// saved); save does it (nil: saveBaselines).
 	file string
@@ -116,7 +122,7 @@ type tenantMinutes struct {
 
 func newBaselineBook() *baselineBook {
 	return &baselineBook{gap: baselineGap, need: baselineMinutes, seconds: minuteSeconds, tenants: map[string]*tenantMinutes{}, served: map[string][3]float64{},
-		services: map[string]*tenantMinutes{}, servedSvc: map[string]float64{}}
+		services: map[string]*tenantMinutes{}, servedSvc: map[string]float64{}, routes: map[string]*tenantMinutes{}, servedRoute: map[string]float64{}}
 }
 
 // add takes one live snapshot (tenants by RU, the most rows, carrying
@@ -205,6 +211,7 @@ func (b *baselineBook) learn(s *api.Snapshot, services []serviceLevel, held map[
 		if tm := minutesOf(b.tenants, r.Tenant, maxBaselineTenants); tm != nil {
 			tm.add(m, r.P95Seconds, r.RUPerSec/total, r.RUPerSec)
 		}
+		b.learnRoutes(r, m)
 	}
 }
 
@@ -272,7 +279,6 @@ func (tm *tenantMinutes) add(m int64, p95, share, ru float64) {
 func (b *baselineBook) turn(m int64) []byte {
 	b.minute = m
 	clear(b.served)
-	clear(b.servedSvc)
 	var ps, ss, rs []float64
 	for name, tm := range b.tenants {
 		if m-tm.lastMinute > baselineSlots {
@@ -283,16 +289,26 @@ func (b *baselineBook) turn(m int64) []byte {
 			b.served[name] = [3]float64{median(ps), median(ss), median(rs)}
 		}
 	}
-	for name, tm := range b.services {
+	ps, ss, rs = b.turnP95(b.services, b.servedSvc, m, ps, ss, rs)
+	b.turnP95(b.routes, b.servedRoute, m, ps, ss, rs) // baselineroutes.go
+	return b.encode()
+}
+
+// turnP95 computes the p95 baselines of rings (services, routes) into
+// served at minute m's turn, and forgets the rings idle for the hour.
+// ps, ss and rs are scratch, returned for reuse.
+func (b *baselineBook) turnP95(rings map[string]*tenantMinutes, served map[string]float64, m int64, ps, ss, rs []float64) ([]float64, []float64, []float64) {
+	clear(served)
+	for name, tm := range rings {
 		if m-tm.lastMinute > baselineSlots {
-			delete(b.services, name)
+			delete(rings, name)
 			continue
 		}
 		if ps, ss, rs = b.complete(tm, m, ps, ss, rs); int64(len(ps)) >= b.need {
-			b.servedSvc[name] = median(ps)
+			served[name] = median(ps)
 		}
 	}
-	return b.encode()
+	return ps, ss, rs
 }
 
 // complete returns, in ps, ss and rs (reused), tm's means of the complete
@@ -318,7 +334,7 @@ func (b *baselineBook) snapshot(snap *api.Snapshot, _ time.Time) {
 	for i := range snap.Services {
 		snap.Services[i].BaselineP95Seconds = b.servedSvc[snap.Services[i].Service]
 	}
-	if (len(b.served) == 0 && len(b.flagged) == 0) || (snap.GroupBy != "" && snap.GroupBy != api.GroupTenant) {
+	if (len(b.served) == 0 && len(b.flagged) == 0 && len(b.servedRoute) == 0) || (snap.GroupBy != "" && snap.GroupBy != api.GroupTenant) {
 		return
 	}
 	for i := range snap.Tenants {
@@ -329,6 +345,7 @@ func (b *baselineBook) snapshot(snap *api.Snapshot, _ time.Time) {
 		if bl, ok := b.served[r.Tenant]; ok {
 			r.BaselineP95Seconds, r.BaselineShare, r.BaselineRUPerSec = bl[0], bl[1], bl[2]
 		}
+		b.serveRoutes(r)
 		for _, f := range b.flagged {
 			if f.name == api.Printable(r.Tenant) {
 				// Before the hour's baseline exists, the one it was

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
@@ -17,8 +18,9 @@ import (
 const baselinesFile = "baselines.json"
 
 // maxBaselinesFile bounds the file read back at start (the book holds at
-// most maxBaselineTenants × baselineSlots minutes: about 12 MB of JSON).
-const maxBaselinesFile = 32 << 20
+// most maxBaselineTenants × baselineSlots minutes, about 12 MB of JSON,
+// and as many of routes).
+const maxBaselinesFile = 64 << 20
 
 // baselinesOnDisk is the saved book: each tenant's and each service's
 // minutes of the trailing hour, as sums over the seconds seen (a
@@ -27,6 +29,10 @@ type baselinesOnDisk struct {
 	Version  int                     `json:"version"`
 	Tenants  map[string][]minuteSums `json:"tenants"`
 	Services map[string][]minuteSums `json:"services,omitempty"`
+	// Routes are the tenants' routes' minutes, by "tenant route" (a NUL
+	// between them; a route's share and RU/s are 0). Files from before
+	// route baselines have none.
+	Routes map[string][]minuteSums `json:"routes,omitempty"`
 }
 
 // minuteSums is one minute of a tenant: [unix minute, seconds seen, p95
@@ -39,7 +45,7 @@ func (b *baselineBook) encode() []byte {
 	if b.file == "" {
 		return nil
 	}
-	d := baselinesOnDisk{Version: 1, Tenants: b.encodeRings(b.tenants), Services: b.encodeRings(b.services)}
+	d := baselinesOnDisk{Version: 1, Tenants: b.encodeRings(b.tenants), Services: b.encodeRings(b.services), Routes: b.encodeRings(b.routes)}
 	out, err := json.Marshal(d)
 	if err != nil {
 		return nil // cannot happen: finite numbers and strings
@@ -115,6 +121,12 @@ func (b *baselineBook) load(path string) error {
 			b.services[name] = decodeRing(ms)
 		}
 	}
+	for key, ms := range d.Routes {
+		t, rt, ok := strings.Cut(key, "\x00")
+		if ok && tenant.ValidateTenant(t) == nil && tenant.ValidateString("route", rt, report.MaxStringLen) == nil && len(b.routes) < maxBaselineRoutes {
+			b.routes[key] = decodeRing(ms)
+		}
+	}
 	return nil
 }
 
@@ -142,7 +154,8 @@ func eraseBaselines(dataDir, name string) (bool, error) {
 	if err := b.load(path); err != nil {
 		return false, fmt.Errorf("collector: erase: baselines: %w", err)
 	}
-	if _, ok := b.tenants[name]; !ok {
+	_, ok := b.tenants[name]
+	if routes := b.eraseRoutes(name); !ok && !routes {
 		return false, nil
 	}
 	delete(b.tenants, name)
