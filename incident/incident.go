@@ -208,6 +208,7 @@ type Tracker struct {
 	// snapshot (api.TenantRow.FlaggedSince).
 	bySource int
 	head     Headline
+	window   float64   // the last snapshot's, in seconds (routes.go)
 	ps       []float64 // scratch
 	ls       []float64
 }
@@ -261,6 +262,10 @@ func (in *Tracker) Add(s *api.Snapshot) Headline {
 		in.rows, in.seen, in.own, in.flags = map[string]*tenantBaseline{}, map[string]int64{}, map[string]*series{}, map[string]*flag{}
 	}
 	in.n++
+	in.window = s.Window.Seconds()
+	if in.window <= 0 {
+		in.window = 10
+	}
 	group := s.GroupBy
 	if group == "" {
 		group = api.GroupTenant

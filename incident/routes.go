@@ -33,6 +33,11 @@ const (
 	// maxRoutes bounds the routes followed per tenant (a row carries at
 	// most 10); the one seen least recently makes room.
 	maxRoutes = 16
+	// MinRouteRequests is the fewest requests in a snapshot's window a
+	// route is judged on: a p95 of fewer is about their maximum, and a
+	// route called a few times a window (an import) is "slower than its
+	// baseline" in one window of three.
+	MinRouteRequests = 20
 )
 
 // routeBaseline is one route's p95 history, a decade per entry.
@@ -111,8 +116,8 @@ func (rb *routeBaseline) baseline(n int64, scratch *[]float64) (float64, bool) {
 
 // routes follows the routes of r (its tenant's baseline b) and returns
 // those slower than their own baseline by VictimP95, slowest first (at
-// most 3); known says whether any route of r has a baseline: the
-// source's, or with own the Tracker's.
+// most 3); known says whether any route of r with MinRouteRequests in
+// the window has a baseline: the source's, or with own the Tracker's.
 func (in *Tracker) routes(b *tenantBaseline, r *api.TenantRow, learn, own bool) (hurt []RouteHurt, known bool) {
 	for _, rt := range r.Routes {
 		rb := b.routes[rt.Route]
@@ -130,7 +135,7 @@ func (in *Tracker) routes(b *tenantBaseline, r *api.TenantRow, learn, own bool) 
 		if !ok && own {
 			p, ok = rb.baseline(in.n, &in.ps)
 		}
-		if ok && rt.P95Seconds > 0 {
+		if ok && rt.P95Seconds > 0 && rt.ReqPerSec*in.window >= MinRouteRequests {
 			known = true
 			if rt.P95Seconds >= VictimP95*p {
 				hurt = append(hurt, RouteHurt{Route: rt.Route, P95Seconds: rt.P95Seconds})

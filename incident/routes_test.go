@@ -10,7 +10,7 @@ import (
 // mixedAt is second i of a steady tenant "mixed" whose routes answer in
 // 2 ms (GET /products) and 50 ms (GET /reports), and whose p95 follows
 // its mix: every fourth second enough reports fall in the window to
-// make it 50 ms, else 3 ms. From second slow on, both routes take three
+// make it 50 ms, else 3 ms. A rare import's p95 swings ×3 on its own. From second slow on, both routes take three
 // times as long (a real victim). Nine quiet tenants take the rest.
 func mixedAt(i, slow int) api.Snapshot {
 	s := api.Snapshot{Time: t0.Add(time.Duration(i) * time.Second), Source: api.SourceCollector, Measure: api.MeasureRU}
@@ -22,9 +22,16 @@ func mixedAt(i, slow int) api.Snapshot {
 	if i%4 == 0 {
 		p95 = 0.050
 	}
+	// Three imports a window: their p95 is their slowest, 40 ms or,
+	// one window in three, 120.
+	importP95 := 0.040
+	if i%3 == 0 {
+		importP95 = 0.120
+	}
 	s.Tenants = append(s.Tenants, api.TenantRow{Tenant: "mixed", RUPerSec: 10, P95Seconds: k * p95, Share: 0.1,
 		History: make([]float64, api.HistoryLen), Routes: []api.RouteRow{
-			{Route: "GET /products", P95Seconds: k * 0.002}, {Route: "GET /reports", P95Seconds: k * 0.050}}})
+			{Route: "GET /products", ReqPerSec: 8, P95Seconds: k * 0.002}, {Route: "GET /reports", ReqPerSec: 2, P95Seconds: k * 0.050},
+			{Route: "POST /import", ReqPerSec: 0.3, P95Seconds: importP95}}})
 	for j := range 9 {
 		s.Tenants = append(s.Tenants, api.TenantRow{Tenant: string(rune('a' + j)), RUPerSec: 10, P95Seconds: 0.02, Share: 0.1,
 			History: make([]float64, api.HistoryLen)})

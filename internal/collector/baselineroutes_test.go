@@ -22,7 +22,7 @@ func mixedSecond(now time.Time, sec int, k float64) api.Snapshot {
 		p95 = 0.050
 	}
 	s.Tenants = append(s.Tenants, api.TenantRow{Tenant: "mixed", RUPerSec: 10, P95Seconds: k * p95, History: make([]float64, api.HistoryLen),
-		Routes: []api.RouteRow{{Route: "GET /products", RUPerSec: 8, P95Seconds: k * 0.002}, {Route: "GET /reports", RUPerSec: 2, P95Seconds: k * 0.050}}})
+		Routes: []api.RouteRow{{Route: "GET /products", RUPerSec: 8, ReqPerSec: 8, P95Seconds: k * 0.002}, {Route: "GET /reports", RUPerSec: 2, ReqPerSec: 2, P95Seconds: k * 0.050}}})
 	for i := range 9 {
 		s.Tenants = append(s.Tenants, api.TenantRow{Tenant: fmt.Sprintf("t%02d", i), RUPerSec: 10, P95Seconds: 0.02, History: make([]float64, api.HistoryLen)})
 	}
