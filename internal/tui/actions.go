@@ -41,7 +41,7 @@ func (m *Model) startThrottle() tea.Cmd {
 
 func (m *Model) startSignal(terminate bool) tea.Cmd {
 	if !m.c.feats.Signal {
-		return m.c.setStatus("c and k signal PostgreSQL backends: run qtop --postgres DSN", false)
+		return m.c.setStatus("c and k signal PostgreSQL backends: run qtop --postgres DSN, or follow a collector that samples PostgreSQL (collector serve --postgres DSN)", false)
 	}
 	sg, ok := m.nav.cur.(signaler)
 	if !ok {
