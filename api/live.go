@@ -1,4 +1,4 @@
-// Package live is the JSON contract of the collector's live API, read by
+// Package api is the JSON contract of the collector's live API, read by
 // the qtop terminal UI: GET /v1/live returns one Snapshot, and
 // GET /v1/live/stream sends one Snapshot per second as a server-sent event
 // ("event: snapshot", "data: <json>").

@@ -231,6 +231,9 @@ func auditCells(r api.AuditRow) (target, what, expires, reason string) {
 		}
 		return d.Tenant, what, expires, d.Why
 	}
+	if target, what, expires, reason, ok := listCells(r, at); ok {
+		return target, what, expires, reason
+	}
 	var rule policy.Rule
 	json.Unmarshal(r.Rule, &rule)
 	target = rule.Tenant
@@ -248,6 +251,75 @@ func auditCells(r api.AuditRow) (target, what, expires, reason string) {
 		what += " (shadow)"
 	}
 	return target, what, at(rule.Expires), rule.Reason
+}
+
+// listCells are the cells of a row that is not a throttle, price or
+// quota rule: a database budget or runaway rule set or deleted, the
+// freshness rules, a runaway statement acted on (by the sampler or a
+// wrapper) or a pg_stat_activity signal sent for qtop; ok is false for
+// any other row.
+func listCells(r api.AuditRow, at func(time.Time) string) (target, what, expires, reason string, ok bool) {
+	switch {
+	case r.Action == "budget-set" || r.Action == "budget-delete":
+		var b policy.Budget
+		json.Unmarshal(r.Rule, &b)
+		return "budget " + b.ID, budgetLimits(b), at(b.Expires), b.Reason, true
+	case r.Action == "runaway-rule-set" || r.Action == "runaway-rule-delete":
+		var w policy.Runaway
+		json.Unmarshal(r.Rule, &w)
+		return "runaway " + w.ID, fmt.Sprintf("%s after %gs", w.Action, w.AfterSeconds), at(w.Expires), w.Reason, true
+	case r.Action == "freshness":
+		var f policy.Freshness
+		json.Unmarshal(r.Rule, &f)
+		what = fmt.Sprintf("batch %d of %d rules", f.Batch, len(f.Rules))
+		if f.Force {
+			what += ", forced"
+		}
+		return "freshness", what, at(f.ForceUntil), f.Reason, true
+	case strings.HasPrefix(r.Action, "runaway-"):
+		var a struct {
+			Rule     string        `json:"rule"`
+			Done     string        `json:"done"`
+			PID      int32         `json:"pid"`
+			Duration time.Duration `json:"duration_ns"`
+			Tenant   string        `json:"tenant"`
+		}
+		json.Unmarshal(r.Rule, &a)
+		what = a.Done
+		if a.PID != 0 {
+			what += " pid " + strconv.Itoa(int(a.PID))
+		}
+		return a.Tenant, fmt.Sprintf("%s after %s (rule %s)", what, a.Duration.Round(time.Millisecond), a.Rule), "-", "", true
+	case strings.HasPrefix(r.Action, "pg-"):
+		var sig api.PGSignal
+		json.Unmarshal(r.Rule, &sig)
+		if sig.Actor != "" {
+			reason = "for " + sig.Actor
+		}
+		return "pid " + strconv.Itoa(int(sig.PID)), sig.Action, "-", reason, true
+	}
+	return "", "", "", "", false
+}
+
+// budgetLimits says a budget's mode and the limits it sets.
+func budgetLimits(b policy.Budget) string {
+	mode := b.Mode
+	if mode == "" {
+		mode = policy.Warn
+	}
+	parts := []string{string(mode)}
+	add := func(name string, v float64) {
+		if v != 0 {
+			parts = append(parts, fmt.Sprintf("%s %g", name, v))
+		}
+	}
+	add("share", b.Share)
+	add("max statement s", b.MaxStatementSeconds)
+	add("concurrency", float64(b.Concurrency))
+	if b.Each != "" {
+		parts = append(parts, "each "+b.Each)
+	}
+	return strings.Join(parts, ", ")
 }
 
 // printable keeps a value from moving the terminal's cursor.

@@ -40,3 +40,39 @@ func TestPrintAuditRows(t *testing.T) {
 		t.Errorf("a zero time in the table:\n%s", s)
 	}
 }
+
+// TestPrintAuditPolicyLists: budgets, runaway rules, freshness rules,
+// runaway actions and pg signals are read as what they are, not as a
+// throttle rule without a tenant ("tier " and nothing).
+func TestPrintAuditPolicyLists(t *testing.T) {
+	at := time.Date(2026, 12, 4, 4, 14, 37, 0, time.UTC)
+	js := func(v any) json.RawMessage { b, _ := json.Marshal(v); return b }
+	rows := []api.AuditRow{
+		{Time: at, Who: "admin@10.0.0.1", Action: "budget-set", PolicyVersion: 1, Rule: js(policy.Budget{ID: "analytics",
+			Match: []map[string]string{{"tenant": "analytics"}}, Concurrency: 1, Mode: policy.Enforce, Reason: "vacuum"})},
+		{Time: at, Who: "admin@10.0.0.1", Action: "runaway-rule-delete", PolicyVersion: 2, Rule: js(policy.Runaway{ID: "long-reports",
+			AfterSeconds: 120, Action: policy.Cancel, Expires: at.Add(time.Hour), Reason: "runaway reports"})},
+		{Time: at, Who: "admin@10.0.0.1", Action: "freshness", PolicyVersion: 3, Rule: js(policy.Freshness{
+			Rules: policy.MonzoRules(), Batch: 1, Reason: "payday"})},
+		{Time: at, Who: "sampler", Action: "runaway-cancelled", PolicyVersion: 3, Rule: json.RawMessage(
+			`{"rule":"long-reports","action":"cancel","done":"cancelled","pid":4242,"duration_ns":121000000000,"tenant":"analytics","query":"SELECT 1"}`)},
+		{Time: at, Who: "admin@10.0.0.1", Action: "pg-terminate", PolicyVersion: 3, Rule: js(api.PGSignal{Action: "terminate", PID: 4343, Actor: "ops"})},
+	}
+	var out bytes.Buffer
+	if err := printAudit(&out, rows); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	for _, want := range []string{"budget analytics", "enforce, concurrency 1", "vacuum",
+		"runaway long-reports", "cancel after 120s", "2026-12-04T05:14:37Z", "runaway reports",
+		"freshness", "batch 1 of 3 rules", "payday",
+		"analytics", "cancelled pid 4242 after 2m1s (rule long-reports)",
+		"pid 4343", "terminate", "for ops"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("table lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "tier ") {
+		t.Errorf("a list's row read as a tier rule:\n%s", s)
+	}
+}

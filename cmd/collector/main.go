@@ -68,9 +68,9 @@ Examples:
 
 const serveUsage = `Usage: collector serve [flags]
 
-Runs the collector: POST /v1/reports (from ingest.Reporter), POST /v1/traces
-(OTLP/HTTP from any OpenTelemetry SDK or Collector; OTLP/gRPC with
---otlp-grpc), GET /v1/live and /v1/live/stream (for qtop), GET/POST
+Runs the collector: POST /v1/reports (from meter.Reporter: agents, gates),
+POST /v1/traces (OTLP/HTTP from any OpenTelemetry SDK or Collector;
+OTLP/gRPC with --otlp-grpc), GET /v1/live and /v1/live/stream (for qtop), GET/POST
 /v1/policy, GET /v1/report, /metrics; with --rls-listen, Envoy's rate-limit
 service (gRPC ShouldRateLimit) answered from the policy and fleet quotas.
 The autopilot runs the policy's autopilot rules every second (GET/POST

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/internal/collector"
 	"github.com/qtop-dev/qtop/internal/testsvc"
+	"github.com/qtop-dev/qtop/internal/tui"
 	"github.com/qtop-dev/qtop/sqlcomment"
 )
 
@@ -135,6 +137,33 @@ func TestDemoOnce(t *testing.T) {
 		t.Fatalf("demo snapshot: source %q, %d tenants, %d services", s.Source, len(s.Tenants), len(s.Services))
 	}
 	t.Logf("qtop demo --once took %s", time.Since(start))
+}
+
+// TestDemoOnceRecorded: --record does not hide the demo's wait for its
+// first reports from --once: the snapshot printed, and the one recorded,
+// hold the fleet rather than the empty view of the demo's first instant.
+func TestDemoOnceRecorded(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "once.qtop")
+	code, out, errOut := runQtop("demo", "--once", "--format", "json", "--record", path)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var s api.Snapshot
+	if err := json.Unmarshal([]byte(out), &s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Tenants) == 0 || len(s.Services) == 0 {
+		t.Fatalf("printed: %d tenants, %d services", len(s.Tenants), len(s.Services))
+	}
+	r, err := tui.OpenReplay(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	last, err := r.Last()
+	if err != nil || len(last.Tenants) != len(s.Tenants) {
+		t.Fatalf("recorded: %d tenants (printed %d), %v", len(last.Tenants), len(s.Tenants), err)
+	}
 }
 
 // TestOncePostgres: tagged pg_sleep sessions of two tenants on the real

@@ -39,6 +39,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -50,6 +51,41 @@ import (
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+const usage = `usage: rucalib [-json] [-scale N] [file.csv]   (reads standard input without a file)
+       rucalib pgload -dsn URL [-n 3000] > load.csv   (a load test against PostgreSQL)
+       rucalib --version
+
+Examples:
+  # A load test of a staging PostgreSQL, then the fit (see go doc ./cmd/rucalib):
+  rucalib pgload -dsn 'postgres://qtop@staging-db/app' > load.csv
+  rucalib load.csv
+  # The model as JSON, for collector serve --otlp-ru-model or enforce.WithCostModel:
+  rucalib -json load.csv > ru.json
+
+Flags:
+`
+
+// parse parses args into fs. --help prints the usage on stdout and ends
+// the run with 0, as every qtop command's does; a bad flag, after the flag
+// package's word on it, prints the usage on fs's output and ends it with
+// 2; ok says to go on.
+func parse(fs *flag.FlagSet, args []string, stdout io.Writer) (code int, ok bool) {
+	usage := fs.Usage
+	fs.Usage = func() {} // said once, below, where it belongs
+	err := fs.Parse(args)
+	fs.Usage = usage
+	switch {
+	case err == nil:
+		return 0, true
+	case errors.Is(err, flag.ErrHelp):
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return 0, false
+	}
+	fs.Usage()
+	return 2, false
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -65,13 +101,11 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print the fitted model as JSON (an ru.Model)")
 	scale := fs.Float64("scale", 1, "divide every measured cost by this before fitting (cost of one RU)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: rucalib [-json] [-scale N] [file.csv]   (reads standard input without a file)")
-		fmt.Fprintln(stderr, "       rucalib pgload -dsn URL [-n 3000] > load.csv   (a load test against PostgreSQL)")
-		fmt.Fprintln(stderr, "       rucalib --version")
+		fmt.Fprint(fs.Output(), usage)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parse(fs, args, stdout); !ok {
+		return code
 	}
 	if !(*scale > 0) {
 		fmt.Fprintln(stderr, "rucalib: -scale must be > 0")

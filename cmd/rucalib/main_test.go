@@ -74,3 +74,23 @@ func TestRunErrors(t *testing.T) {
 		t.Errorf("one sample: exit %d, %q", code, errOut.String())
 	}
 }
+
+// TestHelp: --help, of rucalib and of pgload, is an answer (exit 0, on
+// standard output) with examples, as every other qtop command's is.
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"pgload", "--help"}} {
+		var out, errOut bytes.Buffer
+		code := run(args, strings.NewReader(""), &out, &errOut)
+		if code != 0 || errOut.Len() != 0 {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut.String())
+		}
+		for _, want := range []string{"Examples:", "rucalib pgload -dsn", "-json", "-n"} {
+			if args[0] == "pgload" && want == "-json" || args[0] != "pgload" && want == "-n" {
+				continue
+			}
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%v: help lacks %q:\n%s", args, want, out.String())
+			}
+		}
+	}
+}

@@ -31,11 +31,21 @@ func pgloadMain(args []string, stdout, stderr io.Writer) int {
 	n := fs.Int("n", 3000, "statements to run")
 	seed := fs.Uint64("seed", 1, "random seed of the operation mix")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: rucalib pgload -dsn URL [-n 3000] [-seed 1] > load.csv")
+		fmt.Fprint(fs.Output(), `usage: rucalib pgload -dsn URL [-n 3000] [-seed 1] > load.csv
+
+Runs reads, writes, deletes and scans against a table of its own (dropped
+afterwards) and writes the calibration CSV that rucalib fits.
+
+Examples:
+  rucalib pgload -dsn 'postgres://qtop@staging-db/app' > load.csv && rucalib load.csv
+  DATABASE_URL='postgres://qtop@staging-db/app' rucalib pgload -n 300 | rucalib -json > ru.json
+
+Flags:
+`)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	if code, ok := parse(fs, args, stdout); !ok {
+		return code
 	}
 	if *dsn == "" || *n < 1 || fs.NArg() != 0 {
 		fs.Usage()

@@ -1,4 +1,4 @@
-// Package sim runs the enforce package against deterministic scenarios in
+// Package enforcesim runs the enforce package against deterministic scenarios in
 // virtual time, to show what each mechanism buys and to check the claims
 // made for it. Every number below is produced by this package (the tables
 // of the three deterministic scenarios are checked against its output by

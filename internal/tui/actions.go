@@ -18,6 +18,9 @@ import (
 // terminate the backends marked or selected, each after a prompt.
 
 func (m *Model) startThrottle() tea.Cmd {
+	if _, ok := m.c.src.(*Replay); ok {
+		return m.c.setStatus("a replay is read only: t throttles on a live source (qtop --collector URL, or qtop demo)", false)
+	}
 	if !m.c.feats.Throttle {
 		return m.c.setStatus("throttling needs a collector (qtop --collector URL, or qtop demo): qtop --postgres only reads PostgreSQL", false)
 	}
@@ -40,8 +43,11 @@ func (m *Model) startThrottle() tea.Cmd {
 }
 
 func (m *Model) startSignal(terminate bool) tea.Cmd {
+	if _, ok := m.c.src.(*Replay); ok {
+		return m.c.setStatus("a replay is read only: c and k signal backends on a live source (qtop --postgres DSN, or a collector that samples PostgreSQL)", false)
+	}
 	if !m.c.feats.Signal {
-		return m.c.setStatus("c and k signal PostgreSQL backends: run qtop --postgres DSN", false)
+		return m.c.setStatus("c and k signal PostgreSQL backends: run qtop --postgres DSN, or follow a collector that samples PostgreSQL (collector serve --postgres DSN)", false)
 	}
 	sg, ok := m.nav.cur.(signaler)
 	if !ok {

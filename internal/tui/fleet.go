@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -45,14 +46,31 @@ func NewFleet(bases []string, token, adminToken string, opts ...api.ClientOption
 		return nil, fmt.Errorf("%w: --collector: 1 to %d collectors, got %d", ErrInput, MaxFleet, len(bases))
 	}
 	f := &Fleet{}
+	seen := make(map[string]bool, len(bases))
 	for _, b := range bases {
 		c, err := NewCollector(strings.TrimSpace(b), adminToken, append([]api.ClientOption{api.WithScope(api.ScopeLocal), api.WithToken(token)}, opts...)...)
 		if err != nil {
 			return nil, err
 		}
+		k := sameCollector(c.url())
+		if seen[k] {
+			return nil, fmt.Errorf("%w: --collector names %s twice: its load would count twice in the sum", ErrInput, c.url())
+		}
+		seen[k] = true
 		f.members = append(f.members, c)
 	}
 	return f, nil
+}
+
+// sameCollector is what two spellings of one collector's address share:
+// the scheme, the host in lower case, the port and the path without its
+// trailing slash.
+func sameCollector(base string) string {
+	u, err := url.Parse(base)
+	if err != nil { // checked by NewCollector
+		return base
+	}
+	return u.Scheme + "://" + strings.ToLower(u.Host) + strings.TrimSuffix(u.Path, "/")
 }
 
 // Describe names the collectors.

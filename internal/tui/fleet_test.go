@@ -3,6 +3,7 @@ package tui
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -88,4 +89,23 @@ func TestFleetSource(t *testing.T) {
 	if _, err := NewFleet(nil, "", ""); !errors.Is(err, ErrInput) {
 		t.Fatalf("empty fleet: %v", err)
 	}
+}
+
+// TestFleetRefusesACollectorTwice: a collector named twice in --collector,
+// however spelt, would have its load counted twice; it is refused.
+func TestFleetRefusesACollectorTwice(t *testing.T) {
+	for _, bases := range [][]string{
+		{"127.0.0.1:7070", "127.0.0.1:7070"},
+		{"127.0.0.1:7070", " http://127.0.0.1:7070/"},
+		{"https://C1.example:7070", "https://c1.example:7070", "c2:7070"},
+	} {
+		if _, err := NewFleet(bases, "", ""); !errors.Is(err, ErrInput) || !strings.Contains(err.Error(), "twice") {
+			t.Errorf("%q: %v", bases, err)
+		}
+	}
+	f, err := NewFleet([]string{"c1:7070", "c2:7070", "https://c1:7070"}, "", "")
+	if err != nil {
+		t.Fatalf("distinct collectors: %v", err)
+	}
+	f.Close()
 }

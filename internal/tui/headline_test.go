@@ -221,3 +221,38 @@ func TestRouteName(t *testing.T) {
 		}
 	}
 }
+
+// TestVictimsNoneSaysWhy: a collector that samples PostgreSQL (and so can
+// cancel and terminate) has its processes' latency: with no victims the
+// page says none, not that PostgreSQL alone knows no latency, which is
+// what qtop --postgres (and its replay) says.
+func TestVictimsNoneSaysWhy(t *testing.T) {
+	pg := incident()
+	pg.Source, pg.Measure = api.SourcePostgres, api.MeasureDB
+	for _, c := range []struct {
+		name  string
+		feats Features
+		snap  api.Snapshot
+		want  string
+	}{
+		{"collector sampling PostgreSQL", Features{Throttle: true, Signal: true}, incident(), "none: no tenant's p95 is above its baseline"},
+		{"postgres", Features{Signal: true, Group: true}, pg, "n/a: PostgreSQL alone knows no latency"},
+		{"replay of postgres", Features{}, pg, "n/a: PostgreSQL alone knows no latency"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			src := newFake(c.feats)
+			defer src.Close()
+			src.snaps <- c.snap
+			m := New(src, WithRenderer(asciiRenderer()), WithClock(func() time.Time { return t0 }), WithLocation(time.UTC), WithUser("alice"))
+			tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(200, 50))
+			teatest.WaitFor(t, tm.Output(), func(b []byte) bool { return bytes.Contains(b, []byte("bigcorp")) },
+				teatest.WithDuration(10*time.Second), teatest.WithCheckInterval(10*time.Millisecond))
+			tm.Send(keyOf("8"))
+			tm.Send(tea.QuitMsg{})
+			fm := tm.FinalModel(t, teatest.WithFinalTimeout(10*time.Second)).(*Model)
+			if v := fm.View(); !strings.Contains(v, c.want) {
+				t.Fatalf("victims page lacks %q:\n%s", c.want, v)
+			}
+		})
+	}
+}

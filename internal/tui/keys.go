@@ -91,8 +91,8 @@ func DefaultKeyMap() KeyMap {
 		ActionKeys: ActionKeys{
 			Pause:           b([]string{"p"}, "p", "pause"),
 			Throttle:        b([]string{"t"}, "t", "throttle"),
-			Cancel:          b([]string{"c"}, "c", "cancel statement (--postgres)"),
-			Terminate:       b([]string{"k"}, "k", "terminate backend (--postgres)"),
+			Cancel:          b([]string{"c"}, "c", "cancel statement (PostgreSQL)"),
+			Terminate:       b([]string{"k"}, "k", "terminate backend (PostgreSQL)"),
 			AutopilotPause:  b([]string{"A"}, "A", "pause/resume autopilot"),
 			AutopilotCancel: b([]string{"x"}, "x", "end autopilot action, lift rule (5)"),
 			Help:            b([]string{"?"}, "?", "help"),

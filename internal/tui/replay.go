@@ -62,6 +62,7 @@ var (
 	_ SafeSignaler = (*Recorder)(nil)
 	_ Historian    = (*Recorder)(nil)
 	_ Explainer    = (*Recorder)(nil)
+	_ OnceSource   = (*Recorder)(nil)
 )
 
 // ErrExists is returned by NewRecorder for a file that exists already:
@@ -134,6 +135,26 @@ func (r *Recorder) Next(ctx context.Context, q Query) (api.Snapshot, error) {
 	if err != nil {
 		return s, err
 	}
+	return r.record(s)
+}
+
+// Once passes through to a source that waits for its first complete
+// snapshot (OnceSource), else takes its next one, and records it: qtop
+// --once --record prints and keeps what --once alone would print.
+func (r *Recorder) Once(ctx context.Context, q Query) (api.Snapshot, error) {
+	o, ok := r.Source.(OnceSource)
+	if !ok {
+		return r.Next(ctx, q)
+	}
+	s, err := o.Once(ctx, q)
+	if err != nil {
+		return s, err
+	}
+	return r.record(s)
+}
+
+// record appends s to the recording; see Next for the error.
+func (r *Recorder) record(s api.Snapshot) (api.Snapshot, error) {
 	if err := r.line(recordingLine{Snapshot: &s}); err != nil {
 		r.mu.Lock()
 		defer r.mu.Unlock()

@@ -16,6 +16,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	tea "github.com/charmbracelet/bubbletea"
+
 	"github.com/qtop-dev/qtop/api"
 )
 
@@ -352,5 +354,28 @@ func TestReplayLongLineMemory(t *testing.T) {
 	}
 	if _, err2 := r.Next(context.Background(), Query{}); !errors.Is(err2, ErrRecording) {
 		t.Fatalf("after a line too long: %v", err2)
+	}
+}
+
+// TestReplayActionsSayReadOnly: t, c and k in a replay say that a replay
+// is read only, not that the source is qtop --postgres or lacks one.
+func TestReplayActionsSayReadOnly(t *testing.T) {
+	r, err := OpenReplay("../../testdata/incident/demo.qtop.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	m := New(r, WithRenderer(asciiRenderer()), WithLocation(time.UTC))
+	m.Update(tea.WindowSizeMsg{Width: 200, Height: 50})
+	m.Update(snapshotMsg{incident()})
+	for _, k := range []string{"t", "c", "k"} {
+		press(m, k)
+		if m.state == statePrompt {
+			t.Fatalf("%s in a replay opened a prompt: %+v", k, m.prompt)
+		}
+		mustContain(t, m.View(), "a replay is read only")
+		if v := m.View(); strings.Contains(v, "--postgres only reads") || strings.Contains(v, "run qtop --postgres DSN, or") {
+			t.Fatalf("%s: a replay's refusal speaks of another source:\n%s", k, v)
+		}
 	}
 }

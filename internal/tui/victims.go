@@ -20,13 +20,15 @@ import (
 type victimsView struct {
 	sum  *summary
 	list list
+	pg   bool // the snapshot is PostgreSQL's alone (qtop --postgres, or its replay)
 }
 
 func (v *victimsView) name() string              { return "Victims" }
 func (v *victimsView) key(k *KeyMap) key.Binding { return k.Victims }
 func (v *victimsView) title(*common) string      { return "" }
 
-func (v *victimsView) set(*common, *api.Snapshot, bool) tea.Cmd {
+func (v *victimsView) set(_ *common, s *api.Snapshot, _ bool) tea.Cmd {
+	v.pg = s.Source == api.SourcePostgres
 	v.list.setLen(len(v.sum.head.Victims))
 	return nil
 }
@@ -97,7 +99,7 @@ func (v *victimsView) view(c *common, h int) string {
 // none says why there are no victims.
 func (v *victimsView) none(c *common) string {
 	switch {
-	case c.feats.Signal:
+	case v.pg: // not c.feats.Signal: a collector sampling PostgreSQL signals too, and has latency
 		return "n/a: PostgreSQL alone knows no latency (victims need application reports)"
 	case c.query.GroupBy != "" && c.query.GroupBy != api.GroupTenant:
 		return "victims are tenants: group by tenant (b)"
