@@ -165,6 +165,13 @@ func (m *Model) fetch() tea.Cmd {
 	}
 }
 
+// playback says whether src plays a recording (qtop replay), whose
+// time stops while paused.
+func playback(src Source) bool {
+	_, ok := src.(*Replay)
+	return ok
+}
+
 // Update handles one message: the root's own, a key (routed by state,
 // then to the view shown), or a view's (offered to each view).
 func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
@@ -188,6 +195,11 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		if o, ok := m.nav.cur.(opener); ok {
 			open = o.open(&m.c)
+		}
+		if m.paused && playback(m.c.src) {
+			// A recording waits while paused: fetching on would play it
+			// on unseen, and resuming would skip what played meanwhile.
+			return m, open
 		}
 		return m, tea.Batch(m.fetch(), cmd, open)
 	case warnMsg:
@@ -313,6 +325,9 @@ func (m *Model) rootKey(msg tea.KeyMsg) (cmd tea.Cmd, ok bool) {
 		if !m.paused && m.pending != nil {
 			cmd = m.apply(m.pending)
 			m.pending = nil
+		}
+		if !m.paused && playback(m.c.src) {
+			cmd = tea.Batch(cmd, m.fetch())
 		}
 	case matches(msg, k.GroupBy):
 		return m.nextGroup(), true

@@ -379,3 +379,31 @@ func TestReplayActionsSayReadOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayPauseStopsPlayback: p in a replay stops the recording where it
+// is: no snapshot is fetched while paused (before, playback went on
+// unseen, and resuming skipped what it had played meanwhile), and
+// resuming shows the one held and fetches the next. A live source is
+// still fetched while paused, so resuming shows the present.
+func TestReplayPauseStopsPlayback(t *testing.T) {
+	r, err := OpenReplay("../../testdata/incident/demo.qtop.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	live := newFake(Features{})
+	defer live.Close()
+	for name, src := range map[string]Source{"replay": r, "live": live} {
+		m := New(src, WithRenderer(asciiRenderer()), WithLocation(time.UTC))
+		m.Update(tea.WindowSizeMsg{Width: 200, Height: 50})
+		press(m, "p")
+		m.Update(snapshotMsg{incident()})
+		if want := name == "live"; m.fetching != want || m.pending == nil {
+			t.Fatalf("%s, paused: fetching %v (want %v), held %v", name, m.fetching, want, m.pending != nil)
+		}
+		press(m, "p")
+		if !m.fetching || m.pending != nil || len(m.snap.Tenants) == 0 {
+			t.Fatalf("%s, resumed: fetching %v, still held %v, shown %d tenants", name, m.fetching, m.pending != nil, len(m.snap.Tenants))
+		}
+	}
+}
