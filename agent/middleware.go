@@ -82,7 +82,7 @@ func requestOf(ctx context.Context) *request {
 func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	a := h.a
 	start := time.Now()
-	tags, err := a.cfg.extract(r)
+	tags, err := a.cfg.tenant.extract(r)
 	if err == nil {
 		err = tags.Validate()
 	}
@@ -162,6 +162,9 @@ func (a *Agent) refuseTenant(w http.ResponseWriter, r *http.Request, start time.
 	msg := err.Error()
 	if !errors.Is(err, ErrNoTenant) && !errors.Is(err, ErrUnauthorized) && !errors.Is(err, ErrAmbiguousTenant) {
 		msg = "agent: bad tenant: " + msg
+	}
+	if errors.Is(err, ErrNoTenant) && a.cfg.tenant.hint != "" {
+		msg += ": " + a.cfg.tenant.hint
 	}
 	http.Error(w, msg, code)
 	a.rec.Record(meter.Record{Time: start, Tags: tenant.Tags{Route: r.Pattern}, Kind: report.KindRequest, Err: false})

@@ -26,7 +26,7 @@ type config struct {
 	collector, token string
 	service          string
 	instance         string // WithInstance; empty: made by the recorder
-	extract          TenantFunc
+	tenant           tenantSource
 	plans            map[string]enforce.Plan
 	planOf           func(tenant string) string
 	shadow           []enforce.Rule
@@ -105,7 +105,19 @@ func WithService(name string) Option { return func(c *config) { c.service = name
 // FromContext, then FromBaggage: tags set by an earlier middleware, or
 // sent by a trusted upstream service). See FromHeader, FromJWT,
 // FromPathSegment and FirstOf.
-func WithTenant(f TenantFunc) Option { return func(c *config) { c.extract = f } }
+func WithTenant(f TenantFunc) Option { return func(c *config) { c.tenant.extract = f } }
+
+// tenantSource is where requests' tenants come from (WithTenant) and what
+// a request without one is told (WithTenantHint).
+type tenantSource struct {
+	extract TenantFunc
+	hint    string
+}
+
+// WithTenantHint adds hint to the 400 answer of a request that carries no
+// tenant (ErrNoTenant), so that the client learns where to put it: for
+// example "send it in the X-Tenant header". Default: none.
+func WithTenantHint(hint string) Option { return func(c *config) { c.tenant.hint = hint } }
 
 // WithPlans sets the plan table and how a tenant's plan is found
 // (default enforce.DefaultPlans, every tenant on "free").
@@ -195,8 +207,8 @@ func newConfig(opts []Option) (config, error) {
 	if c.sqlMode > sqlcomment.ModeAuto {
 		return c, fmt.Errorf("%w: SQL tagging mode %v", ErrConfig, c.sqlMode)
 	}
-	if c.extract == nil {
-		c.extract = FirstOf(FromContext(), FromBaggage())
+	if c.tenant.extract == nil {
+		c.tenant.extract = FirstOf(FromContext(), FromBaggage())
 	}
 	if c.op == nil {
 		c.op = defaultOp

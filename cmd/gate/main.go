@@ -268,7 +268,7 @@ func agentOptions(ctx context.Context, f flags, log *slog.Logger) ([]agent.Optio
 		return nil, err
 	}
 	opts := []agent.Option{agent.WithService(f.service), agent.WithInstance(gateInstance()), agent.WithTenant(tf),
-		agent.WithSlots(f.slots), agent.WithInterval(f.interval)}
+		agent.WithTenantHint(tenantHint(f)), agent.WithSlots(f.slots), agent.WithInterval(f.interval)}
 	if f.collector != "" {
 		if f.reportQueue < 1 {
 			return nil, fmt.Errorf("--report-queue %d: want ≥ 1", f.reportQueue)
@@ -342,6 +342,25 @@ func tenantFunc(ctx context.Context, f flags, log *slog.Logger) (agent.TenantFun
 		return fs[0], nil
 	}
 	return agent.FirstOf(fs...), nil
+}
+
+// tenantHint tells a client whose request carries no tenant where the
+// gate looks for one (--tenant), in its order.
+func tenantHint(f flags) string {
+	var where []string
+	for _, src := range strings.Split(f.tenant, ",") {
+		switch strings.TrimSpace(src) {
+		case "header":
+			where = append(where, "the "+f.tenantHeader+" header")
+		case "baggage":
+			where = append(where, "the W3C baggage member tenant.id")
+		case "path":
+			where = append(where, fmt.Sprintf("the path's segment %d (counting from 0)", f.pathSegment))
+		case "jwt":
+			where = append(where, "the "+f.jwt.tenantClaim+" claim of a bearer JWT")
+		}
+	}
+	return "the gate reads it from " + strings.Join(where, ", then ")
 }
 
 // serve runs the gate (and /metrics) until ctx is done, then drains.

@@ -90,6 +90,16 @@ func TestServeAndDrain(t *testing.T) {
 	if resp.StatusCode != 200 || string(b) != "tenant.id=acme" {
 		t.Fatalf("%d %q", resp.StatusCode, b)
 	}
+	// No tenant: the answer says where the gate looks for one.
+	resp, err = http.Get("http://" + addr + "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if want := "agent: request has no tenant: the gate reads it from the X-Tenant header, then the W3C baggage member tenant.id\n"; resp.StatusCode != 400 || string(b) != want {
+		t.Fatalf("no tenant: %d %q, want 400 %q", resp.StatusCode, b, want)
+	}
 	http.DefaultClient.CloseIdleConnections()
 	syscall.Kill(os.Getpid(), syscall.SIGTERM)
 	if code := <-done; code != 0 {
@@ -271,4 +281,13 @@ func (l *lockedBuilder) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+func TestTenantHint(t *testing.T) {
+	var f flags
+	f.tenant, f.tenantHeader, f.pathSegment, f.jwt.tenantClaim = "jwt, header,path,baggage", "X-Org", 2, "org"
+	want := "the gate reads it from the org claim of a bearer JWT, then the X-Org header, then the path's segment 2 (counting from 0), then the W3C baggage member tenant.id"
+	if got := tenantHint(f); got != want {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
 }
