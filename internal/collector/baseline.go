@@ -127,16 +127,12 @@ func newBaselineBook() *baselineBook {
 // (heldTenants), which are not learnt.
 func (b *baselineBook) add(s *api.Snapshot, services []serviceLevel, held map[string]bool) {
 	m := s.Time.Unix() / 60
-	var total float64
-	for i := range s.Tenants {
-		total += s.Tenants[i].RUPerSec
-	}
 	b.mu.Lock()
 	var saved []byte
 	if m != b.minute {
 		saved = b.turn(m)
 	}
-	b.learn(s, services, held, m, total)
+	b.learn(s, services, held, m)
 	b.mu.Unlock()
 	if saved != nil {
 		b.write(saved)
@@ -145,7 +141,7 @@ func (b *baselineBook) add(s *api.Snapshot, services []serviceLevel, held map[st
 
 // learn adds what s shows of each tenant not held, and each service's
 // p95, to minute m, unless an incident is on.
-func (b *baselineBook) learn(s *api.Snapshot, services []serviceLevel, held map[string]bool, m int64, total float64) {
+func (b *baselineBook) learn(s *api.Snapshot, services []serviceLevel, held map[string]bool, m int64) {
 	if s.Collector.Uptime > 0 && s.Collector.Uptime < s.Window {
 		// A start: a collector's rates are averages over its Window,
 		// which fills during its first seconds. Neither learnt nor
@@ -192,6 +188,15 @@ func (b *baselineBook) learn(s *api.Snapshot, services []serviceLevel, held map[
 			if tm := minutesOf(b.services, l.name, maxBaselineServices); tm != nil {
 				tm.add(m, l.p95, 0, 0)
 			}
+		}
+	}
+	// A held tenant's load is the limit's: its share of a total that
+	// counted it would make every other tenant's usual share look
+	// smaller than it is.
+	var total float64
+	for i := range s.Tenants {
+		if !held[s.Tenants[i].Tenant] {
+			total += s.Tenants[i].RUPerSec
 		}
 	}
 	if total <= 0 {

@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -225,5 +226,35 @@ func TestBaselinesNotLearntUnderTheDemoQuota(t *testing.T) {
 	}
 	if len(learnt) > 0 {
 		t.Fatalf("bigcorp's seconds learnt while the quota held it, by minute from the apply's: %v", learnt)
+	}
+}
+
+// TestHeldLoadNotInTheShares: while the autopilot's quota holds bigcorp
+// (200 RU/s, the limit's), the other tenants' shares are learnt against
+// the load that is theirs, not against a total half of which is the
+// limit's: t00's share (10 of the 200 RU/s of 20 tenants) is 5%, as it
+// is without bigcorp. Before, it was learnt as 2.5%, and a victim's
+// share, judged against that, looked doubled once the limit lifted.
+func TestHeldLoadNotInTheShares(t *testing.T) {
+	start := time.Date(2026, 12, 4, 4, 0, 0, 0, time.UTC)
+	by := autopilot.CreatedByPrefix + "noisy"
+	pol := func(int) *policy.Policy {
+		return &policy.Policy{Rules: []policy.Rule{{ID: "autopilot-noisy-1", Tenant: "bigcorp", Action: policy.Quota,
+			RUPerSecond: 200, Expires: start.Add(time.Hour), CreatedBy: by}}}
+	}
+	b := newBaselineBook()
+	(&heldBook{start: start}).feed(b, 0, 180, func(int) float64 { return 200 }, pol)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	tm := b.tenants["t00"]
+	slot := (start.Unix()/60 + 1) % baselineSlots
+	if tm == nil || tm.n[slot] != 60 {
+		t.Fatalf("t00's second minute not learnt whole: %+v", tm)
+	}
+	if got := tm.share[slot] / float64(tm.n[slot]); math.Abs(got-0.05) > 1e-12 {
+		t.Fatalf("t00's share learnt %v, want 0.05 (10 of the 200 RU/s not held)", got)
+	}
+	if _, ok := b.tenants["bigcorp"]; ok {
+		t.Fatal("bigcorp learnt while held")
 	}
 }
