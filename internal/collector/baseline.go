@@ -43,14 +43,19 @@ import (
 // becomes the tenant's baseline. An incident older than the trailing hour
 // is taken as the new normal: learning resumes.
 //
-// Nor does a limit the autopilot put on a tenant teach its baseline: while
-// a quota or throttle rule, or an enforced budget, that the autopilot
-// wrote holds a tenant (heldTenants), its load is the limit's, not its
-// own, and none of its seconds are added. The detector alone does not
+// Nor does a temporary limit on a tenant teach its baseline: while a
+// quota or throttle rule, or an enforced budget, holds a tenant for a
+// while (heldTenants: one the autopilot wrote, or one that expires, by
+// hand too, such as qtop's t), its load is the limit's, not its own:
+// none of its seconds are added, and its load is left out of the total
+// the other tenants' shares are taken of. The detector alone does not
 // see to that: an offender held near its baseline is no longer flagged,
 // and a collector restarted during the action never flagged it at all;
 // learning the held-down load made the tenant's return to its own load,
-// once the action lifted, look like a new incident. A minute counts once it
+// once the limit lifted, look like a new incident. A standing limit
+// written by hand (a budget with no expiry: every rule expires) is part
+// of the tenant's normal and does not stop the learning; nor does a
+// shadow or price rule, or a warn budget, which hold nothing down. A minute counts once it
 // holds minuteSeconds seconds; the seconds while a starting collector's
 // window fills are neither learnt nor judged (its rates climb then, which
 // the tracker would take for a rise).
@@ -123,7 +128,7 @@ func newBaselineBook() *baselineBook {
 // the baselines served: the fleet's when the collector has peers), this
 // collector's own services (serviceLevels: a service's baseline is
 // compared with the p95 of this collector's processes, as exported) and
-// the tenants the autopilot's limits hold at the snapshot's time
+// the tenants that temporary limits hold at the snapshot's time
 // (heldTenants), which are not learnt.
 func (b *baselineBook) add(s *api.Snapshot, services []serviceLevel, held map[string]bool) {
 	m := s.Time.Unix() / 60
@@ -213,12 +218,15 @@ func (b *baselineBook) learn(s *api.Snapshot, services []serviceLevel, held map[
 	}
 }
 
-// heldTenants are the tenants that a limit the autopilot wrote holds at
-// now: a quota or throttle rule in force (not shadow, not expired), or an
-// enforced budget, matching the tenant by name. A price rule (a demotion)
-// limits nothing, and a shadow one is never applied: under them a
-// tenant's load is its own. Rules written by hand are left out: a
-// standing quota is part of what a tenant's normal is.
+// heldTenants are the tenants that a temporary limit holds at now: a
+// quota or throttle rule in force (not shadow, not expired), or an
+// enforced budget in force, matching the tenant by name, that the
+// autopilot wrote or that expires — by hand too: an admin's throttle for
+// the length of an import (qtop's t) holds the tenant as the autopilot's
+// quota does. A price rule (a demotion) limits nothing, and a shadow rule
+// or a warn budget is never applied: under them a tenant's load is its
+// own. A standing limit written by hand, one with no expiry (a budget;
+// every rule expires), is part of what the tenant's normal is.
 func heldTenants(pol *policy.Policy, now time.Time) map[string]bool {
 	var held map[string]bool
 	hold := func(t string) {
@@ -228,14 +236,13 @@ func heldTenants(pol *policy.Policy, now time.Time) map[string]bool {
 		held[t] = true
 	}
 	for _, r := range pol.Rules {
-		if strings.HasPrefix(r.CreatedBy, autopilot.CreatedByPrefix) && r.Tenant != "" && !r.Shadow && now.Before(r.Expires) &&
+		if r.Tenant != "" && !r.Shadow && now.Before(r.Expires) && temporary(r.CreatedBy, r.Expires) &&
 			(r.Action == policy.Quota || r.Action == policy.Throttle) {
 			hold(r.Tenant)
 		}
 	}
 	for _, bu := range pol.Budgets {
-		if !strings.HasPrefix(bu.CreatedBy, autopilot.CreatedByPrefix) || bu.Mode != policy.Enforce ||
-			!bu.Expires.IsZero() && !now.Before(bu.Expires) {
+		if bu.Mode != policy.Enforce || !bu.Expires.IsZero() && !now.Before(bu.Expires) || !temporary(bu.CreatedBy, bu.Expires) {
 			continue
 		}
 		for _, m := range bu.Match {
@@ -245,6 +252,12 @@ func heldTenants(pol *policy.Policy, now time.Time) map[string]bool {
 		}
 	}
 	return held
+}
+
+// temporary reports whether a limit is one that holds a tenant down for
+// a while (the autopilot's, or one that expires), not its standing plan.
+func temporary(createdBy string, expires time.Time) bool {
+	return strings.HasPrefix(createdBy, autopilot.CreatedByPrefix) || !expires.IsZero()
 }
 
 // minutesOf returns name's ring in m, made if there is room for it (nil
