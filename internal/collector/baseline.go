@@ -93,6 +93,14 @@ type baselineBook struct {
 	services  map[string]*tenantMinutes // only p95 is used
 	servedSvc map[string]float64        // p95 seconds
 	tr        incident.Tracker          // the headline, so that incidents do not teach
+	// learnt holds the seconds learnt in each minute of the hour (a
+	// tenant not in one of them had no load then); before, computed from
+	// it at each minute's turn, is each tenant's load over those seconds
+	// (RU/s, DB load), which its tracker takes for the load of a row it
+	// has not seen yet (knows: once baselineMinutes such minutes exist).
+	learnt tenantMinutes
+	before map[string][2]float64
+	knows  bool
 	// file is where the book is saved at each minute's turn ("": not
 	// saved); save does it (nil: saveBaselines).
 	file string
@@ -114,14 +122,14 @@ type flagged struct {
 type tenantMinutes struct {
 	at         [baselineSlots]int64 // the minute a slot holds
 	p95, share [baselineSlots]float64
-	ru         [baselineSlots]float64
+	ru, db     [baselineSlots]float64
 	n          [baselineSlots]int
 	lastMinute int64
 }
 
 func newBaselineBook() *baselineBook {
 	return &baselineBook{gap: baselineGap, need: baselineMinutes, seconds: minuteSeconds, tenants: map[string]*tenantMinutes{}, served: map[string][3]float64{},
-		services: map[string]*tenantMinutes{}, servedSvc: map[string]float64{}}
+		services: map[string]*tenantMinutes{}, servedSvc: map[string]float64{}, before: map[string][2]float64{}}
 }
 
 // add takes one live snapshot (tenants by RU, the most rows, carrying
@@ -162,6 +170,7 @@ func (b *baselineBook) learn(s *api.Snapshot, services []serviceLevel, held map[
 	for i := range own.Tenants {
 		own.Tenants[i].FlaggedSince = time.Time{}
 	}
+	b.tellBefore(&own)
 	h := b.tr.Add(&own)
 	b.flagged = b.flagged[:0]
 	for _, o := range h.Offenders {
@@ -191,10 +200,11 @@ func (b *baselineBook) learn(s *api.Snapshot, services []serviceLevel, held map[
 		// requests: minP95Requests), as the alerts read it.
 		if l.p95 > 0 && !math.IsInf(l.p95, 0) {
 			if tm := minutesOf(b.services, l.name, maxBaselineServices); tm != nil {
-				tm.add(m, l.p95, 0, 0)
+				tm.add(m, l.p95, 0, 0, 0)
 			}
 		}
 	}
+	b.learnt.add(m, 0, 0, 0, 0) // a second learnt
 	// A held tenant's load is the limit's: its share of a total that
 	// counted it would make every other tenant's usual share look
 	// smaller than it is.
@@ -204,16 +214,39 @@ func (b *baselineBook) learn(s *api.Snapshot, services []serviceLevel, held map[
 			total += s.Tenants[i].RUPerSec
 		}
 	}
-	if total <= 0 {
-		return
-	}
 	for i := range s.Tenants {
 		r := &s.Tenants[i]
-		if r.P95Seconds <= 0 || r.Untagged || r.Tenant == api.OtherTenant || tenant.ValidateTenant(r.Tenant) != nil || held[r.Tenant] {
+		// A row with DB load and no RU (a job no process reports) is
+		// learnt for its DB load alone.
+		dbOnly := r.RUPerSec == 0 && r.DBLoad > 0
+		if (r.P95Seconds <= 0 && !dbOnly) || r.Untagged || r.Tenant == api.OtherTenant || tenant.ValidateTenant(r.Tenant) != nil || held[r.Tenant] {
 			continue
 		}
 		if tm := minutesOf(b.tenants, r.Tenant, maxBaselineTenants); tm != nil {
-			tm.add(m, r.P95Seconds, r.RUPerSec/total, r.RUPerSec)
+			share := 0.0
+			if total > 0 {
+				share = r.RUPerSec / total
+			}
+			tm.add(m, r.P95Seconds, share, r.RUPerSec, r.DBLoad)
+		}
+	}
+}
+
+// tellBefore tells the tracker, once the book knows the hour, what
+// load each row of s it has not seen yet had before (none, for a tenant
+// with no minutes): after a restart too, the detector knows what the
+// book knew, so a job it flagged as new load is still one.
+func (b *baselineBook) tellBefore(s *api.Snapshot) {
+	if !b.knows || (s.GroupBy != "" && s.GroupBy != api.GroupTenant) {
+		return
+	}
+	for i := range s.Tenants {
+		if r := &s.Tenants[i]; !r.Untagged && r.BaselineRUPerSec == 0 {
+			load := b.before[r.Tenant][0]
+			if r.RUPerSec == 0 && r.DBLoad > 0 {
+				load = b.before[r.Tenant][1] // a row judged on DB load
+			}
+			b.tr.Before(api.GroupTenant, r, load)
 		}
 	}
 }
@@ -271,15 +304,16 @@ func minutesOf(m map[string]*tenantMinutes, name string, most int) *tenantMinute
 	return tm
 }
 
-// add adds one second's p95, share and RU/s to minute m.
-func (tm *tenantMinutes) add(m int64, p95, share, ru float64) {
+// add adds one second's p95, share, RU/s and DB load to minute m.
+func (tm *tenantMinutes) add(m int64, p95, share, ru, db float64) {
 	slot := m % baselineSlots
 	if tm.at[slot] != m {
-		tm.at[slot], tm.p95[slot], tm.share[slot], tm.ru[slot], tm.n[slot] = m, 0, 0, 0, 0
+		tm.at[slot], tm.p95[slot], tm.share[slot], tm.ru[slot], tm.db[slot], tm.n[slot] = m, 0, 0, 0, 0, 0
 	}
 	tm.p95[slot] += p95
 	tm.share[slot] += share
 	tm.ru[slot] += ru
+	tm.db[slot] += db
 	tm.n[slot]++
 	tm.lastMinute = m
 }
@@ -301,6 +335,7 @@ func (b *baselineBook) turn(m int64) []byte {
 			b.served[name] = [3]float64{median(ps), median(ss), median(rs)}
 		}
 	}
+	b.turnBefore(m)
 	for name, tm := range b.services {
 		if m-tm.lastMinute > baselineSlots {
 			delete(b.services, name)
@@ -311,6 +346,32 @@ func (b *baselineBook) turn(m int64) []byte {
 		}
 	}
 	return b.encode()
+}
+
+// turnBefore computes each tenant's load over the complete minutes
+// learnt (knows: at least need of them), its absent seconds counted as
+// none: what the tracker takes for the load of a row it has not seen.
+func (b *baselineBook) turnBefore(m int64) {
+	clear(b.before)
+	var full []int
+	for i := range baselineSlots {
+		if at := b.learnt.at[i]; b.learnt.n[i] >= b.seconds && at >= m-baselineSlots && at < m-b.gap {
+			full = append(full, i)
+		}
+	}
+	if b.knows = int64(len(full)) >= b.need; !b.knows {
+		return
+	}
+	rs, ds := make([]float64, len(full)), make([]float64, len(full))
+	for name, tm := range b.tenants {
+		for k, i := range full {
+			rs[k], ds[k] = 0, 0
+			if n := float64(b.learnt.n[i]); tm.at[i] == b.learnt.at[i] {
+				rs[k], ds[k] = tm.ru[i]/n, tm.db[i]/n
+			}
+		}
+		b.before[name] = [2]float64{median(rs), median(ds)}
+	}
 }
 
 // complete returns, in ps, ss and rs (reused), tm's means of the complete

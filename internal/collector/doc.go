@@ -63,7 +63,10 @@
 //
 // Each tenant's usual p95, share of RU and RU/s (baseline.go) are learnt
 // per minute over the trailing hour, served in the live view, saved in
-// DataDir and read back at start. Incidents do not teach them, nor does a temporary limit: a
+// DataDir and read back at start; so are the DB load of a tenant no
+// process reports and the seconds learnt in each minute, so that after a
+// restart the book's detector knows what load each tenant had before it
+// (none, for one absent from them) and keeps flagging a job it flagged. Incidents do not teach them, nor does a temporary limit: a
 // tenant held by a quota or throttle rule, or an enforced budget, in force
 // that the autopilot wrote or that expires (by hand too, such as qtop's
 // t) is not learnt while it holds, and its load is left out of the total
