@@ -18,7 +18,13 @@
 // (api.TenantRow.BaselineRUPerSec, from a collector that keeps
 // baselines: the same for every client), else the mean of the same
 // history before those seconds (a source's 120 s, so about 110 s). A row
-// with no load in its baseline is "new" (Factor 0). Once flagged, an
+// with no load in its baseline is "new" (Factor 0) — unless no row had
+// load then: histories that begin before the source's first load (a
+// collector started before its fleet) are cut to the seconds since it,
+// so a fleet that starts after its collector is not new load, while a
+// row whose load starts later than the others' is. A source that watched
+// before the tracker started (a restarted collector's baselines) tells
+// it what a row's load was then (Tracker.Before). Once flagged, an
 // offender keeps the baseline it was flagged against and stays flagged
 // until its recent load is back under DriverClear times it (or its share
 // under half DriverShare): an import that runs for an hour is named for

@@ -211,6 +211,8 @@ type Tracker struct {
 	window   float64   // the last snapshot's, in seconds (routes.go)
 	ps       []float64 // scratch
 	ls       []float64
+	keys     []string    // scratch: each row's key (histories)
+	hists    [][]float64 // scratch: each row's load history (histories)
 }
 
 // series is a row's load as the tracker saw it, one point per snapshot,
@@ -221,6 +223,35 @@ type Tracker struct {
 type series struct {
 	v    []float64
 	seen int64
+	// known: its start is what the source knew of the row before the
+	// tracker started (Before), not a history to cut at a start.
+	known bool
+}
+
+// Before tells the tracker, before it first sees row r, what the source
+// knew of r's load in the time before the tracker started (a collector's
+// baselines, kept across its restart; 0: it had none), in a headline of
+// RU: its DB load for a row with DB load and no RU, else its RU/s. The
+// tracker then judges r as though it had watched that load: a job that
+// began after the source's baselines formed, and which the collector's
+// detector flagged before it restarted, is new load again after the
+// restart, where the tracker alone, seeing it from its first snapshot,
+// would take it for load there since before. A row the tracker has seen
+// already is left as it is.
+func (in *Tracker) Before(group string, r *api.TenantRow, load float64) {
+	in.init()
+	key := group + "\x00" + Label(group, r)
+	if in.own[key] != nil || in.own["db\x00"+key] != nil || len(in.own) >= MaxTracked {
+		return
+	}
+	if r.RUPerSec == 0 && r.DBLoad > 0 {
+		key = "db\x00" + key
+	}
+	v := make([]float64, api.HistoryLen-1, api.HistoryLen)
+	for i := range v {
+		v[i] = load
+	}
+	in.own[key] = &series{v: v, seen: in.n, known: true}
 }
 
 func (s *series) add(v float64, n int64) {
@@ -256,11 +287,16 @@ func headlineMeasure(s *api.Snapshot) (name string, db, historyOf bool) {
 	return "RU", false, !historyDB
 }
 
-// Add takes the next snapshot and returns the headline it makes.
-func (in *Tracker) Add(s *api.Snapshot) Headline {
+// init makes the maps of a zero Tracker.
+func (in *Tracker) init() {
 	if in.rows == nil {
 		in.rows, in.seen, in.own, in.flags = map[string]*tenantBaseline{}, map[string]int64{}, map[string]*series{}, map[string]*flag{}
 	}
+}
+
+// Add takes the next snapshot and returns the headline it makes.
+func (in *Tracker) Add(s *api.Snapshot) Headline {
+	in.init()
 	in.n++
 	in.window = s.Window.Seconds()
 	if in.window <= 0 {
@@ -285,6 +321,7 @@ func (in *Tracker) Add(s *api.Snapshot) Headline {
 		dbTotal += s.Tenants[i].DBLoad
 	}
 	h := Headline{Measure: measure}
+	in.histories(s, group, db, historyOf, load)
 	for i := range s.Tenants {
 		r := &s.Tenants[i]
 		if r.Tenant == api.OtherTenant && !r.Untagged {
@@ -294,14 +331,13 @@ func (in *Tracker) Add(s *api.Snapshot) Headline {
 		if total > 0 {
 			share = load(r) / total
 		}
-		name := Label(group, r)
-		key := group + "\x00" + name
+		name, key := Label(group, r), in.keys[i]
 		var d Offender
 		var drv bool
 		if !db && r.RUPerSec == 0 && r.DBLoad > 0 {
 			// Load no process reports: judged on DB load.
 			d, drv = in.dbDriver(s, group, key, r, dbTotal)
-		} else if hist := in.history(s, r, key, load(r), historyOf); !db && group == api.GroupTenant && !r.Untagged && !r.FlaggedSince.IsZero() {
+		} else if hist := in.hists[i]; !db && group == api.GroupTenant && !r.Untagged && !r.FlaggedSince.IsZero() {
 			d, drv = flaggedBySource(r, share, hist)
 			delete(in.flags, key)
 			bySource++
@@ -342,6 +378,46 @@ func (in *Tracker) Headline() Headline { return in.head }
 
 // Alert reports whether the headline names offenders or victims.
 func (h Headline) Alert() bool { return len(h.Offenders) > 0 || len(h.Victims) > 0 }
+
+// histories sets, for each row of s, its key (in.keys) and, for a row
+// judged on the headline's measure, its load history (in.hists; nil for
+// the others). Histories that begin before any row had load (a
+// collector started before its fleet, a database idle until a job) are
+// cut to the seconds since that first load: zeros before it say that the
+// source had no load yet, not that this row had none while the others
+// had theirs, and read as an idle past they made every row of a fleet
+// that starts after its collector new load — or, once the first load was
+// in the baseline seconds, a rise of ×10 or more. A row whose load
+// starts later, while the others had theirs (the demo's import, 5 s in),
+// is new load still.
+func (in *Tracker) histories(s *api.Snapshot, group string, db, historyOf bool, load func(*api.TenantRow) float64) {
+	in.keys, in.hists = slices.Grow(in.keys[:0], len(s.Tenants))[:len(s.Tenants)], slices.Grow(in.hists[:0], len(s.Tenants))[:len(s.Tenants)]
+	span, loaded := 0, 0 // the longest history, and the most points since a first load
+	for i := range s.Tenants {
+		r := &s.Tenants[i]
+		in.keys[i], in.hists[i] = group+"\x00"+Label(group, r), nil
+		if (r.Tenant == api.OtherTenant && !r.Untagged) || (!db && r.RUPerSec == 0 && r.DBLoad > 0) {
+			continue
+		}
+		h := in.history(s, r, in.keys[i], load(r), historyOf)
+		in.hists[i] = h
+		if o := in.own[in.keys[i]]; o != nil && o.known {
+			continue // what the source knew: no start to cut
+		}
+		span = max(span, len(h))
+		if j := slices.IndexFunc(h, func(v float64) bool { return v != 0 }); j >= 0 {
+			loaded = max(loaded, len(h)-j)
+		}
+	}
+	if loaded == 0 || loaded >= span {
+		return // no load yet, or load since the histories began
+	}
+	for i, h := range in.hists {
+		if o := in.own[in.keys[i]]; len(h) > loaded && (o == nil || !o.known) {
+			in.hists[i] = h[len(h)-loaded:]
+		}
+	}
+}
 
 // history is the row's load history for the driver test: the source's
 // (when of the headline's measure, and only the seconds a collector has

@@ -545,8 +545,8 @@ func (s httpAPI) handleAutopilotPolicy(w http.ResponseWriter, r *http.Request) {
 
 // stepAutopilot runs the autopilot once on the live view (the fleet's
 // when the collector has peers, tenants by RU), which the tenants'
-// baselines are kept from too (but for the tenants the autopilot's limits
-// hold).
+// baselines are kept from too (but for the tenants a temporary limit
+// holds).
 func (s httpAPI) stepAutopilot(ctx context.Context) {
 	snap := s.fleetSnapshot(ctx, api.MeasureRU, maxTop)
 	s.mu.Lock()

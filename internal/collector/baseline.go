@@ -45,14 +45,19 @@ import (
 // becomes the tenant's baseline. An incident older than the trailing hour
 // is taken as the new normal: learning resumes.
 //
-// Nor does a limit the autopilot put on a tenant teach its baseline: while
-// a quota or throttle rule, or an enforced budget, that the autopilot
-// wrote holds a tenant (heldTenants), its load is the limit's, not its
-// own, and none of its seconds are added. The detector alone does not
+// Nor does a temporary limit on a tenant teach its baseline: while a
+// quota or throttle rule, or an enforced budget, holds a tenant for a
+// while (heldTenants: one the autopilot wrote, or one that expires, by
+// hand too, such as qtop's t), its load is the limit's, not its own:
+// none of its seconds are added, and its load is left out of the total
+// the other tenants' shares are taken of. The detector alone does not
 // see to that: an offender held near its baseline is no longer flagged,
 // and a collector restarted during the action never flagged it at all;
 // learning the held-down load made the tenant's return to its own load,
-// once the action lifted, look like a new incident. A minute counts once it
+// once the limit lifted, look like a new incident. A standing limit
+// written by hand (a budget with no expiry: every rule expires) is part
+// of the tenant's normal and does not stop the learning; nor does a
+// shadow or price rule, or a warn budget, which hold nothing down. A minute counts once it
 // holds minuteSeconds seconds; the seconds while a starting collector's
 // window fills are neither learnt nor judged (its rates climb then, which
 // the tracker would take for a rise).
@@ -94,6 +99,14 @@ type baselineBook struct {
 	routes      map[string]*tenantMinutes
 	servedRoute map[string]float64
 	tr          incident.Tracker // the headline, so that incidents do not teach
+	// learnt holds the seconds learnt in each minute of the hour (a
+	// tenant not in one of them had no load then); before, computed from
+	// it at each minute's turn, is each tenant's load over those seconds
+	// (RU/s, DB load), which its tracker takes for the load of a row it
+	// has not seen yet (knows: once baselineMinutes such minutes exist).
+	learnt tenantMinutes
+	before map[string][2]float64
+	knows  bool
 	// file is where the book is saved at each minute's turn ("": not
 	// saved); save does it (nil: saveBaselines).
 	file string
@@ -115,34 +128,31 @@ type flagged struct {
 type tenantMinutes struct {
 	at         [baselineSlots]int64 // the minute a slot holds
 	p95, share [baselineSlots]float64
-	ru         [baselineSlots]float64
+	ru, db     [baselineSlots]float64
 	n          [baselineSlots]int
 	lastMinute int64
 }
 
 func newBaselineBook() *baselineBook {
 	return &baselineBook{gap: baselineGap, need: baselineMinutes, seconds: minuteSeconds, tenants: map[string]*tenantMinutes{}, served: map[string][3]float64{},
-		services: map[string]*tenantMinutes{}, servedSvc: map[string]float64{}, routes: map[string]*tenantMinutes{}, servedRoute: map[string]float64{}}
+		services: map[string]*tenantMinutes{}, servedSvc: map[string]float64{}, routes: map[string]*tenantMinutes{}, servedRoute: map[string]float64{},
+		before: map[string][2]float64{}}
 }
 
 // add takes one live snapshot (tenants by RU, the most rows, carrying
 // the baselines served: the fleet's when the collector has peers), this
 // collector's own services (serviceLevels: a service's baseline is
 // compared with the p95 of this collector's processes, as exported) and
-// the tenants the autopilot's limits hold at the snapshot's time
+// the tenants that temporary limits hold at the snapshot's time
 // (heldTenants), which are not learnt.
 func (b *baselineBook) add(s *api.Snapshot, services []serviceLevel, held map[string]bool) {
 	m := s.Time.Unix() / 60
-	var total float64
-	for i := range s.Tenants {
-		total += s.Tenants[i].RUPerSec
-	}
 	b.mu.Lock()
 	var saved []byte
 	if m != b.minute {
 		saved = b.turn(m)
 	}
-	b.learn(s, services, held, m, total)
+	b.learn(s, services, held, m)
 	b.mu.Unlock()
 	if saved != nil {
 		b.write(saved)
@@ -151,7 +161,7 @@ func (b *baselineBook) add(s *api.Snapshot, services []serviceLevel, held map[st
 
 // learn adds what s shows of each tenant not held, and each service's
 // p95, to minute m, unless an incident is on.
-func (b *baselineBook) learn(s *api.Snapshot, services []serviceLevel, held map[string]bool, m int64, total float64) {
+func (b *baselineBook) learn(s *api.Snapshot, services []serviceLevel, held map[string]bool, m int64) {
 	if s.Collector.Uptime > 0 && s.Collector.Uptime < s.Window {
 		// A start: a collector's rates are averages over its Window,
 		// which fills during its first seconds. Neither learnt nor
@@ -167,6 +177,7 @@ func (b *baselineBook) learn(s *api.Snapshot, services []serviceLevel, held map[
 	for i := range own.Tenants {
 		own.Tenants[i].FlaggedSince = time.Time{}
 	}
+	b.tellBefore(&own)
 	h := b.tr.Add(&own)
 	b.flagged = b.flagged[:0]
 	for _, o := range h.Offenders {
@@ -196,31 +207,67 @@ func (b *baselineBook) learn(s *api.Snapshot, services []serviceLevel, held map[
 		// requests: minP95Requests), as the alerts read it.
 		if l.p95 > 0 && !math.IsInf(l.p95, 0) {
 			if tm := minutesOf(b.services, l.name, maxBaselineServices); tm != nil {
-				tm.add(m, l.p95, 0, 0)
+				tm.add(m, l.p95, 0, 0, 0)
 			}
 		}
 	}
-	if total <= 0 {
-		return
+	b.learnt.add(m, 0, 0, 0, 0) // a second learnt
+	// A held tenant's load is the limit's: its share of a total that
+	// counted it would make every other tenant's usual share look
+	// smaller than it is.
+	var total float64
+	for i := range s.Tenants {
+		if !held[s.Tenants[i].Tenant] {
+			total += s.Tenants[i].RUPerSec
+		}
 	}
 	for i := range s.Tenants {
 		r := &s.Tenants[i]
-		if r.P95Seconds <= 0 || r.Untagged || r.Tenant == api.OtherTenant || tenant.ValidateTenant(r.Tenant) != nil || held[r.Tenant] {
+		// A row with DB load and no RU (a job no process reports) is
+		// learnt for its DB load alone.
+		dbOnly := r.RUPerSec == 0 && r.DBLoad > 0
+		if (r.P95Seconds <= 0 && !dbOnly) || r.Untagged || r.Tenant == api.OtherTenant || tenant.ValidateTenant(r.Tenant) != nil || held[r.Tenant] {
 			continue
 		}
 		if tm := minutesOf(b.tenants, r.Tenant, maxBaselineTenants); tm != nil {
-			tm.add(m, r.P95Seconds, r.RUPerSec/total, r.RUPerSec)
+			share := 0.0
+			if total > 0 {
+				share = r.RUPerSec / total
+			}
+			tm.add(m, r.P95Seconds, share, r.RUPerSec, r.DBLoad)
 		}
 		b.learnRoutes(r, m)
 	}
 }
 
-// heldTenants are the tenants that a limit the autopilot wrote holds at
-// now: a quota or throttle rule in force (not shadow, not expired), or an
-// enforced budget, matching the tenant by name. A price rule (a demotion)
-// limits nothing, and a shadow one is never applied: under them a
-// tenant's load is its own. Rules written by hand are left out: a
-// standing quota is part of what a tenant's normal is.
+// tellBefore tells the tracker, once the book knows the hour, what
+// load each row of s it has not seen yet had before (none, for a tenant
+// with no minutes): after a restart too, the detector knows what the
+// book knew, so a job it flagged as new load is still one.
+func (b *baselineBook) tellBefore(s *api.Snapshot) {
+	if !b.knows || (s.GroupBy != "" && s.GroupBy != api.GroupTenant) {
+		return
+	}
+	for i := range s.Tenants {
+		if r := &s.Tenants[i]; !r.Untagged && r.BaselineRUPerSec == 0 {
+			load := b.before[r.Tenant][0]
+			if r.RUPerSec == 0 && r.DBLoad > 0 {
+				load = b.before[r.Tenant][1] // a row judged on DB load
+			}
+			b.tr.Before(api.GroupTenant, r, load)
+		}
+	}
+}
+
+// heldTenants are the tenants that a temporary limit holds at now: a
+// quota or throttle rule in force (not shadow, not expired), or an
+// enforced budget in force, matching the tenant by name, that the
+// autopilot wrote or that expires — by hand too: an admin's throttle for
+// the length of an import (qtop's t) holds the tenant as the autopilot's
+// quota does. A price rule (a demotion) limits nothing, and a shadow rule
+// or a warn budget is never applied: under them a tenant's load is its
+// own. A standing limit written by hand, one with no expiry (a budget;
+// every rule expires), is part of what the tenant's normal is.
 func heldTenants(pol *policy.Policy, now time.Time) map[string]bool {
 	var held map[string]bool
 	hold := func(t string) {
@@ -230,14 +277,13 @@ func heldTenants(pol *policy.Policy, now time.Time) map[string]bool {
 		held[t] = true
 	}
 	for _, r := range pol.Rules {
-		if strings.HasPrefix(r.CreatedBy, autopilot.CreatedByPrefix) && r.Tenant != "" && !r.Shadow && now.Before(r.Expires) &&
+		if r.Tenant != "" && !r.Shadow && now.Before(r.Expires) && temporary(r.CreatedBy, r.Expires) &&
 			(r.Action == policy.Quota || r.Action == policy.Throttle) {
 			hold(r.Tenant)
 		}
 	}
 	for _, bu := range pol.Budgets {
-		if !strings.HasPrefix(bu.CreatedBy, autopilot.CreatedByPrefix) || bu.Mode != policy.Enforce ||
-			!bu.Expires.IsZero() && !now.Before(bu.Expires) {
+		if bu.Mode != policy.Enforce || !bu.Expires.IsZero() && !now.Before(bu.Expires) || !temporary(bu.CreatedBy, bu.Expires) {
 			continue
 		}
 		for _, m := range bu.Match {
@@ -247,6 +293,12 @@ func heldTenants(pol *policy.Policy, now time.Time) map[string]bool {
 		}
 	}
 	return held
+}
+
+// temporary reports whether a limit is one that holds a tenant down for
+// a while (the autopilot's, or one that expires), not its standing plan.
+func temporary(createdBy string, expires time.Time) bool {
+	return strings.HasPrefix(createdBy, autopilot.CreatedByPrefix) || !expires.IsZero()
 }
 
 // minutesOf returns name's ring in m, made if there is room for it (nil
@@ -260,15 +312,16 @@ func minutesOf(m map[string]*tenantMinutes, name string, most int) *tenantMinute
 	return tm
 }
 
-// add adds one second's p95, share and RU/s to minute m.
-func (tm *tenantMinutes) add(m int64, p95, share, ru float64) {
+// add adds one second's p95, share, RU/s and DB load to minute m.
+func (tm *tenantMinutes) add(m int64, p95, share, ru, db float64) {
 	slot := m % baselineSlots
 	if tm.at[slot] != m {
-		tm.at[slot], tm.p95[slot], tm.share[slot], tm.ru[slot], tm.n[slot] = m, 0, 0, 0, 0
+		tm.at[slot], tm.p95[slot], tm.share[slot], tm.ru[slot], tm.db[slot], tm.n[slot] = m, 0, 0, 0, 0, 0
 	}
 	tm.p95[slot] += p95
 	tm.share[slot] += share
 	tm.ru[slot] += ru
+	tm.db[slot] += db
 	tm.n[slot]++
 	tm.lastMinute = m
 }
@@ -289,6 +342,7 @@ func (b *baselineBook) turn(m int64) []byte {
 			b.served[name] = [3]float64{median(ps), median(ss), median(rs)}
 		}
 	}
+	b.turnBefore(m)
 	ps, ss, rs = b.turnP95(b.services, b.servedSvc, m, ps, ss, rs)
 	b.turnP95(b.routes, b.servedRoute, m, ps, ss, rs) // baselineroutes.go
 	return b.encode()
@@ -309,6 +363,32 @@ func (b *baselineBook) turnP95(rings map[string]*tenantMinutes, served map[strin
 		}
 	}
 	return ps, ss, rs
+}
+
+// turnBefore computes each tenant's load over the complete minutes
+// learnt (knows: at least need of them), its absent seconds counted as
+// none: what the tracker takes for the load of a row it has not seen.
+func (b *baselineBook) turnBefore(m int64) {
+	clear(b.before)
+	var full []int
+	for i := range baselineSlots {
+		if at := b.learnt.at[i]; b.learnt.n[i] >= b.seconds && at >= m-baselineSlots && at < m-b.gap {
+			full = append(full, i)
+		}
+	}
+	if b.knows = int64(len(full)) >= b.need; !b.knows {
+		return
+	}
+	rs, ds := make([]float64, len(full)), make([]float64, len(full))
+	for name, tm := range b.tenants {
+		for k, i := range full {
+			rs[k], ds[k] = 0, 0
+			if n := float64(b.learnt.n[i]); tm.at[i] == b.learnt.at[i] {
+				rs[k], ds[k] = tm.ru[i]/n, tm.db[i]/n
+			}
+		}
+		b.before[name] = [2]float64{median(rs), median(ds)}
+	}
 }
 
 // complete returns, in ps, ss and rs (reused), tm's means of the complete

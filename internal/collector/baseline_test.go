@@ -269,7 +269,7 @@ func TestBaselinePartialMinutes(t *testing.T) {
 			if m == 104 {
 				ru = 66
 			}
-			tm.add(m, 0.02, 0.1, ru)
+			tm.add(m, 0.02, 0.1, ru, 0)
 		}
 	}
 	_, _, rs := b.complete(&tm, 110, nil, nil, nil)

@@ -24,20 +24,25 @@ const maxBaselinesFile = 64 << 20
 
 // baselinesOnDisk is the saved book: each tenant's and each service's
 // minutes of the trailing hour, as sums over the seconds seen (a
-// service's share and RU/s are 0).
+// service's share, RU/s and DB load are 0), and the seconds learnt in
+// each minute ([unix minute, seconds]). A file from before DB load and
+// the seconds learnt were kept loads as well: its DB load is 0, and each
+// minute's seconds learnt are its tenant's most.
 type baselinesOnDisk struct {
 	Version  int                     `json:"version"`
 	Tenants  map[string][]minuteSums `json:"tenants"`
 	Services map[string][]minuteSums `json:"services,omitempty"`
+	Learnt   [][2]float64            `json:"learnt,omitempty"`
 	// Routes are the tenants' routes' minutes, by "tenant route" (a NUL
-	// between them; a route's share and RU/s are 0). Files from before
-	// route baselines have none.
+	// between them; a route's share, RU/s and DB load are 0). Files from
+	// before route baselines have none.
 	Routes map[string][]minuteSums `json:"routes,omitempty"`
 }
 
 // minuteSums is one minute of a tenant: [unix minute, seconds seen, p95
-// seconds, share of RU, RU/s] (the last three summed over the seconds).
-type minuteSums [5]float64
+// seconds, share of RU, RU/s, DB load] (the last four summed over the
+// seconds; an older file's five leave the DB load 0).
+type minuteSums [6]float64
 
 // encode returns the book's minutes as saved (nil when it is not saved).
 // b.mu is held.
@@ -46,6 +51,11 @@ func (b *baselineBook) encode() []byte {
 		return nil
 	}
 	d := baselinesOnDisk{Version: 1, Tenants: b.encodeRings(b.tenants), Services: b.encodeRings(b.services), Routes: b.encodeRings(b.routes)}
+	for i := range baselineSlots {
+		if b.learnt.n[i] > 0 && b.learnt.at[i] >= b.minute-baselineSlots {
+			d.Learnt = append(d.Learnt, [2]float64{float64(b.learnt.at[i]), float64(b.learnt.n[i])})
+		}
+	}
 	out, err := json.Marshal(d)
 	if err != nil {
 		return nil // cannot happen: finite numbers and strings
@@ -60,7 +70,7 @@ func (b *baselineBook) encodeRings(rings map[string]*tenantMinutes) map[string][
 		var ms []minuteSums
 		for i := range baselineSlots {
 			if tm.n[i] > 0 && tm.at[i] >= b.minute-baselineSlots {
-				ms = append(ms, minuteSums{float64(tm.at[i]), float64(tm.n[i]), tm.p95[i], tm.share[i], tm.ru[i]})
+				ms = append(ms, minuteSums{float64(tm.at[i]), float64(tm.n[i]), tm.p95[i], tm.share[i], tm.ru[i], tm.db[i]})
 			}
 		}
 		if ms != nil {
@@ -127,7 +137,30 @@ func (b *baselineBook) load(path string) error {
 			b.routes[key] = decodeRing(ms)
 		}
 	}
+	b.loadLearnt(d.Learnt)
 	return nil
+}
+
+// loadLearnt sets the seconds learnt in each minute, as saved; a file
+// that has none (from before they were kept) gives each minute its
+// tenants' most. b.mu is held.
+func (b *baselineBook) loadLearnt(learnt [][2]float64) {
+	set := func(m int64, n int) {
+		if slot := m % baselineSlots; m > 0 && n > 0 && (b.learnt.at[slot] != m || b.learnt.n[slot] < n) {
+			b.learnt.at[slot], b.learnt.n[slot] = m, n
+		}
+	}
+	for _, x := range learnt {
+		set(int64(x[0]), int(x[1]))
+	}
+	if len(learnt) > 0 {
+		return
+	}
+	for _, tm := range b.tenants {
+		for i := range baselineSlots {
+			set(tm.at[i], tm.n[i])
+		}
+	}
 }
 
 // decodeRing is a ring of minutes as saved.
@@ -139,7 +172,7 @@ func decodeRing(ms []minuteSums) *tenantMinutes {
 			continue
 		}
 		slot := m % baselineSlots
-		tm.at[slot], tm.n[slot], tm.p95[slot], tm.share[slot], tm.ru[slot] = m, n, x[2], x[3], x[4]
+		tm.at[slot], tm.n[slot], tm.p95[slot], tm.share[slot], tm.ru[slot], tm.db[slot] = m, n, x[2], x[3], x[4], x[5]
 		tm.lastMinute = max(tm.lastMinute, m)
 	}
 	return tm

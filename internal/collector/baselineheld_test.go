@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -128,9 +129,10 @@ func TestBaselinesNotLearntWhileHeld(t *testing.T) {
 	}
 }
 
-// TestHeldTenants: only a limit the autopilot wrote, in force, holds a
-// tenant: a quota, a throttle or an enforced budget; not a price rule, a
-// shadow rule, a warn budget, an expired rule, or one written by hand.
+// TestHeldTenants: a temporary limit in force holds a tenant — a quota,
+// a throttle or an enforced budget that the autopilot wrote or that
+// expires, by hand too; not a price rule, a shadow rule, a warn budget,
+// an expired limit, or a standing budget written by hand (no expiry).
 func TestHeldTenants(t *testing.T) {
 	now := time.Date(2026, 12, 4, 4, 0, 0, 0, time.UTC)
 	later := now.Add(time.Minute)
@@ -142,10 +144,15 @@ func TestHeldTenants(t *testing.T) {
 		{ID: "4", Tenant: "shadow", Action: policy.Quota, Shadow: true, Expires: later, CreatedBy: by},
 		{ID: "5", Tenant: "expired", Action: policy.Quota, Expires: now, CreatedBy: by},
 		{ID: "6", Tenant: "by-hand", Action: policy.Quota, Expires: later, CreatedBy: "ops@10.0.0.1"},
+		{ID: "6b", Tenant: "by-hand-throttle", Action: policy.Throttle, Expires: later, CreatedBy: "qtop (ops)"},
+		{ID: "6c", Tenant: "by-hand-expired", Action: policy.Throttle, Expires: now, CreatedBy: "qtop (ops)"},
 	}, Budgets: []policy.Budget{
 		{ID: "7", Match: []map[string]string{{"tenant": "budget"}}, Mode: policy.Enforce, Expires: later, CreatedBy: by},
 		{ID: "8", Match: []map[string]string{{"tenant": "warn"}}, Mode: policy.Warn, Expires: later, CreatedBy: by},
 		{ID: "9", Match: []map[string]string{{"tenant": "budget-expired"}}, Mode: policy.Enforce, Expires: now, CreatedBy: by},
+		{ID: "10", Match: []map[string]string{{"tenant": "budget-by-hand"}}, Mode: policy.Enforce, Expires: later, CreatedBy: "ops"},
+		{ID: "11", Match: []map[string]string{{"tenant": "standing"}}, Mode: policy.Enforce, CreatedBy: "ops"},
+		{ID: "12", Match: []map[string]string{{"tenant": "budget-no-expiry"}}, Mode: policy.Enforce, CreatedBy: by},
 	}}
 	got := heldTenants(pol, now)
 	var names []string
@@ -153,11 +160,64 @@ func TestHeldTenants(t *testing.T) {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	if want := []string{"budget", "quota", "throttle"}; !slices.Equal(names, want) {
+	if want := []string{"budget", "budget-by-hand", "budget-no-expiry", "by-hand", "by-hand-throttle", "quota", "throttle"}; !slices.Equal(names, want) {
 		t.Fatalf("held %v, want %v", names, want)
 	}
 	if heldTenants(&policy.Policy{}, now) != nil {
 		t.Fatal("an empty policy holds tenants")
+	}
+}
+
+// TestBaselinesNotLearntUnderAThrottleByHand: an admin throttles
+// bigcorp's import from qtop (t: 15 minutes, at its usual 10 RU/s) at
+// 6:20; none of its seconds under the throttle are learnt, as under the
+// autopilot's quota. Before, they were (only the autopilot's limits
+// held), and its usual load, once the throttle expired, looked like a
+// new incident. Under a standing budget written by hand (no expiry: the
+// tenant's plan) it keeps teaching.
+func TestBaselinesNotLearntUnderAThrottleByHand(t *testing.T) {
+	const importAt, heldAt, end = 360, 380, 600
+	start := time.Date(2026, 12, 4, 4, 0, 0, 0, time.UTC)
+	ru := func(sec int) float64 {
+		switch {
+		case sec < importAt:
+			return 10
+		case sec < heldAt:
+			return 800
+		}
+		return 10
+	}
+	learnt := func(pol func(sec int) *policy.Policy) int {
+		b := newBaselineBook()
+		(&heldBook{start: start}).feed(b, 0, end, ru, pol)
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		n := 0
+		if tm := b.tenants["bigcorp"]; tm != nil {
+			for i := range baselineSlots {
+				if m := tm.at[i] - start.Unix()/60; m > heldAt/60 {
+					n += tm.n[i]
+				}
+			}
+		}
+		return n
+	}
+	throttle := func(sec int) *policy.Policy {
+		if sec < heldAt {
+			return &policy.Policy{}
+		}
+		return &policy.Policy{Rules: []policy.Rule{{ID: "r1", Tenant: "bigcorp", Action: policy.Throttle, RUPerSecond: 10,
+			Expires: start.Add(heldAt*time.Second + 15*time.Minute), Reason: "throttled from qtop (ops) for 15m0s", CreatedBy: "qtop (ops)"}}}
+	}
+	if n := learnt(throttle); n != 0 {
+		t.Errorf("bigcorp's seconds learnt under the throttle by hand: %d", n)
+	}
+	standing := func(int) *policy.Policy {
+		return &policy.Policy{Budgets: []policy.Budget{{ID: "plan", Match: []map[string]string{{"tenant": "bigcorp"}},
+			Concurrency: 4, Mode: policy.Enforce, Reason: "plan", CreatedBy: "ops"}}}
+	}
+	if n := learnt(standing); n < 3*minuteSeconds {
+		t.Errorf("under a standing budget by hand, bigcorp's seconds learnt after the import: %d, want its usual minutes", n)
 	}
 }
 
@@ -225,5 +285,35 @@ func TestBaselinesNotLearntUnderTheDemoQuota(t *testing.T) {
 	}
 	if len(learnt) > 0 {
 		t.Fatalf("bigcorp's seconds learnt while the quota held it, by minute from the apply's: %v", learnt)
+	}
+}
+
+// TestHeldLoadNotInTheShares: while the autopilot's quota holds bigcorp
+// (200 RU/s, the limit's), the other tenants' shares are learnt against
+// the load that is theirs, not against a total half of which is the
+// limit's: t00's share (10 of the 200 RU/s of 20 tenants) is 5%, as it
+// is without bigcorp. Before, it was learnt as 2.5%, and a victim's
+// share, judged against that, looked doubled once the limit lifted.
+func TestHeldLoadNotInTheShares(t *testing.T) {
+	start := time.Date(2026, 12, 4, 4, 0, 0, 0, time.UTC)
+	by := autopilot.CreatedByPrefix + "noisy"
+	pol := func(int) *policy.Policy {
+		return &policy.Policy{Rules: []policy.Rule{{ID: "autopilot-noisy-1", Tenant: "bigcorp", Action: policy.Quota,
+			RUPerSecond: 200, Expires: start.Add(time.Hour), CreatedBy: by}}}
+	}
+	b := newBaselineBook()
+	(&heldBook{start: start}).feed(b, 0, 180, func(int) float64 { return 200 }, pol)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	tm := b.tenants["t00"]
+	slot := (start.Unix()/60 + 1) % baselineSlots
+	if tm == nil || tm.n[slot] != 60 {
+		t.Fatalf("t00's second minute not learnt whole: %+v", tm)
+	}
+	if got := tm.share[slot] / float64(tm.n[slot]); math.Abs(got-0.05) > 1e-12 {
+		t.Fatalf("t00's share learnt %v, want 0.05 (10 of the 200 RU/s not held)", got)
+	}
+	if _, ok := b.tenants["bigcorp"]; ok {
+		t.Fatal("bigcorp learnt while held")
 	}
 }

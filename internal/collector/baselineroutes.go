@@ -14,7 +14,7 @@ import (
 // toward its slow routes is no victim, on every qtop alike.
 //
 // maxBaselineRoutes bounds the routes followed, all tenants together
-// (each ring about 2.4 KB in memory, up to 12 MB of the saved file): the
+// (each ring about 3 KB in memory, up to 14 MB of the saved file): the
 // first ones seen take the room, and a tenant whose routes found none is
 // judged on its own p95 as before.
 const maxBaselineRoutes = maxBaselineTenants
@@ -29,7 +29,7 @@ func (b *baselineBook) learnRoutes(r *api.TenantRow, m int64) {
 			continue
 		}
 		if tm := minutesOf(b.routes, routeKey(r.Tenant, rt.Route), maxBaselineRoutes); tm != nil {
-			tm.add(m, rt.P95Seconds, 0, 0)
+			tm.add(m, rt.P95Seconds, 0, 0, 0)
 		}
 	}
 }
