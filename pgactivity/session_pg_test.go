@@ -84,8 +84,12 @@ func TestSetSessionTags(t *testing.T) {
 		session     bool
 	}{
 		{"svc|t=acme|T2", "SELECT 1", "acme", "svc", tenant.T2, true},
-		{"svc|t=acme|T2", "SELECT 1 /*tenant='other',tier='T1'*/", "other", "svc", tenant.T1, true},
-		{"svc|t=acme", "SELECT 1 /*tenant='other'*/", "other", "svc", tenant.TierUnset, true},
+		{"svc|t=acme|T2", "SELECT 1 /*tenant='beta',tier='T1'*/", "beta", "svc", tenant.T1, true},
+		{"svc|t=acme", "SELECT 1 /*tenant='beta'*/", "beta", "svc", tenant.TierUnset, true},
+		// A tenant named like the overflow row, from either door, is
+		// counted under its stand-in.
+		{"svc|t=other", "SELECT 1", tenant.Escape(tenant.Other), "svc", tenant.TierUnset, true},
+		{"svc|t=acme", "SELECT 1 /*tenant='other'*/", tenant.Escape(tenant.Other), "svc", tenant.TierUnset, true},
 		{"psql", "SELECT 1", "", "psql", tenant.TierUnset, false},
 		{"svc|t=(untagged)", "SELECT 1", "", "svc|t=(untagged)", tenant.TierUnset, false},
 		{"|t=acme", "SELECT 1 /*application='web'*/", "acme", "web", tenant.TierUnset, true},
