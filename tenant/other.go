@@ -8,11 +8,18 @@ package tenant
 const Other = "other"
 
 // Escape returns the name qtop counts tenant s under wherever it
-// aggregates by tenant: s itself, except for a tenant named [Other],
-// which would otherwise merge with the overflow row. That one comes
-// back as its stand-in, formed as [Substitute] forms a bad name's:
+// aggregates by tenant: s itself, except for the names qtop's own rows
+// have, which come back as their stand-ins, formed as [Substitute] forms
+// a bad name's:
 //
-//	"other"   other#d9298a10d1b07358
+//	"other"           other#d9298a10d1b07358   (the overflow row)
+//	"~abcdefghijkl"   ~abcdefghijkl#…          (the form of a session id)
+//
+// A session id ([IsSessionID]) is the name session tagging writes in
+// PostgreSQL's application_name for a tenant whose name does not fit
+// there; the sampler counts a session under its id until it learns the
+// name. A tenant really named like an id is escaped, so a row named like
+// an id is always one.
 //
 // Every door where load enters qtop (a meter.Recorder's records, the
 // agent's and the gate's metrics and pool waits, OpenTelemetry spans,
@@ -21,12 +28,30 @@ const Other = "other"
 // so a tenant named "other" is one row of its own everywhere, billed and
 // throttled under its stand-in. The tags in a request's context keep the
 // name as given (the application reads it back unchanged, and SQL
-// comments carry it). Escape does not allocate.
+// comments carry it). Escape allocates only for a name of an id's form.
 func Escape(s string) string {
-	if s == Other {
+	switch {
+	case s == Other:
 		return otherStandIn
+	case IsSessionID(s):
+		return standIn(s)
 	}
 	return s
+}
+
+// IsSessionID reports whether s has the form of the short id session
+// tagging writes for a tenant (sqlcomment.TenantID): '~' and 12 of
+// a–z, 2–7 (60 bits of the name's SHA-256 in base32).
+func IsSessionID(s string) bool {
+	if len(s) != 13 || s[0] != '~' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '2' && c <= '7') {
+			return false
+		}
+	}
+	return true
 }
 
 // otherStandIn is Escape(Other), computed once.

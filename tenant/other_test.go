@@ -22,3 +22,28 @@ func TestEscapeOther(t *testing.T) {
 		t.Errorf("Escape allocates %v times", n)
 	}
 }
+
+func TestEscapeSessionID(t *testing.T) {
+	const id = "~abcdefghij23"
+	if !IsSessionID(id) {
+		t.Fatalf("%q is not an id", id)
+	}
+	for _, s := range []string{"~abcdefghij2", "~abcdefghij234", "~abcdefghij18", "~ABCDEFGHIJKL", "abcdefghijklm", "~abcdefghij2#"} {
+		if IsSessionID(s) {
+			t.Errorf("%q taken for an id", s)
+		}
+		if e := Escape(s); e != s {
+			t.Errorf("Escape(%q) = %q, want it unchanged", s, e)
+		}
+	}
+	got := Escape(id)
+	if got == id || IsSessionID(got) || ValidateTenant(got) != nil || got[:len(id)+1] != id+"#" {
+		t.Errorf("Escape(%q) = %q, want a valid stand-in that is no id", id, got)
+	}
+	if Escape(got) != got {
+		t.Errorf("Escape is not idempotent on %q", got)
+	}
+	if name, sub := Substitute(id); name != got || sub {
+		t.Errorf("Substitute(%q) = %q, %v; want %q, false", id, name, sub, got)
+	}
+}
