@@ -159,7 +159,9 @@ type Snapshot struct {
 	Autopilot *AutopilotStatus `json:"autopilot,omitempty"`
 	Collector CollectorStatus  `json:"collector"`
 	// Peers, in a fleet snapshot (a collector with peers, see Merge), says
-	// which collectors' snapshots it holds.
+	// which collectors' snapshots it holds: first the collector itself,
+	// once ("self", or "URL (self)" when its own address is among its
+	// peers), then each other peer.
 	Peers []PeerStatus `json:"peers,omitempty"`
 }
 
