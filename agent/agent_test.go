@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -465,6 +466,23 @@ func TestPoolWaitsBounded(t *testing.T) {
 	}
 	if got := p.take(); got != nil {
 		t.Errorf("second take %+v", got)
+	}
+}
+
+// A tenant named like the overflow entry waits under its stand-in, apart
+// from the tenants beyond the limit.
+func TestPoolWaitsTenantNamedOther(t *testing.T) {
+	p := poolWaits{max: 2}
+	p.add(report.OtherTenant, time.Second)
+	p.add("a", time.Millisecond)
+	p.add("b", time.Millisecond)
+	got := map[string]uint64{}
+	for _, w := range p.take() {
+		got[w.Tenant] = w.Count
+	}
+	want := map[string]uint64{tenant.Escape(report.OtherTenant): 1, report.OtherTenant: 2}
+	if !maps.Equal(got, want) {
+		t.Errorf("waits %v, want %v", got, want)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/report"
+	"github.com/qtop-dev/qtop/tenant"
 )
 
 // poolWaits sums connection-pool waits per tenant over a report window,
@@ -24,6 +25,7 @@ func (p *poolWaits) add(t string, d time.Duration) {
 	if t == "" {
 		t = report.UnknownTenant
 	}
+	t = tenant.Escape(t) // a tenant named "other" waits apart from the others
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.m == nil {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/tenant"
 )
 
 // Paths of the collector's HTTP API.
@@ -88,8 +89,9 @@ const (
 var Groups = []string{GroupTenant, GroupApplication, GroupUser, GroupDatabase, GroupClient, GroupFingerprint}
 
 // OtherTenant names the final row of Snapshot.Tenants: the exact totals of
-// every tenant beyond the top N.
-const OtherTenant = "other"
+// every tenant beyond the top N. A tenant really named so has a row of its
+// own under its stand-in (tenant.Escape), so this row is never a tenant.
+const OtherTenant = tenant.Other
 
 // HistoryLen is the number of per-second points of every History series.
 const HistoryLen = 120
@@ -157,7 +159,9 @@ type Snapshot struct {
 	Autopilot *AutopilotStatus `json:"autopilot,omitempty"`
 	Collector CollectorStatus  `json:"collector"`
 	// Peers, in a fleet snapshot (a collector with peers, see Merge), says
-	// which collectors' snapshots it holds.
+	// which collectors' snapshots it holds: first the collector itself,
+	// once ("self", or "URL (self)" when its own address is among its
+	// peers), then each other peer.
 	Peers []PeerStatus `json:"peers,omitempty"`
 }
 

@@ -3,6 +3,7 @@ package autopilot
 import (
 	"errors"
 	"fmt"
+	"github.com/qtop-dev/qtop/tenant"
 	"maps"
 	"slices"
 	"sync"
@@ -91,7 +92,7 @@ func (e *Engine) SetPolicy(a policy.Autopilot) error {
 	}
 	allow := make(map[string]bool, len(a.Allow))
 	for _, t := range a.Allow {
-		allow[t] = true
+		allow[tenant.Escape(t)] = true // the row name of a tenant named "other"
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()

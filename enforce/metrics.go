@@ -70,7 +70,8 @@ func NewMetrics(reg prometheus.Registerer, e *Enforcer, n int, rerank time.Durat
 }
 
 // ObserveAt counts one request of tenant t: the RU charged and whether
-// it was refused.
+// it was refused. A tenant named like the "other" series counts under its
+// stand-in (tenant.Escape), apart from it.
 func (m *Metrics) ObserveAt(now time.Time, t string, ru float64, refused bool) {
 	var v topn.Values
 	v[topn.RU] = ru
@@ -78,7 +79,7 @@ func (m *Metrics) ObserveAt(now time.Time, t string, ru float64, refused bool) {
 	if refused {
 		v[topn.Errors] = 1
 	}
-	_ = m.rank.Add(t, v) // rejects only invalid values, which ru never is
+	_ = m.rank.Add(tenant.Escape(t), v) // rejects only invalid values, which ru never is
 	n := now.UnixNano()
 	if next := m.next.Load(); n >= next && m.next.CompareAndSwap(next, n+m.every) && next != 0 {
 		m.rank.Rerank()

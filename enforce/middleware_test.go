@@ -2,6 +2,7 @@ package enforce
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -268,5 +269,30 @@ func TestMiddlewareConcurrent(t *testing.T) {
 	}
 	if q.InFlight() != 0 {
 		t.Errorf("%d slots leaked", q.InFlight())
+	}
+}
+
+// A tenant named like the "other" series has a series of its own, under
+// its stand-in; "other" keeps only the tenants beyond the top N.
+func TestMetricsTenantNamedOther(t *testing.T) {
+	e := newTestEnforcer(t)
+	reg := prometheus.NewRegistry()
+	met, err := NewMetrics(reg, e, 2, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := t0
+	met.ObserveAt(at, tenant.Other, 1, false)
+	met.ObserveAt(at, tenant.Other, 1, false)
+	met.ObserveAt(at.Add(2*time.Second), "acme", 1, false) // reranks
+	want := fmt.Sprintf(`
+# HELP qtop_enforce_tenant_requests_total Requests per tenant, top N and other.
+# TYPE qtop_enforce_tenant_requests_total counter
+qtop_enforce_tenant_requests_total{tenant="acme"} 1
+qtop_enforce_tenant_requests_total{tenant="other"} 0
+qtop_enforce_tenant_requests_total{tenant=%q} 2
+`, tenant.Escape(tenant.Other))
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "qtop_enforce_tenant_requests_total"); err != nil {
+		t.Error(err)
 	}
 }

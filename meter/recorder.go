@@ -25,7 +25,8 @@ import (
 // weight exceeds it (the evicted tenant's rows are folded into
 // report.OtherTenant), and otherwise its record goes straight to report.OtherTenant. So
 // the heavy tenants of a window have rows of their own, and the totals
-// over all rows, report.OtherTenant included, are exact.
+// over all rows, report.OtherTenant included, are exact. A tenant really
+// named like that row counts under its stand-in (tenant.Escape), apart.
 //
 // Each row holds a 9 KiB latency histogram, so memory is about 9.3 KiB
 // per row seen in a window: at most WithMaxRows (plus three per shard)
@@ -188,15 +189,7 @@ func (r *Recorder) Source() report.Source { return r.cfg.source }
 // rec.Time is informational (the record counts in the window open when
 // Record is called).
 func (r *Recorder) Record(rec Record) {
-	name := rec.Tags.Tenant
-	invalid := false
-	if name == "" {
-		name = report.UnknownTenant
-	} else if len(name) > tenant.MaxTenantLen {
-		// Its stand-in, as every door names it: never merged with
-		// another tenant's load or the untagged load.
-		name, invalid = tenant.Substitute(name)
-	}
+	name, invalid := rowTenant(rec.Tags.Tenant)
 	route := rec.Tags.Route
 	if len(route) > tenant.MaxRouteLen {
 		route, invalid = report.OtherRoute, true
@@ -267,6 +260,21 @@ func (r *Recorder) Record(rec Record) {
 	s.mu.Unlock()
 }
 
+// rowTenant returns the name a record of tenant name counts under, and
+// whether it is a bad one: report.UnknownTenant for none; an over-long
+// name's stand-in, as every door names it (never merged with another
+// tenant's load or the untagged load); a tenant named like the overflow
+// row escaped apart from it (tenant.Escape).
+func rowTenant(name string) (string, bool) {
+	switch {
+	case name == "":
+		return report.UnknownTenant, false
+	case len(name) > tenant.MaxTenantLen:
+		return tenant.Substitute(name)
+	}
+	return tenant.Escape(name), false
+}
+
 // recordWeight is a record's weight in the tenant sketch: its duration
 // plus a microsecond, so that many instant records still weigh something.
 func recordWeight(d time.Duration) uint64 {
@@ -281,9 +289,6 @@ func recordWeight(d time.Duration) uint64 {
 // tenant's estimate (its filter bucket plus weight) reaches it, and
 // otherwise w.other. The caller adds weight to what it gets.
 func (r *Recorder) admit(w *window, st *shardStats, name string, h, weight uint64) *tenantAgg {
-	if name == report.OtherTenant {
-		return &w.other
-	}
 	a := &w.alpha[h>>(64-r.alphaBits)]
 	if len(w.heap) < r.perShard {
 		t := w.newTenant(name)

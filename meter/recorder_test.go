@@ -224,6 +224,30 @@ func TestRecorderRouteAndRowLimits(t *testing.T) {
 	}
 }
 
+// A tenant named like the overflow row is a tenant of its own: counted
+// under its stand-in, never in the overflow row, which keeps exactly the
+// tenants beyond the limit.
+func TestRecorderTenantNamedOther(t *testing.T) {
+	rec := mustRecorder(fixedClock(t0), WithMaxTenants(2), WithShards(1))
+	for range 5 {
+		rec.Record(Record{Tags: tenant.Tags{Tenant: report.OtherTenant, Route: "r"}, Duration: time.Second})
+	}
+	rec.Record(Record{Tags: tenant.Tags{Tenant: "a", Route: "r"}, Duration: time.Second})
+	for i := range 3 {
+		rec.Record(Record{Tags: tenant.Tags{Tenant: fmt.Sprint("small", i), Route: "r"}, Duration: time.Microsecond})
+	}
+	got := rowsByKey(rec.Cut(t0.Add(time.Second)))
+	want := map[string]uint64{tenant.Escape(report.OtherTenant) + "|r|request": 5, "a|r|request": 1, "other|r|request": 3}
+	if len(got) != len(want) {
+		t.Fatalf("rows %v, want %v", got, want)
+	}
+	for k, n := range want {
+		if got[k].Count != n {
+			t.Errorf("row %s: %d records, want %d", k, got[k].Count, n)
+		}
+	}
+}
+
 func TestRecorderInvalid(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	rec := mustRecorder(fixedClock(t0), WithRegisterer(reg))
@@ -236,7 +260,7 @@ func TestRecorderInvalid(t *testing.T) {
 	rep := rec.Cut(t0.Add(time.Second))
 	got := rowsByKey(rep)
 	stand, _ := tenant.Substitute(long)
-	want := map[string]uint64{stand + "|r|request": 1, "a|other|request": 1, "a|r|request": 2, "other|r|request": 1}
+	want := map[string]uint64{stand + "|r|request": 1, "a|other|request": 1, "a|r|request": 2, tenant.Escape(report.OtherTenant) + "|r|request": 1}
 	if len(got) != len(want) {
 		t.Fatalf("rows %v, want %v", got, want)
 	}

@@ -43,9 +43,11 @@ func (b *Backend) setSessionTags(names func(string) (string, bool)) {
 	}
 	if b.Tenant == "" {
 		b.Tenant = a.Tenant
-		if a.ID && names != nil {
+		if !a.ID {
+			b.Tenant = tenant.Escape(a.Tenant) // as the comment's door names it
+		} else if names != nil {
 			if name, ok := names(a.Tenant); ok && tenant.ValidateTenant(name) == nil {
-				b.Tenant = name
+				b.Tenant = tenant.Escape(name)
 			}
 		}
 	}

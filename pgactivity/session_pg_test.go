@@ -84,8 +84,12 @@ func TestSetSessionTags(t *testing.T) {
 		session     bool
 	}{
 		{"svc|t=acme|T2", "SELECT 1", "acme", "svc", tenant.T2, true},
-		{"svc|t=acme|T2", "SELECT 1 /*tenant='other',tier='T1'*/", "other", "svc", tenant.T1, true},
-		{"svc|t=acme", "SELECT 1 /*tenant='other'*/", "other", "svc", tenant.TierUnset, true},
+		{"svc|t=acme|T2", "SELECT 1 /*tenant='beta',tier='T1'*/", "beta", "svc", tenant.T1, true},
+		{"svc|t=acme", "SELECT 1 /*tenant='beta'*/", "beta", "svc", tenant.TierUnset, true},
+		// A tenant named like the overflow row, from either door, is
+		// counted under its stand-in.
+		{"svc|t=other", "SELECT 1", tenant.Escape(tenant.Other), "svc", tenant.TierUnset, true},
+		{"svc|t=acme", "SELECT 1 /*tenant='other'*/", tenant.Escape(tenant.Other), "svc", tenant.TierUnset, true},
 		{"psql", "SELECT 1", "", "psql", tenant.TierUnset, false},
 		{"svc|t=(untagged)", "SELECT 1", "", "svc|t=(untagged)", tenant.TierUnset, false},
 		{"|t=acme", "SELECT 1 /*application='web'*/", "acme", "web", tenant.TierUnset, true},
@@ -125,16 +129,7 @@ func TestSessionIDNamedFromComments(t *testing.T) {
 	sfx := suffix(t)
 	long, unnamed := strings.Repeat("ü", 25)+sfx, strings.Repeat("ö", 25)+sfx
 	ctx := context.Background()
-	opts := []sqlcomment.Option{sqlcomment.WithApplication("svc-" + sfx), sqlcomment.WithMode(sqlcomment.ModeSession)}
-	begin := func(name string) *session {
-		s := connect(t)
-		tx, err := pgxcomment.Wrap(s.conn, opts...).Begin(tenant.With(ctx, tenant.Tags{Tenant: name, Tier: tenant.T2}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { tx.Rollback(ctx) })
-		return s
-	}
+	begin := func(name string) *session { return beginTagged(t, sfx, name) }
 	byID, byIDUnnamed := begin(long), begin(unnamed)
 	commented := connect(t)
 	tx, err := commented.conn.Begin(ctx)
@@ -170,4 +165,59 @@ func TestSessionIDNamedFromComments(t *testing.T) {
 		t.Fatal(err)
 	}
 	check("a sampler that never saw the comment", snap, byID, sqlcomment.TenantID(long))
+}
+
+// TestSessionIDNotARealTenant: a tenant whose real name is another
+// tenant's session id (sqlcomment.TenantID) is never counted under that
+// id, whether it arrives in application_name or in a comment: an id in a
+// row is always an id, and the real tenant counts under its stand-in
+// (tenant.Escape).
+func TestSessionIDNotARealTenant(t *testing.T) {
+	sfx := suffix(t)
+	unnamed := strings.Repeat("ö", 25) + sfx
+	id := sqlcomment.TenantID(unnamed)
+	ctx := context.Background()
+	begin := func(name string) *session { return beginTagged(t, sfx, name) }
+	byID, named := begin(unnamed), begin(id)
+	commented := connect(t)
+	tx, err := commented.conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(ctx) })
+	if _, err := tx.Exec(ctx, tagged("SELECT 1", id, "r")); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := NewSampler(newPool(t, "", "")).Sample(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	under := func(s *session) string {
+		b, _ := byPID(snap, s.pid)
+		return b.Tenant
+	}
+	if got := under(byID); got != id {
+		t.Errorf("the unresolved session under %q, want its id %q", got, id)
+	}
+	for _, s := range []*session{named, commented} {
+		if got := under(s); got == id || got != tenant.Escape(id) {
+			t.Errorf("the tenant really named %q (session %d) under %q: want its stand-in, apart from the id's row", id, s.pid, got)
+		}
+	}
+}
+
+// beginTagged opens a session and begins a transaction in it, tagged in
+// application_name (sqlcomment.ModeSession) with tenant name of tier T2,
+// rolled back when the test ends.
+func beginTagged(t *testing.T, sfx, name string) *session {
+	t.Helper()
+	ctx := context.Background()
+	opts := []sqlcomment.Option{sqlcomment.WithApplication("svc-" + sfx), sqlcomment.WithMode(sqlcomment.ModeSession)}
+	s := connect(t)
+	tx, err := pgxcomment.Wrap(s.conn, opts...).Begin(tenant.With(ctx, tenant.Tags{Tenant: name, Tier: tenant.T2}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback(ctx) })
+	return s
 }

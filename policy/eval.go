@@ -42,7 +42,8 @@ func Compile(p Policy, now time.Time) *Compiled {
 			if c.tenants == nil {
 				c.tenants = make(map[string][]Rule)
 			}
-			c.tenants[r.Tenant] = append(c.tenants[r.Tenant], r)
+			t := tenant.Escape(r.Tenant)
+			c.tenants[t] = append(c.tenants[t], r)
 		} else if i := r.Tier.Index(); i >= 0 {
 			c.tiers[i] = append(c.tiers[i], r)
 		}
@@ -129,7 +130,8 @@ func (o *Outcome) add(r *Rule, isTenant bool) {
 }
 
 // Eval returns what c means for tenant t of tier (TierUnset: the tenant
-// rules alone).
+// rules alone). A tenant named like the overflow row (tenant.Other) and
+// its stand-in (tenant.Escape) are one tenant: a rule for either applies.
 func (c *Compiled) Eval(t string, tier tenant.Tier) Eval {
 	e := Eval{Applied: Outcome{Multiplier: 1, TenantCap: -1, TierCap: -1},
 		Shadow: Outcome{Multiplier: 1, TenantCap: -1, TierCap: -1}}
@@ -137,7 +139,7 @@ func (c *Compiled) Eval(t string, tier tenant.Tier) Eval {
 		return e
 	}
 	if c.tenants != nil {
-		rs := c.tenants[t]
+		rs := c.tenants[tenant.Escape(t)]
 		for i := range rs {
 			e.outcome(&rs[i]).add(&rs[i], true)
 		}

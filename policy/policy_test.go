@@ -128,3 +128,21 @@ func TestValidateEncodedSize(t *testing.T) {
 		t.Fatalf("the same rules with short reasons: %v", err)
 	}
 }
+
+// A rule for a tenant named like the overflow row is a rule for that
+// tenant, which qtop shows under its stand-in: both names find it.
+func TestRuleForTenantNamedOther(t *testing.T) {
+	p := Policy{Version: 1, Rules: []Rule{
+		{ID: "a", Tenant: tenant.Other, Action: Throttle, RUPerSecond: 5, Expires: t0.Add(time.Hour), Reason: "x"},
+		{ID: "q", Tenant: tenant.Escape(tenant.Other), Action: Quota, RUPerSecond: 7, Expires: t0.Add(time.Hour), Reason: "x"},
+	}}
+	quotas := p.Quotas(t0)
+	for _, name := range []string{tenant.Other, tenant.Escape(tenant.Other)} {
+		if got, want := p.For(tenant.Tags{Tenant: name}, t0), (Effect{Multiplier: 1, Throttled: true, RUPerSecond: 5}); got != want {
+			t.Errorf("For(%q) = %+v, want %+v", name, got, want)
+		}
+		if l, ok := quotas(name, tenant.TierUnset); !ok || l.RUPerSecond != 7 {
+			t.Errorf("quota of %q: %+v, %v; want 7 RU/s", name, l, ok)
+		}
+	}
+}

@@ -27,6 +27,7 @@ type QuotaLimit struct {
 // tier, false when no rule matches. A tenant's own rule overrides its
 // tier's (as an override does a plan); among several rules of the same
 // kind the lowest limit wins, and an applied rule wins over a shadow one.
+// A tenant named tenant.Other and its stand-in (tenant.Escape) are one.
 func (p Policy) Quotas(now time.Time) func(t string, tier tenant.Tier) (QuotaLimit, bool) {
 	byTenant := map[string]QuotaLimit{}
 	var byTier [tenant.NumTiers]*QuotaLimit
@@ -45,8 +46,9 @@ func (p Policy) Quotas(now time.Time) func(t string, tier tenant.Tier) (QuotaLim
 		}
 		l := QuotaLimit{RUPerSecond: r.RUPerSecond, Shadow: r.Shadow}
 		if r.Tenant != "" {
-			if old, ok := byTenant[r.Tenant]; !ok || better(&old, r) {
-				byTenant[r.Tenant] = l
+			t := tenant.Escape(r.Tenant)
+			if old, ok := byTenant[t]; !ok || better(&old, r) {
+				byTenant[t] = l
 			}
 			continue
 		}
@@ -55,7 +57,7 @@ func (p Policy) Quotas(now time.Time) func(t string, tier tenant.Tier) (QuotaLim
 		}
 	}
 	return func(t string, tier tenant.Tier) (QuotaLimit, bool) {
-		if l, ok := byTenant[t]; ok {
+		if l, ok := byTenant[tenant.Escape(t)]; ok {
 			return l, true
 		}
 		if i := tier.Index(); i >= 0 && byTier[i] != nil {

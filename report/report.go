@@ -32,10 +32,12 @@ var (
 )
 
 // OtherTenant is the tenant of the row that holds, with exact totals, the
-// load of every tenant beyond the recorder's tenant sketch. OtherRoute
-// plays the same role for routes beyond a tenant's route limit.
+// load of every tenant beyond the recorder's tenant sketch (tenant.Other:
+// a tenant really named so is sent under its stand-in, tenant.Escape, so
+// a row of this name is always the overflow). OtherRoute plays the same
+// role for routes beyond a tenant's route limit.
 const (
-	OtherTenant = "other"
+	OtherTenant = tenant.Other
 	OtherRoute  = "other"
 	// UnknownTenant counts records that carried no tenant (or an
 	// invalid one): tenant.Untagged, a name no tenant can have.

@@ -18,7 +18,9 @@
 // spans, sampled PostgreSQL sessions) records it under its stand-in,
 // [Substitute]: a printable prefix and a hash of the whole name, the same
 // in every process, so that a bad name's load is billed apart from every
-// other tenant's, and counted.
+// other tenant's, and counted. A tenant named [Other], like the overflow
+// row of every top N, is counted under its stand-in too ([Escape]), so
+// that row only ever holds the tenants beyond the N.
 //
 // The zero [Tier] is [TierUnset]; a request whose tier nobody set is never
 // silently treated as [T0] (never shed). Callers choose the default with

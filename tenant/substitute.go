@@ -28,11 +28,19 @@ import (
 // tenant that chose one as its real name would share its row, as any two
 // senders of one name do.
 //
-// An empty name is no tenant (the load is untagged): it comes back empty.
+// A valid name is escaped ([Escape]): a tenant named [Other] comes back as
+// its stand-in, so that it never joins the overflow row, with substituted
+// false (the name is not bad). An empty name is no tenant (the load is
+// untagged): it comes back empty.
 func Substitute(s string) (name string, substituted bool) {
 	if s == "" || ValidateTenant(s) == nil {
-		return s, false
+		return Escape(s), false
 	}
+	return standIn(s), true
+}
+
+// standIn returns the stand-in of s (see Substitute).
+func standIn(s string) string {
 	prefix, _ := Clean(s, standInPrefix)
 	// A longer cut gives more only when the prefix is not all of s (the
 	// longest escape, \uNNNN, is 6 bytes).
@@ -45,7 +53,7 @@ func Substitute(s string) (name string, substituted bool) {
 	}
 	b = append(b, '#')
 	b = hex.AppendEncode(b, sum[:standInHash])
-	return string(b), true
+	return string(b)
 }
 
 // The stand-in of a bad name: its printable prefix, at most standInPrefix

@@ -30,6 +30,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -145,10 +146,11 @@ func (e *env) cpuSeconds() float64 {
 	return (u + sy) / 100
 }
 
-// report encodes one report of rows tenant rows of source inst at seq.
-func report(rng *rand.Rand, service, inst string, seq uint64, rows int, now time.Time) []byte {
+// report encodes one report of rows tenant rows of source inst at seq,
+// of the window [start, end).
+func report(rng *rand.Rand, service, inst string, seq uint64, rows int, start, end time.Time) []byte {
 	rep := &wire.Report{Source: wire.Source{Service: service, Instance: inst, Host: "loadhost"}, Seq: seq,
-		Start: now.Add(-time.Second), End: now, Rows: make([]wire.Row, rows)}
+		Start: start, End: end, Rows: make([]wire.Row, rows)}
 	pick := mix.picker(rng)
 	for j := range rows {
 		r := &rep.Rows[j]
@@ -254,18 +256,45 @@ func (e *env) fleet(ctx context.Context, service string, reporters, rows int, in
 	return e.fleetWith(ctx, service, reporters, rows, interval, d, false)
 }
 
-// encodeFleet encodes per reports for each of reporters processes.
-func encodeFleet(service string, reporters, rows, per int) [][][]byte {
-	bodies := make([][][]byte, reporters)
+// schedule is when each process of a run sends its reports: process i
+// sends its k-th (from 0) at start + phase[i] + k·interval, and that
+// report's window is the interval it ends.
+type schedule struct {
+	start    time.Time
+	interval time.Duration
+	phase    []time.Duration
+}
+
+// newSchedule plans reporters processes, one report each per interval,
+// their phases spread at random over the interval, from start.
+func newSchedule(start time.Time, interval time.Duration, reporters int) schedule {
+	s := schedule{start: start, interval: interval, phase: make([]time.Duration, reporters)}
+	for i := range s.phase {
+		s.phase[i] = time.Duration(rand.Int64N(int64(interval)))
+	}
+	return s
+}
+
+// sendAt is when process i sends its k-th report: the end of its window.
+func (s schedule) sendAt(i, k int) time.Time {
+	return s.start.Add(s.phase[i] + time.Duration(k)*s.interval)
+}
+
+// encodeFleet encodes per reports for each process of s, each stamped
+// with the window that ends when it is sent, so that a long run's load
+// lands in the minutes it is sent in.
+func encodeFleet(service string, s schedule, rows, per int) [][][]byte {
+	bodies := make([][][]byte, len(s.phase))
 	var wg sync.WaitGroup
-	for i := range reporters {
+	for i := range bodies {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(i), 7))
 			inst := fmt.Sprintf("%s-%d-%d", service, i, time.Now().UnixNano())
 			for k := range per {
-				bodies[i] = append(bodies[i], report(rng, service, inst, uint64(k+1), rows, time.Now()))
+				end := s.sendAt(i, k)
+				bodies[i] = append(bodies[i], report(rng, service, inst, uint64(k+1), rows, end.Add(-s.interval), end))
 			}
 		}()
 	}
@@ -273,13 +302,28 @@ func encodeFleet(service string, reporters, rows, per int) [][][]byte {
 	return bodies
 }
 
+// encodeLead estimates how long encoding per reports of rows rows for
+// reporters processes takes, from one report timed here, with a margin:
+// the run is planned to start after it.
+func encodeLead(reporters, rows, per int) time.Duration {
+	rng := rand.New(rand.NewPCG(0, 7))
+	t0 := time.Now()
+	report(rng, "lead", "lead", 1, rows, t0.Add(-time.Second), t0)
+	one := time.Since(t0)
+	n := time.Duration(reporters * per / max(runtime.GOMAXPROCS(0), 1))
+	return n*one*3/2 + time.Second
+}
+
 // fleetWith is fleet; with raw, each process posts over a rawConn.
 func (e *env) fleetWith(ctx context.Context, service string, reporters, rows int, interval, d time.Duration, raw bool) *result {
 	per := int(d/interval) + 1
 	// Encoding takes about as long as the run on two cores: say when the
 	// run starts, for a profile or a watch of the collector to begin then.
-	fmt.Fprintf(os.Stderr, "collectorload: encoding %d reports of %d rows before the run…\n", reporters*per, rows)
-	bodies := encodeFleet(service, reporters, rows, per)
+	// Each report is stamped with the window it is sent at the end of, so
+	// the run is planned before encoding, to start once it is done.
+	plan := newSchedule(time.Now().Add(encodeLead(reporters, rows, per)), interval, reporters)
+	fmt.Fprintf(os.Stderr, "collectorload: encoding %d reports of %d rows before the run (planned at %s)…\n", reporters*per, rows, plan.start.Format(time.TimeOnly))
+	bodies := encodeFleet(service, plan, rows, per)
 	// With raw, the requests are made whole here too: made in the run, by
 	// every process at once, their copying took the cores for its first
 	// half second and was counted as the collector's latency.
@@ -299,16 +343,22 @@ func (e *env) fleetWith(ctx context.Context, service string, reporters, rows int
 	if e.prepared != nil {
 		e.prepared()
 	}
+	if late := time.Since(plan.start); late > 0 {
+		// Started as planned, the first reports would all go at once.
+		fmt.Fprintf(os.Stderr, "collectorload: encoding overran the plan by %v: each report is sent that much after its window\n", late.Round(time.Millisecond))
+		plan.start = time.Now()
+	} else {
+		time.Sleep(-late)
+	}
 	fmt.Fprintf(os.Stderr, "collectorload: %s: the run starts, %s\n", time.Now().Format(time.TimeOnly), d)
 	res := &result{}
 	cpu0 := e.cpuSeconds()
-	start := time.Now()
+	start := plan.start
 	for i := range reporters {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			phase := time.Duration(rand.Int64N(int64(interval)))
-			next := start.Add(phase)
+			next := plan.sendAt(i, 0)
 			var rc *rawConn
 			n := len(bodies[i])
 			if raw {
@@ -350,7 +400,7 @@ func (e *env) fleetWith(ctx context.Context, service string, reporters, rows int
 					status, msg, lat = e.post(ctx, "/v1/reports", wire.ContentType, bodies[i][k])
 				}
 				res.add(status, lat, msg)
-				next = next.Add(interval)
+				next = plan.sendAt(i, k+1)
 			}
 		}()
 	}

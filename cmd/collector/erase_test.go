@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/csv"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -103,5 +104,38 @@ func TestEraseCommand(t *testing.T) {
 	if code := run([]string{"erase", "--tenant", "ACME", "--store", storeURL, "--data-dir", dataDir, "--by", "dpo", "--yes"}, &out, &errb); code != 0 ||
 		!strings.Contains(errb.String(), `nothing of tenant "ACME" was found anywhere (tenant names are case-sensitive)`) {
 		t.Errorf("erase of a tenant that is not there: exit %d: %s", code, errb.String())
+	}
+}
+
+// TestReportTenant: collector report --tenant prints that tenant's line
+// alone, with its share of every tenant's total, read from the store.
+func TestReportTenant(t *testing.T) {
+	dir := t.TempDir()
+	storeURL := "duckdb://" + filepath.Join(dir, "q.duckdb")
+	now := time.Now().UTC().Add(-time.Hour)
+	s, err := collector.New(collector.Config{Store: storeURL, DataDir: filepath.Join(dir, "data"), Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	consume(t, s, &now,
+		meter.Record{Tags: tenant.Tags{Tenant: "acme", Route: "GET /x"}, Kind: wire.KindRequest, RU: 30},
+		meter.Record{Tags: tenant.Tags{Tenant: "beta", Route: "GET /x"}, Kind: wire.KindRequest, RU: 70})
+	if err := s.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"report", "--store", storeURL, "--from", "3h", "--cost", "100", "--tenant", "beta", "--format", "csv"}, &out, &errb); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb.String())
+	}
+	recs, err := csv.NewReader(&out).ReadAll()
+	if err != nil || len(recs) != 3 || recs[1][0] != "beta" || recs[2][0] != collector.TotalLine {
+		t.Fatalf("csv %v %v: want beta's line and the total", recs, err)
+	}
+	if line, total := strings.Join(recs[1], ","), strings.Join(recs[2], ","); !strings.Contains(line, ",0.7") || !strings.Contains(line, ",70") || !strings.Contains(total, ",70") {
+		t.Errorf("beta %q, total %q: want 0.7 of the RU and 70 of the cost", line, total)
+	}
+	errb.Reset()
+	if code := run([]string{"report", "--store", storeURL, "--tenant", "(total)"}, &out, &errb); code != 2 || !strings.Contains(errb.String(), "reserved") {
+		t.Errorf("a reserved name: exit %d: %s", code, errb.String())
 	}
 }

@@ -153,6 +153,7 @@ Examples:
   collector report --from 2026-03-01 --to 2026-04-01 --cost 12000 --currency USD
   collector report --from 24h --by tenant,route --measure db_time --format csv > usage.csv
   collector report --collector 127.0.0.1:7070 --from 7d --format json
+  collector report --from 2026-03-01 --to 2026-04-01 --cost 12000 --tenant acme   # acme's bill alone
   collector report --collector 127.0.0.1:7070 --repeats   # GETs repeating an identical response within 24 h
 
 Flags:
@@ -475,6 +476,7 @@ func report(args []string, stdout, stderr io.Writer) int {
 	measure := fs.String("measure", "ru", "what splits the cost: ru, db_time or requests")
 	cost := fs.String("cost", "", "shared cost to split in proportion (e.g. 12000)")
 	currency := fs.String("currency", "USD", "currency of --cost")
+	tenantName := fs.String("tenant", "", "only this tenant's lines, each with its share and cost of every tenant's total (default: every tenant)")
 	format := fs.String("format", "table", "table, csv or json (in table and csv the last row, (total), sums the others: leave it out when summing a column)")
 	storeFlag := newStoreFlags(fs, &envs, "store to read: duckdb://PATH or clickhouse://HOST:PORT[,HOST:PORT…]/DB", nil)
 	cluster := strFlag(fs, &envs, "cluster", "QTOP_CLUSTER", "", "ClickHouse cluster name")
@@ -488,7 +490,7 @@ func report(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	now := time.Now()
-	req, outFormat, err := collector.ParseReportQuery(*from, *to, *by, *measure, *cost, *currency, *format, now)
+	req, outFormat, err := collector.ParseReportQuery(*from, *to, *by, *measure, *cost, *currency, *format, *tenantName, now)
 	if err != nil {
 		fmt.Fprintln(stderr, "collector report:", err)
 		return 2
@@ -698,6 +700,9 @@ func remoteReport(ctx context.Context, rc remote, req collector.ReportRequest, b
 	}
 	q.Set("currency", req.Currency)
 	q.Set("format", format)
+	if req.Tenant != "" {
+		q.Set("tenant", req.Tenant)
+	}
 	resp, err := reportWaiting(ctx, rc, strings.TrimSuffix(addr, "/")+"/v1/report?"+q.Encode(), stderr)
 	if err != nil {
 		if msg, ok := noAnswer(addr, err); ok {

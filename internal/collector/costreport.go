@@ -22,6 +22,7 @@ import (
 
 	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
+	"github.com/qtop-dev/qtop/tenant"
 )
 
 // ErrReport: a cost report request is invalid.
@@ -45,6 +46,8 @@ type ReportRequest struct {
 	Measure  string  // MeasureRU (default), MeasureDBTime, MeasureRequests
 	Cost     float64 // shared cost to split; 0: shares only
 	Currency string
+	// Tenant, when set, keeps that tenant's lines alone (see OnlyTenant).
+	Tenant string
 }
 
 // CostReport is every tenant's usage over [From, To), its share of the
@@ -199,10 +202,33 @@ func buildReport(ctx context.Context, st usageReader, req ReportRequest, progres
 		rep.Total.Share = 1
 		rep.Total.Cost = splitCost(rep.Lines, req.Cost)
 	}
+	if req.Tenant != "" {
+		rep.OnlyTenant(req.Tenant)
+	}
 	if len(rep.Lines) == 0 {
 		rep.Lines = []CostLine{}
 	}
 	return rep, nil
+}
+
+// OnlyTenant keeps the lines of tenant t alone (its routes, by route):
+// each keeps its share and cost of the whole report, and the total sums
+// the lines kept, so one tenant's bill is its part of everyone's.
+func (rep *CostReport) OnlyTenant(t string) {
+	rep.Lines = slices.DeleteFunc(rep.Lines, func(l CostLine) bool { return l.Tenant != t })
+	total := CostLine{Tenant: TotalLine}
+	var cents float64
+	for _, l := range rep.Lines {
+		addSat(&total.Requests, l.Requests)
+		addSat(&total.Errors, l.Errors)
+		total.DBSeconds = finiteSum(total.DBSeconds, l.DBSeconds)
+		total.RU = finiteSum(total.RU, l.RU)
+		addSat(&total.Bytes, l.Bytes)
+		total.Share += l.Share
+		cents += math.Round(l.Cost * 100)
+	}
+	total.Cost = cents / 100
+	rep.Total = total
 }
 
 // TotalLine names the total line of a cost report: in parentheses, as no
@@ -451,7 +477,7 @@ func readOnly(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
-// handleCostReport is GET /v1/report?from=…&to=…&by=tenant|tenant,route&measure=…&cost=…&currency=…&format=json|csv|table.
+// handleCostReport is GET /v1/report?from=…&to=…&by=tenant|tenant,route&measure=…&cost=…&currency=…&format=json|csv|table&tenant=….
 func (s httpAPI) handleCostReport(w http.ResponseWriter, r *http.Request) {
 	if !readOnly(w, r) {
 		return
@@ -465,7 +491,7 @@ func (s httpAPI) handleCostReport(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error(), 0)
 		return
 	}
-	req, format, err := ParseReportQuery(q.Get("from"), q.Get("to"), q.Get("by"), q.Get("measure"), q.Get("cost"), q.Get("currency"), q.Get("format"), s.cfg.Now())
+	req, format, err := ParseReportQuery(q.Get("from"), q.Get("to"), q.Get("by"), q.Get("measure"), q.Get("cost"), q.Get("currency"), q.Get("format"), q.Get("tenant"), s.cfg.Now())
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error(), 0)
 		return
@@ -518,7 +544,7 @@ func (s httpAPI) handleCostReport(w http.ResponseWriter, r *http.Request) {
 const NoteHeader = "Qtop-Report-Note"
 
 // reportParamNames are the parameters of GET /v1/report.
-var reportParamNames = []string{"from", "to", "by", "measure", "cost", "currency", "format"}
+var reportParamNames = []string{"from", "to", "by", "measure", "cost", "currency", "format", "tenant"}
 
 // reportParams reads the query of GET /v1/report strictly (strictQuery).
 func reportParams(raw string) (url.Values, error) {
@@ -586,10 +612,18 @@ func ParseTime(s string, now time.Time) (time.Time, error) {
 }
 
 // ParseReportQuery reads the options of a cost report as the command line
-// and GET /v1/report spell them.
-func ParseReportQuery(from, to, by, measure, cost, currency, format string, now time.Time) (ReportRequest, string, error) {
+// and GET /v1/report spell them. A tenant ("" for every tenant) must be a
+// valid name (tenant.ValidateTenant); "other" is the tenant of that name,
+// stored under its stand-in (tenant.Escape), not the overflow row.
+func ParseReportQuery(from, to, by, measure, cost, currency, format, tenantName string, now time.Time) (ReportRequest, string, error) {
 	var req ReportRequest
 	var err error
+	if tenantName != "" {
+		if err := tenant.ValidateTenant(tenantName); err != nil {
+			return req, "", fmt.Errorf("%w: %v", ErrReport, err)
+		}
+		req.Tenant = tenant.Escape(tenantName)
+	}
 	if from == "" {
 		from = "24h"
 	}

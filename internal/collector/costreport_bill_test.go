@@ -183,15 +183,12 @@ func TestCostReportCSVNames(t *testing.T) {
 // in the future, an absurd cost — with a 400 that says why, and no store
 // query.
 func TestCostReportQueryStrict(t *testing.T) {
-	f := newFixture(t)
-	defer f.stop()
-	f.mem = reportStore()
-	f.s.em.store = f.mem
-	h := f.s.Handler()
+	f, h := reportFixture(t)
 	for q, reason := range map[string]string{
 		"from=%zz":                      "does not decode",
 		"from=2026-03-01;to=2026-03-02": "does not decode",
-		"tenant=acme":                   `unknown parameter`,
+		"tenants=acme":                  `unknown parameter`,
+		"tenant=(untagged)":             "reserved",
 		"from=24h&from=1h":              `given 2 times`,
 		"format=csv&format=json":        `given 2 times`,
 		"from=2027-01-01&to=2027-02-01": "in the future",
@@ -207,7 +204,7 @@ func TestCostReportQueryStrict(t *testing.T) {
 		}
 	}
 	w := httptest.NewRecorder()
-	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/report?from=2h&to=now&by=tenant&measure=ru&cost=10&currency=EUR&format=csv", nil))
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/report?from=2h&to=now&by=tenant&measure=ru&cost=10&currency=EUR&format=csv&tenant=acme", nil))
 	if w.Code != http.StatusOK {
 		t.Fatalf("every parameter once: %d %s", w.Code, w.Body)
 	}

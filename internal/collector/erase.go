@@ -97,6 +97,10 @@ func EraseTenant(ctx context.Context, cfg EraseConfig) (Erasure, error) {
 	if err := tenant.ValidateTenant(cfg.Tenant); err != nil {
 		return er, fmt.Errorf("%w: erase: %w", ErrConfig, err)
 	}
+	// A tenant named "other" is stored under its stand-in; the row named
+	// "other" holds other tenants' load and is never erased by name.
+	cfg.Tenant = tenant.Escape(cfg.Tenant)
+	er.Tenant = cfg.Tenant
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

@@ -260,6 +260,16 @@ func TestEraseTenantRefuses(t *testing.T) {
 	}
 }
 
+// TestEraseTenantNamedOther: erasing tenant "other" erases that tenant,
+// stored under its stand-in, never the overflow row of that name.
+func TestEraseTenantNamedOther(t *testing.T) {
+	er, _ := EraseTenant(context.Background(), EraseConfig{Tenant: tenant.Other, DataDir: t.TempDir(), Store: "duckdb://x.duckdb",
+		OpenStore: func(context.Context, string) (store.Store, error) { return newMemStore(), nil }})
+	if want := tenant.Escape(tenant.Other); er.Tenant != want {
+		t.Errorf("erased %q, want %q", er.Tenant, want)
+	}
+}
+
 // TestEraseDropsBufferedReports: a process goes on while the collector
 // is stopped for an erasure and sends what it buffered when the
 // collector is back. Its reports of windows begun before the erasure

@@ -198,10 +198,15 @@ func (s httpAPI) fleetSnapshot(ctx context.Context, measure string, n int) api.S
 	}
 	wg.Wait()
 	var got []api.Snapshot
+	peers := append(make([]api.PeerStatus, 0, len(status)), status[0])
 	for i, st := range status {
 		if i > 0 && f.isSelf[i-1].Load() {
-			status[i] = api.PeerStatus{Collector: f.peers[i-1] + " (self)", OK: true, Time: snaps[0].Time}
+			// Listed once: "self" is named by its address among the peers.
+			peers[0].Collector = f.peers[i-1] + " (self)"
 			continue
+		}
+		if i > 0 {
+			peers = append(peers, st)
 		}
 		if st.OK {
 			got = append(got, snaps[i])
@@ -211,7 +216,7 @@ func (s httpAPI) fleetSnapshot(ctx context.Context, measure string, n int) api.S
 	out.Policy = snaps[0].Policy // never a peer's
 	out.Collector.Uptime = snaps[0].Collector.Uptime
 	out.Collector.Store = snaps[0].Collector.Store
-	out.Peers = status
+	out.Peers = peers
 	f.mu.Lock()
 	if len(f.cache) > 64 {
 		clear(f.cache)

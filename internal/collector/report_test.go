@@ -86,11 +86,7 @@ func TestCostReport(t *testing.T) {
 }
 
 func TestCostReportEndpoint(t *testing.T) {
-	f := newFixture(t)
-	defer f.stop()
-	f.mem = reportStore()
-	f.s.em.store = f.mem
-	h := f.s.Handler()
+	f, h := reportFixture(t)
 	get := func(q string) *httptest.ResponseRecorder {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/report?"+q, nil))
@@ -251,4 +247,42 @@ func FuzzIngest(f *testing.F) {
 			t.Fatalf("refusal %d changed counts or gave no reason (%q %q)", status, reason, msg)
 		}
 	})
+}
+
+// GET /v1/report?tenant= keeps one tenant's lines, each with its share
+// and cost of every tenant's total; the total line sums the lines kept.
+func TestCostReportTenant(t *testing.T) {
+	_, h := reportFixture(t)
+	get := func(q string) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/v1/report?from="+t0.Add(-time.Hour).Format(time.RFC3339)+"&to="+t0.Add(time.Hour).Format(time.RFC3339)+"&cost=1000&"+q, nil))
+		return w
+	}
+	for _, by := range []string{"tenant", "tenant,route"} {
+		w := get("by=" + by + "&tenant=bigcorp")
+		var rep CostReport
+		if err := json.Unmarshal(w.Body.Bytes(), &rep); w.Code != 200 || err != nil {
+			t.Fatalf("by %s: %d %s %v", by, w.Code, w.Body, err)
+		}
+		if len(rep.Lines) != 1 || rep.Lines[0].Tenant != "bigcorp" || rep.Lines[0].Share != 0.6 || rep.Lines[0].Cost != 600 {
+			t.Errorf("by %s: lines %+v, want bigcorp's alone, 0.6 of the total, 600", by, rep.Lines)
+		}
+		if want := (CostLine{Tenant: TotalLine, Requests: 10, RU: 600, Share: 0.6, Cost: 600}); rep.Total != want {
+			t.Errorf("by %s: total %+v, want %+v", by, rep.Total, want)
+		}
+	}
+	for _, q := range []string{"tenant=(untagged)", "tenant=a&tenant=b"} {
+		if w := get(q); w.Code != 400 {
+			t.Errorf("%s: %d, want 400", q, w.Code)
+		}
+	}
+}
+
+// reportFixture is a collector over reportStore and its handler.
+func reportFixture(t *testing.T) (*fixture, http.Handler) {
+	f := newFixture(t)
+	t.Cleanup(f.stop)
+	f.mem = reportStore()
+	f.s.em.store = f.mem
+	return f, f.s.Handler()
 }

@@ -2,6 +2,7 @@ package envoyrls
 
 import (
 	"context"
+	"github.com/qtop-dev/qtop/tenant"
 	"net"
 	"testing"
 	"testing/synctest"
@@ -146,5 +147,17 @@ func TestIdleCallsCut(t *testing.T) {
 		Descriptors: []*rlcommon.RateLimitDescriptor{{Entries: []*rlcommon.RateLimitDescriptor_Entry{{Key: "tenant", Value: "acme"}}}}})
 	if err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OK {
 		t.Fatalf("a call after the cut: %v %v", resp, err)
+	}
+}
+
+// A descriptor naming a tenant "other" is that tenant, under its
+// stand-in, never the overflow row of the collector's live view.
+func TestDescriptorTenantNamedOther(t *testing.T) {
+	d, err := parseDescriptor(&rlcommon.RateLimitDescriptor{Entries: []*rlcommon.RateLimitDescriptor_Entry{{Key: KeyTenant, Value: tenant.Other}}}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := tenant.Escape(tenant.Other); d.tags.Tenant != want || want == tenant.Other {
+		t.Errorf("tenant %q, want %q", d.tags.Tenant, want)
 	}
 }

@@ -128,7 +128,7 @@ func (d *descriptor) entry(key, value string, seenTier *bool) error {
 		if err := tenant.ValidateTenant(value); err != nil {
 			return err
 		}
-		d.tags.Tenant = value
+		d.tags.Tenant = tenant.Escape(value) // never the overflow row's name
 	case KeyRoute:
 		if d.tags.Route != "" {
 			return dup()

@@ -155,7 +155,11 @@ var idEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadd
 // tenant whose name does not fit: '~' and the first 60 bits of the name's
 // SHA-256 in lower-case base32 (13 bytes). The same name has the same id
 // in every process; the collector maps it back with the names the
-// application reports (see TenantNames).
+// application reports (see TenantNames). An id read back is always an
+// id: a name's own '~' is percent-encoded, and a tenant whose name has
+// the form of an id (tenant.IsSessionID) is counted by every reader under
+// its stand-in (tenant.Escape), the name Commenter.ApplicationName writes
+// for it.
 func TenantID(name string) string {
 	sum := sha256.Sum256([]byte(name))
 	var out [13]byte
@@ -183,7 +187,7 @@ func ParseApplicationName(s string) (AppName, bool) {
 	}
 	a.Service, s = s[:i], s[i+len(appTenantSep):]
 	if strings.HasPrefix(s, "~") {
-		if len(s) != 13 || !isID(s[1:]) {
+		if !tenant.IsSessionID(s) {
 			return AppName{}, false
 		}
 		a.Tenant, a.ID = s, true
@@ -195,15 +199,6 @@ func ParseApplicationName(s string) (AppName, bool) {
 	}
 	a.Tenant = name
 	return a, true
-}
-
-func isID(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '2' && c <= '7') {
-			return false
-		}
-	}
-	return true
 }
 
 func unescapeTenant(s string) (string, bool) {

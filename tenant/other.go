@@ -1,0 +1,58 @@
+package tenant
+
+// Other is the name of the overflow row wherever qtop keeps a top N of
+// tenants: the row that holds, with exact totals, the load of every
+// tenant beyond the N (a report's rows, the live view, the store, cost
+// reports, top-N Prometheus labels). No tenant is counted in it by name:
+// a tenant really named "other" counts under its stand-in, [Escape].
+const Other = "other"
+
+// Escape returns the name qtop counts tenant s under wherever it
+// aggregates by tenant: s itself, except for the names qtop's own rows
+// have, which come back as their stand-ins, formed as [Substitute] forms
+// a bad name's:
+//
+//	"other"           other#d9298a10d1b07358   (the overflow row)
+//	"~abcdefghijkl"   ~abcdefghijkl#…          (the form of a session id)
+//
+// A session id ([IsSessionID]) is the name session tagging writes in
+// PostgreSQL's application_name for a tenant whose name does not fit
+// there; the sampler counts a session under its id until it learns the
+// name. A tenant really named like an id is escaped, so a row named like
+// an id is always one.
+//
+// Every door where load enters qtop (a meter.Recorder's records, the
+// agent's and the gate's metrics and pool waits, OpenTelemetry spans,
+// sampled PostgreSQL sessions, Envoy descriptors) and every place that
+// names a tenant to act on (policy rules, erasure) escapes the same way,
+// so a tenant named "other" is one row of its own everywhere, billed and
+// throttled under its stand-in. The tags in a request's context keep the
+// name as given (the application reads it back unchanged, and SQL
+// comments carry it). Escape allocates only for a name of an id's form.
+func Escape(s string) string {
+	switch {
+	case s == Other:
+		return otherStandIn
+	case IsSessionID(s):
+		return standIn(s)
+	}
+	return s
+}
+
+// IsSessionID reports whether s has the form of the short id session
+// tagging writes for a tenant (sqlcomment.TenantID): '~' and 12 of
+// a–z, 2–7 (60 bits of the name's SHA-256 in base32).
+func IsSessionID(s string) bool {
+	if len(s) != 13 || s[0] != '~' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '2' && c <= '7') {
+			return false
+		}
+	}
+	return true
+}
+
+// otherStandIn is Escape(Other), computed once.
+var otherStandIn = standIn(Other)
