@@ -273,7 +273,9 @@ func (e *Engine) Step(s *api.Snapshot) []Decision {
 			delete(e.cancelled, tn)
 		}
 	}
-	if !e.paused && !e.polPaused && len(e.acts) < e.cfg.maxActions {
+	// No new action on rates that climb from nothing either: a
+	// restarted collector's offender would be judged on half its load.
+	if !e.paused && !e.polPaused && len(e.acts) < e.cfg.maxActions && !filling(s) {
 		if d, ok := e.start(s, st); ok {
 			out = append(out, d)
 		}
@@ -319,11 +321,10 @@ func (e *Engine) follow(a *action, s *api.Snapshot, st *state) (d Decision, ok, 
 	if !t.Before(a.Expires) {
 		return e.decide(a, t, KindLift, "its time ended ("+r.For().String()+")", ev), true, true
 	}
-	if s.Collector.Uptime > 0 && s.Collector.Uptime < s.Window {
-		// A collector's rates are averages over its Window, which fills
-		// during its first seconds: after a restart the offender's load
-		// climbs from nothing, and read as quiet it lifted the action at
-		// once. The action waits for real figures, its calm kept.
+	if filling(s) {
+		// After a restart the offender's load climbs from nothing, and
+		// read as quiet it lifted the action at once. The action waits
+		// for real figures, its calm kept.
 		return Decision{}, false, false
 	}
 	// An offender gone quiet is not the cause of what victims feel now

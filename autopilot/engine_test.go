@@ -691,3 +691,37 @@ func TestDBOnlyOffenderIsNotQuiet(t *testing.T) {
 		t.Fatalf("decisions %v: nothing after its sessions ended", got)
 	}
 }
+
+// TestNoNewActionWhileTheWindowFills: a collector restarted at 80 (its
+// window here is 30 s, longer than the 15 s of history an offender is
+// judged on) serves rates that climb from nothing while its window
+// fills; the import starts at 100, within the fill. No action starts on
+// those rates: the first comes the second the window is full (uptime
+// 30 s), with the offender's real load as its evidence. Before, the
+// apply came at 100, its evidence a load of 560 RU/s for 800.
+func TestNoNewActionWhileTheWindowFills(t *testing.T) {
+	a := policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotEnforce)}}
+	sc := &scenario{start: 100, end: 400, offenders: []string{"bigcorp"}, baselines: true}
+	e := newEngine(t, a)
+	const window, restart = 30, 80
+	var got []step
+	var ds []Decision
+	for sec := restart; sec < restart+60; sec++ {
+		s := sc.snap(sec)
+		up := sec - restart + 1
+		s.Window, s.Collector.Uptime = window*time.Second, time.Duration(up)*time.Second
+		if up < window {
+			for i := range s.Tenants {
+				s.Tenants[i].RUPerSec *= float64(up) / window
+			}
+		}
+		for _, d := range e.Step(s) {
+			got = append(got, step{sec, d.Kind, d.Tenant, d.Limit})
+			ds = append(ds, d)
+		}
+	}
+	same(t, got, step{restart + window - 1, KindApply, "bigcorp", 10})
+	if ev := ds[0].Evidence; ev.Load != 800 || ev.BaselineRU != 10 || ev.BaselineFrom != "own" {
+		t.Fatalf("evidence %+v", ev)
+	}
+}
