@@ -141,7 +141,9 @@ func (e *Engine) Active() []Action {
 // and Calm, and the snapshots it is given, time them). An action whose
 // tenant is already under one here, or past the bound, is left out;
 // one whose rule is not in the policy lifts at the next Step. Restore
-// returns how many it adopted.
+// returns how many it adopted. New actions are spaced from the newest
+// start among them; give the stopped engine's LastStart to SpaceFrom
+// too, for an action that ended before it stopped.
 func (e *Engine) Restore(actions []Action) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -163,6 +165,26 @@ func (e *Engine) Restore(actions []Action) int {
 		n++
 	}
 	return n
+}
+
+// LastStart is when the last action started (zero: none yet): no new
+// action starts sooner than its rule's interval after it. To be kept
+// across a restart with the actions (SpaceFrom): one that ended before
+// the restart still spaces the next, as it would have without it.
+func (e *Engine) LastStart() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.lastNew
+}
+
+// SpaceFrom spaces new actions from t, an action's start before a
+// restart (LastStart), unless a later one is known.
+func (e *Engine) SpaceFrom(t time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if t.After(e.lastNew) {
+		e.lastNew = t
+	}
 }
 
 // Cancel ends the action id at now, by hand (by says who: a credential,

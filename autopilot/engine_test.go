@@ -459,11 +459,16 @@ func TestRestore(t *testing.T) {
 // restored into a new engine fed the same snapshots from there — makes
 // exactly the decisions of an engine that never restarted: the same
 // kinds at the same seconds with the same limits, over the next
-// restartSpan seconds (from each second a decision comes within them). Before, a restored action counted the victims'
-// recovery from its first snapshot, so a restart during the hold before
-// a relax step put that step (and those after it) up to a hold later.
-// The scenarios are the plain incident, victims hurt again after a relax
-// (tighten), and victims hurt again by others once the offender is quiet.
+// restartSpan seconds (from each second a decision comes within them),
+// with its LastStart kept too. Before, a restored action counted the
+// victims' recovery from its first snapshot, so a restart during the
+// hold before a relax step put that step (and those after it) up to a
+// hold later; and the spacing of new actions ran only from the actions
+// restored, so a restart after an action ended started the next one at
+// once, not an interval after the last. The scenarios are the plain
+// incident, victims hurt again after a relax (tighten), victims hurt
+// again by others once the offender is quiet, and an action that ends
+// at its time before the interval lets a second offender's start.
 func TestRestartAnySecond(t *testing.T) {
 	hurtFrom := func(from int) func(int) float64 {
 		return func(sec int) float64 {
@@ -476,19 +481,31 @@ func TestRestartAnySecond(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		sc   func() *scenario
+		rule func(*policy.AutopilotRule)
 	}{
 		{"incident", func() *scenario {
 			return &scenario{start: 100, end: 400, offenders: []string{"bigcorp"}, baselines: true}
-		}},
+		}, nil},
 		{"tighten", func() *scenario {
 			return &scenario{start: 100, end: 1000, offenders: []string{"bigcorp"}, baselines: true, p95: hurtFrom(140)}
-		}},
+		}, nil},
 		{"quiet", func() *scenario {
 			return &scenario{start: 100, end: 135, offenders: []string{"bigcorp"}, baselines: true, p95: hurtFrom(140)}
-		}},
+		}, nil},
+		// bigcorp's action ends at its time (20 s), its import a few
+		// seconds later; megacorp's import starts at 130, and the
+		// interval (60 s) puts its action at 160.
+		{"ended", func() *scenario {
+			return &scenario{offenders: []string{"bigcorp", "megacorp"}, baselines: true,
+				spans: map[string][2]int{"bigcorp": {100, 125}, "megacorp": {130, 400}}}
+		}, func(r *policy.AutopilotRule) { r.ForSeconds, r.IntervalSeconds, r.HoldSeconds = 20, 60, 10 }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			a := policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotEnforce)}}
+			r := rule(policy.AutopilotEnforce)
+			if c.rule != nil {
+				c.rule(&r)
+			}
+			a := policy.Autopilot{Rules: []policy.AutopilotRule{r}}
 			const to, restartSpan = 500, 70
 			// The engine that never restarts, and at each second what a
 			// restart there starts from: the actions saved and the limits
@@ -497,9 +514,11 @@ func TestRestartAnySecond(t *testing.T) {
 			e := newEngine(t, a)
 			var want []step
 			saved := make([][]byte, to)
+			spacing := make([]time.Time, to)
 			limits := make([]map[string]limitFrom, to)
 			for sec := range to {
 				saved[sec], _ = json.Marshal(e.Active())
+				spacing[sec] = e.LastStart()
 				limits[sec] = maps.Clone(sc.limits)
 				got, _ := runFrom(t, e, sc, sec, sec+1, true)
 				want = append(want, got...)
@@ -523,9 +542,10 @@ func TestRestartAnySecond(t *testing.T) {
 					t.Fatal(err)
 				}
 				restarted := newEngine(t, a)
-				if n := restarted.Restore(acts); n != len(acts) || n == 0 {
+				if n := restarted.Restore(acts); n != len(acts) {
 					t.Fatalf("restart at %d: restored %d of %d", at, n, len(acts))
 				}
+				restarted.SpaceFrom(spacing[at])
 				sc := c.sc()
 				sc.limits = limits[at]
 				got, _ := runFrom(t, restarted, sc, at, end, true)

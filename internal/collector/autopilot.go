@@ -224,7 +224,7 @@ func (p *pilotPart) step(ctx context.Context, now time.Time, snap *api.Snapshot)
 	}
 	switch {
 	case p.lock != nil:
-		if err := p.lock.save(ctx, p.eng.Active()); err != nil {
+		if err := p.lock.save(ctx, p.savedState()); err != nil {
 			p.log.Warn("autopilot: actions not saved beside the lock", "err", err)
 		}
 	default:
@@ -245,12 +245,12 @@ func (p *pilotPart) takeOver(ctx context.Context) {
 	if p.lock == nil {
 		return
 	}
-	acts, err := p.lock.load(ctx)
+	sp, err := p.lock.load(ctx)
 	if err != nil {
 		p.log.Warn("autopilot: the last holder's actions not read; they expire by themselves", "err", err)
 		return
 	}
-	if n := p.eng.Restore(acts); n > 0 {
+	if n := p.adopt(sp); n > 0 {
 		p.log.Info("autopilot: took over the last holder's actions", "actions", n)
 	}
 }

@@ -320,10 +320,12 @@ func TestAutopilotOneCollectorActs(t *testing.T) {
 	if ok, _ := a.s.feat.pilot.mayAct(ctx); !ok {
 		t.Fatal("the holder lost its lock on renewal")
 	}
-	// c1 keeps its actions beside the lock.
+	// c1 keeps its actions beside the lock, and when its last action
+	// started (one that ended since).
 	act := autopilot.Action{ID: "autopilot-noisy-1", Rule: "noisy-neighbour", Tenant: "bigcorp", Action: policy.AutopilotQuota,
 		Started: t0, Changed: t0, Expires: t0.Add(15 * time.Minute), Limit: 32}
-	if err := a.s.feat.pilot.lock.save(ctx, []autopilot.Action{act}); err != nil {
+	last := t0.Add(time.Minute)
+	if err := a.s.feat.pilot.lock.save(ctx, savedPilot{Actions: []autopilot.Action{act}, LastStart: last}); err != nil {
 		t.Fatal(err)
 	}
 	// c1 dies: its lock expires.
@@ -337,6 +339,9 @@ func TestAutopilotOneCollectorActs(t *testing.T) {
 	b.s.feat.pilot.takeOver(ctx)
 	if got := b.s.feat.pilot.eng.Active(); len(got) != 1 || got[0].ID != act.ID || got[0].Tenant != "bigcorp" {
 		t.Fatalf("the new holder follows %+v, want c1's action", got)
+	}
+	if got := b.s.feat.pilot.eng.LastStart(); !got.Equal(last) {
+		t.Fatalf("the new holder spaces new actions from %v, want %v", got, last)
 	}
 	if ok, note := a.s.feat.pilot.mayAct(ctx); ok || !strings.Contains(note, "c2 holds") {
 		t.Fatalf("the old holder acts again (%v): %q", ok, note)
@@ -653,31 +658,21 @@ func relaxAfterRestart(t *testing.T, old bool) time.Duration {
 	p := f.s.feat.pilot
 	ctx := context.Background()
 	start := f.clk.Now()
-	if err := p.setAutopilot(ctx, start, "ops", auditAutopilotSet, func(a *policy.Autopilot) bool {
-		*a = pilotRule(policy.AutopilotEnforce)
-		return true
-	}); err != nil {
-		t.Fatal(err)
-	}
-	act := autopilot.Action{ID: "autopilot-noisy-neighbour-1", Rule: "noisy-neighbour", Tenant: "bigcorp", Action: policy.AutopilotQuota,
-		Started: start, Changed: start, Expires: start.Add(15 * time.Minute), Limit: 32, Evidence: autopilot.Evidence{BaselineRU: 32}}
+	act := pilotActing(t, f, 15*time.Minute)
 	r := policy.Rule{ID: act.ID, Tenant: "bigcorp", Action: policy.Quota, RUPerSecond: 32, Expires: act.Expires, Reason: "autopilot/noisy-neighbour apply"}
 	if _, err := p.pol.setRule(ctx, start, policy.MaxAutopilotSeconds*time.Second, r, "autopilot/noisy-neighbour", false); err != nil {
 		t.Fatal(err)
-	}
-	if n := p.eng.Restore([]autopilot.Action{act}); n != 1 {
-		t.Fatalf("restored %d", n)
 	}
 	// No victims: recovered.
 	calm := f.clk.Add(time.Second)
 	p.step(ctx, calm, &api.Snapshot{Time: calm})
 	file := filepath.Join(f.dir, actionsFile)
 	b, err := os.ReadFile(file)
-	var saved []autopilot.Action
+	var sp savedPilot
 	if err == nil {
-		err = json.Unmarshal(b, &saved)
+		err = json.Unmarshal(b, &sp)
 	}
-	if err != nil || len(saved) != 1 || !saved[0].Calm.Equal(calm) || saved[0].Level != 0 {
+	if saved := sp.Actions; err != nil || len(saved) != 1 || !saved[0].Calm.Equal(calm) || saved[0].Level != 0 {
 		t.Fatalf("saved %s (%v), want the action calm since %v", b, err, calm)
 	}
 	f.stop()
@@ -701,4 +696,62 @@ func relaxAfterRestart(t *testing.T, old bool) time.Duration {
 		}
 	}
 	return 0
+}
+
+// TestAutopilotSpacingKeptAcrossRestart: an action that ended before a
+// restart still spaces the next new one: the collector restarted on its
+// data dir spaces new actions from its start. Before, the file kept the
+// active actions only, and a new action could start the second after
+// the restart. A file of before (an array of actions) still loads.
+func TestAutopilotSpacingKeptAcrossRestart(t *testing.T) {
+	f := newFixture(t)
+	p := f.s.feat.pilot
+	ctx := context.Background()
+	start := f.clk.Now()
+	act := pilotActing(t, f, 20*time.Second)
+	end := f.clk.Add(20 * time.Second)
+	p.step(ctx, end, &api.Snapshot{Time: end})
+	if a := p.eng.Active(); len(a) != 0 {
+		t.Fatalf("active at its end: %+v", a)
+	}
+	f.stop()
+	f.start()
+	at := f.clk.Add(time.Second)
+	f.s.feat.pilot.step(ctx, at, &api.Snapshot{Time: at})
+	if got := f.s.feat.pilot.eng.LastStart(); !got.Equal(start) {
+		t.Fatalf("after a restart new actions are spaced from %v, want %v", got, start)
+	}
+	f.stop()
+	b, _ := json.Marshal([]autopilot.Action{act})
+	if err := os.WriteFile(filepath.Join(f.dir, actionsFile), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.start()
+	defer f.stop()
+	at = f.clk.Add(time.Second)
+	f.s.feat.pilot.step(ctx, at, &api.Snapshot{Time: at})
+	if got := f.s.feat.pilot.eng.LastStart(); !got.Equal(start) {
+		t.Fatalf("from a file of before: spaced from %v, want %v", got, start)
+	}
+}
+
+// pilotActing gives f's autopilot the default rule in enforce and an
+// action of it against bigcorp (a quota of 32 RU/s, its baseline), as
+// one restored: started now, ending after d. It returns the action.
+func pilotActing(t *testing.T, f *fixture, d time.Duration) autopilot.Action {
+	t.Helper()
+	p := f.s.feat.pilot
+	start := f.clk.Now()
+	if err := p.setAutopilot(context.Background(), start, "ops", auditAutopilotSet, func(a *policy.Autopilot) bool {
+		*a = pilotRule(policy.AutopilotEnforce)
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	act := autopilot.Action{ID: "autopilot-noisy-neighbour-1", Rule: "noisy-neighbour", Tenant: "bigcorp", Action: policy.AutopilotQuota,
+		Started: start, Changed: start, Expires: start.Add(d), Limit: 32, Evidence: autopilot.Evidence{BaselineRU: 32}}
+	if n := p.eng.Restore([]autopilot.Action{act}); n != 1 {
+		t.Fatalf("restored %d", n)
+	}
+	return act
 }

@@ -22,6 +22,39 @@ import (
 // could be added for the same tenant.
 const actionsFile = "autopilot-actions.json"
 
+// savedPilot is what the actions file, and the key beside the fleet's
+// lock, hold: the active actions, and when the last action started, so
+// that one that ended before a restart still spaces the next new one
+// (autopilot.Engine.LastStart). Those written before the start was kept
+// hold the actions alone, as a JSON array, and still load.
+type savedPilot struct {
+	Actions   []autopilot.Action `json:"actions"`
+	LastStart time.Time          `json:"last_start,omitzero"`
+}
+
+// UnmarshalJSON reads a savedPilot, or the array of actions saved before.
+func (sp *savedPilot) UnmarshalJSON(b []byte) error {
+	if b = bytes.TrimSpace(b); len(b) > 0 && b[0] == '[' {
+		*sp = savedPilot{}
+		return json.Unmarshal(b, &sp.Actions)
+	}
+	type plain savedPilot
+	return json.Unmarshal(b, (*plain)(sp))
+}
+
+// savedState is what the engine keeps across a restart.
+func (p *pilotPart) savedState() savedPilot {
+	return savedPilot{Actions: p.eng.Active(), LastStart: p.eng.LastStart()}
+}
+
+// adopt gives the engine what another engine saved (this collector's
+// before a restart, or the fleet's last holder of the lock) and returns
+// how many actions it took.
+func (p *pilotPart) adopt(sp savedPilot) int {
+	p.eng.SpaceFrom(sp.LastStart)
+	return p.eng.Restore(sp.Actions)
+}
+
 // restoreActions adopts the actions saved before a restart. One whose
 // time ended, or whose policy part was removed, while the collector was
 // stopped ends now with a lift, written and audited.
@@ -30,15 +63,15 @@ func (p *pilotPart) restoreActions(ctx context.Context, now time.Time) {
 	if errors.Is(err, fs.ErrNotExist) {
 		return
 	}
-	var acts []autopilot.Action
+	var sp savedPilot
 	if err == nil {
-		err = json.Unmarshal(b, &acts)
+		err = json.Unmarshal(b, &sp)
 	}
 	if err != nil {
 		p.log.Warn("autopilot: the actions saved before the restart were not read; their rules expire by themselves", "file", p.actions, "err", err)
 		return
 	}
-	n := p.eng.Restore(acts)
+	n := p.adopt(sp)
 	for _, a := range p.eng.Active() {
 		var why string
 		switch {
@@ -71,7 +104,7 @@ func (p *pilotPart) saveActions() {
 	}
 	p.saveMu.Lock()
 	defer p.saveMu.Unlock()
-	b, _ := json.Marshal(p.eng.Active())
+	b, _ := json.Marshal(p.savedState())
 	if p.savedActions != nil && bytes.Equal(b, p.savedActions) {
 		return
 	}
