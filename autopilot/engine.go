@@ -59,7 +59,6 @@ type Engine struct {
 type action struct {
 	Action
 	rule policy.AutopilotRule
-	seen *Evidence // the figures of the last snapshot that followed it
 }
 
 // New returns an engine running the rules of a (validated first).
@@ -127,10 +126,21 @@ func (e *Engine) Active() []Action {
 	defer e.mu.Unlock()
 	out := make([]Action, len(e.acts))
 	for i, a := range e.acts {
-		out[i] = a.Action
-		out[i].Evidence.Victims = slices.Clone(a.Evidence.Victims)
+		out[i] = a.copy()
 	}
 	return out
+}
+
+// copy is a's Action sharing nothing with it.
+func (a *action) copy() Action {
+	c := a.Action
+	c.Evidence.Victims = slices.Clone(a.Evidence.Victims)
+	if a.Last != nil {
+		last := *a.Last
+		last.Victims = slices.Clone(last.Victims)
+		c.Last = &last
+	}
+	return c
 }
 
 // Restore adopts actions another engine started (its Active, kept with
@@ -157,8 +167,9 @@ func (e *Engine) Restore(actions []Action) int {
 			// Enough of its rule to write the part that lifts it.
 			r = policy.AutopilotRule{Name: a.Rule, Action: a.Action}
 		}
-		a.Evidence.Victims = slices.Clone(a.Evidence.Victims)
-		e.acts = append(e.acts, &action{Action: a, rule: r})
+		ad := &action{Action: a, rule: r}
+		ad.Action = ad.copy()
+		e.acts = append(e.acts, ad)
 		if a.Started.After(e.lastNew) {
 			e.lastNew = a.Started
 		}
@@ -235,8 +246,8 @@ func (e *Engine) remove(id string) (*action, bool) {
 // last is the evidence of the last snapshot that followed a, or its
 // apply's.
 func (a *action) last() Evidence {
-	if a.seen != nil {
-		return *a.seen
+	if a.Last != nil {
+		return *a.Last
 	}
 	return a.Evidence
 }
@@ -328,8 +339,13 @@ func (e *Engine) follow(a *action, s *api.Snapshot, st *state) (d Decision, ok, 
 		return e.decide(a, t, KindLift, "its rule left the autopilot's policy", a.Evidence), true, true
 	}
 	a.rule = r
-	ev := e.evidence(s, st, r, a.Tenant, &a.Evidence)
-	a.seen = &ev
+	ev := a.last()
+	if !filling(s) {
+		// A restarted collector's first figures are not real ones: the
+		// action keeps the last it had (saved with it) meanwhile.
+		ev = e.evidence(s, st, r, a.Tenant, &a.Evidence)
+		a.Last = &ev
+	}
 	if a.Shadow != r.Shadow() {
 		// Not held: a rule switched to enforce acts at once on the
 		// offender its shadow action names.

@@ -745,3 +745,65 @@ func TestNoNewActionWhileTheWindowFills(t *testing.T) {
 		t.Fatalf("evidence %+v", ev)
 	}
 }
+
+// TestRestartKeepsTheLastEvidence: an action's last figures are saved
+// with it, so that a cancel right after a restart — before any snapshot,
+// or while the restarted collector's window fills and its figures climb
+// from nothing — states the figures the engine that never restarted
+// would (the victims recovered, bigcorp held to its limit), not those of
+// its apply (20 victims, 800 RU/s) nor the climbing ones. An action
+// saved before Last was kept states its apply's figures, as before.
+func TestRestartKeepsTheLastEvidence(t *testing.T) {
+	a := policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotEnforce)}}
+	sc := &scenario{start: 100, end: 400, offenders: []string{"bigcorp"}, baselines: true}
+	e := newEngine(t, a)
+	run(t, e, sc, 150, true)
+	saved, _ := json.Marshal(e.Active())
+	at := t0.Add(150 * time.Second)
+	restart := func(b []byte, steps ...*api.Snapshot) Evidence {
+		t.Helper()
+		var acts []Action
+		if err := json.Unmarshal(b, &acts); err != nil {
+			t.Fatal(err)
+		}
+		r := newEngine(t, a)
+		if n := r.Restore(acts); n != 1 {
+			t.Fatalf("restored %d", n)
+		}
+		for _, s := range steps {
+			r.Step(s)
+		}
+		d, err := r.Cancel(acts[0].ID, "ops", at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Evidence
+	}
+	d, err := e.Cancel(e.Active()[0].ID, "ops", at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := d.Evidence
+	if want.VictimsHurt != 0 || want.Load != 20 {
+		t.Fatalf("the last figures %+v: want the victims recovered, bigcorp at 20 RU/s", want)
+	}
+	filling := sc.snap(150)
+	filling.Window, filling.Collector.Uptime = 10*time.Second, time.Second
+	for i := range filling.Tenants {
+		filling.Tenants[i].RUPerSec /= 10
+	}
+	for name, steps := range map[string][]*api.Snapshot{"at once": nil, "window filling": {filling}} {
+		if got := restart(saved, steps...); fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
+			t.Fatalf("%s after a restart: %+v\nwant %+v", name, got, want)
+		}
+	}
+	var old []map[string]any
+	if err := json.Unmarshal(saved, &old); err != nil || old[0]["last"] == nil {
+		t.Fatalf("%v: no last figures saved: %s", err, saved)
+	}
+	delete(old[0], "last")
+	b, _ := json.Marshal(old)
+	if got := restart(b); got.VictimsHurt != 20 || got.Load != 800 {
+		t.Fatalf("from an action saved before: %+v, want its apply's figures", got)
+	}
+}

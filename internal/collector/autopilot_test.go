@@ -755,3 +755,27 @@ func pilotActing(t *testing.T, f *fixture, d time.Duration) autopilot.Action {
 	}
 	return act
 }
+
+// TestAutopilotRestartStatesTheLastFigures: an action that ends while
+// the collector is stopped is lifted at its restart with the figures its
+// last step saw (bigcorp at 20 RU/s under its quota), saved with it.
+// Before, the lift stated the figures of its apply.
+func TestAutopilotRestartStatesTheLastFigures(t *testing.T) {
+	f := newFixture(t)
+	p := f.s.feat.pilot
+	ctx := context.Background()
+	start := f.clk.Now()
+	pilotActing(t, f, 30*time.Second)
+	at := f.clk.Add(time.Second)
+	p.step(ctx, at, &api.Snapshot{Time: at, Tenants: []api.TenantRow{{Tenant: "bigcorp", Tier: "T2", RUPerSec: 20}}})
+	f.stop()
+	f.clk.Set(start.Add(time.Minute))
+	f.start()
+	defer f.stop()
+	at = f.clk.Add(time.Second)
+	f.s.feat.pilot.step(ctx, at, &api.Snapshot{Time: at})
+	st := f.s.feat.pilot.state()
+	if len(st.Decisions) != 1 || st.Decisions[0].Kind != autopilot.KindLift || st.Decisions[0].Evidence.Load != 20 {
+		t.Fatalf("decisions after a restart %+v, want a lift stating bigcorp at 20 RU/s", st.Decisions)
+	}
+}
