@@ -560,7 +560,7 @@ func TestAutopilotActionsKeptAcrossRestart(t *testing.T) {
 	if n := p.eng.Restore(acts); n != 2 {
 		t.Fatalf("restored %d", n)
 	}
-	p.saveActions()
+	p.saveActions(now)
 	// megacorp's rule is lifted by hand while the collector is down.
 	lifted := policy.Rule{ID: acts[1].ID, Tenant: "megacorp", Action: policy.Quota, RUPerSecond: 32, Expires: now, Reason: "x"}
 	if _, err := p.pol.setRule(ctx, now, time.Hour, lifted, "ops", false); err != nil {
@@ -663,17 +663,17 @@ func relaxAfterRestart(t *testing.T, old bool) time.Duration {
 	if _, err := p.pol.setRule(ctx, start, policy.MaxAutopilotSeconds*time.Second, r, "autopilot/noisy-neighbour", false); err != nil {
 		t.Fatal(err)
 	}
-	// No victims: recovered.
+	// No victims: recovered, and written once that lasted calmSettle.
 	calm := f.clk.Add(time.Second)
 	p.step(ctx, calm, &api.Snapshot{Time: calm})
-	file := filepath.Join(f.dir, actionsFile)
-	b, err := os.ReadFile(file)
-	var sp savedPilot
-	if err == nil {
-		err = json.Unmarshal(b, &sp)
+	for range calmSettle / time.Second {
+		at := f.clk.Add(time.Second)
+		p.step(ctx, at, &api.Snapshot{Time: at})
 	}
-	if saved := sp.Actions; err != nil || len(saved) != 1 || !saved[0].Calm.Equal(calm) || saved[0].Level != 0 {
-		t.Fatalf("saved %s (%v), want the action calm since %v", b, err, calm)
+	file := filepath.Join(f.dir, actionsFile)
+	sp, b := readSaved(t, file)
+	if saved := sp.Actions; len(saved) != 1 || !saved[0].Calm.Equal(calm) || saved[0].Level != 0 {
+		t.Fatalf("saved %s, want the action calm since %v", b, calm)
 	}
 	f.stop()
 	if old {
@@ -778,4 +778,97 @@ func TestAutopilotRestartStatesTheLastFigures(t *testing.T) {
 	if len(st.Decisions) != 1 || st.Decisions[0].Kind != autopilot.KindLift || st.Decisions[0].Evidence.Load != 20 {
 		t.Fatalf("decisions after a restart %+v, want a lift stating bigcorp at 20 RU/s", st.Decisions)
 	}
+}
+
+// readSaved reads the actions file.
+func readSaved(t *testing.T, file string) (savedPilot, []byte) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	var sp savedPilot
+	if err == nil {
+		err = json.Unmarshal(b, &sp)
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	return sp, b
+}
+
+// TestAutopilotFlappingVictimsWriteNothing: victims whose p95 swings
+// every second across the recover threshold (2.5× and 1.2× their
+// baseline) start and end the action's calm each second; that is not
+// worth a write: the actions file, written at the first step, is not
+// written again in 30 such seconds. Victims that then stay recovered
+// are written once, when their calm has lasted calmSettle, with its
+// start; a graceful stop writes the action's last figures. Before, the
+// file was rewritten every second of the flapping.
+func TestAutopilotFlappingVictimsWriteNothing(t *testing.T) {
+	f := newFixture(t)
+	p := f.s.feat.pilot
+	ctx := context.Background()
+	pilotActing(t, f, 15*time.Minute)
+	file := filepath.Join(f.dir, actionsFile)
+	var last os.FileInfo
+	writes, calms := 0, 0
+	step := func(factor float64) time.Time {
+		t.Helper()
+		at := f.clk.Add(time.Second)
+		p.step(ctx, at, victimsAt(at, factor))
+		fi, err := os.Stat(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last == nil || !os.SameFile(last, fi) {
+			writes++
+		}
+		last = fi
+		if a := p.eng.Active(); len(a) != 1 || a[0].Level != 0 {
+			t.Fatalf("active %+v, want the action as it began", a)
+		} else if !a[0].Calm.IsZero() {
+			calms++
+		}
+		return at
+	}
+	for sec := range 31 {
+		step([]float64{2.5, 1.2}[sec%2])
+	}
+	if writes != 1 || calms != 15 {
+		t.Fatalf("flapping victims: %d writes, %d seconds calm; want 1 write (the first step's), 15 seconds calm", writes, calms)
+	}
+	calm := step(1.2)
+	for range calmSettle/time.Second - 1 {
+		step(1.2)
+	}
+	if sp, b := readSaved(t, file); writes != 1 || !sp.Actions[0].Calm.IsZero() {
+		t.Fatalf("%d writes, saved %s: a calm written before it lasted %v", writes, b, calmSettle)
+	}
+	step(1.2)
+	if sp, b := readSaved(t, file); writes != 2 || !sp.Actions[0].Calm.Equal(calm) || sp.Actions[0].Last == nil || sp.Actions[0].Last.Load != 100 {
+		t.Fatalf("%d writes, saved %s: want a second write, calm since %v", writes, b, calm)
+	}
+	// bigcorp's load changes, its calm goes on: nothing to write until
+	// the stop, which writes the figures of that last step.
+	at := f.clk.Add(time.Second)
+	s := victimsAt(at, 1.2)
+	s.Tenants[0].RUPerSec = 90
+	p.step(ctx, at, s)
+	if fi, err := os.Stat(file); err != nil || !os.SameFile(last, fi) {
+		t.Fatalf("%v: the file was written for a change of figures alone", err)
+	}
+	f.stop()
+	if sp, b := readSaved(t, file); sp.Actions[0].Last == nil || sp.Actions[0].Last.Load != 90 || !sp.Actions[0].Calm.Equal(calm) {
+		t.Fatalf("saved at a stop %s: want the last figures (bigcorp at 90 RU/s)", b)
+	}
+}
+
+// victimsAt is a snapshot at at of bigcorp at 100 RU/s (over half its
+// limit: not quiet) and five tenants whose p95 is factor × their
+// baseline.
+func victimsAt(at time.Time, factor float64) *api.Snapshot {
+	s := &api.Snapshot{Time: at, Tenants: []api.TenantRow{{Tenant: "bigcorp", Tier: "T2", RUPerSec: 100, Share: 100.0 / 150}}}
+	for i := range 5 {
+		s.Tenants = append(s.Tenants, api.TenantRow{Tenant: fmt.Sprintf("t%d", i), Tier: "T2", RUPerSec: 10, Share: 10.0 / 150,
+			P95Seconds: 0.02 * factor, BaselineP95Seconds: 0.02, BaselineShare: 0.2})
+	}
+	return s
 }

@@ -90,29 +90,62 @@ func (p *pilotPart) restoreActions(ctx context.Context, now time.Time) {
 	if n > 0 {
 		p.log.Info("autopilot: follows the actions it had before the restart", "actions", n)
 	}
-	p.saveActions()
+	p.saveActions(now)
 }
 
-// saveActions writes the engine's active actions to the data dir when
-// they changed since the last write: after each step, as an action's
-// timing changes without a decision too (victims recover, and the hold
-// before its next relax step runs from then), and a restart must take it
-// up where it was.
-func (p *pilotPart) saveActions() {
+// calmSettle is how long an action's calm (its victims recovered, or
+// its offender quiet, with no decision since) lasts before the actions
+// file is rewritten for it.
+const calmSettle = 5 * time.Second
+
+// saveActions writes what a restart needs (savedState) to the data dir
+// when it changed in a way a restart would act on: an action started,
+// changed or ended, a calm that lasted calmSettle (the hold before the
+// next relax step runs from its start), a calm that ended. Victims that
+// flap across the recover threshold start and end a calm every second
+// or two: before, each rewrote the file. A restart within a calm's first
+// seconds counts it from its own first step, so its relax step comes
+// those seconds later, never sooner; one after a calm ended never relaxes
+// on it. The figures an action last saw (Action.Last) change every
+// second: they are written with such a change, and at shutdown
+// (flushActions).
+func (p *pilotPart) saveActions(now time.Time) { p.writeActions(now, false) }
+
+// flushActions writes the actions as they are, their last figures and a
+// calm just begun included, when the file does not hold them: at
+// shutdown. It writes nothing before the saved actions were read back.
+func (p *pilotPart) flushActions() { p.writeActions(time.Time{}, true) }
+
+func (p *pilotPart) writeActions(now time.Time, flush bool) {
 	if p.actions == "" {
 		return
 	}
 	p.saveMu.Lock()
 	defer p.saveMu.Unlock()
-	b, _ := json.Marshal(p.savedState())
-	if p.savedActions != nil && bytes.Equal(b, p.savedActions) {
+	if flush && p.savedActions == nil {
+		return
+	}
+	sp := p.savedState()
+	if !flush {
+		for i, a := range sp.Actions {
+			if a.Calm.After(a.Changed) && now.Sub(a.Calm) < calmSettle {
+				sp.Actions[i].Calm = time.Time{}
+			}
+		}
+	}
+	b, _ := json.Marshal(sp)
+	for i := range sp.Actions {
+		sp.Actions[i].Last = nil
+	}
+	key, _ := json.Marshal(sp)
+	if p.savedActions != nil && (flush && bytes.Equal(b, p.savedActions) || !flush && bytes.Equal(key, p.savedKey)) {
 		return
 	}
 	if err := store.WriteFileAtomic(p.actions, b); err != nil {
 		p.log.Warn("autopilot: the active actions were not saved; after a restart their rules expire by themselves", "file", p.actions, "err", err)
 		return
 	}
-	p.savedActions = b
+	p.savedActions, p.savedKey = b, key
 }
 
 // partInPolicy reports whether the policy rule (or budget) id is in the
