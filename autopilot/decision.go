@@ -117,6 +117,12 @@ type Action struct {
 	// snapshot after the restore.
 	Calm     time.Time `json:"calm,omitzero"`
 	Evidence Evidence  `json:"evidence"`
+	// Last is the figures of the last snapshot that followed the action
+	// (nil: none since its apply): what a cancel or a lift states when
+	// no snapshot was taken since, as after a restart. Absent from
+	// actions saved before it was kept: such an action states its
+	// Evidence until its first snapshot after the restore.
+	Last *Evidence `json:"last,omitempty"`
 }
 
 // String is the decision on one line, for a log or a terminal:

@@ -22,7 +22,8 @@
 // cause of a slowdown then: its action relaxes on as if its victims had
 // recovered, towards its lift. No change comes sooner than hold_seconds
 // after the previous one; no new action sooner than interval_seconds
-// after the last. T0 tenants and allowed tenants are never acted on.
+// after the last, nor while a restarted collector's window fills (its
+// rates climb from nothing then; its actions wait for real figures too). T0 tenants and allowed tenants are never acted on.
 //
 // Every rule starts in shadow: its decisions are made and recorded the
 // same way, and the policy parts they write are shadow rules (or warn

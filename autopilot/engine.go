@@ -60,7 +60,6 @@ type Engine struct {
 type action struct {
 	Action
 	rule policy.AutopilotRule
-	seen *Evidence // the figures of the last snapshot that followed it
 }
 
 // New returns an engine running the rules of a (validated first).
@@ -128,10 +127,21 @@ func (e *Engine) Active() []Action {
 	defer e.mu.Unlock()
 	out := make([]Action, len(e.acts))
 	for i, a := range e.acts {
-		out[i] = a.Action
-		out[i].Evidence.Victims = slices.Clone(a.Evidence.Victims)
+		out[i] = a.copy()
 	}
 	return out
+}
+
+// copy is a's Action sharing nothing with it.
+func (a *action) copy() Action {
+	c := a.Action
+	c.Evidence.Victims = slices.Clone(a.Evidence.Victims)
+	if a.Last != nil {
+		last := *a.Last
+		last.Victims = slices.Clone(last.Victims)
+		c.Last = &last
+	}
+	return c
 }
 
 // Restore adopts actions another engine started (its Active, kept with
@@ -142,7 +152,9 @@ func (e *Engine) Active() []Action {
 // and Calm, and the snapshots it is given, time them). An action whose
 // tenant is already under one here, or past the bound, is left out;
 // one whose rule is not in the policy lifts at the next Step. Restore
-// returns how many it adopted.
+// returns how many it adopted. New actions are spaced from the newest
+// start among them; give the stopped engine's LastStart to SpaceFrom
+// too, for an action that ended before it stopped.
 func (e *Engine) Restore(actions []Action) int {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -156,14 +168,35 @@ func (e *Engine) Restore(actions []Action) int {
 			// Enough of its rule to write the part that lifts it.
 			r = policy.AutopilotRule{Name: a.Rule, Action: a.Action}
 		}
-		a.Evidence.Victims = slices.Clone(a.Evidence.Victims)
-		e.acts = append(e.acts, &action{Action: a, rule: r})
+		ad := &action{Action: a, rule: r}
+		ad.Action = ad.copy()
+		e.acts = append(e.acts, ad)
 		if a.Started.After(e.lastNew) {
 			e.lastNew = a.Started
 		}
 		n++
 	}
 	return n
+}
+
+// LastStart is when the last action started (zero: none yet): no new
+// action starts sooner than its rule's interval after it. To be kept
+// across a restart with the actions (SpaceFrom): one that ended before
+// the restart still spaces the next, as it would have without it.
+func (e *Engine) LastStart() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.lastNew
+}
+
+// SpaceFrom spaces new actions from t, an action's start before a
+// restart (LastStart), unless a later one is known.
+func (e *Engine) SpaceFrom(t time.Time) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if t.After(e.lastNew) {
+		e.lastNew = t
+	}
 }
 
 // Cancel ends the action id at now, by hand (by says who: a credential,
@@ -214,8 +247,8 @@ func (e *Engine) remove(id string) (*action, bool) {
 // last is the evidence of the last snapshot that followed a, or its
 // apply's.
 func (a *action) last() Evidence {
-	if a.seen != nil {
-		return *a.seen
+	if a.Last != nil {
+		return *a.Last
 	}
 	return a.Evidence
 }
@@ -274,7 +307,9 @@ func (e *Engine) Step(s *api.Snapshot) []Decision {
 			delete(e.cancelled, tn)
 		}
 	}
-	if !e.paused && !e.polPaused && len(e.acts) < e.cfg.maxActions {
+	// No new action on rates that climb from nothing either: a
+	// restarted collector's offender would be judged on half its load.
+	if !e.paused && !e.polPaused && len(e.acts) < e.cfg.maxActions && !filling(s) {
 		if d, ok := e.start(s, st); ok {
 			out = append(out, d)
 		}
@@ -305,8 +340,13 @@ func (e *Engine) follow(a *action, s *api.Snapshot, st *state) (d Decision, ok, 
 		return e.decide(a, t, KindLift, "its rule left the autopilot's policy", a.Evidence), true, true
 	}
 	a.rule = r
-	ev := e.evidence(s, st, r, a.Tenant, &a.Evidence)
-	a.seen = &ev
+	ev := a.last()
+	if !filling(s) {
+		// A restarted collector's first figures are not real ones: the
+		// action keeps the last it had (saved with it) meanwhile.
+		ev = e.evidence(s, st, r, a.Tenant, &a.Evidence)
+		a.Last = &ev
+	}
 	if a.Shadow != r.Shadow() {
 		// Not held: a rule switched to enforce acts at once on the
 		// offender its shadow action names.
@@ -320,11 +360,10 @@ func (e *Engine) follow(a *action, s *api.Snapshot, st *state) (d Decision, ok, 
 	if !t.Before(a.Expires) {
 		return e.decide(a, t, KindLift, "its time ended ("+r.For().String()+")", ev), true, true
 	}
-	if s.Collector.Uptime > 0 && s.Collector.Uptime < s.Window {
-		// A collector's rates are averages over its Window, which fills
-		// during its first seconds: after a restart the offender's load
-		// climbs from nothing, and read as quiet it lifted the action at
-		// once. The action waits for real figures, its calm kept.
+	if filling(s) {
+		// After a restart the offender's load climbs from nothing, and
+		// read as quiet it lifted the action at once. The action waits
+		// for real figures, its calm kept.
 		return Decision{}, false, false
 	}
 	// An offender gone quiet is not the cause of what victims feel now

@@ -459,11 +459,16 @@ func TestRestore(t *testing.T) {
 // restored into a new engine fed the same snapshots from there — makes
 // exactly the decisions of an engine that never restarted: the same
 // kinds at the same seconds with the same limits, over the next
-// restartSpan seconds (from each second a decision comes within them). Before, a restored action counted the victims'
-// recovery from its first snapshot, so a restart during the hold before
-// a relax step put that step (and those after it) up to a hold later.
-// The scenarios are the plain incident, victims hurt again after a relax
-// (tighten), and victims hurt again by others once the offender is quiet.
+// restartSpan seconds (from each second a decision comes within them),
+// with its LastStart kept too. Before, a restored action counted the
+// victims' recovery from its first snapshot, so a restart during the
+// hold before a relax step put that step (and those after it) up to a
+// hold later; and the spacing of new actions ran only from the actions
+// restored, so a restart after an action ended started the next one at
+// once, not an interval after the last. The scenarios are the plain
+// incident, victims hurt again after a relax (tighten), victims hurt
+// again by others once the offender is quiet, and an action that ends
+// at its time before the interval lets a second offender's start.
 func TestRestartAnySecond(t *testing.T) {
 	hurtFrom := func(from int) func(int) float64 {
 		return func(sec int) float64 {
@@ -476,19 +481,31 @@ func TestRestartAnySecond(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		sc   func() *scenario
+		rule func(*policy.AutopilotRule)
 	}{
 		{"incident", func() *scenario {
 			return &scenario{start: 100, end: 400, offenders: []string{"bigcorp"}, baselines: true}
-		}},
+		}, nil},
 		{"tighten", func() *scenario {
 			return &scenario{start: 100, end: 1000, offenders: []string{"bigcorp"}, baselines: true, p95: hurtFrom(140)}
-		}},
+		}, nil},
 		{"quiet", func() *scenario {
 			return &scenario{start: 100, end: 135, offenders: []string{"bigcorp"}, baselines: true, p95: hurtFrom(140)}
-		}},
+		}, nil},
+		// bigcorp's action ends at its time (20 s), its import a few
+		// seconds later; megacorp's import starts at 130, and the
+		// interval (60 s) puts its action at 160.
+		{"ended", func() *scenario {
+			return &scenario{offenders: []string{"bigcorp", "megacorp"}, baselines: true,
+				spans: map[string][2]int{"bigcorp": {100, 125}, "megacorp": {130, 400}}}
+		}, func(r *policy.AutopilotRule) { r.ForSeconds, r.IntervalSeconds, r.HoldSeconds = 20, 60, 10 }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			a := policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotEnforce)}}
+			r := rule(policy.AutopilotEnforce)
+			if c.rule != nil {
+				c.rule(&r)
+			}
+			a := policy.Autopilot{Rules: []policy.AutopilotRule{r}}
 			const to, restartSpan = 500, 70
 			// The engine that never restarts, and at each second what a
 			// restart there starts from: the actions saved and the limits
@@ -497,9 +514,11 @@ func TestRestartAnySecond(t *testing.T) {
 			e := newEngine(t, a)
 			var want []step
 			saved := make([][]byte, to)
+			spacing := make([]time.Time, to)
 			limits := make([]map[string]limitFrom, to)
 			for sec := range to {
 				saved[sec], _ = json.Marshal(e.Active())
+				spacing[sec] = e.LastStart()
 				limits[sec] = maps.Clone(sc.limits)
 				got, _ := runFrom(t, e, sc, sec, sec+1, true)
 				want = append(want, got...)
@@ -523,9 +542,10 @@ func TestRestartAnySecond(t *testing.T) {
 					t.Fatal(err)
 				}
 				restarted := newEngine(t, a)
-				if n := restarted.Restore(acts); n != len(acts) || n == 0 {
+				if n := restarted.Restore(acts); n != len(acts) {
 					t.Fatalf("restart at %d: restored %d of %d", at, n, len(acts))
 				}
+				restarted.SpaceFrom(spacing[at])
 				sc := c.sc()
 				sc.limits = limits[at]
 				got, _ := runFrom(t, restarted, sc, at, end, true)
@@ -689,5 +709,101 @@ func TestDBOnlyOffenderIsNotQuiet(t *testing.T) {
 	}
 	if len(got) < 2 {
 		t.Fatalf("decisions %v: nothing after its sessions ended", got)
+	}
+}
+
+// TestNoNewActionWhileTheWindowFills: a collector restarted at 80 (its
+// window here is 30 s, longer than the 15 s of history an offender is
+// judged on) serves rates that climb from nothing while its window
+// fills; the import starts at 100, within the fill. No action starts on
+// those rates: the first comes the second the window is full (uptime
+// 30 s), with the offender's real load as its evidence. Before, the
+// apply came at 100, its evidence a load of 560 RU/s for 800.
+func TestNoNewActionWhileTheWindowFills(t *testing.T) {
+	a := policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotEnforce)}}
+	sc := &scenario{start: 100, end: 400, offenders: []string{"bigcorp"}, baselines: true}
+	e := newEngine(t, a)
+	const window, restart = 30, 80
+	var got []step
+	var ds []Decision
+	for sec := restart; sec < restart+60; sec++ {
+		s := sc.snap(sec)
+		up := sec - restart + 1
+		s.Window, s.Collector.Uptime = window*time.Second, time.Duration(up)*time.Second
+		if up < window {
+			for i := range s.Tenants {
+				s.Tenants[i].RUPerSec *= float64(up) / window
+			}
+		}
+		for _, d := range e.Step(s) {
+			got = append(got, step{sec, d.Kind, d.Tenant, d.Limit})
+			ds = append(ds, d)
+		}
+	}
+	same(t, got, step{restart + window - 1, KindApply, "bigcorp", 10})
+	if ev := ds[0].Evidence; ev.Load != 800 || ev.BaselineRU != 10 || ev.BaselineFrom != "own" {
+		t.Fatalf("evidence %+v", ev)
+	}
+}
+
+// TestRestartKeepsTheLastEvidence: an action's last figures are saved
+// with it, so that a cancel right after a restart — before any snapshot,
+// or while the restarted collector's window fills and its figures climb
+// from nothing — states the figures the engine that never restarted
+// would (the victims recovered, bigcorp held to its limit), not those of
+// its apply (20 victims, 800 RU/s) nor the climbing ones. An action
+// saved before Last was kept states its apply's figures, as before.
+func TestRestartKeepsTheLastEvidence(t *testing.T) {
+	a := policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotEnforce)}}
+	sc := &scenario{start: 100, end: 400, offenders: []string{"bigcorp"}, baselines: true}
+	e := newEngine(t, a)
+	run(t, e, sc, 150, true)
+	saved, _ := json.Marshal(e.Active())
+	at := t0.Add(150 * time.Second)
+	restart := func(b []byte, steps ...*api.Snapshot) Evidence {
+		t.Helper()
+		var acts []Action
+		if err := json.Unmarshal(b, &acts); err != nil {
+			t.Fatal(err)
+		}
+		r := newEngine(t, a)
+		if n := r.Restore(acts); n != 1 {
+			t.Fatalf("restored %d", n)
+		}
+		for _, s := range steps {
+			r.Step(s)
+		}
+		d, err := r.Cancel(acts[0].ID, "ops", at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Evidence
+	}
+	d, err := e.Cancel(e.Active()[0].ID, "ops", at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := d.Evidence
+	if want.VictimsHurt != 0 || want.Load != 20 {
+		t.Fatalf("the last figures %+v: want the victims recovered, bigcorp at 20 RU/s", want)
+	}
+	filling := sc.snap(150)
+	filling.Window, filling.Collector.Uptime = 10*time.Second, time.Second
+	for i := range filling.Tenants {
+		filling.Tenants[i].RUPerSec /= 10
+	}
+	for name, steps := range map[string][]*api.Snapshot{"at once": nil, "window filling": {filling}} {
+		if got := restart(saved, steps...); fmt.Sprintf("%+v", got) != fmt.Sprintf("%+v", want) {
+			t.Fatalf("%s after a restart: %+v\nwant %+v", name, got, want)
+		}
+	}
+	var old []map[string]any
+	if err := json.Unmarshal(saved, &old); err != nil || old[0]["last"] == nil {
+		t.Fatalf("%v: no last figures saved: %s", err, saved)
+	}
+	delete(old[0], "last")
+	b, _ := json.Marshal(old)
+	if got := restart(b); got.VictimsHurt != 20 || got.Load != 800 {
+		t.Fatalf("from an action saved before: %+v, want its apply's figures", got)
 	}
 }

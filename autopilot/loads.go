@@ -63,11 +63,10 @@ func (l *loads) add(s *api.Snapshot) {
 			l.now[3][st.Tenant] += float64(st.Workers)
 		}
 	}
-	if s.Collector.Uptime > 0 && s.Collector.Uptime < s.Window {
-		// A collector's rates are averages over its Window, which fills
-		// during its first seconds: every tenant's rate climbs then, and
-		// would look like a rise against those seconds. (The snapshot's
-		// own per-second History has no such climb.)
+	if filling(s) {
+		// Every tenant's rate climbs then, and would look like a rise
+		// against those seconds. (The snapshot's own per-second History
+		// has no such climb.)
 		return
 	}
 	l.kept++
@@ -106,6 +105,13 @@ func (s *series) add(v float64, n int64, busy bool) {
 	if busy {
 		s.busy = n
 	}
+}
+
+// filling reports whether s is of a collector whose rates are not yet
+// real: they are averages over its Window, which fills during its first
+// seconds (after a restart too), so that they climb from nothing then.
+func filling(s *api.Snapshot) bool {
+	return s.Collector.Uptime > 0 && s.Collector.Uptime < s.Window
 }
 
 // tagged reports whether a row is one tenant's (not the untagged load,

@@ -34,6 +34,9 @@ type scenario struct {
 	// dbOnly makes the offenders' load database sessions only: no RU,
 	// and no limit holds them (no process applies it to them).
 	dbOnly bool
+	// spans are the seconds [start, end) of an offender's import when
+	// they are not the scenario's.
+	spans map[string][2]int
 }
 
 type limitFrom struct {
@@ -42,8 +45,12 @@ type limitFrom struct {
 }
 
 // demand is an offender's RU/s at second sec before any limit.
-func (sc *scenario) demand(sec int) float64 {
-	if sec >= sc.start && sec < sc.end {
+func (sc *scenario) demand(name string, sec int) float64 {
+	start, end := sc.start, sc.end
+	if sp, ok := sc.spans[name]; ok {
+		start, end = sp[0], sp[1]
+	}
+	if sec >= start && sec < end {
 		return 800
 	}
 	return 10
@@ -51,7 +58,7 @@ func (sc *scenario) demand(sec int) float64 {
 
 // admitted is an offender's RU/s at sec under the limits set.
 func (sc *scenario) admitted(name string, sec int) float64 {
-	d := sc.demand(sec)
+	d := sc.demand(name, sec)
 	if l, ok := sc.limits[name]; ok && sec >= l.from && l.ru > 0 {
 		return min(d, l.ru)
 	}
@@ -72,7 +79,7 @@ func (sc *scenario) snap(sec int) *api.Snapshot {
 	var off float64
 	for _, o := range sc.offenders {
 		if sc.dbOnly {
-			off += sc.demand(sec)
+			off += sc.demand(o, sec)
 		} else {
 			off += sc.admitted(o, sec)
 		}
@@ -92,7 +99,7 @@ func (sc *scenario) snap(sec int) *api.Snapshot {
 		row := api.TenantRow{Tenant: o, Tier: cmpS(sc.tiers[o], "T2"), RUPerSec: h[len(h)-1], P95Seconds: 0.2, History: h,
 			DBLoad: h[len(h)-1] / 100}
 		if sc.dbOnly {
-			row.RUPerSec, row.History, row.DBLoad = 0, make([]float64, api.HistoryLen), sc.demand(sec)/100
+			row.RUPerSec, row.History, row.DBLoad = 0, make([]float64, api.HistoryLen), sc.demand(o, sec)/100
 		}
 		s.Tenants = append(s.Tenants, row)
 	}

@@ -54,9 +54,9 @@ type pilotPart struct {
 	restored bool
 	// saveMu orders the writes of actions (the loop's and a cancel's), so
 	// the last written is the newest set; savedActions is that set as
-	// written (nil: none yet).
-	saveMu       sync.Mutex
-	savedActions []byte
+	// written (nil: none yet), savedKey what of it a restart acts on.
+	saveMu                 sync.Mutex
+	savedActions, savedKey []byte
 	// now stamps the audit of a decision: when it was written, after
 	// whatever the snapshot it was decided on followed from (a policy
 	// change an admin made within the same second, say).
@@ -224,11 +224,11 @@ func (p *pilotPart) step(ctx context.Context, now time.Time, snap *api.Snapshot)
 	}
 	switch {
 	case p.lock != nil:
-		if err := p.lock.save(ctx, p.eng.Active()); err != nil {
+		if err := p.lock.save(ctx, p.savedState()); err != nil {
 			p.log.Warn("autopilot: actions not saved beside the lock", "err", err)
 		}
 	default:
-		p.saveActions()
+		p.saveActions(now)
 	}
 	p.gauges()
 }
@@ -245,12 +245,12 @@ func (p *pilotPart) takeOver(ctx context.Context) {
 	if p.lock == nil {
 		return
 	}
-	acts, err := p.lock.load(ctx)
+	sp, err := p.lock.load(ctx)
 	if err != nil {
 		p.log.Warn("autopilot: the last holder's actions not read; they expire by themselves", "err", err)
 		return
 	}
-	if n := p.eng.Restore(acts); n > 0 {
+	if n := p.adopt(sp); n > 0 {
 		p.log.Info("autopilot: took over the last holder's actions", "actions", n)
 	}
 }
@@ -432,7 +432,7 @@ func (p *pilotPart) command(ctx context.Context, now time.Time, c api.AutopilotC
 		}
 		p.write(ctx, now, d)
 		p.saveSpared()
-		p.saveActions()
+		p.saveActions(now)
 		return nil
 	}
 	// Pausing while paused, or resuming while running, changes nothing:

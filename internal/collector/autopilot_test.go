@@ -320,10 +320,12 @@ func TestAutopilotOneCollectorActs(t *testing.T) {
 	if ok, _ := a.s.feat.pilot.mayAct(ctx); !ok {
 		t.Fatal("the holder lost its lock on renewal")
 	}
-	// c1 keeps its actions beside the lock.
+	// c1 keeps its actions beside the lock, and when its last action
+	// started (one that ended since).
 	act := autopilot.Action{ID: "autopilot-noisy-1", Rule: "noisy-neighbour", Tenant: "bigcorp", Action: policy.AutopilotQuota,
 		Started: t0, Changed: t0, Expires: t0.Add(15 * time.Minute), Limit: 32}
-	if err := a.s.feat.pilot.lock.save(ctx, []autopilot.Action{act}); err != nil {
+	last := t0.Add(time.Minute)
+	if err := a.s.feat.pilot.lock.save(ctx, savedPilot{Actions: []autopilot.Action{act}, LastStart: last}); err != nil {
 		t.Fatal(err)
 	}
 	// c1 dies: its lock expires.
@@ -337,6 +339,9 @@ func TestAutopilotOneCollectorActs(t *testing.T) {
 	b.s.feat.pilot.takeOver(ctx)
 	if got := b.s.feat.pilot.eng.Active(); len(got) != 1 || got[0].ID != act.ID || got[0].Tenant != "bigcorp" {
 		t.Fatalf("the new holder follows %+v, want c1's action", got)
+	}
+	if got := b.s.feat.pilot.eng.LastStart(); !got.Equal(last) {
+		t.Fatalf("the new holder spaces new actions from %v, want %v", got, last)
 	}
 	if ok, note := a.s.feat.pilot.mayAct(ctx); ok || !strings.Contains(note, "c2 holds") {
 		t.Fatalf("the old holder acts again (%v): %q", ok, note)
@@ -555,7 +560,7 @@ func TestAutopilotActionsKeptAcrossRestart(t *testing.T) {
 	if n := p.eng.Restore(acts); n != 2 {
 		t.Fatalf("restored %d", n)
 	}
-	p.saveActions()
+	p.saveActions(now)
 	// megacorp's rule is lifted by hand while the collector is down.
 	lifted := policy.Rule{ID: acts[1].ID, Tenant: "megacorp", Action: policy.Quota, RUPerSecond: 32, Expires: now, Reason: "x"}
 	if _, err := p.pol.setRule(ctx, now, time.Hour, lifted, "ops", false); err != nil {
@@ -653,32 +658,22 @@ func relaxAfterRestart(t *testing.T, old bool) time.Duration {
 	p := f.s.feat.pilot
 	ctx := context.Background()
 	start := f.clk.Now()
-	if err := p.setAutopilot(ctx, start, "ops", auditAutopilotSet, func(a *policy.Autopilot) bool {
-		*a = pilotRule(policy.AutopilotEnforce)
-		return true
-	}); err != nil {
-		t.Fatal(err)
-	}
-	act := autopilot.Action{ID: "autopilot-noisy-neighbour-1", Rule: "noisy-neighbour", Tenant: "bigcorp", Action: policy.AutopilotQuota,
-		Started: start, Changed: start, Expires: start.Add(15 * time.Minute), Limit: 32, Evidence: autopilot.Evidence{BaselineRU: 32}}
+	act := pilotActing(t, f, 15*time.Minute)
 	r := policy.Rule{ID: act.ID, Tenant: "bigcorp", Action: policy.Quota, RUPerSecond: 32, Expires: act.Expires, Reason: "autopilot/noisy-neighbour apply"}
 	if _, err := p.pol.setRule(ctx, start, policy.MaxAutopilotSeconds*time.Second, r, "autopilot/noisy-neighbour", false); err != nil {
 		t.Fatal(err)
 	}
-	if n := p.eng.Restore([]autopilot.Action{act}); n != 1 {
-		t.Fatalf("restored %d", n)
-	}
-	// No victims: recovered.
+	// No victims: recovered, and written once that lasted calmSettle.
 	calm := f.clk.Add(time.Second)
 	p.step(ctx, calm, &api.Snapshot{Time: calm})
-	file := filepath.Join(f.dir, actionsFile)
-	b, err := os.ReadFile(file)
-	var saved []autopilot.Action
-	if err == nil {
-		err = json.Unmarshal(b, &saved)
+	for range calmSettle / time.Second {
+		at := f.clk.Add(time.Second)
+		p.step(ctx, at, &api.Snapshot{Time: at})
 	}
-	if err != nil || len(saved) != 1 || !saved[0].Calm.Equal(calm) || saved[0].Level != 0 {
-		t.Fatalf("saved %s (%v), want the action calm since %v", b, err, calm)
+	file := filepath.Join(f.dir, actionsFile)
+	sp, b := readSaved(t, file)
+	if saved := sp.Actions; len(saved) != 1 || !saved[0].Calm.Equal(calm) || saved[0].Level != 0 {
+		t.Fatalf("saved %s, want the action calm since %v", b, calm)
 	}
 	f.stop()
 	if old {
@@ -701,4 +696,179 @@ func relaxAfterRestart(t *testing.T, old bool) time.Duration {
 		}
 	}
 	return 0
+}
+
+// TestAutopilotSpacingKeptAcrossRestart: an action that ended before a
+// restart still spaces the next new one: the collector restarted on its
+// data dir spaces new actions from its start. Before, the file kept the
+// active actions only, and a new action could start the second after
+// the restart. A file of before (an array of actions) still loads.
+func TestAutopilotSpacingKeptAcrossRestart(t *testing.T) {
+	f := newFixture(t)
+	p := f.s.feat.pilot
+	ctx := context.Background()
+	start := f.clk.Now()
+	act := pilotActing(t, f, 20*time.Second)
+	end := f.clk.Add(20 * time.Second)
+	p.step(ctx, end, &api.Snapshot{Time: end})
+	if a := p.eng.Active(); len(a) != 0 {
+		t.Fatalf("active at its end: %+v", a)
+	}
+	f.stop()
+	f.start()
+	at := f.clk.Add(time.Second)
+	f.s.feat.pilot.step(ctx, at, &api.Snapshot{Time: at})
+	if got := f.s.feat.pilot.eng.LastStart(); !got.Equal(start) {
+		t.Fatalf("after a restart new actions are spaced from %v, want %v", got, start)
+	}
+	f.stop()
+	b, _ := json.Marshal([]autopilot.Action{act})
+	if err := os.WriteFile(filepath.Join(f.dir, actionsFile), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.start()
+	defer f.stop()
+	at = f.clk.Add(time.Second)
+	f.s.feat.pilot.step(ctx, at, &api.Snapshot{Time: at})
+	if got := f.s.feat.pilot.eng.LastStart(); !got.Equal(start) {
+		t.Fatalf("from a file of before: spaced from %v, want %v", got, start)
+	}
+}
+
+// pilotActing gives f's autopilot the default rule in enforce and an
+// action of it against bigcorp (a quota of 32 RU/s, its baseline), as
+// one restored: started now, ending after d. It returns the action.
+func pilotActing(t *testing.T, f *fixture, d time.Duration) autopilot.Action {
+	t.Helper()
+	p := f.s.feat.pilot
+	start := f.clk.Now()
+	if err := p.setAutopilot(context.Background(), start, "ops", auditAutopilotSet, func(a *policy.Autopilot) bool {
+		*a = pilotRule(policy.AutopilotEnforce)
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	act := autopilot.Action{ID: "autopilot-noisy-neighbour-1", Rule: "noisy-neighbour", Tenant: "bigcorp", Action: policy.AutopilotQuota,
+		Started: start, Changed: start, Expires: start.Add(d), Limit: 32, Evidence: autopilot.Evidence{BaselineRU: 32}}
+	if n := p.eng.Restore([]autopilot.Action{act}); n != 1 {
+		t.Fatalf("restored %d", n)
+	}
+	return act
+}
+
+// TestAutopilotRestartStatesTheLastFigures: an action that ends while
+// the collector is stopped is lifted at its restart with the figures its
+// last step saw (bigcorp at 20 RU/s under its quota), saved with it.
+// Before, the lift stated the figures of its apply.
+func TestAutopilotRestartStatesTheLastFigures(t *testing.T) {
+	f := newFixture(t)
+	p := f.s.feat.pilot
+	ctx := context.Background()
+	start := f.clk.Now()
+	pilotActing(t, f, 30*time.Second)
+	at := f.clk.Add(time.Second)
+	p.step(ctx, at, &api.Snapshot{Time: at, Tenants: []api.TenantRow{{Tenant: "bigcorp", Tier: "T2", RUPerSec: 20}}})
+	f.stop()
+	f.clk.Set(start.Add(time.Minute))
+	f.start()
+	defer f.stop()
+	at = f.clk.Add(time.Second)
+	f.s.feat.pilot.step(ctx, at, &api.Snapshot{Time: at})
+	st := f.s.feat.pilot.state()
+	if len(st.Decisions) != 1 || st.Decisions[0].Kind != autopilot.KindLift || st.Decisions[0].Evidence.Load != 20 {
+		t.Fatalf("decisions after a restart %+v, want a lift stating bigcorp at 20 RU/s", st.Decisions)
+	}
+}
+
+// readSaved reads the actions file.
+func readSaved(t *testing.T, file string) (savedPilot, []byte) {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	var sp savedPilot
+	if err == nil {
+		err = json.Unmarshal(b, &sp)
+	}
+	if err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	return sp, b
+}
+
+// TestAutopilotFlappingVictimsWriteNothing: victims whose p95 swings
+// every second across the recover threshold (2.5× and 1.2× their
+// baseline) start and end the action's calm each second; that is not
+// worth a write: the actions file, written at the first step, is not
+// written again in 30 such seconds. Victims that then stay recovered
+// are written once, when their calm has lasted calmSettle, with its
+// start; a graceful stop writes the action's last figures. Before, the
+// file was rewritten every second of the flapping.
+func TestAutopilotFlappingVictimsWriteNothing(t *testing.T) {
+	f := newFixture(t)
+	p := f.s.feat.pilot
+	ctx := context.Background()
+	pilotActing(t, f, 15*time.Minute)
+	file := filepath.Join(f.dir, actionsFile)
+	var last os.FileInfo
+	writes, calms := 0, 0
+	step := func(factor float64) time.Time {
+		t.Helper()
+		at := f.clk.Add(time.Second)
+		p.step(ctx, at, victimsAt(at, factor))
+		fi, err := os.Stat(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if last == nil || !os.SameFile(last, fi) {
+			writes++
+		}
+		last = fi
+		if a := p.eng.Active(); len(a) != 1 || a[0].Level != 0 {
+			t.Fatalf("active %+v, want the action as it began", a)
+		} else if !a[0].Calm.IsZero() {
+			calms++
+		}
+		return at
+	}
+	for sec := range 31 {
+		step([]float64{2.5, 1.2}[sec%2])
+	}
+	if writes != 1 || calms != 15 {
+		t.Fatalf("flapping victims: %d writes, %d seconds calm; want 1 write (the first step's), 15 seconds calm", writes, calms)
+	}
+	calm := step(1.2)
+	for range calmSettle/time.Second - 1 {
+		step(1.2)
+	}
+	if sp, b := readSaved(t, file); writes != 1 || !sp.Actions[0].Calm.IsZero() {
+		t.Fatalf("%d writes, saved %s: a calm written before it lasted %v", writes, b, calmSettle)
+	}
+	step(1.2)
+	if sp, b := readSaved(t, file); writes != 2 || !sp.Actions[0].Calm.Equal(calm) || sp.Actions[0].Last == nil || sp.Actions[0].Last.Load != 100 {
+		t.Fatalf("%d writes, saved %s: want a second write, calm since %v", writes, b, calm)
+	}
+	// bigcorp's load changes, its calm goes on: nothing to write until
+	// the stop, which writes the figures of that last step.
+	at := f.clk.Add(time.Second)
+	s := victimsAt(at, 1.2)
+	s.Tenants[0].RUPerSec = 90
+	p.step(ctx, at, s)
+	if fi, err := os.Stat(file); err != nil || !os.SameFile(last, fi) {
+		t.Fatalf("%v: the file was written for a change of figures alone", err)
+	}
+	f.stop()
+	if sp, b := readSaved(t, file); sp.Actions[0].Last == nil || sp.Actions[0].Last.Load != 90 || !sp.Actions[0].Calm.Equal(calm) {
+		t.Fatalf("saved at a stop %s: want the last figures (bigcorp at 90 RU/s)", b)
+	}
+}
+
+// victimsAt is a snapshot at at of bigcorp at 100 RU/s (over half its
+// limit: not quiet) and five tenants whose p95 is factor × their
+// baseline.
+func victimsAt(at time.Time, factor float64) *api.Snapshot {
+	s := &api.Snapshot{Time: at, Tenants: []api.TenantRow{{Tenant: "bigcorp", Tier: "T2", RUPerSec: 100, Share: 100.0 / 150}}}
+	for i := range 5 {
+		s.Tenants = append(s.Tenants, api.TenantRow{Tenant: fmt.Sprintf("t%d", i), Tier: "T2", RUPerSec: 10, Share: 10.0 / 150,
+			P95Seconds: 0.02 * factor, BaselineP95Seconds: 0.02, BaselineShare: 0.2})
+	}
+	return s
 }

@@ -22,6 +22,39 @@ import (
 // could be added for the same tenant.
 const actionsFile = "autopilot-actions.json"
 
+// savedPilot is what the actions file, and the key beside the fleet's
+// lock, hold: the active actions, and when the last action started, so
+// that one that ended before a restart still spaces the next new one
+// (autopilot.Engine.LastStart). Those written before the start was kept
+// hold the actions alone, as a JSON array, and still load.
+type savedPilot struct {
+	Actions   []autopilot.Action `json:"actions"`
+	LastStart time.Time          `json:"last_start,omitzero"`
+}
+
+// UnmarshalJSON reads a savedPilot, or the array of actions saved before.
+func (sp *savedPilot) UnmarshalJSON(b []byte) error {
+	if b = bytes.TrimSpace(b); len(b) > 0 && b[0] == '[' {
+		*sp = savedPilot{}
+		return json.Unmarshal(b, &sp.Actions)
+	}
+	type plain savedPilot
+	return json.Unmarshal(b, (*plain)(sp))
+}
+
+// savedState is what the engine keeps across a restart.
+func (p *pilotPart) savedState() savedPilot {
+	return savedPilot{Actions: p.eng.Active(), LastStart: p.eng.LastStart()}
+}
+
+// adopt gives the engine what another engine saved (this collector's
+// before a restart, or the fleet's last holder of the lock) and returns
+// how many actions it took.
+func (p *pilotPart) adopt(sp savedPilot) int {
+	p.eng.SpaceFrom(sp.LastStart)
+	return p.eng.Restore(sp.Actions)
+}
+
 // restoreActions adopts the actions saved before a restart. One whose
 // time ended, or whose policy part was removed, while the collector was
 // stopped ends now with a lift, written and audited.
@@ -30,15 +63,15 @@ func (p *pilotPart) restoreActions(ctx context.Context, now time.Time) {
 	if errors.Is(err, fs.ErrNotExist) {
 		return
 	}
-	var acts []autopilot.Action
+	var sp savedPilot
 	if err == nil {
-		err = json.Unmarshal(b, &acts)
+		err = json.Unmarshal(b, &sp)
 	}
 	if err != nil {
 		p.log.Warn("autopilot: the actions saved before the restart were not read; their rules expire by themselves", "file", p.actions, "err", err)
 		return
 	}
-	n := p.eng.Restore(acts)
+	n := p.adopt(sp)
 	for _, a := range p.eng.Active() {
 		var why string
 		switch {
@@ -57,29 +90,62 @@ func (p *pilotPart) restoreActions(ctx context.Context, now time.Time) {
 	if n > 0 {
 		p.log.Info("autopilot: follows the actions it had before the restart", "actions", n)
 	}
-	p.saveActions()
+	p.saveActions(now)
 }
 
-// saveActions writes the engine's active actions to the data dir when
-// they changed since the last write: after each step, as an action's
-// timing changes without a decision too (victims recover, and the hold
-// before its next relax step runs from then), and a restart must take it
-// up where it was.
-func (p *pilotPart) saveActions() {
+// calmSettle is how long an action's calm (its victims recovered, or
+// its offender quiet, with no decision since) lasts before the actions
+// file is rewritten for it.
+const calmSettle = 5 * time.Second
+
+// saveActions writes what a restart needs (savedState) to the data dir
+// when it changed in a way a restart would act on: an action started,
+// changed or ended, a calm that lasted calmSettle (the hold before the
+// next relax step runs from its start), a calm that ended. Victims that
+// flap across the recover threshold start and end a calm every second
+// or two: before, each rewrote the file. A restart within a calm's first
+// seconds counts it from its own first step, so its relax step comes
+// those seconds later, never sooner; one after a calm ended never relaxes
+// on it. The figures an action last saw (Action.Last) change every
+// second: they are written with such a change, and at shutdown
+// (flushActions).
+func (p *pilotPart) saveActions(now time.Time) { p.writeActions(now, false) }
+
+// flushActions writes the actions as they are, their last figures and a
+// calm just begun included, when the file does not hold them: at
+// shutdown. It writes nothing before the saved actions were read back.
+func (p *pilotPart) flushActions() { p.writeActions(time.Time{}, true) }
+
+func (p *pilotPart) writeActions(now time.Time, flush bool) {
 	if p.actions == "" {
 		return
 	}
 	p.saveMu.Lock()
 	defer p.saveMu.Unlock()
-	b, _ := json.Marshal(p.eng.Active())
-	if p.savedActions != nil && bytes.Equal(b, p.savedActions) {
+	if flush && p.savedActions == nil {
+		return
+	}
+	sp := p.savedState()
+	if !flush {
+		for i, a := range sp.Actions {
+			if a.Calm.After(a.Changed) && now.Sub(a.Calm) < calmSettle {
+				sp.Actions[i].Calm = time.Time{}
+			}
+		}
+	}
+	b, _ := json.Marshal(sp)
+	for i := range sp.Actions {
+		sp.Actions[i].Last = nil
+	}
+	key, _ := json.Marshal(sp)
+	if p.savedActions != nil && (flush && bytes.Equal(b, p.savedActions) || !flush && bytes.Equal(key, p.savedKey)) {
 		return
 	}
 	if err := store.WriteFileAtomic(p.actions, b); err != nil {
 		p.log.Warn("autopilot: the active actions were not saved; after a restart their rules expire by themselves", "file", p.actions, "err", err)
 		return
 	}
-	p.savedActions = b
+	p.savedActions, p.savedKey = b, key
 }
 
 // partInPolicy reports whether the policy rule (or budget) id is in the

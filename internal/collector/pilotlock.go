@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/qtop-dev/qtop/autopilot"
 )
 
 // pilotLockTTL is how long the autopilot's lock outlives its holder's
@@ -58,11 +56,12 @@ func (l *pilotLock) hold(ctx context.Context) (string, error) {
 // Redis: no action lasts more than a day (policy.MaxAutopilotSeconds).
 const pilotActionsTTL = 24 * time.Hour
 
-// save keeps the holder's active actions beside the lock, so that the
-// collector that takes over follows them to their lift (load) instead of
-// leaving them to expire.
-func (l *pilotLock) save(ctx context.Context, acts []autopilot.Action) error {
-	b, err := json.Marshal(acts)
+// save keeps the holder's active actions (and when its last action
+// started) beside the lock, so that the collector that takes over
+// follows them to their lift (load) instead of leaving them to expire,
+// and spaces its new actions from the holder's.
+func (l *pilotLock) save(ctx context.Context, sp savedPilot) error {
+	b, err := json.Marshal(sp)
 	if err != nil {
 		return err
 	}
@@ -71,21 +70,19 @@ func (l *pilotLock) save(ctx context.Context, acts []autopilot.Action) error {
 	return l.client.Set(ctx, l.key+"-actions", b, pilotActionsTTL).Err()
 }
 
-// load returns the actions the last holder saved (none when it saved
-// none).
-func (l *pilotLock) load(ctx context.Context) ([]autopilot.Action, error) {
+// load returns what the last holder saved (nothing when it saved
+// nothing; an array of actions from a holder of before the spacing was
+// kept).
+func (l *pilotLock) load(ctx context.Context) (savedPilot, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	b, err := l.client.Get(ctx, l.key+"-actions").Bytes()
+	var sp savedPilot
 	if errors.Is(err, redis.Nil) {
-		return nil, nil
+		return sp, nil
 	}
-	if err != nil {
-		return nil, err
+	if err == nil {
+		err = json.Unmarshal(b, &sp)
 	}
-	var acts []autopilot.Action
-	if err := json.Unmarshal(b, &acts); err != nil {
-		return nil, err
-	}
-	return acts, nil
+	return sp, err
 }

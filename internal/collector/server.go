@@ -532,6 +532,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.life.cancel()
 	}
 	s.life.wg.Wait()
+	s.feat.pilot.flushActions() // its loop has stopped
 	s.em.writeDue(ctx, &s.mu, &s.minutes, s.cfg.Now(), true)
 	s.mu.Lock()
 	for _, w := range s.minutes.wals() {
