@@ -568,7 +568,8 @@ func storeReport(ctx context.Context, sf storeFlags, cluster string, req collect
 // collector itself waits for them.
 func unwrittenNote(to, now time.Time) string {
 	first := now.Add(-time.Minute - collector.DefaultGrace).Truncate(time.Minute).Add(time.Minute)
-	if !to.After(first) {
+	// The report counts whole minutes, up to to's.
+	if !to.Truncate(time.Minute).After(first) {
 		return ""
 	}
 	return fmt.Sprintf("a running collector writes a minute %v after its end: the minutes from %s may not be in the store yet and count nothing here "+
@@ -740,6 +741,9 @@ func remoteReportFailed(resp *http.Response, addr string, stderr io.Writer) int 
 		msg += " The collector serves TLS: give --collector https://" + hreqHost(addr) + " (and --ca-file for a private CA)."
 	}
 	fmt.Fprintf(stderr, "collector report: %s: %s\n", resp.Status, printable(msg))
+	if resp.StatusCode == http.StatusUnauthorized {
+		fmt.Fprintln(stderr, "collector report: pass the collector's read token (its --read-token-file; the admin token, DATA_DIR/admin-token, reads too): --read-token-file FILE or QTOP_READ_TOKEN")
+	}
 	return 1
 }
 

@@ -89,6 +89,26 @@ func TestUnwrittenNote(t *testing.T) {
 	if got := unwrittenNote(time.Date(2026, 12, 4, 19, 1, 0, 0, time.UTC), now.Add(13*time.Second)); got != "" {
 		t.Errorf("at 19:01:15, the 19:00 minute is written: %q", got)
 	}
+	// --to now at 19:01:15: the report ends at 19:01, whose minutes are
+	// written; the minute under way is not the report's.
+	if at := now.Add(13 * time.Second); unwrittenNote(at, at) != "" {
+		t.Errorf("a report to 19:01:15 at 19:01:15: %q", unwrittenNote(at, at))
+	}
+}
+
+// TestReportUnauthorizedSaysWhichToken: a 401 from the collector names the
+// flag that gives the read token.
+func TestReportUnauthorizedSaysWhichToken(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		w.Write([]byte(`{"error":"unauthorized: this needs the read token (Authorization: Bearer …)"}`))
+	}))
+	defer srv.Close()
+	var out, errb bytes.Buffer
+	if code := run([]string{"report", "--collector", srv.URL, "--from", "1h"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "--read-token-file FILE") {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
 }
 
 // TestReportPlainToTLS: --collector without https:// against a collector

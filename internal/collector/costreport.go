@@ -149,8 +149,8 @@ func BuildRetainedReport(ctx context.Context, st store.Store, req ReportRequest,
 	}
 	rep, err := buildReport(ctx, src, req, progress)
 	if err == nil {
-		rep.Note = fmt.Sprintf("the minutes before %s are past the collector's retention (%v) and deleted: they count nothing here",
-			horizon.Format(time.RFC3339), retention)
+		rep.Note = strings.TrimSuffix(fmt.Sprintf("the minutes before %s are past the collector's retention (%v) and deleted: they count nothing here; ",
+			horizon.Format(time.RFC3339), retention)+rep.Note, "; ")
 	}
 	return rep, err
 }
@@ -201,6 +201,8 @@ func buildReport(ctx context.Context, st usageReader, req ReportRequest, progres
 	if total > 0 {
 		rep.Total.Share = 1
 		rep.Total.Cost = splitCost(rep.Lines, req.Cost)
+	} else if req.Cost > 0 {
+		rep.Note = fmt.Sprintf("no %s was recorded in the range: the cost of %.2f %s is split among no tenant", measure, rep.Total.Cost, req.Currency)
 	}
 	if req.Tenant != "" {
 		rep.OnlyTenant(req.Tenant)

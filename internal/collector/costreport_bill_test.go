@@ -422,3 +422,17 @@ func TestCostReportNotesFutureEnd(t *testing.T) {
 		t.Errorf("to now: note %q, CSV's %q", j, c)
 	}
 }
+
+// TestCostReportNothingMeasured: a shared cost over a range with no
+// usage says that no tenant carries it, rather than a total line alone
+// holding the whole cost at 0%.
+func TestCostReportNothingMeasured(t *testing.T) {
+	from := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	rep, err := buildReport(context.Background(), pastRetention{}, ReportRequest{From: from, To: from.Add(time.Hour), Cost: 12000, Currency: "USD"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "no ru was recorded in the range: the cost of 12000.00 USD is split among no tenant"; rep.Note != want || len(rep.Lines) != 0 {
+		t.Fatalf("note %q, %d lines; want %q", rep.Note, len(rep.Lines), want)
+	}
+}
