@@ -259,15 +259,17 @@ func (b *baselineBook) tellBefore(s *api.Snapshot) {
 	}
 }
 
-// heldTenants are the tenants that a temporary limit holds at now: a
-// quota or throttle rule in force (not shadow, not expired), or an
-// enforced budget in force, matching the tenant by name, that the
-// autopilot wrote or that expires — by hand too: an admin's throttle for
-// the length of an import (qtop's t) holds the tenant as the autopilot's
-// quota does. A price rule (a demotion) limits nothing, and a shadow rule
-// or a warn budget is never applied: under them a tenant's load is its
-// own. A standing limit written by hand, one with no expiry (a budget;
-// every rule expires), is part of what the tenant's normal is.
+// heldTenants are the tenants that a temporary limit holds at now,
+// matching the tenant by name: a throttle rule in force (not shadow, not
+// expired), whoever wrote it (an admin's throttle for the length of an
+// import, qtop's t, holds the tenant as the autopilot's quota does); a
+// quota rule in force that the autopilot wrote; an enforced budget in
+// force that the autopilot wrote or that expires. A quota written by hand
+// is the tenant's plan, posted again before it expires (every rule
+// expires), and a budget with no expiry is standing: part of what the
+// tenant's normal is. A price rule (a demotion) limits nothing, and a
+// shadow rule or a warn budget is never applied: under them a tenant's
+// load is its own.
 func heldTenants(pol *policy.Policy, now time.Time) map[string]bool {
 	var held map[string]bool
 	hold := func(t string) {
@@ -277,8 +279,8 @@ func heldTenants(pol *policy.Policy, now time.Time) map[string]bool {
 		held[t] = true
 	}
 	for _, r := range pol.Rules {
-		if r.Tenant != "" && !r.Shadow && now.Before(r.Expires) && temporary(r.CreatedBy, r.Expires) &&
-			(r.Action == policy.Quota || r.Action == policy.Throttle) {
+		pilot := strings.HasPrefix(r.CreatedBy, autopilot.CreatedByPrefix)
+		if r.Tenant != "" && !r.Shadow && now.Before(r.Expires) && (r.Action == policy.Throttle || r.Action == policy.Quota && pilot) {
 			hold(r.Tenant)
 		}
 	}

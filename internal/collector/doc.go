@@ -66,13 +66,15 @@
 // DataDir and read back at start; so are the DB load of a tenant no
 // process reports and the seconds learnt in each minute, so that after a
 // restart the book's detector knows what load each tenant had before it
-// (none, for one absent from them) and keeps flagging a job it flagged. Incidents do not teach them, nor does a temporary limit: a
-// tenant held by a quota or throttle rule, or an enforced budget, in force
-// that the autopilot wrote or that expires (by hand too, such as qtop's
-// t) is not learnt while it holds, and its load is left out of the total
-// the other tenants' shares are taken of. A standing limit written by
-// hand, with no expiry (a budget: every rule expires), is part of the
-// tenant's normal and does not stop the learning; nor does a shadow or
+// (none, for one absent from them) and keeps flagging a job it flagged.
+// Incidents do not teach them, nor does a temporary limit: a tenant held
+// by a throttle rule in force (the autopilot's, or one written by hand
+// such as qtop's t), a quota rule the autopilot wrote, or an enforced
+// budget in force that the autopilot wrote or that expires, is not learnt
+// while it holds, and its load is left out of the total the other
+// tenants' shares are taken of. A quota written by hand (a plan, posted
+// again before it expires) and a budget with no expiry are part of the
+// tenant's normal and do not stop the learning; nor does a shadow or
 // price rule or a warn budget.
 //
 // # Hostile input
