@@ -63,8 +63,8 @@
 // (api.TenantRow.Routes): a tenant whose p95 rose only because its mix
 // moved toward its slow routes (a few more 50 ms reports among 2 ms
 // lists) is no victim once a route of it has a baseline; a victim is
-// one with a route slower than that route's own baseline, and its
-// Routes name those. A collector that keeps baselines serves its routes'
+// one with a route slower than that route's own baseline (among its
+// routes with MinRouteRequests in the window), and its Routes name those. A collector that keeps baselines serves its routes'
 // too (api.RouteRow.BaselineP95Seconds); against a collector's tenant
 // baseline only those count, so every qtop reading that collector names
 // the same victims.
