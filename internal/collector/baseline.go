@@ -114,6 +114,9 @@ type baselineBook struct {
 	log  *slog.Logger
 	// flagged are the offenders the tracker named last.
 	flagged []flagged
+	// saved is, read back at start, since when each offender of the
+	// saved book was flagged (baselineflags.go).
+	saved *savedFlags
 }
 
 // flagged is an offender of the book's tracker: its label and since when.
@@ -183,6 +186,7 @@ func (b *baselineBook) learn(s *api.Snapshot, services []serviceLevel, held map[
 	for _, o := range h.Offenders {
 		b.flagged = append(b.flagged, flagged{o.Name, o.Since, o.Baseline, o.Measure != ""})
 	}
+	b.restoreSince(s.Time) // baselineflags.go
 	// Victims stop the learning only when judged against the baselines
 	// served (the tracker's own, a lower quartile of the last two
 	// minutes' p95, take a tenant of mixed fast and slow requests for a
@@ -194,8 +198,8 @@ func (b *baselineBook) learn(s *api.Snapshot, services []serviceLevel, held map[
 		victims = victims || v.BaselineFrom == "collector"
 	}
 	on := false
-	for _, o := range h.Offenders {
-		if s.Time.Sub(o.Since) < baselineSlots*time.Minute && (o.Factor > 0 || victims) {
+	for i, o := range h.Offenders {
+		if s.Time.Sub(b.flagged[i].since) < baselineSlots*time.Minute && (o.Factor > 0 || victims) {
 			on = true
 		}
 	}

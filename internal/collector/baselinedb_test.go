@@ -41,16 +41,7 @@ func TestBaselineDBOnlyFlagKeptAcrossRestart(t *testing.T) {
 	start := time.Date(2026, 12, 4, 4, 0, 0, 0, time.UTC)
 	const job, restart, end = 600, 640, 700
 	file := filepath.Join(t.TempDir(), baselinesFile)
-	b := newBaselineBook()
-	if err := b.load(file); err != nil {
-		t.Fatal(err)
-	}
-	var served api.Snapshot
-	for sec := range restart {
-		served = dbJobAt(start, sec, job, time.Duration(sec+1)*time.Second)
-		b.snapshot(&served, served.Time)
-		b.add(&served, nil, nil)
-	}
+	served := feedDBJob(t, file, start, 0, restart, job)
 	if r := rowOf(served, "pgnoisy"); r.FlaggedSince.IsZero() {
 		t.Fatalf("before the restart: pgnoisy not flagged: %+v", r)
 	}
@@ -108,4 +99,39 @@ func oldBaselines(t *testing.T, saved []byte) []byte {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// TestBaselineFlagTimeKeptAcrossRestart: the job flagged at 4:10 is still
+// flagged since then by a collector restarted at 4:11:40 on the same data
+// folder (the book saved at 4:11 holds the flag's time), not since the
+// restarted detector's first flag, about 12 s after the restart.
+func TestBaselineFlagTimeKeptAcrossRestart(t *testing.T) {
+	start := time.Date(2026, 12, 4, 4, 0, 0, 0, time.UTC)
+	const job, restart, end = 600, 700, 760
+	file := filepath.Join(t.TempDir(), baselinesFile)
+	since := rowOf(feedDBJob(t, file, start, 0, restart, job), "pgnoisy").FlaggedSince
+	if since.IsZero() || since.After(start.Add(job*time.Second+15*time.Second)) {
+		t.Fatalf("before the restart: pgnoisy flagged since %v", since)
+	}
+	if got := rowOf(feedDBJob(t, file, start, restart, end, job), "pgnoisy").FlaggedSince; !got.Equal(since) {
+		t.Errorf("after the restart: pgnoisy flagged since %v, want %v (its first flag)", got, since)
+	}
+}
+
+// feedDBJob runs a book on file (saved there at each minute's turn) from
+// second from, when it starts, to second to of dbJobAt's fleet, the job
+// from second job on, and returns the last snapshot served.
+func feedDBJob(t *testing.T, file string, start time.Time, from, to, job int) api.Snapshot {
+	t.Helper()
+	b := newBaselineBook()
+	if err := b.load(file); err != nil {
+		t.Fatal(err)
+	}
+	var served api.Snapshot
+	for sec := from; sec < to; sec++ {
+		served = dbJobAt(start, sec, job, time.Duration(sec-from+1)*time.Second)
+		b.snapshot(&served, served.Time)
+		b.add(&served, nil, nil)
+	}
+	return served
 }

@@ -37,6 +37,9 @@ type baselinesOnDisk struct {
 	// between them; a route's share, RU/s and DB load are 0). Files from
 	// before route baselines have none.
 	Routes map[string][]minuteSums `json:"routes,omitempty"`
+	// Flagged is since when (unix seconds) each offender the book's
+	// detector named at the save was flagged. Older files have none.
+	Flagged map[string]int64 `json:"flagged,omitempty"`
 }
 
 // minuteSums is one minute of a tenant: [unix minute, seconds seen, p95
@@ -50,7 +53,8 @@ func (b *baselineBook) encode() []byte {
 	if b.file == "" {
 		return nil
 	}
-	d := baselinesOnDisk{Version: 1, Tenants: b.encodeRings(b.tenants), Services: b.encodeRings(b.services), Routes: b.encodeRings(b.routes)}
+	d := baselinesOnDisk{Version: 1, Tenants: b.encodeRings(b.tenants), Services: b.encodeRings(b.services), Routes: b.encodeRings(b.routes),
+		Flagged: b.encodeFlags()}
 	for i := range baselineSlots {
 		if b.learnt.n[i] > 0 && b.learnt.at[i] >= b.minute-baselineSlots {
 			d.Learnt = append(d.Learnt, [2]float64{float64(b.learnt.at[i]), float64(b.learnt.n[i])})
@@ -138,6 +142,7 @@ func (b *baselineBook) load(path string) error {
 		}
 	}
 	b.loadLearnt(d.Learnt)
+	b.loadFlags(d.Flagged)
 	return nil
 }
 
