@@ -303,11 +303,7 @@ func listCells(r api.AuditRow, at func(time.Time) string) (target, what, expires
 
 // budgetLimits says a budget's mode and the limits it sets.
 func budgetLimits(b policy.Budget) string {
-	mode := b.Mode
-	if mode == "" {
-		mode = policy.Warn
-	}
-	parts := []string{string(mode)}
+	parts := []string{string(b.ModeOrDefault())}
 	add := func(name string, v float64) {
 		if v != 0 {
 			parts = append(parts, fmt.Sprintf("%s %g", name, v))

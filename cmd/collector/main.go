@@ -549,7 +549,7 @@ func storeReport(ctx context.Context, sf storeFlags, cluster string, req collect
 		return 1
 	}
 	if n := unwrittenNote(req.To, time.Now()); n != "" {
-		rep.Note = strings.TrimPrefix(rep.Note+"; "+n, "; ")
+		rep.AddNote(n)
 	}
 	if rep.Note != "" && outFormat == collector.FormatCSV { // a CSV has no place for it
 		fmt.Fprintln(stderr, "collector report: note:", rep.Note)

@@ -149,8 +149,11 @@ func BuildRetainedReport(ctx context.Context, st store.Store, req ReportRequest,
 	}
 	rep, err := buildReport(ctx, src, req, progress)
 	if err == nil {
-		rep.Note = strings.TrimSuffix(fmt.Sprintf("the minutes before %s are past the collector's retention (%v) and deleted: they count nothing here; ",
-			horizon.Format(time.RFC3339), retention)+rep.Note, "; ")
+		note := rep.Note // the retention's goes first
+		rep.Note = ""
+		rep.AddNote(fmt.Sprintf("the minutes before %s are past the collector's retention (%v) and deleted: they count nothing here",
+			horizon.Format(time.RFC3339), retention))
+		rep.AddNote(note)
 	}
 	return rep, err
 }
@@ -211,6 +214,14 @@ func buildReport(ctx context.Context, st usageReader, req ReportRequest, progres
 		rep.Lines = []CostLine{}
 	}
 	return rep, nil
+}
+
+// AddNote adds n ("": nothing) to the report's note, after what it says.
+func (rep *CostReport) AddNote(n string) {
+	if n != "" && rep.Note != "" {
+		rep.Note += "; "
+	}
+	rep.Note += n
 }
 
 // OnlyTenant keeps the lines of tenant t alone (its routes, by route):
@@ -513,8 +524,8 @@ func (s httpAPI) handleCostReport(w http.ResponseWriter, r *http.Request) {
 	if open := s.cfg.Now().UTC().Truncate(time.Minute); err == nil && req.To.Truncate(time.Minute).After(open) {
 		// Not recorded yet: a report "to" midnight asked at 09:00 is
 		// not the whole day, and says so.
-		rep.Note = strings.TrimPrefix(rep.Note+"; "+fmt.Sprintf("the minutes from %s (the one open now) on are not recorded yet and count nothing here (end the report at %s, or ask again once they are written)",
-			open.Format(time.RFC3339), open.Format(time.RFC3339)), "; ")
+		rep.AddNote(fmt.Sprintf("the minutes from %s (the one open now) on are not recorded yet and count nothing here (end the report at %s, or ask again once they are written)",
+			open.Format(time.RFC3339), open.Format(time.RFC3339)))
 	}
 	if err != nil {
 		status, retry := http.StatusInternalServerError, time.Duration(0)
