@@ -218,6 +218,12 @@ type TenantRow struct {
 	// source: every client names the same offenders, however late it
 	// started.
 	FlaggedSince time.Time `json:"flagged_since,omitzero"`
+	// SlowSince is when the source's detector began to see the tenant's
+	// p95 pass the victim test without a break (zero: it does not, or the
+	// source has no detector). A tenant of a few requests a window is
+	// named a victim alone only once that outlasts the window (package
+	// incident), so every reader names it as the source does.
+	SlowSince time.Time `json:"slow_since,omitzero"`
 }
 
 // RouteRow is one route of a tenant.

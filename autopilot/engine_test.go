@@ -276,7 +276,7 @@ func TestOffenderIsNotItsOwnVictim(t *testing.T) {
 			if hurt {
 				p95 = 3 * base
 			}
-			s.Tenants = append(s.Tenants, api.TenantRow{Tenant: name, Tier: "T2", RUPerSec: 10, Share: 1.0 / 21, History: flat(10),
+			s.Tenants = append(s.Tenants, api.TenantRow{Tenant: name, Tier: "T2", RUPerSec: 10, ReqPerSec: 5, Share: 1.0 / 21, History: flat(10),
 				P95Seconds: p95, BaselineP95Seconds: base, BaselineShare: 1.0 / 21})
 			wait := 0.01
 			if name == "bigcorp" && sec >= 100 {
@@ -407,7 +407,7 @@ func TestNewLoadGetsTheTypicalBaseline(t *testing.T) {
 			s.Tenants = append(s.Tenants, api.TenantRow{Tenant: "newcorp", Tier: "T2", RUPerSec: ru, DBLoad: ru / 100, History: h, P95Seconds: 0.2})
 		}
 		for k := range 20 {
-			s.Tenants = append(s.Tenants, api.TenantRow{Tenant: fmt.Sprintf("t%02d", k), Tier: "T2", RUPerSec: 10, DBLoad: 0.1,
+			s.Tenants = append(s.Tenants, api.TenantRow{Tenant: fmt.Sprintf("t%02d", k), Tier: "T2", RUPerSec: 10, ReqPerSec: 5, DBLoad: 0.1,
 				P95Seconds: 0.020 * f, BaselineP95Seconds: 0.020, BaselineShare: 0.05, History: flat(10)})
 		}
 		return s

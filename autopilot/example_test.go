@@ -29,7 +29,7 @@ func snapshot(sec int) *api.Snapshot {
 		if sec >= 60 {
 			p95 = 0.050
 		}
-		s.Tenants = append(s.Tenants, api.TenantRow{Tenant: fmt.Sprintf("shop%d", k), Tier: "T2", RUPerSec: 10, P95Seconds: p95,
+		s.Tenants = append(s.Tenants, api.TenantRow{Tenant: fmt.Sprintf("shop%d", k), Tier: "T2", RUPerSec: 10, ReqPerSec: 5, P95Seconds: p95,
 			BaselineP95Seconds: 0.020, BaselineShare: 0.1})
 	}
 	return s

@@ -62,7 +62,7 @@ func (l *loop) snap(sec int) *api.Snapshot {
 	f := l.p95Factor(sec)
 	s.Tenants = append(s.Tenants, api.TenantRow{Tenant: "bigcorp", Tier: "T2", RUPerSec: h[len(h)-1], P95Seconds: 0.5 * f, History: h})
 	for k := range loopShops {
-		s.Tenants = append(s.Tenants, api.TenantRow{Tenant: fmt.Sprintf("shop%02d", k), Tier: "T2", RUPerSec: loopShopRU,
+		s.Tenants = append(s.Tenants, api.TenantRow{Tenant: fmt.Sprintf("shop%02d", k), Tier: "T2", RUPerSec: loopShopRU, ReqPerSec: 5,
 			P95Seconds: 0.020 * f, History: flat(loopShopRU)})
 	}
 	return s

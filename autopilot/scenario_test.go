@@ -104,7 +104,7 @@ func (sc *scenario) snap(sec int) *api.Snapshot {
 		s.Tenants = append(s.Tenants, row)
 	}
 	for k := range 20 {
-		r := api.TenantRow{Tenant: fmt.Sprintf("t%02d", k), Tier: "T2", RUPerSec: 10, DBLoad: 0.1, P95Seconds: 0.020 * f,
+		r := api.TenantRow{Tenant: fmt.Sprintf("t%02d", k), Tier: "T2", RUPerSec: 10, ReqPerSec: 5, DBLoad: 0.1, P95Seconds: 0.020 * f,
 			History: flat(10)}
 		if sc.baselines {
 			r.BaselineP95Seconds, r.BaselineShare = 0.020, 0.05

@@ -67,5 +67,7 @@
 // routes with MinRouteRequests in the window), and its Routes name those. A collector that keeps baselines serves its routes'
 // too (api.RouteRow.BaselineP95Seconds); against a collector's tenant
 // baseline only those count, so every qtop reading that collector names
-// the same victims.
+// the same victims. A tenant of a few requests a window is named a victim
+// only when the snapshot corroborates it or its slowness outlasts the
+// window (thin.go; Victim.Since, api.TenantRow.SlowSince).
 package incident

@@ -69,6 +69,11 @@ type tenantBaseline struct {
 	p95, load float64
 	ok        bool
 	routes    map[string]*routeBaseline // routes.go
+	// slowSince is when the tenant's p95 began to pass the victim test
+	// without a break (zero: it does not), slowAt the last snapshot it
+	// passed it in.
+	slowSince time.Time
+	slowAt    int64
 }
 
 // baselineEvery is how often (in snapshots) a tenant's baseline is
@@ -184,6 +189,10 @@ type Victim struct {
 	// tenant's baseline (api.TenantRow.BaselineP95Seconds), else "qtop":
 	// what this tracker saw of the tenant (see the package documentation).
 	BaselineFrom string `json:"baseline_from"`
+	// Since is when its p95 began to pass the victim test without a
+	// break: the source's (api.TenantRow.SlowSince) when earlier than
+	// what this tracker saw.
+	Since time.Time `json:"since,omitzero"`
 }
 
 // RouteHurt is one route of a victim.
@@ -209,6 +218,7 @@ type Tracker struct {
 	bySource int
 	head     Headline
 	window   float64   // the last snapshot's, in seconds (routes.go)
+	now      time.Time // the last snapshot's time
 	ps       []float64 // scratch
 	ls       []float64
 	keys     []string    // scratch: each row's key (histories)
@@ -298,6 +308,7 @@ func (in *Tracker) init() {
 func (in *Tracker) Add(s *api.Snapshot) Headline {
 	in.init()
 	in.n++
+	in.now = s.Time
 	in.window = s.Window.Seconds()
 	if in.window <= 0 {
 		in.window = 10
@@ -315,12 +326,9 @@ func (in *Tracker) Add(s *api.Snapshot) Headline {
 		}
 		return r.RUPerSec
 	}
-	var total, dbTotal float64
-	for i := range s.Tenants {
-		total += load(&s.Tenants[i])
-		dbTotal += s.Tenants[i].DBLoad
-	}
+	total, dbTotal := totals(s, load)
 	h := Headline{Measure: measure}
+	var thin []Victim // victims on a few requests (thin.go)
 	in.histories(s, group, db, historyOf, load)
 	for i := range s.Tenants {
 		r := &s.Tenants[i]
@@ -358,10 +366,13 @@ func (in *Tracker) Add(s *api.Snapshot) Headline {
 		if s.Source == api.SourcePostgres || group != api.GroupTenant || r.Untagged {
 			continue
 		}
-		if v, ok := in.victim(r, share, drv, learn); ok {
+		if v, ok, few := in.victim(r, share, drv, learn); ok && few {
+			thin = append(thin, v)
+		} else if ok {
 			h.Victims = append(h.Victims, v)
 		}
 	}
+	h.Victims = in.corroborate(h, thin)
 	in.bySource = bySource
 	in.forget()
 	slices.SortFunc(h.Offenders, func(a, b Offender) int { return cmp.Compare(b.Share, a.Share) })
@@ -371,6 +382,15 @@ func (in *Tracker) Add(s *api.Snapshot) Headline {
 	h.Line = summaryLine(s, group, h)
 	in.head = h
 	return h
+}
+
+// totals sums the rows' load and their DB load.
+func totals(s *api.Snapshot, load func(*api.TenantRow) float64) (total, db float64) {
+	for i := range s.Tenants {
+		total += load(&s.Tenants[i])
+		db += s.Tenants[i].DBLoad
+	}
+	return total, db
 }
 
 // Headline returns the headline of the last snapshot added.
@@ -454,12 +474,13 @@ func (in *Tracker) history(s *api.Snapshot, r *api.TenantRow, key string, load f
 	return h
 }
 
-// victim follows r's baseline and says whether r is a victim now.
-func (in *Tracker) victim(r *api.TenantRow, share float64, driver, learn bool) (Victim, bool) {
+// victim follows r's baseline and says whether r is a victim now, and
+// whether on a few requests (thin.go).
+func (in *Tracker) victim(r *api.TenantRow, share float64, driver, learn bool) (v Victim, ok, few bool) {
 	b := in.rows[r.Tenant]
 	if b == nil {
 		if len(in.rows) >= MaxTracked {
-			return Victim{}, false
+			return Victim{}, false, false
 		}
 		b = &tenantBaseline{}
 		in.rows[r.Tenant] = b
@@ -469,23 +490,31 @@ func (in *Tracker) victim(r *api.TenantRow, share float64, driver, learn bool) (
 		if r.P95Seconds > 0 {
 			b.add(observation{n: in.n, p95: r.P95Seconds, load: share}, learn)
 		}
+		v.Since = b.slow(ok, in.n, in.now, r.SlowSince)
 	}()
-	hurt, known := in.routes(b, r, learn, r.BaselineP95Seconds <= 0)
-	v := Victim{Tenant: r.Tenant, P95Seconds: r.P95Seconds, Share: share, BaselineFrom: "qtop"}
-	p, l, ok := b.cached(in.n, &in.ps, &in.ls)
-	if r.BaselineP95Seconds > 0 {
-		p, l, ok, v.BaselineFrom = r.BaselineP95Seconds, r.BaselineShare, true, "collector"
+	rv := in.routes(b, r, learn, r.BaselineP95Seconds <= 0)
+	known, hurt := rv.known, rv.hurt
+	if !known && rv.thinKnown {
+		// Its routes each have a few requests: judged on them, as a
+		// victim on a few requests (thin.go).
+		known, hurt, few = true, rv.thinHurt, true
 	}
-	if !ok || p <= 0 || r.P95Seconds <= 0 || driver {
-		return Victim{}, false
+	few = few || (!known && r.ReqPerSec*in.window < MinRouteRequests)
+	v = Victim{Tenant: r.Tenant, P95Seconds: r.P95Seconds, Share: share, BaselineFrom: "qtop"}
+	p, l, based := b.cached(in.n, &in.ps, &in.ls)
+	if r.BaselineP95Seconds > 0 {
+		p, l, based, v.BaselineFrom = r.BaselineP95Seconds, r.BaselineShare, true, "collector"
+	}
+	if !based || p <= 0 || r.P95Seconds <= 0 || driver {
+		return Victim{}, false, false
 	}
 	if r.P95Seconds < VictimP95*p || share > VictimLoad*math.Max(l, 1e-9) || (known && len(hurt) == 0) {
-		return Victim{}, false
+		return Victim{}, false, false
 	}
 	v.BaselineP95Seconds, v.BaselineShare = p, l
 	if known {
 		v.Routes = hurt
-		return v, true
+		return v, true, few
 	}
 	for _, rt := range r.Routes {
 		if rt.P95Seconds >= VictimP95*p {
@@ -494,7 +523,7 @@ func (in *Tracker) victim(r *api.TenantRow, share float64, driver, learn bool) (
 	}
 	slices.SortFunc(v.Routes, func(a, b RouteHurt) int { return cmp.Compare(b.P95Seconds, a.P95Seconds) })
 	v.Routes = v.Routes[:min(len(v.Routes), 3)]
-	return v, true
+	return v, true, few
 }
 
 // forget drops the rows not seen for BaselineSpan snapshots.

@@ -114,11 +114,23 @@ func (rb *routeBaseline) baseline(n int64, scratch *[]float64) (float64, bool) {
 	return Quantile(ps, 0.25), true
 }
 
-// routes follows the routes of r (its tenant's baseline b) and returns
-// those slower than their own baseline by VictimP95, slowest first (at
-// most 3); known says whether any route of r with MinRouteRequests in
-// the window has a baseline: the source's, or with own the Tracker's.
-func (in *Tracker) routes(b *tenantBaseline, r *api.TenantRow, learn, own bool) (hurt []RouteHurt, known bool) {
+// routeVerdict is what a tenant's routes say of it (Tracker.routes).
+type routeVerdict struct {
+	// known: a route of the tenant with MinRouteRequests in the window
+	// has a baseline (the source's, or with own the Tracker's); hurt are
+	// those routes slower than their baseline by VictimP95, slowest
+	// first (at most 3).
+	known bool
+	hurt  []RouteHurt
+	// thinKnown and thinHurt: the same of the routes with fewer requests
+	// (thin.go).
+	thinKnown bool
+	thinHurt  []RouteHurt
+}
+
+// routes follows the routes of r (its tenant's baseline b) and judges
+// each that has a baseline against it.
+func (in *Tracker) routes(b *tenantBaseline, r *api.TenantRow, learn, own bool) (rv routeVerdict) {
 	for _, rt := range r.Routes {
 		rb := b.routes[rt.Route]
 		if rb == nil {
@@ -135,16 +147,23 @@ func (in *Tracker) routes(b *tenantBaseline, r *api.TenantRow, learn, own bool) 
 		if !ok && own {
 			p, ok = rb.baseline(in.n, &in.ps)
 		}
-		if ok && rt.P95Seconds > 0 && rt.ReqPerSec*in.window >= MinRouteRequests {
-			known = true
+		if ok && rt.P95Seconds > 0 && rt.ReqPerSec > 0 {
+			known, hurt := &rv.known, &rv.hurt
+			if rt.ReqPerSec*in.window < MinRouteRequests {
+				known, hurt = &rv.thinKnown, &rv.thinHurt
+			}
+			*known = true
 			if rt.P95Seconds >= VictimP95*p {
-				hurt = append(hurt, RouteHurt{Route: rt.Route, P95Seconds: rt.P95Seconds})
+				*hurt = append(*hurt, RouteHurt{Route: rt.Route, P95Seconds: rt.P95Seconds})
 			}
 		}
 		rb.add(in.n, rt.P95Seconds, learn)
 	}
-	slices.SortFunc(hurt, func(a, b RouteHurt) int { return cmp.Compare(b.P95Seconds, a.P95Seconds) })
-	return hurt[:min(len(hurt), 3)], known
+	for _, h := range []*[]RouteHurt{&rv.hurt, &rv.thinHurt} {
+		slices.SortFunc(*h, func(a, b RouteHurt) int { return cmp.Compare(b.P95Seconds, a.P95Seconds) })
+		*h = (*h)[:min(len(*h), 3)]
+	}
+	return rv
 }
 
 // dropRoute forgets the route seen least recently.

@@ -863,11 +863,11 @@ func TestAutopilotFlappingVictimsWriteNothing(t *testing.T) {
 
 // victimsAt is a snapshot at at of bigcorp at 100 RU/s (over half its
 // limit: not quiet) and five tenants whose p95 is factor × their
-// baseline.
+// baseline, each on 50 requests a window (enough to be judged alone).
 func victimsAt(at time.Time, factor float64) *api.Snapshot {
 	s := &api.Snapshot{Time: at, Tenants: []api.TenantRow{{Tenant: "bigcorp", Tier: "T2", RUPerSec: 100, Share: 100.0 / 150}}}
 	for i := range 5 {
-		s.Tenants = append(s.Tenants, api.TenantRow{Tenant: fmt.Sprintf("t%d", i), Tier: "T2", RUPerSec: 10, Share: 10.0 / 150,
+		s.Tenants = append(s.Tenants, api.TenantRow{Tenant: fmt.Sprintf("t%d", i), Tier: "T2", RUPerSec: 10, Share: 10.0 / 150, ReqPerSec: 5,
 			P95Seconds: 0.02 * factor, BaselineP95Seconds: 0.02, BaselineShare: 0.2})
 	}
 	return s

@@ -432,6 +432,7 @@ func (b *baselineBook) snapshot(snap *api.Snapshot, _ time.Time) {
 			r.BaselineP95Seconds, r.BaselineShare, r.BaselineRUPerSec = bl[0], bl[1], bl[2]
 		}
 		b.serveRoutes(r)
+		r.SlowSince = b.tr.SlowSince(r.Tenant)
 		for _, f := range b.flagged {
 			if f.name == api.Printable(r.Tenant) {
 				// Before the hour's baseline exists, the one it was

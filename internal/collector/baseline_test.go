@@ -40,12 +40,13 @@ func TestBaselinesSameForEveryQtop(t *testing.T) {
 	var he, hl, ho incident.Headline
 	var before float64
 	var svcBefore api.ServiceRow
+	var last api.Snapshot
 	for sec := 1; sec <= int((importAt+45*time.Second)/time.Second); sec++ {
 		fleet.step(f.clk.Add(time.Second))
 		f.s.Tick(ctx, f.clk.Now())
 		h.stepAutopilot(ctx)
 		snap := f.s.Snapshot(f.clk.Now(), api.MeasureRU, defaultTop)
-		he = early.Add(&snap)
+		he, last = early.Add(&snap), snap
 		if sec == int(importAt/time.Second)-1 {
 			if r := rowOf(snap, "acme"); r.BaselineP95Seconds <= 0 || r.BaselineShare <= 0 || r.BaselineRUPerSec <= 0 {
 				t.Fatalf("no baseline served for acme after %v: %+v", importAt, r)
@@ -81,6 +82,17 @@ func TestBaselinesSameForEveryQtop(t *testing.T) {
 	}
 	if he.Victims[0].BaselineFrom != "collector" {
 		t.Fatalf("baselines from %s", he.Victims[0].BaselineFrom)
+	}
+	// The collector serves how long it has seen each victim slow, and a
+	// qtop reading once (a fresh tracker, one snapshot) names the same.
+	for _, v := range he.Victims {
+		if r := rowOf(last, v.Tenant); r.SlowSince.IsZero() || r.SlowSince.After(v.Since) {
+			t.Fatalf("victim %s since %v: served slow since %v", v.Tenant, v.Since, r.SlowSince)
+		}
+	}
+	var once incident.Tracker
+	if h := once.Add(&last); !slices.Equal(names(h), names(he)) {
+		t.Fatalf("victims seen from the start %v, by a qtop reading once %v", names(he), names(h))
 	}
 	if len(ho.Victims) >= len(hl.Victims) {
 		t.Fatalf("on its own baselines a late qtop saw %d victims, on the collector's %d: the test shows nothing", len(ho.Victims), len(hl.Victims))

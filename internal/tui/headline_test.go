@@ -117,7 +117,7 @@ func TestVictimsByName(t *testing.T) {
 		}
 	}
 	want := Victim{Tenant: "t02", P95Seconds: 0.041, BaselineP95Seconds: 0.020, Share: 0.01, BaselineShare: 10.0 / 201,
-		Routes: []RouteHurt{{Route: "GET /search", P95Seconds: 0.09}}, BaselineFrom: "qtop"}
+		Routes: []RouteHurt{{Route: "GET /search", P95Seconds: 0.09}}, BaselineFrom: "qtop", Since: t0.Add(40 * time.Second)}
 	if got, _ := json.Marshal(t02); string(got) != string(must(json.Marshal(want))) {
 		t.Fatalf("t02:\n got %s\nwant %s", got, must(json.Marshal(want)))
 	}
