@@ -409,7 +409,10 @@ func (h Headline) Alert() bool { return len(h.Offenders) > 0 || len(h.Victims) >
 // that starts after its collector new load — or, once the first load was
 // in the baseline seconds, a rise of ×10 or more. A row whose load
 // starts later, while the others had theirs (the demo's import, 5 s in),
-// is new load still.
+// is new load still. A headline of DB load that the source samples
+// (qtop --postgres, a collector's sampler) is not cut: the seconds
+// before the first load are samples of an idle database, and the first
+// job on it is new load.
 func (in *Tracker) histories(s *api.Snapshot, group string, db, historyOf bool, load func(*api.TenantRow) float64) {
 	in.keys, in.hists = slices.Grow(in.keys[:0], len(s.Tenants))[:len(s.Tenants)], slices.Grow(in.hists[:0], len(s.Tenants))[:len(s.Tenants)]
 	span, loaded := 0, 0 // the longest history, and the most points since a first load
@@ -429,8 +432,8 @@ func (in *Tracker) histories(s *api.Snapshot, group string, db, historyOf bool, 
 			loaded = max(loaded, len(h)-j)
 		}
 	}
-	if loaded == 0 || loaded >= span {
-		return // no load yet, or load since the histories began
+	if loaded == 0 || loaded >= span || (db && (s.Source == api.SourcePostgres || s.Collector.Sampler)) {
+		return // no load yet, load since the histories began, or idle seconds sampled
 	}
 	for i, h := range in.hists {
 		if o := in.own[in.keys[i]]; len(h) > loaded && (o == nil || !o.known) {
