@@ -2,6 +2,7 @@ package tui
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/qtop-dev/qtop/api"
 	incidents "github.com/qtop-dev/qtop/incident"
@@ -25,11 +26,12 @@ type summary struct {
 	t     incidents.Tracker
 	line  string
 	head  Headline
-	alert bool // drivers or victims were found
+	alert bool      // drivers or victims were found
+	at    time.Time // the snapshot's time
 }
 
 func (in *summary) add(s *api.Snapshot) {
-	in.head = in.t.Add(s)
+	in.head, in.at = in.t.Add(s), s.Time
 	in.line, in.alert = in.head.Line, in.head.Alert()
 }
 
@@ -38,4 +40,17 @@ func fmtFactor(f float64) string {
 		return strconv.FormatFloat(f, 'f', 0, 64)
 	}
 	return strconv.FormatFloat(f, 'f', 1, 64)
+}
+
+// slowFor says how long a victim has been slow, to the second (- when
+// not known).
+func (in *summary) slowFor(v Victim) string {
+	if v.Since.IsZero() || in.at.Before(v.Since) {
+		return "-"
+	}
+	d := in.at.Sub(v.Since)
+	if d >= time.Hour {
+		return d.Truncate(time.Minute).String()
+	}
+	return d.Truncate(time.Second).String()
 }

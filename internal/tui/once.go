@@ -226,14 +226,14 @@ func printHeadline(tw io.Writer, s *api.Snapshot) {
 	if len(in.head.Victims) == 0 {
 		return
 	}
-	fmt.Fprintln(tw, "\nVICTIM\tP95\tBASELINE P95\tSHARE\tBASELINE SHARE\tROUTES HURT\t")
+	fmt.Fprintln(tw, "\nVICTIM\tP95\tBASELINE P95\tSLOW FOR\tSHARE\tBASELINE SHARE\tROUTES HURT\t")
 	for _, v := range in.head.Victims {
 		var rs []string
 		for _, r := range v.Routes {
 			rs = append(rs, routeName(r.Route)+" "+fmtSeconds(r.P95Seconds))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", clean(v.Tenant), fmtSeconds(v.P95Seconds), fmtSeconds(v.BaselineP95Seconds),
-			fmtShare(v.Share), fmtShare(v.BaselineShare), orDash(strings.Join(rs, ", ")))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", clean(v.Tenant), fmtSeconds(v.P95Seconds), fmtSeconds(v.BaselineP95Seconds),
+			in.slowFor(v), fmtShare(v.Share), fmtShare(v.BaselineShare), orDash(strings.Join(rs, ", ")))
 	}
 }
 

@@ -69,9 +69,9 @@ func (v *victimsView) view(c *common, h int) string {
 	}
 	out.WriteString("\n\n" + c.st.title.Render(clip("Victims: p95 ≥×"+fmtFactor(incidents.VictimP95)+" its baseline while its share of load is ≤×"+
 		strconv.FormatFloat(incidents.VictimLoad, 'g', -1, 64)+" its baseline's · worst first", c.width)))
-	rw := max(c.width-(2+16+9+9+7+8+8+3), 8)
+	rw := max(c.width-(2+16+9+9+7+6+8+8+4), 8)
 	out.WriteString("\n" + c.st.header.Render(clip("  "+fit("TENANT", 16, false)+" "+fit("P95", 9, true)+" "+fit("BASE P95", 9, true)+" "+
-		fit("×", 7, true)+" "+fit("SHARE", 8, true)+" "+fit("BASE", 8, true)+" "+fit("ROUTES HURT (p95)", rw, false), c.width)))
+		fit("×", 7, true)+" "+fit("FOR", 6, true)+" "+fit("SHARE", 8, true)+" "+fit("BASE", 8, true)+" "+fit("ROUTES HURT (p95)", rw, false), c.width)))
 	lines += 3
 	if len(hd.Victims) == 0 {
 		out.WriteString("\n" + wrapped(c.st.dim, v.none(c), c.width))
@@ -85,7 +85,7 @@ func (v *victimsView) view(c *common, h int) string {
 			rs = append(rs, routeName(r.Route)+" "+fmtSeconds(r.P95Seconds))
 		}
 		line := clip(gutter(fitName(clean(vc.Tenant), 16)+" "+fit(fmtSeconds(vc.P95Seconds), 9, true)+" "+
-			fit(fmtSeconds(vc.BaselineP95Seconds), 9, true)+" "+fit("×"+fmtFactor(vc.Factor()), 7, true)+" "+
+			fit(fmtSeconds(vc.BaselineP95Seconds), 9, true)+" "+fit("×"+fmtFactor(vc.Factor()), 7, true)+" "+fit(v.sum.slowFor(vc), 6, true)+" "+
 			fit(fmtShare(vc.Share), 8, true)+" "+fit(fmtShare(vc.BaselineShare), 8, true)+" "+fit(orDash(strings.Join(rs, ", ")), rw, false), i == v.list.cursor), c.width)
 		if i == v.list.cursor {
 			line = c.st.selected.Render(line)
