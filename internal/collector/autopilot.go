@@ -48,15 +48,12 @@ type pilotPart struct {
 	// restart (DataDir/autopilot-spared.json; "": not kept).
 	spared string
 	// actions is where a collector alone keeps its active actions
-	// (DataDir/autopilot-actions.json; "": not kept); restored says they
-	// were read back, at the first step.
+	// (DataDir/autopilot-actions.json; "": not kept), save what writes
+	// them (nil: not kept); restored says they were read back, at the
+	// first step.
 	actions  string
+	save     *pilotSave
 	restored bool
-	// saveMu orders the writes of actions (the loop's and a cancel's), so
-	// the last written is the newest set; savedActions is that set as
-	// written (nil: none yet), savedKey what of it a restart acts on.
-	saveMu                 sync.Mutex
-	savedActions, savedKey []byte
 	// now stamps the audit of a decision: when it was written, after
 	// whatever the snapshot it was decided on followed from (a policy
 	// change an admin made within the same second, say).
@@ -100,6 +97,8 @@ func newPilotPart(cfg Config, pol *policyPart, q *fleetQuota) (*pilotPart, error
 		p.loadSpared(cfg.Now())
 		if p.lock == nil && !p.needLock {
 			p.actions = filepath.Join(cfg.DataDir, actionsFile)
+			p.save = newPilotSave(func(b []byte) error { return store.WriteFileAtomic(p.actions, b) },
+				"autopilot: the active actions were not saved; after a restart their rules expire by themselves", "file", p.actions)
 		}
 	}
 	p.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qtop_autopilot_decisions_total",

@@ -872,3 +872,36 @@ func victimsAt(at time.Time, factor float64) *api.Snapshot {
 	}
 	return s
 }
+
+// TestAutopilotStateMarshalledOnceASecond: a second in which nothing a
+// restart acts on changed (victims flapping, the offender's figures
+// moving) marshals the autopilot's state once, to compare it with what
+// was written; a second that writes marshals it once more, whole. Before,
+// every second marshalled it twice (whole, and without the figures).
+func TestAutopilotStateMarshalledOnceASecond(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	p := f.s.feat.pilot
+	ctx := context.Background()
+	pilotActing(t, f, 15*time.Minute)
+	at := f.clk.Add(time.Second)
+	p.step(ctx, at, victimsAt(at, 2.5)) // written: the first step
+	marshals := 0
+	p.save.marshal = func(v any) ([]byte, error) { marshals++; return json.Marshal(v) }
+	for sec := range 10 {
+		at := f.clk.Add(time.Second)
+		s := victimsAt(at, []float64{1.2, 2.5}[sec%2])
+		s.Tenants[0].RUPerSec = float64(90 + sec)
+		p.step(ctx, at, s)
+	}
+	if marshals != 10 {
+		t.Fatalf("10 seconds with nothing to write marshalled the state %d times, want 10", marshals)
+	}
+	marshals = 0
+	if err := p.command(ctx, f.clk.Now(), api.AutopilotCommand{Cancel: "autopilot-noisy-neighbour-1"}, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	if marshals != 2 {
+		t.Fatalf("a cancel, written, marshalled the state %d times, want 2", marshals)
+	}
+}

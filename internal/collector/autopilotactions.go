@@ -8,11 +8,11 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/qtop-dev/qtop/autopilot"
 	"github.com/qtop-dev/qtop/policy"
-	"github.com/qtop-dev/qtop/store"
 )
 
 // actionsFile keeps, in the data dir, the active actions of a collector
@@ -117,35 +117,67 @@ func (p *pilotPart) saveActions(now time.Time) { p.writeActions(now, false) }
 func (p *pilotPart) flushActions() { p.writeActions(time.Time{}, true) }
 
 func (p *pilotPart) writeActions(now time.Time, flush bool) {
-	if p.actions == "" {
+	s := p.save
+	if s == nil {
 		return
 	}
-	p.saveMu.Lock()
-	defer p.saveMu.Unlock()
-	if flush && p.savedActions == nil {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if flush && s.full == nil {
 		return
 	}
 	sp := p.savedState()
+	var key []byte
 	if !flush {
+		// What a restart acts on: the actions without their last
+		// figures, a calm younger than calmSettle not begun.
+		last := make([]*autopilot.Evidence, len(sp.Actions))
 		for i, a := range sp.Actions {
 			if a.Calm.After(a.Changed) && now.Sub(a.Calm) < calmSettle {
 				sp.Actions[i].Calm = time.Time{}
 			}
+			last[i], sp.Actions[i].Last = a.Last, nil
+		}
+		key, _ = s.marshal(sp)
+		if s.full != nil && bytes.Equal(key, s.key) {
+			return
+		}
+		for i := range sp.Actions {
+			sp.Actions[i].Last = last[i]
 		}
 	}
-	b, _ := json.Marshal(sp)
-	for i := range sp.Actions {
-		sp.Actions[i].Last = nil
-	}
-	key, _ := json.Marshal(sp)
-	if p.savedActions != nil && (flush && bytes.Equal(b, p.savedActions) || !flush && bytes.Equal(key, p.savedKey)) {
+	b, _ := s.marshal(sp)
+	if flush && bytes.Equal(b, s.full) {
 		return
 	}
-	if err := store.WriteFileAtomic(p.actions, b); err != nil {
-		p.log.Warn("autopilot: the active actions were not saved; after a restart their rules expire by themselves", "file", p.actions, "err", err)
+	if err := s.put(b); err != nil {
+		p.log.Warn(s.warn, append(slices.Clip(s.attrs), "err", err)...)
 		return
 	}
-	p.savedActions, p.savedKey = b, key
+	s.full, s.key = b, key
+}
+
+// pilotSave writes the autopilot's saved state (savedPilot) where a
+// restart reads it. Each second's save marshals once: what a restart
+// acts on (the key), compared with the last written; the whole state
+// (the actions' last figures with it) only when that changed.
+type pilotSave struct {
+	put   func([]byte) error
+	warn  string // logged, with attrs, when put fails
+	attrs []any
+	// marshal is json.Marshal (a test counts the calls).
+	marshal func(any) ([]byte, error)
+
+	// mu orders the writes (the loop's and a cancel's), so that the last
+	// written is the newest state; full is that state as written (nil:
+	// none yet), key what of it a restart acts on (nil: written whole,
+	// at a stop).
+	mu        sync.Mutex
+	full, key []byte
+}
+
+func newPilotSave(put func([]byte) error, warn string, attrs ...any) *pilotSave {
+	return &pilotSave{put: put, warn: warn, attrs: attrs, marshal: json.Marshal}
 }
 
 // partInPolicy reports whether the policy rule (or budget) id is in the
