@@ -66,6 +66,7 @@ type pilotPart struct {
 	acting  bool
 	note    string
 	recent  []autopilot.Decision // newest last, at most api.MaxAutopilotRecent
+	decided uint64               // decisions made or adopted into recent, in all: a save writes on a change
 
 	decisions *prometheus.CounterVec
 	active    *prometheus.GaugeVec
@@ -312,6 +313,7 @@ func (p *pilotPart) write(ctx context.Context, now time.Time, d autopilot.Decisi
 	if n := len(p.recent) - api.MaxAutopilotRecent; n > 0 {
 		p.recent = slices.Delete(p.recent, 0, n)
 	}
+	p.decided++
 	p.mu.Unlock()
 	if err != nil {
 		p.errors.Inc()

@@ -320,12 +320,16 @@ func TestAutopilotOneCollectorActs(t *testing.T) {
 	if ok, _ := a.s.feat.pilot.mayAct(ctx); !ok {
 		t.Fatal("the holder lost its lock on renewal")
 	}
-	// c1 keeps its actions beside the lock, and when its last action
-	// started (one that ended since).
+	// c1 keeps its actions beside the lock, when its last action
+	// started (one that ended since), and its recent decisions: one that
+	// c2 made while it held the lock before, and c1's apply.
 	act := autopilot.Action{ID: "autopilot-noisy-1", Rule: "noisy-neighbour", Tenant: "bigcorp", Action: policy.AutopilotQuota,
 		Started: t0, Changed: t0, Expires: t0.Add(15 * time.Minute), Limit: 32}
 	last := t0.Add(time.Minute)
-	if err := a.s.feat.pilot.lock.save(ctx, savedPilot{Actions: []autopilot.Action{act}, LastStart: last}); err != nil {
+	before := autopilot.Decision{Time: t0.Add(-time.Minute), Rule: "noisy-neighbour", Tenant: "megacorp", Kind: autopilot.KindLift, ActionID: "autopilot-noisy-0"}
+	apply := autopilot.Decision{Time: t0, Rule: "noisy-neighbour", Tenant: "bigcorp", Kind: autopilot.KindApply, ActionID: act.ID}
+	b.s.feat.pilot.recent = []autopilot.Decision{before}
+	if err := a.s.feat.pilot.lock.save(ctx, savedPilot{Actions: []autopilot.Action{act}, LastStart: last, Recent: []autopilot.Decision{before, apply}}); err != nil {
 		t.Fatal(err)
 	}
 	// c1 dies: its lock expires.
@@ -342,6 +346,9 @@ func TestAutopilotOneCollectorActs(t *testing.T) {
 	}
 	if got := b.s.feat.pilot.eng.LastStart(); !got.Equal(last) {
 		t.Fatalf("the new holder spaces new actions from %v, want %v", got, last)
+	}
+	if got := b.s.feat.pilot.state().Decisions; len(got) != 2 || got[0].ActionID != apply.ActionID || got[1].ActionID != before.ActionID {
+		t.Fatalf("the new holder lists %+v, want c1's apply, then its own lift of before, once", got)
 	}
 	if ok, note := a.s.feat.pilot.mayAct(ctx); ok || !strings.Contains(note, "c2 holds") {
 		t.Fatalf("the old holder acts again (%v): %q", ok, note)
@@ -903,5 +910,70 @@ func TestAutopilotStateMarshalledOnceASecond(t *testing.T) {
 	}
 	if marshals != 2 {
 		t.Fatalf("a cancel, written, marshalled the state %d times, want 2", marshals)
+	}
+}
+
+// TestAutopilotDecisionsKeptAcrossRestart: the recent decisions GET
+// /v1/autopilot lists (and the live view's status) survive a restart of
+// a collector alone, newest first, bounded by api.MaxAutopilotRecent.
+// Before, the actions came back from the actions file but the decisions
+// that explain them were gone: an on-call engineer read an active quota
+// with no apply behind it. A file saved without them still loads.
+func TestAutopilotDecisionsKeptAcrossRestart(t *testing.T) {
+	f := newFixture(t)
+	p := f.s.feat.pilot
+	ctx := context.Background()
+	act := pilotActing(t, f, 15*time.Minute)
+	n := api.MaxAutopilotRecent + 3
+	var want []string // newest first
+	for i := range n {
+		at := f.clk.Add(time.Second)
+		d := autopilot.Decision{Time: at, Rule: act.Rule, Tenant: act.Tenant, Kind: autopilot.KindMode, Action: act.Action,
+			ActionID: act.ID, Level: 0, Limit: float64(30 + i), Why: fmt.Sprintf("decision %d", i),
+			PolicyRule: &policy.Rule{ID: act.ID, Tenant: act.Tenant, Action: policy.Quota, RUPerSecond: float64(30 + i),
+				Expires: act.Expires, Reason: "autopilot/noisy-neighbour mode"}}
+		p.write(ctx, at, d)
+		want = append([]string{d.String()}, want...)
+	}
+	want = want[:api.MaxAutopilotRecent]
+	at := f.clk.Add(time.Second)
+	p.step(ctx, at, &api.Snapshot{Time: at})
+	f.stop()
+	f.start()
+	defer f.stop()
+	at = f.clk.Add(time.Second)
+	f.s.feat.pilot.step(ctx, at, &api.Snapshot{Time: at})
+	st := f.s.feat.pilot.state()
+	var got []string
+	for _, d := range st.Decisions {
+		got = append(got, d.String())
+	}
+	if !slices.Equal(got, want) || !slices.Equal(st.Status.Recent, want) {
+		t.Fatalf("decisions after a restart:\n%s\nwant the %d newest before it:\n%s", strings.Join(got, "\n"), len(want), strings.Join(want, "\n"))
+	}
+	if len(st.Status.Active) != 1 {
+		t.Fatalf("active after a restart: %+v", st.Status.Active)
+	}
+	// A file of before, without the decisions.
+	f.stop()
+	file := filepath.Join(f.dir, actionsFile)
+	var m map[string]json.RawMessage
+	b, err := os.ReadFile(file)
+	if err == nil {
+		err = json.Unmarshal(b, &m)
+	}
+	if _, ok := m["recent"]; err != nil || !ok {
+		t.Fatalf("%v: no decisions saved in %s", err, b)
+	}
+	delete(m, "recent")
+	b, _ = json.Marshal(m)
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.start()
+	at = f.clk.Add(time.Second)
+	f.s.feat.pilot.step(ctx, at, &api.Snapshot{Time: at})
+	if st := f.s.feat.pilot.state(); len(st.Status.Active) != 1 || len(st.Decisions) != 0 {
+		t.Fatalf("from a file without decisions: active %+v, decisions %d", st.Status.Active, len(st.Decisions))
 	}
 }

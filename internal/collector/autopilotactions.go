@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/autopilot"
 	"github.com/qtop-dev/qtop/policy"
 )
@@ -23,13 +24,18 @@ import (
 const actionsFile = "autopilot-actions.json"
 
 // savedPilot is what the actions file, and the key beside the fleet's
-// lock, hold: the active actions, and when the last action started, so
+// lock, hold: the active actions; when the last action started, so
 // that one that ended before a restart still spaces the next new one
-// (autopilot.Engine.LastStart). Those written before the start was kept
-// hold the actions alone, as a JSON array, and still load.
+// (autopilot.Engine.LastStart); and the recent decisions, oldest first
+// (at most api.MaxAutopilotRecent), so that GET /v1/autopilot still
+// says after a restart, or a takeover, why its actions are there. Those
+// written before the start was kept hold the actions alone, as a JSON
+// array, and those written before the decisions were kept have none:
+// both still load.
 type savedPilot struct {
-	Actions   []autopilot.Action `json:"actions"`
-	LastStart time.Time          `json:"last_start,omitzero"`
+	Actions   []autopilot.Action   `json:"actions"`
+	LastStart time.Time            `json:"last_start,omitzero"`
+	Recent    []autopilot.Decision `json:"recent,omitempty"`
 }
 
 // UnmarshalJSON reads a savedPilot, or the array of actions saved before.
@@ -44,15 +50,59 @@ func (sp *savedPilot) UnmarshalJSON(b []byte) error {
 
 // savedState is what the engine keeps across a restart.
 func (p *pilotPart) savedState() savedPilot {
-	return savedPilot{Actions: p.eng.Active(), LastStart: p.eng.LastStart()}
+	recent, _ := p.recentState()
+	return savedPilot{Actions: p.eng.Active(), LastStart: p.eng.LastStart(), Recent: recent}
+}
+
+// recentState returns the recent decisions, oldest first, and how many
+// were made or adopted in all (pilotPart.decided) when they were taken.
+func (p *pilotPart) recentState() ([]autopilot.Decision, uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.recent), p.decided
 }
 
 // adopt gives the engine what another engine saved (this collector's
-// before a restart, or the fleet's last holder of the lock) and returns
-// how many actions it took.
+// before a restart, or the fleet's last holder of the lock), and the
+// part its recent decisions, and returns how many actions it took.
 func (p *pilotPart) adopt(sp savedPilot) int {
 	p.eng.SpaceFrom(sp.LastStart)
+	p.adoptRecent(sp.Recent)
 	return p.eng.Restore(sp.Actions)
+}
+
+// adoptRecent merges saved decisions into the recent ones: by time, each
+// once (a collector that takes the lock back finds its own there too),
+// the newest api.MaxAutopilotRecent kept. Only the status shows them:
+// they are not counted, written or audited again.
+func (p *pilotPart) adoptRecent(saved []autopilot.Decision) {
+	if len(saved) == 0 {
+		return
+	}
+	type id struct {
+		at     int64
+		action string
+		kind   autopilot.Kind
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	seen := make(map[id]bool, len(p.recent))
+	for _, d := range p.recent {
+		seen[id{d.Time.UnixNano(), d.ActionID, d.Kind}] = true
+	}
+	all := slices.Clone(p.recent)
+	for _, d := range saved {
+		if k := (id{d.Time.UnixNano(), d.ActionID, d.Kind}); !seen[k] {
+			seen[k] = true
+			all = append(all, d)
+		}
+	}
+	if len(all) == len(p.recent) {
+		return
+	}
+	slices.SortStableFunc(all, func(a, b autopilot.Decision) int { return a.Time.Compare(b.Time) })
+	p.recent = all[max(0, len(all)-api.MaxAutopilotRecent):]
+	p.decided++
 }
 
 // restoreActions adopts the actions saved before a restart. One whose
@@ -106,9 +156,10 @@ const calmSettle = 5 * time.Second
 // or two: before, each rewrote the file. A restart within a calm's first
 // seconds counts it from its own first step, so its relax step comes
 // those seconds later, never sooner; one after a calm ended never relaxes
-// on it. The figures an action last saw (Action.Last) change every
-// second: they are written with such a change, and at shutdown
-// (flushActions).
+// on it. A decision (made, or adopted) is written with its change, for
+// the recent decisions. The figures an action last saw (Action.Last)
+// change every second: they are written with such a change, and at
+// shutdown (flushActions).
 func (p *pilotPart) saveActions(now time.Time) { p.writeActions(now, false) }
 
 // flushActions writes the actions as they are, their last figures and a
@@ -126,7 +177,10 @@ func (p *pilotPart) writeActions(now time.Time, flush bool) {
 	if flush && s.full == nil {
 		return
 	}
-	sp := p.savedState()
+	sp := savedPilot{Actions: p.eng.Active(), LastStart: p.eng.LastStart()}
+	p.mu.Lock()
+	decided := p.decided
+	p.mu.Unlock()
 	var key []byte
 	if !flush {
 		// What a restart acts on: the actions without their last
@@ -139,13 +193,14 @@ func (p *pilotPart) writeActions(now time.Time, flush bool) {
 			last[i], sp.Actions[i].Last = a.Last, nil
 		}
 		key, _ = s.marshal(sp)
-		if s.full != nil && bytes.Equal(key, s.key) {
+		if s.full != nil && bytes.Equal(key, s.key) && decided == s.decided {
 			return
 		}
 		for i := range sp.Actions {
 			sp.Actions[i].Last = last[i]
 		}
 	}
+	sp.Recent, decided = p.recentState()
 	b, _ := s.marshal(sp)
 	if flush && bytes.Equal(b, s.full) {
 		return
@@ -154,13 +209,14 @@ func (p *pilotPart) writeActions(now time.Time, flush bool) {
 		p.log.Warn(s.warn, append(slices.Clip(s.attrs), "err", err)...)
 		return
 	}
-	s.full, s.key = b, key
+	s.full, s.key, s.decided = b, key, decided
 }
 
 // pilotSave writes the autopilot's saved state (savedPilot) where a
 // restart reads it. Each second's save marshals once: what a restart
-// acts on (the key), compared with the last written; the whole state
-// (the actions' last figures with it) only when that changed.
+// acts on (the key), compared with the last written, and the count of
+// decisions; the whole state (the actions' last figures and the recent
+// decisions with it) only when either changed.
 type pilotSave struct {
 	put   func([]byte) error
 	warn  string // logged, with attrs, when put fails
@@ -171,9 +227,10 @@ type pilotSave struct {
 	// mu orders the writes (the loop's and a cancel's), so that the last
 	// written is the newest state; full is that state as written (nil:
 	// none yet), key what of it a restart acts on (nil: written whole,
-	// at a stop).
+	// at a stop), decided the count of decisions its Recent ends with.
 	mu        sync.Mutex
 	full, key []byte
+	decided   uint64
 }
 
 func newPilotSave(put func([]byte) error, warn string, attrs ...any) *pilotSave {
