@@ -10,10 +10,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/autopilot"
@@ -329,7 +331,8 @@ func TestAutopilotOneCollectorActs(t *testing.T) {
 	before := autopilot.Decision{Time: t0.Add(-time.Minute), Rule: "noisy-neighbour", Tenant: "megacorp", Kind: autopilot.KindLift, ActionID: "autopilot-noisy-0"}
 	apply := autopilot.Decision{Time: t0, Rule: "noisy-neighbour", Tenant: "bigcorp", Kind: autopilot.KindApply, ActionID: act.ID}
 	b.s.feat.pilot.recent = []autopilot.Decision{before}
-	if err := a.s.feat.pilot.lock.save(ctx, savedPilot{Actions: []autopilot.Action{act}, LastStart: last, Recent: []autopilot.Decision{before, apply}}); err != nil {
+	saved, _ := json.Marshal(savedPilot{Actions: []autopilot.Action{act}, LastStart: last, Recent: []autopilot.Decision{before, apply}})
+	if err := a.s.feat.pilot.lock.put(ctx, saved); err != nil {
 		t.Fatal(err)
 	}
 	// c1 dies: its lock expires.
@@ -567,7 +570,7 @@ func TestAutopilotActionsKeptAcrossRestart(t *testing.T) {
 	if n := p.eng.Restore(acts); n != 2 {
 		t.Fatalf("restored %d", n)
 	}
-	p.saveActions(now)
+	p.saveActions(ctx, now)
 	// megacorp's rule is lifted by hand while the collector is down.
 	lifted := policy.Rule{ID: acts[1].ID, Tenant: "megacorp", Action: policy.Quota, RUPerSecond: 32, Expires: now, Reason: "x"}
 	if _, err := p.pol.setRule(ctx, now, time.Hour, lifted, "ops", false); err != nil {
@@ -975,5 +978,102 @@ func TestAutopilotDecisionsKeptAcrossRestart(t *testing.T) {
 	f.s.feat.pilot.step(ctx, at, &api.Snapshot{Time: at})
 	if st := f.s.feat.pilot.state(); len(st.Status.Active) != 1 || len(st.Decisions) != 0 {
 		t.Fatalf("from a file without decisions: active %+v, decisions %d", st.Status.Active, len(st.Decisions))
+	}
+}
+
+// setCounter is a Redis hook that counts the SETs of one key.
+type setCounter struct {
+	key string
+	mu  sync.Mutex
+	n   int
+}
+
+func (c *setCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *setCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (c *setCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if args := cmd.Args(); cmd.Name() == "set" && len(args) > 1 && args[1] == c.key {
+			c.mu.Lock()
+			c.n++
+			c.mu.Unlock()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (c *setCounter) count() int { c.mu.Lock(); defer c.mu.Unlock(); return c.n }
+
+// TestAutopilotLockCopyWrittenOnChange: the holder of the fleet's lock
+// writes its state beside the lock as a collector alone writes its
+// actions file: at its first step, when what the next holder acts on
+// changes (a calm once it lasted calmSettle, a decision), not in the
+// seconds when nothing did (victims flapping, the offender's figures
+// moving). One that takes the lock back writes at once, over what the
+// holder in between left. Before, it was written every second.
+func TestAutopilotLockCopyWrittenOnChange(t *testing.T) {
+	addr := testsvc.Redis(t)
+	prefix := fmt.Sprintf("{qtop-pilot-%d}:", time.Now().UnixNano())
+	f := newFixture(t, func(c *Config) {
+		c.Writer = "c1"
+		c.Peers = []string{"127.0.0.1:1"}
+		c.QuotaConfig = QuotaConfig{QuotaRedis: addr, QuotaPrefix: prefix}
+	})
+	defer f.stop()
+	p := f.s.feat.pilot
+	p.unshared = false // as with --shared-policy
+	ctx := context.Background()
+	sets := &setCounter{key: p.lock.key + "-actions"}
+	p.lock.client.AddHook(sets)
+	pilotActing(t, f, 15*time.Minute)
+	step := func(factor float64, ru float64) {
+		t.Helper()
+		at := f.clk.Add(time.Second)
+		s := victimsAt(at, factor)
+		s.Tenants[0].RUPerSec = ru
+		p.step(ctx, at, s)
+	}
+	for sec := range 11 {
+		step([]float64{2.5, 1.2}[sec%2], float64(100+sec))
+	}
+	if n := sets.count(); n != 1 {
+		t.Fatalf("11 seconds, flapping: written %d times beside the lock, want 1 (the first step)", n)
+	}
+	for range calmSettle/time.Second + 1 {
+		step(1.2, 100)
+	}
+	if n := sets.count(); n != 2 {
+		t.Fatalf("a calm that lasted %v: written %d times, want 2", calmSettle, n)
+	}
+	if err := p.command(ctx, f.clk.Now(), api.AutopilotCommand{Cancel: "autopilot-noisy-neighbour-1"}, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	step(1.2, 100)
+	step(1.2, 100)
+	if n := sets.count(); n != 3 {
+		t.Fatalf("a cancel: written %d times, want 3 (its next step)", n)
+	}
+	// c2 holds the lock for a while and leaves a state c1 cannot read;
+	// c1, back, writes its own at its first step as holder.
+	rc := p.lock.client
+	if err := rc.Set(ctx, p.lock.key, "c2", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	step(1.2, 100)
+	if err := rc.Set(ctx, sets.key, "left by c2", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Del(ctx, p.lock.key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	step(1.2, 100)
+	b, err := rc.Get(ctx, sets.key).Bytes()
+	var sp savedPilot
+	if err == nil {
+		err = json.Unmarshal(b, &sp)
+	}
+	if err != nil || len(sp.Recent) != 1 || sp.Recent[0].Kind != autopilot.KindCancel {
+		t.Fatalf("%v: beside the lock after c1 took it back: %s", err, b)
 	}
 }

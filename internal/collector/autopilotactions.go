@@ -48,12 +48,6 @@ func (sp *savedPilot) UnmarshalJSON(b []byte) error {
 	return json.Unmarshal(b, (*plain)(sp))
 }
 
-// savedState is what the engine keeps across a restart.
-func (p *pilotPart) savedState() savedPilot {
-	recent, _ := p.recentState()
-	return savedPilot{Actions: p.eng.Active(), LastStart: p.eng.LastStart(), Recent: recent}
-}
-
 // recentState returns the recent decisions, oldest first, and how many
 // were made or adopted in all (pilotPart.decided) when they were taken.
 func (p *pilotPart) recentState() ([]autopilot.Decision, uint64) {
@@ -140,7 +134,7 @@ func (p *pilotPart) restoreActions(ctx context.Context, now time.Time) {
 	if n > 0 {
 		p.log.Info("autopilot: follows the actions it had before the restart", "actions", n)
 	}
-	p.saveActions(now)
+	p.saveActions(ctx, now)
 }
 
 // calmSettle is how long an action's calm (its victims recovered, or
@@ -148,26 +142,37 @@ func (p *pilotPart) restoreActions(ctx context.Context, now time.Time) {
 // file is rewritten for it.
 const calmSettle = 5 * time.Second
 
-// saveActions writes what a restart needs (savedState) to the data dir
-// when it changed in a way a restart would act on: an action started,
+// saveActions writes what a restart, or the next holder of the fleet's
+// lock, needs (savedPilot) to the data dir, or beside the lock, when it
+// changed in a way that one would act on: an action started,
 // changed or ended, a calm that lasted calmSettle (the hold before the
 // next relax step runs from its start), a calm that ended. Victims that
 // flap across the recover threshold start and end a calm every second
-// or two: before, each rewrote the file. A restart within a calm's first
-// seconds counts it from its own first step, so its relax step comes
-// those seconds later, never sooner; one after a calm ended never relaxes
-// on it. A decision (made, or adopted) is written with its change, for
+// or two: before, each rewrote the file (and the copy beside the lock
+// was written every second). A restart, or a takeover, within a calm's
+// first seconds counts it from its own first step, so its relax step
+// comes those seconds later, never sooner; one after a calm ended never
+// relaxes on it. A decision (made, or adopted) is written with its change, for
 // the recent decisions. The figures an action last saw (Action.Last)
 // change every second: they are written with such a change, and at
 // shutdown (flushActions).
-func (p *pilotPart) saveActions(now time.Time) { p.writeActions(now, false) }
+func (p *pilotPart) saveActions(ctx context.Context, now time.Time) {
+	p.writeActions(ctx, now, false)
+}
 
 // flushActions writes the actions as they are, their last figures and a
 // calm just begun included, when the file does not hold them: at
-// shutdown. It writes nothing before the saved actions were read back.
-func (p *pilotPart) flushActions() { p.writeActions(time.Time{}, true) }
+// shutdown. It writes nothing before the saved actions were read back,
+// and nothing beside the lock: a collector that stops may no longer
+// hold it (its holder's copy is not its to overwrite), and the next
+// holder follows the actions on a snapshot of its own at once.
+func (p *pilotPart) flushActions() {
+	if p.lock == nil {
+		p.writeActions(context.Background(), time.Time{}, true)
+	}
+}
 
-func (p *pilotPart) writeActions(now time.Time, flush bool) {
+func (p *pilotPart) writeActions(ctx context.Context, now time.Time, flush bool) {
 	s := p.save
 	if s == nil {
 		return
@@ -205,7 +210,7 @@ func (p *pilotPart) writeActions(now time.Time, flush bool) {
 	if flush && bytes.Equal(b, s.full) {
 		return
 	}
-	if err := s.put(b); err != nil {
+	if err := s.put(ctx, b); err != nil {
 		p.log.Warn(s.warn, append(slices.Clip(s.attrs), "err", err)...)
 		return
 	}
@@ -213,12 +218,13 @@ func (p *pilotPart) writeActions(now time.Time, flush bool) {
 }
 
 // pilotSave writes the autopilot's saved state (savedPilot) where a
-// restart reads it. Each second's save marshals once: what a restart
-// acts on (the key), compared with the last written, and the count of
-// decisions; the whole state (the actions' last figures and the recent
-// decisions with it) only when either changed.
+// restart, or the next holder of the lock, reads it. Each second's save
+// marshals once: what a restart acts on (the key), compared with the
+// last written, and the count of decisions; the whole state (the
+// actions' last figures and the recent decisions with it) only when
+// either changed.
 type pilotSave struct {
-	put   func([]byte) error
+	put   func(context.Context, []byte) error
 	warn  string // logged, with attrs, when put fails
 	attrs []any
 	// marshal is json.Marshal (a test counts the calls).
@@ -233,8 +239,15 @@ type pilotSave struct {
 	decided   uint64
 }
 
-func newPilotSave(put func([]byte) error, warn string, attrs ...any) *pilotSave {
+func newPilotSave(put func(context.Context, []byte) error, warn string, attrs ...any) *pilotSave {
 	return &pilotSave{put: put, warn: warn, attrs: attrs, marshal: json.Marshal}
+}
+
+// forget makes the next save write.
+func (s *pilotSave) forget() {
+	s.mu.Lock()
+	s.full, s.key = nil, nil
+	s.mu.Unlock()
 }
 
 // partInPolicy reports whether the policy rule (or budget) id is in the
