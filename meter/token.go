@@ -58,6 +58,9 @@ func WithTokenFile(path string) ReporterOption {
 type fileToken struct {
 	path string
 	log  *slog.Logger // nil: nowhere
+	// stat is os.Stat, which follows symlinks, so a swapped ..data link
+	// shows as another file.
+	stat func(string) (os.FileInfo, error)
 
 	mu     sync.Mutex
 	token  string
@@ -72,24 +75,17 @@ type fileToken struct {
 const TokenReread = 10 * time.Second
 
 func newFileToken(path string, log *slog.Logger, now func() time.Time) (*fileToken, error) {
-	f := &fileToken{path: path, log: log, now: now}
-	fi, tok, err := f.read()
+	f := &fileToken{path: path, log: log, stat: os.Stat, now: now}
+	fi, err := f.stat(path)
+	var tok string
+	if err == nil {
+		tok, err = ReadTokenFile(path)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: token file: %w", ErrInvalid, err)
 	}
 	f.token, f.seen, f.readAt = tok, fi, now()
 	return f, nil
-}
-
-// read stats and reads the file; os.Stat follows symlinks, so a swapped
-// ..data link shows as another file.
-func (f *fileToken) read() (os.FileInfo, string, error) {
-	fi, err := os.Stat(f.path)
-	if err != nil {
-		return nil, "", err
-	}
-	tok, err := ReadTokenFile(f.path)
-	return fi, tok, err
 }
 
 // ReadTokenFile returns the token in the file at path, surrounding space
@@ -108,14 +104,20 @@ func ReadTokenFile(path string) (string, error) {
 	return tok, nil
 }
 
-// get returns the token, read again if the file changed.
+// get returns the token, read again if the file changed. The stat that
+// tells a change is the one kept with the read: taken before it, so a
+// file replaced during the read differs from it at the next attempt.
 func (f *fileToken) get() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if fi, err := os.Stat(f.path); err == nil && sameFile(fi, f.seen) && f.now().Sub(f.readAt) < TokenReread {
+	fi, err := f.stat(f.path)
+	if err == nil && sameFile(fi, f.seen) && f.now().Sub(f.readAt) < TokenReread {
 		return f.token
 	}
-	fi, tok, err := f.read()
+	var tok string
+	if err == nil {
+		tok, err = ReadTokenFile(f.path)
+	}
 	if err != nil {
 		// Keep the last token: a file being replaced may be missing or
 		// empty for a moment, and no token at all is never better.

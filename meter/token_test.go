@@ -155,3 +155,38 @@ func TestReporterTokenFileRewrittenAlike(t *testing.T) {
 		t.Errorf("the collector got %v, dropped %d; want 3 reports, none dropped", got, r.Dropped())
 	}
 }
+
+// TestFileTokenStatsOnce: each attempt stats the token file once, when
+// it changed too (then it is read with that stat kept), when its last
+// read is TokenReread old, and when it is gone. Before, a change or a
+// reread stat'ed it twice: once to see the change, once again to read.
+func TestFileTokenStatsOnce(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "report.token")
+	renameInto(t, dir, "report.token", "one")
+	now := time.Date(2026, 12, 5, 1, 0, 0, 0, time.UTC)
+	f, err := newFileToken(path, nil, func() time.Time { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats := 0
+	f.stat = func(name string) (os.FileInfo, error) { stats++; return os.Stat(name) }
+	steps := []struct {
+		name  string
+		do    func()
+		token string
+	}{
+		{"unchanged", func() {}, "one"},
+		{"renamed over", func() { renameInto(t, dir, "report.token", "two") }, "two"},
+		{"TokenReread old", func() { now = now.Add(TokenReread) }, "two"},
+		{"gone", func() { os.Remove(path) }, "two"},
+		{"back", func() { renameInto(t, dir, "report.token", "three") }, "three"},
+	}
+	for _, s := range steps {
+		stats = 0
+		s.do()
+		if got := f.get(); got != s.token || stats != 1 {
+			t.Errorf("%s: token %q after %d stats, want %q after 1", s.name, got, stats, s.token)
+		}
+	}
+}

@@ -48,15 +48,12 @@ type pilotPart struct {
 	// restart (DataDir/autopilot-spared.json; "": not kept).
 	spared string
 	// actions is where a collector alone keeps its active actions
-	// (DataDir/autopilot-actions.json; "": not kept); restored says they
+	// (DataDir/autopilot-actions.json; "": not kept); save what writes
+	// them there, or beside the lock (nil: not kept); restored says they
 	// were read back, at the first step.
 	actions  string
+	save     *pilotSave
 	restored bool
-	// saveMu orders the writes of actions (the loop's and a cancel's), so
-	// the last written is the newest set; savedActions is that set as
-	// written (nil: none yet), savedKey what of it a restart acts on.
-	saveMu                 sync.Mutex
-	savedActions, savedKey []byte
 	// now stamps the audit of a decision: when it was written, after
 	// whatever the snapshot it was decided on followed from (a policy
 	// change an admin made within the same second, say).
@@ -69,6 +66,7 @@ type pilotPart struct {
 	acting  bool
 	note    string
 	recent  []autopilot.Decision // newest last, at most api.MaxAutopilotRecent
+	decided uint64               // decisions made or adopted into recent, in all: a save writes on a change
 
 	decisions *prometheus.CounterVec
 	active    *prometheus.GaugeVec
@@ -94,12 +92,15 @@ func newPilotPart(cfg Config, pol *policyPart, q *fleetQuota) (*pilotPart, error
 		needLock: cfg.SharedPolicy || len(cfg.Peers) > 0, unshared: len(cfg.Peers) > 0 && !cfg.SharedPolicy}
 	if q.client != nil {
 		p.lock = newPilotLock(q.client, cfg.QuotaPrefix, q.id)
+		p.save = newPilotSave(p.lock.put, "autopilot: actions not saved beside the lock")
 	}
 	if cfg.DataDir != "" {
 		p.spared = filepath.Join(cfg.DataDir, sparedFile)
 		p.loadSpared(cfg.Now())
 		if p.lock == nil && !p.needLock {
 			p.actions = filepath.Join(cfg.DataDir, actionsFile)
+			p.save = newPilotSave(func(_ context.Context, b []byte) error { return store.WriteFileAtomic(p.actions, b) },
+				"autopilot: the active actions were not saved; after a restart their rules expire by themselves", "file", p.actions)
 		}
 	}
 	p.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qtop_autopilot_decisions_total",
@@ -222,14 +223,7 @@ func (p *pilotPart) step(ctx context.Context, now time.Time, snap *api.Snapshot)
 	for _, d := range ds {
 		p.write(ctx, now, d)
 	}
-	switch {
-	case p.lock != nil:
-		if err := p.lock.save(ctx, p.savedState()); err != nil {
-			p.log.Warn("autopilot: actions not saved beside the lock", "err", err)
-		}
-	default:
-		p.saveActions(now)
-	}
+	p.saveActions(ctx, now)
 	p.gauges()
 }
 
@@ -245,6 +239,9 @@ func (p *pilotPart) takeOver(ctx context.Context) {
 	if p.lock == nil {
 		return
 	}
+	// Its next save writes, whatever it wrote when it held the lock
+	// before: the key holds what the last holder wrote since.
+	p.save.forget()
 	sp, err := p.lock.load(ctx)
 	if err != nil {
 		p.log.Warn("autopilot: the last holder's actions not read; they expire by themselves", "err", err)
@@ -313,6 +310,7 @@ func (p *pilotPart) write(ctx context.Context, now time.Time, d autopilot.Decisi
 	if n := len(p.recent) - api.MaxAutopilotRecent; n > 0 {
 		p.recent = slices.Delete(p.recent, 0, n)
 	}
+	p.decided++
 	p.mu.Unlock()
 	if err != nil {
 		p.errors.Inc()
@@ -432,7 +430,12 @@ func (p *pilotPart) command(ctx context.Context, now time.Time, c api.AutopilotC
 		}
 		p.write(ctx, now, d)
 		p.saveSpared()
-		p.saveActions(now)
+		if p.lock == nil {
+			// Beside the lock its holder's next step writes it: a
+			// collector that lost the lock must not overwrite the
+			// holder's actions with its own.
+			p.saveActions(ctx, now)
+		}
 		return nil
 	}
 	// Pausing while paused, or resuming while running, changes nothing:

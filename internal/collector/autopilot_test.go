@@ -10,10 +10,12 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/autopilot"
@@ -320,12 +322,17 @@ func TestAutopilotOneCollectorActs(t *testing.T) {
 	if ok, _ := a.s.feat.pilot.mayAct(ctx); !ok {
 		t.Fatal("the holder lost its lock on renewal")
 	}
-	// c1 keeps its actions beside the lock, and when its last action
-	// started (one that ended since).
+	// c1 keeps its actions beside the lock, when its last action
+	// started (one that ended since), and its recent decisions: one that
+	// c2 made while it held the lock before, and c1's apply.
 	act := autopilot.Action{ID: "autopilot-noisy-1", Rule: "noisy-neighbour", Tenant: "bigcorp", Action: policy.AutopilotQuota,
 		Started: t0, Changed: t0, Expires: t0.Add(15 * time.Minute), Limit: 32}
 	last := t0.Add(time.Minute)
-	if err := a.s.feat.pilot.lock.save(ctx, savedPilot{Actions: []autopilot.Action{act}, LastStart: last}); err != nil {
+	before := autopilot.Decision{Time: t0.Add(-time.Minute), Rule: "noisy-neighbour", Tenant: "megacorp", Kind: autopilot.KindLift, ActionID: "autopilot-noisy-0"}
+	apply := autopilot.Decision{Time: t0, Rule: "noisy-neighbour", Tenant: "bigcorp", Kind: autopilot.KindApply, ActionID: act.ID}
+	b.s.feat.pilot.recent = []autopilot.Decision{before}
+	saved, _ := json.Marshal(savedPilot{Actions: []autopilot.Action{act}, LastStart: last, Recent: []autopilot.Decision{before, apply}})
+	if err := a.s.feat.pilot.lock.put(ctx, saved); err != nil {
 		t.Fatal(err)
 	}
 	// c1 dies: its lock expires.
@@ -342,6 +349,9 @@ func TestAutopilotOneCollectorActs(t *testing.T) {
 	}
 	if got := b.s.feat.pilot.eng.LastStart(); !got.Equal(last) {
 		t.Fatalf("the new holder spaces new actions from %v, want %v", got, last)
+	}
+	if got := b.s.feat.pilot.state().Decisions; len(got) != 2 || got[0].ActionID != apply.ActionID || got[1].ActionID != before.ActionID {
+		t.Fatalf("the new holder lists %+v, want c1's apply, then its own lift of before, once", got)
 	}
 	if ok, note := a.s.feat.pilot.mayAct(ctx); ok || !strings.Contains(note, "c2 holds") {
 		t.Fatalf("the old holder acts again (%v): %q", ok, note)
@@ -560,7 +570,7 @@ func TestAutopilotActionsKeptAcrossRestart(t *testing.T) {
 	if n := p.eng.Restore(acts); n != 2 {
 		t.Fatalf("restored %d", n)
 	}
-	p.saveActions(now)
+	p.saveActions(ctx, now)
 	// megacorp's rule is lifted by hand while the collector is down.
 	lifted := policy.Rule{ID: acts[1].ID, Tenant: "megacorp", Action: policy.Quota, RUPerSecond: 32, Expires: now, Reason: "x"}
 	if _, err := p.pol.setRule(ctx, now, time.Hour, lifted, "ops", false); err != nil {
@@ -871,4 +881,199 @@ func victimsAt(at time.Time, factor float64) *api.Snapshot {
 			P95Seconds: 0.02 * factor, BaselineP95Seconds: 0.02, BaselineShare: 0.2})
 	}
 	return s
+}
+
+// TestAutopilotStateMarshalledOnceASecond: a second in which nothing a
+// restart acts on changed (victims flapping, the offender's figures
+// moving) marshals the autopilot's state once, to compare it with what
+// was written; a second that writes marshals it once more, whole. Before,
+// every second marshalled it twice (whole, and without the figures).
+func TestAutopilotStateMarshalledOnceASecond(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	p := f.s.feat.pilot
+	ctx := context.Background()
+	pilotActing(t, f, 15*time.Minute)
+	at := f.clk.Add(time.Second)
+	p.step(ctx, at, victimsAt(at, 2.5)) // written: the first step
+	marshals := 0
+	p.save.marshal = func(v any) ([]byte, error) { marshals++; return json.Marshal(v) }
+	for sec := range 10 {
+		at := f.clk.Add(time.Second)
+		s := victimsAt(at, []float64{1.2, 2.5}[sec%2])
+		s.Tenants[0].RUPerSec = float64(90 + sec)
+		p.step(ctx, at, s)
+	}
+	if marshals != 10 {
+		t.Fatalf("10 seconds with nothing to write marshalled the state %d times, want 10", marshals)
+	}
+	marshals = 0
+	if err := p.command(ctx, f.clk.Now(), api.AutopilotCommand{Cancel: "autopilot-noisy-neighbour-1"}, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	if marshals != 2 {
+		t.Fatalf("a cancel, written, marshalled the state %d times, want 2", marshals)
+	}
+}
+
+// TestAutopilotDecisionsKeptAcrossRestart: the recent decisions GET
+// /v1/autopilot lists (and the live view's status) survive a restart of
+// a collector alone, newest first, bounded by api.MaxAutopilotRecent.
+// Before, the actions came back from the actions file but the decisions
+// that explain them were gone: an on-call engineer read an active quota
+// with no apply behind it. A file saved without them still loads.
+func TestAutopilotDecisionsKeptAcrossRestart(t *testing.T) {
+	f := newFixture(t)
+	p := f.s.feat.pilot
+	ctx := context.Background()
+	act := pilotActing(t, f, 15*time.Minute)
+	n := api.MaxAutopilotRecent + 3
+	var want []string // newest first
+	for i := range n {
+		at := f.clk.Add(time.Second)
+		d := autopilot.Decision{Time: at, Rule: act.Rule, Tenant: act.Tenant, Kind: autopilot.KindMode, Action: act.Action,
+			ActionID: act.ID, Level: 0, Limit: float64(30 + i), Why: fmt.Sprintf("decision %d", i),
+			PolicyRule: &policy.Rule{ID: act.ID, Tenant: act.Tenant, Action: policy.Quota, RUPerSecond: float64(30 + i),
+				Expires: act.Expires, Reason: "autopilot/noisy-neighbour mode"}}
+		p.write(ctx, at, d)
+		want = append([]string{d.String()}, want...)
+	}
+	want = want[:api.MaxAutopilotRecent]
+	at := f.clk.Add(time.Second)
+	p.step(ctx, at, &api.Snapshot{Time: at})
+	f.stop()
+	f.start()
+	defer f.stop()
+	at = f.clk.Add(time.Second)
+	f.s.feat.pilot.step(ctx, at, &api.Snapshot{Time: at})
+	st := f.s.feat.pilot.state()
+	var got []string
+	for _, d := range st.Decisions {
+		got = append(got, d.String())
+	}
+	if !slices.Equal(got, want) || !slices.Equal(st.Status.Recent, want) {
+		t.Fatalf("decisions after a restart:\n%s\nwant the %d newest before it:\n%s", strings.Join(got, "\n"), len(want), strings.Join(want, "\n"))
+	}
+	if len(st.Status.Active) != 1 {
+		t.Fatalf("active after a restart: %+v", st.Status.Active)
+	}
+	// A file of before, without the decisions.
+	f.stop()
+	file := filepath.Join(f.dir, actionsFile)
+	var m map[string]json.RawMessage
+	b, err := os.ReadFile(file)
+	if err == nil {
+		err = json.Unmarshal(b, &m)
+	}
+	if _, ok := m["recent"]; err != nil || !ok {
+		t.Fatalf("%v: no decisions saved in %s", err, b)
+	}
+	delete(m, "recent")
+	b, _ = json.Marshal(m)
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f.start()
+	at = f.clk.Add(time.Second)
+	f.s.feat.pilot.step(ctx, at, &api.Snapshot{Time: at})
+	if st := f.s.feat.pilot.state(); len(st.Status.Active) != 1 || len(st.Decisions) != 0 {
+		t.Fatalf("from a file without decisions: active %+v, decisions %d", st.Status.Active, len(st.Decisions))
+	}
+}
+
+// setCounter is a Redis hook that counts the SETs of one key.
+type setCounter struct {
+	key string
+	mu  sync.Mutex
+	n   int
+}
+
+func (c *setCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *setCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (c *setCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if args := cmd.Args(); cmd.Name() == "set" && len(args) > 1 && args[1] == c.key {
+			c.mu.Lock()
+			c.n++
+			c.mu.Unlock()
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (c *setCounter) count() int { c.mu.Lock(); defer c.mu.Unlock(); return c.n }
+
+// TestAutopilotLockCopyWrittenOnChange: the holder of the fleet's lock
+// writes its state beside the lock as a collector alone writes its
+// actions file: at its first step, when what the next holder acts on
+// changes (a calm once it lasted calmSettle, a decision), not in the
+// seconds when nothing did (victims flapping, the offender's figures
+// moving). One that takes the lock back writes at once, over what the
+// holder in between left. Before, it was written every second.
+func TestAutopilotLockCopyWrittenOnChange(t *testing.T) {
+	addr := testsvc.Redis(t)
+	prefix := fmt.Sprintf("{qtop-pilot-%d}:", time.Now().UnixNano())
+	f := newFixture(t, func(c *Config) {
+		c.Writer = "c1"
+		c.Peers = []string{"127.0.0.1:1"}
+		c.QuotaConfig = QuotaConfig{QuotaRedis: addr, QuotaPrefix: prefix}
+	})
+	defer f.stop()
+	p := f.s.feat.pilot
+	p.unshared = false // as with --shared-policy
+	ctx := context.Background()
+	sets := &setCounter{key: p.lock.key + "-actions"}
+	p.lock.client.AddHook(sets)
+	pilotActing(t, f, 15*time.Minute)
+	step := func(factor float64, ru float64) {
+		t.Helper()
+		at := f.clk.Add(time.Second)
+		s := victimsAt(at, factor)
+		s.Tenants[0].RUPerSec = ru
+		p.step(ctx, at, s)
+	}
+	for sec := range 11 {
+		step([]float64{2.5, 1.2}[sec%2], float64(100+sec))
+	}
+	if n := sets.count(); n != 1 {
+		t.Fatalf("11 seconds, flapping: written %d times beside the lock, want 1 (the first step)", n)
+	}
+	for range calmSettle/time.Second + 1 {
+		step(1.2, 100)
+	}
+	if n := sets.count(); n != 2 {
+		t.Fatalf("a calm that lasted %v: written %d times, want 2", calmSettle, n)
+	}
+	if err := p.command(ctx, f.clk.Now(), api.AutopilotCommand{Cancel: "autopilot-noisy-neighbour-1"}, "ops"); err != nil {
+		t.Fatal(err)
+	}
+	step(1.2, 100)
+	step(1.2, 100)
+	if n := sets.count(); n != 3 {
+		t.Fatalf("a cancel: written %d times, want 3 (its next step)", n)
+	}
+	// c2 holds the lock for a while and leaves a state c1 cannot read;
+	// c1, back, writes its own at its first step as holder.
+	rc := p.lock.client
+	if err := rc.Set(ctx, p.lock.key, "c2", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	step(1.2, 100)
+	if err := rc.Set(ctx, sets.key, "left by c2", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Del(ctx, p.lock.key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	step(1.2, 100)
+	b, err := rc.Get(ctx, sets.key).Bytes()
+	var sp savedPilot
+	if err == nil {
+		err = json.Unmarshal(b, &sp)
+	}
+	if err != nil || len(sp.Recent) != 1 || sp.Recent[0].Kind != autopilot.KindCancel {
+		t.Fatalf("%v: beside the lock after c1 took it back: %s", err, b)
+	}
 }

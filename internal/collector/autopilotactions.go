@@ -8,11 +8,12 @@ import (
 	"io/fs"
 	"os"
 	"slices"
+	"sync"
 	"time"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/autopilot"
 	"github.com/qtop-dev/qtop/policy"
-	"github.com/qtop-dev/qtop/store"
 )
 
 // actionsFile keeps, in the data dir, the active actions of a collector
@@ -23,13 +24,18 @@ import (
 const actionsFile = "autopilot-actions.json"
 
 // savedPilot is what the actions file, and the key beside the fleet's
-// lock, hold: the active actions, and when the last action started, so
+// lock, hold: the active actions; when the last action started, so
 // that one that ended before a restart still spaces the next new one
-// (autopilot.Engine.LastStart). Those written before the start was kept
-// hold the actions alone, as a JSON array, and still load.
+// (autopilot.Engine.LastStart); and the recent decisions, oldest first
+// (at most api.MaxAutopilotRecent), so that GET /v1/autopilot still
+// says after a restart, or a takeover, why its actions are there. Those
+// written before the start was kept hold the actions alone, as a JSON
+// array, and those written before the decisions were kept have none:
+// both still load.
 type savedPilot struct {
-	Actions   []autopilot.Action `json:"actions"`
-	LastStart time.Time          `json:"last_start,omitzero"`
+	Actions   []autopilot.Action   `json:"actions"`
+	LastStart time.Time            `json:"last_start,omitzero"`
+	Recent    []autopilot.Decision `json:"recent,omitempty"`
 }
 
 // UnmarshalJSON reads a savedPilot, or the array of actions saved before.
@@ -42,17 +48,55 @@ func (sp *savedPilot) UnmarshalJSON(b []byte) error {
 	return json.Unmarshal(b, (*plain)(sp))
 }
 
-// savedState is what the engine keeps across a restart.
-func (p *pilotPart) savedState() savedPilot {
-	return savedPilot{Actions: p.eng.Active(), LastStart: p.eng.LastStart()}
+// recentState returns the recent decisions, oldest first, and how many
+// were made or adopted in all (pilotPart.decided) when they were taken.
+func (p *pilotPart) recentState() ([]autopilot.Decision, uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.recent), p.decided
 }
 
 // adopt gives the engine what another engine saved (this collector's
-// before a restart, or the fleet's last holder of the lock) and returns
-// how many actions it took.
+// before a restart, or the fleet's last holder of the lock), and the
+// part its recent decisions, and returns how many actions it took.
 func (p *pilotPart) adopt(sp savedPilot) int {
 	p.eng.SpaceFrom(sp.LastStart)
+	p.adoptRecent(sp.Recent)
 	return p.eng.Restore(sp.Actions)
+}
+
+// adoptRecent merges saved decisions into the recent ones: by time, each
+// once (a collector that takes the lock back finds its own there too),
+// the newest api.MaxAutopilotRecent kept. Only the status shows them:
+// they are not counted, written or audited again.
+func (p *pilotPart) adoptRecent(saved []autopilot.Decision) {
+	if len(saved) == 0 {
+		return
+	}
+	type id struct {
+		at     int64
+		action string
+		kind   autopilot.Kind
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	seen := make(map[id]bool, len(p.recent))
+	for _, d := range p.recent {
+		seen[id{d.Time.UnixNano(), d.ActionID, d.Kind}] = true
+	}
+	all := slices.Clone(p.recent)
+	for _, d := range saved {
+		if k := (id{d.Time.UnixNano(), d.ActionID, d.Kind}); !seen[k] {
+			seen[k] = true
+			all = append(all, d)
+		}
+	}
+	if len(all) == len(p.recent) {
+		return
+	}
+	slices.SortStableFunc(all, func(a, b autopilot.Decision) int { return a.Time.Compare(b.Time) })
+	p.recent = all[max(0, len(all)-api.MaxAutopilotRecent):]
+	p.decided++
 }
 
 // restoreActions adopts the actions saved before a restart. One whose
@@ -90,7 +134,7 @@ func (p *pilotPart) restoreActions(ctx context.Context, now time.Time) {
 	if n > 0 {
 		p.log.Info("autopilot: follows the actions it had before the restart", "actions", n)
 	}
-	p.saveActions(now)
+	p.saveActions(ctx, now)
 }
 
 // calmSettle is how long an action's calm (its victims recovered, or
@@ -98,54 +142,112 @@ func (p *pilotPart) restoreActions(ctx context.Context, now time.Time) {
 // file is rewritten for it.
 const calmSettle = 5 * time.Second
 
-// saveActions writes what a restart needs (savedState) to the data dir
-// when it changed in a way a restart would act on: an action started,
+// saveActions writes what a restart, or the next holder of the fleet's
+// lock, needs (savedPilot) to the data dir, or beside the lock, when it
+// changed in a way that one would act on: an action started,
 // changed or ended, a calm that lasted calmSettle (the hold before the
 // next relax step runs from its start), a calm that ended. Victims that
 // flap across the recover threshold start and end a calm every second
-// or two: before, each rewrote the file. A restart within a calm's first
-// seconds counts it from its own first step, so its relax step comes
-// those seconds later, never sooner; one after a calm ended never relaxes
-// on it. The figures an action last saw (Action.Last) change every
-// second: they are written with such a change, and at shutdown
-// (flushActions).
-func (p *pilotPart) saveActions(now time.Time) { p.writeActions(now, false) }
+// or two: before, each rewrote the file (and the copy beside the lock
+// was written every second). A restart, or a takeover, within a calm's
+// first seconds counts it from its own first step, so its relax step
+// comes those seconds later, never sooner; one after a calm ended never
+// relaxes on it. A decision (made, or adopted) is written with its change, for
+// the recent decisions. The figures an action last saw (Action.Last)
+// change every second: they are written with such a change, and at
+// shutdown (flushActions).
+func (p *pilotPart) saveActions(ctx context.Context, now time.Time) {
+	p.writeActions(ctx, now, false)
+}
 
 // flushActions writes the actions as they are, their last figures and a
 // calm just begun included, when the file does not hold them: at
-// shutdown. It writes nothing before the saved actions were read back.
-func (p *pilotPart) flushActions() { p.writeActions(time.Time{}, true) }
+// shutdown. It writes nothing before the saved actions were read back,
+// and nothing beside the lock: a collector that stops may no longer
+// hold it (its holder's copy is not its to overwrite), and the next
+// holder follows the actions on a snapshot of its own at once.
+func (p *pilotPart) flushActions() {
+	if p.lock == nil {
+		p.writeActions(context.Background(), time.Time{}, true)
+	}
+}
 
-func (p *pilotPart) writeActions(now time.Time, flush bool) {
-	if p.actions == "" {
+func (p *pilotPart) writeActions(ctx context.Context, now time.Time, flush bool) {
+	s := p.save
+	if s == nil {
 		return
 	}
-	p.saveMu.Lock()
-	defer p.saveMu.Unlock()
-	if flush && p.savedActions == nil {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if flush && s.full == nil {
 		return
 	}
-	sp := p.savedState()
+	sp := savedPilot{Actions: p.eng.Active(), LastStart: p.eng.LastStart()}
+	p.mu.Lock()
+	decided := p.decided
+	p.mu.Unlock()
+	var key []byte
 	if !flush {
+		// What a restart acts on: the actions without their last
+		// figures, a calm younger than calmSettle not begun.
+		last := make([]*autopilot.Evidence, len(sp.Actions))
 		for i, a := range sp.Actions {
 			if a.Calm.After(a.Changed) && now.Sub(a.Calm) < calmSettle {
 				sp.Actions[i].Calm = time.Time{}
 			}
+			last[i], sp.Actions[i].Last = a.Last, nil
+		}
+		key, _ = s.marshal(sp)
+		if s.full != nil && bytes.Equal(key, s.key) && decided == s.decided {
+			return
+		}
+		for i := range sp.Actions {
+			sp.Actions[i].Last = last[i]
 		}
 	}
-	b, _ := json.Marshal(sp)
-	for i := range sp.Actions {
-		sp.Actions[i].Last = nil
-	}
-	key, _ := json.Marshal(sp)
-	if p.savedActions != nil && (flush && bytes.Equal(b, p.savedActions) || !flush && bytes.Equal(key, p.savedKey)) {
+	sp.Recent, decided = p.recentState()
+	b, _ := s.marshal(sp)
+	if flush && bytes.Equal(b, s.full) {
 		return
 	}
-	if err := store.WriteFileAtomic(p.actions, b); err != nil {
-		p.log.Warn("autopilot: the active actions were not saved; after a restart their rules expire by themselves", "file", p.actions, "err", err)
+	if err := s.put(ctx, b); err != nil {
+		p.log.Warn(s.warn, append(slices.Clip(s.attrs), "err", err)...)
 		return
 	}
-	p.savedActions, p.savedKey = b, key
+	s.full, s.key, s.decided = b, key, decided
+}
+
+// pilotSave writes the autopilot's saved state (savedPilot) where a
+// restart, or the next holder of the lock, reads it. Each second's save
+// marshals once: what a restart acts on (the key), compared with the
+// last written, and the count of decisions; the whole state (the
+// actions' last figures and the recent decisions with it) only when
+// either changed.
+type pilotSave struct {
+	put   func(context.Context, []byte) error
+	warn  string // logged, with attrs, when put fails
+	attrs []any
+	// marshal is json.Marshal (a test counts the calls).
+	marshal func(any) ([]byte, error)
+
+	// mu orders the writes (the loop's and a cancel's), so that the last
+	// written is the newest state; full is that state as written (nil:
+	// none yet), key what of it a restart acts on (nil: written whole,
+	// at a stop), decided the count of decisions its Recent ends with.
+	mu        sync.Mutex
+	full, key []byte
+	decided   uint64
+}
+
+func newPilotSave(put func(context.Context, []byte) error, warn string, attrs ...any) *pilotSave {
+	return &pilotSave{put: put, warn: warn, attrs: attrs, marshal: json.Marshal}
+}
+
+// forget makes the next save write.
+func (s *pilotSave) forget() {
+	s.mu.Lock()
+	s.full, s.key = nil, nil
+	s.mu.Unlock()
 }
 
 // partInPolicy reports whether the policy rule (or budget) id is in the

@@ -56,15 +56,13 @@ func (l *pilotLock) hold(ctx context.Context) (string, error) {
 // Redis: no action lasts more than a day (policy.MaxAutopilotSeconds).
 const pilotActionsTTL = 24 * time.Hour
 
-// save keeps the holder's active actions (and when its last action
-// started) beside the lock, so that the collector that takes over
-// follows them to their lift (load) instead of leaving them to expire,
-// and spaces its new actions from the holder's.
-func (l *pilotLock) save(ctx context.Context, sp savedPilot) error {
-	b, err := json.Marshal(sp)
-	if err != nil {
-		return err
-	}
+// put keeps the holder's saved state (savedPilot: its active actions,
+// when its last action started, its recent decisions) beside the lock,
+// so that the collector that takes over follows them to their lift
+// (load) instead of leaving them to expire, and spaces its new actions
+// from the holder's. The holder writes it when it changed (saveActions);
+// the TTL outlasts an action's longest time from its last write.
+func (l *pilotLock) put(ctx context.Context, b []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	return l.client.Set(ctx, l.key+"-actions", b, pilotActionsTTL).Err()
