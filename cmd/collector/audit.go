@@ -277,13 +277,7 @@ func listCells(r api.AuditRow, at func(time.Time) string) (target, what, expires
 		}
 		return "freshness", what, at(f.ForceUntil), f.Reason, true
 	case strings.HasPrefix(r.Action, "runaway-"):
-		var a struct {
-			Rule     string        `json:"rule"`
-			Done     string        `json:"done"`
-			PID      int32         `json:"pid"`
-			Duration time.Duration `json:"duration_ns"`
-			Tenant   string        `json:"tenant"`
-		}
+		var a api.RunawayAudit
 		json.Unmarshal(r.Rule, &a)
 		what = a.Done
 		if a.PID != 0 {

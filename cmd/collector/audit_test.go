@@ -57,6 +57,8 @@ func TestPrintAuditPolicyLists(t *testing.T) {
 		{Time: at, Who: "sampler", Action: "runaway-cancelled", PolicyVersion: 3, Rule: json.RawMessage(
 			`{"rule":"long-reports","action":"cancel","done":"cancelled","pid":4242,"duration_ns":121000000000,"tenant":"analytics","query":"SELECT 1"}`)},
 		{Time: at, Who: "admin@10.0.0.1", Action: "pg-terminate", PolicyVersion: 3, Rule: js(api.PGSignal{Action: "terminate", PID: 4343, Actor: "ops"})},
+		{Time: at, Who: "wrapper:reports/i1", Action: "runaway-reported", PolicyVersion: 3, Rule: js(api.RunawayAudit{Rule: "slow",
+			Done: "reported", Duration: 2 * time.Second, Shape: 7, Host: "h1"})},
 	}
 	var out bytes.Buffer
 	if err := printAudit(&out, rows); err != nil {
@@ -67,7 +69,7 @@ func TestPrintAuditPolicyLists(t *testing.T) {
 		"runaway long-reports", "cancel after 2m", "2026-12-04T05:14:37Z", "runaway reports",
 		"freshness", "batch 1 of 3 rules", "payday",
 		"analytics", "cancelled pid 4242 after 2m1s (rule long-reports)",
-		"pid 4343", "terminate", "for ops"} {
+		"pid 4343", "terminate", "for ops", "reported after 2s (rule slow)"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("table lacks %q:\n%s", want, s)
 		}
