@@ -346,6 +346,36 @@ type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
+// TestRouteNamedOther: a route really named like the overflow route is
+// recorded under its stand-in (tenant.EscapeValue), a row of its own,
+// never in the routes beyond the tenant's limit; the handler sees the
+// route as given.
+func TestRouteNamedOther(t *testing.T) {
+	a := newAgent(t, WithTenant(func(*http.Request) (tenant.Tags, error) {
+		return tenant.Tags{Tenant: "acme", Route: report.OtherRoute}, nil
+	}))
+	var seen tenant.Tags
+	h := a.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { seen, _ = tenant.From(r.Context()) }))
+	for range 3 {
+		serve(h, "GET", "/x")
+	}
+	if err := a.Job(context.Background(), tenant.Tags{Tenant: "acme", Route: report.OtherRoute}, func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	got := rows(a)
+	own := tenant.EscapeValue(report.OtherRoute)
+	if len(got) != 2 || got["acme|"+own+"|request"].Count != 3 || got["acme|"+own+"|job"].Count != 1 {
+		var ks []string
+		for k := range got {
+			ks = append(ks, k)
+		}
+		t.Errorf("rows %v, want %s's 3 requests and 1 job, none in the overflow route", ks, own)
+	}
+	if seen.Route != report.OtherRoute {
+		t.Errorf("the handler saw route %q", seen.Route)
+	}
+}
+
 func TestJobAndWorkers(t *testing.T) {
 	a := newAgent(t, WithPlans(map[string]enforce.Plan{
 		enforce.PlanFree: {Limit: enforce.Limit{RUPerSecond: 1e6, Burst: 1e6}, Weight: 1, Concurrency: 1},

@@ -30,6 +30,8 @@ const (
 	PathAudit = "/v1/audit"
 	// PathHistory serves one tenant's per-minute history from the store:
 	// GET /v1/history?tenant=NAME&minutes=1440 (1…MaxHistoryMinutes).
+	// tenant=other is the tenant of that name, stored under its stand-in
+	// (tenant.Escape), not the overflow row.
 	PathHistory = "/v1/history"
 )
 

@@ -155,8 +155,9 @@ func WithAppAgeHeader(name string) Option {
 
 // WithRouteFunc sets a request's route name, the route of rules,
 // metrics and samples (default: r.Pattern, else the route of the tenant
-// tags in the context, else "other"). At most WithRoutes distinct
-// names are kept; later ones count as "other".
+// tags in the context, else "other"; a route really named "other" as
+// tenant.EscapeValue names it). At most WithRoutes distinct names are
+// kept; later ones count as "other", as does a route f names "other".
 func WithRouteFunc(f func(*http.Request) string) Option {
 	return func(c *freshConfig) { c.route = f }
 }
@@ -257,12 +258,15 @@ func New(signer *ETagSigner, opts ...Option) (*Shedder, error) {
 // OtherRouteName is the route of requests beyond the route bound.
 const OtherRouteName = "other"
 
+// defaultRoute names a request's route: a route really named like the
+// overflow route is its stand-in (tenant.EscapeValue), as the meter's
+// rows name it, so that it is never counted in OtherRouteName.
 func defaultRoute(r *http.Request) string {
 	if r.Pattern != "" {
-		return r.Pattern
+		return tenant.EscapeValue(r.Pattern)
 	}
 	if t, ok := tenant.From(r.Context()); ok && t.Route != "" {
-		return t.Route
+		return tenant.EscapeValue(t.Route)
 	}
 	return OtherRouteName
 }
@@ -321,7 +325,7 @@ func (f *Shedder) install(src *policy.Freshness, remote bool) {
 		p.rules = append(p.rules, freshRule{idx: f.ruleIndex(r.ID), id: r.ID, cause: r.Cause,
 			maxAge:    time.Duration(r.MaxAgeSeconds * float64(time.Second)),
 			maxAppAge: time.Duration(r.MaxAppAgeSeconds * float64(time.Second)),
-			route:     r.Route, shadow: r.Shadow})
+			route:     tenant.EscapeValue(r.Route), shadow: r.Shadow}) // a rule for route "other" is that route's
 	}
 	f.pol.Store(p)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/qtop-dev/qtop/enforce"
 	"github.com/qtop-dev/qtop/policy"
+	"github.com/qtop-dev/qtop/tenant"
 )
 
 // freshFixture is a balance handler behind the freshness middleware, on
@@ -421,6 +422,30 @@ func TestFreshnessRouteBound(t *testing.T) {
 	}
 	if len(got) != 3 || got["/r1"] != 1 || got["/r2"] != 1 || got[OtherRouteName] != 3 {
 		t.Errorf("routes %v", got)
+	}
+}
+
+// TestFreshnessRouteNamedOther: a route really named "other" is counted
+// under its stand-in (tenant.EscapeValue), as the meter's rows name it,
+// not with the requests that have no route or are beyond the bound; a
+// rule for route "other" is that route's.
+func TestFreshnessRouteNamedOther(t *testing.T) {
+	f, err := New(testSigner(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := f.Wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	for range 3 {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		h.ServeHTTP(httptest.NewRecorder(), r.WithContext(tenant.With(r.Context(), tenant.Tags{Tenant: "acme", Route: OtherRouteName})))
+	}
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil)) // no route
+	got := map[string]uint64{}
+	for _, r := range f.Drain().Routes {
+		got[r.Route] = r.Requests
+	}
+	if own := tenant.EscapeValue(OtherRouteName); len(got) != 2 || got[own] != 3 || got[OtherRouteName] != 1 {
+		t.Errorf("routes %v, want %s: 3 and %s: 1", got, own, OtherRouteName)
 	}
 }
 

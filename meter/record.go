@@ -13,7 +13,10 @@ type Record struct {
 	// Time is when the work finished.
 	Time time.Time
 	// Tags say whom the work was for. A record without a tenant is
-	// counted under report.UnknownTenant.
+	// counted under report.UnknownTenant. A route is counted as given:
+	// report.OtherRoute is the overflow route's, so a door that takes
+	// routes from users names a route really called so by its stand-in
+	// (tenant.EscapeValue), as the agent and the OTLP receiver do.
 	Tags tenant.Tags
 	Kind report.Kind
 	// Duration is the wall time of the work.

@@ -158,7 +158,7 @@ func (b *Backend) setTags() {
 	// under its stand-in, apart from every other tenant.
 	b.Tenant, _ = tenant.Substitute(tags[comment.KeyTenant])
 	if v := tags[comment.KeyRoute]; v != "" && tenant.ValidateRoute(v) == nil {
-		b.Route = v
+		b.Route = tenant.EscapeValue(v) // as the recorder names it
 	}
 	if t, err := tenant.ParseTier(tags[comment.KeyTier]); err == nil {
 		b.Tier = t

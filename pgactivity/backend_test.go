@@ -42,6 +42,11 @@ func TestSetTags(t *testing.T) {
 			query: "SELECT 1 /*route='r'*/",
 			want:  Backend{Route: "r", Tags: map[string]string{"route": "r"}},
 		},
+		{
+			name:  "a route named like the overflow row is its stand-in",
+			query: "SELECT 1 /*route='other',tenant='acme'*/",
+			want:  Backend{Tenant: "acme", Route: "other#d9298a10d1b07358", Tags: map[string]string{"route": "other", "tenant": "acme"}},
+		},
 		{name: "malformed comment", query: "SELECT 1 /*tenant='acme*/"},
 		{name: "unterminated comment", query: "SELECT 1 /*tenant='acme'"},
 		{name: "a plain comment", query: "SELECT 1 /* fetch users */"},

@@ -4,7 +4,9 @@ package tenant
 // tenants: the row that holds, with exact totals, the load of every
 // tenant beyond the N (a report's rows, the live view, the store, cost
 // reports, top-N Prometheus labels). No tenant is counted in it by name:
-// a tenant really named "other" counts under its stand-in, [Escape].
+// a tenant really named "other" counts under its stand-in, [Escape]. The
+// overflow rows of routes and of qtop's other groupings have the same
+// name, and a value really named so the same stand-in, [EscapeValue].
 const Other = "other"
 
 // Escape returns the name qtop counts tenant s under wherever it
@@ -37,6 +39,19 @@ func Escape(s string) string {
 		return standIn(s)
 	}
 	return s
+}
+
+// EscapeValue returns the name qtop counts v under in a grouping other
+// than the tenant (a route, an application_name, a user, a database): v
+// itself, except [Other], the name of every overflow row, which comes back
+// as its stand-in, as a tenant's does (other#d9298a10d1b07358). So a route
+// or an application really named "other" is a row of its own, never
+// inside the row of the routes or applications beyond the top ones.
+func EscapeValue(v string) string {
+	if v == Other {
+		return otherStandIn
+	}
+	return v
 }
 
 // IsSessionID reports whether s has the form of the short id session

@@ -23,6 +23,23 @@ func TestEscapeOther(t *testing.T) {
 	}
 }
 
+// TestEscapeValue: a value of another grouping named like the overflow
+// row has the tenant's stand-in; every other value, a session id's form
+// included (not a tenant's), is kept.
+func TestEscapeValue(t *testing.T) {
+	if got := EscapeValue(Other); got != Escape(Other) {
+		t.Fatalf("EscapeValue(%q) = %q, want %q", Other, got, Escape(Other))
+	}
+	for _, s := range []string{"GET /other", "Other", "", "~abcdefghijkl", Escape(Other)} {
+		if e := EscapeValue(s); e != s {
+			t.Errorf("EscapeValue(%q) = %q, want it unchanged", s, e)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = EscapeValue(Other) }); n != 0 {
+		t.Errorf("EscapeValue allocates %v times", n)
+	}
+}
+
 func TestEscapeSessionID(t *testing.T) {
 	const id = "~abcdefghij23"
 	if !IsSessionID(id) {

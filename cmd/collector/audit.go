@@ -267,7 +267,7 @@ func listCells(r api.AuditRow, at func(time.Time) string) (target, what, expires
 	case r.Action == "runaway-rule-set" || r.Action == "runaway-rule-delete":
 		var w policy.Runaway
 		json.Unmarshal(r.Rule, &w)
-		return "runaway " + w.ID, fmt.Sprintf("%s after %gs", w.Action, w.AfterSeconds), at(w.Expires), w.Reason, true
+		return "runaway " + w.ID, string(w.Action) + " " + w.Limits(), at(w.Expires), w.Reason, true
 	case r.Action == "freshness":
 		var f policy.Freshness
 		json.Unmarshal(r.Rule, &f)
@@ -277,13 +277,7 @@ func listCells(r api.AuditRow, at func(time.Time) string) (target, what, expires
 		}
 		return "freshness", what, at(f.ForceUntil), f.Reason, true
 	case strings.HasPrefix(r.Action, "runaway-"):
-		var a struct {
-			Rule     string        `json:"rule"`
-			Done     string        `json:"done"`
-			PID      int32         `json:"pid"`
-			Duration time.Duration `json:"duration_ns"`
-			Tenant   string        `json:"tenant"`
-		}
+		var a api.RunawayAudit
 		json.Unmarshal(r.Rule, &a)
 		what = a.Done
 		if a.PID != 0 {
@@ -301,17 +295,13 @@ func listCells(r api.AuditRow, at func(time.Time) string) (target, what, expires
 	return "", "", "", "", false
 }
 
-// budgetLimits says a budget's mode and the limits it sets.
+// budgetLimits says a budget's mode, its limits in the words of qtop's
+// Enforcement view (policy.Budget.Limits) and its bucket key.
 func budgetLimits(b policy.Budget) string {
 	parts := []string{string(b.ModeOrDefault())}
-	add := func(name string, v float64) {
-		if v != 0 {
-			parts = append(parts, fmt.Sprintf("%s %g", name, v))
-		}
+	if l := b.Limits(); l != "" {
+		parts = append(parts, l)
 	}
-	add("share", b.Share)
-	add("max statement s", b.MaxStatementSeconds)
-	add("concurrency", float64(b.Concurrency))
 	if b.Each != "" {
 		parts = append(parts, "each "+b.Each)
 	}

@@ -57,22 +57,48 @@ func TestPrintAuditPolicyLists(t *testing.T) {
 		{Time: at, Who: "sampler", Action: "runaway-cancelled", PolicyVersion: 3, Rule: json.RawMessage(
 			`{"rule":"long-reports","action":"cancel","done":"cancelled","pid":4242,"duration_ns":121000000000,"tenant":"analytics","query":"SELECT 1"}`)},
 		{Time: at, Who: "admin@10.0.0.1", Action: "pg-terminate", PolicyVersion: 3, Rule: js(api.PGSignal{Action: "terminate", PID: 4343, Actor: "ops"})},
+		{Time: at, Who: "wrapper:reports/i1", Action: "runaway-reported", PolicyVersion: 3, Rule: js(api.RunawayAudit{Rule: "slow",
+			Done: "reported", Duration: 2 * time.Second, Shape: 7, Host: "h1"})},
 	}
 	var out bytes.Buffer
 	if err := printAudit(&out, rows); err != nil {
 		t.Fatal(err)
 	}
 	s := out.String()
-	for _, want := range []string{"budget analytics", "enforce, concurrency 1", "vacuum",
-		"runaway long-reports", "cancel after 120s", "2026-12-04T05:14:37Z", "runaway reports",
+	for _, want := range []string{"budget analytics", "enforce, conc 1", "vacuum",
+		"runaway long-reports", "cancel after 2m", "2026-12-04T05:14:37Z", "runaway reports",
 		"freshness", "batch 1 of 3 rules", "payday",
 		"analytics", "cancelled pid 4242 after 2m1s (rule long-reports)",
-		"pid 4343", "terminate", "for ops"} {
+		"pid 4343", "terminate", "for ops", "reported after 2s (rule slow)"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("table lacks %q:\n%s", want, s)
 		}
 	}
 	if strings.Contains(s, "tier ") {
 		t.Errorf("a list's row read as a tier rule:\n%s", s)
+	}
+}
+
+// TestAuditBudgetReadsAsTUI: collector audit says a budget's and a
+// runaway rule's limits in the words of qtop's Enforcement view (the
+// policy's Limits), not in words of its own: a budget's capacity is
+// shown, seconds read "2m", not "120s".
+func TestAuditBudgetReadsAsTUI(t *testing.T) {
+	at := time.Date(2026, 12, 4, 4, 14, 37, 0, time.UTC)
+	js := func(v any) json.RawMessage { b, _ := json.Marshal(v); return b }
+	rows := []api.AuditRow{
+		{Time: at, Who: "admin@10.0.0.1", Action: "budget-set", PolicyVersion: 1, Rule: js(policy.Budget{ID: "per-tenant", Each: "tenant",
+			Share: 0.5, CapacitySeconds: 2, MaxStatementSeconds: 5, Concurrency: 4, Reason: "fair"})},
+		{Time: at, Who: "admin@10.0.0.1", Action: "runaway-rule-set", PolicyVersion: 2, Rule: js(policy.Runaway{ID: "long",
+			AfterSeconds: 120, CooldownSeconds: 60, Action: policy.Cancel, Reason: "runaway reports"})},
+	}
+	var out bytes.Buffer
+	if err := printAudit(&out, rows); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"warn, share 0.5/2s, stmt 5s, conc 4, each tenant", "cancel after 2m, watch 1m"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q (the Enforcement view's words):\n%s", want, out.String())
+		}
 	}
 }

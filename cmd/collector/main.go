@@ -142,12 +142,18 @@ The store keeps whole minutes: each bound is taken back to the start of its
 minute (UTC), and the report says the range it counted, so --to now leaves
 out the minute still open and two reports that share a bound count each
 minute once. A range within one minute, or that starts in the future, is
-refused. The cost is split in whole cents that add up to it. A minute is
-written about 10 s after its end: asked of a collector, a report that ends in
-one not written yet waits for it (an hourly job at :00 gets its report);
-read from the store, it says so in its note. A range that ends after the
-minute open now counts up to it, and its note says so (for a CSV, on
-stderr).
+refused. A minute is written about 10 s after its end: asked of a
+collector, a report that ends in one not written yet waits for it (an hourly
+job at :00 gets its report); read from the store, it says so in its note. A
+range that ends after the minute open now counts up to it, and its note says
+so (for a CSV, on stderr).
+
+The cost is split in whole cents that add up to it, by largest remainder:
+each line gets the whole cents of its share, and the cents left over go one
+each to the largest fractions. By route, the cents are split between tenants
+first, then each tenant's between its routes, so a tenant's lines add up to
+what the report by tenant bills it, and its bill alone (--tenant) is the
+same either way.
 
 Examples:
   collector report --from 2026-03-01 --to 2026-04-01 --cost 12000 --currency USD

@@ -209,13 +209,7 @@ func (b *budgetPart) merge(rep *report.Report, now time.Time, live bool) {
 			b.auditDropped++
 			continue
 		}
-		aj, _ := json.Marshal(struct {
-			Rule     string        `json:"rule"`
-			Outcome  string        `json:"done"`
-			Duration time.Duration `json:"duration_ns"`
-			Shape    uint64        `json:"shape"`
-			Host     string        `json:"host,omitempty"`
-		}{a.Rule, a.Outcome, a.Duration, a.Shape, rep.Source.Host})
+		aj, _ := json.Marshal(api.RunawayAudit{Rule: a.Rule, Done: a.Outcome, Duration: a.Duration, Shape: a.Shape, Host: rep.Source.Host})
 		b.pending = append(b.pending, store.Audit{Time: a.Time, Who: who, Action: "runaway-" + a.Outcome,
 			PolicyVersion: version, Rule: string(aj)})
 	}

@@ -2,6 +2,7 @@ package collector
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
@@ -278,6 +279,29 @@ func TestPostgresRunawaySampler(t *testing.T) {
 	if strings.Join(acts, ",") != "runaway-gone,runaway-cancelled,runaway-cancelled" {
 		t.Fatalf("audit actions = %v", acts)
 	}
+	for _, a := range mem.audit {
+		if a.Who != "sampler" {
+			continue
+		}
+		if ra := runawayAuditOf(t, a.Rule); ra.Rule != "long" || ra.Action != "cancel" || "runaway-"+ra.Done != a.Action ||
+			ra.PID != pid || ra.Tenant != ten || ra.QueryStart.IsZero() || ra.Query == "" {
+			t.Errorf("sampler's audit %s reads %+v", a.Rule, ra)
+		}
+	}
+}
+
+// runawayAuditOf reads the rule of a runaway audit row as collector audit
+// does, through api.RunawayAudit, refusing a key the type lacks: what the
+// collector records, the audit can read.
+func runawayAuditOf(t *testing.T, rule string) api.RunawayAudit {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(rule))
+	dec.DisallowUnknownFields()
+	var ra api.RunawayAudit
+	if err := dec.Decode(&ra); err != nil {
+		t.Fatalf("runaway audit %s: %v", rule, err)
+	}
+	return ra
 }
 
 // TestBudgetsReachProcesses: a budget set on the collector reaches a
@@ -346,7 +370,10 @@ func TestBudgetsReachProcesses(t *testing.T) {
 	defer f.mem.mu.Unlock()
 	found := false
 	for _, a := range f.mem.audit {
-		found = found || (a.Action == "runaway-reported" && a.Who == "wrapper:reports/i1" && strings.Contains(a.Rule, `"rule":"slow"`))
+		if a.Action == "runaway-reported" && a.Who == "wrapper:reports/i1" {
+			ra := runawayAuditOf(t, a.Rule)
+			found = ra.Rule == "slow" && ra.Done == "reported" && ra.Duration == 2*time.Second && ra.Shape != 0
+		}
 	}
 	if !found {
 		t.Fatalf("audit = %+v", f.mem.audit)

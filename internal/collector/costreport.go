@@ -268,36 +268,85 @@ func wholeMinutes(from, to time.Time) (time.Time, time.Time, error) {
 }
 
 // splitCost gives each line its part of cost, in whole cents, so that the
-// parts add up to the cost to the cent, as a bill must: each line gets the
-// cents of its share rounded down, and the cents left over go one each to
-// the lines with the largest fractions left (in the lines' order on a
-// tie). It returns the cost so split, rounded to the cent.
+// parts add up to the cost to the cent, as a bill must, and, by route, a
+// tenant's routes add up to the tenant's part: the cents are first split
+// between tenants (a tenant's share is the sum of its lines'), then each
+// tenant's between its routes, both by largest remainder (apportion). So a
+// tenant's routes sum to what a report by tenant bills it. It returns the
+// cost so split, rounded to the cent.
 func splitCost(lines []CostLine, cost float64) float64 {
 	cents := math.Round(cost * 100)
+	var tenants []string // in the lines' order
+	of := map[string][]int{}
+	for i, l := range lines {
+		if of[l.Tenant] == nil {
+			tenants = append(tenants, l.Tenant)
+		}
+		of[l.Tenant] = append(of[l.Tenant], i)
+	}
+	shares := make([]float64, len(tenants))
+	for k, t := range tenants {
+		for _, i := range of[t] {
+			shares[k] += lines[i].Share
+		}
+	}
+	for k, part := range apportion(cents, shares) {
+		idx := of[tenants[k]]
+		routes := make([]float64, len(idx))
+		for j, i := range idx {
+			routes[j] = lines[i].Share
+		}
+		for j, c := range apportion(part, routes) {
+			lines[idx[j]].Cost = c / 100
+		}
+	}
+	return cents / 100
+}
+
+// apportion splits n whole units in proportion to weights, by largest
+// remainder (Hamilton's method): each weight gets the whole units of its
+// exact part, and the units left over go one each to the weights with the
+// largest fractions left (the earlier on a tie). The parts add up to n
+// exactly when some weight is above zero; a weight of zero gets nothing.
+func apportion(n float64, weights []float64) []float64 {
+	parts := make([]float64, len(weights))
+	var sum float64
+	for _, w := range weights {
+		sum += max(w, 0)
+	}
+	if !(sum > 0) {
+		return parts
+	}
 	type rest struct {
 		i    int
 		frac float64
 	}
 	var given float64
 	var rests []rest
-	for i := range lines {
-		l := &lines[i]
-		exact := cents * l.Share
-		l.Cost = math.Floor(exact)
-		given += l.Cost
-		if l.Share > 0 {
-			rests = append(rests, rest{i, exact - l.Cost})
+	for i, w := range weights {
+		if w <= 0 {
+			continue
 		}
+		exact := n * (w / sum)
+		parts[i] = math.Floor(exact)
+		given += parts[i]
+		rests = append(rests, rest{i, exact - parts[i]})
 	}
 	slices.SortStableFunc(rests, func(a, b rest) int { return cmp.Compare(b.frac, a.frac) })
-	for k := 0; given < cents && len(rests) > 0; k = (k + 1) % len(rests) {
-		lines[rests[k].i].Cost++
+	for k := 0; given < n; k = (k + 1) % len(rests) {
+		parts[rests[k].i]++
 		given++
 	}
-	for i := range lines {
-		lines[i].Cost /= 100
+	// Float error in the exact parts of a huge n (a trillion's cents
+	// over thousands of lines) may give a unit too many: it comes back
+	// from the smallest fractions.
+	for k := len(rests) - 1; given > n; k = (k + len(rests) - 1) % len(rests) {
+		if parts[rests[k].i] > 0 {
+			parts[rests[k].i]--
+			given--
+		}
 	}
-	return cents / 100
+	return parts
 }
 
 type costKey struct{ tenant, route string }

@@ -436,3 +436,55 @@ func TestCostReportNothingMeasured(t *testing.T) {
 		t.Fatalf("note %q, %d lines; want %q", rep.Note, len(rep.Lines), want)
 	}
 }
+
+// TestCostReportRoutesAddUpToTenant: by route, a tenant's lines add up to
+// the cents a report by tenant bills it, to the cent, and so does its
+// bill alone (tenant=). Rounded line by line, acme's two routes of 10.6
+// cents each would take both spare cents of the bill (22 cents) while a
+// report by tenant bills acme 21 (21.2, the spare cent going to beta's
+// 40.5).
+func TestCostReportRoutesAddUpToTenant(t *testing.T) {
+	m0 := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
+	st := newMemStore()
+	var rows []store.Rollup
+	for _, r := range []struct {
+		tenant, route string
+		n             uint64
+	}{{"acme", "GET /a", 106}, {"acme", "GET /b", 106}, {"beta", "GET /a", 405}, {"gamma", "GET /a", 383}} {
+		rows = append(rows, store.Rollup{Minute: m0, Writer: "w", Version: 1, Service: "api", Tenant: r.tenant, Route: r.route, Kind: "request", Count: r.n})
+	}
+	st.WriteRollups(context.Background(), rows)
+	build := func(byRoute bool, only string) *CostReport {
+		t.Helper()
+		rep, err := BuildReport(context.Background(), st, ReportRequest{From: m0, To: m0.Add(time.Minute), ByRoute: byRoute,
+			Measure: MeasureRequests, Cost: 1, Tenant: only}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	billed := map[string]int64{}
+	for _, l := range build(false, "").Lines {
+		billed[l.Tenant] = int64(math.Round(l.Cost * 100))
+	}
+	if want := map[string]int64{"acme": 21, "beta": 41, "gamma": 38}; fmt.Sprint(billed) != fmt.Sprint(want) {
+		t.Fatalf("by tenant: %v cents, want %v", billed, want)
+	}
+	byRoute := map[string]int64{}
+	var sum int64
+	for _, l := range build(true, "").Lines {
+		c := int64(math.Round(l.Cost * 100))
+		byRoute[l.Tenant] += c
+		sum += c
+	}
+	if fmt.Sprint(byRoute) != fmt.Sprint(billed) || sum != 100 {
+		t.Errorf("by route, tenants' lines add up to %v cents (%d in all), want %v as billed by tenant (100)", byRoute, sum, billed)
+	}
+	for tn, c := range billed {
+		for _, by := range []bool{false, true} {
+			if got := int64(math.Round(build(by, tn).Total.Cost * 100)); got != c {
+				t.Errorf("%s alone (by route %v): %d cents, want %d", tn, by, got, c)
+			}
+		}
+	}
+}

@@ -37,10 +37,15 @@ var ErrNoStore = errors.New("collector: this collector runs without a store (--s
 
 // History returns tenant's load per minute over the last minutes before
 // now, from the store (the qtop drill-in's history beyond the live 120 s).
+// The tenant is named as load enters qtop: "other" is the tenant of that
+// name, stored under its stand-in (tenant.Escape), as in a cost report,
+// a rule or an erasure, never the overflow row; the history says the
+// name it is stored under.
 func (s *Server) History(ctx context.Context, name string, minutes int, now time.Time) (api.History, error) {
 	if err := tenant.ValidateTenant(name); err != nil && name != report.UnknownTenant {
 		return api.History{}, fmt.Errorf("%w: %w", ErrHistory, err)
 	}
+	name = tenant.Escape(name)
 	if minutes < 1 || minutes > api.MaxHistoryMinutes {
 		return api.History{}, fmt.Errorf("%w: minutes %d: want 1…%d", ErrHistory, minutes, api.MaxHistoryMinutes)
 	}

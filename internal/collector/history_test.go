@@ -12,7 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/qtop-dev/qtop/api"
+	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
+	"github.com/qtop-dev/qtop/tenant"
 )
 
 // TestHistoryEndpoint: the per-minute history of a tenant comes from the
@@ -101,4 +103,39 @@ func getError(t *testing.T, url string) (*http.Response, api.ErrorBody) {
 	json.NewDecoder(resp.Body).Decode(&eb)
 	resp.Body.Close()
 	return resp, eb
+}
+
+// TestHistoryOfTenantNamedOther: a tenant really named "other" is stored
+// under its stand-in (tenant.Escape), so its history asked by its name is
+// its own — as its cost report, rules and erasure are — not the overflow
+// row's, which is stored as "other".
+func TestHistoryOfTenantNamedOther(t *testing.T) {
+	dir := t.TempDir()
+	s, err := New(Config{Store: "duckdb://" + filepath.Join(dir, "h.duckdb"), DataDir: filepath.Join(dir, "data"), Writer: "w1",
+		Registerer: prometheus.NewRegistry(), Now: (&clock{t: t0}).Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown(context.Background())
+	ctx := context.Background()
+	m := t0.Truncate(time.Minute).Add(-time.Minute)
+	own := tenant.Escape(tenant.Other)
+	if err := s.Store().WriteRollups(ctx, []store.Rollup{
+		{Minute: m, Writer: "w1", Version: 1, Service: "api", Tenant: report.OtherTenant, Route: "GET /x", Kind: "request", Count: 60, RU: 6000},
+		{Minute: m, Writer: "w1", Version: 1, Service: "api", Tenant: own, Route: "GET /x", Kind: "request", Count: 60, RU: 60},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(s.Handler())
+	defer srv.Close()
+	c, _ := api.NewClient(srv.URL)
+	for _, name := range []string{tenant.Other, own} {
+		h, err := c.History(ctx, name, 60)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Tenant != own || len(h.Points) != 1 || h.Points[0].RUPerSec != 1 {
+			t.Errorf("history of %q: %+v, want %s's own (1 RU/s), not the overflow row's (100 RU/s)", name, h, own)
+		}
+	}
 }

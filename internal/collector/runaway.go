@@ -52,20 +52,6 @@ WHERE a.pid = $1 AND a.query_start = $2 AND a.state = 'active' AND a.pid <> pg_b
 WHERE a.pid = $1 AND a.query_start = $2 AND a.state = 'active' AND a.pid <> pg_backend_pid()`
 )
 
-// runawayAudit is what the audit records of one sampler action.
-type runawayAudit struct {
-	Rule       string        `json:"rule"`
-	Action     string        `json:"action"`
-	Done       string        `json:"done"`
-	PID        int32         `json:"pid"`
-	QueryStart time.Time     `json:"query_start"`
-	Duration   time.Duration `json:"duration_ns"`
-	Tenant     string        `json:"tenant,omitempty"`
-	Route      string        `json:"route,omitempty"`
-	Query      string        `json:"query"`
-	Watched    bool          `json:"watched,omitempty"`
-}
-
 // checkRunaway applies the policy's runaway rules to one sample: a
 // statement of any client that matches a rule and has run longer than
 // its after_seconds (or, under a cancel or terminate rule, whose shape is
@@ -182,7 +168,7 @@ func (bp *budgetPart) runawayAct(ctx context.Context, pool *pgxpool.Pool, r poli
 	}
 	bp.addRunaway(now, r.ID, &add)
 	bp.actions.WithLabelValues(string(r.Action), done).Inc()
-	a := runawayAudit{Rule: r.ID, Action: string(r.Action), Done: done, PID: b.PID, QueryStart: b.QueryStart,
+	a := api.RunawayAudit{Rule: r.ID, Action: string(r.Action), Done: done, PID: b.PID, QueryStart: b.QueryStart,
 		Duration: b.Duration, Tenant: b.Tenant, Route: b.Route, Query: truncate(b.Query, 1024), Watched: watched}
 	aj, _ := json.Marshal(a)
 	if err != nil {

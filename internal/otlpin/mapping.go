@@ -491,7 +491,8 @@ func appendUpper(dst, w []byte) []byte {
 // tenant that fails tenant.ValidateTenant becomes its stand-in
 // (tenant.Substitute: never merged with another tenant's load; an empty
 // one, report.UnknownTenant), a route that fails tenant.ValidateRoute
-// becomes report.OtherRoute. Each replacement is counted.
+// becomes report.OtherRoute; each replacement is counted. A route really
+// named "other" is its stand-in (tenant.EscapeValue), apart from them.
 type interner struct {
 	tenants, routes map[string]string
 	shapes          map[string]string // query text → route (queryShape)
@@ -551,6 +552,8 @@ func (in *interner) route(b []byte) string {
 	if tenant.ValidateRoute(s) != nil {
 		in.invalid++
 		s = report.OtherRoute
+	} else {
+		s = tenant.EscapeValue(s) // a route named "other" is apart from the overflow
 	}
 	if in.routes == nil || len(in.routes) >= maxInterned {
 		in.routes = make(map[string]string)

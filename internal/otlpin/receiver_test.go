@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/qtop-dev/qtop/report"
+	"github.com/qtop-dev/qtop/tenant"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -208,6 +209,23 @@ func TestTenantFromCommentAndBaggage(t *testing.T) {
 // Hostile values are validated as the collector validates reports: an
 // invalid tenant counts under its stand-in (tenant.Substitute), an
 // invalid route as other.
+// TestRouteNamedOther: a span's route really named like the overflow
+// route counts under its stand-in (tenant.EscapeValue), apart from the
+// routes that are not valid, which count as other.
+func TestRouteNamedOther(t *testing.T) {
+	clk := &fakeClock{now: t0}
+	s := &sink{}
+	r := newTestReceiver(t, s, clk)
+	if _, err := r.Consume(marshal(t, request("api", server(1, "acme", "other", time.Millisecond), server(2, "acme", "/r\x00oute", time.Millisecond)))); err != nil {
+		t.Fatal(err)
+	}
+	r.Flush(clk.now)
+	got := s.rows()
+	if got[rowKey{"api", "acme", tenant.EscapeValue("other"), "request"}].count != 1 || got[rowKey{"api", "acme", "other", "request"}].count != 1 {
+		t.Errorf("rows %v, want one in other's stand-in and the invalid one in other", keysOf(got))
+	}
+}
+
 func TestHostileValues(t *testing.T) {
 	clk := &fakeClock{now: t0}
 	s := &sink{}

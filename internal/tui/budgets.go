@@ -3,7 +3,6 @@ package tui
 import (
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/qtop-dev/qtop/api"
@@ -51,16 +50,12 @@ func budgetLines(c *common, pol policy.Policy, rows []api.BudgetRow) []string {
 		} else if b.Each != "" {
 			match += ", each " + b.Each
 		}
-		line(b.ID, match, budgetLimits(b), string(b.ModeOrDefault()), budgetActivity(r), r.Refused+r.Warned+r.InTx > 0)
+		line(b.ID, match, b.Limits(), string(b.ModeOrDefault()), budgetActivity(r), r.Refused+r.Warned+r.InTx > 0)
 	}
 	for _, ru := range pol.Runaway {
 		r := byID["\x00"+ru.ID]
 		delete(byID, "\x00"+ru.ID)
-		lim := "> " + secs(ru.AfterSeconds)
-		if ru.CooldownSeconds > 0 {
-			lim += ", watch " + secs(ru.CooldownSeconds)
-		}
-		line(ru.ID, matchText(ru.Match), lim, string(ru.Action), runawayActivity(r), r.Cancelled+r.Terminated+r.Reported > 0)
+		line(ru.ID, matchText(ru.Match), ru.Limits(), string(ru.Action), runawayActivity(r), r.Cancelled+r.Terminated+r.Reported > 0)
 	}
 	// Counters of ids the policy no longer has (a process not yet told).
 	rest := make([]string, 0, len(byID))
@@ -98,24 +93,6 @@ func matchText(m []map[string]string) string {
 	return strings.Join(alts, " | ")
 }
 
-func budgetLimits(b policy.Budget) string {
-	var ls []string
-	if b.Share > 0 {
-		s := "share " + strconv.FormatFloat(b.Share, 'g', 3, 64)
-		if b.CapacitySeconds > 0 {
-			s += "/" + secs(b.CapacitySeconds)
-		}
-		ls = append(ls, s)
-	}
-	if b.MaxStatementSeconds > 0 {
-		ls = append(ls, "stmt "+secs(b.MaxStatementSeconds))
-	}
-	if b.Concurrency > 0 {
-		ls = append(ls, fmt.Sprintf("conc %d", b.Concurrency))
-	}
-	return strings.Join(ls, ", ")
-}
-
 func budgetActivity(r api.BudgetRow) string {
 	return "sent " + fmtCount(r.Admitted) + " · refused " + fmtCount(r.Refused) + " · warned " + fmtCount(r.Warned) +
 		" · in tx " + fmtCount(r.InTx)
@@ -127,13 +104,4 @@ func runawayActivity(r api.BudgetRow) string {
 		s += " · terminated " + fmtCount(r.Terminated)
 	}
 	return s + " · reported " + fmtCount(r.Reported) + " · watch " + fmtCount(r.WatchRefused)
-}
-
-// secs formats a policy's seconds as briefly as they were written: 30s,
-// 0.5s, 2m.
-func secs(v float64) string {
-	if v >= 60 && v == float64(int64(v)) && int64(v)%60 == 0 {
-		return strconv.FormatInt(int64(v)/60, 10) + "m"
-	}
-	return strconv.FormatFloat(v, 'g', 4, 64) + "s"
 }

@@ -42,7 +42,7 @@ func TestGoldenBudgets(t *testing.T) {
 	m.Update(keyOf("5"))
 	screen := m.View()
 	for _, want := range []string{"Database budgets — 2 budgets, 1 runaway rules", "tenant=analytics", "conc 1",
-		"refused 304", "share 0.5/2s, stmt 5s", "each tenant", "> 30s, watch 1m", "route=report tenant=ana", "cancelled 2", "(not in policy)"} {
+		"refused 304", "share 0.5/2s, stmt 5s", "each tenant", "after 30s, watch 1m", "route=report tenant=ana", "cancelled 2", "(not in policy)"} {
 		if !strings.Contains(screen, want) {
 			t.Errorf("screen lacks %q:\n%s", want, screen)
 		}

@@ -206,6 +206,9 @@ func (p *prompt) historyPromptKey(c *common, nav *router, msg tea.KeyMsg) (tea.C
 		p.err = fmt.Sprintf("%v: tenant %q: want a tenant's name as the store keeps it", ErrInput, name)
 		return nil, false
 	}
+	// "other" is the tenant of that name: its row, live and stored, has
+	// its stand-in's name; the overflow row has no history of its own.
+	name = tenant.Escape(name)
 	d, ok := nav.drillIn().(*detailView)
 	if !ok {
 		return nil, true

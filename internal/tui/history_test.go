@@ -4,29 +4,25 @@ import (
 	"context"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/histogram"
 	"github.com/qtop-dev/qtop/internal/collector"
 	"github.com/qtop-dev/qtop/store"
+	"github.com/qtop-dev/qtop/tenant"
 )
 
 // TestDrillInHistoryFromTheStore: h in the drill-in fetches the tenant's
 // per-minute history from a real collector's (DuckDB) store, and [ ]
 // move the window back and forth.
 func TestDrillInHistoryFromTheStore(t *testing.T) {
-	dir := t.TempDir()
 	now := time.Now().UTC()
-	srv, err := collector.New(collector.Config{Store: "duckdb://" + filepath.Join(dir, "h.duckdb"), DataDir: filepath.Join(dir, "data"),
-		Registerer: prometheus.NewRegistry()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown(context.Background())
 	var rows []store.Rollup
 	for i := range 600 { // ten hours, rising
 		rows = append(rows, store.Rollup{Minute: now.Truncate(time.Minute).Add(-time.Duration(i) * time.Minute), Writer: "w", Version: 1,
@@ -47,19 +43,7 @@ func TestDrillInHistoryFromTheStore(t *testing.T) {
 		}
 		rows = append(rows, r, db)
 	}
-	if err := srv.Store().WriteRollups(context.Background(), rows); err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	defer hs.Close()
-	src, err := NewCollector(hs.URL, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer src.Close()
-	m := New(src, WithRenderer(asciiRenderer()), WithLocation(time.UTC))
-	m.Update(tea.WindowSizeMsg{Width: 100, Height: 40})
-	m.Update(snapshotMsg{incident()})
+	m := storeModel(t, rows)
 	press(m, "enter")
 	mustContain(t, m.View(), "h: history from the store")
 	runCmd(t, m, press(m, "h"))
@@ -86,4 +70,52 @@ func TestDrillInHistoryFromTheStore(t *testing.T) {
 	fm, _ := newTestModel(t, Features{Throttle: true})
 	press(fm, "enter", "h")
 	mustContain(t, fm.c.status.text, "needs a collector")
+}
+
+// TestHistoryPromptTenantNamedOther: h, then "other", opens the drill-in
+// of the tenant really named so, under the name its live row and the
+// store have (tenant.Escape), with its own history — not the overflow
+// row's, which sums the tenants beyond the top ones.
+func TestHistoryPromptTenantNamedOther(t *testing.T) {
+	own := tenant.Escape(tenant.Other)
+	m0 := time.Now().UTC().Truncate(time.Minute).Add(-time.Minute)
+	m := storeModel(t, []store.Rollup{
+		{Minute: m0, Writer: "w", Version: 1, Service: "api", Tenant: api.OtherTenant, Route: "GET /", Kind: "request", Count: 60, RU: 6000},
+		{Minute: m0, Writer: "w", Version: 1, Service: "api", Tenant: own, Route: "GET /", Kind: "request", Count: 60, RU: 120},
+	})
+	press(m, "h", "ctrl+u")
+	typeText(m, "other")
+	runCmd(t, m, press(m, "enter"))
+	v := m.View()
+	mustContain(t, v, own, "History · from the store", "(peak 2.00)")
+	if strings.Contains(v, "(peak 100)") {
+		t.Errorf("the overflow row's history:\n%s", v)
+	}
+}
+
+// storeModel is a model on a real collector whose (DuckDB) store holds
+// rows, showing the incident() snapshot; all is closed when t ends.
+func storeModel(t *testing.T, rows []store.Rollup) *Model {
+	t.Helper()
+	dir := t.TempDir()
+	srv, err := collector.New(collector.Config{Store: "duckdb://" + filepath.Join(dir, "h.duckdb"), DataDir: filepath.Join(dir, "data"),
+		Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	if err := srv.Store().WriteRollups(context.Background(), rows); err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	src, err := NewCollector(hs.URL, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	m := New(src, WithRenderer(asciiRenderer()), WithLocation(time.UTC))
+	m.Update(tea.WindowSizeMsg{Width: 100, Height: 40})
+	m.Update(snapshotMsg{incident()})
+	return m
 }

@@ -17,14 +17,17 @@ type groupKey struct {
 	key string
 }
 
-// groupKeys read a session's key under each grouping of api.Groups.
+// groupKeys read a session's key under each grouping of api.Groups. A
+// value named like the overflow row ("other") is its stand-in
+// (tenant.EscapeValue), as a tenant's is where the sampler reads it, so
+// that it is a row of its own.
 var groupKeys = [numGroups]func(tags *pgactivity.Backend) string{
 	func(b *pgactivity.Backend) string { return b.Tenant },
-	func(b *pgactivity.Backend) string { return b.Application },
-	func(b *pgactivity.Backend) string { return b.User },
-	func(b *pgactivity.Backend) string { return b.Database },
-	func(b *pgactivity.Backend) string { return b.Client },
-	func(b *pgactivity.Backend) string { return pgactivity.Fingerprint(b.Query) },
+	func(b *pgactivity.Backend) string { return tenant.EscapeValue(b.Application) },
+	func(b *pgactivity.Backend) string { return tenant.EscapeValue(b.User) },
+	func(b *pgactivity.Backend) string { return tenant.EscapeValue(b.Database) },
+	func(b *pgactivity.Backend) string { return tenant.EscapeValue(b.Client) },
+	func(b *pgactivity.Backend) string { return tenant.EscapeValue(pgactivity.Fingerprint(b.Query)) },
 }
 
 // pgRecent turns pg_stat_activity samples into live snapshots, under every

@@ -86,6 +86,37 @@ func TestPGWindowGroupBy(t *testing.T) {
 	}
 }
 
+// TestPGWindowGroupValueNamedOther: grouped by application (or user,
+// database…), a value really named "other" is a row of its own under its
+// stand-in (tenant.EscapeValue), as a tenant of that name is, never one
+// more row named like the overflow of the values beyond the top ones; its
+// statements name that row.
+func TestPGWindowGroupValueNamedOther(t *testing.T) {
+	w := newPGRecent()
+	var bs []pgactivity.Backend
+	for i, app := range []string{"other", "other", "other", "web", "web", "cron", "psql"} {
+		bs = append(bs, pgactivity.Backend{PID: int32(i + 1), Tenant: "acme", Application: app, User: app, Database: app,
+			State: pgactivity.StateActive, Query: "SELECT 1"})
+	}
+	w.add(pgactivity.Snapshot{Time: t0, Backends: bs}, time.Second)
+	own := tenant.EscapeValue(tenant.Other)
+	for _, g := range []string{api.GroupApplication, api.GroupUser, api.GroupDatabase} {
+		s := w.snapshot(t0, Query{GroupBy: g, Top: 2}, "")
+		var got []string
+		for _, r := range s.Tenants {
+			got = append(got, fmt.Sprintf("%s=%g", r.Tenant, r.DBLoad))
+		}
+		if want := own + "=3 web=2 other=2"; strings.Join(got, " ") != want {
+			t.Errorf("group by %s: rows %s, want %s", g, strings.Join(got, " "), want)
+		}
+		for _, st := range s.Statements {
+			if st.PID <= 3 && st.Group != own {
+				t.Errorf("group by %s: statement %d names row %q, want %q", g, st.PID, st.Group, own)
+			}
+		}
+	}
+}
+
 func TestPGWindowParallelWorkersAreLoadNotStatements(t *testing.T) {
 	w := newPGRecent()
 	w.add(sample1(), time.Second)
