@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/qtop-dev/qtop/internal/collector"
 	"github.com/qtop-dev/qtop/internal/testsvc"
 )
@@ -178,8 +180,23 @@ func startShopapp(t *testing.T, dsn, collBase string) string {
 	if out, err := exec.Command("go", "build", "-o", bin, "../shopapp").CombinedOutput(); err != nil {
 		t.Fatalf("go build shopapp: %v\n%s", err, out)
 	}
+	schema := fmt.Sprintf("shoploop_%d", time.Now().UnixNano())
+	// Registered before the child's: dropped once it has stopped, so
+	// the test server does not keep a schema of every run.
+	t.Cleanup(func() {
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, dsn)
+		if err != nil {
+			t.Errorf("dropping schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			t.Errorf("dropping schema %s: %v", schema, err)
+		}
+	})
 	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--postgres", dsn, "--collector", collBase,
-		"--token", "report-token", "--plan", "enterprise", "--schema", fmt.Sprintf("shoploop_%d", time.Now().UnixNano()))
+		"--token", "report-token", "--plan", "enterprise", "--schema", schema)
 	return "http://" + startChild(t, "shopapp", cmd, "")
 }
 
