@@ -183,9 +183,7 @@ func (p *pilotPart) writeActions(ctx context.Context, now time.Time, flush bool)
 		return
 	}
 	sp := savedPilot{Actions: p.eng.Active(), LastStart: p.eng.LastStart()}
-	p.mu.Lock()
-	decided := p.decided
-	p.mu.Unlock()
+	recent, decided := p.recentState()
 	var key []byte
 	if !flush {
 		// What a restart acts on: the actions without their last
@@ -205,7 +203,7 @@ func (p *pilotPart) writeActions(ctx context.Context, now time.Time, flush bool)
 			sp.Actions[i].Last = last[i]
 		}
 	}
-	sp.Recent, decided = p.recentState()
+	sp.Recent = recent
 	b, _ := s.marshal(sp)
 	if flush && bytes.Equal(b, s.full) {
 		return
