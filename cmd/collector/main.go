@@ -403,6 +403,9 @@ func (f *serveFlags) config(stderr io.Writer) (collector.Config, error) {
 		OTLPConfig:   collector.OTLPConfig{OTLPGRPC: *f.otlp.grpc, OTLPTenantAttribute: *f.otlp.tenant, OTLPClientDBTime: *f.clientDBTime},
 		QuotaConfig:  collector.QuotaConfig{QuotaRedis: *f.quotaRedis},
 	}
+	// A long replay of the log after a crash is behind a 503, not a port
+	// that a liveness probe finds dead.
+	cfg.ListenFirst = true
 	if cfg.OTLPGRPCMaxBytes, err = parseBytes("otlp-grpc-max-bytes", *f.otlp.grpcMax); err != nil {
 		return collector.Config{}, err
 	}

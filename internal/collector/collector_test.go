@@ -200,25 +200,7 @@ func TestMergeEmitDuplicateLate(t *testing.T) {
 
 func TestWALReplayAfterCrash(t *testing.T) {
 	f := newFixture(t)
-	p := newProcess(f.clk, "api", "p1")
-	for i := range 5 {
-		f.clk.Add(time.Second)
-		if f.ingest(p.report(t, "acme", 10+i, "")) != 200 {
-			t.Fatal("refused")
-		}
-	}
-	// Emit the minute once (a partial write), then "crash": no Shutdown,
-	// the process is gone; a new server opens the same data dir.
-	f.s.Tick(context.Background(), time.Date(2026, 3, 4, 9, 1, 10, 0, time.UTC))
-	if got := f.mem.sum("acme", "", count); got != 60 {
-		t.Fatalf("before crash: %v", got)
-	}
-	f.clk.Set(time.Date(2026, 3, 4, 9, 1, 11, 0, time.UTC))
-	last := p.report(t, "acme", 7, "") // late, acknowledged, then the crash
-	if f.ingest(last) != 200 {
-		t.Fatal("refused")
-	}
-	crashed := f.s
+	last, crashed := crashWithLog(t, f) // replay_test.go
 	// A second collector on the same data dir is refused while the first
 	// lives; the kernel drops the lock when a process dies, as here.
 	if _, err := New(Config{Store: StoreNone, DataDir: f.dir, Registerer: prometheus.NewRegistry()}); !errors.Is(err, ErrDataDirLocked) {
@@ -227,7 +209,6 @@ func TestWALReplayAfterCrash(t *testing.T) {
 	crashed.life.lock.Close()
 	f.start()
 	defer f.stop()
-	defer func() { crashed.em.spool.Close() }()
 	// The retried last report is recognised as a duplicate after restart.
 	if f.ingest(last) != 200 || testutil.ToFloat64(f.s.met.duplicates) != 1 {
 		t.Fatal("retried report after restart was not recognised as a duplicate")

@@ -195,6 +195,14 @@ type LimitsConfig struct {
 // IntakeConfig bounds the front door for reports (sources.go, screen.go).
 // Its fields are promoted into Config.
 type IntakeConfig struct {
+	// ListenFirst defers the replay of the write-ahead log from New to
+	// Start, which then listens first: /healthz answers at once (a probe
+	// does not kill a collector through a long replay), /readyz and every
+	// other door answer 503 with Retry-After until the log is replayed,
+	// and OTLP and the rate-limit service listen once it is. Run replays
+	// first too; a Shutdown before the replay ends writes no minute and
+	// keeps the log. `collector serve` sets it.
+	ListenFirst bool
 	// SourceRate: see DefaultSourceRate.
 	SourceRate float64
 	// RefusalDelay is how long the answer to a report refused for what

@@ -202,6 +202,9 @@ func (g *diskGuard) notReady() []string {
 func readyHandler(s *Server) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		reasons := s.disk.notReady()
+		if s.boot.pending.Load() {
+			reasons = append(reasons, s.boot.status())
+		}
 		_, authErr := s.Authorize(r, RoleRead)
 		reasons = append(reasons, s.em.notReady(s.cfg.SpoolMaxBytes, authErr == nil)...)
 		if f := s.fleet; f != nil && f.shared && !f.polled.Load() {

@@ -35,6 +35,13 @@
 // holds again, in full, at a higher version: nothing acknowledged is lost
 // and nothing is counted twice. The log of a minute is deleted once its
 // rows are in the store (or its spool) and no late report can change them.
+// With Config.ListenFirst (`collector serve`) the restarted collector
+// listens before it replays (replay.go): a minute of 5,000 reports a second
+// takes tens of seconds to replay, and a liveness probe must not kill it
+// meanwhile. Until the replay ends /healthz answers, /readyz and every
+// other door answer 503 with Retry-After (the processes keep their reports
+// and send them again), and OTLP and the rate-limit service listen once it
+// is done.
 //
 // The data directory keeps Config.DiskReserve bytes free (disk.go): below
 // that, reports are refused with 503 and Retry-After before they are
@@ -42,7 +49,8 @@
 // taken again as soon as space comes back, without a restart. /readyz
 // answers 503 with the reason while the collector refuses for disk, its
 // log's folder is not writable, its spool is full of a store it cannot
-// reach, or its shared policy was never read; /healthz is liveness only.
+// reach, its shared policy was never read, or it is replaying its log;
+// /healthz is liveness only.
 //
 // # Bounds
 //

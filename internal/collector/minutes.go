@@ -145,7 +145,7 @@ func (o *openMinutes) wals() []*walFile {
 // minute, handing each record to merge (which says whether it merged),
 // so that minutes a killed collector had not finished are emitted again
 // in full.
-func (o *openMinutes) replay(merge func(body []byte, m *minute) bool) error {
+func (o *openMinutes) replay(merge func(body []byte, m *minute) (bool, error)) error {
 	mins, err := walMinutes(o.dir)
 	if err != nil {
 		return err
@@ -154,10 +154,11 @@ func (o *openMinutes) replay(merge func(body []byte, m *minute) bool) error {
 		m := newMinute(mt)
 		n := 0
 		cut, err := readWAL(walPath(o.dir, mt), func(body []byte) error {
-			if merge(body, m) {
+			merged, err := merge(body, m)
+			if merged {
 				n++
 			}
-			return nil
+			return err
 		})
 		if err != nil {
 			return err

@@ -94,6 +94,7 @@ type Server struct {
 	view    liveView    // merge.go, snapshot.go
 	closed  bool
 
+	boot bootState // replay.go: the write-ahead log not yet replayed (Config.ListenFirst)
 	life lifecycle
 }
 
@@ -242,7 +243,11 @@ func (s *Server) open() error {
 		s.nodes, err = newNodeCheck(s.cfg, next)
 	}
 	if err == nil {
-		err = s.replay()
+		if s.cfg.ListenFirst {
+			s.boot.pending.Store(true) // Start replays, once listening
+		} else {
+			err = s.replay(context.Background())
+		}
 	}
 	if err != nil && s.em.store != nil {
 		s.em.store.Close()
@@ -282,37 +287,6 @@ func (s *Server) Writer() string { return s.em.writer }
 // Store returns the store (behind its spool), or nil with StoreNone.
 func (s *Server) Store() store.Store { return s.em.store }
 
-// replay merges the reports of the write-ahead log into their minutes, so
-// that minutes a killed collector had not finished are emitted again in
-// full. A logged report that cannot be decoded or is a duplicate is
-// skipped.
-func (s *Server) replay() error {
-	d := new(decoded)
-	now := s.cfg.Now()
-	return s.minutes.replay(func(body []byte, m *minute) bool {
-		rep := &d.rep
-		if err := reports.DecodeInto(rep, body); err != nil {
-			s.log.Warn("wal: undecodable report skipped", "minute", m.start, "err", err)
-			return false
-		}
-		s.in.screen(rep)
-		src := s.in.source(sourceKey(rep.Source), now)
-		if src.last.IsZero() {
-			src.last = now // and its bucket full, as a new one is
-		}
-		if src.check(rep.Seq) == seqDup {
-			return false
-		}
-		src.mark(rep.Seq)
-		s.in.accepted(src, nil, now)
-		d.prepare(s.agg)
-		s.feat.merge(rep, now, false)
-		s.view.merge(d, m, now, false)
-		s.agg.merge(rep, &d.order, m, now, false)
-		return true
-	})
-}
-
 // Handler returns the collector's HTTP API.
 func (s *Server) Handler() http.Handler {
 	h := httpAPI{s}
@@ -339,7 +313,7 @@ func (s *Server) Handler() http.Handler {
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok\n") })
 	mux.HandleFunc("GET /readyz", readyHandler(s)) // disk.go
-	return h.withFleet(mux)
+	return s.boot.gate(h.withFleet(mux))           // replay.go
 }
 
 // params refuses, with 400, a request whose query has a parameter other
@@ -386,16 +360,6 @@ func (s *Server) Start(ctx context.Context) error {
 		ln.Close()
 		return fmt.Errorf("collector: metrics: %w", err)
 	}
-	if err := s.otlp.listen(s.cfg.OTLPGRPC, cmp.Or(s.cfg.OTLPGRPCMaxConns, DefaultOTLPGRPCMaxConns), s.life.tls, &s.life.wg, conns, s.log, s.cfg.Now); err != nil {
-		ln.Close()
-		return err
-	}
-	if s.rls != nil {
-		if err := s.rls.listen(s.cfg.RLSListen, s.life.tls, &s.life.wg, conns, s.log, s.cfg.Now); err != nil {
-			ln.Close()
-			return err
-		}
-	}
 	s.life.httpSrv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, ErrorLog: httpErrorLog(s.log, newTLSRefusals("http", "http server", conns, s.log)),
 		ConnContext: withConn, ConnState: limit.ConnState}
@@ -404,6 +368,30 @@ func (s *Server) Start(ctx context.Context) error {
 			s.log.Error("http server", "err", err)
 		}
 	})
+	if s.boot.pending.Load() {
+		if mins, _ := walMinutes(s.minutes.dir); len(mins) > 0 {
+			s.log.Info("collector listening; replaying the write-ahead log first (until then every door but /healthz, /readyz and /metrics answers 503)", "addr", ln.Addr().String(), "minutes", len(mins))
+		}
+		if err := s.replay(ctx); errors.Is(err, errReplayStopped) {
+			s.log.Warn("stopped while replaying the write-ahead log: it is kept, and replayed in full at the next start", "reports_replayed", s.boot.reports.Load())
+			return nil
+		} else if err != nil {
+			s.life.httpSrv.Close()
+			return err
+		}
+	}
+	// OTLP and the rate-limit service listen once the log is replayed:
+	// their exporters and gateways retry meanwhile.
+	if err := s.otlp.listen(s.cfg.OTLPGRPC, cmp.Or(s.cfg.OTLPGRPCMaxConns, DefaultOTLPGRPCMaxConns), s.life.tls, &s.life.wg, conns, s.log, s.cfg.Now); err != nil {
+		s.life.httpSrv.Close()
+		return err
+	}
+	if s.rls != nil {
+		if err := s.rls.listen(s.cfg.RLSListen, s.life.tls, &s.life.wg, conns, s.log, s.cfg.Now); err != nil {
+			s.life.httpSrv.Close()
+			return err
+		}
+	}
 	s.Run(ctx)
 	s.log.Info("collector listening", "addr", ln.Addr().String(), "max_conns", s.cfg.MaxConns, "store", redactStore(s.cfg.Store), "writer", s.em.writer, "demo", s.cfg.Demo, "sampler", s.cfg.Postgres != "", "tls", s.life.tls != nil, "mtls", s.cfg.TLS.ClientCA != "")
 	return nil
@@ -421,6 +409,12 @@ func (s *Server) Addr() string {
 // closed minutes, the pg sampler and the demo fleet — without an HTTP
 // listener (for callers that serve Handler themselves). Shutdown stops it.
 func (s *Server) Run(ctx context.Context) {
+	if s.boot.pending.Load() { // Config.ListenFirst without Start
+		if err := s.replay(ctx); err != nil {
+			s.log.Error("the write-ahead log was not replayed: the collector takes no reports", "err", err)
+			return
+		}
+	}
 	ctx, s.life.cancel = context.WithCancel(ctx)
 	s.otlp.recv.Start()
 	s.feat.quota.start(ctx, &s.life.wg)
@@ -476,6 +470,9 @@ func (s *Server) Tick(ctx context.Context, now time.Time) { s.tick(ctx, now, tru
 // tick is Tick; with write unset it leaves the writing of minutes
 // (emitter.writeDue) to its caller.
 func (s *Server) tick(ctx context.Context, now time.Time, write bool) {
+	if s.boot.pending.Load() {
+		return // no minute is whole before the replay
+	}
 	s.disk.look()
 	s.tokens.reload() // tokenfiles.go
 	s.feat.tick(ctx, now)
@@ -533,7 +530,13 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.life.wg.Wait()
 	s.feat.pilot.flushActions() // its loop has stopped
-	s.em.writeDue(ctx, &s.mu, &s.minutes, s.cfg.Now(), true)
+	if s.boot.pending.Load() {
+		// The log was not replayed in full: the minutes are not whole and
+		// the log, kept, is replayed at the next start.
+		s.log.Warn("shutdown before the write-ahead log was replayed: no minute written; the log is kept for the next start")
+	} else {
+		s.em.writeDue(ctx, &s.mu, &s.minutes, s.cfg.Now(), true)
+	}
 	s.mu.Lock()
 	for _, w := range s.minutes.wals() {
 		w.sync()
@@ -567,6 +570,9 @@ func (l *lifecycle) doneChan() chan struct{} {
 func (s *Server) Consume(ctx context.Context, r *report.Report, raw []byte) (report.Reply, error) {
 	if err := ctx.Err(); err != nil {
 		return report.Reply{}, report.NewRetryable(err, 0)
+	}
+	if s.boot.pending.Load() {
+		return report.Reply{}, report.NewRetryable(errors.New(s.boot.status()), replayRetry)
 	}
 	if err := s.disk.admit(int64(len(raw)) + 8); err != nil {
 		return report.Reply{}, err

@@ -1,0 +1,157 @@
+package collector
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/qtop-dev/qtop/api"
+	"github.com/qtop-dev/qtop/report"
+)
+
+// crashWithLog leaves f's data dir as a collector killed mid-minute leaves
+// it: acme's minute emitted once with 60 requests, then 7 more in the
+// write-ahead log only. It returns the last report (acknowledged, so in the
+// log) and the killed collector, whose data dir lock is still held.
+func crashWithLog(t *testing.T, f *fixture) (last []byte, crashed *Server) {
+	t.Helper()
+	p := newProcess(f.clk, "api", "p1")
+	for i := range 5 {
+		f.clk.Add(time.Second)
+		if f.ingest(p.report(t, "acme", 10+i, "")) != 200 {
+			t.Fatal("refused")
+		}
+	}
+	f.s.Tick(context.Background(), time.Date(2026, 3, 4, 9, 1, 10, 0, time.UTC))
+	if got := f.mem.sum("acme", "", count); got != 60 {
+		t.Fatalf("before the crash: %v", got)
+	}
+	f.clk.Set(time.Date(2026, 3, 4, 9, 1, 11, 0, time.UTC))
+	last = p.report(t, "acme", 7, "") // late, acknowledged, then the crash
+	if f.ingest(last) != 200 {
+		t.Fatal("refused")
+	}
+	crashed = f.s
+	t.Cleanup(func() { crashed.em.spool.Close() })
+	return last, crashed
+}
+
+// startPaused starts f's collector with Config.ListenFirst and holds its
+// replay after the first report until resume is closed. Start's result
+// arrives on the returned channel.
+func startPaused(t *testing.T, f *fixture, ctx context.Context) (started chan error, resume chan struct{}) {
+	t.Helper()
+	f.start(func(c *Config) { c.ListenFirst, c.Listen, c.Gatherer = true, "127.0.0.1:0", f.reg })
+	paused, resume := make(chan struct{}), make(chan struct{})
+	f.s.boot.hook = func(n int64) {
+		if n == 1 {
+			close(paused)
+			<-resume
+		}
+	}
+	started = make(chan error, 1)
+	go func() { started <- f.s.Start(ctx) }()
+	<-paused
+	return started, resume
+}
+
+func do(t *testing.T, method, url string, body []byte, token string) (*http.Response, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	req.Header.Set("Content-Type", report.ContentType)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	return resp, string(b)
+}
+
+// TestListenFirstReplay: with Config.ListenFirst a restarted collector
+// answers /healthz while it replays its write-ahead log, says so on
+// /readyz, refuses reports with 503 and Retry-After (the process keeps
+// them), and once replayed takes them: the report refused during the
+// replay, sent again, is a duplicate, and the minute is whole.
+func TestListenFirstReplay(t *testing.T) {
+	f := newFixture(t)
+	last, crashed := crashWithLog(t, f)
+	crashed.life.lock.Close() // as the kernel does when a process dies
+	started, resume := startPaused(t, f, context.Background())
+	base := "http://" + f.s.Addr()
+
+	if resp, _ := do(t, "GET", base+"/healthz", nil, ""); resp.StatusCode != 200 {
+		t.Fatalf("healthz during the replay: %d, want 200 (a liveness probe must not kill it)", resp.StatusCode)
+	}
+	if resp, body := do(t, "GET", base+"/readyz", nil, ""); resp.StatusCode != 503 || !strings.Contains(body, "replaying its write-ahead log") || !strings.Contains(body, "1 reports so far") {
+		t.Fatalf("readyz during the replay: %d %s", resp.StatusCode, body)
+	}
+	resp, body := do(t, "POST", base+api.PathReports, last, f.token)
+	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "5" || !strings.Contains(body, "replaying") {
+		t.Fatalf("a report during the replay: %d %q %s, want 503 with Retry-After 5", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	if resp, _ := do(t, "GET", base+api.PathLive, nil, ""); resp.StatusCode != 503 {
+		t.Fatalf("the live view during the replay: %d, want 503", resp.StatusCode)
+	}
+	if resp, _ := do(t, "GET", base+"/metrics", nil, ""); resp.StatusCode != 200 {
+		t.Fatalf("metrics during the replay: %d, want 200", resp.StatusCode)
+	}
+	if _, err := f.s.Consume(context.Background(), &report.Report{}, nil); err == nil {
+		t.Fatal("Consume during the replay took a report")
+	} else if d, ok := report.IsRetryable(err); !ok || d != replayRetry {
+		t.Fatalf("Consume during the replay: %v, want retryable after %v", err, replayRetry)
+	}
+
+	close(resume)
+	if err := <-started; err != nil {
+		t.Fatal(err)
+	}
+	if resp, body := do(t, "GET", base+"/readyz", nil, ""); resp.StatusCode != 200 {
+		t.Fatalf("readyz after the replay: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := do(t, "POST", base+api.PathReports, last, f.token); resp.StatusCode != 200 || testutil.ToFloat64(f.s.met.duplicates) != 1 {
+		t.Fatalf("the report sent again after the replay: %d %s, duplicates %v (want 200, a duplicate)", resp.StatusCode, body, testutil.ToFloat64(f.s.met.duplicates))
+	}
+	f.stop()
+	if got := f.mem.sum("acme", "", count); got != 67 {
+		t.Fatalf("after the replay: count %v, want 67 (nothing lost, nothing doubled)", got)
+	}
+}
+
+// TestListenFirstStoppedMidReplay: a collector stopped during its replay
+// writes no minute (it holds part of one) and keeps the log, which the
+// next start replays in full.
+func TestListenFirstStoppedMidReplay(t *testing.T) {
+	f := newFixture(t)
+	_, crashed := crashWithLog(t, f)
+	crashed.life.lock.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	started, resume := startPaused(t, f, ctx)
+	cancel()
+	close(resume)
+	if err := <-started; err != nil {
+		t.Fatalf("Start stopped mid-replay: %v, want nil (a stop is not a failure)", err)
+	}
+	f.stop()
+	if got := f.mem.sum("acme", "", count); got != 60 {
+		t.Fatalf("after a stop mid-replay: count %v, want 60 (no part of the minute written)", got)
+	}
+	f.start()
+	defer f.stop()
+	f.s.Tick(context.Background(), f.clk.Add(time.Second))
+	if got := f.mem.sum("acme", "", count); got != 67 {
+		t.Fatalf("after the next start: count %v, want 67", got)
+	}
+}
