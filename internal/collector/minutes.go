@@ -142,22 +142,19 @@ func (o *openMinutes) wals() []*walFile {
 }
 
 // replay reads the write-ahead log of every minute it holds into that
-// minute, handing each record to merge (which says whether it merged),
-// so that minutes a killed collector had not finished are emitted again
-// in full.
-func (o *openMinutes) replay(merge func(body []byte, m *minute) (bool, error)) error {
+// minute: merge is given the minute and a read that hands each record to
+// its fn, and returns how many it merged. So minutes a killed collector
+// had not finished are emitted again in full.
+func (o *openMinutes) replay(merge func(m *minute, read func(fn func(body []byte) error) error) (int, error)) error {
 	mins, err := walMinutes(o.dir)
 	if err != nil {
 		return err
 	}
 	for _, mt := range mins {
 		m := newMinute(mt)
-		n := 0
-		cut, err := readWAL(walPath(o.dir, mt), func(body []byte) error {
-			merged, err := merge(body, m)
-			if merged {
-				n++
-			}
+		var cut int64
+		n, err := merge(m, func(fn func(body []byte) error) (err error) {
+			cut, err = readWAL(walPath(o.dir, mt), fn)
 			return err
 		})
 		if err != nil {

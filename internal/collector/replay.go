@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -60,56 +62,105 @@ func (b *bootState) gate(next http.Handler) http.Handler {
 // as it was, to be replayed in full at the next start (Shutdown then
 // writes no minute).
 func (s *Server) replay(ctx context.Context) error {
-	d := new(decoded)
-	now := s.cfg.Now()
-	// head is a replayed report's part under mu, as for a report that
-	// comes in (with Config.ListenFirst /metrics reads the live view
-	// meanwhile): its screen, its source and the duplicate filter, the
-	// features' and the live view's merges. It says false for a duplicate.
-	head := func(m *minute) bool {
-		rep := &d.rep
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		s.in.screen(rep)
-		src := s.in.source(sourceKey(rep.Source), now)
-		if src.last.IsZero() {
-			src.last = now // and its bucket full, as a new one is
-		}
-		if src.check(rep.Seq) == seqDup {
-			return false
-		}
-		src.mark(rep.Seq)
-		s.in.accepted(src, nil, now)
-		d.prepare(s.agg)
-		s.feat.merge(rep, now, false)
-		s.view.merge(d, m, now, false)
-		return true
-	}
-	err := s.minutes.replay(func(body []byte, m *minute) (bool, error) {
-		if ctx.Err() != nil {
-			return false, errReplayStopped
-		}
-		s.boot.minute.Store(m.start.Unix())
-		rep := &d.rep
-		if err := reports.DecodeInto(rep, body); err != nil {
-			s.log.Warn("wal: undecodable report skipped", "minute", m.start, "err", err)
-			return false, nil
-		}
-		if !head(m) {
-			return false, nil
-		}
-		s.agg.merge(rep, &d.order, m, now, false)
-		n := s.boot.reports.Add(1)
-		if n%100_000 == 0 {
-			s.log.Info("wal: replaying", "minute", m.start, "reports", n)
-		}
-		if s.boot.hook != nil {
-			s.boot.hook(n)
-		}
-		return true, nil
+	r := replayer{s: s, now: s.cfg.Now()}
+	err := s.minutes.replay(func(m *minute, read func(func([]byte) error) error) (int, error) {
+		return r.minute(ctx, m, read)
 	})
 	if err == nil {
 		s.boot.pending.Store(false)
 	}
 	return err
+}
+
+// replayer merges the logged reports into their minutes at now.
+type replayer struct {
+	s   *Server
+	now time.Time
+}
+
+// minute merges m's logged reports on one worker per core, as
+// reports that come in merge side by side (the rows in their shards, the
+// rest under mu): a minute of 90,000 reports is tens of seconds of one
+// core. The order of a process's reports does not matter (the duplicate
+// filter keeps a window). It returns how many it merged.
+func (r replayer) minute(ctx context.Context, m *minute, read func(func([]byte) error) error) (int, error) {
+	workers := runtime.GOMAXPROCS(0)
+	work := make(chan []byte, 4*workers)
+	free := make(chan []byte, 8*workers) // bodies' buffers, used again
+	var merged atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d := new(decoded)
+			for body := range work {
+				if ctx.Err() == nil && r.one(d, m, body) {
+					merged.Add(1)
+				}
+				select {
+				case free <- body[:0]:
+				default:
+				}
+			}
+		}()
+	}
+	err := read(func(body []byte) error {
+		if ctx.Err() != nil {
+			return errReplayStopped
+		}
+		var b []byte
+		select {
+		case b = <-free:
+		default:
+		}
+		work <- append(b, body...) // read reuses body
+		return nil
+	})
+	close(work)
+	wg.Wait()
+	if err == nil && ctx.Err() != nil {
+		err = errReplayStopped // the workers left the rest of the minute
+	}
+	return int(merged.Load()), err
+}
+
+// one merges one logged report into m, with d as its scratch; it says
+// false for a report that cannot be decoded or is a duplicate.
+func (r replayer) one(d *decoded, m *minute, body []byte) bool {
+	s, now := r.s, r.now
+	s.boot.minute.Store(m.start.Unix())
+	rep := &d.rep
+	if err := reports.DecodeInto(rep, body); err != nil {
+		s.log.Warn("wal: undecodable report skipped", "minute", m.start, "err", err)
+		return false
+	}
+	// Under mu, as for a report that comes in (with Config.ListenFirst
+	// /metrics reads the live view meanwhile): the screen, the source and
+	// the duplicate filter, the features' and the live view's merges.
+	s.mu.Lock()
+	s.in.screen(rep)
+	src := s.in.source(sourceKey(rep.Source), now)
+	if src.last.IsZero() {
+		src.last = now // and its bucket full, as a new one is
+	}
+	if src.check(rep.Seq) == seqDup {
+		s.mu.Unlock()
+		return false
+	}
+	src.mark(rep.Seq)
+	s.in.accepted(src, nil, now)
+	d.prepare(s.agg)
+	s.feat.merge(rep, now, false)
+	s.view.merge(d, m, now, false)
+	s.mu.Unlock()
+	s.agg.merge(rep, &d.order, m, now, false)
+	n := s.boot.reports.Add(1)
+	if n%100_000 == 0 {
+		s.log.Info("wal: replaying", "minute", m.start, "reports", n)
+	}
+	if s.boot.hook != nil {
+		s.boot.hook(n)
+	}
+	return true
 }
