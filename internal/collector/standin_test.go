@@ -18,7 +18,6 @@ import (
 // is counted.
 func TestInvalidTenantsStandIn(t *testing.T) {
 	f := newFixture(t)
-	ctx := context.Background()
 	p := newProcess(f.clk, "api", "p1")
 	long := strings.Repeat("a", tenant.MaxTenantLen) + "-one"
 	long2 := strings.Repeat("a", tenant.MaxTenantLen) + "-two"
@@ -29,15 +28,7 @@ func TestInvalidTenantsStandIn(t *testing.T) {
 				Kind: report.KindRequest, Duration: 10 * time.Millisecond, RU: 1, Bytes: 100})
 		}
 	}
-	b, err := p.rec.Cut(f.clk.Now()).MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code := f.ingest(b); code != 200 {
-		t.Fatalf("ingest %d", code)
-	}
-	f.s.Tick(ctx, f.clk.Add(5*time.Minute))
-	f.stop()
+	mergeAndStop(t, f, p.rec.Cut(f.clk.Now()))
 	for name, n := range names {
 		want := name
 		if name == "" {
@@ -62,7 +53,6 @@ func TestInvalidTenantsStandIn(t *testing.T) {
 // invalid row, not two.
 func TestInvalidRoutesStandIn(t *testing.T) {
 	f := newFixture(t)
-	ctx := context.Background()
 	p := newProcess(f.clk, "api", "p1")
 	type tr struct{ tenant, route string }
 	sent := map[tr]int{{"acme", "GET /ok"}: 2, {"acme", "GET /beyond"}: 3, {"acme", "GET /a\nb"}: 4,
@@ -79,15 +69,7 @@ func TestInvalidRoutesStandIn(t *testing.T) {
 			rep.Rows[i].Route = report.OtherRoute
 		}
 	}
-	b, err := rep.MarshalBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if code := f.ingest(b); code != 200 {
-		t.Fatalf("ingest %d", code)
-	}
-	f.s.Tick(ctx, f.clk.Add(5*time.Minute))
-	f.stop()
+	mergeAndStop(t, f, rep)
 	want := map[tr]uint64{}
 	for k, n := range sent {
 		switch {
@@ -118,4 +100,19 @@ func TestInvalidRoutesStandIn(t *testing.T) {
 	if got := counterValue(f.s.met.invalidTags); got != 3 { // three rows, one of them bad twice
 		t.Errorf("invalid rows counted %v, want 3", got)
 	}
+}
+
+// mergeAndStop sends rep to f's collector, closes its minute and stops it,
+// so that f.mem holds what the store was given.
+func mergeAndStop(t *testing.T, f *fixture, rep *report.Report) {
+	t.Helper()
+	b, err := rep.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := f.ingest(b); code != 200 {
+		t.Fatalf("ingest %d", code)
+	}
+	f.s.Tick(context.Background(), f.clk.Add(5*time.Minute))
+	f.stop()
 }
