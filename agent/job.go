@@ -29,7 +29,7 @@ func (a *Agent) Job(ctx context.Context, tags tenant.Tags, fn func(ctx context.C
 	d := a.enf.AdmitAt(start, tags)
 	tags.Tier = d.Tier
 	if !d.Admitted() {
-		a.rec.Record(meter.Record{Time: start, Tags: recorded(tags), Kind: report.KindJob})
+		a.rec.Record(meter.Record{Time: start, Tags: tags, Kind: report.KindJob})
 		return d.Err()
 	}
 	q := &request{}
@@ -38,7 +38,7 @@ func (a *Agent) Job(ctx context.Context, tags tenant.Tags, fn func(ctx context.C
 	end := time.Now()
 	dur := end.Sub(start)
 	cost := a.enf.CostAt(end, tags, ru.OpWrite, 0, dur)
-	a.rec.Record(meter.Record{Time: end, Tags: recorded(tags), Kind: report.KindJob, Duration: dur, Err: err != nil, RU: cost})
+	a.rec.Record(meter.Record{Time: end, Tags: tags, Kind: report.KindJob, Duration: dur, Err: err != nil, RU: cost})
 	return err
 }
 

@@ -167,7 +167,7 @@ func (a *Agent) refuseTenant(w http.ResponseWriter, r *http.Request, start time.
 		msg += ": " + a.cfg.tenant.hint
 	}
 	http.Error(w, msg, code)
-	a.rec.Record(meter.Record{Time: start, Tags: recorded(tenant.Tags{Route: r.Pattern}), Kind: report.KindRequest, Err: false})
+	a.rec.Record(meter.Record{Time: start, Tags: tenant.Tags{Route: r.Pattern}, Kind: report.KindRequest, Err: false})
 }
 
 // Streaming tells the agent that the request of ctx (a context Handler
@@ -226,7 +226,7 @@ func (a *Agent) finish(q *request, r *http.Request, start time.Time, tier tenant
 		a.metrics.ObserveAt(end, tags.Tenant, ru, !charge)
 	}
 	failed := q.w.status >= 500
-	a.rec.Record(meter.Record{Time: end, Tags: recorded(tags), Kind: report.KindRequest, Duration: d, Bytes: bytes, Err: failed, RU: ru, Refused: !charge})
+	a.rec.Record(meter.Record{Time: end, Tags: tags, Kind: report.KindRequest, Duration: d, Bytes: bytes, Err: failed, RU: ru, Refused: !charge})
 	if span != nil {
 		if tags.Route != "" {
 			span.SetName(r.Method + " " + tags.Route)
@@ -315,13 +315,3 @@ func (w *respWriter) Flush() {
 
 // Unwrap returns the wrapped writer, for http.ResponseController.
 func (w *respWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// recorded is t as the agent's recorder counts it: a route named like
-// the overflow route (report.OtherRoute) as its stand-in
-// (tenant.EscapeValue), so that it is a row of its own, never counted in
-// the routes beyond the tenant's limit. The request's context, spans and
-// enforcement keep the route as given.
-func recorded(t tenant.Tags) tenant.Tags {
-	t.Route = tenant.EscapeValue(t.Route)
-	return t
-}

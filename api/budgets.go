@@ -1,10 +1,15 @@
 package api
 
+import "github.com/qtop-dev/qtop/tenant"
+
 // BudgetRow is one database budget or runaway rule of the policy (or one
 // that processes still report), with what it did over the snapshot's
 // window, summed over the reporting processes and the collector's
 // sampler.
 type BudgetRow struct {
+	// ID is the rule's id as its counters name it (BudgetName): a rule
+	// really named "other" is other#d9298a10d1b07358; "other" is the row
+	// of the ids beyond the live view's bound.
 	ID string `json:"id"`
 	// Runaway marks a runaway rule; Mode is then its action (cancel,
 	// terminate, report), else the budget's mode (enforce, warn, off).
@@ -38,3 +43,12 @@ func (r *BudgetRow) Add(o *BudgetRow) {
 	r.Reported += o.Reported
 	r.WatchRefused += o.WatchRefused
 }
+
+// BudgetName is the name the counters of database budget or runaway rule
+// id go by, in a snapshot's Budgets and the collector's metrics: id
+// itself, except that a rule really named like the overflow row
+// ("other", which sums the ids the policy does not have) is its stand-in
+// (tenant.EscapeValue, other#d9298a10d1b07358), as a tenant or a route of
+// that name is, so that its counters are never summed with those. The
+// policy, the audit and qtop's list of rules keep the id as given.
+func BudgetName(id string) string { return tenant.EscapeValue(id) }

@@ -100,7 +100,7 @@ func newRecorderMetrics(r *Recorder) *recorderMetrics {
 		evicted: prometheus.NewDesc("qtop_ingest_tenants_evicted_total",
 			"Tenants whose rows were folded into \"other\" to make room for a heavier one.", nil, nil),
 		invalid: prometheus.NewDesc("qtop_ingest_records_invalid_total",
-			"Records with a tenant, route or key above its length limit, or an unknown kind (the tenant counted under its stand-in, tenant.Substitute; the route as other; the key dropped).", nil, nil),
+			"Records with a tenant, route or key above its length limit, or an unknown kind (the tenant counted under its stand-in, tenant.Substitute; the route under its own, tenant.SubstituteRoute; the key dropped).", nil, nil),
 		windows: prometheus.NewDesc("qtop_ingest_windows_total",
 			"Windows cut by the recorder.", nil, nil),
 		rows: prometheus.NewDesc("qtop_ingest_window_rows",

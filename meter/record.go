@@ -13,10 +13,12 @@ type Record struct {
 	// Time is when the work finished.
 	Time time.Time
 	// Tags say whom the work was for. A record without a tenant is
-	// counted under report.UnknownTenant. A route is counted as given:
-	// report.OtherRoute is the overflow route's, so a door that takes
-	// routes from users names a route really called so by its stand-in
-	// (tenant.EscapeValue), as the agent and the OTLP receiver do.
+	// counted under report.UnknownTenant. A tenant or route named like
+	// the overflow row (report.OtherTenant, report.OtherRoute) is counted
+	// under its stand-in (tenant.Escape, tenant.EscapeValue), a row of its
+	// own: pass names as the application knows them (a stand-in passed
+	// in is kept as it is). A route above tenant.MaxRouteLen is counted
+	// under its stand-in (tenant.SubstituteRoute).
 	Tags tenant.Tags
 	Kind report.Kind
 	// Duration is the wall time of the work.

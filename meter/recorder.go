@@ -27,6 +27,12 @@ import (
 // the heavy tenants of a window have rows of their own, and the totals
 // over all rows, report.OtherTenant included, are exact. A tenant really
 // named like that row counts under its stand-in (tenant.Escape), apart.
+// Likewise a route really named like the overflow route
+// (report.OtherRoute, which holds the routes beyond a tenant's limit)
+// counts under its stand-in (tenant.EscapeValue), whoever passes it: a
+// stand-in an entry point already gave it is kept as it is. A route above
+// tenant.MaxRouteLen counts under a stand-in of its own
+// (tenant.SubstituteRoute), never in the overflow route.
 //
 // Each row holds a 9 KiB latency histogram, so memory is about 9.3 KiB
 // per row seen in a window: at most WithMaxRows (plus three per shard)
@@ -191,8 +197,12 @@ func (r *Recorder) Source() report.Source { return r.cfg.source }
 func (r *Recorder) Record(rec Record) {
 	name, invalid := rowTenant(rec.Tags.Tenant)
 	route := rec.Tags.Route
-	if len(route) > tenant.MaxRouteLen {
-		route, invalid = report.OtherRoute, true
+	switch {
+	case route == report.OtherRoute: // the overflow route's name: a route of its own
+		route = tenant.EscapeValue(route)
+	case len(route) > tenant.MaxRouteLen:
+		route, _ = tenant.SubstituteRoute(route)
+		invalid = true
 	}
 	key := rec.Tags.Key
 	if len(key) > tenant.MaxKeyLen {

@@ -248,6 +248,34 @@ func TestRecorderTenantNamedOther(t *testing.T) {
 	}
 }
 
+// TestRecorderRouteNamedOther: a route really named like the overflow
+// route, passed straight to the recorder, is a route of its own under its
+// stand-in (tenant.EscapeValue); one an entry point already escaped is
+// the same row, not escaped twice; the overflow route keeps exactly the
+// routes beyond the tenant's limit.
+func TestRecorderRouteNamedOther(t *testing.T) {
+	rec := mustRecorder(fixedClock(t0), WithMaxRoutes(2), WithShards(1))
+	own := tenant.EscapeValue(report.OtherRoute)
+	for range 3 {
+		rec.Record(Record{Tags: tenant.Tags{Tenant: "a", Route: report.OtherRoute}})
+	}
+	rec.Record(Record{Tags: tenant.Tags{Tenant: "a", Route: own}}) // escaped at the door
+	rec.Record(Record{Tags: tenant.Tags{Tenant: "a", Route: "r"}})
+	for i := range 4 {
+		rec.Record(Record{Tags: tenant.Tags{Tenant: "a", Route: fmt.Sprint("beyond", i)}})
+	}
+	got := rowsByKey(rec.Cut(t0.Add(time.Second)))
+	want := map[string]uint64{"a|" + own + "|request": 4, "a|r|request": 1, "a|other|request": 4}
+	if len(got) != len(want) {
+		t.Fatalf("rows %v, want %v", got, want)
+	}
+	for k, n := range want {
+		if got[k].Count != n {
+			t.Errorf("row %s: %d records, want %d", k, got[k].Count, n)
+		}
+	}
+}
+
 func TestRecorderInvalid(t *testing.T) {
 	reg := prometheus.NewPedanticRegistry()
 	rec := mustRecorder(fixedClock(t0), WithRegisterer(reg))
@@ -260,7 +288,8 @@ func TestRecorderInvalid(t *testing.T) {
 	rep := rec.Cut(t0.Add(time.Second))
 	got := rowsByKey(rep)
 	stand, _ := tenant.Substitute(long)
-	want := map[string]uint64{stand + "|r|request": 1, "a|other|request": 1, "a|r|request": 2, tenant.Escape(report.OtherTenant) + "|r|request": 1}
+	route, _ := tenant.SubstituteRoute(long)
+	want := map[string]uint64{stand + "|r|request": 1, "a|" + route + "|request": 1, "a|r|request": 2, tenant.Escape(report.OtherTenant) + "|r|request": 1}
 	if len(got) != len(want) {
 		t.Fatalf("rows %v, want %v", got, want)
 	}
@@ -276,7 +305,7 @@ func TestRecorderInvalid(t *testing.T) {
 		t.Fatal(err)
 	}
 	expected := `
-# HELP qtop_ingest_records_invalid_total Records with a tenant, route or key above its length limit, or an unknown kind (the tenant counted under its stand-in, tenant.Substitute; the route as other; the key dropped).
+# HELP qtop_ingest_records_invalid_total Records with a tenant, route or key above its length limit, or an unknown kind (the tenant counted under its stand-in, tenant.Substitute; the route under its own, tenant.SubstituteRoute; the key dropped).
 # TYPE qtop_ingest_records_invalid_total counter
 qtop_ingest_records_invalid_total 4
 # HELP qtop_ingest_records_total Records added to the recorder, by kind.

@@ -35,7 +35,9 @@ var (
 // load of every tenant beyond the recorder's tenant sketch (tenant.Other:
 // a tenant really named so is sent under its stand-in, tenant.Escape, so
 // a row of this name is always the overflow). OtherRoute plays the same
-// role for routes beyond a tenant's route limit.
+// role for routes beyond a tenant's route limit: a route really named so
+// is sent under its stand-in (tenant.EscapeValue), and a route that is not
+// valid under one of its own (tenant.SubstituteRoute), never in it.
 const (
 	OtherTenant = tenant.Other
 	OtherRoute  = "other"

@@ -6,7 +6,9 @@ package tenant
 // reports, top-N Prometheus labels). No tenant is counted in it by name:
 // a tenant really named "other" counts under its stand-in, [Escape]. The
 // overflow rows of routes and of qtop's other groupings have the same
-// name, and a value really named so the same stand-in, [EscapeValue].
+// name, and a value really named so the same stand-in, [EscapeValue]; a
+// route that is not valid has a stand-in of its own ([SubstituteRoute]),
+// so no route but those beyond the limit is ever counted in "other".
 const Other = "other"
 
 // Escape returns the name qtop counts tenant s under wherever it
@@ -47,6 +49,10 @@ func Escape(s string) string {
 // as its stand-in, as a tenant's does (other#d9298a10d1b07358). So a route
 // or an application really named "other" is a row of its own, never
 // inside the row of the routes or applications beyond the top ones.
+// EscapeValue is idempotent (a stand-in comes back as it is), so a door
+// may escape a value that a meter.Recorder, which escapes every route it
+// is given, escapes again. Database budgets and runaway rules name their
+// counters so too (api.BudgetName).
 func EscapeValue(v string) string {
 	if v == Other {
 		return otherStandIn

@@ -39,6 +39,28 @@ func Substitute(s string) (name string, substituted bool) {
 	return standIn(s), true
 }
 
+// SubstituteRoute is Substitute for a route, the rule of the same doors
+// (OpenTelemetry spans, a meter.Recorder's records, a report's rows): a
+// route ValidateRoute accepts comes back escaped ([EscapeValue]: a route
+// named [Other] as its stand-in, apart from the overflow route); any
+// other non-empty route (too long, not UTF-8, unprintable) comes back as
+// a stand-in of its own formed as a bad tenant's, and substituted is
+// true:
+//
+//	300 × "r"       rrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrr…#4b7ae0000877ab8f
+//	"/r\x00oute"    /r\x00oute#717a48232c1b835d
+//
+// So the load of a bad route is a row of its own, never summed into the
+// overflow route with the routes beyond a tenant's limit, and the same
+// bad route has the same stand-in in every process, door and run. An
+// empty route is no route: it comes back empty.
+func SubstituteRoute(s string) (name string, substituted bool) {
+	if s == "" || ValidateRoute(s) == nil {
+		return EscapeValue(s), false
+	}
+	return standIn(s), true
+}
+
 // standIn returns the stand-in of s (see Substitute).
 func standIn(s string) string {
 	prefix, _ := Clean(s, standInPrefix)

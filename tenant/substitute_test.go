@@ -95,3 +95,38 @@ func BenchmarkSubstituteLong(b *testing.B) {
 		Substitute(s)
 	}
 }
+
+// TestSubstituteRoute: a valid route is kept, one named like the overflow
+// route escaped (EscapeValue); any other non-empty route gets a stand-in
+// of its own that is a valid route, formed as a bad tenant's, never the
+// overflow route.
+func TestSubstituteRoute(t *testing.T) {
+	long := strings.Repeat("r", MaxRouteLen+44)
+	for _, c := range []struct {
+		in, want string
+		sub      bool
+	}{
+		{"", "", false},
+		{"GET /orders/{id}", "GET /orders/{id}", false},
+		{"(untagged)", "(untagged)", false}, // no reserved routes
+		{strings.Repeat("r", MaxRouteLen), strings.Repeat("r", MaxRouteLen), false},
+		{Other, EscapeValue(Other), false},
+		// The stand-ins the doc shows: fixed, as bills depend on them.
+		{long, strings.Repeat("r", 48) + "…#4b7ae0000877ab8f", true},
+		{"/r\x00oute", `/r\x00oute#717a48232c1b835d`, true},
+	} {
+		got, sub := SubstituteRoute(c.in)
+		if got != c.want || sub != c.sub {
+			t.Errorf("SubstituteRoute(%.20q) = %q, %v; want %q, %v", c.in, got, sub, c.want, c.sub)
+		}
+		if got != "" && (ValidateRoute(got) != nil || got == Other) {
+			t.Errorf("SubstituteRoute(%.20q) = %q: not a route of its own", c.in, got)
+		}
+		if again, sub := SubstituteRoute(got); again != got || sub {
+			t.Errorf("SubstituteRoute(%q) = %q, %v: not idempotent", got, again, sub)
+		}
+	}
+	if a, _ := SubstituteRoute(long + "1"); a == strings.Repeat("r", 48)+"…#4b7ae0000877ab8f" {
+		t.Errorf("two long routes share a stand-in")
+	}
+}

@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/qtop-dev/qtop/policy"
 	"github.com/qtop-dev/qtop/report"
 	"github.com/qtop-dev/qtop/store"
+	"github.com/qtop-dev/qtop/tenant"
 )
 
 // Paths of the database budgets and runaway rules of the policy. GET
@@ -28,16 +30,26 @@ const (
 	PathRunaway = "/v1/policy/runaway"
 )
 
-// maxBudgetIDs bounds the budget ids the live view tracks per second, so
-// that reporters sending made-up ids cannot grow it; the rest are summed
-// under "other".
+// maxBudgetIDs bounds the ids not in the policy that the live view
+// tracks per second, so that reporters sending made-up ids cannot grow
+// it; the rest are summed under "other". The policy's own ids (at most
+// policy.MaxBudgets + policy.MaxRunaway) always have rows of their own.
 const maxBudgetIDs = 1024
+
+// budgetKey is the key of a budget's or runaway rule's counters: its id
+// as the counters name it (api.BudgetName: a rule really named "other" as
+// its stand-in), or tenant.Other, the overflow row of ids not in the
+// policy (since start) or beyond maxBudgetIDs (in a second).
+type budgetKey struct {
+	id      string
+	runaway bool
+}
 
 // budgetSlot is one second of budget counters summed over processes and
 // the sampler.
 type budgetSlot struct {
 	stamp int64
-	ids   map[string]*api.BudgetRow
+	ids   map[budgetKey]*api.BudgetRow
 }
 
 // budgetPart is the feature of database budgets and runaway rules: the
@@ -59,7 +71,7 @@ type budgetPart struct {
 	// totals are the counters since start of the policy's budgets and
 	// rules (ids not in the policy are summed under "other"), for the
 	// fleet-wide metrics.
-	totals map[string]*api.BudgetRow
+	totals map[budgetKey]*api.BudgetRow
 	// pending are the wrappers' runaway actions for the audit, written at
 	// the next Tick; auditDropped counts those the bound left out.
 	pending      []store.Audit
@@ -113,10 +125,10 @@ func newBudgetPart(pol *policyPart, cfg Config) (*budgetPart, error) {
 
 var (
 	descFleetBudget = prometheus.NewDesc("qtop_collector_budget_statements_total",
-		"Statements of a database budget summed over the reporting processes, by budget (ids not in the policy: other) and outcome (admitted, refused, warned, in_tx).",
+		"Statements of a database budget summed over the reporting processes, by budget (ids not in the policy: other; a budget whose id is other: other#d9298a10d1b07358) and outcome (admitted, refused, warned, in_tx).",
 		[]string{"budget", "outcome"}, nil)
 	descFleetRunaway = prometheus.NewDesc("qtop_collector_runaway_statements_total",
-		"Statements a runaway rule acted on, summed over the reporting processes and the sampler, by rule (ids not in the policy: other) and outcome (cancelled, terminated, reported, watch_refused).",
+		"Statements a runaway rule acted on, summed over the reporting processes and the sampler, by rule (ids not in the policy: other; a rule whose id is other: other#d9298a10d1b07358) and outcome (cancelled, terminated, reported, watch_refused).",
 		[]string{"rule", "outcome"}, nil)
 )
 
@@ -154,13 +166,9 @@ func (m budgetMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// totalLocked returns the fleet-wide total row of id: its own when the
-// policy has it, else "other" (so reporters cannot add label values).
-func (b *budgetPart) totalLocked(id string, runaway bool) *api.BudgetRow {
-	if b.totals == nil {
-		b.totals = map[string]*api.BudgetRow{}
-	}
-	known := false
+// keyOf returns the key of the counters of budget or runaway rule id
+// (api.BudgetName) and whether the policy has it.
+func (b *budgetPart) keyOf(id string, runaway bool) (k budgetKey, known bool) {
 	b.pol.read(func(p *policy.Policy) {
 		if runaway {
 			known = slices.ContainsFunc(p.Runaway, func(r policy.Runaway) bool { return r.ID == id })
@@ -168,17 +176,23 @@ func (b *budgetPart) totalLocked(id string, runaway bool) *api.BudgetRow {
 			known = slices.ContainsFunc(p.Budgets, func(b policy.Budget) bool { return b.ID == id })
 		}
 	})
+	return budgetKey{api.BudgetName(id), runaway}, known
+}
+
+// totalLocked returns the fleet-wide total row of k: its own when the
+// policy has it (known), else "other" (so reporters cannot add label
+// values).
+func (b *budgetPart) totalLocked(k budgetKey, known bool) *api.BudgetRow {
+	if b.totals == nil {
+		b.totals = map[budgetKey]*api.BudgetRow{}
+	}
 	if !known {
-		id = "other"
+		k.id = tenant.Other
 	}
-	key := id
-	if runaway {
-		key = "\x00" + id
-	}
-	r := b.totals[key]
+	r := b.totals[k]
 	if r == nil {
-		r = &api.BudgetRow{ID: id, Runaway: runaway}
-		b.totals[key] = r
+		r = &api.BudgetRow{ID: k.id, Runaway: k.runaway}
+		b.totals[k] = r
 	}
 	return r
 }
@@ -214,9 +228,10 @@ func (b *budgetPart) merge(rep *report.Report, now time.Time, live bool) {
 			PolicyVersion: version, Rule: string(aj)})
 	}
 	for _, c := range bw.Counters {
-		b.totalLocked(c.ID, c.Runaway).Add(&api.BudgetRow{Admitted: c.Admitted, Refused: c.Refused, Warned: c.Warned,
+		k, known := b.keyOf(c.ID, c.Runaway)
+		b.totalLocked(k, known).Add(&api.BudgetRow{Admitted: c.Admitted, Refused: c.Refused, Warned: c.Warned,
 			InTx: c.InTx, Cancelled: c.Cancelled, Reported: c.Reported, WatchRefused: c.WatchRefused})
-		r := b.rowLocked(sec, c.ID, c.Runaway)
+		r := b.rowLocked(sec, k, known)
 		r.Enforce = r.Enforce || c.Enforce
 		r.Admitted += c.Admitted
 		r.Refused += c.Refused
@@ -231,49 +246,51 @@ func (b *budgetPart) merge(rep *report.Report, now time.Time, live bool) {
 // addRunaway counts one of the sampler's runaway actions under rule id
 // at now.
 func (b *budgetPart) addRunaway(now time.Time, id string, add *api.BudgetRow) {
+	k, known := b.keyOf(id, true)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.rowLocked(now.Unix(), id, true).Add(add)
-	b.totalLocked(id, true).Add(add)
+	b.rowLocked(now.Unix(), k, known).Add(add)
+	b.totalLocked(k, known).Add(add)
 }
 
-func (b *budgetPart) rowLocked(sec int64, id string, runaway bool) *api.BudgetRow {
+// rowLocked returns the row of k in second sec: its own, unless k is not
+// in the policy (known) and the second already tracks maxBudgetIDs ids,
+// then the second's "other" row of its kind.
+func (b *budgetPart) rowLocked(sec int64, k budgetKey, known bool) *api.BudgetRow {
 	sl := &b.slots[uint64(sec)%rateN]
 	if sl.stamp != sec || sl.ids == nil {
 		sl.stamp = sec
 		if sl.ids == nil {
-			sl.ids = map[string]*api.BudgetRow{}
+			sl.ids = map[budgetKey]*api.BudgetRow{}
 		}
 		clear(sl.ids)
 	}
-	key := id
-	if runaway {
-		key = "\x00" + id
-	}
-	r := sl.ids[key]
+	r := sl.ids[k]
 	if r == nil {
-		if len(sl.ids) >= maxBudgetIDs {
-			key, id = "\x01other", "other"
-			if r = sl.ids[key]; r != nil {
+		if !known && len(sl.ids) >= maxBudgetIDs {
+			k.id = tenant.Other
+			if r = sl.ids[k]; r != nil {
 				return r
 			}
 		}
-		r = &api.BudgetRow{ID: id, Runaway: runaway}
-		sl.ids[key] = r
+		r = &api.BudgetRow{ID: k.id, Runaway: k.runaway}
+		sl.ids[k] = r
 	}
 	return r
 }
 
 // snapshot fills the budgets of a snapshot at now: the policy's budgets
 // and runaway rules, each with its counters over the last rateN complete
-// seconds, then counters of ids the policy no longer has.
+// seconds, then counters of ids the policy no longer has. Each row's ID is
+// the name its counters go by (api.BudgetName): "other" is only ever the row
+// of the ids beyond the bound.
 func (b *budgetPart) snapshot(snap *api.Snapshot, now time.Time) {
 	sec := now.Unix()
 	var bs []policy.Budget
 	var rs []policy.Runaway
 	b.pol.read(func(p *policy.Policy) { bs, rs = p.ActiveBudgets(now) })
 	snap.Policy.Budgets, snap.Policy.Runaway = bs, rs
-	sum := map[string]*api.BudgetRow{}
+	sum := map[budgetKey]*api.BudgetRow{}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for j := range b.slots {
@@ -291,7 +308,8 @@ func (b *budgetPart) snapshot(snap *api.Snapshot, now time.Time) {
 		}
 	}
 	rows := make([]api.BudgetRow, 0, len(bs)+len(rs)+len(sum))
-	take := func(key string, r api.BudgetRow) {
+	take := func(r api.BudgetRow) {
+		key := budgetKey{r.ID, r.Runaway}
 		if t := sum[key]; t != nil {
 			t.Enforce = t.Enforce || r.Enforce
 			r.Add(t)
@@ -300,17 +318,27 @@ func (b *budgetPart) snapshot(snap *api.Snapshot, now time.Time) {
 		rows = append(rows, r)
 	}
 	for _, x := range bs {
-		take(x.ID, api.BudgetRow{ID: x.ID, Enforce: x.ModeOrDefault() == policy.Enforce, Mode: string(x.ModeOrDefault())})
+		take(api.BudgetRow{ID: api.BudgetName(x.ID), Enforce: x.ModeOrDefault() == policy.Enforce, Mode: string(x.ModeOrDefault())})
 	}
 	for _, r := range rs {
-		take("\x00"+r.ID, api.BudgetRow{ID: r.ID, Runaway: true, Mode: string(r.Action)})
+		take(api.BudgetRow{ID: api.BudgetName(r.ID), Runaway: true, Mode: string(r.Action)})
 	}
 	rest := make([]api.BudgetRow, 0, len(sum))
 	for _, r := range sum {
 		rest = append(rest, *r)
 	}
-	slices.SortFunc(rest, func(a, b api.BudgetRow) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(rest, func(a, b api.BudgetRow) int { // by id, a budget before a rule of its id
+		return cmp.Or(strings.Compare(a.ID, b.ID), cmp.Compare(kindOrder(a.Runaway), kindOrder(b.Runaway)))
+	})
 	snap.Budgets = append(rows, rest...)
+}
+
+// kindOrder orders budgets (0) before runaway rules (1).
+func kindOrder(runaway bool) int {
+	if runaway {
+		return 1
+	}
+	return 0
 }
 
 // An operator's budget or runaway rule may expire (it need not): its

@@ -112,7 +112,7 @@ func TestBudgetPolicyEndpoints(t *testing.T) {
 	}
 	// Fleet-wide metrics: the policy's ids, anything else as "other".
 	err = testutil.CollectAndCompare(f.reg, strings.NewReader(`
-# HELP qtop_collector_budget_statements_total Statements of a database budget summed over the reporting processes, by budget (ids not in the policy: other) and outcome (admitted, refused, warned, in_tx).
+# HELP qtop_collector_budget_statements_total Statements of a database budget summed over the reporting processes, by budget (ids not in the policy: other; a budget whose id is other: other#d9298a10d1b07358) and outcome (admitted, refused, warned, in_tx).
 # TYPE qtop_collector_budget_statements_total counter
 qtop_collector_budget_statements_total{budget="analytics",outcome="admitted"} 7
 qtop_collector_budget_statements_total{budget="analytics",outcome="in_tx"} 0
@@ -147,21 +147,109 @@ qtop_collector_budget_statements_total{budget="other",outcome="warned"} 0
 }
 
 // TestBudgetLiveBounded: a reporter sending made-up ids cannot grow the
-// live view past its bound.
+// live view past its bound, nor push the policy's own budgets into the
+// "other" row.
 func TestBudgetLiveBounded(t *testing.T) {
 	f := newFixture(t)
 	defer f.stop()
-	b := f.s.feat.bud
-	for i := range 3 * maxBudgetIDs {
-		b.merge(&report.Report{Sections: []report.Section{budget.Window{Counters: []budget.Counter{{ID: "id-" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + string(rune(i)), Admitted: 1}}}}},
-			time.Unix(100, 0), true)
+	if _, err := f.s.SetBudget(context.Background(), policy.Budget{ID: "analytics", Concurrency: 1, Reason: "r"}, false, "test"); err != nil {
+		t.Fatal(err)
 	}
+	b := f.s.feat.bud
+	merge := func(c budget.Counter) {
+		b.merge(&report.Report{Sections: []report.Section{budget.Window{Counters: []budget.Counter{c}}}}, time.Unix(100, 0), true)
+	}
+	for i := range 3 * maxBudgetIDs {
+		merge(budget.Counter{ID: "id-" + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + string(rune(i)), Admitted: 1})
+	}
+	merge(budget.Counter{ID: "analytics", Admitted: 7})
 	b.mu.Lock()
 	n := len(b.slots[100%rateN].ids)
-	other := b.slots[100%rateN].ids["\x01other"]
+	other := b.slots[100%rateN].ids[budgetKey{tenant.Other, false}]
+	own := b.slots[100%rateN].ids[budgetKey{"analytics", false}]
 	b.mu.Unlock()
-	if n > maxBudgetIDs+1 || other == nil || other.Admitted == 0 {
+	if n > maxBudgetIDs+2 || other == nil || other.Admitted == 0 {
 		t.Fatalf("%d ids tracked, other %+v", n, other)
+	}
+	if own == nil || own.Admitted != 7 {
+		t.Fatalf("the policy's budget: %+v, want a row of its own", own)
+	}
+}
+
+// TestBudgetNamedOther: a budget and a runaway rule really named "other"
+// (which a policy saved before may hold: it loads as it is) have counters
+// of their own under their stand-in (tenant.EscapeValue), in the live
+// view and the metrics; the ids the policy does not have are summed
+// under "other" in the metrics and keep their own rows in the live view,
+// an id "other" not in the policy under the stand-in too. The policy
+// keeps the id as given.
+func TestBudgetNamedOther(t *testing.T) {
+	f := newFixture(t)
+	defer f.stop()
+	srv := httptest.NewServer(f.s.Handler())
+	defer srv.Close()
+	if code, msg := post(t, srv.URL+PathBudgets, f.token, `{"id":"other","concurrency":1,"reason":"r"}`); code != http.StatusOK {
+		t.Fatalf("post budget other: %d %s", code, msg)
+	}
+	if code, msg := post(t, srv.URL+PathRunaway, f.token, `{"id":"other","after_seconds":30,"action":"report","reason":"r"}`); code != http.StatusOK {
+		t.Fatalf("post runaway other: %d %s", code, msg)
+	}
+	if p := f.s.Policy(); p.Budgets[0].ID != "other" || p.Runaway[0].ID != "other" {
+		t.Fatalf("policy %+v", p)
+	}
+	pr := newProcess(f.clk, "api", "p")
+	rep := pr.rec.Cut(f.clk.Now())
+	rep.SetSection(budget.Window{Counters: []budget.Counter{{ID: "other", Admitted: 7, Warned: 1}, {ID: "made-up", Admitted: 5},
+		{ID: "other", Runaway: true, Reported: 2}, {ID: "gone", Runaway: true, Reported: 3}}})
+	body, err := rep.MarshalBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ingest(f.s, body)
+	own := tenant.EscapeValue("other")
+	snap := f.s.Snapshot(f.clk.Add(time.Second), api.MeasureRU, 10)
+	want := []api.BudgetRow{{ID: own, Mode: "warn", Admitted: 7, Warned: 1}, {ID: own, Runaway: true, Mode: "report", Reported: 2},
+		{ID: "gone", Runaway: true, Reported: 3}, {ID: "made-up", Admitted: 5}}
+	if !slices.Equal(snap.Budgets, want) {
+		t.Errorf("live budgets\n%+v, want\n%+v", snap.Budgets, want)
+	}
+	err = testutil.CollectAndCompare(budgetMetrics{f.s.feat.bud}, strings.NewReader(`
+# HELP qtop_collector_budget_statements_total Statements of a database budget summed over the reporting processes, by budget (ids not in the policy: other; a budget whose id is other: other#d9298a10d1b07358) and outcome (admitted, refused, warned, in_tx).
+# TYPE qtop_collector_budget_statements_total counter
+qtop_collector_budget_statements_total{budget="other#d9298a10d1b07358",outcome="admitted"} 7
+qtop_collector_budget_statements_total{budget="other#d9298a10d1b07358",outcome="in_tx"} 0
+qtop_collector_budget_statements_total{budget="other#d9298a10d1b07358",outcome="refused"} 0
+qtop_collector_budget_statements_total{budget="other#d9298a10d1b07358",outcome="warned"} 1
+qtop_collector_budget_statements_total{budget="other",outcome="admitted"} 5
+qtop_collector_budget_statements_total{budget="other",outcome="in_tx"} 0
+qtop_collector_budget_statements_total{budget="other",outcome="refused"} 0
+qtop_collector_budget_statements_total{budget="other",outcome="warned"} 0
+# HELP qtop_collector_runaway_statements_total Statements a runaway rule acted on, summed over the reporting processes and the sampler, by rule (ids not in the policy: other; a rule whose id is other: other#d9298a10d1b07358) and outcome (cancelled, terminated, reported, watch_refused).
+# TYPE qtop_collector_runaway_statements_total counter
+qtop_collector_runaway_statements_total{outcome="cancelled",rule="other#d9298a10d1b07358"} 0
+qtop_collector_runaway_statements_total{outcome="reported",rule="other#d9298a10d1b07358"} 2
+qtop_collector_runaway_statements_total{outcome="terminated",rule="other#d9298a10d1b07358"} 0
+qtop_collector_runaway_statements_total{outcome="watch_refused",rule="other#d9298a10d1b07358"} 0
+qtop_collector_runaway_statements_total{outcome="cancelled",rule="other"} 0
+qtop_collector_runaway_statements_total{outcome="reported",rule="other"} 3
+qtop_collector_runaway_statements_total{outcome="terminated",rule="other"} 0
+qtop_collector_runaway_statements_total{outcome="watch_refused",rule="other"} 0
+`))
+	if err != nil {
+		t.Error(err)
+	}
+	// A rule "other" removed from the policy: what processes still report
+	// for it is an id the policy does not have, in the overflow row.
+	if code, msg := post(t, srv.URL+PathBudgets, f.token, `{"id":"other","delete":true}`); code != http.StatusOK {
+		t.Fatalf("delete: %d %s", code, msg)
+	}
+	b := f.s.feat.bud
+	b.merge(&report.Report{Sections: []report.Section{budget.Window{Counters: []budget.Counter{{ID: "other", Admitted: 4}}}}}, f.clk.Now(), true)
+	b.mu.Lock()
+	gone, other := *b.totals[budgetKey{own, false}], *b.totals[budgetKey{tenant.Other, false}]
+	b.mu.Unlock()
+	if gone.Admitted != 7 || other.Admitted != 9 {
+		t.Errorf("after the delete: %s %d, other %d; want 7 and 9", own, gone.Admitted, other.Admitted)
 	}
 }
 

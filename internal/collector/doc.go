@@ -67,6 +67,15 @@
 // by a fixed budget; a body whose header cannot be decoded is refused
 // before it takes a decode slot.
 //
+// "other" names only these overflow rows. A report's row whose tenant or
+// route is not a valid tag value counts under that name's stand-in
+// (tenant.Substitute, tenant.SubstituteRoute), alone: the rest of the
+// report is merged as sent, and the row is counted once in
+// qtop_collector_invalid_tags_total. The counters of database budgets and
+// runaway rules the policy does not have are summed under "other" in the
+// metrics (and beyond 1,024 ids a second in the live view); a budget or
+// rule really named "other" counts under its stand-in (api.BudgetName).
+//
 // # Baselines
 //
 // Each tenant's usual p95, share of RU and RU/s (baseline.go) are learnt

@@ -87,7 +87,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		late: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_reports_late_total",
 			Help: "Reports that waited 3 s or more at their reporter (a backlog sent after an outage or a restart): counted in their minute (history, cost reports), not in the live view nor in the series counted with it (per-tenant, rows, enforcement)."}),
 		invalidTags: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_invalid_tags_total",
-			Help: "Rows whose tenant or route was not a valid tag value: the tenant counted under its stand-in (tenant.Substitute), the route as other."}),
+			Help: "Rows whose tenant or route was not a valid tag value, each counted once: the tenant counted under its stand-in (tenant.Substitute), the route under its own (tenant.SubstituteRoute)."}),
 		foldedRows: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_rows_folded_total",
 			Help: "Rows folded into tenant other because the open minute held its maximum of rows."}),
 		tenantOverflow: prometheus.NewCounter(prometheus.CounterOpts{Name: "qtop_collector_live_tenant_overflow_total",

@@ -76,10 +76,13 @@ func newGuardMetrics(reg prometheus.Registerer, s *Server) (*guardMetrics, error
 // screen makes every string of a decoded report one a store and a
 // terminal take, with tenant's own check (tenant.Clean): the source's
 // names and the key → tenant map. Row tenants and routes are checked by
-// tenant's tag checks (an invalid tenant counts under its stand-in, an
-// invalid route as other), hot
-// keys where they leave the sketch (cleanKey). Values were bounded by the
-// decoder. It runs before the merge lock is taken.
+// tenant's tag checks: an invalid tenant counts under its stand-in
+// (tenant.Substitute), an invalid route under its own
+// (tenant.SubstituteRoute), so a bad row is stood in alone, the rest of
+// the report merged as sent, and nothing joins another tenant's or route's
+// row, the overflow route included; each such row is counted once. Hot
+// keys are checked where they leave the sketch (cleanKey). Values were
+// bounded by the decoder. It runs before the merge lock is taken.
 func (in *intake) screen(rep *report.Report) {
 	clean := func(v *string, field string, max int) {
 		if c, changed := tenant.Clean(*v, max); changed {
@@ -114,12 +117,17 @@ func (in *intake) screen(rep *report.Report) {
 	}
 	for i := range rep.Rows {
 		row := &rep.Rows[i]
+		bad := false
 		if tenant.ValidateTenant(row.Tenant) != nil && row.Tenant != report.UnknownTenant {
-			row.Tenant = standIn(row.Tenant)
-			in.invalidTags.Inc()
+			row.Tenant, bad = standIn(row.Tenant), true
 		}
+		// Only a bad route is replaced: a valid "other" is the reporter's
+		// overflow route (its recorder escaped a route really named so).
 		if row.Route != "" && tenant.ValidateRoute(row.Route) != nil {
-			row.Route = report.OtherRoute
+			row.Route, _ = tenant.SubstituteRoute(row.Route)
+			bad = true
+		}
+		if bad {
 			in.invalidTags.Inc()
 		}
 	}

@@ -95,13 +95,16 @@
 // its stand-in (tenant.Substitute: its printable prefix and a hash of the
 // whole name, the same the pg_stat_activity sampler gives it), never with
 // another tenant's load or the untagged load; an empty one counts as
-// "(untagged)", a route that fails tenant.ValidateRoute as "other", and
-// each replacement is counted (qtop_otlp_invalid_values_total). Numbers
-// are checked per span against the bounds the collector checks per record
-// in a report, so one absurd span is refused alone and never makes the
-// collector refuse its source's window with the other spans of that
-// second; sums of valid spans that reach a report's bounds in one window
-// stop there (qtop_otlp_rows_bounded_total).
+// "(untagged)", a route that fails tenant.ValidateRoute under a stand-in
+// of its own formed the same way (tenant.SubstituteRoute), never in the
+// overflow route "other", and each replacement is counted
+// (qtop_otlp_invalid_values_total). A route really named "other" counts
+// under its stand-in (other#d9298a10d1b07358), as a tenant of that name.
+// Numbers are checked per span against the bounds the collector checks
+// per record in a report, so one absurd span is refused alone and never
+// makes the collector refuse its source's window with the other spans of
+// that second; sums of valid spans that reach a report's bounds in one
+// window stop there (qtop_otlp_rows_bounded_total).
 //
 // # Spans of one trace in several requests
 //

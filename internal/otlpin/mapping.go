@@ -491,8 +491,11 @@ func appendUpper(dst, w []byte) []byte {
 // tenant that fails tenant.ValidateTenant becomes its stand-in
 // (tenant.Substitute: never merged with another tenant's load; an empty
 // one, report.UnknownTenant), a route that fails tenant.ValidateRoute
-// becomes report.OtherRoute; each replacement is counted. A route really
-// named "other" is its stand-in (tenant.EscapeValue), apart from them.
+// its own stand-in (tenant.SubstituteRoute: never summed into the
+// overflow route report.OtherRoute); each replacement is counted. A route
+// really named "other" is its stand-in too (tenant.EscapeValue), apart
+// from the overflow; the recorder would escape it as well, and leaves a
+// stand-in as it is.
 type interner struct {
 	tenants, routes map[string]string
 	shapes          map[string]string // query text → route (queryShape)
@@ -548,12 +551,9 @@ func (in *interner) route(b []byte) string {
 	if s, ok := in.routes[string(b)]; ok {
 		return s
 	}
-	s := string(b)
-	if tenant.ValidateRoute(s) != nil {
+	s, substituted := tenant.SubstituteRoute(string(b))
+	if substituted {
 		in.invalid++
-		s = report.OtherRoute
-	} else {
-		s = tenant.EscapeValue(s) // a route named "other" is apart from the overflow
 	}
 	if in.routes == nil || len(in.routes) >= maxInterned {
 		in.routes = make(map[string]string)

@@ -53,7 +53,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"result"}),
 		invalid: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "qtop_otlp_invalid_values_total",
-			Help: "Tenant, route, tier or source values of OTLP spans that failed validation and were replaced: a tenant by its stand-in (tenant.Substitute, never merged with another tenant; an empty one by (untagged)), a route by other, a tier by unset, a source field by its default.",
+			Help: "Tenant, route, tier or source values of OTLP spans that failed validation and were replaced: a tenant by its stand-in (tenant.Substitute, never merged with another tenant; an empty one by (untagged)), a route by its stand-in (tenant.SubstituteRoute, never the overflow route other), a tier by unset, a source field by its default.",
 		}),
 		unattributed: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "qtop_otlp_db_spans_unattributed_total",

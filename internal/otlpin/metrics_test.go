@@ -39,7 +39,7 @@ qtop_otlp_spans_total{result="request_gated"} 0
 # TYPE qtop_otlp_requests_total counter
 qtop_otlp_requests_total{result="malformed",transport="http"} 1
 qtop_otlp_requests_total{result="partial",transport="http"} 1
-# HELP qtop_otlp_invalid_values_total Tenant, route, tier or source values of OTLP spans that failed validation and were replaced: a tenant by its stand-in (tenant.Substitute, never merged with another tenant; an empty one by (untagged)), a route by other, a tier by unset, a source field by its default.
+# HELP qtop_otlp_invalid_values_total Tenant, route, tier or source values of OTLP spans that failed validation and were replaced: a tenant by its stand-in (tenant.Substitute, never merged with another tenant; an empty one by (untagged)), a route by its stand-in (tenant.SubstituteRoute, never the overflow route other), a tier by unset, a source field by its default.
 # TYPE qtop_otlp_invalid_values_total counter
 qtop_otlp_invalid_values_total 1
 # HELP qtop_otlp_db_spans_unattributed_total Database spans recorded for tenant unknown: no tenant of their own, and their trace's root span did not arrive within the wait (or the wait list was full).

@@ -206,12 +206,10 @@ func TestTenantFromCommentAndBaggage(t *testing.T) {
 	}
 }
 
-// Hostile values are validated as the collector validates reports: an
-// invalid tenant counts under its stand-in (tenant.Substitute), an
-// invalid route as other.
 // TestRouteNamedOther: a span's route really named like the overflow
-// route counts under its stand-in (tenant.EscapeValue), apart from the
-// routes that are not valid, which count as other.
+// route counts under its stand-in (tenant.EscapeValue), and a route that
+// is not valid under its own (tenant.SubstituteRoute): neither is in the
+// overflow route, and neither with the other.
 func TestRouteNamedOther(t *testing.T) {
 	clk := &fakeClock{now: t0}
 	s := &sink{}
@@ -221,11 +219,15 @@ func TestRouteNamedOther(t *testing.T) {
 	}
 	r.Flush(clk.now)
 	got := s.rows()
-	if got[rowKey{"api", "acme", tenant.EscapeValue("other"), "request"}].count != 1 || got[rowKey{"api", "acme", "other", "request"}].count != 1 {
-		t.Errorf("rows %v, want one in other's stand-in and the invalid one in other", keysOf(got))
+	bad, _ := tenant.SubstituteRoute("/r\x00oute")
+	if len(got) != 2 || got[rowKey{"api", "acme", tenant.EscapeValue("other"), "request"}].count != 1 || got[rowKey{"api", "acme", bad, "request"}].count != 1 {
+		t.Errorf("rows %v, want one in other's stand-in and the invalid one in %s", keysOf(got), bad)
 	}
 }
 
+// Hostile values are validated as the collector validates reports: an
+// invalid tenant counts under its stand-in (tenant.Substitute), an
+// invalid route under its own (tenant.SubstituteRoute).
 func TestHostileValues(t *testing.T) {
 	clk := &fakeClock{now: t0}
 	s := &sink{}
@@ -243,13 +245,18 @@ func TestHostileValues(t *testing.T) {
 	got := s.rows()
 	for _, k := range []rowKey{
 		{"unknown_service", `bad\xff\xfe#ddbfb754e1822835`, "/ok", "request"},
-		{"unknown_service", "ok", "other", "request"},
-		{"unknown_service", strings.Repeat("t", 48) + "…#7919a1abbfe91bcd", "other", "request"},
+		{"unknown_service", "ok", `/r\x00oute#717a48232c1b835d`, "request"},
+		{"unknown_service", strings.Repeat("t", 48) + "…#7919a1abbfe91bcd", standInOf(strings.Repeat("r", 100_000)), "request"},
 	} {
 		if got[k].count != 1 {
 			t.Errorf("%v missing: %v", k, keysOf(got))
 		}
 	}
+}
+
+func standInOf(route string) string {
+	s, _ := tenant.SubstituteRoute(route)
+	return s
 }
 
 // A malformed body records nothing, even after well-formed spans.

@@ -14,7 +14,10 @@ import (
 // did over the window (summed over processes and the collector's
 // sampler). It renders nothing when the policy has none and nothing
 // reports any, so that the view is unchanged for those who do not use
-// them.
+// them. A rule is listed by its id as the policy has it, with the
+// counters of its name (api.BudgetName: a rule named "other" has those of
+// other#d9298a10d1b07358, never those of the ids not in the policy,
+// which the row "other" sums).
 func budgetLines(c *common, pol policy.Policy, rows []api.BudgetRow) []string {
 	if len(pol.Budgets) == 0 && len(pol.Runaway) == 0 && len(rows) == 0 {
 		return nil
@@ -42,8 +45,9 @@ func budgetLines(c *common, pol policy.Policy, rows []api.BudgetRow) []string {
 		out = append(out, l)
 	}
 	for _, b := range pol.Budgets {
-		r := byID[b.ID]
-		delete(byID, b.ID)
+		k := api.BudgetName(b.ID)
+		r := byID[k]
+		delete(byID, k)
 		match := matchText(b.Match)
 		if b.Each != "" && len(b.Match) == 0 {
 			match = "each " + b.Each
@@ -53,8 +57,9 @@ func budgetLines(c *common, pol policy.Policy, rows []api.BudgetRow) []string {
 		line(b.ID, match, b.Limits(), string(b.ModeOrDefault()), budgetActivity(r), r.Refused+r.Warned+r.InTx > 0)
 	}
 	for _, ru := range pol.Runaway {
-		r := byID["\x00"+ru.ID]
-		delete(byID, "\x00"+ru.ID)
+		k := "\x00" + api.BudgetName(ru.ID)
+		r := byID[k]
+		delete(byID, k)
 		line(ru.ID, matchText(ru.Match), ru.Limits(), string(ru.Action), runawayActivity(r), r.Cancelled+r.Terminated+r.Reported > 0)
 	}
 	// Counters of ids the policy no longer has (a process not yet told).

@@ -80,3 +80,37 @@ func TestBudgetsNoProcessApplies(t *testing.T) {
 		t.Errorf("a note with an agent applying budgets:\n%s", screen)
 	}
 }
+
+// TestBudgetsNamedOther: a budget and a runaway rule really named "other"
+// are listed by their id with the counters of their stand-in
+// (api.BudgetName); the row "other" (ids not in the policy) is listed
+// apart, as not in the policy.
+func TestBudgetsNamedOther(t *testing.T) {
+	c := &common{width: 140, st: newStyles(asciiRenderer())}
+	pol := policy.Policy{Budgets: []policy.Budget{{ID: "other", Concurrency: 1, Reason: "r"}},
+		Runaway: []policy.Runaway{{ID: "other", AfterSeconds: 30, Action: policy.Report, Reason: "r"}}}
+	own := api.BudgetName("other")
+	rows := []api.BudgetRow{{ID: own, Mode: "warn", Admitted: 7}, {ID: own, Runaway: true, Mode: "report", Reported: 2},
+		{ID: "other", Admitted: 5}, {ID: "other", Runaway: true, Reported: 3}}
+	lines := budgetLines(c, pol, rows)
+	var rule, ruleRunaway, notIn []string
+	for _, l := range lines {
+		switch {
+		case strings.Contains(l, "(not in policy)"):
+			notIn = append(notIn, l)
+		case strings.Contains(l, "concurrency") || strings.Contains(l, "conc 1"):
+			rule = append(rule, l)
+		case strings.Contains(l, "after 30s"):
+			ruleRunaway = append(ruleRunaway, l)
+		}
+	}
+	if len(rule) != 1 || !strings.Contains(rule[0], "sent 7 ") {
+		t.Errorf("budget other: %q, want its own 7 statements", rule)
+	}
+	if len(ruleRunaway) != 1 || !strings.Contains(ruleRunaway[0], "reported 2 ") {
+		t.Errorf("runaway rule other: %q, want its own 2 reports", ruleRunaway)
+	}
+	if len(notIn) != 2 || !strings.Contains(strings.Join(notIn, "\n"), "sent 5 ") || !strings.Contains(strings.Join(notIn, "\n"), "reported 3 ") {
+		t.Errorf("ids not in the policy: %q, want the budgets' 5 and the rules' 3", notIn)
+	}
+}
