@@ -36,7 +36,8 @@ import (
 // acts on nothing and says why. The holder keeps its active actions
 // beside the lock (pilotlock.go), and the collector that takes the lock
 // next follows them to their lift; a collector alone keeps them in its
-// data dir (autopilotactions.go) and follows them again after a restart.
+// data dir (autopilotactions.go) and follows them again after a restart,
+// read when it starts (begin), before it serves.
 type pilotPart struct {
 	pol       *policyPart
 	log       *slog.Logger
@@ -49,11 +50,9 @@ type pilotPart struct {
 	spared string
 	// actions is where a collector alone keeps its active actions
 	// (DataDir/autopilot-actions.json; "": not kept); save what writes
-	// them there, or beside the lock (nil: not kept); restored says they
-	// were read back, at the first step.
-	actions  string
-	save     *pilotSave
-	restored bool
+	// them there, or beside the lock (nil: not kept).
+	actions string
+	save    *pilotSave
 	// now stamps the audit of a decision: when it was written, after
 	// whatever the snapshot it was decided on followed from (a policy
 	// change an admin made within the same second, say).
@@ -183,21 +182,47 @@ func (p *pilotPart) syncLocked() {
 	p.version = version
 }
 
-// step runs the rules on snap (taken at now) and writes what they
-// decide. The part's lock is not held across Redis or the policy's
-// writes, so the live view (which shows the status) never waits on them.
-func (p *pilotPart) step(ctx context.Context, now time.Time, snap *api.Snapshot) {
-	p.mu.Lock()
-	p.syncLocked()
-	restore := !p.restored && p.actions != ""
-	p.restored = true
-	p.mu.Unlock()
-	if restore {
+// begin reads what the autopilot saved before the collector started, so
+// that the first GET /v1/autopilot (and the live view) after a restart
+// lists it: a collector alone reads its actions file (and lifts what
+// ended, or lost its rule, while it was stopped); one with the fleet's
+// lock takes the lock as its first step would and, when it gets it, the
+// actions and decisions saved beside it. One that does not get it lists
+// none of those, as after its first step: the holder follows them. The
+// server calls it once, before it serves.
+func (p *pilotPart) begin(ctx context.Context, now time.Time) {
+	if p.actions != "" {
+		p.mu.Lock()
+		p.syncLocked()
+		p.mu.Unlock()
 		// Before the idle test: an action whose rule left the policy
 		// while the collector was stopped still lifts.
 		p.restoreActions(ctx, now)
 	}
+	p.turn(ctx)
+}
+
+// step runs the rules on snap (taken at now) and writes what they
+// decide. The part's lock is not held across Redis or the policy's
+// writes, so the live view (which shows the status) never waits on them.
+func (p *pilotPart) step(ctx context.Context, now time.Time, snap *api.Snapshot) {
+	if !p.turn(ctx) {
+		return
+	}
+	ds := p.eng.Step(snap)
+	for _, d := range ds {
+		p.write(ctx, now, d)
+	}
+	p.saveActions(ctx, now)
+	p.gauges()
+}
+
+// turn takes the policy's rules and finds whether this collector acts
+// now (mayAct); it reports whether the rules are to run. A collector
+// that takes the fleet's lock takes over the actions saved beside it.
+func (p *pilotPart) turn(ctx context.Context) bool {
 	p.mu.Lock()
+	p.syncLocked()
 	idle := len(p.rules.Rules) == 0 && len(p.eng.Active()) == 0
 	if idle {
 		p.acting, p.note = false, noPilotRules
@@ -205,7 +230,7 @@ func (p *pilotPart) step(ctx context.Context, now time.Time, snap *api.Snapshot)
 	}
 	p.mu.Unlock()
 	if idle {
-		return
+		return false
 	}
 	acting, note := p.mayAct(ctx)
 	p.mu.Lock()
@@ -214,17 +239,12 @@ func (p *pilotPart) step(ctx context.Context, now time.Time, snap *api.Snapshot)
 	p.mu.Unlock()
 	if !acting {
 		p.gauges()
-		return
+		return false
 	}
 	if took {
 		p.takeOver(ctx)
 	}
-	ds := p.eng.Step(snap)
-	for _, d := range ds {
-		p.write(ctx, now, d)
-	}
-	p.saveActions(ctx, now)
-	p.gauges()
+	return true
 }
 
 func (p *pilotPart) gauges() {
@@ -359,7 +379,7 @@ func (p *pilotPart) snapshot(snap *api.Snapshot, _ time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.syncLocked()
-	if len(p.rules.Rules) == 0 && len(p.recent) == 0 {
+	if len(p.rules.Rules) == 0 && len(p.recent) == 0 && len(p.eng.Active()) == 0 {
 		return
 	}
 	st := p.statusLocked()

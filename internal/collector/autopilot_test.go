@@ -918,10 +918,12 @@ func TestAutopilotStateMarshalledOnceASecond(t *testing.T) {
 
 // TestAutopilotDecisionsKeptAcrossRestart: the recent decisions GET
 // /v1/autopilot lists (and the live view's status) survive a restart of
-// a collector alone, newest first, bounded by api.MaxAutopilotRecent.
-// Before, the actions came back from the actions file but the decisions
-// that explain them were gone: an on-call engineer read an active quota
-// with no apply behind it. A file saved without them still loads.
+// a collector alone, newest first, bounded by api.MaxAutopilotRecent,
+// from the first GET after it. Before, the actions came back from the
+// actions file but the decisions that explain them were gone: an
+// on-call engineer read an active quota with no apply behind it; and
+// then, until the first step (a second later), both were. A file saved
+// without them still loads.
 func TestAutopilotDecisionsKeptAcrossRestart(t *testing.T) {
 	f := newFixture(t)
 	p := f.s.feat.pilot
@@ -944,19 +946,35 @@ func TestAutopilotDecisionsKeptAcrossRestart(t *testing.T) {
 	f.stop()
 	f.start()
 	defer f.stop()
+	check := func(when string, st autopilotState, live *api.AutopilotStatus) {
+		t.Helper()
+		var got []string
+		for _, d := range st.Decisions {
+			got = append(got, d.String())
+		}
+		if !slices.Equal(got, want) || !slices.Equal(st.Status.Recent, want) {
+			t.Fatalf("decisions %s:\n%s\nwant the %d newest before it:\n%s", when, strings.Join(got, "\n"), len(want), strings.Join(want, "\n"))
+		}
+		if len(st.Status.Active) != 1 || st.Status.Active[0].ID != act.ID {
+			t.Fatalf("active %s: %+v", when, st.Status.Active)
+		}
+		if live == nil || !slices.Equal(live.Recent, want) || len(live.Active) != 1 {
+			t.Fatalf("the live view's autopilot %s: %+v", when, live)
+		}
+	}
+	// The first GET after the restart, before any step (they come once a
+	// second): before, it listed nothing for that second.
+	srv := httptest.NewServer(f.s.Handler())
+	defer srv.Close()
+	var got autopilotState
+	getJSON(t, srv.URL+api.PathAutopilot, f.token, &got)
+	var live api.Snapshot
+	getJSON(t, srv.URL+api.PathLive, f.token, &live)
+	check("right after a restart, before its first step", got, live.Autopilot)
 	at = f.clk.Add(time.Second)
 	f.s.feat.pilot.step(ctx, at, &api.Snapshot{Time: at})
-	st := f.s.feat.pilot.state()
-	var got []string
-	for _, d := range st.Decisions {
-		got = append(got, d.String())
-	}
-	if !slices.Equal(got, want) || !slices.Equal(st.Status.Recent, want) {
-		t.Fatalf("decisions after a restart:\n%s\nwant the %d newest before it:\n%s", strings.Join(got, "\n"), len(want), strings.Join(want, "\n"))
-	}
-	if len(st.Status.Active) != 1 {
-		t.Fatalf("active after a restart: %+v", st.Status.Active)
-	}
+	s := f.s.Live()
+	check("after its first step", f.s.feat.pilot.state(), s.Autopilot)
 	// A file of before, without the decisions.
 	f.stop()
 	file := filepath.Join(f.dir, actionsFile)
@@ -978,6 +996,77 @@ func TestAutopilotDecisionsKeptAcrossRestart(t *testing.T) {
 	f.s.feat.pilot.step(ctx, at, &api.Snapshot{Time: at})
 	if st := f.s.feat.pilot.state(); len(st.Status.Active) != 1 || len(st.Decisions) != 0 {
 		t.Fatalf("from a file without decisions: active %+v, decisions %d", st.Status.Active, len(st.Decisions))
+	}
+}
+
+// TestAutopilotLockCopyListedAtStart: a collector that keeps its state
+// beside the fleet's lock (--quota-redis) and restarts while the lock is
+// still its own takes the lock over when it starts: its first GET lists
+// the actions and decisions saved there, as its first step would have.
+// One that starts while another holds the lock lists none of the
+// holder's (they are not its to follow or cancel) and says who holds it,
+// as after its first step.
+func TestAutopilotLockCopyListedAtStart(t *testing.T) {
+	addr := testsvc.Redis(t)
+	prefix := fmt.Sprintf("{qtop-pilot-%d}:", time.Now().UnixNano())
+	withLock := func(writer string) func(*Config) {
+		return func(c *Config) {
+			c.Writer = writer
+			c.QuotaConfig = QuotaConfig{QuotaRedis: addr, QuotaPrefix: prefix}
+		}
+	}
+	f := newFixture(t, withLock("c1"))
+	ctx := context.Background()
+	act := pilotActing(t, f, 15*time.Minute)
+	at := f.clk.Add(time.Second)
+	f.s.feat.pilot.write(ctx, at, autopilot.Decision{Time: at, Rule: act.Rule, Tenant: act.Tenant, Kind: autopilot.KindApply,
+		Action: act.Action, ActionID: act.ID, Limit: act.Limit, Why: "victims hurt"})
+	f.s.feat.pilot.step(ctx, at, &api.Snapshot{Time: at}) // takes the lock, saves beside it
+	f.stop()
+	f.start(withLock("c1"))
+	defer f.stop()
+	srv := httptest.NewServer(f.s.Handler())
+	defer srv.Close()
+	var st autopilotState
+	getJSON(t, srv.URL+api.PathAutopilot, f.token, &st)
+	if !st.Status.Acting || len(st.Status.Active) != 1 || st.Status.Active[0].ID != act.ID || len(st.Decisions) != 1 ||
+		st.Decisions[0].Kind != autopilot.KindApply {
+		t.Fatalf("c1 restarted, before its first step: acting %v (%q), active %+v, decisions %+v",
+			st.Status.Acting, st.Status.Note, st.Status.Active, st.Decisions)
+	}
+	// c2 has the same rules (a fleet shares its policy).
+	dir := t.TempDir()
+	b, err := os.ReadFile(filepath.Join(f.dir, policyFile))
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, policyFile), b, 0o600)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := newFixture(t, withLock("c2"), func(c *Config) { c.DataDir = dir })
+	defer other.stop()
+	if st := other.s.feat.pilot.state(); st.Status.Acting || len(st.Status.Active) != 0 || len(st.Decisions) != 0 ||
+		!strings.Contains(st.Status.Note, "c1 holds") {
+		t.Fatalf("c2 started while c1 holds the lock: acting %v (%q), active %+v, decisions %+v",
+			st.Status.Acting, st.Status.Note, st.Status.Active, st.Decisions)
+	}
+}
+
+// getJSON GETs url with token and decodes the answer into v.
+func getJSON(t *testing.T, url, token string, v any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", url, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
 	}
 }
 
