@@ -306,20 +306,19 @@ func TestAutopilotOneCollectorActs(t *testing.T) {
 	defer a.stop()
 	defer b.stop()
 	ctx := context.Background()
-	if ok, note := a.s.feat.pilot.mayAct(ctx); ok || !strings.Contains(note, "--shared-policy") {
-		t.Fatalf("peers without a shared policy: acts %v, %q", ok, note)
+	if got := a.s.feat.pilot.mayAct(ctx); got.act || !strings.Contains(got.note, "--shared-policy") {
+		t.Fatalf("peers without a shared policy: acts %v, %q", got.act, got.note)
 	}
 	// As with --shared-policy (which needs a ClickHouse store: the lock is
 	// what this test is about).
 	a.s.feat.pilot.unshared, b.s.feat.pilot.unshared = false, false
-	if ok, note := a.s.feat.pilot.mayAct(ctx); !ok {
-		t.Fatalf("the first collector does not act: %s", note)
+	if got := a.s.feat.pilot.mayAct(ctx); !got.act {
+		t.Fatalf("the first collector does not act: %s", got.note)
 	}
-	ok, note := b.s.feat.pilot.mayAct(ctx)
-	if ok || !strings.Contains(note, "c1 holds") {
-		t.Fatalf("the second collector acts too (%v) or says %q", ok, note)
+	if got := b.s.feat.pilot.mayAct(ctx); got.act || !strings.Contains(got.note, "c1 holds") || got.other != "c1" {
+		t.Fatalf("the second collector acts too (%v) or says %q", got.act, got.note)
 	}
-	if ok, _ := a.s.feat.pilot.mayAct(ctx); !ok {
+	if got := a.s.feat.pilot.mayAct(ctx); !got.act {
 		t.Fatal("the holder lost its lock on renewal")
 	}
 	// c1 keeps its actions beside the lock, when its last action
@@ -340,8 +339,8 @@ func TestAutopilotOneCollectorActs(t *testing.T) {
 	if err := lock.client.Del(ctx, lock.key).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if ok, note := b.s.feat.pilot.mayAct(ctx); !ok {
-		t.Fatalf("the second collector did not take over: %s", note)
+	if got := b.s.feat.pilot.mayAct(ctx); !got.act {
+		t.Fatalf("the second collector did not take over: %s", got.note)
 	}
 	b.s.feat.pilot.takeOver(ctx)
 	if got := b.s.feat.pilot.eng.Active(); len(got) != 1 || got[0].ID != act.ID || got[0].Tenant != "bigcorp" {
@@ -353,15 +352,15 @@ func TestAutopilotOneCollectorActs(t *testing.T) {
 	if got := b.s.feat.pilot.state().Decisions; len(got) != 2 || got[0].ActionID != apply.ActionID || got[1].ActionID != before.ActionID {
 		t.Fatalf("the new holder lists %+v, want c1's apply, then its own lift of before, once", got)
 	}
-	if ok, note := a.s.feat.pilot.mayAct(ctx); ok || !strings.Contains(note, "c2 holds") {
-		t.Fatalf("the old holder acts again (%v): %q", ok, note)
+	if got := a.s.feat.pilot.mayAct(ctx); got.act || !strings.Contains(got.note, "c2 holds") {
+		t.Fatalf("the old holder acts again (%v): %q", got.act, got.note)
 	}
 
 	alone := newFixture(t, func(c *Config) { c.Peers = []string{"127.0.0.1:1"} })
 	defer alone.stop()
 	alone.s.feat.pilot.unshared = false
-	if ok, note := alone.s.feat.pilot.mayAct(ctx); ok || !strings.Contains(note, "--quota-redis") {
-		t.Fatalf("a fleet's collector without Redis acts (%v): %q", ok, note)
+	if got := alone.s.feat.pilot.mayAct(ctx); got.act || !strings.Contains(got.note, "--quota-redis") {
+		t.Fatalf("a fleet's collector without Redis acts (%v): %q", got.act, got.note)
 	}
 }
 
@@ -507,7 +506,7 @@ func TestAutopilotCancelKeptAcrossRestart(t *testing.T) {
 		Started: f.clk.Now(), Changed: f.clk.Now(), Expires: ends, Limit: 50}}); n != 1 {
 		t.Fatalf("restored %d actions", n)
 	}
-	if err := p.command(context.Background(), f.clk.Now(), api.AutopilotCommand{Cancel: "autopilot-noisy-1"}, "ops"); err != nil {
+	if _, err := p.command(context.Background(), f.clk.Now(), api.AutopilotCommand{Cancel: "autopilot-noisy-1"}, "ops"); err != nil {
 		t.Fatal(err)
 	}
 	f.stop()
@@ -908,7 +907,7 @@ func TestAutopilotStateMarshalledOnceASecond(t *testing.T) {
 		t.Fatalf("10 seconds with nothing to write marshalled the state %d times, want 10", marshals)
 	}
 	marshals = 0
-	if err := p.command(ctx, f.clk.Now(), api.AutopilotCommand{Cancel: "autopilot-noisy-neighbour-1"}, "ops"); err != nil {
+	if _, err := p.command(ctx, f.clk.Now(), api.AutopilotCommand{Cancel: "autopilot-noisy-neighbour-1"}, "ops"); err != nil {
 		t.Fatal(err)
 	}
 	if marshals != 2 {
@@ -1135,13 +1134,16 @@ func TestAutopilotLockCopyWrittenOnChange(t *testing.T) {
 	if n := sets.count(); n != 2 {
 		t.Fatalf("a calm that lasted %v: written %d times, want 2", calmSettle, n)
 	}
-	if err := p.command(ctx, f.clk.Now(), api.AutopilotCommand{Cancel: "autopilot-noisy-neighbour-1"}, "ops"); err != nil {
-		t.Fatal(err)
+	if fw, err := p.command(ctx, f.clk.Now(), api.AutopilotCommand{Cancel: "autopilot-noisy-neighbour-1"}, "ops"); err != nil || fw != "" {
+		t.Fatalf("a cancel sent to the holder: %v, passed on as %q", err, fw)
+	}
+	if n := sets.count(); n != 3 {
+		t.Fatalf("a cancel: written %d times, want 3 (at once: the next holder must not follow the action)", n)
 	}
 	step(1.2, 100)
 	step(1.2, 100)
 	if n := sets.count(); n != 3 {
-		t.Fatalf("a cancel: written %d times, want 3 (its next step)", n)
+		t.Fatalf("the steps after a cancel: written %d times, want 3", n)
 	}
 	// c2 holds the lock for a while and leaves a state c1 cannot read;
 	// c1, back, writes its own at its first step as holder.
