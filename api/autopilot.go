@@ -11,7 +11,10 @@ import (
 // credential) answers an AutopilotState; POST (admin credential) takes
 // one AutopilotCommand: pause, resume, cancel an action, or set the
 // autopilot's rules. Every POST is a policy change or an action's end,
-// audited with who made it.
+// audited with who made it. In a fleet any collector takes each of them:
+// pause and resume travel with the shared policy, and a cancel sent to a
+// collector that does not hold the autopilot's lock is passed to the one
+// that does (AutopilotState.Forwarded).
 const PathAutopilot = "/v1/autopilot"
 
 // MaxAutopilotRecent bounds the decisions an AutopilotStatus and an
@@ -79,4 +82,10 @@ type AutopilotState struct {
 	Status    AutopilotStatus   `json:"status"`
 	Rules     policy.Autopilot  `json:"rules"`
 	Decisions []json.RawMessage `json:"decisions"`
+	// Forwarded is set on the answer (202 Accepted) to a cancel sent to
+	// a collector of a fleet that does not hold the autopilot's lock: it
+	// passed the cancel, through Redis, to the collector that does (the
+	// one that follows the fleet's actions), and says which, and when
+	// that one ends the action (at its next step, within a second).
+	Forwarded string `json:"forwarded,omitempty"`
 }

@@ -358,7 +358,8 @@ func (c *Client) Autopilot(ctx context.Context) (AutopilotState, error) {
 
 // AutopilotCommand sends cmd (pause, resume, or cancel an action) to the
 // collector's autopilot with its admin token and returns the state after
-// it. A refused token is ErrUnauthorized, saying that the admin token is
+// it (with Forwarded set when the collector passed a cancel to the
+// fleet's holder of the autopilot's lock, which ends the action). A refused token is ErrUnauthorized, saying that the admin token is
 // needed; a command the collector does not take (none or two of its
 // fields, an action that ended) is ErrStatus with the collector's reason.
 func (c *Client) AutopilotCommand(ctx context.Context, cmd AutopilotCommand, adminToken string) (AutopilotState, error) {

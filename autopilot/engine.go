@@ -179,6 +179,19 @@ func (e *Engine) Restore(actions []Action) int {
 	return n
 }
 
+// Release stops following the active actions, with no decision: another
+// engine follows them now (in a fleet, the collector that took the lock
+// over Restore'd them from what this one saved). It returns how many it
+// let go. The spares and the spacing stay.
+func (e *Engine) Release() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := len(e.acts)
+	clear(e.acts)
+	e.acts = e.acts[:0]
+	return n
+}
+
 // LastStart is when the last action started (zero: none yet): no new
 // action starts sooner than its rule's interval after it. To be kept
 // across a restart with the actions (SpaceFrom): one that ended before

@@ -454,6 +454,34 @@ func TestRestore(t *testing.T) {
 	same(t, got, step{131, KindRelax, "bigcorp", 20}, step{161, KindRelax, "bigcorp", 40}, step{400, KindLift, "bigcorp", 40})
 }
 
+// TestRelease: an engine that lets its actions go (another took them
+// over) decides nothing more about them, and keeps its spacing and its
+// spares; it may take them back.
+func TestRelease(t *testing.T) {
+	a := policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotEnforce)}}
+	e := newEngine(t, a)
+	sc := &scenario{start: 100, end: 400, offenders: []string{"bigcorp"}}
+	run(t, e, sc, 120, true)
+	acts, last := e.Active(), e.LastStart()
+	e.Spare("megacorp", t0.Add(time.Hour))
+	if n := e.Release(); n != 1 || len(e.Active()) != 0 {
+		t.Fatalf("released %d, active %+v", n, e.Active())
+	}
+	if !e.LastStart().Equal(last) || e.Spared()["megacorp"].IsZero() {
+		t.Fatalf("after a release: last start %v (want %v), spared %v", e.LastStart(), last, e.Spared())
+	}
+	if n := e.Restore(acts); n != 1 || e.Release() != 1 {
+		t.Fatalf("took back %d", n)
+	}
+	for sec := 120; sec < 600; sec++ {
+		for _, d := range e.Step(sc.snap(sec)) {
+			if d.ActionID == acts[0].ID {
+				t.Fatalf("at %d a decision about a released action: %v", sec, d)
+			}
+		}
+	}
+}
+
 // TestRestartAnySecond: an engine restarted at any second of an action's
 // life — its Active saved as JSON, as the collector keeps it, and
 // restored into a new engine fed the same snapshots from there — makes

@@ -36,7 +36,10 @@ import (
 // acts on nothing and says why. The holder keeps its active actions
 // beside the lock (pilotlock.go), and the collector that takes the lock
 // next follows them to their lift; a collector alone keeps them in its
-// data dir (autopilotactions.go) and follows them again after a restart.
+// data dir (autopilotactions.go) and follows them again after a restart,
+// read when it starts (begin), before it serves. A cancel sent to a
+// collector of the fleet that does not hold the lock is passed to the
+// one that does, through Redis (pilotLock.pass).
 type pilotPart struct {
 	pol       *policyPart
 	log       *slog.Logger
@@ -44,16 +47,11 @@ type pilotPart struct {
 	lock      *pilotLock // nil: alone
 	needLock  bool       // part of a fleet: acts only under the lock
 	unshared  bool       // peers without a shared policy: its rules would reach only this collector's processes
-	// spared is where the tenants a cancel spares are kept across a
-	// restart (DataDir/autopilot-spared.json; "": not kept).
-	spared string
 	// actions is where a collector alone keeps its active actions
 	// (DataDir/autopilot-actions.json; "": not kept); save what writes
-	// them there, or beside the lock (nil: not kept); restored says they
-	// were read back, at the first step.
-	actions  string
-	save     *pilotSave
-	restored bool
+	// them there, or beside the lock (nil: not kept).
+	actions string
+	save    *pilotSave
 	// now stamps the audit of a decision: when it was written, after
 	// whatever the snapshot it was decided on followed from (a policy
 	// change an admin made within the same second, say).
@@ -95,8 +93,7 @@ func newPilotPart(cfg Config, pol *policyPart, q *fleetQuota) (*pilotPart, error
 		p.save = newPilotSave(p.lock.put, "autopilot: actions not saved beside the lock")
 	}
 	if cfg.DataDir != "" {
-		p.spared = filepath.Join(cfg.DataDir, sparedFile)
-		p.loadSpared(cfg.Now())
+		p.loadSpared(filepath.Join(cfg.DataDir, sparedFile), cfg.Now())
 		if p.lock == nil && !p.needLock {
 			p.actions = filepath.Join(cfg.DataDir, actionsFile)
 			p.save = newPilotSave(func(_ context.Context, b []byte) error { return store.WriteFileAtomic(p.actions, b) },
@@ -122,15 +119,17 @@ func newPilotPart(cfg Config, pol *policyPart, q *fleetQuota) (*pilotPart, error
 	return p, nil
 }
 
-// sparedFile keeps, in the data dir, the tenants a cancel spares from new
-// actions until the cancelled one would have ended, so that a restart
-// does not act on them again at once.
+// sparedFile kept, in the data dir, the tenants a cancel spares from
+// new actions until the cancelled one would have ended, so that a
+// restart did not act on them again at once. They are kept with the
+// actions now (savedPilot.Spared: beside the fleet's lock too, for the
+// collector that takes it over); a file of before is still read.
 const sparedFile = "autopilot-spared.json"
 
-// loadSpared gives the engine the spares saved before a restart that
-// have not ended at now; a file that cannot be read is logged and left.
-func (p *pilotPart) loadSpared(now time.Time) {
-	b, err := os.ReadFile(p.spared)
+// loadSpared gives the engine the spares in file that have not ended at
+// now; a file that cannot be read is logged and left.
+func (p *pilotPart) loadSpared(file string, now time.Time) {
+	b, err := os.ReadFile(file)
 	if errors.Is(err, fs.ErrNotExist) {
 		return
 	}
@@ -139,24 +138,13 @@ func (p *pilotPart) loadSpared(now time.Time) {
 		err = json.Unmarshal(b, &m)
 	}
 	if err != nil {
-		p.log.Warn("autopilot: the tenants a cancel spares were not read; they may be acted on again", "file", p.spared, "err", err)
+		p.log.Warn("autopilot: the tenants a cancel spares were not read; they may be acted on again", "file", file, "err", err)
 		return
 	}
 	for tn, until := range m {
 		if until.After(now) {
 			p.eng.Spare(tn, until)
 		}
-	}
-}
-
-// saveSpared writes the engine's spares to the data dir.
-func (p *pilotPart) saveSpared() {
-	if p.spared == "" {
-		return
-	}
-	b, _ := json.Marshal(p.eng.Spared())
-	if err := store.WriteFileAtomic(p.spared, b); err != nil {
-		p.log.Warn("autopilot: the tenants a cancel spares were not saved; a restart may act on them again", "file", p.spared, "err", err)
 	}
 }
 
@@ -183,21 +171,52 @@ func (p *pilotPart) syncLocked() {
 	p.version = version
 }
 
-// step runs the rules on snap (taken at now) and writes what they
-// decide. The part's lock is not held across Redis or the policy's
-// writes, so the live view (which shows the status) never waits on them.
-func (p *pilotPart) step(ctx context.Context, now time.Time, snap *api.Snapshot) {
-	p.mu.Lock()
-	p.syncLocked()
-	restore := !p.restored && p.actions != ""
-	p.restored = true
-	p.mu.Unlock()
-	if restore {
+// begin reads what the autopilot saved before the collector started, so
+// that the first GET /v1/autopilot (and the live view) after a restart
+// lists it: a collector alone reads its actions file (and lifts what
+// ended, or lost its rule, while it was stopped); one with the fleet's
+// lock takes the lock as its first step would and, when it gets it, the
+// actions and decisions saved beside it. One that does not get it lists
+// none of those, as after its first step: the holder follows them.
+// Cancels passed to it wait for its first step. The server calls it
+// once, before it serves.
+func (p *pilotPart) begin(ctx context.Context, now time.Time) {
+	if p.actions != "" {
+		p.mu.Lock()
+		p.syncLocked()
+		p.mu.Unlock()
 		// Before the idle test: an action whose rule left the policy
 		// while the collector was stopped still lifts.
 		p.restoreActions(ctx, now)
 	}
+	p.turn(ctx)
+}
+
+// step runs the rules on snap (taken at now) and writes what they
+// decide. The part's lock is not held across Redis or the policy's
+// writes, so the live view (which shows the status) never waits on them.
+func (p *pilotPart) step(ctx context.Context, now time.Time, snap *api.Snapshot) {
+	t, ok := p.turn(ctx)
+	if !ok {
+		return
+	}
+	p.applyCancels(ctx, now, t.cancels)
+	ds := p.eng.Step(snap)
+	for _, d := range ds {
+		p.write(ctx, now, d)
+	}
+	p.saveActions(ctx, now)
+	p.gauges()
+}
+
+// turn takes the policy's rules and finds whether this collector acts
+// now (mayAct); it reports whether the rules are to run. A collector
+// that takes the fleet's lock takes over the actions saved beside it; one
+// that finds another holding it lets its own go (it held the lock
+// before): the holder follows them.
+func (p *pilotPart) turn(ctx context.Context) (pilotTurn, bool) {
 	p.mu.Lock()
+	p.syncLocked()
 	idle := len(p.rules.Rules) == 0 && len(p.eng.Active()) == 0
 	if idle {
 		p.acting, p.note = false, noPilotRules
@@ -205,26 +224,26 @@ func (p *pilotPart) step(ctx context.Context, now time.Time, snap *api.Snapshot)
 	}
 	p.mu.Unlock()
 	if idle {
-		return
+		return pilotTurn{}, false
 	}
-	acting, note := p.mayAct(ctx)
+	t := p.mayAct(ctx)
 	p.mu.Lock()
-	took := acting && !p.acting
-	p.acting, p.note = acting, note
+	took := t.act && (t.took || !p.acting)
+	p.acting, p.note = t.act, t.note
 	p.mu.Unlock()
-	if !acting {
+	if t.other != "" {
+		if n := p.eng.Release(); n > 0 {
+			p.log.Info("autopilot: another collector holds the lock and follows the actions this one did", "holder", t.other, "actions", n)
+		}
+	}
+	if !t.act {
 		p.gauges()
-		return
+		return t, false
 	}
 	if took {
 		p.takeOver(ctx)
 	}
-	ds := p.eng.Step(snap)
-	for _, d := range ds {
-		p.write(ctx, now, d)
-	}
-	p.saveActions(ctx, now)
-	p.gauges()
+	return t, true
 }
 
 func (p *pilotPart) gauges() {
@@ -252,25 +271,40 @@ func (p *pilotPart) takeOver(ctx context.Context) {
 	}
 }
 
+// pilotTurn is what mayAct found.
+type pilotTurn struct {
+	act  bool   // this collector runs the rules
+	note string // why it does not, or what it cannot do
+	// took: this collector took the fleet's lock now, from nobody
+	// (another may have held it since this one last did). other is the
+	// collector that holds it, when it is another: it follows the
+	// fleet's actions.
+	took  bool
+	other string
+	// cancels were sent to the fleet's other collectors, for this one,
+	// the holder (pilotLock.pass).
+	cancels []pilotCancel
+}
+
 // mayAct says whether this collector runs the rules now.
-func (p *pilotPart) mayAct(ctx context.Context) (bool, string) {
+func (p *pilotPart) mayAct(ctx context.Context) pilotTurn {
 	if p.unshared {
-		return false, "this collector has peers but no shared policy (--shared-policy): the autopilot's rules would reach only its own processes"
+		return pilotTurn{note: "this collector has peers but no shared policy (--shared-policy): the autopilot's rules would reach only its own processes"}
 	}
 	if p.lock == nil {
 		if p.needLock {
-			return false, "several collectors share this fleet: the autopilot acts only under a lock in Redis (--quota-redis)"
+			return pilotTurn{note: "several collectors share this fleet: the autopilot acts only under a lock in Redis (--quota-redis)"}
 		}
-		return true, ""
+		return pilotTurn{act: true}
 	}
-	holder, err := p.lock.hold(ctx)
+	h, err := p.lock.hold(ctx)
 	switch {
 	case err != nil:
-		return false, "the autopilot's lock in Redis cannot be taken (" + err.Error() + "): no collector acts"
-	case holder != p.lock.me:
-		return false, "collector " + holder + " holds the autopilot's lock and acts"
+		return pilotTurn{note: "the autopilot's lock in Redis cannot be taken (" + err.Error() + "): no collector acts"}
+	case h.holder != p.lock.me:
+		return pilotTurn{note: "collector " + h.holder + " holds the autopilot's lock and acts", other: h.holder}
 	}
-	return true, ""
+	return pilotTurn{act: true, took: h.took, cancels: h.cancels}
 }
 
 // write writes d's policy part and audits d with its evidence.
@@ -359,7 +393,7 @@ func (p *pilotPart) snapshot(snap *api.Snapshot, _ time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.syncLocked()
-	if len(p.rules.Rules) == 0 && len(p.recent) == 0 {
+	if len(p.rules.Rules) == 0 && len(p.recent) == 0 && len(p.eng.Active()) == 0 {
 		return
 	}
 	st := p.statusLocked()
@@ -391,12 +425,15 @@ func (p *pilotPart) statusLocked() api.AutopilotStatus {
 // noPilotRules is the note of a step that found no rules.
 const noPilotRules = "no autopilot rules in the policy"
 
-// autopilotState is GET /v1/autopilot's answer: the status, the rules,
-// and the recent decisions whole (evidence as figures), newest first.
+// autopilotState is GET /v1/autopilot's answer (api.AutopilotState):
+// the status, the rules, and the recent decisions whole (evidence as
+// figures), newest first; a POST's answer says too where a cancel was
+// passed (Forwarded).
 type autopilotState struct {
 	Status    api.AutopilotStatus  `json:"status"`
 	Rules     policy.Autopilot     `json:"rules"`
 	Decisions []autopilot.Decision `json:"decisions"`
+	Forwarded string               `json:"forwarded,omitempty"`
 }
 
 func (p *pilotPart) state() autopilotState {
@@ -411,8 +448,10 @@ func (p *pilotPart) state() autopilotState {
 }
 
 // command carries out a POST /v1/autopilot: pause and resume are policy
-// changes (shared with the fleet, audited); cancel ends an action now.
-func (p *pilotPart) command(ctx context.Context, now time.Time, c api.AutopilotCommand, who string) error {
+// changes (shared with the fleet, audited); cancel ends an action now
+// (cancel). It returns, for a cancel passed to the fleet's holder of the
+// lock, what the answer says of it.
+func (p *pilotPart) command(ctx context.Context, now time.Time, c api.AutopilotCommand, who string) (forwarded string, err error) {
 	n := 0
 	for _, set := range []bool{c.Pause, c.Resume, c.Cancel != ""} {
 		if set {
@@ -421,22 +460,10 @@ func (p *pilotPart) command(ctx context.Context, now time.Time, c api.AutopilotC
 	}
 	if n != 1 {
 		// Not policy.ErrInvalid, whose text speaks of a rule.
-		return errors.New(`autopilot command: send exactly one of {"pause":true}, {"resume":true} or {"cancel":"ID"}`)
+		return "", errors.New(`autopilot command: send exactly one of {"pause":true}, {"resume":true} or {"cancel":"ID"}`)
 	}
 	if c.Cancel != "" {
-		d, err := p.eng.Cancel(c.Cancel, who, now)
-		if err != nil {
-			return fmt.Errorf("%w (GET /v1/autopilot lists the active actions)", err)
-		}
-		p.write(ctx, now, d)
-		p.saveSpared()
-		if p.lock == nil {
-			// Beside the lock its holder's next step writes it: a
-			// collector that lost the lock must not overwrite the
-			// holder's actions with its own.
-			p.saveActions(ctx, now)
-		}
-		return nil
+		return p.cancel(ctx, now, c.Cancel, who)
 	}
 	// Pausing while paused, or resuming while running, changes nothing:
 	// no new policy version, no audit row.
@@ -444,13 +471,75 @@ func (p *pilotPart) command(ctx context.Context, now time.Time, c api.AutopilotC
 	if c.Resume {
 		action = auditAutopilotResume
 	}
-	return p.setAutopilot(ctx, now, who, action, func(a *policy.Autopilot) bool {
+	return "", p.setAutopilot(ctx, now, who, action, func(a *policy.Autopilot) bool {
 		if a.Paused == c.Pause {
 			return false
 		}
 		a.Paused = c.Pause
 		return true
 	})
+}
+
+// errPilotRedis says that the fleet's autopilot state in Redis could not
+// be read or written (a cancel is not taken then: 503).
+var errPilotRedis = errors.New("autopilot: the fleet's autopilot state in Redis cannot be reached")
+
+// cancel ends the action id at now, by who. The collector that holds the
+// fleet's lock (or one alone) ends it itself; another passes the cancel
+// to the holder (pilotLock.pass), whatever its engine holds (a collector that lost
+// the lock let its actions go, or does so at its next step): the holder
+// follows them.
+func (p *pilotPart) cancel(ctx context.Context, now time.Time, id, who string) (forwarded string, err error) {
+	if p.lock != nil {
+		holder, err := p.lock.holder(ctx)
+		if err != nil {
+			return "", fmt.Errorf("%w (%v): send the cancel again", errPilotRedis, err)
+		}
+		if holder != p.lock.me {
+			forwarded, err := p.lock.pass(ctx, pilotCancel{ID: id, By: who}, holder)
+			if err == nil {
+				p.log.Info("autopilot: cancel passed to the holder of the lock", "action", id, "by", who, "holder", holder)
+			}
+			return forwarded, err
+		}
+	}
+	if err := p.cancelHere(ctx, now, id, who); err != nil {
+		return "", fmt.Errorf("%w (GET /v1/autopilot lists the active actions)", err)
+	}
+	return "", nil
+}
+
+// cancelHere ends the action id, which this collector follows, and saves
+// what a restart, or the next holder of the lock, needs at once: the
+// action gone and its tenant spared.
+func (p *pilotPart) cancelHere(ctx context.Context, now time.Time, id, who string) error {
+	d, err := p.eng.Cancel(id, who, now)
+	if err != nil {
+		return err
+	}
+	p.write(ctx, now, d)
+	p.saveActions(ctx, now)
+	return nil
+}
+
+// applyCancels carries out the cancels the fleet's other collectors
+// passed to this one, the holder, and clears them. One whose action
+// ended before is logged and cleared.
+func (p *pilotPart) applyCancels(ctx context.Context, now time.Time, cs []pilotCancel) {
+	if len(cs) == 0 {
+		return
+	}
+	ids := make([]string, len(cs))
+	for i, c := range cs {
+		ids[i] = c.ID
+		if err := p.cancelHere(ctx, now, c.ID, c.By); err != nil {
+			p.log.Info("autopilot: a cancel sent to another collector found its action ended", "action", c.ID, "by", c.By)
+		}
+	}
+	if err := p.lock.done(ctx, ids); err != nil {
+		// The next step finds them again, their actions ended.
+		p.log.Warn("autopilot: the cancels carried out were not cleared in Redis", "err", err)
+	}
 }
 
 // errUnchanged stops a policy change that would change nothing.
@@ -500,11 +589,23 @@ func (s httpAPI) handleAutopilot(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusBadRequest, "autopilot command: "+err.Error(), 0)
 			return
 		}
-		if err := s.feat.pilot.command(r.Context(), s.cfg.Now().UTC(), c, who); err != nil {
+		forwarded, err := s.feat.pilot.command(r.Context(), s.cfg.Now().UTC(), c, who)
+		switch {
+		case errors.Is(err, errPilotRedis):
+			writeError(w, http.StatusServiceUnavailable, err.Error(), time.Second)
+			return
+		case err != nil:
 			writeError(w, http.StatusBadRequest, err.Error(), 0)
 			return
 		}
-		writeJSON(w, http.StatusOK, s.feat.pilot.state())
+		st := s.feat.pilot.state()
+		if forwarded != "" {
+			// Taken, and carried out by another collector.
+			st.Forwarded = forwarded
+			writeJSON(w, http.StatusAccepted, st)
+			return
+		}
+		writeJSON(w, http.StatusOK, st)
 	default:
 		w.Header().Set("Allow", "GET, POST")
 		writeError(w, http.StatusMethodNotAllowed, "use GET or POST", 0)

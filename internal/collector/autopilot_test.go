@@ -306,20 +306,19 @@ func TestAutopilotOneCollectorActs(t *testing.T) {
 	defer a.stop()
 	defer b.stop()
 	ctx := context.Background()
-	if ok, note := a.s.feat.pilot.mayAct(ctx); ok || !strings.Contains(note, "--shared-policy") {
-		t.Fatalf("peers without a shared policy: acts %v, %q", ok, note)
+	if got := a.s.feat.pilot.mayAct(ctx); got.act || !strings.Contains(got.note, "--shared-policy") {
+		t.Fatalf("peers without a shared policy: acts %v, %q", got.act, got.note)
 	}
 	// As with --shared-policy (which needs a ClickHouse store: the lock is
 	// what this test is about).
 	a.s.feat.pilot.unshared, b.s.feat.pilot.unshared = false, false
-	if ok, note := a.s.feat.pilot.mayAct(ctx); !ok {
-		t.Fatalf("the first collector does not act: %s", note)
+	if got := a.s.feat.pilot.mayAct(ctx); !got.act {
+		t.Fatalf("the first collector does not act: %s", got.note)
 	}
-	ok, note := b.s.feat.pilot.mayAct(ctx)
-	if ok || !strings.Contains(note, "c1 holds") {
-		t.Fatalf("the second collector acts too (%v) or says %q", ok, note)
+	if got := b.s.feat.pilot.mayAct(ctx); got.act || !strings.Contains(got.note, "c1 holds") || got.other != "c1" {
+		t.Fatalf("the second collector acts too (%v) or says %q", got.act, got.note)
 	}
-	if ok, _ := a.s.feat.pilot.mayAct(ctx); !ok {
+	if got := a.s.feat.pilot.mayAct(ctx); !got.act {
 		t.Fatal("the holder lost its lock on renewal")
 	}
 	// c1 keeps its actions beside the lock, when its last action
@@ -340,8 +339,8 @@ func TestAutopilotOneCollectorActs(t *testing.T) {
 	if err := lock.client.Del(ctx, lock.key).Err(); err != nil {
 		t.Fatal(err)
 	}
-	if ok, note := b.s.feat.pilot.mayAct(ctx); !ok {
-		t.Fatalf("the second collector did not take over: %s", note)
+	if got := b.s.feat.pilot.mayAct(ctx); !got.act {
+		t.Fatalf("the second collector did not take over: %s", got.note)
 	}
 	b.s.feat.pilot.takeOver(ctx)
 	if got := b.s.feat.pilot.eng.Active(); len(got) != 1 || got[0].ID != act.ID || got[0].Tenant != "bigcorp" {
@@ -353,15 +352,15 @@ func TestAutopilotOneCollectorActs(t *testing.T) {
 	if got := b.s.feat.pilot.state().Decisions; len(got) != 2 || got[0].ActionID != apply.ActionID || got[1].ActionID != before.ActionID {
 		t.Fatalf("the new holder lists %+v, want c1's apply, then its own lift of before, once", got)
 	}
-	if ok, note := a.s.feat.pilot.mayAct(ctx); ok || !strings.Contains(note, "c2 holds") {
-		t.Fatalf("the old holder acts again (%v): %q", ok, note)
+	if got := a.s.feat.pilot.mayAct(ctx); got.act || !strings.Contains(got.note, "c2 holds") {
+		t.Fatalf("the old holder acts again (%v): %q", got.act, got.note)
 	}
 
 	alone := newFixture(t, func(c *Config) { c.Peers = []string{"127.0.0.1:1"} })
 	defer alone.stop()
 	alone.s.feat.pilot.unshared = false
-	if ok, note := alone.s.feat.pilot.mayAct(ctx); ok || !strings.Contains(note, "--quota-redis") {
-		t.Fatalf("a fleet's collector without Redis acts (%v): %q", ok, note)
+	if got := alone.s.feat.pilot.mayAct(ctx); got.act || !strings.Contains(got.note, "--quota-redis") {
+		t.Fatalf("a fleet's collector without Redis acts (%v): %q", got.act, got.note)
 	}
 }
 
@@ -507,7 +506,7 @@ func TestAutopilotCancelKeptAcrossRestart(t *testing.T) {
 		Started: f.clk.Now(), Changed: f.clk.Now(), Expires: ends, Limit: 50}}); n != 1 {
 		t.Fatalf("restored %d actions", n)
 	}
-	if err := p.command(context.Background(), f.clk.Now(), api.AutopilotCommand{Cancel: "autopilot-noisy-1"}, "ops"); err != nil {
+	if _, err := p.command(context.Background(), f.clk.Now(), api.AutopilotCommand{Cancel: "autopilot-noisy-1"}, "ops"); err != nil {
 		t.Fatal(err)
 	}
 	f.stop()
@@ -908,7 +907,7 @@ func TestAutopilotStateMarshalledOnceASecond(t *testing.T) {
 		t.Fatalf("10 seconds with nothing to write marshalled the state %d times, want 10", marshals)
 	}
 	marshals = 0
-	if err := p.command(ctx, f.clk.Now(), api.AutopilotCommand{Cancel: "autopilot-noisy-neighbour-1"}, "ops"); err != nil {
+	if _, err := p.command(ctx, f.clk.Now(), api.AutopilotCommand{Cancel: "autopilot-noisy-neighbour-1"}, "ops"); err != nil {
 		t.Fatal(err)
 	}
 	if marshals != 2 {
@@ -918,10 +917,12 @@ func TestAutopilotStateMarshalledOnceASecond(t *testing.T) {
 
 // TestAutopilotDecisionsKeptAcrossRestart: the recent decisions GET
 // /v1/autopilot lists (and the live view's status) survive a restart of
-// a collector alone, newest first, bounded by api.MaxAutopilotRecent.
-// Before, the actions came back from the actions file but the decisions
-// that explain them were gone: an on-call engineer read an active quota
-// with no apply behind it. A file saved without them still loads.
+// a collector alone, newest first, bounded by api.MaxAutopilotRecent,
+// from the first GET after it. Before, the actions came back from the
+// actions file but the decisions that explain them were gone: an
+// on-call engineer read an active quota with no apply behind it; and
+// then, until the first step (a second later), both were. A file saved
+// without them still loads.
 func TestAutopilotDecisionsKeptAcrossRestart(t *testing.T) {
 	f := newFixture(t)
 	p := f.s.feat.pilot
@@ -944,19 +945,35 @@ func TestAutopilotDecisionsKeptAcrossRestart(t *testing.T) {
 	f.stop()
 	f.start()
 	defer f.stop()
+	check := func(when string, st autopilotState, live *api.AutopilotStatus) {
+		t.Helper()
+		var got []string
+		for _, d := range st.Decisions {
+			got = append(got, d.String())
+		}
+		if !slices.Equal(got, want) || !slices.Equal(st.Status.Recent, want) {
+			t.Fatalf("decisions %s:\n%s\nwant the %d newest before it:\n%s", when, strings.Join(got, "\n"), len(want), strings.Join(want, "\n"))
+		}
+		if len(st.Status.Active) != 1 || st.Status.Active[0].ID != act.ID {
+			t.Fatalf("active %s: %+v", when, st.Status.Active)
+		}
+		if live == nil || !slices.Equal(live.Recent, want) || len(live.Active) != 1 {
+			t.Fatalf("the live view's autopilot %s: %+v", when, live)
+		}
+	}
+	// The first GET after the restart, before any step (they come once a
+	// second): before, it listed nothing for that second.
+	srv := httptest.NewServer(f.s.Handler())
+	defer srv.Close()
+	var got autopilotState
+	getJSON(t, srv.URL+api.PathAutopilot, f.token, &got)
+	var live api.Snapshot
+	getJSON(t, srv.URL+api.PathLive, f.token, &live)
+	check("right after a restart, before its first step", got, live.Autopilot)
 	at = f.clk.Add(time.Second)
 	f.s.feat.pilot.step(ctx, at, &api.Snapshot{Time: at})
-	st := f.s.feat.pilot.state()
-	var got []string
-	for _, d := range st.Decisions {
-		got = append(got, d.String())
-	}
-	if !slices.Equal(got, want) || !slices.Equal(st.Status.Recent, want) {
-		t.Fatalf("decisions after a restart:\n%s\nwant the %d newest before it:\n%s", strings.Join(got, "\n"), len(want), strings.Join(want, "\n"))
-	}
-	if len(st.Status.Active) != 1 {
-		t.Fatalf("active after a restart: %+v", st.Status.Active)
-	}
+	s := f.s.Live()
+	check("after its first step", f.s.feat.pilot.state(), s.Autopilot)
 	// A file of before, without the decisions.
 	f.stop()
 	file := filepath.Join(f.dir, actionsFile)
@@ -978,6 +995,77 @@ func TestAutopilotDecisionsKeptAcrossRestart(t *testing.T) {
 	f.s.feat.pilot.step(ctx, at, &api.Snapshot{Time: at})
 	if st := f.s.feat.pilot.state(); len(st.Status.Active) != 1 || len(st.Decisions) != 0 {
 		t.Fatalf("from a file without decisions: active %+v, decisions %d", st.Status.Active, len(st.Decisions))
+	}
+}
+
+// TestAutopilotLockCopyListedAtStart: a collector that keeps its state
+// beside the fleet's lock (--quota-redis) and restarts while the lock is
+// still its own takes the lock over when it starts: its first GET lists
+// the actions and decisions saved there, as its first step would have.
+// One that starts while another holds the lock lists none of the
+// holder's (they are not its to follow or cancel) and says who holds it,
+// as after its first step.
+func TestAutopilotLockCopyListedAtStart(t *testing.T) {
+	addr := testsvc.Redis(t)
+	prefix := fmt.Sprintf("{qtop-pilot-%d}:", time.Now().UnixNano())
+	withLock := func(writer string) func(*Config) {
+		return func(c *Config) {
+			c.Writer = writer
+			c.QuotaConfig = QuotaConfig{QuotaRedis: addr, QuotaPrefix: prefix}
+		}
+	}
+	f := newFixture(t, withLock("c1"))
+	ctx := context.Background()
+	act := pilotActing(t, f, 15*time.Minute)
+	at := f.clk.Add(time.Second)
+	f.s.feat.pilot.write(ctx, at, autopilot.Decision{Time: at, Rule: act.Rule, Tenant: act.Tenant, Kind: autopilot.KindApply,
+		Action: act.Action, ActionID: act.ID, Limit: act.Limit, Why: "victims hurt"})
+	f.s.feat.pilot.step(ctx, at, &api.Snapshot{Time: at}) // takes the lock, saves beside it
+	f.stop()
+	f.start(withLock("c1"))
+	defer f.stop()
+	srv := httptest.NewServer(f.s.Handler())
+	defer srv.Close()
+	var st autopilotState
+	getJSON(t, srv.URL+api.PathAutopilot, f.token, &st)
+	if !st.Status.Acting || len(st.Status.Active) != 1 || st.Status.Active[0].ID != act.ID || len(st.Decisions) != 1 ||
+		st.Decisions[0].Kind != autopilot.KindApply {
+		t.Fatalf("c1 restarted, before its first step: acting %v (%q), active %+v, decisions %+v",
+			st.Status.Acting, st.Status.Note, st.Status.Active, st.Decisions)
+	}
+	// c2 has the same rules (a fleet shares its policy).
+	dir := t.TempDir()
+	b, err := os.ReadFile(filepath.Join(f.dir, policyFile))
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, policyFile), b, 0o600)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := newFixture(t, withLock("c2"), func(c *Config) { c.DataDir = dir })
+	defer other.stop()
+	if st := other.s.feat.pilot.state(); st.Status.Acting || len(st.Status.Active) != 0 || len(st.Decisions) != 0 ||
+		!strings.Contains(st.Status.Note, "c1 holds") {
+		t.Fatalf("c2 started while c1 holds the lock: acting %v (%q), active %+v, decisions %+v",
+			st.Status.Acting, st.Status.Note, st.Status.Active, st.Decisions)
+	}
+}
+
+// getJSON GETs url with token and decodes the answer into v.
+func getJSON(t *testing.T, url, token string, v any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", url, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		t.Fatalf("GET %s: %v", url, err)
 	}
 }
 
@@ -1046,13 +1134,16 @@ func TestAutopilotLockCopyWrittenOnChange(t *testing.T) {
 	if n := sets.count(); n != 2 {
 		t.Fatalf("a calm that lasted %v: written %d times, want 2", calmSettle, n)
 	}
-	if err := p.command(ctx, f.clk.Now(), api.AutopilotCommand{Cancel: "autopilot-noisy-neighbour-1"}, "ops"); err != nil {
-		t.Fatal(err)
+	if fw, err := p.command(ctx, f.clk.Now(), api.AutopilotCommand{Cancel: "autopilot-noisy-neighbour-1"}, "ops"); err != nil || fw != "" {
+		t.Fatalf("a cancel sent to the holder: %v, passed on as %q", err, fw)
+	}
+	if n := sets.count(); n != 3 {
+		t.Fatalf("a cancel: written %d times, want 3 (at once: the next holder must not follow the action)", n)
 	}
 	step(1.2, 100)
 	step(1.2, 100)
 	if n := sets.count(); n != 3 {
-		t.Fatalf("a cancel: written %d times, want 3 (its next step)", n)
+		t.Fatalf("the steps after a cancel: written %d times, want 3", n)
 	}
 	// c2 holds the lock for a while and leaves a state c1 cannot read;
 	// c1, back, writes its own at its first step as holder.

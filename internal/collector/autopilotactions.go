@@ -26,15 +26,18 @@ const actionsFile = "autopilot-actions.json"
 // savedPilot is what the actions file, and the key beside the fleet's
 // lock, hold: the active actions; when the last action started, so
 // that one that ended before a restart still spaces the next new one
-// (autopilot.Engine.LastStart); and the recent decisions, oldest first
-// (at most api.MaxAutopilotRecent), so that GET /v1/autopilot still
-// says after a restart, or a takeover, why its actions are there. Those
-// written before the start was kept hold the actions alone, as a JSON
-// array, and those written before the decisions were kept have none:
-// both still load.
+// (autopilot.Engine.LastStart); the tenants a cancel spares, and until
+// when (autopilot.Engine.Spared), so that neither a restart nor the
+// collector that takes the fleet's lock over acts on them again at once;
+// and the recent decisions, oldest first (at most api.MaxAutopilotRecent),
+// so that GET /v1/autopilot still says after a restart, or a takeover,
+// why its actions are there. Those written before the start was kept
+// hold the actions alone, as a JSON array, and those written before the
+// spares or the decisions were kept have none: all still load.
 type savedPilot struct {
 	Actions   []autopilot.Action   `json:"actions"`
 	LastStart time.Time            `json:"last_start,omitzero"`
+	Spared    map[string]time.Time `json:"spared,omitempty"`
 	Recent    []autopilot.Decision `json:"recent,omitempty"`
 }
 
@@ -57,10 +60,14 @@ func (p *pilotPart) recentState() ([]autopilot.Decision, uint64) {
 }
 
 // adopt gives the engine what another engine saved (this collector's
-// before a restart, or the fleet's last holder of the lock), and the
-// part its recent decisions, and returns how many actions it took.
+// before a restart, or the fleet's last holder of the lock) — its
+// actions, spacing and spares — and the part its recent decisions, and
+// returns how many actions it took.
 func (p *pilotPart) adopt(sp savedPilot) int {
 	p.eng.SpaceFrom(sp.LastStart)
+	for tn, until := range sp.Spared {
+		p.eng.Spare(tn, until) // one that ended goes at the next step
+	}
 	p.adoptRecent(sp.Recent)
 	return p.eng.Restore(sp.Actions)
 }
@@ -182,7 +189,7 @@ func (p *pilotPart) writeActions(ctx context.Context, now time.Time, flush bool)
 	if flush && s.full == nil {
 		return
 	}
-	sp := savedPilot{Actions: p.eng.Active(), LastStart: p.eng.LastStart()}
+	sp := savedPilot{Actions: p.eng.Active(), LastStart: p.eng.LastStart(), Spared: p.eng.Spared()}
 	recent, decided := p.recentState()
 	var key []byte
 	if !flush {

@@ -112,7 +112,8 @@ type lifecycle struct {
 }
 
 // New checks cfg, opens the store (through the spool), replays the
-// write-ahead log and returns a server that is not yet serving.
+// write-ahead log, reads the autopilot's saved state and returns a
+// server that is not yet serving.
 func New(cfg Config) (*Server, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
@@ -158,6 +159,9 @@ func New(cfg Config) (*Server, error) {
 		s.life.lock.Close()
 		return nil, err
 	}
+	// Before the server serves: the first GET /v1/autopilot after a
+	// restart lists what the autopilot saved.
+	s.feat.pilot.begin(context.Background(), time.Unix(cfg.Now().Unix(), 0).UTC())
 	return s, nil
 }
 

@@ -55,9 +55,11 @@ func (r *Recorder) AutopilotCommand(ctx context.Context, cmd api.AutopilotComman
 
 // AutopilotCommand sends a pause or resume to every collector (each reads
 // its own policy; with --shared-policy the later ones change nothing),
-// and a cancel to each in turn until one has the action: only the
-// collector that acts (it holds the lock) has any. A pause or resume
-// that some collectors did not take says how many did, and why not.
+// and a cancel to each in turn until one takes it: with the autopilot's
+// lock in Redis the first does (the holder ends the action, another
+// passes the cancel to it); without, only the collector that acts has
+// any action. A pause or resume that some collectors did not take says
+// how many did, and why not.
 func (f *Fleet) AutopilotCommand(ctx context.Context, cmd api.AutopilotCommand) error {
 	var errs []error
 	for _, c := range f.members {
