@@ -112,8 +112,9 @@ type lifecycle struct {
 }
 
 // New checks cfg, opens the store (through the spool), replays the
-// write-ahead log, reads the autopilot's saved state and returns a
-// server that is not yet serving.
+// write-ahead log (with Config.ListenFirst, Start does, once listening),
+// reads the autopilot's saved state and returns a server that is not yet
+// serving.
 func New(cfg Config) (*Server, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
