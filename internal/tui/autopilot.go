@@ -22,9 +22,12 @@ import (
 // ends the action selected, each after a prompt, with the admin token.
 
 // AutopilotSource is a Source that takes the autopilot's commands: pause,
-// resume, or cancel an action (a collector, and a recording of one).
+// resume, or cancel an action (a collector, and a recording of one). A
+// cancel that a collector passed to the fleet's holder of the autopilot's
+// lock returns what the collector said of it (api.AutopilotState's
+// Forwarded); otherwise forwarded is empty.
 type AutopilotSource interface {
-	AutopilotCommand(ctx context.Context, cmd api.AutopilotCommand) error
+	AutopilotCommand(ctx context.Context, cmd api.AutopilotCommand) (forwarded string, err error)
 }
 
 var (
@@ -35,22 +38,23 @@ var (
 
 // AutopilotCommand posts cmd to the collector's autopilot with the admin
 // token.
-func (c *Collector) AutopilotCommand(ctx context.Context, cmd api.AutopilotCommand) error {
+func (c *Collector) AutopilotCommand(ctx context.Context, cmd api.AutopilotCommand) (string, error) {
 	if c.isClosed() {
-		return ErrClosed
+		return "", ErrClosed
 	}
-	if _, err := c.client(Query{}).AutopilotCommand(ctx, cmd, c.token); err != nil {
-		return c.refused("the autopilot command", err)
+	st, err := c.client(Query{}).AutopilotCommand(ctx, cmd, c.token)
+	if err != nil {
+		return "", c.refused("the autopilot command", err)
 	}
-	return nil
+	return st.Forwarded, nil
 }
 
 // AutopilotCommand passes through to a source that takes it.
-func (r *Recorder) AutopilotCommand(ctx context.Context, cmd api.AutopilotCommand) error {
+func (r *Recorder) AutopilotCommand(ctx context.Context, cmd api.AutopilotCommand) (string, error) {
 	if a, ok := r.Source.(AutopilotSource); ok {
 		return a.AutopilotCommand(ctx, cmd)
 	}
-	return fmt.Errorf("%w: the autopilot's keys need a collector", ErrUnsupported)
+	return "", fmt.Errorf("%w: the autopilot's keys need a collector", ErrUnsupported)
 }
 
 // AutopilotCommand sends a pause or resume to every collector (each reads
@@ -60,21 +64,21 @@ func (r *Recorder) AutopilotCommand(ctx context.Context, cmd api.AutopilotComman
 // passes the cancel to it); without, only the collector that acts has
 // any action. A pause or resume that some collectors did not take says
 // how many did, and why not.
-func (f *Fleet) AutopilotCommand(ctx context.Context, cmd api.AutopilotCommand) error {
+func (f *Fleet) AutopilotCommand(ctx context.Context, cmd api.AutopilotCommand) (string, error) {
 	var errs []error
 	for _, c := range f.members {
-		err := c.AutopilotCommand(ctx, cmd)
+		fwd, err := c.AutopilotCommand(ctx, cmd)
 		switch {
 		case err == nil && cmd.Cancel != "":
-			return nil
+			return fwd, nil
 		case err != nil:
 			errs = append(errs, err)
 		}
 	}
 	if cmd.Cancel == "" && len(errs) > 0 && len(errs) < len(f.members) {
-		return fmt.Errorf("%d of %d collectors took it: %w", len(f.members)-len(errs), len(f.members), errors.Join(errs...))
+		return "", fmt.Errorf("%d of %d collectors took it: %w", len(f.members)-len(errs), len(f.members), errors.Join(errs...))
 	}
-	return errors.Join(errs...)
+	return "", errors.Join(errs...)
 }
 
 // fleetPilot is the fleet's autopilot status: that of the collector that
@@ -351,10 +355,15 @@ func autopilotCommand(c *common, log *actionLog, who string, pr prompt) tea.Cmd 
 	ctx, desc, now := c.ctx, c.src.Describe(), c.now
 	return func() tea.Msg {
 		a := action{Time: now().UTC(), User: who, Source: desc, Action: name, Tenant: pr.tenant, ID: cmd.Cancel, Result: "done"}
-		if err := ap.AutopilotCommand(ctx, cmd); err != nil {
+		fwd, err := ap.AutopilotCommand(ctx, cmd)
+		if err != nil {
 			a.Result, a.Error = "error", err.Error()
 			log.write(a)
 			return actionMsg{err: fmt.Errorf("%s: %w", name, err)}
+		}
+		if fwd != "" { // another collector holds the lock: it ends the action
+			a.Result = "forwarded"
+			done = "autopilot action " + pr.action.ID + ": cancel " + fwd
 		}
 		log.write(a)
 		return actionMsg{text: done}

@@ -71,13 +71,17 @@ type pilotSource struct {
 	*fakeSource
 	mu   sync.Mutex
 	cmds []api.AutopilotCommand
+	fwd  string // a cancel's answer, as a collector that passed it on says
 }
 
-func (p *pilotSource) AutopilotCommand(_ context.Context, c api.AutopilotCommand) error {
+func (p *pilotSource) AutopilotCommand(_ context.Context, c api.AutopilotCommand) (string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cmds = append(p.cmds, c)
-	return nil
+	if c.Cancel != "" {
+		return p.fwd, nil
+	}
+	return "", nil
 }
 
 // TestGoldenAutopilot: the line under the headline and the Enforcement
@@ -222,6 +226,25 @@ func TestAutopilotKeys(t *testing.T) {
 	}
 	if got := strings.Join(actions, ","); got != "autopilot-pause ,autopilot-cancel autopilot-import-1773047627,autopilot-resume " {
 		t.Fatalf("action log: %s", got)
+	}
+}
+
+// TestAutopilotCancelForwarded: a cancel that the collector passed to
+// the fleet's holder of the autopilot's lock says so, not that the limit
+// lifts now, and the action log has it as forwarded.
+func TestAutopilotCancelForwarded(t *testing.T) {
+	src, m, log := pilotModel(t)
+	src.fwd = "passed to collector c1, which holds the autopilot's lock: it ends action autopilot-pool-1773047507 at its next step (within a second)"
+	m.Update(snapshotMsg{pilotIncident("enforce")})
+	press(m, "5", "x")
+	runCmd(t, m, press(m, "y"))
+	mustContain(t, m.c.status.text, "autopilot action autopilot-pool-1773047507: cancel passed to collector c1")
+	if strings.Contains(m.c.status.text, "lifts now") {
+		t.Fatalf("a forwarded cancel said the limit lifts now: %s", m.c.status.text)
+	}
+	var a action
+	if err := json.Unmarshal(bytes.TrimSpace(log.Bytes()), &a); err != nil || a.Result != "forwarded" || a.ID != "autopilot-pool-1773047507" {
+		t.Fatalf("action log %s: %v", log.String(), err)
 	}
 }
 
@@ -426,7 +449,7 @@ func TestAutopilotFleet(t *testing.T) {
 	}
 	defer f.Close()
 	ctx := context.Background()
-	if err := f.AutopilotCommand(ctx, api.AutopilotCommand{Pause: true}); err != nil {
+	if _, err := f.AutopilotCommand(ctx, api.AutopilotCommand{Pause: true}); err != nil {
 		t.Fatal(err)
 	}
 	for i, s := range srvs {
@@ -434,7 +457,7 @@ func TestAutopilotFleet(t *testing.T) {
 			t.Fatalf("collector %d not paused: %+v", i, p.Autopilot)
 		}
 	}
-	err = f.AutopilotCommand(ctx, api.AutopilotCommand{Cancel: "autopilot-import-1"})
+	_, err = f.AutopilotCommand(ctx, api.AutopilotCommand{Cancel: "autopilot-import-1"})
 	if err == nil || strings.Count(err.Error(), "no such action") != 2 {
 		t.Fatalf("cancel of an action no collector has: %v", err)
 	}
@@ -451,7 +474,7 @@ func TestAutopilotFleet(t *testing.T) {
 	defer hs.Close()
 	mixed, _ := NewFleet([]string{urls[0], hs.URL}, "read-tok", "admin-tok")
 	defer mixed.Close()
-	err = mixed.AutopilotCommand(ctx, api.AutopilotCommand{Resume: true})
+	_, err = mixed.AutopilotCommand(ctx, api.AutopilotCommand{Resume: true})
 	if err == nil || !strings.Contains(err.Error(), "1 of 2 collectors took it") || !strings.Contains(err.Error(), "401") {
 		t.Fatalf("resume taken by one of two: %v", err)
 	}
