@@ -221,10 +221,13 @@ type TenantRow struct {
 	// started.
 	FlaggedSince time.Time `json:"flagged_since,omitzero"`
 	// SlowSince is when the source's detector began to see the tenant's
-	// p95 pass the victim test without a break (zero: it does not, or the
-	// source has no detector). A tenant of a few requests a window is
-	// named a victim alone only once that outlasts the window (package
-	// incident), so every reader names it as the source does.
+	// p95 pass the victim test without a break (a dip under the line of a
+	// second or two, under incident.VictimDip of the window, is none, and
+	// SlowSince is served through it; zero: it has not passed the test
+	// in that time, or the source has no detector). A tenant of a few
+	// requests a window is named a victim alone only once that outlasts
+	// the window (package incident), so every reader names it as the
+	// source does.
 	SlowSince time.Time `json:"slow_since,omitzero"`
 }
 

@@ -69,5 +69,7 @@
 // baseline only those count, so every qtop reading that collector names
 // the same victims. A tenant of a few requests a window is named a victim
 // only when the snapshot corroborates it or its slowness outlasts the
-// window (thin.go; Victim.Since, api.TenantRow.SlowSince).
+// window (thin.go; Victim.Since, api.TenantRow.SlowSince), a dip of a
+// second or two under the line (under VictimDip of the window) being no
+// break in it.
 package incident

@@ -34,6 +34,11 @@ const (
 	// VictimLoad is the most ratio of a victim's share of load to its
 	// baseline share: a tenant whose own work grew is not a victim.
 	VictimLoad = 1.25
+	// VictimDip is the longest a tenant may go from one snapshot passing
+	// the victim test to the next, as a fraction of the window (3 s of
+	// a collector's 10 s), with its run going on: a shorter dip is
+	// noise of a p95 near the line, a longer one a recovery (thin.go).
+	VictimDip = 0.3
 	// BaselineMin is the fewest observations a baseline is taken from.
 	BaselineMin = 5
 	// BaselineSpan is the snapshots (about seconds) kept per tenant.
@@ -70,10 +75,9 @@ type tenantBaseline struct {
 	ok        bool
 	routes    map[string]*routeBaseline // routes.go
 	// slowSince is when the tenant's p95 began to pass the victim test
-	// without a break (zero: it does not), slowAt the last snapshot it
-	// passed it in.
-	slowSince time.Time
-	slowAt    int64
+	// without a break longer than VictimDip (zero: it never did), slowLast
+	// when it last passed it (thin.go).
+	slowSince, slowLast time.Time
 }
 
 // baselineEvery is how often (in snapshots) a tenant's baseline is
@@ -190,8 +194,9 @@ type Victim struct {
 	// what this tracker saw of the tenant (see the package documentation).
 	BaselineFrom string `json:"baseline_from"`
 	// Since is when its p95 began to pass the victim test without a
-	// break: the source's (api.TenantRow.SlowSince) when earlier than
-	// what this tracker saw.
+	// break (a dip under the line shorter than VictimDip of the window is
+	// none: thin.go): the source's (api.TenantRow.SlowSince) when earlier
+	// than what this tracker saw.
 	Since time.Time `json:"since,omitzero"`
 }
 
@@ -493,7 +498,7 @@ func (in *Tracker) victim(r *api.TenantRow, share float64, driver, learn bool) (
 		if r.P95Seconds > 0 {
 			b.add(observation{n: in.n, p95: r.P95Seconds, load: share}, learn)
 		}
-		v.Since = b.slow(ok, in.n, in.now, r.SlowSince)
+		v.Since = b.slow(ok, in.now, r.SlowSince, in.dip())
 	}()
 	rv := in.routes(b, r, learn, r.BaselineP95Seconds <= 0)
 	known, hurt := rv.known, rv.hurt
