@@ -102,3 +102,30 @@ func TestDBOnlyLoadAtStart(t *testing.T) {
 		}
 	}
 }
+
+// TestDBOnlyRowAtACollectorStart: a qtop that watches a collector from
+// its start (qtop demo, or one that stays connected across a restart)
+// sees every rate climb while the collector's 10 s window fills. A job
+// no process reports, steady from the start (DB load 2, no RU), is no
+// offender to it, as it is none to a qtop started later and to the
+// collector's own detector, which judges no second of the fill. Before,
+// it was "×3 its baseline" from second 16 on, against the fill's mean,
+// and stayed so.
+func TestDBOnlyRowAtACollectorStart(t *testing.T) {
+	var in Tracker
+	for i := 1; i <= 90; i++ {
+		up := time.Duration(i) * time.Second
+		fill := min(float64(i)/10, 1) // the window's part filled
+		s := api.Snapshot{Time: t0.Add(up), Window: 10 * time.Second, Source: api.SourceCollector, Measure: api.MeasureRU,
+			Collector: api.CollectorStatus{Uptime: up}}
+		ru := make([]float64, api.HistoryLen) // per second: exact from the start
+		for j := max(api.HistoryLen-i, 0); j < api.HistoryLen; j++ {
+			ru[j] = 10
+		}
+		s.Tenants = []api.TenantRow{{Tenant: "acme", RUPerSec: 10 * fill, DBLoad: 0.5 * fill, P95Seconds: 0.02, Share: 1, History: ru},
+			{Tenant: "pgjob", DBLoad: 2 * fill, History: make([]float64, api.HistoryLen)}}
+		if h := in.Add(&s); len(h.Offenders) != 0 {
+			t.Fatalf("second %d of the collector: %q", i, h.Line)
+		}
+	}
+}

@@ -449,7 +449,14 @@ func (in *Tracker) histories(s *api.Snapshot, group string, db, historyOf bool, 
 
 // history is the row's load history for the driver test: the source's
 // (when of the headline's measure, and only the seconds a collector has
-// been up), or the tracker's own when that is longer.
+// been up), or the tracker's own when that is longer. The tracker's own
+// leaves out the seconds while a starting collector's window fills: its
+// rates are averages over the window, so every row's climbs then, and a
+// steady row judged on its own series (one with DB load and no RU, whose
+// DB load the source's history of RU does not hold) was flagged "×3 its
+// baseline" against the fill by a qtop that watched the start, and by no
+// qtop that started later, nor by the collector, which judges no second
+// of the fill either.
 func (in *Tracker) history(s *api.Snapshot, r *api.TenantRow, key string, load float64, historyOf bool) []float64 {
 	own := in.own[key]
 	if own == nil {
@@ -460,7 +467,11 @@ func (in *Tracker) history(s *api.Snapshot, r *api.TenantRow, key string, load f
 			in.own[key] = own
 		}
 	}
-	own.add(load, in.n)
+	if s.Collector.Uptime > 0 && s.Collector.Uptime < s.Window {
+		own.seen = in.n // the window fills
+	} else {
+		own.add(load, in.n)
+	}
 	var h []float64
 	if historyOf {
 		h = r.History
