@@ -1,7 +1,6 @@
 package collector
 
 import (
-	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
@@ -66,17 +65,8 @@ func TestFlappingVictimSameForEveryQtop(t *testing.T) {
 		if sec == from-1 && rowOf(s, "small-0").BaselineP95Seconds <= 0 {
 			t.Fatalf("no baseline served before small-0 slows: %+v", rowOf(s, "small-0"))
 		}
-		// What a qtop reading once gets: the served snapshot, as JSON.
-		raw, err := json.Marshal(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var read api.Snapshot
-		if err := json.Unmarshal(raw, &read); err != nil {
-			t.Fatal(err)
-		}
-		var once incident.Tracker
-		hl, ho := live.Add(&s), once.Add(&read)
+		ho := readOnce(t, s) // baselinepg_test.go
+		hl := live.Add(&s)
 		if sec >= from-10 && !slices.Equal(names(hl), names(ho)) {
 			t.Errorf("second %d: a qtop that watched names %v, one reading once %v (served slow since %v)",
 				sec-from, names(hl), names(ho), rowOf(s, "small-0").SlowSince)
