@@ -388,9 +388,10 @@ func (in *Tracker) Add(s *api.Snapshot) Headline {
 
 // sourceBase is the baseline the source sends for r's load in the
 // measure r is judged on (0: none): its DB load for a row judged on DB
-// load (a headline of DB load), else its RU/s. The untagged row's is the
-// one the source flagged it against: a collector keeps no hour's baseline
-// of load that names no tenant.
+// load (every row of a headline of DB load, and one with DB load and no
+// RU), else its RU/s. The untagged row's is the one the source flagged
+// it against: a collector keeps no hour's baseline of load that names no
+// tenant.
 func sourceBase(group string, db bool, r *api.TenantRow) float64 {
 	switch {
 	case group != api.GroupTenant:

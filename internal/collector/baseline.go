@@ -21,13 +21,15 @@ import (
 // Baselines in the collector: the same for every qtop that reads it, so
 // that the headline's offenders and victims do not depend on when a qtop
 // started or whether it restarted. Each second the live view (tenants by
-// RU, as the autopilot reads it) adds each tenant's p95, share of RU and
-// RU/s to the minute it falls in; a tenant's baseline is the median, over
-// the complete minutes of the trailing hour except the last baselineGap
-// (which an incident under way would fill), of those minutes' means —
-// once at least baselineMinutes such minutes exist. The live view then
-// carries it (api.TenantRow.BaselineP95Seconds, BaselineShare,
-// BaselineRUPerSec) and qtop judges against it ("baselines: collector").
+// RU, as the autopilot reads it) adds each tenant's p95, share of RU,
+// RU/s and DB load to the minute it falls in; a tenant's baseline is the
+// median, over the complete minutes of the trailing hour except the last
+// baselineGap (which an incident under way would fill), of those minutes'
+// means — once at least baselineMinutes such minutes exist. The live view
+// then carries it (api.TenantRow.BaselineP95Seconds, BaselineShare,
+// BaselineRUPerSec, and BaselineDBLoad on a row with DB load and no RU,
+// which is judged on DB load) and qtop judges against it ("baselines:
+// collector").
 // Each tenant's routes' p95 are kept alike and served on its route rows
 // (baselineroutes.go).
 //
@@ -124,8 +126,8 @@ type baselineBook struct {
 type flagged struct {
 	name  string
 	since time.Time
-	base  float64 // the RU/s it was flagged against (0: new load)
-	db    bool    // flagged on DB load (keepFlags): base is of it
+	base  float64 // the load it was flagged against (0: new load): RU/s, or DB load with db
+	db    bool    // flagged on DB load (keepFlags)
 }
 
 // tenantMinutes is one tenant's (or service's) ring of minutes.
