@@ -210,21 +210,26 @@ type TenantRow struct {
 	// it, so an offender stays flagged for as long as its load stays
 	// above it, not only while its rise is recent.
 	BaselineRUPerSec float64 `json:"baseline_ru_per_sec,omitempty"`
-	// BaselineDBLoad is, for a row the source flagged (FlaggedSince) with
-	// DB load and no RU, the DB load it was flagged against (0: new
-	// load): such a row is judged on DB load, whose rise no RU shows.
+	// BaselineDBLoad is, for a row with DB load and no RU (judged on DB
+	// load, whose rise no RU shows), its DB-load baseline from the same
+	// source, or, for a row the source flagged (FlaggedSince) before that
+	// baseline exists, the DB load it was flagged against (0 with
+	// FlaggedSince: new load; 0 without: none).
 	BaselineDBLoad float64 `json:"baseline_db_load,omitempty"`
 	// FlaggedSince is when the source's own detector (package incident,
-	// on its baselines) flagged the tenant as an offender; zero: it does
-	// not. A row that carries it or BaselineRUPerSec is judged by the
-	// source: every client names the same offenders, however late it
-	// started.
+	// on its baselines) flagged the tenant, or the untagged row, as an
+	// offender; zero: it does not. A row that carries it, BaselineRUPerSec
+	// or BaselineDBLoad is judged by the source: every client names the
+	// same offenders, however late it started or if it reads once.
 	FlaggedSince time.Time `json:"flagged_since,omitzero"`
 	// SlowSince is when the source's detector began to see the tenant's
-	// p95 pass the victim test without a break (zero: it does not, or the
-	// source has no detector). A tenant of a few requests a window is
-	// named a victim alone only once that outlasts the window (package
-	// incident), so every reader names it as the source does.
+	// p95 pass the victim test without a break (a dip under the line of a
+	// second or two, under incident.VictimDip of the window, is none, and
+	// SlowSince is served through it; zero: it has not passed the test
+	// in that time, or the source has no detector). A tenant of a few
+	// requests a window is named a victim alone only once that outlasts
+	// the window (package incident), so every reader names it as the
+	// source does.
 	SlowSince time.Time `json:"slow_since,omitzero"`
 }
 

@@ -100,6 +100,15 @@ func addSeries(dst, src []float64) []float64 {
 	return dst
 }
 
+// earliest is the earlier of two times a source says something began,
+// zero meaning it does not say.
+func earliest(a, b time.Time) time.Time {
+	if !b.IsZero() && (a.IsZero() || b.Before(a)) {
+		return b
+	}
+	return a
+}
+
 func addTenant(a *TenantRow, b TenantRow) {
 	a.DBLoad += b.DBLoad
 	a.RUPerSec += b.RUPerSec
@@ -112,9 +121,7 @@ func addTenant(a *TenantRow, b TenantRow) {
 	a.BaselineShare = max(a.BaselineShare, b.BaselineShare)
 	a.BaselineRUPerSec = max(a.BaselineRUPerSec, b.BaselineRUPerSec)
 	a.BaselineDBLoad = max(a.BaselineDBLoad, b.BaselineDBLoad)
-	if !b.FlaggedSince.IsZero() && (a.FlaggedSince.IsZero() || b.FlaggedSince.Before(a.FlaggedSince)) {
-		a.FlaggedSince = b.FlaggedSince
-	}
+	a.FlaggedSince, a.SlowSince = earliest(a.FlaggedSince, b.FlaggedSince), earliest(a.SlowSince, b.SlowSince)
 	a.Throttled = a.Throttled || b.Throttled
 	if a.Tier == "" {
 		a.Tier = b.Tier
@@ -143,29 +150,36 @@ func addTenant(a *TenantRow, b TenantRow) {
 }
 
 func mergeTenants(snaps []Snapshot, measure string, n, seen int) ([]TenantRow, int) {
-	byName := map[string]*TenantRow{}
-	var names []string
+	// The untagged row is keyed apart: it stays untagged, and is never
+	// merged with a tenant of any name.
+	type key struct {
+		tenant   string
+		untagged bool
+	}
+	byName := map[key]*TenantRow{}
+	var names []key
 	var other TenantRow
 	hasOther := false
 	for _, s := range snaps {
 		for _, r := range s.Tenants {
-			if r.Tenant == OtherTenant {
+			if r.Tenant == OtherTenant && !r.Untagged {
 				addTenant(&other, r)
 				hasOther = true
 				continue
 			}
-			a := byName[r.Tenant]
+			k := key{r.Tenant, r.Untagged}
+			a := byName[k]
 			if a == nil {
-				a = &TenantRow{Tenant: r.Tenant}
-				byName[r.Tenant] = a
-				names = append(names, r.Tenant)
+				a = &TenantRow{Tenant: r.Tenant, Untagged: r.Untagged}
+				byName[k] = a
+				names = append(names, k)
 			}
 			addTenant(a, r)
 		}
 	}
 	rows := make([]TenantRow, 0, len(names))
-	for _, name := range names {
-		rows = append(rows, *byName[name])
+	for _, k := range names {
+		rows = append(rows, *byName[k])
 	}
 	slices.SortFunc(rows, func(a, b TenantRow) int {
 		if c := cmp.Compare(measureValue(b, measure), measureValue(a, measure)); c != 0 {

@@ -180,3 +180,50 @@ func TestMergeParts(t *testing.T) {
 		t.Errorf("nothing to merge: %+v", m)
 	}
 }
+
+// TestMergeSourceTimes: a tenant two collectors list is flagged, and
+// slow, since the earlier of the times they serve (a zero says nothing):
+// the merged p95 is the higher one, so a tenant one of them sees slow is
+// slow in the sum, and a qtop reading several collectors once names a
+// small victim whose slowness one of them has seen outlast the window.
+func TestMergeSourceTimes(t *testing.T) {
+	at := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	row := func(flagged, slow time.Duration) TenantRow {
+		r := TenantRow{Tenant: "acme", RUPerSec: 1}
+		if flagged > 0 {
+			r.FlaggedSince = at.Add(flagged)
+		}
+		if slow > 0 {
+			r.SlowSince = at.Add(slow)
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		a, b          TenantRow
+		flagged, slow time.Time
+	}{
+		{row(0, 0), row(20*time.Second, 30*time.Second), at.Add(20 * time.Second), at.Add(30 * time.Second)},
+		{row(20*time.Second, 30*time.Second), row(0, 0), at.Add(20 * time.Second), at.Add(30 * time.Second)},
+		{row(20*time.Second, 10*time.Second), row(10*time.Second, 30*time.Second), at.Add(10 * time.Second), at.Add(10 * time.Second)},
+		{row(0, 0), row(0, 0), time.Time{}, time.Time{}},
+	} {
+		got := Merge([]Snapshot{{Tenants: []TenantRow{tc.a}}, {Tenants: []TenantRow{tc.b}}}, MeasureRU, 10).Tenants[0]
+		if !got.FlaggedSince.Equal(tc.flagged) || !got.SlowSince.Equal(tc.slow) {
+			t.Errorf("%v and %v: flagged since %v, slow since %v; want %v and %v", tc.a, tc.b, got.FlaggedSince, got.SlowSince, tc.flagged, tc.slow)
+		}
+	}
+}
+
+// TestMergeKeepsTheUntaggedRow: the untagged rows of two collectors are
+// one untagged row of the fleet, with its flag (a qtop judges it as the
+// untagged load: no victim test, its own label), never merged with a row
+// of a tenant that carries the same text.
+func TestMergeKeepsTheUntaggedRow(t *testing.T) {
+	flagged := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	a := Snapshot{Tenants: []TenantRow{{Tenant: "(untagged)", Untagged: true, DBLoad: 3, FlaggedSince: flagged}, {Tenant: "acme", DBLoad: 1}}}
+	b := Snapshot{Tenants: []TenantRow{{Tenant: "(untagged)", Untagged: true, DBLoad: 1}, {Tenant: "(untagged)", DBLoad: 0.5}}}
+	got := Merge([]Snapshot{a, b}, MeasureDB, 10).Tenants
+	if len(got) != 3 || !got[0].Untagged || got[0].DBLoad != 4 || !got[0].FlaggedSince.Equal(flagged) || got[2].Untagged || got[2].DBLoad != 0.5 {
+		t.Fatalf("merged rows %+v; want the untagged row (DB load 4, flagged), acme, and the tenant row apart", got)
+	}
+}

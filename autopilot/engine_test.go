@@ -125,6 +125,35 @@ func TestFlappingHeldByHysteresis(t *testing.T) {
 	}
 }
 
+// TestFlappingSmallVictimsHoldTheAction: small victims (half a request
+// a second: judged on a few requests) whose p95 dips under the line for
+// a second in every five are slow without a break: once the quota holds
+// the offender, so that no offender corroborates them, they are still
+// named, and the action does not relax while they flap. Before, each dip
+// began their runs again; alone they were never named, counted as
+// recovered, and the quota relaxed a hold later. Recovered for real
+// (from second 300), they let it relax a hold later.
+func TestFlappingSmallVictimsHoldTheAction(t *testing.T) {
+	for _, calm := range []int{1000, 300} {
+		e := newEngine(t, policy.Autopilot{Rules: []policy.AutopilotRule{rule(policy.AutopilotEnforce)}})
+		sc := &scenario{start: 100, end: 1000, offenders: []string{"bigcorp"}, baselines: true, reqPerSec: 0.5, p95: func(sec int) float64 {
+			switch {
+			case sec < 100 || sec >= calm:
+				return 1
+			case sec%5 == 3:
+				return 1.2
+			}
+			return 2.5
+		}}
+		got, _ := run(t, e, sc, 600, true)
+		want := []step{{100, KindApply, "bigcorp", 10}}
+		if calm < 600 {
+			want = append(want, step{calm + 30, KindRelax, "bigcorp", 20}, step{calm + 60, KindRelax, "bigcorp", 40})
+		}
+		same(t, got, want...)
+	}
+}
+
 // TestTightenAfterRelax: victims hurt again after a relax step take the
 // step back, a hold after it.
 func TestTightenAfterRelax(t *testing.T) {

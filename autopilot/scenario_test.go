@@ -25,6 +25,9 @@ type scenario struct {
 	hurt       float64           // victims' p95 factor in the incident (default 2.5)
 	// p95 overrides the victims' p95 factor at a second (flapping).
 	p95 func(sec int) float64
+	// reqPerSec is the victims' requests a second (default 5: judged on
+	// enough requests; under 2, on a few: incident/thin.go).
+	reqPerSec float64
 	// baselines sends the collector's baselines in the rows.
 	baselines bool
 	// waits adds pool wait and parallel workers that follow the
@@ -104,7 +107,7 @@ func (sc *scenario) snap(sec int) *api.Snapshot {
 		s.Tenants = append(s.Tenants, row)
 	}
 	for k := range 20 {
-		r := api.TenantRow{Tenant: fmt.Sprintf("t%02d", k), Tier: "T2", RUPerSec: 10, ReqPerSec: 5, DBLoad: 0.1, P95Seconds: 0.020 * f,
+		r := api.TenantRow{Tenant: fmt.Sprintf("t%02d", k), Tier: "T2", RUPerSec: 10, ReqPerSec: or(sc.reqPerSec, 5), DBLoad: 0.1, P95Seconds: 0.020 * f,
 			History: flat(10)}
 		if sc.baselines {
 			r.BaselineP95Seconds, r.BaselineShare = 0.020, 0.05

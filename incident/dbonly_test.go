@@ -102,3 +102,108 @@ func TestDBOnlyLoadAtStart(t *testing.T) {
 		}
 	}
 }
+
+// TestDBOnlyRowAtACollectorStart: a qtop that watches a collector from
+// its start (qtop demo, or one that stays connected across a restart)
+// sees every rate climb while the collector's 10 s window fills. A job
+// no process reports, steady from the start (DB load 2, no RU), is no
+// offender to it, as it is none to a qtop started later and to the
+// collector's own detector, which judges no second of the fill. Before,
+// it was "×3 its baseline" from second 16 on, against the fill's mean,
+// and stayed so.
+func TestDBOnlyRowAtACollectorStart(t *testing.T) {
+	var in Tracker
+	for i := 1; i <= 90; i++ {
+		up := time.Duration(i) * time.Second
+		fill := min(float64(i)/10, 1) // the window's part filled
+		s := api.Snapshot{Time: t0.Add(up), Window: 10 * time.Second, Source: api.SourceCollector, Measure: api.MeasureRU,
+			Collector: api.CollectorStatus{Uptime: up}}
+		ru := make([]float64, api.HistoryLen) // per second: exact from the start
+		for j := max(api.HistoryLen-i, 0); j < api.HistoryLen; j++ {
+			ru[j] = 10
+		}
+		s.Tenants = []api.TenantRow{{Tenant: "acme", RUPerSec: 10 * fill, DBLoad: 0.5 * fill, P95Seconds: 0.02, Share: 1, History: ru},
+			{Tenant: "pgjob", DBLoad: 2 * fill, History: make([]float64, api.HistoryLen)}}
+		if h := in.Add(&s); len(h.Offenders) != 0 {
+			t.Fatalf("second %d of the collector: %q", i, h.Line)
+		}
+	}
+}
+
+// TestSourceFlagsEveryRow: a qtop reading once (one snapshot, a fresh
+// tracker) names what the collector's detector flagged, against the
+// baseline it sends, for the untagged row too and on a headline of DB
+// load (a collector whose only source is PostgreSQL's sampler), and
+// judges a row with DB load and no RU against the DB-load baseline the
+// collector learnt. Before, the untagged row's flag and every flag on a
+// headline of DB load went unread, and such rows were judged on the
+// snapshot's history alone.
+func TestSourceFlagsEveryRow(t *testing.T) {
+	// hist is 120 s of load: before, then last for the last n seconds.
+	hist := func(before, last float64, n int) []float64 {
+		h := make([]float64, api.HistoryLen)
+		for j := range h {
+			h[j] = before
+			if j >= api.HistoryLen-n {
+				h[j] = last
+			}
+		}
+		return h
+	}
+	flagged := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+	pg := func(r api.TenantRow) api.Snapshot { // a sampler-only collector: a headline of DB load
+		return api.Snapshot{Time: flagged.Add(3 * time.Minute), Window: 10 * time.Second, Source: api.SourcePostgres, Measure: api.MeasureRU,
+			Collector: api.CollectorStatus{Uptime: time.Hour, Sampler: true},
+			Tenants:   []api.TenantRow{{Tenant: "acme", DBLoad: 1, History: hist(1, 1, 0)}, r}}
+	}
+	ru := func(r api.TenantRow) api.Snapshot { // processes report: a headline of RU
+		return api.Snapshot{Time: flagged.Add(3 * time.Minute), Window: 10 * time.Second, Source: api.SourceCollector, Measure: api.MeasureRU,
+			Collector: api.CollectorStatus{Uptime: time.Hour},
+			Tenants:   []api.TenantRow{{Tenant: "acme", RUPerSec: 10, DBLoad: 1, P95Seconds: 0.02, History: hist(10, 10, 0)}, r}}
+	}
+	untagged := api.TenantRow{Tenant: "(untagged)", Untagged: true, FlaggedSince: flagged}
+	for _, tc := range []struct {
+		name string
+		s    api.Snapshot
+		want string // the line's offenders
+	}{{
+		// A job run again: its first run is in the history, the flag of
+		// its new load held since.
+		"untagged, headline of DB load", pg(with(untagged, func(r *api.TenantRow) { r.DBLoad, r.History = 4, hist(0, 4, 40) })),
+		"(untagged) 80% of DB load, new load",
+	}, {
+		"tagged, headline of DB load", pg(api.TenantRow{Tenant: "pgjob", DBLoad: 4, History: hist(4, 4, 0), FlaggedSince: flagged, BaselineDBLoad: 1}),
+		"pgjob 80% of DB load, ×4.0 its baseline",
+	}, {
+		"untagged, no RU, headline of RU", ru(with(untagged, func(r *api.TenantRow) { r.DBLoad, r.History = 4, hist(0, 0, 0) })),
+		"(untagged) 80% of DB load, new load",
+	}, {
+		"untagged with RU", ru(with(untagged, func(r *api.TenantRow) { r.RUPerSec, r.BaselineRUPerSec, r.History = 40, 10, hist(40, 40, 0) })),
+		"(untagged) 80% of RU, ×4.0 its baseline",
+	}, {
+		// Back at the level it keeps most of the hour, which its history
+		// alone (the last 30 s of 120) takes for a rise of ×5.5.
+		"unflagged, at its DB-load baseline", pg(api.TenantRow{Tenant: "pgjob", DBLoad: 2, History: hist(0, 2, 30), BaselineDBLoad: 2}),
+		"no tenant drives load above its baseline",
+	}, {
+		"unflagged, above its DB-load baseline", pg(api.TenantRow{Tenant: "pgjob", DBLoad: 5, History: hist(5, 5, 0), BaselineDBLoad: 2}),
+		"pgjob 83% of DB load, ×2.5 its baseline",
+	}} {
+		var once Tracker
+		h := once.Add(&tc.s)
+		if got, _, _ := strings.Cut(h.Line, " · "); got != tc.want {
+			t.Errorf("%s: %q, want %q", tc.name, h.Line, tc.want)
+		}
+		for _, o := range h.Offenders {
+			if o.BaselineFrom != "collector" {
+				t.Errorf("%s: %+v: baseline from %q, want the collector's", tc.name, o, o.BaselineFrom)
+			}
+		}
+	}
+}
+
+// with returns r changed by f.
+func with(r api.TenantRow, f func(*api.TenantRow)) api.TenantRow {
+	f(&r)
+	return r
+}

@@ -15,8 +15,9 @@
 // Offenders: rows with at least DriverShare of the measure whose load
 // over the last DriverRecent seconds of their history is at least
 // DriverFactor times their own baseline: the source's
-// (api.TenantRow.BaselineRUPerSec, from a collector that keeps
-// baselines: the same for every client), else the mean of the same
+// (api.TenantRow.BaselineRUPerSec, or BaselineDBLoad for a row judged on
+// DB load, from a collector that keeps baselines: the same for every
+// client), else the mean of the same
 // history before those seconds (a source's 120 s, so about 110 s). A row
 // with no load in its baseline is "new" (Factor 0) — unless no row had
 // load then: histories that begin before the source's first load (a
@@ -32,7 +33,8 @@
 // MaxFlag (an hour) the level is the new normal and is judged afresh. A row
 // the source flagged itself (api.TenantRow.FlaggedSince: a collector runs
 // this detector on its baselines) is an offender as the source says, so
-// a client started late names it too. The
+// a client started late, or reading once, names it too: on a headline of
+// DB load as on one of RU, and the untagged row as a tenant. The
 // line says how old a baseline this tracker froze is ("×9.1 its baseline
 // of 4m ago"). The measure is RU, or DB load when the source is
 // PostgreSQL alone or no tenant has RU, whatever measure orders the rows.
@@ -41,8 +43,8 @@
 // judged on its share of DB load instead, and its Offender says so
 // (Measure "DB load"): "pgnoisy 57% of DB load, new load". A row first
 // seen after the tracker started had no load before (new load); a
-// collector that flagged such a row sends the DB load it was flagged
-// against (api.TenantRow.BaselineDBLoad).
+// collector sends such a row's DB-load baseline, or the DB load it was
+// flagged against (api.TenantRow.BaselineDBLoad).
 //
 // Victims: tenants whose p95 latency is at least VictimP95 times their
 // own baseline while their load, as their share of RU, is at most
@@ -69,5 +71,7 @@
 // baseline only those count, so every qtop reading that collector names
 // the same victims. A tenant of a few requests a window is named a victim
 // only when the snapshot corroborates it or its slowness outlasts the
-// window (thin.go; Victim.Since, api.TenantRow.SlowSince).
+// window (thin.go; Victim.Since, api.TenantRow.SlowSince), a dip of a
+// second or two under the line (under VictimDip of the window) being no
+// break in it.
 package incident

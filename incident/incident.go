@@ -34,6 +34,11 @@ const (
 	// VictimLoad is the most ratio of a victim's share of load to its
 	// baseline share: a tenant whose own work grew is not a victim.
 	VictimLoad = 1.25
+	// VictimDip is the longest a tenant may go from one snapshot passing
+	// the victim test to the next, as a fraction of the window (3 s of
+	// a collector's 10 s), with its run going on: a shorter dip is
+	// noise of a p95 near the line, a longer one a recovery (thin.go).
+	VictimDip = 0.3
 	// BaselineMin is the fewest observations a baseline is taken from.
 	BaselineMin = 5
 	// BaselineSpan is the snapshots (about seconds) kept per tenant.
@@ -70,10 +75,9 @@ type tenantBaseline struct {
 	ok        bool
 	routes    map[string]*routeBaseline // routes.go
 	// slowSince is when the tenant's p95 began to pass the victim test
-	// without a break (zero: it does not), slowAt the last snapshot it
-	// passed it in.
-	slowSince time.Time
-	slowAt    int64
+	// without a break longer than VictimDip (zero: it never did), slowLast
+	// when it last passed it (thin.go).
+	slowSince, slowLast time.Time
 }
 
 // baselineEvery is how often (in snapshots) a tenant's baseline is
@@ -190,8 +194,9 @@ type Victim struct {
 	// what this tracker saw of the tenant (see the package documentation).
 	BaselineFrom string `json:"baseline_from"`
 	// Since is when its p95 began to pass the victim test without a
-	// break: the source's (api.TenantRow.SlowSince) when earlier than
-	// what this tracker saw.
+	// break (a dip under the line shorter than VictimDip of the window is
+	// none: thin.go): the source's (api.TenantRow.SlowSince) when earlier
+	// than what this tracker saw.
 	Since time.Time `json:"since,omitzero"`
 }
 
@@ -342,19 +347,16 @@ func (in *Tracker) Add(s *api.Snapshot) Headline {
 		name, key := Label(group, r), in.keys[i]
 		var d Offender
 		var drv bool
-		if !db && r.RUPerSec == 0 && r.DBLoad > 0 {
+		switch base := sourceBase(group, db, r); {
+		case !db && r.RUPerSec == 0 && r.DBLoad > 0:
 			// Load no process reports: judged on DB load.
 			d, drv = in.dbDriver(s, group, key, r, dbTotal)
-		} else if hist := in.hists[i]; !db && group == api.GroupTenant && !r.Untagged && !r.FlaggedSince.IsZero() {
-			d, drv = flaggedBySource(r, share, hist)
+		case group == api.GroupTenant && !r.FlaggedSince.IsZero():
+			d, drv = flaggedBySource(r, share, load(r), base, in.hists[i])
 			delete(in.flags, key)
 			bySource++
-		} else {
-			base := 0.0
-			if !db && group == api.GroupTenant && !r.Untagged {
-				base = r.BaselineRUPerSec
-			}
-			d, drv = in.driver(s, key, share, load(r), base, hist)
+		default:
+			d, drv = in.driver(s, key, share, load(r), base, in.hists[i])
 		}
 		if len(in.flags) > 0 && (db || r.RUPerSec != 0 || r.DBLoad == 0) {
 			delete(in.flags, "db\x00"+key) // judged on RU again
@@ -382,6 +384,22 @@ func (in *Tracker) Add(s *api.Snapshot) Headline {
 	h.Line = summaryLine(s, group, h)
 	in.head = h
 	return h
+}
+
+// sourceBase is the baseline the source sends for r's load in the
+// measure r is judged on (0: none): its DB load for a row judged on DB
+// load (every row of a headline of DB load, and one with DB load and no
+// RU), else its RU/s. The untagged row's is the one the source flagged
+// it against: a collector keeps no hour's baseline of load that names no
+// tenant.
+func sourceBase(group string, db bool, r *api.TenantRow) float64 {
+	switch {
+	case group != api.GroupTenant:
+		return 0
+	case db || r.RUPerSec == 0 && r.DBLoad > 0:
+		return r.BaselineDBLoad
+	}
+	return r.BaselineRUPerSec
 }
 
 // totals sums the rows' load and their DB load.
@@ -444,7 +462,14 @@ func (in *Tracker) histories(s *api.Snapshot, group string, db, historyOf bool, 
 
 // history is the row's load history for the driver test: the source's
 // (when of the headline's measure, and only the seconds a collector has
-// been up), or the tracker's own when that is longer.
+// been up), or the tracker's own when that is longer. The tracker's own
+// leaves out the seconds while a starting collector's window fills: its
+// rates are averages over the window, so every row's climbs then, and a
+// steady row judged on its own series (one with DB load and no RU, whose
+// DB load the source's history of RU does not hold) was flagged "×3 its
+// baseline" against the fill by a qtop that watched the start, and by no
+// qtop that started later, nor by the collector, which judges no second
+// of the fill either.
 func (in *Tracker) history(s *api.Snapshot, r *api.TenantRow, key string, load float64, historyOf bool) []float64 {
 	own := in.own[key]
 	if own == nil {
@@ -455,7 +480,11 @@ func (in *Tracker) history(s *api.Snapshot, r *api.TenantRow, key string, load f
 			in.own[key] = own
 		}
 	}
-	own.add(load, in.n)
+	if s.Collector.Uptime > 0 && s.Collector.Uptime < s.Window {
+		own.seen = in.n // the window fills
+	} else {
+		own.add(load, in.n)
+	}
 	var h []float64
 	if historyOf {
 		h = r.History
@@ -493,7 +522,7 @@ func (in *Tracker) victim(r *api.TenantRow, share float64, driver, learn bool) (
 		if r.P95Seconds > 0 {
 			b.add(observation{n: in.n, p95: r.P95Seconds, load: share}, learn)
 		}
-		v.Since = b.slow(ok, in.n, in.now, r.SlowSince)
+		v.Since = b.slow(ok, in.now, r.SlowSince, in.dip())
 	}()
 	rv := in.routes(b, r, learn, r.BaselineP95Seconds <= 0)
 	known, hurt := rv.known, rv.hurt
@@ -647,9 +676,10 @@ func (in *Tracker) driver(s *api.Snapshot, key string, share, now, srcBase float
 // reports (a batch job, pgbench, a service not instrumented) would
 // otherwise never be named, however hard it drives the database. Only
 // such rows: a tenant with requests is judged on RU, and the DB load of
-// the victims, whose statements wait longer, rises too. A source that
-// flagged the row itself (api.TenantRow.FlaggedSince with
-// BaselineDBLoad) is judged on the baseline it sends.
+// the victims, whose statements wait longer, rises too. A row the
+// source flagged itself (api.TenantRow.FlaggedSince) is its offender,
+// and every row is judged against the DB-load baseline the source sends
+// (api.TenantRow.BaselineDBLoad), as rows of RU are against theirs.
 func (in *Tracker) dbDriver(s *api.Snapshot, group, key string, r *api.TenantRow, total float64) (Offender, bool) {
 	if in.own["db\x00"+key] == nil && in.own[key] == nil && in.n > DriverRecent && len(in.own) < MaxTracked {
 		// Not seen in the snapshots before, which the tracker watched for
@@ -661,40 +691,41 @@ func (in *Tracker) dbDriver(s *api.Snapshot, group, key string, r *api.TenantRow
 	}
 	key = "db\x00" + key
 	h := in.history(s, r, key, r.DBLoad, s.Measure == api.MeasureDB)
-	share := r.DBLoad / total
+	share, base := r.DBLoad/total, sourceBase(group, true, r)
 	var d Offender
 	var ok bool
-	if group == api.GroupTenant && !r.Untagged && !r.FlaggedSince.IsZero() {
-		recent := r.DBLoad
-		if len(h) > DriverRecent {
-			_, recent, _ = Split(h)
-		}
+	if group == api.GroupTenant && !r.FlaggedSince.IsZero() {
 		delete(in.flags, key)
-		if share >= DriverShare/2 && (r.BaselineDBLoad == 0 || recent >= DriverClear*r.BaselineDBLoad) {
-			f := flag{base: r.BaselineDBLoad, from: "collector", since: r.FlaggedSince}
-			d, ok = f.offender(share, recent), true
-		}
-	} else if _, recent, _ := Split(h); in.flags[key] != nil || recent >= MinDBLoad {
-		d, ok = in.driver(s, key, share, r.DBLoad, 0, h)
+		d, ok = flaggedBySource(r, share, r.DBLoad, base, h)
+	} else if in.flags[key] != nil || recentOf(h, r.DBLoad) >= MinDBLoad {
+		d, ok = in.driver(s, key, share, r.DBLoad, base, h)
 	}
 	d.Measure = "DB load"
 	return d, ok
 }
 
-// flaggedBySource is the offender a source's own detector flagged
-// (api.TenantRow.FlaggedSince): the same for every client. The source
-// judged the second before the one it serves, so the flag is held to the
-// rule that clears it (as driver clears its own) on the snapshot shown:
-// a tenant throttled to nothing is not named at "0% of RU".
-func flaggedBySource(r *api.TenantRow, share float64, h []float64) (Offender, bool) {
-	recent := r.RUPerSec
+// recentOf is the recent load of a history h (Split), or now when h is
+// too short to split.
+func recentOf(h []float64, now float64) float64 {
 	if len(h) > DriverRecent {
-		_, recent, _ = Split(h)
+		_, now, _ = Split(h)
 	}
-	if share < DriverShare/2 || (r.BaselineRUPerSec > 0 && recent < DriverClear*r.BaselineRUPerSec) {
+	return now
+}
+
+// flaggedBySource is the offender a source's own detector flagged
+// (api.TenantRow.FlaggedSince), with this share and load now, against
+// the baseline the source sends (sourceBase; 0: new load): the same for
+// every client, the untagged row too. The source judged the second
+// before the one it serves, so the flag is held to the rule that clears
+// it (as driver clears its own) on the snapshot shown: a tenant
+// throttled to nothing is not named at "0% of RU".
+func flaggedBySource(r *api.TenantRow, share, now, base float64, h []float64) (Offender, bool) {
+	recent := recentOf(h, now)
+	if share < DriverShare/2 || (base > 0 && recent < DriverClear*base) {
 		return Offender{}, false
 	}
-	f := flag{base: r.BaselineRUPerSec, from: "collector", since: r.FlaggedSince}
+	f := flag{base: base, from: "collector", since: r.FlaggedSince}
 	return f.offender(share, recent), true
 }
 

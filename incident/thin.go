@@ -25,6 +25,24 @@ import (
 // one slow call names nobody. The source's detector says how long it has
 // seen a tenant slow (api.TenantRow.SlowSince), so a qtop started late,
 // or reading once, names the same small victims as one that watched.
+//
+// A break is a dip under the line longer than VictimDip of the window
+// (3 s of a collector's 10 s): a tenant that passes the test again
+// within that of the last snapshot it passed it in (a second or two just
+// under the line) is slow without a break, and its run keeps its start.
+// A p95 near 1.5× its baseline crosses the line back and forth as single
+// requests enter and leave the window while none of them got faster:
+// the windows on either side of such a dip share at least 7 of their 10
+// seconds, mostly the same slow requests, and ending the run there left
+// a small tenant slowed for minutes unnamed (each run shorter than the
+// window) and counted as recovered by the autopilot, which reads these
+// victims. A tenant fast for longer than that has recovered: its next
+// run starts afresh. The bound stays well inside the window, so one slow
+// call still names nobody: it keeps a small tenant slow for exactly the
+// window, and only a second slow call within the bound after the first
+// left it, two in 13 s, makes one run longer than the window. The dip
+// itself names nobody (its p95 is under the line); Since, and the FOR
+// column of qtop that shows it, go on from the run's start.
 
 // corroborate returns h's victims with those of thin that something
 // corroborates.
@@ -43,30 +61,44 @@ func (in *Tracker) corroborate(h Headline, thin []Victim) []Victim {
 }
 
 // slow follows the tenant's run of snapshots passing the victim test
-// (slow: snapshot n, at now, passes it; source: when the source says the
-// run began, zero if it does not) and returns when the run began (zero:
-// no run).
-func (b *tenantBaseline) slow(slow bool, n int64, now, source time.Time) time.Time {
+// (slow: the snapshot at now passes it; source: when the source says the
+// run began, zero if it does not; dip: the longest break the run goes on
+// through) and returns when the run began (zero: this snapshot does not
+// pass). A clock that steps back keeps the run, its start no later than
+// now.
+func (b *tenantBaseline) slow(slow bool, now, source time.Time, dip time.Duration) time.Time {
 	if !slow {
-		b.slowSince = time.Time{}
-		return b.slowSince
+		return time.Time{}
 	}
-	if b.slowSince.IsZero() || b.slowAt != n-1 {
+	if b.slowSince.IsZero() || now.Sub(b.slowLast) > dip {
+		b.slowSince = now
+	}
+	if b.slowSince.After(now) {
 		b.slowSince = now
 	}
 	if !source.IsZero() && source.Before(b.slowSince) {
 		b.slowSince = source
 	}
-	b.slowAt = n
+	b.slowLast = now
 	return b.slowSince
 }
 
+// dip is the longest break a run of snapshots passing the victim test
+// goes on through: VictimDip of the window.
+func (in *Tracker) dip() time.Duration {
+	return time.Duration(VictimDip * in.window * float64(time.Second))
+}
+
 // SlowSince returns when tenant's p95 began to pass the victim test in
-// the snapshots added, without a break (zero: it did not pass it in the
-// last one). A collector serves it (api.TenantRow.SlowSince) so that its
-// readers judge a tenant on a few requests as it does.
+// the snapshots added, without a break longer than VictimDip of the
+// window: the start of the run it is in, through a dip too (zero: it has
+// not passed the test in the last VictimDip of the window). A collector
+// serves it (api.TenantRow.SlowSince) so that its readers judge a tenant
+// on a few requests as it does: a reader whose snapshot the tenant passes
+// in takes it as its run's start, whether the collector's detector had
+// judged that second yet or still stood in the dip before it.
 func (in *Tracker) SlowSince(tenant string) time.Time {
-	if b := in.rows[tenant]; b != nil && b.slowAt == in.n {
+	if b := in.rows[tenant]; b != nil && !b.slowSince.IsZero() && in.now.Sub(b.slowLast) <= in.dip() {
 		return b.slowSince
 	}
 	return time.Time{}

@@ -149,3 +149,111 @@ func TestMixOfFewRequestsNamesNoVictim(t *testing.T) {
 		t.Errorf("reports ×3 for 30 s: victims %+v, want tenant-20 with GET /reports", h.Victims)
 	}
 }
+
+// flapping returns a p95 of 100 ms over [from, to) but for the seconds
+// in dips, else 0: a tenant whose p95 crosses the victim line back and
+// forth.
+func flapping(from, to int, dips ...int) func(int) float64 {
+	return func(i int) float64 {
+		if i < from || i >= to || slices.Contains(dips, i) {
+			return 0
+		}
+		return 0.1
+	}
+}
+
+// TestFlappingSmallVictimKeepsItsRun: a small tenant whose p95 dips
+// under the line for a second or two (under VictimDip) and is slow again
+// is slow without a break: Since keeps its start, it is named once that
+// outlasts the window (alone: no offender, no large victim), in every
+// second it passes the test, and the source serves the same start. Before,
+// each dip began its run again and it was never named.
+func TestFlappingSmallVictimKeepsItsRun(t *testing.T) {
+	none := func(int) float64 { return 0 }
+	dips := []int{104, 105, 109, 113, 114, 119, 120} // a second or two under the line
+	var in Tracker
+	got := victimSeconds(t, &in, 130, flapping(100, 125, dips...), none)
+	var want []int
+	for i := 111; i < 125; i++ {
+		if !slices.Contains(dips, i) {
+			want = append(want, i)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("flapping for 25 s: named at %v, want %v (slow seconds from 11 s on)", got, want)
+	}
+	var in2 Tracker
+	for i := range 122 {
+		s := smallAt(i, flapping(100, 125, dips...), none)
+		h := in2.Add(&s)
+		if i < 100 {
+			continue
+		}
+		// Served through the dips too: a reader whose snapshot small-0
+		// passes in takes it whether or not the source had judged that
+		// second yet.
+		if got := in2.SlowSince("small-0"); !got.Equal(t0.Add(100 * time.Second)) {
+			t.Errorf("second %d: SlowSince = %v, want second 100 (the dips are no break)", i, got)
+		}
+		named := len(h.Victims) == 1 && h.Victims[0].Since.Equal(t0.Add(100*time.Second))
+		if want := i > 110 && !slices.Contains(dips, i); named != want {
+			t.Errorf("second %d: victims %+v, want small-0 since second 100: %v", i, h.Victims, want)
+		}
+	}
+}
+
+// TestRecoveredSmallVictimIsNotKept: a small tenant fast again for
+// longer than VictimDip has recovered: its run ends there, and slow
+// again it is named alone only once its new run outlasts the window.
+func TestRecoveredSmallVictimIsNotKept(t *testing.T) {
+	none := func(int) float64 { return 0 }
+	// Slow 8 s, three snapshots under the line (4 s from the last pass
+	// to the next: more than VictimDip), slow 8 s: two runs, neither
+	// longer than the window.
+	recovered := []int{108, 109, 110}
+	var in Tracker
+	if got := victimSeconds(t, &in, 140, flapping(100, 119, recovered...), none); len(got) != 0 {
+		t.Errorf("slow 8 s, 3 s under the line, slow 8 s: named at %v, want never", got)
+	}
+	// Named after 11 s of its first run, it recovers for 5 s: the second
+	// run starts afresh and is named 11 s into it.
+	var in2 Tracker
+	got := victimSeconds(t, &in2, 160, flapping(100, 150, 120, 121, 122, 123, 124), none)
+	want := []int{111, 112, 113, 114, 115, 116, 117, 118, 119}
+	for i := 136; i < 150; i++ {
+		want = append(want, i)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("slow 20 s, fast 5 s, slow 25 s: named at %v, want %v", got, want)
+	}
+	var in3 Tracker
+	for i := range 130 {
+		s := smallAt(i, flapping(100, 130, 120, 121, 122, 123, 124), none)
+		in3.Add(&s)
+		var want time.Time // the run's start while it lasts
+		switch {
+		case i >= 100 && i < 123: // through 3 s after its last pass
+			want = t0.Add(100 * time.Second)
+		case i >= 125:
+			want = t0.Add(125 * time.Second)
+		}
+		if got := in3.SlowSince("small-0"); !got.Equal(want) {
+			t.Errorf("second %d: SlowSince = %v, want %v", i, got, want)
+		}
+	}
+}
+
+// TestSlowRunClockBackwards: a snapshot time that steps back (a clock
+// set back a second) neither breaks a run nor puts its start after now.
+func TestSlowRunClockBackwards(t *testing.T) {
+	var b tenantBaseline
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	for n, tc := range []struct {
+		sec  int
+		want int
+	}{{100, 100}, {101, 100}, {102, 100}, {101, 100}, {102, 100}, {50, 50}, {51, 50}} {
+		if got := b.slow(true, at(tc.sec), time.Time{}, 3*time.Second); !got.Equal(at(tc.want)) {
+			t.Errorf("step %d at second %d: since %v, want second %d", n, tc.sec, got.Sub(t0), tc.want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"math"
@@ -20,13 +21,15 @@ import (
 // Baselines in the collector: the same for every qtop that reads it, so
 // that the headline's offenders and victims do not depend on when a qtop
 // started or whether it restarted. Each second the live view (tenants by
-// RU, as the autopilot reads it) adds each tenant's p95, share of RU and
-// RU/s to the minute it falls in; a tenant's baseline is the median, over
-// the complete minutes of the trailing hour except the last baselineGap
-// (which an incident under way would fill), of those minutes' means —
-// once at least baselineMinutes such minutes exist. The live view then
-// carries it (api.TenantRow.BaselineP95Seconds, BaselineShare,
-// BaselineRUPerSec) and qtop judges against it ("baselines: collector").
+// RU, as the autopilot reads it) adds each tenant's p95, share of RU,
+// RU/s and DB load to the minute it falls in; a tenant's baseline is the
+// median, over the complete minutes of the trailing hour except the last
+// baselineGap (which an incident under way would fill), of those minutes'
+// means — once at least baselineMinutes such minutes exist. The live view
+// then carries it (api.TenantRow.BaselineP95Seconds, BaselineShare,
+// BaselineRUPerSec, and BaselineDBLoad on a row with DB load and no RU,
+// which is judged on DB load) and qtop judges against it ("baselines:
+// collector").
 // Each tenant's routes' p95 are kept alike and served on its route rows
 // (baselineroutes.go).
 //
@@ -91,7 +94,7 @@ type baselineBook struct {
 	mu        sync.Mutex
 	minute    int64 // the minute being filled (unix minutes)
 	tenants   map[string]*tenantMinutes
-	served    map[string][3]float64     // p95 seconds, share of RU, RU/s: the baselines served
+	served    map[string][4]float64     // p95 seconds, share of RU, RU/s, DB load: the baselines served
 	services  map[string]*tenantMinutes // only p95 is used
 	servedSvc map[string]float64        // p95 seconds
 	// routes and servedRoute are the tenants' routes' (routeKey), as
@@ -123,8 +126,8 @@ type baselineBook struct {
 type flagged struct {
 	name  string
 	since time.Time
-	base  float64 // the RU/s it was flagged against (0: new load)
-	db    bool    // flagged on DB load (a row with no RU): base is of it
+	base  float64 // the load it was flagged against (0: new load): RU/s, or DB load with db
+	db    bool    // flagged on DB load (keepFlags)
 }
 
 // tenantMinutes is one tenant's (or service's) ring of minutes.
@@ -137,7 +140,7 @@ type tenantMinutes struct {
 }
 
 func newBaselineBook() *baselineBook {
-	return &baselineBook{gap: baselineGap, need: baselineMinutes, seconds: minuteSeconds, tenants: map[string]*tenantMinutes{}, served: map[string][3]float64{},
+	return &baselineBook{gap: baselineGap, need: baselineMinutes, seconds: minuteSeconds, tenants: map[string]*tenantMinutes{}, served: map[string][4]float64{},
 		services: map[string]*tenantMinutes{}, servedSvc: map[string]float64{}, routes: map[string]*tenantMinutes{}, servedRoute: map[string]float64{},
 		before: map[string][2]float64{}}
 }
@@ -182,10 +185,7 @@ func (b *baselineBook) learn(s *api.Snapshot, services []serviceLevel, held map[
 	}
 	b.tellBefore(&own)
 	h := b.tr.Add(&own)
-	b.flagged = b.flagged[:0]
-	for _, o := range h.Offenders {
-		b.flagged = append(b.flagged, flagged{o.Name, o.Since, o.Baseline, o.Measure != ""})
-	}
+	b.keepFlags(h)
 	b.restoreSince(s.Time) // baselineflags.go
 	// Victims stop the learning only when judged against the baselines
 	// served (the tracker's own, a lower quartile of the last two
@@ -241,6 +241,18 @@ func (b *baselineBook) learn(s *api.Snapshot, services []serviceLevel, held map[
 			tm.add(m, r.P95Seconds, share, r.RUPerSec, r.DBLoad)
 		}
 		b.learnRoutes(r, m)
+	}
+}
+
+// keepFlags keeps the offenders of the tracker's headline h, each with
+// the baseline it was flagged against: of DB load when it was judged on
+// DB load (a row with no RU, or every row of a headline of DB load, such
+// as a collector's whose only source is PostgreSQL's sampler), else of
+// RU/s.
+func (b *baselineBook) keepFlags(h incident.Headline) {
+	b.flagged = b.flagged[:0]
+	for _, o := range h.Offenders {
+		b.flagged = append(b.flagged, flagged{o.Name, o.Since, o.Baseline, cmp.Or(o.Measure, h.Measure) == "DB load"})
 	}
 }
 
@@ -338,37 +350,36 @@ func (tm *tenantMinutes) add(m int64, p95, share, ru, db float64) {
 func (b *baselineBook) turn(m int64) []byte {
 	b.minute = m
 	clear(b.served)
-	var ps, ss, rs []float64
+	var ms minuteMeans
 	for name, tm := range b.tenants {
 		if m-tm.lastMinute > baselineSlots {
 			delete(b.tenants, name)
 			continue
 		}
-		if ps, ss, rs = b.complete(tm, m, ps, ss, rs); int64(len(ps)) >= b.need {
-			b.served[name] = [3]float64{median(ps), median(ss), median(rs)}
+		if b.complete(tm, m, &ms); int64(len(ms.p95)) >= b.need {
+			b.served[name] = [4]float64{median(ms.p95), median(ms.share), median(ms.ru), median(ms.db)}
 		}
 	}
 	b.turnBefore(m)
-	ps, ss, rs = b.turnP95(b.services, b.servedSvc, m, ps, ss, rs)
-	b.turnP95(b.routes, b.servedRoute, m, ps, ss, rs) // baselineroutes.go
+	b.turnP95(b.services, b.servedSvc, m, &ms)
+	b.turnP95(b.routes, b.servedRoute, m, &ms) // baselineroutes.go
 	return b.encode()
 }
 
 // turnP95 computes the p95 baselines of rings (services, routes) into
 // served at minute m's turn, and forgets the rings idle for the hour.
-// ps, ss and rs are scratch, returned for reuse.
-func (b *baselineBook) turnP95(rings map[string]*tenantMinutes, served map[string]float64, m int64, ps, ss, rs []float64) ([]float64, []float64, []float64) {
+// ms is scratch.
+func (b *baselineBook) turnP95(rings map[string]*tenantMinutes, served map[string]float64, m int64, ms *minuteMeans) {
 	clear(served)
 	for name, tm := range rings {
 		if m-tm.lastMinute > baselineSlots {
 			delete(rings, name)
 			continue
 		}
-		if ps, ss, rs = b.complete(tm, m, ps, ss, rs); int64(len(ps)) >= b.need {
-			served[name] = median(ps)
+		if b.complete(tm, m, ms); int64(len(ms.p95)) >= b.need {
+			served[name] = median(ms.p95)
 		}
 	}
-	return ps, ss, rs
 }
 
 // turnBefore computes each tenant's load over the complete minutes
@@ -397,23 +408,32 @@ func (b *baselineBook) turnBefore(m int64) {
 	}
 }
 
-// complete returns, in ps, ss and rs (reused), tm's means of the complete
-// minutes a baseline at minute m is taken from.
-func (b *baselineBook) complete(tm *tenantMinutes, m int64, ps, ss, rs []float64) ([]float64, []float64, []float64) {
-	ps, ss, rs = ps[:0], ss[:0], rs[:0]
+// minuteMeans are a ring's means of the minutes a baseline is taken
+// from, one of each per minute.
+type minuteMeans struct{ p95, share, ru, db []float64 }
+
+// complete sets ms (reused) to tm's means of the complete minutes a
+// baseline at minute m is taken from.
+func (b *baselineBook) complete(tm *tenantMinutes, m int64, ms *minuteMeans) {
+	ms.p95, ms.share, ms.ru, ms.db = ms.p95[:0], ms.share[:0], ms.ru[:0], ms.db[:0]
 	for i := range baselineSlots {
 		if at := tm.at[i]; tm.n[i] >= b.seconds && at >= m-baselineSlots && at < m-b.gap {
 			n := float64(tm.n[i])
-			ps, ss, rs = append(ps, tm.p95[i]/n), append(ss, tm.share[i]/n), append(rs, tm.ru[i]/n)
+			ms.p95, ms.share = append(ms.p95, tm.p95[i]/n), append(ms.share, tm.share[i]/n)
+			ms.ru, ms.db = append(ms.ru, tm.ru[i]/n), append(ms.db, tm.db[i]/n)
 		}
 	}
-	return ps, ss, rs
 }
 
 // median of v (reordered), as the headline takes its quantiles.
 func median(v []float64) float64 { return incident.Quantile(v, 0.5) }
 
-// snapshot gives the live view's tenant rows their baselines.
+// snapshot gives the live view's tenant rows their baselines: a row
+// judged on DB load (one with DB load and no RU) its DB load's, the
+// others their RU's, and the rows the book's detector flags, the
+// untagged one too, since when and the baseline they were flagged
+// against, so that a qtop reading once names the offenders a qtop that
+// watched does.
 func (b *baselineBook) snapshot(snap *api.Snapshot, _ time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -425,22 +445,24 @@ func (b *baselineBook) snapshot(snap *api.Snapshot, _ time.Time) {
 	}
 	for i := range snap.Tenants {
 		r := &snap.Tenants[i]
-		if r.Untagged {
-			continue
-		}
-		if bl, ok := b.served[r.Tenant]; ok {
+		if bl, ok := b.served[r.Tenant]; ok && !r.Untagged {
 			r.BaselineP95Seconds, r.BaselineShare, r.BaselineRUPerSec = bl[0], bl[1], bl[2]
+			if r.RUPerSec == 0 && r.DBLoad > 0 {
+				r.BaselineDBLoad = bl[3]
+			}
 		}
 		b.serveRoutes(r)
 		r.SlowSince = b.tr.SlowSince(r.Tenant)
+		name := incident.Label(api.GroupTenant, r)
 		for _, f := range b.flagged {
-			if f.name == api.Printable(r.Tenant) {
-				// Before the hour's baseline exists, the one it was
-				// flagged against (its load before the rise).
+			if f.name == name {
+				// Before the hour's baseline exists (and always for the
+				// untagged row, which the book does not learn), the one
+				// it was flagged against (its load before the rise).
 				r.FlaggedSince = f.since
-				if f.db {
+				if f.db && r.BaselineDBLoad == 0 {
 					r.BaselineDBLoad = f.base
-				} else if r.BaselineRUPerSec == 0 {
+				} else if !f.db && r.BaselineRUPerSec == 0 {
 					r.BaselineRUPerSec = f.base
 				}
 			}
