@@ -88,7 +88,10 @@ grace period (rename the new file into place); an empty or unreadable file
 keeps the old token and is logged. A token file that others may read, or its
 group write, is warned of at start (fix: chmod 600 FILE).
 Accepted reports are logged to --data-dir before they are acknowledged, so a
-killed collector loses nothing: restart it on the same --data-dir. Without
+killed collector loses nothing: restart it on the same --data-dir. It then
+listens at once and replays that log first: meanwhile /healthz answers,
+/readyz and every other door answer 503 with Retry-After (the processes send
+their reports again), and OTLP/gRPC and --rls-listen wait for it. Without
 --store the history is kept there too, in DuckDB (--data-dir/qtop.duckdb;
 a qtop.duckdb in the working directory, where earlier collectors kept it,
 is still read there until it is moved, and the log says so).
