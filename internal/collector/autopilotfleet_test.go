@@ -84,6 +84,19 @@ func (m pilotMember) follow(what string, ok func(policy.Policy) bool) {
 	})
 }
 
+// setPilotRules posts one autopilot rule in enforce mode to via and waits
+// until every member of fl has it from the shared policy.
+func setPilotRules(t *testing.T, via pilotMember, fl []pilotMember) {
+	t.Helper()
+	rules, _ := json.Marshal(pilotRule(policy.AutopilotEnforce))
+	if code, msg := post(t, via.url+PathAutopilotPolicy, via.token, string(rules)); code != http.StatusOK {
+		t.Fatalf("rules: %d %s", code, msg)
+	}
+	for _, m := range fl {
+		m.follow("the autopilot's rules", func(p policy.Policy) bool { return p.Autopilot != nil && len(p.Autopilot.Rules) == 1 })
+	}
+}
+
 // TestAutopilotCommandsReachTheHolder: in a fleet (two collectors, one
 // shared policy, the autopilot's lock in Redis), a command sent to the
 // collector that does not hold the lock — behind a load balancer the
@@ -107,13 +120,7 @@ func TestAutopilotCommandsReachTheHolder(t *testing.T) {
 	fl := newPilotFleet(t, 2)
 	c1, c2 := fl[0], fl[1]
 	ctx := context.Background()
-	rules, _ := json.Marshal(pilotRule(policy.AutopilotEnforce))
-	if code, msg := post(t, c2.url+PathAutopilotPolicy, c2.token, string(rules)); code != http.StatusOK {
-		t.Fatalf("rules: %d %s", code, msg)
-	}
-	hasRules := func(p policy.Policy) bool { return p.Autopilot != nil && len(p.Autopilot.Rules) == 1 }
-	c1.follow("the autopilot's rules", hasRules)
-	c2.follow("the autopilot's rules", hasRules)
+	setPilotRules(t, c2, fl)
 
 	// c2 steps first: it holds the lock, and starts an action (as its
 	// engine would: the action in the engine, its apply written).
@@ -237,5 +244,27 @@ func TestAutopilotCommandsReachTheHolder(t *testing.T) {
 	if st := p1.state(); !st.Status.Acting || len(st.Status.Active) != 0 || st.Decisions[0].Kind != autopilot.KindCancel ||
 		st.Decisions[0].ActionID != second.ID {
 		t.Fatalf("c1 taking the lock after the cancel: acting %v, active %+v, newest decision %v", st.Status.Acting, st.Status.Active, st.Decisions[0])
+	}
+}
+
+// TestAutopilotLockLetGoAtStop: a holder that stops lets the autopilot's
+// lock go, so the next collector of the fleet takes over at its next step
+// and follows the actions the holder saved, not once the key runs out
+// 5 s later (the holder, stopped, renews it no more).
+func TestAutopilotLockLetGoAtStop(t *testing.T) {
+	fl := newPilotFleet(t, 2)
+	c1, c2 := fl[0], fl[1]
+	setPilotRules(t, c1, fl)
+	c1.step(&api.Snapshot{})
+	c2.step(&api.Snapshot{})
+	if st := c2.s.feat.pilot.state().Status; st.Acting {
+		t.Fatal("c2 acts while c1 holds the lock")
+	}
+	if err := c1.s.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c2.step(&api.Snapshot{})
+	if st := c2.s.feat.pilot.state().Status; !st.Acting {
+		t.Fatalf("c2 the step after c1 stopped: acting %v, %q; want it to hold the lock c1 let go", st.Acting, st.Note)
 	}
 }

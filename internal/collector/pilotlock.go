@@ -96,6 +96,22 @@ func (l *pilotLock) hold(ctx context.Context) (pilotHold, error) {
 	return h, nil
 }
 
+// releaseScript deletes the lock (KEYS[1]) when ARGV[1] holds it.
+var releaseScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0`)
+
+// release lets the lock go if this collector holds it, at its stop: the
+// next collector takes it at its next step rather than when the key runs
+// out (pilotLockTTL). What it saved beside the lock stays for that one.
+func (l *pilotLock) release(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	return releaseScript.Run(ctx, l.client, []string{l.key}, l.me).Err()
+}
+
 // holder returns who holds the lock ("": nobody), without taking it.
 func (l *pilotLock) holder(ctx context.Context) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
