@@ -260,6 +260,10 @@ func TestAutopilotLockLetGoAtStop(t *testing.T) {
 	if st := c2.s.feat.pilot.state().Status; st.Acting {
 		t.Fatal("c2 acts while c1 holds the lock")
 	}
+	// c1 runs its background work, as a collector serving does, so that
+	// its Shutdown stops it first (the quota's loop among it, whose
+	// Redis client the lock shares).
+	c1.s.Run(t.Context())
 	if err := c1.s.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -149,6 +149,14 @@ func (q *fleetQuota) reply(rep *report.Report, now time.Time, reply report.Reply
 	return reply
 }
 
+// closeClient closes the Redis client, which the autopilot's lock shares:
+// at Shutdown, once the autopilot has let the lock go (flushActions).
+func (q *fleetQuota) closeClient() {
+	if q.client != nil {
+		q.client.Close()
+	}
+}
+
 // start exchanges this collector's quota sums with the others' every
 // QuotaSync, on a goroutine of wg, until ctx ends; without QuotaRedis it
 // does nothing.
@@ -159,7 +167,6 @@ func (q *fleetQuota) start(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		defer q.client.Close()
 		t := time.NewTicker(q.every)
 		defer t.Stop()
 		var lastErr string

@@ -534,7 +534,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.life.cancel()
 	}
 	s.life.wg.Wait()
-	s.feat.pilot.flushActions() // its loop has stopped
+	s.feat.pilot.flushActions() // its loop has stopped; it lets the lock go
+	s.feat.quota.closeClient()  // the lock's client too, so after that
 	if s.boot.pending.Load() {
 		// The log was not replayed in full: the minutes are not whole and
 		// the log, kept, is replayed at the next start.
