@@ -11,15 +11,16 @@ import (
 	"github.com/qtop-dev/qtop/store/storetest"
 )
 
-// lastDDL is the name of the newest ON CLUSTER statement in the cluster's
-// DDL queue in ZooKeeper (query-SEQUENCE: names only grow, whatever the
-// queue's cleanup removes).
+// lastDDL is the name of the newest ON CLUSTER statement on c's database
+// in the cluster's DDL queue in ZooKeeper (query-SEQUENCE: names only
+// grow, whatever the queue's cleanup removes); other tests' statements on
+// the shared cluster, run meanwhile, are not counted.
 func (c liveCluster) lastDDL(t testing.TB) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var name string
-	if err := c.node(t, 0).QueryRow(ctx, "SELECT max(name) FROM system.zookeeper WHERE path = '/clickhouse/task_queue/ddl'").Scan(&name); err != nil {
+	if err := c.node(t, 0).QueryRow(ctx, fmt.Sprintf("SELECT max(name) FROM system.zookeeper WHERE path = '/clickhouse/task_queue/ddl' AND position(value, '%s') > 0", c.db)).Scan(&name); err != nil {
 		t.Fatal(err)
 	}
 	return name
@@ -34,6 +35,9 @@ func TestLiveClusterReopenRunsNoDDL(t *testing.T) {
 	c := newLiveCluster(t)
 	c.open(t) // creates and migrates the schema
 	before := c.lastDDL(t)
+	if before == "" {
+		t.Fatal("creating the schema queued no ON CLUSTER statement on its database: the queue is not read right")
+	}
 	c.open(t)
 	if after := c.lastDDL(t); after != before {
 		t.Fatalf("reopening queued ON CLUSTER statements (the newest was %s, now %s), want none", before, after)
