@@ -36,6 +36,11 @@ type AutopilotStatus struct {
 	// what it cannot do.
 	Acting bool   `json:"acting"`
 	Note   string `json:"note,omitempty"`
+	// HeldBy names the collector of the fleet that holds the autopilot's
+	// lock when it is another: Active and Recent are then that one's, as
+	// it saved them beside the lock at its last change (a cancel sent
+	// here is passed to it).
+	HeldBy string `json:"held_by,omitempty"`
 	// Active are the actions in force (or in shadow), oldest first.
 	Active []AutopilotRow `json:"active,omitempty"`
 	// Recent are the newest decisions, newest first, each on one line

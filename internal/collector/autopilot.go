@@ -65,6 +65,11 @@ type pilotPart struct {
 	note    string
 	recent  []autopilot.Decision // newest last, at most api.MaxAutopilotRecent
 	decided uint64               // decisions made or adopted into recent, in all: a save writes on a change
+	// held is what the collector that holds the fleet's lock, when
+	// another, saved beside it, as this one's last step read it (nil:
+	// this one acts, or none was saved): the status lists it as that
+	// one's, so that every collector of a fleet shows the actions in force.
+	held *heldPilot
 
 	decisions *prometheus.CounterVec
 	active    *prometheus.GaugeVec
@@ -229,7 +234,7 @@ func (p *pilotPart) turn(ctx context.Context) (pilotTurn, bool) {
 	t := p.mayAct(ctx)
 	p.mu.Lock()
 	took := t.act && (t.took || !p.acting)
-	p.acting, p.note = t.act, t.note
+	p.acting, p.note, p.held = t.act, t.note, t.held
 	p.mu.Unlock()
 	if t.other != "" {
 		if n := p.eng.Release(); n > 0 {
@@ -284,6 +289,15 @@ type pilotTurn struct {
 	// cancels were sent to the fleet's other collectors, for this one,
 	// the holder (pilotLock.pass).
 	cancels []pilotCancel
+	// held is what other saved beside the lock (nil: nothing).
+	held *heldPilot
+}
+
+// heldPilot is the saved state of the collector (by) that holds the
+// fleet's lock, as another reads it.
+type heldPilot struct {
+	by string
+	sp savedPilot
 }
 
 // mayAct says whether this collector runs the rules now.
@@ -302,7 +316,12 @@ func (p *pilotPart) mayAct(ctx context.Context) pilotTurn {
 	case err != nil:
 		return pilotTurn{note: "the autopilot's lock in Redis cannot be taken (" + err.Error() + "): no collector acts"}
 	case h.holder != p.lock.me:
-		return pilotTurn{note: "collector " + h.holder + " holds the autopilot's lock and acts", other: h.holder}
+		t := pilotTurn{note: "collector " + h.holder + " holds the autopilot's lock and acts", other: h.holder}
+		if h.saved != nil {
+			t.held = &heldPilot{by: h.holder, sp: *h.saved}
+			t.note += ": below, its actions as it last saved them"
+		}
+		return t
 	}
 	return pilotTurn{act: true, took: h.took, cancels: h.cancels}
 }
@@ -393,7 +412,7 @@ func (p *pilotPart) snapshot(snap *api.Snapshot, _ time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.syncLocked()
-	if len(p.rules.Rules) == 0 && len(p.recent) == 0 && len(p.eng.Active()) == 0 {
+	if len(p.rules.Rules) == 0 && len(p.recent) == 0 && len(p.eng.Active()) == 0 && p.held == nil {
 		return
 	}
 	st := p.statusLocked()
@@ -411,15 +430,29 @@ func (p *pilotPart) statusLocked() api.AutopilotStatus {
 			st.Enforcing++
 		}
 	}
-	for _, a := range p.eng.Active() {
+	active, recent := p.held.shown(p.eng.Active(), p.recent)
+	if p.held != nil {
+		st.HeldBy = p.held.by
+	}
+	for _, a := range active {
 		st.Active = append(st.Active, api.AutopilotRow{ID: a.ID, Rule: a.Rule, Tenant: a.Tenant,
 			Action: string(a.Action), Limit: a.Limit, Unit: unitOf(a.Action), Level: a.Level,
 			Shadow: a.Shadow, Started: a.Started, Expires: a.Expires, Evidence: a.Evidence.String()})
 	}
-	for i := len(p.recent) - 1; i >= 0; i-- {
-		st.Recent = append(st.Recent, p.recent[i].String())
+	for i := len(recent) - 1; i >= 0; i-- {
+		st.Recent = append(st.Recent, recent[i].String())
 	}
 	return st
+}
+
+// shown returns the actions and the recent decisions (oldest first) a
+// status lists: this collector's own (nil h), or those the fleet's holder
+// of the lock saved, when another holds it.
+func (h *heldPilot) shown(own []autopilot.Action, recent []autopilot.Decision) ([]autopilot.Action, []autopilot.Decision) {
+	if h != nil {
+		return h.sp.Actions, h.sp.Recent
+	}
+	return own, recent
 }
 
 // noPilotRules is the note of a step that found no rules.
@@ -441,8 +474,9 @@ func (p *pilotPart) state() autopilotState {
 	defer p.mu.Unlock()
 	p.syncLocked()
 	s := autopilotState{Status: p.statusLocked(), Rules: p.rules}
-	for i := len(p.recent) - 1; i >= 0; i-- {
-		s.Decisions = append(s.Decisions, p.recent[i])
+	_, recent := p.held.shown(nil, p.recent)
+	for i := len(recent) - 1; i >= 0; i-- {
+		s.Decisions = append(s.Decisions, recent[i])
 	}
 	return s
 }

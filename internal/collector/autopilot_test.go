@@ -1002,9 +1002,8 @@ func TestAutopilotDecisionsKeptAcrossRestart(t *testing.T) {
 // beside the fleet's lock (--quota-redis) and restarts while the lock is
 // still its own takes the lock over when it starts: its first GET lists
 // the actions and decisions saved there, as its first step would have.
-// One that starts while another holds the lock lists none of the
-// holder's (they are not its to follow or cancel) and says who holds it,
-// as after its first step.
+// One that starts while another holds the lock follows none of the
+// holder's actions but lists them as the holder's, and says who holds it.
 func TestAutopilotLockCopyListedAtStart(t *testing.T) {
 	addr := testsvc.Redis(t)
 	prefix := fmt.Sprintf("{qtop-pilot-%d}:", time.Now().UnixNano())
@@ -1044,10 +1043,17 @@ func TestAutopilotLockCopyListedAtStart(t *testing.T) {
 	}
 	other := newFixture(t, withLock("c2"), func(c *Config) { c.DataDir = dir })
 	defer other.stop()
-	if st := other.s.feat.pilot.state(); st.Status.Acting || len(st.Status.Active) != 0 || len(st.Decisions) != 0 ||
+	// It lists c1's actions and decisions as c1's (HeldBy), as saved
+	// beside the lock: every collector of the fleet shows what is in force.
+	if st := other.s.feat.pilot.state(); st.Status.Acting || st.Status.HeldBy != "c1" || len(st.Status.Active) != 1 ||
+		st.Status.Active[0].ID != act.ID || len(st.Decisions) != 1 || st.Decisions[0].Kind != autopilot.KindApply ||
 		!strings.Contains(st.Status.Note, "c1 holds") {
-		t.Fatalf("c2 started while c1 holds the lock: acting %v (%q), active %+v, decisions %+v",
-			st.Status.Acting, st.Status.Note, st.Status.Active, st.Decisions)
+		t.Fatalf("c2 started while c1 holds the lock: acting %v, held by %q (%q), active %+v, decisions %+v",
+			st.Status.Acting, st.Status.HeldBy, st.Status.Note, st.Status.Active, st.Decisions)
+	}
+	// Its own engine follows none of them: c1 does.
+	if n := len(other.s.feat.pilot.eng.Active()); n != 0 {
+		t.Fatalf("c2's engine follows %d actions; c1 holds the lock", n)
 	}
 }
 

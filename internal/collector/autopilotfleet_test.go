@@ -157,8 +157,9 @@ func TestAutopilotCommandsReachTheHolder(t *testing.T) {
 		t.Fatalf("c1 after taking over: acting %v, active %+v", st.Acting, st.Active)
 	}
 	c2.step(&api.Snapshot{})
-	if st := p2.state().Status; st.Acting || len(st.Active) != 0 {
-		t.Errorf("c2 without the lock lists %d actions as its own (acting %v): c1 follows them", len(st.Active), st.Acting)
+	if st := p2.state().Status; st.Acting || st.HeldBy != "c1" || len(st.Active) != 1 || st.Active[0].ID != act.ID || len(p2.eng.Active()) != 0 {
+		t.Errorf("c2 without the lock: acting %v, held by %q, lists %+v, follows %d; want c1's action listed as c1's, followed by c1 alone",
+			st.Acting, st.HeldBy, st.Active, len(p2.eng.Active()))
 	}
 
 	// The cancel, sent to c2.
@@ -171,6 +172,10 @@ func TestAutopilotCommandsReachTheHolder(t *testing.T) {
 	c1.step(&api.Snapshot{})
 	if st := p1.state(); len(st.Status.Active) != 0 || len(st.Decisions) == 0 || st.Decisions[0].Kind != autopilot.KindCancel {
 		t.Fatalf("c1 after the cancel sent to c2: active %+v, decisions %+v; want the action cancelled", st.Status.Active, st.Decisions)
+	}
+	c2.step(&api.Snapshot{})
+	if st := p2.state(); len(st.Status.Active) != 0 || len(st.Decisions) == 0 || st.Decisions[0].Kind != autopilot.KindCancel {
+		t.Errorf("c2 after c1 cancelled: lists %+v, newest decisions %+v; want c1's state: no action, the cancel", st.Status.Active, st.Decisions)
 	}
 	if got := p1.eng.Spared(); !got["bigcorp"].Equal(act.Expires) {
 		t.Errorf("c1 spares %v, want bigcorp until %v", got, act.Expires)

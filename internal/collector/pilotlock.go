@@ -41,7 +41,9 @@ func newPilotLock(c *redis.Client, prefix, me string) *pilotLock {
 // when nobody does, and returns the holder; to the holder, followed by
 // "1" when it took the lock now ("0": renewed) and the cancels the
 // fleet's other collectors passed to it (KEYS[2], a hash of action id →
-// who sent the cancel) as field, value, ….
+// who sent the cancel) as field, value, …; to another collector,
+// followed by the state the holder saved (KEYS[3]; "": none), which that
+// one lists as the holder's.
 var holdScript = redis.NewScript(`
 local h = redis.call('GET', KEYS[1])
 local took = '0'
@@ -51,7 +53,7 @@ elseif not h then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   h, took = ARGV[1], '1'
 else
-  return {h}
+  return {h, redis.call('GET', KEYS[3]) or ''}
 end
 local out = redis.call('HGETALL', KEYS[2])
 table.insert(out, 1, h)
@@ -67,18 +69,21 @@ type pilotCancel struct {
 
 // pilotHold is what hold found: who holds the lock; and when it is this
 // collector, whether it took the lock now (from nobody: another may
-// have held it since this one last did) and the cancels passed to it.
+// have held it since this one last did) and the cancels passed to it;
+// when it is another, the state that one saved beside the lock (saved;
+// nil: none, or unreadable).
 type pilotHold struct {
 	holder  string
 	took    bool
 	cancels []pilotCancel
+	saved   *savedPilot
 }
 
 // hold takes or renews the lock (one round trip, the cancels with it).
 func (l *pilotLock) hold(ctx context.Context) (pilotHold, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	out, err := holdScript.Run(ctx, l.client, []string{l.key, l.cancelsKey()}, l.me, pilotLockTTL.Milliseconds()).StringSlice()
+	out, err := holdScript.Run(ctx, l.client, []string{l.key, l.cancelsKey(), l.actionsKey()}, l.me, pilotLockTTL.Milliseconds()).StringSlice()
 	if err == nil && (len(out) == 0 || out[0] == l.me && len(out)%2 != 0) {
 		err = fmt.Errorf("the lock's script answered %d values", len(out))
 	}
@@ -87,6 +92,12 @@ func (l *pilotLock) hold(ctx context.Context) (pilotHold, error) {
 	}
 	h := pilotHold{holder: out[0]}
 	if h.holder != l.me {
+		if len(out) > 1 && out[1] != "" {
+			var sp savedPilot
+			if json.Unmarshal([]byte(out[1]), &sp) == nil {
+				h.saved = &sp
+			}
+		}
 		return h, nil
 	}
 	h.took = out[1] == "1"
@@ -124,6 +135,7 @@ func (l *pilotLock) holder(ctx context.Context) (string, error) {
 }
 
 func (l *pilotLock) cancelsKey() string { return l.key + "-cancels" }
+func (l *pilotLock) actionsKey() string { return l.key + "-actions" }
 
 // pass passes c, a cancel sent to this collector, which does not hold
 // the lock, to the one that does (holder; "": none now): kept beside the
@@ -179,7 +191,7 @@ const pilotActionsTTL = 24 * time.Hour
 func (l *pilotLock) put(ctx context.Context, b []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	return l.client.Set(ctx, l.key+"-actions", b, pilotActionsTTL).Err()
+	return l.client.Set(ctx, l.actionsKey(), b, pilotActionsTTL).Err()
 }
 
 // load returns what the last holder saved (nothing when it saved
@@ -188,7 +200,7 @@ func (l *pilotLock) put(ctx context.Context, b []byte) error {
 func (l *pilotLock) load(ctx context.Context) (savedPilot, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	b, err := l.client.Get(ctx, l.key+"-actions").Bytes()
+	b, err := l.client.Get(ctx, l.actionsKey()).Bytes()
 	var sp savedPilot
 	if errors.Is(err, redis.Nil) {
 		return sp, nil

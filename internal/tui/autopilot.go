@@ -201,6 +201,8 @@ func autopilotBlock(c *common, st *api.AutopilotStatus, stamp time.Time, cursor,
 		title += " · PAUSED: no new action (A resumes)"
 	case st.Acting:
 		title += " · acting (A pauses)"
+	case st.HeldBy != "":
+		title += " · collector " + clean(st.HeldBy) + " acts (A pauses)"
 	default:
 		title += " · not acting"
 	}

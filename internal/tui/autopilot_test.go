@@ -28,8 +28,9 @@ const pilotEvidence = "victims 4 (acme p95 128ms base 40ms, globex p95 123ms bas
 
 // pilotIncident is the incident under the autopilot: mode "enforce",
 // "shadow" (the same decision, not applied), "paused" (enforced, then
-// paused by hand: the action stays until it lifts) or "idle" (another
-// collector acts).
+// paused by hand: the action stays until it lifts), "idle" (another
+// collector acts, nothing saved) or "held" (another collector acts: its
+// actions listed).
 func pilotIncident(mode string) api.Snapshot {
 	s := incident()
 	shadow := mode == "shadow"
@@ -59,6 +60,10 @@ func pilotIncident(mode string) api.Snapshot {
 		st.Acting, st.Active, st.Recent = false, nil, nil
 		st.Note = "collector 10.0.0.2:7070 holds the autopilot's lock and acts"
 		return s
+	}
+	if mode == "held" { // another collector holds the lock: its actions, as it saved them
+		st.Acting, st.HeldBy = false, "10.0.0.2:7070"
+		st.Note = "collector 10.0.0.2:7070 holds the autopilot's lock and acts: below, its actions as it last saved them"
 	}
 	s.Policy.Rules = append(s.Policy.Rules, policy.Rule{ID: id, Tenant: "bigcorp", Action: policy.Quota, RUPerSecond: 62, Shadow: shadow,
 		Expires: t0.Add(14*time.Minute + 40*time.Second), Reason: "autopilot import: victims hurt", CreatedBy: "autopilot/import"})
@@ -98,6 +103,7 @@ func TestGoldenAutopilot(t *testing.T) {
 		{name: "paused", mode: "paused", keys: []string{"5"}, w: 100, h: 22},
 		{name: "tenants_enforce", mode: "enforce", w: 110, h: 12},
 		{name: "idle", mode: "idle", keys: []string{"5"}, w: 100, h: 20},
+		{name: "held", mode: "held", keys: []string{"5"}, w: 120, h: 28},
 		{name: "narrow", mode: "enforce", keys: []string{"5"}, w: 60, h: 16},
 		{name: "cancel_prompt", mode: "enforce", keys: []string{"5", "down", "x"}, w: 120, h: 24},
 		{name: "pause_prompt", mode: "enforce", keys: []string{"A"}, w: 120, h: 12},
