@@ -91,7 +91,7 @@ Accepted reports are logged to --data-dir before they are acknowledged, so a
 killed collector loses nothing: restart it on the same --data-dir. It then
 listens at once and replays that log first: meanwhile /healthz answers,
 /readyz and every other door answer 503 with Retry-After (the processes send
-their reports again), and OTLP/gRPC and --rls-listen wait for it. Without
+their reports again), and OTLP/gRPC and --rls-listen answer UNAVAILABLE. Without
 --store the history is kept there too, in DuckDB (--data-dir/qtop.duckdb;
 a qtop.duckdb in the working directory, where earlier collectors kept it,
 is still read there until it is moved, and the log says so).

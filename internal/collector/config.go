@@ -199,7 +199,7 @@ type IntakeConfig struct {
 	// Start, which then listens first: /healthz answers at once (a probe
 	// does not kill a collector through a long replay), /readyz and every
 	// other door answer 503 with Retry-After until the log is replayed,
-	// and OTLP and the rate-limit service listen once it is. Run replays
+	// and OTLP/gRPC and the rate-limit service answer Unavailable. Run replays
 	// first too; a Shutdown before the replay ends writes no minute and
 	// keeps the log. `collector serve` sets it.
 	ListenFirst bool

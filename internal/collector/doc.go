@@ -40,8 +40,8 @@
 // takes tens of seconds to replay, and a liveness probe must not kill it
 // meanwhile. Until the replay ends /healthz answers, /readyz and every
 // other door answer 503 with Retry-After (the processes keep their reports
-// and send them again), and OTLP and the rate-limit service listen once it
-// is done.
+// and send them again), and OTLP/gRPC and the rate-limit service answer
+// each call Unavailable, saying why, after its credential.
 //
 // The data directory keeps Config.DiskReserve bytes free (disk.go): below
 // that, reports are refused with 503 and Retry-After before they are

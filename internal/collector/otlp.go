@@ -120,14 +120,14 @@ func checkGRPCExposure(c *Config, flag, addr, open, what string) error {
 // tlsCfg when not nil), on a goroutine of wg. Each connection may carry
 // a few messages of up to the decoded limit at once; the number of
 // connections is bounded too.
-func (p *otlpPart) listen(addr string, maxConns int, tlsCfg *tls.Config, wg *sync.WaitGroup, m *connMetrics, log *slog.Logger, now func() time.Time) error {
+func (p *otlpPart) listen(addr string, maxConns int, e grpcEnv) error {
 	if addr == "" {
 		return nil
 	}
 	gs, ln, err := serveGRPC(grpcListener{name: "otlp grpc", label: "otlp", addr: addr, maxConns: maxConns,
 		raise: "raise --otlp-grpc-max-conns (one connection per exporting process)",
 		opts:  p.recv.GRPCServerOptions(), register: p.recv.RegisterGRPC,
-		wrap: p.recv.GRPCListener, creds: otlpin.GRPCCredentials}, tlsCfg, wg, m, log, now)
+		wrap: p.recv.GRPCListener, creds: otlpin.GRPCCredentials}, e)
 	if err != nil {
 		return err
 	}
@@ -158,10 +158,26 @@ type grpcListener struct {
 // maxConns.
 var grpcKeepalive = keepalive.ServerParameters{MaxConnectionIdle: 5 * time.Minute, Time: 2 * time.Minute, Timeout: 20 * time.Second}
 
+// grpcEnv is what the collector's gRPC listeners share: TLS (nil: none),
+// the goroutines Shutdown waits for, the connection metrics, the log and
+// the clock, and gate, which when not nil refuses each call it returns an
+// error for (a gRPC status: while the write-ahead log is replayed,
+// Unavailable, which exporters and gateways retry), after the service's
+// own admission has checked the credential.
+type grpcEnv struct {
+	tls  *tls.Config
+	wg   *sync.WaitGroup
+	m    *connMetrics
+	log  *slog.Logger
+	now  func() time.Time
+	gate func() error
+}
+
 // serveGRPC listens on l.addr (at most l.maxConns connections at once:
-// capListener) and serves l's service there (over TLS with tlsCfg when
-// not nil) on a goroutine of wg.
-func serveGRPC(l grpcListener, tlsCfg *tls.Config, wg *sync.WaitGroup, m *connMetrics, log *slog.Logger, now func() time.Time) (*grpc.Server, net.Listener, error) {
+// capListener) and serves l's service there (over TLS with e.tls when
+// not nil) on a goroutine of e.wg.
+func serveGRPC(l grpcListener, e grpcEnv) (*grpc.Server, net.Listener, error) {
+	tlsCfg, wg, m, log, now := e.tls, e.wg, e.m, e.log, e.now
 	raw, err := net.Listen("tcp", l.addr)
 	if err != nil {
 		return nil, nil, fmt.Errorf("collector: %s listen: %w", l.name, err)
@@ -182,6 +198,15 @@ func serveGRPC(l grpcListener, tlsCfg *tls.Config, wg *sync.WaitGroup, m *connMe
 	ln = l.wrap(ln)
 	// An idle connection lends its write buffer back (SharedWriteBuffer).
 	opts := append(slices.Clip(l.opts), grpc.KeepaliveParams(grpcKeepalive), grpc.SharedWriteBuffer(true))
+	if gate := e.gate; gate != nil {
+		// Inside the service's tap (the credential first).
+		opts = append(opts, grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+			if err := gate(); err != nil {
+				return nil, err
+			}
+			return h(ctx, req)
+		}))
+	}
 	if tlsCfg != nil {
 		creds := credentials.NewTLS(tlsCfg)
 		if l.creds != nil {

@@ -9,6 +9,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // bootState is the replay of the write-ahead log at a start with
@@ -16,7 +19,8 @@ import (
 // probe finds it alive through a long replay (76,000 reports took 40 s on
 // a busy 2-core machine, past a probe's usual 30 s), and until the replay
 // is done every door but /healthz, /readyz and /metrics answers 503 with
-// Retry-After: reporting processes keep their reports and send them again.
+// Retry-After, and every gRPC call Unavailable: reporting processes,
+// exporters and gateways keep what they send and send it again.
 type bootState struct {
 	pending atomic.Bool  // the log is not replayed yet
 	reports atomic.Int64 // reports replayed so far
@@ -53,6 +57,15 @@ func (b *bootState) gate(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// grpcGate refuses a gRPC call (OTLP/gRPC, the rate-limit service) while
+// the log is replayed, with Unavailable and where the replay is.
+func (b *bootState) grpcGate() error {
+	if b.pending.Load() {
+		return status.Error(codes.Unavailable, b.status())
+	}
+	return nil
 }
 
 // replay merges the reports of the write-ahead log into their minutes, so

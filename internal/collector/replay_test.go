@@ -9,7 +9,13 @@ import (
 	"testing"
 	"time"
 
+	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/qtop-dev/qtop/api"
 	"github.com/qtop-dev/qtop/report"
@@ -47,7 +53,10 @@ func crashWithLog(t *testing.T, f *fixture) (last []byte, crashed *Server) {
 // arrives on the returned channel.
 func startPaused(t *testing.T, f *fixture, ctx context.Context) (started chan error, resume chan struct{}) {
 	t.Helper()
-	f.start(func(c *Config) { c.ListenFirst, c.Listen, c.Gatherer = true, "127.0.0.1:0", f.reg })
+	f.start(func(c *Config) {
+		c.ListenFirst, c.Listen, c.Gatherer = true, "127.0.0.1:0", f.reg
+		c.OTLPGRPC, c.RLSListen, c.RLS, c.Token = "127.0.0.1:0", "127.0.0.1:0", envoyRLS, "report-tok"
+	})
 	paused, resume := make(chan struct{}), make(chan struct{})
 	f.s.boot.hook = func(n int64) {
 		if n == 1 {
@@ -83,7 +92,8 @@ func do(t *testing.T, method, url string, body []byte, token string) (*http.Resp
 // TestListenFirstReplay: with Config.ListenFirst a restarted collector
 // answers /healthz while it replays its write-ahead log, says so on
 // /readyz, refuses reports with 503 and Retry-After (the process keeps
-// them), and once replayed takes them: the report refused during the
+// them) and OTLP/gRPC and rate-limit calls with Unavailable (after their
+// credential), and once replayed takes them: the report refused during the
 // replay, sent again, is a duplicate, and the minute is whole.
 func TestListenFirstReplay(t *testing.T) {
 	f := newFixture(t)
@@ -98,7 +108,7 @@ func TestListenFirstReplay(t *testing.T) {
 	if resp, body := do(t, "GET", base+"/readyz", nil, ""); resp.StatusCode != 503 || !strings.Contains(body, "replaying its write-ahead log") || !strings.Contains(body, " reports so far") {
 		t.Fatalf("readyz during the replay: %d %s", resp.StatusCode, body)
 	}
-	resp, body := do(t, "POST", base+api.PathReports, last, f.token)
+	resp, body := do(t, "POST", base+api.PathReports, last, "report-tok")
 	if resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "5" || !strings.Contains(body, "replaying") {
 		t.Fatalf("a report during the replay: %d %q %s, want 503 with Retry-After 5", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
@@ -113,6 +123,26 @@ func TestListenFirstReplay(t *testing.T) {
 	} else if d, ok := report.IsRetryable(err); !ok || d != replayRetry {
 		t.Fatalf("Consume during the replay: %v, want retryable after %v", err, replayRetry)
 	}
+	// OTLP/gRPC and the rate-limit service listen too, and answer
+	// Unavailable saying why — after the credential, which comes first.
+	cc, err := grpc.NewClient(f.s.OTLPGRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	traces := coltracepb.NewTraceServiceClient(cc)
+	spans := otlpRequest("shop-grpc", 3, 1, f.clk.Now(), 100)
+	authed := withBearer(t.Context(), "report-tok")
+	if _, err := traces.Export(authed, spans); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "replaying its write-ahead log") {
+		t.Fatalf("an OTLP/gRPC export during the replay: %v, want Unavailable saying why", err)
+	}
+	if _, err := traces.Export(withBearer(t.Context(), "nope"), spans); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("an OTLP/gRPC export with a wrong token during the replay: %v, want Unauthenticated", err)
+	}
+	rls := rlsClient(t, f.s.RLSAddr(), insecure.NewCredentials())
+	if _, err := rls.ShouldRateLimit(authed, rlsRequest(0, "tenant", "acme")); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "replaying") {
+		t.Fatalf("a rate-limit call during the replay: %v, want Unavailable saying why", err)
+	}
 
 	close(resume)
 	if err := <-started; err != nil {
@@ -121,7 +151,13 @@ func TestListenFirstReplay(t *testing.T) {
 	if resp, body := do(t, "GET", base+"/readyz", nil, ""); resp.StatusCode != 200 {
 		t.Fatalf("readyz after the replay: %d %s", resp.StatusCode, body)
 	}
-	if resp, body := do(t, "POST", base+api.PathReports, last, f.token); resp.StatusCode != 200 || testutil.ToFloat64(f.s.met.duplicates) != 1 {
+	if _, err := traces.Export(authed, spans); err != nil {
+		t.Fatalf("an OTLP/gRPC export after the replay: %v", err)
+	}
+	if resp, err := rls.ShouldRateLimit(authed, rlsRequest(0, "tenant", "acme")); err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("a rate-limit call after the replay: %v %v", resp, err)
+	}
+	if resp, body := do(t, "POST", base+api.PathReports, last, "report-tok"); resp.StatusCode != 200 || testutil.ToFloat64(f.s.met.duplicates) != 1 {
 		t.Fatalf("the report sent again after the replay: %d %s, duplicates %v (want 200, a duplicate)", resp.StatusCode, body, testutil.ToFloat64(f.s.met.duplicates))
 	}
 	f.stop()

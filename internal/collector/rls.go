@@ -2,12 +2,10 @@ package collector
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -174,12 +172,12 @@ func (p *rlsPart) tick(_ context.Context, now time.Time) {
 	p.svc.Apply(now, verdicts)
 }
 
-// listen serves the service on addr (over TLS with tlsCfg when not nil)
-// on a goroutine of wg.
-func (p *rlsPart) listen(addr string, tlsCfg *tls.Config, wg *sync.WaitGroup, m *connMetrics, log *slog.Logger, now func() time.Time) error {
+// listen serves the service on addr (over TLS with e.tls when not nil)
+// on a goroutine of e.wg.
+func (p *rlsPart) listen(addr string, e grpcEnv) error {
 	gs, ln, err := serveGRPC(grpcListener{name: "rate-limit service", label: "rls", addr: addr, maxConns: maxRLSConns,
 		raise: "a gateway multiplexes its calls on a few connections, a mesh opens some per sidecar: check what opens so many",
-		opts:  p.svc.ServerOptions(), register: p.svc.Register}, tlsCfg, wg, m, log, now)
+		opts:  p.svc.ServerOptions(), register: p.svc.Register}, e)
 	if err != nil {
 		return err
 	}

@@ -373,26 +373,28 @@ func (s *Server) Start(ctx context.Context) error {
 			s.log.Error("http server", "err", err)
 		}
 	})
+	// OTLP and the rate-limit service listen before the log is replayed
+	// too, and until it is answer each call Unavailable, saying why:
+	// their exporters and gateways retry.
+	env := grpcEnv{tls: s.life.tls, wg: &s.life.wg, m: conns, log: s.log, now: s.cfg.Now, gate: s.boot.grpcGate}
+	if err := s.otlp.listen(s.cfg.OTLPGRPC, cmp.Or(s.cfg.OTLPGRPCMaxConns, DefaultOTLPGRPCMaxConns), env); err != nil {
+		s.life.httpSrv.Close()
+		return err
+	}
+	if s.rls != nil {
+		if err := s.rls.listen(s.cfg.RLSListen, env); err != nil {
+			s.life.httpSrv.Close()
+			return err
+		}
+	}
 	if s.boot.pending.Load() {
 		if mins, _ := walMinutes(s.minutes.dir); len(mins) > 0 {
-			s.log.Info("collector listening; replaying the write-ahead log first (until then every door but /healthz, /readyz and /metrics answers 503)", "addr", ln.Addr().String(), "minutes", len(mins))
+			s.log.Info("collector listening; replaying the write-ahead log first (until then every door but /healthz, /readyz and /metrics answers 503, and gRPC Unavailable)", "addr", ln.Addr().String(), "minutes", len(mins))
 		}
 		if err := s.replay(ctx); errors.Is(err, errReplayStopped) {
 			s.log.Warn("stopped while replaying the write-ahead log: it is kept, and replayed in full at the next start", "reports_replayed", s.boot.reports.Load())
 			return nil
 		} else if err != nil {
-			s.life.httpSrv.Close()
-			return err
-		}
-	}
-	// OTLP and the rate-limit service listen once the log is replayed:
-	// their exporters and gateways retry meanwhile.
-	if err := s.otlp.listen(s.cfg.OTLPGRPC, cmp.Or(s.cfg.OTLPGRPCMaxConns, DefaultOTLPGRPCMaxConns), s.life.tls, &s.life.wg, conns, s.log, s.cfg.Now); err != nil {
-		s.life.httpSrv.Close()
-		return err
-	}
-	if s.rls != nil {
-		if err := s.rls.listen(s.cfg.RLSListen, s.life.tls, &s.life.wg, conns, s.log, s.cfg.Now); err != nil {
 			s.life.httpSrv.Close()
 			return err
 		}

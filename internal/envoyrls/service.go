@@ -366,7 +366,7 @@ var serviceDesc = grpc.ServiceDesc{
 	HandlerType: (*rlsv3.RateLimitServiceServer)(nil),
 	Methods: []grpc.MethodDesc{{
 		MethodName: "ShouldRateLimit",
-		Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+		Handler: func(srv any, ctx context.Context, dec func(any) error, intercept grpc.UnaryServerInterceptor) (any, error) {
 			c, _ := ctx.Value(callKey{}).(*openCall)
 			if c != nil {
 				defer c.done()
@@ -377,6 +377,14 @@ var serviceDesc = grpc.ServiceDesc{
 			}
 			if c != nil {
 				c.late.Stop()
+			}
+			if intercept != nil {
+				// A server's interceptors (the collector's: none while its
+				// log is replayed).
+				return intercept(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: Method},
+					func(ctx context.Context, req any) (any, error) {
+						return srv.(*Service).ShouldRateLimit(ctx, req.(*rlsv3.RateLimitRequest))
+					})
 			}
 			return srv.(*Service).ShouldRateLimit(ctx, in)
 		},
