@@ -50,12 +50,14 @@ type Backend struct {
 
 	// From the statement's sqlcommenter comment (sqlcomment.Parse), else
 	// from application_name (SessionTagged); ""
-	// (and TierUnset) when untagged, when the comment is malformed or was
-	// cut off by track_activity_query_size, or when a route is not a valid
-	// one (tenant.ValidateRoute). A comment's tenant that is not a valid
-	// name (tenant.ValidateTenant: too long, unprintable, in parentheses)
-	// is its stand-in (tenant.Substitute), as the OTLP door names it, never
-	// merged with another tenant or the untagged load (InvalidTenant).
+	// (and TierUnset) when untagged, or when the comment is malformed or
+	// was cut off by track_activity_query_size. A comment's tenant that is
+	// not a valid name (tenant.ValidateTenant: too long, unprintable, in
+	// parentheses) is its stand-in (tenant.Substitute), as the OTLP door
+	// names it, never merged with another tenant or the untagged load
+	// (InvalidTenant); a route that is not valid (tenant.ValidateRoute) is
+	// its stand-in too (tenant.SubstituteRoute), as a meter.Recorder names
+	// the same request's route.
 	Tenant string
 	Route  string
 	Tier   tenant.Tier
@@ -157,9 +159,9 @@ func (b *Backend) setTags() {
 	// A tenant cannot be refused here: one that is not a valid name counts
 	// under its stand-in, apart from every other tenant.
 	b.Tenant, _ = tenant.Substitute(tags[comment.KeyTenant])
-	if v := tags[comment.KeyRoute]; v != "" && tenant.ValidateRoute(v) == nil {
-		b.Route = tenant.EscapeValue(v) // as the recorder names it
-	}
+	// As the recorder names it: escaped, or a route that is not valid
+	// under its own stand-in (the tenant kept).
+	b.Route, _ = tenant.SubstituteRoute(tags[comment.KeyRoute])
 	if t, err := tenant.ParseTier(tags[comment.KeyTier]); err == nil {
 		b.Tier = t
 	}

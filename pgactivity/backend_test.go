@@ -47,6 +47,12 @@ func TestSetTags(t *testing.T) {
 			query: "SELECT 1 /*route='other',tenant='acme'*/",
 			want:  Backend{Tenant: "acme", Route: "other#d9298a10d1b07358", Tags: map[string]string{"route": "other", "tenant": "acme"}},
 		},
+		{
+			name:  "an over-long route is its stand-in, the tenant kept",
+			query: "SELECT 1 /*route='" + strings.Repeat("r", tenant.MaxRouteLen+1) + "',tenant='acme'*/",
+			want: Backend{Tenant: "acme", Route: strings.Repeat("r", 48) + "…#62f1ad91072eb59a",
+				Tags: map[string]string{"route": strings.Repeat("r", tenant.MaxRouteLen+1), "tenant": "acme"}},
+		},
 		{name: "malformed comment", query: "SELECT 1 /*tenant='acme*/"},
 		{name: "unterminated comment", query: "SELECT 1 /*tenant='acme'"},
 		{name: "a plain comment", query: "SELECT 1 /* fetch users */"},
