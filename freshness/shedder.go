@@ -155,8 +155,8 @@ func WithAppAgeHeader(name string) Option {
 
 // WithRouteFunc sets a request's route name, the route of rules,
 // metrics and samples (default: r.Pattern, else the route of the tenant
-// tags in the context, else "other"; a route really named "other" as
-// tenant.EscapeValue names it). At most WithRoutes distinct names are
+// tags in the context, else "other"; a route really named "other", or
+// one that is not a valid tag value, as tenant.SubstituteRoute names it). At most WithRoutes distinct names are
 // kept; later ones count as "other", as does a route f names "other".
 func WithRouteFunc(f func(*http.Request) string) Option {
 	return func(c *freshConfig) { c.route = f }
@@ -258,17 +258,22 @@ func New(signer *ETagSigner, opts ...Option) (*Shedder, error) {
 // OtherRouteName is the route of requests beyond the route bound.
 const OtherRouteName = "other"
 
-// defaultRoute names a request's route: a route really named like the
-// overflow route is its stand-in (tenant.EscapeValue), as the meter's
-// rows name it, so that it is never counted in OtherRouteName.
+// defaultRoute names a request's route as the meter's rows name it
+// (tenant.SubstituteRoute): a route really named like the overflow route,
+// or one that is not a valid tag value (too long, unprintable), is its
+// stand-in, so that it is never counted in OtherRouteName.
 func defaultRoute(r *http.Request) string {
-	if r.Pattern != "" {
-		return tenant.EscapeValue(r.Pattern)
+	route := r.Pattern
+	if route == "" {
+		if t, ok := tenant.From(r.Context()); ok {
+			route = t.Route
+		}
 	}
-	if t, ok := tenant.From(r.Context()); ok && t.Route != "" {
-		return tenant.EscapeValue(t.Route)
+	if route == "" {
+		return OtherRouteName
 	}
-	return OtherRouteName
+	name, _ := tenant.SubstituteRoute(route)
+	return name
 }
 
 func defaultCaller(r *http.Request) string {

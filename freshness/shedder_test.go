@@ -425,10 +425,11 @@ func TestFreshnessRouteBound(t *testing.T) {
 	}
 }
 
-// TestFreshnessRouteNamedOther: a route really named "other" is counted
-// under its stand-in (tenant.EscapeValue), as the meter's rows name it,
-// not with the requests that have no route or are beyond the bound; a
-// rule for route "other" is that route's.
+// TestFreshnessRouteNamedOther: a route really named "other", or one
+// that is not a valid tag value, is counted under its stand-in
+// (tenant.SubstituteRoute), as the meter's rows name it, not with the
+// requests that have no route or are beyond the bound; a rule for route
+// "other" is that route's.
 func TestFreshnessRouteNamedOther(t *testing.T) {
 	f, err := New(testSigner(t))
 	if err != nil {
@@ -440,12 +441,18 @@ func TestFreshnessRouteNamedOther(t *testing.T) {
 		h.ServeHTTP(httptest.NewRecorder(), r.WithContext(tenant.With(r.Context(), tenant.Tags{Tenant: "acme", Route: OtherRouteName})))
 	}
 	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/", nil)) // no route
+	// A route too long to be a tag value: its own stand-in, as the meter
+	// names it (tenant.SubstituteRoute), not in "other" nor under its text.
+	long := strings.Repeat("r", tenant.MaxRouteLen+1)
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	h.ServeHTTP(httptest.NewRecorder(), r.WithContext(tenant.With(r.Context(), tenant.Tags{Tenant: "acme", Route: long})))
 	got := map[string]uint64{}
 	for _, r := range f.Drain().Routes {
 		got[r.Route] = r.Requests
 	}
-	if own := tenant.EscapeValue(OtherRouteName); len(got) != 2 || got[own] != 3 || got[OtherRouteName] != 1 {
-		t.Errorf("routes %v, want %s: 3 and %s: 1", got, own, OtherRouteName)
+	longName, _ := tenant.SubstituteRoute(long)
+	if own := tenant.EscapeValue(OtherRouteName); len(got) != 3 || got[own] != 3 || got[OtherRouteName] != 1 || got[longName] != 1 {
+		t.Errorf("routes %v, want %s: 3, %s: 1 and %s: 1", got, own, OtherRouteName, longName)
 	}
 }
 
