@@ -222,9 +222,11 @@ func (p *pilotPart) step(ctx context.Context, now time.Time, snap *api.Snapshot)
 func (p *pilotPart) turn(ctx context.Context) (pilotTurn, bool) {
 	p.mu.Lock()
 	p.syncLocked()
-	idle := len(p.rules.Rules) == 0 && len(p.eng.Active()) == 0
+	// Idle without rules or actions of its own, unless it lists the
+	// holder's actions: it follows them to their end.
+	idle := len(p.rules.Rules) == 0 && len(p.eng.Active()) == 0 && (p.held == nil || len(p.held.sp.Actions) == 0)
 	if idle {
-		p.acting, p.note = false, noPilotRules
+		p.acting, p.note, p.held = false, noPilotRules, nil
 		p.gaugesLocked()
 	}
 	p.mu.Unlock()
