@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/qtop-dev/qtop/tenant"
@@ -211,4 +212,28 @@ type Effect struct {
 // lowest cap wins). It compiles p: to evaluate many requests, Compile once.
 func (p Policy) For(tags tenant.Tags, now time.Time) Effect {
 	return Compile(p, now).Eval(tags.Tenant, tags.Tier).Effect()
+}
+
+// SharedVersionBase is where the versions of a shared policy begin: the
+// policy a fleet's collectors read from one log in their store, whose
+// Version is SharedVersionBase + changes<<16 + bumps (the log's changes,
+// then the rules that expired since the last of them), above any version
+// a collector reaches on its own, so that a process that fails over to
+// another collector never takes the same policy for an older one.
+const SharedVersionBase = 1 << 40
+
+// VersionString names version v for people: a collector's own versions
+// as they are ("42"); a shared policy's by its log's changes ("7
+// (shared)"), and the expiries since the last of them ("7+2 (shared)"),
+// not as the 13-digit number it is.
+func VersionString(v uint64) string {
+	if v < SharedVersionBase {
+		return strconv.FormatUint(v, 10)
+	}
+	v -= SharedVersionBase
+	s := strconv.FormatUint(v>>16, 10)
+	if bumps := v & 0xffff; bumps > 0 {
+		s += "+" + strconv.FormatUint(bumps, 10)
+	}
+	return s + " (shared)"
 }

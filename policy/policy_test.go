@@ -146,3 +146,16 @@ func TestRuleForTenantNamedOther(t *testing.T) {
 		}
 	}
 }
+
+// TestVersionString: a collector's own versions as they are; a shared
+// policy's by its log's changes and the expiries since.
+func TestVersionString(t *testing.T) {
+	for v, want := range map[uint64]string{
+		0: "0", 42: "42", SharedVersionBase - 1: "1099511627775",
+		SharedVersionBase: "0 (shared)", SharedVersionBase + 5<<16: "5 (shared)", SharedVersionBase + 5<<16 + 2: "5+2 (shared)",
+	} {
+		if got := VersionString(v); got != want {
+			t.Errorf("VersionString(%d) = %q, want %q", v, got, want)
+		}
+	}
+}

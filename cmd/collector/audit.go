@@ -185,8 +185,8 @@ func printAudit(w io.Writer, rows []api.AuditRow) error {
 			continue
 		}
 		target, what, expires, reason := auditCells(r)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", r.Time.UTC().Format(time.RFC3339), printable(r.Who), r.Action,
-			r.PolicyVersion, printable(target), printable(what), expires, printable(reason))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Time.UTC().Format(time.RFC3339), printable(r.Who), r.Action,
+			policy.VersionString(r.PolicyVersion), printable(target), printable(what), expires, printable(reason))
 	}
 	return tw.Flush()
 }

@@ -23,17 +23,17 @@ import (
 // their next report. Nothing but the store is shared: the log is read
 // through the Distributed table on a cluster.
 //
-// The shared policy's Version is sharedPolicyBase + changes<<16, changes
-// counting the log's rows: it grows with every change whatever collector
-// made it, it is the same on every collector that read the same log, and
-// it is above any version a single collector reached on its own (which
-// also bumps it by one when rules expire; 2^16 such bumps fit between two
-// changes), so a process that fails over to another collector never takes
-// the same policy for an older one.
+// The shared policy's Version is policy.SharedVersionBase + changes<<16,
+// changes counting the log's rows: it grows with every change whatever
+// collector made it, it is the same on every collector that read the same
+// log, and it is above any version a single collector reached on its own
+// (which also bumps it by one when rules expire; 2^16 such bumps fit
+// between two changes), so a process that fails over to another collector
+// never takes the same policy for an older one.
 
 const (
 	policyPoll       = 500 * time.Millisecond
-	sharedPolicyBase = 1 << 40
+	sharedPolicyBase = policy.SharedVersionBase
 )
 
 // auditLog is what a store offers for a shared policy (chstore.Store).

@@ -111,7 +111,7 @@ func (v *enforcementView) view(c *common, h int) string {
 	if len(v.pol.Rules) == 1 {
 		rules = " active rule"
 	}
-	out.WriteString("\n\n" + c.st.title.Render(clip("Policy v"+fmtCount(v.pol.Version)+" — "+fmtCount(uint64(len(v.pol.Rules)))+rules, c.width)))
+	out.WriteString("\n\n" + c.st.title.Render(clip("Policy v"+policy.VersionString(v.pol.Version)+" — "+fmtCount(uint64(len(v.pol.Rules)))+rules, c.width)))
 	notes := v.notes(c, len(bl) > 0)
 	for _, l := range notes {
 		out.WriteString("\n" + l)
