@@ -64,8 +64,11 @@ type AutopilotRow struct {
 	Shadow  bool      `json:"shadow,omitempty"`
 	Started time.Time `json:"started"`
 	Expires time.Time `json:"expires"`
-	// Evidence is the figures it was started on, on one line.
+	// Evidence is the figures it was started on, on one line; Now the
+	// figures of the last snapshot that followed it ("": none since its
+	// start), which its next relax, lift or cancel states.
 	Evidence string `json:"evidence"`
+	Now      string `json:"now,omitempty"`
 }
 
 // AutopilotCommand is the body of a POST to PathAutopilot: exactly one of

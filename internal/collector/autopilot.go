@@ -437,9 +437,13 @@ func (p *pilotPart) statusLocked() api.AutopilotStatus {
 		st.HeldBy = p.held.by
 	}
 	for _, a := range active {
-		st.Active = append(st.Active, api.AutopilotRow{ID: a.ID, Rule: a.Rule, Tenant: a.Tenant,
+		row := api.AutopilotRow{ID: a.ID, Rule: a.Rule, Tenant: a.Tenant,
 			Action: string(a.Action), Limit: a.Limit, Unit: unitOf(a.Action), Level: a.Level,
-			Shadow: a.Shadow, Started: a.Started, Expires: a.Expires, Evidence: a.Evidence.String()})
+			Shadow: a.Shadow, Started: a.Started, Expires: a.Expires, Evidence: a.Evidence.String()}
+		if a.Last != nil {
+			row.Now = a.Last.String()
+		}
+		st.Active = append(st.Active, row)
 	}
 	for i := len(recent) - 1; i >= 0; i-- {
 		st.Recent = append(st.Recent, recent[i].String())

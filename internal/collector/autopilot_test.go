@@ -36,6 +36,9 @@ type pilotRun struct {
 	// importRU is bigcorp's RU a second at the end: slowed, not stopped.
 	importRU float64
 	audit    []string
+	// now is the first figures an active action's status row showed
+	// since its apply (api.AutopilotRow.Now).
+	now string
 	// hurtAt is the first second from the import's start with victims:
 	// at least the rule's victims_min tenants at ≥ 1.5× their baseline
 	// (one or two noisy small tenants often are); healedAt the first
@@ -108,6 +111,13 @@ func runPilotDemo(t *testing.T, a policy.Autopilot, secs int) pilotRun {
 			}
 		}
 		run.hurt = append(run.hurt, hurt)
+		if snap.Autopilot != nil {
+			for _, a := range snap.Autopilot.Active {
+				if run.now == "" && a.Now != "" {
+					run.now = a.Now // the figures its next step states
+				}
+			}
+		}
 		if sec == secs {
 			for _, r := range snap.Tenants {
 				if r.Tenant == DemoImportTenant {
@@ -166,6 +176,9 @@ func TestAutopilotEndsTheDemoIncident(t *testing.T) {
 	}
 	if run.importRU <= 0 {
 		t.Errorf("the import was stopped, not slowed")
+	}
+	if !strings.Contains(run.now, "victims") {
+		t.Errorf("the action's figures since its apply (the status row's now): %q", run.now)
 	}
 	if !containsString(run.audit, "autopilot-apply") || !containsString(run.audit, "autopilot-set") {
 		t.Errorf("audit %v: want the rules set and the apply, with its evidence", run.audit)

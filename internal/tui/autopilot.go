@@ -238,9 +238,14 @@ func autopilotBlock(c *common, st *api.AutopilotStatus, stamp time.Time, cursor,
 		}
 	}
 	if cursor >= 0 && cursor < len(st.Active) {
-		ls := strings.Split(ansi.Wrap("evidence: "+clean(st.Active[cursor].Evidence), max(c.width-4, 8), " "), "\n")
+		a := st.Active[cursor]
+		ls := strings.Split(ansi.Wrap("evidence: "+clean(a.Evidence), max(c.width-4, 8), " "), "\n")
 		for _, l := range ls[:min(len(ls), 2)] {
 			out = append(out, c.st.dim.Render(clip("    "+l, c.width)))
+		}
+		if a.Now != "" {
+			// What its next relax, lift or cancel states.
+			out = append(out, c.st.dim.Render(clip("    now: "+clean(a.Now), c.width)))
 		}
 	}
 	if n := min(room-len(out)-1, len(st.Recent)); n > 0 {

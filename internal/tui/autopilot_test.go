@@ -44,7 +44,8 @@ func pilotIncident(mode string) api.Snapshot {
 			Shadow: true, Started: t0.Add(-140 * time.Second), Expires: t0.Add(2*time.Minute + 40*time.Second),
 			Evidence: "victims 3 · offender pool_wait 1.2 = 61%, ×9 its baseline · baseline 0.13 (median before)"},
 		{ID: id, Rule: "import", Tenant: "bigcorp", Action: "quota", Limit: 62, Unit: "RU/s", Shadow: shadow,
-			Started: t0.Add(-20 * time.Second), Expires: t0.Add(14*time.Minute + 40*time.Second), Evidence: pilotEvidence},
+			Started: t0.Add(-20 * time.Second), Expires: t0.Add(14*time.Minute + 40*time.Second), Evidence: pilotEvidence,
+			Now: "victims 1 (acme p95 72ms base 40ms) · offender ru 1240 = 31%, ×20 its baseline · baseline 62 (median before)"},
 	}
 	would := ""
 	if shadow {
