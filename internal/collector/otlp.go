@@ -41,9 +41,11 @@ type otlpPart struct {
 // for what a request is is held back at the report door's places (in),
 // exports take the credential of POST /v1/reports (checked by auth,
 // Server.Authorize) and are refused, before they are read, while the data
-// directory is below its reserve (disk), as reports are: an export
-// answered 200 must reach the write-ahead log.
-func newOTLPPart(cfg Config, c report.Consumer, in *intake, auth func(*http.Request, Role) (string, error), disk *diskGuard) (*otlpPart, error) {
+// directory is below its reserve (disk), as reports are (an export
+// answered 200 must reach the write-ahead log), and while the log is
+// replayed (boot: OTLP/gRPC then answers Unavailable with a retry after
+// replayRetry; OTLP/HTTP is behind the boot gate's 503).
+func newOTLPPart(cfg Config, c report.Consumer, in *intake, auth func(*http.Request, Role) (string, error), disk *diskGuard, boot *bootState) (*otlpPart, error) {
 	if err := checkOTLPExposure(&cfg); err != nil {
 		return nil, err
 	}
@@ -55,7 +57,12 @@ func newOTLPPart(cfg Config, c report.Consumer, in *intake, auth func(*http.Requ
 		otlpin.WithRefusalHold(func(ctx context.Context) bool { return in.hold(ctx, p.stopping) }),
 		// The windows the spans become are counted against the disk's
 		// estimate when they are logged (Consume); the door only asks.
-		otlpin.WithAdmission(func(int64) error { return disk.admit(0) }),
+		otlpin.WithAdmission(func(int64) error {
+			if boot.pending.Load() {
+				return report.NewRetryable(errors.New(boot.status()), replayRetry)
+			}
+			return disk.admit(0)
+		}),
 		otlpin.WithGated(func(service string) bool { return in.gatedNow(service, cfg.Now()) }),
 	}
 	if cfg.OTLPTenantAttribute != "" {

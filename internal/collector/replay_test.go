@@ -12,6 +12,7 @@ import (
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -133,8 +134,19 @@ func TestListenFirstReplay(t *testing.T) {
 	traces := coltracepb.NewTraceServiceClient(cc)
 	spans := otlpRequest("shop-grpc", 3, 1, f.clk.Now(), 100)
 	authed := withBearer(t.Context(), "report-tok")
-	if _, err := traces.Export(authed, spans); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "replaying its write-ahead log") {
+	_, err = traces.Export(authed, spans)
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "replaying its write-ahead log") {
 		t.Fatalf("an OTLP/gRPC export during the replay: %v, want Unavailable saying why", err)
+	}
+	// Refused before it is read, in the tap, with when to send it again.
+	var retry time.Duration
+	for _, d := range status.Convert(err).Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok {
+			retry = ri.RetryDelay.AsDuration()
+		}
+	}
+	if retry != replayRetry {
+		t.Fatalf("an OTLP/gRPC export during the replay: retry after %v, want %v", retry, replayRetry)
 	}
 	if _, err := traces.Export(withBearer(t.Context(), "nope"), spans); status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("an OTLP/gRPC export with a wrong token during the replay: %v, want Unauthenticated", err)

@@ -226,7 +226,7 @@ func (s *Server) open() error {
 	if err := s.policy.load(); err != nil {
 		return err
 	}
-	if s.otlp, err = newOTLPPart(s.cfg, s, &s.in, s.Authorize, s.disk); err != nil {
+	if s.otlp, err = newOTLPPart(s.cfg, s, &s.in, s.Authorize, s.disk, &s.boot); err != nil {
 		return err
 	}
 	if s.rls, err = newRLSPart(s.cfg, s.policy, s.feat.quota, s.Authorize); err != nil {
