@@ -396,6 +396,8 @@ func (s *Server) Start(ctx context.Context) error {
 			return nil
 		} else if err != nil {
 			s.life.httpSrv.Close()
+			s.otlp.stop(context.Background(), s.log) // listening since before the replay
+			s.rls.stop(context.Background())
 			return err
 		}
 	}
