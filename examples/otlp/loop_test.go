@@ -338,10 +338,15 @@ func (l *fleetLoad) slowAfter(tenants []string, from, to time.Time, factor float
 		slices.Sort(ds)
 		return ds[(len(ds)*95+99)/100-1], len(ds)
 	}
+	base := map[string]time.Duration{} // each service's p95 before from
+	for service := range l.bases {
+		if p, n := p95(service, from.Add(-10*time.Second), from); n > 0 {
+			base[service] = p
+		}
+	}
 	for s := from; s.Add(time.Second).Before(to); s = s.Add(250 * time.Millisecond) {
-		for service := range l.bases {
-			base, n := p95(service, from.Add(-10*time.Second), from)
-			if now, m := p95(service, s, s.Add(time.Second)); n > 0 && m > 0 && float64(now) >= factor*float64(base) {
+		for service, b := range base {
+			if now, m := p95(service, s, s.Add(time.Second)); m > 0 && float64(now) >= factor*float64(b) {
 				return s.Add(time.Second), true
 			}
 		}

@@ -168,9 +168,9 @@ var grpcKeepalive = keepalive.ServerParameters{MaxConnectionIdle: 5 * time.Minut
 // grpcEnv is what the collector's gRPC listeners share: TLS (nil: none),
 // the goroutines Shutdown waits for, the connection metrics, the log and
 // the clock, and gate, which when not nil refuses each call it returns an
-// error for (a gRPC status: while the write-ahead log is replayed,
-// Unavailable, which exporters and gateways retry), after the service's
-// own admission has checked the credential.
+// error for (a gRPC status: the rate-limit service's while the
+// write-ahead log is replayed, Unavailable, which gateways retry), after
+// the service's own tap has checked the credential.
 type grpcEnv struct {
 	tls  *tls.Config
 	wg   *sync.WaitGroup

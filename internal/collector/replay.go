@@ -59,8 +59,8 @@ func (b *bootState) gate(next http.Handler) http.Handler {
 	})
 }
 
-// grpcGate refuses a gRPC call (OTLP/gRPC, the rate-limit service) while
-// the log is replayed, with Unavailable and where the replay is.
+// grpcGate refuses a rate-limit call while the log is replayed, with
+// Unavailable and where the replay is (OTLP's admission refuses exports).
 func (b *bootState) grpcGate() error {
 	if b.pending.Load() {
 		return status.Error(codes.Unavailable, b.status())

@@ -375,13 +375,16 @@ func (s *Server) Start(ctx context.Context) error {
 	})
 	// OTLP and the rate-limit service listen before the log is replayed
 	// too, and until it is answer each call Unavailable, saying why:
-	// their exporters and gateways retry.
-	env := grpcEnv{tls: s.life.tls, wg: &s.life.wg, m: conns, log: s.log, now: s.cfg.Now, gate: s.boot.grpcGate}
+	// their exporters and gateways retry. OTLP's admission refuses an
+	// export before it is read (newOTLPPart); the rate-limit service's
+	// calls, a few hundred bytes, by the gate.
+	env := grpcEnv{tls: s.life.tls, wg: &s.life.wg, m: conns, log: s.log, now: s.cfg.Now}
 	if err := s.otlp.listen(s.cfg.OTLPGRPC, cmp.Or(s.cfg.OTLPGRPCMaxConns, DefaultOTLPGRPCMaxConns), env); err != nil {
 		s.life.httpSrv.Close()
 		return err
 	}
 	if s.rls != nil {
+		env.gate = s.boot.grpcGate
 		if err := s.rls.listen(s.cfg.RLSListen, env); err != nil {
 			s.life.httpSrv.Close()
 			return err

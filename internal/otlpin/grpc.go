@@ -376,7 +376,7 @@ var traceServiceDesc = grpc.ServiceDesc{
 	HandlerType: (*any)(nil),
 	Methods: []grpc.MethodDesc{{
 		MethodName: "Export",
-		Handler: func(srv any, ctx context.Context, dec func(any) error, intercept grpc.UnaryServerInterceptor) (any, error) {
+		Handler: func(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
 			defer releaseStream(ctx) // after the buffers are freed, before the answer goes
 			var in heldRequest
 			if err := dec(&in); err != nil { // gRPC reads the message here
@@ -390,12 +390,6 @@ var traceServiceDesc = grpc.ServiceDesc{
 			defer in.data.Free()
 			if err := streamReceived(ctx, int64(in.data.Len())); err != nil {
 				return nil, srv.(*Receiver).grpcBusy(err, retrySlots)
-			}
-			if intercept != nil {
-				// A server's interceptors (the collector's: none while its
-				// log is replayed) see the call without its message.
-				return intercept(ctx, nil, &grpc.UnaryServerInfo{Server: srv, FullMethod: exportMethod},
-					func(ctx context.Context, _ any) (any, error) { return srv.(*Receiver).exportGRPC(ctx, in.data) })
 			}
 			return srv.(*Receiver).exportGRPC(ctx, in.data)
 		},
