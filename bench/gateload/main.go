@@ -3,7 +3,9 @@
 // as gate-1p, with GOMAXPROCS=1; -gate-std=false, -gate-std-server=false
 // and -gate-1p=false leave them out), a bare
 // httputil.ReverseProxy and nginx (proxy_pass) in front of the same
-// upstream, one after the other in one run, and drives each (and the upstream directly) at a fixed offered rate
+// upstream, and two TCP relays with no HTTP in them, the floors of Go's I/O
+// (relay-go: a goroutine each way per connection; relay-gnet: gnet's event
+// loops; -relays=false leaves them out), one after the other in one run, and drives each (and the upstream directly) at a fixed offered rate
 // over keep-alive connections, open loop: every request has its scheduled
 // send time, and its latency counts from then, so a proxy that falls behind
 // is charged for the queue it causes. It prints, per target, the latency
@@ -40,11 +42,15 @@ type options struct {
 	gateStd           bool
 	gateStdServer     bool
 	gateOneProc       bool
+	relays            bool
 }
 
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "bare" {
 		os.Exit(bare(os.Args[2:]))
+	}
+	if len(os.Args) > 1 && os.Args[1] == "relay" {
+		os.Exit(relay(os.Args[2:]))
 	}
 	var o options
 	flag.IntVar(&o.rate, "rate", 5000, "offered requests per second")
@@ -58,6 +64,7 @@ func main() {
 	flag.BoolVar(&o.gateStd, "gate-std", true, "also load the gate with --std-transport (net/http's Transport upstream) as gate-std")
 	flag.BoolVar(&o.gateStdServer, "gate-std-server", true, "also load the gate with --std-server (net/http's server in front) as gate-stdsrv")
 	flag.BoolVar(&o.gateOneProc, "gate-1p", true, "also load the gate with GOMAXPROCS=1 (one P: no idle P's thread spinning for work on each wake-up) as gate-1p")
+	flag.BoolVar(&o.relays, "relays", true, "also load two TCP relays with no HTTP in them, the floors of Go's I/O: relay-go (a goroutine each way per connection) and relay-gnet (gnet's event loops, nginx's model)")
 	flag.StringVar(&o.profile, "gate-pprof", "", "write a 5 s CPU profile of the gate under load to this file")
 	flag.Parse()
 	if err := run(o); err != nil {

@@ -52,6 +52,13 @@ func run(o options) error {
 		if o.gateOneProc {
 			mks = append(mks, func() (target, error) { return startGate(gateBin, upURL, tmp, "gate-1p", "GOMAXPROCS=1") })
 		}
+		if o.relays {
+			mks = append(mks, func() (target, error) { return startRelay("go", up, false) },
+				func() (target, error) { return startRelay("gnet", up, false) })
+			if o.gateOneProc {
+				mks = append(mks, func() (target, error) { return startRelay("go", up, true) })
+			}
+		}
 		mks = append(mks, func() (target, error) { return startNginx(nginxBin, up, tmp) })
 		for _, mk := range mks {
 			t, err := mk()
@@ -144,6 +151,26 @@ func startBare(up string) (target, error) {
 		return target{}, err
 	}
 	return startChild("httputil", addr, exec.Command(self, "bare", "-listen", addr, "-upstream", up))
+}
+
+// startRelay runs a relay floor (relay.go) as relay-MODE, with
+// GOMAXPROCS=1 as relay-MODE-1p if oneP.
+func startRelay(mode, up string, oneP bool) (target, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return target{}, err
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return target{}, err
+	}
+	cmd := exec.Command(self, "relay", "-mode", mode, "-listen", addr, "-upstream", up)
+	name := "relay-" + mode
+	if oneP {
+		cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
+		name += "-1p"
+	}
+	return startChild(name, addr, cmd)
 }
 
 func buildGate(o options, tmp string) (string, error) {
