@@ -15,6 +15,10 @@
 // With -policy URL it first posts the rules BenchmarkGRPCLoopback in
 // internal/envoyrls answers under (a throttle of tier T2 that no call
 // reaches, a price for one tenant), so every answer does all its work.
+//
+// "rlsload bare -listen ADDR" serves the same service with nothing in it
+// (OK to every descriptor, no credential): the floor of a gRPC call on the
+// machine, to load beside the collector in the same run.
 package main
 
 import (
@@ -41,6 +45,13 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "bare" {
+		if err := bare(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "rlsload bare:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	addr := flag.String("addr", "127.0.0.1:18081", "the collector's --rls-listen")
 	tokenFile := flag.String("token-file", "", "the collector's report token")
 	pol := flag.String("policy", "", "the collector's HTTP address, to post the rules first (e.g. http://127.0.0.1:7070)")
