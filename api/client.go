@@ -19,9 +19,9 @@ import (
 
 // Errors of the client; test with errors.Is.
 var (
-	// ErrStatus: the collector answered with an unexpected HTTP status;
+	// ErrStatus: the collector answered with an error status (not 2xx);
 	// the error text carries the collector's message.
-	ErrStatus = errors.New("api: unexpected status")
+	ErrStatus = errors.New("api: the call failed")
 	// ErrUnauthorized: the collector refused the token (401 or 403).
 	ErrUnauthorized = errors.New("api: unauthorized")
 	// ErrProtocol: the answer is not what the API promises (bad JSON, an
