@@ -17,8 +17,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/qtop-dev/qtop/api"
+	"github.com/qtop-dev/qtop/internal/otlpin"
 	"github.com/qtop-dev/qtop/report"
 )
 
@@ -151,6 +153,27 @@ func TestListenFirstReplay(t *testing.T) {
 	if _, err := traces.Export(withBearer(t.Context(), "nope"), spans); status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("an OTLP/gRPC export with a wrong token during the replay: %v, want Unauthenticated", err)
 	}
+	pb, err := proto.Marshal(spans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest("POST", base+otlpin.PathTraces, bytes.NewReader(pb))
+	req.Header.Set("Content-Type", otlpin.ContentTypeProtobuf)
+	req.Header.Set("Authorization", "Bearer report-tok")
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "5" {
+		t.Fatalf("an OTLP/HTTP export during the replay: %v %v, want 503 with Retry-After 5", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	// The gRPC export is counted as refused for now, not as busy: the
+	// receiver had room. (The HTTP one never reached the receiver.)
+	_, metrics := do(t, "GET", base+"/metrics", nil, "")
+	if line := `qtop_otlp_requests_total{result="refused",transport="grpc"} 1`; !strings.Contains(metrics, line+"\n") {
+		t.Fatalf("metrics during the replay lack %s:\n%s", line, grepLines(metrics, "qtop_otlp_requests_total"))
+	}
+	if strings.Contains(metrics, `result="busy"`) {
+		t.Fatalf("exports refused during the replay counted as busy:\n%s", grepLines(metrics, "qtop_otlp_requests_total"))
+	}
 	rls := rlsClient(t, f.s.RLSAddr(), insecure.NewCredentials())
 	if _, err := rls.ShouldRateLimit(authed, rlsRequest(0, "tenant", "acme")); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "replaying") {
 		t.Fatalf("a rate-limit call during the replay: %v, want Unavailable saying why", err)
@@ -202,4 +225,15 @@ func TestListenFirstStoppedMidReplay(t *testing.T) {
 	if got := f.mem.sum("acme", "", count); got != 67 {
 		t.Fatalf("after the next start: count %v, want 67", got)
 	}
+}
+
+// grepLines is the lines of text that contain sub, for a failure message.
+func grepLines(text, sub string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }

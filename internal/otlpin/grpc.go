@@ -97,7 +97,7 @@ func (r *Receiver) tapGRPC(ctx context.Context, info *tap.Info) (context.Context
 		}
 	}
 	if retry, err := r.cfg.admitted(-1); err != nil {
-		r.met.requests.WithLabelValues("grpc", reqBusy).Inc()
+		r.met.requests.WithLabelValues("grpc", reqRefused).Inc()
 		st, _ := status.New(codes.Unavailable, err.Error()).WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(retry)})
 		return nil, st.Err()
 	}

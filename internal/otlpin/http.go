@@ -72,7 +72,7 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		w.Header().Set("Connection", "close")
 		r.httpStatus(w, jsonBody, http.StatusRequestTimeout, codes.InvalidArgument, err.Error(), 0, reqSlow)
 	case errors.Is(err, ErrBusy), errors.Is(err, ErrShutdown):
-		r.httpStatus(w, jsonBody, http.StatusServiceUnavailable, codes.Unavailable, err.Error(), retry, reqBusy)
+		r.httpStatus(w, jsonBody, http.StatusServiceUnavailable, codes.Unavailable, err.Error(), retry, resultOf(res, err))
 	case errors.Is(err, ErrTooLarge):
 		r.refuse(w, req, jsonBody, http.StatusRequestEntityTooLarge, err.Error(), reqTooLarge)
 	default:

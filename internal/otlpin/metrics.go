@@ -32,6 +32,7 @@ const (
 	reqMalformed    = "malformed"
 	reqTooLarge     = "too_large"
 	reqBusy         = "busy"
+	reqRefused      = "refused"
 	reqUnauthorized = "unauthorized"
 	reqUnsupported  = "unsupported"
 	reqSlow         = "slow"
@@ -45,7 +46,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "qtop_otlp_requests_total",
-			Help: "OTLP export requests, by transport (http, grpc) and result (ok, partial, malformed, too_large, busy, unauthorized, unsupported, slow: a body sent below the minimum rate).",
+			Help: "OTLP export requests, by transport (http, grpc) and result (ok, partial, malformed, too_large, busy: no decode slot or memory in time, refused: refused for now by the collector, its disk below the reserve or its log replaying, unauthorized, unsupported, slow: a body sent below the minimum rate).",
 		}, []string{"transport", "result"}),
 		reports: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "qtop_otlp_reports_total",
@@ -151,6 +152,8 @@ func resultOf(res Result, err error) string {
 		return reqOK
 	case errors.Is(err, ErrTooLarge):
 		return reqTooLarge
+	case errors.Is(err, errNotAdmitted):
+		return reqRefused
 	case errors.Is(err, ErrBusy), errors.Is(err, ErrShutdown):
 		return reqBusy
 	}

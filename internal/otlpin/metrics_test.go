@@ -35,7 +35,7 @@ qtop_otlp_spans_total{result="pool_wait"} 0
 qtop_otlp_spans_total{result="rejected"} 1
 qtop_otlp_spans_total{result="request"} 1
 qtop_otlp_spans_total{result="request_gated"} 0
-# HELP qtop_otlp_requests_total OTLP export requests, by transport (http, grpc) and result (ok, partial, malformed, too_large, busy, unauthorized, unsupported, slow: a body sent below the minimum rate).
+# HELP qtop_otlp_requests_total OTLP export requests, by transport (http, grpc) and result (ok, partial, malformed, too_large, busy: no decode slot or memory in time, refused: refused for now by the collector, its disk below the reserve or its log replaying, unauthorized, unsupported, slow: a body sent below the minimum rate).
 # TYPE qtop_otlp_requests_total counter
 qtop_otlp_requests_total{result="malformed",transport="http"} 1
 qtop_otlp_requests_total{result="partial",transport="http"} 1

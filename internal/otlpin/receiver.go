@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -579,8 +580,18 @@ func (c *config) admitted(declared int64) (time.Duration, error) {
 		return 0, nil
 	}
 	retry, _ := report.IsRetryable(err)
-	return max(retry, retrySlots), fmt.Errorf("%w: %v", ErrBusy, err)
+	return max(retry, retrySlots), fmt.Errorf("%w: %w", ErrBusy, notAdmitted{err})
 }
+
+// errNotAdmitted marks an export the admission check (WithAdmission)
+// refused, so that its metric says "refused", not "busy".
+var errNotAdmitted = errors.New("otlpin: not admitted")
+
+// notAdmitted is the admission check's error, which is errNotAdmitted.
+type notAdmitted struct{ err error }
+
+func (e notAdmitted) Error() string        { return e.err.Error() }
+func (e notAdmitted) Is(target error) bool { return target == errNotAdmitted }
 
 // offer hands rep to the sink, in process: true when it is done with
 // (merged, or refused for good and dropped), false when it should be
