@@ -580,18 +580,20 @@ func (c *config) admitted(declared int64) (time.Duration, error) {
 		return 0, nil
 	}
 	retry, _ := report.IsRetryable(err)
-	return max(retry, retrySlots), fmt.Errorf("%w: %w", ErrBusy, notAdmitted{err})
+	return max(retry, retrySlots), notAdmitted{err}
 }
 
 // errNotAdmitted marks an export the admission check (WithAdmission)
 // refused, so that its metric says "refused", not "busy".
-var errNotAdmitted = errors.New("otlpin: not admitted")
+var errNotAdmitted = errors.New("otlpin: refused for now")
 
-// notAdmitted is the admission check's error, which is errNotAdmitted.
+// notAdmitted is the admission check's error: errNotAdmitted, and
+// ErrBusy for the answer (503, UNAVAILABLE: send it again later).
 type notAdmitted struct{ err error }
 
-func (e notAdmitted) Error() string        { return e.err.Error() }
-func (e notAdmitted) Is(target error) bool { return target == errNotAdmitted }
+func (e notAdmitted) Error() string        { return errNotAdmitted.Error() + ": " + e.err.Error() }
+func (e notAdmitted) Unwrap() error        { return e.err }
+func (e notAdmitted) Is(target error) bool { return target == errNotAdmitted || target == ErrBusy }
 
 // offer hands rep to the sink, in process: true when it is done with
 // (merged, or refused for good and dropped), false when it should be
