@@ -44,7 +44,7 @@ type otlpPart struct {
 // directory is below its reserve (disk), as reports are (an export
 // answered 200 must reach the write-ahead log), and while the log is
 // replayed (boot: OTLP/gRPC then answers Unavailable with a retry after
-// replayRetry; OTLP/HTTP is behind the boot gate's 503).
+// replayRetry, and OTLP/HTTP 503 with Retry-After, both after the credential).
 func newOTLPPart(cfg Config, c report.Consumer, in *intake, auth func(*http.Request, Role) (string, error), disk *diskGuard, boot *bootState) (*otlpPart, error) {
 	if err := checkOTLPExposure(&cfg); err != nil {
 		return nil, err

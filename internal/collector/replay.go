@@ -12,6 +12,8 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/qtop-dev/qtop/internal/otlpin"
 )
 
 // bootState is the replay of the write-ahead log at a start with
@@ -44,12 +46,14 @@ func (b *bootState) status() string {
 }
 
 // gate answers 503 for every path but the probes and /metrics while the
-// log is replayed, and hands the request to next once it is.
+// log is replayed, and hands the request to next once it is. OTLP/HTTP
+// exports pass too: the receiver checks their credential, then refuses
+// them before reading the body (its admission, newOTLPPart), as over gRPC.
 func (b *bootState) gate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if b.pending.Load() {
 			switch r.URL.Path {
-			case "/healthz", "/readyz", "/metrics":
+			case "/healthz", "/readyz", "/metrics", otlpin.PathTraces:
 			default:
 				writeError(w, http.StatusServiceUnavailable, b.status(), replayRetry)
 				return

@@ -157,19 +157,32 @@ func TestListenFirstReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequest("POST", base+otlpin.PathTraces, bytes.NewReader(pb))
-	req.Header.Set("Content-Type", otlpin.ContentTypeProtobuf)
-	req.Header.Set("Authorization", "Bearer report-tok")
-	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != 503 || resp.Header.Get("Retry-After") != "5" {
-		t.Fatalf("an OTLP/HTTP export during the replay: %v %v, want 503 with Retry-After 5", resp, err)
-	} else {
+	for _, c := range []struct {
+		token string
+		code  int
+		says  string
+	}{{"nope", 401, "token"}, {"report-tok", 503, "replaying its write-ahead log"}} {
+		req, _ := http.NewRequest("POST", base+otlpin.PathTraces, bytes.NewReader(pb))
+		req.Header.Set("Content-Type", otlpin.ContentTypeProtobuf)
+		req.Header.Set("Authorization", "Bearer "+c.token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
+		if resp.StatusCode != c.code || !strings.Contains(string(b), c.says) || (c.code == 503 && resp.Header.Get("Retry-After") != "5") {
+			t.Fatalf("an OTLP/HTTP export with token %q during the replay: %d %q %s, want %d saying %q (503: Retry-After 5)",
+				c.token, resp.StatusCode, resp.Header.Get("Retry-After"), b, c.code, c.says)
+		}
 	}
-	// The gRPC export is counted as refused for now, not as busy: the
-	// receiver had room. (The HTTP one never reached the receiver.)
+	// Both exports are counted as refused for now, not as busy: the
+	// receiver had room.
 	_, metrics := do(t, "GET", base+"/metrics", nil, "")
-	if line := `qtop_otlp_requests_total{result="refused",transport="grpc"} 1`; !strings.Contains(metrics, line+"\n") {
-		t.Fatalf("metrics during the replay lack %s:\n%s", line, grepLines(metrics, "qtop_otlp_requests_total"))
+	for _, line := range []string{`qtop_otlp_requests_total{result="refused",transport="grpc"} 1`, `qtop_otlp_requests_total{result="refused",transport="http"} 1`} {
+		if !strings.Contains(metrics, line+"\n") {
+			t.Fatalf("metrics during the replay lack %s:\n%s", line, grepLines(metrics, "qtop_otlp_requests_total"))
+		}
 	}
 	if strings.Contains(metrics, `result="busy"`) {
 		t.Fatalf("exports refused during the replay counted as busy:\n%s", grepLines(metrics, "qtop_otlp_requests_total"))
