@@ -21,6 +21,9 @@ func newRLS(model *ru.Model) func(collector.RLSDeps) (collector.RateLimitService
 		if d.Auth != nil {
 			opts = append(opts, envoyrls.WithAuth(d.Auth))
 		}
+		if d.Admit != nil {
+			opts = append(opts, envoyrls.WithAdmission(d.Admit))
+		}
 		return envoyrls.New(d.Policy, opts...)
 	}
 }

@@ -167,17 +167,13 @@ var grpcKeepalive = keepalive.ServerParameters{MaxConnectionIdle: 5 * time.Minut
 
 // grpcEnv is what the collector's gRPC listeners share: TLS (nil: none),
 // the goroutines Shutdown waits for, the connection metrics, the log and
-// the clock, and gate, which when not nil refuses each call it returns an
-// error for (a gRPC status: the rate-limit service's while the
-// write-ahead log is replayed, Unavailable, which gateways retry), after
-// the service's own tap has checked the credential.
+// the clock.
 type grpcEnv struct {
-	tls  *tls.Config
-	wg   *sync.WaitGroup
-	m    *connMetrics
-	log  *slog.Logger
-	now  func() time.Time
-	gate func() error
+	tls *tls.Config
+	wg  *sync.WaitGroup
+	m   *connMetrics
+	log *slog.Logger
+	now func() time.Time
 }
 
 // serveGRPC listens on l.addr (at most l.maxConns connections at once:
@@ -205,15 +201,6 @@ func serveGRPC(l grpcListener, e grpcEnv) (*grpc.Server, net.Listener, error) {
 	ln = l.wrap(ln)
 	// An idle connection lends its write buffer back (SharedWriteBuffer).
 	opts := append(slices.Clip(l.opts), grpc.KeepaliveParams(grpcKeepalive), grpc.SharedWriteBuffer(true))
-	if gate := e.gate; gate != nil {
-		// Inside the service's tap (the credential first).
-		opts = append(opts, grpc.ChainUnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-			if err := gate(); err != nil {
-				return nil, err
-			}
-			return h(ctx, req)
-		}))
-	}
 	if tlsCfg != nil {
 		creds := credentials.NewTLS(tlsCfg)
 		if l.creds != nil {

@@ -64,7 +64,9 @@ func (b *bootState) gate(next http.Handler) http.Handler {
 }
 
 // grpcGate refuses a rate-limit call while the log is replayed, with
-// Unavailable and where the replay is (OTLP's admission refuses exports).
+// Unavailable and where the replay is: the service's admission check
+// (RLSDeps.Admit), after the credential and before the call is read, as
+// OTLP's admission refuses exports.
 func (b *bootState) grpcGate() error {
 	if b.pending.Load() {
 		return status.Error(codes.Unavailable, b.status())

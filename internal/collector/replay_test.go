@@ -191,6 +191,16 @@ func TestListenFirstReplay(t *testing.T) {
 	if _, err := rls.ShouldRateLimit(authed, rlsRequest(0, "tenant", "acme")); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "replaying") {
 		t.Fatalf("a rate-limit call during the replay: %v, want Unavailable saying why", err)
 	}
+	if _, err := rls.ShouldRateLimit(withBearer(t.Context(), "nope"), rlsRequest(0, "tenant", "acme")); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("a rate-limit call with a wrong token during the replay: %v, want Unauthenticated", err)
+	}
+	// Refused in the service's tap, before it was read: no answer made.
+	_, metrics = do(t, "GET", base+"/metrics", nil, "")
+	for _, line := range []string{`qtop_rls_requests_total{code="refused"} 1`, `qtop_rls_requests_total{code="unauthenticated"} 1`, `qtop_rls_answer_seconds_count 0`} {
+		if !strings.Contains(metrics, line+"\n") {
+			t.Fatalf("metrics during the replay lack %s:\n%s", line, grepLines(metrics, "qtop_rls_"))
+		}
+	}
 
 	close(resume)
 	if err := <-started; err != nil {

@@ -45,7 +45,11 @@ type RLSDeps struct {
 	}
 	// Auth checks an "authorization" value against the report token
 	// (POST /v1/reports' credential); nil when Config.Token is empty.
-	Auth       func(authorization string) bool
+	Auth func(authorization string) bool
+	// Admit refuses calls, after their credential and before their
+	// message is read, while the write-ahead log is replayed: a gRPC
+	// status error (Unavailable, saying where the replay is) or nil.
+	Admit      func() error
 	Registerer prometheus.Registerer
 	Logger     *slog.Logger
 	Now        func() time.Time
@@ -124,14 +128,14 @@ func (r rlsPolicy) PolicyVersion() uint64 {
 func (r rlsPolicy) Policy() policy.Policy { return r.pp.current() }
 
 // newRLSPart makes the service when cfg.RLSListen is set (nil otherwise).
-func newRLSPart(cfg Config, pol *policyPart, q *fleetQuota, auth func(*http.Request, Role) (string, error)) (*rlsPart, error) {
+func newRLSPart(cfg Config, pol *policyPart, q *fleetQuota, auth func(*http.Request, Role) (string, error), boot *bootState) (*rlsPart, error) {
 	if cfg.RLSListen == "" {
 		return nil, nil
 	}
 	if err := checkRLSExposure(&cfg); err != nil {
 		return nil, err
 	}
-	deps := RLSDeps{Policy: rlsPolicy{pol}, Registerer: cfg.Registerer, Logger: cfg.Logger, Now: cfg.Now}
+	deps := RLSDeps{Policy: rlsPolicy{pol}, Admit: boot.grpcGate, Registerer: cfg.Registerer, Logger: cfg.Logger, Now: cfg.Now}
 	if cfg.Token != "" {
 		deps.Auth = func(header string) bool {
 			_, err := auth(&http.Request{Header: http.Header{"Authorization": {header}}}, RoleReport)

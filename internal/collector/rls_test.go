@@ -36,6 +36,9 @@ func envoyRLS(d RLSDeps) (RateLimitService, error) {
 	if d.Auth != nil {
 		opts = append(opts, envoyrls.WithAuth(d.Auth))
 	}
+	if d.Admit != nil {
+		opts = append(opts, envoyrls.WithAdmission(d.Admit))
+	}
 	return envoyrls.New(d.Policy, opts...)
 }
 

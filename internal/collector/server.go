@@ -229,7 +229,7 @@ func (s *Server) open() error {
 	if s.otlp, err = newOTLPPart(s.cfg, s, &s.in, s.Authorize, s.disk, &s.boot); err != nil {
 		return err
 	}
-	if s.rls, err = newRLSPart(s.cfg, s.policy, s.feat.quota, s.Authorize); err != nil {
+	if s.rls, err = newRLSPart(s.cfg, s.policy, s.feat.quota, s.Authorize, &s.boot); err != nil {
 		return err
 	}
 	if s.rls != nil {
@@ -375,16 +375,15 @@ func (s *Server) Start(ctx context.Context) error {
 	})
 	// OTLP and the rate-limit service listen before the log is replayed
 	// too, and until it is answer each call Unavailable, saying why:
-	// their exporters and gateways retry. OTLP's admission refuses an
-	// export before it is read (newOTLPPart); the rate-limit service's
-	// calls, a few hundred bytes, by the gate.
+	// their exporters and gateways retry. Their admission checks refuse
+	// a call after its credential and before it is read (newOTLPPart,
+	// newRLSPart).
 	env := grpcEnv{tls: s.life.tls, wg: &s.life.wg, m: conns, log: s.log, now: s.cfg.Now}
 	if err := s.otlp.listen(s.cfg.OTLPGRPC, cmp.Or(s.cfg.OTLPGRPCMaxConns, DefaultOTLPGRPCMaxConns), env); err != nil {
 		s.life.httpSrv.Close()
 		return err
 	}
 	if s.rls != nil {
-		env.gate = s.boot.grpcGate
 		if err := s.rls.listen(s.cfg.RLSListen, env); err != nil {
 			s.life.httpSrv.Close()
 			return err

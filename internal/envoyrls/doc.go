@@ -51,7 +51,8 @@
 // buckets tracked are capped (WithMaxKeys): a full bucket is evicted
 // first, then any. The credential (WithAuth: gRPC metadata
 // "authorization: Bearer …") is checked from the stream's headers,
-// before its message is read.
+// before its message is read, and so is the admission check
+// (WithAdmission: the collector refuses calls while it replays its log).
 //
 // Use:
 //

@@ -8,7 +8,7 @@ import (
 
 type metrics struct {
 	ok, over, invalid, unauthenticated prometheus.Counter
-	busy, slow                         prometheus.Counter
+	refused, busy, slow                prometheus.Counter
 	shadow, badDescriptors             prometheus.Counter
 	latency                            prometheus.Observer
 }
@@ -16,7 +16,7 @@ type metrics struct {
 // newMetrics makes the metrics, registered on reg when not nil.
 func newMetrics(reg prometheus.Registerer, bs, sbs *buckets) (*metrics, error) {
 	req := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "qtop_rls_requests_total",
-		Help: "ShouldRateLimit calls answered, by code: ok, over_limit, invalid (InvalidArgument), unauthenticated, busy (Unavailable: too many calls open), slow (its message did not come within the read timeout)."}, []string{"code"})
+		Help: "ShouldRateLimit calls answered, by code: ok, over_limit, invalid (InvalidArgument), unauthenticated, refused (refused for now by the admission check: the collector replaying its write-ahead log), busy (Unavailable: too many calls open), slow (its message did not come within the read timeout)."}, []string{"code"})
 	lat := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "qtop_rls_answer_seconds",
 		Help:    "Time to answer a ShouldRateLimit call, from its decoded message to its answer.",
 		Buckets: prometheus.ExponentialBuckets(10e-6, 2, 14)})
@@ -32,7 +32,7 @@ func newMetrics(reg prometheus.Registerer, bs, sbs *buckets) (*metrics, error) {
 		Help: "Descriptors answered OVER_LIMIT because they could not be read (a tier that is not one, an invalid tenant name, too many entries): the call's other descriptors are answered as usual."})
 	m := &metrics{ok: req.WithLabelValues("ok"), over: req.WithLabelValues("over_limit"), badDescriptors: bad,
 		invalid: req.WithLabelValues("invalid"), unauthenticated: req.WithLabelValues("unauthenticated"),
-		busy: req.WithLabelValues("busy"), slow: req.WithLabelValues("slow"), latency: lat, shadow: sh}
+		refused: req.WithLabelValues("refused"), busy: req.WithLabelValues("busy"), slow: req.WithLabelValues("slow"), latency: lat, shadow: sh}
 	if reg == nil {
 		return m, nil
 	}

@@ -40,12 +40,13 @@ func TestMetrics(t *testing.T) {
 	c.ShouldRateLimit(ctx, req())
 	c.ShouldRateLimit(context.Background(), req([]string{"tenant", "acme"}))
 	want := `
-# HELP qtop_rls_requests_total ShouldRateLimit calls answered, by code: ok, over_limit, invalid (InvalidArgument), unauthenticated, busy (Unavailable: too many calls open), slow (its message did not come within the read timeout).
+# HELP qtop_rls_requests_total ShouldRateLimit calls answered, by code: ok, over_limit, invalid (InvalidArgument), unauthenticated, refused (refused for now by the admission check: the collector replaying its write-ahead log), busy (Unavailable: too many calls open), slow (its message did not come within the read timeout).
 # TYPE qtop_rls_requests_total counter
 qtop_rls_requests_total{code="busy"} 0
 qtop_rls_requests_total{code="invalid"} 1
 qtop_rls_requests_total{code="ok"} 2
 qtop_rls_requests_total{code="over_limit"} 1
+qtop_rls_requests_total{code="refused"} 0
 qtop_rls_requests_total{code="slow"} 0
 qtop_rls_requests_total{code="unauthenticated"} 1
 # HELP qtop_rls_buckets Throttle buckets tracked (one per throttled tenant seen, and one per tenant under a shadow throttle).

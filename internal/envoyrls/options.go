@@ -14,6 +14,7 @@ import (
 type config struct {
 	now     func() time.Time
 	auth    func(authorization string) bool
+	admit   func() error
 	reg     prometheus.Registerer
 	log     *slog.Logger
 	cost    float64
@@ -35,8 +36,16 @@ func WithClock(now func() time.Time) Option { return func(c *config) { c.now = n
 // refuses is answered Unauthenticated. Default: no credential.
 func WithAuth(fn func(authorization string) bool) Option { return func(c *config) { c.auth = fn } }
 
+// WithAdmission sets a check each call passes after its credential and
+// before its message is read: a call fn returns an error for is answered
+// with that error's gRPC status (Unavailable when it carries none) and
+// counted as refused. The collector refuses calls this way while it
+// replays its write-ahead log. Default: none.
+func WithAdmission(fn func() error) Option { return func(c *config) { c.admit = fn } }
+
 // WithRegisterer registers the metrics on reg: qtop_rls_requests_total
-// (label code: ok, over_limit, invalid, unauthenticated, busy, slow),
+// (label code: ok, over_limit, invalid, unauthenticated, refused, busy,
+// slow),
 // qtop_rls_answer_seconds, qtop_rls_shadow_over_limit_total,
 // qtop_rls_buckets and qtop_rls_buckets_evicted_total. Default: none.
 func WithRegisterer(reg prometheus.Registerer) Option { return func(c *config) { c.reg = reg } }

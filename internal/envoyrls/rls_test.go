@@ -2,6 +2,7 @@ package envoyrls_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strconv"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	rlcommon "github.com/envoyproxy/go-control-plane/envoy/extensions/common/ratelimit/v3"
 	rlsv3 "github.com/envoyproxy/go-control-plane/envoy/service/ratelimit/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -340,6 +342,78 @@ func TestCredential(t *testing.T) {
 	if _, err := c.ShouldRateLimit(ctx, req([]string{"tenant", "acme"})); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestAdmission: the admission check runs after the credential and
+// before the message is read; the call it refuses gets its status
+// (Unavailable for an error that carries none) and no answer is made.
+func TestAdmission(t *testing.T) {
+	var refusing atomic.Bool
+	var asked atomic.Int64
+	var refusal atomic.Pointer[error]
+	plain := errors.New("replaying the log")
+	refusal.Store(&plain)
+	admit := func() error {
+		asked.Add(1)
+		if refusing.Load() {
+			return *refusal.Load()
+		}
+		return nil
+	}
+	reg := prometheus.NewRegistry()
+	svc, err := envoyrls.New(&source{}, envoyrls.WithAuth(func(h string) bool { return h == "Bearer tok" }),
+		envoyrls.WithAdmission(admit), envoyrls.WithRegisterer(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := serve(t, svc)
+	authed := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer tok")
+	refusing.Store(true)
+	if _, err := c.ShouldRateLimit(context.Background(), req([]string{"tenant", "acme"})); status.Code(err) != codes.Unauthenticated || asked.Load() != 0 {
+		t.Fatalf("no credential while refusing: %v, admission asked %d times; want Unauthenticated, never asked", err, asked.Load())
+	}
+	_, err = c.ShouldRateLimit(authed, req([]string{"tenant", "acme"}))
+	if status.Code(err) != codes.Unavailable || status.Convert(err).Message() != plain.Error() {
+		t.Fatalf("refused: %v, want Unavailable %q", err, plain)
+	}
+	full := status.Error(codes.ResourceExhausted, "full")
+	refusal.Store(&full)
+	if _, err := c.ShouldRateLimit(authed, req([]string{"tenant", "acme"})); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("refused with a status: %v, want that status", err)
+	}
+	refused, answers := rlsCounts(t, reg)
+	if refused != 2 || answers != 0 {
+		t.Errorf("refused calls counted %v and answers made %v, want 2 and 0", refused, answers)
+	}
+	refusing.Store(false)
+	if resp, err := c.ShouldRateLimit(authed, req([]string{"tenant", "acme"})); err != nil || resp.OverallCode != rlsv3.RateLimitResponse_OK {
+		t.Fatalf("admitted: %v %v", resp, err)
+	}
+}
+
+// rlsCounts is the refused calls counted on reg and the answers made (the
+// answer histogram's count).
+func rlsCounts(t *testing.T, reg *prometheus.Registry) (refused float64, answers uint64) {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			switch mf.GetName() {
+			case "qtop_rls_requests_total":
+				for _, l := range m.GetLabel() {
+					if l.GetName() == "code" && l.GetValue() == "refused" {
+						refused = m.GetCounter().GetValue()
+					}
+				}
+			case "qtop_rls_answer_seconds":
+				answers = m.GetHistogram().GetSampleCount()
+			}
+		}
+	}
+	return refused, answers
 }
 
 func TestBadRequests(t *testing.T) {

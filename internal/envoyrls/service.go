@@ -298,7 +298,8 @@ func (s *Service) Register(gs *grpc.Server) { gs.RegisterService(&serviceDesc, s
 type authedKey struct{}
 
 // tap admits a call from its headers, before its message is read: the
-// credential (WithAuth), then a place among the calls open (WithMaxCalls),
+// credential (WithAuth), the admission check (WithAdmission), then a
+// place among the calls open (WithMaxCalls),
 // held until the call's stream ends; the message must then arrive within
 // WithReadTimeout, or the call is cut.
 func (s *Service) tap(ctx context.Context, info *tap.Info) (context.Context, error) {
@@ -315,6 +316,15 @@ func (s *Service) tap(ctx context.Context, info *tap.Info) (context.Context, err
 			return nil, status.Error(codes.Unauthenticated, errBadToken)
 		}
 		ctx = context.WithValue(ctx, authedKey{}, true)
+	}
+	if s.cfg.admit != nil {
+		if err := s.cfg.admit(); err != nil {
+			s.met.refused.Inc()
+			if _, ok := status.FromError(err); !ok {
+				err = status.Error(codes.Unavailable, err.Error())
+			}
+			return nil, err
+		}
 	}
 	if s.open.Add(1) > int64(s.cfg.calls) {
 		s.open.Add(-1)
