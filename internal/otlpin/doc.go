@@ -134,8 +134,9 @@
 // 401 when WithAuth refuses (these four held back by WithRefusalHold, as
 // the collector holds the refusals of its report door); 408 for a body
 // sent below WithMinRate; 503 with Retry-After when busy (1 s while
-// every decode slot or the memory budget stays taken for 250 ms, 5 s while the
-// collector refuses reports or shuts down), which SDK exporters retry —
+// every decode slot or the memory budget stays taken for 250 ms, counted
+// busy; 5 s while the collector refuses it for now, WithAdmission, counted
+// refused; or while it shuts down), which SDK exporters retry —
 // and only that (tested with the Go SDK's exporter). RegisterGRPC serves
 // the same over gRPC (on a server made with GRPCServerOptions, serving on
 // GRPCListener): INVALID_ARGUMENT, UNAUTHENTICATED, UNAVAILABLE with a
@@ -146,7 +147,8 @@
 // Both transports admit a request before reading its body, in this
 // order: the credential (WithAuth) from the headers alone — gRPC checks it
 // in a tap on the stream's headers, so a refused message is never read;
-// then a reservation in the memory budget (WithMemory, 256 MiB by
+// then the admission check (WithAdmission); then a reservation in the
+// memory budget (WithMemory, 256 MiB by
 // default) — HTTP reserves its body as the bytes arrive, before they are
 // read (16 KiB, then doubling up to the length it declares; what gzip may
 // expand it to once it is in), so a request that declares 16 MiB and sends
