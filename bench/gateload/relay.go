@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"os"
 
@@ -85,9 +84,7 @@ func pipe(dst, src net.Conn) {
 			break
 		}
 	}
-	if err := dst.Close(); err != nil && err != io.EOF {
-		return
-	}
+	dst.Close() // the other side's read ends, and its pipe with it
 }
 
 // pair is a client connection and its upstream connection, both on one
