@@ -141,7 +141,9 @@ func startChild(name string, addr string, cmd *exec.Cmd) (target, error) {
 	return target{name: name, addr: addr, cmd: cmd}, nil
 }
 
-func startBare(up string) (target, error) {
+// startSelf runs this program's subcommand sub as the target name,
+// listening on an address of its own, with env added to its environment.
+func startSelf(name string, env []string, sub string, args ...string) (target, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return target{}, err
@@ -150,27 +152,22 @@ func startBare(up string) (target, error) {
 	if err != nil {
 		return target{}, err
 	}
-	return startChild("httputil", addr, exec.Command(self, "bare", "-listen", addr, "-upstream", up))
+	cmd := exec.Command(self, append([]string{sub, "-listen", addr}, args...)...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
+	return startChild(name, addr, cmd)
 }
+
+func startBare(up string) (target, error) { return startSelf("httputil", nil, "bare", "-upstream", up) }
 
 // startRelay runs a relay floor (relay.go) as relay-MODE, with
 // GOMAXPROCS=1 as relay-MODE-1p if oneP.
 func startRelay(mode, up string, oneP bool) (target, error) {
-	addr, err := freeAddr()
-	if err != nil {
-		return target{}, err
-	}
-	self, err := os.Executable()
-	if err != nil {
-		return target{}, err
-	}
-	cmd := exec.Command(self, "relay", "-mode", mode, "-listen", addr, "-upstream", up)
-	name := "relay-" + mode
 	if oneP {
-		cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
-		name += "-1p"
+		return startSelf("relay-"+mode+"-1p", []string{"GOMAXPROCS=1"}, "relay", "-mode", mode, "-upstream", up)
 	}
-	return startChild(name, addr, cmd)
+	return startSelf("relay-"+mode, nil, "relay", "-mode", mode, "-upstream", up)
 }
 
 func buildGate(o options, tmp string) (string, error) {

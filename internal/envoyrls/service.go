@@ -389,8 +389,8 @@ var serviceDesc = grpc.ServiceDesc{
 				c.late.Stop()
 			}
 			if intercept != nil {
-				// A server's interceptors (the collector's: none while its
-				// log is replayed).
+				// A server's interceptors (logging, tracing) see the call,
+				// as with generated code.
 				return intercept(ctx, in, &grpc.UnaryServerInfo{Server: srv, FullMethod: Method},
 					func(ctx context.Context, req any) (any, error) {
 						return srv.(*Service).ShouldRateLimit(ctx, req.(*rlsv3.RateLimitRequest))
